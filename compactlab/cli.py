@@ -1,0 +1,182 @@
+"""The command line: click commands only. Each parses options, builds a config, makes one
+library call and hands the result to one writer. Errors are turned into one line and an exit
+status here, and nowhere else (0 ok, 1 check failed, 2 usage or input error, 3 internal error).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from . import __version__
+from .errors import CompactlabError
+
+EXIT_INTERNAL = 3
+
+
+class Group(click.Group):
+    """Turns library errors into ``error: ...`` lines with the documented exit status."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CompactlabError as exc:
+            click.echo(f"error: {exc}", err=True)
+            if exc.hint:
+                click.echo(f"hint: {exc.hint}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("error: interrupted", err=True)
+            sys.exit(130)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
+            raise
+        except BrokenPipeError:
+            sys.exit(0)
+        except Exception as exc:  # a bug: still one line, the traceback on request
+            if os.environ.get("COMPACTLAB_DEBUG"):
+                raise
+            click.echo(f"error: internal error: {type(exc).__name__}: {exc}".splitlines()[0], err=True)
+            click.echo("hint: rerun with COMPACTLAB_DEBUG=1 for the traceback and report it", err=True)
+            sys.exit(EXIT_INTERNAL)
+
+
+def _status(quiet: bool, message: str) -> None:
+    if not quiet:
+        click.echo(message, err=True)
+
+
+def _preset_help() -> str:
+    from .policy import preset_names
+
+    return ", ".join(preset_names())
+
+
+def policy_options(f: Callable) -> Callable:
+    f = click.option("--set", "overrides", multiple=True, metavar="LAYER.KEY=VALUE",
+                     help="Override a policy key, e.g. --set summary.trigger=40000 (repeatable).")(f)
+    return f
+
+
+def input_options(f: Callable) -> Callable:
+    from .transcripts import FORMATS
+
+    f = click.option("--skip-bad-lines", is_flag=True, help="Skip unusable lines (counted) instead of failing.")(f)
+    f = click.option("--input-format", type=click.Choice(sorted(FORMATS)), default=None,
+                     help="Force the input format instead of detecting it.")(f)
+    return f
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="compactlab")
+def main() -> None:
+    """Replay recorded agent transcripts through context-compaction policies.
+
+    \b
+    compactlab replay session.jsonl -p s08     what would policy s08 do to this conversation?
+    compactlab inspect session.jsonl           what is in it, before any policy
+    compactlab policies list                   the built-in presets
+    """
+
+
+@main.command()
+@click.argument("transcript", type=click.Path(dir_okay=True, path_type=str))
+@click.option("-p", "--policy", "policy_ref", default="s08", show_default=True, metavar="POLICY",
+              help="A preset name or a policy TOML file.")
+@policy_options
+@click.option("--summarizer", type=click.Choice(["stub"]), default="stub", show_default=True,
+              help="Who writes summaries: the offline deterministic stub.")
+@click.option("--out", "out_dir", type=click.Path(path_type=str), default=None,
+              help="Output folder [default: reports/<transcript>-<policy>/].")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "md"]), default="table",
+              show_default=True, help="What to print on stdout.")
+@click.option("--dry-run", is_flag=True, help="Write no file at all; only print.")
+@click.option("--write-transcripts", is_flag=True, help="Also write the context saved before each summary.")
+@input_options
+@click.option("-q", "--quiet", is_flag=True, help="No status or warnings on stderr.")
+def replay(transcript: str, policy_ref: str, overrides: tuple[str, ...], summarizer: str, out_dir: str | None,
+           fmt: str, dry_run: bool, write_transcripts: bool, skip_bad_lines: bool, input_format: str | None,
+           quiet: bool) -> None:
+    """Replay TRANSCRIPT call by call through a policy and report what it did."""
+    from .outputs import OutputDir, safe_stem
+    from .policy import load_policy
+    from .replay import replay as run_replay
+    from .reports import WRITERS, write_files
+    from .transcripts import load_transcript
+
+    policy = load_policy(policy_ref, overrides)
+    loaded = load_transcript(transcript, input_format, skip_bad_lines=skip_bad_lines)
+    if loaded.skipped_lines:
+        _status(quiet, f"warning: {transcript}: skipped {loaded.skipped_lines} bad line(s)")
+    for w in loaded.warnings:
+        _status(quiet, f"warning: {transcript}: {w}")
+    out_dir = out_dir or os.path.join("reports", f"{safe_stem(loaded.name)}-{safe_stem(policy.name)}")
+    run = run_replay(loaded, policy, out_dir=out_dir, dry_run=dry_run, write_transcripts=write_transcripts)
+    write_files(run, OutputDir(out_dir, dry_run))
+    WRITERS[fmt](run, sys.stdout)
+    if fmt != "table" and run.out_dir:
+        _status(quiet, f"wrote {run.out_dir}/summary.json, calls.csv")
+
+
+@main.command()
+@click.argument("transcript", type=click.Path(path_type=str))
+@input_options
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "md"]), default="table", show_default=True)
+@click.option("--top", default=10, show_default=True, type=click.IntRange(0, 1000), help="How many largest results to list.")
+def inspect(transcript: str, skip_bad_lines: bool, input_format: str | None, fmt: str, top: int) -> None:
+    """What is in TRANSCRIPT, before any policy: calls, tools, sizes, recorded violations."""
+    from .overview import overview
+    from .reports.inspect_report import INSPECT_WRITERS
+    from .transcripts import load_transcript
+
+    loaded = load_transcript(transcript, input_format, skip_bad_lines=skip_bad_lines)
+    INSPECT_WRITERS[fmt](overview(loaded, top=top), sys.stdout)
+
+
+@main.group()
+def policies() -> None:
+    """The built-in presets and resolved policies."""
+
+
+@policies.command("list")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def policies_list(fmt: str) -> None:
+    """List the presets with their descriptions."""
+    from .policy import load_policy, preset_names
+    from .reports.policy_report import write_policy_list
+
+    write_policy_list([load_policy(n) for n in preset_names()], fmt, sys.stdout)
+
+
+@policies.command("show")
+@click.argument("policy_ref", metavar="POLICY")
+@policy_options
+@click.option("--format", "fmt", type=click.Choice(["toml", "json"]), default="toml", show_default=True)
+def policies_show(policy_ref: str, overrides: tuple[str, ...], fmt: str) -> None:
+    """Print the resolved POLICY (a preset name or TOML file) and its fingerprint."""
+    from .policy import load_policy
+    from .reports.policy_report import write_policy
+
+    write_policy(load_policy(policy_ref, overrides), fmt, sys.stdout)
+
+
+@main.command()
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str),
+              help="Where to write the transcript (.jsonl).")
+@click.option("--calls", default=200, show_default=True, type=click.IntRange(1, 10_000_000),
+              help="Number of model calls (assistant messages).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Random seed: same seed, same file.")
+@click.option("-q", "--quiet", is_flag=True)
+def synth(output: str, calls: int, seed: int, quiet: bool) -> None:
+    """Write a realistic synthetic coding-agent transcript."""
+    from .errors import UsageError
+    from .synth import write
+
+    try:
+        size = write(output, calls, seed)
+    except OSError as exc:
+        raise UsageError(f"{output}: cannot write: {exc.strerror or exc}") from None
+    _status(quiet, f"wrote {output}: {calls} calls, {size / 1e6:.2f} MB")

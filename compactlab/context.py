@@ -1,0 +1,83 @@
+"""The working context of a replay: the messages that would be sent, with incremental sizes.
+
+A :class:`Context` holds :class:`~compactlab.messages.Entry` objects, the running sum of their
+compact-JSON lengths and an index of every tool_result block (position, block number) in order.
+Layers treat a context as immutable and return a new one when they change something
+(``replaced`` for same-shape edits, ``Context(entries)`` for structural ones). Only the replay
+engine appends to the context it owns, in place, which keeps per-call work proportional to what
+changed rather than to the whole history.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .messages import Entry
+from .sizing import list_chars
+
+
+class Context:
+    __slots__ = ("entries", "chars_sum", "result_refs", "last_assistant", "memo")
+
+    def __init__(self, entries: Iterable[Entry] = ()) -> None:
+        self.entries: list[Entry] = []
+        self.chars_sum = 0
+        #: (position, index into entry.results) of every tool_result block, in context order
+        self.result_refs: list[tuple[int, int]] = []
+        self.last_assistant = -1
+        #: derived facts layers may cache; valid while the context only grows by appends
+        self.memo: dict[str, Any] = {}
+        self.extend(entries)
+
+    # -- the engine's in-place growth ---------------------------------------------------------
+    def append(self, entry: Entry) -> None:
+        pos = len(self.entries)
+        self.entries.append(entry)
+        self.chars_sum += entry.chars
+        if entry.results:
+            self.result_refs.extend((pos, k) for k in range(len(entry.results)))
+        if entry.role == "assistant":
+            self.last_assistant = pos
+
+    def extend(self, entries: Iterable[Entry]) -> None:
+        for e in entries:
+            self.append(e)
+
+    # -- what layers use -----------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    @property
+    def chars(self) -> int:
+        return list_chars(self.chars_sum, len(self.entries))
+
+    @property
+    def messages(self) -> list[dict]:
+        return [e.message for e in self.entries]
+
+    def replaced(self, changes: Mapping[int, Entry]) -> "Context":
+        """A new context with the entries at some positions replaced by same-shape copies.
+
+        The tool-result index is reused: a replacement keeps the message's tool_result blocks
+        where they were (it may change their content, not their number or order).
+        """
+        new = Context.__new__(Context)
+        new.entries = list(self.entries)
+        delta = 0
+        for pos, entry in changes.items():
+            delta += entry.chars - new.entries[pos].chars
+            new.entries[pos] = entry
+        new.chars_sum = self.chars_sum + delta
+        new.result_refs = list(self.result_refs)
+        new.last_assistant = self.last_assistant
+        new.memo = {}
+        return new
+
+    def refs_before(self, position: int) -> int:
+        """How many tool_result blocks sit in messages before ``position``."""
+        return bisect_left(self.result_refs, (position, -1))
+
+    def copy(self) -> "Context":
+        return self.replaced({})

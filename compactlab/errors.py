@@ -1,0 +1,47 @@
+"""One error family, translated once at the CLI boundary into a one-line message and exit status.
+
+Library code raises these; ``cli.py`` catches ``CompactlabError`` and prints ``error: <message>``
+(plus ``hint: ...`` when there is one) with ``exit_code``. Nothing below the CLI prints or exits.
+"""
+
+from __future__ import annotations
+
+
+class CompactlabError(Exception):
+    """Base of every error compactlab reports to a user."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:  # one line, always
+        return self.message.replace("\n", " ")
+
+
+class InputError(CompactlabError):
+    """An input file is missing, unreadable or not a transcript, or a line in it is bad."""
+
+
+class BadLineError(InputError):
+    """One physical line of a transcript is unusable (`file:line: reason`)."""
+
+    def __init__(self, path: str, line: int, reason: str) -> None:
+        super().__init__(f"{path}:{line}: {reason}", hint="use --skip-bad-lines to skip and count bad lines")
+        self.path = path
+        self.line = line
+        self.reason = reason
+
+
+class PolicyError(CompactlabError):
+    """A policy file or override is invalid (names the key)."""
+
+
+class UsageError(CompactlabError):
+    """Options that cannot work together, or an output location that cannot be used."""
+
+
+class SummarizerError(CompactlabError):
+    """A summarizer failed to produce a summary (counts toward the circuit breaker)."""

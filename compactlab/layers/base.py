@@ -1,0 +1,156 @@
+"""What every layer shares: the contract, the run environment, and the stats record.
+
+The layer contract (STYLE lesson 2)::
+
+    layer(context: Context, config: <Layer>Config, env: RunEnv) -> (Context, LayerStats)
+
+A layer is a pure function of its context and config: it never mutates the context or the
+messages it was given (changed messages are copied), returns the same object when it changes
+nothing, and reports everything it did in ``LayerStats``, including ``lowest_changed``, the first
+message position it altered (the prefix before it is byte-identical, which the cost model and
+the incremental invariant checker rely on). Side effects go through ``env``: persisted files,
+saved transcripts and summarizer calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ..context import Context
+from ..errors import SummarizerError
+from ..messages import Entry, Message, make_entry
+from ..outputs import OutputDir
+from ..sizing import TokenEstimator
+from ..summarizers.base import Summarizer, SummaryRequest
+from ..summarizers.prompts import PROMPTS
+
+
+@dataclass
+class LayerStats:
+    persisted: int = 0
+    persisted_chars: int = 0
+    snipped: int = 0
+    micro_compacted: int = 0
+    summaries: int = 0
+    reactive: int = 0
+    manual: int = 0
+    summary_input_chars: int = 0
+    summary_output_chars: int = 0
+    summary_input_tokens: int = 0
+    summary_output_tokens: int = 0
+    summary_failures: int = 0
+    lowest_changed: int | None = None
+
+    def changed_at(self, position: int) -> None:
+        if self.lowest_changed is None or position < self.lowest_changed:
+            self.lowest_changed = position
+
+    def add(self, other: "LayerStats") -> None:
+        for name in self.__dataclass_fields__:
+            if name == "lowest_changed":
+                if other.lowest_changed is not None:
+                    self.changed_at(other.lowest_changed)
+            else:
+                setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass
+class RunEnv:
+    """Per-run dependencies and state that layers may use (passed in, never global)."""
+
+    summarizer: Summarizer
+    estimator: TokenEstimator = field(default_factory=TokenEstimator)
+    out: OutputDir = field(default_factory=lambda: OutputDir(None))
+    tool_names: dict[str, str] = field(default_factory=dict)
+    write_transcripts: bool = False
+    call: int = 0
+    consecutive_failures: int = 0
+    breaker_open: bool = False
+    persisted_files: list[dict[str, Any]] = field(default_factory=list)
+    saved_transcripts: list[dict[str, Any]] = field(default_factory=list)
+    failed_summaries: list[dict[str, Any]] = field(default_factory=list)
+    _next_origin: int = -1
+
+    def new_entry(self, message: Message) -> Entry:
+        """An Entry for a message a policy made (placeholder, summary): a fresh negative origin."""
+        origin = self._next_origin
+        self._next_origin -= 1
+        return make_entry(message, origin)
+
+    def persist(self, tool_use_id: str, text: str) -> str:
+        rel, fresh = self.out.persisted_name(tool_use_id, text)
+        if fresh:
+            self.out.write_text(rel, text)
+            self.persisted_files.append({"path": rel, "chars": len(text)})
+        return rel
+
+    def save_transcript(self, context: Context) -> str:
+        """Record the context a summary is about to replace (written only when asked)."""
+        rel = f"transcripts/transcript-{self.call:05d}-{len(self.saved_transcripts) + 1}.jsonl"
+        record: dict[str, Any] = {"call": self.call, "messages": len(context), "chars": context.chars, "path": None}
+        if self.write_transcripts and not self.out.dry_run:
+            data = b"".join(orjson.dumps(e.message) + b"\n" for e in context.entries)
+            self.out.write_bytes(rel, data)
+            record["path"] = rel
+        self.saved_transcripts.append(record)
+        return rel
+
+
+def pair_safe_head(entries: list[Entry], head_end: int) -> int:
+    """Seed 000: a head ending in a tool_use takes the tool_result messages after it."""
+    if head_end > 0 and entries[head_end - 1].has_tool_use:
+        while head_end < len(entries) and entries[head_end].is_tool_result_message:
+            head_end += 1
+    return head_end
+
+
+def pair_safe_tail(entries: list[Entry], tail_start: int) -> int:
+    """Seed 000: a tail starting with tool results takes the tool_use message before it."""
+    if (
+        0 < tail_start < len(entries)
+        and entries[tail_start].is_tool_result_message
+        and entries[tail_start - 1].has_tool_use
+    ):
+        tail_start -= 1
+    return tail_start
+
+
+def summarize(
+    entries: list[Entry], *, kind: str, summary_cfg: Any, env: RunEnv, stats: LayerStats
+) -> str | None:
+    """Ask the summarizer for a summary of ``entries``; None when it failed (recorded).
+
+    The input is the compact JSON text of the messages cut to ``input_chars`` from the head or
+    the tail, as the seeds do with ``json.dumps(messages)[:80000]`` / ``[-80000:]``.
+    """
+    messages = [e.message for e in entries]
+    text = orjson.dumps(messages).decode("utf-8")
+    n = summary_cfg.input_chars
+    text = text[:n] if summary_cfg.input_from == "head" else text[-n:]
+    request = SummaryRequest(
+        messages=messages,
+        input_text=text,
+        prompt=PROMPTS.get(summary_cfg.prompt, summary_cfg.prompt),
+        max_output_tokens=summary_cfg.max_output_tokens,
+        kind=kind,
+        call=env.call,
+    )
+    try:
+        result = env.summarizer.summarize(request)
+    except SummarizerError as exc:
+        stats.summary_failures += 1
+        env.failed_summaries.append({"call": env.call, "kind": kind, "error": str(exc)})
+        return None
+    stats.summary_input_chars += len(text)
+    stats.summary_output_chars += len(result.text)
+    stats.summary_input_tokens += result.input_tokens
+    stats.summary_output_tokens += result.output_tokens
+    return result.text
+
+
+def fill(template: str, summary: str, transcript: str = "") -> str:
+    # str.replace, not str.format: a summary may contain braces
+    return template.replace("{transcript}", transcript).replace("{summary}", summary)

@@ -1,0 +1,108 @@
+"""The run's output folder: safe names for untrusted ids, atomic writes, nothing outside it.
+
+A persisted file's name comes from a tool_use id, which is untrusted input: it is sanitised to
+``[A-Za-z0-9_-]`` (at most 64 characters), names reserved on Windows are avoided, and whenever
+the name is not the id itself, or another id already took that name ignoring case, a short hash
+of the id is appended. A second, different output under an id that was already written gets a
+numbered name. Every path is resolved and checked to lie inside the folder before writing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from .errors import UsageError
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
+MAX_NAME = 64
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def safe_stem(tool_use_id: str) -> str:
+    """A file-name stem made only of safe characters (the id itself when it already is one)."""
+    stem = _UNSAFE.sub("_", tool_use_id)[:MAX_NAME].strip("_-") or "id"
+    if stem != tool_use_id or stem.lower() in _RESERVED:
+        stem = f"{stem[:MAX_NAME - 9]}-{_digest(tool_use_id)[:8]}"
+    return stem
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write via a temp file in the same folder and rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+class OutputDir:
+    """Where a run writes. ``dry_run`` computes every name but writes nothing."""
+
+    def __init__(self, root: str | os.PathLike | None, dry_run: bool = False) -> None:
+        self.root = Path(root) if root is not None else None
+        self.dry_run = dry_run or root is None
+        self._owner: dict[str, tuple[str, str]] = {}  # lower-cased name -> (tool id, content digest)
+
+    def prepare(self) -> None:
+        """Create the folder, or explain in one line why it cannot be used."""
+        if self.dry_run or self.root is None:
+            return
+        if self.root.exists() and not self.root.is_dir():
+            raise UsageError(f"--out {self.root}: exists and is not a folder")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"--out {self.root}: cannot create folder: {exc.strerror or exc}") from None
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            raise UsageError(f"--out {self.root}: folder is not writable")
+
+    def inside(self, relative: str) -> Path:
+        assert self.root is not None
+        root = self.root.resolve()
+        target = (root / relative).resolve()
+        if target != root and root not in target.parents:
+            raise UsageError(f"refusing to write outside the output folder: {relative!r}")
+        return target
+
+    def persisted_name(self, tool_use_id: str, text: str) -> tuple[str, bool]:
+        """(relative path for this output, whether it still has to be written)."""
+        digest = _digest(text)
+        stem = safe_stem(tool_use_id)
+        n = 1
+        while True:
+            name = stem if n == 1 else f"{stem}-{n}"
+            owner = self._owner.get(name.lower())
+            if owner is None:
+                self._owner[name.lower()] = (tool_use_id, digest)
+                return f"tool-results/{name}.txt", True
+            if owner == (tool_use_id, digest):  # the same output again: the seed writes it once
+                return f"tool-results/{name}.txt", False
+            if owner[0] != tool_use_id and n == 1 and not stem.endswith(_digest(tool_use_id)[:8]):
+                stem = f"{stem[:MAX_NAME - 9]}-{_digest(tool_use_id)[:8]}"
+                continue
+            n += 1
+
+    def write_text(self, relative: str, text: str) -> None:
+        if self.dry_run:
+            return
+        atomic_write_bytes(self.inside(relative), text.encode("utf-8", "surrogatepass"))
+
+    def write_bytes(self, relative: str, data: bytes) -> None:
+        if self.dry_run:
+            return
+        atomic_write_bytes(self.inside(relative), data)

@@ -1,0 +1,71 @@
+"""What is in a transcript before any policy runs (``compactlab inspect``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .baseline import baseline_for
+from .messages import block_type
+from .sizing import TokenEstimator
+from .transcripts import Transcript
+
+
+def unanswered_at_end(transcript: Transcript) -> list[str]:
+    """Tool calls of the last assistant message that the recording never answered."""
+    calls = transcript.call_positions
+    if not calls:
+        return []
+    last = transcript.entries[calls[-1]]
+    answered = {f.tool_use_id for e in transcript.entries[calls[-1] + 1:] for f in e.results}
+    return [t for t in last.tool_use_ids if t not in answered]
+
+
+def overview(transcript: Transcript, top: int = 10) -> dict[str, Any]:
+    est = TokenEstimator()
+    base = baseline_for(transcript)
+    names = transcript.tool_names
+    tools: dict[str, dict[str, int]] = {}
+    for e in transcript.entries:
+        if e.role == "assistant" and e.tool_use_ids:
+            for b in e.message["content"]:
+                if block_type(b) == "tool_use":
+                    t = tools.setdefault(b.get("name", ""), {"count": 0, "total_chars": 0, "max_chars": 0})
+                    t["count"] += 1
+    results = []
+    for e in transcript.entries:
+        for f in e.results:
+            name = names.get(f.tool_use_id, "unknown")
+            t = tools.setdefault(name, {"count": 0, "total_chars": 0, "max_chars": 0})
+            t["total_chars"] += f.size
+            t["max_chars"] = max(t["max_chars"], f.size)
+            results.append((f.size, f.tool_use_id, name, e.origin))
+    results.sort(key=lambda r: (-r[0], r[3]))
+    raw_tokens = [est.tokens(c) for c in base.chars]
+    n = len(raw_tokens)
+    growth = {f"p{int(q * 100)}": raw_tokens[min(n - 1, int(q * (n - 1)))] for q in (0.25, 0.5, 0.75, 1.0)} if n else {}
+    return {
+        "transcript": transcript.path,
+        "format": transcript.format,
+        "title": transcript.title,
+        "session_id": transcript.session_id,
+        "model": transcript.model,
+        "messages": len(transcript.entries),
+        "calls": len(transcript.call_positions),
+        "tool_calls": sum(len(e.tool_use_ids) for e in transcript.entries),
+        "raw_chars": sum(e.chars for e in transcript.entries),
+        "tools": dict(sorted(tools.items(), key=lambda kv: -kv[1]["total_chars"])),
+        "largest_results": [
+            {"tool_use_id": tid, "tool": name, "chars": size, "message_index": pos}
+            for size, tid, name, pos in results[:top]
+        ],
+        "violations": [
+            {"kind": v.kind, "call": call, "message_index": v.message_index, "tool_use_id": v.tool_use_id,
+             "introduced": False}
+            for call, v in base.first_seen
+        ],
+        "raw_tokens_per_call": raw_tokens,
+        "raw_growth": growth,
+        "skipped_lines": transcript.skipped_lines,
+        "unanswered_at_end": unanswered_at_end(transcript),
+        "warnings": transcript.warnings,
+    }

@@ -1,0 +1,197 @@
+"""The replay engine (SPEC §3): walk a transcript call by call through a policy.
+
+For each call (recorded assistant message): append the messages before it to the working
+context (running manual compaction where the previous reply called the compact tool), run the
+policy's cheap layers and the summary layer, compact reactively while over the window, then
+check and measure the context as it would be sent, keep a TurnRecord, and append the recorded
+reply. The context only grows by appends between calls, and layers report the first position
+they changed, so sizes and invariants are updated from there instead of from scratch.
+"""
+
+from __future__ import annotations
+
+import time
+from os import PathLike
+
+from .baseline import baseline_for
+from .context import Context
+from .invariants import InvariantTracker, classify
+from .layers import CHEAP, LayerStats, RunEnv, manual, reactive, summary
+from .outputs import OutputDir
+from .policy import Policy
+from .records import Run, RunSummary, TurnRecord
+from .sizing import TokenEstimator
+from .summarizers import StubSummarizer, Summarizer
+from .transcripts import Transcript
+
+
+def _calls_tool(entry, tool: str) -> bool:
+    if not entry.tool_use_ids:
+        return False
+    return any(isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") == tool
+               for b in entry.message["content"])
+
+
+def replay(
+    transcript: Transcript,
+    policy: Policy,
+    *,
+    summarizer: Summarizer | None = None,
+    estimator: TokenEstimator | None = None,
+    out_dir: str | PathLike | None = None,
+    dry_run: bool = False,
+    write_transcripts: bool = False,
+    keep_recorded_compactions: bool = False,
+) -> Run:
+    """Replay ``transcript`` through ``policy``. With no ``out_dir`` nothing is written."""
+    started = time.perf_counter()
+    estimator = estimator or TokenEstimator(policy.size.chars_per_token, policy.size.overhead_tokens)
+    out = OutputDir(out_dir, dry_run)
+    out.prepare()
+    env = RunEnv(
+        summarizer=summarizer or StubSummarizer(),
+        estimator=estimator,
+        out=out,
+        tool_names=transcript.tool_names,
+        write_transcripts=write_transcripts,
+    )
+    base = baseline_for(transcript)
+    entries = transcript.entries
+    cheap = [(CHEAP[name], getattr(policy, name)) for name in policy.order if getattr(policy, name).enabled]
+    window = policy.reactive.window_tokens
+    restarts = {c.position: c for c in transcript.compactions} if keep_recorded_compactions else {}
+
+    def prepare(ctx: Context, stats: LayerStats) -> Context:
+        for layer, config in cheap:
+            ctx, st = layer(ctx, config, env)
+            stats.add(st)
+        if policy.summary.enabled:
+            ctx, st = summary(ctx, policy.summary, env)
+            stats.add(st)
+        return ctx
+
+    def append(ctx: Context, start: int, stop: int, stats: LayerStats) -> Context:
+        for i in range(start, stop + 1):
+            if i in restarts:  # a compaction the recording did: restart from its summary
+                ctx = Context([restarts[i].summary])
+                stats.changed_at(0)
+            if i < stop:
+                ctx.append(entries[i])
+        return ctx
+
+    ctx = Context()
+    tracker = InvariantTracker()
+    records: list[TurnRecord] = []
+    totals = LayerStats()
+    seen: dict[tuple, dict] = {}
+    sent_len = 0  # length of the context last sent: the next call can reuse its prefix
+    done = 0
+    manual_pending = False
+    for call, pos in enumerate(transcript.call_positions):
+        env.call = call
+        stats = LayerStats()
+        if manual_pending and policy.manual.mode != "after_results":
+            ctx, st = manual(ctx, policy.manual, env, policy.summary)
+            stats.add(st)
+            if st.manual and policy.manual.mode == "replace_results":
+                # seed 004 appends its own message instead of the tool results
+                for i in range(done, pos):
+                    if not entries[i].results:
+                        ctx.append(entries[i])
+                done = pos
+        ctx = append(ctx, done, pos, stats)
+        if manual_pending and policy.manual.mode == "after_results":
+            ctx, st = manual(ctx, policy.manual, env, policy.summary)
+            stats.add(st)
+
+        ctx = prepare(ctx, stats)
+        retries = 0
+        while (policy.reactive.enabled and retries < policy.reactive.max_retries
+               and estimator.tokens(ctx.chars) > window):
+            retries += 1
+            ctx, st = reactive(ctx, policy.reactive, env, policy.summary)
+            stats.add(st)
+            if not st.reactive:
+                break
+            ctx = prepare(ctx, stats)
+
+        dirty = sent_len if stats.lowest_changed is None else min(sent_len, stats.lowest_changed)
+        tracker.update(ctx.entries, dirty)
+        raw_counts = base.counts_at(call)
+        introduced = inherited = 0
+        if tracker.total:
+            sent_counts = tracker.counts()
+            for v, is_new in classify(tracker.violations(), sent_counts, raw_counts):
+                introduced += is_new
+                inherited += not is_new
+                key = (v.kind, v.tool_use_id, v.origin, is_new)
+                if key not in seen:
+                    seen[key] = {"kind": v.kind, "call": call, "message_index": v.message_index,
+                                 "tool_use_id": v.tool_use_id, "introduced": is_new}
+        tokens = estimator.tokens(ctx.chars)
+        records.append(TurnRecord(
+            call=call,
+            message_index=pos,
+            raw_messages=base.messages[call],
+            raw_chars=base.chars[call],
+            raw_tokens=estimator.tokens(base.chars[call]),
+            messages=len(ctx),
+            chars=ctx.chars,
+            tokens=tokens,
+            persisted=stats.persisted,
+            persisted_chars=stats.persisted_chars,
+            snipped=stats.snipped,
+            micro_compacted=stats.micro_compacted,
+            summarized=stats.summaries,
+            summary_input_chars=stats.summary_input_chars,
+            summary_output_chars=stats.summary_output_chars,
+            reactive=stats.reactive,
+            manual=stats.manual,
+            overflow=tokens > window,
+            violations_introduced=introduced,
+            violations_inherited=inherited,
+        ))
+        totals.add(stats)
+        sent_len = len(ctx)
+        ctx.append(entries[pos])
+        done = pos + 1
+        manual_pending = policy.manual.enabled and _calls_tool(entries[pos], policy.manual.tool)
+
+    violations = sorted(seen.values(), key=lambda v: (v["call"], v["message_index"]))
+    raw_total = sum(r.raw_tokens for r in records)
+    total = sum(r.tokens for r in records)
+    summary_record = RunSummary(
+        transcript=transcript.path,
+        format=transcript.format,
+        policy=policy.name,
+        fingerprint=policy.fingerprint,
+        calls=len(records),
+        raw_tokens_total=raw_total,
+        tokens_total=total,
+        reduction=round(1 - total / raw_total, 6) if raw_total else 0.0,
+        peak_tokens=max((r.tokens for r in records), default=0),
+        final_tokens=records[-1].tokens if records else 0,
+        snipped=totals.snipped,
+        micro_compacted=totals.micro_compacted,
+        persisted=totals.persisted,
+        persisted_files=env.persisted_files,
+        summaries=totals.summaries,
+        summary_input_tokens=totals.summary_input_tokens,
+        summary_output_tokens=totals.summary_output_tokens,
+        reactive=totals.reactive,
+        manual=totals.manual,
+        overflows=sum(r.overflow for r in records),
+        violations_introduced=sum(v["introduced"] for v in violations),
+        violations_inherited=sum(not v["introduced"] for v in violations),
+        violations=violations,
+        saved_transcripts=env.saved_transcripts,
+        skipped_lines=transcript.skipped_lines,
+        runtime_s=round(time.perf_counter() - started, 4),
+    )
+    return Run(
+        summary=summary_record,
+        calls=records,
+        policy=policy.resolved(),
+        failed_summaries=env.failed_summaries,
+        out_dir=None if out.dry_run or out.root is None else str(out.root),
+    )

@@ -1,0 +1,8 @@
+"""Report writers, one per output format, chosen by name."""
+
+from __future__ import annotations
+
+from .replay_report import WRITERS, calls_csv, markdown, write_files
+from .sparkline import sparkline
+
+__all__ = ["WRITERS", "calls_csv", "markdown", "sparkline", "write_files"]

@@ -1,0 +1,83 @@
+"""Writers for ``compactlab inspect``: terminal, JSON and Markdown."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TextIO
+
+import orjson
+
+from .sparkline import sparkline
+
+
+def write_json(info: dict[str, Any], out: TextIO) -> None:
+    out.write(orjson.dumps(info).decode("utf-8") + "\n")
+
+
+def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = [("format", info["format"]), ("messages", f"{info['messages']:,}"), ("calls", f"{info['calls']:,}"),
+            ("tool calls", f"{info['tool_calls']:,}"), ("message chars", f"{info['raw_chars']:,}")]
+    for key in ("title", "session_id", "model"):
+        if info.get(key):
+            rows.append((key.replace("_", " "), str(info[key])))
+    g = info["raw_growth"]
+    if g:
+        rows.append(("raw context tokens (25/50/75/100% of calls)", " / ".join(f"{v:,}" for v in g.values())))
+    rows.append(("recorded violations", str(len(info["violations"]))))
+    if info["unanswered_at_end"]:
+        rows.append(("unanswered at end", ", ".join(info["unanswered_at_end"])))
+    if info["skipped_lines"]:
+        rows.append(("bad lines skipped", str(info["skipped_lines"])))
+    return rows
+
+
+def write_table(info: dict[str, Any], out: TextIO) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=out, highlight=False, markup=False)
+    head = Table(title=info["transcript"], show_header=False, title_justify="left")
+    head.add_column(style="bold")
+    head.add_column(justify="right")
+    for k, v in _head_rows(info):
+        head.add_row(k, v)
+    console.print(head)
+    console.print("raw context tokens per call:")
+    console.print(sparkline(info["raw_tokens_per_call"]), soft_wrap=True)
+    tools = Table(title="tools", title_justify="left")
+    for col in ("tool", "calls", "result chars", "largest"):
+        tools.add_column(col, justify="left" if col == "tool" else "right")
+    for name, t in info["tools"].items():
+        tools.add_row(name, f"{t['count']:,}", f"{t['total_chars']:,}", f"{t['max_chars']:,}")
+    console.print(tools)
+    if info["largest_results"]:
+        big = Table(title="largest tool results", title_justify="left")
+        for col in ("tool id", "tool", "chars", "message"):
+            big.add_column(col, justify="right" if col in ("chars", "message") else "left")
+        for r in info["largest_results"]:
+            big.add_row(r["tool_use_id"], r["tool"], f"{r['chars']:,}", str(r["message_index"]))
+        console.print(big)
+    for v in info["violations"][:20]:
+        console.print(f"recorded {v['kind']} at call {v['call']}, message {v['message_index']}"
+                      + (f", tool id {v['tool_use_id']}" if v["tool_use_id"] else ""), soft_wrap=True)
+    for w in info["warnings"]:
+        console.print(f"warning: {w}", soft_wrap=True)
+
+
+def write_md(info: dict[str, Any], out: TextIO) -> None:
+    lines = [f"# {info['transcript']}", "", "| | |", "|---|---:|"]
+    lines += [f"| {k} | {v} |" for k, v in _head_rows(info)]
+    lines += ["", "| tool | calls | result chars | largest |", "|---|---:|---:|---:|"]
+    lines += [f"| {n} | {t['count']} | {t['total_chars']} | {t['max_chars']} |" for n, t in info["tools"].items()]
+    if info["violations"]:
+        lines += ["", "| recorded violation | call | message | tool id |", "|---|---:|---:|---|"]
+        lines += [f"| {v['kind']} | {v['call']} | {v['message_index']} | {v['tool_use_id'] or ''} |"
+                  for v in info["violations"]]
+    out.write("\n".join(lines) + "\n")
+
+
+INSPECT_WRITERS: dict[str, Callable[[dict[str, Any], TextIO], None]] = {
+    "table": write_table,
+    "json": write_json,
+    "md": write_md,
+}

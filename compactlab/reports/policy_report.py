@@ -1,0 +1,56 @@
+"""Writers for ``compactlab policies``: the preset list and one resolved policy."""
+
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+import orjson
+
+from ..policy import Policy
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return orjson.dumps(v).decode("utf-8")  # a JSON string is a valid TOML basic string
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} as TOML")
+
+
+def to_toml(policy: Policy) -> str:
+    data = policy.resolved()
+    lines = [f"# fingerprint {policy.fingerprint}"]
+    tables = {k: v for k, v in data.items() if isinstance(v, dict)}
+    lines += [f"{k} = {_toml_value(v)}" for k, v in data.items() if k not in tables]
+    for name, table in tables.items():
+        lines += ["", f"[{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_policy(policy: Policy, fmt: str, out: TextIO) -> None:
+    if fmt == "json":
+        doc = {"fingerprint": policy.fingerprint, **policy.resolved()}
+        out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode("utf-8") + "\n")
+    else:
+        out.write(to_toml(policy))
+
+
+def write_policy_list(policies: list[Policy], fmt: str, out: TextIO) -> None:
+    if fmt == "json":
+        doc = [{"name": p.name, "fingerprint": p.fingerprint, "description": p.description} for p in policies]
+        out.write(orjson.dumps(doc).decode("utf-8") + "\n")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="policies", title_justify="left")
+    table.add_column("name", style="bold", no_wrap=True)
+    table.add_column("fingerprint", no_wrap=True)
+    table.add_column("description")
+    for p in policies:
+        table.add_row(p.name, p.fingerprint, p.description)
+    Console(file=out, highlight=False, markup=False).print(table)

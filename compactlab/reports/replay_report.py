@@ -1,0 +1,128 @@
+"""Writers for one replay: terminal table, JSON, CSV and Markdown, plus the files under --out."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable
+from typing import TextIO
+
+import orjson
+
+from ..outputs import OutputDir
+from ..records import TURN_COLUMNS, Run
+from .sparkline import sparkline
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.1f}%"
+
+
+def summary_rows(run: Run) -> list[tuple[str, str]]:
+    s = run.summary
+    raw_peak = max((c.raw_tokens for c in run.calls), default=0)
+    rows = [
+        ("calls", f"{s.calls:,}"),
+        ("tokens billed (raw → policy)", f"{s.raw_tokens_total:,} → {s.tokens_total:,}"),
+        ("reduction", _pct(s.reduction)),
+        ("peak context tokens (raw → policy)", f"{raw_peak:,} → {s.peak_tokens:,}"),
+        ("final context tokens", f"{s.final_tokens:,}"),
+        ("messages snipped", f"{s.snipped:,}"),
+        ("tool results micro-compacted", f"{s.micro_compacted:,}"),
+        ("tool results persisted", f"{s.persisted:,} ({len(s.persisted_files)} files)"),
+        ("summaries / reactive / manual", f"{s.summaries} / {s.reactive} / {s.manual}"),
+        ("summary tokens (in → out)", f"{s.summary_input_tokens:,} → {s.summary_output_tokens:,}"),
+        ("overflows", f"{s.overflows:,}"),
+        ("violations introduced / inherited", f"{s.violations_introduced} / {s.violations_inherited}"),
+        ("saved transcripts", f"{len(s.saved_transcripts)}" + (
+            f" ({sum(1 for t in s.saved_transcripts if t['path'])} written)" if s.saved_transcripts else "")),
+    ]
+    if run.failed_summaries:
+        rows.append(("calls that lost their summary", ", ".join(str(f["call"]) for f in run.failed_summaries[:20])))
+    if s.skipped_lines:
+        rows.append(("bad lines skipped", f"{s.skipped_lines:,}"))
+    return rows
+
+
+def write_table(run: Run, out: TextIO) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    s = run.summary
+    console = Console(file=out, highlight=False, markup=False)
+    table = Table(title=f"{s.transcript} × {s.policy} ({s.fingerprint})", show_header=False, title_justify="left")
+    table.add_column("metric", style="bold")
+    table.add_column("value", justify="right")
+    for k, v in summary_rows(run):
+        style = "red" if k.startswith("violations introduced") and s.violations_introduced else None
+        table.add_row(k, v, style=style)
+    console.print(table)
+    tokens = [c.tokens for c in run.calls]
+    console.print(f"context tokens per call, peak {max(tokens, default=0):,}:")
+    console.print(sparkline(tokens), soft_wrap=True)
+    introduced = [v for v in s.violations if v["introduced"]]
+    for v in introduced[:10]:
+        console.print(f"introduced {v['kind']} at call {v['call']}, message {v['message_index']}"
+                      + (f", tool id {v['tool_use_id']}" if v["tool_use_id"] else ""), style="red", soft_wrap=True)
+    if len(introduced) > 10:
+        console.print(f"… and {len(introduced) - 10} more introduced violations (see summary.json)")
+    if run.out_dir:
+        console.print(f"report files: {run.out_dir}/", soft_wrap=True)
+
+
+def write_json(run: Run, out: TextIO) -> None:
+    out.write(orjson.dumps(run.to_dict()).decode("utf-8") + "\n")
+
+
+def calls_csv(run: Run) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(TURN_COLUMNS)
+    for c in run.calls:
+        w.writerow([str(v).lower() if isinstance(v, bool) else v for v in c.to_dict().values()])
+    return buf.getvalue()
+
+
+def write_csv(run: Run, out: TextIO) -> None:
+    out.write(calls_csv(run))
+
+
+def markdown(run: Run) -> str:
+    s = run.summary
+    lines = [f"# {s.transcript} × {s.policy}", "", f"Policy fingerprint `{s.fingerprint}`.", "",
+             "| metric | value |", "|---|---:|"]
+    lines += [f"| {k} | {v} |" for k, v in summary_rows(run)]
+    lines += ["", f"Context tokens per call: `{sparkline([c.tokens for c in run.calls])}`", ""]
+    if s.violations:
+        lines += ["## Violations", "", "| kind | call | message | tool id | introduced |", "|---|---:|---:|---|---|"]
+        lines += [f"| {v['kind']} | {v['call']} | {v['message_index']} | {v['tool_use_id'] or ''} | "
+                  f"{'yes' if v['introduced'] else 'no'} |" for v in s.violations]
+        lines.append("")
+    cols = ["call", "raw_tokens", "tokens", "messages", "snipped", "micro_compacted", "persisted", "summarized",
+            "reactive", "manual", "violations_introduced"]
+    lines += ["## Calls", "", "| " + " | ".join(cols) + " |", "|" + "---:|" * len(cols)]
+    lines += ["| " + " | ".join(str(getattr(c, k)) for k in cols) + " |" for c in run.calls]
+    return "\n".join(lines) + "\n"
+
+
+def write_md(run: Run, out: TextIO) -> None:
+    out.write(markdown(run))
+
+
+#: the stdout writers of ``replay --format``
+WRITERS: dict[str, Callable[[Run, TextIO], None]] = {
+    "table": write_table,
+    "json": write_json,
+    "csv": write_csv,
+    "md": write_md,
+}
+
+
+def write_files(run: Run, out: OutputDir) -> list[str]:
+    """summary.json and calls.csv in the output folder (atomically); the names written."""
+    if out.dry_run:
+        return []
+    doc = {"summary": run.summary.to_dict(), "policy": run.policy, "failed_summaries": run.failed_summaries}
+    out.write_bytes("summary.json", orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    out.write_text("calls.csv", calls_csv(run))
+    return ["summary.json", "calls.csv"]

@@ -1,0 +1,26 @@
+"""Size measures (SPEC §5): compact-JSON characters and estimated tokens.
+
+``chars`` of a context is the length of the compact JSON text of the message list; it is kept
+incrementally from per-message lengths: ``sum(entry.chars) + commas + brackets``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+def list_chars(sum_of_items: int, count: int) -> int:
+    """Compact JSON length of a list whose items' lengths add up to ``sum_of_items``."""
+    return sum_of_items + max(count - 1, 0) + 2
+
+
+@dataclass(frozen=True, slots=True)
+class TokenEstimator:
+    """tokens ≈ overhead + ceil(chars / chars_per_token) (the seeds' heuristic is chars/4)."""
+
+    chars_per_token: float = 4.0
+    overhead_tokens: int = 0
+
+    def tokens(self, chars: int) -> int:
+        return self.overhead_tokens + math.ceil(chars / self.chars_per_token)

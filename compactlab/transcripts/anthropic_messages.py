@@ -1,0 +1,55 @@
+"""Format 1: Anthropic messages JSONL, one API message per line (what the seeds' write_transcript
+writes). API response objects (``{"type": "message", "role": "assistant", ...}``) count too, their
+``usage`` kept as recorded usage; a top-level system line is kept as metadata."""
+
+from __future__ import annotations
+
+from .model import Transcript, TranscriptBuilder
+from .reader import LineReader, message_problem
+
+NAME = "anthropic"
+DESCRIPTION = "Anthropic Messages API messages, one JSON object per line"
+
+
+def _is_message_line(obj: dict) -> bool:
+    return obj.get("role") in ("user", "assistant") and "message" not in obj
+
+
+def sniff(objects: list[dict]) -> float:
+    """Share of the sampled objects that look like bare API messages."""
+    if not objects:
+        return 0.0
+    hits = sum(1 for o in objects if _is_message_line(o) or o.get("role") == "system" or set(o) == {"system"})
+    return hits / len(objects)
+
+
+def load(path: str, *, skip_bad_lines: bool = False, **_: object) -> Transcript:
+    builder = TranscriptBuilder(path, NAME)
+    reader = LineReader(path, skip_bad_lines=skip_bad_lines)
+    for lineno, obj in reader.objects():
+        role = obj.get("role")
+        if role == "system" or (role is None and "system" in obj):
+            builder.system = obj.get("content", obj.get("system"))
+            continue
+        if "message" in obj and role is None:
+            reader.bad(lineno, "a Claude Code style line (\"message\" envelope) in an Anthropic messages file")
+            continue
+        problem = message_problem(obj)
+        if problem:
+            reader.bad(lineno, problem)
+            continue
+        usage = None
+        if set(obj) == {"role", "content"}:
+            message = obj
+        else:
+            message = {"role": role, "content": obj["content"]}
+            usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
+            if isinstance(obj.get("model"), str):
+                builder.model = obj["model"]
+        builder.add(message, usage=_usage(usage) if usage and role == "assistant" else None)
+    return builder.build(skipped_lines=reader.skipped, content_hash=reader.content_hash)
+
+
+def _usage(usage: dict) -> dict[str, int]:
+    keys = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+    return {k: int(usage.get(k) or 0) for k in keys}
