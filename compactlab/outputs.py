@@ -20,6 +20,8 @@ from .errors import UsageError
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
 MAX_NAME = 64
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 
 
 def _digest(text: str) -> str:
@@ -41,6 +43,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual mode
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -1,0 +1,52 @@
+"""Small builders for hand-made messages and contexts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from compactlab.context import Context
+from compactlab.messages import make_entry
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_transcripts"
+SHARED = ROOT.parent / "shared"
+
+
+def user(text: str) -> dict:
+    return {"role": "user", "content": text}
+
+
+def asst(*blocks: dict | str) -> dict:
+    return {"role": "assistant", "content": [{"type": "text", "text": b} if isinstance(b, str) else b for b in blocks]}
+
+
+def tu(tid: str, name: str = "bash", **inp: object) -> dict:
+    return {"type": "tool_use", "id": tid, "name": name, "input": inp}
+
+
+def tr(tid: str, content: object = "ok", **extra: object) -> dict:
+    return {"type": "tool_result", "tool_use_id": tid, "content": content, **extra}
+
+
+def results(*blocks: dict) -> dict:
+    return {"role": "user", "content": list(blocks)}
+
+
+def context(messages: list[dict]) -> Context:
+    return Context(make_entry(m, i) for i, m in enumerate(messages))
+
+
+def write_jsonl(path: Path, messages: list[dict]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(m) + b"\n" for m in messages))
+    return path
+
+
+def tool_session(turns: int, size: int = 500, prefix: str = "t") -> list[dict]:
+    """user prompt, then `turns` x (assistant tool_use, user tool_result of `size` chars)."""
+    msgs = [user("start")]
+    for i in range(turns):
+        msgs.append(asst(f"step {i}", tu(f"{prefix}{i}", "bash", command=f"cmd {i}")))
+        msgs.append(results(tr(f"{prefix}{i}", "x" * size)))
+    return msgs

@@ -1,0 +1,66 @@
+"""Untrusted tool ids never write outside the output folder or over another output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compactlab import load_policy, load_transcript, replay
+from compactlab.outputs import OutputDir, safe_stem
+from helpers import asst, results, tr, tu, user, write_jsonl
+
+HOSTILE = ["../../x", "../../../etc/passwd", "/etc/passwd", "a/../../b", "nul\x00byte", "x" * 10_000, "CON", "con",
+           "LPT1", "aux.txt", "Toolu_Case", "toolu_case", "a b", "a_b", "..", ".", "", "ü-ñícödé", "a:b", "a|b"]
+
+
+def test_safe_stems_are_safe_and_distinct():
+    stems = [safe_stem(i) for i in HOSTILE]
+    for s in stems:
+        assert s and len(s) <= 64 and all(c.isalnum() and c.isascii() or c in "_-" for c in s)
+        assert s.lower() not in {"con", "nul", "aux", "lpt1"}
+    assert len(set(stems)) == len(stems)  # ids that differ only in case: OutputDir adds a hash (below)
+
+
+def test_ids_that_differ_only_in_case_get_distinct_files(tmp_path):
+    od = OutputDir(tmp_path)
+    a, _ = od.persisted_name("Toolu_Case", "one")
+    b, _ = od.persisted_name("toolu_case", "two")
+    assert a == "tool-results/Toolu_Case.txt" and a.lower() != b.lower()
+
+
+def test_hostile_ids_persist_inside_the_folder_and_distinctly(tmp_path):
+    msgs = [user("go")]
+    for i, tid in enumerate(HOSTILE):
+        msgs += [asst(tu(tid, "read_file")), results(tr(tid, chr(65 + i % 26) * 250_000))]
+    msgs.append(asst("done"))
+    # a duplicated id with different output must not overwrite the first
+    msgs[-1:-1] = [asst(tu("../../x", "read_file")), results(tr("../../x", "Z" * 250_000))]
+    t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", msgs)))
+    out = tmp_path / "out"
+    run = replay(t, load_policy("s08", ["summary.enabled=false", "snip.enabled=false"]), out_dir=out)
+    files = run.summary.persisted_files
+    assert len(files) == len(HOSTILE) + 1 == run.summary.persisted
+    assert len({f["path"].lower() for f in files}) == len(files)
+    written = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    assert [p for p in written if out not in p.parents and p.name != "t.jsonl"] == []
+    for f in files:
+        p = (out / f["path"]).resolve()
+        assert out.resolve() in p.parents and p.stat().st_size == f["chars"]
+    assert not (tmp_path / "x").exists() and not Path("/x.txt").exists()
+
+
+def test_same_id_same_output_is_written_once(tmp_path):
+    od = OutputDir(tmp_path)
+    assert od.persisted_name("id", "text") == ("tool-results/id.txt", True)
+    assert od.persisted_name("id", "text") == ("tool-results/id.txt", False)
+    assert od.persisted_name("id", "other") == ("tool-results/id-2.txt", True)
+
+
+def test_out_that_is_a_file_is_a_clear_error(tmp_path):
+    from compactlab.errors import UsageError
+
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(UsageError, match="exists and is not a folder"):
+        OutputDir(f).prepare()

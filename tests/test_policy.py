@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import pytest
+
+from compactlab.errors import PolicyError
+from compactlab.policy import Policy, load_policy, preset_names
+
+
+def test_presets_exist():
+    assert {"none", "s06", "s06-article", "s08", "s08-readme", "s20"} <= set(preset_names())
+
+
+def test_seed_constants():
+    s08 = load_policy("s08")
+    assert (s08.budget.max_chars, s08.budget.persist_threshold, s08.budget.preview_chars) == (200_000, 30_000, 2_000)
+    assert (s08.snip.max_messages, s08.snip.keep_head, s08.snip.pair_safe) == (50, 3, True)
+    assert (s08.micro.keep_recent, s08.micro.min_chars) == (3, 120)
+    assert (s08.summary.trigger, s08.summary.unit, s08.summary.input_chars, s08.summary.input_from) == (50_000, "chars", 80_000, "head")
+    assert (s08.reactive.window_tokens, s08.reactive.keep_tail, s08.reactive.max_retries) == (200_000, 5, 1)
+    assert s08.manual.mode == "before_results" and s08.order == ["budget", "snip", "micro"]
+    readme = load_policy("s08-readme")
+    assert readme.snip.pair_safe is False and readme.snip.placeholder == "[snipped {n} messages from conversation middle]"
+    s06 = load_policy("s06")
+    assert s06.order == ["micro"] and s06.micro.placeholder == "[Previous: used {tool_name}]" and s06.micro.min_chars == 100
+    assert (s06.summary.trigger, s06.summary.unit, s06.summary.ack) == (50_000, "tokens", "Understood. Continuing.")
+    art = load_policy("s06-article")
+    assert art.micro.preserve_tools == ["read_file"] and art.micro.only_consumed and art.summary.input_from == "tail"
+    assert art.manual.mode == "after_results" and art.summary.ack == ""
+    s20 = load_policy("s20")
+    assert s20.manual.mode == "replace_results" and s20.manual.message == "[Compacted. Continue with summarized context.]"
+    none = load_policy("none")
+    assert none.order == [] and not any(getattr(none, k).enabled for k in ("budget", "snip", "micro", "summary", "reactive", "manual"))
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["snip.keep_head=50"], "snip: keep_head (50) must be smaller than max_messages (50)"),
+    (["snip.bogus=1"], "snip.bogus: unknown key"),
+    (["bogus.x=1"], "bogus: unknown key"),
+    (["micro.keep_recent=lots"], "micro.keep_recent: Input should be a valid integer"),
+    (["summary.unit=bytes"], "summary.unit: Input should be 'chars' or 'tokens'"),
+    (["summary.template=no placeholder"], "summary: template must contain {summary}"),
+    (["budget.preview_chars=40000"], "budget: preview_chars must be smaller than persist_threshold"),
+    (["order=[\"snip\",\"snip\"]"], "order lists a layer twice"),
+    (["order=[\"summary\"]"], "order.0: Input should be"),
+    (["manual.mode=replace_results"], "manual: mode 'replace_results' needs a message"),
+    (["snip.max_messages=-1"], "snip.max_messages: Input should be greater than or equal to 2"),
+])
+def test_errors_name_the_key(overrides, message):
+    with pytest.raises(PolicyError) as exc:
+        load_policy("s08", overrides)
+    assert message in str(exc.value)
+
+
+def test_set_parsing_and_fingerprint():
+    base = load_policy("s08")
+    p = load_policy("s08", ["summary.trigger=40000", "micro.preserve_tools=[\"read_file\"]", "snip.placeholder=cut {n}"])
+    assert p.summary.trigger == 40000 and p.micro.preserve_tools == ["read_file"] and p.snip.placeholder == "cut {n}"
+    assert p.fingerprint != base.fingerprint and len(p.fingerprint) == 12
+    assert load_policy("s08", ["summary.trigger=50000"]).fingerprint == base.fingerprint
+    assert load_policy("s08", ["description=\"other words\""]).fingerprint == base.fingerprint
+    with pytest.raises(PolicyError, match="expected KEY=VALUE"):
+        load_policy("s08", ["summary.trigger"])
+
+
+def test_toml_file_with_extends(tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text('extends = "s08"\ndescription = "tighter"\n[summary]\ntrigger = 30000\n')
+    p = load_policy(str(f))
+    assert p.name == "mine" and p.summary.trigger == 30000 and p.snip.max_messages == 50
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[summary\n")
+    with pytest.raises(PolicyError, match="invalid TOML"):
+        load_policy(str(bad))
+    with pytest.raises(PolicyError, match="no such policy file"):
+        load_policy(str(tmp_path / "missing.toml"))
+    with pytest.raises(PolicyError, match="unknown policy 'nope'"):
+        load_policy("nope")
+
+
+def test_defaults_are_seed000():
+    assert Policy().model_dump(exclude={"name", "description"}) == load_policy("s08").model_dump(exclude={"name", "description"})

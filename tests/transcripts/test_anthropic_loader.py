@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+import os
+
+import orjson
+import pytest
+
+from compactlab import load_transcript
+from compactlab.errors import BadLineError, InputError
+from helpers import asst, results, tr, tu, user, write_jsonl
+
+GOOD = [user("go"), asst(tu("a", "bash", command="ls")), results(tr("a", "x")), asst("done")]
+
+
+def write_raw(tmp_path, data: bytes, name="t.jsonl"):
+    p = tmp_path / name
+    p.write_bytes(data)
+    return str(p)
+
+
+def lines(*objs) -> bytes:
+    return b"".join((o if isinstance(o, bytes) else orjson.dumps(o)) + b"\n" for o in objs)
+
+
+def test_loads_messages_and_facts(tmp_path):
+    t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", GOOD)))
+    assert t.format == "anthropic" and t.messages == GOOD
+    assert t.call_positions == [1, 3] and t.tool_names == {"a": "bash"}
+    assert t.entries[2].results[0].tool_use_id == "a"
+
+
+@pytest.mark.parametrize("bad,reason", [
+    (b'{"role": "user", "content": "x"', "invalid JSON"),
+    (b'{"role": "user", "content": NaN}', "invalid JSON"),
+    (b'{"role": "user", "content": Infinity}', "invalid JSON"),
+    (b"[1, 2]", "not a JSON object"),
+    (b'"just a string"', "not a JSON object"),
+    (b'{"role": "user", "content": 5}', "content is neither a string nor a list"),
+    (b'{"role": "user", "content": null}', "content is neither a string nor a list"),
+    (b'{"role": "robot", "content": "x"}', "role must be"),
+    (b'{"role": "assistant", "content": [{"type": "tool_use", "name": "x"}]}', 'no string "id"'),
+    (b'{"role": "assistant", "content": [{"type": "tool_use", "id": 3, "name": "x"}]}', 'no string "id"'),
+    (b'{"role": "user", "content": [{"type": "tool_result", "content": "x"}]}', 'no string "tool_use_id"'),
+    (b'{"role": "user", "content": [{"type": "text", "text": 1}]}', 'no string "text"'),
+    (b'{"role": "user", "content": ["bare string block"]}', "is not an object"),
+    (b'{"role": "user", "content": ' + b"[" * 250 + b"]" * 250 + b"}", "nesting deeper than 200"),
+    (b"\x00\x00\x00\x00", "NUL bytes"),
+])
+def test_bad_line_names_file_and_line(tmp_path, bad, reason):
+    path = write_raw(tmp_path, lines(GOOD[0], GOOD[1], bad, GOOD[2], GOOD[3]))
+    with pytest.raises(BadLineError) as exc:
+        load_transcript(path)
+    assert exc.value.line == 3 and reason in str(exc.value)
+    assert str(exc.value).startswith(f"{path}:3: ")
+    t = load_transcript(path, skip_bad_lines=True)
+    assert t.skipped_lines == 1 and len(t.entries) == 4
+
+
+def test_u2028_inside_a_string_is_not_a_line_break(tmp_path):
+    msg = user("before\u2028after\u2029end\x85")
+    path = write_raw(tmp_path, lines(msg, GOOD[1], GOOD[2]))
+    t = load_transcript(path)
+    assert t.messages[0] == msg and len(t.entries) == 3
+
+
+def test_invalid_utf8_is_replaced_not_an_error(tmp_path):
+    raw = b'{"role": "user", "content": "caf\xe9 \xff"}'
+    t = load_transcript(write_raw(tmp_path, lines(raw, GOOD[1], GOOD[2])))
+    assert t.messages[0]["content"] == "caf\ufffd \ufffd"
+
+
+def test_crlf_and_blank_lines_and_missing_final_newline(tmp_path):
+    data = orjson.dumps(GOOD[0]) + b"\r\n\r\n" + orjson.dumps(GOOD[1]) + b"\r\n" + orjson.dumps(GOOD[2])
+    t = load_transcript(write_raw(tmp_path, data))
+    assert t.messages == GOOD[:3]
+
+
+def test_unknown_blocks_are_kept_and_counted(tmp_path):
+    odd = {"role": "assistant", "content": [{"type": "server_tool_use", "id": "s1", "payload": [1, 2]}, {"type": "thinking", "thinking": "hm", "signature": "x"}]}
+    t = load_transcript(write_raw(tmp_path, lines(GOOD[0], odd)))
+    assert t.messages[1] == odd and t.entries[1].chars == len(orjson.dumps(odd))
+
+
+def test_api_response_objects_and_system_line(tmp_path):
+    response = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+                "content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": 10, "output_tokens": 3, "cache_read_input_tokens": 100}}
+    t = load_transcript(write_raw(tmp_path, lines({"role": "system", "content": "be brief"}, GOOD[0], response)))
+    assert t.system == "be brief" and t.model == "claude-sonnet-4-5"
+    assert t.messages[1] == {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}
+    assert t.usage == {1: {"input_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 100, "output_tokens": 3}}
+
+
+@pytest.mark.parametrize("setup,message", [
+    (lambda p: p.write_bytes(b""), "empty file"),
+    (lambda p: p.write_bytes(b"\n\n  \n"), "empty file"),
+    (lambda p: p.mkdir(), "is a directory"),
+    (lambda p: None, "no such file"),
+    (lambda p: p.write_bytes(b"hello world\nthis is prose\n"), "none of its first lines is a JSON object"),
+    (lambda p: p.write_bytes(b'{"kind": "metric", "value": 3}\n'), "not a transcript in any known format"),
+])
+def test_not_a_transcript(tmp_path, setup, message):
+    p = tmp_path / "x.jsonl"
+    setup(p)
+    with pytest.raises(InputError) as exc:
+        load_transcript(str(p))
+    assert message in str(exc.value) and str(p) in str(exc.value)
+
+
+def test_inputs_are_opened_read_only_and_left_unchanged(tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", GOOD)
+    os.chmod(path, 0o444)
+    before = (path.read_bytes(), os.stat(path).st_mtime_ns)
+    load_transcript(str(path))
+    assert (path.read_bytes(), os.stat(path).st_mtime_ns) == before
+
+
+def test_content_hash_is_of_the_file(tmp_path):
+    import hashlib
+
+    path = write_jsonl(tmp_path / "t.jsonl", GOOD)
+    assert load_transcript(str(path)).content_hash == hashlib.sha256(path.read_bytes()).hexdigest()
