@@ -7,8 +7,6 @@ Library first: everything the CLI does is a plain call.
     >>> run.summary.reduction
 """
 
-from __future__ import annotations
-
 from .errors import CompactlabError, InputError, PolicyError, UsageError
 from .policy import Policy, load_policy, preset_names
 from .records import Run, RunSummary, TurnRecord

@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from helpers import SAMPLES, write_jsonl, tool_session
+
+SMALL = SAMPLES / "synth-small.jsonl"
+
+
+def test_version_and_help(cli):
+    assert cli("--version").output.startswith("compactlab, version ")
+    out = cli("--help").output
+    for cmd in ("replay", "inspect", "policies", "synth"):
+        assert cmd in out
+
+
+def test_replay_json_is_one_object_with_one_record_per_call(cli, tmp_path):
+    r = cli("replay", SMALL, "--format", "json", "--out", tmp_path / "o")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert set(doc) == {"summary", "calls"}
+    n_assistant = sum(1 for line in SMALL.read_text().splitlines() if json.loads(line)["role"] == "assistant")
+    assert len(doc["calls"]) == doc["summary"]["calls"] == n_assistant == 30
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["summary"]["calls"] == 30 and summary["policy"]["name"] == "s08"
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "o" / "calls.csv").read_text())))
+    assert len(rows) == 30 and rows[0]["call"] == "0"
+
+
+def test_replay_default_table_and_default_out_folder(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = cli("replay", SMALL)
+    assert r.exit_code == 0
+    assert "reduction" in r.stdout and "violations introduced" in r.stdout
+    assert "context tokens per call" in r.stdout
+    assert (tmp_path / "reports" / "synth-small-s08" / "summary.json").is_file()
+
+
+def test_replay_csv_and_md(cli, tmp_path):
+    r = cli("replay", SMALL, "--format", "csv", "--dry-run")
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert r.exit_code == 0 and len(rows) == 30 and "violations_introduced" in rows[0]
+    md = cli("replay", SMALL, "--format", "md", "--dry-run", "-p", "s06").stdout
+    assert md.startswith("# ") and "| reduction |" in md and "## Calls" in md
+
+
+def test_dry_run_writes_nothing(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = cli("replay", SAMPLES / "huge-batch.jsonl", "--dry-run", "--write-transcripts")
+    assert r.exit_code == 0 and list(tmp_path.iterdir()) == []
+
+
+def test_write_transcripts_and_persisted_files(cli, tmp_path):
+    out = tmp_path / "o"
+    r = cli("replay", SAMPLES / "huge-batch.jsonl", "--out", out, "--write-transcripts", "--format", "json")
+    s = json.loads(r.stdout)["summary"]
+    assert [p.name for p in (out / "tool-results").iterdir()] == ["toolu_hb_4.txt"]
+    assert s["saved_transcripts"][0]["path"] and (out / s["saved_transcripts"][0]["path"]).is_file()
+
+
+def test_inspect_json(cli):
+    r = cli("inspect", SAMPLES / "recorded-orphan.jsonl", "--format", "json")
+    info = json.loads(r.stdout)
+    assert r.exit_code == 0
+    for key in ("format", "messages", "calls", "tools", "violations", "skipped_lines", "unanswered_at_end"):
+        assert key in info
+    assert info["calls"] == 4 and info["tools"]["bash"]["count"] == 1
+    assert [v["kind"] for v in info["violations"]] == ["orphan_tool_result"]
+    table = cli("inspect", SAMPLES / "synth-small.jsonl").stdout
+    assert "largest tool results" in table and "read_file" in table
+
+
+def test_inspect_unanswered_at_end(cli, tmp_path):
+    msgs = tool_session(2)
+    msgs.append({"role": "assistant", "content": [{"type": "tool_use", "id": "last", "name": "submit", "input": {}}]})
+    info = json.loads(cli("inspect", write_jsonl(tmp_path / "t.jsonl", msgs), "--format", "json").stdout)
+    assert info["unanswered_at_end"] == ["last"] and info["violations"] == []
+
+
+def test_policies_list_and_show(cli):
+    out = cli("policies", "list").stdout
+    for name in ("none", "s06", "s06-article", "s08", "s08-readme", "s20"):
+        assert name in out
+    shown = cli("policies", "show", "s08", "--set", "summary.trigger=1234").stdout
+    assert "trigger = 1234" in shown and shown.startswith("# fingerprint ")
+    import tomllib
+
+    assert tomllib.loads(shown)["summary"]["trigger"] == 1234
+    doc = json.loads(cli("policies", "show", "s06", "--format", "json").stdout)
+    assert doc["name"] == "s06" and len(doc["fingerprint"]) == 12
+
+
+def test_synth_is_deterministic(cli, tmp_path):
+    a, b, c = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl"
+    assert cli("synth", "-o", a, "--calls", "40", "--seed", "3").exit_code == 0
+    cli("synth", "-o", b, "--calls", "40", "--seed", "3", "-q")
+    cli("synth", "-o", c, "--calls", "40", "--seed", "4", "-q")
+    assert a.read_bytes() == b.read_bytes() != c.read_bytes()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["replay", "missing.jsonl"], "missing.jsonl: no such file"),
+    (["replay", "."], "is a directory"),
+    (["replay", SMALL, "-p", "nope"], "unknown policy 'nope'"),
+    (["replay", SMALL, "--set", "snip.keep_head=99"], "keep_head (99) must be smaller"),
+    (["replay", SMALL, "--set", "nonsense"], "expected KEY=VALUE"),
+    (["inspect", "missing.jsonl"], "no such file"),
+    (["policies", "show", "nope"], "unknown policy"),
+])
+def test_errors_are_one_line_exit_2(cli, args, message):
+    r = cli(*args)
+    assert r.exit_code == 2
+    assert r.stderr.startswith("error: ") and message in r.stderr.splitlines()[0]
+    assert "Traceback" not in r.output + r.stderr
+
+
+def test_bad_line_and_skip_bad_lines(cli, tmp_path):
+    p = tmp_path / "bad.jsonl"
+    p.write_bytes(SMALL.read_bytes().replace(b"\n", b"\n{broken\n", 1))
+    r = cli("replay", p, "--dry-run")
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: {p}:2: invalid JSON")
+    assert "hint: use --skip-bad-lines" in r.stderr
+    ok = cli("replay", p, "--dry-run", "--skip-bad-lines", "--format", "json")
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["summary"]["skipped_lines"] == 1
+    assert "skipped 1 bad line" in ok.stderr
+    quiet = cli("replay", p, "--dry-run", "--skip-bad-lines", "--format", "json", "--quiet")
+    assert quiet.stderr == ""
+
+
+def test_out_that_is_a_file(cli, tmp_path):
+    f = tmp_path / "f"
+    f.write_text("x")
+    r = cli("replay", SMALL, "--out", f)
+    assert r.exit_code == 2 and "exists and is not a folder" in r.stderr
+
+
+def test_bad_usage_is_exit_2(cli):
+    assert cli("replay", SMALL, "--format", "xml").exit_code == 2
+    assert cli("replay").exit_code == 2

@@ -1,0 +1,29 @@
+"""Golden replays: a small sample through every preset, compared with committed results.
+
+Regenerate after an intended change with ``UPDATE_GOLDEN=1 pytest tests/test_golden.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from compactlab import load_policy, load_transcript, preset_names, replay
+from helpers import ROOT, SAMPLES
+
+GOLDEN = ROOT / "tests" / "golden"
+CASES = [(sample, preset) for sample in ("synth-small", "manual-compact", "huge-batch") for preset in preset_names()]
+
+
+@pytest.mark.parametrize("sample,preset", CASES)
+def test_golden(sample, preset):
+    run = replay(load_transcript(str(SAMPLES / f"{sample}.jsonl")), load_policy(preset)).to_dict()
+    run["summary"].pop("runtime_s")
+    run["summary"]["transcript"] = os.path.basename(run["summary"]["transcript"])
+    path = GOLDEN / f"{sample}--{preset}.json"
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(json.dumps(run, indent=1, sort_keys=True) + "\n")
+    assert path.is_file(), f"no golden file {path.name}: run with UPDATE_GOLDEN=1"
+    assert run == json.loads(path.read_text())

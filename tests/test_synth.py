@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from collections import Counter
+
+from compactlab.synth import generate
+
+
+def test_synthetic_sessions_have_what_real_ones_have():
+    msgs = list(generate(600, 1))
+    assert sum(m["role"] == "assistant" for m in msgs) == 600
+    batches = Counter()
+    has = Counter()
+    for m in msgs:
+        c = m["content"]
+        if m["role"] == "assistant":
+            uses = [b for b in c if b["type"] == "tool_use"]
+            batches[len(uses)] += 1
+            has["compact"] += any(b["name"] == "compact" for b in uses)
+        elif isinstance(c, list):
+            tool_results = [b for b in c if b["type"] == "tool_result"]
+            total = sum(len(b["content"]) if isinstance(b["content"], str) else len(b["content"][0]["text"]) for b in tool_results)
+            has["over_200k_batch"] += total > 200_000
+            has["list_form"] += any(isinstance(b["content"], list) for b in tool_results)
+            has["error"] += any(b.get("is_error") for b in tool_results)
+            has["prompt"] += any(b["type"] == "text" for b in c)
+    assert max(batches) >= 5 and batches[1] > batches[2]
+    for key in ("compact", "over_200k_batch", "list_form", "error", "prompt"):
+        assert has[key] > 0, key
+
+
+def test_same_seed_same_transcript():
+    assert list(generate(50, 3)) == list(generate(50, 3)) != list(generate(50, 4))
