@@ -82,43 +82,79 @@ def main() -> None:
     """
 
 
+def _load_all(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: bool, quiet: bool) -> list:
+    from .transcripts import expand_inputs, load_transcript
+
+    loaded = []
+    for path in expand_inputs(paths):
+        t = load_transcript(path, input_format, skip_bad_lines=skip_bad_lines)
+        if t.skipped_lines:
+            _status(quiet, f"warning: {path}: skipped {t.skipped_lines} bad line(s)")
+        for w in t.warnings:
+            _status(quiet, f"warning: {path}: {w}")
+        loaded.append(t)
+    return loaded
+
+
 @main.command()
-@click.argument("transcript", type=click.Path(dir_okay=True, path_type=str))
+@click.argument("transcripts", nargs=-1, required=True, type=click.Path(path_type=str), metavar="TRANSCRIPT...")
 @click.option("-p", "--policy", "policy_ref", default="s08", show_default=True, metavar="POLICY",
               help="A preset name or a policy TOML file.")
 @policy_options
 @click.option("--summarizer", type=click.Choice(["stub"]), default="stub", show_default=True,
               help="Who writes summaries: the offline deterministic stub.")
 @click.option("--out", "out_dir", type=click.Path(path_type=str), default=None,
-              help="Output folder [default: reports/<transcript>-<policy>/].")
+              help="Output folder [default: reports/<transcript>-<policy>/; with several transcripts, "
+                   "one folder each inside --out].")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "md"]), default="table",
               show_default=True, help="What to print on stdout.")
 @click.option("--dry-run", is_flag=True, help="Write no file at all; only print.")
 @click.option("--write-transcripts", is_flag=True, help="Also write the context saved before each summary.")
+@click.option("--keep-recorded-compactions", is_flag=True,
+              help="Replay the compactions the recording did (Claude Code compact boundaries).")
+@click.option("--calibrate", is_flag=True, help="Estimate tokens with the fit to the recorded usage.")
 @input_options
 @click.option("-q", "--quiet", is_flag=True, help="No status or warnings on stderr.")
-def replay(transcript: str, policy_ref: str, overrides: tuple[str, ...], summarizer: str, out_dir: str | None,
-           fmt: str, dry_run: bool, write_transcripts: bool, skip_bad_lines: bool, input_format: str | None,
-           quiet: bool) -> None:
-    """Replay TRANSCRIPT call by call through a policy and report what it did."""
+def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, ...], summarizer: str,
+           out_dir: str | None, fmt: str, dry_run: bool, write_transcripts: bool, keep_recorded_compactions: bool,
+           calibrate: bool, skip_bad_lines: bool, input_format: str | None, quiet: bool) -> None:
+    """Replay each TRANSCRIPT (a file, or a folder of sessions) call by call through a policy."""
+    from .calibration import calibrate as fit_calibration
     from .outputs import OutputDir, safe_stem
     from .policy import load_policy
     from .replay import replay as run_replay
-    from .reports import WRITERS, write_files
-    from .transcripts import load_transcript
+    from .reports import write_files, write_runs
 
     policy = load_policy(policy_ref, overrides)
-    loaded = load_transcript(transcript, input_format, skip_bad_lines=skip_bad_lines)
-    if loaded.skipped_lines:
-        _status(quiet, f"warning: {transcript}: skipped {loaded.skipped_lines} bad line(s)")
-    for w in loaded.warnings:
-        _status(quiet, f"warning: {transcript}: {w}")
-    out_dir = out_dir or os.path.join("reports", f"{safe_stem(loaded.name)}-{safe_stem(policy.name)}")
-    run = run_replay(loaded, policy, out_dir=out_dir, dry_run=dry_run, write_transcripts=write_transcripts)
-    write_files(run, OutputDir(out_dir, dry_run))
-    WRITERS[fmt](run, sys.stdout)
-    if fmt != "table" and run.out_dir:
-        _status(quiet, f"wrote {run.out_dir}/summary.json, calls.csv")
+    loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
+    runs = []
+    used: set[str] = set()
+    for t in loaded:
+        name = f"{safe_stem(t.name)}-{safe_stem(policy.name)}"
+        n = 1
+        while (f"{name}-{n}" if n > 1 else name) in used:
+            n += 1
+        name = f"{name}-{n}" if n > 1 else name
+        used.add(name)
+        if out_dir is None:
+            folder = os.path.join("reports", name)
+        else:
+            folder = out_dir if len(loaded) == 1 else os.path.join(out_dir, name)
+        estimator = None
+        if calibrate:
+            cal = fit_calibration(t)
+            estimator = cal.estimator()
+            _status(quiet, f"{t.path}: calibrated: {cal.overhead_tokens:,} overhead tokens + chars / "
+                           f"{cal.chars_per_token} (mape {cal.mape:.3f} over {cal.calls} calls)")
+        run = run_replay(t, policy, out_dir=folder, dry_run=dry_run, write_transcripts=write_transcripts,
+                         keep_recorded_compactions=keep_recorded_compactions, estimator=estimator)
+        write_files(run, OutputDir(folder, dry_run))
+        runs.append(run)
+    write_runs(runs, fmt, sys.stdout)
+    if fmt != "table":
+        for run in runs:
+            if run.out_dir:
+                _status(quiet, f"wrote {run.out_dir}/summary.json, calls.csv")
 
 
 @main.command()
@@ -127,13 +163,46 @@ def replay(transcript: str, policy_ref: str, overrides: tuple[str, ...], summari
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "md"]), default="table", show_default=True)
 @click.option("--top", default=10, show_default=True, type=click.IntRange(0, 1000), help="How many largest results to list.")
 def inspect(transcript: str, skip_bad_lines: bool, input_format: str | None, fmt: str, top: int) -> None:
-    """What is in TRANSCRIPT, before any policy: calls, tools, sizes, recorded violations."""
-    from .overview import overview
-    from .reports.inspect_report import INSPECT_WRITERS
-    from .transcripts import load_transcript
+    """What is in TRANSCRIPT, before any policy: calls, tools, sizes, recorded violations and usage.
 
+    Given a folder, lists the sessions in it."""
+    from .overview import overview, session_row
+    from .reports.inspect_report import INSPECT_WRITERS, SESSIONS_WRITERS
+    from .transcripts import expand_inputs, load_transcript
+
+    if os.path.isdir(transcript):
+        rows = [session_row(load_transcript(p, input_format, skip_bad_lines=skip_bad_lines))
+                for p in expand_inputs([transcript])]
+        SESSIONS_WRITERS[fmt](rows, sys.stdout)
+        return
     loaded = load_transcript(transcript, input_format, skip_bad_lines=skip_bad_lines)
     INSPECT_WRITERS[fmt](overview(loaded, top=top), sys.stdout)
+
+
+@main.command()
+@click.argument("transcript", type=click.Path(path_type=str))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str),
+              help="Where to write the Anthropic messages JSONL.")
+@input_options
+@click.option("-q", "--quiet", is_flag=True)
+def convert(transcript: str, output: str, skip_bad_lines: bool, input_format: str | None, quiet: bool) -> None:
+    """Convert TRANSCRIPT (any supported format) to Anthropic messages JSONL."""
+    from pathlib import Path
+
+    from .errors import UsageError
+    from .outputs import atomic_write_bytes
+    from .transcripts import load_transcript
+    from .transcripts.writer import to_anthropic_jsonl
+
+    loaded = load_transcript(transcript, input_format, skip_bad_lines=skip_bad_lines)
+    if os.path.abspath(output) == os.path.abspath(transcript):
+        raise UsageError(f"{output}: refusing to overwrite the input")
+    try:
+        atomic_write_bytes(Path(output), to_anthropic_jsonl(loaded))
+    except OSError as exc:
+        raise UsageError(f"{output}: cannot write: {exc.strerror or exc}") from None
+    _status(quiet, f"wrote {output}: {len(loaded.entries)} messages, {len(loaded.call_positions)} calls "
+                   f"(from {loaded.format})")
 
 
 @main.group()

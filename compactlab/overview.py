@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from .baseline import baseline_for
+from .calibration import calibrate, prompt_tokens, recorded_tokens, sent_chars
 from .messages import block_type
 from .sizing import TokenEstimator
-from .transcripts import Transcript
+from .transcripts import Transcript, claude_code
 
 
 def unanswered_at_end(transcript: Transcript) -> list[str]:
@@ -67,5 +68,62 @@ def overview(transcript: Transcript, top: int = 10) -> dict[str, Any]:
         "raw_growth": growth,
         "skipped_lines": transcript.skipped_lines,
         "unanswered_at_end": unanswered_at_end(transcript),
+        "recorded_compactions": [
+            {"message_index": c.position, "trigger": c.trigger, "pre_tokens": c.pre_tokens, "summary_chars": c.summary.chars}
+            for c in transcript.compactions
+        ],
         "warnings": transcript.warnings,
+        **_recorded(transcript),
+        **_format_specific(transcript),
+    }
+
+
+def _recorded(transcript: Transcript) -> dict[str, Any]:
+    """Recorded usage per call beside the estimates, and the calibration fit (SPEC §5)."""
+    if not transcript.usage:
+        return {}
+    tokens = recorded_tokens(transcript)
+    sent = sent_chars(transcript)
+    est = TokenEstimator()
+    base = baseline_for(transcript)
+    out: dict[str, Any] = {
+        "recorded_prompt_tokens_total": sum(tokens),
+        "recorded_calls": [
+            {"call": i, "recorded_prompt_tokens": t, "raw_tokens_estimate": est.tokens(base.chars[i]),
+             "sent_chars": sent[i]}
+            for i, t in enumerate(tokens)
+        ],
+    }
+    if not transcript.metadata.get("acompact"):
+        out["calibration"] = calibrate(transcript).to_dict()
+    return out
+
+
+def _format_specific(transcript: Transcript) -> dict[str, Any]:
+    if transcript.format != claude_code.NAME:
+        return {}
+    meta = transcript.metadata
+    return {
+        "subagent": meta.get("subagent", False),
+        "acompact": meta.get("acompact", False),
+        "sidechain_lines": meta.get("sidechain_lines", 0),
+        "ignored_lines": meta.get("ignored_lines", {}),
+        "already_compacted": claude_code.already_compacted(transcript),
+        "subagents": claude_code.subagent_files(transcript.path),
+    }
+
+
+def session_row(transcript: Transcript) -> dict[str, Any]:
+    """One line of ``inspect DIR``."""
+    import os
+
+    return {
+        "transcript": transcript.path,
+        "format": transcript.format,
+        "bytes": os.path.getsize(transcript.path),
+        "calls": len(transcript.call_positions),
+        "tool_calls": sum(len(e.tool_use_ids) for e in transcript.entries),
+        "recorded_tokens": sum(prompt_tokens(u) for u in transcript.usage.values()),
+        "compactions": len(transcript.compactions),
+        "title": transcript.title,
     }

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from helpers import SAMPLES, write_jsonl, tool_session
+from helpers import ROOT, SAMPLES, tool_session, write_jsonl
 
 SMALL = SAMPLES / "synth-small.jsonl"
 
@@ -104,7 +104,7 @@ def test_synth_is_deterministic(cli, tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["replay", "missing.jsonl"], "missing.jsonl: no such file"),
-    (["replay", "."], "is a directory"),
+    (["replay", ROOT / "compactlab"], "a folder with no transcript files"),
     (["replay", SMALL, "-p", "nope"], "unknown policy 'nope'"),
     (["replay", SMALL, "--set", "snip.keep_head=99"], "keep_head (99) must be smaller"),
     (["replay", SMALL, "--set", "nonsense"], "expected KEY=VALUE"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -24,6 +25,24 @@ def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
     if g:
         rows.append(("raw context tokens (25/50/75/100% of calls)", " / ".join(f"{v:,}" for v in g.values())))
     rows.append(("recorded violations", str(len(info["violations"]))))
+    if info.get("recorded_prompt_tokens_total"):
+        rows.append(("recorded prompt tokens (all calls)", f"{info['recorded_prompt_tokens_total']:,}"))
+    cal = info.get("calibration")
+    if cal:
+        rows.append(("calibration", f"{cal['overhead_tokens']:,} + chars / {cal['chars_per_token']} "
+                                    f"(mape {cal['mape']:.3f}, {cal['calls']} calls)"))
+    if info.get("recorded_compactions"):
+        rows.append(("recorded compactions", ", ".join(
+            f"before message {c['message_index']} ({c['trigger']}, {c['pre_tokens']} tokens)" for c in info["recorded_compactions"])))
+    done = info.get("already_compacted") or {}
+    if any(done.values()):
+        rows.append(("already compacted by Claude Code", ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in done.items())))
+    if info.get("subagent"):
+        rows.append(("subagent transcript", "yes (acompact: Claude Code's summarizer call)" if info.get("acompact") else "yes"))
+    if info.get("sidechain_lines"):
+        rows.append(("sidechain lines left out", str(info["sidechain_lines"])))
+    for sub in info.get("subagents") or []:
+        rows.append(("subagent file" + (" (acompact)" if sub["acompact"] else ""), sub["path"]))
     if info["unanswered_at_end"]:
         rows.append(("unanswered at end", ", ".join(info["unanswered_at_end"])))
     if info["skipped_lines"]:
@@ -38,12 +57,15 @@ def write_table(info: dict[str, Any], out: TextIO) -> None:
     console = Console(file=out, highlight=False, markup=False)
     head = Table(title=info["transcript"], show_header=False, title_justify="left")
     head.add_column(style="bold")
-    head.add_column(justify="right")
+    head.add_column(justify="right", overflow="fold")
     for k, v in _head_rows(info):
         head.add_row(k, v)
     console.print(head)
     console.print("raw context tokens per call:")
     console.print(sparkline(info["raw_tokens_per_call"]), soft_wrap=True)
+    if info.get("recorded_calls"):
+        console.print("recorded prompt tokens per call:")
+        console.print(sparkline([c["recorded_prompt_tokens"] for c in info["recorded_calls"]]), soft_wrap=True)
     tools = Table(title="tools", title_justify="left")
     for col in ("tool", "calls", "result chars", "largest"):
         tools.add_column(col, justify="left" if col == "tool" else "right")
@@ -75,6 +97,37 @@ def write_md(info: dict[str, Any], out: TextIO) -> None:
                   for v in info["violations"]]
     out.write("\n".join(lines) + "\n")
 
+
+def sessions_json(rows: list[dict[str, Any]], out: TextIO) -> None:
+    out.write(orjson.dumps({"sessions": rows}).decode("utf-8") + "\n")
+
+
+def sessions_table(rows: list[dict[str, Any]], out: TextIO) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    folder = os.path.dirname(rows[0]["transcript"]) if rows else ""
+    table = Table(title=f"{len(rows)} sessions in {folder}", title_justify="left")
+    for col in ("session", "format", "MB", "calls", "tools", "rec. tokens", "compact."):
+        table.add_column(col, justify="left" if col in ("session", "format") else "right", overflow="fold")
+    for r in rows:
+        table.add_row(os.path.basename(r["transcript"]), r["format"], f"{r['bytes'] / 1e6:.2f}", f"{r['calls']:,}",
+                      f"{r['tool_calls']:,}", f"{r['recorded_tokens']:,}", str(r["compactions"]))
+    Console(file=out, highlight=False, markup=False).print(table)
+
+
+def sessions_md(rows: list[dict[str, Any]], out: TextIO) -> None:
+    lines = ["| transcript | format | bytes | calls | tool calls | recorded tokens | compactions |", "|---|---|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['transcript']} | {r['format']} | {r['bytes']} | {r['calls']} | {r['tool_calls']} | {r['recorded_tokens']} | "
+              f"{r['compactions']} |" for r in rows]
+    out.write("\n".join(lines) + "\n")
+
+
+SESSIONS_WRITERS: dict[str, Callable[[list[dict[str, Any]], TextIO], None]] = {
+    "table": sessions_table,
+    "json": sessions_json,
+    "md": sessions_md,
+}
 
 INSPECT_WRITERS: dict[str, Callable[[dict[str, Any], TextIO], None]] = {
     "table": write_table,

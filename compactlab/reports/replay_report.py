@@ -10,7 +10,7 @@ from typing import TextIO
 import orjson
 
 from ..outputs import OutputDir
-from ..records import TURN_COLUMNS, Run
+from ..records import TURN_COLUMNS, Run, TurnRecord
 from .sparkline import sparkline
 
 
@@ -52,7 +52,7 @@ def write_table(run: Run, out: TextIO) -> None:
     console = Console(file=out, highlight=False, markup=False)
     table = Table(title=f"{s.transcript} × {s.policy} ({s.fingerprint})", show_header=False, title_justify="left")
     table.add_column("metric", style="bold")
-    table.add_column("value", justify="right")
+    table.add_column("value", justify="right", overflow="fold")
     for k, v in summary_rows(run):
         style = "red" if k.startswith("violations introduced") and s.violations_introduced else None
         table.add_row(k, v, style=style)
@@ -74,12 +74,15 @@ def write_json(run: Run, out: TextIO) -> None:
     out.write(orjson.dumps(run.to_dict()).decode("utf-8") + "\n")
 
 
+def _csv_row(call: TurnRecord) -> list:
+    return [str(v).lower() if isinstance(v, bool) else v for v in call.to_dict().values()]
+
+
 def calls_csv(run: Run) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(TURN_COLUMNS)
-    for c in run.calls:
-        w.writerow([str(v).lower() if isinstance(v, bool) else v for v in c.to_dict().values()])
+    w.writerows(_csv_row(c) for c in run.calls)
     return buf.getvalue()
 
 
@@ -116,6 +119,23 @@ WRITERS: dict[str, Callable[[Run, TextIO], None]] = {
     "csv": write_csv,
     "md": write_md,
 }
+
+
+def write_runs(runs: list[Run], fmt: str, out: TextIO) -> None:
+    """stdout for one or several runs: one JSON object ({"runs": [...]} for several), CSV with a
+    transcript column for several, tables and Markdown one after another."""
+    if len(runs) == 1:
+        WRITERS[fmt](runs[0], out)
+    elif fmt == "json":
+        out.write(orjson.dumps({"runs": [r.to_dict() for r in runs]}).decode("utf-8") + "\n")
+    elif fmt == "csv":
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(["transcript", *TURN_COLUMNS])
+        for r in runs:
+            w.writerows([r.summary.transcript, *_csv_row(c)] for c in r.calls)
+    else:
+        for r in runs:
+            WRITERS[fmt](r, out)
 
 
 def write_files(run: Run, out: OutputDir) -> list[str]:

@@ -10,13 +10,16 @@ from __future__ import annotations
 from types import ModuleType
 
 from ..errors import InputError
-from . import anthropic_messages
+from . import anthropic_messages, claude_code
 from .model import RecordedCompaction, Transcript, TranscriptBuilder
 from .reader import sniff_objects
 
-FORMATS: dict[str, ModuleType] = {m.NAME: m for m in (anthropic_messages,)}
+FORMATS: dict[str, ModuleType] = {m.NAME: m for m in (anthropic_messages, claude_code)}
 
-__all__ = ["FORMATS", "RecordedCompaction", "Transcript", "TranscriptBuilder", "detect_format", "load_transcript"]
+__all__ = ["FORMATS", "RecordedCompaction", "Transcript", "TranscriptBuilder", "detect_format", "expand_inputs",
+           "load_transcript"]
+
+SESSION_GLOBS = ("*.jsonl", "*.jsonl.gz", "*.json", "*.traj")
 
 
 def detect_format(path: str) -> str:
@@ -42,3 +45,20 @@ def load_transcript(path: str, input_format: str | None = None, **options: objec
     if not transcript.entries:
         raise InputError(f"{path}: no messages in this transcript")
     return transcript
+
+
+def expand_inputs(paths: list[str] | tuple[str, ...]) -> list[str]:
+    """Files as given; a folder stands for the session files directly in it (not subagents)."""
+    import os
+    from pathlib import Path
+
+    out: list[str] = []
+    for p in paths:
+        if os.path.isdir(p):
+            found = sorted({str(f) for g in SESSION_GLOBS for f in Path(p).glob(g) if f.is_file()})
+            if not found:
+                raise InputError(f"{p}: a folder with no transcript files ({', '.join(SESSION_GLOBS)})")
+            out.extend(found)
+        else:
+            out.append(p)
+    return out

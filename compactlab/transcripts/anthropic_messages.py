@@ -4,8 +4,10 @@ writes). API response objects (``{"type": "message", "role": "assistant", ...}``
 
 from __future__ import annotations
 
-from .model import Transcript, TranscriptBuilder
+from ..messages import make_entry
+from .model import RecordedCompaction, Transcript, TranscriptBuilder
 from .reader import LineReader, message_problem
+from .writer import COMPACTION_KEY
 
 NAME = "anthropic"
 DESCRIPTION = "Anthropic Messages API messages, one JSON object per line"
@@ -37,6 +39,15 @@ def load(path: str, *, skip_bad_lines: bool = False, **_: object) -> Transcript:
         problem = message_problem(obj)
         if problem:
             reader.bad(lineno, problem)
+            continue
+        if isinstance(obj.get(COMPACTION_KEY), dict) and role == "user":  # written by `compactlab convert`
+            meta = obj[COMPACTION_KEY]
+            builder.compactions.append(RecordedCompaction(
+                position=len(builder.entries),
+                summary=make_entry({"role": "user", "content": obj["content"]}, -1_000_000 - len(builder.compactions) - 1),
+                trigger=meta.get("trigger"),
+                pre_tokens=meta.get("pre_tokens"),
+            ))
             continue
         usage = None
         if set(obj) == {"role", "content"}:

@@ -1,0 +1,216 @@
+"""Format 2: Claude Code session logs (``~/.claude/projects/<project>/<session>.jsonl``).
+
+What decides correctness (SPEC §2):
+- Lines carry an envelope (``type``, ``uuid``, ``isSidechain``, ...); only ``user`` and
+  ``assistant`` lines hold an API ``message``. Unknown line types are ignored, never fatal, and
+  UI data (``toolUseResult``, ``progress``, snapshots) never counts toward context size.
+- One API response is written as several assistant lines with the same ``message.id``, one
+  content block each, with a repeated ``usage`` (the last line's is kept). They are grouped
+  back into one assistant message: one call.
+- File order is not API order with parallel tool calls: results can arrive between the lines
+  of their own assistant message. The results of a message are gathered by ``tool_use_id`` into
+  one user message right after it; remaining adjacent user messages are merged.
+- ``isSidechain`` lines of a main session are another conversation (older versions wrote
+  subagents inline) and are left out; a subagent file, whose conversation lines are all
+  sidechain lines, is its own transcript.
+- A ``compact_boundary`` system line followed by an ``isCompactSummary`` user line is a
+  compaction Claude Code did. The summary is kept out of the messages and recorded as a
+  ``RecordedCompaction``; ``--keep-recorded-compactions`` replays it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..messages import block_type, make_entry
+from .model import RecordedCompaction, Transcript, TranscriptBuilder
+from .reader import LineReader, message_problem
+
+NAME = "claude-code"
+DESCRIPTION = "Claude Code session logs (~/.claude/projects/<project>/<session>.jsonl) and subagent files"
+
+ENVELOPE_TYPES = {"user", "assistant", "system", "summary", "progress", "file-history-snapshot",
+                  "queue-operation", "attachment", "ai-title", "last-prompt"}
+USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+#: what a newer Claude Code leaves where it already compacted content
+ALREADY_COMPACTED = {"persisted_output": "<persisted-output>", "cleared_tool_result": "[Old tool result content cleared]"}
+
+
+def sniff(objects: list[dict]) -> float:
+    hits = 0
+    for o in objects:
+        t = o.get("type")
+        if isinstance(o.get("message"), dict) and t in ("user", "assistant"):
+            hits += 1
+        elif t in ENVELOPE_TYPES and ("sessionId" in o or "uuid" in o or "messageId" in o or "leafUuid" in o):
+            hits += 1
+    return hits / len(objects) if objects else 0.0
+
+
+@dataclass
+class _Group:
+    """One API response: the assistant lines sharing a message.id, and the results of its tools."""
+
+    blocks: list[Any] = field(default_factory=list)
+    results: list[Any] = field(default_factory=list)
+    usage: dict[str, int] | None = None
+    model: str | None = None
+
+
+def _as_blocks(content: Any) -> list[Any]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+
+
+def _usage(raw: Any) -> dict[str, int] | None:
+    if not isinstance(raw, dict):
+        return None
+    return {k: int(raw.get(k) or 0) for k in USAGE_KEYS}
+
+
+def load(path: str, *, skip_bad_lines: bool = False, **_: object) -> Transcript:
+    reader = LineReader(path, skip_bad_lines=skip_bad_lines)
+    builder = TranscriptBuilder(path, NAME)
+    # the sequence in API order: ("assistant", group) | ("user", message) | ("compaction", line)
+    seq: list[tuple[str, Any]] = []
+    groups: dict[str, _Group] = {}
+    owner: dict[str, _Group] = {}  # tool_use id -> the group that called it
+    subagent: bool | None = None  # decided by the first conversation line
+    ignored: dict[str, int] = {}
+    sidechain_lines = 0
+    pending_boundary: dict | None = None
+    for lineno, obj in reader.objects():
+        kind = obj.get("type")
+        if kind in ("user", "assistant") and isinstance(obj.get("message"), dict):
+            if subagent is None:
+                subagent = obj.get("isSidechain") is True
+            if obj.get("isSidechain") is True and not subagent:
+                sidechain_lines += 1
+                continue
+            message = obj["message"]
+            problem = message_problem(message) if message.get("role") == kind else f"message role is not {kind!r}"
+            if problem:
+                reader.bad(lineno, problem)
+                continue
+            if kind == "assistant":
+                mid = message.get("id") or obj.get("requestId") or obj.get("uuid") or f"line{lineno}"
+                group = groups.get(mid)
+                if group is None:
+                    group = groups[mid] = _Group()
+                    seq.append(("assistant", group))
+                group.blocks.extend(_as_blocks(message["content"]))
+                for b in group.blocks:
+                    if block_type(b) == "tool_use":
+                        owner[b["id"]] = group
+                group.usage = _usage(message.get("usage")) or group.usage
+                if isinstance(message.get("model"), str):
+                    group.model = message["model"]
+                continue
+            if obj.get("isCompactSummary"):
+                seq.append(("compaction", {"summary": message, "boundary": pending_boundary or {}}))
+                pending_boundary = None
+                continue
+            if obj.get("isVisibleInTranscriptOnly"):
+                ignored["transcript-only user line"] = ignored.get("transcript-only user line", 0) + 1
+                continue
+            content = message["content"]
+            if isinstance(content, list):
+                rest = []
+                for b in content:
+                    g = owner.get(b.get("tool_use_id")) if block_type(b) == "tool_result" else None
+                    if g is not None:
+                        g.results.append(b)
+                    else:
+                        rest.append(b)
+                if len(rest) != len(content):
+                    if not rest:  # all of it went to the results of its assistant message
+                        continue
+                    message = {"role": "user", "content": rest}
+            seq.append(("user", message))
+            continue
+        if kind == "system" and obj.get("subtype") == "compact_boundary":
+            pending_boundary = obj
+        elif kind == "summary" and isinstance(obj.get("summary"), str):
+            builder.title = builder.title or obj["summary"]
+        elif kind == "ai-title" and isinstance(obj.get("title"), str):
+            builder.title = obj["title"]
+        else:
+            label = str(kind) if kind in ENVELOPE_TYPES else f"unknown line type {kind!r}"
+            ignored[label] = ignored.get(label, 0) + 1
+        if builder.session_id is None and isinstance(obj.get("sessionId"), str):
+            builder.session_id = obj["sessionId"]
+
+    _emit(seq, builder)
+    name = Path(path).name
+    builder.metadata.update({
+        "subagent": bool(subagent),
+        "acompact": name.startswith("agent-acompact-"),
+        "sidechain_lines": sidechain_lines,
+        "ignored_lines": ignored,
+    })
+    if builder.metadata["acompact"]:
+        builder.warnings.append("a Claude Code compaction summarizer call: not self-contained (its prompt "
+                                "holds the whole pre-compaction conversation); not used for calibration")
+    return builder.build(skipped_lines=reader.skipped, content_hash=reader.content_hash)
+
+
+def _emit(seq: list[tuple[str, Any]], builder: TranscriptBuilder) -> None:
+    """Turn the API-order sequence into messages, merging adjacent user messages."""
+    user_buffer: list[Any] = []
+
+    def flush() -> None:
+        if not user_buffer:
+            return
+        if len(user_buffer) == 1:
+            builder.add({"role": "user", "content": user_buffer[0]})
+        else:
+            builder.add({"role": "user", "content": [b for c in user_buffer for b in _as_blocks(c)]})
+        user_buffer.clear()
+
+    n_compactions = 0
+    for kind, item in seq:
+        if kind == "assistant":
+            flush()
+            builder.add({"role": "assistant", "content": item.blocks}, usage=item.usage)
+            if item.model:
+                builder.model = item.model
+            if item.results:
+                user_buffer.append(item.results)
+        elif kind == "user":
+            user_buffer.append(item["content"])
+        else:  # a recorded compaction: the context restarts here, from its summary
+            flush()
+            n_compactions += 1
+            boundary = item["boundary"]
+            meta = boundary.get("compactMetadata") if isinstance(boundary.get("compactMetadata"), dict) else {}
+            builder.compactions.append(RecordedCompaction(
+                position=len(builder.entries),
+                summary=make_entry(item["summary"], -1_000_000 - n_compactions),
+                trigger=meta.get("trigger"),
+                pre_tokens=meta.get("preTokens"),
+            ))
+    flush()
+
+
+def already_compacted(transcript: Transcript) -> dict[str, int]:
+    """Tool results that Claude Code itself had already persisted or cleared."""
+    counts = dict.fromkeys(ALREADY_COMPACTED, 0)
+    for e in transcript.entries:
+        for f in e.results:
+            content = e.message["content"][f.block].get("content")
+            text = content if isinstance(content, str) else str(content)
+            for key, marker in ALREADY_COMPACTED.items():
+                if marker in text:
+                    counts[key] += 1
+    return counts
+
+
+def subagent_files(path: str) -> list[dict[str, Any]]:
+    """The subagent transcripts of a main session: ``<session>/subagents/agent-*.jsonl``."""
+    p = Path(path)
+    folder = p.with_suffix("") / "subagents"
+    if not folder.is_dir():
+        return []
+    return [{"path": str(f), "acompact": f.name.startswith("agent-acompact-"), "bytes": f.stat().st_size}
+            for f in sorted(folder.glob("agent-*.jsonl"))]
