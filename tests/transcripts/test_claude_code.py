@@ -1,0 +1,256 @@
+"""Claude Code session logs: hand-made fixtures, one per rule, and every real shared session."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+
+from compactlab import load_policy, load_transcript, replay
+from compactlab.calibration import calibrate
+from compactlab.transcripts.claude_code import already_compacted, subagent_files
+from compactlab.transcripts.writer import to_anthropic_jsonl
+
+SESSION = "4d5611e5-241a-462a-8d15-5122611a9569"
+
+
+class Session:
+    """Builds Claude Code envelope lines."""
+
+    def __init__(self, sidechain: bool = False):
+        self.lines: list[dict] = [{"type": "file-history-snapshot", "messageId": "m0", "snapshot": {"trackedFileBackups": {}}}]
+        self.n = 0
+        self.sidechain = sidechain
+
+    def _env(self, kind: str, **extra) -> dict:
+        self.n += 1
+        return {"parentUuid": f"u{self.n - 1}", "isSidechain": self.sidechain, "sessionId": "s1", "type": kind,
+                "uuid": f"u{self.n}", "timestamp": "2026-01-01T00:00:00Z", **extra}
+
+    def user(self, content, **extra) -> "Session":
+        self.lines.append(self._env("user", message={"role": "user", "content": content}, **extra))
+        return self
+
+    def result(self, tid: str, content: str = "out", **extra) -> "Session":
+        return self.user([{"tool_use_id": tid, "type": "tool_result", "content": content}],
+                         toolUseResult={"stdout": content * 50}, **extra)
+
+    def assistant(self, mid: str, block: dict, output_tokens: int = 5, input_tokens: int = 3, **extra) -> "Session":
+        usage = {"input_tokens": input_tokens, "cache_creation_input_tokens": 1000, "cache_read_input_tokens": 2000,
+                 "output_tokens": output_tokens}
+        msg = {"model": "claude-opus-4-6", "id": mid, "type": "message", "role": "assistant", "content": [block],
+               "stop_reason": None, "usage": usage}
+        self.lines.append(self._env("assistant", message=msg, requestId=f"req_{mid}", **extra))
+        return self
+
+    def line(self, obj: dict) -> "Session":
+        self.lines.append(obj)
+        return self
+
+    def write(self, path: Path) -> str:
+        path.write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in self.lines))
+        return str(path)
+
+
+def tool(tid: str, name: str = "Bash") -> dict:
+    return {"type": "tool_use", "id": tid, "name": name, "input": {"command": "ls"}}
+
+
+def text(t: str) -> dict:
+    return {"type": "text", "text": t}
+
+
+def test_interleaved_parallel_calls_are_regrouped(tmp_path):
+    # A(X, tool 1) A(X, tool 2) U(result 1) A(X, tool 3) U(result 2) U(result 3): one call
+    s = (Session().user("go")
+         .assistant("X", tool("t1")).assistant("X", tool("t2")).result("t1")
+         .assistant("X", tool("t3")).result("t2").result("t3")
+         .assistant("Y", text("done"), output_tokens=40))
+    t = load_transcript(s.write(tmp_path / "s.jsonl"))
+    assert t.format == "claude-code"
+    assert [m["role"] for m in t.messages] == ["user", "assistant", "user", "assistant"]
+    assert [b["id"] for b in t.messages[1]["content"]] == ["t1", "t2", "t3"]
+    assert [b["tool_use_id"] for b in t.messages[2]["content"]] == ["t1", "t2", "t3"]
+    assert replay(t, load_policy("none")).summary.violations_inherited == 0
+
+
+def test_naive_merging_would_invent_orphans_but_regrouping_does_not(tmp_path):
+    s = Session().user("go").assistant("X", tool("a")).result("a").assistant("X", tool("b")).result("b").assistant("Y", text("ok"))
+    t = load_transcript(s.write(tmp_path / "s.jsonl"))
+    assert len(t.call_positions) == 2
+    assert replay(t, load_policy("s08")).summary.violations == []
+
+
+def test_duplicated_usage_record_keeps_the_last_line(tmp_path):
+    s = (Session().user("go").assistant("X", text("thinking"), output_tokens=5)
+         .assistant("X", tool("t1"), output_tokens=77).result("t1").assistant("Y", text("ok")))
+    t = load_transcript(s.write(tmp_path / "s.jsonl"))
+    assert t.usage[1] == {"input_tokens": 3, "cache_creation_input_tokens": 1000, "cache_read_input_tokens": 2000,
+                          "output_tokens": 77}
+    assert len(t.usage) == 2 and t.model == "claude-opus-4-6"
+
+
+def test_unknown_line_types_are_ignored(tmp_path):
+    s = (Session().line({"type": "hologram", "uuid": "h1", "sessionId": "s1", "data": [1, 2]})
+         .user("go").line({"type": "progress", "uuid": "p", "sessionId": "s1", "data": {"type": "hook_progress"}})
+         .assistant("X", text("ok")).line({"type": "ai-title", "title": "A title", "sessionId": "s1"}))
+    t = load_transcript(s.write(tmp_path / "s.jsonl"))
+    assert len(t.entries) == 2 and t.title == "A title"
+    assert t.metadata["ignored_lines"]["unknown line type 'hologram'"] == 1
+
+
+def test_a_line_cut_in_half(tmp_path):
+    path = Path(Session().user("go").assistant("X", text("ok")).user("more").assistant("Y", text("ok")).write(tmp_path / "s.jsonl"))
+    lines = path.read_bytes().split(b"\n")
+    lines[3] = lines[3][: len(lines[3]) // 2]
+    path.write_bytes(b"\n".join(lines))
+    from compactlab.errors import BadLineError
+
+    with pytest.raises(BadLineError, match=r":4: invalid JSON"):
+        load_transcript(str(path))
+    t = load_transcript(str(path), skip_bad_lines=True)
+    assert t.skipped_lines == 1 and len(t.call_positions) == 2
+
+
+def test_u2028_inside_a_string(tmp_path):
+    s = Session().user("line one\u2028line two").assistant("X", text("a\u2029b"))
+    t = load_transcript(s.write(tmp_path / "s.jsonl"))
+    assert t.messages[0]["content"] == "line one\u2028line two" and len(t.entries) == 2
+
+
+def test_compact_boundary_with_its_summary(tmp_path):
+    s = (Session().user("go").assistant("X", tool("t1")).result("t1", "x" * 5000).assistant("Y", text("long work"))
+         .line({"type": "system", "subtype": "compact_boundary", "parentUuid": None, "logicalParentUuid": "u4",
+                "uuid": "b1", "sessionId": "s1", "compactMetadata": {"trigger": "auto", "preTokens": 170000}})
+         .user("This session is being continued... summary", isCompactSummary=True, isVisibleInTranscriptOnly=True)
+         .user("continue please").assistant("Z", text("ok")))
+    t = load_transcript(s.write(tmp_path / "s.jsonl"))
+    assert [m["content"] for m in t.messages if m["role"] == "user" and isinstance(m["content"], str)] == ["go", "continue please"]
+    [c] = t.compactions
+    assert (c.position, c.trigger, c.pre_tokens) == (4, "auto", 170000)
+    default = replay(t, load_policy("none"))
+    kept = replay(t, load_policy("none"), keep_recorded_compactions=True)
+    assert default.calls[-1].messages == 5 and default.calls[-1].raw_messages == 5
+    assert kept.calls[-1].messages == 2  # [recorded summary, "continue please"]
+    assert kept.calls[-1].raw_chars == default.calls[-1].raw_chars  # the raw baseline is unchanged
+    assert kept.summary.violations == []
+
+
+def test_inline_sidechains_are_left_out_of_the_main_replay(tmp_path):
+    s = Session().user("go").assistant("X", tool("task", "Task"))
+    side = Session(sidechain=True)
+    side.n = 100
+    side.user("subagent prompt").assistant("S1", tool("inner")).result("inner").assistant("S2", text("sub done"))
+    s.lines += side.lines[1:]
+    s.result("task", "agent said done").assistant("Y", text("finished"))
+    t = load_transcript(s.write(tmp_path / "s.jsonl"))
+    assert len(t.call_positions) == 2 and t.metadata["sidechain_lines"] == 4
+    assert replay(t, load_policy("s08")).summary.violations == []
+
+
+def test_sizes_come_from_message_content_only(tmp_path):
+    s = Session().user("go").assistant("X", tool("t1")).result("t1", "small")
+    t = load_transcript(s.write(tmp_path / "s.jsonl"))
+    # toolUseResult holds 50x the output and progress/snapshot lines exist: none of it counts
+    assert sum(e.chars for e in t.entries) == sum(len(orjson.dumps(m)) for m in t.messages)
+
+
+def test_already_compacted_content_is_counted(tmp_path):
+    s = (Session().user("go").assistant("X", tool("t1")).result("t1", "<persisted-output>\nFull output: /x\n</persisted-output>")
+         .assistant("Y", tool("t2")).result("t2", "[Old tool result content cleared]").assistant("Z", text("ok")))
+    t = load_transcript(s.write(tmp_path / "s.jsonl"))
+    assert already_compacted(t) == {"persisted_output": 1, "cleared_tool_result": 1}
+
+
+def test_detection_does_not_rely_on_line_one(tmp_path):
+    s = Session()
+    s.lines = [{"type": "summary", "summary": "Old title", "leafUuid": "x"}] * 3 + s.lines
+    s.user("go").assistant("X", text("ok"))
+    t = load_transcript(s.write(tmp_path / "s.jsonl"))
+    assert t.format == "claude-code" and t.title == "Old title"
+
+
+# -- the real sessions ------------------------------------------------------------------------------
+
+def _real_files(root: Path) -> list[Path]:
+    files = sorted(root.glob("claude_code/**/*.jsonl"))
+    assert len(files) >= 5
+    return files
+
+
+def _distinct_main_ids(path: Path) -> int:
+    ids = set()
+    lines = [json.loads(line) for line in path.read_text().split("\n") if line.strip()]
+    conv = [d for d in lines if d.get("type") in ("user", "assistant")]
+    subagent = conv[0].get("isSidechain") is True
+    for d in conv:
+        if d["type"] == "assistant" and (subagent or not d.get("isSidechain")):
+            ids.add(d["message"]["id"])
+    return len(ids)
+
+
+def test_every_real_session_replays_cleanly(shared_transcripts, cli, tmp_path):
+    checked = 0
+    for path in _real_files(shared_transcripts):
+        t = load_transcript(str(path))
+        assert t.format == "claude-code"
+        assert len(t.call_positions) == _distinct_main_ids(path), path.name
+        none = replay(t, load_policy("none"))
+        assert none.summary.violations == [], path.name
+        s08 = replay(t, load_policy("s08"))
+        assert s08.summary.violations_introduced == 0, path.name
+        for args in (("replay", path, "--dry-run", "-q"), ("inspect", path, "--format", "json")):
+            assert cli(*args).exit_code == 0, (args, path.name)
+        # convert round-trips: the converted file replays to the same records
+        out = tmp_path / f"{path.stem}.jsonl"
+        assert cli("convert", path, "-o", out, "-q").exit_code == 0
+        converted = load_transcript(str(out))
+        assert converted.format == "anthropic"
+        for keep in (False, True):
+            a = replay(t, load_policy("s08"), keep_recorded_compactions=keep).to_dict()["calls"]
+            b = replay(converted, load_policy("s08"), keep_recorded_compactions=keep).to_dict()["calls"]
+            assert a == b, path.name
+        checked += 1
+    assert checked == len(_real_files(shared_transcripts))
+
+
+def test_calibration_on_the_long_session(shared_transcripts, cli):
+    path = shared_transcripts / "claude_code" / "spotter" / f"{SESSION}.jsonl"
+    cal = calibrate(load_transcript(str(path)))
+    assert cal.calls == 139 and cal.mape <= 0.10
+    assert 1.5 < cal.chars_per_token < 5 and cal.overhead_tokens > 0
+    info = json.loads(cli("inspect", path, "--format", "json").stdout)
+    assert info["calibration"] == cal.to_dict()
+    assert len(info["recorded_calls"]) == 139 and info["recorded_calls"][0]["recorded_prompt_tokens"] > 0
+    r = cli("replay", path, "--calibrate", "--dry-run", "--format", "json", "-p", "none", "--keep-recorded-compactions")
+    calls = json.loads(r.stdout)["calls"]
+    recorded = [c["recorded_prompt_tokens"] for c in info["recorded_calls"]]
+    err = sum(abs(c["tokens"] - y) / y for c, y in zip(calls, recorded)) / len(recorded)
+    assert err <= 0.10 and "calibrated:" in r.stderr
+
+
+def test_subagents_are_listed_and_acompact_flagged(shared_transcripts, cli):
+    main = shared_transcripts / "claude_code" / "spotter" / f"{SESSION}.jsonl"
+    subs = subagent_files(str(main))
+    assert [(Path(s["path"]).name, s["acompact"]) for s in subs] == [
+        ("agent-a2898e3.jsonl", False), ("agent-acompact-e1f845.jsonl", True)]
+    info = json.loads(cli("inspect", main, "--format", "json").stdout)
+    assert len(info["subagents"]) == 2
+    acompact = load_transcript(subs[1]["path"])
+    assert acompact.metadata["acompact"] and acompact.metadata["subagent"] and len(acompact.call_positions) == 1
+    assert "calibration" not in json.loads(cli("inspect", subs[1]["path"], "--format", "json").stdout)
+    r = cli("replay", subs[1]["path"], "--calibrate", "--dry-run")
+    assert r.exit_code == 2 and "not self-contained" in r.stderr
+    sub = load_transcript(subs[0]["path"])
+    assert sub.metadata["subagent"] and not sub.metadata["acompact"] and len(sub.call_positions) == 12
+
+
+def test_a_folder_of_sessions(shared_transcripts, cli):
+    folder = shared_transcripts / "claude_code" / "spotter"
+    info = json.loads(cli("inspect", folder, "--format", "json").stdout)
+    assert [Path(r["transcript"]).name for r in info["sessions"]] == [f"{SESSION}.jsonl", "tool_heavy.jsonl"]
+    assert info["sessions"][0]["compactions"] == 1 and info["sessions"][0]["recorded_tokens"] > 10_000_000
+    runs = json.loads(cli("replay", folder, "--dry-run", "--format", "json").stdout)["runs"]
+    assert [r["summary"]["calls"] for r in runs] == [139, 4]
