@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .invariants import InvariantTracker, Violation
+from .messages import block_type, files_in_input
 from .sizing import list_chars
 from .transcripts.model import Transcript
 
@@ -22,6 +23,8 @@ class RawBaseline:
     violation_counts: dict[int, Counter] = field(default_factory=dict)
     #: each raw violation once, at the first call whose context contains it
     first_seen: list[tuple[int, Violation]] = field(default_factory=list)
+    #: per call: the earlier tool results its tool calls refer to, as (message origin, block index)
+    refs: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
 
     def counts_at(self, call: int) -> Counter:
         return self.violation_counts.get(call, _EMPTY)
@@ -51,7 +54,34 @@ def compute_baseline(transcript: Transcript) -> RawBaseline:
                 if k not in seen:
                     seen.add(k)
                     base.first_seen.append((call, v))
+    base.refs = retention_refs(transcript)
     return base
+
+
+def retention_refs(transcript: Transcript) -> dict[int, list[tuple[int, int]]]:
+    """For every call, the latest earlier tool result for each file its tool calls name (SPEC §7
+    retention): a tool_use whose input names a file (path, file_path, notebook_path) refers to
+    the result of the last earlier tool call on that file."""
+    latest: dict[str, tuple[int, int]] = {}
+    files_of: dict[str, list[str]] = {}
+    refs: dict[int, list[tuple[int, int]]] = {}
+    call = 0
+    for pos, e in enumerate(transcript.entries):
+        if e.role == "assistant":
+            found = []
+            if e.tool_use_ids:
+                for b in e.message["content"]:
+                    if block_type(b) == "tool_use":
+                        files = files_in_input(b.get("input"))
+                        files_of[b["id"]] = files
+                        found.extend(latest[f] for f in files if f in latest)
+            if found:
+                refs[call] = found
+            call += 1
+        for f in e.results:
+            for name in files_of.get(f.tool_use_id, ()):
+                latest[name] = (pos, f.block)
+    return refs
 
 
 def baseline_for(transcript: Transcript) -> RawBaseline:

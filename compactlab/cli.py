@@ -61,6 +61,43 @@ def policy_options(f: Callable) -> Callable:
     return f
 
 
+def cost_options(f: Callable) -> Callable:
+    f = click.option("--prices", "prices_file", type=click.Path(dir_okay=False, path_type=str), default=None,
+                     help="A price table TOML to use instead of the built-in one.")(f)
+    f = click.option("--price-model", default=None, metavar="MODEL",
+                     help="Price calls as this model [default: the model the transcript recorded, else "
+                          "the price table's default, claude-sonnet-4-5].")(f)
+    return f
+
+
+def _prices_for(transcripts: list, price_model: str | None, prices_file: str | None, quiet: bool) -> list:
+    from .cost import load_prices
+
+    table = load_prices(prices_file)
+    out = []
+    for t in transcripts:
+        p = table.lookup(price_model or t.model)
+        if not p.known:
+            click.echo(f"warning: no prices for model {p.model!r}: priced as {table.default_model} "
+                       f"(table read {table.read}); use --price-model or --prices", err=True)
+        out.append(p)
+    return out
+
+
+def _estimators_for(transcripts: list, calibrate: bool, quiet: bool) -> list:
+    from .calibration import calibrate as fit_calibration
+
+    if not calibrate:
+        return [None] * len(transcripts)
+    out = []
+    for t in transcripts:
+        cal = fit_calibration(t)
+        _status(quiet, f"{t.path}: calibrated: {cal.overhead_tokens:,} overhead tokens + chars / "
+                       f"{cal.chars_per_token} (mape {cal.mape:.3f} over {cal.calls} calls)")
+        out.append(cal.estimator())
+    return out
+
+
 def input_options(f: Callable) -> Callable:
     from .transcripts import FORMATS
 
@@ -113,23 +150,27 @@ def _load_all(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: 
 @click.option("--keep-recorded-compactions", is_flag=True,
               help="Replay the compactions the recording did (Claude Code compact boundaries).")
 @click.option("--calibrate", is_flag=True, help="Estimate tokens with the fit to the recorded usage.")
+@click.option("--chart", is_flag=True, help="Also draw the tokens-per-call chart (chart.png) in the output folder.")
+@cost_options
 @input_options
 @click.option("-q", "--quiet", is_flag=True, help="No status or warnings on stderr.")
 def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, ...], summarizer: str,
            out_dir: str | None, fmt: str, dry_run: bool, write_transcripts: bool, keep_recorded_compactions: bool,
-           calibrate: bool, skip_bad_lines: bool, input_format: str | None, quiet: bool) -> None:
+           calibrate: bool, chart: bool, price_model: str | None, prices_file: str | None, skip_bad_lines: bool,
+           input_format: str | None, quiet: bool) -> None:
     """Replay each TRANSCRIPT (a file, or a folder of sessions) call by call through a policy."""
-    from .calibration import calibrate as fit_calibration
     from .outputs import OutputDir, safe_stem
     from .policy import load_policy
     from .replay import replay as run_replay
-    from .reports import write_files, write_runs
+    from .reports import write_chart, write_files, write_runs
 
     policy = load_policy(policy_ref, overrides)
     loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
+    prices = _prices_for(loaded, price_model, prices_file, quiet)
+    estimators = _estimators_for(loaded, calibrate, quiet)
     runs = []
     used: set[str] = set()
-    for t in loaded:
+    for t, price, estimator in zip(loaded, prices, estimators):
         name = f"{safe_stem(t.name)}-{safe_stem(policy.name)}"
         n = 1
         while (f"{name}-{n}" if n > 1 else name) in used:
@@ -140,21 +181,90 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
             folder = os.path.join("reports", name)
         else:
             folder = out_dir if len(loaded) == 1 else os.path.join(out_dir, name)
-        estimator = None
-        if calibrate:
-            cal = fit_calibration(t)
-            estimator = cal.estimator()
-            _status(quiet, f"{t.path}: calibrated: {cal.overhead_tokens:,} overhead tokens + chars / "
-                           f"{cal.chars_per_token} (mape {cal.mape:.3f} over {cal.calls} calls)")
         run = run_replay(t, policy, out_dir=folder, dry_run=dry_run, write_transcripts=write_transcripts,
-                         keep_recorded_compactions=keep_recorded_compactions, estimator=estimator)
+                         keep_recorded_compactions=keep_recorded_compactions, estimator=estimator, prices=price)
         write_files(run, OutputDir(folder, dry_run))
+        if chart:
+            write_chart(run, policy, OutputDir(folder, dry_run))
         runs.append(run)
     write_runs(runs, fmt, sys.stdout)
     if fmt != "table":
         for run in runs:
             if run.out_dir:
                 _status(quiet, f"wrote {run.out_dir}/summary.json, calls.csv")
+
+
+@main.command()
+@click.argument("transcripts", nargs=-1, required=True, type=click.Path(path_type=str), metavar="TRANSCRIPT...")
+@click.option("-p", "--policy", "policy_refs", multiple=True, metavar="POLICY",
+              help="A preset name or policy TOML (repeatable) [default: none, s06, s08].")
+@policy_options
+@click.option("--sweep", "sweeps", multiple=True, metavar="LAYER.KEY=V1,V2,...",
+              help="Run every policy with each of these values (repeatable: the product is swept).")
+@click.option("--jobs", type=click.IntRange(1, 512), default=None, help="Parallel processes [default: the cores].")
+@click.option("--out", "out_dir", type=click.Path(path_type=str), default=os.path.join("reports", "compare"),
+              show_default=True, help="Folder for results.csv, results.json, report.md, report.html, charts/.")
+@click.option("--sort", "sort_key", default="cost_saving", show_default=True, help="Column to sort the table by.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "md"]), default="table",
+              show_default=True, help="What to print on stdout.")
+@click.option("--dry-run", is_flag=True, help="Write no file; only print.")
+@click.option("--keep-recorded-compactions", is_flag=True, help="Replay the compactions the recording did.")
+@click.option("--calibrate", is_flag=True, help="Estimate tokens with the fit to the recorded usage.")
+@cost_options
+@input_options
+@click.option("-q", "--quiet", is_flag=True, help="No progress, status or warnings on stderr.")
+def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides: tuple[str, ...],
+            sweeps: tuple[str, ...], jobs: int | None, out_dir: str, sort_key: str, fmt: str, dry_run: bool,
+            keep_recorded_compactions: bool, calibrate: bool, price_model: str | None, prices_file: str | None,
+            skip_bad_lines: bool, input_format: str | None, quiet: bool) -> None:
+    """Which policy, which thresholds? Replay every TRANSCRIPT through every POLICY x swept value."""
+    from .compare import build_grid, jobs_for, run_jobs
+    from .cost import load_prices
+    from .outputs import OutputDir
+    from .reports.compare_report import report_meta, results_frame, sort_frame, write_reports, write_stdout
+
+    grid = build_grid(list(policy_refs or ("none", "s06", "s08")), list(overrides), list(sweeps))
+    loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
+    job_list = jobs_for(len(loaded), grid)
+    prices = _prices_for(loaded, price_model, prices_file, quiet)
+    estimators = _estimators_for(loaded, calibrate, quiet)
+    out = OutputDir(out_dir, dry_run)
+    out.prepare()
+    with _progress(len(job_list), quiet) as advance:
+        results = run_jobs(loaded, job_list, n_jobs=jobs, prices=prices, estimators=estimators,
+                           keep_recorded_compactions=keep_recorded_compactions, on_result=advance)
+    sweep_keys = [s.partition("=")[0].strip() for s in sweeps]
+    df = sort_frame(results_frame(results, sweep_keys), sort_key)
+    meta = report_meta(load_prices(prices_file).read, [p.model for p in prices])
+    written = write_reports(df, results, sweep_keys, out, meta)
+    write_stdout(df, sweep_keys, fmt, sys.stdout)
+    if written:
+        _status(quiet, f"wrote {out_dir}/: {', '.join(w for w in written if not w.startswith('charts/'))}, charts/")
+
+
+class _progress:
+    """A rich progress bar on stderr when it is a terminal; otherwise nothing."""
+
+    def __init__(self, total: int, quiet: bool) -> None:
+        self.total = total
+        self.enabled = not quiet and sys.stderr.isatty()
+        self.bar: Any = None
+
+    def __enter__(self) -> Callable[[Any], None]:
+        if not self.enabled:
+            return lambda _result: None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        self.bar = Progress("compare", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            console=Console(stderr=True), transient=True)
+        self.bar.start()
+        task = self.bar.add_task("runs", total=self.total)
+        return lambda _result: self.bar.advance(task)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
 @main.command()

@@ -79,5 +79,31 @@ class Context:
         """How many tool_result blocks sit in messages before ``position``."""
         return bisect_left(self.result_refs, (position, -1))
 
+    def find_origin(self, origin: int) -> int | None:
+        """Position of the transcript message ``origin``, or None when it is not in the context.
+
+        Messages from the transcript keep their order in every context (layers drop, replace or
+        insert, never reorder), so their origins increase along positions; the entries a policy
+        made have negative origins and are stepped over. Binary search: O(log n) per lookup.
+        """
+        entries = self.entries
+        lo, hi = 0, len(entries)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            j = mid
+            while j < hi and entries[j].origin < 0:
+                j += 1
+            if j == hi:
+                hi = mid
+                continue
+            o = entries[j].origin
+            if o == origin:
+                return j
+            if o < origin:
+                lo = j + 1
+            else:
+                hi = mid
+        return None
+
     def copy(self) -> "Context":
         return self.replaced({})

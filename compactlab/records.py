@@ -74,9 +74,17 @@ class RunSummary:
     raw_cost_usd: float = 0.0
     cost_usd_nocache: float = 0.0
     raw_cost_usd_nocache: float = 0.0
-    retention: float = 0.0
+    retention: float = 1.0
     skipped_lines: int = 0
     runtime_s: float = 0.0
+    # beyond the stable set of SPEC §7:
+    refs: int = 0
+    refs_retained: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    price_model: str = ""
+    #: input cost computed from the recorded usage fields (sources with recorded usage), else None
+    recorded_input_cost_usd: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -84,9 +92,7 @@ class RunSummary:
 
 SUMMARY_KEYS = [f.name for f in fields(RunSummary)]
 #: the RunSummary keys that are single numbers (compare's columns)
-NUMERIC_SUMMARY_KEYS = [
-    f.name for f in fields(RunSummary) if f.type in ("int", "float") and f.name not in ("transcript",)
-]
+NUMERIC_SUMMARY_KEYS = [f.name for f in fields(RunSummary) if f.type in ("int", "float", "float | None")]
 
 
 @dataclass

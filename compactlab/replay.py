@@ -15,12 +15,13 @@ from os import PathLike
 
 from .baseline import baseline_for
 from .context import Context
+from .cost import ModelPrices, load_prices
 from .invariants import InvariantTracker, classify
 from .layers import CHEAP, LayerStats, RunEnv, manual, reactive, summary
 from .outputs import OutputDir
 from .policy import Policy
 from .records import Run, RunSummary, TurnRecord
-from .sizing import TokenEstimator
+from .sizing import TokenEstimator, list_chars
 from .summarizers import StubSummarizer, Summarizer
 from .transcripts import Transcript
 
@@ -42,9 +43,15 @@ def replay(
     dry_run: bool = False,
     write_transcripts: bool = False,
     keep_recorded_compactions: bool = False,
+    prices: ModelPrices | None = None,
 ) -> Run:
-    """Replay ``transcript`` through ``policy``. With no ``out_dir`` nothing is written."""
+    """Replay ``transcript`` through ``policy``. With no ``out_dir`` nothing is written.
+
+    ``prices`` default to those of the model the transcript recorded (else the price table's
+    default model).
+    """
     started = time.perf_counter()
+    prices = prices or load_prices().lookup(transcript.model)
     estimator = estimator or TokenEstimator(policy.size.chars_per_token, policy.size.overhead_tokens)
     out = OutputDir(out_dir, dry_run)
     out.prepare()
@@ -82,11 +89,14 @@ def replay(
     ctx = Context()
     tracker = InvariantTracker()
     records: list[TurnRecord] = []
+    raw_cost = 0.0
     totals = LayerStats()
     seen: dict[tuple, dict] = {}
     sent_len = 0  # length of the context last sent: the next call can reuse its prefix
+    prev_tokens = prev_raw = 0
     done = 0
     manual_pending = False
+    originals = entries  # what "intact" is measured against (retention)
     for call, pos in enumerate(transcript.call_positions):
         env.call = call
         stats = LayerStats()
@@ -129,12 +139,28 @@ def replay(
                     seen[key] = {"kind": v.kind, "call": call, "message_index": v.message_index,
                                  "tool_use_id": v.tool_use_id, "introduced": is_new}
         tokens = estimator.tokens(ctx.chars)
+        # prompt caching: the prefix unchanged since the previous call is read, the rest written
+        if call == 0:
+            read = 0
+        elif dirty > 0:
+            changed = sum(e.chars for e in ctx.entries[dirty:])
+            read = min(estimator.tokens(list_chars(ctx.chars_sum - changed, dirty)), tokens, prev_tokens)
+        else:
+            read = min(estimator.overhead_tokens, tokens)  # system prompt and tools stay cached
+        raw_tokens = estimator.tokens(base.chars[call])
+        raw_read = min(prev_raw, raw_tokens)
+        refs = base.refs.get(call, ())
+        retained = 0
+        for origin, block in refs:
+            j = ctx.find_origin(origin)
+            if j is not None and ctx.entries[j].message["content"][block] is originals[origin].message["content"][block]:
+                retained += 1
         records.append(TurnRecord(
             call=call,
             message_index=pos,
             raw_messages=base.messages[call],
             raw_chars=base.chars[call],
-            raw_tokens=estimator.tokens(base.chars[call]),
+            raw_tokens=raw_tokens,
             messages=len(ctx),
             chars=ctx.chars,
             tokens=tokens,
@@ -150,7 +176,14 @@ def replay(
             overflow=tokens > window,
             violations_introduced=introduced,
             violations_inherited=inherited,
+            cache_read_tokens=read,
+            cache_write_tokens=tokens - read,
+            input_cost_usd=prices.input_cost(read, tokens - read),
+            refs=len(refs),
+            refs_retained=retained,
         ))
+        raw_cost += prices.input_cost(raw_read, raw_tokens - raw_read)
+        prev_tokens, prev_raw = tokens, raw_tokens
         totals.add(stats)
         sent_len = len(ctx)
         ctx.append(entries[pos])
@@ -158,6 +191,11 @@ def replay(
         manual_pending = policy.manual.enabled and _calls_tool(entries[pos], policy.manual.tool)
 
     violations = sorted(seen.values(), key=lambda v: (v["call"], v["message_index"]))
+    summary_cost = prices.summary_cost(totals.summary_input_tokens, totals.summary_output_tokens)
+    n_refs = sum(r.refs for r in records)
+    n_retained = sum(r.refs_retained for r in records)
+    recorded_cost = (sum(prices.recorded_input_cost(transcript.usage[p]) for p in transcript.call_positions
+                         if p in transcript.usage) if transcript.usage else None)
     raw_total = sum(r.raw_tokens for r in records)
     total = sum(r.tokens for r in records)
     summary_record = RunSummary(
@@ -185,8 +223,19 @@ def replay(
         violations_inherited=sum(not v["introduced"] for v in violations),
         violations=violations,
         saved_transcripts=env.saved_transcripts,
+        cost_usd=round(sum(r.input_cost_usd for r in records) + summary_cost, 6),
+        raw_cost_usd=round(raw_cost, 6),
+        cost_usd_nocache=round(prices.nocache_cost(total) + summary_cost, 6),
+        raw_cost_usd_nocache=round(prices.nocache_cost(raw_total), 6),
+        retention=round(n_retained / n_refs, 6) if n_refs else 1.0,
         skipped_lines=transcript.skipped_lines,
         runtime_s=round(time.perf_counter() - started, 4),
+        refs=n_refs,
+        refs_retained=n_retained,
+        cache_read_tokens=sum(r.cache_read_tokens for r in records),
+        cache_write_tokens=sum(r.cache_write_tokens for r in records),
+        price_model=prices.model,
+        recorded_input_cost_usd=None if recorded_cost is None else round(recorded_cost, 6),
     )
     return Run(
         summary=summary_record,

@@ -9,6 +9,7 @@ from typing import Any, TextIO
 import orjson
 
 from .sparkline import sparkline
+from .terminal import console as terminal_console
 
 
 def write_json(info: dict[str, Any], out: TextIO) -> None:
@@ -51,10 +52,9 @@ def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def write_table(info: dict[str, Any], out: TextIO) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=out, highlight=False, markup=False)
+    console = terminal_console(out)
     head = Table(title=info["transcript"], show_header=False, title_justify="left")
     head.add_column(style="bold")
     head.add_column(justify="right", overflow="fold")
@@ -103,7 +103,6 @@ def sessions_json(rows: list[dict[str, Any]], out: TextIO) -> None:
 
 
 def sessions_table(rows: list[dict[str, Any]], out: TextIO) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     folder = os.path.dirname(rows[0]["transcript"]) if rows else ""
@@ -113,7 +112,7 @@ def sessions_table(rows: list[dict[str, Any]], out: TextIO) -> None:
     for r in rows:
         table.add_row(os.path.basename(r["transcript"]), r["format"], f"{r['bytes'] / 1e6:.2f}", f"{r['calls']:,}",
                       f"{r['tool_calls']:,}", f"{r['recorded_tokens']:,}", str(r["compactions"]))
-    Console(file=out, highlight=False, markup=False).print(table)
+    terminal_console(out).print(table)
 
 
 def sessions_md(rows: list[dict[str, Any]], out: TextIO) -> None:

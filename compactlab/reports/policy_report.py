@@ -6,7 +6,9 @@ from typing import Any, TextIO
 
 import orjson
 
+
 from ..policy import Policy
+from .terminal import console as terminal_console
 
 
 def _toml_value(v: Any) -> str:
@@ -44,7 +46,6 @@ def write_policy_list(policies: list[Policy], fmt: str, out: TextIO) -> None:
         doc = [{"name": p.name, "fingerprint": p.fingerprint, "description": p.description} for p in policies]
         out.write(orjson.dumps(doc).decode("utf-8") + "\n")
         return
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title="policies", title_justify="left")
@@ -53,4 +54,4 @@ def write_policy_list(policies: list[Policy], fmt: str, out: TextIO) -> None:
     table.add_column("description")
     for p in policies:
         table.add_row(p.name, p.fingerprint, p.description)
-    Console(file=out, highlight=False, markup=False).print(table)
+    terminal_console(out).print(table)

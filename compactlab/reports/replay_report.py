@@ -5,13 +5,17 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import orjson
 
 from ..outputs import OutputDir
+
+if TYPE_CHECKING:
+    from ..policy import Policy
 from ..records import TURN_COLUMNS, Run, TurnRecord
 from .sparkline import sparkline
+from .terminal import console as terminal_console
 
 
 def _pct(x: float) -> str:
@@ -32,11 +36,18 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
         ("tool results persisted", f"{s.persisted:,} ({len(s.persisted_files)} files)"),
         ("summaries / reactive / manual", f"{s.summaries} / {s.reactive} / {s.manual}"),
         ("summary tokens (in → out)", f"{s.summary_input_tokens:,} → {s.summary_output_tokens:,}"),
+        ("input cost, cached (raw → policy)", f"${s.raw_cost_usd:,.4f} → ${s.cost_usd:,.4f}"),
+        ("input cost, no cache (raw → policy)", f"${s.raw_cost_usd_nocache:,.4f} → ${s.cost_usd_nocache:,.4f}"),
+        ("cache reads / writes (tokens)", f"{s.cache_read_tokens:,} / {s.cache_write_tokens:,}"),
+        ("retention", f"{s.retention:.3f} ({s.refs_retained:,} of {s.refs:,} references)" if s.refs else "1.000 (no references)"),
         ("overflows", f"{s.overflows:,}"),
         ("violations introduced / inherited", f"{s.violations_introduced} / {s.violations_inherited}"),
         ("saved transcripts", f"{len(s.saved_transcripts)}" + (
             f" ({sum(1 for t in s.saved_transcripts if t['path'])} written)" if s.saved_transcripts else "")),
     ]
+    if s.recorded_input_cost_usd is not None:
+        modelled = sum(c.input_cost_usd for c in run.calls)
+        rows.append(("input cost: modelled / recorded usage", f"${modelled:,.4f} / ${s.recorded_input_cost_usd:,.4f}"))
     if run.failed_summaries:
         rows.append(("calls that lost their summary", ", ".join(str(f["call"]) for f in run.failed_summaries[:20])))
     if s.skipped_lines:
@@ -45,11 +56,10 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
 
 
 def write_table(run: Run, out: TextIO) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     s = run.summary
-    console = Console(file=out, highlight=False, markup=False)
+    console = terminal_console(out)
     table = Table(title=f"{s.transcript} × {s.policy} ({s.fingerprint})", show_header=False, title_justify="left")
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right", overflow="fold")
@@ -136,6 +146,21 @@ def write_runs(runs: list[Run], fmt: str, out: TextIO) -> None:
     else:
         for r in runs:
             WRITERS[fmt](r, out)
+
+
+def write_chart(run: Run, policy: "Policy", out: OutputDir) -> None:
+    """chart.png: tokens per call against the raw baseline (matplotlib, only when asked)."""
+    if out.dry_run:
+        return
+    from .charts import tokens_chart
+
+    events = {kind: [c.call for c in run.calls if getattr(c, attr)]
+              for kind, attr in (("summary", "summarized"), ("reactive", "reactive"), ("manual", "manual"))}
+    levels = {"window": float(policy.reactive.window_tokens)}
+    _, png = tokens_chart(f"{run.summary.transcript} × {run.summary.policy}", [c.raw_tokens for c in run.calls],
+                          [{"label": run.summary.policy, "tokens": [c.tokens for c in run.calls], "events": events,
+                            "levels": levels}])
+    out.write_bytes("chart.png", png)
 
 
 def write_files(run: Run, out: OutputDir) -> list[str]:

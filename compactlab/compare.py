@@ -1,0 +1,174 @@
+"""compare: policies x swept values x transcripts (SPEC §9, §10).
+
+Each transcript is parsed once, its raw baseline computed once, and every run over it shares
+them: the worker processes are forked after loading, so they inherit the loaded transcripts
+instead of re-reading or unpickling them. Workers return only what the reports need: the run
+summary and a few per-call series for the charts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any
+
+from .baseline import baseline_for
+from .cost import ModelPrices
+from .errors import PolicyError
+from .policy import Policy, load_policy, parse_override
+from .replay import replay
+from .transcripts import Transcript
+
+
+@dataclass(frozen=True)
+class Job:
+    index: int
+    transcript: int  # index into the loaded transcripts
+    policy: Policy
+    swept: tuple[tuple[str, Any], ...]  # (key, value) of every swept key
+
+
+@dataclass
+class RunResult:
+    """What a compare run sends back: the summary and the series the charts draw."""
+
+    job: int
+    transcript: str
+    policy: str
+    swept: dict[str, Any]
+    summary: dict[str, Any]
+    tokens: list[int] = field(default_factory=list)
+    raw_tokens: list[int] = field(default_factory=list)
+    events: dict[str, list[int]] = field(default_factory=dict)  # kind -> calls where it fired
+    levels: dict[str, float] = field(default_factory=dict)  # trigger levels in tokens
+
+
+def parse_sweep(item: str) -> tuple[str, list[Any]]:
+    """``layer.key=v1,v2,...`` -> (key, [values]); each value read as a TOML value."""
+    key, sep, values = item.partition("=")
+    if not sep or not key.strip() or not values:
+        raise PolicyError(f"--sweep {item!r}: expected KEY=V1,V2,... such as summary.trigger=20000,50000")
+    return key.strip(), [parse_override(f"{key}={v.strip()}")[1] for v in values.split(",") if v.strip()]
+
+
+def build_grid(policy_refs: list[str], overrides: list[str], sweeps: list[str]) -> list[tuple[Policy, tuple]]:
+    """Every policy x sweep-value combination, each resolved and validated (before any loading)."""
+    parsed = [parse_sweep(s) for s in sweeps]
+    keys = [k for k, _ in parsed]
+    if len(set(keys)) != len(keys):
+        raise PolicyError("--sweep names a key twice")
+    combos = list(itertools.product(*[vals for _, vals in parsed])) or [()]
+    policies: list[tuple[Policy, tuple]] = []
+    for ref in policy_refs:
+        for combo in combos:
+            swept = tuple(zip(keys, combo))
+            sets = list(overrides) + [f"{k}={_toml(v)}" for k, v in swept]
+            policies.append((load_policy(ref, sets), swept))
+    return policies
+
+
+def jobs_for(n_transcripts: int, grid: list[tuple[Policy, tuple]]) -> list[Job]:
+    """The product of transcripts x the grid, in a stable order."""
+    jobs: list[Job] = []
+    for t in range(n_transcripts):
+        for policy, swept in grid:
+            jobs.append(Job(len(jobs), t, policy, swept))
+    return jobs
+
+
+def _toml(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        import orjson
+
+        return orjson.dumps(v).decode()
+    if isinstance(v, list):
+        return "[" + ",".join(_toml(x) for x in v) + "]"
+    return repr(v)
+
+
+# the transcripts of the running compare, inherited by forked workers
+_LOADED: list[Transcript] = []
+_PRICES: list[ModelPrices | None] = []
+_ESTIMATORS: list[Any] = []
+_KEEP_RECORDED = False
+
+
+def _run(job: Job) -> RunResult:
+    t = _LOADED[job.transcript]
+    run = replay(t, job.policy, prices=_PRICES[job.transcript], estimator=_ESTIMATORS[job.transcript],
+                 keep_recorded_compactions=_KEEP_RECORDED)
+    summary = run.summary.to_dict()
+    summary.pop("violations")
+    summary.pop("persisted_files")
+    summary.pop("saved_transcripts")
+    events = {kind: [c.call for c in run.calls if getattr(c, attr)]
+              for kind, attr in (("summary", "summarized"), ("reactive", "reactive"), ("manual", "manual"))}
+    p = job.policy
+    est = _ESTIMATORS[job.transcript]
+    cpt = est.chars_per_token if est else p.size.chars_per_token
+    levels = {"window": float(p.reactive.window_tokens)}
+    if p.summary.enabled:
+        levels["summary trigger"] = float(p.summary.trigger if p.summary.unit == "tokens" else p.summary.trigger / cpt)
+    return RunResult(
+        job=job.index,
+        transcript=t.path,
+        policy=p.name,
+        swept=dict(job.swept),
+        summary=summary,
+        tokens=[c.tokens for c in run.calls],
+        raw_tokens=[c.raw_tokens for c in run.calls],
+        events=events,
+        levels=levels,
+    )
+
+
+def run_jobs(
+    transcripts: list[Transcript],
+    jobs: list[Job],
+    *,
+    n_jobs: int | None = None,
+    prices: list[ModelPrices | None] | None = None,
+    estimators: list[Any] | None = None,
+    keep_recorded_compactions: bool = False,
+    on_result: Callable[[RunResult], None] | None = None,
+) -> list[RunResult]:
+    """Run every job; results in job order. ``on_result`` sees each as it finishes."""
+    global _LOADED, _PRICES, _ESTIMATORS, _KEEP_RECORDED
+    _LOADED = transcripts
+    _KEEP_RECORDED = keep_recorded_compactions
+    _PRICES = prices or [None] * len(transcripts)
+    _ESTIMATORS = estimators or [None] * len(transcripts)
+    for t in transcripts:
+        baseline_for(t)  # once, in the parent: every worker inherits it
+    n_jobs = n_jobs or os.cpu_count() or 1
+    results: list[RunResult] = []
+    try:
+        for result in _results(jobs, n_jobs):
+            results.append(result)
+            if on_result:
+                on_result(result)
+    finally:
+        _LOADED, _PRICES, _ESTIMATORS = [], [], []
+    return sorted(results, key=lambda r: r.job)
+
+
+def _results(jobs: list[Job], n_jobs: int) -> Iterator[RunResult]:
+    if n_jobs <= 1 or len(jobs) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        for job in jobs:
+            yield _run(job)
+        return
+    with ProcessPoolExecutor(max_workers=min(n_jobs, len(jobs)), mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = [pool.submit(_run, job) for job in jobs]
+        try:
+            for future in as_completed(futures):
+                yield future.result()
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise

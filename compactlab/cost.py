@@ -1,0 +1,104 @@
+"""Prices (data) and the cache-aware cost model (SPEC §7).
+
+With prompt caching, the part of a call's prompt that is unchanged since the previous call (the
+prefix before the first message anything changed) is a cache read, the rest a cache write; so a
+policy that rewrites old messages pays cache writes on every call it does so. Summary calls are
+billed at their own input and output, uncached. The recorded replies' output is the same under
+every policy and left out.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from .errors import UsageError
+
+MTOK = 1_000_000
+
+
+@dataclass(frozen=True)
+class ModelPrices:
+    """USD per million tokens."""
+
+    model: str
+    input: float
+    output: float
+    cache_write_5m: float
+    cache_write_1h: float
+    cache_read: float
+    read: str  # when the prices were read
+    known: bool = True
+
+    def input_cost(self, read_tokens: int, write_tokens: int) -> float:
+        return (read_tokens * self.cache_read + write_tokens * self.cache_write_5m) / MTOK
+
+    def nocache_cost(self, tokens: int) -> float:
+        return tokens * self.input / MTOK
+
+    def summary_cost(self, input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * self.input + output_tokens * self.output) / MTOK
+
+    def recorded_input_cost(self, usage: dict[str, int]) -> float:
+        return (usage.get("input_tokens", 0) * self.input
+                + usage.get("cache_creation_input_tokens", 0) * self.cache_write_5m
+                + usage.get("cache_read_input_tokens", 0) * self.cache_read) / MTOK
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    read: str
+    default_model: str
+    models: dict[str, dict]
+
+    def lookup(self, model: str | None) -> ModelPrices:
+        """Prices for ``model`` (exact, or with a date suffix such as -20250929 dropped, or the
+        longest known prefix); an unknown model gets the default's prices, marked unknown."""
+        name = model or self.default_model
+        key = self._match(name)
+        known = key is not None
+        row = self.models[key if known else self.default_model]
+        base = row["input"]
+        return ModelPrices(
+            model=name,
+            input=base,
+            output=row["output"],
+            cache_write_5m=row.get("cache_write_5m", base * 1.25),
+            cache_write_1h=row.get("cache_write_1h", base * 2.0),
+            cache_read=row.get("cache_read", base * 0.1),
+            read=self.read,
+            known=known,
+        )
+
+    def _match(self, name: str) -> str | None:
+        if name in self.models:
+            return name
+        stripped = re.sub(r"-\d{8}$|@\d{8}$|-latest$", "", name.split("/")[-1])
+        if stripped in self.models:
+            return stripped
+        prefixes = [k for k in self.models if stripped.startswith(k)]
+        return max(prefixes, key=len) if prefixes else None
+
+
+def load_prices(path: str | None = None) -> PriceTable:
+    try:
+        if path is None:
+            text = resources.files("compactlab").joinpath("data").joinpath("prices.toml").read_text(encoding="utf-8")
+        else:
+            text = Path(path).read_text(encoding="utf-8")
+        data = tomllib.loads(text)
+        models = data["models"]
+        for name, row in models.items():
+            for key in ("input", "output"):
+                if not isinstance(row.get(key), (int, float)):
+                    raise UsageError(f"{path}: models.{name}.{key} must be a number")
+        table = PriceTable(read=str(data.get("read", "unknown")), default_model=data.get("default_model", next(iter(models))),
+                           models=models)
+    except (OSError, tomllib.TOMLDecodeError, KeyError, StopIteration) as exc:
+        raise UsageError(f"{path or 'prices.toml'}: not a usable price table: {exc}") from None
+    if table.default_model not in table.models:
+        raise UsageError(f"{path}: default_model {table.default_model!r} has no prices")
+    return table

@@ -1,0 +1,208 @@
+"""compare's reports: a pandas DataFrame (one row per transcript x policy x swept values) and its
+writers: rich table, results.csv, results.json, report.md and a self-contained report.html with
+the charts (SVG inline, PNG files beside it)."""
+
+from __future__ import annotations
+
+import html
+import os
+from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+import orjson
+
+
+from ..outputs import OutputDir, safe_stem
+from ..records import NUMERIC_SUMMARY_KEYS
+from .terminal import console as terminal_console
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..compare import RunResult
+
+TABLE_COLUMNS = ["calls", "reduction", "raw_cost_usd", "cost_usd", "cost_saving", "retention", "summaries",
+                 "overflows", "violations_introduced"]
+
+
+def results_frame(results: list["RunResult"], sweep_keys: list[str]) -> "pd.DataFrame":
+    import pandas as pd
+
+    rows = []
+    for r in results:
+        row: dict[str, Any] = {"transcript": r.transcript, "policy": r.policy}
+        row.update({k: r.swept.get(k) for k in sweep_keys})
+        row.update({k: r.summary[k] for k in NUMERIC_SUMMARY_KEYS})
+        raw = r.summary["raw_cost_usd"]
+        row["cost_saving"] = round(1 - r.summary["cost_usd"] / raw, 6) if raw else 0.0
+        row["fingerprint"] = r.summary["fingerprint"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def sort_frame(df: "pd.DataFrame", key: str) -> "pd.DataFrame":
+    from ..errors import UsageError
+
+    if key not in df.columns:
+        raise UsageError(f"--sort {key!r}: not a column (try cost_saving, reduction, retention, cost_usd)")
+    ascending = key in ("cost_usd", "cost_usd_nocache", "tokens_total", "peak_tokens", "overflows",
+                        "violations_introduced", "runtime_s")
+    return df.sort_values(key, ascending=ascending, kind="stable").reset_index(drop=True)
+
+
+def _label(row: "pd.Series", sweep_keys: list[str]) -> str:
+    swept = ", ".join(f"{k.split('.')[-1]}={row[k]}" for k in sweep_keys)
+    return f"{row['policy']}" + (f" ({swept})" if swept else "")
+
+
+def costs_more(df: "pd.DataFrame") -> "pd.DataFrame":
+    """Runs that cost more than no compaction (prompt caching makes rewriting old messages dear)."""
+    return df[df["cost_usd"] > df["raw_cost_usd"]]
+
+
+def write_table(df: "pd.DataFrame", sweep_keys: list[str], out: TextIO) -> None:
+    from rich.table import Table
+
+    console = terminal_console(out)
+    table = Table(title=f"{len(df)} runs", title_justify="left")
+    table.add_column("transcript", overflow="fold", min_width=12)
+    table.add_column("policy", overflow="fold", min_width=14)
+    for col in ("reduction", "cost raw → policy", "saving", "retention", "summ.", "overfl.", "intro."):
+        table.add_column(col, justify="right", no_wrap=True)
+    for _, r in df.iterrows():
+        more = r["cost_usd"] > r["raw_cost_usd"]
+        table.add_row(
+            os.path.basename(r["transcript"]), _label(r, sweep_keys), f"{r['reduction'] * 100:.1f}%",
+            f"${r['raw_cost_usd']:,.2f} → ${r['cost_usd']:,.2f}", f"{r['cost_saving'] * 100:+.1f}%",
+            f"{r['retention']:.2f}", str(r["summaries"]), str(r["overflows"]), str(r["violations_introduced"]),
+            style="red" if more or r["violations_introduced"] else None,
+        )
+    console.print(table)
+    dear = costs_more(df)
+    if len(dear):
+        console.print(f"{len(dear)} run(s) cost more than no compaction: they keep rewriting the cached prefix, so "
+                      "their prompts are billed as cache writes instead of cache reads (see report.md).", style="red")
+
+
+def _explain(row: "pd.Series", sweep_keys: list[str]) -> str:
+    return (f"{os.path.basename(row['transcript'])} × {_label(row, sweep_keys)}: ${row['cost_usd']:,.2f} against "
+            f"${row['raw_cost_usd']:,.2f} with no compaction, although it sends {row['reduction'] * 100:.0f}% fewer "
+            f"tokens: {row['cache_write_tokens']:,} of its {row['tokens_total']:,} tokens are cache writes "
+            f"(1.25× input) because compaction changed messages that were already cached.")
+
+
+def markdown(df: "pd.DataFrame", sweep_keys: list[str], charts: dict[str, str], meta: dict[str, Any]) -> str:
+    lines = [f"# compactlab compare — {len(df)} runs", "",
+             f"Prices: {meta['prices_read']} table ({', '.join(meta['price_models'])}). Generated {meta['date']}.", ""]
+    cols = ["transcript", "policy", *sweep_keys, "reduction", "raw_cost_usd", "cost_usd", "cost_saving", "retention",
+            "summaries", "reactive", "overflows", "violations_introduced"]
+    lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, r in df.iterrows():
+        cells = []
+        for c in cols:
+            v = r[c]
+            cells.append(os.path.basename(v) if c == "transcript" else f"{v:.4f}" if isinstance(v, float) else str(v))
+        lines.append("| " + " | ".join(cells) + " |")
+    dear = costs_more(df)
+    if len(dear):
+        lines += ["", "## Costs more than no compaction", ""] + [f"- {_explain(r, sweep_keys)}" for _, r in dear.iterrows()]
+    lines += ["", "## Charts", ""] + [f"![{name}]({path})" for name, path in charts.items()]
+    return "\n".join(lines) + "\n"
+
+
+CSS = """body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;color:#222;max-width:1200px}
+table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}
+th{background:#f3f3f3}td.l{text-align:left}tr.dear td{background:#fde8e8}.note{color:#a00}
+figure{margin:1.5em 0}svg{max-width:100%;height:auto}"""
+
+
+def html_report(df: "pd.DataFrame", sweep_keys: list[str], svgs: dict[str, str], meta: dict[str, Any]) -> str:
+    e = html.escape
+    cols = ["transcript", "policy", *sweep_keys, "calls", "reduction", "raw_cost_usd", "cost_usd", "cost_saving",
+            "cost_usd_nocache", "retention", "summaries", "reactive", "manual", "overflows", "violations_introduced",
+            "violations_inherited"]
+    head = "".join(f"<th>{e(c)}</th>" for c in cols)
+    body = []
+    for _, r in df.iterrows():
+        cls = ' class="dear"' if r["cost_usd"] > r["raw_cost_usd"] else ""
+        cells = []
+        for c in cols:
+            v = r[c]
+            text = os.path.basename(v) if c == "transcript" else f"{v:.4f}" if isinstance(v, float) else str(v)
+            cells.append(f'<td{" class=l" if c in ("transcript", "policy") else ""}>{e(text)}</td>')
+        body.append(f"<tr{cls}>{''.join(cells)}</tr>")
+    dear = costs_more(df)
+    notes = "".join(f"<li>{e(_explain(r, sweep_keys))}</li>" for _, r in dear.iterrows())
+    figures = "".join(f"<figure>{svg}<figcaption>{e(name)}</figcaption></figure>" for name, svg in svgs.items())
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>compactlab compare</title><style>{CSS}</style></head><body>
+<h1>compactlab compare — {len(df)} runs</h1>
+<p>Cost is the headline: input tokens billed with prompt caching (cache reads at 0.1×, writes at 1.25× input),
+plus the summarizer's own calls. Prices: table read {e(meta['prices_read'])}, models {e(', '.join(meta['price_models']))}.
+Generated {e(meta['date'])}. Rows in red cost more than no compaction.</p>
+<table><tr>{head}</tr>{''.join(body)}</table>
+{f'<h2>Costs more than no compaction</h2><ul class="note">{notes}</ul>' if notes else ''}
+<h2>Charts</h2>{figures}
+</body></html>
+"""
+
+
+def write_reports(df: "pd.DataFrame", results: list["RunResult"], sweep_keys: list[str], out: OutputDir,
+                  meta: dict[str, Any]) -> list[str]:
+    """results.csv, results.json, charts (PNG), report.md and report.html; the names written."""
+    if out.dry_run or out.root is None:
+        return []
+    from .charts import pareto_chart, tokens_chart
+
+    out.write_text("results.csv", df.to_csv(index=False))
+    out.write_bytes("results.json", orjson.dumps(df.to_dict(orient="records"), option=orjson.OPT_SERIALIZE_NUMPY
+                                                 | orjson.OPT_INDENT_2) + b"\n")
+    svgs: dict[str, str] = {}
+    charts: dict[str, str] = {}
+    by_transcript: dict[str, list] = {}
+    for r in results:
+        by_transcript.setdefault(r.transcript, []).append(r)
+    used: set[str] = set()
+    for path, runs in by_transcript.items():
+        stem = safe_stem(Path(path).name.split(".")[0])
+        while stem in used:
+            stem += "_"
+        used.add(stem)
+        rel = f"charts/tokens-{stem}.png"
+        series: list[dict[str, Any]] = []
+        drawn: dict[tuple, int] = {}
+        for r in runs:  # one line per distinct result: a swept key a policy ignores changes nothing
+            label = r.policy + "".join(f" {k.split('.')[-1]}={v}" for k, v in r.swept.items())
+            key = (tuple(r.tokens), tuple((k, tuple(v)) for k, v in sorted(r.events.items())))
+            if key in drawn:
+                series[drawn[key]]["label"] += f", {label}" if len(series[drawn[key]]["label"]) < 60 else ""
+                continue
+            drawn[key] = len(series)
+            series.append({"label": label, "tokens": r.tokens, "events": r.events, "levels": r.levels})
+        name = f"tokens per call: {Path(path).name}"
+        svgs[name], png = tokens_chart(Path(path).name, runs[0].raw_tokens, series)
+        out.write_bytes(rel, png)
+        charts[name] = rel
+    labels = [f"{os.path.basename(r['transcript'])}: {_label(r, sweep_keys)}" for _, r in df.iterrows()]
+    svgs["cost saving against retention"], png = pareto_chart(labels, list(df["retention"]), list(df["cost_saving"]))
+    out.write_bytes("charts/pareto.png", png)
+    charts["cost saving against retention"] = "charts/pareto.png"
+    out.write_text("report.md", markdown(df, sweep_keys, charts, meta))
+    out.write_text("report.html", html_report(df, sweep_keys, svgs, meta))
+    return ["results.csv", "results.json", "report.md", "report.html", *charts.values()]
+
+
+def report_meta(prices_read: str, price_models: list[str]) -> dict[str, Any]:
+    return {"prices_read": prices_read, "price_models": sorted(set(price_models)), "date": date.today().isoformat()}
+
+
+def write_stdout(df: "pd.DataFrame", sweep_keys: list[str], fmt: str, out: TextIO) -> None:
+    if fmt == "json":
+        out.write(orjson.dumps(df.to_dict(orient="records"), option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+    elif fmt == "csv":
+        out.write(df.to_csv(index=False))
+    elif fmt == "md":
+        out.write(markdown(df, sweep_keys, {}, report_meta("", [])))
+    else:
+        write_table(df, sweep_keys, out)
