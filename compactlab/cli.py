@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from . import __version__
-from .errors import CompactlabError
+from .errors import CompactlabError, UsageError
 
 EXIT_INTERNAL = 3
 
@@ -240,6 +240,68 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
     write_stdout(df, sweep_keys, fmt, sys.stdout)
     if written:
         _status(quiet, f"wrote {out_dir}/: {', '.join(w for w in written if not w.startswith('charts/'))}, charts/")
+
+
+@main.command()
+@click.argument("transcripts", nargs=-1, required=True, type=click.Path(path_type=str), metavar="TRANSCRIPT...")
+@click.option("-p", "--policy", "policy_refs", multiple=True, metavar="POLICY",
+              help="A preset name or policy TOML (repeatable) [default: s08].")
+@policy_options
+@click.option("--baseline", "baseline_path", required=True, type=click.Path(dir_okay=False, path_type=str),
+              help="The baseline JSON file (e.g. reports/baseline.json).")
+@click.option("--tolerance", "tolerances", multiple=True, metavar="X|METRIC=X",
+              help="Allowed worsening: relative for tokens_total and cost_usd, absolute for reduction and "
+                   "retention; default 0.01. X sets all four; cost_usd=0.05 one (repeatable).")
+@click.option("--update-baseline", is_flag=True, help="Write the current results into the baseline instead.")
+@click.option("--allow-stale", is_flag=True, help="A transcript that changed since the baseline does not fail.")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="Also write a JUnit XML report (one testcase per transcript x policy).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@cost_options
+@input_options
+@click.option("-q", "--quiet", is_flag=True)
+def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides: tuple[str, ...], baseline_path: str,
+          tolerances: tuple[str, ...], update_baseline: bool, allow_stale: bool, junit_path: str | None, fmt: str,
+          price_model: str | None, prices_file: str | None, skip_bad_lines: bool, input_format: str | None,
+          quiet: bool) -> None:
+    """CI gate: fail (exit 1) when a policy breaks tool pairs or loses ground against the baseline."""
+    from pathlib import Path
+
+    from .check import compare_record, load_baseline, parse_tolerances, record_for, transcript_key, write_baseline
+    from .compare import build_grid, jobs_for, run_jobs
+    from .outputs import atomic_write_bytes
+    from .reports.check_report import junit_xml, step_summary, write_json, write_table
+
+    tolerance = parse_tolerances(tolerances)
+    grid = build_grid(list(policy_refs or ("s08",)), list(overrides), [])
+    old = {} if update_baseline else load_baseline(baseline_path)
+    loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
+    prices = _prices_for(loaded, price_model, prices_file, quiet)
+    results = run_jobs(loaded, jobs_for(len(loaded), grid), n_jobs=1, prices=prices)
+    keys = {t.path: transcript_key(t.path, baseline_path) for t in loaded}
+    hashes = {t.path: t.content_hash for t in loaded}
+    if update_baseline:
+        write_baseline(baseline_path, [record_for(keys[r.transcript], r.summary, hashes[r.transcript]) for r in results])
+        _status(quiet, f"wrote {baseline_path}: {len(results)} record(s)")
+        return
+    checked = [compare_record(keys[r.transcript], r.summary, hashes[r.transcript],
+                              old.get((keys[r.transcript], r.summary["policy"])), tolerance, allow_stale)
+               for r in results]
+    (write_json if fmt == "json" else write_table)(checked, sys.stdout)
+    if junit_path:
+        try:
+            atomic_write_bytes(Path(junit_path), junit_xml(checked))
+        except OSError as exc:
+            raise UsageError(f"--junit {junit_path}: cannot write: {exc.strerror or exc}") from None
+    summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_file:
+        try:
+            with open(summary_file, "a", encoding="utf-8") as f:
+                f.write(step_summary(checked))
+        except OSError as exc:
+            click.echo(f"warning: GITHUB_STEP_SUMMARY {summary_file}: cannot append: {exc.strerror or exc}", err=True)
+    if not all(r.ok for r in checked):
+        sys.exit(1)
 
 
 class _progress:

@@ -1,0 +1,183 @@
+"""check: compare replays with a committed baseline, for CI (SPEC §9).
+
+The baseline is JSON with a schema version and one record per (transcript, policy name): the
+transcript's content hash, the policy's fingerprint and the metrics. A changed policy under the
+same name is what check exists for: it is compared, and the fingerprint change is shown. A
+changed transcript is a stale record: never compared silently (a failure unless allowed).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .errors import UsageError
+from .outputs import atomic_write_bytes
+
+SCHEMA = 1
+#: metric -> (kind of tolerance, direction in which it gets worse)
+COMPARED = {
+    "tokens_total": ("relative", "up"),
+    "cost_usd": ("relative", "up"),
+    "reduction": ("absolute", "down"),
+    "retention": ("absolute", "down"),
+}
+STORED = ["calls", "tokens_total", "raw_tokens_total", "cost_usd", "raw_cost_usd", "reduction", "retention",
+          "peak_tokens", "summaries", "reactive", "manual", "overflows", "violations_introduced",
+          "violations_inherited"]
+DEFAULT_TOLERANCE = 0.01
+
+
+class BaselineError(UsageError):
+    """The baseline file is missing or malformed (exit 2)."""
+
+
+@dataclass
+class Change:
+    metric: str
+    old: float
+    new: float
+
+    def __str__(self) -> str:
+        fmt = (lambda v: f"{v:,.4f}") if isinstance(self.new, float) else (lambda v: f"{v:,}")
+        return f"{self.metric} {fmt(self.old)} → {fmt(self.new)}"
+
+
+@dataclass
+class CheckResult:
+    transcript: str  # the baseline key: the path relative to the baseline file's folder
+    policy: str
+    status: str  # pass | fail | stale | missing
+    ok: bool = True  # False fails the check (exit 1)
+    failures: list[Change] = field(default_factory=list)
+    improvements: list[Change] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    fingerprint: str = ""
+    old_fingerprint: str | None = None
+
+    @property
+    def fingerprint_changed(self) -> bool:
+        return self.old_fingerprint is not None and self.old_fingerprint != self.fingerprint
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["failures"] = [asdict(c) for c in self.failures]
+        d["improvements"] = [asdict(c) for c in self.improvements]
+        d["fingerprint_changed"] = self.fingerprint_changed
+        return d
+
+
+def parse_tolerances(items: list[str] | tuple[str, ...]) -> dict[str, float]:
+    """``0.02`` sets every compared metric; ``cost_usd=0.05`` one of them."""
+    tol = dict.fromkeys(COMPARED, DEFAULT_TOLERANCE)
+    for item in items:
+        key, sep, value = item.rpartition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            raise UsageError(f"--tolerance {item!r}: expected a number or METRIC=NUMBER") from None
+        if number < 0:
+            raise UsageError(f"--tolerance {item!r}: must not be negative")
+        if not sep:
+            tol = dict.fromkeys(COMPARED, number)
+        elif key in COMPARED:
+            tol[key] = number
+        else:
+            raise UsageError(f"--tolerance {item!r}: unknown metric {key!r} (known: {', '.join(COMPARED)})")
+    return tol
+
+
+def transcript_key(path: str, baseline: str) -> str:
+    rel = os.path.relpath(os.path.abspath(path), os.path.dirname(os.path.abspath(baseline)))
+    return Path(rel).as_posix()
+
+
+def load_baseline(path: str) -> dict[tuple[str, str], dict]:
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise BaselineError(f"{path}: no baseline file", hint=f"create it with: compactlab check ... --baseline {path} "
+                                                                "--update-baseline") from None
+    except OSError as exc:
+        raise BaselineError(f"{path}: cannot read baseline: {exc.strerror or exc}") from None
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BaselineError(f"{path}: malformed baseline: not JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("records"), list):
+        raise BaselineError(f"{path}: malformed baseline: expected {{\"schema\": {SCHEMA}, \"records\": [...]}}")
+    out: dict[tuple[str, str], dict] = {}
+    for i, rec in enumerate(doc["records"]):
+        ok = (isinstance(rec, dict) and isinstance(rec.get("transcript"), str) and isinstance(rec.get("policy"), str)
+              and isinstance(rec.get("metrics"), dict)
+              and all(isinstance(rec["metrics"].get(k), (int, float)) for k in COMPARED))
+        if not ok:
+            raise BaselineError(f"{path}: malformed baseline: record {i} needs transcript, policy and numeric "
+                                f"metrics {', '.join(COMPARED)}")
+        out[(rec["transcript"], rec["policy"])] = rec
+    return out
+
+
+def record_for(key: str, summary: dict[str, Any], content_hash: str) -> dict[str, Any]:
+    return {"transcript": key, "policy": summary["policy"], "content_hash": content_hash,
+            "fingerprint": summary["fingerprint"], "metrics": {k: summary[k] for k in STORED}}
+
+
+def compare_record(key: str, summary: dict[str, Any], content_hash: str, old: dict | None,
+                   tolerance: dict[str, float], allow_stale: bool = False) -> CheckResult:
+    res = CheckResult(key, summary["policy"], "pass", fingerprint=summary["fingerprint"])
+    introduced = summary["violations_introduced"]
+    accepted = old["metrics"].get("violations_introduced", 0) if old is not None else 0
+    if introduced > accepted:
+        res.reasons.append(f"{introduced} introduced violation(s)" + (f" (baseline: {accepted})" if accepted else ""))
+    elif introduced:
+        # known and accepted when the baseline was written (e.g. seed 000's manual-compaction orphan)
+        res.reasons.append(f"{introduced} introduced violation(s), as in the baseline")
+    new_violations = introduced > accepted
+    if old is None:
+        res.status, res.ok = "missing", False
+        res.reasons.append("not in the baseline (add it with --update-baseline)")
+        return res
+    res.old_fingerprint = old.get("fingerprint")
+    if old.get("content_hash") != content_hash:
+        res.status = "stale"
+        res.reasons.append("the transcript changed since the baseline was made: not compared"
+                           + ("" if allow_stale else " (--allow-stale to accept)"))
+        res.ok = allow_stale and not new_violations
+        return res
+    m = old["metrics"]
+    if summary["overflows"] > m.get("overflows", 0):
+        res.failures.append(Change("overflows", m.get("overflows", 0), summary["overflows"]))
+    for metric, (kind, worse) in COMPARED.items():
+        before, now = m[metric], summary[metric]
+        delta = (now - before) if worse == "up" else (before - now)  # > 0: worse
+        scale = abs(before) if kind == "relative" else 1.0
+        limit = tolerance[metric] * scale
+        if delta > limit + 1e-12:
+            res.failures.append(Change(metric, before, now))
+        elif delta < -1e-12:
+            res.improvements.append(Change(metric, before, now))
+    if res.failures or new_violations:
+        res.status, res.ok = "fail", False
+    return res
+
+
+def write_baseline(path: str, records: list[dict[str, Any]]) -> None:
+    """Merge ``records`` into the baseline at ``path`` (created if absent), atomically."""
+    existing: dict[tuple[str, str], dict] = {}
+    if os.path.exists(path):
+        try:
+            existing = load_baseline(path)
+        except BaselineError:
+            existing = {}  # replaced by a well-formed one
+    for rec in records:
+        existing[(rec["transcript"], rec["policy"])] = rec
+    doc = {"schema": SCHEMA, "records": [existing[k] for k in sorted(existing)]}
+    try:
+        atomic_write_bytes(Path(path), orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write baseline: {exc.strerror or exc}") from None

@@ -1,0 +1,71 @@
+"""check's writers: terminal table, JSON, JUnit XML and the GitHub step summary (Markdown)."""
+
+from __future__ import annotations
+
+from typing import TextIO
+from xml.etree import ElementTree as ET
+
+import orjson
+
+from ..check import CheckResult
+from .terminal import console as terminal_console
+
+
+def details(r: CheckResult) -> str:
+    parts = [f"worse: {c}" for c in r.failures] + list(r.reasons)
+    parts += [f"better: {c}" for c in r.improvements]
+    if r.fingerprint_changed:
+        parts.append(f"policy changed: fingerprint {r.old_fingerprint} → {r.fingerprint}")
+    return "; ".join(parts) or "as before"
+
+
+def write_table(results: list[CheckResult], out: TextIO) -> None:
+    from rich.table import Table
+
+    console = terminal_console(out)
+    bad = sum(not r.ok for r in results)
+    table = Table(title=f"compactlab check: {len(results) - bad} passed, {bad} failed", title_justify="left")
+    table.add_column("transcript", overflow="fold")
+    table.add_column("policy")
+    table.add_column("result")
+    table.add_column("details", overflow="fold")
+    for r in results:
+        label = "PASS" if r.ok and r.status == "pass" else r.status.upper()
+        table.add_row(r.transcript, r.policy, label, details(r), style=None if r.ok else "red")
+    console.print(table)
+
+
+def write_json(results: list[CheckResult], out: TextIO) -> None:
+    doc = {"passed": all(r.ok for r in results), "results": [r.to_dict() for r in results]}
+    out.write(orjson.dumps(doc).decode() + "\n")
+
+
+def junit_xml(results: list[CheckResult]) -> bytes:
+    """One testcase per transcript x policy; a failure element for each that fails."""
+    failures = sum(not r.ok for r in results)
+    skipped = sum(r.ok and r.status == "stale" for r in results)
+    suites = ET.Element("testsuites", name="compactlab", tests=str(len(results)), failures=str(failures))
+    suite = ET.SubElement(suites, "testsuite", name="compactlab check", tests=str(len(results)),
+                          failures=str(failures), errors="0", skipped=str(skipped))
+    for r in results:
+        case = ET.SubElement(suite, "testcase", classname=f"compactlab.{r.policy}", name=r.transcript)
+        if not r.ok:
+            failure = ET.SubElement(case, "failure", message=details(r), type=r.status)
+            failure.text = details(r)
+        elif r.status == "stale":
+            ET.SubElement(case, "skipped", message=details(r))
+        else:
+            out = ET.SubElement(case, "system-out")
+            out.text = details(r)
+    return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
+
+
+def step_summary(results: list[CheckResult]) -> str:
+    bad = sum(not r.ok for r in results)
+    lines = [f"### compactlab check: {len(results) - bad} passed, {bad} failed", "",
+             "| transcript | policy | result | details |", "|---|---|---|---|"]
+    for r in results:
+        mark = "✅ pass" if r.ok and r.status == "pass" else ("⚠️ " if r.ok else "❌ ") + r.status
+        cell = details(r).replace("|", "\\|")
+        lines.append(f"| {r.transcript} | {r.policy} | {mark} | {cell} |")
+    return "\n".join(lines) + "\n\n"
