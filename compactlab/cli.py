@@ -61,6 +61,34 @@ def policy_options(f: Callable) -> Callable:
     return f
 
 
+def summarizer_options(f: Callable) -> Callable:
+    f = click.option("--no-cache", is_flag=True, help="Do not read or write the summary and token cache.")(f)
+    f = click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None,
+                     help="Where live summaries and token counts are cached [default: reports/.cache/].")(f)
+    f = click.option("--summary-prompt", default=None, metavar="NAME|FILE",
+                     help="Summary prompt: a built-in name (s08, s06, s06-article, claude-code) or a file "
+                          "[default: the policy's].")(f)
+    f = click.option("--model", default=None, help="Model of the live summarizer [default: $ANTHROPIC_MODEL, "
+                                                    "else claude-haiku-4-5].")(f)
+    f = click.option("--summarizer", type=click.Choice(["stub", "anthropic"]), default="stub", show_default=True,
+                     help="Who writes summaries: the offline deterministic stub, or the Messages API "
+                          "($ANTHROPIC_API_KEY, $ANTHROPIC_BASE_URL).")(f)
+    return f
+
+
+def _live(summarizer: str, tokens: str, model: str | None, cache_dir: str | None, no_cache: bool,
+          summary_prompt: str | None) -> Any:
+    """LiveOptions when a live feature is asked for: checks the key before any work."""
+    from .summarizers import LiveOptions
+    from .summarizers.prompts import resolve_prompt
+
+    if summary_prompt and summarizer == "stub":
+        resolve_prompt(summary_prompt, "s08")  # still a clear error for a wrong name or path
+    if summarizer != "anthropic" and tokens != "anthropic":
+        return None
+    return LiveOptions.from_env(model, cache_dir, no_cache, summary_prompt)
+
+
 def cost_options(f: Callable) -> Callable:
     f = click.option("--prices", "prices_file", type=click.Path(dir_okay=False, path_type=str), default=None,
                      help="A price table TOML to use instead of the built-in one.")(f)
@@ -138,8 +166,9 @@ def _load_all(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: 
 @click.option("-p", "--policy", "policy_ref", default="s08", show_default=True, metavar="POLICY",
               help="A preset name or a policy TOML file.")
 @policy_options
-@click.option("--summarizer", type=click.Choice(["stub"]), default="stub", show_default=True,
-              help="Who writes summaries: the offline deterministic stub.")
+@summarizer_options
+@click.option("--tokens", type=click.Choice(["estimate", "anthropic"]), default="estimate", show_default=True,
+              help="Measure tokens by estimate (chars / 4, or --calibrate) or exactly with messages.count_tokens.")
 @click.option("--out", "out_dir", type=click.Path(path_type=str), default=None,
               help="Output folder [default: reports/<transcript>-<policy>/; with several transcripts, "
                    "one folder each inside --out].")
@@ -155,6 +184,7 @@ def _load_all(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: 
 @input_options
 @click.option("-q", "--quiet", is_flag=True, help="No status or warnings on stderr.")
 def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, ...], summarizer: str,
+           model: str | None, summary_prompt: str | None, cache_dir: str | None, no_cache: bool, tokens: str,
            out_dir: str | None, fmt: str, dry_run: bool, write_transcripts: bool, keep_recorded_compactions: bool,
            calibrate: bool, chart: bool, price_model: str | None, prices_file: str | None, skip_bad_lines: bool,
            input_format: str | None, quiet: bool) -> None:
@@ -163,8 +193,10 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
     from .policy import load_policy
     from .replay import replay as run_replay
     from .reports import write_chart, write_files, write_runs
+    from .summarizers import build_counter, build_summarizer
 
     policy = load_policy(policy_ref, overrides)
+    live = _live(summarizer, tokens, model, cache_dir, no_cache, summary_prompt)
     loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
     prices = _prices_for(loaded, price_model, prices_file, quiet)
     estimators = _estimators_for(loaded, calibrate, quiet)
@@ -181,8 +213,13 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
             folder = os.path.join("reports", name)
         else:
             folder = out_dir if len(loaded) == 1 else os.path.join(out_dir, name)
+        counter = build_counter(live, t.system) if tokens == "anthropic" else None
         run = run_replay(t, policy, out_dir=folder, dry_run=dry_run, write_transcripts=write_transcripts,
-                         keep_recorded_compactions=keep_recorded_compactions, estimator=estimator, prices=price)
+                         keep_recorded_compactions=keep_recorded_compactions, estimator=estimator, prices=price,
+                         summarizer=build_summarizer(summarizer, live), counter=counter)
+        if run.failed_summaries:
+            _status(quiet, f"warning: {t.path}: {len(run.failed_summaries)} summar(y/ies) failed, at call(s) "
+                           + ", ".join(str(f["call"]) for f in run.failed_summaries[:10]) + f": {run.failed_summaries[0]['error']}")
         write_files(run, OutputDir(folder, dry_run))
         if chart:
             write_chart(run, policy, OutputDir(folder, dry_run))
@@ -199,6 +236,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
 @click.option("-p", "--policy", "policy_refs", multiple=True, metavar="POLICY",
               help="A preset name or policy TOML (repeatable) [default: none, s06, s08].")
 @policy_options
+@summarizer_options
 @click.option("--sweep", "sweeps", multiple=True, metavar="LAYER.KEY=V1,V2,...",
               help="Run every policy with each of these values (repeatable: the product is swept).")
 @click.option("--jobs", type=click.IntRange(1, 512), default=None, help="Parallel processes [default: the cores].")
@@ -214,6 +252,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
 @input_options
 @click.option("-q", "--quiet", is_flag=True, help="No progress, status or warnings on stderr.")
 def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides: tuple[str, ...],
+            summarizer: str, model: str | None, summary_prompt: str | None, cache_dir: str | None, no_cache: bool,
             sweeps: tuple[str, ...], jobs: int | None, out_dir: str, sort_key: str, fmt: str, dry_run: bool,
             keep_recorded_compactions: bool, calibrate: bool, price_model: str | None, prices_file: str | None,
             skip_bad_lines: bool, input_format: str | None, quiet: bool) -> None:
@@ -224,6 +263,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
     from .reports.compare_report import report_meta, results_frame, sort_frame, write_reports, write_stdout
 
     grid = build_grid(list(policy_refs or ("none", "s06", "s08")), list(overrides), list(sweeps))
+    live = _live(summarizer, "estimate", model, cache_dir, no_cache, summary_prompt)
     loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
     job_list = jobs_for(len(loaded), grid)
     prices = _prices_for(loaded, price_model, prices_file, quiet)
@@ -232,7 +272,8 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
     out.prepare()
     with _progress(len(job_list), quiet) as advance:
         results = run_jobs(loaded, job_list, n_jobs=jobs, prices=prices, estimators=estimators,
-                           keep_recorded_compactions=keep_recorded_compactions, on_result=advance)
+                           keep_recorded_compactions=keep_recorded_compactions, summarizer=(summarizer, live),
+                           on_result=advance)
     sweep_keys = [s.partition("=")[0].strip() for s in sweeps]
     df = sort_frame(results_frame(results, sweep_keys), sort_key)
     meta = report_meta(load_prices(prices_file).read, [p.model for p in prices])

@@ -97,16 +97,28 @@ _LOADED: list[Transcript] = []
 _PRICES: list[ModelPrices | None] = []
 _ESTIMATORS: list[Any] = []
 _KEEP_RECORDED = False
+_SUMMARIZER: tuple[str, Any] = ("stub", None)  # (kind, LiveOptions)
+_BUILT: dict[int, Any] = {}  # pid -> summarizer: each worker makes its own client
+
+
+def _summarizer() -> Any:
+    from .summarizers import build_summarizer
+
+    pid = os.getpid()
+    if pid not in _BUILT:
+        _BUILT[pid] = build_summarizer(*_SUMMARIZER)
+    return _BUILT[pid]
 
 
 def _run(job: Job) -> RunResult:
     t = _LOADED[job.transcript]
     run = replay(t, job.policy, prices=_PRICES[job.transcript], estimator=_ESTIMATORS[job.transcript],
-                 keep_recorded_compactions=_KEEP_RECORDED)
+                 keep_recorded_compactions=_KEEP_RECORDED, summarizer=_summarizer())
     summary = run.summary.to_dict()
     summary.pop("violations")
     summary.pop("persisted_files")
     summary.pop("saved_transcripts")
+    summary["failed_summaries"] = len(run.failed_summaries)
     events = {kind: [c.call for c in run.calls if getattr(c, attr)]
               for kind, attr in (("summary", "summarized"), ("reactive", "reactive"), ("manual", "manual"))}
     p = job.policy
@@ -136,11 +148,17 @@ def run_jobs(
     prices: list[ModelPrices | None] | None = None,
     estimators: list[Any] | None = None,
     keep_recorded_compactions: bool = False,
+    summarizer: tuple[str, Any] = ("stub", None),
     on_result: Callable[[RunResult], None] | None = None,
 ) -> list[RunResult]:
-    """Run every job; results in job order. ``on_result`` sees each as it finishes."""
-    global _LOADED, _PRICES, _ESTIMATORS, _KEEP_RECORDED
+    """Run every job; results in job order. ``on_result`` sees each as it finishes.
+
+    ``summarizer`` is (kind, LiveOptions): each process builds its own from it.
+    """
+    global _LOADED, _PRICES, _ESTIMATORS, _KEEP_RECORDED, _SUMMARIZER
     _LOADED = transcripts
+    _SUMMARIZER = summarizer
+    _BUILT.clear()
     _KEEP_RECORDED = keep_recorded_compactions
     _PRICES = prices or [None] * len(transcripts)
     _ESTIMATORS = estimators or [None] * len(transcripts)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import PolicyError
 
@@ -62,21 +62,31 @@ class SnipConfig(LayerConfig):
 class MicroConfig(LayerConfig):
     """L2 micro_compact: replace old tool results with a placeholder."""
 
-    keep_recent: int = Field(3, ge=0, description="most recent tool results left intact")
+    keep_recent: int = Field(3, ge=0, description="most recent tool results (or turns, see keep_by) left intact")
+    keep_by: Literal["results", "turns"] = Field(
+        "results", description="count keep_recent in tool results, or in assistant turns (observation masking)"
+    )
     min_chars: int = Field(120, ge=0, description="only results longer than this are replaced")
     placeholder: str = Field(
         "[Earlier tool result compacted. Re-run if needed.]", description="replacement; {tool_name} is filled in"
     )
-    preserve_tools: list[str] = Field(default_factory=list, description="tools whose results are never replaced")
+    preserve_tools: list[str] = Field(
+        default_factory=list, validation_alias=AliasChoices("preserve_tools", "exclude_tools"),
+        description="tools whose results are never replaced (the context-editing API calls them exclude_tools)",
+    )
     only_consumed: bool = Field(False, description="touch only results before the last assistant message")
     string_content_only: bool = Field(False, description="skip results whose content is a list of blocks")
+    trigger_tokens: int = Field(0, ge=0, description="act only while the context is over this many tokens (0: always)")
+    clear_at_least: int = Field(0, ge=0, description="act only if that frees at least this many tokens")
+    clear_inputs: bool = Field(False, description="also clear the input of the tool_use whose result is replaced")
 
 
 class SummaryConfig(LayerConfig):
     """L4 compact_history: summarise the whole context when it is over the trigger."""
 
     trigger: int = Field(50_000, ge=1, description="summarise when the context is over this size")
-    unit: Literal["chars", "tokens"] = Field("chars", description="unit of trigger")
+    unit: Literal["chars", "tokens", "messages"] = Field(
+        "chars", description="unit of trigger: context chars, estimated tokens, or messages (events)")
     input_chars: int = Field(80_000, ge=1, description="summary input: the context's JSON text cut to this")
     input_from: Literal["head", "tail"] = Field("head", description="cut the input from the head or the tail")
     template: str = Field("[Compacted]\n\n{summary}", description="the summary message; {summary}, {transcript}")
@@ -91,6 +101,9 @@ class SummaryConfig(LayerConfig):
     def _template(self) -> "SummaryConfig":
         if "{summary}" not in self.template:
             raise ValueError("template must contain {summary}")
+        if self.unit == "messages" and self.keep_head + self.keep_tail >= self.trigger:
+            raise ValueError(f"keep_head + keep_tail ({self.keep_head + self.keep_tail}) must be smaller than a "
+                             f"trigger in messages ({self.trigger}): the summary would not shrink the context")
         return self
 
 

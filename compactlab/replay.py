@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from os import PathLike
+from typing import Protocol
 
 from .baseline import baseline_for
 from .context import Context
@@ -24,6 +25,10 @@ from .records import Run, RunSummary, TurnRecord
 from .sizing import TokenEstimator, list_chars
 from .summarizers import StubSummarizer, Summarizer
 from .transcripts import Transcript
+
+
+class TokenCounter(Protocol):
+    def count(self, messages: list[dict]) -> int: ...
 
 
 def _calls_tool(entry, tool: str) -> bool:
@@ -44,11 +49,14 @@ def replay(
     write_transcripts: bool = False,
     keep_recorded_compactions: bool = False,
     prices: ModelPrices | None = None,
+    counter: TokenCounter | None = None,
 ) -> Run:
     """Replay ``transcript`` through ``policy``. With no ``out_dir`` nothing is written.
 
     ``prices`` default to those of the model the transcript recorded (else the price table's
-    default model).
+    default model). A ``counter`` (exact token counts, e.g. ``messages.count_tokens``) measures
+    the contexts sent and the raw ones, and decides the reactive window; layer triggers keep
+    using the estimator.
     """
     started = time.perf_counter()
     prices = prices or load_prices().lookup(transcript.model)
@@ -67,6 +75,9 @@ def replay(
     cheap = [(CHEAP[name], getattr(policy, name)) for name in policy.order if getattr(policy, name).enabled]
     window = policy.reactive.window_tokens
     restarts = {c.position: c for c in transcript.compactions} if keep_recorded_compactions else {}
+
+    def measure(ctx: Context) -> int:
+        return counter.count(ctx.messages) if counter else estimator.tokens(ctx.chars)
 
     def prepare(ctx: Context, stats: LayerStats) -> Context:
         for layer, config in cheap:
@@ -117,7 +128,7 @@ def replay(
         ctx = prepare(ctx, stats)
         retries = 0
         while (policy.reactive.enabled and retries < policy.reactive.max_retries
-               and estimator.tokens(ctx.chars) > window):
+               and measure(ctx) > window):
             retries += 1
             ctx, st = reactive(ctx, policy.reactive, env, policy.summary)
             stats.add(st)
@@ -138,16 +149,19 @@ def replay(
                 if key not in seen:
                     seen[key] = {"kind": v.kind, "call": call, "message_index": v.message_index,
                                  "tool_use_id": v.tool_use_id, "introduced": is_new}
-        tokens = estimator.tokens(ctx.chars)
+        tokens = measure(ctx)
         # prompt caching: the prefix unchanged since the previous call is read, the rest written
         if call == 0:
             read = 0
         elif dirty > 0:
             changed = sum(e.chars for e in ctx.entries[dirty:])
-            read = min(estimator.tokens(list_chars(ctx.chars_sum - changed, dirty)), tokens, prev_tokens)
+            prefix = list_chars(ctx.chars_sum - changed, dirty)
+            read = round(tokens * prefix / ctx.chars) if counter else estimator.tokens(prefix)
+            read = min(read, tokens, prev_tokens)
         else:
             read = min(estimator.overhead_tokens, tokens)  # system prompt and tools stay cached
-        raw_tokens = estimator.tokens(base.chars[call])
+        raw_tokens = (counter.count([e.message for e in entries[:pos]]) if counter
+                      else estimator.tokens(base.chars[call]))
         raw_read = min(prev_raw, raw_tokens)
         refs = base.refs.get(call, ())
         retained = 0

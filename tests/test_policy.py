@@ -37,7 +37,7 @@ def test_seed_constants():
     (["snip.bogus=1"], "snip.bogus: unknown key"),
     (["bogus.x=1"], "bogus: unknown key"),
     (["micro.keep_recent=lots"], "micro.keep_recent: Input should be a valid integer"),
-    (["summary.unit=bytes"], "summary.unit: Input should be 'chars' or 'tokens'"),
+    (["summary.unit=bytes"], "summary.unit: Input should be 'chars', 'tokens' or 'messages'"),
     (["summary.template=no placeholder"], "summary: template must contain {summary}"),
     (["budget.preview_chars=40000"], "budget: preview_chars must be smaller than persist_threshold"),
     (["order=[\"snip\",\"snip\"]"], "order lists a layer twice"),

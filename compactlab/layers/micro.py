@@ -4,7 +4,11 @@ Every tool_result block but the last ``keep_recent`` whose content is longer tha
 gets ``placeholder`` (``{tool_name}`` is filled from the matching tool_use). ``preserve_tools``
 are never replaced; ``only_consumed`` limits it to results before the last assistant message
 (seed 003), where ``keep_recent`` counts consumed results; ``string_content_only`` skips
-list-form contents as seed 003 does. A replacement that is not shorter is skipped.
+list-form contents as seed 003 does. ``keep_by = "turns"`` keeps the results of the last
+``keep_recent`` assistant turns instead (observation masking). The context-editing options:
+``trigger_tokens`` (act only over that size), ``clear_at_least`` (act only when it frees that
+many tokens) and ``clear_inputs`` (also empty the tool_use input). A replacement that is not
+shorter is skipped.
 
 Incremental: once a result is old it stays old while the context only grows, so the layer
 remembers in ``context.memo`` how many results it has already dealt with and looks only at the
@@ -19,23 +23,39 @@ from ..policy import MicroConfig
 from .base import LayerStats, RunEnv
 
 
-def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, LayerStats]:
-    stats = LayerStats()
-    refs = context.result_refs
+def _cutoff(context: Context, config: MicroConfig) -> int:
+    """How many tool results, from the first, are old enough to replace."""
     if config.only_consumed:
         limit = context.refs_before(context.last_assistant) if context.last_assistant >= 0 else 0
     else:
-        limit = len(refs)
-    cutoff = limit - config.keep_recent
+        limit = len(context.result_refs)
+    if config.keep_by == "results":
+        return limit - config.keep_recent
+    if config.keep_recent == 0:
+        return limit
+    seen = 0
+    for pos in range(len(context.entries) - 1, -1, -1):  # the keep_recent-th last assistant turn
+        if context.entries[pos].role == "assistant":
+            seen += 1
+            if seen == config.keep_recent:
+                return min(limit, context.refs_before(pos))
+    return 0
+
+
+def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, LayerStats]:
+    stats = LayerStats()
+    cutoff = _cutoff(context, config)
     key = f"micro:{id(config)}"
     start = context.memo.get(key, 0)
     if cutoff <= start:
         return context, stats
+    if config.trigger_tokens and env.estimator.tokens(context.chars) <= config.trigger_tokens:
+        return context, stats
     preserve = set(config.preserve_tools)
-    changes: dict[int, Entry] = {}
-    for pos, k in refs[start:cutoff]:
-        entry = changes.get(pos) or context.entries[pos]
-        fact = entry.results[k]
+    chosen: list[tuple[int, int, str, str]] = []  # (position, result index, tool id, placeholder)
+    freed = 0
+    for pos, k in context.result_refs[start:cutoff]:
+        fact = context.entries[pos].results[k]
         if fact.size <= config.min_chars or (config.string_content_only and not fact.is_str):
             continue
         name = env.tool_names.get(fact.tool_use_id, "unknown")
@@ -44,11 +64,42 @@ def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, 
         text = config.placeholder.replace("{tool_name}", name)
         if len(text) >= fact.size:
             continue
+        chosen.append((pos, k, fact.tool_use_id, text))
+        freed += fact.size - len(text)
+    if config.clear_at_least and freed / env.estimator.chars_per_token < config.clear_at_least:
+        return context, stats  # not worth it yet: look again when more is old
+    changes: dict[int, Entry] = {}
+    for pos, k, tool_id, text in chosen:
+        entry = changes.get(pos) or context.entries[pos]
+        fact = entry.results[k]
         content = list(entry.message["content"])
         content[fact.block] = {**content[fact.block], "content": text}
         changes[pos] = entry.with_message({**entry.message, "content": content})
         stats.micro_compacted += 1
         stats.changed_at(pos)
+    if config.clear_inputs and chosen:
+        # a result's tool_use is normally in the message just before it: look there first
+        _clear_inputs(context, {tool_id for _, _, tool_id, _ in chosen}, sorted({p - 1 for p, *_ in chosen if p > 0}),
+                      changes, stats)
     result = context.replaced(changes) if changes else context
     result.memo[key] = cutoff  # a cache of derived facts, not content
     return result, stats
+
+
+def _clear_inputs(context: Context, ids: set[str], likely: list[int], changes: dict[int, Entry],
+                  stats: LayerStats) -> None:
+    """Empty the inputs of the tool_use blocks whose results were cleared (context editing)."""
+    left = set(ids)
+    for pos in [*likely, *range(len(context.entries))]:
+        if not left:
+            return
+        entry = changes.get(pos) or context.entries[pos]
+        hit = left.intersection(entry.tool_use_ids)
+        if not hit:
+            continue
+        left -= hit
+        content = [{**b, "input": {}} if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("id") in hit
+                   and b.get("input") else b for b in entry.message["content"]]
+        if content != entry.message["content"]:
+            changes[pos] = entry.with_message({**entry.message, "content": content})
+            stats.changed_at(pos)

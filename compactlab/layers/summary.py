@@ -16,7 +16,10 @@ from .base import LayerStats, RunEnv, fill, pair_safe_head, pair_safe_tail, summ
 
 
 def over_trigger(context: Context, config: SummaryConfig, env: RunEnv) -> bool:
-    size = context.chars if config.unit == "chars" else env.estimator.tokens(context.chars)
+    if config.unit == "messages":
+        size = len(context)
+    else:
+        size = context.chars if config.unit == "chars" else env.estimator.tokens(context.chars)
     return size > config.trigger
 
 

@@ -1,11 +1,75 @@
-"""Summarizers: the protocol, the offline stub, and (later) the live Anthropic one."""
+"""Summarizers: the protocol, the offline stub, and the live Anthropic one (plus exact token
+counts from the same API)."""
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import UsageError
 from .base import Summarizer, SummaryRequest, SummaryResult
 from .prompts import PROMPTS
 from .stub import StubSummarizer
 
-SUMMARIZERS = {"stub": StubSummarizer}
+SUMMARIZERS = ("stub", "anthropic")
 
-__all__ = ["PROMPTS", "SUMMARIZERS", "StubSummarizer", "Summarizer", "SummaryRequest", "SummaryResult"]
+__all__ = ["PROMPTS", "SUMMARIZERS", "LiveOptions", "StubSummarizer", "Summarizer", "SummaryRequest",
+           "SummaryResult", "build_counter", "build_summarizer"]
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    """What the live summarizer and token counter need; resolved before any work is done."""
+
+    api_key: str
+    model: str
+    base_url: str | None
+    cache_dir: str | None  # None: no cache
+    prompt: str | None  # explicit prompt text (--summary-prompt), else the policy's
+    http_client: Any = None  # tests pass an httpx2 client with a MockTransport
+
+    @classmethod
+    def from_env(cls, model: str | None, cache_dir: str | None, no_cache: bool, prompt: str | None,
+                 http_client: Any = None) -> "LiveOptions":
+        from .anthropic_live import DEFAULT_MODEL
+        from .prompts import resolve_prompt
+
+        key = os.environ.get("ANTHROPIC_API_KEY", "").strip()
+        if not key:
+            raise UsageError("ANTHROPIC_API_KEY is not set: the live summarizer and --tokens anthropic need it",
+                             hint="export ANTHROPIC_API_KEY=..., or use the offline --summarizer stub")
+        return cls(
+            api_key=key,
+            model=model or os.environ.get("ANTHROPIC_MODEL") or DEFAULT_MODEL,
+            base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
+            cache_dir=None if no_cache else (cache_dir or os.path.join("reports", ".cache")),
+            prompt=resolve_prompt(prompt, "s08") if prompt else None,
+            http_client=http_client,
+        )
+
+    def __repr__(self) -> str:  # never show the key
+        return f"LiveOptions(model={self.model!r}, base_url={self.base_url!r}, cache_dir={self.cache_dir!r})"
+
+
+def build_summarizer(kind: str, live: LiveOptions | None = None) -> Summarizer:
+    if kind == "stub":
+        return StubSummarizer()
+    if kind == "anthropic":
+        assert live is not None
+        from .anthropic_live import AnthropicSummarizer, make_client
+        from .cache import DiskCache
+
+        client = make_client(live.api_key, live.base_url, live.http_client)
+        cache = DiskCache(live.cache_dir, "summaries") if live.cache_dir else None
+        return AnthropicSummarizer(client, live.model, api_key=live.api_key, prompt=live.prompt, cache=cache)
+    raise UsageError(f"unknown summarizer {kind!r} (known: {', '.join(SUMMARIZERS)})")
+
+
+def build_counter(live: LiveOptions, system: Any = None) -> Any:
+    from .anthropic_live import AnthropicTokenCounter, make_client
+    from .cache import DiskCache
+
+    client = make_client(live.api_key, live.base_url, live.http_client)
+    cache = DiskCache(live.cache_dir, "tokens") if live.cache_dir else None
+    return AnthropicTokenCounter(client, live.model, api_key=live.api_key, cache=cache, system=system)

@@ -1,0 +1,139 @@
+"""The live summarizer: the Messages API through the official SDK (``anthropic`` 2.x on httpx2).
+
+- The key is passed to the client explicitly and never appears in output, reports, cache files
+  or error messages (they are scrubbed of it).
+- The SDK retries 429 and 529 (honouring retry-after); a failure after its retries raises
+  SummarizerError, which the summary layer counts toward its circuit breaker.
+- A 400 "prompt is too long" shrinks the summary input by half and retries once.
+- Summaries are cached on disk by a hash of (model, prompt, input): a rerun makes no request,
+  and a cached summary is billed as if made, so a policy's cost does not depend on the cache.
+- No temperature or top_p: the 2.x SDK rejects them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import SummarizerError, UsageError
+from .base import SummaryRequest, SummaryResult
+from .cache import DiskCache, digest
+from .prompts import DATA_NOTICE, clean_summary
+
+DEFAULT_MODEL = "claude-haiku-4-5"
+
+
+def make_client(api_key: str, base_url: str | None = None, http_client: Any = None, max_retries: int = 2) -> Any:
+    import anthropic
+
+    kwargs: dict[str, Any] = {"api_key": api_key, "max_retries": max_retries}
+    if base_url:
+        kwargs["base_url"] = base_url
+    if http_client is not None:
+        kwargs["http_client"] = http_client
+    return anthropic.Anthropic(**kwargs)
+
+
+def _too_long(exc: Exception) -> bool:
+    return getattr(exc, "status_code", None) == 400 and "too long" in str(exc).lower()
+
+
+class AnthropicSummarizer:
+    name = "anthropic"
+
+    def __init__(self, client: Any, model: str, *, api_key: str = "", prompt: str | None = None,
+                 cache: DiskCache | None = None) -> None:
+        self.client = client
+        self.model = model
+        self.prompt_override = prompt
+        self.cache = cache
+        self._secret = api_key
+        self.requests = 0
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._secret, "[key]") if self._secret else text
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        prompt = self.prompt_override if self.prompt_override is not None else request.prompt
+        text = request.input_text
+        key = digest(self.model, prompt, text)
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            return SummaryResult(hit["text"], hit["input_tokens"], hit["output_tokens"], cached=True)
+        try:
+            response = self._create(prompt, text, request.max_output_tokens)
+        except Exception as exc:  # noqa: BLE001 - sorted below
+            if not _too_long(exc):
+                raise self._failure(exc) from None
+            # shrink the input and retry once (keeping the newest half)
+            text = text[len(text) // 2:]
+            try:
+                response = self._create(prompt, text, request.max_output_tokens)
+            except Exception as exc2:  # noqa: BLE001
+                raise self._failure(exc2) from None
+        parts = [getattr(b, "text", "") for b in response.content if getattr(b, "type", None) == "text"]
+        summary = clean_summary("\n".join(parts)) or "(empty summary)"
+        usage = response.usage
+        result = SummaryResult(summary, int(usage.input_tokens or 0), int(usage.output_tokens or 0))
+        if self.cache is not None:
+            self.cache.put(key, {"model": self.model, "text": result.text, "input_tokens": result.input_tokens,
+                                 "output_tokens": result.output_tokens})
+        return result
+
+    def _create(self, prompt: str, text: str, max_tokens: int) -> Any:
+        self.requests += 1
+        content = f"{prompt}\n\n{DATA_NOTICE}\n\n<conversation>\n{text}\n</conversation>"
+        return self.client.messages.create(model=self.model, max_tokens=max_tokens,
+                                           messages=[{"role": "user", "content": content}])
+
+    def _failure(self, exc: Exception) -> SummarizerError:
+        import anthropic
+
+        if not isinstance(exc, anthropic.AnthropicError):
+            raise exc  # a bug, not an API failure
+        status = getattr(exc, "status_code", None)
+        what = f"HTTP {status}" if status else type(exc).__name__
+        return SummarizerError(self._scrub(f"summarizer request failed ({what}): {exc}"[:500]))
+
+
+class AnthropicTokenCounter:
+    """Exact prompt tokens from ``messages.count_tokens``, cached on disk by content."""
+
+    def __init__(self, client: Any, model: str, *, api_key: str = "", cache: DiskCache | None = None,
+                 system: Any = None) -> None:
+        self.client = client
+        self.model = model
+        self.cache = cache
+        self.system = system
+        self._secret = api_key
+        self.requests = 0
+        self._seen: dict[str, int] = {}
+
+    def count(self, messages: list[dict]) -> int:
+        import orjson
+
+        if not messages:
+            return 0
+        body = orjson.dumps(messages).decode("utf-8")
+        key = digest(self.model, str(self.system), body)
+        if key in self._seen:
+            return self._seen[key]
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            self._seen[key] = int(hit["input_tokens"])
+            return self._seen[key]
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
+        if self.system:
+            kwargs["system"] = self.system
+        self.requests += 1
+        try:
+            tokens = int(self.client.messages.count_tokens(**kwargs).input_tokens)
+        except Exception as exc:  # noqa: BLE001
+            import anthropic
+
+            if not isinstance(exc, anthropic.AnthropicError):
+                raise
+            msg = f"token counting failed ({getattr(exc, 'status_code', type(exc).__name__)}): {exc}"[:500]
+            raise UsageError(msg.replace(self._secret, "[key]") if self._secret else msg) from None
+        if self.cache is not None:
+            self.cache.put(key, {"model": self.model, "input_tokens": tokens})
+        self._seen[key] = tokens
+        return tokens
+
