@@ -1,0 +1,74 @@
+"""A fake Messages API for tests: an httpx2 MockTransport handler and a loopback HTTP server.
+
+``FakeAPI.script`` is a list of (status, error message) to answer the next requests with; when it
+is empty the answer is a successful summary. Every request is recorded (path, headers, body).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+SUMMARY = "<analysis>private reasoning</analysis>\n<summary>1. Primary Request: the fake summary {n}</summary>"
+ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error",
+               529: "overloaded_error", 500: "api_error"}
+
+
+class FakeAPI:
+    def __init__(self) -> None:
+        self.script: list[tuple[int, str]] = []
+        self.requests: list[dict] = []
+        self.lock = threading.Lock()
+
+    @property
+    def message_requests(self) -> list[dict]:
+        return [r for r in self.requests if r["path"].endswith("/v1/messages")]
+
+    def answer(self, path: str, headers: dict, body: bytes) -> tuple[int, dict, dict]:
+        with self.lock:
+            doc = json.loads(body or b"{}")
+            self.requests.append({"path": path, "headers": headers, "body": doc})
+            if path.endswith("/count_tokens"):
+                return 200, {}, {"input_tokens": len(json.dumps(doc["messages"])) // 3}
+            if self.script:
+                status, message = self.script.pop(0)
+                return status, {"retry-after-ms": "1"}, {"type": "error", "error": {
+                    "type": ERROR_TYPES.get(status, "api_error"), "message": message}}
+            n = len(self.message_requests)
+            text = SUMMARY.format(n=n)
+            return 200, {}, {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": doc.get("model"),
+                             "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+                             "stop_sequence": None, "usage": {"input_tokens": 1000 + n, "output_tokens": 50}}
+
+    # -- in-process: an httpx2 transport ---------------------------------------------------------
+    def transport(self):
+        import httpx2
+
+        def handler(request: "httpx2.Request") -> "httpx2.Response":
+            status, headers, body = self.answer(request.url.path, dict(request.headers), request.content)
+            return httpx2.Response(status, headers=headers, json=body)
+
+        return httpx2.MockTransport(handler)
+
+    # -- a real loopback server ------------------------------------------------------------------
+    def serve(self) -> tuple[str, ThreadingHTTPServer]:
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                status, headers, doc = api.answer(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                data = json.dumps(doc).encode()
+                self.send_response(status)
+                for k, v in {**headers, "content-type": "application/json", "content-length": str(len(data))}.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{server.server_address[1]}", server

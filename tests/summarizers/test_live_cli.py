@@ -1,0 +1,88 @@
+"""End to end: the CLI against a loopback HTTP server that plays the Messages API."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fake_anthropic import FakeAPI
+from helpers import SAMPLES
+
+KEY = "sk-ant-e2e-SECRET-abcdef"
+T = SAMPLES / "synth-medium.jsonl"
+
+
+@pytest.fixture
+def server(monkeypatch):
+    api = FakeAPI()
+    url, srv = api.serve()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
+    monkeypatch.delenv("ANTHROPIC_MODEL", raising=False)
+    yield api
+    srv.shutdown()
+
+
+def _everything_written(tmp_path) -> str:
+    return "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())
+
+
+def test_live_replay_cached_rerun_and_no_key_anywhere(cli, server, tmp_path):
+    args = ["replay", T, "--summarizer", "anthropic", "--out", tmp_path / "out", "--cache-dir", tmp_path / "cache",
+            "--format", "json"]
+    r = cli(*args)
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads(r.stdout)["summary"]
+    made = summary["summaries"] + summary["manual"] + summary["reactive"]
+    assert made > 0 and len(server.message_requests) == made  # one request per summary
+    again = cli(*args)
+    assert again.exit_code == 0 and len(server.message_requests) == made  # the rerun made none
+    assert json.loads(again.stdout)["summary"]["cost_usd"] == summary["cost_usd"]  # billed as if made
+    for text in (r.stdout, r.stderr, again.stdout, again.stderr, _everything_written(tmp_path)):
+        assert KEY not in text
+
+
+def test_429_then_success_and_529_until_exhausted(cli, server, tmp_path):
+    server.script = [(429, "slow down")] + [(529, "Overloaded")] * 3
+    r = cli("replay", T, "--summarizer", "anthropic", "--no-cache", "--dry-run", "-p", "s08",
+            "--set", "manual.enabled=false")
+    assert r.exit_code == 0
+    assert "calls that lost their summary" in r.stdout  # the second summary failed after retries
+    assert "summar(y/ies) failed" in r.stderr and "HTTP 529" in r.stderr
+    assert KEY not in r.stdout + r.stderr
+
+
+def test_prompt_too_long_is_retried_with_a_smaller_input(cli, server, tmp_path):
+    server.script = [(400, "prompt is too long: 300000 tokens > 200000 maximum")]
+    r = cli("replay", T, "--summarizer", "anthropic", "--no-cache", "--dry-run", "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["summary"]["summaries"] > 0
+    first, second = server.message_requests[:2]
+    assert len(second["body"]["messages"][0]["content"]) < len(first["body"]["messages"][0]["content"])
+
+
+def test_no_key_exits_2_before_any_work(cli, monkeypatch, tmp_path):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    r = cli("replay", tmp_path / "does-not-exist.jsonl", "--summarizer", "anthropic")
+    assert r.exit_code == 2 and "ANTHROPIC_API_KEY is not set" in r.stderr  # not the missing file
+    r = cli("replay", T, "--tokens", "anthropic", "--dry-run")
+    assert r.exit_code == 2 and "ANTHROPIC_API_KEY" in r.stderr
+
+
+def test_exact_tokens_from_count_tokens(cli, server, tmp_path):
+    r = cli("replay", SAMPLES / "parallel-batch.jsonl", "-p", "none", "--tokens", "anthropic", "--dry-run",
+            "--format", "json", "--cache-dir", tmp_path / "c")
+    calls = json.loads(r.stdout)["calls"]
+    assert r.exit_code == 0 and all(c["tokens"] == c["raw_tokens"] > 0 for c in calls)
+    assert {q["path"] for q in server.requests} == {"/v1/messages/count_tokens"}
+
+
+def test_compare_with_the_live_summarizer(cli, server, tmp_path):
+    r = cli("compare", T, "-p", "s08", "-p", "s06", "--summarizer", "anthropic", "--cache-dir", tmp_path / "c",
+            "--dry-run", "--format", "json", "--jobs", "2")
+    rows = json.loads(r.stdout)
+    assert r.exit_code == 0 and len(rows) == 2 and len(server.message_requests) > 0
+    n = len(server.message_requests)
+    cli("compare", T, "-p", "s08", "-p", "s06", "--summarizer", "anthropic", "--cache-dir", tmp_path / "c",
+        "--dry-run", "--format", "json", "--jobs", "2")
+    assert len(server.message_requests) == n

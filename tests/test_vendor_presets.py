@@ -1,0 +1,99 @@
+"""The vendor presets and the layer options they brought."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from compactlab import load_policy, load_transcript, replay
+from compactlab.errors import PolicyError
+from compactlab.layers import RunEnv, micro
+from compactlab.policy import MicroConfig
+from compactlab.summarizers import StubSummarizer
+from helpers import SAMPLES, asst, context, results, tool_session, tr, tu, user, write_jsonl
+
+VENDOR = ["claude-code", "anthropic-clear-tool-uses", "openhands", "observation-masking"]
+
+
+@pytest.mark.parametrize("preset", VENDOR)
+def test_vendor_presets_run_on_every_sample_without_introduced_violations(preset):
+    policy = load_policy(preset)
+    assert "(" in policy.description or "'" in policy.description  # each names its source
+    n = 0
+    for path in sorted(SAMPLES.glob("*.jsonl")):
+        s = replay(load_transcript(str(path)), policy).summary
+        assert s.violations_introduced == 0, path.name
+        n += 1
+    assert n == 7
+
+
+def test_vendor_presets_appear_in_compare(cli):
+    args = [a for p in VENDOR for a in ("-p", p)]
+    rows = json.loads(cli("compare", SAMPLES / "synth-long.jsonl", *args, "--dry-run", "--format", "json").stdout)
+    assert sorted(r["policy"] for r in rows) == sorted(VENDOR)
+    assert all(r["reduction"] > 0.5 for r in rows)
+
+
+def test_vendor_constants():
+    cc = load_policy("claude-code")
+    assert (cc.summary.trigger, cc.summary.unit, cc.micro.keep_recent) == (167_000, "tokens", 5)
+    assert cc.micro.placeholder == "[Old tool result content cleared]" and cc.budget.preview_chars == 2000
+    api = load_policy("anthropic-clear-tool-uses")
+    assert (api.micro.trigger_tokens, api.micro.keep_recent, api.summary.enabled) == (100_000, 3, False)
+    oh = load_policy("openhands")
+    assert (oh.summary.unit, oh.summary.trigger, oh.summary.keep_head, oh.summary.keep_tail) == ("messages", 120, 4, 55)
+    om = load_policy("observation-masking")
+    assert (om.micro.keep_by, om.micro.keep_recent) == ("turns", 10)
+
+
+def env() -> RunEnv:
+    return RunEnv(summarizer=StubSummarizer())
+
+
+def test_micro_trigger_tokens():
+    ctx = context(tool_session(6, size=2000))  # ~3,000 tokens
+    assert micro(ctx, MicroConfig(trigger_tokens=10_000), env())[1].micro_compacted == 0
+    assert micro(ctx, MicroConfig(trigger_tokens=1_000), env())[1].micro_compacted == 3
+
+
+def test_micro_clear_at_least():
+    ctx = context(tool_session(5, size=400))  # two old results: ~2 x 87 tokens freed
+    assert micro(ctx, MicroConfig(clear_at_least=1000), env())[1].micro_compacted == 0
+    out, stats = micro(ctx, MicroConfig(clear_at_least=100), env())
+    assert stats.micro_compacted == 2
+
+
+def test_micro_clear_inputs():
+    msgs = tool_session(4, size=400)
+    out, stats = micro(context(msgs), MicroConfig(keep_recent=1, clear_inputs=True), env())
+    inputs = [b["input"] for m in out.messages if m["role"] == "assistant" for b in m["content"] if b["type"] == "tool_use"]
+    assert inputs == [{}, {}, {}, {"command": "cmd 3"}]
+    assert stats.lowest_changed == 1
+
+
+def test_micro_keep_by_turns():
+    # one turn with three parallel results, then two single turns: keep the last 2 turns' results
+    msgs = [user("go"), asst(tu("a"), tu("b"), tu("c")), results(tr("a", "x" * 300), tr("b", "x" * 300), tr("c", "x" * 300)),
+            asst(tu("d")), results(tr("d", "y" * 300)), asst(tu("e")), results(tr("e", "z" * 300))]
+    out, stats = micro(context(msgs), MicroConfig(keep_recent=2, keep_by="turns"), env())
+    assert stats.micro_compacted == 3
+    by_results, s2 = micro(context(msgs), MicroConfig(keep_recent=2), env())
+    assert s2.micro_compacted == 3  # a, b, c: here the same; with keep 3 they differ
+    assert micro(context(msgs), MicroConfig(keep_recent=3, keep_by="turns"), env())[1].micro_compacted == 0
+    assert micro(context(msgs), MicroConfig(keep_recent=3), env())[1].micro_compacted == 2
+
+
+def test_exclude_tools_is_preserve_tools():
+    assert MicroConfig(exclude_tools=["Read"]).preserve_tools == ["Read"]
+    with pytest.raises(PolicyError, match="unknown key"):
+        load_policy("s08", ["micro.exclude=[\"x\"]"])
+
+
+def test_summary_by_messages(tmp_path):
+    t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", tool_session(70, size=50))))
+    run = replay(t, load_policy("openhands"))
+    assert run.summary.summaries >= 1 and run.summary.violations_introduced == 0
+    assert max(c.messages for c in run.calls) <= 121
+    with pytest.raises(PolicyError, match="must be smaller than a trigger in messages"):
+        load_policy("openhands", ["summary.keep_tail=200"])
