@@ -1,8 +1,10 @@
 """Transcript loaders: one module per input format, plus detection.
 
-Every format module exposes ``NAME``, ``DESCRIPTION``, ``sniff(objects) -> float`` (how well the
-first parsed lines fit, 0..1) and ``load(path, **options) -> Transcript``. ``FORMATS`` is the one
-registry: CLI choices and detection come from it.
+Every format module exposes ``NAME``, ``DESCRIPTION``, ``load(path, **options) -> Transcript`` and
+one or both of ``sniff(objects) -> float`` (how well the first parsed lines of a JSONL file fit,
+0..1) and ``sniff_document(doc) -> float`` (how well a whole-file JSON document fits).
+``FORMATS`` is the one registry: CLI choices and detection come from it. Detection reads the
+content, never the file name.
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ from __future__ import annotations
 from types import ModuleType
 
 from ..errors import InputError
-from . import anthropic_messages, claude_code
+from . import anthropic_messages, claude_code, mini_swe_agent, openai_chat, swe_agent
 from .model import RecordedCompaction, Transcript, TranscriptBuilder
-from .reader import sniff_objects
+from .reader import is_document, read_document, sniff_objects
 
-FORMATS: dict[str, ModuleType] = {m.NAME: m for m in (anthropic_messages, claude_code)}
+FORMATS: dict[str, ModuleType] = {
+    m.NAME: m for m in (anthropic_messages, claude_code, openai_chat, mini_swe_agent, swe_agent)
+}
 
 __all__ = ["FORMATS", "RecordedCompaction", "Transcript", "TranscriptBuilder", "detect_format", "expand_inputs",
            "load_transcript"]
@@ -22,23 +26,38 @@ __all__ = ["FORMATS", "RecordedCompaction", "Transcript", "TranscriptBuilder", "
 SESSION_GLOBS = ("*.jsonl", "*.jsonl.gz", "*.json", "*.traj")
 
 
-def detect_format(path: str) -> str:
-    objects = sniff_objects(path)
-    if not objects:
-        raise InputError(f"{path}: not a transcript: none of its first lines is a JSON object")
-    scores = {name: module.sniff(objects) for name, module in FORMATS.items()}
+def _detect(path: str) -> tuple[str, tuple | None]:
+    """(format name, the parsed document when the file is one JSON document)."""
+    if is_document(path):
+        document = read_document(path)
+        scores = {n: m.sniff_document(document[0]) for n, m in FORMATS.items() if hasattr(m, "sniff_document")}
+    else:
+        document = None
+        objects = sniff_objects(path)
+        if not objects:
+            raise InputError(f"{path}: not a transcript: none of its first lines is a JSON object")
+        scores = {n: m.sniff(objects) for n, m in FORMATS.items() if hasattr(m, "sniff")}
     best = max(scores, key=lambda n: scores[n])
     if scores[best] <= 0:
         raise InputError(
             f"{path}: not a transcript in any known format ({', '.join(FORMATS)})",
             hint="use --input-format NAME to force one",
         )
-    return best
+    return best, document
+
+
+def detect_format(path: str) -> str:
+    return _detect(path)[0]
 
 
 def load_transcript(path: str, input_format: str | None = None, **options: object) -> Transcript:
-    """Load a transcript file, detecting its format unless ``input_format`` names one."""
-    name = input_format or detect_format(path)
+    """Load a transcript file, detecting its format from its content unless ``input_format`` names one."""
+    if input_format is None:
+        name, document = _detect(path)
+        if document is not None:
+            options["document"] = document
+    else:
+        name = input_format
     if name not in FORMATS:
         raise InputError(f"unknown input format {name!r} (known: {', '.join(FORMATS)})")
     transcript = FORMATS[name].load(path, **options)

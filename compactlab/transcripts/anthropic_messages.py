@@ -18,8 +18,8 @@ def _is_message_line(obj: dict) -> bool:
 
 
 def sniff(objects: list[dict]) -> float:
-    """Share of the sampled objects that look like bare API messages."""
-    if not objects:
+    """Share of the sampled objects that look like bare API messages (OpenAI-style ones do not)."""
+    if not objects or any(o.get("role") == "tool" or "tool_calls" in o for o in objects):
         return 0.0
     hits = sum(1 for o in objects if _is_message_line(o) or o.get("role") == "system" or set(o) == {"system"})
     return hits / len(objects)

@@ -174,3 +174,57 @@ def sniff_objects(path: str, limit: int = 64) -> list[dict]:
     if not saw_bytes:
         raise InputError(f"{path}: empty file, no transcript lines")
     return out
+
+
+def read_document(path: str) -> tuple[Any, str]:
+    """A whole-file JSON document (a trajectory) and the SHA-256 of the file; a file:line error
+    when it does not parse."""
+    f = open_checked(path)
+    try:
+        raw = f.read()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from None
+    finally:
+        f.close()
+    if not raw.strip():
+        raise InputError(f"{path}: empty file, no transcript")
+    sha = hashlib.sha256(raw).hexdigest()
+    try:
+        return orjson.loads(raw), sha
+    except orjson.JSONDecodeError as exc:
+        try:
+            return orjson.loads(raw.decode("utf-8", errors="replace")), sha
+        except orjson.JSONDecodeError:
+            pass
+        line = raw[: exc.pos].count(b"\n") + 1 if isinstance(exc.pos, int) else 1
+        raise BadLineError(path, line, f"invalid JSON document: {exc.msg}") from None
+
+
+def peek(path: str, limit: int = 65536) -> bytes:
+    """The first bytes of a file (decompressed), to tell a JSON document from JSON lines."""
+    f = open_checked(path)
+    try:
+        return f.read(limit)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from None
+    finally:
+        f.close()
+
+
+def is_document(path: str) -> bool:
+    """A JSON document (a list, or an object spread over lines) rather than JSON lines."""
+    head = peek(path).lstrip()
+    if head[:1] == b"[":
+        return True
+    if head[:1] != b"{":
+        return False
+    first, _, rest = head.partition(b"\n")
+    first = first.strip()
+    if first == b"{":
+        return True  # an indented document
+    try:
+        obj = orjson.loads(first.decode("utf-8", errors="replace"))
+    except orjson.JSONDecodeError:
+        return False  # a broken first line of a JSONL file: the bad-line rules apply
+    # one object on one line: a document only when it holds a conversation list
+    return not rest.strip() and isinstance(obj, dict) and any(isinstance(obj.get(k), list) for k in ("messages", "history"))
