@@ -100,9 +100,12 @@ def _recorded(transcript: Transcript) -> dict[str, Any]:
 
 
 def _format_specific(transcript: Transcript) -> dict[str, Any]:
+    meta = transcript.metadata
+    if "other_roles" in meta:  # the OpenAI-style family
+        return {key: meta[key] for key in ("other_roles", "invalid_arguments", "exit_status", "model_stats",
+                                          "trajectory_format") if key in meta}
     if transcript.format != claude_code.NAME:
         return {}
-    meta = transcript.metadata
     return {
         "subagent": meta.get("subagent", False),
         "acompact": meta.get("acompact", False),

@@ -42,6 +42,12 @@ def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("subagent transcript", "yes (acompact: Claude Code's summarizer call)" if info.get("acompact") else "yes"))
     if info.get("sidechain_lines"):
         rows.append(("sidechain lines left out", str(info["sidechain_lines"])))
+    if info.get("other_roles"):
+        rows.append(("other roles (metadata)", ", ".join(f"{r['role']} ({r['chars']:,} chars)" for r in info["other_roles"])))
+    if info.get("invalid_arguments"):
+        rows.append(("tool arguments that are not JSON", str(info["invalid_arguments"])))
+    if info.get("exit_status"):
+        rows.append(("exit status", str(info["exit_status"])))
     for sub in info.get("subagents") or []:
         rows.append(("subagent file" + (" (acompact)" if sub["acompact"] else ""), sub["path"]))
     if info["unanswered_at_end"]:
