@@ -40,10 +40,12 @@ def compute_baseline(transcript: Transcript) -> RawBaseline:
     entries = transcript.entries
     chars_sum = 0
     done = 0
+    raw: list = []  # the raw context: it only grows
     for call, pos in enumerate(transcript.call_positions):
         for e in entries[done:pos]:
             chars_sum += e.chars
-        tracker.replace_tail(done, entries[done:pos])
+        raw.extend(entries[done:pos])
+        tracker.update(raw, done)
         done = pos
         base.messages.append(pos)
         base.chars.append(list_chars(chars_sum, pos))

@@ -22,14 +22,17 @@ class Context:
     __slots__ = ("entries", "chars_sum", "result_refs", "last_assistant", "memo")
 
     def __init__(self, entries: Iterable[Entry] = ()) -> None:
-        self.entries: list[Entry] = []
-        self.chars_sum = 0
+        self.entries: list[Entry] = list(entries)
+        self.chars_sum = sum(e.chars for e in self.entries)
         #: (position, index into entry.results) of every tool_result block, in context order
-        self.result_refs: list[tuple[int, int]] = []
-        self.last_assistant = -1
+        self.result_refs: list[tuple[int, int]] = [
+            (pos, k) for pos, e in enumerate(self.entries) if e.results for k in range(len(e.results))
+        ]
+        self.last_assistant = next(
+            (pos for pos in range(len(self.entries) - 1, -1, -1) if self.entries[pos].role == "assistant"), -1
+        )
         #: derived facts layers may cache; valid while the context only grows by appends
         self.memo: dict[str, Any] = {}
-        self.extend(entries)
 
     # -- the engine's in-place growth ---------------------------------------------------------
     def append(self, entry: Entry) -> None:
@@ -80,30 +83,34 @@ class Context:
         return bisect_left(self.result_refs, (position, -1))
 
     def find_origin(self, origin: int) -> int | None:
-        """Position of the transcript message ``origin``, or None when it is not in the context.
-
-        Messages from the transcript keep their order in every context (layers drop, replace or
-        insert, never reorder), so their origins increase along positions; the entries a policy
-        made have negative origins and are stepped over. Binary search: O(log n) per lookup.
-        """
-        entries = self.entries
-        lo, hi = 0, len(entries)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            j = mid
-            while j < hi and entries[j].origin < 0:
-                j += 1
-            if j == hi:
-                hi = mid
-                continue
-            o = entries[j].origin
-            if o == origin:
-                return j
-            if o < origin:
-                lo = j + 1
-            else:
-                hi = mid
-        return None
+        """Position of the transcript message ``origin``, or None when it is not in the context."""
+        return find_origin(self.entries, origin)
 
     def copy(self) -> "Context":
         return self.replaced({})
+
+
+def find_origin(entries: list[Entry], origin: int, lo: int = 0) -> int | None:
+    """Position (at or after ``lo``) of the transcript message ``origin`` in ``entries``.
+
+    Messages from the transcript keep their order in every context (layers drop, replace or
+    insert, never reorder), so their origins increase along positions; the entries a policy made
+    have negative origins and are stepped over. Binary search: O(log n) per lookup.
+    """
+    hi = len(entries)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        j = mid
+        while j < hi and entries[j].origin < 0:
+            j += 1
+        if j == hi:
+            hi = mid
+            continue
+        o = entries[j].origin
+        if o == origin:
+            return j
+        if o < origin:
+            lo = j + 1
+        else:
+            hi = mid
+    return None

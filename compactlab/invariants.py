@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from .context import find_origin
 from .messages import Entry
 
 KINDS = (
@@ -40,6 +41,20 @@ class Violation:
 
 def owned_violations(entries: list[Entry], i: int) -> list[Violation]:
     e = entries[i]
+    # the common case, decided with a few set operations: a valid message owns nothing
+    if i and not e.empty and not e.misplaced_results:
+        if e.role == "assistant":
+            if not e.use_set:
+                return _NONE
+            nxt = entries[i + 1] if i + 1 < len(entries) else None
+            if nxt is not None and nxt.role == "user" and e.use_set <= nxt.result_set:
+                return _NONE
+        elif not e.results:
+            return _NONE
+        else:
+            prev = entries[i - 1]
+            if prev.role == "assistant" and e.result_set <= prev.use_set:
+                return _NONE
     out: list[Violation] = []
     if i == 0 and e.role != "user":
         out.append(Violation("first_not_user", i, None, e.origin))
@@ -62,6 +77,9 @@ def owned_violations(entries: list[Entry], i: int) -> list[Violation]:
     return out
 
 
+_NONE: list[Violation] = []
+
+
 def check_context(entries: list[Entry]) -> list[Violation]:
     """All violations of one context, from scratch (the reference the tracker must agree with)."""
     tracker = InvariantTracker()
@@ -70,59 +88,71 @@ def check_context(entries: list[Entry]) -> list[Violation]:
 
 
 class InvariantTracker:
-    """The violations of the last context it was shown, updated from the first changed message."""
+    """The violations of the last context it was shown, updated from what changed.
+
+    A new context shares a prefix with the previous one (``dirty_from``) and often a run of the
+    very same messages after it, shifted (a snip drops the middle and appends the new messages
+    behind the kept tail). Only the messages around what changed are checked again; the kept
+    run's violations move with it. Violations are stored without positions, which are given when
+    they are listed.
+    """
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
-        self.owned: dict[int, list[Violation]] = {}
+        self.owned: dict[int, list[tuple[str, str | None, int]]] = {}  # position -> (kind, tool id, origin)
         self.owned_counts: Counter[tuple[str, str | None]] = Counter()
-        self.uses: dict[str, list[int]] = {}
+        self.use_count: dict[str, int] = {}
         self.duplicated: set[str] = set()
 
     def update(self, entries: list[Entry], dirty_from: int) -> None:
         """Show the tracker ``entries``, whose first ``dirty_from`` messages it has seen before."""
-        d = max(0, min(dirty_from, len(self.entries), len(entries)))
-        self.replace_tail(d, entries[d:])
-
-    def replace_tail(self, d: int, tail: list[Entry]) -> None:
-        """The new context is the old one's first ``d`` messages followed by ``tail``."""
-        old_n = len(self.entries)
-        d = max(0, min(d, old_n))
-        start = max(d - 1, 0)
-        for pos in range(start, old_n):
-            for v in self.owned.pop(pos, ()):
-                self.owned_counts[v.key] -= 1
-                if not self.owned_counts[v.key]:
-                    del self.owned_counts[v.key]
-        for pos in range(old_n - 1, d - 1, -1):
-            for tid in self.entries[pos].tool_use_ids:
-                positions = self.uses[tid]
-                positions.pop()
-                if len(positions) <= 1:
-                    self.duplicated.discard(tid)
-                    if not positions:
-                        del self.uses[tid]
-        del self.entries[d:]
-        self.entries.extend(tail)
-        for pos in range(d, len(self.entries)):
-            for tid in self.entries[pos].tool_use_ids:
-                positions = self.uses.setdefault(tid, [])
-                positions.append(pos)
-                if len(positions) > 1:
+        old = self.entries
+        n_old, n_new = len(old), len(entries)
+        d = max(0, min(dirty_from, n_old, n_new))
+        i0, j0, run = _kept_run(old, entries, d)
+        if not run:
+            i0, j0 = n_new, n_old
+        # tool ids: out with the old messages that went, in with the new ones
+        for e in old[d:j0] + old[j0 + run:]:
+            for tid in e.tool_use_ids:
+                left = self.use_count[tid] - 1
+                if left:
+                    self.use_count[tid] = left
+                    if left == 1:
+                        self.duplicated.discard(tid)
+                else:
+                    del self.use_count[tid]
+        for e in entries[d:i0] + entries[i0 + run:]:
+            for tid in e.tool_use_ids:
+                n = self.use_count.get(tid, 0) + 1
+                self.use_count[tid] = n
+                if n > 1:
                     self.duplicated.add(tid)
-        for pos in range(start, len(self.entries)):
+        # owned violations: kept before the change, moved with the kept run, dropped elsewhere
+        owned: dict[int, list[tuple[str, str | None, int]]] = {}
+        shift = i0 - j0
+        for pos, found in self.owned.items():
+            if pos < d - 1:
+                owned[pos] = found
+            elif run and j0 + 1 <= pos <= j0 + run - 2:
+                owned[pos + shift] = found
+            else:
+                for kind, tid, _ in found:
+                    key = (kind, tid)
+                    self.owned_counts[key] -= 1
+                    if not self.owned_counts[key]:
+                        del self.owned_counts[key]
+        self.entries[d:] = entries[d:]
+        check = range(max(d - 1, 0), min(i0 + 1, n_new))
+        if run:
+            check = [*check, *range(max(i0 + run - 1, i0 + 1), n_new)]
+        for pos in check:
             found = owned_violations(self.entries, pos)
             if found:
-                self.owned[pos] = found
+                owned[pos] = [(v.kind, v.tool_use_id, v.origin) for v in found]
                 for v in found:
-                    self.owned_counts[v.key] += 1
-
-    def _duplicates(self) -> list[Violation]:
-        return [
-            Violation("duplicate_tool_use_id", pos, tid, self.entries[pos].origin)
-            for tid in sorted(self.duplicated)
-            for pos in self.uses[tid][1:]
-        ]
+                    self.owned_counts[(v.kind, v.tool_use_id)] += 1
+        self.owned = owned
 
     def counts(self) -> Counter[tuple[str, str | None]]:
         """Multiset of (kind, tool id) of the current context's violations."""
@@ -130,17 +160,42 @@ class InvariantTracker:
             return self.owned_counts
         c = Counter(self.owned_counts)
         for tid in self.duplicated:
-            c[("duplicate_tool_use_id", tid)] += len(self.uses[tid]) - 1
+            c[("duplicate_tool_use_id", tid)] += self.use_count[tid] - 1
         return c
 
     @property
     def total(self) -> int:
-        return sum(self.owned_counts.values()) + sum(len(self.uses[t]) - 1 for t in self.duplicated)
+        return sum(self.owned_counts.values()) + sum(self.use_count[t] - 1 for t in self.duplicated)
 
     def violations(self) -> list[Violation]:
-        out = [v for pos in sorted(self.owned) for v in self.owned[pos]]
-        out.extend(self._duplicates())
+        out = [Violation(kind, pos, tid, origin) for pos in sorted(self.owned) for kind, tid, origin in self.owned[pos]]
+        if self.duplicated:
+            seen: dict[str, int] = {}
+            for pos, e in enumerate(self.entries):
+                for tid in e.tool_use_ids:
+                    if tid in self.duplicated:
+                        seen[tid] = seen.get(tid, 0) + 1
+                        if seen[tid] > 1:
+                            out.append(Violation("duplicate_tool_use_id", pos, tid, e.origin))
         return sorted(out, key=lambda v: (v.message_index, KINDS.index(v.kind)))
+
+
+def _kept_run(old: list[Entry], new: list[Entry], d: int) -> tuple[int, int, int]:
+    """(i0, j0, length): ``new[i0:i0+length]`` are the very objects ``old[j0:j0+length]``, the
+    first such run after ``d`` (a layer inserts at most a few messages before what it keeps)."""
+    for i0 in range(d, min(d + 3, len(new))):
+        e = new[i0]
+        if e.origin < 0:
+            continue
+        j0 = find_origin(old, e.origin, d)
+        if j0 is None or old[j0] is not e:
+            continue
+        run = 1
+        limit = min(len(new) - i0, len(old) - j0)
+        while run < limit and new[i0 + run] is old[j0 + run]:
+            run += 1
+        return i0, j0, run
+    return d, d, 0
 
 
 def classify(found: list[Violation], sent: Counter, raw: Counter) -> list[tuple[Violation, bool]]:

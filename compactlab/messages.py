@@ -9,8 +9,7 @@ new Entry for it (copy-on-write); everything else is shared.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -93,29 +92,48 @@ def files_in_input(tool_input: Any) -> list[str]:
     return [v for k in FILE_KEYS if isinstance(v := tool_input.get(k), str) and v]
 
 
-@dataclass(frozen=True, slots=True)
-class ResultFact:
+class ResultFact(NamedTuple):
     """One tool_result block of a user message."""
 
     block: int  # index in the message's content list
     tool_use_id: str
     size: int  # content-size rule
-    is_str: bool  # content is a plain string
+    is_str: bool  # content is a plain string (or absent)
     is_error: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """A message plus facts computed once. Never mutated; copies are new Entries."""
+#: which key each known block type must carry as a string (SPEC §2 bad input)
+REQUIRED = {"tool_use": ("id", "name"), "tool_result": ("tool_use_id",), "text": ("text",)}
+#: the nesting level of a block: the line's object (1), its "content" list (2), the block (3)
+BLOCK_DEPTH = 3
+MAX_DEPTH = 200
 
-    message: Message
-    chars: int  # compact JSON length of the message
-    role: str
-    origin: int  # index in the transcript's messages; negative for messages a policy made
-    tool_use_ids: tuple[str, ...]
-    results: tuple[ResultFact, ...]
-    misplaced_results: tuple[str, ...]  # ids of tool_result blocks after a non-tool_result block
-    empty: bool
+
+class Entry:
+    """A message plus facts computed once. Treated as immutable: a change makes a new Entry.
+
+    A plain class with slots rather than a frozen dataclass: one is built per message loaded and
+    per message a layer changes, and a frozen dataclass's __init__ costs several times more.
+    """
+
+    __slots__ = ("message", "chars", "role", "origin", "tool_use_ids", "results", "misplaced_results", "empty",
+                 "use_set", "result_set")
+
+    def __init__(self, message: Message, chars: int, role: str, origin: int, tool_use_ids: tuple[str, ...],
+                 results: tuple[ResultFact, ...], misplaced_results: tuple[str, ...], empty: bool) -> None:
+        self.message = message
+        self.chars = chars  # compact JSON length of the message
+        self.role = role
+        self.origin = origin  # index in the transcript's messages; negative for messages a policy made
+        self.tool_use_ids = tool_use_ids
+        self.results = results
+        self.misplaced_results = misplaced_results  # ids of tool_result blocks after a non-tool_result block
+        self.empty = empty
+        self.use_set = frozenset(tool_use_ids)
+        self.result_set = frozenset(f.tool_use_id for f in results)
+
+    def __repr__(self) -> str:
+        return f"Entry(origin={self.origin}, role={self.role!r}, chars={self.chars})"
 
     @property
     def has_tool_use(self) -> bool:
@@ -129,42 +147,114 @@ class Entry:
         """The copy-on-write step: a changed message keeps its origin, facts are recomputed."""
         return make_entry(message, self.origin)
 
+    def with_result_content(self, k: int, new_content: Any) -> "Entry":
+        """A copy whose k-th tool_result has ``new_content``; sizes are updated by difference
+        instead of re-serialising the whole message."""
+        fact = self.results[k]
+        content = list(self.message["content"])
+        old = content[fact.block]
+        if "content" not in old:
+            content[fact.block] = {**old, "content": new_content}
+            return self.with_message({**self.message, "content": content})
+        content[fact.block] = {**old, "content": new_content}
+        message = {**self.message, "content": content}
+        results = list(self.results)
+        results[k] = fact._replace(size=content_size(new_content), is_str=isinstance(new_content, str))
+        chars = self.chars - json_len(old["content"]) + json_len(new_content)
+        return Entry(message, chars, self.role, self.origin, self.tool_use_ids, tuple(results),
+                     self.misplaced_results, self.empty)
 
-def make_entry(message: Message, origin: int) -> Entry:
+
+def _too_deep(value: Any, depth: int) -> bool:
+    """Whether ``value`` (at nesting level ``depth``) holds containers deeper than MAX_DEPTH."""
+    if depth > MAX_DEPTH:
+        return True
+    if type(value) is dict:
+        children = [v for v in value.values() if type(v) is dict or type(v) is list]
+    elif type(value) is list:
+        children = [v for v in value if type(v) is dict or type(v) is list]
+    else:
+        return False
+    return any(_too_deep(v, depth + 1) for v in children)  # flat containers stop here, cheaply
+
+
+def build_entry(message: Message, origin: int, check: bool = False) -> Entry | str:
+    """The Entry of a message; with ``check``, the reason it is not a usable API message instead.
+
+    One pass over the blocks both validates (SPEC §2 bad input: known block shapes, nesting
+    deeper than 200 levels) and collects the facts. This runs once per line loaded: the common
+    blocks take the shortest paths.
+    """
     role = message.get("role")
     content = message.get("content")
+    if check and role != "user" and role != "assistant":
+        return f"role must be \"user\" or \"assistant\", not {orjson.dumps(role).decode()[:40]}"
     use_ids: list[str] = []
     results: list[ResultFact] = []
     misplaced: list[str] = []
-    if isinstance(content, list):
-        if role == "assistant":
-            use_ids = [b["id"] for b in content if block_type(b) == "tool_use"]
-        elif role == "user":
-            seen_other = False
-            for i, b in enumerate(content):
-                if block_type(b) == "tool_result":
-                    c = b.get("content")
-                    results.append(
-                        ResultFact(i, b["tool_use_id"], content_size(c), isinstance(c, str) or c is None,
-                                   bool(b.get("is_error")))
-                    )
-                    if seen_other:
-                        misplaced.append(b["tool_use_id"])
-                else:
-                    seen_other = True
-        empty = len(content) == 0
-    else:
+    if type(content) is str:
         empty = not content
-    return Entry(
-        message=message,
-        chars=json_len(message),
-        role=role if isinstance(role, str) else "",
-        origin=origin,
-        tool_use_ids=tuple(use_ids),
-        results=tuple(results),
-        misplaced_results=tuple(misplaced),
-        empty=empty,
-    )
+    elif type(content) is list:
+        empty = not content
+        seen_other = False
+        is_user = role == "user"
+        for i, b in enumerate(content):
+            if type(b) is not dict:
+                if check:
+                    if type(b) is list and _too_deep(b, BLOCK_DEPTH):
+                        return f"nesting deeper than {MAX_DEPTH} levels"
+                    return f"content block {i} is not an object"
+                seen_other = True
+                continue
+            kind = b.get("type")
+            if kind == "tool_result" and is_user:
+                tid = b.get("tool_use_id")
+                c = b.get("content")
+                if check:
+                    if type(tid) is not str:
+                        return f"tool_result block {i} has no string \"tool_use_id\""
+                    if type(c) is list and _too_deep(c, BLOCK_DEPTH + 1):
+                        return f"nesting deeper than {MAX_DEPTH} levels"
+                if c is None or type(c) is str:
+                    results.append(ResultFact(i, tid, len(c) if c else 0, True, bool(b.get("is_error"))))
+                else:
+                    results.append(ResultFact(i, tid, content_size(c), False, bool(b.get("is_error"))))
+                if seen_other:
+                    misplaced.append(tid)
+                continue
+            seen_other = True
+            if kind == "text":
+                if check and type(b.get("text")) is not str:
+                    return f"text block {i} has no string \"text\""
+            elif kind == "tool_use":
+                if check:
+                    if type(b.get("id")) is not str:
+                        return f"tool_use block {i} has no string \"id\""
+                    if type(b.get("name")) is not str:
+                        return f"tool_use block {i} has no string \"name\""
+                    if _too_deep(b.get("input"), BLOCK_DEPTH + 1):
+                        return f"nesting deeper than {MAX_DEPTH} levels"
+                if role == "assistant":
+                    use_ids.append(b["id"])
+            elif check:
+                if kind in REQUIRED:  # a tool_result outside a user message: its shape still counts
+                    for key in REQUIRED[kind]:
+                        if type(b.get(key)) is not str:
+                            return f"{kind} block {i} has no string \"{key}\""
+                if _too_deep(b, BLOCK_DEPTH):
+                    return f"nesting deeper than {MAX_DEPTH} levels"
+    else:
+        if check:
+            return "content is neither a string nor a list"
+        empty = not content
+    return Entry(message, json_len(message), role if type(role) is str else "", origin, tuple(use_ids),
+                 tuple(results), tuple(misplaced), empty)
+
+
+def make_entry(message: Message, origin: int) -> Entry:
+    entry = build_entry(message, origin)
+    assert isinstance(entry, Entry)
+    return entry
 
 
 def user_text(text: str) -> Message:

@@ -18,7 +18,7 @@ from .baseline import baseline_for
 from .context import Context
 from .cost import ModelPrices, load_prices
 from .invariants import InvariantTracker, classify
-from .layers import CHEAP, LayerStats, RunEnv, manual, reactive, summary
+from .layers import CHEAP, NOTHING, LayerStats, RunEnv, manual, reactive, summary
 from .outputs import OutputDir
 from .policy import Policy
 from .records import Run, RunSummary, TurnRecord
@@ -82,10 +82,12 @@ def replay(
     def prepare(ctx: Context, stats: LayerStats) -> Context:
         for layer, config in cheap:
             ctx, st = layer(ctx, config, env)
-            stats.add(st)
+            if st is not NOTHING:
+                stats.add(st)
         if policy.summary.enabled:
             ctx, st = summary(ctx, policy.summary, env)
-            stats.add(st)
+            if st is not NOTHING:
+                stats.add(st)
         return ctx
 
     def append(ctx: Context, start: int, stop: int, stats: LayerStats) -> Context:

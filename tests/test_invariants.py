@@ -68,14 +68,28 @@ def test_incremental_tracker_agrees_with_a_fresh_check():
     tracker = InvariantTracker()
     checked = 0
     current = []
-    for _ in range(300):
-        # keep a random prefix, append a random tail: what layers and appends do
+    origin = 0
+
+    def fresh(n):
+        nonlocal origin
+        made = [make_entry(m, origin + i) for i, m in enumerate(_random_messages(rng, n)[1:])]
+        origin += len(made) + 1
+        return made
+
+    for _ in range(400):
         keep = rng.randint(0, len(current))
-        current = current[:keep] + [make_entry(m, 1000 + i) for i, m in enumerate(_random_messages(rng, rng.randint(0, 4))[1:])]
+        if rng.random() < 0.5 or keep == len(current):
+            # keep a prefix, append a tail: what appends and in-place edits do
+            current = current[:keep] + fresh(rng.randint(0, 4))
+        else:
+            # keep a prefix, insert a placeholder, keep a shifted run, append: what a snip does
+            cut = rng.randint(keep, len(current))
+            placeholder = [make_entry(user("[snipped]"), -1 - origin)] if rng.random() < 0.7 else []
+            current = current[:keep] + placeholder + current[cut:] + fresh(rng.randint(0, 3))
         tracker.update(current, keep)
         expected = check_context(current)
         assert tracker.violations() == expected
         assert tracker.total == len(expected)
         assert tracker.counts() == Counter(v.key for v in expected)
         checked += 1
-    assert checked == 300
+    assert checked == 400

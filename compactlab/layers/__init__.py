@@ -7,7 +7,7 @@ engine on their events. All share the contract documented in ``layers.base``.
 
 from __future__ import annotations
 
-from .base import LayerStats, RunEnv
+from .base import NOTHING, LayerStats, RunEnv
 from .budget import budget
 from .manual import manual
 from .micro import micro
@@ -18,4 +18,4 @@ from .summary import summary
 CHEAP = {"budget": budget, "snip": snip, "micro": micro}
 LAYERS = {**CHEAP, "summary": summary, "reactive": reactive, "manual": manual}
 
-__all__ = ["CHEAP", "LAYERS", "LayerStats", "RunEnv", "budget", "manual", "micro", "reactive", "snip", "summary"]
+__all__ = ["CHEAP", "LAYERS", "NOTHING", "LayerStats", "RunEnv", "budget", "manual", "micro", "reactive", "snip", "summary"]

@@ -49,12 +49,19 @@ class LayerStats:
             self.lowest_changed = position
 
     def add(self, other: "LayerStats") -> None:
-        for name in self.__dataclass_fields__:
-            if name == "lowest_changed":
-                if other.lowest_changed is not None:
-                    self.changed_at(other.lowest_changed)
-            else:
-                setattr(self, name, getattr(self, name) + getattr(other, name))
+        # on the per-call path: a layer that did nothing changed nothing and costs one test
+        if other.lowest_changed is None and not (other.summary_failures or other.summary_input_chars):
+            return
+        for name in _COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        if other.lowest_changed is not None:
+            self.changed_at(other.lowest_changed)
+
+
+_COUNTS = [name for name in LayerStats.__dataclass_fields__ if name != "lowest_changed"]
+
+#: what a layer that did nothing returns (shared, never mutated: the engine skips it)
+NOTHING = LayerStats()
 
 
 @dataclass

@@ -20,7 +20,7 @@ from __future__ import annotations
 from ..context import Context
 from ..messages import Entry
 from ..policy import MicroConfig
-from .base import LayerStats, RunEnv
+from .base import NOTHING, LayerStats, RunEnv
 
 
 def _cutoff(context: Context, config: MicroConfig) -> int:
@@ -43,14 +43,14 @@ def _cutoff(context: Context, config: MicroConfig) -> int:
 
 
 def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, LayerStats]:
-    stats = LayerStats()
     cutoff = _cutoff(context, config)
     key = f"micro:{id(config)}"
     start = context.memo.get(key, 0)
     if cutoff <= start:
-        return context, stats
+        return context, NOTHING
     if config.trigger_tokens and env.estimator.tokens(context.chars) <= config.trigger_tokens:
-        return context, stats
+        return context, NOTHING
+    stats = LayerStats()
     preserve = set(config.preserve_tools)
     chosen: list[tuple[int, int, str, str]] = []  # (position, result index, tool id, placeholder)
     freed = 0
@@ -67,14 +67,10 @@ def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, 
         chosen.append((pos, k, fact.tool_use_id, text))
         freed += fact.size - len(text)
     if config.clear_at_least and freed / env.estimator.chars_per_token < config.clear_at_least:
-        return context, stats  # not worth it yet: look again when more is old
+        return context, NOTHING  # not worth it yet: look again when more is old
     changes: dict[int, Entry] = {}
     for pos, k, tool_id, text in chosen:
-        entry = changes.get(pos) or context.entries[pos]
-        fact = entry.results[k]
-        content = list(entry.message["content"])
-        content[fact.block] = {**content[fact.block], "content": text}
-        changes[pos] = entry.with_message({**entry.message, "content": content})
+        changes[pos] = (changes.get(pos) or context.entries[pos]).with_result_content(k, text)
         stats.micro_compacted += 1
         stats.changed_at(pos)
     if config.clear_inputs and chosen:

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from ..context import Context
 from ..policy import SnipConfig
-from .base import LayerStats, RunEnv, pair_safe_head, pair_safe_tail
+from .base import NOTHING, LayerStats, RunEnv, pair_safe_head, pair_safe_tail
 
 
 def snip(context: Context, config: SnipConfig, env: RunEnv) -> tuple[Context, LayerStats]:
-    stats = LayerStats()
     entries = context.entries
     n = len(entries)
     if n <= config.max_messages:
-        return context, stats
+        return context, NOTHING
+    stats = LayerStats()
     keep_tail = config.max_messages - config.keep_head
     head_end, tail_start = config.keep_head, n - keep_tail
     if config.pair_safe:
@@ -25,7 +25,7 @@ def snip(context: Context, config: SnipConfig, env: RunEnv) -> tuple[Context, La
     if config.pair_safe is True:
         tail_start = pair_safe_tail(entries, tail_start)
     if head_end >= tail_start:
-        return context, stats
+        return context, NOTHING
     snipped = tail_start - head_end
     placeholder = env.new_entry({"role": "user", "content": config.placeholder.replace("{n}", str(snipped))})
     stats.snipped = snipped

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..context import Context
 from ..policy import SummaryConfig
-from .base import LayerStats, RunEnv, fill, pair_safe_head, pair_safe_tail, summarize
+from .base import NOTHING, LayerStats, RunEnv, fill, pair_safe_head, pair_safe_tail, summarize
 
 
 def over_trigger(context: Context, config: SummaryConfig, env: RunEnv) -> bool:
@@ -43,9 +43,9 @@ def compact(context: Context, config: SummaryConfig, env: RunEnv, *, kind: str, 
 
 
 def summary(context: Context, config: SummaryConfig, env: RunEnv) -> tuple[Context, LayerStats]:
-    stats = LayerStats()
     if env.breaker_open or not context.entries or not over_trigger(context, config, env):
-        return context, stats
+        return context, NOTHING
+    stats = LayerStats()
     new = compact(context, config, env, kind="summary", stats=stats,
                   keep_head=config.keep_head, keep_tail=config.keep_tail)
     if new is None:

@@ -4,9 +4,9 @@ writes). API response objects (``{"type": "message", "role": "assistant", ...}``
 
 from __future__ import annotations
 
-from ..messages import make_entry
+from ..messages import Entry, build_entry
 from .model import RecordedCompaction, Transcript, TranscriptBuilder
-from .reader import LineReader, message_problem
+from .reader import LineReader, _depth_exceeds
 from .writer import COMPACTION_KEY
 
 NAME = "anthropic"
@@ -28,7 +28,7 @@ def sniff(objects: list[dict]) -> float:
 def load(path: str, *, skip_bad_lines: bool = False, **_: object) -> Transcript:
     builder = TranscriptBuilder(path, NAME)
     reader = LineReader(path, skip_bad_lines=skip_bad_lines)
-    for lineno, obj in reader.objects():
+    for lineno, obj in reader.objects(check_depth=False):
         role = obj.get("role")
         if role == "system" or (role is None and "system" in obj):
             builder.system = obj.get("content", obj.get("system"))
@@ -36,29 +36,33 @@ def load(path: str, *, skip_bad_lines: bool = False, **_: object) -> Transcript:
         if "message" in obj and role is None:
             reader.bad(lineno, "a Claude Code style line (\"message\" envelope) in an Anthropic messages file")
             continue
-        problem = message_problem(obj)
-        if problem:
-            reader.bad(lineno, problem)
-            continue
         if isinstance(obj.get(COMPACTION_KEY), dict) and role == "user":  # written by `compactlab convert`
+            summary = build_entry({"role": "user", "content": obj.get("content")},
+                                  -1_000_000 - len(builder.compactions) - 1, check=True)
+            if not isinstance(summary, Entry):
+                reader.bad(lineno, summary)
+                continue
             meta = obj[COMPACTION_KEY]
-            builder.compactions.append(RecordedCompaction(
-                position=len(builder.entries),
-                summary=make_entry({"role": "user", "content": obj["content"]}, -1_000_000 - len(builder.compactions) - 1),
-                trigger=meta.get("trigger"),
-                pre_tokens=meta.get("pre_tokens"),
-            ))
+            builder.compactions.append(RecordedCompaction(position=len(builder.entries), summary=summary,
+                                                          trigger=meta.get("trigger"), pre_tokens=meta.get("pre_tokens")))
             continue
         usage = None
-        if set(obj) == {"role", "content"}:
+        if len(obj) == 2 and "content" in obj:
             message = obj
         else:
-            message = {"role": role, "content": obj["content"]}
+            if any(isinstance(v, (dict, list)) and _depth_exceeds(v, 2) for k, v in obj.items() if k != "content"):
+                reader.bad(lineno, "nesting deeper than 200 levels")
+                continue
+            message = {"role": role, "content": obj.get("content")}
             usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
             if isinstance(obj.get("model"), str):
                 builder.model = obj["model"]
-        builder.add(message, usage=_usage(usage) if usage and role == "assistant" else None)
-    return builder.build(skipped_lines=reader.skipped, content_hash=reader.content_hash)
+        entry = build_entry(message, len(builder.entries), check=True)
+        if not isinstance(entry, Entry):
+            reader.bad(lineno, entry)
+            continue
+        builder.add_entry(entry, usage=_usage(usage) if usage and role == "assistant" else None)
+    return builder.build(skipped_lines=reader.skipped)
 
 
 def _usage(usage: dict) -> dict[str, int]:

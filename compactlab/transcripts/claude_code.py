@@ -152,7 +152,7 @@ def load(path: str, *, skip_bad_lines: bool = False, **_: object) -> Transcript:
     if builder.metadata["acompact"]:
         builder.warnings.append("a Claude Code compaction summarizer call: not self-contained (its prompt "
                                 "holds the whole pre-compaction conversation); not used for calibration")
-    return builder.build(skipped_lines=reader.skipped, content_hash=reader.content_hash)
+    return builder.build(skipped_lines=reader.skipped)
 
 
 def _emit(seq: list[tuple[str, Any]], builder: TranscriptBuilder) -> None:

@@ -38,9 +38,19 @@ class Transcript:
     metadata: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     skipped_lines: int = 0
-    content_hash: str = ""
+    #: SHA-256 of the file, when the loader had the bytes anyway; else computed on first use
+    known_hash: str = field(default="", repr=False)
     #: the policy-independent raw baseline, computed on first use (``baseline.baseline_for``)
     raw_baseline: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def content_hash(self) -> str:
+        """What ``check`` compares to tell a changed transcript: the SHA-256 of the file."""
+        if not self.known_hash:
+            from .reader import file_sha256
+
+            self.known_hash = file_sha256(self.path)
+        return self.known_hash
 
     @property
     def messages(self) -> list[Message]:
@@ -90,13 +100,17 @@ class TranscriptBuilder:
         self.session_id: str | None = None
 
     def add(self, message: Message, usage: dict | None = None) -> int:
+        return self.add_entry(make_entry(message, len(self.entries)), usage)
+
+    def add_entry(self, entry: Entry, usage: dict | None = None) -> int:
         pos = len(self.entries)
-        self.entries.append(make_entry(message, pos))
+        self.entries.append(entry)
         if usage:
             self.usage[pos] = usage
         return pos
 
     def build(self, skipped_lines: int = 0, content_hash: str = "") -> Transcript:
+        """The transcript; ``content_hash`` when the loader already has it (else computed lazily)."""
         return Transcript(
             path=self.path,
             format=self.format,
@@ -110,5 +124,5 @@ class TranscriptBuilder:
             metadata=self.metadata,
             warnings=self.warnings,
             skipped_lines=skipped_lines,
-            content_hash=content_hash,
+            known_hash=content_hash,
         )

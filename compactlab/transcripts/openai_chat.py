@@ -215,4 +215,4 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
         return builder.build(skipped_lines=skipped[0], content_hash=sha)
     reader = LineReader(path, skip_bad_lines=skip_bad_lines)
     convert(reader.objects(), builder, reader.bad)
-    return builder.build(skipped_lines=reader.skipped, content_hash=reader.content_hash)
+    return builder.build(skipped_lines=reader.skipped)

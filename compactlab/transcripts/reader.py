@@ -9,18 +9,19 @@ skipped and counted when the caller asks for that.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from ..errors import BadLineError, InputError
+from ..messages import build_entry
 
 BUFFER = 1 << 20
 MAX_DEPTH = 200
-KNOWN_SHAPES = {"tool_use": ("id", "name"), "tool_result": ("tool_use_id",), "text": ("text",)}
 
 
 def open_checked(path: str):
@@ -42,30 +43,32 @@ def open_checked(path: str):
     return f
 
 
-def iter_raw_lines(path: str, hasher: Any = None) -> Iterator[tuple[int, bytes]]:
-    """(physical line number, raw bytes) for every line, ``\\n``-split, streaming."""
-    f = open_checked(path)
+def iter_raw_lines(path: str) -> Iterator[tuple[int, bytes]]:
+    """(physical line number, raw bytes) for every line, streaming. Binary-mode line iteration
+    splits on ``\\n`` only (never on U+2028 or a lone ``\\r``) and runs in C."""
+    raw = open_checked(path)
+    f = raw if path.endswith(".gz") else io.BufferedReader(raw, BUFFER)
     try:
-        rest = b""
-        lineno = 0
-        while True:
-            try:
-                chunk = f.read(BUFFER)
-            except OSError as exc:
-                raise InputError(f"{path}: cannot read: {exc}") from None
-            if not chunk:
-                break
-            if hasher is not None:
-                hasher.update(chunk)
-            parts = (rest + chunk).split(b"\n") if rest else chunk.split(b"\n")
-            rest = parts.pop()
-            for part in parts:
-                lineno += 1
-                yield lineno, part
-        if rest:
-            yield lineno + 1, rest
+        for lineno, line in enumerate(f, 1):
+            yield lineno, line
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from None
     finally:
         f.close()
+
+
+def file_sha256(path: str) -> str:
+    """SHA-256 of a file's bytes (decompressed for .gz): what ``check`` calls its content."""
+    h = hashlib.sha256()
+    f = open_checked(path)
+    try:
+        while chunk := f.read(BUFFER):
+            h.update(chunk)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from None
+    finally:
+        f.close()
+    return h.hexdigest()
 
 
 def _depth_exceeds(value: Any, limit: int) -> bool:
@@ -81,12 +84,15 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
-def parse_object(raw: bytes) -> dict:
-    """Parse one line into a JSON object or raise ValueError with the reason."""
+def parse_object(raw: bytes, check_depth: bool = True) -> dict:
+    """Parse one line into a JSON object or raise ValueError with the reason.
+
+    ``check_depth=False`` when the caller checks nesting itself where it can hide (message
+    blocks), which spares counting brackets over every byte of every line."""
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        if not raw.strip(b"\x00 \t\r"):
+        if not raw.strip(b"\x00 \t\r\n"):
             raise ValueError("NUL bytes (a file cut short by a crash?)") from None
         try:
             raw.decode("utf-8")
@@ -101,30 +107,15 @@ def parse_object(raw: bytes) -> dict:
         kind = "null" if value is None else type(value).__name__
         raise ValueError(f"not a JSON object (a {kind})")
     # orjson stops at 1024 levels itself; SPEC allows 200. Count brackets first (fast, in C).
-    if raw.count(b"{") + raw.count(b"[") > MAX_DEPTH and _depth_exceeds(value, MAX_DEPTH):
+    if check_depth and raw.count(b"{") + raw.count(b"[") > MAX_DEPTH and _depth_exceeds(value, MAX_DEPTH):
         raise ValueError(f"nesting deeper than {MAX_DEPTH} levels")
     return value
 
 
 def message_problem(message: dict) -> str | None:
     """Why ``message`` is not a usable API message, or None."""
-    role = message.get("role")
-    if role not in ("user", "assistant"):
-        return f"role must be \"user\" or \"assistant\", not {orjson.dumps(role).decode()[:40]}"
-    content = message.get("content")
-    if isinstance(content, str):
-        return None
-    if not isinstance(content, list):
-        return "content is neither a string nor a list"
-    for i, block in enumerate(content):
-        if not isinstance(block, dict):
-            return f"content block {i} is not an object"
-        shape = KNOWN_SHAPES.get(block.get("type"))  # type: ignore[arg-type]
-        if shape:
-            for key in shape:
-                if not isinstance(block.get(key), str):
-                    return f"{block['type']} block {i} has no string \"{key}\""
-    return None
+    checked = build_entry(message, 0, check=True)
+    return checked if isinstance(checked, str) else None
 
 
 @dataclass
@@ -134,25 +125,20 @@ class LineReader:
     path: str
     skip_bad_lines: bool = False
     skipped: int = 0
-    hasher: Any = field(default_factory=hashlib.sha256)
 
     def bad(self, lineno: int, reason: str) -> None:
         if not self.skip_bad_lines:
             raise BadLineError(self.path, lineno, reason)
         self.skipped += 1
 
-    def objects(self) -> Iterator[tuple[int, dict]]:
-        for lineno, raw in iter_raw_lines(self.path, self.hasher):
+    def objects(self, check_depth: bool = True) -> Iterator[tuple[int, dict]]:
+        for lineno, raw in iter_raw_lines(self.path):
             if not raw.strip():
                 continue
             try:
-                yield lineno, parse_object(raw)
+                yield lineno, parse_object(raw, check_depth)
             except ValueError as exc:
                 self.bad(lineno, str(exc))
-
-    @property
-    def content_hash(self) -> str:
-        return self.hasher.hexdigest()
 
 
 def sniff_objects(path: str, limit: int = 64) -> list[dict]:
@@ -177,7 +163,7 @@ def sniff_objects(path: str, limit: int = 64) -> list[dict]:
 
 
 def read_document(path: str) -> tuple[Any, str]:
-    """A whole-file JSON document (a trajectory) and the SHA-256 of the file; a file:line error
+    """A whole-file JSON document (a trajectory) and the SHA-256 of its bytes; a file:line error
     when it does not parse."""
     f = open_checked(path)
     try:
