@@ -7,31 +7,40 @@ Library first: everything the CLI does is a plain call.
     >>> run.summary.reduction
 """
 
-from .errors import CompactlabError, InputError, PolicyError, UsageError
-from .policy import Policy, load_policy, preset_names
-from .records import Run, RunSummary, TurnRecord
-from .replay import replay
-from .sizing import TokenEstimator
-from .summarizers import StubSummarizer
-from .transcripts import Transcript, load_transcript
+from importlib import import_module as _import_module
+from typing import Any as _Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "CompactlabError",
-    "InputError",
-    "Policy",
-    "PolicyError",
-    "Run",
-    "RunSummary",
-    "StubSummarizer",
-    "TokenEstimator",
-    "Transcript",
-    "TurnRecord",
-    "UsageError",
-    "__version__",
-    "load_policy",
-    "load_transcript",
-    "preset_names",
-    "replay",
-]
+#: public name -> the module that defines it (imported on first use: a CLI start stays fast)
+_EXPORTS = {
+    "CompactlabError": "errors",
+    "InputError": "errors",
+    "PolicyError": "errors",
+    "UsageError": "errors",
+    "Policy": "policy",
+    "load_policy": "policy",
+    "preset_names": "policy",
+    "Run": "records",
+    "RunSummary": "records",
+    "TurnRecord": "records",
+    "replay": "replay",
+    "TokenEstimator": "sizing",
+    "StubSummarizer": "summarizers",
+    "Transcript": "transcripts",
+    "load_transcript": "transcripts",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> _Any:
+    if name in _EXPORTS:
+        value = getattr(_import_module(f".{_EXPORTS[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'compactlab' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -135,6 +135,11 @@ def input_options(f: Callable) -> Callable:
     return f
 
 
+# The CLI is its own process: pydantic need not scan every installed distribution for plugins
+# at start-up (about 15 ms of importlib.metadata). A library user's environment is left alone.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="compactlab")
 def main() -> None:
@@ -240,6 +245,8 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
 @click.option("--sweep", "sweeps", multiple=True, metavar="LAYER.KEY=V1,V2,...",
               help="Run every policy with each of these values (repeatable: the product is swept).")
 @click.option("--jobs", type=click.IntRange(1, 512), default=None, help="Parallel processes [default: the cores].")
+@click.option("--executor", default=None, metavar="dask://HOST:PORT",
+              help="Run the grid on an existing Dask distributed cluster (extra: compactlab[dask]).")
 @click.option("--out", "out_dir", type=click.Path(path_type=str), default=os.path.join("reports", "compare"),
               show_default=True, help="Folder for results.csv, results.json, report.md, report.html, charts/.")
 @click.option("--sort", "sort_key", default="cost_saving", show_default=True, help="Column to sort the table by.")
@@ -253,7 +260,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
 @click.option("-q", "--quiet", is_flag=True, help="No progress, status or warnings on stderr.")
 def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides: tuple[str, ...],
             summarizer: str, model: str | None, summary_prompt: str | None, cache_dir: str | None, no_cache: bool,
-            sweeps: tuple[str, ...], jobs: int | None, out_dir: str, sort_key: str, fmt: str, dry_run: bool,
+            sweeps: tuple[str, ...], jobs: int | None, executor: str | None, out_dir: str, sort_key: str, fmt: str, dry_run: bool,
             keep_recorded_compactions: bool, calibrate: bool, price_model: str | None, prices_file: str | None,
             skip_bad_lines: bool, input_format: str | None, quiet: bool) -> None:
     """Which policy, which thresholds? Replay every TRANSCRIPT through every POLICY x swept value."""
@@ -273,7 +280,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
     with _progress(len(job_list), quiet) as advance:
         results = run_jobs(loaded, job_list, n_jobs=jobs, prices=prices, estimators=estimators,
                            keep_recorded_compactions=keep_recorded_compactions, summarizer=(summarizer, live),
-                           on_result=advance)
+                           on_result=advance, executor=executor)
     sweep_keys = [s.partition("=")[0].strip() for s in sweeps]
     df = sort_frame(results_frame(results, sweep_keys), sort_key)
     meta = report_meta(load_prices(prices_file).read, [p.model for p in prices])
@@ -343,6 +350,30 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
             click.echo(f"warning: GITHUB_STEP_SUMMARY {summary_file}: cannot append: {exc.strerror or exc}", err=True)
     if not all(r.ok for r in checked):
         sys.exit(1)
+
+
+@main.command()
+@click.option("--calls", default=5000, show_default=True, type=click.IntRange(10, 1_000_000),
+              help="Calls of the main synthetic transcript (5,000 is about 55 MB).")
+@click.option("--rounds", default=5, show_default=True, type=click.IntRange(1, 100), help="Interleaved rounds (medians).")
+@click.option("--jobs", default=2, show_default=True, type=click.IntRange(1, 512), help="--jobs of the compare figures.")
+@click.option("--no-reference", is_flag=True, help="Skip the straightforward re-serialise-every-call reference.")
+@click.option("--dir", "workdir", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="Where to write the synthetic inputs [default: a temporary folder, removed after].")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="Also write the figures as JSON.")
+def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str | None, json_out: str | None) -> None:
+    """Measure speed and memory against the parse floor, on synthetic transcripts."""
+    from pathlib import Path
+
+    import orjson
+
+    from .bench import run
+    from .outputs import atomic_write_bytes
+
+    figures = run(calls=calls, rounds=rounds, workdir=workdir, naive=not no_reference, jobs=jobs)
+    if json_out:
+        atomic_write_bytes(Path(json_out), orjson.dumps(figures, option=orjson.OPT_INDENT_2) + b"\n")
 
 
 class _progress:

@@ -111,9 +111,21 @@ def _summarizer() -> Any:
 
 
 def _run(job: Job) -> RunResult:
-    t = _LOADED[job.transcript]
-    run = replay(t, job.policy, prices=_PRICES[job.transcript], estimator=_ESTIMATORS[job.transcript],
-                 keep_recorded_compactions=_KEEP_RECORDED, summarizer=_summarizer())
+    """A job in this process or a forked worker: the transcripts are the inherited globals."""
+    i = job.transcript
+    return run_job(job, _LOADED[i], _PRICES[i], _ESTIMATORS[i], _KEEP_RECORDED, _summarizer())
+
+
+def run_job(job: Job, t: Transcript, prices: ModelPrices | None, estimator: Any, keep_recorded: bool,
+            summarizer: Any) -> RunResult:
+    """One run, and only what the reports need of it. ``summarizer`` is a Summarizer, or the
+    (kind, LiveOptions) spec to build one from (a remote worker builds its own)."""
+    if isinstance(summarizer, tuple):
+        from .summarizers import build_summarizer
+
+        summarizer = build_summarizer(*summarizer)
+    run = replay(t, job.policy, prices=prices, estimator=estimator, keep_recorded_compactions=keep_recorded,
+                 summarizer=summarizer)
     summary = run.summary.to_dict()
     summary.pop("violations")
     summary.pop("persisted_files")
@@ -122,8 +134,7 @@ def _run(job: Job) -> RunResult:
     events = {kind: [c.call for c in run.calls if getattr(c, attr)]
               for kind, attr in (("summary", "summarized"), ("reactive", "reactive"), ("manual", "manual"))}
     p = job.policy
-    est = _ESTIMATORS[job.transcript]
-    cpt = est.chars_per_token if est else p.size.chars_per_token
+    cpt = estimator.chars_per_token if estimator else p.size.chars_per_token
     levels = {"window": float(p.reactive.window_tokens)}
     if p.summary.enabled:
         levels["summary trigger"] = float(p.summary.trigger if p.summary.unit == "tokens" else p.summary.trigger / cpt)
@@ -150,10 +161,13 @@ def run_jobs(
     keep_recorded_compactions: bool = False,
     summarizer: tuple[str, Any] = ("stub", None),
     on_result: Callable[[RunResult], None] | None = None,
+    executor: str | None = None,
 ) -> list[RunResult]:
     """Run every job; results in job order. ``on_result`` sees each as it finishes.
 
-    ``summarizer`` is (kind, LiveOptions): each process builds its own from it.
+    ``summarizer`` is (kind, LiveOptions): each process builds its own from it. ``executor``
+    ``dask://HOST:PORT`` runs the grid on an existing Dask distributed cluster instead of the
+    local process pool (the loaded transcripts are scattered to its workers once).
     """
     global _LOADED, _PRICES, _ESTIMATORS, _KEEP_RECORDED, _SUMMARIZER
     _LOADED = transcripts
@@ -167,13 +181,46 @@ def run_jobs(
     n_jobs = n_jobs or os.cpu_count() or 1
     results: list[RunResult] = []
     try:
-        for result in _results(jobs, n_jobs):
+        produced = _dask_results(jobs, executor) if executor else _results(jobs, n_jobs)
+        for result in produced:
             results.append(result)
             if on_result:
                 on_result(result)
     finally:
         _LOADED, _PRICES, _ESTIMATORS = [], [], []
     return sorted(results, key=lambda r: r.job)
+
+
+def _dask_results(jobs: list[Job], executor: str) -> Iterator[RunResult]:
+    from .errors import UsageError
+
+    if not executor.startswith("dask://"):
+        raise UsageError(f"--executor {executor!r}: expected dask://HOST:PORT")
+    address = executor.removeprefix("dask://")
+    if "://" not in address:
+        address = f"tcp://{address}"
+    try:
+        from distributed import Client
+        from distributed import as_completed as dask_completed
+    except ImportError:
+        raise UsageError("--executor dask:// needs Dask distributed", hint="pip install 'compactlab[dask]'") from None
+    try:
+        client = Client(address, timeout="10s")
+    except (OSError, TimeoutError) as exc:
+        raise UsageError(f"--executor {executor}: cannot reach the Dask scheduler: {exc}") from None
+    try:
+        loaded = client.scatter(_LOADED, broadcast=True)
+        futures = [client.submit(run_job, job, loaded[job.transcript], _PRICES[job.transcript],
+                                 _ESTIMATORS[job.transcript], _KEEP_RECORDED, _SUMMARIZER, pure=False)
+                   for job in jobs]
+        try:
+            for future in dask_completed(futures):
+                yield future.result()
+        except BaseException:
+            client.cancel(futures)
+            raise
+    finally:
+        client.close()
 
 
 def _results(jobs: list[Job], n_jobs: int) -> Iterator[RunResult]:

@@ -120,7 +120,8 @@ class Entry:
                  "use_set", "result_set")
 
     def __init__(self, message: Message, chars: int, role: str, origin: int, tool_use_ids: tuple[str, ...],
-                 results: tuple[ResultFact, ...], misplaced_results: tuple[str, ...], empty: bool) -> None:
+                 results: tuple[ResultFact, ...], misplaced_results: tuple[str, ...], empty: bool,
+                 use_set: frozenset[str] | None = None, result_set: frozenset[str] | None = None) -> None:
         self.message = message
         self.chars = chars  # compact JSON length of the message
         self.role = role
@@ -129,8 +130,8 @@ class Entry:
         self.results = results
         self.misplaced_results = misplaced_results  # ids of tool_result blocks after a non-tool_result block
         self.empty = empty
-        self.use_set = frozenset(tool_use_ids)
-        self.result_set = frozenset(f.tool_use_id for f in results)
+        self.use_set = frozenset(tool_use_ids) if use_set is None else use_set
+        self.result_set = frozenset(f.tool_use_id for f in results) if result_set is None else result_set
 
     def __repr__(self) -> str:
         return f"Entry(origin={self.origin}, role={self.role!r}, chars={self.chars})"
@@ -159,10 +160,11 @@ class Entry:
         content[fact.block] = {**old, "content": new_content}
         message = {**self.message, "content": content}
         results = list(self.results)
-        results[k] = fact._replace(size=content_size(new_content), is_str=isinstance(new_content, str))
+        is_str = type(new_content) is str
+        results[k] = fact._replace(size=len(new_content) if is_str else content_size(new_content), is_str=is_str)
         chars = self.chars - json_len(old["content"]) + json_len(new_content)
         return Entry(message, chars, self.role, self.origin, self.tool_use_ids, tuple(results),
-                     self.misplaced_results, self.empty)
+                     self.misplaced_results, self.empty, self.use_set, self.result_set)
 
 
 def _too_deep(value: Any, depth: int) -> bool:

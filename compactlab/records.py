@@ -6,6 +6,7 @@ Field names here are the JSON keys and CSV columns; change them only with a sche
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
+from operator import attrgetter
 from typing import Any
 
 
@@ -38,10 +39,12 @@ class TurnRecord:
     refs_retained: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return dict(zip(TURN_COLUMNS, turn_values(self)))
 
 
 TURN_COLUMNS = [f.name for f in fields(TurnRecord)]
+#: the values of a TurnRecord in column order (one C call instead of a getattr per field)
+turn_values = attrgetter(*TURN_COLUMNS)
 
 
 @dataclass

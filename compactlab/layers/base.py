@@ -52,13 +52,21 @@ class LayerStats:
         # on the per-call path: a layer that did nothing changed nothing and costs one test
         if other.lowest_changed is None and not (other.summary_failures or other.summary_input_chars):
             return
-        for name in _COUNTS:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.persisted += other.persisted
+        self.persisted_chars += other.persisted_chars
+        self.snipped += other.snipped
+        self.micro_compacted += other.micro_compacted
+        self.summaries += other.summaries
+        self.reactive += other.reactive
+        self.manual += other.manual
+        self.summary_input_chars += other.summary_input_chars
+        self.summary_output_chars += other.summary_output_chars
+        self.summary_input_tokens += other.summary_input_tokens
+        self.summary_output_tokens += other.summary_output_tokens
+        self.summary_failures += other.summary_failures
         if other.lowest_changed is not None:
             self.changed_at(other.lowest_changed)
 
-
-_COUNTS = [name for name in LayerStats.__dataclass_fields__ if name != "lowest_changed"]
 
 #: what a layer that did nothing returns (shared, never mutated: the engine skips it)
 NOTHING = LayerStats()

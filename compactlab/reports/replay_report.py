@@ -13,7 +13,7 @@ from ..outputs import OutputDir
 
 if TYPE_CHECKING:
     from ..policy import Policy
-from ..records import TURN_COLUMNS, Run, TurnRecord
+from ..records import TURN_COLUMNS, Run, TurnRecord, turn_values
 from .sparkline import sparkline
 from .terminal import console as terminal_console
 
@@ -81,11 +81,17 @@ def write_table(run: Run, out: TextIO) -> None:
 
 
 def write_json(run: Run, out: TextIO) -> None:
-    out.write(orjson.dumps(run.to_dict()).decode("utf-8") + "\n")
+    # orjson encodes the dataclasses itself, in C
+    out.write(orjson.dumps({"summary": run.summary, "calls": run.calls}).decode("utf-8") + "\n")
+
+
+_OVERFLOW = TURN_COLUMNS.index("overflow")
 
 
 def _csv_row(call: TurnRecord) -> list:
-    return [str(v).lower() if isinstance(v, bool) else v for v in call.to_dict().values()]
+    row = list(turn_values(call))
+    row[_OVERFLOW] = "true" if row[_OVERFLOW] else "false"
+    return row
 
 
 def calls_csv(run: Run) -> str:
@@ -137,7 +143,7 @@ def write_runs(runs: list[Run], fmt: str, out: TextIO) -> None:
     if len(runs) == 1:
         WRITERS[fmt](runs[0], out)
     elif fmt == "json":
-        out.write(orjson.dumps({"runs": [r.to_dict() for r in runs]}).decode("utf-8") + "\n")
+        out.write(orjson.dumps({"runs": [{"summary": r.summary, "calls": r.calls} for r in runs]}).decode("utf-8") + "\n")
     elif fmt == "csv":
         w = csv.writer(out, lineterminator="\n")
         w.writerow(["transcript", *TURN_COLUMNS])
@@ -167,7 +173,7 @@ def write_files(run: Run, out: OutputDir) -> list[str]:
     """summary.json and calls.csv in the output folder (atomically); the names written."""
     if out.dry_run:
         return []
-    doc = {"summary": run.summary.to_dict(), "policy": run.policy, "failed_summaries": run.failed_summaries}
+    doc = {"summary": run.summary, "policy": run.policy, "failed_summaries": run.failed_summaries}
     out.write_bytes("summary.json", orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
     out.write_text("calls.csv", calls_csv(run))
     return ["summary.json", "calls.csv"]

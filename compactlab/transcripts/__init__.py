@@ -23,7 +23,7 @@ FORMATS: dict[str, ModuleType] = {
 __all__ = ["FORMATS", "RecordedCompaction", "Transcript", "TranscriptBuilder", "detect_format", "expand_inputs",
            "load_transcript"]
 
-SESSION_GLOBS = ("*.jsonl", "*.jsonl.gz", "*.json", "*.traj")
+SESSION_GLOBS = ("*.jsonl", "*.jsonl.gz", "*.jsonl.zst", "*.json", "*.traj")
 
 
 def _detect(path: str) -> tuple[str, tuple | None]:

@@ -12,8 +12,9 @@ import hashlib
 import io
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -24,8 +25,9 @@ BUFFER = 1 << 20
 MAX_DEPTH = 200
 
 
-def open_checked(path: str):
-    """Open an input for binary reading, turning OS problems into one-line errors."""
+def open_checked(path: str) -> BinaryIO:
+    """Open an input for buffered binary reading (read-only), decompressing ``.gz`` and ``.zst``
+    as a stream; OS problems become one-line errors."""
     if os.path.isdir(path):
         raise InputError(f"{path}: is a directory, not a transcript file")
     try:
@@ -39,20 +41,38 @@ def open_checked(path: str):
     if path.endswith(".gz"):
         import gzip
 
-        return gzip.GzipFile(fileobj=f, mode="rb")
-    return f
+        return gzip.GzipFile(fileobj=io.BufferedReader(f, BUFFER), mode="rb")  # type: ignore[return-value]
+    if path.endswith(".zst"):
+        try:
+            import zstandard
+        except ImportError:
+            f.close()
+            raise InputError(f"{path}: reading .zst needs the zstandard package",
+                             hint="pip install 'compactlab[zstd]'") from None
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(f, closefd=True), BUFFER)
+    return io.BufferedReader(f, BUFFER)
+
+
+@contextmanager
+def _reading(path: str) -> Iterator[None]:
+    """Read errors, a truncated or corrupt compressed stream among them, as one-line errors."""
+    try:
+        yield
+    except (OSError, EOFError) as exc:
+        raise InputError(f"{path}: cannot read: {exc or type(exc).__name__}") from None
+    except Exception as exc:
+        if type(exc).__name__ == "ZstdError":  # zstandard's own error type
+            raise InputError(f"{path}: cannot read: {exc}") from None
+        raise
 
 
 def iter_raw_lines(path: str) -> Iterator[tuple[int, bytes]]:
     """(physical line number, raw bytes) for every line, streaming. Binary-mode line iteration
     splits on ``\\n`` only (never on U+2028 or a lone ``\\r``) and runs in C."""
-    raw = open_checked(path)
-    f = raw if path.endswith(".gz") else io.BufferedReader(raw, BUFFER)
+    f = open_checked(path)
     try:
-        for lineno, line in enumerate(f, 1):
-            yield lineno, line
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
+        with _reading(path):
+            yield from enumerate(f, 1)
     finally:
         f.close()
 
@@ -62,10 +82,9 @@ def file_sha256(path: str) -> str:
     h = hashlib.sha256()
     f = open_checked(path)
     try:
-        while chunk := f.read(BUFFER):
-            h.update(chunk)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
+        with _reading(path):
+            while chunk := f.read(BUFFER):
+                h.update(chunk)
     finally:
         f.close()
     return h.hexdigest()
@@ -167,9 +186,8 @@ def read_document(path: str) -> tuple[Any, str]:
     when it does not parse."""
     f = open_checked(path)
     try:
-        raw = f.read()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
+        with _reading(path):
+            raw = f.read()
     finally:
         f.close()
     if not raw.strip():
@@ -190,9 +208,8 @@ def peek(path: str, limit: int = 65536) -> bytes:
     """The first bytes of a file (decompressed), to tell a JSON document from JSON lines."""
     f = open_checked(path)
     try:
-        return f.read(limit)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
+        with _reading(path):
+            return f.read(limit)
     finally:
         f.close()
 

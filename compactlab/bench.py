@@ -1,0 +1,214 @@
+"""``compactlab bench``: speed and memory against the parse floor (SPEC §10, the speed issue).
+
+Every figure comes from separate processes, measured by a small wrapper that reports wall time,
+CPU time (user + system) and peak resident memory of exactly one command. Commands run
+interleaved in rounds so that machine noise spreads over all of them, and the medians are
+compared. The floor is a process that reads the file with a 1 MiB buffer and parses every line
+with orjson, nothing else.
+
+The straightforward reference, which re-serialises and re-scans the whole context at every call,
+lives here only: it is what the engine's incremental design is measured against.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FLOOR = """
+import sys, orjson
+with open(sys.argv[1], "rb", buffering=1 << 20) as f:
+    for line in f:
+        if line.strip():
+            orjson.loads(line)
+"""
+
+# runs argv[1:] once; prints wall and CPU seconds and the peak RSS (bytes) of that one command
+WRAPPER = """
+import json, resource, subprocess, sys, time
+t = time.perf_counter()
+r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+wall = time.perf_counter() - t
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+if r.returncode:
+    sys.stderr.write(r.stderr.decode(errors="replace")[-2000:])
+    sys.exit(r.returncode)
+print(json.dumps({"wall": wall, "cpu": u.ru_utime + u.ru_stime, "rss": u.ru_maxrss * 1024}))
+"""
+
+LARGE_WINDOW = ["-p", "s08", "--set", "snip.enabled=false", "--set", "summary.trigger=670000",
+                "--set", "manual.enabled=false"]
+
+
+@dataclass
+class Measure:
+    name: str
+    argv: list[str]
+    walls: list[float] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)
+    rss: list[int] = field(default_factory=list)
+
+    def run(self) -> None:
+        r = subprocess.run([sys.executable, "-c", WRAPPER, *self.argv], capture_output=True, text=True)
+        if r.returncode:
+            raise RuntimeError(f"{self.name} failed: {r.stderr.strip()[-500:]}")
+        m = json.loads(r.stdout)
+        self.walls.append(m["wall"])
+        self.cpus.append(m["cpu"])
+        self.rss.append(m["rss"])
+
+    @property
+    def wall(self) -> float:
+        return statistics.median(self.walls)
+
+    @property
+    def cpu(self) -> float:
+        return statistics.median(self.cpus)
+
+
+def naive_replay(path: str) -> int:
+    """The straightforward large-window s08 (no snip, summary over 670,000 chars, no compact
+    tool): the context is re-serialised, and every tool result and pair re-scanned, at every call.
+    Returns the tokens sent in all (the engine's ``tokens_total`` for the same policy)."""
+    import orjson
+
+    from .messages import content_size, content_text
+    from .summarizers import StubSummarizer, SummaryRequest
+
+    with open(path, "rb") as f:
+        messages = [orjson.loads(line) for line in f if line.strip()]
+    stub = StubSummarizer()
+    context: list[dict] = []
+    tokens = orphans = 0
+    for msg in messages:
+        if msg["role"] != "assistant":
+            context.append(msg)
+            continue
+        last = context[-1] if context else None
+        if last and last["role"] == "user" and isinstance(last["content"], list):  # budget
+            last = context[-1] = {**last, "content": [dict(b) for b in last["content"]]}
+            blocks = [b for b in last["content"] if b.get("type") == "tool_result"]
+            for b in sorted(blocks, key=lambda b: -content_size(b.get("content"))):
+                if sum(content_size(x.get("content")) for x in blocks) <= 200_000:
+                    break
+                if content_size(b.get("content")) > 30_000:
+                    text = content_text(b.get("content"))
+                    b["content"] = (f"<persisted-output>\nFull output: tool-results/{b['tool_use_id']}.txt\n"
+                                    f"Preview:\n{text[:2000]}\n</persisted-output>")
+        results = [b for m in context if m["role"] == "user" and isinstance(m["content"], list)
+                   for b in m["content"] if b.get("type") == "tool_result"]
+        for b in results[:-3]:  # micro, over every result of the context
+            if content_size(b.get("content")) > 120:
+                b["content"] = "[Earlier tool result compacted. Re-run if needed.]"
+        text = orjson.dumps(context).decode()
+        if len(text) > 670_000:  # summary
+            summary = stub.summarize(SummaryRequest(context, text[:80_000], "", 2000, "summary", 0)).text
+            context = [{"role": "user", "content": f"[Compacted]\n\n{summary}"}]
+            text = orjson.dumps(context).decode()
+        for i, m in enumerate(context):  # pairs, from scratch
+            if m["role"] == "assistant" and isinstance(m["content"], list):
+                ids = {b["id"] for b in m["content"] if b.get("type") == "tool_use"}
+                nxt = context[i + 1] if i + 1 < len(context) else None
+                got = {b.get("tool_use_id") for b in nxt["content"]} if nxt and isinstance(nxt["content"], list) else set()
+                orphans += len(ids - got)
+        tokens += math.ceil(len(text) / 4)
+        context.append(msg)
+    return tokens
+
+
+def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None = None, naive: bool = True,
+        jobs: int = 2) -> dict[str, Any]:
+    """Generate the inputs, measure, and return the figures (printing a table to ``out``)."""
+    from .synth import write
+
+    out = out or sys.stdout
+    tmp = tempfile.TemporaryDirectory(prefix="compactlab-bench-") if workdir is None else None
+    root = Path(workdir or tmp.name)  # type: ignore[union-attr]
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        n_file, n2_file, big_file = root / f"synth-{calls}.jsonl", root / f"synth-{2 * calls}.jsonl", root / "synth-120mb.jsonl"
+        size = write(n_file, calls, seed=1)
+        size2 = write(n2_file, 2 * calls, seed=1)
+        big_size = write(big_file, max(calls, int(2 * calls * 120e6 / size2)), seed=1)  # about 120 MB
+        cl = [sys.executable, "-m", "compactlab"]
+        o = str(root / "out")
+
+        def replay(path: Path, *args: str) -> list[str]:
+            return [*cl, "replay", str(path), "--format", "json", "--out", o, "-q", *args]
+
+        sweep12 = ["-p", "s08", "--sweep", "summary.trigger=30000,50000,80000,120000", "--sweep", "micro.keep_recent=2,3,5"]
+        measures = [
+            Measure("floor", [sys.executable, "-c", FLOOR, str(n_file)]),
+            Measure("startup (--version)", [*cl, "--version"]),
+            Measure("--help", [*cl, "--help"]),
+            Measure("replay -p s08", replay(n_file, "-p", "s08")),
+            Measure("replay large window", replay(n_file, *LARGE_WINDOW)),
+            Measure("replay -p s08, 2x calls", replay(n2_file, "-p", "s08")),
+            Measure("replay -p none, 120 MB", replay(big_file, "-p", "none")),
+            Measure("compare, 1 config", [*cl, "compare", str(n_file), "-p", "s08", "--jobs", str(jobs), "--dry-run",
+                                          "--format", "csv", "-q"]),
+            Measure("compare, 12 configs", [*cl, "compare", str(n_file), *sweep12, "--jobs", str(jobs), "--dry-run",
+                                            "--format", "csv", "-q"]),
+        ]
+        for _ in range(rounds):
+            for m in measures:
+                m.run()
+        by = {m.name: m for m in measures}
+        reference = None
+        if naive:
+            reference = Measure("straightforward reference, large window",
+                                [sys.executable, "-c", f"from compactlab.bench import naive_replay; naive_replay({str(n_file)!r})"])
+            reference.run()
+        return _report(by, reference, size, big_size, calls, rounds, out)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_size: int, calls: int, rounds: int,
+            out: Any) -> dict[str, Any]:
+    floor = by["floor"].wall
+    start = by["startup (--version)"].wall
+    rows: list[tuple[str, float, str, bool | None]] = []
+
+    def ratio(name: str, value: float, target: float, what: str) -> None:
+        rows.append((name, value, f"{what} ≤ {target}", value <= target))
+
+    ratio("replay -p s08 / floor", by["replay -p s08"].wall / floor, 3.5, "×")
+    ratio("replay large window / floor", by["replay large window"].wall / floor, 4.0, "×")
+    if reference is not None:
+        speedup = reference.wall / by["replay large window"].wall
+        rows.append(("reference / large window (speed-up)", speedup, "× ≥ 5", speedup >= 5))
+    lin = (by["replay -p s08, 2x calls"].wall - start) / max(by["replay -p s08"].wall - start, 1e-9)
+    ratio("2x calls / 1x calls (startup subtracted)", lin, 2.2, "×")
+    peak = statistics.median(by["replay -p none, 120 MB"].rss)
+    limit = 2.5 * big_size + 50e6
+    rows.append(("peak memory, -p none of 120 MB (MB)", peak / 1e6, f"≤ {limit / 1e6:.0f} MB", peak <= limit))
+    ratio("compare 12 configs / 1 config (--jobs 2)", by["compare, 12 configs"].wall / by["compare, 1 config"].wall, 4.0, "×")
+    for name in ("startup (--version)", "--help"):
+        rows.append((f"{name} (s)", by[name].wall, "≤ 0.3 s", by[name].wall <= 0.3))
+
+    print(f"compactlab bench: {calls:,} calls ({size / 1e6:.1f} MB), {2 * calls:,} calls, and {big_size / 1e6:.0f} MB; "
+          f"medians of {rounds} interleaved rounds; {os.cpu_count()} cores", file=out)
+    print(f"\n{'command':44} {'wall s':>8} {'cpu s':>8} {'peak MB':>8}", file=out)
+    for m in [*by.values(), *([reference] if reference else [])]:
+        print(f"{m.name:44} {m.wall:8.3f} {m.cpu:8.3f} {statistics.median(m.rss) / 1e6:8.0f}", file=out)
+    print(f"\n{'figure':44} {'value':>8}  target", file=out)
+    for name, value, target, ok in rows:
+        print(f"{name:44} {value:8.2f}  {target}  {'ok' if ok else 'MISSED'}", file=out)
+    return {
+        "calls": calls,
+        "bytes": size,
+        "rounds": rounds,
+        "commands": {m.name: {"wall": m.wall, "cpu": m.cpu, "rss": statistics.median(m.rss)}
+                     for m in [*by.values(), *([reference] if reference else [])]},
+        "figures": [{"figure": n, "value": v, "target": t, "met": ok} for n, v, t, ok in rows],
+    }

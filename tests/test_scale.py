@@ -1,0 +1,78 @@
+"""Compressed inputs, the Dask executor and the benchmark command (its figures are printed, not
+asserted: speed is measured by `compactlab bench`, not by timed unit tests)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from compactlab import load_policy, load_transcript, replay
+from helpers import SAMPLES
+
+SMALL = SAMPLES / "synth-small.jsonl"
+
+
+def test_gzip_and_zstd_inputs_read_as_the_plain_file(tmp_path):
+    zstandard = pytest.importorskip("zstandard", reason="zstandard is an optional extra")
+    raw = SMALL.read_bytes()
+    gz, zst = tmp_path / "s.jsonl.gz", tmp_path / "s.jsonl.zst"
+    gz.write_bytes(gzip.compress(raw))
+    zst.write_bytes(zstandard.ZstdCompressor().compress(raw))
+    plain = replay(load_transcript(str(SMALL)), load_policy("s08")).to_dict()["calls"]
+    for path in (gz, zst):
+        t = load_transcript(str(path))
+        assert t.name == "s" and replay(t, load_policy("s08")).to_dict()["calls"] == plain
+
+
+def test_a_truncated_compressed_file_is_a_clear_error(tmp_path, cli):
+    gz = tmp_path / "cut.jsonl.gz"
+    gz.write_bytes(gzip.compress(SMALL.read_bytes())[:5000])
+    r = cli("replay", gz, "--dry-run")
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: {gz}: cannot read")
+
+
+def test_compare_on_a_dask_cluster_gives_the_local_numbers(cli):
+    distributed = pytest.importorskip("distributed", reason="dask is an optional extra")
+    args = [SMALL, SAMPLES / "manual-compact.jsonl", "-p", "s08", "-p", "s06", "--sweep", "summary.trigger=20000,50000",
+            "--dry-run", "--format", "json"]
+    local = json.loads(cli("compare", *args, "--jobs", "1").stdout)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        r = cli("compare", *args, "--executor", f"dask://{cluster.scheduler_address}")
+    assert r.exit_code == 0, r.stderr
+    remote = json.loads(r.stdout)
+    drop = lambda rows: [{k: v for k, v in row.items() if k != "runtime_s"} for row in rows]  # noqa: E731
+    assert len(remote) == 8 and drop(remote) == drop(local)
+
+
+def test_an_unreachable_dask_scheduler_is_a_clear_error(cli):
+    pytest.importorskip("distributed", reason="dask is an optional extra")
+    r = cli("compare", SMALL, "-p", "s08", "--dry-run", "--executor", "dask://127.0.0.1:9")
+    assert r.exit_code == 2 and "cannot reach the Dask scheduler" in r.stderr
+    r = cli("compare", SMALL, "-p", "s08", "--dry-run", "--executor", "spark://x")
+    assert r.exit_code == 2 and "expected dask://HOST:PORT" in r.stderr
+
+
+def test_bench_runs_and_prints_every_figure(cli, tmp_path):
+    out = tmp_path / "figures.json"
+    r = cli("bench", "--calls", "30", "--rounds", "1", "--json", out, "--dir", tmp_path / "inputs")
+    assert r.exit_code == 0, r.output
+    for figure in ("replay -p s08 / floor", "replay large window / floor", "reference / large window",
+                   "2x calls / 1x calls", "peak memory", "compare 12 configs / 1 config", "startup (--version)"):
+        assert figure in r.stdout
+    doc = json.loads(out.read_text())
+    assert len(doc["figures"]) == 8 and doc["commands"]["floor"]["wall"] > 0
+
+
+def test_the_reference_agrees_on_what_it_measures(tmp_path):
+    """The straightforward reference counts the same sent tokens as the engine's large-window s08."""
+    from compactlab.bench import naive_replay
+
+    from compactlab.bench import LARGE_WINDOW
+
+    sets = [LARGE_WINDOW[i + 1] for i, a in enumerate(LARGE_WINDOW) if a == "--set"]
+    for sample in ("synth-medium.jsonl", "huge-batch.jsonl"):
+        path = str(SAMPLES / sample)
+        run = replay(load_transcript(path), load_policy("s08", sets))
+        assert naive_replay(path) == run.summary.tokens_total
