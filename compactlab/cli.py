@@ -268,7 +268,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
             keep_recorded_compactions: bool, calibrate: bool, price_model: str | None, prices_file: str | None,
             skip_bad_lines: bool, input_format: str | None, quiet: bool) -> None:
     """Which policy, which thresholds? Replay every TRANSCRIPT through every POLICY x swept value."""
-    from .compare import build_grid, jobs_for, run_jobs
+    from .compare import Interrupted, build_grid, jobs_for, run_jobs
     from .cost import load_prices
     from .outputs import OutputDir
     from .reports.compare_report import report_meta, results_frame, sort_frame, write_reports, write_stdout
@@ -281,15 +281,28 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
     estimators = _estimators_for(loaded, calibrate, quiet)
     out = OutputDir(out_dir, dry_run)
     out.prepare()
+    stopped: Interrupted | None = None
     with _progress(len(job_list), quiet) as advance:
-        results = run_jobs(loaded, job_list, n_jobs=jobs, prices=prices, estimators=estimators,
-                           keep_recorded_compactions=keep_recorded_compactions, summarizer=(summarizer, live),
-                           on_result=advance, executor=executor)
+        try:
+            results = run_jobs(loaded, job_list, n_jobs=jobs, prices=prices, estimators=estimators,
+                               keep_recorded_compactions=keep_recorded_compactions, summarizer=(summarizer, live),
+                               on_result=advance, executor=executor)
+        except Interrupted as stop:
+            stopped, results = stop, stop.results
+    if stopped and not results:
+        click.echo("error: interrupted before any run finished; nothing written", err=True)
+        sys.exit(130)
     sweep_keys = [s.partition("=")[0].strip() for s in sweeps]
     df = sort_frame(results_frame(results, sweep_keys), sort_key)
     meta = report_meta(load_prices(prices_file).read, [p.model for p in prices])
+    if stopped:
+        meta["interrupted"] = f"{len(results)} of {stopped.total} runs"
     written = write_reports(df, results, sweep_keys, out, meta)
     write_stdout(df, sweep_keys, fmt, sys.stdout)
+    if stopped:
+        click.echo(f"error: interrupted: {len(results)} of {stopped.total} runs finished"
+                   + (f"; they are in {out_dir}/" if written else ""), err=True)
+        sys.exit(130)
     if written:
         _status(quiet, f"wrote {out_dir}/: {', '.join(w for w in written if not w.startswith('charts/'))}, charts/")
 
@@ -320,7 +333,7 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
     from pathlib import Path
 
     from .check import compare_record, load_baseline, parse_tolerances, record_for, transcript_key, write_baseline
-    from .compare import build_grid, jobs_for, run_jobs
+    from .compare import Interrupted, build_grid, jobs_for, run_jobs
     from .outputs import atomic_write_bytes
     from .reports.check_report import junit_xml, step_summary, write_json, write_table
 

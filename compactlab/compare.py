@@ -24,6 +24,15 @@ from .replay import replay
 from .transcripts import Transcript
 
 
+class Interrupted(Exception):
+    """Ctrl-C during a compare: the runs that had finished, so they can still be reported."""
+
+    def __init__(self, results: list["RunResult"], total: int) -> None:
+        super().__init__(f"interrupted after {len(results)} of {total} runs")
+        self.results = results
+        self.total = total
+
+
 @dataclass(frozen=True)
 class Job:
     index: int
@@ -186,9 +195,18 @@ def run_jobs(
             results.append(result)
             if on_result:
                 on_result(result)
+    except KeyboardInterrupt:
+        raise Interrupted(sorted(results, key=lambda r: r.job), len(jobs)) from None
     finally:
         _LOADED, _PRICES, _ESTIMATORS = [], [], []
     return sorted(results, key=lambda r: r.job)
+
+
+def _ignore_sigint() -> None:
+    """Workers leave Ctrl-C to the parent, which stops them and reports what finished."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _dask_results(jobs: list[Job], executor: str) -> Iterator[RunResult]:
@@ -228,7 +246,8 @@ def _results(jobs: list[Job], n_jobs: int) -> Iterator[RunResult]:
         for job in jobs:
             yield _run(job)
         return
-    with ProcessPoolExecutor(max_workers=min(n_jobs, len(jobs)), mp_context=multiprocessing.get_context("fork")) as pool:
+    with ProcessPoolExecutor(max_workers=min(n_jobs, len(jobs)), mp_context=multiprocessing.get_context("fork"),
+                             initializer=_ignore_sigint) as pool:
         futures = [pool.submit(_run, job) for job in jobs]
         try:
             for future in as_completed(futures):
@@ -236,4 +255,6 @@ def _results(jobs: list[Job], n_jobs: int) -> Iterator[RunResult]:
         except BaseException:
             for f in futures:
                 f.cancel()
+            for process in list(getattr(pool, "_processes", {}).values()):  # runs still going: stop them
+                process.terminate()
             raise

@@ -73,6 +73,12 @@ class OutputDir:
             raise UsageError(f"--out {self.root}: cannot create folder: {exc.strerror or exc}") from None
         if not os.access(self.root, os.W_OK | os.X_OK):
             raise UsageError(f"--out {self.root}: folder is not writable")
+        try:  # what os.access cannot tell (read-only mounts, root on some file systems)
+            fd, probe = tempfile.mkstemp(prefix=".compactlab-probe-", dir=self.root)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise UsageError(f"--out {self.root}: folder is not writable: {exc.strerror or exc}") from None
 
     def inside(self, relative: str) -> Path:
         assert self.root is not None
@@ -101,11 +107,41 @@ class OutputDir:
             n += 1
 
     def write_text(self, relative: str, text: str) -> None:
-        if self.dry_run:
-            return
-        atomic_write_bytes(self.inside(relative), text.encode("utf-8", "surrogatepass"))
+        self.write_bytes(relative, text.encode("utf-8", "surrogatepass"))
 
     def write_bytes(self, relative: str, data: bytes) -> None:
         if self.dry_run:
             return
-        atomic_write_bytes(self.inside(relative), data)
+        try:
+            atomic_write_bytes(self.inside(relative), data)
+        except OSError as exc:
+            raise UsageError(f"{self.root}: cannot write {relative}: {exc.strerror or exc}") from None
+
+    def write_all(self, files: dict[str, bytes]) -> None:
+        """Write a set of report files all or none: each goes to a temporary file first, and
+        only when every one of them is written are they renamed into place. A full disk or an
+        interrupt leaves no partial report."""
+        if self.dry_run:
+            return
+        staged: list[tuple[str, Path]] = []
+        relative = ""
+        try:
+            for relative, data in files.items():
+                target = self.inside(relative)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+                staged.append((tmp, target))
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.chmod(tmp, 0o666 & ~_UMASK)
+            for tmp, target in staged:
+                os.replace(tmp, target)
+        except BaseException as exc:
+            for tmp, _ in staged:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+            if isinstance(exc, OSError):
+                raise UsageError(f"{self.root}: cannot write {relative}: {exc.strerror or exc}") from None
+            raise

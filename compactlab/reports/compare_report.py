@@ -95,6 +95,8 @@ def _explain(row: "pd.Series", sweep_keys: list[str]) -> str:
 def markdown(df: "pd.DataFrame", sweep_keys: list[str], charts: dict[str, str], meta: dict[str, Any]) -> str:
     lines = [f"# compactlab compare — {len(df)} runs", "",
              f"Prices: {meta['prices_read']} table ({', '.join(meta['price_models'])}). Generated {meta['date']}.", ""]
+    if meta.get("interrupted"):
+        lines += [f"**Interrupted: {meta['interrupted']} finished; only those are here.**", ""]
     cols = ["transcript", "policy", *sweep_keys, "reduction", "raw_cost_usd", "cost_usd", "cost_saving", "retention",
             "summaries", "reactive", "overflows", "violations_introduced"]
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -141,6 +143,7 @@ def html_report(df: "pd.DataFrame", sweep_keys: list[str], svgs: dict[str, str],
 <p>Cost is the headline: input tokens billed with prompt caching (cache reads at 0.1×, writes at 1.25× input),
 plus the summarizer's own calls. Prices: table read {e(meta['prices_read'])}, models {e(', '.join(meta['price_models']))}.
 Generated {e(meta['date'])}. Rows in red cost more than no compaction.</p>
+{f"<p class='note'><b>Interrupted: {e(meta['interrupted'])} finished; only those are here.</b></p>" if meta.get("interrupted") else ""}
 <table><tr>{head}</tr>{''.join(body)}</table>
 {f'<h2>Costs more than no compaction</h2><ul class="note">{notes}</ul>' if notes else ''}
 <h2>Charts</h2>{figures}
@@ -155,9 +158,11 @@ def write_reports(df: "pd.DataFrame", results: list["RunResult"], sweep_keys: li
         return []
     from .charts import pareto_chart, tokens_chart
 
-    out.write_text("results.csv", df.to_csv(index=False))
-    out.write_bytes("results.json", orjson.dumps(df.to_dict(orient="records"), option=orjson.OPT_SERIALIZE_NUMPY
-                                                 | orjson.OPT_INDENT_2) + b"\n")
+    files: dict[str, bytes] = {
+        "results.csv": df.to_csv(index=False).encode("utf-8"),
+        "results.json": orjson.dumps(df.to_dict(orient="records"), option=orjson.OPT_SERIALIZE_NUMPY
+                                     | orjson.OPT_INDENT_2) + b"\n",
+    }
     svgs: dict[str, str] = {}
     charts: dict[str, str] = {}
     by_transcript: dict[str, list] = {}
@@ -181,16 +186,16 @@ def write_reports(df: "pd.DataFrame", results: list["RunResult"], sweep_keys: li
             drawn[key] = len(series)
             series.append({"label": label, "tokens": r.tokens, "events": r.events, "levels": r.levels})
         name = f"tokens per call: {Path(path).name}"
-        svgs[name], png = tokens_chart(Path(path).name, runs[0].raw_tokens, series)
-        out.write_bytes(rel, png)
+        svgs[name], files[rel] = tokens_chart(Path(path).name, runs[0].raw_tokens, series)
         charts[name] = rel
     labels = [f"{os.path.basename(r['transcript'])}: {_label(r, sweep_keys)}" for _, r in df.iterrows()]
-    svgs["cost saving against retention"], png = pareto_chart(labels, list(df["retention"]), list(df["cost_saving"]))
-    out.write_bytes("charts/pareto.png", png)
+    svgs["cost saving against retention"], files["charts/pareto.png"] = pareto_chart(
+        labels, list(df["retention"]), list(df["cost_saving"]))
     charts["cost saving against retention"] = "charts/pareto.png"
-    out.write_text("report.md", markdown(df, sweep_keys, charts, meta))
-    out.write_text("report.html", html_report(df, sweep_keys, svgs, meta))
-    return ["results.csv", "results.json", "report.md", "report.html", *charts.values()]
+    files["report.md"] = markdown(df, sweep_keys, charts, meta).encode("utf-8")
+    files["report.html"] = html_report(df, sweep_keys, svgs, meta).encode("utf-8")
+    out.write_all(files)  # all or none
+    return list(files)
 
 
 def report_meta(prices_read: str, price_models: list[str]) -> dict[str, Any]:

@@ -174,6 +174,6 @@ def write_files(run: Run, out: OutputDir) -> list[str]:
     if out.dry_run:
         return []
     doc = {"summary": run.summary, "policy": run.policy, "failed_summaries": run.failed_summaries}
-    out.write_bytes("summary.json", orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
-    out.write_text("calls.csv", calls_csv(run))
+    out.write_all({"summary.json": orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n",
+                   "calls.csv": calls_csv(run).encode("utf-8")})
     return ["summary.json", "calls.csv"]

@@ -35,8 +35,6 @@ def _detect(path: str) -> tuple[str, tuple | None]:
     else:
         document = None
         objects = sniff_objects(path)
-        if not objects:
-            raise InputError(f"{path}: not a transcript: none of its first lines is a JSON object")
         scores = {n: m.sniff(objects) for n, m in FORMATS.items() if hasattr(m, "sniff")}
     best = max(scores, key=lambda n: scores[n])
     if scores[best] <= 0:

@@ -161,23 +161,26 @@ class LineReader:
 
 
 def sniff_objects(path: str, limit: int = 64) -> list[dict]:
-    """The JSON objects among the first ``limit`` non-empty lines (bad lines ignored here)."""
+    """The JSON objects among the first ``limit`` non-empty lines (bad lines ignored here).
+
+    When none of them is an object, the error says what was wrong with the first line."""
     out: list[dict] = []
     seen = 0
-    saw_bytes = False
-    for _, raw in iter_raw_lines(path):
+    first_problem: str | None = None
+    for lineno, raw in iter_raw_lines(path):
         if not raw.strip():
             continue
-        saw_bytes = True
         seen += 1
         try:
             out.append(parse_object(raw))
-        except ValueError:
-            pass
+        except ValueError as exc:
+            first_problem = first_problem or f"line {lineno}: {exc}"
         if seen >= limit:
             break
-    if not saw_bytes:
+    if not seen:
         raise InputError(f"{path}: empty file, no transcript lines")
+    if not out:
+        raise InputError(f"{path}: not a transcript: none of its first lines is a JSON object ({first_problem})")
     return out
 
 

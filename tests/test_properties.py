@@ -1,0 +1,96 @@
+"""Property-based tests (SPEC §11) over generated valid transcripts and random layer values."""
+
+from __future__ import annotations
+
+import copy
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compactlab import load_policy, replay
+from compactlab.context import Context
+from compactlab.invariants import check_context
+from compactlab.layers import LAYERS, RunEnv
+from compactlab.messages import make_entry
+from compactlab.summarizers import StubSummarizer
+from compactlab.transcripts import TranscriptBuilder
+from strategies import policies, transcripts
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def transcript_of(msgs: list[dict]):
+    b = TranscriptBuilder("generated.jsonl", "anthropic")
+    for m in msgs:
+        b.add(m)
+    return b.build()
+
+
+@SETTINGS
+@given(transcripts(), policies(pair_safe=True))
+def test_a_pair_safe_policy_introduces_no_violation(msgs, policy):
+    t = transcript_of(msgs)
+    assert check_context(t.entries) == []  # the generator makes valid recordings
+    run = replay(t, policy)
+    assert run.summary.violations_introduced == 0, run.summary.violations
+    assert len(run.calls) == len(t.call_positions)
+
+
+@SETTINGS
+@given(transcripts(), policies(pair_safe=False))
+def test_replay_is_deterministic_and_leaves_the_transcript_unchanged(msgs, policy):
+    t = transcript_of(msgs)
+    before = copy.deepcopy(t.messages)
+    a = replay(t, policy).to_dict()
+    b = replay(t, policy).to_dict()
+    a["summary"].pop("runtime_s"), b["summary"].pop("runtime_s")
+    assert a == b
+    assert t.messages == before and msgs == before
+
+
+def contexts_of(msgs: list[dict], cut: int) -> Context:
+    return Context(make_entry(m, i) for i, m in enumerate(msgs[: max(cut, 0)]))
+
+
+@SETTINGS
+@given(transcripts(max_turns=25), policies(pair_safe=False), st.integers(0, 200))
+def test_budget_and_micro_never_make_the_context_larger(msgs, policy, cut):
+    ctx = contexts_of(msgs, cut)
+    for name in ("budget", "micro"):
+        out, stats = LAYERS[name](ctx, getattr(policy, name), RunEnv(summarizer=StubSummarizer()))
+        assert out.chars <= ctx.chars
+        assert out.chars == len(orjson.dumps(out.messages).decode())  # the incremental size is exact
+
+
+@SETTINGS
+@given(transcripts(max_turns=25), policies(pair_safe=False), st.integers(0, 200))
+def test_every_layer_keeps_the_contract(msgs, policy, cut):
+    ctx = contexts_of(msgs, cut)
+    before = copy.deepcopy(ctx.messages)
+    checked = 0
+    for name, layer in LAYERS.items():
+        config = getattr(policy, name)
+        extra = (policy.summary,) if name in ("reactive", "manual") else ()
+        out1, stats1 = layer(ctx, config, RunEnv(summarizer=StubSummarizer()), *extra)
+        out2, stats2 = layer(contexts_of(msgs, cut), config, RunEnv(summarizer=StubSummarizer()), *extra)
+        assert ctx.messages == before  # input left unchanged
+        assert out1.messages == out2.messages and stats1 == stats2  # repeatable
+        assert out1.chars == len(orjson.dumps(out1.messages).decode())
+        if stats1.lowest_changed is not None:  # the prefix before it is untouched
+            assert out1.messages[: stats1.lowest_changed] == before[: stats1.lowest_changed]
+        else:
+            assert out1.messages == before
+        empty, _ = layer(Context(), config, RunEnv(summarizer=StubSummarizer()), *extra)
+        assert len(empty) == 0
+        checked += 1
+    assert checked == 6
+
+
+@SETTINGS
+@given(transcripts())
+def test_the_none_policy_is_the_raw_baseline(msgs):
+    t = transcript_of(msgs)
+    run = replay(t, load_policy("none"))
+    assert all((c.chars, c.tokens) == (c.raw_chars, c.raw_tokens) for c in run.calls)
+    assert run.summary.cost_usd == run.summary.raw_cost_usd
