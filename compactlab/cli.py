@@ -62,6 +62,11 @@ def policy_options(f: Callable) -> Callable:
     return f
 
 
+def policies_option(default: str) -> Callable[[Callable], Callable]:
+    return click.option("-p", "--policy", "policy_refs", multiple=True, metavar="POLICY",
+                        help=f"A preset name or policy TOML (repeatable) [default: {default}].")
+
+
 def summarizer_options(f: Callable) -> Callable:
     f = click.option("--no-cache", is_flag=True, help="Do not read or write the summary and token cache.")(f)
     f = click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None,
@@ -242,8 +247,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
 
 @main.command()
 @click.argument("transcripts", nargs=-1, required=True, type=click.Path(path_type=str), metavar="TRANSCRIPT...")
-@click.option("-p", "--policy", "policy_refs", multiple=True, metavar="POLICY",
-              help="A preset name or policy TOML (repeatable) [default: none, s06, s08].")
+@policies_option("none, s06, s08")
 @policy_options
 @summarizer_options
 @click.option("--sweep", "sweeps", multiple=True, metavar="LAYER.KEY=V1,V2,...",
@@ -309,8 +313,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
 
 @main.command()
 @click.argument("transcripts", nargs=-1, required=True, type=click.Path(path_type=str), metavar="TRANSCRIPT...")
-@click.option("-p", "--policy", "policy_refs", multiple=True, metavar="POLICY",
-              help="A preset name or policy TOML (repeatable) [default: s08].")
+@policies_option("s08")
 @policy_options
 @click.option("--baseline", "baseline_path", required=True, type=click.Path(dir_okay=False, path_type=str),
               help="The baseline JSON file (e.g. reports/baseline.json).")

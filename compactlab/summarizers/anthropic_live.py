@@ -37,20 +37,35 @@ def _too_long(exc: Exception) -> bool:
     return getattr(exc, "status_code", None) == 400 and "too long" in str(exc).lower()
 
 
-class AnthropicSummarizer:
-    name = "anthropic"
+class _LiveCaller:
+    """What both live callers share: the client, the model, the cache, and a key kept out of
+    every message they raise."""
 
-    def __init__(self, client: Any, model: str, *, api_key: str = "", prompt: str | None = None,
-                 cache: DiskCache | None = None) -> None:
+    def __init__(self, client: Any, model: str, api_key: str, cache: DiskCache | None) -> None:
         self.client = client
         self.model = model
-        self.prompt_override = prompt
         self.cache = cache
         self._secret = api_key
         self.requests = 0
 
-    def _scrub(self, text: str) -> str:
+    def _describe(self, exc: Exception, what: str) -> str:
+        """A one-line account of an API failure, without the key; a non-API error is re-raised."""
+        import anthropic
+
+        if not isinstance(exc, anthropic.AnthropicError):
+            raise exc  # a bug, not an API failure
+        status = getattr(exc, "status_code", None)
+        text = f"{what} failed ({f'HTTP {status}' if status else type(exc).__name__}): {exc}"[:500]
         return text.replace(self._secret, "[key]") if self._secret else text
+
+
+class AnthropicSummarizer(_LiveCaller):
+    name = "anthropic"
+
+    def __init__(self, client: Any, model: str, *, api_key: str = "", prompt: str | None = None,
+                 cache: DiskCache | None = None) -> None:
+        super().__init__(client, model, api_key, cache)
+        self.prompt_override = prompt
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         prompt = self.prompt_override if self.prompt_override is not None else request.prompt
@@ -85,26 +100,16 @@ class AnthropicSummarizer:
                                            messages=[{"role": "user", "content": content}])
 
     def _failure(self, exc: Exception) -> SummarizerError:
-        import anthropic
-
-        if not isinstance(exc, anthropic.AnthropicError):
-            raise exc  # a bug, not an API failure
-        status = getattr(exc, "status_code", None)
-        what = f"HTTP {status}" if status else type(exc).__name__
-        return SummarizerError(self._scrub(f"summarizer request failed ({what}): {exc}"[:500]))
+        return SummarizerError(self._describe(exc, "summarizer request"))
 
 
-class AnthropicTokenCounter:
+class AnthropicTokenCounter(_LiveCaller):
     """Exact prompt tokens from ``messages.count_tokens``, cached on disk by content."""
 
     def __init__(self, client: Any, model: str, *, api_key: str = "", cache: DiskCache | None = None,
                  system: Any = None) -> None:
-        self.client = client
-        self.model = model
-        self.cache = cache
+        super().__init__(client, model, api_key, cache)
         self.system = system
-        self._secret = api_key
-        self.requests = 0
         self._seen: dict[str, int] = {}
 
     def count(self, messages: list[dict]) -> int:
@@ -125,13 +130,8 @@ class AnthropicTokenCounter:
         self.requests += 1
         try:
             tokens = int(self.client.messages.count_tokens(**kwargs).input_tokens)
-        except Exception as exc:  # noqa: BLE001
-            import anthropic
-
-            if not isinstance(exc, anthropic.AnthropicError):
-                raise
-            msg = f"token counting failed ({getattr(exc, 'status_code', type(exc).__name__)}): {exc}"[:500]
-            raise UsageError(msg.replace(self._secret, "[key]") if self._secret else msg) from None
+        except Exception as exc:  # noqa: BLE001 - sorted by _describe
+            raise UsageError(self._describe(exc, "token counting")) from None
         if self.cache is not None:
             self.cache.put(key, {"model": self.model, "input_tokens": tokens})
         self._seen[key] = tokens
