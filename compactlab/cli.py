@@ -50,12 +50,6 @@ def _status(quiet: bool, message: str) -> None:
         click.echo(message, err=True)
 
 
-def _preset_help() -> str:
-    from .policy import preset_names
-
-    return ", ".join(preset_names())
-
-
 def policy_options(f: Callable) -> Callable:
     f = click.option("--set", "overrides", multiple=True, metavar="LAYER.KEY=VALUE",
                      help="Override a policy key, e.g. --set summary.trigger=40000 (repeatable).")(f)
@@ -104,7 +98,8 @@ def cost_options(f: Callable) -> Callable:
     return f
 
 
-def _prices_for(transcripts: list, price_model: str | None, prices_file: str | None, quiet: bool) -> list:
+def _prices_for(transcripts: list, price_model: str | None, prices_file: str | None) -> list:
+    """Prices per transcript; an unknown model is a warning even with --quiet (it changes every cost)."""
     from .cost import load_prices
 
     table = load_prices(prices_file)
@@ -212,7 +207,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
     policy = load_policy(policy_ref, overrides)
     live = _live(summarizer, tokens, model, cache_dir, no_cache, summary_prompt)
     loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
-    prices = _prices_for(loaded, price_model, prices_file, quiet)
+    prices = _prices_for(loaded, price_model, prices_file)
     estimators = _estimators_for(loaded, calibrate, quiet)
     runs = []
     used: set[str] = set()
@@ -281,7 +276,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
     live = _live(summarizer, "estimate", model, cache_dir, no_cache, summary_prompt)
     loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
     job_list = jobs_for(len(loaded), grid)
-    prices = _prices_for(loaded, price_model, prices_file, quiet)
+    prices = _prices_for(loaded, price_model, prices_file)
     estimators = _estimators_for(loaded, calibrate, quiet)
     out = OutputDir(out_dir, dry_run)
     out.prepare()
@@ -344,7 +339,7 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
     grid = build_grid(list(policy_refs or ("s08",)), list(overrides), [])
     old = {} if update_baseline else load_baseline(baseline_path)
     loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
-    prices = _prices_for(loaded, price_model, prices_file, quiet)
+    prices = _prices_for(loaded, price_model, prices_file)
     results = run_jobs(loaded, jobs_for(len(loaded), grid), n_jobs=1, prices=prices)
     keys = {t.path: transcript_key(t.path, baseline_path) for t in loaded}
     hashes = {t.path: t.content_hash for t in loaded}

@@ -79,13 +79,6 @@ def text_of(message: Message) -> str:
     return ""
 
 
-def tool_uses(message: Message) -> list[dict]:
-    content = message.get("content")
-    if message.get("role") != "assistant" or not isinstance(content, list):
-        return []
-    return [b for b in content if block_type(b) == "tool_use"]
-
-
 def files_in_input(tool_input: Any) -> list[str]:
     if not isinstance(tool_input, dict):
         return []
@@ -257,7 +250,3 @@ def make_entry(message: Message, origin: int) -> Entry:
     entry = build_entry(message, origin)
     assert isinstance(entry, Entry)
     return entry
-
-
-def user_text(text: str) -> Message:
-    return {"role": "user", "content": text}
