@@ -340,7 +340,7 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
     old = {} if update_baseline else load_baseline(baseline_path)
     loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
     prices = _prices_for(loaded, price_model, prices_file)
-    results = run_jobs(loaded, jobs_for(len(loaded), grid), n_jobs=1, prices=prices)
+    results = run_jobs(loaded, jobs_for(len(loaded), grid), prices=prices)
     keys = {t.path: transcript_key(t.path, baseline_path) for t in loaded}
     hashes = {t.path: t.content_hash for t in loaded}
     if update_baseline:
