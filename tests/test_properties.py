@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 
 import orjson
 from hypothesis import HealthCheck, given, settings
@@ -17,7 +18,9 @@ from compactlab.summarizers import StubSummarizer
 from compactlab.transcripts import TranscriptBuilder
 from strategies import policies, transcripts
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# 60 examples a property in the suite; COMPACTLAB_PROPERTY_EXAMPLES=500 for a thorough run
+SETTINGS = settings(max_examples=int(os.environ.get("COMPACTLAB_PROPERTY_EXAMPLES", "60")), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
 
 
 def transcript_of(msgs: list[dict]):
