@@ -46,8 +46,10 @@ def test_compare_on_a_dask_cluster_gives_the_local_numbers(cli):
     assert len(remote) == 8 and drop(remote) == drop(local)
 
 
-def test_an_unreachable_dask_scheduler_is_a_clear_error(cli):
-    pytest.importorskip("distributed", reason="dask is an optional extra")
+def test_an_unreachable_dask_scheduler_is_a_clear_error(cli, monkeypatch):
+    distributed = pytest.importorskip("distributed", reason="dask is an optional extra")
+    real = distributed.Client
+    monkeypatch.setattr(distributed, "Client", lambda address, timeout: real(address, timeout="1s"))  # not 10 s
     r = cli("compare", SMALL, "-p", "s08", "--dry-run", "--executor", "dask://127.0.0.1:9")
     assert r.exit_code == 2 and "cannot reach the Dask scheduler" in r.stderr
     r = cli("compare", SMALL, "-p", "s08", "--dry-run", "--executor", "spark://x")
