@@ -156,8 +156,10 @@ def replay(
         if call == 0:
             read = 0
         elif dirty > 0:
-            changed = sum(e.chars for e in ctx.entries[dirty:])
-            prefix = list_chars(ctx.chars_sum - changed, dirty)
+            n = len(ctx.entries)  # sum the shorter side: the kept prefix, or what changed after it
+            kept = (sum(e.chars for e in ctx.entries[:dirty]) if dirty < n - dirty
+                    else ctx.chars_sum - sum(e.chars for e in ctx.entries[dirty:]))
+            prefix = list_chars(kept, dirty)
             read = round(tokens * prefix / ctx.chars) if counter else estimator.tokens(prefix)
             read = min(read, tokens, prev_tokens)
         else:

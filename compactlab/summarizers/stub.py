@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from ..messages import block_type, files_in_input, text_of
+from ..messages import files_in_input, text_of
 from .base import SummaryRequest, SummaryResult
 
 
@@ -26,29 +26,27 @@ class StubSummarizer:
         self.max_chars = max_chars
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
-        first_user = latest_user = last_assistant = ""
+        messages = request.messages
+        first_user = _first_text(messages, "user")
+        latest_user = _first_text(reversed(messages), "user")
+        last_assistant = _first_text(reversed(messages), "assistant")
         tools: Counter[str] = Counter()
         files: dict[str, None] = {}
         errors = 0
-        for m in request.messages:
+        for m in messages:  # one pass over the blocks for what needs all of them
             content = m.get("content")
-            if m.get("role") == "user":
-                text = text_of(m).strip()
-                if text:
-                    first_user = first_user or text
-                    latest_user = text
-                if isinstance(content, list):
-                    errors += sum(1 for b in content if block_type(b) == "tool_result" and b.get("is_error"))
-            elif m.get("role") == "assistant":
-                text = text_of(m).strip()
-                if text:
-                    last_assistant = text
-                if isinstance(content, list):
-                    for b in content:
-                        if block_type(b) == "tool_use":
-                            tools[str(b.get("name"))] += 1
-                            files.update(dict.fromkeys(files_in_input(b.get("input"))))
-        lines = [f"Summary of {len(request.messages)} earlier messages (stub summarizer)."]
+            if type(content) is not list:
+                continue
+            if m.get("role") == "assistant":
+                for b in content:
+                    if type(b) is dict and b.get("type") == "tool_use":
+                        tools[str(b.get("name"))] += 1
+                        inp = b.get("input")
+                        if type(inp) is dict:
+                            files.update(dict.fromkeys(files_in_input(inp)))
+            else:
+                errors += sum(1 for b in content if type(b) is dict and b.get("is_error") and b.get("type") == "tool_result")
+        lines = [f"Summary of {len(messages)} earlier messages (stub summarizer)."]
         if first_user:
             lines.append(f"First request: {_clip(first_user, 300)}")
         if latest_user and latest_user != first_user:
@@ -69,3 +67,13 @@ class StubSummarizer:
             input_tokens=math.ceil((len(request.prompt) + len(request.input_text)) / 4),
             output_tokens=math.ceil(len(text) / 4),
         )
+
+
+def _first_text(messages, role: str) -> str:
+    """The text of the first message of ``role`` (in the order given) that has any."""
+    for m in messages:
+        if m.get("role") == role:
+            text = text_of(m).strip()
+            if text:
+                return text
+    return ""
