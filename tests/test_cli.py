@@ -40,6 +40,12 @@ def test_replay_default_table_and_default_out_folder(cli, tmp_path, monkeypatch)
     assert (tmp_path / "reports" / "synth-small-s08" / "summary.json").is_file()
 
 
+def test_the_by_design_manual_orphan_is_explained(cli):
+    out = cli("replay", SAMPLES / "manual-compact.jsonl", "--dry-run").stdout
+    assert "introduced orphan_tool_result at call 7" in out and "orphaned by design" in out
+    assert "orphaned by design" not in cli("replay", SAMPLES / "manual-compact.jsonl", "--dry-run", "-p", "s20").stdout
+
+
 def test_replay_csv_and_md(cli, tmp_path):
     r = cli("replay", SMALL, "--format", "csv", "--dry-run")
     rows = list(csv.DictReader(io.StringIO(r.stdout)))

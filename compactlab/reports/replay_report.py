@@ -76,6 +76,12 @@ def write_table(run: Run, out: TextIO) -> None:
                       + (f", tool id {v['tool_use_id']}" if v["tool_use_id"] else ""), style="red", soft_wrap=True)
     if len(introduced) > 10:
         console.print(f"… and {len(introduced) - 10} more introduced violations (see summary.json)")
+    manual_calls = {c.call for c in run.calls if c.manual}
+    if run.policy.get("manual", {}).get("mode") == "before_results" and any(
+            v["kind"] == "orphan_tool_result" and v["call"] in manual_calls for v in introduced):
+        console.print("(the manual compaction of seed 000 summarises before the tool results are appended, so the "
+                      "compact call's result is orphaned by design; --set manual.mode=after_results avoids it)",
+                      soft_wrap=True)
     if run.out_dir:
         console.print(f"report files: {run.out_dir}/", soft_wrap=True)
 
