@@ -173,8 +173,10 @@ def _too_deep(value: Any, depth: int) -> bool:
     return any(_too_deep(v, depth + 1) for v in children)  # flat containers stop here, cheaply
 
 
-def build_entry(message: Message, origin: int, check: bool = False) -> Entry | str:
+def build_entry(message: Message, origin: int, check: bool = False, facts: bool = True) -> Entry | str | None:
     """The Entry of a message; with ``check``, the reason it is not a usable API message instead.
+    ``facts=False`` only checks (None when the message is usable), for loaders that rebuild the
+    message before making its Entry.
 
     One pass over the blocks both validates (SPEC §2 bad input: known block shapes, nesting
     deeper than 200 levels) and collects the facts. This runs once per line loaded: the common
@@ -242,6 +244,8 @@ def build_entry(message: Message, origin: int, check: bool = False) -> Entry | s
         if check:
             return "content is neither a string nor a list"
         empty = not content
+    if not facts:
+        return None
     return Entry(message, json_len(message), role if type(role) is str else "", origin, tuple(use_ids),
                  tuple(results), tuple(misplaced), empty)
 

@@ -133,8 +133,8 @@ def parse_object(raw: bytes, check_depth: bool = True) -> dict:
 
 def message_problem(message: dict) -> str | None:
     """Why ``message`` is not a usable API message, or None."""
-    checked = build_entry(message, 0, check=True)
-    return checked if isinstance(checked, str) else None
+    problem = build_entry(message, 0, check=True, facts=False)
+    return problem if isinstance(problem, str) else None
 
 
 @dataclass
