@@ -99,8 +99,9 @@ def load(path: str, *, skip_bad_lines: bool = False, **_: object) -> Transcript:
                 if group is None:
                     group = groups[mid] = _Group()
                     seq.append(("assistant", group))
-                group.blocks.extend(_as_blocks(message["content"]))
-                for b in group.blocks:
+                new = _as_blocks(message["content"])
+                group.blocks.extend(new)
+                for b in new:
                     if block_type(b) == "tool_use":
                         owner[b["id"]] = group
                 group.usage = _usage(message.get("usage")) or group.usage
