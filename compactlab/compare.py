@@ -145,7 +145,7 @@ def run_job(job: Job, t: Transcript, prices: ModelPrices | None, estimator: Any,
     p = job.policy
     cpt = estimator.chars_per_token if estimator else p.size.chars_per_token
     levels = {"window": float(p.reactive.window_tokens)}
-    if p.summary.enabled:
+    if p.summary.enabled and p.summary.unit != "messages":  # a trigger in messages is no token level
         levels["summary trigger"] = float(p.summary.trigger if p.summary.unit == "tokens" else p.summary.trigger / cpt)
     return RunResult(
         job=job.index,
