@@ -188,7 +188,9 @@ def write_reports(df: "pd.DataFrame", results: list["RunResult"], sweep_keys: li
         name = f"tokens per call: {Path(path).name}"
         svgs[name], files[rel] = tokens_chart(Path(path).name, runs[0].raw_tokens, series)
         charts[name] = rel
-    labels = [f"{os.path.basename(r['transcript'])}: {_label(r, sweep_keys)}" for _, r in df.iterrows()]
+    one = df["transcript"].nunique() == 1  # one transcript: its name on every label is noise
+    labels = [_label(r, sweep_keys) if one else f"{os.path.basename(r['transcript'])}: {_label(r, sweep_keys)}"
+              for _, r in df.iterrows()]
     svgs["cost saving against retention"], files["charts/pareto.png"] = pareto_chart(
         labels, list(df["retention"]), list(df["cost_saving"]))
     charts["cost saving against retention"] = "charts/pareto.png"
