@@ -331,7 +331,7 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
     from pathlib import Path
 
     from .check import compare_record, load_baseline, parse_tolerances, record_for, transcript_key, write_baseline
-    from .compare import Interrupted, build_grid, jobs_for, run_jobs
+    from .compare import build_grid, jobs_for, run_jobs
     from .outputs import atomic_write_bytes
     from .reports.check_report import junit_xml, step_summary, write_json, write_table
 

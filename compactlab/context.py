@@ -86,8 +86,6 @@ class Context:
         """Position of the transcript message ``origin``, or None when it is not in the context."""
         return find_origin(self.entries, origin)
 
-    def copy(self) -> "Context":
-        return self.replaced({})
 
 
 def find_origin(entries: list[Entry], origin: int, lo: int = 0) -> int | None:

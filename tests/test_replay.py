@@ -9,7 +9,7 @@ from compactlab import load_policy, load_transcript, replay
 from compactlab.errors import SummarizerError
 from compactlab.records import SUMMARY_KEYS, TURN_COLUMNS
 from compactlab.synth import generate
-from helpers import SAMPLES, asst, results, tool_session, tr, tu, user, write_jsonl
+from helpers import SAMPLES, tool_session, write_jsonl
 
 SPEC_TURN = ("call message_index raw_messages raw_chars raw_tokens messages chars tokens persisted persisted_chars "
              "snipped micro_compacted summarized summary_input_chars summary_output_chars reactive manual overflow "

@@ -69,7 +69,7 @@ def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, 
     if config.clear_at_least and freed / env.estimator.chars_per_token < config.clear_at_least:
         return context, NOTHING  # not worth it yet: look again when more is old
     changes: dict[int, Entry] = {}
-    for pos, k, tool_id, text in chosen:
+    for pos, k, _, text in chosen:
         changes[pos] = (changes.get(pos) or context.entries[pos]).with_result_content(k, text)
         stats.micro_compacted += 1
         stats.changed_at(pos)

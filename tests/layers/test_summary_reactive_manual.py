@@ -6,7 +6,7 @@ from compactlab.errors import SummarizerError
 from compactlab.layers import RunEnv, manual, reactive, summary
 from compactlab.policy import ManualConfig, ReactiveConfig, SummaryConfig
 from compactlab.summarizers import StubSummarizer
-from helpers import asst, context, results, tool_session, tr, tu, user
+from helpers import asst, context, tool_session, tu, user
 
 
 class Failing:

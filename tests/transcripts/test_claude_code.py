@@ -11,7 +11,6 @@ import pytest
 from compactlab import load_policy, load_transcript, replay
 from compactlab.calibration import calibrate
 from compactlab.transcripts.claude_code import already_compacted, subagent_files
-from compactlab.transcripts.writer import to_anthropic_jsonl
 
 SESSION = "4d5611e5-241a-462a-8d15-5122611a9569"
 
