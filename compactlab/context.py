@@ -87,7 +87,6 @@ class Context:
         return find_origin(self.entries, origin)
 
 
-
 def find_origin(entries: list[Entry], origin: int, lo: int = 0) -> int | None:
     """Position (at or after ``lo``) of the transcript message ``origin`` in ``entries``.
 
