@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from compactlab.policy import Policy
+from compactlab.policy import Policy, build_policy
 
 TOOLS = ["bash", "read_file", "edit_file", "grep"]
 
@@ -60,7 +60,7 @@ def policies(draw, pair_safe: bool = True) -> Policy:
     max_messages = draw(st.integers(2, 30))
     keep_head = draw(st.integers(0, max_messages - 1))
     preview = draw(st.integers(0, 2000))
-    return Policy(
+    return build_policy(dict(
         order=draw(st.permutations(["budget", "snip", "micro"])),
         budget={"enabled": draw(st.booleans()), "max_chars": draw(st.integers(1, 100_000)),
                 "persist_threshold": draw(st.integers(preview + 1, 50_000)), "preview_chars": preview},
@@ -78,4 +78,4 @@ def policies(draw, pair_safe: bool = True) -> Policy:
                   "keep_tail": draw(st.integers(0, 8)), "pair_safe": True if pair_safe else draw(st.booleans())},
         manual={"enabled": draw(st.booleans()),
                 "mode": "after_results" if pair_safe else draw(st.sampled_from(["before_results", "after_results"]))},
-    )
+    ), "generated policy")

@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import orjson
 import pytest
 
 from compactlab.errors import PolicyError
-from compactlab.policy import Policy, load_policy, preset_names
+from compactlab.policy import Policy, _raw_policy, build_policy, load_policy, preset_names
 
 
 def test_presets_exist():
@@ -78,4 +82,35 @@ def test_toml_file_with_extends(tmp_path):
 
 
 def test_defaults_are_seed000():
-    assert Policy().model_dump(exclude={"name", "description"}) == load_policy("s08").model_dump(exclude={"name", "description"})
+    assert Policy().fingerprint == load_policy("s08").fingerprint
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_trusted_presets_build_what_validation_builds(name):
+    """Presets skip pydantic at run time; this is what makes that safe."""
+    data, preset = _raw_policy(name)
+    assert preset
+    trusted, validated = build_policy(data, name, trusted=True), build_policy(data, name)
+    assert trusted == validated
+    assert orjson.dumps(trusted.resolved()) == orjson.dumps(validated.resolved())  # 4 == 4.0, but not in JSON
+
+
+def test_user_policies_are_validated(tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text('extends = "s08"\n[snip]\nmax_messages = "many"\n')
+    assert _raw_policy(str(f))[1] is False
+    with pytest.raises(PolicyError, match="snip.max_messages: Input should be a valid integer"):
+        load_policy(str(f))
+
+
+def test_a_preset_replay_does_not_import_pydantic():
+    code = ("import sys; from compactlab.policy import load_policy; p = load_policy('claude-code'); "
+            "assert p.micro.keep_recent == 5; print('pydantic' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_alias_and_key_together_is_an_error():
+    assert load_policy("s08", ['micro.exclude_tools=["Read"]']).micro.preserve_tools == ["Read"]
+    with pytest.raises(PolicyError, match="give preserve_tools or exclude_tools, not both"):
+        load_policy("s08", ['micro.exclude_tools=["Read"]', 'micro.preserve_tools=["Bash"]'])

@@ -85,7 +85,7 @@ def test_micro_keep_by_turns():
 
 
 def test_exclude_tools_is_preserve_tools():
-    assert MicroConfig(exclude_tools=["Read"]).preserve_tools == ["Read"]
+    assert load_policy("s08", ['micro.exclude_tools=["Read"]']).micro.preserve_tools == ["Read"]
     with pytest.raises(PolicyError, match="unknown key"):
         load_policy("s08", ["micro.exclude=[\"x\"]"])
 

@@ -7,16 +7,16 @@ import copy
 import pytest
 
 from compactlab.layers import LAYERS, RunEnv
-from compactlab.policy import Policy
+from compactlab.policy import build_policy
 from compactlab.summarizers import StubSummarizer
 from helpers import asst, context, results, tool_session, tr, tu, user
 
-POLICY = Policy(
+POLICY = build_policy(dict(
     snip={"max_messages": 6, "keep_head": 2},
     summary={"trigger": 500},
     budget={"max_chars": 3000, "persist_threshold": 1000, "preview_chars": 100},
     micro={"keep_recent": 1, "min_chars": 50},
-)
+), "test policy")
 
 
 def call(name, ctx):
