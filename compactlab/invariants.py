@@ -93,8 +93,9 @@ class InvariantTracker:
     A new context shares a prefix with the previous one (``dirty_from``) and often a run of the
     very same messages after it, shifted (a snip drops the middle and appends the new messages
     behind the kept tail). Only the messages around what changed are checked again; the kept
-    run's violations move with it. Violations are stored without positions, which are given when
-    they are listed.
+    run's violations move with it. A message whose content alone changed (micro and budget
+    replace result contents) owns what it owned, so it is stepped over without a check.
+    Violations are stored without positions, which are given when they are listed.
     """
 
     def __init__(self) -> None:
@@ -109,9 +110,16 @@ class InvariantTracker:
         old = self.entries
         n_old, n_new = len(old), len(entries)
         d = max(0, min(dirty_from, n_old, n_new))
-        i0, j0, run = _kept_run(old, entries, d)
-        if not run:
-            i0, j0 = n_new, n_old
+        # a result's content replaced (micro, budget) leaves every violation as it was
+        while d < n_old and d < n_new and _same_shape(old[d], entries[d]):
+            old[d] = entries[d]
+            d += 1
+        if d == n_old:  # the context only grew: nothing to look for
+            i0, j0, run = n_new, n_old, 0
+        else:
+            i0, j0, run = _kept_run(old, entries, d)
+            if not run:
+                i0, j0 = n_new, n_old
         # tool ids: out with the old messages that went, in with the new ones
         for e in old[d:j0] + old[j0 + run:]:
             for tid in e.tool_use_ids:
@@ -178,6 +186,14 @@ class InvariantTracker:
                         if seen[tid] > 1:
                             out.append(Violation("duplicate_tool_use_id", pos, tid, e.origin))
         return sorted(out, key=lambda v: (v.message_index, KINDS.index(v.kind)))
+
+
+def _same_shape(a: Entry, b: Entry) -> bool:
+    """Whether ``b`` is ``a`` or a copy of it with only content changed: the facts violations
+    depend on (role, tool ids, tool_result ids and their places, emptiness) are the same."""
+    return a is b or (a.origin == b.origin and a.role == b.role and a.tool_use_ids == b.tool_use_ids
+                      and len(a.results) == len(b.results) and a.result_set == b.result_set
+                      and a.empty == b.empty and a.misplaced_results == b.misplaced_results)
 
 
 def _kept_run(old: list[Entry], new: list[Entry], d: int) -> tuple[int, int, int]:

@@ -76,11 +76,22 @@ def test_incremental_tracker_agrees_with_a_fresh_check():
         origin += len(made) + 1
         return made
 
-    for _ in range(400):
+    def edited(e):
+        if e.results and rng.random() < 0.7:  # content only (micro, budget): same shape
+            return e.with_result_content(0, "[cleared]")
+        if e.tool_use_ids and rng.random() < 0.3:  # same message, different shape
+            return e.with_message({**e.message, "content": "no tools now"})
+        return e
+
+    for _ in range(600):
         keep = rng.randint(0, len(current))
-        if rng.random() < 0.5 or keep == len(current):
+        r = rng.random()
+        if r < 0.3 or keep == len(current):
             # keep a prefix, append a tail: what appends and in-place edits do
             current = current[:keep] + fresh(rng.randint(0, 4))
+        elif r < 0.6:
+            # edit messages after the prefix in place, then append
+            current = current[:keep] + [edited(e) for e in current[keep:]] + fresh(rng.randint(0, 2))
         else:
             # keep a prefix, insert a placeholder, keep a shifted run, append: what a snip does
             cut = rng.randint(keep, len(current))
@@ -92,4 +103,4 @@ def test_incremental_tracker_agrees_with_a_fresh_check():
         assert tracker.total == len(expected)
         assert tracker.counts() == Counter(v.key for v in expected)
         checked += 1
-    assert checked == 400
+    assert checked == 600
