@@ -23,7 +23,7 @@ from ..context import Context
 from ..errors import SummarizerError
 from ..messages import Entry, Message, make_entry
 from ..outputs import OutputDir
-from ..sizing import TokenEstimator
+from ..sizing import TokenEstimator, list_chars
 from ..summarizers.base import Summarizer, SummaryRequest
 from ..summarizers.prompts import PROMPTS
 
@@ -141,17 +141,15 @@ def summarize(
     The input is the compact JSON text of the messages cut to ``input_chars`` from the head or
     the tail, as the seeds do with ``json.dumps(messages)[:80000]`` / ``[-80000:]``.
     """
-    messages = [e.message for e in entries]
-    text = orjson.dumps(messages).decode("utf-8")
-    n = summary_cfg.input_chars
-    text = text[:n] if summary_cfg.input_from == "head" else text[-n:]
     request = SummaryRequest(
-        messages=messages,
-        input_text=text,
+        [e.message for e in entries],
         prompt=PROMPTS.get(summary_cfg.prompt, summary_cfg.prompt),
         max_output_tokens=summary_cfg.max_output_tokens,
         kind=kind,
         call=env.call,
+        limit=summary_cfg.input_chars,
+        chars=list_chars(sum(e.chars for e in entries), len(entries)),
+        from_tail=summary_cfg.input_from == "tail",
     )
     try:
         result = env.summarizer.summarize(request)
@@ -159,7 +157,7 @@ def summarize(
         stats.summary_failures += 1
         env.failed_summaries.append({"call": env.call, "kind": kind, "error": str(exc)})
         return None
-    stats.summary_input_chars += len(text)
+    stats.summary_input_chars += request.input_chars
     stats.summary_output_chars += len(result.text)
     stats.summary_input_tokens += result.input_tokens
     stats.summary_output_tokens += result.output_tokens

@@ -64,7 +64,7 @@ class StubSummarizer:
         # the stub bills like a model would: input and output at ~4 chars a token
         return SummaryResult(
             text=text,
-            input_tokens=math.ceil((len(request.prompt) + len(request.input_text)) / 4),
+            input_tokens=math.ceil((len(request.prompt) + request.input_chars) / 4),
             output_tokens=math.ceil(len(text) / 4),
         )
 
