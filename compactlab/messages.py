@@ -142,20 +142,24 @@ class Entry:
         return make_entry(message, self.origin)
 
     def with_result_content(self, k: int, new_content: Any) -> "Entry":
-        """A copy whose k-th tool_result has ``new_content``; sizes are updated by difference
-        instead of re-serialising the whole message."""
+        """A copy whose k-th tool_result has ``new_content``, its facts updated rather than
+        recomputed: the length is measured on whichever is shorter, the new message or the old
+        content (by difference)."""
         fact = self.results[k]
         content = list(self.message["content"])
         old = content[fact.block]
-        if "content" not in old:
-            content[fact.block] = {**old, "content": new_content}
-            return self.with_message({**self.message, "content": content})
         content[fact.block] = {**old, "content": new_content}
         message = {**self.message, "content": content}
+        if "content" not in old:
+            return self.with_message(message)
         results = list(self.results)
         is_str = type(new_content) is str
-        results[k] = fact._replace(size=len(new_content) if is_str else content_size(new_content), is_str=is_str)
-        chars = self.chars - json_len(old["content"]) + json_len(new_content)
+        results[k] = ResultFact(fact.block, fact.tool_use_id, len(new_content) if is_str else content_size(new_content),
+                                is_str, fact.is_error)
+        if self.chars - fact.size < fact.size:
+            chars = json_len(message)
+        else:
+            chars = self.chars - json_len(old["content"]) + json_len(new_content)
         return Entry(message, chars, self.role, self.origin, self.tool_use_ids, tuple(results),
                      self.misplaced_results, self.empty, self.use_set, self.result_set)
 

@@ -32,10 +32,11 @@ class TokenCounter(Protocol):
 
 
 def _calls_tool(entry, tool: str) -> bool:
-    if not entry.tool_use_ids:
-        return False
-    return any(isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") == tool
-               for b in entry.message["content"])
+    if entry.tool_use_ids:
+        for b in entry.message["content"]:
+            if type(b) is dict and b.get("name") == tool and b.get("type") == "tool_use":
+                return True
+    return False
 
 
 def replay(
@@ -75,6 +76,7 @@ def replay(
     cheap = [(CHEAP[name], getattr(policy, name)) for name in policy.order if getattr(policy, name).enabled]
     window = policy.reactive.window_tokens
     restarts = {c.position: c for c in transcript.compactions} if keep_recorded_compactions else {}
+    manual_tool_used = policy.manual.enabled and policy.manual.tool in set(transcript.tool_names.values())
 
     def measure(ctx: Context) -> int:
         return counter.count(ctx.messages) if counter else estimator.tokens(ctx.chars)
@@ -206,7 +208,7 @@ def replay(
         sent_len = len(ctx)
         ctx.append(entries[pos])
         done = pos + 1
-        manual_pending = policy.manual.enabled and _calls_tool(entries[pos], policy.manual.tool)
+        manual_pending = manual_tool_used and _calls_tool(entries[pos], policy.manual.tool)
 
     violations = sorted(seen.values(), key=lambda v: (v["call"], v["message_index"]))
     summary_cost = prices.summary_cost(totals.summary_input_tokens, totals.summary_output_tokens)

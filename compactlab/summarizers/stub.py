@@ -10,12 +10,18 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from ..messages import files_in_input, text_of
+from ..messages import FILE_KEYS, files_in_input, text_of
 from .base import SummaryRequest, SummaryResult
 
 
+FILE_KEY_SET = frozenset(FILE_KEYS)
+
+
 def _clip(text: str, n: int) -> str:
-    text = " ".join(text.split())
+    """Whitespace runs made one space, cut to ``n`` chars. A long text is normalised from a
+    prefix: the first ``n`` normalised chars of a prefix are those of the whole text."""
+    short = " ".join(text[: 4 * n].split()) if len(text) > 4 * n else ""
+    text = short if len(short) > n else " ".join(text.split())
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
@@ -42,7 +48,7 @@ class StubSummarizer:
                     if type(b) is dict and b.get("type") == "tool_use":
                         tools[str(b.get("name"))] += 1
                         inp = b.get("input")
-                        if type(inp) is dict:
+                        if type(inp) is dict and not FILE_KEY_SET.isdisjoint(inp):
                             files.update(dict.fromkeys(files_in_input(inp)))
             else:
                 errors += sum(1 for b in content if type(b) is dict and b.get("is_error") and b.get("type") == "tool_result")
