@@ -157,16 +157,21 @@ def _load_all(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: 
     from .transcripts import expand_inputs, load_transcript
 
     loaded = []
-    for path in expand_inputs(paths):
-        t = load_transcript(path, input_format, skip_bad_lines=skip_bad_lines)
-        if t.skipped_lines:
-            _status(quiet, f"warning: {path}: skipped {t.skipped_lines} bad line(s)")
-        for w in t.warnings:
-            _status(quiet, f"warning: {path}: {w}")
-        loaded.append(t)
-    # the loaded transcripts live until the process ends: keep the cyclic collector (and, after a
-    # fork, its copy-on-write page touching) off them
-    gc.freeze()
+    # The loaded transcripts live until the process ends: keep the cyclic collector (and, after a
+    # fork, its copy-on-write page touching) off them. Frozen before the collector is back on:
+    # otherwise its first pass traverses every object just loaded (~20 ms on 55 MB).
+    gc.disable()
+    try:
+        for path in expand_inputs(paths):
+            t = load_transcript(path, input_format, skip_bad_lines=skip_bad_lines)
+            if t.skipped_lines:
+                _status(quiet, f"warning: {path}: skipped {t.skipped_lines} bad line(s)")
+            for w in t.warnings:
+                _status(quiet, f"warning: {path}: {w}")
+            loaded.append(t)
+    finally:
+        gc.freeze()
+        gc.enable()
     return loaded
 
 

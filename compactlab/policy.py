@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import tomllib
 from dataclasses import asdict, dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -198,14 +197,24 @@ class Policy(Section):
 
 # -- loading ---------------------------------------------------------------------------------
 
+def _presets() -> Any:
+    """The presets folder: a plain directory when installed as files (the fast, usual case),
+    else importlib.resources' view of it (a zipped install)."""
+    here = Path(__file__).with_name("presets")
+    if here.is_dir():
+        return here
+    from importlib import resources
+
+    return resources.files("compactlab").joinpath("presets")
+
+
 def preset_names() -> list[str]:
-    files = resources.files("compactlab").joinpath("presets")
-    return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".toml"))
+    return sorted(p.name[:-5] for p in _presets().iterdir() if p.name.endswith(".toml"))
 
 
 def _preset_text(name: str) -> str:
-    res = resources.files("compactlab").joinpath("presets").joinpath(f"{name}.toml")
-    if not res.is_file():
+    res = _presets().joinpath(f"{name}.toml")
+    if "/" in name or "\\" in name or not res.is_file():
         raise PolicyError(f"unknown policy {name!r}", hint=f"presets: {', '.join(preset_names())}; or give a TOML path")
     return res.read_text(encoding="utf-8")
 
