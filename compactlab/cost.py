@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from .errors import UsageError
@@ -83,10 +82,19 @@ class PriceTable:
         return max(prefixes, key=len) if prefixes else None
 
 
+def _package_file(relative: str) -> str:
+    here = Path(__file__).parent / relative
+    if here.is_file():
+        return here.read_text(encoding="utf-8")
+    from importlib import resources  # a zipped install
+
+    return resources.files("compactlab").joinpath(relative).read_text(encoding="utf-8")
+
+
 def load_prices(path: str | None = None) -> PriceTable:
     try:
         if path is None:
-            text = resources.files("compactlab").joinpath("data").joinpath("prices.toml").read_text(encoding="utf-8")
+            text = _package_file("data/prices.toml")
         else:
             text = Path(path).read_text(encoding="utf-8")
         data = tomllib.loads(text)

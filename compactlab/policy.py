@@ -23,14 +23,29 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 import orjson
-from annotated_types import Ge, Gt, MinLen
 
 from .errors import PolicyError
 
 CHEAP_LAYERS = ("budget", "snip", "micro")
 
-Positive = Annotated[int, Ge(1)]
-NonNegative = Annotated[int, Ge(0)]
+
+
+class Bound:
+    """A bound pydantic applies when it validates, e.g. ``Bound(ge=1)``: the constraints of its
+    core schema (``ge``, ``gt``, ``min_length``), through pydantic's documented hook. What
+    annotated_types.Ge does, without importing it on every start (~7 ms)."""
+
+    __slots__ = ("constraints",)
+
+    def __init__(self, **constraints: Any) -> None:
+        self.constraints = constraints
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        return {**handler(source), **self.constraints}
+
+
+Positive = Annotated[int, Bound(ge=1)]
+NonNegative = Annotated[int, Bound(ge=0)]
 
 
 def opt(default: Any, doc: str) -> Any:
@@ -69,7 +84,7 @@ class BudgetConfig(LayerConfig):
 class SnipConfig(LayerConfig):
     """L1 snip_compact: keep head and tail messages, drop the middle."""
 
-    max_messages: Annotated[int, Ge(2)] = opt(50, "snip when the context has more messages than this")
+    max_messages: Annotated[int, Bound(ge=2)] = opt(50, "snip when the context has more messages than this")
     keep_head: NonNegative = opt(3, "messages kept from the start")
     pair_safe: bool | Literal["head"] = opt(
         True, "move the cut so no tool pair is split: true, false (naive cut) or 'head' (head only)")
@@ -143,7 +158,7 @@ class ReactiveConfig(LayerConfig):
 class ManualConfig(LayerConfig):
     """The model's own compact tool (SPEC §3 step 2)."""
 
-    tool: Annotated[str, MinLen(1)] = opt("compact", "name of the manual compaction tool")
+    tool: Annotated[str, Bound(min_length=1)] = opt("compact", "name of the manual compaction tool")
     mode: Literal["before_results", "after_results", "replace_results"] = opt(
         "before_results", "summarise before appending the tool results (seed 000), after them (seed 003), "
         "or instead of them, appending `message` (seed 004)")
@@ -156,7 +171,7 @@ class ManualConfig(LayerConfig):
 
 @dataclass(frozen=True, slots=True)
 class SizeConfig(Section):
-    chars_per_token: Annotated[float, Gt(0)] = opt(4.0, "token estimate: chars / chars_per_token")
+    chars_per_token: Annotated[float, Bound(gt=0)] = opt(4.0, "token estimate: chars / chars_per_token")
     overhead_tokens: NonNegative = opt(0, "tokens of system prompt and tools not in the transcript")
 
 

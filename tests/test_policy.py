@@ -48,6 +48,9 @@ def test_seed_constants():
     (["order=[\"summary\"]"], "order.0: Input should be"),
     (["manual.mode=replace_results"], "manual: mode 'replace_results' needs a message"),
     (["snip.max_messages=-1"], "snip.max_messages: Input should be greater than or equal to 2"),
+    (["size.chars_per_token=0"], "size.chars_per_token: Input should be greater than 0"),
+    (["manual.tool=\"\""], "manual.tool: String should have at least 1 character"),
+    (["summary.trigger=0"], "summary.trigger: Input should be greater than or equal to 1"),
 ])
 def test_errors_name_the_key(overrides, message):
     with pytest.raises(PolicyError) as exc:
