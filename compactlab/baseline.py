@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .invariants import InvariantTracker, Violation
-from .messages import block_type, files_in_input
+from .messages import FILE_KEY_SET, files_in_input
 from .sizing import list_chars
 from .transcripts.model import Transcript
 
@@ -70,19 +70,27 @@ def retention_refs(transcript: Transcript) -> dict[int, list[tuple[int, int]]]:
     call = 0
     for pos, e in enumerate(transcript.entries):
         if e.role == "assistant":
-            found = []
             if e.tool_use_ids:
+                found = []
                 for b in e.message["content"]:
-                    if block_type(b) == "tool_use":
-                        files = files_in_input(b.get("input"))
-                        files_of[b["id"]] = files
-                        found.extend(latest[f] for f in files if f in latest)
-            if found:
-                refs[call] = found
+                    if type(b) is dict and b.get("type") == "tool_use":
+                        inp = b.get("input")
+                        if type(inp) is dict and not FILE_KEY_SET.isdisjoint(inp):
+                            files = files_of[b["id"]] = files_in_input(inp)
+                            for f in files:
+                                if f in latest:
+                                    found.append(latest[f])
+                        else:
+                            files_of[b["id"]] = ()  # a reused id forgets its earlier files
+                if found:
+                    refs[call] = found
             call += 1
-        for f in e.results:
-            for name in files_of.get(f.tool_use_id, ()):
-                latest[name] = (pos, f.block)
+        elif e.results and files_of:
+            for f in e.results:
+                names = files_of.get(f.tool_use_id)
+                if names:
+                    for name in names:
+                        latest[name] = (pos, f.block)
     return refs
 
 

@@ -102,6 +102,7 @@ class InvariantTracker:
         self.entries: list[Entry] = []
         self.owned: dict[int, list[tuple[str, str | None, int]]] = {}  # position -> (kind, tool id, origin)
         self.owned_counts: Counter[tuple[str, str | None]] = Counter()
+        self.owned_total = 0  # sum of owned_counts, kept as it changes
         self.use_count: dict[str, int] = {}
         self.duplicated: set[str] = set()
 
@@ -145,6 +146,7 @@ class InvariantTracker:
             elif run and j0 + 1 <= pos <= j0 + run - 2:
                 owned[pos + shift] = found
             else:
+                self.owned_total -= len(found)
                 for kind, tid, _ in found:
                     key = (kind, tid)
                     self.owned_counts[key] -= 1
@@ -158,6 +160,7 @@ class InvariantTracker:
             found = owned_violations(self.entries, pos)
             if found:
                 owned[pos] = [(v.kind, v.tool_use_id, v.origin) for v in found]
+                self.owned_total += len(found)
                 for v in found:
                     self.owned_counts[(v.kind, v.tool_use_id)] += 1
         self.owned = owned
@@ -173,7 +176,9 @@ class InvariantTracker:
 
     @property
     def total(self) -> int:
-        return sum(self.owned_counts.values()) + sum(self.use_count[t] - 1 for t in self.duplicated)
+        if not self.duplicated:
+            return self.owned_total
+        return self.owned_total + sum(self.use_count[t] - 1 for t in self.duplicated)
 
     def violations(self) -> list[Violation]:
         out = [Violation(kind, pos, tid, origin) for pos in sorted(self.owned) for kind, tid, origin in self.owned[pos]]

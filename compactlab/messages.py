@@ -17,6 +17,7 @@ Message = dict[str, Any]
 
 #: tool_use input keys that name a file (used by the stub summarizer and retention)
 FILE_KEYS = ("path", "file_path", "notebook_path")
+FILE_KEY_SET = frozenset(FILE_KEYS)
 
 
 def block_type(block: Any) -> str | None:

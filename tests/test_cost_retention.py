@@ -80,6 +80,21 @@ def test_retention_counts_references_to_intact_results(tmp_path):
     assert keep.summary.retention == 1.0
 
 
+def test_a_reused_tool_id_forgets_its_earlier_file():
+    from compactlab.baseline import retention_refs
+    from compactlab.messages import make_entry
+    from compactlab.transcripts import Transcript
+
+    msgs = [user("go"),
+            asst(tu("x", "read_file", path="a.py")), results(tr("x", "A" * 50)),  # result at message 2
+            asst(tu("x", "bash", command="ls")), results(tr("x", "B" * 50)),  # id x again, no file
+            asst(tu("y", "read_file", path="a.py")), results(tr("y", "C" * 50)),  # refers to message 2
+            asst(tu("z", "read_file", path="a.py")), results(tr("z", "D")),  # refers to message 6
+            asst("done")]
+    t = Transcript(path="t.jsonl", format="anthropic", entries=[make_entry(m, i) for i, m in enumerate(msgs)])
+    assert retention_refs(t) == {2: [(2, 0)], 3: [(6, 0)]}  # calls are numbered from 0
+
+
 def test_no_references_means_retention_one(tmp_path):
     t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", tool_session(3))))
     s = replay(t, load_policy("s08")).summary

@@ -10,11 +10,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from ..messages import FILE_KEYS, files_in_input, text_of
+from ..messages import FILE_KEY_SET, files_in_input, text_of
 from .base import SummaryRequest, SummaryResult
 
-
-FILE_KEY_SET = frozenset(FILE_KEYS)
 
 
 def _clip(text: str, n: int) -> str:
