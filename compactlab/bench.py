@@ -151,6 +151,7 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
             Measure("--help", [*cl, "--help"]),
             Measure("replay -p s08", replay(n_file, "-p", "s08")),
             Measure("replay large window", replay(n_file, *LARGE_WINDOW)),
+            Measure("replay -p claude-code", replay(n_file, "-p", "claude-code")),
             Measure("replay -p s08, 2x calls", replay(n2_file, "-p", "s08")),
             Measure("replay -p none, 120 MB", replay(big_file, "-p", "none")),
             Measure("compare, 1 config", [*cl, "compare", str(n_file), "-p", "s08", "--jobs", str(jobs), "--dry-run",
@@ -184,6 +185,7 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
 
     ratio("replay -p s08 / floor", by["replay -p s08"].wall / floor, 3.5, "×")
     ratio("replay large window / floor", by["replay large window"].wall / floor, 4.0, "×")
+    ratio("replay -p claude-code / floor", by["replay -p claude-code"].wall / floor, 4.0, "×")
     if reference is not None:
         speedup = reference.wall / by["replay large window"].wall
         rows.append(("reference / large window (speed-up)", speedup, "× ≥ 5", speedup >= 5))
