@@ -81,7 +81,7 @@ def retention_refs(transcript: Transcript) -> dict[int, list[tuple[int, int]]]:
                                 if f in latest:
                                     found.append(latest[f])
                         else:
-                            files_of[b["id"]] = ()  # a reused id forgets its earlier files
+                            files_of[b["id"]] = []  # a reused id forgets its earlier files
                 if found:
                     refs[call] = found
             call += 1
