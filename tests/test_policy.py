@@ -117,3 +117,12 @@ def test_alias_and_key_together_is_an_error():
     assert load_policy("s08", ['micro.exclude_tools=["Read"]']).micro.preserve_tools == ["Read"]
     with pytest.raises(PolicyError, match="give preserve_tools or exclude_tools, not both"):
         load_policy("s08", ['micro.exclude_tools=["Read"]', 'micro.preserve_tools=["Bash"]'])
+
+
+def test_policies_cross_process_boundaries():
+    """compare sends policies to Dask workers: they pickle and compare equal on the other side."""
+    import pickle
+
+    for policy in (load_policy("s08"), load_policy("claude-code", ["micro.keep_recent=2"])):
+        again = pickle.loads(pickle.dumps(policy))
+        assert again == policy and again.fingerprint == policy.fingerprint
