@@ -10,7 +10,7 @@ The configs are standard-library dataclasses with their constraints in ``Annotat
 which pydantic reads when it validates (``extra = "forbid"``, types, bounds; the cross-field
 rules are in ``__post_init__``). Pydantic is imported only to validate what a user wrote: a
 built-in preset with no ``--set`` is trusted data (every preset is validated by the test suite)
-and is built directly, which keeps pydantic's import and schema building (~90 ms) off the
+and is built directly, which keeps pydantic's import and schema building (~55 ms) off the
 start of every replay.
 """
 

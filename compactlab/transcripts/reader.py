@@ -154,27 +154,22 @@ class LineReader:
         """(physical line number, object) of every non-blank line. The usual line, a JSON object
         needing no depth check, takes one orjson call; anything else goes through parse_object."""
         loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
-        f = open_checked(self.path)
-        try:
-            with _reading(self.path):
-                for lineno, raw in enumerate(f, 1):
-                    if raw.isspace():  # a blank line (no copy, unlike raw.strip())
-                        continue
-                    value = None
-                    if not check_depth:
-                        try:
-                            value = loads(raw)
-                        except JSONDecodeError:
-                            pass
-                    if type(value) is not dict:
-                        try:
-                            value = parse_object(raw, check_depth)
-                        except ValueError as exc:
-                            self.bad(lineno, str(exc))
-                            continue
-                    yield lineno, value
-        finally:
-            f.close()
+        for lineno, raw in iter_raw_lines(self.path):
+            if raw.isspace():  # a blank line (no copy, unlike raw.strip())
+                continue
+            value = None
+            if not check_depth:
+                try:
+                    value = loads(raw)
+                except JSONDecodeError:
+                    pass
+            if type(value) is not dict:
+                try:
+                    value = parse_object(raw, check_depth)
+                except ValueError as exc:
+                    self.bad(lineno, str(exc))
+                    continue
+            yield lineno, value
 
 
 def sniff_objects(path: str, limit: int = 64) -> list[dict]:
