@@ -16,6 +16,7 @@ start of every replay.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import tomllib
 from dataclasses import asdict, dataclass, field
@@ -306,18 +307,22 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
     return data
 
 
-def _normalise(data: dict) -> dict:
+def _normalise(data: dict, where: str) -> dict:
     """Keys given under an alias take their name (both given is an error)."""
     for (table, alias), key in ALIASES.items():
         section = data.get(table)
         if isinstance(section, dict) and alias in section:
             if key in section:
-                raise PolicyError(f"{table}: give {key} or {alias}, not both")
+                raise PolicyError(f"{where}: {table}: give {key} or {alias}, not both")
             data = {**data, table: {key if k == alias else k: v for k, v in section.items()}}
     return data
 
 
-_validator = None
+@functools.cache
+def _validator() -> Any:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(Policy)
 
 
 def build_policy(data: dict, where: str, trusted: bool = False) -> Policy:
@@ -326,16 +331,13 @@ def build_policy(data: dict, where: str, trusted: bool = False) -> Policy:
     Only the built-in presets are trusted: they are constructed directly (the cross-field checks
     in ``__post_init__`` still run), and the test suite proves that gives what validation gives.
     """
-    data = _normalise(data)
+    data = _normalise(data, where)
     if trusted:
         return Policy(**{k: SECTIONS[k](**v) if k in SECTIONS else v for k, v in data.items()})
-    global _validator
-    from pydantic import TypeAdapter, ValidationError
+    from pydantic import ValidationError
 
-    if _validator is None:
-        _validator = TypeAdapter(Policy)
     try:
-        return _validator.validate_python(data)
+        return _validator().validate_python(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "policy"
