@@ -20,6 +20,7 @@ _EXPORTS = {
     "UsageError": "errors",
     "Policy": "policy",
     "load_policy": "policy",
+    "build_policy": "policy",
     "preset_names": "policy",
     "Run": "records",
     "RunSummary": "records",

@@ -199,6 +199,9 @@ class Policy(Section):
     size: SizeConfig = SizeConfig()
 
     def __post_init__(self) -> None:
+        for key, kind in SECTIONS.items():
+            if not isinstance(getattr(self, key), kind):
+                raise TypeError(f"Policy({key}=...) takes a {kind.__name__}; build_policy() builds one from a dict")
         if len(set(self.order)) != len(self.order):
             raise ValueError("order lists a layer twice")
 

@@ -126,3 +126,10 @@ def test_policies_cross_process_boundaries():
     for policy in (load_policy("s08"), load_policy("claude-code", ["micro.keep_recent=2"])):
         again = pickle.loads(pickle.dumps(policy))
         assert again == policy and again.fingerprint == policy.fingerprint
+
+
+def test_a_policy_from_a_dict_goes_through_build_policy():
+    p = build_policy({"snip": {"max_messages": 30}, "order": ["snip", "micro"]}, "mine")
+    assert p.snip.max_messages == 30 and p.order == ["snip", "micro"] and p.budget == Policy().budget
+    with pytest.raises(TypeError, match=r"Policy\(snip=...\) takes a SnipConfig; build_policy\(\) builds one"):
+        Policy(snip={"max_messages": 30})
