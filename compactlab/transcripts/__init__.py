@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import gc
 from types import ModuleType
+from typing import Any
 
 from ..errors import InputError
 from . import anthropic_messages, claude_code, mini_swe_agent, openai_chat, swe_agent
 from .model import RecordedCompaction, Transcript, TranscriptBuilder
-from .reader import is_document, read_document, sniff_objects
+from .reader import is_document, read_document, read_head
 
 FORMATS: dict[str, ModuleType] = {
     m.NAME: m for m in (anthropic_messages, claude_code, openai_chat, mini_swe_agent, swe_agent)
@@ -27,14 +28,16 @@ __all__ = ["FORMATS", "RecordedCompaction", "Transcript", "TranscriptBuilder", "
 SESSION_GLOBS = ("*.jsonl", "*.jsonl.gz", "*.jsonl.zst", "*.json", "*.traj")
 
 
-def _detect(path: str) -> tuple[str, tuple | None]:
-    """(format name, the parsed document when the file is one JSON document)."""
+def _detect(path: str) -> tuple[str, dict[str, Any]]:
+    """(format name, what detection read for the loader: the parsed document of a JSON document
+    file, or the parsed head of a JSONL file)."""
+    read: dict[str, Any]
     if is_document(path):
-        document = read_document(path)
-        scores = {n: m.sniff_document(document[0]) for n, m in FORMATS.items() if hasattr(m, "sniff_document")}
+        read = {"document": read_document(path)}
+        scores = {n: m.sniff_document(read["document"][0]) for n, m in FORMATS.items() if hasattr(m, "sniff_document")}
     else:
-        document = None
-        objects = sniff_objects(path)
+        read = {"head": read_head(path)}
+        objects = read["head"].objects
         scores = {n: m.sniff(objects) for n, m in FORMATS.items() if hasattr(m, "sniff")}
     best = max(scores, key=lambda n: scores[n])
     if scores[best] <= 0:
@@ -42,7 +45,7 @@ def _detect(path: str) -> tuple[str, tuple | None]:
             f"{path}: not a transcript in any known format ({', '.join(FORMATS)})",
             hint="use --input-format NAME to force one",
         )
-    return best, document
+    return best, read
 
 
 def detect_format(path: str) -> str:
@@ -52,9 +55,8 @@ def detect_format(path: str) -> str:
 def load_transcript(path: str, input_format: str | None = None, **options: object) -> Transcript:
     """Load a transcript file, detecting its format from its content unless ``input_format`` names one."""
     if input_format is None:
-        name, document = _detect(path)
-        if document is not None:
-            options["document"] = document
+        name, read = _detect(path)
+        options.update(read)
     else:
         name = input_format
     if name not in FORMATS:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..messages import Entry, build_entry
 from .model import RecordedCompaction, Transcript, TranscriptBuilder
-from .reader import LineReader, _depth_exceeds
+from .reader import Head, LineReader, _depth_exceeds
 from .writer import COMPACTION_KEY
 
 NAME = "anthropic"
@@ -25,9 +25,9 @@ def sniff(objects: list[dict]) -> float:
     return hits / len(objects)
 
 
-def load(path: str, *, skip_bad_lines: bool = False, **_: object) -> Transcript:
+def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, **_: object) -> Transcript:
     builder = TranscriptBuilder(path, NAME)
-    reader = LineReader(path, skip_bad_lines=skip_bad_lines)
+    reader = LineReader(path, skip_bad_lines=skip_bad_lines, head=head)
     for lineno, obj in reader.objects(check_depth=False):
         role = obj.get("role")
         if role == "system" or (role is None and "system" in obj):

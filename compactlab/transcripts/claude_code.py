@@ -26,7 +26,7 @@ from typing import Any
 
 from ..messages import block_type, make_entry
 from .model import RecordedCompaction, Transcript, TranscriptBuilder
-from .reader import LineReader, message_problem
+from .reader import Head, LineReader, message_problem
 
 NAME = "claude-code"
 DESCRIPTION = "Claude Code session logs (~/.claude/projects/<project>/<session>.jsonl) and subagent files"
@@ -69,8 +69,8 @@ def _usage(raw: Any) -> dict[str, int] | None:
     return {k: int(raw.get(k) or 0) for k in USAGE_KEYS}
 
 
-def load(path: str, *, skip_bad_lines: bool = False, **_: object) -> Transcript:
-    reader = LineReader(path, skip_bad_lines=skip_bad_lines)
+def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, **_: object) -> Transcript:
+    reader = LineReader(path, skip_bad_lines=skip_bad_lines, head=head)
     builder = TranscriptBuilder(path, NAME)
     # the sequence in API order: ("assistant", group) | ("user", message) | ("compaction", line)
     seq: list[tuple[str, Any]] = []

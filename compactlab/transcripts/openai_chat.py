@@ -22,7 +22,7 @@ import orjson
 
 from ..errors import InputError
 from .model import Transcript, TranscriptBuilder
-from .reader import LineReader, is_document, read_document
+from .reader import Head, LineReader, is_document, read_document
 
 NAME = "openai"
 DESCRIPTION = "OpenAI-style chat messages with tool_calls and role: tool (JSONL, or a JSON list)"
@@ -201,7 +201,7 @@ def document_bad(path: str, skip: bool, counter: list[int]) -> Callable[[Any, st
 
 
 def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] | None = None,
-         **_: object) -> Transcript:
+         head: Head | None = None, **_: object) -> Transcript:
     builder = TranscriptBuilder(path, NAME)
     if document is None and is_document(path):
         document = read_document(path)
@@ -213,6 +213,6 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
         skipped = [0]
         convert(enumerate(msgs), builder, document_bad(path, skip_bad_lines, skipped))
         return builder.build(skipped_lines=skipped[0], content_hash=sha)
-    reader = LineReader(path, skip_bad_lines=skip_bad_lines)
+    reader = LineReader(path, skip_bad_lines=skip_bad_lines, head=head)
     convert(reader.objects(), builder, reader.bad)
     return builder.build(skipped_lines=reader.skipped)

@@ -56,6 +56,44 @@ def test_bad_line_names_file_and_line(tmp_path, bad, reason):
     assert t.skipped_lines == 1 and len(t.entries) == 4
 
 
+@pytest.mark.parametrize("bad_at", [3, 64, 65, 90])  # in what detection read, at its edge, after it
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_lines_detection_read_are_reused_exactly(tmp_path, bad_at, suffix):
+    import gzip
+
+    talk = [user("go"), asst("ok")] * 50
+    bad = b'{"role": "user", "content": 5}'
+    data = lines(*talk[: bad_at - 1], b"", bad, *talk[bad_at - 1:])  # a blank line before it too
+    path = write_raw(tmp_path, gzip.compress(data) if suffix else data, "t.jsonl" + suffix)
+    with pytest.raises(BadLineError) as exc:
+        load_transcript(path)
+    assert exc.value.line == bad_at + 1
+    t = load_transcript(path, skip_bad_lines=True)
+    assert t.skipped_lines == 1 and t.messages == talk
+
+
+def test_each_line_is_parsed_once(tmp_path, monkeypatch):
+    from compactlab.transcripts import reader
+
+    real = reader.orjson
+    parsed: list[bytes] = []
+
+    class Counting:
+        JSONDecodeError = real.JSONDecodeError
+        dumps = staticmethod(real.dumps)
+
+        @staticmethod
+        def loads(raw):
+            parsed.append(raw)
+            return real.loads(raw)
+
+    monkeypatch.setattr(reader, "orjson", Counting)
+    talk = [user("go"), asst("ok")] * 60  # longer than the 64 lines detection reads
+    load_transcript(str(write_jsonl(tmp_path / "t.jsonl", talk)))
+    lines_parsed = [raw for raw in parsed if isinstance(raw, bytes)]  # (is_document peeks at line 1 as text)
+    assert len(lines_parsed) == len(talk) == len(set(lines_parsed)) * 60  # each line once (2 distinct ones)
+
+
 def test_u2028_inside_a_string_is_not_a_line_break(tmp_path):
     msg = user("before\u2028after\u2029end\x85")
     path = write_raw(tmp_path, lines(msg, GOOD[1], GOOD[2]))
