@@ -62,10 +62,11 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path):
     assert r.exit_code == 0, r.output
     for figure in ("replay -p s08 / floor", "replay large window / floor", "replay -p claude-code / floor",
                    "reference / large window",
-                   "2x calls / 1x calls", "peak memory", "compare 12 configs / 1 config", "startup (--version)"):
+                   "2x calls / 1x calls", "peak memory", "compare 12 configs / 1 config", "startup (--version)",
+                   "folder of sessions / its floor"):
         assert figure in r.stdout
     doc = json.loads(out.read_text())
-    assert len(doc["figures"]) == 9 and doc["commands"]["floor"]["wall"] > 0
+    assert len(doc["figures"]) == 10 and doc["commands"]["floor"]["wall"] > 0
 
 
 def test_the_reference_agrees_on_what_it_measures(tmp_path):
