@@ -71,6 +71,7 @@ class OutputDir:
         self.root = Path(root) if root is not None else None
         self.dry_run = dry_run or root is None
         self._owner: dict[str, tuple[str, str]] = {}  # lower-cased name -> (tool id, content digest)
+        self._resolved_root: Path | None = None
 
     def prepare(self) -> None:
         """Create the folder, or explain in one line why it cannot be used."""
@@ -93,7 +94,9 @@ class OutputDir:
 
     def inside(self, relative: str) -> Path:
         assert self.root is not None
-        root = self.root.resolve()
+        if self._resolved_root is None:
+            self._resolved_root = self.root.resolve()
+        root = self._resolved_root
         target = (root / relative).resolve()
         if target != root and root not in target.parents:
             raise UsageError(f"refusing to write outside the output folder: {relative!r}")

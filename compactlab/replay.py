@@ -20,7 +20,7 @@ from .cost import ModelPrices, load_prices
 from .invariants import InvariantTracker, classify
 from .layers import CHEAP, NOTHING, LayerStats, RunEnv, manual, reactive, summary
 from .outputs import OutputDir
-from .policy import Policy
+from .policy import Policy, fingerprint_of
 from .records import Run, RunSummary, TurnRecord
 from .sizing import TokenEstimator, list_chars
 from .summarizers import StubSummarizer, Summarizer
@@ -218,11 +218,12 @@ def replay(
                          if p in transcript.usage) if transcript.usage else None)
     raw_total = sum(r.raw_tokens for r in records)
     total = sum(r.tokens for r in records)
+    resolved = policy.resolved()
     summary_record = RunSummary(
         transcript=transcript.path,
         format=transcript.format,
         policy=policy.name,
-        fingerprint=policy.fingerprint,
+        fingerprint=fingerprint_of(resolved),
         calls=len(records),
         raw_tokens_total=raw_total,
         tokens_total=total,
@@ -260,7 +261,7 @@ def replay(
     return Run(
         summary=summary_record,
         calls=records,
-        policy=policy.resolved(),
+        policy=resolved,
         failed_summaries=env.failed_summaries,
         out_dir=None if out.dry_run or out.root is None else str(out.root),
     )

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -96,6 +97,7 @@ def test_trusted_presets_build_what_validation_builds(name):
     trusted, validated = build_policy(data, name, trusted=True), build_policy(data, name)
     assert trusted == validated
     assert orjson.dumps(trusted.resolved()) == orjson.dumps(validated.resolved())  # 4 == 4.0, but not in JSON
+    assert trusted.resolved() == dataclasses.asdict(trusted)
 
 
 def test_user_policies_are_validated(tmp_path):
