@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 
 import pytest
 
@@ -80,3 +81,14 @@ def test_the_reference_agrees_on_what_it_measures(tmp_path):
         path = str(SAMPLES / sample)
         run = replay(load_transcript(path), load_policy("s08", sets))
         assert naive_replay(path) == run.summary.tokens_total
+
+
+def test_the_phase_timer_reports_each_phase():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parent.parent / "scripts" / "phases.py"
+    out = subprocess.run([sys.executable, str(script), str(SMALL), "s08", "summary.trigger=20000", "--rounds", "1"],
+                         capture_output=True, text=True, check=True).stdout
+    assert re.fullmatch(r"load \d+ ms  baseline \d+ ms  replay \d+ ms \(best of 1\)\n", out)
