@@ -173,20 +173,17 @@ class LineReader:
     def objects(self, check_depth: bool = True) -> Iterator[tuple[int, dict]]:
         """(physical line number, object) of every non-blank line. The usual line, a JSON object
         needing no depth check, takes one orjson call; anything else goes through parse_object."""
-        lines = iter_raw_lines(self.path)
+        offset, first = 0, 1
         head = self.head
         if head is not None and head.offset is not None:
             for lineno, raw, value in head.lines:
-                if value is None:  # not an object with the depth check: as the caller checks
-                    try:
-                        value = parse_object(raw, check_depth)
-                    except ValueError as exc:
-                        self.bad(lineno, str(exc))
-                        continue
+                # None: not an object with detection's depth check; parse as the caller checks
+                if value is None and (value := self._parse(lineno, raw, check_depth)) is None:
+                    continue
                 yield lineno, value
-            lines = iter_raw_lines(self.path, head.offset, head.end + 1)
+            offset, first = head.offset, head.end + 1
         loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
-        for lineno, raw in lines:
+        for lineno, raw in iter_raw_lines(self.path, offset, first):
             if raw.isspace():  # a blank line (no copy, unlike raw.strip())
                 continue
             value = None
@@ -195,13 +192,17 @@ class LineReader:
                     value = loads(raw)
                 except JSONDecodeError:
                     pass
-            if type(value) is not dict:
-                try:
-                    value = parse_object(raw, check_depth)
-                except ValueError as exc:
-                    self.bad(lineno, str(exc))
-                    continue
+            if type(value) is not dict and (value := self._parse(lineno, raw, check_depth)) is None:
+                continue
             yield lineno, value
+
+    def _parse(self, lineno: int, raw: bytes, check_depth: bool) -> dict | None:
+        """The object on a line, or None once the bad-line policy has dealt with it."""
+        try:
+            return parse_object(raw, check_depth)
+        except ValueError as exc:
+            self.bad(lineno, str(exc))
+            return None
 
 
 def read_head(path: str, limit: int = 64) -> Head:
