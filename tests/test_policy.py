@@ -135,3 +135,16 @@ def test_a_policy_from_a_dict_goes_through_build_policy():
     assert p.snip.max_messages == 30 and p.order == ["snip", "micro"] and p.budget == Policy().budget
     with pytest.raises(TypeError, match=r"Policy\(snip=...\) takes a SnipConfig; build_policy\(\) builds one"):
         Policy(snip={"max_messages": 30})
+
+
+def test_every_key_is_documented():
+    from compactlab.policy import SECTIONS
+
+    seen = 0
+    for kind in [Policy, *SECTIONS.values()]:
+        for f in dataclasses.fields(kind):
+            if f.name in SECTIONS or f.name in ("name", "description"):
+                continue  # a table, or the policy's own label
+            assert f.metadata.get("doc"), f"{kind.__name__}.{f.name} has no doc"
+            seen += 1
+    assert seen > 40
