@@ -30,7 +30,6 @@ from .errors import PolicyError
 CHEAP_LAYERS = ("budget", "snip", "micro")
 
 
-
 class Bound:
     """A bound pydantic applies when it validates, e.g. ``Bound(ge=1)``: the constraints of its
     core schema (``ge``, ``gt``, ``min_length``), through pydantic's documented hook. What
