@@ -40,6 +40,44 @@ def test_replay_default_table_and_default_out_folder(cli, tmp_path, monkeypatch)
     assert (tmp_path / "reports" / "synth-small-s08" / "summary.json").is_file()
 
 
+def test_piped_tables_are_plain_aligned_text_and_need_no_rich(tmp_path):
+    """Into a pipe a table is one line a row: a long path is never wrapped or folded (grep finds
+    it whole), columns line up, and rich is not even imported."""
+    import subprocess
+    import sys
+
+    deep = tmp_path / ("a-rather-long-folder-name-" * 4) / "session.jsonl"
+    deep.parent.mkdir(parents=True)
+    deep.write_bytes(SMALL.read_bytes())
+    code = ("import sys; from compactlab.cli import main\n"
+            "try: main(sys.argv[1:])\n"
+            "except SystemExit: pass\n"
+            "print('rich imported' if any(m.startswith('rich') for m in sys.modules) else 'no rich')")
+    out = subprocess.run([sys.executable, "-c", code, "replay", str(deep), "--dry-run"],
+                         capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    assert lines[0] == f"{deep} × s08 ({lines[0].rsplit('(', 1)[1]}"  # the title, whole, on one line
+    assert lines[-1] == "no rich"
+    rows = [line for line in lines[1:] if line.startswith(("calls ", "reduction ", "retention "))]
+    assert len(rows) == 3 and len({len(r) for r in rows}) == 1  # values right-aligned in one column
+    assert not any(c in out for c in "│┃─━")
+
+
+def test_table_plain_layout():
+    from compactlab.reports.terminal import Table
+
+    t = Table(title="2 runs")
+    t.add_column("policy")
+    t.add_column("saving", justify="right")
+    t.add_row("s08", "+33.2%")
+    t.add_row("observation-masking", "-1.0%", style="red")
+    assert t.plain() == ("2 runs\n"
+                         "policy               saving\n"
+                         "-------------------  ------\n"
+                         "s08                  +33.2%\n"
+                         "observation-masking   -1.0%\n")
+
+
 def test_the_by_design_manual_orphan_is_explained(cli):
     out = cli("replay", SAMPLES / "manual-compact.jsonl", "--dry-run").stdout
     assert "introduced orphan_tool_result at call 7" in out and "orphaned by design" in out

@@ -8,7 +8,7 @@ from xml.etree import ElementTree as ET
 import orjson
 
 from ..check import CheckResult
-from .terminal import console as terminal_console
+from .terminal import Printer, Table
 
 
 def details(r: CheckResult) -> str:
@@ -20,11 +20,8 @@ def details(r: CheckResult) -> str:
 
 
 def write_table(results: list[CheckResult], out: TextIO) -> None:
-    from rich.table import Table
-
-    console = terminal_console(out)
     bad = sum(not r.ok for r in results)
-    table = Table(title=f"compactlab check: {len(results) - bad} passed, {bad} failed", title_justify="left")
+    table = Table(title=f"compactlab check: {len(results) - bad} passed, {bad} failed")
     table.add_column("transcript", overflow="fold")
     table.add_column("policy")
     table.add_column("result")
@@ -32,7 +29,7 @@ def write_table(results: list[CheckResult], out: TextIO) -> None:
     for r in results:
         label = "PASS" if r.ok and r.status == "pass" else r.status.upper()
         table.add_row(r.transcript, r.policy, label, details(r), style=None if r.ok else "red")
-    console.print(table)
+    Printer(out).table(table)
 
 
 def write_json(results: list[CheckResult], out: TextIO) -> None:

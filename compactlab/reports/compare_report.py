@@ -1,5 +1,5 @@
 """compare's reports: a pandas DataFrame (one row per transcript x policy x swept values) and its
-writers: rich table, results.csv, results.json, report.md and a self-contained report.html with
+writers: the stdout table, results.csv, results.json, report.md and a self-contained report.html with
 the charts (SVG inline, PNG files beside it)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import orjson
 
 from ..outputs import OutputDir, safe_stem
 from ..records import NUMERIC_SUMMARY_KEYS
-from .terminal import console as terminal_console
+from .terminal import Printer, Table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -62,10 +62,8 @@ def costs_more(df: "pd.DataFrame") -> "pd.DataFrame":
 
 
 def write_table(df: "pd.DataFrame", sweep_keys: list[str], out: TextIO) -> None:
-    from rich.table import Table
-
-    console = terminal_console(out)
-    table = Table(title=f"{len(df)} runs", title_justify="left")
+    printer = Printer(out)
+    table = Table(title=f"{len(df)} runs")
     table.add_column("transcript", overflow="fold", min_width=12)
     table.add_column("policy", overflow="fold", min_width=14)
     for col in ("reduction", "cost raw → policy", "saving", "retention", "summ.", "overfl.", "intro."):
@@ -78,11 +76,11 @@ def write_table(df: "pd.DataFrame", sweep_keys: list[str], out: TextIO) -> None:
             f"{r['retention']:.2f}", str(r["summaries"]), str(r["overflows"]), str(r["violations_introduced"]),
             style="red" if more or r["violations_introduced"] else None,
         )
-    console.print(table)
+    printer.table(table)
     dear = costs_more(df)
     if len(dear):
-        console.print(f"{len(dear)} run(s) cost more than no compaction: they keep rewriting the cached prefix, so "
-                      "their prompts are billed as cache writes instead of cache reads (see report.md).", style="red")
+        printer.text(f"{len(dear)} run(s) cost more than no compaction: they keep rewriting the cached prefix, so "
+                     "their prompts are billed as cache writes instead of cache reads (see report.md).", style="red")
 
 
 def _explain(row: "pd.Series", sweep_keys: list[str]) -> str:

@@ -9,7 +9,7 @@ from typing import Any, TextIO
 import orjson
 
 from .sparkline import sparkline
-from .terminal import console as terminal_console
+from .terminal import Printer, Table
 
 
 def write_json(info: dict[str, Any], out: TextIO) -> None:
@@ -58,38 +58,36 @@ def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def write_table(info: dict[str, Any], out: TextIO) -> None:
-    from rich.table import Table
-
-    console = terminal_console(out)
-    head = Table(title=info["transcript"], show_header=False, title_justify="left")
+    printer = Printer(out)
+    head = Table(title=info["transcript"], show_header=False)
     head.add_column(style="bold")
     head.add_column(justify="right", overflow="fold")
     for k, v in _head_rows(info):
         head.add_row(k, v)
-    console.print(head)
-    console.print("raw context tokens per call:")
-    console.print(sparkline(info["raw_tokens_per_call"]), soft_wrap=True)
+    printer.table(head)
+    printer.text("raw context tokens per call:")
+    printer.text(sparkline(info["raw_tokens_per_call"]))
     if info.get("recorded_calls"):
-        console.print("recorded prompt tokens per call:")
-        console.print(sparkline([c["recorded_prompt_tokens"] for c in info["recorded_calls"]]), soft_wrap=True)
-    tools = Table(title="tools", title_justify="left")
+        printer.text("recorded prompt tokens per call:")
+        printer.text(sparkline([c["recorded_prompt_tokens"] for c in info["recorded_calls"]]))
+    tools = Table(title="tools")
     for col in ("tool", "calls", "result chars", "largest"):
         tools.add_column(col, justify="left" if col == "tool" else "right")
     for name, t in info["tools"].items():
         tools.add_row(name, f"{t['count']:,}", f"{t['total_chars']:,}", f"{t['max_chars']:,}")
-    console.print(tools)
+    printer.table(tools)
     if info["largest_results"]:
-        big = Table(title="largest tool results", title_justify="left")
+        big = Table(title="largest tool results")
         for col in ("tool id", "tool", "chars", "message"):
             big.add_column(col, justify="right" if col in ("chars", "message") else "left")
         for r in info["largest_results"]:
             big.add_row(r["tool_use_id"], r["tool"], f"{r['chars']:,}", str(r["message_index"]))
-        console.print(big)
+        printer.table(big)
     for v in info["violations"][:20]:
-        console.print(f"recorded {v['kind']} at call {v['call']}, message {v['message_index']}"
-                      + (f", tool id {v['tool_use_id']}" if v["tool_use_id"] else ""), soft_wrap=True)
+        printer.text(f"recorded {v['kind']} at call {v['call']}, message {v['message_index']}"
+                     + (f", tool id {v['tool_use_id']}" if v["tool_use_id"] else ""))
     for w in info["warnings"]:
-        console.print(f"warning: {w}", soft_wrap=True)
+        printer.text(f"warning: {w}")
 
 
 def write_md(info: dict[str, Any], out: TextIO) -> None:
@@ -109,16 +107,14 @@ def sessions_json(rows: list[dict[str, Any]], out: TextIO) -> None:
 
 
 def sessions_table(rows: list[dict[str, Any]], out: TextIO) -> None:
-    from rich.table import Table
-
     folder = os.path.dirname(rows[0]["transcript"]) if rows else ""
-    table = Table(title=f"{len(rows)} sessions in {folder}", title_justify="left")
+    table = Table(title=f"{len(rows)} sessions in {folder}")
     for col in ("session", "format", "MB", "calls", "tools", "rec. tokens", "compact."):
         table.add_column(col, justify="left" if col in ("session", "format") else "right", overflow="fold")
     for r in rows:
         table.add_row(os.path.basename(r["transcript"]), r["format"], f"{r['bytes'] / 1e6:.2f}", f"{r['calls']:,}",
                       f"{r['tool_calls']:,}", f"{r['recorded_tokens']:,}", str(r["compactions"]))
-    terminal_console(out).print(table)
+    Printer(out).table(table)
 
 
 def sessions_md(rows: list[dict[str, Any]], out: TextIO) -> None:

@@ -8,7 +8,7 @@ import orjson
 
 
 from ..policy import Policy
-from .terminal import console as terminal_console
+from .terminal import Printer, Table
 
 
 def _toml_value(v: Any) -> str:
@@ -46,12 +46,10 @@ def write_policy_list(policies: list[Policy], fmt: str, out: TextIO) -> None:
         doc = [{"name": p.name, "fingerprint": p.fingerprint, "description": p.description} for p in policies]
         out.write(orjson.dumps(doc).decode("utf-8") + "\n")
         return
-    from rich.table import Table
-
-    table = Table(title="policies", title_justify="left")
+    table = Table(title="policies")
     table.add_column("name", style="bold", no_wrap=True)
     table.add_column("fingerprint", no_wrap=True)
     table.add_column("description")
     for p in policies:
         table.add_row(p.name, p.fingerprint, p.description)
-    terminal_console(out).print(table)
+    Printer(out).table(table)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ..policy import Policy
 from ..records import TURN_COLUMNS, Run, TurnRecord, turn_values
 from .sparkline import sparkline
-from .terminal import console as terminal_console
+from .terminal import Printer, Table
 
 
 def _pct(x: float) -> str:
@@ -56,34 +56,31 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
 
 
 def write_table(run: Run, out: TextIO) -> None:
-    from rich.table import Table
-
     s = run.summary
-    console = terminal_console(out)
-    table = Table(title=f"{s.transcript} × {s.policy} ({s.fingerprint})", show_header=False, title_justify="left")
+    printer = Printer(out)
+    table = Table(title=f"{s.transcript} × {s.policy} ({s.fingerprint})", show_header=False)
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right", overflow="fold")
     for k, v in summary_rows(run):
         style = "red" if k.startswith("violations introduced") and s.violations_introduced else None
         table.add_row(k, v, style=style)
-    console.print(table)
+    printer.table(table)
     tokens = [c.tokens for c in run.calls]
-    console.print(f"context tokens per call, peak {max(tokens, default=0):,}:")
-    console.print(sparkline(tokens), soft_wrap=True)
+    printer.text(f"context tokens per call, peak {max(tokens, default=0):,}:")
+    printer.text(sparkline(tokens))
     introduced = [v for v in s.violations if v["introduced"]]
     for v in introduced[:10]:
-        console.print(f"introduced {v['kind']} at call {v['call']}, message {v['message_index']}"
-                      + (f", tool id {v['tool_use_id']}" if v["tool_use_id"] else ""), style="red", soft_wrap=True)
+        printer.text(f"introduced {v['kind']} at call {v['call']}, message {v['message_index']}"
+                     + (f", tool id {v['tool_use_id']}" if v["tool_use_id"] else ""), style="red")
     if len(introduced) > 10:
-        console.print(f"… and {len(introduced) - 10} more introduced violations (see summary.json)")
+        printer.text(f"… and {len(introduced) - 10} more introduced violations (see summary.json)")
     manual_calls = {c.call for c in run.calls if c.manual}
     if run.policy.get("manual", {}).get("mode") == "before_results" and any(
             v["kind"] == "orphan_tool_result" and v["call"] in manual_calls for v in introduced):
-        console.print("(the manual compaction of seed 000 summarises before the tool results are appended, so the "
-                      "compact call's result is orphaned by design; --set manual.mode=after_results avoids it)",
-                      soft_wrap=True)
+        printer.text("(the manual compaction of seed 000 summarises before the tool results are appended, so the "
+                     "compact call's result is orphaned by design; --set manual.mode=after_results avoids it)")
     if run.out_dir:
-        console.print(f"report files: {run.out_dir}/", soft_wrap=True)
+        printer.text(f"report files: {run.out_dir}/")
 
 
 def write_json(run: Run, out: TextIO) -> None:

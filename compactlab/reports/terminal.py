@@ -1,19 +1,80 @@
-"""The rich console every terminal writer uses (rich is imported only when a table is drawn)."""
+"""What every stdout table writer prints through.
+
+On a terminal, rich draws boxed, coloured tables that fit the window. Into a pipe or a file (CI
+logs, ``| grep``, ``> out.txt``) the same tables come out as plain aligned text: one line a row,
+nothing wrapped or folded, so a long path stays whole and every row can be grepped; and rich,
+a fifth of a small replay's run time to import, is not imported at all.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TextIO
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
-#: width when stdout is a file or a pipe (CI logs, `> out.txt`): wide enough for the tables
-PIPE_WIDTH = 120
+from typing import Any, TextIO
 
 
-def console(out: TextIO) -> "Console":
-    from rich.console import Console
+class Table:
+    """A table as the writers describe it; :class:`Printer` renders it. Column options are rich's
+    (``justify``, ``style``, ``overflow``, ``min_width``, ``no_wrap``); plain text uses ``justify``."""
 
-    tty = hasattr(out, "isatty") and out.isatty()
-    # markup off: transcript text, paths and tool ids must print as they are
-    return Console(file=out, highlight=False, markup=False, width=None if tty else PIPE_WIDTH)
+    def __init__(self, title: str = "", show_header: bool = True) -> None:
+        self.title = title
+        self.show_header = show_header
+        self.columns: list[tuple[str, dict[str, Any]]] = []
+        self.rows: list[tuple[tuple[str, ...], str | None]] = []
+
+    def add_column(self, header: str = "", **options: Any) -> None:
+        self.columns.append((header, options))
+
+    def add_row(self, *cells: str, style: str | None = None) -> None:
+        self.rows.append((cells, style))
+
+    def plain(self) -> str:
+        """Aligned columns two spaces apart, a rule under the header, no trailing spaces."""
+        grid = [tuple(h for h, _ in self.columns)] if self.show_header else []
+        grid += [cells for cells, _ in self.rows]
+        widths = [max((len(row[i]) for row in grid), default=0) for i in range(len(self.columns))]
+        right = [opts.get("justify") == "right" for _, opts in self.columns]
+
+        def line(cells: tuple[str, ...]) -> str:
+            return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
+
+        lines = [self.title] if self.title else []
+        if self.show_header:
+            lines += [line(grid[0]), line(tuple("-" * w for w in widths))]
+        lines += [line(cells) for cells, _ in self.rows]
+        return "\n".join(lines) + "\n"
+
+    def rich(self) -> Any:
+        from rich.table import Table as RichTable
+
+        table = RichTable(title=self.title or None, show_header=self.show_header, title_justify="left")
+        for header, options in self.columns:
+            table.add_column(header, **options)
+        for cells, style in self.rows:
+            table.add_row(*cells, style=style)
+        return table
+
+
+class Printer:
+    """Prints tables and lines of text to ``out``: with rich on a terminal, plainly elsewhere."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._console: Any = None
+        if hasattr(out, "isatty") and out.isatty():
+            from rich.console import Console
+
+            # markup off: transcript text, paths and tool ids must print as they are
+            self._console = Console(file=out, highlight=False, markup=False)
+
+    def table(self, table: Table) -> None:
+        if self._console is None:
+            self.out.write(table.plain())
+        else:
+            self._console.print(table.rich())
+
+    def text(self, line: str, style: str | None = None) -> None:
+        """One line of text; a terminal shows it in ``style`` and wraps it at word boundaries."""
+        if self._console is None:
+            self.out.write(line + "\n")
+        else:
+            self._console.print(line, style=style, soft_wrap=True)
