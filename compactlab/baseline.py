@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from .invariants import InvariantTracker, Violation
-from .messages import FILE_KEY_SET, files_in_input
+from .messages import FILE_KEY_SET, Entry, files_in_input
 from .sizing import list_chars
 from .transcripts.model import Transcript
 
@@ -23,75 +24,100 @@ class RawBaseline:
     violation_counts: dict[int, Counter] = field(default_factory=dict)
     #: each raw violation once, at the first call whose context contains it
     first_seen: list[tuple[int, Violation]] = field(default_factory=list)
-    #: per call: the earlier tool results its tool calls refer to, as (message origin, block index)
-    refs: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    #: per call: the earlier tool results its tool calls refer to, as (message origin, block index,
+    #: the block itself: a context still holding that very object holds the result intact)
+    refs: dict[int, list[Ref]] = field(default_factory=dict)
 
     def counts_at(self, call: int) -> Counter:
         return self.violation_counts.get(call, _EMPTY)
 
 
+Ref = tuple[int, int, Any]
 _EMPTY: Counter = Counter()
 
 
-def compute_baseline(transcript: Transcript) -> RawBaseline:
-    base = RawBaseline()
-    tracker = InvariantTracker()
-    seen: set[tuple[str, str | None, int]] = set()
-    entries = transcript.entries
-    chars_sum = 0
-    done = 0
-    raw: list = []  # the raw context: it only grows
-    for call, pos in enumerate(transcript.call_positions):
-        for e in entries[done:pos]:
-            chars_sum += e.chars
-        raw.extend(entries[done:pos])
-        tracker.update(raw, done)
-        done = pos
+class BaselineBuilder:
+    """Builds a RawBaseline from the messages in order, as a replay reads them.
+
+    ``add`` takes every message; at an assistant message (a call) the row of that call is
+    recorded first, from the messages before it. With ``keep=False`` (a replay that streams its
+    transcript) no message is held once it can no longer matter, and ``first_seen``, which needs
+    the violations' positions and so every message, is left empty.
+    """
+
+    def __init__(self, keep: bool = True) -> None:
+        self.base = RawBaseline()
+        self.keep = keep
+        self._tracker = InvariantTracker()
+        self._seen: set[tuple[str, str | None, int]] = set()
+        self._raw: list = []  # the raw context: it only grows
+        self._done = 0  # messages the tracker has seen
+        self._freed = 0  # messages before this one are no longer held (keep=False)
+        self._chars = 0
+        self._latest: dict[str, tuple[int, int, Any]] = {}  # file -> its latest tool result
+        self._files_of: dict[str, list[str]] = {}  # tool_use id -> the files its input names
+
+    def add(self, entry: Entry) -> None:
+        pos = len(self._raw)
+        if entry.role == "assistant":
+            self._call(entry)
+        elif entry.results and self._files_of:
+            for f in entry.results:
+                names = self._files_of.get(f.tool_use_id)
+                if names:
+                    for name in names:
+                        self._latest[name] = (pos, f.block, entry.message["content"][f.block])
+        self._raw.append(entry)
+        self._chars += entry.chars
+
+    def _call(self, entry: Entry) -> None:
+        base, tracker, raw = self.base, self._tracker, self._raw
+        call, pos = len(base.messages), len(raw)
+        tracker.update(raw, self._done)
+        if not self.keep:  # the next update checks from the message before this call's on
+            for k in range(self._freed, pos - 2):
+                raw[k] = tracker.entries[k] = None
+            self._freed = max(self._freed, pos - 2)
+        self._done = pos
         base.messages.append(pos)
-        base.chars.append(list_chars(chars_sum, pos))
+        base.chars.append(list_chars(self._chars, pos))
         if tracker.total:
             base.violation_counts[call] = Counter(tracker.counts())
-            for v in tracker.violations():
-                k = (v.kind, v.tool_use_id, v.origin)
-                if k not in seen:
-                    seen.add(k)
-                    base.first_seen.append((call, v))
-    base.refs = retention_refs(transcript)
-    return base
+            if self.keep:
+                for v in tracker.violations():
+                    k = (v.kind, v.tool_use_id, v.origin)
+                    if k not in self._seen:
+                        self._seen.add(k)
+                        base.first_seen.append((call, v))
+        if entry.tool_use_ids:  # retention (SPEC §7): what the call's tool inputs refer to
+            found = []
+            for b in entry.message["content"]:
+                if type(b) is dict and b.get("type") == "tool_use":
+                    inp = b.get("input")
+                    if type(inp) is dict and not FILE_KEY_SET.isdisjoint(inp):
+                        files = self._files_of[b["id"]] = files_in_input(inp)
+                        for f in files:
+                            if f in self._latest:
+                                found.append(self._latest[f])
+                    else:
+                        self._files_of[b["id"]] = []  # a reused id forgets its earlier files
+            if found:
+                base.refs[call] = found
 
 
-def retention_refs(transcript: Transcript) -> dict[int, list[tuple[int, int]]]:
+def compute_baseline(transcript: Transcript) -> RawBaseline:
+    builder = BaselineBuilder()
+    entries = transcript.entries
+    for e in entries[: transcript.call_positions[-1] + 1] if transcript.call_positions else ():
+        builder.add(e)
+    return builder.base
+
+
+def retention_refs(transcript: Transcript) -> dict[int, list[Ref]]:
     """For every call, the latest earlier tool result for each file its tool calls name (SPEC §7
     retention): a tool_use whose input names a file (path, file_path, notebook_path) refers to
     the result of the last earlier tool call on that file."""
-    latest: dict[str, tuple[int, int]] = {}
-    files_of: dict[str, list[str]] = {}
-    refs: dict[int, list[tuple[int, int]]] = {}
-    call = 0
-    for pos, e in enumerate(transcript.entries):
-        if e.role == "assistant":
-            if e.tool_use_ids:
-                found = []
-                for b in e.message["content"]:
-                    if type(b) is dict and b.get("type") == "tool_use":
-                        inp = b.get("input")
-                        if type(inp) is dict and not FILE_KEY_SET.isdisjoint(inp):
-                            files = files_of[b["id"]] = files_in_input(inp)
-                            for f in files:
-                                if f in latest:
-                                    found.append(latest[f])
-                        else:
-                            files_of[b["id"]] = []  # a reused id forgets its earlier files
-                if found:
-                    refs[call] = found
-            call += 1
-        elif e.results and files_of:
-            for f in e.results:
-                names = files_of.get(f.tool_use_id)
-                if names:
-                    for name in names:
-                        latest[name] = (pos, f.block)
-    return refs
+    return compute_baseline(transcript).refs
 
 
 def baseline_for(transcript: Transcript) -> RawBaseline:

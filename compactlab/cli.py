@@ -99,18 +99,27 @@ def cost_options(f: Callable) -> Callable:
 
 
 def _prices_for(transcripts: list, price_model: str | None, prices_file: str | None) -> list:
-    """Prices per transcript; an unknown model is a warning even with --quiet (it changes every cost)."""
+    """Prices per transcript: a model's, or for a stream the table, looked up when the stream has
+    told its model (``_price_warning`` then)."""
     from .cost import load_prices
+    from .transcripts import TranscriptStream
 
     table = load_prices(prices_file)
     out = []
     for t in transcripts:
-        p = table.lookup(price_model or t.model)
-        if not p.known:
-            click.echo(f"warning: no prices for model {p.model!r}: priced as {table.default_model} "
-                       f"(table read {table.read}); use --price-model or --prices", err=True)
-        out.append(p)
+        if price_model is None and isinstance(t, TranscriptStream):
+            out.append(table)
+            continue
+        out.append(_price_warning(table, table.lookup(price_model or t.model)))
     return out
+
+
+def _price_warning(table: Any, prices: Any) -> Any:
+    """An unknown model is a warning even with --quiet (it changes every cost)."""
+    if not prices.known:
+        click.echo(f"warning: no prices for model {prices.model!r}: priced as {table.default_model} "
+                   f"(table read {table.read}); use --price-model or --prices", err=True)
+    return prices
 
 
 def _estimators_for(transcripts: list, calibrate: bool, quiet: bool) -> list:
@@ -153,26 +162,46 @@ def main() -> None:
     """
 
 
-def _load_all(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: bool, quiet: bool) -> list:
-    from .transcripts import expand_inputs, load_transcript
+def _load_all(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: bool, quiet: bool,
+              stream: bool = False) -> list:
+    """The transcripts named (folders expanded). ``stream``: a single file whose format allows it
+    is opened as a stream, read while it is replayed (its warnings come after the run)."""
+    from .transcripts import TranscriptStream, expand_inputs, load_transcript, open_transcript
 
+    files = expand_inputs(paths)
+    if stream and len(files) == 1:
+        t = open_transcript(files[0], input_format, skip_bad_lines=skip_bad_lines)
+        if not isinstance(t, TranscriptStream):
+            _warn_loaded(t, quiet)
+        return [t]
     loaded = []
-    # The loaded transcripts live until the process ends: keep the cyclic collector (and, after a
-    # fork, its copy-on-write page touching) off them. Frozen before the collector is back on:
-    # otherwise its first pass traverses every object just loaded (~20 ms on 55 MB).
-    gc.disable()
-    try:
-        for path in expand_inputs(paths):
+    with _collector_off():
+        for path in files:
             t = load_transcript(path, input_format, skip_bad_lines=skip_bad_lines)
-            if t.skipped_lines:
-                _status(quiet, f"warning: {path}: skipped {t.skipped_lines} bad line(s)")
-            for w in t.warnings:
-                _status(quiet, f"warning: {path}: {w}")
+            _warn_loaded(t, quiet)
             loaded.append(t)
-    finally:
+    return loaded
+
+
+class _collector_off:
+    """The cyclic garbage collector off while transcripts are read: they make millions of objects
+    and no cycles, and live until the process ends. What is alive is frozen before the collector
+    is back on (and, after a fork, never touched by it): otherwise its first pass would traverse
+    every object just read (~20 ms on 55 MB)."""
+
+    def __enter__(self) -> None:
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
         gc.freeze()
         gc.enable()
-    return loaded
+
+
+def _warn_loaded(t: Any, quiet: bool) -> None:
+    if t.skipped_lines:
+        _status(quiet, f"warning: {t.path}: skipped {t.skipped_lines} bad line(s)")
+    for w in t.warnings:
+        _status(quiet, f"warning: {t.path}: {w}")
 
 
 @main.command()
@@ -203,6 +232,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
            calibrate: bool, chart: bool, price_model: str | None, prices_file: str | None, skip_bad_lines: bool,
            input_format: str | None, quiet: bool) -> None:
     """Replay each TRANSCRIPT (a file, or a folder of sessions) call by call through a policy."""
+    from .cost import ModelPrices
     from .outputs import OutputDir, safe_stem
     from .policy import load_policy
     from .replay import replay as run_replay
@@ -211,7 +241,9 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
 
     policy = load_policy(policy_ref, overrides)
     live = _live(summarizer, tokens, model, cache_dir, no_cache, summary_prompt)
-    loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
+    # one file: read while it is replayed, unless a fit or exact counts need it whole first
+    stream = not calibrate and tokens != "anthropic"
+    loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet, stream=stream)
     prices = _prices_for(loaded, price_model, prices_file)
     estimators = _estimators_for(loaded, calibrate, quiet)
     runs = []
@@ -228,9 +260,13 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
         else:
             folder = out_dir if len(loaded) == 1 else os.path.join(out_dir, name)
         counter = build_counter(live, t.system) if tokens == "anthropic" else None
-        run = run_replay(t, policy, out_dir=folder, dry_run=dry_run, write_transcripts=write_transcripts,
-                         keep_recorded_compactions=keep_recorded_compactions, estimator=estimator, prices=price,
-                         summarizer=build_summarizer(summarizer, live), counter=counter)
+        with _collector_off():  # a stream is read during the run
+            run = run_replay(t, policy, out_dir=folder, dry_run=dry_run, write_transcripts=write_transcripts,
+                             keep_recorded_compactions=keep_recorded_compactions, estimator=estimator, prices=price,
+                             summarizer=build_summarizer(summarizer, live), counter=counter)
+        if not isinstance(price, ModelPrices):  # a stream: its model is known now
+            _price_warning(price, price.lookup(t.model))
+            _warn_loaded(t, quiet)
         if run.failed_summaries:
             _status(quiet, f"warning: {t.path}: {len(run.failed_summaries)} summar(y/ies) failed, at call(s) "
                            + ", ".join(str(f["call"]) for f in run.failed_summaries[:10]) + f": {run.failed_summaries[0]['error']}")

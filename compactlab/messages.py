@@ -86,6 +86,14 @@ def files_in_input(tool_input: Any) -> list[str]:
     return [v for k in FILE_KEYS if isinstance(v := tool_input.get(k), str) and v]
 
 
+def add_tool_names(names: dict[str, str], entry: "Entry") -> None:
+    """Record the tool name of every tool_use of an assistant message (tool_use id -> name)."""
+    if entry.tool_use_ids:
+        for b in entry.message["content"]:
+            if type(b) is dict and b.get("type") == "tool_use":
+                names[b["id"]] = b.get("name", "")
+
+
 class ResultFact(NamedTuple):
     """One tool_result block of a user message."""
 

@@ -72,6 +72,28 @@ class OutputDir:
         self.dry_run = dry_run or root is None
         self._owner: dict[str, tuple[str, str]] = {}  # lower-cased name -> (tool id, content digest)
         self._resolved_root: Path | None = None
+        self._created: list[Path] = []  # folders and files this run made where nothing was
+
+    def _new_folders(self, folder: Path) -> None:
+        """Create ``folder`` and its missing parents, remembering those it made."""
+        missing = []
+        while not folder.is_dir():
+            missing.append(folder)
+            folder = folder.parent
+        for f in reversed(missing):
+            f.mkdir(exist_ok=True)
+            self._created.append(f)
+
+    def rollback(self) -> None:
+        """Remove what this run wrote where nothing was before: a run that fails part-way (a bad
+        line deep in a streamed transcript, an interrupt) leaves the folder as it found it, but
+        for files it replaced."""
+        for path in reversed(self._created):
+            try:
+                path.rmdir() if path.is_dir() else path.unlink()
+            except OSError:
+                pass  # a folder someone else wrote into meanwhile stays
+        self._created.clear()
 
     def prepare(self) -> None:
         """Create the folder, or explain in one line why it cannot be used."""
@@ -80,7 +102,7 @@ class OutputDir:
         if self.root.exists() and not self.root.is_dir():
             raise UsageError(f"--out {self.root}: exists and is not a folder")
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            self._new_folders(self.root)
         except OSError as exc:
             raise UsageError(f"--out {self.root}: cannot create folder: {exc.strerror or exc}") from None
         if not os.access(self.root, os.W_OK | os.X_OK):
@@ -127,7 +149,12 @@ class OutputDir:
         if self.dry_run:
             return
         try:
-            atomic_write_bytes(self.inside(relative), data)
+            target = self.inside(relative)
+            self._new_folders(target.parent)
+            fresh = not target.exists()
+            atomic_write_bytes(target, data)
+            if fresh:
+                self._created.append(target)
         except OSError as exc:
             raise UsageError(f"{self.root}: cannot write {relative}: {exc.strerror or exc}") from None
 

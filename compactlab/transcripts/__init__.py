@@ -2,7 +2,8 @@
 
 Every format module exposes ``NAME``, ``DESCRIPTION``, ``load(path, **options) -> Transcript`` and
 one or both of ``sniff(objects) -> float`` (how well the first parsed lines of a JSONL file fit,
-0..1) and ``sniff_document(doc) -> float`` (how well a whole-file JSON document fits).
+0..1) and ``sniff_document(doc) -> float`` (how well a whole-file JSON document fits). A format
+whose lines are its messages, one each, also has ``stream(path, **options) -> TranscriptStream``.
 ``FORMATS`` is the one registry: CLI choices and detection come from it. Detection reads the
 content, never the file name.
 """
@@ -15,15 +16,15 @@ from typing import Any
 
 from ..errors import InputError
 from . import anthropic_messages, claude_code, mini_swe_agent, openai_chat, swe_agent
-from .model import RecordedCompaction, Transcript, TranscriptBuilder
+from .model import RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream
 from .reader import is_document, read_document, read_head
 
 FORMATS: dict[str, ModuleType] = {
     m.NAME: m for m in (anthropic_messages, claude_code, openai_chat, mini_swe_agent, swe_agent)
 }
 
-__all__ = ["FORMATS", "RecordedCompaction", "Transcript", "TranscriptBuilder", "detect_format", "expand_inputs",
-           "load_transcript"]
+__all__ = ["FORMATS", "RecordedCompaction", "Transcript", "TranscriptBuilder", "TranscriptStream", "detect_format",
+           "expand_inputs", "load_transcript", "open_transcript"]
 
 SESSION_GLOBS = ("*.jsonl", "*.jsonl.gz", "*.jsonl.zst", "*.json", "*.traj")
 
@@ -52,8 +53,8 @@ def detect_format(path: str) -> str:
     return _detect(path)[0]
 
 
-def load_transcript(path: str, input_format: str | None = None, **options: object) -> Transcript:
-    """Load a transcript file, detecting its format from its content unless ``input_format`` names one."""
+def _format(path: str, input_format: str | None, options: dict[str, object]) -> ModuleType:
+    """The format module for a file; what detection read goes into ``options`` for its loader."""
     if input_format is None:
         name, read = _detect(path)
         options.update(read)
@@ -61,12 +62,29 @@ def load_transcript(path: str, input_format: str | None = None, **options: objec
         name = input_format
     if name not in FORMATS:
         raise InputError(f"unknown input format {name!r} (known: {', '.join(FORMATS)})")
+    return FORMATS[name]
+
+
+def open_transcript(path: str, input_format: str | None = None, **options: object) -> Transcript | TranscriptStream:
+    """A transcript for one replay: streamed when its format reads a message a line, else loaded."""
+    fmt = _format(path, input_format, options)
+    if hasattr(fmt, "stream"):
+        return fmt.stream(path, **options)
+    return _load(fmt, path, options)
+
+
+def load_transcript(path: str, input_format: str | None = None, **options: object) -> Transcript:
+    """Load a transcript file, detecting its format from its content unless ``input_format`` names one."""
+    return _load(_format(path, input_format, options), path, options)
+
+
+def _load(fmt: ModuleType, path: str, options: dict[str, object]) -> Transcript:
     # Loading makes millions of objects and no garbage cycles: the cyclic collector would only
     # traverse them again and again (a third of the load time on big files).
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        transcript = FORMATS[name].load(path, **options)
+        transcript = fmt.load(path, **options)
     finally:
         if was_enabled:
             gc.enable()

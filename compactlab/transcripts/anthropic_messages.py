@@ -4,8 +4,10 @@ writes). API response objects (``{"type": "message", "role": "assistant", ...}``
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from ..messages import Entry, build_entry
-from .model import RecordedCompaction, Transcript, TranscriptBuilder
+from .model import RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream
 from .reader import Head, LineReader, _depth_exceeds
 from .writer import COMPACTION_KEY
 
@@ -27,7 +29,20 @@ def sniff(objects: list[dict]) -> float:
 
 def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, **_: object) -> Transcript:
     builder = TranscriptBuilder(path, NAME)
-    reader = LineReader(path, skip_bad_lines=skip_bad_lines, head=head)
+    for _entry in _read(builder, skip_bad_lines, head):
+        pass
+    return builder.build(skipped_lines=builder.skipped_lines)
+
+
+def stream(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, **_: object) -> TranscriptStream:
+    """The transcript as it is read: one line, one message, handed on and not kept."""
+    builder = TranscriptBuilder(path, NAME, keep=False)
+    return TranscriptStream(builder, _read(builder, skip_bad_lines, head))
+
+
+def _read(builder: TranscriptBuilder, skip_bad_lines: bool, head: Head | None) -> Iterator[Entry]:
+    """Add every message of the file to ``builder``, yielding each as it is added."""
+    reader = LineReader(builder.path, skip_bad_lines=skip_bad_lines, head=head)
     for lineno, obj in reader.objects(check_depth=False):
         role = obj.get("role")
         if role == "system" or (role is None and "system" in obj):
@@ -43,7 +58,7 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
                 reader.bad(lineno, summary)
                 continue
             meta = obj[COMPACTION_KEY]
-            builder.compactions.append(RecordedCompaction(position=len(builder.entries), summary=summary,
+            builder.compactions.append(RecordedCompaction(position=builder.count, summary=summary,
                                                           trigger=meta.get("trigger"), pre_tokens=meta.get("pre_tokens")))
             continue
         usage = None
@@ -57,12 +72,13 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
             usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
             if isinstance(obj.get("model"), str):
                 builder.model = obj["model"]
-        entry = build_entry(message, len(builder.entries), check=True)
+        entry = build_entry(message, builder.count, check=True)
         if not isinstance(entry, Entry):
             reader.bad(lineno, entry)
             continue
         builder.add_entry(entry, usage=_usage(usage) if usage and role == "assistant" else None)
-    return builder.build(skipped_lines=reader.skipped)
+        yield entry
+    builder.skipped_lines = reader.skipped
 
 
 def _usage(usage: dict) -> dict[str, int]:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from ..messages import Entry, Message, make_entry
+from ..errors import InputError
+from ..messages import Entry, Message, add_tool_names, make_entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,29 +69,62 @@ class Transcript:
         """tool_use id -> tool name, over the whole recording (policy-independent)."""
         names: dict[str, str] = {}
         for e in self.entries:
-            if e.tool_use_ids:
-                for b in e.message["content"]:
-                    if isinstance(b, dict) and b.get("type") == "tool_use":
-                        names[b["id"]] = b.get("name", "")
+            add_tool_names(names, e)
         return names
 
     @property
     def name(self) -> str:
-        from pathlib import Path
+        return transcript_name(self.path)
 
-        p = Path(self.path)
-        for suffix in (".gz", ".zst"):
-            if p.name.endswith(suffix):
-                p = p.with_name(p.name[: -len(suffix)])
-        return p.name.split(".")[0] if p.name else "transcript"
+
+def transcript_name(path: str) -> str:
+    """The file name without folder, compression suffix and extensions (names output folders)."""
+    name = os.path.basename(path.rstrip("/"))
+    for suffix in (".gz", ".zst"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return name.split(".")[0] if name else "transcript"
+
+
+class TranscriptStream:
+    """A transcript read while it is replayed (SPEC §10: stream a single replay): ``entries()``
+    gives its messages one at a time and nothing keeps them, so memory holds only the working
+    context. The metadata (model, usage, compactions, skipped lines, warnings) fills in as the
+    messages are read and is complete once they are exhausted; ``entries()`` can be walked once.
+    """
+
+    def __init__(self, builder: "TranscriptBuilder", messages: Iterator[Entry]) -> None:
+        self._builder = builder
+        self._messages: Iterator[Entry] | None = messages
+
+    def entries(self) -> Iterator[Entry]:
+        if self._messages is None:
+            raise RuntimeError(f"{self.path}: a streamed transcript can be read only once")
+        messages, self._messages = self._messages, None
+        yield from messages
+        if not self._builder.count:
+            raise InputError(f"{self.path}: no messages in this transcript")
+
+    path = property(lambda self: self._builder.path)
+    format = property(lambda self: self._builder.format)
+    model = property(lambda self: self._builder.model)
+    system = property(lambda self: self._builder.system)
+    usage = property(lambda self: self._builder.usage)
+    compactions = property(lambda self: self._builder.compactions)
+    warnings = property(lambda self: self._builder.warnings)
+    skipped_lines = property(lambda self: self._builder.skipped_lines)
+    name = property(lambda self: transcript_name(self._builder.path))
 
 
 class TranscriptBuilder:
     """Collects messages in order and turns them into a Transcript."""
 
-    def __init__(self, path: str, fmt: str) -> None:
+    def __init__(self, path: str, fmt: str, keep: bool = True) -> None:
         self.path = path
         self.format = fmt
+        self.keep = keep  # False: a stream's messages are counted, not kept
+        self.count = 0  # messages added: the position of the next one
+        self.skipped_lines = 0
         self.entries: list[Entry] = []
         self.usage: dict[int, dict[str, int]] = {}
         self.compactions: list[RecordedCompaction] = []
@@ -100,11 +136,13 @@ class TranscriptBuilder:
         self.session_id: str | None = None
 
     def add(self, message: Message, usage: dict | None = None) -> int:
-        return self.add_entry(make_entry(message, len(self.entries)), usage)
+        return self.add_entry(make_entry(message, self.count), usage)
 
     def add_entry(self, entry: Entry, usage: dict | None = None) -> int:
-        pos = len(self.entries)
-        self.entries.append(entry)
+        pos = self.count
+        self.count += 1
+        if self.keep:
+            self.entries.append(entry)
         if usage:
             self.usage[pos] = usage
         return pos

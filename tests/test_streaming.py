@@ -1,0 +1,144 @@
+"""A single replay streams its transcript (SPEC §10): the same run as a loaded one, with only the
+working context in memory, and a failure part-way leaves no files behind."""
+
+from __future__ import annotations
+
+import gc
+import json
+
+import orjson
+import pytest
+
+from compactlab.errors import BadLineError, InputError
+from compactlab.messages import Entry
+from compactlab.policy import load_policy
+from compactlab.replay import READ_BATCH, replay
+from compactlab.summarizers import StubSummarizer
+from compactlab.transcripts import Transcript, TranscriptStream, load_transcript, open_transcript
+from compactlab.transcripts.writer import COMPACTION_KEY
+from helpers import SAMPLES, asst, results, tool_session, tr, tu, user, write_jsonl
+
+
+def _same(a, b) -> None:
+    sa, sb = orjson.loads(orjson.dumps(a.summary)), orjson.loads(orjson.dumps(b.summary))
+    sa.pop("runtime_s"), sb.pop("runtime_s")
+    assert sa == sb
+    assert orjson.dumps(a.calls) == orjson.dumps(b.calls)
+    assert a.failed_summaries == b.failed_summaries
+
+
+@pytest.mark.parametrize("preset", ["none", "s06", "s08", "s20", "claude-code", "observation-masking"])
+@pytest.mark.parametrize("sample", ["synth-medium", "manual-compact", "huge-batch", "parallel-batch"])
+def test_a_streamed_replay_is_the_loaded_replay(sample, preset, tmp_path):
+    path = str(SAMPLES / f"{sample}.jsonl")
+    stream = open_transcript(path)
+    assert isinstance(stream, TranscriptStream)
+    streamed = replay(stream, load_policy(preset), out_dir=tmp_path / "s")
+    loaded = replay(load_transcript(path), load_policy(preset), out_dir=tmp_path / "l")
+    _same(streamed, loaded)
+    files = sorted(p.relative_to(tmp_path / "s").as_posix() for p in (tmp_path / "s").rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(tmp_path / "l").as_posix() for p in (tmp_path / "l").rglob("*") if p.is_file())
+    with pytest.raises(RuntimeError, match="only once"):
+        next(iter(stream.entries()))
+
+
+def test_recorded_compactions_restart_a_streamed_replay_too(tmp_path):
+    """Compaction lines (as `convert` writes them) land between messages: the restart happens at
+    the same message whether the stream read them in the current batch or an earlier one."""
+    msgs = tool_session(READ_BATCH)  # the assistant message of call k is message 1 + 2k
+    lines = []
+    for i, m in enumerate(msgs):
+        if i in (101, 102 + READ_BATCH, 401):  # before calls 50 and 200, and before the results of call 178
+            lines.append({"role": "user", "content": f"summary before {i}", COMPACTION_KEY: {"trigger": "auto"}})
+        lines.append(m)
+    path = write_jsonl(tmp_path / "c.jsonl", lines)
+    loaded = load_transcript(str(path))
+    assert [c.position for c in loaded.compactions] == [101, 102 + READ_BATCH, 401]
+    for keep in (True, False):
+        a = replay(open_transcript(str(path)), load_policy("none"), keep_recorded_compactions=keep)
+        _same(a, replay(loaded, load_policy("none"), keep_recorded_compactions=keep))
+    assert min(c.messages for c in a.calls[60:]) > 100  # without: no restart
+    kept = replay(open_transcript(str(path)), load_policy("none"), keep_recorded_compactions=True)
+    assert [kept.calls[k].messages for k in (49, 50, 51, 179, 200)] == [99, 1, 3, 2, 1]
+
+
+class _Census(StubSummarizer):
+    """A stub that counts the messages alive whenever it is asked for a summary."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.alive: list[int] = []
+
+    def summarize(self, request):
+        self.alive.append(sum(1 for o in gc.get_objects() if type(o) is Entry))
+        return super().summarize(request)
+
+
+def test_a_streamed_replay_holds_only_its_context(tmp_path):
+    path = str(write_jsonl(tmp_path / "long.jsonl", tool_session(2000, size=300)))
+    census = _Census()
+    run = replay(open_transcript(path), load_policy("s08", ["summary.trigger=3000"]), summarizer=census)
+    assert run.summary.calls == 2000 and len(census.alive) > 20
+    # the context (at most 50 messages), the batch read ahead, the baseline's last few
+    assert max(census.alive) < 60 + READ_BATCH + 10
+    loaded = load_transcript(path)
+    census = _Census()
+    replay(loaded, load_policy("s08", ["summary.trigger=3000"]), summarizer=census)
+    assert min(census.alive) > 4000  # a loaded transcript holds every message
+
+
+def test_a_bad_line_late_in_a_stream_fails_the_run_and_removes_its_files(tmp_path):
+    msgs = tool_session(40, size=40_000)  # every result is persisted by s08's budget layer
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(m) + b"\n" for m in msgs) + b'{"role": "user", "content": [\n')
+    with pytest.raises(BadLineError) as loading:
+        load_transcript(str(path))
+    out = tmp_path / "out"
+    (out / "tool-results").mkdir(parents=True)
+    (out / "tool-results" / "mine.txt").write_text("a file that was there before")
+    with pytest.raises(BadLineError) as streaming:
+        replay(open_transcript(str(path)), load_policy("s08", ["budget.max_chars=10000"]), out_dir=out)
+    assert str(streaming.value) == str(loading.value)
+    left = sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
+    assert left == ["tool-results", "tool-results/mine.txt"]
+
+
+def test_a_failed_run_into_a_new_folder_leaves_no_folder(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(m) + b"\n" for m in tool_session(5, size=40_000)) + b"[1]\n")
+    with pytest.raises(BadLineError, match="not a JSON object"):
+        replay(open_transcript(str(path)), load_policy("s08", ["budget.max_chars=10000"]), out_dir=tmp_path / "a" / "b")
+    assert list(tmp_path.iterdir()) == [path]
+
+
+def test_a_stream_with_no_messages_is_the_same_error(tmp_path):
+    path = write_jsonl(tmp_path / "sys.jsonl", [{"role": "system", "content": "only a system prompt"}])
+    with pytest.raises(InputError) as loading:
+        load_transcript(str(path))
+    with pytest.raises(InputError) as streaming:
+        replay(open_transcript(str(path)), load_policy("s08"))
+    assert str(streaming.value) == str(loading.value) and "no messages" in str(loading.value)
+
+
+def test_formats_that_regroup_lines_are_loaded():
+    from helpers import SHARED
+
+    sessions = sorted((SHARED / "transcripts" / "claude_code").rglob("*.jsonl")) if SHARED.is_dir() else []
+    if not sessions:
+        pytest.skip("../shared/transcripts is absent")
+    assert isinstance(open_transcript(str(sessions[0])), Transcript)
+
+
+def test_the_cli_streams_one_file_and_prices_it_once_read(cli, tmp_path):
+    msgs = [user("go"), {"type": "message", "role": "assistant", "model": "my-local-llama",
+                         "content": [tu("a", "bash", command="ls")], "usage": {"input_tokens": 10}},
+            results(tr("a", "x" * 300)), asst("done")]
+    path = write_jsonl(tmp_path / "t.jsonl", msgs)
+    r = cli("replay", path, "--format", "json", "--dry-run")
+    assert r.exit_code == 0
+    assert r.stderr.count("no prices for model 'my-local-llama': priced as claude-sonnet-4-5") == 1
+    doc = json.loads(r.stdout)
+    assert doc["summary"]["calls"] == 2 and doc["summary"]["price_model"] == "my-local-llama"
+    priced = json.loads(cli("replay", path, "--format", "json", "--dry-run", "--price-model", "claude-haiku-4-5").stdout)
+    assert priced["summary"]["price_model"] == "claude-haiku-4-5"
+    assert priced["summary"]["cost_usd"] < doc["summary"]["cost_usd"]
