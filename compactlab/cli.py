@@ -123,10 +123,10 @@ def _price_warning(table: Any, prices: Any) -> Any:
 
 
 def _estimators_for(transcripts: list, calibrate: bool, quiet: bool) -> list:
-    from .calibration import calibrate as fit_calibration
-
     if not calibrate:
         return [None] * len(transcripts)
+    from .calibration import calibrate as fit_calibration
+
     out = []
     for t in transcripts:
         cal = fit_calibration(t)

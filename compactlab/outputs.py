@@ -64,6 +64,16 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether the file already holds exactly ``data`` (a run repeated into the same folder):
+    then it is left as it is, mtime included. Comparing is a read from the page cache; replacing
+    costs a rename, which some file systems make flush the new file first."""
+    try:
+        return path.stat().st_size == len(data) and path.read_bytes() == data
+    except OSError:
+        return False
+
+
 class OutputDir:
     """Where a run writes. ``dry_run`` computes every name but writes nothing."""
 
@@ -152,6 +162,8 @@ class OutputDir:
             target = self.inside(relative)
             self._new_folders(target.parent)
             fresh = not target.exists()
+            if not fresh and _holds(target, data):
+                return
             atomic_write_bytes(target, data)
             if fresh:
                 self._created.append(target)
@@ -169,6 +181,8 @@ class OutputDir:
         try:
             for relative, data in files.items():
                 target = self.inside(relative)
+                if _holds(target, data):
+                    continue
                 target.parent.mkdir(parents=True, exist_ok=True)
                 fd, tmp = mkstemp(target.parent, f".{target.name}.", ".tmp")
                 staged.append((tmp, target))
