@@ -185,3 +185,29 @@ def test_out_that_is_a_file(cli, tmp_path):
 def test_bad_usage_is_exit_2(cli):
     assert cli("replay", SMALL, "--format", "xml").exit_code == 2
     assert cli("replay").exit_code == 2
+
+
+def test_a_terminal_gets_rich_boxes_unless_the_table_cannot_fit(monkeypatch):
+    """rich squeezes a table wider than the terminal until whole columns vanish (compare's table
+    on 80 columns lost its transcript and policy): such a table is printed plain instead."""
+    from compactlab.reports.terminal import Printer, Table
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setenv("COLUMNS", "80")
+    narrow, wide = Table(title="narrow"), Table(title="wide")
+    narrow.add_column("policy", overflow="fold")
+    narrow.add_column("saving", justify="right", no_wrap=True)
+    narrow.add_row("observation-masking", "+1.0%")
+    wide.add_column("transcript", overflow="fold", min_width=12)
+    for col in ("reduction", "cost raw → policy", "saving", "retention", "summaries", "overflows", "introduced"):
+        wide.add_column(col, justify="right", no_wrap=True)
+    wide.add_row("session.jsonl", "81.4%", "$0.28 → $0.18", "+34.4%", "0.20", "0", "0", "0")
+    out = Terminal()
+    Printer(out).table(narrow)
+    assert "observation-masking" in out.getvalue() and "│" in out.getvalue()
+    out = Terminal()
+    Printer(out).table(wide)
+    assert out.getvalue() == wide.plain() and "session.jsonl" in out.getvalue()

@@ -27,11 +27,22 @@ class Table:
     def add_row(self, *cells: str, style: str | None = None) -> None:
         self.rows.append((cells, style))
 
-    def plain(self) -> str:
-        """Aligned columns two spaces apart, a rule under the header, no trailing spaces."""
+    def _widths(self) -> list[int]:
         grid = [tuple(h for h, _ in self.columns)] if self.show_header else []
         grid += [cells for cells, _ in self.rows]
-        widths = [max((len(row[i]) for row in grid), default=0) for i in range(len(self.columns))]
+        return [max((len(row[i]) for row in grid), default=0) for i in range(len(self.columns))]
+
+    def narrowest_boxed(self) -> int:
+        """The least width rich can draw this table in: unwrappable columns whole, the others
+        folded down to their ``min_width`` (else 8), plus borders and padding."""
+        widths = [w if opts.get("no_wrap") else min(w, opts.get("min_width") or 8)
+                  for w, (_, opts) in zip(self._widths(), self.columns)]
+        return sum(widths) + 3 * len(widths) + 1
+
+    def plain(self) -> str:
+        """Aligned columns two spaces apart, a rule under the header, no trailing spaces."""
+        widths = self._widths()
+        grid = [tuple(h for h, _ in self.columns)] if self.show_header else []
         right = [opts.get("justify") == "right" for _, opts in self.columns]
 
         def line(cells: tuple[str, ...]) -> str:
@@ -67,7 +78,9 @@ class Printer:
             self._console = Console(file=out, highlight=False, markup=False)
 
     def table(self, table: Table) -> None:
-        if self._console is None:
+        # a table that cannot fit the terminal even at its narrowest would be squeezed by rich
+        # until whole columns vanish: printed plain instead, each row whole
+        if self._console is None or table.narrowest_boxed() > self._console.width:
             self.out.write(table.plain())
         else:
             self._console.print(table.rich())
