@@ -162,25 +162,35 @@ def main() -> None:
     """
 
 
-def _load_all(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: bool, quiet: bool,
-              stream: bool = False) -> list:
-    """The transcripts named (folders expanded). ``stream``: a single file whose format allows it
-    is opened as a stream, read while it is replayed (its warnings come after the run)."""
-    from .transcripts import TranscriptStream, expand_inputs, load_transcript, open_transcript
+def _load_all(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: bool, quiet: bool) -> list:
+    from .transcripts import expand_inputs, load_transcript
 
-    files = expand_inputs(paths)
-    if stream and len(files) == 1:
-        t = open_transcript(files[0], input_format, skip_bad_lines=skip_bad_lines)
-        if not isinstance(t, TranscriptStream):
-            _warn_loaded(t, quiet)
-        return [t]
     loaded = []
     with _collector_off():
-        for path in files:
+        for path in expand_inputs(paths):
             t = load_transcript(path, input_format, skip_bad_lines=skip_bad_lines)
             _warn_loaded(t, quiet)
             loaded.append(t)
     return loaded
+
+
+def _open(path: str, input_format: str | None, skip_bad_lines: bool, quiet: bool, stream: bool) -> Any:
+    """One transcript for one replay: a stream, read while it is replayed (its warnings come
+    after the run), where its format and ``stream`` allow; else loaded."""
+    from .transcripts import TranscriptStream, load_transcript, open_transcript
+
+    with _collector_off():
+        t = (open_transcript if stream else load_transcript)(path, input_format, skip_bad_lines=skip_bad_lines)
+    if not isinstance(t, TranscriptStream):
+        _warn_loaded(t, quiet)
+    return t
+
+
+def _warn_loaded(t: Any, quiet: bool) -> None:
+    if t.skipped_lines:
+        _status(quiet, f"warning: {t.path}: skipped {t.skipped_lines} bad line(s)")
+    for w in t.warnings:
+        _status(quiet, f"warning: {t.path}: {w}")
 
 
 class _collector_off:
@@ -238,17 +248,20 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
     from .replay import replay as run_replay
     from .reports import write_chart, write_files, write_runs
     from .summarizers import build_counter, build_summarizer
+    from .transcripts import expand_inputs
 
     policy = load_policy(policy_ref, overrides)
     live = _live(summarizer, tokens, model, cache_dir, no_cache, summary_prompt)
-    # one file: read while it is replayed, unless a fit or exact counts need it whole first
+    # Each file in turn, read while it is replayed unless a fit or exact counts need it whole
+    # first: months of sessions never sit in memory together.
     stream = not calibrate and tokens != "anthropic"
-    loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet, stream=stream)
-    prices = _prices_for(loaded, price_model, prices_file)
-    estimators = _estimators_for(loaded, calibrate, quiet)
+    files = expand_inputs(transcripts)
     runs = []
     used: set[str] = set()
-    for t, price, estimator in zip(loaded, prices, estimators):
+    for path in files:
+        t = _open(path, input_format, skip_bad_lines, quiet, stream)
+        price = _prices_for([t], price_model, prices_file)[0]
+        estimator = _estimators_for([t], calibrate, quiet)[0]
         name = f"{safe_stem(t.name)}-{safe_stem(policy.name)}"
         n = 1
         while (f"{name}-{n}" if n > 1 else name) in used:
@@ -258,7 +271,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
         if out_dir is None:
             folder = os.path.join("reports", name)
         else:
-            folder = out_dir if len(loaded) == 1 else os.path.join(out_dir, name)
+            folder = out_dir if len(files) == 1 else os.path.join(out_dir, name)
         counter = build_counter(live, t.system) if tokens == "anthropic" else None
         with _collector_off():  # a stream is read during the run
             run = run_replay(t, policy, out_dir=folder, dry_run=dry_run, write_transcripts=write_transcripts,
@@ -274,6 +287,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
         if chart:
             write_chart(run, policy, OutputDir(folder, dry_run))
         runs.append(run)
+        del t
     write_runs(runs, fmt, sys.stdout)
     if fmt != "table":
         for run in runs:

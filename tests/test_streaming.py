@@ -142,3 +142,25 @@ def test_the_cli_streams_one_file_and_prices_it_once_read(cli, tmp_path):
     priced = json.loads(cli("replay", path, "--format", "json", "--dry-run", "--price-model", "claude-haiku-4-5").stdout)
     assert priced["summary"]["price_model"] == "claude-haiku-4-5"
     assert priced["summary"]["cost_usd"] < doc["summary"]["cost_usd"]
+
+
+def test_a_folder_is_replayed_a_file_at_a_time(cli, tmp_path):
+    """Sessions are read, replayed and let go one after another: each gets the report it gets
+    alone, and a bad file fails the command naming its line after the reports of those before."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    for i in range(3):
+        write_jsonl(folder / f"s{i}.jsonl", tool_session(5 + i, prefix=f"f{i}-"))
+    r = cli("replay", folder, "--format", "json", "--out", tmp_path / "all", "-q")
+    assert r.exit_code == 0, r.stderr
+    runs = json.loads(r.stdout)["runs"]
+    alone = json.loads(cli("replay", folder / "s1.jsonl", "--format", "json", "--dry-run").stdout)
+    for run in (runs[1], alone):
+        run["summary"].pop("runtime_s")
+    assert runs[1] == alone and [run["summary"]["calls"] for run in runs] == [5, 6, 7]
+    assert sorted(p.name for p in (tmp_path / "all").iterdir()) == ["s0-s08", "s1-s08", "s2-s08"]
+    with (folder / "s1.jsonl").open("ab") as f:
+        f.write(b"not json\n")
+    r = cli("replay", folder, "--out", tmp_path / "again", "-q")
+    assert r.exit_code == 2 and f"{folder / 's1.jsonl'}:14: invalid JSON" in r.stderr  # 13 messages, then this
+    assert sorted(p.name for p in (tmp_path / "again").iterdir()) == ["s0-s08"]
