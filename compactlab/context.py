@@ -19,11 +19,19 @@ from .sizing import list_chars
 
 
 class Context:
-    __slots__ = ("entries", "chars_sum", "result_refs", "last_assistant", "memo")
+    __slots__ = ("entries", "chars_sum", "result_refs", "last_assistant", "memo", "origin_keys")
 
     def __init__(self, entries: Iterable[Entry] = ()) -> None:
         self.entries: list[Entry] = list(entries)
         self.chars_sum = sum(e.chars for e in self.entries)
+        #: per position, the origin of the message, or for one a policy made the origin before it
+        #: (-1 at the start): non-decreasing, so a transcript message is found by bisection
+        self.origin_keys: list[int] = []
+        key = -1
+        for e in self.entries:
+            if e.origin >= 0:
+                key = e.origin
+            self.origin_keys.append(key)
         #: (position, index into entry.results) of every tool_result block, in context order
         self.result_refs: list[tuple[int, int]] = [
             (pos, k) for pos, e in enumerate(self.entries) if e.results for k in range(len(e.results))
@@ -38,6 +46,7 @@ class Context:
     def append(self, entry: Entry) -> None:
         pos = len(self.entries)
         self.entries.append(entry)
+        self.origin_keys.append(entry.origin if entry.origin >= 0 else self.origin_keys[-1] if pos else -1)
         self.chars_sum += entry.chars
         if entry.results:
             self.result_refs.extend((pos, k) for k in range(len(entry.results)))
@@ -74,6 +83,7 @@ class Context:
             new.entries[pos] = entry
         new.chars_sum = self.chars_sum + delta
         new.result_refs = list(self.result_refs)
+        new.origin_keys = list(self.origin_keys)  # a replacement keeps its message's origin
         new.last_assistant = self.last_assistant
         new.memo = {}
         return new
@@ -84,7 +94,8 @@ class Context:
 
     def find_origin(self, origin: int) -> int | None:
         """Position of the transcript message ``origin``, or None when it is not in the context."""
-        return find_origin(self.entries, origin)
+        j = bisect_left(self.origin_keys, origin)
+        return j if origin >= 0 and j < len(self.entries) and self.entries[j].origin == origin else None
 
 
 def find_origin(entries: list[Entry], origin: int, lo: int = 0) -> int | None:

@@ -66,6 +66,16 @@ def test_budget_and_micro_never_make_the_context_larger(msgs, policy, cut):
         assert out.chars == len(orjson.dumps(out.messages).decode())  # the incremental size is exact
 
 
+def _indexes_are_exact(ctx: Context) -> None:
+    """What a context keeps up to date as it changes equals what it would compute from scratch."""
+    fresh = Context(ctx.entries)
+    for attr in ("chars_sum", "result_refs", "last_assistant", "origin_keys"):
+        assert getattr(ctx, attr) == getattr(fresh, attr), attr
+    for origin in range(-1, max((e.origin for e in ctx.entries), default=0) + 2):
+        linear = next((j for j, e in enumerate(ctx.entries) if e.origin == origin >= 0), None)
+        assert ctx.find_origin(origin) == linear
+
+
 @SETTINGS
 @given(transcripts(max_turns=25), policies(pair_safe=False), st.integers(0, 200))
 def test_every_layer_keeps_the_contract(msgs, policy, cut):
@@ -80,6 +90,7 @@ def test_every_layer_keeps_the_contract(msgs, policy, cut):
         assert ctx.messages == before  # input left unchanged
         assert out1.messages == out2.messages and stats1 == stats2  # repeatable
         assert out1.chars == len(orjson.dumps(out1.messages).decode())
+        _indexes_are_exact(out1)
         if stats1.lowest_changed is not None:  # the prefix before it is untouched
             assert out1.messages[: stats1.lowest_changed] == before[: stats1.lowest_changed]
         else:
