@@ -11,6 +11,7 @@ changed rather than to the whole history.
 from __future__ import annotations
 
 from bisect import bisect_left
+from itertools import accumulate
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -25,13 +26,9 @@ class Context:
         self.entries: list[Entry] = list(entries)
         self.chars_sum = sum(e.chars for e in self.entries)
         #: per position, the origin of the message, or for one a policy made the origin before it
-        #: (-1 at the start): non-decreasing, so a transcript message is found by bisection
-        self.origin_keys: list[int] = []
-        key = -1
-        for e in self.entries:
-            if e.origin >= 0:
-                key = e.origin
-            self.origin_keys.append(key)
+        #: (-1 at the start): non-decreasing, so a transcript message is found by bisection. (The
+        #: running maximum is that: transcript origins increase along a context, made ones are < 0.)
+        self.origin_keys: list[int] = list(accumulate([e.origin for e in self.entries], max, initial=-1))[1:]
         #: (position, index into entry.results) of every tool_result block, in context order
         self.result_refs: list[tuple[int, int]] = [
             (pos, k) for pos, e in enumerate(self.entries) if e.results for k in range(len(e.results))
