@@ -29,7 +29,9 @@ _EXPORTS = {
     "TokenEstimator": "sizing",
     "StubSummarizer": "summarizers",
     "Transcript": "transcripts",
+    "TranscriptStream": "transcripts",
     "load_transcript": "transcripts",
+    "open_transcript": "transcripts",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
