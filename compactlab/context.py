@@ -85,6 +85,43 @@ class Context:
         new.memo = {}
         return new
 
+    def spliced(self, head_end: int, made: list[Entry], tail_start: int) -> "Context":
+        """A new context: the first ``head_end`` entries, ``made``, then the entries from
+        ``tail_start`` on (what snip, summary and reactive compaction build). The indexes of the
+        kept entries are carried over, shifted, rather than rebuilt from every entry."""
+        entries = self.entries
+        kept_tail = entries[tail_start:]
+        new = Context.__new__(Context)
+        new.entries = [*entries[:head_end], *made, *kept_tail]
+        dropped = entries[head_end:tail_start]
+        if len(dropped) < len(new.entries):
+            new.chars_sum = self.chars_sum - sum(e.chars for e in dropped) + sum(e.chars for e in made)
+        else:
+            new.chars_sum = sum(e.chars for e in new.entries)
+        shift = head_end + len(made) - tail_start
+        refs = self.result_refs
+        new.result_refs = refs[: self.refs_before(head_end)]
+        new.result_refs += [(head_end + i, k) for i, e in enumerate(made) if e.results for k in range(len(e.results))]
+        new.result_refs += [(pos + shift, k) for pos, k in refs[self.refs_before(tail_start):]]
+        keys = self.origin_keys[:head_end]
+        key = keys[-1] if keys else -1
+        for e in made:
+            key = max(key, e.origin)
+            keys.append(key)
+        for i, e in enumerate(kept_tail):  # a made message leading the tail takes the key before it
+            if e.origin >= 0:
+                keys += self.origin_keys[tail_start + i:]
+                break
+            keys.append(key)
+        new.origin_keys = keys
+        if self.last_assistant >= tail_start:
+            new.last_assistant = self.last_assistant + shift
+        else:
+            head = [*entries[:head_end], *made]
+            new.last_assistant = next((i for i in range(len(head) - 1, -1, -1) if head[i].role == "assistant"), -1)
+        new.memo = {}
+        return new
+
     def refs_before(self, position: int) -> int:
         """How many tool_result blocks sit in messages before ``position``."""
         return bisect_left(self.result_refs, (position, -1))

@@ -28,4 +28,4 @@ def reactive(context: Context, config: ReactiveConfig, env: RunEnv, summary_conf
     head = env.new_entry({"role": "user", "content": fill(config.template, text)})
     stats.reactive = 1
     stats.changed_at(0)
-    return Context([head, *entries[tail_start:]]), stats
+    return context.spliced(0, [head], tail_start), stats

@@ -30,4 +30,4 @@ def snip(context: Context, config: SnipConfig, env: RunEnv) -> tuple[Context, La
     placeholder = env.new_entry({"role": "user", "content": config.placeholder.replace("{n}", str(snipped))})
     stats.snipped = snipped
     stats.changed_at(head_end)
-    return Context([*entries[:head_end], placeholder, *entries[tail_start:]]), stats
+    return context.spliced(head_end, [placeholder], tail_start), stats

@@ -39,7 +39,7 @@ def compact(context: Context, config: SummaryConfig, env: RunEnv, *, kind: str, 
     if config.ack:
         made.append(env.new_entry({"role": "assistant", "content": config.ack}))
     stats.changed_at(head_end)
-    return Context([*entries[:head_end], *made, *entries[tail_start:]])
+    return context.spliced(head_end, made, tail_start)
 
 
 def summary(context: Context, config: SummaryConfig, env: RunEnv) -> tuple[Context, LayerStats]:
