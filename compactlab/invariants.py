@@ -115,12 +115,12 @@ class InvariantTracker:
         while d < n_old and d < n_new and _same_shape(old[d], entries[d]):
             old[d] = entries[d]
             d += 1
-        if d == n_old:  # the context only grew: nothing to look for
-            i0, j0, run = n_new, n_old, 0
-        else:
-            i0, j0, run = _kept_run(old, entries, d)
-            if not run:
-                i0, j0 = n_new, n_old
+        if d == n_old:  # the context only grew: the new messages, and the last old one, to check
+            self._grow(entries, d)
+            return
+        i0, j0, run = _kept_run(old, entries, d)
+        if not run:
+            i0, j0 = n_new, n_old
         # tool ids: out with the old messages that went, in with the new ones
         for e in old[d:j0] + old[j0 + run:]:
             for tid in e.tool_use_ids:
@@ -146,24 +146,48 @@ class InvariantTracker:
             elif run and j0 + 1 <= pos <= j0 + run - 2:
                 owned[pos + shift] = found
             else:
-                self.owned_total -= len(found)
-                for kind, tid, _ in found:
-                    key = (kind, tid)
-                    self.owned_counts[key] -= 1
-                    if not self.owned_counts[key]:
-                        del self.owned_counts[key]
+                self._drop(found)
         self.entries[d:] = entries[d:]
         check = range(max(d - 1, 0), min(i0 + 1, n_new))
         if run:
             check = [*check, *range(max(i0 + run - 1, i0 + 1), n_new)]
+        self.owned = owned
         for pos in check:
             found = owned_violations(self.entries, pos)
             if found:
-                owned[pos] = [(v.kind, v.tool_use_id, v.origin) for v in found]
-                self.owned_total += len(found)
-                for v in found:
-                    self.owned_counts[(v.kind, v.tool_use_id)] += 1
-        self.owned = owned
+                self._own(pos, found)
+
+    def _grow(self, entries: list[Entry], d: int) -> None:
+        """``update`` for a context that only gained messages after its first ``d``."""
+        use_count = self.use_count
+        for e in entries[d:]:
+            for tid in e.tool_use_ids:
+                n = use_count.get(tid, 0) + 1
+                use_count[tid] = n
+                if n > 1:
+                    self.duplicated.add(tid)
+        self.entries[d:] = entries[d:]
+        first = max(d - 1, 0)
+        if first in self.owned:  # what the last old message owned depended on its missing neighbour
+            self._drop(self.owned.pop(first))
+        for pos in range(first, len(entries)):
+            found = owned_violations(self.entries, pos)
+            if found:
+                self._own(pos, found)
+
+    def _drop(self, found: list[tuple[str, str | None, int]]) -> None:
+        self.owned_total -= len(found)
+        for kind, tid, _ in found:
+            key = (kind, tid)
+            self.owned_counts[key] -= 1
+            if not self.owned_counts[key]:
+                del self.owned_counts[key]
+
+    def _own(self, pos: int, found: list[Violation]) -> None:
+        self.owned[pos] = [(v.kind, v.tool_use_id, v.origin) for v in found]
+        self.owned_total += len(found)
+        for v in found:
+            self.owned_counts[(v.kind, v.tool_use_id)] += 1
 
     def counts(self) -> Counter[tuple[str, str | None]]:
         """Multiset of (kind, tool id) of the current context's violations."""
