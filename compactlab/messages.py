@@ -178,6 +178,11 @@ def _too_deep(value: Any, depth: int) -> bool:
     if depth > MAX_DEPTH:
         return True
     if type(value) is dict:
+        for v in value.values():  # the usual tool input: flat, decided in one pass
+            if type(v) is dict or type(v) is list:
+                break
+        else:
+            return False
         children = [v for v in value.values() if type(v) is dict or type(v) is list]
     elif type(value) is list:
         children = [v for v in value if type(v) is dict or type(v) is list]
@@ -201,6 +206,7 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
         return f"role must be \"user\" or \"assistant\", not {orjson.dumps(role).decode()[:40]}"
     use_ids: list[str] = []
     results: list[ResultFact] = []
+    result_ids: list[str] = []
     misplaced: list[str] = []
     if type(content) is str:
         empty = not content
@@ -229,6 +235,7 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
                     results.append(ResultFact(i, tid, len(c) if c else 0, True, bool(b.get("is_error"))))
                 else:
                     results.append(ResultFact(i, tid, content_size(c), False, bool(b.get("is_error"))))
+                result_ids.append(tid)
                 if seen_other:
                     misplaced.append(tid)
                 continue
@@ -260,7 +267,7 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
     if not facts:
         return None
     return Entry(message, json_len(message), role if type(role) is str else "", origin, tuple(use_ids),
-                 tuple(results), tuple(misplaced), empty)
+                 tuple(results), tuple(misplaced), empty, frozenset(use_ids), frozenset(result_ids))
 
 
 def make_entry(message: Message, origin: int) -> Entry:
