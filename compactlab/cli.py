@@ -207,13 +207,6 @@ class _collector_off:
         gc.enable()
 
 
-def _warn_loaded(t: Any, quiet: bool) -> None:
-    if t.skipped_lines:
-        _status(quiet, f"warning: {t.path}: skipped {t.skipped_lines} bad line(s)")
-    for w in t.warnings:
-        _status(quiet, f"warning: {t.path}: {w}")
-
-
 @main.command()
 @click.argument("transcripts", nargs=-1, required=True, type=click.Path(path_type=str), metavar="TRANSCRIPT...")
 @click.option("-p", "--policy", "policy_ref", default="s08", show_default=True, metavar="POLICY",
@@ -248,7 +241,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
     from .replay import replay as run_replay
     from .reports import write_chart, write_files, write_runs
     from .summarizers import build_counter, build_summarizer
-    from .transcripts import expand_inputs
+    from .transcripts import TranscriptStream, expand_inputs
 
     policy = load_policy(policy_ref, overrides)
     live = _live(summarizer, tokens, model, cache_dir, no_cache, summary_prompt)
@@ -277,8 +270,9 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
             run = run_replay(t, policy, out_dir=folder, dry_run=dry_run, write_transcripts=write_transcripts,
                              keep_recorded_compactions=keep_recorded_compactions, estimator=estimator, prices=price,
                              summarizer=build_summarizer(summarizer, live), counter=counter)
-        if not isinstance(price, ModelPrices):  # a stream: its model is known now
-            _price_warning(price, price.lookup(t.model))
+        if isinstance(t, TranscriptStream):  # read now: its model, bad lines and warnings are known
+            if not isinstance(price, ModelPrices):
+                _price_warning(price, price.lookup(t.model))
             _warn_loaded(t, quiet)
         if run.failed_summaries:
             _status(quiet, f"warning: {t.path}: {len(run.failed_summaries)} summar(y/ies) failed, at call(s) "

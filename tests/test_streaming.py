@@ -164,3 +164,12 @@ def test_a_folder_is_replayed_a_file_at_a_time(cli, tmp_path):
     r = cli("replay", folder, "--out", tmp_path / "again", "-q")
     assert r.exit_code == 2 and f"{folder / 's1.jsonl'}:14: invalid JSON" in r.stderr  # 13 messages, then this
     assert sorted(p.name for p in (tmp_path / "again").iterdir()) == ["s0-s08"]
+
+
+@pytest.mark.parametrize("priced", [[], ["--price-model", "claude-haiku-4-5"]])
+def test_a_streamed_replay_reports_its_skipped_lines(cli, tmp_path, priced):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(m) + b"\n" for m in tool_session(3)) + b"oops\n")
+    r = cli("replay", path, "--skip-bad-lines", "--dry-run", "--format", "json", *priced)
+    assert r.exit_code == 0 and f"warning: {path}: skipped 1 bad line(s)" in r.stderr
+    assert json.loads(r.stdout)["summary"]["skipped_lines"] == 1
