@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .invariants import InvariantTracker, Violation
-from .messages import FILE_KEY_SET, Entry, files_in_input
+from .messages import Entry
 from .sizing import list_chars
 from .transcripts.model import Transcript
 
@@ -55,7 +55,7 @@ class BaselineBuilder:
         self._freed = 0  # messages before this one are no longer held (keep=False)
         self._chars = 0
         self._latest: dict[str, tuple[int, int, Any]] = {}  # file -> its latest tool result
-        self._files_of: dict[str, list[str]] = {}  # tool_use id -> the files its input names
+        self._files_of: dict[str, tuple[str, ...]] = {}  # tool_use id -> the files its input names
 
     def add(self, entry: Entry) -> None:
         pos = len(self._raw)
@@ -91,16 +91,11 @@ class BaselineBuilder:
                         base.first_seen.append((call, v))
         if entry.tool_use_ids:  # retention (SPEC §7): what the call's tool inputs refer to
             found = []
-            for b in entry.message["content"]:
-                if type(b) is dict and b.get("type") == "tool_use":
-                    inp = b.get("input")
-                    if type(inp) is dict and not FILE_KEY_SET.isdisjoint(inp):
-                        files = self._files_of[b["id"]] = files_in_input(inp)
-                        for f in files:
-                            if f in self._latest:
-                                found.append(self._latest[f])
-                    else:
-                        self._files_of[b["id"]] = []  # a reused id forgets its earlier files
+            for tid, files in zip(entry.tool_use_ids, entry.use_files):
+                self._files_of[tid] = files  # a reused id forgets its earlier files
+                for f in files:
+                    if f in self._latest:
+                        found.append(self._latest[f])
             if found:
                 base.refs[call] = found
 

@@ -89,9 +89,7 @@ def files_in_input(tool_input: Any) -> list[str]:
 def add_tool_names(names: dict[str, str], entry: "Entry") -> None:
     """Record the tool name of every tool_use of an assistant message (tool_use id -> name)."""
     if entry.tool_use_ids:
-        for b in entry.message["content"]:
-            if type(b) is dict and b.get("type") == "tool_use":
-                names[b["id"]] = b.get("name", "")
+        names.update(zip(entry.tool_use_ids, entry.tool_names))
 
 
 class ResultFact(NamedTuple):
@@ -118,17 +116,20 @@ class Entry:
     per message a layer changes, and a frozen dataclass's __init__ costs several times more.
     """
 
-    __slots__ = ("message", "chars", "role", "origin", "tool_use_ids", "results", "misplaced_results", "empty",
-                 "use_set", "result_set")
+    __slots__ = ("message", "chars", "role", "origin", "tool_use_ids", "tool_names", "use_files", "results",
+                 "misplaced_results", "empty", "use_set", "result_set")
 
     def __init__(self, message: Message, chars: int, role: str, origin: int, tool_use_ids: tuple[str, ...],
+                 tool_names: tuple[str, ...], use_files: tuple[tuple[str, ...], ...],
                  results: tuple[ResultFact, ...], misplaced_results: tuple[str, ...], empty: bool,
                  use_set: frozenset[str] | None = None, result_set: frozenset[str] | None = None) -> None:
         self.message = message
         self.chars = chars  # compact JSON length of the message
         self.role = role
         self.origin = origin  # index in the transcript's messages; negative for messages a policy made
-        self.tool_use_ids = tool_use_ids
+        self.tool_use_ids = tool_use_ids  # of an assistant message's tool_use blocks, in order
+        self.tool_names = tool_names  # their tool names
+        self.use_files = use_files  # the files each one's input names (FILE_KEYS)
         self.results = results
         self.misplaced_results = misplaced_results  # ids of tool_result blocks after a non-tool_result block
         self.empty = empty
@@ -169,8 +170,8 @@ class Entry:
             chars = json_len(message)
         else:
             chars = self.chars - json_len(old["content"]) + json_len(new_content)
-        return Entry(message, chars, self.role, self.origin, self.tool_use_ids, tuple(results),
-                     self.misplaced_results, self.empty, self.use_set, self.result_set)
+        return Entry(message, chars, self.role, self.origin, self.tool_use_ids, self.tool_names, self.use_files,
+                     tuple(results), self.misplaced_results, self.empty, self.use_set, self.result_set)
 
 
 def _too_deep(value: Any, depth: int) -> bool:
@@ -205,6 +206,8 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
     if check and role != "user" and role != "assistant":
         return f"role must be \"user\" or \"assistant\", not {orjson.dumps(role).decode()[:40]}"
     use_ids: list[str] = []
+    names: list[str] = []
+    use_files: list[tuple[str, ...]] = []
     results: list[ResultFact] = []
     result_ids: list[str] = []
     misplaced: list[str] = []
@@ -253,6 +256,10 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
                         return f"nesting deeper than {MAX_DEPTH} levels"
                 if role == "assistant":
                     use_ids.append(b["id"])
+                    names.append(b.get("name", ""))
+                    inp = b.get("input")
+                    use_files.append(tuple(files_in_input(inp)) if type(inp) is dict and not FILE_KEY_SET.isdisjoint(inp)
+                                     else ())
             elif check:
                 if kind in REQUIRED:  # a tool_result outside a user message: its shape still counts
                     for key in REQUIRED[kind]:
@@ -267,7 +274,8 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
     if not facts:
         return None
     return Entry(message, json_len(message), role if type(role) is str else "", origin, tuple(use_ids),
-                 tuple(results), tuple(misplaced), empty, frozenset(use_ids), frozenset(result_ids))
+                 tuple(names), tuple(use_files), tuple(results), tuple(misplaced), empty, frozenset(use_ids),
+                 frozenset(result_ids))
 
 
 def make_entry(message: Message, origin: int) -> Entry:

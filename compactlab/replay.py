@@ -81,14 +81,6 @@ def _streamed_calls(stream: TranscriptStream, names: dict[str, str], base: Basel
             pos += 1
 
 
-def _calls_tool(entry, tool: str) -> bool:
-    if entry.tool_use_ids:
-        for b in entry.message["content"]:
-            if type(b) is dict and b.get("name") == tool and b.get("type") == "tool_use":
-                return True
-    return False
-
-
 def replay(
     transcript: Transcript | TranscriptStream,
     policy: Policy,
@@ -269,7 +261,7 @@ def replay(
             sent_len = len(ctx)
             ctx.append(reply)
             done = pos + 1
-            manual_pending = manual_tool is not None and _calls_tool(reply, manual_tool)
+            manual_pending = manual_tool in reply.tool_names
     except BaseException:
         out.rollback()
         raise
