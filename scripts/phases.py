@@ -1,4 +1,5 @@
-"""In-process timings of a replay's phases: load, raw baseline, replay (best of N).
+"""In-process timings of a replay's phases: load, raw baseline, replay (best of N), and of the
+streamed replay a single `compactlab replay` does (all three at once, as it reads).
 
     python scripts/phases.py TRANSCRIPT [POLICY [KEY=VALUE ...]] [--rounds N]
 
@@ -16,7 +17,7 @@ import time
 from compactlab.baseline import compute_baseline
 from compactlab.policy import load_policy
 from compactlab.replay import replay
-from compactlab.transcripts import load_transcript
+from compactlab.transcripts import TranscriptStream, load_transcript, open_transcript
 
 
 def main() -> None:
@@ -27,7 +28,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     policy = load_policy(args.policy, args.overrides)
-    best = {"load": float("inf"), "baseline": float("inf"), "replay": float("inf")}
+    best = {"load": float("inf"), "baseline": float("inf"), "replay": float("inf"), "streamed": float("inf")}
     for _ in range(args.rounds):
         gc.unfreeze()
         gc.collect()
@@ -42,6 +43,17 @@ def main() -> None:
         for phase, seconds in (("load", t1 - t0), ("baseline", t2 - t1), ("replay", t3 - t2)):
             best[phase] = min(best[phase], seconds)
         del transcript
+        gc.unfreeze()
+        gc.collect()
+        gc.disable()  # as the CLI does around a streamed replay
+        t0 = time.perf_counter()
+        stream = open_transcript(args.transcript)
+        if isinstance(stream, TranscriptStream):  # else a format that is always loaded
+            replay(stream, policy)
+            best["streamed"] = min(best["streamed"], time.perf_counter() - t0)
+        gc.enable()
+    if best["streamed"] == float("inf"):
+        del best["streamed"]
     print("  ".join(f"{phase} {1000 * s:.0f} ms" for phase, s in best.items()), f"(best of {args.rounds})")
 
 
