@@ -98,13 +98,13 @@ def cost_options(f: Callable) -> Callable:
     return f
 
 
-def _prices_for(transcripts: list, price_model: str | None, prices_file: str | None) -> list:
+def _prices_for(transcripts: list, price_model: str | None, prices: str | Any | None) -> list:
     """Prices per transcript: a model's, or for a stream the table, looked up when the stream has
-    told its model (``_price_warning`` then)."""
-    from .cost import load_prices
+    told its model (``_price_warning`` then). ``prices``: a price table, or the file of one."""
+    from .cost import PriceTable, load_prices
     from .transcripts import TranscriptStream
 
-    table = load_prices(prices_file)
+    table = prices if isinstance(prices, PriceTable) else load_prices(prices)
     out = []
     for t in transcripts:
         if price_model is None and isinstance(t, TranscriptStream):
@@ -235,7 +235,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
            calibrate: bool, chart: bool, price_model: str | None, prices_file: str | None, skip_bad_lines: bool,
            input_format: str | None, quiet: bool) -> None:
     """Replay each TRANSCRIPT (a file, or a folder of sessions) call by call through a policy."""
-    from .cost import ModelPrices
+    from .cost import ModelPrices, load_prices
     from .outputs import OutputDir, safe_stem
     from .policy import load_policy
     from .replay import replay as run_replay
@@ -249,11 +249,12 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
     # first: months of sessions never sit in memory together.
     stream = not calibrate and tokens != "anthropic"
     files = expand_inputs(transcripts)
+    table = load_prices(prices_file)
     runs = []
     used: set[str] = set()
     for path in files:
         t = _open(path, input_format, skip_bad_lines, quiet, stream)
-        price = _prices_for([t], price_model, prices_file)[0]
+        price = _prices_for([t], price_model, table)[0]
         estimator = _estimators_for([t], calibrate, quiet)[0]
         name = f"{safe_stem(t.name)}-{safe_stem(policy.name)}"
         n = 1

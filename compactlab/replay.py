@@ -15,11 +15,13 @@ apply to the token counts once the run is over, when a stream has told which mod
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
 from itertools import islice
 from os import PathLike
-from typing import Protocol
+from types import ModuleType
+from typing import Any, Protocol
 
 from .baseline import BaselineBuilder, RawBaseline, baseline_for
 from .context import Context
@@ -333,3 +335,16 @@ def replay(
         failed_summaries=env.failed_summaries,
         out_dir=None if out.dry_run or out.root is None else str(out.root),
     )
+
+
+class _ReplayModule(ModuleType):
+    """``compactlab.replay`` is both this module and the function: importing the submodule makes
+    it the package's attribute ``replay``, shadowing the lazily exported function, so the module
+    itself can be called as the function (``from compactlab import replay; replay(t, p)`` works
+    whatever was imported before)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Run:
+        return replay(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _ReplayModule

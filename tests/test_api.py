@@ -8,3 +8,20 @@ def test_public_surface_is_explicit():
     public = {n for n in dir(compactlab) if not n.startswith("_")}
     modules = {n for n in public if type(getattr(compactlab, n)).__name__ == "module"}
     assert public - modules == set(compactlab.__all__) - {"__version__"}
+
+
+def test_replay_is_callable_whatever_was_imported_first():
+    """Importing the submodule compactlab.replay (the CLI does) makes it the package's attribute
+    `replay`: the module is callable as the function, so both spellings keep working."""
+    import subprocess
+    import sys
+
+    from helpers import SAMPLES
+
+    code = ("import compactlab.replay\n"
+            "from compactlab import load_policy, load_transcript, replay\n"
+            "import compactlab\n"
+            f"t = load_transcript({str(SAMPLES / 'synth-small.jsonl')!r})\n"
+            "print(replay(t, load_policy('s08')).summary.calls, compactlab.replay(t, load_policy('none')).summary.calls)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["30", "30"]
