@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import tempfile
+from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from compactlab.errors import BadLineError, InputError
 from compactlab.messages import Entry
@@ -17,6 +22,7 @@ from compactlab.summarizers import StubSummarizer
 from compactlab.transcripts import Transcript, TranscriptStream, load_transcript, open_transcript
 from compactlab.transcripts.writer import COMPACTION_KEY
 from helpers import SAMPLES, asst, results, tool_session, tr, tu, user, write_jsonl
+from strategies import policies, transcripts
 
 
 def _same(a, b) -> None:
@@ -173,3 +179,21 @@ def test_a_streamed_replay_reports_its_skipped_lines(cli, tmp_path, priced):
     r = cli("replay", path, "--skip-bad-lines", "--dry-run", "--format", "json", *priced)
     assert r.exit_code == 0 and f"warning: {path}: skipped 1 bad line(s)" in r.stderr
     assert json.loads(r.stdout)["summary"]["skipped_lines"] == 1
+
+
+@settings(max_examples=int(os.environ.get("COMPACTLAB_PROPERTY_EXAMPLES", "60")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(transcripts(), policies(pair_safe=False), st.integers(1, 6))
+def test_any_transcript_streams_to_the_run_it_loads_to(msgs, policy, batch):
+    """Whatever the transcript and the policy, and however the reading is batched."""
+    import compactlab.replay as engine
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = str(write_jsonl(Path(folder) / "t.jsonl", msgs))
+        loaded = replay(load_transcript(path), policy)
+        old, engine.READ_BATCH = engine.READ_BATCH, batch
+        try:
+            streamed = replay(open_transcript(path), policy)
+        finally:
+            engine.READ_BATCH = old
+    _same(streamed, loaded)
