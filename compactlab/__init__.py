@@ -39,7 +39,10 @@ __all__ = sorted([*_EXPORTS, "__version__"])
 
 def __getattr__(name: str) -> _Any:
     if name in _EXPORTS:
-        value = getattr(_import_module(f".{_EXPORTS[name]}", __name__), name)
+        module = _import_module(f".{_EXPORTS[name]}", __name__)
+        # compactlab.replay is the submodule and the function at once: the module is callable,
+        # so the one name means the same whichever way it was imported first
+        value = module if _EXPORTS[name] == name and callable(module) else getattr(module, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'compactlab' has no attribute {name!r}")

@@ -18,10 +18,11 @@ def test_replay_is_callable_whatever_was_imported_first():
 
     from helpers import SAMPLES
 
-    code = ("import compactlab.replay\n"
-            "from compactlab import load_policy, load_transcript, replay\n"
-            "import compactlab\n"
-            f"t = load_transcript({str(SAMPLES / 'synth-small.jsonl')!r})\n"
-            "print(replay(t, load_policy('s08')).summary.calls, compactlab.replay(t, load_policy('none')).summary.calls)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["30", "30"]
+    run = (f"t = load_transcript({str(SAMPLES / 'synth-small.jsonl')!r})\n"
+           "print(replay(t, load_policy('s08')).summary.calls, compactlab.replay(t, load_policy('none')).summary.calls,"
+           " engine.READ_BATCH)")
+    for first in ("import compactlab.replay\nfrom compactlab import load_policy, load_transcript, replay\n",
+                  "from compactlab import load_policy, load_transcript, replay\nimport compactlab.replay\n"):
+        code = first + "import compactlab\nimport compactlab.replay as engine\n" + run
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        assert out.split() == ["30", "30", "256"]
