@@ -3,16 +3,21 @@
 A :class:`Context` holds :class:`~compactlab.messages.Entry` objects, the running sum of their
 compact-JSON lengths and an index of every tool_result block (position, block number) in order.
 Layers treat a context as immutable and return a new one when they change something
-(``replaced`` for same-shape edits, ``Context(entries)`` for structural ones). Only the replay
-engine appends to the context it owns, in place, which keeps per-call work proportional to what
-changed rather than to the whole history.
+(``replaced`` for same-shape edits, ``spliced`` for structural ones). Only the replay engine
+appends to the context it owns, in place, which keeps per-call work proportional to what changed
+rather than to the whole history.
+
+The two position indexes (tool results, origin keys) are append-only logs that a same-shape
+replacement shares with the context it came from, each context reading the prefix that is its
+own: the engine's next append extends the log in place instead of copying it at every call, and
+a context whose log another one has extended copies its prefix before it appends itself.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from itertools import accumulate
 from collections.abc import Iterable, Mapping
+from itertools import accumulate
 from typing import Any
 
 from .messages import Entry
@@ -20,19 +25,21 @@ from .sizing import list_chars
 
 
 class Context:
-    __slots__ = ("entries", "chars_sum", "result_refs", "last_assistant", "memo", "origin_keys")
+    __slots__ = ("entries", "chars_sum", "_refs", "n_refs", "_keys", "last_assistant", "memo")
 
     def __init__(self, entries: Iterable[Entry] = ()) -> None:
         self.entries: list[Entry] = list(entries)
         self.chars_sum = sum(e.chars for e in self.entries)
+        #: (position, index into entry.results) of every tool_result block, in context order; the
+        #: first ``n_refs`` are this context's
+        self._refs: list[tuple[int, int]] = [
+            (pos, k) for pos, e in enumerate(self.entries) if e.results for k in range(len(e.results))
+        ]
+        self.n_refs = len(self._refs)
         #: per position, the origin of the message, or for one a policy made the origin before it
         #: (-1 at the start): non-decreasing, so a transcript message is found by bisection. (The
         #: running maximum is that: transcript origins increase along a context, made ones are < 0.)
-        self.origin_keys: list[int] = list(accumulate([e.origin for e in self.entries], max, initial=-1))[1:]
-        #: (position, index into entry.results) of every tool_result block, in context order
-        self.result_refs: list[tuple[int, int]] = [
-            (pos, k) for pos, e in enumerate(self.entries) if e.results for k in range(len(e.results))
-        ]
+        self._keys: list[int] = list(accumulate([e.origin for e in self.entries], max, initial=-1))[1:]
         self.last_assistant = next(
             (pos for pos in range(len(self.entries) - 1, -1, -1) if self.entries[pos].role == "assistant"), -1
         )
@@ -42,11 +49,16 @@ class Context:
     # -- the engine's in-place growth ---------------------------------------------------------
     def append(self, entry: Entry) -> None:
         pos = len(self.entries)
+        if len(self._keys) != pos:  # a context sharing the logs has extended them: copy ours
+            self._keys = self._keys[:pos]
+        if len(self._refs) != self.n_refs:
+            self._refs = self._refs[: self.n_refs]
         self.entries.append(entry)
-        self.origin_keys.append(entry.origin if entry.origin >= 0 else self.origin_keys[-1] if pos else -1)
+        self._keys.append(entry.origin if entry.origin >= 0 else self._keys[-1] if pos else -1)
         self.chars_sum += entry.chars
         if entry.results:
-            self.result_refs.extend((pos, k) for k in range(len(entry.results)))
+            self._refs.extend((pos, k) for k in range(len(entry.results)))
+            self.n_refs += len(entry.results)
         if entry.role == "assistant":
             self.last_assistant = pos
 
@@ -79,8 +91,8 @@ class Context:
             delta += entry.chars - new.entries[pos].chars
             new.entries[pos] = entry
         new.chars_sum = self.chars_sum + delta
-        new.result_refs = list(self.result_refs)
-        new.origin_keys = list(self.origin_keys)  # a replacement keeps its message's origin
+        # a replacement keeps its message's tool results and origin: the logs are shared
+        new._refs, new.n_refs, new._keys = self._refs, self.n_refs, self._keys
         new.last_assistant = self.last_assistant
         new.memo = {}
         return new
@@ -99,21 +111,22 @@ class Context:
         else:
             new.chars_sum = sum(e.chars for e in new.entries)
         shift = head_end + len(made) - tail_start
-        refs = self.result_refs
-        new.result_refs = refs[: self.refs_before(head_end)]
-        new.result_refs += [(head_end + i, k) for i, e in enumerate(made) if e.results for k in range(len(e.results))]
-        new.result_refs += [(pos + shift, k) for pos, k in refs[self.refs_before(tail_start):]]
-        keys = self.origin_keys[:head_end]
+        refs = self._refs
+        new._refs = refs[: self.refs_before(head_end)]
+        new._refs += [(head_end + i, k) for i, e in enumerate(made) if e.results for k in range(len(e.results))]
+        new._refs += [(pos + shift, k) for pos, k in refs[self.refs_before(tail_start): self.n_refs]]
+        new.n_refs = len(new._refs)
+        keys = self._keys[:head_end]
         key = keys[-1] if keys else -1
         for e in made:
             key = max(key, e.origin)
             keys.append(key)
         for i, e in enumerate(kept_tail):  # a made message leading the tail takes the key before it
             if e.origin >= 0:
-                keys += self.origin_keys[tail_start + i:]
+                keys += self._keys[tail_start + i: len(entries)]
                 break
             keys.append(key)
-        new.origin_keys = keys
+        new._keys = keys
         if self.last_assistant >= tail_start:
             new.last_assistant = self.last_assistant + shift
         else:
@@ -122,14 +135,28 @@ class Context:
         new.memo = {}
         return new
 
+    @property
+    def result_refs(self) -> list[tuple[int, int]]:
+        """(position, index into entry.results) of every tool_result block, in context order."""
+        return self._refs[: self.n_refs]
+
+    def refs_between(self, start: int, stop: int) -> list[tuple[int, int]]:
+        """The tool_result blocks ``start`` to ``stop`` (by their order in the context)."""
+        return self._refs[start: min(stop, self.n_refs)]
+
+    @property
+    def origin_keys(self) -> list[int]:
+        return self._keys[: len(self.entries)]
+
     def refs_before(self, position: int) -> int:
         """How many tool_result blocks sit in messages before ``position``."""
-        return bisect_left(self.result_refs, (position, -1))
+        return bisect_left(self._refs, (position, -1), 0, self.n_refs)
 
     def find_origin(self, origin: int) -> int | None:
         """Position of the transcript message ``origin``, or None when it is not in the context."""
-        j = bisect_left(self.origin_keys, origin)
-        return j if origin >= 0 and j < len(self.entries) and self.entries[j].origin == origin else None
+        n = len(self.entries)
+        j = bisect_left(self._keys, origin, 0, n)
+        return j if origin >= 0 and j < n and self.entries[j].origin == origin else None
 
 
 def find_origin(entries: list[Entry], origin: int, lo: int = 0) -> int | None:

@@ -74,6 +74,57 @@ def _indexes_are_exact(ctx: Context) -> None:
     for origin in range(-1, max((e.origin for e in ctx.entries), default=0) + 2):
         linear = next((j for j, e in enumerate(ctx.entries) if e.origin == origin >= 0), None)
         assert ctx.find_origin(origin) == linear
+    assert ctx.n_refs == len(fresh.result_refs)
+    for position in range(len(ctx) + 1):
+        assert ctx.refs_before(position) == sum(1 for pos, _ in fresh.result_refs if pos < position)
+
+
+def test_a_context_whose_shared_log_grew_copies_its_own_before_appending():
+    msgs = [{"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "bash", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "x" * 200}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "b", "name": "bash", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "b", "content": "y" * 200}]}]
+    entries = [make_entry(m, i) for i, m in enumerate(msgs)]
+    first = Context(entries[:3])
+    second = first.replaced({2: entries[2].with_result_content(0, "[cleared]")})
+    second.extend(entries[3:5])  # extends the logs it shares with the first
+    first.extend([make_entry({"role": "user", "content": "[made]"}, -1), entries[3], entries[4]])
+    for c in (first, second):
+        _indexes_are_exact(c)
+    assert first.result_refs == [(2, 0), (5, 0)] and second.result_refs == [(2, 0), (4, 0)]
+
+
+@SETTINGS
+@given(transcripts(max_turns=12), st.lists(st.tuples(st.sampled_from(["append", "replace", "splice"]),
+                                                     st.integers(0, 10_000), st.integers(0, 10_000)), max_size=40))
+def test_contexts_sharing_their_logs_stay_exact(msgs, ops):
+    """Contexts made from one another share their position logs; appending to any of them, in
+    any order, leaves every one of them exact."""
+    entries = [make_entry(m, i) for i, m in enumerate(msgs)]
+    pool = [Context(entries[:2])]
+    made = -1
+    for op, a, b in ops:
+        ctx = pool[a % len(pool)]
+        if op == "append":  # the transcript's next message, or one a policy made
+            nxt = max((e.origin for e in ctx.entries if e.origin >= 0), default=-1) + 1
+            if nxt < len(entries) and b % 3:
+                ctx.append(entries[nxt])
+            else:
+                ctx.append(make_entry({"role": "user", "content": "[made]"}, made))
+                made -= 1
+        elif op == "replace":
+            with_results = [pos for pos, e in enumerate(ctx.entries) if e.results]
+            if with_results:
+                pos = with_results[b % len(with_results)]
+                pool.append(ctx.replaced({pos: ctx.entries[pos].with_result_content(0, "[cleared]")}))
+        else:
+            head = a % (len(ctx) + 1)
+            tail = head + b % (len(ctx) - head + 1)
+            pool.append(ctx.spliced(head, [make_entry({"role": "user", "content": "[cut]"}, made)], tail))
+            made -= 1
+        for c in pool:
+            _indexes_are_exact(c)
 
 
 @SETTINGS

@@ -28,7 +28,7 @@ def _cutoff(context: Context, config: MicroConfig) -> int:
     if config.only_consumed:
         limit = context.refs_before(context.last_assistant) if context.last_assistant >= 0 else 0
     else:
-        limit = len(context.result_refs)
+        limit = context.n_refs
     if config.keep_by == "results":
         return limit - config.keep_recent
     if config.keep_recent == 0:
@@ -54,7 +54,7 @@ def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, 
     preserve = set(config.preserve_tools)
     chosen: list[tuple[int, int, str, str]] = []  # (position, result index, tool id, placeholder)
     freed = 0
-    for pos, k in context.result_refs[start:cutoff]:
+    for pos, k in context.refs_between(start, cutoff):
         fact = context.entries[pos].results[k]
         if fact.size <= config.min_chars or (config.string_content_only and not fact.is_str):
             continue
