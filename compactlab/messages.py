@@ -80,10 +80,11 @@ def text_of(message: Message) -> str:
     return ""
 
 
-def files_in_input(tool_input: Any) -> list[str]:
-    if not isinstance(tool_input, dict):
-        return []
-    return [v for k in FILE_KEYS if isinstance(v := tool_input.get(k), str) and v]
+def files_in_input(tool_input: Any) -> tuple[str, ...]:
+    """The files a tool input names (FILE_KEYS), in key order."""
+    if type(tool_input) is not dict or FILE_KEY_SET.isdisjoint(tool_input):
+        return ()
+    return tuple([v for k in FILE_KEYS if type(v := tool_input.get(k)) is str and v])
 
 
 def add_tool_names(names: dict[str, str], entry: "Entry") -> None:
@@ -247,19 +248,18 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
                 if check and type(b.get("text")) is not str:
                     return f"text block {i} has no string \"text\""
             elif kind == "tool_use":
+                inp = b.get("input")
                 if check:
                     if type(b.get("id")) is not str:
                         return f"tool_use block {i} has no string \"id\""
                     if type(b.get("name")) is not str:
                         return f"tool_use block {i} has no string \"name\""
-                    if _too_deep(b.get("input"), BLOCK_DEPTH + 1):
+                    if _too_deep(inp, BLOCK_DEPTH + 1):
                         return f"nesting deeper than {MAX_DEPTH} levels"
                 if role == "assistant":
                     use_ids.append(b["id"])
                     names.append(b.get("name", ""))
-                    inp = b.get("input")
-                    use_files.append(tuple(files_in_input(inp)) if type(inp) is dict and not FILE_KEY_SET.isdisjoint(inp)
-                                     else ())
+                    use_files.append(files_in_input(inp))
             elif check:
                 if kind in REQUIRED:  # a tool_result outside a user message: its shape still counts
                     for key in REQUIRED[kind]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from ..messages import FILE_KEY_SET, files_in_input, text_of
+from ..messages import files_in_input, text_of
 from .base import SummaryRequest, SummaryResult
 
 
@@ -45,9 +45,7 @@ class StubSummarizer:
                 for b in content:
                     if type(b) is dict and b.get("type") == "tool_use":
                         tools[str(b.get("name"))] += 1
-                        inp = b.get("input")
-                        if type(inp) is dict and not FILE_KEY_SET.isdisjoint(inp):
-                            files.update(dict.fromkeys(files_in_input(inp)))
+                        files.update(dict.fromkeys(files_in_input(b.get("input"))))
             else:
                 errors += sum(1 for b in content if type(b) is dict and b.get("is_error") and b.get("type") == "tool_result")
         lines = [f"Summary of {len(messages)} earlier messages (stub summarizer)."]
