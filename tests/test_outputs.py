@@ -67,18 +67,16 @@ def test_out_that_is_a_file_is_a_clear_error(tmp_path):
 
 
 def test_a_repeated_run_leaves_unchanged_files_alone(tmp_path):
-    out = OutputDir(tmp_path / "o")
-    out.prepare()
-    out.write_bytes("tool-results/a.txt", b"same")
-    out.write_bytes("tool-results/b.txt", b"old")
-    out.write_all({"calls.csv": b"1,2\n", "summary.json": b"{}\n"})
-    before = {p.name: p.stat() for p in (tmp_path / "o").rglob("*") if p.is_file()}
-    again = OutputDir(tmp_path / "o")
-    again.prepare()
-    again.write_bytes("tool-results/a.txt", b"same")
-    again.write_bytes("tool-results/b.txt", b"new")
-    again.write_all({"calls.csv": b"1,2\n", "summary.json": b'{"x": 1}\n'})
-    after = {p.name: p.stat() for p in (tmp_path / "o").rglob("*") if p.is_file()}
+    def run(b: bytes, summary: bytes) -> tuple[OutputDir, dict]:
+        out = OutputDir(tmp_path / "o")
+        out.prepare()
+        out.write_bytes("tool-results/a.txt", b"same")
+        out.write_bytes("tool-results/b.txt", b)
+        out.write_all({"calls.csv": b"1,2\n", "summary.json": summary})
+        return out, {p.name: p.stat() for p in (tmp_path / "o").rglob("*") if p.is_file()}
+
+    _, before = run(b"old", b"{}\n")
+    again, after = run(b"new", b'{"x": 1}\n')
     for name, changed in (("a.txt", False), ("b.txt", True), ("calls.csv", False), ("summary.json", True)):
         same = (after[name].st_ino, after[name].st_mtime_ns) == (before[name].st_ino, before[name].st_mtime_ns)
         assert same is not changed, name
