@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 from .invariants import InvariantTracker, Violation
 from .messages import Entry
@@ -24,15 +23,15 @@ class RawBaseline:
     violation_counts: dict[int, Counter] = field(default_factory=dict)
     #: each raw violation once, at the first call whose context contains it
     first_seen: list[tuple[int, Violation]] = field(default_factory=list)
-    #: per call: the earlier tool results its tool calls refer to, as (message origin, block index,
-    #: the block itself: a context still holding that very object holds the result intact)
+    #: per call: the earlier tool results its tool calls refer to, as (message origin, block index):
+    #: a context holding that message with the block unchanged (``Entry.changed``) retains it
     refs: dict[int, list[Ref]] = field(default_factory=dict)
 
     def counts_at(self, call: int) -> Counter:
         return self.violation_counts.get(call, _EMPTY)
 
 
-Ref = tuple[int, int, Any]
+Ref = tuple[int, int]
 _EMPTY: Counter = Counter()
 
 
@@ -54,7 +53,7 @@ class BaselineBuilder:
         self._done = 0  # messages the tracker has seen
         self._freed = 0  # messages before this one are no longer held (keep=False)
         self._chars = 0
-        self._latest: dict[str, tuple[int, int, Any]] = {}  # file -> its latest tool result
+        self._latest: dict[str, Ref] = {}  # file -> its latest tool result
         self._files_of: dict[str, tuple[str, ...]] = {}  # tool_use id -> the files its input names
 
     def add(self, entry: Entry) -> None:
@@ -66,7 +65,7 @@ class BaselineBuilder:
                 names = self._files_of.get(f.tool_use_id)
                 if names:
                     for name in names:
-                        self._latest[name] = (pos, f.block, entry.message["content"][f.block])
+                        self._latest[name] = (pos, f.block)
         self._raw.append(entry)
         self._chars += entry.chars
 

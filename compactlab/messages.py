@@ -118,12 +118,13 @@ class Entry:
     """
 
     __slots__ = ("message", "chars", "role", "origin", "tool_use_ids", "tool_names", "use_files", "results",
-                 "misplaced_results", "empty", "use_set", "result_set")
+                 "misplaced_results", "empty", "use_set", "result_set", "changed")
 
     def __init__(self, message: Message, chars: int, role: str, origin: int, tool_use_ids: tuple[str, ...],
                  tool_names: tuple[str, ...], use_files: tuple[tuple[str, ...], ...],
                  results: tuple[ResultFact, ...], misplaced_results: tuple[str, ...], empty: bool,
-                 use_set: frozenset[str] | None = None, result_set: frozenset[str] | None = None) -> None:
+                 use_set: frozenset[str] | None = None, result_set: frozenset[str] | None = None,
+                 changed: frozenset[int] = frozenset()) -> None:
         self.message = message
         self.chars = chars  # compact JSON length of the message
         self.role = role
@@ -136,6 +137,8 @@ class Entry:
         self.empty = empty
         self.use_set = frozenset(tool_use_ids) if use_set is None else use_set
         self.result_set = frozenset(f.tool_use_id for f in results) if result_set is None else result_set
+        #: the content blocks that are no longer the transcript's own (retention, SPEC §7)
+        self.changed = changed
 
     def __repr__(self) -> str:
         return f"Entry(origin={self.origin}, role={self.role!r}, chars={self.chars})"
@@ -149,8 +152,15 @@ class Entry:
         return bool(self.results)
 
     def with_message(self, message: Message) -> "Entry":
-        """The copy-on-write step: a changed message keeps its origin, facts are recomputed."""
-        return make_entry(message, self.origin)
+        """The copy-on-write step: a changed message keeps its origin, facts are recomputed, and
+        the blocks it does not share with this one count as changed."""
+        entry = make_entry(message, self.origin)
+        old, new = self.message.get("content"), message.get("content")
+        if type(old) is list:
+            same = new if type(new) is list else ()
+            entry.changed = self.changed.union(
+                i for i in range(len(old)) if i >= len(same) or same[i] is not old[i])
+        return entry
 
     def with_result_content(self, k: int, new_content: Any) -> "Entry":
         """A copy whose k-th tool_result has ``new_content``, its facts updated rather than
@@ -162,7 +172,7 @@ class Entry:
         content[fact.block] = {**old, "content": new_content}
         message = {**self.message, "content": content}
         if "content" not in old:
-            return self.with_message(message)
+            return self.with_message(message)  # (counts block k as changed: a new dict)
         results = list(self.results)
         is_str = type(new_content) is str
         results[k] = ResultFact(fact.block, fact.tool_use_id, len(new_content) if is_str else content_size(new_content),
@@ -172,7 +182,8 @@ class Entry:
         else:
             chars = self.chars - json_len(old["content"]) + json_len(new_content)
         return Entry(message, chars, self.role, self.origin, self.tool_use_ids, self.tool_names, self.use_files,
-                     tuple(results), self.misplaced_results, self.empty, self.use_set, self.result_set)
+                     tuple(results), self.misplaced_results, self.empty, self.use_set, self.result_set,
+                     self.changed | {fact.block})
 
 
 def _too_deep(value: Any, depth: int) -> bool:

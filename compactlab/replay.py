@@ -228,9 +228,9 @@ def replay(
                           else estimator.tokens(base.chars[call]))
             refs = base.refs.pop(call, ()) if streamed else base.refs.get(call, ())  # a stream's: let them go
             retained = 0
-            for origin, block, original in refs:
+            for origin, block in refs:
                 j = ctx.find_origin(origin)
-                if j is not None and ctx.entries[j].message["content"][block] is original:
+                if j is not None and block not in ctx.entries[j].changed:
                     retained += 1
             records.append(TurnRecord(
                 call=call,

@@ -92,7 +92,7 @@ def test_a_reused_tool_id_forgets_its_earlier_file():
             asst(tu("z", "read_file", path="a.py")), results(tr("z", "D")),  # refers to message 6
             asst("done")]
     t = Transcript(path="t.jsonl", format="anthropic", entries=[make_entry(m, i) for i, m in enumerate(msgs)])
-    refs = {call: [(origin, block) for origin, block, _ in found] for call, found in retention_refs(t).items()}
+    refs = retention_refs(t)
     assert refs == {2: [(2, 0)], 3: [(6, 0)]}  # calls are numbered from 0
 
 
@@ -111,3 +111,18 @@ def test_modelled_cost_of_none_is_within_20_percent_of_the_recorded(shared_trans
     assert recorded > 1 and abs(modelled - recorded) / recorded <= 0.20
     r = cli("replay", path, "-p", "none", "--keep-recorded-compactions", "--calibrate", "--dry-run")
     assert "input cost: modelled / recorded usage" in r.stdout
+
+
+def test_an_entry_knows_which_of_its_blocks_are_no_longer_the_transcripts():
+    """Retention asks whether a referenced result block is still the recorded one: a result
+    replaced in place, or any block a rebuilt message does not share, counts as changed."""
+    from compactlab.messages import make_entry
+
+    entry = make_entry(results(tr("a", "A" * 50), tr("b", "B" * 50), tr("c", "C" * 50)), 4)
+    assert entry.changed == frozenset()
+    one = entry.with_result_content(1, "[gone]")
+    assert one.changed == {1} and one.with_result_content(0, "[gone]").changed == {0, 1}
+    blocks = one.message["content"]
+    rebuilt = one.with_message({"role": "user", "content": [blocks[0], blocks[1], dict(blocks[2])]})
+    assert rebuilt.changed == {1, 2} and rebuilt.origin == 4
+    assert one.with_message({"role": "user", "content": "flat"}).changed == {0, 1, 2}
