@@ -118,11 +118,11 @@ class Entry:
     """
 
     __slots__ = ("message", "chars", "role", "origin", "tool_use_ids", "tool_names", "use_files", "results",
-                 "misplaced_results", "empty", "use_set", "result_set", "changed")
+                 "misplaced_results", "empty", "has_text", "use_set", "result_set", "changed")
 
     def __init__(self, message: Message, chars: int, role: str, origin: int, tool_use_ids: tuple[str, ...],
                  tool_names: tuple[str, ...], use_files: tuple[tuple[str, ...], ...],
-                 results: tuple[ResultFact, ...], misplaced_results: tuple[str, ...], empty: bool,
+                 results: tuple[ResultFact, ...], misplaced_results: tuple[str, ...], empty: bool, has_text: bool,
                  use_set: frozenset[str] | None = None, result_set: frozenset[str] | None = None,
                  changed: frozenset[int] = frozenset()) -> None:
         self.message = message
@@ -135,6 +135,7 @@ class Entry:
         self.results = results
         self.misplaced_results = misplaced_results  # ids of tool_result blocks after a non-tool_result block
         self.empty = empty
+        self.has_text = has_text  # text_of(message) has more than whitespace
         self.use_set = frozenset(tool_use_ids) if use_set is None else use_set
         self.result_set = frozenset(f.tool_use_id for f in results) if result_set is None else result_set
         #: the content blocks that are no longer the transcript's own (retention, SPEC §7)
@@ -182,7 +183,7 @@ class Entry:
         else:
             chars = self.chars - json_len(old["content"]) + json_len(new_content)
         return Entry(message, chars, self.role, self.origin, self.tool_use_ids, self.tool_names, self.use_files,
-                     tuple(results), self.misplaced_results, self.empty, self.use_set, self.result_set,
+                     tuple(results), self.misplaced_results, self.empty, self.has_text, self.use_set, self.result_set,
                      self.changed | {fact.block})
 
 
@@ -223,8 +224,10 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
     results: list[ResultFact] = []
     result_ids: list[str] = []
     misplaced: list[str] = []
+    has_text = False
     if type(content) is str:
         empty = not content
+        has_text = not empty and not content.isspace()
     elif type(content) is list:
         empty = not content
         seen_other = False
@@ -256,8 +259,12 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
                 continue
             seen_other = True
             if kind == "text":
-                if check and type(b.get("text")) is not str:
-                    return f"text block {i} has no string \"text\""
+                text = b.get("text")
+                if type(text) is not str:
+                    if check:
+                        return f"text block {i} has no string \"text\""
+                elif not has_text and text and not text.isspace():
+                    has_text = True
             elif kind == "tool_use":
                 inp = b.get("input")
                 if check:
@@ -285,7 +292,7 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
     if not facts:
         return None
     return Entry(message, json_len(message), role if type(role) is str else "", origin, tuple(use_ids),
-                 tuple(names), tuple(use_files), tuple(results), tuple(misplaced), empty, frozenset(use_ids),
+                 tuple(names), tuple(use_files), tuple(results), tuple(misplaced), empty, has_text, frozenset(use_ids),
                  frozenset(result_ids))
 
 

@@ -142,7 +142,7 @@ def summarize(
     the tail, as the seeds do with ``json.dumps(messages)[:80000]`` / ``[-80000:]``.
     """
     request = SummaryRequest(
-        [e.message for e in entries],
+        entries=entries,
         prompt=PROMPTS.get(summary_cfg.prompt, summary_cfg.prompt),
         max_output_tokens=summary_cfg.max_output_tokens,
         kind=kind,

@@ -7,7 +7,7 @@ from typing import Protocol
 
 import orjson
 
-from ..messages import Message
+from ..messages import Entry, Message, make_entry
 
 
 class SummaryRequest:
@@ -17,15 +17,21 @@ class SummaryRequest:
     from the head or the tail. Given ``limit`` (and ``chars``, the JSON length of the messages,
     known from their facts) instead of a text, it is made on first read: serialising the context
     is most of what a summary costs here, and the stub needs only ``input_chars``.
+
+    The conversation is given as messages or as the engine's entries (``entries=``); each form is
+    made from the other on first use. The stub reads the entries' facts, the live summarizer the
+    messages.
     """
 
-    __slots__ = ("messages", "prompt", "max_output_tokens", "kind", "call", "input_chars", "_text", "_limit",
-                 "_from_tail")
+    __slots__ = ("_messages", "_entries", "prompt", "max_output_tokens", "kind", "call", "input_chars", "_text",
+                 "_limit", "_from_tail")
 
-    def __init__(self, messages: list[Message], input_text: str | None = None, prompt: str = "",
+    def __init__(self, messages: list[Message] | None = None, input_text: str | None = None, prompt: str = "",
                  max_output_tokens: int = 2_000, kind: str = "summary", call: int = 0, *,
-                 limit: int = 0, chars: int = 0, from_tail: bool = False) -> None:
-        self.messages = messages  # the conversation being summarised
+                 limit: int = 0, chars: int = 0, from_tail: bool = False, entries: list[Entry] | None = None) -> None:
+        if (messages is None) == (entries is None):
+            raise TypeError("SummaryRequest takes messages or entries")
+        self._messages, self._entries = messages, entries  # the conversation being summarised
         self.prompt = prompt  # instruction text (the live summarizer sends it; the stub ignores it)
         self.max_output_tokens = max_output_tokens
         self.kind = kind  # "summary" | "reactive" | "manual"
@@ -33,6 +39,18 @@ class SummaryRequest:
         self._text = input_text
         self._limit, self._from_tail = limit, from_tail
         self.input_chars = len(input_text) if input_text is not None else min(limit, chars)
+
+    @property
+    def messages(self) -> list[Message]:
+        if self._messages is None:
+            self._messages = [e.message for e in self._entries or ()]
+        return self._messages
+
+    @property
+    def entries(self) -> list[Entry]:
+        if self._entries is None:
+            self._entries = [make_entry(m, i) for i, m in enumerate(self._messages or ())]
+        return self._entries
 
     @property
     def input_text(self) -> str:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable
 
-from ..messages import files_in_input, text_of
+from ..messages import Entry, text_of
 from .base import SummaryRequest, SummaryResult
 
 
@@ -30,25 +31,22 @@ class StubSummarizer:
         self.max_chars = max_chars
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
-        messages = request.messages
-        first_user = _first_text(messages, "user")
-        latest_user = _first_text(reversed(messages), "user")
-        last_assistant = _first_text(reversed(messages), "assistant")
+        entries = request.entries  # their facts: the tools, files and errors are counted already
+        first_user = _first_text(entries, "user")
+        latest_user = _first_text(reversed(entries), "user")
+        last_assistant = _first_text(reversed(entries), "assistant")
         tools: Counter[str] = Counter()
         files: dict[str, None] = {}
         errors = 0
-        for m in messages:  # one pass over the blocks for what needs all of them
-            content = m.get("content")
-            if type(content) is not list:
-                continue
-            if m.get("role") == "assistant":
-                for b in content:
-                    if type(b) is dict and b.get("type") == "tool_use":
-                        tools[str(b.get("name"))] += 1
-                        files.update(dict.fromkeys(files_in_input(b.get("input"))))
-            else:
-                errors += sum(1 for b in content if type(b) is dict and b.get("is_error") and b.get("type") == "tool_result")
-        lines = [f"Summary of {len(messages)} earlier messages (stub summarizer)."]
+        for e in entries:
+            if e.tool_names:
+                tools.update(e.tool_names)
+                for named in e.use_files:
+                    if named:
+                        files.update(dict.fromkeys(named))
+            elif e.results:
+                errors += sum(1 for f in e.results if f.is_error)
+        lines = [f"Summary of {len(entries)} earlier messages (stub summarizer)."]
         if first_user:
             lines.append(f"First request: {_clip(first_user, 300)}")
         if latest_user and latest_user != first_user:
@@ -71,11 +69,9 @@ class StubSummarizer:
         )
 
 
-def _first_text(messages, role: str) -> str:
+def _first_text(entries: Iterable[Entry], role: str) -> str:
     """The text of the first message of ``role`` (in the order given) that has any."""
-    for m in messages:
-        if m.get("role") == role:
-            text = text_of(m).strip()
-            if text:
-                return text
+    for e in entries:
+        if e.has_text and e.role == role:
+            return text_of(e.message).strip()
     return ""
