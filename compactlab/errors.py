@@ -20,6 +20,17 @@ class CompactlabError(Exception):
     def __str__(self) -> str:  # one line, always
         return self.message.replace("\n", " ")
 
+    def __reduce__(self) -> tuple:
+        # whatever a subclass's __init__ takes: errors cross to and from worker processes
+        return _rebuild, (type(self), self.args, self.__dict__)
+
+
+def _rebuild(cls: type[CompactlabError], args: tuple, state: dict) -> CompactlabError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 class InputError(CompactlabError):
     """An input file is missing, unreadable or not a transcript, or a line in it is bad."""

@@ -9,7 +9,7 @@ new Entry for it (copy-on-write); everything else is shared.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 
@@ -101,6 +101,7 @@ class ResultFact(NamedTuple):
     size: int  # content-size rule
     is_str: bool  # content is a plain string (or absent)
     is_error: bool
+    json_size: int = -1  # compact-JSON length of the content; -1: not measured (the message has it)
 
 
 #: which key each known block type must carry as a string (SPEC §2 bad input)
@@ -110,22 +111,32 @@ BLOCK_DEPTH = 3
 MAX_DEPTH = 200
 
 
+class MessageSource(Protocol):
+    def message_at(self, offset: int, length: int) -> Message: ...
+
+
 class Entry:
     """A message plus facts computed once. Treated as immutable: a change makes a new Entry.
 
     A plain class with slots rather than a frozen dataclass: one is built per message loaded and
     per message a layer changes, and a frozen dataclass's __init__ costs several times more.
+
+    The message itself may be left where it was read (``lazy``: a source, the line's offset and
+    length, and the tool-result contents replaced since) when its facts came from elsewhere, as
+    they do from the read-ahead process: it is parsed only if something reads ``message``.
     """
 
-    __slots__ = ("message", "chars", "role", "origin", "tool_use_ids", "tool_names", "use_files", "results",
+    __slots__ = ("_message", "_lazy", "chars", "role", "origin", "tool_use_ids", "tool_names", "use_files", "results",
                  "misplaced_results", "empty", "has_text", "use_set", "result_set", "changed")
 
     def __init__(self, message: Message, chars: int, role: str, origin: int, tool_use_ids: tuple[str, ...],
                  tool_names: tuple[str, ...], use_files: tuple[tuple[str, ...], ...],
                  results: tuple[ResultFact, ...], misplaced_results: tuple[str, ...], empty: bool, has_text: bool,
                  use_set: frozenset[str] | None = None, result_set: frozenset[str] | None = None,
-                 changed: frozenset[int] = frozenset()) -> None:
-        self.message = message
+                 changed: frozenset[int] = frozenset(),
+                 lazy: tuple[MessageSource, int, int, tuple[tuple[int, Any], ...]] | None = None) -> None:
+        self._message = message
+        self._lazy = lazy
         self.chars = chars  # compact JSON length of the message
         self.role = role
         self.origin = origin  # index in the transcript's messages; negative for messages a policy made
@@ -143,6 +154,21 @@ class Entry:
 
     def __repr__(self) -> str:
         return f"Entry(origin={self.origin}, role={self.role!r}, chars={self.chars})"
+
+    @property
+    def message(self) -> Message:
+        message = self._message
+        if message is None:
+            assert self._lazy is not None
+            source, offset, length, patches = self._lazy
+            message = source.message_at(offset, length)
+            if patches:
+                content = list(message["content"])
+                for block, new_content in patches:
+                    content[block] = {**content[block], "content": new_content}
+                message = {**message, "content": content}
+            self._message = message
+        return message
 
     @property
     def has_tool_use(self) -> bool:
@@ -168,6 +194,18 @@ class Entry:
         recomputed: the length is measured on whichever is shorter, the new message or the old
         content (by difference)."""
         fact = self.results[k]
+        is_str = type(new_content) is str
+        size = len(new_content) if is_str else content_size(new_content)
+        if self._message is None and fact.json_size >= 0:  # left unread: note the change, measure by facts
+            assert self._lazy is not None
+            source, offset, length, patches = self._lazy
+            new_json = json_len(new_content)
+            results = list(self.results)
+            results[k] = ResultFact(fact.block, fact.tool_use_id, size, is_str, fact.is_error, new_json)
+            return Entry(None, self.chars - fact.json_size + new_json, self.role, self.origin, self.tool_use_ids,
+                         self.tool_names, self.use_files, tuple(results), self.misplaced_results, self.empty,
+                         self.has_text, self.use_set, self.result_set, self.changed | {fact.block},
+                         (source, offset, length, (*patches, (fact.block, new_content))))
         content = list(self.message["content"])
         old = content[fact.block]
         content[fact.block] = {**old, "content": new_content}
@@ -175,9 +213,7 @@ class Entry:
         if "content" not in old:
             return self.with_message(message)  # (counts block k as changed: a new dict)
         results = list(self.results)
-        is_str = type(new_content) is str
-        results[k] = ResultFact(fact.block, fact.tool_use_id, len(new_content) if is_str else content_size(new_content),
-                                is_str, fact.is_error)
+        results[k] = ResultFact(fact.block, fact.tool_use_id, size, is_str, fact.is_error)
         if self.chars - fact.size < fact.size:
             chars = json_len(message)
         else:
@@ -205,10 +241,12 @@ def _too_deep(value: Any, depth: int) -> bool:
     return any(_too_deep(v, depth + 1) for v in children)  # flat containers stop here, cheaply
 
 
-def build_entry(message: Message, origin: int, check: bool = False, facts: bool = True) -> Entry | str | None:
+def build_entry(message: Message, origin: int, check: bool = False, facts: bool = True,
+                measure: bool = False) -> Entry | str | None:
     """The Entry of a message; with ``check``, the reason it is not a usable API message instead.
     ``facts=False`` only checks (None when the message is usable), for loaders that rebuild the
-    message before making its Entry.
+    message before making its Entry. ``measure`` adds each tool result's ``json_size``, for an
+    Entry that will not keep its message.
 
     One pass over the blocks both validates (SPEC §2 bad input: known block shapes, nesting
     deeper than 200 levels) and collects the facts. This runs once per line loaded: the common
@@ -250,9 +288,12 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
                     if type(c) is list and _too_deep(c, BLOCK_DEPTH + 1):
                         return f"nesting deeper than {MAX_DEPTH} levels"
                 if c is None or type(c) is str:
-                    results.append(ResultFact(i, tid, len(c) if c else 0, True, bool(b.get("is_error"))))
+                    fact = ResultFact(i, tid, len(c) if c else 0, True, bool(b.get("is_error")))
                 else:
-                    results.append(ResultFact(i, tid, content_size(c), False, bool(b.get("is_error"))))
+                    fact = ResultFact(i, tid, content_size(c), False, bool(b.get("is_error")))
+                if measure and "content" in b:
+                    fact = fact._replace(json_size=json_len(c))
+                results.append(fact)
                 result_ids.append(tid)
                 if seen_other:
                     misplaced.append(tid)

@@ -57,10 +57,10 @@ def _loaded_calls(transcript: Transcript, names: dict[str, str]) -> Iterator[Cal
         done = pos + 1
 
 
-def _streamed_calls(stream: TranscriptStream, names: dict[str, str], base: BaselineBuilder,
+def _streamed_calls(stream: TranscriptStream, names: dict[str, str], base: BaselineBuilder | None,
                     restarts: dict[int, RecordedCompaction] | None) -> Iterator[Call]:
-    """The calls of a stream, building its raw baseline on the way; read to the end (a bad line
-    after the last call fails the run as it fails a load)."""
+    """The calls of a stream, building its raw baseline on the way unless the stream brings it;
+    read to the end (a bad line after the last call fails the run as it fails a load)."""
     pending: list[Entry] = []
     call = pos = seen = 0
     compactions = stream.compactions
@@ -69,7 +69,8 @@ def _streamed_calls(stream: TranscriptStream, names: dict[str, str], base: Basel
     # on 55 MB), and a batch holds only a few hundred messages more in memory
     while batch := list(islice(messages, READ_BATCH)):
         for entry in batch:
-            base.add(entry)
+            if base is not None:
+                base.add(entry)
             while restarts is not None and seen < len(compactions) and compactions[seen].position == pos:
                 restarts[pos] = compactions[seen]  # recorded just before this message
                 seen += 1
@@ -124,7 +125,10 @@ def replay(
     if keep_recorded_compactions:
         restarts = {c.position: c for c in transcript.compactions}
     base: RawBaseline
-    if streamed:
+    if streamed and transcript.raw_baseline is not None:  # the stream's reader builds it
+        base = transcript.raw_baseline
+        calls = _streamed_calls(transcript, env.tool_names, None, restarts)
+    elif streamed:
         builder = BaselineBuilder(keep=False)
         base = builder.base
         calls = _streamed_calls(transcript, env.tool_names, builder, restarts)
@@ -266,6 +270,8 @@ def replay(
             manual_pending = manual_tool in reply.tool_names
     except BaseException:
         out.rollback()
+        if streamed:
+            transcript.close()
         raise
 
     if not isinstance(prices, ModelPrices):

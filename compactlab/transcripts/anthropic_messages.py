@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..messages import Entry, build_entry
+from . import read_ahead
 from .model import RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream
 from .reader import Head, LineReader, _depth_exceeds
 from .writer import COMPACTION_KEY
@@ -29,20 +30,28 @@ def sniff(objects: list[dict]) -> float:
 
 def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, **_: object) -> Transcript:
     builder = TranscriptBuilder(path, NAME)
-    for _entry in _read(builder, skip_bad_lines, head):
+    for _entry in _read(builder, LineReader(path, skip_bad_lines=skip_bad_lines, head=head)):
         pass
     return builder.build(skipped_lines=builder.skipped_lines)
 
 
 def stream(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, **_: object) -> TranscriptStream:
-    """The transcript as it is read: one line, one message, handed on and not kept."""
+    """The transcript as it is read: one line, one message, handed on and not kept; a big plain
+    file is read by a second process (``read_ahead``)."""
+    if read_ahead.usable(path):
+        return read_ahead.stream(path, NAME, skip_bad_lines)
     builder = TranscriptBuilder(path, NAME, keep=False)
-    return TranscriptStream(builder, _read(builder, skip_bad_lines, head))
+    return TranscriptStream(builder, _read(builder, LineReader(path, skip_bad_lines=skip_bad_lines, head=head)))
 
 
-def _read(builder: TranscriptBuilder, skip_bad_lines: bool, head: Head | None) -> Iterator[Entry]:
-    """Add every message of the file to ``builder``, yielding each as it is added."""
-    reader = LineReader(builder.path, skip_bad_lines=skip_bad_lines, head=head)
+def message_of(obj: dict) -> dict:
+    """The API message of a line: the line itself, or an API response object's role and content."""
+    return obj if len(obj) == 2 and "content" in obj else {"role": obj.get("role"), "content": obj.get("content")}
+
+
+def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False) -> Iterator[Entry]:
+    """Add every message of the file to ``builder``, yielding each as it is added (``measure``:
+    with the JSON length of every tool result's content among its facts)."""
     for lineno, obj in reader.objects(check_depth=False):
         role = obj.get("role")
         if role == "system" or (role is None and "system" in obj):
@@ -62,17 +71,15 @@ def _read(builder: TranscriptBuilder, skip_bad_lines: bool, head: Head | None) -
                                                           trigger=meta.get("trigger"), pre_tokens=meta.get("pre_tokens")))
             continue
         usage = None
-        if len(obj) == 2 and "content" in obj:
-            message = obj
-        else:
+        message = message_of(obj)
+        if message is not obj:
             if any(isinstance(v, (dict, list)) and _depth_exceeds(v, 2) for k, v in obj.items() if k != "content"):
                 reader.bad(lineno, "nesting deeper than 200 levels")
                 continue
-            message = {"role": role, "content": obj.get("content")}
             usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
             if isinstance(obj.get("model"), str):
                 builder.model = obj["model"]
-        entry = build_entry(message, builder.count, check=True)
+        entry = build_entry(message, builder.count, check=True, measure=measure)
         if not isinstance(entry, Entry):
             reader.bad(lineno, entry)
             continue

@@ -93,9 +93,19 @@ class TranscriptStream:
     messages are read and is complete once they are exhausted; ``entries()`` can be walked once.
     """
 
-    def __init__(self, builder: "TranscriptBuilder", messages: Iterator[Entry]) -> None:
+    def __init__(self, builder: "TranscriptBuilder", messages: Iterator[Entry], raw_baseline: Any = None) -> None:
         self._builder = builder
         self._messages: Iterator[Entry] | None = messages
+        self._reading = messages
+        #: the raw baseline (``baseline.RawBaseline``) when the reader builds it, a row per call
+        #: read so far; else None and the replay builds it
+        self.raw_baseline = raw_baseline
+
+    def close(self) -> None:
+        """Stop reading (a replay that failed part-way): the file is closed, a reader stopped."""
+        close = getattr(self._reading, "close", None)
+        if close is not None:
+            close()
 
     def entries(self) -> Iterator[Entry]:
         if self._messages is None:

@@ -134,6 +134,15 @@ def parse_object(raw: bytes, check_depth: bool = True) -> dict:
     return value
 
 
+def reparse(raw: bytes) -> dict:
+    """A line that ``LineReader.objects`` yielded, parsed again as it was then."""
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        value = None
+    return value if type(value) is dict else parse_object(raw, check_depth=False)
+
+
 def message_problem(message: dict) -> str | None:
     """Why ``message`` is not a usable API message, or None."""
     problem = build_entry(message, 0, check=True, facts=False)
@@ -164,6 +173,9 @@ class LineReader:
     skip_bad_lines: bool = False
     skipped: int = 0
     head: Head | None = None
+    #: (byte offset, length) of the line last yielded, read without a head from an uncompressed
+    #: file; what the read-ahead process tells the replay so that it can parse the line again
+    span: tuple[int, int] | None = None
 
     def bad(self, lineno: int, reason: str) -> None:
         if not self.skip_bad_lines:
@@ -183,7 +195,11 @@ class LineReader:
                 yield lineno, value
             offset, first = head.offset, head.end + 1
         loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
+        at = offset if head is None else -1  # lines read by detection are not counted: no spans
         for lineno, raw in iter_raw_lines(self.path, offset, first):
+            if at >= 0:
+                self.span = (at, len(raw))
+                at += len(raw)
             if raw.isspace():  # a blank line (no copy, unlike raw.strip())
                 continue
             value = None

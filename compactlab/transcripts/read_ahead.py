@@ -1,0 +1,194 @@
+"""Reading an Anthropic messages file in a second process while the replay runs (SPEC §10).
+
+A streamed replay spends about half its time reading: parsing each line, computing the message's
+facts and the raw baseline. On a machine with a second core, a forked reader does that part and
+sends the replay, batch by batch, only what it needs: each message's facts, the byte span of its
+line, the baseline rows of the calls read, and the recorded compactions. The replay keeps the
+file memory-mapped and parses a line again only when something reads that message's content (a
+persisted output, a quoted summary line, a saved transcript): most messages are never parsed in
+the replaying process at all, and a tool result a layer replaces is measured from its facts.
+
+Used for a plain (uncompressed) file of at least ``MIN_BYTES``, on a system with ``fork`` and two
+cores or more; ``COMPACTLAB_READ_AHEAD=0`` turns it off, ``=1`` forces it whatever the size. The
+results are those of the in-process stream, byte for byte (tested).
+
+The reader's pipe holds a few batches, so it stays at most that far ahead. A bad line is
+reported by the reader as the in-process stream reports it; a replay that stops early (an error,
+Ctrl-C) closes the stream, which stops the reader and reaps it.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import pickle
+import signal
+import traceback
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+from ..errors import CompactlabError
+from ..messages import Entry, Message
+from .model import TranscriptBuilder, TranscriptStream
+
+#: smaller files are read in-process: forking and mapping cost more than they save
+MIN_BYTES = 4 << 20
+#: messages per batch sent to the replay
+BATCH = 256
+PIPE_BYTES = 1 << 20
+
+
+def usable(path: str) -> bool:
+    """Whether ``path`` is read ahead in a second process (see the module docstring)."""
+    setting = os.environ.get("COMPACTLAB_READ_AHEAD", "")
+    if setting == "0" or not hasattr(os, "fork") or path.endswith((".gz", ".zst")):
+        return False
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return False
+    if size == 0:
+        return False
+    return setting == "1" or (size >= MIN_BYTES and (os.cpu_count() or 1) >= 2)
+
+
+class MappedFile:
+    """The transcript file, memory-mapped: a message is parsed from its line when it is read."""
+
+    def __init__(self, path: str) -> None:
+        with open(path, "rb") as f:
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+    def message_at(self, offset: int, length: int) -> Message:
+        from .anthropic_messages import message_of
+        from .reader import reparse
+
+        return message_of(reparse(self._map[offset: offset + length]))
+
+
+def stream(path: str, name: str, skip_bad_lines: bool) -> TranscriptStream:
+    """The transcript at ``path`` as a stream whose reading happens in a forked process."""
+    from ..baseline import RawBaseline
+
+    source = MappedFile(path)
+    r, w = os.pipe()
+    try:
+        import fcntl
+
+        fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    except (ImportError, OSError):
+        pass  # the default pipe size only means more switches
+    pid = os.fork()
+    if pid == 0:  # the reader: never returns
+        os.close(r)
+        _reader(path, name, skip_bad_lines, w)
+    os.close(w)
+    builder = TranscriptBuilder(path, name, keep=False)
+    base = RawBaseline()
+    return TranscriptStream(builder, _received(builder, base, source, os.fdopen(r, "rb", PIPE_BYTES), pid), base)
+
+
+def _reader(path: str, name: str, skip_bad_lines: bool, fd: int) -> None:
+    """The forked process: read, send, and exit without running the parent's exit handlers."""
+    code = 0
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it quietly; the replay cleans up
+        with os.fdopen(fd, "wb", PIPE_BYTES) as out:
+            try:
+                _read_and_send(path, name, skip_bad_lines, out)
+            except CompactlabError as exc:
+                pickle.dump(("error", exc), out)
+            except Exception:
+                pickle.dump(("crash", traceback.format_exc()), out)
+    except BaseException:  # the replay stopped reading (a broken pipe) or is gone
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO) -> None:
+    from ..baseline import BaselineBuilder
+    from .anthropic_messages import _read
+    from .reader import LineReader
+
+    builder = TranscriptBuilder(path, name, keep=False)
+    reader = LineReader(path, skip_bad_lines=skip_bad_lines)
+    baseline = BaselineBuilder(keep=False)
+    base = baseline.base
+    rows: list[tuple] = []
+    calls = compactions = 0
+
+    def send() -> None:
+        nonlocal calls, compactions
+        n = len(base.messages)
+        base_rows = [(base.messages[c], base.chars[c], base.violation_counts.pop(c, None), base.refs.pop(c, None))
+                     for c in range(calls, n)]
+        pickle.dump(("batch", rows, base_rows, builder.compactions[compactions:]), out, pickle.HIGHEST_PROTOCOL)
+        out.flush()  # now: a batch is a few kB, and the replay is waiting for it
+        rows.clear()
+        calls, compactions = n, len(builder.compactions)
+
+    for e in _read(builder, reader, measure=True):
+        baseline.add(e)
+        assert reader.span is not None
+        rows.append((*reader.span, e.chars, e.role, e.origin, e.tool_use_ids, e.tool_names, e.use_files, e.results,
+                     e.misplaced_results, e.empty, e.has_text))
+        if len(rows) == BATCH:
+            send()
+    send()
+    meta = {key: getattr(builder, key) for key in ("count", "usage", "metadata", "warnings", "system", "model",
+                                                     "title", "session_id")}
+    meta["skipped_lines"] = reader.skipped
+    pickle.dump(("end", meta), out, pickle.HIGHEST_PROTOCOL)
+
+
+def _received(builder: TranscriptBuilder, base: Any, source: MappedFile, pipe: BinaryIO, pid: int) -> Iterator[Entry]:
+    """The messages as the reader sends them (lazy Entries), filling ``base`` and ``builder``."""
+    ended = False
+    try:
+        while True:
+            try:
+                message = pickle.load(pipe)
+            except EOFError:
+                raise RuntimeError(f"{builder.path}: the read-ahead process ended without a word") from None
+            kind = message[0]
+            if kind == "batch":
+                _, rows, base_rows, compactions = message
+                builder.compactions.extend(compactions)
+                for messages, chars, counts, refs in base_rows:
+                    call = len(base.messages)
+                    base.messages.append(messages)
+                    base.chars.append(chars)
+                    if counts is not None:
+                        base.violation_counts[call] = counts
+                    if refs is not None:
+                        base.refs[call] = refs
+                for (offset, length, chars, role, origin, use_ids, names, use_files, results, misplaced, empty,
+                     has_text) in rows:
+                    builder.count += 1
+                    yield Entry(None, chars, role, origin, use_ids, names, use_files, results, misplaced, empty,
+                                has_text, lazy=(source, offset, length, ()))
+            elif kind == "end":
+                meta = message[1]
+                for key, value in meta.items():
+                    setattr(builder, key, value)
+                ended = True
+                return
+            elif kind == "error":
+                raise message[1]
+            else:
+                raise RuntimeError(f"{builder.path}: the read-ahead process failed:\n{message[1]}")
+    finally:
+        pipe.close()
+        if not ended:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
+
+__all__ = ["MIN_BYTES", "MappedFile", "stream", "usable"]
