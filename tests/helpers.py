@@ -50,3 +50,17 @@ def tool_session(turns: int, size: int = 500, prefix: str = "t") -> list[dict]:
         msgs.append(asst(f"step {i}", tu(f"{prefix}{i}", "bash", command=f"cmd {i}")))
         msgs.append(results(tr(f"{prefix}{i}", "x" * size)))
     return msgs
+
+
+def assert_same_run(a, b) -> None:
+    """Two runs report the same: the summary (but its run time), every call record, failures."""
+    sa, sb = orjson.loads(orjson.dumps(a.summary)), orjson.loads(orjson.dumps(b.summary))
+    sa.pop("runtime_s"), sb.pop("runtime_s")
+    assert sa == sb
+    assert orjson.dumps(a.calls) == orjson.dumps(b.calls)
+    assert a.failed_summaries == b.failed_summaries
+
+
+def files_under(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (relative POSIX path -> bytes)."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}

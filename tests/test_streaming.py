@@ -21,29 +21,22 @@ from compactlab.replay import READ_BATCH, replay
 from compactlab.summarizers import StubSummarizer
 from compactlab.transcripts import Transcript, TranscriptStream, load_transcript, open_transcript
 from compactlab.transcripts.writer import COMPACTION_KEY
-from helpers import SAMPLES, asst, results, tool_session, tr, tu, user, write_jsonl
+from helpers import SAMPLES, assert_same_run, asst, files_under, results, tool_session, tr, tu, user, write_jsonl
 from strategies import policies, transcripts
 
 
-def _same(a, b) -> None:
-    sa, sb = orjson.loads(orjson.dumps(a.summary)), orjson.loads(orjson.dumps(b.summary))
-    sa.pop("runtime_s"), sb.pop("runtime_s")
-    assert sa == sb
-    assert orjson.dumps(a.calls) == orjson.dumps(b.calls)
-    assert a.failed_summaries == b.failed_summaries
-
-
+@pytest.mark.parametrize("read_ahead", ["0", "1"], ids=["in-process", "read-ahead"])
 @pytest.mark.parametrize("preset", ["none", "s06", "s08", "s20", "claude-code", "observation-masking"])
 @pytest.mark.parametrize("sample", ["synth-medium", "manual-compact", "huge-batch", "parallel-batch"])
-def test_a_streamed_replay_is_the_loaded_replay(sample, preset, tmp_path):
+def test_a_streamed_replay_is_the_loaded_replay(sample, preset, read_ahead, tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", read_ahead)
     path = str(SAMPLES / f"{sample}.jsonl")
     stream = open_transcript(path)
-    assert isinstance(stream, TranscriptStream)
-    streamed = replay(stream, load_policy(preset), out_dir=tmp_path / "s")
-    loaded = replay(load_transcript(path), load_policy(preset), out_dir=tmp_path / "l")
-    _same(streamed, loaded)
-    files = sorted(p.relative_to(tmp_path / "s").as_posix() for p in (tmp_path / "s").rglob("*") if p.is_file())
-    assert files == sorted(p.relative_to(tmp_path / "l").as_posix() for p in (tmp_path / "l").rglob("*") if p.is_file())
+    assert isinstance(stream, TranscriptStream) and (stream.raw_baseline is not None) == (read_ahead == "1")
+    streamed = replay(stream, load_policy(preset), out_dir=tmp_path / "s", write_transcripts=True)
+    loaded = replay(load_transcript(path), load_policy(preset), out_dir=tmp_path / "l", write_transcripts=True)
+    assert_same_run(streamed, loaded)
+    assert files_under(tmp_path / "s") == files_under(tmp_path / "l")
     with pytest.raises(RuntimeError, match="only once"):
         next(iter(stream.entries()))
 
@@ -62,7 +55,7 @@ def test_recorded_compactions_restart_a_streamed_replay_too(tmp_path):
     assert [c.position for c in loaded.compactions] == [101, 102 + READ_BATCH, 401]
     for keep in (True, False):
         a = replay(open_transcript(str(path)), load_policy("none"), keep_recorded_compactions=keep)
-        _same(a, replay(loaded, load_policy("none"), keep_recorded_compactions=keep))
+        assert_same_run(a, replay(loaded, load_policy("none"), keep_recorded_compactions=keep))
     assert min(c.messages for c in a.calls[60:]) > 100  # without: no restart
     kept = replay(open_transcript(str(path)), load_policy("none"), keep_recorded_compactions=True)
     assert [kept.calls[k].messages for k in (49, 50, 51, 179, 200)] == [99, 1, 3, 2, 1]
@@ -196,4 +189,4 @@ def test_any_transcript_streams_to_the_run_it_loads_to(msgs, policy, batch):
             streamed = replay(open_transcript(path), policy)
         finally:
             engine.READ_BATCH = old
-    _same(streamed, loaded)
+    assert_same_run(streamed, loaded)
