@@ -100,6 +100,38 @@ def test_trusted_presets_build_what_validation_builds(name):
     assert trusted.resolved() == dataclasses.asdict(trusted)
 
 
+VALUES = ["0", "1", "2", "-1", "3.5", "0.25", "true", "false", "head", "tokens", "messages", "turns", "after_results",
+          "replace_results", '""', '"[x] {summary}"', '["a"]', "inf", "nan", "1e400", "60000", "x"]
+
+
+@pytest.mark.parametrize("preset", ["s08", "claude-code", "openhands"])
+def test_plain_overrides_of_a_preset_build_what_validation_builds(preset):
+    """An override of exactly a key's type and bounds skips pydantic; anything else goes through
+    it. Either way: the policy validation gives, or the error it gives, for every key and value."""
+    from compactlab.errors import PolicyError
+    from compactlab.policy import SECTIONS, _plainly_valid, apply_overrides, parse_override
+
+    fast = 0
+    for section, kind in SECTIONS.items():
+        for key in [f.name for f in dataclasses.fields(kind)] + ["no_such_key"]:
+            for value in VALUES:
+                item = f"{section}.{key}={value}"
+                data = apply_overrides(_raw_policy(preset)[0], [item])
+                try:
+                    validated = build_policy(data, f"{preset} with --set")
+                except PolicyError as exc:
+                    with pytest.raises(PolicyError) as got:
+                        load_policy(preset, [item])
+                    assert str(got.value) == str(exc), item
+                    continue
+                built = load_policy(preset, [item])
+                assert built == validated, item
+                assert orjson.dumps(built.resolved()) == orjson.dumps(validated.resolved()), item
+                fast += _plainly_valid(*parse_override(item))
+    assert fast > 100  # the fast path is taken where it can be
+    assert not _plainly_valid(*parse_override("size.chars_per_token=4"))  # pydantic makes it 4.0
+
+
 def test_user_policies_are_validated(tmp_path):
     f = tmp_path / "mine.toml"
     f.write_text('extends = "s08"\n[snip]\nmax_messages = "many"\n')
