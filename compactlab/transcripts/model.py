@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -93,19 +93,24 @@ class TranscriptStream:
     messages are read and is complete once they are exhausted; ``entries()`` can be walked once.
     """
 
-    def __init__(self, builder: "TranscriptBuilder", messages: Iterator[Entry], raw_baseline: Any = None) -> None:
+    def __init__(self, builder: "TranscriptBuilder", messages: Iterator[Entry], raw_baseline: Any = None,
+                 on_close: Callable[[], None] | None = None) -> None:
         self._builder = builder
         self._messages: Iterator[Entry] | None = messages
         self._reading = messages
+        self._on_close = on_close
         #: the raw baseline (``baseline.RawBaseline``) when the reader builds it, a row per call
         #: read so far; else None and the replay builds it
         self.raw_baseline = raw_baseline
 
     def close(self) -> None:
-        """Stop reading (a replay that failed part-way): the file is closed, a reader stopped."""
+        """Stop reading (a replay that failed part-way, or never started): the file is closed, a
+        reader process stopped."""
         close = getattr(self._reading, "close", None)
         if close is not None:
             close()
+        if self._on_close is not None:
+            self._on_close()
 
     def entries(self) -> Iterator[Entry]:
         if self._messages is None:

@@ -23,7 +23,6 @@ import mmap
 import os
 import pickle
 import signal
-import traceback
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
@@ -85,7 +84,32 @@ def stream(path: str, name: str, skip_bad_lines: bool) -> TranscriptStream:
     os.close(w)
     builder = TranscriptBuilder(path, name, keep=False)
     base = RawBaseline()
-    return TranscriptStream(builder, _received(builder, base, source, os.fdopen(r, "rb", PIPE_BYTES), pid), base)
+    reader = _Reader(pid, os.fdopen(r, "rb", PIPE_BYTES))
+    return TranscriptStream(builder, _received(builder, base, source, reader), base, on_close=reader.close)
+
+
+class _Reader:
+    """The replay's end of the reader process: its pipe, and how to stop it."""
+
+    def __init__(self, pid: int, pipe: BinaryIO) -> None:
+        self.pid, self.pipe = pid, pipe
+        self.done = False  # it sent everything and exits by itself
+
+    def close(self) -> None:
+        """Stop the reader unless it is done, and reap it (idempotent)."""
+        if self.pid < 0:
+            return
+        self.pipe.close()
+        if not self.done:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+        self.pid = -1
 
 
 def _reader(path: str, name: str, skip_bad_lines: bool, fd: int) -> None:
@@ -99,6 +123,8 @@ def _reader(path: str, name: str, skip_bad_lines: bool, fd: int) -> None:
             except CompactlabError as exc:
                 pickle.dump(("error", exc), out)
             except Exception:
+                import traceback
+
                 pickle.dump(("crash", traceback.format_exc()), out)
     except BaseException:  # the replay stopped reading (a broken pipe) or is gone
         code = 1
@@ -142,9 +168,9 @@ def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO) ->
     pickle.dump(("end", meta), out, pickle.HIGHEST_PROTOCOL)
 
 
-def _received(builder: TranscriptBuilder, base: Any, source: MappedFile, pipe: BinaryIO, pid: int) -> Iterator[Entry]:
+def _received(builder: TranscriptBuilder, base: Any, source: MappedFile, reader: _Reader) -> Iterator[Entry]:
     """The messages as the reader sends them (lazy Entries), filling ``base`` and ``builder``."""
-    ended = False
+    pipe = reader.pipe
     try:
         while True:
             try:
@@ -169,26 +195,17 @@ def _received(builder: TranscriptBuilder, base: Any, source: MappedFile, pipe: B
                     yield Entry(None, chars, role, origin, use_ids, names, use_files, results, misplaced, empty,
                                 has_text, lazy=(source, offset, length, ()))
             elif kind == "end":
-                meta = message[1]
-                for key, value in meta.items():
+                for key, value in message[1].items():
                     setattr(builder, key, value)
-                ended = True
+                reader.done = True
                 return
             elif kind == "error":
+                reader.done = True
                 raise message[1]
             else:
                 raise RuntimeError(f"{builder.path}: the read-ahead process failed:\n{message[1]}")
     finally:
-        pipe.close()
-        if not ended:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
+        reader.close()
 
 
 __all__ = ["MIN_BYTES", "MappedFile", "stream", "usable"]
