@@ -186,6 +186,24 @@ def _open(path: str, input_format: str | None, skip_bad_lines: bool, quiet: bool
     return t
 
 
+def _read_ahead_early(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: bool,
+                      stream: bool) -> tuple[Any, CompactlabError | None]:
+    """The first transcript as a stream, when it is one the read-ahead process reads: opened
+    before the engine is imported and the policy built, so that its reading starts meanwhile.
+    (None, None) otherwise; (None, the error) if opening it failed, to be raised in turn."""
+    from .transcripts import read_ahead
+
+    if not stream or os.path.isdir(paths[0]) or not read_ahead.usable(paths[0]):
+        return None, None
+    from .transcripts import open_transcript
+
+    try:
+        with _collector_off():
+            return open_transcript(paths[0], input_format, skip_bad_lines=skip_bad_lines, load=False), None
+    except CompactlabError as exc:
+        return None, exc
+
+
 def _warn_loaded(t: Any, quiet: bool) -> None:
     if t.skipped_lines:
         _status(quiet, f"warning: {t.path}: skipped {t.skipped_lines} bad line(s)")
@@ -235,25 +253,34 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
            calibrate: bool, chart: bool, price_model: str | None, prices_file: str | None, skip_bad_lines: bool,
            input_format: str | None, quiet: bool) -> None:
     """Replay each TRANSCRIPT (a file, or a folder of sessions) call by call through a policy."""
-    from .cost import ModelPrices, load_prices
-    from .outputs import OutputDir, safe_stem
-    from .policy import load_policy
-    from .replay import replay as run_replay
-    from .reports import write_chart, write_files, write_runs
-    from .summarizers import build_counter, build_summarizer
     from .transcripts import TranscriptStream, expand_inputs
 
-    policy = load_policy(policy_ref, overrides)
-    live = _live(summarizer, tokens, model, cache_dir, no_cache, summary_prompt)
     # Each file in turn, read while it is replayed unless a fit or exact counts need it whole
     # first: months of sessions never sit in memory together.
     stream = not calibrate and tokens != "anthropic"
-    files = expand_inputs(transcripts)
-    table = load_prices(prices_file)
+    early, problem = _read_ahead_early(transcripts, input_format, skip_bad_lines, stream)
+    try:
+        from .cost import ModelPrices, load_prices
+        from .outputs import OutputDir, safe_stem
+        from .policy import load_policy
+        from .replay import replay as run_replay
+        from .reports import write_chart, write_files, write_runs
+        from .summarizers import build_counter, build_summarizer
+
+        policy = load_policy(policy_ref, overrides)
+        live = _live(summarizer, tokens, model, cache_dir, no_cache, summary_prompt)
+        if problem is not None:
+            raise problem  # after the policy's and the options' errors, as if opened in turn
+        files = expand_inputs(transcripts)
+        table = load_prices(prices_file)
+    except BaseException:
+        if early is not None:
+            early.close()
+        raise
     runs = []
     used: set[str] = set()
-    for path in files:
-        t = _open(path, input_format, skip_bad_lines, quiet, stream)
+    for i, path in enumerate(files):
+        t = early if i == 0 and early is not None else _open(path, input_format, skip_bad_lines, quiet, stream)
         price = _prices_for([t], price_model, table)[0]
         estimator = _estimators_for([t], calibrate, quiet)[0]
         name = f"{safe_stem(t.name)}-{safe_stem(policy.name)}"

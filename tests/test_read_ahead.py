@@ -196,3 +196,38 @@ def test_the_cli_prints_the_same_with_and_without_read_ahead(cli, tmp_path, monk
         summary["summary"].pop("runtime_s")
         outputs.append(summary)
     assert outputs[0] == outputs[1]
+
+
+def test_the_cli_starts_reading_before_it_builds_the_policy_and_errors_keep_their_order(cli, forks, tmp_path):
+    """`replay` opens a read-ahead file first, so that it is read while the engine is imported and
+    the policy built; a policy or option error still comes first, and stops that reader."""
+    path = str(SAMPLES / "synth-medium.jsonl")
+    r = cli("replay", path, "--set", "summary.trigger=-5", "-q", "--dry-run")
+    assert r.exit_code == 2 and "summary.trigger" in r.stderr
+    assert len(forks) == 1 and gone(forks[0])
+    r = cli("replay", str(tmp_path / "missing.jsonl"), "--set", "snip.nope=1", "-q", "--dry-run")
+    assert r.exit_code == 2 and "snip.nope: unknown key" in r.stderr  # the policy's error, not the file's
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    r = cli("replay", str(bad), "-q", "--dry-run")
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: {bad}: not a transcript")
+    assert len(forks) == 1
+
+
+def test_a_file_whose_format_is_loaded_is_not_opened_early(cli, forks):
+    from helpers import SHARED
+
+    session = SHARED / "transcripts" / "claude_code" / "spotter" / "tool_heavy.jsonl"
+    if not session.is_file():
+        pytest.skip("../shared/transcripts is not beside the project")
+    r = cli("replay", str(session), "-q", "--dry-run", "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert orjson.loads(r.stdout)["summary"]["format"] == "claude-code" and not forks
+
+
+def test_a_stream_closed_unread_stops_its_reader(forks):
+    stream = open_transcript(str(SAMPLES / "synth-long.jsonl"))
+    assert stream.raw_baseline is not None and not gone(forks[0])
+    stream.close()
+    stream.close()  # twice is fine
+    assert gone(forks[0])

@@ -65,12 +65,14 @@ def _format(path: str, input_format: str | None, options: dict[str, object]) -> 
     return FORMATS[name]
 
 
-def open_transcript(path: str, input_format: str | None = None, **options: object) -> Transcript | TranscriptStream:
-    """A transcript for one replay: streamed when its format reads a message a line, else loaded."""
+def open_transcript(path: str, input_format: str | None = None, load: bool = True,
+                    **options: object) -> Transcript | TranscriptStream | None:
+    """A transcript for one replay: streamed when its format reads a message a line, else loaded
+    (``load=False``: else None)."""
     fmt = _format(path, input_format, options)
     if hasattr(fmt, "stream"):
         return fmt.stream(path, **options)
-    return _load(fmt, path, options)
+    return _load(fmt, path, options) if load else None
 
 
 def load_transcript(path: str, input_format: str | None = None, **options: object) -> Transcript:
