@@ -18,7 +18,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
-from itertools import islice
 from os import PathLike
 from types import ModuleType
 from typing import Any, Protocol
@@ -64,10 +63,9 @@ def _streamed_calls(stream: TranscriptStream, names: dict[str, str], base: Basel
     pending: list[Entry] = []
     call = pos = seen = 0
     compactions = stream.compactions
-    messages = stream.entries()
     # read a batch, then replay it: alternating message by message is slower (6% of an s08 run
     # on 55 MB), and a batch holds only a few hundred messages more in memory
-    while batch := list(islice(messages, READ_BATCH)):
+    for batch in stream.batches(READ_BATCH):
         for entry in batch:
             if base is not None:
                 base.add(entry)
@@ -192,15 +190,16 @@ def replay(
                 stats.add(st)
 
             ctx = prepare(ctx, stats)
+            tokens = measure(ctx)  # what is sent, unless it is too long and reactive compaction acts
             retries = 0
-            while (policy.reactive.enabled and retries < policy.reactive.max_retries
-                   and measure(ctx) > window):
+            while policy.reactive.enabled and retries < policy.reactive.max_retries and tokens > window:
                 retries += 1
                 ctx, st = reactive(ctx, policy.reactive, env, policy.summary)
                 stats.add(st)
                 if not st.reactive:
-                    break
+                    break  # it changed nothing
                 ctx = prepare(ctx, stats)
+                tokens = measure(ctx)
 
             dirty = sent_len if stats.lowest_changed is None else min(sent_len, stats.lowest_changed)
             tracker.update(ctx.entries, dirty)
@@ -215,7 +214,6 @@ def replay(
                     if key not in seen:
                         seen[key] = {"kind": v.kind, "call": call, "message_index": v.message_index,
                                      "tool_use_id": v.tool_use_id, "introduced": is_new}
-            tokens = measure(ctx)
             # prompt caching: the prefix unchanged since the previous call is read, the rest written
             if call == 0:
                 read = 0

@@ -8,7 +8,7 @@ import pytest
 
 from compactlab import load_policy, load_transcript, replay
 from compactlab.outputs import OutputDir, safe_stem
-from helpers import asst, results, tr, tu, user, write_jsonl
+from helpers import SAMPLES, asst, results, tr, tu, user, write_jsonl
 
 HOSTILE = ["../../x", "../../../etc/passwd", "/etc/passwd", "a/../../b", "nul\x00byte", "x" * 10_000, "CON", "con",
            "LPT1", "aux.txt", "Toolu_Case", "toolu_case", "a b", "a_b", "..", ".", "", "ü-ñícödé", "a:b", "a|b"]
@@ -83,3 +83,23 @@ def test_a_repeated_run_leaves_unchanged_files_alone(tmp_path):
     assert (tmp_path / "o" / "tool-results" / "b.txt").read_bytes() == b"new"
     again.rollback()  # it made nothing new: nothing goes
     assert sorted(after) == sorted(p.name for p in (tmp_path / "o").rglob("*") if p.is_file())
+
+
+def test_calls_csv_is_what_the_csv_module_writes():
+    """calls.csv is formatted a row at a time by hand: the same text as csv.writer gives."""
+    import csv
+    import io
+
+    from compactlab import load_policy, load_transcript, replay
+    from compactlab.records import TURN_COLUMNS, turn_values
+    from compactlab.reports import calls_csv
+
+    t = load_transcript(str(SAMPLES / "synth-medium.jsonl"))
+    for run in (replay(t, load_policy("s08")), replay(t, load_policy("none", ["reactive.window_tokens=2000"]))):
+        assert any(c.overflow for c in run.calls) or run.summary.policy == "s08"
+        assert any(0 < c.input_cost_usd < 1e-3 for c in run.calls)  # floats in repr form, e.g. 1.5e-05
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(TURN_COLUMNS)
+        w.writerows([*v[:17], "true" if v[17] else "false", *v[18:]] for v in map(turn_values, run.calls))
+        assert TURN_COLUMNS[17] == "overflow" and calls_csv(run) == buf.getvalue()

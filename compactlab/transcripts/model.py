@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import islice
 from typing import Any
 
 from ..errors import InputError
@@ -88,17 +89,22 @@ def transcript_name(path: str) -> str:
 
 class TranscriptStream:
     """A transcript read while it is replayed (SPEC §10: stream a single replay): ``entries()``
-    gives its messages one at a time and nothing keeps them, so memory holds only the working
-    context. The metadata (model, usage, compactions, skipped lines, warnings) fills in as the
-    messages are read and is complete once they are exhausted; ``entries()`` can be walked once.
+    gives its messages one at a time, ``batches(n)`` a list at a time, and nothing keeps them, so
+    memory holds only the working context. The metadata (model, usage, compactions, skipped
+    lines, warnings) fills in as the messages are read and is complete once they are exhausted;
+    a stream can be walked once.
+
+    ``messages`` yields Entries, or lists of them when ``batched`` (a reader that batches itself:
+    its batches are kept as they come).
     """
 
-    def __init__(self, builder: "TranscriptBuilder", messages: Iterator[Entry], raw_baseline: Any = None,
-                 on_close: Callable[[], None] | None = None) -> None:
+    def __init__(self, builder: "TranscriptBuilder", messages: Iterator[Any], raw_baseline: Any = None,
+                 on_close: Callable[[], None] | None = None, batched: bool = False) -> None:
         self._builder = builder
-        self._messages: Iterator[Entry] | None = messages
+        self._messages: Iterator[Any] | None = messages
         self._reading = messages
         self._on_close = on_close
+        self._batched = batched
         #: the raw baseline (``baseline.RawBaseline``) when the reader builds it, a row per call
         #: read so far; else None and the replay builds it
         self.raw_baseline = raw_baseline
@@ -113,10 +119,19 @@ class TranscriptStream:
             self._on_close()
 
     def entries(self) -> Iterator[Entry]:
+        for batch in self.batches(1):
+            yield from batch
+
+    def batches(self, size: int) -> Iterator[list[Entry]]:
+        """The messages in lists of ``size`` (or as the reader batches them)."""
         if self._messages is None:
             raise RuntimeError(f"{self.path}: a streamed transcript can be read only once")
         messages, self._messages = self._messages, None
-        yield from messages
+        if self._batched:
+            yield from messages
+        else:
+            while batch := list(islice(messages, size)):
+                yield batch
         if not self._builder.count:
             raise InputError(f"{self.path}: no messages in this transcript")
 

@@ -85,7 +85,7 @@ def stream(path: str, name: str, skip_bad_lines: bool) -> TranscriptStream:
     builder = TranscriptBuilder(path, name, keep=False)
     base = RawBaseline()
     reader = _Reader(pid, os.fdopen(r, "rb", PIPE_BYTES))
-    return TranscriptStream(builder, _received(builder, base, source, reader), base, on_close=reader.close)
+    return TranscriptStream(builder, _received(builder, base, source, reader), base, on_close=reader.close, batched=True)
 
 
 class _Reader:
@@ -168,8 +168,9 @@ def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO) ->
     pickle.dump(("end", meta), out, pickle.HIGHEST_PROTOCOL)
 
 
-def _received(builder: TranscriptBuilder, base: Any, source: MappedFile, reader: _Reader) -> Iterator[Entry]:
-    """The messages as the reader sends them (lazy Entries), filling ``base`` and ``builder``."""
+def _received(builder: TranscriptBuilder, base: Any, source: MappedFile, reader: _Reader) -> Iterator[list[Entry]]:
+    """The messages as the reader sends them, a batch of lazy Entries at a time, filling ``base``
+    and ``builder``."""
     pipe = reader.pipe
     try:
         while True:
@@ -189,11 +190,11 @@ def _received(builder: TranscriptBuilder, base: Any, source: MappedFile, reader:
                         base.violation_counts[call] = counts
                     if refs is not None:
                         base.refs[call] = refs
-                for (offset, length, chars, role, origin, use_ids, names, use_files, results, misplaced, empty,
-                     has_text) in rows:
-                    builder.count += 1
-                    yield Entry(None, chars, role, origin, use_ids, names, use_files, results, misplaced, empty,
-                                has_text, lazy=(source, offset, length, ()))
+                builder.count += len(rows)
+                yield [Entry(None, chars, role, origin, use_ids, names, use_files, results, misplaced, empty, has_text,
+                             lazy=(source, offset, length, ()))
+                       for (offset, length, chars, role, origin, use_ids, names, use_files, results, misplaced, empty,
+                            has_text) in rows]
             elif kind == "end":
                 for key, value in message[1].items():
                     setattr(builder, key, value)
