@@ -287,13 +287,11 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
                         return f"tool_result block {i} has no string \"tool_use_id\""
                     if type(c) is list and _too_deep(c, BLOCK_DEPTH + 1):
                         return f"nesting deeper than {MAX_DEPTH} levels"
+                measured = json_len(c) if measure and "content" in b else -1
                 if c is None or type(c) is str:
-                    fact = ResultFact(i, tid, len(c) if c else 0, True, bool(b.get("is_error")))
+                    results.append(ResultFact(i, tid, len(c) if c else 0, True, bool(b.get("is_error")), measured))
                 else:
-                    fact = ResultFact(i, tid, content_size(c), False, bool(b.get("is_error")))
-                if measure and "content" in b:
-                    fact = fact._replace(json_size=json_len(c))
-                results.append(fact)
+                    results.append(ResultFact(i, tid, content_size(c), False, bool(b.get("is_error")), measured))
                 result_ids.append(tid)
                 if seen_other:
                     misplaced.append(tid)
@@ -332,7 +330,19 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
         empty = not content
     if not facts:
         return None
-    return Entry(message, json_len(message), role if type(role) is str else "", origin, tuple(use_ids),
+    if measure and results:
+        # the results' contents are measured already: measure the rest with each of them null
+        # (JSON length adds up), rather than serialising every content twice
+        skeleton = list(content)
+        chars = 0
+        for f in results:
+            if f.json_size >= 0:
+                skeleton[f.block] = {**skeleton[f.block], "content": None}
+                chars += f.json_size - 4  # len("null")
+        chars += json_len({**message, "content": skeleton})
+    else:
+        chars = json_len(message)
+    return Entry(message, chars, role if type(role) is str else "", origin, tuple(use_ids),
                  tuple(names), tuple(use_files), tuple(results), tuple(misplaced), empty, has_text, frozenset(use_ids),
                  frozenset(result_ids))
 

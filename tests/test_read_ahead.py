@@ -82,6 +82,12 @@ def test_a_lazy_entry_reads_its_message_with_the_changes_made_since(tmp_path):
     from compactlab.messages import build_entry
 
     measured = build_entry(msgs[0], 0, measure=True)
+    assert measured.chars == eager.chars  # measured from its parts
+    for m in ({"role": "user", "content": [tr("é", "naïve ☃ \u2028 \"q\" \\ \x01"), {"type": "text", "text": "t"},
+                                            tr("x", [{"type": "text", "text": "ü"}], is_error=True),
+                                            {"type": "tool_result", "tool_use_id": "n"}]},
+              {"role": "user", "content": [tr("z", None)]}):
+        assert build_entry(m, 1, measure=True).chars == make_entry(m, 1).chars == len(orjson.dumps(m).decode())
     assert [f.json_size for f in measured.results] == [len(orjson.dumps(b["content"])) for b in msgs[0]["content"]]
     lazy = type(eager)(None, eager.chars, "user", 0, (), (), (), measured.results, (), False, False,
                        lazy=(source, 0, first, ()))
