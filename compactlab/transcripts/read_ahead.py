@@ -28,7 +28,9 @@ from typing import Any, BinaryIO
 
 from ..errors import CompactlabError
 from ..messages import Entry, Message
+from . import anthropic_messages  # (which imports this module: its names are used at run time)
 from .model import TranscriptBuilder, TranscriptStream
+from .reader import reparse
 
 #: smaller files are read in-process: forking and mapping cost more than they save
 MIN_BYTES = 4 << 20
@@ -59,10 +61,7 @@ class MappedFile:
             self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
     def message_at(self, offset: int, length: int) -> Message:
-        from .anthropic_messages import message_of
-        from .reader import reparse
-
-        return message_of(reparse(self._map[offset: offset + length]))
+        return anthropic_messages.message_of(reparse(self._map[offset: offset + length]))
 
 
 def stream(path: str, name: str, skip_bad_lines: bool) -> TranscriptStream:
