@@ -75,7 +75,7 @@ def test_a_lazy_entry_reads_its_message_with_the_changes_made_since(tmp_path):
     path = write_jsonl(tmp_path / "t.jsonl", msgs)
     raw = path.read_bytes()
     first = raw.index(b"\n") + 1
-    source = read_ahead.MappedFile(str(path))
+    source = read_ahead.SourceFile(str(path))
     eager = make_entry(msgs[0], 0)
     assert source.message_at(0, first) == msgs[0]
     assert source.message_at(first, len(raw) - first) == {"role": "assistant", "content": "ok"}  # as loaded
@@ -237,3 +237,51 @@ def test_a_stream_closed_unread_stops_its_reader(forks):
     stream.close()
     stream.close()  # twice is fine
     assert gone(forks[0])
+
+
+def test_the_file_is_read_as_it_was_when_opened(forks, tmp_path):
+    """A transcript still being written: lines appended after it was opened are not read (by the
+    reader or the replay); a file cut short under the replay is an error, not a crash."""
+    msgs = tool_session(30, size=40_000)
+    path = write_jsonl(tmp_path / "live.jsonl", msgs)
+    expected = replay(load_transcript(str(path)), load_policy("s08"))
+    stream = open_transcript(str(path))
+    with open(path, "ab") as f:
+        f.write(b"".join(orjson.dumps(m) + b"\n" for m in tool_session(5)[1:]) + b'{"role": "us')
+    assert_same_run(replay(stream, load_policy("s08")), expected)
+    source = read_ahead.SourceFile(str(path))
+    first = path.read_bytes().index(b"\n") + 1
+    assert source.message_at(0, first) == msgs[0]
+    path.write_bytes(b"")
+    with pytest.raises(InputError, match="cut short while it was replayed"):
+        source.message_at(0, first)
+    assert all(map(gone, forks))
+
+
+def test_a_real_sigint_stops_both_processes(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from compactlab.synth import write
+    from helpers import ROOT
+
+    big = tmp_path / "big.jsonl"
+    write(big, 4000, seed=5)
+    out = tmp_path / "new" / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "compactlab", "replay", str(big), "--out", str(out), "-q",
+                             "--format", "json"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "COMPACTLAB_READ_AHEAD": "1"},
+                            start_new_session=True)
+    time.sleep(0.25)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C does: to every process of the group
+    _, stderr = proc.communicate(timeout=60)
+    text = stderr.decode()
+    assert proc.returncode in (0, 130), text  # 0: it had already finished
+    assert "Traceback" not in text
+    if proc.returncode == 130:
+        assert text.startswith("error: interrupted") and not (tmp_path / "new").exists()
+    time.sleep(0.05)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)  # no process of the group is left, the reader included

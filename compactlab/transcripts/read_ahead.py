@@ -4,9 +4,10 @@ A streamed replay spends about half its time reading: parsing each line, computi
 facts and the raw baseline. On a machine with a second core, a forked reader does that part and
 sends the replay, batch by batch, only what it needs: each message's facts, the byte span of its
 line, the baseline rows of the calls read, and the recorded compactions. The replay keeps the
-file memory-mapped and parses a line again only when something reads that message's content (a
-persisted output, a quoted summary line, a saved transcript): most messages are never parsed in
-the replaying process at all, and a tool result a layer replaces is measured from its facts.
+file open and parses a line again only when something reads that message's content (a persisted
+output, a quoted summary line, a saved transcript): most messages are never parsed in the
+replaying process at all, and a tool result a layer replaces is measured from its facts. Both
+read the file as it was when it was opened: lines appended meanwhile are not read.
 
 Used for a plain (uncompressed) file of at least ``MIN_BYTES``, on a system with ``fork`` and two
 cores or more; ``COMPACTLAB_READ_AHEAD=0`` turns it off, ``=1`` forces it whatever the size. The
@@ -19,14 +20,13 @@ Ctrl-C) closes the stream, which stops the reader and reaps it.
 
 from __future__ import annotations
 
-import mmap
 import os
 import pickle
 import signal
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
-from ..errors import CompactlabError
+from ..errors import CompactlabError, InputError
 from ..messages import Entry, Message
 from . import anthropic_messages  # (which imports this module: its names are used at run time)
 from .model import TranscriptBuilder, TranscriptStream
@@ -53,22 +53,28 @@ def usable(path: str) -> bool:
     return setting == "1" or (size >= MIN_BYTES and (os.cpu_count() or 1) >= 2)
 
 
-class MappedFile:
-    """The transcript file, memory-mapped: a message is parsed from its line when it is read."""
+class SourceFile:
+    """The transcript file as it was when the stream was opened: a message is parsed again from
+    its line when something reads it (``os.pread``: no shared file position, and a file cut
+    short meanwhile is an error, not a crash)."""
 
     def __init__(self, path: str) -> None:
-        with open(path, "rb") as f:
-            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        self.path = path
+        self._file = open(path, "rb", buffering=0)
+        self.size = os.fstat(self._file.fileno()).st_size
 
     def message_at(self, offset: int, length: int) -> Message:
-        return anthropic_messages.message_of(reparse(self._map[offset: offset + length]))
+        raw = os.pread(self._file.fileno(), length, offset)
+        if len(raw) != length:
+            raise InputError(f"{self.path}: the file was cut short while it was replayed")
+        return anthropic_messages.message_of(reparse(raw))
 
 
 def stream(path: str, name: str, skip_bad_lines: bool) -> TranscriptStream:
     """The transcript at ``path`` as a stream whose reading happens in a forked process."""
     from ..baseline import RawBaseline
 
-    source = MappedFile(path)
+    source = SourceFile(path)
     r, w = os.pipe()
     try:
         import fcntl
@@ -79,7 +85,7 @@ def stream(path: str, name: str, skip_bad_lines: bool) -> TranscriptStream:
     pid = os.fork()
     if pid == 0:  # the reader: never returns
         os.close(r)
-        _reader(path, name, skip_bad_lines, w)
+        _reader(path, name, skip_bad_lines, source.size, w)
     os.close(w)
     builder = TranscriptBuilder(path, name, keep=False)
     base = RawBaseline()
@@ -111,14 +117,14 @@ class _Reader:
         self.pid = -1
 
 
-def _reader(path: str, name: str, skip_bad_lines: bool, fd: int) -> None:
+def _reader(path: str, name: str, skip_bad_lines: bool, size: int, fd: int) -> None:
     """The forked process: read, send, and exit without running the parent's exit handlers."""
     code = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it quietly; the replay cleans up
         with os.fdopen(fd, "wb", PIPE_BYTES) as out:
             try:
-                _read_and_send(path, name, skip_bad_lines, out)
+                _read_and_send(path, name, skip_bad_lines, out, size)
             except CompactlabError as exc:
                 pickle.dump(("error", exc), out)
             except Exception:
@@ -131,13 +137,14 @@ def _reader(path: str, name: str, skip_bad_lines: bool, fd: int) -> None:
         os._exit(code)
 
 
-def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO) -> None:
+def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO, size: int | None = None) -> None:
+    """Read the file (its first ``size`` bytes: what the replay can read again) and send it."""
     from ..baseline import BaselineBuilder
     from .anthropic_messages import _read
     from .reader import LineReader
 
     builder = TranscriptBuilder(path, name, keep=False)
-    reader = LineReader(path, skip_bad_lines=skip_bad_lines)
+    reader = LineReader(path, skip_bad_lines=skip_bad_lines, limit=size)
     baseline = BaselineBuilder(keep=False)
     base = baseline.base
     rows: list[tuple] = []
@@ -167,7 +174,7 @@ def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO) ->
     pickle.dump(("end", meta), out, pickle.HIGHEST_PROTOCOL)
 
 
-def _received(builder: TranscriptBuilder, base: Any, source: MappedFile, reader: _Reader) -> Iterator[list[Entry]]:
+def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader: _Reader) -> Iterator[list[Entry]]:
     """The messages as the reader sends them, a batch of lazy Entries at a time, filling ``base``
     and ``builder``."""
     pipe = reader.pipe
@@ -208,4 +215,4 @@ def _received(builder: TranscriptBuilder, base: Any, source: MappedFile, reader:
         reader.close()
 
 
-__all__ = ["MIN_BYTES", "MappedFile", "stream", "usable"]
+__all__ = ["MIN_BYTES", "SourceFile", "stream", "usable"]
