@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable
+from itertools import chain
 
 from ..messages import Entry, text_of
 from .base import SummaryRequest, SummaryResult
@@ -35,17 +36,10 @@ class StubSummarizer:
         first_user = _first_text(entries, "user")
         latest_user = _first_text(reversed(entries), "user")
         last_assistant = _first_text(reversed(entries), "assistant")
-        tools: Counter[str] = Counter()
-        files: dict[str, None] = {}
-        errors = 0
-        for e in entries:
-            if e.tool_names:
-                tools.update(e.tool_names)
-                for named in e.use_files:
-                    if named:
-                        files.update(dict.fromkeys(named))
-            elif e.results:
-                errors += sum(1 for f in e.results if f.is_error)
+        # (tool names and files are facts of assistant messages, results of user ones)
+        tools = Counter(chain.from_iterable([e.tool_names for e in entries]))
+        files = dict.fromkeys(chain.from_iterable(chain.from_iterable([e.use_files for e in entries])))
+        errors = sum([f.is_error for e in entries for f in e.results])
         lines = [f"Summary of {len(entries)} earlier messages (stub summarizer)."]
         if first_user:
             lines.append(f"First request: {_clip(first_user, 300)}")
