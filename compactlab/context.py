@@ -18,14 +18,13 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from itertools import accumulate
-from typing import Any
 
 from .messages import Entry
 from .sizing import list_chars
 
 
 class Context:
-    __slots__ = ("entries", "chars_sum", "_refs", "n_refs", "_keys", "last_assistant", "memo")
+    __slots__ = ("entries", "chars_sum", "_refs", "n_refs", "_keys", "last_assistant", "dealt")
 
     def __init__(self, entries: Iterable[Entry] = ()) -> None:
         self.entries: list[Entry] = list(entries)
@@ -43,8 +42,10 @@ class Context:
         self.last_assistant = next(
             (pos for pos in range(len(self.entries) - 1, -1, -1) if self.entries[pos].role == "assistant"), -1
         )
-        #: derived facts layers may cache; valid while the context only grows by appends
-        self.memo: dict[str, Any] = {}
+        #: per layer key, how many tool results from the first (in context order) the layer has
+        #: dealt with: its decisions on them stand. Carried through same-shape replacements, and
+        #: through splices that bring no tool results of their own (less the results dropped)
+        self.dealt: dict[str, int] = {}
 
     # -- the engine's in-place growth ---------------------------------------------------------
     def append(self, entry: Entry) -> None:
@@ -94,7 +95,7 @@ class Context:
         # a replacement keeps its message's tool results and origin: the logs are shared
         new._refs, new.n_refs, new._keys = self._refs, self.n_refs, self._keys
         new.last_assistant = self.last_assistant
-        new.memo = {}
+        new.dealt = dict(self.dealt) if self.dealt else {}
         return new
 
     def spliced(self, head_end: int, made: list[Entry], tail_start: int) -> "Context":
@@ -112,10 +113,15 @@ class Context:
             new.chars_sum = sum(e.chars for e in new.entries)
         shift = head_end + len(made) - tail_start
         refs = self._refs
-        new._refs = refs[: self.refs_before(head_end)]
+        head_refs, tail_refs = self.refs_before(head_end), self.refs_before(tail_start)
+        new._refs = refs[:head_refs]
         new._refs += [(head_end + i, k) for i, e in enumerate(made) if e.results for k in range(len(e.results))]
-        new._refs += [(pos + shift, k) for pos, k in refs[self.refs_before(tail_start): self.n_refs]]
+        made_refs = len(new._refs) - head_refs
+        new._refs += [(pos + shift, k) for pos, k in refs[tail_refs: self.n_refs]]
         new.n_refs = len(new._refs)
+        # what was dealt with in the head stays so, and in the tail too unless new results precede it
+        new.dealt = {key: n if n <= head_refs else head_refs if n < tail_refs or made_refs else n - (tail_refs - head_refs)
+                     for key, n in self.dealt.items()}
         keys = self._keys[:head_end]
         key = keys[-1] if keys else -1
         for e in made:
@@ -132,7 +138,6 @@ class Context:
         else:
             head = [*entries[:head_end], *made]
             new.last_assistant = next((i for i in range(len(head) - 1, -1, -1) if head[i].role == "assistant"), -1)
-        new.memo = {}
         return new
 
     @property

@@ -11,8 +11,8 @@ many tokens) and ``clear_inputs`` (also empty the tool_use input). A replacement
 shorter is skipped.
 
 Incremental: once a result is old it stays old while the context only grows, so the layer
-remembers in ``context.memo`` how many results it has already dealt with and looks only at the
-ones that became old since.
+remembers in ``context.dealt`` how many results it has already dealt with and looks only at the
+ones that became old since (the count survives snips and summaries that keep earlier results).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def _cutoff(context: Context, config: MicroConfig) -> int:
 def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, LayerStats]:
     cutoff = _cutoff(context, config)
     key = f"micro:{id(config)}"
-    start = context.memo.get(key, 0)
+    start = context.dealt.get(key, 0)
     if cutoff <= start:
         return context, NOTHING
     if config.trigger_tokens and env.estimator.tokens(context.chars) <= config.trigger_tokens:
@@ -78,7 +78,7 @@ def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, 
         _clear_inputs(context, {tool_id for _, _, tool_id, _ in chosen}, sorted({p - 1 for p, *_ in chosen if p > 0}),
                       changes, stats)
     result = context.replaced(changes) if changes else context
-    result.memo[key] = cutoff  # a cache of derived facts, not content
+    result.dealt[key] = cutoff
     return result, stats
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from compactlab.context import Context
 from compactlab.layers import RunEnv, micro
 from compactlab.policy import MicroConfig
 from compactlab.summarizers import StubSummarizer
@@ -89,3 +90,29 @@ def test_incremental_memo_agrees_with_a_fresh_scan():
         ctx, _ = micro(ctx, cfg, e)
     fresh, _ = micro(context(msgs), cfg, env())
     assert ctx.messages == fresh.messages
+
+
+@pytest.mark.parametrize("keep_by", ["results", "turns"])
+def test_what_micro_dealt_with_survives_snips_and_agrees_with_a_fresh_scan(keep_by):
+    """Snip (a splice) carries micro's count of results dealt with, less those it dropped: at
+    every call, micro on the carried count gives what micro scanning from the first result gives."""
+    from compactlab.layers import snip
+    from compactlab.messages import make_entry
+    from compactlab.policy import SnipConfig
+
+    msgs = tool_session(40, size=400)
+    for i in range(3, len(msgs), 7):  # some results short enough to keep, some with two blocks
+        if msgs[i]["role"] == "user":
+            msgs[i] = results(tr(f"s{i}", "short"), *msgs[i]["content"])
+    cfg, snip_cfg = MicroConfig(keep_recent=2, keep_by=keep_by), SnipConfig(max_messages=12, keep_head=3)
+    ctx, e = context(msgs[:3]), env()
+    carried = 0
+    for i, m in enumerate(msgs[3:], 3):
+        ctx.append(make_entry(m, i))
+        ctx, _ = snip(ctx, snip_cfg, e)
+        carried += bool(ctx.dealt)
+        fresh = Context(ctx.entries)  # the same messages, nothing dealt with
+        ctx, _ = micro(ctx, cfg, e)
+        fresh, _ = micro(fresh, cfg, env())
+        assert ctx.messages == fresh.messages, i
+    assert carried > 20  # the count did survive the snips
