@@ -94,10 +94,16 @@ def test_calls_csv_is_what_the_csv_module_writes():
     from compactlab.records import TURN_COLUMNS, turn_values
     from compactlab.reports import calls_csv
 
+    import dataclasses
+
     t = load_transcript(str(SAMPLES / "synth-medium.jsonl"))
-    for run in (replay(t, load_policy("s08")), replay(t, load_policy("none", ["reactive.window_tokens=2000"]))):
-        assert any(c.overflow for c in run.calls) or run.summary.policy == "s08"
-        assert any(0 < c.input_cost_usd < 1e-3 for c in run.calls)  # floats in repr form, e.g. 1.5e-05
+    odd = replay(t, load_policy("none"))
+    costs = [0.0, 9.75e-05, 1e-4, 0.1 + 0.2, 5e-324, 1e16, 3.5e20, float("inf"), float("nan"), 2.5e-07, 12.0]
+    odd = dataclasses.replace(odd, calls=[dataclasses.replace(c, input_cost_usd=v, raw_tokens=2**62 + i)
+                                          for i, (c, v) in enumerate(zip(odd.calls, costs))])
+    for run in (replay(t, load_policy("s08")), replay(t, load_policy("none", ["reactive.window_tokens=2000"])), odd,
+                dataclasses.replace(odd, calls=[])):
+        assert any(c.overflow for c in run.calls) or run.summary.policy == "s08" or len(run.calls) < 12
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(TURN_COLUMNS)

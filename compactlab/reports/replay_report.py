@@ -96,17 +96,31 @@ def _csv_row(call: TurnRecord) -> list:
     return row
 
 
-#: a calls.csv row: every value a number, written as the csv module writes numbers (repr), but
-#: by one %-format a row (a third faster on 5,000 calls); overflow as true/false
-_ROW = ",".join("%s" if name == "overflow" else "%r" for name in TURN_COLUMNS) + "\n"
+_HEADER = ",".join(TURN_COLUMNS) + "\n"
+_COST = TURN_COLUMNS.index("input_cost_usd")
 
 
 def calls_csv(run: Run) -> str:
-    parts = [",".join(TURN_COLUMNS) + "\n"]
-    i = _OVERFLOW
-    for row in map(turn_values, run.calls):
-        parts.append(_ROW % (*row[:i], "true" if row[i] else "false", *row[i + 1:]))
-    return "".join(parts)
+    return calls_csv_bytes(run).decode("utf-8")
+
+
+def calls_csv_bytes(run: Run) -> bytes:
+    """calls.csv: what csv.writer writes for the rows (overflow as true/false).
+
+    The rows are numbers and one boolean, which orjson writes as the csv module does (true/false
+    as wanted), except that it spells the exponent of a float outside [1e-4, 1e16) differently:
+    such a cost goes in as its repr (an orjson Fragment). The rows are then one orjson array with
+    its brackets turned into lines, three times as fast as formatting each (5,000 calls: 9 -> 3 ms).
+    """
+    rows = list(map(turn_values, run.calls))
+    c = _COST
+    for k, row in enumerate(rows):
+        v = row[c]
+        if not (v == 0 or 1e-4 <= v < 1e16):
+            rows[k] = (*row[:c], orjson.Fragment(repr(v).encode()), *row[c + 1:])
+    if not rows:
+        return _HEADER.encode()
+    return _HEADER.encode() + orjson.dumps(rows)[2:-2].replace(b"],[", b"\n") + b"\n"
 
 
 def write_csv(run: Run, out: TextIO) -> None:
@@ -182,5 +196,5 @@ def write_files(run: Run, out: OutputDir) -> list[str]:
         return []
     doc = {"summary": run.summary, "policy": run.policy, "failed_summaries": run.failed_summaries}
     out.write_all({"summary.json": orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n",
-                   "calls.csv": calls_csv(run).encode("utf-8")})
+                   "calls.csv": calls_csv_bytes(run)})
     return ["summary.json", "calls.csv"]
