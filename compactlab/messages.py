@@ -9,6 +9,7 @@ new Entry for it (copy-on-write); everything else is shared.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any, NamedTuple, Protocol
 
 import orjson
@@ -111,6 +112,10 @@ BLOCK_DEPTH = 3
 MAX_DEPTH = 200
 
 
+_NO_IDS: frozenset[str] = frozenset()
+_tool_use_id = itemgetter(1)  # of a ResultFact
+
+
 class MessageSource(Protocol):
     def message_at(self, offset: int, length: int) -> Message: ...
 
@@ -147,8 +152,12 @@ class Entry:
         self.misplaced_results = misplaced_results  # ids of tool_result blocks after a non-tool_result block
         self.empty = empty
         self.has_text = has_text  # text_of(message) has more than whitespace
-        self.use_set = frozenset(tool_use_ids) if use_set is None else use_set
-        self.result_set = frozenset(f.tool_use_id for f in results) if result_set is None else result_set
+        if use_set is None:  # (one Entry a message read: the sets of none are shared)
+            use_set = frozenset(tool_use_ids) if tool_use_ids else _NO_IDS
+        if result_set is None:
+            result_set = frozenset(map(_tool_use_id, results)) if results else _NO_IDS
+        self.use_set = use_set
+        self.result_set = result_set
         #: the content blocks that are no longer the transcript's own (retention, SPEC §7)
         self.changed = changed
 
