@@ -17,6 +17,8 @@ from .transcripts.model import Transcript
 
 @dataclass
 class RawBaseline:
+    """Per call, the uncompacted history: its size, violations and retention references."""
+
     messages: list[int] = field(default_factory=list)  # per call: messages before it
     chars: list[int] = field(default_factory=list)  # per call: compact JSON length of them
     #: per call: multiset of (kind, tool id) violations in the raw context; calls absent: none

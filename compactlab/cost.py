@@ -49,6 +49,8 @@ class ModelPrices:
 
 @dataclass(frozen=True)
 class PriceTable:
+    """A price table: per model, what input, output and the cache cost (USD per million tokens)."""
+
     read: str
     default_model: str
     models: dict[str, dict]

@@ -29,6 +29,8 @@ KINDS = (
 
 @dataclass(frozen=True, slots=True)
 class Violation:
+    """One way a context would make the API reject the request (SPEC §6)."""
+
     kind: str
     message_index: int
     tool_use_id: str | None

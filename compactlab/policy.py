@@ -64,6 +64,8 @@ class Section:
 
 @dataclass(frozen=True, slots=True)
 class LayerConfig(Section):
+    """What every layer's table has."""
+
     enabled: bool = opt(True, "run this layer at all")
 
 
@@ -171,6 +173,8 @@ class ManualConfig(LayerConfig):
 
 @dataclass(frozen=True, slots=True)
 class SizeConfig(Section):
+    """How tokens are estimated from compact-JSON characters."""
+
     chars_per_token: Annotated[float, Bound(gt=0)] = opt(4.0, "token estimate: chars / chars_per_token")
     overhead_tokens: NonNegative = opt(0, "tokens of system prompt and tools not in the transcript")
 
@@ -186,6 +190,8 @@ ALIASES = {("micro", "exclude_tools"): "preserve_tools"}
 
 @dataclass(frozen=True, slots=True)
 class Policy(Section):
+    """A whole policy: the cheap layers' order, every layer's table, and the size estimate."""
+
     name: str = "custom"
     description: str = ""
     order: list[Literal["budget", "snip", "micro"]] = opt(list(CHEAP_LAYERS), "the cheap layers, in the order they run")

@@ -30,6 +30,9 @@ from ..summarizers.prompts import PROMPTS
 
 @dataclass
 class LayerStats:
+    """What layers did in a call (added up over a run); ``lowest_changed`` is the first position
+    any of them changed."""
+
     persisted: int = 0
     persisted_chars: int = 0
     snipped: int = 0

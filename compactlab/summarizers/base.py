@@ -62,6 +62,8 @@ class SummaryRequest:
 
 @dataclass(frozen=True, slots=True)
 class SummaryResult:
+    """A summary and what it cost in tokens."""
+
     text: str
     input_tokens: int
     output_tokens: int

@@ -29,6 +29,8 @@ class RecordedCompaction:
 
 @dataclass
 class Transcript:
+    """A loaded transcript: its messages as Entries, and what the recording said about them."""
+
     path: str
     format: str
     entries: list[Entry]
