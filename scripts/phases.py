@@ -1,5 +1,6 @@
 """In-process timings of a replay's phases: load, raw baseline, replay (best of N), and of the
-streamed replay a single `compactlab replay` does (all three at once, as it reads).
+streamed replay a single `compactlab replay` does (all three at once, as it reads), in this
+process and with the read-ahead process (what `replay` does with a big plain file).
 
     python scripts/phases.py TRANSCRIPT [POLICY [KEY=VALUE ...]] [--rounds N]
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import time
 
 from compactlab.baseline import compute_baseline
@@ -28,7 +30,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     policy = load_policy(args.policy, args.overrides)
-    best = {"load": float("inf"), "baseline": float("inf"), "replay": float("inf"), "streamed": float("inf")}
+    best = {"load": float("inf"), "baseline": float("inf"), "replay": float("inf")}
     for _ in range(args.rounds):
         gc.unfreeze()
         gc.collect()
@@ -46,14 +48,14 @@ def main() -> None:
         gc.unfreeze()
         gc.collect()
         gc.disable()  # as the CLI does around a streamed replay
-        t0 = time.perf_counter()
-        stream = open_transcript(args.transcript)
-        if isinstance(stream, TranscriptStream):  # else a format that is always loaded
-            replay(stream, policy)
-            best["streamed"] = min(best["streamed"], time.perf_counter() - t0)
+        for phase, setting in (("streamed", "0"), ("read ahead", "1")):
+            os.environ["COMPACTLAB_READ_AHEAD"] = setting
+            t0 = time.perf_counter()
+            stream = open_transcript(args.transcript)
+            if isinstance(stream, TranscriptStream):  # else a format that is always loaded
+                replay(stream, policy)
+                best[phase] = min(best.get(phase, float("inf")), time.perf_counter() - t0)
         gc.enable()
-    if best["streamed"] == float("inf"):
-        del best["streamed"]
     print("  ".join(f"{phase} {1000 * s:.0f} ms" for phase, s in best.items()), f"(best of {args.rounds})")
 
 
