@@ -91,7 +91,7 @@ def test_the_phase_timer_reports_each_phase():
     script = Path(__file__).parent.parent / "scripts" / "phases.py"
     out = subprocess.run([sys.executable, str(script), str(SMALL), "s08", "summary.trigger=20000", "--rounds", "1"],
                          capture_output=True, text=True, check=True).stdout
-    assert re.fullmatch(r"load \d+ ms  baseline \d+ ms  replay \d+ ms  streamed \d+ ms \(best of 1\)\n", out)
+    assert re.fullmatch(r"load \d+ ms  baseline \d+ ms  replay \d+ ms  streamed \d+ ms  read ahead \d+ ms \(best of 1\)\n", out)
 
 
 def test_the_lower_bound_script_replays_every_call():
