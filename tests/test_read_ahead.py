@@ -274,7 +274,9 @@ def test_a_real_sigint_stops_both_processes(tmp_path):
                              "--format", "json"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path,
                             env={**os.environ, "PYTHONPATH": str(ROOT), "COMPACTLAB_READ_AHEAD": "1"},
                             start_new_session=True)
-    time.sleep(0.25)
+    deadline = time.monotonic() + 30
+    while not out.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)  # until the replay has begun (an interrupt during imports is Python's)
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C does: to every process of the group
     _, stderr = proc.communicate(timeout=60)
     text = stderr.decode()
