@@ -197,9 +197,8 @@ def _read_ahead_early(paths: tuple[str, ...], input_format: str | None, skip_bad
         return None, None
     from .transcripts import open_transcript
 
-    try:
-        with _collector_off():
-            return open_transcript(paths[0], input_format, skip_bad_lines=skip_bad_lines, load=False), None
+    try:  # (reads only the first lines: the collector stays as start-up left it)
+        return open_transcript(paths[0], input_format, skip_bad_lines=skip_bad_lines, load=False), None
     except CompactlabError as exc:
         return None, exc
 
