@@ -287,3 +287,30 @@ def test_a_real_sigint_stops_both_processes(tmp_path):
     time.sleep(0.05)
     with pytest.raises(ProcessLookupError):
         os.killpg(proc.pid, 0)  # no process of the group is left, the reader included
+
+
+def test_a_folder_of_big_sessions_reads_each_ahead_in_turn(cli, forks, tmp_path, monkeypatch):
+    import shutil
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    for name in ("synth-medium", "manual-compact", "huge-batch"):
+        shutil.copy(SAMPLES / f"{name}.jsonl", folder / f"{name}.jsonl")
+    outputs = {}
+    for setting in ("1", "0"):
+        monkeypatch.setenv("COMPACTLAB_READ_AHEAD", setting)
+        r = cli("replay", str(folder), "-p", "s08", "--format", "json", "--out", str(tmp_path / setting), "-q")
+        assert r.exit_code == 0, r.output
+        runs = orjson.loads(r.stdout)["runs"]
+        for run in runs:
+            run["summary"].pop("runtime_s")
+        outputs[setting] = runs
+    assert outputs["1"] == outputs["0"] and len(outputs["1"]) == 3
+    assert len(forks) == 3 and all(map(gone, forks))
+    ahead, here = files_under(tmp_path / "1"), files_under(tmp_path / "0")
+    assert ahead.keys() == here.keys()
+    for name in ahead:
+        if name.endswith("summary.json"):  # its run time differs
+            ahead[name], here[name] = (orjson.loads(f[name]) for f in (ahead, here))
+            ahead[name]["summary"].pop("runtime_s"), here[name]["summary"].pop("runtime_s")
+        assert ahead[name] == here[name], name
