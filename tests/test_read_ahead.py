@@ -314,3 +314,21 @@ def test_a_folder_of_big_sessions_reads_each_ahead_in_turn(cli, forks, tmp_path,
             ahead[name], here[name] = (orjson.loads(f[name]) for f in (ahead, here))
             ahead[name]["summary"].pop("runtime_s"), here[name]["summary"].pop("runtime_s")
         assert ahead[name] == here[name], name
+
+
+def test_without_a_second_process_the_file_is_read_in_process(monkeypatch, tmp_path):
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1")
+
+    def no_fork() -> int:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(read_ahead.os, "fork", no_fork)
+    def open_files() -> int:
+        return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
+
+    path = str(SAMPLES / "synth-medium.jsonl")
+    before = open_files()
+    stream = open_transcript(path)
+    assert stream.raw_baseline is None  # the in-process stream
+    assert open_files() == before  # the file and pipe opened for the reader are closed again
+    assert_same_run(replay(stream, load_policy("s08")), replay(load_transcript(path), load_policy("s08")))

@@ -13,9 +13,10 @@ Used for a plain (uncompressed) file of at least ``MIN_BYTES``, on a system with
 cores or more; ``COMPACTLAB_READ_AHEAD=0`` turns it off, ``=1`` forces it whatever the size. The
 results are those of the in-process stream, byte for byte (tested).
 
-The reader's pipe holds a few batches, so it stays at most that far ahead. A bad line is
-reported by the reader as the in-process stream reports it; a replay that stops early (an error,
-Ctrl-C) closes the stream, which stops the reader and reaps it.
+The pipe (1 MiB) holds a few dozen batches: the reader stays at most that far ahead. A bad line
+is reported by the reader as the in-process stream reports it; a replay that stops early (an
+error, Ctrl-C) closes the stream, which stops the reader and reaps it. Where the file cannot be
+opened again or no process can be forked, ``stream`` gives None and the file is read in-process.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from . import anthropic_messages  # (which imports this module: its names are us
 from .model import TranscriptBuilder, TranscriptStream
 from .reader import reparse
 
-#: smaller files are read in-process: forking and mapping cost more than they save
+#: smaller files are read in-process: a second process costs more than it saves
 MIN_BYTES = 4 << 20
 #: messages per batch sent to the replay
 BATCH = 256
@@ -70,19 +71,28 @@ class SourceFile:
         return anthropic_messages.message_of(reparse(raw))
 
 
-def stream(path: str, name: str, skip_bad_lines: bool) -> TranscriptStream:
-    """The transcript at ``path`` as a stream whose reading happens in a forked process."""
+def stream(path: str, name: str, skip_bad_lines: bool) -> TranscriptStream | None:
+    """The transcript at ``path`` as a stream whose reading happens in a forked process; None if
+    that cannot be had (the caller reads it in-process, and reports what is wrong with it)."""
     from ..baseline import RawBaseline
 
-    source = SourceFile(path)
-    r, w = os.pipe()
+    try:
+        source = SourceFile(path)
+        r, w = os.pipe()
+    except OSError:
+        return None
     try:
         import fcntl
 
         fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
     except (ImportError, OSError):
         pass  # the default pipe size only means more switches
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # a process limit
+        os.close(r)
+        os.close(w)
+        return None
     if pid == 0:  # the reader: never returns
         os.close(r)
         _reader(path, name, skip_bad_lines, source.size, w)
