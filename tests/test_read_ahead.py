@@ -332,3 +332,20 @@ def test_without_a_second_process_the_file_is_read_in_process(monkeypatch, tmp_p
     assert stream.raw_baseline is None  # the in-process stream
     assert open_files() == before  # the file and pipe opened for the reader are closed again
     assert_same_run(replay(stream, load_policy("s08")), replay(load_transcript(path), load_policy("s08")))
+
+
+def test_a_line_of_invalid_utf8_reads_the_same_again(forks, tmp_path):
+    """A line decoded with replacement by the reader is decoded the same way where the replay
+    parses it again (here: a result the budget layer persists)."""
+    msgs = tool_session(6, size=50_000)
+    lines = [orjson.dumps(m) for m in msgs]
+    lines[4] = lines[4].replace(b"xxxx", b"x\xff\xfex", 1)  # the second result, persisted by s08's budget
+    path = tmp_path / "bad-utf8.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    policy = load_policy("s08", ["budget.max_chars=10000"])
+    ahead = replay(open_transcript(str(path)), policy, out_dir=tmp_path / "a")
+    loaded = replay(load_transcript(str(path)), policy, out_dir=tmp_path / "b")
+    assert_same_run(ahead, loaded)
+    assert len(forks) == 1
+    written = files_under(tmp_path / "a")
+    assert written == files_under(tmp_path / "b") and any("\ufffd".encode() in data for data in written.values())
