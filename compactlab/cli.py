@@ -280,23 +280,28 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
     used: set[str] = set()
     for i, path in enumerate(files):
         t = early if i == 0 and early is not None else _open(path, input_format, skip_bad_lines, quiet, stream)
-        price = _prices_for([t], price_model, table)[0]
-        estimator = _estimators_for([t], calibrate, quiet)[0]
-        name = f"{safe_stem(t.name)}-{safe_stem(policy.name)}"
-        n = 1
-        while (f"{name}-{n}" if n > 1 else name) in used:
-            n += 1
-        name = f"{name}-{n}" if n > 1 else name
-        used.add(name)
-        if out_dir is None:
-            folder = os.path.join("reports", name)
-        else:
-            folder = out_dir if len(files) == 1 else os.path.join(out_dir, name)
-        counter = build_counter(live, t.system) if tokens == "anthropic" else None
-        with _collector_off():  # a stream is read during the run
-            run = run_replay(t, policy, out_dir=folder, dry_run=dry_run, write_transcripts=write_transcripts,
-                             keep_recorded_compactions=keep_recorded_compactions, estimator=estimator, prices=price,
-                             summarizer=build_summarizer(summarizer, live), counter=counter)
+        try:
+            price = _prices_for([t], price_model, table)[0]
+            estimator = _estimators_for([t], calibrate, quiet)[0]
+            name = f"{safe_stem(t.name)}-{safe_stem(policy.name)}"
+            n = 1
+            while (f"{name}-{n}" if n > 1 else name) in used:
+                n += 1
+            name = f"{name}-{n}" if n > 1 else name
+            used.add(name)
+            if out_dir is None:
+                folder = os.path.join("reports", name)
+            else:
+                folder = out_dir if len(files) == 1 else os.path.join(out_dir, name)
+            counter = build_counter(live, t.system) if tokens == "anthropic" else None
+            with _collector_off():  # a stream is read during the run
+                run = run_replay(t, policy, out_dir=folder, dry_run=dry_run, write_transcripts=write_transcripts,
+                                 keep_recorded_compactions=keep_recorded_compactions, estimator=estimator,
+                                 prices=price, summarizer=build_summarizer(summarizer, live), counter=counter)
+        except BaseException:
+            if isinstance(t, TranscriptStream):  # not read to the end: stop its reading (and reader)
+                t.close()
+            raise
         if isinstance(t, TranscriptStream):  # read now: its model, bad lines and warnings are known
             if not isinstance(price, ModelPrices):
                 _price_warning(price, price.lookup(t.model))

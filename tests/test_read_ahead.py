@@ -349,3 +349,15 @@ def test_a_line_of_invalid_utf8_reads_the_same_again(forks, tmp_path):
     assert len(forks) == 1
     written = files_under(tmp_path / "a")
     assert written == files_under(tmp_path / "b") and any("\ufffd".encode() in data for data in written.values())
+
+
+def test_a_replay_that_fails_before_its_run_stops_the_reader(cli, forks, tmp_path, monkeypatch):
+    import compactlab.summarizers as summarizers
+
+    def broken(*args, **kwargs):
+        raise summarizers.UsageError("no summarizer today")
+
+    monkeypatch.setattr(summarizers, "build_summarizer", broken)
+    r = cli("replay", str(SAMPLES / "synth-medium.jsonl"), "-q", "--dry-run")
+    assert r.exit_code == 2 and "no summarizer today" in r.stderr
+    assert len(forks) == 1 and gone(forks[0])
