@@ -209,27 +209,25 @@ class Entry:
             assert self._lazy is not None
             source, offset, length, patches = self._lazy
             new_json = json_len(new_content)
-            results = list(self.results)
-            results[k] = ResultFact(fact.block, fact.tool_use_id, size, is_str, fact.is_error, new_json)
-            return Entry(None, self.chars - fact.json_size + new_json, self.role, self.origin, self.tool_use_ids,
-                         self.tool_names, self.use_files, tuple(results), self.misplaced_results, self.empty,
-                         self.has_text, self.use_set, self.result_set, self.changed | {fact.block},
-                         (source, offset, length, (*patches, (fact.block, new_content))))
-        content = list(self.message["content"])
-        old = content[fact.block]
-        content[fact.block] = {**old, "content": new_content}
-        message = {**self.message, "content": content}
-        if "content" not in old:
-            return self.with_message(message)  # (counts block k as changed: a new dict)
-        results = list(self.results)
-        results[k] = ResultFact(fact.block, fact.tool_use_id, size, is_str, fact.is_error)
-        if self.chars - fact.size < fact.size:
-            chars = json_len(message)
+            message, chars = None, self.chars - fact.json_size + new_json
+            lazy = (source, offset, length, (*patches, (fact.block, new_content)))
         else:
-            chars = self.chars - json_len(old["content"]) + json_len(new_content)
+            content = list(self.message["content"])
+            old = content[fact.block]
+            content[fact.block] = {**old, "content": new_content}
+            message = {**self.message, "content": content}
+            if "content" not in old:
+                return self.with_message(message)  # (counts block k as changed: a new dict)
+            if self.chars - fact.size < fact.size:
+                chars = json_len(message)
+            else:
+                chars = self.chars - json_len(old["content"]) + json_len(new_content)
+            new_json, lazy = -1, None  # (the message is at hand to measure)
+        results = list(self.results)
+        results[k] = ResultFact(fact.block, fact.tool_use_id, size, is_str, fact.is_error, new_json)
         return Entry(message, chars, self.role, self.origin, self.tool_use_ids, self.tool_names, self.use_files,
                      tuple(results), self.misplaced_results, self.empty, self.has_text, self.use_set, self.result_set,
-                     self.changed | {fact.block})
+                     self.changed | {fact.block}, lazy)
 
 
 def _too_deep(value: Any, depth: int) -> bool:

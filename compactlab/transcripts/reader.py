@@ -66,27 +66,16 @@ def _reading(path: str) -> Iterator[None]:
         raise
 
 
-def iter_raw_lines(path: str, offset: int = 0, first: int = 1, limit: int | None = None) -> Iterator[tuple[int, bytes]]:
+def iter_raw_lines(path: str, offset: int = 0, first: int = 1) -> Iterator[tuple[int, bytes]]:
     """(physical line number, raw bytes) for every line, streaming, from byte ``offset`` (an
-    uncompressed file) whose line is number ``first``, and up to byte ``limit`` if given (a file
-    read as it was when its size was taken, though it grows). Binary-mode line iteration splits
-    on ``\\n`` only (never on U+2028 or a lone ``\\r``) and runs in C."""
+    uncompressed file) whose line is number ``first``. Binary-mode line iteration splits on
+    ``\\n`` only (never on U+2028 or a lone ``\\r``) and runs in C."""
     f = open_checked(path)
     try:
         with _reading(path):
             if offset:
                 f.seek(offset)
-            if limit is None:
-                yield from enumerate(f, first)
-                return
-            at = offset
-            for lineno, raw in enumerate(f, first):
-                if at + len(raw) >= limit:
-                    if at < limit:
-                        yield lineno, raw[: limit - at]
-                    return
-                at += len(raw)
-                yield lineno, raw
+            yield from enumerate(f, first)
     finally:
         f.close()
 
@@ -187,7 +176,8 @@ class LineReader:
     #: (byte offset, length) of the line last yielded, read without a head from an uncompressed
     #: file; what the read-ahead process tells the replay so that it can parse the line again
     span: tuple[int, int] | None = None
-    limit: int | None = None  # read up to this byte (see iter_raw_lines)
+    #: with spans: read up to this byte (a file read as it was when its size was taken, though it grows)
+    limit: int | None = None
 
     def bad(self, lineno: int, reason: str) -> None:
         if not self.skip_bad_lines:
@@ -208,8 +198,13 @@ class LineReader:
             offset, first = head.offset, head.end + 1
         loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
         at = offset if head is None else -1  # lines read by detection are not counted: no spans
-        for lineno, raw in iter_raw_lines(self.path, offset, first, self.limit):
+        limit = self.limit
+        for lineno, raw in iter_raw_lines(self.path, offset, first):
             if at >= 0:
+                if limit is not None and at + len(raw) > limit:
+                    raw = raw[: limit - at]
+                    if not raw:
+                        break
                 self.span = (at, len(raw))
                 at += len(raw)
             if raw.isspace():  # a blank line (no copy, unlike raw.strip())
