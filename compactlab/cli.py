@@ -30,9 +30,11 @@ class Group(click.Group):
             if exc.hint:
                 click.echo(f"hint: {exc.hint}", err=True)
             sys.exit(exc.exit_code)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            from .interrupts import exit_status
+
             click.echo("error: interrupted", err=True)
-            sys.exit(130)
+            sys.exit(exit_status(exc))
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
         except BrokenPipeError:
@@ -54,6 +56,11 @@ def policy_options(f: Callable) -> Callable:
     f = click.option("--set", "overrides", multiple=True, metavar="LAYER.KEY=VALUE",
                      help="Override a policy key, e.g. --set summary.trigger=40000 (repeatable).")(f)
     return f
+
+
+def force_option(f: Callable) -> Callable:
+    return click.option("--force", is_flag=True,
+                        help="Replace an --out folder that holds files compactlab did not write.")(f)
 
 
 def policies_option(default: str) -> Callable[[Callable], Callable]:
@@ -238,6 +245,7 @@ class _collector_off:
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "md"]), default="table",
               show_default=True, help="What to print on stdout.")
 @click.option("--dry-run", is_flag=True, help="Write no file at all; only print.")
+@force_option
 @click.option("--write-transcripts", is_flag=True, help="Also write the context saved before each summary.")
 @click.option("--keep-recorded-compactions", is_flag=True,
               help="Replay the compactions the recording did (Claude Code compact boundaries).")
@@ -248,7 +256,7 @@ class _collector_off:
 @click.option("-q", "--quiet", is_flag=True, help="No status or warnings on stderr.")
 def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, ...], summarizer: str,
            model: str | None, summary_prompt: str | None, cache_dir: str | None, no_cache: bool, tokens: str,
-           out_dir: str | None, fmt: str, dry_run: bool, write_transcripts: bool, keep_recorded_compactions: bool,
+           out_dir: str | None, fmt: str, dry_run: bool, force: bool, write_transcripts: bool, keep_recorded_compactions: bool,
            calibrate: bool, chart: bool, price_model: str | None, prices_file: str | None, skip_bad_lines: bool,
            input_format: str | None, quiet: bool) -> None:
     """Replay each TRANSCRIPT (a file, or a folder of sessions) call by call through a policy."""
@@ -260,7 +268,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
     early, problem = _read_ahead_early(transcripts, input_format, skip_bad_lines, stream)
     try:
         from .cost import ModelPrices, load_prices
-        from .outputs import OutputDir, safe_stem
+        from .outputs import OutputDir, run_folder_name
         from .policy import load_policy
         from .replay import replay as run_replay
         from .reports import write_chart, write_files, write_runs
@@ -278,42 +286,55 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
         raise
     runs = []
     used: set[str] = set()
-    for i, path in enumerate(files):
-        t = early if i == 0 and early is not None else _open(path, input_format, skip_bad_lines, quiet, stream)
-        try:
-            price = _prices_for([t], price_model, table)[0]
-            estimator = _estimators_for([t], calibrate, quiet)[0]
-            name = f"{safe_stem(t.name)}-{safe_stem(policy.name)}"
-            n = 1
-            while (f"{name}-{n}" if n > 1 else name) in used:
-                n += 1
-            name = f"{name}-{n}" if n > 1 else name
-            used.add(name)
-            if out_dir is None:
-                folder = os.path.join("reports", name)
-            else:
-                folder = out_dir if len(files) == 1 else os.path.join(out_dir, name)
-            counter = build_counter(live, t.system) if tokens == "anthropic" else None
-            with _collector_off():  # a stream is read during the run
-                run = run_replay(t, policy, out_dir=folder, dry_run=dry_run, write_transcripts=write_transcripts,
-                                 keep_recorded_compactions=keep_recorded_compactions, estimator=estimator,
-                                 prices=price, summarizer=build_summarizer(summarizer, live), counter=counter)
-        except BaseException:
-            if isinstance(t, TranscriptStream):  # not read to the end: stop its reading (and reader)
-                t.close()
-            raise
-        if isinstance(t, TranscriptStream):  # read now: its model, bad lines and warnings are known
-            if not isinstance(price, ModelPrices):
-                _price_warning(price, price.lookup(t.model))
-            _warn_loaded(t, quiet)
-        if run.failed_summaries:
-            _status(quiet, f"warning: {t.path}: {len(run.failed_summaries)} summar(y/ies) failed, at call(s) "
-                           + ", ".join(str(f["call"]) for f in run.failed_summaries[:10]) + f": {run.failed_summaries[0]['error']}")
-        write_files(run, OutputDir(folder, dry_run))
-        if chart:
-            write_chart(run, policy, OutputDir(folder, dry_run))
-        runs.append(run)
-        del t
+    # several transcripts into one --out: one run folder, a folder for each inside it
+    shared = OutputDir(out_dir, dry_run, force) if out_dir is not None and len(files) > 1 else None
+    try:
+        for i, path in enumerate(files):
+            t = early if i == 0 and early is not None else None
+            out = None
+            try:
+                if t is None:
+                    t = _open(path, input_format, skip_bad_lines, quiet, stream)
+                price = _prices_for([t], price_model, table)[0]
+                estimator = _estimators_for([t], calibrate, quiet)[0]
+                name = run_folder_name(t.name, policy, bool(overrides), used)
+                if shared is not None:
+                    out = shared.sub(name)
+                else:
+                    out = OutputDir(os.path.join("reports", name) if out_dir is None else out_dir, dry_run, force)
+                out.prepare(protect=files)
+                counter = build_counter(live, t.system) if tokens == "anthropic" else None
+                with _collector_off():  # a stream is read during the run
+                    run = run_replay(t, policy, out=out, write_transcripts=write_transcripts,
+                                     keep_recorded_compactions=keep_recorded_compactions, estimator=estimator,
+                                     prices=price, summarizer=build_summarizer(summarizer, live), counter=counter)
+                if isinstance(t, TranscriptStream):  # read now: its model, bad lines and warnings are known
+                    if not isinstance(price, ModelPrices):
+                        _price_warning(price, price.lookup(t.model))
+                    _warn_loaded(t, quiet)
+                if run.failed_summaries:
+                    _status(quiet, f"warning: {t.path}: {len(run.failed_summaries)} summar(y/ies) failed, at call(s) "
+                                   + ", ".join(str(f["call"]) for f in run.failed_summaries[:10])
+                                   + f": {run.failed_summaries[0]['error']}")
+                write_files(run, out)
+                if chart:
+                    write_chart(run, policy, out)
+                if shared is None:
+                    out.commit()
+            except BaseException:
+                if out is not None and shared is None:
+                    out.rollback()
+                if isinstance(t, TranscriptStream):  # not read to the end: stop its reading (and reader)
+                    t.close()
+                raise
+            runs.append(run)
+            del t
+        if shared is not None:
+            shared.commit()
+    except BaseException:
+        if shared is not None:
+            shared.rollback()
+        raise
     write_runs(runs, fmt, sys.stdout)
     if fmt != "table":
         for run in runs:
@@ -337,6 +358,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "md"]), default="table",
               show_default=True, help="What to print on stdout.")
 @click.option("--dry-run", is_flag=True, help="Write no file; only print.")
+@force_option
 @click.option("--keep-recorded-compactions", is_flag=True, help="Replay the compactions the recording did.")
 @click.option("--calibrate", is_flag=True, help="Estimate tokens with the fit to the recorded usage.")
 @cost_options
@@ -345,11 +367,12 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
 def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides: tuple[str, ...],
             summarizer: str, model: str | None, summary_prompt: str | None, cache_dir: str | None, no_cache: bool,
             sweeps: tuple[str, ...], jobs: int | None, executor: str | None, out_dir: str, sort_key: str, fmt: str, dry_run: bool,
-            keep_recorded_compactions: bool, calibrate: bool, price_model: str | None, prices_file: str | None,
+            force: bool, keep_recorded_compactions: bool, calibrate: bool, price_model: str | None, prices_file: str | None,
             skip_bad_lines: bool, input_format: str | None, quiet: bool) -> None:
     """Which policy, which thresholds? Replay every TRANSCRIPT through every POLICY x swept value."""
-    from .compare import Interrupted, build_grid, jobs_for, run_jobs
+    from .compare import build_grid, jobs_for, run_jobs
     from .cost import load_prices
+    from .interrupts import exit_status
     from .outputs import OutputDir
     from .reports.compare_report import report_meta, results_frame, sort_frame, write_reports, write_stdout
 
@@ -359,32 +382,50 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
     job_list = jobs_for(len(loaded), grid)
     prices = _prices_for(loaded, price_model, prices_file)
     estimators = _estimators_for(loaded, calibrate, quiet)
-    out = OutputDir(out_dir, dry_run)
-    out.prepare()
-    stopped: Interrupted | None = None
-    with _progress(len(job_list), quiet) as advance:
-        try:
-            results = run_jobs(loaded, job_list, n_jobs=jobs, prices=prices, estimators=estimators,
-                               keep_recorded_compactions=keep_recorded_compactions, summarizer=(summarizer, live),
-                               on_result=advance, executor=executor)
-        except Interrupted as stop:
-            stopped, results = stop, stop.results
-    if stopped and not results:
-        click.echo("error: interrupted before any run finished; nothing written", err=True)
-        sys.exit(130)
-    sweep_keys = [s.partition("=")[0].strip() for s in sweeps]
-    df = sort_frame(results_frame(results, sweep_keys), sort_key)
-    meta = report_meta(load_prices(prices_file).read, [p.model for p in prices])
-    if stopped:
-        meta["interrupted"] = f"{len(results)} of {stopped.total} runs"
-    written = write_reports(df, results, sweep_keys, out, meta)
+    out = OutputDir(out_dir, dry_run, force)
+    try:
+        out.prepare(protect=[t.path for t in loaded])
+        with _progress(len(job_list), quiet) as advance:
+            done = run_jobs(loaded, job_list, n_jobs=jobs, prices=prices, estimators=estimators,
+                            keep_recorded_compactions=keep_recorded_compactions, summarizer=(summarizer, live),
+                            on_result=advance, executor=executor)
+        _report_failures(done.failures)
+        if not done.results:
+            out.rollback()
+            why = "interrupted before any run finished" if done.interrupted else "no run finished"
+            click.echo(f"error: {why}; nothing written", err=True)
+            sys.exit(exit_status(done.interrupted) if done.interrupted else done.exit_code)
+        sweep_keys = [s.partition("=")[0].strip() for s in sweeps]
+        df = sort_frame(results_frame(done.results, sweep_keys), sort_key)
+        meta = report_meta(load_prices(prices_file).read, [p.model for p in prices])
+        if done.interrupted:
+            meta["interrupted"] = f"{len(done.results)} of {done.total} runs"
+        if done.failures:
+            meta["failed"] = [f"{f.name}: {f.reason}" for f in done.failures]
+        written = write_reports(df, done.results, sweep_keys, out, meta)
+        out.commit()
+    except BaseException:
+        out.rollback()
+        raise
     write_stdout(df, sweep_keys, fmt, sys.stdout)
-    if stopped:
-        click.echo(f"error: interrupted: {len(results)} of {stopped.total} runs finished"
+    if done.interrupted:
+        click.echo(f"error: interrupted: {len(done.results)} of {done.total} runs finished"
                    + (f"; they are in {out_dir}/" if written else ""), err=True)
-        sys.exit(130)
+        sys.exit(exit_status(done.interrupted))
     if written:
         _status(quiet, f"wrote {out_dir}/: {', '.join(w for w in written if not w.startswith('charts/'))}, charts/")
+    if done.failures:
+        click.echo(f"error: {len(done.failures)} of {done.total} runs failed; the other {len(done.results)} "
+                   + (f"are in {out_dir}/" if written else "are above"), err=True)
+        sys.exit(done.exit_code)
+
+
+def _report_failures(failures: list) -> None:
+    """Each run that failed, by name, on stderr (even with --quiet: a result is missing)."""
+    for f in failures[:20]:
+        click.echo(f"error: run {f.name} failed: {f.reason}", err=True)
+    if len(failures) > 20:
+        click.echo(f"error: … and {len(failures) - 20} more failed runs", err=True)
 
 
 @main.command()
@@ -413,6 +454,7 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
 
     from .check import compare_record, load_baseline, parse_tolerances, record_for, transcript_key, write_baseline
     from .compare import build_grid, jobs_for, run_jobs
+    from .interrupts import exit_status
     from .outputs import atomic_write_bytes
     from .reports.check_report import junit_xml, step_summary, write_json, write_table
 
@@ -421,10 +463,16 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
     old = {} if update_baseline else load_baseline(baseline_path)
     loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
     prices = _prices_for(loaded, price_model, prices_file)
-    results = run_jobs(loaded, jobs_for(len(loaded), grid), prices=prices)
+    done = run_jobs(loaded, jobs_for(len(loaded), grid), prices=prices)
+    _report_failures(done.failures)
+    results = done.results
     keys = {t.path: transcript_key(t.path, baseline_path) for t in loaded}
     hashes = {t.path: t.content_hash for t in loaded}
     if update_baseline:
+        if done.interrupted or done.failures:
+            why = "interrupted" if done.interrupted else f"{len(done.failures)} run(s) failed"
+            click.echo(f"error: {why}: {baseline_path} not updated", err=True)
+            sys.exit(exit_status(done.interrupted) if done.interrupted else done.exit_code)
         write_baseline(baseline_path, [record_for(keys[r.transcript], r.summary, hashes[r.transcript]) for r in results])
         _status(quiet, f"wrote {baseline_path}: {len(results)} record(s)")
         return
@@ -444,7 +492,11 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
                 f.write(step_summary(checked))
         except OSError as exc:
             click.echo(f"warning: GITHUB_STEP_SUMMARY {summary_file}: cannot append: {exc.strerror or exc}", err=True)
-    if not all(r.ok for r in checked):
+    if done.interrupted:
+        click.echo(f"error: interrupted: {len(results)} of {done.total} runs finished (checked above); "
+                   "the check is incomplete", err=True)
+        sys.exit(exit_status(done.interrupted))
+    if done.failures or not all(r.ok for r in checked):
         sys.exit(1)
 
 
@@ -597,6 +649,9 @@ def run() -> None:
     The interpreter's teardown would free every loaded message one by one (tens of milliseconds
     for a big session) for nothing; tests call ``main`` through click's runner instead.
     """
+    from .interrupts import install
+
+    install()
     code: int = 0
     try:
         main()

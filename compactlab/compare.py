@@ -9,10 +9,8 @@ summary and a few per-call series for the charts.
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,17 +18,9 @@ from .baseline import baseline_for
 from .cost import ModelPrices
 from .errors import PolicyError
 from .policy import Policy, load_policy, parse_override
+from .pool import Failure, Pool, can_fork, failure_of
 from .replay import replay
 from .transcripts import Transcript
-
-
-class Interrupted(Exception):
-    """Ctrl-C during a compare: the runs that had finished, so they can still be reported."""
-
-    def __init__(self, results: list["RunResult"], total: int) -> None:
-        super().__init__(f"interrupted after {len(results)} of {total} runs")
-        self.results = results
-        self.total = total
 
 
 @dataclass(frozen=True)
@@ -160,6 +150,41 @@ def run_job(job: Job, t: Transcript, prices: ModelPrices | None, estimator: Any,
     )
 
 
+@dataclass
+class RunFailure:
+    """A run that gave no result, named by its transcript and policy (and swept values)."""
+
+    job: int
+    transcript: str
+    policy: str
+    swept: dict[str, Any]
+    reason: str
+    exit_code: int = 1  # 2: the run stopped on an input or usage error
+
+    @property
+    def name(self) -> str:
+        swept = "".join(f" {k}={v}" for k, v in self.swept.items())
+        return f"{self.transcript} × {self.policy}{swept}"
+
+
+@dataclass
+class GridRun:
+    """What a grid gave: the runs that finished (in job order), those that failed, and the
+    interrupt (Ctrl-C or SIGTERM) that stopped it early, if one did."""
+
+    results: list[RunResult]
+    failures: list[RunFailure]
+    total: int
+    interrupted: KeyboardInterrupt | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """0, or 1 / 2 when a run failed (2 when every failure was an input or usage error)."""
+        if not self.failures:
+            return 0
+        return 2 if all(f.exit_code == 2 for f in self.failures) else 1
+
+
 def run_jobs(
     transcripts: list[Transcript],
     jobs: list[Job],
@@ -171,52 +196,80 @@ def run_jobs(
     summarizer: tuple[str, Any] = ("stub", None),
     on_result: Callable[[RunResult], None] | None = None,
     executor: str | None = None,
-) -> list[RunResult]:
-    """Run every job; results in job order. ``on_result`` sees each as it finishes.
+) -> GridRun:
+    """Run every job. ``on_result`` sees each result as it arrives. A run that fails (its error,
+    a crash, its worker killed) is a RunFailure and the others go on; an interrupt stops the
+    workers and returns what had finished. Usage errors of the executor itself are raised.
 
     ``summarizer`` is (kind, LiveOptions): each process builds its own from it. ``executor``
     ``dask://HOST:PORT`` runs the grid on an existing Dask distributed cluster instead of the
-    local process pool (the loaded transcripts are scattered to its workers once).
+    local worker processes (the loaded transcripts are scattered to its workers once).
     """
     global _LOADED, _PRICES, _ESTIMATORS, _KEEP_RECORDED, _SUMMARIZER
+    address = _dask_address(executor) if executor else None
     _LOADED = transcripts
     _SUMMARIZER = summarizer
     _BUILT.clear()
     _KEEP_RECORDED = keep_recorded_compactions
     _PRICES = prices or [None] * len(transcripts)
     _ESTIMATORS = estimators or [None] * len(transcripts)
-    for t in transcripts:
-        baseline_for(t)  # once, in the parent: every worker inherits it
-    n_jobs = n_jobs or os.cpu_count() or 1
-    results: list[RunResult] = []
+    grid = GridRun([], [], len(jobs))
     try:
-        produced = _dask_results(jobs, executor) if executor else _results(jobs, n_jobs)
-        for result in produced:
-            results.append(result)
+        for t in transcripts:
+            baseline_for(t)  # once, in the parent: every worker inherits it
+        n_jobs = n_jobs or os.cpu_count() or 1
+        produced = _dask_outcomes(jobs, address) if address else _outcomes(jobs, n_jobs)
+        for index, outcome in produced:
+            if isinstance(outcome, Failure):
+                grid.failures.append(_failure(jobs[index], outcome))
+                continue
+            grid.results.append(outcome)
             if on_result:
-                on_result(result)
-    except KeyboardInterrupt:
-        raise Interrupted(sorted(results, key=lambda r: r.job), len(jobs)) from None
+                on_result(outcome)
+    except KeyboardInterrupt as stop:
+        grid.interrupted = stop
     finally:
         _LOADED, _PRICES, _ESTIMATORS = [], [], []
-    return sorted(results, key=lambda r: r.job)
+    grid.results.sort(key=lambda r: r.job)
+    grid.failures.sort(key=lambda f: f.job)
+    return grid
 
 
-def _ignore_sigint() -> None:
-    """Workers leave Ctrl-C to the parent, which stops them and reports what finished."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _failure(job: Job, failure: Failure) -> RunFailure:
+    return RunFailure(job.index, _LOADED[job.transcript].path, job.policy.name, dict(job.swept), failure.reason,
+                      failure.error.exit_code if failure.error is not None else 1)
 
 
-def _dask_results(jobs: list[Job], executor: str) -> Iterator[RunResult]:
+def _dask_address(executor: str) -> str:
+    """The scheduler address of ``dask://HOST:PORT`` (or ``dask://SCHEME://ADDRESS``), or a
+    usage error for anything else."""
+    from urllib.parse import urlsplit
+
     from .errors import UsageError
 
+    problem = UsageError(f"--executor {executor!r}: expected dask://HOST:PORT")
     if not executor.startswith("dask://"):
-        raise UsageError(f"--executor {executor!r}: expected dask://HOST:PORT")
+        raise problem
     address = executor.removeprefix("dask://")
-    if "://" not in address:
-        address = f"tcp://{address}"
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    if not scheme.isalnum() or not rest:
+        raise problem
+    if scheme in ("tcp", "tls", "ws", "wss"):
+        try:
+            parts = urlsplit(f"//{rest}")
+            port = parts.port
+        except ValueError:
+            raise problem from None
+        if not parts.hostname or port is None or parts.path or parts.query or parts.fragment:
+            raise problem
+    return f"{scheme}://{rest}"
+
+
+def _dask_outcomes(jobs: list[Job], address: str) -> Iterator[tuple[int, RunResult | Failure]]:
+    from .errors import UsageError
+
     try:
         from distributed import Client
         from distributed import as_completed as dask_completed
@@ -224,37 +277,36 @@ def _dask_results(jobs: list[Job], executor: str) -> Iterator[RunResult]:
         raise UsageError("--executor dask:// needs Dask distributed", hint="pip install 'compactlab[dask]'") from None
     try:
         client = Client(address, timeout="10s")
-    except (OSError, TimeoutError) as exc:
-        raise UsageError(f"--executor {executor}: cannot reach the Dask scheduler: {exc}") from None
+    except Exception as exc:  # unreachable, refused, or an address Dask cannot use
+        raise UsageError(f"--executor {address}: cannot reach the Dask scheduler: {exc}".splitlines()[0]) from None
     try:
         loaded = client.scatter(_LOADED, broadcast=True)
-        futures = [client.submit(run_job, job, loaded[job.transcript], _PRICES[job.transcript],
-                                 _ESTIMATORS[job.transcript], _KEEP_RECORDED, _SUMMARIZER, pure=False)
-                   for job in jobs]
+        futures = {client.submit(run_job, job, loaded[job.transcript], _PRICES[job.transcript],
+                                 _ESTIMATORS[job.transcript], _KEEP_RECORDED, _SUMMARIZER, pure=False): job.index
+                   for job in jobs}
         try:
             for future in dask_completed(futures):
-                yield future.result()
+                index = futures[future]
+                try:
+                    yield index, future.result()
+                except Exception as exc:  # that run's error, or its worker lost for good
+                    yield index, failure_of(index, exc)
         except BaseException:
-            client.cancel(futures)
+            client.cancel(list(futures))
             raise
     finally:
         client.close()
 
 
-def _results(jobs: list[Job], n_jobs: int) -> Iterator[RunResult]:
-    if n_jobs <= 1 or len(jobs) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+def _outcomes(jobs: list[Job], n_jobs: int) -> Iterator[tuple[int, RunResult | Failure]]:
+    if n_jobs <= 1 or len(jobs) <= 1 or not can_fork():
         for job in jobs:
-            yield _run(job)
+            try:
+                yield job.index, _run(job)
+            except Exception as exc:
+                if os.environ.get("COMPACTLAB_DEBUG"):
+                    raise
+                yield job.index, failure_of(job.index, exc)
         return
-    with ProcessPoolExecutor(max_workers=min(n_jobs, len(jobs)), mp_context=multiprocessing.get_context("fork"),
-                             initializer=_ignore_sigint) as pool:
-        futures = [pool.submit(_run, job) for job in jobs]
-        try:
-            for future in as_completed(futures):
-                yield future.result()
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            for process in list(getattr(pool, "_processes", {}).values()):  # runs still going: stop them
-                process.terminate()
-            raise
+    with Pool(jobs, _run, n_jobs) as pool:
+        yield from pool.outcomes()

@@ -13,6 +13,9 @@ import hashlib
 import os
 import re
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from .errors import UsageError
 
@@ -64,25 +67,108 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def _holds(path: Path, data: bytes) -> bool:
-    """Whether the file already holds exactly ``data`` (a run repeated into the same folder):
-    then it is left as it is, mtime included. Comparing is a read from the page cache; replacing
-    costs a rename, which some file systems make flush the new file first."""
+MARKER = ".compactlab-run"
+"""The file that says a folder is a compactlab run: the files it wrote, so that a later run
+replaces it whole and a folder holding anything else is not mistaken for one."""
+
+
+def _remove_tree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _foreign(root: Path) -> str | None:
+    """The first entry under ``root`` that no earlier compactlab run wrote, or None."""
     try:
-        return path.stat().st_size == len(data) and path.read_bytes() == data
-    except OSError:
-        return False
+        listed = orjson.loads((root / MARKER).read_bytes()).get("files")
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        listed = None
+    ours = set(listed) if isinstance(listed, list) else set()
+    folders = {str(Path(f).parent) for f in ours} | {"."}
+    folders |= {str(p) for f in ours for p in Path(f).parents}
+    for top, dirs, files in os.walk(root):
+        rel = Path(top).relative_to(root)
+        for d in sorted(dirs):
+            if os.path.islink(os.path.join(top, d)) or (rel / d).as_posix() not in folders:
+                return (rel / d).as_posix() + "/"
+        for f in sorted(files):
+            name = (rel / f).as_posix()
+            if name not in ours and not (name == MARKER and listed is not None):
+                return name
+    return None
 
 
 class OutputDir:
-    """Where a run writes. ``dry_run`` computes every name but writes nothing."""
+    """Where a run writes: a fresh folder beside the destination, put in place whole by
+    :meth:`commit`, so that the destination only ever holds one complete run. A destination
+    holding an earlier compactlab run is replaced whole; one holding anything else is refused
+    unless ``force``. ``dry_run`` computes every name but writes nothing anywhere.
 
-    def __init__(self, root: str | os.PathLike | None, dry_run: bool = False) -> None:
+    ``sub(name)`` is a view of the same run writing under ``name/`` (a replay of several
+    transcripts into one ``--out``); only the run itself is committed or rolled back.
+    """
+
+    def __init__(self, root: str | os.PathLike | None, dry_run: bool = False, force: bool = False) -> None:
         self.root = Path(root) if root is not None else None
         self.dry_run = dry_run or root is None
+        self.force = force
+        self.prefix = ""
         self._owner: dict[str, tuple[str, str]] = {}  # lower-cased name -> (tool id, content digest)
-        self._resolved_root: Path | None = None
-        self._created: list[Path] = []  # folders and files this run made where nothing was
+        self._run: OutputDir = self
+        self._stage: Path | None = None  # the fresh folder being written
+        self._target: Path | None = None  # where it goes: the destination, symlinks resolved
+        self._created: list[Path] = []  # parent folders this run made where nothing was
+
+    def sub(self, name: str) -> "OutputDir":
+        view = OutputDir(None if self.root is None else self.root / name, self.dry_run)
+        view._run, view.prefix = self._run, f"{self.prefix}{name}/"
+        return view
+
+    @property
+    def path(self) -> str | None:
+        """Where the files are once the run is committed (None for a dry run)."""
+        return None if self.dry_run or self.root is None else str(self.root)
+
+    def prepare(self, protect: list[str] | tuple[str, ...] = ()) -> None:
+        """Check the destination and create the fresh folder, or explain in one line why the
+        destination cannot be used. ``protect``: paths (the inputs) that ``force`` must not remove."""
+        run = self._run
+        if run is not self:
+            run.prepare(protect)
+            return
+        if self.dry_run or self.root is None or self._stage is not None:
+            return
+        root = self.root
+        if root.exists() and not root.is_dir():
+            raise UsageError(f"--out {root}: exists and is not a folder")
+        if root.is_dir():
+            target = root.resolve()
+            bad = _foreign(target)
+            if bad is not None and not self.force:
+                raise UsageError(f"--out {root}: holds files compactlab did not write ({bad})",
+                                 hint="choose another --out, or add --force to replace that folder whole")
+            if bad is not None:
+                _refuse_to_remove(root, target, protect)
+        else:
+            try:
+                self._new_folders(root.parent)
+            except OSError as exc:
+                raise UsageError(f"--out {root}: cannot create folder: {exc.strerror or exc}") from None
+            target = root.parent.resolve() / root.name
+        parent = target.parent
+        for _ in range(100):
+            stage = parent / f".{target.name}.compactlab-{os.getpid()}-{os.urandom(4).hex()}"
+            try:
+                os.mkdir(stage)
+                break
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                self.rollback()
+                what = "folder is not writable" if isinstance(exc, PermissionError) else "cannot create folder"
+                raise UsageError(f"--out {root}: {what}: {exc.strerror or exc}") from None
+        self._stage, self._target = stage, target
 
     def _new_folders(self, folder: Path) -> None:
         """Create ``folder`` and its missing parents, remembering those it made."""
@@ -94,42 +180,61 @@ class OutputDir:
             f.mkdir(exist_ok=True)
             self._created.append(f)
 
-    def rollback(self) -> None:
-        """Remove what this run wrote where nothing was before: a run that fails part-way (a bad
-        line deep in a streamed transcript, an interrupt) leaves the folder as it found it, but
-        for files it replaced."""
-        for path in reversed(self._created):
-            try:
-                path.rmdir() if path.is_dir() else path.unlink()
-            except OSError:
-                pass  # a folder someone else wrote into meanwhile stays
-        self._created.clear()
+    def commit(self) -> None:
+        """Put the finished run in place of the destination (signals held back meanwhile)."""
+        from .interrupts import deferred
 
-    def prepare(self) -> None:
-        """Create the folder, or explain in one line why it cannot be used."""
-        if self.dry_run or self.root is None:
+        run = self._run
+        if run is not self:
+            raise RuntimeError("commit the run, not a view of it")
+        if self._stage is None:
             return
-        if self.root.exists() and not self.root.is_dir():
-            raise UsageError(f"--out {self.root}: exists and is not a folder")
+        stage, target = self._stage, self._target
+        assert target is not None
+        files = sorted(p.relative_to(stage).as_posix() for p in stage.rglob("*") if not p.is_dir())
         try:
-            self._new_folders(self.root)
+            (stage / MARKER).write_bytes(orjson.dumps({"files": files}) + b"\n")
         except OSError as exc:
-            raise UsageError(f"--out {self.root}: cannot create folder: {exc.strerror or exc}") from None
-        if not os.access(self.root, os.W_OK | os.X_OK):
-            raise UsageError(f"--out {self.root}: folder is not writable")
-        try:  # what os.access cannot tell (read-only mounts, root on some file systems)
-            fd, probe = mkstemp(self.root, ".compactlab-probe-")
-            os.close(fd)
-            os.unlink(probe)
-        except OSError as exc:
-            raise UsageError(f"--out {self.root}: folder is not writable: {exc.strerror or exc}") from None
+            self.rollback()
+            raise UsageError(f"{self.root}: cannot write {MARKER}: {exc.strerror or exc}") from None
+        with deferred():
+            old = None
+            if target.is_dir():
+                old = stage.with_name(stage.name + "-old")
+                os.replace(target, old)
+            os.replace(stage, target)
+            self._stage, self._created = None, []
+            if old is not None:
+                _remove_tree(old)
+
+    def rollback(self) -> None:
+        """Remove the unfinished run and the parent folders it made: a run that fails or is
+        interrupted leaves the destination as it found it."""
+        from .interrupts import deferred
+
+        run = self._run
+        if run is not self:
+            run.rollback()
+            return
+        with deferred():
+            if self._stage is not None:
+                _remove_tree(self._stage)
+                self._stage = None
+            for path in reversed(self._created):
+                try:
+                    path.rmdir()
+                except OSError:
+                    pass  # a folder someone else wrote into meanwhile stays
+            self._created.clear()
 
     def inside(self, relative: str) -> Path:
-        assert self.root is not None
-        if self._resolved_root is None:
-            self._resolved_root = self.root.resolve()
-        root = self._resolved_root
-        target = (root / relative).resolve()
+        """The staged path of ``relative``, checked to lie inside the run's folder."""
+        run = self._run
+        if run._stage is None:
+            run.prepare()
+        assert run._stage is not None
+        root = run._stage
+        target = (root / (self.prefix + relative)).resolve()
         if target != root and root not in target.parents:
             raise UsageError(f"refusing to write outside the output folder: {relative!r}")
         return target
@@ -160,43 +265,41 @@ class OutputDir:
             return
         try:
             target = self.inside(relative)
-            self._new_folders(target.parent)
-            fresh = not target.exists()
-            if not fresh and _holds(target, data):
-                return
-            atomic_write_bytes(target, data)
-            if fresh:
-                self._created.append(target)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "wb") as f:
+                f.write(data)
         except OSError as exc:
             raise UsageError(f"{self.root}: cannot write {relative}: {exc.strerror or exc}") from None
 
     def write_all(self, files: dict[str, bytes]) -> None:
-        """Write a set of report files all or none: each goes to a temporary file first, and
-        only when every one of them is written are they renamed into place. A full disk or an
-        interrupt leaves no partial report."""
-        if self.dry_run:
-            return
-        staged: list[tuple[str, Path]] = []
-        relative = ""
+        """Write a set of report files (the run is whole or absent anyway: it is committed at
+        its end and rolled back on failure)."""
+        for relative, data in files.items():
+            self.write_bytes(relative, data)
+
+
+def _refuse_to_remove(root: Path, target: Path, protect: list[str] | tuple[str, ...]) -> None:
+    """--force replaces a folder whole: never one that holds an input, the working folder or home."""
+    keep = [Path.cwd(), Path.home(), *(Path(p) for p in protect)]
+    for p in keep:
         try:
-            for relative, data in files.items():
-                target = self.inside(relative)
-                if _holds(target, data):
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                fd, tmp = mkstemp(target.parent, f".{target.name}.", ".tmp")
-                staged.append((tmp, target))
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.chmod(tmp, 0o666 & ~_UMASK)
-            for tmp, target in staged:
-                os.replace(tmp, target)
-        except BaseException as exc:
-            for tmp, _ in staged:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-            if isinstance(exc, OSError):
-                raise UsageError(f"{self.root}: cannot write {relative}: {exc.strerror or exc}") from None
-            raise
+            resolved = p.resolve()
+        except OSError:
+            continue
+        if resolved == target or target in resolved.parents:
+            raise UsageError(f"--out {root}: --force would remove {p}: refusing",
+                             hint="choose an --out folder of its own")
+
+
+def run_folder_name(transcript: str, policy: Any, overridden: bool, used: set[str]) -> str:
+    """``<transcript>-<policy>``, with the policy's fingerprint when ``--set`` changed it (two
+    variants of one preset never share a folder), numbered when ``used`` already has it."""
+    name = f"{safe_stem(transcript)}-{safe_stem(policy.name)}"
+    if overridden:
+        name += f"-{policy.fingerprint[:8]}"
+    n = 1
+    while (f"{name}-{n}" if n > 1 else name) in used:
+        n += 1
+    name = f"{name}-{n}" if n > 1 else name
+    used.add(name)
+    return name

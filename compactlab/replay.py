@@ -89,14 +89,17 @@ def replay(
     summarizer: Summarizer | None = None,
     estimator: TokenEstimator | None = None,
     out_dir: str | PathLike | None = None,
+    out: OutputDir | None = None,
     dry_run: bool = False,
     write_transcripts: bool = False,
     keep_recorded_compactions: bool = False,
     prices: ModelPrices | PriceTable | None = None,
     counter: TokenCounter | None = None,
 ) -> Run:
-    """Replay ``transcript`` through ``policy``. With no ``out_dir`` nothing is written; a run
-    that fails removes the files it had written.
+    """Replay ``transcript`` through ``policy``. With no ``out_dir`` nothing is written; with one,
+    the persisted outputs are written into a fresh folder put in its place when the run ends (and
+    removed if it fails). ``out``: a prepared output folder the caller owns (commits or rolls
+    back) instead, to write its reports beside the persisted outputs first.
 
     ``prices`` are a model's, or a price table (default: the built-in one) to look up the model
     the transcript recorded (else the table's default model). A ``counter`` (exact token counts,
@@ -108,8 +111,9 @@ def replay(
         raise ValueError("exact token counts need the whole raw history: load the transcript, do not stream it")
     started = time.perf_counter()
     estimator = estimator or TokenEstimator(policy.size.chars_per_token, policy.size.overhead_tokens)
-    out = OutputDir(out_dir, dry_run)
-    out.prepare()
+    owned = out is None
+    if out is None:
+        out = OutputDir(out_dir, dry_run)
     env = RunEnv(
         summarizer=summarizer or StubSummarizer(),
         estimator=estimator,
@@ -174,6 +178,8 @@ def replay(
     done = 0
     manual_pending = False
     try:
+        if owned:
+            out.prepare()
         for call, pos, pending, reply in calls:
             env.call = call
             stats = LayerStats()
@@ -267,10 +273,13 @@ def replay(
             done = pos + 1
             manual_pending = manual_tool in reply.tool_names
     except BaseException:
-        out.rollback()
+        if owned:
+            out.rollback()
         if streamed:
             transcript.close()
         raise
+    if owned:
+        out.commit()
 
     if not isinstance(prices, ModelPrices):
         prices = (prices or load_prices()).lookup(transcript.model)
@@ -337,7 +346,7 @@ def replay(
         calls=records,
         policy=resolved,
         failed_summaries=env.failed_summaries,
-        out_dir=None if out.dry_run or out.root is None else str(out.root),
+        out_dir=out.path,
     )
 
 

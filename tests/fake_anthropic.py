@@ -2,6 +2,10 @@
 
 ``FakeAPI.script`` is a list of (status, error message) to answer the next requests with; when it
 is empty the answer is a successful summary. Every request is recorded (path, headers, body).
+
+``hold(after=n)`` makes every summary request after the n-th wait until ``release()``: a test
+that must interrupt a run mid-flight waits with ``wait_held(k)`` until k requests are being held
+(the program is then certainly inside those runs) instead of guessing with a sleep.
 """
 
 from __future__ import annotations
@@ -20,12 +24,34 @@ class FakeAPI:
         self.script: list[tuple[int, str]] = []
         self.requests: list[dict] = []
         self.lock = threading.Lock()
+        self._gate: threading.Event | None = None
+        self._hold_after = 0
+        self._held = threading.Semaphore(0)
+
+    def hold(self, after: int = 0) -> None:
+        self._gate, self._hold_after = threading.Event(), after
+
+    def release(self) -> None:
+        if self._gate is not None:
+            self._gate.set()
+
+    def wait_held(self, k: int, timeout: float = 120) -> None:
+        """Until k requests are being held (a failsafe timeout only: it fails the test)."""
+        for i in range(k):
+            assert self._held.acquire(timeout=timeout), f"only {i} of {k} requests arrived"
 
     @property
     def message_requests(self) -> list[dict]:
         return [r for r in self.requests if r["path"].endswith("/v1/messages")]
 
     def answer(self, path: str, headers: dict, body: bytes) -> tuple[int, dict, dict]:
+        gate = self._gate
+        if gate is not None and path.endswith("/v1/messages"):
+            with self.lock:
+                n = len(self.message_requests) + 1
+            if n > self._hold_after:
+                self._held.release()
+                gate.wait()
         with self.lock:
             doc = json.loads(body or b"{}")
             self.requests.append({"path": path, "headers": headers, "body": doc})
@@ -64,7 +90,10 @@ class FakeAPI:
                 for k, v in {**headers, "content-type": "application/json", "content-length": str(len(data))}.items():
                     self.send_header(k, v)
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except OSError:
+                    pass  # the client was interrupted meanwhile
 
             def log_message(self, *args) -> None:
                 pass

@@ -8,7 +8,7 @@ import pytest
 
 from compactlab import load_policy, load_transcript, replay
 from compactlab.outputs import OutputDir, safe_stem
-from helpers import SAMPLES, asst, results, tr, tu, user, write_jsonl
+from helpers import SAMPLES, asst, files_under, results, tr, tu, user, write_jsonl
 
 HOSTILE = ["../../x", "../../../etc/passwd", "/etc/passwd", "a/../../b", "nul\x00byte", "x" * 10_000, "CON", "con",
            "LPT1", "aux.txt", "Toolu_Case", "toolu_case", "a b", "a_b", "..", ".", "", "ü-ñícödé", "a:b", "a|b"]
@@ -66,23 +66,51 @@ def test_out_that_is_a_file_is_a_clear_error(tmp_path):
         OutputDir(f).prepare()
 
 
-def test_a_repeated_run_leaves_unchanged_files_alone(tmp_path):
-    def run(b: bytes, summary: bytes) -> tuple[OutputDir, dict]:
+def test_a_rerun_replaces_the_earlier_run_whole(tmp_path):
+    def run(files: dict[str, bytes]) -> None:
         out = OutputDir(tmp_path / "o")
         out.prepare()
-        out.write_bytes("tool-results/a.txt", b"same")
-        out.write_bytes("tool-results/b.txt", b)
-        out.write_all({"calls.csv": b"1,2\n", "summary.json": summary})
-        return out, {p.name: p.stat() for p in (tmp_path / "o").rglob("*") if p.is_file()}
+        out.write_all(files)
+        assert not (tmp_path / "o" / "calls.csv").exists() or (tmp_path / "o" / "calls.csv").read_bytes() == b"1\n"
+        out.commit()
 
-    _, before = run(b"old", b"{}\n")
-    again, after = run(b"new", b'{"x": 1}\n')
-    for name, changed in (("a.txt", False), ("b.txt", True), ("calls.csv", False), ("summary.json", True)):
-        same = (after[name].st_ino, after[name].st_mtime_ns) == (before[name].st_ino, before[name].st_mtime_ns)
-        assert same is not changed, name
-    assert (tmp_path / "o" / "tool-results" / "b.txt").read_bytes() == b"new"
-    again.rollback()  # it made nothing new: nothing goes
-    assert sorted(after) == sorted(p.name for p in (tmp_path / "o").rglob("*") if p.is_file())
+    run({"tool-results/a.txt": b"a", "tool-results/b.txt": b"b", "chart.png": b"png", "calls.csv": b"1\n"})
+    run({"tool-results/a.txt": b"A", "calls.csv": b"2\n"})  # no chart, one result fewer
+    assert files_under(tmp_path / "o") == {".compactlab-run": b'{"files":["calls.csv","tool-results/a.txt"]}\n',
+                                           "calls.csv": b"2\n", "tool-results/a.txt": b"A"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]  # nothing staged is left beside it
+
+
+def test_a_folder_compactlab_did_not_write_is_refused_unless_forced(tmp_path):
+    from compactlab.errors import UsageError
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "summary.json").write_text("my own notes")
+    with pytest.raises(UsageError, match=r"--out .*mine: holds files compactlab did not write \(summary.json\)"):
+        OutputDir(mine).prepare()
+    assert (mine / "summary.json").read_text() == "my own notes"
+    out = OutputDir(mine, force=True)
+    out.prepare()
+    out.write_bytes("calls.csv", b"x")
+    out.commit()
+    assert sorted(p.name for p in mine.iterdir()) == [".compactlab-run", "calls.csv"]
+    # a file a user adds to a run folder makes it theirs again
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match=r"\(notes.txt\)"):
+        OutputDir(mine).prepare()
+
+
+def test_force_never_removes_an_input_or_the_working_folder(tmp_path, monkeypatch):
+    from compactlab.errors import UsageError
+
+    (tmp_path / "t.jsonl").write_text("{}")
+    with pytest.raises(UsageError, match="--force would remove"):
+        OutputDir(tmp_path, force=True).prepare(protect=[str(tmp_path / "t.jsonl")])
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match="--force would remove"):
+        OutputDir(".", force=True).prepare()
+    assert (tmp_path / "t.jsonl").exists()
 
 
 def test_calls_csv_is_what_the_csv_module_writes():

@@ -258,37 +258,6 @@ def test_the_file_is_read_as_it_was_when_opened(forks, tmp_path):
     assert all(map(gone, forks))
 
 
-def test_a_real_sigint_stops_both_processes(tmp_path):
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    from compactlab.synth import write
-    from helpers import ROOT
-
-    big = tmp_path / "big.jsonl"
-    write(big, 4000, seed=5)
-    out = tmp_path / "new" / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "compactlab", "replay", str(big), "--out", str(out), "-q",
-                             "--format", "json"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path,
-                            env={**os.environ, "PYTHONPATH": str(ROOT), "COMPACTLAB_READ_AHEAD": "1"},
-                            start_new_session=True)
-    deadline = time.monotonic() + 30
-    while not out.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)  # until the replay has begun (an interrupt during imports is Python's)
-    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C does: to every process of the group
-    _, stderr = proc.communicate(timeout=60)
-    text = stderr.decode()
-    assert proc.returncode in (0, 130), text  # 0: it had already finished
-    assert "Traceback" not in text
-    if proc.returncode == 130:
-        assert text.startswith("error: interrupted") and not (tmp_path / "new").exists()
-    time.sleep(0.05)
-    with pytest.raises(ProcessLookupError):
-        os.killpg(proc.pid, 0)  # no process of the group is left, the reader included
-
-
 def test_a_folder_of_big_sessions_reads_each_ahead_in_turn(cli, forks, tmp_path, monkeypatch):
     import shutil
 

@@ -93,13 +93,15 @@ def test_a_bad_line_late_in_a_stream_fails_the_run_and_removes_its_files(tmp_pat
     with pytest.raises(BadLineError) as loading:
         load_transcript(str(path))
     out = tmp_path / "out"
-    (out / "tool-results").mkdir(parents=True)
-    (out / "tool-results" / "mine.txt").write_text("a file that was there before")
+    good = write_jsonl(tmp_path / "good.jsonl", tool_session(3, size=40_000))
+    replay(open_transcript(str(good)), load_policy("s08", ["budget.max_chars=10000"]), out_dir=out)
+    before = files_under(out)
+    assert len(before) == 3  # an earlier run: its persisted results and its marker
     with pytest.raises(BadLineError) as streaming:
         replay(open_transcript(str(path)), load_policy("s08", ["budget.max_chars=10000"]), out_dir=out)
     assert str(streaming.value) == str(loading.value)
-    left = sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
-    assert left == ["tool-results", "tool-results/mine.txt"]
+    assert files_under(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "good.jsonl",
+                                                                                         "out"]
 
 
 def test_a_failed_run_into_a_new_folder_leaves_no_folder(tmp_path):
@@ -157,12 +159,12 @@ def test_a_folder_is_replayed_a_file_at_a_time(cli, tmp_path):
     for run in (runs[1], alone):
         run["summary"].pop("runtime_s")
     assert runs[1] == alone and [run["summary"]["calls"] for run in runs] == [5, 6, 7]
-    assert sorted(p.name for p in (tmp_path / "all").iterdir()) == ["s0-s08", "s1-s08", "s2-s08"]
+    assert sorted(p.name for p in (tmp_path / "all").iterdir()) == [".compactlab-run", "s0-s08", "s1-s08", "s2-s08"]
     with (folder / "s1.jsonl").open("ab") as f:
         f.write(b"not json\n")
     r = cli("replay", folder, "--out", tmp_path / "again", "-q")
     assert r.exit_code == 2 and f"{folder / 's1.jsonl'}:14: invalid JSON" in r.stderr  # 13 messages, then this
-    assert sorted(p.name for p in (tmp_path / "again").iterdir()) == ["s0-s08"]
+    assert not (tmp_path / "again").exists()  # one --out, one run: whole or absent
 
 
 @pytest.mark.parametrize("priced", [[], ["--price-model", "claude-haiku-4-5"]])

@@ -16,6 +16,7 @@ import orjson
 from ..outputs import OutputDir, safe_stem
 from ..records import NUMERIC_SUMMARY_KEYS
 from .terminal import Printer, Table
+from .text import md_cell
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -95,6 +96,9 @@ def markdown(df: "pd.DataFrame", sweep_keys: list[str], charts: dict[str, str], 
              f"Prices: {meta['prices_read']} table ({', '.join(meta['price_models'])}). Generated {meta['date']}.", ""]
     if meta.get("interrupted"):
         lines += [f"**Interrupted: {meta['interrupted']} finished; only those are here.**", ""]
+    if meta.get("failed"):
+        lines += [f"**{len(meta['failed'])} run(s) failed and are not here:**", ""]
+        lines += [f"- {md_cell(f)}" for f in meta["failed"]] + [""]
     cols = ["transcript", "policy", *sweep_keys, "reduction", "raw_cost_usd", "cost_usd", "cost_saving", "retention",
             "summaries", "reactive", "overflows", "violations_introduced"]
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -135,6 +139,8 @@ def html_report(df: "pd.DataFrame", sweep_keys: list[str], svgs: dict[str, str],
     dear = costs_more(df)
     notes = "".join(f"<li>{e(_explain(r, sweep_keys))}</li>" for _, r in dear.iterrows())
     figures = "".join(f"<figure>{svg}<figcaption>{e(name)}</figcaption></figure>" for name, svg in svgs.items())
+    failed = (f"<p class='note'><b>{len(meta['failed'])} run(s) failed and are not here:</b></p><ul class='note'>"
+              + "".join(f"<li>{e(f)}</li>" for f in meta["failed"]) + "</ul>") if meta.get("failed") else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>compactlab compare</title><style>{CSS}</style></head><body>
 <h1>compactlab compare — {len(df)} runs</h1>
@@ -142,6 +148,7 @@ def html_report(df: "pd.DataFrame", sweep_keys: list[str], svgs: dict[str, str],
 plus the summarizer's own calls. Prices: table read {e(meta['prices_read'])}, models {e(', '.join(meta['price_models']))}.
 Generated {e(meta['date'])}. Rows in red cost more than no compaction.</p>
 {f"<p class='note'><b>Interrupted: {e(meta['interrupted'])} finished; only those are here.</b></p>" if meta.get("interrupted") else ""}
+{failed}
 <table><tr>{head}</tr>{''.join(body)}</table>
 {f'<h2>Costs more than no compaction</h2><ul class="note">{notes}</ul>' if notes else ''}
 <h2>Charts</h2>{figures}

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from ..errors import CompactlabError, InputError
+from ..interrupts import Terminated, exit_status
 from ..messages import Entry, Message
 from . import anthropic_messages  # (which imports this module: its names are used at run time)
 from .model import TranscriptBuilder, TranscriptStream
@@ -110,11 +111,21 @@ class _Reader:
         self.pid, self.pipe = pid, pipe
         self.done = False  # it sent everything and exits by itself
 
+    def interrupted(self) -> KeyboardInterrupt | None:
+        """The interrupt that ended the reader, if one did (it is reaped)."""
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            return None
+        self.pid = -1
+        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
+        return Terminated() if code == exit_status(Terminated()) else KeyboardInterrupt() if code == 130 else None
+
     def close(self) -> None:
         """Stop the reader unless it is done, and reap it (idempotent)."""
+        self.pipe.close()
         if self.pid < 0:
             return
-        self.pipe.close()
         if not self.done:
             try:
                 os.kill(self.pid, signal.SIGKILL)
@@ -131,7 +142,8 @@ def _reader(path: str, name: str, skip_bad_lines: bool, size: int, fd: int) -> N
     """The forked process: read, send, and exit without running the parent's exit handlers."""
     code = 0
     try:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it quietly; the replay cleans up
+        # SIGINT as its parent has it: ignored stays ignored (nohup, a background job); else
+        # Ctrl-C raises here too, and the reader exits with INTERRUPTED for the replay to see
         with os.fdopen(fd, "wb", PIPE_BYTES) as out:
             try:
                 _read_and_send(path, name, skip_bad_lines, out, size)
@@ -141,6 +153,8 @@ def _reader(path: str, name: str, skip_bad_lines: bool, size: int, fd: int) -> N
                 import traceback
 
                 pickle.dump(("crash", traceback.format_exc()), out)
+    except KeyboardInterrupt as exc:  # Ctrl-C (or SIGTERM) to the process group: 130 (143)
+        code = exit_status(exc)
     except BaseException:  # the replay stopped reading (a broken pipe) or is gone
         code = 1
     finally:
@@ -193,6 +207,9 @@ def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader:
             try:
                 message = pickle.load(pipe)
             except EOFError:
+                stop = reader.interrupted()
+                if stop is not None:  # the same Ctrl-C reached it first: the replay's own is coming
+                    raise stop from None
                 raise RuntimeError(f"{builder.path}: the read-ahead process ended without a word") from None
             kind = message[0]
             if kind == "batch":

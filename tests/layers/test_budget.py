@@ -23,6 +23,7 @@ def test_largest_first_until_under_budget(tmp_path):
     env = RunEnv(summarizer=StubSummarizer(), out=OutputDir(tmp_path))
     ctx = context(batch([60_000, 90_000, 70_000, 20_000]))  # 240,000
     out, stats = budget(ctx, BudgetConfig(), env)
+    env.out.commit()
     assert stats.persisted == 1 and stats.persisted_chars == 90_000  # 240k - 90k + note < 200k
     block = out.messages[-1]["content"][1]
     assert block["content"].startswith("<persisted-output>\nFull output: tool-results/id1.txt\nPreview:\n" + "b" * 2000)
@@ -49,5 +50,6 @@ def test_list_form_content_is_persisted_as_joined_text(tmp_path):
             results(tr("L", [{"type": "text", "text": "p" * 120_000}, {"type": "text", "text": "q" * 100_000}]))]
     env = RunEnv(summarizer=StubSummarizer(), out=OutputDir(tmp_path))
     out, stats = budget(context(msgs), BudgetConfig(), env)
+    env.out.commit()
     assert stats.persisted == 1
     assert (tmp_path / "tool-results" / "L.txt").read_text() == "p" * 120_000 + "\n" + "q" * 100_000

@@ -91,7 +91,8 @@ def test_saved_transcript_is_recorded_but_written_only_when_asked(tmp_path):
     e = RunEnv(summarizer=StubSummarizer(), out=OutputDir(tmp_path), write_transcripts=False)
     summary(context(tool_session(2)), SummaryConfig(trigger=1), e)
     assert e.saved_transcripts[0]["path"] is None and not (tmp_path / "transcripts").exists()
-    e2 = RunEnv(summarizer=StubSummarizer(), out=OutputDir(tmp_path), write_transcripts=True)
+    e2 = RunEnv(summarizer=StubSummarizer(), out=OutputDir(tmp_path / "o"), write_transcripts=True)
     summary(context(tool_session(2)), SummaryConfig(trigger=1), e2)
+    e2.out.commit()
     rel = e2.saved_transcripts[0]["path"]
-    assert rel and len((tmp_path / rel).read_text().splitlines()) == 5
+    assert rel and len((tmp_path / "o" / rel).read_text().splitlines()) == 5

@@ -1,0 +1,67 @@
+"""SIGINT and SIGTERM end every command the same way.
+
+Ctrl-C raises ``KeyboardInterrupt`` in the main thread; the entry point makes SIGTERM raise
+:class:`Terminated`, a ``KeyboardInterrupt`` too, so a ``kill`` unwinds through the same paths as
+Ctrl-C: output folders rolled back, worker processes stopped and reaped, the runs that finished
+reported, and exit status 128 + the signal's number (130 for SIGINT, 143 for SIGTERM).
+
+A signal the process was started with ignored (``nohup``, a background job's SIGINT) stays
+ignored. :func:`deferred` holds both signals back while a few renames put a finished run in
+place, so an interrupt never lands between them.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered as an interrupt."""
+
+    signum = signal.SIGTERM
+
+
+def exit_status(exc: BaseException) -> int:
+    """128 + the signal that interrupted: 130 for Ctrl-C, 143 for SIGTERM."""
+    return 128 + int(getattr(exc, "signum", signal.SIGINT))
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def install() -> None:
+    """SIGTERM raises :class:`Terminated` in the main thread, unless it was ignored at start."""
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, _terminated)
+
+
+def ignore_in_child() -> None:
+    """For a forked worker: both signals are its parent's business (the parent stops it), and it
+    dies with its parent even when that is killed outright (Linux: PR_SET_PDEATHSIG)."""
+    for s in SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the parent still stops its workers on any signal it can catch
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM held back in this block and delivered after it."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
