@@ -8,6 +8,7 @@ changed transcript is a stale record: never compared silently (a failure unless 
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -15,7 +16,8 @@ from typing import Any
 
 import orjson
 
-from .errors import UsageError
+from .errors import InputError, UsageError
+from .files import read_regular
 from .outputs import atomic_write_bytes
 
 SCHEMA = 1
@@ -80,6 +82,8 @@ def parse_tolerances(items: list[str] | tuple[str, ...]) -> dict[str, float]:
             number = float(value)
         except ValueError:
             raise UsageError(f"--tolerance {item!r}: expected a number or METRIC=NUMBER") from None
+        if not math.isfinite(number):
+            raise UsageError(f"--tolerance {item!r}: must be a finite number")
         if number < 0:
             raise UsageError(f"--tolerance {item!r}: must not be negative")
         if not sep:
@@ -96,14 +100,18 @@ def transcript_key(path: str, baseline: str) -> str:
     return Path(rel).as_posix()
 
 
+def _number(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
 def load_baseline(path: str) -> dict[tuple[str, str], dict]:
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         raise BaselineError(f"{path}: no baseline file", hint=f"create it with: compactlab check ... --baseline {path} "
-                                                                "--update-baseline") from None
-    except OSError as exc:
-        raise BaselineError(f"{path}: cannot read baseline: {exc.strerror or exc}") from None
+                                                                "--update-baseline")
+    try:
+        raw = read_regular(path, "baseline")
+    except InputError as exc:
+        raise BaselineError(exc.message) from None
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -113,11 +121,15 @@ def load_baseline(path: str) -> dict[tuple[str, str], dict]:
     out: dict[tuple[str, str], dict] = {}
     for i, rec in enumerate(doc["records"]):
         ok = (isinstance(rec, dict) and isinstance(rec.get("transcript"), str) and isinstance(rec.get("policy"), str)
-              and isinstance(rec.get("metrics"), dict)
-              and all(isinstance(rec["metrics"].get(k), (int, float)) for k in COMPARED))
+              and isinstance(rec.get("metrics"), dict) and all(_number(rec["metrics"].get(k)) for k in COMPARED))
         if not ok:
             raise BaselineError(f"{path}: malformed baseline: record {i} needs transcript, policy and numeric "
                                 f"metrics {', '.join(COMPARED)}")
+        bad = [k for k in STORED if k in rec["metrics"] and not _number(rec["metrics"][k])]
+        if bad:
+            raise BaselineError(f"{path}: malformed baseline: record {i}: {bad[0]} is not a number")
+        if (rec["transcript"], rec["policy"]) in out:
+            raise BaselineError(f"{path}: malformed baseline: record {i} repeats {rec['transcript']} × {rec['policy']}")
         out[(rec["transcript"], rec["policy"])] = rec
     return out
 
@@ -167,13 +179,17 @@ def compare_record(key: str, summary: dict[str, Any], content_hash: str, old: di
 
 
 def write_baseline(path: str, records: list[dict[str, Any]]) -> None:
-    """Merge ``records`` into the baseline at ``path`` (created if absent), atomically."""
+    """Merge ``records`` into the baseline at ``path`` (created if absent), atomically. A baseline
+    that cannot be read whole is an error and is left as it is: its other records are never
+    dropped. A symlink is followed: the file it points to is updated."""
     existing: dict[tuple[str, str], dict] = {}
-    if os.path.exists(path):
+    if os.path.lexists(path):
         try:
             existing = load_baseline(path)
-        except BaselineError:
-            existing = {}  # replaced by a well-formed one
+        except BaselineError as exc:
+            raise BaselineError(f"{exc.message}; not updated",
+                                hint="fix the file (a merge conflict?) or remove it to start a new baseline") from None
+        path = os.path.realpath(path)
     for rec in records:
         existing[(rec["transcript"], rec["policy"])] = rec
     doc = {"schema": SCHEMA, "records": [existing[k] for k in sorted(existing)]}

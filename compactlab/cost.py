@@ -14,7 +14,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import UsageError
+from .errors import InputError, UsageError
+from .files import read_regular_text
 
 MTOK = 1_000_000
 
@@ -98,15 +99,17 @@ def load_prices(path: str | None = None) -> PriceTable:
         if path is None:
             text = _package_file("data/prices.toml")
         else:
-            text = Path(path).read_text(encoding="utf-8")
+            text = read_regular_text(path, "--prices")
         data = tomllib.loads(text)
         models = data["models"]
         for name, row in models.items():
             for key in ("input", "output"):
-                if not isinstance(row.get(key), (int, float)):
+                if not isinstance(row, dict) or not isinstance(row.get(key), (int, float)):
                     raise UsageError(f"{path}: models.{name}.{key} must be a number")
         table = PriceTable(read=str(data.get("read", "unknown")), default_model=data.get("default_model", next(iter(models))),
                            models=models)
+    except InputError as exc:
+        raise UsageError(exc.message) from None
     except (OSError, tomllib.TOMLDecodeError, KeyError, StopIteration) as exc:
         raise UsageError(f"{path or 'prices.toml'}: not a usable price table: {exc}") from None
     if table.default_model not in table.models:

@@ -25,7 +25,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import orjson
 
-from .errors import PolicyError
+from .errors import InputError, PolicyError
+from .files import read_regular_text
 
 CHEAP_LAYERS = ("budget", "snip", "micro")
 
@@ -44,8 +45,11 @@ class Bound:
         return {**handler(source), **self.constraints}
 
 
-Positive = Annotated[int, Bound(ge=1)]
-NonNegative = Annotated[int, Bound(ge=0)]
+#: the largest count, size or trigger a policy may name: far beyond any context, and small enough
+#: that tokens, costs and sums of them stay exact (10^23 or 2^63-1 overflowed into exit 3)
+MAX_COUNT = 10**12
+Positive = Annotated[int, Bound(ge=1, le=MAX_COUNT)]
+NonNegative = Annotated[int, Bound(ge=0, le=MAX_COUNT)]
 
 
 def opt(default: Any, doc: str) -> Any:
@@ -86,7 +90,7 @@ class BudgetConfig(LayerConfig):
 class SnipConfig(LayerConfig):
     """L1 snip_compact: keep head and tail messages, drop the middle."""
 
-    max_messages: Annotated[int, Bound(ge=2)] = opt(50, "snip when the context has more messages than this")
+    max_messages: Annotated[int, Bound(ge=2, le=MAX_COUNT)] = opt(50, "snip when the context has more messages than this")
     keep_head: NonNegative = opt(3, "messages kept from the start")
     pair_safe: bool | Literal["head"] = opt(
         True, "move the cut so no tool pair is split: true, false (naive cut) or 'head' (head only)")
@@ -148,7 +152,8 @@ class ReactiveConfig(LayerConfig):
     window_tokens: Positive = opt(200_000, "context window; over it the API says prompt too long")
     keep_tail: NonNegative = opt(5, "last messages kept after the summary")
     pair_safe: bool = opt(True, "move the tail cut so a tool pair is not split")
-    max_retries: NonNegative = opt(1, "reactive compactions per call before it is an overflow")
+    max_retries: Annotated[int, Bound(ge=0, le=10)] = opt(1, "reactive compactions per call before it is an overflow "
+                                                              "(at most 10)")
     template: str = opt("[Reactive compact]\n\n{summary}", "the summary message; {summary}")
 
     def __post_init__(self) -> None:
@@ -175,7 +180,8 @@ class ManualConfig(LayerConfig):
 class SizeConfig(Section):
     """How tokens are estimated from compact-JSON characters."""
 
-    chars_per_token: Annotated[float, Bound(gt=0)] = opt(4.0, "token estimate: chars / chars_per_token")
+    chars_per_token: Annotated[float, Bound(ge=0.1, le=100)] = opt(
+        4.0, "token estimate: chars / chars_per_token (0.1 to 100)")
     overhead_tokens: NonNegative = opt(0, "tokens of system prompt and tools not in the transcript")
 
 
@@ -281,29 +287,60 @@ def _raw_policy(ref: str, seen: tuple[str, ...] = ()) -> tuple[dict, bool]:
     """The policy's TOML data with ``extends`` resolved, and whether it is all built-in presets."""
     if ref in seen:
         raise PolicyError(f"policy {ref!r} extends itself ({' -> '.join(seen + (ref,))})")
-    is_path = ref.endswith(".toml") or "/" in ref or Path(ref).is_file()
+    is_path = _names_file(ref) or Path(ref).is_file()
     if is_path:
         path = Path(ref)
+        if not path.exists():
+            raise PolicyError(f"{ref}: no such policy file")
         try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise PolicyError(f"{ref}: no such policy file") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise PolicyError(f"{ref}: cannot read policy file: {exc}") from None
+            text = read_regular_text(path, "policy")
+        except InputError as exc:
+            raise PolicyError(exc.message) from None
         data = _parse_toml(text, ref)
         data.setdefault("name", path.stem)
+        _resolve_prompt_file(data, path.parent)
     else:
         data = _parse_toml(_preset_text(ref), f"preset {ref}")
     parent = data.pop("extends", None)
     if parent is not None:
         if not isinstance(parent, str):
             raise PolicyError(f"{ref}: extends must be a policy name or path")
+        if is_path and _names_file(parent) and not Path(parent).is_absolute():
+            parent = str(Path(ref).parent / parent)  # beside the file that names it, wherever one stands
         base, base_preset = _raw_policy(parent, seen + (ref,))
         base.pop("name", None)
         base.pop("description", None)
         data = _merge(base, data)
         return data, base_preset and not is_path
     return data, not is_path
+
+
+def _names_file(ref: str) -> bool:
+    return ref.endswith(".toml") or "/" in ref or "\\" in ref
+
+
+def _resolve_prompt_file(data: dict, folder: Path) -> None:
+    """A summary prompt a policy file names by a relative path is read beside that file."""
+    summary = data.get("summary")
+    prompt = summary.get("prompt") if isinstance(summary, dict) else None
+    if isinstance(prompt, str) and prompt not in _prompt_names() and not Path(prompt).is_absolute():
+        summary["prompt"] = str(folder / prompt)
+
+
+def _prompt_names() -> tuple[str, ...]:
+    from .summarizers.prompts import PROMPTS
+
+    return tuple(PROMPTS)
+
+
+def _check_prompt(policy: Policy, where: str) -> Policy:
+    """summary.prompt names a built-in prompt or a readable file: a typo must not be sent to the
+    API as the prompt itself."""
+    prompt = policy.summary.prompt
+    if prompt in _prompt_names() or Path(prompt).is_file():
+        return policy
+    raise PolicyError(f"{where}: summary.prompt: {prompt!r} is neither a built-in prompt "
+                      f"({', '.join(_prompt_names())}) nor a file")
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:
@@ -361,11 +398,11 @@ def build_policy(data: dict, where: str, trusted: bool = False) -> Policy:
     """
     data = _normalise(data, where)
     if trusted:
-        return Policy(**{k: SECTIONS[k](**v) if k in SECTIONS else v for k, v in data.items()})
+        return _check_prompt(Policy(**{k: SECTIONS[k](**v) if k in SECTIONS else v for k, v in data.items()}), where)
     from pydantic import ValidationError
 
     try:
-        return _validator().validate_python(data)
+        return _check_prompt(_validator().validate_python(data), where)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "policy"
@@ -422,6 +459,7 @@ def _fits(kind: Any, value: Any) -> bool:
             bounds = m.constraints if isinstance(m, Bound) else {"unknown": None}
             for name, limit in bounds.items():
                 if not (value >= limit if name == "ge" else value > limit if name == "gt"
+                        else value <= limit if name == "le"
                         else len(value) >= limit if name == "min_length" else False):
                     return False
         return True

@@ -25,7 +25,7 @@ from ..messages import Entry, Message, make_entry
 from ..outputs import OutputDir
 from ..sizing import TokenEstimator, list_chars
 from ..summarizers.base import Summarizer, SummaryRequest
-from ..summarizers.prompts import PROMPTS
+from ..summarizers.prompts import prompt_text
 
 
 @dataclass
@@ -146,7 +146,7 @@ def summarize(
     """
     request = SummaryRequest(
         entries=entries,
-        prompt=PROMPTS.get(summary_cfg.prompt, summary_cfg.prompt),
+        prompt=prompt_text(summary_cfg.prompt),
         max_output_tokens=summary_cfg.max_output_tokens,
         kind=kind,
         call=env.call,

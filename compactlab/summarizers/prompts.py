@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
+from ..errors import InputError, UsageError
+from ..files import read_regular_text
+
 PROMPTS: dict[str, str] = {
     # seed 000 (s08) summarize_history
     "s08": (
@@ -44,20 +50,22 @@ DATA_NOTICE = (
 
 def resolve_prompt(name_or_path: str | None, default: str) -> str:
     """A built-in prompt by name, or the text of a file; ``default`` names the policy's prompt."""
-    from pathlib import Path
-
-    from ..errors import UsageError
-
     ref = name_or_path or default
     if ref in PROMPTS:
         return PROMPTS[ref]
-    path = Path(ref)
-    if name_or_path is not None and path.is_file():
+    if Path(ref).exists():
         try:
-            return path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"--summary-prompt {ref}: cannot read: {exc}") from None
+            return read_regular_text(ref, "summary prompt")
+        except InputError as exc:
+            raise UsageError(exc.message) from None
     raise UsageError(f"summary prompt {ref!r}: neither a built-in prompt ({', '.join(PROMPTS)}) nor a file")
+
+
+@functools.lru_cache(maxsize=32)
+def prompt_text(name: str) -> str:
+    """A policy's summary prompt: a built-in one by name, or the text of the file it names
+    (checked to exist when the policy was loaded)."""
+    return PROMPTS[name] if name in PROMPTS else resolve_prompt(name, name)
 
 
 def clean_summary(text: str) -> str:

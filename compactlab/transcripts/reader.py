@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from ..errors import BadLineError, InputError
+from ..files import MAX_BLANK_LINES, max_document_bytes, max_line_bytes, open_regular, zst_problem
 from ..messages import build_entry
 
 BUFFER = 1 << 20
@@ -26,18 +27,9 @@ MAX_DEPTH = 200
 
 
 def open_checked(path: str) -> BinaryIO:
-    """Open an input for buffered binary reading (read-only), decompressing ``.gz`` and ``.zst``
-    as a stream; OS problems become one-line errors."""
-    if os.path.isdir(path):
-        raise InputError(f"{path}: is a directory, not a transcript file")
-    try:
-        f = open(path, "rb", buffering=0)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except PermissionError:
-        raise InputError(f"{path}: permission denied") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot open: {exc.strerror or exc}") from None
+    """Open an input for buffered binary reading (read-only, a regular file only), decompressing
+    ``.gz`` and ``.zst`` as a stream; OS problems become one-line errors."""
+    f = open_regular(path)
     if path.endswith(".gz"):
         import gzip
 
@@ -49,7 +41,16 @@ def open_checked(path: str) -> BinaryIO:
             f.close()
             raise InputError(f"{path}: reading .zst needs the zstandard package",
                              hint="pip install 'compactlab[zstd]'") from None
-        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(f, closefd=True), BUFFER)
+        try:
+            problem = zst_problem(f)
+        except OSError as exc:
+            f.close()
+            raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        if problem is not None:
+            f.close()
+            raise InputError(f"{path}: not a whole zstd file: {problem}")
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(f, closefd=True, read_across_frames=True),
+                                 BUFFER)
     return io.BufferedReader(f, BUFFER)
 
 
@@ -68,14 +69,32 @@ def _reading(path: str) -> Iterator[None]:
 
 def iter_raw_lines(path: str, offset: int = 0, first: int = 1) -> Iterator[tuple[int, bytes]]:
     """(physical line number, raw bytes) for every line, streaming, from byte ``offset`` (an
-    uncompressed file) whose line is number ``first``. Binary-mode line iteration splits on
-    ``\\n`` only (never on U+2028 or a lone ``\\r``) and runs in C."""
+    uncompressed file) whose line is number ``first``. Lines split on ``\\n`` only (never on
+    U+2028 or a lone ``\\r``), in C. A line longer than ``max_line_bytes`` (decompressed) or more
+    than ``MAX_BLANK_LINES`` blank lines in a row end the reading with an error: what a
+    decompression bomb looks like, never a transcript."""
     f = open_checked(path)
+    limit = max_line_bytes()
+    blank = 0
     try:
         with _reading(path):
             if offset:
                 f.seek(offset)
-            yield from enumerate(f, first)
+            readline = f.readline
+            lineno = first
+            while raw := readline(limit + 1):
+                if len(raw) > limit:
+                    raise InputError(f"{path}:{lineno}: a line longer than {limit >> 20} MiB (decompressed): not a "
+                                     "transcript line", hint="COMPACTLAB_MAX_LINE_MB raises the limit")
+                if raw.isspace():
+                    blank += 1
+                    if blank > MAX_BLANK_LINES:
+                        raise InputError(f"{path}:{lineno}: more than {MAX_BLANK_LINES:,} blank lines in a row: "
+                                         "not a transcript")
+                else:
+                    blank = 0
+                yield lineno, raw
+                lineno += 1
     finally:
         f.close()
 
@@ -258,11 +277,15 @@ def read_document(path: str) -> tuple[Any, str]:
     """A whole-file JSON document (a trajectory) and the SHA-256 of its bytes; a file:line error
     when it does not parse."""
     f = open_checked(path)
+    cap = max_document_bytes()
     try:
         with _reading(path):
-            raw = f.read()
+            raw = f.read(cap + 1)
     finally:
         f.close()
+    if len(raw) > cap:
+        raise InputError(f"{path}: a JSON document larger than {cap >> 20} MiB (decompressed)",
+                         hint="COMPACTLAB_MAX_DOCUMENT_MB raises the limit")
     if not raw.strip():
         raise InputError(f"{path}: empty file, no transcript")
     sha = hashlib.sha256(raw).hexdigest()
