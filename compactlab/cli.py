@@ -317,8 +317,8 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
                                    + ", ".join(str(f["call"]) for f in run.failed_summaries[:10])
                                    + f": {run.failed_summaries[0]['error']}")
                 write_files(run, out)
-                if chart:
-                    write_chart(run, policy, out)
+                if chart and (unchartable := write_chart(run, policy, out)):
+                    click.echo(f"warning: {t.path}: chart.png not drawn: {unchartable}", err=True)
                 if shared is None:
                     out.commit()
             except BaseException:

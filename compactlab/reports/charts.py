@@ -12,6 +12,14 @@ from typing import Any
 MARKERS = {"summary": "v", "reactive": "X", "manual": "o"}
 
 
+def plain(label: str) -> str:
+    """A label drawn as the text it is: matplotlib would read ``$...$`` as mathtext (and fail on
+    a lone ``$``), and control characters are shown as escapes."""
+    from .text import visible
+
+    return visible(label).replace("$", r"\$")
+
+
 def _plt():
     import matplotlib
 
@@ -40,7 +48,7 @@ def tokens_chart(title: str, raw: list[int], series: list[dict[str, Any]]) -> tu
     ax.plot(range(len(raw)), raw, color="black", linestyle="--", linewidth=1, label="raw (no compaction)")
     levels: dict[str, float] = {}
     for s in series:
-        (line,) = ax.plot(range(len(s["tokens"])), s["tokens"], linewidth=1.2, label=s["label"])
+        (line,) = ax.plot(range(len(s["tokens"])), s["tokens"], linewidth=1.2, label=plain(s["label"]))
         for kind, calls in s.get("events", {}).items():
             if calls:
                 ax.scatter(calls, [s["tokens"][c] for c in calls], marker=MARKERS.get(kind, "."), color=line.get_color(),
@@ -51,7 +59,7 @@ def tokens_chart(title: str, raw: list[int], series: list[dict[str, Any]]) -> tu
     for name, value in levels.items():
         if value < top * 1.5:
             ax.axhline(value, color="grey", linewidth=0.6, linestyle=":")
-            ax.text(max(len(raw) - 1, 0), value, f"{name} ", color="grey", fontsize=7, va="bottom", ha="right")
+            ax.text(max(len(raw) - 1, 0), value, plain(f"{name} "), color="grey", fontsize=7, va="bottom", ha="right")
     low = min([t for s in series for t in s["tokens"] if t > 0] + [top])
     if top / max(low, 1) > 30:  # the raw baseline dwarfs the policies: a log axis shows both
         ax.set_yscale("log")
@@ -59,7 +67,7 @@ def tokens_chart(title: str, raw: list[int], series: list[dict[str, Any]]) -> tu
         ax.scatter([], [], marker=marker, color="grey", label=f"{kind} compaction")
     ax.set_xlabel("call")
     ax.set_ylabel("context tokens sent")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(plain(title), fontsize=10)
     ax.legend(fontsize=7, loc="upper left", ncols=2)
     ax.grid(alpha=0.25)
     return _render(fig)
@@ -87,7 +95,7 @@ def pareto_chart(labels: list[str], retention: list[float], saving: list[float])
         at.setdefault((round(retention[i], 4), round(saving[i], 4)), []).append(labels[i])
     for (x, y), names in at.items():
         text = names[0] + (f" (+{len(names) - 1} more)" if len(names) > 1 else "")
-        ax.annotate(text, (x, y), fontsize=7, xytext=(4, 3), textcoords="offset points",
+        ax.annotate(plain(text), (x, y), fontsize=7, xytext=(4, 3), textcoords="offset points",
                     ha="right" if x > 0.7 else "left")
     ax.axhline(0, color="black", linewidth=0.6)
     ax.set_xlabel("retention (referenced tool results still intact)")

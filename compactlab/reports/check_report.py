@@ -9,6 +9,7 @@ import orjson
 
 from ..check import CheckResult
 from .terminal import Printer, Table
+from .text import md_cell, visible
 
 
 def details(r: CheckResult) -> str:
@@ -45,15 +46,17 @@ def junit_xml(results: list[CheckResult]) -> bytes:
     suite = ET.SubElement(suites, "testsuite", name="compactlab check", tests=str(len(results)),
                           failures=str(failures), errors="0", skipped=str(skipped))
     for r in results:
-        case = ET.SubElement(suite, "testcase", classname=f"compactlab.{r.policy}", name=r.transcript)
+        # XML 1.0 cannot hold most control characters even escaped: they are shown as \\xNN
+        text = visible(details(r))
+        case = ET.SubElement(suite, "testcase", classname=f"compactlab.{visible(r.policy)}", name=visible(r.transcript))
         if not r.ok:
-            failure = ET.SubElement(case, "failure", message=details(r), type=r.status)
-            failure.text = details(r)
+            failure = ET.SubElement(case, "failure", message=text, type=r.status)
+            failure.text = text
         elif r.status == "stale":
-            ET.SubElement(case, "skipped", message=details(r))
+            ET.SubElement(case, "skipped", message=text)
         else:
             out = ET.SubElement(case, "system-out")
-            out.text = details(r)
+            out.text = text
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
 
 
@@ -63,6 +66,5 @@ def step_summary(results: list[CheckResult]) -> str:
              "| transcript | policy | result | details |", "|---|---|---|---|"]
     for r in results:
         mark = "✅ pass" if r.ok and r.status == "pass" else ("⚠️ " if r.ok else "❌ ") + r.status
-        cell = details(r).replace("|", "\\|")
-        lines.append(f"| {r.transcript} | {r.policy} | {mark} | {cell} |")
+        lines.append(f"| {md_cell(r.transcript)} | {md_cell(r.policy)} | {mark} | {md_cell(details(r))} |")
     return "\n".join(lines) + "\n\n"

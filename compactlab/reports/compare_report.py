@@ -16,7 +16,7 @@ import orjson
 from ..outputs import OutputDir, safe_stem
 from ..records import NUMERIC_SUMMARY_KEYS
 from .terminal import Printer, Table
-from .text import md_cell
+from .text import csv_cell, md_cell, visible
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -106,12 +106,16 @@ def markdown(df: "pd.DataFrame", sweep_keys: list[str], charts: dict[str, str], 
         cells = []
         for c in cols:
             v = r[c]
-            cells.append(os.path.basename(v) if c == "transcript" else f"{v:.4f}" if isinstance(v, float) else str(v))
+            cells.append(md_cell(os.path.basename(v) if c == "transcript" else f"{v:.4f}" if isinstance(v, float)
+                                 else str(v)))
         lines.append("| " + " | ".join(cells) + " |")
     dear = costs_more(df)
     if len(dear):
-        lines += ["", "## Costs more than no compaction", ""] + [f"- {_explain(r, sweep_keys)}" for _, r in dear.iterrows()]
-    lines += ["", "## Charts", ""] + [f"![{name}]({path})" for name, path in charts.items()]
+        lines += ["", "## Costs more than no compaction", ""] + [f"- {visible(_explain(r, sweep_keys))}"
+                                                                 for _, r in dear.iterrows()]
+    if meta.get("chart_error"):
+        lines += ["", f"Charts could not be drawn: {visible(meta['chart_error'])}"]
+    lines += ["", "## Charts", ""] + [f"![{md_cell(name).replace(']', '')}]({path})" for name, path in charts.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -126,7 +130,7 @@ def html_report(df: "pd.DataFrame", sweep_keys: list[str], svgs: dict[str, str],
     cols = ["transcript", "policy", *sweep_keys, "calls", "reduction", "raw_cost_usd", "cost_usd", "cost_saving",
             "cost_usd_nocache", "retention", "summaries", "reactive", "manual", "overflows", "violations_introduced",
             "violations_inherited"]
-    head = "".join(f"<th>{e(c)}</th>" for c in cols)
+    head = "".join(f"<th>{e(visible(c))}</th>" for c in cols)
     body = []
     for _, r in df.iterrows():
         cls = ' class="dear"' if r["cost_usd"] > r["raw_cost_usd"] else ""
@@ -134,11 +138,13 @@ def html_report(df: "pd.DataFrame", sweep_keys: list[str], svgs: dict[str, str],
         for c in cols:
             v = r[c]
             text = os.path.basename(v) if c == "transcript" else f"{v:.4f}" if isinstance(v, float) else str(v)
-            cells.append(f'<td{" class=l" if c in ("transcript", "policy") else ""}>{e(text)}</td>')
+            cells.append(f'<td{" class=l" if c in ("transcript", "policy") else ""}>{e(visible(text))}</td>')
         body.append(f"<tr{cls}>{''.join(cells)}</tr>")
     dear = costs_more(df)
-    notes = "".join(f"<li>{e(_explain(r, sweep_keys))}</li>" for _, r in dear.iterrows())
-    figures = "".join(f"<figure>{svg}<figcaption>{e(name)}</figcaption></figure>" for name, svg in svgs.items())
+    notes = "".join(f"<li>{e(visible(_explain(r, sweep_keys)))}</li>" for _, r in dear.iterrows())
+    figures = "".join(f"<figure>{svg}<figcaption>{e(visible(name))}</figcaption></figure>" for name, svg in svgs.items())
+    if meta.get("chart_error"):
+        figures = f"<p class='note'>Charts could not be drawn: {e(visible(meta['chart_error']))}</p>" + figures
     failed = (f"<p class='note'><b>{len(meta['failed'])} run(s) failed and are not here:</b></p><ul class='note'>"
               + "".join(f"<li>{e(f)}</li>" for f in meta["failed"]) + "</ul>") if meta.get("failed") else ""
     return f"""<!DOCTYPE html>
@@ -156,19 +162,20 @@ Generated {e(meta['date'])}. Rows in red cost more than no compaction.</p>
 """
 
 
-def write_reports(df: "pd.DataFrame", results: list["RunResult"], sweep_keys: list[str], out: OutputDir,
-                  meta: dict[str, Any]) -> list[str]:
-    """results.csv, results.json, charts (PNG), report.md and report.html; the names written."""
-    if out.dry_run or out.root is None:
-        return []
+def safe_csv(df: "pd.DataFrame") -> str:
+    """The frame as CSV, text cells neutralised for spreadsheets (see ``text.csv_cell``)."""
+    from pandas.api.types import is_object_dtype, is_string_dtype
+
+    text_columns = [c for c in df.columns if is_object_dtype(df[c]) or is_string_dtype(df[c])]
+    return df.assign(**{c: df[c].map(csv_cell) for c in text_columns}).to_csv(index=False)
+
+
+def _charts(df: "pd.DataFrame", results: list["RunResult"], sweep_keys: list[str]) -> tuple[dict, dict, dict]:
+    """(svg by name, PNG bytes by file, file by name) of every chart."""
     from .charts import pareto_chart, tokens_chart
 
-    files: dict[str, bytes] = {
-        "results.csv": df.to_csv(index=False).encode("utf-8"),
-        "results.json": orjson.dumps(df.to_dict(orient="records"), option=orjson.OPT_SERIALIZE_NUMPY
-                                     | orjson.OPT_INDENT_2) + b"\n",
-    }
     svgs: dict[str, str] = {}
+    pngs: dict[str, bytes] = {}
     charts: dict[str, str] = {}
     by_transcript: dict[str, list] = {}
     for r in results:
@@ -191,17 +198,38 @@ def write_reports(df: "pd.DataFrame", results: list["RunResult"], sweep_keys: li
             drawn[key] = len(series)
             series.append({"label": label, "tokens": r.tokens, "events": r.events, "levels": r.levels})
         name = f"tokens per call: {Path(path).name}"
-        svgs[name], files[rel] = tokens_chart(Path(path).name, runs[0].raw_tokens, series)
+        svgs[name], pngs[rel] = tokens_chart(Path(path).name, runs[0].raw_tokens, series)
         charts[name] = rel
     one = df["transcript"].nunique() == 1  # one transcript: its name on every label is noise
     labels = [_label(r, sweep_keys) if one else f"{os.path.basename(r['transcript'])}: {_label(r, sweep_keys)}"
               for _, r in df.iterrows()]
-    svgs["cost saving against retention"], files["charts/pareto.png"] = pareto_chart(
+    svgs["cost saving against retention"], pngs["charts/pareto.png"] = pareto_chart(
         labels, list(df["retention"]), list(df["cost_saving"]))
     charts["cost saving against retention"] = "charts/pareto.png"
+    return svgs, pngs, charts
+
+
+def write_reports(df: "pd.DataFrame", results: list["RunResult"], sweep_keys: list[str], out: OutputDir,
+                  meta: dict[str, Any]) -> list[str]:
+    """results.csv, results.json, charts (PNG), report.md and report.html; the names written.
+    Charts that fail to draw are reported in the reports (``meta["chart_error"]``): the runs'
+    results are written all the same."""
+    if out.dry_run or out.root is None:
+        return []
+    files: dict[str, bytes] = {
+        "results.csv": safe_csv(df).encode("utf-8"),
+        "results.json": orjson.dumps(df.to_dict(orient="records"), option=orjson.OPT_SERIALIZE_NUMPY
+                                     | orjson.OPT_INDENT_2) + b"\n",
+    }
+    try:
+        svgs, pngs, charts = _charts(df, results, sweep_keys)
+    except Exception as exc:  # noqa: BLE001 - a chart is never worth the results
+        svgs, pngs, charts = {}, {}, {}
+        meta["chart_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    files.update(pngs)
     files["report.md"] = markdown(df, sweep_keys, charts, meta).encode("utf-8")
     files["report.html"] = html_report(df, sweep_keys, svgs, meta).encode("utf-8")
-    out.write_all(files)  # all or none
+    out.write_all(files)
     return list(files)
 
 
@@ -213,7 +241,7 @@ def write_stdout(df: "pd.DataFrame", sweep_keys: list[str], fmt: str, out: TextI
     if fmt == "json":
         out.write(orjson.dumps(df.to_dict(orient="records"), option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
     elif fmt == "csv":
-        out.write(df.to_csv(index=False))
+        out.write(safe_csv(df))
     elif fmt == "md":
         out.write(markdown(df, sweep_keys, {}, report_meta("", [])))
     else:

@@ -10,6 +10,7 @@ import orjson
 
 from .sparkline import sparkline
 from .terminal import Printer, Table
+from .text import md_cell
 
 
 def write_json(info: dict[str, Any], out: TextIO) -> None:
@@ -91,13 +92,13 @@ def write_table(info: dict[str, Any], out: TextIO) -> None:
 
 
 def write_md(info: dict[str, Any], out: TextIO) -> None:
-    lines = [f"# {info['transcript']}", "", "| | |", "|---|---:|"]
-    lines += [f"| {k} | {v} |" for k, v in _head_rows(info)]
+    lines = [f"# {md_cell(info['transcript'])}", "", "| | |", "|---|---:|"]
+    lines += [f"| {md_cell(k)} | {md_cell(v)} |" for k, v in _head_rows(info)]
     lines += ["", "| tool | calls | result chars | largest |", "|---|---:|---:|---:|"]
-    lines += [f"| {n} | {t['count']} | {t['total_chars']} | {t['max_chars']} |" for n, t in info["tools"].items()]
+    lines += [f"| {md_cell(n)} | {t['count']} | {t['total_chars']} | {t['max_chars']} |" for n, t in info["tools"].items()]
     if info["violations"]:
         lines += ["", "| recorded violation | call | message | tool id |", "|---|---:|---:|---|"]
-        lines += [f"| {v['kind']} | {v['call']} | {v['message_index']} | {v['tool_use_id'] or ''} |"
+        lines += [f"| {v['kind']} | {v['call']} | {v['message_index']} | {md_cell(v['tool_use_id'] or '')} |"
                   for v in info["violations"]]
     out.write("\n".join(lines) + "\n")
 
@@ -119,8 +120,8 @@ def sessions_table(rows: list[dict[str, Any]], out: TextIO) -> None:
 
 def sessions_md(rows: list[dict[str, Any]], out: TextIO) -> None:
     lines = ["| transcript | format | bytes | calls | tool calls | recorded tokens | compactions |", "|---|---|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['transcript']} | {r['format']} | {r['bytes']} | {r['calls']} | {r['tool_calls']} | {r['recorded_tokens']} | "
-              f"{r['compactions']} |" for r in rows]
+    lines += [f"| {md_cell(r['transcript'])} | {r['format']} | {r['bytes']} | {r['calls']} | {r['tool_calls']} | "
+              f"{r['recorded_tokens']} | {r['compactions']} |" for r in rows]
     out.write("\n".join(lines) + "\n")
 
 

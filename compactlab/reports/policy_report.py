@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, TextIO
 
 import orjson
@@ -11,13 +12,18 @@ from ..policy import Policy
 from .terminal import Printer, Table
 
 
+_UNESCAPED = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
 def _toml_value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, float)):
         return repr(v)
     if isinstance(v, str):
-        return orjson.dumps(v).decode("utf-8")  # a JSON string is a valid TOML basic string
+        # a JSON string is a TOML basic string once DEL (and, for terminals, C1 controls and bidi
+        # overrides) are escaped too
+        return _UNESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", orjson.dumps(v).decode("utf-8"))
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     raise TypeError(f"cannot write {type(v).__name__} as TOML")

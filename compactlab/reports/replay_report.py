@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 from ..records import TURN_COLUMNS, Run, TurnRecord, turn_values
 from .sparkline import sparkline
 from .terminal import Printer, Table
+from .text import csv_cell, md_cell
 
 
 def _pct(x: float) -> str:
@@ -129,13 +130,13 @@ def write_csv(run: Run, out: TextIO) -> None:
 
 def markdown(run: Run) -> str:
     s = run.summary
-    lines = [f"# {s.transcript} × {s.policy}", "", f"Policy fingerprint `{s.fingerprint}`.", "",
+    lines = [f"# {md_cell(s.transcript)} × {md_cell(s.policy)}", "", f"Policy fingerprint `{s.fingerprint}`.", "",
              "| metric | value |", "|---|---:|"]
-    lines += [f"| {k} | {v} |" for k, v in summary_rows(run)]
+    lines += [f"| {k} | {md_cell(v)} |" for k, v in summary_rows(run)]
     lines += ["", f"Context tokens per call: `{sparkline([c.tokens for c in run.calls])}`", ""]
     if s.violations:
         lines += ["## Violations", "", "| kind | call | message | tool id | introduced |", "|---|---:|---:|---|---|"]
-        lines += [f"| {v['kind']} | {v['call']} | {v['message_index']} | {v['tool_use_id'] or ''} | "
+        lines += [f"| {v['kind']} | {v['call']} | {v['message_index']} | {md_cell(v['tool_use_id'] or '')} | "
                   f"{'yes' if v['introduced'] else 'no'} |" for v in s.violations]
         lines.append("")
     cols = ["call", "raw_tokens", "tokens", "messages", "snipped", "micro_compacted", "persisted", "summarized",
@@ -169,16 +170,26 @@ def write_runs(runs: list[Run], fmt: str, out: TextIO) -> None:
         w = csv.writer(out, lineterminator="\n")
         w.writerow(["transcript", *TURN_COLUMNS])
         for r in runs:
-            w.writerows([r.summary.transcript, *_csv_row(c)] for c in r.calls)
+            name = csv_cell(r.summary.transcript)
+            w.writerows([name, *_csv_row(c)] for c in r.calls)
     else:
         for r in runs:
             WRITERS[fmt](r, out)
 
 
-def write_chart(run: Run, policy: "Policy", out: OutputDir) -> None:
-    """chart.png: tokens per call against the raw baseline (matplotlib, only when asked)."""
+def write_chart(run: Run, policy: "Policy", out: OutputDir) -> str | None:
+    """chart.png: tokens per call against the raw baseline (matplotlib, only when asked). A chart
+    that cannot be drawn is not worth the run: why it failed is returned instead."""
     if out.dry_run:
-        return
+        return None
+    try:
+        _draw_chart(run, policy, out)
+    except Exception as exc:  # noqa: BLE001
+        return f"{type(exc).__name__}: {exc}".splitlines()[0]
+    return None
+
+
+def _draw_chart(run: Run, policy: "Policy", out: OutputDir) -> None:
     from .charts import tokens_chart
 
     events = {kind: [c.call for c in run.calls if getattr(c, attr)]

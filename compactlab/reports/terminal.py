@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
+from .text import visible, visible_lines
+
 
 class Table:
     """A table as the writers describe it; :class:`Printer` renders it. Column options are rich's
     (``justify``, ``style``, ``overflow``, ``min_width``, ``no_wrap``); plain text uses ``justify``."""
 
     def __init__(self, title: str = "", show_header: bool = True) -> None:
-        self.title = title
+        self.title = visible(title)
         self.show_header = show_header
         self.columns: list[tuple[str, dict[str, Any]]] = []
         self.rows: list[tuple[tuple[str, ...], str | None]] = []
@@ -25,7 +27,8 @@ class Table:
         self.columns.append((header, options))
 
     def add_row(self, *cells: str, style: str | None = None) -> None:
-        self.rows.append((cells, style))
+        """A row; its cells (names and ids from transcripts) with control characters made visible."""
+        self.rows.append((tuple(map(visible, cells)), style))
 
     def _widths(self) -> list[int]:
         grid = [tuple(h for h, _ in self.columns)] if self.show_header else []
@@ -86,7 +89,9 @@ class Printer:
             self._console.print(table.rich())
 
     def text(self, line: str, style: str | None = None) -> None:
-        """One line of text; a terminal shows it in ``style`` and wraps it at word boundaries."""
+        """One line of text; a terminal shows it in ``style`` and wraps it at word boundaries.
+        Control characters in it are shown, not obeyed."""
+        line = visible_lines(line)
         if self._console is None:
             self.out.write(line + "\n")
         else:

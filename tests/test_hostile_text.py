@@ -1,0 +1,110 @@
+"""What a transcript may print, and where (issue 15 §5): control characters are shown, never
+obeyed; CSV cells are never formulas; Markdown tables and JUnit XML stay well formed; a `$` in a
+name is text to matplotlib, and a chart that fails never costs the runs."""
+
+from __future__ import annotations
+
+from xml.etree import ElementTree as ET
+
+import orjson
+import pytest
+
+from helpers import SAMPLES, asst, results, tr, tu, user, write_jsonl
+
+ESC = "\x1b"
+EVIL_ID = "id\x1b[2J\x1b]8;;http://evil.example\x07click\x1b]8;;\x07|x\nnext"
+EVIL_TOOL = "read\x1b[31m\u202e|file"
+
+
+@pytest.fixture
+def hostile(tmp_path):
+    msgs = [user("go"), asst(tu(EVIL_ID, EVIL_TOOL, path="a.py")), results(tr(EVIL_ID, "x" * 50)),
+            # an orphan result the policy did not make: a recorded violation with the hostile id
+            results(tr("orphan\x1b[1m", "y")), asst("done")]
+    path = write_jsonl(tmp_path / "t\x1b[1m$x$.jsonl", msgs)
+    return path
+
+
+def assert_inert(text: str) -> None:
+    assert ESC not in text and "\x07" not in text and "\u202e" not in text, repr(text)
+
+
+@pytest.mark.parametrize("fmt", ["table", "md"])
+def test_inspect_shows_escapes_instead_of_obeying_them(cli, hostile, fmt):
+    r = cli("inspect", hostile, "--format", fmt)
+    assert r.exit_code == 0
+    assert_inert(r.stdout)
+    assert "\\x1b[31m" in r.stdout and "\\u202e" in r.stdout and "\\x1b[1m" in r.stdout
+    if fmt == "md":
+        for line in r.stdout.splitlines():
+            if line.startswith("| read"):
+                assert line.count(" | ") == 3  # the tool's `|` is escaped: still four cells
+
+
+@pytest.mark.parametrize("fmt", ["table", "md", "csv"])
+def test_replay_output_is_inert(cli, hostile, fmt):
+    r = cli("replay", hostile, "-p", "s08", "--set", "snip.pair_safe=false", "--format", fmt, "--dry-run")
+    assert r.exit_code == 0, r.stderr
+    assert_inert(r.stdout + r.stderr)
+
+
+def test_a_policy_name_is_inert_in_tables_and_reports(cli, tmp_path):
+    policy = tmp_path / "p.toml"
+    policy.write_text('extends = "s08"\nname = "=HYPERLINK(\\"http://evil\\")\\u001b[2J|x"\n')
+    out = tmp_path / "cmp"
+    r = cli("compare", SAMPLES / "synth-small.jsonl", "-p", policy, "--out", out)
+    assert r.exit_code == 0, r.stderr
+    assert_inert(r.stdout)
+    for name in ("report.md", "report.html", "results.csv"):
+        assert_inert((out / name).read_text())
+    csv = (out / "results.csv").read_text().splitlines()[1]
+    assert ',"\'=HYPERLINK(' in csv  # a spreadsheet shows it as text
+    md_row = next(line for line in (out / "report.md").read_text().splitlines() if "HYPERLINK" in line)
+    assert "\\|x" in md_row
+    r = cli("compare", SAMPLES / "synth-small.jsonl", "-p", policy, "--format", "csv", "--dry-run", "-q")
+    assert ',"\'=HYPERLINK(' in r.stdout
+    r = cli("policies", "show", policy)
+    assert_inert(r.stdout)
+
+
+def test_junit_xml_is_well_formed_with_a_control_character_in_a_file_name(cli, tmp_path):
+    t = tmp_path / "odd\x01\x1b.jsonl"
+    t.write_bytes((SAMPLES / "synth-small.jsonl").read_bytes())
+    baseline, junit = tmp_path / "b.json", tmp_path / "j.xml"
+    assert cli("check", t, "--baseline", baseline, "--update-baseline", "-q").exit_code == 0
+    r = cli("check", t, "--baseline", baseline, "--junit", junit)
+    assert r.exit_code == 0
+    case = ET.fromstring(junit.read_bytes()).find(".//testcase")
+    assert case.get("name") == "odd\\x01\\x1b.jsonl"
+    summary = tmp_path / "step.md"
+    r = cli("check", t, "--baseline", baseline, env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert_inert(summary.read_text()) and "\x01" not in summary.read_text()
+
+
+def test_dollars_in_names_are_text_to_the_charts(cli, tmp_path):
+    t = tmp_path / "cost $5 and $x^2$ $.jsonl"
+    t.write_bytes((SAMPLES / "synth-small.jsonl").read_bytes())
+    out = tmp_path / "cmp"
+    r = cli("compare", t, "-p", "none", "-p", "s08", "--out", out, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert "could not be drawn" not in (out / "report.md").read_text()
+    assert (out / "charts" / "pareto.png").stat().st_size > 1000
+    r = cli("replay", t, "--chart", "--out", tmp_path / "one", "-q")
+    assert r.exit_code == 0 and r.stderr == "" and (tmp_path / "one" / "chart.png").exists()
+
+
+def test_a_chart_that_fails_never_costs_the_runs(cli, tmp_path, monkeypatch):
+    import compactlab.reports.charts as charts
+
+    def broken(*args, **kwargs):
+        raise ValueError("no fonts today")
+
+    monkeypatch.setattr(charts, "tokens_chart", broken)
+    out = tmp_path / "cmp"
+    r = cli("compare", SAMPLES / "synth-small.jsonl", "-p", "none", "-p", "s08", "--out", out, "-q")
+    assert r.exit_code == 0
+    assert len((out / "results.csv").read_text().splitlines()) == 3
+    assert "Charts could not be drawn: ValueError: no fonts today" in (out / "report.md").read_text()
+    r = cli("replay", SAMPLES / "synth-small.jsonl", "--chart", "--out", tmp_path / "one", "-q")
+    assert r.exit_code == 0 and "chart.png not drawn: ValueError: no fonts today" in r.stderr
+    assert orjson.loads((tmp_path / "one" / "summary.json").read_bytes())["summary"]["calls"] > 0
