@@ -71,7 +71,8 @@ def policies_option(default: str) -> Callable[[Callable], Callable]:
 def summarizer_options(f: Callable) -> Callable:
     f = click.option("--no-cache", is_flag=True, help="Do not read or write the summary and token cache.")(f)
     f = click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None,
-                     help="Where live summaries and token counts are cached [default: reports/.cache/].")(f)
+                     help="Where live summaries and token counts are cached [default: $COMPACTLAB_CACHE_DIR, "
+                          "else the user's cache folder, e.g. ~/.cache/compactlab].")(f)
     f = click.option("--summary-prompt", default=None, metavar="NAME|FILE",
                      help="Summary prompt: a built-in name (s08, s06, s06-article, claude-code) or a file "
                           "[default: the policy's].")(f)
@@ -84,7 +85,7 @@ def summarizer_options(f: Callable) -> Callable:
 
 
 def _live(summarizer: str, tokens: str, model: str | None, cache_dir: str | None, no_cache: bool,
-          summary_prompt: str | None) -> Any:
+          summary_prompt: str | None, dry_run: bool = False) -> Any:
     """LiveOptions when a live feature is asked for: checks the key before any work."""
     from .summarizers import LiveOptions
     from .summarizers.prompts import resolve_prompt
@@ -93,7 +94,7 @@ def _live(summarizer: str, tokens: str, model: str | None, cache_dir: str | None
         resolve_prompt(summary_prompt, "s08")  # still a clear error for a wrong name or path
     if summarizer != "anthropic" and tokens != "anthropic":
         return None
-    return LiveOptions.from_env(model, cache_dir, no_cache, summary_prompt)
+    return LiveOptions.from_env(model, cache_dir, no_cache, summary_prompt, read_only=dry_run)
 
 
 def cost_options(f: Callable) -> Callable:
@@ -275,7 +276,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
         from .summarizers import build_counter, build_summarizer
 
         policy = load_policy(policy_ref, overrides)
-        live = _live(summarizer, tokens, model, cache_dir, no_cache, summary_prompt)
+        live = _live(summarizer, tokens, model, cache_dir, no_cache, summary_prompt, dry_run)
         if problem is not None:
             raise problem  # after the policy's and the options' errors, as if opened in turn
         files = expand_inputs(transcripts)
@@ -377,7 +378,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
     from .reports.compare_report import report_meta, results_frame, sort_frame, write_reports, write_stdout
 
     grid = build_grid(list(policy_refs or ("none", "s06", "s08")), list(overrides), list(sweeps))
-    live = _live(summarizer, "estimate", model, cache_dir, no_cache, summary_prompt)
+    live = _live(summarizer, "estimate", model, cache_dir, no_cache, summary_prompt, dry_run)
     loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
     job_list = jobs_for(len(loaded), grid)
     prices = _prices_for(loaded, price_model, prices_file)

@@ -50,14 +50,15 @@ def mkstemp(directory: Path, prefix: str, suffix: str = "") -> tuple[int, str]:
     raise FileExistsError(f"{directory}: no free temporary name")
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write via a temp file in the same folder and rename: readers never see half a file."""
+def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write via a temp file in the same folder and rename: readers never see half a file.
+    ``mode``: the file's mode (default: what the umask gives a new file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = mkstemp(path.parent, f".{path.name}.", ".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual mode
+        os.chmod(tmp, 0o666 & ~_UMASK if mode is None else mode)  # mkstemp makes 0600
         os.replace(tmp, path)
     except BaseException:
         try:

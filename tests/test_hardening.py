@@ -104,7 +104,8 @@ def test_a_rerun_after_an_interrupt_reuses_the_cached_summaries(cli, tmp_path, m
     monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
     try:
         t = SAMPLES / "synth-medium.jsonl"
-        args = ["compare", t, "-p", "s08", "-p", "s06", "--summarizer", "anthropic", "--jobs", "1", "--dry-run"]
+        args = ["compare", t, "-p", "s08", "-p", "s06", "--summarizer", "anthropic", "--jobs", "1", "--out",
+                tmp_path / "cmp"]
         cli(*args, "--cache-dir", tmp_path / "cold")
         cold = len(api.message_requests)  # what the whole grid asks for
         import compactlab.compare as compare

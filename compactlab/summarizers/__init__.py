@@ -28,10 +28,11 @@ class LiveOptions:
     cache_dir: str | None  # None: no cache
     prompt: str | None  # explicit prompt text (--summary-prompt), else the policy's
     http_client: Any = None  # tests pass an httpx2 client with a MockTransport
+    cache_read_only: bool = False  # --dry-run: the cache is read, never written
 
     @classmethod
     def from_env(cls, model: str | None, cache_dir: str | None, no_cache: bool, prompt: str | None,
-                 http_client: Any = None) -> "LiveOptions":
+                 http_client: Any = None, read_only: bool = False) -> "LiveOptions":
         from .anthropic_live import DEFAULT_MODEL
         from .prompts import resolve_prompt
 
@@ -43,13 +44,25 @@ class LiveOptions:
             api_key=key,
             model=model or os.environ.get("ANTHROPIC_MODEL") or DEFAULT_MODEL,
             base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
-            cache_dir=None if no_cache else (cache_dir or os.path.join("reports", ".cache")),
+            cache_dir=None if no_cache else os.path.abspath(cache_dir or default_cache_dir()),
             prompt=resolve_prompt(prompt, "s08") if prompt else None,
             http_client=http_client,
+            cache_read_only=read_only,
         )
 
     def __repr__(self) -> str:  # never show the key
         return f"LiveOptions(model={self.model!r}, base_url={self.base_url!r}, cache_dir={self.cache_dir!r})"
+
+
+def default_cache_dir() -> str:
+    """$COMPACTLAB_CACHE_DIR, else the user's cache folder (XDG on Linux, via platformdirs):
+    never a folder relative to wherever the command (or a Dask worker) happens to stand."""
+    configured = os.environ.get("COMPACTLAB_CACHE_DIR", "").strip()
+    if configured:
+        return configured
+    from platformdirs import user_cache_dir
+
+    return user_cache_dir("compactlab", appauthor=False)
 
 
 def build_summarizer(kind: str, live: LiveOptions | None = None) -> Summarizer:
@@ -61,7 +74,7 @@ def build_summarizer(kind: str, live: LiveOptions | None = None) -> Summarizer:
         from .cache import DiskCache
 
         client = make_client(live.api_key, live.base_url, live.http_client)
-        cache = DiskCache(live.cache_dir, "summaries") if live.cache_dir else None
+        cache = DiskCache(live.cache_dir, "summaries", live.cache_read_only) if live.cache_dir else None
         return AnthropicSummarizer(client, live.model, api_key=live.api_key, prompt=live.prompt, cache=cache)
     raise UsageError(f"unknown summarizer {kind!r} (known: {', '.join(SUMMARIZERS)})")
 
@@ -71,5 +84,5 @@ def build_counter(live: LiveOptions, system: Any = None) -> Any:
     from .cache import DiskCache
 
     client = make_client(live.api_key, live.base_url, live.http_client)
-    cache = DiskCache(live.cache_dir, "tokens") if live.cache_dir else None
+    cache = DiskCache(live.cache_dir, "tokens", live.cache_read_only) if live.cache_dir else None
     return AnthropicTokenCounter(client, live.model, api_key=live.api_key, cache=cache, system=system)

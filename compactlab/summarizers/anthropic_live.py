@@ -22,6 +22,36 @@ from .prompts import DATA_NOTICE, clean_summary
 DEFAULT_MODEL = "claude-haiku-4-5"
 
 
+#: the shortest piece of the key that is scrubbed wherever it stands
+SECRET_PIECE = 8
+
+
+def scrub(text: str, secret: str) -> str:
+    """``text`` with every run of it that shares SECRET_PIECE or more characters with ``secret``
+    replaced by ``[key]``: a server that echoes part of the key, or a cut through it, leaks none."""
+    if len(secret) < SECRET_PIECE:
+        return text.replace(secret, "[key]") if secret else text
+    hidden = bytearray(len(text))
+    pieces = {secret[i:i + SECRET_PIECE] for i in range(len(secret) - SECRET_PIECE + 1)}
+    for piece in pieces:
+        start = text.find(piece)
+        while start >= 0:
+            hidden[start:start + SECRET_PIECE] = b"\x01" * SECRET_PIECE
+            start = text.find(piece, start + 1)
+    if not any(hidden):
+        return text
+    out, i = [], 0
+    while i < len(text):
+        if hidden[i]:
+            while i < len(text) and hidden[i]:
+                i += 1
+            out.append("[key]")
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
 def make_client(api_key: str, base_url: str | None = None, http_client: Any = None, max_retries: int = 2) -> Any:
     import anthropic
 
@@ -55,8 +85,8 @@ class _LiveCaller:
         if not isinstance(exc, anthropic.AnthropicError):
             raise exc  # a bug, not an API failure
         status = getattr(exc, "status_code", None)
-        text = f"{what} failed ({f'HTTP {status}' if status else type(exc).__name__}): {exc}"[:500]
-        return text.replace(self._secret, "[key]") if self._secret else text
+        text = f"{what} failed ({f'HTTP {status}' if status else type(exc).__name__}): {exc}"
+        return scrub(text, self._secret)[:500]  # scrubbed whole first: a cut must not leave part of the key
 
 
 class AnthropicSummarizer(_LiveCaller):

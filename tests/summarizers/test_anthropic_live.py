@@ -94,6 +94,22 @@ def test_the_key_never_appears_in_an_error(api, tmp_path):
     assert KEY not in repr(live(api, tmp_path))
 
 
+def test_no_piece_of_the_key_survives_a_cut_or_an_echo(api, tmp_path):
+    """A server that echoes the key near where the message is cut (500 characters) leaked most of
+    it when the cut came before the scrub; pieces of it, echoed apart, must go as well."""
+    key = "sk-ant-api03-" + "Zq81xYw0Lm" * 6 + "-AAAA"
+    options = LiveOptions(api_key=key, model="claude-haiku-4-5", base_url="http://fake.test", cache_dir=None,
+                          prompt=None, http_client=live(api, tmp_path).http_client)
+    summarizer = build_summarizer("anthropic", options)
+    windows = {key[i:i + 8] for i in range(len(key) - 7)}
+    for pad in range(380, 520, 3):
+        api.script = [(400, "x" * pad + key + " and again " + key[20:40] + " " + key[:9])]
+        with pytest.raises(SummarizerError) as exc:
+            summarizer.summarize(request())
+        text = str(exc.value)
+        assert len(text) <= 500 and not any(w in text for w in windows), pad
+
+
 def test_failures_feed_the_circuit_breaker_and_the_replay_goes_on(api, tmp_path):
     api.script = [(529, "Overloaded")] * 100
     t = load_transcript(str(SAMPLES / "synth-medium.jsonl"))

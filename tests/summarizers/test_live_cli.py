@@ -78,11 +78,39 @@ def test_exact_tokens_from_count_tokens(cli, server, tmp_path):
 
 
 def test_compare_with_the_live_summarizer(cli, server, tmp_path):
-    r = cli("compare", T, "-p", "s08", "-p", "s06", "--summarizer", "anthropic", "--cache-dir", tmp_path / "c",
-            "--dry-run", "--format", "json", "--jobs", "2")
+    args = ["compare", T, "-p", "s08", "-p", "s06", "--summarizer", "anthropic", "--cache-dir", tmp_path / "c",
+            "--out", tmp_path / "cmp", "--format", "json", "--jobs", "2"]
+    r = cli(*args)
     rows = json.loads(r.stdout)
     assert r.exit_code == 0 and len(rows) == 2 and len(server.message_requests) > 0
     n = len(server.message_requests)
-    cli("compare", T, "-p", "s08", "-p", "s06", "--summarizer", "anthropic", "--cache-dir", tmp_path / "c",
-        "--dry-run", "--format", "json", "--jobs", "2")
+    cli(*args)
     assert len(server.message_requests) == n
+
+
+def test_the_cache_lives_in_the_users_cache_folder_privately(cli, server, tmp_path, monkeypatch):
+    import stat
+
+    work, xdg = tmp_path / "work", tmp_path / "xdg"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
+    monkeypatch.delenv("COMPACTLAB_CACHE_DIR", raising=False)
+    monkeypatch.setattr("sys.platform", "linux")
+    # --dry-run writes nothing anywhere: no cache, no reports
+    assert cli("replay", T, "--summarizer", "anthropic", "--dry-run", "-q").exit_code == 0
+    assert list(work.iterdir()) == [] and not xdg.exists()
+    asked = len(server.message_requests)
+    assert cli("replay", T, "--summarizer", "anthropic", "--out", tmp_path / "o", "-q").exit_code == 0
+    assert list(work.iterdir()) == []  # nothing beside wherever the command stands
+    entries = list((xdg / "compactlab" / "summaries").iterdir())
+    assert entries and len(server.message_requests) == 2 * asked
+    for folder in (xdg / "compactlab", xdg / "compactlab" / "summaries"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert {stat.S_IMODE(e.stat().st_mode) for e in entries} == {0o600}
+    # a dry run reads the cache: no request
+    assert cli("replay", T, "--summarizer", "anthropic", "--dry-run", "-q").exit_code == 0
+    assert len(server.message_requests) == 2 * asked
+    monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "env-cache"))
+    assert cli("replay", T, "--summarizer", "anthropic", "--out", tmp_path / "o", "-q").exit_code == 0
+    assert list((tmp_path / "env-cache" / "summaries").iterdir())
