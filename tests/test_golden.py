@@ -23,7 +23,17 @@ def test_golden(sample, preset):
     run["summary"].pop("runtime_s")
     run["summary"]["transcript"] = os.path.basename(run["summary"]["transcript"])
     path = GOLDEN / f"{sample}--{preset}.json"
-    if os.environ.get("UPDATE_GOLDEN"):
+    if should_update():
         path.write_text(json.dumps(run, indent=1, sort_keys=True) + "\n")
     assert path.is_file(), f"no golden file {path.name}: run with UPDATE_GOLDEN=1"
     assert run == json.loads(path.read_text())
+
+
+def should_update() -> bool:
+    """Only ``UPDATE_GOLDEN=1`` rewrites the golden files (then the test passes against what it
+    just wrote); under CI that is an error, never a silent pass."""
+    if os.environ.get("UPDATE_GOLDEN", "") != "1":
+        return False
+    if os.environ.get("CI"):
+        pytest.fail("UPDATE_GOLDEN under CI: golden files are compared there, never rewritten")
+    return True

@@ -67,6 +67,19 @@ def test_a_policy_name_is_inert_in_tables_and_reports(cli, tmp_path):
     assert_inert(r.stdout)
 
 
+def test_a_recorded_model_name_is_inert_in_the_compare_reports(cli, tmp_path):
+    msgs = [user("go"), {"role": "assistant", "model": "claude\x1b[2J|evil", "content": "hi"}, user("more"),
+            {"role": "assistant", "model": "claude\x1b[2J|evil", "content": "done"}]
+    t = write_jsonl(tmp_path / "m.jsonl", msgs)
+    out = tmp_path / "cmp"
+    r = cli("compare", t, "-p", "none", "--out", out)
+    assert r.exit_code == 0, r.stderr
+    assert_inert(r.stderr)
+    for name in ("report.md", "report.html"):
+        text = (out / name).read_text()
+        assert_inert(text) and "claude\\x1b[2J" in text
+
+
 def test_junit_xml_is_well_formed_with_a_control_character_in_a_file_name(cli, tmp_path):
     t = tmp_path / "odd\x01\x1b.jsonl"
     t.write_bytes((SAMPLES / "synth-small.jsonl").read_bytes())

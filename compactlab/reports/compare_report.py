@@ -93,7 +93,8 @@ def _explain(row: "pd.Series", sweep_keys: list[str]) -> str:
 
 def markdown(df: "pd.DataFrame", sweep_keys: list[str], charts: dict[str, str], meta: dict[str, Any]) -> str:
     lines = [f"# compactlab compare — {len(df)} runs", "",
-             f"Prices: {meta['prices_read']} table ({', '.join(meta['price_models'])}). Generated {meta['date']}.", ""]
+             f"Prices: {md_cell(meta['prices_read'])} table ({md_cell(', '.join(meta['price_models']))}). "
+             f"Generated {meta['date']}.", ""]
     if meta.get("interrupted"):
         lines += [f"**Interrupted: {meta['interrupted']} finished; only those are here.**", ""]
     if meta.get("failed"):
@@ -151,7 +152,7 @@ def html_report(df: "pd.DataFrame", sweep_keys: list[str], svgs: dict[str, str],
 <html lang="en"><head><meta charset="utf-8"><title>compactlab compare</title><style>{CSS}</style></head><body>
 <h1>compactlab compare — {len(df)} runs</h1>
 <p>Cost is the headline: input tokens billed with prompt caching (cache reads at 0.1×, writes at 1.25× input),
-plus the summarizer's own calls. Prices: table read {e(meta['prices_read'])}, models {e(', '.join(meta['price_models']))}.
+plus the summarizer's own calls. Prices: table read {e(visible(meta['prices_read']))}, models {e(visible(', '.join(meta['price_models'])))}.
 Generated {e(meta['date'])}. Rows in red cost more than no compaction.</p>
 {f"<p class='note'><b>Interrupted: {e(meta['interrupted'])} finished; only those are here.</b></p>" if meta.get("interrupted") else ""}
 {failed}

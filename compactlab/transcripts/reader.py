@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
