@@ -35,7 +35,7 @@ def big(tmp_path_factory):
     from compactlab.synth import write
 
     path = tmp_path_factory.mktemp("big") / "big.jsonl"
-    write(path, 1500, seed=5)  # ~16 MB: s08 summarises within its first calls
+    write(path, 5000, seed=5)  # 55 MB: more facts than the reader's pipe holds; s08 summarises early
     return path
 
 
@@ -64,6 +64,12 @@ def children(pid: int) -> list[int]:
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
                 out.append(int(entry))
     return out
+
+
+def state(pid: int) -> str:
+    """R, S, D, Z (a zombie: it has exited), ... from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
 
 
 def group_gone(pgid: int) -> bool:
@@ -96,7 +102,8 @@ def test_a_signal_to_a_read_ahead_replay_stops_both_processes_and_writes_nothing
     out = tmp_path / "new" / "out"
     proc = start(["replay", big, "--out", out, "-q"], tmp_path, api, COMPACTLAB_READ_AHEAD="1")
     api.wait_held(1)
-    assert len(children(proc.pid)) == 1  # the reader
+    (reader,) = children(proc.pid)
+    assert state(reader) != "Z"  # the reader is still reading
     if sig == signal.SIGINT:
         os.killpg(proc.pid, sig)  # as a terminal's Ctrl-C does: to every process of the group
     else:
@@ -113,6 +120,8 @@ def test_a_replay_started_with_sigint_ignored_ignores_it_reader_included(tmp_pat
     proc = start(["replay", big, "--out", out, "-q", "--format", "json"], tmp_path, api, ignore_sigint=True,
                  COMPACTLAB_READ_AHEAD="1")
     api.wait_held(1)
+    (reader,) = children(proc.pid)
+    assert state(reader) != "Z"  # still reading: the replay waits at the gate, the pipe is full
     os.killpg(proc.pid, signal.SIGINT)  # neither the replay nor its reader may die of it
     text = finish(proc, api)
     assert proc.returncode == 0, text
@@ -203,3 +212,20 @@ def test_ctrl_c_in_check_reports_the_finished_checks_and_exits_130(cli, tmp_path
     seen.clear()
     r = cli("check", *files, "-p", "s08", "--baseline", baseline, "--update-baseline")
     assert r.exit_code == 130 and "not updated" in r.stderr and baseline.read_bytes() == before
+
+
+def test_an_interrupt_right_after_the_output_folder_is_prepared_leaves_nothing(cli, tmp_path, monkeypatch):
+    """The window the old code left open: --out prepared outside the try that rolls it back."""
+    from compactlab.outputs import OutputDir
+
+    real = OutputDir.prepare
+
+    def prepare_then_interrupt(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(OutputDir, "prepare", prepare_then_interrupt)
+    for command in (["replay", SAMPLES / "synth-small.jsonl"], ["compare", SAMPLES / "synth-small.jsonl", "-p", "s08"]):
+        r = cli(*command, "--out", tmp_path / "new" / "out")
+        assert r.exit_code == 130 and r.stderr == "error: interrupted\n"
+        assert list(tmp_path.iterdir()) == []

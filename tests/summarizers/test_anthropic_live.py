@@ -102,7 +102,7 @@ def test_no_piece_of_the_key_survives_a_cut_or_an_echo(api, tmp_path):
                           prompt=None, http_client=live(api, tmp_path).http_client)
     summarizer = build_summarizer("anthropic", options)
     windows = {key[i:i + 8] for i in range(len(key) - 7)}
-    for pad in range(380, 520, 3):
+    for pad in range(200, 520, 3):  # the key straddles the 500th character for some of them
         api.script = [(400, "x" * pad + key + " and again " + key[20:40] + " " + key[:9])]
         with pytest.raises(SummarizerError) as exc:
             summarizer.summarize(request())
