@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .errors import InputError, UsageError
 from .files import read_regular_text
+from .sizing import TokenEstimator, list_chars
 
 MTOK = 1_000_000
 
@@ -83,6 +84,62 @@ class PriceTable:
             return stripped
         prefixes = [k for k in self.models if stripped.startswith(k)]
         return max(prefixes, key=len) if prefixes else None
+
+
+class PromptCache:
+    """The prompt-cache prefix model: the part of a call's prompt unchanged since the previous
+    call was sent is read from the cache, the rest is written.
+
+    The first call reads nothing. A call whose context changed from its first message (a summary
+    without ``keep_head``, a recorded compaction's restart) still reads the overhead (system
+    prompt and tools, which no layer touches). Otherwise the unchanged prefix, in tokens (by the
+    estimate, or in proportion of the exact count), is read, never more than the previous call
+    sent. ``sent`` is told what each call sent.
+    """
+
+    def __init__(self, estimator: TokenEstimator, exact: bool = False) -> None:
+        self.estimator = estimator
+        self.exact = exact  # tokens are exact counts: the prefix is their share by chars
+        self.calls = 0
+        self.sent_messages = 0  # messages of the context last sent
+        self.sent_tokens = 0
+
+    def unchanged(self, lowest_changed: int | None) -> int:
+        """How many leading messages are as they were sent last time."""
+        return self.sent_messages if lowest_changed is None else min(self.sent_messages, lowest_changed)
+
+    def account(self, entries: list, chars_sum: int, chars: int, unchanged: int, tokens: int) -> tuple[int, int]:
+        """(cache read, cache write) tokens of a call sending ``entries`` (their chars summed
+        ``chars_sum``, ``chars`` as JSON), of which the first ``unchanged`` were sent before."""
+        if self.calls == 0:
+            read = 0
+        elif unchanged > 0:
+            n = len(entries)  # sum the shorter side: the kept prefix, or what changed after it
+            kept = (sum(e.chars for e in entries[:unchanged]) if unchanged < n - unchanged
+                    else chars_sum - sum(e.chars for e in entries[unchanged:]))
+            prefix = list_chars(kept, unchanged)
+            read = round(tokens * prefix / chars) if self.exact else self.estimator.tokens(prefix)
+            read = min(read, tokens, self.sent_tokens)
+        else:
+            read = min(self.estimator.overhead_tokens, tokens)  # system prompt and tools stay cached
+        return read, tokens - read
+
+    def sent(self, messages: int, tokens: int) -> None:
+        self.calls += 1
+        self.sent_messages, self.sent_tokens = messages, tokens
+
+
+def price_calls(records: list, prices: ModelPrices) -> float:
+    """Set each record's ``input_cost_usd`` from its cache reads and writes; the raw baseline's
+    cost (the whole history every call, its previous call's prompt read from the cache)."""
+    raw_cost = 0.0
+    prev_raw = 0
+    for r in records:  # in call order, as the costs of a recording add up
+        r.input_cost_usd = prices.input_cost(r.cache_read_tokens, r.cache_write_tokens)
+        raw_read = min(prev_raw, r.raw_tokens)
+        raw_cost += prices.input_cost(raw_read, r.raw_tokens - raw_read)
+        prev_raw = r.raw_tokens
+    return raw_cost
 
 
 def _package_file(relative: str) -> str:

@@ -257,3 +257,31 @@ def classify(found: list[Violation], sent: Counter, raw: Counter) -> list[tuple[
         seen[v.key] += 1
         out.append((v, seen[v.key] > raw.get(v.key, 0)))
     return out
+
+
+class ViolationLog:
+    """The violations of a run: each call's introduced and inherited counts, and every
+    violation once, at the first call whose context contained it."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple, dict] = {}
+
+    def record(self, call: int, tracker: InvariantTracker, raw: Counter) -> tuple[int, int]:
+        """(introduced, inherited) in the context ``tracker`` last checked, against the raw
+        context's counts ``raw``."""
+        introduced = inherited = 0
+        if not tracker.total:
+            return 0, 0
+        seen = self._seen
+        for v, is_new in classify(tracker.violations(), tracker.counts(), raw):
+            introduced += is_new
+            inherited += not is_new
+            key = (v.kind, v.tool_use_id, v.origin, is_new)
+            if key not in seen:
+                seen[key] = {"kind": v.kind, "call": call, "message_index": v.message_index,
+                             "tool_use_id": v.tool_use_id, "introduced": is_new}
+        return introduced, inherited
+
+    def listed(self) -> list[dict]:
+        """Every violation once, in call and message order."""
+        return sorted(self._seen.values(), key=lambda v: (v["call"], v["message_index"]))

@@ -100,6 +100,60 @@ class RunSummary:
         return asdict(self)
 
 
+def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str, Any]], *, transcript: Any,
+              policy: str, fingerprint: str, prices: Any, raw_cost: float, persisted_files: list[dict[str, Any]],
+              saved_transcripts: list[dict[str, Any]], runtime_s: float) -> RunSummary:
+    """A run's summary, built from its priced records, its layers' totals (``LayerStats``) and its
+    violations; ``transcript`` gives the path, format, skipped lines and recorded usage."""
+    summary_cost = prices.summary_cost(totals.summary_input_tokens, totals.summary_output_tokens)
+    n_refs = sum(r.refs for r in records)
+    n_retained = sum(r.refs_retained for r in records)
+    usage = transcript.usage
+    recorded_cost = (sum(prices.recorded_input_cost(usage[r.message_index]) for r in records
+                         if r.message_index in usage) if usage else None)
+    raw_total = sum(r.raw_tokens for r in records)
+    total = sum(r.tokens for r in records)
+    return RunSummary(
+        transcript=transcript.path,
+        format=transcript.format,
+        policy=policy,
+        fingerprint=fingerprint,
+        calls=len(records),
+        raw_tokens_total=raw_total,
+        tokens_total=total,
+        reduction=round(1 - total / raw_total, 6) if raw_total else 0.0,
+        peak_tokens=max((r.tokens for r in records), default=0),
+        final_tokens=records[-1].tokens if records else 0,
+        snipped=totals.snipped,
+        micro_compacted=totals.micro_compacted,
+        persisted=totals.persisted,
+        persisted_files=persisted_files,
+        summaries=totals.summaries,
+        summary_input_tokens=totals.summary_input_tokens,
+        summary_output_tokens=totals.summary_output_tokens,
+        reactive=totals.reactive,
+        manual=totals.manual,
+        overflows=sum(r.overflow for r in records),
+        violations_introduced=sum(v["introduced"] for v in violations),
+        violations_inherited=sum(not v["introduced"] for v in violations),
+        violations=violations,
+        saved_transcripts=saved_transcripts,
+        cost_usd=round(sum(r.input_cost_usd for r in records) + summary_cost, 6),
+        raw_cost_usd=round(raw_cost, 6),
+        cost_usd_nocache=round(prices.nocache_cost(total) + summary_cost, 6),
+        raw_cost_usd_nocache=round(prices.nocache_cost(raw_total), 6),
+        retention=round(n_retained / n_refs, 6) if n_refs else 1.0,
+        skipped_lines=transcript.skipped_lines,
+        runtime_s=runtime_s,
+        refs=n_refs,
+        refs_retained=n_retained,
+        cache_read_tokens=sum(r.cache_read_tokens for r in records),
+        cache_write_tokens=sum(r.cache_write_tokens for r in records),
+        price_model=prices.model,
+        recorded_input_cost_usd=None if recorded_cost is None else round(recorded_cost, 6),
+    )
+
+
 SUMMARY_KEYS = [f.name for f in fields(RunSummary)]
 #: the RunSummary keys that are single numbers (compare's columns)
 NUMERIC_SUMMARY_KEYS = [f.name for f in fields(RunSummary) if f.type in ("int", "float", "float | None")]

@@ -24,14 +24,15 @@ from typing import Any, Protocol
 
 from .baseline import BaselineBuilder, RawBaseline, baseline_for
 from .context import Context
-from .cost import ModelPrices, PriceTable, load_prices
-from .invariants import InvariantTracker, classify
+from .cost import ModelPrices, PriceTable, PromptCache, load_prices, price_calls
+from .invariants import InvariantTracker, ViolationLog
 from .layers import CHEAP, NOTHING, LayerStats, RunEnv, manual, reactive, summary
 from .messages import Entry, add_tool_names
 from .outputs import OutputDir
 from .policy import Policy, fingerprint_of
-from .records import Run, RunSummary, TurnRecord
-from .sizing import TokenEstimator, list_chars
+from .records import Run, TurnRecord, summarize
+from .retention import retained
+from .sizing import TokenEstimator
 from .summarizers import StubSummarizer, Summarizer
 from .transcripts import RecordedCompaction, Transcript, TranscriptStream
 
@@ -121,157 +122,16 @@ def replay(
         tool_names={},  # filled as the calls are read: a name is known from its tool_use on
         write_transcripts=write_transcripts,
     )
-    cheap = [(CHEAP[name], getattr(policy, name)) for name in policy.order if getattr(policy, name).enabled]
-    window = policy.reactive.window_tokens
-    restarts: dict[int, RecordedCompaction] | None = None
-    if keep_recorded_compactions:
-        restarts = {c.position: c for c in transcript.compactions}
-    base: RawBaseline
-    if streamed and transcript.raw_baseline is not None:  # the stream's reader builds it
-        base = transcript.raw_baseline
-        calls = _streamed_calls(transcript, env.tool_names, None, restarts)
-    elif streamed:
-        builder = BaselineBuilder(keep=False)
-        base = builder.base
-        calls = _streamed_calls(transcript, env.tool_names, builder, restarts)
-    else:
-        base = baseline_for(transcript)
-        calls = _loaded_calls(transcript, env.tool_names)
-    manual_tool = policy.manual.tool if policy.manual.enabled else None
-
-    def measure(ctx: Context) -> int:
-        return counter.count(ctx.messages) if counter else estimator.tokens(ctx.chars)
-
-    def prepare(ctx: Context, stats: LayerStats) -> Context:
-        for layer, config in cheap:
-            ctx, st = layer(ctx, config, env)
-            if st is not NOTHING:
-                stats.add(st)
-        if policy.summary.enabled:
-            ctx, st = summary(ctx, policy.summary, env)
-            if st is not NOTHING:
-                stats.add(st)
-        return ctx
-
-    def append(ctx: Context, first: int, pending: list[Entry], pos: int, stats: LayerStats) -> Context:
-        """The messages since the previous call (positions ``first``..), restarting the context
-        from the summary of a recorded compaction where one happened, up to the call at ``pos``."""
-        if not restarts:
-            ctx.extend(pending)
-            return ctx
-        for i, entry in enumerate([*pending, None], first):
-            if i in restarts:  # a compaction the recording did: restart from its summary
-                ctx = Context([restarts[i].summary])
-                stats.changed_at(0)
-            if entry is not None:
-                ctx.append(entry)
-        assert i == pos
-        return ctx
-
-    ctx = Context()
-    tracker = InvariantTracker()
+    restarts = {c.position: c for c in transcript.compactions} if keep_recorded_compactions else None
+    base, calls = _calls(transcript, env.tool_names, restarts)
+    turns = Turns(policy, env, base, restarts, counter, raw_entries=None if streamed else transcript.entries,
+                  keep_refs=not streamed)
     records: list[TurnRecord] = []
-    totals = LayerStats()
-    seen: dict[tuple, dict] = {}
-    sent_len = 0  # length of the context last sent: the next call can reuse its prefix
-    prev_tokens = 0
-    done = 0
-    manual_pending = False
     try:
         if owned:
             out.prepare()
         for call, pos, pending, reply in calls:
-            env.call = call
-            stats = LayerStats()
-            if manual_pending and policy.manual.mode != "after_results":
-                ctx, st = manual(ctx, policy.manual, env, policy.summary)
-                stats.add(st)
-                if st.manual and policy.manual.mode == "replace_results":
-                    # seed 004 appends its own message instead of the tool results
-                    ctx.extend(e for e in pending if not e.results)
-                    done, pending = pos, []
-            ctx = append(ctx, done, pending, pos, stats)
-            if manual_pending and policy.manual.mode == "after_results":
-                ctx, st = manual(ctx, policy.manual, env, policy.summary)
-                stats.add(st)
-
-            ctx = prepare(ctx, stats)
-            tokens = measure(ctx)  # what is sent, unless it is too long and reactive compaction acts
-            retries = 0
-            while policy.reactive.enabled and retries < policy.reactive.max_retries and tokens > window:
-                retries += 1
-                ctx, st = reactive(ctx, policy.reactive, env, policy.summary)
-                stats.add(st)
-                if not st.reactive:
-                    break  # it changed nothing
-                ctx = prepare(ctx, stats)
-                tokens = measure(ctx)
-
-            dirty = sent_len if stats.lowest_changed is None else min(sent_len, stats.lowest_changed)
-            tracker.update(ctx.entries, dirty)
-            raw_counts = base.counts_at(call)
-            introduced = inherited = 0
-            if tracker.total:
-                sent_counts = tracker.counts()
-                for v, is_new in classify(tracker.violations(), sent_counts, raw_counts):
-                    introduced += is_new
-                    inherited += not is_new
-                    key = (v.kind, v.tool_use_id, v.origin, is_new)
-                    if key not in seen:
-                        seen[key] = {"kind": v.kind, "call": call, "message_index": v.message_index,
-                                     "tool_use_id": v.tool_use_id, "introduced": is_new}
-            # prompt caching: the prefix unchanged since the previous call is read, the rest written
-            if call == 0:
-                read = 0
-            elif dirty > 0:
-                n = len(ctx.entries)  # sum the shorter side: the kept prefix, or what changed after it
-                kept = (sum(e.chars for e in ctx.entries[:dirty]) if dirty < n - dirty
-                        else ctx.chars_sum - sum(e.chars for e in ctx.entries[dirty:]))
-                prefix = list_chars(kept, dirty)
-                read = round(tokens * prefix / ctx.chars) if counter else estimator.tokens(prefix)
-                read = min(read, tokens, prev_tokens)
-            else:
-                read = min(estimator.overhead_tokens, tokens)  # system prompt and tools stay cached
-            raw_tokens = (counter.count([e.message for e in transcript.entries[:pos]]) if counter
-                          else estimator.tokens(base.chars[call]))
-            refs = base.refs.pop(call, ()) if streamed else base.refs.get(call, ())  # a stream's: let them go
-            retained = 0
-            for origin, block in refs:
-                j = ctx.find_origin(origin)
-                if j is not None and block not in ctx.entries[j].changed:
-                    retained += 1
-            records.append(TurnRecord(
-                call=call,
-                message_index=pos,
-                raw_messages=base.messages[call],
-                raw_chars=base.chars[call],
-                raw_tokens=raw_tokens,
-                messages=len(ctx),
-                chars=ctx.chars,
-                tokens=tokens,
-                persisted=stats.persisted,
-                persisted_chars=stats.persisted_chars,
-                snipped=stats.snipped,
-                micro_compacted=stats.micro_compacted,
-                summarized=stats.summaries,
-                summary_input_chars=stats.summary_input_chars,
-                summary_output_chars=stats.summary_output_chars,
-                reactive=stats.reactive,
-                manual=stats.manual,
-                overflow=tokens > window,
-                violations_introduced=introduced,
-                violations_inherited=inherited,
-                cache_read_tokens=read,
-                cache_write_tokens=tokens - read,
-                refs=len(refs),
-                refs_retained=retained,
-            ))
-            prev_tokens = tokens
-            totals.add(stats)
-            sent_len = len(ctx)
-            ctx.append(reply)
-            done = pos + 1
-            manual_pending = manual_tool in reply.tool_names
+            records.append(turns.turn(call, pos, pending, reply))
     except BaseException:
         if owned:
             out.rollback()
@@ -283,71 +143,177 @@ def replay(
 
     if not isinstance(prices, ModelPrices):
         prices = (prices or load_prices()).lookup(transcript.model)
-    raw_cost = 0.0
-    prev_raw = 0
-    for r in records:  # in call order, as the costs of a recording add up
-        r.input_cost_usd = prices.input_cost(r.cache_read_tokens, r.cache_write_tokens)
-        raw_read = min(prev_raw, r.raw_tokens)
-        raw_cost += prices.input_cost(raw_read, r.raw_tokens - raw_read)
-        prev_raw = r.raw_tokens
-
-
-    violations = sorted(seen.values(), key=lambda v: (v["call"], v["message_index"]))
-    summary_cost = prices.summary_cost(totals.summary_input_tokens, totals.summary_output_tokens)
-    n_refs = sum(r.refs for r in records)
-    n_retained = sum(r.refs_retained for r in records)
-    usage = transcript.usage
-    recorded_cost = (sum(prices.recorded_input_cost(usage[r.message_index]) for r in records
-                         if r.message_index in usage) if usage else None)
-    raw_total = sum(r.raw_tokens for r in records)
-    total = sum(r.tokens for r in records)
+    raw_cost = price_calls(records, prices)
     resolved = policy.resolved()
-    summary_record = RunSummary(
-        transcript=transcript.path,
-        format=transcript.format,
-        policy=policy.name,
-        fingerprint=fingerprint_of(resolved),
-        calls=len(records),
-        raw_tokens_total=raw_total,
-        tokens_total=total,
-        reduction=round(1 - total / raw_total, 6) if raw_total else 0.0,
-        peak_tokens=max((r.tokens for r in records), default=0),
-        final_tokens=records[-1].tokens if records else 0,
-        snipped=totals.snipped,
-        micro_compacted=totals.micro_compacted,
-        persisted=totals.persisted,
-        persisted_files=env.persisted_files,
-        summaries=totals.summaries,
-        summary_input_tokens=totals.summary_input_tokens,
-        summary_output_tokens=totals.summary_output_tokens,
-        reactive=totals.reactive,
-        manual=totals.manual,
-        overflows=sum(r.overflow for r in records),
-        violations_introduced=sum(v["introduced"] for v in violations),
-        violations_inherited=sum(not v["introduced"] for v in violations),
-        violations=violations,
-        saved_transcripts=env.saved_transcripts,
-        cost_usd=round(sum(r.input_cost_usd for r in records) + summary_cost, 6),
-        raw_cost_usd=round(raw_cost, 6),
-        cost_usd_nocache=round(prices.nocache_cost(total) + summary_cost, 6),
-        raw_cost_usd_nocache=round(prices.nocache_cost(raw_total), 6),
-        retention=round(n_retained / n_refs, 6) if n_refs else 1.0,
-        skipped_lines=transcript.skipped_lines,
-        runtime_s=round(time.perf_counter() - started, 4),
-        refs=n_refs,
-        refs_retained=n_retained,
-        cache_read_tokens=sum(r.cache_read_tokens for r in records),
-        cache_write_tokens=sum(r.cache_write_tokens for r in records),
-        price_model=prices.model,
-        recorded_input_cost_usd=None if recorded_cost is None else round(recorded_cost, 6),
-    )
     return Run(
-        summary=summary_record,
+        summary=summarize(records, turns.totals, turns.violations.listed(), transcript=transcript,
+                          policy=policy.name, fingerprint=fingerprint_of(resolved), prices=prices, raw_cost=raw_cost,
+                          persisted_files=env.persisted_files, saved_transcripts=env.saved_transcripts,
+                          runtime_s=round(time.perf_counter() - started, 4)),
         calls=records,
         policy=resolved,
         failed_summaries=env.failed_summaries,
         out_dir=out.path,
     )
+
+
+def _calls(transcript: Transcript | TranscriptStream, names: dict[str, str],
+           restarts: dict[int, RecordedCompaction] | None) -> tuple[RawBaseline, Iterator[Call]]:
+    """The raw baseline and the calls: a loaded transcript's shared baseline, or one a stream's
+    reader builds, or one built here as the stream is read."""
+    if not isinstance(transcript, TranscriptStream):
+        return baseline_for(transcript), _loaded_calls(transcript, names)
+    if transcript.raw_baseline is not None:  # the stream's reader builds it
+        return transcript.raw_baseline, _streamed_calls(transcript, names, None, restarts)
+    builder = BaselineBuilder(keep=False)
+    return builder.base, _streamed_calls(transcript, names, builder, restarts)
+
+
+class Turns:
+    """The turn loop of SPEC §3, one call at a time: :meth:`turn` takes the messages since the
+    previous call and the recorded reply, and returns the call's record. Its steps, in order:
+
+    1. append the messages since the previous call (restarting from a recorded compaction's
+       summary where the recording compacted), running a manual compaction the previous reply
+       asked for before or after them;
+    2. the cheap layers in the policy's order, then the summary layer;
+    3. while the context is over the window: reactive compaction, then step 2 again;
+    4. check the context sent against the API's rules (violations introduced or inherited);
+    5. account the prompt cache: the unchanged prefix is read, the rest written;
+    6. count the referenced tool results still intact (retention);
+    7. append the recorded reply.
+    """
+
+    def __init__(self, policy: Policy, env: RunEnv, base: RawBaseline, restarts: dict[int, RecordedCompaction] | None,
+                 counter: TokenCounter | None, raw_entries: list[Entry] | None, keep_refs: bool) -> None:
+        self.policy, self.env, self.base, self.restarts = policy, env, base, restarts
+        self.counter, self.raw_entries, self.keep_refs = counter, raw_entries, keep_refs
+        self.cheap = [(CHEAP[name], getattr(policy, name)) for name in policy.order if getattr(policy, name).enabled]
+        self.window = policy.reactive.window_tokens
+        self.manual_tool = policy.manual.tool if policy.manual.enabled else None
+        self.context = Context()
+        self.tracker = InvariantTracker()
+        self.violations = ViolationLog()
+        self.cache = PromptCache(env.estimator, exact=counter is not None)
+        self.totals = LayerStats()
+        self.done = 0  # messages of the transcript in the context so far
+        self.manual_pending = False  # the previous reply called the manual compaction tool
+
+    def turn(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
+        self.env.call = call
+        stats = LayerStats()
+        self._append(pos, pending, stats)  # 1
+        self._prepare(stats)  # 2
+        tokens = self._fit_window(stats)  # 3
+        unchanged = self.cache.unchanged(stats.lowest_changed)
+        self.tracker.update(self.context.entries, unchanged)  # 4
+        introduced, inherited = self.violations.record(call, self.tracker, self.base.counts_at(call))
+        ctx = self.context
+        read, write = self.cache.account(ctx.entries, ctx.chars_sum, ctx.chars, unchanged, tokens)  # 5
+        refs = self.base.refs.get(call, ()) if self.keep_refs else self.base.refs.pop(call, ())  # a stream's: let go
+        record = self._record(call, pos, stats, tokens, introduced, inherited, read, write, refs,
+                              retained(refs, ctx))  # 6
+        self.totals.add(stats)
+        self.cache.sent(len(ctx), tokens)
+        ctx.append(reply)  # 7
+        self.done = pos + 1
+        self.manual_pending = self.manual_tool in reply.tool_names
+        return record
+
+    def _append(self, pos: int, pending: list[Entry], stats: LayerStats) -> None:
+        policy, env = self.policy, self.env
+        first = self.done
+        if self.manual_pending and policy.manual.mode != "after_results":
+            self.context, st = manual(self.context, policy.manual, env, policy.summary)
+            stats.add(st)
+            if st.manual and policy.manual.mode == "replace_results":
+                # seed 004 appends its own message instead of the tool results
+                self.context.extend(e for e in pending if not e.results)
+                first, pending = pos, []
+        self._extend(first, pending, pos, stats)
+        if self.manual_pending and policy.manual.mode == "after_results":
+            self.context, st = manual(self.context, policy.manual, env, policy.summary)
+            stats.add(st)
+
+    def _extend(self, first: int, pending: list[Entry], pos: int, stats: LayerStats) -> None:
+        """The messages since the previous call (positions ``first``..), restarting the context
+        from the summary of a recorded compaction where one happened, up to the call at ``pos``."""
+        restarts = self.restarts
+        if not restarts:
+            self.context.extend(pending)
+            return
+        ctx = self.context
+        for i, entry in enumerate([*pending, None], first):
+            if i in restarts:  # a compaction the recording did: restart from its summary
+                ctx = Context([restarts[i].summary])
+                stats.changed_at(0)
+            if entry is not None:
+                ctx.append(entry)
+        assert i == pos
+        self.context = ctx
+
+    def _prepare(self, stats: LayerStats) -> None:
+        ctx, env = self.context, self.env
+        for layer, config in self.cheap:
+            ctx, st = layer(ctx, config, env)
+            if st is not NOTHING:
+                stats.add(st)
+        if self.policy.summary.enabled:
+            ctx, st = summary(ctx, self.policy.summary, env)
+            if st is not NOTHING:
+                stats.add(st)
+        self.context = ctx
+
+    def _measure(self) -> int:
+        ctx = self.context
+        return self.counter.count(ctx.messages) if self.counter else self.env.estimator.tokens(ctx.chars)
+
+    def _fit_window(self, stats: LayerStats) -> int:
+        """The tokens sent: reactive compaction while over the window, at most max_retries times."""
+        policy = self.policy
+        tokens = self._measure()
+        retries = 0
+        while policy.reactive.enabled and retries < policy.reactive.max_retries and tokens > self.window:
+            retries += 1
+            self.context, st = reactive(self.context, policy.reactive, self.env, policy.summary)
+            stats.add(st)
+            if not st.reactive:
+                break  # it changed nothing
+            self._prepare(stats)
+            tokens = self._measure()
+        return tokens
+
+    def _record(self, call: int, pos: int, stats: LayerStats, tokens: int, introduced: int, inherited: int,
+                read: int, write: int, refs: Any, kept: int) -> TurnRecord:
+        base, ctx = self.base, self.context
+        raw_tokens = (self.counter.count([e.message for e in self.raw_entries[:pos]]) if self.counter
+                      else self.env.estimator.tokens(base.chars[call]))
+        return TurnRecord(
+            call=call,
+            message_index=pos,
+            raw_messages=base.messages[call],
+            raw_chars=base.chars[call],
+            raw_tokens=raw_tokens,
+            messages=len(ctx),
+            chars=ctx.chars,
+            tokens=tokens,
+            persisted=stats.persisted,
+            persisted_chars=stats.persisted_chars,
+            snipped=stats.snipped,
+            micro_compacted=stats.micro_compacted,
+            summarized=stats.summaries,
+            summary_input_chars=stats.summary_input_chars,
+            summary_output_chars=stats.summary_output_chars,
+            reactive=stats.reactive,
+            manual=stats.manual,
+            overflow=tokens > self.window,
+            violations_introduced=introduced,
+            violations_inherited=inherited,
+            cache_read_tokens=read,
+            cache_write_tokens=write,
+            refs=len(refs),
+            refs_retained=kept,
+        )
 
 
 class _ReplayModule(ModuleType):

@@ -1,0 +1,24 @@
+"""Retention (SPEC §7): of the earlier tool results a call's tool inputs refer to, how many the
+context sent at that call still holds intact.
+
+The references are found once per transcript by the raw baseline (``baseline.py``: a tool_use
+whose input names a file refers to the latest earlier result for that file); here they are
+looked up in the context as sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .context import Context
+
+
+def retained(refs: Iterable[tuple[int, int]], context: Context) -> int:
+    """How many of ``refs`` ((message origin, block index) of a tool result) ``context`` holds
+    with that block unchanged."""
+    kept = 0
+    for origin, block in refs:
+        j = context.find_origin(origin)
+        if j is not None and block not in context.entries[j].changed:
+            kept += 1
+    return kept
