@@ -1,14 +1,10 @@
 """``python -m compactlab``, and the ``compactlab`` command's entry point."""
 
-import gc
+from .process import start
 
 
 def main() -> None:
-    # Start-up makes tens of thousands of objects (modules, classes, click's options) and no
-    # garbage: the cyclic collector would only traverse them, some 30 times (~5 ms of every
-    # command). It comes back on, with what exists frozen, once a command has read its
-    # transcripts (cli._collector_off).
-    gc.disable()
+    start()  # the process tricks of the command (process.py), before the CLI is imported
     from .cli import run
 
     run()

@@ -5,7 +5,6 @@ status here, and nowhere else (0 ok, 1 check failed, 2 usage or input error, 3 i
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 from collections.abc import Callable
@@ -15,6 +14,7 @@ import click
 
 from . import __version__
 from .errors import CompactlabError, UsageError
+from .process import collector_off, finish
 
 EXIT_INTERNAL = 3
 
@@ -153,11 +153,6 @@ def input_options(f: Callable) -> Callable:
     return f
 
 
-# The CLI is its own process: pydantic need not scan every installed distribution for plugins
-# at start-up (about 15 ms of importlib.metadata). A library user's environment is left alone.
-os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-
-
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="compactlab")
 def main() -> None:
@@ -174,7 +169,7 @@ def _load_all(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: 
     from .transcripts import expand_inputs, load_transcript
 
     loaded = []
-    with _collector_off():
+    with collector_off():
         for path in expand_inputs(paths):
             t = load_transcript(path, input_format, skip_bad_lines=skip_bad_lines)
             _warn_loaded(t, quiet)
@@ -187,7 +182,7 @@ def _open(path: str, input_format: str | None, skip_bad_lines: bool, quiet: bool
     after the run), where its format and ``stream`` allow; else loaded."""
     from .transcripts import TranscriptStream, load_transcript, open_transcript
 
-    with _collector_off():
+    with collector_off():
         t = (open_transcript if stream else load_transcript)(path, input_format, skip_bad_lines=skip_bad_lines)
     if not isinstance(t, TranscriptStream):
         _warn_loaded(t, quiet)
@@ -216,20 +211,6 @@ def _warn_loaded(t: Any, quiet: bool) -> None:
         _status(quiet, f"warning: {t.path}: skipped {t.skipped_lines} bad line(s)")
     for w in t.warnings:
         _status(quiet, f"warning: {t.path}: {w}")
-
-
-class _collector_off:
-    """The cyclic garbage collector off while transcripts are read: they make millions of objects
-    and no cycles, and live until the process ends. What is alive is frozen before the collector
-    is back on (and, after a fork, never touched by it): otherwise its first pass would traverse
-    every object just read (~20 ms on 55 MB)."""
-
-    def __enter__(self) -> None:
-        gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        gc.freeze()
-        gc.enable()
 
 
 @main.command()
@@ -305,7 +286,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
                     out = OutputDir(os.path.join("reports", name) if out_dir is None else out_dir, dry_run, force)
                 out.prepare(protect=files)
                 counter = build_counter(live, t.system) if tokens == "anthropic" else None
-                with _collector_off():  # a stream is read during the run
+                with collector_off():  # a stream is read during the run
                     run = run_replay(t, policy, out=out, write_transcripts=write_transcripts,
                                      keep_recorded_compactions=keep_recorded_compactions, estimator=estimator,
                                      prices=price, summarizer=build_summarizer(summarizer, live), counter=counter)
@@ -564,11 +545,13 @@ def inspect(transcript: str, skip_bad_lines: bool, input_format: str | None, fmt
     from .transcripts import expand_inputs, load_transcript
 
     if os.path.isdir(transcript):
-        rows = [session_row(load_transcript(p, input_format, skip_bad_lines=skip_bad_lines))
-                for p in expand_inputs([transcript])]
+        with collector_off():
+            rows = [session_row(load_transcript(p, input_format, skip_bad_lines=skip_bad_lines))
+                    for p in expand_inputs([transcript])]
         SESSIONS_WRITERS[fmt](rows, sys.stdout)
         return
-    loaded = load_transcript(transcript, input_format, skip_bad_lines=skip_bad_lines)
+    with collector_off():
+        loaded = load_transcript(transcript, input_format, skip_bad_lines=skip_bad_lines)
     INSPECT_WRITERS[fmt](overview(loaded, top=top), sys.stdout)
 
 
@@ -587,7 +570,8 @@ def convert(transcript: str, output: str, skip_bad_lines: bool, input_format: st
     from .transcripts import load_transcript
     from .transcripts.writer import to_anthropic_jsonl
 
-    loaded = load_transcript(transcript, input_format, skip_bad_lines=skip_bad_lines)
+    with collector_off():
+        loaded = load_transcript(transcript, input_format, skip_bad_lines=skip_bad_lines)
     if os.path.abspath(output) == os.path.abspath(transcript):
         raise UsageError(f"{output}: refusing to overwrite the input")
     try:
@@ -645,14 +629,8 @@ def synth(output: str, calls: int, seed: int, quiet: bool) -> None:
 
 
 def run() -> None:
-    """The console entry point: the CLI, then an immediate exit once the output is flushed.
-
-    The interpreter's teardown would free every loaded message one by one (tens of milliseconds
-    for a big session) for nothing; tests call ``main`` through click's runner instead.
-    """
-    from .interrupts import install
-
-    install()
+    """The console entry point (after ``process.start``): the CLI, then an immediate exit once
+    the output is flushed (``process.finish``); tests call ``main`` through click's runner."""
     code: int = 0
     try:
         main()
@@ -660,9 +638,4 @@ def run() -> None:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code is not None and not isinstance(exc.code, int):
             click.echo(str(exc.code), err=True)
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BrokenPipeError:
-        pass
-    os._exit(code)
+    finish(code)

@@ -22,8 +22,6 @@ from .errors import UsageError
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
 MAX_NAME = 64
-_UMASK = os.umask(0)
-os.umask(_UMASK)
 
 
 def _digest(text: str) -> str:
@@ -38,13 +36,14 @@ def safe_stem(tool_use_id: str) -> str:
     return stem
 
 
-def mkstemp(directory: Path, prefix: str, suffix: str = "") -> tuple[int, str]:
-    """A new file of a random name in ``directory``, opened exclusively with mode 0600: what
-    tempfile.mkstemp does, without its imports (shutil, bz2, lzma, random: ~5 ms of every start)."""
+def mkstemp(directory: Path, prefix: str, suffix: str = "", mode: int = 0o600) -> tuple[int, str]:
+    """A new file of a random name in ``directory``, opened exclusively with ``mode`` (less the
+    umask): what tempfile.mkstemp does, without its imports (shutil, bz2, lzma, random: ~5 ms of
+    every start)."""
     for _ in range(100):
         name = os.path.join(directory, f"{prefix}{os.urandom(6).hex()}{suffix}")
         try:
-            return os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600), name
+            return os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), mode), name
         except FileExistsError:
             continue
     raise FileExistsError(f"{directory}: no free temporary name")
@@ -54,11 +53,11 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None
     """Write via a temp file in the same folder and rename: readers never see half a file.
     ``mode``: the file's mode (default: what the umask gives a new file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = mkstemp(path.parent, f".{path.name}.", ".tmp")
+    # created with the mode a new file gets (0666 less the umask, applied by the system), or ``mode``
+    fd, tmp = mkstemp(path.parent, f".{path.name}.", ".tmp", 0o666 if mode is None else mode)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.chmod(tmp, 0o666 & ~_UMASK if mode is None else mode)  # mkstemp makes 0600
         os.replace(tmp, path)
     except BaseException:
         try:

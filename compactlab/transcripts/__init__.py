@@ -10,7 +10,6 @@ content, never the file name.
 
 from __future__ import annotations
 
-import gc
 from types import ModuleType
 from typing import Any
 
@@ -81,15 +80,9 @@ def load_transcript(path: str, input_format: str | None = None, **options: objec
 
 
 def _load(fmt: ModuleType, path: str, options: dict[str, object]) -> Transcript:
-    # Loading makes millions of objects and no garbage cycles: the cyclic collector would only
-    # traverse them again and again (a third of the load time on big files).
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        transcript = fmt.load(path, **options)
-    finally:
-        if was_enabled:
-            gc.enable()
+    # (the command loads with the garbage collector off: process.collector_off; a library
+    # caller who loads big files may do the same)
+    transcript = fmt.load(path, **options)
     if not transcript.entries:
         raise InputError(f"{path}: no messages in this transcript")
     return transcript
