@@ -25,7 +25,7 @@ _EXPORTS = {
     "Run": "records",
     "RunSummary": "records",
     "TurnRecord": "records",
-    "replay": "replay",
+    "replay": "engine",
     "TokenEstimator": "sizing",
     "StubSummarizer": "summarizers",
     "Transcript": "transcripts",
@@ -39,10 +39,7 @@ __all__ = sorted([*_EXPORTS, "__version__"])
 
 def __getattr__(name: str) -> _Any:
     if name in _EXPORTS:
-        module = _import_module(f".{_EXPORTS[name]}", __name__)
-        # compactlab.replay is the submodule and the function at once: the module is callable,
-        # so the one name means the same whichever way it was imported first
-        value = module if _EXPORTS[name] == name and callable(module) else getattr(module, name)
+        value = getattr(_import_module(f".{_EXPORTS[name]}", __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'compactlab' has no attribute {name!r}")

@@ -68,7 +68,7 @@ def fit(chars: list[int], tokens: list[int]) -> Calibration:
 def sent_chars(transcript: Transcript) -> list[int]:
     """Chars of the context the recording sent at each call (recorded compactions applied)."""
     from .policy import load_policy
-    from .replay import replay
+    from .engine import replay
 
     run = replay(transcript, load_policy("none"), keep_recorded_compactions=True)
     return [c.chars for c in run.calls]

@@ -252,7 +252,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
         from .cost import ModelPrices, load_prices
         from .outputs import OutputDir, run_folder_name
         from .policy import load_policy
-        from .replay import replay as run_replay
+        from .engine import replay as run_replay
         from .reports import write_chart, write_files, write_runs
         from .summarizers import build_counter, build_summarizer
 

@@ -19,7 +19,7 @@ from .cost import ModelPrices
 from .errors import PolicyError
 from .policy import Policy, load_policy, parse_override
 from .pool import Failure, Pool, can_fork, failure_of
-from .replay import replay
+from .engine import replay
 from .transcripts import Transcript
 
 

@@ -18,7 +18,7 @@ import time
 
 from compactlab.baseline import compute_baseline
 from compactlab.policy import load_policy
-from compactlab.replay import replay
+from compactlab.engine import replay
 from compactlab.transcripts import TranscriptStream, load_transcript, open_transcript
 
 

@@ -10,9 +10,8 @@ def test_public_surface_is_explicit():
     assert public - modules == set(compactlab.__all__) - {"__version__"}
 
 
-def test_replay_is_callable_whatever_was_imported_first():
-    """Importing the submodule compactlab.replay (the CLI does) makes it the package's attribute
-    `replay`: the module is callable as the function, so both spellings keep working."""
+def test_replay_is_the_function_whatever_was_imported_first():
+    """The engine is compactlab.engine; compactlab.replay is the function, however imported."""
     import subprocess
     import sys
 
@@ -20,9 +19,9 @@ def test_replay_is_callable_whatever_was_imported_first():
 
     run = (f"t = load_transcript({str(SAMPLES / 'synth-small.jsonl')!r})\n"
            "print(replay(t, load_policy('s08')).summary.calls, compactlab.replay(t, load_policy('none')).summary.calls,"
-           " engine.READ_BATCH)")
-    for first in ("import compactlab.replay\nfrom compactlab import load_policy, load_transcript, replay\n",
-                  "from compactlab import load_policy, load_transcript, replay\nimport compactlab.replay\n"):
-        code = first + "import compactlab\nimport compactlab.replay as engine\n" + run
+           " engine.READ_BATCH, type(compactlab.replay).__name__)")
+    for first in ("import compactlab.engine\nfrom compactlab import load_policy, load_transcript, replay\n",
+                  "from compactlab import load_policy, load_transcript, replay\nimport compactlab.engine\n"):
+        code = first + "import compactlab\nimport compactlab.engine as engine\n" + run
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-        assert out.split() == ["30", "30", "256"]
+        assert out.split() == ["30", "30", "256", "function"]

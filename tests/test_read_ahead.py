@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from compactlab.errors import BadLineError, InputError, UsageError
 from compactlab.messages import make_entry
 from compactlab.policy import load_policy
-from compactlab.replay import replay
+from compactlab.engine import replay
 from compactlab.summarizers import StubSummarizer
 from compactlab.transcripts import load_transcript, open_transcript, read_ahead
 from compactlab.transcripts.writer import COMPACTION_KEY

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from compactlab.errors import BadLineError, InputError
 from compactlab.messages import Entry
 from compactlab.policy import load_policy
-from compactlab.replay import READ_BATCH, replay
+from compactlab.engine import READ_BATCH, replay
 from compactlab.summarizers import StubSummarizer
 from compactlab.transcripts import Transcript, TranscriptStream, load_transcript, open_transcript
 from compactlab.transcripts.writer import COMPACTION_KEY
@@ -181,7 +181,7 @@ def test_a_streamed_replay_reports_its_skipped_lines(cli, tmp_path, priced):
 @given(transcripts(), policies(pair_safe=False), st.integers(1, 6))
 def test_any_transcript_streams_to_the_run_it_loads_to(msgs, policy, batch):
     """Whatever the transcript and the policy, and however the reading is batched."""
-    import compactlab.replay as engine
+    import compactlab.engine as engine
 
     with tempfile.TemporaryDirectory() as folder:
         path = str(write_jsonl(Path(folder) / "t.jsonl", msgs))

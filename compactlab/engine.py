@@ -15,11 +15,9 @@ apply to the token counts once the run is over, when a stream has told which mod
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from os import PathLike
-from types import ModuleType
 from typing import Any, Protocol
 
 from .baseline import BaselineBuilder, RawBaseline, baseline_for
@@ -314,16 +312,3 @@ class Turns:
             refs=len(refs),
             refs_retained=kept,
         )
-
-
-class _ReplayModule(ModuleType):
-    """``compactlab.replay`` is both this module and the function: importing the submodule makes
-    it the package's attribute ``replay``, shadowing the lazily exported function, so the module
-    itself can be called as the function (``from compactlab import replay; replay(t, p)`` works
-    whatever was imported before)."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Run:
-        return replay(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _ReplayModule
