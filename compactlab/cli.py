@@ -267,6 +267,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
             early.close()
         raise
     runs = []
+    stopped: KeyboardInterrupt | None = None
     used: set[str] = set()
     # several transcripts into one --out: one run folder, a folder for each inside it
     shared = OutputDir(out_dir, dry_run, force) if out_dir is not None and len(files) > 1 else None
@@ -304,20 +305,38 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
                 if shared is None:
                     out.commit()
             except BaseException:
-                if out is not None and shared is None:
-                    out.rollback()
+                if out is not None:
+                    out.discard()
                 if isinstance(t, TranscriptStream):  # not read to the end: stop its reading (and reader)
                     t.close()
                 raise
             runs.append(run)
             del t
-        if shared is not None:
-            shared.commit()
+    except KeyboardInterrupt as exc:  # the transcripts replayed so far are kept and reported
+        if not runs:
+            if shared is not None:
+                shared.rollback()
+            raise
+        stopped = exc
     except BaseException:
         if shared is not None:
             shared.rollback()
         raise
+    if shared is not None:
+        try:
+            shared.commit()
+        except BaseException:
+            shared.rollback()
+            raise
     write_runs(runs, fmt, sys.stdout)
+    if stopped is not None:
+        from .interrupts import exit_status
+
+        where = [r.out_dir for r in runs if r.out_dir]
+        click.echo(f"error: interrupted: {len(runs)} of {len(files)} transcripts replayed"
+                   + (f"; their reports are in {out_dir if shared is not None else ', '.join(where)}" if where else ""),
+                   err=True)
+        sys.exit(exit_status(stopped))
     if fmt != "table":
         for run in runs:
             if run.out_dir:

@@ -227,6 +227,15 @@ class OutputDir:
                     pass  # a folder someone else wrote into meanwhile stays
             self._created.clear()
 
+    def discard(self) -> None:
+        """Remove what this view of a run wrote (one transcript of several that did not finish):
+        the rest of the run stays, to be committed or rolled back."""
+        run = self._run
+        if run is self:
+            self.rollback()
+        elif run._stage is not None and self.prefix:
+            _remove_tree(run._stage / self.prefix.rstrip("/"))
+
     def inside(self, relative: str) -> Path:
         """The staged path of ``relative``, checked to lie inside the run's folder."""
         run = self._run

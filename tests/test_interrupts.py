@@ -229,3 +229,39 @@ def test_an_interrupt_right_after_the_output_folder_is_prepared_leaves_nothing(c
         r = cli(*command, "--out", tmp_path / "new" / "out")
         assert r.exit_code == 130 and r.stderr == "error: interrupted\n"
         assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_an_interrupted_replay_of_several_transcripts_keeps_and_reports_those_replayed(cli, tmp_path, monkeypatch,
+                                                                                        shared):
+    import compactlab.engine as engine
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    for name in ("a", "b", "c"):
+        (folder / f"{name}.jsonl").write_bytes((SAMPLES / "synth-small.jsonl").read_bytes())
+    real, seen = engine.replay, []
+
+    def replay(*args, **kwargs):
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+        seen.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "replay", replay)
+    monkeypatch.chdir(tmp_path)
+    out = ["--out", tmp_path / "all"] if shared else []
+    r = cli("replay", folder, *out, "--format", "json")
+    assert r.exit_code == 130
+    import orjson
+
+    assert [run["summary"]["transcript"] for run in orjson.loads(r.stdout)["runs"]] == [
+        str(folder / "a.jsonl"), str(folder / "b.jsonl")]
+    if shared:
+        assert r.stderr == f"error: interrupted: 2 of 3 transcripts replayed; their reports are in {tmp_path / 'all'}\n"
+        assert sorted(p.name for p in (tmp_path / "all").iterdir()) == [".compactlab-run", "a-s08", "b-s08"]
+    else:
+        assert r.stderr == ("error: interrupted: 2 of 3 transcripts replayed; their reports are in "
+                            "reports/a-s08, reports/b-s08\n")
+        assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["a-s08", "b-s08"]
+    assert not [p for p in tmp_path.rglob("*") if ".compactlab-" in p.name and p.name != ".compactlab-run"]
