@@ -58,6 +58,37 @@ def policy_options(f: Callable) -> Callable:
     return f
 
 
+class Registry(click.Choice):
+    """The choices of an option: the names in a registry (``module``'s ``name``: a command's
+    writers, the summarizers), looked up when first needed so that the module is imported only
+    by the command that uses it, never at start-up."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self._where = (module, name)
+        super().__init__([])
+
+    @property  # type: ignore[override]
+    def choices(self) -> list[str]:
+        import importlib
+
+        module, name = self._where
+        return sorted(getattr(importlib.import_module(module), name))
+
+    @choices.setter
+    def choices(self, value: object) -> None:
+        pass  # click.Choice sets it; the registry is the truth
+
+
+def format_option(module: str, default: str, registry: str = "WRITERS") -> Callable[[Callable], Callable]:
+    """``--format``, its choices the writers of the command's report module."""
+    return click.option("--format", "fmt", type=Registry(f"compactlab.reports.{module}", registry), default=default,
+                        show_default=True, help="What to print on stdout.")
+
+
+def quiet_option(f: Callable) -> Callable:
+    return click.option("-q", "--quiet", is_flag=True, help="No status or warnings on stderr.")(f)
+
+
 def force_option(f: Callable) -> Callable:
     return click.option("--force", is_flag=True,
                         help="Replace an --out folder that holds files compactlab did not write.")(f)
@@ -78,7 +109,8 @@ def summarizer_options(f: Callable) -> Callable:
                           "[default: the policy's].")(f)
     f = click.option("--model", default=None, help="Model of the live summarizer [default: $ANTHROPIC_MODEL, "
                                                     "else claude-haiku-4-5].")(f)
-    f = click.option("--summarizer", type=click.Choice(["stub", "anthropic"]), default="stub", show_default=True,
+    f = click.option("--summarizer", type=Registry("compactlab.summarizers", "SUMMARIZERS"), default="stub",
+                     show_default=True,
                      help="Who writes summaries: the offline deterministic stub, or the Messages API "
                           "($ANTHROPIC_API_KEY, $ANTHROPIC_BASE_URL).")(f)
     return f
@@ -224,8 +256,7 @@ def _warn_loaded(t: Any, quiet: bool) -> None:
 @click.option("--out", "out_dir", type=click.Path(path_type=str), default=None,
               help="Output folder [default: reports/<transcript>-<policy>/; with several transcripts, "
                    "one folder each inside --out].")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "md"]), default="table",
-              show_default=True, help="What to print on stdout.")
+@format_option("replay_report", "table")
 @click.option("--dry-run", is_flag=True, help="Write no file at all; only print.")
 @force_option
 @click.option("--write-transcripts", is_flag=True, help="Also write the context saved before each summary.")
@@ -356,8 +387,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
 @click.option("--out", "out_dir", type=click.Path(path_type=str), default=os.path.join("reports", "compare"),
               show_default=True, help="Folder for results.csv, results.json, report.md, report.html, charts/.")
 @click.option("--sort", "sort_key", default="cost_saving", show_default=True, help="Column to sort the table by.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "md"]), default="table",
-              show_default=True, help="What to print on stdout.")
+@format_option("compare_report", "table")
 @click.option("--dry-run", is_flag=True, help="Write no file; only print.")
 @force_option
 @click.option("--keep-recorded-compactions", is_flag=True, help="Replay the compactions the recording did.")
@@ -375,7 +405,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
     from .cost import load_prices
     from .interrupts import exit_status
     from .outputs import OutputDir
-    from .reports.compare_report import report_meta, results_frame, sort_frame, write_reports, write_stdout
+    from .reports.compare_report import WRITERS, report_meta, results_frame, sort_frame, write_reports
 
     grid = build_grid(list(policy_refs or ("none", "s06", "s08")), list(overrides), list(sweeps))
     live = _live(summarizer, "estimate", model, cache_dir, no_cache, summary_prompt, dry_run)
@@ -408,7 +438,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
     except BaseException:
         out.rollback()
         raise
-    write_stdout(df, sweep_keys, fmt, sys.stdout)
+    WRITERS[fmt](df, sweep_keys, sys.stdout)
     if done.interrupted:
         click.echo(f"error: interrupted: {len(done.results)} of {done.total} runs finished"
                    + (f"; they are in {out_dir}/" if written else ""), err=True)
@@ -442,10 +472,10 @@ def _report_failures(failures: list) -> None:
 @click.option("--allow-stale", is_flag=True, help="A transcript that changed since the baseline does not fail.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Also write a JUnit XML report (one testcase per transcript x policy).")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@format_option("check_report", "table")
 @cost_options
 @input_options
-@click.option("-q", "--quiet", is_flag=True)
+@quiet_option
 def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides: tuple[str, ...], baseline_path: str,
           tolerances: tuple[str, ...], update_baseline: bool, allow_stale: bool, junit_path: str | None, fmt: str,
           price_model: str | None, prices_file: str | None, skip_bad_lines: bool, input_format: str | None,
@@ -457,7 +487,7 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
     from .compare import build_grid, jobs_for, run_jobs
     from .interrupts import exit_status
     from .outputs import atomic_write_bytes
-    from .reports.check_report import junit_xml, step_summary, write_json, write_table
+    from .reports.check_report import WRITERS, junit_xml, step_summary
 
     tolerance = parse_tolerances(tolerances)
     grid = build_grid(list(policy_refs or ("s08",)), list(overrides), [])
@@ -480,7 +510,7 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
     checked = [compare_record(keys[r.transcript], r.summary, hashes[r.transcript],
                               old.get((keys[r.transcript], r.summary["policy"])), tolerance, allow_stale)
                for r in results]
-    (write_json if fmt == "json" else write_table)(checked, sys.stdout)
+    WRITERS[fmt](checked, sys.stdout)
     if junit_path:
         try:
             atomic_write_bytes(Path(junit_path), junit_xml(checked))
@@ -553,7 +583,7 @@ class _progress:
 @main.command()
 @click.argument("transcript", type=click.Path(path_type=str))
 @input_options
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "md"]), default="table", show_default=True)
+@format_option("inspect_report", "table", "INSPECT_WRITERS")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(0, 1000), help="How many largest results to list.")
 def inspect(transcript: str, skip_bad_lines: bool, input_format: str | None, fmt: str, top: int) -> None:
     """What is in TRANSCRIPT, before any policy: calls, tools, sizes, recorded violations and usage.
@@ -579,7 +609,7 @@ def inspect(transcript: str, skip_bad_lines: bool, input_format: str | None, fmt
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str),
               help="Where to write the Anthropic messages JSONL.")
 @input_options
-@click.option("-q", "--quiet", is_flag=True)
+@quiet_option
 def convert(transcript: str, output: str, skip_bad_lines: bool, input_format: str | None, quiet: bool) -> None:
     """Convert TRANSCRIPT (any supported format) to Anthropic messages JSONL."""
     from pathlib import Path
@@ -607,25 +637,25 @@ def policies() -> None:
 
 
 @policies.command("list")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@format_option("policy_report", "table", "LIST_WRITERS")
 def policies_list(fmt: str) -> None:
     """List the presets with their descriptions."""
     from .policy import load_policy, preset_names
-    from .reports.policy_report import write_policy_list
+    from .reports.policy_report import LIST_WRITERS
 
-    write_policy_list([load_policy(n) for n in preset_names()], fmt, sys.stdout)
+    LIST_WRITERS[fmt]([load_policy(n) for n in preset_names()], sys.stdout)
 
 
 @policies.command("show")
 @click.argument("policy_ref", metavar="POLICY")
 @policy_options
-@click.option("--format", "fmt", type=click.Choice(["toml", "json"]), default="toml", show_default=True)
+@format_option("policy_report", "toml", "SHOW_WRITERS")
 def policies_show(policy_ref: str, overrides: tuple[str, ...], fmt: str) -> None:
     """Print the resolved POLICY (a preset name or TOML file) and its fingerprint."""
     from .policy import load_policy
-    from .reports.policy_report import write_policy
+    from .reports.policy_report import SHOW_WRITERS
 
-    write_policy(load_policy(policy_ref, overrides), fmt, sys.stdout)
+    SHOW_WRITERS[fmt](load_policy(policy_ref, overrides), sys.stdout)
 
 
 @main.command()
@@ -634,7 +664,7 @@ def policies_show(policy_ref: str, overrides: tuple[str, ...], fmt: str) -> None
 @click.option("--calls", default=200, show_default=True, type=click.IntRange(1, 10_000_000),
               help="Number of model calls (assistant messages).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Random seed: same seed, same file.")
-@click.option("-q", "--quiet", is_flag=True)
+@quiet_option
 def synth(output: str, calls: int, seed: int, quiet: bool) -> None:
     """Write a realistic synthetic coding-agent transcript."""
     from .errors import UsageError

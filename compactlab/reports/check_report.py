@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TextIO
 from xml.etree import ElementTree as ET
 
@@ -36,6 +37,10 @@ def write_table(results: list[CheckResult], out: TextIO) -> None:
 def write_json(results: list[CheckResult], out: TextIO) -> None:
     doc = {"passed": all(r.ok for r in results), "results": [r.to_dict() for r in results]}
     out.write(orjson.dumps(doc).decode() + "\n")
+
+
+#: the stdout writers of ``check --format``
+WRITERS: dict[str, Callable[[list[CheckResult], TextIO], None]] = {"table": write_table, "json": write_json}
 
 
 def junit_xml(results: list[CheckResult]) -> bytes:

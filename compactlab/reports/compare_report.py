@@ -8,6 +8,7 @@ import html
 import os
 from datetime import date
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
@@ -238,12 +239,22 @@ def report_meta(prices_read: str, price_models: list[str]) -> dict[str, Any]:
     return {"prices_read": prices_read, "price_models": sorted(set(price_models)), "date": date.today().isoformat()}
 
 
-def write_stdout(df: "pd.DataFrame", sweep_keys: list[str], fmt: str, out: TextIO) -> None:
-    if fmt == "json":
-        out.write(orjson.dumps(df.to_dict(orient="records"), option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
-    elif fmt == "csv":
-        out.write(safe_csv(df))
-    elif fmt == "md":
-        out.write(markdown(df, sweep_keys, {}, report_meta("", [])))
-    else:
-        write_table(df, sweep_keys, out)
+def write_json(df: "pd.DataFrame", sweep_keys: list[str], out: TextIO) -> None:
+    out.write(orjson.dumps(df.to_dict(orient="records"), option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+
+
+def write_csv(df: "pd.DataFrame", sweep_keys: list[str], out: TextIO) -> None:
+    out.write(safe_csv(df))
+
+
+def write_md(df: "pd.DataFrame", sweep_keys: list[str], out: TextIO) -> None:
+    out.write(markdown(df, sweep_keys, {}, report_meta("", [])))
+
+
+#: the stdout writers of ``compare --format``
+WRITERS: dict[str, Callable[["pd.DataFrame", list[str], TextIO], None]] = {
+    "table": write_table,
+    "json": write_json,
+    "csv": write_csv,
+    "md": write_md,
+}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, TextIO
 
 import orjson
@@ -39,19 +40,21 @@ def to_toml(policy: Policy) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_policy(policy: Policy, fmt: str, out: TextIO) -> None:
-    if fmt == "json":
-        doc = {"fingerprint": policy.fingerprint, **policy.resolved()}
-        out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode("utf-8") + "\n")
-    else:
-        out.write(to_toml(policy))
+def write_policy_toml(policy: Policy, out: TextIO) -> None:
+    out.write(to_toml(policy))
 
 
-def write_policy_list(policies: list[Policy], fmt: str, out: TextIO) -> None:
-    if fmt == "json":
-        doc = [{"name": p.name, "fingerprint": p.fingerprint, "description": p.description} for p in policies]
-        out.write(orjson.dumps(doc).decode("utf-8") + "\n")
-        return
+def write_policy_json(policy: Policy, out: TextIO) -> None:
+    doc = {"fingerprint": policy.fingerprint, **policy.resolved()}
+    out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode("utf-8") + "\n")
+
+
+def write_list_json(policies: list[Policy], out: TextIO) -> None:
+    doc = [{"name": p.name, "fingerprint": p.fingerprint, "description": p.description} for p in policies]
+    out.write(orjson.dumps(doc).decode("utf-8") + "\n")
+
+
+def write_list_table(policies: list[Policy], out: TextIO) -> None:
     table = Table(title="policies")
     table.add_column("name", style="bold", no_wrap=True)
     table.add_column("fingerprint", no_wrap=True)
@@ -59,3 +62,8 @@ def write_policy_list(policies: list[Policy], fmt: str, out: TextIO) -> None:
     for p in policies:
         table.add_row(p.name, p.fingerprint, p.description)
     Printer(out).table(table)
+
+
+#: the writers of ``policies show --format`` and ``policies list --format``
+SHOW_WRITERS: dict[str, Callable[[Policy, TextIO], None]] = {"toml": write_policy_toml, "json": write_policy_json}
+LIST_WRITERS: dict[str, Callable[[list[Policy], TextIO], None]] = {"table": write_list_table, "json": write_list_json}

@@ -1,0 +1,68 @@
+"""Every writer of every command, through the CLI, gives well-formed output of its format; the
+choices of every --format are its command's writers."""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import io
+import tomllib
+
+import orjson
+import pytest
+
+from helpers import ROOT, SAMPLES
+
+SMALL = SAMPLES / "synth-small.jsonl"
+#: command line, the module and registry of its writers
+COMMANDS = [
+    (["replay", SMALL, "--dry-run", "-q"], "replay_report", "WRITERS"),
+    (["compare", SMALL, "-p", "none", "-p", "s08", "--dry-run", "-q"], "compare_report", "WRITERS"),
+    (["check", SMALL, "-p", "s08", "--baseline", ROOT / "reports" / "baseline.json", "-q"], "check_report", "WRITERS"),
+    (["inspect", SMALL], "inspect_report", "INSPECT_WRITERS"),
+    (["inspect", SAMPLES], "inspect_report", "SESSIONS_WRITERS"),
+    (["policies", "list"], "policy_report", "LIST_WRITERS"),
+    (["policies", "show", "s08"], "policy_report", "SHOW_WRITERS"),
+]
+
+
+def registry(module: str, name: str) -> dict:
+    return getattr(importlib.import_module(f"compactlab.reports.{module}"), name)
+
+
+CASES = [pytest.param(args, fmt, id=f"{args[0]}{'-' + args[1] if args[0] == 'policies' else ''}-{name}-{fmt}")
+         for args, module, name in COMMANDS for fmt in sorted(registry(module, name))]
+
+
+def well_formed(fmt: str, text: str) -> None:
+    assert text.strip()
+    if fmt == "json":
+        orjson.loads(text)
+    elif fmt == "csv":
+        rows = list(csv.reader(io.StringIO(text)))
+        assert len(rows) >= 2 and len({len(r) for r in rows}) == 1
+    elif fmt == "md":
+        assert any(line.startswith("|") for line in text.splitlines())
+    elif fmt == "toml":
+        tomllib.loads(text)
+    else:
+        assert fmt == "table" and len(text.splitlines()) >= 2
+
+
+@pytest.mark.parametrize("args, fmt", CASES)
+def test_every_writer_of_every_command(cli, args, fmt):
+    r = cli(*args, "--format", fmt)
+    assert r.exit_code == 0, r.stderr
+    well_formed(fmt, r.stdout)
+
+
+@pytest.mark.parametrize("args, module, name", COMMANDS, ids=[" ".join(map(str, c[0][:2])) for c in COMMANDS])
+def test_the_format_choices_are_the_writers(cli, args, module, name):
+    r = cli(*args, "--format", "no-such-format")
+    assert r.exit_code == 2
+    listed = r.stderr.split("is not one of ", 1)[1].strip().rstrip(".")
+    assert sorted(x.strip(" '") for x in listed.split(",")) == sorted(registry(module, name))
+
+
+def test_inspect_of_a_file_and_of_a_folder_offer_the_same_formats():
+    assert registry("inspect_report", "INSPECT_WRITERS").keys() == registry("inspect_report", "SESSIONS_WRITERS").keys()

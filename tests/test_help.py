@@ -1,0 +1,36 @@
+"""Every command and every option has help (as sqlite-utils checks its own)."""
+
+from __future__ import annotations
+
+import click
+import pytest
+
+from compactlab.cli import main
+
+
+def commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
+    out = []
+    for name, command in sorted(group.commands.items()):
+        out.append(((*prefix, name), command))
+        if isinstance(command, click.Group):
+            out += commands(command, (*prefix, name))
+    return out
+
+
+ALL = commands(main)
+
+
+def test_there_are_commands():
+    names = {" ".join(path) for path, _ in ALL}
+    assert {"replay", "compare", "check", "inspect", "convert", "synth", "bench", "policies list",
+            "policies show"} <= names
+
+
+@pytest.mark.parametrize("path, command", ALL, ids=[" ".join(p) for p, _ in ALL])
+def test_every_command_and_option_has_help(cli, path, command):
+    assert (command.help or "").strip(), f"{' '.join(path)} has no help"
+    r = cli(*path, "--help")
+    assert r.exit_code == 0 and r.stdout.startswith("Usage: ")
+    for param in command.params:
+        if isinstance(param, click.Option) and param.name not in ("help",):
+            assert (param.help or "").strip(), f"{' '.join(path)} {param.opts[0]} has no help"
