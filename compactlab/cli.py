@@ -142,12 +142,11 @@ def _prices_for(transcripts: list, price_model: str | None, prices: str | Any | 
     """Prices per transcript: a model's, or for a stream the table, looked up when the stream has
     told its model (``_price_warning`` then). ``prices``: a price table, or the file of one."""
     from .cost import PriceTable, load_prices
-    from .transcripts import TranscriptStream
 
     table = prices if isinstance(prices, PriceTable) else load_prices(prices)
     out = []
     for t in transcripts:
-        if price_model is None and isinstance(t, TranscriptStream):
+        if price_model is None and getattr(t, "streamed", False):  # a feed read as it is replayed
             out.append(table)
             continue
         out.append(_price_warning(table, table.lookup(price_model or t.model)))
@@ -169,7 +168,7 @@ def _estimators_for(transcripts: list, calibrate: bool, quiet: bool) -> list:
 
     out = []
     for t in transcripts:
-        cal = fit_calibration(t)
+        cal = fit_calibration(getattr(t, "transcript", t))  # a loaded feed's transcript
         _status(quiet, f"{t.path}: calibrated: {cal.overhead_tokens:,} overhead tokens + chars / "
                        f"{cal.chars_per_token} (mape {cal.mape:.3f} over {cal.calls} calls)")
         out.append(cal.estimator())
@@ -210,30 +209,28 @@ def _load_all(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: 
 
 
 def _open(path: str, input_format: str | None, skip_bad_lines: bool, quiet: bool, stream: bool) -> Any:
-    """One transcript for one replay: a stream, read while it is replayed (its warnings come
-    after the run), where its format and ``stream`` allow; else loaded."""
-    from .transcripts import TranscriptStream, load_transcript, open_transcript
+    """One feed for one replay: read while it is replayed (its warnings come after the run) where
+    its format and ``stream`` allow; else loaded."""
+    from .feeds import open_feed
 
     with collector_off():
-        t = (open_transcript if stream else load_transcript)(path, input_format, skip_bad_lines=skip_bad_lines)
-    if not isinstance(t, TranscriptStream):
-        _warn_loaded(t, quiet)
-    return t
+        feed = open_feed(path, input_format, skip_bad_lines=skip_bad_lines, stream=stream)
+    if not feed.streamed:
+        _warn_loaded(feed, quiet)
+    return feed
 
 
 def _read_ahead_early(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: bool,
                       stream: bool) -> tuple[Any, CompactlabError | None]:
-    """The first transcript as a stream, when it is one the read-ahead process reads: opened
-    before the engine is imported and the policy built, so that its reading starts meanwhile.
-    (None, None) otherwise; (None, the error) if opening it failed, to be raised in turn."""
-    from .transcripts import read_ahead
-
-    if not stream or os.path.isdir(paths[0]) or not read_ahead.usable(paths[0]):
+    """The first file's feed when the read-ahead process reads it: opened before the policy is
+    built, so that its reading starts meanwhile. (None, None) otherwise; (None, the error) if
+    opening it failed, to be raised in turn (after the policy's own errors)."""
+    if not stream or os.path.isdir(paths[0]):
         return None, None
-    from .transcripts import open_transcript
+    from .feeds import open_feed
 
     try:  # (reads only the first lines: the collector stays as start-up left it)
-        return open_transcript(paths[0], input_format, skip_bad_lines=skip_bad_lines, load=False), None
+        return open_feed(paths[0], input_format, skip_bad_lines=skip_bad_lines, only_read_ahead=True), None
     except CompactlabError as exc:
         return None, exc
 
@@ -273,7 +270,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
            calibrate: bool, chart: bool, price_model: str | None, prices_file: str | None, skip_bad_lines: bool,
            input_format: str | None, quiet: bool) -> None:
     """Replay each TRANSCRIPT (a file, or a folder of sessions) call by call through a policy."""
-    from .transcripts import TranscriptStream, expand_inputs
+    from .transcripts import expand_inputs
 
     # Each file in turn, read while it is replayed unless a fit or exact counts need it whole
     # first: months of sessions never sit in memory together.
@@ -322,7 +319,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
                     run = run_replay(t, policy, out=out, write_transcripts=write_transcripts,
                                      keep_recorded_compactions=keep_recorded_compactions, estimator=estimator,
                                      prices=price, summarizer=build_summarizer(summarizer, live), counter=counter)
-                if isinstance(t, TranscriptStream):  # read now: its model, bad lines and warnings are known
+                if t.streamed:  # read now: its model, bad lines and warnings are known
                     if not isinstance(price, ModelPrices):
                         _price_warning(price, price.lookup(t.model))
                     _warn_loaded(t, quiet)
@@ -338,7 +335,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
             except BaseException:
                 if out is not None:
                     out.discard()
-                if isinstance(t, TranscriptStream):  # not read to the end: stop its reading (and reader)
+                if t is not None:  # a stream not read to the end: stop its reading (and reader)
                     t.close()
                 raise
             runs.append(run)

@@ -7,25 +7,26 @@ check and measure the context as it would be sent, keep a TurnRecord, and append
 reply. The context only grows by appends between calls, and layers report the first position
 they changed, so sizes and invariants are updated from there instead of from scratch.
 
-The engine walks the calls of a loaded :class:`Transcript` (whose raw baseline is computed once
-and shared by every run over it) or of a :class:`TranscriptStream`, read as it goes: then the raw
-baseline is built alongside and no message outlives its place in the working context. Prices
-apply to the token counts once the run is over, when a stream has told which model it recorded.
+The engine walks the calls of a feed (``feeds``: a loaded transcript, whose raw baseline is
+computed once and shared by every run over it; a stream read as it goes, its baseline built
+alongside, no message outliving its place in the working context; or the read-ahead process).
+Prices apply to the token counts once the run is over, when a stream has told which model it
+recorded.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from os import PathLike
 from typing import Any, Protocol
 
-from .baseline import BaselineBuilder, RawBaseline, baseline_for
+from .baseline import RawBaseline
 from .context import Context
 from .cost import ModelPrices, PriceTable, PromptCache, load_prices, price_calls
 from .invariants import InvariantTracker, ViolationLog
+from .feeds import Feed, as_feed
 from .layers import CHEAP, NOTHING, LayerStats, RunEnv, manual, reactive, summary
-from .messages import Entry, add_tool_names
+from .messages import Entry
 from .outputs import OutputDir
 from .policy import Policy, fingerprint_of
 from .records import Run, TurnRecord, summarize
@@ -34,55 +35,13 @@ from .sizing import TokenEstimator
 from .summarizers import StubSummarizer, Summarizer
 from .transcripts import RecordedCompaction, Transcript, TranscriptStream
 
-#: messages a stream reads ahead of the replay
-READ_BATCH = 256
-#: one call: (call number, position of its assistant message, the messages since the previous
-#: call's, that assistant message)
-Call = tuple[int, int, list[Entry], Entry]
-
 
 class TokenCounter(Protocol):
     def count(self, messages: list[dict]) -> int: ...
 
 
-def _loaded_calls(transcript: Transcript, names: dict[str, str]) -> Iterator[Call]:
-    entries = transcript.entries
-    done = 0
-    for call, pos in enumerate(transcript.call_positions):
-        reply = entries[pos]
-        add_tool_names(names, reply)
-        yield call, pos, entries[done:pos], reply
-        done = pos + 1
-
-
-def _streamed_calls(stream: TranscriptStream, names: dict[str, str], base: BaselineBuilder | None,
-                    restarts: dict[int, RecordedCompaction] | None) -> Iterator[Call]:
-    """The calls of a stream, building its raw baseline on the way unless the stream brings it;
-    read to the end (a bad line after the last call fails the run as it fails a load)."""
-    pending: list[Entry] = []
-    call = pos = seen = 0
-    compactions = stream.compactions
-    # read a batch, then replay it: alternating message by message is slower (6% of an s08 run
-    # on 55 MB), and a batch holds only a few hundred messages more in memory
-    for batch in stream.batches(READ_BATCH):
-        for entry in batch:
-            if base is not None:
-                base.add(entry)
-            while restarts is not None and seen < len(compactions) and compactions[seen].position == pos:
-                restarts[pos] = compactions[seen]  # recorded just before this message
-                seen += 1
-            if entry.role == "assistant":
-                add_tool_names(names, entry)
-                yield call, pos, pending, entry
-                call += 1
-                pending = []
-            else:
-                pending.append(entry)
-            pos += 1
-
-
 def replay(
-    transcript: Transcript | TranscriptStream,
+    transcript: Feed | Transcript | TranscriptStream,
     policy: Policy,
     *,
     summarizer: Summarizer | None = None,
@@ -105,8 +64,8 @@ def replay(
     e.g. ``messages.count_tokens``) measures the contexts sent and the raw ones, and decides the
     reactive window; layer triggers keep using the estimator. It needs a loaded transcript.
     """
-    streamed = isinstance(transcript, TranscriptStream)
-    if streamed and counter:
+    feed = as_feed(transcript)
+    if feed.entries is None and counter:
         raise ValueError("exact token counts need the whole raw history: load the transcript, do not stream it")
     started = time.perf_counter()
     estimator = estimator or TokenEstimator(policy.size.chars_per_token, policy.size.overhead_tokens)
@@ -120,10 +79,9 @@ def replay(
         tool_names={},  # filled as the calls are read: a name is known from its tool_use on
         write_transcripts=write_transcripts,
     )
-    restarts = {c.position: c for c in transcript.compactions} if keep_recorded_compactions else None
-    base, calls = _calls(transcript, env.tool_names, restarts)
-    turns = Turns(policy, env, base, restarts, counter, raw_entries=None if streamed else transcript.entries,
-                  keep_refs=not streamed)
+    restarts = {c.position: c for c in feed.compactions} if keep_recorded_compactions else None
+    calls = feed.calls(env.tool_names, restarts)
+    turns = Turns(policy, env, feed.baseline, restarts, counter, raw_entries=feed.entries, keep_refs=not feed.streamed)
     records: list[TurnRecord] = []
     try:
         if owned:
@@ -133,18 +91,17 @@ def replay(
     except BaseException:
         if owned:
             out.rollback()
-        if streamed:
-            transcript.close()
+        feed.close()
         raise
     if owned:
         out.commit()
 
     if not isinstance(prices, ModelPrices):
-        prices = (prices or load_prices()).lookup(transcript.model)
+        prices = (prices or load_prices()).lookup(feed.model)
     raw_cost = price_calls(records, prices)
     resolved = policy.resolved()
     return Run(
-        summary=summarize(records, turns.totals, turns.violations.listed(), transcript=transcript,
+        summary=summarize(records, turns.totals, turns.violations.listed(), transcript=feed,
                           policy=policy.name, fingerprint=fingerprint_of(resolved), prices=prices, raw_cost=raw_cost,
                           persisted_files=env.persisted_files, saved_transcripts=env.saved_transcripts,
                           runtime_s=round(time.perf_counter() - started, 4)),
@@ -153,18 +110,6 @@ def replay(
         failed_summaries=env.failed_summaries,
         out_dir=out.path,
     )
-
-
-def _calls(transcript: Transcript | TranscriptStream, names: dict[str, str],
-           restarts: dict[int, RecordedCompaction] | None) -> tuple[RawBaseline, Iterator[Call]]:
-    """The raw baseline and the calls: a loaded transcript's shared baseline, or one a stream's
-    reader builds, or one built here as the stream is read."""
-    if not isinstance(transcript, TranscriptStream):
-        return baseline_for(transcript), _loaded_calls(transcript, names)
-    if transcript.raw_baseline is not None:  # the stream's reader builds it
-        return transcript.raw_baseline, _streamed_calls(transcript, names, None, restarts)
-    builder = BaselineBuilder(keep=False)
-    return builder.base, _streamed_calls(transcript, names, builder, restarts)
 
 
 class Turns:

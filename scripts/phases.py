@@ -19,7 +19,8 @@ import time
 from compactlab.baseline import compute_baseline
 from compactlab.policy import load_policy
 from compactlab.engine import replay
-from compactlab.transcripts import TranscriptStream, load_transcript, open_transcript
+from compactlab.feeds import open_feed
+from compactlab.transcripts import load_transcript
 
 
 def main() -> None:
@@ -51,8 +52,8 @@ def main() -> None:
         for phase, setting in (("streamed", "0"), ("read ahead", "1")):
             os.environ["COMPACTLAB_READ_AHEAD"] = setting
             t0 = time.perf_counter()
-            stream = open_transcript(args.transcript)
-            if isinstance(stream, TranscriptStream):  # else a format that is always loaded
+            stream = open_feed(args.transcript)
+            if stream.streamed:  # else a format that is always loaded
                 replay(stream, policy)
                 best[phase] = min(best.get(phase, float("inf")), time.perf_counter() - t0)
         gc.enable()

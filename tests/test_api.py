@@ -19,9 +19,9 @@ def test_replay_is_the_function_whatever_was_imported_first():
 
     run = (f"t = load_transcript({str(SAMPLES / 'synth-small.jsonl')!r})\n"
            "print(replay(t, load_policy('s08')).summary.calls, compactlab.replay(t, load_policy('none')).summary.calls,"
-           " engine.READ_BATCH, type(compactlab.replay).__name__)")
+           " feeds.READ_BATCH, type(compactlab.replay).__name__)")
     for first in ("import compactlab.engine\nfrom compactlab import load_policy, load_transcript, replay\n",
                   "from compactlab import load_policy, load_transcript, replay\nimport compactlab.engine\n"):
-        code = first + "import compactlab\nimport compactlab.engine as engine\n" + run
+        code = first + "import compactlab\nimport compactlab.feeds as feeds\n" + run
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
         assert out.split() == ["30", "30", "256", "function"]

@@ -1,4 +1,4 @@
-"""The read-ahead process (transcripts/read_ahead.py): a big plain file is read in a forked
+"""The read-ahead process (feeds/read_ahead.py): a big plain file is read in a forked
 process while the replay runs on lazy entries. It must give the in-process stream's run byte for
 byte, fail as it fails, and never leave a process behind."""
 
@@ -19,7 +19,8 @@ from compactlab.messages import make_entry
 from compactlab.policy import load_policy
 from compactlab.engine import replay
 from compactlab.summarizers import StubSummarizer
-from compactlab.transcripts import load_transcript, open_transcript, read_ahead
+from compactlab.feeds import open_feed, read_ahead
+from compactlab.transcripts import load_transcript
 from compactlab.transcripts.writer import COMPACTION_KEY
 from helpers import SAMPLES, assert_same_run, files_under, results, tool_session, tr, write_jsonl
 from strategies import policies, transcripts
@@ -109,10 +110,10 @@ def test_errors_cross_processes_whole():
 @pytest.mark.parametrize("preset", ["s08", "claude-code", "anthropic-clear-tool-uses"])
 def test_the_read_ahead_run_is_the_in_process_run(preset, forks, tmp_path, monkeypatch):
     path = str(SAMPLES / "synth-medium.jsonl")
-    ahead = replay(open_transcript(path), load_policy(preset), out_dir=tmp_path / "a", write_transcripts=True)
+    ahead = replay(open_feed(path), load_policy(preset), out_dir=tmp_path / "a", write_transcripts=True)
     assert len(forks) == 1 and gone(forks[0])
     monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "0")
-    here = replay(open_transcript(path), load_policy(preset), out_dir=tmp_path / "b", write_transcripts=True)
+    here = replay(open_feed(path), load_policy(preset), out_dir=tmp_path / "b", write_transcripts=True)
     assert len(forks) == 1
     assert_same_run(ahead, here)
     assert files_under(tmp_path / "a") == files_under(tmp_path / "b")
@@ -131,7 +132,7 @@ def test_recorded_compactions_and_usage_arrive_with_their_batches(forks, tmp_pat
     path = str(write_jsonl(tmp_path / "c.jsonl", lines))
     loaded = load_transcript(path)
     for keep in (True, False):
-        stream = open_transcript(path)
+        stream = open_feed(path)
         run = replay(stream, load_policy("s08"), keep_recorded_compactions=keep)
         assert_same_run(run, replay(loaded, load_policy("s08"), keep_recorded_compactions=keep))
         assert (stream.model, stream.usage, stream.system) == (loaded.model, loaded.usage, loaded.system)
@@ -147,7 +148,7 @@ def test_any_transcript_read_ahead_gives_the_loaded_run(forks, monkeypatch, msgs
     with tempfile.TemporaryDirectory() as folder:
         path = str(write_jsonl(Path(folder) / "t.jsonl", msgs))
         loaded = replay(load_transcript(path), policy, out_dir=Path(folder) / "l")
-        ahead = replay(open_transcript(path), policy, out_dir=Path(folder) / "a")
+        ahead = replay(open_feed(path), policy, out_dir=Path(folder) / "a")
         assert files_under(Path(folder) / "a") == files_under(Path(folder) / "l")
     assert_same_run(ahead, loaded)
     assert gone(forks[-1])
@@ -160,10 +161,10 @@ def test_a_bad_line_is_reported_as_in_process_and_the_run_undone(forks, tmp_path
     with pytest.raises(BadLineError) as loading:
         load_transcript(str(path))
     with pytest.raises(BadLineError) as streaming:
-        replay(open_transcript(str(path)), load_policy("s08", ["budget.max_chars=10000"]), out_dir=tmp_path / "out")
+        replay(open_feed(str(path)), load_policy("s08", ["budget.max_chars=10000"]), out_dir=tmp_path / "out")
     assert str(streaming.value) == str(loading.value) and streaming.value.line == 82
     assert not (tmp_path / "out").exists() and gone(forks[0])
-    run = replay(open_transcript(str(path), skip_bad_lines=True), load_policy("s08"))
+    run = replay(open_feed(str(path), skip_bad_lines=True), load_policy("s08"))
     assert run.summary.skipped_lines == 1 and run.summary.calls == 40
 
 
@@ -175,7 +176,7 @@ class Interrupting(StubSummarizer):
 def test_a_replay_stopped_early_stops_and_reaps_its_reader(forks, tmp_path):
     path = str(write_jsonl(tmp_path / "long.jsonl", tool_session(3000, size=300)))
     with pytest.raises(KeyboardInterrupt):
-        replay(open_transcript(path), load_policy("s08", ["summary.trigger=3000"]), summarizer=Interrupting(),
+        replay(open_feed(path), load_policy("s08", ["summary.trigger=3000"]), summarizer=Interrupting(),
                out_dir=tmp_path / "out")
     assert gone(forks[0]) and not (tmp_path / "out").exists()
 
@@ -187,7 +188,7 @@ def test_a_reader_that_breaks_says_so(forks, tmp_path, monkeypatch):
     monkeypatch.setattr(read_ahead, "_read_and_send", broken)
     path = str(write_jsonl(tmp_path / "t.jsonl", tool_session(3)))
     with pytest.raises(RuntimeError, match="(?s)read-ahead process failed:.*ValueError: a bug in the reader"):
-        replay(open_transcript(path), load_policy("s08"))
+        replay(open_feed(path), load_policy("s08"))
     assert gone(forks[0])
 
 
@@ -232,8 +233,8 @@ def test_a_file_whose_format_is_loaded_is_not_opened_early(cli, forks):
 
 
 def test_a_stream_closed_unread_stops_its_reader(forks):
-    stream = open_transcript(str(SAMPLES / "synth-long.jsonl"))
-    assert stream.raw_baseline is not None and not gone(forks[0])
+    stream = open_feed(str(SAMPLES / "synth-long.jsonl"))
+    assert isinstance(stream, read_ahead.ReadAheadFeed) and not gone(forks[0])
     stream.close()
     stream.close()  # twice is fine
     assert gone(forks[0])
@@ -245,7 +246,7 @@ def test_the_file_is_read_as_it_was_when_opened(forks, tmp_path):
     msgs = tool_session(30, size=40_000)
     path = write_jsonl(tmp_path / "live.jsonl", msgs)
     expected = replay(load_transcript(str(path)), load_policy("s08"))
-    stream = open_transcript(str(path))
+    stream = open_feed(str(path))
     with open(path, "ab") as f:
         f.write(b"".join(orjson.dumps(m) + b"\n" for m in tool_session(5)[1:]) + b'{"role": "us')
     assert_same_run(replay(stream, load_policy("s08")), expected)
@@ -297,8 +298,8 @@ def test_without_a_second_process_the_file_is_read_in_process(monkeypatch, tmp_p
 
     path = str(SAMPLES / "synth-medium.jsonl")
     before = open_files()
-    stream = open_transcript(path)
-    assert stream.raw_baseline is None  # the in-process stream
+    stream = open_feed(path)
+    assert not isinstance(stream, read_ahead.ReadAheadFeed)  # the in-process stream
     assert open_files() == before  # the file and pipe opened for the reader are closed again
     assert_same_run(replay(stream, load_policy("s08")), replay(load_transcript(path), load_policy("s08")))
 
@@ -312,7 +313,7 @@ def test_a_line_of_invalid_utf8_reads_the_same_again(forks, tmp_path):
     path = tmp_path / "bad-utf8.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
     policy = load_policy("s08", ["budget.max_chars=10000"])
-    ahead = replay(open_transcript(str(path)), policy, out_dir=tmp_path / "a")
+    ahead = replay(open_feed(str(path)), policy, out_dir=tmp_path / "a")
     loaded = replay(load_transcript(str(path)), policy, out_dir=tmp_path / "b")
     assert_same_run(ahead, loaded)
     assert len(forks) == 1

@@ -17,9 +17,12 @@ from hypothesis import strategies as st
 from compactlab.errors import BadLineError, InputError
 from compactlab.messages import Entry
 from compactlab.policy import load_policy
-from compactlab.engine import READ_BATCH, replay
+from compactlab.engine import replay
+from compactlab.feeds import READ_BATCH
 from compactlab.summarizers import StubSummarizer
-from compactlab.transcripts import Transcript, TranscriptStream, load_transcript, open_transcript
+from compactlab.feeds import StreamFeed, open_feed
+from compactlab.feeds.read_ahead import ReadAheadFeed
+from compactlab.transcripts import Transcript, load_transcript, open_transcript
 from compactlab.transcripts.writer import COMPACTION_KEY
 from helpers import SAMPLES, assert_same_run, asst, files_under, results, tool_session, tr, tu, user, write_jsonl
 from strategies import policies, transcripts
@@ -31,14 +34,14 @@ from strategies import policies, transcripts
 def test_a_streamed_replay_is_the_loaded_replay(sample, preset, read_ahead, tmp_path, monkeypatch):
     monkeypatch.setenv("COMPACTLAB_READ_AHEAD", read_ahead)
     path = str(SAMPLES / f"{sample}.jsonl")
-    stream = open_transcript(path)
-    assert isinstance(stream, TranscriptStream) and (stream.raw_baseline is not None) == (read_ahead == "1")
+    stream = open_feed(path)
+    assert isinstance(stream, StreamFeed) and isinstance(stream, ReadAheadFeed) == (read_ahead == "1")
     streamed = replay(stream, load_policy(preset), out_dir=tmp_path / "s", write_transcripts=True)
     loaded = replay(load_transcript(path), load_policy(preset), out_dir=tmp_path / "l", write_transcripts=True)
     assert_same_run(streamed, loaded)
     assert files_under(tmp_path / "s") == files_under(tmp_path / "l")
     with pytest.raises(RuntimeError, match="only once"):
-        next(iter(stream.entries()))
+        next(stream.calls({}, None))
 
 
 def test_recorded_compactions_restart_a_streamed_replay_too(tmp_path):
@@ -181,14 +184,14 @@ def test_a_streamed_replay_reports_its_skipped_lines(cli, tmp_path, priced):
 @given(transcripts(), policies(pair_safe=False), st.integers(1, 6))
 def test_any_transcript_streams_to_the_run_it_loads_to(msgs, policy, batch):
     """Whatever the transcript and the policy, and however the reading is batched."""
-    import compactlab.engine as engine
+    import compactlab.feeds.base as feeds
 
     with tempfile.TemporaryDirectory() as folder:
         path = str(write_jsonl(Path(folder) / "t.jsonl", msgs))
         loaded = replay(load_transcript(path), policy)
-        old, engine.READ_BATCH = engine.READ_BATCH, batch
+        old, feeds.READ_BATCH = feeds.READ_BATCH, batch
         try:
             streamed = replay(open_transcript(path), policy)
         finally:
-            engine.READ_BATCH = old
+            feeds.READ_BATCH = old
     assert_same_run(streamed, loaded)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..messages import Entry, build_entry
-from . import read_ahead
 from .model import RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream
 from .reader import Head, LineReader, _depth_exceeds
 from .writer import COMPACTION_KEY
@@ -36,10 +35,7 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
 
 
 def stream(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, **_: object) -> TranscriptStream:
-    """The transcript as it is read: one line, one message, handed on and not kept; a big plain
-    file is read by a second process (``read_ahead``)."""
-    if read_ahead.usable(path) and (ahead := read_ahead.stream(path, NAME, skip_bad_lines)) is not None:
-        return ahead
+    """The transcript as it is read: one line, one message, handed on and not kept."""
     builder = TranscriptBuilder(path, NAME, keep=False)
     return TranscriptStream(builder, _read(builder, LineReader(path, skip_bad_lines=skip_bad_lines, head=head)))
 

@@ -100,16 +100,13 @@ class TranscriptStream:
     its batches are kept as they come).
     """
 
-    def __init__(self, builder: "TranscriptBuilder", messages: Iterator[Any], raw_baseline: Any = None,
+    def __init__(self, builder: "TranscriptBuilder", messages: Iterator[Any],
                  on_close: Callable[[], None] | None = None, batched: bool = False) -> None:
         self._builder = builder
         self._messages: Iterator[Any] | None = messages
         self._reading = messages
         self._on_close = on_close
         self._batched = batched
-        #: the raw baseline (``baseline.RawBaseline``) when the reader builds it, a row per call
-        #: read so far; else None and the replay builds it
-        self.raw_baseline = raw_baseline
 
     def close(self) -> None:
         """Stop reading (a replay that failed part-way, or never started): the file is closed, a

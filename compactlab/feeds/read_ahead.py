@@ -27,12 +27,14 @@ import signal
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
+from ..baseline import BaselineBuilder, RawBaseline
 from ..errors import CompactlabError, InputError
 from ..interrupts import Terminated, exit_status
 from ..messages import Entry, Message
-from . import anthropic_messages  # (which imports this module: its names are used at run time)
-from .model import TranscriptBuilder, TranscriptStream
-from .reader import reparse
+from ..transcripts import anthropic_messages
+from ..transcripts.model import TranscriptBuilder, TranscriptStream
+from ..transcripts.reader import LineReader, reparse
+from .base import StreamFeed
 
 #: smaller files are read in-process: a second process costs more than it saves
 MIN_BYTES = 4 << 20
@@ -72,11 +74,15 @@ class SourceFile:
         return anthropic_messages.message_of(reparse(raw))
 
 
-def stream(path: str, name: str, skip_bad_lines: bool) -> TranscriptStream | None:
-    """The transcript at ``path`` as a stream whose reading happens in a forked process; None if
-    that cannot be had (the caller reads it in-process, and reports what is wrong with it)."""
-    from ..baseline import RawBaseline
+class ReadAheadFeed(StreamFeed):
+    """A stream whose messages' facts and baseline rows a forked reader sends."""
 
+
+def open_feed(path: str, skip_bad_lines: bool) -> ReadAheadFeed | None:
+    """The Anthropic messages file at ``path`` as a feed whose reading happens in a forked
+    process; None if that cannot be had (the caller reads it in-process, and reports what is
+    wrong with it)."""
+    name = anthropic_messages.NAME
     try:
         source = SourceFile(path)
         r, w = os.pipe()
@@ -101,7 +107,8 @@ def stream(path: str, name: str, skip_bad_lines: bool) -> TranscriptStream | Non
     builder = TranscriptBuilder(path, name, keep=False)
     base = RawBaseline()
     reader = _Reader(pid, os.fdopen(r, "rb", PIPE_BYTES))
-    return TranscriptStream(builder, _received(builder, base, source, reader), base, on_close=reader.close, batched=True)
+    stream = TranscriptStream(builder, _received(builder, base, source, reader), on_close=reader.close, batched=True)
+    return ReadAheadFeed(stream, baseline=base)
 
 
 class _Reader:
@@ -163,9 +170,7 @@ def _reader(path: str, name: str, skip_bad_lines: bool, size: int, fd: int) -> N
 
 def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO, size: int | None = None) -> None:
     """Read the file (its first ``size`` bytes: what the replay can read again) and send it."""
-    from ..baseline import BaselineBuilder
-    from .anthropic_messages import _read
-    from .reader import LineReader
+    from ..transcripts.anthropic_messages import _read
 
     builder = TranscriptBuilder(path, name, keep=False)
     reader = LineReader(path, skip_bad_lines=skip_bad_lines, limit=size)
@@ -242,4 +247,4 @@ def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader:
         reader.close()
 
 
-__all__ = ["MIN_BYTES", "SourceFile", "stream", "usable"]
+__all__ = ["MIN_BYTES", "ReadAheadFeed", "SourceFile", "open_feed", "usable"]
