@@ -10,7 +10,7 @@ new Entry for it (copy-on-write); everything else is shared.
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -116,32 +116,24 @@ _NO_IDS: frozenset[str] = frozenset()
 _tool_use_id = itemgetter(1)  # of a ResultFact
 
 
-class MessageSource(Protocol):
-    def message_at(self, offset: int, length: int) -> Message: ...
-
-
 class Entry:
     """A message plus facts computed once. Treated as immutable: a change makes a new Entry.
 
     A plain class with slots rather than a frozen dataclass: one is built per message loaded and
     per message a layer changes, and a frozen dataclass's __init__ costs several times more.
-
-    The message itself may be left where it was read (``lazy``: a source, the line's offset and
-    length, and the tool-result contents replaced since) when its facts came from elsewhere, as
-    they do from the read-ahead process: it is parsed only if something reads ``message``.
+    (The read-ahead feed's entries leave the message where it was read until something reads
+    it: ``feeds.read_ahead.LazyEntry``.)
     """
 
-    __slots__ = ("_message", "_lazy", "chars", "role", "origin", "tool_use_ids", "tool_names", "use_files", "results",
+    __slots__ = ("message", "chars", "role", "origin", "tool_use_ids", "tool_names", "use_files", "results",
                  "misplaced_results", "empty", "has_text", "use_set", "result_set", "changed")
 
     def __init__(self, message: Message, chars: int, role: str, origin: int, tool_use_ids: tuple[str, ...],
                  tool_names: tuple[str, ...], use_files: tuple[tuple[str, ...], ...],
                  results: tuple[ResultFact, ...], misplaced_results: tuple[str, ...], empty: bool, has_text: bool,
                  use_set: frozenset[str] | None = None, result_set: frozenset[str] | None = None,
-                 changed: frozenset[int] = frozenset(),
-                 lazy: tuple[MessageSource, int, int, tuple[tuple[int, Any], ...]] | None = None) -> None:
-        self._message = message
-        self._lazy = lazy
+                 changed: frozenset[int] = frozenset()) -> None:
+        self.message = message
         self.chars = chars  # compact JSON length of the message
         self.role = role
         self.origin = origin  # index in the transcript's messages; negative for messages a policy made
@@ -163,21 +155,6 @@ class Entry:
 
     def __repr__(self) -> str:
         return f"Entry(origin={self.origin}, role={self.role!r}, chars={self.chars})"
-
-    @property
-    def message(self) -> Message:
-        message = self._message
-        if message is None:
-            assert self._lazy is not None
-            source, offset, length, patches = self._lazy
-            message = source.message_at(offset, length)
-            if patches:
-                content = list(message["content"])
-                for block, new_content in patches:
-                    content[block] = {**content[block], "content": new_content}
-                message = {**message, "content": content}
-            self._message = message
-        return message
 
     @property
     def has_tool_use(self) -> bool:
@@ -203,31 +180,29 @@ class Entry:
         recomputed: the length is measured on whichever is shorter, the new message or the old
         content (by difference)."""
         fact = self.results[k]
+        content = list(self.message["content"])
+        old = content[fact.block]
+        content[fact.block] = {**old, "content": new_content}
+        message = {**self.message, "content": content}
+        if "content" not in old:
+            return self.with_message(message)  # (counts block k as changed: a new dict)
+        if self.chars - fact.size < fact.size:
+            chars = json_len(message)
+        else:
+            chars = self.chars - json_len(old["content"]) + json_len(new_content)
+        return Entry(message, chars, self.role, self.origin, self.tool_use_ids, self.tool_names, self.use_files,
+                     self.results_with(k, new_content, -1), self.misplaced_results, self.empty, self.has_text,
+                     self.use_set, self.result_set, self.changed | {fact.block})
+
+    def results_with(self, k: int, new_content: Any, json_size: int) -> tuple[ResultFact, ...]:
+        """The result facts with the k-th one's content replaced (``json_size``: its measured JSON
+        length, -1 when the message is at hand to measure)."""
+        fact = self.results[k]
         is_str = type(new_content) is str
         size = len(new_content) if is_str else content_size(new_content)
-        if self._message is None and fact.json_size >= 0:  # left unread: note the change, measure by facts
-            assert self._lazy is not None
-            source, offset, length, patches = self._lazy
-            new_json = json_len(new_content)
-            message, chars = None, self.chars - fact.json_size + new_json
-            lazy = (source, offset, length, (*patches, (fact.block, new_content)))
-        else:
-            content = list(self.message["content"])
-            old = content[fact.block]
-            content[fact.block] = {**old, "content": new_content}
-            message = {**self.message, "content": content}
-            if "content" not in old:
-                return self.with_message(message)  # (counts block k as changed: a new dict)
-            if self.chars - fact.size < fact.size:
-                chars = json_len(message)
-            else:
-                chars = self.chars - json_len(old["content"]) + json_len(new_content)
-            new_json, lazy = -1, None  # (the message is at hand to measure)
         results = list(self.results)
-        results[k] = ResultFact(fact.block, fact.tool_use_id, size, is_str, fact.is_error, new_json)
-        return Entry(message, chars, self.role, self.origin, self.tool_use_ids, self.tool_names, self.use_files,
-                     tuple(results), self.misplaced_results, self.empty, self.has_text, self.use_set, self.result_set,
-                     self.changed | {fact.block}, lazy)
+        results[k] = ResultFact(fact.block, fact.tool_use_id, size, is_str, fact.is_error, json_size)
+        return tuple(results)
 
 
 def _too_deep(value: Any, depth: int) -> bool:

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compactlab.errors import BadLineError, InputError, UsageError
-from compactlab.messages import make_entry
+from compactlab.messages import Entry, make_entry
 from compactlab.policy import load_policy
 from compactlab.engine import replay
 from compactlab.summarizers import StubSummarizer
@@ -90,14 +90,16 @@ def test_a_lazy_entry_reads_its_message_with_the_changes_made_since(tmp_path):
               {"role": "user", "content": [tr("z", None)]}):
         assert build_entry(m, 1, measure=True).chars == make_entry(m, 1).chars == len(orjson.dumps(m).decode())
     assert [f.json_size for f in measured.results] == [len(orjson.dumps(b["content"])) for b in msgs[0]["content"]]
-    lazy = type(eager)(None, eager.chars, "user", 0, (), (), (), measured.results, (), False, False,
-                       lazy=(source, 0, first, ()))
+    lazy = read_ahead.LazyEntry(eager.chars, "user", 0, (), (), (), measured.results, (), False, False,
+                                (source, 0, first, ()))
     for k, new in ((1, "[cleared]"), (0, "x"), (1, {"type": "text", "text": "again"})):
         eager, lazy = eager.with_result_content(k, new), lazy.with_result_content(k, new)
         assert lazy._message is None  # changed without reading the line
         assert (lazy.chars, lazy.results[k][:5], lazy.changed) == (eager.chars, eager.results[k][:5], eager.changed)
     assert lazy.chars == len(orjson.dumps(eager.message))
     assert lazy.message == eager.message and orjson.dumps(lazy.message) == orjson.dumps(eager.message)
+    assert type(lazy.with_result_content(0, "y")) is Entry  # once read, changed as any entry is
+    assert type(eager) is Entry and not hasattr(eager, "_lazy")  # a plain entry knows nothing of laziness
 
 
 def test_errors_cross_processes_whole():

@@ -30,7 +30,7 @@ from typing import Any, BinaryIO
 from ..baseline import BaselineBuilder, RawBaseline
 from ..errors import CompactlabError, InputError
 from ..interrupts import Terminated, exit_status
-from ..messages import Entry, Message
+from ..messages import Entry, Message, json_len
 from ..transcripts import anthropic_messages
 from ..transcripts.model import TranscriptBuilder, TranscriptStream
 from ..transcripts.reader import LineReader, reparse
@@ -72,6 +72,53 @@ class SourceFile:
         if len(raw) != length:
             raise InputError(f"{self.path}: the file was cut short while it was replayed")
         return anthropic_messages.message_of(reparse(raw))
+
+
+class LazyEntry(Entry):
+    """An Entry whose message stays where it was read until something reads it: its facts came
+    from the reader process; the line is parsed again (``source.message_at``) on first use, with
+    the tool-result contents replaced since (``patches``) applied. A tool result a layer replaces
+    is measured from its facts, the message still unread."""
+
+    __slots__ = ("_message", "_lazy")
+
+    def __init__(self, chars: int, role: str, origin: int, tool_use_ids: tuple[str, ...], tool_names: tuple[str, ...],
+                 use_files: tuple, results: tuple, misplaced: tuple[str, ...], empty: bool, has_text: bool,
+                 lazy: tuple["SourceFile", int, int, tuple[tuple[int, Any], ...]], use_set: Any = None,
+                 result_set: Any = None, changed: frozenset[int] = frozenset()) -> None:
+        super().__init__(None, chars, role, origin, tool_use_ids, tool_names, use_files, results, misplaced, empty,
+                         has_text, use_set, result_set, changed)
+        self._lazy = lazy
+
+    @property  # type: ignore[override]
+    def message(self) -> Message:
+        message = self._message
+        if message is None:
+            source, offset, length, patches = self._lazy
+            message = source.message_at(offset, length)
+            if patches:
+                content = list(message["content"])
+                for block, new_content in patches:
+                    content[block] = {**content[block], "content": new_content}
+                message = {**message, "content": content}
+            self._message = message
+        return message
+
+    @message.setter
+    def message(self, value: Message | None) -> None:
+        self._message = value
+
+    def with_result_content(self, k: int, new_content: Any) -> Entry:
+        fact = self.results[k]
+        if self._message is not None or fact.json_size < 0:  # read by now: as any Entry
+            return super().with_result_content(k, new_content)
+        source, offset, length, patches = self._lazy  # left unread: note the change, measure by facts
+        new_json = json_len(new_content)
+        return LazyEntry(self.chars - fact.json_size + new_json, self.role, self.origin, self.tool_use_ids,
+                         self.tool_names, self.use_files, self.results_with(k, new_content, new_json),
+                         self.misplaced_results, self.empty, self.has_text,
+                         (source, offset, length, (*patches, (fact.block, new_content))),
+                         self.use_set, self.result_set, self.changed | {fact.block})
 
 
 class ReadAheadFeed(StreamFeed):
@@ -229,8 +276,8 @@ def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader:
                     if refs is not None:
                         base.refs[call] = refs
                 builder.count += len(rows)
-                yield [Entry(None, chars, role, origin, use_ids, names, use_files, results, misplaced, empty, has_text,
-                             lazy=(source, offset, length, ()))
+                yield [LazyEntry(chars, role, origin, use_ids, names, use_files, results, misplaced, empty, has_text,
+                                 (source, offset, length, ()))
                        for (offset, length, chars, role, origin, use_ids, names, use_files, results, misplaced, empty,
                             has_text) in rows]
             elif kind == "end":
