@@ -78,6 +78,7 @@ def replay(
         out=out,
         tool_names={},  # filled as the calls are read: a name is known from its tool_use on
         write_transcripts=write_transcripts,
+        summary_config=policy.summary,
     )
     restarts = {c.position: c for c in feed.compactions} if keep_recorded_compactions else None
     calls = feed.calls(env.tool_names, restarts)
@@ -167,7 +168,7 @@ class Turns:
         policy, env = self.policy, self.env
         first = self.done
         if self.manual_pending and policy.manual.mode != "after_results":
-            self.context, st = manual(self.context, policy.manual, env, policy.summary)
+            self.context, st = manual(self.context, policy.manual, env)
             stats.add(st)
             if st.manual and policy.manual.mode == "replace_results":
                 # seed 004 appends its own message instead of the tool results
@@ -175,7 +176,7 @@ class Turns:
                 first, pending = pos, []
         self._extend(first, pending, pos, stats)
         if self.manual_pending and policy.manual.mode == "after_results":
-            self.context, st = manual(self.context, policy.manual, env, policy.summary)
+            self.context, st = manual(self.context, policy.manual, env)
             stats.add(st)
 
     def _extend(self, first: int, pending: list[Entry], pos: int, stats: LayerStats) -> None:
@@ -218,7 +219,7 @@ class Turns:
         retries = 0
         while policy.reactive.enabled and retries < policy.reactive.max_retries and tokens > self.window:
             retries += 1
-            self.context, st = reactive(self.context, policy.reactive, self.env, policy.summary)
+            self.context, st = reactive(self.context, policy.reactive, self.env)
             stats.add(st)
             if not st.reactive:
                 break  # it changed nothing

@@ -6,9 +6,11 @@ key; the value is read as a TOML value (``true``, ``3``, ``"text"``, ``["a"]``) 
 string when it is not one. The fingerprint is a short hash of the resolved behaviour (name and
 description excluded), stored in every report.
 
-The configs are standard-library dataclasses with their constraints in ``Annotated`` metadata,
-which pydantic reads when it validates (``extra = "forbid"``, types, bounds; the cross-field
-rules are in ``__post_init__``). Pydantic is imported only to validate what a user wrote: a
+Each layer's config lives beside the layer and is registered with it (``layers/registry.py``):
+a Policy has a table for every registered layer, in registration order, plus ``size``; its
+``order`` names the cheap ones. The configs are standard-library dataclasses with their
+constraints in ``Annotated`` metadata (``config.py``), which pydantic reads when it validates
+(``extra = "forbid"``, types, bounds; the cross-field rules are in ``__post_init__``). Pydantic is imported only to validate what a user wrote: a
 built-in preset with no ``--set`` is trusted data (every preset is validated by the test suite)
 and is built directly, which keeps pydantic's import and schema building (~55 ms) off the
 start of every replay.
@@ -19,161 +21,23 @@ from __future__ import annotations
 import functools
 import hashlib
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
 
+from .config import Bound, NonNegative, Section, opt
 from .errors import InputError, PolicyError
 from .files import read_regular_text
+from .layers import REGISTRY, BudgetConfig, ManualConfig, MicroConfig, ReactiveConfig, SnipConfig, SummaryConfig
 
-CHEAP_LAYERS = ("budget", "snip", "micro")
+__all__ = ["ALIASES", "CHEAP_LAYERS", "SECTIONS", "BudgetConfig", "ManualConfig", "MicroConfig", "Policy",
+           "ReactiveConfig", "SizeConfig", "SnipConfig", "SummaryConfig", "build_policy", "fingerprint_of",
+           "load_policy", "parse_override", "preset_names"]
 
-
-class Bound:
-    """A bound pydantic applies when it validates, e.g. ``Bound(ge=1)``: the constraints of its
-    core schema (``ge``, ``gt``, ``min_length``), through pydantic's documented hook. What
-    annotated_types.Ge does, without importing it on every start (~7 ms)."""
-
-    __slots__ = ("constraints",)
-
-    def __init__(self, **constraints: Any) -> None:
-        self.constraints = constraints
-
-    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
-        return {**handler(source), **self.constraints}
-
-
-#: the largest count, size or trigger a policy may name: far beyond any context, and small enough
-#: that tokens, costs and sums of them stay exact (10^23 or 2^63-1 overflowed into exit 3)
-MAX_COUNT = 10**12
-Positive = Annotated[int, Bound(ge=1, le=MAX_COUNT)]
-NonNegative = Annotated[int, Bound(ge=0, le=MAX_COUNT)]
-
-
-def opt(default: Any, doc: str) -> Any:
-    """A config key: its default and the one line that documents it."""
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata={"doc": doc})
-    return field(default=default, metadata={"doc": doc})
-
-
-@dataclass(frozen=True, slots=True)
-class Section:
-    """What every part of a policy shares: unknown keys are errors."""
-
-    __pydantic_config__: ClassVar[dict] = {"extra": "forbid"}
-
-
-@dataclass(frozen=True, slots=True)
-class LayerConfig(Section):
-    """What every layer's table has."""
-
-    enabled: bool = opt(True, "run this layer at all")
-
-
-@dataclass(frozen=True, slots=True)
-class BudgetConfig(LayerConfig):
-    """L3 tool_result_budget: persist the largest results of the last message to disk."""
-
-    max_chars: Positive = opt(200_000, "budget for the tool_result content of the last message")
-    persist_threshold: Positive = opt(30_000, "only results larger than this are persisted")
-    preview_chars: NonNegative = opt(2_000, "chars of the output kept inline as a preview")
-
-    def __post_init__(self) -> None:
-        if self.preview_chars >= self.persist_threshold:
-            raise ValueError("preview_chars must be smaller than persist_threshold")
-
-
-@dataclass(frozen=True, slots=True)
-class SnipConfig(LayerConfig):
-    """L1 snip_compact: keep head and tail messages, drop the middle."""
-
-    max_messages: Annotated[int, Bound(ge=2, le=MAX_COUNT)] = opt(50, "snip when the context has more messages than this")
-    keep_head: NonNegative = opt(3, "messages kept from the start")
-    pair_safe: bool | Literal["head"] = opt(
-        True, "move the cut so no tool pair is split: true, false (naive cut) or 'head' (head only)")
-    placeholder: str = opt("[snipped {n} messages]", "user message put in place of the middle")
-
-    def __post_init__(self) -> None:
-        if self.keep_head >= self.max_messages:
-            raise ValueError(f"keep_head ({self.keep_head}) must be smaller than max_messages ({self.max_messages})")
-
-
-@dataclass(frozen=True, slots=True)
-class MicroConfig(LayerConfig):
-    """L2 micro_compact: replace old tool results with a placeholder."""
-
-    keep_recent: NonNegative = opt(3, "most recent tool results (or turns, see keep_by) left intact")
-    keep_by: Literal["results", "turns"] = opt(
-        "results", "count keep_recent in tool results, or in assistant turns (observation masking)")
-    min_chars: NonNegative = opt(120, "only results longer than this are replaced")
-    placeholder: str = opt("[Earlier tool result compacted. Re-run if needed.]",
-                           "replacement; {tool_name} is filled in")
-    preserve_tools: list[str] = opt(
-        [], "tools whose results are never replaced (alias exclude_tools, the context-editing API's name)")
-    only_consumed: bool = opt(False, "touch only results before the last assistant message")
-    string_content_only: bool = opt(False, "skip results whose content is a list of blocks")
-    trigger_tokens: NonNegative = opt(0, "act only while the context is over this many tokens (0: always)")
-    clear_at_least: NonNegative = opt(0, "act only if that frees at least this many tokens")
-    clear_inputs: bool = opt(False, "also clear the input of the tool_use whose result is replaced")
-
-
-@dataclass(frozen=True, slots=True)
-class SummaryConfig(LayerConfig):
-    """L4 compact_history: summarise the whole context when it is over the trigger."""
-
-    trigger: Positive = opt(50_000, "summarise when the context is over this size")
-    unit: Literal["chars", "tokens", "messages"] = opt(
-        "chars", "unit of trigger: context chars, estimated tokens, or messages (events)")
-    input_chars: Positive = opt(80_000, "summary input: the context's JSON text cut to this")
-    input_from: Literal["head", "tail"] = opt("head", "cut the input from the head or the tail")
-    template: str = opt("[Compacted]\n\n{summary}", "the summary message; {summary}, {transcript}")
-    ack: str = opt("", "optional assistant message after the summary")
-    keep_head: NonNegative = opt(0, "messages kept verbatim before the summary (pair-safe)")
-    keep_tail: NonNegative = opt(0, "messages kept verbatim after the summary (pair-safe)")
-    max_failures: Positive = opt(3, "consecutive summarizer failures that open the circuit breaker")
-    prompt: str = opt("s08", "summary prompt name (live summarizer)")
-    max_output_tokens: Positive = opt(2_000, "summary length cap for the summarizer")
-
-    def __post_init__(self) -> None:
-        if "{summary}" not in self.template:
-            raise ValueError("template must contain {summary}")
-        if self.unit == "messages" and self.keep_head + self.keep_tail >= self.trigger:
-            raise ValueError(f"keep_head + keep_tail ({self.keep_head + self.keep_tail}) must be smaller than a "
-                             f"trigger in messages ({self.trigger}): the summary would not shrink the context")
-
-
-@dataclass(frozen=True, slots=True)
-class ReactiveConfig(LayerConfig):
-    """reactive_compact: when the prompt is too long, summary + the last messages."""
-
-    window_tokens: Positive = opt(200_000, "context window; over it the API says prompt too long")
-    keep_tail: NonNegative = opt(5, "last messages kept after the summary")
-    pair_safe: bool = opt(True, "move the tail cut so a tool pair is not split")
-    max_retries: Annotated[int, Bound(ge=0, le=10)] = opt(1, "reactive compactions per call before it is an overflow "
-                                                              "(at most 10)")
-    template: str = opt("[Reactive compact]\n\n{summary}", "the summary message; {summary}")
-
-    def __post_init__(self) -> None:
-        if "{summary}" not in self.template:
-            raise ValueError("template must contain {summary}")
-
-
-@dataclass(frozen=True, slots=True)
-class ManualConfig(LayerConfig):
-    """The model's own compact tool (SPEC §3 step 2)."""
-
-    tool: Annotated[str, Bound(min_length=1)] = opt("compact", "name of the manual compaction tool")
-    mode: Literal["before_results", "after_results", "replace_results"] = opt(
-        "before_results", "summarise before appending the tool results (seed 000), after them (seed 003), "
-        "or instead of them, appending `message` (seed 004)")
-    message: str = opt("", "user message appended after the summary in replace_results mode")
-
-    def __post_init__(self) -> None:
-        if self.mode == "replace_results" and not self.message:
-            raise ValueError("mode 'replace_results' needs a message")
+#: the layers a policy orders (run on every call), in their default order
+CHEAP_LAYERS = tuple(name for name, layer in REGISTRY.items() if layer.cheap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,45 +49,39 @@ class SizeConfig(Section):
     overhead_tokens: NonNegative = opt(0, "tokens of system prompt and tools not in the transcript")
 
 
-#: the tables of a policy, by key
-SECTIONS: dict[str, type[Section]] = {
-    "budget": BudgetConfig, "snip": SnipConfig, "micro": MicroConfig, "summary": SummaryConfig,
-    "reactive": ReactiveConfig, "manual": ManualConfig, "size": SizeConfig,
-}
+#: the tables of a policy, by key: every registered layer's config, and the size estimate
+SECTIONS: dict[str, type[Section]] = {**{name: layer.config for name, layer in REGISTRY.items()}, "size": SizeConfig}
 #: other names a key is accepted under (table, alias) -> key
 ALIASES = {("micro", "exclude_tools"): "preserve_tools"}
 
 
-@dataclass(frozen=True, slots=True)
-class Policy(Section):
-    """A whole policy: the cheap layers' order, every layer's table, and the size estimate."""
+def _post_init(self: Any) -> None:
+    for key, kind in SECTIONS.items():
+        if not isinstance(getattr(self, key), kind):
+            raise TypeError(f"Policy({key}=...) takes a {kind.__name__}; build_policy() builds one from a dict")
+    if len(set(self.order)) != len(self.order):
+        raise ValueError("order lists a layer twice")
 
-    name: str = "custom"
-    description: str = ""
-    order: list[Literal["budget", "snip", "micro"]] = opt(list(CHEAP_LAYERS), "the cheap layers, in the order they run")
-    budget: BudgetConfig = BudgetConfig()
-    snip: SnipConfig = SnipConfig()
-    micro: MicroConfig = MicroConfig()
-    summary: SummaryConfig = SummaryConfig()
-    reactive: ReactiveConfig = ReactiveConfig()
-    manual: ManualConfig = ManualConfig()
-    size: SizeConfig = SizeConfig()
 
-    def __post_init__(self) -> None:
-        for key, kind in SECTIONS.items():
-            if not isinstance(getattr(self, key), kind):
-                raise TypeError(f"Policy({key}=...) takes a {kind.__name__}; build_policy() builds one from a dict")
-        if len(set(self.order)) != len(self.order):
-            raise ValueError("order lists a layer twice")
+def _resolved(self: Any) -> dict[str, Any]:
+    """The policy as plain data (what dataclasses.asdict gives, a few times faster: a folder of
+    small sessions asks for it once a session)."""
+    return _plain(self)
 
-    def resolved(self) -> dict[str, Any]:
-        """The policy as plain data (what dataclasses.asdict gives, a few times faster: a
-        folder of small sessions asks for it once a session)."""
-        return _plain(self)
 
-    @property
-    def fingerprint(self) -> str:
-        return fingerprint_of(self.resolved())
+Policy = make_dataclass(
+    "Policy",
+    [("name", str, field(default="custom")),
+     ("description", str, field(default="")),
+     ("order", list[Literal[CHEAP_LAYERS]], opt(list(CHEAP_LAYERS), "the cheap layers, in the order they run")),
+     *[(name, kind, field(default=kind())) for name, kind in SECTIONS.items()]],
+    bases=(Section,), frozen=True, slots=True,
+    namespace={"__post_init__": _post_init, "resolved": _resolved,
+               "fingerprint": property(lambda self: fingerprint_of(self.resolved()))},
+)
+Policy.__module__ = __name__
+Policy.__doc__ = ("A whole policy: the cheap layers' order, a table for every registered layer (defaults: "
+                  "the layer's), and the size estimate.")
 
 
 def fingerprint_of(resolved: dict[str, Any]) -> str:

@@ -135,9 +135,11 @@ def test_every_layer_keeps_the_contract(msgs, policy, cut):
     checked = 0
     for name, layer in LAYERS.items():
         config = getattr(policy, name)
-        extra = (policy.summary,) if name in ("reactive", "manual") else ()
-        out1, stats1 = layer(ctx, config, RunEnv(summarizer=StubSummarizer()), *extra)
-        out2, stats2 = layer(contexts_of(msgs, cut), config, RunEnv(summarizer=StubSummarizer()), *extra)
+        def env() -> RunEnv:
+            return RunEnv(summarizer=StubSummarizer(), summary_config=policy.summary)
+
+        out1, stats1 = layer(ctx, config, env())
+        out2, stats2 = layer(contexts_of(msgs, cut), config, env())
         assert ctx.messages == before  # input left unchanged
         assert out1.messages == out2.messages and stats1 == stats2  # repeatable
         assert out1.chars == len(orjson.dumps(out1.messages).decode())
@@ -146,7 +148,7 @@ def test_every_layer_keeps_the_contract(msgs, policy, cut):
             assert out1.messages[: stats1.lowest_changed] == before[: stats1.lowest_changed]
         else:
             assert out1.messages == before
-        empty, _ = layer(Context(), config, RunEnv(summarizer=StubSummarizer()), *extra)
+        empty, _ = layer(Context(), config, env())
         assert len(empty) == 0
         checked += 1
     assert checked == 6

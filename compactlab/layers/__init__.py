@@ -1,4 +1,4 @@
-"""Compaction layers, one module each, and the one registry of them.
+"""Compaction layers, one module each, each registered once with its config (``registry.py``).
 
 ``CHEAP`` are the layers a policy orders in ``order`` (run on every call); ``summary`` runs
 after them when the context is over its trigger; ``reactive`` and ``manual`` are run by the
@@ -8,14 +8,19 @@ engine on their events. All share the contract documented in ``layers.base``.
 from __future__ import annotations
 
 from .base import NOTHING, LayerStats, RunEnv
-from .budget import budget
-from .manual import manual
-from .micro import micro
-from .reactive import reactive
-from .snip import snip
-from .summary import summary
 
-CHEAP = {"budget": budget, "snip": snip, "micro": micro}
-LAYERS = {**CHEAP, "summary": summary, "reactive": reactive, "manual": manual}
+# imported in the order of a policy's tables (registration order is the order of Policy's sections)
+from .budget import BudgetConfig, budget  # noqa: I001
+from .snip import SnipConfig, snip
+from .micro import MicroConfig, micro
+from .summary import SummaryConfig, summary
+from .reactive import ReactiveConfig, reactive
+from .manual import ManualConfig, manual
+from .registry import REGISTRY, Layer, register
 
-__all__ = ["CHEAP", "LAYERS", "NOTHING", "LayerStats", "RunEnv", "budget", "manual", "micro", "reactive", "snip", "summary"]
+LAYERS = {name: layer.run for name, layer in REGISTRY.items()}
+CHEAP = {name: layer.run for name, layer in REGISTRY.items() if layer.cheap}
+
+__all__ = ["CHEAP", "LAYERS", "NOTHING", "REGISTRY", "BudgetConfig", "Layer", "LayerStats", "ManualConfig", "MicroConfig",
+           "ReactiveConfig", "RunEnv", "SnipConfig", "SummaryConfig", "budget", "manual", "micro", "reactive",
+           "register", "snip", "summary"]

@@ -85,12 +85,21 @@ class RunEnv:
     tool_names: dict[str, str] = field(default_factory=dict)
     write_transcripts: bool = False
     call: int = 0
-    consecutive_failures: int = 0
-    breaker_open: bool = False
+    #: the policy's summary table: how reactive and manual compaction summarise too
+    summary_config: Any = None
+    #: what a layer keeps from call to call in a run, by layer name (``state_of``)
+    state: dict[str, Any] = field(default_factory=dict)
     persisted_files: list[dict[str, Any]] = field(default_factory=list)
     saved_transcripts: list[dict[str, Any]] = field(default_factory=list)
     failed_summaries: list[dict[str, Any]] = field(default_factory=list)
     _next_origin: int = -1
+
+    def state_of(self, layer: str, make: Any) -> Any:
+        """The run state of ``layer``, made by ``make()`` on first use."""
+        state = self.state.get(layer)
+        if state is None:
+            state = self.state[layer] = make()
+        return state
 
     def new_entry(self, message: Message) -> Entry:
         """An Entry for a message a policy made (placeholder, summary): a fresh negative origin."""

@@ -8,15 +8,32 @@ A replacement that would not be smaller than the original is skipped (never larg
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..context import Context
 from ..messages import content_text
-from ..policy import BudgetConfig
+from ..config import LayerConfig, NonNegative, Positive, opt
 from .base import NOTHING, LayerStats, RunEnv
+from .registry import register
 
 MAX_PATH = 100  # "tool-results/" + a safe name of at most ~75 chars + ".txt"
 NOTE = "<persisted-output>\nFull output: {path}\nPreview:\n{preview}\n</persisted-output>"
 
 
+@dataclass(frozen=True, slots=True)
+class BudgetConfig(LayerConfig):
+    """L3 tool_result_budget: persist the largest results of the last message to disk."""
+
+    max_chars: Positive = opt(200_000, "budget for the tool_result content of the last message")
+    persist_threshold: Positive = opt(30_000, "only results larger than this are persisted")
+    preview_chars: NonNegative = opt(2_000, "chars of the output kept inline as a preview")
+
+    def __post_init__(self) -> None:
+        if self.preview_chars >= self.persist_threshold:
+            raise ValueError("preview_chars must be smaller than persist_threshold")
+
+
+@register("budget", BudgetConfig, cheap=True)
 def budget(context: Context, config: BudgetConfig, env: RunEnv) -> tuple[Context, LayerStats]:
     if not context.entries:
         return context, NOTHING

@@ -9,14 +9,35 @@ appends ``message`` (seed 004).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
 from ..context import Context
-from ..policy import ManualConfig, SummaryConfig
+from ..config import Bound, LayerConfig, opt
 from .base import LayerStats, RunEnv
-from .summary import compact
+from .registry import register
+from .summary import SummaryConfig, compact
 
 
-def manual(context: Context, config: ManualConfig, env: RunEnv, summary_config: SummaryConfig
-           ) -> tuple[Context, LayerStats]:
+@dataclass(frozen=True, slots=True)
+class ManualConfig(LayerConfig):
+    """The model's own compact tool (SPEC §3 step 2)."""
+
+    tool: Annotated[str, Bound(min_length=1)] = opt("compact", "name of the manual compaction tool")
+    mode: Literal["before_results", "after_results", "replace_results"] = opt(
+        "before_results", "summarise before appending the tool results (seed 000), after them (seed 003), "
+        "or instead of them, appending `message` (seed 004)")
+    message: str = opt("", "user message appended after the summary in replace_results mode")
+
+    def __post_init__(self) -> None:
+        if self.mode == "replace_results" and not self.message:
+            raise ValueError("mode 'replace_results' needs a message")
+
+
+@register("manual", ManualConfig)
+def manual(context: Context, config: ManualConfig, env: RunEnv) -> tuple[Context, LayerStats]:
+    """(Summarised as the policy's summary table says: ``env.summary_config``.)"""
+    summary_config = env.summary_config or SummaryConfig()
     stats = LayerStats()
     if not context.entries:
         return context, stats

@@ -17,10 +17,14 @@ ones that became old since (the count survives snips and summaries that keep ear
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 from ..context import Context
 from ..messages import Entry
-from ..policy import MicroConfig
+from ..config import LayerConfig, NonNegative, opt
 from .base import NOTHING, LayerStats, RunEnv
+from .registry import register
 
 
 def _cutoff(context: Context, config: MicroConfig) -> int:
@@ -42,6 +46,26 @@ def _cutoff(context: Context, config: MicroConfig) -> int:
     return 0
 
 
+@dataclass(frozen=True, slots=True)
+class MicroConfig(LayerConfig):
+    """L2 micro_compact: replace old tool results with a placeholder."""
+
+    keep_recent: NonNegative = opt(3, "most recent tool results (or turns, see keep_by) left intact")
+    keep_by: Literal["results", "turns"] = opt(
+        "results", "count keep_recent in tool results, or in assistant turns (observation masking)")
+    min_chars: NonNegative = opt(120, "only results longer than this are replaced")
+    placeholder: str = opt("[Earlier tool result compacted. Re-run if needed.]",
+                           "replacement; {tool_name} is filled in")
+    preserve_tools: list[str] = opt(
+        [], "tools whose results are never replaced (alias exclude_tools, the context-editing API's name)")
+    only_consumed: bool = opt(False, "touch only results before the last assistant message")
+    string_content_only: bool = opt(False, "skip results whose content is a list of blocks")
+    trigger_tokens: NonNegative = opt(0, "act only while the context is over this many tokens (0: always)")
+    clear_at_least: NonNegative = opt(0, "act only if that frees at least this many tokens")
+    clear_inputs: bool = opt(False, "also clear the input of the tool_use whose result is replaced")
+
+
+@register("micro", MicroConfig, cheap=True)
 def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, LayerStats]:
     cutoff = _cutoff(context, config)
     key = f"micro:{id(config)}"

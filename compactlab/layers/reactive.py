@@ -7,13 +7,36 @@ The engine decides when it runs (over ``window_tokens``) and how often (``max_re
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Annotated
+
 from ..context import Context
-from ..policy import ReactiveConfig, SummaryConfig
+from ..config import Bound, LayerConfig, Positive, NonNegative, opt
 from .base import LayerStats, RunEnv, fill, pair_safe_tail, summarize
+from .registry import register
+from .summary import SummaryConfig
 
 
-def reactive(context: Context, config: ReactiveConfig, env: RunEnv, summary_config: SummaryConfig
-             ) -> tuple[Context, LayerStats]:
+@dataclass(frozen=True, slots=True)
+class ReactiveConfig(LayerConfig):
+    """reactive_compact: when the prompt is too long, summary + the last messages."""
+
+    window_tokens: Positive = opt(200_000, "context window; over it the API says prompt too long")
+    keep_tail: NonNegative = opt(5, "last messages kept after the summary")
+    pair_safe: bool = opt(True, "move the tail cut so a tool pair is not split")
+    max_retries: Annotated[int, Bound(ge=0, le=10)] = opt(1, "reactive compactions per call before it is an overflow "
+                                                              "(at most 10)")
+    template: str = opt("[Reactive compact]\n\n{summary}", "the summary message; {summary}")
+
+    def __post_init__(self) -> None:
+        if "{summary}" not in self.template:
+            raise ValueError("template must contain {summary}")
+
+
+@register("reactive", ReactiveConfig)
+def reactive(context: Context, config: ReactiveConfig, env: RunEnv) -> tuple[Context, LayerStats]:
+    """(The summary's input cut and prompt are the policy's summary table: ``env.summary_config``.)"""
+    summary_config = env.summary_config or SummaryConfig()
     stats = LayerStats()
     entries = context.entries
     if not entries:

@@ -7,11 +7,31 @@ snippet). ``false`` is the naive cut of seed 001, which can split a pair.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
 from ..context import Context
-from ..policy import SnipConfig
+from ..config import MAX_COUNT, Bound, LayerConfig, NonNegative, opt
 from .base import NOTHING, LayerStats, RunEnv, pair_safe_head, pair_safe_tail
+from .registry import register
 
 
+@dataclass(frozen=True, slots=True)
+class SnipConfig(LayerConfig):
+    """L1 snip_compact: keep head and tail messages, drop the middle."""
+
+    max_messages: Annotated[int, Bound(ge=2, le=MAX_COUNT)] = opt(50, "snip when the context has more messages than this")
+    keep_head: NonNegative = opt(3, "messages kept from the start")
+    pair_safe: bool | Literal["head"] = opt(
+        True, "move the cut so no tool pair is split: true, false (naive cut) or 'head' (head only)")
+    placeholder: str = opt("[snipped {n} messages]", "user message put in place of the middle")
+
+    def __post_init__(self) -> None:
+        if self.keep_head >= self.max_messages:
+            raise ValueError(f"keep_head ({self.keep_head}) must be smaller than max_messages ({self.max_messages})")
+
+
+@register("snip", SnipConfig, cheap=True)
 def snip(context: Context, config: SnipConfig, env: RunEnv) -> tuple[Context, LayerStats]:
     entries = context.entries
     n = len(entries)

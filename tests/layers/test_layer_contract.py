@@ -22,8 +22,7 @@ POLICY = build_policy(dict(
 def call(name, ctx):
     env = RunEnv(summarizer=StubSummarizer())
     fn = LAYERS[name]
-    if name in ("reactive", "manual"):
-        return fn(ctx, getattr(POLICY, name), env, POLICY.summary)
+    env.summary_config = POLICY.summary
     return fn(ctx, getattr(POLICY, name), env)
 
 

@@ -63,24 +63,24 @@ def test_circuit_breaker_opens_after_max_failures():
     for _ in range(5):
         out, stats = summary(ctx, cfg, e)
         assert out is ctx
-    assert failing.calls == 3 and e.breaker_open
+    assert failing.calls == 3 and e.state["summary"].open
     assert len(e.failed_summaries) == 3
 
 
 def test_reactive_keeps_a_pair_safe_tail():
     msgs = tool_session(5, size=100)  # 11 messages; last 5 start with a tool_result
-    out, stats = reactive(context(msgs), ReactiveConfig(), env(), SummaryConfig())
+    out, stats = reactive(context(msgs), ReactiveConfig(), env())
     assert stats.reactive == 1
     assert out.messages[0]["content"].startswith("[Reactive compact]\n\n")
     assert out.messages[1:] == msgs[-6:]
-    naive, _ = reactive(context(msgs), ReactiveConfig(pair_safe=False), env(), SummaryConfig())
+    naive, _ = reactive(context(msgs), ReactiveConfig(pair_safe=False), env())
     assert naive.messages[1:] == msgs[-5:]
 
 
 def test_manual_replace_results_appends_its_message():
     msgs = [user("go"), asst(tu("c", "compact"))]
     cfg = ManualConfig(mode="replace_results", message="[Compacted. Continue with summarized context.]")
-    out, stats = manual(context(msgs), cfg, env(), SummaryConfig())
+    out, stats = manual(context(msgs), cfg, env())
     assert stats.manual == 1
     assert out.messages[-1] == {"role": "user", "content": "[Compacted. Continue with summarized context.]"}
 

@@ -1,0 +1,42 @@
+"""The one registry of layers: each registers once, with its config beside it; a Policy's tables
+and the cheap-layer order come from it."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+
+from compactlab.layers import CHEAP, LAYERS, REGISTRY, register
+from compactlab.policy import CHEAP_LAYERS, SECTIONS, Policy, build_policy
+
+
+def test_a_name_registers_once():
+    with pytest.raises(ValueError, match="layer 'snip' is registered twice"):
+        register("snip", object)(lambda context, config, env: (context, None))
+    assert REGISTRY["snip"].run is LAYERS["snip"]  # the first registration stands
+
+
+def test_each_config_lives_beside_its_layer_and_every_layer_takes_context_config_env():
+    for name, layer in REGISTRY.items():
+        assert layer.config.__module__ == layer.run.__module__ == f"compactlab.layers.{name}"
+        assert list(inspect.signature(layer.run).parameters) == ["context", "config", "env"], name
+
+
+def test_a_policy_has_a_table_for_every_registered_layer():
+    names = [f.name for f in dataclasses.fields(Policy)]
+    assert names == ["name", "description", "order", *REGISTRY, "size"]
+    assert list(SECTIONS) == [*REGISTRY, "size"]
+    assert CHEAP_LAYERS == tuple(CHEAP) == tuple(n for n, layer in REGISTRY.items() if layer.cheap)
+    policy = Policy()
+    for name, layer in REGISTRY.items():
+        assert getattr(policy, name) == layer.config()  # each table's defaults are its layer's
+
+
+def test_order_takes_only_cheap_layers():
+    from compactlab.errors import PolicyError
+
+    assert build_policy({"order": ["micro", "budget"]}, "t").order == ["micro", "budget"]
+    with pytest.raises(PolicyError, match="order.0"):
+        build_policy({"order": ["reactive"]}, "t")
