@@ -79,11 +79,13 @@ def recorded_tokens(transcript: Transcript) -> list[int]:
     return [prompt_tokens(transcript.usage[p]) if p in transcript.usage else 0 for p in transcript.call_positions]
 
 
-def calibrate(transcript: Transcript) -> Calibration:
+def calibrate(transcript: Transcript, sent: list[int] | None = None) -> Calibration:
+    """The fit of ``transcript``'s recorded usage to the contexts it sent (``sent``: their chars,
+    when the caller has them from ``sent_chars``: a replay spared)."""
     if not transcript.usage:
         raise InputError(f"{transcript.path}: no recorded usage to calibrate on",
                          hint="--calibrate needs a transcript with per-call usage (Claude Code, API responses)")
     if transcript.metadata.get("acompact"):
         raise InputError(f"{transcript.path}: a Claude Code compaction summarizer call is not self-contained; "
                          "calibrate on its main session instead")
-    return fit(sent_chars(transcript), recorded_tokens(transcript))
+    return fit(sent_chars(transcript) if sent is None else sent, recorded_tokens(transcript))

@@ -8,7 +8,7 @@ from .baseline import baseline_for
 from .calibration import calibrate, prompt_tokens, recorded_tokens, sent_chars
 from .messages import block_type
 from .sizing import TokenEstimator
-from .transcripts import Transcript, claude_code
+from .transcripts import FORMATS, Transcript
 
 
 def unanswered_at_end(transcript: Transcript) -> list[str]:
@@ -83,7 +83,7 @@ def _recorded(transcript: Transcript) -> dict[str, Any]:
     if not transcript.usage:
         return {}
     tokens = recorded_tokens(transcript)
-    sent = sent_chars(transcript)
+    sent = sent_chars(transcript)  # the one replay inspect makes: the calibration fits on it too
     est = TokenEstimator()
     base = baseline_for(transcript)
     out: dict[str, Any] = {
@@ -95,25 +95,14 @@ def _recorded(transcript: Transcript) -> dict[str, Any]:
         ],
     }
     if not transcript.metadata.get("acompact"):
-        out["calibration"] = calibrate(transcript).to_dict()
+        out["calibration"] = calibrate(transcript, sent).to_dict()
     return out
 
 
 def _format_specific(transcript: Transcript) -> dict[str, Any]:
-    meta = transcript.metadata
-    if "other_roles" in meta:  # the OpenAI-style family
-        return {key: meta[key] for key in ("other_roles", "invalid_arguments", "exit_status", "model_stats",
-                                          "trajectory_format") if key in meta}
-    if transcript.format != claude_code.NAME:
-        return {}
-    return {
-        "subagent": meta.get("subagent", False),
-        "acompact": meta.get("acompact", False),
-        "sidechain_lines": meta.get("sidechain_lines", 0),
-        "ignored_lines": meta.get("ignored_lines", {}),
-        "already_compacted": claude_code.already_compacted(transcript),
-        "subagents": claude_code.subagent_files(transcript.path),
-    }
+    """What the transcript's format module adds (its ``inspect_facts``, where it has one)."""
+    facts = getattr(FORMATS.get(transcript.format), "inspect_facts", None)
+    return facts(transcript) if facts else {}
 
 
 def session_row(transcript: Transcript) -> dict[str, Any]:

@@ -59,3 +59,23 @@ def test_the_entry_point_exits_with_the_commands_status(args, status):
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == status
     assert r.stdout.startswith(b"compactlab") if status == 0 else r.stderr.startswith(b"Usage:")
+
+
+def test_inspect_replays_once(cli, tmp_path, monkeypatch):
+    """inspect fits its calibration on the contexts it replayed for the recorded calls: one replay."""
+    import orjson
+
+    import compactlab.engine as engine
+    from helpers import asst, user, write_jsonl
+
+    msgs = [user("go " * 50)]
+    for i in range(6):
+        reply = asst(f"step {i} " * 20)
+        msgs += [{**reply, "type": "message", "model": "claude-sonnet-4-5",
+                  "usage": {"input_tokens": 100 + 150 * i, "output_tokens": 5}}, user(f"more {i} " * 40)]
+    path = write_jsonl(tmp_path / "t.jsonl", msgs)
+    real, replays = engine.replay, []
+    monkeypatch.setattr(engine, "replay", lambda *a, **k: replays.append(1) or real(*a, **k))
+    r = cli("inspect", path, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert "calibration" in orjson.loads(r.stdout) and len(replays) == 1

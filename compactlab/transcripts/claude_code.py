@@ -215,3 +215,16 @@ def subagent_files(path: str) -> list[dict[str, Any]]:
         return []
     return [{"path": str(f), "acompact": f.name.startswith("agent-acompact-"), "bytes": f.stat().st_size}
             for f in sorted(folder.glob("agent-*.jsonl"))]
+
+
+def inspect_facts(transcript: Transcript) -> dict[str, Any]:
+    """What ``inspect`` shows of a Claude Code session beyond what every format has."""
+    meta = transcript.metadata
+    return {
+        "subagent": meta.get("subagent", False),
+        "acompact": meta.get("acompact", False),
+        "sidechain_lines": meta.get("sidechain_lines", 0),
+        "ignored_lines": meta.get("ignored_lines", {}),
+        "already_compacted": already_compacted(transcript),
+        "subagents": subagent_files(transcript.path),
+    }

@@ -9,6 +9,7 @@ from typing import Any
 from ..errors import InputError
 from .model import Transcript, TranscriptBuilder
 from .openai_chat import convert, document_bad, openai_usage
+from .openai_chat import inspect_facts as _family_facts
 from .reader import read_document
 
 NAME = "mini-swe-agent"
@@ -48,3 +49,7 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
     convert(enumerate(doc["messages"]), builder, document_bad(path, skip_bad_lines, skipped),
             usage_of=lambda m: openai_usage(_response(m).get("usage")) or openai_usage(m.get("usage")))
     return builder.build(skipped_lines=skipped[0], content_hash=sha)
+
+
+#: what ``inspect`` shows beyond what every format has: this family's facts
+inspect_facts = _family_facts

@@ -216,3 +216,11 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
     reader = LineReader(path, skip_bad_lines=skip_bad_lines, head=head)
     convert(reader.objects(), builder, reader.bad)
     return builder.build(skipped_lines=reader.skipped)
+
+
+def inspect_facts(transcript: Transcript) -> dict[str, Any]:
+    """What ``inspect`` shows of an OpenAI-style trajectory (this family: openai, mini-swe-agent,
+    swe-agent) beyond what every format has."""
+    meta = transcript.metadata
+    return {key: meta[key] for key in ("other_roles", "invalid_arguments", "exit_status", "model_stats",
+                                      "trajectory_format") if key in meta}

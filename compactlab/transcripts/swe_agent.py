@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import InputError
 from .model import Transcript, TranscriptBuilder
 from .openai_chat import convert, document_bad
+from .openai_chat import inspect_facts as _family_facts
 from .reader import read_document
 
 NAME = "swe-agent"
@@ -44,3 +45,7 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
     skipped = [0]
     convert(enumerate(doc["history"]), builder, document_bad(path, skip_bad_lines, skipped))
     return builder.build(skipped_lines=skipped[0], content_hash=sha)
+
+
+#: what ``inspect`` shows beyond what every format has: this family's facts
+inspect_facts = _family_facts
