@@ -138,43 +138,6 @@ def cost_options(f: Callable) -> Callable:
     return f
 
 
-def _prices_for(transcripts: list, price_model: str | None, prices: str | Any | None) -> list:
-    """Prices per transcript: a model's, or for a stream the table, looked up when the stream has
-    told its model (``_price_warning`` then). ``prices``: a price table, or the file of one."""
-    from .cost import PriceTable, load_prices
-
-    table = prices if isinstance(prices, PriceTable) else load_prices(prices)
-    out = []
-    for t in transcripts:
-        if price_model is None and getattr(t, "streamed", False):  # a feed read as it is replayed
-            out.append(table)
-            continue
-        out.append(_price_warning(table, table.lookup(price_model or t.model)))
-    return out
-
-
-def _price_warning(table: Any, prices: Any) -> Any:
-    """An unknown model is a warning even with --quiet (it changes every cost)."""
-    if not prices.known:
-        click.echo(f"warning: no prices for model {prices.model!r}: priced as {table.default_model} "
-                   f"(table read {table.read}); use --price-model or --prices", err=True)
-    return prices
-
-
-def _estimators_for(transcripts: list, calibrate: bool, quiet: bool) -> list:
-    if not calibrate:
-        return [None] * len(transcripts)
-    from .calibration import calibrate as fit_calibration
-
-    out = []
-    for t in transcripts:
-        cal = fit_calibration(getattr(t, "transcript", t))  # a loaded feed's transcript
-        _status(quiet, f"{t.path}: calibrated: {cal.overhead_tokens:,} overhead tokens + chars / "
-                       f"{cal.chars_per_token} (mape {cal.mape:.3f} over {cal.calls} calls)")
-        out.append(cal.estimator())
-    return out
-
-
 def input_options(f: Callable) -> Callable:
     from .transcripts import FORMATS
 
@@ -197,27 +160,16 @@ def main() -> None:
 
 
 def _load_all(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: bool, quiet: bool) -> list:
+    from .runs import warn_loaded
     from .transcripts import expand_inputs, load_transcript
 
     loaded = []
     with collector_off():
         for path in expand_inputs(paths):
             t = load_transcript(path, input_format, skip_bad_lines=skip_bad_lines)
-            _warn_loaded(t, quiet)
+            warn_loaded(t, _notify(quiet))
             loaded.append(t)
     return loaded
-
-
-def _open(path: str, input_format: str | None, skip_bad_lines: bool, quiet: bool, stream: bool) -> Any:
-    """One feed for one replay: read while it is replayed (its warnings come after the run) where
-    its format and ``stream`` allow; else loaded."""
-    from .feeds import open_feed
-
-    with collector_off():
-        feed = open_feed(path, input_format, skip_bad_lines=skip_bad_lines, stream=stream)
-    if not feed.streamed:
-        _warn_loaded(feed, quiet)
-    return feed
 
 
 def _read_ahead_early(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: bool,
@@ -233,13 +185,6 @@ def _read_ahead_early(paths: tuple[str, ...], input_format: str | None, skip_bad
         return open_feed(paths[0], input_format, skip_bad_lines=skip_bad_lines, only_read_ahead=True), None
     except CompactlabError as exc:
         return None, exc
-
-
-def _warn_loaded(t: Any, quiet: bool) -> None:
-    if t.skipped_lines:
-        _status(quiet, f"warning: {t.path}: skipped {t.skipped_lines} bad line(s)")
-    for w in t.warnings:
-        _status(quiet, f"warning: {t.path}: {w}")
 
 
 @main.command()
@@ -270,105 +215,52 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
            calibrate: bool, chart: bool, price_model: str | None, prices_file: str | None, skip_bad_lines: bool,
            input_format: str | None, quiet: bool) -> None:
     """Replay each TRANSCRIPT (a file, or a folder of sessions) call by call through a policy."""
-    from .transcripts import expand_inputs
+    from .interrupts import exit_status
 
-    # Each file in turn, read while it is replayed unless a fit or exact counts need it whole
-    # first: months of sessions never sit in memory together.
     stream = not calibrate and tokens != "anthropic"
-    early, problem = _read_ahead_early(transcripts, input_format, skip_bad_lines, stream)
-    try:
-        from .cost import ModelPrices, load_prices
-        from .outputs import OutputDir, run_folder_name
+    first, problem = _read_ahead_early(transcripts, input_format, skip_bad_lines, stream)
+    try:  # the first file's reader is reading while the policy is built
+        from .cost import load_prices
         from .policy import load_policy
-        from .engine import replay as run_replay
-        from .reports import write_chart, write_files, write_runs
-        from .summarizers import build_counter, build_summarizer
+        from .reports import write_runs
+        from .runs import ReplaySettings, replay_files
+        from .transcripts import expand_inputs
 
-        policy = load_policy(policy_ref, overrides)
-        live = _live(summarizer, tokens, model, cache_dir, no_cache, summary_prompt, dry_run)
+        settings = ReplaySettings(
+            policy=load_policy(policy_ref, overrides), overridden=bool(overrides), out_dir=out_dir, dry_run=dry_run,
+            force=force, write_transcripts=write_transcripts, keep_recorded_compactions=keep_recorded_compactions,
+            chart=chart, calibrate=calibrate, tokens=tokens, summarizer=summarizer,
+            live=_live(summarizer, tokens, model, cache_dir, no_cache, summary_prompt, dry_run),
+            price_model=price_model, prices=load_prices(prices_file), input_format=input_format,
+            skip_bad_lines=skip_bad_lines)
         if problem is not None:
             raise problem  # after the policy's and the options' errors, as if opened in turn
         files = expand_inputs(transcripts)
-        table = load_prices(prices_file)
     except BaseException:
-        if early is not None:
-            early.close()
+        if first is not None:
+            first.close()
         raise
-    runs = []
-    stopped: KeyboardInterrupt | None = None
-    used: set[str] = set()
-    # several transcripts into one --out: one run folder, a folder for each inside it
-    shared = OutputDir(out_dir, dry_run, force) if out_dir is not None and len(files) > 1 else None
-    try:
-        for i, path in enumerate(files):
-            t = early if i == 0 and early is not None else None
-            out = None
-            try:
-                if t is None:
-                    t = _open(path, input_format, skip_bad_lines, quiet, stream)
-                price = _prices_for([t], price_model, table)[0]
-                estimator = _estimators_for([t], calibrate, quiet)[0]
-                name = run_folder_name(t.name, policy, bool(overrides), used)
-                if shared is not None:
-                    out = shared.sub(name)
-                else:
-                    out = OutputDir(os.path.join("reports", name) if out_dir is None else out_dir, dry_run, force)
-                out.prepare(protect=files)
-                counter = build_counter(live, t.system) if tokens == "anthropic" else None
-                with collector_off():  # a stream is read during the run
-                    run = run_replay(t, policy, out=out, write_transcripts=write_transcripts,
-                                     keep_recorded_compactions=keep_recorded_compactions, estimator=estimator,
-                                     prices=price, summarizer=build_summarizer(summarizer, live), counter=counter)
-                if t.streamed:  # read now: its model, bad lines and warnings are known
-                    if not isinstance(price, ModelPrices):
-                        _price_warning(price, price.lookup(t.model))
-                    _warn_loaded(t, quiet)
-                if run.failed_summaries:
-                    _status(quiet, f"warning: {t.path}: {len(run.failed_summaries)} summar(y/ies) failed, at call(s) "
-                                   + ", ".join(str(f["call"]) for f in run.failed_summaries[:10])
-                                   + f": {run.failed_summaries[0]['error']}")
-                write_files(run, out)
-                if chart and (unchartable := write_chart(run, policy, out)):
-                    click.echo(f"warning: {t.path}: chart.png not drawn: {unchartable}", err=True)
-                if shared is None:
-                    out.commit()
-            except BaseException:
-                if out is not None:
-                    out.discard()
-                if t is not None:  # a stream not read to the end: stop its reading (and reader)
-                    t.close()
-                raise
-            runs.append(run)
-            del t
-    except KeyboardInterrupt as exc:  # the transcripts replayed so far are kept and reported
-        if not runs:
-            if shared is not None:
-                shared.rollback()
-            raise
-        stopped = exc
-    except BaseException:
-        if shared is not None:
-            shared.rollback()
-        raise
-    if shared is not None:
-        try:
-            shared.commit()
-        except BaseException:
-            shared.rollback()
-            raise
-    write_runs(runs, fmt, sys.stdout)
-    if stopped is not None:
-        from .interrupts import exit_status
-
-        where = [r.out_dir for r in runs if r.out_dir]
-        click.echo(f"error: interrupted: {len(runs)} of {len(files)} transcripts replayed"
-                   + (f"; their reports are in {out_dir if shared is not None else ', '.join(where)}" if where else ""),
-                   err=True)
-        sys.exit(exit_status(stopped))
+    done = replay_files(files, settings, _notify(quiet), first)
+    write_runs(done.runs, fmt, sys.stdout)
+    if done.interrupted is not None:
+        where = done.folder or ", ".join(r.out_dir for r in done.runs if r.out_dir)
+        click.echo(f"error: interrupted: {len(done.runs)} of {done.total} transcripts replayed"
+                   + (f"; their reports are in {where}" if where else ""), err=True)
+        sys.exit(exit_status(done.interrupted))
     if fmt != "table":
-        for run in runs:
+        for run in done.runs:
             if run.out_dir:
                 _status(quiet, f"wrote {run.out_dir}/summary.json, calls.csv")
+
+
+def _notify(quiet: bool) -> Callable[[str, bool], None]:
+    """What the library says on the way, on stderr: all of it, or with --quiet what must be said."""
+
+    def notify(message: str, always: bool) -> None:
+        if always or not quiet:
+            click.echo(message, err=True)
+
+    return notify
 
 
 @main.command()
@@ -402,14 +294,15 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
     from .cost import load_prices
     from .interrupts import exit_status
     from .outputs import OutputDir
+    from .runs import estimators_for, prices_for
     from .reports.compare_report import WRITERS, report_meta, results_frame, sort_frame, write_reports
 
     grid = build_grid(list(policy_refs or ("none", "s06", "s08")), list(overrides), list(sweeps))
     live = _live(summarizer, "estimate", model, cache_dir, no_cache, summary_prompt, dry_run)
     loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
     job_list = jobs_for(len(loaded), grid)
-    prices = _prices_for(loaded, price_model, prices_file)
-    estimators = _estimators_for(loaded, calibrate, quiet)
+    prices = prices_for(loaded, price_model, load_prices(prices_file), _notify(quiet))
+    estimators = estimators_for(loaded, calibrate, _notify(quiet))
     out = OutputDir(out_dir, dry_run, force)
     try:
         out.prepare(protect=[t.path for t in loaded])
@@ -482,15 +375,17 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
 
     from .check import compare_record, load_baseline, parse_tolerances, record_for, transcript_key, write_baseline
     from .compare import build_grid, jobs_for, run_jobs
+    from .cost import load_prices
     from .interrupts import exit_status
     from .outputs import atomic_write_bytes
+    from .runs import prices_for
     from .reports.check_report import WRITERS, junit_xml, step_summary
 
     tolerance = parse_tolerances(tolerances)
     grid = build_grid(list(policy_refs or ("s08",)), list(overrides), [])
     old = {} if update_baseline else load_baseline(baseline_path)
     loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
-    prices = _prices_for(loaded, price_model, prices_file)
+    prices = prices_for(loaded, price_model, load_prices(prices_file), _notify(quiet))
     done = run_jobs(loaded, jobs_for(len(loaded), grid), prices=prices)
     _report_failures(done.failures)
     results = done.results

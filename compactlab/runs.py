@@ -1,0 +1,199 @@
+"""Replays into their output folders, from the first file opened to the last folder put in place:
+what ``compactlab replay`` does, as one library call (``replay_files``).
+
+Each file is read while it is replayed unless a calibration or exact counts need it whole first,
+so months of sessions never sit in memory together. Each run writes into its own folder
+(``reports/<transcript>-<policy>[-<fingerprint>]``, or ``--out``), staged and put in place whole
+when the run is over (``outputs.OutputDir``); several transcripts replayed into one ``--out`` are
+one run, a folder each inside it. Ctrl-C or SIGTERM keeps the runs that had finished (and their
+folders) and says so in the result; any other failure removes what the unfinished run wrote and
+is raised. What a user should hear on the way (a warning, a status line) goes to ``notify``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .cost import ModelPrices, PriceTable, load_prices
+from .feeds import Feed, open_feed
+from .outputs import OutputDir, run_folder_name
+from .policy import Policy
+from .process import collector_off
+from .records import Run
+
+#: how a run tells the user something: (the message, whether it is said even with --quiet)
+Notify = Callable[[str, bool], None]
+
+
+def quietly(message: str, always: bool) -> None:
+    """A Notify that says nothing."""
+
+
+@dataclass
+class ReplaySettings:
+    """Everything about a replay but the files: the policy, where it writes, how it measures and
+    prices, and who summarises."""
+
+    policy: Policy
+    overridden: bool = False  # --set changed the policy: its default folder name says so
+    out_dir: str | None = None
+    dry_run: bool = False
+    force: bool = False
+    write_transcripts: bool = False
+    keep_recorded_compactions: bool = False
+    chart: bool = False
+    calibrate: bool = False
+    tokens: str = "estimate"  # or "anthropic": exact counts (messages.count_tokens)
+    summarizer: str = "stub"
+    live: Any = None  # summarizers.LiveOptions for the live summarizer or exact counts
+    price_model: str | None = None
+    prices: PriceTable = field(default_factory=load_prices)
+    input_format: str | None = None
+    skip_bad_lines: bool = False
+
+    @property
+    def stream(self) -> bool:
+        """Whether files are read while they are replayed (a fit or exact counts need them whole)."""
+        return not self.calibrate and self.tokens != "anthropic"
+
+
+@dataclass
+class Replayed:
+    """The runs that finished, of how many files, and the interrupt that stopped the rest."""
+
+    runs: list[Run]
+    total: int
+    interrupted: KeyboardInterrupt | None = None
+    #: the one folder that holds them all (several transcripts into one --out), else None
+    folder: str | None = None
+
+
+def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = quietly,
+                 first: Feed | None = None) -> Replayed:
+    """Replay each file through ``settings.policy`` into its output folder. ``first``: the first
+    file's feed, opened already (a command starts the read-ahead before it builds its policy)."""
+    from .engine import replay
+    from .reports import write_chart, write_files
+    from .summarizers import build_counter, build_summarizer
+
+    s = settings
+    done = Replayed([], len(files))
+    used: set[str] = set()
+    shared = OutputDir(s.out_dir, s.dry_run, s.force) if s.out_dir is not None and len(files) > 1 else None
+    try:
+        for i, path in enumerate(files):
+            feed = first if i == 0 else None
+            out = None
+            try:
+                if feed is None:
+                    feed = open_for_replay(path, s, notify)
+                price = prices_for([feed], s.price_model, s.prices, notify)[0]
+                estimator = estimators_for([feed], s.calibrate, notify)[0]
+                name = run_folder_name(feed.name, s.policy, s.overridden, used)
+                if shared is not None:
+                    out = shared.sub(name)
+                else:
+                    out = OutputDir(os.path.join("reports", name) if s.out_dir is None else s.out_dir, s.dry_run,
+                                    s.force)
+                out.prepare(protect=files)
+                counter = build_counter(s.live, feed.system) if s.tokens == "anthropic" else None
+                with collector_off():  # a stream is read during the run
+                    run = replay(feed, s.policy, out=out, write_transcripts=s.write_transcripts,
+                                 keep_recorded_compactions=s.keep_recorded_compactions, estimator=estimator,
+                                 prices=price, summarizer=build_summarizer(s.summarizer, s.live), counter=counter)
+                if feed.streamed:  # read now: its model, bad lines and warnings are known
+                    if not isinstance(price, ModelPrices):
+                        price_warning(price, price.lookup(feed.model), notify)
+                    warn_loaded(feed, notify)
+                if run.failed_summaries:
+                    notify(f"warning: {feed.path}: {len(run.failed_summaries)} summar(y/ies) failed, at call(s) "
+                           + ", ".join(str(f["call"]) for f in run.failed_summaries[:10])
+                           + f": {run.failed_summaries[0]['error']}", False)
+                write_files(run, out)
+                if s.chart and (unchartable := write_chart(run, s.policy, out)):
+                    notify(f"warning: {feed.path}: chart.png not drawn: {unchartable}", True)
+                if shared is None:
+                    out.commit()
+            except BaseException:
+                if out is not None:
+                    out.discard()
+                if feed is not None:  # a stream not read to the end: stop its reading (and reader)
+                    feed.close()
+                raise
+            done.runs.append(run)
+            del feed
+    except KeyboardInterrupt as exc:  # the transcripts replayed so far are kept and reported
+        if not done.runs:
+            if shared is not None:
+                shared.rollback()
+            raise
+        done.interrupted = exc
+    except BaseException:
+        if shared is not None:
+            shared.rollback()
+        raise
+    if shared is not None:
+        try:
+            shared.commit()
+        except BaseException:
+            shared.rollback()
+            raise
+        done.folder = shared.path
+    return done
+
+
+def open_for_replay(path: str, settings: ReplaySettings, notify: Notify = quietly) -> Feed:
+    """One file's feed: read while it is replayed (its warnings come after the run) where its
+    format and the settings allow; else loaded (its warnings now)."""
+    with collector_off():
+        feed = open_feed(path, settings.input_format, skip_bad_lines=settings.skip_bad_lines, stream=settings.stream)
+    assert feed is not None
+    if not feed.streamed:
+        warn_loaded(feed, notify)
+    return feed
+
+
+def prices_for(sources: list, price_model: str | None, table: PriceTable, notify: Notify = quietly) -> list:
+    """Prices per transcript or feed: a model's, or for a stream the table itself, to look up
+    once the stream has told its model (``price_warning`` then)."""
+    out: list = []
+    for t in sources:
+        if price_model is None and getattr(t, "streamed", False):  # a feed read as it is replayed
+            out.append(table)
+            continue
+        out.append(price_warning(table, table.lookup(price_model or t.model), notify))
+    return out
+
+
+def price_warning(table: PriceTable, prices: ModelPrices, notify: Notify = quietly) -> ModelPrices:
+    """An unknown model is a warning even with --quiet (it changes every cost)."""
+    if not prices.known:
+        notify(f"warning: no prices for model {prices.model!r}: priced as {table.default_model} "
+               f"(table read {table.read}); use --price-model or --prices", True)
+    return prices
+
+
+def estimators_for(sources: list, calibrate: bool, notify: Notify = quietly) -> list:
+    """Per transcript or loaded feed: its calibrated token estimator, or None (the policy's)."""
+    if not calibrate:
+        return [None] * len(sources)
+    from .calibration import calibrate as fit_calibration
+
+    out = []
+    for t in sources:
+        cal = fit_calibration(getattr(t, "transcript", t))  # a loaded feed's transcript
+        notify(f"{t.path}: calibrated: {cal.overhead_tokens:,} overhead tokens + chars / {cal.chars_per_token} "
+               f"(mape {cal.mape:.3f} over {cal.calls} calls)", False)
+        out.append(cal.estimator())
+    return out
+
+
+def warn_loaded(source: Any, notify: Notify = quietly) -> None:
+    """The bad lines skipped and the warnings of a transcript or feed."""
+    if source.skipped_lines:
+        notify(f"warning: {source.path}: skipped {source.skipped_lines} bad line(s)", False)
+    for w in source.warnings:
+        notify(f"warning: {source.path}: {w}", False)
