@@ -17,6 +17,7 @@ recorded.
 from __future__ import annotations
 
 import time
+from operator import attrgetter
 from os import PathLike
 from typing import Any, Protocol
 
@@ -29,7 +30,7 @@ from .layers import CHEAP, NOTHING, LayerStats, RunEnv, manual, reactive, summar
 from .messages import Entry
 from .outputs import OutputDir
 from .policy import Policy, fingerprint_of
-from .records import Run, TurnRecord, summarize
+from .records import TURN_COUNTERS, Run, TurnRecord, summarize
 from .retention import retained
 from .sizing import TokenEstimator
 from .summarizers import StubSummarizer, Summarizer
@@ -111,6 +112,11 @@ def replay(
         failed_summaries=env.failed_summaries,
         out_dir=out.path,
     )
+
+
+#: a call's counts, copied from its LayerStats into its TurnRecord by name (records.COUNTERS)
+_TURN_COLUMNS = [column for _, column in TURN_COUNTERS]
+_turn_counts = attrgetter(*[stat for stat, _ in TURN_COUNTERS])
 
 
 class Turns:
@@ -241,15 +247,7 @@ class Turns:
             messages=len(ctx),
             chars=ctx.chars,
             tokens=tokens,
-            persisted=stats.persisted,
-            persisted_chars=stats.persisted_chars,
-            snipped=stats.snipped,
-            micro_compacted=stats.micro_compacted,
-            summarized=stats.summaries,
-            summary_input_chars=stats.summary_input_chars,
-            summary_output_chars=stats.summary_output_chars,
-            reactive=stats.reactive,
-            manual=stats.manual,
+            **dict(zip(_TURN_COLUMNS, _turn_counts(stats))),
             overflow=tokens > self.window,
             violations_introduced=introduced,
             violations_inherited=inherited,

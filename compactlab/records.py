@@ -10,6 +10,31 @@ from operator import attrgetter
 from typing import Any
 
 
+#: What the layers count, defined once: (the name in ``LayerStats``, its column in a call's
+#: TurnRecord, its key in the RunSummary; None where it is not reported there). A layer adds to
+#: a LayerStats; the engine copies a call's counts into its TurnRecord and the run's totals into
+#: the RunSummary by these names. One counter, two names: a call's ``summarized`` is whether the
+#: summary layer made a summary at that call, a run's ``summaries`` how many it made.
+COUNTERS: list[tuple[str, str | None, str | None]] = [
+    ("persisted", "persisted", "persisted"),
+    ("persisted_chars", "persisted_chars", None),
+    ("snipped", "snipped", "snipped"),
+    ("micro_compacted", "micro_compacted", "micro_compacted"),
+    ("summaries", "summarized", "summaries"),
+    ("summary_input_chars", "summary_input_chars", None),
+    ("summary_output_chars", "summary_output_chars", None),
+    ("summary_input_tokens", None, "summary_input_tokens"),
+    ("summary_output_tokens", None, "summary_output_tokens"),
+    ("reactive", "reactive", "reactive"),
+    ("manual", "manual", "manual"),
+    ("summary_failures", None, None),
+]
+#: the counters a TurnRecord takes (LayerStats names) and its columns for them
+TURN_COUNTERS = [(stat, column) for stat, column, _ in COUNTERS if column]
+#: the counters a RunSummary takes (LayerStats names) and its keys for them
+RUN_COUNTERS = [(stat, key) for stat, _, key in COUNTERS if key]
+
+
 @dataclass
 class TurnRecord:
     """One call: the context as sent and what the policy did to it (a row of calls.csv).
@@ -106,6 +131,7 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
     """A run's summary, built from its priced records, its layers' totals (``LayerStats``) and its
     violations; ``transcript`` gives the path, format, skipped lines and recorded usage."""
     summary_cost = prices.summary_cost(totals.summary_input_tokens, totals.summary_output_tokens)
+    counted = {key: getattr(totals, stat) for stat, key in RUN_COUNTERS}
     n_refs = sum(r.refs for r in records)
     n_retained = sum(r.refs_retained for r in records)
     usage = transcript.usage
@@ -124,15 +150,8 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
         reduction=round(1 - total / raw_total, 6) if raw_total else 0.0,
         peak_tokens=max((r.tokens for r in records), default=0),
         final_tokens=records[-1].tokens if records else 0,
-        snipped=totals.snipped,
-        micro_compacted=totals.micro_compacted,
-        persisted=totals.persisted,
         persisted_files=persisted_files,
-        summaries=totals.summaries,
-        summary_input_tokens=totals.summary_input_tokens,
-        summary_output_tokens=totals.summary_output_tokens,
-        reactive=totals.reactive,
-        manual=totals.manual,
+        **counted,
         overflows=sum(r.overflow for r in records),
         violations_introduced=sum(v["introduced"] for v in violations),
         violations_inherited=sum(not v["introduced"] for v in violations),

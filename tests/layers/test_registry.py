@@ -40,3 +40,23 @@ def test_order_takes_only_cheap_layers():
     assert build_policy({"order": ["micro", "budget"]}, "t").order == ["micro", "budget"]
     with pytest.raises(PolicyError, match="order.0"):
         build_policy({"order": ["reactive"]}, "t")
+
+
+def test_the_counters_are_defined_once_and_flow_by_name():
+    from compactlab.layers import LayerStats
+    from compactlab.records import COUNTERS, RUN_COUNTERS, TURN_COUNTERS, RunSummary, TurnRecord
+
+    stats_fields = [f.name for f in dataclasses.fields(LayerStats)]
+    assert stats_fields == [stat for stat, _, _ in COUNTERS] + ["lowest_changed"]
+    turn_fields = {f.name for f in dataclasses.fields(TurnRecord)}
+    run_fields = {f.name for f in dataclasses.fields(RunSummary)}
+    assert all(column in turn_fields for _, column in TURN_COUNTERS)
+    assert all(key in run_fields for _, key in RUN_COUNTERS)
+    a = LayerStats(**{stat: i + 1 for i, (stat, _, _) in enumerate(COUNTERS)}, lowest_changed=7)
+    b = LayerStats(**{stat: 10 * (i + 1) for i, (stat, _, _) in enumerate(COUNTERS)}, lowest_changed=3)
+    a.add(b)
+    assert [getattr(a, stat) for stat, _, _ in COUNTERS] == [11 * (i + 1) for i in range(len(COUNTERS))]
+    assert a.lowest_changed == 3
+    untouched = LayerStats(snipped=2)
+    untouched.add(LayerStats(snipped=5))  # changed nothing, failed nothing: nothing to add
+    assert untouched.snipped == 2
