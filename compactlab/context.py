@@ -23,8 +23,40 @@ from .messages import Entry
 from .sizing import list_chars
 
 
+class ResultMemo:
+    """Per layer (by key), how many tool results from the first, in context order, the layer has
+    dealt with: its decisions on them stand, so it looks only at those that became old since
+    (micro's incremental step). Immutable: a new count is a new memo, kept by the new context."""
+
+    __slots__ = ("_dealt",)
+
+    def __init__(self, dealt: dict[str, int] | None = None) -> None:
+        self._dealt = dealt or {}
+
+    def __bool__(self) -> bool:
+        return bool(self._dealt)
+
+    def get(self, key: str) -> int:
+        return self._dealt.get(key, 0)
+
+    def with_count(self, key: str, dealt: int) -> "ResultMemo":
+        return ResultMemo({**self._dealt, key: dealt})
+
+    def spliced(self, head_refs: int, tail_refs: int, made_refs: int) -> "ResultMemo":
+        """After a splice that keeps the first ``head_refs`` results and those from ``tail_refs``
+        on, with ``made_refs`` new ones between: what was dealt with in the head stays so, and in
+        the tail too unless new results precede it (then only the head's)."""
+        if not self._dealt:
+            return self
+        return ResultMemo({key: n if n <= head_refs else head_refs if n < tail_refs or made_refs
+                           else n - (tail_refs - head_refs) for key, n in self._dealt.items()})
+
+
+NO_MEMO = ResultMemo()
+
+
 class Context:
-    __slots__ = ("entries", "chars_sum", "_refs", "n_refs", "_keys", "last_assistant", "dealt")
+    __slots__ = ("entries", "chars_sum", "_refs", "n_refs", "_keys", "last_assistant", "memo")
 
     def __init__(self, entries: Iterable[Entry] = ()) -> None:
         self.entries: list[Entry] = list(entries)
@@ -42,10 +74,9 @@ class Context:
         self.last_assistant = next(
             (pos for pos in range(len(self.entries) - 1, -1, -1) if self.entries[pos].role == "assistant"), -1
         )
-        #: per layer key, how many tool results from the first (in context order) the layer has
-        #: dealt with: its decisions on them stand. Carried through same-shape replacements, and
-        #: through splices that bring no tool results of their own (less the results dropped)
-        self.dealt: dict[str, int] = {}
+        #: what layers have dealt with (``ResultMemo``): carried through same-shape replacements,
+        #: and through splices (``ResultMemo.spliced``)
+        self.memo = NO_MEMO
 
     # -- the engine's in-place growth ---------------------------------------------------------
     def append(self, entry: Entry) -> None:
@@ -95,7 +126,7 @@ class Context:
         # a replacement keeps its message's tool results and origin: the logs are shared
         new._refs, new.n_refs, new._keys = self._refs, self.n_refs, self._keys
         new.last_assistant = self.last_assistant
-        new.dealt = dict(self.dealt) if self.dealt else {}
+        new.memo = self.memo
         return new
 
     def spliced(self, head_end: int, made: list[Entry], tail_start: int) -> "Context":
@@ -119,9 +150,7 @@ class Context:
         made_refs = len(new._refs) - head_refs
         new._refs += [(pos + shift, k) for pos, k in refs[tail_refs: self.n_refs]]
         new.n_refs = len(new._refs)
-        # what was dealt with in the head stays so, and in the tail too unless new results precede it
-        new.dealt = {key: n if n <= head_refs else head_refs if n < tail_refs or made_refs else n - (tail_refs - head_refs)
-                     for key, n in self.dealt.items()}
+        new.memo = self.memo.spliced(head_refs, tail_refs, made_refs)
         keys = self._keys[:head_end]
         key = keys[-1] if keys else -1
         for e in made:

@@ -11,8 +11,9 @@ many tokens) and ``clear_inputs`` (also empty the tool_use input). A replacement
 shorter is skipped.
 
 Incremental: once a result is old it stays old while the context only grows, so the layer
-remembers in ``context.dealt`` how many results it has already dealt with and looks only at the
-ones that became old since (the count survives snips and summaries that keep earlier results).
+remembers in the context's ``memo`` how many results it has already dealt with and looks only at
+the ones that became old since (the count survives snips and summaries that keep earlier results).
+The count goes into the context it returns, never into the one it was given.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class MicroConfig(LayerConfig):
 def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, LayerStats]:
     cutoff = _cutoff(context, config)
     key = f"micro:{id(config)}"
-    start = context.dealt.get(key, 0)
+    start = context.memo.get(key)
     if cutoff <= start:
         return context, NOTHING
     if config.trigger_tokens and env.estimator.tokens(context.chars) <= config.trigger_tokens:
@@ -101,8 +102,8 @@ def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, 
         # a result's tool_use is normally in the message just before it: look there first
         _clear_inputs(context, {tool_id for _, _, tool_id, _ in chosen}, sorted({p - 1 for p, *_ in chosen if p > 0}),
                       changes, stats)
-    result = context.replaced(changes) if changes else context
-    result.dealt[key] = cutoff
+    result = context.replaced(changes)  # (a copy even with no change: the context given is not written)
+    result.memo = context.memo.with_count(key, cutoff)
     return result, stats
 
 

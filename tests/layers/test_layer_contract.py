@@ -69,3 +69,19 @@ def test_budget_and_micro_never_grow_the_context(name, which):
 def test_the_contract_contexts_make_every_layer_act():
     acted = {name: any(call(name, context(m))[0].messages != m for m in CONTEXTS.values()) for name in LAYERS}
     assert all(acted.values()), acted
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+@pytest.mark.parametrize("which", sorted(CONTEXTS))
+def test_no_layer_writes_into_the_context_it_was_given(name, which):
+    from compactlab.context import Context
+    from compactlab.layers.micro import micro
+    from compactlab.policy import MicroConfig
+
+    ctx = context(CONTEXTS[which])
+    ctx, _ = micro(ctx, MicroConfig(keep_recent=1, min_chars=10_000), RunEnv(summarizer=StubSummarizer()))  # a memo
+    state = lambda c: (list(c.entries), c.chars_sum, c.n_refs, list(c._keys), c.last_assistant, c.memo)  # noqa: E731
+    before = state(ctx)
+    out, _ = call(name, ctx)
+    assert state(ctx) == before
+    assert isinstance(out, Context)

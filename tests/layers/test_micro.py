@@ -110,7 +110,7 @@ def test_what_micro_dealt_with_survives_snips_and_agrees_with_a_fresh_scan(keep_
     for i, m in enumerate(msgs[3:], 3):
         ctx.append(make_entry(m, i))
         ctx, _ = snip(ctx, snip_cfg, e)
-        carried += bool(ctx.dealt)
+        carried += bool(ctx.memo)
         fresh = Context(ctx.entries)  # the same messages, nothing dealt with
         ctx, _ = micro(ctx, cfg, e)
         fresh, _ = micro(fresh, cfg, env())
