@@ -52,10 +52,24 @@ def _status(quiet: bool, message: str) -> None:
         click.echo(message, err=True)
 
 
+class _SetOption(click.Option):
+    """--set, whose help names the policy's tables as the layer registry has them (read when the
+    help is shown: the layers are not imported at start-up)."""
+
+    @property  # type: ignore[override]
+    def help(self) -> str:
+        from .policy import SECTIONS
+
+        return (f"Override a policy key, e.g. --set summary.trigger=40000 (repeatable). Tables: {', '.join(SECTIONS)}; "
+                "their keys: compactlab policies show s08.")
+
+    @help.setter
+    def help(self, value: object) -> None:
+        pass
+
+
 def policy_options(f: Callable) -> Callable:
-    f = click.option("--set", "overrides", multiple=True, metavar="LAYER.KEY=VALUE",
-                     help="Override a policy key, e.g. --set summary.trigger=40000 (repeatable).")(f)
-    return f
+    return click.option("--set", "overrides", multiple=True, metavar="LAYER.KEY=VALUE", cls=_SetOption)(f)
 
 
 class Registry(click.Choice):

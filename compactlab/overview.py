@@ -2,13 +2,40 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from .baseline import baseline_for
 from .calibration import calibrate, prompt_tokens, recorded_tokens, sent_chars
 from .messages import block_type
 from .sizing import TokenEstimator
 from .transcripts import FORMATS, Transcript
+
+
+class Overview(TypedDict, total=False):
+    """What ``inspect`` reports of a transcript (its JSON keys); the recorded-usage keys are there
+    when the transcript recorded usage, the format's own (``inspect_facts``) when it has any."""
+
+    transcript: str
+    format: str
+    title: str | None
+    session_id: str | None
+    model: str | None
+    messages: int
+    calls: int
+    tool_calls: int
+    raw_chars: int
+    tools: dict[str, dict[str, int]]
+    largest_results: list[dict[str, Any]]
+    violations: list[dict[str, Any]]
+    raw_tokens_per_call: list[int]
+    raw_growth: dict[str, int]
+    skipped_lines: int
+    unanswered_at_end: list[str]
+    recorded_compactions: list[dict[str, Any]]
+    warnings: list[str]
+    recorded_prompt_tokens_total: int
+    recorded_calls: list[dict[str, Any]]
+    calibration: dict[str, Any]
 
 
 def unanswered_at_end(transcript: Transcript) -> list[str]:
@@ -21,7 +48,7 @@ def unanswered_at_end(transcript: Transcript) -> list[str]:
     return [t for t in last.tool_use_ids if t not in answered]
 
 
-def overview(transcript: Transcript, top: int = 10) -> dict[str, Any]:
+def overview(transcript: Transcript, top: int = 10) -> Overview:
     est = TokenEstimator()
     base = baseline_for(transcript)
     names = transcript.tool_names
@@ -44,38 +71,38 @@ def overview(transcript: Transcript, top: int = 10) -> dict[str, Any]:
     raw_tokens = [est.tokens(c) for c in base.chars]
     n = len(raw_tokens)
     growth = {f"p{int(q * 100)}": raw_tokens[min(n - 1, int(q * (n - 1)))] for q in (0.25, 0.5, 0.75, 1.0)} if n else {}
-    return {
-        "transcript": transcript.path,
-        "format": transcript.format,
-        "title": transcript.title,
-        "session_id": transcript.session_id,
-        "model": transcript.model,
-        "messages": len(transcript.entries),
-        "calls": len(transcript.call_positions),
-        "tool_calls": sum(len(e.tool_use_ids) for e in transcript.entries),
-        "raw_chars": sum(e.chars for e in transcript.entries),
-        "tools": dict(sorted(tools.items(), key=lambda kv: -kv[1]["total_chars"])),
-        "largest_results": [
+    return Overview(  # type: ignore[typeddict-item] - the format's own keys come on top
+        transcript=transcript.path,
+        format=transcript.format,
+        title=transcript.title,
+        session_id=transcript.session_id,
+        model=transcript.model,
+        messages=len(transcript.entries),
+        calls=len(transcript.call_positions),
+        tool_calls=sum(len(e.tool_use_ids) for e in transcript.entries),
+        raw_chars=sum(e.chars for e in transcript.entries),
+        tools=dict(sorted(tools.items(), key=lambda kv: -kv[1]["total_chars"])),
+        largest_results=[
             {"tool_use_id": tid, "tool": name, "chars": size, "message_index": pos}
             for size, tid, name, pos in results[:top]
         ],
-        "violations": [
+        violations=[
             {"kind": v.kind, "call": call, "message_index": v.message_index, "tool_use_id": v.tool_use_id,
              "introduced": False}
             for call, v in base.first_seen
         ],
-        "raw_tokens_per_call": raw_tokens,
-        "raw_growth": growth,
-        "skipped_lines": transcript.skipped_lines,
-        "unanswered_at_end": unanswered_at_end(transcript),
-        "recorded_compactions": [
+        raw_tokens_per_call=raw_tokens,
+        raw_growth=growth,
+        skipped_lines=transcript.skipped_lines,
+        unanswered_at_end=unanswered_at_end(transcript),
+        recorded_compactions=[
             {"message_index": c.position, "trigger": c.trigger, "pre_tokens": c.pre_tokens, "summary_chars": c.summary.chars}
             for c in transcript.compactions
         ],
-        "warnings": transcript.warnings,
+        warnings=transcript.warnings,
         **_recorded(transcript),
         **_format_specific(transcript),
-    }
+    )
 
 
 def _recorded(transcript: Transcript) -> dict[str, Any]:
