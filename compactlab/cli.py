@@ -308,6 +308,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
     from .cost import load_prices
     from .interrupts import exit_status
     from .outputs import OutputDir
+    from .reports.terminal import Progress
     from .runs import estimators_for, prices_for
     from .reports.compare_report import WRITERS, report_meta, results_frame, sort_frame, write_reports
 
@@ -320,7 +321,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
     out = OutputDir(out_dir, dry_run, force)
     try:
         out.prepare(protect=[t.path for t in loaded])
-        with _progress(len(job_list), quiet) as advance:
+        with Progress("compare", len(job_list), enabled=not quiet) as advance:
             done = run_jobs(loaded, job_list, n_jobs=jobs, prices=prices, estimators=estimators,
                             keep_recorded_compactions=keep_recorded_compactions, summarizer=(summarizer, live),
                             on_result=advance, executor=executor)
@@ -393,7 +394,7 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
     from .interrupts import exit_status
     from .outputs import atomic_write_bytes
     from .runs import prices_for
-    from .reports.check_report import WRITERS, junit_xml, step_summary
+    from .reports.check_report import WRITERS, append_step_summary, junit_xml
 
     tolerance = parse_tolerances(tolerances)
     grid = build_grid(list(policy_refs or ("s08",)), list(overrides), [])
@@ -422,13 +423,9 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
             atomic_write_bytes(Path(junit_path), junit_xml(checked))
         except OSError as exc:
             raise UsageError(f"--junit {junit_path}: cannot write: {exc.strerror or exc}") from None
-    summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary_file:
-        try:
-            with open(summary_file, "a", encoding="utf-8") as f:
-                f.write(step_summary(checked))
-        except OSError as exc:
-            click.echo(f"warning: GITHUB_STEP_SUMMARY {summary_file}: cannot append: {exc.strerror or exc}", err=True)
+    problem = append_step_summary(checked)
+    if problem:
+        click.echo(f"warning: {problem}", err=True)
     if done.interrupted:
         click.echo(f"error: interrupted: {len(results)} of {done.total} runs finished (checked above); "
                    "the check is incomplete", err=True)
@@ -459,31 +456,6 @@ def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str |
     figures = run(calls=calls, rounds=rounds, workdir=workdir, naive=not no_reference, jobs=jobs)
     if json_out:
         atomic_write_bytes(Path(json_out), orjson.dumps(figures, option=orjson.OPT_INDENT_2) + b"\n")
-
-
-class _progress:
-    """A rich progress bar on stderr when it is a terminal; otherwise nothing."""
-
-    def __init__(self, total: int, quiet: bool) -> None:
-        self.total = total
-        self.enabled = not quiet and sys.stderr.isatty()
-        self.bar: Any = None
-
-    def __enter__(self) -> Callable[[Any], None]:
-        if not self.enabled:
-            return lambda _result: None
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-        self.bar = Progress("compare", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                            console=Console(stderr=True), transient=True)
-        self.bar.start()
-        task = self.bar.add_task("runs", total=self.total)
-        return lambda _result: self.bar.advance(task)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar.stop()
 
 
 @main.command()

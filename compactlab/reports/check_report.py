@@ -65,6 +65,22 @@ def junit_xml(results: list[CheckResult]) -> bytes:
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
 
 
+def append_step_summary(results: list[CheckResult]) -> str | None:
+    """Append the Markdown summary to the file GitHub Actions names in ``GITHUB_STEP_SUMMARY``
+    (nothing without it); why it could not be appended, or None."""
+    import os
+
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return None
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(step_summary(results))
+    except OSError as exc:
+        return f"GITHUB_STEP_SUMMARY {path}: cannot append: {exc.strerror or exc}"
+    return None
+
+
 def step_summary(results: list[CheckResult]) -> str:
     bad = sum(not r.ok for r in results)
     lines = [f"### compactlab check: {len(results) - bad} passed, {bad} failed", "",

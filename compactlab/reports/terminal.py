@@ -96,3 +96,32 @@ class Printer:
             self.out.write(line + "\n")
         else:
             self._console.print(line, style=style, soft_wrap=True)
+
+
+class Progress:
+    """A rich progress bar on stderr while a grid runs, when stderr is a terminal and it is
+    ``enabled``; otherwise nothing. Entered, it gives the function to call as each job ends."""
+
+    def __init__(self, label: str, total: int, enabled: bool = True) -> None:
+        import sys
+
+        self.label, self.total = label, total
+        self.enabled = enabled and sys.stderr.isatty()
+        self.bar: Any = None
+
+    def __enter__(self) -> Any:
+        if not self.enabled:
+            return lambda _result: None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
+        from rich.progress import Progress as Bar
+
+        self.bar = Bar(self.label, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                       console=Console(stderr=True), transient=True)
+        self.bar.start()
+        task = self.bar.add_task("runs", total=self.total)
+        return lambda _result: self.bar.advance(task)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.stop()
