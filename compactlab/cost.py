@@ -13,6 +13,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import InputError, UsageError
 from .files import read_regular_text
@@ -108,17 +109,18 @@ class PromptCache:
         """How many leading messages are as they were sent last time."""
         return self.sent_messages if lowest_changed is None else min(self.sent_messages, lowest_changed)
 
-    def account(self, entries: list, chars_sum: int, chars: int, unchanged: int, tokens: int) -> tuple[int, int]:
-        """(cache read, cache write) tokens of a call sending ``entries`` (their chars summed
-        ``chars_sum``, ``chars`` as JSON), of which the first ``unchanged`` were sent before."""
+    def account(self, context: Any, unchanged: int, tokens: int) -> tuple[int, int]:
+        """(cache read, cache write) tokens of a call sending ``context`` (its ``entries``, their
+        ``chars_sum`` and its ``chars`` as JSON), of which the first ``unchanged`` were sent before."""
         if self.calls == 0:
             read = 0
         elif unchanged > 0:
+            entries = context.entries
             n = len(entries)  # sum the shorter side: the kept prefix, or what changed after it
             kept = (sum(e.chars for e in entries[:unchanged]) if unchanged < n - unchanged
-                    else chars_sum - sum(e.chars for e in entries[unchanged:]))
+                    else context.chars_sum - sum(e.chars for e in entries[unchanged:]))
             prefix = list_chars(kept, unchanged)
-            read = round(tokens * prefix / chars) if self.exact else self.estimator.tokens(prefix)
+            read = round(tokens * prefix / context.chars) if self.exact else self.estimator.tokens(prefix)
             read = min(read, tokens, self.sent_tokens)
         else:
             read = min(self.estimator.overhead_tokens, tokens)  # system prompt and tools stay cached

@@ -30,7 +30,7 @@ from .layers import CHEAP, NOTHING, LayerStats, RunEnv, manual, reactive, summar
 from .messages import Entry
 from .outputs import OutputDir
 from .policy import Policy, fingerprint_of
-from .records import TURN_COUNTERS, Run, TurnRecord, summarize
+from .records import TURN_COLUMNS, TURN_COUNTERS, Run, TurnRecord, summarize
 from .retention import retained
 from .sizing import TokenEstimator
 from .summarizers import StubSummarizer, Summarizer
@@ -114,9 +114,14 @@ def replay(
     )
 
 
-#: a call's counts, copied from its LayerStats into its TurnRecord by name (records.COUNTERS)
-_TURN_COLUMNS = [column for _, column in TURN_COUNTERS]
+#: a call's counts, copied from its LayerStats into its TurnRecord by name (records.COUNTERS):
+#: its columns for them stand together, after ``tokens``
 _turn_counts = attrgetter(*[stat for stat, _ in TURN_COUNTERS])
+_COUNTS_AT = TURN_COLUMNS.index("tokens") + 1
+assert TURN_COLUMNS[_COUNTS_AT: _COUNTS_AT + len(TURN_COUNTERS)] == [column for _, column in TURN_COUNTERS]
+assert TURN_COLUMNS[_COUNTS_AT + len(TURN_COUNTERS):] == [
+    "overflow", "violations_introduced", "violations_inherited", "cache_read_tokens", "cache_write_tokens",
+    "input_cost_usd", "refs", "refs_retained"]
 
 
 class Turns:
@@ -159,7 +164,7 @@ class Turns:
         self.tracker.update(self.context.entries, unchanged)  # 4
         introduced, inherited = self.violations.record(call, self.tracker, self.base.counts_at(call))
         ctx = self.context
-        read, write = self.cache.account(ctx.entries, ctx.chars_sum, ctx.chars, unchanged, tokens)  # 5
+        read, write = self.cache.account(ctx, unchanged, tokens)  # 5
         refs = self.base.refs.get(call, ()) if self.keep_refs else self.base.refs.pop(call, ())  # a stream's: let go
         record = self._record(call, pos, stats, tokens, introduced, inherited, read, write, refs,
                               retained(refs, ctx))  # 6
@@ -238,21 +243,8 @@ class Turns:
         base, ctx = self.base, self.context
         raw_tokens = (self.counter.count([e.message for e in self.raw_entries[:pos]]) if self.counter
                       else self.env.estimator.tokens(base.chars[call]))
-        return TurnRecord(
-            call=call,
-            message_index=pos,
-            raw_messages=base.messages[call],
-            raw_chars=base.chars[call],
-            raw_tokens=raw_tokens,
-            messages=len(ctx),
-            chars=ctx.chars,
-            tokens=tokens,
-            **dict(zip(_TURN_COLUMNS, _turn_counts(stats))),
-            overflow=tokens > self.window,
-            violations_introduced=introduced,
-            violations_inherited=inherited,
-            cache_read_tokens=read,
-            cache_write_tokens=write,
-            refs=len(refs),
-            refs_retained=kept,
-        )
+        # positionally, in TurnRecord's field order (the counters stand together after tokens:
+        # _COUNTS_AT), without a dict of keywords a call
+        return TurnRecord(call, pos, base.messages[call], base.chars[call], raw_tokens, len(ctx), ctx.chars, tokens,
+                          *_turn_counts(stats), tokens > self.window, introduced, inherited, read, write, 0.0,
+                          len(refs), kept)

@@ -6,6 +6,7 @@ from collections import Counter
 
 import pytest
 
+from compactlab.context import Context
 from compactlab.cost import PromptCache, load_prices, price_calls
 from compactlab.invariants import InvariantTracker, ViolationLog
 from compactlab.messages import make_entry
@@ -29,11 +30,11 @@ def test_the_first_call_reads_nothing_and_an_unchanged_prefix_is_read():
     cache = PromptCache(est)
     es = entries(4)
     tokens = est.tokens(sizes(es)[1])
-    assert cache.account(es, *sizes(es), cache.unchanged(None), tokens) == (0, tokens)
+    assert cache.account(Context(es), cache.unchanged(None), tokens) == (0, tokens)
     cache.sent(len(es), tokens)
     grown = es + entries(2)
     grown_tokens = est.tokens(sizes(grown)[1])
-    read, write = cache.account(grown, *sizes(grown), cache.unchanged(None), grown_tokens)
+    read, write = cache.account(Context(grown), cache.unchanged(None), grown_tokens)
     prefix = list_chars(sum(e.chars for e in es), 4)
     assert read == est.tokens(prefix) and read + write == grown_tokens
 
@@ -45,7 +46,7 @@ def test_a_change_inside_the_prefix_reads_only_up_to_it():
     cache.sent(6, est.tokens(sizes(es)[1]))
     assert cache.unchanged(2) == 2 and cache.unchanged(None) == 6 and cache.unchanged(9) == 6
     tokens = est.tokens(sizes(es)[1])
-    read, _ = cache.account(es, *sizes(es), 2, tokens)
+    read, _ = cache.account(Context(es), 2, tokens)
     assert read == est.tokens(list_chars(sum(e.chars for e in es[:2]), 2))
 
 
@@ -54,8 +55,8 @@ def test_a_change_at_position_0_reads_the_overhead_only():
     cache = PromptCache(est)
     cache.sent(5, 5000)
     es = entries(3)
-    assert cache.account(es, *sizes(es), 0, 2000) == (700, 1300)
-    assert cache.account(es, *sizes(es), 0, 300) == (300, 0)  # never more than is sent
+    assert cache.account(Context(es), 0, 2000) == (700, 1300)
+    assert cache.account(Context(es), 0, 300) == (300, 0)  # never more than is sent
 
 
 def test_never_more_is_read_than_the_previous_call_sent():
@@ -63,7 +64,7 @@ def test_never_more_is_read_than_the_previous_call_sent():
     cache = PromptCache(est)
     es = entries(8)
     cache.sent(8, 10)  # the previous call sent only 10 tokens
-    read, write = cache.account(es, *sizes(es), 8, 900)
+    read, write = cache.account(Context(es), 8, 900)
     assert read == 10 and write == 890
 
 
@@ -72,7 +73,7 @@ def test_exact_counts_read_their_share_of_the_prefix_by_chars():
     es = entries(4)
     chars_sum, chars = sizes(es)
     cache.sent(4, 10_000)
-    read, _ = cache.account(es, chars_sum, chars, 2, 1000)
+    read, _ = cache.account(Context(es), 2, 1000)
     assert read == round(1000 * list_chars(sum(e.chars for e in es[:2]), 2) / chars)
 
 
