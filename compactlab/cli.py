@@ -52,24 +52,31 @@ def _status(quiet: bool, message: str) -> None:
         click.echo(message, err=True)
 
 
-class _SetOption(click.Option):
-    """--set, whose help names the policy's tables as the layer registry has them (read when the
-    help is shown: the layers are not imported at start-up)."""
+class _RegistryHelp(click.Option):
+    """An option whose help names what a registry holds, read when the help is shown (the
+    registry's module is not imported at start-up): ``help`` is a template with ``{names}``."""
+
+    def __init__(self, *args: Any, registry: tuple[str, str], **kwargs: Any) -> None:
+        self._registry = registry
+        super().__init__(*args, **kwargs)
 
     @property  # type: ignore[override]
     def help(self) -> str:
-        from .policy import SECTIONS
+        import importlib
 
-        return (f"Override a policy key, e.g. --set summary.trigger=40000 (repeatable). Tables: {', '.join(SECTIONS)}; "
-                "their keys: compactlab policies show s08.")
+        module, name = self._registry
+        return self._template.replace("{names}", ", ".join(getattr(importlib.import_module(module), name)))
 
     @help.setter
-    def help(self, value: object) -> None:
-        pass
+    def help(self, value: str | None) -> None:
+        self._template = value or ""
 
 
 def policy_options(f: Callable) -> Callable:
-    return click.option("--set", "overrides", multiple=True, metavar="LAYER.KEY=VALUE", cls=_SetOption)(f)
+    return click.option("--set", "overrides", multiple=True, metavar="LAYER.KEY=VALUE", cls=_RegistryHelp,
+                        registry=("compactlab.policy", "SECTIONS"),
+                        help="Override a policy key, e.g. --set summary.trigger=40000 (repeatable). Tables: "
+                             "{names}; their keys: compactlab policies show s08.")(f)
 
 
 class Registry(click.Choice):
@@ -118,9 +125,9 @@ def summarizer_options(f: Callable) -> Callable:
     f = click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None,
                      help="Where live summaries and token counts are cached [default: $COMPACTLAB_CACHE_DIR, "
                           "else the user's cache folder, e.g. ~/.cache/compactlab].")(f)
-    f = click.option("--summary-prompt", default=None, metavar="NAME|FILE",
-                     help="Summary prompt: a built-in name (s08, s06, s06-article, claude-code) or a file "
-                          "[default: the policy's].")(f)
+    f = click.option("--summary-prompt", default=None, metavar="NAME|FILE", cls=_RegistryHelp,
+                     registry=("compactlab.summarizers.prompts", "PROMPTS"),
+                     help="Summary prompt: a built-in name ({names}) or a file [default: the policy's].")(f)
     f = click.option("--model", default=None, help="Model of the live summarizer [default: $ANTHROPIC_MODEL, "
                                                     "else claude-haiku-4-5].")(f)
     f = click.option("--summarizer", type=Registry("compactlab.summarizers", "SUMMARIZERS"), default="stub",
