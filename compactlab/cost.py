@@ -13,6 +13,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from .errors import InputError, UsageError
@@ -44,9 +45,14 @@ class ModelPrices:
     def summary_cost(self, input_tokens: int, output_tokens: int) -> float:
         return (input_tokens * self.input + output_tokens * self.output) / MTOK
 
-    def recorded_input_cost(self, usage: dict[str, int]) -> float:
+    def recorded_input_cost(self, usage: dict[str, Any]) -> float:
+        """What a call's recorded usage was billed for its input: uncached input, cache reads,
+        and cache writes each at its TTL's rate (``cache_creation_1h_input_tokens`` of them at the
+        1-hour rate, the rest at the 5-minute one)."""
+        one_hour = usage.get("cache_creation_1h_input_tokens", 0)
         return (usage.get("input_tokens", 0) * self.input
-                + usage.get("cache_creation_input_tokens", 0) * self.cache_write_5m
+                + (usage.get("cache_creation_input_tokens", 0) - one_hour) * self.cache_write_5m
+                + one_hour * self.cache_write_1h
                 + usage.get("cache_read_input_tokens", 0) * self.cache_read) / MTOK
 
 
@@ -142,6 +148,20 @@ def price_calls(records: list, prices: ModelPrices) -> float:
         raw_cost += prices.input_cost(raw_read, r.raw_tokens - raw_read)
         prev_raw = r.raw_tokens
     return raw_cost
+
+
+def recorded_cost(records: list, usage: dict[int, dict[str, Any]],
+                  prices_of: Callable[[str | None], ModelPrices]) -> float | None:
+    """The input cost the recording's usage fields imply, each call priced at the model it
+    recorded (``prices_of(model)``; None where the call names none); None without usage."""
+    if not usage:
+        return None
+    total = 0.0
+    for r in records:
+        u = usage.get(r.message_index)
+        if u is not None:
+            total += prices_of(u.get("model")).recorded_input_cost(u)
+    return total
 
 
 def _package_file(relative: str) -> str:

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from .baseline import RawBaseline
 from .context import Context
-from .cost import ModelPrices, PriceTable, PromptCache, load_prices, price_calls
+from .cost import ModelPrices, PriceTable, PromptCache, load_prices, price_calls, recorded_cost
 from .invariants import InvariantTracker, ViolationLog
 from .feeds import Feed, as_feed
 from .layers import CHEAP, NOTHING, LayerStats, RunEnv, manual, reactive, summary
@@ -98,13 +98,17 @@ def replay(
     if owned:
         out.commit()
 
-    if not isinstance(prices, ModelPrices):
-        prices = (prices or load_prices()).lookup(feed.model)
+    forced = prices if isinstance(prices, ModelPrices) else None  # --price-model: every call at it
+    table = None if forced else (prices or load_prices())
+    prices = forced or table.lookup(feed.model)
     raw_cost = price_calls(records, prices)
+    recorded = recorded_cost(records, feed.usage,
+                             lambda model: forced or (table.lookup(model) if model else prices))
     resolved = policy.resolved()
     return Run(
         summary=summarize(records, turns.totals, turns.violations.listed(), transcript=feed,
                           policy=policy.name, fingerprint=fingerprint_of(resolved), prices=prices, raw_cost=raw_cost,
+                          recorded_cost=recorded,
                           persisted_files=env.persisted_files, saved_transcripts=env.saved_transcripts,
                           runtime_s=round(time.perf_counter() - started, 4)),
         calls=records,

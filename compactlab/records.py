@@ -126,17 +126,15 @@ class RunSummary:
 
 
 def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str, Any]], *, transcript: Any,
-              policy: str, fingerprint: str, prices: Any, raw_cost: float, persisted_files: list[dict[str, Any]],
-              saved_transcripts: list[dict[str, Any]], runtime_s: float) -> RunSummary:
+              policy: str, fingerprint: str, prices: Any, raw_cost: float, recorded_cost: float | None,
+              persisted_files: list[dict[str, Any]], saved_transcripts: list[dict[str, Any]],
+              runtime_s: float) -> RunSummary:
     """A run's summary, built from its priced records, its layers' totals (``LayerStats``) and its
-    violations; ``transcript`` gives the path, format, skipped lines and recorded usage."""
+    violations; ``transcript`` gives the path, format and skipped lines."""
     summary_cost = prices.summary_cost(totals.summary_input_tokens, totals.summary_output_tokens)
     counted = {key: getattr(totals, stat) for stat, key in RUN_COUNTERS}
     n_refs = sum(r.refs for r in records)
     n_retained = sum(r.refs_retained for r in records)
-    usage = transcript.usage
-    recorded_cost = (sum(prices.recorded_input_cost(usage[r.message_index]) for r in records
-                         if r.message_index in usage) if usage else None)
     raw_total = sum(r.raw_tokens for r in records)
     total = sum(r.tokens for r in records)
     return RunSummary(

@@ -110,3 +110,48 @@ def test_retained_counts_the_referenced_results_still_intact():
     assert retained([(origin_a, 0), (origin_b, 0)], ctx) == 2
     assert retained([(origin_a, 1)], ctx) == 1  # a block index no one changed
     assert retained([(999, 0)], ctx) == 0  # a message no longer in the context
+
+
+def test_recorded_cost_prices_each_call_at_its_model_and_each_write_at_its_ttl(tmp_path):
+    """Issue 17 part 3: a session mixing models, with 1-hour cache writes, is billed call by call."""
+    from compactlab import load_policy, load_transcript, replay
+    from compactlab.cost import recorded_cost
+    from helpers import write_jsonl
+
+    def reply(model: str, usage: dict) -> dict:
+        return {"type": "message", "role": "assistant", "model": model, "content": "ok", "usage": usage}
+
+    u1 = {"input_tokens": 1000, "cache_creation_input_tokens": 5000, "cache_read_input_tokens": 0,
+          "cache_creation": {"ephemeral_1h_input_tokens": 4000, "ephemeral_5m_input_tokens": 1000}}
+    u2 = {"input_tokens": 200, "cache_creation_input_tokens": 300, "cache_read_input_tokens": 5000}
+    path = write_jsonl(tmp_path / "t.jsonl", [user("go"), reply("claude-opus-4-5", u1), user("more"),
+                                              reply("claude-haiku-4-5", u2)])
+    t = load_transcript(str(path))
+    assert t.usage[1]["cache_creation_1h_input_tokens"] == 4000 and t.usage[1]["model"] == "claude-opus-4-5"
+    table = load_prices()
+    opus, haiku = table.lookup("claude-opus-4-5"), table.lookup("claude-haiku-4-5")
+    assert opus.known and haiku.known
+    want = ((1000 * opus.input + 1000 * opus.cache_write_5m + 4000 * opus.cache_write_1h)
+            + (200 * haiku.input + 300 * haiku.cache_write_5m + 5000 * haiku.cache_read)) / 1e6
+    run = replay(t, load_policy("none"))
+    assert run.summary.recorded_input_cost_usd == pytest.approx(want, abs=1e-6)
+    # a forced model prices every call at it; the 1-hour writes stay at the 1-hour rate
+    forced = replay(load_transcript(str(path)), load_policy("none"), prices=haiku)
+    assert forced.summary.recorded_input_cost_usd == pytest.approx(
+        (1000 * haiku.input + 1000 * haiku.cache_write_5m + 4000 * haiku.cache_write_1h + 200 * haiku.input
+         + 300 * haiku.cache_write_5m + 5000 * haiku.cache_read) / 1e6, abs=1e-6)
+    assert recorded_cost(run.calls, {}, lambda m: opus) is None
+
+
+def test_convert_keeps_each_calls_model_and_its_1_hour_writes(cli, tmp_path):
+    from compactlab import load_transcript
+    from helpers import write_jsonl
+
+    msgs = [user("go"), {"type": "message", "role": "assistant", "model": "claude-opus-4-5", "content": "a",
+                         "usage": {"input_tokens": 1, "cache_creation_input_tokens": 9,
+                                   "cache_creation": {"ephemeral_1h_input_tokens": 9}}},
+            user("more"), {"type": "message", "role": "assistant", "model": "claude-haiku-4-5", "content": "b",
+                           "usage": {"input_tokens": 2}}]
+    src = write_jsonl(tmp_path / "src.jsonl", msgs)
+    assert cli("convert", src, "-o", tmp_path / "out.jsonl", "-q").exit_code == 0
+    assert load_transcript(str(tmp_path / "out.jsonl")).usage == load_transcript(str(src)).usage

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..messages import Entry, build_entry
-from .model import RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream
+from .model import RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream, anthropic_usage
 from .reader import Head, LineReader, _depth_exceeds
 from .writer import COMPACTION_KEY
 
@@ -79,11 +79,8 @@ def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False)
         if not isinstance(entry, Entry):
             reader.bad(lineno, entry)
             continue
-        builder.add_entry(entry, usage=_usage(usage) if usage and role == "assistant" else None)
+        model = obj.get("model") if message is not obj else None
+        builder.add_entry(entry, usage=anthropic_usage(usage, model) if usage and role == "assistant" else None)
         yield entry
     builder.skipped_lines = reader.skipped
 
-
-def _usage(usage: dict) -> dict[str, int]:
-    keys = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
-    return {k: int(usage.get(k) or 0) for k in keys}

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import block_type, make_entry
-from .model import RecordedCompaction, Transcript, TranscriptBuilder
+from .model import RecordedCompaction, Transcript, TranscriptBuilder, anthropic_usage
 from .reader import Head, LineReader, message_problem
 
 NAME = "claude-code"
@@ -33,7 +33,6 @@ DESCRIPTION = "Claude Code session logs (~/.claude/projects/<project>/<session>.
 
 ENVELOPE_TYPES = {"user", "assistant", "system", "summary", "progress", "file-history-snapshot",
                   "queue-operation", "attachment", "ai-title", "last-prompt"}
-USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 #: what a newer Claude Code leaves where it already compacted content
 ALREADY_COMPACTED = {"persisted_output": "<persisted-output>", "cleared_tool_result": "[Old tool result content cleared]"}
 
@@ -63,10 +62,8 @@ def _as_blocks(content: Any) -> list[Any]:
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
 
 
-def _usage(raw: Any) -> dict[str, int] | None:
-    if not isinstance(raw, dict):
-        return None
-    return {k: int(raw.get(k) or 0) for k in USAGE_KEYS}
+def _usage(raw: Any) -> dict[str, Any] | None:
+    return anthropic_usage(raw)
 
 
 def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, **_: object) -> Transcript:
@@ -173,7 +170,8 @@ def _emit(seq: list[tuple[str, Any]], builder: TranscriptBuilder) -> None:
     for kind, item in seq:
         if kind == "assistant":
             flush()
-            builder.add({"role": "assistant", "content": item.blocks}, usage=item.usage)
+            usage = {**item.usage, "model": item.model} if item.usage and item.model else item.usage
+            builder.add({"role": "assistant", "content": item.blocks}, usage=usage)
             if item.model:
                 builder.model = item.model
             if item.results:

@@ -13,6 +13,27 @@ from ..errors import InputError
 from ..messages import Entry, Message, add_tool_names, make_entry
 
 
+#: the token counts of an Anthropic usage object a transcript keeps per call
+USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+
+
+def anthropic_usage(raw: Any, model: str | None = None) -> dict[str, Any] | None:
+    """A call's recorded usage in the canonical keys: the token counts; of the cache writes, those
+    made with a 1-hour TTL (``cache_creation.ephemeral_1h_input_tokens``, billed at another rate)
+    as ``cache_creation_1h_input_tokens``; and the model of that call, where the line names it."""
+    if not isinstance(raw, dict):
+        return None
+    usage: dict[str, Any] = {k: int(raw.get(k) or 0) for k in USAGE_KEYS}
+    created = raw.get("cache_creation")
+    one_hour = created.get("ephemeral_1h_input_tokens") if isinstance(created, dict) else \
+        raw.get("cache_creation_1h_input_tokens")
+    if isinstance(one_hour, (int, float)) and one_hour > 0:
+        usage["cache_creation_1h_input_tokens"] = min(int(one_hour), usage["cache_creation_input_tokens"])
+    if isinstance(model, str) and model:
+        usage["model"] = model
+    return usage
+
+
 @dataclass(frozen=True, slots=True)
 class RecordedCompaction:
     """A compaction the recording already did (e.g. Claude Code's compact_boundary).
@@ -39,7 +60,8 @@ class Transcript:
     model: str | None = None
     system: Any = None
     #: recorded API usage per call, keyed by the assistant message's position in ``entries``
-    usage: dict[int, dict[str, int]] = field(default_factory=dict)
+    #: (``anthropic_usage``'s keys: token counts, 1-hour cache writes, the call's model)
+    usage: dict[int, dict[str, Any]] = field(default_factory=dict)
     compactions: list[RecordedCompaction] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)

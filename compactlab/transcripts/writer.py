@@ -29,9 +29,10 @@ def anthropic_lines(transcript: Transcript) -> Iterator[bytes]:
             break
         usage = transcript.usage.get(i)
         if usage is not None:
-            line = {"type": "message", "role": "assistant", "content": entry.message["content"], "usage": usage}
-            if transcript.model:
-                line["model"] = transcript.model
+            counts = {k: v for k, v in usage.items() if k != "model"}
+            line = {"type": "message", "role": "assistant", "content": entry.message["content"], "usage": counts}
+            if usage.get("model") or transcript.model:
+                line["model"] = usage.get("model") or transcript.model
             yield orjson.dumps(line)
         else:
             yield orjson.dumps(entry.message)

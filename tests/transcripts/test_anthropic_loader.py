@@ -126,7 +126,8 @@ def test_api_response_objects_and_system_line(tmp_path):
     t = load_transcript(write_raw(tmp_path, lines({"role": "system", "content": "be brief"}, GOOD[0], response)))
     assert t.system == "be brief" and t.model == "claude-sonnet-4-5"
     assert t.messages[1] == {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}
-    assert t.usage == {1: {"input_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 100, "output_tokens": 3}}
+    assert t.usage == {1: {"input_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 100,
+                           "output_tokens": 3, "model": "claude-sonnet-4-5"}}  # the call's own model
 
 
 @pytest.mark.parametrize("setup,message", [
