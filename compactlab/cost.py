@@ -137,17 +137,39 @@ class PromptCache:
         self.sent_messages, self.sent_tokens = messages, tokens
 
 
-def price_calls(records: list, prices: ModelPrices) -> float:
-    """Set each record's ``input_cost_usd`` from its cache reads and writes; the raw baseline's
-    cost (the whole history every call, its previous call's prompt read from the cache)."""
-    raw_cost = 0.0
+@dataclass
+class Priced:
+    """What pricing a run's calls gives beside each record's ``input_cost_usd``: the raw
+    baseline's cost, and both without caching."""
+
+    raw: float = 0.0
+    nocache: float = 0.0
+    raw_nocache: float = 0.0
+
+
+def price_calls(records: list, prices: ModelPrices | Callable[[Any], ModelPrices],
+                models: list[str | None] | None = None) -> Priced:
+    """Price each call at its model (``models[i]``, priced by ``prices(model)``; or every call at
+    one model's ``prices``): set each record's ``input_cost_usd`` from its cache reads and writes,
+    and price the raw baseline (the whole history every call, its previous call's prompt read
+    from the cache). The prompt cache is per model: a call on another model than the previous
+    one reads nothing, in the policy's context and in the raw one alike."""
+    priced = Priced()
     prev_raw = 0
-    for r in records:  # in call order, as the costs of a recording add up
-        r.input_cost_usd = prices.input_cost(r.cache_read_tokens, r.cache_write_tokens)
+    prev_model: Any = None
+    for i, r in enumerate(records):  # in call order, as the costs of a recording add up
+        model = models[i] if models else None
+        p = prices(model) if callable(prices) else prices
+        if i and model != prev_model:  # a new model's cache holds nothing yet
+            r.cache_read_tokens, r.cache_write_tokens, prev_raw = 0, r.tokens, 0
+        prev_model = model
+        r.input_cost_usd = p.input_cost(r.cache_read_tokens, r.cache_write_tokens)
         raw_read = min(prev_raw, r.raw_tokens)
-        raw_cost += prices.input_cost(raw_read, r.raw_tokens - raw_read)
+        priced.raw += p.input_cost(raw_read, r.raw_tokens - raw_read)
+        priced.nocache += p.nocache_cost(r.tokens)
+        priced.raw_nocache += p.nocache_cost(r.raw_tokens)
         prev_raw = r.raw_tokens
-    return raw_cost
+    return priced
 
 
 def recorded_cost(records: list, usage: dict[int, dict[str, Any]],

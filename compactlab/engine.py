@@ -101,14 +101,25 @@ def replay(
     forced = prices if isinstance(prices, ModelPrices) else None  # --price-model: every call at it
     table = None if forced else (prices or load_prices())
     prices = forced or table.lookup(feed.model)
-    raw_cost = price_calls(records, prices)
-    recorded = recorded_cost(records, feed.usage,
-                             lambda model: forced or (table.lookup(model) if model else prices))
+    looked_up: dict[str | None, ModelPrices] = {None: prices, feed.model: prices}
+
+    def prices_of(model: str | None) -> ModelPrices:
+        if forced is not None:
+            return forced
+        if model not in looked_up:
+            looked_up[model] = table.lookup(model)
+        return looked_up[model]
+
+    usage = feed.usage  # each call's model where the recording names it, else the transcript's
+    models = [(usage.get(r.message_index) or {}).get("model") or feed.model for r in records] if usage else None
+    priced = price_calls(records, prices_of, models)
+    recorded = recorded_cost(records, usage, prices_of)
+    summary_prices = prices_of(getattr(env.summarizer, "model", None))
     resolved = policy.resolved()
     return Run(
         summary=summarize(records, turns.totals, turns.violations.listed(), transcript=feed,
-                          policy=policy.name, fingerprint=fingerprint_of(resolved), prices=prices, raw_cost=raw_cost,
-                          recorded_cost=recorded,
+                          policy=policy.name, fingerprint=fingerprint_of(resolved), prices=prices, priced=priced,
+                          summary_prices=summary_prices, recorded_cost=recorded,
                           persisted_files=env.persisted_files, saved_transcripts=env.saved_transcripts,
                           runtime_s=round(time.perf_counter() - started, 4)),
         calls=records,

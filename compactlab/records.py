@@ -126,12 +126,15 @@ class RunSummary:
 
 
 def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str, Any]], *, transcript: Any,
-              policy: str, fingerprint: str, prices: Any, raw_cost: float, recorded_cost: float | None,
+              policy: str, fingerprint: str, prices: Any, priced: Any, summary_prices: Any,
+              recorded_cost: float | None,
               persisted_files: list[dict[str, Any]], saved_transcripts: list[dict[str, Any]],
               runtime_s: float) -> RunSummary:
     """A run's summary, built from its priced records, its layers' totals (``LayerStats``) and its
-    violations; ``transcript`` gives the path, format and skipped lines."""
-    summary_cost = prices.summary_cost(totals.summary_input_tokens, totals.summary_output_tokens)
+    violations; ``transcript`` gives the path, format and skipped lines. ``priced``: what
+    ``cost.price_calls`` gave; ``prices``: the transcript's model's (named in the summary);
+    ``summary_prices``: the summarizer's model's (its calls are billed at its own prices)."""
+    summary_cost = summary_prices.summary_cost(totals.summary_input_tokens, totals.summary_output_tokens)
     counted = {key: getattr(totals, stat) for stat, key in RUN_COUNTERS}
     n_refs = sum(r.refs for r in records)
     n_retained = sum(r.refs_retained for r in records)
@@ -156,9 +159,9 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
         violations=violations,
         saved_transcripts=saved_transcripts,
         cost_usd=round(sum(r.input_cost_usd for r in records) + summary_cost, 6),
-        raw_cost_usd=round(raw_cost, 6),
-        cost_usd_nocache=round(prices.nocache_cost(total) + summary_cost, 6),
-        raw_cost_usd_nocache=round(prices.nocache_cost(raw_total), 6),
+        raw_cost_usd=round(priced.raw, 6),
+        cost_usd_nocache=round(priced.nocache + summary_cost, 6),
+        raw_cost_usd_nocache=round(priced.raw_nocache, 6),
         retention=round(n_retained / n_refs, 6) if n_refs else 1.0,
         skipped_lines=transcript.skipped_lines,
         runtime_s=runtime_s,

@@ -82,7 +82,7 @@ def test_price_calls_prices_each_record_and_the_raw_baseline():
     records = [TurnRecord(call=i, message_index=2 * i, raw_messages=2 * i, raw_chars=0, raw_tokens=t,
                           tokens=t // 2, cache_read_tokens=r, cache_write_tokens=t // 2 - r)
                for i, (t, r) in enumerate([(1000, 0), (3000, 400), (5000, 1400)])]
-    raw = price_calls(records, prices)
+    raw = price_calls(records, prices).raw
     assert [r.input_cost_usd for r in records] == [prices.input_cost(r.cache_read_tokens, r.cache_write_tokens)
                                                    for r in records]
     expected = prices.input_cost(0, 1000) + prices.input_cost(1000, 2000) + prices.input_cost(3000, 2000)
@@ -155,3 +155,44 @@ def test_convert_keeps_each_calls_model_and_its_1_hour_writes(cli, tmp_path):
     src = write_jsonl(tmp_path / "src.jsonl", msgs)
     assert cli("convert", src, "-o", tmp_path / "out.jsonl", "-q").exit_code == 0
     assert load_transcript(str(tmp_path / "out.jsonl")).usage == load_transcript(str(src)).usage
+
+
+def test_each_call_is_priced_at_its_model_and_a_change_of_model_reads_nothing(tmp_path):
+    """Issue 17 part 1: per-call pricing; the prompt cache is per model."""
+    from compactlab import load_policy, load_transcript, replay
+    from compactlab.summarizers import StubSummarizer
+    from helpers import write_jsonl
+
+    def reply(model: str, i: int) -> dict:
+        return {"type": "message", "role": "assistant", "model": model, "content": f"reply {i} " + "x" * 400,
+                "usage": {"input_tokens": 100}}
+
+    msgs = [user("go " * 200)]
+    for i, model in enumerate(["claude-opus-4-5", "claude-haiku-4-5", "claude-haiku-4-5", "claude-opus-4-5"]):
+        msgs += [reply(model, i), user(f"more {i} " + "y" * 400)]
+    msgs.append(reply("claude-opus-4-5", 9))
+    t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", msgs)))
+    table = load_prices()
+    opus, haiku = table.lookup("claude-opus-4-5"), table.lookup("claude-haiku-4-5")
+    run = replay(t, load_policy("none"))
+    calls = run.calls
+    models = [opus, haiku, haiku, opus, opus]
+    for c, p in zip(calls, models):
+        assert c.input_cost_usd == pytest.approx(p.input_cost(c.cache_read_tokens, c.cache_write_tokens))
+    assert [c.cache_read_tokens == 0 for c in calls] == [True, True, False, True, False]  # 1 and 3 change model
+    assert calls[1].cache_write_tokens == calls[1].tokens and calls[2].cache_read_tokens > 0
+    raw = sum(p.input_cost(r, c.raw_tokens - r) for c, p, r in zip(
+        calls, models, [0, 0, calls[1].raw_tokens, 0, calls[3].raw_tokens]))
+    assert run.summary.raw_cost_usd == pytest.approx(raw, abs=1e-6)
+    assert run.summary.raw_cost_usd_nocache == pytest.approx(
+        sum(p.nocache_cost(c.raw_tokens) for c, p in zip(calls, models)), abs=1e-6)
+
+    class HaikuStub(StubSummarizer):
+        model = "claude-haiku-4-5"
+
+    summarized = replay(load_transcript(str(tmp_path / "t.jsonl")),
+                        load_policy("s08", ["summary.trigger=500", "snip.enabled=false"]), summarizer=HaikuStub())
+    s = summarized.summary
+    assert s.summaries > 0
+    assert s.cost_usd == pytest.approx(sum(c.input_cost_usd for c in summarized.calls)
+                                       + haiku.summary_cost(s.summary_input_tokens, s.summary_output_tokens), abs=1e-6)
