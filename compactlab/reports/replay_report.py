@@ -55,16 +55,33 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
     return rows
 
 
+def costs_more(run: Run) -> str | None:
+    """Why the policy costs more than no compaction, when it does (prompt caching: rewriting
+    what was cached turns cache reads into dearer cache writes); else None."""
+    s = run.summary
+    if s.cost_usd <= s.raw_cost_usd:
+        return None
+    raw_reads = sum(min(a.raw_tokens, b.raw_tokens) for a, b in zip(run.calls, run.calls[1:]))
+    return (f"This policy costs more than no compaction (${s.cost_usd:,.4f} against ${s.raw_cost_usd:,.4f}), "
+            f"although it sends {s.reduction * 100:.0f}% fewer tokens: it rewrites messages that were already "
+            f"cached, so {s.cache_write_tokens:,} of its {s.tokens_total:,} tokens are cache writes (1.25× input, or 2× "
+            f"for 1-hour writes) where no compaction reads about {raw_reads:,} tokens from the cache (0.1×).")
+
+
 def write_table(run: Run, out: TextIO) -> None:
     s = run.summary
     printer = Printer(out)
     table = Table(title=f"{s.transcript} × {s.policy} ({s.fingerprint})", show_header=False)
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right", overflow="fold")
+    dearer = costs_more(run)
     for k, v in summary_rows(run):
-        style = "red" if k.startswith("violations introduced") and s.violations_introduced else None
+        style = "red" if (k.startswith("violations introduced") and s.violations_introduced) or (
+            dearer and k.startswith("input cost, cached")) else None
         table.add_row(k, v, style=style)
     printer.table(table)
+    if dearer:
+        printer.text(dearer, style="red")
     tokens = [c.tokens for c in run.calls]
     printer.text(f"context tokens per call, peak {max(tokens, default=0):,}:")
     printer.text(sparkline(tokens))
@@ -134,6 +151,8 @@ def markdown(run: Run) -> str:
              "| metric | value |", "|---|---:|"]
     lines += [f"| {k} | {md_cell(v)} |" for k, v in summary_rows(run)]
     lines += ["", f"Context tokens per call: `{sparkline([c.tokens for c in run.calls])}`", ""]
+    if (dearer := costs_more(run)) is not None:
+        lines += [f"**{dearer}**", ""]
     if s.violations:
         lines += ["## Violations", "", "| kind | call | message | tool id | introduced |", "|---|---:|---:|---|---|"]
         lines += [f"| {v['kind']} | {v['call']} | {v['message_index']} | {md_cell(v['tool_use_id'] or '')} | "
