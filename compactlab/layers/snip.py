@@ -47,7 +47,15 @@ def snip(context: Context, config: SnipConfig, env: RunEnv) -> tuple[Context, La
     if head_end >= tail_start:
         return context, NOTHING
     snipped = tail_start - head_end
-    placeholder = env.new_entry({"role": "user", "content": config.placeholder.replace("{n}", str(snipped))})
+    message = {"role": "user", "content": config.placeholder.replace("{n}", str(snipped))}
     stats.snipped = snipped
-    stats.changed_at(head_end)
+    here = entries[head_end]
+    if here.origin < 0 and here.message == message:
+        # the placeholder already there, to the letter: the prefix through it is what was sent
+        # (and cached); the change starts after it
+        placeholder = here
+        stats.changed_at(head_end + 1)
+    else:
+        placeholder = env.new_entry(message)
+        stats.changed_at(head_end)
     return context.spliced(head_end, [placeholder], tail_start), stats

@@ -78,3 +78,22 @@ def test_head_only_protection_of_seed004_leaves_the_tail_cut_alone():
     assert s1.snipped == s2.snipped - 1
     assert out_head.messages[4]["content"] == "[snipped 9 messages]"
     assert out_head.messages[5] == msgs[13]  # a result whose tool_use was snipped
+
+
+def test_a_placeholder_identical_to_the_one_there_is_no_cache_break():
+    """#17 part 7: re-snipping with the same placeholder text changes the context only after it."""
+    from compactlab.messages import make_entry
+    from helpers import tool_session
+
+    msgs = tool_session(12)
+    for text, lowest in (("[earlier messages snipped]", 3), ("[snipped {n} messages]", 2)):
+        env = RunEnv(summarizer=StubSummarizer())
+        cfg = SnipConfig(max_messages=8, keep_head=2, pair_safe=False, placeholder=text)
+        ctx, first = snip(context(msgs[:15]), cfg, env)
+        assert first.lowest_changed == 2
+        for i, m in enumerate(msgs[15:17], 15):
+            ctx.append(make_entry(m, i))
+        again, stats = snip(ctx, cfg, env)
+        assert stats.lowest_changed == lowest, text
+        assert (again.entries[2] is ctx.entries[2]) == (lowest == 3)
+        assert again.messages[:lowest] == ctx.messages[:lowest]
