@@ -151,6 +151,9 @@ def _live(summarizer: str, tokens: str, model: str | None, cache_dir: str | None
 
 
 def cost_options(f: Callable) -> Callable:
+    f = click.option("--cache-ttl", type=click.Choice(["5m", "1h"]), default=None,
+                     help="The prompt cache's lifetime: writes priced at its rate, calls after a longer gap "
+                          "read nothing [default: the recording's: 1h where it recorded 1-hour writes, else 5m].")(f)
     f = click.option("--prices", "prices_file", type=click.Path(dir_okay=False, path_type=str), default=None,
                      help="A price table TOML to use instead of the built-in one.")(f)
     f = click.option("--price-model", default=None, metavar="MODEL",
@@ -233,8 +236,8 @@ def _read_ahead_early(paths: tuple[str, ...], input_format: str | None, skip_bad
 def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, ...], summarizer: str,
            model: str | None, summary_prompt: str | None, cache_dir: str | None, no_cache: bool, tokens: str,
            out_dir: str | None, fmt: str, dry_run: bool, force: bool, write_transcripts: bool, keep_recorded_compactions: bool,
-           calibrate: bool, chart: bool, price_model: str | None, prices_file: str | None, skip_bad_lines: bool,
-           input_format: str | None, quiet: bool) -> None:
+           calibrate: bool, chart: bool, cache_ttl: str | None, price_model: str | None, prices_file: str | None,
+           skip_bad_lines: bool, input_format: str | None, quiet: bool) -> None:
     """Replay each TRANSCRIPT (a file, or a folder of sessions) call by call through a policy."""
     from .interrupts import exit_status
 
@@ -252,8 +255,8 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
             force=force, write_transcripts=write_transcripts, keep_recorded_compactions=keep_recorded_compactions,
             chart=chart, calibrate=calibrate, tokens=tokens, summarizer=summarizer,
             live=_live(summarizer, tokens, model, cache_dir, no_cache, summary_prompt, dry_run),
-            price_model=price_model, prices=load_prices(prices_file), input_format=input_format,
-            skip_bad_lines=skip_bad_lines)
+            price_model=price_model, prices=load_prices(prices_file), cache_ttl=cache_ttl,
+            input_format=input_format, skip_bad_lines=skip_bad_lines)
         if problem is not None:
             raise problem  # after the policy's and the options' errors, as if opened in turn
         files = expand_inputs(transcripts)
@@ -308,8 +311,9 @@ def _notify(quiet: bool) -> Callable[[str, bool], None]:
 def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides: tuple[str, ...],
             summarizer: str, model: str | None, summary_prompt: str | None, cache_dir: str | None, no_cache: bool,
             sweeps: tuple[str, ...], jobs: int | None, executor: str | None, out_dir: str, sort_key: str, fmt: str, dry_run: bool,
-            force: bool, keep_recorded_compactions: bool, calibrate: bool, price_model: str | None, prices_file: str | None,
-            skip_bad_lines: bool, input_format: str | None, quiet: bool) -> None:
+            force: bool, keep_recorded_compactions: bool, calibrate: bool, cache_ttl: str | None,
+            price_model: str | None, prices_file: str | None, skip_bad_lines: bool, input_format: str | None,
+            quiet: bool) -> None:
     """Which policy, which thresholds? Replay every TRANSCRIPT through every POLICY x swept value."""
     from .compare import build_grid, jobs_for, run_jobs
     from .cost import load_prices
@@ -331,7 +335,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
         with Progress("compare", len(job_list), enabled=not quiet) as advance:
             done = run_jobs(loaded, job_list, n_jobs=jobs, prices=prices, estimators=estimators,
                             keep_recorded_compactions=keep_recorded_compactions, summarizer=(summarizer, live),
-                            on_result=advance, executor=executor)
+                            on_result=advance, executor=executor, cache_ttl=cache_ttl)
         _report_failures(done.failures)
         if not done.results:
             out.rollback()
@@ -390,8 +394,8 @@ def _report_failures(failures: list) -> None:
 @quiet_option
 def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides: tuple[str, ...], baseline_path: str,
           tolerances: tuple[str, ...], update_baseline: bool, allow_stale: bool, junit_path: str | None, fmt: str,
-          price_model: str | None, prices_file: str | None, skip_bad_lines: bool, input_format: str | None,
-          quiet: bool) -> None:
+          cache_ttl: str | None, price_model: str | None, prices_file: str | None, skip_bad_lines: bool,
+          input_format: str | None, quiet: bool) -> None:
     """CI gate: fail (exit 1) when a policy breaks tool pairs or loses ground against the baseline."""
     from pathlib import Path
 
@@ -408,7 +412,7 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
     old = {} if update_baseline else load_baseline(baseline_path)
     loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
     prices = prices_for(loaded, price_model, load_prices(prices_file), _notify(quiet))
-    done = run_jobs(loaded, jobs_for(len(loaded), grid), prices=prices)
+    done = run_jobs(loaded, jobs_for(len(loaded), grid), prices=prices, cache_ttl=cache_ttl)
     _report_failures(done.failures)
     results = done.results
     keys = {t.path: transcript_key(t.path, baseline_path) for t in loaded}

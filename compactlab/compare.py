@@ -96,6 +96,7 @@ _LOADED: list[Transcript] = []
 _PRICES: list[ModelPrices | None] = []
 _ESTIMATORS: list[Any] = []
 _KEEP_RECORDED = False
+_CACHE_TTL: str | None = None
 _SUMMARIZER: tuple[str, Any] = ("stub", None)  # (kind, LiveOptions)
 _BUILT: dict[int, Any] = {}  # pid -> summarizer: each worker makes its own client
 
@@ -112,11 +113,11 @@ def _summarizer() -> Any:
 def _run(job: Job) -> RunResult:
     """A job in this process or a forked worker: the transcripts are the inherited globals."""
     i = job.transcript
-    return run_job(job, _LOADED[i], _PRICES[i], _ESTIMATORS[i], _KEEP_RECORDED, _summarizer())
+    return run_job(job, _LOADED[i], _PRICES[i], _ESTIMATORS[i], _KEEP_RECORDED, _summarizer(), _CACHE_TTL)
 
 
 def run_job(job: Job, t: Transcript, prices: ModelPrices | None, estimator: Any, keep_recorded: bool,
-            summarizer: Any) -> RunResult:
+            summarizer: Any, cache_ttl: str | None = None) -> RunResult:
     """One run, and only what the reports need of it. ``summarizer`` is a Summarizer, or the
     (kind, LiveOptions) spec to build one from (a remote worker builds its own)."""
     if isinstance(summarizer, tuple):
@@ -124,7 +125,7 @@ def run_job(job: Job, t: Transcript, prices: ModelPrices | None, estimator: Any,
 
         summarizer = build_summarizer(*summarizer)
     run = replay(t, job.policy, prices=prices, estimator=estimator, keep_recorded_compactions=keep_recorded,
-                 summarizer=summarizer)
+                 summarizer=summarizer, cache_ttl=cache_ttl)
     summary = run.summary.to_dict()
     summary.pop("violations")
     summary.pop("persisted_files")
@@ -196,6 +197,7 @@ def run_jobs(
     summarizer: tuple[str, Any] = ("stub", None),
     on_result: Callable[[RunResult], None] | None = None,
     executor: str | None = None,
+    cache_ttl: str | None = None,
 ) -> GridRun:
     """Run every job. ``on_result`` sees each result as it arrives. A run that fails (its error,
     a crash, its worker killed) is a RunFailure and the others go on; an interrupt stops the
@@ -205,8 +207,9 @@ def run_jobs(
     ``dask://HOST:PORT`` runs the grid on an existing Dask distributed cluster instead of the
     local worker processes (the loaded transcripts are scattered to its workers once).
     """
-    global _LOADED, _PRICES, _ESTIMATORS, _KEEP_RECORDED, _SUMMARIZER
+    global _LOADED, _PRICES, _ESTIMATORS, _KEEP_RECORDED, _SUMMARIZER, _CACHE_TTL
     address = _dask_address(executor) if executor else None
+    _CACHE_TTL = cache_ttl
     _LOADED = transcripts
     _SUMMARIZER = summarizer
     _BUILT.clear()
@@ -282,7 +285,8 @@ def _dask_outcomes(jobs: list[Job], address: str) -> Iterator[tuple[int, RunResu
     try:
         loaded = client.scatter(_LOADED, broadcast=True)
         futures = {client.submit(run_job, job, loaded[job.transcript], _PRICES[job.transcript],
-                                 _ESTIMATORS[job.transcript], _KEEP_RECORDED, _SUMMARIZER, pure=False): job.index
+                                 _ESTIMATORS[job.transcript], _KEEP_RECORDED, _SUMMARIZER, _CACHE_TTL,
+                                 pure=False): job.index
                    for job in jobs}
         try:
             for future in dask_completed(futures):

@@ -36,8 +36,10 @@ class ModelPrices:
     read: str  # when the prices were read
     known: bool = True
 
-    def input_cost(self, read_tokens: int, write_tokens: int) -> float:
-        return (read_tokens * self.cache_read + write_tokens * self.cache_write_5m) / MTOK
+    def input_cost(self, read_tokens: int, write_tokens: int, ttl: str = "5m") -> float:
+        """Cache reads, and cache writes at the rate of their TTL (``5m`` or ``1h``)."""
+        write = self.cache_write_1h if ttl == "1h" else self.cache_write_5m
+        return (read_tokens * self.cache_read + write_tokens * write) / MTOK
 
     def nocache_cost(self, tokens: int) -> float:
         return tokens * self.input / MTOK
@@ -145,27 +147,42 @@ class Priced:
     raw: float = 0.0
     nocache: float = 0.0
     raw_nocache: float = 0.0
+    ttl: str = "5m"
+    #: calls made after the cache had expired (None: the source has no timestamps, no expiry)
+    expired: int | None = None
+
+
+#: a cache entry's lifetime after its last read or write, by TTL
+TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 
 
 def price_calls(records: list, prices: ModelPrices | Callable[[Any], ModelPrices],
-                models: list[str | None] | None = None) -> Priced:
+                models: list[str | None] | None = None, times: list[float | None] | None = None,
+                ttl: str = "5m") -> Priced:
     """Price each call at its model (``models[i]``, priced by ``prices(model)``; or every call at
-    one model's ``prices``): set each record's ``input_cost_usd`` from its cache reads and writes,
-    and price the raw baseline (the whole history every call, its previous call's prompt read
-    from the cache). The prompt cache is per model: a call on another model than the previous
-    one reads nothing, in the policy's context and in the raw one alike."""
-    priced = Priced()
+    one model's ``prices``): set each record's ``input_cost_usd`` from its cache reads and writes
+    (writes at the ``ttl``'s rate), and price the raw baseline (the whole history every call, its
+    previous call's prompt read from the cache). Nothing is read from the cache, in the policy's
+    context and in the raw one alike, by a call on another model than the previous one (the
+    prompt cache is per model), nor by one made more than ``ttl`` after the previous one
+    (``times[i]``, seconds; where both are known: a source without timestamps never expires)."""
+    priced = Priced(ttl=ttl, expired=0 if times and any(t is not None for t in times) else None)
+    lifetime = TTL_SECONDS[ttl]
     prev_raw = 0
     prev_model: Any = None
     for i, r in enumerate(records):  # in call order, as the costs of a recording add up
         model = models[i] if models else None
         p = prices(model) if callable(prices) else prices
-        if i and model != prev_model:  # a new model's cache holds nothing yet
+        expired = bool(i and times and times[i] is not None and times[i - 1] is not None
+                       and times[i] - times[i - 1] > lifetime)
+        if expired:
+            priced.expired = (priced.expired or 0) + 1
+        if i and (model != prev_model or expired):  # an empty cache: the whole prompt is written
             r.cache_read_tokens, r.cache_write_tokens, prev_raw = 0, r.tokens, 0
         prev_model = model
-        r.input_cost_usd = p.input_cost(r.cache_read_tokens, r.cache_write_tokens)
+        r.input_cost_usd = p.input_cost(r.cache_read_tokens, r.cache_write_tokens, ttl)
         raw_read = min(prev_raw, r.raw_tokens)
-        priced.raw += p.input_cost(raw_read, r.raw_tokens - raw_read)
+        priced.raw += p.input_cost(raw_read, r.raw_tokens - raw_read, ttl)
         priced.nocache += p.nocache_cost(r.tokens)
         priced.raw_nocache += p.nocache_cost(r.raw_tokens)
         prev_raw = r.raw_tokens

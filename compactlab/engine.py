@@ -54,6 +54,7 @@ def replay(
     keep_recorded_compactions: bool = False,
     prices: ModelPrices | PriceTable | None = None,
     counter: TokenCounter | None = None,
+    cache_ttl: str | None = None,
 ) -> Run:
     """Replay ``transcript`` through ``policy``. With no ``out_dir`` nothing is written; with one,
     the persisted outputs are written into a fresh folder put in its place when the run ends (and
@@ -64,6 +65,7 @@ def replay(
     the transcript recorded (else the table's default model). A ``counter`` (exact token counts,
     e.g. ``messages.count_tokens``) measures the contexts sent and the raw ones, and decides the
     reactive window; layer triggers keep using the estimator. It needs a loaded transcript.
+    ``cache_ttl`` (``5m`` or ``1h``): the prompt cache's lifetime; default the recording's.
     """
     feed = as_feed(transcript)
     if feed.entries is None and counter:
@@ -110,9 +112,12 @@ def replay(
             looked_up[model] = table.lookup(model)
         return looked_up[model]
 
-    usage = feed.usage  # each call's model where the recording names it, else the transcript's
-    models = [(usage.get(r.message_index) or {}).get("model") or feed.model for r in records] if usage else None
-    priced = price_calls(records, prices_of, models)
+    usage = feed.usage  # each call's model and time where the recording names them
+    calls_usage = [usage.get(r.message_index) or {} for r in records] if usage else []
+    models = [u.get("model") or feed.model for u in calls_usage] or None
+    times = [_seconds(u.get("timestamp")) for u in calls_usage] or None
+    ttl = cache_ttl or ("1h" if any(u.get("cache_creation_1h_input_tokens") for u in calls_usage) else "5m")
+    priced = price_calls(records, prices_of, models, times, ttl)
     recorded = recorded_cost(records, usage, prices_of)
     summary_prices = prices_of(getattr(env.summarizer, "model", None))
     resolved = policy.resolved()
@@ -137,6 +142,18 @@ assert TURN_COLUMNS[_COUNTS_AT: _COUNTS_AT + len(TURN_COUNTERS)] == [column for 
 assert TURN_COLUMNS[_COUNTS_AT + len(TURN_COUNTERS):] == [
     "overflow", "violations_introduced", "violations_inherited", "cache_read_tokens", "cache_write_tokens",
     "input_cost_usd", "refs", "refs_retained"]
+
+
+def _seconds(timestamp: Any) -> float | None:
+    """An ISO 8601 time as seconds, or None."""
+    if not isinstance(timestamp, str):
+        return None
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(timestamp).timestamp()
+    except ValueError:
+        return None
 
 
 class Turns:

@@ -120,6 +120,11 @@ class RunSummary:
     price_model: str = ""
     #: input cost computed from the recorded usage fields (sources with recorded usage), else None
     recorded_input_cost_usd: float | None = None
+    #: the prompt cache's lifetime the run was priced with: the recording's (1-hour writes
+    #: recorded: 1h), or --cache-ttl
+    cache_ttl: str = "5m"
+    #: calls made after the cache had expired; None where the source has no timestamps (no expiry)
+    cache_expired_calls: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -171,6 +176,8 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
         cache_write_tokens=sum(r.cache_write_tokens for r in records),
         price_model=prices.model,
         recorded_input_cost_usd=None if recorded_cost is None else round(recorded_cost, 6),
+        cache_ttl=priced.ttl,
+        cache_expired_calls=priced.expired,
     )
 
 

@@ -51,6 +51,7 @@ class ReplaySettings:
     live: Any = None  # summarizers.LiveOptions for the live summarizer or exact counts
     price_model: str | None = None
     prices: PriceTable = field(default_factory=load_prices)
+    cache_ttl: str | None = None  # 5m or 1h; None: the recording's
     input_format: str | None = None
     skip_bad_lines: bool = False
 
@@ -103,7 +104,8 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
                 with collector_off():  # a stream is read during the run
                     run = replay(feed, s.policy, out=out, write_transcripts=s.write_transcripts,
                                  keep_recorded_compactions=s.keep_recorded_compactions, estimator=estimator,
-                                 prices=price, summarizer=build_summarizer(s.summarizer, s.live), counter=counter)
+                                 prices=price, summarizer=build_summarizer(s.summarizer, s.live), counter=counter,
+                                 cache_ttl=s.cache_ttl)
                 if feed.streamed:  # read now: its model, bad lines and warnings are known
                     if not isinstance(price, ModelPrices):
                         price_warning(price, price.lookup(feed.model), notify)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import orjson
+
 import pytest
 
 from compactlab.context import Context
@@ -13,7 +15,7 @@ from compactlab.messages import make_entry
 from compactlab.records import TurnRecord
 from compactlab.retention import retained
 from compactlab.sizing import TokenEstimator, list_chars
-from helpers import asst, context, results, tr, tu, user
+from helpers import SAMPLES, asst, context, results, tr, tu, user
 
 
 def entries(n: int, size: int = 400) -> list:
@@ -196,3 +198,53 @@ def test_each_call_is_priced_at_its_model_and_a_change_of_model_reads_nothing(tm
     assert s.summaries > 0
     assert s.cost_usd == pytest.approx(sum(c.input_cost_usd for c in summarized.calls)
                                        + haiku.summary_cost(s.summary_input_tokens, s.summary_output_tokens), abs=1e-6)
+
+
+def test_a_call_after_the_cache_expired_reads_nothing_and_writes_are_priced_at_the_ttl(tmp_path):
+    """Issue 17 part 2: cache lifetime from the recording's timestamps; the recording's TTL."""
+    from compactlab import load_policy, load_transcript, replay
+    from helpers import write_jsonl
+
+    def reply(i: int, at: str, one_hour: int = 0) -> dict:
+        usage = {"input_tokens": 10, "cache_creation_input_tokens": 100}
+        if one_hour:
+            usage["cache_creation"] = {"ephemeral_1h_input_tokens": one_hour}
+        return {"type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": f"r{i} " + "x" * 300,
+                "usage": usage, "timestamp": at}
+
+    times = ["2026-01-01T10:00:00Z", "2026-01-01T10:02:00Z", "2026-01-01T10:10:00Z", "2026-01-01T10:11:00Z"]
+    msgs = [user("go " * 100)]
+    for i, at in enumerate(times):
+        msgs += [reply(i, at), user(f"next {i} " + "y" * 300)]
+    path = write_jsonl(tmp_path / "t.jsonl", msgs[:-1])
+    run = replay(load_transcript(str(path)), load_policy("none"))
+    s, calls = run.summary, run.calls
+    assert s.cache_ttl == "5m" and s.cache_expired_calls == 1  # 10:02 -> 10:10 is 8 minutes
+    assert [c.cache_read_tokens == 0 for c in calls] == [True, False, True, False]
+    assert calls[2].cache_write_tokens == calls[2].tokens
+    one_hour = replay(load_transcript(str(path)), load_policy("none"), cache_ttl="1h")
+    assert one_hour.summary.cache_ttl == "1h" and one_hour.summary.cache_expired_calls == 0
+    p = load_prices().lookup("claude-sonnet-4-5")
+    for c in one_hour.calls:  # writes at the 1-hour rate
+        assert c.input_cost_usd == pytest.approx((c.cache_read_tokens * p.cache_read
+                                                  + c.cache_write_tokens * p.cache_write_1h) / 1e6)
+    # a recording with 1-hour writes is replayed with a 1-hour TTL
+    msgs[1] = reply(0, times[0], one_hour=100)
+    recorded_1h = write_jsonl(tmp_path / "h.jsonl", msgs[:-1])
+    assert replay(load_transcript(str(recorded_1h)), load_policy("none")).summary.cache_ttl == "1h"
+    # no timestamps: no expiry, and the summary says so
+    plain = replay(load_transcript(str(SAMPLES / "synth-small.jsonl")), load_policy("none"))
+    assert plain.summary.cache_expired_calls is None and plain.summary.cache_ttl == "5m"
+
+
+def test_cache_ttl_is_an_option_of_the_commands_that_price(cli, tmp_path):
+    r = cli("replay", SAMPLES / "synth-small.jsonl", "--cache-ttl", "1h", "--dry-run")
+    assert r.exit_code == 0 and "prompt cache TTL" in r.stdout and "1h, no timestamps: no expiry" in r.stdout
+    five = orjson.loads(cli("replay", SAMPLES / "synth-small.jsonl", "--dry-run", "--format", "json").stdout)
+    hour = orjson.loads(cli("replay", SAMPLES / "synth-small.jsonl", "--cache-ttl", "1h", "--dry-run",
+                            "--format", "json").stdout)
+    assert hour["summary"]["cost_usd"] > five["summary"]["cost_usd"]  # writes at 2x, not 1.25x
+    c = cli("compare", SAMPLES / "synth-small.jsonl", "-p", "s08", "--cache-ttl", "1h", "--dry-run", "--format", "json",
+            "-q")
+    assert c.exit_code == 0 and orjson.loads(c.stdout)[0]["cost_usd"] == hour["summary"]["cost_usd"]
+    assert cli("replay", SAMPLES / "synth-small.jsonl", "--cache-ttl", "2h", "--dry-run").exit_code == 2

@@ -39,6 +39,8 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
         ("input cost, cached (raw → policy)", f"${s.raw_cost_usd:,.4f} → ${s.cost_usd:,.4f}"),
         ("input cost, no cache (raw → policy)", f"${s.raw_cost_usd_nocache:,.4f} → ${s.cost_usd_nocache:,.4f}"),
         ("cache reads / writes (tokens)", f"{s.cache_read_tokens:,} / {s.cache_write_tokens:,}"),
+        ("prompt cache TTL", f"{s.cache_ttl}, " + ("no timestamps: no expiry" if s.cache_expired_calls is None
+                                                  else f"{s.cache_expired_calls:,} call(s) after it expired")),
         ("retention", f"{s.retention:.3f} ({s.refs_retained:,} of {s.refs:,} references)" if s.refs else "1.000 (no references)"),
         ("overflows", f"{s.overflows:,}"),
         ("violations introduced / inherited", f"{s.violations_introduced} / {s.violations_inherited}"),

@@ -79,8 +79,8 @@ def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False)
         if not isinstance(entry, Entry):
             reader.bad(lineno, entry)
             continue
-        model = obj.get("model") if message is not obj else None
-        builder.add_entry(entry, usage=anthropic_usage(usage, model) if usage and role == "assistant" else None)
+        model, at = (obj.get("model"), obj.get("timestamp")) if message is not obj else (None, None)
+        builder.add_entry(entry, usage=anthropic_usage(usage, model, at) if usage and role == "assistant" else None)
         yield entry
     builder.skipped_lines = reader.skipped
 

@@ -56,6 +56,7 @@ class _Group:
     results: list[Any] = field(default_factory=list)
     usage: dict[str, int] | None = None
     model: str | None = None
+    timestamp: str | None = None  # when the response began (its first line)
 
 
 def _as_blocks(content: Any) -> list[Any]:
@@ -94,7 +95,8 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
                 mid = message.get("id") or obj.get("requestId") or obj.get("uuid") or f"line{lineno}"
                 group = groups.get(mid)
                 if group is None:
-                    group = groups[mid] = _Group()
+                    group = groups[mid] = _Group(timestamp=obj.get("timestamp") if isinstance(
+                        obj.get("timestamp"), str) else None)
                     seq.append(("assistant", group))
                 new = _as_blocks(message["content"])
                 group.blocks.extend(new)
@@ -170,7 +172,10 @@ def _emit(seq: list[tuple[str, Any]], builder: TranscriptBuilder) -> None:
     for kind, item in seq:
         if kind == "assistant":
             flush()
-            usage = {**item.usage, "model": item.model} if item.usage and item.model else item.usage
+            usage = item.usage
+            if usage is not None:
+                usage = {**usage, **({"model": item.model} if item.model else {}),
+                         **({"timestamp": item.timestamp} if item.timestamp else {})}
             builder.add({"role": "assistant", "content": item.blocks}, usage=usage)
             if item.model:
                 builder.model = item.model

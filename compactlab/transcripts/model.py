@@ -17,10 +17,11 @@ from ..messages import Entry, Message, add_tool_names, make_entry
 USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 
 
-def anthropic_usage(raw: Any, model: str | None = None) -> dict[str, Any] | None:
+def anthropic_usage(raw: Any, model: str | None = None, timestamp: Any = None) -> dict[str, Any] | None:
     """A call's recorded usage in the canonical keys: the token counts; of the cache writes, those
     made with a 1-hour TTL (``cache_creation.ephemeral_1h_input_tokens``, billed at another rate)
-    as ``cache_creation_1h_input_tokens``; and the model of that call, where the line names it."""
+    as ``cache_creation_1h_input_tokens``; the model of that call and when it was made (ISO 8601),
+    where the recording says."""
     if not isinstance(raw, dict):
         return None
     usage: dict[str, Any] = {k: int(raw.get(k) or 0) for k in USAGE_KEYS}
@@ -31,6 +32,8 @@ def anthropic_usage(raw: Any, model: str | None = None) -> dict[str, Any] | None
         usage["cache_creation_1h_input_tokens"] = min(int(one_hour), usage["cache_creation_input_tokens"])
     if isinstance(model, str) and model:
         usage["model"] = model
+    if isinstance(timestamp, str) and timestamp:
+        usage["timestamp"] = timestamp
     return usage
 
 

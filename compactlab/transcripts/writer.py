@@ -29,10 +29,12 @@ def anthropic_lines(transcript: Transcript) -> Iterator[bytes]:
             break
         usage = transcript.usage.get(i)
         if usage is not None:
-            counts = {k: v for k, v in usage.items() if k != "model"}
+            counts = {k: v for k, v in usage.items() if k not in ("model", "timestamp")}
             line = {"type": "message", "role": "assistant", "content": entry.message["content"], "usage": counts}
             if usage.get("model") or transcript.model:
                 line["model"] = usage.get("model") or transcript.model
+            if usage.get("timestamp"):
+                line["timestamp"] = usage["timestamp"]
             yield orjson.dumps(line)
         else:
             yield orjson.dumps(entry.message)

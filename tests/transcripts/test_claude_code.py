@@ -87,7 +87,8 @@ def test_duplicated_usage_record_keeps_the_last_line(tmp_path):
          .assistant("X", tool("t1"), output_tokens=77).result("t1").assistant("Y", text("ok")))
     t = load_transcript(s.write(tmp_path / "s.jsonl"))
     assert t.usage[1] == {"input_tokens": 3, "cache_creation_input_tokens": 1000, "cache_read_input_tokens": 2000,
-                          "output_tokens": 77, "model": "claude-opus-4-6"}  # with the call's own model
+                          "output_tokens": 77, "model": "claude-opus-4-6",
+                          "timestamp": "2026-01-01T00:00:00Z"}  # with the call's own model and time
     assert len(t.usage) == 2 and t.model == "claude-opus-4-6"
 
 
