@@ -85,8 +85,7 @@ def _foreign(root: Path) -> str | None:
     except (OSError, orjson.JSONDecodeError, AttributeError):
         listed = None
     ours = set(listed) if isinstance(listed, list) else set()
-    folders = {str(Path(f).parent) for f in ours} | {"."}
-    folders |= {str(p) for f in ours for p in Path(f).parents}
+    folders = {str(p) for f in ours for p in Path(f).parents} | {"."}
     for top, dirs, files in os.walk(root):
         rel = Path(top).relative_to(root)
         for d in sorted(dirs):

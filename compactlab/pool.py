@@ -55,13 +55,11 @@ def _worker(conn: Connection, items: Sequence[Any], work: Callable[[Any], Any]) 
         if index is None:
             return
         try:
-            reply: tuple = ("ok", index, work(items[index]))
-        except CompactlabError as exc:
-            reply = ("error", index, exc)
+            reply: tuple = (index, work(items[index]))
         except BaseException as exc:
-            if os.environ.get("COMPACTLAB_DEBUG"):
+            if os.environ.get("COMPACTLAB_DEBUG") and not isinstance(exc, CompactlabError):
                 traceback.print_exc()
-            reply = ("crash", index, f"internal error: {type(exc).__name__}: {exc}".splitlines()[0])
+            reply = (index, failure_of(index, exc))
         conn.send(reply)
 
 
@@ -110,16 +108,11 @@ class Pool:
             for conn in [r for r in ready if r in by_conn]:  # results before deaths
                 pid = by_conn[conn]
                 try:
-                    kind, index, payload = conn.recv()
+                    index, outcome = conn.recv()  # the job's result, or its Failure
                 except (EOFError, OSError):
                     continue  # it died: its sentinel tells
                 self._running.pop(pid, None)
-                if kind == "ok":
-                    yield index, payload
-                elif kind == "error":
-                    yield index, Failure(index, str(payload), payload)
-                else:
-                    yield index, Failure(index, payload)
+                yield index, outcome
                 self._assign(pid, pending)
             for sentinel in [r for r in ready if r in by_sentinel]:
                 pid = by_sentinel[sentinel]
