@@ -155,9 +155,9 @@ def cost_options(f: Callable) -> Callable:
                      help="The prompt cache's lifetime: writes priced at its rate, calls after a longer gap "
                           "read nothing [default: the recording's: 1h where it recorded 1-hour writes, else 5m].")(f)
     f = click.option("--prices", "prices_file", type=click.Path(dir_okay=False, path_type=str), default=None,
-                     help="A price table TOML to use instead of the built-in one.")(f)
+                     help="A price table TOML whose models take precedence over genai-prices and its corrections.")(f)
     f = click.option("--price-model", default=None, metavar="MODEL",
-                     help="Price calls as this model [default: the model the transcript recorded, else "
+                     help="Price every call as this model [default: each call at the model it recorded, else "
                           "the price table's default, claude-sonnet-4-5].")(f)
     return f
 
@@ -244,7 +244,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
     stream = not calibrate and tokens != "anthropic"
     first, problem = _read_ahead_early(transcripts, input_format, skip_bad_lines, stream)
     try:  # the first file's reader is reading while the policy is built
-        from .cost import load_prices
+        from .prices import load_prices
         from .policy import load_policy
         from .reports import write_runs
         from .runs import ReplaySettings, replay_files
@@ -316,18 +316,19 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
             quiet: bool) -> None:
     """Which policy, which thresholds? Replay every TRANSCRIPT through every POLICY x swept value."""
     from .compare import build_grid, jobs_for, run_jobs
-    from .cost import load_prices
+    from .prices import load_prices
     from .interrupts import exit_status
     from .outputs import OutputDir
     from .reports.terminal import Progress
-    from .runs import estimators_for, prices_for
+    from .runs import estimators_for, prices_for, recorded_models
     from .reports.compare_report import WRITERS, report_meta, results_frame, sort_frame, write_reports
 
     grid = build_grid(list(policy_refs or ("none", "s06", "s08")), list(overrides), list(sweeps))
     live = _live(summarizer, "estimate", model, cache_dir, no_cache, summary_prompt, dry_run)
     loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
     job_list = jobs_for(len(loaded), grid)
-    prices = prices_for(loaded, price_model, load_prices(prices_file), _notify(quiet))
+    table = load_prices(prices_file)
+    prices = prices_for(loaded, price_model, table, _notify(quiet))
     estimators = estimators_for(loaded, calibrate, _notify(quiet))
     out = OutputDir(out_dir, dry_run, force)
     try:
@@ -344,7 +345,8 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
             sys.exit(exit_status(done.interrupted) if done.interrupted else done.exit_code)
         sweep_keys = [s.partition("=")[0].strip() for s in sweeps]
         df = sort_frame(results_frame(done.results, sweep_keys), sort_key)
-        meta = report_meta(load_prices(prices_file).read, [p.model for p in prices])
+        meta = report_meta(table.read, [price_model] if price_model else
+                           [m for t in loaded for m in recorded_models(t)] or [table.default_model])
         if done.interrupted:
             meta["interrupted"] = f"{len(done.results)} of {done.total} runs"
         if done.failures:
@@ -401,7 +403,7 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
 
     from .check import compare_record, load_baseline, parse_tolerances, record_for, transcript_key, write_baseline
     from .compare import build_grid, jobs_for, run_jobs
-    from .cost import load_prices
+    from .prices import load_prices
     from .interrupts import exit_status
     from .outputs import atomic_write_bytes
     from .runs import prices_for

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .baseline import baseline_for
-from .cost import ModelPrices
+from .prices import ModelPrices, PriceTable
 from .errors import PolicyError
 from .policy import Policy, load_policy, parse_override
 from .pool import Failure, Pool, can_fork, failure_of
@@ -93,7 +93,7 @@ def _toml(v: Any) -> str:
 
 # the transcripts of the running compare, inherited by forked workers
 _LOADED: list[Transcript] = []
-_PRICES: list[ModelPrices | None] = []
+_PRICES: list[ModelPrices | PriceTable | None] = []
 _ESTIMATORS: list[Any] = []
 _KEEP_RECORDED = False
 _CACHE_TTL: str | None = None
@@ -116,7 +116,7 @@ def _run(job: Job) -> RunResult:
     return run_job(job, _LOADED[i], _PRICES[i], _ESTIMATORS[i], _KEEP_RECORDED, _summarizer(), _CACHE_TTL)
 
 
-def run_job(job: Job, t: Transcript, prices: ModelPrices | None, estimator: Any, keep_recorded: bool,
+def run_job(job: Job, t: Transcript, prices: ModelPrices | PriceTable | None, estimator: Any, keep_recorded: bool,
             summarizer: Any, cache_ttl: str | None = None) -> RunResult:
     """One run, and only what the reports need of it. ``summarizer`` is a Summarizer, or the
     (kind, LiveOptions) spec to build one from (a remote worker builds its own)."""
@@ -191,7 +191,7 @@ def run_jobs(
     jobs: list[Job],
     *,
     n_jobs: int | None = None,
-    prices: list[ModelPrices | None] | None = None,
+    prices: list[ModelPrices | PriceTable | None] | None = None,
     estimators: list[Any] | None = None,
     keep_recorded_compactions: bool = False,
     summarizer: tuple[str, Any] = ("stub", None),

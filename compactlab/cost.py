@@ -1,4 +1,4 @@
-"""Prices (data) and the cache-aware cost model (SPEC §7).
+"""The cache-aware cost model (SPEC §7); the prices themselves are ``prices``'.
 
 With prompt caching, the part of a call's prompt that is unchanged since the previous call (the
 prefix before the first message anything changed) is a cache read, the rest a cache write; so a
@@ -9,90 +9,12 @@ every policy and left out.
 
 from __future__ import annotations
 
-import re
-import tomllib
-from dataclasses import dataclass
-from pathlib import Path
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from .errors import InputError, UsageError
-from .files import read_regular_text
+from .prices import ModelPrices
 from .sizing import TokenEstimator, list_chars
-
-MTOK = 1_000_000
-
-
-@dataclass(frozen=True)
-class ModelPrices:
-    """USD per million tokens."""
-
-    model: str
-    input: float
-    output: float
-    cache_write_5m: float
-    cache_write_1h: float
-    cache_read: float
-    read: str  # when the prices were read
-    known: bool = True
-
-    def input_cost(self, read_tokens: int, write_tokens: int, ttl: str = "5m") -> float:
-        """Cache reads, and cache writes at the rate of their TTL (``5m`` or ``1h``)."""
-        write = self.cache_write_1h if ttl == "1h" else self.cache_write_5m
-        return (read_tokens * self.cache_read + write_tokens * write) / MTOK
-
-    def nocache_cost(self, tokens: int) -> float:
-        return tokens * self.input / MTOK
-
-    def summary_cost(self, input_tokens: int, output_tokens: int) -> float:
-        return (input_tokens * self.input + output_tokens * self.output) / MTOK
-
-    def recorded_input_cost(self, usage: dict[str, Any]) -> float:
-        """What a call's recorded usage was billed for its input: uncached input, cache reads,
-        and cache writes each at its TTL's rate (``cache_creation_1h_input_tokens`` of them at the
-        1-hour rate, the rest at the 5-minute one)."""
-        one_hour = usage.get("cache_creation_1h_input_tokens", 0)
-        return (usage.get("input_tokens", 0) * self.input
-                + (usage.get("cache_creation_input_tokens", 0) - one_hour) * self.cache_write_5m
-                + one_hour * self.cache_write_1h
-                + usage.get("cache_read_input_tokens", 0) * self.cache_read) / MTOK
-
-
-@dataclass(frozen=True)
-class PriceTable:
-    """A price table: per model, what input, output and the cache cost (USD per million tokens)."""
-
-    read: str
-    default_model: str
-    models: dict[str, dict]
-
-    def lookup(self, model: str | None) -> ModelPrices:
-        """Prices for ``model`` (exact, or with a date suffix such as -20250929 dropped, or the
-        longest known prefix); an unknown model gets the default's prices, marked unknown."""
-        name = model or self.default_model
-        key = self._match(name)
-        known = key is not None
-        row = self.models[key if known else self.default_model]
-        base = row["input"]
-        return ModelPrices(
-            model=name,
-            input=base,
-            output=row["output"],
-            cache_write_5m=row.get("cache_write_5m", base * 1.25),
-            cache_write_1h=row.get("cache_write_1h", base * 2.0),
-            cache_read=row.get("cache_read", base * 0.1),
-            read=self.read,
-            known=known,
-        )
-
-    def _match(self, name: str) -> str | None:
-        if name in self.models:
-            return name
-        stripped = re.sub(r"-\d{8}$|@\d{8}$|-latest$", "", name.split("/")[-1])
-        if stripped in self.models:
-            return stripped
-        prefixes = [k for k in self.models if stripped.startswith(k)]
-        return max(prefixes, key=len) if prefixes else None
 
 
 class PromptCache:
@@ -156,11 +78,11 @@ class Priced:
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 
 
-def price_calls(records: list, prices: ModelPrices | Callable[[Any], ModelPrices],
+def price_calls(records: list, prices: ModelPrices | Callable[[Any, float | None], ModelPrices],
                 models: list[str | None] | None = None, times: list[float | None] | None = None,
                 ttl: str = "5m") -> Priced:
-    """Price each call at its model (``models[i]``, priced by ``prices(model)``; or every call at
-    one model's ``prices``): set each record's ``input_cost_usd`` from its cache reads and writes
+    """Price each call at its model and time (``models[i]`` and ``times[i]``, priced by
+    ``prices(model, time)``; or every call at one model's ``prices``): set each record's ``input_cost_usd`` from its cache reads and writes
     (writes at the ``ttl``'s rate), and price the raw baseline (the whole history every call, its
     previous call's prompt read from the cache). Nothing is read from the cache, in the policy's
     context and in the raw one alike, by a call on another model than the previous one (the
@@ -172,7 +94,7 @@ def price_calls(records: list, prices: ModelPrices | Callable[[Any], ModelPrices
     prev_model: Any = None
     for i, r in enumerate(records):  # in call order, as the costs of a recording add up
         model = models[i] if models else None
-        p = prices(model) if callable(prices) else prices
+        p = prices(model, times[i] if times else None) if callable(prices) else prices
         expired = bool(i and times and times[i] is not None and times[i - 1] is not None
                        and times[i] - times[i - 1] > lifetime)
         if expired:
@@ -189,47 +111,26 @@ def price_calls(records: list, prices: ModelPrices | Callable[[Any], ModelPrices
     return priced
 
 
+@dataclass
+class Recorded:
+    """What the recording's usage fields imply its calls were billed, at list prices."""
+
+    input: float = 0.0
+    output: float = 0.0
+
+
 def recorded_cost(records: list, usage: dict[int, dict[str, Any]],
-                  prices_of: Callable[[str | None], ModelPrices]) -> float | None:
-    """The input cost the recording's usage fields imply, each call priced at the model it
-    recorded (``prices_of(model)``; None where the call names none); None without usage."""
+                  prices_of: Callable[[str | None, Any], ModelPrices]) -> Recorded | None:
+    """The input and output cost the recording's usage fields imply, each call priced at the model
+    and time it recorded (``prices_of(model, timestamp)``; None where the call names none); None
+    without usage."""
     if not usage:
         return None
-    total = 0.0
+    total = Recorded()
     for r in records:
         u = usage.get(r.message_index)
         if u is not None:
-            total += prices_of(u.get("model")).recorded_input_cost(u)
+            p = prices_of(u.get("model"), u.get("timestamp"))
+            total.input += p.recorded_input_cost(u)
+            total.output += p.recorded_output_cost(u)
     return total
-
-
-def _package_file(relative: str) -> str:
-    here = Path(__file__).parent / relative
-    if here.is_file():
-        return here.read_text(encoding="utf-8")
-    from importlib import resources  # a zipped install
-
-    return resources.files("compactlab").joinpath(relative).read_text(encoding="utf-8")
-
-
-def load_prices(path: str | None = None) -> PriceTable:
-    try:
-        if path is None:
-            text = _package_file("data/prices.toml")
-        else:
-            text = read_regular_text(path, "--prices")
-        data = tomllib.loads(text)
-        models = data["models"]
-        for name, row in models.items():
-            for key in ("input", "output"):
-                if not isinstance(row, dict) or not isinstance(row.get(key), (int, float)):
-                    raise UsageError(f"{path}: models.{name}.{key} must be a number")
-        table = PriceTable(read=str(data.get("read", "unknown")), default_model=data.get("default_model", next(iter(models))),
-                           models=models)
-    except InputError as exc:
-        raise UsageError(exc.message) from None
-    except (OSError, tomllib.TOMLDecodeError, KeyError, StopIteration) as exc:
-        raise UsageError(f"{path or 'prices.toml'}: not a usable price table: {exc}") from None
-    if table.default_model not in table.models:
-        raise UsageError(f"{path}: default_model {table.default_model!r} has no prices")
-    return table

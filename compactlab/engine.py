@@ -23,7 +23,8 @@ from typing import Any, Protocol
 
 from .baseline import RawBaseline
 from .context import Context
-from .cost import ModelPrices, PriceTable, PromptCache, load_prices, price_calls, recorded_cost
+from .cost import PromptCache, price_calls, recorded_cost
+from .prices import ModelPrices, PriceTable, load_prices
 from .invariants import InvariantTracker, ViolationLog
 from .feeds import Feed, as_feed
 from .layers import CHEAP, NOTHING, LayerStats, RunEnv, manual, reactive, summary
@@ -102,29 +103,32 @@ def replay(
 
     forced = prices if isinstance(prices, ModelPrices) else None  # --price-model: every call at it
     table = None if forced else (prices or load_prices())
-    prices = forced or table.lookup(feed.model)
-    looked_up: dict[str | None, ModelPrices] = {None: prices, feed.model: prices}
-
-    def prices_of(model: str | None) -> ModelPrices:
-        if forced is not None:
-            return forced
-        if model not in looked_up:
-            looked_up[model] = table.lookup(model)
-        return looked_up[model]
-
     usage = feed.usage  # each call's model and time where the recording names them
     calls_usage = [usage.get(r.message_index) or {} for r in records] if usage else []
     models = [u.get("model") or feed.model for u in calls_usage] or None
     times = [_seconds(u.get("timestamp")) for u in calls_usage] or None
+    started_at = next((t for t in times or () if t is not None), None)  # the session's date
+    prices = forced or table.lookup(feed.model, started_at)
+    looked_up: dict[tuple[Any, Any], ModelPrices] = {}
+
+    def prices_of(model: str | None, when: Any = None) -> ModelPrices:
+        if forced is not None:
+            return forced
+        at = _seconds(when) if isinstance(when, str) else when
+        key = (model or feed.model, started_at if at is None else at)
+        if key not in looked_up:
+            looked_up[key] = table.lookup(*key)
+        return looked_up[key]
+
     ttl = cache_ttl or ("1h" if any(u.get("cache_creation_1h_input_tokens") for u in calls_usage) else "5m")
     priced = price_calls(records, prices_of, models, times, ttl)
     recorded = recorded_cost(records, usage, prices_of)
-    summary_prices = prices_of(getattr(env.summarizer, "model", None))
+    summary_prices = prices_of(getattr(env.summarizer, "model", None) or feed.model)
     resolved = policy.resolved()
     return Run(
         summary=summarize(records, turns.totals, turns.violations.listed(), transcript=feed,
                           policy=policy.name, fingerprint=fingerprint_of(resolved), prices=prices, priced=priced,
-                          summary_prices=summary_prices, recorded_cost=recorded,
+                          summary_prices=summary_prices, recorded_cost=recorded, billed=_billed(feed),
                           persisted_files=env.persisted_files, saved_transcripts=env.saved_transcripts,
                           runtime_s=round(time.perf_counter() - started, 4)),
         calls=records,
@@ -142,6 +146,14 @@ assert TURN_COLUMNS[_COUNTS_AT: _COUNTS_AT + len(TURN_COUNTERS)] == [column for 
 assert TURN_COLUMNS[_COUNTS_AT + len(TURN_COUNTERS):] == [
     "overflow", "violations_introduced", "violations_inherited", "cache_read_tokens", "cache_write_tokens",
     "input_cost_usd", "refs", "refs_retained"]
+
+
+def _billed(feed: Any) -> float | None:
+    """What the source recorded it was billed (mini-swe-agent and SWE-agent: ``instance_cost``;
+    0 there means not recorded)."""
+    stats = feed.metadata.get("model_stats")
+    cost = stats.get("instance_cost") if isinstance(stats, dict) else None
+    return float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0 else None
 
 
 def _seconds(timestamp: Any) -> float | None:

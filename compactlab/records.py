@@ -120,6 +120,10 @@ class RunSummary:
     price_model: str = ""
     #: input cost computed from the recorded usage fields (sources with recorded usage), else None
     recorded_input_cost_usd: float | None = None
+    #: input and output cost the recorded usage implies: what compares with a bill
+    recorded_cost_usd: float | None = None
+    #: what the source itself recorded it was billed (mini-swe-agent's instance_cost), else None
+    billed_cost_usd: float | None = None
     #: the prompt cache's lifetime the run was priced with: the recording's (1-hour writes
     #: recorded: 1h), or --cache-ttl
     cache_ttl: str = "5m"
@@ -132,14 +136,15 @@ class RunSummary:
 
 def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str, Any]], *, transcript: Any,
               policy: str, fingerprint: str, prices: Any, priced: Any, summary_prices: Any,
-              recorded_cost: float | None,
+              recorded_cost: Any, billed: float | None = None,
               persisted_files: list[dict[str, Any]], saved_transcripts: list[dict[str, Any]],
               runtime_s: float) -> RunSummary:
     """A run's summary, built from its priced records, its layers' totals (``LayerStats``) and its
     violations; ``transcript`` gives the path, format and skipped lines. ``priced``: what
     ``cost.price_calls`` gave; ``prices``: the transcript's model's (named in the summary);
     ``summary_prices``: the summarizer's model's (its calls are billed at its own prices)."""
-    summary_cost = summary_prices.summary_cost(totals.summary_input_tokens, totals.summary_output_tokens)
+    summary_cost = summary_prices.summary_cost(totals.summary_input_tokens, totals.summary_output_tokens,
+                                               calls=totals.summaries + totals.summary_failures)
     counted = {key: getattr(totals, stat) for stat, key in RUN_COUNTERS}
     n_refs = sum(r.refs for r in records)
     n_retained = sum(r.refs_retained for r in records)
@@ -175,7 +180,9 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
         cache_read_tokens=sum(r.cache_read_tokens for r in records),
         cache_write_tokens=sum(r.cache_write_tokens for r in records),
         price_model=prices.model,
-        recorded_input_cost_usd=None if recorded_cost is None else round(recorded_cost, 6),
+        recorded_input_cost_usd=None if recorded_cost is None else round(recorded_cost.input, 6),
+        recorded_cost_usd=None if recorded_cost is None else round(recorded_cost.input + recorded_cost.output, 6),
+        billed_cost_usd=None if billed is None else round(billed, 6),
         cache_ttl=priced.ttl,
         cache_expired_calls=priced.expired,
     )

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cost import ModelPrices, PriceTable, load_prices
+from .prices import ModelPrices, PriceTable, load_prices
 from .feeds import Feed, open_feed
 from .outputs import OutputDir, run_folder_name
 from .policy import Policy
@@ -108,7 +108,7 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
                                  cache_ttl=s.cache_ttl)
                 if feed.streamed:  # read now: its model, bad lines and warnings are known
                     if not isinstance(price, ModelPrices):
-                        price_warning(price, price.lookup(feed.model), notify)
+                        price_warnings(price, feed, notify)
                     warn_loaded(feed, notify)
                 if run.failed_summaries:
                     notify(f"warning: {feed.path}: {len(run.failed_summaries)} summar(y/ies) failed, at call(s) "
@@ -159,22 +159,33 @@ def open_for_replay(path: str, settings: ReplaySettings, notify: Notify = quietl
 
 
 def prices_for(sources: list, price_model: str | None, table: PriceTable, notify: Notify = quietly) -> list:
-    """Prices per transcript or feed: a model's, or for a stream the table itself, to look up
-    once the stream has told its model (``price_warning`` then)."""
-    out: list = []
+    """Per transcript or feed, what its calls are priced by: the table (each call at the model and
+    time it recorded), or with ``--price-model`` that model's prices for every call. A model the
+    table does not know is a warning (for a stream, once it has been read: ``price_warnings``)."""
+    if price_model is not None:
+        return [price_warning(table, table.lookup(price_model), notify)] * len(sources)
     for t in sources:
-        if price_model is None and getattr(t, "streamed", False):  # a feed read as it is replayed
-            out.append(table)
-            continue
-        out.append(price_warning(table, table.lookup(price_model or t.model), notify))
-    return out
+        if not getattr(t, "streamed", False):
+            price_warnings(table, t, notify)
+    return [table] * len(sources)
+
+
+def recorded_models(source: Any) -> list[str]:
+    """The models a transcript or feed recorded: its own and its calls'."""
+    models = dict.fromkeys([source.model] + [u.get("model") for u in source.usage.values()])
+    return [m for m in models if isinstance(m, str) and m and not m.startswith("<")]  # not <synthetic>
+
+
+def price_warnings(table: PriceTable, source: Any, notify: Notify = quietly) -> None:
+    for model in recorded_models(source):
+        price_warning(table, table.lookup(model), notify)
 
 
 def price_warning(table: PriceTable, prices: ModelPrices, notify: Notify = quietly) -> ModelPrices:
     """An unknown model is a warning even with --quiet (it changes every cost)."""
     if not prices.known:
         notify(f"warning: no prices for model {prices.model!r}: priced as {table.default_model} "
-               f"(table read {table.read}); use --price-model or --prices", True)
+               f"({table.read}); use --price-model or --prices", True)
     return prices
 
 

@@ -9,7 +9,8 @@ import orjson
 import pytest
 
 from compactlab.context import Context
-from compactlab.cost import PromptCache, load_prices, price_calls
+from compactlab.cost import PromptCache, price_calls
+from compactlab.prices import load_prices
 from compactlab.invariants import InvariantTracker, ViolationLog
 from compactlab.messages import make_entry
 from compactlab.records import TurnRecord

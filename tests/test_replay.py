@@ -27,7 +27,8 @@ def test_schema_uses_exactly_the_spec_names():
     # the stable keys come first, in SPEC order; the extras after them are documented in records.py
     assert SUMMARY_KEYS[: len(SPEC_RUN)] == SPEC_RUN
     assert SUMMARY_KEYS[len(SPEC_RUN):] == ["refs", "refs_retained", "cache_read_tokens", "cache_write_tokens",
-                                            "price_model", "recorded_input_cost_usd", "cache_ttl", "cache_expired_calls"]
+                                            "price_model", "recorded_input_cost_usd", "recorded_cost_usd", "billed_cost_usd", "cache_ttl",
+                                            "cache_expired_calls"]
 
 
 @pytest.fixture(scope="module")

@@ -31,6 +31,7 @@ class Feed(Protocol):
     compactions: list[RecordedCompaction]
     warnings: list[str]
     skipped_lines: int
+    metadata: dict[str, Any]
     #: every message, for a loaded transcript (exact token counts need the raw history); else None
     entries: list[Entry] | None
 
@@ -56,6 +57,7 @@ class _Recording:
     compactions = property(lambda self: self.source.compactions)
     warnings = property(lambda self: self.source.warnings)
     skipped_lines = property(lambda self: self.source.skipped_lines)
+    metadata = property(lambda self: self.source.metadata)
 
 
 class LoadedFeed(_Recording):

@@ -50,6 +50,8 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
     if s.recorded_input_cost_usd is not None:
         modelled = sum(c.input_cost_usd for c in run.calls)
         rows.append(("input cost: modelled / recorded usage", f"${modelled:,.4f} / ${s.recorded_input_cost_usd:,.4f}"))
+    if s.billed_cost_usd is not None:
+        rows.append(("recorded usage with output / billed", f"${s.recorded_cost_usd or 0:,.4f} / ${s.billed_cost_usd:,.4f}"))
     if run.failed_summaries:
         rows.append(("calls that lost their summary", ", ".join(str(f["call"]) for f in run.failed_summaries[:20])))
     if s.skipped_lines:

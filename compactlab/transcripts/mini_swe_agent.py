@@ -47,7 +47,8 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
             break
     skipped = [0]
     convert(enumerate(doc["messages"]), builder, document_bad(path, skip_bad_lines, skipped),
-            usage_of=lambda m: openai_usage(_response(m).get("usage")) or openai_usage(m.get("usage")))
+            usage_of=lambda m: openai_usage((r := _response(m)).get("usage"), r.get("model"), r.get("created"))
+            or openai_usage(m.get("usage")))
     return builder.build(skipped_lines=skipped[0], content_hash=sha)
 
 

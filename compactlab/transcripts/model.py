@@ -167,6 +167,7 @@ class TranscriptStream:
     compactions = property(lambda self: self._builder.compactions)
     warnings = property(lambda self: self._builder.warnings)
     skipped_lines = property(lambda self: self._builder.skipped_lines)
+    metadata = property(lambda self: self._builder.metadata)
     name = property(lambda self: transcript_name(self._builder.path))
 
 

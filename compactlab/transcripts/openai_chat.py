@@ -47,15 +47,23 @@ def sniff_document(doc: Any) -> float:
     return 0.5 if dicts and all(m.get("role") in ROLES | {"exit"} for m in dicts) else 0.0
 
 
-def openai_usage(raw: Any) -> dict[str, int] | None:
-    """Recorded usage in the canonical keys, from an OpenAI-style ``usage`` object."""
+def openai_usage(raw: Any, model: Any = None, created: Any = None) -> dict[str, Any] | None:
+    """Recorded usage in the canonical keys, from an OpenAI-style ``usage`` object; with the
+    response's ``model`` and ``created`` (seconds since the epoch) as the call's model and time."""
     if not isinstance(raw, dict) or "prompt_tokens" not in raw:
         return None
     prompt = int(raw.get("prompt_tokens") or 0)
     details = raw.get("prompt_tokens_details") if isinstance(raw.get("prompt_tokens_details"), dict) else {}
     cached = int(details.get("cached_tokens") or raw.get("prompt_cache_hit_tokens") or 0)
-    return {"prompt_tokens": prompt, "input_tokens": prompt - cached, "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": cached, "output_tokens": int(raw.get("completion_tokens") or 0)}
+    usage: dict[str, Any] = {"prompt_tokens": prompt, "input_tokens": prompt - cached, "cache_creation_input_tokens": 0,
+                             "cache_read_input_tokens": cached, "output_tokens": int(raw.get("completion_tokens") or 0)}
+    if isinstance(model, str) and model:
+        usage["model"] = model
+    if isinstance(created, (int, float)) and not isinstance(created, bool) and 0 < created < 1e11:
+        from datetime import datetime, timezone
+
+        usage["timestamp"] = datetime.fromtimestamp(created, timezone.utc).isoformat()
+    return usage
 
 
 def _parts(content: Any) -> list[Any] | None:
@@ -81,7 +89,8 @@ class Converter:
     """Feeds OpenAI-style messages, in order, into a TranscriptBuilder."""
 
     def __init__(self, builder: TranscriptBuilder, bad: Callable[[Any, str], None],
-                 usage_of: Callable[[dict], dict | None] = lambda m: openai_usage(m.get("usage"))) -> None:
+                 usage_of: Callable[[dict], dict | None] = lambda m: openai_usage(m.get("usage"), m.get("model"),
+                                                                                  m.get("created"))) -> None:
         self.b = builder
         self.bad = bad
         self.usage_of = usage_of
