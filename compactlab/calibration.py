@@ -10,25 +10,17 @@ relative error (weighted least squares, weights 1/y²), which is what MAPE measu
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from typing import Any
 
 from .errors import InputError
-from .sizing import TokenEstimator
+from .sizing import Calibration, TokenEstimator
 from .transcripts import Transcript
 
 
-@dataclass(frozen=True)
-class Calibration:
-    overhead_tokens: int
-    chars_per_token: float
-    mape: float
-    calls: int
-
-    def estimator(self) -> TokenEstimator:
-        return TokenEstimator(self.chars_per_token, self.overhead_tokens)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+#: the fewest calls with recorded usage a calibration is fitted on (fewer: the policy's estimate)
+MIN_CALLS = 5
+#: a fit outside these is no tokenizer's (a broken recording): the policy's estimate is used
+MIN_CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN, MAX_MAPE = 0.5, 20.0, 0.5
 
 
 def prompt_tokens(usage: dict[str, int]) -> int:
@@ -77,6 +69,29 @@ def sent_chars(transcript: Transcript) -> list[int]:
 def recorded_tokens(transcript: Transcript) -> list[int]:
     """Recorded prompt tokens per call (0 where the call has no usage)."""
     return [prompt_tokens(transcript.usage[p]) if p in transcript.usage else 0 for p in transcript.call_positions]
+
+
+def usable_calls(transcript: Any) -> int:
+    """Calls whose recorded usage gives their prompt tokens."""
+    return sum(1 for u in transcript.usage.values() if prompt_tokens(u) > 0)
+
+
+def by_default(transcript: Transcript) -> tuple[Calibration | None, str | None]:
+    """The calibration a run uses unless told otherwise: the fit where the transcript records the
+    usage of at least ``MIN_CALLS`` calls; else none, and why where there was some usage (to warn)."""
+    n = usable_calls(transcript)
+    if n == 0:
+        return None, None
+    if transcript.metadata.get("acompact"):
+        return None, "a compaction summarizer's call: not calibrated (calibrate on its main session)"
+    if n < MIN_CALLS:
+        return None, (f"only {n} call(s) with recorded usage (calibration needs {MIN_CALLS}): "
+                      "tokens are the policy's estimate")
+    cal = calibrate(transcript)
+    if not (MIN_CHARS_PER_TOKEN <= cal.chars_per_token <= MAX_CHARS_PER_TOKEN) or (cal.mape or 0) > MAX_MAPE:
+        return None, (f"the fit to the recorded usage is unusable ({cal.overhead_tokens:,} + chars / "
+                      f"{cal.chars_per_token}, mape {cal.mape}): tokens are the policy's estimate")
+    return cal, None
 
 
 def calibrate(transcript: Transcript, sent: list[int] | None = None) -> Calibration:

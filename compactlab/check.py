@@ -1,9 +1,11 @@
 """check: compare replays with a committed baseline, for CI (SPEC §9).
 
 The baseline is JSON with a schema version and one record per (transcript, policy name): the
-transcript's content hash, the policy's fingerprint and the metrics. A changed policy under the
-same name is what check exists for: it is compared, and the fingerprint change is shown. A
-changed transcript is a stale record: never compared silently (a failure unless allowed).
+transcript's content hash, the policy's fingerprint, the token estimate the run used (its
+calibration) and the metrics. A changed policy under the same name is what check exists for: it is
+compared, and the fingerprint change is shown. A changed transcript is a stale record: never
+compared silently (a failure unless allowed). A changed calibration (another fit, or calibrated
+where the baseline was not) fails: the metrics were measured with another estimate.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class CheckResult:
     reasons: list[str] = field(default_factory=list)
     fingerprint: str = ""
     old_fingerprint: str | None = None
+    calibration_changed: bool = False
 
     @property
     def fingerprint_changed(self) -> bool:
@@ -136,7 +139,25 @@ def load_baseline(path: str) -> dict[tuple[str, str], dict]:
 
 def record_for(key: str, summary: dict[str, Any], content_hash: str) -> dict[str, Any]:
     return {"transcript": key, "policy": summary["policy"], "content_hash": content_hash,
-            "fingerprint": summary["fingerprint"], "metrics": {k: summary[k] for k in STORED}}
+            "fingerprint": summary["fingerprint"], "calibration": summary.get("calibration"),
+            "metrics": {k: summary[k] for k in STORED}}
+
+
+def _estimate(calibration: Any) -> tuple:
+    """What of a calibration decides the tokens: its source and fit (a record without one: the
+    policy's estimate, from before calibration was recorded)."""
+    if not isinstance(calibration, dict):
+        return ("policy",)
+    if calibration.get("source") != "recorded usage":
+        return (calibration.get("source"),)
+    return (calibration.get("source"), calibration.get("chars_per_token"), calibration.get("overhead_tokens"))
+
+
+def describe_calibration(calibration: Any) -> str:
+    if not isinstance(calibration, dict) or calibration.get("source") != "recorded usage":
+        return "not calibrated"
+    return (f"{calibration.get('overhead_tokens', 0):,} + chars / {calibration.get('chars_per_token')} "
+            f"(mape {calibration.get('mape')})")
 
 
 def compare_record(key: str, summary: dict[str, Any], content_hash: str, old: dict | None,
@@ -161,6 +182,10 @@ def compare_record(key: str, summary: dict[str, Any], content_hash: str, old: di
                            + ("" if allow_stale else " (--allow-stale to accept)"))
         res.ok = allow_stale and not new_violations
         return res
+    if _estimate(old.get("calibration")) != _estimate(summary.get("calibration")):
+        res.calibration_changed = True
+        res.reasons.append(f"calibration changed: {describe_calibration(old.get('calibration'))} → "
+                           f"{describe_calibration(summary.get('calibration'))} (--update-baseline to accept it)")
     m = old["metrics"]
     if summary["overflows"] > m.get("overflows", 0):
         res.failures.append(Change("overflows", m.get("overflows", 0), summary["overflows"]))
@@ -173,7 +198,7 @@ def compare_record(key: str, summary: dict[str, Any], content_hash: str, old: di
             res.failures.append(Change(metric, before, now))
         elif delta < -1e-12:
             res.improvements.append(Change(metric, before, now))
-    if res.failures or new_violations:
+    if res.failures or new_violations or res.calibration_changed:
         res.status, res.ok = "fail", False
     return res
 

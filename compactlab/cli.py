@@ -150,6 +150,13 @@ def _live(summarizer: str, tokens: str, model: str | None, cache_dir: str | None
     return LiveOptions.from_env(model, cache_dir, no_cache, summary_prompt, read_only=dry_run)
 
 
+def calibrate_option(f: Callable) -> Callable:
+    return click.option("--calibrate/--no-calibrate", default=None,
+                        help="Estimate tokens by the fit to the transcript's recorded usage: required (an error "
+                             "without usage), or never (the policy's chars per token) [default: wherever the "
+                             "transcript records the usage of at least 5 calls].")(f)
+
+
 def cost_options(f: Callable) -> Callable:
     f = click.option("--cache-ttl", type=click.Choice(["5m", "1h"]), default=None,
                      help="The prompt cache's lifetime: writes priced at its rate, calls after a longer gap "
@@ -197,7 +204,7 @@ def _load_all(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: 
 
 
 def _read_ahead_early(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: bool,
-                      stream: bool) -> tuple[Any, CompactlabError | None]:
+                      stream: bool, whole_if_usage: bool) -> tuple[Any, CompactlabError | None]:
     """The first file's feed when the read-ahead process reads it: opened before the policy is
     built, so that its reading starts meanwhile. (None, None) otherwise; (None, the error) if
     opening it failed, to be raised in turn (after the policy's own errors)."""
@@ -206,7 +213,8 @@ def _read_ahead_early(paths: tuple[str, ...], input_format: str | None, skip_bad
     from .feeds import open_feed
 
     try:  # (reads only the first lines: the collector stays as start-up left it)
-        return open_feed(paths[0], input_format, skip_bad_lines=skip_bad_lines, only_read_ahead=True), None
+        return open_feed(paths[0], input_format, skip_bad_lines=skip_bad_lines, only_read_ahead=True,
+                         whole_if_usage=whole_if_usage), None
     except CompactlabError as exc:
         return None, exc
 
@@ -218,7 +226,8 @@ def _read_ahead_early(paths: tuple[str, ...], input_format: str | None, skip_bad
 @policy_options
 @summarizer_options
 @click.option("--tokens", type=click.Choice(["estimate", "anthropic"]), default="estimate", show_default=True,
-              help="Measure tokens by estimate (chars / 4, or --calibrate) or exactly with messages.count_tokens.")
+              help="Measure tokens by estimate (the fit to the recorded usage, else chars / 4) or exactly with "
+                   "messages.count_tokens.")
 @click.option("--out", "out_dir", type=click.Path(path_type=str), default=None,
               help="Output folder [default: reports/<transcript>-<policy>/; with several transcripts, "
                    "one folder each inside --out].")
@@ -228,7 +237,7 @@ def _read_ahead_early(paths: tuple[str, ...], input_format: str | None, skip_bad
 @click.option("--write-transcripts", is_flag=True, help="Also write the context saved before each summary.")
 @click.option("--keep-recorded-compactions", is_flag=True,
               help="Replay the compactions the recording did (Claude Code compact boundaries).")
-@click.option("--calibrate", is_flag=True, help="Estimate tokens with the fit to the recorded usage.")
+@calibrate_option
 @click.option("--chart", is_flag=True, help="Also draw the tokens-per-call chart (chart.png) in the output folder.")
 @cost_options
 @input_options
@@ -236,13 +245,13 @@ def _read_ahead_early(paths: tuple[str, ...], input_format: str | None, skip_bad
 def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, ...], summarizer: str,
            model: str | None, summary_prompt: str | None, cache_dir: str | None, no_cache: bool, tokens: str,
            out_dir: str | None, fmt: str, dry_run: bool, force: bool, write_transcripts: bool, keep_recorded_compactions: bool,
-           calibrate: bool, chart: bool, cache_ttl: str | None, price_model: str | None, prices_file: str | None,
+           calibrate: bool | None, chart: bool, cache_ttl: str | None, price_model: str | None, prices_file: str | None,
            skip_bad_lines: bool, input_format: str | None, quiet: bool) -> None:
     """Replay each TRANSCRIPT (a file, or a folder of sessions) call by call through a policy."""
     from .interrupts import exit_status
 
-    stream = not calibrate and tokens != "anthropic"
-    first, problem = _read_ahead_early(transcripts, input_format, skip_bad_lines, stream)
+    stream = calibrate is not True and tokens != "anthropic"
+    first, problem = _read_ahead_early(transcripts, input_format, skip_bad_lines, stream, calibrate is None)
     try:  # the first file's reader is reading while the policy is built
         from .prices import load_prices
         from .policy import load_policy
@@ -304,14 +313,14 @@ def _notify(quiet: bool) -> Callable[[str, bool], None]:
 @click.option("--dry-run", is_flag=True, help="Write no file; only print.")
 @force_option
 @click.option("--keep-recorded-compactions", is_flag=True, help="Replay the compactions the recording did.")
-@click.option("--calibrate", is_flag=True, help="Estimate tokens with the fit to the recorded usage.")
+@calibrate_option
 @cost_options
 @input_options
 @click.option("-q", "--quiet", is_flag=True, help="No progress, status or warnings on stderr.")
 def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides: tuple[str, ...],
             summarizer: str, model: str | None, summary_prompt: str | None, cache_dir: str | None, no_cache: bool,
             sweeps: tuple[str, ...], jobs: int | None, executor: str | None, out_dir: str, sort_key: str, fmt: str, dry_run: bool,
-            force: bool, keep_recorded_compactions: bool, calibrate: bool, cache_ttl: str | None,
+            force: bool, keep_recorded_compactions: bool, calibrate: bool | None, cache_ttl: str | None,
             price_model: str | None, prices_file: str | None, skip_bad_lines: bool, input_format: str | None,
             quiet: bool) -> None:
     """Which policy, which thresholds? Replay every TRANSCRIPT through every POLICY x swept value."""
@@ -320,7 +329,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
     from .interrupts import exit_status
     from .outputs import OutputDir
     from .reports.terminal import Progress
-    from .runs import estimators_for, prices_for, recorded_models
+    from .runs import calibrations_for, prices_for, recorded_models
     from .reports.compare_report import WRITERS, report_meta, results_frame, sort_frame, write_reports
 
     grid = build_grid(list(policy_refs or ("none", "s06", "s08")), list(overrides), list(sweeps))
@@ -329,12 +338,12 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
     job_list = jobs_for(len(loaded), grid)
     table = load_prices(prices_file)
     prices = prices_for(loaded, price_model, table, _notify(quiet))
-    estimators = estimators_for(loaded, calibrate, _notify(quiet))
+    calibrations = calibrations_for(loaded, calibrate, _notify(quiet))
     out = OutputDir(out_dir, dry_run, force)
     try:
         out.prepare(protect=[t.path for t in loaded])
         with Progress("compare", len(job_list), enabled=not quiet) as advance:
-            done = run_jobs(loaded, job_list, n_jobs=jobs, prices=prices, estimators=estimators,
+            done = run_jobs(loaded, job_list, n_jobs=jobs, prices=prices, calibrations=calibrations,
                             keep_recorded_compactions=keep_recorded_compactions, summarizer=(summarizer, live),
                             on_result=advance, executor=executor, cache_ttl=cache_ttl)
         _report_failures(done.failures)
@@ -391,12 +400,13 @@ def _report_failures(failures: list) -> None:
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Also write a JUnit XML report (one testcase per transcript x policy).")
 @format_option("check_report", "table")
+@calibrate_option
 @cost_options
 @input_options
 @quiet_option
 def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides: tuple[str, ...], baseline_path: str,
           tolerances: tuple[str, ...], update_baseline: bool, allow_stale: bool, junit_path: str | None, fmt: str,
-          cache_ttl: str | None, price_model: str | None, prices_file: str | None, skip_bad_lines: bool,
+          calibrate: bool | None, cache_ttl: str | None, price_model: str | None, prices_file: str | None, skip_bad_lines: bool,
           input_format: str | None, quiet: bool) -> None:
     """CI gate: fail (exit 1) when a policy breaks tool pairs or loses ground against the baseline."""
     from pathlib import Path
@@ -406,7 +416,7 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
     from .prices import load_prices
     from .interrupts import exit_status
     from .outputs import atomic_write_bytes
-    from .runs import prices_for
+    from .runs import calibrations_for, prices_for
     from .reports.check_report import WRITERS, append_step_summary, junit_xml
 
     tolerance = parse_tolerances(tolerances)
@@ -414,7 +424,8 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
     old = {} if update_baseline else load_baseline(baseline_path)
     loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
     prices = prices_for(loaded, price_model, load_prices(prices_file), _notify(quiet))
-    done = run_jobs(loaded, jobs_for(len(loaded), grid), prices=prices, cache_ttl=cache_ttl)
+    calibrations = calibrations_for(loaded, calibrate, _notify(quiet))
+    done = run_jobs(loaded, jobs_for(len(loaded), grid), prices=prices, calibrations=calibrations, cache_ttl=cache_ttl)
     _report_failures(done.failures)
     results = done.results
     keys = {t.path: transcript_key(t.path, baseline_path) for t in loaded}

@@ -94,7 +94,7 @@ def _toml(v: Any) -> str:
 # the transcripts of the running compare, inherited by forked workers
 _LOADED: list[Transcript] = []
 _PRICES: list[ModelPrices | PriceTable | None] = []
-_ESTIMATORS: list[Any] = []
+_CALIBRATIONS: list[Any] = []
 _KEEP_RECORDED = False
 _CACHE_TTL: str | None = None
 _SUMMARIZER: tuple[str, Any] = ("stub", None)  # (kind, LiveOptions)
@@ -113,10 +113,10 @@ def _summarizer() -> Any:
 def _run(job: Job) -> RunResult:
     """A job in this process or a forked worker: the transcripts are the inherited globals."""
     i = job.transcript
-    return run_job(job, _LOADED[i], _PRICES[i], _ESTIMATORS[i], _KEEP_RECORDED, _summarizer(), _CACHE_TTL)
+    return run_job(job, _LOADED[i], _PRICES[i], _CALIBRATIONS[i], _KEEP_RECORDED, _summarizer(), _CACHE_TTL)
 
 
-def run_job(job: Job, t: Transcript, prices: ModelPrices | PriceTable | None, estimator: Any, keep_recorded: bool,
+def run_job(job: Job, t: Transcript, prices: ModelPrices | PriceTable | None, calibration: Any, keep_recorded: bool,
             summarizer: Any, cache_ttl: str | None = None) -> RunResult:
     """One run, and only what the reports need of it. ``summarizer`` is a Summarizer, or the
     (kind, LiveOptions) spec to build one from (a remote worker builds its own)."""
@@ -124,7 +124,7 @@ def run_job(job: Job, t: Transcript, prices: ModelPrices | PriceTable | None, es
         from .summarizers import build_summarizer
 
         summarizer = build_summarizer(*summarizer)
-    run = replay(t, job.policy, prices=prices, estimator=estimator, keep_recorded_compactions=keep_recorded,
+    run = replay(t, job.policy, prices=prices, calibration=calibration, keep_recorded_compactions=keep_recorded,
                  summarizer=summarizer, cache_ttl=cache_ttl)
     summary = run.summary.to_dict()
     summary.pop("violations")
@@ -134,7 +134,7 @@ def run_job(job: Job, t: Transcript, prices: ModelPrices | PriceTable | None, es
     events = {kind: [c.call for c in run.calls if getattr(c, attr)]
               for kind, attr in (("summary", "summarized"), ("reactive", "reactive"), ("manual", "manual"))}
     p = job.policy
-    cpt = estimator.chars_per_token if estimator else p.size.chars_per_token
+    cpt = run.policy["size"]["chars_per_token"]  # the calibrated one where the run was calibrated
     levels = {"window": float(p.reactive.window_tokens)}
     if p.summary.enabled and p.summary.unit != "messages":  # a trigger in messages is no token level
         levels["summary trigger"] = float(p.summary.trigger if p.summary.unit == "tokens" else p.summary.trigger / cpt)
@@ -192,7 +192,7 @@ def run_jobs(
     *,
     n_jobs: int | None = None,
     prices: list[ModelPrices | PriceTable | None] | None = None,
-    estimators: list[Any] | None = None,
+    calibrations: list[Any] | None = None,
     keep_recorded_compactions: bool = False,
     summarizer: tuple[str, Any] = ("stub", None),
     on_result: Callable[[RunResult], None] | None = None,
@@ -207,7 +207,7 @@ def run_jobs(
     ``dask://HOST:PORT`` runs the grid on an existing Dask distributed cluster instead of the
     local worker processes (the loaded transcripts are scattered to its workers once).
     """
-    global _LOADED, _PRICES, _ESTIMATORS, _KEEP_RECORDED, _SUMMARIZER, _CACHE_TTL
+    global _LOADED, _PRICES, _CALIBRATIONS, _KEEP_RECORDED, _SUMMARIZER, _CACHE_TTL
     address = _dask_address(executor) if executor else None
     _CACHE_TTL = cache_ttl
     _LOADED = transcripts
@@ -215,7 +215,7 @@ def run_jobs(
     _BUILT.clear()
     _KEEP_RECORDED = keep_recorded_compactions
     _PRICES = prices or [None] * len(transcripts)
-    _ESTIMATORS = estimators or [None] * len(transcripts)
+    _CALIBRATIONS = calibrations or [None] * len(transcripts)
     grid = GridRun([], [], len(jobs))
     try:
         for t in transcripts:
@@ -232,7 +232,7 @@ def run_jobs(
     except KeyboardInterrupt as stop:
         grid.interrupted = stop
     finally:
-        _LOADED, _PRICES, _ESTIMATORS = [], [], []
+        _LOADED, _PRICES, _CALIBRATIONS = [], [], []
     grid.results.sort(key=lambda r: r.job)
     grid.failures.sort(key=lambda f: f.job)
     return grid
@@ -285,7 +285,7 @@ def _dask_outcomes(jobs: list[Job], address: str) -> Iterator[tuple[int, RunResu
     try:
         loaded = client.scatter(_LOADED, broadcast=True)
         futures = {client.submit(run_job, job, loaded[job.transcript], _PRICES[job.transcript],
-                                 _ESTIMATORS[job.transcript], _KEEP_RECORDED, _SUMMARIZER, _CACHE_TTL,
+                                 _CALIBRATIONS[job.transcript], _KEEP_RECORDED, _SUMMARIZER, _CACHE_TTL,
                                  pure=False): job.index
                    for job in jobs}
         try:

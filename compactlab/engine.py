@@ -17,6 +17,7 @@ recorded.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from operator import attrgetter
 from os import PathLike
 from typing import Any, Protocol
@@ -33,7 +34,7 @@ from .outputs import OutputDir
 from .policy import Policy, fingerprint_of
 from .records import TURN_COLUMNS, TURN_COUNTERS, Run, TurnRecord, summarize
 from .retention import retained
-from .sizing import TokenEstimator
+from .sizing import Calibration, TokenEstimator
 from .summarizers import StubSummarizer, Summarizer
 from .transcripts import RecordedCompaction, Transcript, TranscriptStream
 
@@ -56,6 +57,7 @@ def replay(
     prices: ModelPrices | PriceTable | None = None,
     counter: TokenCounter | None = None,
     cache_ttl: str | None = None,
+    calibration: Calibration | None = None,
 ) -> Run:
     """Replay ``transcript`` through ``policy``. With no ``out_dir`` nothing is written; with one,
     the persisted outputs are written into a fresh folder put in its place when the run ends (and
@@ -67,11 +69,22 @@ def replay(
     e.g. ``messages.count_tokens``) measures the contexts sent and the raw ones, and decides the
     reactive window; layer triggers keep using the estimator. It needs a loaded transcript.
     ``cache_ttl`` (``5m`` or ``1h``): the prompt cache's lifetime; default the recording's.
+    ``calibration``: the fit to the recorded usage (``calibration.calibrate``), which replaces the
+    policy's size estimate (and so is part of the run's policy and fingerprint); the summary says
+    which estimate the run used.
     """
     feed = as_feed(transcript)
     if feed.entries is None and counter:
         raise ValueError("exact token counts need the whole raw history: load the transcript, do not stream it")
     started = time.perf_counter()
+    if calibration is not None:
+        policy = replace(policy, size=replace(policy.size, chars_per_token=calibration.chars_per_token,
+                                              overhead_tokens=calibration.overhead_tokens))
+        used = calibration.to_dict()
+    elif estimator is not None:
+        used = Calibration(estimator.overhead_tokens, estimator.chars_per_token, None, 0, "given estimator").to_dict()
+    else:
+        used = Calibration(policy.size.overhead_tokens, policy.size.chars_per_token, None, 0, "policy").to_dict()
     estimator = estimator or TokenEstimator(policy.size.chars_per_token, policy.size.overhead_tokens)
     owned = out is None
     if out is None:
@@ -128,7 +141,7 @@ def replay(
     return Run(
         summary=summarize(records, turns.totals, turns.violations.listed(), transcript=feed,
                           policy=policy.name, fingerprint=fingerprint_of(resolved), prices=prices, priced=priced,
-                          summary_prices=summary_prices, recorded_cost=recorded, billed=_billed(feed),
+                          summary_prices=summary_prices, recorded_cost=recorded, billed=_billed(feed), calibration=used,
                           persisted_files=env.persisted_files, saved_transcripts=env.saved_transcripts,
                           runtime_s=round(time.perf_counter() - started, 4)),
         calls=records,

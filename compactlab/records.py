@@ -129,6 +129,9 @@ class RunSummary:
     cache_ttl: str = "5m"
     #: calls made after the cache had expired; None where the source has no timestamps (no expiry)
     cache_expired_calls: int | None = None
+    #: the token estimate the run used (calibration.Calibration as a dict): source ("recorded
+    #: usage", "policy"), chars_per_token, overhead_tokens, mape, calls
+    calibration: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -136,7 +139,7 @@ class RunSummary:
 
 def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str, Any]], *, transcript: Any,
               policy: str, fingerprint: str, prices: Any, priced: Any, summary_prices: Any,
-              recorded_cost: Any, billed: float | None = None,
+              recorded_cost: Any, billed: float | None = None, calibration: dict[str, Any] | None = None,
               persisted_files: list[dict[str, Any]], saved_transcripts: list[dict[str, Any]],
               runtime_s: float) -> RunSummary:
     """A run's summary, built from its priced records, its layers' totals (``LayerStats``) and its
@@ -183,6 +186,7 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
         recorded_input_cost_usd=None if recorded_cost is None else round(recorded_cost.input, 6),
         recorded_cost_usd=None if recorded_cost is None else round(recorded_cost.input + recorded_cost.output, 6),
         billed_cost_usd=None if billed is None else round(billed, 6),
+        calibration=calibration or {},
         cache_ttl=priced.ttl,
         cache_expired_calls=priced.expired,
     )

@@ -2,7 +2,9 @@
 what ``compactlab replay`` does, as one library call (``replay_files``).
 
 Each file is read while it is replayed unless a calibration or exact counts need it whole first,
-so months of sessions never sit in memory together. Each run writes into its own folder
+so months of sessions never sit in memory together. Tokens are estimated by the fit to the
+recorded usage wherever a transcript records enough of it (``calibrate`` None, the default), by
+the policy's estimate with ``calibrate`` False. Each run writes into its own folder
 (``reports/<transcript>-<policy>[-<fingerprint>]``, or ``--out``), staged and put in place whole
 when the run is over (``outputs.OutputDir``); several transcripts replayed into one ``--out`` are
 one run, a folder each inside it. Ctrl-C or SIGTERM keeps the runs that had finished (and their
@@ -17,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .calibration import MIN_CALLS, Calibration, by_default, calibrate as fit_calibration, usable_calls
 from .prices import ModelPrices, PriceTable, load_prices
 from .feeds import Feed, open_feed
 from .outputs import OutputDir, run_folder_name
@@ -45,7 +48,7 @@ class ReplaySettings:
     write_transcripts: bool = False
     keep_recorded_compactions: bool = False
     chart: bool = False
-    calibrate: bool = False
+    calibrate: bool | None = None  # None: wherever the transcript records usage; True: required
     tokens: str = "estimate"  # or "anthropic": exact counts (messages.count_tokens)
     summarizer: str = "stub"
     live: Any = None  # summarizers.LiveOptions for the live summarizer or exact counts
@@ -58,7 +61,7 @@ class ReplaySettings:
     @property
     def stream(self) -> bool:
         """Whether files are read while they are replayed (a fit or exact counts need them whole)."""
-        return not self.calibrate and self.tokens != "anthropic"
+        return self.calibrate is not True and self.tokens != "anthropic"
 
 
 @dataclass
@@ -92,7 +95,7 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
                 if feed is None:
                     feed = open_for_replay(path, s, notify)
                 price = prices_for([feed], s.price_model, s.prices, notify)[0]
-                estimator = estimators_for([feed], s.calibrate, notify)[0]
+                calibration = calibrations_for([feed], s.calibrate, notify)[0]
                 name = run_folder_name(feed.name, s.policy, s.overridden, used)
                 if shared is not None:
                     out = shared.sub(name)
@@ -103,13 +106,16 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
                 counter = build_counter(s.live, feed.system) if s.tokens == "anthropic" else None
                 with collector_off():  # a stream is read during the run
                     run = replay(feed, s.policy, out=out, write_transcripts=s.write_transcripts,
-                                 keep_recorded_compactions=s.keep_recorded_compactions, estimator=estimator,
+                                 keep_recorded_compactions=s.keep_recorded_compactions, calibration=calibration,
                                  prices=price, summarizer=build_summarizer(s.summarizer, s.live), counter=counter,
                                  cache_ttl=s.cache_ttl)
                 if feed.streamed:  # read now: its model, bad lines and warnings are known
                     if not isinstance(price, ModelPrices):
                         price_warnings(price, feed, notify)
                     warn_loaded(feed, notify)
+                    if s.calibrate is None and usable_calls(feed) >= MIN_CALLS:
+                        notify(f"warning: {feed.path}: recorded usage past the file's first lines: not calibrated "
+                               "(the file was read as it was replayed); --calibrate fits it", False)
                 if run.failed_summaries:
                     notify(f"warning: {feed.path}: {len(run.failed_summaries)} summar(y/ies) failed, at call(s) "
                            + ", ".join(str(f["call"]) for f in run.failed_summaries[:10])
@@ -151,7 +157,8 @@ def open_for_replay(path: str, settings: ReplaySettings, notify: Notify = quietl
     """One file's feed: read while it is replayed (its warnings come after the run) where its
     format and the settings allow; else loaded (its warnings now)."""
     with collector_off():
-        feed = open_feed(path, settings.input_format, skip_bad_lines=settings.skip_bad_lines, stream=settings.stream)
+        feed = open_feed(path, settings.input_format, skip_bad_lines=settings.skip_bad_lines, stream=settings.stream,
+                         whole_if_usage=settings.calibrate is None)
     assert feed is not None
     if not feed.streamed:
         warn_loaded(feed, notify)
@@ -189,18 +196,26 @@ def price_warning(table: PriceTable, prices: ModelPrices, notify: Notify = quiet
     return prices
 
 
-def estimators_for(sources: list, calibrate: bool, notify: Notify = quietly) -> list:
-    """Per transcript or loaded feed: its calibrated token estimator, or None (the policy's)."""
-    if not calibrate:
-        return [None] * len(sources)
-    from .calibration import calibrate as fit_calibration
-
-    out = []
+def calibrations_for(sources: list, calibrate: bool | None, notify: Notify = quietly) -> list[Calibration | None]:
+    """Per loaded transcript or feed, the calibration its runs use: the fit to its recorded usage
+    (``calibrate`` True: required, an error without usage; None: where it records the usage of
+    enough calls, else a warning where it records some), or None (the policy's estimate)."""
+    out: list[Calibration | None] = []
     for t in sources:
-        cal = fit_calibration(getattr(t, "transcript", t))  # a loaded feed's transcript
-        notify(f"{t.path}: calibrated: {cal.overhead_tokens:,} overhead tokens + chars / {cal.chars_per_token} "
-               f"(mape {cal.mape:.3f} over {cal.calls} calls)", False)
-        out.append(cal.estimator())
+        if calibrate is False or getattr(t, "streamed", False):
+            out.append(None)
+            continue
+        transcript = getattr(t, "transcript", t)  # a loaded feed's
+        if calibrate:
+            cal, why = fit_calibration(transcript), None
+        else:
+            cal, why = by_default(transcript)
+        if why:
+            notify(f"warning: {t.path}: {why}", False)
+        if cal is not None:
+            notify(f"{t.path}: calibrated: {cal.overhead_tokens:,} overhead tokens + chars / {cal.chars_per_token} "
+                   f"(mape {cal.mape:.3f} over {cal.calls} calls)", False)
+        out.append(cal)
     return out
 
 

@@ -7,7 +7,7 @@ incrementally from per-message lengths: ``sum(entry.chars) + commas + brackets``
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 
 def list_chars(sum_of_items: int, count: int) -> int:
@@ -24,3 +24,22 @@ class TokenEstimator:
 
     def tokens(self, chars: int) -> int:
         return self.overhead_tokens + math.ceil(chars / self.chars_per_token)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The token estimate a run used: fitted to the recorded usage (``source`` "recorded usage",
+    with its mean absolute percentage error over the ``calls`` it was fitted on), or the policy's
+    own (``source`` "policy": no fit, ``mape`` None)."""
+
+    overhead_tokens: int
+    chars_per_token: float
+    mape: float | None
+    calls: int
+    source: str = "recorded usage"
+
+    def estimator(self) -> TokenEstimator:
+        return TokenEstimator(self.chars_per_token, self.overhead_tokens)
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -144,14 +144,14 @@ SUMMARY_KEYS = [
     "violations_inherited", "violations", "saved_transcripts", "cost_usd", "raw_cost_usd", "cost_usd_nocache",
     "raw_cost_usd_nocache", "retention", "skipped_lines", "runtime_s", "refs", "refs_retained", "cache_read_tokens",
     "cache_write_tokens", "price_model", "recorded_input_cost_usd", "recorded_cost_usd", "billed_cost_usd", "cache_ttl",
-    "cache_expired_calls"]
+    "cache_expired_calls", "calibration"]
 RESULT_KEYS = [
     "transcript", "policy", "calls", "raw_tokens_total", "tokens_total", "reduction", "peak_tokens", "final_tokens",
     "snipped", "micro_compacted", "persisted", "summaries", "summary_input_tokens", "summary_output_tokens",
     "reactive", "manual", "overflows", "violations_introduced", "violations_inherited", "cost_usd", "raw_cost_usd",
     "cost_usd_nocache", "raw_cost_usd_nocache", "retention", "skipped_lines", "runtime_s", "refs", "refs_retained",
     "cache_read_tokens", "cache_write_tokens", "recorded_input_cost_usd", "recorded_cost_usd", "billed_cost_usd",
-    "cost_saving", "fingerprint"]
+    "cost_saving", "fingerprint", "calibration", "chars_per_token", "overhead_tokens", "calibration_mape"]
 
 
 def test_the_keys_of_summary_json_and_results_json_are_pinned(cli, tmp_path):

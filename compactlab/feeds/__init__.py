@@ -24,11 +24,14 @@ from .base import READ_BATCH, Call, Feed, LoadedFeed, StreamFeed, as_feed
 
 
 def open_feed(path: str, input_format: str | None = None, *, skip_bad_lines: bool = False,
-              stream: bool = True, only_read_ahead: bool = False) -> Feed | None:
+              stream: bool = True, only_read_ahead: bool = False, whole_if_usage: bool = False) -> Feed | None:
     """The feed of one file for one replay: read while it is replayed where its format allows and
     ``stream`` (a big plain Anthropic messages file by the read-ahead process), else loaded.
     ``only_read_ahead``: the read-ahead feed, or None without reading more than the file's head
-    (a command opens its first file so, before it builds its policy, to start the reader early)."""
+    (a command opens its first file so, before it builds its policy, to start the reader early).
+    ``whole_if_usage``: loaded if the file's first lines record usage (to calibrate on it)."""
+    if stream and whole_if_usage and _head_records_usage(path):
+        stream = False
     if not stream:
         return None if only_read_ahead else LoadedFeed(load_transcript(path, input_format, skip_bad_lines=skip_bad_lines))
     from . import read_ahead
@@ -46,6 +49,19 @@ def open_feed(path: str, input_format: str | None = None, *, skip_bad_lines: boo
         return None
     assert source is not None
     return as_feed(source)
+
+
+def _head_records_usage(path: str) -> bool:
+    """Whether the first lines of a line-per-message file record a call's usage."""
+    from ..transcripts.reader import is_document, read_head
+
+    if is_document(path):
+        return False  # (a document is loaded anyway)
+    for o in read_head(path).objects:
+        message = o.get("message")
+        if isinstance(o.get("usage"), dict) or (isinstance(message, dict) and isinstance(message.get("usage"), dict)):
+            return True
+    return False
 
 
 __all__ = ["READ_BATCH", "Call", "Feed", "LoadedFeed", "StreamFeed", "as_feed", "open_feed"]

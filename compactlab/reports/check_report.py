@@ -16,8 +16,9 @@ from .text import md_cell, visible
 def details(r: CheckResult) -> str:
     parts = [f"worse: {c}" for c in r.failures] + list(r.reasons)
     parts += [f"better: {c}" for c in r.improvements]
-    if r.fingerprint_changed:
-        parts.append(f"policy changed: fingerprint {r.old_fingerprint} → {r.fingerprint}")
+    if r.fingerprint_changed:  # (the fingerprint covers the calibrated estimate too)
+        what = "policy or calibration changed" if r.calibration_changed else "policy changed"
+        parts.append(f"{what}: fingerprint {r.old_fingerprint} → {r.fingerprint}")
     return "; ".join(parts) or "as before"
 
 

@@ -39,6 +39,11 @@ def results_frame(results: list["RunResult"], sweep_keys: list[str]) -> "pd.Data
         raw = r.summary["raw_cost_usd"]
         row["cost_saving"] = round(1 - r.summary["cost_usd"] / raw, 6) if raw else 0.0
         row["fingerprint"] = r.summary["fingerprint"]
+        cal = r.summary.get("calibration") or {}  # the token estimate the run used
+        row["calibration"] = cal.get("source")
+        row["chars_per_token"] = cal.get("chars_per_token")
+        row["overhead_tokens"] = cal.get("overhead_tokens")
+        row["calibration_mape"] = cal.get("mape")
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -22,11 +22,21 @@ def _pct(x: float) -> str:
     return f"{x * 100:.1f}%"
 
 
+def _estimate(cal: dict) -> str:
+    """The token estimate a run used, in words."""
+    fit = f"{cal.get('overhead_tokens', 0):,} + chars / {cal.get('chars_per_token')}"
+    if cal.get("source") == "recorded usage":
+        return f"the fit to recorded usage: {fit} (mape {cal.get('mape', 0):.3f}, {cal.get('calls', 0):,} calls)"
+    return f"the {cal.get('source', 'policy')}'s estimate: {fit}"
+
+
 def summary_rows(run: Run) -> list[tuple[str, str]]:
     s = run.summary
     raw_peak = max((c.raw_tokens for c in run.calls), default=0)
+    cal = s.calibration or {}
     rows = [
         ("calls", f"{s.calls:,}"),
+        ("tokens estimated by", _estimate(cal)),
         ("tokens billed (raw → policy)", f"{s.raw_tokens_total:,} → {s.tokens_total:,}"),
         ("reduction", _pct(s.reduction)),
         ("peak context tokens (raw → policy)", f"{raw_peak:,} → {s.peak_tokens:,}"),

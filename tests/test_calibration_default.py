@@ -1,0 +1,120 @@
+"""Calibration by default (#17 part 5): wherever a transcript records the usage of enough calls,
+its runs estimate tokens by the fit; the fit used is in summary.json, results and the baseline,
+and a change of it is never silent."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from compactlab import load_policy, load_transcript, replay
+from compactlab.calibration import MIN_CALLS, calibrate
+from helpers import tool_session, write_jsonl
+
+OVERHEAD, CPT = 1500, 2.5  # what the made-up tokenizer charges: overhead + chars / 2.5
+
+
+def with_usage(turns: int, size: int = 2000, **extra) -> list[dict]:
+    """A tool session whose assistant lines record the prompt tokens the made-up tokenizer counts
+    for everything before them."""
+    msgs = tool_session(turns, size)
+    out, chars = [], 0
+    for m in msgs:
+        line = dict(m)
+        if m["role"] == "assistant":
+            line.update(usage={"input_tokens": OVERHEAD + round(chars / CPT), "output_tokens": 10}, **extra)
+        chars += len(orjson.dumps(m))
+        out.append(line)
+    return out
+
+
+def summary_of(cli, path, *args):
+    r = cli("replay", path, "--dry-run", "--format", "json", *args)
+    assert r.exit_code == 0, r.output
+    return orjson.loads(r.stdout)["summary"], r.stderr
+
+
+def test_a_transcript_with_recorded_usage_is_calibrated_unless_told_not_to(cli, tmp_path):
+    path = write_jsonl(tmp_path / "usage.jsonl", with_usage(12))
+    s, err = summary_of(cli, path, "-p", "s08")
+    cal = s["calibration"]
+    assert cal["source"] == "recorded usage" and cal["calls"] == 12 and cal["mape"] < 0.05
+    assert cal["chars_per_token"] == pytest.approx(CPT, rel=0.1) and "calibrated:" in err
+    off, _ = summary_of(cli, path, "-p", "s08", "--no-calibrate")
+    assert off["calibration"] == {"overhead_tokens": 0, "chars_per_token": 4.0, "mape": None, "calls": 0,
+                                  "source": "policy"}
+    assert off["fingerprint"] != s["fingerprint"]  # a calibrated run is told apart
+    assert off["tokens_total"] < s["tokens_total"]  # chars / 4 undercounts this tokenizer
+
+
+def test_the_calibrated_estimate_is_the_runs_policy(tmp_path):
+    t = load_transcript(str(write_jsonl(tmp_path / "usage.jsonl", with_usage(12))))
+    cal = calibrate(t)
+    run = replay(t, load_policy("s08"), calibration=cal)
+    assert run.policy["size"] == {"chars_per_token": cal.chars_per_token, "overhead_tokens": cal.overhead_tokens}
+    assert run.summary.calibration == cal.to_dict()
+
+
+def test_too_few_calls_with_usage_keep_the_policys_estimate_and_say_so(cli, tmp_path):
+    path = write_jsonl(tmp_path / "few.jsonl", with_usage(MIN_CALLS - 1))
+    s, err = summary_of(cli, path, "-p", "none")
+    assert s["calibration"]["source"] == "policy"
+    assert f"only {MIN_CALLS - 1} call(s) with recorded usage" in err
+    r = cli("replay", path, "--dry-run", "--calibrate")  # asked for: fitted on what there is
+    assert r.exit_code == 0 and "calibrated:" in r.stderr
+
+
+def test_no_usage_is_no_calibration_and_no_warning(cli, tmp_path):
+    path = write_jsonl(tmp_path / "plain.jsonl", tool_session(8))
+    s, err = summary_of(cli, path)
+    assert s["calibration"]["source"] == "policy" and "warning" not in err
+    r = cli("replay", path, "--dry-run", "--calibrate")
+    assert r.exit_code == 2 and "no recorded usage to calibrate on" in r.stderr
+
+
+def test_an_absurd_fit_is_refused(cli, tmp_path):
+    msgs = with_usage(8)
+    for m in msgs:
+        if "usage" in m:
+            m["usage"] = {"input_tokens": 3, "output_tokens": 1}  # a broken recording
+    s, err = summary_of(cli, write_jsonl(tmp_path / "broken.jsonl", msgs))
+    assert s["calibration"]["source"] == "policy" and "unusable" in err
+
+
+def test_compare_and_check_record_the_calibration(cli, tmp_path):
+    path = write_jsonl(tmp_path / "usage.jsonl", with_usage(12))
+    r = cli("compare", path, "-p", "none", "-p", "s08", "--out", tmp_path / "c", "-q")
+    assert r.exit_code == 0, r.output
+    rows = orjson.loads((tmp_path / "c" / "results.json").read_bytes())
+    assert {row["calibration"] for row in rows} == {"recorded usage"}
+    assert all(row["chars_per_token"] == pytest.approx(CPT, rel=0.1) and row["calibration_mape"] < 0.05 for row in rows)
+    assert "calibration_mape" in (tmp_path / "c" / "results.csv").read_text().splitlines()[0]
+
+    baseline = tmp_path / "baseline.json"
+    assert cli("check", path, "-p", "s08", "--baseline", baseline, "--update-baseline").exit_code == 0
+    record = orjson.loads(baseline.read_bytes())["records"][0]
+    assert record["calibration"]["source"] == "recorded usage"
+    assert cli("check", path, "-p", "s08", "--baseline", baseline).exit_code == 0
+    r = cli("check", path, "-p", "s08", "--baseline", baseline, "--no-calibrate", "--format", "json")
+    assert r.exit_code == 1
+    result = orjson.loads(r.stdout)["results"][0]
+    assert result["calibration_changed"] and result["status"] == "fail"
+    assert any("calibration changed" in reason for reason in result["reasons"])
+
+
+def test_a_big_plain_file_with_usage_in_its_first_lines_is_loaded_to_be_calibrated(cli, tmp_path, monkeypatch):
+    """A file the read-ahead process would read as it is replayed is loaded instead when its first
+    lines record usage; one whose usage starts later is streamed and says it was not calibrated."""
+    from compactlab.feeds import read_ahead
+
+    monkeypatch.setattr(read_ahead, "usable", lambda path: True)  # any size: the read-ahead path
+    early = write_jsonl(tmp_path / "early.jsonl", with_usage(12))
+    s, _ = summary_of(cli, early)
+    assert s["calibration"]["source"] == "recorded usage"
+    late_msgs = tool_session(40, 200) + with_usage(12)[1:]
+    late = write_jsonl(tmp_path / "late.jsonl", late_msgs)
+    s, err = summary_of(cli, late)
+    assert s["calibration"]["source"] == "policy"
+    assert "past the file's first lines: not calibrated" in err
+    s, _ = summary_of(cli, late, "--calibrate")
+    assert s["calibration"]["source"] == "recorded usage"
