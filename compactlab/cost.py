@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .prices import ModelPrices
+from .prices import ModelPrices, PriceTable, load_prices
 from .sizing import TokenEstimator, list_chars
 
 
@@ -80,14 +80,17 @@ TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 
 def price_calls(records: list, prices: ModelPrices | Callable[[Any, float | None], ModelPrices],
                 models: list[str | None] | None = None, times: list[float | None] | None = None,
-                ttl: str = "5m") -> Priced:
+                ttl: str = "5m", breaks: dict[int, int] | None = None) -> Priced:
     """Price each call at its model and time (``models[i]`` and ``times[i]``, priced by
     ``prices(model, time)``; or every call at one model's ``prices``): set each record's ``input_cost_usd`` from its cache reads and writes
     (writes at the ``ttl``'s rate), and price the raw baseline (the whole history every call, its
     previous call's prompt read from the cache). Nothing is read from the cache, in the policy's
     context and in the raw one alike, by a call on another model than the previous one (the
     prompt cache is per model), nor by one made more than ``ttl`` after the previous one
-    (``times[i]``, seconds; where both are known: a source without timestamps never expires)."""
+    (``times[i]``, seconds; where both are known: a source without timestamps never expires).
+    ``breaks``: recorded cache events replayed (call -> the tokens it read: see
+    ``recorded_breaks``), in both contexts: a later call reads no more than that, the first call
+    reads that much (the system prompt an earlier session had cached)."""
     priced = Priced(ttl=ttl, expired=0 if times and any(t is not None for t in times) else None)
     lifetime = TTL_SECONDS[ttl]
     prev_raw = 0
@@ -102,8 +105,12 @@ def price_calls(records: list, prices: ModelPrices | Callable[[Any, float | None
         if i and (model != prev_model or expired):  # an empty cache: the whole prompt is written
             r.cache_read_tokens, r.cache_write_tokens, prev_raw = 0, r.tokens, 0
         prev_model = model
+        kept = breaks.get(i) if breaks else None
+        if kept is not None and (r.cache_read_tokens > kept or i == 0):  # as recorded
+            kept = min(kept, r.tokens)
+            r.cache_read_tokens, r.cache_write_tokens = kept, r.tokens - kept
         r.input_cost_usd = p.input_cost(r.cache_read_tokens, r.cache_write_tokens, ttl)
-        raw_read = min(prev_raw, r.raw_tokens)
+        raw_read = min(prev_raw, r.raw_tokens) if kept is None else min(kept, r.raw_tokens)
         priced.raw += p.input_cost(raw_read, r.raw_tokens - raw_read, ttl)
         priced.nocache += p.nocache_cost(r.tokens)
         priced.raw_nocache += p.nocache_cost(r.raw_tokens)
@@ -134,3 +141,133 @@ def recorded_cost(records: list, usage: dict[int, dict[str, Any]],
             total.input += p.recorded_input_cost(u)
             total.output += p.recorded_output_cost(u)
     return total
+
+
+#: a call whose recorded cache read is under this share of the previous call's prompt, with
+#: nothing to explain it, is a recorded cache break
+BREAK_SHARE = 0.5
+
+
+def recorded_breaks(calls_usage: list[dict[str, Any]], times: list[float | None] | None, ttl: str,
+                    restarted: set[int]) -> dict[int, int]:
+    """Prefix rewrites the recording shows and no compaction explains: calls (index -> the tokens
+    they still read) that read less than half of the previous call's prompt from the cache, on
+    the same model, within the cache's lifetime, and not just after a recorded compaction
+    (``restarted``). The harness changed something early in its prompt there. And call 0 where it
+    read from the cache: a warm start (the system prompt and tools an earlier session cached)."""
+    out: dict[int, int] = {}
+    if calls_usage and calls_usage[0].get("cache_read_input_tokens", 0) > 0:
+        out[0] = int(calls_usage[0]["cache_read_input_tokens"])
+    lifetime = TTL_SECONDS[ttl]
+    for i in range(1, len(calls_usage)):
+        u, prev = calls_usage[i], calls_usage[i - 1]
+        if not u or not prev or i in restarted or u.get("model") != prev.get("model"):
+            continue
+        if times and times[i] is not None and times[i - 1] is not None and times[i] - times[i - 1] > lifetime:
+            continue
+        before = prompt_of(prev)
+        if before and u.get("cache_read_input_tokens", 0) < BREAK_SHARE * before:
+            out[i] = int(u.get("cache_read_input_tokens", 0))
+    return out
+
+
+def prompt_of(usage: dict[str, Any]) -> int:
+    return int(usage.get("input_tokens", 0) + usage.get("cache_creation_input_tokens", 0)
+               + usage.get("cache_read_input_tokens", 0))
+
+
+def cache_ledger(records: list, calls_usage: list[dict[str, Any]], recorded_input: float) -> dict[str, Any]:
+    """The modelled cache reads and writes against the recorded ones, over the calls that recorded
+    usage, and the modelled input cost against the recorded one: how right the model of the
+    harness's caching is (for a run that sent what the recording sent)."""
+    pairs = [(r, u) for r, u in zip(records, calls_usage) if u]
+    modelled_read = sum(r.cache_read_tokens for r, _ in pairs)
+    modelled_write = sum(r.cache_write_tokens for r, _ in pairs)
+    read = sum(int(u.get("cache_read_input_tokens", 0)) for _, u in pairs)
+    write = sum(int(u.get("cache_creation_input_tokens", 0) + u.get("input_tokens", 0)) for _, u in pairs)
+    cost = sum(r.input_cost_usd for r, _ in pairs)
+
+    def error(modelled: float, recorded: float) -> float | None:
+        return round(modelled / recorded - 1, 4) if recorded else None
+
+    return {"calls": len(pairs), "modelled_read_tokens": modelled_read, "recorded_read_tokens": read,
+            "modelled_write_tokens": modelled_write, "recorded_write_tokens": write,
+            "read_error": error(modelled_read, read), "write_error": error(modelled_write, write),
+            "cost_error": error(cost, recorded_input)}
+
+
+def billed(metadata: dict[str, Any]) -> float | None:
+    """What the source recorded it was billed (mini-swe-agent and SWE-agent: ``instance_cost``;
+    0 there means not recorded)."""
+    stats = metadata.get("model_stats")
+    cost = stats.get("instance_cost") if isinstance(stats, dict) else None
+    return float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0 else None
+
+
+def seconds(timestamp: Any) -> float | None:
+    """An ISO 8601 time as seconds, or None."""
+    if not isinstance(timestamp, str):
+        return None
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(timestamp).timestamp()
+    except ValueError:
+        return None
+
+
+@dataclass
+class RunPricing:
+    """What pricing a run gave: the prices of the transcript's model and of the summarizer's, the
+    priced totals, the recorded costs, the bill a source recorded, the recorded cache breaks
+    (call -> tokens still read) and the cache ledger (None unless the run sent what was sent)."""
+
+    prices: ModelPrices
+    summary_prices: ModelPrices
+    priced: Priced
+    recorded: Recorded | None
+    billed: float | None
+    breaks: dict[int, int]
+    breaks_replayed: bool
+    ledger: dict[str, Any] | None
+
+
+def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None, cache_ttl: str | None,
+              keep_recorded_compactions: bool, summarizer_model: str | None, acted: bool) -> RunPricing:
+    """Price a replayed run's records (``price_calls``) at the models and times the recording names
+    (``prices``: a table, default the built-in one; or one model's prices for every call). With
+    ``keep_recorded_compactions`` the recorded cache breaks are replayed; a run that changed
+    nothing (``acted`` False) of a recording whose compactions it kept gets the cache ledger."""
+    forced = prices if isinstance(prices, ModelPrices) else None  # --price-model: every call at it
+    table = None if forced else (prices or load_prices())
+    usage = feed.usage  # each call's model and time where the recording names them
+    calls_usage = [usage.get(r.message_index) or {} for r in records] if usage else []
+    models = [u.get("model") or feed.model for u in calls_usage] or None
+    times = [seconds(u.get("timestamp")) for u in calls_usage] or None
+    started_at = next((t for t in times or () if t is not None), None)  # the session's date
+    looked_up: dict[tuple[Any, Any], ModelPrices] = {}
+
+    def prices_of(model: str | None, when: Any = None) -> ModelPrices:
+        if forced is not None:
+            return forced
+        at = seconds(when) if isinstance(when, str) else when
+        key = (model or feed.model, started_at if at is None else at)
+        if key not in looked_up:
+            looked_up[key] = table.lookup(*key)
+        return looked_up[key]
+
+    ttl = cache_ttl or ("1h" if any(u.get("cache_creation_1h_input_tokens") for u in calls_usage) else "5m")
+    positions = [c.position for c in feed.compactions]
+    restarted = {i for i in range(1, len(records))
+                 if any(records[i - 1].message_index < p <= records[i].message_index for p in positions)}
+    breaks = recorded_breaks(calls_usage, times, ttl, restarted) if calls_usage else {}
+    priced = price_calls(records, prices_of, models, times, ttl, breaks if keep_recorded_compactions else None)
+    recorded = recorded_cost(records, usage, prices_of)
+    sent_as_recorded = not acted and (keep_recorded_compactions or not positions)
+    return RunPricing(
+        prices=forced or table.lookup(feed.model, started_at),
+        summary_prices=prices_of(summarizer_model or feed.model),
+        priced=priced, recorded=recorded, billed=billed(feed.metadata), breaks=breaks,
+        breaks_replayed=keep_recorded_compactions,
+        ledger=cache_ledger(records, calls_usage, recorded.input) if recorded and sent_as_recorded else None,
+    )

@@ -24,8 +24,8 @@ from typing import Any, Protocol
 
 from .baseline import RawBaseline
 from .context import Context
-from .cost import PromptCache, price_calls, recorded_cost
-from .prices import ModelPrices, PriceTable, load_prices
+from .cost import PromptCache, price_run
+from .prices import ModelPrices, PriceTable
 from .invariants import InvariantTracker, ViolationLog
 from .feeds import Feed, as_feed
 from .layers import CHEAP, NOTHING, LayerStats, RunEnv, manual, reactive, summary
@@ -114,34 +114,13 @@ def replay(
     if owned:
         out.commit()
 
-    forced = prices if isinstance(prices, ModelPrices) else None  # --price-model: every call at it
-    table = None if forced else (prices or load_prices())
-    usage = feed.usage  # each call's model and time where the recording names them
-    calls_usage = [usage.get(r.message_index) or {} for r in records] if usage else []
-    models = [u.get("model") or feed.model for u in calls_usage] or None
-    times = [_seconds(u.get("timestamp")) for u in calls_usage] or None
-    started_at = next((t for t in times or () if t is not None), None)  # the session's date
-    prices = forced or table.lookup(feed.model, started_at)
-    looked_up: dict[tuple[Any, Any], ModelPrices] = {}
-
-    def prices_of(model: str | None, when: Any = None) -> ModelPrices:
-        if forced is not None:
-            return forced
-        at = _seconds(when) if isinstance(when, str) else when
-        key = (model or feed.model, started_at if at is None else at)
-        if key not in looked_up:
-            looked_up[key] = table.lookup(*key)
-        return looked_up[key]
-
-    ttl = cache_ttl or ("1h" if any(u.get("cache_creation_1h_input_tokens") for u in calls_usage) else "5m")
-    priced = price_calls(records, prices_of, models, times, ttl)
-    recorded = recorded_cost(records, usage, prices_of)
-    summary_prices = prices_of(getattr(env.summarizer, "model", None) or feed.model)
+    pricing = price_run(records, feed, prices, cache_ttl, keep_recorded_compactions,
+                        summarizer_model=getattr(env.summarizer, "model", None),
+                        acted=any(getattr(turns.totals, stat) for stat in ACTIONS))
     resolved = policy.resolved()
     return Run(
         summary=summarize(records, turns.totals, turns.violations.listed(), transcript=feed,
-                          policy=policy.name, fingerprint=fingerprint_of(resolved), prices=prices, priced=priced,
-                          summary_prices=summary_prices, recorded_cost=recorded, billed=_billed(feed), calibration=used,
+                          policy=policy.name, fingerprint=fingerprint_of(resolved), pricing=pricing, calibration=used,
                           persisted_files=env.persisted_files, saved_transcripts=env.saved_transcripts,
                           runtime_s=round(time.perf_counter() - started, 4)),
         calls=records,
@@ -151,6 +130,8 @@ def replay(
     )
 
 
+#: the counters of what a policy did to the context (none of them: the context is what was sent)
+ACTIONS = ("persisted", "snipped", "micro_compacted", "summaries", "reactive", "manual")
 #: a call's counts, copied from its LayerStats into its TurnRecord by name (records.COUNTERS):
 #: its columns for them stand together, after ``tokens``
 _turn_counts = attrgetter(*[stat for stat, _ in TURN_COUNTERS])
@@ -159,26 +140,6 @@ assert TURN_COLUMNS[_COUNTS_AT: _COUNTS_AT + len(TURN_COUNTERS)] == [column for 
 assert TURN_COLUMNS[_COUNTS_AT + len(TURN_COUNTERS):] == [
     "overflow", "violations_introduced", "violations_inherited", "cache_read_tokens", "cache_write_tokens",
     "input_cost_usd", "refs", "refs_retained"]
-
-
-def _billed(feed: Any) -> float | None:
-    """What the source recorded it was billed (mini-swe-agent and SWE-agent: ``instance_cost``;
-    0 there means not recorded)."""
-    stats = feed.metadata.get("model_stats")
-    cost = stats.get("instance_cost") if isinstance(stats, dict) else None
-    return float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0 else None
-
-
-def _seconds(timestamp: Any) -> float | None:
-    """An ISO 8601 time as seconds, or None."""
-    if not isinstance(timestamp, str):
-        return None
-    from datetime import datetime
-
-    try:
-        return datetime.fromisoformat(timestamp).timestamp()
-    except ValueError:
-        return None
 
 
 class Turns:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from .baseline import baseline_for
-from .calibration import calibrate, prompt_tokens, recorded_tokens, sent_chars
+from .calibration import MIN_CALLS, calibrate, prompt_tokens, recorded_tokens, sent_chars
 from .messages import block_type
 from .sizing import TokenEstimator
 from .transcripts import FORMATS, Transcript
@@ -36,6 +36,8 @@ class Overview(TypedDict, total=False):
     recorded_prompt_tokens_total: int
     recorded_calls: list[dict[str, Any]]
     calibration: dict[str, Any]
+    recorded_cache_breaks: list[dict[str, Any]]
+    cache_ledger: dict[str, Any] | None
 
 
 def unanswered_at_end(transcript: Transcript) -> list[str]:
@@ -122,8 +124,26 @@ def _recorded(transcript: Transcript) -> dict[str, Any]:
         ],
     }
     if not transcript.metadata.get("acompact"):
-        out["calibration"] = calibrate(transcript, sent).to_dict()
+        cal = calibrate(transcript, sent)
+        out["calibration"] = cal.to_dict()
+        out.update(_cache_facts(transcript, cal if cal.calls >= MIN_CALLS else None))
     return out
+
+
+def _cache_facts(transcript: Transcript, cal: Any) -> dict[str, Any]:
+    """The recording's cache breaks and how far the cache model is from what it recorded: a
+    replay of ``none`` (calibrated where the fit has calls enough) as the recording ran it."""
+    from .engine import replay
+    from .policy import load_policy
+
+    run = replay(transcript, load_policy("none"), keep_recorded_compactions=True, calibration=cal)
+    s = run.summary
+    breaks = [{"call": i, "read_tokens": transcript.usage[run.calls[i].message_index].get("cache_read_input_tokens", 0),
+               "previous_prompt_tokens": prompt_tokens(transcript.usage[run.calls[i - 1].message_index])}
+              for i in s.recorded_cache_breaks or []]
+    return {"recorded_cache_breaks": breaks, "cache_warm_start_tokens": s.cache_warm_start_tokens,
+            "cache_ledger": s.cache_ledger, "recorded_input_cost_usd": s.recorded_input_cost_usd,
+            "modelled_input_cost_usd": round(sum(c.input_cost_usd for c in run.calls), 6)}
 
 
 def _format_specific(transcript: Transcript) -> dict[str, Any]:

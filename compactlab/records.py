@@ -132,21 +132,30 @@ class RunSummary:
     #: the token estimate the run used (calibration.Calibration as a dict): source ("recorded
     #: usage", "policy"), chars_per_token, overhead_tokens, mape, calls
     calibration: dict[str, Any] = field(default_factory=dict)
+    #: the calls whose recorded cache read shows a prefix rewrite no compaction, expiry or change
+    #: of model explains (cost.recorded_breaks); None without recorded usage
+    recorded_cache_breaks: list[int] | None = None
+    #: what the first call read from the cache an earlier session left (None without usage)
+    cache_warm_start_tokens: int | None = None
+    #: whether both were replayed as recorded (--keep-recorded-compactions)
+    cache_breaks_replayed: bool = False
+    #: modelled against recorded cache reads, writes and input cost (cost.cache_ledger), for a run
+    #: that sent what the recording sent (no layer acted; its compactions kept); else None
+    cache_ledger: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str, Any]], *, transcript: Any,
-              policy: str, fingerprint: str, prices: Any, priced: Any, summary_prices: Any,
-              recorded_cost: Any, billed: float | None = None, calibration: dict[str, Any] | None = None,
+              policy: str, fingerprint: str, pricing: Any, calibration: dict[str, Any] | None = None,
               persisted_files: list[dict[str, Any]], saved_transcripts: list[dict[str, Any]],
               runtime_s: float) -> RunSummary:
     """A run's summary, built from its priced records, its layers' totals (``LayerStats``) and its
-    violations; ``transcript`` gives the path, format and skipped lines. ``priced``: what
-    ``cost.price_calls`` gave; ``prices``: the transcript's model's (named in the summary);
-    ``summary_prices``: the summarizer's model's (its calls are billed at its own prices)."""
-    summary_cost = summary_prices.summary_cost(totals.summary_input_tokens, totals.summary_output_tokens,
+    violations; ``transcript`` gives the path, format and skipped lines; ``pricing`` is what
+    ``cost.price_run`` gave (summary calls are billed at the summarizer's model's prices)."""
+    priced, recorded_cost, billed = pricing.priced, pricing.recorded, pricing.billed
+    summary_cost = pricing.summary_prices.summary_cost(totals.summary_input_tokens, totals.summary_output_tokens,
                                                calls=totals.summaries + totals.summary_failures)
     counted = {key: getattr(totals, stat) for stat, key in RUN_COUNTERS}
     n_refs = sum(r.refs for r in records)
@@ -182,13 +191,17 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
         refs_retained=n_retained,
         cache_read_tokens=sum(r.cache_read_tokens for r in records),
         cache_write_tokens=sum(r.cache_write_tokens for r in records),
-        price_model=prices.model,
+        price_model=pricing.prices.model,
         recorded_input_cost_usd=None if recorded_cost is None else round(recorded_cost.input, 6),
         recorded_cost_usd=None if recorded_cost is None else round(recorded_cost.input + recorded_cost.output, 6),
         billed_cost_usd=None if billed is None else round(billed, 6),
         calibration=calibration or {},
         cache_ttl=priced.ttl,
         cache_expired_calls=priced.expired,
+        recorded_cache_breaks=None if recorded_cost is None else sorted(i for i in pricing.breaks if i),
+        cache_warm_start_tokens=None if recorded_cost is None else pricing.breaks.get(0, 0),
+        cache_breaks_replayed=pricing.breaks_replayed and bool(pricing.breaks),
+        cache_ledger=pricing.ledger,
     )
 
 

@@ -249,3 +249,64 @@ def test_cache_ttl_is_an_option_of_the_commands_that_price(cli, tmp_path):
             "-q")
     assert c.exit_code == 0 and orjson.loads(c.stdout)[0]["cost_usd"] == hour["summary"]["cost_usd"]
     assert cli("replay", SAMPLES / "synth-small.jsonl", "--cache-ttl", "2h", "--dry-run").exit_code == 2
+
+
+def test_recorded_cache_breaks_are_what_nothing_else_explains():
+    """#17 part 4: a call that reads far less than the previous call's prompt, on the same model,
+    within the TTL and not after a recorded compaction, is a recorded break; call 0's read is a
+    warm start."""
+    from compactlab.cost import recorded_breaks
+
+    def u(read: int, fresh: int = 10, write: int = 1000, model: str = "m") -> dict:
+        return {"input_tokens": fresh, "cache_creation_input_tokens": write, "cache_read_input_tokens": read,
+                "model": model}
+
+    usage = [u(5000), u(6000), u(2000),  # 2: a break (2,000 of 7,010)
+             u(0), u(8000),  # 3: after 20 minutes: expiry, not a break
+             u(100, model="other"),  # 5: another model
+             u(50),  # 6: just after a recorded compaction
+             u(40)]  # 7: a break again
+    times = [0, 10, 20, 20 + 1200, 1230, 1240, 1250, 1260]
+    assert recorded_breaks(usage, times, "5m", restarted={6}) == {0: 5000, 2: 2000, 7: 40}
+    assert 3 in recorded_breaks(usage, None, "5m", restarted={6})  # without times, no expiry explains it
+    assert recorded_breaks([u(0), u(900)], None, "5m", set()) == {}
+
+
+def test_recorded_breaks_are_replayed_in_both_contexts_and_the_first_call_reads_its_warm_start():
+    def records() -> list:
+        return [TurnRecord(call=i, message_index=2 * i, raw_messages=2 * i, raw_chars=0, raw_tokens=t, tokens=t,
+                           cache_read_tokens=r, cache_write_tokens=t - r)
+                for i, (t, r) in enumerate([(1000, 0), (1500, 1000), (2000, 1500)])]
+
+    p = load_prices().lookup("claude-sonnet-4-5")
+    plain = records()
+    price_calls(plain, p)
+    assert [r.cache_read_tokens for r in plain] == [0, 1000, 1500]
+    kept = records()
+    priced = price_calls(kept, p, breaks={0: 300, 2: 200})
+    assert [r.cache_read_tokens for r in kept] == [300, 1000, 200]
+    assert [r.cache_write_tokens for r in kept] == [700, 500, 1800]
+    assert priced.raw == pytest.approx(p.input_cost(300, 700) + p.input_cost(1000, 500) + p.input_cost(200, 1800))
+
+
+def test_the_cache_ledger_compares_the_model_with_the_recording(tmp_path):
+    from compactlab import load_policy, load_transcript, replay
+    from helpers import write_jsonl
+
+    def reply(i: int, read: int, write: int) -> dict:
+        return {"type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": f"r{i} " + "x" * 400,
+                "usage": {"input_tokens": 5, "cache_creation_input_tokens": write, "cache_read_input_tokens": read}}
+
+    msgs = [user("go " * 200)]
+    for i, (read, write) in enumerate([(0, 200), (205, 120), (325, 110), (435, 130), (565, 120)]):
+        msgs += [reply(i, read, write), user(f"more {i} " + "y" * 400)]
+    path = write_jsonl(tmp_path / "t.jsonl", msgs[:-1])
+    none = replay(load_transcript(str(path)), load_policy("none")).summary
+    ledger = none.cache_ledger
+    assert ledger["calls"] == 5 and ledger["recorded_read_tokens"] == 205 + 325 + 435 + 565
+    assert ledger["recorded_write_tokens"] == 200 + 120 + 110 + 130 + 120 + 25
+    assert ledger["read_error"] == pytest.approx(ledger["modelled_read_tokens"] / ledger["recorded_read_tokens"] - 1, abs=1e-4)
+    assert none.recorded_cache_breaks == [] and none.cache_warm_start_tokens == 0
+    # a policy that changed the context sent something else: no ledger
+    s08 = replay(load_transcript(str(path)), load_policy("s08", ["summary.trigger=300", "summary.unit=chars"])).summary
+    assert s08.summaries and s08.cache_ledger is None

@@ -61,8 +61,9 @@ def test_the_entry_point_exits_with_the_commands_status(args, status):
     assert r.stdout.startswith(b"compactlab") if status == 0 else r.stderr.startswith(b"Usage:")
 
 
-def test_inspect_replays_once(cli, tmp_path, monkeypatch):
-    """inspect fits its calibration on the contexts it replayed for the recorded calls: one replay."""
+def test_inspect_replays_once_to_fit_and_once_with_the_fit(cli, tmp_path, monkeypatch):
+    """inspect fits its calibration on the contexts it replayed for the recorded calls, then
+    replays them with the fit for the cache ledger: two replays, no more."""
     import orjson
 
     import compactlab.engine as engine
@@ -78,4 +79,5 @@ def test_inspect_replays_once(cli, tmp_path, monkeypatch):
     monkeypatch.setattr(engine, "replay", lambda *a, **k: replays.append(1) or real(*a, **k))
     r = cli("inspect", path, "--format", "json")
     assert r.exit_code == 0, r.stderr
-    assert "calibration" in orjson.loads(r.stdout) and len(replays) == 1
+    info = orjson.loads(r.stdout)
+    assert "calibration" in info and info["cache_ledger"]["calls"] == 6 and len(replays) == 2

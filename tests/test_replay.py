@@ -28,7 +28,8 @@ def test_schema_uses_exactly_the_spec_names():
     assert SUMMARY_KEYS[: len(SPEC_RUN)] == SPEC_RUN
     assert SUMMARY_KEYS[len(SPEC_RUN):] == ["refs", "refs_retained", "cache_read_tokens", "cache_write_tokens",
                                             "price_model", "recorded_input_cost_usd", "recorded_cost_usd", "billed_cost_usd", "cache_ttl",
-                                            "cache_expired_calls", "calibration"]
+                                            "cache_expired_calls", "calibration", "recorded_cache_breaks", "cache_warm_start_tokens",
+    "cache_breaks_replayed", "cache_ledger"]
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from typing import Any, TextIO
 
 import orjson
 
+from .replay_report import ledger_line
 from .sparkline import sparkline
 from .terminal import Printer, Table
 from .text import md_cell
@@ -33,6 +34,16 @@ def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
     if cal:
         rows.append(("calibration", f"{cal['overhead_tokens']:,} + chars / {cal['chars_per_token']} "
                                     f"(mape {cal['mape']:.3f}, {cal['calls']} calls)"))
+    if info.get("cache_ledger"):
+        rows.append(("input cost: modelled / recorded", f"${info['modelled_input_cost_usd']:,.4f} / "
+                                                         f"${info['recorded_input_cost_usd']:,.4f}"))
+        rows.append(("cache model vs recording", ledger_line(info["cache_ledger"])))
+    if info.get("cache_warm_start_tokens"):
+        rows.append(("cache warm at the first call", f"{info['cache_warm_start_tokens']:,} tokens read"))
+    if info.get("recorded_cache_breaks"):
+        rows.append(("recorded cache breaks", ", ".join(
+            f"call {b['call']} read {b['read_tokens']:,} of {b['previous_prompt_tokens']:,}"
+            for b in info["recorded_cache_breaks"][:10])))
     if info.get("recorded_compactions"):
         rows.append(("recorded compactions", ", ".join(
             f"before message {c['message_index']} ({c['trigger']}, {c['pre_tokens']} tokens)" for c in info["recorded_compactions"])))

@@ -22,6 +22,15 @@ def _pct(x: float) -> str:
     return f"{x * 100:.1f}%"
 
 
+def ledger_line(ledger: dict) -> str:
+    """The cache ledger in words: how far the modelled reads, writes and cost are from the recording's."""
+    def pct(x: float | None) -> str:
+        return "n/a" if x is None else f"{x * 100:+.1f}%"
+
+    return (f"reads {pct(ledger['read_error'])}, writes {pct(ledger['write_error'])}, "
+            f"input cost {pct(ledger['cost_error'])} ({ledger['calls']:,} calls)")
+
+
 def _estimate(cal: dict) -> str:
     """The token estimate a run used, in words."""
     fit = f"{cal.get('overhead_tokens', 0):,} + chars / {cal.get('chars_per_token')}"
@@ -60,6 +69,11 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
     if s.recorded_input_cost_usd is not None:
         modelled = sum(c.input_cost_usd for c in run.calls)
         rows.append(("input cost: modelled / recorded usage", f"${modelled:,.4f} / ${s.recorded_input_cost_usd:,.4f}"))
+    if s.cache_ledger:
+        rows.append(("cache model vs recording", ledger_line(s.cache_ledger)))
+    if s.recorded_cache_breaks:
+        rows.append(("recorded cache breaks", "call(s) " + ", ".join(map(str, s.recorded_cache_breaks[:20]))
+                     + (" (replayed)" if s.cache_breaks_replayed else " (--keep-recorded-compactions replays them)")))
     if s.billed_cost_usd is not None:
         rows.append(("recorded usage with output / billed", f"${s.recorded_cost_usd or 0:,.4f} / ${s.billed_cost_usd:,.4f}"))
     if run.failed_summaries:
