@@ -264,7 +264,7 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
             force=force, write_transcripts=write_transcripts, keep_recorded_compactions=keep_recorded_compactions,
             chart=chart, calibrate=calibrate, tokens=tokens, summarizer=summarizer,
             live=_live(summarizer, tokens, model, cache_dir, no_cache, summary_prompt, dry_run),
-            price_model=price_model, prices=load_prices(prices_file), cache_ttl=cache_ttl,
+            price_model=price_model, prices=load_prices(prices_file, cache=not dry_run), cache_ttl=cache_ttl,
             input_format=input_format, skip_bad_lines=skip_bad_lines)
         if problem is not None:
             raise problem  # after the policy's and the options' errors, as if opened in turn
@@ -336,7 +336,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
     live = _live(summarizer, "estimate", model, cache_dir, no_cache, summary_prompt, dry_run)
     loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
     job_list = jobs_for(len(loaded), grid)
-    table = load_prices(prices_file)
+    table = load_prices(prices_file, cache=not dry_run)
     prices = prices_for(loaded, price_model, table, _notify(quiet))
     calibrations = calibrations_for(loaded, calibrate, _notify(quiet))
     out = OutputDir(out_dir, dry_run, force)

@@ -11,6 +11,7 @@ caller warns and names it).
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -156,66 +157,193 @@ def _since(value: Any, source: str, name: str) -> float:
 
 
 class GenaiPrices:
-    """The prices of ``genai-prices``, from the data it was released with (no network)."""
+    """The prices of ``genai-prices``, from the data it was released with (no network).
 
-    def __init__(self) -> None:
-        from importlib.metadata import version
+    Importing genai-prices takes longer than a small replay (0.13 s, 20 MB), so what it says of a
+    model (its prices, each with the date or time of day it applies from) is kept in the user's
+    cache folder per release of its data, and a later process reads that instead; ``cache_dir``
+    None keeps nothing (``--dry-run``)."""
 
-        from genai_prices import data_snapshot
-
-        self.snapshot = data_snapshot.get_snapshot()
-        self.read = f"genai-prices {version('genai-prices')}"
-        self._models: dict[str, Any] = {}
+    def __init__(self, cache_dir: str | None = None, write: bool = True) -> None:
+        self.cache_dir, self.write = cache_dir, write
+        self._library: Any = None
+        self._records: dict[str, list | None] = {}
         self._converted: dict[tuple[str, int], ModelPrices] = {}
+        self._disk: Any = None
+        self._stamp: str | None = None
+        self._read: str | None = None  # "genai-prices VERSION", from the cache where it has it
 
-    def __reduce__(self) -> tuple:  # to a dask worker: it loads the same data itself
-        return GenaiPrices, ()
+    def __reduce__(self) -> tuple:  # to a dask worker: it finds its own
+        return GenaiPrices, (self.cache_dir, self.write)
+
+    @property
+    def read(self) -> str:
+        if self._read is None:
+            from importlib.metadata import version
+
+            self._read = f"genai-prices {version('genai-prices')}"
+        return self._read
 
     def lookup(self, model: str, when: float) -> ModelPrices | None:
-        info = self._find(model)
-        if info is None:
+        record = self._record(model)
+        if record is None:
             return None
-        price = info.get_prices(datetime.fromtimestamp(when, timezone.utc))
-        key = (model, id(price))
+        at = datetime.fromtimestamp(when, timezone.utc)
+        if record == LIBRARY:  # conditions of a kind this does not read: genai-prices decides
+            values = _values(self._info(model).get_prices(at))
+            return _prices_of(values, model, self.read)
+        index = next((i for i in range(len(record) - 1, -1, -1) if _active(record[i][0], at)), 0)
+        key = (model, index)
         if key not in self._converted:
-            self._converted[key] = _from_genai(price, model, self.read)
+            self._converted[key] = _prices_of(record[index][1], model, self.read)
         return self._converted[key]
 
-    def _find(self, model: str) -> Any:
-        if model not in self._models:
-            found = None
-            ref = model.split("@")[0]  # a Vertex version suffix
-            attempts = [(ref, "litellm"), (ref.split("/")[-1], None)] if "/" in ref else [(ref, None)]
-            for name, provider in attempts:
-                try:
-                    found = self.snapshot.find_provider_model(name, None, provider, None)[1]
-                    break
-                except LookupError:
-                    continue
-            self._models[model] = found
-        return self._models[model]
+    def _record(self, model: str) -> Any:
+        """The model's prices as [[condition, {field: value}], ...] (genai-prices' order: the last
+        one whose condition holds applies), from the cache or from genai-prices; None: genai-prices
+        does not know the model; LIBRARY: ask genai-prices at each call."""
+        if model in self._records:
+            return self._records[model]
+        disk, key = self._cache()
+        cached = disk.get(key(model)) if disk is not None else None
+        if cached is not None and "prices" in cached and isinstance(cached.get("read"), str):
+            record = cached["prices"]
+            self._read = self._read or cached["read"]
+        else:
+            info = self._info(model)
+            record = None if info is None else _record_of(info)
+            if disk is not None:
+                disk.put(key(model), {"model": model, "prices": record, "read": self.read})
+        self._records[model] = record
+        return record
+
+    def _cache(self) -> tuple[Any, Any]:
+        if self.cache_dir is None:
+            return None, None
+        if self._disk is None:
+            from importlib.util import find_spec
+
+            from .summarizers.cache import DiskCache, digest
+
+            spec = find_spec("genai_prices")
+            origin = Path(spec.origin).with_name("data.py") if spec and spec.origin else None
+            try:
+                st = os.stat(origin) if origin else None
+            except OSError:
+                st = None
+            if st is None:
+                return None, None
+            self._stamp = f"{st.st_size}-{st.st_mtime_ns}-{CACHE_FORMAT}"  # a release's data
+            self._disk = DiskCache(self.cache_dir, "prices", read_only=not self.write)
+            self._key = lambda m: digest("genai-prices", self._stamp or "", m)
+        return self._disk, self._key
+
+    def _info(self, model: str) -> Any:
+        """genai-prices' ModelInfo for a model name (a litellm-style ``provider/model`` too), or None."""
+        if self._library is None:
+            from genai_prices import data_snapshot
+
+            self._library = data_snapshot.get_snapshot()
+        ref = model.split("@")[0]  # a Vertex version suffix
+        attempts = [(ref, "litellm"), (ref.split("/")[-1], None)] if "/" in ref else [(ref, None)]
+        for name, provider in attempts:
+            try:
+                return self._library.find_provider_model(name, None, provider, None)[1]
+            except LookupError:
+                continue
+        return None
 
 
-def _from_genai(price: Any, model: str, read: str) -> ModelPrices:
-    """genai-prices' ModelPrice (Decimals, or tiered prices) as ModelPrices with their tiers."""
-    fields = {"input": "input_mtok", "output": "output_mtok", "cache_read": "cache_read_mtok",
-              "cache_write_5m": "cache_write_mtok", "cache_write_1h": "cache_write_1h_mtok"}
-    values = {name: getattr(price, key, None) for name, key in fields.items()}
-    starts = sorted({t.start for v in values.values() if hasattr(v, "tiers") for t in v.tiers})
+#: a record genai-prices must evaluate itself (a kind of condition ``_active`` does not know)
+LIBRARY = "library"
 
-    def rate(value: Any, start: int | None) -> float | None:
-        if value is None:
-            return None
-        if not hasattr(value, "tiers"):
-            return float(value)
-        applicable = value.base
-        for tier in value.tiers:
-            if start is not None and start >= tier.start:
-                applicable = tier.price
-        return float(applicable)
+
+def _record_of(info: Any) -> Any:
+    conditional = info.prices if isinstance(info.prices, list) else [_Plain(info.prices)]
+    out = []
+    for c in conditional:
+        constraint = _constraint(c.constraint)
+        if constraint is False:
+            return LIBRARY
+        out.append([constraint, _values(c.prices)])
+    return out
+
+
+#: the layout of a cached genai-prices record (bump when it changes)
+CACHE_FORMAT = 1
+
+
+@dataclass
+class _Plain:
+    prices: Any
+    constraint: Any = None
+
+
+def _constraint(c: Any) -> Any:
+    """A genai-prices condition as data: None (always), ["date", ISO date] (from that UTC date
+    on), ["time", start, end] (a daily UTC interval); False: unknown."""
+    if c is None:
+        return None
+    if hasattr(c, "start_date"):
+        return ["date", c.start_date.isoformat()]
+    if hasattr(c, "start_time") and hasattr(c, "end_time"):
+        return ["time", _utc_seconds(c.start_time), _utc_seconds(c.end_time)]
+    return False
+
+
+def _utc_seconds(t: Any) -> int:
+    """A time of day as seconds after UTC midnight (naive: UTC)."""
+    if t.tzinfo is not None:
+        offset = t.utcoffset()
+        t_seconds = t.hour * 3600 + t.minute * 60 + t.second - (offset.total_seconds() if offset else 0)
+        return int(t_seconds) % 86400
+    return t.hour * 3600 + t.minute * 60 + t.second
+
+
+def _active(constraint: Any, at: datetime) -> bool:
+    """As genai-prices' StartDateConstraint / TimeOfDateConstraint decide."""
+    if constraint is None:
+        return True
+    if constraint[0] == "date":
+        return at.date().isoformat() >= constraint[1]
+    now = at.hour * 3600 + at.minute * 60 + at.second + at.microsecond / 1e6
+    start, end = constraint[1], constraint[2]
+    return (now >= start or now < end) if end < start else start <= now < end
+
+
+#: our names for genai-prices' price fields
+_FIELDS = {"input": "input_mtok", "output": "output_mtok", "cache_read": "cache_read_mtok",
+           "cache_write_5m": "cache_write_mtok", "cache_write_1h": "cache_write_1h_mtok"}
+
+
+def _values(price: Any) -> dict[str, Any]:
+    """genai-prices' ModelPrice as data: a number, or {"base", "tiers": [[start, price], ...]}."""
+    out: dict[str, Any] = {}
+    for name, key in _FIELDS.items():
+        v = getattr(price, key, None)
+        if v is None:
+            continue
+        out[name] = ({"base": float(v.base), "tiers": [[t.start, float(t.price)] for t in v.tiers]}
+                     if hasattr(v, "tiers") else float(v))
+    return out
+
+
+def _prices_of(values: dict[str, Any], model: str, read: str) -> ModelPrices:
+    """ModelPrices, with their long-context tiers, of a record's price values (see ``_values``)."""
+    starts = sorted({t[0] for v in values.values() if isinstance(v, dict) for t in v["tiers"]})
+
+    def rate(name: str, start: int | None) -> float | None:
+        v = values.get(name)
+        if v is None or not isinstance(v, dict):
+            return v
+        applicable = v["base"]
+        for tier_start, price in v["tiers"]:
+            if start is not None and start >= tier_start:
+                applicable = price
+        return applicable
 
     def prices(start: int | None) -> ModelPrices:
-        r = {name: rate(v, start) for name, v in values.items()}
+        r = {name: rate(name, start) for name in _FIELDS}
         base = r["input"] or 0.0
         write = r["cache_write_5m"] if r["cache_write_5m"] is not None else base  # no write surcharge
         return ModelPrices(model=model, input=base, output=r["output"] or 0.0, cache_write_5m=write,
@@ -260,15 +388,19 @@ def _package_file(relative: str) -> str:
     return resources.files("compactlab").joinpath(relative).read_text(encoding="utf-8")
 
 
-_DEFAULT: list = []  # the corrections and genai-prices, loaded once per process
+_DEFAULT: dict[bool, list] = {}  # the corrections and genai-prices, once per process (and cache use)
 
 
-def load_prices(path: str | None = None) -> PriceTable:
-    """The price table: ``path`` (a TOML table, ``--prices``) in front of the built-in sources."""
-    if not _DEFAULT:
-        _DEFAULT.extend([TomlPrices(_package_file("data/price_corrections.toml"), "compactlab corrections"),
-                         GenaiPrices()])
-    sources = list(_DEFAULT)
+def load_prices(path: str | None = None, cache: bool = True) -> PriceTable:
+    """The price table: ``path`` (a TOML table, ``--prices``) in front of the built-in sources.
+    ``cache``: keep what genai-prices says of a model in the user's cache folder (else only read
+    what is there: ``--dry-run``)."""
+    if cache not in _DEFAULT:
+        from .summarizers import default_cache_dir
+
+        _DEFAULT[cache] = [TomlPrices(_package_file("data/price_corrections.toml"), "compactlab corrections"),
+                           GenaiPrices(default_cache_dir(), write=cache)]
+    sources = list(_DEFAULT[cache])
     default = DEFAULT_MODEL
     if path is not None:
         try:

@@ -6,6 +6,21 @@ from click.testing import CliRunner
 from helpers import SAMPLES, SHARED
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _own_cache_folder(tmp_path_factory):
+    """The user's cache folder (prices, live summaries) is one of the session's own, never the
+    real one; a test that needs another sets COMPACTLAB_CACHE_DIR itself."""
+    import os
+
+    before = os.environ.get("COMPACTLAB_CACHE_DIR")
+    os.environ["COMPACTLAB_CACHE_DIR"] = str(tmp_path_factory.mktemp("user-cache"))
+    yield
+    if before is None:
+        os.environ.pop("COMPACTLAB_CACHE_DIR", None)
+    else:
+        os.environ["COMPACTLAB_CACHE_DIR"] = before
+
+
 @pytest.fixture
 def cli():
     """Invoke the compactlab CLI in-process: cli("replay", path, ...) -> Result."""

@@ -101,3 +101,24 @@ def test_a_mini_swe_agent_runs_usage_at_deepseeks_prices_is_its_bill(shared_tran
     assert s["recorded_cost_usd"] == pytest.approx(s["billed_cost_usd"], rel=0.01)
     assert s["recorded_input_cost_usd"] < s["recorded_cost_usd"]
     assert s["cache_expired_calls"] is not None  # each call's time is known
+
+
+def test_what_genai_prices_says_of_a_model_is_kept_in_the_cache_folder(tmp_path):
+    """A later process reads a model's prices from the cache, without importing genai-prices (it
+    takes longer than a small replay); the cached record gives the same prices at any date and
+    time of day; a read-only cache (--dry-run) writes nothing."""
+    from compactlab.prices import GenaiPrices
+
+    first = GenaiPrices(str(tmp_path), write=True)
+    times = [at("2026-04-10T12:00:00"), at("2025-06-01T20:00:00"), at("2025-06-01T10:00:00"), at("2026-06-01T00:00:00")]
+    models = ["claude-opus-4-6", "deepseek-chat", "claude-sonnet-4-5", "gpt-4o", "nobody-knows"]
+    want = {(m, t): first.lookup(m, t) for m in models for t in times}
+    assert first._library is not None and (tmp_path / "prices").is_dir()
+    again = GenaiPrices(str(tmp_path), write=True)
+    assert {(m, t): again.lookup(m, t) for m in models for t in times} == want
+    assert again._library is None and again.read.startswith("genai-prices ")
+    assert want[("nobody-knows", times[0])] is None
+    assert want[("deepseek-chat", times[1])].input < want[("deepseek-chat", times[2])].input  # off-peak
+    dry = tmp_path / "dry"
+    GenaiPrices(str(dry), write=False).lookup("claude-opus-4-6", times[0])
+    assert not dry.exists()
