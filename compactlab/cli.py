@@ -309,6 +309,8 @@ def _notify(quiet: bool) -> Callable[[str, bool], None]:
 @click.option("--out", "out_dir", type=click.Path(path_type=str), default=os.path.join("reports", "compare"),
               show_default=True, help="Folder for results.csv, results.json, report.md, report.html, charts/.")
 @click.option("--sort", "sort_key", default="cost_saving", show_default=True, help="Column to sort the table by.")
+@click.option("--retention-margin", type=click.FloatRange(0, 1), default=0.05, show_default=True,
+              help="How far below the best retention (a share) a recommended policy may keep.")
 @format_option("compare_report", "table")
 @click.option("--dry-run", is_flag=True, help="Write no file; only print.")
 @force_option
@@ -320,7 +322,8 @@ def _notify(quiet: bool) -> Callable[[str, bool], None]:
 def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides: tuple[str, ...],
             summarizer: str, model: str | None, summary_prompt: str | None, cache_dir: str | None, no_cache: bool,
             sweeps: tuple[str, ...], jobs: int | None, executor: str | None, out_dir: str, sort_key: str, fmt: str, dry_run: bool,
-            force: bool, keep_recorded_compactions: bool, calibrate: bool | None, cache_ttl: str | None,
+            retention_margin: float, force: bool, keep_recorded_compactions: bool, calibrate: bool | None,
+            cache_ttl: str | None,
             price_model: str | None, prices_file: str | None, skip_bad_lines: bool, input_format: str | None,
             quiet: bool) -> None:
     """Which policy, which thresholds? Replay every TRANSCRIPT through every POLICY x swept value."""
@@ -330,7 +333,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
     from .outputs import OutputDir
     from .reports.terminal import Progress
     from .runs import calibrations_for, prices_for, recorded_models
-    from .reports.compare_report import WRITERS, report_meta, results_frame, sort_frame, write_reports
+    from .reports.compare_report import WRITERS, comparison, report_meta, write_reports
 
     grid = build_grid(list(policy_refs or ("none", "s06", "s08")), list(overrides), list(sweeps))
     live = _live(summarizer, "estimate", model, cache_dir, no_cache, summary_prompt, dry_run)
@@ -353,19 +356,19 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
             click.echo(f"error: {why}; nothing written", err=True)
             sys.exit(exit_status(done.interrupted) if done.interrupted else done.exit_code)
         sweep_keys = [s.partition("=")[0].strip() for s in sweeps]
-        df = sort_frame(results_frame(done.results, sweep_keys), sort_key)
         meta = report_meta(table.read, [price_model] if price_model else
                            [m for t in loaded for m in recorded_models(t)] or [table.default_model])
         if done.interrupted:
             meta["interrupted"] = f"{len(done.results)} of {done.total} runs"
         if done.failures:
             meta["failed"] = [f"{f.name}: {f.reason}" for f in done.failures]
-        written = write_reports(df, done.results, sweep_keys, out, meta)
+        result = comparison(done.results, sweep_keys, sort_key, meta, retention_margin)
+        written = write_reports(result, done.results, out)
         out.commit()
     except BaseException:
         out.rollback()
         raise
-    WRITERS[fmt](df, sweep_keys, sys.stdout)
+    WRITERS[fmt](result, sys.stdout)
     if done.interrupted:
         click.echo(f"error: interrupted: {len(done.results)} of {done.total} runs finished"
                    + (f"; they are in {out_dir}/" if written else ""), err=True)

@@ -85,7 +85,7 @@ def test_compare_and_check_record_the_calibration(cli, tmp_path):
     path = write_jsonl(tmp_path / "usage.jsonl", with_usage(12))
     r = cli("compare", path, "-p", "none", "-p", "s08", "--out", tmp_path / "c", "-q")
     assert r.exit_code == 0, r.output
-    rows = orjson.loads((tmp_path / "c" / "results.json").read_bytes())
+    rows = orjson.loads((tmp_path / "c" / "results.json").read_bytes())["runs"]
     assert {row["calibration"] for row in rows} == {"recorded usage"}
     assert all(row["chars_per_token"] == pytest.approx(CPT, rel=0.1) and row["calibration_mape"] < 0.05 for row in rows)
     assert "calibration_mape" in (tmp_path / "c" / "results.csv").read_text().splitlines()[0]

@@ -21,7 +21,7 @@ def test_compare_writes_every_row_and_report(cli, tmp_path):
     for key in NUMERIC_SUMMARY_KEYS:
         assert key in df.columns, key
     assert set(df["policy"]) == {"none", "s06", "s08"} and set(df["summary.trigger"]) == {20000, 50000, 100000}
-    rows = json.loads((out / "results.json").read_text())
+    rows = json.loads((out / "results.json").read_text())["runs"]
     assert len(rows) == 18 and rows[0]["cost_saving"] >= rows[-1]["cost_saving"]  # sorted by cost saving
     html = (out / "report.html").read_text()
     assert html.count("<svg") == 3  # two transcripts' token charts and the Pareto chart
@@ -40,12 +40,13 @@ def test_jobs_1_and_2_give_identical_numbers(cli, tmp_path):
     a = cli("compare", T1, T2, *GRID, "--dry-run", "--jobs", "1", "--format", "json")
     b = cli("compare", T1, T2, *GRID, "--dry-run", "--jobs", "2", "--format", "json")
     drop = lambda rows: [{k: v for k, v in row.items() if k != "runtime_s"} for row in rows]  # noqa: E731
-    assert drop(json.loads(a.stdout)) == drop(json.loads(b.stdout))
-    assert len(json.loads(a.stdout)) == 18
+    assert drop(json.loads(a.stdout)["runs"]) == drop(json.loads(b.stdout)["runs"])
+    assert json.loads(a.stdout)["verdict"] == json.loads(b.stdout)["verdict"]
+    assert len(json.loads(a.stdout)["runs"]) == 18
 
 
 def test_compare_matches_replay(cli):
-    rows = json.loads(cli("compare", T1, "-p", "s08", "--dry-run", "--format", "json").stdout)
+    rows = json.loads(cli("compare", T1, "-p", "s08", "--dry-run", "--format", "json").stdout)["runs"]
     single = json.loads(cli("replay", T1, "-p", "s08", "--dry-run", "--format", "json").stdout)["summary"]
     for key in ("tokens_total", "cost_usd", "retention", "summaries", "violations_introduced"):
         assert rows[0][key] == single[key], key

@@ -38,11 +38,11 @@ def test_compare_on_a_dask_cluster_gives_the_local_numbers(cli):
     distributed = pytest.importorskip("distributed", reason="dask is an optional extra")
     args = [SMALL, SAMPLES / "manual-compact.jsonl", "-p", "s08", "-p", "s06", "--sweep", "summary.trigger=20000,50000",
             "--dry-run", "--format", "json"]
-    local = json.loads(cli("compare", *args, "--jobs", "1").stdout)
+    local = json.loads(cli("compare", *args, "--jobs", "1").stdout)["runs"]
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
         r = cli("compare", *args, "--executor", f"dask://{cluster.scheduler_address}")
     assert r.exit_code == 0, r.stderr
-    remote = json.loads(r.stdout)
+    remote = json.loads(r.stdout)["runs"]
     drop = lambda rows: [{k: v for k, v in row.items() if k != "runtime_s"} for row in rows]  # noqa: E731
     assert len(remote) == 8 and drop(remote) == drop(local)
 

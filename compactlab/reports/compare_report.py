@@ -1,6 +1,7 @@
-"""compare's reports: a pandas DataFrame (one row per transcript x policy x swept values) and its
-writers: the stdout table, results.csv, results.json, report.md and a self-contained report.html with
-the charts (SVG inline, PNG files beside it)."""
+"""compare's reports: a Comparison (a pandas DataFrame, one row per transcript x policy x swept
+values, and the verdict across the transcripts) and its writers: the stdout table, results.csv,
+results.json, report.md and a self-contained report.html with the charts (SVG inline, PNG files
+beside it). The verdict and its recommendation lead every one of them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 from datetime import date
 from pathlib import Path
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
@@ -16,6 +18,7 @@ import orjson
 
 from ..outputs import OutputDir, safe_stem
 from ..records import NUMERIC_SUMMARY_KEYS
+from ..verdict import Verdict, judge
 from .terminal import Printer, Table
 from .text import csv_cell, md_cell, visible
 
@@ -23,6 +26,27 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..compare import RunResult
+
+@dataclass
+class Comparison:
+    """What compare reports: its runs (one row each), the swept keys, the verdict and where the
+    figures come from (``meta``: prices, date, interruptions, failures)."""
+
+    df: "pd.DataFrame"
+    sweep_keys: list[str]
+    verdict: Verdict
+    meta: dict[str, Any]
+
+
+def comparison(results: list["RunResult"], sweep_keys: list[str], sort_key: str, meta: dict[str, Any],
+               margin: float | None = None) -> Comparison:
+    df = sort_frame(results_frame(results, sweep_keys), sort_key)
+    verdict = judge(df, sweep_keys) if margin is None else judge(df, sweep_keys, margin)
+    return Comparison(df, sweep_keys, verdict, meta)
+
+
+#: above this many runs the terminal shows the verdict only (the runs are in the files)
+MAX_TERMINAL_RUNS = 40
 
 TABLE_COLUMNS = ["calls", "reduction", "raw_cost_usd", "cost_usd", "cost_saving", "retention", "summaries",
                  "overflows", "violations_introduced"]
@@ -68,8 +92,40 @@ def costs_more(df: "pd.DataFrame") -> "pd.DataFrame":
     return df[df["cost_usd"] > df["raw_cost_usd"]]
 
 
-def write_table(df: "pd.DataFrame", sweep_keys: list[str], out: TextIO) -> None:
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f}%"
+
+
+def verdict_rows(v: Verdict) -> tuple[list[str], list[list[str]]]:
+    """The verdict as a table: headers in words, shares as %, money as $."""
+    head = ["policy", "cost saving", "median (25–75%)", "cost", "tokens saved", "retention", "violations",
+            "overflows", "summaries", "dearer on"]
+    rows = [[e.label, _pct(e.cost_saving), f"{_pct(e.median_saving)} ({_pct(e.saving_p25)} to {_pct(e.saving_p75)})",
+             f"${e.cost_usd:,.2f}", f"{e.reduction * 100:.1f}%", f"{e.retention * 100:.1f}%",
+             str(e.violations_introduced), str(e.overflows), str(e.summaries), f"{e.costs_more} of {e.transcripts}"]
+            for e in v.entries]
+    return head, rows
+
+
+def write_verdict(v: Verdict, printer: Printer) -> None:
+    head, rows = verdict_rows(v)
+    table = Table(title=f"verdict over {max((e.transcripts for e in v.entries), default=0)} transcript(s)")
+    for i, h in enumerate(head):
+        table.add_column(h, justify="left" if i == 0 else "right", overflow="fold", no_wrap=i > 0)
+    for e, row in zip(v.entries, rows):
+        style = "bold green" if e.label == v.recommended else "red" if e.costs_more or e.violations_introduced else None
+        table.add_row(*row, style=style)
+    printer.table(table)
+    printer.text(v.recommendation, style="bold")
+
+
+def write_table(c: Comparison, out: TextIO) -> None:
+    df, sweep_keys = c.df, c.sweep_keys
     printer = Printer(out)
+    write_verdict(c.verdict, printer)
+    if len(df) > MAX_TERMINAL_RUNS:
+        printer.text(f"{len(df)} runs: each is in results.csv, results.json and report.html.")
+        return
     table = Table(title=f"{len(df)} runs")
     table.add_column("transcript", overflow="fold", min_width=12)
     table.add_column("policy", overflow="fold", min_width=14)
@@ -97,10 +153,14 @@ def _explain(row: "pd.Series", sweep_keys: list[str]) -> str:
             f"(1.25× input) because compaction changed messages that were already cached.")
 
 
-def markdown(df: "pd.DataFrame", sweep_keys: list[str], charts: dict[str, str], meta: dict[str, Any]) -> str:
-    lines = [f"# compactlab compare — {len(df)} runs", "",
-             f"Prices: {md_cell(meta['prices_read'])} table ({md_cell(', '.join(meta['price_models']))}). "
-             f"Generated {meta['date']}.", ""]
+def markdown(c: Comparison, charts: dict[str, str]) -> str:
+    df, sweep_keys, meta = c.df, c.sweep_keys, c.meta
+    head, rows = verdict_rows(c.verdict)
+    lines = [f"# compactlab compare — {len(df)} runs", "", "## Verdict", "", f"**{md_cell(c.verdict.recommendation)}**",
+             "", "| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
+    lines += ["| " + " | ".join(md_cell(x) for x in row) + " |" for row in rows]
+    lines += ["", f"Prices: {md_cell(meta.get('prices_read', ''))} ({md_cell(', '.join(meta.get('price_models', [])))}). "
+                  f"Generated {meta.get('date', '')}.", "", "## Runs", ""]
     if meta.get("interrupted"):
         lines += [f"**Interrupted: {meta['interrupted']} finished; only those are here.**", ""]
     if meta.get("failed"):
@@ -111,9 +171,9 @@ def markdown(df: "pd.DataFrame", sweep_keys: list[str], charts: dict[str, str], 
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for _, r in df.iterrows():
         cells = []
-        for c in cols:
-            v = r[c]
-            cells.append(md_cell(os.path.basename(v) if c == "transcript" else f"{v:.4f}" if isinstance(v, float)
+        for col in cols:
+            v = r[col]
+            cells.append(md_cell(os.path.basename(v) if col == "transcript" else f"{v:.4f}" if isinstance(v, float)
                                  else str(v)))
         lines.append("| " + " | ".join(cells) + " |")
     dear = costs_more(df)
@@ -129,11 +189,18 @@ def markdown(df: "pd.DataFrame", sweep_keys: list[str], charts: dict[str, str], 
 CSS = """body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;color:#222;max-width:1200px}
 table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}
 th{background:#f3f3f3}td.l{text-align:left}tr.dear td{background:#fde8e8}.note{color:#a00}
-figure{margin:1.5em 0}svg{max-width:100%;height:auto}"""
+figure{margin:1.5em 0}svg{max-width:100%;height:auto}tr.best td{background:#e6f4ea;font-weight:600}
+p.rec{font-size:16px;max-width:900px}"""
 
 
-def html_report(df: "pd.DataFrame", sweep_keys: list[str], svgs: dict[str, str], meta: dict[str, Any]) -> str:
+def html_report(c: Comparison, svgs: dict[str, str]) -> str:
+    df, sweep_keys, meta = c.df, c.sweep_keys, c.meta
     e = html.escape
+    vhead, vrows = verdict_rows(c.verdict)
+    verdict = ("<table class='verdict'><tr>" + "".join(f"<th>{e(h)}</th>" for h in vhead) + "</tr>"
+               + "".join(f"<tr{' class=best' if entry.label == c.verdict.recommended else ''}>"
+                         + "".join(f"<td{' class=l' if i == 0 else ''}>{e(visible(x))}</td>" for i, x in enumerate(row))
+                         + "</tr>" for entry, row in zip(c.verdict.entries, vrows)) + "</table>")
     cols = ["transcript", "policy", *sweep_keys, "calls", "reduction", "raw_cost_usd", "cost_usd", "cost_saving",
             "cost_usd_nocache", "retention", "summaries", "reactive", "manual", "overflows", "violations_introduced",
             "violations_inherited"]
@@ -142,10 +209,10 @@ def html_report(df: "pd.DataFrame", sweep_keys: list[str], svgs: dict[str, str],
     for _, r in df.iterrows():
         cls = ' class="dear"' if r["cost_usd"] > r["raw_cost_usd"] else ""
         cells = []
-        for c in cols:
-            v = r[c]
-            text = os.path.basename(v) if c == "transcript" else f"{v:.4f}" if isinstance(v, float) else str(v)
-            cells.append(f'<td{" class=l" if c in ("transcript", "policy") else ""}>{e(visible(text))}</td>')
+        for col in cols:
+            v = r[col]
+            text = os.path.basename(v) if col == "transcript" else f"{v:.4f}" if isinstance(v, float) else str(v)
+            cells.append(f'<td{" class=l" if col in ("transcript", "policy") else ""}>{e(visible(text))}</td>')
         body.append(f"<tr{cls}>{''.join(cells)}</tr>")
     dear = costs_more(df)
     notes = "".join(f"<li>{e(visible(_explain(r, sweep_keys)))}</li>" for _, r in dear.iterrows())
@@ -157,6 +224,9 @@ def html_report(df: "pd.DataFrame", sweep_keys: list[str], svgs: dict[str, str],
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>compactlab compare</title><style>{CSS}</style></head><body>
 <h1>compactlab compare — {len(df)} runs</h1>
+<h2>Verdict</h2><p class="rec">{e(visible(c.verdict.recommendation))}</p>
+{verdict}
+<h2>Runs</h2>
 <p>Cost is the headline: input tokens billed with prompt caching (cache reads at 0.1×, writes at 1.25× input),
 plus the summarizer's own calls. Prices: table read {e(visible(meta['prices_read']))}, models {e(visible(', '.join(meta['price_models'])))}.
 Generated {e(meta['date'])}. Rows in red cost more than no compaction.</p>
@@ -216,17 +286,16 @@ def _charts(df: "pd.DataFrame", results: list["RunResult"], sweep_keys: list[str
     return svgs, pngs, charts
 
 
-def write_reports(df: "pd.DataFrame", results: list["RunResult"], sweep_keys: list[str], out: OutputDir,
-                  meta: dict[str, Any]) -> list[str]:
+def write_reports(c: Comparison, results: list["RunResult"], out: OutputDir) -> list[str]:
     """results.csv, results.json, charts (PNG), report.md and report.html; the names written.
     Charts that fail to draw are reported in the reports (``meta["chart_error"]``): the runs'
     results are written all the same."""
     if out.dry_run or out.root is None:
         return []
+    df, sweep_keys, meta = c.df, c.sweep_keys, c.meta
     files: dict[str, bytes] = {
         "results.csv": safe_csv(df).encode("utf-8"),
-        "results.json": orjson.dumps(df.to_dict(orient="records"), option=orjson.OPT_SERIALIZE_NUMPY
-                                     | orjson.OPT_INDENT_2) + b"\n",
+        "results.json": results_json(c, indent=True) + b"\n",
     }
     try:
         svgs, pngs, charts = _charts(df, results, sweep_keys)
@@ -234,8 +303,8 @@ def write_reports(df: "pd.DataFrame", results: list["RunResult"], sweep_keys: li
         svgs, pngs, charts = {}, {}, {}
         meta["chart_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
     files.update(pngs)
-    files["report.md"] = markdown(df, sweep_keys, charts, meta).encode("utf-8")
-    files["report.html"] = html_report(df, sweep_keys, svgs, meta).encode("utf-8")
+    files["report.md"] = markdown(c, charts).encode("utf-8")
+    files["report.html"] = html_report(c, svgs).encode("utf-8")
     out.write_all(files)
     return list(files)
 
@@ -244,20 +313,26 @@ def report_meta(prices_read: str, price_models: list[str]) -> dict[str, Any]:
     return {"prices_read": prices_read, "price_models": sorted(set(price_models)), "date": date.today().isoformat()}
 
 
-def write_json(df: "pd.DataFrame", sweep_keys: list[str], out: TextIO) -> None:
-    out.write(orjson.dumps(df.to_dict(orient="records"), option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+def results_json(c: Comparison, indent: bool = False) -> bytes:
+    """results.json: {"verdict": ..., "runs": [one record per run]}."""
+    doc = {"verdict": c.verdict.to_dict(), "runs": c.df.to_dict(orient="records")}
+    return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | (orjson.OPT_INDENT_2 if indent else 0))
 
 
-def write_csv(df: "pd.DataFrame", sweep_keys: list[str], out: TextIO) -> None:
-    out.write(safe_csv(df))
+def write_json(c: Comparison, out: TextIO) -> None:
+    out.write(results_json(c).decode() + "\n")
 
 
-def write_md(df: "pd.DataFrame", sweep_keys: list[str], out: TextIO) -> None:
-    out.write(markdown(df, sweep_keys, {}, report_meta("", [])))
+def write_csv(c: Comparison, out: TextIO) -> None:
+    out.write(safe_csv(c.df))
+
+
+def write_md(c: Comparison, out: TextIO) -> None:
+    out.write(markdown(c, {}))
 
 
 #: the stdout writers of ``compare --format``
-WRITERS: dict[str, Callable[["pd.DataFrame", list[str], TextIO], None]] = {
+WRITERS: dict[str, Callable[[Comparison, TextIO], None]] = {
     "table": write_table,
     "json": write_json,
     "csv": write_csv,
