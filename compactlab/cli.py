@@ -221,8 +221,8 @@ def _read_ahead_early(paths: tuple[str, ...], input_format: str | None, skip_bad
 
 @main.command()
 @click.argument("transcripts", nargs=-1, required=True, type=click.Path(path_type=str), metavar="TRANSCRIPT...")
-@click.option("-p", "--policy", "policy_ref", default="s08", show_default=True, metavar="POLICY",
-              help="A preset name or a policy TOML file.")
+@click.option("-p", "--policy", "policy_refs", multiple=True, metavar="POLICY",
+              help="A preset name or a policy TOML file [default: s08]; one (compare runs several).")
 @policy_options
 @summarizer_options
 @click.option("--tokens", type=click.Choice(["estimate", "anthropic"]), default="estimate", show_default=True,
@@ -242,7 +242,7 @@ def _read_ahead_early(paths: tuple[str, ...], input_format: str | None, skip_bad
 @cost_options
 @input_options
 @click.option("-q", "--quiet", is_flag=True, help="No status or warnings on stderr.")
-def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, ...], summarizer: str,
+def replay(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides: tuple[str, ...], summarizer: str,
            model: str | None, summary_prompt: str | None, cache_dir: str | None, no_cache: bool, tokens: str,
            out_dir: str | None, fmt: str, dry_run: bool, force: bool, write_transcripts: bool, keep_recorded_compactions: bool,
            calibrate: bool | None, chart: bool, cache_ttl: str | None, price_model: str | None, prices_file: str | None,
@@ -250,6 +250,10 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
     """Replay each TRANSCRIPT (a file, or a folder of sessions) call by call through a policy."""
     from .interrupts import exit_status
 
+    if len(policy_refs) > 1:
+        raise UsageError(f"replay runs one policy; {len(policy_refs)} given ({', '.join(policy_refs)})",
+                         hint=f"compactlab compare TRANSCRIPT {' '.join('-p ' + p for p in policy_refs)} runs them side by side")
+    policy_ref = policy_refs[0] if policy_refs else "s08"
     stream = calibrate is not True and tokens != "anthropic"
     first, problem = _read_ahead_early(transcripts, input_format, skip_bad_lines, stream, calibrate is None)
     try:  # the first file's reader is reading while the policy is built
@@ -269,6 +273,9 @@ def replay(transcripts: tuple[str, ...], policy_ref: str, overrides: tuple[str, 
         if problem is not None:
             raise problem  # after the policy's and the options' errors, as if opened in turn
         files = expand_inputs(transcripts)
+        if fmt == "json-run" and len(files) != 1:
+            raise UsageError(f"--format json-run prints one run; {len(files)} transcripts given",
+                             hint="--format json prints {\"runs\": [...]} for any number")
     except BaseException:
         if first is not None:
             first.close()

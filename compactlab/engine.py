@@ -121,12 +121,12 @@ def replay(
     return Run(
         summary=summarize(records, turns.totals, turns.violations.listed(), transcript=feed,
                           policy=policy.name, fingerprint=fingerprint_of(resolved), pricing=pricing, calibration=used,
-                          persisted_files=env.persisted_files, saved_transcripts=env.saved_transcripts,
-                          runtime_s=round(time.perf_counter() - started, 4)),
+                          persisted_files=env.persisted_files, saved_transcripts=env.saved_transcripts),
         calls=records,
         policy=resolved,
         failed_summaries=env.failed_summaries,
         out_dir=out.path,
+        timing={"runtime_s": round(time.perf_counter() - started, 4)},
     )
 
 

@@ -111,7 +111,6 @@ class RunSummary:
     raw_cost_usd_nocache: float = 0.0
     retention: float = 1.0
     skipped_lines: int = 0
-    runtime_s: float = 0.0
     # beyond the stable set of SPEC §7:
     refs: int = 0
     refs_retained: int = 0
@@ -150,7 +149,7 @@ class RunSummary:
 def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str, Any]], *, transcript: Any,
               policy: str, fingerprint: str, pricing: Any, calibration: dict[str, Any] | None = None,
               persisted_files: list[dict[str, Any]], saved_transcripts: list[dict[str, Any]],
-              runtime_s: float) -> RunSummary:
+              ) -> RunSummary:
     """A run's summary, built from its priced records, its layers' totals (``LayerStats``) and its
     violations; ``transcript`` gives the path, format and skipped lines; ``pricing`` is what
     ``cost.price_run`` gave (summary calls are billed at the summarizer's model's prices)."""
@@ -186,7 +185,6 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
         raw_cost_usd_nocache=round(priced.raw_nocache, 6),
         retention=round(n_retained / n_refs, 6) if n_refs else 1.0,
         skipped_lines=transcript.skipped_lines,
-        runtime_s=runtime_s,
         refs=n_refs,
         refs_retained=n_retained,
         cache_read_tokens=sum(r.cache_read_tokens for r in records),
@@ -219,6 +217,8 @@ class Run:
     policy: dict[str, Any] = field(default_factory=dict)  # the resolved policy config
     failed_summaries: list[dict[str, Any]] = field(default_factory=list)
     out_dir: str | None = None
+    #: how long it took (kept out of the summary and the records: identical runs are identical)
+    timing: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"summary": self.summary.to_dict(), "calls": [c.to_dict() for c in self.calls]}

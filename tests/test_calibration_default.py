@@ -31,7 +31,7 @@ def with_usage(turns: int, size: int = 2000, **extra) -> list[dict]:
 def summary_of(cli, path, *args):
     r = cli("replay", path, "--dry-run", "--format", "json", *args)
     assert r.exit_code == 0, r.output
-    return orjson.loads(r.stdout)["summary"], r.stderr
+    return orjson.loads(r.stdout)["runs"][0]["summary"], r.stderr
 
 
 def test_a_transcript_with_recorded_usage_is_calibrated_unless_told_not_to(cli, tmp_path):

@@ -21,8 +21,8 @@ def test_version_and_help(cli):
 def test_replay_json_is_one_object_with_one_record_per_call(cli, tmp_path):
     r = cli("replay", SMALL, "--format", "json", "--out", tmp_path / "o")
     assert r.exit_code == 0, r.output
-    doc = json.loads(r.stdout)
-    assert set(doc) == {"summary", "calls"}
+    (doc,) = json.loads(r.stdout)["runs"]  # one shape for any number of inputs
+    assert set(doc) == {"summary", "calls", "timing"} and "runtime_s" not in doc["summary"]
     n_assistant = sum(1 for line in SMALL.read_text().splitlines() if json.loads(line)["role"] == "assistant")
     assert len(doc["calls"]) == doc["summary"]["calls"] == n_assistant == 30
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
@@ -101,7 +101,7 @@ def test_dry_run_writes_nothing(cli, tmp_path, monkeypatch):
 def test_write_transcripts_and_persisted_files(cli, tmp_path):
     out = tmp_path / "o"
     r = cli("replay", SAMPLES / "huge-batch.jsonl", "--out", out, "--write-transcripts", "--format", "json")
-    s = json.loads(r.stdout)["summary"]
+    s = json.loads(r.stdout)["runs"][0]["summary"]
     assert [p.name for p in (out / "tool-results").iterdir()] == ["toolu_hb_4.txt"]
     assert s["saved_transcripts"][0]["path"] and (out / s["saved_transcripts"][0]["path"]).is_file()
 
@@ -169,7 +169,7 @@ def test_bad_line_and_skip_bad_lines(cli, tmp_path):
     assert r.exit_code == 2 and r.stderr.startswith(f"error: {p}:2: invalid JSON")
     assert "hint: use --skip-bad-lines" in r.stderr
     ok = cli("replay", p, "--dry-run", "--skip-bad-lines", "--format", "json")
-    assert ok.exit_code == 0 and json.loads(ok.stdout)["summary"]["skipped_lines"] == 1
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["runs"][0]["summary"]["skipped_lines"] == 1
     assert "skipped 1 bad line" in ok.stderr
     quiet = cli("replay", p, "--dry-run", "--skip-bad-lines", "--format", "json", "--quiet")
     assert quiet.stderr == ""
@@ -211,3 +211,27 @@ def test_a_terminal_gets_rich_boxes_unless_the_table_cannot_fit(monkeypatch):
     out = Terminal()
     Printer(out).table(wide)
     assert out.getvalue() == wide.plain() and "session.jsonl" in out.getvalue()
+
+
+def test_replay_output_has_one_shape_for_any_number_of_inputs(cli, tmp_path):
+    """#18 §5: a folder of one session and one of two give the same JSON and CSV shape; the one
+    run's object is there when asked for (--format json-run); timings stay out of the records."""
+    two = [SMALL, SAMPLES / "huge-batch.jsonl"]
+    one = json.loads(cli("replay", SMALL, "--format", "json", "--dry-run").stdout)
+    both = json.loads(cli("replay", *two, "--format", "json", "--dry-run").stdout)
+    assert list(one) == list(both) == ["runs"] and len(both["runs"]) == 2
+    assert both["runs"][0]["summary"] == one["runs"][0]["summary"]
+    assert both["runs"][0]["calls"] == one["runs"][0]["calls"]
+    single = json.loads(cli("replay", SMALL, "--format", "json-run", "--dry-run").stdout)
+    assert single["summary"] == one["runs"][0]["summary"]
+    r = cli("replay", *two, "--format", "json-run", "--dry-run")
+    assert r.exit_code == 2 and "--format json-run prints one run; 2 transcripts given" in r.stderr
+    head_one = cli("replay", SMALL, "--format", "csv", "--dry-run").stdout.splitlines()[0]
+    head_two = cli("replay", *two, "--format", "csv", "--dry-run").stdout.splitlines()[0]
+    assert head_one == head_two and head_one.startswith("transcript,call,")
+
+
+def test_replay_runs_one_policy_and_says_so_when_given_more(cli):
+    r = cli("replay", SMALL, "-p", "s06", "-p", "s08", "--dry-run")
+    assert r.exit_code == 2 and "replay runs one policy; 2 given (s06, s08)" in r.stderr
+    assert "compactlab compare TRANSCRIPT -p s06 -p s08" in r.stderr

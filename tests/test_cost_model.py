@@ -244,10 +244,10 @@ def test_cache_ttl_is_an_option_of_the_commands_that_price(cli, tmp_path):
     five = orjson.loads(cli("replay", SAMPLES / "synth-small.jsonl", "--dry-run", "--format", "json").stdout)
     hour = orjson.loads(cli("replay", SAMPLES / "synth-small.jsonl", "--cache-ttl", "1h", "--dry-run",
                             "--format", "json").stdout)
-    assert hour["summary"]["cost_usd"] > five["summary"]["cost_usd"]  # writes at 2x, not 1.25x
+    assert hour["runs"][0]["summary"]["cost_usd"] > five["runs"][0]["summary"]["cost_usd"]  # writes at 2x, not 1.25x
     c = cli("compare", SAMPLES / "synth-small.jsonl", "-p", "s08", "--cache-ttl", "1h", "--dry-run", "--format", "json",
             "-q")
-    assert c.exit_code == 0 and orjson.loads(c.stdout)["runs"][0]["cost_usd"] == hour["summary"]["cost_usd"]
+    assert c.exit_code == 0 and orjson.loads(c.stdout)["runs"][0]["cost_usd"] == hour["runs"][0]["summary"]["cost_usd"]
     assert cli("replay", SAMPLES / "synth-small.jsonl", "--cache-ttl", "2h", "--dry-run").exit_code == 2
 
 

@@ -141,7 +141,7 @@ def test_replaying_none_as_recorded_costs_what_the_usage_implies(shared_transcri
     for path in sorted((shared_transcripts / "claude_code").glob("*/*.jsonl")):
         r = cli("replay", path, "-p", "none", "--keep-recorded-compactions", "--format", "json", "--dry-run", "-q")
         assert r.exit_code == 0, r.output
-        s = orjson.loads(r.stdout)["summary"]
+        s = orjson.loads(r.stdout)["runs"][0]["summary"]
         if s["calls"] < 100:
             continue
         checked += 1
@@ -183,5 +183,5 @@ def test_inspect_lists_the_recorded_cache_breaks_and_the_ledger(shared_transcrip
     assert info["cache_warm_start_tokens"] > 0 and abs(info["cache_ledger"]["read_error"]) < 0.02
     table = cli("inspect", path).stdout
     assert "recorded cache breaks" in table and "cache model vs recording" in table
-    plain = orjson.loads(cli("replay", path, "-p", "none", "--format", "json", "--dry-run", "-q").stdout)["summary"]
+    plain = orjson.loads(cli("replay", path, "-p", "none", "--format", "json", "--dry-run", "-q").stdout)["runs"][0]["summary"]
     assert plain["recorded_cache_breaks"] == [137] and not plain["cache_breaks_replayed"]

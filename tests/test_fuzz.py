@@ -99,7 +99,7 @@ def test_fuzzed_inputs_never_cause_a_traceback(cli, tmp_path):
                                                  r"not a list", first), first
                     outcomes[f"exit 2, whole file{' (skipping)' if skip else ''}"] += 1
             else:
-                summary = json.loads(r.stdout)["summary"]
+                summary = json.loads(r.stdout)["runs"][0]["summary"]
                 if skip and summary["skipped_lines"]:
                     assert f"skipped {summary['skipped_lines']} bad line" in r.stderr
                     outcomes["exit 0, bad lines skipped and counted"] += 1
@@ -125,7 +125,7 @@ def huge_line(tmp_path):
 
 def test_a_single_200_mb_line(cli, huge_line):
     r = cli("replay", huge_line, "-p", "none", "--dry-run", "--format", "json")
-    assert r.exit_code == 0 and json.loads(r.stdout)["summary"]["calls"] == 1
+    assert r.exit_code == 0 and json.loads(r.stdout)["runs"][0]["summary"]["calls"] == 1
     with open(huge_line, "r+b") as f:  # the same line, cut short by a crash
         f.truncate(150 * 1024 * 1024)
     r = cli("replay", huge_line, "-p", "none", "--dry-run")

@@ -142,7 +142,7 @@ SUMMARY_KEYS = [
     "peak_tokens", "final_tokens", "snipped", "micro_compacted", "persisted", "persisted_files", "summaries",
     "summary_input_tokens", "summary_output_tokens", "reactive", "manual", "overflows", "violations_introduced",
     "violations_inherited", "violations", "saved_transcripts", "cost_usd", "raw_cost_usd", "cost_usd_nocache",
-    "raw_cost_usd_nocache", "retention", "skipped_lines", "runtime_s", "refs", "refs_retained", "cache_read_tokens",
+    "raw_cost_usd_nocache", "retention", "skipped_lines", "refs", "refs_retained", "cache_read_tokens",
     "cache_write_tokens", "price_model", "recorded_input_cost_usd", "recorded_cost_usd", "billed_cost_usd", "cache_ttl",
     "cache_expired_calls", "calibration", "recorded_cache_breaks", "cache_warm_start_tokens",
     "cache_breaks_replayed", "cache_ledger"]
@@ -150,7 +150,7 @@ RESULT_KEYS = [
     "transcript", "policy", "calls", "raw_tokens_total", "tokens_total", "reduction", "peak_tokens", "final_tokens",
     "snipped", "micro_compacted", "persisted", "summaries", "summary_input_tokens", "summary_output_tokens",
     "reactive", "manual", "overflows", "violations_introduced", "violations_inherited", "cost_usd", "raw_cost_usd",
-    "cost_usd_nocache", "raw_cost_usd_nocache", "retention", "skipped_lines", "runtime_s", "refs", "refs_retained",
+    "cost_usd_nocache", "raw_cost_usd_nocache", "retention", "skipped_lines", "refs", "refs_retained",
     "cache_read_tokens", "cache_write_tokens", "recorded_input_cost_usd", "recorded_cost_usd", "billed_cost_usd",
     "cost_saving", "fingerprint", "calibration", "chars_per_token", "overhead_tokens", "calibration_mape"]
 
@@ -158,7 +158,7 @@ RESULT_KEYS = [
 def test_the_keys_of_summary_json_and_results_json_are_pinned(cli, tmp_path):
     assert cli("replay", SAMPLES / "synth-small.jsonl", "--out", tmp_path / "r", "-q").exit_code == 0
     doc = orjson.loads((tmp_path / "r" / "summary.json").read_bytes())
-    assert list(doc) == ["summary", "policy", "failed_summaries"]
+    assert list(doc) == ["summary", "policy", "failed_summaries", "timing"]
     assert list(doc["summary"]) == SUMMARY_KEYS
     assert cli("compare", SAMPLES / "synth-small.jsonl", "-p", "s08", "--out", tmp_path / "c", "-q").exit_code == 0
     rows = orjson.loads((tmp_path / "c" / "results.json").read_bytes())["runs"]

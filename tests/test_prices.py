@@ -96,7 +96,7 @@ def test_a_mini_swe_agent_runs_usage_at_deepseeks_prices_is_its_bill(shared_tran
         pytest.skip("no mini-swe-agent DeepSeek run in ../shared/transcripts/openai")
     r = cli("replay", found[0], "-p", "none", "--dry-run", "--format", "json", "-q")
     assert r.exit_code == 0, r.output
-    s = orjson.loads(r.stdout)["summary"]
+    s = orjson.loads(r.stdout)["runs"][0]["summary"]
     assert s["price_model"].startswith("deepseek") and s["billed_cost_usd"] > 0
     assert s["recorded_cost_usd"] == pytest.approx(s["billed_cost_usd"], rel=0.01)
     assert s["recorded_input_cost_usd"] < s["recorded_cost_usd"]

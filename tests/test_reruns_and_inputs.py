@@ -218,7 +218,7 @@ def test_a_zst_cut_mid_frame_says_so_and_several_frames_are_read_whole(cli, zst_
     a = cli("replay", two, "--dry-run", "--format", "json")
     b = cli("replay", SAMPLES / "synth-medium.jsonl", "--dry-run", "--format", "json")
     assert a.exit_code == 0
-    assert orjson.loads(a.stdout)["summary"]["calls"] == orjson.loads(b.stdout)["summary"]["calls"]
+    assert orjson.loads(a.stdout)["runs"][0]["summary"]["calls"] == orjson.loads(b.stdout)["runs"][0]["summary"]["calls"]
 
 
 def test_extends_and_prompt_files_resolve_beside_the_policy_file(cli, tmp_path, monkeypatch):

@@ -78,7 +78,7 @@ def sort_frame(df: "pd.DataFrame", key: str) -> "pd.DataFrame":
     if key not in df.columns:
         raise UsageError(f"--sort {key!r}: not a column (try cost_saving, reduction, retention, cost_usd)")
     ascending = key in ("cost_usd", "cost_usd_nocache", "tokens_total", "peak_tokens", "overflows",
-                        "violations_introduced", "runtime_s")
+                        "violations_introduced")
     return df.sort_values(key, ascending=ascending, kind="stable").reset_index(drop=True)
 
 

@@ -128,9 +128,20 @@ def write_table(run: Run, out: TextIO) -> None:
         printer.text(f"report files: {run.out_dir}/")
 
 
-def write_json(run: Run, out: TextIO) -> None:
+def _json_run(run: Run) -> dict:
+    return {"summary": run.summary, "calls": run.calls, "timing": run.timing}
+
+
+def write_json(runs: list[Run], out: TextIO) -> None:
+    """{"runs": [{"summary", "calls", "timing"}, ...]}, for one input as for many."""
     # orjson encodes the dataclasses itself, in C
-    out.write(orjson.dumps({"summary": run.summary, "calls": run.calls}).decode("utf-8") + "\n")
+    out.write(orjson.dumps({"runs": [_json_run(r) for r in runs]}).decode("utf-8") + "\n")
+
+
+def write_json_run(runs: list[Run], out: TextIO) -> None:
+    """The one run's {"summary", "calls", "timing"} (``--format json-run``: one input only)."""
+    (run,) = runs
+    out.write(orjson.dumps(_json_run(run)).decode("utf-8") + "\n")
 
 
 _OVERFLOW = TURN_COLUMNS.index("overflow")
@@ -169,8 +180,13 @@ def calls_csv_bytes(run: Run) -> bytes:
     return _HEADER.encode() + orjson.dumps(rows)[2:-2].replace(b"],[", b"\n") + b"\n"
 
 
-def write_csv(run: Run, out: TextIO) -> None:
-    out.write(calls_csv(run))
+def write_csv(runs: list[Run], out: TextIO) -> None:
+    """Every call of every run, a transcript column first (the columns of calls.csv after it)."""
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["transcript", *TURN_COLUMNS])
+    for r in runs:
+        name = csv_cell(r.summary.transcript)
+        w.writerows([name, *_csv_row(c)] for c in r.calls)
 
 
 def markdown(run: Run) -> str:
@@ -193,35 +209,30 @@ def markdown(run: Run) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_md(run: Run, out: TextIO) -> None:
-    out.write(markdown(run))
+def write_md(runs: list[Run], out: TextIO) -> None:
+    for run in runs:
+        out.write(markdown(run))
 
 
-#: the stdout writers of ``replay --format``
-WRITERS: dict[str, Callable[[Run, TextIO], None]] = {
-    "table": write_table,
+def write_tables(runs: list[Run], out: TextIO) -> None:
+    for run in runs:
+        write_table(run, out)
+
+
+#: the stdout writers of ``replay --format``: one shape for any number of inputs (``json-run``,
+#: the one run's object, is for one input)
+WRITERS: dict[str, Callable[[list[Run], TextIO], None]] = {
+    "table": write_tables,
     "json": write_json,
+    "json-run": write_json_run,
     "csv": write_csv,
     "md": write_md,
 }
 
 
 def write_runs(runs: list[Run], fmt: str, out: TextIO) -> None:
-    """stdout for one or several runs: one JSON object ({"runs": [...]} for several), CSV with a
-    transcript column for several, tables and Markdown one after another."""
-    if len(runs) == 1:
-        WRITERS[fmt](runs[0], out)
-    elif fmt == "json":
-        out.write(orjson.dumps({"runs": [{"summary": r.summary, "calls": r.calls} for r in runs]}).decode("utf-8") + "\n")
-    elif fmt == "csv":
-        w = csv.writer(out, lineterminator="\n")
-        w.writerow(["transcript", *TURN_COLUMNS])
-        for r in runs:
-            name = csv_cell(r.summary.transcript)
-            w.writerows([name, *_csv_row(c)] for c in r.calls)
-    else:
-        for r in runs:
-            WRITERS[fmt](r, out)
+    """stdout for the runs of one replay command."""
+    WRITERS[fmt](runs, out)
 
 
 def write_chart(run: Run, policy: "Policy", out: OutputDir) -> str | None:
@@ -252,7 +263,8 @@ def write_files(run: Run, out: OutputDir) -> list[str]:
     """summary.json and calls.csv in the output folder (atomically); the names written."""
     if out.dry_run:
         return []
-    doc = {"summary": run.summary, "policy": run.policy, "failed_summaries": run.failed_summaries}
+    doc = {"summary": run.summary, "policy": run.policy, "failed_summaries": run.failed_summaries,
+           "timing": run.timing}
     out.write_all({"summary.json": orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n",
                    "calls.csv": calls_csv_bytes(run)})
     return ["summary.json", "calls.csv"]

@@ -141,9 +141,9 @@ def test_the_cli_streams_one_file_and_prices_it_once_read(cli, tmp_path):
     r = cli("replay", path, "--format", "json", "--dry-run")
     assert r.exit_code == 0
     assert r.stderr.count("no prices for model 'my-local-llama': priced as claude-sonnet-4-5") == 1
-    doc = json.loads(r.stdout)
+    doc = json.loads(r.stdout)["runs"][0]
     assert doc["summary"]["calls"] == 2 and doc["summary"]["price_model"] == "my-local-llama"
-    priced = json.loads(cli("replay", path, "--format", "json", "--dry-run", "--price-model", "claude-haiku-4-5").stdout)
+    priced = json.loads(cli("replay", path, "--format", "json", "--dry-run", "--price-model", "claude-haiku-4-5").stdout)["runs"][0]
     assert priced["summary"]["price_model"] == "claude-haiku-4-5"
     assert priced["summary"]["cost_usd"] < doc["summary"]["cost_usd"]
 
@@ -159,8 +159,9 @@ def test_a_folder_is_replayed_a_file_at_a_time(cli, tmp_path):
     assert r.exit_code == 0, r.stderr
     runs = json.loads(r.stdout)["runs"]
     alone = json.loads(cli("replay", folder / "s1.jsonl", "--format", "json", "--dry-run").stdout)
+    alone = alone["runs"][0]
     for run in (runs[1], alone):
-        run["summary"].pop("runtime_s")
+        run.pop("timing")
     assert runs[1] == alone and [run["summary"]["calls"] for run in runs] == [5, 6, 7]
     assert sorted(p.name for p in (tmp_path / "all").iterdir()) == [".compactlab-run", "s0-s08", "s1-s08", "s2-s08"]
     with (folder / "s1.jsonl").open("ab") as f:
@@ -176,7 +177,7 @@ def test_a_streamed_replay_reports_its_skipped_lines(cli, tmp_path, priced):
     path.write_bytes(b"".join(orjson.dumps(m) + b"\n" for m in tool_session(3)) + b"oops\n")
     r = cli("replay", path, "--skip-bad-lines", "--dry-run", "--format", "json", *priced)
     assert r.exit_code == 0 and f"warning: {path}: skipped 1 bad line(s)" in r.stderr
-    assert json.loads(r.stdout)["summary"]["skipped_lines"] == 1
+    assert json.loads(r.stdout)["runs"][0]["summary"]["skipped_lines"] == 1
 
 
 @settings(max_examples=int(os.environ.get("COMPACTLAB_PROPERTY_EXAMPLES", "60")), deadline=None,

@@ -12,7 +12,7 @@ SMALL = SAMPLES / "synth-small.jsonl"
 def test_a_policy_dearer_than_no_compaction_is_said_with_its_reason(cli):
     dear = cli("replay", SMALL, "-p", "observation-masking", "--dry-run")
     summary = orjson.loads(cli("replay", SMALL, "-p", "observation-masking", "--dry-run", "--format", "json").stdout)
-    s = summary["summary"]
+    s = summary["runs"][0]["summary"]
     assert s["cost_usd"] > s["raw_cost_usd"]  # (what the test is about)
     line = next(line for line in dear.stdout.splitlines() if line.startswith("This policy costs more"))
     assert f"${s['cost_usd']:,.4f} against ${s['raw_cost_usd']:,.4f}" in line

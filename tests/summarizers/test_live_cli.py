@@ -33,12 +33,12 @@ def test_live_replay_cached_rerun_and_no_key_anywhere(cli, server, tmp_path):
             "--format", "json"]
     r = cli(*args)
     assert r.exit_code == 0, r.stderr
-    summary = json.loads(r.stdout)["summary"]
+    summary = json.loads(r.stdout)["runs"][0]["summary"]
     made = summary["summaries"] + summary["manual"] + summary["reactive"]
     assert made > 0 and len(server.message_requests) == made  # one request per summary
     again = cli(*args)
     assert again.exit_code == 0 and len(server.message_requests) == made  # the rerun made none
-    assert json.loads(again.stdout)["summary"]["cost_usd"] == summary["cost_usd"]  # billed as if made
+    assert json.loads(again.stdout)["runs"][0]["summary"]["cost_usd"] == summary["cost_usd"]  # billed as if made
     for text in (r.stdout, r.stderr, again.stdout, again.stderr, _everything_written(tmp_path)):
         assert KEY not in text
 
@@ -56,7 +56,7 @@ def test_429_then_success_and_529_until_exhausted(cli, server, tmp_path):
 def test_prompt_too_long_is_retried_with_a_smaller_input(cli, server, tmp_path):
     server.script = [(400, "prompt is too long: 300000 tokens > 200000 maximum")]
     r = cli("replay", T, "--summarizer", "anthropic", "--no-cache", "--dry-run", "--format", "json")
-    assert r.exit_code == 0 and json.loads(r.stdout)["summary"]["summaries"] > 0
+    assert r.exit_code == 0 and json.loads(r.stdout)["runs"][0]["summary"]["summaries"] > 0
     first, second = server.message_requests[:2]
     assert len(second["body"]["messages"][0]["content"]) < len(first["body"]["messages"][0]["content"])
 
@@ -72,7 +72,7 @@ def test_no_key_exits_2_before_any_work(cli, monkeypatch, tmp_path):
 def test_exact_tokens_from_count_tokens(cli, server, tmp_path):
     r = cli("replay", SAMPLES / "parallel-batch.jsonl", "-p", "none", "--tokens", "anthropic", "--dry-run",
             "--format", "json", "--cache-dir", tmp_path / "c")
-    calls = json.loads(r.stdout)["calls"]
+    calls = json.loads(r.stdout)["runs"][0]["calls"]
     assert r.exit_code == 0 and all(c["tokens"] == c["raw_tokens"] > 0 for c in calls)
     assert {q["path"] for q in server.requests} == {"/v1/messages/count_tokens"}
 

@@ -225,7 +225,7 @@ def test_calibration_on_the_long_session(shared_transcripts, cli):
     assert info["calibration"] == cal.to_dict()
     assert len(info["recorded_calls"]) == 139 and info["recorded_calls"][0]["recorded_prompt_tokens"] > 0
     r = cli("replay", path, "--calibrate", "--dry-run", "--format", "json", "-p", "none", "--keep-recorded-compactions")
-    calls = json.loads(r.stdout)["calls"]
+    calls = json.loads(r.stdout)["runs"][0]["calls"]
     recorded = [c["recorded_prompt_tokens"] for c in info["recorded_calls"]]
     err = sum(abs(c["tokens"] - y) / y for c, y in zip(calls, recorded)) / len(recorded)
     assert err <= 0.10 and "calibrated:" in r.stderr
