@@ -73,6 +73,7 @@ Policy = make_dataclass(
     "Policy",
     [("name", str, field(default="custom")),
      ("description", str, field(default="")),
+     ("brief", str, field(default="")),  # one short line: what it does, whose behaviour it models
      ("order", list[Literal[CHEAP_LAYERS]], opt(list(CHEAP_LAYERS), "the cheap layers, in the order they run")),
      *[(name, kind, field(default=kind())) for name, kind in SECTIONS.items()]],
     bases=(Section,), frozen=True, slots=True,
@@ -85,8 +86,8 @@ Policy.__doc__ = ("A whole policy: the cheap layers' order, a table for every re
 
 
 def fingerprint_of(resolved: dict[str, Any]) -> str:
-    """Short hash of a resolved policy's behaviour (its name and description left out)."""
-    data = {k: v for k, v in resolved.items() if k not in ("name", "description")}
+    """Short hash of a resolved policy's behaviour (its name and words about it left out)."""
+    data = {k: v for k, v in resolved.items() if k not in ("name", "description", "brief")}
     return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
 
 
@@ -168,6 +169,7 @@ def _raw_policy(ref: str, seen: tuple[str, ...] = ()) -> tuple[dict, bool]:
         base, base_preset = _raw_policy(parent, seen + (ref,))
         base.pop("name", None)
         base.pop("description", None)
+        base.pop("brief", None)
         data = _merge(base, data)
         return data, base_preset and not is_path
     return data, not is_path

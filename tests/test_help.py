@@ -34,3 +34,16 @@ def test_every_command_and_option_has_help(cli, path, command):
     for param in command.params:
         if isinstance(param, click.Option) and param.name not in ("help",):
             assert (param.help or "").strip(), f"{' '.join(path)} {param.opts[0]} has no help"
+
+
+def test_every_preset_says_in_one_short_line_what_it_does(cli):
+    """#18 §5: policies list speaks to users (one line each); show keeps the sources."""
+    from compactlab import load_policy, preset_names
+
+    for name in preset_names():
+        p = load_policy(name)
+        assert p.brief and len(p.brief) <= 100 and "\n" not in p.brief, name
+        assert len(p.description) > len(p.brief), name  # the long form, with its sources
+    out = cli("policies", "list").stdout
+    assert all(load_policy(n).brief in out for n in preset_names())
+    assert "Seed 000 (the s08 code walkthrough)" in cli("policies", "show", "s08").stdout

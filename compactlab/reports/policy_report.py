@@ -50,7 +50,8 @@ def write_policy_json(policy: Policy, out: TextIO) -> None:
 
 
 def write_list_json(policies: list[Policy], out: TextIO) -> None:
-    doc = [{"name": p.name, "fingerprint": p.fingerprint, "description": p.description} for p in policies]
+    doc = [{"name": p.name, "fingerprint": p.fingerprint, "brief": p.brief, "description": p.description}
+           for p in policies]
     out.write(orjson.dumps(doc).decode("utf-8") + "\n")
 
 
@@ -58,10 +59,12 @@ def write_list_table(policies: list[Policy], out: TextIO) -> None:
     table = Table(title="policies")
     table.add_column("name", style="bold", no_wrap=True)
     table.add_column("fingerprint", no_wrap=True)
-    table.add_column("description")
+    table.add_column("what it does", overflow="fold")
     for p in policies:
-        table.add_row(p.name, p.fingerprint, p.description)
-    Printer(out).table(table)
+        table.add_row(p.name, p.fingerprint, p.brief or p.description)
+    printer = Printer(out)
+    printer.table(table)
+    printer.text("compactlab policies show NAME: the whole policy, with the sources of its numbers.")
 
 
 #: the writers of ``policies show --format`` and ``policies list --format``

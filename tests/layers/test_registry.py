@@ -26,7 +26,7 @@ def test_each_config_lives_beside_its_layer_and_every_layer_takes_context_config
 
 def test_a_policy_has_a_table_for_every_registered_layer():
     names = [f.name for f in dataclasses.fields(Policy)]
-    assert names == ["name", "description", "order", *REGISTRY, "size"]
+    assert names == ["name", "description", "brief", "order", *REGISTRY, "size"]
     assert list(SECTIONS) == [*REGISTRY, "size"]
     assert CHEAP_LAYERS == tuple(CHEAP) == tuple(n for n, layer in REGISTRY.items() if layer.cheap)
     policy = Policy()
