@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -190,13 +191,29 @@ def main() -> None:
     """
 
 
-def _load_all(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: bool, quiet: bool) -> list:
+def _inputs(paths: tuple[str, ...] | list[str], subagents: bool, quiet: bool) -> list[str]:
+    """The files of the arguments (folders expanded), saying how many subagent sessions were left out."""
+    from .transcripts import expand_inputs, skipped_subagents
+
+    files = expand_inputs(paths, subagents)
+    if not subagents and any(os.path.isdir(p) for p in paths) and (n := skipped_subagents(paths)):
+        _notify(quiet)(f"left out {n} subagent session(s) of the folder(s); --subagents includes them", False)
+    return files
+
+
+def subagents_option(f: Callable) -> Callable:
+    return click.option("--subagents", is_flag=True,
+                        help="With a folder: include the subagents' sessions (subagents/ beside a session).")(f)
+
+
+def _load_all(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: bool, quiet: bool,
+              subagents: bool = False) -> list:
     from .runs import warn_loaded
-    from .transcripts import expand_inputs, load_transcript
+    from .transcripts import load_transcript
 
     loaded = []
     with collector_off():
-        for path in expand_inputs(paths):
+        for path in _inputs(paths, subagents, quiet):
             t = load_transcript(path, input_format, skip_bad_lines=skip_bad_lines)
             warn_loaded(t, _notify(quiet))
             loaded.append(t)
@@ -241,12 +258,13 @@ def _read_ahead_early(paths: tuple[str, ...], input_format: str | None, skip_bad
 @click.option("--chart", is_flag=True, help="Also draw the tokens-per-call chart (chart.png) in the output folder.")
 @cost_options
 @input_options
+@subagents_option
 @click.option("-q", "--quiet", is_flag=True, help="No status or warnings on stderr.")
 def replay(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides: tuple[str, ...], summarizer: str,
            model: str | None, summary_prompt: str | None, cache_dir: str | None, no_cache: bool, tokens: str,
            out_dir: str | None, fmt: str, dry_run: bool, force: bool, write_transcripts: bool, keep_recorded_compactions: bool,
            calibrate: bool | None, chart: bool, cache_ttl: str | None, price_model: str | None, prices_file: str | None,
-           skip_bad_lines: bool, input_format: str | None, quiet: bool) -> None:
+           skip_bad_lines: bool, input_format: str | None, subagents: bool, quiet: bool) -> None:
     """Replay each TRANSCRIPT (a file, or a folder of sessions) call by call through a policy."""
     from .interrupts import exit_status
 
@@ -254,6 +272,10 @@ def replay(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides
         raise UsageError(f"replay runs one policy; {len(policy_refs)} given ({', '.join(policy_refs)})",
                          hint=f"compactlab compare TRANSCRIPT {' '.join('-p ' + p for p in policy_refs)} runs them side by side")
     policy_ref = policy_refs[0] if policy_refs else "s08"
+    if "-" in transcripts:
+        with _standard_input(transcripts) as spooled:
+            ctx = click.get_current_context()
+            return ctx.invoke(replay, **{**ctx.params, "transcripts": (spooled,)})
     stream = calibrate is not True and tokens != "anthropic"
     first, problem = _read_ahead_early(transcripts, input_format, skip_bad_lines, stream, calibrate is None)
     try:  # the first file's reader is reading while the policy is built
@@ -261,8 +283,6 @@ def replay(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides
         from .policy import load_policy
         from .reports import write_runs
         from .runs import ReplaySettings, replay_files
-        from .transcripts import expand_inputs
-
         settings = ReplaySettings(
             policy=load_policy(policy_ref, overrides), overridden=bool(overrides), out_dir=out_dir, dry_run=dry_run,
             force=force, write_transcripts=write_transcripts, keep_recorded_compactions=keep_recorded_compactions,
@@ -272,7 +292,7 @@ def replay(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides
             input_format=input_format, skip_bad_lines=skip_bad_lines)
         if problem is not None:
             raise problem  # after the policy's and the options' errors, as if opened in turn
-        files = expand_inputs(transcripts)
+        files = _inputs(transcripts, subagents, quiet)
         if fmt == "json-run" and len(files) != 1:
             raise UsageError(f"--format json-run prints one run; {len(files)} transcripts given",
                              hint="--format json prints {\"runs\": [...]} for any number")
@@ -291,6 +311,28 @@ def replay(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides
         for run in done.runs:
             if run.out_dir:
                 _status(quiet, f"wrote {run.out_dir}/summary.json, calls.csv")
+
+
+@contextmanager
+def _standard_input(transcripts: tuple[str, ...]) -> Iterator[str]:
+    """``-``: the transcript on standard input, kept in a private temporary file (named "stdin",
+    so its reports go to reports/stdin-<policy>/) for as long as the replay runs."""
+    import shutil
+    import tempfile
+
+    if len(transcripts) > 1:
+        raise UsageError("- (standard input) must be the only transcript", hint="replay one, or give files")
+    if sys.stdin is None or sys.stdin.isatty():
+        raise UsageError("- reads the transcript from standard input, and none is piped in",
+                         hint="compactlab replay - < session.jsonl")
+    folder = tempfile.mkdtemp(prefix="compactlab-stdin-")
+    try:
+        path = os.path.join(folder, "stdin")
+        with open(path, "wb") as f:
+            shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
+        yield path
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _notify(quiet: bool) -> Callable[[str, bool], None]:
@@ -325,6 +367,7 @@ def _notify(quiet: bool) -> Callable[[str, bool], None]:
 @calibrate_option
 @cost_options
 @input_options
+@subagents_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress, status or warnings on stderr.")
 def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides: tuple[str, ...],
             summarizer: str, model: str | None, summary_prompt: str | None, cache_dir: str | None, no_cache: bool,
@@ -332,7 +375,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
             retention_margin: float, force: bool, keep_recorded_compactions: bool, calibrate: bool | None,
             cache_ttl: str | None,
             price_model: str | None, prices_file: str | None, skip_bad_lines: bool, input_format: str | None,
-            quiet: bool) -> None:
+            subagents: bool, quiet: bool) -> None:
     """Which policy, which thresholds? Replay every TRANSCRIPT through every POLICY x swept value."""
     from .compare import build_grid, jobs_for, run_jobs
     from .prices import load_prices
@@ -344,7 +387,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
 
     grid = build_grid(list(policy_refs or ("none", "s06", "s08")), list(overrides), list(sweeps))
     live = _live(summarizer, "estimate", model, cache_dir, no_cache, summary_prompt, dry_run)
-    loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
+    loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet, subagents)
     job_list = jobs_for(len(loaded), grid)
     table = load_prices(prices_file, cache=not dry_run)
     prices = prices_for(loaded, price_model, table, _notify(quiet))
@@ -413,11 +456,12 @@ def _report_failures(failures: list) -> None:
 @calibrate_option
 @cost_options
 @input_options
+@subagents_option
 @quiet_option
 def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides: tuple[str, ...], baseline_path: str,
           tolerances: tuple[str, ...], update_baseline: bool, allow_stale: bool, junit_path: str | None, fmt: str,
           calibrate: bool | None, cache_ttl: str | None, price_model: str | None, prices_file: str | None, skip_bad_lines: bool,
-          input_format: str | None, quiet: bool) -> None:
+          input_format: str | None, subagents: bool, quiet: bool) -> None:
     """CI gate: fail (exit 1) when a policy breaks tool pairs or loses ground against the baseline."""
     from pathlib import Path
 
@@ -432,7 +476,7 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
     tolerance = parse_tolerances(tolerances)
     grid = build_grid(list(policy_refs or ("s08",)), list(overrides), [])
     old = {} if update_baseline else load_baseline(baseline_path)
-    loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
+    loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet, subagents)
     prices = prices_for(loaded, price_model, load_prices(prices_file), _notify(quiet))
     calibrations = calibrations_for(loaded, calibrate, _notify(quiet))
     done = run_jobs(loaded, jobs_for(len(loaded), grid), prices=prices, calibrations=calibrations, cache_ttl=cache_ttl)
@@ -497,18 +541,22 @@ def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str |
 @input_options
 @format_option("inspect_report", "table", "INSPECT_WRITERS")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(0, 1000), help="How many largest results to list.")
-def inspect(transcript: str, skip_bad_lines: bool, input_format: str | None, fmt: str, top: int) -> None:
+@subagents_option
+@quiet_option
+def inspect(transcript: str, skip_bad_lines: bool, input_format: str | None, fmt: str, top: int, subagents: bool,
+            quiet: bool) -> None:
     """What is in TRANSCRIPT, before any policy: calls, tools, sizes, recorded violations and usage.
 
-    Given a folder, lists the sessions in it."""
+    Given a folder, lists the sessions in it (or in the folders directly in it, as in
+    ~/.claude/projects/)."""
     from .overview import overview, session_row
     from .reports.inspect_report import INSPECT_WRITERS, SESSIONS_WRITERS
-    from .transcripts import expand_inputs, load_transcript
+    from .transcripts import load_transcript
 
     if os.path.isdir(transcript):
         with collector_off():
             rows = [session_row(load_transcript(p, input_format, skip_bad_lines=skip_bad_lines))
-                    for p in expand_inputs([transcript])]
+                    for p in _inputs([transcript], subagents, quiet)]
         SESSIONS_WRITERS[fmt](rows, sys.stdout)
         return
     with collector_off():
@@ -587,6 +635,25 @@ def synth(output: str, calls: int, seed: int, quiet: bool) -> None:
     except OSError as exc:
         raise UsageError(f"{output}: cannot write: {exc.strerror or exc}") from None
     _status(quiet, f"wrote {output}: {calls} calls, {size / 1e6:.2f} MB")
+
+
+def _environment(group: click.Group, prefix: str = "COMPACTLAB") -> None:
+    """Every option can be set from the environment: ``COMPACTLAB_<COMMAND>_<LONG OPTION>``
+    (``COMPACTLAB_REPLAY_POLICY=s06``, ``COMPACTLAB_COMPARE_JOBS=2``, ``COMPACTLAB_POLICIES_SHOW_FORMAT``);
+    an option given on the command line wins. Repeatable options take several values split on
+    spaces."""
+    for name, command in group.commands.items():
+        here = f"{prefix}_{name.upper().replace('-', '_')}"
+        if isinstance(command, click.Group):
+            _environment(command, here)
+            continue
+        for param in command.params:
+            longs = [o for o in param.opts if o.startswith("--")] if isinstance(param, click.Option) else []
+            if longs and param.envvar is None and param.name not in ("help", "version"):
+                param.envvar = f"{here}_{longs[0][2:].upper().replace('-', '_')}"
+
+
+_environment(main)
 
 
 def run() -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -235,3 +236,49 @@ def test_replay_runs_one_policy_and_says_so_when_given_more(cli):
     r = cli("replay", SMALL, "-p", "s06", "-p", "s08", "--dry-run")
     assert r.exit_code == 2 and "replay runs one policy; 2 given (s06, s08)" in r.stderr
     assert "compactlab compare TRANSCRIPT -p s06 -p s08" in r.stderr
+
+
+def test_options_can_be_set_from_the_environment(cli, monkeypatch):
+    monkeypatch.setenv("COMPACTLAB_REPLAY_POLICY", "s06")
+    monkeypatch.setenv("COMPACTLAB_REPLAY_FORMAT", "json")
+    doc = json.loads(cli("replay", SMALL, "--dry-run", "-q").stdout)
+    assert doc["runs"][0]["summary"]["policy"] == "s06"
+    assert json.loads(cli("replay", SMALL, "-p", "s20", "--dry-run", "-q").stdout)["runs"][0]["summary"]["policy"] == "s20"
+    monkeypatch.setenv("COMPACTLAB_COMPARE_POLICY", "none s06")  # a repeatable option: values split on spaces
+    rows = json.loads(cli("compare", SMALL, "--dry-run", "--format", "json", "-q").stdout)["runs"]
+    assert sorted(r["policy"] for r in rows) == ["none", "s06"]
+
+
+def test_replay_reads_standard_input(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "compactlab", "replay", "-", "--format", "json", "--dry-run", "-q"],
+                       stdin=SMALL.open("rb"), capture_output=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["runs"][0]["summary"]["calls"] == 30
+    r = subprocess.run([sys.executable, "-m", "compactlab", "replay", "-", str(SMALL), "--dry-run"],
+                       stdin=subprocess.DEVNULL, capture_output=True, cwd=tmp_path)
+    assert r.returncode == 2 and b"- (standard input) must be the only transcript" in r.stderr
+
+
+def test_a_folder_of_project_folders_is_searched_one_level_down_and_subagents_are_asked_for(cli, tmp_path):
+    """~/.claude/projects/ holds a folder per project; a session's subagents sit in
+    <session>/subagents/ and are left out unless --subagents, with a word about them."""
+    projects = tmp_path / "projects"
+    for project, sessions in (("-home-me-app", ["a", "b"]), ("-home-me-lib", ["c"])):
+        (projects / project).mkdir(parents=True)
+        for name in sessions:
+            write_jsonl(projects / project / f"{name}.jsonl", tool_session(2))
+    (projects / "-home-me-app" / "a" / "subagents").mkdir(parents=True)
+    write_jsonl(projects / "-home-me-app" / "a" / "subagents" / "agent-1.jsonl", tool_session(1))
+    r = cli("inspect", projects, "--format", "json")
+    assert r.exit_code == 0, r.output
+    names = sorted(Path(s["transcript"]).name for s in json.loads(r.stdout)["sessions"])
+    assert names == ["a.jsonl", "b.jsonl", "c.jsonl"] and "left out 1 subagent session(s)" in r.stderr
+    with_agents = json.loads(cli("inspect", projects, "--format", "json", "--subagents").stdout)["sessions"]
+    assert len(with_agents) == 4
+    r = cli("replay", projects / "-home-me-app", "--dry-run", "--format", "json", "--subagents")
+    assert r.exit_code == 0 and len(json.loads(r.stdout)["runs"]) == 3
+    r = cli("compare", projects, "-p", "none", "--dry-run", "--format", "json", "-q")
+    assert len(json.loads(r.stdout)["runs"]) == 3

@@ -119,12 +119,12 @@ def sessions_json(rows: list[dict[str, Any]], out: TextIO) -> None:
 
 
 def sessions_table(rows: list[dict[str, Any]], out: TextIO) -> None:
-    folder = os.path.dirname(rows[0]["transcript"]) if rows else ""
+    folder = os.path.commonpath([os.path.dirname(r["transcript"]) for r in rows]) if rows else ""
     table = Table(title=f"{len(rows)} sessions in {folder}")
     for col in ("session", "format", "MB", "calls", "tools", "rec. tokens", "compact."):
         table.add_column(col, justify="left" if col in ("session", "format") else "right", overflow="fold")
     for r in rows:
-        table.add_row(os.path.basename(r["transcript"]), r["format"], f"{r['bytes'] / 1e6:.2f}", f"{r['calls']:,}",
+        table.add_row(os.path.relpath(r["transcript"], folder) if folder else r["transcript"], r["format"], f"{r['bytes'] / 1e6:.2f}", f"{r['calls']:,}",
                       f"{r['tool_calls']:,}", f"{r['recorded_tokens']:,}", str(r["compactions"]))
     Printer(out).table(table)
 

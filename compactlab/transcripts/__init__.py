@@ -23,7 +23,7 @@ FORMATS: dict[str, ModuleType] = {
 }
 
 __all__ = ["FORMATS", "RecordedCompaction", "Transcript", "TranscriptBuilder", "TranscriptStream", "detect_format",
-           "expand_inputs", "load_transcript", "open_transcript"]
+           "expand_inputs", "load_transcript", "open_transcript", "skipped_subagents"]
 
 SESSION_GLOBS = ("*.jsonl", "*.jsonl.gz", "*.jsonl.zst", "*.json", "*.traj")
 
@@ -88,18 +88,49 @@ def _load(fmt: ModuleType, path: str, options: dict[str, object]) -> Transcript:
     return transcript
 
 
-def expand_inputs(paths: list[str] | tuple[str, ...]) -> list[str]:
-    """Files as given; a folder stands for the session files directly in it (not subagents)."""
+def expand_inputs(paths: list[str] | tuple[str, ...], subagents: bool = False) -> list[str]:
+    """Files as given; a folder stands for the session files directly in it or, where it has
+    none, in the folders directly in it (``~/.claude/projects/`` holds a folder per project). A
+    Claude Code subagent's session (a ``subagents/`` folder beside its main session) is included
+    only with ``subagents``; :func:`skipped_subagents` counts what was left out."""
+    return _expand(paths, subagents)[0]
+
+
+def skipped_subagents(paths: list[str] | tuple[str, ...]) -> int:
+    """How many subagent sessions the folders among ``paths`` hold (left out unless asked for)."""
+    return len(_expand(paths, True)[1])
+
+
+def _expand(paths: list[str] | tuple[str, ...], subagents: bool) -> tuple[list[str], list[str]]:
     import os
     from pathlib import Path
 
+    def sessions(folder: Path) -> list[str]:
+        return sorted({str(f) for g in SESSION_GLOBS for f in folder.glob(g) if f.is_file()})
+
+    def agents(folder: Path) -> list[str]:
+        return sorted({str(f) for g in SESSION_GLOBS for pattern in (f"subagents/{g}", f"*/subagents/{g}")
+                       for f in folder.glob(pattern) if f.is_file()})
+
     out: list[str] = []
+    found_agents: list[str] = []
     for p in paths:
-        if os.path.isdir(p):
-            found = sorted({str(f) for g in SESSION_GLOBS for f in Path(p).glob(g) if f.is_file()})
-            if not found:
-                raise InputError(f"{p}: a folder with no transcript files ({', '.join(SESSION_GLOBS)})")
-            out.extend(found)
-        else:
+        if not os.path.isdir(p):
             out.append(p)
-    return out
+            continue
+        folder = Path(p)
+        bases = [folder] if sessions(folder) else sorted(
+            d for d in folder.iterdir() if d.is_dir() and d.name != "subagents" and not d.name.startswith("."))
+        files = [f for base in bases for f in sessions(base)]
+        more = [f for base in bases for f in agents(base)]
+        if not files and not more:
+            raise InputError(f"{p}: a folder with no transcript files ({', '.join(SESSION_GLOBS)}), in it or in "
+                             "the folders directly in it")
+        out.extend(files)
+        found_agents.extend(more)
+        if subagents:
+            out.extend(more)
+    if not out:
+        raise InputError(f"{', '.join(paths)}: only subagent sessions ({len(found_agents)})",
+                         hint="--subagents replays them")
+    return out, found_agents
