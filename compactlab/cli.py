@@ -358,6 +358,9 @@ def _notify(quiet: bool) -> Callable[[str, bool], None]:
 @click.option("--out", "out_dir", type=click.Path(path_type=str), default=os.path.join("reports", "compare"),
               show_default=True, help="Folder for results.csv, results.json, report.md, report.html, charts/.")
 @click.option("--sort", "sort_key", default="cost_saving", show_default=True, help="Column to sort the table by.")
+@click.option("--charts", type=click.Choice(["auto", "all", "summary", "none"]), default="auto", show_default=True,
+              help="Charts to draw: the corpus charts and the 12 transcripts where the policies differ most (auto), "
+                   "every transcript's (all), the corpus charts only (summary), none.")
 @click.option("--retention-margin", type=click.FloatRange(0, 1), default=0.05, show_default=True,
               help="How far below the best retention (a share) a recommended policy may keep.")
 @format_option("compare_report", "table")
@@ -372,7 +375,7 @@ def _notify(quiet: bool) -> Callable[[str, bool], None]:
 def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides: tuple[str, ...],
             summarizer: str, model: str | None, summary_prompt: str | None, cache_dir: str | None, no_cache: bool,
             sweeps: tuple[str, ...], jobs: int | None, executor: str | None, out_dir: str, sort_key: str, fmt: str, dry_run: bool,
-            retention_margin: float, force: bool, keep_recorded_compactions: bool, calibrate: bool | None,
+            retention_margin: float, charts: str, force: bool, keep_recorded_compactions: bool, calibrate: bool | None,
             cache_ttl: str | None,
             price_model: str | None, prices_file: str | None, skip_bad_lines: bool, input_format: str | None,
             subagents: bool, quiet: bool) -> None:
@@ -383,7 +386,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
     from .outputs import OutputDir
     from .reports.terminal import Progress
     from .runs import calibrations_for, prices_for, recorded_models
-    from .reports.compare_report import WRITERS, comparison, report_meta, write_reports
+    from .reports.compare_report import WRITERS, chart_plan, comparison, report_meta, write_reports
 
     grid = build_grid(list(policy_refs or ("none", "s06", "s08")), list(overrides), list(sweeps))
     live = _live(summarizer, "estimate", model, cache_dir, no_cache, summary_prompt, dry_run)
@@ -413,7 +416,9 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
         if done.failures:
             meta["failed"] = [f"{f.name}: {f.reason}" for f in done.failures]
         result = comparison(done.results, sweep_keys, sort_key, meta, retention_margin)
-        written = write_reports(result, done.results, out)
+        plan_size = len(chart_plan(result, done.results, charts)) if not dry_run else 0
+        with Progress("charts and reports", plan_size, enabled=not quiet and plan_size > 1) as advance:
+            written = write_reports(result, done.results, out, charts, jobs, advance)
         out.commit()
     except BaseException:
         out.rollback()

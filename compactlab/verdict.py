@@ -112,13 +112,15 @@ def judge(df: "pd.DataFrame", sweep_keys: list[str], margin: float = RETENTION_M
         return Verdict(entries, None, None, f"No policy qualifies ({reasons}).", margin, no_refs, list(sweep_keys))
     best = fit[0]
     text = [_praise(best, len(df["transcript"].unique()))]
-    runner = next((e for e in entries if e is not best), None)
-    if runner is not None:
-        reason = why_not(runner)
-        if reason is None:
-            gap = best.cost_saving - runner.cost_saving
-            reason = (f"it saves {_pct(runner.cost_saving)}, {_pct(gap)} less" if gap > 0 else
-                      f"it saves as much ({_pct(runner.cost_saving)}) and comes second in the table's order")
+    above = [e for e in entries[:entries.index(best)]][:3]  # saved more, and lost
+    runner = above[0] if above else next((e for e in entries if e is not best), None)
+    for e in above:
+        text.append(f"{'The runner-up, ' if e is runner else ''}{e.label} saves {_pct(e.cost_saving)} but lost: "
+                    f"{why_not(e)}.")
+    if runner is not None and not above:
+        gap = best.cost_saving - runner.cost_saving
+        reason = (f"it saves {_pct(runner.cost_saving)}, {_pct(gap)} less" if gap > 0 else
+                  f"it saves as much ({_pct(runner.cost_saving)}) and comes second in the table's order")
         text.append(f"The runner-up, {runner.label}, lost: {reason}.")
     if no_refs:
         text.append("No transcript refers back to an earlier tool result, so retention (1.0 everywhere) "

@@ -24,7 +24,7 @@ def test_compare_writes_every_row_and_report(cli, tmp_path):
     rows = json.loads((out / "results.json").read_text())["runs"]
     assert len(rows) == 18 and rows[0]["cost_saving"] >= rows[-1]["cost_saving"]  # sorted by cost saving
     html = (out / "report.html").read_text()
-    assert html.count("<svg") == 3  # two transcripts' token charts and the Pareto chart
+    assert html.count("<svg") == 4  # two transcripts' token charts, the Pareto chart and the savings per transcript
     # opens offline: nothing is loaded from anywhere (XML namespace URIs are names, not fetches)
     import re
 
@@ -33,7 +33,7 @@ def test_compare_writes_every_row_and_report(cli, tmp_path):
     assert not re.search(r"""(src|href)\s*=\s*["'](https?:)?//""", html)
     assert not re.search(r"url\(\s*['\"]?https?:", html)
     assert (out / "charts" / "pareto.png").read_bytes()[:4] == b"\x89PNG"
-    assert (out / "report.md").read_text().count("charts/") == 3
+    assert (out / "report.md").read_text().count("charts/") == 4
 
 
 def test_jobs_1_and_2_give_identical_numbers(cli, tmp_path):

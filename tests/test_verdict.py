@@ -34,7 +34,8 @@ def test_the_best_saving_that_breaks_nothing_and_keeps_retention_is_recommended(
     assert good.retention == pytest.approx(17 / 20) and good.transcripts == 2 and good.costs_more == 0
     assert v.recommended == "good" and v.runner_up == "cheap-but-broken"
     assert "Use good: it saves 43.3%" in v.recommendation
-    assert "cheap-but-broken, lost: it introduces 2 tool-pairing violation(s)" in v.recommendation
+    assert "The runner-up, cheap-but-broken saves 80.0% but lost: it introduces 2 tool-pairing violation(s)" in v.recommendation
+    assert "forgetful saves 70.0% but lost: it keeps 20.0%" in v.recommendation
     # forgetful's 20% retention is more than 5 points below good's 85%; a wider margin admits it
     assert judge(df, [], margin=0.7).recommended == "forgetful"
 

@@ -41,25 +41,45 @@ def _render(fig) -> tuple[str, bytes]:
     return svg[svg.index("<svg"):], png.getvalue()  # no XML prologue: the SVG is embedded inline
 
 
-def tokens_chart(title: str, raw: list[int], series: list[dict[str, Any]]) -> tuple[str, bytes]:
-    """series: [{label, tokens, events: {kind: [calls]}, levels: {name: tokens}}]."""
+def colours(labels: list[str]) -> dict[str, str]:
+    """One colour per policy or swept value, the same in every chart of a report (in the
+    verdict's order: the best first)."""
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf",
+               "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d",
+               "#9edae5", "#393b79"]
+    return {label: palette[i % len(palette)] for i, label in enumerate(labels)}
+
+
+def _legend_outside(ax: Any) -> None:
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
+
+
+def tokens_chart(title: str, raw: list[int], series: list[dict[str, Any]],
+                 palette: dict[str, str] | None = None) -> tuple[str, bytes]:
+    """series: [{label, tokens, events: {kind: [calls]}, levels: {name: tokens}, colour?}]. The raw
+    baseline is drawn over the policies (a policy that changes nothing lies under it), each
+    policy's trigger levels in its colour and named in the legend, the legend beside the plot."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(9, 4.2))
-    ax.plot(range(len(raw)), raw, color="black", linestyle="--", linewidth=1, label="raw (no compaction)")
-    levels: dict[str, float] = {}
-    for s in series:
-        (line,) = ax.plot(range(len(s["tokens"])), s["tokens"], linewidth=1.2, label=plain(s["label"]))
+    top = max([*raw, *(t for s in series for t in s["tokens"]), 1])
+    levels: dict[tuple[str, float], list[tuple[str, str]]] = {}  # a level several policies share: one line
+    for i, s in enumerate(series):
+        colour = (palette or {}).get(s.get("key", s["label"])) or f"C{i % 10}"
+        ax.plot(range(len(s["tokens"])), s["tokens"], linewidth=1.3, color=colour, label=plain(s["label"]), zorder=2)
         for kind, calls in s.get("events", {}).items():
             if calls:
-                ax.scatter(calls, [s["tokens"][c] for c in calls], marker=MARKERS.get(kind, "."), color=line.get_color(),
+                ax.scatter(calls, [s["tokens"][c] for c in calls], marker=MARKERS.get(kind, "."), color=colour,
                            s=22, zorder=3)
         for name, value in s.get("levels", {}).items():
-            levels.setdefault(f"{name} {value:,.0f}", value)
-    top = max([*raw, *(t for s in series for t in s["tokens"]), 1])
-    for name, value in levels.items():
-        if value < top * 1.5:
-            ax.axhline(value, color="grey", linewidth=0.6, linestyle=":")
-            ax.text(max(len(raw) - 1, 0), value, plain(f"{name} "), color="grey", fontsize=7, va="bottom", ha="right")
+            if value < top * 1.5:
+                levels.setdefault((name, value), []).append((s["label"], colour))
+    for (name, value), owners in levels.items():
+        whose = owners[0][0] if len(owners) == 1 else ("all" if len(owners) == len(series) else
+                                                       ", ".join(o for o, _ in owners))
+        ax.axhline(value, color=owners[0][1] if len(owners) == 1 else "grey", linewidth=0.8, linestyle=":",
+                   zorder=1, label=plain(f"{name} {value:,.0f} ({whose})"))
+    ax.plot(range(len(raw)), raw, color="black", linestyle=(0, (4, 3)), linewidth=1.1, label="raw (no compaction)",
+            zorder=4)
     low = min([t for s in series for t in s["tokens"] if t > 0] + [top])
     if top / max(low, 1) > 30:  # the raw baseline dwarfs the policies: a log axis shows both
         ax.set_yscale("log")
@@ -68,7 +88,7 @@ def tokens_chart(title: str, raw: list[int], series: list[dict[str, Any]]) -> tu
     ax.set_xlabel("call")
     ax.set_ylabel("context tokens sent")
     ax.set_title(plain(title), fontsize=10)
-    ax.legend(fontsize=7, loc="upper left", ncols=2)
+    _legend_outside(ax)
     ax.grid(alpha=0.25)
     return _render(fig)
 
@@ -82,25 +102,54 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     return sorted(front, key=lambda i: points[i])
 
 
-def pareto_chart(labels: list[str], retention: list[float], saving: list[float]) -> tuple[str, bytes]:
+def pareto_chart(runs: list[tuple[str, float, float]], overall: list[tuple[str, float, float]],
+                 palette: dict[str, str]) -> tuple[str, bytes]:
+    """Cost saving against retention: a small point per run (transcript × policy), coloured by
+    policy, and a large one per policy over all the transcripts, their Pareto front joined."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    points = list(zip(retention, saving))
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for label in palette:
+        xs = [r for lab, r, _ in runs if lab == label]
+        ys = [s for lab, _, s in runs if lab == label]
+        if xs:
+            ax.scatter(xs, ys, color=palette[label], s=10, alpha=0.45, zorder=2)
+    points = [(r, s) for _, r, s in overall]
     front = pareto_front(points)
-    ax.scatter(retention, saving, color="tab:blue", s=18, label="run")
-    ax.plot([retention[i] for i in front], [saving[i] for i in front], color="tab:red", marker="o", linewidth=1,
-            label="Pareto front")
-    at: dict[tuple[float, float], list[str]] = {}
-    for i in front:  # runs with the same result share one label
-        at.setdefault((round(retention[i], 4), round(saving[i], 4)), []).append(labels[i])
-    for (x, y), names in at.items():
-        text = names[0] + (f" (+{len(names) - 1} more)" if len(names) > 1 else "")
-        ax.annotate(plain(text), (x, y), fontsize=7, xytext=(4, 3), textcoords="offset points",
-                    ha="right" if x > 0.7 else "left")
+    for label, r, s in overall:
+        ax.scatter([r], [s], color=palette.get(label, "grey"), s=70, edgecolor="black", linewidth=0.6, zorder=3,
+                   label=plain(label))
+    ax.plot([points[i][0] for i in front], [points[i][1] for i in front], color="black", linewidth=0.8,
+            linestyle="--", zorder=1, label="Pareto front (all transcripts)")
     ax.axhline(0, color="black", linewidth=0.6)
     ax.set_xlabel("retention (referenced tool results still intact)")
     ax.set_ylabel("cost saving vs no compaction")
-    ax.set_title("cost saving against retention", fontsize=10)
-    ax.legend(fontsize=7)
+    ax.set_title("cost saving against retention: small points one transcript each, large the policy overall",
+                 fontsize=9)
+    _legend_outside(ax)
     ax.grid(alpha=0.25)
+    return _render(fig)
+
+
+def savings_chart(savings: dict[str, list[float]], overall: dict[str, float], palette: dict[str, str],
+                  note: str = "") -> tuple[str, bytes]:
+    """Cost saving per transcript, a box per policy (its saving over all the transcripts marked);
+    what replaces the Pareto chart when no transcript refers back to a tool result."""
+    plt = _plt()
+    labels = list(savings)
+    fig, ax = plt.subplots(figsize=(8, 0.5 + 0.45 * max(len(labels), 2)))
+    box = ax.boxplot([savings[label] for label in labels], orientation="horizontal", patch_artist=True, widths=0.5,
+                     showfliers=len(labels) * max(len(v) for v in savings.values()) < 5000,
+                     medianprops={"color": "black"})
+    for patch, label in zip(box["boxes"], labels):
+        patch.set_facecolor(palette.get(label, "lightgrey"))
+        patch.set_alpha(0.6)
+    ax.scatter([overall[label] for label in labels], range(1, len(labels) + 1), marker="D", color="black", s=18,
+               zorder=3, label="over all transcripts")
+    ax.set_yticks(range(1, len(labels) + 1), [plain(label) for label in labels])
+    ax.invert_yaxis()
+    ax.axvline(0, color="black", linewidth=0.6)
+    ax.set_xlabel("cost saving vs no compaction, per transcript")
+    ax.set_title(plain("cost saving per transcript" + (f" ({note})" if note else "")), fontsize=9)
+    _legend_outside(ax)
+    ax.grid(alpha=0.25, axis="x")
     return _render(fig)

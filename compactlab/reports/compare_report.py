@@ -18,7 +18,7 @@ import orjson
 
 from ..outputs import OutputDir, safe_stem
 from ..records import NUMERIC_SUMMARY_KEYS
-from ..verdict import Verdict, judge
+from ..verdict import Verdict, judge, label_of
 from .terminal import Printer, Table
 from .text import csv_cell, md_cell, visible
 
@@ -82,7 +82,10 @@ def sort_frame(df: "pd.DataFrame", key: str) -> "pd.DataFrame":
     return df.sort_values(key, ascending=ascending, kind="stable").reset_index(drop=True)
 
 
-def _label(row: "pd.Series", sweep_keys: list[str]) -> str:
+def _label(row: "pd.Series", sweep_keys: list[str], long: bool = False) -> str:
+    """A run's policy and swept values: short for tables, ``long`` as the verdict names them."""
+    if long:
+        return label_of(row["policy"], {k: row[k].item() if hasattr(row[k], "item") else row[k] for k in sweep_keys})
     swept = ", ".join(f"{k.split('.')[-1]}={row[k]}" for k in sweep_keys)
     return f"{row['policy']}" + (f" ({swept})" if swept else "")
 
@@ -247,63 +250,148 @@ def safe_csv(df: "pd.DataFrame") -> str:
     return df.assign(**{c: df[c].map(csv_cell) for c in text_columns}).to_csv(index=False)
 
 
-def _charts(df: "pd.DataFrame", results: list["RunResult"], sweep_keys: list[str]) -> tuple[dict, dict, dict]:
-    """(svg by name, PNG bytes by file, file by name) of every chart."""
-    from .charts import pareto_chart, tokens_chart
+#: the per-transcript charts drawn by default: those of the transcripts where the policies differ most
+CHART_TRANSCRIPTS = 12
+#: what --charts draws: the corpus charts and a bounded set of transcripts' (auto), every
+#: transcript's (all), only the corpus charts (summary), nothing (none)
+CHART_MODES = ("auto", "all", "summary", "none")
 
-    svgs: dict[str, str] = {}
-    pngs: dict[str, bytes] = {}
-    charts: dict[str, str] = {}
+
+@dataclass
+class ChartJob:
+    """One chart to draw: its caption, its PNG file under --out, and what draws it."""
+
+    name: str
+    file: str
+    kind: str  # tokens | pareto | savings
+    args: tuple
+
+
+def chart_plan(c: Comparison, results: list["RunResult"], mode: str = "auto") -> list[ChartJob]:
+    """The charts of a comparison: the corpus charts (cost saving against retention, or per
+    transcript when no transcript refers back to a result), then the tokens per call of the
+    transcripts ``mode`` asks for (auto: the ``CHART_TRANSCRIPTS`` where the policies' savings
+    differ most)."""
+    if mode == "none" or not results:
+        return []
+    from .charts import colours
+
+    df, v = c.df, c.verdict
+    palette = colours([e.label for e in v.entries])
+    key = {e.label: e.label for e in v.entries}
+    run_label = [_label(r, c.sweep_keys, long=True) for _, r in df.iterrows()]
+    plan = []
+    if v.no_references:
+        savings = {label: [float(x) for x, lab in zip(df["cost_saving"], run_label) if lab == label] for label in key}
+        plan.append(ChartJob("cost saving per transcript", "charts/savings.png", "savings",
+                             (savings, {e.label: e.cost_saving for e in v.entries}, palette,
+                              "no transcript refers back to a tool result: retention is 1.0 everywhere")))
+    else:
+        runs = [(lab, float(r), float(sv)) for lab, r, sv in zip(run_label, df["retention"], df["cost_saving"])]
+        overall = [(e.label, e.retention, e.cost_saving) for e in v.entries]
+        plan.append(ChartJob("cost saving against retention", "charts/pareto.png", "pareto", (runs, overall, palette)))
+        if df["transcript"].nunique() > 1:
+            savings = {label: [float(x) for x, lab in zip(df["cost_saving"], run_label) if lab == label]
+                       for label in key}
+            plan.append(ChartJob("cost saving per transcript", "charts/savings.png", "savings",
+                                 (savings, {e.label: e.cost_saving for e in v.entries}, palette, "")))
+    if mode == "summary":
+        return plan
     by_transcript: dict[str, list] = {}
     for r in results:
         by_transcript.setdefault(r.transcript, []).append(r)
+    chosen = list(by_transcript)
+    if mode == "auto" and len(chosen) > CHART_TRANSCRIPTS:
+        spread = df.groupby("transcript")["cost_saving"].agg(lambda x: float(x.max() - x.min()))
+        chosen = sorted(chosen, key=lambda t: -spread.get(t, 0.0))[:CHART_TRANSCRIPTS]
+        chosen.sort()
     used: set[str] = set()
-    for path, runs in by_transcript.items():
+    for path in chosen:
+        runs = by_transcript[path]
         stem = safe_stem(Path(path).name.split(".")[0])
         while stem in used:
             stem += "_"
         used.add(stem)
-        rel = f"charts/tokens-{stem}.png"
         series: list[dict[str, Any]] = []
         drawn: dict[tuple, int] = {}
         for r in runs:  # one line per distinct result: a swept key a policy ignores changes nothing
-            label = r.policy + "".join(f" {k.split('.')[-1]}={v}" for k, v in r.swept.items())
-            key = (tuple(r.tokens), tuple((k, tuple(v)) for k, v in sorted(r.events.items())))
-            if key in drawn:
-                series[drawn[key]]["label"] += f", {label}" if len(series[drawn[key]]["label"]) < 60 else ""
+            label = label_of(r.policy, r.swept)
+            k = (tuple(r.tokens), tuple((kind, tuple(calls)) for kind, calls in sorted(r.events.items())))
+            if k in drawn:
+                series[drawn[k]]["label"] += f", {label}" if len(series[drawn[k]]["label"]) < 60 else ""
                 continue
-            drawn[key] = len(series)
-            series.append({"label": label, "tokens": r.tokens, "events": r.events, "levels": r.levels})
-        name = f"tokens per call: {Path(path).name}"
-        svgs[name], pngs[rel] = tokens_chart(Path(path).name, runs[0].raw_tokens, series)
-        charts[name] = rel
-    one = df["transcript"].nunique() == 1  # one transcript: its name on every label is noise
-    labels = [_label(r, sweep_keys) if one else f"{os.path.basename(r['transcript'])}: {_label(r, sweep_keys)}"
-              for _, r in df.iterrows()]
-    svgs["cost saving against retention"], pngs["charts/pareto.png"] = pareto_chart(
-        labels, list(df["retention"]), list(df["cost_saving"]))
-    charts["cost saving against retention"] = "charts/pareto.png"
-    return svgs, pngs, charts
+            drawn[k] = len(series)
+            series.append({"label": label, "key": label, "tokens": r.tokens, "events": r.events, "levels": r.levels})
+        plan.append(ChartJob(f"tokens per call: {Path(path).name}", f"charts/tokens-{stem}.png", "tokens",
+                             (Path(path).name, runs[0].raw_tokens, series, palette)))
+    return plan
 
 
-def write_reports(c: Comparison, results: list["RunResult"], out: OutputDir) -> list[str]:
+def _draw(job: ChartJob) -> tuple[str, bytes]:
+    from . import charts
+
+    return {"tokens": charts.tokens_chart, "pareto": charts.pareto_chart, "savings": charts.savings_chart}[job.kind](
+        *job.args)
+
+
+def draw_charts(plan: list[ChartJob], jobs: int | None = None,
+                on_chart: Callable[[Any], None] | None = None) -> tuple[dict[str, str], dict[str, bytes], dict[str, str], str | None]:
+    """Draw the charts, in parallel worker processes where there are several: (svg by caption,
+    PNG bytes by file, file by caption, the first chart's failure or None). A chart that fails is
+    left out: it is never worth the results."""
+    from ..pool import Pool, can_fork, failure_of
+
+    svgs: dict[str, str] = {}
+    pngs: dict[str, bytes] = {}
+    files: dict[str, str] = {}
+    error: str | None = None
+    n = min(jobs or os.cpu_count() or 1, len(plan))
+    if n > 1 and can_fork():
+        with Pool(plan, _draw, n) as pool:
+            outcomes = dict(_advancing(pool.outcomes(), on_chart))
+    else:
+        outcomes = {}
+        for i, job in enumerate(plan):
+            try:
+                outcomes[i] = _draw(job)
+            except Exception as exc:  # noqa: BLE001
+                outcomes[i] = failure_of(i, exc)
+            if on_chart:
+                on_chart(job)
+    for i, job in enumerate(plan):
+        got = outcomes.get(i)
+        if isinstance(got, tuple):
+            svgs[job.name], pngs[job.file] = got
+            files[job.name] = job.file
+        elif error is None:
+            error = f"{job.name}: {getattr(got, 'reason', 'not drawn').removeprefix('internal error: ')}"
+    return svgs, pngs, files, error
+
+
+def _advancing(outcomes: Any, on_chart: Callable[[Any], None] | None) -> Any:
+    for index, outcome in outcomes:
+        if on_chart:
+            on_chart(index)
+        yield index, outcome
+
+
+def write_reports(c: Comparison, results: list["RunResult"], out: OutputDir, charts: str = "auto",
+                  jobs: int | None = None, on_chart: Callable[[Any], None] | None = None) -> list[str]:
     """results.csv, results.json, charts (PNG), report.md and report.html; the names written.
     Charts that fail to draw are reported in the reports (``meta["chart_error"]``): the runs'
     results are written all the same."""
     if out.dry_run or out.root is None:
         return []
-    df, sweep_keys, meta = c.df, c.sweep_keys, c.meta
     files: dict[str, bytes] = {
-        "results.csv": safe_csv(df).encode("utf-8"),
+        "results.csv": safe_csv(c.df).encode("utf-8"),
         "results.json": results_json(c, indent=True) + b"\n",
     }
-    try:
-        svgs, pngs, charts = _charts(df, results, sweep_keys)
-    except Exception as exc:  # noqa: BLE001 - a chart is never worth the results
-        svgs, pngs, charts = {}, {}, {}
-        meta["chart_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    svgs, pngs, drawn, error = draw_charts(chart_plan(c, results, charts), jobs, on_chart)
+    if error:
+        c.meta["chart_error"] = error
+    c.meta["charts"] = charts
     files.update(pngs)
-    files["report.md"] = markdown(c, charts).encode("utf-8")
+    files["report.md"] = markdown(c, drawn).encode("utf-8")
     files["report.html"] = html_report(c, svgs).encode("utf-8")
     out.write_all(files)
     return list(files)
