@@ -127,7 +127,7 @@ def naive_replay(path: str) -> int:
 
 
 def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None = None, naive: bool = True,
-        jobs: int = 2) -> dict[str, Any]:
+        jobs: int = 2, corpus: bool = False) -> dict[str, Any]:
     """Generate the inputs, measure, and return the figures (printing a table to ``out``)."""
     from .synth import write
 
@@ -173,6 +173,8 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
             for m in measures:
                 m.run()
         by = {m.name: m for m in measures}
+        if corpus:  # compare at corpus size, once each (they take a while)
+            by.update({m.name: m for m in _corpus_measures(root, cl, jobs)})
         reference = None
         if naive:
             reference = Measure("straightforward reference, large window",
@@ -182,6 +184,31 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
     finally:
         if tmp is not None:
             tmp.cleanup()
+
+
+#: the corpora of ``bench --corpus``: sessions in the folder whose reports are timed against a dry
+#: run, and in the folder that must compare within a minute
+CORPUS = (200, 2000)
+
+
+def _corpus_measures(root: Path, cl: list[str], jobs: int) -> list[Measure]:
+    """compare of 200 and of 2,000 small sessions x 2 policies, with its reports and with --dry-run."""
+    from .synth import write
+
+    measures = []
+    small, big = CORPUS
+    for n, calls_of in ((small, lambda i: 20 + (i * 7) % 60), (big, lambda i: 10 + (i * 7) % 30)):
+        folder = root / f"corpus-{n}"
+        folder.mkdir(exist_ok=True)
+        for i in range(n):
+            write(folder / f"t{i:04d}.jsonl", calls_of(i), seed=i)
+        grid = [*cl, "compare", str(folder), "-p", "s08", "-p", "claude-code", "--jobs", str(jobs), "-q"]
+        for name, extra in ((f"compare {n} x 2, --dry-run", ["--dry-run"]),
+                            (f"compare {n} x 2, with reports", ["--out", str(root / f"compare-{n}"), "--force"])):
+            m = Measure(name, [*grid, *extra])
+            m.run()
+            measures.append(m)
+    return measures
 
 
 def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_size: int, calls: int, rounds: int,
@@ -207,6 +234,15 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
     ratio("compare 12 configs / 1 config (--jobs 2)", by["compare, 12 configs"].wall / by["compare, 1 config"].wall, 4.0, "×")
     folder = by["replay -p s08, folder of sessions"].wall / by["floor, folder of sessions"].wall
     rows.append(("replay -p s08, folder of sessions / its floor", folder, "× (no target)", None))
+    small, big = CORPUS
+    if f"compare {small} x 2, with reports" in by:
+        ratio(f"compare {small} x 2: with reports / --dry-run",
+              by[f"compare {small} x 2, with reports"].wall / by[f"compare {small} x 2, --dry-run"].wall, 3.0, "×")
+        wall = by[f"compare {big} x 2, with reports"].wall
+        rows.append((f"compare {big:,} x 2 with reports (s)", wall, "≤ 60 s", wall <= 60))
+        html = by[f"compare {big} x 2, with reports"].argv[-2]
+        mb = os.path.getsize(os.path.join(html, "report.html")) / 1e6
+        rows.append((f"report.html of {big:,} x 2 (MB)", mb, "< 3 MB", mb < 3))
     for name in ("startup (--version)", "--help"):
         rows.append((f"{name} (s)", by[name].wall, "≤ 0.3 s", by[name].wall <= 0.3))
 

@@ -527,7 +527,10 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
               help="Where to write the synthetic inputs [default: a temporary folder, removed after].")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Also write the figures as JSON.")
-def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str | None, json_out: str | None) -> None:
+@click.option("--corpus", is_flag=True,
+              help="Also compare folders of 200 and 2,000 small sessions x 2 policies, with reports and without.")
+def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str | None, json_out: str | None,
+          corpus: bool) -> None:
     """Measure speed and memory against the parse floor, on synthetic transcripts."""
     from pathlib import Path
 
@@ -536,7 +539,7 @@ def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str |
     from .bench import run
     from .outputs import atomic_write_bytes
 
-    figures = run(calls=calls, rounds=rounds, workdir=workdir, naive=not no_reference, jobs=jobs)
+    figures = run(calls=calls, rounds=rounds, workdir=workdir, naive=not no_reference, jobs=jobs, corpus=corpus)
     if json_out:
         atomic_write_bytes(Path(json_out), orjson.dumps(figures, option=orjson.OPT_INDENT_2) + b"\n")
 

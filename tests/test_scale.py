@@ -101,3 +101,16 @@ def test_the_lower_bound_script_replays_every_call():
     script = Path(__file__).parent.parent / "scripts" / "lower_bound.py"
     out = subprocess.run([sys.executable, str(script), str(SMALL)], capture_output=True, text=True, check=True).stdout
     assert out == "30 calls\n"
+
+
+def test_bench_corpus_measures_compare_at_corpus_size(cli, tmp_path, monkeypatch):
+    """bench --corpus times compare of two folders of sessions with reports and without (here
+    small folders: the real sizes are the benchmark's, not a unit test's)."""
+    from compactlab import bench
+
+    monkeypatch.setattr(bench, "CORPUS", (3, 4))
+    r = cli("bench", "--calls", "20", "--rounds", "1", "--no-reference", "--corpus", "--dir", tmp_path / "in")
+    assert r.exit_code == 0, r.output
+    for figure in ("compare 3 x 2: with reports / --dry-run", "compare 4 x 2 with reports (s)",
+                   "report.html of 4 x 2 (MB)"):
+        assert figure in r.stdout

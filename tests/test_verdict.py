@@ -89,3 +89,30 @@ def test_many_runs_print_the_verdict_and_leave_the_rows_to_the_files(cli, monkey
     r = cli("compare", SAMPLES / "synth-small.jsonl", SAMPLES / "synth-medium.jsonl", "-p", "none", "-p", "s06",
             "--dry-run", "-q")
     assert "4 runs: each is in results.csv" in r.stdout and "synth-small.jsonl" not in r.stdout
+
+
+def test_a_big_comparison_opens_on_its_verdict_with_the_runs_collapsed(cli, tmp_path, monkeypatch):
+    from compactlab.reports import compare_report
+
+    monkeypatch.setattr(compare_report, "OPEN_RUNS", 3)
+    out = tmp_path / "c"
+    r = cli("compare", SAMPLES / "synth-small.jsonl", SAMPLES / "synth-medium.jsonl", "-p", "none", "-p", "s06",
+            "--out", out, "-q", "--charts", "summary")
+    assert r.exit_code == 0, r.output
+    html = (out / "report.html").read_text()
+    assert "<details><summary>4 runs, one row each" in html and html.index("Verdict") < html.index("<details>")
+    assert sorted(p.name for p in (out / "charts").iterdir()) == ["pareto.png", "savings.png"]  # no transcript's
+
+
+def test_charts_none_and_all(cli, tmp_path, monkeypatch):
+    from compactlab.reports import compare_report
+
+    files = [SAMPLES / "synth-small.jsonl", SAMPLES / "synth-medium.jsonl", SAMPLES / "huge-batch.jsonl"]
+    assert cli("compare", *files, "-p", "none", "-p", "s08", "--out", tmp_path / "n", "-q", "--charts", "none").exit_code == 0
+    assert not (tmp_path / "n" / "charts").exists() and "<svg" not in (tmp_path / "n" / "report.html").read_text()
+    monkeypatch.setattr(compare_report, "CHART_TRANSCRIPTS", 1)
+    assert cli("compare", *files, "-p", "none", "-p", "s08", "--out", tmp_path / "a", "-q").exit_code == 0
+    auto = sorted(p.name for p in (tmp_path / "a" / "charts").iterdir() if p.name.startswith("tokens-"))
+    assert len(auto) == 1  # the transcript where the policies differ most
+    assert cli("compare", *files, "-p", "none", "-p", "s08", "--out", tmp_path / "all", "-q", "--charts", "all").exit_code == 0
+    assert len([p for p in (tmp_path / "all" / "charts").iterdir() if p.name.startswith("tokens-")]) == 3

@@ -235,11 +235,21 @@ plus the summarizer's own calls. Prices: table read {e(visible(meta['prices_read
 Generated {e(meta['date'])}. Rows in red cost more than no compaction.</p>
 {f"<p class='note'><b>Interrupted: {e(meta['interrupted'])} finished; only those are here.</b></p>" if meta.get("interrupted") else ""}
 {failed}
-<table><tr>{head}</tr>{''.join(body)}</table>
+{_collapsed(f"<table><tr>{head}</tr>{''.join(body)}</table>", len(body))}
 {f'<h2>Costs more than no compaction</h2><ul class="note">{notes}</ul>' if notes else ''}
 <h2>Charts</h2>{figures}
 </body></html>
 """
+
+
+#: above this many runs, report.html shows their table collapsed (it opens on the verdict)
+OPEN_RUNS = 100
+
+
+def _collapsed(table: str, rows: int) -> str:
+    if rows <= OPEN_RUNS:
+        return table
+    return f"<details><summary>{rows:,} runs, one row each (click to show)</summary>{table}</details>"
 
 
 def safe_csv(df: "pd.DataFrame") -> str:
