@@ -380,7 +380,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
             price_model: str | None, prices_file: str | None, skip_bad_lines: bool, input_format: str | None,
             subagents: bool, quiet: bool) -> None:
     """Which policy, which thresholds? Replay every TRANSCRIPT through every POLICY x swept value."""
-    from .compare import build_grid, jobs_for, run_jobs
+    from .compare import build_grid, jobs_for, run_jobs, sweep_units
     from .prices import load_prices
     from .interrupts import exit_status
     from .outputs import OutputDir
@@ -388,7 +388,10 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
     from .runs import calibrations_for, prices_for, recorded_models
     from .reports.compare_report import WRITERS, chart_plan, comparison, report_meta, write_reports
 
-    grid = build_grid(list(policy_refs or ("none", "s06", "s08")), list(overrides), list(sweeps))
+    notes: list[str] = []
+    grid = build_grid(list(policy_refs or ("none", "s06", "s08")), list(overrides), list(sweeps), notes)
+    for note in notes:
+        _notify(quiet)(note, False)
     live = _live(summarizer, "estimate", model, cache_dir, no_cache, summary_prompt, dry_run)
     loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet, subagents)
     job_list = jobs_for(len(loaded), grid)
@@ -411,6 +414,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
         sweep_keys = [s.partition("=")[0].strip() for s in sweeps]
         meta = report_meta(table.read, [price_model] if price_model else
                            [m for t in loaded for m in recorded_models(t)] or [table.default_model])
+        meta["units"] = sweep_units(grid, sweep_keys)
         if done.interrupted:
             meta["interrupted"] = f"{len(done.results)} of {done.total} runs"
         if done.failures:

@@ -54,8 +54,12 @@ def parse_sweep(item: str) -> tuple[str, list[Any]]:
     return key.strip(), [parse_override(f"{key}={v.strip()}")[1] for v in values.split(",") if v.strip()]
 
 
-def build_grid(policy_refs: list[str], overrides: list[str], sweeps: list[str]) -> list[tuple[Policy, tuple]]:
-    """Every policy x sweep-value combination, each resolved and validated (before any loading)."""
+def build_grid(policy_refs: list[str], overrides: list[str], sweeps: list[str],
+               notes: list[str] | None = None) -> list[tuple[Policy, tuple]]:
+    """Every policy x sweep-value combination, each resolved and validated (before any loading).
+    A swept key a policy does not use (its layer is off) is run once for it, as None, and said in
+    ``notes``; a key the policies count in different units (summary.trigger in chars for one, in
+    tokens for another) is refused."""
     parsed = [parse_sweep(s) for s in sweeps]
     keys = [k for k, _ in parsed]
     if len(set(keys)) != len(keys):
@@ -63,11 +67,58 @@ def build_grid(policy_refs: list[str], overrides: list[str], sweeps: list[str]) 
     combos = list(itertools.product(*[vals for _, vals in parsed])) or [()]
     policies: list[tuple[Policy, tuple]] = []
     for ref in policy_refs:
+        base = load_policy(ref, list(overrides))
+        unused = [k for k in keys if not applies(base, k)]
+        for k in unused:
+            if notes is not None:
+                notes.append(f"--sweep {k} does not apply to {base.name} (its {k.split('.')[0]} layer is off): "
+                             "run once")
+        seen: set[tuple] = set()
         for combo in combos:
-            swept = tuple(zip(keys, combo))
-            sets = list(overrides) + [f"{k}={_toml(v)}" for k, v in swept]
+            swept = tuple((k, None if k in unused else v) for k, v in zip(keys, combo))
+            if swept in seen:
+                continue
+            seen.add(swept)
+            sets = list(overrides) + [f"{k}={_toml(v)}" for k, v in swept if v is not None]
             policies.append((load_policy(ref, sets), swept))
+    sweep_units(policies, keys)  # refuses a key counted in different units
     return policies
+
+
+def applies(policy: Policy, key: str) -> bool:
+    """Whether ``policy`` uses ``key`` (``layer.name``): not when that layer is off."""
+    section = getattr(policy, key.split(".")[0], None)
+    return section is None or getattr(section, "enabled", True)
+
+
+def unit_of(policy: Policy, key: str) -> str | None:
+    """What a swept key counts: summary.trigger in its policy's summary.unit; a key named
+    ``*_tokens`` / ``*_chars`` in tokens / chars; else nothing (a count, a switch)."""
+    if key == "summary.trigger":
+        return policy.summary.unit
+    name = key.rsplit(".", 1)[-1]
+    return "tokens" if name.endswith("_tokens") else "chars" if name.endswith("_chars") else None
+
+
+def sweep_units(grid: list[tuple[Policy, tuple]], keys: list[str]) -> dict[str, str]:
+    """The unit of each swept key (where it has one), the same for every policy that uses it;
+    a key the policies count in different units is an error."""
+    units: dict[str, str] = {}
+    for key in keys:
+        found: dict[str, list[str]] = {}
+        for policy, swept in grid:
+            if dict(swept).get(key) is not None and (unit := unit_of(policy, key)) is not None:
+                found.setdefault(unit, [])
+                if policy.name not in found[unit]:
+                    found[unit].append(policy.name)
+        if len(found) > 1:
+            which = "; ".join(f"{', '.join(names)} in {unit}" for unit, names in found.items())
+            raise PolicyError(f"--sweep {key}: the policies count it in different units ({which}), so one value "
+                              "means different sizes", hint=f"compare them in separate runs, or give them one unit "
+                              f"with --set {key.split('.')[0]}.unit=tokens" if key == "summary.trigger" else None)
+        if found:
+            units[key] = next(iter(found))
+    return units
 
 
 def jobs_for(n_transcripts: int, grid: list[tuple[Policy, tuple]]) -> list[Job]:

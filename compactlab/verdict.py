@@ -58,11 +58,22 @@ class Verdict:
         return asdict(self)
 
 
-def label_of(policy: str, swept: dict[str, Any]) -> str:
-    return policy + "".join(f" {k}={v}" for k, v in swept.items())
+def label_of(policy: str, swept: dict[str, Any], units: dict[str, str] | None = None) -> str:
+    """A policy and its swept values, each with its unit ("s08 summary.trigger=20000 chars"); a
+    key the policy does not use is "n/a"."""
+    return policy + "".join(f" {k}={_shown(v, (units or {}).get(k))}" for k, v in swept.items())
 
 
-def judge(df: "pd.DataFrame", sweep_keys: list[str], margin: float = RETENTION_MARGIN) -> Verdict:
+def _shown(value: Any, unit: str | None) -> str:
+    if value is None or (isinstance(value, float) and value != value):  # None, or NaN in a frame
+        return "n/a"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # a column with an n/a in it is float
+    return f"{value} {unit}" if unit else str(value)
+
+
+def judge(df: "pd.DataFrame", sweep_keys: list[str], margin: float = RETENTION_MARGIN,
+          units: dict[str, str] | None = None) -> Verdict:
     """The verdict of a compare's results (one row per run, as ``results.csv``)."""
     entries = []
     for (policy, *values), runs in df.groupby(["policy", *sweep_keys], sort=False, dropna=False):
@@ -72,7 +83,7 @@ def judge(df: "pd.DataFrame", sweep_keys: list[str], margin: float = RETENTION_M
         refs = int(runs["refs"].sum())
         per = runs["cost_saving"]
         entries.append(Entry(
-            label=label_of(policy, swept), policy=policy, swept=swept, transcripts=int(runs["transcript"].nunique()),
+            label=label_of(policy, swept, units), policy=policy, swept=swept, transcripts=int(runs["transcript"].nunique()),
             cost_usd=round(cost, 6), raw_cost_usd=round(raw, 6),
             cost_saving=round(1 - cost / raw, 6) if raw else 0.0,
             median_saving=round(float(per.median()), 6), saving_p25=round(float(per.quantile(0.25)), 6),

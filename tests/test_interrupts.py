@@ -134,8 +134,8 @@ def test_a_signal_to_a_parallel_compare_keeps_the_finished_run_and_no_worker(tmp
     t = SAMPLES / "synth-medium.jsonl"
     proc = start(["compare", t, "-p", "none", "-p", "s08", "--sweep", "summary.trigger=20000,30000",
                   "--jobs", "2", "--out", out, "-q"], tmp_path, api)
-    # jobs in order: none (twice: the sweep does not apply to it, 0 summaries), then s08 x 2 at the gate
-    api.wait_held(2)  # both workers wait in an s08 run: both `none` runs have been received
+    # jobs in order: none (once: the sweep does not apply to it, 0 summaries), then s08 x 2 at the gate
+    api.wait_held(2)  # both workers wait in an s08 run: the `none` run has been received
     assert len(children(proc.pid)) == 2
     if sig == signal.SIGINT:
         os.killpg(proc.pid, sig)
@@ -143,10 +143,10 @@ def test_a_signal_to_a_parallel_compare_keeps_the_finished_run_and_no_worker(tmp
         proc.send_signal(sig)
     text = finish(proc, api)
     assert proc.returncode == status, text
-    assert text == f"error: interrupted: 2 of 4 runs finished; they are in {out}/\n"
+    assert text == f"error: interrupted: 1 of 3 runs finished; they are in {out}/\n"
     df = pd.read_csv(out / "results.csv")
-    assert list(df["policy"]) == ["none", "none"]
-    assert "Interrupted: 2 of 4 runs" in (out / "report.md").read_text()
+    assert list(df["policy"]) == ["none"]
+    assert "Interrupted: 1 of 3 runs" in (out / "report.md").read_text()
     assert staged(tmp_path) == [] and group_gone(proc.pid)
 
 
@@ -161,11 +161,11 @@ def test_a_killed_worker_is_named_and_the_other_runs_are_kept(tmp_path, api):
     text = finish(proc, api)
     assert proc.returncode == 1, text
     lines = text.splitlines()
-    assert len(lines) == 2 and lines[1] == f"error: 1 of 4 runs failed; the other 3 are in {out}/"
+    assert len(lines) == 2 and lines[1] == f"error: 1 of 3 runs failed; the other 2 are in {out}/"
     assert lines[0].startswith(f"error: run {t} × s08 summary.trigger=") and lines[0].endswith(
         " failed: the worker process was killed (SIGKILL)")
     df = pd.read_csv(out / "results.csv")
-    assert sorted(df["policy"]) == ["none", "none", "s08"]
+    assert sorted(df["policy"]) == ["none", "s08"]
     assert "1 run(s) failed and are not here" in (out / "report.md").read_text()
     assert group_gone(proc.pid)
 

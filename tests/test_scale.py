@@ -36,7 +36,7 @@ def test_a_truncated_compressed_file_is_a_clear_error(tmp_path, cli):
 
 def test_compare_on_a_dask_cluster_gives_the_local_numbers(cli):
     distributed = pytest.importorskip("distributed", reason="dask is an optional extra")
-    args = [SMALL, SAMPLES / "manual-compact.jsonl", "-p", "s08", "-p", "s06", "--sweep", "summary.trigger=20000,50000",
+    args = [SMALL, SAMPLES / "manual-compact.jsonl", "-p", "s08", "-p", "s20", "--sweep", "summary.trigger=20000,50000",
             "--dry-run", "--format", "json"]
     local = json.loads(cli("compare", *args, "--jobs", "1").stdout)["runs"]
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:

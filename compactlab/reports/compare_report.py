@@ -18,7 +18,7 @@ import orjson
 
 from ..outputs import OutputDir, safe_stem
 from ..records import NUMERIC_SUMMARY_KEYS
-from ..verdict import Verdict, judge, label_of
+from ..verdict import Verdict, _shown, judge, label_of
 from .terminal import Printer, Table
 from .text import csv_cell, md_cell, visible
 
@@ -41,7 +41,8 @@ class Comparison:
 def comparison(results: list["RunResult"], sweep_keys: list[str], sort_key: str, meta: dict[str, Any],
                margin: float | None = None) -> Comparison:
     df = sort_frame(results_frame(results, sweep_keys), sort_key)
-    verdict = judge(df, sweep_keys) if margin is None else judge(df, sweep_keys, margin)
+    units = meta.get("units") or {}
+    verdict = judge(df, sweep_keys, units=units) if margin is None else judge(df, sweep_keys, margin, units)
     return Comparison(df, sweep_keys, verdict, meta)
 
 
@@ -82,11 +83,13 @@ def sort_frame(df: "pd.DataFrame", key: str) -> "pd.DataFrame":
     return df.sort_values(key, ascending=ascending, kind="stable").reset_index(drop=True)
 
 
-def _label(row: "pd.Series", sweep_keys: list[str], long: bool = False) -> str:
-    """A run's policy and swept values: short for tables, ``long`` as the verdict names them."""
+def _label(row: "pd.Series", sweep_keys: list[str], long: bool = False, units: dict[str, str] | None = None) -> str:
+    """A run's policy and swept values (with their units): short for tables, ``long`` as the
+    verdict names them."""
+    values = {k: row[k].item() if hasattr(row[k], "item") else row[k] for k in sweep_keys}
     if long:
-        return label_of(row["policy"], {k: row[k].item() if hasattr(row[k], "item") else row[k] for k in sweep_keys})
-    swept = ", ".join(f"{k.split('.')[-1]}={row[k]}" for k in sweep_keys)
+        return label_of(row["policy"], values, units)
+    swept = ", ".join(f"{k.split('.')[-1]}={_shown(v, (units or {}).get(k))}" for k, v in values.items())
     return f"{row['policy']}" + (f" ({swept})" if swept else "")
 
 
@@ -289,7 +292,8 @@ def chart_plan(c: Comparison, results: list["RunResult"], mode: str = "auto") ->
     df, v = c.df, c.verdict
     palette = colours([e.label for e in v.entries])
     key = {e.label: e.label for e in v.entries}
-    run_label = [_label(r, c.sweep_keys, long=True) for _, r in df.iterrows()]
+    units = c.meta.get("units") or {}
+    run_label = [_label(r, c.sweep_keys, long=True, units=units) for _, r in df.iterrows()]
     plan = []
     if v.no_references:
         savings = {label: [float(x) for x, lab in zip(df["cost_saving"], run_label) if lab == label] for label in key}
@@ -325,7 +329,7 @@ def chart_plan(c: Comparison, results: list["RunResult"], mode: str = "auto") ->
         series: list[dict[str, Any]] = []
         drawn: dict[tuple, int] = {}
         for r in runs:  # one line per distinct result: a swept key a policy ignores changes nothing
-            label = label_of(r.policy, r.swept)
+            label = label_of(r.policy, r.swept, units)
             k = (tuple(r.tokens), tuple((kind, tuple(calls)) for kind, calls in sorted(r.events.items())))
             if k in drawn:
                 series[drawn[k]]["label"] += f", {label}" if len(series[drawn[k]]["label"]) < 60 else ""
