@@ -188,30 +188,46 @@ def test_bad_usage_is_exit_2(cli):
     assert cli("replay").exit_code == 2
 
 
-def test_a_terminal_gets_rich_boxes_unless_the_table_cannot_fit(monkeypatch):
-    """rich squeezes a table wider than the terminal until whole columns vanish (compare's table
-    on 80 columns lost its transcript and policy): such a table is printed plain instead."""
+def test_a_terminal_gets_rich_boxes_or_a_compact_layout_never_a_row_wrapped_mid_word(monkeypatch):
+    """rich squeezes a table wider than the terminal until whole columns vanish, and a plain
+    table wider than the terminal wraps mid-word (#18 §3): a narrow terminal gets the essential
+    columns boxed, or, narrower still, each row as lines; a pipe keeps every column, plain."""
     from compactlab.reports.terminal import Printer, Table
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
             return True
 
-    monkeypatch.setenv("COLUMNS", "80")
-    narrow, wide = Table(title="narrow"), Table(title="wide")
-    narrow.add_column("policy", overflow="fold")
-    narrow.add_column("saving", justify="right", no_wrap=True)
-    narrow.add_row("observation-masking", "+1.0%")
-    wide.add_column("transcript", overflow="fold", min_width=12)
-    for col in ("reduction", "cost raw → policy", "saving", "retention", "summaries", "overflows", "introduced"):
-        wide.add_column(col, justify="right", no_wrap=True)
-    wide.add_row("session.jsonl", "81.4%", "$0.28 → $0.18", "+34.4%", "0.20", "0", "0", "0")
+    def wide() -> Table:
+        t = Table(title="wide")
+        t.add_column("transcript", overflow="fold", min_width=12)
+        for col in ("tokens saved", "cost raw → policy", "cost saving", "retention", "summaries", "overflows",
+                    "violations"):
+            t.add_column(col, essential=col in ("cost saving", "retention"), justify="right", no_wrap=True)
+        t.add_row("session.jsonl", "81.4%", "$0.28 → $0.18", "+34.4%", "20.0%", "0", "0", "0")
+        return t
+
+    monkeypatch.setenv("COLUMNS", "160")
     out = Terminal()
-    Printer(out).table(narrow)
-    assert "observation-masking" in out.getvalue() and "│" in out.getvalue()
+    Printer(out).table(wide())
+    assert "│" in out.getvalue() and "summaries" in out.getvalue()
+    import re
+
+    shown = lambda out: re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue())  # noqa: E731 - what the eye sees
+    monkeypatch.setenv("COLUMNS", "60")
     out = Terminal()
-    Printer(out).table(wide)
-    assert out.getvalue() == wide.plain() and "session.jsonl" in out.getvalue()
+    Printer(out).table(wide())
+    text = shown(out)
+    assert "│" in text and "cost saving" in text and "summaries" not in text and "session.jsonl" in text
+    assert max(len(line) for line in text.splitlines()) <= 60
+    monkeypatch.setenv("COLUMNS", "30")
+    out = Terminal()
+    Printer(out).table(wide())
+    lines = shown(out).splitlines()
+    assert "session.jsonl" in lines and "  cost saving: +34.4%" in lines and max(map(len, lines)) <= 30
+    piped = io.StringIO()
+    Printer(piped).table(wide())
+    assert piped.getvalue() == wide().plain() and "summaries" in piped.getvalue()
 
 
 def test_replay_output_has_one_shape_for_any_number_of_inputs(cli, tmp_path):

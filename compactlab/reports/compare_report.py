@@ -102,10 +102,25 @@ def _pct(x: float) -> str:
     return f"{x * 100:+.1f}%"
 
 
+def run_rows(c: Comparison) -> tuple[list[str], list[list[str]]]:
+    """The runs as report.md and report.html show them: headers in words, shares as %, money as
+    $, the policy with its swept values (and their units)."""
+    units = c.meta.get("units") or {}
+    heads = ["transcript", "policy", "calls", "tokens saved", "cost, no compaction", "cost", "cost saving",
+             "retention", "summaries", "reactive", "overflows", "violations introduced"]
+    rows = []
+    for _, r in c.df.iterrows():
+        rows.append([os.path.basename(r["transcript"]), _label(r, c.sweep_keys, long=True, units=units),
+                     f"{r['calls']:,}", f"{r['reduction'] * 100:.1f}%", f"${r['raw_cost_usd']:,.4f}",
+                     f"${r['cost_usd']:,.4f}", _pct(r["cost_saving"]), f"{r['retention'] * 100:.1f}%",
+                     str(r["summaries"]), str(r["reactive"]), str(r["overflows"]), str(r["violations_introduced"])])
+    return heads, rows
+
+
 def verdict_rows(v: Verdict) -> tuple[list[str], list[list[str]]]:
     """The verdict as a table: headers in words, shares as %, money as $."""
     head = ["policy", "cost saving", "median (25–75%)", "cost", "tokens saved", "retention", "violations",
-            "overflows", "summaries", "dearer on"]
+            "overflows", "summaries", "costs more on"]
     rows = [[e.label, _pct(e.cost_saving), f"{_pct(e.median_saving)} ({_pct(e.saving_p25)} to {_pct(e.saving_p75)})",
              f"${e.cost_usd:,.2f}", f"{e.reduction * 100:.1f}%", f"{e.retention * 100:.1f}%",
              str(e.violations_introduced), str(e.overflows), str(e.summaries), f"{e.costs_more} of {e.transcripts}"]
@@ -116,8 +131,10 @@ def verdict_rows(v: Verdict) -> tuple[list[str], list[list[str]]]:
 def write_verdict(v: Verdict, printer: Printer) -> None:
     head, rows = verdict_rows(v)
     table = Table(title=f"verdict over {max((e.transcripts for e in v.entries), default=0)} transcript(s)")
+    essential = {"policy", "cost saving", "retention", "violations"}
     for i, h in enumerate(head):
-        table.add_column(h, justify="left" if i == 0 else "right", overflow="fold", no_wrap=i > 0)
+        table.add_column(h, essential=h in essential, justify="left" if i == 0 else "right", overflow="fold",
+                         no_wrap=i > 0)
     for e, row in zip(v.entries, rows):
         style = "bold green" if e.label == v.recommended else "red" if e.costs_more or e.violations_introduced else None
         table.add_row(*row, style=style)
@@ -135,14 +152,15 @@ def write_table(c: Comparison, out: TextIO) -> None:
     table = Table(title=f"{len(df)} runs")
     table.add_column("transcript", overflow="fold", min_width=12)
     table.add_column("policy", overflow="fold", min_width=14)
-    for col in ("reduction", "cost raw → policy", "saving", "retention", "summ.", "overfl.", "intro."):
-        table.add_column(col, justify="right", no_wrap=True)
+    for col in ("tokens saved", "cost raw → policy", "cost saving", "retention", "summaries", "overflows", "violations"):
+        table.add_column(col, essential=col in ("cost saving", "retention", "violations"), justify="right",
+                         no_wrap=True)
     for _, r in df.iterrows():
         more = r["cost_usd"] > r["raw_cost_usd"]
         table.add_row(
             os.path.basename(r["transcript"]), _label(r, sweep_keys), f"{r['reduction'] * 100:.1f}%",
             f"${r['raw_cost_usd']:,.2f} → ${r['cost_usd']:,.2f}", f"{r['cost_saving'] * 100:+.1f}%",
-            f"{r['retention']:.2f}", str(r["summaries"]), str(r["overflows"]), str(r["violations_introduced"]),
+            f"{r['retention'] * 100:.1f}%", str(r["summaries"]), str(r["overflows"]), str(r["violations_introduced"]),
             style="red" if more or r["violations_introduced"] else None,
         )
     printer.table(table)
@@ -172,16 +190,9 @@ def markdown(c: Comparison, charts: dict[str, str]) -> str:
     if meta.get("failed"):
         lines += [f"**{len(meta['failed'])} run(s) failed and are not here:**", ""]
         lines += [f"- {md_cell(f)}" for f in meta["failed"]] + [""]
-    cols = ["transcript", "policy", *sweep_keys, "reduction", "raw_cost_usd", "cost_usd", "cost_saving", "retention",
-            "summaries", "reactive", "overflows", "violations_introduced"]
-    lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for _, r in df.iterrows():
-        cells = []
-        for col in cols:
-            v = r[col]
-            cells.append(md_cell(os.path.basename(v) if col == "transcript" else f"{v:.4f}" if isinstance(v, float)
-                                 else str(v)))
-        lines.append("| " + " | ".join(cells) + " |")
+    heads, rows = run_rows(c)
+    lines += ["| " + " | ".join(heads) + " |", "|---|---" + "|---:" * (len(heads) - 2) + "|"]
+    lines += ["| " + " | ".join(md_cell(x) for x in cells) + " |" for cells in rows]
     dear = costs_more(df)
     if len(dear):
         lines += ["", "## Costs more than no compaction", ""] + [f"- {visible(_explain(r, sweep_keys))}"
@@ -207,19 +218,13 @@ def html_report(c: Comparison, svgs: dict[str, str]) -> str:
                + "".join(f"<tr{' class=best' if entry.label == c.verdict.recommended else ''}>"
                          + "".join(f"<td{' class=l' if i == 0 else ''}>{e(visible(x))}</td>" for i, x in enumerate(row))
                          + "</tr>" for entry, row in zip(c.verdict.entries, vrows)) + "</table>")
-    cols = ["transcript", "policy", *sweep_keys, "calls", "reduction", "raw_cost_usd", "cost_usd", "cost_saving",
-            "cost_usd_nocache", "retention", "summaries", "reactive", "manual", "overflows", "violations_introduced",
-            "violations_inherited"]
-    head = "".join(f"<th>{e(visible(c))}</th>" for c in cols)
+    heads, rows = run_rows(c)
+    head = "".join(f"<th>{e(h)}</th>" for h in heads)
     body = []
-    for _, r in df.iterrows():
+    for (_, r), cells in zip(df.iterrows(), rows):
         cls = ' class="dear"' if r["cost_usd"] > r["raw_cost_usd"] else ""
-        cells = []
-        for col in cols:
-            v = r[col]
-            text = os.path.basename(v) if col == "transcript" else f"{v:.4f}" if isinstance(v, float) else str(v)
-            cells.append(f'<td{" class=l" if col in ("transcript", "policy") else ""}>{e(visible(text))}</td>')
-        body.append(f"<tr{cls}>{''.join(cells)}</tr>")
+        body.append(f"<tr{cls}>" + "".join(f'<td{" class=l" if i < 2 else ""}>{e(visible(x))}</td>'
+                                           for i, x in enumerate(cells)) + "</tr>")
     dear = costs_more(df)
     notes = "".join(f"<li>{e(visible(_explain(r, sweep_keys)))}</li>" for _, r in dear.iterrows())
     figures = "".join(f"<figure>{svg}<figcaption>{e(visible(name))}</figcaption></figure>" for name, svg in svgs.items())

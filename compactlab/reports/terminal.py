@@ -23,8 +23,9 @@ class Table:
         self.columns: list[tuple[str, dict[str, Any]]] = []
         self.rows: list[tuple[tuple[str, ...], str | None]] = []
 
-    def add_column(self, header: str = "", **options: Any) -> None:
-        self.columns.append((header, options))
+    def add_column(self, header: str = "", essential: bool = True, **options: Any) -> None:
+        """A column; ``essential`` False: left out of the compact layout of a narrow terminal."""
+        self.columns.append((header, {**options, "essential": essential}))
 
     def add_row(self, *cells: str, style: str | None = None) -> None:
         """A row; its cells (names and ids from transcripts) with control characters made visible."""
@@ -57,12 +58,32 @@ class Table:
         lines += [line(cells) for cells, _ in self.rows]
         return "\n".join(lines) + "\n"
 
+    def compact(self) -> "Table | None":
+        """The table with its essential columns only (None if it has no other)."""
+        keep = [i for i, (_, opts) in enumerate(self.columns) if opts.get("essential", True)]
+        if len(keep) == len(self.columns) or not keep:
+            return None
+        t = Table(self.title, self.show_header)
+        t.columns = [self.columns[i] for i in keep]
+        t.rows = [(tuple(cells[i] for i in keep), style) for cells, style in self.rows]
+        return t
+
+    def stacked(self) -> list[tuple[str, str | None]]:
+        """Each row as lines: its first cell, then "header: value" for the others (a terminal too
+        narrow for any table); with the row's style."""
+        lines: list[tuple[str, str | None]] = [(self.title, None)] if self.title else []
+        headers = [h for h, _ in self.columns]
+        for cells, style in self.rows:
+            lines.append((cells[0], style))
+            lines += [(f"  {h}: {c}", style) for h, c in zip(headers[1:], cells[1:]) if c]
+        return lines
+
     def rich(self) -> Any:
         from rich.table import Table as RichTable
 
         table = RichTable(title=self.title or None, show_header=self.show_header, title_justify="left")
         for header, options in self.columns:
-            table.add_column(header, **options)
+            table.add_column(header, **{k: v for k, v in options.items() if k != "essential"})
         for cells, style in self.rows:
             table.add_row(*cells, style=style)
         return table
@@ -81,12 +102,20 @@ class Printer:
             self._console = Console(file=out, highlight=False, markup=False)
 
     def table(self, table: Table) -> None:
-        # a table that cannot fit the terminal even at its narrowest would be squeezed by rich
-        # until whole columns vanish: printed plain instead, each row whole
-        if self._console is None or table.narrowest_boxed() > self._console.width:
+        """Plain into a pipe or file (every column, each row whole); on a terminal boxed, and when
+        the terminal is narrower than the table can be drawn: its essential columns only, or, if
+        even those do not fit, each row as lines (never a row wrapped mid-word)."""
+        if self._console is None:
             self.out.write(table.plain())
-        else:
+            return
+        width = self._console.width
+        if table.narrowest_boxed() <= width:
             self._console.print(table.rich())
+        elif (compact := table.compact()) is not None and compact.narrowest_boxed() <= width:
+            self._console.print(compact.rich())
+        else:
+            for line, style in (table.compact() or table).stacked():
+                self._console.print(line, style=style, overflow="fold")
 
     def text(self, line: str, style: str | None = None) -> None:
         """One line of text; a terminal shows it in ``style`` and wraps it at word boundaries.
@@ -95,7 +124,7 @@ class Printer:
         if self._console is None:
             self.out.write(line + "\n")
         else:
-            self._console.print(line, style=style, soft_wrap=True)
+            self._console.print(line, style=style)  # wrapped at word boundaries
 
 
 class Progress:
