@@ -211,12 +211,16 @@ def _load_all(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: 
     from .runs import warn_loaded
     from .transcripts import load_transcript
 
+    from .reports.terminal import Progress
+
     loaded = []
-    with collector_off():
-        for path in _inputs(paths, subagents, quiet):
+    files = _inputs(paths, subagents, quiet)
+    with collector_off(), Progress("reading", len(files), enabled=not quiet and len(files) > 1) as advance:
+        for path in files:
             t = load_transcript(path, input_format, skip_bad_lines=skip_bad_lines)
             warn_loaded(t, _notify(quiet))
             loaded.append(t)
+            advance(t)
     return loaded
 
 
