@@ -61,7 +61,8 @@ class Verdict:
 def label_of(policy: str, swept: dict[str, Any], units: dict[str, str] | None = None) -> str:
     """A policy and its swept values, each with its unit ("s08 summary.trigger=20000 chars"); a
     key the policy does not use is "n/a"."""
-    return policy + "".join(f" {k}={_shown(v, (units or {}).get(k))}" for k, v in swept.items())
+    return policy + "".join(f" {k}={_shown(v, (units or {}).get(k))}" for k, v in swept.items()
+                            if _shown(v, None) != "n/a")
 
 
 def _shown(value: Any, unit: str | None) -> str:

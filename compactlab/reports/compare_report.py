@@ -173,8 +173,9 @@ def write_table(c: Comparison, out: TextIO) -> None:
 def _explain(row: "pd.Series", sweep_keys: list[str]) -> str:
     return (f"{os.path.basename(row['transcript'])} × {_label(row, sweep_keys)}: ${row['cost_usd']:,.2f} against "
             f"${row['raw_cost_usd']:,.2f} with no compaction, although it sends {row['reduction'] * 100:.0f}% fewer "
-            f"tokens: {row['cache_write_tokens']:,} of its {row['tokens_total']:,} tokens are cache writes "
-            f"(1.25× input) because compaction changed messages that were already cached.")
+            f"tokens: {row['cache_write_tokens']:,} of its {row['tokens_total']:,} tokens are cache writes (at the "
+            f"input price or above) instead of cache reads (about a tenth of it), because compaction changed "
+            f"messages that were already cached.")
 
 
 def markdown(c: Comparison, charts: dict[str, str]) -> str:
@@ -238,7 +239,8 @@ def html_report(c: Comparison, svgs: dict[str, str]) -> str:
 <h2>Verdict</h2><p class="rec">{e(visible(c.verdict.recommendation))}</p>
 {verdict}
 <h2>Runs</h2>
-<p>Cost is the headline: input tokens billed with prompt caching (cache reads at 0.1×, writes at 1.25× input),
+<p>Cost is the headline: input tokens billed with prompt caching (for Anthropic models cache reads at 0.1×,
+writes at 1.25× or, for 1-hour writes, 2× input; each call at its model's and date's prices),
 plus the summarizer's own calls. Prices: table read {e(visible(meta['prices_read']))}, models {e(visible(', '.join(meta['price_models'])))}.
 Generated {e(meta['date'])}. Rows in red cost more than no compaction.</p>
 {f"<p class='note'><b>Interrupted: {e(meta['interrupted'])} finished; only those are here.</b></p>" if meta.get("interrupted") else ""}

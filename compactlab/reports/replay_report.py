@@ -92,8 +92,9 @@ def costs_more(run: Run) -> str | None:
     raw_reads = sum(min(a.raw_tokens, b.raw_tokens) for a, b in zip(run.calls, run.calls[1:]))
     return (f"This policy costs more than no compaction (${s.cost_usd:,.4f} against ${s.raw_cost_usd:,.4f}), "
             f"although it sends {s.reduction * 100:.0f}% fewer tokens: it rewrites messages that were already "
-            f"cached, so {s.cache_write_tokens:,} of its {s.tokens_total:,} tokens are cache writes (1.25× input, or 2× "
-            f"for 1-hour writes) where no compaction reads about {raw_reads:,} tokens from the cache (0.1×).")
+            f"cached, so {s.cache_write_tokens:,} of its {s.tokens_total:,} tokens are cache writes (at the input "
+            f"price or above: 1.25× for Anthropic's 5-minute writes, 2× for 1-hour ones) where no compaction reads "
+            f"about {raw_reads:,} tokens from the cache (about a tenth of the input price).")
 
 
 def write_table(run: Run, out: TextIO) -> None:
