@@ -585,9 +585,14 @@ def inspect(transcript: str, skip_bad_lines: bool, input_format: str | None, fmt
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str),
               help="Where to write the Anthropic messages JSONL.")
 @input_options
+@click.option("--keep-recorded-compactions", is_flag=True,
+              help="Also write the recording's compactions where they happened: their summary lines carry a "
+                   "\"recorded_compaction\" key (read only by compactlab).")
 @quiet_option
-def convert(transcript: str, output: str, skip_bad_lines: bool, input_format: str | None, quiet: bool) -> None:
-    """Convert TRANSCRIPT (any supported format) to Anthropic messages JSONL."""
+def convert(transcript: str, output: str, skip_bad_lines: bool, input_format: str | None,
+            keep_recorded_compactions: bool, quiet: bool) -> None:
+    """Convert TRANSCRIPT (any supported format) to Anthropic messages JSONL: the messages a
+    replay uses, roles alternating."""
     from pathlib import Path
 
     from .errors import UsageError
@@ -600,7 +605,7 @@ def convert(transcript: str, output: str, skip_bad_lines: bool, input_format: st
     if os.path.abspath(output) == os.path.abspath(transcript):
         raise UsageError(f"{output}: refusing to overwrite the input")
     try:
-        atomic_write_bytes(Path(output), to_anthropic_jsonl(loaded))
+        atomic_write_bytes(Path(output), to_anthropic_jsonl(loaded, keep_recorded_compactions))
     except OSError as exc:
         raise UsageError(f"{output}: cannot write: {exc.strerror or exc}") from None
     _status(quiet, f"wrote {output}: {len(loaded.entries)} messages, {len(loaded.call_positions)} calls "

@@ -298,3 +298,13 @@ def test_a_folder_of_project_folders_is_searched_one_level_down_and_subagents_ar
     assert r.exit_code == 0 and len(json.loads(r.stdout)["runs"]) == 3
     r = cli("compare", projects, "-p", "none", "--dry-run", "--format", "json", "-q")
     assert len(json.loads(r.stdout)["runs"]) == 3
+
+
+def test_convert_merges_two_messages_of_one_role_as_the_api_takes_them(cli, tmp_path):
+    src = write_jsonl(tmp_path / "t.jsonl", [{"role": "user", "content": "first"},
+                                             {"role": "user", "content": [{"type": "text", "text": "second"}]},
+                                             {"role": "assistant", "content": "ok"}])
+    assert cli("convert", src, "-o", tmp_path / "out.jsonl", "-q").exit_code == 0
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert lines == [{"role": "user", "content": [{"type": "text", "text": "first"}, {"type": "text", "text": "second"}]},
+                     {"role": "assistant", "content": "ok"}]

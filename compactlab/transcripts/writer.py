@@ -1,9 +1,14 @@
 """Writing a transcript as Anthropic messages JSONL (``compactlab convert``).
 
-Assistant messages with recorded usage are written as API response objects, so the usage (and
-the model) survive the conversion. A compaction the recording did is written as its summary
-message marked ``"recorded_compaction": {...}``, which the Anthropic loader reads back as a
-recorded compaction rather than a message: replaying the converted file gives the same records.
+By default exactly the messages a replay uses: the recording's own compactions (their summaries)
+are left out, as a replay leaves them out, and the roles alternate as the API requires (two
+messages of one role in a row become one). Assistant messages with recorded usage are written as
+API response objects, so the usage (and the model, and the time) survive the conversion. With
+``keep_recorded_compactions`` a compaction the recording did is written where it happened as its
+summary message marked ``"recorded_compaction": {"trigger", "pre_tokens"}`` (a key only
+compactlab reads: its Anthropic loader takes such a line as a recorded compaction, not a
+message), so that ``replay --keep-recorded-compactions`` of the converted file gives the same
+records too.
 """
 
 from __future__ import annotations
@@ -17,17 +22,22 @@ from .model import Transcript
 COMPACTION_KEY = "recorded_compaction"
 
 
-def anthropic_lines(transcript: Transcript) -> Iterator[bytes]:
+def anthropic_lines(transcript: Transcript, keep_recorded_compactions: bool = False) -> Iterator[bytes]:
     if transcript.system is not None:
         yield orjson.dumps({"role": "system", "content": transcript.system})
-    restarts = {c.position: c for c in transcript.compactions}
+    restarts = {c.position: c for c in transcript.compactions} if keep_recorded_compactions else {}
+    pending: dict | None = None  # a plain message, held to merge the next one of its role into it
     for i, entry in enumerate(transcript.entries + [None]):  # type: ignore[operator]
+        usage = transcript.usage.get(i) if entry is not None else None
+        if pending is not None and (entry is None or i in restarts or usage is not None
+                                    or entry.message.get("role") != pending.get("role")):
+            yield orjson.dumps(pending)
+            pending = None
         if i in restarts:
             c = restarts[i]
             yield orjson.dumps({**c.summary.message, COMPACTION_KEY: {"trigger": c.trigger, "pre_tokens": c.pre_tokens}})
         if entry is None:
             break
-        usage = transcript.usage.get(i)
         if usage is not None:
             counts = {k: v for k, v in usage.items() if k not in ("model", "timestamp")}
             line = {"type": "message", "role": "assistant", "content": entry.message["content"], "usage": counts}
@@ -36,9 +46,17 @@ def anthropic_lines(transcript: Transcript) -> Iterator[bytes]:
             if usage.get("timestamp"):
                 line["timestamp"] = usage["timestamp"]
             yield orjson.dumps(line)
+        elif pending is not None:  # the same role twice in a row: one message, as the API takes it
+            pending = {"role": pending["role"], "content": _blocks(pending["content"]) + _blocks(entry.message["content"])}
         else:
-            yield orjson.dumps(entry.message)
+            pending = entry.message
 
 
-def to_anthropic_jsonl(transcript: Transcript) -> bytes:
-    return b"".join(line + b"\n" for line in anthropic_lines(transcript))
+def _blocks(content: object) -> list:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return list(content) if isinstance(content, list) else []
+
+
+def to_anthropic_jsonl(transcript: Transcript, keep_recorded_compactions: bool = False) -> bytes:
+    return b"".join(line + b"\n" for line in anthropic_lines(transcript, keep_recorded_compactions))

@@ -203,12 +203,17 @@ def test_every_real_session_replays_cleanly(shared_transcripts, cli, tmp_path):
         assert s08.summary.violations_introduced == 0, path.name
         for args in (("replay", path, "--dry-run", "-q"), ("inspect", path, "--format", "json")):
             assert cli(*args).exit_code == 0, (args, path.name)
-        # convert round-trips: the converted file replays to the same records
-        out = tmp_path / f"{path.stem}.jsonl"
-        assert cli("convert", path, "-o", out, "-q").exit_code == 0
-        converted = load_transcript(str(out))
-        assert converted.format == "anthropic"
+        # convert round-trips: by default the plain messages a replay uses (no recorded summary,
+        # roles alternating), with --keep-recorded-compactions those too: the same records either way
         for keep in (False, True):
+            out = tmp_path / f"{path.stem}-{keep}.jsonl"
+            assert cli("convert", path, "-o", out, "-q", *(["--keep-recorded-compactions"] if keep else [])).exit_code == 0
+            lines = [json.loads(line) for line in out.read_text().splitlines()]
+            roles = [m["role"] for m in lines if m["role"] != "system" and "recorded_compaction" not in m]
+            assert all(a != b for a, b in zip(roles, roles[1:])), path.name
+            assert any("recorded_compaction" in m for m in lines) == (keep and bool(t.compactions)), path.name
+            converted = load_transcript(str(out))
+            assert converted.format == "anthropic"
             a = replay(t, load_policy("s08"), keep_recorded_compactions=keep).to_dict()["calls"]
             b = replay(converted, load_policy("s08"), keep_recorded_compactions=keep).to_dict()["calls"]
             assert a == b, path.name
