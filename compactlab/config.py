@@ -8,6 +8,8 @@ registered with it; ``policy.py`` assembles them into a Policy.
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar
 
@@ -33,11 +35,21 @@ Positive = Annotated[int, Bound(ge=1, le=MAX_COUNT)]
 NonNegative = Annotated[int, Bound(ge=0, le=MAX_COUNT)]
 
 
-def opt(default: Any, doc: str) -> Any:
-    """A config key: its default and the one line that documents it."""
+def opt(default: Any, doc: str, added: bool = False) -> Any:
+    """A config key: its default and the one line that documents it. ``added``: a key added after
+    policies were fingerprinted, whose default keeps the earlier behaviour: at its default it is
+    left out of the fingerprint, so a policy that does not use it keeps its fingerprint."""
     if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata={"doc": doc})
-    return field(default=default, metadata={"doc": doc})
+        return field(default_factory=lambda: list(default), metadata={"doc": doc, "added": added})
+    return field(default=default, metadata={"doc": doc, "added": added})
+
+
+@functools.cache
+def added_defaults(kind: type) -> dict[str, Any]:
+    """The keys of a config class added later, with the defaults that keep the earlier behaviour."""
+    from dataclasses import MISSING, fields
+
+    return {f.name: f.default for f in fields(kind) if f.metadata.get("added") and f.default is not MISSING}
 
 
 @dataclass(frozen=True, slots=True)

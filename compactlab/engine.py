@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from .baseline import RawBaseline
 from .context import Context
-from .cost import PromptCache, price_run
+from .cost import PromptCache, price_run, prompt_of, seconds
 from .prices import ModelPrices, PriceTable
 from .invariants import InvariantTracker, ViolationLog
 from .feeds import Feed, as_feed
@@ -100,6 +100,7 @@ def replay(
     restarts = {c.position: c for c in feed.compactions} if keep_recorded_compactions else None
     calls = feed.calls(env.tool_names, restarts)
     turns = Turns(policy, env, feed.baseline, restarts, counter, raw_entries=feed.entries, keep_refs=not feed.streamed)
+    turns.usage = feed.usage  # each reply's recorded usage and time, as far as read (for env.idle_seconds)
     records: list[TurnRecord] = []
     try:
         if owned:
@@ -161,6 +162,10 @@ class Turns:
                  counter: TokenCounter | None, raw_entries: list[Entry] | None, keep_refs: bool) -> None:
         self.policy, self.env, self.base, self.restarts = policy, env, base, restarts
         self.counter, self.raw_entries, self.keep_refs = counter, raw_entries, keep_refs
+        self.usage: dict[int, dict] = {}
+        self.last_time: float | None = None
+        self.as_recorded = True  # the context is what the recording sent (no layer has acted yet)
+        self.previous_pos: int | None = None
         self.cheap = [(CHEAP[name], getattr(policy, name)) for name in policy.order if getattr(policy, name).enabled]
         self.window = policy.reactive.window_tokens
         self.manual_tool = policy.manual.tool if policy.manual.enabled else None
@@ -174,8 +179,12 @@ class Turns:
 
     def turn(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
         self.env.call = call
+        now = seconds((self.usage.get(pos) or {}).get("timestamp")) if self.usage else None
+        self.env.idle_seconds = now - self.last_time if now is not None and self.last_time is not None else None
+        self.last_time = now
         stats = LayerStats()
         self._append(pos, pending, stats)  # 1
+        self._measure_as_recorded(pos, pending, stats)
         self._prepare(stats)  # 2
         tokens = self._fit_window(stats)  # 3
         unchanged = self.cache.unchanged(stats.lowest_changed)
@@ -187,11 +196,26 @@ class Turns:
         record = self._record(call, pos, stats, tokens, introduced, inherited, read, write, refs,
                               retained(refs, ctx))  # 6
         self.totals.add(stats)
+        self.as_recorded = self.as_recorded and not any(getattr(stats, stat) for stat in ACTIONS)
         self.cache.sent(len(ctx), tokens)
         ctx.append(reply)  # 7
         self.done = pos + 1
         self.manual_pending = self.manual_tool in reply.tool_names
         return record
+
+    def _measure_as_recorded(self, pos: int, pending: list[Entry], stats: LayerStats) -> None:
+        """env.recorded_tokens: the context's size as the harness measured it before this call (the
+        previous call's recorded prompt and output tokens, plus the estimate of the messages since),
+        while the context is still the one the recording sent; else None."""
+        prev, self.previous_pos = self.previous_pos, pos
+        usage = self.usage.get(prev) if prev is not None and self.usage else None
+        if not usage or not self.as_recorded or stats.lowest_changed is not None:  # (a recorded restart)
+            self.env.recorded_tokens = None
+            return
+        new = sum(e.chars for e in pending)
+        est = self.env.estimator
+        self.env.recorded_tokens = (prompt_of(usage) + int(usage.get("output_tokens", 0))
+                                    + (est.tokens(new) - est.overhead_tokens if new else 0))
 
     def _append(self, pos: int, pending: list[Entry], stats: LayerStats) -> None:
         policy, env = self.policy, self.env

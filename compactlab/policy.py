@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 
 import orjson
 
-from .config import Bound, NonNegative, Section, opt
+from .config import Bound, NonNegative, Section, added_defaults, opt
 from .errors import InputError, PolicyError
 from .files import read_regular_text
 from .layers import REGISTRY, BudgetConfig, ManualConfig, MicroConfig, ReactiveConfig, SnipConfig, SummaryConfig
@@ -88,6 +88,11 @@ Policy.__doc__ = ("A whole policy: the cheap layers' order, a table for every re
 def fingerprint_of(resolved: dict[str, Any]) -> str:
     """Short hash of a resolved policy's behaviour (its name and words about it left out)."""
     data = {k: v for k, v in resolved.items() if k not in ("name", "description", "brief")}
+    for section, kind in SECTIONS.items():  # keys added later, at the default that keeps old behaviour
+        table = data.get(section)
+        if isinstance(table, dict):
+            data[section] = {k: v for k, v in table.items()
+                             if not (k in (later := added_defaults(kind)) and later[k] == v)}
     return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
 
 

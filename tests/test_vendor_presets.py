@@ -97,3 +97,49 @@ def test_summary_by_messages(tmp_path):
     assert max(c.messages for c in run.calls) <= 121
     with pytest.raises(PolicyError, match="must be smaller than a trigger in messages"):
         load_policy("openhands", ["summary.keep_tail=200"])
+
+
+def test_the_claude_code_preset_compacts_where_claude_code_did(shared_transcripts):
+    """#19 §4: replayed with its harness's preset (calibrated, the default), every shared Claude
+    Code session that recorded an automatic compaction gets its first summary within 2 calls of
+    the call the recording compacted before."""
+    from compactlab import load_policy, load_transcript, replay
+    from compactlab.calibration import by_default
+
+    checked = 0
+    for path in sorted((shared_transcripts / "claude_code").glob("*/*.jsonl")):
+        t = load_transcript(str(path))
+        auto = [c for c in t.compactions if c.trigger == "auto"]
+        if not auto:
+            continue
+        recorded_call = next(i for i, p in enumerate(t.call_positions) if p >= auto[0].position)
+        cal, _ = by_default(t)
+        run = replay(t, load_policy("claude-code"), calibration=cal)
+        fired = next(c.call for c in run.calls if c.summarized)
+        assert abs(fired - recorded_call) <= 2, (path.name, fired, recorded_call)
+        checked += 1
+    if not checked:
+        pytest.skip("no shared Claude Code session recorded an automatic compaction")
+
+
+def test_a_token_trigger_can_measure_as_the_harness_did(tmp_path):
+    """summary.measure = "recorded": the previous call's recorded prompt and output tokens plus the
+    messages since, while the context is the recording's; micro.idle_minutes: only after a gap."""
+    from compactlab import load_policy, load_transcript, replay
+    from helpers import results, tr, tu, user, write_jsonl
+
+    msgs = [user("go")]
+    for i, (prompt, at) in enumerate([(1000, "10:00"), (5000, "10:01"), (9000, "11:30"), (9500, "11:31")]):
+        msgs.append({"type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+                     "content": [{"type": "tool_use", "id": f"t{i}", "name": "bash", "input": {}}],
+                     "usage": {"input_tokens": prompt, "output_tokens": 10}, "timestamp": f"2026-01-01T{at}:00Z"})
+        msgs.append(results(tr(f"t{i}", "x" * 400)))
+    path = write_jsonl(tmp_path / "t.jsonl", msgs[:-1])
+    sets = ["summary.trigger=8000", "summary.unit=tokens", "micro.enabled=false", "budget.enabled=false"]
+    by_estimate = replay(load_transcript(str(path)), load_policy("claude-code", sets + ["summary.measure=estimate"]))
+    assert by_estimate.summary.summaries == 0  # a few hundred chars: far under 8,000 by the estimate
+    recorded = replay(load_transcript(str(path)), load_policy("claude-code", sets + ["summary.measure=recorded"]))
+    assert [c.call for c in recorded.calls if c.summarized] == [3]  # 9,000 + 10 recorded before call 3
+    idle = replay(load_transcript(str(path)), load_policy("claude-code", [
+        "micro.enabled=true", "micro.idle_minutes=60", "micro.keep_recent=1", "summary.enabled=false"]))
+    assert [c.call for c in idle.calls if c.micro_compacted] == [2]  # 89 minutes after call 1

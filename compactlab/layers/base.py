@@ -75,6 +75,11 @@ class RunEnv:
     tool_names: dict[str, str] = field(default_factory=dict)
     write_transcripts: bool = False
     call: int = 0
+    #: seconds since the previous call, from the recording's times (None: not recorded)
+    idle_seconds: float | None = None
+    #: the context's tokens as the harness measured them (the previous call's recorded usage plus
+    #: the messages since), while the context is still the one the recording sent; else None
+    recorded_tokens: int | None = None
     #: the policy's summary table: how reactive and manual compaction summarise too
     summary_config: Any = None
     #: what a layer keeps from call to call in a run, by layer name (``state_of``)

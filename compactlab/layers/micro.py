@@ -7,8 +7,10 @@ are never replaced; ``only_consumed`` limits it to results before the last assis
 list-form contents as seed 003 does. ``keep_by = "turns"`` keeps the results of the last
 ``keep_recent`` assistant turns instead (observation masking). The context-editing options:
 ``trigger_tokens`` (act only over that size), ``clear_at_least`` (act only when it frees that
-many tokens) and ``clear_inputs`` (also empty the tool_use input). A replacement that is not
-shorter is skipped.
+many tokens) and ``clear_inputs`` (also empty the tool_use input). ``idle_minutes`` acts only on
+a call made that long after the previous one by the recording's times (Claude Code's time-based
+microcompact: once the prompt cache has expired, clearing costs no cache read). A replacement
+that is not shorter is skipped.
 
 Incremental: once a result is old it stays old while the context only grows, so the layer
 remembers in the context's ``memo`` how many results it has already dealt with and looks only at
@@ -64,6 +66,9 @@ class MicroConfig(LayerConfig):
     trigger_tokens: NonNegative = opt(0, "act only while the context is over this many tokens (0: always)")
     clear_at_least: NonNegative = opt(0, "act only if that frees at least this many tokens")
     clear_inputs: bool = opt(False, "also clear the input of the tool_use whose result is replaced")
+    idle_minutes: NonNegative = opt(
+        0, "act only on a call made this many minutes or more after the previous one, by the recording's times "
+           "(its prompt cache has gone cold: Claude Code's time-based microcompact); 0: on every call", added=True)
 
 
 @register("micro", MicroConfig, cheap=True)
@@ -74,6 +79,8 @@ def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, 
     if cutoff <= start:
         return context, NOTHING
     if config.trigger_tokens and env.estimator.tokens(context.chars) <= config.trigger_tokens:
+        return context, NOTHING
+    if config.idle_minutes and (env.idle_seconds is None or env.idle_seconds < config.idle_minutes * 60):
         return context, NOTHING
     stats = LayerStats()
     preserve = set(config.preserve_tools)

@@ -22,6 +22,8 @@ from .registry import register
 def over_trigger(context: Context, config: SummaryConfig, env: RunEnv) -> bool:
     if config.unit == "messages":
         size = len(context)
+    elif config.unit == "tokens" and config.measure == "recorded" and env.recorded_tokens is not None:
+        size = env.recorded_tokens
     else:
         size = context.chars if config.unit == "chars" else env.estimator.tokens(context.chars)
     return size > config.trigger
@@ -53,6 +55,10 @@ class SummaryConfig(LayerConfig):
     trigger: Positive = opt(50_000, "summarise when the context is over this size")
     unit: Literal["chars", "tokens", "messages"] = opt(
         "chars", "unit of trigger: context chars, estimated tokens, or messages (events)")
+    measure: Literal["estimate", "recorded"] = opt(
+        "estimate", "how a token trigger measures the context: by the estimate, or as the harness did, by the previous "
+                    "call's recorded usage plus the messages since (while the context is what was recorded)",
+        added=True)
     input_chars: Positive = opt(80_000, "summary input: the context's JSON text cut to this")
     input_from: Literal["head", "tail"] = opt("head", "cut the input from the head or the tail")
     template: str = opt("[Compacted]\n\n{summary}", "the summary message; {summary}, {transcript}")
