@@ -127,6 +127,7 @@ def test_a_token_trigger_can_measure_as_the_harness_did(tmp_path):
     messages since, while the context is the recording's; micro.idle_minutes: only after a gap."""
     from compactlab import load_policy, load_transcript, replay
     from helpers import results, tr, user, write_jsonl
+
     msgs = [user("go")]
     for i, (prompt, at) in enumerate([(1000, "10:00"), (5000, "10:01"), (9000, "11:30"), (9500, "11:31")]):
         msgs.append({"type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
