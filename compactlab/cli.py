@@ -363,7 +363,7 @@ def _notify(quiet: bool) -> Callable[[str, bool], None]:
               show_default=True, help="Folder for results.csv, results.json, report.md, report.html, charts/.")
 @click.option("--sort", "sort_key", default="cost_saving", show_default=True, help="Column to sort the table by.")
 @click.option("--charts", type=click.Choice(["auto", "all", "summary", "none"]), default="auto", show_default=True,
-              help="Charts to draw: the corpus charts and the 12 transcripts where the policies differ most (auto), "
+              help="Charts to draw: the corpus charts and the 6 transcripts where the policies differ most (auto), "
                    "every transcript's (all), the corpus charts only (summary), none.")
 @click.option("--retention-margin", type=click.FloatRange(0, 1), default=0.05, show_default=True,
               help="How far below the best retention (a share) a recommended policy may keep.")

@@ -271,7 +271,7 @@ def safe_csv(df: "pd.DataFrame") -> str:
 
 
 #: the per-transcript charts drawn by default: those of the transcripts where the policies differ most
-CHART_TRANSCRIPTS = 12
+CHART_TRANSCRIPTS = 6
 #: what --charts draws: the corpus charts and a bounded set of transcripts' (auto), every
 #: transcript's (all), only the corpus charts (summary), nothing (none)
 CHART_MODES = ("auto", "all", "summary", "none")
