@@ -14,12 +14,12 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import InputError
-from . import anthropic_messages, claude_code, mini_swe_agent, openai_chat, swe_agent
+from . import anthropic_messages, claude_code, codex, mini_swe_agent, openai_chat, swe_agent
 from .model import RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream
 from .reader import is_document, read_document, read_head
 
 FORMATS: dict[str, ModuleType] = {
-    m.NAME: m for m in (anthropic_messages, claude_code, openai_chat, mini_swe_agent, swe_agent)
+    m.NAME: m for m in (anthropic_messages, claude_code, codex, openai_chat, mini_swe_agent, swe_agent)
 }
 
 __all__ = ["FORMATS", "RecordedCompaction", "Transcript", "TranscriptBuilder", "TranscriptStream", "detect_format",
@@ -90,7 +90,8 @@ def _load(fmt: ModuleType, path: str, options: dict[str, object]) -> Transcript:
 
 def expand_inputs(paths: list[str] | tuple[str, ...], subagents: bool = False) -> list[str]:
     """Files as given; a folder stands for the session files directly in it or, where it has
-    none, in the folders directly in it (``~/.claude/projects/`` holds a folder per project). A
+    none, in the folders directly in it (``~/.claude/projects/`` holds a folder per project), or
+    else the Codex rollouts in its date folders (``~/.codex/sessions/YYYY/MM/DD/``). A
     Claude Code subagent's session (a ``subagents/`` folder beside its main session) is included
     only with ``subagents``; :func:`skipped_subagents` counts what was left out."""
     return _expand(paths, subagents)[0]
@@ -123,6 +124,8 @@ def _expand(paths: list[str] | tuple[str, ...], subagents: bool) -> tuple[list[s
             d for d in folder.iterdir() if d.is_dir() and d.name != "subagents" and not d.name.startswith("."))
         files = [f for base in bases for f in sessions(base)]
         more = [f for base in bases for f in agents(base)]
+        if not files and not more:  # ~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl
+            files = sorted(str(f) for f in folder.glob("*/*/*/rollout-*.jsonl*") if f.is_file())
         if not files and not more:
             raise InputError(f"{p}: a folder with no transcript files ({', '.join(SESSION_GLOBS)}), in it or in "
                              "the folders directly in it")

@@ -1,0 +1,184 @@
+"""Format: Codex CLI rollouts (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``).
+
+Lines are ``{timestamp, type, payload}``. What decides correctness:
+- Messages come from ``response_item`` lines: ``message`` (user, developer, assistant; the
+  developer's are system-side context, kept out of the messages), ``reasoning`` (a thinking
+  block: its summary text, the encrypted content sized as its signature), ``function_call`` /
+  ``custom_tool_call`` (a tool_use, ``call_id`` its id), their ``*_output`` (its tool_result) and
+  ``web_search_call`` (a server-side tool use that needs no result).
+- One call per model response: the response items between two inputs are one assistant message.
+  Its usage is ``info.last_token_usage`` of the ``token_count`` event after it (``input_tokens``
+  includes the cached ones; ``cached_input_tokens`` are reads); a repeated event with an unchanged
+  ``total_token_usage`` is the same call. The model is the latest ``turn_context``'s.
+- A ``compacted`` line (``replacement_history``) is a compaction Codex did: kept out of the
+  messages as a RecordedCompaction whose summary is that history, as one user message.
+- Sanitised logs replace a text by ``[REDACTED_<KIND> len=N sha=…]``: it is sized as N
+  characters, so sizes, calibration and policies work on them; ``inspect`` says how many.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+from ..messages import make_entry
+from .model import RecordedCompaction, Transcript, TranscriptBuilder
+from .reader import Head, LineReader
+
+NAME = "codex"
+DESCRIPTION = "Codex CLI rollouts (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl)"
+
+LINE_TYPES = {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
+_REDACTED = re.compile(r"^\[REDACTED_[A-Z_]+ len=(\d+) sha=[0-9a-f]+\]$")
+#: an expanded placeholder's text: as long as the original, and plainly not it
+FILLER = "·"
+
+
+def sniff(objects: list[dict]) -> float:
+    hits = sum(1 for o in objects if o.get("type") in LINE_TYPES and isinstance(o.get("payload"), dict)
+               and "timestamp" in o)
+    return hits / len(objects) if objects else 0.0
+
+
+class _Text:
+    """Texts of the rollout, a redacted placeholder sized as the text it stands for."""
+
+    def __init__(self) -> None:
+        self.redacted = 0
+
+    def __call__(self, value: Any) -> str:
+        if not isinstance(value, str):
+            return "" if value is None else orjson.dumps(value).decode()
+        m = _REDACTED.match(value)
+        if m is None:
+            return value
+        self.redacted += 1
+        return FILLER * int(m.group(1))
+
+
+def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, **_: object) -> Transcript:
+    reader = LineReader(path, skip_bad_lines=skip_bad_lines, head=head)
+    builder = TranscriptBuilder(path, NAME)
+    text = _Text()
+    system: list[str] = []
+    reply: list[dict] = []  # the response items of the current model response
+    inputs: list[dict] = []  # user blocks (text, tool results) since the last response
+    pending_call: int | None = None  # the position of the last response, waiting for its usage
+    last_total: Any = None
+    model: str | None = None
+
+    def flush_inputs() -> None:
+        if inputs:
+            builder.add({"role": "user", "content": list(inputs)})
+            inputs.clear()
+
+    def flush_reply() -> None:
+        nonlocal pending_call
+        if reply:
+            flush_inputs()
+            pending_call = builder.add({"role": "assistant", "content": list(reply)})
+            reply.clear()
+
+    for lineno, obj in reader.objects():
+        kind, p = obj.get("type"), obj.get("payload")
+        if not isinstance(p, dict):
+            continue
+        if kind == "session_meta":
+            builder.session_id = p.get("id") if isinstance(p.get("id"), str) else builder.session_id
+            base = (p.get("base_instructions") or {}).get("text") if isinstance(p.get("base_instructions"), dict) else None
+            if base:
+                system.append(text(base))
+            builder.metadata["cli_version"] = p.get("cli_version")
+        elif kind == "turn_context":
+            if isinstance(p.get("model"), str):
+                model = builder.model = p["model"]
+        elif kind == "compacted":
+            flush_reply()
+            flush_inputs()
+            history = p.get("replacement_history") if isinstance(p.get("replacement_history"), list) else []
+            parts = []  # the history Codex restarted from: its messages' texts and its compaction item
+            for item in history:
+                if not isinstance(item, dict):
+                    continue
+                if item.get("type") == "compaction":
+                    parts.append(text(item.get("encrypted_content")))
+                parts += [_block(c, text)["text"] for c in item.get("content") or [] if isinstance(c, dict)]
+            summary = make_entry({"role": "user", "content": "\n\n".join(x for x in parts if x) or text(p.get("message"))},
+                                 -1_000_000 - len(builder.compactions) - 1)
+            builder.compactions.append(RecordedCompaction(position=builder.count, summary=summary, trigger="auto"))
+        elif kind == "event_msg":
+            t = p.get("type")
+            if t == "task_started" and isinstance(p.get("model_context_window"), int):
+                builder.metadata["model_context_window"] = p["model_context_window"]
+            elif t == "token_count" and isinstance(p.get("info"), dict):
+                info = p["info"]
+                total = info.get("total_token_usage")
+                if reply:
+                    flush_reply()
+                if pending_call is not None and total != last_total and isinstance(info.get("last_token_usage"), dict):
+                    builder.usage[pending_call] = _usage(info["last_token_usage"], model, obj.get("timestamp"))
+                    pending_call = None
+                last_total = total
+        elif kind == "response_item":
+            t = p.get("type")
+            if t == "message" and p.get("role") == "developer":
+                system.extend(text(c.get("text")) for c in p.get("content") or [] if isinstance(c, dict))
+            elif t == "message" and p.get("role") == "user":
+                flush_reply()
+                inputs.extend(_block(c, text) for c in p.get("content") or [] if isinstance(c, dict))
+            elif t in ("function_call_output", "custom_tool_call_output"):
+                flush_reply()
+                inputs.append({"type": "tool_result", "tool_use_id": str(p.get("call_id")), "content": text(p.get("output"))})
+            elif t == "message" and p.get("role") == "assistant":
+                reply.extend({"type": "text", "text": text(c.get("text"))} for c in p.get("content") or []
+                             if isinstance(c, dict))
+            elif t == "reasoning":
+                summary = " ".join(text(s.get("text")) for s in p.get("summary") or [] if isinstance(s, dict))
+                reply.append({"type": "thinking", "thinking": summary, "signature": text(p.get("encrypted_content"))})
+            elif t in ("function_call", "custom_tool_call"):
+                args = p.get("arguments") if t == "function_call" else p.get("input")
+                reply.append({"type": "tool_use", "id": str(p.get("call_id")), "name": text(p.get("name")) or "tool",
+                              "input": {"arguments" if t == "function_call" else "input": text(args)}})
+            elif t == "web_search_call":
+                reply.append({"type": "server_tool_use", "id": str(p.get("id") or f"ws{lineno}"), "name": "web_search",
+                              "input": {"action": text(p.get("action"))}})
+            # other response items (none seen yet) carry no message: left out, as unknown lines are
+    flush_reply()
+    flush_inputs()
+    builder.system = "\n\n".join(s for s in system if s) or None
+    builder.metadata["redacted_texts"] = text.redacted
+    if text.redacted:
+        builder.warnings.append(f"{text.redacted} redacted text(s) ([REDACTED_… len=N]) sized as their N characters")
+    return builder.build(skipped_lines=reader.skipped)
+
+
+#: an image's size as text: what a 1,024 x 1,024 image at high detail costs OpenAI's models (765
+#: tokens) at about 4 characters a token (a rollout keeps no dimensions, a sanitised one no image)
+IMAGE_CHARS = 3060
+
+
+def _block(c: dict, text: _Text) -> dict:
+    """A user content part as a block: text, or an image sized as ``IMAGE_CHARS``."""
+    if c.get("type") == "input_image":
+        return {"type": "text", "text": FILLER * IMAGE_CHARS}
+    return {"type": "text", "text": text(c.get("text"))}
+
+
+def _usage(last: dict, model: str | None, timestamp: Any) -> dict[str, Any]:
+    cached = int(last.get("cached_input_tokens") or 0)
+    usage: dict[str, Any] = {"input_tokens": int(last.get("input_tokens") or 0) - cached,
+                             "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached,
+                             "output_tokens": int(last.get("output_tokens") or 0)}
+    if model:
+        usage["model"] = model
+    if isinstance(timestamp, str):
+        usage["timestamp"] = timestamp
+    return usage
+
+
+def inspect_facts(transcript: Transcript) -> dict[str, Any]:
+    """What inspect adds for a rollout: the redacted texts sized by their length, the window."""
+    return {key: transcript.metadata[key] for key in ("redacted_texts", "model_context_window", "cli_version")
+            if transcript.metadata.get(key) is not None}
