@@ -1,0 +1,129 @@
+"""Format: OpenHands event logs (a JSON list of events ``{id, timestamp, source, action |
+observation, args, content, tool_call_metadata}``).
+
+What decides correctness:
+- An agent action with ``tool_call_metadata`` belongs to a model response
+  (``tool_call_metadata.model_response``, its ``id`` shared by the actions of one response):
+  each response is one assistant message, one call, with the response's text, its tool calls
+  as tool_use blocks, its usage and its model.
+- The observation whose ``tool_call_metadata.tool_call_id`` names a tool call is its
+  tool_result; an action whose observation never came is an unanswered call (``finish`` is one:
+  the run ends on it), which ``inspect`` reports.
+- A user ``message`` action is a user turn; an agent ``message`` action without a model response
+  is an assistant message (no usage recorded). Environment events (agent state changes) and
+  other observations are not messages.
+- A ``condensation`` action (forgotten events, ``summary``) is a compaction OpenHands did: kept out
+  of the messages as a RecordedCompaction restarting from its summary.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import orjson
+
+from ..errors import InputError
+from ..messages import make_entry
+from .model import RecordedCompaction, Transcript, TranscriptBuilder
+from .openai_chat import openai_usage
+from .reader import read_document
+
+NAME = "openhands"
+DESCRIPTION = "OpenHands event logs (a JSON list of events with source and action or observation)"
+
+
+def sniff_document(doc: Any) -> float:
+    if not isinstance(doc, list) or not doc:
+        return 0.0
+    events = [e for e in doc[:50] if isinstance(e, dict)]
+    hits = sum(1 for e in events if "source" in e and ("action" in e or "observation" in e))
+    return hits / len(events) if events else 0.0
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else orjson.dumps(value).decode()
+
+
+def _usage(response: dict) -> dict[str, Any] | None:
+    """A response's usage in the canonical keys: litellm's Anthropic usage (prompt_tokens counting
+    the cache writes and reads) or an OpenAI one (cached tokens among the prompt tokens)."""
+    raw = response.get("usage")
+    if not isinstance(raw, dict):
+        return None
+    created = response.get("created")
+    written = int(raw.get("cache_creation_input_tokens") or 0)
+    read = int(raw.get("cache_read_input_tokens") or 0)
+    if written or read:
+        prompt = int(raw.get("prompt_tokens") or 0)
+        usage: dict[str, Any] = {"input_tokens": max(prompt - written - read, 0), "cache_creation_input_tokens": written,
+                                 "cache_read_input_tokens": read, "output_tokens": int(raw.get("completion_tokens") or 0)}
+        if isinstance(response.get("model"), str):
+            usage["model"] = response["model"]
+        if isinstance(created, (int, float)) and not isinstance(created, bool) and 0 < created < 1e11:
+            usage["timestamp"] = datetime.fromtimestamp(created, timezone.utc).isoformat()
+        return usage
+    return openai_usage(raw, response.get("model"), created)
+
+
+def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] | None = None, **_: object) -> Transcript:
+    doc, sha = document or read_document(path)
+    if not isinstance(doc, list):
+        raise InputError(f"{path}: not an OpenHands event log (no list of events)")
+    builder = TranscriptBuilder(path, NAME)
+    skipped = 0
+    results: list[dict] = []  # tool results waiting for the next message
+    responses: dict[str, int] = {}  # model response id -> position of its assistant message
+
+    def flush_results() -> None:
+        if results:
+            builder.add({"role": "user", "content": list(results)})
+            results.clear()
+
+    for i, e in enumerate(doc):
+        if not isinstance(e, dict):
+            if not skip_bad_lines:
+                raise InputError(f"{path}: event {i} is not an object", hint="use --skip-bad-lines to skip and count it")
+            skipped += 1
+            continue
+        tcm = e.get("tool_call_metadata") if isinstance(e.get("tool_call_metadata"), dict) else None
+        action, source = e.get("action"), e.get("source")
+        if action == "condensation":
+            flush_results()
+            args = e.get("args") if isinstance(e.get("args"), dict) else {}
+            summary = make_entry({"role": "user", "content": _text(args.get("summary")) or "(condensed)"},
+                                 -1_000_000 - len(builder.compactions) - 1)
+            builder.compactions.append(RecordedCompaction(position=builder.count, summary=summary, trigger="condenser"))
+        elif action is not None and source == "agent" and tcm and isinstance(tcm.get("model_response"), dict):
+            response = tcm["model_response"]
+            rid = str(response.get("id") or f"event{i}")
+            if rid in responses:
+                continue  # another action of a response already written
+            flush_results()
+            message = ((response.get("choices") or [{}])[0] or {}).get("message") or {}
+            blocks: list[dict] = []
+            if _text(message.get("content")):
+                blocks.append({"type": "text", "text": _text(message.get("content"))})
+            for call in message.get("tool_calls") or []:
+                fn = call.get("function") or {}
+                try:
+                    args = orjson.loads(fn.get("arguments") or "{}")
+                except orjson.JSONDecodeError:
+                    args = {"arguments": _text(fn.get("arguments"))}
+                blocks.append({"type": "tool_use", "id": str(call.get("id")), "name": _text(fn.get("name")) or "tool",
+                               "input": args if isinstance(args, dict) else {"arguments": args}})
+            if not blocks:
+                blocks.append({"type": "text", "text": _text(e.get("message"))})
+            responses[rid] = builder.add({"role": "assistant", "content": blocks}, usage=_usage(response))
+            if isinstance(response.get("model"), str):
+                builder.model = response["model"]
+        elif "observation" in e and tcm and tcm.get("tool_call_id"):
+            results.append({"type": "tool_result", "tool_use_id": str(tcm["tool_call_id"]), "content": _text(e.get("content"))})
+        elif action == "message" and source in ("user", "agent"):
+            flush_results()
+            args = e.get("args") if isinstance(e.get("args"), dict) else {}
+            content = _text(args.get("content") or e.get("message"))
+            builder.add({"role": "user" if source == "user" else "assistant", "content": content or "(empty)"})
+        # environment events, state changes and other observations are not messages
+    flush_results()
+    return builder.build(skipped_lines=skipped, content_hash=sha)

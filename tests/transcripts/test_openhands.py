@@ -1,0 +1,84 @@
+"""OpenHands event logs (#19 §2): one call per model response, observations as tool results by
+tool_call_id, an action never observed reported as unanswered, a condensation as a recorded
+compaction."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pytest
+
+from compactlab import load_policy, load_transcript, replay
+
+
+def _logs(shared_transcripts):
+    files = sorted((shared_transcripts / "openhands").glob("*.json"))
+    if not files:
+        pytest.skip("no OpenHands event log in ../shared/transcripts/openhands")
+    return files
+
+
+def _what_the_file_holds(path) -> tuple[int, int]:
+    """(assistant turns: model responses and agent messages, tool calls), from the raw events."""
+    responses, messages, tools = set(), 0, 0
+    for e in json.loads(path.read_text()):
+        response = (e.get("tool_call_metadata") or {}).get("model_response")
+        if e.get("source") == "agent" and "action" in e and response:
+            if response["id"] not in responses:
+                responses.add(response["id"])
+                tools += len(response["choices"][0]["message"].get("tool_calls") or [])
+        elif e.get("source") == "agent" and e.get("action") == "message":
+            messages += 1
+    return len(responses) + messages, tools
+
+
+def test_every_shared_log_loads_whole(shared_transcripts, cli, tmp_path):
+    for path in _logs(shared_transcripts):
+        t = load_transcript(str(path))
+        calls, tools = _what_the_file_holds(path)
+        assert t.format == "openhands" and len(t.call_positions) == calls, path.name
+        assert sum(len(e.tool_use_ids) for e in t.entries) == tools, path.name
+        assert replay(t, load_policy("none")).summary.violations == [], path.name
+        assert t.usage and all(u.get("model") for u in t.usage.values())
+        info = orjson.loads(cli("inspect", path, "--format", "json").stdout)
+        assert len(info["unanswered_at_end"]) == 1  # the finish action: the run ends on it
+        out = tmp_path / f"{path.stem}.jsonl"
+        assert cli("convert", path, "-o", out, "-q").exit_code == 0
+        a = replay(t, load_policy("s08")).to_dict()["calls"]
+        assert a == replay(load_transcript(str(out)), load_policy("s08")).to_dict()["calls"], path.name
+
+
+def test_a_condensation_is_a_recorded_compaction(tmp_path):
+    def response(rid: str, call_id: str) -> dict:
+        return {"id": rid, "model": "claude-3-5-sonnet", "created": 1738000000,
+                "choices": [{"message": {"role": "assistant", "content": "doing",
+                                         "tool_calls": [{"id": call_id, "function": {"name": "run",
+                                                                                     "arguments": "{\"command\": \"ls\"}"}}]}}],
+                "usage": {"prompt_tokens": 1000, "completion_tokens": 5, "cache_creation_input_tokens": 900,
+                          "cache_read_input_tokens": 50}}
+
+    events = [
+        {"id": 0, "source": "user", "action": "message", "args": {"content": "go"}},
+        {"id": 1, "source": "environment", "observation": "agent_state_changed", "content": ""},
+        {"id": 2, "source": "agent", "action": "run", "args": {},
+         "tool_call_metadata": {"tool_call_id": "c1", "function_name": "run", "model_response": response("r1", "c1")}},
+        {"id": 3, "source": "agent", "observation": "run", "cause": 2, "content": "a b",
+         "tool_call_metadata": {"tool_call_id": "c1"}},
+        {"id": 4, "source": "agent", "action": "condensation", "args": {"forgotten_events_start_id": 1,
+                                                                       "forgotten_events_end_id": 3, "summary": "did ls"}},
+        {"id": 5, "source": "agent", "action": "run", "args": {},
+         "tool_call_metadata": {"tool_call_id": "c2", "function_name": "run", "model_response": response("r2", "c2")}},
+        {"id": 6, "source": "agent", "observation": "run", "cause": 5, "content": "c",
+         "tool_call_metadata": {"tool_call_id": "c2"}},
+    ]
+    path = tmp_path / "events.json"
+    path.write_text(json.dumps(events))
+    t = load_transcript(str(path))
+    assert t.format == "openhands" and [e.role for e in t.entries] == ["user", "assistant", "user", "assistant", "user"]
+    assert t.usage[1] == {"input_tokens": 50, "cache_creation_input_tokens": 900, "cache_read_input_tokens": 50,
+                          "output_tokens": 5, "model": "claude-3-5-sonnet",
+                          "timestamp": "2025-01-27T17:46:40+00:00"}
+    assert len(t.compactions) == 1 and t.compactions[0].position == 3
+    kept = replay(t, load_policy("none"), keep_recorded_compactions=True)
+    assert kept.calls[1].messages == 1 and kept.calls[1].chars < kept.calls[1].raw_chars  # restarted from the summary
