@@ -118,6 +118,11 @@ class TomlPrices:
                 periods.append(_Period(_since(row.get("since"), source, name), row))
             self.periods[name] = sorted(periods, key=lambda p: p.since)
 
+    @property
+    def name(self) -> str:
+        """The table as its prices name it: its file and the date it was read."""
+        return f"{self.source} ({self.read})"
+
     def lookup(self, model: str, when: float) -> ModelPrices | None:
         key = self._match(model)
         if key is None:
@@ -132,7 +137,7 @@ class TomlPrices:
         return ModelPrices(model=model, input=base, output=row["output"],
                            cache_write_5m=row.get("cache_write_5m", base * 1.25),
                            cache_write_1h=row.get("cache_write_1h", base * 2.0),
-                           cache_read=row.get("cache_read", base * 0.1), read=f"{self.source} ({self.read})")
+                           cache_read=row.get("cache_read", base * 0.1), read=self.name)
 
     def _match(self, name: str) -> str | None:
         if name in self.periods:
@@ -178,11 +183,14 @@ class GenaiPrices:
 
     @property
     def read(self) -> str:
+        """The library and its version, as its prices name it."""
         if self._read is None:
             from importlib.metadata import version
 
             self._read = f"genai-prices {version('genai-prices')}"
         return self._read
+
+    name = read
 
     def lookup(self, model: str, when: float) -> ModelPrices | None:
         record = self._record(model)
@@ -363,7 +371,7 @@ class PriceTable:
 
     @property
     def read(self) -> str:
-        return " over ".join(s.read if isinstance(s, GenaiPrices) else f"{s.source} ({s.read})" for s in self.sources)
+        return " over ".join(s.name for s in self.sources)
 
     def lookup(self, model: str | None, when: float | None = None) -> ModelPrices:
         """Prices for ``model`` at ``when`` (seconds since the epoch; None: ``AS_OF``); an unknown

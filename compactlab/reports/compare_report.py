@@ -18,7 +18,7 @@ import orjson
 
 from ..outputs import OutputDir, safe_stem
 from ..records import NUMERIC_SUMMARY_KEYS
-from ..verdict import Verdict, _shown, judge, label_of
+from ..verdict import Verdict, _plain, _shown, judge, label_of
 from .terminal import Printer, Table
 from .text import csv_cell, md_cell, visible
 
@@ -86,7 +86,7 @@ def sort_frame(df: "pd.DataFrame", key: str) -> "pd.DataFrame":
 def _label(row: "pd.Series", sweep_keys: list[str], long: bool = False, units: dict[str, str] | None = None) -> str:
     """A run's policy and swept values (with their units): short for tables, ``long`` as the
     verdict names them."""
-    values = {k: row[k].item() if hasattr(row[k], "item") else row[k] for k in sweep_keys}
+    values = {k: _plain(row[k]) for k in sweep_keys}
     if long:
         return label_of(row["policy"], values, units)
     swept = ", ".join(f"{k.split('.')[-1]}={_shown(v, (units or {}).get(k))}" for k, v in values.items())

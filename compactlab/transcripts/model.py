@@ -17,6 +17,15 @@ from ..messages import Entry, Message, add_tool_names, make_entry
 USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 
 
+def epoch_time(created: Any) -> str | None:
+    """A response's ``created`` (seconds since the epoch) as an ISO 8601 time, or None."""
+    if isinstance(created, (int, float)) and not isinstance(created, bool) and 0 < created < 1e11:
+        from datetime import datetime, timezone
+
+        return datetime.fromtimestamp(created, timezone.utc).isoformat()
+    return None
+
+
 def anthropic_usage(raw: Any, model: str | None = None, timestamp: Any = None) -> dict[str, Any] | None:
     """A call's recorded usage in the canonical keys: the token counts; of the cache writes, those
     made with a 1-hour TTL (``cache_creation.ephemeral_1h_input_tokens``, billed at another rate)

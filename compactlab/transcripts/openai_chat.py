@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from ..errors import InputError
-from .model import Transcript, TranscriptBuilder
+from .model import Transcript, TranscriptBuilder, epoch_time
 from .reader import Head, LineReader, is_document, read_document
 
 NAME = "openai"
@@ -59,10 +59,8 @@ def openai_usage(raw: Any, model: Any = None, created: Any = None) -> dict[str, 
                              "cache_read_input_tokens": cached, "output_tokens": int(raw.get("completion_tokens") or 0)}
     if isinstance(model, str) and model:
         usage["model"] = model
-    if isinstance(created, (int, float)) and not isinstance(created, bool) and 0 < created < 1e11:
-        from datetime import datetime, timezone
-
-        usage["timestamp"] = datetime.fromtimestamp(created, timezone.utc).isoformat()
+    if (at := epoch_time(created)) is not None:
+        usage["timestamp"] = at
     return usage
 
 

@@ -18,14 +18,13 @@ What decides correctness:
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any
 
 import orjson
 
 from ..errors import InputError
 from ..messages import make_entry
-from .model import RecordedCompaction, Transcript, TranscriptBuilder
+from .model import RecordedCompaction, Transcript, TranscriptBuilder, epoch_time
 from .openai_chat import openai_usage
 from .reader import read_document
 
@@ -60,8 +59,8 @@ def _usage(response: dict) -> dict[str, Any] | None:
                                  "cache_read_input_tokens": read, "output_tokens": int(raw.get("completion_tokens") or 0)}
         if isinstance(response.get("model"), str):
             usage["model"] = response["model"]
-        if isinstance(created, (int, float)) and not isinstance(created, bool) and 0 < created < 1e11:
-            usage["timestamp"] = datetime.fromtimestamp(created, timezone.utc).isoformat()
+        if (at := epoch_time(created)) is not None:
+            usage["timestamp"] = at
         return usage
     return openai_usage(raw, response.get("model"), created)
 
