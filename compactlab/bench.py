@@ -139,7 +139,7 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
         n_file, n2_file, big_file = root / f"synth-{calls}.jsonl", root / f"synth-{2 * calls}.jsonl", root / "synth-120mb.jsonl"
         size = write(n_file, calls, seed=1)
         size2 = write(n2_file, 2 * calls, seed=1)
-        big_size = write(big_file, max(calls, int(2 * calls * 120e6 / size2)), seed=1)  # about 120 MB
+        big_size = write(big_file, max(calls, int(2 * calls * BIG_BYTES / size2)), seed=1)  # about 120 MB
         # months of sessions: a folder of many small ones (200 of 50 calls for 5,000 calls)
         folder = root / "sessions"
         folder.mkdir(exist_ok=True)
@@ -185,6 +185,9 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
         if tmp is not None:
             tmp.cleanup()
 
+
+#: the size of the file whose replay's peak memory is measured (a test makes it small)
+BIG_BYTES = 120e6
 
 #: the corpora of ``bench --corpus``: sessions in the folder whose reports are timed against a dry
 #: run, and in the folder that must compare within a minute

@@ -29,7 +29,7 @@ from .prices import ModelPrices, PriceTable
 from .invariants import InvariantTracker, ViolationLog
 from .feeds import Feed, as_feed
 from .layers import CHEAP, NOTHING, LayerStats, RunEnv, manual, reactive, summary
-from .messages import Entry
+from .messages import Entry, is_prompt
 from .outputs import OutputDir
 from .policy import Policy, fingerprint_of
 from .records import TURN_COLUMNS, TURN_COUNTERS, Run, TurnRecord, summarize
@@ -182,6 +182,7 @@ class Turns:
         now = seconds((self.usage.get(pos) or {}).get("timestamp")) if self.usage else None
         self.env.idle_seconds = now - self.last_time if now is not None and self.last_time is not None else None
         self.last_time = now
+        self.env.after_prompt = any(map(is_prompt, pending))
         stats = LayerStats()
         self._append(pos, pending, stats)  # 1
         self._measure_as_recorded(pos, pending, stats)

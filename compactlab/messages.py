@@ -81,6 +81,12 @@ def text_of(message: Message) -> str:
     return ""
 
 
+def is_prompt(entry: "Entry") -> bool:
+    """A user prompt of the transcript: a user message with text (not only tool results), not one a
+    policy or a recorded compaction made."""
+    return entry.role == "user" and entry.has_text and entry.origin >= 0
+
+
 def files_in_input(tool_input: Any) -> tuple[str, ...]:
     """The files a tool input names (FILE_KEYS), in key order."""
     if type(tool_input) is not dict or FILE_KEY_SET.isdisjoint(tool_input):

@@ -55,7 +55,7 @@ def test_seed_constants():
     (["summary.trigger=100000000000000000000000"], "summary.trigger: Input should be less than or equal to 1000000000000"),
     (["size.overhead_tokens=9223372036854775807"], "size.overhead_tokens: Input should be less than or equal to 1000000000000"),
     (["reactive.max_retries=1000000"], "reactive.max_retries: Input should be less than or equal to 10"),
-    (["summary.prompt=\"s8\""], "summary.prompt: 's8' is neither a built-in prompt (s08, s06, s06-article, claude-code) nor a file"),
+    (["summary.prompt=\"s8\""], "summary.prompt: 's8' is neither a built-in prompt (s08, s06, s06-article, claude-code, codex) nor a file"),
     (["manual.tool=\"\""], "manual.tool: String should have at least 1 character"),
     (["summary.trigger=0"], "summary.trigger: Input should be greater than or equal to 1"),
 ])

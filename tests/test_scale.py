@@ -56,17 +56,24 @@ def test_an_unreachable_dask_scheduler_is_a_clear_error(cli, monkeypatch):
     assert r.exit_code == 2 and "expected dask://HOST:PORT" in r.stderr
 
 
-def test_bench_runs_and_prints_every_figure(cli, tmp_path):
+def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
+    """Every figure, --corpus's too: compare of two folders of sessions with reports and without
+    (small files and folders here: the real sizes are the benchmark's, not a unit test's)."""
+    from compactlab import bench
+
+    monkeypatch.setattr(bench, "BIG_BYTES", 2e6)  # the memory figure's 120 MB file
+    monkeypatch.setattr(bench, "CORPUS", (3, 4))
     out = tmp_path / "figures.json"
-    r = cli("bench", "--calls", "30", "--rounds", "1", "--json", out, "--dir", tmp_path / "inputs")
+    r = cli("bench", "--calls", "30", "--rounds", "1", "--corpus", "--json", out, "--dir", tmp_path / "inputs")
     assert r.exit_code == 0, r.output
     for figure in ("replay -p s08 / floor", "replay large window / floor", "replay -p claude-code / floor",
                    "reference / large window",
                    "2x calls / 1x calls", "peak memory", "compare 12 configs / 1 config", "startup (--version)",
-                   "folder of sessions / its floor"):
+                   "folder of sessions / its floor", "compare 3 x 2: with reports / --dry-run",
+                   "compare 4 x 2 with reports (s)", "report.html of 4 x 2 (MB)"):
         assert figure in r.stdout
     doc = json.loads(out.read_text())
-    assert len(doc["figures"]) == 10 and doc["commands"]["floor"]["wall"] > 0
+    assert len(doc["figures"]) == 13 and doc["commands"]["floor"]["wall"] > 0
 
 
 def test_the_reference_agrees_on_what_it_measures(tmp_path):
@@ -101,16 +108,3 @@ def test_the_lower_bound_script_replays_every_call():
     script = Path(__file__).parent.parent / "scripts" / "lower_bound.py"
     out = subprocess.run([sys.executable, str(script), str(SMALL)], capture_output=True, text=True, check=True).stdout
     assert out == "30 calls\n"
-
-
-def test_bench_corpus_measures_compare_at_corpus_size(cli, tmp_path, monkeypatch):
-    """bench --corpus times compare of two folders of sessions with reports and without (here
-    small folders: the real sizes are the benchmark's, not a unit test's)."""
-    from compactlab import bench
-
-    monkeypatch.setattr(bench, "CORPUS", (3, 4))
-    r = cli("bench", "--calls", "20", "--rounds", "1", "--no-reference", "--corpus", "--dir", tmp_path / "in")
-    assert r.exit_code == 0, r.output
-    for figure in ("compare 3 x 2: with reports / --dry-run", "compare 4 x 2 with reports (s)",
-                   "report.html of 4 x 2 (MB)"):
-        assert figure in r.stdout

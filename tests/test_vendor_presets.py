@@ -8,12 +8,13 @@ import pytest
 
 from compactlab import load_policy, load_transcript, replay
 from compactlab.errors import PolicyError
-from compactlab.layers import RunEnv, micro
+from compactlab.layers import NOTHING, RunEnv, micro
 from compactlab.policy import MicroConfig
 from compactlab.summarizers import StubSummarizer
 from helpers import SAMPLES, asst, context, results, tool_session, tr, tu, user, write_jsonl
 
-VENDOR = ["claude-code", "anthropic-clear-tool-uses", "openhands", "observation-masking"]
+VENDOR = ["claude-code", "codex", "gemini-cli", "opencode", "goose", "anthropic-clear-tool-uses", "openhands",
+          "observation-masking"]
 
 
 @pytest.mark.parametrize("preset", VENDOR)
@@ -99,27 +100,28 @@ def test_summary_by_messages(tmp_path):
         load_policy("openhands", ["summary.keep_tail=200"])
 
 
-def test_the_claude_code_preset_compacts_where_claude_code_did(shared_transcripts):
-    """#19 §4: replayed with its harness's preset (calibrated, the default), every shared Claude
-    Code session that recorded an automatic compaction gets its first summary within 2 calls of
-    the call the recording compacted before."""
-    from compactlab import load_policy, load_transcript, replay
+@pytest.mark.parametrize("harness,pattern", [("claude-code", "claude_code/*/*.jsonl"), ("codex", "codex/*.jsonl")])
+def test_the_harness_presets_compact_where_the_harness_did(shared_transcripts, harness, pattern):
+    """#19 §4: replayed with its harness's preset (calibrated, the default), every shared session
+    that recorded an automatic compaction gets its first summary within 2 calls of the call the
+    recording compacted before."""
     from compactlab.calibration import by_default
 
     checked = 0
-    for path in sorted((shared_transcripts / "claude_code").glob("*/*.jsonl")):
+    for path in sorted(shared_transcripts.glob(pattern)):
         t = load_transcript(str(path))
         auto = [c for c in t.compactions if c.trigger == "auto"]
         if not auto:
             continue
         recorded_call = next(i for i, p in enumerate(t.call_positions) if p >= auto[0].position)
         cal, _ = by_default(t)
-        run = replay(t, load_policy("claude-code"), calibration=cal)
+        run = replay(t, load_policy(harness), calibration=cal)
         fired = next(c.call for c in run.calls if c.summarized)
         assert abs(fired - recorded_call) <= 2, (path.name, fired, recorded_call)
+        assert run.summary.violations_introduced == 0
         checked += 1
     if not checked:
-        pytest.skip("no shared Claude Code session recorded an automatic compaction")
+        pytest.skip(f"no shared {harness} session recorded an automatic compaction")
 
 
 def test_a_token_trigger_can_measure_as_the_harness_did(tmp_path):
@@ -143,3 +145,86 @@ def test_a_token_trigger_can_measure_as_the_harness_did(tmp_path):
     idle = replay(load_transcript(str(path)), load_policy("claude-code", [
         "micro.enabled=true", "micro.idle_minutes=60", "micro.keep_recent=1", "summary.enabled=false"]))
     assert [c.call for c in idle.calls if c.micro_compacted] == [2]  # 89 minutes after call 1
+
+
+def test_vendor_constants_of_the_new_harnesses():
+    codex = load_policy("codex")
+    assert (codex.summary.trigger, codex.summary.keep_user_tokens, codex.summary.count_reasoning) == (244_800, 20_000, True)
+    gem = load_policy("gemini-cli")
+    assert (gem.summary.trigger, gem.summary.keep_tail_fraction, gem.micro.protect_tokens, gem.micro.clear_at_least) == (
+        524_288, 0.3, 50_000, 30_000)
+    oc = load_policy("opencode")
+    assert (oc.micro.protect_tokens, oc.micro.clear_at_least, oc.micro.keep_recent, oc.micro.keep_by) == (
+        40_000, 20_000, 2, "user_turns")
+    assert load_policy("goose").summary.trigger == 160_000
+
+
+def test_micro_protect_tokens_keeps_the_newest_tool_tokens():
+    ctx = context(tool_session(10, size=400))  # 10 results of ~100 tokens at 4 chars a token
+    # the newest 250 tokens: two results whole; the third crosses the budget and goes with the older
+    out, stats = micro(ctx, MicroConfig(keep_recent=0, protect_tokens=250), env())
+    assert stats.micro_compacted == 8
+    kept = [b["content"] for m in out.messages if m["role"] == "user" for b in m["content"]
+            if isinstance(b, dict) and b.get("type") == "tool_result"]
+    assert [len(c) > 300 for c in kept] == [False] * 8 + [True] * 2
+    # with clear_at_least it waits until enough is prunable
+    assert micro(ctx, MicroConfig(keep_recent=0, protect_tokens=250, clear_at_least=5000), env())[1] is NOTHING
+
+
+def test_micro_user_turns_and_at_prompts():
+    msgs = [user("first"), asst(tu("a")), results(tr("a", "x" * 300)), asst(tu("b")), results(tr("b", "x" * 300)),
+            asst("done"), user("second"), asst(tu("c")), results(tr("c", "y" * 300))]
+    # keep the last user turn: the results since "second" stay, a and b go
+    assert micro(context(msgs), MicroConfig(keep_recent=1, keep_by="user_turns"), env())[1].micro_compacted == 2
+    assert micro(context(msgs), MicroConfig(keep_recent=2, keep_by="user_turns"), env())[1].micro_compacted == 0
+    waiting = env()
+    assert micro(context(msgs), MicroConfig(keep_recent=1, keep_by="user_turns", at_prompts=True), waiting)[1] is NOTHING
+    waiting.after_prompt = True
+    assert micro(context(msgs), MicroConfig(keep_recent=1, keep_by="user_turns", at_prompts=True),
+                 waiting)[1].micro_compacted == 2
+
+
+def test_summary_keep_user_tokens_keeps_only_the_newest_prompts(tmp_path):
+    """Codex's compacted history: the newest user prompts up to the budget (the one crossing it cut
+    in the middle), then the summary; no assistant or tool message."""
+    from compactlab.layers import summary
+    from compactlab.policy import SummaryConfig
+
+    msgs = [user("a" * 400), asst(tu("x")), results(tr("x", "r" * 900)), asst("ok"), user("b" * 400), asst(tu("y")),
+            results(tr("y", "s" * 900))]
+    out, stats = summary(context(msgs), SummaryConfig(trigger=1, keep_user_tokens=150), env())
+    assert stats.summaries == 1 and len(out) == 1
+    texts = [b["text"] for b in out.messages[0]["content"]]
+    assert texts[1] == "b" * 400 and len(texts) == 3  # "b" whole (100 tokens), "a" cut to the 50 left
+    assert texts[0].startswith("a" * 100) and "tokens truncated" in texts[0] and texts[0].endswith("a" * 100)
+    assert texts[2].startswith("[Compacted]")
+
+
+def test_summary_keep_tail_fraction_cuts_before_a_prompt_and_rolls_back_growth():
+    from compactlab.layers import summary
+    from compactlab.policy import SummaryConfig
+
+    msgs = [user("u1"), asst(tu("a")), results(tr("a", "x" * 4000)), asst("fine"), user("u2"), asst(tu("b")),
+            results(tr("b", "y" * 1000)), asst("fine"), user("u3"), asst(tu("c")), results(tr("c", "z" * 300))]
+    out, stats = summary(context(msgs), SummaryConfig(trigger=1, keep_tail_fraction=0.3), env())
+    assert stats.summaries == 1
+    assert out.messages[1:] == msgs[4:]  # u2 is the first prompt with 70% of the characters before it
+    # a summary of a small head that is larger than it: undone, counted as a failure
+    big = SummaryConfig(trigger=1, keep_tail_fraction=0.3, rollback_if_larger=True, template="{summary}" + "!" * 9000)
+    run_env = env()
+    same, st = summary(context(msgs), big, run_env)
+    assert same.messages == msgs and st.summary_failures == 1 and st.summaries == 0
+    assert run_env.failed_summaries[0]["error"].startswith("the summary would not shrink")
+
+
+def test_codex_counts_the_reasoning_of_earlier_turns():
+    from compactlab.layers.summary import EarlierReasoning
+
+    def thinking(n: int) -> dict:
+        return {"role": "assistant", "content": [{"type": "thinking", "thinking": "", "signature": "·" * n},
+                                                 {"type": "text", "text": "ok"}]}
+
+    msgs = [user("one"), thinking(4000), user("two"), thinking(8000)]
+    # only the reasoning before the last prompt counts: (4000 x 3/4 - 650) / 4 = 588 (rounded up)
+    assert EarlierReasoning().tokens(context(msgs)) == 588
+    assert EarlierReasoning().tokens(context(msgs[:2])) == 0

@@ -77,6 +77,8 @@ class RunEnv:
     call: int = 0
     #: seconds since the previous call, from the recording's times (None: not recorded)
     idle_seconds: float | None = None
+    #: a user prompt came since the previous call (the agent had answered: a user turn ended)
+    after_prompt: bool = False
     #: the context's tokens as the harness measured them (the previous call's recorded usage plus
     #: the messages since), while the context is still the one the recording sent; else None
     recorded_tokens: int | None = None

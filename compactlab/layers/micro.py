@@ -5,7 +5,11 @@ gets ``placeholder`` (``{tool_name}`` is filled from the matching tool_use). ``p
 are never replaced; ``only_consumed`` limits it to results before the last assistant message
 (seed 003), where ``keep_recent`` counts consumed results; ``string_content_only`` skips
 list-form contents as seed 003 does. ``keep_by = "turns"`` keeps the results of the last
-``keep_recent`` assistant turns instead (observation masking). The context-editing options:
+``keep_recent`` assistant turns instead (observation masking), ``"user_turns"`` those since the
+``keep_recent``-th last user prompt (opencode). ``protect_tokens`` keeps, besides, the newest of
+the older results up to that many tokens (opencode's prune, gemini-cli's masking);
+``at_prompts`` acts only as a new user turn starts (opencode prunes when the agent has answered).
+The context-editing options:
 ``trigger_tokens`` (act only over that size), ``clear_at_least`` (act only when it frees that
 many tokens) and ``clear_inputs`` (also empty the tool_use input). ``idle_minutes`` acts only on
 a call made that long after the previous one by the recording's times (Claude Code's time-based
@@ -30,8 +34,24 @@ from .base import NOTHING, LayerStats, RunEnv
 from .registry import register
 
 
-def _cutoff(context: Context, config: MicroConfig) -> int:
+def _cutoff(context: Context, config: MicroConfig, chars_per_token: float) -> int:
     """How many tool results, from the first, are old enough to replace."""
+    cut = _kept_by_count(context, config)
+    if config.protect_tokens and cut > 0:
+        # the newest of the older results, up to protect_tokens, are kept too; the one that
+        # crosses the budget and every older one may go (opencode's prune, gemini-cli's masking)
+        entries, refs, budget, total = context.entries, context.result_refs, config.protect_tokens * chars_per_token, 0
+        while cut > 0:
+            pos, k = refs[cut - 1]
+            total += entries[pos].results[k].size
+            if total > budget:
+                break
+            cut -= 1
+    return max(cut, 0)
+
+
+def _kept_by_count(context: Context, config: MicroConfig) -> int:
+    """The cutoff of keep_recent: results, assistant turns or user turns."""
     if config.only_consumed:
         limit = context.refs_before(context.last_assistant) if context.last_assistant >= 0 else 0
     else:
@@ -41,8 +61,10 @@ def _cutoff(context: Context, config: MicroConfig) -> int:
     if config.keep_recent == 0:
         return limit
     seen = 0
-    for pos in range(len(context.entries) - 1, -1, -1):  # the keep_recent-th last assistant turn
-        if context.entries[pos].role == "assistant":
+    user_turns = config.keep_by == "user_turns"
+    for pos in range(len(context.entries) - 1, -1, -1):  # the keep_recent-th last turn
+        entry = context.entries[pos]
+        if (entry.role == "user" and entry.has_text and entry.origin >= 0) if user_turns else entry.role == "assistant":
             seen += 1
             if seen == config.keep_recent:
                 return min(limit, context.refs_before(pos))
@@ -54,8 +76,9 @@ class MicroConfig(LayerConfig):
     """L2 micro_compact: replace old tool results with a placeholder."""
 
     keep_recent: NonNegative = opt(3, "most recent tool results (or turns, see keep_by) left intact")
-    keep_by: Literal["results", "turns"] = opt(
-        "results", "count keep_recent in tool results, or in assistant turns (observation masking)")
+    keep_by: Literal["results", "turns", "user_turns"] = opt(
+        "results", "count keep_recent in tool results, in assistant turns (observation masking), or in user turns "
+                   "(the user's prompts, each with the agent's calls after it: opencode)")
     min_chars: NonNegative = opt(120, "only results longer than this are replaced")
     placeholder: str = opt("[Earlier tool result compacted. Re-run if needed.]",
                            "replacement; {tool_name} is filled in")
@@ -69,16 +92,24 @@ class MicroConfig(LayerConfig):
     idle_minutes: NonNegative = opt(
         0, "act only on a call made this many minutes or more after the previous one, by the recording's times "
            "(its prompt cache has gone cold: Claude Code's time-based microcompact); 0: on every call", added=True)
+    at_prompts: bool = opt(
+        False, "act only on the first call after a user prompt, when the agent has answered the previous one "
+               "(opencode prunes as a user turn ends)", added=True)
+    protect_tokens: NonNegative = opt(
+        0, "also keep the newest of the older results up to this many tokens (opencode's PRUNE_PROTECT, gemini-cli's "
+           "tool protection threshold); 0: off", added=True)
 
 
 @register("micro", MicroConfig, cheap=True)
 def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, LayerStats]:
-    cutoff = _cutoff(context, config)
+    cutoff = _cutoff(context, config, env.estimator.chars_per_token)
     key = f"micro:{id(config)}"
     start = context.memo.get(key)
     if cutoff <= start:
         return context, NOTHING
     if config.trigger_tokens and env.estimator.tokens(context.chars) <= config.trigger_tokens:
+        return context, NOTHING
+    if config.at_prompts and not env.after_prompt:
         return context, NOTHING
     if config.idle_minutes and (env.idle_seconds is None or env.idle_seconds < config.idle_minutes * 60):
         return context, NOTHING

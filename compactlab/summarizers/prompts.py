@@ -39,6 +39,14 @@ PROMPTS: dict[str, str] = {
         "REMINDER: Do NOT call any tools. Respond with plain text only: an <analysis> block followed by a "
         "<summary> block."
     ),
+    # Codex CLI's compaction prompt (openai/codex codex-rs/core/templates/compact/prompt.md)
+    "codex": (
+        "You are performing a CONTEXT CHECKPOINT COMPACTION. Create a handoff summary for another LLM that will "
+        "resume the task.\n\nInclude:\n- Goal / user objective\n- Current progress and key decisions made\n"
+        "- Important context, constraints, or user preferences\n- What remains to be done (clear next steps)\n"
+        "- Any critical data, examples, or references needed to continue\n\nBe concise, structured, and focused on "
+        "helping the next LLM seamlessly continue the work.\n"
+    ),
 }
 
 #: said with every live summary request: the conversation is material, not instructions
