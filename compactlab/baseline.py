@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
 
 from .invariants import InvariantTracker, Violation
 from .messages import Entry
+from .probes import Probe, ProbeIndex
 from .sizing import list_chars
 from .transcripts.model import Transcript
 
@@ -28,6 +32,8 @@ class RawBaseline:
     #: per call: the earlier tool results its tool calls refer to, as (message origin, block index):
     #: a context holding that message with the block unchanged (``Entry.changed``) retains it
     refs: dict[int, list[Ref]] = field(default_factory=dict)
+    #: per call: the hindsight probes of its reply (``probes.py``); calls absent: none
+    probes: dict[int, list[Probe]] = field(default_factory=dict)
 
     def counts_at(self, call: int) -> Counter:
         return self.violation_counts.get(call, _EMPTY)
@@ -46,8 +52,9 @@ class BaselineBuilder:
     the violations' positions and so every message, is left empty.
     """
 
-    def __init__(self, keep: bool = True) -> None:
+    def __init__(self, keep: bool = True, system: Any = None) -> None:
         self.base = RawBaseline()
+        self._probes = ProbeIndex(system if isinstance(system, str) else orjson.dumps(system).decode() if system else None)
         self.keep = keep
         self._tracker = InvariantTracker()
         self._seen: set[tuple[str, str | None, int]] = set()
@@ -60,8 +67,11 @@ class BaselineBuilder:
 
     def add(self, entry: Entry) -> None:
         pos = len(self._raw)
+        probes = self._probes.add(pos, entry)
         if entry.role == "assistant":
             self._call(entry)
+            if probes:
+                self.base.probes[len(self.base.messages) - 1] = probes
         elif entry.results and self._files_of:
             for f in entry.results:
                 names = self._files_of.get(f.tool_use_id)
@@ -102,7 +112,7 @@ class BaselineBuilder:
 
 
 def compute_baseline(transcript: Transcript) -> RawBaseline:
-    builder = BaselineBuilder()
+    builder = BaselineBuilder(system=transcript.system)
     entries = transcript.entries
     for e in entries[: transcript.call_positions[-1] + 1] if transcript.call_positions else ():
         builder.add(e)

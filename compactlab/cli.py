@@ -314,7 +314,7 @@ def replay(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides
     if fmt != "table":
         for run in done.runs:
             if run.out_dir:
-                _status(quiet, f"wrote {run.out_dir}/summary.json, calls.csv")
+                _status(quiet, f"wrote {run.out_dir}/summary.json, calls.csv, probes.csv")
 
 
 @contextmanager
@@ -459,8 +459,8 @@ def _report_failures(failures: list) -> None:
 @click.option("--baseline", "baseline_path", required=True, type=click.Path(dir_okay=False, path_type=str),
               help="The baseline JSON file (e.g. reports/baseline.json).")
 @click.option("--tolerance", "tolerances", multiple=True, metavar="X|METRIC=X",
-              help="Allowed worsening: relative for tokens_total and cost_usd, absolute for reduction and "
-                   "retention; default 0.01. X sets all four; cost_usd=0.05 one (repeatable).")
+              help="Allowed worsening: relative for tokens_total and cost_usd, absolute for reduction, "
+                   "retention and recall; default 0.01. X sets all five; cost_usd=0.05 one (repeatable).")
 @click.option("--update-baseline", is_flag=True, help="Write the current results into the baseline instead.")
 @click.option("--allow-stale", is_flag=True, help="A transcript that changed since the baseline does not fail.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=str), default=None,

@@ -33,6 +33,7 @@ from .messages import Entry, is_prompt
 from .outputs import OutputDir
 from .policy import Policy, fingerprint_of
 from .records import TURN_COLUMNS, TURN_COUNTERS, Run, TurnRecord, summarize
+from .probes import LostProbe, check as check_probes
 from .retention import retained
 from .sizing import Calibration, TokenEstimator
 from .summarizers import StubSummarizer, Summarizer
@@ -126,6 +127,7 @@ def replay(
         calls=records,
         policy=resolved,
         failed_summaries=env.failed_summaries,
+        lost_probes=turns.lost,
         out_dir=out.path,
         timing={"runtime_s": round(time.perf_counter() - started, 4)},
     )
@@ -140,7 +142,7 @@ _COUNTS_AT = TURN_COLUMNS.index("tokens") + 1
 assert TURN_COLUMNS[_COUNTS_AT: _COUNTS_AT + len(TURN_COUNTERS)] == [column for _, column in TURN_COUNTERS]
 assert TURN_COLUMNS[_COUNTS_AT + len(TURN_COUNTERS):] == [
     "overflow", "violations_introduced", "violations_inherited", "cache_read_tokens", "cache_write_tokens",
-    "input_cost_usd", "refs", "refs_retained"]
+    "input_cost_usd", "refs", "refs_retained", "probes", "probes_kept"]
 
 
 class Turns:
@@ -154,7 +156,8 @@ class Turns:
     3. while the context is over the window: reactive compaction, then step 2 again;
     4. check the context sent against the API's rules (violations introduced or inherited);
     5. account the prompt cache: the unchanged prefix is read, the rest written;
-    6. count the referenced tool results still intact (retention);
+    6. count the referenced tool results still intact (retention) and the hindsight probes the
+       context holds (recall);
     7. append the recorded reply.
     """
 
@@ -176,6 +179,7 @@ class Turns:
         self.totals = LayerStats()
         self.done = 0  # messages of the transcript in the context so far
         self.manual_pending = False  # the previous reply called the manual compaction tool
+        self.lost: list[LostProbe] = []  # the hindsight probes the contexts sent had lost
 
     def turn(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
         self.env.call = call
@@ -194,8 +198,9 @@ class Turns:
         ctx = self.context
         read, write = self.cache.account(ctx, unchanged, tokens)  # 5
         refs = self.base.refs.get(call, ()) if self.keep_refs else self.base.refs.pop(call, ())  # a stream's: let go
+        probes = self.base.probes.get(call, ()) if self.keep_refs else self.base.probes.pop(call, ())
         record = self._record(call, pos, stats, tokens, introduced, inherited, read, write, refs,
-                              retained(refs, ctx))  # 6
+                              retained(refs, ctx), len(probes), check_probes(probes, ctx, call, self.lost))  # 6
         self.totals.add(stats)
         self.as_recorded = self.as_recorded and not any(getattr(stats, stat) for stat in ACTIONS)
         self.cache.sent(len(ctx), tokens)
@@ -282,7 +287,7 @@ class Turns:
         return tokens
 
     def _record(self, call: int, pos: int, stats: LayerStats, tokens: int, introduced: int, inherited: int,
-                read: int, write: int, refs: Any, kept: int) -> TurnRecord:
+                read: int, write: int, refs: Any, kept: int, probes: int, probes_kept: int) -> TurnRecord:
         base, ctx = self.base, self.context
         raw_tokens = (self.counter.count([e.message for e in self.raw_entries[:pos]]) if self.counter
                       else self.env.estimator.tokens(base.chars[call]))
@@ -290,4 +295,4 @@ class Turns:
         # _COUNTS_AT), without a dict of keywords a call
         return TurnRecord(call, pos, base.messages[call], base.chars[call], raw_tokens, len(ctx), ctx.chars, tokens,
                           *_turn_counts(stats), tokens > self.window, introduced, inherited, read, write, 0.0,
-                          len(refs), kept)
+                          len(refs), kept, probes, probes_kept)

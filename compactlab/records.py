@@ -67,6 +67,8 @@ class TurnRecord:
     input_cost_usd: float = 0.0
     refs: int = 0
     refs_retained: int = 0
+    probes: int = 0  # hindsight probes of the reply (probes.py)
+    probes_kept: int = 0  # of them, those the context sent holds
 
     def to_dict(self) -> dict[str, Any]:
         return dict(zip(TURN_COLUMNS, turn_values(self)))
@@ -114,6 +116,10 @@ class RunSummary:
     # beyond the stable set of SPEC §7:
     refs: int = 0
     refs_retained: int = 0
+    #: hindsight probes (probes.py): kept / probes, 1.0 when there are none
+    recall: float = 1.0
+    probes: int = 0
+    probes_kept: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     price_model: str = ""
@@ -159,6 +165,8 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
     counted = {key: getattr(totals, stat) for stat, key in RUN_COUNTERS}
     n_refs = sum(r.refs for r in records)
     n_retained = sum(r.refs_retained for r in records)
+    n_probes = sum(r.probes for r in records)
+    n_kept = sum(r.probes_kept for r in records)
     raw_total = sum(r.raw_tokens for r in records)
     total = sum(r.tokens for r in records)
     return RunSummary(
@@ -187,6 +195,9 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
         skipped_lines=transcript.skipped_lines,
         refs=n_refs,
         refs_retained=n_retained,
+        recall=round(n_kept / n_probes, 6) if n_probes else 1.0,
+        probes=n_probes,
+        probes_kept=n_kept,
         cache_read_tokens=sum(r.cache_read_tokens for r in records),
         cache_write_tokens=sum(r.cache_write_tokens for r in records),
         price_model=pricing.prices.model,
@@ -219,6 +230,8 @@ class Run:
     out_dir: str | None = None
     #: how long it took (kept out of the summary and the records: identical runs are identical)
     timing: dict[str, float] = field(default_factory=dict)
+    #: the hindsight probes the contexts sent had lost (probes.LostProbe): probes.csv
+    lost_probes: list[Any] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"summary": self.summary.to_dict(), "calls": [c.to_dict() for c in self.calls]}

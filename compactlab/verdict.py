@@ -38,6 +38,8 @@ class Entry:
     reduction: float  # tokens, over all the transcripts
     retention: float  # referenced results kept, over all the transcripts (1.0 without references)
     refs: int
+    recall: float  # hindsight probes kept, over all the transcripts (1.0 without probes)
+    probes: int
     violations_introduced: int
     overflows: int
     summaries: int
@@ -82,6 +84,7 @@ def judge(df: "pd.DataFrame", sweep_keys: list[str], margin: float = RETENTION_M
         raw, cost = float(runs["raw_cost_usd"].sum()), float(runs["cost_usd"].sum())
         raw_tokens, tokens = float(runs["raw_tokens_total"].sum()), float(runs["tokens_total"].sum())
         refs = int(runs["refs"].sum())
+        probes = int(runs["probes"].sum()) if "probes" in runs else 0
         per = runs["cost_saving"]
         entries.append(Entry(
             label=label_of(policy, swept, units), policy=policy, swept=swept, transcripts=int(runs["transcript"].nunique()),
@@ -91,6 +94,7 @@ def judge(df: "pd.DataFrame", sweep_keys: list[str], margin: float = RETENTION_M
             saving_p75=round(float(per.quantile(0.75)), 6),
             reduction=round(1 - tokens / raw_tokens, 6) if raw_tokens else 0.0,
             retention=round(int(runs["refs_retained"].sum()) / refs, 6) if refs else 1.0, refs=refs,
+            recall=round(int(runs["probes_kept"].sum()) / probes, 6) if probes else 1.0, probes=probes,
             violations_introduced=int(runs["violations_introduced"].sum()), overflows=int(runs["overflows"].sum()),
             summaries=int(runs["summaries"].sum()),
             costs_more=int((runs["cost_usd"] > runs["raw_cost_usd"] + 1e-12).sum()),
@@ -105,8 +109,9 @@ def judge(df: "pd.DataFrame", sweep_keys: list[str], margin: float = RETENTION_M
             return f"{e.overflows} of its calls overflow the context window (the API would refuse them)"
         return None
 
-    savers = [e.retention for e in entries if e.cost_saving > 0 and fatal(e) is None]
-    best_retention = max(savers, default=1.0)
+    savers = [e for e in entries if e.cost_saving > 0 and fatal(e) is None]
+    best_retention = max((e.retention for e in savers), default=1.0)
+    best_recall = max((e.recall for e in savers), default=1.0)
 
     def why_not(e: Entry) -> str | None:
         if (reason := fatal(e)) is not None:
@@ -114,6 +119,9 @@ def judge(df: "pd.DataFrame", sweep_keys: list[str], margin: float = RETENTION_M
         if e.cost_saving > 0 and e.retention < best_retention - margin - 1e-12:
             return (f"it keeps {_pct(e.retention)} of the referenced tool results, more than {_pct(margin, 0)} "
                     f"below the best of the policies that save ({_pct(best_retention)})")
+        if e.cost_saving > 0 and e.recall < best_recall - margin - 1e-12:
+            return (f"its contexts hold {_pct(e.recall)} of what the agent later used (probe recall), more than "
+                    f"{_pct(margin, 0)} below the best of the policies that save ({_pct(best_recall)})")
         return None
 
     fit = [e for e in entries if why_not(e) is None]
@@ -134,6 +142,9 @@ def judge(df: "pd.DataFrame", sweep_keys: list[str], margin: float = RETENTION_M
         reason = (f"it saves {_pct(runner.cost_saving)}, {_pct(gap)} less" if gap > 0 else
                   f"it saves as much ({_pct(runner.cost_saving)}) and comes second in the table's order")
         text.append(f"The runner-up, {runner.label}, lost: {reason}.")
+    if not any(e.probes for e in entries):
+        text.append("No reply repeats a string first seen in a tool result, so probe recall (1.0 everywhere) does "
+                    "not tell the policies apart.")
     if no_refs:
         text.append("No transcript refers back to an earlier tool result, so retention (1.0 everywhere) "
                     "does not tell the policies apart.")
@@ -147,8 +158,9 @@ def _praise(e: Entry, transcripts: int) -> str:
                 f"on these {transcripts} transcript(s).")
     where = f" and costs more than no compaction on {e.costs_more} of {e.transcripts}" if e.costs_more else ""
     return (f"Use {e.label}: it saves {_pct(e.cost_saving)} of the cost over {e.transcripts} transcript(s) "
-            f"(median {_pct(e.median_saving)} per transcript){where}, introduces no violation and keeps "
-            f"{_pct(e.retention)} of the referenced tool results.")
+            f"(median {_pct(e.median_saving)} per transcript){where}, introduces no violation, keeps "
+            f"{_pct(e.retention)} of the referenced tool results and {_pct(e.recall)} of what the agent later used "
+            f"(probe recall).")
 
 
 def _pct(x: float, digits: int = 1) -> str:

@@ -229,8 +229,8 @@ def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO, si
     def send() -> None:
         nonlocal calls, compactions
         n = len(base.messages)
-        base_rows = [(base.messages[c], base.chars[c], base.violation_counts.pop(c, None), base.refs.pop(c, None))
-                     for c in range(calls, n)]
+        base_rows = [(base.messages[c], base.chars[c], base.violation_counts.pop(c, None), base.refs.pop(c, None),
+                      base.probes.pop(c, None)) for c in range(calls, n)]
         pickle.dump(("batch", rows, base_rows, builder.compactions[compactions:]), out, pickle.HIGHEST_PROTOCOL)
         out.flush()  # now: a batch is a few kB, and the replay is waiting for it
         rows.clear()
@@ -267,7 +267,7 @@ def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader:
             if kind == "batch":
                 _, rows, base_rows, compactions = message
                 builder.compactions.extend(compactions)
-                for messages, chars, counts, refs in base_rows:
+                for messages, chars, counts, refs, probes in base_rows:
                     call = len(base.messages)
                     base.messages.append(messages)
                     base.chars.append(chars)
@@ -275,6 +275,8 @@ def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader:
                         base.violation_counts[call] = counts
                     if refs is not None:
                         base.refs[call] = refs
+                    if probes is not None:
+                        base.probes[call] = probes
                 builder.count += len(rows)
                 yield [LazyEntry(chars, role, origin, use_ids, names, use_files, results, misplaced, empty, has_text,
                                  (source, offset, length, ()))

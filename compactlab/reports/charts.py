@@ -102,10 +102,16 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     return sorted(front, key=lambda i: points[i])
 
 
+#: the x axis of the Pareto chart, by the metric it shows
+PARETO_AXES = {"recall": "probe recall (what the agent later used, still in the context)",
+               "retention": "retention (referenced tool results still intact)"}
+
+
 def pareto_chart(runs: list[tuple[str, float, float]], overall: list[tuple[str, float, float]],
-                 palette: dict[str, str]) -> tuple[str, bytes]:
-    """Cost saving against retention: a small point per run (transcript × policy), coloured by
-    policy, and a large one per policy over all the transcripts, their Pareto front joined."""
+                 palette: dict[str, str], metric: str = "retention") -> tuple[str, bytes]:
+    """Cost saving against recall (or retention): a small point per run (transcript × policy),
+    coloured by policy, and a large one per policy over all the transcripts, their Pareto front
+    joined."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for label in palette:
@@ -121,9 +127,9 @@ def pareto_chart(runs: list[tuple[str, float, float]], overall: list[tuple[str, 
     ax.plot([points[i][0] for i in front], [points[i][1] for i in front], color="black", linewidth=0.8,
             linestyle="--", zorder=1, label="Pareto front (all transcripts)")
     ax.axhline(0, color="black", linewidth=0.6)
-    ax.set_xlabel("retention (referenced tool results still intact)")
+    ax.set_xlabel(PARETO_AXES[metric])
     ax.set_ylabel("cost saving vs no compaction")
-    ax.set_title("cost saving against retention: small points one transcript each, large the policy overall",
+    ax.set_title(f"cost saving against {metric}: small points one transcript each, large the policy overall",
                  fontsize=9)
     _legend_outside(ax)
     ax.grid(alpha=0.25)

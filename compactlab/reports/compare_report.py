@@ -49,8 +49,8 @@ def comparison(results: list["RunResult"], sweep_keys: list[str], sort_key: str,
 #: above this many runs the terminal shows the verdict only (the runs are in the files)
 MAX_TERMINAL_RUNS = 40
 
-TABLE_COLUMNS = ["calls", "reduction", "raw_cost_usd", "cost_usd", "cost_saving", "retention", "summaries",
-                 "overflows", "violations_introduced"]
+TABLE_COLUMNS = ["calls", "reduction", "raw_cost_usd", "cost_usd", "cost_saving", "retention", "recall",
+                 "summaries", "overflows", "violations_introduced"]
 
 
 def results_frame(results: list["RunResult"], sweep_keys: list[str]) -> "pd.DataFrame":
@@ -107,22 +107,23 @@ def run_rows(c: Comparison) -> tuple[list[str], list[list[str]]]:
     $, the policy with its swept values (and their units)."""
     units = c.meta.get("units") or {}
     heads = ["transcript", "policy", "calls", "tokens saved", "cost, no compaction", "cost", "cost saving",
-             "retention", "summaries", "reactive", "overflows", "violations introduced"]
+             "retention", "recall", "summaries", "reactive", "overflows", "violations introduced"]
     rows = []
     for _, r in c.df.iterrows():
         rows.append([os.path.basename(r["transcript"]), _label(r, c.sweep_keys, long=True, units=units),
                      f"{r['calls']:,}", f"{r['reduction'] * 100:.1f}%", f"${r['raw_cost_usd']:,.4f}",
                      f"${r['cost_usd']:,.4f}", _pct(r["cost_saving"]), f"{r['retention'] * 100:.1f}%",
+                     f"{r['recall'] * 100:.1f}%",
                      str(r["summaries"]), str(r["reactive"]), str(r["overflows"]), str(r["violations_introduced"])])
     return heads, rows
 
 
 def verdict_rows(v: Verdict) -> tuple[list[str], list[list[str]]]:
     """The verdict as a table: headers in words, shares as %, money as $."""
-    head = ["policy", "cost saving", "median (25–75%)", "cost", "tokens saved", "retention", "violations",
+    head = ["policy", "cost saving", "median (25–75%)", "cost", "tokens saved", "retention", "recall", "violations",
             "overflows", "summaries", "costs more on"]
     rows = [[e.label, _pct(e.cost_saving), f"{_pct(e.median_saving)} ({_pct(e.saving_p25)} to {_pct(e.saving_p75)})",
-             f"${e.cost_usd:,.2f}", f"{e.reduction * 100:.1f}%", f"{e.retention * 100:.1f}%",
+             f"${e.cost_usd:,.2f}", f"{e.reduction * 100:.1f}%", f"{e.retention * 100:.1f}%", f"{e.recall * 100:.1f}%",
              str(e.violations_introduced), str(e.overflows), str(e.summaries), f"{e.costs_more} of {e.transcripts}"]
             for e in v.entries]
     return head, rows
@@ -131,7 +132,7 @@ def verdict_rows(v: Verdict) -> tuple[list[str], list[list[str]]]:
 def write_verdict(v: Verdict, printer: Printer) -> None:
     head, rows = verdict_rows(v)
     table = Table(title=f"verdict over {max((e.transcripts for e in v.entries), default=0)} transcript(s)")
-    essential = {"policy", "cost saving", "retention", "violations"}
+    essential = {"policy", "cost saving", "recall", "violations"}
     for i, h in enumerate(head):
         table.add_column(h, essential=h in essential, justify="left" if i == 0 else "right", overflow="fold",
                          no_wrap=i > 0)
@@ -152,16 +153,17 @@ def write_table(c: Comparison, out: TextIO) -> None:
     table = Table(title=f"{len(df)} runs")
     table.add_column("transcript", overflow="fold", min_width=12)
     table.add_column("policy", overflow="fold", min_width=14)
-    for col in ("tokens saved", "cost raw → policy", "cost saving", "retention", "summaries", "overflows", "violations"):
-        table.add_column(col, essential=col in ("cost saving", "retention", "violations"), justify="right",
+    for col in ("tokens saved", "cost raw → policy", "cost saving", "retention", "recall", "summaries", "overflows",
+                "violations"):
+        table.add_column(col, essential=col in ("cost saving", "recall", "violations"), justify="right",
                          no_wrap=True)
     for _, r in df.iterrows():
         more = r["cost_usd"] > r["raw_cost_usd"]
         table.add_row(
             os.path.basename(r["transcript"]), _label(r, sweep_keys), f"{r['reduction'] * 100:.1f}%",
             f"${r['raw_cost_usd']:,.2f} → ${r['cost_usd']:,.2f}", f"{r['cost_saving'] * 100:+.1f}%",
-            f"{r['retention'] * 100:.1f}%", str(r["summaries"]), str(r["overflows"]), str(r["violations_introduced"]),
-            style="red" if more or r["violations_introduced"] else None,
+            f"{r['retention'] * 100:.1f}%", f"{r['recall'] * 100:.1f}%", str(r["summaries"]), str(r["overflows"]),
+            str(r["violations_introduced"]), style="red" if more or r["violations_introduced"] else None,
         )
     printer.table(table)
     dear = costs_more(df)
@@ -302,15 +304,17 @@ def chart_plan(c: Comparison, results: list["RunResult"], mode: str = "auto") ->
     units = c.meta.get("units") or {}
     run_label = [_label(r, c.sweep_keys, long=True, units=units) for _, r in df.iterrows()]
     plan = []
-    if v.no_references:
+    metric = "recall" if any(e.probes for e in v.entries) else "retention"
+    if v.no_references and metric == "retention":
         savings = {label: [float(x) for x, lab in zip(df["cost_saving"], run_label) if lab == label] for label in key}
         plan.append(ChartJob("cost saving per transcript", "charts/savings.png", "savings",
                              (savings, {e.label: e.cost_saving for e in v.entries}, palette,
                               "no transcript refers back to a tool result: retention is 1.0 everywhere")))
     else:
-        runs = [(lab, float(r), float(sv)) for lab, r, sv in zip(run_label, df["retention"], df["cost_saving"])]
-        overall = [(e.label, e.retention, e.cost_saving) for e in v.entries]
-        plan.append(ChartJob("cost saving against retention", "charts/pareto.png", "pareto", (runs, overall, palette)))
+        runs = [(lab, float(r), float(sv)) for lab, r, sv in zip(run_label, df[metric], df["cost_saving"])]
+        overall = [(e.label, getattr(e, metric), e.cost_saving) for e in v.entries]
+        plan.append(ChartJob(f"cost saving against {metric}", "charts/pareto.png", "pareto",
+                             (runs, overall, palette, metric)))
         if df["transcript"].nunique() > 1:
             savings = {label: [float(x) for x, lab in zip(df["cost_saving"], run_label) if lab == label]
                        for label in key}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
@@ -61,6 +62,8 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
         ("prompt cache TTL", f"{s.cache_ttl}, " + ("no timestamps: no expiry" if s.cache_expired_calls is None
                                                   else f"{s.cache_expired_calls:,} call(s) after it expired")),
         ("retention", f"{s.retention:.3f} ({s.refs_retained:,} of {s.refs:,} references)" if s.refs else "1.000 (no references)"),
+        ("recall (hindsight probes)", f"{s.recall:.3f} ({s.probes_kept:,} of {s.probes:,} kept)" if s.probes
+         else "1.000 (0 probes)"),
         ("overflows", f"{s.overflows:,}"),
         ("violations introduced / inherited", f"{s.violations_introduced} / {s.violations_inherited}"),
         ("saved transcripts", f"{len(s.saved_transcripts)}" + (
@@ -260,12 +263,26 @@ def _draw_chart(run: Run, policy: "Policy", out: OutputDir) -> None:
     out.write_bytes("chart.png", png)
 
 
+#: probes.csv's columns: a hindsight probe the context sent at a call had lost (probes.LostProbe)
+PROBE_COLUMNS = ["call", "probe", "source_call", "source_tool", "removed_by"]
+
+
+def probes_csv_bytes(run: Run) -> bytes:
+    """probes.csv: the ledger of the lost probes, one row each (texts made safe for spreadsheets)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(PROBE_COLUMNS)
+    w.writerows([p.call, csv_cell(p.probe), p.source_call, csv_cell(p.source_tool), p.removed_by]
+                for p in run.lost_probes)
+    return buf.getvalue().encode("utf-8")
+
+
 def write_files(run: Run, out: OutputDir) -> list[str]:
-    """summary.json and calls.csv in the output folder (atomically); the names written."""
+    """summary.json, calls.csv and probes.csv in the output folder (atomically); the names written."""
     if out.dry_run:
         return []
     doc = {"summary": run.summary, "policy": run.policy, "failed_summaries": run.failed_summaries,
            "timing": run.timing}
     out.write_all({"summary.json": orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n",
-                   "calls.csv": calls_csv_bytes(run)})
-    return ["summary.json", "calls.csv"]
+                   "calls.csv": calls_csv_bytes(run), "probes.csv": probes_csv_bytes(run)})
+    return ["summary.json", "calls.csv", "probes.csv"]

@@ -1,0 +1,86 @@
+"""Hindsight probes (#20 §1): what the agent later used, and whether the context sent still held it."""
+
+from __future__ import annotations
+
+import csv
+
+from compactlab import load_policy, load_transcript, replay
+from compactlab.probes import tokens
+from helpers import asst, results, tr, tu, user, write_jsonl
+
+
+def used_later(n: int) -> list[dict]:
+    """n tool calls, each reading a file whose output names a distinctive symbol; after them the
+    agent uses every symbol again, newest first, one call each (so each use is further from its read)."""
+    msgs = [user("find the bug")]
+    for i in range(n):
+        msgs += [asst(tu(f"r{i}", command=f"cat part{i}.txt")),
+                 results(tr(f"r{i}", f"line one\nthe handler is compute_total_{i}0000 here\n" + "filler text " * 30))]
+    for i in reversed(range(n)):
+        msgs += [asst(tu(f"u{i}", command=f"grep compute_total_{i}0000 src")), results(tr(f"u{i}", "ok"))]
+    return msgs
+
+
+def test_the_strings_a_probe_is_made_of():
+    found = tokens('File "/src/app/models.py", line 1234, in save_all: KeyError: plain words stay out; '
+                   "see https://example.org/x and obj.method and parseHTTPHeader")
+    assert {"/src/app/models.py".strip("/"), "1234", "save_all", "KeyError", "https://example.org/x",
+            "obj.method", "parseHTTPHeader"} <= found
+    assert not {"plain", "words", "stay"} & found
+
+
+def test_recall_falls_as_the_masking_window_shrinks(tmp_path):
+    t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", used_later(6))))
+    none = replay(t, load_policy("none")).summary
+    assert none.probes == 6 and none.recall == 1.0  # by construction
+    recalls = [replay(t, load_policy("observation-masking", [f"micro.keep_recent={k}"])).summary.recall
+               for k in (12, 8, 4, 1)]
+    assert recalls == sorted(recalls, reverse=True) and recalls[0] == 1.0 and recalls[-1] < 0.5
+    assert len(set(recalls)) >= 3  # it falls step by step, not all at once
+
+
+def test_a_summary_that_quotes_a_probe_keeps_it(tmp_path):
+    t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", used_later(4))))
+    # a summary of everything before the uses: the stub quotes the head of its input (the first reads)
+    run = replay(t, load_policy("s08", ["summary.trigger=3000", "summary.input_chars=200000", "snip.enabled=false",
+                                        "micro.enabled=false"]))
+    assert run.summary.summaries >= 1
+    assert run.summary.recall > 0 and run.summary.probes == 4
+    lost_texts = {p.probe for p in run.lost_probes}
+    kept = {f"compute_total_{i}0000" for i in range(4)} - lost_texts
+    assert kept, "the summary quotes some of the symbols"
+    # and a placeholder instead loses them, each in the ledger with its source and the layer
+    masked = replay(t, load_policy("observation-masking", ["micro.keep_recent=1"]))
+    assert {(p.removed_by, p.source_tool) for p in masked.lost_probes} == {("micro", "bash")}
+    assert all(p.source_call < p.call for p in masked.lost_probes)
+
+
+def test_probes_csv_is_the_ledger_of_the_lost_ones(cli, tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", used_later(5))
+    r = cli("replay", path, "-p", "observation-masking", "--set", "micro.keep_recent=1", "--out", tmp_path / "o")
+    assert r.exit_code == 0, r.output
+    assert "recall (hindsight probes)" in r.stdout
+    rows = list(csv.DictReader((tmp_path / "o" / "probes.csv").open()))
+    assert rows and set(rows[0]) == {"call", "probe", "source_call", "source_tool", "removed_by"}
+    assert {r["removed_by"] for r in rows} == {"micro"}
+    assert cli("replay", path, "-p", "none", "--out", tmp_path / "n").exit_code == 0
+    assert (tmp_path / "n" / "probes.csv").read_text() == "call,probe,source_call,source_tool,removed_by\n"
+
+
+def test_a_string_the_user_or_the_agent_wrote_first_is_no_probe(tmp_path):
+    msgs = [user("please fix parse_config_file"), asst(tu("a", command="cat my_new_helper.py")),
+            results(tr("a", "parse_config_file my_new_helper.py other_symbol_x")),
+            asst(tu("b", command="grep parse_config_file my_new_helper.py other_symbol_x"))]
+    run = replay(load_transcript(str(write_jsonl(tmp_path / "t.jsonl", msgs))), load_policy("none"))
+    assert run.summary.probes == 1  # other_symbol_x: the prompt named the first, the agent the second
+
+
+def test_recall_joins_check_and_compare(cli, tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", used_later(6))
+    base = tmp_path / "b.json"
+    assert cli("check", path, "-p", "observation-masking", "--baseline", base, "--update-baseline").exit_code == 0
+    worse = cli("check", path, "-p", "observation-masking", "--set", "micro.keep_recent=1", "--baseline", base)
+    assert worse.exit_code == 1 and "recall" in worse.stdout
+    r = cli("compare", path, "-p", "none", "-p", "observation-masking", "--dry-run", "--format", "json")
+    verdict = __import__("json").loads(r.stdout)["verdict"]
+    assert {e["policy"]: e["probes"] for e in verdict["entries"]} == {"none": 6, "observation-masking": 6}
