@@ -444,6 +444,80 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
         sys.exit(done.exit_code)
 
 
+@main.command()
+@click.argument("transcripts", nargs=-1, required=True, type=click.Path(path_type=str), metavar="TRANSCRIPT...")
+@click.option("-p", "--policy", "base", default="s08", show_default=True, metavar="POLICY",
+              help="The base policy whose keys are searched (a preset name or policy TOML).")
+@policy_options
+@click.option("--space", "spaces", multiple=True, required=True, metavar="KEY=LO:HI[:log]|KEY=A|B",
+              help="A searched key: an int or float range (log scale with :log) or choices (repeatable), e.g. "
+                   "--space summary.trigger=40000:200000 --space micro.keep_recent=1:10.")
+@click.option("--trials", type=click.IntRange(1, 100_000), default=200, show_default=True,
+              help="Trials the study ends with (with --resume: those already run count).")
+@click.option("--objective", "objective", default="cost,recall", show_default=True, metavar="NAME,NAME",
+              help="What the front trades off, each maximised: cost (saving), recall, retention, reduction.")
+@click.option("--max-violations", type=click.IntRange(0), default=0, show_default=True,
+              help="A candidate that introduces more tool-pairing violations (or overflows a window) is rejected.")
+@click.option("--sampler", type=click.Choice(["tpe", "nsga2"]), default="tpe", show_default=True,
+              help="Optuna's multi-objective sampler: TPE (fewer trials) or NSGA-II.")
+@click.option("--seed", type=int, default=0, show_default=True, help="The sampler's seed: the same seed, the same front.")
+@click.option("--jobs", type=click.IntRange(1, 512), default=None, help="Parallel processes [default: the cores].")
+@click.option("--executor", default=None, metavar="dask://HOST:PORT",
+              help="Run the trials' replays on an existing Dask distributed cluster (extra: compactlab[dask]).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=str),
+              default=os.path.join("reports", "tune"), show_default=True,
+              help="Folder for study.db (Optuna's SQLite storage), front.csv, front.json, policies/, charts/.")
+@click.option("--resume", is_flag=True, help="Continue the study in --out up to --trials.")
+@click.option("--force", is_flag=True, help="Start anew where --out holds a study (it is deleted).")
+@format_option("tune_report", "table")
+@calibrate_option
+@cost_options
+@input_options
+@click.option("-q", "--quiet", is_flag=True, help="No progress, status or warnings on stderr.")
+def tune(transcripts: tuple[str, ...], base: str, overrides: tuple[str, ...], spaces: tuple[str, ...], trials: int,
+         objective: str, max_violations: int, sampler: str, seed: int, jobs: int | None, executor: str | None,
+         out_dir: str, resume: bool, force: bool, fmt: str, calibrate: bool | None, cache_ttl: str | None,
+         price_model: str | None, prices_file: str | None, skip_bad_lines: bool, input_format: str | None,
+         quiet: bool) -> None:
+    """Search a base policy's keys for the Pareto front of cost saving against probe recall."""
+    from .interrupts import exit_status
+    from .prices import load_prices
+    from .reports.terminal import Progress
+    from .reports.tune_report import WRITERS, write_files
+    from .runs import calibrations_for, prices_for
+    from .tune import corpus_evaluator, open_study, parse_objectives, parse_space, study_path, tune as run_tune
+
+    objectives = parse_objectives(objective)
+    params = parse_space(list(spaces), base, list(overrides))
+    loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
+    table = load_prices(prices_file)
+    prices = prices_for(loaded, price_model, table, _notify(quiet))
+    calibrations = calibrations_for(loaded, calibrate, _notify(quiet))
+    if force and not resume and os.path.exists(study_path(out_dir)):
+        os.remove(study_path(out_dir))
+    study = open_study(out_dir, objectives, sampler, seed, resume)
+    evaluate = corpus_evaluator(loaded, n_jobs=jobs, prices=prices, calibrations=calibrations, executor=executor,
+                                cache_ttl=cache_ttl)
+    n_jobs = jobs or os.cpu_count() or 1
+    try:
+        with Progress("tune", trials, enabled=not quiet) as advance:
+            result = run_tune(params, objectives, base, list(overrides), study, trials, evaluate,
+                              batch=max(2, n_jobs), max_violations=max_violations, on_trial=advance)
+    except KeyboardInterrupt as stop:  # before the search began: nothing to write
+        click.echo("error: interrupted before the first trial finished", err=True)
+        sys.exit(exit_status(stop))
+    for failure in result.failures[:20]:
+        click.echo(f"error: {failure}", err=True)
+    written = write_files(result, out_dir)
+    WRITERS[fmt](result, sys.stdout)
+    _status(quiet, f"wrote {out_dir}/: study.db, {', '.join(written)} (inspect the study with: "
+                   f"optuna-dashboard sqlite:///{study_path(out_dir)})")
+    if result.interrupted is not None:
+        click.echo(f"error: interrupted after {len(result.points)} of {trials} trials; continue with --resume",
+                   err=True)
+        sys.exit(exit_status(result.interrupted))
+
+
 def _report_failures(failures: list) -> None:
     """Each run that failed, by name, on stderr (even with --quiet: a result is missing)."""
     for f in failures[:20]:
@@ -537,8 +611,10 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
               help="Also write the figures as JSON.")
 @click.option("--corpus", is_flag=True,
               help="Also compare folders of 200 and 2,000 small sessions x 2 policies, with reports and without.")
+@click.option("--tune", "tune_too", is_flag=True,
+              help="Also time a tune of 200 trials over 20 transcripts of about 100 calls.")
 def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str | None, json_out: str | None,
-          corpus: bool) -> None:
+          corpus: bool, tune_too: bool) -> None:
     """Measure speed and memory against the parse floor, on synthetic transcripts."""
     from pathlib import Path
 
@@ -547,7 +623,8 @@ def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str |
     from .bench import run
     from .outputs import atomic_write_bytes
 
-    figures = run(calls=calls, rounds=rounds, workdir=workdir, naive=not no_reference, jobs=jobs, corpus=corpus)
+    figures = run(calls=calls, rounds=rounds, workdir=workdir, naive=not no_reference, jobs=jobs, corpus=corpus,
+                  tune=tune_too)
     if json_out:
         atomic_write_bytes(Path(json_out), orjson.dumps(figures, option=orjson.OPT_INDENT_2) + b"\n")
 

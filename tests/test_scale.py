@@ -63,17 +63,18 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
 
     monkeypatch.setattr(bench, "BIG_BYTES", 2e6)  # the memory figure's 120 MB file
     monkeypatch.setattr(bench, "CORPUS", (3, 4))
+    monkeypatch.setattr(bench, "TUNE", (3, 2, 20))
     out = tmp_path / "figures.json"
-    r = cli("bench", "--calls", "30", "--rounds", "1", "--corpus", "--json", out, "--dir", tmp_path / "inputs")
+    r = cli("bench", "--calls", "30", "--rounds", "1", "--corpus", "--tune", "--json", out, "--dir", tmp_path / "inputs")
     assert r.exit_code == 0, r.output
     for figure in ("replay -p s08 / floor", "replay large window / floor", "replay -p claude-code / floor",
                    "reference / large window",
                    "2x calls / 1x calls", "peak memory", "compare 12 configs / 1 config", "startup (--version)",
                    "folder of sessions / its floor", "compare 3 x 2: with reports / --dry-run",
-                   "compare 4 x 2 with reports (s)", "report.html of 4 x 2 (MB)"):
+                   "compare 4 x 2 with reports (s)", "report.html of 4 x 2 (MB)", "tune 3 trials x 2 transcripts (s)"):
         assert figure in r.stdout
     doc = json.loads(out.read_text())
-    assert len(doc["figures"]) == 13 and doc["commands"]["floor"]["wall"] > 0
+    assert len(doc["figures"]) == 14 and doc["commands"]["floor"]["wall"] > 0
 
 
 def test_the_reference_agrees_on_what_it_measures(tmp_path):

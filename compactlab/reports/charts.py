@@ -159,3 +159,31 @@ def savings_chart(savings: dict[str, list[float]], overall: dict[str, float], pa
     _legend_outside(ax)
     ax.grid(alpha=0.25, axis="x")
     return _render(fig)
+
+
+def tune_chart(trials: list[tuple[float, float, bool]], front: list[tuple[float, float]], base: tuple[float, float],
+               x_label: str, y_label: str, title: str) -> tuple[str, bytes]:
+    """Every trial of a tune (x: the second objective, y: the first), the infeasible ones as grey
+    crosses, the Pareto front joined, the base policy as a star."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ok = [(x, y) for x, y, feasible in trials if feasible]
+    bad = [(x, y) for x, y, feasible in trials if not feasible]
+    if ok:
+        ax.scatter([x for x, _ in ok], [y for _, y in ok], s=14, color="#4c72b0", alpha=0.5, label="trial", zorder=2)
+    if bad:
+        ax.scatter([x for x, _ in bad], [y for _, y in bad], s=18, color="grey", marker="x", alpha=0.7,
+                   label="trial with a violation or overflow", zorder=2)
+    if front:
+        pts = sorted(front)
+        ax.plot([x for x, _ in pts], [y for _, y in pts], color="black", linewidth=1, marker="o", markersize=5,
+                label="Pareto front", zorder=3)
+    ax.scatter([base[0]], [base[1]], s=160, marker="*", color="#dd8452", edgecolor="black", linewidth=0.6,
+               label="base policy", zorder=4)
+    ax.axhline(0, color="black", linewidth=0.6)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    ax.set_title(plain(title), fontsize=9)
+    _legend_outside(ax)
+    ax.grid(alpha=0.25)
+    return _render(fig)

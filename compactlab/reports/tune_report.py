@@ -1,0 +1,122 @@
+"""What ``tune`` writes: the front as a table (terminal, front.csv, front.json), one policy file per
+front point (ready for ``replay -p`` / ``check -p``), and the chart of every trial."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import TextIO
+
+import orjson
+
+from ..outputs import atomic_write_bytes
+from ..tune import COLUMN, TuneResult, overrides_of
+from .terminal import Printer, Table
+from .text import csv_cell
+
+#: the front points the terminal shows at most (all of them are in front.csv)
+MAX_TERMINAL_POINTS = 20
+
+AXES = {"cost": "cost saving vs no compaction", "recall": "probe recall (what the agent later used, kept)",
+        "retention": "retention (referenced results intact)", "reduction": "tokens saved"}
+
+
+def front_policy(result: TuneResult, i: int) -> str:
+    """Front point ``i`` (0-based) as a policy file: the base with the point's values."""
+    p = result.front[i]
+    scores = ", ".join(f"{COLUMN.get(o, o)} {p.scores[o]:.4f}" for o in result.objectives)
+    lines = [f'extends = "{result.base}"', f'name = "{result.base}-front-{i + 1:02d}"',
+             f'description = "tune front point {i + 1} (trial {p.number}) over the tuned corpus: {scores}"', ""]
+    tables: dict[str, list[str]] = {}
+    for item in overrides_of(p.values):
+        key, _, value = item.partition("=")
+        table, _, name = key.partition(".")
+        tables.setdefault(table, []).append(f"{name} = {value}")
+    for table, keys in tables.items():
+        lines += [f"[{table}]", *keys, ""]
+    return "\n".join(lines)
+
+
+def write_files(result: TuneResult, out_dir: str, chart: bool = True) -> list[str]:
+    """front.csv, front.json, policies/front-NN.toml and charts/tune.png in ``out_dir``."""
+    out = Path(out_dir)
+    rows = result.front_rows()
+    heads = list(rows[0]) if rows else ["point", "trial", *[p.key for p in result.params]]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(heads)
+    w.writerows([csv_cell(r[h]) if isinstance(r[h], str) else r[h] for h in heads] for r in rows)
+    atomic_write_bytes(out / "front.csv", buf.getvalue().encode())
+    doc = {"base": result.base, "objectives": result.objectives, "space": [str(p) for p in result.params],
+           "trials": len(result.points), "interrupted": result.interrupted is not None, "recommendation": result.recommendation,
+           "base_scores": {COLUMN.get(o, o): result.base_point.scores[o] for o in result.objectives},
+           "front": rows}
+    atomic_write_bytes(out / "front.json", orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    policies = out / "policies"
+    if policies.is_dir():
+        for old in policies.glob("front-*.toml"):  # a front of an earlier run of this study
+            old.unlink()
+    written = ["front.csv", "front.json"]
+    for i in range(len(result.front)):
+        atomic_write_bytes(policies / f"front-{i + 1:02d}.toml", front_policy(result, i).encode())
+    if result.front:
+        written.append(f"policies/front-01..{len(result.front):02d}.toml")
+    if chart:
+        from .charts import tune_chart
+
+        y = result.objectives[0]
+        x = result.objectives[1] if len(result.objectives) > 1 else ("recall" if y != "recall" else "cost")
+        _, png = tune_chart([(p.scores[x], p.scores[y], p.feasible) for p in result.points],
+                            [(p.scores[x], p.scores[y]) for p in result.front],
+                            (result.base_point.scores[x], result.base_point.scores[y]), AXES[x], AXES[y],
+                            f"tune of {result.base}: {len(result.points)} trials, the front and the base policy")
+        atomic_write_bytes(out / "charts" / "tune.png", png)
+        written.append("charts/tune.png")
+    return written
+
+
+def write_table(result: TuneResult, out: TextIO) -> None:
+    printer = Printer(out)
+    table = Table(title=f"Pareto front of {result.base}: {len(result.front)} point(s) of {len(result.points)} trial(s)")
+    table.add_column("point", justify="right", essential=True)
+    for p in result.params:
+        table.add_column(p.key, justify="right", essential=True, overflow="fold")
+    for o in result.objectives:
+        table.add_column(COLUMN.get(o, o).replace("_", " "), justify="right", essential=True, no_wrap=True)
+    table.add_column("cost", justify="right", no_wrap=True)
+    base = result.base_point
+    table.add_row("base", *[_shown(v) for v in _base_values(result)], *[_pct(base.scores[o]) for o in result.objectives],
+                  f"${base.scores['cost_usd']:,.2f}", style="dim")
+    shown = range(len(result.front))
+    if len(result.front) > MAX_TERMINAL_POINTS:  # evenly along the front, both ends kept
+        step = (len(result.front) - 1) / (MAX_TERMINAL_POINTS - 1)
+        shown = sorted({round(k * step) for k in range(MAX_TERMINAL_POINTS)})
+    for i in shown:
+        p = result.front[i]
+        table.add_row(str(i + 1), *[_shown(p.values.get(k.key)) for k in result.params],
+                      *[_pct(p.scores[o]) for o in result.objectives], f"${p.scores['cost_usd']:,.2f}")
+    printer.table(table)
+    if len(shown) < len(result.front):
+        printer.text(f"{len(shown)} of the {len(result.front)} front points shown: every one is in front.csv.")
+    printer.text(result.recommendation, style="bold")
+
+
+def write_json(result: TuneResult, out: TextIO) -> None:
+    out.write(orjson.dumps({"recommendation": result.recommendation, "front": result.front_rows()},
+                           option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def _base_values(result: TuneResult) -> list[object]:
+    return [result.base_point.values.get(p.key) for p in result.params]
+
+
+def _shown(v: object) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.1f}%"
+
+
+WRITERS = {"table": write_table, "json": write_json}

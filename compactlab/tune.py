@@ -1,0 +1,362 @@
+"""``compactlab tune`` (#20 §2): search a base policy's parameters for the Pareto front of cost
+saving against probe recall (or any summary metrics named), across a corpus.
+
+The search is Optuna's (multi-objective TPE by default, NSGA-II on request; seeded), its study
+kept in Optuna's SQLite storage under the output folder, so that a tune can be interrupted,
+resumed (``--resume``) and inspected with ``optuna-dashboard sqlite:///OUT/study.db``. A trial is
+a policy: the base with the trial's values set; it is replayed on every transcript by the workers
+``compare`` uses (the transcripts loaded once, in the parent; the Dask executor for clusters),
+and its objectives are the corpus totals (saving over all the transcripts, recall over all the
+probes). A trial that introduces more violations than allowed, or overflows a window, is
+infeasible (Optuna's constraints: it never joins the front).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .errors import PolicyError, UsageError
+from .policy import Policy, load_policy, parse_override
+
+#: the objectives known by name: (the summary totals it is made of, direction)
+OBJECTIVES: dict[str, str] = {
+    "cost": "maximize",  # cost saving vs no compaction, over the corpus
+    "recall": "maximize",  # hindsight probes kept / probes
+    "retention": "maximize",  # referenced tool results kept / referenced
+    "reduction": "maximize",  # tokens saved
+}
+#: the name of the objective in the front's columns
+COLUMN = {"cost": "cost_saving"}
+STUDY = "compactlab-tune"
+
+
+@dataclass(frozen=True)
+class Param:
+    """A searched key: an int or float range (log scale or not), or a list of choices."""
+
+    key: str
+    kind: str  # int | float | choice
+    low: float = 0
+    high: float = 0
+    log: bool = False
+    choices: tuple[Any, ...] = ()
+
+    def suggest(self, trial: Any) -> Any:
+        if self.kind == "int":
+            return trial.suggest_int(self.key, int(self.low), int(self.high), log=self.log)
+        if self.kind == "float":
+            return trial.suggest_float(self.key, self.low, self.high, log=self.log)
+        return trial.suggest_categorical(self.key, list(self.choices))
+
+    def __str__(self) -> str:
+        if self.kind == "choice":
+            return f"{self.key} in {{{', '.join(map(str, self.choices))}}}"
+        return f"{self.key} {self.kind} {self.low:g}..{self.high:g}{' (log)' if self.log else ''}"
+
+
+def parse_space(items: list[str], base: str, overrides: list[str]) -> list[Param]:
+    """``KEY=LO:HI`` (an int or float range; ``:log`` after it for a log scale) or
+    ``KEY=A|B|C`` (choices), each checked against the policy schema: the key must exist, its
+    type fit, and both ends (every choice) be values the schema accepts."""
+    base_policy = load_policy(base, overrides)
+    current = base_policy.resolved()
+    params: list[Param] = []
+    for item in items:
+        key, sep, spec = item.partition("=")
+        key = key.strip()
+        if not sep or not spec.strip():
+            raise UsageError(f"--space {item!r}: expected KEY=LO:HI, KEY=LO:HI:log or KEY=A|B|C",
+                             hint="e.g. --space summary.trigger=40000:200000 --space micro.keep_by=results|turns")
+        table, _, name = key.partition(".")
+        if not isinstance(current.get(table), dict) or name not in current[table]:
+            raise PolicyError(f"--space {key}: unknown key", hint="see compactlab policies show " + base)
+        if key in {p.key for p in params}:
+            raise UsageError(f"--space {key}: given twice")
+        value = current[table][name]
+        if "|" in spec or isinstance(value, (bool, str)):
+            choices = tuple(parse_override(f"{key}={c.strip()}")[1] for c in spec.split("|") if c.strip())
+            param = Param(key, "choice", choices=choices)
+            ends = list(choices)
+        else:
+            parts = spec.split(":")
+            log = parts[-1].strip() == "log"
+            if log:
+                parts = parts[:-1]
+            if len(parts) != 2:
+                raise UsageError(f"--space {item!r}: a range is LO:HI (or LO:HI:log)")
+            try:
+                lo, hi = (float(p) for p in parts)
+            except ValueError:
+                raise UsageError(f"--space {item!r}: LO and HI must be numbers") from None
+            kind = "int" if isinstance(value, int) else "float"
+            if kind == "int" and not (lo.is_integer() and hi.is_integer()):
+                raise UsageError(f"--space {key}: the key takes whole numbers; got {spec}")
+            if not lo < hi:
+                raise UsageError(f"--space {key}: LO must be below HI; got {spec}")
+            if log and lo <= 0:
+                raise UsageError(f"--space {key}: a log scale needs LO > 0; got {spec}")
+            param = Param(key, kind, lo, hi, log)
+            ends = [int(lo), int(hi)] if kind == "int" else [lo, hi]
+        for end in ends:  # the schema's bounds, types and cross-field rules, as --set checks them
+            try:
+                load_policy(base, [*overrides, f"{key}={_toml(end)}"])
+            except PolicyError as exc:
+                raise PolicyError(f"--space {key}: {end!r} is out of the schema's range: {exc.message}") from None
+        params.append(param)
+    if not params:
+        raise UsageError("tune needs at least one --space KEY=LO:HI")
+    return params
+
+
+def parse_objectives(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    bad = [n for n in names if n not in OBJECTIVES]
+    if not names or bad or len(set(names)) != len(names):
+        raise UsageError(f"--objective {text!r}: name 1 to 4 of {', '.join(OBJECTIVES)}, each once")
+    return names
+
+
+def _toml(v: Any) -> str:
+    from .compare import _toml as toml
+
+    return toml(v)
+
+
+def overrides_of(values: dict[str, Any]) -> list[str]:
+    return [f"{k}={_toml(v)}" for k, v in values.items()]
+
+
+def totals(summaries: list[dict[str, Any]]) -> dict[str, float]:
+    """A candidate's objectives and constraints over the corpus (the summaries of its runs)."""
+    raw = sum(s["raw_cost_usd"] for s in summaries)
+    raw_tokens = sum(s["raw_tokens_total"] for s in summaries)
+    refs, probes = sum(s["refs"] for s in summaries), sum(s["probes"] for s in summaries)
+    return {
+        "cost": 1 - sum(s["cost_usd"] for s in summaries) / raw if raw else 0.0,
+        "recall": sum(s["probes_kept"] for s in summaries) / probes if probes else 1.0,
+        "retention": sum(s["refs_retained"] for s in summaries) / refs if refs else 1.0,
+        "reduction": 1 - sum(s["tokens_total"] for s in summaries) / raw_tokens if raw_tokens else 0.0,
+        "violations": sum(s["violations_introduced"] for s in summaries),
+        "overflows": sum(s["overflows"] for s in summaries),
+        "cost_usd": sum(s["cost_usd"] for s in summaries),
+        "probes": probes,
+    }
+
+
+@dataclass
+class Point:
+    """A trial (or the base policy) and what it scored."""
+
+    number: int  # the trial's number; -1 for the base policy
+    values: dict[str, Any]
+    scores: dict[str, float]
+    feasible: bool = True
+
+
+@dataclass
+class TuneResult:
+    base: str
+    params: list[Param]
+    objectives: list[str]
+    base_point: Point
+    points: list[Point]  # every finished trial, in order
+    front: list[Point]  # the feasible Pareto front, best first objective first
+    interrupted: KeyboardInterrupt | None = None
+    failures: list[str] = field(default_factory=list)
+    recommendation: str = ""
+
+    def front_rows(self) -> list[dict[str, Any]]:
+        return [{"point": i + 1, "trial": p.number, **p.values,
+                 **{COLUMN.get(o, o): round(p.scores[o], 6) for o in self.objectives},
+                 "cost_usd": round(p.scores["cost_usd"], 6), "violations": int(p.scores["violations"]),
+                 "overflows": int(p.scores["overflows"])} for i, p in enumerate(self.front)]
+
+
+def pareto(points: list[Point], objectives: list[str]) -> list[Point]:
+    """The feasible points no other feasible point is at least as good as on every objective and
+    better on one (all maximised); the first objective's best first; one point per score."""
+    ok = [p for p in points if p.feasible]
+    front, seen = [], set()
+    for p in ok:
+        a = [p.scores[o] for o in objectives]
+        dominated = any(all(q.scores[o] >= x for o, x in zip(objectives, a)) and
+                        any(q.scores[o] > x for o, x in zip(objectives, a)) for q in ok)
+        key = tuple(round(x, 9) for x in a)
+        if not dominated and key not in seen:
+            seen.add(key)
+            front.append(p)
+    return sorted(front, key=lambda p: tuple(-p.scores[o] for o in objectives))
+
+
+def recommend(result: TuneResult) -> str:
+    """A paragraph, as compare's verdict: the front point to use, and how it stands to the base."""
+    objs, base = result.objectives, result.base_point
+    if not result.front:
+        return (f"No candidate qualifies: every one of the {len(result.points)} trials introduced a violation or "
+                f"overflowed a window. Keep {result.base}, or widen the space.")
+
+    def said(p: Point) -> str:
+        return ", ".join(f"{_word(o)} {_pct(p.scores[o])}" for o in objs)
+
+    better = [p for p in result.front if all(p.scores[o] >= base.scores[o] for o in objs)
+              and any(p.scores[o] > base.scores[o] for o in objs)]
+    lead = result.front.index(better[0]) + 1 if better else None
+    text = [f"The front has {len(result.front)} point(s) from {len(result.points)} trial(s)."]
+    if better:
+        p = better[0]
+        broken = int(p.scores["violations"])
+        text.append(f"Use front point {lead} ({_values(p)}): {said(p)}, against {said(base)} for {result.base} "
+                    f"as it is -- as good or better on every objective, with "
+                    f"{f'{broken} violation(s), within --max-violations,' if broken else 'no violation'} and no "
+                    f"overflow; its policy is policies/front-{lead:02d}.toml.")
+    else:
+        text.append(f"No point beats {result.base} as it is ({said(base)}) on every objective at once: choose by "
+                    f"the trade-off, e.g. front point 1 ({_values(result.front[0])}: {said(result.front[0])}).")
+    if not base.feasible:
+        text.append(f"{result.base} as it is introduces a violation or overflows a window.")
+    if "recall" in objs and not base.scores.get("probes"):
+        text.append("No reply in the corpus repeats a string first seen in a tool result: recall is 1.0 everywhere "
+                    "and does not tell the candidates apart.")
+    return " ".join(text)
+
+
+def _values(p: Point) -> str:
+    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in p.values.items())
+
+
+def _word(objective: str) -> str:
+    return {"cost": "saves", "recall": "recall", "retention": "retention", "reduction": "tokens saved"}[objective]
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.1f}%"
+
+
+def study_path(out_dir: str) -> str:
+    return os.path.join(out_dir, "study.db")
+
+
+def open_study(out_dir: str, objectives: list[str], sampler: str, seed: int, resume: bool) -> Any:
+    """The study in ``OUT/study.db``: a new one, or (``resume``) the one there."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    path = study_path(out_dir)
+    if resume and not os.path.exists(path):
+        raise UsageError(f"--resume: no study to resume in {out_dir}/ (study.db)")
+    if not resume and os.path.exists(path):
+        raise UsageError(f"{path} holds a study", hint="continue it with --resume, or start anew with --force")
+    os.makedirs(out_dir, exist_ok=True)
+    samplers = {"tpe": lambda: optuna.samplers.TPESampler(seed=seed, multivariate=True),
+                "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=seed)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=optuna.exceptions.ExperimentalWarning)
+        study = optuna.create_study(storage=f"sqlite:///{os.path.abspath(path)}", study_name=STUDY,
+                                    directions=[OBJECTIVES[o] for o in objectives], sampler=samplers[sampler](),
+                                    load_if_exists=resume)
+    if resume:
+        have = study.user_attrs.get("objectives")
+        if have and have != objectives:
+            raise UsageError(f"--resume: the study in {out_dir}/ optimises {','.join(have)}, not {','.join(objectives)}")
+    study.set_user_attr("objectives", objectives)
+    return study
+
+
+Evaluate = Callable[[list[Policy]], list[dict[str, float] | str]]
+
+
+def search(study: Any, params: list[Param], objectives: list[str], base: str, overrides: list[str], trials: int,
+           batch: int, evaluate: Evaluate, max_violations: int = 0,
+           on_trial: Callable[[int], None] | None = None) -> tuple[list[Point], list[str], KeyboardInterrupt | None]:
+    """Run trials until the study has ``trials`` finished ones: ask ``batch`` at a time, evaluate
+    their policies together, tell the scores in the order asked (the same seed gives the same
+    trials). Returns the finished points (earlier ones included), the failures, and the interrupt
+    (Ctrl-C, SIGTERM) that stopped it early; the trials it cut short are not told."""
+    import optuna
+
+    failures: list[str] = []
+    interrupted: KeyboardInterrupt | None = None
+    done = len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE])
+    try:
+        while done < trials:
+            asked = [study.ask() for _ in range(min(batch, trials - done))]
+            policies = []
+            for trial in asked:
+                values = {p.key: p.suggest(trial) for p in params}
+                policies.append(load_policy(base, [*overrides, *overrides_of(values)]))
+            scores = evaluate(policies)
+            for trial, score in zip(asked, scores):
+                if isinstance(score, str):
+                    failures.append(f"trial {trial.number}: {score}")
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    continue
+                trial.set_constraint("violations", float(score["violations"] - max_violations))
+                trial.set_constraint("overflows", float(score["overflows"]))
+                for k, v in score.items():
+                    trial.set_user_attr(k, v)
+                study.tell(trial, [score[o] for o in objectives])
+                done += 1
+                if on_trial:
+                    on_trial(1)
+    except KeyboardInterrupt as stop:
+        interrupted = stop
+    return points_of(study, params, objectives), failures, interrupted
+
+
+def points_of(study: Any, params: list[Param], objectives: list[str]) -> list[Point]:
+    import optuna
+
+    points = []
+    for t in study.trials:
+        if t.state != optuna.trial.TrialState.COMPLETE:
+            continue
+        scores = {k: float(v) for k, v in t.user_attrs.items() if isinstance(v, (int, float))}
+        feasible = all(c <= 0 for c in (t.constraints or {}).values())
+        points.append(Point(t.number, {p.key: t.params[p.key] for p in params if p.key in t.params}, scores, feasible))
+    return points
+
+
+def corpus_evaluator(transcripts: list[Any], *, n_jobs: int | None, prices: list[Any], calibrations: list[Any],
+                     summarizer: tuple[str, Any] = ("stub", None), executor: str | None = None,
+                     keep_recorded_compactions: bool = False, cache_ttl: str | None = None) -> Evaluate:
+    """Score policies on the corpus with compare's workers: every policy x transcript a job."""
+    from .compare import Job, run_jobs
+
+    n = len(transcripts)
+
+    def evaluate(policies: list[Policy]) -> list[dict[str, float] | str]:
+        jobs = [Job(i * n + t, t, policy, ()) for i, policy in enumerate(policies) for t in range(n)]
+        done = run_jobs(transcripts, jobs, n_jobs=n_jobs, prices=prices, calibrations=calibrations,
+                        keep_recorded_compactions=keep_recorded_compactions, summarizer=summarizer,
+                        executor=executor, cache_ttl=cache_ttl)
+        if done.interrupted:
+            raise done.interrupted
+        by: dict[int, list[dict]] = {}
+        for r in done.results:
+            by.setdefault(r.job // n, []).append(r.summary)
+        failed = {f.job // n: f"{f.name}: {f.reason}" for f in done.failures}
+        return [failed[i] if i in failed else totals(by[i]) for i in range(len(policies))]
+
+    return evaluate
+
+
+def tune(params: list[Param], objectives: list[str], base: str, overrides: list[str], study: Any, trials: int,
+         evaluate: Evaluate, batch: int, max_violations: int = 0,
+         on_trial: Callable[[int], None] | None = None) -> TuneResult:
+    """Score the base policy, search, and judge: the whole of a tune but its files."""
+    base_policy = load_policy(base, overrides)
+    got = evaluate([base_policy])[0]
+    if isinstance(got, str):
+        raise UsageError(f"the base policy fails on the corpus: {got}")
+    current = base_policy.resolved()
+    base_values = {p.key: current[p.key.partition(".")[0]][p.key.partition(".")[2]] for p in params}
+    base_point = Point(-1, base_values, got, got["violations"] <= max_violations and not got["overflows"])
+    points, failures, interrupted = search(study, params, objectives, base, overrides, trials, batch, evaluate,
+                                           max_violations, on_trial)
+    result = TuneResult(base, params, objectives, base_point, points, pareto(points, objectives), interrupted,
+                        failures)
+    result.recommendation = recommend(result)
+    return result
