@@ -248,12 +248,21 @@ class Turns:
         ctx = self.context
         for i, entry in enumerate([*pending, None], first):
             if i in restarts:  # a compaction the recording did: restart from its summary
-                ctx = Context([restarts[i].summary])
+                ctx = Context(self._restart(restarts[i]))
                 stats.changed_at(0)
             if entry is not None:
                 ctx.append(entry)
         assert i == pos
         self.context = ctx
+
+    def _restart(self, c: RecordedCompaction) -> list[Entry]:
+        """The context a recorded compaction restarted from: its summary, among the messages the
+        harness kept (an OpenHands condensation), as recorded; a stream, which holds no earlier
+        message, restarts from the summary alone."""
+        if not c.kept or self.raw_entries is None:
+            return [c.summary]
+        kept = [self.raw_entries[p] for p in c.kept]
+        return [*kept[:c.summary_at], c.summary, *kept[c.summary_at:]]
 
     def _prepare(self, stats: LayerStats) -> None:
         ctx, env = self.context, self.env

@@ -41,9 +41,9 @@ def test_the_front_is_the_feasible_undominated_points():
     assert [p.number for p in pareto(points, ["cost", "recall"])] == [1, 0]
 
 
-def tune(cli, out, *extra):
-    return cli("tune", *CORPUS, "-p", "observation-masking", *SPACE, "--trials", "6", "--jobs", "1", "--out", out,
-               *extra)
+def tune(cli, out, *extra, trials: int = 6):
+    return cli("tune", *CORPUS, "-p", "observation-masking", *SPACE, "--trials", str(trials), "--jobs", "1",
+               "--out", out, *extra)
 
 
 def test_a_tune_writes_the_front_its_policies_and_the_chart(cli, tmp_path):
@@ -87,3 +87,12 @@ def test_a_candidate_that_breaks_tool_pairs_never_joins_the_front(cli, tmp_path)
     study = optuna.load_study(study_name="compactlab-tune", storage=f"sqlite:///{tmp_path / 'p' / 'study.db'}")
     tried = {t.params["snip.pair_safe"]: t.constraints["violations"] > 0 for t in study.trials}
     assert tried == {True: False, False: True}  # both tried; the naive snip rejected, though it costs less
+
+
+def test_a_tune_on_a_dask_cluster_finds_the_local_front(cli, tmp_path):
+    distributed = pytest.importorskip("distributed", reason="dask is an optional extra")
+    assert tune(cli, tmp_path / "local", trials=3).exit_code == 0
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        r = tune(cli, tmp_path / "dask", "--executor", f"dask://{cluster.scheduler_address}", trials=3)
+    assert r.exit_code == 0, r.stderr
+    assert (tmp_path / "dask" / "front.csv").read_text() == (tmp_path / "local" / "front.csv").read_text()

@@ -51,13 +51,18 @@ class RecordedCompaction:
     """A compaction the recording already did (e.g. Claude Code's compact_boundary).
 
     ``position`` is the index in ``Transcript.entries`` of the first message after the boundary;
-    with ``--keep-recorded-compactions`` the replay context restarts there from ``summary``.
+    with ``--keep-recorded-compactions`` the replay context restarts there from ``summary``, or,
+    where the harness kept some of the earlier messages (an OpenHands condensation keeps the events
+    it did not forget), from those messages (``kept``: their positions) with the summary at
+    ``summary_at`` among them.
     """
 
     position: int
     summary: Entry
     trigger: str | None = None
     pre_tokens: int | None = None
+    kept: tuple[int, ...] | None = None
+    summary_at: int = 0
 
 
 @dataclass

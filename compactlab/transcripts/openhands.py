@@ -12,8 +12,9 @@ What decides correctness:
 - A user ``message`` action is a user turn; an agent ``message`` action without a model response
   is an assistant message (no usage recorded). Environment events (agent state changes) and
   other observations are not messages.
-- A ``condensation`` action (forgotten events, ``summary``) is a compaction OpenHands did: kept out
-  of the messages as a RecordedCompaction restarting from its summary.
+- A ``condensation`` action (forgotten events, ``summary``, ``summary_offset``) is a compaction
+  OpenHands did: kept out of the messages as a RecordedCompaction that restarts, as OpenHands'
+  View does, from the messages of the events not forgotten so far, the summary at its offset.
 """
 
 from __future__ import annotations
@@ -38,6 +39,16 @@ def sniff_document(doc: Any) -> float:
     events = [e for e in doc[:50] if isinstance(e, dict)]
     hits = sum(1 for e in events if "source" in e and ("action" in e or "observation" in e))
     return hits / len(events) if events else 0.0
+
+
+def _forgotten(args: dict) -> set[Any]:
+    """The events a condensation forgets: its ids, or its id range (both ends included)."""
+    ids = args.get("forgotten_event_ids")
+    out = {i for i in ids if isinstance(i, (int, str))} if isinstance(ids, list) else set()
+    start, end = args.get("forgotten_events_start_id"), args.get("forgotten_events_end_id")
+    if isinstance(start, int) and isinstance(end, int):
+        out |= set(range(start, end + 1))
+    return out
 
 
 def _text(value: Any) -> str:
@@ -73,11 +84,16 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
     skipped = 0
     results: list[dict] = []  # tool results waiting for the next message
     responses: dict[str, int] = {}  # model response id -> position of its assistant message
+    where: dict[Any, int] = {}  # event id -> position of the message it is part of
+    waiting: list[Any] = []  # ids of the observations in ``results``
+    forgotten: set[Any] = set()  # every condensation's forgotten events so far
 
     def flush_results() -> None:
         if results:
+            where.update(dict.fromkeys(waiting, builder.count))
             builder.add({"role": "user", "content": list(results)})
             results.clear()
+        waiting.clear()
 
     for i, e in enumerate(doc):
         if not isinstance(e, dict):
@@ -92,11 +108,18 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
             args = e.get("args") if isinstance(e.get("args"), dict) else {}
             summary = make_entry({"role": "user", "content": _text(args.get("summary")) or "(condensed)"},
                                  -1_000_000 - len(builder.compactions) - 1)
-            builder.compactions.append(RecordedCompaction(position=builder.count, summary=summary, trigger="condenser"))
+            forgotten |= _forgotten(args)
+            kept_events = [where[k] for k in where if k not in forgotten]  # (event order)
+            offset = args.get("summary_offset") if isinstance(args.get("summary_offset"), int) else len(kept_events)
+            kept = sorted(set(kept_events))
+            before = set(kept_events[:max(offset, 0)])
+            builder.compactions.append(RecordedCompaction(position=builder.count, summary=summary, trigger="condenser",
+                                                          kept=tuple(kept), summary_at=len(before)))
         elif action is not None and source == "agent" and tcm and isinstance(tcm.get("model_response"), dict):
             response = tcm["model_response"]
             rid = str(response.get("id") or f"event{i}")
             if rid in responses:
+                where[e.get("id", f"event{i}")] = responses[rid]
                 continue  # another action of a response already written
             flush_results()
             message = ((response.get("choices") or [{}])[0] or {}).get("message") or {}
@@ -113,16 +136,19 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
                                "input": args if isinstance(args, dict) else {"arguments": args}})
             if not blocks:
                 blocks.append({"type": "text", "text": _text(e.get("message"))})
-            responses[rid] = builder.add({"role": "assistant", "content": blocks}, usage=_usage(response))
+            responses[rid] = where[e.get("id", f"event{i}")] = builder.add({"role": "assistant", "content": blocks},
+                                                                           usage=_usage(response))
             if isinstance(response.get("model"), str):
                 builder.model = response["model"]
         elif "observation" in e and tcm and tcm.get("tool_call_id"):
             results.append({"type": "tool_result", "tool_use_id": str(tcm["tool_call_id"]), "content": _text(e.get("content"))})
+            waiting.append(e.get("id", f"event{i}"))
         elif action == "message" and source in ("user", "agent"):
             flush_results()
             args = e.get("args") if isinstance(e.get("args"), dict) else {}
             content = _text(args.get("content") or e.get("message"))
-            builder.add({"role": "user" if source == "user" else "assistant", "content": content or "(empty)"})
+            where[e.get("id", f"event{i}")] = builder.add(
+                {"role": "user" if source == "user" else "assistant", "content": content or "(empty)"})
         # environment events, state changes and other observations are not messages
     flush_results()
     return builder.build(skipped_lines=skipped, content_hash=sha)

@@ -80,5 +80,33 @@ def test_a_condensation_is_a_recorded_compaction(tmp_path):
                           "output_tokens": 5, "model": "claude-3-5-sonnet",
                           "timestamp": "2025-01-27T17:46:40+00:00"}
     assert len(t.compactions) == 1 and t.compactions[0].position == 3
+    assert t.compactions[0].kept == (0,) and t.compactions[0].summary_at == 1
     kept = replay(t, load_policy("none"), keep_recorded_compactions=True)
-    assert kept.calls[1].messages == 1 and kept.calls[1].chars < kept.calls[1].raw_chars  # restarted from the summary
+    # restarted as OpenHands' view: the event not forgotten (the user's "go"), then the summary
+    assert kept.calls[1].messages == 2 and kept.calls[1].chars < kept.calls[1].raw_chars
+    assert kept.summary.violations_introduced == 0
+
+
+def test_a_condensation_restarts_from_the_events_it_kept_with_the_summary_at_its_offset(tmp_path):
+    """keep_first = 1 and the newest kept: forgotten ids 2-3 of 0-5, the summary at offset 1."""
+    def act(i: int, rid: str, call: str) -> list[dict]:
+        response = {"id": rid, "model": "m", "choices": [{"message": {"content": "", "tool_calls": [
+            {"id": call, "function": {"name": "run", "arguments": "{}"}}]}}]}
+        return [{"id": i, "source": "agent", "action": "run", "args": {},
+                 "tool_call_metadata": {"tool_call_id": call, "model_response": response}},
+                {"id": i + 1, "source": "agent", "observation": "run", "content": f"out {i}",
+                 "tool_call_metadata": {"tool_call_id": call}}]
+
+    events = [{"id": 0, "source": "user", "action": "message", "args": {"content": "task"}},
+              *act(2, "r1", "c1"), *act(4, "r2", "c2"),
+              {"id": 6, "source": "agent", "action": "condensation",
+               "args": {"forgotten_event_ids": [2, 3], "summary": "ran c1", "summary_offset": 1}},
+              *act(7, "r3", "c3")]
+    path = tmp_path / "events.json"
+    path.write_text(json.dumps(events))
+    t = load_transcript(str(path))
+    c = t.compactions[0]
+    assert (c.position, c.kept, c.summary_at) == (5, (0, 3, 4), 1)
+    run = replay(t, load_policy("none"), keep_recorded_compactions=True)
+    # the call after it: task, summary, the c2 pair kept, then nothing new before the reply
+    assert run.calls[2].messages == 4 and run.summary.violations_introduced == 0
