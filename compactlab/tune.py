@@ -280,6 +280,8 @@ def search(study: Any, params: list[Param], objectives: list[str], base: str, ov
     failures: list[str] = []
     interrupted: KeyboardInterrupt | None = None
     done = len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE])
+    asked: list[Any] = []
+    told: set[int] = set()
     try:
         while done < trials:
             asked = [study.ask() for _ in range(min(batch, trials - done))]
@@ -289,6 +291,7 @@ def search(study: Any, params: list[Param], objectives: list[str], base: str, ov
                 policies.append(load_policy(base, [*overrides, *overrides_of(values)]))
             scores = evaluate(policies)
             for trial, score in zip(asked, scores):
+                told.add(trial.number)
                 if isinstance(score, str):
                     failures.append(f"trial {trial.number}: {score}")
                     study.tell(trial, state=optuna.trial.TrialState.FAIL)
@@ -303,6 +306,9 @@ def search(study: Any, params: list[Param], objectives: list[str], base: str, ov
                     on_trial(1)
     except KeyboardInterrupt as stop:
         interrupted = stop
+        for trial in asked:  # cut short: failed, not left running in the study (a resume asks anew)
+            if trial.number not in told:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
     return points_of(study, params, objectives), failures, interrupted
 
 

@@ -96,3 +96,35 @@ def test_a_tune_on_a_dask_cluster_finds_the_local_front(cli, tmp_path):
         r = tune(cli, tmp_path / "dask", "--executor", f"dask://{cluster.scheduler_address}", trials=3)
     assert r.exit_code == 0, r.stderr
     assert (tmp_path / "dask" / "front.csv").read_text() == (tmp_path / "local" / "front.csv").read_text()
+
+
+def test_an_interrupted_tune_keeps_its_trials_and_resumes(cli, tmp_path, monkeypatch):
+    """Ctrl-C during a batch: the finished trials stay in the study, the cut ones are failed (not
+    left running), the front so far is written, exit 130; --resume reaches --trials."""
+    import compactlab.tune as tune_module
+
+    real = tune_module.corpus_evaluator
+
+    def stopping(*args, **kwargs):
+        evaluate = real(*args, **kwargs)
+        calls = {"n": 0}
+
+        def once_then_stop(policies):
+            calls["n"] += 1
+            if calls["n"] == 3:  # the base, one batch, then Ctrl-C in the next
+                raise KeyboardInterrupt
+            return evaluate(policies)
+
+        return once_then_stop
+
+    monkeypatch.setattr(tune_module, "corpus_evaluator", stopping)
+    r = tune(cli, tmp_path / "i")
+    assert r.exit_code == 130 and "continue with --resume" in r.stderr
+    assert json.loads((tmp_path / "i" / "front.json").read_text())["trials"] == 2  # one batch of --jobs 1: 2
+    import optuna
+
+    study = optuna.load_study(study_name="compactlab-tune", storage=f"sqlite:///{tmp_path / 'i' / 'study.db'}")
+    assert {t.state.name for t in study.trials} == {"COMPLETE", "FAIL"}
+    monkeypatch.setattr(tune_module, "corpus_evaluator", real)
+    assert tune(cli, tmp_path / "i", "--resume").exit_code == 0
+    assert json.loads((tmp_path / "i" / "front.json").read_text())["trials"] == 6
