@@ -14,7 +14,7 @@ import orjson
 
 from .invariants import InvariantTracker, Violation
 from .messages import Entry
-from .probes import Probe, ProbeIndex
+from .probes import Probe, ProbeIndex, wanted_strings
 from .sizing import list_chars
 from .transcripts.model import Transcript
 
@@ -52,9 +52,10 @@ class BaselineBuilder:
     the violations' positions and so every message, is left empty.
     """
 
-    def __init__(self, keep: bool = True, system: Any = None) -> None:
+    def __init__(self, keep: bool = True, system: Any = None, wanted: set[str] | None = None) -> None:
         self.base = RawBaseline()
-        self._probes = ProbeIndex(system if isinstance(system, str) else orjson.dumps(system).decode() if system else None)
+        self._probes = ProbeIndex(system if isinstance(system, str) else orjson.dumps(system).decode() if system else None,
+                                  wanted)
         self.keep = keep
         self._tracker = InvariantTracker()
         self._seen: set[tuple[str, str | None, int]] = set()
@@ -112,8 +113,8 @@ class BaselineBuilder:
 
 
 def compute_baseline(transcript: Transcript) -> RawBaseline:
-    builder = BaselineBuilder(system=transcript.system)
     entries = transcript.entries
+    builder = BaselineBuilder(system=transcript.system, wanted=wanted_strings(entries))
     for e in entries[: transcript.call_positions[-1] + 1] if transcript.call_positions else ():
         builder.add(e)
     return builder.base
