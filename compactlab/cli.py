@@ -468,6 +468,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
               default=os.path.join("reports", "tune"), show_default=True,
               help="Folder for study.db (Optuna's SQLite storage), front.csv, front.json, policies/, charts/.")
 @click.option("--resume", is_flag=True, help="Continue the study in --out up to --trials.")
+@click.option("--chart/--no-chart", default=True, show_default=True, help="Draw charts/tune.png.")
 @click.option("--force", is_flag=True, help="Start anew where --out holds a study (it is deleted).")
 @format_option("tune_report", "table")
 @calibrate_option
@@ -476,7 +477,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
 @click.option("-q", "--quiet", is_flag=True, help="No progress, status or warnings on stderr.")
 def tune(transcripts: tuple[str, ...], base: str, overrides: tuple[str, ...], spaces: tuple[str, ...], trials: int,
          objective: str, max_violations: int, sampler: str, seed: int, jobs: int | None, executor: str | None,
-         out_dir: str, resume: bool, force: bool, fmt: str, calibrate: bool | None, cache_ttl: str | None,
+         out_dir: str, resume: bool, chart: bool, force: bool, fmt: str, calibrate: bool | None, cache_ttl: str | None,
          price_model: str | None, prices_file: str | None, skip_bad_lines: bool, input_format: str | None,
          quiet: bool) -> None:
     """Search a base policy's keys for the Pareto front of cost saving against probe recall."""
@@ -508,7 +509,7 @@ def tune(transcripts: tuple[str, ...], base: str, overrides: tuple[str, ...], sp
         sys.exit(exit_status(stop))
     for failure in result.failures[:20]:
         click.echo(f"error: {failure}", err=True)
-    written = write_files(result, out_dir)
+    written = write_files(result, out_dir, chart)
     WRITERS[fmt](result, sys.stdout)
     _status(quiet, f"wrote {out_dir}/: study.db, {', '.join(written)} (inspect the study with: "
                    f"optuna-dashboard sqlite:///{study_path(out_dir)})")

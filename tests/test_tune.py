@@ -41,13 +41,13 @@ def test_the_front_is_the_feasible_undominated_points():
     assert [p.number for p in pareto(points, ["cost", "recall"])] == [1, 0]
 
 
-def tune(cli, out, *extra, trials: int = 6):
+def tune(cli, out, *extra, trials: int = 6, chart: bool = False):
     return cli("tune", *CORPUS, "-p", "observation-masking", *SPACE, "--trials", str(trials), "--jobs", "1",
-               "--out", out, *extra)
+               "--out", out, "--chart" if chart else "--no-chart", *extra)
 
 
 def test_a_tune_writes_the_front_its_policies_and_the_chart(cli, tmp_path):
-    r = tune(cli, tmp_path / "t")
+    r = tune(cli, tmp_path / "t", chart=True)
     assert r.exit_code == 0, r.output
     assert "Pareto front of observation-masking" in r.stdout and "The front has" in r.stdout
     out = tmp_path / "t"
@@ -70,7 +70,7 @@ def test_the_same_seed_gives_the_same_front_and_a_study_resumes(cli, tmp_path):
     again = tune(cli, tmp_path / "a")
     assert again.exit_code == 2 and "holds a study" in again.stderr and "--resume" in again.stderr
     more = cli("tune", *CORPUS, "-p", "observation-masking", *SPACE, "--trials", "9", "--jobs", "1", "--out", tmp_path / "a",
-               "--resume")
+               "--resume", "--no-chart")
     assert more.exit_code == 0, more.output
     assert json.loads((tmp_path / "a" / "front.json").read_text())["trials"] == 9
 
@@ -78,7 +78,7 @@ def test_the_same_seed_gives_the_same_front_and_a_study_resumes(cli, tmp_path):
 def test_a_candidate_that_breaks_tool_pairs_never_joins_the_front(cli, tmp_path):
     r = cli("tune", SAMPLES / "synth-long.jsonl", "-p", "s08", "--set", "snip.max_messages=10",
             "--space", "snip.pair_safe=true|false", "--trials", "4", "--jobs", "1", "--out", tmp_path / "p",
-            "--objective", "cost", "--max-violations", "6")  # (s08's own summary leaves 6 here; the naive snip 347)
+            "--objective", "cost", "--max-violations", "6", "--no-chart")  # (s08's own summary leaves 6 here; the naive snip 347)
     assert r.exit_code == 0, r.output
     doc = json.loads((tmp_path / "p" / "front.json").read_text())
     assert doc["front"] and all(row["snip.pair_safe"] is True and row["violations"] <= 6 for row in doc["front"])
