@@ -390,7 +390,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
     from .outputs import OutputDir
     from .reports.terminal import Progress
     from .runs import calibrations_for, prices_for, recorded_models
-    from .reports.compare_report import WRITERS, chart_plan, comparison, report_meta, write_reports
+    from .reports.compare_report import WRITERS, chart_plan, comparison, report_files, report_meta, results_files
 
     notes: list[str] = []
     grid = build_grid(list(policy_refs or ("none", "s06", "s08")), list(overrides), list(sweeps), notes)
@@ -424,14 +424,24 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
         if done.failures:
             meta["failed"] = [f"{f.name}: {f.reason}" for f in done.failures]
         result = comparison(done.results, sweep_keys, sort_key, meta, retention_margin)
-        plan_size = len(chart_plan(result, done.results, charts)) if not dry_run else 0
-        with Progress("charts and reports", plan_size, enabled=not quiet and plan_size > 1) as advance:
-            written = write_reports(result, done.results, out, charts, jobs, advance)
-        out.commit()
+        out.write_all(results_files(result))
+        out.commit()  # the runs' results are in place before any chart is drawn
     except BaseException:
         out.rollback()
         raise
-    WRITERS[fmt](result, sys.stdout)
+    WRITERS[fmt](result, sys.stdout)  # the verdict, before the charts are drawn
+    written = [] if out.dry_run else ["results.csv", "results.json"]
+    if written:
+        plan_size = len(chart_plan(result, done.results, charts))
+        try:
+            with Progress("charts and reports", plan_size, enabled=not quiet and plan_size > 1) as advance:
+                files = report_files(result, done.results, charts, jobs, advance)
+        except KeyboardInterrupt as stop:
+            click.echo(f"error: interrupted while drawing: results.csv and results.json are in {out_dir}/; "
+                       f"report.md, report.html and {plan_size} chart(s) are missing", err=True)
+            sys.exit(exit_status(stop))
+        out.extend(files)
+        written += list(files)
     if done.interrupted:
         click.echo(f"error: interrupted: {len(done.results)} of {done.total} runs finished"
                    + (f"; they are in {out_dir}/" if written else ""), err=True)
@@ -486,30 +496,45 @@ def tune(transcripts: tuple[str, ...], base: str, overrides: tuple[str, ...], sp
     from .reports.terminal import Progress
     from .reports.tune_report import WRITERS, write_files
     from .runs import calibrations_for, prices_for
-    from .tune import corpus_evaluator, open_study, parse_objectives, parse_space, study_path, tune as run_tune
+    from .tune import StudyDefinition, StudySite, corpus_evaluator, parse_objectives, parse_space, study_path
+    from .tune import tune as run_tune
 
     objectives = parse_objectives(objective)
     params = parse_space(list(spaces), base, list(overrides))
     loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
+    site = StudySite(out_dir, resume, force)  # checked; nothing made until the base policy has run
     table = load_prices(prices_file)
     prices = prices_for(loaded, price_model, table, _notify(quiet))
     calibrations = calibrations_for(loaded, calibrate, _notify(quiet))
-    if force and not resume and os.path.exists(study_path(out_dir)):
-        os.remove(study_path(out_dir))
-    study = open_study(out_dir, objectives, sampler, seed, resume)
+    definition = StudyDefinition.of(base, list(overrides), params, objectives, max_violations,
+                                    [t.content_hash for t in loaded])
     evaluate = corpus_evaluator(loaded, n_jobs=jobs, prices=prices, calibrations=calibrations, executor=executor,
                                 cache_ttl=cache_ttl)
     n_jobs = jobs or os.cpu_count() or 1
     try:
         with Progress("tune", trials, enabled=not quiet) as advance:
-            result = run_tune(params, objectives, base, list(overrides), study, trials, evaluate,
-                              batch=max(2, n_jobs), max_violations=max_violations, on_trial=advance)
+            result = run_tune(params, objectives, base, list(overrides), lambda: site.open(definition, sampler, seed),
+                              trials, evaluate, batch=max(2, n_jobs), max_violations=max_violations, on_trial=advance)
     except KeyboardInterrupt as stop:  # before the search began: nothing to write
+        site.close(keep=False)
         click.echo("error: interrupted before the first trial finished", err=True)
         sys.exit(exit_status(stop))
+    except BaseException:
+        site.close(keep=False)
+        raise
+    site.close(keep=bool(result.points) or resume)
     for failure in result.failures[:20]:
         click.echo(f"error: {failure}", err=True)
-    written = write_files(result, out_dir, chart)
+    if not result.points and not resume:  # the study this command made is gone: a rerun starts anew
+        if result.interrupted is not None:
+            click.echo("error: interrupted before the first trial finished", err=True)
+            sys.exit(exit_status(result.interrupted))
+        raise UsageError(f"no trial finished ({len(result.failures)} failed): nothing written to {out_dir}/")
+    try:
+        written = write_files(result, out_dir, chart)
+    except OSError as exc:
+        raise UsageError(f"--out {out_dir}: cannot write the front: {exc.strerror or exc}",
+                         hint="the study is kept: --resume writes the front once --out is writable") from None
     WRITERS[fmt](result, sys.stdout)
     _status(quiet, f"wrote {out_dir}/: study.db, {', '.join(written)} (inspect the study with: "
                    f"optuna-dashboard sqlite:///{study_path(out_dir)})")
@@ -557,11 +582,17 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
     from .compare import build_grid, jobs_for, run_jobs
     from .prices import load_prices
     from .interrupts import exit_status
-    from .outputs import atomic_write_bytes
+    from .outputs import atomic_write_bytes, check_destination
     from .runs import calibrations_for, prices_for
     from .reports.check_report import WRITERS, append_step_summary, junit_xml
 
     tolerance = parse_tolerances(tolerances)
+    if junit_path:
+        check_destination(junit_path, "--junit")
+    if update_baseline:
+        check_destination(baseline_path, "--baseline")
+    elif os.environ.get("GITHUB_STEP_SUMMARY"):
+        check_destination(os.environ["GITHUB_STEP_SUMMARY"], "GITHUB_STEP_SUMMARY")
     grid = build_grid(list(policy_refs or ("s08",)), list(overrides), [])
     old = {} if update_baseline else load_baseline(baseline_path)
     loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet, subagents)
@@ -586,12 +617,10 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
     WRITERS[fmt](checked, sys.stdout)
     if junit_path:
         try:
-            atomic_write_bytes(Path(junit_path), junit_xml(checked))
+            atomic_write_bytes(Path(junit_path), junit_xml(checked), what="--junit")
         except OSError as exc:
             raise UsageError(f"--junit {junit_path}: cannot write: {exc.strerror or exc}") from None
-    problem = append_step_summary(checked)
-    if problem:
-        click.echo(f"warning: {problem}", err=True)
+    append_step_summary(checked)
     if done.interrupted:
         click.echo(f"error: interrupted: {len(results)} of {done.total} runs finished (checked above); "
                    "the check is incomplete", err=True)
@@ -622,12 +651,14 @@ def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str |
     import orjson
 
     from .bench import run
-    from .outputs import atomic_write_bytes
+    from .outputs import atomic_write_bytes, check_destination
 
+    if json_out:
+        check_destination(json_out, "--json")
     figures = run(calls=calls, rounds=rounds, workdir=workdir, naive=not no_reference, jobs=jobs, corpus=corpus,
                   tune=tune_too)
     if json_out:
-        atomic_write_bytes(Path(json_out), orjson.dumps(figures, option=orjson.OPT_INDENT_2) + b"\n")
+        atomic_write_bytes(Path(json_out), orjson.dumps(figures, option=orjson.OPT_INDENT_2) + b"\n", what="--json")
 
 
 @main.command()
@@ -674,18 +705,19 @@ def convert(transcript: str, output: str, skip_bad_lines: bool, input_format: st
     from pathlib import Path
 
     from .errors import UsageError
-    from .outputs import atomic_write_bytes
+    from .outputs import atomic_write_bytes, check_destination
     from .transcripts import load_transcript
     from .transcripts.writer import to_anthropic_jsonl
 
+    check_destination(output, "--output")
     with collector_off():
         loaded = load_transcript(transcript, input_format, skip_bad_lines=skip_bad_lines)
     if os.path.abspath(output) == os.path.abspath(transcript):
         raise UsageError(f"{output}: refusing to overwrite the input")
     try:
-        atomic_write_bytes(Path(output), to_anthropic_jsonl(loaded, keep_recorded_compactions))
+        atomic_write_bytes(Path(output), to_anthropic_jsonl(loaded, keep_recorded_compactions), what="--output")
     except OSError as exc:
-        raise UsageError(f"{output}: cannot write: {exc.strerror or exc}") from None
+        raise UsageError(f"--output {output}: cannot write: {exc.strerror or exc}") from None
     _status(quiet, f"wrote {output}: {len(loaded.entries)} messages, {len(loaded.call_positions)} calls "
                    f"(from {loaded.format})")
 
@@ -727,8 +759,10 @@ def policies_show(policy_ref: str, overrides: tuple[str, ...], fmt: str) -> None
 def synth(output: str, calls: int, seed: int, quiet: bool) -> None:
     """Write a realistic synthetic coding-agent transcript."""
     from .errors import UsageError
+    from .outputs import check_destination
     from .synth import write
 
+    check_destination(output, "--output")
     try:
         size = write(output, calls, seed)
     except OSError as exc:

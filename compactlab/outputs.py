@@ -9,9 +9,11 @@ numbered name. Every path is resolved and checked to lie inside the folder befor
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -49,22 +51,107 @@ def mkstemp(directory: Path, prefix: str, suffix: str = "", mode: int = 0o600) -
     raise FileExistsError(f"{directory}: no free temporary name")
 
 
-def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Write via a temp file in the same folder and rename: readers never see half a file.
-    ``mode``: the file's mode (default: what the umask gives a new file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # created with the mode a new file gets (0666 less the umask, applied by the system), or ``mode``
-    fd, tmp = mkstemp(path.parent, f".{path.name}.", ".tmp", 0o666 if mode is None else mode)
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISBLK, "a block device"))
+
+
+def _refuse(label: str, mode: int) -> UsageError:
+    kind = next((k for test, k in _KINDS if test(mode)), "not a regular file")
+    return UsageError(f"{label}: is {kind}, not a regular file: refusing to replace it",
+                      hint="name a regular file (or a character device such as /dev/null) to write to")
+
+
+def _destination(path: Path, label: str) -> tuple[Path, os.stat_result | None]:
+    """Where writing ``path`` lands (symlinks followed) and what is there now (None: nothing)."""
+    real = Path(os.path.realpath(path))
+    try:
+        return real, os.stat(real)
+    except FileNotFoundError:
+        return real, None
+    except OSError as exc:
+        raise UsageError(f"{label}: cannot write: {exc.strerror or exc}") from None
+
+
+def _open_device(real: Path, label: str, flags: int) -> int:
+    """A descriptor on the character device (or, with O_APPEND, regular file) at ``real``, opened
+    without blocking and checked again once open: what was checked by name may have changed."""
+    try:
+        fd = os.open(real, flags | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0), 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a FIFO with no reader
+            raise UsageError(f"{label}: is a named pipe, not a regular file: refusing to write to it") from None
+        raise UsageError(f"{label}: cannot write: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISCHR(mode) or (flags & os.O_APPEND and stat.S_ISREG(mode))):
+        os.close(fd)
+        raise _refuse(label, mode)
+    os.set_blocking(fd, True)
+    return fd
+
+
+def _write_fd(fd: int, data: bytes, label: str) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.replace(tmp, path)
+    except OSError as exc:
+        raise UsageError(f"{label}: cannot write: {exc.strerror or exc}") from None
+
+
+def check_destination(path: str | os.PathLike, what: str = "") -> None:
+    """Refuse, before any work, a destination :func:`atomic_write_bytes` would refuse."""
+    label = f"{what} {os.fspath(path)}" if what else os.fspath(path)
+    _, st = _destination(Path(os.fspath(path)), label)
+    if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode)):
+        raise _refuse(label, st.st_mode)
+
+
+def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None, what: str = "") -> None:
+    """Write a file compactlab owns or a user named, so that nothing compactlab did not create
+    is ever replaced:
+
+    - nothing there, or a regular file: written to a temp file in the same folder and renamed
+      over it, so readers never see half a file (a symlink: its target is the file written);
+    - a character device (``/dev/null``, ``/dev/stdout``): written in place, never replaced;
+    - anything else (a named pipe, socket, directory, block device): refused (UsageError, exit 2).
+
+    ``mode``: the new file's mode (default: what the umask gives a new file); ``what`` names the
+    option in messages (``--junit``)."""
+    path = Path(path)
+    label = f"{what} {path}" if what else str(path)
+    real, st = _destination(path, label)
+    if st is not None and stat.S_ISCHR(st.st_mode):
+        _write_fd(_open_device(real, label, os.O_WRONLY), data, label)
+        return
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise _refuse(label, st.st_mode)
+    if not os.path.islink(path):  # a dangling link's target folder is not made
+        real.parent.mkdir(parents=True, exist_ok=True)
+    # created with the mode a new file gets (0666 less the umask, applied by the system), or ``mode``
+    fd, tmp = mkstemp(real.parent, f".{real.name}.", ".tmp", 0o666 if mode is None else mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        try:  # checked again just before the rename: a pipe or device put there meanwhile stays
+            now = os.lstat(real).st_mode
+        except FileNotFoundError:
+            now = stat.S_IFREG
+        if not stat.S_ISREG(now):
+            raise _refuse(label, now)
+        os.replace(tmp, real)
     except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
+
+
+def append_text(path: str | os.PathLike, text: str, what: str = "") -> None:
+    """Append ``text`` to a regular file (created if absent) or write it to a character device;
+    a named pipe, socket or directory is refused (UsageError) and never waited on."""
+    label = f"{what} {os.fspath(path)}" if what else os.fspath(path)
+    fd = _open_device(Path(os.fspath(path)), label, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    _write_fd(fd, text.encode("utf-8", "surrogatepass"), label)
 
 
 MARKER = ".compactlab-run"
@@ -205,6 +292,33 @@ class OutputDir:
             self._stage, self._created = None, []
             if old is not None:
                 _remove_tree(old)
+
+    def extend(self, files: dict[str, bytes]) -> None:
+        """Add files to the run already committed, in place, each written whole: the marker first
+        lists them (a file it names that is not there is harmless), then they are written with
+        signals held back, so that an interrupt leaves the committed run as it was or whole."""
+        from .interrupts import deferred
+
+        run = self._run
+        if run is not self:
+            raise RuntimeError("extend the run, not a view of it")
+        if self.dry_run or self._target is None or not files:
+            return
+        target = self._target
+        paths = {}
+        for relative in files:
+            path = (target / relative).resolve()
+            if target not in path.parents:
+                raise UsageError(f"refusing to write outside the output folder: {relative!r}")
+            paths[relative] = path
+        try:
+            listed = orjson.loads((target / MARKER).read_bytes()).get("files", [])
+            with deferred():
+                atomic_write_bytes(target / MARKER, orjson.dumps({"files": sorted({*listed, *files})}) + b"\n")
+                for relative, data in files.items():
+                    atomic_write_bytes(paths[relative], data)
+        except (OSError, orjson.JSONDecodeError, AttributeError) as exc:
+            raise UsageError(f"{self.root}: cannot write the reports: {getattr(exc, 'strerror', None) or exc}") from None
 
     def rollback(self) -> None:
         """Remove the unfinished run and the parent folders it made: a run that fails or is

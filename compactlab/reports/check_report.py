@@ -66,20 +66,17 @@ def junit_xml(results: list[CheckResult]) -> bytes:
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
 
 
-def append_step_summary(results: list[CheckResult]) -> str | None:
+def append_step_summary(results: list[CheckResult]) -> None:
     """Append the Markdown summary to the file GitHub Actions names in ``GITHUB_STEP_SUMMARY``
-    (nothing without it); why it could not be appended, or None."""
+    (nothing without it); a destination that is not a regular file or a character device is
+    refused (UsageError)."""
     import os
 
+    from ..outputs import append_text
+
     path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if not path:
-        return None
-    try:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(step_summary(results))
-    except OSError as exc:
-        return f"GITHUB_STEP_SUMMARY {path}: cannot append: {exc.strerror or exc}"
-    return None
+    if path:
+        append_text(path, step_summary(results), what="GITHUB_STEP_SUMMARY")
 
 
 def step_summary(results: list[CheckResult]) -> str:

@@ -400,26 +400,24 @@ def _advancing(outcomes: Any, on_chart: Callable[[Any], None] | None) -> Any:
         yield index, outcome
 
 
-def write_reports(c: Comparison, results: list["RunResult"], out: OutputDir, charts: str = "auto",
-                  jobs: int | None = None, on_chart: Callable[[Any], None] | None = None) -> list[str]:
-    """results.csv, results.json, charts (PNG), report.md and report.html; the names written.
-    Charts that fail to draw are reported in the reports (``meta["chart_error"]``): the runs'
-    results are written all the same."""
-    if out.dry_run or out.root is None:
-        return []
-    files: dict[str, bytes] = {
-        "results.csv": safe_csv(c.df).encode("utf-8"),
-        "results.json": results_json(c, indent=True) + b"\n",
-    }
+def results_files(c: Comparison) -> dict[str, bytes]:
+    """results.csv and results.json (the verdict with every run): what is put in place as soon as
+    the runs end, before any chart is drawn."""
+    return {"results.csv": safe_csv(c.df).encode("utf-8"), "results.json": results_json(c, indent=True) + b"\n"}
+
+
+def report_files(c: Comparison, results: list["RunResult"], charts: str = "auto", jobs: int | None = None,
+                 on_chart: Callable[[Any], None] | None = None) -> dict[str, bytes]:
+    """The charts (PNG), report.md and report.html. Charts that fail to draw are reported in the
+    reports (``meta["chart_error"]``)."""
     svgs, pngs, drawn, error = draw_charts(chart_plan(c, results, charts), jobs, on_chart)
     if error:
         c.meta["chart_error"] = error
     c.meta["charts"] = charts
-    files.update(pngs)
+    files = dict(pngs)
     files["report.md"] = markdown(c, drawn).encode("utf-8")
     files["report.html"] = html_report(c, svgs).encode("utf-8")
-    out.write_all(files)
-    return list(files)
+    return files
 
 
 def report_meta(prices_read: str, price_models: list[str]) -> dict[str, Any]:
