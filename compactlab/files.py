@@ -18,12 +18,25 @@ from .errors import InputError
 _MIB = 1 << 20
 
 
+#: the largest value a size limit may be set to, in MiB (1 TiB): past it a limit bounds nothing
+MAX_LIMIT_MIB = 1 << 20
+
+
 def _limit(variable: str, default_mib: int) -> int:
+    """A size limit in bytes from ``variable`` (in MiB, fractions allowed), or the default; a
+    value that is not a number of MiB above 0 and at most 1 TiB is a usage error."""
+    raw = os.environ.get(variable)
+    if raw is None or not raw.strip():
+        return default_mib * _MIB
     try:
-        value = float(os.environ.get(variable, default_mib))
+        value = float(raw)
     except ValueError:
-        value = default_mib
-    return int(value * _MIB) if value > 0 else default_mib * _MIB
+        value = float("nan")
+    if not 0 < value <= MAX_LIMIT_MIB:  # (nan and inf fail too)
+        from .errors import UsageError
+
+        raise UsageError(f"{variable}={raw[:40]}: not a size in MiB above 0 and at most {MAX_LIMIT_MIB:,}")
+    return max(int(value * _MIB), 1)
 
 
 def max_line_bytes() -> int:

@@ -11,6 +11,7 @@ caller warns and names it).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -214,7 +215,10 @@ class GenaiPrices:
             return self._records[model]
         disk, key = self._cache()
         cached = disk.get(key(model)) if disk is not None else None
-        if cached is not None and "prices" in cached and isinstance(cached.get("read"), str):
+        if cached is not None and not (isinstance(cached.get("read"), str) and _valid_record(cached.get("prices"))):
+            disk.ignore(key(model), f"prices of {model!r} that are not prices")
+            cached = None
+        if cached is not None:
             record = cached["prices"]
             self._read = self._read or cached["read"]
         else:
@@ -224,6 +228,11 @@ class GenaiPrices:
                 disk.put(key(model), {"model": model, "prices": record, "read": self.read})
         self._records[model] = record
         return record
+
+    @property
+    def problems(self) -> list[str]:
+        """Why cached records were not used (each rebuilt from genai-prices' data)."""
+        return self._disk.problems if self._disk is not None else []
 
     def _cache(self) -> tuple[Any, Any]:
         if self.cache_dir is None:
@@ -275,6 +284,37 @@ def _record_of(info: Any) -> Any:
             return LIBRARY
         out.append([constraint, _values(c.prices)])
     return out
+
+
+def _valid_record(record: Any) -> bool:
+    """A cached record as ``_record_of`` makes it: None, LIBRARY, or [[condition, values], ...]
+    whose prices are finite and not negative."""
+    if record is None or record == LIBRARY:
+        return True
+    if not isinstance(record, list) or not record:
+        return False
+
+    def price(v: Any) -> bool:
+        return type(v) in (int, float) and math.isfinite(v) and 0 <= v < 1e6
+
+    for item in record:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], dict)):
+            return False
+        c = item[0]
+        if not (c is None or (isinstance(c, list) and c and c[0] == "date" and len(c) == 2 and isinstance(c[1], str))
+                or (isinstance(c, list) and len(c) == 3 and c[0] == "time" and all(type(x) is int for x in c[1:]))):
+            return False
+        for name, v in item[1].items():
+            if name not in _FIELDS:
+                return False
+            if isinstance(v, dict):
+                tiers = v.get("tiers")
+                if not (price(v.get("base")) and isinstance(tiers, list) and all(
+                        isinstance(t, list) and len(t) == 2 and type(t[0]) is int and price(t[1]) for t in tiers)):
+                    return False
+            elif not price(v):
+                return False
+    return True
 
 
 #: the layout of a cached genai-prices record (bump when it changes)
@@ -372,6 +412,15 @@ class PriceTable:
     @property
     def read(self) -> str:
         return " over ".join(s.name for s in self.sources)
+
+    def problems(self) -> list[str]:
+        """What the sources could not use and said so (a damaged cache entry), once each."""
+        out = []
+        for source in self.sources:
+            if isinstance(source, GenaiPrices):
+                out += source.problems
+                source.problems.clear()
+        return out
 
     def lookup(self, model: str | None, when: float | None = None) -> ModelPrices:
         """Prices for ``model`` at ``when`` (seconds since the epoch; None: ``AS_OF``); an unknown

@@ -170,11 +170,15 @@ def prices_for(sources: list, price_model: str | None, table: PriceTable, notify
     time it recorded), or with ``--price-model`` that model's prices for every call. A model the
     table does not know is a warning (for a stream, once it has been read: ``price_warnings``)."""
     if price_model is not None:
-        return [price_warning(table, table.lookup(price_model), notify)] * len(sources)
-    for t in sources:
-        if not getattr(t, "streamed", False):
-            price_warnings(table, t, notify)
-    return [table] * len(sources)
+        out = [price_warning(table, table.lookup(price_model), notify)] * len(sources)
+    else:
+        for t in sources:
+            if not getattr(t, "streamed", False):
+                price_warnings(table, t, notify)
+        out = [table] * len(sources)
+    for problem in table.problems():  # (those of --price-model's lookup)
+        notify(f"warning: {problem}", False)
+    return out
 
 
 def recorded_models(source: Any) -> list[str]:
@@ -186,6 +190,8 @@ def recorded_models(source: Any) -> list[str]:
 def price_warnings(table: PriceTable, source: Any, notify: Notify = quietly) -> None:
     for model in recorded_models(source):
         price_warning(table, table.lookup(model), notify)
+    for problem in table.problems():
+        notify(f"warning: {problem}", False)
 
 
 def price_warning(table: PriceTable, prices: ModelPrices, notify: Notify = quietly) -> ModelPrices:

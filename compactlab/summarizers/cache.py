@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ..errors import CompactlabError
 from ..outputs import atomic_write_bytes
 
 
@@ -26,24 +28,62 @@ def digest(*parts: str) -> str:
     return h.hexdigest()
 
 
+#: the largest cache entry read (a summary and its usage are a few KB; a price record less)
+MAX_ENTRY_BYTES = 16 << 20
+
+
 class DiskCache:
+    """The entries of one kind (``summaries``, ``prices``) under the cache folder. What is read is
+    checked like any input: only a regular file within MAX_ENTRY_BYTES holding a JSON object is
+    an entry; anything else (a pipe, a link to a device, a damaged file) is ignored, said in
+    ``problems``, and answered anew."""
+
     def __init__(self, root: str | Path, kind: str, read_only: bool = False) -> None:
         self.folder = Path(root) / kind
         self.read_only = read_only
+        self.problems: list[str] = []  # why entries were ignored, for the caller to warn of
 
     def get(self, key: str) -> dict[str, Any] | None:
+        path = self.folder / f"{key}.json"
+        why = None
         try:
-            return orjson.loads((self.folder / f"{key}.json").read_bytes())
-        except (OSError, orjson.JSONDecodeError):
-            return None  # absent or unreadable: ask again
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return None  # absent: ask
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+        else:
+            with os.fdopen(fd, "rb", buffering=0) as f:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    why = "not a regular file"
+                elif st.st_size > MAX_ENTRY_BYTES:
+                    why = f"larger than {MAX_ENTRY_BYTES >> 20} MiB"
+                else:
+                    try:
+                        value = orjson.loads(f.read(MAX_ENTRY_BYTES + 1))
+                        if isinstance(value, dict):
+                            return value
+                        why = "not a JSON object"
+                    except (OSError, orjson.JSONDecodeError) as exc:
+                        why = "not JSON" if isinstance(exc, orjson.JSONDecodeError) else exc.strerror or str(exc)
+        self.ignore(key, why)
+        return None
+
+    def ignore(self, key: str, why: str) -> None:
+        """Say that the entry ``key`` was not used (it is answered anew)."""
+        self.problems.append(f"cache entry {self.folder / key}.json ignored ({why}): rebuilt")
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         if self.read_only:
             return
+        path = self.folder / f"{key}.json"
         try:
+            if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+                return  # not an entry this cache wrote: left alone, answered anew next time
             _private_folders(self.folder)
-            atomic_write_bytes(self.folder / f"{key}.json", orjson.dumps(value), mode=0o600)
-        except OSError:
+            atomic_write_bytes(path, orjson.dumps(value), mode=0o600)
+        except (OSError, CompactlabError):
             pass  # a cache that cannot be written costs a request next time, nothing more
 
 

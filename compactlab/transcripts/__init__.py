@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import InputError
 from . import anthropic_messages, claude_code, codex, mini_swe_agent, openai_chat, openhands, swe_agent
-from .model import RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream
+from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream
 from .reader import is_document, read_document, read_head
 
 FORMATS: dict[str, ModuleType] = {
@@ -82,7 +82,10 @@ def load_transcript(path: str, input_format: str | None = None, **options: objec
 def _load(fmt: ModuleType, path: str, options: dict[str, object]) -> Transcript:
     # (the command loads with the garbage collector off: process.collector_off; a library
     # caller who loads big files may do the same)
-    transcript = fmt.load(path, **options)
+    try:
+        transcript = fmt.load(path, **options)
+    except BadField as exc:  # a whole-file format's bad field (a line's is reported by its line)
+        raise InputError(f"{path}: {exc}") from None
     if not transcript.entries:
         raise InputError(f"{path}: no messages in this transcript")
     return transcript

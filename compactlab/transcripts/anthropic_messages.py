@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..messages import Entry, build_entry
-from .model import RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream, anthropic_usage
+from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream, anthropic_usage
 from .reader import Head, LineReader, _depth_exceeds
 from .writer import COMPACTION_KEY
 
@@ -80,7 +80,12 @@ def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False)
             reader.bad(lineno, entry)
             continue
         model, at = (obj.get("model"), obj.get("timestamp")) if message is not obj else (None, None)
-        builder.add_entry(entry, usage=anthropic_usage(usage, model, at) if usage and role == "assistant" else None)
+        try:
+            recorded = anthropic_usage(usage, model, at) if usage and role == "assistant" else None
+        except BadField as exc:
+            reader.bad(lineno, exc.message)
+            continue
+        builder.add_entry(entry, usage=recorded)
         yield entry
     builder.skipped_lines = reader.skipped
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import block_type, make_entry
-from .model import RecordedCompaction, Transcript, TranscriptBuilder, anthropic_usage
+from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, anthropic_usage
 from .reader import Head, LineReader, message_problem
 
 NAME = "claude-code"
@@ -92,6 +92,11 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
                 reader.bad(lineno, problem)
                 continue
             if kind == "assistant":
+                try:
+                    usage = _usage(message.get("usage"))
+                except BadField as exc:
+                    reader.bad(lineno, exc.message)
+                    continue
                 mid = message.get("id") or obj.get("requestId") or obj.get("uuid") or f"line{lineno}"
                 group = groups.get(mid)
                 if group is None:
@@ -103,7 +108,7 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
                 for b in new:
                     if block_type(b) == "tool_use":
                         owner[b["id"]] = group
-                group.usage = _usage(message.get("usage")) or group.usage
+                group.usage = usage or group.usage
                 if isinstance(message.get("model"), str):
                     group.model = message["model"]
                 continue

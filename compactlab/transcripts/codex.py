@@ -19,12 +19,14 @@ Lines are ``{timestamp, type, payload}``. What decides correctness:
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
 from typing import Any
 
 import orjson
 
+from ..files import max_document_bytes, max_line_bytes
 from ..messages import make_entry
-from .model import RecordedCompaction, Transcript, TranscriptBuilder
+from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, tokens
 from .reader import Head, LineReader
 
 NAME = "codex"
@@ -43,10 +45,15 @@ def sniff(objects: list[dict]) -> float:
 
 
 class _Text:
-    """Texts of the rollout, a redacted placeholder sized as the text it stands for."""
+    """Texts of the rollout, a redacted placeholder sized as the text it stands for. A placeholder
+    may claim no more than a line can hold, and all of a file's no more than a document can: the
+    text it expands to is bounded by the limits every input has (a tiny file never allocates what
+    it claims)."""
 
     def __init__(self) -> None:
         self.redacted = 0
+        self.expanded = 0  # characters the placeholders expanded to so far
+        self.line_limit, self.file_limit = max_line_bytes(), max_document_bytes()
 
     def __call__(self, value: Any) -> str:
         if not isinstance(value, str):
@@ -54,8 +61,17 @@ class _Text:
         m = _REDACTED.match(value)
         if m is None:
             return value
+        digits = m.group(1)
+        n = int(digits) if len(digits) <= 20 else self.line_limit + 1
+        if n > self.line_limit:
+            raise BadField(f"a redacted text of {digits[:24]}{'…' if len(digits) > 24 else ''} characters: longer "
+                           f"than a line can be ({self.line_limit >> 20} MiB)")
+        if self.expanded + n > self.file_limit:
+            raise BadField(f"redacted texts of more than {self.file_limit >> 20} MiB in all: longer than a transcript "
+                           "can be (COMPACTLAB_MAX_DOCUMENT_MB raises the limit)")
         self.redacted += 1
-        return FILLER * int(m.group(1))
+        self.expanded += n
+        return FILLER * n
 
 
 def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, **_: object) -> Transcript:
@@ -81,10 +97,11 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
             pending_call = builder.add({"role": "assistant", "content": list(reply)})
             reply.clear()
 
-    for lineno, obj in reader.objects():
+    def line(lineno: int, obj: dict) -> None:
+        nonlocal model, last_total, pending_call
         kind, p = obj.get("type"), obj.get("payload")
         if not isinstance(p, dict):
-            continue
+            return
         if kind == "session_meta":
             builder.session_id = p.get("id") if isinstance(p.get("id"), str) else builder.session_id
             base = (p.get("base_instructions") or {}).get("text") if isinstance(p.get("base_instructions"), dict) else None
@@ -95,18 +112,17 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
             if isinstance(p.get("model"), str):
                 model = builder.model = p["model"]
         elif kind == "compacted":
-            flush_reply()
-            flush_inputs()
-            history = p.get("replacement_history") if isinstance(p.get("replacement_history"), list) else []
             parts = []  # the history Codex restarted from: its messages' texts and its compaction item
-            for item in history:
+            for item in _list(p, "replacement_history"):
                 if not isinstance(item, dict):
-                    continue
+                    raise BadField(f"replacement_history holds {_kind(item)}, not an item object")
                 if item.get("type") == "compaction":
                     parts.append(text(item.get("encrypted_content")))
-                parts += [_block(c, text)["text"] for c in item.get("content") or [] if isinstance(c, dict)]
+                parts += [_block(c, text)["text"] for c in _parts(item, "content")]
             summary = make_entry({"role": "user", "content": "\n\n".join(x for x in parts if x) or text(p.get("message"))},
                                  -1_000_000 - len(builder.compactions) - 1)
+            flush_reply()
+            flush_inputs()
             builder.compactions.append(RecordedCompaction(position=builder.count, summary=summary, trigger="auto"))
         elif kind == "event_msg":
             t = p.get("type")
@@ -115,27 +131,32 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
             elif t == "token_count" and isinstance(p.get("info"), dict):
                 info = p["info"]
                 total = info.get("total_token_usage")
+                last = info.get("last_token_usage")
+                if last is not None and not isinstance(last, dict):
+                    raise BadField(f"last_token_usage is {_kind(last)}, not an object")
+                usage = _usage(last, model, obj.get("timestamp")) if last is not None else None
                 if reply:
                     flush_reply()
-                if pending_call is not None and total != last_total and isinstance(info.get("last_token_usage"), dict):
-                    builder.usage[pending_call] = _usage(info["last_token_usage"], model, obj.get("timestamp"))
+                if pending_call is not None and total != last_total and usage is not None:
+                    builder.usage[pending_call] = usage
                     pending_call = None
                 last_total = total
         elif kind == "response_item":
             t = p.get("type")
             if t == "message" and p.get("role") == "developer":
-                system.extend(text(c.get("text")) for c in p.get("content") or [] if isinstance(c, dict))
+                system.extend([text(c.get("text")) for c in _parts(p, "content")])
             elif t == "message" and p.get("role") == "user":
+                blocks = [_block(c, text) for c in _parts(p, "content")]
                 flush_reply()
-                inputs.extend(_block(c, text) for c in p.get("content") or [] if isinstance(c, dict))
+                inputs.extend(blocks)
             elif t in ("function_call_output", "custom_tool_call_output"):
+                block = {"type": "tool_result", "tool_use_id": str(p.get("call_id")), "content": text(p.get("output"))}
                 flush_reply()
-                inputs.append({"type": "tool_result", "tool_use_id": str(p.get("call_id")), "content": text(p.get("output"))})
+                inputs.append(block)
             elif t == "message" and p.get("role") == "assistant":
-                reply.extend({"type": "text", "text": text(c.get("text"))} for c in p.get("content") or []
-                             if isinstance(c, dict))
+                reply.extend([{"type": "text", "text": text(c.get("text"))} for c in _parts(p, "content")])
             elif t == "reasoning":
-                summary = " ".join(text(s.get("text")) for s in p.get("summary") or [] if isinstance(s, dict))
+                summary = " ".join(text(s.get("text")) for s in _parts(p, "summary"))
                 reply.append({"type": "thinking", "thinking": summary, "signature": text(p.get("encrypted_content"))})
             elif t in ("function_call", "custom_tool_call"):
                 args = p.get("arguments") if t == "function_call" else p.get("input")
@@ -145,10 +166,21 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
                 reply.append({"type": "server_tool_use", "id": str(p.get("id") or f"ws{lineno}"), "name": "web_search",
                               "input": {"action": text(p.get("action"))}})
             # other response items (none seen yet) carry no message: left out, as unknown lines are
+
+    order = _TimeOrder()
+    for lineno, obj in reader.objects():
+        order.see(lineno, obj.get("timestamp"))
+        try:
+            line(lineno, obj)
+        except BadField as exc:
+            reader.bad(lineno, str(exc))
     flush_reply()
     flush_inputs()
     builder.system = "\n\n".join(s for s in system if s) or None
     builder.metadata["redacted_texts"] = text.redacted
+    if order.late:
+        builder.warnings.append(f"{order.late} line(s) out of time order (the first at line {order.first_late}): "
+                                "replayed in the file's order, as written")
     if text.redacted:
         builder.warnings.append(f"{text.redacted} redacted text(s) ([REDACTED_… len=N]) sized as their N characters")
     return builder.build(skipped_lines=reader.skipped)
@@ -166,11 +198,59 @@ def _block(c: dict, text: _Text) -> dict:
     return {"type": "text", "text": text(c.get("text"))}
 
 
+def _kind(value: Any) -> str:
+    return {str: "a string", int: "a number", float: "a number", bool: "true or false", list: "a list",
+            dict: "an object"}.get(type(value), "null")
+
+
+def _list(p: dict, key: str) -> list:
+    """``p[key]``, a list (absent: empty); anything else is a bad line."""
+    value = p.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BadField(f"{key} is {_kind(value)}, not a list")
+    return value
+
+
+def _parts(p: dict, key: str) -> list[dict]:
+    """The content parts under ``p[key]``: a list of objects."""
+    items = _list(p, key)
+    for c in items:
+        if not isinstance(c, dict):
+            raise BadField(f"{key} holds {_kind(c)}, not a content object")
+    return items
+
+
+class _TimeOrder:
+    """Lines whose timestamp is earlier than an earlier line's: a shuffled or reversed rollout."""
+
+    def __init__(self) -> None:
+        self.latest: Any = None
+        self.late = 0
+        self.first_late = 0
+
+    def see(self, lineno: int, stamp: Any) -> None:
+        if not isinstance(stamp, str):
+            return
+        try:
+            at = datetime.fromisoformat(stamp)
+        except ValueError:
+            return
+        if at.tzinfo is None:
+            at = at.replace(tzinfo=timezone.utc)
+        if self.latest is not None and at < self.latest:
+            self.late += 1
+            self.first_late = self.first_late or lineno
+        else:
+            self.latest = at
+
+
 def _usage(last: dict, model: str | None, timestamp: Any) -> dict[str, Any]:
-    cached = int(last.get("cached_input_tokens") or 0)
-    usage: dict[str, Any] = {"input_tokens": int(last.get("input_tokens") or 0) - cached,
+    cached = tokens(last, "cached_input_tokens", "last_token_usage")
+    usage: dict[str, Any] = {"input_tokens": max(tokens(last, "input_tokens", "last_token_usage") - cached, 0),
                              "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached,
-                             "output_tokens": int(last.get("output_tokens") or 0)}
+                             "output_tokens": tokens(last, "output_tokens", "last_token_usage")}
     if model:
         usage["model"] = model
     if isinstance(timestamp, str):

@@ -17,6 +17,27 @@ from ..messages import Entry, Message, add_tool_names, make_entry
 USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 
 
+class BadField(InputError):
+    """A recorded field that no agent writes (a token count that is no count, a list that is
+    not a list): the loader reports it as a bad line (file:line) or a bad file, exit 2."""
+
+
+def tokens(raw: dict, key: str, where: str = "usage") -> int:
+    """The token count ``raw[key]``: a whole number of at least 0 (absent or null: 0)."""
+    value = raw.get(key)
+    if value is None:
+        return 0
+    if type(value) is int and value >= 0:
+        return value
+    if type(value) is float and value.is_integer() and 0 <= value < 1e15:
+        return int(value)
+    if type(value) is str and value.isdigit() and len(value) < 16:
+        return int(value)
+    import orjson
+
+    raise BadField(f"{where}.{key} is {orjson.dumps(value).decode()[:40]}, not a token count")
+
+
 def epoch_time(created: Any) -> str | None:
     """A response's ``created`` (seconds since the epoch) as an ISO 8601 time, or None."""
     if isinstance(created, (int, float)) and not isinstance(created, bool) and 0 < created < 1e11:
@@ -33,7 +54,7 @@ def anthropic_usage(raw: Any, model: str | None = None, timestamp: Any = None) -
     where the recording says."""
     if not isinstance(raw, dict):
         return None
-    usage: dict[str, Any] = {k: int(raw.get(k) or 0) for k in USAGE_KEYS}
+    usage: dict[str, Any] = {k: tokens(raw, k) for k in USAGE_KEYS}
     created = raw.get("cache_creation")
     one_hour = created.get("ephemeral_1h_input_tokens") if isinstance(created, dict) else \
         raw.get("cache_creation_1h_input_tokens")

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from ..errors import InputError
-from .model import Transcript, TranscriptBuilder, epoch_time
+from .model import Transcript, TranscriptBuilder, epoch_time, tokens
 from .reader import Head, LineReader, is_document, read_document
 
 NAME = "openai"
@@ -52,11 +52,11 @@ def openai_usage(raw: Any, model: Any = None, created: Any = None) -> dict[str, 
     response's ``model`` and ``created`` (seconds since the epoch) as the call's model and time."""
     if not isinstance(raw, dict) or "prompt_tokens" not in raw:
         return None
-    prompt = int(raw.get("prompt_tokens") or 0)
+    prompt = tokens(raw, "prompt_tokens")
     details = raw.get("prompt_tokens_details") if isinstance(raw.get("prompt_tokens_details"), dict) else {}
-    cached = int(details.get("cached_tokens") or raw.get("prompt_cache_hit_tokens") or 0)
+    cached = tokens(details, "cached_tokens", "usage.prompt_tokens_details") or tokens(raw, "prompt_cache_hit_tokens")
     usage: dict[str, Any] = {"prompt_tokens": prompt, "input_tokens": prompt - cached, "cache_creation_input_tokens": 0,
-                             "cache_read_input_tokens": cached, "output_tokens": int(raw.get("completion_tokens") or 0)}
+                             "cache_read_input_tokens": cached, "output_tokens": tokens(raw, "completion_tokens")}
     if isinstance(model, str) and model:
         usage["model"] = model
     if (at := epoch_time(created)) is not None:

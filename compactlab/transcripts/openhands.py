@@ -19,13 +19,14 @@ What decides correctness:
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from typing import Any
 
 import orjson
 
 from ..errors import InputError
 from ..messages import make_entry
-from .model import RecordedCompaction, Transcript, TranscriptBuilder, epoch_time
+from .model import RecordedCompaction, Transcript, TranscriptBuilder, epoch_time, tokens
 from .openai_chat import openai_usage
 from .reader import read_document
 
@@ -41,14 +42,46 @@ def sniff_document(doc: Any) -> float:
     return hits / len(events) if events else 0.0
 
 
-def _forgotten(args: dict) -> set[Any]:
-    """The events a condensation forgets: its ids, or its id range (both ends included)."""
+class _Forgotten:
+    """The events condensations forgot so far: their ids, and their id ranges kept as intervals
+    (a range of 10^12 ids costs two numbers, never a set of them)."""
+
+    def __init__(self) -> None:
+        self.ids: set[Any] = set()
+        self.starts: list[int] = []  # merged, disjoint, sorted ranges: their starts and ends
+        self.ends: list[int] = []
+
+    def add_range(self, start: int, end: int) -> None:
+        ranges = sorted([*zip(self.starts, self.ends), (start, end)])
+        merged: list[list[int]] = []
+        for a, b in ranges:
+            if merged and a <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        self.starts, self.ends = [a for a, _ in merged], [b for _, b in merged]
+
+    def __contains__(self, event_id: Any) -> bool:
+        if event_id in self.ids:
+            return True
+        if type(event_id) is not int:
+            return False
+        k = bisect_right(self.starts, event_id) - 1
+        return k >= 0 and event_id <= self.ends[k]
+
+
+def _forgotten(args: dict, event_ids: list[int]) -> tuple[set[Any], tuple[int, int] | None] | str:
+    """What a condensation forgets: its ids and its id range (both ends included), or why the
+    record is bad (a range that names no event of the log)."""
     ids = args.get("forgotten_event_ids")
-    out = {i for i in ids if isinstance(i, (int, str))} if isinstance(ids, list) else set()
+    named = {i for i in ids if isinstance(i, (int, str))} if isinstance(ids, list) else set()
     start, end = args.get("forgotten_events_start_id"), args.get("forgotten_events_end_id")
-    if isinstance(start, int) and isinstance(end, int):
-        out |= set(range(start, end + 1))
-    return out
+    if type(start) is not int or type(end) is not int:
+        return named, None
+    at = bisect_left(event_ids, start)
+    if at == len(event_ids) or event_ids[at] > end:
+        return f"its forgotten events {start}..{end} name no event of the log"
+    return named, (start, end)
 
 
 def _text(value: Any) -> str:
@@ -62,12 +95,12 @@ def _usage(response: dict) -> dict[str, Any] | None:
     if not isinstance(raw, dict):
         return None
     created = response.get("created")
-    written = int(raw.get("cache_creation_input_tokens") or 0)
-    read = int(raw.get("cache_read_input_tokens") or 0)
+    written = tokens(raw, "cache_creation_input_tokens")
+    read = tokens(raw, "cache_read_input_tokens")
     if written or read:
-        prompt = int(raw.get("prompt_tokens") or 0)
+        prompt = tokens(raw, "prompt_tokens")
         usage: dict[str, Any] = {"input_tokens": max(prompt - written - read, 0), "cache_creation_input_tokens": written,
-                                 "cache_read_input_tokens": read, "output_tokens": int(raw.get("completion_tokens") or 0)}
+                                 "cache_read_input_tokens": read, "output_tokens": tokens(raw, "completion_tokens")}
         if isinstance(response.get("model"), str):
             usage["model"] = response["model"]
         if (at := epoch_time(created)) is not None:
@@ -86,7 +119,8 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
     responses: dict[str, int] = {}  # model response id -> position of its assistant message
     where: dict[Any, int] = {}  # event id -> position of the message it is part of
     waiting: list[Any] = []  # ids of the observations in ``results``
-    forgotten: set[Any] = set()  # every condensation's forgotten events so far
+    forgotten = _Forgotten()  # every condensation's forgotten events so far
+    event_ids = sorted({e["id"] for e in doc if isinstance(e, dict) and type(e.get("id")) is int})
 
     def flush_results() -> None:
         if results:
@@ -108,7 +142,16 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
             args = e.get("args") if isinstance(e.get("args"), dict) else {}
             summary = make_entry({"role": "user", "content": _text(args.get("summary")) or "(condensed)"},
                                  -1_000_000 - len(builder.compactions) - 1)
-            forgotten |= _forgotten(args)
+            forgets = _forgotten(args, event_ids)
+            if isinstance(forgets, str):
+                if not skip_bad_lines:
+                    raise InputError(f"{path}: event {i} (a condensation): {forgets}",
+                                     hint="use --skip-bad-lines to skip and count it")
+                skipped += 1
+                continue
+            forgotten.ids |= forgets[0]
+            if forgets[1] is not None:
+                forgotten.add_range(*forgets[1])
             kept_events = [where[k] for k in where if k not in forgotten]  # (event order)
             offset = args.get("summary_offset") if isinstance(args.get("summary_offset"), int) else len(kept_events)
             kept = sorted(set(kept_events))

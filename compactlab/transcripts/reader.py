@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -81,10 +81,12 @@ def iter_raw_lines(path: str, offset: int = 0, first: int = 1) -> Iterator[tuple
                 f.seek(offset)
             readline = f.readline
             lineno = first
-            while raw := readline(limit + 1):
+            piece = min(limit + 1, BUFFER)
+            while raw := readline(piece):
+                if len(raw) == piece and raw[-1] != 10:  # a long line: read on in pieces, counted
+                    raw = _long_line(path, lineno, raw, readline, limit)
                 if len(raw) > limit:
-                    raise InputError(f"{path}:{lineno}: a line longer than {limit >> 20} MiB (decompressed): not a "
-                                     "transcript line", hint="COMPACTLAB_MAX_LINE_MB raises the limit")
+                    raise _too_long(path, lineno, limit)
                 if raw.isspace():
                     blank += 1
                     if blank > MAX_BLANK_LINES:
@@ -96,6 +98,29 @@ def iter_raw_lines(path: str, offset: int = 0, first: int = 1) -> Iterator[tuple
                 lineno += 1
     finally:
         f.close()
+
+
+def _too_long(path: str, lineno: int, limit: int) -> InputError:
+    return InputError(f"{path}:{lineno}: a line longer than {limit >> 20} MiB (decompressed): not a transcript line",
+                      hint="COMPACTLAB_MAX_LINE_MB raises the limit")
+
+
+def _long_line(path: str, lineno: int, start: bytes, readline: Callable[[int], bytes], limit: int) -> bytes:
+    """The rest of a line that filled a whole piece, refused as soon as its decompressed bytes
+    pass ``limit``: before the pieces are joined (a bomb's line never needs twice its size)."""
+    pieces, size = [start], len(start)
+    while size <= limit:
+        more = readline(BUFFER)
+        if not more:
+            break
+        pieces.append(more)
+        size += len(more)
+        if more[-1] == 10:
+            break
+    if size > limit:
+        pieces.clear()
+        raise _too_long(path, lineno, limit)
+    return b"".join(pieces)
 
 
 def file_sha256(path: str) -> str:
