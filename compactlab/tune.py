@@ -14,6 +14,7 @@ infeasible (Optuna's constraints: it never joins the front).
 from __future__ import annotations
 
 import os
+import stat
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -78,6 +79,8 @@ def parse_space(items: list[str], base: str, overrides: list[str]) -> list[Param
         value = current[table][name]
         if "|" in spec or isinstance(value, (bool, str)):
             choices = tuple(parse_override(f"{key}={c.strip()}")[1] for c in spec.split("|") if c.strip())
+            if not choices:
+                raise UsageError(f"--space {item!r}: no choice between the |", hint="e.g. --space snip.pair_safe=true|false")
             param = Param(key, "choice", choices=choices)
             ends = list(choices)
         else:
@@ -239,31 +242,230 @@ def study_path(out_dir: str) -> str:
     return os.path.join(out_dir, "study.db")
 
 
-def open_study(out_dir: str, objectives: list[str], sampler: str, seed: int, resume: bool) -> Any:
-    """The study in ``OUT/study.db``: a new one, or (``resume``) the one there."""
+@dataclass(frozen=True)
+class StudyDefinition:
+    """What makes two tunes the same study, kept in the study's own attributes: a ``--resume``
+    whose definition differs is refused, so that one study never mixes trials of two searches."""
+
+    base: str
+    fingerprint: str  # of the base policy with --set applied
+    overrides: tuple[str, ...]
+    space: tuple[str, ...]
+    objectives: tuple[str, ...]
+    max_violations: int
+    corpus: tuple[str, ...]  # the transcripts' content hashes, sorted
+
+    @classmethod
+    def of(cls, base: str, overrides: list[str], params: list[Param], objectives: list[str], max_violations: int,
+           content_hashes: list[str]) -> "StudyDefinition":
+        return cls(base, load_policy(base, overrides).fingerprint, tuple(overrides), tuple(str(p) for p in params),
+                   tuple(objectives), max_violations, tuple(sorted(content_hashes)))
+
+    def attrs(self) -> dict[str, Any]:
+        return {"definition": {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}}
+
+    def differences(self, stored: Any) -> list[str]:
+        """What differs from the definition a study stored (every key, when it stored none)."""
+        if not isinstance(stored, dict):
+            return ["the study records no definition (not made by this version of compactlab tune)"]
+        words = {"base": "base policy", "fingerprint": "base policy's keys (its fingerprint)", "overrides": "--set",
+                 "space": "--space", "objectives": "--objective", "max_violations": "--max-violations",
+                 "corpus": "transcripts (their content)"}
+        out = []
+        for key, word in words.items():
+            mine = getattr(self, key)
+            theirs = stored.get(key)
+            if (list(mine) if isinstance(mine, tuple) else mine) != theirs:
+                if key == "corpus" and isinstance(theirs, list):
+                    out.append(f"{word}: {len(set(mine) - set(theirs))} not in the study, "
+                               f"{len(set(theirs) - set(mine))} of the study's missing")
+                elif key == "fingerprint" and stored.get("base") == self.base and stored.get("overrides") == list(
+                        self.overrides):
+                    out.append(f"{word}: the preset changed since the study began")
+                elif key != "fingerprint":
+                    out.append(f"{word}: {_shown(theirs)} in the study, {_shown(mine)} now")
+        return out
+
+
+def _shown(v: Any) -> str:
+    if isinstance(v, (list, tuple)):
+        return "(" + ", ".join(map(str, v)) + ")" if v else "(none)"
+    return repr(v)
+
+
+#: the tables an Optuna RDB storage has (every version since 2.0): a SQLite file without them is not a study
+_OPTUNA_TABLES = {"studies", "trials", "version_info"}
+
+
+def study_problem(path: str) -> str | None:
+    """Why ``path`` is not a study this command may open, or None: a symlink, anything but a
+    regular file, a file that is not SQLite, a SQLite file of other tables or without this
+    command's study. Read without being modified (SQLite opened read-only, immutable)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror or exc}"
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link: refusing to follow it out of --out"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror or exc}"
+    if st.st_size == 0 or head != b"SQLite format 3\x00":
+        return "not a SQLite database"
+    import sqlite3
+    from urllib.parse import quote
+
+    try:
+        db = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro&immutable=1", uri=True)
+        try:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not _OPTUNA_TABLES <= tables:
+                return "a SQLite database of other tables, not an Optuna study"
+            names = {r[0] for r in db.execute("SELECT study_name FROM studies")}
+            db.execute("PRAGMA quick_check").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        return f"a damaged SQLite database ({exc})"
+    if STUDY not in names:
+        return f"an Optuna database without a {STUDY} study"
+    return None
+
+
+class StudySite:
+    """The study in ``OUT/study.db``, opened safely: checked before anything is created, locked
+    (``study.db.lock``: a second tune on the same --out is refused, never mixed in), repaired on
+    resume (trials a killed tune left RUNNING are failed), and removed again when this command
+    created it and no trial finished (a failed start never blocks the rerun)."""
+
+    def __init__(self, out_dir: str, resume: bool, force: bool) -> None:
+        self.out_dir, self.resume, self.force = out_dir, resume, force
+        self.path = study_path(out_dir)
+        self._lock: Any = None
+        self._made: list[str] = []  # what this command created: the folders, the study file
+        self.check()
+
+    def check(self) -> None:
+        """Refuse (UsageError, nothing created or changed) a --out or study.db that cannot be used."""
+        out, path = self.out_dir, self.path
+        if os.path.islink(out) and not os.path.exists(out):
+            raise UsageError(f"--out {out}: a symbolic link to nothing")
+        if os.path.exists(out) and not os.path.isdir(out):
+            raise UsageError(f"--out {out}: exists and is not a folder")
+        exists = os.path.lexists(path)
+        problem = study_problem(path)
+        if problem is not None:
+            raise UsageError(f"{path}: {problem}: not used, not changed",
+                             hint="choose another --out, or move that file away")
+        if self.resume and not exists:
+            raise UsageError(f"--resume: no study to resume in {out}/ (study.db)")
+        if not self.resume and exists and not self.force:
+            raise UsageError(f"{path} holds a study", hint="continue it with --resume, or start anew with --force")
+
+    def open(self, definition: StudyDefinition, sampler: str, seed: int) -> Any:
+        """Create (or, resuming, load) the study under the lock; its definition checked."""
+        import optuna
+        from sqlalchemy.exc import SQLAlchemyError
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        try:
+            self._folders()
+            self._take_lock()
+        except OSError as exc:
+            self.close(keep=False)
+            raise UsageError(f"--out {self.out_dir}: cannot write: {exc.strerror or exc}") from None
+        try:
+            self.check()  # again, under the lock: another tune may have made it meanwhile
+            if self.force and not self.resume and os.path.exists(self.path):
+                os.remove(self.path)  # (a study of this command: check() refused anything else)
+            if not os.path.exists(self.path):
+                self._made.append(self.path)
+            samplers = {"tpe": lambda: optuna.samplers.TPESampler(seed=seed, multivariate=True),
+                        "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=seed)}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", category=optuna.exceptions.ExperimentalWarning)
+                study = optuna.create_study(storage=f"sqlite:///{os.path.abspath(self.path)}", study_name=STUDY,
+                                            directions=[OBJECTIVES[o] for o in definition.objectives],
+                                            sampler=samplers[sampler](), load_if_exists=self.resume)
+            if self.resume:
+                differs = definition.differences(study.user_attrs.get("definition"))
+                if differs:
+                    raise UsageError(f"--resume: not the study in {self.out_dir}/: " + "; ".join(differs),
+                                     hint="resume with the same transcripts and options, or start anew with --force")
+                repair(study)
+            for key, value in definition.attrs().items():
+                study.set_user_attr(key, value)
+            return study
+        except (OSError, SQLAlchemyError) as exc:
+            self.close(keep=False)
+            why = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+            raise UsageError(f"{self.path}: cannot write the study: {why}") from None
+        except BaseException:
+            self.close(keep=False)
+            raise
+
+    def _folders(self) -> None:
+        missing, folder = [], os.path.abspath(self.out_dir)
+        while not os.path.isdir(folder):
+            missing.append(folder)
+            folder = os.path.dirname(folder)
+        for f in reversed(missing):
+            os.mkdir(f)
+            self._made.append(f)
+
+    def _take_lock(self) -> None:
+        import fcntl
+
+        lock = self.path + ".lock"
+        new = not os.path.lexists(lock)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+        if new:
+            self._made.append(lock)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise UsageError(f"{self.path}: another tune is running on this study",
+                             hint="wait for it to finish, or choose another --out") from None
+        self._lock = fd
+
+    def close(self, keep: bool = True) -> None:
+        """Release the lock; ``keep=False`` also removes what this command created (a study that
+        has no finished trial, the lock file, the folders)."""
+        if not keep:
+            for made in reversed(self._made):
+                try:
+                    os.rmdir(made) if os.path.isdir(made) else os.remove(made)
+                except OSError:
+                    pass
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+        self._made = []
+
+
+def repair(study: Any) -> int:
+    """Fail the trials left RUNNING (a tune killed outright): a resume asks anew. How many."""
     import optuna
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    path = study_path(out_dir)
-    if resume and not os.path.exists(path):
-        raise UsageError(f"--resume: no study to resume in {out_dir}/ (study.db)")
-    if not resume and os.path.exists(path):
-        raise UsageError(f"{path} holds a study", hint="continue it with --resume, or start anew with --force")
-    os.makedirs(out_dir, exist_ok=True)
-    samplers = {"tpe": lambda: optuna.samplers.TPESampler(seed=seed, multivariate=True),
-                "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=seed)}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", category=optuna.exceptions.ExperimentalWarning)
-        study = optuna.create_study(storage=f"sqlite:///{os.path.abspath(path)}", study_name=STUDY,
-                                    directions=[OBJECTIVES[o] for o in objectives], sampler=samplers[sampler](),
-                                    load_if_exists=resume)
-    if resume:
-        have = study.user_attrs.get("objectives")
-        if have and have != objectives:
-            raise UsageError(f"--resume: the study in {out_dir}/ optimises {','.join(have)}, not {','.join(objectives)}")
-    study.set_user_attr("objectives", objectives)
-    return study
+    from .interrupts import deferred
 
+    running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    with deferred():
+        for t in running:
+            study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+    return len(running)
+
+
+#: failed trials that end a search early (at least as many as --trials): a candidate that fails
+#: is failed in the study and the search goes on, but never for ever
+MAX_FAILED_TRIALS = 10
 
 Evaluate = Callable[[list[Policy]], list[dict[str, float] | str]]
 
@@ -274,16 +476,14 @@ def search(study: Any, params: list[Param], objectives: list[str], base: str, ov
     """Run trials until the study has ``trials`` finished ones: ask ``batch`` at a time, evaluate
     their policies together, tell the scores in the order asked (the same seed gives the same
     trials). Returns the finished points (earlier ones included), the failures, and the interrupt
-    (Ctrl-C, SIGTERM) that stopped it early; the trials it cut short are not told."""
+    (Ctrl-C, SIGTERM) that stopped it early; the trials it cut short are failed."""
     import optuna
 
     failures: list[str] = []
     interrupted: KeyboardInterrupt | None = None
     done = len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE])
-    asked: list[Any] = []
-    told: set[int] = set()
     try:
-        while done < trials:
+        while done < trials and len(failures) < max(trials, MAX_FAILED_TRIALS):
             asked = [study.ask() for _ in range(min(batch, trials - done))]
             policies = []
             for trial in asked:
@@ -291,7 +491,6 @@ def search(study: Any, params: list[Param], objectives: list[str], base: str, ov
                 policies.append(load_policy(base, [*overrides, *overrides_of(values)]))
             scores = evaluate(policies)
             for trial, score in zip(asked, scores):
-                told.add(trial.number)
                 if isinstance(score, str):
                     failures.append(f"trial {trial.number}: {score}")
                     study.tell(trial, state=optuna.trial.TrialState.FAIL)
@@ -306,9 +505,10 @@ def search(study: Any, params: list[Param], objectives: list[str], base: str, ov
                     on_trial(1)
     except KeyboardInterrupt as stop:
         interrupted = stop
-        for trial in asked:  # cut short: failed, not left running in the study (a resume asks anew)
-            if trial.number not in told:
-                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        try:
+            repair(study)  # every trial cut short (asked, or being asked): failed, so that a resume asks anew
+        except Exception:
+            pass  # (the storage itself was cut short: --resume repairs it)
     return points_of(study, params, objectives), failures, interrupted
 
 
@@ -349,10 +549,12 @@ def corpus_evaluator(transcripts: list[Any], *, n_jobs: int | None, prices: list
     return evaluate
 
 
-def tune(params: list[Param], objectives: list[str], base: str, overrides: list[str], study: Any, trials: int,
-         evaluate: Evaluate, batch: int, max_violations: int = 0,
+def tune(params: list[Param], objectives: list[str], base: str, overrides: list[str], open_study: Callable[[], Any],
+         trials: int, evaluate: Evaluate, batch: int, max_violations: int = 0,
          on_trial: Callable[[int], None] | None = None) -> TuneResult:
-    """Score the base policy, search, and judge: the whole of a tune but its files."""
+    """Score the base policy, search, and judge: the whole of a tune but its files. The study is
+    opened (``open_study()``) once the base policy has run: a corpus or an executor that cannot
+    be used leaves nothing behind."""
     base_policy = load_policy(base, overrides)
     got = evaluate([base_policy])[0]
     if isinstance(got, str):
@@ -360,6 +562,7 @@ def tune(params: list[Param], objectives: list[str], base: str, overrides: list[
     current = base_policy.resolved()
     base_values = {p.key: current[p.key.partition(".")[0]][p.key.partition(".")[2]] for p in params}
     base_point = Point(-1, base_values, got, got["violations"] <= max_violations and not got["overflows"])
+    study = open_study()
     points, failures, interrupted = search(study, params, objectives, base, overrides, trials, batch, evaluate,
                                            max_violations, on_trial)
     result = TuneResult(base, params, objectives, base_point, points, pareto(points, objectives), interrupted,

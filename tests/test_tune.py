@@ -128,3 +128,183 @@ def test_an_interrupted_tune_keeps_its_trials_and_resumes(cli, tmp_path, monkeyp
     monkeypatch.setattr(tune_module, "corpus_evaluator", real)
     assert tune(cli, tmp_path / "i", "--resume").exit_code == 0
     assert json.loads((tmp_path / "i" / "front.json").read_text())["trials"] == 6
+
+
+# ---- the study is safe to resume, share and damage (issue 25 §3)
+
+def _study(path):
+    import optuna
+
+    return optuna.load_study(study_name="compactlab-tune", storage=f"sqlite:///{path}")
+
+
+def test_resume_with_another_definition_is_refused_saying_what_differs(cli, tmp_path):
+    out = tmp_path / "s"
+    assert tune(cli, out, trials=2).exit_code == 0
+    before = (out / "study.db").read_bytes()
+    cases = [
+        (["--space", "micro.keep_recent=1:5"], "--space"),
+        (["--set", "micro.keep_recent=4"], "--set"),
+        (["--objective", "cost"], "--objective"),
+        (["--max-violations", "3"], "--max-violations"),
+    ]
+    for extra, word in cases:
+        r = cli("tune", *CORPUS, "-p", "observation-masking", *(extra if word == "--space" else [*SPACE, *extra]),
+                "--trials", "3", "--jobs", "1", "--out", out, "--resume", "--no-chart")
+        assert r.exit_code == 2 and "not the study in" in r.stderr and word in r.stderr, (word, r.stderr)
+    r = cli("tune", CORPUS[0], "-p", "observation-masking", *SPACE, "--trials", "3", "--jobs", "1", "--out", out,
+            "--resume", "--no-chart")
+    assert r.exit_code == 2 and "transcripts (their content): 0 not in the study, 1 of the study's missing" in r.stderr
+    r = cli("tune", *CORPUS, "-p", "s08", *SPACE, "--trials", "3", "--jobs", "1", "--out", out, "--resume", "--no-chart")
+    assert r.exit_code == 2 and "base policy: 'observation-masking' in the study, 's08' now" in r.stderr
+    assert (out / "study.db").read_bytes() == before  # a refused resume changes nothing
+    assert len(_study(out / "study.db").trials) == 2
+
+
+def _damage(path, kind):
+    import os
+    import sqlite3
+
+    if kind == "garbage":
+        path.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
+    elif kind == "text":
+        path.write_text("not a database")
+    elif kind == "foreign":
+        db = sqlite3.connect(path)
+        db.execute("CREATE TABLE mine (x)")
+        db.execute("INSERT INTO mine VALUES (1)")
+        db.commit()
+        db.close()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dir":
+        path.mkdir()
+    elif kind == "symlink":
+        elsewhere = path.parent.parent / "elsewhere.db"
+        elsewhere.write_bytes(b"")
+        path.symlink_to(elsewhere)
+
+
+@pytest.mark.parametrize("kind", ["garbage", "text", "foreign", "fifo", "dir", "symlink"])
+@pytest.mark.parametrize("how", [["--resume"], ["--force"]])
+def test_a_damaged_foreign_or_special_study_file_is_refused_and_never_modified(cli, tmp_path, kind, how):
+    import os
+
+    out = tmp_path / "o"
+    out.mkdir()
+    db = out / "study.db"
+    _damage(db, kind)
+    snapshot = os.lstat(db)
+    content = db.read_bytes() if kind in ("garbage", "text", "foreign") else None
+    r = tune(cli, out, *how, trials=2)
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith(f"error: {db}: ") and "not used, not changed" in r.stderr and "Traceback" not in r.stderr
+    after = os.lstat(db)
+    assert (after.st_mode, after.st_ino, after.st_mtime_ns) == (snapshot.st_mode, snapshot.st_ino, snapshot.st_mtime_ns)
+    if content is not None:
+        assert db.read_bytes() == content
+    if kind == "symlink":
+        assert (tmp_path / "elsewhere.db").read_bytes() == b""
+    assert not (out / "front.csv").exists()
+
+
+def test_a_second_tune_on_the_same_study_is_refused_while_one_runs(cli, tmp_path):
+    import fcntl
+
+    out = tmp_path / "l"
+    assert tune(cli, out, trials=2).exit_code == 0
+    with open(out / "study.db.lock", "r+") as held:  # another tune holds it
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        r = tune(cli, out, "--resume", trials=4)
+        assert r.exit_code == 2 and "another tune is running on this study" in r.stderr
+    assert len(_study(out / "study.db").trials) == 2
+    assert tune(cli, out, "--resume", trials=4).exit_code == 0
+    assert len([t for t in _study(out / "study.db").trials if t.state.name == "COMPLETE"]) == 4  # never more
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--space", "snip.pair_safe=||"], "no choice between the |"),
+    (["--executor", "dask://127.0.0.1:9"], "cannot reach the Dask scheduler"),
+])
+def test_a_tune_that_fails_before_its_first_trial_leaves_nothing(cli, tmp_path, extra, message):
+    if "--executor" in extra:
+        pytest.importorskip("distributed", reason="dask is an optional extra")
+    out = tmp_path / "new" / "f"
+    r = cli("tune", *CORPUS, "-p", "observation-masking", *SPACE, *extra, "--trials", "2", "--jobs", "1", "--out", out,
+            "--no-chart")
+    assert r.exit_code == 2 and message in r.stderr, r.output
+    assert not (tmp_path / "new").exists()
+    assert tune(cli, out, trials=2).exit_code == 0  # the rerun is not blocked
+
+
+def test_a_tune_whose_every_trial_fails_leaves_no_study(cli, tmp_path, monkeypatch):
+    import compactlab.tune as tune_module
+
+    real = tune_module.corpus_evaluator
+
+    def failing(*args, **kwargs):
+        evaluate = real(*args, **kwargs)
+        return lambda policies: evaluate(policies) if len(policies) == 1 and not failing.base_done.append(1) \
+            else ["boom"] * len(policies)
+
+    failing.base_done = []
+    monkeypatch.setattr(tune_module, "corpus_evaluator", failing)
+    out = tmp_path / "x"
+    r = tune(cli, out, trials=2)
+    assert r.exit_code == 2 and "no trial finished" in r.stderr
+    assert not out.exists()
+
+
+def test_an_out_that_cannot_be_used_is_exit_2(cli, tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    r = tune(cli, f, trials=2)
+    assert r.exit_code == 2 and "is a file" in r.stderr and "Traceback" not in r.stderr
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    r = tune(cli, dangling, trials=2)
+    assert r.exit_code == 2 and "a symbolic link to nothing" in r.stderr
+
+
+def test_a_read_only_out_is_exit_2(cli, tmp_path):
+    import subprocess
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(ro)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        r = tune(cli, ro / "t", trials=2)
+        assert r.exit_code == 2 and "cannot write" in r.stderr and "Traceback" not in r.stderr, r.output
+        r = tune(cli, ro, trials=2)
+        assert r.exit_code == 2 and "cannot write" in r.stderr, r.output
+    finally:
+        subprocess.run(["umount", str(ro)], check=True)
+
+
+def test_an_interrupt_while_trials_are_asked_leaves_none_running_and_resume_repairs_a_killed_one(
+        cli, tmp_path, monkeypatch):
+    import optuna
+
+    out = tmp_path / "k"
+    real_ask = optuna.Study.ask
+    calls = {"n": 0}
+
+    def ask(self, *a, **kw):  # Ctrl-C lands in the second ask of the second batch: one asked, not kept
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise KeyboardInterrupt
+        return real_ask(self, *a, **kw)
+
+    monkeypatch.setattr(optuna.Study, "ask", ask)
+    r = tune(cli, out, trials=6)
+    assert r.exit_code == 130, r.output
+    study = _study(out / "study.db")
+    assert "RUNNING" not in {t.state.name for t in study.trials}
+    monkeypatch.setattr(optuna.Study, "ask", real_ask)
+    study.ask()  # what a SIGKILL leaves: a trial RUNNING for ever
+    assert "RUNNING" in {t.state.name for t in _study(out / "study.db").trials}
+    assert tune(cli, out, "--resume", trials=6).exit_code == 0
+    states = [t.state.name for t in _study(out / "study.db").trials]
+    assert "RUNNING" not in states and states.count("COMPLETE") == 6
