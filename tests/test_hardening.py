@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 
 import pandas as pd
 import pytest
@@ -86,6 +87,35 @@ def test_ctrl_c_in_compare_keeps_the_finished_rows(cli, tmp_path, monkeypatch):
     assert len(pd.read_csv(out / "results.csv")) == 2
     assert "Interrupted: 2 of 3 runs" in (out / "report.md").read_text()
     assert leftovers(out) == []
+
+
+@pytest.mark.parametrize("signal_exc, status", [("KeyboardInterrupt", 130), ("Terminated", 143)])
+def test_ctrl_c_while_charts_are_drawn_keeps_every_finished_run(cli, tmp_path, monkeypatch, signal_exc, status):
+    """(#25 §4) The runs all finished; the signal lands while charts are drawn: results.csv and
+    results.json (the verdict) are in place, the missing charts and reports are named, 130/143;
+    a rerun replaces that folder whole (it is compactlab's)."""
+    import compactlab.reports.compare_report as compare_report
+    from compactlab.interrupts import Terminated
+
+    stop = KeyboardInterrupt if signal_exc == "KeyboardInterrupt" else Terminated
+
+    def drawing(*args, **kwargs):
+        raise stop()
+
+    monkeypatch.setattr(compare_report, "draw_charts", drawing)
+    out = tmp_path / "cmp"
+    r = cli("compare", SMALL, "-p", "none", "-p", "s08", "--jobs", "1", "--out", out)
+    assert r.exit_code == status, r.output
+    assert "interrupted while drawing: results.csv and results.json are in" in r.stderr
+    assert "report.md, report.html and" in r.stderr and "are missing" in r.stderr
+    assert len(pd.read_csv(out / "results.csv")) == 2
+    assert json.loads((out / "results.json").read_text())["verdict"]
+    assert not (out / "report.md").exists() and leftovers(out) == []
+    assert r.stdout.startswith("verdict over 1 transcript(s)") and "Use none" in r.stdout  # printed before drawing
+    monkeypatch.undo()
+    again = cli("compare", SMALL, "-p", "none", "-p", "s08", "--jobs", "1", "--out", out)
+    assert again.exit_code == 0, again.output
+    assert (out / "report.md").exists() and (out / "report.html").exists()
 
 
 def test_ctrl_c_before_any_run_finished_writes_nothing(cli, tmp_path, monkeypatch):
