@@ -123,3 +123,47 @@ def test_a_chart_that_fails_never_costs_the_runs(cli, tmp_path, monkeypatch):
     r = cli("replay", SAMPLES / "synth-small.jsonl", "--chart", "--out", tmp_path / "one", "-q")
     assert r.exit_code == 0 and "chart.png not drawn: ValueError: no fonts today" in r.stderr
     assert orjson.loads((tmp_path / "one" / "summary.json").read_bytes())["summary"]["calls"] > 0
+
+
+HTML = "<script>alert(1)</script><img src=x onerror=alert(2)>"
+C1 = "\u009b2J\u202egnp.exe"
+
+
+def test_markdown_outputs_show_html_as_text(cli, tmp_path):
+    """(#25 §6) report.md, replay's and inspect's Markdown and the GitHub step summary (rendered as
+    HTML) never carry a tag from a transcript or a policy name."""
+    policy = tmp_path / "p.toml"
+    policy.write_text(f'extends = "s08"\nname = "{HTML.replace(chr(34), "")}"\n')
+    t = tmp_path / f"{HTML.replace('/', '_')}.jsonl"
+    t.write_bytes((SAMPLES / "synth-small.jsonl").read_bytes())
+    out = tmp_path / "cmp"
+    assert cli("compare", t, "-p", "none", "-p", policy, "--out", out, "-q").exit_code == 0
+    texts = [(out / "report.md").read_text()]
+    texts.append(cli("replay", t, "-p", policy, "--format", "md", "--dry-run", "-q").stdout)
+    texts.append(cli("inspect", t, "--format", "md").stdout)
+    baseline, summary = tmp_path / "b.json", tmp_path / "step.md"
+    assert cli("check", t, "-p", policy, "--baseline", baseline, "--update-baseline", "-q").exit_code == 0
+    cli("check", t, "-p", policy, "--baseline", baseline, env={"GITHUB_STEP_SUMMARY": str(summary)})
+    texts.append(summary.read_text())
+    for text in texts:
+        assert "<script" not in text and "<img" not in text, text[:400]
+        assert "&lt;script&gt;" in text or "&lt;img" in text
+
+
+@pytest.mark.parametrize("command", [["replay", "--format", "json", "--dry-run"], ["inspect", "--format", "json"],
+                                     ["compare", "-p", "none", "--format", "json", "--dry-run"],
+                                     ["check", "--format", "json"]])
+def test_json_output_escapes_c1_controls_and_bidi_overrides(cli, tmp_path, command):
+    t = tmp_path / f"name{C1}.jsonl"
+    t.write_bytes((SAMPLES / "synth-small.jsonl").read_bytes())
+    extra = []
+    if command[0] == "check":
+        baseline = tmp_path / "b.json"
+        assert cli("check", t, "--baseline", baseline, "--update-baseline", "-q").exit_code == 0
+        extra = ["--baseline", baseline]
+    r = cli(command[0], t, *command[1:], *extra, "-q")
+    assert r.exit_code == 0, r.output
+    assert "\u009b" not in r.stdout and "\u202e" not in r.stdout
+    assert "\\u009b" in r.stdout and "\\u202e" in r.stdout
+    assert orjson.loads(r.stdout)  # still JSON, the name intact once parsed
+    assert C1 in r.stdout.encode().decode("unicode_escape", errors="ignore") or C1 in str(orjson.loads(r.stdout))

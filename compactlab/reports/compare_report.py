@@ -20,7 +20,7 @@ from ..outputs import OutputDir, safe_stem
 from ..records import NUMERIC_SUMMARY_KEYS
 from ..verdict import Verdict, _plain, _shown, judge, label_of
 from .terminal import Printer, Table
-from .text import csv_cell, md_cell, visible
+from .text import csv_cell, json_bytes, md_cell, md_text, visible
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -198,10 +198,10 @@ def markdown(c: Comparison, charts: dict[str, str]) -> str:
     lines += ["| " + " | ".join(md_cell(x) for x in cells) + " |" for cells in rows]
     dear = costs_more(df)
     if len(dear):
-        lines += ["", "## Costs more than no compaction", ""] + [f"- {visible(_explain(r, sweep_keys))}"
+        lines += ["", "## Costs more than no compaction", ""] + [f"- {md_text(_explain(r, sweep_keys))}"
                                                                  for _, r in dear.iterrows()]
     if meta.get("chart_error"):
-        lines += ["", f"Charts could not be drawn: {visible(meta['chart_error'])}"]
+        lines += ["", f"Charts could not be drawn: {md_text(meta['chart_error'])}"]
     lines += ["", "## Charts", ""] + [f"![{md_cell(name).replace(']', '')}]({path})" for name, path in charts.items()]
     return "\n".join(lines) + "\n"
 
@@ -427,7 +427,7 @@ def report_meta(prices_read: str, price_models: list[str]) -> dict[str, Any]:
 def results_json(c: Comparison, indent: bool = False) -> bytes:
     """results.json: {"verdict": ..., "runs": [one record per run]}."""
     doc = {"verdict": c.verdict.to_dict(), "runs": c.df.to_dict(orient="records")}
-    return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | (orjson.OPT_INDENT_2 if indent else 0))
+    return json_bytes(doc, orjson.OPT_SERIALIZE_NUMPY | (orjson.OPT_INDENT_2 if indent else 0))
 
 
 def write_json(c: Comparison, out: TextIO) -> None:

@@ -11,11 +11,11 @@ import orjson
 from .replay_report import ledger_line
 from .sparkline import sparkline
 from .terminal import Printer, Table
-from .text import md_cell
+from .text import json_bytes, md_cell
 
 
 def write_json(info: dict[str, Any], out: TextIO) -> None:
-    out.write(orjson.dumps(info).decode("utf-8") + "\n")
+    out.write(json_bytes(info).decode("utf-8") + "\n")
 
 
 def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
@@ -115,7 +115,7 @@ def write_md(info: dict[str, Any], out: TextIO) -> None:
 
 
 def sessions_json(rows: list[dict[str, Any]], out: TextIO) -> None:
-    out.write(orjson.dumps({"sessions": rows}).decode("utf-8") + "\n")
+    out.write(json_bytes({"sessions": rows}).decode("utf-8") + "\n")
 
 
 def sessions_table(rows: list[dict[str, Any]], out: TextIO) -> None:

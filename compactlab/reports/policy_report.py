@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -11,9 +10,7 @@ import orjson
 
 from ..policy import Policy
 from .terminal import Printer, Table
-
-
-_UNESCAPED = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+from .text import json_bytes
 
 
 def _toml_value(v: Any) -> str:
@@ -24,7 +21,7 @@ def _toml_value(v: Any) -> str:
     if isinstance(v, str):
         # a JSON string is a TOML basic string once DEL (and, for terminals, C1 controls and bidi
         # overrides) are escaped too
-        return _UNESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", orjson.dumps(v).decode("utf-8"))
+        return json_bytes(v).decode("utf-8")
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     raise TypeError(f"cannot write {type(v).__name__} as TOML")
@@ -46,13 +43,13 @@ def write_policy_toml(policy: Policy, out: TextIO) -> None:
 
 def write_policy_json(policy: Policy, out: TextIO) -> None:
     doc = {"fingerprint": policy.fingerprint, **policy.resolved()}
-    out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode("utf-8") + "\n")
+    out.write(json_bytes(doc, orjson.OPT_INDENT_2).decode("utf-8") + "\n")
 
 
 def write_list_json(policies: list[Policy], out: TextIO) -> None:
     doc = [{"name": p.name, "fingerprint": p.fingerprint, "brief": p.brief, "description": p.description}
            for p in policies]
-    out.write(orjson.dumps(doc).decode("utf-8") + "\n")
+    out.write(json_bytes(doc).decode("utf-8") + "\n")
 
 
 def write_list_table(policies: list[Policy], out: TextIO) -> None:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 from ..records import TURN_COLUMNS, Run, TurnRecord, turn_values
 from .sparkline import sparkline
 from .terminal import Printer, Table
-from .text import csv_cell, md_cell
+from .text import csv_cell, json_bytes, md_cell, md_text
 
 
 def _pct(x: float) -> str:
@@ -139,13 +139,13 @@ def _json_run(run: Run) -> dict:
 def write_json(runs: list[Run], out: TextIO) -> None:
     """{"runs": [{"summary", "calls", "timing"}, ...]}, for one input as for many."""
     # orjson encodes the dataclasses itself, in C
-    out.write(orjson.dumps({"runs": [_json_run(r) for r in runs]}).decode("utf-8") + "\n")
+    out.write(json_bytes({"runs": [_json_run(r) for r in runs]}).decode("utf-8") + "\n")
 
 
 def write_json_run(runs: list[Run], out: TextIO) -> None:
     """The one run's {"summary", "calls", "timing"} (``--format json-run``: one input only)."""
     (run,) = runs
-    out.write(orjson.dumps(_json_run(run)).decode("utf-8") + "\n")
+    out.write(json_bytes(_json_run(run)).decode("utf-8") + "\n")
 
 
 _OVERFLOW = TURN_COLUMNS.index("overflow")
@@ -200,7 +200,7 @@ def markdown(run: Run) -> str:
     lines += [f"| {k} | {md_cell(v)} |" for k, v in summary_rows(run)]
     lines += ["", f"Context tokens per call: `{sparkline([c.tokens for c in run.calls])}`", ""]
     if (dearer := costs_more(run)) is not None:
-        lines += [f"**{dearer}**", ""]
+        lines += [f"**{md_text(dearer)}**", ""]
     if s.violations:
         lines += ["## Violations", "", "| kind | call | message | tool id | introduced |", "|---|---:|---:|---|---|"]
         lines += [f"| {v['kind']} | {v['call']} | {v['message_index']} | {md_cell(v['tool_use_id'] or '')} | "
@@ -283,6 +283,6 @@ def write_files(run: Run, out: OutputDir) -> list[str]:
         return []
     doc = {"summary": run.summary, "policy": run.policy, "failed_summaries": run.failed_summaries,
            "timing": run.timing}
-    out.write_all({"summary.json": orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n",
+    out.write_all({"summary.json": json_bytes(doc, orjson.OPT_INDENT_2) + b"\n",
                    "calls.csv": calls_csv_bytes(run), "probes.csv": probes_csv_bytes(run)})
     return ["summary.json", "calls.csv", "probes.csv"]

@@ -4,7 +4,8 @@ Tool names, tool ids, models, titles, session ids, file and policy names come fr
 can write. Before they reach a terminal or a text report, every control character (C0, DEL, C1)
 and every bidirectional override is shown as its escape (``\\x1b``, ``\\u202e``) instead of acting
 (clearing the screen, moving the cursor, colouring, hiding a link, reordering a line). On top of
-that each format has its own rule: a Markdown cell escapes ``|``; a CSV cell that a spreadsheet
+that each format has its own rule: Markdown escapes ``& < >`` (GitHub renders it as HTML) and a
+cell ``|``; JSON escapes what orjson leaves raw (DEL, C1, bidi overrides); a CSV cell that a spreadsheet
 would run as a formula gets a leading ``'``; XML gets no character XML 1.0 forbids.
 """
 
@@ -33,9 +34,33 @@ def visible_lines(text: str) -> str:
     return "\n".join(visible(line) for line in text.split("\n"))
 
 
+_HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+
+def md_text(text: Any) -> str:
+    """Text in Markdown (a report, GitHub's step summary, both rendered as HTML): visible, one
+    line, and no tag or entity of its own (``<script>``, ``<img onerror=…>`` show as text)."""
+    return visible(text).translate(_HTML)
+
+
 def md_cell(text: Any) -> str:
-    """A Markdown table cell: visible, one line, ``|`` escaped."""
-    return visible(text).replace("|", "\\|")
+    """A Markdown table cell: :func:`md_text` with ``|`` escaped."""
+    return md_text(text).replace("|", "\\|")
+
+
+# in UTF-8: DEL, the C1 controls, the bidi embeddings, overrides and isolates (orjson escapes C0 itself)
+_JSON_UNSAFE = re.compile(b"\x7f|\xc2[\x80-\x9f]|\xe2\x80[\xaa-\xae]|\xe2\x81[\xa6-\xa9]")
+
+
+def json_bytes(value: Any, option: int = 0) -> bytes:
+    """``value`` as JSON (orjson, with ``option``) in which no character acts on a terminal: DEL,
+    C1 controls and bidirectional overrides are ``\\u`` escapes, as orjson writes C0 controls."""
+    import orjson
+
+    data = orjson.dumps(value, option=option)
+    if _JSON_UNSAFE.search(data) is None:
+        return data
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group().decode()):04x}".encode(), data)
 
 
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")

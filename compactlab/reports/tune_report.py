@@ -13,7 +13,7 @@ import orjson
 from ..outputs import atomic_write_bytes
 from ..tune import COLUMN, TuneResult, overrides_of
 from .terminal import Printer, Table
-from .text import csv_cell
+from .text import csv_cell, json_bytes
 
 #: the front points the terminal shows at most (all of them are in front.csv)
 MAX_TERMINAL_POINTS = 20
@@ -52,7 +52,7 @@ def write_files(result: TuneResult, out_dir: str, chart: bool = True) -> list[st
            "trials": len(result.points), "interrupted": result.interrupted is not None, "recommendation": result.recommendation,
            "base_scores": {COLUMN.get(o, o): result.base_point.scores[o] for o in result.objectives},
            "front": rows}
-    atomic_write_bytes(out / "front.json", orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    atomic_write_bytes(out / "front.json", json_bytes(doc, orjson.OPT_INDENT_2) + b"\n")
     policies = out / "policies"
     if policies.is_dir():
         for old in policies.glob("front-*.toml"):  # a front of an earlier run of this study
@@ -103,8 +103,8 @@ def write_table(result: TuneResult, out: TextIO) -> None:
 
 
 def write_json(result: TuneResult, out: TextIO) -> None:
-    out.write(orjson.dumps({"recommendation": result.recommendation, "front": result.front_rows()},
-                           option=orjson.OPT_INDENT_2).decode() + "\n")
+    out.write(json_bytes({"recommendation": result.recommendation, "front": result.front_rows()},
+                         orjson.OPT_INDENT_2).decode() + "\n")
 
 
 def _base_values(result: TuneResult) -> list[object]:
