@@ -186,6 +186,13 @@ class Context:
         """How many tool_result blocks sit in messages before ``position``."""
         return bisect_left(self._refs, (position, -1), 0, self.n_refs)
 
+    def made_in_gap(self, origin: int) -> Entry | None:
+        """For a transcript message that is not in the context, the message a policy made that
+        stands where it was (a snip's placeholder, a summary), the nearest before the next message
+        of the transcript; None when none does."""
+        j = bisect_left(self._keys, origin, 0, len(self.entries))
+        return self.entries[j - 1] if j > 0 and self.entries[j - 1].origin < 0 else None
+
     def find_origin(self, origin: int) -> int | None:
         """Position of the transcript message ``origin``, or None when it is not in the context."""
         n = len(self.entries)

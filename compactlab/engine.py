@@ -200,7 +200,8 @@ class Turns:
         refs = self.base.refs.get(call, ()) if self.keep_refs else self.base.refs.pop(call, ())  # a stream's: let go
         probes = self.base.probes.get(call, ()) if self.keep_refs else self.base.probes.pop(call, ())
         record = self._record(call, pos, stats, tokens, introduced, inherited, read, write, refs,
-                              retained(refs, ctx), len(probes), check_probes(probes, ctx, call, self.lost))  # 6
+                              retained(refs, ctx), len(probes),
+                              check_probes(probes, ctx, call, self.lost, self.env.made_by))  # 6
         self.totals.add(stats)
         self.as_recorded = self.as_recorded and not any(getattr(stats, stat) for stat in ACTIONS)
         self.cache.sent(len(ctx), tokens)

@@ -199,8 +199,11 @@ class LostProbe(NamedTuple):
         return self._asdict()
 
 
-def check(probes: list[Probe], context: Context, call: int, lost: list[LostProbe] | None) -> int:
-    """How many of ``probes`` the context sent at ``call`` holds; the lost ones go to ``lost``."""
+def check(probes: list[Probe], context: Context, call: int, lost: list[LostProbe] | None,
+          made_by: dict[int, str] | None = None) -> int:
+    """How many of ``probes`` the context sent at ``call`` holds; the lost ones go to ``lost``,
+    each with the layer that removed it (``made_by``: the layer that made each message a policy
+    made, as ``RunEnv.made_by``; a message gone is put down to the one standing in its place)."""
     if not probes:
         return 0
     kept, missing = 0, []
@@ -221,7 +224,9 @@ def check(probes: list[Probe], context: Context, call: int, lost: list[LostProbe
             o, b = p.where[-1]
             j = context.find_origin(o)
             if j is None:
-                by = "summary" if made else "snip"
+                stand_in = context.made_in_gap(o)
+                by = (made_by or {}).get(stand_in.origin, "summary") if stand_in is not None else \
+                    "summary" if made else "snip"
             else:
                 block = context.entries[j].message["content"][b]
                 by = "budget" if "persisted-output" in _result_text(block.get("content")) else "micro"

@@ -118,3 +118,35 @@ def test_a_big_plain_file_with_usage_in_its_first_lines_is_loaded_to_be_calibrat
     assert "past the file's first lines: not calibrated" in err
     s, _ = summary_of(cli, late, "--calibrate")
     assert s["calibration"]["source"] == "recorded usage"
+
+
+def test_exactly_min_calls_with_usage_are_calibrated(cli, tmp_path):
+    """(#25 §8) "at least 5": five calls with usage are enough, four are not."""
+    assert MIN_CALLS == 5
+    s, err = summary_of(cli, write_jsonl(tmp_path / "five.jsonl", with_usage(MIN_CALLS)), "-p", "none")
+    assert s["calibration"]["source"] == "recorded usage" and s["calibration"]["calls"] == MIN_CALLS
+    assert "calibrated:" in err
+
+
+@pytest.mark.parametrize("mape, used", [(0.49, True), (0.5, True), (0.51, False)])
+def test_a_fit_whose_mape_is_over_a_half_is_refused(tmp_path, monkeypatch, mape, used):
+    import compactlab.calibration as calibration
+    from compactlab.calibration import Calibration, by_default
+
+    t = load_transcript(str(write_jsonl(tmp_path / "u.jsonl", with_usage(8))))
+    fitted = Calibration(overhead_tokens=1500, chars_per_token=2.5, mape=mape, calls=8)
+    monkeypatch.setattr(calibration, "calibrate", lambda transcript, sent=None: fitted)
+    cal, why = by_default(t)
+    assert (cal is fitted) is used
+    assert (why is None) is used and (used or f"mape {mape}" in why)
+
+
+@pytest.mark.parametrize("cpt, used", [(0.49, False), (0.5, True), (20.0, True), (20.5, False)])
+def test_a_fit_of_absurd_characters_per_token_is_refused(tmp_path, monkeypatch, cpt, used):
+    import compactlab.calibration as calibration
+    from compactlab.calibration import Calibration, by_default
+
+    t = load_transcript(str(write_jsonl(tmp_path / "u.jsonl", with_usage(8))))
+    fitted = Calibration(overhead_tokens=10, chars_per_token=cpt, mape=0.01, calls=8)
+    monkeypatch.setattr(calibration, "calibrate", lambda transcript, sent=None: fitted)
+    assert (by_default(t)[0] is fitted) is used

@@ -167,3 +167,24 @@ def test_the_committed_project_baseline_passes(cli):
     files = sorted(str(p) for p in SAMPLES.glob("*.jsonl"))
     r = cli("check", *files, "-p", "s08", "-p", "s06", "--baseline", ROOT / "reports" / "baseline.json")
     assert r.exit_code == 0, r.stdout
+
+
+@pytest.mark.parametrize("drop, fails", [(0.008, False), (0.012, True)])
+def test_the_recall_tolerance_is_absolute(cli, tmp_path, drop, fails):
+    """(#25 §8) From a baseline recall of 0.5 a drop of 0.008 is within the absolute 0.01 (a relative
+    tolerance would allow only 0.005); 0.012 is not."""
+    import json
+
+    t = tmp_path / "t.jsonl"
+    t.write_bytes((SAMPLES / "synth-small.jsonl").read_bytes())
+    baseline = tmp_path / "b.json"
+    assert cli("check", t, "-p", "s08", "--baseline", baseline, "--update-baseline", "-q").exit_code == 0
+    doc = json.loads(baseline.read_text())
+    now = doc["records"][0]["metrics"]["recall"]
+    assert 0 < now < 1
+    doc["records"][0]["metrics"]["recall"] = now + drop
+    baseline.write_text(json.dumps(doc))
+    r = cli("check", t, "-p", "s08", "--baseline", baseline, "--format", "json")
+    result = json.loads(r.stdout)["results"][0]
+    assert (r.exit_code == 1) is fails, r.stdout
+    assert any("recall" in str(f) for f in result.get("failures", [])) is fails

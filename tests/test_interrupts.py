@@ -41,8 +41,9 @@ def big(tmp_path_factory):
 
 def start(args: list, cwd, api: FakeAPI, *, ignore_sigint: bool = False, **env: str) -> subprocess.Popen:
     def child() -> None:
-        if ignore_sigint:  # as `nohup cmd &` starts it
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # as `nohup cmd &` starts it, or else as a terminal does: SIGINT at its default even when
+        # pytest itself was started with it ignored (which the child would inherit)
+        signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_sigint else signal.SIG_DFL)
 
     return subprocess.Popen([sys.executable, "-m", "compactlab", *map(str, args), "--summarizer", "anthropic",
                              "--no-cache"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,

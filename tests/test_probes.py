@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 
+import pytest
+
 from compactlab import load_policy, load_transcript, replay
 from compactlab.probes import tokens
 from helpers import asst, results, tr, tu, user, write_jsonl
@@ -84,3 +86,28 @@ def test_recall_joins_check_and_compare(cli, tmp_path):
     r = cli("compare", path, "-p", "none", "-p", "observation-masking", "--dry-run", "--format", "json")
     verdict = __import__("json").loads(r.stdout)["verdict"]
     assert {e["policy"]: e["probes"] for e in verdict["entries"]} == {"none": 6, "observation-masking": 6}
+
+
+LAYERS = {
+    "micro": ("observation-masking", ["micro.keep_recent=1"]),
+    "budget": ("s08", ["snip.enabled=false", "micro.enabled=false", "summary.enabled=false", "reactive.enabled=false",
+                       "budget.persist_threshold=100", "budget.preview_chars=10", "budget.max_chars=100"]),
+    "snip": ("s08", ["budget.enabled=false", "micro.enabled=false", "summary.enabled=false", "reactive.enabled=false",
+                     "snip.max_messages=4", "snip.keep_head=1"]),
+    "summary": ("s08", ["budget.enabled=false", "micro.enabled=false", "snip.enabled=false", "reactive.enabled=false",
+                        "summary.trigger=2000", "summary.input_chars=10"]),
+}
+
+
+@pytest.mark.parametrize("layer", list(LAYERS))
+def test_the_ledger_names_the_use_the_source_and_the_layer_exactly(tmp_path, layer):
+    """(#25 §8) In used_later(4) the read of compute_total_{i}0000 is call i and its use is call
+    4 + (3 - i): each lost probe's call, source call, tool and the layer that removed it are those."""
+    t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", used_later(4))))
+    preset, sets = LAYERS[layer]
+    run = replay(t, load_policy(preset, sets))
+    assert run.lost_probes, "the layer loses some"
+    for p in run.lost_probes:
+        i = int(p.probe.removeprefix("compute_total_")) // 10000
+        assert (p.call, p.source_call, p.source_tool, p.removed_by) == (4 + (3 - i), i, "bash", layer), p
+    assert run.summary.probes - run.summary.probes_kept == len(run.lost_probes)

@@ -228,3 +228,29 @@ def test_codex_counts_the_reasoning_of_earlier_turns():
     # only the reasoning before the last prompt counts: (4000 x 3/4 - 650) / 4 = 588 (rounded up)
     assert EarlierReasoning().tokens(context(msgs)) == 588
     assert EarlierReasoning().tokens(context(msgs[:2])) == 0
+
+
+@pytest.mark.parametrize("preset", ["claude-code", "codex"])
+def test_the_recorded_measure_stops_once_a_layer_changed_the_context(tmp_path, preset):
+    """(#25 §8) The harness's own measure (the recorded usage plus the messages since) holds only while
+    the replay sends what the recording sent: once a layer cleared a result, the trigger measures
+    the replay's own context (here far under the trigger: no summary where the recording's usage
+    would have fired one)."""
+    from compactlab import load_policy, load_transcript, replay
+    from helpers import results, tr, user, write_jsonl
+
+    msgs = [user("go")]
+    for i, prompt in enumerate([1000, 5000, 9000, 9500]):
+        msgs.append({"type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+                     "content": [{"type": "tool_use", "id": f"t{i}", "name": "bash", "input": {}}],
+                     "usage": {"input_tokens": prompt, "output_tokens": 10}, "timestamp": f"2026-01-01T10:0{i}:00Z"})
+        msgs.append(results(tr(f"t{i}", "x" * 400)))
+    t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", msgs[:-1])))
+    sets = ["summary.trigger=8000", "summary.unit=tokens", "summary.measure=recorded", "budget.enabled=false",
+            "summary.count_reasoning=false", "summary.keep_user_tokens=0"]
+    as_recorded = replay(t, load_policy(preset, sets + ["micro.enabled=false"]))
+    assert [c.call for c in as_recorded.calls if c.summarized] == [3]
+    cleared = replay(t, load_policy(preset, sets + ['order=["micro"]', "micro.enabled=true", "micro.idle_minutes=0",
+                                                   "micro.keep_recent=1", "micro.min_chars=0"]))
+    assert [c.call for c in cleared.calls if c.micro_compacted][:1] == [2]
+    assert not any(c.summarized for c in cleared.calls)

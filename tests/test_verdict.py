@@ -116,3 +116,35 @@ def test_charts_none_and_all(cli, tmp_path, monkeypatch):
     assert len(auto) == 1  # the transcript where the policies differ most
     assert cli("compare", *files, "-p", "none", "-p", "s08", "--out", tmp_path / "all", "-q", "--charts", "all").exit_code == 0
     assert len([p for p in (tmp_path / "all" / "charts").iterdir() if p.name.startswith("tokens-")]) == 3
+
+
+def test_the_best_retention_and_recall_come_only_from_policies_that_qualify():
+    """(#25 §8) A policy that breaks tool pairs or overflows keeps every result: it must not set the
+    bar that the qualifying savers are held to."""
+    def rows(fatal: dict) -> pd.DataFrame:
+        return frame([run("a", "none", 10, retained=100, refs=100),
+                      run("a", "keeps-all-but-broken", 3, retained=100, refs=100, **fatal),
+                      run("a", "good", 5, retained=80, refs=100)])
+
+    for fatal in ({"violations": 1}, {"overflows": 2}):
+        v = judge(rows(fatal), [])
+        assert v.recommended == "good", (fatal, v.recommendation)
+    recall_rows = frame([{**run("a", "none", 10), "probes": 10, "probes_kept": 10},
+                         {**run("a", "broken", 3, violations=1), "probes": 10, "probes_kept": 10},
+                         {**run("a", "good", 5), "probes": 10, "probes_kept": 7}])
+    assert judge(recall_rows, []).recommended == "good"
+
+
+@pytest.mark.parametrize("kept, recommended", [(85, "close"), (84, "best")])
+def test_the_retention_margin_is_exactly_five_points(kept, recommended):
+    """85% against a best of 90% is within the 5-point margin; 84% is not (a doubled margin would
+    admit it)."""
+    df = frame([run("a", "best", 6, retained=90, refs=100), run("a", "close", 5, retained=kept, refs=100)])
+    assert judge(df, []).recommended == recommended
+
+
+@pytest.mark.parametrize("kept, recommended", [(85, "close"), (84, "best")])
+def test_the_recall_margin_is_exactly_five_points(kept, recommended):
+    df = frame([{**run("a", "best", 6), "probes": 100, "probes_kept": 90},
+                {**run("a", "close", 5), "probes": 100, "probes_kept": kept}])
+    assert judge(df, []).recommended == recommended

@@ -89,6 +89,9 @@ class RunEnv:
     persisted_files: list[dict[str, Any]] = field(default_factory=list)
     saved_transcripts: list[dict[str, Any]] = field(default_factory=list)
     failed_summaries: list[dict[str, Any]] = field(default_factory=list)
+    #: the layer that made each message a policy made (origin -> "snip", "summary", ...): what the
+    #: probe ledger names as having removed the messages it stands in for
+    made_by: dict[int, str] = field(default_factory=dict)
     _next_origin: int = -1
 
     def state_of(self, layer: str, make: Any) -> Any:
@@ -98,10 +101,12 @@ class RunEnv:
             state = self.state[layer] = make()
         return state
 
-    def new_entry(self, message: Message) -> Entry:
-        """An Entry for a message a policy made (placeholder, summary): a fresh negative origin."""
+    def new_entry(self, message: Message, by: str = "summary") -> Entry:
+        """An Entry for a message a policy made (placeholder, summary): a fresh negative origin;
+        ``by``: the layer that made it in place of the messages it removed."""
         origin = self._next_origin
         self._next_origin -= 1
+        self.made_by[origin] = by
         return make_entry(message, origin)
 
     def persist(self, tool_use_id: str, text: str) -> str:

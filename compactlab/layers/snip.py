@@ -56,6 +56,6 @@ def snip(context: Context, config: SnipConfig, env: RunEnv) -> tuple[Context, La
         placeholder = here
         stats.changed_at(head_end + 1)
     else:
-        placeholder = env.new_entry(message)
+        placeholder = env.new_entry(message, by="snip")
         stats.changed_at(head_end)
     return context.spliced(head_end, [placeholder], tail_start), stats

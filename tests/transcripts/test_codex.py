@@ -106,3 +106,44 @@ def test_the_codex_sessions_folder_is_searched_by_date(shared_transcripts, cli, 
     assert r.exit_code == 0, r.output
     sessions = orjson.loads(r.stdout)["sessions"]
     assert len(sessions) == len(_rollouts(shared_transcripts)) and {s["format"] for s in sessions} == {"codex"}
+
+
+def test_a_compacted_line_is_a_recorded_compaction_without_the_shared_folder(tmp_path):
+    """(#25 §8) The ``compacted`` handler on a small rollout: the history Codex restarted from (its
+    messages' texts and its compaction item) is the summary, at the position of the next message,
+    and a replay with --keep-recorded-compactions restarts from it."""
+    def at(i: int) -> str:
+        return f"2026-02-23T11:40:{i:02d}.000Z"
+
+    def item(i, payload):
+        return {"timestamp": at(i), "type": "response_item", "payload": payload}
+
+    def tokens(i, total, prompt):
+        return {"timestamp": at(i), "type": "event_msg", "payload": {"type": "token_count", "info": {
+            "total_token_usage": {"input_tokens": total}, "last_token_usage": {"input_tokens": prompt, "output_tokens": 5}}}}
+
+    lines = [
+        {"timestamp": at(0), "type": "turn_context", "payload": {"model": "gpt-5.3-codex"}},
+        item(1, {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the parser"}]}),
+        item(2, {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"}),
+        tokens(3, 100, 100),
+        item(4, {"type": "function_call_output", "call_id": "c1", "output": "x" * 3000}),
+        item(5, {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "found it"}]}),
+        tokens(6, 300, 200),
+        {"timestamp": at(7), "type": "compacted", "payload": {"message": "", "replacement_history": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the parser"}]},
+            {"type": "compaction", "encrypted_content": "[REDACTED_TEXT len=120 sha=ab]"}]}},
+        item(8, {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go on"}]}),
+        item(9, {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}),
+        tokens(10, 400, 90),
+    ]
+    t = load_transcript(str(write_jsonl(tmp_path / "rollout.jsonl", lines)))
+    assert len(t.compactions) == 1
+    c = t.compactions[0]
+    assert c.trigger == "auto" and c.position == 4  # before "go on": user, call, result, call | user, call
+    assert c.summary.message["content"] == "fix the parser\n\n" + "·" * 120
+    assert [e.role for e in t.entries] == ["user", "assistant", "user", "assistant", "user", "assistant"]
+    plain = replay(t, load_policy("none"))
+    restarted = replay(t, load_policy("none"), keep_recorded_compactions=True)
+    assert restarted.calls[-1].messages == 2 < plain.calls[-1].messages == 5  # the summary and "go on"
+    assert restarted.summary.violations_introduced == 0
