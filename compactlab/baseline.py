@@ -13,10 +13,15 @@ from typing import Any
 import orjson
 
 from .invariants import InvariantTracker, Violation
-from .messages import Entry
+from .messages import Entry, make_entry
 from .probes import Probe, ProbeIndex, wanted_strings
 from .sizing import list_chars
 from .transcripts.model import Transcript
+
+
+#: what a streamed baseline leaves where a message it no longer needs was (its memory let go):
+#: nothing reads it again, the invariant tracker checks from the message before the call on
+FREED = make_entry({"role": "user", "content": ""}, -1)
 
 
 @dataclass
@@ -88,7 +93,7 @@ class BaselineBuilder:
         tracker.update(raw, self._done)
         if not self.keep:  # the next update checks from the message before this call's on
             for k in range(self._freed, pos - 2):
-                raw[k] = tracker.entries[k] = None
+                raw[k] = tracker.entries[k] = FREED
             self._freed = max(self._freed, pos - 2)
         self._done = pos
         base.messages.append(pos)
@@ -97,9 +102,9 @@ class BaselineBuilder:
             base.violation_counts[call] = Counter(tracker.counts())
             if self.keep:
                 for v in tracker.violations():
-                    k = (v.kind, v.tool_use_id, v.origin)
-                    if k not in self._seen:
-                        self._seen.add(k)
+                    seen = (v.kind, v.tool_use_id, v.origin)
+                    if seen not in self._seen:
+                        self._seen.add(seen)
                         base.first_seen.append((call, v))
         if entry.tool_use_ids:  # retention (SPEC §7): what the call's tool inputs refer to
             found = []

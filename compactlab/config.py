@@ -9,9 +9,11 @@ registered with it; ``policy.py`` assembles them into a Policy.
 from __future__ import annotations
 
 import functools
-
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, TypeVar
+
+T = TypeVar("T")
 
 
 class Bound:
@@ -44,7 +46,20 @@ def opt(default: Any, doc: str, added: bool = False) -> Any:
     return field(default=default, metadata={"doc": doc, "added": added})
 
 
-@functools.cache
+def per_class(fn: Callable[[type], T]) -> Callable[[type], T]:
+    """``fn(kind)`` computed once per class (functools.cache, typed for classes)."""
+    memo: dict[type, T] = {}
+
+    @functools.wraps(fn)
+    def cached(kind: type) -> T:
+        if kind not in memo:
+            memo[kind] = fn(kind)
+        return memo[kind]
+
+    return cached
+
+
+@per_class
 def added_defaults(kind: type) -> dict[str, Any]:
     """The keys of a config class added later, with the defaults that keep the earlier behaviour."""
     from dataclasses import MISSING, fields

@@ -98,8 +98,7 @@ def price_calls(records: list, prices: ModelPrices | Callable[[Any, float | None
     for i, r in enumerate(records):  # in call order, as the costs of a recording add up
         model = models[i] if models else None
         p = prices(model, times[i] if times else None) if callable(prices) else prices
-        expired = bool(i and times and times[i] is not None and times[i - 1] is not None
-                       and times[i] - times[i - 1] > lifetime)
+        expired = bool(i and times and _apart(times[i - 1], times[i]) > lifetime)
         if expired:
             priced.expired = (priced.expired or 0) + 1
         if i and (model != prev_model or expired):  # an empty cache: the whole prompt is written
@@ -148,6 +147,11 @@ def recorded_cost(records: list, usage: dict[int, dict[str, Any]],
 BREAK_SHARE = 0.5
 
 
+def _apart(before: float | None, now: float | None) -> float:
+    """Seconds between two calls' times; 0 where either is unknown (a cache never expires then)."""
+    return now - before if now is not None and before is not None else 0.0
+
+
 def recorded_breaks(calls_usage: list[dict[str, Any]], times: list[float | None] | None, ttl: str,
                     restarted: set[int]) -> dict[int, int]:
     """Prefix rewrites the recording shows and no compaction explains: calls (index -> the tokens
@@ -163,7 +167,7 @@ def recorded_breaks(calls_usage: list[dict[str, Any]], times: list[float | None]
         u, prev = calls_usage[i], calls_usage[i - 1]
         if not u or not prev or i in restarted or u.get("model") != prev.get("model"):
             continue
-        if times and times[i] is not None and times[i - 1] is not None and times[i] - times[i - 1] > lifetime:
+        if times and _apart(times[i - 1], times[i]) > lifetime:
             continue
         before = prompt_of(prev)
         if before and u.get("cache_read_input_tokens", 0) < BREAK_SHARE * before:
@@ -239,7 +243,14 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
     ``keep_recorded_compactions`` the recorded cache breaks are replayed; a run that changed
     nothing (``acted`` False) of a recording whose compactions it kept gets the cache ledger."""
     forced = prices if isinstance(prices, ModelPrices) else None  # --price-model: every call at it
-    table = None if forced else (prices or load_prices())
+    table = prices if isinstance(prices, PriceTable) else None
+
+    def lookup(model: str | None, when: float | None) -> ModelPrices:
+        nonlocal table
+        if table is None:
+            table = load_prices()
+        return table.lookup(model, when)
+
     usage = feed.usage  # each call's model and time where the recording names them
     calls_usage = [usage.get(r.message_index) or {} for r in records] if usage else []
     models = [u.get("model") or feed.model for u in calls_usage] or None
@@ -253,7 +264,7 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
         at = seconds(when) if isinstance(when, str) else when
         key = (model or feed.model, started_at if at is None else at)
         if key not in looked_up:
-            looked_up[key] = table.lookup(*key)
+            looked_up[key] = lookup(*key)
         return looked_up[key]
 
     ttl = cache_ttl or ("1h" if any(u.get("cache_creation_1h_input_tokens") for u in calls_usage) else "5m")
@@ -265,7 +276,7 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
     recorded = recorded_cost(records, usage, prices_of)
     sent_as_recorded = not acted and (keep_recorded_compactions or not positions)
     return RunPricing(
-        prices=forced or table.lookup(feed.model, started_at),
+        prices=forced or lookup(feed.model, started_at),
         summary_prices=prices_of(summarizer_model or feed.model),
         priced=priced, recorded=recorded, billed=billed(feed.metadata), breaks=breaks,
         breaks_replayed=keep_recorded_compactions,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from operator import attrgetter
 from os import PathLike
 from typing import Any, Protocol
 
@@ -32,7 +31,7 @@ from .layers import CHEAP, NOTHING, LayerStats, RunEnv, manual, reactive, summar
 from .messages import Entry, is_prompt
 from .outputs import OutputDir
 from .policy import Policy, fingerprint_of
-from .records import TURN_COLUMNS, TURN_COUNTERS, Run, TurnRecord, summarize
+from .records import Run, TurnRecord, summarize
 from .probes import LostProbe, check as check_probes
 from .retention import retained
 from .sizing import Calibration, TokenEstimator
@@ -135,14 +134,6 @@ def replay(
 
 #: the counters of what a policy did to the context (none of them: the context is what was sent)
 ACTIONS = ("persisted", "snipped", "micro_compacted", "summaries", "reactive", "manual")
-#: a call's counts, copied from its LayerStats into its TurnRecord by name (records.COUNTERS):
-#: its columns for them stand together, after ``tokens``
-_turn_counts = attrgetter(*[stat for stat, _ in TURN_COUNTERS])
-_COUNTS_AT = TURN_COLUMNS.index("tokens") + 1
-assert TURN_COLUMNS[_COUNTS_AT: _COUNTS_AT + len(TURN_COUNTERS)] == [column for _, column in TURN_COUNTERS]
-assert TURN_COLUMNS[_COUNTS_AT + len(TURN_COUNTERS):] == [
-    "overflow", "violations_introduced", "violations_inherited", "cache_read_tokens", "cache_write_tokens",
-    "input_cost_usd", "refs", "refs_retained", "probes", "probes_kept"]
 
 
 class Turns:
@@ -299,10 +290,12 @@ class Turns:
     def _record(self, call: int, pos: int, stats: LayerStats, tokens: int, introduced: int, inherited: int,
                 read: int, write: int, refs: Any, kept: int, probes: int, probes_kept: int) -> TurnRecord:
         base, ctx = self.base, self.context
-        raw_tokens = (self.counter.count([e.message for e in self.raw_entries[:pos]]) if self.counter
+        raw_tokens = (self.counter.count([e.message for e in (self.raw_entries or [])[:pos]]) if self.counter
                       else self.env.estimator.tokens(base.chars[call]))
-        # positionally, in TurnRecord's field order (the counters stand together after tokens:
-        # _COUNTS_AT), without a dict of keywords a call
+        # positionally, in TurnRecord's field order, without a dict of keywords a call (a test
+        # holds the counters' columns to records.TURN_COUNTERS)
         return TurnRecord(call, pos, base.messages[call], base.chars[call], raw_tokens, len(ctx), ctx.chars, tokens,
-                          *_turn_counts(stats), tokens > self.window, introduced, inherited, read, write, 0.0,
+                          stats.persisted, stats.persisted_chars, stats.snipped, stats.micro_compacted,
+                          stats.summaries, stats.summary_input_chars, stats.summary_output_chars, stats.reactive,
+                          stats.manual, tokens > self.window, introduced, inherited, read, write, 0.0,
                           len(refs), kept, probes, probes_kept)

@@ -9,9 +9,9 @@ small on disk and endless in memory); each can be raised by its environment vari
 
 from __future__ import annotations
 
+import io
 import os
 import stat
-from typing import BinaryIO
 
 from .errors import InputError
 
@@ -56,7 +56,7 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"), (stat.
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
-def open_regular(path: str | os.PathLike, what: str = "") -> BinaryIO:
+def open_regular(path: str | os.PathLike, what: str = "") -> io.FileIO:
     """``path`` opened read-only and unbuffered, once it is known to be a regular file; every
     problem is one line naming the file (``what`` says what it was meant to be)."""
     name = os.fspath(path)
@@ -79,7 +79,7 @@ def open_regular(path: str | os.PathLike, what: str = "") -> BinaryIO:
             raise InputError(f"{label}is {kind}, not a regular file")
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb", buffering=0)
+        return io.FileIO(fd, "rb", closefd=True)
     except BaseException:
         os.close(fd)
         raise
@@ -103,7 +103,7 @@ def read_regular_text(path: str | os.PathLike, what: str = "") -> str:
         raise InputError(f"{os.fspath(path)}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
-def zst_problem(f: BinaryIO) -> str | None:
+def zst_problem(f: io.FileIO) -> str | None:
     """Why a ``.zst`` file is not whole (its last frame cut short), or None; reads only frame and
     block headers, seeking past the data. The decompressor itself stops quietly at a cut that
     falls on a block boundary, so a replay would see fewer calls and no error."""

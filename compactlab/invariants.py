@@ -54,8 +54,8 @@ def owned_violations(entries: list[Entry], i: int) -> list[Violation]:
         elif not e.results:
             return _NONE
         else:
-            prev = entries[i - 1]
-            if prev.role == "assistant" and e.result_set <= prev.use_set:
+            before = entries[i - 1]
+            if before.role == "assistant" and e.result_set <= before.use_set:
                 return _NONE
     out: list[Violation] = []
     if i == 0 and e.role != "user":
@@ -63,8 +63,8 @@ def owned_violations(entries: list[Entry], i: int) -> list[Violation]:
     if e.empty:
         out.append(Violation("empty_content", i, None, e.origin))
     if e.tool_use_ids and e.role == "assistant":
-        nxt = entries[i + 1] if i + 1 < len(entries) else None
-        answered = {f.tool_use_id for f in nxt.results} if nxt is not None and nxt.role == "user" else set()
+        after = entries[i + 1] if i + 1 < len(entries) else None
+        answered = {f.tool_use_id for f in after.results} if after is not None and after.role == "user" else set()
         for tid in e.tool_use_ids:
             if tid not in answered:
                 out.append(Violation("orphan_tool_use", i, tid, e.origin))
@@ -150,14 +150,14 @@ class InvariantTracker:
             else:
                 self._drop(found)
         self.entries[d:] = entries[d:]
-        check = range(max(d - 1, 0), min(i0 + 1, n_new))
+        check: list[int] | range = range(max(d - 1, 0), min(i0 + 1, n_new))
         if run:
             check = [*check, *range(max(i0 + run - 1, i0 + 1), n_new)]
         self.owned = owned
         for pos in check:
-            found = owned_violations(self.entries, pos)
-            if found:
-                self._own(pos, found)
+            made = owned_violations(self.entries, pos)
+            if made:
+                self._own(pos, made)
 
     def _grow(self, entries: list[Entry], d: int) -> None:
         """``update`` for a context that only gained messages after its first ``d``."""

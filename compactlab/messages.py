@@ -270,9 +270,11 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
             if kind == "tool_result" and is_user:
                 tid = b.get("tool_use_id")
                 c = b.get("content")
-                if check:
-                    if type(tid) is not str:
+                if type(tid) is not str:
+                    if check:
                         return f"tool_result block {i} has no string \"tool_use_id\""
+                    tid = str(tid)  # (a message checked before: never here)
+                if check:
                     if type(c) is list and _too_deep(c, BLOCK_DEPTH + 1):
                         return f"nesting deeper than {MAX_DEPTH} levels"
                 measured = json_len(c) if measure and "content" in b else -1
@@ -321,7 +323,7 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
     if measure and results:
         # the results' contents are measured already: measure the rest with each of them null
         # (JSON length adds up), rather than serialising every content twice
-        skeleton = list(content)
+        skeleton = list(content) if type(content) is list else []  # (results come from a list)
         chars = 0
         for f in results:
             if f.json_size >= 0:

@@ -50,7 +50,7 @@ def unanswered_at_end(transcript: Transcript) -> list[str]:
     return [t for t in last.tool_use_ids if t not in answered]
 
 
-def overview(transcript: Transcript, top: int = 10) -> Overview:
+def overview(transcript: Transcript, top: int = 10) -> dict[str, Any]:
     est = TokenEstimator()
     base = baseline_for(transcript)
     names = transcript.tool_names
@@ -73,7 +73,7 @@ def overview(transcript: Transcript, top: int = 10) -> Overview:
     raw_tokens = [est.tokens(c) for c in base.chars]
     n = len(raw_tokens)
     growth = {f"p{int(q * 100)}": raw_tokens[min(n - 1, int(q * (n - 1)))] for q in (0.25, 0.5, 0.75, 1.0)} if n else {}
-    return Overview(  # type: ignore[typeddict-item] - the format's own keys come on top
+    info = Overview(
         transcript=transcript.path,
         format=transcript.format,
         title=transcript.title,
@@ -102,9 +102,8 @@ def overview(transcript: Transcript, top: int = 10) -> Overview:
             for c in transcript.compactions
         ],
         warnings=transcript.warnings,
-        **_recorded(transcript),
-        **_format_specific(transcript),
     )
+    return {**info, **_recorded(transcript), **_format_specific(transcript)}  # the format's own keys on top
 
 
 def _recorded(transcript: Transcript) -> dict[str, Any]:

@@ -21,13 +21,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import tomllib
-from dataclasses import dataclass, field, fields, make_dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import orjson
 
-from .config import Bound, NonNegative, Section, added_defaults, opt
+from .config import Bound, NonNegative, Section, added_defaults, opt, per_class
 from .errors import InputError, PolicyError
 from .files import read_regular_text
 from .layers import REGISTRY, BudgetConfig, ManualConfig, MicroConfig, ReactiveConfig, SnipConfig, SummaryConfig
@@ -55,34 +55,42 @@ SECTIONS: dict[str, type[Section]] = {**{name: layer.config for name, layer in R
 ALIASES = {("micro", "exclude_tools"): "preserve_tools"}
 
 
-def _post_init(self: Any) -> None:
-    for key, kind in SECTIONS.items():
-        if not isinstance(getattr(self, key), kind):
-            raise TypeError(f"Policy({key}=...) takes a {kind.__name__}; build_policy() builds one from a dict")
-    if len(set(self.order)) != len(self.order):
-        raise ValueError("order lists a layer twice")
+#: the names ``Policy.order`` accepts: the cheap layers (a test holds them equal to CHEAP_LAYERS)
+CheapLayer = Literal["budget", "snip", "micro"]
 
 
-def _resolved(self: Any) -> dict[str, Any]:
-    """The policy as plain data (what dataclasses.asdict gives, a few times faster: a folder of
-    small sessions asks for it once a session)."""
-    return _plain(self)
+@dataclass(frozen=True, slots=True)
+class Policy(Section):
+    """A whole policy: the cheap layers' order, a table for every registered layer (defaults: the
+    layer's), and the size estimate. Its tables are ``SECTIONS`` (a test holds the fields equal)."""
 
+    name: str = "custom"
+    description: str = ""
+    brief: str = ""  # one short line: what it does, whose behaviour it models
+    order: list[CheapLayer] = opt(list(CHEAP_LAYERS), "the cheap layers, in the order they run")
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    snip: SnipConfig = field(default_factory=SnipConfig)
+    micro: MicroConfig = field(default_factory=MicroConfig)
+    summary: SummaryConfig = field(default_factory=SummaryConfig)
+    reactive: ReactiveConfig = field(default_factory=ReactiveConfig)
+    manual: ManualConfig = field(default_factory=ManualConfig)
+    size: SizeConfig = field(default_factory=SizeConfig)
 
-Policy = make_dataclass(
-    "Policy",
-    [("name", str, field(default="custom")),
-     ("description", str, field(default="")),
-     ("brief", str, field(default="")),  # one short line: what it does, whose behaviour it models
-     ("order", list[Literal[CHEAP_LAYERS]], opt(list(CHEAP_LAYERS), "the cheap layers, in the order they run")),
-     *[(name, kind, field(default=kind())) for name, kind in SECTIONS.items()]],
-    bases=(Section,), frozen=True, slots=True,
-    namespace={"__post_init__": _post_init, "resolved": _resolved,
-               "fingerprint": property(lambda self: fingerprint_of(self.resolved()))},
-)
-Policy.__module__ = __name__
-Policy.__doc__ = ("A whole policy: the cheap layers' order, a table for every registered layer (defaults: "
-                  "the layer's), and the size estimate.")
+    def __post_init__(self) -> None:
+        for key, kind in SECTIONS.items():
+            if not isinstance(getattr(self, key), kind):
+                raise TypeError(f"Policy({key}=...) takes a {kind.__name__}; build_policy() builds one from a dict")
+        if len(set(self.order)) != len(self.order):
+            raise ValueError("order lists a layer twice")
+
+    def resolved(self) -> dict[str, Any]:
+        """The policy as plain data (what dataclasses.asdict gives, a few times faster: a folder of
+        small sessions asks for it once a session)."""
+        return _plain(self)
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint_of(self.resolved())
 
 
 def fingerprint_of(resolved: dict[str, Any]) -> str:
@@ -96,7 +104,7 @@ def fingerprint_of(resolved: dict[str, Any]) -> str:
     return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
 
 
-@functools.cache
+@per_class
 def _field_names(kind: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(kind))
 
@@ -188,7 +196,8 @@ def _resolve_prompt_file(data: dict, folder: Path) -> None:
     """A summary prompt a policy file names by a relative path is read beside that file."""
     summary = data.get("summary")
     prompt = summary.get("prompt") if isinstance(summary, dict) else None
-    if isinstance(prompt, str) and prompt not in _prompt_names() and not Path(prompt).is_absolute():
+    if isinstance(summary, dict) and isinstance(prompt, str) and prompt not in _prompt_names() \
+            and not Path(prompt).is_absolute():
         summary["prompt"] = str(folder / prompt)
 
 
@@ -263,7 +272,8 @@ def build_policy(data: dict, where: str, trusted: bool = False) -> Policy:
     """
     data = _normalise(data, where)
     if trusted:
-        return _check_prompt(Policy(**{k: SECTIONS[k](**v) if k in SECTIONS else v for k, v in data.items()}), where)
+        tables: dict[str, Any] = {k: SECTIONS[k](**v) if k in SECTIONS else v for k, v in data.items()}
+        return _check_prompt(Policy(**tables), where)
     from pydantic import ValidationError
 
     try:
@@ -304,7 +314,7 @@ def _plainly_valid(path: list[str], value: Any) -> bool:
     return path[1] in hints and _fits(hints[path[1]], value)
 
 
-@functools.cache
+@per_class
 def _hints(kind: type) -> dict[str, Any]:
     import typing
 
@@ -321,7 +331,7 @@ def _fits(kind: Any, value: Any) -> bool:
         if not _fits(base, value):
             return False
         for m in meta:
-            bounds = m.constraints if isinstance(m, Bound) else {"unknown": None}
+            bounds: dict[str, Any] = m.constraints if isinstance(m, Bound) else {"unknown": None}
             for name, limit in bounds.items():
                 if not (value >= limit if name == "ge" else value > limit if name == "gt"
                         else value <= limit if name == "le"

@@ -93,8 +93,10 @@ class Pool:
         process = self._context.Process(target=_worker, args=(child, self.items, self.work), daemon=True)
         process.start()
         child.close()
-        self._workers[process.pid] = (process, parent)
-        return process.pid
+        pid = process.pid
+        assert pid is not None  # (started)
+        self._workers[pid] = (process, parent)
+        return pid
 
     def outcomes(self) -> Iterator[tuple[int, Any | Failure]]:
         """(job index, its result or a Failure) as each job ends, every job once."""

@@ -21,6 +21,7 @@ next-step probe (ask the model again on the compacted context) is future work.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import orjson
@@ -116,6 +117,10 @@ class Probe(NamedTuple):
     source_tool: str
 
 
+#: what ``ProbeIndex.seen`` answers for a string it has not seen (compared by identity)
+_UNSEEN: list[tuple[int, int]] = []
+
+
 class ProbeIndex:
     """Built as the raw baseline reads the messages in order: which strings first appeared in a
     tool result (and where), and at each call, the probes of its reply.
@@ -143,8 +148,8 @@ class ProbeIndex:
             self.calls += 1
             probes = []
             for s in reply_strings(entry):
-                where = seen.get(s, False)
-                if where is False:
+                where = seen.get(s, _UNSEEN)
+                if where is _UNSEEN:
                     seen[s] = None  # the agent's own string
                 elif where:
                     probes.append(Probe(s, tuple(where), *self.first[s]))
@@ -153,17 +158,17 @@ class ProbeIndex:
             return sorted(probes)
         if is_prompt(entry):
             for s in self._of(tokens(text_of(entry.message))):
-                if seen.get(s, False) is False:
+                if seen.get(s, _UNSEEN) is _UNSEEN:
                     seen[s] = None
-        content = entry.message.get("content")
+        content: list = entry.message["content"]  # (a message with results: a list of blocks)
         for fact in entry.results:
             block = content[fact.block]
             ref = (pos, fact.block)
             source = self.tool_of.get(fact.tool_use_id, (-1, "unknown"))
             found = runs(_result_text(block.get("content")))
             for s in (trimmed(found) if self.wanted is None else self._of(found)):
-                where = seen.get(s, False)
-                if where is False:
+                where = seen.get(s, _UNSEEN)
+                if where is _UNSEEN:
                     seen[s] = [ref]
                     self.first[s] = source
                 elif where is not None:
@@ -199,7 +204,7 @@ class LostProbe(NamedTuple):
         return self._asdict()
 
 
-def check(probes: list[Probe], context: Context, call: int, lost: list[LostProbe] | None,
+def check(probes: Sequence[Probe], context: Context, call: int, lost: list[LostProbe] | None,
           made_by: dict[int, str] | None = None) -> int:
     """How many of ``probes`` the context sent at ``call`` holds; the lost ones go to ``lost``,
     each with the layer that removed it (``made_by``: the layer that made each message a policy

@@ -170,7 +170,7 @@ def prices_for(sources: list, price_model: str | None, table: PriceTable, notify
     time it recorded), or with ``--price-model`` that model's prices for every call. A model the
     table does not know is a warning (for a stream, once it has been read: ``price_warnings``)."""
     if price_model is not None:
-        out = [price_warning(table, table.lookup(price_model), notify)] * len(sources)
+        out: list[PriceTable | ModelPrices] = [price_warning(table, table.lookup(price_model), notify)] * len(sources)
     else:
         for t in sources:
             if not getattr(t, "streamed", False):
@@ -212,6 +212,7 @@ def calibrations_for(sources: list, calibrate: bool | None, notify: Notify = qui
             out.append(None)
             continue
         transcript = getattr(t, "transcript", t)  # a loaded feed's
+        cal: Calibration | None
         if calibrate:
             cal, why = fit_calibration(transcript), None
         else:

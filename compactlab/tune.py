@@ -17,13 +17,13 @@ import os
 import stat
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from .errors import PolicyError, UsageError
 from .policy import Policy, load_policy, parse_override
 
 #: the objectives known by name: (the summary totals it is made of, direction)
-OBJECTIVES: dict[str, str] = {
+OBJECTIVES: dict[str, Literal["maximize", "minimize"]] = {
     "cost": "maximize",  # cost saving vs no compaction, over the corpus
     "recall": "maximize",  # hindsight probes kept / probes
     "retention": "maximize",  # referenced tool results kept / referenced

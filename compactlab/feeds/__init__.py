@@ -44,7 +44,7 @@ def open_feed(path: str, input_format: str | None = None, *, skip_bad_lines: boo
             source.close()
             return ahead
     if only_read_ahead:
-        if source is not None:
+        if isinstance(source, TranscriptStream):
             source.close()
         return None
     assert source is not None

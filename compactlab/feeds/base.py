@@ -18,22 +18,35 @@ Restarts = dict[int, RecordedCompaction]
 
 
 class Feed(Protocol):
-    path: str
-    format: str
-    name: str
     #: whether messages are let go once read (the raw baseline's references go with them)
     streamed: bool
     #: the raw baseline: a row for every call read so far
     baseline: RawBaseline
-    model: str | None
-    system: Any
-    usage: dict[int, dict[str, int]]
-    compactions: list[RecordedCompaction]
-    warnings: list[str]
-    skipped_lines: int
-    metadata: dict[str, Any]
-    #: every message, for a loaded transcript (exact token counts need the raw history); else None
-    entries: list[Entry] | None
+
+    # what the recording says of itself (read-only)
+    @property
+    def path(self) -> str: ...
+    @property
+    def format(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def system(self) -> Any: ...
+    @property
+    def usage(self) -> dict[int, dict[str, Any]]: ...
+    @property
+    def compactions(self) -> list[RecordedCompaction]: ...
+    @property
+    def warnings(self) -> list[str]: ...
+    @property
+    def skipped_lines(self) -> int: ...
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+    @property
+    def entries(self) -> list[Entry] | None:
+        """Every message, for a loaded transcript (exact token counts need the raw history); else None."""
 
     def calls(self, tool_names: dict[str, str], restarts: Restarts | None) -> Iterator[Call]:
         """The calls in order, learning each tool_use's name into ``tool_names``; a stream also
@@ -67,12 +80,12 @@ class LoadedFeed(_Recording):
         super().__init__(transcript)
         self.transcript = transcript
         self.baseline = baseline_for(transcript)
-        self.entries = transcript.entries
+        self.entries: list[Entry] = transcript.entries
 
     def calls(self, tool_names: dict[str, str], restarts: Restarts | None) -> Iterator[Call]:
         entries = self.entries
         done = 0
-        for call, pos in enumerate(self.source.call_positions):
+        for call, pos in enumerate(self.transcript.call_positions):
             reply = entries[pos]
             add_tool_names(tool_names, reply)
             yield call, pos, entries[done:pos], reply
@@ -90,8 +103,12 @@ class StreamFeed(_Recording):
 
     def __init__(self, stream: TranscriptStream, baseline: RawBaseline | None = None) -> None:
         super().__init__(stream)
-        self._builder = BaselineBuilder(keep=False) if baseline is None else None
-        self.baseline = baseline if baseline is not None else self._builder.base
+        self.stream = stream
+        self._builder: BaselineBuilder | None = None
+        if baseline is None:
+            self._builder = BaselineBuilder(keep=False)
+            baseline = self._builder.base
+        self.baseline = baseline
 
     def calls(self, tool_names: dict[str, str], restarts: Restarts | None) -> Iterator[Call]:
         """Read to the end: a bad line after the last call fails the run as it fails a load."""
@@ -101,7 +118,7 @@ class StreamFeed(_Recording):
         compactions = self.source.compactions
         # read a batch, then replay it: alternating message by message is slower (6% of an s08
         # run on 55 MB), and a batch holds only a few hundred messages more in memory
-        for batch in self.source.batches(READ_BATCH):
+        for batch in self.stream.batches(READ_BATCH):
             for entry in batch:
                 if base is not None:
                     base.add(entry)
@@ -118,7 +135,7 @@ class StreamFeed(_Recording):
                 pos += 1
 
     def close(self) -> None:
-        self.source.close()
+        self.stream.close()
 
 
 def as_feed(source: Feed | Transcript | TranscriptStream) -> Feed:

@@ -86,8 +86,9 @@ class LazyEntry(Entry):
                  use_files: tuple, results: tuple, misplaced: tuple[str, ...], empty: bool, has_text: bool,
                  lazy: tuple["SourceFile", int, int, tuple[tuple[int, Any], ...]], use_set: Any = None,
                  result_set: Any = None, changed: frozenset[int] = frozenset()) -> None:
-        super().__init__(None, chars, role, origin, tool_use_ids, tool_names, use_files, results, misplaced, empty,
+        super().__init__({}, chars, role, origin, tool_use_ids, tool_names, use_files, results, misplaced, empty,
                          has_text, use_set, result_set, changed)
+        self._message: Message | None = None  # unread (the setter took the placeholder above)
         self._lazy = lazy
 
     @property  # type: ignore[override]

@@ -14,7 +14,7 @@ saved transcripts and summarizer calls.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, make_dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -23,42 +23,55 @@ from ..context import Context
 from ..errors import SummarizerError
 from ..messages import Entry, Message, make_entry
 from ..outputs import OutputDir
-from ..records import COUNTERS
 from ..sizing import TokenEstimator, list_chars
 from ..summarizers.base import Summarizer, SummaryRequest
 from ..summarizers.prompts import prompt_text
 
 
-def _layer_stats() -> type:
-    """LayerStats: a field for every counter (``records.COUNTERS``) and ``lowest_changed``; its
-    ``add`` is written out for those fields once, here, so that the per-call path costs what a
-    hand-written one does (a loop over the names would cost ~7% of a replay)."""
-    names = [stat for stat, _, _ in COUNTERS]
-    lines = ["def add(self, other):",
-             "    # on the per-call path: a layer that did nothing changed nothing and costs one test",
-             "    if other.lowest_changed is None and not (other.summary_failures or other.summary_input_chars):",
-             "        return",
-             *[f"    self.{n} += other.{n}" for n in names],
-             "    if other.lowest_changed is not None:",
-             "        self.changed_at(other.lowest_changed)"]
-    namespace: dict[str, Any] = {}
-    exec("\n".join(lines), {}, namespace)  # noqa: S102 - code made from the names above only
+@dataclass
+class LayerStats:
+    """What layers did in a call (added up over a run): the counters of ``records.COUNTERS`` (one
+    field each, in that order: a test holds them equal), and ``lowest_changed``, the first position
+    any of them changed."""
 
-    def changed_at(self: Any, position: int) -> None:
+    persisted: int = 0
+    persisted_chars: int = 0
+    snipped: int = 0
+    micro_compacted: int = 0
+    summaries: int = 0
+    summary_input_chars: int = 0
+    summary_output_chars: int = 0
+    summary_input_tokens: int = 0
+    summary_output_tokens: int = 0
+    reactive: int = 0
+    manual: int = 0
+    summary_failures: int = 0
+    lowest_changed: int | None = None
+
+    def add(self, other: "LayerStats") -> None:
+        """Add ``other``'s counts to these; the lowest change of both. Written out field by field:
+        on the per-call path a loop over the names would cost ~7% of a replay."""
+        # a layer that did nothing changed nothing and costs one test
+        if other.lowest_changed is None and not (other.summary_failures or other.summary_input_chars):
+            return
+        self.persisted += other.persisted
+        self.persisted_chars += other.persisted_chars
+        self.snipped += other.snipped
+        self.micro_compacted += other.micro_compacted
+        self.summaries += other.summaries
+        self.summary_input_chars += other.summary_input_chars
+        self.summary_output_chars += other.summary_output_chars
+        self.summary_input_tokens += other.summary_input_tokens
+        self.summary_output_tokens += other.summary_output_tokens
+        self.reactive += other.reactive
+        self.manual += other.manual
+        self.summary_failures += other.summary_failures
+        if other.lowest_changed is not None:
+            self.changed_at(other.lowest_changed)
+
+    def changed_at(self, position: int) -> None:
         if self.lowest_changed is None or position < self.lowest_changed:
             self.lowest_changed = position
-
-    namespace["add"].__doc__ = "Add ``other``'s counts to these; the lowest change of both."
-    cls = make_dataclass("LayerStats", [*[(n, int, field(default=0)) for n in names],
-                                        ("lowest_changed", "int | None", field(default=None))],
-                         namespace={"add": namespace["add"], "changed_at": changed_at})
-    cls.__module__ = __name__
-    cls.__doc__ = ("What layers did in a call (added up over a run): the counters of records.COUNTERS, and "
-                   "``lowest_changed``, the first position any of them changed.")
-    return cls
-
-
-LayerStats = _layer_stats()
 
 
 #: what a layer that did nothing returns (shared, never mutated: the engine skips it)

@@ -311,10 +311,10 @@ def chart_plan(c: Comparison, results: list["RunResult"], mode: str = "auto") ->
                              (savings, {e.label: e.cost_saving for e in v.entries}, palette,
                               "no transcript refers back to a tool result: retention is 1.0 everywhere")))
     else:
-        runs = [(lab, float(r), float(sv)) for lab, r, sv in zip(run_label, df[metric], df["cost_saving"])]
+        points = [(lab, float(r), float(sv)) for lab, r, sv in zip(run_label, df[metric], df["cost_saving"])]
         overall = [(e.label, getattr(e, metric), e.cost_saving) for e in v.entries]
         plan.append(ChartJob(f"cost saving against {metric}", "charts/pareto.png", "pareto",
-                             (runs, overall, palette, metric)))
+                             (points, overall, palette, metric)))
         if df["transcript"].nunique() > 1:
             savings = {label: [float(x) for x, lab in zip(df["cost_saving"], run_label) if lab == label]
                        for label in key}
@@ -355,8 +355,11 @@ def chart_plan(c: Comparison, results: list["RunResult"], mode: str = "auto") ->
 def _draw(job: ChartJob) -> tuple[str, bytes]:
     from . import charts
 
-    return {"tokens": charts.tokens_chart, "pareto": charts.pareto_chart, "savings": charts.savings_chart}[job.kind](
-        *job.args)
+    if job.kind == "tokens":
+        return charts.tokens_chart(*job.args)
+    if job.kind == "pareto":
+        return charts.pareto_chart(*job.args)
+    return charts.savings_chart(*job.args)
 
 
 def draw_charts(plan: list[ChartJob], jobs: int | None = None,

@@ -118,9 +118,9 @@ def write_table(run: Run, out: TextIO) -> None:
     printer.text(f"context tokens per call, peak {max(tokens, default=0):,}:")
     printer.text(sparkline(tokens))
     introduced = [v for v in s.violations if v["introduced"]]
-    for v in introduced[:10]:
-        printer.text(f"introduced {v['kind']} at call {v['call']}, message {v['message_index']}"
-                     + (f", tool id {v['tool_use_id']}" if v["tool_use_id"] else ""), style="red")
+    for found in introduced[:10]:
+        printer.text(f"introduced {found['kind']} at call {found['call']}, message {found['message_index']}"
+                     + (f", tool id {found['tool_use_id']}" if found["tool_use_id"] else ""), style="red")
     if len(introduced) > 10:
         printer.text(f"… and {len(introduced) - 10} more introduced violations (see summary.json)")
     manual_calls = {c.call for c in run.calls if c.manual}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 BARS = "▁▂▃▄▅▆▇█"
 
 
-def sparkline(values: list[int | float], width: int = 60) -> str:
+def sparkline(values: Sequence[float], width: int = 60) -> str:
     if not values:
         return ""
     if len(values) > width:  # each character shows the peak of its bucket

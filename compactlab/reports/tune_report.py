@@ -88,14 +88,14 @@ def write_table(result: TuneResult, out: TextIO) -> None:
     base = result.base_point
     table.add_row("base", *[_shown(v) for v in _base_values(result)], *[_pct(base.scores[o]) for o in result.objectives],
                   f"${base.scores['cost_usd']:,.2f}", style="dim")
-    shown = range(len(result.front))
+    shown: list[int] | range = range(len(result.front))
     if len(result.front) > MAX_TERMINAL_POINTS:  # evenly along the front, both ends kept
         step = (len(result.front) - 1) / (MAX_TERMINAL_POINTS - 1)
         shown = sorted({round(k * step) for k in range(MAX_TERMINAL_POINTS)})
     for i in shown:
-        p = result.front[i]
-        table.add_row(str(i + 1), *[_shown(p.values.get(k.key)) for k in result.params],
-                      *[_pct(p.scores[o]) for o in result.objectives], f"${p.scores['cost_usd']:,.2f}")
+        point = result.front[i]
+        table.add_row(str(i + 1), *[_shown(point.values.get(k.key)) for k in result.params],
+                      *[_pct(point.scores[o]) for o in result.objectives], f"${point.scores['cost_usd']:,.2f}")
     printer.table(table)
     if len(shown) < len(result.front):
         printer.text(f"{len(shown)} of the {len(result.front)} front points shown: every one is in front.csv.")

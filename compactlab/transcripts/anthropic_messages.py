@@ -60,7 +60,7 @@ def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False)
             summary = build_entry({"role": "user", "content": obj.get("content")},
                                   -1_000_000 - len(builder.compactions) - 1, check=True)
             if not isinstance(summary, Entry):
-                reader.bad(lineno, summary)
+                reader.bad(lineno, summary or "not a usable message")
                 continue
             meta = obj[COMPACTION_KEY]
             builder.compactions.append(RecordedCompaction(position=builder.count, summary=summary,
@@ -77,7 +77,7 @@ def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False)
                 builder.model = obj["model"]
         entry = build_entry(message, builder.count, check=True, measure=measure)
         if not isinstance(entry, Entry):
-            reader.bad(lineno, entry)
+            reader.bad(lineno, entry or "not a usable message")
             continue
         model, at = (obj.get("model"), obj.get("timestamp")) if message is not obj else (None, None)
         try:

@@ -156,8 +156,8 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
             elif t == "message" and p.get("role") == "assistant":
                 reply.extend([{"type": "text", "text": text(c.get("text"))} for c in _parts(p, "content")])
             elif t == "reasoning":
-                summary = " ".join(text(s.get("text")) for s in _parts(p, "summary"))
-                reply.append({"type": "thinking", "thinking": summary, "signature": text(p.get("encrypted_content"))})
+                thought = " ".join(text(s.get("text")) for s in _parts(p, "summary"))
+                reply.append({"type": "thinking", "thinking": thought, "signature": text(p.get("encrypted_content"))})
             elif t in ("function_call", "custom_tool_call"):
                 args = p.get("arguments") if t == "function_call" else p.get("input")
                 reply.append({"type": "tool_use", "id": str(p.get("call_id")), "name": text(p.get("name")) or "tool",

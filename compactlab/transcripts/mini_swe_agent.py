@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InputError
-from .model import Transcript, TranscriptBuilder
+from .model import Transcript, TranscriptBuilder, object_at
 from .openai_chat import convert, document_bad, openai_usage
 from .openai_chat import inspect_facts as _family_facts
 from .reader import read_document
@@ -24,8 +24,8 @@ def sniff_document(doc: Any) -> float:
 
 
 def _response(m: dict) -> dict:
-    extra = m.get("extra") if isinstance(m.get("extra"), dict) else {}
-    return extra.get("response") if isinstance(extra.get("response"), dict) else {}
+    extra = object_at(m, "extra")
+    return object_at(extra, "response")
 
 
 def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] | None = None, **_: object) -> Transcript:
@@ -35,7 +35,7 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
     builder = TranscriptBuilder(path, NAME)
     builder.title = doc.get("instance_id") if isinstance(doc.get("instance_id"), str) else None
     builder.metadata["trajectory_format"] = doc.get("trajectory_format")
-    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+    info = object_at(doc, "info")
     if isinstance(info.get("model_stats"), dict):
         builder.metadata["model_stats"] = info["model_stats"]
     if isinstance(info.get("exit_status"), str):

@@ -38,6 +38,12 @@ def tokens(raw: dict, key: str, where: str = "usage") -> int:
     raise BadField(f"{where}.{key} is {orjson.dumps(value).decode()[:40]}, not a token count")
 
 
+def object_at(d: dict, key: str) -> dict:
+    """``d[key]`` when it is an object (a JSON object of a recording), else an empty one."""
+    value = d.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def epoch_time(created: Any) -> str | None:
     """A response's ``created`` (seconds since the epoch) as an ISO 8601 time, or None."""
     if isinstance(created, (int, float)) and not isinstance(created, bool) and 0 < created < 1e11:

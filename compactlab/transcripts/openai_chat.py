@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from ..errors import InputError
-from .model import Transcript, TranscriptBuilder, epoch_time, tokens
+from .model import Transcript, TranscriptBuilder, epoch_time, object_at, tokens
 from .reader import Head, LineReader, is_document, read_document
 
 NAME = "openai"
@@ -53,7 +53,7 @@ def openai_usage(raw: Any, model: Any = None, created: Any = None) -> dict[str, 
     if not isinstance(raw, dict) or "prompt_tokens" not in raw:
         return None
     prompt = tokens(raw, "prompt_tokens")
-    details = raw.get("prompt_tokens_details") if isinstance(raw.get("prompt_tokens_details"), dict) else {}
+    details = object_at(raw, "prompt_tokens_details")
     cached = tokens(details, "cached_tokens", "usage.prompt_tokens_details") or tokens(raw, "prompt_cache_hit_tokens")
     usage: dict[str, Any] = {"prompt_tokens": prompt, "input_tokens": prompt - cached, "cache_creation_input_tokens": 0,
                              "cache_read_input_tokens": cached, "output_tokens": tokens(raw, "completion_tokens")}

@@ -26,7 +26,7 @@ import orjson
 
 from ..errors import InputError
 from ..messages import make_entry
-from .model import RecordedCompaction, Transcript, TranscriptBuilder, epoch_time, tokens
+from .model import RecordedCompaction, Transcript, TranscriptBuilder, epoch_time, object_at, tokens
 from .openai_chat import openai_usage
 from .reader import read_document
 
@@ -139,7 +139,7 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
         action, source = e.get("action"), e.get("source")
         if action == "condensation":
             flush_results()
-            args = e.get("args") if isinstance(e.get("args"), dict) else {}
+            args = object_at(e, "args")
             summary = make_entry({"role": "user", "content": _text(args.get("summary")) or "(condensed)"},
                                  -1_000_000 - len(builder.compactions) - 1)
             forgets = _forgotten(args, event_ids)
@@ -153,7 +153,7 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
             if forgets[1] is not None:
                 forgotten.add_range(*forgets[1])
             kept_events = [where[k] for k in where if k not in forgotten]  # (event order)
-            offset = args.get("summary_offset") if isinstance(args.get("summary_offset"), int) else len(kept_events)
+            offset = args["summary_offset"] if type(args.get("summary_offset")) is int else len(kept_events)
             kept = sorted(set(kept_events))
             before = set(kept_events[:max(offset, 0)])
             builder.compactions.append(RecordedCompaction(position=builder.count, summary=summary, trigger="condenser",
@@ -188,7 +188,7 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
             waiting.append(e.get("id", f"event{i}"))
         elif action == "message" and source in ("user", "agent"):
             flush_results()
-            args = e.get("args") if isinstance(e.get("args"), dict) else {}
+            args = object_at(e, "args")
             content = _text(args.get("content") or e.get("message"))
             where[e.get("id", f"event{i}")] = builder.add(
                 {"role": "user" if source == "user" else "assistant", "content": content or "(empty)"})

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InputError
-from .model import Transcript, TranscriptBuilder
+from .model import Transcript, TranscriptBuilder, object_at
 from .openai_chat import convert, document_bad
 from .openai_chat import inspect_facts as _family_facts
 from .reader import read_document
@@ -27,7 +27,7 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
     if not isinstance(doc, dict) or not isinstance(doc.get("history"), list):
         raise InputError(f"{path}: not a SWE-agent trajectory (no \"history\" list)")
     builder = TranscriptBuilder(path, NAME)
-    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+    info = object_at(doc, "info")
     for key in ("exit_status", "model_stats"):
         if key in info:
             builder.metadata[key] = info[key]
