@@ -18,19 +18,14 @@ from typing import Any
 
 import orjson
 
+from . import metrics
 from .errors import InputError, UsageError
 from .files import read_regular
 from .outputs import atomic_write_bytes
 
 SCHEMA = 1
-#: metric -> (kind of tolerance, direction in which it gets worse)
-COMPARED = {
-    "tokens_total": ("relative", "up"),
-    "cost_usd": ("relative", "up"),
-    "reduction": ("absolute", "down"),
-    "retention": ("absolute", "down"),
-    "recall": ("absolute", "down"),
-}
+#: metric -> (kind of tolerance, direction in which it gets worse): the registry's
+COMPARED = metrics.COMPARED
 #: metrics compared only when the baseline has them (one written before they existed has not;
 #: --update-baseline adds them)
 ADDED = {"recall"}

@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass, field, fields
 from operator import attrgetter
 from typing import Any
 
+from .metrics import METRICS
+
 
 #: What the layers count, defined once: (the name in ``LayerStats``, its column in a call's
 #: TurnRecord, its key in the RunSummary; None where it is not reported there). A layer adds to
@@ -169,6 +171,9 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
     n_kept = sum(r.probes_kept for r in records)
     raw_total = sum(r.raw_tokens for r in records)
     total = sum(r.tokens for r in records)
+    # the run's shares, as metrics.METRICS defines them (a run is a corpus of one)
+    parts = {"tokens_total": total, "raw_tokens_total": raw_total, "refs": n_refs, "refs_retained": n_retained,
+             "probes": n_probes, "probes_kept": n_kept}
     return RunSummary(
         transcript=transcript.path,
         format=transcript.format,
@@ -177,7 +182,7 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
         calls=len(records),
         raw_tokens_total=raw_total,
         tokens_total=total,
-        reduction=round(1 - total / raw_total, 6) if raw_total else 0.0,
+        reduction=round(METRICS["reduction"].of(parts), 6),
         peak_tokens=max((r.tokens for r in records), default=0),
         final_tokens=records[-1].tokens if records else 0,
         persisted_files=persisted_files,
@@ -191,11 +196,11 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
         raw_cost_usd=round(priced.raw, 6),
         cost_usd_nocache=round(priced.nocache + summary_cost, 6),
         raw_cost_usd_nocache=round(priced.raw_nocache, 6),
-        retention=round(n_retained / n_refs, 6) if n_refs else 1.0,
+        retention=round(METRICS["retention"].of(parts), 6),
         skipped_lines=transcript.skipped_lines,
         refs=n_refs,
         refs_retained=n_retained,
-        recall=round(n_kept / n_probes, 6) if n_probes else 1.0,
+        recall=round(METRICS["recall"].of(parts), 6),
         probes=n_probes,
         probes_kept=n_kept,
         cache_read_tokens=sum(r.cache_read_tokens for r in records),

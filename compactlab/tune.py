@@ -19,18 +19,15 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
+from . import metrics
 from .errors import PolicyError, UsageError
 from .policy import Policy, load_policy, parse_override
 
-#: the objectives known by name: (the summary totals it is made of, direction)
+#: the objectives by name (metrics.OBJECTIVES: what each is, over the corpus) and their direction
 OBJECTIVES: dict[str, Literal["maximize", "minimize"]] = {
-    "cost": "maximize",  # cost saving vs no compaction, over the corpus
-    "recall": "maximize",  # hindsight probes kept / probes
-    "retention": "maximize",  # referenced tool results kept / referenced
-    "reduction": "maximize",  # tokens saved
-}
-#: the name of the objective in the front's columns
-COLUMN = {"cost": "cost_saving"}
+    name: "maximize" if m.better == "higher" else "minimize" for name, m in metrics.OBJECTIVES.items()}
+#: the name of the objective in the front's columns: the metric's
+COLUMN = {name: m.name for name, m in metrics.OBJECTIVES.items() if m.name != name}
 STUDY = "compactlab-tune"
 
 
@@ -133,20 +130,12 @@ def overrides_of(values: dict[str, Any]) -> list[str]:
 
 
 def totals(summaries: list[dict[str, Any]]) -> dict[str, float]:
-    """A candidate's objectives and constraints over the corpus (the summaries of its runs)."""
-    raw = sum(s["raw_cost_usd"] for s in summaries)
-    raw_tokens = sum(s["raw_tokens_total"] for s in summaries)
-    refs, probes = sum(s["refs"] for s in summaries), sum(s["probes"] for s in summaries)
-    return {
-        "cost": 1 - sum(s["cost_usd"] for s in summaries) / raw if raw else 0.0,
-        "recall": sum(s["probes_kept"] for s in summaries) / probes if probes else 1.0,
-        "retention": sum(s["refs_retained"] for s in summaries) / refs if refs else 1.0,
-        "reduction": 1 - sum(s["tokens_total"] for s in summaries) / raw_tokens if raw_tokens else 0.0,
-        "violations": sum(s["violations_introduced"] for s in summaries),
-        "overflows": sum(s["overflows"] for s in summaries),
-        "cost_usd": sum(s["cost_usd"] for s in summaries),
-        "probes": probes,
-    }
+    """A candidate's objectives and constraints over the corpus (the summaries of its runs):
+    metrics.totals, by objective name."""
+    summed = metrics.sums(summaries)
+    return {**{name: m.of(summed) for name, m in metrics.OBJECTIVES.items()},
+            "violations": summed["violations_introduced"], "overflows": summed["overflows"],
+            "cost_usd": summed["cost_usd"], "probes": summed["probes"]}
 
 
 @dataclass

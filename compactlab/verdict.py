@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import metrics
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -31,6 +33,7 @@ class Entry:
     transcripts: int
     cost_usd: float
     raw_cost_usd: float
+    tokens_total: int  # sent over every call of every transcript
     cost_saving: float  # over all the transcripts: 1 - cost / cost with no compaction
     median_saving: float  # per transcript
     saving_p25: float
@@ -81,22 +84,21 @@ def judge(df: "pd.DataFrame", sweep_keys: list[str], margin: float = RETENTION_M
     entries = []
     for (policy, *values), runs in df.groupby(["policy", *sweep_keys], sort=False, dropna=False):
         swept = {k: _plain(v) for k, v in zip(sweep_keys, values)}
-        raw, cost = float(runs["raw_cost_usd"].sum()), float(runs["cost_usd"].sum())
-        raw_tokens, tokens = float(runs["raw_tokens_total"].sum()), float(runs["tokens_total"].sum())
-        refs = int(runs["refs"].sum())
-        probes = int(runs["probes"].sum()) if "probes" in runs else 0
+        summed = metrics.sums(runs.to_dict("records"))
+        total = {name: m.of(summed) for name, m in metrics.METRICS.items()}  # = metrics.totals
         per = runs["cost_saving"]
         entries.append(Entry(
             label=label_of(policy, swept, units), policy=policy, swept=swept, transcripts=int(runs["transcript"].nunique()),
-            cost_usd=round(cost, 6), raw_cost_usd=round(raw, 6),
-            cost_saving=round(1 - cost / raw, 6) if raw else 0.0,
+            cost_usd=round(summed["cost_usd"], 6), raw_cost_usd=round(summed["raw_cost_usd"], 6),
+            tokens_total=int(summed["tokens_total"]),
+            cost_saving=round(total["cost_saving"], 6),
             median_saving=round(float(per.median()), 6), saving_p25=round(float(per.quantile(0.25)), 6),
             saving_p75=round(float(per.quantile(0.75)), 6),
-            reduction=round(1 - tokens / raw_tokens, 6) if raw_tokens else 0.0,
-            retention=round(int(runs["refs_retained"].sum()) / refs, 6) if refs else 1.0, refs=refs,
-            recall=round(int(runs["probes_kept"].sum()) / probes, 6) if probes else 1.0, probes=probes,
-            violations_introduced=int(runs["violations_introduced"].sum()), overflows=int(runs["overflows"].sum()),
-            summaries=int(runs["summaries"].sum()),
+            reduction=round(total["reduction"], 6),
+            retention=round(total["retention"], 6), refs=int(summed["refs"]),
+            recall=round(total["recall"], 6), probes=int(summed["probes"]),
+            violations_introduced=int(summed["violations_introduced"]), overflows=int(summed["overflows"]),
+            summaries=int(summed["summaries"]),
             costs_more=int((runs["cost_usd"] > runs["raw_cost_usd"] + 1e-12).sum()),
         ))
     entries.sort(key=lambda e: -e.cost_saving)

@@ -15,7 +15,7 @@ def run(transcript: str, policy: str, cost: float, raw: float = 10.0, retained: 
     return {"transcript": transcript, "policy": policy, **swept, "cost_usd": cost, "raw_cost_usd": raw,
             "cost_saving": 1 - cost / raw, "tokens_total": int(cost * 100), "raw_tokens_total": int(raw * 100),
             "refs": refs, "refs_retained": retained, "violations_introduced": violations, "overflows": overflows,
-            "summaries": 1}
+            "summaries": 1, "probes": 0, "probes_kept": 0}
 
 
 def frame(rows: list[dict]) -> pd.DataFrame:
