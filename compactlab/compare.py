@@ -321,6 +321,10 @@ def _dask_address(executor: str) -> str:
     return f"{scheme}://{rest}"
 
 
+#: how long to try reaching a Dask scheduler before --executor is an error
+DASK_CONNECT_TIMEOUT = "10s"
+
+
 def _dask_outcomes(jobs: list[Job], address: str) -> Iterator[tuple[int, RunResult | Failure]]:
     from .errors import UsageError
 
@@ -330,7 +334,7 @@ def _dask_outcomes(jobs: list[Job], address: str) -> Iterator[tuple[int, RunResu
     except ImportError:
         raise UsageError("--executor dask:// needs Dask distributed", hint="pip install 'compactlab[dask]'") from None
     try:
-        client = Client(address, timeout="10s")
+        client = Client(address, timeout=DASK_CONNECT_TIMEOUT)
     except Exception as exc:  # unreachable, refused, or an address Dask cannot use
         raise UsageError(f"--executor {address}: cannot reach the Dask scheduler: {exc}".splitlines()[0]) from None
     try:

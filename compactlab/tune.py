@@ -167,17 +167,14 @@ class TuneResult:
                  "overflows": int(p.scores["overflows"])} for i, p in enumerate(self.front)]
 
 
-def pareto(points: list[Point], objectives: list[str]) -> list[Point]:
-    """The feasible points no other feasible point is at least as good as on every objective and
-    better on one (all maximised); the first objective's best first; one point per score."""
-    ok = [p for p in points if p.feasible]
+def pareto(study: Any, points: list[Point], objectives: list[str]) -> list[Point]:
+    """The front: Optuna's ``best_trials`` (the feasible trials no other feasible trial dominates,
+    the constraints set per trial honoured), one point per score, the first objective's best first."""
+    best = {t.number for t in study.best_trials}
     front, seen = [], set()
-    for p in ok:
-        a = [p.scores[o] for o in objectives]
-        dominated = any(all(q.scores[o] >= x for o, x in zip(objectives, a)) and
-                        any(q.scores[o] > x for o, x in zip(objectives, a)) for q in ok)
-        key = tuple(round(x, 9) for x in a)
-        if not dominated and key not in seen:
+    for p in points:
+        key = tuple(round(p.scores[o], 9) for o in objectives)
+        if p.number in best and p.feasible and key not in seen:
             seen.add(key)
             front.append(p)
     return sorted(front, key=lambda p: tuple(-p.scores[o] for o in objectives))
@@ -554,7 +551,7 @@ def tune(params: list[Param], objectives: list[str], base: str, overrides: list[
     study = open_study()
     points, failures, interrupted = search(study, params, objectives, base, overrides, trials, batch, evaluate,
                                            max_violations, on_trial)
-    result = TuneResult(base, params, objectives, base_point, points, pareto(points, objectives), interrupted,
+    result = TuneResult(base, params, objectives, base_point, points, pareto(study, points, objectives), interrupted,
                         failures)
     result.recommendation = recommend(result)
     return result

@@ -34,11 +34,22 @@ def test_the_space_is_checked_against_the_schema():
 
 
 def test_the_front_is_the_feasible_undominated_points():
-    def pt(n, cost, recall, ok=True):
-        return Point(n, {}, {"cost": cost, "recall": recall}, ok)
+    """Optuna's best_trials, with the constraints honoured; one point per score, best cost first."""
+    import optuna
 
-    points = [pt(0, 0.5, 0.5), pt(1, 0.6, 0.4), pt(2, 0.4, 0.4), pt(3, 0.9, 0.9, ok=False), pt(4, 0.5, 0.5)]
-    assert [p.number for p in pareto(points, ["cost", "recall"])] == [1, 0]
+    from compactlab.tune import points_of
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    for cost, recall, ok in [(0.5, 0.5, True), (0.6, 0.4, True), (0.4, 0.4, True), (0.9, 0.9, False), (0.5, 0.5, True)]:
+        trial = study.ask()
+        trial.suggest_int("x", 0, 1)
+        trial.set_constraint("violations", 0.0 if ok else 1.0)
+        for k, v in {"cost": cost, "recall": recall}.items():
+            trial.set_user_attr(k, v)
+        study.tell(trial, [cost, recall])
+    points = points_of(study, [], ["cost", "recall"])
+    assert [p.number for p in pareto(study, points, ["cost", "recall"])] == [1, 0]
 
 
 def tune(cli, out, *extra, trials: int = 6, chart: bool = False):
@@ -226,12 +237,15 @@ def test_a_second_tune_on_the_same_study_is_refused_while_one_runs(cli, tmp_path
     (["--space", "snip.pair_safe=||"], "no choice between the |"),
     (["--executor", "dask://127.0.0.1:9"], "cannot reach the Dask scheduler"),
 ])
-def test_a_tune_that_fails_before_its_first_trial_leaves_nothing(cli, tmp_path, extra, message):
+def test_a_tune_that_fails_before_its_first_trial_leaves_nothing(cli, tmp_path, monkeypatch, extra, message):
     if "--executor" in extra:
         pytest.importorskip("distributed", reason="dask is an optional extra")
+        import compactlab.compare as compare
+
+        monkeypatch.setattr(compare, "DASK_CONNECT_TIMEOUT", "1s")  # nothing listens there: no need to wait 10
     out = tmp_path / "new" / "f"
-    r = cli("tune", *CORPUS, "-p", "observation-masking", *SPACE, *extra, "--trials", "2", "--jobs", "1", "--out", out,
-            "--no-chart")
+    r = cli("tune", *CORPUS, "-p", "observation-masking", *SPACE, *extra, "--trials", "2", "--jobs", "1",
+            "--out", out, "--no-chart")
     assert r.exit_code == 2 and message in r.stderr, r.output
     assert not (tmp_path / "new").exists()
     assert tune(cli, out, trials=2).exit_code == 0  # the rerun is not blocked
