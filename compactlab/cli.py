@@ -366,7 +366,8 @@ def _notify(quiet: bool) -> Callable[[str, bool], None]:
               help="Charts to draw: the corpus charts and the 6 transcripts where the policies differ most (auto), "
                    "every transcript's (all), the corpus charts only (summary), none.")
 @click.option("--retention-margin", type=click.FloatRange(0, 1), default=0.05, show_default=True,
-              help="How far below the best retention (a share) a recommended policy may keep.")
+              help="How far below no compaction's recall and retention (an absolute share) a recommended policy "
+                   "may keep.")
 @format_option("compare_report", "table")
 @click.option("--dry-run", is_flag=True, help="Write no file; only print.")
 @force_option
@@ -384,7 +385,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
             price_model: str | None, prices_file: str | None, skip_bad_lines: bool, input_format: str | None,
             subagents: bool, quiet: bool) -> None:
     """Which policy, which thresholds? Replay every TRANSCRIPT through every POLICY x swept value."""
-    from .compare import build_grid, jobs_for, run_jobs, sweep_units
+    from .compare import build_grid, jobs_for, run_jobs, sweep_units, with_reference
     from .prices import load_prices
     from .interrupts import exit_status
     from .outputs import OutputDir
@@ -394,6 +395,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
 
     notes: list[str] = []
     grid = build_grid(list(policy_refs or ("none", "s06", "s08")), list(overrides), list(sweeps), notes)
+    grid, reference = with_reference(grid, list(overrides))  # no compaction: the reference row, always
     for note in notes:
         _notify(quiet)(note, False)
     live = _live(summarizer, "estimate", model, cache_dir, no_cache, summary_prompt, dry_run)
@@ -419,6 +421,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
         meta = report_meta(table.read, [price_model] if price_model else
                            [m for t in loaded for m in recorded_models(t)] or [table.default_model])
         meta["units"] = sweep_units(grid, sweep_keys)
+        meta["reference"] = reference
         if done.interrupted:
             meta["interrupted"] = f"{len(done.results)} of {done.total} runs"
         if done.failures:

@@ -21,6 +21,7 @@ from .policy import Policy, load_policy, parse_override
 from .pool import Failure, Pool, can_fork, failure_of
 from .engine import replay
 from .transcripts import Transcript
+from .verdict import label_of
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,22 @@ def build_grid(policy_refs: list[str], overrides: list[str], sweeps: list[str],
             policies.append((load_policy(ref, sets), swept))
     sweep_units(policies, keys)  # refuses a key counted in different units
     return policies
+
+
+#: the policy every compare measures the others against (no compaction), run where not listed
+REFERENCE = "none"
+
+
+def with_reference(grid: list[tuple[Policy, tuple]], overrides: list[str]) -> tuple[list[tuple[Policy, tuple]], str]:
+    """The grid with no compaction in it (added last where no listed policy is it), and its label.
+    It takes the --set keys of the token estimate (``size.*``) and no layer key: it stays none."""
+    sizes = [o for o in overrides if o.strip().startswith("size.")]
+    reference = load_policy(REFERENCE, sizes)
+    keys = [k for k, _ in grid[0][1]] if grid else []
+    for policy, swept in grid:
+        if policy.fingerprint == reference.fingerprint:
+            return grid, label_of(policy.name, dict(swept))
+    return [*grid, (reference, tuple((k, None) for k in keys))], reference.name
 
 
 def applies(policy: Policy, key: str) -> bool:

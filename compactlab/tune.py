@@ -22,6 +22,7 @@ from typing import Any, Callable, Literal
 from . import metrics
 from .errors import PolicyError, UsageError
 from .policy import Policy, load_policy, parse_override
+from .verdict import RETENTION_MARGIN
 
 #: the objectives by name (metrics.OBJECTIVES: what each is, over the corpus) and their direction
 OBJECTIVES: dict[str, Literal["maximize", "minimize"]] = {
@@ -180,9 +181,16 @@ def pareto(study: Any, points: list[Point], objectives: list[str]) -> list[Point
     return sorted(front, key=lambda p: tuple(-p.scores[o] for o in objectives))
 
 
-def recommend(result: TuneResult) -> str:
-    """A paragraph, as compare's verdict: the front point to use, and how it stands to the base."""
+def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
+    """A paragraph, as compare's verdict: the front point to use, and how it stands to the base.
+    The verdict's guard holds: a point recommended keeps recall and retention within ``margin`` of
+    no compaction's (1.0: it keeps everything)."""
     objs, base = result.objectives, result.base_point
+    floor = 1.0 - margin
+
+    def guarded(p: Point) -> bool:
+        return p.scores.get("recall", 1.0) >= floor - 1e-12 and p.scores.get("retention", 1.0) >= floor - 1e-12
+
     if not result.front:
         return (f"No candidate qualifies: every one of the {len(result.points)} trials introduced a violation or "
                 f"overflowed a window. Keep {result.base}, or widen the space.")
@@ -190,11 +198,23 @@ def recommend(result: TuneResult) -> str:
     def said(p: Point) -> str:
         return ", ".join(f"{_word(o)} {_pct(p.scores[o])}" for o in objs)
 
-    better = [p for p in result.front if all(p.scores[o] >= base.scores[o] for o in objs)
-              and any(p.scores[o] > base.scores[o] for o in objs)]
+    dominating = [p for p in result.front if all(p.scores[o] >= base.scores[o] for o in objs)
+                  and any(p.scores[o] > base.scores[o] for o in objs)]
+    better = [p for p in dominating if guarded(p)]
     lead = result.front.index(better[0]) + 1 if better else None
     text = [f"The front has {len(result.front)} point(s) from {len(result.points)} trial(s)."]
-    if better:
+    if dominating and not better:
+        p = dominating[0]
+        text.append(f"Front point {result.front.index(p) + 1} ({_values(p)}) beats {result.base} on every objective but "
+                    f"keeps {_pct(p.scores.get('recall', 1.0))} of what the agent later used and "
+                    f"{_pct(p.scores.get('retention', 1.0))} of the referenced results: below the floor of {_pct(floor)} "
+                    f"(no compaction keeps all), so it is not recommended.")
+        safe = [q for q in result.front if guarded(q)]
+        if safe:
+            q = safe[0]
+            text.append(f"Of the points that keep what the agent used, front point {result.front.index(q) + 1} "
+                        f"({_values(q)}) saves the most: {said(q)}.")
+    elif better:
         p = better[0]
         broken = int(p.scores["violations"])
         text.append(f"Use front point {lead} ({_values(p)}): {said(p)}, against {said(base)} for {result.base} "

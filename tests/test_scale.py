@@ -43,7 +43,7 @@ def test_compare_on_a_dask_cluster_gives_the_local_numbers(cli):
         r = cli("compare", *args, "--executor", f"dask://{cluster.scheduler_address}")
     assert r.exit_code == 0, r.stderr
     remote = json.loads(r.stdout)["runs"]
-    assert len(remote) == 8 and remote == local
+    assert len(remote) == 8 + 2 and remote == local  # 2 policies x 2 values x 2 transcripts, and no compaction
 
 
 def test_an_unreachable_dask_scheduler_is_a_clear_error(cli, monkeypatch):

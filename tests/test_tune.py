@@ -322,3 +322,23 @@ def test_an_interrupt_while_trials_are_asked_leaves_none_running_and_resume_repa
     assert tune(cli, out, "--resume", trials=6).exit_code == 0
     states = [t.state.name for t in _study(out / "study.db").trials]
     assert "RUNNING" not in states and states.count("COMPLETE") == 6
+
+
+def test_tunes_recommendation_applies_the_verdicts_guard():
+    """(#27 §4) A front point that beats the base on every objective but keeps too little of what
+    the agent used is named, not recommended; the best that keeps it is offered instead."""
+    from compactlab.tune import Param, TuneResult, recommend
+
+    def pt(n, cost, recall):
+        return Point(n, {"micro.keep_recent": n}, {"cost": cost, "recall": recall, "retention": 1.0, "violations": 0,
+                                                   "overflows": 0, "cost_usd": 1.0, "probes": 10})
+
+    base = pt(-1, 0.3, 0.4)
+    front = [pt(1, 0.6, 0.5), pt(2, 0.2, 0.97)]
+    result = TuneResult("s08", [Param("micro.keep_recent", "int", 1, 20)], ["cost", "recall"], base, front, front)
+    text = recommend(result)
+    assert "Front point 1 (micro.keep_recent=1) beats s08 on every objective but keeps 50.0%" in text
+    assert "not recommended" in text and "Use front point" not in text
+    assert "front point 2 (micro.keep_recent=2) saves the most" in text
+    ok = TuneResult("s08", result.params, ["cost", "recall"], base, [pt(3, 0.6, 0.99)], [pt(3, 0.6, 0.99)])
+    assert "Use front point 1" in recommend(ok)

@@ -42,7 +42,9 @@ def comparison(results: list["RunResult"], sweep_keys: list[str], sort_key: str,
                margin: float | None = None) -> Comparison:
     df = sort_frame(results_frame(results, sweep_keys), sort_key)
     units = meta.get("units") or {}
-    verdict = judge(df, sweep_keys, units=units) if margin is None else judge(df, sweep_keys, margin, units)
+    reference = meta.get("reference")
+    verdict = (judge(df, sweep_keys, units=units, reference=reference) if margin is None
+               else judge(df, sweep_keys, margin, units, reference=reference))
     return Comparison(df, sweep_keys, verdict, meta)
 
 
