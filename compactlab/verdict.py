@@ -165,9 +165,9 @@ def judge(df: "pd.DataFrame", sweep_keys: list[str], margin: float = RETENTION_M
     for e in above:
         lost = loses(e)
         if lost is not None and fatal(e) is None:  # a trade-off, not a refusal
-            text.append(f"{'The runner-up: ' if e is runner else ''}if you accept keeping {_pct(min(e.recall, 1))} of "
-                        f"what the agent later used and {_pct(e.retention)} of the referenced results, {e.label} saves "
-                        f"{_pct(e.cost_saving - best.cost_saving)} more ({lost}).")
+            text.append(f"{'The runner-up: if' if e is runner else 'If'} you accept keeping {_pct(e.recall)} of what "
+                        f"the agent later used and {_pct(e.retention)} of the referenced results, {e.label} saves "
+                        f"{_pct(e.cost_saving - best.cost_saving)} more.")
         else:
             text.append(f"{'The runner-up, ' if e is runner else ''}{e.label} saves {_pct(e.cost_saving)} but lost: "
                         f"{why_not(e)}.")
@@ -258,10 +258,10 @@ def _praise(e: Entry, transcripts: int, ref: Entry | None) -> str:
         return (f"Use {e.label}: no policy costs less than sending the whole history with prompt caching on these "
                 f"{transcripts} transcript(s) while keeping what the agent later used.")
     where = f" and costs more than no compaction on {e.costs_more} of {e.transcripts}" if e.costs_more else ""
-    spread = (f" (95% interval over the transcripts {_pct(e.saving_low)} to {_pct(e.saving_high)})"
+    spread = (f"; 95% interval over the transcripts {_pct(e.saving_low)} to {_pct(e.saving_high)}"
               if e.transcripts > 1 else "")
-    return (f"Use {e.label}: it saves {_pct(e.cost_saving)} of the cost over {e.transcripts} transcript(s){spread} "
-            f"(median {_pct(e.median_saving)} per transcript){where}, introduces no violation, keeps "
+    return (f"Use {e.label}: it saves {_pct(e.cost_saving)} of the cost over {e.transcripts} transcript(s) "
+            f"(median {_pct(e.median_saving)} per transcript{spread}){where}, introduces no violation, keeps "
             f"{_pct(e.retention)} of the referenced tool results and {_pct(e.recall)} of what the agent later used "
             f"(probe recall).")
 

@@ -39,8 +39,8 @@ def test_the_best_saving_that_breaks_nothing_and_keeps_what_was_used_is_recommen
     assert "Use good: it saves 43.3%" in v.recommendation
     assert "The runner-up, cheap-but-broken saves 80.0% but lost: it introduces 2 tool-pairing violation(s)" in v.recommendation
     # forgetful keeps 20% of the referenced results: a trade-off, said as one
-    assert "if you accept keeping 100.0% of what the agent later used and 20.0% of the referenced results, " \
-           "forgetful saves 26.7% more" in v.recommendation
+    assert "If you accept keeping 100.0% of what the agent later used and 20.0% of the referenced results, " \
+           "forgetful saves 26.7% more." in v.recommendation
     assert judge(df, [], margin=0.85, reference="none").recommended == "forgetful"  # a floor of 15% admits it
 
 
