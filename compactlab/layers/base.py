@@ -15,7 +15,7 @@ saved transcripts and summarizer calls.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -26,6 +26,9 @@ from ..outputs import OutputDir
 from ..sizing import TokenEstimator, list_chars
 from ..summarizers.base import Summarizer, SummaryRequest
 from ..summarizers.prompts import prompt_text
+
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -95,10 +98,11 @@ class RunEnv:
     #: the context's tokens as the harness measured them (the previous call's recorded usage plus
     #: the messages since), while the context is still the one the recording sent; else None
     recorded_tokens: int | None = None
-    #: the policy's summary table: how reactive and manual compaction summarise too
+    #: the policy's summary table: how reactive and manual compaction summarise too (they refuse
+    #: to run without it: ``summary_settings``)
     summary_config: Any = None
-    #: what a layer keeps from call to call in a run, by layer name (``state_of``)
-    state: dict[str, Any] = field(default_factory=dict)
+    #: what layers keep from call to call in a run, one object of each kind (``state_of``)
+    state: dict[type, Any] = field(default_factory=dict)
     persisted_files: list[dict[str, Any]] = field(default_factory=list)
     saved_transcripts: list[dict[str, Any]] = field(default_factory=list)
     failed_summaries: list[dict[str, Any]] = field(default_factory=list)
@@ -107,12 +111,22 @@ class RunEnv:
     made_by: dict[int, str] = field(default_factory=dict)
     _next_origin: int = -1
 
-    def state_of(self, layer: str, make: Any) -> Any:
-        """The run state of ``layer``, made by ``make()`` on first use."""
-        state = self.state.get(layer)
+    def state_of(self, kind: type[T]) -> T:
+        """The run's one ``kind`` of state (a summary layer's circuit breaker, Codex's count of
+        earlier reasoning), made by ``kind()`` on first use."""
+        state = self.state.get(kind)
         if state is None:
-            state = self.state[layer] = make()
+            state = self.state[kind] = kind()
         return state
+
+    @property
+    def summary_settings(self) -> Any:
+        """The policy's summary table, which reactive and manual compaction summarise by: set by
+        the engine from the policy; never a default in its place."""
+        if self.summary_config is None:
+            raise ValueError("RunEnv.summary_config is not set: reactive and manual compaction summarise as the "
+                             "policy's summary table says")
+        return self.summary_config
 
     def new_entry(self, message: Message, by: str = "summary") -> Entry:
         """An Entry for a message a policy made (placeholder, summary): a fresh negative origin;

@@ -16,7 +16,7 @@ from ..context import Context
 from ..config import Bound, LayerConfig, opt
 from .base import LayerStats, RunEnv
 from .registry import register
-from .summary import SummaryConfig, compact
+from .summary import compact
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +37,7 @@ class ManualConfig(LayerConfig):
 @register("manual", ManualConfig)
 def manual(context: Context, config: ManualConfig, env: RunEnv) -> tuple[Context, LayerStats]:
     """(Summarised as the policy's summary table says: ``env.summary_config``.)"""
-    summary_config = env.summary_config or SummaryConfig()
+    summary_config = env.summary_settings
     stats = LayerStats()
     if not context.entries:
         return context, stats

@@ -14,7 +14,6 @@ from ..context import Context
 from ..config import Bound, LayerConfig, Positive, NonNegative, opt
 from .base import LayerStats, RunEnv, fill, pair_safe_tail, summarize
 from .registry import register
-from .summary import SummaryConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +35,7 @@ class ReactiveConfig(LayerConfig):
 @register("reactive", ReactiveConfig)
 def reactive(context: Context, config: ReactiveConfig, env: RunEnv) -> tuple[Context, LayerStats]:
     """(The summary's input cut and prompt are the policy's summary table: ``env.summary_config``.)"""
-    summary_config = env.summary_config or SummaryConfig()
+    summary_config = env.summary_settings
     stats = LayerStats()
     entries = context.entries
     if not entries:

@@ -33,7 +33,7 @@ def over_trigger(context: Context, config: SummaryConfig, env: RunEnv) -> bool:
     elif config.unit == "tokens" and config.measure == "recorded" and env.recorded_tokens is not None:
         size = env.recorded_tokens
         if config.count_reasoning:
-            size += env.state_of("summary:reasoning", EarlierReasoning).tokens(context)
+            size += env.state_of(EarlierReasoning).tokens(context)
     else:
         size = context.chars if config.unit == "chars" else env.estimator.tokens(context.chars)
     return size > config.trigger
@@ -170,7 +170,7 @@ class SummaryConfig(LayerConfig):
 
 @register("summary", SummaryConfig)
 def summary(context: Context, config: SummaryConfig, env: RunEnv) -> tuple[Context, LayerStats]:
-    breaker = env.state_of("summary", Breaker)
+    breaker = env.state_of(Breaker)
     if breaker.open or not context.entries or not over_trigger(context, config, env):
         return context, NOTHING
     stats = LayerStats()

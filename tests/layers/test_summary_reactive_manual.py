@@ -5,6 +5,7 @@ import pytest
 from compactlab.errors import SummarizerError
 from compactlab.layers import RunEnv, manual, reactive, summary
 from compactlab.policy import ManualConfig, ReactiveConfig, SummaryConfig
+from compactlab.layers.summary import Breaker
 from compactlab.summarizers import StubSummarizer
 from helpers import asst, context, tool_session, tu, user
 
@@ -21,7 +22,7 @@ class Failing:
 
 
 def env(summarizer=None) -> RunEnv:
-    return RunEnv(summarizer=summarizer or StubSummarizer())
+    return RunEnv(summarizer=summarizer or StubSummarizer(), summary_config=SummaryConfig())
 
 
 @pytest.mark.parametrize("delta,fires", [(0, False), (1, True)])
@@ -63,7 +64,7 @@ def test_circuit_breaker_opens_after_max_failures():
     for _ in range(5):
         out, stats = summary(ctx, cfg, e)
         assert out is ctx
-    assert failing.calls == 3 and e.state["summary"].open
+    assert failing.calls == 3 and e.state_of(Breaker).open
     assert len(e.failed_summaries) == 3
 
 
@@ -96,3 +97,12 @@ def test_saved_transcript_is_recorded_but_written_only_when_asked(tmp_path):
     e2.out.commit()
     rel = e2.saved_transcripts[0]["path"]
     assert rel and len((tmp_path / "o" / rel).read_text().splitlines()) == 5
+
+
+@pytest.mark.parametrize("layer", [reactive, manual])
+def test_reactive_and_manual_refuse_to_guess_the_summary_settings(layer):
+    """(#26 §4) They summarise as the policy's summary table says: without it, an error, never a default."""
+    bare = RunEnv(summarizer=StubSummarizer())
+    config = ReactiveConfig() if layer is reactive else ManualConfig()
+    with pytest.raises(ValueError, match="summary_config is not set"):
+        layer(context(tool_session(3)), config, bare)
