@@ -76,9 +76,10 @@ def usable_calls(transcript: Any) -> int:
     return sum(1 for u in transcript.usage.values() if prompt_tokens(u) > 0)
 
 
-def by_default(transcript: Transcript) -> tuple[Calibration | None, str | None]:
+def by_default(transcript: Transcript, sent: list[int] | None = None) -> tuple[Calibration | None, str | None]:
     """The calibration a run uses unless told otherwise: the fit where the transcript records the
-    usage of at least ``MIN_CALLS`` calls; else none, and why where there was some usage (to warn)."""
+    usage of at least ``MIN_CALLS`` calls; else none, and why where there was some usage (to warn).
+    ``sent``: the chars of the contexts it sent, when the caller has them (``sent_chars``)."""
     n = usable_calls(transcript)
     if n == 0:
         return None, None
@@ -87,7 +88,7 @@ def by_default(transcript: Transcript) -> tuple[Calibration | None, str | None]:
     if n < MIN_CALLS:
         return None, (f"only {n} call(s) with recorded usage (calibration needs {MIN_CALLS}): "
                       "tokens are the policy's estimate")
-    cal = calibrate(transcript)
+    cal = calibrate(transcript, sent)
     if not (MIN_CHARS_PER_TOKEN <= cal.chars_per_token <= MAX_CHARS_PER_TOKEN) or (cal.mape or 0) > MAX_MAPE:
         return None, (f"the fit to the recorded usage is unusable ({cal.overhead_tokens:,} + chars / "
                       f"{cal.chars_per_token}, mape {cal.mape}): tokens are the policy's estimate")

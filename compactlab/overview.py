@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from .baseline import baseline_for
-from .calibration import MIN_CALLS, calibrate, prompt_tokens, recorded_tokens, sent_chars
+from .calibration import MIN_CALLS, by_default, calibrate, prompt_tokens, recorded_tokens, sent_chars
 from .messages import block_type
 from .sizing import TokenEstimator
 from .transcripts import FORMATS, Transcript
@@ -28,6 +28,7 @@ class Overview(TypedDict, total=False):
     largest_results: list[dict[str, Any]]
     violations: list[dict[str, Any]]
     raw_tokens_per_call: list[int]
+    raw_tokens_by: str  # the estimate the token figures use: calibrated, or chars / 4
     raw_growth: dict[str, int]
     skipped_lines: int
     unanswered_at_end: list[str]
@@ -51,7 +52,11 @@ def unanswered_at_end(transcript: Transcript) -> list[str]:
 
 
 def overview(transcript: Transcript, top: int = 10) -> dict[str, Any]:
-    est = TokenEstimator()
+    """What ``inspect`` reports. Token figures are a replay's estimate: the fit to the recorded
+    usage where a replay would calibrate (``raw_tokens_by``), else chars / 4, and say which."""
+    sent = sent_chars(transcript) if transcript.usage else None  # (one replay of none, shared below)
+    cal = by_default(transcript, sent)[0] if sent is not None else None
+    est = TokenEstimator(cal.chars_per_token, cal.overhead_tokens) if cal else TokenEstimator()
     base = baseline_for(transcript)
     names = transcript.tool_names
     tools: dict[str, dict[str, int]] = {}
@@ -94,6 +99,8 @@ def overview(transcript: Transcript, top: int = 10) -> dict[str, Any]:
             for call, v in base.first_seen
         ],
         raw_tokens_per_call=raw_tokens,
+        raw_tokens_by=(f"calibrated: {cal.overhead_tokens:,} + chars / {cal.chars_per_token:g}" if cal
+                       else "chars / 4 (not calibrated)"),
         raw_growth=growth,
         skipped_lines=transcript.skipped_lines,
         unanswered_at_end=unanswered_at_end(transcript),
@@ -103,16 +110,15 @@ def overview(transcript: Transcript, top: int = 10) -> dict[str, Any]:
         ],
         warnings=transcript.warnings,
     )
-    return {**info, **_recorded(transcript), **_format_specific(transcript)}  # the format's own keys on top
+    return {**info, **_recorded(transcript, sent, est), **_format_specific(transcript)}  # the format's own keys on top
 
 
-def _recorded(transcript: Transcript) -> dict[str, Any]:
-    """Recorded usage per call beside the estimates, and the calibration fit (SPEC §5)."""
-    if not transcript.usage:
+def _recorded(transcript: Transcript, sent: list[int] | None, est: TokenEstimator) -> dict[str, Any]:
+    """Recorded usage per call beside the estimates (``est``: the overview's), and the
+    calibration fit (SPEC §5); ``sent``: the chars of the contexts the recording sent."""
+    if not transcript.usage or sent is None:
         return {}
     tokens = recorded_tokens(transcript)
-    sent = sent_chars(transcript)  # the one replay inspect makes: the calibration fits on it too
-    est = TokenEstimator()
     base = baseline_for(transcript)
     out: dict[str, Any] = {
         "recorded_prompt_tokens_total": sum(tokens),

@@ -150,3 +150,18 @@ def test_a_fit_of_absurd_characters_per_token_is_refused(tmp_path, monkeypatch, 
     fitted = Calibration(overhead_tokens=10, chars_per_token=cpt, mape=0.01, calls=8)
     monkeypatch.setattr(calibration, "calibrate", lambda transcript, sent=None: fitted)
     assert (by_default(t)[0] is fitted) is used
+
+
+def test_inspect_and_replay_give_one_number_for_the_raw_peak(cli, tmp_path):
+    """(#27 §7) inspect's token figures are the replay's estimate (calibrated where a replay is),
+    and say which; uncalibrated they say chars / 4."""
+    path = write_jsonl(tmp_path / "usage.jsonl", with_usage(12))
+    info = orjson.loads(cli("inspect", path, "--format", "json").stdout)
+    s, _ = summary_of(cli, path, "-p", "none")
+    assert info["raw_tokens_by"].startswith("calibrated: ") and max(info["raw_tokens_per_call"]) == s["peak_tokens"]
+    table = cli("inspect", path).stdout
+    assert "raw context tokens, calibrated:" in table
+    plain = write_jsonl(tmp_path / "plain.jsonl", tool_session(8))
+    info = orjson.loads(cli("inspect", plain, "--format", "json").stdout)
+    s, _ = summary_of(cli, plain, "-p", "none")
+    assert info["raw_tokens_by"] == "chars / 4 (not calibrated)" and max(info["raw_tokens_per_call"]) == s["peak_tokens"]

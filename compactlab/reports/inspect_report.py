@@ -26,7 +26,8 @@ def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
             rows.append((key.replace("_", " "), str(info[key])))
     g = info["raw_growth"]
     if g:
-        rows.append(("raw context tokens (25/50/75/100% of calls)", " / ".join(f"{v:,}" for v in g.values())))
+        rows.append((f"raw context tokens, {info['raw_tokens_by']} (25/50/75/100% of calls)",
+                     " / ".join(f"{v:,}" for v in g.values())))
     rows.append(("recorded violations", str(len(info["violations"]))))
     if info.get("recorded_prompt_tokens_total"):
         rows.append(("recorded prompt tokens (all calls)", f"{info['recorded_prompt_tokens_total']:,}"))
@@ -77,7 +78,7 @@ def write_table(info: dict[str, Any], out: TextIO) -> None:
     for k, v in _head_rows(info):
         head.add_row(k, v)
     printer.table(head)
-    printer.text("raw context tokens per call:")
+    printer.text(f"raw context tokens per call ({info['raw_tokens_by']}):")
     printer.text(sparkline(info["raw_tokens_per_call"]))
     if info.get("recorded_calls"):
         printer.text("recorded prompt tokens per call:")
