@@ -697,9 +697,11 @@ def inspect(transcript: str, skip_bad_lines: bool, input_format: str | None, fmt
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str),
               help="Where to write the Anthropic messages JSONL.")
 @input_options
-@click.option("--keep-recorded-compactions", is_flag=True,
-              help="Also write the recording's compactions where they happened: their summary lines carry a "
-                   "\"recorded_compaction\" key (read only by compactlab).")
+@click.option("--keep-recorded-compactions/--drop-recorded-compactions", default=True, show_default=True,
+              help="Write the recording's compactions where they happened (their summary lines carry a "
+                   "\"recorded_compaction\" key, read only by compactlab), so that a replay of the file gives what a "
+                   "replay of the source gives. Dropped: plain messages only, and no usage recorded after the first "
+                   "compaction (it measured a context the file no longer holds).")
 @quiet_option
 def convert(transcript: str, output: str, skip_bad_lines: bool, input_format: str | None,
             keep_recorded_compactions: bool, quiet: bool) -> None:
@@ -723,6 +725,11 @@ def convert(transcript: str, output: str, skip_bad_lines: bool, input_format: st
         raise UsageError(f"--output {output}: cannot write: {exc.strerror or exc}") from None
     _status(quiet, f"wrote {output}: {len(loaded.entries)} messages, {len(loaded.call_positions)} calls "
                    f"(from {loaded.format})")
+    if loaded.compactions and not keep_recorded_compactions:
+        first = min(c.position for c in loaded.compactions)
+        dropped = sum(1 for p in loaded.usage if p >= first)
+        _status(quiet, f"{len(loaded.compactions)} recorded compaction(s) left out, and the usage of the {dropped} "
+                       "call(s) after the first: it measured a context this file does not hold")
 
 
 @main.group()

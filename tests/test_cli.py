@@ -308,3 +308,37 @@ def test_convert_merges_two_messages_of_one_role_as_the_api_takes_them(cli, tmp_
     lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert lines == [{"role": "user", "content": [{"type": "text", "text": "first"}, {"type": "text", "text": "second"}]},
                      {"role": "assistant", "content": "ok"}]
+
+
+def test_convert_keeps_a_recorded_compaction_so_the_answer_survives(cli, tmp_path):
+    """(#27 §8) The usage recorded after a compaction measured the compacted context: convert keeps
+    the compaction (its documented form), so a calibrated replay of the file is the source's; with
+    --drop-recorded-compactions that usage goes with it, never left beside the full history."""
+    from compactlab import load_transcript
+    from helpers import write_jsonl
+
+    lines, chars = [{"role": "user", "content": "start"}], 0
+    for i in range(12):
+        if i == 6:
+            lines.append({"role": "user", "content": "[summary of the work so far]",
+                          "recorded_compaction": {"trigger": "auto", "pre_tokens": 9000}})
+            chars = 400  # what the recording then sent: the summary and what came after
+        lines.append({"type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+                      "content": [{"type": "tool_use", "id": f"t{i}", "name": "bash", "input": {"i": i}}],
+                      "usage": {"input_tokens": 800 + chars // 3, "output_tokens": 5},
+                      "timestamp": f"2026-01-01T10:{i:02d}:00Z"})
+        lines.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": "x" * 900}]})
+        chars += 1000
+    src = write_jsonl(tmp_path / "src.jsonl", lines)
+
+    def figures(path):
+        s = json.loads(cli("replay", path, "-p", "none", "--dry-run", "--format", "json", "-q").stdout)["runs"][0]
+        return s["summary"]["tokens_total"], s["summary"]["cost_usd"], s["summary"]["calibration"]
+
+    kept, dropped = tmp_path / "kept.jsonl", tmp_path / "dropped.jsonl"
+    assert cli("convert", src, "-o", kept, "-q").exit_code == 0
+    assert figures(kept) == figures(src) and figures(src)[2]["source"] == "recorded usage"
+    r = cli("convert", src, "-o", dropped, "--drop-recorded-compactions")
+    assert r.exit_code == 0 and "the usage of the 6 call(s) after the first" in r.stderr
+    t = load_transcript(str(dropped))
+    assert not t.compactions and len(t.usage) == 6 and max(t.usage) < t.call_positions[6]

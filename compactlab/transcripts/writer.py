@@ -1,14 +1,16 @@
 """Writing a transcript as Anthropic messages JSONL (``compactlab convert``).
 
-By default exactly the messages a replay uses: the recording's own compactions (their summaries)
-are left out, as a replay leaves them out, and the roles alternate as the API requires (two
-messages of one role in a row become one). Assistant messages with recorded usage are written as
-API response objects, so the usage (and the model, and the time) survive the conversion. With
-``keep_recorded_compactions`` a compaction the recording did is written where it happened as its
-summary message marked ``"recorded_compaction": {"trigger", "pre_tokens"}`` (a key only
-compactlab reads: its Anthropic loader takes such a line as a recorded compaction, not a
-message), so that ``replay --keep-recorded-compactions`` of the converted file gives the same
-records too.
+The messages a replay uses, the roles alternating as the API requires (two messages of one role
+in a row become one). Assistant messages with recorded usage are written as API response objects,
+so the usage (and the model, and the time) survive the conversion. With
+``keep_recorded_compactions`` (``convert``'s default) a compaction the recording did is written
+where it happened as its summary message marked ``"recorded_compaction": {"trigger",
+"pre_tokens"}`` (a key only compactlab reads: its Anthropic loader takes such a line as a recorded
+compaction, not a message): a replay of the file then gives what a replay of the source gives,
+calibration included (it fits the usage to the contexts the recording sent). Without it the
+recording's compactions are left out, and so is the usage of every call after the first of them:
+that usage measured a context the file no longer holds (kept, it would fit the plain history to
+smaller numbers and mislead the calibration).
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ def anthropic_lines(transcript: Transcript, keep_recorded_compactions: bool = Fa
     if transcript.system is not None:
         yield orjson.dumps({"role": "system", "content": transcript.system})
     restarts = {c.position: c for c in transcript.compactions} if keep_recorded_compactions else {}
+    # without the compactions, the usage recorded after the first one describes another context
+    usage_until = len(transcript.entries) if keep_recorded_compactions or not transcript.compactions else \
+        min(c.position for c in transcript.compactions)
     pending: dict | None = None  # a plain message, held to merge the next one of its role into it
     for i, entry in enumerate(transcript.entries + [None]):  # type: ignore[operator]
-        usage = transcript.usage.get(i) if entry is not None else None
+        usage = transcript.usage.get(i) if entry is not None and i < usage_until else None
         if pending is not None and (entry is None or i in restarts or usage is not None
                                     or entry.message.get("role") != pending.get("role")):
             yield orjson.dumps(pending)
