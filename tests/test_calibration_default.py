@@ -165,3 +165,12 @@ def test_inspect_and_replay_give_one_number_for_the_raw_peak(cli, tmp_path):
     info = orjson.loads(cli("inspect", plain, "--format", "json").stdout)
     s, _ = summary_of(cli, plain, "-p", "none")
     assert info["raw_tokens_by"] == "chars / 4 (not calibrated)" and max(info["raw_tokens_per_call"]) == s["peak_tokens"]
+
+
+def test_modelled_and_recorded_sit_side_by_side_only_where_they_compare_like_with_like(cli, tmp_path):
+    """(#27 §7) A policy that acted is not "modelled / recorded" against the session's bill."""
+    path = write_jsonl(tmp_path / "usage.jsonl", with_usage(12))
+    acted = cli("replay", path, "-p", "observation-masking", "--set", "micro.keep_recent=1", "--dry-run").stdout
+    assert "modelled / recorded" not in acted and "input cost of the session as recorded (its usage)" in acted
+    same = cli("replay", path, "-p", "none", "--keep-recorded-compactions", "--dry-run").stdout
+    assert "input cost: modelled / recorded usage" in same

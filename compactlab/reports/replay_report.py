@@ -70,8 +70,11 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
             f" ({sum(1 for t in s.saved_transcripts if t['path'])} written)" if s.saved_transcripts else "")),
     ]
     if s.recorded_input_cost_usd is not None:
-        modelled = sum(c.input_cost_usd for c in run.calls)
-        rows.append(("input cost: modelled / recorded usage", f"${modelled:,.4f} / ${s.recorded_input_cost_usd:,.4f}"))
+        if s.cache_ledger:  # like with like: the run sent what the recording sent
+            modelled = sum(c.input_cost_usd for c in run.calls)
+            rows.append(("input cost: modelled / recorded usage", f"${modelled:,.4f} / ${s.recorded_input_cost_usd:,.4f}"))
+        else:  # the session as it ran, not this policy: its own line, said as such
+            rows.append(("input cost of the session as recorded (its usage)", f"${s.recorded_input_cost_usd:,.4f}"))
     if s.cache_ledger:
         rows.append(("cache model vs recording", ledger_line(s.cache_ledger)))
     if s.recorded_cache_breaks:
