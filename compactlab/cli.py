@@ -385,7 +385,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
             price_model: str | None, prices_file: str | None, skip_bad_lines: bool, input_format: str | None,
             subagents: bool, quiet: bool) -> None:
     """Which policy, which thresholds? Replay every TRANSCRIPT through every POLICY x swept value."""
-    from .compare import build_grid, jobs_for, run_jobs, sweep_units, with_reference
+    from .compare import build_grid, jobs_for, run_jobs, sweep_units, triggers, with_reference
     from .prices import load_prices
     from .interrupts import exit_status
     from .outputs import OutputDir
@@ -422,6 +422,7 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
                            [m for t in loaded for m in recorded_models(t)] or [table.default_model])
         meta["units"] = sweep_units(grid, sweep_keys)
         meta["reference"] = reference
+        meta["triggers"] = triggers(grid, meta["units"])
         if done.interrupted:
             meta["interrupted"] = f"{len(done.results)} of {done.total} runs"
         if done.failures:

@@ -102,6 +102,29 @@ def with_reference(grid: list[tuple[Policy, tuple]], overrides: list[str]) -> tu
     return [*grid, (reference, tuple((k, None) for k in keys))], reference.name
 
 
+def trigger_of(policy: Policy) -> str | None:
+    """What makes ``policy`` act first, in words (its summary's trigger, else its first cheap
+    layer's); None for a policy that never acts."""
+    s = policy.summary
+    if s.enabled:
+        return f"summary past {s.trigger:,} {s.unit}"
+    for name in policy.order:
+        if getattr(policy, name).enabled:
+            return f"its {name} layer"
+    if policy.reactive.enabled:
+        return f"reactive compaction past {policy.reactive.window_tokens:,} tokens"
+    return None
+
+
+def triggers(grid: list[tuple[Policy, tuple]], units: dict[str, str]) -> dict[str, str]:
+    """Each grid entry's label and trigger (``trigger_of``), for the verdict's words."""
+    out = {}
+    for policy, swept in grid:
+        if (t := trigger_of(policy)) is not None:
+            out[label_of(policy.name, dict(swept), units)] = t
+    return out
+
+
 def applies(policy: Policy, key: str) -> bool:
     """Whether ``policy`` uses ``key`` (``layer.name``): not when that layer is off."""
     section = getattr(policy, key.split(".")[0], None)

@@ -97,11 +97,14 @@ ACTIONS = ("persisted", "snipped", "micro_compacted", "summaries", "reactive", "
 
 
 def judge(df: "pd.DataFrame", sweep_keys: list[str], margin: float = RETENTION_MARGIN,
-          units: dict[str, str] | None = None, reference: str | None = None) -> Verdict:
+          units: dict[str, str] | None = None, reference: str | None = None,
+          triggers: dict[str, str] | None = None) -> Verdict:
     """The verdict of a compare's results (one row per run, as ``results.csv``); ``reference``:
     the label of no compaction's entry (without one, no compaction's recall and retention are 1.0,
-    as they are by construction)."""
+    as they are by construction); ``triggers``: what makes each policy act, in words (label ->
+    "summary past 167,000 tokens"), to say why one never did."""
     entries, overflowed = _entries(df, sweep_keys, units)
+    entries.sort(key=lambda e: (-e.cost_saving, e.label != reference))  # a tie with no compaction: it first
     if not entries:
         return Verdict([], None, None, "No run finished.", margin, True, list(sweep_keys), reference)
     ref = next((e for e in entries if e.label == reference), None)
@@ -173,9 +176,11 @@ def judge(df: "pd.DataFrame", sweep_keys: list[str], margin: float = RETENTION_M
                         f"{why_not(e)}.")
     if runner is not None and not above:
         text.append(f"The runner-up, {runner.label}, lost: {_behind(best, runner, why_not(runner))}.")
-    idle = [e.label for e in entries if not e.actions and e is not ref and e is not best and e is not runner]
+    idle = [e for e in entries if not e.actions and e is not ref and (e is not runner or above)]
     if idle:
-        text.append(f"{', '.join(idle)} never acted on these transcripts (largest context "
+        named = ", ".join(f"{e.label} ({(triggers or {})[e.label]})" if e.label in (triggers or {}) else e.label
+                          for e in idle)
+        text.append(f"{named} never acted on these transcripts (largest context "
                     f"{max(e.peak_tokens for e in entries):,} tokens): there they are no compaction.")
     if ref is not None and not ref.overflows and best is ref:
         text.append(f"No transcript fills the context window even with no compaction (largest context "

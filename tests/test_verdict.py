@@ -219,3 +219,15 @@ def test_the_recommendation_never_falls_below_the_floor_and_adding_a_policy_neve
     w = judge(frame(rows + extra), [], reference="none")
     if w.recommended is not None and not w.recommendation.startswith("No policy passes"):
         assert w.recommended != "zz" and _passes(w, w.recommended)
+
+
+def test_a_policy_that_never_fired_is_named_with_its_trigger_and_none_wins_a_tie(cli):
+    """(#27 §3) On a corpus far under their triggers, claude-code and gemini-cli are no compaction:
+    the verdict says so with what would have made them act, and recommends none itself."""
+    r = cli("compare", SAMPLES / "synth-small.jsonl", "-p", "claude-code", "-p", "gemini-cli", "-p", "s08",
+            "--dry-run", "--format", "json")
+    v = orjson.loads(r.stdout)["verdict"]
+    assert v["recommended"] == "none" and v["passes"]
+    assert "claude-code (summary past 167,000 tokens), gemini-cli (summary past 524,288 tokens) never acted" in \
+        v["recommendation"]
+    assert "No transcript fills the context window even with no compaction" in v["recommendation"]

@@ -42,9 +42,9 @@ def comparison(results: list["RunResult"], sweep_keys: list[str], sort_key: str,
                margin: float | None = None) -> Comparison:
     df = sort_frame(results_frame(results, sweep_keys), sort_key)
     units = meta.get("units") or {}
-    reference = meta.get("reference")
-    verdict = (judge(df, sweep_keys, units=units, reference=reference) if margin is None
-               else judge(df, sweep_keys, margin, units, reference=reference))
+    reference, fired_by = meta.get("reference"), meta.get("triggers")
+    verdict = (judge(df, sweep_keys, units=units, reference=reference, triggers=fired_by) if margin is None
+               else judge(df, sweep_keys, margin, units, reference=reference, triggers=fired_by))
     return Comparison(df, sweep_keys, verdict, meta)
 
 
