@@ -314,7 +314,7 @@ def replay(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides
     if fmt != "table":
         for run in done.runs:
             if run.out_dir:
-                _status(quiet, f"wrote {run.out_dir}/summary.json, calls.csv, probes.csv")
+                _status(quiet, f"wrote {run.out_dir}/summary.json, calls.csv, probes.csv, compactions.csv")
 
 
 @contextmanager

@@ -31,10 +31,10 @@ from .layers import CHEAP, NOTHING, LayerStats, RunEnv, manual, reactive, summar
 from .messages import Entry, is_prompt
 from .outputs import OutputDir
 from .policy import Policy, fingerprint_of
-from .records import Run, TurnRecord, summarize
+from .records import CompactionEvent, Run, TurnRecord, summarize
 from .probes import LostProbe, check as check_probes
 from .retention import retained
-from .sizing import Calibration, TokenEstimator
+from .sizing import Calibration, TokenEstimator, list_chars
 from .summarizers import StubSummarizer, Summarizer
 from .transcripts import RecordedCompaction, Transcript, TranscriptStream
 
@@ -127,6 +127,7 @@ def replay(
         policy=resolved,
         failed_summaries=env.failed_summaries,
         lost_probes=turns.lost,
+        events=turns.events_with_losses(),
         out_dir=out.path,
         timing={"runtime_s": round(time.perf_counter() - started, 4)},
     )
@@ -171,6 +172,7 @@ class Turns:
         self.done = 0  # messages of the transcript in the context so far
         self.manual_pending = False  # the previous reply called the manual compaction tool
         self.lost: list[LostProbe] = []  # the hindsight probes the contexts sent had lost
+        self.events: list[CompactionEvent] = []  # the calls at which the policy changed the context
 
     def turn(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
         self.env.call = call
@@ -179,10 +181,15 @@ class Turns:
         self.last_time = now
         self.env.after_prompt = any(map(is_prompt, pending))
         stats = LayerStats()
+        # the context as it would be sent with no layer acting: what an event removed is measured from it
+        n = len(self.context) + len(pending)
+        before = (n, list_chars(self.context.chars_sum + sum(e.chars for e in pending), n))
         self._append(pos, pending, stats)  # 1
         self._measure_as_recorded(pos, pending, stats)
         self._prepare(stats)  # 2
         tokens = self._fit_window(stats)  # 3
+        if any(getattr(stats, stat) for stat in ACTIONS):
+            self._event(call, stats, before, tokens)
         unchanged = self.cache.unchanged(stats.lowest_changed)
         self.tracker.update(self.context.entries, unchanged)  # 4
         introduced, inherited = self.violations.record(call, self.tracker, self.base.counts_at(call))
@@ -192,7 +199,7 @@ class Turns:
         probes = self.base.probes.get(call, ()) if self.keep_refs else self.base.probes.pop(call, ())
         record = self._record(call, pos, stats, tokens, introduced, inherited, read, write, refs,
                               retained(refs, ctx), len(probes),
-                              check_probes(probes, ctx, call, self.lost, self.env.made_by))  # 6
+                              check_probes(probes, ctx, call, self.lost, self.env))  # 6
         self.totals.add(stats)
         self.as_recorded = self.as_recorded and not any(getattr(stats, stat) for stat in ACTIONS)
         self.cache.sent(len(ctx), tokens)
@@ -200,6 +207,28 @@ class Turns:
         self.done = pos + 1
         self.manual_pending = self.manual_tool in reply.tool_names
         return record
+
+    def _event(self, call: int, stats: LayerStats, before: tuple[int, int], tokens: int) -> None:
+        """Record what the layers did at this call (an event of compactions.csv)."""
+        layers = [name for name, stat in (("budget", "persisted"), ("snip", "snipped"), ("micro", "micro_compacted"),
+                                          ("summary", "summaries"), ("reactive", "reactive"), ("manual", "manual"))
+                  if getattr(stats, stat)]
+        self.events.append(CompactionEvent(call, layers, before[0], len(self.context),
+                                           self.env.estimator.tokens(before[1]), tokens,
+                                           stats.micro_compacted + stats.persisted, stats.snipped,
+                                           stats.summaries + stats.reactive + stats.manual))
+
+    def events_with_losses(self) -> list[CompactionEvent]:
+        """The events, each with the used strings it removed and the call that first needed each."""
+        by_call = {e.call: e for e in self.events}
+        first: dict[tuple[int, str], int] = {}
+        for p in self.lost:
+            if p.removed_at in by_call:
+                key = (p.removed_at, p.probe)
+                first[key] = min(first.get(key, p.call), p.call)
+        for (at, text), needed in sorted(first.items(), key=lambda kv: (kv[0][0], kv[1], kv[0][1])):
+            by_call[at].lost.append((text, needed))
+        return self.events
 
     def _measure_as_recorded(self, pos: int, pending: list[Entry], stats: LayerStats) -> None:
         """env.recorded_tokens: the context's size as the harness measured it before this call (the

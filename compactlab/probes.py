@@ -199,16 +199,22 @@ class LostProbe(NamedTuple):
     source_call: int  # the call whose tool result first held it (-1: unknown)
     source_tool: str
     removed_by: str  # budget (persisted), micro (placeholder), summary, snip
+    removed_at: int = -1  # the call at which that layer removed it (-1: not known)
 
     def to_dict(self) -> dict[str, Any]:
         return self._asdict()
 
 
 def check(probes: Sequence[Probe], context: Context, call: int, lost: list[LostProbe] | None,
-          made_by: dict[int, str] | None = None) -> int:
+          env: Any = None) -> int:
     """How many of ``probes`` the context sent at ``call`` holds; the lost ones go to ``lost``,
-    each with the layer that removed it (``made_by``: the layer that made each message a policy
-    made, as ``RunEnv.made_by``; a message gone is put down to the one standing in its place)."""
+    each with the layer that removed it and when (``env``: the run's ``RunEnv``, whose
+    ``made_by``/``made_at`` say which layer made each message a policy made, and at which call,
+    and ``cleared_at`` when a result was replaced in place; a message gone is put down to the one
+    standing in its place)."""
+    made_by = env.made_by if env is not None else {}
+    made_at = env.made_at if env is not None else {}
+    cleared_at = env.cleared_at if env is not None else {}
     if not probes:
         return 0
     kept, missing = 0, []
@@ -230,10 +236,11 @@ def check(probes: Sequence[Probe], context: Context, call: int, lost: list[LostP
             j = context.find_origin(o)
             if j is None:
                 stand_in = context.made_in_gap(o)
-                by = (made_by or {}).get(stand_in.origin, "summary") if stand_in is not None else \
-                    "summary" if made else "snip"
+                by = made_by.get(stand_in.origin, "summary") if stand_in is not None else "summary" if made else "snip"
+                at = made_at.get(stand_in.origin, -1) if stand_in is not None else -1
             else:
                 block = context.entries[j].message["content"][b]
                 by = "budget" if "persisted-output" in _result_text(block.get("content")) else "micro"
-            lost.append(LostProbe(call, p.text, p.source_call, p.source_tool, by))
+                at = cleared_at.get((o, b), -1)
+            lost.append(LostProbe(call, p.text, p.source_call, p.source_tool, by, at))
     return kept

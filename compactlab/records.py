@@ -225,6 +225,28 @@ NUMERIC_SUMMARY_KEYS = [f.name for f in fields(RunSummary) if f.type in ("int", 
 
 
 @dataclass
+class CompactionEvent:
+    """A call at which the policy changed the context: which layers acted, what the context was
+    before and after them, and the strings the agent later used that this event removed (each with
+    the call that first needed it; probes.LostProbe.removed_at ties a loss to its event)."""
+
+    call: int
+    layers: list[str]
+    messages_before: int
+    messages_after: int
+    tokens_before: int
+    tokens_after: int
+    results_cleared: int  # tool results replaced by a placeholder (micro) or a preview (budget)
+    snipped: int
+    summaries: int  # summaries made: the summary layer's, reactive and manual ones
+    lost: list[tuple[str, int]] = field(default_factory=list)  # (string, the call that first needed it)
+
+    @property
+    def removed_tokens(self) -> int:
+        return self.tokens_before - self.tokens_after
+
+
+@dataclass
 class Run:
     """The result of one replay: the summary, the per-call records, and extra report data."""
 
@@ -237,6 +259,8 @@ class Run:
     timing: dict[str, float] = field(default_factory=dict)
     #: the hindsight probes the contexts sent had lost (probes.LostProbe): probes.csv
     lost_probes: list[Any] = field(default_factory=list)
+    #: every call at which the policy changed the context, with what it lost: compactions.csv
+    events: list[CompactionEvent] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"summary": self.summary.to_dict(), "calls": [c.to_dict() for c in self.calls]}

@@ -63,10 +63,10 @@ def test_probes_csv_is_the_ledger_of_the_lost_ones(cli, tmp_path):
     assert r.exit_code == 0, r.output
     assert "recall (hindsight probes)" in r.stdout
     rows = list(csv.DictReader((tmp_path / "o" / "probes.csv").open()))
-    assert rows and set(rows[0]) == {"call", "probe", "source_call", "source_tool", "removed_by"}
+    assert rows and set(rows[0]) == {"call", "probe", "source_call", "source_tool", "removed_by", "removed_at"}
     assert {r["removed_by"] for r in rows} == {"micro"}
     assert cli("replay", path, "-p", "none", "--out", tmp_path / "n").exit_code == 0
-    assert (tmp_path / "n" / "probes.csv").read_text() == "call,probe,source_call,source_tool,removed_by\n"
+    assert (tmp_path / "n" / "probes.csv").read_text() == "call,probe,source_call,source_tool,removed_by,removed_at\n"
 
 
 def test_a_string_the_user_or_the_agent_wrote_first_is_no_probe(tmp_path):
@@ -111,3 +111,27 @@ def test_the_ledger_names_the_use_the_source_and_the_layer_exactly(tmp_path, lay
         i = int(p.probe.removeprefix("compute_total_")) // 10000
         assert (p.call, p.source_call, p.source_tool, p.removed_by) == (4 + (3 - i), i, "bash", layer), p
     assert run.summary.probes - run.summary.probes_kept == len(run.lost_probes)
+
+
+@pytest.mark.parametrize("layer", list(LAYERS))
+def test_each_compaction_event_says_what_it_removed_and_which_used_strings_it_lost(tmp_path, cli, layer):
+    """(#27 §6) Every lost probe names the event (the call) whose layer removed it; each event
+    lists those strings with the call that first needed them; compactions.csv has every event."""
+    t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", used_later(4))))
+    preset, sets = LAYERS[layer]
+    run = replay(t, load_policy(preset, sets))
+    events = {e.call: e for e in run.events}
+    assert events and all(e.messages_after <= e.messages_before for e in events.values())
+    assert all(e.tokens_after < e.tokens_before for e in events.values() if layer != "micro" or e.results_cleared)
+    for p in run.lost_probes:
+        assert p.source_call < p.removed_at <= p.call or p.removed_at == p.call, p
+        assert p.removed_by in events[p.removed_at].layers, p
+        assert (p.probe, min(q.call for q in run.lost_probes if q.probe == p.probe and q.removed_at == p.removed_at)) \
+            in events[p.removed_at].lost
+    assert sum(len(e.lost) for e in events.values()) == len({(p.removed_at, p.probe) for p in run.lost_probes})
+    out = tmp_path / "o"
+    r = cli("replay", tmp_path / "t.jsonl", "-p", preset, *[a for s in sets for a in ("--set", s)], "--out", out)
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader((out / "compactions.csv").open()))
+    assert [int(r["call"]) for r in rows] == sorted(events) and rows[0]["layers"]
+    assert "compaction event(s);" in r.stdout and "of them lost strings the agent later used" in r.stdout

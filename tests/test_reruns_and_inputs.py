@@ -35,7 +35,7 @@ def test_a_set_variant_gets_its_own_folder_and_a_rerun_replaces_the_earlier_run_
     # the same variant into the first folder: it replaces that run whole, no stale chart or results
     assert cli("replay", t, "--set", "summary.trigger=20000", "--set", "budget.enabled=false", "--out", plain,
                "-q").exit_code == 0
-    assert set(files_under(plain)) == {".compactlab-run", "summary.json", "calls.csv", "probes.csv"}
+    assert set(files_under(plain)) == {".compactlab-run", "summary.json", "calls.csv", "probes.csv", "compactions.csv"}
     assert [p.name for p in (tmp_path / "reports").iterdir() if p.name.startswith(".")] == []
 
 

@@ -109,6 +109,10 @@ class RunEnv:
     #: the layer that made each message a policy made (origin -> "snip", "summary", ...): what the
     #: probe ledger names as having removed the messages it stands in for
     made_by: dict[int, str] = field(default_factory=dict)
+    #: the call at which each made message was made (origin -> call)
+    made_at: dict[int, int] = field(default_factory=dict)
+    #: the call at which a tool result was replaced in place, by micro or budget ((origin, block) -> call)
+    cleared_at: dict[tuple[int, int], int] = field(default_factory=dict)
     _next_origin: int = -1
 
     def state_of(self, kind: type[T]) -> T:
@@ -134,6 +138,7 @@ class RunEnv:
         origin = self._next_origin
         self._next_origin -= 1
         self.made_by[origin] = by
+        self.made_at[origin] = self.call
         return make_entry(message, origin)
 
     def persist(self, tool_use_id: str, text: str) -> str:

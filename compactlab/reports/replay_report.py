@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 from ..records import TURN_COLUMNS, Run, TurnRecord, turn_values
 from .sparkline import sparkline
 from .terminal import Printer, Table
-from .text import csv_cell, json_bytes, md_cell, md_text
+from .text import csv_cell, json_bytes, md_cell, md_text, visible
 
 
 def _pct(x: float) -> str:
@@ -120,6 +120,8 @@ def write_table(run: Run, out: TextIO) -> None:
     tokens = [c.tokens for c in run.calls]
     printer.text(f"context tokens per call, peak {max(tokens, default=0):,}:")
     printer.text(sparkline(tokens))
+    for line in event_lines(run):
+        printer.text(line)
     introduced = [v for v in s.violations if v["introduced"]]
     for found in introduced[:10]:
         printer.text(f"introduced {found['kind']} at call {found['call']}, message {found['message_index']}"
@@ -133,6 +135,28 @@ def write_table(run: Run, out: TextIO) -> None:
                      "compact call's result is orphaned by design; --set manual.mode=after_results avoids it)")
     if run.out_dir:
         printer.text(f"report files: {run.out_dir}/")
+
+
+#: compaction events replay prints (the ones that lost most of what the agent later used)
+SHOWN_EVENTS = 5
+
+
+def event_lines(run: Run) -> list[str]:
+    """What each compaction dropped, on one screen: how many events, then those that lost most of
+    what the agent later used (all are in compactions.csv)."""
+    events = run.events
+    if not events:
+        return []
+    lossy = sorted((e for e in events if e.lost), key=lambda e: (-len(e.lost), e.call))[:SHOWN_EVENTS]
+    losing = sum(bool(e.lost) for e in events)
+    lines = [f"{len(events):,} compaction event(s); {losing:,} of them lost strings the agent later used"
+             + (" (compactions.csv has each); the most:" if lossy else "")]
+    for e in sorted(lossy, key=lambda e: e.call):
+        shown = ", ".join(f"{visible(text)[:40]} (call {needed})" for text, needed in e.lost[:4])
+        more = f", … {len(e.lost) - 4} more" if len(e.lost) > 4 else ""
+        lines.append(f"  call {e.call} {'+'.join(e.layers)}: {e.messages_before:,} → {e.messages_after:,} messages, "
+                     f"{e.tokens_before:,} → {e.tokens_after:,} tokens; lost {len(e.lost)}: {shown}{more}")
+    return lines
 
 
 def _json_run(run: Run) -> dict:
@@ -267,7 +291,7 @@ def _draw_chart(run: Run, policy: "Policy", out: OutputDir) -> None:
 
 
 #: probes.csv's columns: a hindsight probe the context sent at a call had lost (probes.LostProbe)
-PROBE_COLUMNS = ["call", "probe", "source_call", "source_tool", "removed_by"]
+PROBE_COLUMNS = ["call", "probe", "source_call", "source_tool", "removed_by", "removed_at"]
 
 
 def probes_csv_bytes(run: Run) -> bytes:
@@ -275,17 +299,37 @@ def probes_csv_bytes(run: Run) -> bytes:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(PROBE_COLUMNS)
-    w.writerows([p.call, csv_cell(p.probe), p.source_call, csv_cell(p.source_tool), p.removed_by]
+    w.writerows([p.call, csv_cell(p.probe), p.source_call, csv_cell(p.source_tool), p.removed_by, p.removed_at]
                 for p in run.lost_probes)
     return buf.getvalue().encode("utf-8")
 
 
+#: compactions.csv's columns: one row per call at which the policy changed the context
+EVENT_COLUMNS = ["call", "layers", "messages_before", "messages_after", "tokens_before", "tokens_after",
+                 "results_cleared", "snipped", "summaries", "lost", "lost_strings"]
+
+
+def compactions_csv_bytes(run: Run) -> bytes:
+    """compactions.csv: every compaction event, what it removed, and the strings the agent later
+    used that it lost (each with the call that first needed it)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(EVENT_COLUMNS)
+    for e in run.events:
+        w.writerow([e.call, " ".join(e.layers), e.messages_before, e.messages_after, e.tokens_before, e.tokens_after,
+                    e.results_cleared, e.snipped, e.summaries, len(e.lost),
+                    csv_cell("; ".join(f"{s} (call {c})" for s, c in e.lost))])
+    return buf.getvalue().encode("utf-8")
+
+
 def write_files(run: Run, out: OutputDir) -> list[str]:
-    """summary.json, calls.csv and probes.csv in the output folder (atomically); the names written."""
+    """summary.json, calls.csv, probes.csv and compactions.csv in the output folder (atomically);
+    the names written."""
     if out.dry_run:
         return []
     doc = {"summary": run.summary, "policy": run.policy, "failed_summaries": run.failed_summaries,
            "timing": run.timing}
     out.write_all({"summary.json": json_bytes(doc, orjson.OPT_INDENT_2) + b"\n",
-                   "calls.csv": calls_csv_bytes(run), "probes.csv": probes_csv_bytes(run)})
-    return ["summary.json", "calls.csv", "probes.csv"]
+                   "calls.csv": calls_csv_bytes(run), "probes.csv": probes_csv_bytes(run),
+                   "compactions.csv": compactions_csv_bytes(run)})
+    return ["summary.json", "calls.csv", "probes.csv", "compactions.csv"]
