@@ -45,6 +45,9 @@ class RunResult:
     raw_tokens: list[int] = field(default_factory=list)
     events: dict[str, list[int]] = field(default_factory=dict)  # kind -> calls where it fired
     levels: dict[str, float] = field(default_factory=dict)  # trigger levels in tokens
+    #: the compaction events that lost most of what the agent later used: (call, layers, strings
+    #: lost, the first few of them), for the report's table beside the transcript's chart
+    losses: list[tuple[int, str, int, list[str]]] = field(default_factory=list)
 
 
 def parse_sweep(item: str) -> tuple[str, list[Any]]:
@@ -239,6 +242,8 @@ def run_job(job: Job, t: Transcript, prices: ModelPrices | PriceTable | None, ca
         raw_tokens=[c.raw_tokens for c in run.calls],
         events=events,
         levels=levels,
+        losses=[(e.call, "+".join(e.layers), len(e.lost), [s for s, _ in e.lost[:3]])
+                for e in sorted((e for e in run.events if e.lost), key=lambda e: (-len(e.lost), e.call))[:LOSSES]],
     )
 
 
@@ -363,6 +368,10 @@ def _dask_address(executor: str) -> str:
 
 #: how long to try reaching a Dask scheduler before --executor is an error
 DASK_CONNECT_TIMEOUT = "10s"
+
+
+#: the events with the most losses a compare run sends back for the report
+LOSSES = 5
 
 
 def _dask_outcomes(jobs: list[Job], address: str) -> Iterator[tuple[int, RunResult | Failure]]:

@@ -90,3 +90,16 @@ def test_a_sweep_says_its_units_and_refuses_to_mix_them(cli):
     same = cli("compare", T1, "-p", "s06", "-p", "s08", "--set", "summary.unit=tokens", "--sweep",
                "summary.trigger=20000,50000", "--dry-run", "--format", "json")
     assert same.exit_code == 0 and "s08 summary.trigger=20000 tokens" in same.stdout
+
+
+def test_report_html_shows_beside_each_transcript_chart_what_its_compactions_lost(cli, tmp_path):
+    """(#27 §6) Under a transcript's chart: per policy, the events that lost most of what the agent
+    later used, their call, layers and a few of the strings (escaped, no script)."""
+    out = tmp_path / "cmp"
+    r = cli("compare", SAMPLES / "synth-medium.jsonl", "-p", "s06", "-p", "claude-code", "--out", out, "-q")
+    assert r.exit_code == 0, r.output
+    html = (out / "report.html").read_text()
+    table = html[html.index("<table class='losses'>"):]
+    table = table[:table.index("</table>")]
+    assert "used strings lost" in table and "<td class=l>s06</td>" in table and "manual" in table
+    assert "<script" not in html

@@ -211,11 +211,26 @@ def markdown(c: Comparison, charts: dict[str, str]) -> str:
 CSS = """body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;color:#222;max-width:1200px}
 table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}
 th{background:#f3f3f3}td.l{text-align:left}tr.dear td{background:#fde8e8}.note{color:#a00}
-figure{margin:1.5em 0}svg{max-width:100%;height:auto}tr.best td{background:#e6f4ea;font-weight:600}
+figure{margin:1.5em 0 .5em}svg{max-width:100%;height:auto}table.losses{margin-bottom:1.5em}th.l{text-align:left}tr.best td{background:#e6f4ea;font-weight:600}
 p.rec{font-size:16px;max-width:900px}"""
 
 
-def html_report(c: Comparison, svgs: dict[str, str]) -> str:
+def _losses_table(results: list["RunResult"], chart: str) -> str:
+    """Beside a transcript's chart: per policy, the compaction events that lost most of what the
+    agent later used (every event is in that run's compactions.csv, from replay)."""
+    e = html.escape
+    name = chart.removeprefix("tokens per call: ")
+    rows = [(r, loss) for r in results if Path(r.transcript).name == name for loss in r.losses]
+    if not rows or name == chart:
+        return ""
+    body = "".join(f"<tr><td class=l>{e(visible(label_of(r.policy, r.swept)))}</td><td>{call}</td>"
+                   f"<td class=l>{e(layers)}</td><td>{n}</td><td class=l>{e(visible(', '.join(s[:40] for s in strings)))}"
+                   f"{', …' if n > len(strings) else ''}</td></tr>" for r, (call, layers, n, strings) in rows)
+    return ("<table class='losses'><tr><th class=l>policy</th><th>call</th><th class=l>layers</th>"
+            f"<th>used strings lost</th><th class=l>e.g.</th></tr>{body}</table>")
+
+
+def html_report(c: Comparison, svgs: dict[str, str], results: list["RunResult"] | None = None) -> str:
     df, sweep_keys, meta = c.df, c.sweep_keys, c.meta
     e = html.escape
     vhead, vrows = verdict_rows(c.verdict)
@@ -232,7 +247,8 @@ def html_report(c: Comparison, svgs: dict[str, str]) -> str:
                                            for i, x in enumerate(cells)) + "</tr>")
     dear = costs_more(df)
     notes = "".join(f"<li>{e(visible(_explain(r, sweep_keys)))}</li>" for _, r in dear.iterrows())
-    figures = "".join(f"<figure>{svg}<figcaption>{e(visible(name))}</figcaption></figure>" for name, svg in svgs.items())
+    figures = "".join(f"<figure>{svg}<figcaption>{e(visible(name))}</figcaption></figure>{_losses_table(results or [], name)}"
+                      for name, svg in svgs.items())
     if meta.get("chart_error"):
         figures = f"<p class='note'>Charts could not be drawn: {e(visible(meta['chart_error']))}</p>" + figures
     failed = (f"<p class='note'><b>{len(meta['failed'])} run(s) failed and are not here:</b></p><ul class='note'>"
@@ -421,7 +437,7 @@ def report_files(c: Comparison, results: list["RunResult"], charts: str = "auto"
     c.meta["charts"] = charts
     files = dict(pngs)
     files["report.md"] = markdown(c, drawn).encode("utf-8")
-    files["report.html"] = html_report(c, svgs).encode("utf-8")
+    files["report.html"] = html_report(c, svgs, results).encode("utf-8")
     return files
 
 
