@@ -142,7 +142,7 @@ def judge(df: "pd.DataFrame", sweep_keys: list[str], margin: float = RETENTION_M
             return reason
         if reference_fits and e is not ref and e.costs_more * 2 >= e.transcripts and e.transcripts > 1:
             return (f"it costs more than no compaction on {e.costs_more} of its {e.transcripts} transcripts: its "
-                    f"total saving rests on the others")
+                    f"total saving rests on the others{_where_it_saves(df, e)}")
         return None
 
     fit = [e for e in entries if why_not(e) is None]
@@ -227,6 +227,21 @@ def _entries(df: "pd.DataFrame", sweep_keys: list[str],
         overflowed[label] = set(runs.loc[runs["overflows"] > 0, "transcript"])
     entries.sort(key=lambda e: -e.cost_saving)
     return entries, overflowed
+
+
+def _where_it_saves(df: "pd.DataFrame", e: Entry) -> str:
+    """Where a policy saves and where it costs more, by the transcripts' length in calls."""
+    runs = df[df["policy"] == e.policy]
+    for k, v in e.swept.items():
+        runs = runs[runs[k].isna()] if v is None else runs[runs[k] == v]
+    if "calls" not in runs or runs.empty:
+        return ""
+    dear = runs["cost_usd"] > runs["raw_cost_usd"] + 1e-12
+    saves, costs = runs.loc[~dear, "calls"], runs.loc[dear, "calls"]
+    if saves.empty or costs.empty:
+        return ""
+    return (f" (it costs no more on {len(saves)} transcript(s) of {int(saves.min()):,} to {int(saves.max()):,} calls, "
+            f"more on {len(costs)} of {int(costs.min()):,} to {int(costs.max()):,})")
 
 
 def _interval(runs: "pd.DataFrame") -> tuple[float, float]:

@@ -12,7 +12,7 @@ from helpers import SAMPLES
 
 def run(transcript: str, policy: str, cost: float, raw: float = 10.0, retained: int = 8, refs: int = 10,
         violations: int = 0, overflows: int = 0, **swept) -> dict:
-    return {"transcript": transcript, "policy": policy, **swept, "cost_usd": cost, "raw_cost_usd": raw,
+    return {"transcript": transcript, "policy": policy, **swept, "calls": 10, "cost_usd": cost, "raw_cost_usd": raw,
             "cost_saving": 1 - cost / raw, "tokens_total": int(cost * 100), "raw_tokens_total": int(raw * 100),
             "refs": refs, "refs_retained": retained, "violations_introduced": violations, "overflows": overflows,
             "summaries": 1, "probes": 0, "probes_kept": 0}
@@ -70,6 +70,7 @@ def test_a_policy_that_costs_more_on_half_the_transcripts_is_not_recommended_for
     lumpy = next(e for e in v.entries if e.label == "lumpy")
     assert lumpy.cost_saving > 0.1 and lumpy.costs_more == 2
     assert v.recommended == "steady" and "costs more than no compaction on 2 of its 4 transcripts" in v.recommendation
+    assert "(it costs no more on 2 transcript(s) of 10 to 10 calls, more on 2 of 10 to 10)" in v.recommendation
     steady = next(e for e in v.entries if e.label == "steady")
     assert steady.saving_low == steady.saving_high == pytest.approx(0.1)  # the same on every transcript
     assert lumpy.saving_low < lumpy.cost_saving < lumpy.saving_high  # a spread, seeded
