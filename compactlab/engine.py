@@ -31,7 +31,7 @@ from .layers import CHEAP, NOTHING, LayerStats, RunEnv, manual, reactive, summar
 from .messages import Entry, is_prompt
 from .outputs import OutputDir
 from .policy import Policy, fingerprint_of
-from .records import CompactionEvent, Run, TurnRecord, summarize
+from .records import ACTIONS, CompactionEvent, Run, TurnRecord, summarize
 from .probes import LostProbe, check as check_probes
 from .retention import retained
 from .sizing import Calibration, TokenEstimator, list_chars
@@ -133,8 +133,6 @@ def replay(
     )
 
 
-#: the counters of what a policy did to the context (none of them: the context is what was sent)
-ACTIONS = ("persisted", "snipped", "micro_compacted", "summaries", "reactive", "manual")
 
 
 class Turns:
@@ -188,7 +186,8 @@ class Turns:
         self._measure_as_recorded(pos, pending, stats)
         self._prepare(stats)  # 2
         tokens = self._fit_window(stats)  # 3
-        if any(getattr(stats, stat) for stat in ACTIONS):
+        acted = any(getattr(stats, stat) for stat in ACTIONS)
+        if acted:
             self._event(call, stats, before, tokens)
         unchanged = self.cache.unchanged(stats.lowest_changed)
         self.tracker.update(self.context.entries, unchanged)  # 4
@@ -201,7 +200,7 @@ class Turns:
                               retained(refs, ctx), len(probes),
                               check_probes(probes, ctx, call, self.lost, self.env))  # 6
         self.totals.add(stats)
-        self.as_recorded = self.as_recorded and not any(getattr(stats, stat) for stat in ACTIONS)
+        self.as_recorded = self.as_recorded and not acted
         self.cache.sent(len(ctx), tokens)
         ctx.append(reply)  # 7
         self.done = pos + 1
@@ -210,9 +209,7 @@ class Turns:
 
     def _event(self, call: int, stats: LayerStats, before: tuple[int, int], tokens: int) -> None:
         """Record what the layers did at this call (an event of compactions.csv)."""
-        layers = [name for name, stat in (("budget", "persisted"), ("snip", "snipped"), ("micro", "micro_compacted"),
-                                          ("summary", "summaries"), ("reactive", "reactive"), ("manual", "manual"))
-                  if getattr(stats, stat)]
+        layers = [layer for stat, layer in ACTIONS.items() if getattr(stats, stat)]
         self.events.append(CompactionEvent(call, layers, before[0], len(self.context),
                                            self.env.estimator.tokens(before[1]), tokens,
                                            stats.micro_compacted + stats.persisted, stats.snipped,

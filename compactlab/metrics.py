@@ -91,7 +91,11 @@ def sums(summaries: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     return out
 
 
+def of_sums(summed: Mapping[str, float]) -> dict[str, float]:
+    """Every metric from the sums of its parts (``sums``)."""
+    return {name: m.of(summed) for name, m in METRICS.items()}
+
+
 def totals(summaries: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     """Every metric over a corpus: the corpus aggregation (shares are ratios of sums)."""
-    summed = sums(summaries)
-    return {name: m.of(summed) for name, m in METRICS.items()}
+    return of_sums(sums(summaries))

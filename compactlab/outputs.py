@@ -72,7 +72,7 @@ def _destination(path: Path, label: str) -> tuple[Path, os.stat_result | None]:
         raise UsageError(f"{label}: cannot write: {exc.strerror or exc}") from None
 
 
-def _open_device(real: Path, label: str, flags: int) -> int:
+def _open_in_place(real: Path, label: str, flags: int) -> int:
     """A descriptor on the character device (or, with O_APPEND, regular file) at ``real``, opened
     without blocking and checked again once open: what was checked by name may have changed."""
     try:
@@ -120,7 +120,7 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None, what: s
     label = f"{what} {path}" if what else str(path)
     real, st = _destination(path, label)
     if st is not None and stat.S_ISCHR(st.st_mode):
-        _write_fd(_open_device(real, label, os.O_WRONLY), data, label)
+        _write_fd(_open_in_place(real, label, os.O_WRONLY), data, label)
         return
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise _refuse(label, st.st_mode)
@@ -150,7 +150,7 @@ def append_text(path: str | os.PathLike, text: str, what: str = "") -> None:
     """Append ``text`` to a regular file (created if absent) or write it to a character device;
     a named pipe, socket or directory is refused (UsageError) and never waited on."""
     label = f"{what} {os.fspath(path)}" if what else os.fspath(path)
-    fd = _open_device(Path(os.fspath(path)), label, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    fd = _open_in_place(Path(os.fspath(path)), label, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     _write_fd(fd, text.encode("utf-8", "surrogatepass"), label)
 
 

@@ -212,9 +212,6 @@ def check(probes: Sequence[Probe], context: Context, call: int, lost: list[LostP
     ``made_by``/``made_at`` say which layer made each message a policy made, and at which call,
     and ``cleared_at`` when a result was replaced in place; a message gone is put down to the one
     standing in its place)."""
-    made_by = env.made_by if env is not None else {}
-    made_at = env.made_at if env is not None else {}
-    cleared_at = env.cleared_at if env is not None else {}
     if not probes:
         return 0
     kept, missing = 0, []
@@ -225,6 +222,9 @@ def check(probes: Sequence[Probe], context: Context, call: int, lost: list[LostP
             missing.append(p)
     if not missing:
         return kept
+    made_by = env.made_by if env is not None else {}
+    made_at = env.made_at if env is not None else {}
+    cleared_at = env.cleared_at if env is not None else {}
     edited = [e for e in context.entries if e.origin < 0 or e.changed]
     texts = [orjson.dumps(e.message).decode() for e in edited]
     made = any(e.origin < 0 for e in edited)

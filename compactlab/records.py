@@ -31,6 +31,10 @@ COUNTERS: list[tuple[str, str | None, str | None]] = [
     ("manual", "manual", "manual"),
     ("summary_failures", None, None),
 ]
+#: the counters of what a policy did to the context (LayerStats names, which are the RunSummary's
+#: keys too) and the layer that counts each: none of them, and the context is what was sent
+ACTIONS: dict[str, str] = {"persisted": "budget", "snipped": "snip", "micro_compacted": "micro",
+                           "summaries": "summary", "reactive": "reactive", "manual": "manual"}
 #: the counters a TurnRecord takes (LayerStats names) and its columns for them
 TURN_COUNTERS = [(stat, column) for stat, column, _ in COUNTERS if column]
 #: the counters a RunSummary takes (LayerStats names) and its keys for them
@@ -240,10 +244,6 @@ class CompactionEvent:
     snipped: int
     summaries: int  # summaries made: the summary layer's, reactive and manual ones
     lost: list[tuple[str, int]] = field(default_factory=list)  # (string, the call that first needed it)
-
-    @property
-    def removed_tokens(self) -> int:
-        return self.tokens_before - self.tokens_after
 
 
 @dataclass

@@ -176,8 +176,7 @@ def prices_for(sources: list, price_model: str | None, table: PriceTable, notify
             if not getattr(t, "streamed", False):
                 price_warnings(table, t, notify)
         out = [table] * len(sources)
-    for problem in table.problems():  # (those of --price-model's lookup)
-        notify(f"warning: {problem}", False)
+    cache_warnings(table, notify)  # (those of --price-model's lookup)
     return out
 
 
@@ -190,6 +189,11 @@ def recorded_models(source: Any) -> list[str]:
 def price_warnings(table: PriceTable, source: Any, notify: Notify = quietly) -> None:
     for model in recorded_models(source):
         price_warning(table, table.lookup(model), notify)
+    cache_warnings(table, notify)
+
+
+def cache_warnings(table: PriceTable, notify: Notify = quietly) -> None:
+    """The cached prices the lookups so far ignored (each rebuilt), once each."""
     for problem in table.problems():
         notify(f"warning: {problem}", False)
 

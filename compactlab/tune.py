@@ -134,7 +134,8 @@ def totals(summaries: list[dict[str, Any]]) -> dict[str, float]:
     """A candidate's objectives and constraints over the corpus (the summaries of its runs):
     metrics.totals, by objective name."""
     summed = metrics.sums(summaries)
-    return {**{name: m.of(summed) for name, m in metrics.OBJECTIVES.items()},
+    total = metrics.of_sums(summed)
+    return {**{name: total[m.name] for name, m in metrics.OBJECTIVES.items()},
             "violations": summed["violations_introduced"], "overflows": summed["overflows"],
             "cost_usd": summed["cost_usd"], "probes": summed["probes"]}
 

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import metrics
+from .records import ACTIONS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -92,8 +93,6 @@ def _shown(value: Any, unit: str | None) -> str:
 
 #: bootstrap resamples of the corpus for the saving's interval (seeded: the same runs, the same interval)
 BOOTSTRAP = 1000
-#: the per-run counters of what a policy did
-ACTIONS = ("persisted", "snipped", "micro_compacted", "summaries", "reactive", "manual")
 
 
 def judge(df: "pd.DataFrame", sweep_keys: list[str], margin: float = RETENTION_MARGIN,
@@ -203,7 +202,7 @@ def _entries(df: "pd.DataFrame", sweep_keys: list[str],
     for (policy, *values), runs in df.groupby(["policy", *sweep_keys], sort=False, dropna=False):
         swept = {k: _plain(v) for k, v in zip(sweep_keys, values)}
         summed = metrics.sums(runs.to_dict("records"))
-        total = {name: m.of(summed) for name, m in metrics.METRICS.items()}  # = metrics.totals
+        total = metrics.of_sums(summed)  # (metrics.totals, the sums kept for the counts)
         per = runs["cost_saving"]
         label = label_of(policy, swept, units)
         low, high = _interval(runs)

@@ -16,7 +16,8 @@ from typing import Any
 
 import orjson
 
-from ..errors import CompactlabError
+from ..errors import CompactlabError, InputError
+from ..files import open_regular
 from ..outputs import atomic_write_bytes
 
 
@@ -45,28 +46,23 @@ class DiskCache:
 
     def get(self, key: str) -> dict[str, Any] | None:
         path = self.folder / f"{key}.json"
-        why = None
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        except FileNotFoundError:
+        if not os.path.lexists(path):
             return None  # absent: ask
-        except OSError as exc:
-            why = exc.strerror or str(exc)
-        else:
-            with os.fdopen(fd, "rb", buffering=0) as f:
-                st = os.fstat(fd)
-                if not stat.S_ISREG(st.st_mode):
-                    why = "not a regular file"
-                elif st.st_size > MAX_ENTRY_BYTES:
+        try:
+            with open_regular(path) as f:  # (never blocks on a pipe; refuses a device)
+                if os.fstat(f.fileno()).st_size > MAX_ENTRY_BYTES:
                     why = f"larger than {MAX_ENTRY_BYTES >> 20} MiB"
                 else:
-                    try:
-                        value = orjson.loads(f.read(MAX_ENTRY_BYTES + 1))
-                        if isinstance(value, dict):
-                            return value
-                        why = "not a JSON object"
-                    except (OSError, orjson.JSONDecodeError) as exc:
-                        why = "not JSON" if isinstance(exc, orjson.JSONDecodeError) else exc.strerror or str(exc)
+                    value = orjson.loads(f.read(MAX_ENTRY_BYTES + 1))
+                    if isinstance(value, dict):
+                        return value
+                    why = "not a JSON object"
+        except InputError as exc:  # (a pipe, a device, a folder, unreadable)
+            why = "not a regular file" if "not a regular file" in exc.message else exc.message.removeprefix(f"{path}: ")
+        except orjson.JSONDecodeError:
+            why = "not JSON"
+        except OSError as exc:
+            why = exc.strerror or str(exc)
         self.ignore(key, why)
         return None
 
