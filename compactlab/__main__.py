@@ -1,6 +1,6 @@
 """``python -m compactlab``, and the ``compactlab`` command's entry point."""
 
-from .process import start
+from .plumbing.process import start
 
 
 def main() -> None:

@@ -82,7 +82,7 @@ def naive_replay(path: str) -> int:
     Returns the tokens sent in all (the engine's ``tokens_total`` for the same policy)."""
     import orjson
 
-    from .messages import content_size, content_text
+    from .transcripts.messages import content_size, content_text
     from .summarizers import StubSummarizer, SummaryRequest
 
     with open(path, "rb") as f:

@@ -15,7 +15,7 @@ import click
 
 from . import __version__
 from .errors import CompactlabError, UsageError
-from .process import collector_off, finish
+from .plumbing.process import collector_off, finish
 
 EXIT_INTERNAL = 3
 
@@ -32,7 +32,7 @@ class Group(click.Group):
                 click.echo(f"hint: {exc.hint}", err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt as exc:
-            from .interrupts import exit_status
+            from .plumbing.interrupts import exit_status
 
             click.echo("error: interrupted", err=True)
             sys.exit(exit_status(exc))
@@ -75,7 +75,7 @@ class _RegistryHelp(click.Option):
 
 def policy_options(f: Callable) -> Callable:
     return click.option("--set", "overrides", multiple=True, metavar="LAYER.KEY=VALUE", cls=_RegistryHelp,
-                        registry=("compactlab.policy", "SECTIONS"),
+                        registry=("compactlab.engine.policy", "SECTIONS"),
                         help="Override a policy key, e.g. --set summary.trigger=40000 (repeatable). Tables: "
                              "{names}; their keys: compactlab policies show s08.")(f)
 
@@ -231,7 +231,7 @@ def _read_ahead_early(paths: tuple[str, ...], input_format: str | None, skip_bad
     opening it failed, to be raised in turn (after the policy's own errors)."""
     if not stream or os.path.isdir(paths[0]):
         return None, None
-    from .feeds import open_feed
+    from .engine.feeds import open_feed
 
     try:  # (reads only the first lines: the collector stays as start-up left it)
         return open_feed(paths[0], input_format, skip_bad_lines=skip_bad_lines, only_read_ahead=True,
@@ -270,7 +270,7 @@ def replay(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides
            calibrate: bool | None, chart: bool, cache_ttl: str | None, price_model: str | None, prices_file: str | None,
            skip_bad_lines: bool, input_format: str | None, subagents: bool, quiet: bool) -> None:
     """Replay each TRANSCRIPT (a file, or a folder of sessions) call by call through a policy."""
-    from .interrupts import exit_status
+    from .plumbing.interrupts import exit_status
 
     if len(policy_refs) > 1:
         raise UsageError(f"replay runs one policy; {len(policy_refs)} given ({', '.join(policy_refs)})",
@@ -283,8 +283,8 @@ def replay(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides
     stream = calibrate is not True and tokens != "anthropic"
     first, problem = _read_ahead_early(transcripts, input_format, skip_bad_lines, stream, calibrate is None)
     try:  # the first file's reader is reading while the policy is built
-        from .prices import load_prices
-        from .policy import load_policy
+        from .engine.prices import load_prices
+        from .engine.policy import load_policy
         from .reports import write_runs
         from .runs import ReplaySettings, replay_files
         settings = ReplaySettings(
@@ -385,10 +385,10 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
             price_model: str | None, prices_file: str | None, skip_bad_lines: bool, input_format: str | None,
             subagents: bool, quiet: bool) -> None:
     """Which policy, which thresholds? Replay every TRANSCRIPT through every POLICY x swept value."""
-    from .compare import build_grid, jobs_for, run_jobs, sweep_units, triggers, with_reference
-    from .prices import load_prices
-    from .interrupts import exit_status
-    from .outputs import OutputDir
+    from .corpus.compare import build_grid, jobs_for, run_jobs, sweep_units, triggers, with_reference
+    from .engine.prices import load_prices
+    from .plumbing.interrupts import exit_status
+    from .plumbing.outputs import OutputDir
     from .reports.terminal import Progress
     from .runs import calibrations_for, prices_for, recorded_models
     from .reports.compare_report import WRITERS, chart_plan, comparison, report_files, report_meta, results_files
@@ -495,13 +495,13 @@ def tune(transcripts: tuple[str, ...], base: str, overrides: tuple[str, ...], sp
          price_model: str | None, prices_file: str | None, skip_bad_lines: bool, input_format: str | None,
          quiet: bool) -> None:
     """Search a base policy's keys for the Pareto front of cost saving against probe recall."""
-    from .interrupts import exit_status
-    from .prices import load_prices
+    from .plumbing.interrupts import exit_status
+    from .engine.prices import load_prices
     from .reports.terminal import Progress
     from .reports.tune_report import WRITERS, write_files
     from .runs import calibrations_for, prices_for
-    from .tune import StudyDefinition, StudySite, corpus_evaluator, parse_objectives, parse_space, study_path
-    from .tune import tune as run_tune
+    from .corpus.tune import StudyDefinition, StudySite, corpus_evaluator, parse_objectives, parse_space, study_path
+    from .corpus.tune import tune as run_tune
 
     objectives = parse_objectives(objective)
     params = parse_space(list(spaces), base, list(overrides))
@@ -582,11 +582,11 @@ def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides:
     """CI gate: fail (exit 1) when a policy breaks tool pairs or loses ground against the baseline."""
     from pathlib import Path
 
-    from .check import compare_record, load_baseline, parse_tolerances, record_for, transcript_key, write_baseline
-    from .compare import build_grid, jobs_for, run_jobs
-    from .prices import load_prices
-    from .interrupts import exit_status
-    from .outputs import atomic_write_bytes, check_destination
+    from .corpus.check import compare_record, load_baseline, parse_tolerances, record_for, transcript_key, write_baseline
+    from .corpus.compare import build_grid, jobs_for, run_jobs
+    from .engine.prices import load_prices
+    from .plumbing.interrupts import exit_status
+    from .plumbing.outputs import atomic_write_bytes, check_destination
     from .runs import calibrations_for, prices_for
     from .reports.check_report import WRITERS, append_step_summary, junit_xml
 
@@ -655,7 +655,7 @@ def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str |
     import orjson
 
     from .bench import run
-    from .outputs import atomic_write_bytes, check_destination
+    from .plumbing.outputs import atomic_write_bytes, check_destination
 
     if json_out:
         check_destination(json_out, "--json")
@@ -711,7 +711,7 @@ def convert(transcript: str, output: str, skip_bad_lines: bool, input_format: st
     from pathlib import Path
 
     from .errors import UsageError
-    from .outputs import atomic_write_bytes, check_destination
+    from .plumbing.outputs import atomic_write_bytes, check_destination
     from .transcripts import load_transcript
     from .transcripts.writer import to_anthropic_jsonl
 
@@ -742,7 +742,7 @@ def policies() -> None:
 @format_option("policy_report", "table", "LIST_WRITERS")
 def policies_list(fmt: str) -> None:
     """List the presets with their descriptions."""
-    from .policy import load_policy, preset_names
+    from .engine.policy import load_policy, preset_names
     from .reports.policy_report import LIST_WRITERS
 
     LIST_WRITERS[fmt]([load_policy(n) for n in preset_names()], sys.stdout)
@@ -754,7 +754,7 @@ def policies_list(fmt: str) -> None:
 @format_option("policy_report", "toml", "SHOW_WRITERS")
 def policies_show(policy_ref: str, overrides: tuple[str, ...], fmt: str) -> None:
     """Print the resolved POLICY (a preset name or TOML file) and its fingerprint."""
-    from .policy import load_policy
+    from .engine.policy import load_policy
     from .reports.policy_report import SHOW_WRITERS
 
     SHOW_WRITERS[fmt](load_policy(policy_ref, overrides), sys.stdout)
@@ -770,7 +770,7 @@ def policies_show(policy_ref: str, overrides: tuple[str, ...], fmt: str) -> None
 def synth(output: str, calls: int, seed: int, quiet: bool) -> None:
     """Write a realistic synthetic coding-agent transcript."""
     from .errors import UsageError
-    from .outputs import check_destination
+    from .plumbing.outputs import check_destination
     from .synth import write
 
     check_destination(output, "--output")

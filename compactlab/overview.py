@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from .baseline import baseline_for
-from .calibration import MIN_CALLS, by_default, calibrate, prompt_tokens, recorded_tokens, sent_chars
-from .messages import block_type
-from .sizing import TokenEstimator
+from .engine.baseline import baseline_for
+from .corpus.calibration import MIN_CALLS, by_default, calibrate, prompt_tokens, recorded_tokens, sent_chars
+from .transcripts.messages import block_type
+from .engine.sizing import TokenEstimator
 from .transcripts import FORMATS, Transcript
 
 
@@ -138,8 +138,8 @@ def _recorded(transcript: Transcript, sent: list[int] | None, est: TokenEstimato
 def _cache_facts(transcript: Transcript, cal: Any) -> dict[str, Any]:
     """The recording's cache breaks and how far the cache model is from what it recorded: a
     replay of ``none`` (calibrated where the fit has calls enough) as the recording ran it."""
-    from .engine import replay
-    from .policy import load_policy
+    from .engine.turns import replay
+    from .engine.policy import load_policy
 
     run = replay(transcript, load_policy("none"), keep_recorded_compactions=True, calibration=cal)
     s = run.summary

@@ -19,13 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .calibration import MIN_CALLS, Calibration, by_default, calibrate as fit_calibration, usable_calls
-from .prices import ModelPrices, PriceTable, load_prices
-from .feeds import Feed, open_feed
-from .outputs import OutputDir, run_folder_name
-from .policy import Policy
-from .process import collector_off
-from .records import Run
+from .corpus.calibration import MIN_CALLS, Calibration, by_default, calibrate as fit_calibration, usable_calls
+from .engine.prices import ModelPrices, PriceTable, load_prices
+from .engine.feeds import Feed, open_feed
+from .plumbing.outputs import OutputDir, run_folder_name
+from .engine.policy import Policy
+from .plumbing.process import collector_off
+from .engine.records import Run
 
 #: how a run tells the user something: (the message, whether it is said even with --quiet)
 Notify = Callable[[str, bool], None]
@@ -79,7 +79,7 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
                  first: Feed | None = None) -> Replayed:
     """Replay each file through ``settings.policy`` into its output folder. ``first``: the first
     file's feed, opened already (a command starts the read-ahead before it builds its policy)."""
-    from .engine import replay
+    from .engine.turns import replay
     from .reports import write_chart, write_files
     from .summarizers import build_counter, build_summarizer
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import orjson
 
-from .messages import Message
+from .transcripts.messages import Message
 
 _WORDS = ("config parser token cache index request handler session buffer result value state "
           "client server stream record layer policy context budget window summary message error "
@@ -140,7 +140,7 @@ def generate(calls: int, seed: int = 0) -> Iterator[Message]:
 def write(path: str | Path, calls: int, seed: int = 0) -> int:
     """Write a synthetic transcript; returns its size in bytes."""
     data = b"".join(orjson.dumps(m) + b"\n" for m in generate(calls, seed))
-    from .outputs import atomic_write_bytes
+    from .plumbing.outputs import atomic_write_bytes
 
     atomic_write_bytes(Path(path), data)
     return len(data)

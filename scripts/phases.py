@@ -16,10 +16,10 @@ import gc
 import os
 import time
 
-from compactlab.baseline import compute_baseline
-from compactlab.policy import load_policy
-from compactlab.engine import replay
-from compactlab.feeds import open_feed
+from compactlab.engine.baseline import compute_baseline
+from compactlab.engine.policy import load_policy
+from compactlab.engine.turns import replay
+from compactlab.engine.feeds import open_feed
 from compactlab.transcripts import load_transcript
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import orjson
 
-from compactlab.context import Context
-from compactlab.messages import make_entry
+from compactlab.engine.context import Context
+from compactlab.transcripts.messages import make_entry
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_transcripts"

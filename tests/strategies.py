@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from compactlab.policy import Policy, build_policy
+from compactlab.engine.policy import Policy, build_policy
 
 TOOLS = ["bash", "read_file", "edit_file", "grep"]
 

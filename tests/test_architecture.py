@@ -1,17 +1,31 @@
-"""The package's layering, read from its source: formats never import the engine, and no two
-modules import each other, directly or round a loop (imports inside functions included)."""
+"""The package's layering, read from its source and from the one place it is declared (the
+import-linter contract in pyproject.toml, which CI also runs as ``lint-imports``): every part of
+the package is in a layer, no part imports one above it, no two modules import each other round a
+loop (imports inside functions included), and the root holds a handful of modules."""
 
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 from helpers import ROOT
 
 PACKAGE = ROOT / "compactlab"
-#: the engine side, which the formats (transcripts/) must not know
-ENGINE = {"compactlab.baseline", "compactlab.invariants", "compactlab.engine", "compactlab.layers", "compactlab.feeds",
-          "compactlab.compare", "compactlab.cost", "compactlab.context"}
+
+
+def declared_layers() -> list[set[str]]:
+    """The layers of the contract, top first, each a set of module or package names."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (contract,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    return [{part.strip() for part in layer.split("|")} for layer in contract["layers"]]
+
+
+def layer_of(module: str, layers: list[set[str]]) -> int | None:
+    for i, layer in enumerate(layers):
+        if any(module == part or module.startswith(part + ".") for part in layer):
+            return i
+    return None
 
 
 def module_name(path: Path) -> str:
@@ -42,12 +56,43 @@ def imports() -> dict[str, set[str]]:
     return graph
 
 
-def test_the_formats_never_import_the_engine():
-    graph = imports()
-    for name, targets in graph.items():
-        if name.startswith("compactlab.transcripts"):
-            bad = {t for t in targets if any(t == e or t.startswith(e + ".") for e in ENGINE)}
-            assert not bad, f"{name} imports {sorted(bad)}"
+def test_every_part_of_the_package_is_in_a_declared_layer():
+    layers = declared_layers()
+    loose = sorted(m for m in imports() if m != "compactlab" and layer_of(m, layers) is None)
+    assert not loose, f"not in the import-linter contract's layers: {loose}"
+
+
+def test_no_part_imports_a_part_above_it():
+    layers = declared_layers()
+    up = []
+    for name, targets in imports().items():
+        if name == "compactlab":
+            continue
+        mine = layer_of(name, layers)
+        for target in targets:
+            theirs = layer_of(target, layers)
+            if theirs is not None and mine is not None and (theirs < mine or (theirs == mine and
+                                                                               _part(target) != _part(name))):
+                up.append(f"{name} -> {target}")
+    assert not up, "imports against the layers: " + ", ".join(sorted(up))
+
+
+def _part(module: str) -> str:
+    """The top-level part a module belongs to (compactlab.engine.layers.snip -> compactlab.engine)."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_the_formats_never_import_the_engine_or_the_commands():
+    layers = declared_layers()
+    assert layer_of("compactlab.transcripts", layers) > layer_of("compactlab.engine", layers)
+    assert layer_of("compactlab.engine", layers) > layer_of("compactlab.corpus", layers)
+
+
+def test_the_root_holds_a_handful_of_modules_and_each_part_says_what_it_owns():
+    assert len(list(PACKAGE.glob("*.py"))) <= 12
+    for init in PACKAGE.glob("*/__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc and len(doc) > 40, f"{init.relative_to(ROOT)} has no docstring saying what it owns"
 
 
 def test_no_import_cycle():

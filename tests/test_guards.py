@@ -9,10 +9,10 @@ import orjson
 import pytest
 
 from compactlab import load_policy, load_transcript, replay
-from compactlab.calibration import fit
+from compactlab.corpus.calibration import fit
 from compactlab.errors import SummarizerError
-from compactlab.invariants import InvariantTracker, check_context
-from compactlab.messages import make_entry
+from compactlab.engine.invariants import InvariantTracker, check_context
+from compactlab.transcripts.messages import make_entry
 from compactlab.summarizers import StubSummarizer
 from helpers import SAMPLES, asst, results, tool_session, tr, tu, user, write_jsonl
 

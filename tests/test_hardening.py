@@ -30,7 +30,7 @@ def test_out_inside_a_file_is_a_clear_error(cli, tmp_path):
 def test_a_full_disk_leaves_no_partial_report(cli, tmp_path, monkeypatch):
     import builtins
 
-    import compactlab.outputs as outputs
+    import compactlab.plumbing.outputs as outputs
 
     def full(path, mode="r", *args, **kw):
         if str(path).endswith("calls.csv") and "w" in mode:  # summary.json went through; calls.csv does not fit
@@ -47,14 +47,14 @@ def test_a_full_disk_leaves_no_partial_report(cli, tmp_path, monkeypatch):
 
 def test_a_failing_write_leaves_the_destination_as_it_was(tmp_path, monkeypatch):
     from compactlab.errors import UsageError
-    from compactlab.outputs import OutputDir
+    from compactlab.plumbing.outputs import OutputDir
 
     earlier = OutputDir(tmp_path / "o")
     earlier.write_all({"a.txt": b"old"})
     earlier.commit()
     od = OutputDir(tmp_path / "o")
     real_open = open
-    import compactlab.outputs as outputs
+    import compactlab.plumbing.outputs as outputs
 
     def fail_b(path, mode="r", *args, **kw):
         if str(path).endswith("b.txt"):
@@ -69,7 +69,7 @@ def test_a_failing_write_leaves_the_destination_as_it_was(tmp_path, monkeypatch)
 
 
 def test_ctrl_c_in_compare_keeps_the_finished_rows(cli, tmp_path, monkeypatch):
-    import compactlab.compare as compare
+    import compactlab.corpus.compare as compare
 
     real = compare._run
     seen = []
@@ -95,7 +95,7 @@ def test_ctrl_c_while_charts_are_drawn_keeps_every_finished_run(cli, tmp_path, m
     results.json (the verdict) are in place, the missing charts and reports are named, 130/143;
     a rerun replaces that folder whole (it is compactlab's)."""
     import compactlab.reports.compare_report as compare_report
-    from compactlab.interrupts import Terminated
+    from compactlab.plumbing.interrupts import Terminated
 
     stop = KeyboardInterrupt if signal_exc == "KeyboardInterrupt" else Terminated
 
@@ -119,7 +119,7 @@ def test_ctrl_c_while_charts_are_drawn_keeps_every_finished_run(cli, tmp_path, m
 
 
 def test_ctrl_c_before_any_run_finished_writes_nothing(cli, tmp_path, monkeypatch):
-    import compactlab.compare as compare
+    import compactlab.corpus.compare as compare
 
     monkeypatch.setattr(compare, "_run", lambda job: (_ for _ in ()).throw(KeyboardInterrupt))
     r = cli("compare", SMALL, "-p", "s08", "--jobs", "1", "--out", tmp_path / "cmp")
@@ -138,7 +138,7 @@ def test_a_rerun_after_an_interrupt_reuses_the_cached_summaries(cli, tmp_path, m
                 tmp_path / "cmp"]
         cli(*args, "--cache-dir", tmp_path / "cold")
         cold = len(api.message_requests)  # what the whole grid asks for
-        import compactlab.compare as compare
+        import compactlab.corpus.compare as compare
 
         real = compare._run
         done = []

@@ -10,10 +10,10 @@ from dataclasses import fields
 import pytest
 
 from compactlab import metrics
-from compactlab.check import COMPARED, STORED
-from compactlab.records import RunSummary
-from compactlab.tune import OBJECTIVES, totals as tune_totals
-from compactlab.verdict import Entry
+from compactlab.corpus.check import COMPARED, STORED
+from compactlab.engine.records import RunSummary
+from compactlab.corpus.tune import OBJECTIVES, totals as tune_totals
+from compactlab.corpus.verdict import Entry
 from helpers import SAMPLES
 
 

@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compactlab import load_policy, replay
-from compactlab.context import Context
-from compactlab.invariants import check_context
-from compactlab.layers import LAYERS, RunEnv
-from compactlab.messages import make_entry
+from compactlab.engine.context import Context
+from compactlab.engine.invariants import check_context
+from compactlab.engine.layers import LAYERS, RunEnv
+from compactlab.transcripts.messages import make_entry
 from compactlab.summarizers import StubSummarizer
 from compactlab.transcripts import TranscriptBuilder
 from strategies import policies, transcripts

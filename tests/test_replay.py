@@ -7,7 +7,7 @@ import pytest
 
 from compactlab import load_policy, load_transcript, replay
 from compactlab.errors import SummarizerError
-from compactlab.records import SUMMARY_KEYS, TURN_COLUMNS
+from compactlab.engine.records import SUMMARY_KEYS, TURN_COLUMNS
 from compactlab.synth import generate
 from helpers import SAMPLES, tool_session, write_jsonl
 

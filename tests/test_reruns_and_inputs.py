@@ -26,7 +26,7 @@ def test_a_set_variant_gets_its_own_folder_and_a_rerun_replaces_the_earlier_run_
     assert any(n.startswith("tool-results/") for n in files_under(plain))
     r = cli("replay", t, "--set", "summary.trigger=20000", "--set", "budget.enabled=false", "-q")
     assert r.exit_code == 0
-    from compactlab.policy import load_policy
+    from compactlab.engine.policy import load_policy
 
     fp = load_policy("s08", ["summary.trigger=20000", "budget.enabled=false"]).fingerprint
     variant = tmp_path / "reports" / f"t-s08-{fp[:8]}"
@@ -230,7 +230,7 @@ def test_extends_and_prompt_files_resolve_beside_the_policy_file(cli, tmp_path, 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    from compactlab.policy import load_policy
+    from compactlab.engine.policy import load_policy
     from compactlab.summarizers.prompts import prompt_text
 
     p = load_policy(str(folder / "mine.toml"))

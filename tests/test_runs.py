@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from compactlab.policy import load_policy
+from compactlab.engine.policy import load_policy
 from compactlab.runs import ReplaySettings, replay_files
 from helpers import SAMPLES, files_under
 

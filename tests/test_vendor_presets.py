@@ -8,8 +8,8 @@ import pytest
 
 from compactlab import load_policy, load_transcript, replay
 from compactlab.errors import PolicyError
-from compactlab.layers import NOTHING, RunEnv, micro
-from compactlab.policy import MicroConfig
+from compactlab.engine.layers import NOTHING, RunEnv, micro
+from compactlab.engine.policy import MicroConfig
 from compactlab.summarizers import StubSummarizer
 from helpers import SAMPLES, asst, context, results, tool_session, tr, tu, user, write_jsonl
 
@@ -106,7 +106,7 @@ def test_the_harness_presets_compact_where_the_harness_did(shared_transcripts, h
     """#19 §4: replayed with its harness's preset (calibrated, the default), every shared session
     that recorded an automatic compaction gets its first summary within 2 calls of the call the
     recording compacted before."""
-    from compactlab.calibration import by_default
+    from compactlab.corpus.calibration import by_default
 
     checked = 0
     for path in sorted(shared_transcripts.glob(pattern)):
@@ -188,8 +188,8 @@ def test_micro_user_turns_and_at_prompts():
 def test_summary_keep_user_tokens_keeps_only_the_newest_prompts(tmp_path):
     """Codex's compacted history: the newest user prompts up to the budget (the one crossing it cut
     in the middle), then the summary; no assistant or tool message."""
-    from compactlab.layers import summary
-    from compactlab.policy import SummaryConfig
+    from compactlab.engine.layers import summary
+    from compactlab.engine.policy import SummaryConfig
 
     msgs = [user("a" * 400), asst(tu("x")), results(tr("x", "r" * 900)), asst("ok"), user("b" * 400), asst(tu("y")),
             results(tr("y", "s" * 900))]
@@ -202,8 +202,8 @@ def test_summary_keep_user_tokens_keeps_only_the_newest_prompts(tmp_path):
 
 
 def test_summary_keep_tail_fraction_cuts_before_a_prompt_and_rolls_back_growth():
-    from compactlab.layers import summary
-    from compactlab.policy import SummaryConfig
+    from compactlab.engine.layers import summary
+    from compactlab.engine.policy import SummaryConfig
 
     msgs = [user("u1"), asst(tu("a")), results(tr("a", "x" * 4000)), asst("fine"), user("u2"), asst(tu("b")),
             results(tr("b", "y" * 1000)), asst("fine"), user("u3"), asst(tu("c")), results(tr("c", "z" * 300))]
@@ -219,7 +219,7 @@ def test_summary_keep_tail_fraction_cuts_before_a_prompt_and_rolls_back_growth()
 
 
 def test_codex_counts_the_reasoning_of_earlier_turns():
-    from compactlab.layers.summary import EarlierReasoning
+    from compactlab.engine.layers.summary import EarlierReasoning
 
     def thinking(n: int) -> dict:
         return {"role": "assistant", "content": [{"type": "thinking", "thinking": "", "signature": "·" * n},

@@ -8,7 +8,7 @@ from xml.etree import ElementTree as ET
 
 import orjson
 
-from ..check import CheckResult
+from ..corpus.check import CheckResult
 from .terminal import Printer, Table
 from .text import json_bytes, md_cell, visible
 
@@ -72,7 +72,7 @@ def append_step_summary(results: list[CheckResult]) -> None:
     refused (UsageError)."""
     import os
 
-    from ..outputs import append_text
+    from ..plumbing.outputs import append_text
 
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if path:

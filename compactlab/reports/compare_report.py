@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Any, TextIO
 import orjson
 
 
-from ..outputs import OutputDir, safe_stem
-from ..records import NUMERIC_SUMMARY_KEYS
-from ..verdict import Verdict, _plain, _shown, judge, label_of
+from ..plumbing.outputs import OutputDir, safe_stem
+from ..engine.records import NUMERIC_SUMMARY_KEYS
+from ..corpus.verdict import Verdict, _plain, _shown, judge, label_of
 from .terminal import Printer, Table
 from .text import csv_cell, json_bytes, md_cell, md_text, visible
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..compare import RunResult
+    from ..corpus.compare import RunResult
 
 @dataclass
 class Comparison:
@@ -385,7 +385,7 @@ def draw_charts(plan: list[ChartJob], jobs: int | None = None,
     """Draw the charts, in parallel worker processes where there are several: (svg by caption,
     PNG bytes by file, file by caption, the first chart's failure or None). A chart that fails is
     left out: it is never worth the results."""
-    from ..pool import Pool, can_fork, failure_of
+    from ..corpus.pool import Pool, can_fork, failure_of
 
     svgs: dict[str, str] = {}
     pngs: dict[str, bytes] = {}

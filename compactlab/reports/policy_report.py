@@ -8,7 +8,7 @@ from typing import Any, TextIO
 import orjson
 
 
-from ..policy import Policy
+from ..engine.policy import Policy
 from .terminal import Printer, Table
 from .text import json_bytes
 

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, TextIO
 
 import orjson
 
-from ..outputs import OutputDir
+from ..plumbing.outputs import OutputDir
 
 if TYPE_CHECKING:
-    from ..policy import Policy
-from ..records import TURN_COLUMNS, Run, TurnRecord, turn_values
+    from ..engine.policy import Policy
+from ..engine.records import TURN_COLUMNS, Run, TurnRecord, turn_values
 from .sparkline import sparkline
 from .terminal import Printer, Table
 from .text import csv_cell, json_bytes, md_cell, md_text, visible

@@ -10,8 +10,8 @@ from typing import TextIO
 
 import orjson
 
-from ..outputs import atomic_write_bytes
-from ..tune import COLUMN, TuneResult, overrides_of
+from ..plumbing.outputs import atomic_write_bytes
+from ..corpus.tune import COLUMN, TuneResult, overrides_of
 from .terminal import Printer, Table
 from .text import csv_cell, json_bytes
 

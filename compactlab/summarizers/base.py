@@ -7,7 +7,7 @@ from typing import Protocol
 
 import orjson
 
-from ..messages import Entry, Message, make_entry
+from ..transcripts.messages import Entry, Message, make_entry
 
 
 class SummaryRequest:

@@ -6,7 +6,7 @@ import functools
 from pathlib import Path
 
 from ..errors import InputError, UsageError
-from ..files import read_regular_text
+from ..plumbing.files import read_regular_text
 
 PROMPTS: dict[str, str] = {
     # seed 000 (s08) summarize_history

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable
 from itertools import chain
 
-from ..messages import Entry, text_of
+from ..transcripts.messages import Entry, text_of
 from .base import SummaryRequest, SummaryResult
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..messages import Entry, build_entry
+from .messages import Entry, build_entry
 from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream, anthropic_usage
 from .reader import Head, LineReader, _depth_exceeds
 from .writer import COMPACTION_KEY

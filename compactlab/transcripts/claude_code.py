@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..messages import block_type, make_entry
+from .messages import block_type, make_entry
 from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, anthropic_usage
 from .reader import Head, LineReader, message_problem
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import orjson
 
-from ..files import max_document_bytes, max_line_bytes
-from ..messages import make_entry
+from ..plumbing.files import max_document_bytes, max_line_bytes
+from .messages import make_entry
 from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, tokens
 from .reader import Head, LineReader
 

@@ -10,7 +10,7 @@ from itertools import islice
 from typing import Any
 
 from ..errors import InputError
-from ..messages import Entry, Message, add_tool_names, make_entry
+from .messages import Entry, Message, add_tool_names, make_entry
 
 
 #: the token counts of an Anthropic usage object a transcript keeps per call

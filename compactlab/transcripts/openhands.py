@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from ..errors import InputError
-from ..messages import make_entry
+from .messages import make_entry
 from .model import RecordedCompaction, Transcript, TranscriptBuilder, epoch_time, object_at, tokens
 from .openai_chat import openai_usage
 from .reader import read_document

@@ -18,8 +18,8 @@ from typing import Any, BinaryIO
 import orjson
 
 from ..errors import BadLineError, InputError
-from ..files import MAX_BLANK_LINES, max_document_bytes, max_line_bytes, open_regular, zst_problem
-from ..messages import build_entry
+from ..plumbing.files import MAX_BLANK_LINES, max_document_bytes, max_line_bytes, open_regular, zst_problem
+from .messages import build_entry
 
 BUFFER = 1 << 20
 MAX_DEPTH = 200

@@ -5,10 +5,10 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from compactlab.context import Context
-from compactlab.layers import RunEnv, summary
-from compactlab.messages import make_entry
-from compactlab.policy import SummaryConfig
+from compactlab.engine.context import Context
+from compactlab.engine.layers import RunEnv, summary
+from compactlab.transcripts.messages import make_entry
+from compactlab.engine.policy import SummaryConfig
 from compactlab.summarizers import SummaryRequest, SummaryResult
 from helpers import tool_session
 

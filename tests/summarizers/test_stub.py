@@ -24,7 +24,7 @@ def test_the_stub_read_from_facts_says_what_the_messages_say():
     messages whose text it quotes: the same summary as reading every block of every message."""
     from collections import Counter
 
-    from compactlab.messages import files_in_input, make_entry, text_of
+    from compactlab.transcripts.messages import files_in_input, make_entry, text_of
     from compactlab.summarizers import StubSummarizer, SummaryRequest
     from helpers import asst, results, tr, tu, user
 

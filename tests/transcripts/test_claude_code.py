@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from compactlab import load_policy, load_transcript, replay
-from compactlab.calibration import calibrate
+from compactlab.corpus.calibration import calibrate
 from compactlab.transcripts.claude_code import already_compacted, subagent_files
 
 SESSION = "4d5611e5-241a-462a-8d15-5122611a9569"

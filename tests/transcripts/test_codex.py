@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from compactlab import load_policy, load_transcript, replay
-from compactlab.calibration import calibrate
+from compactlab.corpus.calibration import calibrate
 from helpers import write_jsonl
 
 

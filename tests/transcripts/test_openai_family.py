@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from compactlab import load_policy, load_transcript, replay
-from compactlab.calibration import calibrate
+from compactlab.corpus.calibration import calibrate
 from compactlab.errors import InputError
 
 MINI = "mini-swe-agent__deepseek-chat__django__django-11910.traj.json"

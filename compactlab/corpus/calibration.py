@@ -1,0 +1,107 @@
+"""Token calibration from recorded usage (SPEC §5).
+
+Recorded usage gives the true prompt tokens of every call (input + cache writes + cache reads).
+The fit ``tokens ≈ overhead + chars / chars_per_token`` is made on the contexts the recording
+actually sent: the raw history, restarted at each recorded compaction from its summary (what
+``replay -p none --keep-recorded-compactions`` reproduces). ``overhead`` stands for the system
+prompt and tool definitions that the transcript does not contain. The fit minimises the squared
+relative error (weighted least squares, weights 1/y²), which is what MAPE measures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InputError
+from ..engine.sizing import Calibration, TokenEstimator
+from ..transcripts import Transcript
+
+
+#: the fewest calls with recorded usage a calibration is fitted on (fewer: the policy's estimate)
+MIN_CALLS = 5
+#: a fit outside these is no tokenizer's (a broken recording): the policy's estimate is used
+MIN_CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN, MAX_MAPE = 0.5, 20.0, 0.5
+
+
+def prompt_tokens(usage: dict[str, int]) -> int:
+    if "prompt_tokens" in usage:  # OpenAI-style
+        return int(usage["prompt_tokens"])
+    return int(usage.get("input_tokens", 0) + usage.get("cache_creation_input_tokens", 0)
+               + usage.get("cache_read_input_tokens", 0))
+
+
+def fit(chars: list[int], tokens: list[int]) -> Calibration:
+    """Weighted least squares of tokens = a + b * chars, a >= 0, b > 0."""
+    pairs = [(x, y) for x, y in zip(chars, tokens) if y > 0]
+    if not pairs:
+        raise ValueError("no call with recorded prompt tokens")
+    if len(pairs) == 1 or len({x for x, _ in pairs}) == 1:
+        x, y = pairs[0]
+        a, b = 0.0, y / max(x, 1)
+    else:
+        w = [1 / (y * y) for _, y in pairs]
+        sw = sum(w)
+        sx = sum(wi * x for wi, (x, _) in zip(w, pairs))
+        sy = sum(wi * y for wi, (_, y) in zip(w, pairs))
+        sxx = sum(wi * x * x for wi, (x, _) in zip(w, pairs))
+        sxy = sum(wi * x * y for wi, (x, y) in zip(w, pairs))
+        b = (sw * sxy - sx * sy) / (sw * sxx - sx * sx)
+        a = (sy - b * sx) / sw
+        if a < 0 or b <= 0:  # fall back to a line through the origin
+            a = 0.0
+            b = sum(wi * x * y for wi, (x, y) in zip(w, pairs)) / sum(wi * x * x for wi, (x, _) in zip(w, pairs))
+    overhead = round(a)
+    cpt = 1 / b
+    est = TokenEstimator(cpt, overhead)
+    mape = sum(abs(est.tokens(x) - y) / y for x, y in pairs) / len(pairs)
+    return Calibration(overhead_tokens=overhead, chars_per_token=round(cpt, 4), mape=round(mape, 4), calls=len(pairs))
+
+
+def sent_chars(transcript: Transcript) -> list[int]:
+    """Chars of the context the recording sent at each call (recorded compactions applied)."""
+    from ..engine.policy import load_policy
+    from ..engine.turns import replay
+
+    run = replay(transcript, load_policy("none"), keep_recorded_compactions=True)
+    return [c.chars for c in run.calls]
+
+
+def recorded_tokens(transcript: Transcript) -> list[int]:
+    """Recorded prompt tokens per call (0 where the call has no usage)."""
+    return [prompt_tokens(transcript.usage[p]) if p in transcript.usage else 0 for p in transcript.call_positions]
+
+
+def usable_calls(transcript: Any) -> int:
+    """Calls whose recorded usage gives their prompt tokens."""
+    return sum(1 for u in transcript.usage.values() if prompt_tokens(u) > 0)
+
+
+def by_default(transcript: Transcript, sent: list[int] | None = None) -> tuple[Calibration | None, str | None]:
+    """The calibration a run uses unless told otherwise: the fit where the transcript records the
+    usage of at least ``MIN_CALLS`` calls; else none, and why where there was some usage (to warn).
+    ``sent``: the chars of the contexts it sent, when the caller has them (``sent_chars``)."""
+    n = usable_calls(transcript)
+    if n == 0:
+        return None, None
+    if transcript.metadata.get("acompact"):
+        return None, "a compaction summarizer's call: not calibrated (calibrate on its main session)"
+    if n < MIN_CALLS:
+        return None, (f"only {n} call(s) with recorded usage (calibration needs {MIN_CALLS}): "
+                      "tokens are the policy's estimate")
+    cal = calibrate(transcript, sent)
+    if not (MIN_CHARS_PER_TOKEN <= cal.chars_per_token <= MAX_CHARS_PER_TOKEN) or (cal.mape or 0) > MAX_MAPE:
+        return None, (f"the fit to the recorded usage is unusable ({cal.overhead_tokens:,} + chars / "
+                      f"{cal.chars_per_token}, mape {cal.mape}): tokens are the policy's estimate")
+    return cal, None
+
+
+def calibrate(transcript: Transcript, sent: list[int] | None = None) -> Calibration:
+    """The fit of ``transcript``'s recorded usage to the contexts it sent (``sent``: their chars,
+    when the caller has them from ``sent_chars``: a replay spared)."""
+    if not transcript.usage:
+        raise InputError(f"{transcript.path}: no recorded usage to calibrate on",
+                         hint="--calibrate needs a transcript with per-call usage (Claude Code, API responses)")
+    if transcript.metadata.get("acompact"):
+        raise InputError(f"{transcript.path}: a Claude Code compaction summarizer call is not self-contained; "
+                         "calibrate on its main session instead")
+    return fit(sent_chars(transcript) if sent is None else sent, recorded_tokens(transcript))

@@ -1,0 +1,225 @@
+"""check: compare replays with a committed baseline, for CI (SPEC §9).
+
+The baseline is JSON with a schema version and one record per (transcript, policy name): the
+transcript's content hash, the policy's fingerprint, the token estimate the run used (its
+calibration) and the metrics. A changed policy under the same name is what check exists for: it is
+compared, and the fingerprint change is shown. A changed transcript is a stale record: never
+compared silently (a failure unless allowed). A changed calibration (another fit, or calibrated
+where the baseline was not) fails: the metrics were measured with another estimate.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .. import metrics
+from ..errors import InputError, UsageError
+from ..plumbing.files import read_regular
+from ..plumbing.outputs import atomic_write_bytes
+
+SCHEMA = 1
+#: metric -> (kind of tolerance, direction in which it gets worse): the registry's
+COMPARED = metrics.COMPARED
+#: metrics compared only when the baseline has them (one written before they existed has not;
+#: --update-baseline adds them)
+ADDED = {"recall"}
+STORED = ["calls", "tokens_total", "raw_tokens_total", "cost_usd", "raw_cost_usd", "reduction", "retention",
+          "recall", "probes", "peak_tokens", "summaries", "reactive", "manual", "overflows", "violations_introduced",
+          "violations_inherited"]
+DEFAULT_TOLERANCE = 0.01
+
+
+class BaselineError(UsageError):
+    """The baseline file is missing or malformed (exit 2)."""
+
+
+@dataclass
+class Change:
+    metric: str
+    old: float
+    new: float
+
+    def __str__(self) -> str:
+        fmt = (lambda v: f"{v:,.4f}") if isinstance(self.new, float) else (lambda v: f"{v:,}")
+        return f"{self.metric} {fmt(self.old)} → {fmt(self.new)}"
+
+
+@dataclass
+class CheckResult:
+    transcript: str  # the baseline key: the path relative to the baseline file's folder
+    policy: str
+    status: str  # pass | fail | stale | missing
+    ok: bool = True  # False fails the check (exit 1)
+    failures: list[Change] = field(default_factory=list)
+    improvements: list[Change] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    fingerprint: str = ""
+    old_fingerprint: str | None = None
+    calibration_changed: bool = False
+
+    @property
+    def fingerprint_changed(self) -> bool:
+        return self.old_fingerprint is not None and self.old_fingerprint != self.fingerprint
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["failures"] = [asdict(c) for c in self.failures]
+        d["improvements"] = [asdict(c) for c in self.improvements]
+        d["fingerprint_changed"] = self.fingerprint_changed
+        return d
+
+
+def parse_tolerances(items: list[str] | tuple[str, ...]) -> dict[str, float]:
+    """``0.02`` sets every compared metric; ``cost_usd=0.05`` one of them."""
+    tol = dict.fromkeys(COMPARED, DEFAULT_TOLERANCE)
+    for item in items:
+        key, sep, value = item.rpartition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            raise UsageError(f"--tolerance {item!r}: expected a number or METRIC=NUMBER") from None
+        if not math.isfinite(number):
+            raise UsageError(f"--tolerance {item!r}: must be a finite number")
+        if number < 0:
+            raise UsageError(f"--tolerance {item!r}: must not be negative")
+        if not sep:
+            tol = dict.fromkeys(COMPARED, number)
+        elif key in COMPARED:
+            tol[key] = number
+        else:
+            raise UsageError(f"--tolerance {item!r}: unknown metric {key!r} (known: {', '.join(COMPARED)})")
+    return tol
+
+
+def transcript_key(path: str, baseline: str) -> str:
+    rel = os.path.relpath(os.path.abspath(path), os.path.dirname(os.path.abspath(baseline)))
+    return Path(rel).as_posix()
+
+
+def _number(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def load_baseline(path: str) -> dict[tuple[str, str], dict]:
+    if not os.path.lexists(path):
+        raise BaselineError(f"{path}: no baseline file", hint=f"create it with: compactlab check ... --baseline {path} "
+                                                                "--update-baseline")
+    try:
+        raw = read_regular(path, "baseline")
+    except InputError as exc:
+        raise BaselineError(exc.message) from None
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BaselineError(f"{path}: malformed baseline: not JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("records"), list):
+        raise BaselineError(f"{path}: malformed baseline: expected {{\"schema\": {SCHEMA}, \"records\": [...]}}")
+    out: dict[tuple[str, str], dict] = {}
+    for i, rec in enumerate(doc["records"]):
+        ok = (isinstance(rec, dict) and isinstance(rec.get("transcript"), str) and isinstance(rec.get("policy"), str)
+              and isinstance(rec.get("metrics"), dict) and all(_number(rec["metrics"].get(k)) for k in COMPARED if k not in ADDED))
+        if not ok:
+            raise BaselineError(f"{path}: malformed baseline: record {i} needs transcript, policy and numeric "
+                                f"metrics {', '.join(k for k in COMPARED if k not in ADDED)}")
+        bad = [k for k in STORED if k in rec["metrics"] and not _number(rec["metrics"][k])]
+        if bad:
+            raise BaselineError(f"{path}: malformed baseline: record {i}: {bad[0]} is not a number")
+        if (rec["transcript"], rec["policy"]) in out:
+            raise BaselineError(f"{path}: malformed baseline: record {i} repeats {rec['transcript']} × {rec['policy']}")
+        out[(rec["transcript"], rec["policy"])] = rec
+    return out
+
+
+def record_for(key: str, summary: dict[str, Any], content_hash: str) -> dict[str, Any]:
+    return {"transcript": key, "policy": summary["policy"], "content_hash": content_hash,
+            "fingerprint": summary["fingerprint"], "calibration": summary.get("calibration"),
+            "metrics": {k: summary[k] for k in STORED}}
+
+
+def _estimate(calibration: Any) -> tuple:
+    """What of a calibration decides the tokens: its source and fit (a record without one: the
+    policy's estimate, from before calibration was recorded)."""
+    if not isinstance(calibration, dict):
+        return ("policy",)
+    if calibration.get("source") != "recorded usage":
+        return (calibration.get("source"),)
+    return (calibration.get("source"), calibration.get("chars_per_token"), calibration.get("overhead_tokens"))
+
+
+def describe_calibration(calibration: Any) -> str:
+    if not isinstance(calibration, dict) or calibration.get("source") != "recorded usage":
+        return "not calibrated"
+    return (f"{calibration.get('overhead_tokens', 0):,} + chars / {calibration.get('chars_per_token')} "
+            f"(mape {calibration.get('mape')})")
+
+
+def compare_record(key: str, summary: dict[str, Any], content_hash: str, old: dict | None,
+                   tolerance: dict[str, float], allow_stale: bool = False) -> CheckResult:
+    res = CheckResult(key, summary["policy"], "pass", fingerprint=summary["fingerprint"])
+    introduced = summary["violations_introduced"]
+    accepted = old["metrics"].get("violations_introduced", 0) if old is not None else 0
+    if introduced > accepted:
+        res.reasons.append(f"{introduced} introduced violation(s)" + (f" (baseline: {accepted})" if accepted else ""))
+    elif introduced:
+        # known and accepted when the baseline was written (e.g. seed 000's manual-compaction orphan)
+        res.reasons.append(f"{introduced} introduced violation(s), as in the baseline")
+    new_violations = introduced > accepted
+    if old is None:
+        res.status, res.ok = "missing", False
+        res.reasons.append("not in the baseline (add it with --update-baseline)")
+        return res
+    res.old_fingerprint = old.get("fingerprint")
+    if old.get("content_hash") != content_hash:
+        res.status = "stale"
+        res.reasons.append("the transcript changed since the baseline was made: not compared"
+                           + ("" if allow_stale else " (--allow-stale to accept)"))
+        res.ok = allow_stale and not new_violations
+        return res
+    if _estimate(old.get("calibration")) != _estimate(summary.get("calibration")):
+        res.calibration_changed = True
+        res.reasons.append(f"calibration changed: {describe_calibration(old.get('calibration'))} → "
+                           f"{describe_calibration(summary.get('calibration'))} (--update-baseline to accept it)")
+    m = old["metrics"]
+    if summary["overflows"] > m.get("overflows", 0):
+        res.failures.append(Change("overflows", m.get("overflows", 0), summary["overflows"]))
+    for metric, (kind, worse) in COMPARED.items():
+        if metric not in m:  # (ADDED: the baseline was written before it existed)
+            continue
+        before, now = m[metric], summary[metric]
+        delta = (now - before) if worse == "up" else (before - now)  # > 0: worse
+        scale = abs(before) if kind == "relative" else 1.0
+        limit = tolerance[metric] * scale
+        if delta > limit + 1e-12:
+            res.failures.append(Change(metric, before, now))
+        elif delta < -1e-12:
+            res.improvements.append(Change(metric, before, now))
+    if res.failures or new_violations or res.calibration_changed:
+        res.status, res.ok = "fail", False
+    return res
+
+
+def write_baseline(path: str, records: list[dict[str, Any]]) -> None:
+    """Merge ``records`` into the baseline at ``path`` (created if absent), atomically. A baseline
+    that cannot be read whole is an error and is left as it is: its other records are never
+    dropped. A symlink is followed: the file it points to is updated."""
+    existing: dict[tuple[str, str], dict] = {}
+    if os.path.lexists(path):
+        try:
+            existing = load_baseline(path)
+        except BaselineError as exc:
+            raise BaselineError(f"{exc.message}; not updated",
+                                hint="fix the file (a merge conflict?) or remove it to start a new baseline") from None
+        path = os.path.realpath(path)
+    for rec in records:
+        existing[(rec["transcript"], rec["policy"])] = rec
+    doc = {"schema": SCHEMA, "records": [existing[k] for k in sorted(existing)]}
+    try:
+        atomic_write_bytes(Path(path), orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write baseline: {exc.strerror or exc}") from None

@@ -1,0 +1,420 @@
+"""compare: policies x swept values x transcripts (SPEC §9, §10).
+
+Each transcript is parsed once, its raw baseline computed once, and every run over it shares
+them: the worker processes are forked after loading, so they inherit the loaded transcripts
+instead of re-reading or unpickling them. Workers return only what the reports need: the run
+summary and a few per-call series for the charts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..engine.baseline import baseline_for
+from ..engine.prices import ModelPrices, PriceTable
+from ..errors import PolicyError
+from ..engine.policy import Policy, load_policy, parse_override
+from .pool import Failure, Pool, can_fork, failure_of
+from ..engine.turns import replay
+from ..transcripts import Transcript
+from .verdict import label_of
+
+
+@dataclass(frozen=True)
+class Job:
+    index: int
+    transcript: int  # index into the loaded transcripts
+    policy: Policy
+    swept: tuple[tuple[str, Any], ...]  # (key, value) of every swept key
+
+
+@dataclass
+class RunResult:
+    """What a compare run sends back: the summary and the series the charts draw."""
+
+    job: int
+    transcript: str
+    policy: str
+    swept: dict[str, Any]
+    summary: dict[str, Any]
+    tokens: list[int] = field(default_factory=list)
+    raw_tokens: list[int] = field(default_factory=list)
+    events: dict[str, list[int]] = field(default_factory=dict)  # kind -> calls where it fired
+    levels: dict[str, float] = field(default_factory=dict)  # trigger levels in tokens
+    #: the compaction events that lost most of what the agent later used: (call, layers, strings
+    #: lost, the first few of them), for the report's table beside the transcript's chart
+    losses: list[tuple[int, str, int, list[str]]] = field(default_factory=list)
+
+
+def parse_sweep(item: str) -> tuple[str, list[Any]]:
+    """``layer.key=v1,v2,...`` -> (key, [values]); each value read as a TOML value."""
+    key, sep, values = item.partition("=")
+    if not sep or not key.strip() or not values:
+        raise PolicyError(f"--sweep {item!r}: expected KEY=V1,V2,... such as summary.trigger=20000,50000")
+    return key.strip(), [parse_override(f"{key}={v.strip()}")[1] for v in values.split(",") if v.strip()]
+
+
+def build_grid(policy_refs: list[str], overrides: list[str], sweeps: list[str],
+               notes: list[str] | None = None) -> list[tuple[Policy, tuple]]:
+    """Every policy x sweep-value combination, each resolved and validated (before any loading).
+    A swept key a policy does not use (its layer is off) is run once for it, as None, and said in
+    ``notes``; a key the policies count in different units (summary.trigger in chars for one, in
+    tokens for another) is refused."""
+    parsed = [parse_sweep(s) for s in sweeps]
+    keys = [k for k, _ in parsed]
+    if len(set(keys)) != len(keys):
+        raise PolicyError("--sweep names a key twice")
+    combos = list(itertools.product(*[vals for _, vals in parsed])) or [()]
+    policies: list[tuple[Policy, tuple]] = []
+    for ref in policy_refs:
+        base = load_policy(ref, list(overrides))
+        unused = [k for k in keys if not applies(base, k)]
+        for k in unused:
+            if notes is not None:
+                notes.append(f"--sweep {k} does not apply to {base.name} (its {k.split('.')[0]} layer is off): "
+                             "run once")
+        seen: set[tuple] = set()
+        for combo in combos:
+            swept = tuple((k, None if k in unused else v) for k, v in zip(keys, combo))
+            if swept in seen:
+                continue
+            seen.add(swept)
+            sets = list(overrides) + [f"{k}={_toml(v)}" for k, v in swept if v is not None]
+            policies.append((load_policy(ref, sets), swept))
+    sweep_units(policies, keys)  # refuses a key counted in different units
+    return policies
+
+
+#: the policy every compare measures the others against (no compaction), run where not listed
+REFERENCE = "none"
+
+
+def with_reference(grid: list[tuple[Policy, tuple]], overrides: list[str]) -> tuple[list[tuple[Policy, tuple]], str]:
+    """The grid with no compaction in it (added last where no listed policy is it), and its label.
+    It takes the --set keys of the token estimate (``size.*``) and no layer key: it stays none."""
+    sizes = [o for o in overrides if o.strip().startswith("size.")]
+    reference = load_policy(REFERENCE, sizes)
+    keys = [k for k, _ in grid[0][1]] if grid else []
+    for policy, swept in grid:
+        if policy.fingerprint == reference.fingerprint:
+            return grid, label_of(policy.name, dict(swept))
+    return [*grid, (reference, tuple((k, None) for k in keys))], reference.name
+
+
+def trigger_of(policy: Policy) -> str | None:
+    """What makes ``policy`` act first, in words (its summary's trigger, else its first cheap
+    layer's); None for a policy that never acts."""
+    s = policy.summary
+    if s.enabled:
+        return f"summary past {s.trigger:,} {s.unit}"
+    for name in policy.order:
+        if getattr(policy, name).enabled:
+            return f"its {name} layer"
+    if policy.reactive.enabled:
+        return f"reactive compaction past {policy.reactive.window_tokens:,} tokens"
+    return None
+
+
+def triggers(grid: list[tuple[Policy, tuple]], units: dict[str, str]) -> dict[str, str]:
+    """Each grid entry's label and trigger (``trigger_of``), for the verdict's words."""
+    out = {}
+    for policy, swept in grid:
+        if (t := trigger_of(policy)) is not None:
+            out[label_of(policy.name, dict(swept), units)] = t
+    return out
+
+
+def applies(policy: Policy, key: str) -> bool:
+    """Whether ``policy`` uses ``key`` (``layer.name``): not when that layer is off."""
+    section = getattr(policy, key.split(".")[0], None)
+    return section is None or getattr(section, "enabled", True)
+
+
+def unit_of(policy: Policy, key: str) -> str | None:
+    """What a swept key counts: summary.trigger in its policy's summary.unit; a key named
+    ``*_tokens`` / ``*_chars`` in tokens / chars; else nothing (a count, a switch)."""
+    if key == "summary.trigger":
+        return policy.summary.unit
+    name = key.rsplit(".", 1)[-1]
+    return "tokens" if name.endswith("_tokens") else "chars" if name.endswith("_chars") else None
+
+
+def sweep_units(grid: list[tuple[Policy, tuple]], keys: list[str]) -> dict[str, str]:
+    """The unit of each swept key (where it has one), the same for every policy that uses it;
+    a key the policies count in different units is an error."""
+    units: dict[str, str] = {}
+    for key in keys:
+        found: dict[str, list[str]] = {}
+        for policy, swept in grid:
+            if dict(swept).get(key) is not None and (unit := unit_of(policy, key)) is not None:
+                found.setdefault(unit, [])
+                if policy.name not in found[unit]:
+                    found[unit].append(policy.name)
+        if len(found) > 1:
+            which = "; ".join(f"{', '.join(names)} in {unit}" for unit, names in found.items())
+            raise PolicyError(f"--sweep {key}: the policies count it in different units ({which}), so one value "
+                              "means different sizes", hint=f"compare them in separate runs, or give them one unit "
+                              f"with --set {key.split('.')[0]}.unit=tokens" if key == "summary.trigger" else None)
+        if found:
+            units[key] = next(iter(found))
+    return units
+
+
+def jobs_for(n_transcripts: int, grid: list[tuple[Policy, tuple]]) -> list[Job]:
+    """The product of transcripts x the grid, in a stable order."""
+    jobs: list[Job] = []
+    for t in range(n_transcripts):
+        for policy, swept in grid:
+            jobs.append(Job(len(jobs), t, policy, swept))
+    return jobs
+
+
+def _toml(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        import orjson
+
+        return orjson.dumps(v).decode()
+    if isinstance(v, list):
+        return "[" + ",".join(_toml(x) for x in v) + "]"
+    return repr(v)
+
+
+# the transcripts of the running compare, inherited by forked workers
+_LOADED: list[Transcript] = []
+_PRICES: list[ModelPrices | PriceTable | None] = []
+_CALIBRATIONS: list[Any] = []
+_KEEP_RECORDED = False
+_CACHE_TTL: str | None = None
+_SUMMARIZER: tuple[str, Any] = ("stub", None)  # (kind, LiveOptions)
+_BUILT: dict[int, Any] = {}  # pid -> summarizer: each worker makes its own client
+
+
+def _summarizer() -> Any:
+    from ..summarizers import build_summarizer
+
+    pid = os.getpid()
+    if pid not in _BUILT:
+        _BUILT[pid] = build_summarizer(*_SUMMARIZER)
+    return _BUILT[pid]
+
+
+def _run(job: Job) -> RunResult:
+    """A job in this process or a forked worker: the transcripts are the inherited globals."""
+    i = job.transcript
+    return run_job(job, _LOADED[i], _PRICES[i], _CALIBRATIONS[i], _KEEP_RECORDED, _summarizer(), _CACHE_TTL)
+
+
+def run_job(job: Job, t: Transcript, prices: ModelPrices | PriceTable | None, calibration: Any, keep_recorded: bool,
+            summarizer: Any, cache_ttl: str | None = None) -> RunResult:
+    """One run, and only what the reports need of it. ``summarizer`` is a Summarizer, or the
+    (kind, LiveOptions) spec to build one from (a remote worker builds its own)."""
+    if isinstance(summarizer, tuple):
+        from ..summarizers import build_summarizer
+
+        summarizer = build_summarizer(*summarizer)
+    run = replay(t, job.policy, prices=prices, calibration=calibration, keep_recorded_compactions=keep_recorded,
+                 summarizer=summarizer, cache_ttl=cache_ttl)
+    summary = run.summary.to_dict()
+    summary.pop("violations")
+    summary.pop("persisted_files")
+    summary.pop("saved_transcripts")
+    summary["failed_summaries"] = len(run.failed_summaries)
+    events = {kind: [c.call for c in run.calls if getattr(c, attr)]
+              for kind, attr in (("summary", "summarized"), ("reactive", "reactive"), ("manual", "manual"))}
+    p = job.policy
+    cpt = run.policy["size"]["chars_per_token"]  # the calibrated one where the run was calibrated
+    levels = {"window": float(p.reactive.window_tokens)}
+    if p.summary.enabled and p.summary.unit != "messages":  # a trigger in messages is no token level
+        levels["summary trigger"] = float(p.summary.trigger if p.summary.unit == "tokens" else p.summary.trigger / cpt)
+    return RunResult(
+        job=job.index,
+        transcript=t.path,
+        policy=p.name,
+        swept=dict(job.swept),
+        summary=summary,
+        tokens=[c.tokens for c in run.calls],
+        raw_tokens=[c.raw_tokens for c in run.calls],
+        events=events,
+        levels=levels,
+        losses=[(e.call, "+".join(e.layers), len(e.lost), [s for s, _ in e.lost[:3]])
+                for e in sorted((e for e in run.events if e.lost), key=lambda e: (-len(e.lost), e.call))[:LOSSES]],
+    )
+
+
+@dataclass
+class RunFailure:
+    """A run that gave no result, named by its transcript and policy (and swept values)."""
+
+    job: int
+    transcript: str
+    policy: str
+    swept: dict[str, Any]
+    reason: str
+    exit_code: int = 1  # 2: the run stopped on an input or usage error
+
+    @property
+    def name(self) -> str:
+        swept = "".join(f" {k}={v}" for k, v in self.swept.items())
+        return f"{self.transcript} × {self.policy}{swept}"
+
+
+@dataclass
+class GridRun:
+    """What a grid gave: the runs that finished (in job order), those that failed, and the
+    interrupt (Ctrl-C or SIGTERM) that stopped it early, if one did."""
+
+    results: list[RunResult]
+    failures: list[RunFailure]
+    total: int
+    interrupted: KeyboardInterrupt | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """0, or 1 / 2 when a run failed (2 when every failure was an input or usage error)."""
+        if not self.failures:
+            return 0
+        return 2 if all(f.exit_code == 2 for f in self.failures) else 1
+
+
+def run_jobs(
+    transcripts: list[Transcript],
+    jobs: list[Job],
+    *,
+    n_jobs: int | None = None,
+    prices: list[ModelPrices | PriceTable | None] | None = None,
+    calibrations: list[Any] | None = None,
+    keep_recorded_compactions: bool = False,
+    summarizer: tuple[str, Any] = ("stub", None),
+    on_result: Callable[[RunResult], None] | None = None,
+    executor: str | None = None,
+    cache_ttl: str | None = None,
+) -> GridRun:
+    """Run every job. ``on_result`` sees each result as it arrives. A run that fails (its error,
+    a crash, its worker killed) is a RunFailure and the others go on; an interrupt stops the
+    workers and returns what had finished. Usage errors of the executor itself are raised.
+
+    ``summarizer`` is (kind, LiveOptions): each process builds its own from it. ``executor``
+    ``dask://HOST:PORT`` runs the grid on an existing Dask distributed cluster instead of the
+    local worker processes (the loaded transcripts are scattered to its workers once).
+    """
+    global _LOADED, _PRICES, _CALIBRATIONS, _KEEP_RECORDED, _SUMMARIZER, _CACHE_TTL
+    address = _dask_address(executor) if executor else None
+    _CACHE_TTL = cache_ttl
+    _LOADED = transcripts
+    _SUMMARIZER = summarizer
+    _BUILT.clear()
+    _KEEP_RECORDED = keep_recorded_compactions
+    _PRICES = prices or [None] * len(transcripts)
+    _CALIBRATIONS = calibrations or [None] * len(transcripts)
+    grid = GridRun([], [], len(jobs))
+    try:
+        for t in transcripts:
+            baseline_for(t)  # once, in the parent: every worker inherits it
+        n_jobs = n_jobs or os.cpu_count() or 1
+        produced = _dask_outcomes(jobs, address) if address else _outcomes(jobs, n_jobs)
+        for index, outcome in produced:
+            if isinstance(outcome, Failure):
+                grid.failures.append(_failure(jobs[index], outcome))
+                continue
+            grid.results.append(outcome)
+            if on_result:
+                on_result(outcome)
+    except KeyboardInterrupt as stop:
+        grid.interrupted = stop
+    finally:
+        _LOADED, _PRICES, _CALIBRATIONS = [], [], []
+    grid.results.sort(key=lambda r: r.job)
+    grid.failures.sort(key=lambda f: f.job)
+    return grid
+
+
+def _failure(job: Job, failure: Failure) -> RunFailure:
+    return RunFailure(job.index, _LOADED[job.transcript].path, job.policy.name, dict(job.swept), failure.reason,
+                      failure.error.exit_code if failure.error is not None else 1)
+
+
+def _dask_address(executor: str) -> str:
+    """The scheduler address of ``dask://HOST:PORT`` (or ``dask://SCHEME://ADDRESS``), or a
+    usage error for anything else."""
+    from urllib.parse import urlsplit
+
+    from ..errors import UsageError
+
+    problem = UsageError(f"--executor {executor!r}: expected dask://HOST:PORT")
+    if not executor.startswith("dask://"):
+        raise problem
+    address = executor.removeprefix("dask://")
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    if not scheme.isalnum() or not rest:
+        raise problem
+    if scheme in ("tcp", "tls", "ws", "wss"):
+        try:
+            parts = urlsplit(f"//{rest}")
+            port = parts.port
+        except ValueError:
+            raise problem from None
+        if not parts.hostname or port is None or parts.path or parts.query or parts.fragment:
+            raise problem
+    return f"{scheme}://{rest}"
+
+
+#: how long to try reaching a Dask scheduler before --executor is an error
+DASK_CONNECT_TIMEOUT = "10s"
+
+
+#: the events with the most losses a compare run sends back for the report
+LOSSES = 5
+
+
+def _dask_outcomes(jobs: list[Job], address: str) -> Iterator[tuple[int, RunResult | Failure]]:
+    from ..errors import UsageError
+
+    try:
+        from distributed import Client
+        from distributed import as_completed as dask_completed
+    except ImportError:
+        raise UsageError("--executor dask:// needs Dask distributed", hint="pip install 'compactlab[dask]'") from None
+    try:
+        client = Client(address, timeout=DASK_CONNECT_TIMEOUT)
+    except Exception as exc:  # unreachable, refused, or an address Dask cannot use
+        raise UsageError(f"--executor {address}: cannot reach the Dask scheduler: {exc}".splitlines()[0]) from None
+    try:
+        loaded = client.scatter(_LOADED, broadcast=True)
+        futures = {client.submit(run_job, job, loaded[job.transcript], _PRICES[job.transcript],
+                                 _CALIBRATIONS[job.transcript], _KEEP_RECORDED, _SUMMARIZER, _CACHE_TTL,
+                                 pure=False): job.index
+                   for job in jobs}
+        try:
+            for future in dask_completed(futures):
+                index = futures[future]
+                try:
+                    yield index, future.result()
+                except Exception as exc:  # that run's error, or its worker lost for good
+                    yield index, failure_of(index, exc)
+        except BaseException:
+            client.cancel(list(futures))
+            raise
+    finally:
+        client.close()
+
+
+def _outcomes(jobs: list[Job], n_jobs: int) -> Iterator[tuple[int, RunResult | Failure]]:
+    if n_jobs <= 1 or len(jobs) <= 1 or not can_fork():
+        for job in jobs:
+            try:
+                yield job.index, _run(job)
+            except Exception as exc:
+                if os.environ.get("COMPACTLAB_DEBUG"):
+                    raise
+                yield job.index, failure_of(job.index, exc)
+        return
+    with Pool(jobs, _run, n_jobs) as pool:
+        yield from pool.outcomes()

@@ -1,0 +1,152 @@
+"""Worker processes that are the command's own children (compare and check run their grid here).
+
+Each worker is forked once, inherits what the parent loaded, and is sent job numbers over its
+own pipe, one at a time; it sends back the job's result, or why the job failed. The parent waits
+on every pipe and on every worker's exit at once, so it always knows which job a worker was
+running: a worker that dies (killed, out of memory) is a failed job named as such, and the other
+jobs go on, on a fresh worker if need be.
+
+Workers ignore SIGINT and SIGTERM and die with their parent (see ``interrupts.ignore_in_child``);
+leaving the ``with`` block, however it is left (an interrupt, an error), kills and reaps every
+worker. Nothing here touches a private attribute of the standard library's pools.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from ..errors import CompactlabError
+from ..plumbing.interrupts import ignore_in_child
+
+
+@dataclass
+class Failure:
+    """Why job ``index`` gave no result: its error (a CompactlabError), or a crash or death."""
+
+    index: int
+    reason: str
+    error: CompactlabError | None = None
+
+
+def failure_of(index: int, exc: BaseException) -> Failure:
+    if isinstance(exc, CompactlabError):
+        return Failure(index, str(exc), exc)
+    return Failure(index, f"internal error: {type(exc).__name__}: {exc}".splitlines()[0])
+
+
+def can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def _worker(conn: Connection, items: Sequence[Any], work: Callable[[Any], Any]) -> None:
+    ignore_in_child()
+    while True:
+        try:
+            index = conn.recv()
+        except EOFError:  # the parent is gone
+            return
+        if index is None:
+            return
+        try:
+            reply: tuple = (index, work(items[index]))
+        except BaseException as exc:
+            if os.environ.get("COMPACTLAB_DEBUG") and not isinstance(exc, CompactlabError):
+                traceback.print_exc()
+            reply = (index, failure_of(index, exc))
+        conn.send(reply)
+
+
+def _death(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"the worker process was killed ({signal.Signals(-code).name})"
+        except ValueError:
+            pass
+    return f"the worker process exited ({code})"
+
+
+class Pool:
+    """``processes`` forked workers running ``work(items[i])``; use as a context manager."""
+
+    def __init__(self, items: Sequence[Any], work: Callable[[Any], Any], processes: int) -> None:
+        self.items, self.work = items, work
+        self.processes = max(1, min(processes, len(items)))
+        self._context = multiprocessing.get_context("fork")
+        self._workers: dict[int, tuple[Any, Connection]] = {}  # pid -> (process, parent's pipe end)
+        self._running: dict[int, int] = {}  # pid -> job index
+
+    def __enter__(self) -> "Pool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _spawn(self) -> int:
+        parent, child = self._context.Pipe()
+        process = self._context.Process(target=_worker, args=(child, self.items, self.work), daemon=True)
+        process.start()
+        child.close()
+        pid = process.pid
+        assert pid is not None  # (started)
+        self._workers[pid] = (process, parent)
+        return pid
+
+    def outcomes(self) -> Iterator[tuple[int, Any | Failure]]:
+        """(job index, its result or a Failure) as each job ends, every job once."""
+        pending = list(range(len(self.items)))[::-1]  # popped from the end: in order
+        while self._running or pending:
+            while pending and len(self._workers) < self.processes:
+                self._assign(self._spawn(), pending)
+            by_conn = {conn: pid for pid, (_, conn) in self._workers.items()}
+            by_sentinel = {process.sentinel: pid for pid, (process, _) in self._workers.items()}
+            ready = wait([*by_conn, *by_sentinel])
+            for conn in [r for r in ready if r in by_conn]:  # results before deaths
+                pid = by_conn[conn]
+                try:
+                    index, outcome = conn.recv()  # the job's result, or its Failure
+                except (EOFError, OSError):
+                    continue  # it died: its sentinel tells
+                self._running.pop(pid, None)
+                yield index, outcome
+                self._assign(pid, pending)
+            for sentinel in [r for r in ready if r in by_sentinel]:
+                pid = by_sentinel[sentinel]
+                process, conn = self._workers.pop(pid)
+                process.join()
+                conn.close()
+                index = self._running.pop(pid, None)
+                if index is not None:
+                    yield index, Failure(index, _death(process.exitcode))
+
+    def _assign(self, pid: int, pending: list[int]) -> None:
+        conn = self._workers[pid][1]
+        index = pending.pop() if pending else None
+        try:
+            conn.send(index)  # None: nothing left, it exits
+        except OSError:  # it died meanwhile: its sentinel tells, and the job waits for another
+            if index is not None:
+                pending.append(index)
+            return
+        if index is not None:
+            self._running[pid] = index
+
+    def stop(self) -> None:
+        """Kill and reap every worker (idempotent)."""
+        for process, conn in self._workers.values():
+            if process.exitcode is None:
+                try:
+                    os.kill(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for process, conn in self._workers.values():
+            process.join()
+            conn.close()
+        self._workers.clear()
+        self._running.clear()

@@ -1,0 +1,578 @@
+"""``compactlab tune`` (#20 §2): search a base policy's parameters for the Pareto front of cost
+saving against probe recall (or any summary metrics named), across a corpus.
+
+The search is Optuna's (multi-objective TPE by default, NSGA-II on request; seeded), its study
+kept in Optuna's SQLite storage under the output folder, so that a tune can be interrupted,
+resumed (``--resume``) and inspected with ``optuna-dashboard sqlite:///OUT/study.db``. A trial is
+a policy: the base with the trial's values set; it is replayed on every transcript by the workers
+``compare`` uses (the transcripts loaded once, in the parent; the Dask executor for clusters),
+and its objectives are the corpus totals (saving over all the transcripts, recall over all the
+probes). A trial that introduces more violations than allowed, or overflows a window, is
+infeasible (Optuna's constraints: it never joins the front).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from .. import metrics
+from ..errors import PolicyError, UsageError
+from ..engine.policy import Policy, load_policy, parse_override
+from .verdict import RETENTION_MARGIN
+
+#: the objectives by name (metrics.OBJECTIVES: what each is, over the corpus) and their direction
+OBJECTIVES: dict[str, Literal["maximize", "minimize"]] = {
+    name: "maximize" if m.better == "higher" else "minimize" for name, m in metrics.OBJECTIVES.items()}
+#: the name of the objective in the front's columns: the metric's
+COLUMN = {name: m.name for name, m in metrics.OBJECTIVES.items() if m.name != name}
+STUDY = "compactlab-tune"
+
+
+@dataclass(frozen=True)
+class Param:
+    """A searched key: an int or float range (log scale or not), or a list of choices."""
+
+    key: str
+    kind: str  # int | float | choice
+    low: float = 0
+    high: float = 0
+    log: bool = False
+    choices: tuple[Any, ...] = ()
+
+    def suggest(self, trial: Any) -> Any:
+        if self.kind == "int":
+            return trial.suggest_int(self.key, int(self.low), int(self.high), log=self.log)
+        if self.kind == "float":
+            return trial.suggest_float(self.key, self.low, self.high, log=self.log)
+        return trial.suggest_categorical(self.key, list(self.choices))
+
+    def __str__(self) -> str:
+        if self.kind == "choice":
+            return f"{self.key} in {{{', '.join(map(str, self.choices))}}}"
+        return f"{self.key} {self.kind} {self.low:g}..{self.high:g}{' (log)' if self.log else ''}"
+
+
+def parse_space(items: list[str], base: str, overrides: list[str]) -> list[Param]:
+    """``KEY=LO:HI`` (an int or float range; ``:log`` after it for a log scale) or
+    ``KEY=A|B|C`` (choices), each checked against the policy schema: the key must exist, its
+    type fit, and both ends (every choice) be values the schema accepts."""
+    base_policy = load_policy(base, overrides)
+    current = base_policy.resolved()
+    params: list[Param] = []
+    for item in items:
+        key, sep, spec = item.partition("=")
+        key = key.strip()
+        if not sep or not spec.strip():
+            raise UsageError(f"--space {item!r}: expected KEY=LO:HI, KEY=LO:HI:log or KEY=A|B|C",
+                             hint="e.g. --space summary.trigger=40000:200000 --space micro.keep_by=results|turns")
+        table, _, name = key.partition(".")
+        if not isinstance(current.get(table), dict) or name not in current[table]:
+            raise PolicyError(f"--space {key}: unknown key", hint="see compactlab policies show " + base)
+        if key in {p.key for p in params}:
+            raise UsageError(f"--space {key}: given twice")
+        value = current[table][name]
+        if "|" in spec or isinstance(value, (bool, str)):
+            choices = tuple(parse_override(f"{key}={c.strip()}")[1] for c in spec.split("|") if c.strip())
+            if not choices:
+                raise UsageError(f"--space {item!r}: no choice between the |", hint="e.g. --space snip.pair_safe=true|false")
+            param = Param(key, "choice", choices=choices)
+            ends = list(choices)
+        else:
+            parts = spec.split(":")
+            log = parts[-1].strip() == "log"
+            if log:
+                parts = parts[:-1]
+            if len(parts) != 2:
+                raise UsageError(f"--space {item!r}: a range is LO:HI (or LO:HI:log)")
+            try:
+                lo, hi = (float(p) for p in parts)
+            except ValueError:
+                raise UsageError(f"--space {item!r}: LO and HI must be numbers") from None
+            kind = "int" if isinstance(value, int) else "float"
+            if kind == "int" and not (lo.is_integer() and hi.is_integer()):
+                raise UsageError(f"--space {key}: the key takes whole numbers; got {spec}")
+            if not lo < hi:
+                raise UsageError(f"--space {key}: LO must be below HI; got {spec}")
+            if log and lo <= 0:
+                raise UsageError(f"--space {key}: a log scale needs LO > 0; got {spec}")
+            param = Param(key, kind, lo, hi, log)
+            ends = [int(lo), int(hi)] if kind == "int" else [lo, hi]
+        for end in ends:  # the schema's bounds, types and cross-field rules, as --set checks them
+            try:
+                load_policy(base, [*overrides, f"{key}={_toml(end)}"])
+            except PolicyError as exc:
+                raise PolicyError(f"--space {key}: {end!r} is out of the schema's range: {exc.message}") from None
+        params.append(param)
+    if not params:
+        raise UsageError("tune needs at least one --space KEY=LO:HI")
+    return params
+
+
+def parse_objectives(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    bad = [n for n in names if n not in OBJECTIVES]
+    if not names or bad or len(set(names)) != len(names):
+        raise UsageError(f"--objective {text!r}: name 1 to 4 of {', '.join(OBJECTIVES)}, each once")
+    return names
+
+
+def _toml(v: Any) -> str:
+    from .compare import _toml as toml
+
+    return toml(v)
+
+
+def overrides_of(values: dict[str, Any]) -> list[str]:
+    return [f"{k}={_toml(v)}" for k, v in values.items()]
+
+
+def totals(summaries: list[dict[str, Any]]) -> dict[str, float]:
+    """A candidate's objectives and constraints over the corpus (the summaries of its runs):
+    metrics.totals, by objective name."""
+    summed = metrics.sums(summaries)
+    total = metrics.of_sums(summed)
+    return {**{name: total[m.name] for name, m in metrics.OBJECTIVES.items()},
+            "violations": summed["violations_introduced"], "overflows": summed["overflows"],
+            "cost_usd": summed["cost_usd"], "probes": summed["probes"]}
+
+
+@dataclass
+class Point:
+    """A trial (or the base policy) and what it scored."""
+
+    number: int  # the trial's number; -1 for the base policy
+    values: dict[str, Any]
+    scores: dict[str, float]
+    feasible: bool = True
+
+
+@dataclass
+class TuneResult:
+    base: str
+    params: list[Param]
+    objectives: list[str]
+    base_point: Point
+    points: list[Point]  # every finished trial, in order
+    front: list[Point]  # the feasible Pareto front, best first objective first
+    interrupted: KeyboardInterrupt | None = None
+    failures: list[str] = field(default_factory=list)
+    recommendation: str = ""
+
+    def front_rows(self) -> list[dict[str, Any]]:
+        return [{"point": i + 1, "trial": p.number, **p.values,
+                 **{COLUMN.get(o, o): round(p.scores[o], 6) for o in self.objectives},
+                 "cost_usd": round(p.scores["cost_usd"], 6), "violations": int(p.scores["violations"]),
+                 "overflows": int(p.scores["overflows"])} for i, p in enumerate(self.front)]
+
+
+def pareto(study: Any, points: list[Point], objectives: list[str]) -> list[Point]:
+    """The front: Optuna's ``best_trials`` (the feasible trials no other feasible trial dominates,
+    the constraints set per trial honoured), one point per score, the first objective's best first."""
+    best = {t.number for t in study.best_trials}
+    front, seen = [], set()
+    for p in points:
+        key = tuple(round(p.scores[o], 9) for o in objectives)
+        if p.number in best and p.feasible and key not in seen:
+            seen.add(key)
+            front.append(p)
+    return sorted(front, key=lambda p: tuple(-p.scores[o] for o in objectives))
+
+
+def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
+    """A paragraph, as compare's verdict: the front point to use, and how it stands to the base.
+    The verdict's guard holds: a point recommended keeps recall and retention within ``margin`` of
+    no compaction's (1.0: it keeps everything)."""
+    objs, base = result.objectives, result.base_point
+    floor = 1.0 - margin
+
+    def guarded(p: Point) -> bool:
+        return p.scores.get("recall", 1.0) >= floor - 1e-12 and p.scores.get("retention", 1.0) >= floor - 1e-12
+
+    if not result.front:
+        return (f"No candidate qualifies: every one of the {len(result.points)} trials introduced a violation or "
+                f"overflowed a window. Keep {result.base}, or widen the space.")
+
+    def said(p: Point) -> str:
+        return ", ".join(f"{_word(o)} {_pct(p.scores[o])}" for o in objs)
+
+    dominating = [p for p in result.front if all(p.scores[o] >= base.scores[o] for o in objs)
+                  and any(p.scores[o] > base.scores[o] for o in objs)]
+    better = [p for p in dominating if guarded(p)]
+    lead = result.front.index(better[0]) + 1 if better else None
+    text = [f"The front has {len(result.front)} point(s) from {len(result.points)} trial(s)."]
+    if dominating and not better:
+        p = dominating[0]
+        text.append(f"Front point {result.front.index(p) + 1} ({_values(p)}) beats {result.base} on every objective but "
+                    f"keeps {_pct(p.scores.get('recall', 1.0))} of what the agent later used and "
+                    f"{_pct(p.scores.get('retention', 1.0))} of the referenced results: below the floor of {_pct(floor)} "
+                    f"(no compaction keeps all), so it is not recommended.")
+        safe = [q for q in result.front if guarded(q)]
+        if safe:
+            q = safe[0]
+            text.append(f"Of the points that keep what the agent used, front point {result.front.index(q) + 1} "
+                        f"({_values(q)}) saves the most: {said(q)}.")
+    elif better:
+        p = better[0]
+        broken = int(p.scores["violations"])
+        text.append(f"Use front point {lead} ({_values(p)}): {said(p)}, against {said(base)} for {result.base} "
+                    f"as it is -- as good or better on every objective, with "
+                    f"{f'{broken} violation(s), within --max-violations,' if broken else 'no violation'} and no "
+                    f"overflow; its policy is policies/front-{lead:02d}.toml.")
+    else:
+        text.append(f"No point beats {result.base} as it is ({said(base)}) on every objective at once: choose by "
+                    f"the trade-off, e.g. front point 1 ({_values(result.front[0])}: {said(result.front[0])}).")
+    if not base.feasible:
+        text.append(f"{result.base} as it is introduces a violation or overflows a window.")
+    if "recall" in objs and not base.scores.get("probes"):
+        text.append("No reply in the corpus repeats a string first seen in a tool result: recall is 1.0 everywhere "
+                    "and does not tell the candidates apart.")
+    return " ".join(text)
+
+
+def _values(p: Point) -> str:
+    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in p.values.items())
+
+
+def _word(objective: str) -> str:
+    return {"cost": "saves", "recall": "recall", "retention": "retention", "reduction": "tokens saved"}[objective]
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.1f}%"
+
+
+def study_path(out_dir: str) -> str:
+    return os.path.join(out_dir, "study.db")
+
+
+@dataclass(frozen=True)
+class StudyDefinition:
+    """What makes two tunes the same study, kept in the study's own attributes: a ``--resume``
+    whose definition differs is refused, so that one study never mixes trials of two searches."""
+
+    base: str
+    fingerprint: str  # of the base policy with --set applied
+    overrides: tuple[str, ...]
+    space: tuple[str, ...]
+    objectives: tuple[str, ...]
+    max_violations: int
+    corpus: tuple[str, ...]  # the transcripts' content hashes, sorted
+
+    @classmethod
+    def of(cls, base: str, overrides: list[str], params: list[Param], objectives: list[str], max_violations: int,
+           content_hashes: list[str]) -> "StudyDefinition":
+        return cls(base, load_policy(base, overrides).fingerprint, tuple(overrides), tuple(str(p) for p in params),
+                   tuple(objectives), max_violations, tuple(sorted(content_hashes)))
+
+    def attrs(self) -> dict[str, Any]:
+        return {"definition": {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}}
+
+    def differences(self, stored: Any) -> list[str]:
+        """What differs from the definition a study stored (every key, when it stored none)."""
+        if not isinstance(stored, dict):
+            return ["the study records no definition (not made by this version of compactlab tune)"]
+        words = {"base": "base policy", "fingerprint": "base policy's keys (its fingerprint)", "overrides": "--set",
+                 "space": "--space", "objectives": "--objective", "max_violations": "--max-violations",
+                 "corpus": "transcripts (their content)"}
+        out = []
+        for key, word in words.items():
+            mine = getattr(self, key)
+            theirs = stored.get(key)
+            if (list(mine) if isinstance(mine, tuple) else mine) != theirs:
+                if key == "corpus" and isinstance(theirs, list):
+                    out.append(f"{word}: {len(set(mine) - set(theirs))} not in the study, "
+                               f"{len(set(theirs) - set(mine))} of the study's missing")
+                elif key == "fingerprint" and stored.get("base") == self.base and stored.get("overrides") == list(
+                        self.overrides):
+                    out.append(f"{word}: the preset changed since the study began")
+                elif key != "fingerprint":
+                    out.append(f"{word}: {_shown(theirs)} in the study, {_shown(mine)} now")
+        return out
+
+
+def _shown(v: Any) -> str:
+    if isinstance(v, (list, tuple)):
+        return "(" + ", ".join(map(str, v)) + ")" if v else "(none)"
+    return repr(v)
+
+
+#: the tables an Optuna RDB storage has (every version since 2.0): a SQLite file without them is not a study
+_OPTUNA_TABLES = {"studies", "trials", "version_info"}
+
+
+def study_problem(path: str) -> str | None:
+    """Why ``path`` is not a study this command may open, or None: a symlink, anything but a
+    regular file, a file that is not SQLite, a SQLite file of other tables or without this
+    command's study. Read without being modified (SQLite opened read-only, immutable)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror or exc}"
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link: refusing to follow it out of --out"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror or exc}"
+    if st.st_size == 0 or head != b"SQLite format 3\x00":
+        return "not a SQLite database"
+    import sqlite3
+    from urllib.parse import quote
+
+    try:
+        db = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro&immutable=1", uri=True)
+        try:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not _OPTUNA_TABLES <= tables:
+                return "a SQLite database of other tables, not an Optuna study"
+            names = {r[0] for r in db.execute("SELECT study_name FROM studies")}
+            db.execute("PRAGMA quick_check").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        return f"a damaged SQLite database ({exc})"
+    if STUDY not in names:
+        return f"an Optuna database without a {STUDY} study"
+    return None
+
+
+class StudySite:
+    """The study in ``OUT/study.db``, opened safely: checked before anything is created, locked
+    (``study.db.lock``: a second tune on the same --out is refused, never mixed in), repaired on
+    resume (trials a killed tune left RUNNING are failed), and removed again when this command
+    created it and no trial finished (a failed start never blocks the rerun)."""
+
+    def __init__(self, out_dir: str, resume: bool, force: bool) -> None:
+        self.out_dir, self.resume, self.force = out_dir, resume, force
+        self.path = study_path(out_dir)
+        self._lock: Any = None
+        self._made: list[str] = []  # what this command created: the folders, the study file
+        self.check()
+
+    def check(self) -> None:
+        """Refuse (UsageError, nothing created or changed) a --out or study.db that cannot be used."""
+        out, path = self.out_dir, self.path
+        if os.path.islink(out) and not os.path.exists(out):
+            raise UsageError(f"--out {out}: a symbolic link to nothing")
+        if os.path.exists(out) and not os.path.isdir(out):
+            raise UsageError(f"--out {out}: exists and is not a folder")
+        exists = os.path.lexists(path)
+        problem = study_problem(path)
+        if problem is not None:
+            raise UsageError(f"{path}: {problem}: not used, not changed",
+                             hint="choose another --out, or move that file away")
+        if self.resume and not exists:
+            raise UsageError(f"--resume: no study to resume in {out}/ (study.db)")
+        if not self.resume and exists and not self.force:
+            raise UsageError(f"{path} holds a study", hint="continue it with --resume, or start anew with --force")
+
+    def open(self, definition: StudyDefinition, sampler: str, seed: int) -> Any:
+        """Create (or, resuming, load) the study under the lock; its definition checked."""
+        import optuna
+        from sqlalchemy.exc import SQLAlchemyError
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        try:
+            self._folders()
+            self._take_lock()
+        except OSError as exc:
+            self.close(keep=False)
+            raise UsageError(f"--out {self.out_dir}: cannot write: {exc.strerror or exc}") from None
+        try:
+            self.check()  # again, under the lock: another tune may have made it meanwhile
+            if self.force and not self.resume and os.path.exists(self.path):
+                os.remove(self.path)  # (a study of this command: check() refused anything else)
+            if not os.path.exists(self.path):
+                self._made.append(self.path)
+            samplers = {"tpe": lambda: optuna.samplers.TPESampler(seed=seed, multivariate=True),
+                        "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=seed)}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", category=optuna.exceptions.ExperimentalWarning)
+                study = optuna.create_study(storage=f"sqlite:///{os.path.abspath(self.path)}", study_name=STUDY,
+                                            directions=[OBJECTIVES[o] for o in definition.objectives],
+                                            sampler=samplers[sampler](), load_if_exists=self.resume)
+            if self.resume:
+                differs = definition.differences(study.user_attrs.get("definition"))
+                if differs:
+                    raise UsageError(f"--resume: not the study in {self.out_dir}/: " + "; ".join(differs),
+                                     hint="resume with the same transcripts and options, or start anew with --force")
+                repair(study)
+            for key, value in definition.attrs().items():
+                study.set_user_attr(key, value)
+            return study
+        except (OSError, SQLAlchemyError) as exc:
+            self.close(keep=False)
+            why = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+            raise UsageError(f"{self.path}: cannot write the study: {why}") from None
+        except BaseException:
+            self.close(keep=False)
+            raise
+
+    def _folders(self) -> None:
+        missing, folder = [], os.path.abspath(self.out_dir)
+        while not os.path.isdir(folder):
+            missing.append(folder)
+            folder = os.path.dirname(folder)
+        for f in reversed(missing):
+            os.mkdir(f)
+            self._made.append(f)
+
+    def _take_lock(self) -> None:
+        import fcntl
+
+        lock = self.path + ".lock"
+        new = not os.path.lexists(lock)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+        if new:
+            self._made.append(lock)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise UsageError(f"{self.path}: another tune is running on this study",
+                             hint="wait for it to finish, or choose another --out") from None
+        self._lock = fd
+
+    def close(self, keep: bool = True) -> None:
+        """Release the lock; ``keep=False`` also removes what this command created (a study that
+        has no finished trial, the lock file, the folders)."""
+        if not keep:
+            for made in reversed(self._made):
+                try:
+                    os.rmdir(made) if os.path.isdir(made) else os.remove(made)
+                except OSError:
+                    pass
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+        self._made = []
+
+
+def repair(study: Any) -> int:
+    """Fail the trials left RUNNING (a tune killed outright): a resume asks anew. How many."""
+    import optuna
+
+    from ..plumbing.interrupts import deferred
+
+    running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    with deferred():
+        for t in running:
+            study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+    return len(running)
+
+
+#: failed trials that end a search early (at least as many as --trials): a candidate that fails
+#: is failed in the study and the search goes on, but never for ever
+MAX_FAILED_TRIALS = 10
+
+Evaluate = Callable[[list[Policy]], list[dict[str, float] | str]]
+
+
+def search(study: Any, params: list[Param], objectives: list[str], base: str, overrides: list[str], trials: int,
+           batch: int, evaluate: Evaluate, max_violations: int = 0,
+           on_trial: Callable[[int], None] | None = None) -> tuple[list[Point], list[str], KeyboardInterrupt | None]:
+    """Run trials until the study has ``trials`` finished ones: ask ``batch`` at a time, evaluate
+    their policies together, tell the scores in the order asked (the same seed gives the same
+    trials). Returns the finished points (earlier ones included), the failures, and the interrupt
+    (Ctrl-C, SIGTERM) that stopped it early; the trials it cut short are failed."""
+    import optuna
+
+    failures: list[str] = []
+    interrupted: KeyboardInterrupt | None = None
+    done = len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE])
+    try:
+        while done < trials and len(failures) < max(trials, MAX_FAILED_TRIALS):
+            asked = [study.ask() for _ in range(min(batch, trials - done))]
+            policies = []
+            for trial in asked:
+                values = {p.key: p.suggest(trial) for p in params}
+                policies.append(load_policy(base, [*overrides, *overrides_of(values)]))
+            scores = evaluate(policies)
+            for trial, score in zip(asked, scores):
+                if isinstance(score, str):
+                    failures.append(f"trial {trial.number}: {score}")
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    continue
+                trial.set_constraint("violations", float(score["violations"] - max_violations))
+                trial.set_constraint("overflows", float(score["overflows"]))
+                for k, v in score.items():
+                    trial.set_user_attr(k, v)
+                study.tell(trial, [score[o] for o in objectives])
+                done += 1
+                if on_trial:
+                    on_trial(1)
+    except KeyboardInterrupt as stop:
+        interrupted = stop
+        try:
+            repair(study)  # every trial cut short (asked, or being asked): failed, so that a resume asks anew
+        except Exception:
+            pass  # (the storage itself was cut short: --resume repairs it)
+    return points_of(study, params, objectives), failures, interrupted
+
+
+def points_of(study: Any, params: list[Param], objectives: list[str]) -> list[Point]:
+    import optuna
+
+    points = []
+    for t in study.trials:
+        if t.state != optuna.trial.TrialState.COMPLETE:
+            continue
+        scores = {k: float(v) for k, v in t.user_attrs.items() if isinstance(v, (int, float))}
+        feasible = all(c <= 0 for c in (t.constraints or {}).values())
+        points.append(Point(t.number, {p.key: t.params[p.key] for p in params if p.key in t.params}, scores, feasible))
+    return points
+
+
+def corpus_evaluator(transcripts: list[Any], *, n_jobs: int | None, prices: list[Any], calibrations: list[Any],
+                     summarizer: tuple[str, Any] = ("stub", None), executor: str | None = None,
+                     keep_recorded_compactions: bool = False, cache_ttl: str | None = None) -> Evaluate:
+    """Score policies on the corpus with compare's workers: every policy x transcript a job."""
+    from .compare import Job, run_jobs
+
+    n = len(transcripts)
+
+    def evaluate(policies: list[Policy]) -> list[dict[str, float] | str]:
+        jobs = [Job(i * n + t, t, policy, ()) for i, policy in enumerate(policies) for t in range(n)]
+        done = run_jobs(transcripts, jobs, n_jobs=n_jobs, prices=prices, calibrations=calibrations,
+                        keep_recorded_compactions=keep_recorded_compactions, summarizer=summarizer,
+                        executor=executor, cache_ttl=cache_ttl)
+        if done.interrupted:
+            raise done.interrupted
+        by: dict[int, list[dict]] = {}
+        for r in done.results:
+            by.setdefault(r.job // n, []).append(r.summary)
+        failed = {f.job // n: f"{f.name}: {f.reason}" for f in done.failures}
+        return [failed[i] if i in failed else totals(by[i]) for i in range(len(policies))]
+
+    return evaluate
+
+
+def tune(params: list[Param], objectives: list[str], base: str, overrides: list[str], open_study: Callable[[], Any],
+         trials: int, evaluate: Evaluate, batch: int, max_violations: int = 0,
+         on_trial: Callable[[int], None] | None = None) -> TuneResult:
+    """Score the base policy, search, and judge: the whole of a tune but its files. The study is
+    opened (``open_study()``) once the base policy has run: a corpus or an executor that cannot
+    be used leaves nothing behind."""
+    base_policy = load_policy(base, overrides)
+    got = evaluate([base_policy])[0]
+    if isinstance(got, str):
+        raise UsageError(f"the base policy fails on the corpus: {got}")
+    current = base_policy.resolved()
+    base_values = {p.key: current[p.key.partition(".")[0]][p.key.partition(".")[2]] for p in params}
+    base_point = Point(-1, base_values, got, got["violations"] <= max_violations and not got["overflows"])
+    study = open_study()
+    points, failures, interrupted = search(study, params, objectives, base, overrides, trials, batch, evaluate,
+                                           max_violations, on_trial)
+    result = TuneResult(base, params, objectives, base_point, points, pareto(study, points, objectives), interrupted,
+                        failures)
+    result.recommendation = recommend(result)
+    return result

@@ -1,0 +1,294 @@
+"""Which policy to use: the verdict of a compare, across its transcripts.
+
+Per policy (or swept value): what it saved in cost over all the transcripts together (their cost
+against the same transcripts with no compaction; with a seeded bootstrap interval over the
+transcripts) and per transcript (median and spread), tokens, retention, recall, violations it
+introduced, overflows, summaries, and on how many transcripts it cost more than no compaction.
+
+No compaction is the reference (``compare`` always runs it). A policy can be recommended only if
+it introduces no violation, overflows no window on a transcript where another candidate fits, keeps
+recall and retention within ``margin`` (an absolute share) of no compaction's, and, while no
+compaction is itself a candidate, does not cost more than it on half the transcripts or more.
+The recommendation is the best total cost saving among those; where none passes, the best that
+fits the window, with what it loses. Then why each policy that saved more lost, as trade-offs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .. import metrics
+from ..engine.records import ACTIONS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: how far below the best retention a recommended policy may be (share of references)
+RETENTION_MARGIN = 0.05
+
+
+@dataclass
+class Entry:
+    """One policy (or swept value) across the transcripts."""
+
+    label: str
+    policy: str
+    swept: dict[str, Any]
+    transcripts: int
+    cost_usd: float
+    raw_cost_usd: float
+    tokens_total: int  # sent over every call of every transcript
+    cost_saving: float  # over all the transcripts: 1 - cost / cost with no compaction
+    median_saving: float  # per transcript
+    saving_p25: float
+    saving_p75: float
+    reduction: float  # tokens, over all the transcripts
+    retention: float  # referenced results kept, over all the transcripts (1.0 without references)
+    refs: int
+    recall: float  # hindsight probes kept, over all the transcripts (1.0 without probes)
+    probes: int
+    violations_introduced: int
+    overflows: int
+    summaries: int
+    costs_more: int  # transcripts where it cost more than no compaction
+    peak_tokens: int = 0  # the largest context it sent
+    actions: int = 0  # what it did: persisted, snipped, cleared, summarised, reactive, manual (0: never acted)
+    saving_low: float = 0.0  # the total saving's 95% bootstrap interval over transcripts (seeded)
+    saving_high: float = 0.0
+
+
+@dataclass
+class Verdict:
+    entries: list[Entry]  # best cost saving first
+    recommended: str | None
+    runner_up: str | None
+    recommendation: str
+    margin: float = RETENTION_MARGIN
+    no_references: bool = False  # no transcript has a reference: retention says nothing
+    swept: list[str] = field(default_factory=list)
+    reference: str | None = None  # the no-compaction entry the others are held to
+    recall_floor: float = 1.0 - RETENTION_MARGIN  # what a recommended policy keeps at least
+    retention_floor: float = 1.0 - RETENTION_MARGIN
+    passes: bool = True  # the recommended policy passes the guard (False: none did; the one that loses least)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def label_of(policy: str, swept: dict[str, Any], units: dict[str, str] | None = None) -> str:
+    """A policy and its swept values, each with its unit ("s08 summary.trigger=20000 chars"); a
+    key the policy does not use is "n/a"."""
+    return policy + "".join(f" {k}={_shown(v, (units or {}).get(k))}" for k, v in swept.items()
+                            if _shown(v, None) != "n/a")
+
+
+def _shown(value: Any, unit: str | None) -> str:
+    if value is None or (isinstance(value, float) and value != value):  # None, or NaN in a frame
+        return "n/a"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # a column with an n/a in it is float
+    return f"{value} {unit}" if unit else str(value)
+
+
+#: bootstrap resamples of the corpus for the saving's interval (seeded: the same runs, the same interval)
+BOOTSTRAP = 1000
+
+
+def judge(df: "pd.DataFrame", sweep_keys: list[str], margin: float = RETENTION_MARGIN,
+          units: dict[str, str] | None = None, reference: str | None = None,
+          triggers: dict[str, str] | None = None) -> Verdict:
+    """The verdict of a compare's results (one row per run, as ``results.csv``); ``reference``:
+    the label of no compaction's entry (without one, no compaction's recall and retention are 1.0,
+    as they are by construction); ``triggers``: what makes each policy act, in words (label ->
+    "summary past 167,000 tokens"), to say why one never did."""
+    entries, overflowed = _entries(df, sweep_keys, units)
+    entries.sort(key=lambda e: (-e.cost_saving, e.label != reference))  # a tie with no compaction: it first
+    if not entries:
+        return Verdict([], None, None, "No run finished.", margin, True, list(sweep_keys), reference)
+    ref = next((e for e in entries if e.label == reference), None)
+    recall_floor = round((ref.recall if ref else 1.0) - margin, 6)
+    retention_floor = round((ref.retention if ref else 1.0) - margin, 6)
+    no_refs = not any(e.refs for e in entries)
+    # where some candidate fits the window: a policy that overflows there is refused
+    fits = {t for t in df["transcript"].unique()
+            if any(t not in overflowed[e.label] for e in entries if not e.violations_introduced)}
+
+    def fatal(e: Entry) -> str | None:
+        if e.violations_introduced:
+            return f"it introduces {e.violations_introduced} tool-pairing violation(s) the API would reject"
+        if e is ref and e.overflows:  # no compaction that overflows is no candidate, wherever others fit
+            return f"{e.overflows} of its calls overflow the context window (the API would refuse them)"
+        if overflowed[e.label] & fits:
+            n = len(overflowed[e.label] & fits)
+            return (f"{e.overflows} of its calls overflow the context window (the API would refuse them), on "
+                    f"{n} transcript(s) where another policy fits")
+        return None
+
+    def loses(e: Entry) -> str | None:
+        if e.recall < recall_floor - 1e-12:
+            return (f"its contexts hold {_pct(e.recall)} of what the agent later used (probe recall), more than "
+                    f"{_pct(margin, 0)} below no compaction's ({_pct(recall_floor + margin)})")
+        if e.retention < retention_floor - 1e-12:
+            return (f"it keeps {_pct(e.retention)} of the referenced tool results, more than {_pct(margin, 0)} "
+                    f"below no compaction's ({_pct(retention_floor + margin)})")
+        return None
+
+    reference_fits = ref is not None and fatal(ref) is None
+
+    def why_not(e: Entry) -> str | None:
+        if (reason := fatal(e) or loses(e)) is not None:
+            return reason
+        if reference_fits and e is not ref and e.costs_more * 2 >= e.transcripts and e.transcripts > 1:
+            return (f"it costs more than no compaction on {e.costs_more} of its {e.transcripts} transcripts: its "
+                    f"total saving rests on the others{_where_it_saves(df, e)}")
+        return None
+
+    fit = [e for e in entries if why_not(e) is None]
+    n = int(df["transcript"].nunique())
+    if not fit:
+        usable = [e for e in entries if fatal(e) is None]
+        reasons = "; ".join(f"{e.label}: {why_not(e)}" for e in entries[:3])
+        if not usable:
+            return Verdict(entries, None, None, f"No policy qualifies ({reasons}).", margin, no_refs,
+                           list(sweep_keys), reference, recall_floor, retention_floor, passes=False)
+        # the one that loses least of what the agent used (then saves most)
+        best = max(usable, key=lambda e: (min(e.recall - recall_floor, e.retention - retention_floor), e.cost_saving))
+        text = [f"No policy passes the guard ({reasons}). If you must compact, use {best.label}: of the policies that "
+                f"fit the window it loses the least of what the agent used and saves {_pct(best.cost_saving)}, but "
+                f"{loses(best) or why_not(best)}."]
+        runner = next((e for e in entries if e is not best), None)
+        return Verdict(entries, best.label, runner.label if runner else None, " ".join(text), margin, no_refs,
+                       list(sweep_keys), reference, recall_floor, retention_floor, passes=False)
+    best = fit[0]
+    text = [_praise(best, n, ref)]
+    above = [e for e in entries[:entries.index(best)]][:3]  # saved more, and lost
+    runner = above[0] if above else next((e for e in entries if e is not best), None)
+    for e in above:
+        lost = loses(e)
+        if lost is not None and fatal(e) is None:  # a trade-off, not a refusal
+            text.append(f"{'The runner-up: if' if e is runner else 'If'} you accept keeping {_pct(e.recall)} of what "
+                        f"the agent later used and {_pct(e.retention)} of the referenced results, {e.label} saves "
+                        f"{_pct(e.cost_saving - best.cost_saving)} more.")
+        else:
+            text.append(f"{'The runner-up, ' if e is runner else ''}{e.label} saves {_pct(e.cost_saving)} but lost: "
+                        f"{why_not(e)}.")
+    if runner is not None and not above:
+        text.append(f"The runner-up, {runner.label}, lost: {_behind(best, runner, why_not(runner))}.")
+    idle = [e for e in entries if not e.actions and e is not ref and (e is not runner or above)]
+    if idle:
+        named = ", ".join(f"{e.label} ({(triggers or {})[e.label]})" if e.label in (triggers or {}) else e.label
+                          for e in idle)
+        text.append(f"{named} never acted on these transcripts (largest context "
+                    f"{max(e.peak_tokens for e in entries):,} tokens): there they are no compaction.")
+    if ref is not None and not ref.overflows and best is ref:
+        text.append(f"No transcript fills the context window even with no compaction (largest context "
+                    f"{ref.peak_tokens:,} tokens): a policy that acts here only trades what the agent used for cost.")
+    if not any(e.probes for e in entries):
+        text.append("No reply repeats a string first seen in a tool result, so probe recall (1.0 everywhere) does "
+                    "not tell the policies apart.")
+    if no_refs:
+        text.append("No transcript refers back to an earlier tool result, so retention (1.0 everywhere) "
+                    "does not tell the policies apart.")
+    return Verdict(entries, best.label, runner.label if runner else None, " ".join(text), margin, no_refs,
+                   list(sweep_keys), reference, recall_floor, retention_floor)
+
+
+def _entries(df: "pd.DataFrame", sweep_keys: list[str],
+             units: dict[str, str] | None) -> tuple[list[Entry], dict[str, set[str]]]:
+    """One entry per policy (or swept value), best cost saving first; and per entry the
+    transcripts where it overflowed the window."""
+    entries, overflowed = [], {}
+    for (policy, *values), runs in df.groupby(["policy", *sweep_keys], sort=False, dropna=False):
+        swept = {k: _plain(v) for k, v in zip(sweep_keys, values)}
+        summed = metrics.sums(runs.to_dict("records"))
+        total = metrics.of_sums(summed)  # (metrics.totals, the sums kept for the counts)
+        per = runs["cost_saving"]
+        label = label_of(policy, swept, units)
+        low, high = _interval(runs)
+        entries.append(Entry(
+            label=label, policy=policy, swept=swept, transcripts=int(runs["transcript"].nunique()),
+            cost_usd=round(summed["cost_usd"], 6), raw_cost_usd=round(summed["raw_cost_usd"], 6),
+            tokens_total=int(summed["tokens_total"]),
+            cost_saving=round(total["cost_saving"], 6),
+            median_saving=round(float(per.median()), 6), saving_p25=round(float(per.quantile(0.25)), 6),
+            saving_p75=round(float(per.quantile(0.75)), 6),
+            reduction=round(total["reduction"], 6),
+            retention=round(total["retention"], 6), refs=int(summed["refs"]),
+            recall=round(total["recall"], 6), probes=int(summed["probes"]),
+            violations_introduced=int(summed["violations_introduced"]), overflows=int(summed["overflows"]),
+            summaries=int(summed["summaries"]),
+            costs_more=int((runs["cost_usd"] > runs["raw_cost_usd"] + 1e-12).sum()),
+            peak_tokens=int(runs["peak_tokens"].max()) if "peak_tokens" in runs else 0,
+            actions=int(sum(runs[a].sum() for a in ACTIONS if a in runs)),
+            saving_low=low, saving_high=high,
+        ))
+        overflowed[label] = set(runs.loc[runs["overflows"] > 0, "transcript"])
+    entries.sort(key=lambda e: -e.cost_saving)
+    return entries, overflowed
+
+
+def _where_it_saves(df: "pd.DataFrame", e: Entry) -> str:
+    """Where a policy saves and where it costs more, by the transcripts' length in calls."""
+    runs = df[df["policy"] == e.policy]
+    for k, v in e.swept.items():
+        runs = runs[runs[k].isna()] if v is None else runs[runs[k] == v]
+    if "calls" not in runs or runs.empty:
+        return ""
+    dear = runs["cost_usd"] > runs["raw_cost_usd"] + 1e-12
+    saves, costs = runs.loc[~dear, "calls"], runs.loc[dear, "calls"]
+    if saves.empty or costs.empty:
+        return ""
+    return (f" (it costs no more on {len(saves)} transcript(s) of {int(saves.min()):,} to {int(saves.max()):,} calls, "
+            f"more on {len(costs)} of {int(costs.min()):,} to {int(costs.max()):,})")
+
+
+def _interval(runs: "pd.DataFrame") -> tuple[float, float]:
+    """The total saving's 95% interval over transcripts: a seeded bootstrap of the corpus (the
+    same runs give the same interval); a single transcript's is its saving."""
+    import numpy as np
+
+    cost, raw = runs["cost_usd"].to_numpy(float), runs["raw_cost_usd"].to_numpy(float)
+    if len(cost) < 2:
+        one = round(1 - cost.sum() / raw.sum(), 6) if raw.sum() else 0.0
+        return one, one
+    rng = np.random.default_rng(0)
+    picks = rng.integers(0, len(cost), size=(BOOTSTRAP, len(cost)))
+    raws = raw[picks].sum(axis=1)
+    savings = np.where(raws > 0, 1 - cost[picks].sum(axis=1) / np.where(raws > 0, raws, 1), 0.0)
+    low, high = np.percentile(savings, [2.5, 97.5])
+    return round(float(low), 6), round(float(high), 6)
+
+
+def _behind(best: Entry, runner: Entry, reason: str | None) -> str:
+    if reason is not None:
+        return reason
+    gap = best.cost_saving - runner.cost_saving
+    if gap > 0:
+        return f"it saves {_pct(runner.cost_saving)}, {_pct(gap)} less"
+    if not best.actions and not runner.actions:
+        return (f"it saves as much ({_pct(runner.cost_saving)}): neither ever acted on these transcripts (largest "
+                f"context {max(best.peak_tokens, runner.peak_tokens):,} tokens), so both are no compaction here")
+    return f"it saves exactly as much ({_pct(runner.cost_saving)}) and comes second in the table's order"
+
+
+def _praise(e: Entry, transcripts: int, ref: Entry | None) -> str:
+    if e is ref or e.cost_saving <= 0:
+        return (f"Use {e.label}: no policy costs less than sending the whole history with prompt caching on these "
+                f"{transcripts} transcript(s) while keeping what the agent later used.")
+    where = f" and costs more than no compaction on {e.costs_more} of {e.transcripts}" if e.costs_more else ""
+    spread = (f"; 95% interval over the transcripts {_pct(e.saving_low)} to {_pct(e.saving_high)}"
+              if e.transcripts > 1 else "")
+    return (f"Use {e.label}: it saves {_pct(e.cost_saving)} of the cost over {e.transcripts} transcript(s) "
+            f"(median {_pct(e.median_saving)} per transcript{spread}){where}, introduces no violation, keeps "
+            f"{_pct(e.retention)} of the referenced tool results and {_pct(e.recall)} of what the agent later used "
+            f"(probe recall).")
+
+
+def _pct(x: float, digits: int = 1) -> str:
+    return f"{x * 100:.{digits}f}%"
+
+
+def _plain(v: Any) -> Any:
+    """A numpy scalar as the Python value (for JSON and labels)."""
+    return v.item() if hasattr(v, "item") else v

@@ -1,0 +1,139 @@
+"""The raw baseline of a transcript: the uncompacted history before every call.
+
+It does not depend on the policy, so it is computed once per transcript and shared by every run
+over it (a sweep replays many policies over one loaded transcript).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from .invariants import InvariantTracker, Violation
+from ..transcripts.messages import Entry, make_entry
+from .probes import Probe, ProbeIndex, wanted_strings
+from .sizing import list_chars
+from ..transcripts.model import Transcript
+
+
+#: what a streamed baseline leaves where a message it no longer needs was (its memory let go):
+#: nothing reads it again, the invariant tracker checks from the message before the call on
+FREED = make_entry({"role": "user", "content": ""}, -1)
+
+
+@dataclass
+class RawBaseline:
+    """Per call, the uncompacted history: its size, violations and retention references."""
+
+    messages: list[int] = field(default_factory=list)  # per call: messages before it
+    chars: list[int] = field(default_factory=list)  # per call: compact JSON length of them
+    #: per call: multiset of (kind, tool id) violations in the raw context; calls absent: none
+    violation_counts: dict[int, Counter] = field(default_factory=dict)
+    #: each raw violation once, at the first call whose context contains it
+    first_seen: list[tuple[int, Violation]] = field(default_factory=list)
+    #: per call: the earlier tool results its tool calls refer to, as (message origin, block index):
+    #: a context holding that message with the block unchanged (``Entry.changed``) retains it
+    refs: dict[int, list[Ref]] = field(default_factory=dict)
+    #: per call: the hindsight probes of its reply (``probes.py``); calls absent: none
+    probes: dict[int, list[Probe]] = field(default_factory=dict)
+
+    def counts_at(self, call: int) -> Counter:
+        return self.violation_counts.get(call, _EMPTY)
+
+
+Ref = tuple[int, int]
+_EMPTY: Counter = Counter()
+
+
+class BaselineBuilder:
+    """Builds a RawBaseline from the messages in order, as a replay reads them.
+
+    ``add`` takes every message; at an assistant message (a call) the row of that call is
+    recorded first, from the messages before it. With ``keep=False`` (a replay that streams its
+    transcript) no message is held once it can no longer matter, and ``first_seen``, which needs
+    the violations' positions and so every message, is left empty.
+    """
+
+    def __init__(self, keep: bool = True, system: Any = None, wanted: set[str] | None = None) -> None:
+        self.base = RawBaseline()
+        self._probes = ProbeIndex(system if isinstance(system, str) else orjson.dumps(system).decode() if system else None,
+                                  wanted)
+        self.keep = keep
+        self._tracker = InvariantTracker()
+        self._seen: set[tuple[str, str | None, int]] = set()
+        self._raw: list = []  # the raw context: it only grows
+        self._done = 0  # messages the tracker has seen
+        self._freed = 0  # messages before this one are no longer held (keep=False)
+        self._chars = 0
+        self._latest: dict[str, Ref] = {}  # file -> its latest tool result
+        self._files_of: dict[str, tuple[str, ...]] = {}  # tool_use id -> the files its input names
+
+    def add(self, entry: Entry) -> None:
+        pos = len(self._raw)
+        probes = self._probes.add(pos, entry)
+        if entry.role == "assistant":
+            self._call(entry)
+            if probes:
+                self.base.probes[len(self.base.messages) - 1] = probes
+        elif entry.results and self._files_of:
+            for f in entry.results:
+                names = self._files_of.get(f.tool_use_id)
+                if names:
+                    for name in names:
+                        self._latest[name] = (pos, f.block)
+        self._raw.append(entry)
+        self._chars += entry.chars
+
+    def _call(self, entry: Entry) -> None:
+        base, tracker, raw = self.base, self._tracker, self._raw
+        call, pos = len(base.messages), len(raw)
+        tracker.update(raw, self._done)
+        if not self.keep:  # the next update checks from the message before this call's on
+            for k in range(self._freed, pos - 2):
+                raw[k] = tracker.entries[k] = FREED
+            self._freed = max(self._freed, pos - 2)
+        self._done = pos
+        base.messages.append(pos)
+        base.chars.append(list_chars(self._chars, pos))
+        if tracker.total:
+            base.violation_counts[call] = Counter(tracker.counts())
+            if self.keep:
+                for v in tracker.violations():
+                    seen = (v.kind, v.tool_use_id, v.origin)
+                    if seen not in self._seen:
+                        self._seen.add(seen)
+                        base.first_seen.append((call, v))
+        if entry.tool_use_ids:  # retention (SPEC §7): what the call's tool inputs refer to
+            found = []
+            for tid, files in zip(entry.tool_use_ids, entry.use_files):
+                self._files_of[tid] = files  # a reused id forgets its earlier files
+                for f in files:
+                    if f in self._latest:
+                        found.append(self._latest[f])
+            if found:
+                base.refs[call] = found
+
+
+def compute_baseline(transcript: Transcript) -> RawBaseline:
+    entries = transcript.entries
+    builder = BaselineBuilder(system=transcript.system, wanted=wanted_strings(entries))
+    for e in entries[: transcript.call_positions[-1] + 1] if transcript.call_positions else ():
+        builder.add(e)
+    return builder.base
+
+
+def retention_refs(transcript: Transcript) -> dict[int, list[Ref]]:
+    """For every call, the latest earlier tool result for each file its tool calls name (SPEC §7
+    retention): a tool_use whose input names a file (path, file_path, notebook_path) refers to
+    the result of the last earlier tool call on that file."""
+    return compute_baseline(transcript).refs
+
+
+def baseline_for(transcript: Transcript) -> RawBaseline:
+    """The transcript's baseline, computed on first use and kept on the transcript."""
+    if transcript.raw_baseline is None:
+        transcript.raw_baseline = compute_baseline(transcript)
+    return transcript.raw_baseline

@@ -1,0 +1,300 @@
+"""Reading an Anthropic messages file in a second process while the replay runs (SPEC §10).
+
+A streamed replay spends about half its time reading: parsing each line, computing the message's
+facts and the raw baseline. On a machine with a second core, a forked reader does that part and
+sends the replay, batch by batch, only what it needs: each message's facts, the byte span of its
+line, the baseline rows of the calls read, and the recorded compactions. The replay keeps the
+file open and parses a line again only when something reads that message's content (a persisted
+output, a quoted summary line, a saved transcript): most messages are never parsed in the
+replaying process at all, and a tool result a layer replaces is measured from its facts. Both
+read the file as it was when it was opened: lines appended meanwhile are not read.
+
+Used for a plain (uncompressed) file of at least ``MIN_BYTES``, on a system with ``fork`` and two
+cores or more; ``COMPACTLAB_READ_AHEAD=0`` turns it off, ``=1`` forces it whatever the size. The
+results are those of the in-process stream, byte for byte (tested).
+
+The pipe (1 MiB) holds a few dozen batches: the reader stays at most that far ahead. A bad line
+is reported by the reader as the in-process stream reports it; a replay that stops early (an
+error, Ctrl-C) closes the stream, which stops the reader and reaps it. Where the file cannot be
+opened again or no process can be forked, ``stream`` gives None and the file is read in-process.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+from ..baseline import BaselineBuilder, RawBaseline
+from ...errors import CompactlabError, InputError
+from ...plumbing.interrupts import Terminated, exit_status
+from ...transcripts.messages import Entry, Message, json_len
+from ...transcripts import anthropic_messages
+from ...transcripts.model import TranscriptBuilder, TranscriptStream
+from ...transcripts.reader import LineReader, reparse
+from .base import StreamFeed
+
+#: smaller files are read in-process: a second process costs more than it saves
+MIN_BYTES = 4 << 20
+#: messages per batch sent to the replay
+BATCH = 256
+PIPE_BYTES = 1 << 20
+
+
+def usable(path: str) -> bool:
+    """Whether ``path`` is read ahead in a second process (see the module docstring)."""
+    setting = os.environ.get("COMPACTLAB_READ_AHEAD", "")
+    if setting == "0" or not hasattr(os, "fork") or path.endswith((".gz", ".zst")):
+        return False
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return False
+    if size == 0:
+        return False
+    return setting == "1" or (size >= MIN_BYTES and (os.cpu_count() or 1) >= 2)
+
+
+class SourceFile:
+    """The transcript file as it was when the stream was opened: a message is parsed again from
+    its line when something reads it (``os.pread``: no shared file position, and a file cut
+    short meanwhile is an error, not a crash)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._file = open(path, "rb", buffering=0)
+        self.size = os.fstat(self._file.fileno()).st_size
+
+    def message_at(self, offset: int, length: int) -> Message:
+        raw = os.pread(self._file.fileno(), length, offset)
+        if len(raw) != length:
+            raise InputError(f"{self.path}: the file was cut short while it was replayed")
+        return anthropic_messages.message_of(reparse(raw))
+
+
+class LazyEntry(Entry):
+    """An Entry whose message stays where it was read until something reads it: its facts came
+    from the reader process; the line is parsed again (``source.message_at``) on first use, with
+    the tool-result contents replaced since (``patches``) applied. A tool result a layer replaces
+    is measured from its facts, the message still unread."""
+
+    __slots__ = ("_message", "_lazy")
+
+    def __init__(self, chars: int, role: str, origin: int, tool_use_ids: tuple[str, ...], tool_names: tuple[str, ...],
+                 use_files: tuple, results: tuple, misplaced: tuple[str, ...], empty: bool, has_text: bool,
+                 lazy: tuple["SourceFile", int, int, tuple[tuple[int, Any], ...]], use_set: Any = None,
+                 result_set: Any = None, changed: frozenset[int] = frozenset()) -> None:
+        super().__init__({}, chars, role, origin, tool_use_ids, tool_names, use_files, results, misplaced, empty,
+                         has_text, use_set, result_set, changed)
+        self._message: Message | None = None  # unread (the setter took the placeholder above)
+        self._lazy = lazy
+
+    @property  # type: ignore[override]
+    def message(self) -> Message:
+        message = self._message
+        if message is None:
+            source, offset, length, patches = self._lazy
+            message = source.message_at(offset, length)
+            if patches:
+                content = list(message["content"])
+                for block, new_content in patches:
+                    content[block] = {**content[block], "content": new_content}
+                message = {**message, "content": content}
+            self._message = message
+        return message
+
+    @message.setter
+    def message(self, value: Message | None) -> None:
+        self._message = value
+
+    def with_result_content(self, k: int, new_content: Any) -> Entry:
+        fact = self.results[k]
+        if self._message is not None or fact.json_size < 0:  # read by now: as any Entry
+            return super().with_result_content(k, new_content)
+        source, offset, length, patches = self._lazy  # left unread: note the change, measure by facts
+        new_json = json_len(new_content)
+        return LazyEntry(self.chars - fact.json_size + new_json, self.role, self.origin, self.tool_use_ids,
+                         self.tool_names, self.use_files, self.results_with(k, new_content, new_json),
+                         self.misplaced_results, self.empty, self.has_text,
+                         (source, offset, length, (*patches, (fact.block, new_content))),
+                         self.use_set, self.result_set, self.changed | {fact.block})
+
+
+class ReadAheadFeed(StreamFeed):
+    """A stream whose messages' facts and baseline rows a forked reader sends."""
+
+
+def open_feed(path: str, skip_bad_lines: bool) -> ReadAheadFeed | None:
+    """The Anthropic messages file at ``path`` as a feed whose reading happens in a forked
+    process; None if that cannot be had (the caller reads it in-process, and reports what is
+    wrong with it)."""
+    name = anthropic_messages.NAME
+    try:
+        source = SourceFile(path)
+        r, w = os.pipe()
+    except OSError:
+        return None
+    try:
+        import fcntl
+
+        fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    except (ImportError, OSError):
+        pass  # the default pipe size only means more switches
+    try:
+        pid = os.fork()
+    except OSError:  # a process limit
+        os.close(r)
+        os.close(w)
+        return None
+    if pid == 0:  # the reader: never returns
+        os.close(r)
+        _reader(path, name, skip_bad_lines, source.size, w)
+    os.close(w)
+    builder = TranscriptBuilder(path, name, keep=False)
+    base = RawBaseline()
+    reader = _Reader(pid, os.fdopen(r, "rb", PIPE_BYTES))
+    stream = TranscriptStream(builder, _received(builder, base, source, reader), on_close=reader.close, batched=True)
+    return ReadAheadFeed(stream, baseline=base)
+
+
+class _Reader:
+    """The replay's end of the reader process: its pipe, and how to stop it."""
+
+    def __init__(self, pid: int, pipe: BinaryIO) -> None:
+        self.pid, self.pipe = pid, pipe
+        self.done = False  # it sent everything and exits by itself
+
+    def interrupted(self) -> KeyboardInterrupt | None:
+        """The interrupt that ended the reader, if one did (it is reaped)."""
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            return None
+        self.pid = -1
+        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
+        return Terminated() if code == exit_status(Terminated()) else KeyboardInterrupt() if code == 130 else None
+
+    def close(self) -> None:
+        """Stop the reader unless it is done, and reap it (idempotent)."""
+        self.pipe.close()
+        if self.pid < 0:
+            return
+        if not self.done:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+        self.pid = -1
+
+
+def _reader(path: str, name: str, skip_bad_lines: bool, size: int, fd: int) -> None:
+    """The forked process: read, send, and exit without running the parent's exit handlers."""
+    code = 0
+    try:
+        # SIGINT as its parent has it: ignored stays ignored (nohup, a background job); else
+        # Ctrl-C raises here too, and the reader exits with INTERRUPTED for the replay to see
+        with os.fdopen(fd, "wb", PIPE_BYTES) as out:
+            try:
+                _read_and_send(path, name, skip_bad_lines, out, size)
+            except CompactlabError as exc:
+                pickle.dump(("error", exc), out)
+            except Exception:
+                import traceback
+
+                pickle.dump(("crash", traceback.format_exc()), out)
+    except KeyboardInterrupt as exc:  # Ctrl-C (or SIGTERM) to the process group: 130 (143)
+        code = exit_status(exc)
+    except BaseException:  # the replay stopped reading (a broken pipe) or is gone
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO, size: int | None = None) -> None:
+    """Read the file (its first ``size`` bytes: what the replay can read again) and send it."""
+    from ...transcripts.anthropic_messages import _read
+
+    builder = TranscriptBuilder(path, name, keep=False)
+    reader = LineReader(path, skip_bad_lines=skip_bad_lines, limit=size)
+    baseline = BaselineBuilder(keep=False)
+    base = baseline.base
+    rows: list[tuple] = []
+    calls = compactions = 0
+
+    def send() -> None:
+        nonlocal calls, compactions
+        n = len(base.messages)
+        base_rows = [(base.messages[c], base.chars[c], base.violation_counts.pop(c, None), base.refs.pop(c, None),
+                      base.probes.pop(c, None)) for c in range(calls, n)]
+        pickle.dump(("batch", rows, base_rows, builder.compactions[compactions:]), out, pickle.HIGHEST_PROTOCOL)
+        out.flush()  # now: a batch is a few kB, and the replay is waiting for it
+        rows.clear()
+        calls, compactions = n, len(builder.compactions)
+
+    for e in _read(builder, reader, measure=True):
+        baseline.add(e)
+        assert reader.span is not None
+        rows.append((*reader.span, e.chars, e.role, e.origin, e.tool_use_ids, e.tool_names, e.use_files, e.results,
+                     e.misplaced_results, e.empty, e.has_text))
+        if len(rows) == BATCH:
+            send()
+    send()
+    meta = {key: getattr(builder, key) for key in ("count", "usage", "metadata", "warnings", "system", "model",
+                                                     "title", "session_id")}
+    meta["skipped_lines"] = reader.skipped
+    pickle.dump(("end", meta), out, pickle.HIGHEST_PROTOCOL)
+
+
+def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader: _Reader) -> Iterator[list[Entry]]:
+    """The messages as the reader sends them, a batch of lazy Entries at a time, filling ``base``
+    and ``builder``."""
+    pipe = reader.pipe
+    try:
+        while True:
+            try:
+                message = pickle.load(pipe)
+            except EOFError:
+                stop = reader.interrupted()
+                if stop is not None:  # the same Ctrl-C reached it first: the replay's own is coming
+                    raise stop from None
+                raise RuntimeError(f"{builder.path}: the read-ahead process ended without a word") from None
+            kind = message[0]
+            if kind == "batch":
+                _, rows, base_rows, compactions = message
+                builder.compactions.extend(compactions)
+                for messages, chars, counts, refs, probes in base_rows:
+                    call = len(base.messages)
+                    base.messages.append(messages)
+                    base.chars.append(chars)
+                    if counts is not None:
+                        base.violation_counts[call] = counts
+                    if refs is not None:
+                        base.refs[call] = refs
+                    if probes is not None:
+                        base.probes[call] = probes
+                builder.count += len(rows)
+                yield [LazyEntry(chars, role, origin, use_ids, names, use_files, results, misplaced, empty, has_text,
+                                 (source, offset, length, ()))
+                       for (offset, length, chars, role, origin, use_ids, names, use_files, results, misplaced, empty,
+                            has_text) in rows]
+            elif kind == "end":
+                for key, value in message[1].items():
+                    setattr(builder, key, value)
+                reader.done = True
+                return
+            elif kind == "error":
+                reader.done = True
+                raise message[1]
+            else:
+                raise RuntimeError(f"{builder.path}: the read-ahead process failed:\n{message[1]}")
+    finally:
+        reader.close()
+
+
+__all__ = ["MIN_BYTES", "ReadAheadFeed", "SourceFile", "open_feed", "usable"]

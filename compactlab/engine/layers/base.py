@@ -1,0 +1,215 @@
+"""What every layer shares: the contract, the run environment, and the stats record.
+
+The layer contract (STYLE lesson 2)::
+
+    layer(context: Context, config: <Layer>Config, env: RunEnv) -> (Context, LayerStats)
+
+A layer is a pure function of its context and config: it never mutates the context or the
+messages it was given (changed messages are copied), returns the same object when it changes
+nothing, and reports everything it did in ``LayerStats``, including ``lowest_changed``, the first
+message position it altered (the prefix before it is byte-identical, which the cost model and
+the incremental invariant checker rely on). Side effects go through ``env``: persisted files,
+saved transcripts and summarizer calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import orjson
+
+from ..context import Context
+from ...errors import SummarizerError
+from ...transcripts.messages import Entry, Message, make_entry
+from ...plumbing.outputs import OutputDir
+from ..sizing import TokenEstimator, list_chars
+from ...summarizers.base import Summarizer, SummaryRequest
+from ...summarizers.prompts import prompt_text
+
+
+T = TypeVar("T")
+
+
+@dataclass
+class LayerStats:
+    """What layers did in a call (added up over a run): the counters of ``records.COUNTERS`` (one
+    field each, in that order: a test holds them equal), and ``lowest_changed``, the first position
+    any of them changed."""
+
+    persisted: int = 0
+    persisted_chars: int = 0
+    snipped: int = 0
+    micro_compacted: int = 0
+    summaries: int = 0
+    summary_input_chars: int = 0
+    summary_output_chars: int = 0
+    summary_input_tokens: int = 0
+    summary_output_tokens: int = 0
+    reactive: int = 0
+    manual: int = 0
+    summary_failures: int = 0
+    lowest_changed: int | None = None
+
+    def add(self, other: "LayerStats") -> None:
+        """Add ``other``'s counts to these; the lowest change of both. Written out field by field:
+        on the per-call path a loop over the names would cost ~7% of a replay."""
+        # a layer that did nothing changed nothing and costs one test
+        if other.lowest_changed is None and not (other.summary_failures or other.summary_input_chars):
+            return
+        self.persisted += other.persisted
+        self.persisted_chars += other.persisted_chars
+        self.snipped += other.snipped
+        self.micro_compacted += other.micro_compacted
+        self.summaries += other.summaries
+        self.summary_input_chars += other.summary_input_chars
+        self.summary_output_chars += other.summary_output_chars
+        self.summary_input_tokens += other.summary_input_tokens
+        self.summary_output_tokens += other.summary_output_tokens
+        self.reactive += other.reactive
+        self.manual += other.manual
+        self.summary_failures += other.summary_failures
+        if other.lowest_changed is not None:
+            self.changed_at(other.lowest_changed)
+
+    def changed_at(self, position: int) -> None:
+        if self.lowest_changed is None or position < self.lowest_changed:
+            self.lowest_changed = position
+
+
+#: what a layer that did nothing returns (shared, never mutated: the engine skips it)
+NOTHING = LayerStats()
+
+
+@dataclass
+class RunEnv:
+    """Per-run dependencies and state that layers may use (passed in, never global)."""
+
+    summarizer: Summarizer
+    estimator: TokenEstimator = field(default_factory=TokenEstimator)
+    out: OutputDir = field(default_factory=lambda: OutputDir(None))
+    tool_names: dict[str, str] = field(default_factory=dict)
+    write_transcripts: bool = False
+    call: int = 0
+    #: seconds since the previous call, from the recording's times (None: not recorded)
+    idle_seconds: float | None = None
+    #: a user prompt came since the previous call (the agent had answered: a user turn ended)
+    after_prompt: bool = False
+    #: the context's tokens as the harness measured them (the previous call's recorded usage plus
+    #: the messages since), while the context is still the one the recording sent; else None
+    recorded_tokens: int | None = None
+    #: the policy's summary table: how reactive and manual compaction summarise too (they refuse
+    #: to run without it: ``summary_settings``)
+    summary_config: Any = None
+    #: what layers keep from call to call in a run, one object of each kind (``state_of``)
+    state: dict[type, Any] = field(default_factory=dict)
+    persisted_files: list[dict[str, Any]] = field(default_factory=list)
+    saved_transcripts: list[dict[str, Any]] = field(default_factory=list)
+    failed_summaries: list[dict[str, Any]] = field(default_factory=list)
+    #: the layer that made each message a policy made (origin -> "snip", "summary", ...): what the
+    #: probe ledger names as having removed the messages it stands in for
+    made_by: dict[int, str] = field(default_factory=dict)
+    #: the call at which each made message was made (origin -> call)
+    made_at: dict[int, int] = field(default_factory=dict)
+    #: the call at which a tool result was replaced in place, by micro or budget ((origin, block) -> call)
+    cleared_at: dict[tuple[int, int], int] = field(default_factory=dict)
+    _next_origin: int = -1
+
+    def state_of(self, kind: type[T]) -> T:
+        """The run's one ``kind`` of state (a summary layer's circuit breaker, Codex's count of
+        earlier reasoning), made by ``kind()`` on first use."""
+        state = self.state.get(kind)
+        if state is None:
+            state = self.state[kind] = kind()
+        return state
+
+    @property
+    def summary_settings(self) -> Any:
+        """The policy's summary table, which reactive and manual compaction summarise by: set by
+        the engine from the policy; never a default in its place."""
+        if self.summary_config is None:
+            raise ValueError("RunEnv.summary_config is not set: reactive and manual compaction summarise as the "
+                             "policy's summary table says")
+        return self.summary_config
+
+    def new_entry(self, message: Message, by: str = "summary") -> Entry:
+        """An Entry for a message a policy made (placeholder, summary): a fresh negative origin;
+        ``by``: the layer that made it in place of the messages it removed."""
+        origin = self._next_origin
+        self._next_origin -= 1
+        self.made_by[origin] = by
+        self.made_at[origin] = self.call
+        return make_entry(message, origin)
+
+    def persist(self, tool_use_id: str, text: str) -> str:
+        rel, fresh = self.out.persisted_name(tool_use_id, text)
+        if fresh:
+            self.out.write_text(rel, text)
+            self.persisted_files.append({"path": rel, "chars": len(text)})
+        return rel
+
+    def save_transcript(self, context: Context) -> str:
+        """Record the context a summary is about to replace (written only when asked)."""
+        rel = f"transcripts/transcript-{self.call:05d}-{len(self.saved_transcripts) + 1}.jsonl"
+        record: dict[str, Any] = {"call": self.call, "messages": len(context), "chars": context.chars, "path": None}
+        if self.write_transcripts and not self.out.dry_run:
+            data = b"".join(orjson.dumps(e.message) + b"\n" for e in context.entries)
+            self.out.write_bytes(rel, data)
+            record["path"] = rel
+        self.saved_transcripts.append(record)
+        return rel
+
+
+def pair_safe_head(entries: list[Entry], head_end: int) -> int:
+    """Seed 000: a head ending in a tool_use takes the tool_result messages after it."""
+    if head_end > 0 and entries[head_end - 1].has_tool_use:
+        while head_end < len(entries) and entries[head_end].is_tool_result_message:
+            head_end += 1
+    return head_end
+
+
+def pair_safe_tail(entries: list[Entry], tail_start: int) -> int:
+    """Seed 000: a tail starting with tool results takes the tool_use message before it."""
+    if (
+        0 < tail_start < len(entries)
+        and entries[tail_start].is_tool_result_message
+        and entries[tail_start - 1].has_tool_use
+    ):
+        tail_start -= 1
+    return tail_start
+
+
+def summarize(
+    entries: list[Entry], *, kind: str, summary_cfg: Any, env: RunEnv, stats: LayerStats
+) -> str | None:
+    """Ask the summarizer for a summary of ``entries``; None when it failed (recorded).
+
+    The input is the compact JSON text of the messages cut to ``input_chars`` from the head or
+    the tail, as the seeds do with ``json.dumps(messages)[:80000]`` / ``[-80000:]``.
+    """
+    request = SummaryRequest(
+        entries=entries,
+        prompt=prompt_text(summary_cfg.prompt),
+        max_output_tokens=summary_cfg.max_output_tokens,
+        kind=kind,
+        call=env.call,
+        limit=summary_cfg.input_chars,
+        chars=list_chars(sum(e.chars for e in entries), len(entries)),
+        from_tail=summary_cfg.input_from == "tail",
+    )
+    try:
+        result = env.summarizer.summarize(request)
+    except SummarizerError as exc:
+        stats.summary_failures += 1
+        env.failed_summaries.append({"call": env.call, "kind": kind, "error": str(exc)})
+        return None
+    stats.summary_input_chars += request.input_chars
+    stats.summary_output_chars += len(result.text)
+    stats.summary_input_tokens += result.input_tokens
+    stats.summary_output_tokens += result.output_tokens
+    return result.text
+
+
+def fill(template: str, summary: str, transcript: str = "") -> str:
+    # str.replace, not str.format: a summary may contain braces
+    return template.replace("{transcript}", transcript).replace("{summary}", summary)

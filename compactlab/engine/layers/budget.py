@@ -1,0 +1,68 @@
+"""L3 tool_result_budget (seed 000): persist the largest results of the newest message.
+
+If the tool_result blocks of the last message total more than ``max_chars``, the largest ones
+over ``persist_threshold`` are written to ``tool-results/<safe id>.txt`` and replaced with a
+``<persisted-output>`` note holding the path and a preview, largest first, until under budget.
+A replacement that would not be smaller than the original is skipped (never larger).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..context import Context
+from ...transcripts.messages import content_text
+from ...config import LayerConfig, NonNegative, Positive, opt
+from .base import NOTHING, LayerStats, RunEnv
+from .registry import register
+
+MAX_PATH = 100  # "tool-results/" + a safe name of at most ~75 chars + ".txt"
+NOTE = "<persisted-output>\nFull output: {path}\nPreview:\n{preview}\n</persisted-output>"
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetConfig(LayerConfig):
+    """L3 tool_result_budget: persist the largest results of the last message to disk."""
+
+    max_chars: Positive = opt(200_000, "budget for the tool_result content of the last message")
+    persist_threshold: Positive = opt(30_000, "only results larger than this are persisted")
+    preview_chars: NonNegative = opt(2_000, "chars of the output kept inline as a preview")
+
+    def __post_init__(self) -> None:
+        if self.preview_chars >= self.persist_threshold:
+            raise ValueError("preview_chars must be smaller than persist_threshold")
+
+
+@register("budget", BudgetConfig, cheap=True)
+def budget(context: Context, config: BudgetConfig, env: RunEnv) -> tuple[Context, LayerStats]:
+    if not context.entries:
+        return context, NOTHING
+    last = context.entries[-1]
+    if last.role != "user" or not last.results:
+        return context, NOTHING
+    total = sum(f.size for f in last.results)
+    if total <= config.max_chars:
+        return context, NOTHING
+    stats = LayerStats()
+    entry = last
+    for k in sorted(range(len(last.results)), key=lambda k: last.results[k].size, reverse=True):
+        if total <= config.max_chars:
+            break
+        fact = last.results[k]
+        if fact.size <= config.persist_threshold:
+            continue
+        text = content_text(last.message["content"][fact.block].get("content"))
+        preview = text[: config.preview_chars]
+        if len(NOTE) + len(preview) + MAX_PATH >= fact.size:
+            continue  # the note would not be smaller than what it replaces
+        note = NOTE.format(path=env.persist(fact.tool_use_id, text), preview=preview)
+        entry = entry.with_result_content(k, note)
+        env.cleared_at[(entry.origin, fact.block)] = env.call
+        total += len(note) - fact.size
+        stats.persisted += 1
+        stats.persisted_chars += fact.size
+    if not stats.persisted:
+        return context, stats
+    pos = len(context.entries) - 1
+    stats.changed_at(pos)
+    return context.replaced({pos: entry}), stats

@@ -1,0 +1,53 @@
+"""reactive_compact (seed 000): the API said the prompt is too long.
+
+Summary of the whole context plus its last ``keep_tail`` messages (seed 000 moves the tail cut
+so a tool pair is not split; seed 001's ``messages[-5:]`` does not: ``pair_safe = false``).
+The engine decides when it runs (over ``window_tokens``) and how often (``max_retries``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from ..context import Context
+from ...config import Bound, LayerConfig, Positive, NonNegative, opt
+from .base import LayerStats, RunEnv, fill, pair_safe_tail, summarize
+from .registry import register
+
+
+@dataclass(frozen=True, slots=True)
+class ReactiveConfig(LayerConfig):
+    """reactive_compact: when the prompt is too long, summary + the last messages."""
+
+    window_tokens: Positive = opt(200_000, "context window; over it the API says prompt too long")
+    keep_tail: NonNegative = opt(5, "last messages kept after the summary")
+    pair_safe: bool = opt(True, "move the tail cut so a tool pair is not split")
+    max_retries: Annotated[int, Bound(ge=0, le=10)] = opt(1, "reactive compactions per call before it is an overflow "
+                                                              "(at most 10)")
+    template: str = opt("[Reactive compact]\n\n{summary}", "the summary message; {summary}")
+
+    def __post_init__(self) -> None:
+        if "{summary}" not in self.template:
+            raise ValueError("template must contain {summary}")
+
+
+@register("reactive", ReactiveConfig)
+def reactive(context: Context, config: ReactiveConfig, env: RunEnv) -> tuple[Context, LayerStats]:
+    """(The summary's input cut and prompt are the policy's summary table: ``env.summary_config``.)"""
+    summary_config = env.summary_settings
+    stats = LayerStats()
+    entries = context.entries
+    if not entries:
+        return context, stats
+    env.save_transcript(context)
+    text = summarize(entries, kind="reactive", summary_cfg=summary_config, env=env, stats=stats)
+    if text is None:
+        return context, stats
+    tail_start = max(0, len(entries) - config.keep_tail) if config.keep_tail else len(entries)
+    if config.pair_safe:
+        tail_start = pair_safe_tail(entries, tail_start)
+    head = env.new_entry({"role": "user", "content": fill(config.template, text)})
+    stats.reactive = 1
+    stats.changed_at(0)
+    return context.spliced(0, [head], tail_start), stats

@@ -1,0 +1,203 @@
+"""L4 compact_history: over the trigger, replace the context with a summary.
+
+The context is recorded as a saved transcript first (written with ``--write-transcripts``),
+then summarised, then replaced with one user message from ``template`` (``[Compacted]\\n\\n...``),
+optionally followed by an assistant ``ack`` (s06's "Understood. Continuing."). ``keep_head`` and
+``keep_tail`` messages stay verbatim around it, with pair-safe cuts, and only the middle is
+summarised. After ``max_failures`` consecutive summarizer failures the layer stops trying
+(circuit breaker, seed 001).
+
+The harnesses' own variants are options: ``keep_user_tokens`` keeps, instead, the newest user
+prompts up to that many tokens and drops every assistant and tool message (Codex);
+``keep_tail_fraction`` keeps the newest share of the context, cut before a user prompt, and
+``rollback_if_larger`` undoes a summary that would grow the context (gemini-cli);
+``count_reasoning`` measures as Codex does, adding the reasoning of earlier turns to the
+recorded usage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from ..context import Context
+from ...config import Bound, LayerConfig, NonNegative, Positive, opt
+from ...transcripts.messages import Entry, is_prompt, text_of
+from .base import NOTHING, LayerStats, RunEnv, fill, pair_safe_head, pair_safe_tail, summarize
+from .registry import register
+
+
+def over_trigger(context: Context, config: SummaryConfig, env: RunEnv) -> bool:
+    if config.unit == "messages":
+        size = len(context)
+    elif config.unit == "tokens" and config.measure == "recorded" and env.recorded_tokens is not None:
+        size = env.recorded_tokens
+        if config.count_reasoning:
+            size += env.state_of(EarlierReasoning).tokens(context)
+    else:
+        size = context.chars if config.unit == "chars" else env.estimator.tokens(context.chars)
+    return size > config.trigger
+
+
+def compact(context: Context, config: SummaryConfig, env: RunEnv, *, kind: str, stats: LayerStats,
+            keep_head: int = 0, keep_tail: int = 0, tail_start: int | None = None) -> Context | None:
+    """Replace (the middle of) the context with a summary message; None if the summarizer failed.
+    ``tail_start``: where the kept tail starts, instead of ``keep_tail`` messages."""
+    entries = context.entries
+    n = len(entries)
+    head_end = pair_safe_head(entries, min(keep_head, n))
+    if tail_start is None:
+        tail_start = pair_safe_tail(entries, n - min(keep_tail, n)) if keep_tail else n
+    tail_start = max(tail_start, head_end)
+    transcript = env.save_transcript(context)
+    text = summarize(entries[head_end:tail_start], kind=kind, summary_cfg=config, env=env, stats=stats)
+    if text is None:
+        return None
+    summary_text = fill(config.template, text, transcript)
+    if config.keep_user_tokens:  # Codex: the newest prompts, then the summary; nothing else
+        blocks = [{"type": "text", "text": t} for t in newest_prompts(entries[head_end:tail_start], config.keep_user_tokens)]
+        made = [env.new_entry({"role": "user", "content": [*blocks, {"type": "text", "text": summary_text}]})]
+    else:
+        made = [env.new_entry({"role": "user", "content": summary_text})]
+    if config.ack:
+        made.append(env.new_entry({"role": "assistant", "content": config.ack}))
+    stats.changed_at(head_end)
+    return context.spliced(head_end, made, tail_start)
+
+
+def newest_prompts(entries: list[Entry], max_tokens: int) -> list[str]:
+    """The texts of the newest user prompts up to ``max_tokens`` (4 characters a token), oldest first;
+    the one that crosses the limit cut in its middle, as Codex's build_compacted_history does."""
+    kept: list[str] = []
+    left = max_tokens * 4
+    for entry in reversed(entries):
+        if left <= 0:
+            break
+        if not is_prompt(entry):
+            continue
+        text = text_of(entry.message)
+        if len(text) > left:
+            half = left // 2
+            text = f"{text[:half]}\n…{(len(text) - 2 * half + 3) // 4} tokens truncated…\n{text[len(text) - half:]}"
+            left = 0
+        else:
+            left -= len(text)
+        kept.append(text)
+    return kept[::-1]
+
+
+def fraction_tail(entries: list[Entry], fraction: float) -> int:
+    """Where the newest ``fraction`` of the context (by characters) starts, cut before a user prompt
+    (gemini-cli's findCompressSplitPoint): the first prompt with at least 1 - fraction of the
+    characters before it, else the last prompt (all of it when the context ends with the agent's
+    answer); 0 when there is no prompt to cut before."""
+    target = (1 - fraction) * sum(e.chars for e in entries)
+    before, last = 0, 0
+    for i, entry in enumerate(entries):
+        if is_prompt(entry) and not entry.results:
+            if before >= target:
+                return i
+            last = i
+        before += entry.chars
+    if entries and entries[-1].role == "assistant" and not entries[-1].has_tool_use:
+        return len(entries)
+    return last
+
+
+class EarlierReasoning:
+    """Codex's count of the reasoning it sent in earlier turns (get_non_last_reasoning_items_tokens):
+    every reasoning item before the last user prompt, (its encrypted bytes x 3/4 - 650) / 4 tokens.
+    Used while the context is the recording's, which only grows: the sums are kept and extended."""
+
+    def __init__(self) -> None:
+        self.sums = [0]  # reasoning tokens of the context's first i messages
+
+    def tokens(self, context: Context) -> int:
+        entries, sums = context.entries, self.sums
+        for entry in entries[len(sums) - 1:]:
+            sums.append(sums[-1] + (reasoning_tokens(entry.message) if entry.role == "assistant" else 0))
+        last_prompt = next((i for i in range(len(entries) - 1, -1, -1) if is_prompt(entries[i])), 0)
+        return sums[last_prompt]
+
+
+def reasoning_tokens(message: dict) -> int:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return 0
+    return sum(-(-max(0, len(b["signature"]) * 3 // 4 - 650) // 4) for b in content
+               if isinstance(b, dict) and b.get("type") == "thinking" and isinstance(b.get("signature"), str))
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryConfig(LayerConfig):
+    """L4 compact_history: summarise the whole context when it is over the trigger."""
+
+    trigger: Positive = opt(50_000, "summarise when the context is over this size")
+    unit: Literal["chars", "tokens", "messages"] = opt(
+        "chars", "unit of trigger: context chars, estimated tokens, or messages (events)")
+    measure: Literal["estimate", "recorded"] = opt(
+        "estimate", "how a token trigger measures the context: by the estimate, or as the harness did, by the previous "
+                    "call's recorded usage plus the messages since (while the context is what was recorded)",
+        added=True)
+    input_chars: Positive = opt(80_000, "summary input: the context's JSON text cut to this")
+    input_from: Literal["head", "tail"] = opt("head", "cut the input from the head or the tail")
+    template: str = opt("[Compacted]\n\n{summary}", "the summary message; {summary}, {transcript}")
+    ack: str = opt("", "optional assistant message after the summary")
+    keep_head: NonNegative = opt(0, "messages kept verbatim before the summary (pair-safe)")
+    keep_tail: NonNegative = opt(0, "messages kept verbatim after the summary (pair-safe)")
+    max_failures: Positive = opt(3, "consecutive summarizer failures that open the circuit breaker")
+    prompt: str = opt("s08", "summary prompt name (live summarizer)")
+    max_output_tokens: Positive = opt(2_000, "summary length cap for the summarizer")
+    count_reasoning: bool = opt(
+        False, "with measure = recorded, add the reasoning sent in earlier turns as Codex counts it (each reasoning "
+               "item before the last user prompt: (encrypted bytes x 3/4 - 650) / 4 tokens)", added=True)
+    keep_user_tokens: NonNegative = opt(
+        0, "keep the newest user prompts up to this many tokens before the summary and drop every assistant and tool "
+           "message (Codex's compacted history); 0: off", added=True)
+    keep_tail_fraction: Annotated[float, Bound(ge=0, le=0.9)] = opt(
+        0.0, "keep the newest share of the context (by characters) after the summary, cut before a user prompt "
+             "(gemini-cli: 0.3); 0: off", added=True)
+    rollback_if_larger: bool = opt(
+        False, "undo a summary that leaves the context larger than it was, as a failed one (gemini-cli)", added=True)
+
+    def __post_init__(self) -> None:
+        if "{summary}" not in self.template:
+            raise ValueError("template must contain {summary}")
+        if self.unit == "messages" and self.keep_head + self.keep_tail >= self.trigger:
+            raise ValueError(f"keep_head + keep_tail ({self.keep_head + self.keep_tail}) must be smaller than a "
+                             f"trigger in messages ({self.trigger}): the summary would not shrink the context")
+
+
+@register("summary", SummaryConfig)
+def summary(context: Context, config: SummaryConfig, env: RunEnv) -> tuple[Context, LayerStats]:
+    breaker = env.state_of(Breaker)
+    if breaker.open or not context.entries or not over_trigger(context, config, env):
+        return context, NOTHING
+    stats = LayerStats()
+    tail = fraction_tail(context.entries, config.keep_tail_fraction) if config.keep_tail_fraction else None
+    if tail is not None and tail <= pair_safe_head(context.entries, min(config.keep_head, len(context))):
+        return context, NOTHING  # no prompt to cut before: nothing to summarise yet (gemini-cli's NOOP)
+    new = compact(context, config, env, kind="summary", stats=stats,
+                  keep_head=config.keep_head, keep_tail=config.keep_tail, tail_start=tail)
+    if new is not None and config.rollback_if_larger and new.chars >= context.chars:
+        env.failed_summaries.append({"call": env.call, "kind": "summary",
+                                     "error": "the summary would not shrink the context: rolled back"})
+        stats.summary_failures += 1
+        stats.lowest_changed = None
+        new = None
+    if new is None:
+        breaker.failures += 1
+        breaker.open = breaker.failures >= config.max_failures
+        return context, stats
+    breaker.failures = 0
+    stats.summaries = 1
+    return new, stats
+
+
+@dataclass
+class Breaker:
+    """The summary layer's circuit breaker (seed 001), kept for the run: consecutive failures,
+    and whether it opened (then the layer stops asking)."""
+
+    failures: int = 0
+    open: bool = False

@@ -1,0 +1,475 @@
+"""Prices: what each call's tokens cost, in USD per million tokens, at the model and time it ran.
+
+The default source is ``genai-prices`` (pydantic/genai-prices, a maintained price library, read
+offline from the data it ships with: it knows 1-hour cache writes, long-context tiers and prices
+by date), under a short table of corrections where its data is behind the vendor's published
+prices (``data/price_corrections.toml``, each row with its source and the date it applies from).
+``--prices FILE`` (the same TOML layout) is put in front of both: its models win, the others are
+still found. A model none of them knows is priced as the default model and marked unknown (the
+caller warns and names it).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, UsageError
+from ..plumbing.files import read_regular_text
+
+MTOK = 1_000_000
+DEFAULT_MODEL = "claude-sonnet-4-5"
+#: when a call has no recorded time, it is priced as of this instant (noon UTC: no off-peak rate)
+AS_OF = datetime(2026, 11, 26, 12, tzinfo=timezone.utc).timestamp()
+
+
+@dataclass(frozen=True)
+class ModelPrices:
+    """USD per million tokens; ``tiers``: (tokens, prices) where a call whose input tokens are
+    over ``tokens`` is billed wholly at ``prices`` (long-context pricing)."""
+
+    model: str
+    input: float
+    output: float
+    cache_write_5m: float
+    cache_write_1h: float
+    cache_read: float
+    read: str  # where the prices come from
+    known: bool = True
+    tiers: tuple[tuple[int, ModelPrices], ...] = ()
+
+    def at(self, input_tokens: int) -> ModelPrices:
+        """The prices of a call with ``input_tokens`` input tokens in all."""
+        for start, prices in reversed(self.tiers):
+            if input_tokens > start:
+                return prices
+        return self
+
+    def input_cost(self, read_tokens: int, write_tokens: int, ttl: str = "5m") -> float:
+        """Cache reads, and cache writes at the rate of their TTL (``5m`` or ``1h``)."""
+        p = self.at(read_tokens + write_tokens) if self.tiers else self
+        write = p.cache_write_1h if ttl == "1h" else p.cache_write_5m
+        return (read_tokens * p.cache_read + write_tokens * write) / MTOK
+
+    def nocache_cost(self, tokens: int) -> float:
+        return tokens * self.at(tokens).input / MTOK
+
+    def summary_cost(self, input_tokens: int, output_tokens: int, calls: int = 1) -> float:
+        """``calls`` summary calls, uncached, of ``input_tokens`` in all (tiered by their mean)."""
+        p = self.at(input_tokens // max(calls, 1))
+        return (input_tokens * p.input + output_tokens * p.output) / MTOK
+
+    def recorded_output_cost(self, usage: dict[str, Any]) -> float:
+        """What a call's recorded output tokens were billed (at the tier of its input)."""
+        p = self.at(usage.get("input_tokens", 0) + usage.get("cache_creation_input_tokens", 0)
+                    + usage.get("cache_read_input_tokens", 0)) if self.tiers else self
+        return usage.get("output_tokens", 0) * p.output / MTOK
+
+    def recorded_input_cost(self, usage: dict[str, Any]) -> float:
+        """What a call's recorded usage was billed for its input: uncached input, cache reads,
+        and cache writes each at its TTL's rate (``cache_creation_1h_input_tokens`` of them at the
+        1-hour rate, the rest at the 5-minute one)."""
+        one_hour = usage.get("cache_creation_1h_input_tokens", 0)
+        fresh, written, read = (usage.get("input_tokens", 0), usage.get("cache_creation_input_tokens", 0),
+                                usage.get("cache_read_input_tokens", 0))
+        p = self.at(fresh + written + read)
+        return (fresh * p.input + (written - one_hour) * p.cache_write_5m + one_hour * p.cache_write_1h
+                + read * p.cache_read) / MTOK
+
+
+@dataclass(frozen=True)
+class _Period:
+    since: float  # seconds since the epoch; -inf: always
+    row: dict
+
+
+class TomlPrices:
+    """A price table in TOML: ``[models."name"]`` with ``input`` and ``output`` (and optionally
+    ``cache_write_5m``, ``cache_write_1h``, ``cache_read``; by default Anthropic's rules: 1.25×,
+    2× and 0.1× input), or ``[[models."name"]]`` periods each with ``since`` (an ISO date or time
+    from which it applies). A model is found by its name, by its name without a date suffix or
+    a ``provider/`` prefix, or by the longest name it starts with."""
+
+    def __init__(self, text: str, source: str) -> None:
+        try:
+            data = tomllib.loads(text)
+            models = data["models"]
+            if not isinstance(models, dict) or not models:
+                raise KeyError("models")
+        except (tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
+            raise UsageError(f"{source}: not a usable price table: {exc}") from None
+        self.source = source
+        self.read = str(data.get("read", "unknown"))
+        self.default_model = data.get("default_model")
+        self.periods: dict[str, list[_Period]] = {}
+        for name, value in models.items():
+            rows = value if isinstance(value, list) else [value]
+            periods = []
+            for row in rows:
+                for key in ("input", "output"):
+                    if not isinstance(row, dict) or not isinstance(row.get(key), (int, float)) \
+                            or isinstance(row.get(key), bool) or not 0 <= row[key] < 1e6:
+                        raise UsageError(f"{source}: models.{name}.{key} must be a price (USD per million tokens)")
+                periods.append(_Period(_since(row.get("since"), source, name), row))
+            self.periods[name] = sorted(periods, key=lambda p: p.since)
+
+    @property
+    def name(self) -> str:
+        """The table as its prices name it: its file and the date it was read."""
+        return f"{self.source} ({self.read})"
+
+    def lookup(self, model: str, when: float) -> ModelPrices | None:
+        key = self._match(model)
+        if key is None:
+            return None
+        row = None
+        for period in self.periods[key]:
+            if period.since <= when:
+                row = period.row
+        if row is None:
+            return None
+        base = row["input"]
+        return ModelPrices(model=model, input=base, output=row["output"],
+                           cache_write_5m=row.get("cache_write_5m", base * 1.25),
+                           cache_write_1h=row.get("cache_write_1h", base * 2.0),
+                           cache_read=row.get("cache_read", base * 0.1), read=self.name)
+
+    def _match(self, name: str) -> str | None:
+        if name in self.periods:
+            return name
+        stripped = re.sub(r"-\d{8}$|@\d{8}$|-latest$", "", name.split("/")[-1])
+        if stripped in self.periods:
+            return stripped
+        prefixes = [k for k in self.periods if stripped.startswith(k)]
+        return max(prefixes, key=len) if prefixes else None
+
+
+def _since(value: Any, source: str, name: str) -> float:
+    if value is None:
+        return float("-inf")
+    try:
+        when = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    except ValueError:
+        raise UsageError(f"{source}: models.{name}.since must be an ISO date or time, not {value!r}") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.timestamp()
+
+
+class GenaiPrices:
+    """The prices of ``genai-prices``, from the data it was released with (no network).
+
+    Importing genai-prices takes longer than a small replay (0.13 s, 20 MB), so what it says of a
+    model (its prices, each with the date or time of day it applies from) is kept in the user's
+    cache folder per release of its data, and a later process reads that instead; ``cache_dir``
+    None keeps nothing (``--dry-run``)."""
+
+    def __init__(self, cache_dir: str | None = None, write: bool = True) -> None:
+        self.cache_dir, self.write = cache_dir, write
+        self._library: Any = None
+        self._records: dict[str, list | None] = {}
+        self._converted: dict[tuple[str, int], ModelPrices] = {}
+        self._disk: Any = None
+        self._stamp: str | None = None
+        self._read: str | None = None  # "genai-prices VERSION", from the cache where it has it
+
+    def __reduce__(self) -> tuple:  # to a dask worker: it finds its own
+        return GenaiPrices, (self.cache_dir, self.write)
+
+    @property
+    def read(self) -> str:
+        """The library and its version, as its prices name it."""
+        if self._read is None:
+            from importlib.metadata import version
+
+            self._read = f"genai-prices {version('genai-prices')}"
+        return self._read
+
+    name = read
+
+    def lookup(self, model: str, when: float) -> ModelPrices | None:
+        record = self._record(model)
+        if record is None:
+            return None
+        at = datetime.fromtimestamp(when, timezone.utc)
+        if record == LIBRARY:  # conditions of a kind this does not read: genai-prices decides
+            values = _values(self._info(model).get_prices(at))
+            return _prices_of(values, model, self.read)
+        index = next((i for i in range(len(record) - 1, -1, -1) if _active(record[i][0], at)), 0)
+        key = (model, index)
+        if key not in self._converted:
+            self._converted[key] = _prices_of(record[index][1], model, self.read)
+        return self._converted[key]
+
+    def _record(self, model: str) -> Any:
+        """The model's prices as [[condition, {field: value}], ...] (genai-prices' order: the last
+        one whose condition holds applies), from the cache or from genai-prices; None: genai-prices
+        does not know the model; LIBRARY: ask genai-prices at each call."""
+        if model in self._records:
+            return self._records[model]
+        disk, key = self._cache()
+        cached = disk.get(key(model)) if disk is not None else None
+        if cached is not None and not (isinstance(cached.get("read"), str) and _valid_record(cached.get("prices"))):
+            disk.ignore(key(model), f"prices of {model!r} that are not prices")
+            cached = None
+        if cached is not None:
+            record = cached["prices"]
+            self._read = self._read or cached["read"]
+        else:
+            info = self._info(model)
+            record = None if info is None else _record_of(info)
+            if disk is not None:
+                disk.put(key(model), {"model": model, "prices": record, "read": self.read})
+        self._records[model] = record
+        return record
+
+    @property
+    def problems(self) -> list[str]:
+        """Why cached records were not used (each rebuilt from genai-prices' data)."""
+        return self._disk.problems if self._disk is not None else []
+
+    def _cache(self) -> tuple[Any, Any]:
+        if self.cache_dir is None:
+            return None, None
+        if self._disk is None:
+            from importlib.util import find_spec
+
+            from ..summarizers.cache import DiskCache, digest
+
+            spec = find_spec("genai_prices")
+            origin = Path(spec.origin).with_name("data.py") if spec and spec.origin else None
+            try:
+                st = os.stat(origin) if origin else None
+            except OSError:
+                st = None
+            if st is None:
+                return None, None
+            self._stamp = f"{st.st_size}-{st.st_mtime_ns}-{CACHE_FORMAT}"  # a release's data
+            self._disk = DiskCache(self.cache_dir, "prices", read_only=not self.write)
+            self._key = lambda m: digest("genai-prices", self._stamp or "", m)
+        return self._disk, self._key
+
+    def _info(self, model: str) -> Any:
+        """genai-prices' ModelInfo for a model name (a litellm-style ``provider/model`` too), or None."""
+        if self._library is None:
+            from genai_prices import data_snapshot
+
+            self._library = data_snapshot.get_snapshot()
+        ref = model.split("@")[0]  # a Vertex version suffix
+        attempts = [(ref, "litellm"), (ref.split("/")[-1], None)] if "/" in ref else [(ref, None)]
+        for name, provider in attempts:
+            try:
+                return self._library.find_provider_model(name, None, provider, None)[1]
+            except LookupError:
+                continue
+        return None
+
+
+#: a record genai-prices must evaluate itself (a kind of condition ``_active`` does not know)
+LIBRARY = "library"
+
+
+def _record_of(info: Any) -> Any:
+    conditional = info.prices if isinstance(info.prices, list) else [_Plain(info.prices)]
+    out = []
+    for c in conditional:
+        constraint = _constraint(c.constraint)
+        if constraint is False:
+            return LIBRARY
+        out.append([constraint, _values(c.prices)])
+    return out
+
+
+def _valid_record(record: Any) -> bool:
+    """A cached record as ``_record_of`` makes it: None, LIBRARY, or [[condition, values], ...]
+    whose prices are finite and not negative."""
+    if record is None or record == LIBRARY:
+        return True
+    if not isinstance(record, list) or not record:
+        return False
+
+    def price(v: Any) -> bool:
+        return type(v) in (int, float) and math.isfinite(v) and 0 <= v < 1e6
+
+    for item in record:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], dict)):
+            return False
+        c = item[0]
+        if not (c is None or (isinstance(c, list) and c and c[0] == "date" and len(c) == 2 and isinstance(c[1], str))
+                or (isinstance(c, list) and len(c) == 3 and c[0] == "time" and all(type(x) is int for x in c[1:]))):
+            return False
+        for name, v in item[1].items():
+            if name not in _FIELDS:
+                return False
+            if isinstance(v, dict):
+                tiers = v.get("tiers")
+                if not (price(v.get("base")) and isinstance(tiers, list) and all(
+                        isinstance(t, list) and len(t) == 2 and type(t[0]) is int and price(t[1]) for t in tiers)):
+                    return False
+            elif not price(v):
+                return False
+    return True
+
+
+#: the layout of a cached genai-prices record (bump when it changes)
+CACHE_FORMAT = 1
+
+
+@dataclass
+class _Plain:
+    prices: Any
+    constraint: Any = None
+
+
+def _constraint(c: Any) -> Any:
+    """A genai-prices condition as data: None (always), ["date", ISO date] (from that UTC date
+    on), ["time", start, end] (a daily UTC interval); False: unknown."""
+    if c is None:
+        return None
+    if hasattr(c, "start_date"):
+        return ["date", c.start_date.isoformat()]
+    if hasattr(c, "start_time") and hasattr(c, "end_time"):
+        return ["time", _utc_seconds(c.start_time), _utc_seconds(c.end_time)]
+    return False
+
+
+def _utc_seconds(t: Any) -> int:
+    """A time of day as seconds after UTC midnight (naive: UTC)."""
+    if t.tzinfo is not None:
+        offset = t.utcoffset()
+        t_seconds = t.hour * 3600 + t.minute * 60 + t.second - (offset.total_seconds() if offset else 0)
+        return int(t_seconds) % 86400
+    return t.hour * 3600 + t.minute * 60 + t.second
+
+
+def _active(constraint: Any, at: datetime) -> bool:
+    """As genai-prices' StartDateConstraint / TimeOfDateConstraint decide."""
+    if constraint is None:
+        return True
+    if constraint[0] == "date":
+        return at.date().isoformat() >= constraint[1]
+    now = at.hour * 3600 + at.minute * 60 + at.second + at.microsecond / 1e6
+    start, end = constraint[1], constraint[2]
+    return (now >= start or now < end) if end < start else start <= now < end
+
+
+#: our names for genai-prices' price fields
+_FIELDS = {"input": "input_mtok", "output": "output_mtok", "cache_read": "cache_read_mtok",
+           "cache_write_5m": "cache_write_mtok", "cache_write_1h": "cache_write_1h_mtok"}
+
+
+def _values(price: Any) -> dict[str, Any]:
+    """genai-prices' ModelPrice as data: a number, or {"base", "tiers": [[start, price], ...]}."""
+    out: dict[str, Any] = {}
+    for name, key in _FIELDS.items():
+        v = getattr(price, key, None)
+        if v is None:
+            continue
+        out[name] = ({"base": float(v.base), "tiers": [[t.start, float(t.price)] for t in v.tiers]}
+                     if hasattr(v, "tiers") else float(v))
+    return out
+
+
+def _prices_of(values: dict[str, Any], model: str, read: str) -> ModelPrices:
+    """ModelPrices, with their long-context tiers, of a record's price values (see ``_values``)."""
+    starts = sorted({t[0] for v in values.values() if isinstance(v, dict) for t in v["tiers"]})
+
+    def rate(name: str, start: int | None) -> float | None:
+        v = values.get(name)
+        if v is None or not isinstance(v, dict):
+            return v
+        applicable = v["base"]
+        for tier_start, price in v["tiers"]:
+            if start is not None and start >= tier_start:
+                applicable = price
+        return applicable
+
+    def prices(start: int | None) -> ModelPrices:
+        r = {name: rate(name, start) for name in _FIELDS}
+        base = r["input"] or 0.0
+        write = r["cache_write_5m"] if r["cache_write_5m"] is not None else base  # no write surcharge
+        return ModelPrices(model=model, input=base, output=r["output"] or 0.0, cache_write_5m=write,
+                           cache_write_1h=r["cache_write_1h"] if r["cache_write_1h"] is not None else write,
+                           cache_read=r["cache_read"] if r["cache_read"] is not None else base, read=read)
+
+    return replace(prices(None), tiers=tuple((s, prices(s)) for s in starts))
+
+
+@dataclass
+class PriceTable:
+    """Where prices are looked up, first to last (``--prices FILE``, the corrections, genai-prices),
+    and the model an unknown one is priced as."""
+
+    sources: list = field(default_factory=list)
+    default_model: str = DEFAULT_MODEL
+
+    @property
+    def read(self) -> str:
+        return " over ".join(s.name for s in self.sources)
+
+    def problems(self) -> list[str]:
+        """What the sources could not use and said so (a damaged cache entry), once each."""
+        out = []
+        for source in self.sources:
+            if isinstance(source, GenaiPrices):
+                out += source.problems
+                source.problems.clear()
+        return out
+
+    def lookup(self, model: str | None, when: float | None = None) -> ModelPrices:
+        """Prices for ``model`` at ``when`` (seconds since the epoch; None: ``AS_OF``); an unknown
+        model gets the default model's prices, marked unknown."""
+        name = model or self.default_model
+        at = AS_OF if when is None else when
+        for source in self.sources:
+            if (found := source.lookup(name, at)) is not None:
+                return found
+        for source in self.sources:
+            if (found := source.lookup(self.default_model, at)) is not None:
+                return replace(found, model=name, known=False)
+        raise UsageError(f"no prices for the default model {self.default_model!r}")
+
+
+def _package_file(relative: str) -> str:
+    here = Path(__file__).parents[1] / relative  # the package folder
+    if here.is_file():
+        return here.read_text(encoding="utf-8")
+    from importlib import resources  # a zipped install
+
+    return resources.files("compactlab").joinpath(relative).read_text(encoding="utf-8")
+
+
+_DEFAULT: dict[bool, list] = {}  # the corrections and genai-prices, once per process (and cache use)
+
+
+def load_prices(path: str | None = None, cache: bool = True) -> PriceTable:
+    """The price table: ``path`` (a TOML table, ``--prices``) in front of the built-in sources.
+    ``cache``: keep what genai-prices says of a model in the user's cache folder (else only read
+    what is there: ``--dry-run``)."""
+    if cache not in _DEFAULT:
+        from ..summarizers import default_cache_dir
+
+        _DEFAULT[cache] = [TomlPrices(_package_file("data/price_corrections.toml"), "compactlab corrections"),
+                           GenaiPrices(default_cache_dir(), write=cache)]
+    sources = list(_DEFAULT[cache])
+    default = DEFAULT_MODEL
+    if path is not None:
+        try:
+            text = read_regular_text(path, "--prices")
+        except InputError as exc:
+            raise UsageError(exc.message) from None
+        except OSError as exc:
+            raise UsageError(f"{path}: not a usable price table: {exc.strerror or exc}") from None
+        own = TomlPrices(text, path)
+        if own.default_model is not None:
+            if not isinstance(own.default_model, str) or own.lookup(own.default_model, AS_OF) is None:
+                raise UsageError(f"{path}: default_model {own.default_model!r} has no prices")
+            default = own.default_model
+        sources.insert(0, own)
+    return PriceTable(sources, default)

@@ -1,0 +1,266 @@
+"""The stable output schema (SPEC §7): one TurnRecord per call and one RunSummary per run.
+
+Field names here are the JSON keys and CSV columns; change them only with a schema change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from operator import attrgetter
+from typing import Any
+
+from ..metrics import METRICS
+
+
+#: What the layers count, defined once: (the name in ``LayerStats``, its column in a call's
+#: TurnRecord, its key in the RunSummary; None where it is not reported there). A layer adds to
+#: a LayerStats; the engine copies a call's counts into its TurnRecord and the run's totals into
+#: the RunSummary by these names. One counter, two names: a call's ``summarized`` is whether the
+#: summary layer made a summary at that call, a run's ``summaries`` how many it made.
+COUNTERS: list[tuple[str, str | None, str | None]] = [
+    ("persisted", "persisted", "persisted"),
+    ("persisted_chars", "persisted_chars", None),
+    ("snipped", "snipped", "snipped"),
+    ("micro_compacted", "micro_compacted", "micro_compacted"),
+    ("summaries", "summarized", "summaries"),
+    ("summary_input_chars", "summary_input_chars", None),
+    ("summary_output_chars", "summary_output_chars", None),
+    ("summary_input_tokens", None, "summary_input_tokens"),
+    ("summary_output_tokens", None, "summary_output_tokens"),
+    ("reactive", "reactive", "reactive"),
+    ("manual", "manual", "manual"),
+    ("summary_failures", None, None),
+]
+#: the counters of what a policy did to the context (LayerStats names, which are the RunSummary's
+#: keys too) and the layer that counts each: none of them, and the context is what was sent
+ACTIONS: dict[str, str] = {"persisted": "budget", "snipped": "snip", "micro_compacted": "micro",
+                           "summaries": "summary", "reactive": "reactive", "manual": "manual"}
+#: the counters a TurnRecord takes (LayerStats names) and its columns for them
+TURN_COUNTERS = [(stat, column) for stat, column, _ in COUNTERS if column]
+#: the counters a RunSummary takes (LayerStats names) and its keys for them
+RUN_COUNTERS = [(stat, key) for stat, _, key in COUNTERS if key]
+
+
+@dataclass
+class TurnRecord:
+    """One call: the context as sent and what the policy did to it (a row of calls.csv).
+
+    No __slots__: orjson serialises a dataclass from its __dict__ ~3x as fast (5,000 records:
+    5.9 -> 2.1 ms), for 64 more bytes a record."""
+
+    call: int
+    message_index: int
+    raw_messages: int
+    raw_chars: int
+    raw_tokens: int
+    messages: int = 0
+    chars: int = 0
+    tokens: int = 0
+    persisted: int = 0
+    persisted_chars: int = 0
+    snipped: int = 0
+    micro_compacted: int = 0
+    summarized: int = 0
+    summary_input_chars: int = 0
+    summary_output_chars: int = 0
+    reactive: int = 0
+    manual: int = 0
+    overflow: bool = False
+    violations_introduced: int = 0
+    violations_inherited: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    input_cost_usd: float = 0.0
+    refs: int = 0
+    refs_retained: int = 0
+    probes: int = 0  # hindsight probes of the reply (probes.py)
+    probes_kept: int = 0  # of them, those the context sent holds
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(zip(TURN_COLUMNS, turn_values(self)))
+
+
+TURN_COLUMNS = [f.name for f in fields(TurnRecord)]
+#: the values of a TurnRecord in column order (one C call instead of a getattr per field)
+turn_values = attrgetter(*TURN_COLUMNS)
+
+
+@dataclass
+class RunSummary:
+    """A run's totals (summary.json's "summary")."""
+
+    transcript: str
+    format: str
+    policy: str
+    fingerprint: str
+    calls: int = 0
+    raw_tokens_total: int = 0
+    tokens_total: int = 0
+    reduction: float = 0.0
+    peak_tokens: int = 0
+    final_tokens: int = 0
+    snipped: int = 0
+    micro_compacted: int = 0
+    persisted: int = 0
+    persisted_files: list[dict[str, Any]] = field(default_factory=list)
+    summaries: int = 0
+    summary_input_tokens: int = 0
+    summary_output_tokens: int = 0
+    reactive: int = 0
+    manual: int = 0
+    overflows: int = 0
+    violations_introduced: int = 0
+    violations_inherited: int = 0
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    saved_transcripts: list[dict[str, Any]] = field(default_factory=list)
+    cost_usd: float = 0.0
+    raw_cost_usd: float = 0.0
+    cost_usd_nocache: float = 0.0
+    raw_cost_usd_nocache: float = 0.0
+    retention: float = 1.0
+    skipped_lines: int = 0
+    # beyond the stable set of SPEC §7:
+    refs: int = 0
+    refs_retained: int = 0
+    #: hindsight probes (probes.py): kept / probes, 1.0 when there are none
+    recall: float = 1.0
+    probes: int = 0
+    probes_kept: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    price_model: str = ""
+    #: input cost computed from the recorded usage fields (sources with recorded usage), else None
+    recorded_input_cost_usd: float | None = None
+    #: input and output cost the recorded usage implies: what compares with a bill
+    recorded_cost_usd: float | None = None
+    #: what the source itself recorded it was billed (mini-swe-agent's instance_cost), else None
+    billed_cost_usd: float | None = None
+    #: the prompt cache's lifetime the run was priced with: the recording's (1-hour writes
+    #: recorded: 1h), or --cache-ttl
+    cache_ttl: str = "5m"
+    #: calls made after the cache had expired; None where the source has no timestamps (no expiry)
+    cache_expired_calls: int | None = None
+    #: the token estimate the run used (calibration.Calibration as a dict): source ("recorded
+    #: usage", "policy"), chars_per_token, overhead_tokens, mape, calls
+    calibration: dict[str, Any] = field(default_factory=dict)
+    #: the calls whose recorded cache read shows a prefix rewrite no compaction, expiry or change
+    #: of model explains (cost.recorded_breaks); None without recorded usage
+    recorded_cache_breaks: list[int] | None = None
+    #: what the first call read from the cache an earlier session left (None without usage)
+    cache_warm_start_tokens: int | None = None
+    #: whether both were replayed as recorded (--keep-recorded-compactions)
+    cache_breaks_replayed: bool = False
+    #: modelled against recorded cache reads, writes and input cost (cost.cache_ledger), for a run
+    #: that sent what the recording sent (no layer acted; its compactions kept); else None
+    cache_ledger: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str, Any]], *, transcript: Any,
+              policy: str, fingerprint: str, pricing: Any, calibration: dict[str, Any] | None = None,
+              persisted_files: list[dict[str, Any]], saved_transcripts: list[dict[str, Any]],
+              ) -> RunSummary:
+    """A run's summary, built from its priced records, its layers' totals (``LayerStats``) and its
+    violations; ``transcript`` gives the path, format and skipped lines; ``pricing`` is what
+    ``cost.price_run`` gave (summary calls are billed at the summarizer's model's prices)."""
+    priced, recorded_cost, billed = pricing.priced, pricing.recorded, pricing.billed
+    summary_cost = pricing.summary_prices.summary_cost(totals.summary_input_tokens, totals.summary_output_tokens,
+                                               calls=totals.summaries + totals.summary_failures)
+    counted = {key: getattr(totals, stat) for stat, key in RUN_COUNTERS}
+    n_refs = sum(r.refs for r in records)
+    n_retained = sum(r.refs_retained for r in records)
+    n_probes = sum(r.probes for r in records)
+    n_kept = sum(r.probes_kept for r in records)
+    raw_total = sum(r.raw_tokens for r in records)
+    total = sum(r.tokens for r in records)
+    # the run's shares, as metrics.METRICS defines them (a run is a corpus of one)
+    parts = {"tokens_total": total, "raw_tokens_total": raw_total, "refs": n_refs, "refs_retained": n_retained,
+             "probes": n_probes, "probes_kept": n_kept}
+    return RunSummary(
+        transcript=transcript.path,
+        format=transcript.format,
+        policy=policy,
+        fingerprint=fingerprint,
+        calls=len(records),
+        raw_tokens_total=raw_total,
+        tokens_total=total,
+        reduction=round(METRICS["reduction"].of(parts), 6),
+        peak_tokens=max((r.tokens for r in records), default=0),
+        final_tokens=records[-1].tokens if records else 0,
+        persisted_files=persisted_files,
+        **counted,
+        overflows=sum(r.overflow for r in records),
+        violations_introduced=sum(v["introduced"] for v in violations),
+        violations_inherited=sum(not v["introduced"] for v in violations),
+        violations=violations,
+        saved_transcripts=saved_transcripts,
+        cost_usd=round(sum(r.input_cost_usd for r in records) + summary_cost, 6),
+        raw_cost_usd=round(priced.raw, 6),
+        cost_usd_nocache=round(priced.nocache + summary_cost, 6),
+        raw_cost_usd_nocache=round(priced.raw_nocache, 6),
+        retention=round(METRICS["retention"].of(parts), 6),
+        skipped_lines=transcript.skipped_lines,
+        refs=n_refs,
+        refs_retained=n_retained,
+        recall=round(METRICS["recall"].of(parts), 6),
+        probes=n_probes,
+        probes_kept=n_kept,
+        cache_read_tokens=sum(r.cache_read_tokens for r in records),
+        cache_write_tokens=sum(r.cache_write_tokens for r in records),
+        price_model=pricing.prices.model,
+        recorded_input_cost_usd=None if recorded_cost is None else round(recorded_cost.input, 6),
+        recorded_cost_usd=None if recorded_cost is None else round(recorded_cost.input + recorded_cost.output, 6),
+        billed_cost_usd=None if billed is None else round(billed, 6),
+        calibration=calibration or {},
+        cache_ttl=priced.ttl,
+        cache_expired_calls=priced.expired,
+        recorded_cache_breaks=None if recorded_cost is None else sorted(i for i in pricing.breaks if i),
+        cache_warm_start_tokens=None if recorded_cost is None else pricing.breaks.get(0, 0),
+        cache_breaks_replayed=pricing.breaks_replayed and bool(pricing.breaks),
+        cache_ledger=pricing.ledger,
+    )
+
+
+SUMMARY_KEYS = [f.name for f in fields(RunSummary)]
+#: the RunSummary keys that are single numbers (compare's columns)
+NUMERIC_SUMMARY_KEYS = [f.name for f in fields(RunSummary) if f.type in ("int", "float", "float | None")]
+
+
+@dataclass
+class CompactionEvent:
+    """A call at which the policy changed the context: which layers acted, what the context was
+    before and after them, and the strings the agent later used that this event removed (each with
+    the call that first needed it; probes.LostProbe.removed_at ties a loss to its event)."""
+
+    call: int
+    layers: list[str]
+    messages_before: int
+    messages_after: int
+    tokens_before: int
+    tokens_after: int
+    results_cleared: int  # tool results replaced by a placeholder (micro) or a preview (budget)
+    snipped: int
+    summaries: int  # summaries made: the summary layer's, reactive and manual ones
+    lost: list[tuple[str, int]] = field(default_factory=list)  # (string, the call that first needed it)
+
+
+@dataclass
+class Run:
+    """The result of one replay: the summary, the per-call records, and extra report data."""
+
+    summary: RunSummary
+    calls: list[TurnRecord]
+    policy: dict[str, Any] = field(default_factory=dict)  # the resolved policy config
+    failed_summaries: list[dict[str, Any]] = field(default_factory=list)
+    out_dir: str | None = None
+    #: how long it took (kept out of the summary and the records: identical runs are identical)
+    timing: dict[str, float] = field(default_factory=dict)
+    #: the hindsight probes the contexts sent had lost (probes.LostProbe): probes.csv
+    lost_probes: list[Any] = field(default_factory=list)
+    #: every call at which the policy changed the context, with what it lost: compactions.csv
+    events: list[CompactionEvent] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"summary": self.summary.to_dict(), "calls": [c.to_dict() for c in self.calls]}

@@ -1,0 +1,327 @@
+"""The replay engine (SPEC §3): walk a transcript call by call through a policy.
+
+For each call (recorded assistant message): append the messages before it to the working
+context (running manual compaction where the previous reply called the compact tool), run the
+policy's cheap layers and the summary layer, compact reactively while over the window, then
+check and measure the context as it would be sent, keep a TurnRecord, and append the recorded
+reply. The context only grows by appends between calls, and layers report the first position
+they changed, so sizes and invariants are updated from there instead of from scratch.
+
+The engine walks the calls of a feed (``feeds``: a loaded transcript, whose raw baseline is
+computed once and shared by every run over it; a stream read as it goes, its baseline built
+alongside, no message outliving its place in the working context; or the read-ahead process).
+Prices apply to the token counts once the run is over, when a stream has told which model it
+recorded.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from os import PathLike
+from typing import Any, Protocol
+
+from .baseline import RawBaseline
+from .context import Context
+from .cost import PromptCache, price_run, prompt_of, seconds
+from .prices import ModelPrices, PriceTable
+from .invariants import InvariantTracker, ViolationLog
+from .feeds import Feed, as_feed
+from .layers import CHEAP, NOTHING, LayerStats, RunEnv, manual, reactive, summary
+from ..transcripts.messages import Entry, is_prompt
+from ..plumbing.outputs import OutputDir
+from .policy import Policy, fingerprint_of
+from .records import ACTIONS, CompactionEvent, Run, TurnRecord, summarize
+from .probes import LostProbe, check as check_probes
+from .retention import retained
+from .sizing import Calibration, TokenEstimator, list_chars
+from ..summarizers import StubSummarizer, Summarizer
+from ..transcripts import RecordedCompaction, Transcript, TranscriptStream
+
+
+class TokenCounter(Protocol):
+    def count(self, messages: list[dict]) -> int: ...
+
+
+def replay(
+    transcript: Feed | Transcript | TranscriptStream,
+    policy: Policy,
+    *,
+    summarizer: Summarizer | None = None,
+    estimator: TokenEstimator | None = None,
+    out_dir: str | PathLike | None = None,
+    out: OutputDir | None = None,
+    dry_run: bool = False,
+    write_transcripts: bool = False,
+    keep_recorded_compactions: bool = False,
+    prices: ModelPrices | PriceTable | None = None,
+    counter: TokenCounter | None = None,
+    cache_ttl: str | None = None,
+    calibration: Calibration | None = None,
+) -> Run:
+    """Replay ``transcript`` through ``policy``. With no ``out_dir`` nothing is written; with one,
+    the persisted outputs are written into a fresh folder put in its place when the run ends (and
+    removed if it fails). ``out``: a prepared output folder the caller owns (commits or rolls
+    back) instead, to write its reports beside the persisted outputs first.
+
+    ``prices`` are a model's, or a price table (default: the built-in one) to look up the model
+    the transcript recorded (else the table's default model). A ``counter`` (exact token counts,
+    e.g. ``messages.count_tokens``) measures the contexts sent and the raw ones, and decides the
+    reactive window; layer triggers keep using the estimator. It needs a loaded transcript.
+    ``cache_ttl`` (``5m`` or ``1h``): the prompt cache's lifetime; default the recording's.
+    ``calibration``: the fit to the recorded usage (``calibration.calibrate``), which replaces the
+    policy's size estimate (and so is part of the run's policy and fingerprint); the summary says
+    which estimate the run used.
+    """
+    feed = as_feed(transcript)
+    if feed.entries is None and counter:
+        raise ValueError("exact token counts need the whole raw history: load the transcript, do not stream it")
+    started = time.perf_counter()
+    if calibration is not None:
+        policy = replace(policy, size=replace(policy.size, chars_per_token=calibration.chars_per_token,
+                                              overhead_tokens=calibration.overhead_tokens))
+        used = calibration.to_dict()
+    elif estimator is not None:
+        used = Calibration(estimator.overhead_tokens, estimator.chars_per_token, None, 0, "given estimator").to_dict()
+    else:
+        used = Calibration(policy.size.overhead_tokens, policy.size.chars_per_token, None, 0, "policy").to_dict()
+    estimator = estimator or TokenEstimator(policy.size.chars_per_token, policy.size.overhead_tokens)
+    owned = out is None
+    if out is None:
+        out = OutputDir(out_dir, dry_run)
+    env = RunEnv(
+        summarizer=summarizer or StubSummarizer(),
+        estimator=estimator,
+        out=out,
+        tool_names={},  # filled as the calls are read: a name is known from its tool_use on
+        write_transcripts=write_transcripts,
+        summary_config=policy.summary,
+    )
+    restarts = {c.position: c for c in feed.compactions} if keep_recorded_compactions else None
+    calls = feed.calls(env.tool_names, restarts)
+    turns = Turns(policy, env, feed.baseline, restarts, counter, raw_entries=feed.entries, keep_refs=not feed.streamed)
+    turns.usage = feed.usage  # each reply's recorded usage and time, as far as read (for env.idle_seconds)
+    records: list[TurnRecord] = []
+    try:
+        if owned:
+            out.prepare()
+        for call, pos, pending, reply in calls:
+            records.append(turns.turn(call, pos, pending, reply))
+    except BaseException:
+        if owned:
+            out.rollback()
+        feed.close()
+        raise
+    if owned:
+        out.commit()
+
+    pricing = price_run(records, feed, prices, cache_ttl, keep_recorded_compactions,
+                        summarizer_model=getattr(env.summarizer, "model", None),
+                        acted=any(getattr(turns.totals, stat) for stat in ACTIONS))
+    resolved = policy.resolved()
+    return Run(
+        summary=summarize(records, turns.totals, turns.violations.listed(), transcript=feed,
+                          policy=policy.name, fingerprint=fingerprint_of(resolved), pricing=pricing, calibration=used,
+                          persisted_files=env.persisted_files, saved_transcripts=env.saved_transcripts),
+        calls=records,
+        policy=resolved,
+        failed_summaries=env.failed_summaries,
+        lost_probes=turns.lost,
+        events=turns.events_with_losses(),
+        out_dir=out.path,
+        timing={"runtime_s": round(time.perf_counter() - started, 4)},
+    )
+
+
+
+
+class Turns:
+    """The turn loop of SPEC §3, one call at a time: :meth:`turn` takes the messages since the
+    previous call and the recorded reply, and returns the call's record. Its steps, in order:
+
+    1. append the messages since the previous call (restarting from a recorded compaction's
+       summary where the recording compacted), running a manual compaction the previous reply
+       asked for before or after them;
+    2. the cheap layers in the policy's order, then the summary layer;
+    3. while the context is over the window: reactive compaction, then step 2 again;
+    4. check the context sent against the API's rules (violations introduced or inherited);
+    5. account the prompt cache: the unchanged prefix is read, the rest written;
+    6. count the referenced tool results still intact (retention) and the hindsight probes the
+       context holds (recall);
+    7. append the recorded reply.
+    """
+
+    def __init__(self, policy: Policy, env: RunEnv, base: RawBaseline, restarts: dict[int, RecordedCompaction] | None,
+                 counter: TokenCounter | None, raw_entries: list[Entry] | None, keep_refs: bool) -> None:
+        self.policy, self.env, self.base, self.restarts = policy, env, base, restarts
+        self.counter, self.raw_entries, self.keep_refs = counter, raw_entries, keep_refs
+        self.usage: dict[int, dict] = {}
+        self.last_time: float | None = None
+        self.as_recorded = True  # the context is what the recording sent (no layer has acted yet)
+        self.previous_pos: int | None = None
+        self.cheap = [(CHEAP[name], getattr(policy, name)) for name in policy.order if getattr(policy, name).enabled]
+        self.window = policy.reactive.window_tokens
+        self.manual_tool = policy.manual.tool if policy.manual.enabled else None
+        self.context = Context()
+        self.tracker = InvariantTracker()
+        self.violations = ViolationLog()
+        self.cache = PromptCache(env.estimator, exact=counter is not None)
+        self.totals = LayerStats()
+        self.done = 0  # messages of the transcript in the context so far
+        self.manual_pending = False  # the previous reply called the manual compaction tool
+        self.lost: list[LostProbe] = []  # the hindsight probes the contexts sent had lost
+        self.events: list[CompactionEvent] = []  # the calls at which the policy changed the context
+
+    def turn(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
+        self.env.call = call
+        now = seconds((self.usage.get(pos) or {}).get("timestamp")) if self.usage else None
+        self.env.idle_seconds = now - self.last_time if now is not None and self.last_time is not None else None
+        self.last_time = now
+        self.env.after_prompt = any(map(is_prompt, pending))
+        stats = LayerStats()
+        # the context as it would be sent with no layer acting: what an event removed is measured from it
+        n = len(self.context) + len(pending)
+        before = (n, list_chars(self.context.chars_sum + sum(e.chars for e in pending), n))
+        self._append(pos, pending, stats)  # 1
+        self._measure_as_recorded(pos, pending, stats)
+        self._prepare(stats)  # 2
+        tokens = self._fit_window(stats)  # 3
+        acted = any(getattr(stats, stat) for stat in ACTIONS)
+        if acted:
+            self._event(call, stats, before, tokens)
+        unchanged = self.cache.unchanged(stats.lowest_changed)
+        self.tracker.update(self.context.entries, unchanged)  # 4
+        introduced, inherited = self.violations.record(call, self.tracker, self.base.counts_at(call))
+        ctx = self.context
+        read, write = self.cache.account(ctx, unchanged, tokens)  # 5
+        refs = self.base.refs.get(call, ()) if self.keep_refs else self.base.refs.pop(call, ())  # a stream's: let go
+        probes = self.base.probes.get(call, ()) if self.keep_refs else self.base.probes.pop(call, ())
+        record = self._record(call, pos, stats, tokens, introduced, inherited, read, write, refs,
+                              retained(refs, ctx), len(probes),
+                              check_probes(probes, ctx, call, self.lost, self.env))  # 6
+        self.totals.add(stats)
+        self.as_recorded = self.as_recorded and not acted
+        self.cache.sent(len(ctx), tokens)
+        ctx.append(reply)  # 7
+        self.done = pos + 1
+        self.manual_pending = self.manual_tool in reply.tool_names
+        return record
+
+    def _event(self, call: int, stats: LayerStats, before: tuple[int, int], tokens: int) -> None:
+        """Record what the layers did at this call (an event of compactions.csv)."""
+        layers = [layer for stat, layer in ACTIONS.items() if getattr(stats, stat)]
+        self.events.append(CompactionEvent(call, layers, before[0], len(self.context),
+                                           self.env.estimator.tokens(before[1]), tokens,
+                                           stats.micro_compacted + stats.persisted, stats.snipped,
+                                           stats.summaries + stats.reactive + stats.manual))
+
+    def events_with_losses(self) -> list[CompactionEvent]:
+        """The events, each with the used strings it removed and the call that first needed each."""
+        by_call = {e.call: e for e in self.events}
+        first: dict[tuple[int, str], int] = {}
+        for p in self.lost:
+            if p.removed_at in by_call:
+                key = (p.removed_at, p.probe)
+                first[key] = min(first.get(key, p.call), p.call)
+        for (at, text), needed in sorted(first.items(), key=lambda kv: (kv[0][0], kv[1], kv[0][1])):
+            by_call[at].lost.append((text, needed))
+        return self.events
+
+    def _measure_as_recorded(self, pos: int, pending: list[Entry], stats: LayerStats) -> None:
+        """env.recorded_tokens: the context's size as the harness measured it before this call (the
+        previous call's recorded prompt and output tokens, plus the estimate of the messages since),
+        while the context is still the one the recording sent; else None."""
+        prev, self.previous_pos = self.previous_pos, pos
+        usage = self.usage.get(prev) if prev is not None and self.usage else None
+        if not usage or not self.as_recorded or stats.lowest_changed is not None:  # (a recorded restart)
+            self.env.recorded_tokens = None
+            return
+        new = sum(e.chars for e in pending)
+        est = self.env.estimator
+        self.env.recorded_tokens = (prompt_of(usage) + int(usage.get("output_tokens", 0))
+                                    + (est.tokens(new) - est.overhead_tokens if new else 0))
+
+    def _append(self, pos: int, pending: list[Entry], stats: LayerStats) -> None:
+        policy, env = self.policy, self.env
+        first = self.done
+        if self.manual_pending and policy.manual.mode != "after_results":
+            self.context, st = manual(self.context, policy.manual, env)
+            stats.add(st)
+            if st.manual and policy.manual.mode == "replace_results":
+                # seed 004 appends its own message instead of the tool results
+                self.context.extend(e for e in pending if not e.results)
+                first, pending = pos, []
+        self._extend(first, pending, pos, stats)
+        if self.manual_pending and policy.manual.mode == "after_results":
+            self.context, st = manual(self.context, policy.manual, env)
+            stats.add(st)
+
+    def _extend(self, first: int, pending: list[Entry], pos: int, stats: LayerStats) -> None:
+        """The messages since the previous call (positions ``first``..), restarting the context
+        from the summary of a recorded compaction where one happened, up to the call at ``pos``."""
+        restarts = self.restarts
+        if not restarts:
+            self.context.extend(pending)
+            return
+        ctx = self.context
+        for i, entry in enumerate([*pending, None], first):
+            if i in restarts:  # a compaction the recording did: restart from its summary
+                ctx = Context(self._restart(restarts[i]))
+                stats.changed_at(0)
+            if entry is not None:
+                ctx.append(entry)
+        assert i == pos
+        self.context = ctx
+
+    def _restart(self, c: RecordedCompaction) -> list[Entry]:
+        """The context a recorded compaction restarted from: its summary, among the messages the
+        harness kept (an OpenHands condensation), as recorded; a stream, which holds no earlier
+        message, restarts from the summary alone."""
+        if not c.kept or self.raw_entries is None:
+            return [c.summary]
+        kept = [self.raw_entries[p] for p in c.kept]
+        return [*kept[:c.summary_at], c.summary, *kept[c.summary_at:]]
+
+    def _prepare(self, stats: LayerStats) -> None:
+        ctx, env = self.context, self.env
+        for layer, config in self.cheap:
+            ctx, st = layer(ctx, config, env)
+            if st is not NOTHING:
+                stats.add(st)
+        if self.policy.summary.enabled:
+            ctx, st = summary(ctx, self.policy.summary, env)
+            if st is not NOTHING:
+                stats.add(st)
+        self.context = ctx
+
+    def _measure(self) -> int:
+        ctx = self.context
+        return self.counter.count(ctx.messages) if self.counter else self.env.estimator.tokens(ctx.chars)
+
+    def _fit_window(self, stats: LayerStats) -> int:
+        """The tokens sent: reactive compaction while over the window, at most max_retries times."""
+        policy = self.policy
+        tokens = self._measure()
+        retries = 0
+        while policy.reactive.enabled and retries < policy.reactive.max_retries and tokens > self.window:
+            retries += 1
+            self.context, st = reactive(self.context, policy.reactive, self.env)
+            stats.add(st)
+            if not st.reactive:
+                break  # it changed nothing
+            self._prepare(stats)
+            tokens = self._measure()
+        return tokens
+
+    def _record(self, call: int, pos: int, stats: LayerStats, tokens: int, introduced: int, inherited: int,
+                read: int, write: int, refs: Any, kept: int, probes: int, probes_kept: int) -> TurnRecord:
+        base, ctx = self.base, self.context
+        raw_tokens = (self.counter.count([e.message for e in (self.raw_entries or [])[:pos]]) if self.counter
+                      else self.env.estimator.tokens(base.chars[call]))
+        # positionally, in TurnRecord's field order, without a dict of keywords a call (a test
+        # holds the counters' columns to records.TURN_COUNTERS)
+        return TurnRecord(call, pos, base.messages[call], base.chars[call], raw_tokens, len(ctx), ctx.chars, tokens,
+                          stats.persisted, stats.persisted_chars, stats.snipped, stats.micro_compacted,
+                          stats.summaries, stats.summary_input_chars, stats.summary_output_chars, stats.reactive,
+                          stats.manual, tokens > self.window, introduced, inherited, read, write, 0.0,
+                          len(refs), kept, probes, probes_kept)

@@ -1,0 +1,176 @@
+"""Calibration by default (#17 part 5): wherever a transcript records the usage of enough calls,
+its runs estimate tokens by the fit; the fit used is in summary.json, results and the baseline,
+and a change of it is never silent."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from compactlab import load_policy, load_transcript, replay
+from compactlab.corpus.calibration import MIN_CALLS, calibrate
+from helpers import tool_session, write_jsonl
+
+OVERHEAD, CPT = 1500, 2.5  # what the made-up tokenizer charges: overhead + chars / 2.5
+
+
+def with_usage(turns: int, size: int = 2000, **extra) -> list[dict]:
+    """A tool session whose assistant lines record the prompt tokens the made-up tokenizer counts
+    for everything before them."""
+    msgs = tool_session(turns, size)
+    out, chars = [], 0
+    for m in msgs:
+        line = dict(m)
+        if m["role"] == "assistant":
+            line.update(usage={"input_tokens": OVERHEAD + round(chars / CPT), "output_tokens": 10}, **extra)
+        chars += len(orjson.dumps(m))
+        out.append(line)
+    return out
+
+
+def summary_of(cli, path, *args):
+    r = cli("replay", path, "--dry-run", "--format", "json", *args)
+    assert r.exit_code == 0, r.output
+    return orjson.loads(r.stdout)["runs"][0]["summary"], r.stderr
+
+
+def test_a_transcript_with_recorded_usage_is_calibrated_unless_told_not_to(cli, tmp_path):
+    path = write_jsonl(tmp_path / "usage.jsonl", with_usage(12))
+    s, err = summary_of(cli, path, "-p", "s08")
+    cal = s["calibration"]
+    assert cal["source"] == "recorded usage" and cal["calls"] == 12 and cal["mape"] < 0.05
+    assert cal["chars_per_token"] == pytest.approx(CPT, rel=0.1) and "calibrated:" in err
+    off, _ = summary_of(cli, path, "-p", "s08", "--no-calibrate")
+    assert off["calibration"] == {"overhead_tokens": 0, "chars_per_token": 4.0, "mape": None, "calls": 0,
+                                  "source": "policy"}
+    assert off["fingerprint"] != s["fingerprint"]  # a calibrated run is told apart
+    assert off["tokens_total"] < s["tokens_total"]  # chars / 4 undercounts this tokenizer
+
+
+def test_the_calibrated_estimate_is_the_runs_policy(tmp_path):
+    t = load_transcript(str(write_jsonl(tmp_path / "usage.jsonl", with_usage(12))))
+    cal = calibrate(t)
+    run = replay(t, load_policy("s08"), calibration=cal)
+    assert run.policy["size"] == {"chars_per_token": cal.chars_per_token, "overhead_tokens": cal.overhead_tokens}
+    assert run.summary.calibration == cal.to_dict()
+
+
+def test_too_few_calls_with_usage_keep_the_policys_estimate_and_say_so(cli, tmp_path):
+    path = write_jsonl(tmp_path / "few.jsonl", with_usage(MIN_CALLS - 1))
+    s, err = summary_of(cli, path, "-p", "none")
+    assert s["calibration"]["source"] == "policy"
+    assert f"only {MIN_CALLS - 1} call(s) with recorded usage" in err
+    r = cli("replay", path, "--dry-run", "--calibrate")  # asked for: fitted on what there is
+    assert r.exit_code == 0 and "calibrated:" in r.stderr
+
+
+def test_no_usage_is_no_calibration_and_no_warning(cli, tmp_path):
+    path = write_jsonl(tmp_path / "plain.jsonl", tool_session(8))
+    s, err = summary_of(cli, path)
+    assert s["calibration"]["source"] == "policy" and "warning" not in err
+    r = cli("replay", path, "--dry-run", "--calibrate")
+    assert r.exit_code == 2 and "no recorded usage to calibrate on" in r.stderr
+
+
+def test_an_absurd_fit_is_refused(cli, tmp_path):
+    msgs = with_usage(8)
+    for m in msgs:
+        if "usage" in m:
+            m["usage"] = {"input_tokens": 3, "output_tokens": 1}  # a broken recording
+    s, err = summary_of(cli, write_jsonl(tmp_path / "broken.jsonl", msgs))
+    assert s["calibration"]["source"] == "policy" and "unusable" in err
+
+
+def test_compare_and_check_record_the_calibration(cli, tmp_path):
+    path = write_jsonl(tmp_path / "usage.jsonl", with_usage(12))
+    r = cli("compare", path, "-p", "none", "-p", "s08", "--out", tmp_path / "c", "-q")
+    assert r.exit_code == 0, r.output
+    rows = orjson.loads((tmp_path / "c" / "results.json").read_bytes())["runs"]
+    assert {row["calibration"] for row in rows} == {"recorded usage"}
+    assert all(row["chars_per_token"] == pytest.approx(CPT, rel=0.1) and row["calibration_mape"] < 0.05 for row in rows)
+    assert "calibration_mape" in (tmp_path / "c" / "results.csv").read_text().splitlines()[0]
+
+    baseline = tmp_path / "baseline.json"
+    assert cli("check", path, "-p", "s08", "--baseline", baseline, "--update-baseline").exit_code == 0
+    record = orjson.loads(baseline.read_bytes())["records"][0]
+    assert record["calibration"]["source"] == "recorded usage"
+    assert cli("check", path, "-p", "s08", "--baseline", baseline).exit_code == 0
+    r = cli("check", path, "-p", "s08", "--baseline", baseline, "--no-calibrate", "--format", "json")
+    assert r.exit_code == 1
+    result = orjson.loads(r.stdout)["results"][0]
+    assert result["calibration_changed"] and result["status"] == "fail"
+    assert any("calibration changed" in reason for reason in result["reasons"])
+
+
+def test_a_big_plain_file_with_usage_in_its_first_lines_is_loaded_to_be_calibrated(cli, tmp_path, monkeypatch):
+    """A file the read-ahead process would read as it is replayed is loaded instead when its first
+    lines record usage; one whose usage starts later is streamed and says it was not calibrated."""
+    from compactlab.engine.feeds import read_ahead
+
+    monkeypatch.setattr(read_ahead, "usable", lambda path: True)  # any size: the read-ahead path
+    early = write_jsonl(tmp_path / "early.jsonl", with_usage(12))
+    s, _ = summary_of(cli, early)
+    assert s["calibration"]["source"] == "recorded usage"
+    late_msgs = tool_session(40, 200) + with_usage(12)[1:]
+    late = write_jsonl(tmp_path / "late.jsonl", late_msgs)
+    s, err = summary_of(cli, late)
+    assert s["calibration"]["source"] == "policy"
+    assert "past the file's first lines: not calibrated" in err
+    s, _ = summary_of(cli, late, "--calibrate")
+    assert s["calibration"]["source"] == "recorded usage"
+
+
+def test_exactly_min_calls_with_usage_are_calibrated(cli, tmp_path):
+    """(#25 §8) "at least 5": five calls with usage are enough, four are not."""
+    assert MIN_CALLS == 5
+    s, err = summary_of(cli, write_jsonl(tmp_path / "five.jsonl", with_usage(MIN_CALLS)), "-p", "none")
+    assert s["calibration"]["source"] == "recorded usage" and s["calibration"]["calls"] == MIN_CALLS
+    assert "calibrated:" in err
+
+
+@pytest.mark.parametrize("mape, used", [(0.49, True), (0.5, True), (0.51, False)])
+def test_a_fit_whose_mape_is_over_a_half_is_refused(tmp_path, monkeypatch, mape, used):
+    import compactlab.corpus.calibration as calibration
+    from compactlab.corpus.calibration import Calibration, by_default
+
+    t = load_transcript(str(write_jsonl(tmp_path / "u.jsonl", with_usage(8))))
+    fitted = Calibration(overhead_tokens=1500, chars_per_token=2.5, mape=mape, calls=8)
+    monkeypatch.setattr(calibration, "calibrate", lambda transcript, sent=None: fitted)
+    cal, why = by_default(t)
+    assert (cal is fitted) is used
+    assert (why is None) is used and (used or f"mape {mape}" in why)
+
+
+@pytest.mark.parametrize("cpt, used", [(0.49, False), (0.5, True), (20.0, True), (20.5, False)])
+def test_a_fit_of_absurd_characters_per_token_is_refused(tmp_path, monkeypatch, cpt, used):
+    import compactlab.corpus.calibration as calibration
+    from compactlab.corpus.calibration import Calibration, by_default
+
+    t = load_transcript(str(write_jsonl(tmp_path / "u.jsonl", with_usage(8))))
+    fitted = Calibration(overhead_tokens=10, chars_per_token=cpt, mape=0.01, calls=8)
+    monkeypatch.setattr(calibration, "calibrate", lambda transcript, sent=None: fitted)
+    assert (by_default(t)[0] is fitted) is used
+
+
+def test_inspect_and_replay_give_one_number_for_the_raw_peak(cli, tmp_path):
+    """(#27 §7) inspect's token figures are the replay's estimate (calibrated where a replay is),
+    and say which; uncalibrated they say chars / 4."""
+    path = write_jsonl(tmp_path / "usage.jsonl", with_usage(12))
+    info = orjson.loads(cli("inspect", path, "--format", "json").stdout)
+    s, _ = summary_of(cli, path, "-p", "none")
+    assert info["raw_tokens_by"].startswith("calibrated: ") and max(info["raw_tokens_per_call"]) == s["peak_tokens"]
+    table = cli("inspect", path).stdout
+    assert "raw context tokens, calibrated:" in table
+    plain = write_jsonl(tmp_path / "plain.jsonl", tool_session(8))
+    info = orjson.loads(cli("inspect", plain, "--format", "json").stdout)
+    s, _ = summary_of(cli, plain, "-p", "none")
+    assert info["raw_tokens_by"] == "chars / 4 (not calibrated)" and max(info["raw_tokens_per_call"]) == s["peak_tokens"]
+
+
+def test_modelled_and_recorded_sit_side_by_side_only_where_they_compare_like_with_like(cli, tmp_path):
+    """(#27 §7) A policy that acted is not "modelled / recorded" against the session's bill."""
+    path = write_jsonl(tmp_path / "usage.jsonl", with_usage(12))
+    acted = cli("replay", path, "-p", "observation-masking", "--set", "micro.keep_recent=1", "--dry-run").stdout
+    assert "modelled / recorded" not in acted and "input cost of the session as recorded (its usage)" in acted
+    same = cli("replay", path, "-p", "none", "--keep-recorded-compactions", "--dry-run").stdout
+    assert "input cost: modelled / recorded usage" in same

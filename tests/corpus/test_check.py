@@ -1,0 +1,190 @@
+from __future__ import annotations
+
+import json
+import shutil
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from compactlab.corpus.check import compare_record, parse_tolerances
+from compactlab.errors import UsageError
+from helpers import SAMPLES, write_jsonl, tool_session
+
+BASE = {"violations_introduced": 0, "overflows": 0, "tokens_total": 1000, "cost_usd": 1.0, "reduction": 0.5,
+        "retention": 0.8}
+
+
+def summary(**changes) -> dict:
+    return {"policy": "s08", "fingerprint": "new", **BASE, **changes}
+
+
+def record(**changes) -> dict:
+    return {"transcript": "t", "policy": "s08", "content_hash": "h", "fingerprint": "old", "metrics": {**BASE, **changes}}
+
+
+TOL = parse_tolerances([])
+
+
+def test_same_metrics_pass_and_show_the_fingerprint_change():
+    r = compare_record("t", summary(), "h", record(), TOL)
+    assert (r.status, r.ok, r.failures) == ("pass", True, [])
+    assert r.fingerprint_changed and r.old_fingerprint == "old"
+
+
+@pytest.mark.parametrize("metric,value,fails", [
+    ("tokens_total", 1010, False),   # +1.0%: exactly at the tolerance passes
+    ("tokens_total", 1011, True),    # +1.1%
+    ("cost_usd", 1.0100001, True),
+    ("cost_usd", 1.0099, False),
+    ("reduction", 0.49, False),      # -0.01 absolute: at the tolerance
+    ("reduction", 0.4899, True),
+    ("retention", 0.7899, True),
+    ("retention", 0.79, False),
+])
+def test_tolerance_edges(metric, value, fails):
+    r = compare_record("t", summary(**{metric: value}), "h", record(), TOL)
+    assert r.ok is not fails
+    if fails:
+        assert [c.metric for c in r.failures] == [metric]
+
+
+def test_improvements_pass_and_are_shown():
+    r = compare_record("t", summary(tokens_total=500, cost_usd=0.5, reduction=0.7, retention=0.9), "h", record(), TOL)
+    assert r.ok and {c.metric for c in r.improvements} == {"tokens_total", "cost_usd", "reduction", "retention"}
+
+
+def test_new_overflow_fails():
+    r = compare_record("t", summary(overflows=1), "h", record(), TOL)
+    assert not r.ok and [c.metric for c in r.failures] == ["overflows"]
+    assert compare_record("t", summary(overflows=1), "h", record(overflows=1), TOL).ok
+
+
+def test_introduced_violations_fail_unless_the_baseline_accepted_them():
+    assert not compare_record("t", summary(violations_introduced=1), "h", record(), TOL).ok
+    accepted = compare_record("t", summary(violations_introduced=1), "h", record(violations_introduced=1), TOL)
+    assert accepted.ok and "as in the baseline" in accepted.reasons[0]
+    assert not compare_record("t", summary(violations_introduced=2), "h", record(violations_introduced=1), TOL).ok
+
+
+def test_stale_and_missing_records():
+    stale = compare_record("t", summary(tokens_total=5000), "other-hash", record(), TOL)
+    assert stale.status == "stale" and not stale.ok and stale.failures == []  # never compared
+    assert compare_record("t", summary(), "other-hash", record(), TOL, allow_stale=True).ok
+    missing = compare_record("t", summary(), "h", None, TOL)
+    assert missing.status == "missing" and not missing.ok
+
+
+def test_per_metric_tolerances():
+    tol = parse_tolerances(["0.05", "cost_usd=0.2"])
+    assert tol == {"tokens_total": 0.05, "cost_usd": 0.2, "reduction": 0.05, "retention": 0.05, "recall": 0.05}
+    assert compare_record("t", summary(cost_usd=1.15), "h", record(), tol).ok
+    for bad in ("x", "speed=0.1", "-1"):
+        with pytest.raises(UsageError):
+            parse_tolerances([bad])
+
+
+# -- the command ------------------------------------------------------------------------------
+
+@pytest.fixture
+def workdir(tmp_path):
+    for name in ("synth-small.jsonl", "huge-batch.jsonl", "manual-compact.jsonl"):
+        shutil.copy(SAMPLES / name, tmp_path / name)
+    return tmp_path
+
+
+def test_baseline_roundtrip_and_a_regression(cli, workdir, monkeypatch):
+    files = sorted(str(p) for p in workdir.glob("*.jsonl"))
+    bl = workdir / "reports" / "baseline.json"
+    r = cli("check", *files, "--baseline", bl)
+    assert r.exit_code == 2 and "no baseline file" in r.stderr and "--update-baseline" in r.stderr
+    assert cli("check", *files, "--baseline", bl, "--update-baseline").exit_code == 0
+    doc = json.loads(bl.read_text())
+    assert doc["schema"] == 1 and len(doc["records"]) == 3
+    assert doc["records"][0]["transcript"] == "../huge-batch.jsonl"
+    ok = cli("check", *files, "--baseline", bl, "--format", "json")
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["passed"]
+    summary_file = workdir / "step.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_file))
+    junit = workdir / "junit.xml"
+    bad = cli("check", *files, "--baseline", bl, "--set", "summary.trigger=400000", "--junit", junit)
+    assert bad.exit_code == 1
+    assert "worse: tokens_total" in bad.stdout and "fingerprint" in bad.stdout
+    root = ET.parse(junit).getroot()
+    suite = root.find("testsuite")
+    assert suite.get("tests") == "3" and suite.get("failures") == "1"
+    failing = [c for c in suite.iter("testcase") if c.find("failure") is not None]
+    assert [c.get("name") for c in failing] == ["../huge-batch.jsonl"]
+    assert "tokens_total" in failing[0].find("failure").get("message")
+    step = summary_file.read_text()
+    assert "### compactlab check: 2 passed, 1 failed" in step and "❌ fail" in step
+
+
+def test_stale_transcript(cli, workdir):
+    f = workdir / "synth-small.jsonl"
+    bl = workdir / "b.json"
+    cli("check", f, "--baseline", bl, "--update-baseline")
+    f.write_bytes(f.read_bytes() + b'{"role": "user", "content": "one more"}\n')
+    r = cli("check", f, "--baseline", bl)
+    assert r.exit_code == 1 and "STALE" in r.stdout
+    assert cli("check", f, "--baseline", bl, "--allow-stale").exit_code == 0
+
+
+def test_update_merges_records(cli, workdir):
+    bl = workdir / "b.json"
+    cli("check", workdir / "synth-small.jsonl", "--baseline", bl, "--update-baseline")
+    cli("check", workdir / "huge-batch.jsonl", "-p", "s06", "--baseline", bl, "--update-baseline")
+    keys = [(r["transcript"], r["policy"]) for r in json.loads(bl.read_text())["records"]]
+    assert keys == [("huge-batch.jsonl", "s06"), ("synth-small.jsonl", "s08")]
+    r = cli("check", workdir / "huge-batch.jsonl", "--baseline", bl)  # s08 for it is not recorded
+    assert r.exit_code == 1 and "MISSING" in r.stdout
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"{not json", "malformed baseline: not JSON"),
+    (b"[]", "malformed baseline: expected"),
+    (b'{"schema": 99, "records": []}', "malformed baseline: expected"),
+    (b'{"schema": 1, "records": [{"transcript": "x"}]}', "record 0 needs"),
+])
+def test_malformed_baseline(cli, workdir, content, message):
+    bl = workdir / "b.json"
+    bl.write_bytes(content)
+    r = cli("check", workdir / "synth-small.jsonl", "--baseline", bl)
+    assert r.exit_code == 2 and message in r.stderr and r.stderr.startswith("error: ")
+
+
+def test_introduced_violation_without_baseline_fails(cli, tmp_path):
+    # the naive snip splits pairs: introduced violations on a fresh record fail even after an update
+    t = write_jsonl(tmp_path / "t.jsonl", tool_session(60))
+    bl = tmp_path / "b.json"
+    cli("check", t, "-p", "s08", "--baseline", bl, "--update-baseline")
+    r = cli("check", t, "-p", "s08", "--set", "snip.pair_safe=false", "--baseline", bl)
+    assert r.exit_code == 1 and "introduced violation" in r.stdout
+
+
+def test_the_committed_project_baseline_passes(cli):
+    from helpers import ROOT
+
+    files = sorted(str(p) for p in SAMPLES.glob("*.jsonl"))
+    r = cli("check", *files, "-p", "s08", "-p", "s06", "--baseline", ROOT / "reports" / "baseline.json")
+    assert r.exit_code == 0, r.stdout
+
+
+@pytest.mark.parametrize("drop, fails", [(0.008, False), (0.012, True)])
+def test_the_recall_tolerance_is_absolute(cli, tmp_path, drop, fails):
+    """(#25 §8) From a baseline recall of 0.5 a drop of 0.008 is within the absolute 0.01 (a relative
+    tolerance would allow only 0.005); 0.012 is not."""
+    import json
+
+    t = tmp_path / "t.jsonl"
+    t.write_bytes((SAMPLES / "synth-small.jsonl").read_bytes())
+    baseline = tmp_path / "b.json"
+    assert cli("check", t, "-p", "s08", "--baseline", baseline, "--update-baseline", "-q").exit_code == 0
+    doc = json.loads(baseline.read_text())
+    now = doc["records"][0]["metrics"]["recall"]
+    assert 0 < now < 1
+    doc["records"][0]["metrics"]["recall"] = now + drop
+    baseline.write_text(json.dumps(doc))
+    r = cli("check", t, "-p", "s08", "--baseline", baseline, "--format", "json")
+    result = json.loads(r.stdout)["results"][0]
+    assert (r.exit_code == 1) is fails, r.stdout
+    assert any("recall" in str(f) for f in result.get("failures", [])) is fails

@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from compactlab.engine.records import NUMERIC_SUMMARY_KEYS
+from helpers import SAMPLES
+
+T1, T2 = SAMPLES / "synth-small.jsonl", SAMPLES / "manual-compact.jsonl"
+# (none does not use summary.trigger: it runs once; s08 and s20 count it in chars)
+GRID = ["-p", "none", "-p", "s20", "-p", "s08", "--sweep", "summary.trigger=20000,50000,100000"]
+
+
+def test_compare_writes_every_row_and_report(cli, tmp_path):
+    out = tmp_path / "cmp"
+    r = cli("compare", T1, T2, *GRID, "--out", out, "--jobs", "2")
+    assert r.exit_code == 0, r.output
+    df = pd.read_csv(out / "results.csv")
+    assert len(df) == 14  # 2 transcripts x (none once + 2 policies x 3 values)
+    assert list(df.columns[:3]) == ["transcript", "policy", "summary.trigger"]
+    for key in NUMERIC_SUMMARY_KEYS:
+        assert key in df.columns, key
+    assert set(df["policy"]) == {"none", "s20", "s08"}
+    assert set(df["summary.trigger"].dropna()) == {20000, 50000, 100000} and df[df["policy"] == "none"]["summary.trigger"].isna().all()
+    assert "--sweep summary.trigger does not apply to none (its summary layer is off): run once" in r.stderr
+    rows = json.loads((out / "results.json").read_text())["runs"]
+    assert len(rows) == 14 and rows[0]["cost_saving"] >= rows[-1]["cost_saving"]  # sorted by cost saving
+    html = (out / "report.html").read_text()
+    assert html.count("<svg") == 4  # two transcripts' token charts, the Pareto chart and the savings per transcript
+    # opens offline: nothing is loaded from anywhere (XML namespace URIs are names, not fetches)
+    import re
+
+    for banned in ("<script", "<link", "@import", "<img", "<iframe"):
+        assert banned not in html
+    assert not re.search(r"""(src|href)\s*=\s*["'](https?:)?//""", html)
+    assert not re.search(r"url\(\s*['\"]?https?:", html)
+    assert (out / "charts" / "pareto.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "report.md").read_text().count("charts/") == 4
+
+
+def test_jobs_1_and_2_give_identical_numbers(cli, tmp_path):
+    a = cli("compare", T1, T2, *GRID, "--dry-run", "--jobs", "1", "--format", "json")
+    b = cli("compare", T1, T2, *GRID, "--dry-run", "--jobs", "2", "--format", "json")
+    assert json.loads(a.stdout)["runs"] == json.loads(b.stdout)["runs"]  # no timing in them
+    assert json.loads(a.stdout)["verdict"] == json.loads(b.stdout)["verdict"]
+    assert len(json.loads(a.stdout)["runs"]) == 14
+
+
+def test_compare_matches_replay(cli):
+    rows = json.loads(cli("compare", T1, "-p", "s08", "--dry-run", "--format", "json").stdout)["runs"]
+    single = json.loads(cli("replay", T1, "-p", "s08", "--dry-run", "--format", "json").stdout)["runs"][0]["summary"]
+    for key in ("tokens_total", "cost_usd", "retention", "summaries", "violations_introduced"):
+        assert rows[0][key] == single[key], key
+
+
+def test_compare_errors(cli, tmp_path):
+    r = cli("compare", T1, "--sweep", "summary.trigger", "--dry-run")
+    assert r.exit_code == 2 and "expected KEY=V1,V2" in r.stderr
+    r = cli("compare", T1, "--sweep", "summary.nope=1,2", "--dry-run")
+    assert r.exit_code == 2 and "summary.nope: unknown key" in r.stderr
+    r = cli("compare", T1, "--sort", "bogus", "--dry-run")
+    assert r.exit_code == 2 and "--sort 'bogus'" in r.stderr
+
+
+def test_unknown_price_model_warns(cli):
+    r = cli("compare", T1, "-p", "none", "--price-model", "gpt-99", "--dry-run", "--format", "csv")
+    assert r.exit_code == 0 and "no prices for model 'gpt-99'" in r.stderr
+
+
+def test_replay_chart_is_opt_in(cli, tmp_path):
+    cli("replay", T1, "--out", tmp_path / "a")
+    assert not (tmp_path / "a" / "chart.png").exists()
+    cli("replay", T1, "--out", tmp_path / "b", "--chart")
+    assert (tmp_path / "b" / "chart.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_sweep_says_its_units_and_refuses_to_mix_them(cli):
+    r = cli("compare", T1, "-p", "s08", "-p", "s20", "--sweep", "summary.trigger=20000,50000", "--dry-run",
+            "--format", "json")
+    assert r.exit_code == 0, r.output
+    labels = [e["label"] for e in json.loads(r.stdout)["verdict"]["entries"]]
+    assert "s08 summary.trigger=20000 chars" in labels and "s20 summary.trigger=50000 chars" in labels
+    table = cli("compare", T1, "-p", "s08", "--sweep", "summary.trigger=20000,50000", "--dry-run").stdout
+    assert "trigger=20000 chars" in table
+    mixed = cli("compare", T1, "-p", "s06", "-p", "s08", "--sweep", "summary.trigger=20000,50000", "--dry-run")
+    assert mixed.exit_code == 2
+    assert "--sweep summary.trigger: the policies count it in different units (s06 in tokens; s08 in chars)" in mixed.stderr
+    assert "--set summary.unit=tokens" in mixed.stderr
+    same = cli("compare", T1, "-p", "s06", "-p", "s08", "--set", "summary.unit=tokens", "--sweep",
+               "summary.trigger=20000,50000", "--dry-run", "--format", "json")
+    assert same.exit_code == 0 and "s08 summary.trigger=20000 tokens" in same.stdout
+
+
+def test_report_html_shows_beside_each_transcript_chart_what_its_compactions_lost(cli, tmp_path):
+    """(#27 §6) Under a transcript's chart: per policy, the events that lost most of what the agent
+    later used, their call, layers and a few of the strings (escaped, no script)."""
+    out = tmp_path / "cmp"
+    r = cli("compare", SAMPLES / "synth-medium.jsonl", "-p", "s06", "-p", "claude-code", "--out", out, "-q")
+    assert r.exit_code == 0, r.output
+    html = (out / "report.html").read_text()
+    table = html[html.index("<table class='losses'>"):]
+    table = table[:table.index("</table>")]
+    assert "used strings lost" in table and "<td class=l>s06</td>" in table and "manual" in table
+    assert "<script" not in html

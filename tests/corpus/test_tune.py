@@ -1,0 +1,344 @@
+"""compactlab tune (#20 §2): Optuna's search for the front of cost saving against recall."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from compactlab import load_policy
+from compactlab.errors import PolicyError, UsageError
+from compactlab.corpus.tune import Point, pareto, parse_objectives, parse_space
+from helpers import SAMPLES
+
+CORPUS = [SAMPLES / "synth-small.jsonl", SAMPLES / "synth-medium.jsonl"]
+SPACE = ["--space", "micro.keep_recent=1:12", "--space", "micro.min_chars=0:3000"]
+
+
+def test_the_space_is_checked_against_the_schema():
+    params = parse_space(["summary.trigger=40000:200000", "micro.keep_recent=1:10", "snip.pair_safe=true|false",
+                          "size.chars_per_token=2:6:log"], "s08", [])
+    assert [(p.key, p.kind) for p in params] == [("summary.trigger", "int"), ("micro.keep_recent", "int"),
+                                                 ("snip.pair_safe", "choice"), ("size.chars_per_token", "float")]
+    assert params[3].log and params[2].choices == (True, False)
+    for bad, message in [("summary.triger=1:2", "unknown key"), ("summary.trigger=0:100", "out of the schema's range"),
+                         ("micro.keep_recent=1.5:3", "whole numbers"), ("summary.trigger=9:3", "LO must be below HI"),
+                         ("size.chars_per_token=0:4:log", "log scale needs LO > 0"), ("summary.trigger", "expected"),
+                         ("size.chars_per_token=1:500", "out of the schema's range")]:
+        with pytest.raises((PolicyError, UsageError), match=message):
+            parse_space([bad], "s08", [])
+    assert parse_objectives("cost, recall") == ["cost", "recall"]
+    with pytest.raises(UsageError):
+        parse_objectives("cost,speed")
+
+
+def test_the_front_is_the_feasible_undominated_points():
+    """Optuna's best_trials, with the constraints honoured; one point per score, best cost first."""
+    import optuna
+
+    from compactlab.corpus.tune import points_of
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    for cost, recall, ok in [(0.5, 0.5, True), (0.6, 0.4, True), (0.4, 0.4, True), (0.9, 0.9, False), (0.5, 0.5, True)]:
+        trial = study.ask()
+        trial.suggest_int("x", 0, 1)
+        trial.set_constraint("violations", 0.0 if ok else 1.0)
+        for k, v in {"cost": cost, "recall": recall}.items():
+            trial.set_user_attr(k, v)
+        study.tell(trial, [cost, recall])
+    points = points_of(study, [], ["cost", "recall"])
+    assert [p.number for p in pareto(study, points, ["cost", "recall"])] == [1, 0]
+
+
+def tune(cli, out, *extra, trials: int = 6, chart: bool = False):
+    return cli("tune", *CORPUS, "-p", "observation-masking", *SPACE, "--trials", str(trials), "--jobs", "1",
+               "--out", out, "--chart" if chart else "--no-chart", *extra)
+
+
+def test_a_tune_writes_the_front_its_policies_and_the_chart(cli, tmp_path):
+    r = tune(cli, tmp_path / "t", chart=True)
+    assert r.exit_code == 0, r.output
+    assert "Pareto front of observation-masking" in r.stdout and "The front has" in r.stdout
+    out = tmp_path / "t"
+    assert {"study.db", "front.csv", "front.json"} <= {p.name for p in out.iterdir()}
+    assert (out / "charts" / "tune.png").read_bytes()[:4] == b"\x89PNG"
+    doc = json.loads((out / "front.json").read_text())
+    assert doc["trials"] == 6 and doc["front"] and doc["objectives"] == ["cost", "recall"]
+    rows = list(csv.DictReader((out / "front.csv").open()))
+    assert len(rows) == len(doc["front"])
+    for i, row in enumerate(rows):  # every front point is a policy to replay, with its values
+        policy = load_policy(str(out / "policies" / f"front-{i + 1:02d}.toml"))
+        assert policy.micro.keep_recent == int(row["micro.keep_recent"]) and 1 <= policy.micro.keep_recent <= 12
+        assert policy.micro.min_chars == int(row["micro.min_chars"]) and policy.micro.keep_by == "turns"
+
+
+def test_the_same_seed_gives_the_same_front_and_a_study_resumes(cli, tmp_path):
+    assert tune(cli, tmp_path / "a", "--seed", "3").exit_code == 0
+    assert tune(cli, tmp_path / "b", "--seed", "3").exit_code == 0
+    assert (tmp_path / "a" / "front.csv").read_text() == (tmp_path / "b" / "front.csv").read_text()
+    again = tune(cli, tmp_path / "a")
+    assert again.exit_code == 2 and "holds a study" in again.stderr and "--resume" in again.stderr
+    more = cli("tune", *CORPUS, "-p", "observation-masking", *SPACE, "--trials", "9", "--jobs", "1", "--out", tmp_path / "a",
+               "--resume", "--no-chart")
+    assert more.exit_code == 0, more.output
+    assert json.loads((tmp_path / "a" / "front.json").read_text())["trials"] == 9
+
+
+def test_a_candidate_that_breaks_tool_pairs_never_joins_the_front(cli, tmp_path):
+    r = cli("tune", SAMPLES / "synth-long.jsonl", "-p", "s08", "--set", "snip.max_messages=10",
+            "--space", "snip.pair_safe=true|false", "--trials", "4", "--jobs", "1", "--out", tmp_path / "p",
+            "--objective", "cost", "--max-violations", "6", "--no-chart")  # (s08's own summary leaves 6 here; the naive snip 347)
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "p" / "front.json").read_text())
+    assert doc["front"] and all(row["snip.pair_safe"] is True and row["violations"] <= 6 for row in doc["front"])
+    import optuna
+
+    study = optuna.load_study(study_name="compactlab-tune", storage=f"sqlite:///{tmp_path / 'p' / 'study.db'}")
+    tried = {t.params["snip.pair_safe"]: t.constraints["violations"] > 0 for t in study.trials}
+    assert tried == {True: False, False: True}  # both tried; the naive snip rejected, though it costs less
+
+
+def test_a_tune_on_a_dask_cluster_finds_the_local_front(cli, tmp_path):
+    distributed = pytest.importorskip("distributed", reason="dask is an optional extra")
+    assert tune(cli, tmp_path / "local", trials=3).exit_code == 0
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        r = tune(cli, tmp_path / "dask", "--executor", f"dask://{cluster.scheduler_address}", trials=3)
+    assert r.exit_code == 0, r.stderr
+    assert (tmp_path / "dask" / "front.csv").read_text() == (tmp_path / "local" / "front.csv").read_text()
+
+
+def test_an_interrupted_tune_keeps_its_trials_and_resumes(cli, tmp_path, monkeypatch):
+    """Ctrl-C during a batch: the finished trials stay in the study, the cut ones are failed (not
+    left running), the front so far is written, exit 130; --resume reaches --trials."""
+    import compactlab.corpus.tune as tune_module
+
+    real = tune_module.corpus_evaluator
+
+    def stopping(*args, **kwargs):
+        evaluate = real(*args, **kwargs)
+        calls = {"n": 0}
+
+        def once_then_stop(policies):
+            calls["n"] += 1
+            if calls["n"] == 3:  # the base, one batch, then Ctrl-C in the next
+                raise KeyboardInterrupt
+            return evaluate(policies)
+
+        return once_then_stop
+
+    monkeypatch.setattr(tune_module, "corpus_evaluator", stopping)
+    r = tune(cli, tmp_path / "i")
+    assert r.exit_code == 130 and "continue with --resume" in r.stderr
+    assert json.loads((tmp_path / "i" / "front.json").read_text())["trials"] == 2  # one batch of --jobs 1: 2
+    import optuna
+
+    study = optuna.load_study(study_name="compactlab-tune", storage=f"sqlite:///{tmp_path / 'i' / 'study.db'}")
+    assert {t.state.name for t in study.trials} == {"COMPLETE", "FAIL"}
+    monkeypatch.setattr(tune_module, "corpus_evaluator", real)
+    assert tune(cli, tmp_path / "i", "--resume").exit_code == 0
+    assert json.loads((tmp_path / "i" / "front.json").read_text())["trials"] == 6
+
+
+# ---- the study is safe to resume, share and damage (issue 25 §3)
+
+def _study(path):
+    import optuna
+
+    return optuna.load_study(study_name="compactlab-tune", storage=f"sqlite:///{path}")
+
+
+def test_resume_with_another_definition_is_refused_saying_what_differs(cli, tmp_path):
+    out = tmp_path / "s"
+    assert tune(cli, out, trials=2).exit_code == 0
+    before = (out / "study.db").read_bytes()
+    cases = [
+        (["--space", "micro.keep_recent=1:5"], "--space"),
+        (["--set", "micro.keep_recent=4"], "--set"),
+        (["--objective", "cost"], "--objective"),
+        (["--max-violations", "3"], "--max-violations"),
+    ]
+    for extra, word in cases:
+        r = cli("tune", *CORPUS, "-p", "observation-masking", *(extra if word == "--space" else [*SPACE, *extra]),
+                "--trials", "3", "--jobs", "1", "--out", out, "--resume", "--no-chart")
+        assert r.exit_code == 2 and "not the study in" in r.stderr and word in r.stderr, (word, r.stderr)
+    r = cli("tune", CORPUS[0], "-p", "observation-masking", *SPACE, "--trials", "3", "--jobs", "1", "--out", out,
+            "--resume", "--no-chart")
+    assert r.exit_code == 2 and "transcripts (their content): 0 not in the study, 1 of the study's missing" in r.stderr
+    r = cli("tune", *CORPUS, "-p", "s08", *SPACE, "--trials", "3", "--jobs", "1", "--out", out, "--resume", "--no-chart")
+    assert r.exit_code == 2 and "base policy: 'observation-masking' in the study, 's08' now" in r.stderr
+    assert (out / "study.db").read_bytes() == before  # a refused resume changes nothing
+    assert len(_study(out / "study.db").trials) == 2
+
+
+def _damage(path, kind):
+    import os
+    import sqlite3
+
+    if kind == "garbage":
+        path.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
+    elif kind == "text":
+        path.write_text("not a database")
+    elif kind == "foreign":
+        db = sqlite3.connect(path)
+        db.execute("CREATE TABLE mine (x)")
+        db.execute("INSERT INTO mine VALUES (1)")
+        db.commit()
+        db.close()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dir":
+        path.mkdir()
+    elif kind == "symlink":
+        elsewhere = path.parent.parent / "elsewhere.db"
+        elsewhere.write_bytes(b"")
+        path.symlink_to(elsewhere)
+
+
+@pytest.mark.parametrize("kind", ["garbage", "text", "foreign", "fifo", "dir", "symlink"])
+@pytest.mark.parametrize("how", [["--resume"], ["--force"]])
+def test_a_damaged_foreign_or_special_study_file_is_refused_and_never_modified(cli, tmp_path, kind, how):
+    import os
+
+    out = tmp_path / "o"
+    out.mkdir()
+    db = out / "study.db"
+    _damage(db, kind)
+    snapshot = os.lstat(db)
+    content = db.read_bytes() if kind in ("garbage", "text", "foreign") else None
+    r = tune(cli, out, *how, trials=2)
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith(f"error: {db}: ") and "not used, not changed" in r.stderr and "Traceback" not in r.stderr
+    after = os.lstat(db)
+    assert (after.st_mode, after.st_ino, after.st_mtime_ns) == (snapshot.st_mode, snapshot.st_ino, snapshot.st_mtime_ns)
+    if content is not None:
+        assert db.read_bytes() == content
+    if kind == "symlink":
+        assert (tmp_path / "elsewhere.db").read_bytes() == b""
+    assert not (out / "front.csv").exists()
+
+
+def test_a_second_tune_on_the_same_study_is_refused_while_one_runs(cli, tmp_path):
+    import fcntl
+
+    out = tmp_path / "l"
+    assert tune(cli, out, trials=2).exit_code == 0
+    with open(out / "study.db.lock", "r+") as held:  # another tune holds it
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        r = tune(cli, out, "--resume", trials=4)
+        assert r.exit_code == 2 and "another tune is running on this study" in r.stderr
+    assert len(_study(out / "study.db").trials) == 2
+    assert tune(cli, out, "--resume", trials=4).exit_code == 0
+    assert len([t for t in _study(out / "study.db").trials if t.state.name == "COMPLETE"]) == 4  # never more
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--space", "snip.pair_safe=||"], "no choice between the |"),
+    (["--executor", "dask://127.0.0.1:9"], "cannot reach the Dask scheduler"),
+])
+def test_a_tune_that_fails_before_its_first_trial_leaves_nothing(cli, tmp_path, monkeypatch, extra, message):
+    if "--executor" in extra:
+        pytest.importorskip("distributed", reason="dask is an optional extra")
+        import compactlab.corpus.compare as compare
+
+        monkeypatch.setattr(compare, "DASK_CONNECT_TIMEOUT", "1s")  # nothing listens there: no need to wait 10
+    out = tmp_path / "new" / "f"
+    r = cli("tune", *CORPUS, "-p", "observation-masking", *SPACE, *extra, "--trials", "2", "--jobs", "1",
+            "--out", out, "--no-chart")
+    assert r.exit_code == 2 and message in r.stderr, r.output
+    assert not (tmp_path / "new").exists()
+    assert tune(cli, out, trials=2).exit_code == 0  # the rerun is not blocked
+
+
+def test_a_tune_whose_every_trial_fails_leaves_no_study(cli, tmp_path, monkeypatch):
+    import compactlab.corpus.tune as tune_module
+
+    real = tune_module.corpus_evaluator
+
+    def failing(*args, **kwargs):
+        evaluate = real(*args, **kwargs)
+        return lambda policies: evaluate(policies) if len(policies) == 1 and not failing.base_done.append(1) \
+            else ["boom"] * len(policies)
+
+    failing.base_done = []
+    monkeypatch.setattr(tune_module, "corpus_evaluator", failing)
+    out = tmp_path / "x"
+    r = tune(cli, out, trials=2)
+    assert r.exit_code == 2 and "no trial finished" in r.stderr
+    assert not out.exists()
+
+
+def test_an_out_that_cannot_be_used_is_exit_2(cli, tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    r = tune(cli, f, trials=2)
+    assert r.exit_code == 2 and "is a file" in r.stderr and "Traceback" not in r.stderr
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    r = tune(cli, dangling, trials=2)
+    assert r.exit_code == 2 and "a symbolic link to nothing" in r.stderr
+
+
+def test_a_read_only_out_is_exit_2(cli, tmp_path):
+    import subprocess
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(ro)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        r = tune(cli, ro / "t", trials=2)
+        assert r.exit_code == 2 and "cannot write" in r.stderr and "Traceback" not in r.stderr, r.output
+        r = tune(cli, ro, trials=2)
+        assert r.exit_code == 2 and "cannot write" in r.stderr, r.output
+    finally:
+        subprocess.run(["umount", str(ro)], check=True)
+
+
+def test_an_interrupt_while_trials_are_asked_leaves_none_running_and_resume_repairs_a_killed_one(
+        cli, tmp_path, monkeypatch):
+    import optuna
+
+    out = tmp_path / "k"
+    real_ask = optuna.Study.ask
+    calls = {"n": 0}
+
+    def ask(self, *a, **kw):  # Ctrl-C lands in the second ask of the second batch: one asked, not kept
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise KeyboardInterrupt
+        return real_ask(self, *a, **kw)
+
+    monkeypatch.setattr(optuna.Study, "ask", ask)
+    r = tune(cli, out, trials=6)
+    assert r.exit_code == 130, r.output
+    study = _study(out / "study.db")
+    assert "RUNNING" not in {t.state.name for t in study.trials}
+    monkeypatch.setattr(optuna.Study, "ask", real_ask)
+    study.ask()  # what a SIGKILL leaves: a trial RUNNING for ever
+    assert "RUNNING" in {t.state.name for t in _study(out / "study.db").trials}
+    assert tune(cli, out, "--resume", trials=6).exit_code == 0
+    states = [t.state.name for t in _study(out / "study.db").trials]
+    assert "RUNNING" not in states and states.count("COMPLETE") == 6
+
+
+def test_tunes_recommendation_applies_the_verdicts_guard():
+    """(#27 §4) A front point that beats the base on every objective but keeps too little of what
+    the agent used is named, not recommended; the best that keeps it is offered instead."""
+    from compactlab.corpus.tune import Param, TuneResult, recommend
+
+    def pt(n, cost, recall):
+        return Point(n, {"micro.keep_recent": n}, {"cost": cost, "recall": recall, "retention": 1.0, "violations": 0,
+                                                   "overflows": 0, "cost_usd": 1.0, "probes": 10})
+
+    base = pt(-1, 0.3, 0.4)
+    front = [pt(1, 0.6, 0.5), pt(2, 0.2, 0.97)]
+    result = TuneResult("s08", [Param("micro.keep_recent", "int", 1, 20)], ["cost", "recall"], base, front, front)
+    text = recommend(result)
+    assert "Front point 1 (micro.keep_recent=1) beats s08 on every objective but keeps 50.0%" in text
+    assert "not recommended" in text and "Use front point" not in text
+    assert "front point 2 (micro.keep_recent=2) saves the most" in text
+    ok = TuneResult("s08", result.params, ["cost", "recall"], base, [pt(3, 0.6, 0.99)], [pt(3, 0.6, 0.99)])
+    assert "Use front point 1" in recommend(ok)

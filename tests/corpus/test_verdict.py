@@ -1,0 +1,234 @@
+"""compare's verdict: per policy across the transcripts, then which one to use and why (#18 §1)."""
+
+from __future__ import annotations
+
+import orjson
+import pandas as pd
+import pytest
+
+from compactlab.corpus.verdict import judge
+from helpers import SAMPLES
+
+
+def run(transcript: str, policy: str, cost: float, raw: float = 10.0, retained: int = 8, refs: int = 10,
+        violations: int = 0, overflows: int = 0, **swept) -> dict:
+    return {"transcript": transcript, "policy": policy, **swept, "calls": 10, "cost_usd": cost, "raw_cost_usd": raw,
+            "cost_saving": 1 - cost / raw, "tokens_total": int(cost * 100), "raw_tokens_total": int(raw * 100),
+            "refs": refs, "refs_retained": retained, "violations_introduced": violations, "overflows": overflows,
+            "summaries": 1, "probes": 0, "probes_kept": 0}
+
+
+def frame(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows)
+
+
+def test_the_best_saving_that_breaks_nothing_and_keeps_what_was_used_is_recommended():
+    """(#27 §1) No compaction is the reference: a policy is held to its recall and retention, less
+    the margin (an absolute share), not to the best of the savers listed."""
+    df = frame([run("a", "none", 10, retained=10), run("b", "none", 20, raw=20, retained=10),
+                run("a", "cheap-but-broken", 2, violations=2), run("b", "cheap-but-broken", 4, raw=20),
+                run("a", "forgetful", 3, retained=2), run("b", "forgetful", 6, raw=20, retained=2),
+                run("a", "good", 5, retained=10), run("b", "good", 12, raw=20, retained=9)])
+    v = judge(df, [], reference="none")
+    assert [e.label for e in v.entries] == ["cheap-but-broken", "forgetful", "good", "none"]
+    good = next(e for e in v.entries if e.label == "good")
+    assert good.cost_saving == pytest.approx(1 - 17 / 30) and good.median_saving == pytest.approx((0.5 + 0.4) / 2)
+    assert good.retention == pytest.approx(19 / 20) and good.transcripts == 2 and good.costs_more == 0
+    assert v.retention_floor == pytest.approx(0.95) and v.reference == "none"
+    assert v.recommended == "good" and v.runner_up == "cheap-but-broken"
+    assert "Use good: it saves 43.3%" in v.recommendation
+    assert "The runner-up, cheap-but-broken saves 80.0% but lost: it introduces 2 tool-pairing violation(s)" in v.recommendation
+    # forgetful keeps 20% of the referenced results: a trade-off, said as one
+    assert "If you accept keeping 100.0% of what the agent later used and 20.0% of the referenced results, " \
+           "forgetful saves 26.7% more." in v.recommendation
+    assert judge(df, [], margin=0.85, reference="none").recommended == "forgetful"  # a floor of 15% admits it
+
+
+def test_a_policy_that_overflows_where_another_fits_is_refused_and_none_is_recommended_when_nothing_saves():
+    df = frame([run("a", "none", 10, retained=10, overflows=3), run("a", "dear", 12, retained=10),
+                run("a", "even", 10, retained=10)])
+    v = judge(df, [], reference="none")
+    assert v.recommended == "even" and "no policy costs less" in v.recommendation
+    only_none = judge(frame([run("a", "none", 10, overflows=1)]), [], reference="none")
+    assert only_none.recommended is None and "overflow the context window" in only_none.recommendation
+    dearer = judge(frame([run("a", "dear", 12), run("b", "dear", 8)]), []).entries[0]
+    assert dearer.costs_more == 1
+    # every policy overflows transcript b: there it refuses none of them
+    both = judge(frame([run("a", "none", 10, retained=10), run("b", "none", 10, retained=10, overflows=2),
+                        run("a", "s", 8, retained=10), run("b", "s", 8, retained=10, overflows=1)]), [],
+                 reference="none")
+    assert both.recommended == "s"
+
+
+def test_a_policy_that_costs_more_on_half_the_transcripts_is_not_recommended_for_its_total():
+    """(#27 §2) A big saving on one transcript does not carry a policy that costs more on the rest."""
+    rows = [run(t, "none", 10, retained=10) for t in "abcd"]
+    rows += [run("a", "lumpy", 1, retained=10), run("b", "lumpy", 11, retained=10), run("c", "lumpy", 11, retained=10),
+             run("d", "lumpy", 10, retained=10)]
+    rows += [run(t, "steady", 9, retained=10) for t in "abcd"]
+    v = judge(frame(rows), [], reference="none")
+    lumpy = next(e for e in v.entries if e.label == "lumpy")
+    assert lumpy.cost_saving > 0.1 and lumpy.costs_more == 2
+    assert v.recommended == "steady" and "costs more than no compaction on 2 of its 4 transcripts" in v.recommendation
+    assert "(it costs no more on 2 transcript(s) of 10 to 10 calls, more on 2 of 10 to 10)" in v.recommendation
+    steady = next(e for e in v.entries if e.label == "steady")
+    assert steady.saving_low == steady.saving_high == pytest.approx(0.1)  # the same on every transcript
+    assert lumpy.saving_low < lumpy.cost_saving < lumpy.saving_high  # a spread, seeded
+    assert judge(frame(rows), [], reference="none").entries == v.entries
+
+
+def test_when_nothing_passes_the_one_that_loses_least_and_fits_the_window_is_named_with_its_loss():
+    df = frame([run("a", "none", 10, retained=10, overflows=2), run("a", "masking", 5, retained=3),
+                run("a", "s06", 2, retained=1)])
+    v = judge(df, [], reference="none")
+    assert v.recommended == "masking" and not v.passes  # not s06, which saves more and keeps less
+    assert v.recommendation.startswith("No policy passes the guard") and "it keeps 30.0% of the referenced" in \
+        v.recommendation
+
+
+def test_a_tie_of_policies_that_never_acted_says_so():
+    rows = [{**run("a", "none", 10, retained=10), "peak_tokens": 65000, "summaries": 0},
+            {**run("a", "claude-code", 10, retained=10), "peak_tokens": 65000, "summaries": 0}]
+    v = judge(frame(rows), [], reference="none")
+    assert "neither ever acted on these transcripts (largest context 65,000 tokens)" in v.recommendation
+    assert "No transcript fills the context window even with no compaction" in v.recommendation
+
+
+def test_a_sweep_ranks_the_swept_values():
+    rows = [run("a", "s08", c, retained=10, **{"summary.trigger": t}) for t, c in ((20000, 4), (50000, 3), (100000, 6))]
+    v = judge(frame(rows), ["summary.trigger"])
+    assert [e.label for e in v.entries] == ["s08 summary.trigger=50000", "s08 summary.trigger=20000",
+                                            "s08 summary.trigger=100000"]
+    assert v.entries[0].swept == {"summary.trigger": 50000} and v.recommended == "s08 summary.trigger=50000"
+
+
+def test_without_references_the_verdict_says_retention_tells_nothing():
+    v = judge(frame([run("a", "x", 5, refs=0, retained=0), run("a", "y", 6, refs=0, retained=0)]), [])
+    assert v.no_references and "retention (1.0 everywhere)" in v.recommendation
+
+
+def test_compare_leads_with_the_verdict_in_every_report(cli, tmp_path):
+    files = [SAMPLES / "synth-small.jsonl", SAMPLES / "synth-medium.jsonl"]
+    r = cli("compare", *files, "-p", "none", "-p", "s06", "-p", "claude-code", "--out", tmp_path / "c", "-q")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("verdict over 2 transcript(s)")
+    # none overflows the window on synth-medium; s06 and claude-code lose what was used: none passes
+    assert "\nNo policy passes the guard" in r.stdout and "If you must compact, use claude-code" in r.stdout
+    assert r.stdout.index("use claude-code") < r.stdout.index("6 runs")
+    doc = orjson.loads((tmp_path / "c" / "results.json").read_bytes())
+    assert list(doc) == ["verdict", "runs"] and len(doc["runs"]) == 6
+    assert doc["verdict"]["recommended"] in {"none", "s06", "claude-code"}
+    assert {e["label"] for e in doc["verdict"]["entries"]} == {"none", "s06", "claude-code"}
+    md = (tmp_path / "c" / "report.md").read_text()
+    assert md.index("## Verdict") < md.index("## Runs") and doc["verdict"]["recommendation"] in md
+    html = (tmp_path / "c" / "report.html").read_text()
+    assert html.index("Verdict") < html.index("<h2>Runs</h2>")
+    printed = orjson.loads(cli("compare", *files, "-p", "none", "-p", "s06", "-p", "claude-code", "--dry-run",
+                               "--format", "json").stdout)
+    assert printed["verdict"]["recommendation"] == doc["verdict"]["recommendation"]
+
+
+def test_many_runs_print_the_verdict_and_leave_the_rows_to_the_files(cli, monkeypatch):
+    from compactlab.reports import compare_report
+
+    monkeypatch.setattr(compare_report, "MAX_TERMINAL_RUNS", 3)
+    r = cli("compare", SAMPLES / "synth-small.jsonl", SAMPLES / "synth-medium.jsonl", "-p", "none", "-p", "s06",
+            "--dry-run", "-q")
+    assert "4 runs: each is in results.csv" in r.stdout and "synth-small.jsonl" not in r.stdout
+
+
+def test_a_big_comparison_opens_on_its_verdict_with_the_runs_collapsed(cli, tmp_path, monkeypatch):
+    from compactlab.reports import compare_report
+
+    monkeypatch.setattr(compare_report, "OPEN_RUNS", 3)
+    out = tmp_path / "c"
+    r = cli("compare", SAMPLES / "synth-small.jsonl", SAMPLES / "synth-medium.jsonl", "-p", "none", "-p", "s06",
+            "--out", out, "-q", "--charts", "summary")
+    assert r.exit_code == 0, r.output
+    html = (out / "report.html").read_text()
+    assert "<details><summary>4 runs, one row each" in html and html.index("Verdict") < html.index("<details>")
+    assert sorted(p.name for p in (out / "charts").iterdir()) == ["pareto.png", "savings.png"]  # no transcript's
+
+
+def test_charts_none_and_all(cli, tmp_path, monkeypatch):
+    from compactlab.reports import compare_report
+
+    files = [SAMPLES / "synth-small.jsonl", SAMPLES / "synth-medium.jsonl", SAMPLES / "huge-batch.jsonl"]
+    assert cli("compare", *files, "-p", "none", "-p", "s08", "--out", tmp_path / "n", "-q", "--charts", "none").exit_code == 0
+    assert not (tmp_path / "n" / "charts").exists() and "<svg" not in (tmp_path / "n" / "report.html").read_text()
+    monkeypatch.setattr(compare_report, "CHART_TRANSCRIPTS", 1)
+    assert cli("compare", *files, "-p", "none", "-p", "s08", "--out", tmp_path / "a", "-q").exit_code == 0
+    auto = sorted(p.name for p in (tmp_path / "a" / "charts").iterdir() if p.name.startswith("tokens-"))
+    assert len(auto) == 1  # the transcript where the policies differ most
+    assert cli("compare", *files, "-p", "none", "-p", "s08", "--out", tmp_path / "all", "-q", "--charts", "all").exit_code == 0
+    assert len([p for p in (tmp_path / "all" / "charts").iterdir() if p.name.startswith("tokens-")]) == 3
+
+
+@pytest.mark.parametrize("kept, recommended", [(95, "close"), (94, "none")])
+def test_the_retention_margin_is_exactly_five_points_below_no_compaction(kept, recommended):
+    """95% against no compaction's 100% is within the 5-point margin; 94% is not (a doubled margin
+    would admit it). A policy that breaks tool pairs keeping everything sets no bar (#25 §8)."""
+    df = frame([run("a", "none", 10, retained=100, refs=100), run("a", "broken", 3, retained=100, refs=100, violations=1),
+                run("a", "close", 5, retained=kept, refs=100)])
+    assert judge(df, [], reference="none").recommended == recommended
+
+
+@pytest.mark.parametrize("kept, recommended", [(95, "close"), (94, "none")])
+def test_the_recall_margin_is_exactly_five_points_below_no_compaction(kept, recommended):
+    df = frame([{**run("a", "none", 10, retained=10), "probes": 100, "probes_kept": 100},
+                {**run("a", "broken", 3, retained=10, overflows=1), "probes": 100, "probes_kept": 100},
+                {**run("a", "close", 5, retained=10), "probes": 100, "probes_kept": kept}])
+    assert judge(df, [], reference="none").recommended == recommended
+
+
+# ---- (#27 §5) the guard as a property: over random runs and random lists of policies
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@st.composite
+def corpora(draw):
+    transcripts = [f"t{i}" for i in range(draw(st.integers(1, 4)))]
+    names = draw(st.lists(st.sampled_from(["a", "b", "c", "d", "e"]), min_size=1, max_size=5, unique=True))
+    rows = [{**run(t, "none", 10, retained=10, overflows=draw(st.sampled_from([0, 0, 1]))), "probes": 10,
+             "probes_kept": 10} for t in transcripts]
+    for name in names:
+        for t in transcripts:
+            rows.append({**run(t, name, draw(st.floats(1, 14)), retained=draw(st.integers(0, 10)),
+                               violations=draw(st.sampled_from([0, 0, 0, 1])),
+                               overflows=draw(st.sampled_from([0, 0, 0, 1]))),
+                         "probes": 10, "probes_kept": draw(st.integers(0, 10))})
+    return rows, names
+
+
+def _passes(v, label):
+    e = next(x for x in v.entries if x.label == label)
+    return e.recall >= v.recall_floor - 1e-9 and e.retention >= v.retention_floor - 1e-9 and not e.violations_introduced
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(corpora())
+def test_the_recommendation_never_falls_below_the_floor_and_adding_a_policy_never_makes_it(case):
+    rows, names = case
+    v = judge(frame(rows), [], reference="none")
+    assert v.passes == (v.recommended is not None and not v.recommendation.startswith("No policy passes"))
+    if v.passes:
+        assert _passes(v, v.recommended), v.recommendation
+    # one policy more, of any kind, never turns a guarded recommendation into one below the floor
+    extra = [{**run(r["transcript"], "zz", 0.5, retained=0), "probes": 10, "probes_kept": 0}
+             for r in rows if r["policy"] == "none"]
+    w = judge(frame(rows + extra), [], reference="none")
+    if w.recommended is not None and not w.recommendation.startswith("No policy passes"):
+        assert w.recommended != "zz" and _passes(w, w.recommended)
+
+
+def test_a_policy_that_never_fired_is_named_with_its_trigger_and_none_wins_a_tie(cli):
+    """(#27 §3) On a corpus far under their triggers, claude-code and gemini-cli are no compaction:
+    the verdict says so with what would have made them act, and recommends none itself."""
+    r = cli("compare", SAMPLES / "synth-small.jsonl", "-p", "claude-code", "-p", "gemini-cli", "-p", "s08",
+            "--dry-run", "--format", "json")
+    v = orjson.loads(r.stdout)["verdict"]
+    assert v["recommended"] == "none" and v["passes"]
+    assert "claude-code (summary past 167,000 tokens), gemini-cli (summary past 524,288 tokens) never acted" in \
+        v["recommendation"]
+    assert "No transcript fills the context window even with no compaction" in v["recommendation"]

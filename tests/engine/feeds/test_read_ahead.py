@@ -1,0 +1,335 @@
+"""The read-ahead process (feeds/read_ahead.py): a big plain file is read in a forked
+process while the replay runs on lazy entries. It must give the in-process stream's run byte for
+byte, fail as it fails, and never leave a process behind."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compactlab.errors import BadLineError, InputError, UsageError
+from compactlab.transcripts.messages import Entry, make_entry
+from compactlab.engine.policy import load_policy
+from compactlab.engine.turns import replay
+from compactlab.summarizers import StubSummarizer
+from compactlab.engine.feeds import open_feed, read_ahead
+from compactlab.transcripts import load_transcript
+from compactlab.transcripts.writer import COMPACTION_KEY
+from helpers import SAMPLES, assert_same_run, files_under, results, tool_session, tr, write_jsonl
+from strategies import policies, transcripts
+
+
+@pytest.fixture
+def forks(monkeypatch):
+    """Read ahead whatever the size, and record the reader processes started."""
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1")
+    pids: list[int] = []
+    fork = os.fork
+
+    def recording_fork() -> int:
+        pid = fork()
+        if pid:
+            pids.append(pid)
+        return pid
+
+    monkeypatch.setattr(read_ahead.os, "fork", recording_fork)
+    return pids
+
+
+def gone(pid: int) -> bool:
+    """The process has exited and been reaped (a zombie would still answer)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_which_files_are_read_ahead(tmp_path, monkeypatch):
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(b" " * read_ahead.MIN_BYTES)
+    small = write_jsonl(tmp_path / "small.jsonl", tool_session(2))
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    monkeypatch.delenv("COMPACTLAB_READ_AHEAD", raising=False)
+    monkeypatch.setattr(read_ahead.os, "cpu_count", lambda: 2)
+    assert read_ahead.usable(str(big)) and not read_ahead.usable(str(small))
+    assert not read_ahead.usable(str(tmp_path / "missing.jsonl"))
+    monkeypatch.setattr(read_ahead.os, "cpu_count", lambda: 1)
+    assert not read_ahead.usable(str(big))  # one core: nothing to overlap
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1")
+    assert read_ahead.usable(str(small)) and not read_ahead.usable(str(tmp_path / "empty.jsonl"))
+    assert not read_ahead.usable(str(small) + ".gz")  # a compressed stream is not mapped
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "0")
+    assert not read_ahead.usable(str(big))
+
+
+def test_a_lazy_entry_reads_its_message_with_the_changes_made_since(tmp_path):
+    msgs = [results(tr("a", "A" * 300), tr("b", [{"type": "text", "text": "B" * 300}]), tr("c", "C" * 300, is_error=True)),
+            {"type": "message", "role": "assistant", "content": "ok", "model": "m", "usage": {"input_tokens": 3}}]
+    path = write_jsonl(tmp_path / "t.jsonl", msgs)
+    raw = path.read_bytes()
+    first = raw.index(b"\n") + 1
+    source = read_ahead.SourceFile(str(path))
+    eager = make_entry(msgs[0], 0)
+    assert source.message_at(0, first) == msgs[0]
+    assert source.message_at(first, len(raw) - first) == {"role": "assistant", "content": "ok"}  # as loaded
+    from compactlab.transcripts.messages import build_entry
+
+    measured = build_entry(msgs[0], 0, measure=True)
+    assert measured.chars == eager.chars  # measured from its parts
+    for m in ({"role": "user", "content": [tr("é", "naïve ☃ \u2028 \"q\" \\ \x01"), {"type": "text", "text": "t"},
+                                            tr("x", [{"type": "text", "text": "ü"}], is_error=True),
+                                            {"type": "tool_result", "tool_use_id": "n"}]},
+              {"role": "user", "content": [tr("z", None)]}):
+        assert build_entry(m, 1, measure=True).chars == make_entry(m, 1).chars == len(orjson.dumps(m).decode())
+    assert [f.json_size for f in measured.results] == [len(orjson.dumps(b["content"])) for b in msgs[0]["content"]]
+    lazy = read_ahead.LazyEntry(eager.chars, "user", 0, (), (), (), measured.results, (), False, False,
+                                (source, 0, first, ()))
+    for k, new in ((1, "[cleared]"), (0, "x"), (1, {"type": "text", "text": "again"})):
+        eager, lazy = eager.with_result_content(k, new), lazy.with_result_content(k, new)
+        assert lazy._message is None  # changed without reading the line
+        assert (lazy.chars, lazy.results[k][:5], lazy.changed) == (eager.chars, eager.results[k][:5], eager.changed)
+    assert lazy.chars == len(orjson.dumps(eager.message))
+    assert lazy.message == eager.message and orjson.dumps(lazy.message) == orjson.dumps(eager.message)
+    assert type(lazy.with_result_content(0, "y")) is Entry  # once read, changed as any entry is
+    assert type(eager) is Entry and not hasattr(eager, "_lazy")  # a plain entry knows nothing of laziness
+
+
+def test_errors_cross_processes_whole():
+    for error in (BadLineError("t.jsonl", 7, "invalid JSON"), InputError("gone", hint="look"), UsageError("no")):
+        back = pickle.loads(pickle.dumps(error))
+        assert type(back) is type(error) and str(back) == str(error) and back.hint == error.hint
+    assert pickle.loads(pickle.dumps(BadLineError("t.jsonl", 7, "invalid JSON"))).line == 7
+
+
+@pytest.mark.parametrize("preset", ["s08", "claude-code", "anthropic-clear-tool-uses"])
+def test_the_read_ahead_run_is_the_in_process_run(preset, forks, tmp_path, monkeypatch):
+    path = str(SAMPLES / "synth-medium.jsonl")
+    ahead = replay(open_feed(path), load_policy(preset), out_dir=tmp_path / "a", write_transcripts=True)
+    assert len(forks) == 1 and gone(forks[0])
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "0")
+    here = replay(open_feed(path), load_policy(preset), out_dir=tmp_path / "b", write_transcripts=True)
+    assert len(forks) == 1
+    assert_same_run(ahead, here)
+    assert files_under(tmp_path / "a") == files_under(tmp_path / "b")
+
+
+def test_recorded_compactions_and_usage_arrive_with_their_batches(forks, tmp_path, monkeypatch):
+    monkeypatch.setattr(read_ahead, "BATCH", 7)
+    lines = []
+    for i, m in enumerate(tool_session(60)):
+        if i in (21, 22, 80):
+            lines.append({"role": "user", "content": f"summary before {i}", COMPACTION_KEY: {"trigger": "auto"}})
+        if m["role"] == "assistant":
+            m = {"type": "message", **m, "model": "claude-sonnet-4-5", "usage": {"input_tokens": i, "output_tokens": 1}}
+        lines.append(m)
+    lines.insert(5, {"role": "system", "content": "be brief"})
+    path = str(write_jsonl(tmp_path / "c.jsonl", lines))
+    loaded = load_transcript(path)
+    for keep in (True, False):
+        stream = open_feed(path)
+        run = replay(stream, load_policy("s08"), keep_recorded_compactions=keep)
+        assert_same_run(run, replay(loaded, load_policy("s08"), keep_recorded_compactions=keep))
+        assert (stream.model, stream.usage, stream.system) == (loaded.model, loaded.usage, loaded.system)
+        assert [c.position for c in stream.compactions] == [c.position for c in loaded.compactions] == [21, 22, 80]
+    assert run.summary.recorded_input_cost_usd and len(forks) == 2 and all(map(gone, forks))
+
+
+@settings(max_examples=int(os.environ.get("COMPACTLAB_PROPERTY_EXAMPLES", "60")) // 3, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(transcripts(), policies(pair_safe=False), st.integers(1, 5))
+def test_any_transcript_read_ahead_gives_the_loaded_run(forks, monkeypatch, msgs, policy, batch):
+    monkeypatch.setattr(read_ahead, "BATCH", batch)
+    with tempfile.TemporaryDirectory() as folder:
+        path = str(write_jsonl(Path(folder) / "t.jsonl", msgs))
+        loaded = replay(load_transcript(path), policy, out_dir=Path(folder) / "l")
+        ahead = replay(open_feed(path), policy, out_dir=Path(folder) / "a")
+        assert files_under(Path(folder) / "a") == files_under(Path(folder) / "l")
+    assert_same_run(ahead, loaded)
+    assert gone(forks[-1])
+
+
+def test_a_bad_line_is_reported_as_in_process_and_the_run_undone(forks, tmp_path):
+    msgs = tool_session(40, size=40_000)  # every result is persisted by s08's budget layer
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(m) + b"\n" for m in msgs) + b'{"role": "user", "content": [\n')
+    with pytest.raises(BadLineError) as loading:
+        load_transcript(str(path))
+    with pytest.raises(BadLineError) as streaming:
+        replay(open_feed(str(path)), load_policy("s08", ["budget.max_chars=10000"]), out_dir=tmp_path / "out")
+    assert str(streaming.value) == str(loading.value) and streaming.value.line == 82
+    assert not (tmp_path / "out").exists() and gone(forks[0])
+    run = replay(open_feed(str(path), skip_bad_lines=True), load_policy("s08"))
+    assert run.summary.skipped_lines == 1 and run.summary.calls == 40
+
+
+class Interrupting(StubSummarizer):
+    def summarize(self, request):
+        raise KeyboardInterrupt
+
+
+def test_a_replay_stopped_early_stops_and_reaps_its_reader(forks, tmp_path):
+    path = str(write_jsonl(tmp_path / "long.jsonl", tool_session(3000, size=300)))
+    with pytest.raises(KeyboardInterrupt):
+        replay(open_feed(path), load_policy("s08", ["summary.trigger=3000"]), summarizer=Interrupting(),
+               out_dir=tmp_path / "out")
+    assert gone(forks[0]) and not (tmp_path / "out").exists()
+
+
+def test_a_reader_that_breaks_says_so(forks, tmp_path, monkeypatch):
+    def broken(*args):
+        raise ValueError("a bug in the reader")
+
+    monkeypatch.setattr(read_ahead, "_read_and_send", broken)
+    path = str(write_jsonl(tmp_path / "t.jsonl", tool_session(3)))
+    with pytest.raises(RuntimeError, match="(?s)read-ahead process failed:.*ValueError: a bug in the reader"):
+        replay(open_feed(path), load_policy("s08"))
+    assert gone(forks[0])
+
+
+def test_the_cli_prints_the_same_with_and_without_read_ahead(cli, tmp_path, monkeypatch):
+    path = str(SAMPLES / "synth-medium.jsonl")
+    outputs = []
+    for setting in ("1", "0"):
+        monkeypatch.setenv("COMPACTLAB_READ_AHEAD", setting)
+        r = cli("replay", path, "-p", "s08", "--format", "json", "--out", str(tmp_path / setting), "-q")
+        assert r.exit_code == 0, r.output
+        summary = orjson.loads(r.stdout)
+        summary["runs"][0].pop("timing")  # the one part of a run that differs by nature
+        outputs.append(summary)
+    assert outputs[0] == outputs[1]
+
+
+def test_the_cli_starts_reading_before_it_builds_the_policy_and_errors_keep_their_order(cli, forks, tmp_path):
+    """`replay` opens a read-ahead file first, so that it is read while the engine is imported and
+    the policy built; a policy or option error still comes first, and stops that reader."""
+    path = str(SAMPLES / "synth-medium.jsonl")
+    r = cli("replay", path, "--set", "summary.trigger=-5", "-q", "--dry-run")
+    assert r.exit_code == 2 and "summary.trigger" in r.stderr
+    assert len(forks) == 1 and gone(forks[0])
+    r = cli("replay", str(tmp_path / "missing.jsonl"), "--set", "snip.nope=1", "-q", "--dry-run")
+    assert r.exit_code == 2 and "snip.nope: unknown key" in r.stderr  # the policy's error, not the file's
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    r = cli("replay", str(bad), "-q", "--dry-run")
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: {bad}: not a transcript")
+    assert len(forks) == 1
+
+
+def test_a_file_whose_format_is_loaded_is_not_opened_early(cli, forks):
+    from helpers import SHARED
+
+    session = SHARED / "transcripts" / "claude_code" / "spotter" / "tool_heavy.jsonl"
+    if not session.is_file():
+        pytest.skip("../shared/transcripts is not beside the project")
+    r = cli("replay", str(session), "-q", "--dry-run", "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert orjson.loads(r.stdout)["runs"][0]["summary"]["format"] == "claude-code" and not forks
+
+
+def test_a_stream_closed_unread_stops_its_reader(forks):
+    stream = open_feed(str(SAMPLES / "synth-long.jsonl"))
+    assert isinstance(stream, read_ahead.ReadAheadFeed) and not gone(forks[0])
+    stream.close()
+    stream.close()  # twice is fine
+    assert gone(forks[0])
+
+
+def test_the_file_is_read_as_it_was_when_opened(forks, tmp_path):
+    """A transcript still being written: lines appended after it was opened are not read (by the
+    reader or the replay); a file cut short under the replay is an error, not a crash."""
+    msgs = tool_session(30, size=40_000)
+    path = write_jsonl(tmp_path / "live.jsonl", msgs)
+    expected = replay(load_transcript(str(path)), load_policy("s08"))
+    stream = open_feed(str(path))
+    with open(path, "ab") as f:
+        f.write(b"".join(orjson.dumps(m) + b"\n" for m in tool_session(5)[1:]) + b'{"role": "us')
+    assert_same_run(replay(stream, load_policy("s08")), expected)
+    source = read_ahead.SourceFile(str(path))
+    first = path.read_bytes().index(b"\n") + 1
+    assert source.message_at(0, first) == msgs[0]
+    path.write_bytes(b"")
+    with pytest.raises(InputError, match="cut short while it was replayed"):
+        source.message_at(0, first)
+    assert all(map(gone, forks))
+
+
+def test_a_folder_of_big_sessions_reads_each_ahead_in_turn(cli, forks, tmp_path, monkeypatch):
+    import shutil
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    for name in ("synth-medium", "manual-compact", "huge-batch"):
+        shutil.copy(SAMPLES / f"{name}.jsonl", folder / f"{name}.jsonl")
+    outputs = {}
+    for setting in ("1", "0"):
+        monkeypatch.setenv("COMPACTLAB_READ_AHEAD", setting)
+        r = cli("replay", str(folder), "-p", "s08", "--format", "json", "--out", str(tmp_path / setting), "-q")
+        assert r.exit_code == 0, r.output
+        runs = orjson.loads(r.stdout)["runs"]
+        for run in runs:
+            run.pop("timing")
+        outputs[setting] = runs
+    assert outputs["1"] == outputs["0"] and len(outputs["1"]) == 3
+    assert len(forks) == 3 and all(map(gone, forks))
+    ahead, here = files_under(tmp_path / "1"), files_under(tmp_path / "0")
+    assert ahead.keys() == here.keys()
+    for name in ahead:
+        if name.endswith("summary.json"):  # its run time differs
+            ahead[name], here[name] = (orjson.loads(f[name]) for f in (ahead, here))
+            ahead[name].pop("timing"), here[name].pop("timing")
+        assert ahead[name] == here[name], name
+
+
+def test_without_a_second_process_the_file_is_read_in_process(monkeypatch, tmp_path):
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1")
+
+    def no_fork() -> int:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(read_ahead.os, "fork", no_fork)
+    def open_files() -> int:
+        return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
+
+    path = str(SAMPLES / "synth-medium.jsonl")
+    before = open_files()
+    stream = open_feed(path)
+    assert not isinstance(stream, read_ahead.ReadAheadFeed)  # the in-process stream
+    assert open_files() == before  # the file and pipe opened for the reader are closed again
+    assert_same_run(replay(stream, load_policy("s08")), replay(load_transcript(path), load_policy("s08")))
+
+
+def test_a_line_of_invalid_utf8_reads_the_same_again(forks, tmp_path):
+    """A line decoded with replacement by the reader is decoded the same way where the replay
+    parses it again (here: a result the budget layer persists)."""
+    msgs = tool_session(6, size=50_000)
+    lines = [orjson.dumps(m) for m in msgs]
+    lines[4] = lines[4].replace(b"xxxx", b"x\xff\xfex", 1)  # the second result, persisted by s08's budget
+    path = tmp_path / "bad-utf8.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    policy = load_policy("s08", ["budget.max_chars=10000"])
+    ahead = replay(open_feed(str(path)), policy, out_dir=tmp_path / "a")
+    loaded = replay(load_transcript(str(path)), policy, out_dir=tmp_path / "b")
+    assert_same_run(ahead, loaded)
+    assert len(forks) == 1
+    written = files_under(tmp_path / "a")
+    assert written == files_under(tmp_path / "b") and any("\ufffd".encode() in data for data in written.values())
+
+
+def test_a_replay_that_fails_before_its_run_stops_the_reader(cli, forks, tmp_path, monkeypatch):
+    import compactlab.summarizers as summarizers
+
+    def broken(*args, **kwargs):
+        raise summarizers.UsageError("no summarizer today")
+
+    monkeypatch.setattr(summarizers, "build_summarizer", broken)
+    r = cli("replay", str(SAMPLES / "synth-medium.jsonl"), "-q", "--dry-run")
+    assert r.exit_code == 2 and "no summarizer today" in r.stderr
+    assert len(forks) == 1 and gone(forks[0])

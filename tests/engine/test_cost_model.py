@@ -1,0 +1,312 @@
+"""The prompt-cache model and the pricing of a run, as units: no replay needed."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import orjson
+
+import pytest
+
+from compactlab.engine.context import Context
+from compactlab.engine.cost import PromptCache, price_calls
+from compactlab.engine.prices import load_prices
+from compactlab.engine.invariants import InvariantTracker, ViolationLog
+from compactlab.transcripts.messages import make_entry
+from compactlab.engine.records import TurnRecord
+from compactlab.engine.retention import retained
+from compactlab.engine.sizing import TokenEstimator, list_chars
+from helpers import SAMPLES, asst, context, results, tr, tu, user
+
+
+def entries(n: int, size: int = 400) -> list:
+    return [make_entry(user("x" * size) if i % 2 == 0 else asst("y" * size), i) for i in range(n)]
+
+
+def sizes(es: list) -> tuple[int, int]:
+    chars_sum = sum(e.chars for e in es)
+    return chars_sum, list_chars(chars_sum, len(es))
+
+
+def test_the_first_call_reads_nothing_and_an_unchanged_prefix_is_read():
+    est = TokenEstimator(4.0, 0)
+    cache = PromptCache(est)
+    es = entries(4)
+    tokens = est.tokens(sizes(es)[1])
+    assert cache.account(Context(es), cache.unchanged(None), tokens) == (0, tokens)
+    cache.sent(len(es), tokens)
+    grown = es + entries(2)
+    grown_tokens = est.tokens(sizes(grown)[1])
+    read, write = cache.account(Context(grown), cache.unchanged(None), grown_tokens)
+    prefix = list_chars(sum(e.chars for e in es), 4)
+    assert read == est.tokens(prefix) and read + write == grown_tokens
+
+
+def test_a_change_inside_the_prefix_reads_only_up_to_it():
+    est = TokenEstimator(4.0, 0)
+    cache = PromptCache(est)
+    es = entries(6)
+    cache.sent(6, est.tokens(sizes(es)[1]))
+    assert cache.unchanged(2) == 2 and cache.unchanged(None) == 6 and cache.unchanged(9) == 6
+    tokens = est.tokens(sizes(es)[1])
+    read, _ = cache.account(Context(es), 2, tokens)
+    assert read == est.tokens(list_chars(sum(e.chars for e in es[:2]), 2))
+
+
+def test_a_change_at_position_0_reads_the_overhead_only():
+    est = TokenEstimator(4.0, 700)
+    cache = PromptCache(est)
+    cache.sent(5, 5000)
+    es = entries(3)
+    assert cache.account(Context(es), 0, 2000) == (700, 1300)
+    assert cache.account(Context(es), 0, 300) == (300, 0)  # never more than is sent
+
+
+def test_never_more_is_read_than_the_previous_call_sent():
+    est = TokenEstimator(4.0, 0)
+    cache = PromptCache(est)
+    es = entries(8)
+    cache.sent(8, 10)  # the previous call sent only 10 tokens
+    read, write = cache.account(Context(es), 8, 900)
+    assert read == 10 and write == 890
+
+
+def test_exact_counts_read_their_share_of_the_prefix_by_chars():
+    cache = PromptCache(TokenEstimator(4.0, 0), exact=True)
+    es = entries(4)
+    chars_sum, chars = sizes(es)
+    cache.sent(4, 10_000)
+    read, _ = cache.account(Context(es), 2, 1000)
+    assert read == round(1000 * list_chars(sum(e.chars for e in es[:2]), 2) / chars)
+
+
+def test_price_calls_prices_each_record_and_the_raw_baseline():
+    prices = load_prices().lookup("claude-sonnet-4-5")
+    records = [TurnRecord(call=i, message_index=2 * i, raw_messages=2 * i, raw_chars=0, raw_tokens=t,
+                          tokens=t // 2, cache_read_tokens=r, cache_write_tokens=t // 2 - r)
+               for i, (t, r) in enumerate([(1000, 0), (3000, 400), (5000, 1400)])]
+    raw = price_calls(records, prices).raw
+    assert [r.input_cost_usd for r in records] == [prices.input_cost(r.cache_read_tokens, r.cache_write_tokens)
+                                                   for r in records]
+    expected = prices.input_cost(0, 1000) + prices.input_cost(1000, 2000) + prices.input_cost(3000, 2000)
+    assert raw == pytest.approx(expected)
+
+
+def test_the_violation_log_counts_per_call_and_lists_each_once():
+    log = ViolationLog()
+    tracker = InvariantTracker()
+    msgs = [user("go"), asst(tu("a"), tu("b")), results(tr("a"))]
+    es = [make_entry(m, i) for i, m in enumerate(msgs)]
+    tracker.update(es, 0)
+    assert log.record(0, tracker, Counter()) == (1, 0)  # orphan b, not in the raw context
+    assert log.record(1, tracker, Counter({("orphan_tool_use", "b"): 1})) == (0, 1)  # now inherited
+    assert log.record(2, tracker, Counter()) == (1, 0)  # introduced again: listed once already
+    assert log.listed() == [
+        {"kind": "orphan_tool_use", "call": 0, "message_index": 1, "tool_use_id": "b", "introduced": True},
+        {"kind": "orphan_tool_use", "call": 1, "message_index": 1, "tool_use_id": "b", "introduced": False}]
+    assert ViolationLog().record(0, InvariantTracker(), Counter()) == (0, 0)
+
+
+def test_retained_counts_the_referenced_results_still_intact():
+    ctx = context([user("go"), asst(tu("a")), results(tr("a", "content")), asst(tu("b")), results(tr("b"))])
+    origin_a, origin_b = ctx.entries[2].origin, ctx.entries[4].origin
+    assert retained([(origin_a, 0), (origin_b, 0)], ctx) == 2
+    assert retained([(origin_a, 1)], ctx) == 1  # a block index no one changed
+    assert retained([(999, 0)], ctx) == 0  # a message no longer in the context
+
+
+def test_recorded_cost_prices_each_call_at_its_model_and_each_write_at_its_ttl(tmp_path):
+    """Issue 17 part 3: a session mixing models, with 1-hour cache writes, is billed call by call."""
+    from compactlab import load_policy, load_transcript, replay
+    from compactlab.engine.cost import recorded_cost
+    from helpers import write_jsonl
+
+    def reply(model: str, usage: dict) -> dict:
+        return {"type": "message", "role": "assistant", "model": model, "content": "ok", "usage": usage}
+
+    u1 = {"input_tokens": 1000, "cache_creation_input_tokens": 5000, "cache_read_input_tokens": 0,
+          "cache_creation": {"ephemeral_1h_input_tokens": 4000, "ephemeral_5m_input_tokens": 1000}}
+    u2 = {"input_tokens": 200, "cache_creation_input_tokens": 300, "cache_read_input_tokens": 5000}
+    path = write_jsonl(tmp_path / "t.jsonl", [user("go"), reply("claude-opus-4-5", u1), user("more"),
+                                              reply("claude-haiku-4-5", u2)])
+    t = load_transcript(str(path))
+    assert t.usage[1]["cache_creation_1h_input_tokens"] == 4000 and t.usage[1]["model"] == "claude-opus-4-5"
+    table = load_prices()
+    opus, haiku = table.lookup("claude-opus-4-5"), table.lookup("claude-haiku-4-5")
+    assert opus.known and haiku.known
+    want = ((1000 * opus.input + 1000 * opus.cache_write_5m + 4000 * opus.cache_write_1h)
+            + (200 * haiku.input + 300 * haiku.cache_write_5m + 5000 * haiku.cache_read)) / 1e6
+    run = replay(t, load_policy("none"))
+    assert run.summary.recorded_input_cost_usd == pytest.approx(want, abs=1e-6)
+    # a forced model prices every call at it; the 1-hour writes stay at the 1-hour rate
+    forced = replay(load_transcript(str(path)), load_policy("none"), prices=haiku)
+    assert forced.summary.recorded_input_cost_usd == pytest.approx(
+        (1000 * haiku.input + 1000 * haiku.cache_write_5m + 4000 * haiku.cache_write_1h + 200 * haiku.input
+         + 300 * haiku.cache_write_5m + 5000 * haiku.cache_read) / 1e6, abs=1e-6)
+    assert recorded_cost(run.calls, {}, lambda m: opus) is None
+
+
+def test_convert_keeps_each_calls_model_and_its_1_hour_writes(cli, tmp_path):
+    from compactlab import load_transcript
+    from helpers import write_jsonl
+
+    msgs = [user("go"), {"type": "message", "role": "assistant", "model": "claude-opus-4-5", "content": "a",
+                         "usage": {"input_tokens": 1, "cache_creation_input_tokens": 9,
+                                   "cache_creation": {"ephemeral_1h_input_tokens": 9}}},
+            user("more"), {"type": "message", "role": "assistant", "model": "claude-haiku-4-5", "content": "b",
+                           "usage": {"input_tokens": 2}}]
+    src = write_jsonl(tmp_path / "src.jsonl", msgs)
+    assert cli("convert", src, "-o", tmp_path / "out.jsonl", "-q").exit_code == 0
+    assert load_transcript(str(tmp_path / "out.jsonl")).usage == load_transcript(str(src)).usage
+
+
+def test_each_call_is_priced_at_its_model_and_a_change_of_model_reads_nothing(tmp_path):
+    """Issue 17 part 1: per-call pricing; the prompt cache is per model."""
+    from compactlab import load_policy, load_transcript, replay
+    from compactlab.summarizers import StubSummarizer
+    from helpers import write_jsonl
+
+    def reply(model: str, i: int) -> dict:
+        return {"type": "message", "role": "assistant", "model": model, "content": f"reply {i} " + "x" * 400,
+                "usage": {"input_tokens": 100}}
+
+    msgs = [user("go " * 200)]
+    for i, model in enumerate(["claude-opus-4-5", "claude-haiku-4-5", "claude-haiku-4-5", "claude-opus-4-5"]):
+        msgs += [reply(model, i), user(f"more {i} " + "y" * 400)]
+    msgs.append(reply("claude-opus-4-5", 9))
+    t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", msgs)))
+    table = load_prices()
+    opus, haiku = table.lookup("claude-opus-4-5"), table.lookup("claude-haiku-4-5")
+    run = replay(t, load_policy("none"))
+    calls = run.calls
+    models = [opus, haiku, haiku, opus, opus]
+    for c, p in zip(calls, models):
+        assert c.input_cost_usd == pytest.approx(p.input_cost(c.cache_read_tokens, c.cache_write_tokens))
+    assert [c.cache_read_tokens == 0 for c in calls] == [True, True, False, True, False]  # 1 and 3 change model
+    assert calls[1].cache_write_tokens == calls[1].tokens and calls[2].cache_read_tokens > 0
+    raw = sum(p.input_cost(r, c.raw_tokens - r) for c, p, r in zip(
+        calls, models, [0, 0, calls[1].raw_tokens, 0, calls[3].raw_tokens]))
+    assert run.summary.raw_cost_usd == pytest.approx(raw, abs=1e-6)
+    assert run.summary.raw_cost_usd_nocache == pytest.approx(
+        sum(p.nocache_cost(c.raw_tokens) for c, p in zip(calls, models)), abs=1e-6)
+
+    class HaikuStub(StubSummarizer):
+        model = "claude-haiku-4-5"
+
+    summarized = replay(load_transcript(str(tmp_path / "t.jsonl")),
+                        load_policy("s08", ["summary.trigger=500", "snip.enabled=false"]), summarizer=HaikuStub())
+    s = summarized.summary
+    assert s.summaries > 0
+    assert s.cost_usd == pytest.approx(sum(c.input_cost_usd for c in summarized.calls)
+                                       + haiku.summary_cost(s.summary_input_tokens, s.summary_output_tokens), abs=1e-6)
+
+
+def test_a_call_after_the_cache_expired_reads_nothing_and_writes_are_priced_at_the_ttl(tmp_path):
+    """Issue 17 part 2: cache lifetime from the recording's timestamps; the recording's TTL."""
+    from compactlab import load_policy, load_transcript, replay
+    from helpers import write_jsonl
+
+    def reply(i: int, at: str, one_hour: int = 0) -> dict:
+        usage = {"input_tokens": 10, "cache_creation_input_tokens": 100}
+        if one_hour:
+            usage["cache_creation"] = {"ephemeral_1h_input_tokens": one_hour}
+        return {"type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": f"r{i} " + "x" * 300,
+                "usage": usage, "timestamp": at}
+
+    times = ["2026-01-01T10:00:00Z", "2026-01-01T10:02:00Z", "2026-01-01T10:10:00Z", "2026-01-01T10:11:00Z"]
+    msgs = [user("go " * 100)]
+    for i, at in enumerate(times):
+        msgs += [reply(i, at), user(f"next {i} " + "y" * 300)]
+    path = write_jsonl(tmp_path / "t.jsonl", msgs[:-1])
+    run = replay(load_transcript(str(path)), load_policy("none"))
+    s, calls = run.summary, run.calls
+    assert s.cache_ttl == "5m" and s.cache_expired_calls == 1  # 10:02 -> 10:10 is 8 minutes
+    assert [c.cache_read_tokens == 0 for c in calls] == [True, False, True, False]
+    assert calls[2].cache_write_tokens == calls[2].tokens
+    one_hour = replay(load_transcript(str(path)), load_policy("none"), cache_ttl="1h")
+    assert one_hour.summary.cache_ttl == "1h" and one_hour.summary.cache_expired_calls == 0
+    p = load_prices().lookup("claude-sonnet-4-5")
+    for c in one_hour.calls:  # writes at the 1-hour rate
+        assert c.input_cost_usd == pytest.approx((c.cache_read_tokens * p.cache_read
+                                                  + c.cache_write_tokens * p.cache_write_1h) / 1e6)
+    # a recording with 1-hour writes is replayed with a 1-hour TTL
+    msgs[1] = reply(0, times[0], one_hour=100)
+    recorded_1h = write_jsonl(tmp_path / "h.jsonl", msgs[:-1])
+    assert replay(load_transcript(str(recorded_1h)), load_policy("none")).summary.cache_ttl == "1h"
+    # no timestamps: no expiry, and the summary says so
+    plain = replay(load_transcript(str(SAMPLES / "synth-small.jsonl")), load_policy("none"))
+    assert plain.summary.cache_expired_calls is None and plain.summary.cache_ttl == "5m"
+
+
+def test_cache_ttl_is_an_option_of_the_commands_that_price(cli, tmp_path):
+    r = cli("replay", SAMPLES / "synth-small.jsonl", "--cache-ttl", "1h", "--dry-run")
+    assert r.exit_code == 0 and "prompt cache TTL" in r.stdout and "1h, no timestamps: no expiry" in r.stdout
+    five = orjson.loads(cli("replay", SAMPLES / "synth-small.jsonl", "--dry-run", "--format", "json").stdout)
+    hour = orjson.loads(cli("replay", SAMPLES / "synth-small.jsonl", "--cache-ttl", "1h", "--dry-run",
+                            "--format", "json").stdout)
+    assert hour["runs"][0]["summary"]["cost_usd"] > five["runs"][0]["summary"]["cost_usd"]  # writes at 2x, not 1.25x
+    c = cli("compare", SAMPLES / "synth-small.jsonl", "-p", "s08", "--cache-ttl", "1h", "--dry-run", "--format", "json",
+            "-q")
+    assert c.exit_code == 0 and orjson.loads(c.stdout)["runs"][0]["cost_usd"] == hour["runs"][0]["summary"]["cost_usd"]
+    assert cli("replay", SAMPLES / "synth-small.jsonl", "--cache-ttl", "2h", "--dry-run").exit_code == 2
+
+
+def test_recorded_cache_breaks_are_what_nothing_else_explains():
+    """#17 part 4: a call that reads far less than the previous call's prompt, on the same model,
+    within the TTL and not after a recorded compaction, is a recorded break; call 0's read is a
+    warm start."""
+    from compactlab.engine.cost import recorded_breaks
+
+    def u(read: int, fresh: int = 10, write: int = 1000, model: str = "m") -> dict:
+        return {"input_tokens": fresh, "cache_creation_input_tokens": write, "cache_read_input_tokens": read,
+                "model": model}
+
+    usage = [u(5000), u(6000), u(2000),  # 2: a break (2,000 of 7,010)
+             u(0), u(8000),  # 3: after 20 minutes: expiry, not a break
+             u(100, model="other"),  # 5: another model
+             u(50),  # 6: just after a recorded compaction
+             u(40)]  # 7: a break again
+    times = [0, 10, 20, 20 + 1200, 1230, 1240, 1250, 1260]
+    assert recorded_breaks(usage, times, "5m", restarted={6}) == {0: 5000, 2: 2000, 7: 40}
+    assert 3 in recorded_breaks(usage, None, "5m", restarted={6})  # without times, no expiry explains it
+    assert recorded_breaks([u(0), u(900)], None, "5m", set()) == {}
+
+
+def test_recorded_breaks_are_replayed_in_both_contexts_and_the_first_call_reads_its_warm_start():
+    def records() -> list:
+        return [TurnRecord(call=i, message_index=2 * i, raw_messages=2 * i, raw_chars=0, raw_tokens=t, tokens=t,
+                           cache_read_tokens=r, cache_write_tokens=t - r)
+                for i, (t, r) in enumerate([(1000, 0), (1500, 1000), (2000, 1500)])]
+
+    p = load_prices().lookup("claude-sonnet-4-5")
+    plain = records()
+    price_calls(plain, p)
+    assert [r.cache_read_tokens for r in plain] == [0, 1000, 1500]
+    kept = records()
+    priced = price_calls(kept, p, breaks={0: 300, 2: 200})
+    assert [r.cache_read_tokens for r in kept] == [300, 1000, 200]
+    assert [r.cache_write_tokens for r in kept] == [700, 500, 1800]
+    assert priced.raw == pytest.approx(p.input_cost(300, 700) + p.input_cost(1000, 500) + p.input_cost(200, 1800))
+
+
+def test_the_cache_ledger_compares_the_model_with_the_recording(tmp_path):
+    from compactlab import load_policy, load_transcript, replay
+    from helpers import write_jsonl
+
+    def reply(i: int, read: int, write: int) -> dict:
+        return {"type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": f"r{i} " + "x" * 400,
+                "usage": {"input_tokens": 5, "cache_creation_input_tokens": write, "cache_read_input_tokens": read}}
+
+    msgs = [user("go " * 200)]
+    for i, (read, write) in enumerate([(0, 200), (205, 120), (325, 110), (435, 130), (565, 120)]):
+        msgs += [reply(i, read, write), user(f"more {i} " + "y" * 400)]
+    path = write_jsonl(tmp_path / "t.jsonl", msgs[:-1])
+    none = replay(load_transcript(str(path)), load_policy("none")).summary
+    ledger = none.cache_ledger
+    assert ledger["calls"] == 5 and ledger["recorded_read_tokens"] == 205 + 325 + 435 + 565
+    assert ledger["recorded_write_tokens"] == 200 + 120 + 110 + 130 + 120 + 25
+    assert ledger["read_error"] == pytest.approx(ledger["modelled_read_tokens"] / ledger["recorded_read_tokens"] - 1, abs=1e-4)
+    assert none.recorded_cache_breaks == [] and none.cache_warm_start_tokens == 0
+    # a policy that changed the context sent something else: no ledger
+    s08 = replay(load_transcript(str(path)), load_policy("s08", ["summary.trigger=300", "summary.unit=chars"])).summary
+    assert s08.summaries and s08.cache_ledger is None

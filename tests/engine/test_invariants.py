@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from compactlab.engine.invariants import InvariantTracker, check_context, classify
+from compactlab.transcripts.messages import make_entry
+from helpers import asst, results, tr, tu, user
+
+
+def kinds(messages):
+    return [(v.kind, v.message_index, v.tool_use_id) for v in check_context([make_entry(m, i) for i, m in enumerate(messages)])]
+
+
+def test_valid_context_has_none():
+    assert kinds([user("go"), asst(tu("a"), tu("b")), results(tr("a"), tr("b")), asst("done")]) == []
+
+
+@pytest.mark.parametrize("messages,expected", [
+    ([user("go"), asst(tu("a"))], [("orphan_tool_use", 1, "a")]),
+    ([user("go"), asst(tu("a")), user("no results")], [("orphan_tool_use", 1, "a")]),
+    ([user("go"), results(tr("z"))], [("orphan_tool_result", 1, "z")]),
+    ([user("go"), asst(tu("a")), results(tr("a")), asst(tu("a")), results(tr("a"))], [("duplicate_tool_use_id", 3, "a")]),
+    ([user("go"), asst(tu("a")), {"role": "user", "content": [{"type": "text", "text": "hi"}, tr("a")]}],
+     [("tool_result_not_first", 2, "a")]),
+    ([user("go"), {"role": "assistant", "content": []}], [("empty_content", 1, None)]),
+    ([user(""), asst("x")], [("empty_content", 0, None)]),
+    ([asst("x"), user("y")], [("first_not_user", 0, None)]),
+])
+def test_each_kind(messages, expected):
+    assert kinds(messages) == expected
+
+
+def test_not_first_counts_each_misplaced_block():
+    msg = {"role": "user", "content": [tr("a"), {"type": "text", "text": "t"}, tr("b"), tr("c")]}
+    found = kinds([user("go"), asst(tu("a"), tu("b"), tu("c")), msg])
+    assert [k for k in found if k[0] == "tool_result_not_first"] == [
+        ("tool_result_not_first", 2, "b"), ("tool_result_not_first", 2, "c")]
+
+
+def test_classify_matches_as_a_multiset():
+    found = check_context([make_entry(m, i) for i, m in enumerate([user("go"), results(tr("x")), results(tr("x"))])])
+    sent = Counter(v.key for v in found)
+    flags = [new for _, new in classify(found, sent, Counter({("orphan_tool_result", "x"): 1}))]
+    assert flags == [False, True]
+
+
+def _random_messages(rng, n):
+    msgs = [user("go")] if rng.random() < 0.9 else [asst("x")]
+    ids = [f"t{i}" for i in range(8)]
+    for _ in range(n):
+        r = rng.random()
+        if r < 0.4:
+            msgs.append(asst(*[tu(rng.choice(ids)) for _ in range(rng.randint(1, 3))]))
+        elif r < 0.8:
+            msgs.append(results(*[tr(rng.choice(ids)) for _ in range(rng.randint(1, 3))]))
+        elif r < 0.9:
+            msgs.append(user("" if rng.random() < 0.3 else "text"))
+        else:
+            msgs.append({"role": "user", "content": [{"type": "text", "text": "t"}, tr(rng.choice(ids))]})
+    return msgs
+
+
+def test_incremental_tracker_agrees_with_a_fresh_check():
+    rng = random.Random(4)
+    tracker = InvariantTracker()
+    checked = 0
+    current = []
+    origin = 0
+
+    def fresh(n):
+        nonlocal origin
+        made = [make_entry(m, origin + i) for i, m in enumerate(_random_messages(rng, n)[1:])]
+        origin += len(made) + 1
+        return made
+
+    def edited(e):
+        if e.results and rng.random() < 0.7:  # content only (micro, budget): same shape
+            return e.with_result_content(0, "[cleared]")
+        if e.tool_use_ids and rng.random() < 0.3:  # same message, different shape
+            return e.with_message({**e.message, "content": "no tools now"})
+        return e
+
+    for _ in range(600):
+        keep = rng.randint(0, len(current))
+        r = rng.random()
+        if r < 0.3 or keep == len(current):
+            # keep a prefix, append a tail: what appends and in-place edits do
+            current = current[:keep] + fresh(rng.randint(0, 4))
+        elif r < 0.6:
+            # edit messages after the prefix in place, then append
+            current = current[:keep] + [edited(e) for e in current[keep:]] + fresh(rng.randint(0, 2))
+        else:
+            # keep a prefix, insert a placeholder, keep a shifted run, append: what a snip does
+            cut = rng.randint(keep, len(current))
+            placeholder = [make_entry(user("[snipped]"), -1 - origin)] if rng.random() < 0.7 else []
+            current = current[:keep] + placeholder + current[cut:] + fresh(rng.randint(0, 3))
+        tracker.update(current, keep)
+        expected = check_context(current)
+        assert tracker.violations() == expected
+        assert tracker.total == len(expected)
+        assert tracker.counts() == Counter(v.key for v in expected)
+        checked += 1
+    assert checked == 600

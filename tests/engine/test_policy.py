@@ -1,0 +1,188 @@
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from compactlab.errors import PolicyError
+from compactlab.engine.policy import Policy, _raw_policy, build_policy, load_policy, preset_names
+
+
+def test_presets_exist():
+    assert {"none", "s06", "s06-article", "s08", "s08-readme", "s20"} <= set(preset_names())
+
+
+def test_seed_constants():
+    s08 = load_policy("s08")
+    assert (s08.budget.max_chars, s08.budget.persist_threshold, s08.budget.preview_chars) == (200_000, 30_000, 2_000)
+    assert (s08.snip.max_messages, s08.snip.keep_head, s08.snip.pair_safe) == (50, 3, True)
+    assert (s08.micro.keep_recent, s08.micro.min_chars) == (3, 120)
+    assert (s08.summary.trigger, s08.summary.unit, s08.summary.input_chars, s08.summary.input_from) == (50_000, "chars", 80_000, "head")
+    assert (s08.reactive.window_tokens, s08.reactive.keep_tail, s08.reactive.max_retries) == (200_000, 5, 1)
+    assert s08.manual.mode == "before_results" and s08.order == ["budget", "snip", "micro"]
+    readme = load_policy("s08-readme")
+    assert readme.snip.pair_safe is False and readme.snip.placeholder == "[snipped {n} messages from conversation middle]"
+    s06 = load_policy("s06")
+    assert s06.order == ["micro"] and s06.micro.placeholder == "[Previous: used {tool_name}]" and s06.micro.min_chars == 100
+    assert (s06.summary.trigger, s06.summary.unit, s06.summary.ack) == (50_000, "tokens", "Understood. Continuing.")
+    art = load_policy("s06-article")
+    assert art.micro.preserve_tools == ["read_file"] and art.micro.only_consumed and art.summary.input_from == "tail"
+    assert art.manual.mode == "after_results" and art.summary.ack == ""
+    s20 = load_policy("s20")
+    assert s20.manual.mode == "replace_results" and s20.manual.message == "[Compacted. Continue with summarized context.]"
+    none = load_policy("none")
+    assert none.order == [] and not any(getattr(none, k).enabled for k in ("budget", "snip", "micro", "summary", "reactive", "manual"))
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["snip.keep_head=50"], "snip: keep_head (50) must be smaller than max_messages (50)"),
+    (["snip.bogus=1"], "snip.bogus: unknown key"),
+    (["bogus.x=1"], "bogus: unknown key"),
+    (["micro.keep_recent=lots"], "micro.keep_recent: Input should be a valid integer"),
+    (["summary.unit=bytes"], "summary.unit: Input should be 'chars', 'tokens' or 'messages'"),
+    (["summary.template=no placeholder"], "summary: template must contain {summary}"),
+    (["budget.preview_chars=40000"], "budget: preview_chars must be smaller than persist_threshold"),
+    (["order=[\"snip\",\"snip\"]"], "order lists a layer twice"),
+    (["order=[\"summary\"]"], "order.0: Input should be"),
+    (["manual.mode=replace_results"], "manual: mode 'replace_results' needs a message"),
+    (["snip.max_messages=-1"], "snip.max_messages: Input should be greater than or equal to 2"),
+    (["size.chars_per_token=0"], "size.chars_per_token: Input should be greater than or equal to 0.1"),
+    (["size.chars_per_token=1e-320"], "size.chars_per_token: Input should be greater than or equal to 0.1"),
+    (["size.chars_per_token=nan"], "size.chars_per_token: Input should be less than or equal to 100"),
+    (["summary.trigger=100000000000000000000000"], "summary.trigger: Input should be less than or equal to 1000000000000"),
+    (["size.overhead_tokens=9223372036854775807"], "size.overhead_tokens: Input should be less than or equal to 1000000000000"),
+    (["reactive.max_retries=1000000"], "reactive.max_retries: Input should be less than or equal to 10"),
+    (["summary.prompt=\"s8\""], "summary.prompt: 's8' is neither a built-in prompt (s08, s06, s06-article, claude-code, codex) nor a file"),
+    (["manual.tool=\"\""], "manual.tool: String should have at least 1 character"),
+    (["summary.trigger=0"], "summary.trigger: Input should be greater than or equal to 1"),
+])
+def test_errors_name_the_key(overrides, message):
+    with pytest.raises(PolicyError) as exc:
+        load_policy("s08", overrides)
+    assert message in str(exc.value)
+
+
+def test_set_parsing_and_fingerprint():
+    base = load_policy("s08")
+    p = load_policy("s08", ["summary.trigger=40000", "micro.preserve_tools=[\"read_file\"]", "snip.placeholder=cut {n}"])
+    assert p.summary.trigger == 40000 and p.micro.preserve_tools == ["read_file"] and p.snip.placeholder == "cut {n}"
+    assert p.fingerprint != base.fingerprint and len(p.fingerprint) == 12
+    assert load_policy("s08", ["summary.trigger=50000"]).fingerprint == base.fingerprint
+    assert load_policy("s08", ["description=\"other words\""]).fingerprint == base.fingerprint
+    with pytest.raises(PolicyError, match="expected KEY=VALUE"):
+        load_policy("s08", ["summary.trigger"])
+
+
+def test_toml_file_with_extends(tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text('extends = "s08"\ndescription = "tighter"\n[summary]\ntrigger = 30000\n')
+    p = load_policy(str(f))
+    assert p.name == "mine" and p.summary.trigger == 30000 and p.snip.max_messages == 50
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[summary\n")
+    with pytest.raises(PolicyError, match="invalid TOML"):
+        load_policy(str(bad))
+    with pytest.raises(PolicyError, match="no such policy file"):
+        load_policy(str(tmp_path / "missing.toml"))
+    with pytest.raises(PolicyError, match="unknown policy 'nope'"):
+        load_policy("nope")
+
+
+def test_defaults_are_seed000():
+    assert Policy().fingerprint == load_policy("s08").fingerprint
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_trusted_presets_build_what_validation_builds(name):
+    """Presets skip pydantic at run time; this is what makes that safe."""
+    data, preset = _raw_policy(name)
+    assert preset
+    trusted, validated = build_policy(data, name, trusted=True), build_policy(data, name)
+    assert trusted == validated
+    assert orjson.dumps(trusted.resolved()) == orjson.dumps(validated.resolved())  # 4 == 4.0, but not in JSON
+    assert trusted.resolved() == dataclasses.asdict(trusted)
+
+
+VALUES = ["0", "1", "2", "-1", "3.5", "0.25", "true", "false", "head", "tokens", "messages", "turns", "after_results",
+          "replace_results", '""', '"[x] {summary}"', '["a"]', "inf", "nan", "1e400", "60000", "x"]
+
+
+@pytest.mark.parametrize("preset", ["s08", "claude-code", "openhands"])
+def test_plain_overrides_of_a_preset_build_what_validation_builds(preset):
+    """An override of exactly a key's type and bounds skips pydantic; anything else goes through
+    it. Either way: the policy validation gives, or the error it gives, for every key and value."""
+    from compactlab.errors import PolicyError
+    from compactlab.engine.policy import SECTIONS, _plainly_valid, apply_overrides, parse_override
+
+    fast = 0
+    for section, kind in SECTIONS.items():
+        for key in [f.name for f in dataclasses.fields(kind)] + ["no_such_key"]:
+            for value in VALUES:
+                item = f"{section}.{key}={value}"
+                data = apply_overrides(_raw_policy(preset)[0], [item])
+                try:
+                    validated = build_policy(data, f"{preset} with --set")
+                except PolicyError as exc:
+                    with pytest.raises(PolicyError) as got:
+                        load_policy(preset, [item])
+                    assert str(got.value) == str(exc), item
+                    continue
+                built = load_policy(preset, [item])
+                assert built == validated, item
+                assert orjson.dumps(built.resolved()) == orjson.dumps(validated.resolved()), item
+                fast += _plainly_valid(*parse_override(item))
+    assert fast > 100  # the fast path is taken where it can be
+    assert not _plainly_valid(*parse_override("size.chars_per_token=4"))  # pydantic makes it 4.0
+
+
+def test_user_policies_are_validated(tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text('extends = "s08"\n[snip]\nmax_messages = "many"\n')
+    assert _raw_policy(str(f))[1] is False
+    with pytest.raises(PolicyError, match="snip.max_messages: Input should be a valid integer"):
+        load_policy(str(f))
+
+
+def test_a_preset_replay_does_not_import_pydantic():
+    code = ("import sys; from compactlab.engine.policy import load_policy; p = load_policy('claude-code'); "
+            "assert p.micro.keep_recent == 5; print('pydantic' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_alias_and_key_together_is_an_error():
+    assert load_policy("s08", ['micro.exclude_tools=["Read"]']).micro.preserve_tools == ["Read"]
+    with pytest.raises(PolicyError, match="give preserve_tools or exclude_tools, not both"):
+        load_policy("s08", ['micro.exclude_tools=["Read"]', 'micro.preserve_tools=["Bash"]'])
+
+
+def test_policies_cross_process_boundaries():
+    """compare sends policies to Dask workers: they pickle and compare equal on the other side."""
+    import pickle
+
+    for policy in (load_policy("s08"), load_policy("claude-code", ["micro.keep_recent=2"])):
+        again = pickle.loads(pickle.dumps(policy))
+        assert again == policy and again.fingerprint == policy.fingerprint
+
+
+def test_a_policy_from_a_dict_goes_through_build_policy():
+    p = build_policy({"snip": {"max_messages": 30}, "order": ["snip", "micro"]}, "mine")
+    assert p.snip.max_messages == 30 and p.order == ["snip", "micro"] and p.budget == Policy().budget
+    with pytest.raises(TypeError, match=r"Policy\(snip=...\) takes a SnipConfig; build_policy\(\) builds one"):
+        Policy(snip={"max_messages": 30})
+
+
+def test_every_key_is_documented():
+    from compactlab.engine.policy import SECTIONS
+
+    seen = 0
+    for kind in [Policy, *SECTIONS.values()]:
+        for f in dataclasses.fields(kind):
+            if f.name in SECTIONS or f.name in ("name", "description", "brief"):
+                continue  # a table, or the policy's own label
+            assert f.metadata.get("doc"), f"{kind.__name__}.{f.name} has no doc"
+            seen += 1
+    assert seen > 40

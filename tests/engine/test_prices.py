@@ -1,0 +1,124 @@
+"""Where prices come from: genai-prices (offline), the corrections over it, a user's --prices file
+over both; prices by the call's date and long-context tiers."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from compactlab.errors import UsageError
+from compactlab.engine.prices import load_prices
+
+
+def at(iso: str) -> float:
+    return datetime.fromisoformat(iso).replace(tzinfo=timezone.utc).timestamp()
+
+
+def test_anthropic_models_come_from_genai_prices_with_their_1_hour_writes():
+    table = load_prices()
+    assert "genai-prices" in table.read
+    opus = table.lookup("claude-opus-4-6")
+    assert opus.known and "genai-prices" in opus.read
+    assert (opus.input, opus.output, opus.cache_write_5m, opus.cache_write_1h, opus.cache_read) == \
+        pytest.approx((5.0, 25.0, 6.25, 10.0, 0.5))
+    haiku = table.lookup("claude-haiku-4-5-20251001")  # a dated name
+    assert (haiku.input, haiku.cache_write_1h) == pytest.approx((1.0, 2.0))
+
+
+def test_a_call_over_a_long_context_tier_is_billed_wholly_at_the_tier():
+    sonnet = load_prices().lookup("claude-sonnet-4-5")
+    assert sonnet.tiers and sonnet.tiers[0][0] == 200_000
+    assert sonnet.input_cost(0, 200_000) == pytest.approx(200_000 * 3.75 / 1e6)
+    assert sonnet.input_cost(0, 200_001) == pytest.approx(200_001 * sonnet.tiers[0][1].cache_write_5m / 1e6)
+    assert sonnet.tiers[0][1].cache_write_5m > sonnet.cache_write_5m
+    # a run's summary calls are tiered by their mean size, not by their total
+    assert sonnet.summary_cost(300_000, 0, calls=3) == pytest.approx(300_000 * 3.0 / 1e6)
+
+
+def test_deepseek_is_priced_at_what_deepseek_billed_on_the_calls_date():
+    table = load_prices()
+    v32 = table.lookup("deepseek-chat", at("2026-04-10T12:00:00"))
+    assert (v32.input, v32.cache_read, v32.output) == pytest.approx((0.28, 0.028, 0.42))
+    assert "corrections" in v32.read
+    assert table.lookup("deepseek/deepseek-chat", at("2026-04-10T12:00:00")).input == pytest.approx(0.28)  # litellm name
+    assert table.lookup("deepseek-reasoner", at("2026-04-10T12:00:00")).output == pytest.approx(0.42)
+    v31 = table.lookup("deepseek-chat", at("2025-09-10T12:00:00"))
+    assert (v31.input, v31.output) == pytest.approx((0.56, 1.68))
+    before = table.lookup("deepseek-chat", at("2025-06-01T12:00:00"))  # genai-prices' own, with off-peak
+    assert "genai-prices" in before.read and before.input == pytest.approx(0.27)
+    assert table.lookup("deepseek-chat", at("2025-06-01T20:00:00")).input < before.input
+
+
+def test_an_unknown_model_is_the_default_models_prices_marked_unknown():
+    table = load_prices()
+    unknown = table.lookup("my-local-llama")
+    assert not unknown.known and unknown.model == "my-local-llama"
+    assert unknown.input == table.lookup(table.default_model).input
+
+
+def test_a_prices_file_goes_in_front_and_may_date_its_rows(tmp_path):
+    own = tmp_path / "prices.toml"
+    own.write_text('read = "2026-01-01"\ndefault_model = "house"\n'
+                   '[models."house"]\ninput = 1.0\noutput = 2.0\n'
+                   '[[models."claude-opus-4-6"]]\ninput = 4.0\noutput = 20.0\n'
+                   '[[models."claude-opus-4-6"]]\nsince = 2026-06-01\ninput = 2.0\noutput = 10.0\n')
+    table = load_prices(str(own))
+    assert table.default_model == "house" and str(own) in table.read and "genai-prices" in table.read
+    assert table.lookup("claude-opus-4-6", at("2026-03-01T00:00:00")).input == 4.0
+    late = table.lookup("claude-opus-4-6", at("2026-07-01T00:00:00"))
+    assert (late.input, late.cache_write_5m, late.cache_write_1h, late.cache_read) == pytest.approx((2.0, 2.5, 4.0, 0.2))
+    assert table.lookup("claude-haiku-4-5").input == pytest.approx(1.0)  # still found below it
+    assert table.lookup("nobody-knows").input == 1.0  # the file's default model
+
+
+@pytest.mark.parametrize("text,message", [
+    ('[models."m"]\ninput = "cheap"\noutput = 1.0\n', "models.m.input must be a price"),
+    ('[models."m"]\ninput = 1.0\noutput = 1.0\nsince = "soon"\n', "since must be an ISO date"),
+    ('default_model = "x"\n[models."m"]\ninput = 1.0\noutput = 1.0\n', "default_model 'x' has no prices"),
+    ("models = 3\n", "not a usable price table"),
+    ("[[[", "not a usable price table"),
+])
+def test_a_bad_prices_file_is_a_usage_error(tmp_path, text, message):
+    own = tmp_path / "prices.toml"
+    own.write_text(text)
+    with pytest.raises(UsageError, match=message):
+        load_prices(str(own))
+
+
+def test_a_mini_swe_agent_runs_usage_at_deepseeks_prices_is_its_bill(shared_transcripts, cli):
+    """The run recorded what it was billed (info.model_stats.instance_cost); each call's usage,
+    model and time priced by the table give the same figure."""
+    import orjson
+
+    found = sorted((shared_transcripts / "openai").glob("mini-swe-agent__deepseek*.traj.json"))
+    if not found:
+        pytest.skip("no mini-swe-agent DeepSeek run in ../shared/transcripts/openai")
+    r = cli("replay", found[0], "-p", "none", "--dry-run", "--format", "json", "-q")
+    assert r.exit_code == 0, r.output
+    s = orjson.loads(r.stdout)["runs"][0]["summary"]
+    assert s["price_model"].startswith("deepseek") and s["billed_cost_usd"] > 0
+    assert s["recorded_cost_usd"] == pytest.approx(s["billed_cost_usd"], rel=0.01)
+    assert s["recorded_input_cost_usd"] < s["recorded_cost_usd"]
+    assert s["cache_expired_calls"] is not None  # each call's time is known
+
+
+def test_what_genai_prices_says_of_a_model_is_kept_in_the_cache_folder(tmp_path):
+    """A later process reads a model's prices from the cache, without importing genai-prices (it
+    takes longer than a small replay); the cached record gives the same prices at any date and
+    time of day; a read-only cache (--dry-run) writes nothing."""
+    from compactlab.engine.prices import GenaiPrices
+
+    first = GenaiPrices(str(tmp_path), write=True)
+    times = [at("2026-04-10T12:00:00"), at("2025-06-01T20:00:00"), at("2025-06-01T10:00:00"), at("2026-06-01T00:00:00")]
+    models = ["claude-opus-4-6", "deepseek-chat", "claude-sonnet-4-5", "gpt-4o", "nobody-knows"]
+    want = {(m, t): first.lookup(m, t) for m in models for t in times}
+    assert first._library is not None and (tmp_path / "prices").is_dir()
+    again = GenaiPrices(str(tmp_path), write=True)
+    assert {(m, t): again.lookup(m, t) for m in models for t in times} == want
+    assert again._library is None and again.read.startswith("genai-prices ")
+    assert want[("nobody-knows", times[0])] is None
+    assert want[("deepseek-chat", times[1])].input < want[("deepseek-chat", times[2])].input  # off-peak
+    dry = tmp_path / "dry"
+    GenaiPrices(str(dry), write=False).lookup("claude-opus-4-6", times[0])
+    assert not dry.exists()

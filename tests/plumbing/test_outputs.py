@@ -1,0 +1,139 @@
+"""Untrusted tool ids never write outside the output folder or over another output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compactlab import load_policy, load_transcript, replay
+from compactlab.plumbing.outputs import OutputDir, safe_stem
+from helpers import SAMPLES, asst, files_under, results, tr, tu, user, write_jsonl
+
+HOSTILE = ["../../x", "../../../etc/passwd", "/etc/passwd", "a/../../b", "nul\x00byte", "x" * 10_000, "CON", "con",
+           "LPT1", "aux.txt", "Toolu_Case", "toolu_case", "a b", "a_b", "..", ".", "", "ü-ñícödé", "a:b", "a|b"]
+
+
+def test_safe_stems_are_safe_and_distinct():
+    stems = [safe_stem(i) for i in HOSTILE]
+    for s in stems:
+        assert s and len(s) <= 64 and all(c.isalnum() and c.isascii() or c in "_-" for c in s)
+        assert s.lower() not in {"con", "nul", "aux", "lpt1"}
+    assert len(set(stems)) == len(stems)  # ids that differ only in case: OutputDir adds a hash (below)
+
+
+def test_ids_that_differ_only_in_case_get_distinct_files(tmp_path):
+    od = OutputDir(tmp_path)
+    a, _ = od.persisted_name("Toolu_Case", "one")
+    b, _ = od.persisted_name("toolu_case", "two")
+    assert a == "tool-results/Toolu_Case.txt" and a.lower() != b.lower()
+
+
+def test_hostile_ids_persist_inside_the_folder_and_distinctly(tmp_path):
+    msgs = [user("go")]
+    for i, tid in enumerate(HOSTILE):
+        msgs += [asst(tu(tid, "read_file")), results(tr(tid, chr(65 + i % 26) * 250_000))]
+    msgs.append(asst("done"))
+    # a duplicated id with different output must not overwrite the first
+    msgs[-1:-1] = [asst(tu("../../x", "read_file")), results(tr("../../x", "Z" * 250_000))]
+    t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", msgs)))
+    out = tmp_path / "out"
+    run = replay(t, load_policy("s08", ["summary.enabled=false", "snip.enabled=false"]), out_dir=out)
+    files = run.summary.persisted_files
+    assert len(files) == len(HOSTILE) + 1 == run.summary.persisted
+    assert len({f["path"].lower() for f in files}) == len(files)
+    written = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    assert [p for p in written if out not in p.parents and p.name != "t.jsonl"] == []
+    for f in files:
+        p = (out / f["path"]).resolve()
+        assert out.resolve() in p.parents and p.stat().st_size == f["chars"]
+    assert not (tmp_path / "x").exists() and not Path("/x.txt").exists()
+
+
+def test_same_id_same_output_is_written_once(tmp_path):
+    od = OutputDir(tmp_path)
+    assert od.persisted_name("id", "text") == ("tool-results/id.txt", True)
+    assert od.persisted_name("id", "text") == ("tool-results/id.txt", False)
+    assert od.persisted_name("id", "other") == ("tool-results/id-2.txt", True)
+
+
+def test_out_that_is_a_file_is_a_clear_error(tmp_path):
+    from compactlab.errors import UsageError
+
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(UsageError, match="exists and is not a folder"):
+        OutputDir(f).prepare()
+
+
+def test_a_rerun_replaces_the_earlier_run_whole(tmp_path):
+    def run(files: dict[str, bytes]) -> None:
+        out = OutputDir(tmp_path / "o")
+        out.prepare()
+        out.write_all(files)
+        assert not (tmp_path / "o" / "calls.csv").exists() or (tmp_path / "o" / "calls.csv").read_bytes() == b"1\n"
+        out.commit()
+
+    run({"tool-results/a.txt": b"a", "tool-results/b.txt": b"b", "chart.png": b"png", "calls.csv": b"1\n"})
+    run({"tool-results/a.txt": b"A", "calls.csv": b"2\n"})  # no chart, one result fewer
+    assert files_under(tmp_path / "o") == {".compactlab-run": b'{"files":["calls.csv","tool-results/a.txt"]}\n',
+                                           "calls.csv": b"2\n", "tool-results/a.txt": b"A"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]  # nothing staged is left beside it
+
+
+def test_a_folder_compactlab_did_not_write_is_refused_unless_forced(tmp_path):
+    from compactlab.errors import UsageError
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "summary.json").write_text("my own notes")
+    with pytest.raises(UsageError, match=r"--out .*mine: holds files compactlab did not write \(summary.json\)"):
+        OutputDir(mine).prepare()
+    assert (mine / "summary.json").read_text() == "my own notes"
+    out = OutputDir(mine, force=True)
+    out.prepare()
+    out.write_bytes("calls.csv", b"x")
+    out.commit()
+    assert sorted(p.name for p in mine.iterdir()) == [".compactlab-run", "calls.csv"]
+    # a file a user adds to a run folder makes it theirs again
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match=r"\(notes.txt\)"):
+        OutputDir(mine).prepare()
+
+
+def test_force_never_removes_an_input_or_the_working_folder(tmp_path, monkeypatch):
+    from compactlab.errors import UsageError
+
+    (tmp_path / "t.jsonl").write_text("{}")
+    with pytest.raises(UsageError, match="--force would remove"):
+        OutputDir(tmp_path, force=True).prepare(protect=[str(tmp_path / "t.jsonl")])
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match="--force would remove"):
+        OutputDir(".", force=True).prepare()
+    assert (tmp_path / "t.jsonl").exists()
+
+
+def test_calls_csv_is_what_the_csv_module_writes():
+    """calls.csv is formatted a row at a time by hand: the same text as csv.writer gives."""
+    import csv
+    import io
+
+    from compactlab import load_policy, load_transcript, replay
+    from compactlab.engine.records import TURN_COLUMNS, turn_values
+    from compactlab.reports import calls_csv
+
+    import dataclasses
+
+    t = load_transcript(str(SAMPLES / "synth-medium.jsonl"))
+    odd = replay(t, load_policy("none"))
+    costs = [0.0, 9.75e-05, 1e-4, 0.1 + 0.2, 5e-324, 1e16, 3.5e20, float("inf"), float("nan"), 2.5e-07, 12.0]
+    odd = dataclasses.replace(odd, calls=[dataclasses.replace(c, input_cost_usd=v, raw_tokens=2**62 + i)
+                                          for i, (c, v) in enumerate(zip(odd.calls, costs))])
+    for run in (replay(t, load_policy("s08")), replay(t, load_policy("none", ["reactive.window_tokens=2000"])), odd,
+                dataclasses.replace(odd, calls=[])):
+        assert any(c.overflow for c in run.calls) or run.summary.policy == "s08" or len(run.calls) < 12
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(TURN_COLUMNS)
+        w.writerows([*v[:17], "true" if v[17] else "false", *v[18:]] for v in map(turn_values, run.calls))
+        assert TURN_COLUMNS[17] == "overflow" and calls_csv(run) == buf.getvalue()

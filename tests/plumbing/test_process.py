@@ -1,0 +1,83 @@
+"""Library code leaves the process alone; the command's tricks live in compactlab.plumbing.process."""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import os
+
+import pytest
+
+from helpers import SAMPLES
+
+
+def test_loading_and_replaying_leave_the_garbage_collector_alone(monkeypatch):
+    from compactlab import load_policy, load_transcript, replay
+
+    def forbidden(*args):
+        raise AssertionError("library code toggled the garbage collector")
+
+    assert gc.isenabled()
+    monkeypatch.setattr(gc, "disable", forbidden)
+    monkeypatch.setattr(gc, "freeze", forbidden)
+    t = load_transcript(str(SAMPLES / "synth-medium.jsonl"))
+    replay(t, load_policy("s08"))
+    assert gc.isenabled()
+
+
+def test_importing_the_output_module_does_not_touch_the_umask(monkeypatch):
+    import compactlab.plumbing.outputs as outputs
+
+    def forbidden(*args):
+        raise AssertionError("os.umask called")
+
+    monkeypatch.setattr(os, "umask", forbidden)
+    importlib.reload(outputs)
+
+
+def test_written_files_get_the_umask_mode(tmp_path):
+    from compactlab.plumbing.outputs import atomic_write_bytes
+
+    old = os.umask(0o027)
+    try:
+        atomic_write_bytes(tmp_path / "a", b"x")
+        atomic_write_bytes(tmp_path / "b", b"x", mode=0o600)
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a").stat().st_mode & 0o777 == 0o640
+    assert (tmp_path / "b").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("args, status", [(["--version"], 0), (["--no-such-option"], 2)])
+def test_the_entry_point_exits_with_the_commands_status(args, status):
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    r = subprocess.run([sys.executable, "-m", "compactlab", *args], capture_output=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == status
+    assert r.stdout.startswith(b"compactlab") if status == 0 else r.stderr.startswith(b"Usage:")
+
+
+def test_inspect_replays_once_to_fit_and_once_with_the_fit(cli, tmp_path, monkeypatch):
+    """inspect fits its calibration on the contexts it replayed for the recorded calls, then
+    replays them with the fit for the cache ledger: two replays, no more."""
+    import orjson
+
+    import compactlab.engine.turns as engine
+    from helpers import asst, user, write_jsonl
+
+    msgs = [user("go " * 50)]
+    for i in range(6):
+        reply = asst(f"step {i} " * 20)
+        msgs += [{**reply, "type": "message", "model": "claude-sonnet-4-5",
+                  "usage": {"input_tokens": 100 + 150 * i, "output_tokens": 5}}, user(f"more {i} " * 40)]
+    path = write_jsonl(tmp_path / "t.jsonl", msgs)
+    real, replays = engine.replay, []
+    monkeypatch.setattr(engine, "replay", lambda *a, **k: replays.append(1) or real(*a, **k))
+    r = cli("inspect", path, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    info = orjson.loads(r.stdout)
+    assert "calibration" in info and info["cache_ledger"]["calls"] == 6 and len(replays) == 2
