@@ -15,14 +15,23 @@ fits the window, with what it loses. Then why each policy that saved more lost, 
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .. import metrics
 from ..engine.records import ACTIONS
 
-if TYPE_CHECKING:
-    import pandas as pd
+
+class JudgedRun(Protocol):
+    """What the verdict reads of a run (``compare.RunResult`` is one): its transcript, policy,
+    swept values and summary (summary.json's numbers)."""
+
+    transcript: str
+    policy: str
+    swept: dict[str, Any]
+    summary: Mapping[str, Any]
 
 #: how far below the best retention a recommended policy may be (share of references)
 RETENTION_MARGIN = 0.05
@@ -95,14 +104,15 @@ def _shown(value: Any, unit: str | None) -> str:
 BOOTSTRAP = 1000
 
 
-def judge(df: "pd.DataFrame", sweep_keys: list[str], margin: float = RETENTION_MARGIN,
+def judge(runs: Sequence[JudgedRun], sweep_keys: list[str], margin: float = RETENTION_MARGIN,
           units: dict[str, str] | None = None, reference: str | None = None,
           triggers: dict[str, str] | None = None) -> Verdict:
-    """The verdict of a compare's results (one row per run, as ``results.csv``); ``reference``:
+    """The verdict of a compare's runs (in the order the report lists them: an entry's place
+    among equal savings is its first run's); ``reference``:
     the label of no compaction's entry (without one, no compaction's recall and retention are 1.0,
     as they are by construction); ``triggers``: what makes each policy act, in words (label ->
     "summary past 167,000 tokens"), to say why one never did."""
-    entries, overflowed = _entries(df, sweep_keys, units)
+    entries, overflowed, grouped = _entries(runs, sweep_keys, units)
     entries.sort(key=lambda e: (-e.cost_saving, e.label != reference))  # a tie with no compaction: it first
     if not entries:
         return Verdict([], None, None, "No run finished.", margin, True, list(sweep_keys), reference)
@@ -111,7 +121,7 @@ def judge(df: "pd.DataFrame", sweep_keys: list[str], margin: float = RETENTION_M
     retention_floor = round((ref.retention if ref else 1.0) - margin, 6)
     no_refs = not any(e.refs for e in entries)
     # where some candidate fits the window: a policy that overflows there is refused
-    fits = {t for t in df["transcript"].unique()
+    fits = {t for t in {r.transcript for r in runs}
             if any(t not in overflowed[e.label] for e in entries if not e.violations_introduced)}
 
     def fatal(e: Entry) -> str | None:
@@ -141,11 +151,11 @@ def judge(df: "pd.DataFrame", sweep_keys: list[str], margin: float = RETENTION_M
             return reason
         if reference_fits and e is not ref and e.costs_more * 2 >= e.transcripts and e.transcripts > 1:
             return (f"it costs more than no compaction on {e.costs_more} of its {e.transcripts} transcripts: its "
-                    f"total saving rests on the others{_where_it_saves(df, e)}")
+                    f"total saving rests on the others{_where_it_saves(grouped[e.label])}")
         return None
 
     fit = [e for e in entries if why_not(e) is None]
-    n = int(df["transcript"].nunique())
+    n = len({r.transcript for r in runs})
     if not fit:
         usable = [e for e in entries if fatal(e) is None]
         reasons = "; ".join(f"{e.label}: {why_not(e)}" for e in entries[:3])
@@ -194,61 +204,76 @@ def judge(df: "pd.DataFrame", sweep_keys: list[str], margin: float = RETENTION_M
                    list(sweep_keys), reference, recall_floor, retention_floor)
 
 
-def _entries(df: "pd.DataFrame", sweep_keys: list[str],
-             units: dict[str, str] | None) -> tuple[list[Entry], dict[str, set[str]]]:
-    """One entry per policy (or swept value), best cost saving first; and per entry the
-    transcripts where it overflowed the window."""
-    entries, overflowed = [], {}
-    for (policy, *values), runs in df.groupby(["policy", *sweep_keys], sort=False, dropna=False):
-        swept = {k: _plain(v) for k, v in zip(sweep_keys, values)}
-        summed = metrics.sums(runs.to_dict("records"))
+def _entries(runs: Sequence[JudgedRun], sweep_keys: list[str], units: dict[str, str] | None
+             ) -> tuple[list[Entry], dict[str, set[str]], dict[str, list[JudgedRun]]]:
+    """One entry per policy (or swept value), best cost saving first; per entry the transcripts
+    where it overflowed the window, and its runs."""
+    groups: dict[tuple, list[JudgedRun]] = {}
+    for r in runs:
+        groups.setdefault((r.policy, *(r.swept.get(k) for k in sweep_keys)), []).append(r)
+    entries, overflowed, grouped = [], {}, {}
+    for (policy, *values), group in groups.items():
+        swept = dict(zip(sweep_keys, values))
+        summaries = [r.summary for r in group]
+        summed = metrics.sums(summaries)
         total = metrics.of_sums(summed)  # (metrics.totals, the sums kept for the counts)
-        per = runs["cost_saving"]
+        per = [_saving(s) for s in summaries]
         label = label_of(policy, swept, units)
-        low, high = _interval(runs)
+        low, high = _interval(summaries)
+        p25, _, p75 = statistics.quantiles(per, n=4, method="inclusive") if len(per) > 1 else (per[0],) * 3
         entries.append(Entry(
-            label=label, policy=policy, swept=swept, transcripts=int(runs["transcript"].nunique()),
+            label=label, policy=policy, swept=swept, transcripts=len({r.transcript for r in group}),
             cost_usd=round(summed["cost_usd"], 6), raw_cost_usd=round(summed["raw_cost_usd"], 6),
             tokens_total=int(summed["tokens_total"]),
             cost_saving=round(total["cost_saving"], 6),
-            median_saving=round(float(per.median()), 6), saving_p25=round(float(per.quantile(0.25)), 6),
-            saving_p75=round(float(per.quantile(0.75)), 6),
+            median_saving=round(float(statistics.median(per)), 6), saving_p25=round(float(p25), 6),
+            saving_p75=round(float(p75), 6),
             reduction=round(total["reduction"], 6),
             retention=round(total["retention"], 6), refs=int(summed["refs"]),
             recall=round(total["recall"], 6), probes=int(summed["probes"]),
             violations_introduced=int(summed["violations_introduced"]), overflows=int(summed["overflows"]),
             summaries=int(summed["summaries"]),
-            costs_more=int((runs["cost_usd"] > runs["raw_cost_usd"] + 1e-12).sum()),
-            peak_tokens=int(runs["peak_tokens"].max()) if "peak_tokens" in runs else 0,
-            actions=int(sum(runs[a].sum() for a in ACTIONS if a in runs)),
+            costs_more=sum(_dearer(s) for s in summaries),
+            peak_tokens=max((int(s.get("peak_tokens", 0)) for s in summaries), default=0),
+            actions=int(sum(s.get(a, 0) for s in summaries for a in ACTIONS)),
             saving_low=low, saving_high=high,
         ))
-        overflowed[label] = set(runs.loc[runs["overflows"] > 0, "transcript"])
+        overflowed[label] = {r.transcript for r in group if r.summary["overflows"] > 0}
+        grouped[label] = group
     entries.sort(key=lambda e: -e.cost_saving)
-    return entries, overflowed
+    return entries, overflowed, grouped
 
 
-def _where_it_saves(df: "pd.DataFrame", e: Entry) -> str:
+def _saving(summary: Mapping[str, Any]) -> float:
+    """A run's cost saving against no compaction (results.csv's cost_saving)."""
+    raw = summary["raw_cost_usd"]
+    return round(1 - summary["cost_usd"] / raw, 6) if raw else 0.0
+
+
+def _dearer(summary: Mapping[str, Any]) -> bool:
+    """Whether a run cost more than no compaction."""
+    return bool(summary["cost_usd"] > summary["raw_cost_usd"] + 1e-12)
+
+
+def _where_it_saves(runs: list[JudgedRun]) -> str:
     """Where a policy saves and where it costs more, by the transcripts' length in calls."""
-    runs = df[df["policy"] == e.policy]
-    for k, v in e.swept.items():
-        runs = runs[runs[k].isna()] if v is None else runs[runs[k] == v]
-    if "calls" not in runs or runs.empty:
+    if not runs or any("calls" not in r.summary for r in runs):
         return ""
-    dear = runs["cost_usd"] > runs["raw_cost_usd"] + 1e-12
-    saves, costs = runs.loc[~dear, "calls"], runs.loc[dear, "calls"]
-    if saves.empty or costs.empty:
+    saves = [r.summary["calls"] for r in runs if not _dearer(r.summary)]
+    costs = [r.summary["calls"] for r in runs if _dearer(r.summary)]
+    if not saves or not costs:
         return ""
-    return (f" (it costs no more on {len(saves)} transcript(s) of {int(saves.min()):,} to {int(saves.max()):,} calls, "
-            f"more on {len(costs)} of {int(costs.min()):,} to {int(costs.max()):,})")
+    return (f" (it costs no more on {len(saves)} transcript(s) of {int(min(saves)):,} to {int(max(saves)):,} calls, "
+            f"more on {len(costs)} of {int(min(costs)):,} to {int(max(costs)):,})")
 
 
-def _interval(runs: "pd.DataFrame") -> tuple[float, float]:
+def _interval(summaries: list[Mapping[str, Any]]) -> tuple[float, float]:
     """The total saving's 95% interval over transcripts: a seeded bootstrap of the corpus (the
     same runs give the same interval); a single transcript's is its saving."""
     import numpy as np
 
-    cost, raw = runs["cost_usd"].to_numpy(float), runs["raw_cost_usd"].to_numpy(float)
+    cost = np.array([s["cost_usd"] for s in summaries], float)
+    raw = np.array([s["raw_cost_usd"] for s in summaries], float)
     if len(cost) < 2:
         one = round(1 - cost.sum() / raw.sum(), 6) if raw.sum() else 0.0
         return one, one

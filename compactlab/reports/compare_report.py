@@ -40,11 +40,14 @@ class Comparison:
 
 def comparison(results: list["RunResult"], sweep_keys: list[str], sort_key: str, meta: dict[str, Any],
                margin: float | None = None) -> Comparison:
-    df = sort_frame(results_frame(results, sweep_keys), sort_key)
+    df = results_frame(results, sweep_keys)
+    order = sort_order(df, sort_key)
+    df = df.loc[order].reset_index(drop=True)
     units = meta.get("units") or {}
     reference, fired_by = meta.get("reference"), meta.get("triggers")
-    verdict = (judge(df, sweep_keys, units=units, reference=reference, triggers=fired_by) if margin is None
-               else judge(df, sweep_keys, margin, units, reference=reference, triggers=fired_by))
+    ordered = [results[i] for i in order]  # the verdict lists equal savings in the table's order
+    verdict = (judge(ordered, sweep_keys, units=units, reference=reference, triggers=fired_by) if margin is None
+               else judge(ordered, sweep_keys, margin, units, reference=reference, triggers=fired_by))
     return Comparison(df, sweep_keys, verdict, meta)
 
 
@@ -75,14 +78,16 @@ def results_frame(results: list["RunResult"], sweep_keys: list[str]) -> "pd.Data
     return pd.DataFrame(rows)
 
 
-def sort_frame(df: "pd.DataFrame", key: str) -> "pd.DataFrame":
+def sort_order(df: "pd.DataFrame", key: str) -> list[int]:
+    """The rows' positions sorted by column ``key`` (stable; best first: lowest cost, tokens,
+    overflows and violations, else highest)."""
     from ..errors import UsageError
 
     if key not in df.columns:
         raise UsageError(f"--sort {key!r}: not a column (try cost_saving, reduction, retention, cost_usd)")
     ascending = key in ("cost_usd", "cost_usd_nocache", "tokens_total", "peak_tokens", "overflows",
                         "violations_introduced")
-    return df.sort_values(key, ascending=ascending, kind="stable").reset_index(drop=True)
+    return [int(i) for i in df.sort_values(key, ascending=ascending, kind="stable").index]
 
 
 def _label(row: "pd.Series", sweep_keys: list[str], long: bool = False, units: dict[str, str] | None = None) -> str:

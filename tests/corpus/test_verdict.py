@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
 import orjson
-import pandas as pd
 import pytest
 
 from compactlab.corpus.verdict import judge
@@ -18,8 +20,19 @@ def run(transcript: str, policy: str, cost: float, raw: float = 10.0, retained: 
             "summaries": 1, "probes": 0, "probes_kept": 0}
 
 
-def frame(rows: list[dict]) -> pd.DataFrame:
-    return pd.DataFrame(rows)
+@dataclass
+class Judged:
+    """A run as the verdict reads it (compare's RunResult has these fields)."""
+
+    transcript: str
+    policy: str
+    swept: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def frame(rows: list[dict]) -> list[Judged]:
+    """Runs from results.csv-like rows (a swept key has a dot in its name)."""
+    return [Judged(r["transcript"], r["policy"], {k: v for k, v in r.items() if "." in k}, r) for r in rows]
 
 
 def test_the_best_saving_that_breaks_nothing_and_keeps_what_was_used_is_recommended():
