@@ -28,10 +28,14 @@ class JudgedRun(Protocol):
     """What the verdict reads of a run (``compare.RunResult`` is one): its transcript, policy,
     swept values and summary (summary.json's numbers)."""
 
-    transcript: str
-    policy: str
-    swept: dict[str, Any]
-    summary: Mapping[str, Any]
+    @property
+    def transcript(self) -> str: ...
+    @property
+    def policy(self) -> str: ...
+    @property
+    def swept(self) -> Mapping[str, Any]: ...
+    @property
+    def summary(self) -> Mapping[str, Any]: ...
 
 #: how far below the best retention a recommended policy may be (share of references)
 RETENTION_MARGIN = 0.05
