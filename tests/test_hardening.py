@@ -71,16 +71,16 @@ def test_a_failing_write_leaves_the_destination_as_it_was(tmp_path, monkeypatch)
 def test_ctrl_c_in_compare_keeps_the_finished_rows(cli, tmp_path, monkeypatch):
     import compactlab.corpus.compare as compare
 
-    real = compare._run
+    real = compare.GridContext.run
     seen = []
 
-    def run(job):
+    def run(self, job):
         if len(seen) == 2:
             raise KeyboardInterrupt
         seen.append(job.index)
-        return real(job)
+        return real(self, job)
 
-    monkeypatch.setattr(compare, "_run", run)
+    monkeypatch.setattr(compare.GridContext, "run", run)
     out = tmp_path / "cmp"
     r = cli("compare", SMALL, "-p", "none", "-p", "s06", "-p", "s08", "--jobs", "1", "--out", out)
     assert r.exit_code == 130 and "interrupted: 2 of 3 runs finished" in r.stderr
@@ -121,7 +121,7 @@ def test_ctrl_c_while_charts_are_drawn_keeps_every_finished_run(cli, tmp_path, m
 def test_ctrl_c_before_any_run_finished_writes_nothing(cli, tmp_path, monkeypatch):
     import compactlab.corpus.compare as compare
 
-    monkeypatch.setattr(compare, "_run", lambda job: (_ for _ in ()).throw(KeyboardInterrupt))
+    monkeypatch.setattr(compare.GridContext, "run", lambda self, job: (_ for _ in ()).throw(KeyboardInterrupt))
     r = cli("compare", SMALL, "-p", "s08", "--jobs", "1", "--out", tmp_path / "cmp")
     assert r.exit_code == 130 and "nothing written" in r.stderr
     assert not (tmp_path / "cmp").exists()
@@ -140,20 +140,20 @@ def test_a_rerun_after_an_interrupt_reuses_the_cached_summaries(cli, tmp_path, m
         cold = len(api.message_requests)  # what the whole grid asks for
         import compactlab.corpus.compare as compare
 
-        real = compare._run
+        real = compare.GridContext.run
         done = []
 
-        def run(job):
+        def run(self, job):
             if done:
                 raise KeyboardInterrupt
             done.append(1)
-            return real(job)
+            return real(self, job)
 
-        monkeypatch.setattr(compare, "_run", run)
+        monkeypatch.setattr(compare.GridContext, "run", run)
         r = cli(*args, "--cache-dir", tmp_path / "warm")
         assert r.exit_code == 130
         first = len(api.message_requests) - cold
-        monkeypatch.setattr(compare, "_run", real)
+        monkeypatch.setattr(compare.GridContext, "run", real)
         assert cli(*args, "--cache-dir", tmp_path / "warm").exit_code == 0
         rerun = len(api.message_requests) - cold - first
         assert 0 < first < cold and rerun == cold - first  # the interrupted run's summaries came from the cache

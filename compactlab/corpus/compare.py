@@ -185,29 +185,29 @@ def _toml(v: Any) -> str:
     return repr(v)
 
 
-# the transcripts of the running compare, inherited by forked workers
-_LOADED: list[Transcript] = []
-_PRICES: list[ModelPrices | PriceTable | None] = []
-_CALIBRATIONS: list[Any] = []
-_KEEP_RECORDED = False
-_CACHE_TTL: str | None = None
-_SUMMARIZER: tuple[str, Any] = ("stub", None)  # (kind, LiveOptions)
-_BUILT: dict[int, Any] = {}  # pid -> summarizer: each worker makes its own client
+@dataclass
+class GridContext:
+    """What every run of a grid shares, per transcript and for all: a forked worker inherits it
+    (the bound ``run`` is its work), a Dask cluster gets the transcripts scattered once."""
 
+    transcripts: list[Transcript]
+    prices: list[ModelPrices | PriceTable | None]
+    calibrations: list[Any]
+    keep_recorded_compactions: bool = False
+    summarizer: tuple[str, Any] = ("stub", None)  # (kind, LiveOptions): each process builds its own
+    cache_ttl: str | None = None
+    _built: dict[int, Any] = field(default_factory=dict, repr=False)  # pid -> its summarizer
 
-def _summarizer() -> Any:
-    from ..summarizers import build_summarizer
+    def run(self, job: "Job") -> "RunResult":
+        """``job`` in this process (or a forked worker)."""
+        i = job.transcript
+        pid = os.getpid()
+        if pid not in self._built:
+            from ..summarizers import build_summarizer
 
-    pid = os.getpid()
-    if pid not in _BUILT:
-        _BUILT[pid] = build_summarizer(*_SUMMARIZER)
-    return _BUILT[pid]
-
-
-def _run(job: Job) -> RunResult:
-    """A job in this process or a forked worker: the transcripts are the inherited globals."""
-    i = job.transcript
-    return run_job(job, _LOADED[i], _PRICES[i], _CALIBRATIONS[i], _KEEP_RECORDED, _summarizer(), _CACHE_TTL)
+            self._built[pid] = build_summarizer(*self.summarizer)
+        return run_job(job, self.transcripts[i], self.prices[i], self.calibrations[i], self.keep_recorded_compactions,
+                       self._built[pid], self.cache_ttl)
 
 
 def run_job(job: Job, t: Transcript, prices: ModelPrices | PriceTable | None, calibration: Any, keep_recorded: bool,
@@ -303,40 +303,32 @@ def run_jobs(
     ``dask://HOST:PORT`` runs the grid on an existing Dask distributed cluster instead of the
     local worker processes (the loaded transcripts are scattered to its workers once).
     """
-    global _LOADED, _PRICES, _CALIBRATIONS, _KEEP_RECORDED, _SUMMARIZER, _CACHE_TTL
     address = _dask_address(executor) if executor else None
-    _CACHE_TTL = cache_ttl
-    _LOADED = transcripts
-    _SUMMARIZER = summarizer
-    _BUILT.clear()
-    _KEEP_RECORDED = keep_recorded_compactions
-    _PRICES = prices or [None] * len(transcripts)
-    _CALIBRATIONS = calibrations or [None] * len(transcripts)
+    context = GridContext(transcripts, prices or [None] * len(transcripts), calibrations or [None] * len(transcripts),
+                          keep_recorded_compactions, summarizer, cache_ttl)
     grid = GridRun([], [], len(jobs))
     try:
         for t in transcripts:
             baseline_for(t)  # once, in the parent: every worker inherits it
         n_jobs = n_jobs or os.cpu_count() or 1
-        produced = _dask_outcomes(jobs, address) if address else _outcomes(jobs, n_jobs)
+        produced = _dask_outcomes(jobs, context, address) if address else _outcomes(jobs, context, n_jobs)
         for index, outcome in produced:
             if isinstance(outcome, Failure):
-                grid.failures.append(_failure(jobs[index], outcome))
+                grid.failures.append(_failure(jobs[index], outcome, context))
                 continue
             grid.results.append(outcome)
             if on_result:
                 on_result(outcome)
     except KeyboardInterrupt as stop:
         grid.interrupted = stop
-    finally:
-        _LOADED, _PRICES, _CALIBRATIONS = [], [], []
     grid.results.sort(key=lambda r: r.job)
     grid.failures.sort(key=lambda f: f.job)
     return grid
 
 
-def _failure(job: Job, failure: Failure) -> RunFailure:
-    return RunFailure(job.index, _LOADED[job.transcript].path, job.policy.name, dict(job.swept), failure.reason,
-                      failure.error.exit_code if failure.error is not None else 1)
+def _failure(job: Job, failure: Failure, context: GridContext) -> RunFailure:
+    return RunFailure(job.index, context.transcripts[job.transcript].path, job.policy.name, dict(job.swept),
+                      failure.reason, failure.error.exit_code if failure.error is not None else 1)
 
 
 def _dask_address(executor: str) -> str:
@@ -374,7 +366,7 @@ DASK_CONNECT_TIMEOUT = "10s"
 LOSSES = 5
 
 
-def _dask_outcomes(jobs: list[Job], address: str) -> Iterator[tuple[int, RunResult | Failure]]:
+def _dask_outcomes(jobs: list[Job], context: GridContext, address: str) -> Iterator[tuple[int, RunResult | Failure]]:
     from ..errors import UsageError
 
     try:
@@ -387,10 +379,11 @@ def _dask_outcomes(jobs: list[Job], address: str) -> Iterator[tuple[int, RunResu
     except Exception as exc:  # unreachable, refused, or an address Dask cannot use
         raise UsageError(f"--executor {address}: cannot reach the Dask scheduler: {exc}".splitlines()[0]) from None
     try:
-        loaded = client.scatter(_LOADED, broadcast=True)
-        futures = {client.submit(run_job, job, loaded[job.transcript], _PRICES[job.transcript],
-                                 _CALIBRATIONS[job.transcript], _KEEP_RECORDED, _SUMMARIZER, _CACHE_TTL,
-                                 pure=False): job.index
+        c = context
+        loaded = client.scatter(c.transcripts, broadcast=True)
+        futures = {client.submit(run_job, job, loaded[job.transcript], c.prices[job.transcript],
+                                 c.calibrations[job.transcript], c.keep_recorded_compactions, c.summarizer,
+                                 c.cache_ttl, pure=False): job.index
                    for job in jobs}
         try:
             for future in dask_completed(futures):
@@ -406,15 +399,15 @@ def _dask_outcomes(jobs: list[Job], address: str) -> Iterator[tuple[int, RunResu
         client.close()
 
 
-def _outcomes(jobs: list[Job], n_jobs: int) -> Iterator[tuple[int, RunResult | Failure]]:
+def _outcomes(jobs: list[Job], context: GridContext, n_jobs: int) -> Iterator[tuple[int, RunResult | Failure]]:
     if n_jobs <= 1 or len(jobs) <= 1 or not can_fork():
         for job in jobs:
             try:
-                yield job.index, _run(job)
+                yield job.index, context.run(job)
             except Exception as exc:
                 if os.environ.get("COMPACTLAB_DEBUG"):
                     raise
                 yield job.index, failure_of(job.index, exc)
         return
-    with Pool(jobs, _run, n_jobs) as pool:
+    with Pool(jobs, context.run, n_jobs) as pool:
         yield from pool.outcomes()

@@ -195,15 +195,15 @@ def test_ctrl_c_in_check_reports_the_finished_checks_and_exits_130(cli, tmp_path
     baseline = tmp_path / "baseline.json"
     files = [SAMPLES / "synth-small.jsonl", SAMPLES / "synth-medium.jsonl"]
     assert cli("check", *files, "-p", "s08", "--baseline", baseline, "--update-baseline").exit_code == 0
-    real, seen = compare._run, []
+    real, seen = compare.GridContext.run, []
 
-    def run(job):
+    def run(self, job):
         if seen:
             raise KeyboardInterrupt
         seen.append(job)
-        return real(job)
+        return real(self, job)
 
-    monkeypatch.setattr(compare, "_run", run)
+    monkeypatch.setattr(compare.GridContext, "run", run)
     monkeypatch.setattr(compare.os, "cpu_count", lambda: 1)  # in this process, where the patch is
     r = cli("check", *files, "-p", "s08", "--baseline", baseline)
     assert r.exit_code == 130
