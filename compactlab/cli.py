@@ -206,40 +206,6 @@ def subagents_option(f: Callable) -> Callable:
                         help="With a folder: include the subagents' sessions (subagents/ beside a session).")(f)
 
 
-def _load_all(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: bool, quiet: bool,
-              subagents: bool = False) -> list:
-    from .runs import warn_loaded
-    from .transcripts import load_transcript
-
-    from .reports.terminal import Progress
-
-    loaded = []
-    files = _inputs(paths, subagents, quiet)
-    with collector_off(), Progress("reading", len(files), enabled=not quiet and len(files) > 1) as advance:
-        for path in files:
-            t = load_transcript(path, input_format, skip_bad_lines=skip_bad_lines)
-            warn_loaded(t, _notify(quiet))
-            loaded.append(t)
-            advance(t)
-    return loaded
-
-
-def _read_ahead_early(paths: tuple[str, ...], input_format: str | None, skip_bad_lines: bool,
-                      stream: bool, whole_if_usage: bool) -> tuple[Any, CompactlabError | None]:
-    """The first file's feed when the read-ahead process reads it: opened before the policy is
-    built, so that its reading starts meanwhile. (None, None) otherwise; (None, the error) if
-    opening it failed, to be raised in turn (after the policy's own errors)."""
-    if not stream or os.path.isdir(paths[0]):
-        return None, None
-    from .engine.feeds import open_feed
-
-    try:  # (reads only the first lines: the collector stays as start-up left it)
-        return open_feed(paths[0], input_format, skip_bad_lines=skip_bad_lines, only_read_ahead=True,
-                         whole_if_usage=whole_if_usage), None
-    except CompactlabError as exc:
-        return None, exc
-
-
 @main.command()
 @click.argument("transcripts", nargs=-1, required=True, type=click.Path(path_type=str), metavar="TRANSCRIPT...")
 @click.option("-p", "--policy", "policy_refs", multiple=True, metavar="POLICY",
@@ -264,40 +230,29 @@ def _read_ahead_early(paths: tuple[str, ...], input_format: str | None, skip_bad
 @input_options
 @subagents_option
 @click.option("-q", "--quiet", is_flag=True, help="No status or warnings on stderr.")
-def replay(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides: tuple[str, ...], summarizer: str,
-           model: str | None, summary_prompt: str | None, cache_dir: str | None, no_cache: bool, tokens: str,
-           out_dir: str | None, fmt: str, dry_run: bool, force: bool, write_transcripts: bool, keep_recorded_compactions: bool,
-           calibrate: bool | None, chart: bool, cache_ttl: str | None, price_model: str | None, prices_file: str | None,
-           skip_bad_lines: bool, input_format: str | None, subagents: bool, quiet: bool) -> None:
+def replay(transcripts: tuple[str, ...], **options: Any) -> None:
     """Replay each TRANSCRIPT (a file, or a folder of sessions) call by call through a policy."""
-    from .plumbing.interrupts import exit_status
-
-    if len(policy_refs) > 1:
-        raise UsageError(f"replay runs one policy; {len(policy_refs)} given ({', '.join(policy_refs)})",
-                         hint=f"compactlab compare TRANSCRIPT {' '.join('-p ' + p for p in policy_refs)} runs them side by side")
-    policy_ref = policy_refs[0] if policy_refs else "s08"
+    o, quiet, refs = options, options["quiet"], options["policy_refs"]
+    if len(refs) > 1:
+        raise UsageError(f"replay runs one policy; {len(refs)} given ({', '.join(refs)})",
+                         hint=f"compactlab compare TRANSCRIPT {' '.join('-p ' + p for p in refs)} runs them side by side")
     if "-" in transcripts:
         with _standard_input(transcripts) as spooled:
             ctx = click.get_current_context()
             return ctx.invoke(replay, **{**ctx.params, "transcripts": (spooled,)})
-    stream = calibrate is not True and tokens != "anthropic"
-    first, problem = _read_ahead_early(transcripts, input_format, skip_bad_lines, stream, calibrate is None)
+    from .jobs.replay import ReplaySettings, open_first, replay_files
+
+    first, problem = open_first(transcripts[0], o["input_format"], o["skip_bad_lines"], o["calibrate"], o["tokens"])
     try:  # the first file's reader is reading while the policy is built
-        from .engine.prices import load_prices
         from .engine.policy import load_policy
         from .reports import write_runs
-        from .runs import ReplaySettings, replay_files
-        settings = ReplaySettings(
-            policy=load_policy(policy_ref, overrides), overridden=bool(overrides), out_dir=out_dir, dry_run=dry_run,
-            force=force, write_transcripts=write_transcripts, keep_recorded_compactions=keep_recorded_compactions,
-            chart=chart, calibrate=calibrate, tokens=tokens, summarizer=summarizer,
-            live=_live(summarizer, tokens, model, cache_dir, no_cache, summary_prompt, dry_run),
-            price_model=price_model, prices=load_prices(prices_file, cache=not dry_run), cache_ttl=cache_ttl,
-            input_format=input_format, skip_bad_lines=skip_bad_lines)
+
+        settings = _settings(o, ReplaySettings, policy=load_policy(refs[0] if refs else "s08", o["overrides"]),
+                             overridden=bool(o["overrides"]))
         if problem is not None:
             raise problem  # after the policy's and the options' errors, as if opened in turn
-        files = _inputs(transcripts, subagents, quiet)
-        if fmt == "json-run" and len(files) != 1:
+        files = _inputs(transcripts, o["subagents"], quiet)
+        if o["fmt"] == "json-run" and len(files) != 1:
             raise UsageError(f"--format json-run prints one run; {len(files)} transcripts given",
                              hint="--format json prints {\"runs\": [...]} for any number")
     except BaseException:
@@ -305,16 +260,8 @@ def replay(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides
             first.close()
         raise
     done = replay_files(files, settings, _notify(quiet), first)
-    write_runs(done.runs, fmt, sys.stdout)
-    if done.interrupted is not None:
-        where = done.folder or ", ".join(r.out_dir for r in done.runs if r.out_dir)
-        click.echo(f"error: interrupted: {len(done.runs)} of {done.total} transcripts replayed"
-                   + (f"; their reports are in {where}" if where else ""), err=True)
-        sys.exit(exit_status(done.interrupted))
-    if fmt != "table":
-        for run in done.runs:
-            if run.out_dir:
-                _status(quiet, f"wrote {run.out_dir}/summary.json, calls.csv, probes.csv, compactions.csv")
+    write_runs(done.runs, o["fmt"], sys.stdout)
+    _end(done.outcome(said_where=o["fmt"] != "table"), quiet)
 
 
 @contextmanager
@@ -349,6 +296,40 @@ def _notify(quiet: bool) -> Callable[[str, bool], None]:
     return notify
 
 
+def _progress(quiet: bool) -> Callable[[str, int], Any]:
+    """A job's progress bars: on a terminal, for more than one step, without --quiet."""
+    from .reports.terminal import Progress
+
+    return lambda what, total: Progress(what, total, enabled=not quiet and total > 1)
+
+
+def _settings(options: dict[str, Any], cls: Any = None, **given: Any) -> Any:
+    """The one settings object of the jobs (``cls``: replay's, which adds its policy) from a
+    command's options, whose names are its fields; ``given`` sets the others."""
+    from dataclasses import fields
+
+    from .engine.prices import load_prices
+    from .jobs.base import Settings
+
+    cls = cls or Settings
+    o = {**options, **given}
+    known = {f.name for f in fields(cls)} - {"prices", "live"}
+    live = _live(o["summarizer"], o.get("tokens", "estimate"), o["model"], o["cache_dir"], o["no_cache"],
+                 o["summary_prompt"], o.get("dry_run", False)) if "summarizer" in o else None
+    return cls(**{k: v for k, v in o.items() if k in known}, live=live,
+               prices=load_prices(o["prices_file"], cache=not o.get("dry_run", False)))
+
+
+def _end(outcome: Any, quiet: bool) -> None:
+    """A job's ending: its status line (unless --quiet), its errors, its exit status."""
+    if outcome.wrote:
+        _status(quiet, outcome.wrote)
+    for error in outcome.errors:
+        click.echo(f"error: {error}", err=True)
+    if outcome.status:
+        sys.exit(outcome.status)
+
+
 @main.command()
 @click.argument("transcripts", nargs=-1, required=True, type=click.Path(path_type=str), metavar="TRANSCRIPT...")
 @policies_option("none, s06, s08")
@@ -377,85 +358,19 @@ def _notify(quiet: bool) -> Callable[[str, bool], None]:
 @input_options
 @subagents_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress, status or warnings on stderr.")
-def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides: tuple[str, ...],
-            summarizer: str, model: str | None, summary_prompt: str | None, cache_dir: str | None, no_cache: bool,
-            sweeps: tuple[str, ...], jobs: int | None, executor: str | None, out_dir: str, sort_key: str, fmt: str, dry_run: bool,
-            retention_margin: float, charts: str, force: bool, keep_recorded_compactions: bool, calibrate: bool | None,
-            cache_ttl: str | None,
-            price_model: str | None, prices_file: str | None, skip_bad_lines: bool, input_format: str | None,
-            subagents: bool, quiet: bool) -> None:
+def compare(transcripts: tuple[str, ...], **options: Any) -> None:
     """Which policy, which thresholds? Replay every TRANSCRIPT through every POLICY x swept value."""
-    from .corpus.compare import build_grid, jobs_for, run_jobs, sweep_units, triggers, with_reference
-    from .engine.prices import load_prices
-    from .plumbing.interrupts import exit_status
-    from .plumbing.outputs import OutputDir
-    from .reports.terminal import Progress
-    from .runs import calibrations_for, prices_for, recorded_models
-    from .reports.compare_report import WRITERS, chart_plan, comparison, report_files, report_meta, results_files
+    from .jobs.compare import Grid, Reporting, compare_files
+    from .reports.compare_report import WRITERS
 
-    notes: list[str] = []
-    grid = build_grid(list(policy_refs or ("none", "s06", "s08")), list(overrides), list(sweeps), notes)
-    grid, reference = with_reference(grid, list(overrides))  # no compaction: the reference row, always
-    for note in notes:
-        _notify(quiet)(note, False)
-    live = _live(summarizer, "estimate", model, cache_dir, no_cache, summary_prompt, dry_run)
-    loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet, subagents)
-    job_list = jobs_for(len(loaded), grid)
-    table = load_prices(prices_file, cache=not dry_run)
-    prices = prices_for(loaded, price_model, table, _notify(quiet))
-    calibrations = calibrations_for(loaded, calibrate, _notify(quiet))
-    out = OutputDir(out_dir, dry_run, force)
-    try:
-        out.prepare(protect=[t.path for t in loaded])
-        with Progress("compare", len(job_list), enabled=not quiet) as advance:
-            done = run_jobs(loaded, job_list, n_jobs=jobs, prices=prices, calibrations=calibrations,
-                            keep_recorded_compactions=keep_recorded_compactions, summarizer=(summarizer, live),
-                            on_result=advance, executor=executor, cache_ttl=cache_ttl)
-        _report_failures(done.failures)
-        if not done.results:
-            out.rollback()
-            why = "interrupted before any run finished" if done.interrupted else "no run finished"
-            click.echo(f"error: {why}; nothing written", err=True)
-            sys.exit(exit_status(done.interrupted) if done.interrupted else done.exit_code)
-        sweep_keys = [s.partition("=")[0].strip() for s in sweeps]
-        meta = report_meta(table.read, [price_model] if price_model else
-                           [m for t in loaded for m in recorded_models(t)] or [table.default_model])
-        meta["units"] = sweep_units(grid, sweep_keys)
-        meta["reference"] = reference
-        meta["triggers"] = triggers(grid, meta["units"])
-        if done.interrupted:
-            meta["interrupted"] = f"{len(done.results)} of {done.total} runs"
-        if done.failures:
-            meta["failed"] = [f"{f.name}: {f.reason}" for f in done.failures]
-        result = comparison(done.results, sweep_keys, sort_key, meta, retention_margin)
-        out.write_all(results_files(result))
-        out.commit()  # the runs' results are in place before any chart is drawn
-    except BaseException:
-        out.rollback()
-        raise
-    WRITERS[fmt](result, sys.stdout)  # the verdict, before the charts are drawn
-    written = [] if out.dry_run else ["results.csv", "results.json"]
-    if written:
-        plan_size = len(chart_plan(result, done.results, charts))
-        try:
-            with Progress("charts and reports", plan_size, enabled=not quiet and plan_size > 1) as advance:
-                files = report_files(result, done.results, charts, jobs, advance)
-        except KeyboardInterrupt as stop:
-            click.echo(f"error: interrupted while drawing: results.csv and results.json are in {out_dir}/; "
-                       f"report.md, report.html and {plan_size} chart(s) are missing", err=True)
-            sys.exit(exit_status(stop))
-        out.extend(files)
-        written += list(files)
-    if done.interrupted:
-        click.echo(f"error: interrupted: {len(done.results)} of {done.total} runs finished"
-                   + (f"; they are in {out_dir}/" if written else ""), err=True)
-        sys.exit(exit_status(done.interrupted))
-    if written:
-        _status(quiet, f"wrote {out_dir}/: {', '.join(w for w in written if not w.startswith('charts/'))}, charts/")
-    if done.failures:
-        click.echo(f"error: {len(done.failures)} of {done.total} runs failed; the other {len(done.results)} "
-                   + (f"are in {out_dir}/" if written else "are above"), err=True)
-        sys.exit(done.exit_code)
+    o, quiet = options, options["quiet"]
+    grid = Grid(policies=list(o["policy_refs"] or ("none", "s06", "s08")), overrides=list(o["overrides"]),
+                sweeps=list(o["sweeps"]))
+    reporting = Reporting(sort_key=o["sort_key"], charts=o["charts"], retention_margin=o["retention_margin"])
+    settings = _settings(o, tokens="estimate")
+    done = compare_files(_inputs(transcripts, o["subagents"], quiet), grid, settings, reporting,
+                         lambda result: WRITERS[o["fmt"]](result, sys.stdout), _notify(quiet), _progress(quiet))
+    _end(done.outcome, quiet)
 
 
 @main.command()
@@ -489,71 +404,18 @@ def compare(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], override
 @cost_options
 @input_options
 @click.option("-q", "--quiet", is_flag=True, help="No progress, status or warnings on stderr.")
-def tune(transcripts: tuple[str, ...], base: str, overrides: tuple[str, ...], spaces: tuple[str, ...], trials: int,
-         objective: str, max_violations: int, sampler: str, seed: int, jobs: int | None, executor: str | None,
-         out_dir: str, resume: bool, chart: bool, force: bool, fmt: str, calibrate: bool | None, cache_ttl: str | None,
-         price_model: str | None, prices_file: str | None, skip_bad_lines: bool, input_format: str | None,
-         quiet: bool) -> None:
+def tune(transcripts: tuple[str, ...], **options: Any) -> None:
     """Search a base policy's keys for the Pareto front of cost saving against probe recall."""
-    from .plumbing.interrupts import exit_status
-    from .engine.prices import load_prices
-    from .reports.terminal import Progress
-    from .reports.tune_report import WRITERS, write_files
-    from .runs import calibrations_for, prices_for
-    from .corpus.tune import StudyDefinition, StudySite, corpus_evaluator, parse_objectives, parse_space, study_path
-    from .corpus.tune import tune as run_tune
+    from .jobs.tune import Search, tune_files
+    from .reports.tune_report import WRITERS
 
-    objectives = parse_objectives(objective)
-    params = parse_space(list(spaces), base, list(overrides))
-    loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet)
-    site = StudySite(out_dir, resume, force)  # checked; nothing made until the base policy has run
-    table = load_prices(prices_file)
-    prices = prices_for(loaded, price_model, table, _notify(quiet))
-    calibrations = calibrations_for(loaded, calibrate, _notify(quiet))
-    definition = StudyDefinition.of(base, list(overrides), params, objectives, max_violations,
-                                    [t.content_hash for t in loaded])
-    evaluate = corpus_evaluator(loaded, n_jobs=jobs, prices=prices, calibrations=calibrations, executor=executor,
-                                cache_ttl=cache_ttl)
-    n_jobs = jobs or os.cpu_count() or 1
-    try:
-        with Progress("tune", trials, enabled=not quiet) as advance:
-            result = run_tune(params, objectives, base, list(overrides), lambda: site.open(definition, sampler, seed),
-                              trials, evaluate, batch=max(2, n_jobs), max_violations=max_violations, on_trial=advance)
-    except KeyboardInterrupt as stop:  # before the search began: nothing to write
-        site.close(keep=False)
-        click.echo("error: interrupted before the first trial finished", err=True)
-        sys.exit(exit_status(stop))
-    except BaseException:
-        site.close(keep=False)
-        raise
-    site.close(keep=bool(result.points) or resume)
-    for failure in result.failures[:20]:
-        click.echo(f"error: {failure}", err=True)
-    if not result.points and not resume:  # the study this command made is gone: a rerun starts anew
-        if result.interrupted is not None:
-            click.echo("error: interrupted before the first trial finished", err=True)
-            sys.exit(exit_status(result.interrupted))
-        raise UsageError(f"no trial finished ({len(result.failures)} failed): nothing written to {out_dir}/")
-    try:
-        written = write_files(result, out_dir, chart)
-    except OSError as exc:
-        raise UsageError(f"--out {out_dir}: cannot write the front: {exc.strerror or exc}",
-                         hint="the study is kept: --resume writes the front once --out is writable") from None
-    WRITERS[fmt](result, sys.stdout)
-    _status(quiet, f"wrote {out_dir}/: study.db, {', '.join(written)} (inspect the study with: "
-                   f"optuna-dashboard sqlite:///{study_path(out_dir)})")
-    if result.interrupted is not None:
-        click.echo(f"error: interrupted after {len(result.points)} of {trials} trials; continue with --resume",
-                   err=True)
-        sys.exit(exit_status(result.interrupted))
-
-
-def _report_failures(failures: list) -> None:
-    """Each run that failed, by name, on stderr (even with --quiet: a result is missing)."""
-    for f in failures[:20]:
-        click.echo(f"error: run {f.name} failed: {f.reason}", err=True)
-    if len(failures) > 20:
-        click.echo(f"error: … and {len(failures) - 20} more failed runs", err=True)
+    o, quiet = options, options["quiet"]
+    spec = Search(base=o["base"], overrides=list(o["overrides"]), spaces=list(o["spaces"]), trials=o["trials"],
+                  objectives=o["objective"], max_violations=o["max_violations"], sampler=o["sampler"], seed=o["seed"],
+                  resume=o["resume"], chart=o["chart"])
+    done = tune_files(_inputs(transcripts, False, quiet), spec, _settings(o),
+                      lambda result: WRITERS[o["fmt"]](result, sys.stdout), _notify(quiet), _progress(quiet))
+    _end(done.outcome, quiet)
 
 
 @main.command()
@@ -575,62 +437,18 @@ def _report_failures(failures: list) -> None:
 @input_options
 @subagents_option
 @quiet_option
-def check(transcripts: tuple[str, ...], policy_refs: tuple[str, ...], overrides: tuple[str, ...], baseline_path: str,
-          tolerances: tuple[str, ...], update_baseline: bool, allow_stale: bool, junit_path: str | None, fmt: str,
-          calibrate: bool | None, cache_ttl: str | None, price_model: str | None, prices_file: str | None, skip_bad_lines: bool,
-          input_format: str | None, subagents: bool, quiet: bool) -> None:
+def check(transcripts: tuple[str, ...], **options: Any) -> None:
     """CI gate: fail (exit 1) when a policy breaks tool pairs or loses ground against the baseline."""
-    from pathlib import Path
+    from .jobs.check import Gate, check_files
+    from .reports.check_report import WRITERS
 
-    from .corpus.check import compare_record, load_baseline, parse_tolerances, record_for, transcript_key, write_baseline
-    from .corpus.compare import build_grid, jobs_for, run_jobs
-    from .engine.prices import load_prices
-    from .plumbing.interrupts import exit_status
-    from .plumbing.outputs import atomic_write_bytes, check_destination
-    from .runs import calibrations_for, prices_for
-    from .reports.check_report import WRITERS, append_step_summary, junit_xml
-
-    tolerance = parse_tolerances(tolerances)
-    if junit_path:
-        check_destination(junit_path, "--junit")
-    if update_baseline:
-        check_destination(baseline_path, "--baseline")
-    elif os.environ.get("GITHUB_STEP_SUMMARY"):
-        check_destination(os.environ["GITHUB_STEP_SUMMARY"], "GITHUB_STEP_SUMMARY")
-    grid = build_grid(list(policy_refs or ("s08",)), list(overrides), [])
-    old = {} if update_baseline else load_baseline(baseline_path)
-    loaded = _load_all(transcripts, input_format, skip_bad_lines, quiet, subagents)
-    prices = prices_for(loaded, price_model, load_prices(prices_file), _notify(quiet))
-    calibrations = calibrations_for(loaded, calibrate, _notify(quiet))
-    done = run_jobs(loaded, jobs_for(len(loaded), grid), prices=prices, calibrations=calibrations, cache_ttl=cache_ttl)
-    _report_failures(done.failures)
-    results = done.results
-    keys = {t.path: transcript_key(t.path, baseline_path) for t in loaded}
-    hashes = {t.path: t.content_hash for t in loaded}
-    if update_baseline:
-        if done.interrupted or done.failures:
-            why = "interrupted" if done.interrupted else f"{len(done.failures)} run(s) failed"
-            click.echo(f"error: {why}: {baseline_path} not updated", err=True)
-            sys.exit(exit_status(done.interrupted) if done.interrupted else done.exit_code)
-        write_baseline(baseline_path, [record_for(keys[r.transcript], r.summary, hashes[r.transcript]) for r in results])
-        _status(quiet, f"wrote {baseline_path}: {len(results)} record(s)")
-        return
-    checked = [compare_record(keys[r.transcript], r.summary, hashes[r.transcript],
-                              old.get((keys[r.transcript], r.summary["policy"])), tolerance, allow_stale)
-               for r in results]
-    WRITERS[fmt](checked, sys.stdout)
-    if junit_path:
-        try:
-            atomic_write_bytes(Path(junit_path), junit_xml(checked), what="--junit")
-        except OSError as exc:
-            raise UsageError(f"--junit {junit_path}: cannot write: {exc.strerror or exc}") from None
-    append_step_summary(checked)
-    if done.interrupted:
-        click.echo(f"error: interrupted: {len(results)} of {done.total} runs finished (checked above); "
-                   "the check is incomplete", err=True)
-        sys.exit(exit_status(done.interrupted))
-    if done.failures or not all(r.ok for r in checked):
-        sys.exit(1)
+    o, quiet = options, options["quiet"]
+    gate = Gate(baseline=o["baseline_path"], policies=list(o["policy_refs"] or ("s08",)),
+                overrides=list(o["overrides"]), tolerances=list(o["tolerances"]), update=o["update_baseline"],
+                allow_stale=o["allow_stale"], junit=o["junit_path"])
+    done = check_files(_inputs(transcripts, o["subagents"], quiet), gate, _settings(o),
+                       lambda results: WRITERS[o["fmt"]](results, sys.stdout), _notify(quiet), _progress(quiet))
+    _end(done.outcome, quiet)
 
 
 @main.command()

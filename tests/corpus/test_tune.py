@@ -112,7 +112,7 @@ def test_a_tune_on_a_dask_cluster_finds_the_local_front(cli, tmp_path):
 def test_an_interrupted_tune_keeps_its_trials_and_resumes(cli, tmp_path, monkeypatch):
     """Ctrl-C during a batch: the finished trials stay in the study, the cut ones are failed (not
     left running), the front so far is written, exit 130; --resume reaches --trials."""
-    import compactlab.corpus.tune as tune_module
+    import compactlab.jobs.tune as tune_module  # where the job calls it
 
     real = tune_module.corpus_evaluator
 
@@ -252,7 +252,7 @@ def test_a_tune_that_fails_before_its_first_trial_leaves_nothing(cli, tmp_path, 
 
 
 def test_a_tune_whose_every_trial_fails_leaves_no_study(cli, tmp_path, monkeypatch):
-    import compactlab.corpus.tune as tune_module
+    import compactlab.jobs.tune as tune_module  # where the job calls it
 
     real = tune_module.corpus_evaluator
 

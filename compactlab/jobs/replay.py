@@ -15,53 +15,29 @@ is raised. What a user should hear on the way (a warning, a status line) goes to
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from .corpus.calibration import MIN_CALLS, Calibration, by_default, calibrate as fit_calibration, usable_calls
-from .engine.prices import ModelPrices, PriceTable, load_prices
-from .engine.feeds import Feed, open_feed
-from .plumbing.outputs import OutputDir, run_folder_name
-from .engine.policy import Policy
-from .plumbing.process import collector_off
-from .engine.records import Run
-
-#: how a run tells the user something: (the message, whether it is said even with --quiet)
-Notify = Callable[[str, bool], None]
+from ..corpus.calibration import MIN_CALLS, usable_calls
+from ..engine.feeds import Feed, open_feed
+from ..engine.policy import Policy
+from ..engine.prices import ModelPrices
+from ..engine.records import Run
+from ..plumbing.outputs import OutputDir, run_folder_name
+from ..plumbing.process import collector_off
+from ..errors import CompactlabError
+from ..plumbing.interrupts import exit_status
+from .base import Notify, Outcome, Settings, calibrations_for, price_warnings, prices_for, quietly, warn_loaded
 
 
-def quietly(message: str, always: bool) -> None:
-    """A Notify that says nothing."""
-
-
-@dataclass
-class ReplaySettings:
-    """Everything about a replay but the files: the policy, where it writes, how it measures and
-    prices, and who summarises."""
+@dataclass(kw_only=True)
+class ReplaySettings(Settings):
+    """The settings of every job, and what a replay adds: its one policy, whether --set changed
+    it, and whether it saves the contexts and draws its chart."""
 
     policy: Policy
     overridden: bool = False  # --set changed the policy: its default folder name says so
-    out_dir: str | None = None
-    dry_run: bool = False
-    force: bool = False
     write_transcripts: bool = False
-    keep_recorded_compactions: bool = False
     chart: bool = False
-    calibrate: bool | None = None  # None: wherever the transcript records usage; True: required
-    tokens: str = "estimate"  # or "anthropic": exact counts (messages.count_tokens)
-    summarizer: str = "stub"
-    live: Any = None  # summarizers.LiveOptions for the live summarizer or exact counts
-    price_model: str | None = None
-    prices: PriceTable = field(default_factory=load_prices)
-    cache_ttl: str | None = None  # 5m or 1h; None: the recording's
-    input_format: str | None = None
-    skip_bad_lines: bool = False
-
-    @property
-    def stream(self) -> bool:
-        """Whether files are read while they are replayed (a fit or exact counts need them whole)."""
-        return self.calibrate is not True and self.tokens != "anthropic"
 
 
 @dataclass
@@ -74,14 +50,26 @@ class Replayed:
     #: the one folder that holds them all (several transcripts into one --out), else None
     folder: str | None = None
 
+    def outcome(self, said_where: bool = True) -> Outcome:
+        """How the replay ended: interrupted (what was kept, exit 130/143), or where each run
+        wrote (``said_where``: the terminal table says it already)."""
+        if self.interrupted is not None:
+            where = self.folder or ", ".join(r.out_dir for r in self.runs if r.out_dir)
+            return Outcome(exit_status(self.interrupted), [
+                f"interrupted: {len(self.runs)} of {self.total} transcripts replayed"
+                + (f"; their reports are in {where}" if where else "")])
+        wrote = [f"wrote {r.out_dir}/summary.json, calls.csv, probes.csv, compactions.csv"
+                 for r in self.runs if r.out_dir] if said_where else []
+        return Outcome(0, [], "\n".join(wrote) or None)
+
 
 def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = quietly,
                  first: Feed | None = None) -> Replayed:
     """Replay each file through ``settings.policy`` into its output folder. ``first``: the first
     file's feed, opened already (a command starts the read-ahead before it builds its policy)."""
-    from .engine.turns import replay
-    from .reports import write_chart, write_files
-    from .summarizers import build_counter, build_summarizer
+    from ..engine.turns import replay
+    from ..reports import write_chart, write_files
+    from ..summarizers import build_counter, build_summarizer
 
     s = settings
     done = Replayed([], len(files))
@@ -165,74 +153,15 @@ def open_for_replay(path: str, settings: ReplaySettings, notify: Notify = quietl
     return feed
 
 
-def prices_for(sources: list, price_model: str | None, table: PriceTable, notify: Notify = quietly) -> list:
-    """Per transcript or feed, what its calls are priced by: the table (each call at the model and
-    time it recorded), or with ``--price-model`` that model's prices for every call. A model the
-    table does not know is a warning (for a stream, once it has been read: ``price_warnings``)."""
-    if price_model is not None:
-        out: list[PriceTable | ModelPrices] = [price_warning(table, table.lookup(price_model), notify)] * len(sources)
-    else:
-        for t in sources:
-            if not getattr(t, "streamed", False):
-                price_warnings(table, t, notify)
-        out = [table] * len(sources)
-    cache_warnings(table, notify)  # (those of --price-model's lookup)
-    return out
-
-
-def recorded_models(source: Any) -> list[str]:
-    """The models a transcript or feed recorded: its own and its calls'."""
-    models = dict.fromkeys([source.model] + [u.get("model") for u in source.usage.values()])
-    return [m for m in models if isinstance(m, str) and m and not m.startswith("<")]  # not <synthetic>
-
-
-def price_warnings(table: PriceTable, source: Any, notify: Notify = quietly) -> None:
-    for model in recorded_models(source):
-        price_warning(table, table.lookup(model), notify)
-    cache_warnings(table, notify)
-
-
-def cache_warnings(table: PriceTable, notify: Notify = quietly) -> None:
-    """The cached prices the lookups so far ignored (each rebuilt), once each."""
-    for problem in table.problems():
-        notify(f"warning: {problem}", False)
-
-
-def price_warning(table: PriceTable, prices: ModelPrices, notify: Notify = quietly) -> ModelPrices:
-    """An unknown model is a warning even with --quiet (it changes every cost)."""
-    if not prices.known:
-        notify(f"warning: no prices for model {prices.model!r}: priced as {table.default_model} "
-               f"({table.read}); use --price-model or --prices", True)
-    return prices
-
-
-def calibrations_for(sources: list, calibrate: bool | None, notify: Notify = quietly) -> list[Calibration | None]:
-    """Per loaded transcript or feed, the calibration its runs use: the fit to its recorded usage
-    (``calibrate`` True: required, an error without usage; None: where it records the usage of
-    enough calls, else a warning where it records some), or None (the policy's estimate)."""
-    out: list[Calibration | None] = []
-    for t in sources:
-        if calibrate is False or getattr(t, "streamed", False):
-            out.append(None)
-            continue
-        transcript = getattr(t, "transcript", t)  # a loaded feed's
-        cal: Calibration | None
-        if calibrate:
-            cal, why = fit_calibration(transcript), None
-        else:
-            cal, why = by_default(transcript)
-        if why:
-            notify(f"warning: {t.path}: {why}", False)
-        if cal is not None:
-            notify(f"{t.path}: calibrated: {cal.overhead_tokens:,} overhead tokens + chars / {cal.chars_per_token} "
-                   f"(mape {cal.mape:.3f} over {cal.calls} calls)", False)
-        out.append(cal)
-    return out
-
-
-def warn_loaded(source: Any, notify: Notify = quietly) -> None:
-    """The bad lines skipped and the warnings of a transcript or feed."""
-    if source.skipped_lines:
-        notify(f"warning: {source.path}: skipped {source.skipped_lines} bad line(s)", False)
-    for w in source.warnings:
-        notify(f"warning: {source.path}: {w}", False)
+def open_first(path: str, input_format: str | None, skip_bad_lines: bool, calibrate: bool | None,
+               tokens: str) -> tuple[Feed | None, CompactlabError | None]:
+    """The first file's feed when the read-ahead process reads it: opened before the policy is
+    built, so that its reading starts meanwhile. (None, None) otherwise; (None, the error) if
+    opening it failed, to be raised in turn (after the policy's own errors)."""
+    if calibrate is True or tokens == "anthropic" or os.path.isdir(path):  # read whole, or a folder
+        return None, None
+    try:  # (reads only the first lines: the collector stays as start-up left it)
+        return open_feed(path, input_format, skip_bad_lines=skip_bad_lines, only_read_ahead=True,
+                         whole_if_usage=calibrate is None), None
+    except CompactlabError as exc:
+        return None, exc

@@ -1,0 +1,163 @@
+"""What every job shares: the one settings object, how a job speaks to the user, and the
+per-transcript preparation (prices, calibration, the warnings of a loaded file)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..corpus.calibration import Calibration, by_default, calibrate as fit_calibration
+from ..engine.prices import ModelPrices, PriceTable, load_prices
+from ..plumbing.process import collector_off
+
+#: how a job tells the user something: (the message, whether it is said even with --quiet)
+Notify = Callable[[str, bool], None]
+
+
+def quietly(message: str, always: bool) -> None:
+    """A Notify that says nothing."""
+
+
+#: how a job shows its progress: (what, how many steps) -> a context giving the step callback
+Progress = Callable[[str, int], Any]
+
+
+@contextmanager
+def no_progress(what: str, total: int) -> Iterator[Callable[..., None]]:
+    """A Progress that shows nothing."""
+    yield lambda *_: None
+
+
+@dataclass(kw_only=True)
+class Settings:
+    """How every job reads, measures, prices and summarises, and where it writes: replay, compare,
+    check and tune take this one object (replay's ``ReplaySettings`` adds its policy)."""
+
+    out_dir: str | None = None
+    dry_run: bool = False
+    force: bool = False
+    keep_recorded_compactions: bool = False
+    calibrate: bool | None = None  # None: wherever the transcript records usage; True: required
+    tokens: str = "estimate"  # or "anthropic": exact counts (messages.count_tokens)
+    summarizer: str = "stub"
+    live: Any = None  # summarizers.LiveOptions for the live summarizer or exact counts
+    price_model: str | None = None
+    prices: PriceTable = field(default_factory=load_prices)
+    cache_ttl: str | None = None  # 5m or 1h; None: the recording's
+    input_format: str | None = None
+    skip_bad_lines: bool = False
+    jobs: int | None = None  # worker processes of a corpus job [default: the cores]
+    executor: str | None = None  # dask://HOST:PORT: a corpus job's runs on a Dask cluster
+
+    @property
+    def stream(self) -> bool:
+        """Whether files are read while they are replayed (a fit or exact counts need them whole)."""
+        return self.calibrate is not True and self.tokens != "anthropic"
+
+
+@dataclass
+class Outcome:
+    """How a job ended, for the command line: the status line said without --quiet, the errors
+    always said (stderr), and the exit status."""
+
+    status: int = 0
+    errors: list[str] = field(default_factory=list)
+    wrote: str | None = None
+
+
+def load_all(files: list[str], settings: Settings, notify: Notify = quietly,
+             progress: Progress = no_progress) -> list:
+    """Every file loaded whole (a corpus job shares them with its workers), its warnings said."""
+    from ..transcripts import load_transcript
+
+    loaded = []
+    with collector_off(), progress("reading", len(files)) as advance:
+        for path in files:
+            t = load_transcript(path, settings.input_format, skip_bad_lines=settings.skip_bad_lines)
+            warn_loaded(t, notify)
+            loaded.append(t)
+            advance(t)
+    return loaded
+
+
+def failures_said(failures: list, notify: Notify) -> None:
+    """Each run that failed, by name (even with --quiet: a result is missing)."""
+    for f in failures[:20]:
+        notify(f"error: run {f.name} failed: {f.reason}", True)
+    if len(failures) > 20:
+        notify(f"error: … and {len(failures) - 20} more failed runs", True)
+
+
+def prices_for(sources: list, price_model: str | None, table: PriceTable, notify: Notify = quietly) -> list:
+    """Per transcript or feed, what its calls are priced by: the table (each call at the model and
+    time it recorded), or with ``--price-model`` that model's prices for every call. A model the
+    table does not know is a warning (for a stream, once it has been read: ``price_warnings``)."""
+    if price_model is not None:
+        out: list[PriceTable | ModelPrices] = [price_warning(table, table.lookup(price_model), notify)] * len(sources)
+    else:
+        for t in sources:
+            if not getattr(t, "streamed", False):
+                price_warnings(table, t, notify)
+        out = [table] * len(sources)
+    cache_warnings(table, notify)  # (those of --price-model's lookup)
+    return out
+
+
+def recorded_models(source: Any) -> list[str]:
+    """The models a transcript or feed recorded: its own and its calls'."""
+    models = dict.fromkeys([source.model] + [u.get("model") for u in source.usage.values()])
+    return [m for m in models if isinstance(m, str) and m and not m.startswith("<")]  # not <synthetic>
+
+
+def price_warnings(table: PriceTable, source: Any, notify: Notify = quietly) -> None:
+    for model in recorded_models(source):
+        price_warning(table, table.lookup(model), notify)
+    cache_warnings(table, notify)
+
+
+def cache_warnings(table: PriceTable, notify: Notify = quietly) -> None:
+    """The cached prices the lookups so far ignored (each rebuilt), once each."""
+    for problem in table.problems():
+        notify(f"warning: {problem}", False)
+
+
+def price_warning(table: PriceTable, prices: ModelPrices, notify: Notify = quietly) -> ModelPrices:
+    """An unknown model is a warning even with --quiet (it changes every cost)."""
+    if not prices.known:
+        notify(f"warning: no prices for model {prices.model!r}: priced as {table.default_model} "
+               f"({table.read}); use --price-model or --prices", True)
+    return prices
+
+
+def calibrations_for(sources: list, calibrate: bool | None, notify: Notify = quietly) -> list[Calibration | None]:
+    """Per loaded transcript or feed, the calibration its runs use: the fit to its recorded usage
+    (``calibrate`` True: required, an error without usage; None: where it records the usage of
+    enough calls, else a warning where it records some), or None (the policy's estimate)."""
+    out: list[Calibration | None] = []
+    for t in sources:
+        if calibrate is False or getattr(t, "streamed", False):
+            out.append(None)
+            continue
+        transcript = getattr(t, "transcript", t)  # a loaded feed's
+        cal: Calibration | None
+        if calibrate:
+            cal, why = fit_calibration(transcript), None
+        else:
+            cal, why = by_default(transcript)
+        if why:
+            notify(f"warning: {t.path}: {why}", False)
+        if cal is not None:
+            notify(f"{t.path}: calibrated: {cal.overhead_tokens:,} overhead tokens + chars / {cal.chars_per_token} "
+                   f"(mape {cal.mape:.3f} over {cal.calls} calls)", False)
+        out.append(cal)
+    return out
+
+
+def warn_loaded(source: Any, notify: Notify = quietly) -> None:
+    """The bad lines skipped and the warnings of a transcript or feed."""
+    if source.skipped_lines:
+        notify(f"warning: {source.path}: skipped {source.skipped_lines} bad line(s)", False)
+    for w in source.warnings:
+        notify(f"warning: {source.path}: {w}", False)

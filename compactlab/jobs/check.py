@@ -1,0 +1,91 @@
+"""What ``compactlab check`` does, as one library call (``check_files``): replay the transcripts
+through the policies and hold each run to its record in the baseline (or, updating, write the
+baseline), then the JUnit file and the GitHub step summary where asked for.
+
+Every destination is checked before any run. An interrupt or a failed run never updates the
+baseline; an interrupted check shows what it checked and fails.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..corpus.check import (CheckResult, compare_record, load_baseline, parse_tolerances, record_for, transcript_key,
+                            write_baseline)
+from ..corpus.compare import build_grid, jobs_for, run_jobs
+from ..errors import UsageError
+from ..plumbing.interrupts import exit_status
+from ..plumbing.outputs import atomic_write_bytes, check_destination
+from .base import Notify, Outcome, Progress, Settings, calibrations_for, failures_said, load_all, no_progress, \
+    prices_for, quietly
+
+
+@dataclass(kw_only=True)
+class Gate:
+    """What a check holds the runs to: the baseline file, its tolerances, and where it reports."""
+
+    baseline: str
+    policies: list[str] = field(default_factory=lambda: ["s08"])
+    overrides: list[str] = field(default_factory=list)
+    tolerances: list[str] = field(default_factory=list)  # X or METRIC=X
+    update: bool = False  # write the baseline instead of checking against it
+    allow_stale: bool = False
+    junit: str | None = None
+
+
+@dataclass
+class Checked:
+    """A check's results (one per run; empty when the baseline was updated) and how it ended."""
+
+    results: list[CheckResult]
+    outcome: Outcome
+
+
+def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable[[list[CheckResult]], None] =
+                lambda _: None, notify: Notify = quietly, progress: Progress = no_progress) -> Checked:
+    """Check ``files`` against ``gate.baseline`` (``show`` sees the results before the JUnit file
+    and the step summary are written), or with ``gate.update`` write it."""
+    from ..reports.check_report import append_step_summary, junit_xml
+
+    tolerance = parse_tolerances(gate.tolerances)
+    if gate.junit:
+        check_destination(gate.junit, "--junit")
+    if gate.update:
+        check_destination(gate.baseline, "--baseline")
+    elif os.environ.get("GITHUB_STEP_SUMMARY"):
+        check_destination(os.environ["GITHUB_STEP_SUMMARY"], "GITHUB_STEP_SUMMARY")
+    grid = build_grid(gate.policies, gate.overrides, [])
+    old = {} if gate.update else load_baseline(gate.baseline)
+    loaded = load_all(files, settings, notify, progress)
+    prices = prices_for(loaded, settings.price_model, settings.prices, notify)
+    calibrations = calibrations_for(loaded, settings.calibrate, notify)
+    done = run_jobs(loaded, jobs_for(len(loaded), grid), n_jobs=settings.jobs, prices=prices,
+                    calibrations=calibrations, cache_ttl=settings.cache_ttl)
+    failures_said(done.failures, notify)
+    keys = {t.path: transcript_key(t.path, gate.baseline) for t in loaded}
+    hashes = {t.path: t.content_hash for t in loaded}
+    if gate.update:
+        if done.interrupted or done.failures:
+            why = "interrupted" if done.interrupted else f"{len(done.failures)} run(s) failed"
+            status = exit_status(done.interrupted) if done.interrupted else done.exit_code
+            return Checked([], Outcome(status, [f"{why}: {gate.baseline} not updated"]))
+        write_baseline(gate.baseline, [record_for(keys[r.transcript], r.summary, hashes[r.transcript])
+                                       for r in done.results])
+        return Checked([], Outcome(wrote=f"wrote {gate.baseline}: {len(done.results)} record(s)"))
+    checked = [compare_record(keys[r.transcript], r.summary, hashes[r.transcript],
+                              old.get((keys[r.transcript], r.summary["policy"])), tolerance, gate.allow_stale)
+               for r in done.results]
+    show(checked)
+    if gate.junit:
+        try:
+            atomic_write_bytes(Path(gate.junit), junit_xml(checked), what="--junit")
+        except OSError as exc:
+            raise UsageError(f"--junit {gate.junit}: cannot write: {exc.strerror or exc}") from None
+    append_step_summary(checked)
+    if done.interrupted:
+        return Checked(checked, Outcome(exit_status(done.interrupted), [
+            f"interrupted: {len(done.results)} of {done.total} runs finished (checked above); the check is incomplete"]))
+    return Checked(checked, Outcome(1 if done.failures or not all(r.ok for r in checked) else 0))

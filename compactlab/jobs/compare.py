@@ -1,0 +1,130 @@
+"""What ``compactlab compare`` does, as one library call (``compare_files``): the grid of policies
+x swept values x transcripts run, its results committed to the output folder before any chart is
+drawn, the verdict shown, then the charts and reports added.
+
+An interrupt while the grid runs keeps the runs that finished (written, and said); an interrupt
+while the charts are drawn keeps results.csv and results.json. A run that fails is named and the
+others go on; the exit status says so.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..corpus.compare import GridRun, build_grid, jobs_for, run_jobs, sweep_units, triggers, with_reference
+from ..plumbing.interrupts import exit_status
+from ..plumbing.outputs import OutputDir
+from .base import Notify, Outcome, Progress, Settings, calibrations_for, failures_said, load_all, no_progress, \
+    prices_for, quietly, recorded_models
+
+if TYPE_CHECKING:
+    from ..reports.compare_report import Comparison
+
+
+@dataclass(kw_only=True)
+class Grid:
+    """What a compare runs: its policies, the --set keys they share, and the swept values."""
+
+    policies: list[str] = field(default_factory=lambda: ["none", "s06", "s08"])
+    overrides: list[str] = field(default_factory=list)
+    sweeps: list[str] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class Reporting:
+    """How a compare reports: the table's sort key, the charts drawn, and the verdict's margin."""
+
+    sort_key: str = "cost_saving"
+    charts: str = "auto"  # auto, all, summary, none
+    retention_margin: float = 0.05
+
+
+@dataclass
+class Compared:
+    """A compare's result: the comparison (None if no run finished), the grid's runs, the files
+    written, and how it ended."""
+
+    comparison: Comparison | None
+    grid: GridRun | None
+    written: list[str]
+    outcome: Outcome
+
+
+def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: Reporting = Reporting(),
+                  show: Callable[[Comparison], None] = lambda _: None, notify: Notify = quietly,
+                  progress: Progress = no_progress) -> Compared:
+    """Run the grid over ``files`` into ``settings.out_dir``; ``show`` sees the comparison once its
+    results are in place, before the charts are drawn."""
+    from ..reports.compare_report import chart_plan, comparison, report_files, report_meta, results_files
+
+    notes: list[str] = []
+    policies, reference = with_reference(build_grid(grid.policies, grid.overrides, grid.sweeps, notes), grid.overrides)
+    for note in notes:
+        notify(note, False)
+    loaded = load_all(files, settings, notify, progress)
+    job_list = jobs_for(len(loaded), policies)
+    prices = prices_for(loaded, settings.price_model, settings.prices, notify)
+    calibrations = calibrations_for(loaded, settings.calibrate, notify)
+    out_dir = settings.out_dir or os.path.join("reports", "compare")
+    out = OutputDir(out_dir, settings.dry_run, settings.force)
+    try:
+        out.prepare(protect=[t.path for t in loaded])
+        with progress("compare", len(job_list)) as advance:
+            done = run_jobs(loaded, job_list, n_jobs=settings.jobs, prices=prices, calibrations=calibrations,
+                            keep_recorded_compactions=settings.keep_recorded_compactions,
+                            summarizer=(settings.summarizer, settings.live), on_result=advance,
+                            executor=settings.executor, cache_ttl=settings.cache_ttl)
+        failures_said(done.failures, notify)
+        if not done.results:
+            out.rollback()
+            why = "interrupted before any run finished" if done.interrupted else "no run finished"
+            status = exit_status(done.interrupted) if done.interrupted else done.exit_code
+            return Compared(None, done, [], Outcome(status, [f"{why}; nothing written"]))
+        sweep_keys = [s.partition("=")[0].strip() for s in grid.sweeps]
+        table = settings.prices
+        meta = report_meta(table.read, [settings.price_model] if settings.price_model else
+                           [m for t in loaded for m in recorded_models(t)] or [table.default_model])
+        meta["units"] = sweep_units(policies, sweep_keys)
+        meta["reference"] = reference
+        meta["triggers"] = triggers(policies, meta["units"])
+        if done.interrupted:
+            meta["interrupted"] = f"{len(done.results)} of {done.total} runs"
+        if done.failures:
+            meta["failed"] = [f"{f.name}: {f.reason}" for f in done.failures]
+        result = comparison(done.results, sweep_keys, reporting.sort_key, meta, reporting.retention_margin)
+        out.write_all(results_files(result))
+        out.commit()  # the runs' results are in place before any chart is drawn
+    except BaseException:
+        out.rollback()
+        raise
+    show(result)  # the verdict, before the charts are drawn
+    written = [] if out.dry_run else ["results.csv", "results.json"]
+    if written:
+        plan_size = len(chart_plan(result, done.results, reporting.charts))
+        try:
+            with progress("charts and reports", plan_size) as advance:
+                drawn = report_files(result, done.results, reporting.charts, settings.jobs, advance)
+        except KeyboardInterrupt as stop:
+            return Compared(result, done, written, Outcome(exit_status(stop), [
+                f"interrupted while drawing: results.csv and results.json are in {out_dir}/; "
+                f"report.md, report.html and {plan_size} chart(s) are missing"]))
+        out.extend(drawn)
+        written += list(drawn)
+    return Compared(result, done, written, _ending(done, out_dir, written))
+
+
+def _ending(done: GridRun, out_dir: str, written: list[str]) -> Outcome:
+    if done.interrupted:
+        return Outcome(exit_status(done.interrupted), [
+            f"interrupted: {len(done.results)} of {done.total} runs finished"
+            + (f"; they are in {out_dir}/" if written else "")])
+    wrote = (f"wrote {out_dir}/: {', '.join(w for w in written if not w.startswith('charts/'))}, charts/"
+             if written else None)
+    if done.failures:
+        return Outcome(done.exit_code, [f"{len(done.failures)} of {done.total} runs failed; the other "
+                                        f"{len(done.results)} " + (f"are in {out_dir}/" if written else "are above")],
+                       wrote)
+    return Outcome(0, [], wrote)

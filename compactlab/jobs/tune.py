@@ -1,0 +1,95 @@
+"""What ``compactlab tune`` does, as one library call (``tune_files``): score the base policy on the
+corpus, search its keys in the Optuna study of the output folder, and write the front.
+
+Nothing is made in the output folder until the base policy has run; a study this call made and in
+which no trial finished is removed. An interrupt keeps the trials that finished (continue with
+``resume``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..corpus.tune import StudyDefinition, StudySite, TuneResult, corpus_evaluator, parse_objectives, parse_space, \
+    study_path
+from ..corpus.tune import tune as search
+from ..errors import UsageError
+from ..plumbing.interrupts import exit_status
+from .base import Notify, Outcome, Progress, Settings, calibrations_for, load_all, no_progress, prices_for, quietly
+
+
+@dataclass(kw_only=True)
+class Search:
+    """What a tune searches: the base policy and its --set keys, the space, the objectives and the
+    study's sampler."""
+
+    base: str = "s08"
+    overrides: list[str] = field(default_factory=list)
+    spaces: list[str] = field(default_factory=list)  # KEY=LO:HI[:log] or KEY=A|B
+    trials: int = 200
+    objectives: str = "cost,recall"
+    max_violations: int = 0
+    sampler: str = "tpe"
+    seed: int = 0
+    resume: bool = False
+    chart: bool = True
+
+
+@dataclass
+class Tuned:
+    """A tune's result (None when no trial finished) and how it ended."""
+
+    result: TuneResult | None
+    outcome: Outcome
+
+
+def tune_files(files: list[str], spec: Search, settings: Settings, show: Callable[[TuneResult], None] =
+               lambda _: None, notify: Notify = quietly, progress: Progress = no_progress) -> Tuned:
+    """Tune ``spec.base`` on ``files`` into ``settings.out_dir`` (``show`` sees the front once it
+    is written)."""
+    from ..reports.tune_report import write_files
+
+    out_dir = settings.out_dir or os.path.join("reports", "tune")
+    objectives = parse_objectives(spec.objectives)
+    params = parse_space(spec.spaces, spec.base, spec.overrides)
+    loaded = load_all(files, settings, notify, progress)
+    site = StudySite(out_dir, spec.resume, settings.force)  # checked; nothing made until the base policy has run
+    prices = prices_for(loaded, settings.price_model, settings.prices, notify)
+    calibrations = calibrations_for(loaded, settings.calibrate, notify)
+    definition = StudyDefinition.of(spec.base, spec.overrides, params, objectives, spec.max_violations,
+                                    [t.content_hash for t in loaded])
+    evaluate = corpus_evaluator(loaded, n_jobs=settings.jobs, prices=prices, calibrations=calibrations,
+                                executor=settings.executor, cache_ttl=settings.cache_ttl)
+    try:
+        with progress("tune", spec.trials) as advance:
+            result = search(params, objectives, spec.base, spec.overrides,
+                            lambda: site.open(definition, spec.sampler, spec.seed), spec.trials, evaluate,
+                            batch=max(2, settings.jobs or os.cpu_count() or 1), max_violations=spec.max_violations,
+                            on_trial=advance)
+    except KeyboardInterrupt as stop:  # before the search began: nothing to write
+        site.close(keep=False)
+        return Tuned(None, Outcome(exit_status(stop), ["interrupted before the first trial finished"]))
+    except BaseException:
+        site.close(keep=False)
+        raise
+    site.close(keep=bool(result.points) or spec.resume)
+    for failure in result.failures[:20]:
+        notify(f"error: {failure}", True)
+    if not result.points and not spec.resume:  # the study this call made is gone: a rerun starts anew
+        if result.interrupted is not None:
+            return Tuned(None, Outcome(exit_status(result.interrupted), ["interrupted before the first trial finished"]))
+        raise UsageError(f"no trial finished ({len(result.failures)} failed): nothing written to {out_dir}/")
+    try:
+        written = write_files(result, out_dir, spec.chart)
+    except OSError as exc:
+        raise UsageError(f"--out {out_dir}: cannot write the front: {exc.strerror or exc}",
+                         hint="the study is kept: --resume writes the front once --out is writable") from None
+    show(result)
+    outcome = Outcome(wrote=f"wrote {out_dir}/: study.db, {', '.join(written)} (inspect the study with: "
+                            f"optuna-dashboard sqlite:///{study_path(out_dir)})")
+    if result.interrupted is not None:
+        outcome.status = exit_status(result.interrupted)
+        outcome.errors.append(f"interrupted after {len(result.points)} of {spec.trials} trials; continue with --resume")
+    return Tuned(result, outcome)
