@@ -17,7 +17,7 @@ from typing import Any
 from ..engine.baseline import baseline_for
 from ..engine.prices import ModelPrices, PriceTable
 from ..errors import PolicyError
-from ..engine.policy import Policy, load_policy, parse_override
+from ..engine.policy import Override, Policy, load_policy, parse_override
 from .pool import Failure, Pool, can_fork, failure_of
 from ..engine.turns import replay
 from ..transcripts import Transcript
@@ -83,7 +83,7 @@ def build_grid(policy_refs: list[str], overrides: list[str], sweeps: list[str],
             if swept in seen:
                 continue
             seen.add(swept)
-            sets = list(overrides) + [f"{k}={_toml(v)}" for k, v in swept if v is not None]
+            sets: list[Override] = [*overrides, *((k, v) for k, v in swept if v is not None)]
             policies.append((load_policy(ref, sets), swept))
     sweep_units(policies, keys)  # refuses a key counted in different units
     return policies
@@ -171,18 +171,6 @@ def jobs_for(n_transcripts: int, grid: list[tuple[Policy, tuple]]) -> list[Job]:
         for policy, swept in grid:
             jobs.append(Job(len(jobs), t, policy, swept))
     return jobs
-
-
-def _toml(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        import orjson
-
-        return orjson.dumps(v).decode()
-    if isinstance(v, list):
-        return "[" + ",".join(_toml(x) for x in v) + "]"
-    return repr(v)
 
 
 @dataclass

@@ -21,7 +21,7 @@ from typing import Any, Callable, Literal
 
 from .. import metrics
 from ..errors import PolicyError, UsageError
-from ..engine.policy import Policy, load_policy, parse_override
+from ..engine.policy import Override, Policy, load_policy, parse_override
 from .verdict import RETENTION_MARGIN
 
 #: the objectives by name (metrics.OBJECTIVES: what each is, over the corpus) and their direction
@@ -103,7 +103,7 @@ def parse_space(items: list[str], base: str, overrides: list[str]) -> list[Param
             ends = [int(lo), int(hi)] if kind == "int" else [lo, hi]
         for end in ends:  # the schema's bounds, types and cross-field rules, as --set checks them
             try:
-                load_policy(base, [*overrides, f"{key}={_toml(end)}"])
+                load_policy(base, [*overrides, (key, end)])
             except PolicyError as exc:
                 raise PolicyError(f"--space {key}: {end!r} is out of the schema's range: {exc.message}") from None
         params.append(param)
@@ -120,14 +120,9 @@ def parse_objectives(text: str) -> list[str]:
     return names
 
 
-def _toml(v: Any) -> str:
-    from .compare import _toml as toml
-
-    return toml(v)
-
-
-def overrides_of(values: dict[str, Any]) -> list[str]:
-    return [f"{k}={_toml(v)}" for k, v in values.items()]
+def overrides_of(values: dict[str, Any]) -> list[Override]:
+    """A trial's values as --set overrides, as data (no TOML text read back)."""
+    return list(values.items())
 
 
 def totals(summaries: list[dict[str, Any]]) -> dict[str, float]:

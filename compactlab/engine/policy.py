@@ -23,6 +23,7 @@ import hashlib
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -217,8 +218,15 @@ def _check_prompt(policy: Policy, where: str) -> Policy:
                       f"({', '.join(_prompt_names())}) nor a file")
 
 
-def parse_override(item: str) -> tuple[list[str], Any]:
-    """``layer.key=value`` -> (["layer", "key"], value)."""
+#: a --set: ``layer.key=value`` text (the value read as TOML), or (``layer.key``, the value) as data
+Override = str | tuple[str, Any]
+
+
+def parse_override(item: Override) -> tuple[list[str], Any]:
+    """``layer.key=value`` -> (["layer", "key"], value); a (key, value) pair is taken as it is
+    (tune and sweeps pass their values as data, never as TOML text to be read back)."""
+    if isinstance(item, tuple):
+        return item[0].strip().split("."), item[1]
     key, sep, value = item.partition("=")
     key = key.strip()
     if not sep or not key:
@@ -230,7 +238,7 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     return key.split("."), parsed
 
 
-def apply_overrides(data: dict, overrides: list[str]) -> dict:
+def apply_overrides(data: dict, overrides: Sequence[Override]) -> dict:
     data = _merge({}, data)
     for item in overrides:
         path, value = parse_override(item)
@@ -240,7 +248,7 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
             if nxt is None:
                 nxt = node[part] = {}
             elif not isinstance(nxt, dict):
-                raise PolicyError(f"--set {item}: {part!r} is not a table")
+                raise PolicyError(f"--set {'.'.join(path)}: {part!r} is not a table")
             node = nxt
         node[path[-1]] = value
     return data
@@ -288,7 +296,7 @@ def build_policy(data: dict, where: str, trusted: bool = False) -> Policy:
         raise PolicyError(f"{where}: {loc}: {msg}{more}") from None
 
 
-def load_policy(ref: str, overrides: list[str] | tuple[str, ...] = ()) -> Policy:
+def load_policy(ref: str, overrides: Sequence[Override] = ()) -> Policy:
     """A preset name or TOML path, with ``--set`` overrides applied."""
     data, preset = _raw_policy(ref)
     where = ref

@@ -13,7 +13,8 @@ from .terminal import Printer, Table
 from .text import json_bytes
 
 
-def _toml_value(v: Any) -> str:
+def toml_value(v: Any) -> str:
+    """A value as TOML text, escaped for terminals like every text we write."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, float)):
@@ -23,7 +24,7 @@ def _toml_value(v: Any) -> str:
         # overrides) are escaped too
         return json_bytes(v).decode("utf-8")
     if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
     raise TypeError(f"cannot write {type(v).__name__} as TOML")
 
 
@@ -31,9 +32,9 @@ def to_toml(policy: Policy) -> str:
     data = policy.resolved()
     lines = [f"# fingerprint {policy.fingerprint}"]
     tables = {k: v for k, v in data.items() if isinstance(v, dict)}
-    lines += [f"{k} = {_toml_value(v)}" for k, v in data.items() if k not in tables]
+    lines += [f"{k} = {toml_value(v)}" for k, v in data.items() if k not in tables]
     for name, table in tables.items():
-        lines += ["", f"[{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+        lines += ["", f"[{name}]"] + [f"{k} = {toml_value(v)}" for k, v in table.items()]
     return "\n".join(lines) + "\n"
 
 

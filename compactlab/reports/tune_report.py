@@ -11,7 +11,8 @@ from typing import TextIO
 import orjson
 
 from ..plumbing.outputs import atomic_write_bytes
-from ..corpus.tune import COLUMN, TuneResult, overrides_of
+from ..corpus.tune import COLUMN, TuneResult
+from .policy_report import toml_value
 from .terminal import Printer, Table
 from .text import csv_cell, json_bytes
 
@@ -29,10 +30,9 @@ def front_policy(result: TuneResult, i: int) -> str:
     lines = [f'extends = "{result.base}"', f'name = "{result.base}-front-{i + 1:02d}"',
              f'description = "tune front point {i + 1} (trial {p.number}) over the tuned corpus: {scores}"', ""]
     tables: dict[str, list[str]] = {}
-    for item in overrides_of(p.values):
-        key, _, value = item.partition("=")
+    for key, value in p.values.items():
         table, _, name = key.partition(".")
-        tables.setdefault(table, []).append(f"{name} = {value}")
+        tables.setdefault(table, []).append(f"{name} = {toml_value(value)}")
     for table, keys in tables.items():
         lines += [f"[{table}]", *keys, ""]
     return "\n".join(lines)

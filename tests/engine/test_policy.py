@@ -186,3 +186,14 @@ def test_every_key_is_documented():
             assert f.metadata.get("doc"), f"{kind.__name__}.{f.name} has no doc"
             seen += 1
     assert seen > 40
+
+
+def test_values_pass_as_data_and_build_what_the_same_set_text_builds():
+    """(#26 §7) tune and sweeps hand load_policy (key, value) pairs: no TOML text read back."""
+    from compactlab.engine.policy import parse_override
+
+    assert parse_override(("summary.trigger", 30000)) == (["summary", "trigger"], 30000)
+    assert parse_override(("micro.keep_recent", "7")) == (["micro", "keep_recent"], "7")  # a string stays one
+    as_data = load_policy("s08", [("summary.trigger", 30000), ("micro.keep_recent", 4)])
+    as_text = load_policy("s08", ["summary.trigger=30000", "micro.keep_recent=4"])
+    assert as_data.fingerprint == as_text.fingerprint and as_data.summary.trigger == 30000

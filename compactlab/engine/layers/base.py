@@ -15,7 +15,7 @@ saved transcripts and summarizer calls.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
@@ -26,6 +26,9 @@ from ...plumbing.outputs import OutputDir
 from ..sizing import TokenEstimator, list_chars
 from ...summarizers.base import Summarizer, SummaryRequest
 from ...summarizers.prompts import prompt_text
+
+if TYPE_CHECKING:
+    from .summary import SummaryConfig
 
 
 T = TypeVar("T")
@@ -100,7 +103,7 @@ class RunEnv:
     recorded_tokens: int | None = None
     #: the policy's summary table: how reactive and manual compaction summarise too (they refuse
     #: to run without it: ``summary_settings``)
-    summary_config: Any = None
+    summary_config: SummaryConfig | None = None
     #: what layers keep from call to call in a run, one object of each kind (``state_of``)
     state: dict[type, Any] = field(default_factory=dict)
     persisted_files: list[dict[str, Any]] = field(default_factory=list)
@@ -124,7 +127,7 @@ class RunEnv:
         return state
 
     @property
-    def summary_settings(self) -> Any:
+    def summary_settings(self) -> SummaryConfig:
         """The policy's summary table, which reactive and manual compaction summarise by: set by
         the engine from the policy; never a default in its place."""
         if self.summary_config is None:
