@@ -21,7 +21,7 @@ from typing import Any, Callable, Literal
 
 from .. import metrics
 from ..errors import PolicyError, UsageError
-from ..engine.policy import Override, Policy, load_policy, parse_override
+from ..engine.policy import Policy, load_policy, parse_override
 from .verdict import RETENTION_MARGIN
 
 #: the objectives by name (metrics.OBJECTIVES: what each is, over the corpus) and their direction
@@ -118,11 +118,6 @@ def parse_objectives(text: str) -> list[str]:
     if not names or bad or len(set(names)) != len(names):
         raise UsageError(f"--objective {text!r}: name 1 to 4 of {', '.join(OBJECTIVES)}, each once")
     return names
-
-
-def overrides_of(values: dict[str, Any]) -> list[Override]:
-    """A trial's values as --set overrides, as data (no TOML text read back)."""
-    return list(values.items())
 
 
 def totals(summaries: list[dict[str, Any]]) -> dict[str, float]:
@@ -490,7 +485,7 @@ def search(study: Any, params: list[Param], objectives: list[str], base: str, ov
             policies = []
             for trial in asked:
                 values = {p.key: p.suggest(trial) for p in params}
-                policies.append(load_policy(base, [*overrides, *overrides_of(values)]))
+                policies.append(load_policy(base, [*overrides, *values.items()]))  # the values as data
             scores = evaluate(policies)
             for trial, score in zip(asked, scores):
                 if isinstance(score, str):

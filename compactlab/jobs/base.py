@@ -21,12 +21,12 @@ def quietly(message: str, always: bool) -> None:
 
 
 #: how a job shows its progress: (what, how many steps) -> a context giving the step callback
-Progress = Callable[[str, int], Any]
+ShowsProgress = Callable[[str, int], Any]
 
 
 @contextmanager
 def no_progress(what: str, total: int) -> Iterator[Callable[..., None]]:
-    """A Progress that shows nothing."""
+    """A ShowsProgress that shows nothing."""
     yield lambda *_: None
 
 
@@ -68,7 +68,7 @@ class Outcome:
 
 
 def load_all(files: list[str], settings: Settings, notify: Notify = quietly,
-             progress: Progress = no_progress) -> list:
+             progress: ShowsProgress = no_progress) -> list:
     """Every file loaded whole (a corpus job shares them with its workers), its warnings said."""
     from ..transcripts import load_transcript
 

@@ -19,7 +19,7 @@ from ..corpus.compare import build_grid, jobs_for, run_jobs
 from ..errors import UsageError
 from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import atomic_write_bytes, check_destination
-from .base import Notify, Outcome, Progress, Settings, calibrations_for, failures_said, load_all, no_progress, \
+from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, failures_said, load_all, no_progress, \
     prices_for, quietly
 
 
@@ -45,7 +45,7 @@ class Checked:
 
 
 def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable[[list[CheckResult]], None] =
-                lambda _: None, notify: Notify = quietly, progress: Progress = no_progress) -> Checked:
+                lambda _: None, notify: Notify = quietly, progress: ShowsProgress = no_progress) -> Checked:
     """Check ``files`` against ``gate.baseline`` (``show`` sees the results before the JUnit file
     and the step summary are written), or with ``gate.update`` write it."""
     from ..reports.check_report import append_step_summary, junit_xml
@@ -87,5 +87,6 @@ def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable
     append_step_summary(checked)
     if done.interrupted:
         return Checked(checked, Outcome(exit_status(done.interrupted), [
-            f"interrupted: {len(done.results)} of {done.total} runs finished (checked above); the check is incomplete"]))
+            f"interrupted: {len(done.results)} of {done.total} runs finished (checked above); "
+            "the check is incomplete"]))
     return Checked(checked, Outcome(1 if done.failures or not all(r.ok for r in checked) else 0))

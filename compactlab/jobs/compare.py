@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ..corpus.compare import GridRun, build_grid, jobs_for, run_jobs, sweep_units, triggers, with_reference
 from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import OutputDir
-from .base import Notify, Outcome, Progress, Settings, calibrations_for, failures_said, load_all, no_progress, \
+from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, failures_said, load_all, no_progress, \
     prices_for, quietly, recorded_models
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class Compared:
 
 def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: Reporting = Reporting(),
                   show: Callable[[Comparison], None] = lambda _: None, notify: Notify = quietly,
-                  progress: Progress = no_progress) -> Compared:
+                  progress: ShowsProgress = no_progress) -> Compared:
     """Run the grid over ``files`` into ``settings.out_dir``; ``show`` sees the comparison once its
     results are in place, before the charts are drawn."""
     from ..reports.compare_report import chart_plan, comparison, report_files, report_meta, results_files

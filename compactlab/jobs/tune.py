@@ -17,7 +17,7 @@ from ..corpus.tune import StudyDefinition, StudySite, TuneResult, corpus_evaluat
 from ..corpus.tune import tune as search
 from ..errors import UsageError
 from ..plumbing.interrupts import exit_status
-from .base import Notify, Outcome, Progress, Settings, calibrations_for, load_all, no_progress, prices_for, quietly
+from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, load_all, no_progress, prices_for, quietly
 
 
 @dataclass(kw_only=True)
@@ -46,7 +46,7 @@ class Tuned:
 
 
 def tune_files(files: list[str], spec: Search, settings: Settings, show: Callable[[TuneResult], None] =
-               lambda _: None, notify: Notify = quietly, progress: Progress = no_progress) -> Tuned:
+               lambda _: None, notify: Notify = quietly, progress: ShowsProgress = no_progress) -> Tuned:
     """Tune ``spec.base`` on ``files`` into ``settings.out_dir`` (``show`` sees the front once it
     is written)."""
     from ..reports.tune_report import write_files
@@ -79,7 +79,8 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
         notify(f"error: {failure}", True)
     if not result.points and not spec.resume:  # the study this call made is gone: a rerun starts anew
         if result.interrupted is not None:
-            return Tuned(None, Outcome(exit_status(result.interrupted), ["interrupted before the first trial finished"]))
+            return Tuned(None, Outcome(exit_status(result.interrupted),
+                                       ["interrupted before the first trial finished"]))
         raise UsageError(f"no trial finished ({len(result.failures)} failed): nothing written to {out_dir}/")
     try:
         written = write_files(result, out_dir, spec.chart)
