@@ -240,26 +240,24 @@ def replay(transcripts: tuple[str, ...], **options: Any) -> None:
         with _standard_input(transcripts) as spooled:
             ctx = click.get_current_context()
             return ctx.invoke(replay, **{**ctx.params, "transcripts": (spooled,)})
-    from .jobs.replay import ReplaySettings, open_first, replay_files
+    from .jobs.base import Reading
+    from .jobs.replay import ReplaySettings, replay_prepared
 
-    first, problem = open_first(transcripts[0], o["input_format"], o["skip_bad_lines"], o["calibrate"], o["tokens"])
-    try:  # the first file's reader is reading while the policy is built
+    def prepare() -> tuple[list[str], Any]:
         from .engine.policy import load_policy
-        from .reports import write_runs
 
         settings = _settings(o, ReplaySettings, policy=load_policy(refs[0] if refs else "s08", o["overrides"]),
                              overridden=bool(o["overrides"]))
-        if problem is not None:
-            raise problem  # after the policy's and the options' errors, as if opened in turn
         files = _inputs(transcripts, o["subagents"], quiet)
         if o["fmt"] == "json-run" and len(files) != 1:
             raise UsageError(f"--format json-run prints one run; {len(files)} transcripts given",
                              hint="--format json prints {\"runs\": [...]} for any number")
-    except BaseException:
-        if first is not None:
-            first.close()
-        raise
-    done = replay_files(files, settings, _notify(quiet), first)
+        return files, settings
+
+    reading = Reading(o["input_format"], o["skip_bad_lines"], o["calibrate"], o["tokens"])
+    done = replay_prepared(transcripts[0], reading, prepare, _notify(quiet))
+    from .reports import write_runs
+
     write_runs(done.runs, o["fmt"], sys.stdout)
     _end(done.outcome(said_where=o["fmt"] != "table"), quiet)
 

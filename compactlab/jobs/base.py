@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..corpus.calibration import Calibration, by_default, calibrate as fit_calibration
+from ..engine.feeds import Opening
 from ..engine.prices import ModelPrices, PriceTable, load_prices
 from ..plumbing.process import collector_off
 
@@ -52,9 +53,26 @@ class Settings:
     executor: str | None = None  # dask://HOST:PORT: a corpus job's runs on a Dask cluster
 
     @property
-    def stream(self) -> bool:
-        """Whether files are read while they are replayed (a fit or exact counts need them whole)."""
-        return self.calibrate is not True and self.tokens != "anthropic"
+    def reading(self) -> "Reading":
+        return Reading(self.input_format, self.skip_bad_lines, self.calibrate, self.tokens)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What of the settings decides how a file is read for a replay (a command knows them before it
+    has built its policy): the format, bad lines, and whether the file must be had whole (a fit
+    required, exact counts) or only if its first lines record usage (calibration by default)."""
+
+    input_format: str | None = None
+    skip_bad_lines: bool = False
+    calibrate: bool | None = None
+    tokens: str = "estimate"
+
+    def opening(self, path: str) -> Opening:
+        """How ``path`` is read, decided by the engine's feeds (loaded, streamed or read ahead)."""
+        return Opening(path, self.input_format, skip_bad_lines=self.skip_bad_lines,
+                       stream=self.calibrate is not True and self.tokens != "anthropic",
+                       whole_if_usage=self.calibrate is None)
 
 
 @dataclass

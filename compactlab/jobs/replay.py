@@ -15,10 +15,11 @@ is raised. What a user should hear on the way (a warning, a status line) goes to
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..corpus.calibration import MIN_CALLS, usable_calls
-from ..engine.feeds import Feed, open_feed
+from ..engine.feeds import Feed, Opening
 from ..engine.policy import Policy
 from ..engine.prices import ModelPrices
 from ..engine.records import Run
@@ -26,7 +27,7 @@ from ..plumbing.outputs import OutputDir, run_folder_name
 from ..plumbing.process import collector_off
 from ..errors import CompactlabError
 from ..plumbing.interrupts import exit_status
-from .base import Notify, Outcome, Settings, calibrations_for, price_warnings, prices_for, quietly, warn_loaded
+from .base import Notify, Outcome, Reading, Settings, calibrations_for, price_warnings, prices_for, quietly, warn_loaded
 
 
 @dataclass(kw_only=True)
@@ -63,10 +64,37 @@ class Replayed:
         return Outcome(0, [], "\n".join(wrote) or None)
 
 
+def replay_prepared(first: str, reading: Reading, prepare: Callable[[], tuple[list[str], ReplaySettings]],
+                    notify: Notify = quietly) -> Replayed:
+    """:func:`replay_files`, with the reading of the file ``first`` started before ``prepare``
+    builds the files' list and the settings (a command's policy takes a while to build; a big file
+    is meanwhile read by a second process, where it is read so). An error of that file is raised
+    after ``prepare``'s own, as if it had been opened in turn."""
+    opening = reading.opening(first) if not os.path.isdir(first) else None
+    problem: CompactlabError | None = None
+    try:
+        try:  # (reads only the first lines: the collector stays as start-up left it)
+            if opening is not None:
+                opening.start()
+        except CompactlabError as exc:
+            problem, opening = exc, None
+        files, settings = prepare()
+        if problem is not None:
+            raise problem
+        if opening is not None and (files[:1] != [first] or settings.reading != reading):
+            opening.close()
+            opening = None
+    except BaseException:
+        if opening is not None:
+            opening.close()
+        raise
+    return replay_files(files, settings, notify, opening)
+
+
 def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = quietly,
-                 first: Feed | None = None) -> Replayed:
-    """Replay each file through ``settings.policy`` into its output folder. ``first``: the first
-    file's feed, opened already (a command starts the read-ahead before it builds its policy)."""
+                 first: Opening | None = None) -> Replayed:
+    """Replay each file through ``settings.policy`` into its output folder (``first``: the first
+    file's opening, its reading started already: :func:`replay_prepared`)."""
     from ..engine.turns import replay
     from ..reports import write_chart, write_files
     from ..summarizers import build_counter, build_summarizer
@@ -77,11 +105,10 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
     shared = OutputDir(s.out_dir, s.dry_run, s.force) if s.out_dir is not None and len(files) > 1 else None
     try:
         for i, path in enumerate(files):
-            feed = first if i == 0 else None
+            feed: Feed | None = None
             out = None
             try:
-                if feed is None:
-                    feed = open_for_replay(path, s, notify)
+                feed = open_for_replay(first if i == 0 and first is not None else s.reading.opening(path), notify)
                 price = prices_for([feed], s.price_model, s.prices, notify)[0]
                 calibration = calibrations_for([feed], s.calibrate, notify)[0]
                 name = run_folder_name(feed.name, s.policy, s.overridden, used)
@@ -141,27 +168,11 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
     return done
 
 
-def open_for_replay(path: str, settings: ReplaySettings, notify: Notify = quietly) -> Feed:
+def open_for_replay(opening: Opening, notify: Notify = quietly) -> Feed:
     """One file's feed: read while it is replayed (its warnings come after the run) where its
     format and the settings allow; else loaded (its warnings now)."""
     with collector_off():
-        feed = open_feed(path, settings.input_format, skip_bad_lines=settings.skip_bad_lines, stream=settings.stream,
-                         whole_if_usage=settings.calibrate is None)
-    assert feed is not None
+        feed = opening.feed()
     if not feed.streamed:
         warn_loaded(feed, notify)
     return feed
-
-
-def open_first(path: str, input_format: str | None, skip_bad_lines: bool, calibrate: bool | None,
-               tokens: str) -> tuple[Feed | None, CompactlabError | None]:
-    """The first file's feed when the read-ahead process reads it: opened before the policy is
-    built, so that its reading starts meanwhile. (None, None) otherwise; (None, the error) if
-    opening it failed, to be raised in turn (after the policy's own errors)."""
-    if calibrate is True or tokens == "anthropic" or os.path.isdir(path):  # read whole, or a folder
-        return None, None
-    try:  # (reads only the first lines: the collector stays as start-up left it)
-        return open_feed(path, input_format, skip_bad_lines=skip_bad_lines, only_read_ahead=True,
-                         whole_if_usage=calibrate is None), None
-    except CompactlabError as exc:
-        return None, exc

@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import InputError
 from . import anthropic_messages, claude_code, codex, mini_swe_agent, openai_chat, openhands, swe_agent
 from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream
-from .reader import is_document, read_document, read_head
+from .reader import Head, is_document, read_document, read_head
 
 FORMATS: dict[str, ModuleType] = {
     m.NAME: m for m in (anthropic_messages, claude_code, codex, openai_chat, mini_swe_agent, swe_agent, openhands)
@@ -28,15 +28,15 @@ __all__ = ["FORMATS", "RecordedCompaction", "Transcript", "TranscriptBuilder", "
 SESSION_GLOBS = ("*.jsonl", "*.jsonl.gz", "*.jsonl.zst", "*.json", "*.traj")
 
 
-def _detect(path: str) -> tuple[str, dict[str, Any]]:
+def _detect(path: str, head: Head | None = None) -> tuple[str, dict[str, Any]]:
     """(format name, what detection read for the loader: the parsed document of a JSON document
-    file, or the parsed head of a JSONL file)."""
+    file, or the parsed head of a JSONL file: ``head`` if the caller read it already)."""
     read: dict[str, Any]
-    if is_document(path):
+    if head is None and is_document(path):
         read = {"document": read_document(path)}
         scores = {n: m.sniff_document(read["document"][0]) for n, m in FORMATS.items() if hasattr(m, "sniff_document")}
     else:
-        read = {"head": read_head(path)}
+        read = {"head": head or read_head(path)}
         objects = read["head"].objects
         scores = {n: m.sniff(objects) for n, m in FORMATS.items() if hasattr(m, "sniff")}
     best = max(scores, key=lambda n: scores[n])
@@ -48,14 +48,17 @@ def _detect(path: str) -> tuple[str, dict[str, Any]]:
     return best, read
 
 
-def detect_format(path: str) -> str:
-    return _detect(path)[0]
+def detect_format(path: str, head: Head | None = None) -> str:
+    """The format of a file, from its content (``head``: its first lines, parsed already)."""
+    return _detect(path, head)[0]
 
 
 def _format(path: str, input_format: str | None, options: dict[str, object]) -> ModuleType:
-    """The format module for a file; what detection read goes into ``options`` for its loader."""
+    """The format module for a file; what detection read goes into ``options`` for its loader (a
+    ``head`` given in ``options`` is what the caller read of the file already)."""
+    head = options.get("head")
     if input_format is None:
-        name, read = _detect(path)
+        name, read = _detect(path, head if isinstance(head, Head) else None)
         options.update(read)
     else:
         name = input_format

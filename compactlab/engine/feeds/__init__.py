@@ -19,49 +19,93 @@ caller made. The formats (``transcripts/``) know nothing of feeds or baselines.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from ...transcripts import TranscriptStream, load_transcript, open_transcript
+from ...transcripts.reader import Head, is_document, read_head
 from .base import READ_BATCH, Call, Feed, LoadedFeed, StreamFeed, as_feed
 
 
-def open_feed(path: str, input_format: str | None = None, *, skip_bad_lines: bool = False,
-              stream: bool = True, only_read_ahead: bool = False, whole_if_usage: bool = False) -> Feed | None:
-    """The feed of one file for one replay: read while it is replayed where its format allows and
-    ``stream`` (a big plain Anthropic messages file by the read-ahead process), else loaded.
-    ``only_read_ahead``: the read-ahead feed, or None without reading more than the file's head
-    (a command opens its first file so, before it builds its policy, to start the reader early).
-    ``whole_if_usage``: loaded if the file's first lines record usage (to calibrate on it)."""
-    if stream and whole_if_usage and _head_records_usage(path):
-        stream = False
-    if not stream:
-        return None if only_read_ahead else LoadedFeed(load_transcript(path, input_format, skip_bad_lines=skip_bad_lines))
-    from . import read_ahead
+class Opening:
+    """How one file is read for one replay, decided here and only here: loaded whole (``stream``
+    False, or ``whole_if_usage`` and its first lines record usage, to calibrate on it), read ahead
+    by a second process (a big plain Anthropic messages file), or streamed in-process. The file's
+    head is parsed once, for all of these decisions and for format detection, and handed to the
+    loader."""
 
-    if only_read_ahead and not read_ahead.usable(path):
-        return None
-    source = open_transcript(path, input_format, load=not only_read_ahead, skip_bad_lines=skip_bad_lines)
-    if isinstance(source, TranscriptStream) and source.format == "anthropic" and read_ahead.usable(path):
-        if (ahead := read_ahead.open_feed(path, skip_bad_lines)) is not None:
-            source.close()
+    def __init__(self, path: str, input_format: str | None = None, *, skip_bad_lines: bool = False,
+                 stream: bool = True, whole_if_usage: bool = False) -> None:
+        self.path, self.input_format, self.skip_bad_lines = path, input_format, skip_bad_lines
+        self.stream, self.whole_if_usage = stream, whole_if_usage
+        self._started: Feed | None = None
+
+    @cached_property
+    def head(self) -> Head | None:
+        """The parsed first lines of a line-per-message file (None: a whole JSON document)."""
+        return None if is_document(self.path) else read_head(self.path)
+
+    @property
+    def streamed(self) -> bool:
+        """Whether the file is read while it is replayed."""
+        if not self.stream:
+            return False
+        return not (self.whole_if_usage and self.head is not None and _records_usage(self.head))
+
+    def start(self) -> bool:
+        """Start the read-ahead process now if this file is read so (a command opens its first file
+        before it builds its policy, so that its reading goes on meanwhile): reads no more than the
+        file's head, and nothing at all where read-ahead cannot apply."""
+        from . import read_ahead
+
+        if self._started is None and self.stream and read_ahead.usable(self.path) and self.streamed:
+            self._started = self._read_ahead()
+        return self._started is not None
+
+    def feed(self) -> Feed:
+        """The feed: the one started early, or opened now."""
+        if self._started is not None:
+            feed, self._started = self._started, None
+            return feed
+        if not self.streamed:
+            return LoadedFeed(load_transcript(self.path, self.input_format, skip_bad_lines=self.skip_bad_lines,
+                                              head=self.head))
+        ahead = self._read_ahead()
+        if ahead is not None:
             return ahead
-    if only_read_ahead:
-        if isinstance(source, TranscriptStream):
-            source.close()
-        return None
-    assert source is not None
-    return as_feed(source)
+        source = open_transcript(self.path, self.input_format, skip_bad_lines=self.skip_bad_lines, head=self.head)
+        assert source is not None
+        return as_feed(source)
+
+    def close(self) -> None:
+        """Stop a read-ahead started early and never handed on."""
+        if self._started is not None:
+            self._started.close()
+            self._started = None
+
+    def _read_ahead(self) -> Feed | None:
+        from ...transcripts import detect_format
+        from . import read_ahead
+
+        if not read_ahead.usable(self.path):
+            return None
+        name = self.input_format or detect_format(self.path, self.head)
+        return read_ahead.open_feed(self.path, self.skip_bad_lines) if name == "anthropic" else None
 
 
-def _head_records_usage(path: str) -> bool:
+def open_feed(path: str, input_format: str | None = None, *, skip_bad_lines: bool = False,
+              stream: bool = True, whole_if_usage: bool = False) -> Feed:
+    """The feed of one file for one replay (see :class:`Opening`)."""
+    return Opening(path, input_format, skip_bad_lines=skip_bad_lines, stream=stream,
+                   whole_if_usage=whole_if_usage).feed()
+
+
+def _records_usage(head: Head) -> bool:
     """Whether the first lines of a line-per-message file record a call's usage."""
-    from ...transcripts.reader import is_document, read_head
-
-    if is_document(path):
-        return False  # (a document is loaded anyway)
-    for o in read_head(path).objects:
+    for o in head.objects:
         message = o.get("message")
         if isinstance(o.get("usage"), dict) or (isinstance(message, dict) and isinstance(message.get("usage"), dict)):
             return True
     return False
 
 
-__all__ = ["READ_BATCH", "Call", "Feed", "LoadedFeed", "StreamFeed", "as_feed", "open_feed"]
+__all__ = ["READ_BATCH", "Call", "Feed", "LoadedFeed", "Opening", "StreamFeed", "as_feed", "open_feed"]

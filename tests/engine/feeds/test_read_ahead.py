@@ -333,3 +333,62 @@ def test_a_replay_that_fails_before_its_run_stops_the_reader(cli, forks, tmp_pat
     r = cli("replay", str(SAMPLES / "synth-medium.jsonl"), "-q", "--dry-run")
     assert r.exit_code == 2 and "no summarizer today" in r.stderr
     assert len(forks) == 1 and gone(forks[0])
+
+
+def _counting_head_reads(monkeypatch) -> list[str]:
+    """Record every parse of a file's first lines (detection, the usage check, the loader)."""
+    from compactlab import transcripts
+    from compactlab.engine import feeds
+    from compactlab.transcripts import reader
+
+    read: list[str] = []
+    real = reader.read_head
+
+    def counting(path, *args, **kwargs):
+        read.append(path)
+        return real(path, *args, **kwargs)
+
+    for module in (reader, transcripts, feeds):
+        monkeypatch.setattr(module, "read_head", counting)
+    return read
+
+
+@pytest.mark.parametrize("read_ahead_setting", ["0", "1"])
+def test_one_place_decides_how_a_file_is_read_and_its_head_is_parsed_once(cli, tmp_path, monkeypatch,
+                                                                           read_ahead_setting):
+    """#26 §5: the replay command opens a file through ``feeds.Opening`` alone (the CLI names no
+    feed or read-ahead), and the first lines are parsed once for the usage check, detection and the
+    loader, whether the file is then streamed, read ahead or loaded whole to calibrate on it."""
+    import inspect
+
+    from compactlab import cli as cli_module
+
+    source = inspect.getsource(cli_module)
+    assert "read_ahead" not in source and "open_feed" not in source and "Opening" not in source
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", read_ahead_setting)
+    plain = write_jsonl(tmp_path / "plain.jsonl", tool_session(6))
+    with_usage = tmp_path / "usage.jsonl"
+    lines = [dict(m) for m in tool_session(6)]
+    for m in lines:
+        if m["role"] == "assistant":
+            m["usage"] = {"input_tokens": 100, "output_tokens": 5}
+    write_jsonl(with_usage, lines)
+    for path in (plain, with_usage):
+        read = _counting_head_reads(monkeypatch)
+        r = cli("replay", str(path), "-q", "--dry-run", "--format", "json")
+        assert r.exit_code == 0, r.output
+        assert read == [str(path)], read
+    assert orjson.loads(r.stdout)["runs"][0]["summary"]["format"] == "anthropic"
+
+
+def test_an_opening_started_early_and_never_used_stops_its_reader(forks, tmp_path):
+    from compactlab.engine.feeds import Opening
+
+    path = write_jsonl(tmp_path / "t.jsonl", tool_session(4))
+    opening = Opening(str(path))
+    assert opening.start() and len(forks) == 1 and not gone(forks[0])
+    opening.close()
+    assert gone(forks[0])
+    loaded = Opening(str(path), stream=False)
+    assert not loaded.start() and len(forks) == 1  # loaded whole: nothing is started early
+    assert loaded.feed().streamed is False
