@@ -254,7 +254,8 @@ def replay(transcripts: tuple[str, ...], **options: Any) -> None:
                              hint="--format json prints {\"runs\": [...]} for any number")
         return files, settings
 
-    reading = Reading(o["input_format"], o["skip_bad_lines"], o["calibrate"], o["tokens"])
+    reading = Reading(o["input_format"], o["skip_bad_lines"], o["calibrate"], o["tokens"],
+                      probes=refs[:1] != ("none",) or bool(o["overrides"]))
     done = replay_prepared(transcripts[0], reading, prepare, _notify(quiet))
     from .reports import write_runs
 

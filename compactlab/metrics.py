@@ -66,6 +66,8 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
            objective="retention", description="referenced tool results still intact where they are referenced"),
     Metric("recall", "recall", "share", "higher", "absolute", "probes_kept", "probes", empty=1.0,
            objective="recall", description="hindsight probes (what the agent later used) the contexts sent held"),
+    Metric("recoverable", "recoverable", "share", "higher", "absolute", "probes_recoverable", "probes", empty=0.0,
+           description="hindsight probes not in the contexts sent but in a persisted output they point to"),
     Metric("violations_introduced", "violations", "count", "lower", None, "violations_introduced",
            description="tool_use/tool_result pairing violations the policy introduced (the API rejects them)"),
     Metric("overflows", "overflows", "count", "lower", None, "overflows",
@@ -87,7 +89,7 @@ def sums(summaries: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     out = dict.fromkeys(PARTS, 0.0)
     for s in summaries:
         for key in PARTS:
-            out[key] += s[key]
+            out[key] += s.get(key, 0)  # (a summary written before the metric existed: none counted)
     return out
 
 

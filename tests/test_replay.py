@@ -14,7 +14,7 @@ from helpers import SAMPLES, tool_session, write_jsonl
 SPEC_TURN = ("call message_index raw_messages raw_chars raw_tokens messages chars tokens persisted persisted_chars "
              "snipped micro_compacted summarized summary_input_chars summary_output_chars reactive manual overflow "
              "violations_introduced violations_inherited cache_read_tokens cache_write_tokens input_cost_usd refs "
-             "refs_retained probes probes_kept").split()
+             "refs_retained probes probes_kept probes_recoverable").split()
 SPEC_RUN = ("transcript format policy fingerprint calls raw_tokens_total tokens_total reduction peak_tokens "
             "final_tokens snipped micro_compacted persisted persisted_files summaries summary_input_tokens "
             "summary_output_tokens reactive manual overflows violations_introduced violations_inherited violations "
@@ -26,7 +26,8 @@ def test_schema_uses_exactly_the_spec_names():
     assert TURN_COLUMNS == SPEC_TURN
     # the stable keys come first, in SPEC order; the extras after them are documented in records.py
     assert SUMMARY_KEYS[: len(SPEC_RUN)] == SPEC_RUN
-    assert SUMMARY_KEYS[len(SPEC_RUN):] == ["refs", "refs_retained", "recall", "probes", "probes_kept", "cache_read_tokens", "cache_write_tokens",
+    assert SUMMARY_KEYS[len(SPEC_RUN):] == ["refs", "refs_retained", "recall", "probes", "probes_kept", "recoverable",
+                                            "probes_recoverable", "probe_kinds", "probes_indexed", "cache_read_tokens", "cache_write_tokens",
                                             "price_model", "recorded_input_cost_usd", "recorded_cost_usd", "billed_cost_usd", "cache_ttl",
                                             "cache_expired_calls", "calibration", "recorded_cache_breaks", "cache_warm_start_tokens",
     "cache_breaks_replayed", "cache_ledger"]

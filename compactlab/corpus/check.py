@@ -28,9 +28,9 @@ SCHEMA = 1
 COMPARED = metrics.COMPARED
 #: metrics compared only when the baseline has them (one written before they existed has not;
 #: --update-baseline adds them)
-ADDED = {"recall"}
+ADDED = {"recall", "recoverable"}
 STORED = ["calls", "tokens_total", "raw_tokens_total", "cost_usd", "raw_cost_usd", "reduction", "retention",
-          "recall", "probes", "peak_tokens", "summaries", "reactive", "manual", "overflows", "violations_introduced",
+          "recall", "recoverable", "probes", "peak_tokens", "summaries", "reactive", "manual", "overflows", "violations_introduced",
           "violations_inherited"]
 DEFAULT_TOLERANCE = 0.01
 

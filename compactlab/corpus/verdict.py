@@ -69,6 +69,8 @@ class Entry:
     actions: int = 0  # what it did: persisted, snipped, cleared, summarised, reactive, manual (0: never acted)
     saving_low: float = 0.0  # the total saving's 95% bootstrap interval over transcripts (seeded)
     saving_high: float = 0.0
+    #: hindsight probes not in the contexts but in a persisted output they point to, over all the transcripts
+    recoverable: float = 0.0
 
 
 @dataclass
@@ -240,7 +242,7 @@ def _entries(runs: Sequence[JudgedRun], sweep_keys: list[str], units: dict[str, 
             costs_more=sum(_dearer(s) for s in summaries),
             peak_tokens=max((int(s.get("peak_tokens", 0)) for s in summaries), default=0),
             actions=int(sum(s.get(a, 0) for s in summaries for a in ACTIONS)),
-            saving_low=low, saving_high=high,
+            saving_low=low, saving_high=high, recoverable=round(total["recoverable"], 6),
         ))
         overflowed[label] = {r.transcript for r in group if r.summary["overflows"] > 0}
         grouped[label] = group

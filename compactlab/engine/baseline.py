@@ -39,6 +39,8 @@ class RawBaseline:
     refs: dict[int, list[Ref]] = field(default_factory=dict)
     #: per call: the hindsight probes of its reply (``probes.py``); calls absent: none
     probes: dict[int, list[Probe]] = field(default_factory=dict)
+    #: whether the probes were looked for (a replay of no compaction skips them: recall is 1.0)
+    probes_indexed: bool = True
 
     def counts_at(self, call: int) -> Counter:
         return self.violation_counts.get(call, _EMPTY)
@@ -57,10 +59,12 @@ class BaselineBuilder:
     the violations' positions and so every message, is left empty.
     """
 
-    def __init__(self, keep: bool = True, system: Any = None, wanted: set[str] | None = None) -> None:
-        self.base = RawBaseline()
+    def __init__(self, keep: bool = True, system: Any = None, wanted: set[str] | None = None,
+                 probes: bool = True) -> None:
+        self.base = RawBaseline(probes_indexed=probes)
+        #: the hindsight probes' index; None for a run that cannot lose one (no compaction)
         self._probes = ProbeIndex(system if isinstance(system, str) else orjson.dumps(system).decode() if system else None,
-                                  wanted)
+                                  wanted) if probes else None
         self.keep = keep
         self._tracker = InvariantTracker()
         self._seen: set[tuple[str, str | None, int]] = set()
@@ -73,7 +77,7 @@ class BaselineBuilder:
 
     def add(self, entry: Entry) -> None:
         pos = len(self._raw)
-        probes = self._probes.add(pos, entry)
+        probes = self._probes.add(pos, entry) if self._probes is not None else None
         if entry.role == "assistant":
             self._call(entry)
             if probes:
@@ -117,9 +121,10 @@ class BaselineBuilder:
                 base.refs[call] = found
 
 
-def compute_baseline(transcript: Transcript) -> RawBaseline:
+def compute_baseline(transcript: Transcript, probes: bool = True) -> RawBaseline:
     entries = transcript.entries
-    builder = BaselineBuilder(system=transcript.system, wanted=wanted_strings(entries))
+    builder = BaselineBuilder(system=transcript.system, wanted=wanted_strings(entries) if probes else None,
+                              probes=probes)
     for e in entries[: transcript.call_positions[-1] + 1] if transcript.call_positions else ():
         builder.add(e)
     return builder.base
@@ -132,8 +137,11 @@ def retention_refs(transcript: Transcript) -> dict[int, list[Ref]]:
     return compute_baseline(transcript).refs
 
 
-def baseline_for(transcript: Transcript) -> RawBaseline:
-    """The transcript's baseline, computed on first use and kept on the transcript."""
+def baseline_for(transcript: Transcript, probes: bool = True) -> RawBaseline:
+    """The transcript's baseline, computed on first use and kept on the transcript (``probes``
+    False: without the probes, unless it has them already; not kept)."""
     if transcript.raw_baseline is None:
+        if not probes:
+            return compute_baseline(transcript, probes=False)
         transcript.raw_baseline = compute_baseline(transcript)
     return transcript.raw_baseline

@@ -93,6 +93,11 @@ class Policy(Section):
     def fingerprint(self) -> str:
         return fingerprint_of(self.resolved())
 
+    @property
+    def acts(self) -> bool:
+        """Whether any layer is on (a policy with none sends what the recording sent)."""
+        return any(getattr(self, key).enabled for key in SECTIONS if hasattr(getattr(self, key), "enabled"))
+
 
 def fingerprint_of(resolved: dict[str, Any]) -> str:
     """Short hash of a resolved policy's behaviour (its name and words about it left out)."""

@@ -1,26 +1,44 @@
-"""Hindsight probes (#20 §1): what did compaction remove that the agent later used?
+"""Hindsight probes (#20 §1, #28): what did compaction remove that the agent later used?
 
 Read from the transcript's own future, with no model and no judge. For each call, the **probes**
-are the distinctive strings of the reply the agent made at that call (its text and its tool
-inputs: paths, dotted names, identifiers with an underscore, a digit or inner capitals, numbers of
-4+ digits, URLs, quoted strings) whose first appearance in the transcript was in an earlier tool
-result: evidence that the agent used that result. Strings first seen in a user prompt, in the
-system prompt or in the agent's own messages are not probes (nothing was learnt from a result).
+are what the reply the agent made at that call (its text and its tool inputs) took from an earlier
+tool result, of six kinds:
 
-A probe is **kept** when the context sent at that call still holds it: an intact tool result that
-contains it, or a message a layer changed or made (a persisted preview, a placeholder, a summary)
-whose text mentions it. It is **lost** otherwise; the ledger says where it came from (the call and
-tool whose result first held it) and which layer removed it. ``recall`` = kept / probes (1.0, with
-0 probes, when there are none).
+- ``path`` (a slash between names, or a URL), ``dotted`` (module.attr, file.ext), ``identifier``
+  (an underscore, a digit, a hyphen or inner capitals), ``number`` (4+ digits): distinctive
+  strings whose first appearance in the transcript was in a tool result;
+- ``line``: a line the reply goes to (``sed -n 'A,Bp'``, ``path:A``, a ``view_range``) within
+  ``LINE_NEAR`` lines of a line number the results just before the call printed (``grep -n``,
+  ``cat -n``): the agent navigates by what it read;
+- ``phrase``: a quoted text of 12+ characters with a space and no distinctive string of its own
+  (``'Enter a valid duration'``), copied verbatim from a recent tool result.
+
+Not probes, because nothing was learnt from a result: a string first seen in a user prompt, in the
+system prompt (also inside a longer token there: ``add_id_index`` in ``self.add_id_index``) or in
+the agent's own messages (also as a part of a longer token it wrote); Python's dunder names,
+builtins, keywords and standard-library modules (``sys.stdlib_module_names``: ``logging.getLogger``
+is not evidence of having read a result); an attribute of ``self`` or ``cls`` that is a plain word.
+
+A probe is **kept** when the context sent at that call holds it anywhere: an intact tool result
+that holds it, the agent's own earlier message that repeats it (masking keeps the actions), or a
+message a layer changed or made (a persisted preview, a placeholder, a summary) whose text
+mentions it. It is **recoverable** when it is not in the context but in a persisted output whose
+path the context still shows (the agent can read it again), **lost** otherwise. The ledger says
+where each came from (the call and tool whose result first held it) and, when not kept, which layer
+removed it and when. ``recall`` = kept / probes (1.0, with 0 probes, when there are none).
 
 What it cannot measure: what the agent needed but never repeated (a fact that changed its mind
-without a string in common), and what it would have done had the string been there; a live
-next-step probe (ask the model again on the compacted context) is future work.
+without a string in common), and what it would have done had the string been there (that needs a
+model asked again on the compacted context).
 """
 
 from __future__ import annotations
 
+import builtins
+import keyword
 import re
+import sys
+from collections import deque
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -35,11 +53,33 @@ from ..transcripts.messages import Entry, is_prompt, text_of
 _SPACES = str.maketrans({c: " " for c in map(chr, range(128)) if not (c.isalnum() or c in "_./:~-")})
 _EDGES = "./:"
 _CAMEL = re.compile(r"[a-z][A-Z]")
+#: the parts of a longer token (a name inside a dotted name or a path)
+_PARTS = re.compile(r"[./:]+")
 #: at most this many occurrences of a string are remembered (the newest): enough to find a copy
 #: a policy kept, bounded on huge sessions
 MAX_OCCURRENCES = 6
 #: the longest text read for strings: a few hundred KB of a huge output say what it holds
 MAX_SCAN = 400_000
+#: the system prompt and user prompts searched for a probe inside a longer token (bounded)
+MAX_PROMPT_TEXT = 4 << 20
+
+KINDS = ("identifier", "path", "dotted", "number", "line", "phrase")
+
+#: names any Python program shows: not evidence of having read a particular result
+GENERIC = frozenset(sys.stdlib_module_names) | frozenset(dir(builtins)) | frozenset(keyword.kwlist)
+_SELF = ("self.", "cls.")
+
+#: a quoted text of 12+ characters with a space (a ``phrase`` candidate)
+_QUOTED = re.compile(r"""(?:"([^"\n]{12,200})"|'([^'\n]{12,200})')""")
+#: recent tool-result texts kept for phrases and line numbers: how many, and characters in all
+RECENT_RESULTS, RECENT_CHARS = 64, 4 << 20
+
+#: a reply's line references: sed -n 'A,Bp' / 'Ap', path:A, a view_range [A, B]
+_LINE_REFS = re.compile(r"sed\s+-n\s+['\"]?(\d{1,7})(?:,\d{1,7})?p|[\w./-]\.\w{1,8}:(\d{1,7})\b")
+#: line numbers a result printed: at a line's start (cat -n, nl, numbered views) or after path: (grep -n)
+_PRINTED = re.compile(r"(?m)^\s{0,8}(\d{1,7})(?:[:\t|]|\s{2})|^[^\s:]{1,300}:(\d{1,7}):")
+#: how far from a printed line number a reference still counts as going to it
+LINE_NEAR = 30
 
 
 def runs(text: str) -> set[str]:
@@ -54,11 +94,28 @@ def trimmed(found: set[str]) -> set[str]:
     return {t.strip(_EDGES) if t[-1] in _EDGES or t[0] in _EDGES else t for t in found}
 
 
+def generic(t: str) -> bool:
+    """A name every Python program shows: a dunder, a builtin, a keyword, a standard-library module
+    or a name in one (``os.path``, ``logging.getLogger``), ``self.name``."""
+    if t in GENERIC or (t.startswith("__") and t.endswith("__")):
+        return True
+    if "." in t and "/" not in t:
+        head, _, rest = t.partition(".")
+        if head in GENERIC and not rest.endswith(("py", "json", "txt", "md", "toml", "yaml", "yml", "cfg")):
+            return True
+        if t.startswith(_SELF) and (rest.isalpha() and not _CAMEL.search(rest)):
+            return True
+        last = t.rsplit(".", 1)[-1]
+        if last.startswith("__") and last.endswith("__"):
+            return True
+    return False
+
+
 def tokens(text: str) -> set[str]:
     """The distinctive strings of a text: URLs, paths (a slash between names), dotted names
     (module.attr, file.ext), numbers of 4+ digits, and identifiers with an underscore, a digit, a
     hyphen or inner capitals (a quoted string or an error message counts by these); plain words
-    are not distinctive."""
+    and generic names (``generic``) are not distinctive."""
     out = set()
     for t in trimmed(runs(text)):
         if len(t) < 4:
@@ -73,22 +130,76 @@ def tokens(text: str) -> set[str]:
     return out
 
 
-def reply_strings(entry: Entry) -> set[str]:
-    """What the agent produced at a call: the distinctive strings of its text and tool inputs."""
+def kind(t: str) -> str:
+    """A distinctive string's kind."""
+    if "/" in t:
+        return "path"
+    if "." in t:
+        return "dotted"
+    return "number" if t.isdigit() else "identifier"
+
+
+def parts(strings: set[str]) -> set[str]:
+    """The names inside longer tokens (``add_id_index`` of ``self.add_id_index``)."""
+    out = set()
+    for t in strings:
+        if "." in t or "/" in t or ":" in t:
+            out.update(p for p in _PARTS.split(t) if len(p) >= 4)
+    return out
+
+
+def _texts(entry: Entry) -> list[str]:
+    """A reply's text and the strings of its tool inputs."""
     content = entry.message.get("content")
-    found: set[str] = set()
     if isinstance(content, str):
-        return tokens(content)
+        return [content]
+    out: list[str] = []
     for b in content if isinstance(content, list) else ():
         if not isinstance(b, dict):
             continue
-        kind = b.get("type")
-        if kind == "text" and isinstance(b.get("text"), str):
-            found |= tokens(b["text"])
-        elif kind == "tool_use":
-            for value in _strings(b.get("input")):
-                found |= tokens(value)
+        kind_ = b.get("type")
+        if kind_ == "text" and isinstance(b.get("text"), str):
+            out.append(b["text"])
+        elif kind_ == "tool_use":
+            out += _strings(b.get("input"))
+            view = b.get("input", {}).get("view_range") if isinstance(b.get("input"), dict) else None
+            if isinstance(view, list) and view and type(view[0]) is int:
+                out.append(f"sed -n '{view[0]}p'")  # (read as the line reference it is)
+    return out
+
+
+def reply_strings(entry: Entry) -> set[str]:
+    """What the agent produced at a call: the distinctive strings of its text and tool inputs."""
+    found: set[str] = set()
+    for text in _texts(entry):
+        found |= tokens(text)
     return found
+
+
+def phrases(texts: list[str]) -> set[str]:
+    """The quoted texts of 12+ characters with a space and no distinctive string of their own."""
+    out = set()
+    for text in texts:
+        if "'" not in text and '"' not in text:
+            continue
+        for m in _QUOTED.finditer(text):
+            q = (m.group(1) or m.group(2)).strip()
+            if len(q) >= 12 and " " in q and not tokens(q) and any(c.isalpha() for c in q):
+                out.add(q)
+    return out
+
+
+def line_refs(texts: list[str]) -> list[int]:
+    """The lines a reply goes to."""
+    out = []
+    for text in texts:
+        if ":" in text or "sed" in text:
+            out += [int(a or b) for a, b in _LINE_REFS.findall(text)]
+    return out
+
+
+def printed_lines(text: str) -> set[int]:
+    return {int(a or b) for a, b in _PRINTED.findall(text[:MAX_SCAN])}
 
 
 def _strings(value: Any) -> list[str]:
@@ -109,12 +220,20 @@ def _result_text(content: Any) -> str:
     return ""
 
 
+#: (message origin, block index) of a tool result that holds a probe; block ``REPLY``: the whole
+#: of an assistant message that repeats it
+Where = tuple[tuple[int, int], ...]
+REPLY = -1
+
+
 class Probe(NamedTuple):
     text: str
-    #: (message origin, block index) of the tool results that held it, newest last
-    where: tuple[tuple[int, int], ...]
+    #: where the context may hold it, newest last: tool results, and the agent's own messages
+    #: (block ``REPLY``) that repeated it
+    where: Where
     source_call: int  # the call whose tool result first held it (-1: unknown)
     source_tool: str
+    kind: str = "identifier"
 
 
 #: what ``ProbeIndex.seen`` answers for a string it has not seen (compared by identity)
@@ -134,38 +253,46 @@ class ProbeIndex:
             v: w for w in wanted for head in ("", "/", "./", "../") for tail in ("", ".", ":", "/", "..", "...")
             for v in (head + w + tail,)}
         self._keys = frozenset(self.wanted or ())
-        #: a string's tool-result occurrences; None: first seen elsewhere (never a probe)
-        self.seen: dict[str, list[tuple[int, int]] | None] = dict.fromkeys(self._of(tokens(system or "")))
+        #: a string's occurrences in tool results and in replies after; None: first seen
+        #: elsewhere (never a probe)
+        self.seen: dict[str, list[tuple[int, int]] | None] = {}
         self.first: dict[str, tuple[int, str]] = {}  # a string -> (call, tool) of the result it came from
         self.tool_of: dict[str, tuple[int, str]] = {}  # tool_use id -> (call, tool name)
         self.calls = 0
+        self.prompts = ""  # the system prompt and user prompts (a probe inside a longer token there)
+        #: the latest tool results: (position, block, text, source (call, tool))
+        self.recent: deque[tuple[int, int, str, tuple[int, str]]] = deque()
+        self._recent_chars = 0
+        self._last_results: list[tuple[int, int, str]] = []  # the results since the previous call
+        self._not_learnt(system or "")
+
+    def _not_learnt(self, text: str) -> None:
+        """A prompt's (or the system prompt's) strings: seen, never a probe."""
+        seen = self.seen
+        found = tokens(text)
+        for s in self._of(found | parts(found)):
+            if seen.get(s, _UNSEEN) is _UNSEEN:
+                seen[s] = None
+        if len(self.prompts) < MAX_PROMPT_TEXT:
+            self.prompts += "\n" + text[: MAX_PROMPT_TEXT - len(self.prompts)]
 
     def add(self, pos: int, entry: Entry) -> list[Probe] | None:
         """Take the message at ``pos``; at a call, return the probes of its reply."""
-        seen = self.seen
         if entry.role == "assistant":
-            call = self.calls
-            self.calls += 1
-            probes = []
-            for s in reply_strings(entry):
-                where = seen.get(s, _UNSEEN)
-                if where is _UNSEEN:
-                    seen[s] = None  # the agent's own string
-                elif where:
-                    probes.append(Probe(s, tuple(where), *self.first[s]))
-            for tid, name in zip(entry.tool_use_ids, entry.tool_names):
-                self.tool_of[tid] = (call, name)
-            return sorted(probes)
+            return self._reply(pos, entry)
         if is_prompt(entry):
-            for s in self._of(tokens(text_of(entry.message))):
-                if seen.get(s, _UNSEEN) is _UNSEEN:
-                    seen[s] = None
+            self._not_learnt(text_of(entry.message))
+        if not entry.results:
+            return None
+        seen = self.seen
         content: list = entry.message["content"]  # (a message with results: a list of blocks)
         for fact in entry.results:
             block = content[fact.block]
             ref = (pos, fact.block)
             source = self.tool_of.get(fact.tool_use_id, (-1, "unknown"))
-            found = runs(_result_text(block.get("content")))
+            text = _result_text(block.get("content"))
+            self._remember(pos, fact.block, text, source)
+            found = runs(text)
             for s in (trimmed(found) if self.wanted is None else self._of(found)):
                 where = seen.get(s, _UNSEEN)
                 if where is _UNSEEN:
@@ -177,6 +304,70 @@ class ProbeIndex:
                         del where[0]
         return None
 
+    def _remember(self, pos: int, block: int, text: str, source: tuple[int, str]) -> None:
+        if not text:
+            return
+        text = text[:MAX_SCAN]
+        self._last_results.append((pos, block, text))
+        self.recent.append((pos, block, text, source))
+        self._recent_chars += len(text)
+        while len(self.recent) > RECENT_RESULTS or self._recent_chars > RECENT_CHARS:
+            self._recent_chars -= len(self.recent.popleft()[2])
+
+    def _reply(self, pos: int, entry: Entry) -> list[Probe]:
+        seen = self.seen
+        call = self.calls
+        self.calls += 1
+        probes = []
+        found = reply_strings(entry)
+        for s in found:
+            where = seen.get(s, _UNSEEN)
+            if where is _UNSEEN:
+                seen[s] = None  # the agent's own string
+            elif where and not generic(s) and s not in self.prompts:
+                probes.append(Probe(s, tuple(where), *self.first[s], kind(s)))
+        texts = _texts(entry) if self.recent else []
+        probes += self._phrases(texts) + self._lines(texts)
+        for s in parts(found):  # a name the agent wrote inside a longer token: its own
+            if seen.get(s, _UNSEEN) is _UNSEEN:
+                seen[s] = None
+        mine = (pos, REPLY)
+        for p in probes:  # later, the agent's own message holds it too
+            if p.kind not in ("line", "phrase"):
+                where = seen[p.text]
+                assert where is not None
+                where.append(mine)
+                if len(where) > MAX_OCCURRENCES:
+                    del where[0]
+        for tid, name in zip(entry.tool_use_ids, entry.tool_names):
+            self.tool_of[tid] = (call, name)
+        self._last_results = []
+        return sorted(probes)
+
+    def _phrases(self, texts: list[str]) -> list[Probe]:
+        out = []
+        for q in phrases(texts):
+            if q in self.prompts:
+                continue
+            held = [(pos, block, source) for pos, block, text, source in self.recent if q in text]
+            if held:
+                out.append(Probe(q, tuple((p, b) for p, b, _ in held[-MAX_OCCURRENCES:]), *held[0][2], "phrase"))
+        return out
+
+    def _lines(self, texts: list[str]) -> list[Probe]:
+        refs = line_refs(texts) if self._last_results else []
+        out = []
+        for a in dict.fromkeys(refs):
+            for pos, block, text in self._last_results:
+                near = [n for n in printed_lines(text) if abs(n - a) <= LINE_NEAR]
+                if near:
+                    source = self.tool_of.get("", (-1, "unknown"))
+                    source = next((s for p, b, _, s in reversed(self.recent) if (p, b) == (pos, block)), source)
+                    out.append(Probe(f"line {a} (printed {min(near, key=lambda n: abs(n - a))})", ((pos, block),),
+                                     *source, "line"))
+                    break
+        return out
+
     def _of(self, strings: set[str]) -> set[str]:
         """The wanted ones among ``strings`` (all of them when nothing is wanted in particular)."""
         if self.wanted is None:
@@ -185,62 +376,94 @@ class ProbeIndex:
 
 
 def wanted_strings(entries: list[Entry]) -> set[str]:
-    """The distinctive strings of every reply of a transcript loaded whole."""
+    """The distinctive strings of every reply of a transcript loaded whole, and their parts."""
     out: set[str] = set()
     for e in entries:
         if e.role == "assistant":
             out |= reply_strings(e)
-    return out
+    return out | parts(out)
 
 
-class LostProbe(NamedTuple):
+class ProbeOutcome(NamedTuple):
+    """One probe at one call: probes.csv's row."""
+
     call: int
     probe: str
+    kind: str
     source_call: int  # the call whose tool result first held it (-1: unknown)
     source_tool: str
-    removed_by: str  # budget (persisted), micro (placeholder), summary, snip
+    status: str  # kept, recoverable, lost
+    removed_by: str = ""  # when not kept: budget (persisted), micro (placeholder), summary, snip
     removed_at: int = -1  # the call at which that layer removed it (-1: not known)
 
     def to_dict(self) -> dict[str, Any]:
         return self._asdict()
 
 
-def check(probes: Sequence[Probe], context: Context, call: int, lost: list[LostProbe] | None,
-          env: Any = None) -> int:
-    """How many of ``probes`` the context sent at ``call`` holds; the lost ones go to ``lost``,
-    each with the layer that removed it and when (``env``: the run's ``RunEnv``, whose
-    ``made_by``/``made_at`` say which layer made each message a policy made, and at which call,
-    and ``cleared_at`` when a result was replaced in place; a message gone is put down to the one
-    standing in its place)."""
+#: kept for the names the reports used: an outcome that was not kept
+LostProbe = ProbeOutcome
+
+
+class Checked(NamedTuple):
+    kept: int
+    recoverable: int
+
+
+def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[ProbeOutcome] | None,
+          env: Any = None) -> Checked:
+    """How many of ``probes`` the context sent at ``call`` holds, and how many more a persisted
+    output it points to holds; each probe's outcome goes to ``ledger``, a probe not kept with the
+    layer that removed it and when (``env``: the run's ``RunEnv``, whose ``made_by``/``made_at`` say
+    which layer made each message a policy made, and at which call, and ``cleared_at`` when a
+    result was replaced in place; a message gone is put down to the one standing in its place)."""
     if not probes:
-        return 0
-    kept, missing = 0, []
+        return Checked(0, 0)
+    kept = recoverable = 0
+    missing = []
+    entries = context.entries
     for p in probes:
-        if any((j := context.find_origin(o)) is not None and b not in context.entries[j].changed for o, b in p.where):
-            kept += 1
+        for o, b in p.where:
+            j = context.find_origin(o)
+            if j is not None and (b not in entries[j].changed if b >= 0 else not entries[j].changed):
+                kept += 1
+                if ledger is not None:
+                    ledger.append(ProbeOutcome(call, p.text, p.kind, p.source_call, p.source_tool, "kept"))
+                break
         else:
             missing.append(p)
     if not missing:
-        return kept
+        return Checked(kept, 0)
     made_by = env.made_by if env is not None else {}
     made_at = env.made_at if env is not None else {}
     cleared_at = env.cleared_at if env is not None else {}
-    edited = [e for e in context.entries if e.origin < 0 or e.changed]
-    texts = [orjson.dumps(e.message).decode() for e in edited]
+    edited = [e for e in entries if e.origin < 0 or e.changed]
+    texts = [orjson.dumps(e.message).decode() for e in edited] if any(p.kind != "line" for p in missing) else []
     made = any(e.origin < 0 for e in edited)
     for p in missing:
-        if any(p.text in t for t in texts):
+        if p.kind != "line" and any(p.text in t for t in texts):
             kept += 1
-        elif lost is not None:
-            o, b = p.where[-1]
+            if ledger is not None:
+                ledger.append(ProbeOutcome(call, p.text, p.kind, p.source_call, p.source_tool, "kept"))
+            continue
+        status, by, at = "lost", "", -1
+        for o, b in reversed(p.where):
+            if b < 0:
+                continue
             j = context.find_origin(o)
             if j is None:
-                stand_in = context.made_in_gap(o)
-                by = made_by.get(stand_in.origin, "summary") if stand_in is not None else "summary" if made else "snip"
-                at = made_at.get(stand_in.origin, -1) if stand_in is not None else -1
-            else:
-                block = context.entries[j].message["content"][b]
-                by = "budget" if "persisted-output" in _result_text(block.get("content")) else "micro"
-                at = cleared_at.get((o, b), -1)
-            lost.append(LostProbe(call, p.text, p.source_call, p.source_tool, by, at))
-    return kept
+                if not by:
+                    stand_in = context.made_in_gap(o)
+                    by = made_by.get(stand_in.origin, "summary") if stand_in is not None else "summary" if made else "snip"
+                    at = made_at.get(stand_in.origin, -1) if stand_in is not None else -1
+                continue
+            block = entries[j].message["content"][b]
+            if "persisted-output" in _result_text(block.get("content")):
+                status, by, at = "recoverable", "budget", cleared_at.get((o, b), -1)
+                break
+            if not by:
+                by, at = "micro", cleared_at.get((o, b), -1)
+        if status == "recoverable":
+            recoverable += 1
+        if ledger is not None:
+            ledger.append(ProbeOutcome(call, p.text, p.kind, p.source_call, p.source_tool, status, by or "snip", at))
+    return Checked(kept, recoverable)

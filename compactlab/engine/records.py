@@ -75,6 +75,7 @@ class TurnRecord:
     refs_retained: int = 0
     probes: int = 0  # hindsight probes of the reply (probes.py)
     probes_kept: int = 0  # of them, those the context sent holds
+    probes_recoverable: int = 0  # of the others, those a persisted output the context points to holds
 
     def to_dict(self) -> dict[str, Any]:
         return dict(zip(TURN_COLUMNS, turn_values(self)))
@@ -126,6 +127,13 @@ class RunSummary:
     recall: float = 1.0
     probes: int = 0
     probes_kept: int = 0
+    #: not in the context, but in a persisted output it points to: recoverable / probes
+    recoverable: float = 0.0
+    probes_recoverable: int = 0
+    #: per probe kind (probes.KINDS): {"probes", "kept", "recoverable"}
+    probe_kinds: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: False: the probes were not looked for (a policy that never acts keeps them all: recall 1.0)
+    probes_indexed: bool = True
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     price_model: str = ""
@@ -161,7 +169,7 @@ class RunSummary:
 def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str, Any]], *, transcript: Any,
               policy: str, fingerprint: str, pricing: Any, calibration: dict[str, Any] | None = None,
               persisted_files: list[dict[str, Any]], saved_transcripts: list[dict[str, Any]],
-              ) -> RunSummary:
+              probe_kinds: dict[str, dict[str, int]] | None = None, probes_indexed: bool = True) -> RunSummary:
     """A run's summary, built from its priced records, its layers' totals (``LayerStats``) and its
     violations; ``transcript`` gives the path, format and skipped lines; ``pricing`` is what
     ``cost.price_run`` gave (summary calls are billed at the summarizer's model's prices)."""
@@ -173,11 +181,12 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
     n_retained = sum(r.refs_retained for r in records)
     n_probes = sum(r.probes for r in records)
     n_kept = sum(r.probes_kept for r in records)
+    n_recoverable = sum(r.probes_recoverable for r in records)
     raw_total = sum(r.raw_tokens for r in records)
     total = sum(r.tokens for r in records)
     # the run's shares, as metrics.METRICS defines them (a run is a corpus of one)
     parts = {"tokens_total": total, "raw_tokens_total": raw_total, "refs": n_refs, "refs_retained": n_retained,
-             "probes": n_probes, "probes_kept": n_kept}
+             "probes": n_probes, "probes_kept": n_kept, "probes_recoverable": n_recoverable}
     return RunSummary(
         transcript=transcript.path,
         format=transcript.format,
@@ -207,6 +216,10 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
         recall=round(METRICS["recall"].of(parts), 6),
         probes=n_probes,
         probes_kept=n_kept,
+        recoverable=round(METRICS["recoverable"].of(parts), 6),
+        probes_recoverable=n_recoverable,
+        probe_kinds=probe_kinds or {},
+        probes_indexed=probes_indexed,
         cache_read_tokens=sum(r.cache_read_tokens for r in records),
         cache_write_tokens=sum(r.cache_write_tokens for r in records),
         price_model=pricing.prices.model,
@@ -232,7 +245,7 @@ NUMERIC_SUMMARY_KEYS = [f.name for f in fields(RunSummary) if f.type in ("int", 
 class CompactionEvent:
     """A call at which the policy changed the context: which layers acted, what the context was
     before and after them, and the strings the agent later used that this event removed (each with
-    the call that first needed it; probes.LostProbe.removed_at ties a loss to its event)."""
+    the call that first needed it; probes.ProbeOutcome.removed_at ties a loss to its event)."""
 
     call: int
     layers: list[str]
@@ -257,10 +270,15 @@ class Run:
     out_dir: str | None = None
     #: how long it took (kept out of the summary and the records: identical runs are identical)
     timing: dict[str, float] = field(default_factory=dict)
-    #: the hindsight probes the contexts sent had lost (probes.LostProbe): probes.csv
-    lost_probes: list[Any] = field(default_factory=list)
+    #: every hindsight probe at every call, kept, recoverable or lost (probes.ProbeOutcome): probes.csv
+    probe_ledger: list[Any] = field(default_factory=list)
     #: every call at which the policy changed the context, with what it lost: compactions.csv
     events: list[CompactionEvent] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"summary": self.summary.to_dict(), "calls": [c.to_dict() for c in self.calls]}
+
+    @property
+    def lost_probes(self) -> list[Any]:
+        """The probes the contexts sent did not hold (lost, or recoverable from a persisted output)."""
+        return [p for p in self.probe_ledger if p.status != "kept"]

@@ -32,7 +32,7 @@ from ..transcripts.messages import Entry, is_prompt
 from ..plumbing.outputs import OutputDir
 from .policy import Policy, fingerprint_of
 from .records import ACTIONS, CompactionEvent, Run, TurnRecord, summarize
-from .probes import LostProbe, check as check_probes
+from .probes import KINDS, ProbeOutcome, check as check_probes
 from .retention import retained
 from .sizing import Calibration, TokenEstimator, list_chars
 from ..summarizers import StubSummarizer, Summarizer
@@ -122,11 +122,12 @@ def replay(
     return Run(
         summary=summarize(records, turns.totals, turns.violations.listed(), transcript=feed,
                           policy=policy.name, fingerprint=fingerprint_of(resolved), pricing=pricing, calibration=used,
-                          persisted_files=env.persisted_files, saved_transcripts=env.saved_transcripts),
+                          persisted_files=env.persisted_files, saved_transcripts=env.saved_transcripts,
+                          probe_kinds=turns.probe_kinds(), probes_indexed=feed.baseline.probes_indexed),
         calls=records,
         policy=resolved,
         failed_summaries=env.failed_summaries,
-        lost_probes=turns.lost,
+        probe_ledger=turns.ledger,
         events=turns.events_with_losses(),
         out_dir=out.path,
         timing={"runtime_s": round(time.perf_counter() - started, 4)},
@@ -169,7 +170,7 @@ class Turns:
         self.totals = LayerStats()
         self.done = 0  # messages of the transcript in the context so far
         self.manual_pending = False  # the previous reply called the manual compaction tool
-        self.lost: list[LostProbe] = []  # the hindsight probes the contexts sent had lost
+        self.ledger: list[ProbeOutcome] = []  # every hindsight probe's outcome, call by call
         self.events: list[CompactionEvent] = []  # the calls at which the policy changed the context
 
     def turn(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
@@ -198,7 +199,7 @@ class Turns:
         probes = self.base.probes.get(call, ()) if self.keep_refs else self.base.probes.pop(call, ())
         record = self._record(call, pos, stats, tokens, introduced, inherited, read, write, refs,
                               retained(refs, ctx), len(probes),
-                              check_probes(probes, ctx, call, self.lost, self.env))  # 6
+                              check_probes(probes, ctx, call, self.ledger, self.env))  # 6
         self.totals.add(stats)
         self.as_recorded = self.as_recorded and not acted
         self.cache.sent(len(ctx), tokens)
@@ -215,12 +216,22 @@ class Turns:
                                            stats.micro_compacted + stats.persisted, stats.snipped,
                                            stats.summaries + stats.reactive + stats.manual))
 
+    def probe_kinds(self) -> dict[str, dict[str, int]]:
+        """Per probe kind that occurred: how many probes, kept and recoverable."""
+        out = {k: {"probes": 0, "kept": 0, "recoverable": 0} for k in KINDS}
+        for p in self.ledger:
+            row = out[p.kind]
+            row["probes"] += 1
+            if p.status != "lost":
+                row[p.status] += 1
+        return {k: v for k, v in out.items() if v["probes"]}
+
     def events_with_losses(self) -> list[CompactionEvent]:
         """The events, each with the used strings it removed and the call that first needed each."""
         by_call = {e.call: e for e in self.events}
         first: dict[tuple[int, str], int] = {}
-        for p in self.lost:
-            if p.removed_at in by_call:
+        for p in self.ledger:
+            if p.status != "kept" and p.removed_at in by_call:
                 key = (p.removed_at, p.probe)
                 first[key] = min(first.get(key, p.call), p.call)
         for (at, text), needed in sorted(first.items(), key=lambda kv: (kv[0][0], kv[1], kv[0][1])):
@@ -314,7 +325,7 @@ class Turns:
         return tokens
 
     def _record(self, call: int, pos: int, stats: LayerStats, tokens: int, introduced: int, inherited: int,
-                read: int, write: int, refs: Any, kept: int, probes: int, probes_kept: int) -> TurnRecord:
+                read: int, write: int, refs: Any, kept: int, probes: int, checked: Any) -> TurnRecord:
         base, ctx = self.base, self.context
         raw_tokens = (self.counter.count([e.message for e in (self.raw_entries or [])[:pos]]) if self.counter
                       else self.env.estimator.tokens(base.chars[call]))
@@ -324,4 +335,4 @@ class Turns:
                           stats.persisted, stats.persisted_chars, stats.snipped, stats.micro_compacted,
                           stats.summaries, stats.summary_input_chars, stats.summary_output_chars, stats.reactive,
                           stats.manual, tokens > self.window, introduced, inherited, read, write, 0.0,
-                          len(refs), kept, probes, probes_kept)
+                          len(refs), kept, probes, checked.kept, checked.recoverable)

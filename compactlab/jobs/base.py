@@ -67,12 +67,13 @@ class Reading:
     skip_bad_lines: bool = False
     calibrate: bool | None = None
     tokens: str = "estimate"
+    probes: bool = True  # look for the hindsight probes (False: the policy never acts)
 
     def opening(self, path: str) -> Opening:
         """How ``path`` is read, decided by the engine's feeds (loaded, streamed or read ahead)."""
         return Opening(path, self.input_format, skip_bad_lines=self.skip_bad_lines,
                        stream=self.calibrate is not True and self.tokens != "anthropic",
-                       whole_if_usage=self.calibrate is None)
+                       whole_if_usage=self.calibrate is None, probes=self.probes)
 
 
 @dataclass

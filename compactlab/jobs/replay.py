@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..corpus.calibration import MIN_CALLS, usable_calls
 from ..engine.feeds import Feed, Opening
@@ -39,6 +39,11 @@ class ReplaySettings(Settings):
     overridden: bool = False  # --set changed the policy: its default folder name says so
     write_transcripts: bool = False
     chart: bool = False
+
+    @property
+    def reading(self) -> Reading:
+        """A policy that never acts cannot lose a probe: its replay does not look for them."""
+        return replace(super().reading, probes=self.policy.acts)
 
 
 @dataclass

@@ -55,7 +55,7 @@ def comparison(results: list["RunResult"], sweep_keys: list[str], sort_key: str,
 MAX_TERMINAL_RUNS = 40
 
 TABLE_COLUMNS = ["calls", "reduction", "raw_cost_usd", "cost_usd", "cost_saving", "retention", "recall",
-                 "summaries", "overflows", "violations_introduced"]
+                 "recoverable", "summaries", "overflows", "violations_introduced"]
 
 
 def results_frame(results: list["RunResult"], sweep_keys: list[str]) -> "pd.DataFrame":
@@ -114,15 +114,20 @@ def run_rows(c: Comparison) -> tuple[list[str], list[list[str]]]:
     $, the policy with its swept values (and their units)."""
     units = c.meta.get("units") or {}
     heads = ["transcript", "policy", "calls", "tokens saved", "cost, no compaction", "cost", "cost saving",
-             "retention", "recall", "summaries", "reactive", "overflows", "violations introduced"]
+             "retention", "recall", "recoverable", "summaries", "reactive", "overflows", "violations introduced"]
     rows = []
     for _, r in c.df.iterrows():
         rows.append([os.path.basename(r["transcript"]), _label(r, c.sweep_keys, long=True, units=units),
                      f"{r['calls']:,}", f"{r['reduction'] * 100:.1f}%", f"${r['raw_cost_usd']:,.4f}",
                      f"${r['cost_usd']:,.4f}", _pct(r["cost_saving"]), f"{r['retention'] * 100:.1f}%",
-                     f"{r['recall'] * 100:.1f}%",
+                     f"{r['recall'] * 100:.1f}%", f"{r['recoverable'] * 100:.1f}%",
                      str(r["summaries"]), str(r["reactive"]), str(r["overflows"]), str(r["violations_introduced"])])
     return heads, rows
+
+
+def _recall(recall: float, recoverable: float) -> str:
+    """Recall, and beside it what a persisted output still holds (recoverable), where any is."""
+    return f"{recall * 100:.1f}%" + (f" (+{recoverable * 100:.1f}% recoverable)" if recoverable >= 0.0005 else "")
 
 
 def verdict_rows(v: Verdict) -> tuple[list[str], list[list[str]]]:
@@ -130,7 +135,7 @@ def verdict_rows(v: Verdict) -> tuple[list[str], list[list[str]]]:
     head = ["policy", "cost saving", "median (25–75%)", "cost", "tokens saved", "retention", "recall", "violations",
             "overflows", "summaries", "costs more on"]
     rows = [[e.label, _pct(e.cost_saving), f"{_pct(e.median_saving)} ({_pct(e.saving_p25)} to {_pct(e.saving_p75)})",
-             f"${e.cost_usd:,.2f}", f"{e.reduction * 100:.1f}%", f"{e.retention * 100:.1f}%", f"{e.recall * 100:.1f}%",
+             f"${e.cost_usd:,.2f}", f"{e.reduction * 100:.1f}%", f"{e.retention * 100:.1f}%", _recall(e.recall, e.recoverable),
              str(e.violations_introduced), str(e.overflows), str(e.summaries), f"{e.costs_more} of {e.transcripts}"]
             for e in v.entries]
     return head, rows
@@ -169,7 +174,7 @@ def write_table(c: Comparison, out: TextIO) -> None:
         table.add_row(
             os.path.basename(r["transcript"]), _label(r, sweep_keys), f"{r['reduction'] * 100:.1f}%",
             f"${r['raw_cost_usd']:,.2f} → ${r['cost_usd']:,.2f}", f"{r['cost_saving'] * 100:+.1f}%",
-            f"{r['retention'] * 100:.1f}%", f"{r['recall'] * 100:.1f}%", str(r["summaries"]), str(r["overflows"]),
+            f"{r['retention'] * 100:.1f}%", _recall(r["recall"], r["recoverable"]), str(r["summaries"]), str(r["overflows"]),
             str(r["violations_introduced"]), style="red" if more or r["violations_introduced"] else None,
         )
     printer.table(table)

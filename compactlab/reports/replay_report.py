@@ -13,7 +13,7 @@ from ..plumbing.outputs import OutputDir
 
 if TYPE_CHECKING:
     from ..engine.policy import Policy
-from ..engine.records import TURN_COLUMNS, Run, TurnRecord, turn_values
+from ..engine.records import TURN_COLUMNS, Run, RunSummary, TurnRecord, turn_values
 from .sparkline import sparkline
 from .terminal import Printer, Table
 from .text import csv_cell, json_bytes, md_cell, md_text, visible
@@ -62,8 +62,9 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
         ("prompt cache TTL", f"{s.cache_ttl}, " + ("no timestamps: no expiry" if s.cache_expired_calls is None
                                                   else f"{s.cache_expired_calls:,} call(s) after it expired")),
         ("retention", f"{s.retention:.3f} ({s.refs_retained:,} of {s.refs:,} references)" if s.refs else "1.000 (no references)"),
-        ("recall (hindsight probes)", f"{s.recall:.3f} ({s.probes_kept:,} of {s.probes:,} kept)" if s.probes
-         else "1.000 (0 probes)"),
+        ("recall (hindsight probes)", _recall(s)),
+        *([("probes by kind (kept / probes)", ", ".join(f"{k} {v['kept']:,}/{v['probes']:,}"
+                                                        for k, v in s.probe_kinds.items()))] if s.probes else []),
         ("overflows", f"{s.overflows:,}"),
         ("violations introduced / inherited", f"{s.violations_introduced} / {s.violations_inherited}"),
         ("saved transcripts", f"{len(s.saved_transcripts)}" + (
@@ -290,17 +291,27 @@ def _draw_chart(run: Run, policy: "Policy", out: OutputDir) -> None:
     out.write_bytes("chart.png", png)
 
 
-#: probes.csv's columns: a hindsight probe the context sent at a call had lost (probes.LostProbe)
-PROBE_COLUMNS = ["call", "probe", "source_call", "source_tool", "removed_by", "removed_at"]
+def _recall(s: RunSummary) -> str:
+    if not s.probes_indexed:
+        return "1.000 (no compaction: every probe is in the context by construction; not indexed)"
+    if not s.probes:
+        return "1.000 (0 probes)"
+    text = f"{s.recall:.3f} ({s.probes_kept:,} of {s.probes:,} kept"
+    return text + (f"; {s.probes_recoverable:,} more recoverable from persisted outputs)" if s.probes_recoverable else ")")
+
+
+#: probes.csv's columns: every hindsight probe at every call (probes.ProbeOutcome)
+PROBE_COLUMNS = ["call", "probe", "kind", "source_call", "source_tool", "status", "removed_by", "removed_at"]
 
 
 def probes_csv_bytes(run: Run) -> bytes:
-    """probes.csv: the ledger of the lost probes, one row each (texts made safe for spreadsheets)."""
+    """probes.csv: the ledger of every probe, one row each: kept, recoverable or lost, and when not
+    kept the layer that removed it (texts made safe for spreadsheets)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(PROBE_COLUMNS)
-    w.writerows([p.call, csv_cell(p.probe), p.source_call, csv_cell(p.source_tool), p.removed_by, p.removed_at]
-                for p in run.lost_probes)
+    w.writerows([p.call, csv_cell(p.probe), p.kind, p.source_call, csv_cell(p.source_tool), p.status,
+                 p.removed_by, p.removed_at if p.status != "kept" else ""] for p in run.probe_ledger)
     return buf.getvalue().encode("utf-8")
 
 

@@ -76,7 +76,8 @@ def test_stale_and_missing_records():
 
 def test_per_metric_tolerances():
     tol = parse_tolerances(["0.05", "cost_usd=0.2"])
-    assert tol == {"tokens_total": 0.05, "cost_usd": 0.2, "reduction": 0.05, "retention": 0.05, "recall": 0.05}
+    assert tol == {"tokens_total": 0.05, "cost_usd": 0.2, "reduction": 0.05, "retention": 0.05, "recall": 0.05,
+                   "recoverable": 0.05}
     assert compare_record("t", summary(cost_usd=1.15), "h", record(), tol).ok
     for bad in ("x", "speed=0.1", "-1"):
         with pytest.raises(UsageError):

@@ -57,16 +57,26 @@ def test_a_summary_that_quotes_a_probe_keeps_it(tmp_path):
     assert all(p.source_call < p.call for p in masked.lost_probes)
 
 
-def test_probes_csv_is_the_ledger_of_the_lost_ones(cli, tmp_path):
+def test_probes_csv_is_the_ledger_of_every_probe(cli, tmp_path):
+    """(#28 §1) One row per probe per call: kept ones too, each with its kind and status; the layer
+    and call that removed it only where it was not kept."""
     path = write_jsonl(tmp_path / "t.jsonl", used_later(5))
     r = cli("replay", path, "-p", "observation-masking", "--set", "micro.keep_recent=1", "--out", tmp_path / "o")
     assert r.exit_code == 0, r.output
-    assert "recall (hindsight probes)" in r.stdout
+    assert "recall (hindsight probes)" in r.stdout and "probes by kind" in r.stdout
     rows = list(csv.DictReader((tmp_path / "o" / "probes.csv").open()))
-    assert rows and set(rows[0]) == {"call", "probe", "source_call", "source_tool", "removed_by", "removed_at"}
-    assert {r["removed_by"] for r in rows} == {"micro"}
-    assert cli("replay", path, "-p", "none", "--out", tmp_path / "n").exit_code == 0
-    assert (tmp_path / "n" / "probes.csv").read_text() == "call,probe,source_call,source_tool,removed_by,removed_at\n"
+    assert list(rows[0]) == ["call", "probe", "kind", "source_call", "source_tool", "status", "removed_by",
+                             "removed_at"]
+    assert len(rows) == 5 and {r["kind"] for r in rows} == {"identifier"}
+    lost = [r for r in rows if r["status"] == "lost"]
+    kept = [r for r in rows if r["status"] == "kept"]
+    assert lost and kept and len(lost) + len(kept) == 5
+    assert {r["removed_by"] for r in lost} == {"micro"} and all(r["removed_at"] for r in lost)
+    assert all(r["removed_by"] == "" and r["removed_at"] == "" for r in kept)
+    # no compaction cannot lose a probe: its replay does not look for them, and says so
+    r = cli("replay", path, "-p", "none", "--out", tmp_path / "n")
+    assert r.exit_code == 0 and "not indexed" in r.stdout
+    assert (tmp_path / "n" / "probes.csv").read_text().splitlines() == [",".join(rows[0])]
 
 
 def test_a_string_the_user_or_the_agent_wrote_first_is_no_probe(tmp_path):
@@ -135,3 +145,98 @@ def test_each_compaction_event_says_what_it_removed_and_which_used_strings_it_lo
     rows = list(csv.DictReader((out / "compactions.csv").open()))
     assert [int(r["call"]) for r in rows] == sorted(events) and rows[0]["layers"]
     assert "compaction event(s);" in r.stdout and "of them lost strings the agent later used" in r.stdout
+
+
+def _run(tmp_path, msgs, policy="none", sets=()):
+    t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", msgs)))
+    return replay(t, load_policy(policy, list(sets)))
+
+
+def test_kept_means_anywhere_in_the_context_the_agents_own_messages_included(tmp_path):
+    """(#28 §1) Masking clears the result that showed a path but keeps the agent's own command that
+    named it since: the probe is still in the context, so it is kept."""
+    msgs = [user("fix it"), asst(tu("a", command="ls src")), results(tr("a", "src/deep/payment_gateway.py\n" + "x " * 300)),
+            asst(tu("b", command="cat src/deep/payment_gateway.py")), results(tr("b", "def pay(): pass\n" + "y " * 300))]
+    for i in range(4):
+        msgs += [asst(tu(f"c{i}", command=f"echo step{i}")), results(tr(f"c{i}", "z " * 300))]
+    msgs += [asst(tu("d", command="python -m pytest src/deep/payment_gateway.py"))]
+    run = _run(tmp_path, msgs, "observation-masking", ["micro.keep_recent=1"])
+    final = [p for p in run.probe_ledger if p.probe == "src/deep/payment_gateway.py"]
+    assert [p.status for p in final] == ["kept", "kept"] and final[-1].kind == "path"
+    assert run.summary.recall == 1.0
+    # without the agent's own mention in between, the same clearing loses it
+    run = _run(tmp_path, msgs[:3] + msgs[5:], "observation-masking", ["micro.keep_recent=1"])
+    assert [p.status for p in run.probe_ledger if p.probe == "src/deep/payment_gateway.py"] == ["lost"]
+
+
+def test_a_persisted_output_is_recoverable_not_lost(tmp_path, cli):
+    """(#28 §1) A result persisted to disk with a preview and a path: the string beyond the preview
+    is not in the context, but the agent can read it again: recoverable, reported beside recall."""
+    big = "head of the output\n" + "w " * 3000 + "\nthe culprit is reconcile_ledger_v2 here\n"
+    msgs = [user("fix it"), asst(tu("a", command="cat big.log")), results(tr("a", big)),
+            asst(tu("b", command="grep reconcile_ledger_v2 src"))]
+    sets = ["snip.enabled=false", "micro.enabled=false", "summary.enabled=false", "reactive.enabled=false",
+            "budget.persist_threshold=100", "budget.preview_chars=10", "budget.max_chars=100"]
+    run = _run(tmp_path, msgs, "s08", sets)
+    [p] = run.probe_ledger
+    assert (p.status, p.removed_by) == ("recoverable", "budget")
+    s = run.summary
+    assert (s.probes, s.probes_kept, s.probes_recoverable, s.recall, s.recoverable) == (1, 0, 1, 0.0, 1.0)
+    assert s.probe_kinds == {"identifier": {"probes": 1, "kept": 0, "recoverable": 1}}
+    r = cli("compare", tmp_path / "t.jsonl", "-p", "s08", *[a for x in sets for a in ("--set", x)], "--dry-run",
+            "--format", "json")
+    entry = next(e for e in __import__("json").loads(r.stdout)["verdict"]["entries"] if e["policy"] == "s08")
+    assert entry["recoverable"] == 1.0 and entry["recall"] == 0.0
+
+
+def test_generic_names_and_strings_the_prompt_or_agent_held_inside_longer_tokens_are_no_probes(tmp_path):
+    """(#28 §2) A dunder, a builtin, a standard-library name, self.<word>; a name inside a longer
+    token of the task prompt or of the agent's own earlier input: none is evidence of a result."""
+    msgs = [user("the bug is in self.add_id_index of the registry"),
+            asst(tu("w", command="cat > t.py <<EOF\nfrom app.helpers.format_amount import x\nEOF")),
+            results(tr("w", "")),
+            asst(tu("a", command="cat app.py")),
+            results(tr("a", "class Thing:\n  def __init__(self): self.name = 1\n  add_id_index = logging.getLogger\n"
+                            "  import os.path; format_amount(); ZX_unique_token_77\n"))]
+    msgs += [asst(tu("b", command="grep -e __init__ -e self.name -e add_id_index -e logging.getLogger -e os.path "
+                                  "-e format_amount -e isinstance -e ZX_unique_token_77 app.py"))]
+    run = _run(tmp_path, msgs)
+    assert [p.probe for p in run.probe_ledger] == ["ZX_unique_token_77"]
+
+
+def test_line_navigation_and_copied_phrases_are_probes_of_their_own_kinds(tmp_path):
+    """(#28 §3) grep -n printed line 412; the agent then reads 'sed -n 405,430p' (within 30 lines):
+    a line probe. A quoted message of 12+ characters with a space, copied from a result: a phrase."""
+    msgs = [user("fix it"), asst(tu("a", command="grep -n duration forms.py")),
+            results(tr("a", "forms.py:412:        'invalid': _('Enter a valid duration.'),\n")),
+            asst(tu("b", command="sed -n '405,430p' forms.py")),
+            results(tr("b", "ok")),
+            asst(tu("c", command="grep -rn 'Enter a valid duration' tests/"))]
+    run = _run(tmp_path, msgs)
+    kinds = {p.kind: p for p in run.probe_ledger}
+    assert set(kinds) == {"line", "phrase"}, run.probe_ledger
+    assert kinds["line"].call == 1 and kinds["line"].source_call == 0 and "412" in kinds["line"].probe
+    assert kinds["phrase"].probe == "Enter a valid duration" and kinds["phrase"].source_call == 0
+    assert run.summary.probe_kinds["line"]["probes"] == 1
+    # far from any printed number, or printed by no result: no line probe
+    far = msgs[:3] + [asst(tu("b", command="sed -n '900,930p' forms.py"))]
+    assert not [p for p in _run(tmp_path, far).probe_ledger if p.kind == "line"]
+
+
+def test_no_compaction_builds_no_probe_index(tmp_path, cli, monkeypatch):
+    """(#28 §5) A policy that never acts cannot lose a probe: its replay builds no index at all."""
+    from compactlab.engine import baseline
+
+    built = []
+    real = baseline.ProbeIndex
+
+    def counting(*a, **k):
+        built.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(baseline, "ProbeIndex", counting)
+    path = write_jsonl(tmp_path / "t.jsonl", used_later(3))
+    r = cli("replay", path, "-p", "none", "--dry-run", "--format", "json")
+    summary = __import__("json").loads(r.stdout)["runs"][0]["summary"]
+    assert r.exit_code == 0 and not built and summary["probes_indexed"] is False and summary["recall"] == 1.0
+    assert cli("replay", path, "-p", "s08", "--dry-run", "-q").exit_code == 0 and built

@@ -57,4 +57,4 @@ def test_the_engine_builds_turn_records_in_field_order():
                                                    "reactive", "manual"]
     assert columns[at + len(TURN_COUNTERS):] == [
         "overflow", "violations_introduced", "violations_inherited", "cache_read_tokens", "cache_write_tokens",
-        "input_cost_usd", "refs", "refs_retained", "probes", "probes_kept"]
+        "input_cost_usd", "refs", "refs_retained", "probes", "probes_kept", "probes_recoverable"]

@@ -34,9 +34,11 @@ class Opening:
     loader."""
 
     def __init__(self, path: str, input_format: str | None = None, *, skip_bad_lines: bool = False,
-                 stream: bool = True, whole_if_usage: bool = False) -> None:
+                 stream: bool = True, whole_if_usage: bool = False, probes: bool = True) -> None:
         self.path, self.input_format, self.skip_bad_lines = path, input_format, skip_bad_lines
         self.stream, self.whole_if_usage = stream, whole_if_usage
+        #: look for the hindsight probes (a replay of a policy that never acts cannot lose one)
+        self.probes = probes
         self._started: Feed | None = None
 
     @cached_property
@@ -68,13 +70,13 @@ class Opening:
             return feed
         if not self.streamed:
             return LoadedFeed(load_transcript(self.path, self.input_format, skip_bad_lines=self.skip_bad_lines,
-                                              head=self.head))
+                                              head=self.head), self.probes)
         ahead = self._read_ahead()
         if ahead is not None:
             return ahead
         source = open_transcript(self.path, self.input_format, skip_bad_lines=self.skip_bad_lines, head=self.head)
         assert source is not None
-        return as_feed(source)
+        return as_feed(source, self.probes)
 
     def close(self) -> None:
         """Stop a read-ahead started early and never handed on."""
@@ -89,14 +91,14 @@ class Opening:
         if not read_ahead.usable(self.path):
             return None
         name = self.input_format or detect_format(self.path, self.head)
-        return read_ahead.open_feed(self.path, self.skip_bad_lines) if name == "anthropic" else None
+        return read_ahead.open_feed(self.path, self.skip_bad_lines, self.probes) if name == "anthropic" else None
 
 
 def open_feed(path: str, input_format: str | None = None, *, skip_bad_lines: bool = False,
-              stream: bool = True, whole_if_usage: bool = False) -> Feed:
+              stream: bool = True, whole_if_usage: bool = False, probes: bool = True) -> Feed:
     """The feed of one file for one replay (see :class:`Opening`)."""
     return Opening(path, input_format, skip_bad_lines=skip_bad_lines, stream=stream,
-                   whole_if_usage=whole_if_usage).feed()
+                   whole_if_usage=whole_if_usage, probes=probes).feed()
 
 
 def _records_usage(head: Head) -> bool:

@@ -76,10 +76,10 @@ class _Recording:
 class LoadedFeed(_Recording):
     streamed = False
 
-    def __init__(self, transcript: Transcript) -> None:
+    def __init__(self, transcript: Transcript, probes: bool = True) -> None:
         super().__init__(transcript)
         self.transcript = transcript
-        self.baseline = baseline_for(transcript)
+        self.baseline = baseline_for(transcript, probes)
         self.entries: list[Entry] = transcript.entries
 
     def calls(self, tool_names: dict[str, str], restarts: Restarts | None) -> Iterator[Call]:
@@ -101,12 +101,12 @@ class StreamFeed(_Recording):
     streamed = True
     entries = None
 
-    def __init__(self, stream: TranscriptStream, baseline: RawBaseline | None = None) -> None:
+    def __init__(self, stream: TranscriptStream, baseline: RawBaseline | None = None, probes: bool = True) -> None:
         super().__init__(stream)
         self.stream = stream
         self._builder: BaselineBuilder | None = None
         if baseline is None:
-            self._builder = BaselineBuilder(keep=False)
+            self._builder = BaselineBuilder(keep=False, probes=probes)
             baseline = self._builder.base
         self.baseline = baseline
 
@@ -138,10 +138,11 @@ class StreamFeed(_Recording):
         self.stream.close()
 
 
-def as_feed(source: Feed | Transcript | TranscriptStream) -> Feed:
-    """A feed of a loaded transcript or an (in-process) stream; a feed as it is."""
+def as_feed(source: Feed | Transcript | TranscriptStream, probes: bool = True) -> Feed:
+    """A feed of a loaded transcript or an (in-process) stream; a feed as it is (``probes`` False:
+    a baseline without the hindsight probes, for a run that cannot lose one)."""
     if isinstance(source, Transcript):
-        return LoadedFeed(source)
+        return LoadedFeed(source, probes)
     if isinstance(source, TranscriptStream):
-        return StreamFeed(source)
+        return StreamFeed(source, probes=probes)
     return source

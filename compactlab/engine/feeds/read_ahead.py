@@ -126,7 +126,7 @@ class ReadAheadFeed(StreamFeed):
     """A stream whose messages' facts and baseline rows a forked reader sends."""
 
 
-def open_feed(path: str, skip_bad_lines: bool) -> ReadAheadFeed | None:
+def open_feed(path: str, skip_bad_lines: bool, probes: bool = True) -> ReadAheadFeed | None:
     """The Anthropic messages file at ``path`` as a feed whose reading happens in a forked
     process; None if that cannot be had (the caller reads it in-process, and reports what is
     wrong with it)."""
@@ -150,10 +150,10 @@ def open_feed(path: str, skip_bad_lines: bool) -> ReadAheadFeed | None:
         return None
     if pid == 0:  # the reader: never returns
         os.close(r)
-        _reader(path, name, skip_bad_lines, source.size, w)
+        _reader(path, name, skip_bad_lines, source.size, w, probes)
     os.close(w)
     builder = TranscriptBuilder(path, name, keep=False)
-    base = RawBaseline()
+    base = RawBaseline(probes_indexed=probes)
     reader = _Reader(pid, os.fdopen(r, "rb", PIPE_BYTES))
     stream = TranscriptStream(builder, _received(builder, base, source, reader), on_close=reader.close, batched=True)
     return ReadAheadFeed(stream, baseline=base)
@@ -193,7 +193,7 @@ class _Reader:
         self.pid = -1
 
 
-def _reader(path: str, name: str, skip_bad_lines: bool, size: int, fd: int) -> None:
+def _reader(path: str, name: str, skip_bad_lines: bool, size: int, fd: int, probes: bool = True) -> None:
     """The forked process: read, send, and exit without running the parent's exit handlers."""
     code = 0
     try:
@@ -201,7 +201,7 @@ def _reader(path: str, name: str, skip_bad_lines: bool, size: int, fd: int) -> N
         # Ctrl-C raises here too, and the reader exits with INTERRUPTED for the replay to see
         with os.fdopen(fd, "wb", PIPE_BYTES) as out:
             try:
-                _read_and_send(path, name, skip_bad_lines, out, size)
+                _read_and_send(path, name, skip_bad_lines, out, size, probes)
             except CompactlabError as exc:
                 pickle.dump(("error", exc), out)
             except Exception:
@@ -216,13 +216,14 @@ def _reader(path: str, name: str, skip_bad_lines: bool, size: int, fd: int) -> N
         os._exit(code)
 
 
-def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO, size: int | None = None) -> None:
+def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO, size: int | None = None,
+                   probes: bool = True) -> None:
     """Read the file (its first ``size`` bytes: what the replay can read again) and send it."""
     from ...transcripts.anthropic_messages import _read
 
     builder = TranscriptBuilder(path, name, keep=False)
     reader = LineReader(path, skip_bad_lines=skip_bad_lines, limit=size)
-    baseline = BaselineBuilder(keep=False)
+    baseline = BaselineBuilder(keep=False, probes=probes)
     base = baseline.base
     rows: list[tuple] = []
     calls = compactions = 0
