@@ -57,9 +57,11 @@ class Measure:
     walls: list[float] = field(default_factory=list)
     cpus: list[float] = field(default_factory=list)
     rss: list[int] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # set for this command only
 
     def run(self) -> None:
-        r = subprocess.run([sys.executable, "-c", WRAPPER, *self.argv], capture_output=True, text=True)
+        env = {**os.environ, **self.env} if self.env else None
+        r = subprocess.run([sys.executable, "-c", WRAPPER, *self.argv], capture_output=True, text=True, env=env)
         if r.returncode:
             raise RuntimeError(f"{self.name} failed: {r.stderr.strip()[-500:]}")
         m = json.loads(r.stdout)
@@ -152,6 +154,7 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
     tmp = tempfile.TemporaryDirectory(prefix="compactlab-bench-") if workdir is None else None
     root = Path(workdir or tmp.name)  # type: ignore[union-attr]
     root.mkdir(parents=True, exist_ok=True)
+    cache_dir = os.environ.get("COMPACTLAB_CACHE_DIR")
     try:
         n_file, n2_file, big_file = root / f"synth-{calls}.jsonl", root / f"synth-{2 * calls}.jsonl", root / "synth-120mb.jsonl"
         size = write(n_file, calls, seed=1)
@@ -170,11 +173,19 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
             return [*cl, "replay", str(path), "--format", "json", "--out", o, "-q", *args]
 
         sweep12 = ["-p", "s08", "--sweep", "summary.trigger=30000,50000,80000,120000", "--sweep", "micro.keep_recent=2,3,5"]
+        # the probe cache (engine/probe_cache.py) in a folder of the bench's own, filled first: a
+        # replay of a file replayed before reads its probes; "cold" indexes them again each time,
+        # "recall off" does not look for them (recall's share of a replay is the difference)
+        os.environ["COMPACTLAB_CACHE_DIR"] = str(root / "cache")
+        subprocess.run(replay(n_file, "-p", "s08"), capture_output=True, check=True)
         measures = [
             Measure("floor", [sys.executable, "-c", FLOOR, str(n_file)]),
             Measure("startup (--version)", [*cl, "--version"]),
             Measure("--help", [*cl, "--help"]),
             Measure("replay -p s08", replay(n_file, "-p", "s08")),
+            Measure("replay -p s08, probes indexed again", replay(n_file, "-p", "s08"),
+                    env={"COMPACTLAB_PROBE_CACHE": "0"}),
+            Measure("replay -p s08, recall off", replay(n_file, "-p", "s08"), env={"COMPACTLAB_PROBES": "0"}),
             Measure("replay large window", replay(n_file, *LARGE_WINDOW)),
             Measure("replay -p claude-code", replay(n_file, "-p", "claude-code")),
             Measure("replay -p s08, 2x calls", replay(n2_file, "-p", "s08")),
@@ -202,6 +213,10 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
             reference.run()
         return _report(by, reference, size, big_size, calls, rounds, out)
     finally:
+        if cache_dir is None:
+            os.environ.pop("COMPACTLAB_CACHE_DIR", None)
+        else:
+            os.environ["COMPACTLAB_CACHE_DIR"] = cache_dir
         if tmp is not None:
             tmp.cleanup()
 
@@ -247,6 +262,10 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
         rows.append((name, value, f"{what} ≤ {target}", value <= target))
 
     ratio("replay -p s08 / floor", by["replay -p s08"].wall / floor, 3.5, "×")
+    s08, off, cold = (by[n].wall for n in ("replay -p s08", "replay -p s08, recall off",
+                                            "replay -p s08, probes indexed again"))
+    ratio("recall's share of replay -p s08", max(0.0, 1 - off / s08), 0.15, "")
+    rows.append(("recall's share, probes indexed again", max(0.0, 1 - off / cold), "(no target)", None))
     ratio("replay large window / floor", by["replay large window"].wall / floor, 4.0, "×")
     ratio("replay -p claude-code / floor", by["replay -p claude-code"].wall / floor, 4.0, "×")
     if reference is not None:

@@ -55,8 +55,7 @@ _EDGES = "./:"
 _CAMEL = re.compile(r"[a-z][A-Z]")
 #: the parts of a longer token (a name inside a dotted name or a path)
 _PARTS = re.compile(r"[./:]+")
-#: at most this many occurrences of a string are remembered (the newest): enough to find a copy
-#: a policy kept, bounded on huge sessions
+#: at most this many results holding a phrase are remembered (the newest)
 MAX_OCCURRENCES = 6
 #: the longest text read for strings: a few hundred KB of a huge output say what it holds
 MAX_SCAN = 400_000
@@ -141,7 +140,7 @@ def kind(t: str) -> str:
 
 def parts(strings: set[str]) -> set[str]:
     """The names inside longer tokens (``add_id_index`` of ``self.add_id_index``)."""
-    out = set()
+    out: set[str] = set()
     for t in strings:
         if "." in t or "/" in t or ":" in t:
             out.update(p for p in _PARTS.split(t) if len(p) >= 4)
@@ -236,30 +235,42 @@ class Probe(NamedTuple):
     kind: str = "identifier"
 
 
-#: what ``ProbeIndex.seen`` answers for a string it has not seen (compared by identity)
-_UNSEEN: list[tuple[int, int]] = []
+#: what a result may put before and after a string it holds (a root /, a sentence's full stop)
+_HEADS = ("", "/", "./", "../")
+_TAILS = ("", ".", ":", "/", "..", "...")
+
+
+def _variants(s: str) -> list[str]:
+    return [head + s + tail for head in _HEADS for tail in _TAILS]
 
 
 class ProbeIndex:
     """Built as the raw baseline reads the messages in order: which strings first appeared in a
-    tool result (and where), and at each call, the probes of its reply.
+    tool result (the first and the latest result that held each), and at each call, the probes of
+    its reply.
 
-    ``wanted``: every string some reply holds (``wanted_strings``), when the transcript is loaded
-    whole: only those are indexed, which is most of the cost saved (a stream indexes every one)."""
+    A result's strings go into the index by set and dict operations only (no Python loop over its
+    strings: that loop was most of a replay's time); they are kept as found, and a reply's string
+    is looked up with the . / : a result may put before or after it. ``wanted``: every string some
+    reply holds (``wanted_strings``), when the transcript is loaded whole: only those are indexed."""
 
     def __init__(self, system: str | None = None, wanted: set[str] | None = None) -> None:
         #: a wanted string as a result may hold it (a . / : before or after it) -> the string
         self.wanted = None if wanted is None else {
-            v: w for w in wanted for head in ("", "/", "./", "../") for tail in ("", ".", ":", "/", "..", "...")
-            for v in (head + w + tail,)}
+            v: w for w in wanted for head in _HEADS for tail in _TAILS for v in (head + w + tail,)}
         self._keys = frozenset(self.wanted or ())
-        #: a string's occurrences in tool results and in replies after; None: first seen
-        #: elsewhere (never a probe)
-        self.seen: dict[str, list[tuple[int, int]] | None] = {}
-        self.first: dict[str, tuple[int, str]] = {}  # a string -> (call, tool) of the result it came from
+        #: strings first seen outside a tool result (prompts, the system prompt, the agent's own):
+        #: never probes
+        self.mine: set[str] = set()
+        #: a string -> the latest tool result that held it; and the first, with its (call, tool)
+        self.latest: dict[str, tuple[int, int]] = {}
+        self.first: dict[str, tuple[tuple[int, int], tuple[int, str]]] = {}
+        #: a probe's string -> the latest reply that repeated it (the context may hold it there)
+        self.said: dict[str, int] = {}
         self.tool_of: dict[str, tuple[int, str]] = {}  # tool_use id -> (call, tool name)
         self.calls = 0
         self.prompts = ""  # the system prompt and user prompts (a probe inside a longer token there)
+        self._in_prompts: dict[str, bool] = {}
         #: the latest tool results: (position, block, text, source (call, tool))
         self.recent: deque[tuple[int, int, str, tuple[int, str]]] = deque()
         self._recent_chars = 0
@@ -268,13 +279,11 @@ class ProbeIndex:
 
     def _not_learnt(self, text: str) -> None:
         """A prompt's (or the system prompt's) strings: seen, never a probe."""
-        seen = self.seen
         found = tokens(text)
-        for s in self._of(found | parts(found)):
-            if seen.get(s, _UNSEEN) is _UNSEEN:
-                seen[s] = None
+        self.mine |= self._of(found | parts(found)).difference(self.latest)
         if len(self.prompts) < MAX_PROMPT_TEXT:
             self.prompts += "\n" + text[: MAX_PROMPT_TEXT - len(self.prompts)]
+            self._in_prompts.clear()
 
     def add(self, pos: int, entry: Entry) -> list[Probe] | None:
         """Take the message at ``pos``; at a call, return the probes of its reply."""
@@ -284,29 +293,26 @@ class ProbeIndex:
             self._not_learnt(text_of(entry.message))
         if not entry.results:
             return None
-        seen = self.seen
         content: list = entry.message["content"]  # (a message with results: a list of blocks)
+        latest, first, mine = self.latest, self.first, self.mine
         for fact in entry.results:
             block = content[fact.block]
             ref = (pos, fact.block)
             source = self.tool_of.get(fact.tool_use_id, (-1, "unknown"))
             text = _result_text(block.get("content"))
+            if not text:
+                continue
             self._remember(pos, fact.block, text, source)
-            found = runs(text)
-            for s in (trimmed(found) if self.wanted is None else self._of(found)):
-                where = seen.get(s, _UNSEEN)
-                if where is _UNSEEN:
-                    seen[s] = [ref]
-                    self.first[s] = source
-                elif where is not None:
-                    where.append(ref)
-                    if len(where) > MAX_OCCURRENCES:
-                        del where[0]
+            found = runs(text) if self.wanted is None else self._of(runs(text))
+            # (difference, not difference_update: it walks the smaller side, the result's strings)
+            found = found.difference(mine)
+            latest.update(dict.fromkeys(found, ref))
+            new = found.difference(first)
+            if new:
+                first.update(dict.fromkeys(new, (ref, source)))
         return None
 
     def _remember(self, pos: int, block: int, text: str, source: tuple[int, str]) -> None:
-        if not text:
-            return
         text = text[:MAX_SCAN]
         self._last_results.append((pos, block, text))
         self.recent.append((pos, block, text, source))
@@ -314,31 +320,54 @@ class ProbeIndex:
         while len(self.recent) > RECENT_RESULTS or self._recent_chars > RECENT_CHARS:
             self._recent_chars -= len(self.recent.popleft()[2])
 
+    def _held(self, s: str) -> tuple[Where, tuple[int, str]] | None:
+        """Where the results held ``s`` (its first and latest result) and the first one's source;
+        None if no result did. (A stream's results are indexed as found: ``s`` is looked up with
+        what a result may put around it.)"""
+        latest, first = self.latest, self.first
+        ref = last = None
+        source = (-1, "unknown")
+        for v in (s,) if self.wanted is not None else [v for v in _variants(s) if v in latest]:
+            if v not in latest:
+                continue
+            f, src = first[v]
+            if ref is None or f < ref:
+                ref, source = f, src
+            if last is None or latest[v] > last:
+                last = latest[v]
+        if ref is None or last is None:
+            return None
+        return ((ref, last) if ref != last else (ref,)), source
+
+    def _prompted(self, s: str) -> bool:
+        answer = self._in_prompts.get(s)
+        if answer is None:
+            answer = self._in_prompts[s] = s in self.prompts
+        return answer
+
     def _reply(self, pos: int, entry: Entry) -> list[Probe]:
-        seen = self.seen
+        mine, said = self.mine, self.said
         call = self.calls
         self.calls += 1
         probes = []
         found = reply_strings(entry)
         for s in found:
-            where = seen.get(s, _UNSEEN)
-            if where is _UNSEEN:
-                seen[s] = None  # the agent's own string
-            elif where and not generic(s) and s not in self.prompts:
-                probes.append(Probe(s, tuple(where), *self.first[s], kind(s)))
+            if s in mine:
+                continue
+            held = self._held(s)
+            if held is None:
+                mine.add(s)  # the agent's own string
+            elif not generic(s) and not self._prompted(s):
+                where, source = held
+                if s in said:
+                    where = (*where, (said[s], REPLY))
+                probes.append(Probe(s, where, *source, kind(s)))
         texts = _texts(entry) if self.recent else []
         probes += self._phrases(texts) + self._lines(texts)
-        for s in parts(found):  # a name the agent wrote inside a longer token: its own
-            if seen.get(s, _UNSEEN) is _UNSEEN:
-                seen[s] = None
-        mine = (pos, REPLY)
+        mine |= parts(found).difference(self.latest)  # a name the agent wrote inside a longer token: its own
         for p in probes:  # later, the agent's own message holds it too
             if p.kind not in ("line", "phrase"):
-                where = seen[p.text]
-                assert where is not None
-                where.append(mine)
-                if len(where) > MAX_OCCURRENCES:
-                    del where[0]
+                said[p.text] = pos
         for tid, name in zip(entry.tool_use_ids, entry.tool_names):
             self.tool_of[tid] = (call, name)
         self._last_results = []
@@ -409,6 +438,22 @@ class Checked(NamedTuple):
     recoverable: int
 
 
+def _between(p: Probe, entries: list[Entry]) -> bool:
+    """Whether an intact tool result between the first and the latest that held ``p`` holds it
+    (the index keeps those two; a copy in between can outlive both)."""
+    results = [o for o, b in p.where if b >= 0]
+    if len(results) < 2:
+        return False
+    low, high = min(results), max(results)
+    for e in entries:
+        if low < e.origin < high and e.results:
+            content = e.message["content"]
+            for fact in e.results:
+                if fact.block not in e.changed and p.text in _result_text(content[fact.block].get("content")):
+                    return True
+    return False
+
+
 def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[ProbeOutcome] | None,
           env: Any = None) -> Checked:
     """How many of ``probes`` the context sent at ``call`` holds, and how many more a persisted
@@ -440,7 +485,7 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
     texts = [orjson.dumps(e.message).decode() for e in edited] if any(p.kind != "line" for p in missing) else []
     made = any(e.origin < 0 for e in edited)
     for p in missing:
-        if p.kind != "line" and any(p.text in t for t in texts):
+        if p.kind != "line" and (any(p.text in t for t in texts) or _between(p, entries)):
             kept += 1
             if ledger is not None:
                 ledger.append(ProbeOutcome(call, p.text, p.kind, p.source_call, p.source_tool, "kept"))

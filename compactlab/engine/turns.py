@@ -196,7 +196,7 @@ class Turns:
         ctx = self.context
         read, write = self.cache.account(ctx, unchanged, tokens)  # 5
         refs = self.base.refs.get(call, ()) if self.keep_refs else self.base.refs.pop(call, ())  # a stream's: let go
-        probes = self.base.probes.get(call, ()) if self.keep_refs else self.base.probes.pop(call, ())
+        probes = self.base.probes.get(call, ())  # (kept: a stream's go to the probe cache at its end)
         record = self._record(call, pos, stats, tokens, introduced, inherited, read, write, refs,
                               retained(refs, ctx), len(probes),
                               check_probes(probes, ctx, call, self.ledger, self.env))  # 6

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
@@ -293,7 +294,8 @@ def _draw_chart(run: Run, policy: "Policy", out: OutputDir) -> None:
 
 def _recall(s: RunSummary) -> str:
     if not s.probes_indexed:
-        return "1.000 (no compaction: every probe is in the context by construction; not indexed)"
+        return ("not measured (COMPACTLAB_PROBES=0)" if os.environ.get("COMPACTLAB_PROBES") == "0"
+                else "not measured (a policy that never acts keeps every probe: 1.000 by construction)")
     if not s.probes:
         return "1.000 (0 probes)"
     text = f"{s.recall:.3f} ({s.probes_kept:,} of {s.probes:,} kept"

@@ -75,7 +75,7 @@ def test_probes_csv_is_the_ledger_of_every_probe(cli, tmp_path):
     assert all(r["removed_by"] == "" and r["removed_at"] == "" for r in kept)
     # no compaction cannot lose a probe: its replay does not look for them, and says so
     r = cli("replay", path, "-p", "none", "--out", tmp_path / "n")
-    assert r.exit_code == 0 and "not indexed" in r.stdout
+    assert r.exit_code == 0 and "not measured (a policy that never acts" in r.stdout
     assert (tmp_path / "n" / "probes.csv").read_text().splitlines() == [",".join(rows[0])]
 
 

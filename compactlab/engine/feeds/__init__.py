@@ -19,10 +19,12 @@ caller made. The formats (``transcripts/``) know nothing of feeds or baselines.
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
 
 from ...transcripts import TranscriptStream, load_transcript, open_transcript
 from ...transcripts.reader import Head, is_document, read_head
+from .. import probe_cache
 from .base import READ_BATCH, Call, Feed, LoadedFeed, StreamFeed, as_feed
 
 
@@ -34,11 +36,16 @@ class Opening:
     loader."""
 
     def __init__(self, path: str, input_format: str | None = None, *, skip_bad_lines: bool = False,
-                 stream: bool = True, whole_if_usage: bool = False, probes: bool = True) -> None:
+                 stream: bool = True, whole_if_usage: bool = False, probes: bool = True,
+                 write_cache: bool = True) -> None:
         self.path, self.input_format, self.skip_bad_lines = path, input_format, skip_bad_lines
         self.stream, self.whole_if_usage = stream, whole_if_usage
-        #: look for the hindsight probes (a replay of a policy that never acts cannot lose one)
-        self.probes = probes
+        #: look for the hindsight probes (a replay of a policy that never acts cannot lose one;
+        #: COMPACTLAB_PROBES=0 skips them for any policy: recall is then not measured)
+        self.probes = probes and os.environ.get("COMPACTLAB_PROBES", "") != "0"
+        #: store a streamed file's probes in the probe cache once it is read (not in a dry run)
+        self.write_cache = write_cache
+        self._warnings: list[str] = []
         self._started: Feed | None = None
 
     @cached_property
@@ -59,9 +66,18 @@ class Opening:
         file's head, and nothing at all where read-ahead cannot apply."""
         from . import read_ahead
 
-        if self._started is None and self.stream and read_ahead.usable(self.path) and self.streamed:
-            self._started = self._read_ahead()
+        if (self._started is None and self.stream and read_ahead.usable(self.path) and self.streamed
+                and self._format() == "anthropic"):
+            self._started = self.feed()
         return self._started is not None
+
+    def _format(self) -> str | None:
+        """The format of a line-per-message file, from its head (None for a document)."""
+        from ...transcripts import detect_format
+
+        if self.head is None:
+            return None
+        return self.input_format or detect_format(self.path, self.head)
 
     def feed(self) -> Feed:
         """The feed: the one started early, or opened now."""
@@ -69,14 +85,32 @@ class Opening:
             feed, self._started = self._started, None
             return feed
         if not self.streamed:
-            return LoadedFeed(load_transcript(self.path, self.input_format, skip_bad_lines=self.skip_bad_lines,
-                                              head=self.head), self.probes)
-        ahead = self._read_ahead()
+            return self._loaded()
+        key = probe_cache.key_of(self.path) if self.probes and probe_cache.enabled() else None
+        cached = probe_cache.load(key, self._warnings) if key is not None else None
+        feed = self._stream(probes=self.probes and cached is None)
+        if isinstance(feed, StreamFeed):
+            if cached is not None:  # the probes a replay of the same bytes found
+                feed.baseline.probes.update(cached)
+                feed.baseline.probes_indexed = True
+            elif key is not None and self.write_cache:
+                feed.probe_key = key
+        feed.warnings.extend(self._warnings)
+        return feed
+
+    def _loaded(self) -> Feed:
+        return LoadedFeed(load_transcript(self.path, self.input_format, skip_bad_lines=self.skip_bad_lines,
+                                          head=self.head), self.probes)
+
+    def _stream(self, probes: bool) -> Feed:
+        """Read while it is replayed: by the read-ahead process where it applies, else in-process
+        (a format that reads only whole files: loaded)."""
+        ahead = self._read_ahead(probes)
         if ahead is not None:
             return ahead
         source = open_transcript(self.path, self.input_format, skip_bad_lines=self.skip_bad_lines, head=self.head)
         assert source is not None
-        return as_feed(source, self.probes)
+        return as_feed(source, probes)
 
     def close(self) -> None:
         """Stop a read-ahead started early and never handed on."""
@@ -84,21 +118,20 @@ class Opening:
             self._started.close()
             self._started = None
 
-    def _read_ahead(self) -> Feed | None:
-        from ...transcripts import detect_format
+    def _read_ahead(self, probes: bool) -> StreamFeed | None:
         from . import read_ahead
 
-        if not read_ahead.usable(self.path):
+        if not read_ahead.usable(self.path) or self._format() != "anthropic":
             return None
-        name = self.input_format or detect_format(self.path, self.head)
-        return read_ahead.open_feed(self.path, self.skip_bad_lines, self.probes) if name == "anthropic" else None
+        return read_ahead.open_feed(self.path, self.skip_bad_lines, probes)
 
 
 def open_feed(path: str, input_format: str | None = None, *, skip_bad_lines: bool = False,
-              stream: bool = True, whole_if_usage: bool = False, probes: bool = True) -> Feed:
+              stream: bool = True, whole_if_usage: bool = False, probes: bool = True,
+              write_cache: bool = True) -> Feed:
     """The feed of one file for one replay (see :class:`Opening`)."""
     return Opening(path, input_format, skip_bad_lines=skip_bad_lines, stream=stream,
-                   whole_if_usage=whole_if_usage, probes=probes).feed()
+                   whole_if_usage=whole_if_usage, probes=probes, write_cache=write_cache).feed()
 
 
 def _records_usage(head: Head) -> bool:

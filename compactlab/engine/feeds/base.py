@@ -100,6 +100,8 @@ class StreamFeed(_Recording):
 
     streamed = True
     entries = None
+    #: the probe cache's key, when this stream's probes are to be stored once it is read to the end
+    probe_key: str | None = None
 
     def __init__(self, stream: TranscriptStream, baseline: RawBaseline | None = None, probes: bool = True) -> None:
         super().__init__(stream)
@@ -133,6 +135,10 @@ class StreamFeed(_Recording):
                 else:
                     pending.append(entry)
                 pos += 1
+        if self.probe_key is not None:
+            from .. import probe_cache
+
+            probe_cache.save(self.probe_key, self.baseline.probes)
 
     def close(self) -> None:
         self.stream.close()

@@ -286,7 +286,10 @@ def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader:
                             has_text) in rows]
             elif kind == "end":
                 for key, value in message[1].items():
-                    setattr(builder, key, value)
+                    if key == "warnings":  # (after any the replay's side said already)
+                        builder.warnings.extend(value)
+                    else:
+                        setattr(builder, key, value)
                 reader.done = True
                 return
             elif kind == "error":
