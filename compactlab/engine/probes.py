@@ -53,6 +53,7 @@ from ..transcripts.messages import Entry, is_prompt, text_of
 _SPACES = str.maketrans({c: " " for c in map(chr, range(128)) if not (c.isalnum() or c in "_./:~-")})
 _EDGES = "./:"
 _CAMEL = re.compile(r"[a-z][A-Z]")
+_ALNUM = re.compile(r"[A-Za-z0-9]")
 #: the parts of a longer token (a name inside a dotted name or a path)
 _PARTS = re.compile(r"[./:]+")
 #: at most this many results holding a phrase are remembered (the newest)
@@ -66,6 +67,10 @@ KINDS = ("identifier", "path", "dotted", "number", "line", "phrase")
 
 #: names any Python program shows: not evidence of having read a particular result
 GENERIC = frozenset(sys.stdlib_module_names) | frozenset(dir(builtins)) | frozenset(keyword.kwlist)
+#: standard-library module names that other languages use as receivers (``this.pushEvent`` in
+#: JavaScript, ``socket.assigns`` in Phoenix): a dotted name they head is not generic for that
+RECEIVERS = frozenset({"this", "socket", "select", "string", "array", "code", "site", "test", "types", "token",
+                       "queue", "signal"})
 _SELF = ("self.", "cls.")
 
 #: a quoted text of 12+ characters with a space (a ``phrase`` candidate)
@@ -100,7 +105,8 @@ def generic(t: str) -> bool:
         return True
     if "." in t and "/" not in t:
         head, _, rest = t.partition(".")
-        if head in GENERIC and not rest.endswith(("py", "json", "txt", "md", "toml", "yaml", "yml", "cfg")):
+        if (head in GENERIC and head not in RECEIVERS
+                and not rest.endswith(("py", "json", "txt", "md", "toml", "yaml", "yml", "cfg"))):
             return True
         if t.startswith(_SELF) and (rest.isalpha() and not _CAMEL.search(rest)):
             return True
@@ -117,14 +123,14 @@ def tokens(text: str) -> set[str]:
     and generic names (``generic``) are not distinctive."""
     out = set()
     for t in trimmed(runs(text)):
-        if len(t) < 4:
+        if len(t) < 4 or not _ALNUM.search(t):  # (a redacted text's filler has no letter or digit)
             continue
         if "/" in t or "." in t:
             if ":" not in t or t.startswith(("http://", "https://")):
                 out.add(t)
         elif ":" in t:
             continue
-        elif not t.isalpha() or _CAMEL.search(t):
+        elif not (core := t.strip("_-")).isalpha() or _CAMEL.search(core):  # (not a word in underscores)
             out.add(t)
     return out
 
@@ -183,9 +189,15 @@ def phrases(texts: list[str]) -> set[str]:
             continue
         for m in _QUOTED.finditer(text):
             q = (m.group(1) or m.group(2)).strip()
-            if len(q) >= 12 and " " in q and not tokens(q) and any(c.isalpha() for c in q):
+            if len(q) >= 12 and " " in q and _prose(q) and not tokens(q):
                 out.add(q)
     return out
+
+
+def _prose(q: str) -> bool:
+    """Words, not code: two or more words of letters, and letters and spaces most of the text."""
+    words = [w for w in q.split() if len(w) >= 2 and w.strip(".,;:!?'").isalpha()]
+    return len(words) >= 2 and sum(c.isalpha() or c == " " for c in q) >= 0.85 * len(q)
 
 
 def line_refs(texts: list[str]) -> list[int]:
@@ -376,10 +388,12 @@ class ProbeIndex:
     def _phrases(self, texts: list[str]) -> list[Probe]:
         out = []
         for q in phrases(texts):
-            if q in self.prompts:
+            if q in self.mine or q in self.prompts:
                 continue
             held = [(pos, block, source) for pos, block, text, source in self.recent if q in text]
-            if held:
+            if not held:
+                self.mine.add(q)  # the agent's own words (its script may print them later)
+            else:
                 out.append(Probe(q, tuple((p, b) for p, b, _ in held[-MAX_OCCURRENCES:]), *held[0][2], "phrase"))
         return out
 

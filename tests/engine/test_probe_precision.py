@@ -1,0 +1,58 @@
+"""Hindsight probes against a judged sample (#28 §4): 60 probes drawn from the shared transcripts
+and every line and phrase probe there, each judged by reading the transcript
+(``data/probe_judgements.json``, which says how they were drawn). The rules keep every judged use
+a probe, keep out the false ones a rule is for, and hold precision at 85% or more."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from compactlab import load_transcript
+from compactlab.engine.baseline import baseline_for
+from helpers import SHARED
+
+JUDGED = json.loads((Path(__file__).parent / "data" / "probe_judgements.json").read_text())
+ROOT = SHARED / "transcripts"
+
+
+@pytest.fixture(scope="module")
+def probes() -> set[tuple[str, int, str]]:
+    if not ROOT.is_dir():
+        pytest.skip("../shared/transcripts is not beside the project")
+    found = set()
+    for name in sorted({r["file"] for part in ("sample", "new_kinds") for r in JUDGED[part]}):
+        path = ROOT / name
+        if not path.is_file():
+            pytest.skip(f"../shared/transcripts/{name} is not there")
+        for call, ps in baseline_for(load_transcript(str(path))).probes.items():
+            found.update((name, call, p.text) for p in ps)
+    return found
+
+
+def key(r: dict) -> tuple[str, int, str]:
+    return r["file"], r["call"], r["probe"]
+
+
+def precision(rows: list[dict], probes: set) -> tuple[int, int]:
+    kept = [r for r in rows if key(r) in probes]
+    return sum(r["used"] for r in kept), len(kept)
+
+
+def test_every_judged_use_is_still_a_probe(probes):
+    missing = [r["probe"] for part in ("sample", "new_kinds") for r in JUDGED[part] if r["used"] and key(r) not in probes]
+    assert missing == []
+
+
+def test_the_false_probes_a_rule_is_for_stay_out(probes):
+    ruled = [r for r in JUDGED["sample"] if not r["used"] and r.get("excluded_by")]
+    assert ruled and [r["probe"] for r in ruled if key(r) in probes] == []
+
+
+def test_precision_on_the_judged_sample_is_85_percent_or_more(probes):
+    used, n = precision(JUDGED["sample"], probes)
+    assert n >= 55 and used / n >= 0.85, (used, n)
+    used, n = precision(JUDGED["new_kinds"], probes)
+    assert n >= 25 and used / n >= 0.85, (used, n)
