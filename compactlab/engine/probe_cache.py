@@ -27,7 +27,7 @@ from .probes import KINDS, Probe
 
 #: the probe rules' version: bump it whenever what counts as a probe changes (entries made by
 #: earlier rules are then never read)
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 #: smaller files are indexed as they are read: hashing and a cache entry would cost as much
 MIN_BYTES = 1 << 20
 KIND = "probes"
@@ -72,31 +72,40 @@ def load(key: str, warnings: list[str]) -> dict[int, list[Probe]] | None:
 
 
 def save(key: str, probes: dict[int, list[Probe]]) -> None:
-    """Store a file's probes (a cache that cannot be written costs an index next time, no more)."""
+    """Store a file's probes (a cache that cannot be written costs an index next time, no more).
+    Column by column, so that reading it back is a few list checks rather than one per value."""
     from ..summarizers.cache import MAX_ENTRY_BYTES
 
+    rows = [(call, p) for call, ps in sorted(probes.items()) for p in ps]
     data = {"version": INDEX_VERSION,
-            "calls": [[call, [[p.text, [list(w) for w in p.where], p.source_call, p.source_tool, p.kind] for p in ps]]
-                      for call, ps in sorted(probes.items())]}
+            "call": [c for c, _ in rows], "text": [p.text for _, p in rows],
+            "where": [[x for w in p.where for x in w] for _, p in rows],
+            "source_call": [p.source_call for _, p in rows], "source_tool": [p.source_tool for _, p in rows],
+            "kind": [p.kind for _, p in rows]}
     if len(orjson.dumps(data)) <= MAX_ENTRY_BYTES:
         _disk().put(key, data)
 
 
+COLUMNS = {"call": int, "text": str, "where": list, "source_call": int, "source_tool": str, "kind": str}
+
+
 def _parse(entry: dict[str, Any]) -> dict[int, list[Probe]] | None:
     """An entry's probes if every value is what ``save`` writes, else None."""
-    if entry.get("version") != INDEX_VERSION or not isinstance(entry.get("calls"), list):
+    if entry.get("version") != INDEX_VERSION:
         return None
-    out: dict[int, list[Probe]] = {}
-    for item in entry["calls"]:
-        if not (isinstance(item, list) and len(item) == 2 and type(item[0]) is int and item[0] >= 0
-                and isinstance(item[1], list)):
+    columns = [entry.get(name) for name in COLUMNS]
+    if not all(isinstance(c, list) for c in columns) or len({len(c) for c in columns}) != 1:
+        return None
+    for column, kind in zip(columns, COLUMNS.values()):
+        if not all(type(v) is kind for v in column):
             return None
-        ps = []
-        for p in item[1]:
-            if not (isinstance(p, list) and len(p) == 5 and isinstance(p[0], str) and isinstance(p[1], list)
-                    and type(p[2]) is int and isinstance(p[3], str) and p[4] in KINDS
-                    and all(isinstance(w, list) and len(w) == 2 and all(type(x) is int for x in w) for w in p[1])):
-                return None
-            ps.append(Probe(p[0], tuple((w[0], w[1]) for w in p[1]), p[2], p[3], p[4]))
-        out[item[0]] = ps
+    calls, texts, wheres, source_calls, tools, kinds = columns
+    if not set(kinds) <= set(KINDS) or any(c < 0 for c in calls):
+        return None
+    for w in wheres:
+        if not w or len(w) % 2 or not all(type(x) is int for x in w):
+            return None
+    out: dict[int, list[Probe]] = {}
+    for call, text, w, source, tool, kind in zip(calls, texts, wheres, source_calls, tools, kinds):
+        out.setdefault(call, []).append(Probe(text, tuple(zip(w[::2], w[1::2])), source, tool, kind))
     return out

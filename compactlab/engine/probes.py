@@ -38,6 +38,7 @@ import builtins
 import keyword
 import re
 import sys
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -452,29 +453,48 @@ class Checked(NamedTuple):
     recoverable: int
 
 
-def _between(p: Probe, entries: list[Entry]) -> bool:
+def _between(p: Probe, holders: tuple[list[int], list[Entry]]) -> bool:
     """Whether an intact tool result between the first and the latest that held ``p`` holds it
-    (the index keeps those two; a copy in between can outlive both)."""
+    (the index keeps those two; a copy in between can outlive both). ``holders``: the origins of
+    the context's transcript messages with tool results, in order, and those messages."""
     results = [o for o, b in p.where if b >= 0]
     if len(results) < 2:
         return False
-    low, high = min(results), max(results)
-    for e in entries:
-        if low < e.origin < high and e.results:
-            content = e.message["content"]
-            for fact in e.results:
-                if fact.block not in e.changed and p.text in _result_text(content[fact.block].get("content")):
-                    return True
+    origins, entries = holders
+    for k in range(bisect_right(origins, min(results)), bisect_left(origins, max(results))):
+        e = entries[k]
+        content = e.message["content"]
+        for fact in e.results:
+            if fact.block not in e.changed and p.text in _result_text(content[fact.block].get("content")):
+                return True
     return False
 
 
+def _texts_of(edited: list[Entry], memo: dict[int, tuple[Entry, str]]) -> list[str]:
+    """The JSON text of each edited message, from ``memo`` where it was made before (what is no
+    longer in the context is let go)."""
+    out = []
+    for e in edited:
+        held = memo.get(id(e))
+        if held is None or held[0] is not e:
+            held = memo[id(e)] = (e, orjson.dumps(e.message).decode())
+        out.append(held[1])
+    if len(memo) > 2 * len(edited) + 64:
+        keep = {id(e) for e in edited}
+        for k in [k for k in memo if k not in keep]:
+            del memo[k]
+    return out
+
+
 def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[ProbeOutcome] | None,
-          env: Any = None) -> Checked:
+          env: Any = None, texts_of: dict[int, tuple[Entry, str]] | None = None) -> Checked:
     """How many of ``probes`` the context sent at ``call`` holds, and how many more a persisted
     output it points to holds; each probe's outcome goes to ``ledger``, a probe not kept with the
     layer that removed it and when (``env``: the run's ``RunEnv``, whose ``made_by``/``made_at`` say
     which layer made each message a policy made, and at which call, and ``cleared_at`` when a
-    result was replaced in place; a message gone is put down to the one standing in its place)."""
+    result was replaced in place; a message gone is put down to the one standing in its place).
+    ``texts_of``: the run's memo of the edited messages' texts (by the Entry's id; an Entry never
+    changes), so that a message is serialised once, not at every call that misses a probe."""
     if not probes:
         return Checked(0, 0)
     kept = recoverable = 0
@@ -496,10 +516,12 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
     made_at = env.made_at if env is not None else {}
     cleared_at = env.cleared_at if env is not None else {}
     edited = [e for e in entries if e.origin < 0 or e.changed]
-    texts = [orjson.dumps(e.message).decode() for e in edited] if any(p.kind != "line" for p in missing) else []
+    texts = _texts_of(edited, {} if texts_of is None else texts_of) if any(p.kind != "line" for p in missing) else []
     made = any(e.origin < 0 for e in edited)
+    holding = [e for e in entries if e.results and e.origin >= 0]
+    holders = ([e.origin for e in holding], holding)
     for p in missing:
-        if p.kind != "line" and (any(p.text in t for t in texts) or _between(p, entries)):
+        if p.kind != "line" and (any(p.text in t for t in texts) or _between(p, holders)):
             kept += 1
             if ledger is not None:
                 ledger.append(ProbeOutcome(call, p.text, p.kind, p.source_call, p.source_tool, "kept"))

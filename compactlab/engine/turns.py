@@ -171,6 +171,7 @@ class Turns:
         self.done = 0  # messages of the transcript in the context so far
         self.manual_pending = False  # the previous reply called the manual compaction tool
         self.ledger: list[ProbeOutcome] = []  # every hindsight probe's outcome, call by call
+        self.probe_texts: dict[int, tuple[Entry, str]] = {}  # the probe check's memo of edited messages' texts
         self.events: list[CompactionEvent] = []  # the calls at which the policy changed the context
 
     def turn(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
@@ -199,7 +200,7 @@ class Turns:
         probes = self.base.probes.get(call, ())  # (kept: a stream's go to the probe cache at its end)
         record = self._record(call, pos, stats, tokens, introduced, inherited, read, write, refs,
                               retained(refs, ctx), len(probes),
-                              check_probes(probes, ctx, call, self.ledger, self.env))  # 6
+                              check_probes(probes, ctx, call, self.ledger, self.env, self.probe_texts))  # 6
         self.totals.add(stats)
         self.as_recorded = self.as_recorded and not acted
         self.cache.sent(len(ctx), tokens)

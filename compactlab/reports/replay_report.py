@@ -149,6 +149,9 @@ def event_lines(run: Run) -> list[str]:
     events = run.events
     if not events:
         return []
+    if not run.summary.probes_indexed:
+        return [f"{len(events):,} compaction event(s) (compactions.csv has each); what they lost of what the agent "
+                "later used is not measured (recall is off)"]
     lossy = sorted((e for e in events if e.lost), key=lambda e: (-len(e.lost), e.call))[:SHOWN_EVENTS]
     losing = sum(bool(e.lost) for e in events)
     lines = [f"{len(events):,} compaction event(s); {losing:,} of them lost strings the agent later used"

@@ -79,9 +79,9 @@ def test_an_entry_that_is_not_one_is_ignored_with_a_warning_and_rebuilt(big, tmp
     if damage == "not json":
         entry.write_bytes(b"{nope")
     elif damage == "wrong version":
-        entry.write_bytes(orjson.dumps({**doc, "version": 1}))
+        entry.write_bytes(orjson.dumps({**doc, "version": 2}))
     elif damage == "bad probe":
-        doc["calls"][0][1][0][2] = "not a call"
+        doc["source_call"][0] = "not a call"
         entry.write_bytes(orjson.dumps(doc))
     else:
         os.mkfifo(entry)

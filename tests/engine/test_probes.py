@@ -240,3 +240,14 @@ def test_no_compaction_builds_no_probe_index(tmp_path, cli, monkeypatch):
     summary = __import__("json").loads(r.stdout)["runs"][0]["summary"]
     assert r.exit_code == 0 and not built and summary["probes_indexed"] is False and summary["recall"] == 1.0
     assert cli("replay", path, "-p", "s08", "--dry-run", "-q").exit_code == 0 and built
+
+
+def test_recall_switched_off_is_said_not_measured(cli, tmp_path, monkeypatch):
+    """COMPACTLAB_PROBES=0: no index for any policy; the replay says recall and losses are not
+    measured rather than printing 1.000 and 'lost nothing'."""
+    monkeypatch.setenv("COMPACTLAB_PROBES", "0")
+    path = write_jsonl(tmp_path / "t.jsonl", used_later(4))
+    r = cli("replay", path, "-p", "observation-masking", "--set", "micro.keep_recent=1", "--dry-run")
+    assert r.exit_code == 0, r.output
+    assert "not measured (COMPACTLAB_PROBES=0)" in r.stdout and "is not measured (recall is off)" in r.stdout
+    assert "lost strings" not in r.stdout
