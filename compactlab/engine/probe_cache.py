@@ -93,8 +93,9 @@ def _parse(entry: dict[str, Any]) -> dict[int, list[Probe]] | None:
     """An entry's probes if every value is what ``save`` writes, else None."""
     if entry.get("version") != INDEX_VERSION:
         return None
-    columns = [entry.get(name) for name in COLUMNS]
-    if not all(isinstance(c, list) for c in columns) or len({len(c) for c in columns}) != 1:
+    got = [entry.get(name) for name in COLUMNS]
+    columns: list[list[Any]] = [c for c in got if isinstance(c, list)]
+    if len(columns) != len(COLUMNS) or len({len(c) for c in columns}) != 1:
         return None
     for column, kind in zip(columns, COLUMNS.values()):
         if not all(type(v) is kind for v in column):
