@@ -159,6 +159,11 @@ def calibrate_option(f: Callable) -> Callable:
 
 
 def cost_options(f: Callable) -> Callable:
+    from .engine.cache_rules import RULES
+
+    f = click.option("--cache-model", type=click.Choice(list(RULES)), default=None,
+                     help="Whose prompt cache to model: which prefix a call reads, in what steps, how long it "
+                          "lives [default: the provider of the model each recording names; anthropic].")(f)
     f = click.option("--cache-ttl", type=click.Choice(["5m", "1h"]), default=None,
                      help="The prompt cache's lifetime: writes priced at its rate, calls after a longer gap "
                           "read nothing [default: the recording's: 1h where it recorded 1-hour writes, else 5m].")(f)

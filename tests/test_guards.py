@@ -145,7 +145,7 @@ SUMMARY_KEYS = [
     "raw_cost_usd_nocache", "retention", "skipped_lines", "refs", "refs_retained", "recall", "probes", "probes_kept",
     "recoverable", "probes_recoverable", "probe_kinds", "probes_indexed", "cache_read_tokens", "cache_write_tokens", "price_model", "recorded_input_cost_usd", "recorded_cost_usd", "billed_cost_usd", "cache_ttl",
     "cache_expired_calls", "calibration", "recorded_cache_breaks", "cache_warm_start_tokens",
-    "cache_breaks_replayed", "cache_ledger"]
+    "cache_breaks_replayed", "cache_ledger", "cache_model"]
 RESULT_KEYS = [
     "transcript", "policy", "calls", "raw_tokens_total", "tokens_total", "reduction", "peak_tokens", "final_tokens",
     "snipped", "micro_compacted", "persisted", "summaries", "summary_input_tokens", "summary_output_tokens",

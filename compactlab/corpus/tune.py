@@ -524,7 +524,8 @@ def points_of(study: Any, params: list[Param], objectives: list[str]) -> list[Po
 
 def corpus_evaluator(transcripts: list[Any], *, n_jobs: int | None, prices: list[Any], calibrations: list[Any],
                      summarizer: tuple[str, Any] = ("stub", None), executor: str | None = None,
-                     keep_recorded_compactions: bool = False, cache_ttl: str | None = None) -> Evaluate:
+                     keep_recorded_compactions: bool = False, cache_ttl: str | None = None,
+                     cache_model: str | None = None) -> Evaluate:
     """Score policies on the corpus with compare's workers: every policy x transcript a job."""
     from .compare import Job, run_jobs
 
@@ -534,7 +535,7 @@ def corpus_evaluator(transcripts: list[Any], *, n_jobs: int | None, prices: list
         jobs = [Job(i * n + t, t, policy, ()) for i, policy in enumerate(policies) for t in range(n)]
         done = run_jobs(transcripts, jobs, n_jobs=n_jobs, prices=prices, calibrations=calibrations,
                         keep_recorded_compactions=keep_recorded_compactions, summarizer=summarizer,
-                        executor=executor, cache_ttl=cache_ttl)
+                        executor=executor, cache_ttl=cache_ttl, cache_model=cache_model)
         if done.interrupted:
             raise done.interrupted
         by: dict[int, list[dict]] = {}

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .cache_rules import RULES, CacheRules
 from .prices import ModelPrices, PriceTable, load_prices
 from .sizing import TokenEstimator, list_chars
 
@@ -28,16 +29,20 @@ class PromptCache:
     sent. ``sent`` is told what each call sent.
     """
 
-    def __init__(self, estimator: TokenEstimator, exact: bool = False) -> None:
+    def __init__(self, estimator: TokenEstimator, exact: bool = False, rules: CacheRules = RULES["anthropic"]) -> None:
         self.estimator = estimator
         self.exact = exact  # tokens are exact counts: the prefix is their share by chars
+        self.rules = rules  # the provider's (cache_rules.py): whether the reply is cached, steps, minimum
         self.calls = 0
         self.sent_messages = 0  # messages of the context last sent
         self.sent_tokens = 0
+        self.reply_tokens = 0  # of the reply to the context last sent
 
     def unchanged(self, lowest_changed: int | None) -> int:
-        """How many leading messages are as they were sent last time."""
-        return self.sent_messages if lowest_changed is None else min(self.sent_messages, lowest_changed)
+        """How many leading messages are as they were sent last time (and the reply to them, where
+        the provider caches it)."""
+        cached = self.sent_messages + (1 if self.rules.reply_cached and self.calls else 0)
+        return cached if lowest_changed is None else min(cached, lowest_changed)
 
     def account(self, context: Any, unchanged: int, tokens: int) -> tuple[int, int]:
         """(cache read, cache write) tokens of a call sending ``context`` (its ``entries``, their
@@ -51,14 +56,16 @@ class PromptCache:
                     else context.chars_sum - sum(e.chars for e in entries[unchanged:]))
             prefix = list_chars(kept, unchanged)
             read = round(tokens * prefix / context.chars) if self.exact else self.estimator.tokens(prefix)
-            read = min(read, tokens, self.sent_tokens)
+            read = min(read, tokens, self.sent_tokens + (self.reply_tokens if unchanged > self.sent_messages else 0))
         else:
             read = min(self.estimator.overhead_tokens, tokens)  # system prompt and tools stay cached
+        read = self.rules.read(read)
         return read, tokens - read
 
-    def sent(self, messages: int, tokens: int) -> None:
+    def sent(self, messages: int, tokens: int, reply_chars: int = 0) -> None:
         self.calls += 1
         self.sent_messages, self.sent_tokens = messages, tokens
+        self.reply_tokens = round(reply_chars / self.estimator.chars_per_token) if reply_chars else 0
 
 
 @dataclass
@@ -80,7 +87,8 @@ TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 
 def price_calls(records: list, prices: ModelPrices | Callable[[Any, float | None], ModelPrices],
                 models: list[str | None] | None = None, times: list[float | None] | None = None,
-                ttl: str = "5m", breaks: dict[int, int] | None = None) -> Priced:
+                ttl: str = "5m", breaks: dict[int, int] | None = None, rules: CacheRules = RULES["anthropic"],
+                reply_tokens: list[int] | None = None, expected: dict[int, int] | None = None) -> Priced:
     """Price each call at its model and time (``models[i]`` and ``times[i]``, priced by
     ``prices(model, time)``; or every call at one model's ``prices``): set each record's ``input_cost_usd`` from its cache reads and writes
     (writes at the ``ttl``'s rate), and price the raw baseline (the whole history every call, its
@@ -90,9 +98,13 @@ def price_calls(records: list, prices: ModelPrices | Callable[[Any, float | None
     (``times[i]``, seconds; where both are known: a source without timestamps never expires).
     ``breaks``: recorded cache events replayed (call -> the tokens it read: see
     ``recorded_breaks``), in both contexts: a later call reads no more than that, the first call
-    reads that much (the system prompt an earlier session had cached)."""
+    reads that much (the system prompt an earlier session had cached). ``rules``: the provider's
+    cache (its entries' lifetime; the raw history reads the previous reply too where the provider
+    caches it, ``reply_tokens[i]`` being call i's reply). Under such a provider's rules a break is
+    what the cache missed: call i reads ``expected[i] - breaks[i]`` less than the model says (the
+    recording's own expectation, ``expected_reads``), so that the estimate's error stays out of it."""
     priced = Priced(ttl=ttl, expired=0 if times and any(t is not None for t in times) else None)
-    lifetime = TTL_SECONDS[ttl]
+    lifetime = rules.lifetime or TTL_SECONDS[ttl]
     prev_raw = 0
     prev_model: Any = None
     for i, r in enumerate(records):  # in call order, as the costs of a recording add up
@@ -105,11 +117,18 @@ def price_calls(records: list, prices: ModelPrices | Callable[[Any, float | None
             r.cache_read_tokens, r.cache_write_tokens, prev_raw = 0, r.tokens, 0
         prev_model = model
         kept = breaks.get(i) if breaks else None
+        if kept is not None and i and rules.reply_cached and expected:  # the provider missed a part
+            kept = max(r.cache_read_tokens - max(expected[i] - kept, 0), 0)
         if kept is not None and (r.cache_read_tokens > kept or i == 0):  # as recorded
             kept = min(kept, r.tokens)
             r.cache_read_tokens, r.cache_write_tokens = kept, r.tokens - kept
         r.input_cost_usd = p.input_cost(r.cache_read_tokens, r.cache_write_tokens, ttl)
-        raw_read = min(prev_raw, r.raw_tokens) if kept is None else min(kept, r.raw_tokens)
+        missed: int | None = expected[i] - breaks[i] if breaks and expected and i in breaks and i else None
+        if kept is not None and missed is None:
+            raw_read = min(kept, r.raw_tokens)
+        else:
+            reply = reply_tokens[i - 1] if rules.reply_cached and reply_tokens and i and prev_raw else 0
+            raw_read = max(rules.read(min(prev_raw + reply, r.raw_tokens)) - max(missed or 0, 0), 0)
         priced.raw += p.input_cost(raw_read, r.raw_tokens - raw_read, ttl)
         priced.nocache += p.nocache_cost(r.tokens)
         priced.raw_nocache += p.nocache_cost(r.raw_tokens)
@@ -153,25 +172,43 @@ def _apart(before: float | None, now: float | None) -> float:
 
 
 def recorded_breaks(calls_usage: list[dict[str, Any]], times: list[float | None] | None, ttl: str,
-                    restarted: set[int]) -> dict[int, int]:
+                    restarted: set[int], rules: CacheRules = RULES["anthropic"]) -> dict[int, int]:
     """Prefix rewrites the recording shows and no compaction explains: calls (index -> the tokens
-    they still read) that read less than half of the previous call's prompt from the cache, on
-    the same model, within the cache's lifetime, and not just after a recorded compaction
-    (``restarted``). The harness changed something early in its prompt there. And call 0 where it
-    read from the cache: a warm start (the system prompt and tools an earlier session cached)."""
+    they still read) on the same model as the previous one, within the cache's lifetime, and not
+    just after a recorded compaction (``restarted``), that read less than the provider's rules
+    predict: under Anthropic's, less than half of the previous call's prompt (the harness changed
+    something early in its prompt); under the automatic caches' (the previous prompt and reply,
+    in steps), a step or more less than that (the provider's cache missed in part). And call 0
+    where it read from the cache: a warm start (the system prompt and tools an earlier session
+    cached)."""
     out: dict[int, int] = {}
     if calls_usage and calls_usage[0].get("cache_read_input_tokens", 0) > 0:
         out[0] = int(calls_usage[0]["cache_read_input_tokens"])
-    lifetime = TTL_SECONDS[ttl]
+    lifetime = rules.lifetime or TTL_SECONDS[ttl]
     for i in range(1, len(calls_usage)):
         u, prev = calls_usage[i], calls_usage[i - 1]
         if not u or not prev or i in restarted or u.get("model") != prev.get("model"):
             continue
         if times and _apart(times[i - 1], times[i]) > lifetime:
             continue
-        before = prompt_of(prev)
-        if before and u.get("cache_read_input_tokens", 0) < BREAK_SHARE * before:
-            out[i] = int(u.get("cache_read_input_tokens", 0))
+        before, read = prompt_of(prev), u.get("cache_read_input_tokens", 0)
+        if rules.reply_cached:
+            if read <= expected_reads([prev, u], rules)[1] - max(rules.granularity, 1):
+                out[i] = int(read)
+        elif before and read < BREAK_SHARE * before:
+            out[i] = int(read)
+    return out
+
+
+def expected_reads(calls_usage: list[dict[str, Any]], rules: CacheRules) -> dict[int, int]:
+    """What each call would have read under ``rules`` by its recorded sizes: the previous call's
+    prompt and reply (where the provider caches the reply), in the provider's steps."""
+    out = {}
+    for i in range(1, len(calls_usage)):
+        u, prev = calls_usage[i], calls_usage[i - 1]
+        if u and prev:
+            reply = int(prev.get("output_tokens", 0)) if rules.reply_cached else 0
+            out[i] = rules.read(min(prompt_of(prev) + reply, prompt_of(u)))
     return out
 
 
@@ -197,7 +234,9 @@ def cache_ledger(records: list, calls_usage: list[dict[str, Any]], recorded_inpu
     return {"calls": len(pairs), "modelled_read_tokens": modelled_read, "recorded_read_tokens": read,
             "modelled_write_tokens": modelled_write, "recorded_write_tokens": write,
             "read_error": error(modelled_read, read), "write_error": error(modelled_write, write),
-            "cost_error": error(cost, recorded_input)}
+            "cost_error": error(cost, recorded_input),
+            #: per call: [call, modelled read, recorded read] (the cached tokens, call by call)
+            "per_call": [[r.call, r.cache_read_tokens, int(u.get("cache_read_input_tokens", 0))] for r, u in pairs]}
 
 
 def billed(metadata: dict[str, Any]) -> float | None:
@@ -234,10 +273,12 @@ class RunPricing:
     breaks: dict[int, int]
     breaks_replayed: bool
     ledger: dict[str, Any] | None
+    rules: CacheRules = RULES["anthropic"]
 
 
 def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None, cache_ttl: str | None,
-              keep_recorded_compactions: bool, summarizer_model: str | None, acted: bool) -> RunPricing:
+              keep_recorded_compactions: bool, summarizer_model: str | None, acted: bool,
+              rules: CacheRules = RULES["anthropic"], reply_tokens: list[int] | None = None) -> RunPricing:
     """Price a replayed run's records (``price_calls``) at the models and times the recording names
     (``prices``: a table, default the built-in one; or one model's prices for every call). With
     ``keep_recorded_compactions`` the recorded cache breaks are replayed; a run that changed
@@ -271,8 +312,9 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
     positions = [c.position for c in feed.compactions]
     restarted = {i for i in range(1, len(records))
                  if any(records[i - 1].message_index < p <= records[i].message_index for p in positions)}
-    breaks = recorded_breaks(calls_usage, times, ttl, restarted) if calls_usage else {}
-    priced = price_calls(records, prices_of, models, times, ttl, breaks if keep_recorded_compactions else None)
+    breaks = recorded_breaks(calls_usage, times, ttl, restarted, rules) if calls_usage else {}
+    priced = price_calls(records, prices_of, models, times, ttl, breaks if keep_recorded_compactions else None,
+                         rules, reply_tokens, expected_reads(calls_usage, rules) if rules.reply_cached else None)
     recorded = recorded_cost(records, usage, prices_of)
     sent_as_recorded = not acted and (keep_recorded_compactions or not positions)
     return RunPricing(
@@ -281,4 +323,5 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
         priced=priced, recorded=recorded, billed=billed(feed.metadata), breaks=breaks,
         breaks_replayed=keep_recorded_compactions,
         ledger=cache_ledger(records, calls_usage, recorded.input) if recorded and sent_as_recorded else None,
+        rules=rules,
     )

@@ -161,6 +161,9 @@ class RunSummary:
     #: modelled against recorded cache reads, writes and input cost (cost.cache_ledger), for a run
     #: that sent what the recording sent (no layer acted; its compactions kept); else None
     cache_ledger: dict[str, Any] | None = None
+    #: whose prompt-cache rules priced the run (cache_rules.RULES): the recorded model's
+    #: provider, or --cache-model
+    cache_model: str = "anthropic"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -233,6 +236,7 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
         cache_warm_start_tokens=None if recorded_cost is None else pricing.breaks.get(0, 0),
         cache_breaks_replayed=pricing.breaks_replayed and bool(pricing.breaks),
         cache_ledger=pricing.ledger,
+        cache_model=pricing.rules.provider,
     )
 
 

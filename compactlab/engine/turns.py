@@ -19,10 +19,12 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from os import PathLike
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from .baseline import RawBaseline
 from .context import Context
+from .cache_rules import rules_for
 from .cost import PromptCache, price_run, prompt_of, seconds
 from .prices import ModelPrices, PriceTable
 from .invariants import InvariantTracker, ViolationLog
@@ -58,6 +60,7 @@ def replay(
     counter: TokenCounter | None = None,
     cache_ttl: str | None = None,
     calibration: Calibration | None = None,
+    cache_model: str | None = None,
 ) -> Run:
     """Replay ``transcript`` through ``policy``. With no ``out_dir`` nothing is written; with one,
     the persisted outputs are written into a fresh folder put in its place when the run ends (and
@@ -69,6 +72,8 @@ def replay(
     e.g. ``messages.count_tokens``) measures the contexts sent and the raw ones, and decides the
     reactive window; layer triggers keep using the estimator. It needs a loaded transcript.
     ``cache_ttl`` (``5m`` or ``1h``): the prompt cache's lifetime; default the recording's.
+    ``cache_model``: the provider whose prompt-cache rules apply (``cache_rules.RULES``); default
+    the one serving the model the recording names.
     ``calibration``: the fit to the recorded usage (``calibration.calibrate``), which replaces the
     policy's size estimate (and so is part of the run's policy and fingerprint); the summary says
     which estimate the run used.
@@ -101,6 +106,7 @@ def replay(
     calls = feed.calls(env.tool_names, restarts)
     turns = Turns(policy, env, feed.baseline, restarts, counter, raw_entries=feed.entries, keep_refs=not feed.streamed)
     turns.usage = feed.usage  # each reply's recorded usage and time, as far as read (for env.idle_seconds)
+    turns.cache_model, turns.model = cache_model, lambda: feed.model
     records: list[TurnRecord] = []
     try:
         if owned:
@@ -115,7 +121,8 @@ def replay(
     if owned:
         out.commit()
 
-    pricing = price_run(records, feed, prices, cache_ttl, keep_recorded_compactions,
+    pricing = price_run(records, feed, prices, cache_ttl, keep_recorded_compactions, rules=turns.cache.rules,
+                        reply_tokens=turns.reply_tokens,
                         summarizer_model=getattr(env.summarizer, "model", None),
                         acted=any(getattr(turns.totals, stat) for stat in ACTIONS))
     resolved = policy.resolved()
@@ -167,6 +174,9 @@ class Turns:
         self.tracker = InvariantTracker()
         self.violations = ViolationLog()
         self.cache = PromptCache(env.estimator, exact=counter is not None)
+        self.reply_tokens: list[int] = []  # each call's reply, estimated (the caches that keep it)
+        self.cache_model: str | None = None  # --cache-model: the provider whose cache rules apply
+        self.model: Callable[[], str | None] = lambda: None  # the recording's model, as far as read
         self.totals = LayerStats()
         self.done = 0  # messages of the transcript in the context so far
         self.manual_pending = False  # the previous reply called the manual compaction tool
@@ -176,6 +186,8 @@ class Turns:
 
     def turn(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
         self.env.call = call
+        if call == 0:  # the provider's cache: by the model the first call recorded (or --cache-model)
+            self.cache.rules = rules_for((self.usage.get(pos) or {}).get("model") or self.model(), self.cache_model)
         now = seconds((self.usage.get(pos) or {}).get("timestamp")) if self.usage else None
         self.env.idle_seconds = now - self.last_time if now is not None and self.last_time is not None else None
         self.last_time = now
@@ -203,7 +215,8 @@ class Turns:
                               check_probes(probes, ctx, call, self.ledger, self.env, self.probe_texts))  # 6
         self.totals.add(stats)
         self.as_recorded = self.as_recorded and not acted
-        self.cache.sent(len(ctx), tokens)
+        self.cache.sent(len(ctx), tokens, reply.chars)
+        self.reply_tokens.append(self.cache.reply_tokens)
         ctx.append(reply)  # 7
         self.done = pos + 1
         self.manual_pending = self.manual_tool in reply.tool_names

@@ -47,6 +47,7 @@ class Settings:
     price_model: str | None = None
     prices: PriceTable = field(default_factory=load_prices)
     cache_ttl: str | None = None  # 5m or 1h; None: the recording's
+    cache_model: str | None = None  # whose prompt-cache rules (engine/cache_rules.py); None: the model's provider
     input_format: str | None = None
     skip_bad_lines: bool = False
     jobs: int | None = None  # worker processes of a corpus job [default: the cores]

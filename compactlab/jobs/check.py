@@ -63,7 +63,8 @@ def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable
     prices = prices_for(loaded, settings.price_model, settings.prices, notify)
     calibrations = calibrations_for(loaded, settings.calibrate, notify)
     done = run_jobs(loaded, jobs_for(len(loaded), grid), n_jobs=settings.jobs, prices=prices,
-                    calibrations=calibrations, cache_ttl=settings.cache_ttl)
+                    calibrations=calibrations, cache_ttl=settings.cache_ttl,
+                            cache_model=settings.cache_model)
     failures_said(done.failures, notify)
     keys = {t.path: transcript_key(t.path, gate.baseline) for t in loaded}
     hashes = {t.path: t.content_hash for t in loaded}

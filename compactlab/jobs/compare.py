@@ -76,7 +76,8 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
             done = run_jobs(loaded, job_list, n_jobs=settings.jobs, prices=prices, calibrations=calibrations,
                             keep_recorded_compactions=settings.keep_recorded_compactions,
                             summarizer=(settings.summarizer, settings.live), on_result=advance,
-                            executor=settings.executor, cache_ttl=settings.cache_ttl)
+                            executor=settings.executor, cache_ttl=settings.cache_ttl,
+                            cache_model=settings.cache_model)
         failures_said(done.failures, notify)
         if not done.results:
             out.rollback()

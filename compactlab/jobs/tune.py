@@ -61,7 +61,8 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
     definition = StudyDefinition.of(spec.base, spec.overrides, params, objectives, spec.max_violations,
                                     [t.content_hash for t in loaded])
     evaluate = corpus_evaluator(loaded, n_jobs=settings.jobs, prices=prices, calibrations=calibrations,
-                                executor=settings.executor, cache_ttl=settings.cache_ttl)
+                                executor=settings.executor, cache_ttl=settings.cache_ttl,
+                            cache_model=settings.cache_model)
     try:
         with progress("tune", spec.trials) as advance:
             result = search(params, objectives, spec.base, spec.overrides,
