@@ -115,7 +115,8 @@ def trigger_of(policy: Policy) -> str | None:
         if getattr(policy, name).enabled:
             return f"its {name} layer"
     if policy.reactive.enabled:
-        return f"reactive compaction past {policy.reactive.window_tokens:,} tokens"
+        window = policy.reactive.window_tokens
+        return f"reactive compaction past {window:,} tokens" if window else "reactive compaction past the model's window"
     return None
 
 
@@ -218,7 +219,7 @@ def run_job(job: Job, t: Transcript, prices: ModelPrices | PriceTable | None, ca
               for kind, attr in (("summary", "summarized"), ("reactive", "reactive"), ("manual", "manual"))}
     p = job.policy
     cpt = run.policy["size"]["chars_per_token"]  # the calibrated one where the run was calibrated
-    levels = {"window": float(p.reactive.window_tokens)}
+    levels = {"window": float(run.summary.window_tokens)}
     if p.summary.enabled and p.summary.unit != "messages":  # a trigger in messages is no token level
         levels["summary trigger"] = float(p.summary.trigger if p.summary.unit == "tokens" else p.summary.trigger / cpt)
     return RunResult(

@@ -11,6 +11,8 @@ caller warns and names it).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import math
 import os
 import re
@@ -473,3 +475,36 @@ def load_prices(path: str | None = None, cache: bool = True) -> PriceTable:
             default = own.default_model
         sources.insert(0, own)
     return PriceTable(sources, default)
+
+
+#: the context window a policy gets where neither it nor the recording nor genai-prices names one
+DEFAULT_WINDOW = 200_000
+
+
+@lru_cache(maxsize=256)
+def known_window(model: str | None) -> int | None:
+    """The context window genai-prices knows for ``model`` (a litellm-style ``provider/model``
+    too), or None."""
+    if not model:
+        return None
+    from genai_prices import data_snapshot
+
+    snapshot = data_snapshot.get_snapshot()
+    ref = model.split("@")[0]
+    for name, provider in ([(ref, "litellm"), (ref.split("/")[-1], None)] if "/" in ref else [(ref, None)]):
+        try:
+            window = snapshot.find_provider_model(name, None, provider, None)[1].context_window
+        except LookupError:
+            continue
+        return int(window) if isinstance(window, int) and window > 0 else None
+    return None
+
+
+def window_of(recorded: Any, model: str | None) -> tuple[int, str]:
+    """The context window of a recording's model, and where it comes from: the recording's own
+    ``model_context_window`` (Codex records it), else genai-prices' for the model, else
+    DEFAULT_WINDOW."""
+    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded > 0:
+        return recorded, "recorded"
+    known = known_window(model)
+    return (known, f"{model}'s") if known else (DEFAULT_WINDOW, "default")

@@ -164,6 +164,10 @@ class RunSummary:
     #: whose prompt-cache rules priced the run (cache_rules.RULES): the recorded model's
     #: provider, or --cache-model
     cache_model: str = "anthropic"
+    #: the context window overflows were counted against, and where it came from: the policy's,
+    #: the recording's model_context_window ("recorded"), the model's known window, or "default"
+    window_tokens: int = 0
+    window_source: str = "policy"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -172,7 +176,8 @@ class RunSummary:
 def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str, Any]], *, transcript: Any,
               policy: str, fingerprint: str, pricing: Any, calibration: dict[str, Any] | None = None,
               persisted_files: list[dict[str, Any]], saved_transcripts: list[dict[str, Any]],
-              probe_kinds: dict[str, dict[str, int]] | None = None, probes_indexed: bool = True) -> RunSummary:
+              probe_kinds: dict[str, dict[str, int]] | None = None, probes_indexed: bool = True,
+              window: tuple[int, str] = (0, "policy")) -> RunSummary:
     """A run's summary, built from its priced records, its layers' totals (``LayerStats``) and its
     violations; ``transcript`` gives the path, format and skipped lines; ``pricing`` is what
     ``cost.price_run`` gave (summary calls are billed at the summarizer's model's prices)."""
@@ -237,6 +242,8 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
         cache_breaks_replayed=pricing.breaks_replayed and bool(pricing.breaks),
         cache_ledger=pricing.ledger,
         cache_model=pricing.rules.provider,
+        window_tokens=window[0],
+        window_source=window[1],
     )
 
 

@@ -26,7 +26,7 @@ from .baseline import RawBaseline
 from .context import Context
 from .cache_rules import rules_for
 from .cost import PromptCache, price_run, prompt_of, seconds
-from .prices import ModelPrices, PriceTable
+from .prices import ModelPrices, PriceTable, window_of
 from .invariants import InvariantTracker, ViolationLog
 from .feeds import Feed, as_feed
 from .layers import CHEAP, NOTHING, LayerStats, RunEnv, manual, reactive, summary
@@ -106,7 +106,7 @@ def replay(
     calls = feed.calls(env.tool_names, restarts)
     turns = Turns(policy, env, feed.baseline, restarts, counter, raw_entries=feed.entries, keep_refs=not feed.streamed)
     turns.usage = feed.usage  # each reply's recorded usage and time, as far as read (for env.idle_seconds)
-    turns.cache_model, turns.model = cache_model, lambda: feed.model
+    turns.cache_model, turns.model, turns.metadata = cache_model, lambda: feed.model, lambda: feed.metadata
     records: list[TurnRecord] = []
     try:
         if owned:
@@ -130,7 +130,8 @@ def replay(
         summary=summarize(records, turns.totals, turns.violations.listed(), transcript=feed,
                           policy=policy.name, fingerprint=fingerprint_of(resolved), pricing=pricing, calibration=used,
                           persisted_files=env.persisted_files, saved_transcripts=env.saved_transcripts,
-                          probe_kinds=turns.probe_kinds(), probes_indexed=feed.baseline.probes_indexed),
+                          probe_kinds=turns.probe_kinds(), probes_indexed=feed.baseline.probes_indexed,
+                          window=(turns.window, turns.window_source)),
         calls=records,
         policy=resolved,
         failed_summaries=env.failed_summaries,
@@ -168,7 +169,9 @@ class Turns:
         self.as_recorded = True  # the context is what the recording sent (no layer has acted yet)
         self.previous_pos: int | None = None
         self.cheap = [(CHEAP[name], getattr(policy, name)) for name in policy.order if getattr(policy, name).enabled]
-        self.window = policy.reactive.window_tokens
+        self.window = policy.reactive.window_tokens  # 0: the model's (resolved at the first call)
+        self.window_source = "policy"
+        self.metadata: Callable[[], dict[str, Any]] = dict
         self.manual_tool = policy.manual.tool if policy.manual.enabled else None
         self.context = Context()
         self.tracker = InvariantTracker()
@@ -186,8 +189,11 @@ class Turns:
 
     def turn(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
         self.env.call = call
-        if call == 0:  # the provider's cache: by the model the first call recorded (or --cache-model)
-            self.cache.rules = rules_for((self.usage.get(pos) or {}).get("model") or self.model(), self.cache_model)
+        if call == 0:  # the provider's cache and the window: by the model the first call recorded
+            model = (self.usage.get(pos) or {}).get("model") or self.model()
+            self.cache.rules = rules_for(model, self.cache_model)
+            if not self.window:
+                self.window, self.window_source = window_of(self.metadata().get("model_context_window"), model)
         now = seconds((self.usage.get(pos) or {}).get("timestamp")) if self.usage else None
         self.env.idle_seconds = now - self.last_time if now is not None and self.last_time is not None else None
         self.last_time = now

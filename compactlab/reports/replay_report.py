@@ -288,7 +288,7 @@ def _draw_chart(run: Run, policy: "Policy", out: OutputDir) -> None:
 
     events = {kind: [c.call for c in run.calls if getattr(c, attr)]
               for kind, attr in (("summary", "summarized"), ("reactive", "reactive"), ("manual", "manual"))}
-    levels = {"window": float(policy.reactive.window_tokens)}
+    levels = {"window": float(run.summary.window_tokens)}
     _, png = tokens_chart(f"{run.summary.transcript} × {run.summary.policy}", [c.raw_tokens for c in run.calls],
                           [{"label": run.summary.policy, "tokens": [c.tokens for c in run.calls], "events": events,
                             "levels": levels}])

@@ -21,7 +21,8 @@ def test_seed_constants():
     assert (s08.snip.max_messages, s08.snip.keep_head, s08.snip.pair_safe) == (50, 3, True)
     assert (s08.micro.keep_recent, s08.micro.min_chars) == (3, 120)
     assert (s08.summary.trigger, s08.summary.unit, s08.summary.input_chars, s08.summary.input_from) == (50_000, "chars", 80_000, "head")
-    assert (s08.reactive.window_tokens, s08.reactive.keep_tail, s08.reactive.max_retries) == (200_000, 5, 1)
+    # the seed's 200,000 is its model's window: 0, the model's (200,000 for a Claude model, tested in test_window)
+    assert (s08.reactive.window_tokens, s08.reactive.keep_tail, s08.reactive.max_retries) == (0, 5, 1)
     assert s08.manual.mode == "before_results" and s08.order == ["budget", "snip", "micro"]
     readme = load_policy("s08-readme")
     assert readme.snip.pair_safe is False and readme.snip.placeholder == "[snipped {n} messages from conversation middle]"

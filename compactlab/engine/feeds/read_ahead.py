@@ -25,6 +25,7 @@ import os
 import pickle
 import signal
 from collections.abc import Iterator
+from itertools import islice
 from typing import Any, BinaryIO
 
 from ..baseline import BaselineBuilder, RawBaseline
@@ -226,17 +227,21 @@ def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO, si
     baseline = BaselineBuilder(keep=False, probes=probes)
     base = baseline.base
     rows: list[tuple] = []
-    calls = compactions = 0
+    calls = compactions = usages = 0
 
     def send() -> None:
-        nonlocal calls, compactions
+        nonlocal calls, compactions, usages
         n = len(base.messages)
         base_rows = [(base.messages[c], base.chars[c], base.violation_counts.pop(c, None), base.refs.pop(c, None),
                       base.probes.pop(c, None)) for c in range(calls, n)]
-        pickle.dump(("batch", rows, base_rows, builder.compactions[compactions:]), out, pickle.HIGHEST_PROTOCOL)
+        # the usage and model read so far go with the batch: the replay's cache rules and window
+        # follow the model its first call recorded
+        usage = dict(islice(builder.usage.items(), usages, None))
+        pickle.dump(("batch", rows, base_rows, builder.compactions[compactions:], usage, builder.model), out,
+                    pickle.HIGHEST_PROTOCOL)
         out.flush()  # now: a batch is a few kB, and the replay is waiting for it
         rows.clear()
-        calls, compactions = n, len(builder.compactions)
+        calls, compactions, usages = n, len(builder.compactions), len(builder.usage)
 
     for e in _read(builder, reader, measure=True):
         baseline.add(e)
@@ -267,8 +272,10 @@ def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader:
                 raise RuntimeError(f"{builder.path}: the read-ahead process ended without a word") from None
             kind = message[0]
             if kind == "batch":
-                _, rows, base_rows, compactions = message
+                _, rows, base_rows, compactions, usage, model = message
                 builder.compactions.extend(compactions)
+                builder.usage.update(usage)
+                builder.model = builder.model or model
                 for messages, chars, counts, refs, probes in base_rows:
                     call = len(base.messages)
                     base.messages.append(messages)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from ..context import Context
-from ...config import Bound, LayerConfig, Positive, NonNegative, opt
+from ...config import Bound, LayerConfig, NonNegative, opt
 from .base import LayerStats, RunEnv, fill, pair_safe_tail, summarize
 from .registry import register
 
@@ -20,7 +20,8 @@ from .registry import register
 class ReactiveConfig(LayerConfig):
     """reactive_compact: when the prompt is too long, summary + the last messages."""
 
-    window_tokens: Positive = opt(200_000, "context window; over it the API says prompt too long")
+    window_tokens: NonNegative = opt(0, "context window; over it the API says prompt too long (0: the model's: "
+                                        "the recording's model_context_window, else genai-prices', else 200,000)")
     keep_tail: NonNegative = opt(5, "last messages kept after the summary")
     pair_safe: bool = opt(True, "move the tail cut so a tool pair is not split")
     max_retries: Annotated[int, Bound(ge=0, le=10)] = opt(1, "reactive compactions per call before it is an overflow "
