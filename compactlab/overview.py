@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from .engine.baseline import baseline_for
-from .corpus.calibration import MIN_CALLS, by_default, calibrate, prompt_tokens, recorded_tokens, sent_chars
+from .corpus.calibration import MIN_CALLS, by_default, calibrate, prompt_tokens, recorded_tokens, sent_chars, short
 from .transcripts.messages import block_type
 from .engine.sizing import TokenEstimator
 from .transcripts import FORMATS, Transcript
@@ -99,7 +99,9 @@ def overview(transcript: Transcript, top: int = 10) -> dict[str, Any]:
             for call, v in base.first_seen
         ],
         raw_tokens_per_call=raw_tokens,
-        raw_tokens_by=(f"calibrated: {cal.overhead_tokens:,} + chars / {cal.chars_per_token:g}" if cal
+        raw_tokens_by=(f"calibrated: {cal.overhead_tokens:,} + chars / {cal.chars_per_token:g}"
+                       if cal and cal.source == "recorded usage" else
+                       f"the {cal.source}: {cal.overhead_tokens:,} + chars / {cal.chars_per_token:g}" if cal
                        else "chars / 4 (not calibrated)"),
         raw_growth=growth,
         skipped_lines=transcript.skipped_lines,
@@ -129,9 +131,11 @@ def _recorded(transcript: Transcript, sent: list[int] | None, est: TokenEstimato
         ],
     }
     if not transcript.metadata.get("acompact"):
-        cal = calibrate(transcript, sent)
-        out["calibration"] = cal.to_dict()
-        out.update(_cache_facts(transcript, cal if cal.calls >= MIN_CALLS else None))
+        # a fit of 1 to 4 calls says nothing: the format's prior stands for it, labelled so
+        cal = calibrate(transcript, sent) if len([t for t in tokens if t > 0]) >= MIN_CALLS else short(transcript)[0]
+        if cal is not None:
+            out["calibration"] = cal.to_dict()
+        out.update(_cache_facts(transcript, cal))
     return out
 
 

@@ -10,6 +10,7 @@ relative error (weighted least squares, weights 1/y²), which is what MAPE measu
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from ..errors import InputError
@@ -76,18 +77,50 @@ def usable_calls(transcript: Any) -> int:
     return sum(1 for u in transcript.usage.values() if prompt_tokens(u) > 0)
 
 
+@lru_cache(maxsize=1)
+def _priors() -> dict[str, dict[str, Any]]:
+    import tomllib
+    from importlib.resources import files
+
+    return tomllib.loads(files("compactlab").joinpath("data/priors.toml").read_text("utf-8"))["formats"]
+
+
+def prior_for(fmt: str) -> Calibration | None:
+    """The token-estimate prior of a format (``data/priors.toml``: one fit of every recorded call
+    of the shared recordings of that format, ``scripts/measure_priors.py``), or None."""
+    row = _priors().get(fmt)
+    if row is None:
+        return None
+    return Calibration(overhead_tokens=int(row["overhead_tokens"]), chars_per_token=float(row["chars_per_token"]),
+                       mape=float(row["mape"]), calls=int(row["calls"]),
+                       source=f"prior for {fmt} ({row['calls']} calls of {row['recordings']} shared recordings)")
+
+
+def short(transcript: Transcript) -> tuple[Calibration | None, str]:
+    """For a transcript with fewer than ``MIN_CALLS`` calls with usage (never fitted: a fit of
+    1 to 4 calls says nothing): its format's prior, and what to say of it."""
+    n = usable_calls(transcript)
+    fmt = transcript.metadata.get("recorded_format") or transcript.format  # (a converted file's harness)
+    prior = prior_for(fmt)
+    if prior is None:
+        return None, (f"only {n} call(s) with recorded usage (calibration needs {MIN_CALLS}) and no prior for "
+                      f"{fmt}: tokens are the policy's estimate")
+    return prior, (f"only {n} call(s) with recorded usage (calibration needs {MIN_CALLS}): tokens by the "
+                   f"{fmt} prior, {prior.overhead_tokens:,} + chars / {prior.chars_per_token} (an estimate)")
+
+
 def by_default(transcript: Transcript, sent: list[int] | None = None) -> tuple[Calibration | None, str | None]:
     """The calibration a run uses unless told otherwise: the fit where the transcript records the
-    usage of at least ``MIN_CALLS`` calls; else none, and why where there was some usage (to warn).
-    ``sent``: the chars of the contexts it sent, when the caller has them (``sent_chars``)."""
+    usage of at least ``MIN_CALLS`` calls; with fewer (one or more), its format's prior; else
+    none. And what to say of it (a warning). ``sent``: the chars of the contexts it sent, when
+    the caller has them (``sent_chars``)."""
     n = usable_calls(transcript)
     if n == 0:
         return None, None
     if transcript.metadata.get("acompact"):
         return None, "a compaction summarizer's call: not calibrated (calibrate on its main session)"
     if n < MIN_CALLS:
-        return None, (f"only {n} call(s) with recorded usage (calibration needs {MIN_CALLS}): "
-                      "tokens are the policy's estimate")
+        return short(transcript)
     cal = calibrate(transcript, sent)
     if not (MIN_CHARS_PER_TOKEN <= cal.chars_per_token <= MAX_CHARS_PER_TOKEN) or (cal.mape or 0) > MAX_MAPE:
         return None, (f"the fit to the recorded usage is unusable ({cal.overhead_tokens:,} + chars / "

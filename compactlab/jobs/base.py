@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..corpus.calibration import Calibration, by_default, calibrate as fit_calibration
+from ..corpus.calibration import MIN_CALLS, Calibration, by_default, calibrate as fit_calibration, short, usable_calls
 from ..engine.feeds import Opening
 from ..engine.prices import ModelPrices, PriceTable, load_prices
 from ..plumbing.process import collector_off
@@ -163,13 +163,15 @@ def calibrations_for(sources: list, calibrate: bool | None, notify: Notify = qui
             continue
         transcript = getattr(t, "transcript", t)  # a loaded feed's
         cal: Calibration | None
-        if calibrate:
+        if calibrate and 0 < usable_calls(transcript) < MIN_CALLS and not transcript.metadata.get("acompact"):
+            cal, why = short(transcript)  # never a fit of 1 to 4 calls
+        elif calibrate:
             cal, why = fit_calibration(transcript), None
         else:
             cal, why = by_default(transcript)
         if why:
             notify(f"warning: {t.path}: {why}", False)
-        if cal is not None:
+        if cal is not None and cal.source == "recorded usage":
             notify(f"{t.path}: calibrated: {cal.overhead_tokens:,} overhead tokens + chars / {cal.chars_per_token} "
                    f"(mape {cal.mape:.3f} over {cal.calls} calls)", False)
         out.append(cal)

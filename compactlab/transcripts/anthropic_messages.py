@@ -45,6 +45,11 @@ def message_of(obj: dict) -> dict:
     return obj if len(obj) == 2 and "content" in obj else {"role": obj.get("role"), "content": obj.get("content")}
 
 
+#: the format a converted file was recorded in (its first response object says it: the prior of
+#: short recordings is the recording harness's)
+RECORDED_FORMAT_KEY = "recorded_format"
+
+
 def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False) -> Iterator[Entry]:
     """Add every message of the file to ``builder``, yielding each as it is added (``measure``:
     with the JSON length of every tool result's content among its facts)."""
@@ -75,6 +80,8 @@ def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False)
             usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
             if isinstance(obj.get("model"), str):
                 builder.model = obj["model"]
+            if isinstance(obj.get(RECORDED_FORMAT_KEY), str):  # written by `compactlab convert`
+                builder.metadata["recorded_format"] = obj[RECORDED_FORMAT_KEY]
         entry = build_entry(message, builder.count, check=True, measure=measure)
         if not isinstance(entry, Entry):
             reader.bad(lineno, entry or "not a usable message")

@@ -32,6 +32,7 @@ def anthropic_lines(transcript: Transcript, keep_recorded_compactions: bool = Fa
     usage_until = len(transcript.entries) if keep_recorded_compactions or not transcript.compactions else \
         min(c.position for c in transcript.compactions)
     pending: dict | None = None  # a plain message, held to merge the next one of its role into it
+    first_usage = True
     for i, entry in enumerate(transcript.entries + [None]):  # type: ignore[operator]
         usage = transcript.usage.get(i) if entry is not None and i < usage_until else None
         if pending is not None and (entry is None or i in restarts or usage is not None
@@ -50,6 +51,9 @@ def anthropic_lines(transcript: Transcript, keep_recorded_compactions: bool = Fa
                 line["model"] = usage.get("model") or transcript.model
             if usage.get("timestamp"):
                 line["timestamp"] = usage["timestamp"]
+            if first_usage and transcript.format != "anthropic":
+                line["recorded_format"] = transcript.metadata.get("recorded_format") or transcript.format
+            first_usage = False
             yield orjson.dumps(line)
         elif pending is not None:  # the same role twice in a row: one message, as the API takes it
             pending = {"role": pending["role"], "content": _blocks(pending["content"]) + _blocks(entry.message["content"])}
