@@ -107,6 +107,7 @@ def replay(
     turns = Turns(policy, env, feed.baseline, restarts, counter, raw_entries=feed.entries, keep_refs=not feed.streamed)
     turns.usage = feed.usage  # each reply's recorded usage and time, as far as read (for env.idle_seconds)
     turns.cache_model, turns.model, turns.metadata = cache_model, lambda: feed.model, lambda: feed.metadata
+    turns.recorded_compactions = lambda: feed.compactions
     records: list[TurnRecord] = []
     try:
         if owned:
@@ -172,6 +173,8 @@ class Turns:
         self.window = policy.reactive.window_tokens  # 0: the model's (resolved at the first call)
         self.window_source = "policy"
         self.metadata: Callable[[], dict[str, Any]] = dict
+        #: the compactions the recording made, as far as read (a replay that drops them departs there)
+        self.recorded_compactions: Callable[[], list[RecordedCompaction]] = list
         self.manual_tool = policy.manual.tool if policy.manual.enabled else None
         self.context = Context()
         self.tracker = InvariantTracker()
@@ -264,6 +267,9 @@ class Turns:
         while the context is still the one the recording sent; else None."""
         prev, self.previous_pos = self.previous_pos, pos
         usage = self.usage.get(prev) if prev is not None and self.usage else None
+        if self.restarts is None and self.as_recorded and any(
+                (prev or 0) < c.position <= pos for c in self.recorded_compactions()):
+            self.as_recorded = False  # the recording compacted here and the replay did not: it has left it
         if not usage or not self.as_recorded or stats.lowest_changed is not None:  # (a recorded restart)
             self.env.recorded_tokens = None
             return
