@@ -27,6 +27,7 @@ COUNTERS: list[tuple[str, str | None, str | None]] = [
     ("summary_output_chars", "summary_output_chars", None),
     ("summary_input_tokens", None, "summary_input_tokens"),
     ("summary_output_tokens", None, "summary_output_tokens"),
+    ("summary_cache_read_tokens", None, "summary_cache_read_tokens"),
     ("reactive", "reactive", "reactive"),
     ("manual", "manual", "manual"),
     ("summary_failures", None, None),
@@ -168,6 +169,12 @@ class RunSummary:
     #: the recording's model_context_window ("recorded"), the model's known window, or "default"
     window_tokens: int = 0
     window_source: str = "policy"
+    #: compaction's own cost: its summary requests (in cost_usd), priced as the policy builds them
+    #: (summary.request: a fresh request, uncached; or the conversation's prefix, read from the cache)
+    summary_cost_usd: float = 0.0
+    summary_request: str = "fresh"
+    #: of summary_input_tokens, those the summary requests read from the prompt cache
+    summary_cache_read_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -177,13 +184,18 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
               policy: str, fingerprint: str, pricing: Any, calibration: dict[str, Any] | None = None,
               persisted_files: list[dict[str, Any]], saved_transcripts: list[dict[str, Any]],
               probe_kinds: dict[str, dict[str, int]] | None = None, probes_indexed: bool = True,
-              window: tuple[int, str] = (0, "policy")) -> RunSummary:
+              window: tuple[int, str] = (0, "policy"), summary_request: str = "fresh") -> RunSummary:
     """A run's summary, built from its priced records, its layers' totals (``LayerStats``) and its
     violations; ``transcript`` gives the path, format and skipped lines; ``pricing`` is what
     ``cost.price_run`` gave (summary calls are billed at the summarizer's model's prices)."""
     priced, recorded_cost, billed = pricing.priced, pricing.recorded, pricing.billed
-    summary_cost = pricing.summary_prices.summary_cost(totals.summary_input_tokens, totals.summary_output_tokens,
-                                               calls=totals.summaries + totals.summary_failures)
+    sp, read = pricing.summary_prices, totals.summary_cache_read_tokens
+    calls = totals.summaries + totals.summary_failures
+    if read or summary_request == "prefix":  # the conversation's prefix read from the cache, the rest written
+        summary_cost = (sp.input_cost(read, totals.summary_input_tokens - read, pricing.priced.ttl)
+                        + sp.summary_cost(0, totals.summary_output_tokens, calls=calls))
+    else:
+        summary_cost = sp.summary_cost(totals.summary_input_tokens, totals.summary_output_tokens, calls=calls)
     counted = {key: getattr(totals, stat) for stat, key in RUN_COUNTERS}
     n_refs = sum(r.refs for r in records)
     n_retained = sum(r.refs_retained for r in records)
@@ -244,6 +256,8 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
         cache_model=pricing.rules.provider,
         window_tokens=window[0],
         window_source=window[1],
+        summary_cost_usd=round(summary_cost, 6),
+        summary_request=summary_request,
     )
 
 

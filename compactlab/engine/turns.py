@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from .baseline import RawBaseline
 from .context import Context
 from .cache_rules import rules_for
-from .cost import PromptCache, price_run, prompt_of, seconds
+from .cost import TTL_SECONDS, PromptCache, price_run, prompt_of, seconds
 from .prices import ModelPrices, PriceTable, window_of
 from .invariants import InvariantTracker, ViolationLog
 from .feeds import Feed, as_feed
@@ -108,6 +108,7 @@ def replay(
     turns.usage = feed.usage  # each reply's recorded usage and time, as far as read (for env.idle_seconds)
     turns.cache_model, turns.model, turns.metadata = cache_model, lambda: feed.model, lambda: feed.metadata
     turns.recorded_compactions = lambda: feed.compactions
+    turns.ttl_given = cache_ttl
     records: list[TurnRecord] = []
     try:
         if owned:
@@ -132,7 +133,7 @@ def replay(
                           policy=policy.name, fingerprint=fingerprint_of(resolved), pricing=pricing, calibration=used,
                           persisted_files=env.persisted_files, saved_transcripts=env.saved_transcripts,
                           probe_kinds=turns.probe_kinds(), probes_indexed=feed.baseline.probes_indexed,
-                          window=(turns.window, turns.window_source)),
+                          window=(turns.window, turns.window_source), summary_request=policy.summary.request),
         calls=records,
         policy=resolved,
         failed_summaries=env.failed_summaries,
@@ -169,6 +170,7 @@ class Turns:
         self.last_time: float | None = None
         self.as_recorded = True  # the context is what the recording sent (no layer has acted yet)
         self.previous_pos: int | None = None
+        self.before_previous: int | None = None
         self.cheap = [(CHEAP[name], getattr(policy, name)) for name in policy.order if getattr(policy, name).enabled]
         self.window = policy.reactive.window_tokens  # 0: the model's (resolved at the first call)
         self.window_source = "policy"
@@ -182,6 +184,8 @@ class Turns:
         self.cache = PromptCache(env.estimator, exact=counter is not None)
         self.reply_tokens: list[int] = []  # each call's reply, estimated (the caches that keep it)
         self.cache_model: str | None = None  # --cache-model: the provider whose cache rules apply
+        self.ttl = "5m"  # the prompt cache's TTL the run is priced with (a summary request's reads expire by it)
+        self.ttl_given: str | None = None  # --cache-ttl
         self.model: Callable[[], str | None] = lambda: None  # the recording's model, as far as read
         self.totals = LayerStats()
         self.done = 0  # messages of the transcript in the context so far
@@ -193,12 +197,16 @@ class Turns:
     def turn(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
         self.env.call = call
         if call == 0:  # the provider's cache and the window: by the model the first call recorded
-            model = (self.usage.get(pos) or {}).get("model") or self.model()
+            usage = self.usage.get(pos) or {}
+            model = usage.get("model") or self.model()
+            self.ttl = self.ttl_given or ("1h" if usage.get("cache_creation_1h_input_tokens") else "5m")
             self.cache.rules = rules_for(model, self.cache_model)
             if not self.window:
                 self.window, self.window_source = window_of(self.metadata().get("model_context_window"), model)
         now = seconds((self.usage.get(pos) or {}).get("timestamp")) if self.usage else None
         self.env.idle_seconds = now - self.last_time if now is not None and self.last_time is not None else None
+        lifetime = self.cache.rules.lifetime or TTL_SECONDS[self.ttl]
+        self.env.cached_tokens = 0 if (self.env.idle_seconds or 0) > lifetime else self.cache.sent_tokens
         self.last_time = now
         self.env.after_prompt = any(map(is_prompt, pending))
         stats = LayerStats()
@@ -266,10 +274,13 @@ class Turns:
         previous call's recorded prompt and output tokens, plus the estimate of the messages since),
         while the context is still the one the recording sent; else None."""
         prev, self.previous_pos = self.previous_pos, pos
+        before, self.before_previous = self.before_previous, prev
         usage = self.usage.get(prev) if prev is not None and self.usage else None
-        if self.restarts is None and self.as_recorded and any(
-                (prev or 0) < c.position <= pos for c in self.recorded_compactions()):
-            self.as_recorded = False  # the recording compacted here and the replay did not: it has left it
+        if self.restarts is None and self.as_recorded and prev is not None and any(
+                (before if before is not None else -1) < c.position <= prev for c in self.recorded_compactions()):
+            # the recording compacted before the previous call and the replay did not: that call's
+            # usage measured the recording's smaller context, not this one
+            self.as_recorded = False
         if not usage or not self.as_recorded or stats.lowest_changed is not None:  # (a recorded restart)
             self.env.recorded_tokens = None
             return

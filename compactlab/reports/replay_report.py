@@ -58,7 +58,11 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
         ("tool results micro-compacted", f"{s.micro_compacted:,}"),
         ("tool results persisted", f"{s.persisted:,} ({len(s.persisted_files)} files)"),
         ("summaries / reactive / manual", f"{s.summaries} / {s.reactive} / {s.manual}"),
-        ("summary tokens (in → out)", f"{s.summary_input_tokens:,} → {s.summary_output_tokens:,}"),
+        ("summary tokens (in → out)", f"{s.summary_input_tokens:,} → {s.summary_output_tokens:,}"
+         + (f" ({s.summary_cache_read_tokens:,} read from the cache)" if s.summary_cache_read_tokens else "")),
+        ("compaction's own cost", f"${s.summary_cost_usd:,.4f} ("
+         + ("the conversation's prefix plus an instruction, reading the cache" if s.summary_request == "prefix"
+            else "fresh requests, uncached") + "; in the policy's cost)"),
         ("input cost, cached (raw → policy)", f"${s.raw_cost_usd:,.4f} → ${s.cost_usd:,.4f}"),
         ("input cost, no cache (raw → policy)", f"${s.raw_cost_usd_nocache:,.4f} → ${s.cost_usd_nocache:,.4f}"),
         ("cache reads / writes (tokens)", f"{s.cache_read_tokens:,} / {s.cache_write_tokens:,}"),

@@ -49,6 +49,7 @@ class LayerStats:
     summary_output_chars: int = 0
     summary_input_tokens: int = 0
     summary_output_tokens: int = 0
+    summary_cache_read_tokens: int = 0
     reactive: int = 0
     manual: int = 0
     summary_failures: int = 0
@@ -69,6 +70,7 @@ class LayerStats:
         self.summary_output_chars += other.summary_output_chars
         self.summary_input_tokens += other.summary_input_tokens
         self.summary_output_tokens += other.summary_output_tokens
+        self.summary_cache_read_tokens += other.summary_cache_read_tokens
         self.reactive += other.reactive
         self.manual += other.manual
         self.summary_failures += other.summary_failures
@@ -101,6 +103,9 @@ class RunEnv:
     #: the context's tokens as the harness measured them (the previous call's recorded usage plus
     #: the messages since), while the context is still the one the recording sent; else None
     recorded_tokens: int | None = None
+    #: the tokens of the previous call's prompt the provider's cache holds now (0: none, or
+    #: expired): what a summary request built on the conversation reads (summary.request = prefix)
+    cached_tokens: int = 0
     #: the policy's summary table: how reactive and manual compaction summarise too (they refuse
     #: to run without it: ``summary_settings``)
     summary_config: SummaryConfig | None = None
@@ -190,6 +195,7 @@ def summarize(
     The input is the compact JSON text of the messages cut to ``input_chars`` from the head or
     the tail, as the seeds do with ``json.dumps(messages)[:80000]`` / ``[-80000:]``.
     """
+    chars = list_chars(sum(e.chars for e in entries), len(entries))
     request = SummaryRequest(
         entries=entries,
         prompt=prompt_text(summary_cfg.prompt),
@@ -197,7 +203,7 @@ def summarize(
         kind=kind,
         call=env.call,
         limit=summary_cfg.input_chars,
-        chars=list_chars(sum(e.chars for e in entries), len(entries)),
+        chars=chars,
         from_tail=summary_cfg.input_from == "tail",
     )
     try:
@@ -208,8 +214,16 @@ def summarize(
         return None
     stats.summary_input_chars += request.input_chars
     stats.summary_output_chars += len(result.text)
-    stats.summary_input_tokens += result.input_tokens
     stats.summary_output_tokens += result.output_tokens
+    if summary_cfg.request == "prefix":  # the conversation as sent, plus the instruction: it reads the cache
+        est = env.estimator
+        instruction = round(len(request.prompt) / est.chars_per_token)
+        prompt = est.tokens(chars) + instruction
+        read = min(env.cached_tokens, prompt)
+        stats.summary_input_tokens += prompt
+        stats.summary_cache_read_tokens += read
+    else:
+        stats.summary_input_tokens += result.input_tokens
     return result.text
 
 

@@ -147,6 +147,10 @@ class SummaryConfig(LayerConfig):
     keep_tail: NonNegative = opt(0, "messages kept verbatim after the summary (pair-safe)")
     max_failures: Positive = opt(3, "consecutive summarizer failures that open the circuit breaker")
     prompt: str = opt("s08", "summary prompt name (live summarizer)")
+    request: Literal["fresh", "prefix"] = opt(
+        "fresh", "how the summary request is built and priced: a fresh request of the cut input, uncached (the seed "
+                 "designs), or the conversation as sent plus an instruction, reading the prompt cache (Claude Code, "
+                 "Codex)", added=True)
     max_output_tokens: Positive = opt(2_000, "summary length cap for the summarizer")
     count_reasoning: bool = opt(
         False, "with measure = recorded, add the reasoning sent in earlier turns as Codex counts it (each reasoning "
