@@ -206,8 +206,40 @@ def judge(runs: Sequence[JudgedRun], sweep_keys: list[str], margin: float = RETE
     if no_refs:
         text.append("No transcript refers back to an earlier tool result, so retention (1.0 everywhere) "
                     "does not tell the policies apart.")
+    text += _timing(entries, sweep_keys)
     return Verdict(entries, best.label, runner.label if runner else None, " ".join(text), margin, no_refs,
                    list(sweep_keys), reference, recall_floor, retention_floor)
+
+
+TIMING = "summary.timing"
+
+
+def _timing(entries: list[Entry], sweep_keys: list[str]) -> list[str]:
+    """Where summary.timing was swept: the saving that timing alone brings, per policy and other
+    swept values, against compacting at the trigger."""
+    if TIMING not in sweep_keys:
+        return []
+    groups: dict[tuple, dict[str, Entry]] = {}
+    for e in entries:
+        rest = tuple((k, str(v)) for k, v in sorted(e.swept.items()) if k != TIMING)
+        groups.setdefault((e.policy, rest), {})[str(e.swept.get(TIMING))] = e
+    out = []
+    for (policy, rest), by in groups.items():
+        base = by.get("trigger")
+        if base is None:
+            continue
+        best = max((e for t, e in by.items() if t != "trigger"), key=lambda e: e.cost_saving, default=None)
+        if best is None:
+            continue
+        gain = best.cost_saving - base.cost_saving
+        if abs(gain) < 0.0005:
+            out.append(f"Timing alone changes nothing for {base.label}: no compaction fell where the cache was cold "
+                       "or about to be.")
+        else:
+            out.append(f"Timing alone: {best.label} saves {_pct(abs(gain))} {'more' if gain > 0 else 'less'} of the "
+                       f"cost with no compaction than {base.label} (recall {_pct(best.recall)} against "
+                       f"{_pct(base.recall)}).")
+    return out
 
 
 def _entries(runs: Sequence[JudgedRun], sweep_keys: list[str], units: dict[str, str] | None

@@ -171,6 +171,7 @@ class Turns:
         self.as_recorded = True  # the context is what the recording sent (no layer has acted yet)
         self.previous_pos: int | None = None
         self.before_previous: int | None = None
+        self._usage_keys: list[int] = []
         self.cheap = [(CHEAP[name], getattr(policy, name)) for name in policy.order if getattr(policy, name).enabled]
         self.window = policy.reactive.window_tokens  # 0: the model's (resolved at the first call)
         self.window_source = "policy"
@@ -206,7 +207,10 @@ class Turns:
         now = seconds((self.usage.get(pos) or {}).get("timestamp")) if self.usage else None
         self.env.idle_seconds = now - self.last_time if now is not None and self.last_time is not None else None
         lifetime = self.cache.rules.lifetime or TTL_SECONDS[self.ttl]
-        self.env.cached_tokens = 0 if (self.env.idle_seconds or 0) > lifetime else self.cache.sent_tokens
+        self.env.cache_cold = call > 0 and (self.env.idle_seconds or 0) > lifetime
+        self.env.cached_tokens = 0 if self.env.cache_cold else self.cache.sent_tokens
+        following = self.next_time(pos)
+        self.env.cold_next = now is not None and following is not None and following - now > lifetime
         self.last_time = now
         self.env.after_prompt = any(map(is_prompt, pending))
         stats = LayerStats()
@@ -268,6 +272,20 @@ class Turns:
         for (at, text), needed in sorted(first.items(), key=lambda kv: (kv[0][0], kv[1], kv[0][1])):
             by_call[at].lost.append((text, needed))
         return self.events
+
+    def next_time(self, pos: int) -> float | None:
+        """The time of the recording's next call after the reply at ``pos`` (None: not known, or
+        not read yet)."""
+        usage = self.usage
+        if not usage:
+            return None
+        keys = self._usage_keys
+        if len(keys) != len(usage):
+            keys = self._usage_keys = sorted(usage)
+        from bisect import bisect_right
+
+        k = bisect_right(keys, pos)
+        return seconds(usage[keys[k]].get("timestamp")) if k < len(keys) else None
 
     def _measure_as_recorded(self, pos: int, pending: list[Entry], stats: LayerStats) -> None:
         """env.recorded_tokens: the context's size as the harness measured it before this call (the

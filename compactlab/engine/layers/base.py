@@ -106,6 +106,10 @@ class RunEnv:
     #: the tokens of the previous call's prompt the provider's cache holds now (0: none, or
     #: expired): what a summary request built on the conversation reads (summary.request = prefix)
     cached_tokens: int = 0
+    #: the prompt cache is cold at this call (the gap since the previous call outlived it)
+    cache_cold: bool = False
+    #: it will be cold at the next call (the recording's next call comes after a longer gap)
+    cold_next: bool = False
     #: the policy's summary table: how reactive and manual compaction summarise too (they refuse
     #: to run without it: ``summary_settings``)
     summary_config: SummaryConfig | None = None

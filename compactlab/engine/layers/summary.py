@@ -28,6 +28,21 @@ from .registry import register
 
 
 def over_trigger(context: Context, config: SummaryConfig, env: RunEnv) -> bool:
+    """Whether to summarise now: over the trigger; or, by the policy's timing, over the earlier
+    trigger where the prompt cache is cold anyway (``idle``: the first call after a gap longer than
+    the cache's lifetime) or about to be (``before_expiry``: the last call before such a gap)."""
+    size = _size(context, config, env)
+    if size > config.trigger:
+        return True
+    early = config.early_trigger or config.trigger // 2
+    if config.timing == "idle" and env.cache_cold:
+        return size > early
+    if config.timing == "before_expiry" and env.cold_next:
+        return size > early
+    return False
+
+
+def _size(context: Context, config: SummaryConfig, env: RunEnv) -> int:
     if config.unit == "messages":
         size = len(context)
     elif config.unit == "tokens" and config.measure == "recorded" and env.recorded_tokens is not None:
@@ -36,7 +51,7 @@ def over_trigger(context: Context, config: SummaryConfig, env: RunEnv) -> bool:
             size += env.state_of(EarlierReasoning).tokens(context)
     else:
         size = context.chars if config.unit == "chars" else env.estimator.tokens(context.chars)
-    return size > config.trigger
+    return size
 
 
 def compact(context: Context, config: SummaryConfig, env: RunEnv, *, kind: str, stats: LayerStats,
@@ -163,10 +178,20 @@ class SummaryConfig(LayerConfig):
              "(gemini-cli: 0.3); 0: off", added=True)
     rollback_if_larger: bool = opt(
         False, "undo a summary that leaves the context larger than it was, as a failed one (gemini-cli)", added=True)
+    timing: Literal["trigger", "idle", "before_expiry"] = opt(
+        "trigger", "when to compact, given the prompt cache: at the trigger only; also at the first call after an idle "
+                   "gap longer than the cache's lifetime (the cache is cold: rewriting it costs nothing extra) once over "
+                   "early_trigger; or also at the last call before such a gap (while the summary request can read the "
+                   "cache)", added=True)
+    early_trigger: NonNegative = opt(
+        0, "with timing idle or before_expiry: compact early once the context is over this (the trigger's unit); 0: "
+           "half the trigger", added=True)
 
     def __post_init__(self) -> None:
         if "{summary}" not in self.template:
             raise ValueError("template must contain {summary}")
+        if self.early_trigger > self.trigger:
+            raise ValueError(f"early_trigger ({self.early_trigger}) must not be over the trigger ({self.trigger})")
         if self.unit == "messages" and self.keep_head + self.keep_tail >= self.trigger:
             raise ValueError(f"keep_head + keep_tail ({self.keep_head + self.keep_tail}) must be smaller than a "
                              f"trigger in messages ({self.trigger}): the summary would not shrink the context")
