@@ -111,6 +111,11 @@ def quiet_option(f: Callable) -> Callable:
     return click.option("-q", "--quiet", is_flag=True, help="No status or warnings on stderr.")(f)
 
 
+def verbose_option(f: Callable) -> Callable:
+    return click.option("-v", "--verbose", is_flag=True,
+                        help="Say each file's note (its calibration) instead of one line for them all.")(f)
+
+
 def force_option(f: Callable) -> Callable:
     return click.option("--force", is_flag=True,
                         help="Replace an --out folder that holds files compactlab did not write.")(f)
@@ -235,6 +240,7 @@ def subagents_option(f: Callable) -> Callable:
 @input_options
 @subagents_option
 @click.option("-q", "--quiet", is_flag=True, help="No status or warnings on stderr.")
+@verbose_option
 def replay(transcripts: tuple[str, ...], **options: Any) -> None:
     """Replay each TRANSCRIPT (a file, or a folder of sessions) call by call through a policy."""
     o, quiet, refs = options, options["quiet"], options["policy_refs"]
@@ -261,7 +267,7 @@ def replay(transcripts: tuple[str, ...], **options: Any) -> None:
 
     reading = Reading(o["input_format"], o["skip_bad_lines"], o["calibrate"], o["tokens"],
                       probes=refs[:1] != ("none",) or bool(o["overrides"]), dry_run=o["dry_run"])
-    done = replay_prepared(transcripts[0], reading, prepare, _notify(quiet))
+    done = replay_prepared(transcripts[0], reading, prepare, _notify(quiet, o["verbose"]))
     from .reports import write_runs
 
     write_runs(done.runs, o["fmt"], sys.stdout)
@@ -290,21 +296,25 @@ def _standard_input(transcripts: tuple[str, ...]) -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _notify(quiet: bool) -> Callable[[str, bool], None]:
-    """What the library says on the way, on stderr: all of it, or with --quiet what must be said."""
+def _notify(quiet: bool, verbose: bool = False) -> Callable[[str, bool], None]:
+    """What the library says on the way, on stderr, at three levels: by default the warnings and
+    one line for what was said of each file (``jobs.base.Detail``); with --verbose each file's
+    line too; with --quiet only what must be said."""
+    from .jobs.base import Detail
 
     def notify(message: str, always: bool) -> None:
-        if always or not quiet:
+        if always or (not quiet and (verbose or not isinstance(message, Detail))):
             click.echo(message, err=True)
 
     return notify
 
 
 def _progress(quiet: bool) -> Callable[[str, int], Any]:
-    """A job's progress bars: on a terminal, for more than one step, without --quiet."""
+    """A job's progress bars: on a terminal, for more than one step (--quiet too: a bar is not talk,
+    and it leaves nothing behind)."""
     from .reports.terminal import Progress
 
-    return lambda what, total: Progress(what, total, enabled=not quiet and total > 1)
+    return lambda what, total: Progress(what, total, enabled=total > 1)
 
 
 def _settings(options: dict[str, Any], cls: Any = None, **given: Any) -> Any:
@@ -361,7 +371,8 @@ def _end(outcome: Any, quiet: bool) -> None:
 @cost_options
 @input_options
 @subagents_option
-@click.option("-q", "--quiet", is_flag=True, help="No progress, status or warnings on stderr.")
+@click.option("-q", "--quiet", is_flag=True, help="No status or warnings on stderr (a progress bar still shows on a terminal).")
+@verbose_option
 def compare(transcripts: tuple[str, ...], **options: Any) -> None:
     """Which policy, which thresholds? Replay every TRANSCRIPT through every POLICY x swept value."""
     from .jobs.compare import Grid, Reporting, compare_files
@@ -373,7 +384,7 @@ def compare(transcripts: tuple[str, ...], **options: Any) -> None:
     reporting = Reporting(sort_key=o["sort_key"], charts=o["charts"], retention_margin=o["retention_margin"])
     settings = _settings(o, tokens="estimate")
     done = compare_files(_inputs(transcripts, o["subagents"], quiet), grid, settings, reporting,
-                         lambda result: WRITERS[o["fmt"]](result, sys.stdout), _notify(quiet), _progress(quiet))
+                         lambda result: WRITERS[o["fmt"]](result, sys.stdout), _notify(quiet, o["verbose"]), _progress(quiet))
     _end(done.outcome, quiet)
 
 
@@ -407,7 +418,8 @@ def compare(transcripts: tuple[str, ...], **options: Any) -> None:
 @calibrate_option
 @cost_options
 @input_options
-@click.option("-q", "--quiet", is_flag=True, help="No progress, status or warnings on stderr.")
+@click.option("-q", "--quiet", is_flag=True, help="No status or warnings on stderr (a progress bar still shows on a terminal).")
+@verbose_option
 def tune(transcripts: tuple[str, ...], **options: Any) -> None:
     """Search a base policy's keys for the Pareto front of cost saving against probe recall."""
     from .jobs.tune import Search, tune_files
@@ -418,7 +430,7 @@ def tune(transcripts: tuple[str, ...], **options: Any) -> None:
                   objectives=o["objective"], max_violations=o["max_violations"], sampler=o["sampler"], seed=o["seed"],
                   resume=o["resume"], chart=o["chart"])
     done = tune_files(_inputs(transcripts, False, quiet), spec, _settings(o),
-                      lambda result: WRITERS[o["fmt"]](result, sys.stdout), _notify(quiet), _progress(quiet))
+                      lambda result: WRITERS[o["fmt"]](result, sys.stdout), _notify(quiet, o["verbose"]), _progress(quiet))
     _end(done.outcome, quiet)
 
 
@@ -441,6 +453,7 @@ def tune(transcripts: tuple[str, ...], **options: Any) -> None:
 @input_options
 @subagents_option
 @quiet_option
+@verbose_option
 def check(transcripts: tuple[str, ...], **options: Any) -> None:
     """CI gate: fail (exit 1) when a policy breaks tool pairs or loses ground against the baseline."""
     from .jobs.check import Gate, check_files
@@ -451,7 +464,7 @@ def check(transcripts: tuple[str, ...], **options: Any) -> None:
                 overrides=list(o["overrides"]), tolerances=list(o["tolerances"]), update=o["update_baseline"],
                 allow_stale=o["allow_stale"], junit=o["junit_path"])
     done = check_files(_inputs(transcripts, o["subagents"], quiet), gate, _settings(o),
-                       lambda results: WRITERS[o["fmt"]](results, sys.stdout), _notify(quiet), _progress(quiet))
+                       lambda results: WRITERS[o["fmt"]](results, sys.stdout), _notify(quiet, o["verbose"]), _progress(quiet))
     _end(done.outcome, quiet)
 
 

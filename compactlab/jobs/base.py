@@ -17,6 +17,21 @@ from ..plumbing.process import collector_off
 Notify = Callable[[str, bool], None]
 
 
+class Detail(str):
+    """A per-file note that a summary line stands for (the CLI says it with --verbose only)."""
+
+
+def shown(path: str) -> str:
+    """A path as a person reads it: relative to the current folder when it is under it."""
+    import os
+
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # (another drive)
+        return path
+    return path if rel.startswith("..") else rel
+
+
 def quietly(message: str, always: bool) -> None:
     """A Notify that says nothing."""
 
@@ -152,11 +167,13 @@ def price_warning(table: PriceTable, prices: ModelPrices, notify: Notify = quiet
     return prices
 
 
-def calibrations_for(sources: list, calibrate: bool | None, notify: Notify = quietly) -> list[Calibration | None]:
+def calibrations_for(sources: list, calibrate: bool | None, notify: Notify = quietly,
+                     details: bool | None = None) -> list[Calibration | None]:
     """Per loaded transcript or feed, the calibration its runs use: the fit to its recorded usage
     (``calibrate`` True: required, an error without usage; None: where it records the usage of
     enough calls, else a warning where it records some), or None (the policy's estimate)."""
     out: list[Calibration | None] = []
+    fits: list[Calibration] = []
     for t in sources:
         if calibrate is False or getattr(t, "streamed", False):
             out.append(None)
@@ -170,17 +187,29 @@ def calibrations_for(sources: list, calibrate: bool | None, notify: Notify = qui
         else:
             cal, why = by_default(transcript)
         if why:
-            notify(f"warning: {t.path}: {why}", False)
+            notify(f"warning: {shown(t.path)}: {why}", False)
         if cal is not None and cal.source == "recorded usage":
-            notify(f"{t.path}: calibrated: {cal.overhead_tokens:,} overhead tokens + chars / {cal.chars_per_token} "
-                   f"(mape {cal.mape:.3f} over {cal.calls} calls)", False)
+            fits.append(cal)
+            line = (f"{shown(t.path)}: calibrated: {cal.overhead_tokens:,} overhead tokens + chars / "
+                    f"{cal.chars_per_token} (mape {cal.mape:.3f} over {cal.calls} calls)")
+            notify(Detail(line) if (len(sources) > 1 if details is None else details) else line, False)
         out.append(cal)
+    if len(sources) > 1 and fits:
+        notify(calibrated_line(fits), False)
     return out
+
+
+def calibrated_line(fits: list[Calibration]) -> str:
+    """One line for the fits of many transcripts (each is said with --verbose)."""
+    low, high = min(c.chars_per_token for c in fits), max(c.chars_per_token for c in fits)
+    spread = f"{low:.2f}" if low == high else f"{low:.2f}–{high:.2f}"
+    return (f"calibrated {len(fits):,} transcript(s): {spread} chars/token, mape ≤ {max(c.mape or 0 for c in fits):.3f}"
+            " (each with -v)")
 
 
 def warn_loaded(source: Any, notify: Notify = quietly) -> None:
     """The bad lines skipped and the warnings of a transcript or feed."""
     if source.skipped_lines:
-        notify(f"warning: {source.path}: skipped {source.skipped_lines} bad line(s)", False)
+        notify(f"warning: {shown(source.path)}: skipped {source.skipped_lines} bad line(s)", False)
     for w in source.warnings:
-        notify(f"warning: {source.path}: {w}", False)
+        notify(f"warning: {shown(source.path)}: {w}", False)

@@ -27,7 +27,7 @@ from ..plumbing.outputs import OutputDir, run_folder_name
 from ..plumbing.process import collector_off
 from ..errors import CompactlabError
 from ..plumbing.interrupts import exit_status
-from .base import Notify, Outcome, Reading, Settings, calibrations_for, price_warnings, prices_for, quietly, warn_loaded
+from .base import Notify, Outcome, Reading, Settings, calibrated_line, calibrations_for, price_warnings, prices_for, quietly, warn_loaded
 
 
 @dataclass(kw_only=True)
@@ -106,6 +106,7 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
 
     s = settings
     done = Replayed([], len(files))
+    fits: list = []  # the fits of the files replayed: one line for them all, each with --verbose
     used: set[str] = set()
     shared = OutputDir(s.out_dir, s.dry_run, s.force) if s.out_dir is not None and len(files) > 1 else None
     try:
@@ -115,7 +116,9 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
             try:
                 feed = open_for_replay(first if i == 0 and first is not None else s.reading.opening(path), notify)
                 price = prices_for([feed], s.price_model, s.prices, notify)[0]
-                calibration = calibrations_for([feed], s.calibrate, notify)[0]
+                calibration = calibrations_for([feed], s.calibrate, notify, details=len(files) > 1)[0]
+                if calibration is not None and calibration.source == "recorded usage":
+                    fits.append(calibration)
                 name = run_folder_name(feed.name, s.policy, s.overridden, used)
                 if shared is not None:
                     out = shared.sub(name)
@@ -163,6 +166,8 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
         if shared is not None:
             shared.rollback()
         raise
+    if len(files) > 1 and fits:
+        notify(calibrated_line(fits), False)
     if shared is not None:
         try:
             shared.commit()
