@@ -221,6 +221,9 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
             tmp.cleanup()
 
 
+#: the calls of the main file the speed targets are set for
+TARGET_CALLS = 5000
+
 #: ``bench --tune``: trials over transcripts of about this many calls (#20: 200 x 20 x 100 in 2 minutes)
 TUNE = (200, 20, 100)
 
@@ -300,14 +303,17 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
     print(f"\n{'command':44} {'wall s':>8} {'cpu s':>8} {'peak MB':>8}", file=out)
     for m in [*by.values(), *([reference] if reference else [])]:
         print(f"{m.name:44} {m.wall:8.3f} {m.cpu:8.3f} {statistics.median(m.rss) / 1e6:8.0f}", file=out)
-    print(f"\n{'figure':44} {'value':>8}  target", file=out)
+    judged = calls >= TARGET_CALLS  # the targets are set for the 5,000-call file: smaller ones are not held to them
+    print(f"\n{'figure':44} {'value':>8}  target" + ("" if judged else f" (set for {TARGET_CALLS:,} calls: not judged)"),
+          file=out)
     for name, value, target, ok in rows:
-        print(f"{name:44} {value:8.2f}  {target}  {'' if ok is None else 'ok' if ok else 'MISSED'}", file=out)
+        verdict = "" if ok is None or not judged else "ok" if ok else "MISSED"
+        print(f"{name:44} {value:8.2f}  {target}  {verdict}", file=out)
     return {
         "calls": calls,
         "bytes": size,
         "rounds": rounds,
         "commands": {m.name: {"wall": m.wall, "cpu": m.cpu, "rss": statistics.median(m.rss)}
                      for m in [*by.values(), *([reference] if reference else [])]},
-        "figures": [{"figure": n, "value": v, "target": t, "met": ok} for n, v, t, ok in rows],
+        "figures": [{"figure": n, "value": v, "target": t, "met": ok if judged else None} for n, v, t, ok in rows],
     }

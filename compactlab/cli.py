@@ -225,7 +225,7 @@ def subagents_option(f: Callable) -> Callable:
 @click.option("--tokens", type=click.Choice(["estimate", "anthropic"]), default="estimate", show_default=True,
               help="Measure tokens by estimate (the fit to the recorded usage, else chars / 4) or exactly with "
                    "messages.count_tokens.")
-@click.option("--out", "out_dir", type=click.Path(path_type=str), default=None,
+@click.option("-o", "--out", "out_dir", type=click.Path(path_type=str), default=None,
               help="Output folder [default: reports/<transcript>-<policy>/; with several transcripts, "
                    "one folder each inside --out].")
 @format_option("replay_report", "table")
@@ -271,7 +271,7 @@ def replay(transcripts: tuple[str, ...], **options: Any) -> None:
     from .reports import write_runs
 
     write_runs(done.runs, o["fmt"], sys.stdout)
-    _end(done.outcome(said_where=o["fmt"] != "table"), quiet)
+    _end(done.outcome(), quiet)
 
 
 @contextmanager
@@ -354,7 +354,7 @@ def _end(outcome: Any, quiet: bool) -> None:
 @click.option("--jobs", type=click.IntRange(1, 512), default=None, help="Parallel processes [default: the cores].")
 @click.option("--executor", default=None, metavar="dask://HOST:PORT",
               help="Run the grid on an existing Dask distributed cluster (extra: compactlab[dask]).")
-@click.option("--out", "out_dir", type=click.Path(path_type=str), default=os.path.join("reports", "compare"),
+@click.option("-o", "--out", "out_dir", type=click.Path(path_type=str), default=os.path.join("reports", "compare"),
               show_default=True, help="Folder for results.csv, results.json, report.md, report.html, charts/.")
 @click.option("--sort", "sort_key", default="cost_saving", show_default=True, help="Column to sort the table by.")
 @click.option("--charts", type=click.Choice(["auto", "all", "summary", "none"]), default="auto", show_default=True,
@@ -408,7 +408,7 @@ def compare(transcripts: tuple[str, ...], **options: Any) -> None:
 @click.option("--jobs", type=click.IntRange(1, 512), default=None, help="Parallel processes [default: the cores].")
 @click.option("--executor", default=None, metavar="dask://HOST:PORT",
               help="Run the trials' replays on an existing Dask distributed cluster (extra: compactlab[dask]).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=str),
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=str),
               default=os.path.join("reports", "tune"), show_default=True,
               help="Folder for study.db (Optuna's SQLite storage), front.csv, front.json, policies/, charts/.")
 @click.option("--resume", is_flag=True, help="Continue the study in --out up to --trials.")

@@ -68,6 +68,8 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     out = tmp_path / "figures.json"
     r = cli("bench", "--calls", "30", "--rounds", "1", "--corpus", "--tune", "--json", out, "--dir", tmp_path / "inputs")
     assert r.exit_code == 0, r.output
+    # 30 calls: the targets are set for 5,000 and not judged (#31: no "MISSED" against them)
+    assert "not judged" in r.stdout and "MISSED" not in r.stdout and " ok" not in r.stdout
     for figure in ("replay -p s08 / floor", "replay large window / floor", "replay -p claude-code / floor",
                    "reference / large window",
                    "2x calls / 1x calls", "peak memory", "compare 12 configs / 1 config", "startup (--version)",

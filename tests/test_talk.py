@@ -51,3 +51,49 @@ def test_quiet_keeps_the_progress_bar_on_a_terminal(monkeypatch):
     assert cli._progress(True)("runs", 3).enabled and not cli._progress(True)("runs", 1).enabled
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
     assert not cli._progress(False)("runs", 3).enabled  # not a terminal: no bar
+
+
+def test_report_files_are_a_status_line_on_stderr_and_out_has_a_short_form(cli, tmp_path):
+    from helpers import SAMPLES
+
+    r = cli("replay", SAMPLES / "synth-small.jsonl", "-o", tmp_path / "r")
+    assert r.exit_code == 0 and (tmp_path / "r" / "summary.json").is_file()
+    assert "report files" not in r.stdout and f"wrote {tmp_path / 'r'}/summary.json" in r.stderr
+    r = cli("replay", SAMPLES / "synth-small.jsonl", "-o", tmp_path / "q", "-q")
+    assert r.exit_code == 0 and r.stderr == "" and "wrote" not in r.stdout
+
+
+def test_a_terminal_that_cannot_show_a_character_gets_an_escape_not_an_error(tmp_path):
+    import subprocess
+
+    from helpers import SAMPLES
+
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    r = subprocess.run([sys.executable, "-m", "compactlab", "replay", str(SAMPLES / "synth-small.jsonl"), "--dry-run"],
+                       capture_output=True, env=env, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert b"\\xd7 s08" in r.stdout  # the title's ×, escaped
+
+
+def test_standard_input_is_titled_so_and_a_chart_draws_what_happened(cli, tmp_path, monkeypatch):
+    from compactlab.reports import charts
+    from helpers import SAMPLES
+
+    r = cli("replay", "-", "--dry-run", input=(SAMPLES / "synth-small.jsonl").read_bytes())
+    assert r.exit_code == 0 and r.stdout.startswith("- (standard input) × s08")
+    drawn = {}
+    real = charts.tokens_chart
+
+    def spy(title, raw, series, palette=None):
+        drawn.update(title=title, series=series)
+        return real(title, raw, series, palette)
+
+    monkeypatch.setattr(charts, "tokens_chart", spy)
+    path = tmp_path / "sub" / "t.jsonl"
+    path.parent.mkdir()
+    path.write_bytes((SAMPLES / "synth-medium.jsonl").read_bytes())
+    assert cli("replay", path, "--chart", "-o", tmp_path / "c", "-q").exit_code == 0
+    [s] = drawn["series"]
+    assert drawn["title"] == "t.jsonl × s08"  # the file's name, not its path
+    assert s["levels"]["summary trigger"] == 50_000 / 4  # s08's chars trigger in tokens (no overhead here)
+    assert set(s["events"]) == {"summary", "manual"}  # no reactive compaction happened: none listed

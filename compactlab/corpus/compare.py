@@ -221,7 +221,9 @@ def run_job(job: Job, t: Transcript, prices: ModelPrices | PriceTable | None, ca
     cpt = run.policy["size"]["chars_per_token"]  # the calibrated one where the run was calibrated
     levels = {"window": float(run.summary.window_tokens)}
     if p.summary.enabled and p.summary.unit != "messages":  # a trigger in messages is no token level
-        levels["summary trigger"] = float(p.summary.trigger if p.summary.unit == "tokens" else p.summary.trigger / cpt)
+        overhead = run.policy["size"]["overhead_tokens"]  # a chars trigger is crossed at overhead + chars / cpt
+        levels["summary trigger"] = float(p.summary.trigger if p.summary.unit == "tokens"
+                                          else overhead + p.summary.trigger / cpt)
     return RunResult(
         job=job.index,
         transcript=t.path,

@@ -56,16 +56,16 @@ class Replayed:
     #: the one folder that holds them all (several transcripts into one --out), else None
     folder: str | None = None
 
-    def outcome(self, said_where: bool = True) -> Outcome:
+    def outcome(self) -> Outcome:
         """How the replay ended: interrupted (what was kept, exit 130/143), or where each run
-        wrote (``said_where``: the terminal table says it already)."""
+        wrote (a status line: stderr, silenced by --quiet; never on stdout)."""
         if self.interrupted is not None:
             where = self.folder or ", ".join(r.out_dir for r in self.runs if r.out_dir)
             return Outcome(exit_status(self.interrupted), [
                 f"interrupted: {len(self.runs)} of {self.total} transcripts replayed"
                 + (f"; their reports are in {where}" if where else "")])
         wrote = [f"wrote {r.out_dir}/summary.json, calls.csv, probes.csv, compactions.csv"
-                 for r in self.runs if r.out_dir] if said_where else []
+                 for r in self.runs if r.out_dir]
         return Outcome(0, [], "\n".join(wrote) or None)
 
 

@@ -35,6 +35,19 @@ def start() -> None:
     from .interrupts import install
 
     install()
+    readable_streams()
+
+
+def readable_streams() -> None:
+    """stdout and stderr that never fail on a character their encoding lacks (PYTHONIOENCODING=ascii,
+    a C locale): it is written as an escape (×: \\xd7) rather than ending the command."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and (getattr(stream, "encoding", "") or "").lower().replace("-", "") != "utf8":
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):
+                pass
 
 
 class collector_off:

@@ -54,6 +54,13 @@ def _legend_outside(ax: Any) -> None:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
 
 
+def _thousands() -> Any:
+    """Token counts with thousands separators (12,500, not 12500 or 10^4)."""
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda v, _pos: f"{v:,.0f}" if v >= 1 else f"{v:g}")
+
+
 def tokens_chart(title: str, raw: list[int], series: list[dict[str, Any]],
                  palette: dict[str, str] | None = None) -> tuple[str, bytes]:
     """series: [{label, tokens, events: {kind: [calls]}, levels: {name: tokens}, colour?}]. The raw
@@ -83,8 +90,11 @@ def tokens_chart(title: str, raw: list[int], series: list[dict[str, Any]],
     low = min([t for s in series for t in s["tokens"] if t > 0] + [top])
     if top / max(low, 1) > 30:  # the raw baseline dwarfs the policies: a log axis shows both
         ax.set_yscale("log")
+    occurred = {kind for s in series for kind, calls in s.get("events", {}).items() if calls}
     for kind, marker in MARKERS.items():
-        ax.scatter([], [], marker=marker, color="grey", label=f"{kind} compaction")
+        if kind in occurred:  # only the markers the chart shows
+            ax.scatter([], [], marker=marker, color="grey", label=f"{kind} compaction")
+    ax.yaxis.set_major_formatter(_thousands())
     ax.set_xlabel("call")
     ax.set_ylabel("context tokens sent")
     ax.set_title(plain(title), fontsize=10)

@@ -33,6 +33,19 @@ def ledger_line(ledger: dict) -> str:
             f"input cost {pct(ledger['cost_error'])} ({ledger['calls']:,} calls)")
 
 
+#: the folder ``replay -`` keeps standard input in (cli._standard_input)
+STDIN_FOLDER = "compactlab-stdin-"
+
+
+def title_of(path: str) -> str:
+    """How a run's transcript is named to a person: relative to the current folder where it is
+    under it; standard input as "-" (not its temporary file)."""
+    if os.path.basename(path) == "stdin" and os.path.basename(os.path.dirname(path)).startswith(STDIN_FOLDER):
+        return "- (standard input)"
+    rel = os.path.relpath(path) if os.path.isabs(path) else path
+    return path if rel.startswith("..") else rel
+
+
 def _estimate(cal: dict) -> str:
     """The token estimate a run used, in words."""
     fit = f"{cal.get('overhead_tokens', 0):,} + chars / {cal.get('chars_per_token')}"
@@ -114,7 +127,7 @@ def costs_more(run: Run) -> str | None:
 def write_table(run: Run, out: TextIO) -> None:
     s = run.summary
     printer = Printer(out)
-    table = Table(title=f"{s.transcript} × {s.policy} ({s.fingerprint})", show_header=False)
+    table = Table(title=f"{title_of(s.transcript)} × {s.policy} ({s.fingerprint})", show_header=False)
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right", overflow="fold")
     dearer = costs_more(run)
@@ -141,8 +154,6 @@ def write_table(run: Run, out: TextIO) -> None:
             v["kind"] == "orphan_tool_result" and v["call"] in manual_calls for v in introduced):
         printer.text("(the manual compaction of seed 000 summarises before the tool results are appended, so the "
                      "compact call's result is orphaned by design; --set manual.mode=after_results avoids it)")
-    if run.out_dir:
-        printer.text(f"report files: {run.out_dir}/")
 
 
 #: compaction events replay prints (the ones that lost most of what the agent later used)
@@ -295,7 +306,13 @@ def _draw_chart(run: Run, policy: "Policy", out: OutputDir) -> None:
     events = {kind: [c.call for c in run.calls if getattr(c, attr)]
               for kind, attr in (("summary", "summarized"), ("reactive", "reactive"), ("manual", "manual"))}
     levels = {"window": float(run.summary.window_tokens)}
-    _, png = tokens_chart(f"{run.summary.transcript} × {run.summary.policy}", [c.raw_tokens for c in run.calls],
+    s = policy.summary
+    if s.enabled and s.unit != "messages":  # where the trigger is, in tokens (a chars one: with the overhead)
+        size = run.policy["size"]
+        levels["summary trigger"] = float(s.trigger if s.unit == "tokens"
+                                          else size["overhead_tokens"] + s.trigger / size["chars_per_token"])
+    events = {kind: calls for kind, calls in events.items() if calls}  # only the markers that occurred
+    _, png = tokens_chart(f"{os.path.basename(title_of(run.summary.transcript))} × {run.summary.policy}", [c.raw_tokens for c in run.calls],
                           [{"label": run.summary.policy, "tokens": [c.tokens for c in run.calls], "events": events,
                             "levels": levels}])
     out.write_bytes("chart.png", png)
