@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .plumbing.process import usable_cores
+
 FLOOR = """
 import os, sys, orjson
 p = sys.argv[1]
@@ -299,7 +301,7 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
         rows.append((f"{name} (s)", by[name].wall, "≤ 0.3 s", by[name].wall <= 0.3))
 
     print(f"compactlab bench: {calls:,} calls ({size / 1e6:.1f} MB), {2 * calls:,} calls, and {big_size / 1e6:.0f} MB; "
-          f"medians of {rounds} interleaved rounds; {os.cpu_count()} cores", file=out)
+          f"medians of {rounds} interleaved rounds; {usable_cores()} usable cores", file=out)
     print(f"\n{'command':44} {'wall s':>8} {'cpu s':>8} {'peak MB':>8}", file=out)
     for m in [*by.values(), *([reference] if reference else [])]:
         print(f"{m.name:44} {m.wall:8.3f} {m.cpu:8.3f} {statistics.median(m.rss) / 1e6:8.0f}", file=out)

@@ -8,6 +8,8 @@ summary and a few per-call series for the charts.
 
 from __future__ import annotations
 
+from ..plumbing.process import usable_cores
+
 import itertools
 import os
 from collections.abc import Callable, Iterator
@@ -303,7 +305,7 @@ def run_jobs(
     try:
         for t in transcripts:
             baseline_for(t)  # once, in the parent: every worker inherits it
-        n_jobs = n_jobs or os.cpu_count() or 1
+        n_jobs = n_jobs or usable_cores()
         produced = _dask_outcomes(jobs, context, address) if address else _outcomes(jobs, context, n_jobs)
         for index, outcome in produced:
             if isinstance(outcome, Failure):

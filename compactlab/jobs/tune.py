@@ -8,6 +8,8 @@ which no trial finished is removed. An interrupt keeps the trials that finished 
 
 from __future__ import annotations
 
+from ..plumbing.process import usable_cores
+
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,7 +69,7 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
         with progress("tune", spec.trials) as advance:
             result = search(params, objectives, spec.base, spec.overrides,
                             lambda: site.open(definition, spec.sampler, spec.seed), spec.trials, evaluate,
-                            batch=max(2, settings.jobs or os.cpu_count() or 1), max_violations=spec.max_violations,
+                            batch=max(2, settings.jobs or usable_cores()), max_violations=spec.max_violations,
                             on_trial=advance)
     except KeyboardInterrupt as stop:  # before the search began: nothing to write
         site.close(keep=False)

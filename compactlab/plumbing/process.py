@@ -69,3 +69,42 @@ def finish(code: int) -> NoReturn:
     except BrokenPipeError:
         pass
     os._exit(code)
+
+
+def usable_cores() -> int:
+    """The cores this process may use: its CPU affinity (``taskset``, a container's cpuset) and the
+    cgroup's CPU quota (``cpu.max``, or cgroup v1's ``cpu.cfs_quota_us``), not the machine's count
+    (``os.cpu_count`` ignores both)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    quota = _cgroup_quota()
+    if quota is not None:
+        cores = min(cores, max(1, int(quota)))  # a quota of 1.5 cores: one whole one to count on
+    return max(cores, 1)
+
+
+#: where the cgroup's CPU quota is read (v2, then v1); a test points these elsewhere
+CGROUP_FILES = ("/sys/fs/cgroup/cpu.max", "/sys/fs/cgroup/cpu/cpu.cfs_quota_us")
+
+
+def _cgroup_quota() -> float | None:
+    """Cores the cgroup's quota allows (quota / period), or None where there is none."""
+    v2, v1 = CGROUP_FILES
+    try:
+        with open(v2) as f:
+            quota, _, period = f.read().strip().partition(" ")
+        if quota != "max":
+            return int(quota) / int(period or 100_000)
+        return None
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(v1) as f:
+            quota_us = int(f.read().strip())
+        with open(os.path.join(os.path.dirname(v1), "cpu.cfs_period_us")) as f:
+            period_us = int(f.read().strip())
+        return quota_us / period_us if quota_us > 0 and period_us > 0 else None
+    except (OSError, ValueError):
+        return None

@@ -5,6 +5,8 @@ beside it). The verdict and its recommendation lead every one of them."""
 
 from __future__ import annotations
 
+from ..plumbing.process import usable_cores
+
 import html
 import os
 from datetime import date
@@ -401,7 +403,7 @@ def draw_charts(plan: list[ChartJob], jobs: int | None = None,
     pngs: dict[str, bytes] = {}
     files: dict[str, str] = {}
     error: str | None = None
-    n = min(jobs or os.cpu_count() or 1, len(plan))
+    n = min(jobs or usable_cores(), len(plan))
     if n > 1 and can_fork():
         with Pool(plan, _draw, n) as pool:
             outcomes = dict(_advancing(pool.outcomes(), on_chart))

@@ -204,7 +204,7 @@ def test_ctrl_c_in_check_reports_the_finished_checks_and_exits_130(cli, tmp_path
         return real(self, job)
 
     monkeypatch.setattr(compare.GridContext, "run", run)
-    monkeypatch.setattr(compare.os, "cpu_count", lambda: 1)  # in this process, where the patch is
+    monkeypatch.setattr(compare, "usable_cores", lambda: 1)  # in this process, where the patch is
     r = cli("check", *files, "-p", "s08", "--baseline", baseline)
     assert r.exit_code == 130
     assert r.stderr == "error: interrupted: 1 of 2 runs finished (checked above); the check is incomplete\n"

@@ -31,6 +31,7 @@ from typing import Any, BinaryIO
 from ..baseline import BaselineBuilder, RawBaseline
 from ...errors import CompactlabError, InputError
 from ...plumbing.interrupts import Terminated, exit_status
+from ...plumbing.process import usable_cores
 from ...transcripts.messages import Entry, Message, json_len
 from ...transcripts import anthropic_messages
 from ...transcripts.model import TranscriptBuilder, TranscriptStream
@@ -55,7 +56,7 @@ def usable(path: str) -> bool:
         return False
     if size == 0:
         return False
-    return setting == "1" or (size >= MIN_BYTES and (os.cpu_count() or 1) >= 2)
+    return setting == "1" or (size >= MIN_BYTES and usable_cores() >= 2)
 
 
 class SourceFile:

@@ -58,10 +58,10 @@ def test_which_files_are_read_ahead(tmp_path, monkeypatch):
     small = write_jsonl(tmp_path / "small.jsonl", tool_session(2))
     (tmp_path / "empty.jsonl").write_bytes(b"")
     monkeypatch.delenv("COMPACTLAB_READ_AHEAD", raising=False)
-    monkeypatch.setattr(read_ahead.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(read_ahead, "usable_cores", lambda: 2)
     assert read_ahead.usable(str(big)) and not read_ahead.usable(str(small))
     assert not read_ahead.usable(str(tmp_path / "missing.jsonl"))
-    monkeypatch.setattr(read_ahead.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(read_ahead, "usable_cores", lambda: 1)
     assert not read_ahead.usable(str(big))  # one core: nothing to overlap
     monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1")
     assert read_ahead.usable(str(small)) and not read_ahead.usable(str(tmp_path / "empty.jsonl"))
