@@ -257,8 +257,12 @@ def replay(transcripts: tuple[str, ...], **options: Any) -> None:
     def prepare() -> tuple[list[str], Any]:
         from .engine.policy import load_policy
 
+        from .engine.policy import inert_keys
+
         settings = _settings(o, ReplaySettings, policy=load_policy(refs[0] if refs else "s08", o["overrides"]),
                              overridden=bool(o["overrides"]))
+        for line in inert_keys(settings.policy, [s.partition("=")[0] for s in o["overrides"]]):
+            _status(quiet, f"warning: {line}")
         files = _inputs(transcripts, o["subagents"], quiet)
         if o["fmt"] == "json-run" and len(files) != 1:
             raise UsageError(f"--format json-run prints one run; {len(files)} transcripts given",

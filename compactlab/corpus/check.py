@@ -62,6 +62,11 @@ class CheckResult:
     fingerprint: str = ""
     old_fingerprint: str | None = None
     calibration_changed: bool = False
+    #: every stored metric as in the baseline (a changed policy that did nothing here says so)
+    identical: bool = False
+    #: the policy name of the baseline record this was matched to by fingerprint (a renamed
+    #: policy file), else None
+    renamed_from: str | None = None
 
     @property
     def fingerprint_changed(self) -> bool:
@@ -159,6 +164,18 @@ def describe_calibration(calibration: Any) -> str:
             f"(mape {calibration.get('mape')})")
 
 
+def find_record(records: dict[tuple[str, str], dict], key: str, summary: dict[str, Any]) -> tuple[dict | None, str | None]:
+    """The baseline record of (transcript, policy name); where there is none, the transcript's
+    record of a policy with the same fingerprint (its file was renamed), and that policy's name."""
+    old = records.get((key, summary["policy"]))
+    if old is not None:
+        return old, None
+    for (transcript, policy), record in records.items():
+        if transcript == key and record.get("fingerprint") == summary["fingerprint"]:
+            return record, policy
+    return None, None
+
+
 def compare_record(key: str, summary: dict[str, Any], content_hash: str, old: dict | None,
                    tolerance: dict[str, float], allow_stale: bool = False) -> CheckResult:
     res = CheckResult(key, summary["policy"], "pass", fingerprint=summary["fingerprint"])
@@ -201,6 +218,7 @@ def compare_record(key: str, summary: dict[str, Any], content_hash: str, old: di
             res.improvements.append(Change(metric, before, now))
     if res.failures or new_violations or res.calibration_changed:
         res.status, res.ok = "fail", False
+    res.identical = all(summary.get(key) == m[key] for key in STORED if key in m)
     return res
 
 

@@ -356,3 +356,16 @@ def _fits(kind: Any, value: Any) -> bool:
     if origin is types.UnionType or origin is typing.Union:
         return any(_fits(k, value) for k in typing.get_args(kind))
     return kind in (bool, int, float, str) and type(value) is kind
+
+
+def inert_keys(policy: Policy, keys: list[str]) -> list[str]:
+    """What a --set, --sweep or --space on ``keys`` cannot change in ``policy``: a key of a layer
+    that is off (and is not its ``enabled``), in words, one line each."""
+    out = []
+    for key in dict.fromkeys(k.strip() for k in keys):
+        section, _, name = key.partition(".")
+        table = getattr(policy, section, None)
+        if name and name != "enabled" and getattr(table, "enabled", True) is False:
+            out.append(f"{key} changes nothing: the {section} layer is off in {policy.name} "
+                       f"(--set {section}.enabled=true turns it on)")
+    return out

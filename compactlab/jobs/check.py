@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..corpus.check import (CheckResult, compare_record, load_baseline, parse_tolerances, record_for, transcript_key,
-                            write_baseline)
+from ..corpus.check import (CheckResult, compare_record, find_record, load_baseline, parse_tolerances, record_for,
+                            transcript_key, write_baseline)
 from ..corpus.compare import build_grid, jobs_for, run_jobs
 from ..errors import UsageError
 from ..plumbing.interrupts import exit_status
@@ -76,9 +76,12 @@ def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable
         write_baseline(gate.baseline, [record_for(keys[r.transcript], r.summary, hashes[r.transcript])
                                        for r in done.results])
         return Checked([], Outcome(wrote=f"wrote {gate.baseline}: {len(done.results)} record(s)"))
-    checked = [compare_record(keys[r.transcript], r.summary, hashes[r.transcript],
-                              old.get((keys[r.transcript], r.summary["policy"])), tolerance, gate.allow_stale)
-               for r in done.results]
+    checked = []
+    for r in done.results:
+        record, renamed_from = find_record(old, keys[r.transcript], r.summary)
+        result = compare_record(keys[r.transcript], r.summary, hashes[r.transcript], record, tolerance, gate.allow_stale)
+        result.renamed_from = renamed_from
+        checked.append(result)
     show(checked)
     if gate.junit:
         try:

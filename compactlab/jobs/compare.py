@@ -9,6 +9,8 @@ others go on; the exit status says so.
 
 from __future__ import annotations
 
+from ..engine.policy import inert_keys
+
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,6 +66,13 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
     policies, reference = with_reference(build_grid(grid.policies, grid.overrides, grid.sweeps, notes), grid.overrides)
     for note in notes:
         notify(note, False)
+    keys = [s.partition("=")[0] for s in grid.overrides]  # (a swept one is in the notes already)
+    said: set[str] = set()
+    for policy, _ in policies:
+        for line in inert_keys(policy, keys):
+            if line not in said:
+                said.add(line)
+                notify(f"warning: {line}", False)
     loaded = load_all(files, settings, notify, progress)
     job_list = jobs_for(len(loaded), policies)
     prices = prices_for(loaded, settings.price_model, settings.prices, notify)

@@ -8,6 +8,8 @@ which no trial finished is removed. An interrupt keeps the trials that finished 
 
 from __future__ import annotations
 
+from ..engine.policy import inert_keys, load_policy
+
 from ..plumbing.process import usable_cores
 
 import os
@@ -56,6 +58,9 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
     out_dir = settings.out_dir or os.path.join("reports", "tune")
     objectives = parse_objectives(spec.objectives)
     params = parse_space(spec.spaces, spec.base, spec.overrides)
+    for line in inert_keys(load_policy(spec.base, spec.overrides),
+                           [s.partition("=")[0] for s in (*spec.overrides, *spec.spaces)]):
+        notify(f"warning: {line}", True)  # (a search over a key that cannot change anything: said even with -q)
     loaded = load_all(files, settings, notify, progress)
     site = StudySite(out_dir, spec.resume, settings.force)  # checked; nothing made until the base policy has run
     prices = prices_for(loaded, settings.price_model, settings.prices, notify)

@@ -16,9 +16,12 @@ from .text import json_bytes, md_cell, visible
 def details(r: CheckResult) -> str:
     parts = [f"worse: {c}" for c in r.failures] + list(r.reasons)
     parts += [f"better: {c}" for c in r.improvements]
+    if r.renamed_from is not None:
+        parts.append(f"matched by fingerprint to the baseline's {r.renamed_from} (the policy was renamed)")
     if r.fingerprint_changed:  # (the fingerprint covers the calibrated estimate too)
         what = "policy or calibration changed" if r.calibration_changed else "policy changed"
-        parts.append(f"{what}: fingerprint {r.old_fingerprint} → {r.fingerprint}")
+        same = ", results identical (the change did nothing on this transcript)" if r.identical else ""
+        parts.append(f"{what}{same}: fingerprint {r.old_fingerprint} → {r.fingerprint}")
     return "; ".join(parts) or "as before"
 
 

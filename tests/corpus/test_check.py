@@ -189,3 +189,24 @@ def test_the_recall_tolerance_is_absolute(cli, tmp_path, drop, fails):
     result = json.loads(r.stdout)["results"][0]
     assert (r.exit_code == 1) is fails, r.stdout
     assert any("recall" in str(f) for f in result.get("failures", [])) is fails
+
+
+def test_edits_that_do_nothing_are_said(cli, tmp_path):
+    """(#31 §5) A --set key whose layer is off is named in a warning; check says when a changed
+    policy behaved identically; a renamed policy file is matched by its fingerprint, not MISSING."""
+    from helpers import SAMPLES
+
+    r = cli("replay", SAMPLES / "synth-small.jsonl", "-p", "claude-code", "--set", "micro.keep_recent=2", "--dry-run")
+    assert r.exit_code == 0 and "micro.keep_recent changes nothing: the micro layer is off in claude-code" in r.stderr
+    r = cli("compare", SAMPLES / "synth-small.jsonl", "-p", "claude-code", "--set", "micro.keep_recent=2",
+            "--dry-run", "--format", "csv")
+    assert "micro.keep_recent changes nothing" in r.stderr
+    baseline = tmp_path / "b.json"
+    path = SAMPLES / "huge-batch.jsonl"
+    assert cli("check", path, "-p", "s08", "--baseline", baseline, "--update-baseline").exit_code == 0
+    r = cli("check", path, "-p", "s08", "--set", "summary.max_failures=5", "--baseline", baseline)
+    assert r.exit_code == 0 and "policy changed, results identical" in r.stdout
+    renamed = tmp_path / "my-s08.toml"
+    renamed.write_text('extends = "s08"\nname = "my-s08"\n')
+    r = cli("check", path, "-p", renamed, "--baseline", baseline)
+    assert r.exit_code == 0 and "matched by fingerprint to the baseline's s08" in r.stdout, r.stdout
