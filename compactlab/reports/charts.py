@@ -41,17 +41,47 @@ def _render(fig) -> tuple[str, bytes]:
     return svg[svg.index("<svg"):], png.getvalue()  # no XML prologue: the SVG is embedded inline
 
 
+#: the colours of no compaction and the presets, the same in every report
+FIXED_COLOURS = {"none": "#7f7f7f", "s08": "#1f77b4", "s06": "#ff7f0e", "codex": "#2ca02c", "claude-code": "#d62728",
+                 "gemini-cli": "#9467bd", "opencode": "#8c564b", "openhands": "#e377c2", "goose": "#bcbd22",
+                 "observation-masking": "#17becf", "anthropic-clear-tool-uses": "#393b79", "s20": "#aec7e8",
+                 "s06-article": "#ffbb78", "s08-readme": "#98df8a"}
+#: the colours any other name (a policy file, a swept value) is given by its hash
+OTHER_COLOURS = ["#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5", "#637939", "#8c6d31", "#843c39",
+                 "#7b4173", "#5254a3", "#e7969c", "#de9ed6", "#6b6ecf", "#b5cf6b", "#e7ba52"]
+
+
 def colours(labels: list[str]) -> dict[str, str]:
-    """One colour per policy or swept value, the same in every chart of a report (in the
-    verdict's order: the best first)."""
-    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf",
-               "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d",
-               "#9edae5", "#393b79"]
-    return {label: palette[i % len(palette)] for i, label in enumerate(labels)}
+    """One colour per policy or swept value, the same in every chart and in every report: no
+    compaction and the presets each have theirs; any other name gets one from a hash of it (the
+    next free one where two names of a report would share it)."""
+    import zlib
+
+    out: dict[str, str] = {}
+    used = {FIXED_COLOURS[label] for label in labels if label in FIXED_COLOURS}
+    for label in labels:
+        if label in FIXED_COLOURS:
+            out[label] = FIXED_COLOURS[label]
+            continue
+        start = zlib.crc32(label.encode("utf-8")) % len(OTHER_COLOURS)
+        for k in range(len(OTHER_COLOURS)):
+            colour = OTHER_COLOURS[(start + k) % len(OTHER_COLOURS)]
+            if colour not in used or k == len(OTHER_COLOURS) - 1:
+                break
+        out[label] = colour
+        used.add(colour)
+    return out
 
 
 def _legend_outside(ax: Any) -> None:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
+
+
+def _percent() -> Any:
+    """A share as a percentage (−150%, not −1.5)."""
+    from matplotlib.ticker import PercentFormatter
+
+    return PercentFormatter(1.0, decimals=0)
 
 
 def _thousands() -> Any:
@@ -131,11 +161,19 @@ def pareto_chart(runs: list[tuple[str, float, float]], overall: list[tuple[str, 
             ax.scatter(xs, ys, color=palette[label], s=10, alpha=0.45, zorder=2)
     points = [(r, s) for _, r, s in overall]
     front = pareto_front(points)
+    shared: dict[tuple[float, float], list[str]] = {}  # policies on one point: one marker naming them all
     for label, r, s in overall:
-        ax.scatter([r], [s], color=palette.get(label, "grey"), s=70, edgecolor="black", linewidth=0.6, zorder=3,
-                   label=plain(label))
-    ax.plot([points[i][0] for i in front], [points[i][1] for i in front], color="black", linewidth=0.8,
-            linestyle="--", zorder=1, label="Pareto front (all transcripts)")
+        shared.setdefault((round(r, 4), round(s, 4)), []).append(label)
+    for (r, s), labels in shared.items():
+        ax.scatter([r], [s], color=palette.get(labels[0], "grey") if len(labels) == 1 else "white", s=70,
+                   edgecolor="black", linewidth=0.6, zorder=3, label=plain(" = ".join(labels)))
+        if len(labels) > 1:
+            ax.annotate(plain(", ".join(labels)), (r, s), textcoords="offset points", xytext=(6, 6), fontsize=7)
+    if len({points[i] for i in front}) > 1:  # a front is a line through two distinct points or more
+        ax.plot([points[i][0] for i in front], [points[i][1] for i in front], color="black", linewidth=0.8,
+                linestyle="--", zorder=1, label="Pareto front (all transcripts)")
+    ax.xaxis.set_major_formatter(_percent())
+    ax.yaxis.set_major_formatter(_percent())
     ax.axhline(0, color="black", linewidth=0.6)
     ax.set_xlabel(PARETO_AXES[metric])
     ax.set_ylabel("cost saving vs no compaction")
@@ -172,7 +210,7 @@ def savings_chart(savings: dict[str, list[float]], overall: dict[str, float], pa
 
 
 def tune_chart(trials: list[tuple[float, float, bool]], front: list[tuple[float, float]], base: tuple[float, float],
-               x_label: str, y_label: str, title: str) -> tuple[str, bytes]:
+               x_label: str, y_label: str, title: str, shares: tuple[bool, bool] = (True, True)) -> tuple[str, bytes]:
     """Every trial of a tune (x: the second objective, y: the first), the infeasible ones as grey
     crosses, the Pareto front joined, the base policy as a star."""
     plt = _plt()
@@ -186,8 +224,14 @@ def tune_chart(trials: list[tuple[float, float, bool]], front: list[tuple[float,
                    label="trial with a violation or overflow", zorder=2)
     if front:
         pts = sorted(front)
-        ax.plot([x for x, _ in pts], [y for _, y in pts], color="black", linewidth=1, marker="o", markersize=5,
-                label="Pareto front", zorder=3)
+        ax.plot([x for x, _ in pts], [y for _, y in pts], color="black", linewidth=1 if len(pts) > 1 else 0,
+                marker="o", markersize=5, label="Pareto front" if len(pts) > 1 else "front point", zorder=3)
+        for number, (x, y) in enumerate(front, 1):  # numbered as in tune's table and front.csv
+            ax.annotate(str(number), (x, y), textcoords="offset points", xytext=(5, 5), fontsize=8, zorder=5)
+    if shares[0]:
+        ax.xaxis.set_major_formatter(_percent())
+    if shares[1]:
+        ax.yaxis.set_major_formatter(_percent())
     ax.scatter([base[0]], [base[1]], s=160, marker="*", color="#dd8452", edgecolor="black", linewidth=0.6,
                label="base policy", zorder=4)
     ax.axhline(0, color="black", linewidth=0.6)
