@@ -194,6 +194,26 @@ def _explain(row: "pd.Series", sweep_keys: list[str]) -> str:
             f"messages that were already cached.")
 
 
+#: up to this many runs that cost more are each explained; more are said in one sentence
+EXPLAINED = 3
+
+
+def dearer(dear: "pd.DataFrame", sweep_keys: list[str]) -> tuple[list[str], list[str]]:
+    """What the reports say of the runs that cost more than no compaction: a few, each explained;
+    many, one sentence with their count and the worst of them (and the whole list, each explained,
+    to open on demand)."""
+    every = [_explain(r, sweep_keys) for _, r in dear.iterrows()]
+    if len(every) <= EXPLAINED:
+        return every, []
+    worst = dear.assign(excess=dear["cost_usd"] / dear["raw_cost_usd"].where(dear["raw_cost_usd"] > 0) - 1)
+    worst = worst.sort_values("excess", ascending=False).head(EXPLAINED)
+    named = ", ".join(f"{os.path.basename(r['transcript'])} × {_label(r, sweep_keys)} ({r['excess'] * 100:+.0f}%)"
+                      for _, r in worst.iterrows())
+    return [f"{len(every)} runs cost more than no compaction although they send fewer tokens: compaction changed "
+            f"messages that were already cached, so their prompts are billed as cache writes (at the input price or "
+            f"above) instead of cache reads (about a tenth of it). The worst: {named}."], every
+
+
 def markdown(c: Comparison, charts: dict[str, str]) -> str:
     df, sweep_keys, meta = c.df, c.sweep_keys, c.meta
     head, rows = verdict_rows(c.verdict)
@@ -210,13 +230,15 @@ def markdown(c: Comparison, charts: dict[str, str]) -> str:
     heads, rows = run_rows(c)
     lines += ["| " + " | ".join(heads) + " |", "|---|---" + "|---:" * (len(heads) - 2) + "|"]
     lines += ["| " + " | ".join(md_cell(x) for x in cells) + " |" for cells in rows]
-    dear = costs_more(df)
-    if len(dear):
-        lines += ["", "## Costs more than no compaction", ""] + [f"- {md_text(_explain(r, sweep_keys))}"
-                                                                 for _, r in dear.iterrows()]
     if meta.get("chart_error"):
         lines += ["", f"Charts could not be drawn: {md_text(meta['chart_error'])}"]
     lines += ["", "## Charts", ""] + [f"![{md_cell(name).replace(']', '')}]({path})" for name, path in charts.items()]
+    said, every = dearer(costs_more(df), sweep_keys)
+    if said:  # after the charts: the verdict and the pictures come first
+        lines += ["", "## Costs more than no compaction", ""] + [f"- {md_text(x)}" for x in said]
+        if every:
+            lines += ["", "<details><summary>each of them</summary>", ""] + [f"- {md_text(x)}" for x in every]
+            lines += ["", "</details>"]
     return "\n".join(lines) + "\n"
 
 
@@ -257,8 +279,11 @@ def html_report(c: Comparison, svgs: dict[str, str], results: list["RunResult"] 
         cls = ' class="dear"' if r["cost_usd"] > r["raw_cost_usd"] else ""
         body.append(f"<tr{cls}>" + "".join(f'<td{" class=l" if i < 2 else ""}>{e(visible(x))}</td>'
                                            for i, x in enumerate(cells)) + "</tr>")
-    dear = costs_more(df)
-    notes = "".join(f"<li>{e(visible(_explain(r, sweep_keys)))}</li>" for _, r in dear.iterrows())
+    said, every = dearer(costs_more(df), sweep_keys)
+    notes = "".join(f"<li>{e(visible(x))}</li>" for x in said)
+    if every:
+        notes += ("<li><details><summary>each of them</summary><ul>"
+                  + "".join(f"<li>{e(visible(x))}</li>" for x in every) + "</ul></details></li>")
     figures = "".join(f"<figure>{svg}<figcaption>{e(visible(name))}</figcaption></figure>{_losses_table(results or [], name)}"
                       for name, svg in svgs.items())
     if meta.get("chart_error"):
@@ -278,8 +303,8 @@ Generated {e(meta['date'])}. Rows in red cost more than no compaction.</p>
 {f"<p class='note'><b>Interrupted: {e(meta['interrupted'])} finished; only those are here.</b></p>" if meta.get("interrupted") else ""}
 {failed}
 {_collapsed(f"<table><tr>{head}</tr>{''.join(body)}</table>", len(body))}
-{f'<h2>Costs more than no compaction</h2><ul class="note">{notes}</ul>' if notes else ''}
 <h2>Charts</h2>{figures}
+{f'<h2>Costs more than no compaction</h2><ul class="note">{notes}</ul>' if notes else ''}
 </body></html>
 """
 

@@ -185,3 +185,18 @@ def test_inspect_lists_the_recorded_cache_breaks_and_the_ledger(shared_transcrip
     assert "recorded cache breaks" in table and "cache model vs recording" in table
     plain = orjson.loads(cli("replay", path, "-p", "none", "--format", "json", "--dry-run", "-q").stdout)["runs"][0]["summary"]
     assert plain["recorded_cache_breaks"] == [137] and not plain["cache_breaks_replayed"]
+
+
+def test_many_runs_that_cost_more_are_said_in_one_sentence_after_the_charts(tmp_path, cli):
+    """(#31 §4) Four such runs: one sentence with the count and the worst three, each run's own
+    explanation folded away; in report.md and report.html the charts come first."""
+    paths = [write_jsonl(tmp_path / f"t{i}.jsonl", tool_session(120 + 10 * i, size=300)) for i in range(4)]
+    r = cli("compare", *paths, "-p", "s08", "--out", tmp_path / "cmp", "--jobs", "1", "-q", "--charts", "summary")
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "cmp" / "report.md").read_text()
+    section = md[md.index("## Costs more than no compaction"):]
+    assert md.index("## Charts") < md.index("## Costs more than no compaction")
+    assert "- 4 runs cost more than no compaction" in section and section.count("The worst: ") == 1
+    assert section.count("× s08 (+") == 3 and "<details><summary>each of them</summary>" in section
+    html = (tmp_path / "cmp" / "report.html").read_text()
+    assert html.index("<h2>Charts</h2>") < html.index("<h2>Costs more than no compaction</h2>")
