@@ -67,6 +67,8 @@ class CheckResult:
     #: the policy name of the baseline record this was matched to by fingerprint (a renamed
     #: policy file), else None
     renamed_from: str | None = None
+    #: the transcript's path as a person reads it (relative to the current folder), for the table
+    shown: str = ""
 
     @property
     def fingerprint_changed(self) -> bool:

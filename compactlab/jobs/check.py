@@ -19,7 +19,7 @@ from ..corpus.compare import build_grid, jobs_for, run_jobs
 from ..errors import UsageError
 from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import atomic_write_bytes, check_destination
-from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, failures_said, load_all, no_progress, \
+from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, failures_said, load_all, no_progress, shown, \
     prices_for, quietly
 
 
@@ -81,6 +81,7 @@ def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable
         record, renamed_from = find_record(old, keys[r.transcript], r.summary)
         result = compare_record(keys[r.transcript], r.summary, hashes[r.transcript], record, tolerance, gate.allow_stale)
         result.renamed_from = renamed_from
+        result.shown = shown(r.transcript)
         checked.append(result)
     show(checked)
     if gate.junit:

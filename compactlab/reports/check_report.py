@@ -34,7 +34,7 @@ def write_table(results: list[CheckResult], out: TextIO) -> None:
     table.add_column("details", overflow="fold")
     for r in results:
         label = "PASS" if r.ok and r.status == "pass" else r.status.upper()
-        table.add_row(r.transcript, r.policy, label, details(r), style=None if r.ok else "red")
+        table.add_row(r.shown or r.transcript, r.policy, label, details(r), style=None if r.ok else "red")
     Printer(out).table(table)
 
 

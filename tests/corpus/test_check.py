@@ -210,3 +210,18 @@ def test_edits_that_do_nothing_are_said(cli, tmp_path):
     renamed.write_text('extends = "s08"\nname = "my-s08"\n')
     r = cli("check", path, "-p", renamed, "--baseline", baseline)
     assert r.exit_code == 0 and "matched by fingerprint to the baseline's s08" in r.stdout, r.stdout
+
+
+def test_check_shows_paths_from_where_it_was_run_not_from_the_baseline(cli, tmp_path, monkeypatch):
+    """(#31 §6) The baseline keys its records relative to its own folder (../../…); the table shows
+    the transcripts as the user named them, relative to the current folder."""
+    from helpers import SAMPLES
+
+    folder = tmp_path / "ci" / "deep"
+    folder.mkdir(parents=True)
+    (tmp_path / "t.jsonl").write_bytes((SAMPLES / "huge-batch.jsonl").read_bytes())
+    monkeypatch.chdir(tmp_path)
+    baseline = folder / "b.json"
+    assert cli("check", "t.jsonl", "-p", "s08", "--baseline", baseline, "--update-baseline").exit_code == 0
+    r = cli("check", "t.jsonl", "-p", "s08", "--baseline", baseline)
+    assert r.exit_code == 0 and "\nt.jsonl " in r.stdout and "../" not in r.stdout
