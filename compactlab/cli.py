@@ -270,8 +270,9 @@ def replay(transcripts: tuple[str, ...], **options: Any) -> None:
         return files, settings
 
     reading = Reading(o["input_format"], o["skip_bad_lines"], o["calibrate"], o["tokens"],
-                      probes=refs[:1] != ("none",) or bool(o["overrides"]), dry_run=o["dry_run"])
-    done = replay_prepared(transcripts[0], reading, prepare, _notify(quiet, o["verbose"]))
+                      probes=refs[:1] != ("none",) or bool(o["overrides"]), dry_run=o["dry_run"],
+                      live_summaries=o["summarizer"] != "stub")
+    done = replay_prepared(transcripts[0], reading, prepare, _notify(quiet, o["verbose"]), _progress(quiet))
     from .reports import write_runs
 
     write_runs(done.runs, o["fmt"], sys.stdout)

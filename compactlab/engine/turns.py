@@ -61,6 +61,7 @@ def replay(
     cache_ttl: str | None = None,
     calibration: Calibration | None = None,
     cache_model: str | None = None,
+    on_call: Callable[[TurnRecord], None] | None = None,
 ) -> Run:
     """Replay ``transcript`` through ``policy``. With no ``out_dir`` nothing is written; with one,
     the persisted outputs are written into a fresh folder put in its place when the run ends (and
@@ -73,7 +74,7 @@ def replay(
     reactive window; layer triggers keep using the estimator. It needs a loaded transcript.
     ``cache_ttl`` (``5m`` or ``1h``): the prompt cache's lifetime; default the recording's.
     ``cache_model``: the provider whose prompt-cache rules apply (``cache_rules.RULES``); default
-    the one serving the model the recording names.
+    the one serving the model the recording names. ``on_call`` sees each call's record as it is made.
     ``calibration``: the fit to the recorded usage (``calibration.calibrate``), which replaces the
     policy's size estimate (and so is part of the run's policy and fingerprint); the summary says
     which estimate the run used.
@@ -115,6 +116,8 @@ def replay(
             out.prepare()
         for call, pos, pending, reply in calls:
             records.append(turns.turn(call, pos, pending, reply))
+            if on_call is not None:  # (a progress bar: a live summarizer or exact counts make calls slow)
+                on_call(records[-1])
     except BaseException:
         if owned:
             out.rollback()

@@ -27,7 +27,7 @@ from ..plumbing.outputs import OutputDir, run_folder_name
 from ..plumbing.process import collector_off
 from ..errors import CompactlabError
 from ..plumbing.interrupts import exit_status
-from .base import Notify, Outcome, Reading, Settings, calibrated_line, calibrations_for, price_warnings, prices_for, quietly, warn_loaded
+from .base import Notify, Outcome, Reading, Settings, ShowsProgress, calibrated_line, no_progress, calibrations_for, price_warnings, prices_for, quietly, warn_loaded
 
 
 @dataclass(kw_only=True)
@@ -70,7 +70,7 @@ class Replayed:
 
 
 def replay_prepared(first: str, reading: Reading, prepare: Callable[[], tuple[list[str], ReplaySettings]],
-                    notify: Notify = quietly) -> Replayed:
+                    notify: Notify = quietly, progress: ShowsProgress = no_progress) -> Replayed:
     """:func:`replay_files`, with the reading of the file ``first`` started before ``prepare``
     builds the files' list and the settings (a command's policy takes a while to build; a big file
     is meanwhile read by a second process, where it is read so). An error of that file is raised
@@ -93,11 +93,11 @@ def replay_prepared(first: str, reading: Reading, prepare: Callable[[], tuple[li
         if opening is not None:
             opening.close()
         raise
-    return replay_files(files, settings, notify, opening)
+    return replay_files(files, settings, notify, opening, progress)
 
 
 def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = quietly,
-                 first: Opening | None = None) -> Replayed:
+                 first: Opening | None = None, progress: ShowsProgress = no_progress) -> Replayed:
     """Replay each file through ``settings.policy`` into its output folder (``first``: the first
     file's opening, its reading started already: :func:`replay_prepared`)."""
     from ..engine.turns import replay
@@ -127,11 +127,14 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
                                     s.force)
                 out.prepare(protect=files)
                 counter = build_counter(s.live, feed.system) if s.tokens == "anthropic" else None
-                with collector_off():  # a stream is read during the run
+                slow = s.summarizer != "stub" or counter is not None  # requests to an API: a person waits
+                total = len(feed.transcript.call_positions) if slow and hasattr(feed, "transcript") else 0
+                with collector_off(), progress(f"replaying {os.path.basename(feed.path)}", total) as advance:
                     run = replay(feed, s.policy, out=out, write_transcripts=s.write_transcripts,
                                  keep_recorded_compactions=s.keep_recorded_compactions, calibration=calibration,
                                  prices=price, summarizer=build_summarizer(s.summarizer, s.live), counter=counter,
-                                 cache_ttl=s.cache_ttl, cache_model=s.cache_model)
+                                 cache_ttl=s.cache_ttl, cache_model=s.cache_model,
+                                 on_call=advance if total else None)
                 if feed.streamed:  # read now: its model, bad lines and warnings are known
                     if not isinstance(price, ModelPrices):
                         price_warnings(price, feed, notify)

@@ -142,10 +142,10 @@ class Progress:
         if not self.enabled:
             return lambda _result: None
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn, TimeRemainingColumn
         from rich.progress import Progress as Bar
 
-        self.bar = Bar(self.label, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        self.bar = Bar(self.label, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
                        console=Console(stderr=True), transient=True)
         self.bar.start()
         task = self.bar.add_task("runs", total=self.total)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -114,3 +115,31 @@ def test_the_cache_lives_in_the_users_cache_folder_privately(cli, server, tmp_pa
     monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "env-cache"))
     assert cli("replay", T, "--summarizer", "anthropic", "--out", tmp_path / "o", "-q").exit_code == 0
     assert list((tmp_path / "env-cache" / "summaries").iterdir())
+
+
+def test_a_live_replay_shows_its_progress_call_by_call(cli, server, tmp_path, monkeypatch):
+    """(#31 §2) A replay that asks an API has a bar over its calls (a stub replay needs none)."""
+    from contextlib import contextmanager
+
+    from compactlab import cli as cli_module
+
+    shown: list[tuple[str, int, int]] = []
+
+    @contextmanager
+    def recording(what, total):
+        steps = [0]
+
+        def advance(_record):
+            steps[0] += 1
+
+        yield advance
+        shown.append((what, total, steps[0]))
+
+    monkeypatch.setattr(cli_module, "_progress", lambda quiet: recording)
+    r = cli("replay", T, "--summarizer", "anthropic", "--cache-dir", tmp_path / "cache", "--dry-run",
+            "--format", "json", "-q")
+    calls = json.loads(r.stdout)["runs"][0]["summary"]["calls"]
+    assert r.exit_code == 0 and shown == [(f"replaying {os.path.basename(str(T))}", calls, calls)]
+    shown.clear()
+    assert cli("replay", T, "--dry-run", "-q").exit_code == 0
+    assert [total for _, total, _ in shown] == [0]  # the stub: no bar
