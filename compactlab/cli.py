@@ -270,8 +270,7 @@ def replay(transcripts: tuple[str, ...], **options: Any) -> None:
         return files, settings
 
     reading = Reading(o["input_format"], o["skip_bad_lines"], o["calibrate"], o["tokens"],
-                      probes=refs[:1] != ("none",) or bool(o["overrides"]), dry_run=o["dry_run"],
-                      live_summaries=o["summarizer"] != "stub")
+                      probes=refs[:1] != ("none",) or bool(o["overrides"]), dry_run=o["dry_run"])
     done = replay_prepared(transcripts[0], reading, prepare, _notify(quiet, o["verbose"]), _progress(quiet))
     from .reports import write_runs
 
@@ -317,9 +316,9 @@ def _notify(quiet: bool, verbose: bool = False) -> Callable[[str, bool], None]:
 def _progress(quiet: bool) -> Callable[[str, int], Any]:
     """A job's progress bars: on a terminal, for more than one step (--quiet too: a bar is not talk,
     and it leaves nothing behind)."""
-    from .reports.terminal import Progress
+    from .reports.terminal import UNKNOWN, Progress
 
-    return lambda what, total: Progress(what, total, enabled=total > 1)
+    return lambda what, total: Progress(what, total, enabled=total > 1 or total == UNKNOWN)
 
 
 def _settings(options: dict[str, Any], cls: Any = None, **given: Any) -> Any:

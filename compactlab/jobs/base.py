@@ -70,8 +70,7 @@ class Settings:
 
     @property
     def reading(self) -> "Reading":
-        return Reading(self.input_format, self.skip_bad_lines, self.calibrate, self.tokens, dry_run=self.dry_run,
-                       live_summaries=self.summarizer != "stub")
+        return Reading(self.input_format, self.skip_bad_lines, self.calibrate, self.tokens, dry_run=self.dry_run)
 
 
 @dataclass(frozen=True)
@@ -85,14 +84,12 @@ class Reading:
     calibrate: bool | None = None
     tokens: str = "estimate"
     probes: bool = True  # look for the hindsight probes (False: the policy never acts)
-    live_summaries: bool = False  # the summarizer calls an API (a progress bar needs the calls' count)
     dry_run: bool = False  # write nothing (the probe cache is read, not written)
 
     def opening(self, path: str) -> Opening:
-        """How ``path`` is read, decided by the engine's feeds (loaded, streamed or read ahead); with
-        a live summarizer loaded whole, so that its progress can say how many calls are left."""
+        """How ``path`` is read, decided by the engine's feeds (loaded, streamed or read ahead)."""
         return Opening(path, self.input_format, skip_bad_lines=self.skip_bad_lines,
-                       stream=self.calibrate is not True and self.tokens != "anthropic" and not self.live_summaries,
+                       stream=self.calibrate is not True and self.tokens != "anthropic",
                        whole_if_usage=self.calibrate is None, probes=self.probes, write_cache=not self.dry_run)
 
 

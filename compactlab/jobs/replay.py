@@ -24,6 +24,7 @@ from ..engine.policy import Policy
 from ..engine.prices import ModelPrices
 from ..engine.records import Run
 from ..plumbing.outputs import OutputDir, run_folder_name
+from ..reports.terminal import UNKNOWN
 from ..plumbing.process import collector_off
 from ..errors import CompactlabError
 from ..plumbing.interrupts import exit_status
@@ -128,7 +129,8 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
                 out.prepare(protect=files)
                 counter = build_counter(s.live, feed.system) if s.tokens == "anthropic" else None
                 slow = s.summarizer != "stub" or counter is not None  # requests to an API: a person waits
-                total = len(feed.transcript.call_positions) if slow and hasattr(feed, "transcript") else 0
+                # (a stream's calls are counted as they are read: a bar without an end)
+                total = (len(feed.transcript.call_positions) if hasattr(feed, "transcript") else UNKNOWN) if slow else 0
                 with collector_off(), progress(f"replaying {os.path.basename(feed.path)}", total) as advance:
                     run = replay(feed, s.policy, out=out, write_transcripts=s.write_transcripts,
                                  keep_recorded_compactions=s.keep_recorded_compactions, calibration=calibration,

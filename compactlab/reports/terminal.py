@@ -127,6 +127,10 @@ class Printer:
             self._console.print(line, style=style)  # wrapped at word boundaries
 
 
+#: a progress total not known in advance (a stream's calls): a bar that counts without an end
+UNKNOWN = -1
+
+
 class Progress:
     """A rich progress bar on stderr while a grid runs, when stderr is a terminal and it is
     ``enabled``; otherwise nothing. Entered, it gives the function to call as each job ends."""
@@ -148,7 +152,7 @@ class Progress:
         self.bar = Bar(self.label, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
                        console=Console(stderr=True), transient=True)
         self.bar.start()
-        task = self.bar.add_task("runs", total=self.total)
+        task = self.bar.add_task("runs", total=None if self.total == UNKNOWN else self.total)
         return lambda _result: self.bar.advance(task)
 
     def __exit__(self, *exc: Any) -> None:

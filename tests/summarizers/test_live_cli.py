@@ -139,6 +139,11 @@ def test_a_live_replay_shows_its_progress_call_by_call(cli, server, tmp_path, mo
     r = cli("replay", T, "--summarizer", "anthropic", "--cache-dir", tmp_path / "cache", "--dry-run",
             "--format", "json", "-q")
     calls = json.loads(r.stdout)["runs"][0]["summary"]["calls"]
+    # (a streamed file's calls are counted as they are read: a bar without an end, UNKNOWN)
+    assert r.exit_code == 0 and shown == [(f"replaying {os.path.basename(str(T))}", -1, calls)]
+    shown.clear()
+    r = cli("replay", T, "--summarizer", "anthropic", "--cache-dir", tmp_path / "cache", "--dry-run", "-q",
+            "--tokens", "anthropic", "--format", "json")  # exact counts: loaded whole, its calls known
     assert r.exit_code == 0 and shown == [(f"replaying {os.path.basename(str(T))}", calls, calls)]
     shown.clear()
     assert cli("replay", T, "--dry-run", "-q").exit_code == 0
