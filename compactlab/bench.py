@@ -142,7 +142,8 @@ def _tune_measure(root: Path, cl: list[str], jobs: int) -> Measure:
     m = Measure(f"tune {trials} trials x {n}", [*cl, "tune", str(folder), "-p", "s08", "--space",
                                                "summary.trigger=20000:200000", "--space", "micro.keep_recent=1:10",
                                                "--trials", str(trials), "--jobs", str(jobs), "--max-violations",
-                                               "100000", "--out", str(root / "tune-out"), "--force", "-q"])
+                                               "100000", "--out", str(root / "tune-out"), "--force", "-q",
+                                               *(["--no-chart"] if "--charts" in EXTRA_ARGS else [])])
     m.run()
     return m
 
@@ -226,6 +227,10 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
 #: the calls of the main file the speed targets are set for
 TARGET_CALLS = 5000
 
+#: more options for the corpus figures' reports (the unit test draws no charts: they are timed by
+#: the real bench, not by a test)
+EXTRA_ARGS: list[str] = []
+
 #: ``bench --tune``: trials over transcripts of about this many calls (#20: 200 x 20 x 100 in 2 minutes)
 TUNE = (200, 20, 100)
 
@@ -250,7 +255,8 @@ def _corpus_measures(root: Path, cl: list[str], jobs: int) -> list[Measure]:
             write(folder / f"t{i:04d}.jsonl", calls_of(i), seed=i)
         grid = [*cl, "compare", str(folder), "-p", "s08", "-p", "claude-code", "--jobs", str(jobs), "-q"]
         for name, extra in ((f"compare {n} x 2, --dry-run", ["--dry-run"]),
-                            (f"compare {n} x 2, with reports", ["--out", str(root / f"compare-{n}"), "--force"])):
+                            (f"compare {n} x 2, with reports", ["--out", str(root / f"compare-{n}"), "--force",
+                                                                *EXTRA_ARGS])):
             m = Measure(name, [*grid, *extra])
             m.run()
             measures.append(m)

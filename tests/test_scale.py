@@ -65,6 +65,7 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "BIG_BYTES", 2e6)  # the memory figure's 120 MB file
     monkeypatch.setattr(bench, "CORPUS", (3, 4))
     monkeypatch.setattr(bench, "TUNE", (3, 2, 20))
+    monkeypatch.setattr(bench, "EXTRA_ARGS", ["--charts", "none"])  # (the test's time: charts are the bench's)
     out = tmp_path / "figures.json"
     r = cli("bench", "--calls", "30", "--rounds", "1", "--corpus", "--tune", "--json", out, "--dir", tmp_path / "inputs")
     assert r.exit_code == 0, r.output
