@@ -296,7 +296,8 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
               by[f"compare {small} x 2, with reports"].wall / by[f"compare {small} x 2, --dry-run"].wall, 3.0, "×")
         wall = by[f"compare {big} x 2, with reports"].wall
         rows.append((f"compare {big:,} x 2 with reports (s)", wall, "≤ 60 s", wall <= 60))
-        html = by[f"compare {big} x 2, with reports"].argv[-2]
+        argv = by[f"compare {big} x 2, with reports"].argv
+        html = argv[argv.index("--out") + 1]
         mb = os.path.getsize(os.path.join(html, "report.html")) / 1e6
         rows.append((f"report.html of {big:,} x 2 (MB)", mb, "< 3 MB", mb < 3))
     trials, n, _ = TUNE
