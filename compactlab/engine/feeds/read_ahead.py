@@ -25,7 +25,6 @@ import os
 import pickle
 import signal
 from collections.abc import Iterator
-from itertools import islice
 from typing import Any, BinaryIO
 
 from ..baseline import BaselineBuilder, RawBaseline
@@ -228,21 +227,21 @@ def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO, si
     baseline = BaselineBuilder(keep=False, probes=probes)
     base = baseline.base
     rows: list[tuple] = []
-    calls = compactions = usages = 0
+    calls = compactions = 0
 
     def send() -> None:
-        nonlocal calls, compactions, usages
+        nonlocal calls, compactions
         n = len(base.messages)
         base_rows = [(base.messages[c], base.chars[c], base.violation_counts.pop(c, None), base.refs.pop(c, None),
                       base.probes.pop(c, None)) for c in range(calls, n)]
         # the usage and model read so far go with the batch: the replay's cache rules and window
         # follow the model its first call recorded
-        usage = dict(islice(builder.usage.items(), usages, None))
+        usage = {row[4]: builder.usage[row[4]] for row in rows if row[3] == "assistant" and row[4] in builder.usage}
         pickle.dump(("batch", rows, base_rows, builder.compactions[compactions:], usage, builder.model), out,
                     pickle.HIGHEST_PROTOCOL)
         out.flush()  # now: a batch is a few kB, and the replay is waiting for it
         rows.clear()
-        calls, compactions, usages = n, len(builder.compactions), len(builder.usage)
+        calls, compactions = n, len(builder.compactions)
 
     for e in _read(builder, reader, measure=True):
         baseline.add(e)
