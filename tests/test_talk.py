@@ -97,3 +97,22 @@ def test_standard_input_is_titled_so_and_a_chart_draws_what_happened(cli, tmp_pa
     assert drawn["title"] == "t.jsonl × s08"  # the file's name, not its path
     assert s["levels"]["summary trigger"] == 50_000 / 4  # s08's chars trigger in tokens (no overhead here)
     assert set(s["events"]) == {"summary", "manual"}  # no reactive compaction happened: none listed
+
+
+def test_replay_of_several_files_ends_with_their_totals(cli, tmp_path):
+    """(#31 §6) A totals line after the runs of a folder: the corpus's ratios of sums."""
+    from compactlab.metrics import totals
+    from helpers import SAMPLES
+
+    files = [SAMPLES / "synth-small.jsonl", SAMPLES / "synth-medium.jsonl"]
+    r = cli("replay", *files, "--dry-run")
+    j = cli("replay", *files, "--dry-run", "--format", "json")
+    import json
+
+    summaries = [run["summary"] for run in json.loads(j.stdout)["runs"]]
+    t = totals(summaries)
+    last = r.stdout.strip().splitlines()[-1]
+    assert last.startswith("2 transcripts × s08: 150 calls;")
+    assert f"({t['cost_saving'] * 100:+.1f}%)" in last and f"recall {t['recall'] * 100:.1f}%" in last
+    one = cli("replay", files[0], "--dry-run")
+    assert "transcripts × s08" not in one.stdout

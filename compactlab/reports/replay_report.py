@@ -270,6 +270,22 @@ def write_md(runs: list[Run], out: TextIO) -> None:
 def write_tables(runs: list[Run], out: TextIO) -> None:
     for run in runs:
         write_table(run, out)
+    if len(runs) > 1:
+        Printer(out).text(totals_line(runs), style="bold")
+
+
+def totals_line(runs: list[Run]) -> str:
+    """The runs of one replay together (a folder of sessions): metrics.totals, ratios of sums."""
+    from ..metrics import sums, totals
+
+    summaries = [r.summary.to_dict() for r in runs]
+    t, summed = totals(summaries), sums(summaries)
+    calls = sum(r.summary.calls for r in runs)
+    return (f"{len(runs)} transcripts × {runs[0].summary.policy}: {calls:,} calls; tokens "
+            f"{int(summed['raw_tokens_total']):,} → {int(summed['tokens_total']):,} ({t['reduction'] * 100:.1f}% saved); "
+            f"cost ${summed['raw_cost_usd']:,.4f} → ${summed['cost_usd']:,.4f} ({t['cost_saving'] * 100:+.1f}%); "
+            f"retention {t['retention'] * 100:.1f}%, recall {t['recall'] * 100:.1f}%; "
+            f"{int(summed['violations_introduced'])} violation(s) introduced, {int(summed['overflows'])} overflow(s)")
 
 
 #: the stdout writers of ``replay --format``: one shape for any number of inputs (``json-run``,
