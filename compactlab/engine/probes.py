@@ -287,7 +287,8 @@ class ProbeIndex:
         #: the latest tool results: (position, block, text, source (call, tool))
         self.recent: deque[tuple[int, int, str, tuple[int, str]]] = deque()
         self._recent_chars = 0
-        self._last_results: list[tuple[int, int, str]] = []  # the results since the previous call
+        #: the results since the previous call: (position, block, text, source (call, tool))
+        self._last_results: list[tuple[int, int, str, tuple[int, str]]] = []
         self._not_learnt(system or "")
 
     def _not_learnt(self, text: str) -> None:
@@ -327,7 +328,7 @@ class ProbeIndex:
 
     def _remember(self, pos: int, block: int, text: str, source: tuple[int, str]) -> None:
         text = text[:MAX_SCAN]
-        self._last_results.append((pos, block, text))
+        self._last_results.append((pos, block, text, source))
         self.recent.append((pos, block, text, source))
         self._recent_chars += len(text)
         while len(self.recent) > RECENT_RESULTS or self._recent_chars > RECENT_CHARS:
@@ -400,13 +401,14 @@ class ProbeIndex:
 
     def _lines(self, texts: list[str]) -> list[Probe]:
         refs = line_refs(texts) if self._last_results else []
+        if not refs:
+            return []
+        printed = [(pos, block, printed_lines(text), source) for pos, block, text, source in self._last_results]
         out = []
         for a in dict.fromkeys(refs):
-            for pos, block, text in self._last_results:
-                near = [n for n in printed_lines(text) if abs(n - a) <= LINE_NEAR]
+            for pos, block, numbers, source in printed:
+                near = [n for n in numbers if abs(n - a) <= LINE_NEAR]
                 if near:
-                    source = self.tool_of.get("", (-1, "unknown"))
-                    source = next((s for p, b, _, s in reversed(self.recent) if (p, b) == (pos, block)), source)
                     out.append(Probe(f"line {a} (printed {min(near, key=lambda n: abs(n - a))})", ((pos, block),),
                                      *source, "line"))
                     break
@@ -442,10 +444,6 @@ class ProbeOutcome(NamedTuple):
 
     def to_dict(self) -> dict[str, Any]:
         return self._asdict()
-
-
-#: kept for the names the reports used: an outcome that was not kept
-LostProbe = ProbeOutcome
 
 
 class Checked(NamedTuple):

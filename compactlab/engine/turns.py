@@ -212,7 +212,8 @@ class Turns:
         lifetime = self.cache.rules.lifetime or TTL_SECONDS[self.ttl]
         self.env.cache_cold = call > 0 and (self.env.idle_seconds or 0) > lifetime
         self.env.cached_tokens = 0 if self.env.cache_cold else self.cache.sent_tokens
-        following = self.next_time(pos)
+        # (the next call's time: only a before_expiry timing asks, so no other replay pays for the look-up)
+        following = self.next_time(pos) if self.policy.summary.timing == "before_expiry" else None
         self.env.cold_next = now is not None and following is not None and following - now > lifetime
         self.last_time = now
         self.env.after_prompt = any(map(is_prompt, pending))
