@@ -250,3 +250,31 @@ def test_the_cache_warning_reaches_the_user(cli, tmp_path, monkeypatch, samples)
     r = cli("replay", samples / "synth-small.jsonl", "--price-model", model)
     assert r.exit_code == 0, r.stderr
     assert "warning: cache entry" in r.stderr and "ignored (not a regular file): rebuilt" in r.stderr
+
+
+def test_a_redacted_text_is_sized_without_being_built(tmp_path, monkeypatch):
+    """A 300-byte rollout claiming a 200 MB text loads in a few hundred KB of memory, and a replay
+    that persists that output shrinks the context as if the text were there."""
+    import tracemalloc
+
+    from compactlab import load_policy, load_transcript, replay
+
+    monkeypatch.setenv("COMPACTLAB_MAX_LINE_MB", "256")
+    claim = 200_000_000
+    call = {"type": "response_item", "payload": {"type": "function_call", "name": "shell", "arguments": "{}",
+                                                   "call_id": "c1"}}
+    output = {"type": "response_item", "payload": {"type": "function_call_output", "call_id": "c1",
+                                                     "output": f"[REDACTED_TEXT len={claim} sha=ab12]"}}
+    path = _jsonl(tmp_path / "r.jsonl", _rollout(call, output, _reply("done")))
+    tracemalloc.start()
+    try:
+        t = load_transcript(path)
+        run = replay(t, load_policy("s08"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5_000_000, peak
+    assert t.entries[2].results[0].size == claim and t.entries[2].chars > claim
+    last = run.calls[-1]
+    assert last.raw_chars > claim > 100_000 > last.chars  # persisted: a preview of 2,000 chars stays
+    assert run.summary.persisted == 1

@@ -46,7 +46,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from .context import Context
-from ..transcripts.messages import Entry, is_prompt, text_of
+from ..transcripts.messages import Entry, is_prompt, text_of, without_sized
 
 #: the candidate strings of a text: runs of name, path and URL characters, every other ASCII
 #: character a space (str.translate and split: two passes in C, twice as fast as a regex), then
@@ -92,6 +92,7 @@ def runs(text: str) -> set[str]:
     ``trimmed`` takes it off)."""
     if len(text) > MAX_SCAN:
         text = text[: MAX_SCAN // 2] + "\n" + text[-MAX_SCAN // 2:]
+    text = without_sized(text)
     return set(text.translate(_SPACES).split())
 
 

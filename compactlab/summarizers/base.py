@@ -7,7 +7,7 @@ from typing import Protocol
 
 import orjson
 
-from ..transcripts.messages import Entry, Message, make_entry
+from ..transcripts.messages import Entry, Message, cut_text, make_entry, sized_len
 
 
 class SummaryRequest:
@@ -38,7 +38,7 @@ class SummaryRequest:
         self.call = call
         self._text = input_text
         self._limit, self._from_tail = limit, from_tail
-        self.input_chars = len(input_text) if input_text is not None else min(limit, chars)
+        self.input_chars = sized_len(input_text) if input_text is not None else min(limit, chars)
 
     @property
     def messages(self) -> list[Message]:
@@ -56,7 +56,7 @@ class SummaryRequest:
     def input_text(self) -> str:
         if self._text is None:
             text = orjson.dumps(self.messages).decode("utf-8")
-            self._text = text[-self._limit:] if self._from_tail else text[: self._limit]
+            self._text = cut_text(text, self._limit, self._from_tail)
         return self._text
 
 

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable
 from itertools import chain
 
-from ..transcripts.messages import Entry, text_of
+from ..transcripts.messages import Entry, cut_text, sized_len, text_of
 from .base import SummaryRequest, SummaryResult
 
 
@@ -22,7 +22,7 @@ def _clip(text: str, n: int) -> str:
     prefix: the first ``n`` normalised chars of a prefix are those of the whole text."""
     short = " ".join(text[: 4 * n].split()) if len(text) > 4 * n else ""
     text = short if len(short) > n else " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"
+    return text if sized_len(text) <= n else cut_text(text, n - 1) + "…"
 
 
 class StubSummarizer:
@@ -53,8 +53,8 @@ class StubSummarizer:
         if last_assistant:
             lines.append(f"Last assistant text: …{_clip(last_assistant[-400:], 400)}")
         text = "\n".join(lines)
-        if len(text) > self.max_chars:
-            text = text[: self.max_chars - 1] + "…"
+        if sized_len(text) > self.max_chars:
+            text = cut_text(text, self.max_chars - 1) + "…"
         # the stub bills like a model would: input and output at ~4 chars a token
         return SummaryResult(
             text=text,

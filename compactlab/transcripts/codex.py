@@ -12,8 +12,9 @@ Lines are ``{timestamp, type, payload}``. What decides correctness:
   ``total_token_usage`` is the same call. The model is the latest ``turn_context``'s.
 - A ``compacted`` line (``replacement_history``) is a compaction Codex did: kept out of the
   messages as a RecordedCompaction whose summary is that history, as one user message.
-- Sanitised logs replace a text by ``[REDACTED_<KIND> len=N sha=…]``: it is sized as N
-  characters, so sizes, calibration and policies work on them; ``inspect`` says how many.
+- Sanitised logs replace a text by ``[REDACTED_<KIND> len=N sha=…]``: it is kept as a sized
+  placeholder (``messages.sized_placeholder``) that every size counts as N characters without the
+  text being built, so sizes, calibration and policies work on them; ``inspect`` says how many.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 import orjson
 
 from ..plumbing.files import max_document_bytes, max_line_bytes
-from .messages import make_entry
+from .messages import make_entry, sized_placeholder
 from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, tokens
 from .reader import Head, LineReader
 
@@ -33,9 +34,7 @@ NAME = "codex"
 DESCRIPTION = "Codex CLI rollouts (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl)"
 
 LINE_TYPES = {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
-_REDACTED = re.compile(r"^\[REDACTED_[A-Z_]+ len=(\d+) sha=[0-9a-f]+\]$")
-#: an expanded placeholder's text: as long as the original, and plainly not it
-FILLER = "·"
+_REDACTED = re.compile(r"^\[(REDACTED_[A-Z_]+) len=(\d+) (sha=[0-9a-f]+)\]$")
 
 
 def sniff(objects: list[dict]) -> float:
@@ -45,10 +44,10 @@ def sniff(objects: list[dict]) -> float:
 
 
 class _Text:
-    """Texts of the rollout, a redacted placeholder sized as the text it stands for. A placeholder
-    may claim no more than a line can hold, and all of a file's no more than a document can: the
-    text it expands to is bounded by the limits every input has (a tiny file never allocates what
-    it claims)."""
+    """Texts of the rollout, a redacted placeholder as a sized placeholder of the text it stands
+    for (never built: a tiny file never allocates what it claims). A placeholder may claim no more
+    than a line can hold, and all of a file's no more than a document can: the sizes it claims are
+    bounded by the limits every input has."""
 
     def __init__(self) -> None:
         self.redacted = 0
@@ -61,7 +60,7 @@ class _Text:
         m = _REDACTED.match(value)
         if m is None:
             return value
-        digits = m.group(1)
+        digits = m.group(2)
         n = int(digits) if len(digits) <= 20 else self.line_limit + 1
         if n > self.line_limit:
             raise BadField(f"a redacted text of {digits[:24]}{'…' if len(digits) > 24 else ''} characters: longer "
@@ -71,7 +70,7 @@ class _Text:
                            "can be (COMPACTLAB_MAX_DOCUMENT_MB raises the limit)")
         self.redacted += 1
         self.expanded += n
-        return FILLER * n
+        return sized_placeholder(m.group(1)[:40], n, " " + m.group(3)[:132])
 
 
 def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, **_: object) -> Transcript:
@@ -194,7 +193,7 @@ IMAGE_CHARS = 3060
 def _block(c: dict, text: _Text) -> dict:
     """A user content part as a block: text, or an image sized as ``IMAGE_CHARS``."""
     if c.get("type") == "input_image":
-        return {"type": "text", "text": FILLER * IMAGE_CHARS}
+        return {"type": "text", "text": sized_placeholder("IMAGE", IMAGE_CHARS)}
     return {"type": "text", "text": text(c.get("text"))}
 
 

@@ -9,6 +9,7 @@ new Entry for it (copy-on-write); everything else is shared.
 
 from __future__ import annotations
 
+import re
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -25,10 +26,77 @@ def block_type(block: Any) -> str | None:
     return block.get("type") if isinstance(block, dict) else None
 
 
+#: A text the recording does not hold but says the size of (a sanitised Codex log's
+#: ``[REDACTED_TEXT len=N sha=…]``, an image) is kept as a short *sized placeholder*: this mark,
+#: then ``[KIND len=N …]``. It counts as N characters in every size (``json_len``, ``sized_len``,
+#: the content-size rule) and is cut as N characters (``cut_text``), so such a text is sized
+#: without ever being built. The mark is U+FDD0, a Unicode noncharacter (reserved for a program's
+#: own use, never in text people exchange): a transcript that merely quotes a placeholder is sized
+#: as written.
+SIZED_MARK = "\ufdd0"
+_FIELDS = r"\[([A-Z][A-Z_]{0,40}) len=(\d{1,15})((?: [a-z]{1,16}=[0-9a-f]{1,128}){0,4})\]"
+_SIZED = re.compile(SIZED_MARK + _FIELDS)
+_SIZED_BYTES = re.compile(SIZED_MARK.encode() + _FIELDS.encode())
+_MARK_BYTES = SIZED_MARK.encode()
+
+
+def sized_placeholder(kind: str, n: int, fields: str = "") -> str:
+    """The placeholder of a text of ``n`` characters that is not there (``fields``: e.g.
+    ``" sha=ab12"``)."""
+    return f"{SIZED_MARK}[{kind} len={n}{fields}]"
+
+
+def sized_len(text: str) -> int:
+    """The length of ``text`` in characters, a sized placeholder counted as its N."""
+    if text.isascii() or SIZED_MARK not in text:  # (isascii is a flag: free)
+        return len(text)
+    return len(text) + sum([int(m[2]) - len(m[0]) for m in _SIZED.finditer(text)])
+
+
+def without_sized(text: str) -> str:
+    """``text`` with its sized placeholders taken out (they are not words anyone wrote)."""
+    if text.isascii() or SIZED_MARK not in text:
+        return text
+    return _SIZED.sub(" ", text)
+
+
+def cut_text(text: str, n: int, from_tail: bool = False) -> str:
+    """The first (or last) ``n`` characters of ``text`` as ``sized_len`` counts them: a sized
+    placeholder that does not fit whole is cut to one of the characters that fit."""
+    if text.isascii() or SIZED_MARK not in text:
+        return (text[-n:] if n else "") if from_tail else text[:n]
+    pieces: list[str | re.Match[str]] = []  # literal texts and placeholders, in order
+    at = 0
+    for m in _SIZED.finditer(text):
+        pieces += [text[at:m.start()], m]
+        at = m.end()
+    pieces.append(text[at:])
+    kept: list[str] = []
+    left = n
+    for piece in (reversed(pieces) if from_tail else pieces):
+        if left <= 0:
+            break
+        if isinstance(piece, str):
+            part = (piece[-left:] if from_tail else piece[:left]) if len(piece) > left else piece
+            left -= len(part)
+        else:
+            size = int(piece[2])
+            part = piece[0] if size <= left else sized_placeholder(piece[1], left, piece[3])
+            left -= min(size, left)
+        kept.append(part)
+    return "".join(reversed(kept) if from_tail else kept)
+
+
 def json_len(value: Any) -> int:
-    """Length in characters of the compact JSON text of ``value`` (as orjson writes it)."""
+    """Length in characters of the compact JSON text of ``value`` (as orjson writes it), a sized
+    placeholder counted as its N."""
     raw = orjson.dumps(value)
-    return len(raw) if raw.isascii() else len(raw.decode("utf-8"))
+    if raw.isascii():
+        return len(raw)
+    n = len(raw.decode("utf-8"))
+    if _MARK_BYTES in raw:  # (the mark is 3 bytes, one character; the rest of a placeholder ASCII)
+        n += sum([int(m[2]) - (len(m[0]) - 2) for m in _SIZED_BYTES.finditer(raw)])
+    return n
 
 
 def content_size(content: Any) -> int:
@@ -40,12 +108,12 @@ def content_size(content: Any) -> int:
     if content is None:
         return 0
     if isinstance(content, str):
-        return len(content)
+        return sized_len(content)
     if isinstance(content, list):
         total = 0
         for block in content:
             if block_type(block) == "text" and isinstance(block.get("text"), str):
-                total += len(block["text"])
+                total += sized_len(block["text"])
             else:
                 total += json_len(block)
         return total
@@ -205,7 +273,7 @@ class Entry:
         length, -1 when the message is at hand to measure)."""
         fact = self.results[k]
         is_str = type(new_content) is str
-        size = len(new_content) if is_str else content_size(new_content)
+        size = sized_len(new_content) if is_str else content_size(new_content)
         results = list(self.results)
         results[k] = ResultFact(fact.block, fact.tool_use_id, size, is_str, fact.is_error, json_size)
         return tuple(results)
@@ -279,7 +347,7 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
                         return f"nesting deeper than {MAX_DEPTH} levels"
                 measured = json_len(c) if measure and "content" in b else -1
                 if c is None or type(c) is str:
-                    results.append(ResultFact(i, tid, len(c) if c else 0, True, bool(b.get("is_error")), measured))
+                    results.append(ResultFact(i, tid, sized_len(c) if c else 0, True, bool(b.get("is_error")), measured))
                 else:
                     results.append(ResultFact(i, tid, content_size(c), False, bool(b.get("is_error")), measured))
                 result_ids.append(tid)

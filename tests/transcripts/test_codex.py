@@ -10,6 +10,7 @@ import pytest
 
 from compactlab import load_policy, load_transcript, replay
 from compactlab.corpus.calibration import calibrate
+from compactlab.transcripts.messages import content_size, json_len, sized_placeholder
 from helpers import write_jsonl
 
 
@@ -85,7 +86,8 @@ def test_a_small_rollout_in_detail(tmp_path):
     t = load_transcript(str(write_jsonl(tmp_path / "rollout.jsonl", lines)))
     assert t.format == "codex" and t.model == "gpt-5.3-codex" and t.system == "be good\n\nrules"
     assert [e.role for e in t.entries] == ["user", "assistant", "user", "assistant"]
-    assert len(t.entries[0].message["content"][0]["text"]) == 40  # a redacted text sized as its length
+    redacted = t.entries[0].message["content"][0]["text"]  # a redacted text, sized as its length
+    assert redacted == sized_placeholder("REDACTED_TEXT", 40, " sha=ab12") and content_size(redacted) == 40
     first = t.entries[1].message["content"]
     assert [b["type"] for b in first] == ["thinking", "tool_use"] and first[1]["id"] == "c1"
     assert t.entries[2].message["content"] == [{"type": "tool_result", "tool_use_id": "c1", "content": "a b c"}]
@@ -141,7 +143,8 @@ def test_a_compacted_line_is_a_recorded_compaction_without_the_shared_folder(tmp
     assert len(t.compactions) == 1
     c = t.compactions[0]
     assert c.trigger == "auto" and c.position == 4  # before "go on": user, call, result, call | user, call
-    assert c.summary.message["content"] == "fix the parser\n\n" + "·" * 120
+    assert c.summary.message["content"] == "fix the parser\n\n" + sized_placeholder("REDACTED_TEXT", 120, " sha=ab")
+    assert c.summary.chars == json_len({"role": "user", "content": "fix the parser\n\n" + "·" * 120})
     assert [e.role for e in t.entries] == ["user", "assistant", "user", "assistant", "user", "assistant"]
     plain = replay(t, load_policy("none"))
     restarted = replay(t, load_policy("none"), keep_recorded_compactions=True)

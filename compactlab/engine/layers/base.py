@@ -21,7 +21,7 @@ import orjson
 
 from ..context import Context
 from ...errors import SummarizerError
-from ...transcripts.messages import Entry, Message, make_entry
+from ...transcripts.messages import Entry, Message, make_entry, sized_len
 from ...plumbing.outputs import OutputDir
 from ..sizing import TokenEstimator, list_chars
 from ...summarizers.base import Summarizer, SummaryRequest
@@ -157,7 +157,7 @@ class RunEnv:
         rel, fresh = self.out.persisted_name(tool_use_id, text)
         if fresh:
             self.out.write_text(rel, text)
-            self.persisted_files.append({"path": rel, "chars": len(text)})
+            self.persisted_files.append({"path": rel, "chars": sized_len(text)})
         return rel
 
     def save_transcript(self, context: Context) -> str:

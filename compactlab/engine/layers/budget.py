@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..context import Context
-from ...transcripts.messages import content_text
+from ...transcripts.messages import content_text, cut_text, sized_len
 from ...config import LayerConfig, NonNegative, Positive, opt
 from .base import NOTHING, LayerStats, RunEnv
 from .registry import register
@@ -52,13 +52,13 @@ def budget(context: Context, config: BudgetConfig, env: RunEnv) -> tuple[Context
         if fact.size <= config.persist_threshold:
             continue
         text = content_text(last.message["content"][fact.block].get("content"))
-        preview = text[: config.preview_chars]
-        if len(NOTE) + len(preview) + MAX_PATH >= fact.size:
+        preview = cut_text(text, config.preview_chars)
+        if len(NOTE) + sized_len(preview) + MAX_PATH >= fact.size:
             continue  # the note would not be smaller than what it replaces
         note = NOTE.format(path=env.persist(fact.tool_use_id, text), preview=preview)
         entry = entry.with_result_content(k, note)
         env.cleared_at[(entry.origin, fact.block)] = env.call
-        total += len(note) - fact.size
+        total += sized_len(note) - fact.size
         stats.persisted += 1
         stats.persisted_chars += fact.size
     if not stats.persisted:

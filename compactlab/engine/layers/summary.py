@@ -22,7 +22,7 @@ from typing import Annotated, Literal
 
 from ..context import Context
 from ...config import Bound, LayerConfig, NonNegative, Positive, opt
-from ...transcripts.messages import Entry, is_prompt, text_of
+from ...transcripts.messages import Entry, cut_text, is_prompt, sized_len, text_of
 from .base import NOTHING, LayerStats, RunEnv, fill, pair_safe_head, pair_safe_tail, summarize
 from .registry import register
 
@@ -91,12 +91,14 @@ def newest_prompts(entries: list[Entry], max_tokens: int) -> list[str]:
         if not is_prompt(entry):
             continue
         text = text_of(entry.message)
-        if len(text) > left:
+        size = sized_len(text)
+        if size > left:
             half = left // 2
-            text = f"{text[:half]}\n…{(len(text) - 2 * half + 3) // 4} tokens truncated…\n{text[len(text) - half:]}"
+            text = (f"{cut_text(text, half)}\n…{(size - 2 * half + 3) // 4} tokens truncated…\n"
+                    f"{cut_text(text, half, from_tail=True)}")
             left = 0
         else:
-            left -= len(text)
+            left -= size
         kept.append(text)
     return kept[::-1]
 
@@ -139,7 +141,7 @@ def reasoning_tokens(message: dict) -> int:
     content = message.get("content")
     if not isinstance(content, list):
         return 0
-    return sum(-(-max(0, len(b["signature"]) * 3 // 4 - 650) // 4) for b in content
+    return sum(-(-max(0, sized_len(b["signature"]) * 3 // 4 - 650) // 4) for b in content
                if isinstance(b, dict) and b.get("type") == "thinking" and isinstance(b.get("signature"), str))
 
 
