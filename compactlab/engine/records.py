@@ -299,6 +299,8 @@ class Run:
     probe_ledger: list[Any] = field(default_factory=list)
     #: every call at which the policy changed the context, with what it lost: compactions.csv
     events: list[CompactionEvent] = field(default_factory=list)
+    #: the messages sent at the calls the replay was asked to keep (``replay(keep_contexts=)``)
+    contexts: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"summary": self.summary.to_dict(), "calls": [c.to_dict() for c in self.calls]}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from os import PathLike
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
 from .baseline import RawBaseline
@@ -30,7 +30,7 @@ from .prices import ModelPrices, PriceTable, window_of
 from .invariants import InvariantTracker, ViolationLog
 from .feeds import Feed, as_feed
 from .layers import CHEAP, NOTHING, LayerStats, RunEnv, manual, reactive, summary
-from ..transcripts.messages import Entry, is_prompt
+from ..transcripts.messages import Entry, Message, is_prompt
 from ..plumbing.outputs import OutputDir
 from .policy import Policy, fingerprint_of
 from .records import ACTIONS, CompactionEvent, Run, TurnRecord, summarize
@@ -62,6 +62,7 @@ def replay(
     calibration: Calibration | None = None,
     cache_model: str | None = None,
     on_call: Callable[[TurnRecord], None] | None = None,
+    keep_contexts: Collection[int] = (),
 ) -> Run:
     """Replay ``transcript`` through ``policy``. With no ``out_dir`` nothing is written; with one,
     the persisted outputs are written into a fresh folder put in its place when the run ends (and
@@ -75,6 +76,8 @@ def replay(
     ``cache_ttl`` (``5m`` or ``1h``): the prompt cache's lifetime; default the recording's.
     ``cache_model``: the provider whose prompt-cache rules apply (``cache_rules.RULES``); default
     the one serving the model the recording names. ``on_call`` sees each call's record as it is made.
+    ``keep_contexts``: the calls whose sent context (its messages) the run keeps, in ``Run.contexts``
+    (the next-action check asks a model on them).
     ``calibration``: the fit to the recorded usage (``calibration.calibrate``), which replaces the
     policy's size estimate (and so is part of the run's policy and fingerprint); the summary says
     which estimate the run used.
@@ -110,6 +113,7 @@ def replay(
     turns.cache_model, turns.model, turns.metadata = cache_model, lambda: feed.model, lambda: feed.metadata
     turns.recorded_compactions = lambda: feed.compactions
     turns.ttl_given = cache_ttl
+    turns.keep_contexts = keep_contexts
     records: list[TurnRecord] = []
     try:
         if owned:
@@ -144,6 +148,7 @@ def replay(
         events=turns.events_with_losses(),
         out_dir=out.path,
         timing={"runtime_s": round(time.perf_counter() - started, 4)},
+        contexts=turns.contexts,
     )
 
 
@@ -197,6 +202,8 @@ class Turns:
         self.ledger: list[ProbeOutcome] = []  # every hindsight probe's outcome, call by call
         self.probe_texts: dict[int, tuple[Entry, str]] = {}  # the probe check's memo of edited messages' texts
         self.events: list[CompactionEvent] = []  # the calls at which the policy changed the context
+        self.keep_contexts: Collection[int] = ()  # the calls whose sent context is kept
+        self.contexts: dict[int, list[Message]] = {}
 
     def turn(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
         self.env.call = call
@@ -232,6 +239,8 @@ class Turns:
         self.tracker.update(self.context.entries, unchanged)  # 4
         introduced, inherited = self.violations.record(call, self.tracker, self.base.counts_at(call))
         ctx = self.context
+        if call in self.keep_contexts:
+            self.contexts[call] = [e.message for e in ctx.entries]
         read, write = self.cache.account(ctx, unchanged, tokens)  # 5
         refs = self.base.refs.get(call, ()) if self.keep_refs else self.base.refs.pop(call, ())  # a stream's: let go
         probes = self.base.probes.get(call, ())  # (kept: a stream's go to the probe cache at its end)

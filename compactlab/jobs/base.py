@@ -11,6 +11,7 @@ from typing import Any
 from ..corpus.calibration import MIN_CALLS, Calibration, by_default, calibrate as fit_calibration, short, usable_calls
 from ..engine.feeds import Opening
 from ..engine.prices import ModelPrices, PriceTable, load_prices
+from ..plumbing.files import shown
 from ..plumbing.process import collector_off
 
 #: how a job tells the user something: (the message, whether it is said even with --quiet)
@@ -19,17 +20,6 @@ Notify = Callable[[str, bool], None]
 
 class Detail(str):
     """A per-file note that a summary line stands for (the CLI says it with --verbose only)."""
-
-
-def shown(path: str) -> str:
-    """A path as a person reads it: relative to the current folder when it is under it."""
-    import os
-
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:  # (another drive)
-        return path
-    return path if rel.startswith("..") else rel
 
 
 def quietly(message: str, always: bool) -> None:

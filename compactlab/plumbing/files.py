@@ -15,6 +15,15 @@ import stat
 
 from ..errors import InputError
 
+
+def shown(path: str) -> str:
+    """A path as a person reads it: relative to the current folder when it is under it."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # (another drive)
+        return path
+    return path if rel.startswith("..") else rel
+
 _MIB = 1 << 20
 
 

@@ -1,0 +1,115 @@
+"""What ``compactlab next-action`` does, as one library call (``next_action_files``): replay and
+sample, price the requests, stop if they cost more than allowed (or show them: ``--dry-run``),
+ask the model, and put the figures and the ledger in the output folder.
+
+Money first: nothing is sent before the estimate is made and is within ``max_cost``. An interrupt
+while the model is asked keeps every reply that came back (in the cache, and in the files written
+with what finished) and exits 130/143.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..engine.policy import load_policy
+from ..errors import UsageError
+from ..next_action import Agreement, Plan, ask, plan, tally
+from ..next_action.models import Asker, ModelOptions
+from ..plumbing.interrupts import exit_status
+from ..plumbing.outputs import OutputDir
+from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, load_all, no_progress, price_warning, \
+    quietly
+
+
+@dataclass(kw_only=True)
+class Asking:
+    """What a next-action check asks: of which policies, how many samples, of whom, for how much."""
+
+    policies: list[str] = field(default_factory=lambda: ["s08"])
+    overrides: list[str] = field(default_factory=list)
+    samples: int = 20
+    seed: int = 0
+    model: ModelOptions
+    max_cost: float = 1.0
+
+
+@dataclass
+class Asked:
+    """How it went: the plan (None if the inputs failed first), the result once asked, the files
+    written, and the ending."""
+
+    plan: Plan | None
+    result: Agreement | None
+    written: list[str]
+    outcome: Outcome
+
+
+def next_action_files(files: list[str], asking: Asking, settings: Settings, notify: Notify = quietly,
+                      progress: ShowsProgress = no_progress,
+                      show_plan: Callable[[Plan], None] = lambda _: None) -> Asked:
+    """Check ``files`` under ``asking`` into ``settings.out_dir``; ``show_plan`` sees the samples and
+    the estimate before anything is sent (and is all a dry run does)."""
+    policies = [load_policy(ref, asking.overrides) for ref in asking.policies]
+    loaded = load_all(files, settings, notify, progress)
+    calibrations = calibrations_for(loaded, settings.calibrate, notify)
+    model = asking.model
+    prices = price_warning(settings.prices, settings.prices.lookup(model.model), notify)
+    asker = Asker(model)
+    p = plan(loaded, policies, samples=asking.samples, seed=asking.seed, asker=asker, prices=prices,
+             calibrations=calibrations, price_table=settings.prices,
+             keep_recorded_compactions=settings.keep_recorded_compactions)
+    for note in p.notes:
+        notify(f"warning: {note}", False)
+    if any(source == "built" for source in p.tools.values()):
+        notify("tools: built from the recorded calls' names and argument keys (no format here keeps the "
+               "definitions)", False)
+    if asker.cache is not None:
+        for problem in asker.cache.problems:
+            notify(f"warning: {problem}", False)
+    show_plan(p)
+    if settings.dry_run:
+        return Asked(p, None, [], Outcome(0))
+    if p.estimate_usd > asking.max_cost:
+        raise UsageError(f"the requests would cost about ${p.estimate_usd:,.2f} at most ({p.requests} request(s) "
+                         f"to {model.model}), above --max-cost ${asking.max_cost:,.2f}: nothing was sent",
+                         hint=f"--max-cost {max(p.estimate_usd * 1.05, 0.01):.2f} spends it; fewer --samples cost "
+                              "less; --dry-run lists the samples")
+    if p.requests:
+        model.api_key()  # (a missing key is said before the first request, not at it)
+    interrupted: BaseException | None = None
+    try:
+        with progress("asking", p.requests) as advance:
+            ask(p, asker, advance)
+    except KeyboardInterrupt as stop:
+        interrupted = stop
+    names = [policy.name for policy in policies]
+    result = Agreement(model.model, model.api, tally(p, names), p.samples, p, asker.sent,
+                       interrupted=interrupted is not None)
+    written = _write(result, settings, files)
+    out_dir = settings.out_dir or os.path.join("reports", "next-action")
+    if interrupted is not None:
+        return Asked(p, result, written, Outcome(exit_status(interrupted), [
+            f"interrupted: the replies that came back are kept (cache and {out_dir}/)"]))
+    failed = sum(a.failed for a in result.policies)
+    errors = [f"{failed} sample(s) have a failed request (samples.csv names each); the figures are of the others"] \
+        if failed else []
+    return Asked(p, result, written, Outcome(1 if failed else 0, errors,
+                                              f"wrote {out_dir}/: {', '.join(written)}" if written else None))
+
+
+def _write(result: Agreement, settings: Settings, inputs: list[str]) -> list[str]:
+    from ..reports.next_action_report import result_files
+
+    out = OutputDir(settings.out_dir or os.path.join("reports", "next-action"), settings.dry_run, settings.force)
+    files = result_files(result)
+    try:
+        out.prepare(protect=inputs)
+        out.write_all(files)
+        out.commit()
+    except BaseException:
+        out.rollback()
+        raise
+    return list(files)
+

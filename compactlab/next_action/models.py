@@ -1,0 +1,203 @@
+"""Who is asked (issue #30 §4, §5): the Anthropic Messages API through the ``anthropic`` SDK, or an
+OpenAI-compatible Chat Completions endpoint (OpenAI, DeepSeek, a local server) through the
+``openai`` SDK (the extra ``compactlab[openai]``).
+
+- The API is ``--api``, else the model's provider: Anthropic for ``claude-*``, OpenAI-compatible
+  for the rest. Keys and base URLs come from the usual variables: ``ANTHROPIC_API_KEY`` /
+  ``ANTHROPIC_BASE_URL``, ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``.
+- The key is passed to the client explicitly, never printed, never written, and scrubbed from
+  every error message (as the live summarizer does).
+- Replies are cached on disk (the user's cache folder, ``next_action/``) by a hash of the API and
+  the whole request (model included): a rerun sends nothing and costs nothing.
+- The SDKs retry 429 and 5xx; a request that still fails is that sample's failure (named in the
+  ledger); a refused key stops the command; a request the API rejects (HTTP 400, e.g. a context
+  whose tool results lost their calls) is that arm's answer: "rejected".
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import orjson
+
+from ..engine.cache_rules import provider_of
+from ..errors import UsageError
+from ..summarizers.anthropic_live import scrub
+from ..summarizers.cache import DiskCache, digest
+from .actions import Action, action_of, tool_action
+
+APIS = ("anthropic", "openai")
+DEFAULT_MODEL = "claude-haiku-4-5"
+#: the environment variables of each API: (key, base URL)
+ENVIRONMENT = {"anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+               "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+
+
+def api_of(model: str, api: str | None) -> str:
+    """``api``, else the one serving ``model``."""
+    if api is not None:
+        return api
+    return "anthropic" if provider_of(model) == "anthropic" else "openai"
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """Who is asked and how: resolved before any work, the key checked only when a request must
+    be sent (a rerun answered from the cache needs none)."""
+
+    api: str
+    model: str
+    base_url: str | None
+    cache_dir: str | None  # None: no cache
+    max_tokens: int = 256
+    read_only: bool = False  # --dry-run: the cache is read, never written
+    http_client: Any = None  # tests: an httpx2 client with a MockTransport
+
+    @classmethod
+    def from_env(cls, model: str | None, api: str | None, cache_dir: str | None = None, no_cache: bool = False,
+                 max_tokens: int = 256, read_only: bool = False, http_client: Any = None) -> "ModelOptions":
+        from ..summarizers import default_cache_dir
+
+        name = model or DEFAULT_MODEL
+        which = api_of(name, api)
+        return cls(api=which, model=name, base_url=os.environ.get(ENVIRONMENT[which][1]) or None,
+                   cache_dir=None if no_cache else os.path.abspath(cache_dir or default_cache_dir()),
+                   max_tokens=max_tokens, read_only=read_only, http_client=http_client)
+
+    def api_key(self) -> str:
+        variable = ENVIRONMENT[self.api][0]
+        key = os.environ.get(variable, "").strip()
+        if not key:
+            raise UsageError(f"{variable} is not set: next-action asks {self.model} through the {self.api} API",
+                             hint=f"export {variable}=...; --dry-run shows the samples and the estimate without it")
+        return key
+
+
+class Reply(NamedTuple):
+    """A model's answer to one request: its first action, the usage it was billed (empty when
+    answered from the cache), and why there is none (``error``)."""
+
+    action: Action
+    usage: dict[str, int]
+    cached: bool = False
+    error: str | None = None
+
+
+class Asker:
+    """Sends requests to one model and caches the replies."""
+
+    def __init__(self, options: ModelOptions) -> None:
+        self.options = options
+        self.cache = DiskCache(options.cache_dir, "next_action", options.read_only) if options.cache_dir else None
+        self._client: Any = None
+        self._secret = ""
+        self.sent = 0
+
+    def key_of(self, body: dict[str, Any]) -> str:
+        return digest(self.options.api, orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode())
+
+    def cached(self, body: dict[str, Any]) -> Reply | None:
+        """The cached reply to ``body``, if there is one."""
+        if self.cache is None:
+            return None
+        hit = self.cache.get(self.key_of(body))
+        if hit is None:
+            return None
+        action = hit.get("action")
+        if not isinstance(action, dict) or action.get("kind") not in ("tool", "text", "none"):
+            self.cache.ignore(self.key_of(body), "not a reply")
+            return None
+        return Reply(Action(str(action["kind"]), str(action.get("tool") or ""), _str(action.get("target")),
+                            _str(action.get("command")), str(action.get("text") or "")), {}, cached=True)
+
+    def ask(self, body: dict[str, Any]) -> Reply:
+        hit = self.cached(body)
+        if hit is not None:
+            return hit
+        if self._client is None:
+            self._client = self._connect()
+        self.sent += 1
+        try:
+            reply = self._anthropic(body) if self.options.api == "anthropic" else self._openai(body)
+        except Exception as exc:  # noqa: BLE001 - sorted by _failure
+            return self._failure(exc)
+        if self.cache is not None:
+            self.cache.put(self.key_of(body), {"model": self.options.model, "action": reply.action.to_dict(),
+                                               "usage": reply.usage})
+        return reply
+
+    def _connect(self) -> Any:
+        self._secret = self.options.api_key()
+        o = self.options
+        kwargs: dict[str, Any] = {"api_key": self._secret, "max_retries": 2}
+        if o.base_url:
+            kwargs["base_url"] = o.base_url
+        if o.http_client is not None:
+            kwargs["http_client"] = o.http_client
+        if o.api == "anthropic":
+            import anthropic
+
+            return anthropic.Anthropic(**kwargs)
+        try:
+            import openai
+        except ImportError:
+            raise UsageError("the openai package is not installed: an OpenAI-compatible endpoint needs it",
+                             hint="pip install 'compactlab[openai]'") from None
+        return openai.OpenAI(**kwargs)
+
+    def _anthropic(self, body: dict[str, Any]) -> Reply:
+        response = self._client.messages.create(**body)
+        blocks = [b.model_dump() if hasattr(b, "model_dump") else dict(b) for b in response.content]
+        u = response.usage
+        usage = {k: int(getattr(u, k, 0) or 0) for k in ("input_tokens", "output_tokens", "cache_read_input_tokens",
+                                                         "cache_creation_input_tokens")}
+        return Reply(action_of({"role": "assistant", "content": blocks}), usage)
+
+    def _openai(self, body: dict[str, Any]) -> Reply:
+        response = self._client.chat.completions.create(**body)
+        message = response.choices[0].message if response.choices else None
+        calls = getattr(message, "tool_calls", None) or []
+        if calls:
+            function = calls[0].function
+            action = tool_action(str(function.name or ""), function.arguments)
+        else:
+            text = str(getattr(message, "content", None) or "")
+            action = Action("text", text=text) if text.strip() else Action("none")
+        u = response.usage
+        prompt = int(getattr(u, "prompt_tokens", 0) or 0)
+        details = getattr(u, "prompt_tokens_details", None)
+        read = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
+        usage = {"input_tokens": prompt - read, "cache_read_input_tokens": read, "cache_creation_input_tokens": 0,
+                 "output_tokens": int(getattr(u, "completion_tokens", 0) or 0)}
+        return Reply(action, usage)
+
+    def _failure(self, exc: Exception) -> Reply:
+        """A failed request as a reply with its reason (scrubbed of the key); a refused key stops
+        the command; anything that is not an API error is a bug and raised."""
+        status = getattr(exc, "status_code", None)
+        if not _api_error(exc):
+            raise exc
+        text = scrub(f"HTTP {status}: {exc}" if status else f"{type(exc).__name__}: {exc}", self._secret)
+        line = " ".join(text.split())[:300]
+        if status in (401, 403):
+            raise UsageError(f"the {self.options.api} API refused the key ({line})",
+                             hint=f"check {ENVIRONMENT[self.options.api][0]}")
+        return Reply(Action("none"), {}, error=("rejected: " if status == 400 else "failed: ") + line)
+
+
+def _api_error(exc: Exception) -> bool:
+    import anthropic
+
+    if isinstance(exc, anthropic.AnthropicError):
+        return True
+    try:
+        import openai
+    except ImportError:
+        return False
+    return isinstance(exc, openai.OpenAIError)
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

@@ -1,0 +1,137 @@
+"""What ``next-action`` shows and writes: the plan and its estimate before anything is sent (all of
+``--dry-run``), the per-policy agreement table, and the files: ``next_action.json`` (the figures
+and every sample), ``samples.csv`` (the ledger: one row per sample) and ``report.md``."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import TYPE_CHECKING, Any, TextIO
+
+import orjson
+
+from ..plumbing.files import shown
+from .terminal import Printer, Table
+from .text import csv_cell, json_bytes, md_cell, md_text
+
+if TYPE_CHECKING:
+    from ..next_action import Agreement, Plan
+
+RULE = ("agreement: the reply's first action matches the one the agent recorded next (at least 2 of tool, "
+        "target and command class; a text reply by word similarity ≥ 0.5)")
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x * 100:.0f}%"
+
+
+def _interval(x: float | None, interval: Any, signed: bool = False) -> str:
+    if x is None:
+        return "–"
+    sign = "+" if signed else ""
+    return f"{x * 100:{sign}.0f}% [{interval[0] * 100:{sign}.0f}, {interval[1] * 100:{sign}.0f}]"
+
+
+def estimate_line(plan: Plan, model: str, api: str, max_cost: float | None = None) -> str:
+    cached = f", {plan.cached} answered from the cache" if plan.cached else ""
+    limit = f" (--max-cost ${max_cost:,.2f})" if max_cost is not None else ""
+    return (f"estimate: ${plan.estimate_usd:,.2f} at most for {plan.requests} request(s) to {model} ({api}){cached}"
+            f"{limit}; priced by {plan.prices.read}, replies at their max_tokens")
+
+
+def write_plan(plan: Plan, model: str, api: str, max_cost: float, out: TextIO) -> None:
+    """The samples and the estimate (``--dry-run``)."""
+    printer = Printer(out)
+    table = Table(title=f"next-action samples: {len(plan.samples)}")
+    for head, essential in (("policy", True), ("transcript", False), ("call", True), ("lost probes", True),
+                            ("recorded next action", False), ("tokens", True), ("est.", True)):
+        table.add_column(head, essential=essential, justify="right" if head in ("call", "tokens", "est.") else "left")
+    for s in plan.samples:
+        table.add_row(s.policy, shown(s.transcript), str(s.call), str(len(s.lost_probes)), s.recorded.describe(60),
+                      f"{s.pair.policy_tokens:,} / {s.pair.control_tokens:,}", f"${s.estimate_usd:,.3f}")
+    printer.table(table)
+    for policy, n in plan.candidates.items():
+        if n == 0:
+            printer.text(f"{policy}: no call's context differs from no compaction's: nothing to ask")
+    printer.text(estimate_line(plan, model, api, max_cost))
+
+
+def write_table(result: Agreement, out: TextIO) -> None:
+    printer = Printer(out)
+    table = Table(title=f"next-action agreement: {result.model} ({result.api}), "
+                        f"{sum(p.samples for p in result.policies)} paired sample(s)")
+    table.add_column("policy", essential=True)
+    table.add_column("samples", justify="right", essential=True)
+    table.add_column("agreement [95%]", justify="right", essential=True, no_wrap=True)
+    table.add_column("control", justify="right", essential=True)
+    table.add_column("difference [95%]", justify="right", essential=True, no_wrap=True)
+    table.add_column("probe lost", justify="right")
+    table.add_column("none lost", justify="right")
+    for p in result.policies:
+        table.add_row(p.policy, f"{p.samples}" + (f" ({p.failed} failed)" if p.failed else ""),
+                      _interval(p.agreement, p.agreement_interval), _pct(p.control_agreement),
+                      _interval(p.difference, p.difference_interval, signed=True),
+                      f"{_pct(p.lost_agreement)} of {p.lost_samples}", f"{_pct(p.kept_agreement)} of {p.kept_samples}")
+    printer.table(table)
+    for p in result.policies:
+        if p.candidates == 0:
+            printer.text(f"{p.policy}: no call's context differs from no compaction's: nothing to ask")
+    printer.text(RULE)
+    printer.text(result.spent_line())
+
+
+def write_json(result: Agreement, out: TextIO) -> None:
+    out.write(json_bytes(result.to_dict(), orjson.OPT_INDENT_2).decode() + "\n")
+
+
+WRITERS = {"table": write_table, "json": write_json}
+
+LEDGER = ["policy", "transcript", "call", "lost_probes", "recorded", "policy_reply", "policy_agrees", "control_reply",
+          "control_agrees", "policy_tokens", "control_tokens", "prefix_tokens", "estimate_usd", "policy_cached",
+          "control_cached", "error"]
+
+
+def ledger_csv(result: Agreement) -> bytes:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(LEDGER)
+    for s in result.samples:
+        d = s.to_dict()
+        first, second = d["policy_arm"] or {}, d["control_arm"] or {}
+        errors = [f"{arm}: {a['error']}" for arm, a in (("policy", first), ("control", second)) if a.get("error")]
+        row = [s.policy, s.transcript, s.call, "; ".join(s.lost_probes[:10]), d["recorded"], first.get("action"),
+               first.get("agrees"), second.get("action"), second.get("agrees"), d["policy_tokens"],
+               d["control_tokens"], d["prefix_tokens"], d["estimate_usd"], first.get("cached"), second.get("cached"),
+               " | ".join(errors)]
+        w.writerow([csv_cell(v) for v in row])
+    return buf.getvalue().encode("utf-8")
+
+
+def markdown(result: Agreement) -> str:
+    lines = [f"# Next-action agreement: {md_text(result.model)} ({result.api})", "", md_text(RULE) + ".", "",
+             "| policy | samples | agreement [95%] | control | difference [95%] | probe lost | none lost |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for p in result.policies:
+        lines.append(f"| {md_cell(p.policy)} | {p.samples} | {_interval(p.agreement, p.agreement_interval)} | "
+                     f"{_pct(p.control_agreement)} | {_interval(p.difference, p.difference_interval, signed=True)} | "
+                     f"{_pct(p.lost_agreement)} of {p.lost_samples} | {_pct(p.kept_agreement)} of {p.kept_samples} |")
+    lines += ["", md_text(result.spent_line()), "", "## Samples", "",
+              "| policy | transcript | call | lost probes | recorded | on the policy's context | on the control |",
+              "|---|---|---:|---:|---|---|---|"]
+    for s in result.samples:
+        d = s.to_dict()
+        arms = []
+        for arm in (d["policy_arm"], d["control_arm"]):
+            if arm is None:
+                arms.append("not asked")
+            else:
+                mark = "agrees" if arm["agrees"] else "differs" if arm["agrees"] is False else "no answer"
+                arms.append(md_cell(f"{arm['error'] or arm['action']} ({mark})"))
+        lines.append(f"| {md_cell(s.policy)} | {md_cell(shown(s.transcript))} | {s.call} | {len(s.lost_probes)} | "
+                     f"{md_cell(d['recorded'])} | {arms[0]} | {arms[1]} |")
+    return "\n".join(lines) + "\n"
+
+
+def result_files(result: Agreement) -> dict[str, bytes]:
+    return {"next_action.json": json_bytes(result.to_dict(), orjson.OPT_INDENT_2) + b"\n",
+            "samples.csv": ledger_csv(result), "report.md": markdown(result).encode("utf-8")}

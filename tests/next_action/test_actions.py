@@ -1,0 +1,62 @@
+"""The next action of a reply and the agreement rule (issue #30 §3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from compactlab.next_action.actions import Action, action_of, agree, similarity, tool_action
+
+
+def _call(name, **args):
+    return {"role": "assistant", "content": [{"type": "text", "text": "let me look"},
+                                             {"type": "tool_use", "id": "t", "name": name, "input": args}]}
+
+
+@pytest.mark.parametrize("message, tool, target, command", [
+    (_call("Read", file_path="/repo/src/a.py"), "Read", "/repo/src/a.py", None),
+    (_call("Bash", command="cd /repo && sed -n '10,40p' src/a.py"), "Bash", "src/a.py", "sed"),
+    (_call("bash", command="FOO=1 timeout 30 python3.11 -m pytest tests/test_x.py -q"), "bash", "tests/test_x.py", "python"),
+    (_call("bash", command="grep -rn parse_config ."), "bash", "parse_config", "grep"),
+    (_call("str_replace_editor", command="view", path="/testbed/src/a.py"), "str_replace_editor", "/testbed/src/a.py",
+     "view"),
+    (_call("shell", arguments='{"command": ["bash", "-lc", "cat ./README.md"]}'), "shell", "README.md", "cat"),
+    (_call("Grep", pattern="def main", path="src/"), "Grep", "src", None),
+    (_call("WebFetch", url="https://example.com/x"), "WebFetch", "https://example.com/x", None),
+    (_call("TodoWrite", todos=[]), "TodoWrite", None, None),
+])
+def test_the_fields_of_a_recorded_call(message, tool, target, command):
+    assert action_of(message) == Action("tool", tool, target, command)
+
+
+def test_text_and_empty_replies():
+    assert action_of({"role": "assistant", "content": "All done."}) == Action("text", text="All done.")
+    assert action_of({"role": "assistant", "content": [{"type": "thinking", "thinking": "hm"}]}).kind == "none"
+    assert action_of(None).kind == "none"
+
+
+@pytest.mark.parametrize("recorded, reply, agrees", [
+    # all three fields: two of them suffice
+    (tool_action("Bash", {"command": "sed -n 1,20p src/a.py"}), tool_action("bash", {"command": "cat src/a.py"}), True),
+    (tool_action("Bash", {"command": "sed -n 1,20p src/a.py"}), tool_action("Bash", {"command": "sed -n 1p b.py"}), True),
+    (tool_action("Bash", {"command": "sed -n 1,20p src/a.py"}), tool_action("Bash", {"command": "ls docs"}), False),
+    (tool_action("Bash", {"command": "sed -n 1,20p src/a.py"}), tool_action("Read", {"file_path": "src/a.py"}), False),
+    # tool and target only: both needed; a suffix path is the same file
+    (tool_action("Read", {"file_path": "/repo/src/a.py"}), tool_action("Read", {"file_path": "src/a.py"}), True),
+    (tool_action("Read", {"file_path": "/repo/src/a.py"}), tool_action("Read", {"file_path": "src/b.py"}), False),
+    # a tool only: the tool
+    (tool_action("TodoWrite", {"todos": []}), tool_action("todowrite", {}), True),
+    # a tool call and a text never agree
+    (tool_action("Read", {"file_path": "a.py"}), Action("text", text="a.py"), False),
+    (Action("text", text="The fix is in place and the tests pass."),
+     Action("text", text="The fix is in place, and all the tests pass."), True),
+    (Action("text", text="The fix is in place and the tests pass."), Action("text", text="I need more information."),
+     False),
+])
+def test_agreement(recorded, reply, agrees):
+    assert agree(recorded, reply) is agrees
+
+
+def test_similarity_is_difflib_ratio_of_words():
+    assert similarity("a b c d", "a b c d") == 1.0
+    assert similarity("a b c d", "a b x y") == 0.5
+    assert similarity("", "") == 1.0
