@@ -44,14 +44,18 @@ class FakeAPI:
     def message_requests(self) -> list[dict]:
         return [r for r in self.requests if r["path"].endswith("/v1/messages")]
 
-    def answer(self, path: str, headers: dict, body: bytes) -> tuple[int, dict, dict]:
+    def held_here(self, path: str) -> None:
+        """Wait at the gate when ``hold`` asked for it (a model request after the n-th)."""
         gate = self._gate
-        if gate is not None and path.endswith("/v1/messages"):
+        if gate is not None and path.endswith(("/v1/messages", "/chat/completions")):
             with self.lock:
-                n = len(self.message_requests) + 1
+                n = len(self.message_requests) + sum(r["path"].endswith("/chat/completions") for r in self.requests) + 1
             if n > self._hold_after:
                 self._held.release()
                 gate.wait()
+
+    def answer(self, path: str, headers: dict, body: bytes) -> tuple[int, dict, dict]:
+        self.held_here(path)
         with self.lock:
             doc = json.loads(body or b"{}")
             self.requests.append({"path": path, "headers": headers, "body": doc})

@@ -67,22 +67,27 @@ class FakeModels(FakeAPI):
         """The action to answer with: the recorded one when what it needs is in ``sent_text``."""
         recorded = self.next.get(key)
         action = None
+        texts = []
         if recorded is not None:
-            for b in recorded.get("content") or ():
+            content = recorded.get("content")
+            for b in content if isinstance(content, list) else [{"type": "text", "text": content}]:
                 if isinstance(b, dict) and b.get("type") == "tool_use":
                     action = {"name": b["name"], "input": b.get("input") or {}}
                     break
-        if action is None:
-            return {"text": "done"}, None, True
+                if isinstance(b, dict) and b.get("type") == "text":
+                    texts.append(b.get("text") or "")
+        if action is None:  # a text reply: the recorded text (the fake needs nothing for it)
+            return {"text": "\n".join(texts) or "done"}, None, True
         needed = next((v for k in FILE_KEYS if isinstance(v := action["input"].get(k), str)), None)
         held = needed is None or needed in sent_text
         return (action if held else OTHER), needed, held
 
     def answer(self, path: str, headers: dict, body: bytes):
+        if not path.endswith(("/v1/messages", "/chat/completions")) or self.script:
+            return super().answer(path, headers, body)
+        self.held_here(path)
         if path.endswith("/chat/completions"):
             return self._chat(headers, body)
-        if not path.endswith("/v1/messages") or self.script:
-            return super().answer(path, headers, body)
         with self.lock:
             doc = json.loads(body)
             self.requests.append({"path": path, "headers": headers, "body": doc})

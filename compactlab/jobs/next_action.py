@@ -60,8 +60,10 @@ def next_action_files(files: list[str], asking: Asking, settings: Settings, noti
     p = plan(loaded, policies, samples=asking.samples, seed=asking.seed, asker=asker, prices=prices,
              calibrations=calibrations, price_table=settings.prices,
              keep_recorded_compactions=settings.keep_recorded_compactions)
+    from ..reports.text import visible
+
     for note in p.notes:
-        notify(f"warning: {note}", False)
+        notify(f"warning: {visible(note)}", False)
     if any(source == "built" for source in p.tools.values()):
         notify("tools: built from the recorded calls' names and argument keys (no format here keeps the "
                "definitions)", False)

@@ -155,11 +155,12 @@ def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int,
                                   action_of(_reply(transcript, record.message_index)), pair))
     out.sort(key=lambda s: ([p.name for p in policies].index(s.policy), s.transcript, s.call))
     result = Plan(out, candidates, tools, prices, notes=notes)
+    written: set[str] = set()  # the cached prefixes the requests before write (in the order they are sent)
     for s in out:
         hit = [asker.cached(s.pair.policy_body) is not None, asker.cached(s.pair.control_body) is not None]
         result.cached += sum(hit)
         result.requests += 2 - sum(hit)
-        s.estimate_usd = pair_cost(s.pair, prices, o.max_tokens, *hit)
+        s.estimate_usd = pair_cost(s.pair, prices, o.max_tokens, *hit, written=written)
     return result
 
 
@@ -168,16 +169,16 @@ def _reply(transcript: Transcript, index: int) -> dict | None:
     return entries[index].message if 0 <= index < len(entries) else None
 
 
-def ask(p: Plan, asker: Asker, on_request: Callable[[], None] = lambda: None) -> None:
+def ask(p: Plan, asker: Asker, on_request: Callable[[Reply], None] = lambda _: None) -> None:
     """Ask both arms of every sample, the policy's first (its shared prefix is then in the prompt
     cache for the control). Each reply is kept as it comes: an interrupt keeps what finished."""
     for s in p.samples:
         if s.policy_reply is None:
             s.policy_reply = asker.ask(s.pair.policy_body)
-            on_request()
+            on_request(s.policy_reply)
         if s.control_reply is None:
             s.control_reply = asker.ask(s.pair.control_body)
-            on_request()
+            on_request(s.control_reply)
 
 
 @dataclass

@@ -107,6 +107,7 @@ class Pair:
     policy_tokens: int  # estimated input tokens of each request
     control_tokens: int
     prefix_tokens: int  # of them, the shared prefix the control reads from the cache (0: not cached)
+    prefix_key: str = ""  # what the prefix is (a digest): samples that share it write it once
 
 
 def build_pair(api: str, model: str, max_tokens: int, system: Any, tools: Tools, policy: list[Message],
@@ -120,13 +121,21 @@ def build_pair(api: str, model: str, max_tokens: int, system: Any, tools: Tools,
     if api != "anthropic":  # (an OpenAI-compatible API caches a long prefix by itself)
         prefix = tokens_of(sent[1][:shared]) if shared else 0
         bodies = [openai_body(model, max_tokens, system, tools, m) for m in sent]
-        return Pair(bodies[0], bodies[1], tokens_of(sent[0]), tokens_of(sent[1]),
-                    prefix if prefix >= CACHE_MINIMUM else 0)
+        cached = prefix >= CACHE_MINIMUM
+        return Pair(bodies[0], bodies[1], tokens_of(sent[0]), tokens_of(sent[1]), prefix if cached else 0,
+                    _digest(sent[1][:shared]) if cached else "")
     breakpoint = shared if shared and tokens_of(sent[1][:shared]) >= CACHE_MINIMUM else 0
     bodies = [anthropic_body(model, max_tokens, system, tools, m, breakpoint) for m in sent]
     measured = [unmarked(b["messages"]) for b in bodies]  # (as billed: the marks are no content)
     return Pair(bodies[0], bodies[1], tokens_of(measured[0]), tokens_of(measured[1]),
-                tokens_of(measured[1][:breakpoint]) if breakpoint else 0)
+                tokens_of(measured[1][:breakpoint]) if breakpoint else 0,
+                _digest(measured[1][:breakpoint]) if breakpoint else "")
+
+
+def _digest(messages: list[Message]) -> str:
+    import hashlib
+
+    return hashlib.sha256(orjson.dumps(messages)).hexdigest()
 
 
 def unmarked(messages: list[Message]) -> list[Message]:
@@ -202,20 +211,22 @@ def _chat_messages(m: Message) -> list[dict[str, Any]]:
     return results + ([{"role": "user", "content": "\n".join(texts)}] if texts or not results else [])
 
 
-def pair_cost(pair: Pair, prices: ModelPrices, max_tokens: int, policy_cached: bool, control_cached: bool) -> float:
-    """What the requests not answered from the cache will cost at most (USD): the prefix written
-    by the first sent and read by the second, the rest at the input price, each reply at
-    ``max_tokens``."""
+def pair_cost(pair: Pair, prices: ModelPrices, max_tokens: int, policy_cached: bool, control_cached: bool,
+              written: set[str] | None = None) -> float:
+    """What the requests not answered from the cache will cost at most (USD): the shared prefix
+    written by the first sent (unless an earlier sample wrote it: ``written``, updated) and read by
+    the second, the rest at the input price, each reply at ``max_tokens``."""
     cost = 0.0
     prefix = pair.prefix_tokens
-    first = True
+    written = set() if written is None else written
     for tokens, cached in ((pair.policy_tokens, policy_cached), (pair.control_tokens, control_cached)):
         if cached:
             continue
         p = prices.at(tokens)
-        shared = p.cache_write_5m if first else p.cache_read
+        shared = p.cache_read if pair.prefix_key in written else p.cache_write_5m
         cost += (prefix * shared + (tokens - prefix) * p.input + max_tokens * p.output) / MTOK
-        first = False
+        if prefix:
+            written.add(pair.prefix_key)
     return cost
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..transcripts.messages import SIZED_MARK
+
 # C0 controls, DEL, C1 controls, and the bidi embeddings, overrides and isolates
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
@@ -24,8 +26,11 @@ def _escape(m: re.Match[str]) -> str:
 
 
 def visible(text: Any) -> str:
-    """``text`` on one line, every control character shown as its escape."""
+    """``text`` on one line, every control character shown as its escape (and the mark of a sized
+    placeholder, ``transcripts.messages.SIZED_MARK``, a noncharacter, left out)."""
     text = text if isinstance(text, str) else str(text)
+    if not text.isascii() and SIZED_MARK in text:
+        text = text.replace(SIZED_MARK, "")
     return _CONTROL.sub(_escape, text) if _CONTROL.search(text) else text
 
 

@@ -1,0 +1,250 @@
+"""next-action end to end against fake models on loopback (issue #30 §7): agreement drops exactly
+where a policy removed what the next step needed, the control agrees, a rerun sends nothing, the
+estimate is what the fake was sent, money comes first, and the key never leaks."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from compactlab import load_transcript
+from fake_models import FakeModels
+from helpers import ROOT, SAMPLES, asst, results, tr, tu, user, write_jsonl
+
+KEY = "sk-ant-nextaction-SECRET-0123456789"
+OPENAI_KEY = "sk-openai-nextaction-SECRET-9876543210"
+
+
+def _session(path, n: int = 24):
+    """An agent that lists a folder, then, many calls later, opens the file the listing showed:
+    the file's name is only ever in that old listing (``ls`` names the folder, not the file)."""
+    filler = "\n".join(f"line {k}: nothing to see here" for k in range(60))
+    messages = [user("find the module that parses the config and fix it")]
+    for i in range(n):  # (one listing is long: a policy that persists long results changes it alone)
+        messages.append(asst(tu(f"ls{i}", "bash", command=f"ls pkg{i}")))
+        messages.append(results(tr(f"ls{i}", f"pkg{i}/parser_{i}_impl.py\n{filler * (4 if i == n // 2 else 1)}")))
+    for i in range(n):
+        messages.append(asst(tu(f"rd{i}", "read_file", path=f"pkg{i}/parser_{i}_impl.py")))
+        messages.append(results(tr(f"rd{i}", f"def parse_{i}(): pass\n{filler}")))
+    messages.append(asst("Fixed."))
+    return write_jsonl(path, messages)
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path):
+    session = _session(tmp_path / "session.jsonl")
+    api = FakeModels([load_transcript(str(session))])
+    url, srv = api.serve()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", url + "/v1")
+    monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    api.session = session
+    yield api
+    srv.shutdown()
+
+
+def _run(cli, fake, tmp_path, *extra):
+    return cli("next-action", fake.session, "-p", "observation-masking", "--samples", "12", "--format", "json",
+               "--out", tmp_path / "out", *extra)
+
+
+def test_agreement_drops_exactly_where_the_policy_removed_what_the_next_step_needed(cli, fake, tmp_path):
+    r = _run(cli, fake, tmp_path)
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    samples = doc["samples"]
+    assert len(samples) == 12 and len(fake.message_requests) == 24
+    lost = [s for s in samples if s["lost_probes"]]
+    assert lost and len(lost) < len(samples)  # both strata are represented
+    for s, (first, second) in zip(samples, zip(fake.asked[::2], fake.asked[1::2])):  # (sent in sample order)
+        # the fake answers with the recorded action exactly when the file it opens is still in the context
+        assert s["policy_arm"]["agrees"] is first["held"], s
+        assert s["control_arm"]["agrees"] is second["held"] is True, s  # no compaction: every name is there
+        assert first["held"] is (not s["lost_probes"]), s  # a lost probe is exactly a removed file name here
+    [p] = doc["policies"]
+    n_lost = len(lost)
+    assert p["samples"] == 12 and p["control_agreement"] == 1.0
+    assert p["agreement"] == pytest.approx((12 - n_lost) / 12)
+    assert p["lost_agreement"] == 0.0 and p["kept_agreement"] == 1.0
+    assert p["difference"] == pytest.approx(-n_lost / 12)
+    low, high = p["difference_interval"]
+    assert -1 <= low < p["difference"] < high < 0  # the policy's context loses agreement, and surely
+    for name in ("next_action.json", "samples.csv", "report.md"):
+        assert (tmp_path / "out" / name).is_file()
+
+
+def test_a_rerun_sends_nothing_and_says_so(cli, fake, tmp_path):
+    first = _run(cli, fake, tmp_path)
+    assert first.exit_code == 0, first.stderr
+    sent = len(fake.message_requests)
+    again = _run(cli, fake, tmp_path, "--force")
+    assert again.exit_code == 0, again.stderr
+    assert len(fake.message_requests) == sent
+    doc = json.loads(again.stdout)
+    assert doc["sent"] == 0 and doc["spent_usd"] == 0 and doc["estimate_usd"] == 0
+    assert [s["policy_arm"]["agrees"] for s in doc["samples"]] == \
+        [s["policy_arm"]["agrees"] for s in json.loads(first.stdout)["samples"]]
+    assert "0 request(s)" in again.stderr
+
+
+#: a policy that only persists each big result at the call it arrives: the context differs in its last
+#: message only, so the two requests of a sample share everything before it (a prefix worth caching)
+PERSIST_ONLY = """extends = "none"
+name = "persist-only"
+order = ["budget"]
+[budget]
+enabled = true
+max_chars = 4000
+persist_threshold = 4000
+preview_chars = 100
+"""
+
+
+def test_the_estimate_is_what_the_fake_was_sent(cli, fake, tmp_path):
+    policy = tmp_path / "persist-only.toml"
+    policy.write_text(PERSIST_ONLY)
+    r = cli("next-action", fake.session, "-p", policy, "--samples", "8", "--format", "json", "--out", tmp_path / "out")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    sent_tokens = [a["measured_tokens"] for a in fake.asked]
+    estimated = [t for s in doc["samples"] for t in (s["policy_tokens"], s["control_tokens"])]
+    assert len(estimated) == 16 and estimated == sent_tokens  # request by request, in the order sent
+    # the prefix each policy arm writes to the prompt cache is read by its control
+    assert sum(s["prefix_tokens"] > 0 for s in doc["samples"]) >= 4
+    for s, (first, second) in zip(doc["samples"], zip(fake.asked[::2], fake.asked[1::2])):
+        # (the first sample with a prefix writes it; a later one with the same prefix reads it already)
+        assert first["usage"]["cache_creation_input_tokens"] + first["usage"]["cache_read_input_tokens"] \
+            == s["prefix_tokens"]
+        assert second["usage"]["cache_read_input_tokens"] == s["prefix_tokens"]
+        assert second["usage"]["cache_creation_input_tokens"] == 0
+    # what was billed is the estimate but for the replies, estimated at --max-tokens (256) each
+    from compactlab.engine.prices import load_prices
+
+    p = load_prices().lookup("claude-haiku-4-5")
+    reply_gap = sum((256 - 20) * p.output / 1e6 for _ in fake.asked)
+    assert doc["spent_usd"] == pytest.approx(doc["estimate_usd"] - reply_gap, abs=1e-6)
+
+
+def test_money_first_the_estimate_stops_an_expensive_run(cli, fake, tmp_path):
+    r = _run(cli, fake, tmp_path, "--max-cost", "0.001")
+    assert r.exit_code == 2
+    assert "above --max-cost $0.00" in r.stderr and "nothing was sent" in r.stderr and "hint: --max-cost" in r.stderr
+    assert fake.requests == [] and not (tmp_path / "out").exists()
+
+
+def test_dry_run_lists_the_samples_and_the_estimate_and_sends_nothing(cli, fake, tmp_path, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY")  # (a dry run needs no key)
+    r = cli("next-action", fake.session, "-p", "observation-masking", "--samples", "4", "--dry-run",
+            "--out", tmp_path / "out")
+    assert r.exit_code == 0, r.stderr
+    assert "next-action samples: 4" in r.stdout and "estimate: $" in r.stdout
+    assert fake.requests == [] and not (tmp_path / "out").exists()
+
+
+def test_no_key_is_said_before_any_request(cli, fake, tmp_path, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    r = _run(cli, fake, tmp_path)
+    assert r.exit_code == 2 and "ANTHROPIC_API_KEY is not set" in r.stderr
+    assert fake.requests == []
+
+
+def test_the_key_never_leaks_even_when_the_server_echoes_it(cli, fake, tmp_path):
+    fake.script = [(500, f"internal error for key {KEY}")] * 3  # the SDK retries twice, then gives up
+    r = _run(cli, fake, tmp_path, "--samples", "1")
+    assert r.exit_code == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["samples"][0]["policy_arm"]["error"].startswith("failed: HTTP 500")
+    written = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())
+    for text in (r.stdout, r.stderr, written):
+        assert KEY not in text and KEY[8:24] not in text
+    assert all(req["headers"].get("authorization") == f"Bearer {KEY}" for req in fake.requests)  # (sent, only there)
+
+
+def test_a_refused_key_stops_the_command(cli, fake, tmp_path):
+    fake.script = [(401, "invalid x-api-key")]
+    r = _run(cli, fake, tmp_path)
+    assert r.exit_code == 2 and "refused the key" in r.stderr and KEY not in r.stderr
+
+
+def test_an_openai_compatible_endpoint(cli, fake, tmp_path):
+    r = cli("next-action", fake.session, "-p", "observation-masking", "--samples", "6", "--format", "json",
+            "--model", "gpt-5-mini", "--out", tmp_path / "out")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["api"] == "openai" and doc["model"] == "gpt-5-mini"
+    chats = [q for q in fake.requests if q["path"] == "/chat/completions"]
+    assert len(chats) == 12 and all(q["body"]["temperature"] == 0 for q in chats)
+    assert all(q["headers"].get("authorization") == f"Bearer {OPENAI_KEY}" for q in chats)
+    for s in doc["samples"]:
+        assert s["policy_arm"]["agrees"] is (not s["lost_probes"]) and s["control_arm"]["agrees"] is True
+    for text in (r.stdout, r.stderr):
+        assert OPENAI_KEY not in text
+
+
+def test_the_table_says_what_agreement_means(cli, fake, tmp_path):
+    r = cli("next-action", fake.session, "-p", "observation-masking", "-p", "none", "--samples", "4",
+            "--out", tmp_path / "out")
+    assert r.exit_code == 0, r.stderr
+    assert "next-action agreement: claude-haiku-4-5" in r.stdout and "at least 2 of tool, target" in r.stdout
+    assert "none: no call's context differs from no compaction's: nothing to ask" in r.stdout
+
+
+def test_an_interrupt_keeps_the_replies_that_came_back(fake, tmp_path):
+    """SIGINT while the model is asked: exit 130, the finished samples written, and the cache makes
+    the rerun send only what was missing."""
+    fake.hold(after=3)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "compactlab", "next-action", str(fake.session), "-p", "observation-masking",
+           "--samples", "6", "--format", "json", "--out", str(tmp_path / "out")]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    fake.wait_held(1)
+    proc.send_signal(signal.SIGINT)
+    fake.release()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert b"interrupted" in err
+    doc = json.loads((tmp_path / "out" / "next_action.json").read_text())
+    assert doc["interrupted"] is True
+    asked = sum(s["policy_arm"] is not None for s in doc["samples"]) + sum(s["control_arm"] is not None
+                                                                            for s in doc["samples"])
+    assert 3 <= asked <= 4
+    before = len(fake.message_requests)
+    again = subprocess.run([*cmd, "--force"], env=env, capture_output=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert len(fake.message_requests) - before == 12 - asked  # only what had not come back
+
+
+
+def test_on_the_shared_sessions_and_trajectories(cli, shared_transcripts, tmp_path, monkeypatch):
+    """Every format the shared folder has a family of: the run completes with both arms answered
+    for every sample, and the control agrees at least as often as the policy's context."""
+    files = sorted(str(p) for p in [*shared_transcripts.glob("claude_code/spotter/*.jsonl"),
+                                    *shared_transcripts.glob("openai/*.traj*"), *shared_transcripts.glob("codex/*.jsonl"),
+                                    *shared_transcripts.glob("openhands/basic*.json")])
+    api = FakeModels([load_transcript(f) for f in files])
+    url, srv = api.serve()
+    try:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
+        monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
+        r = cli("next-action", *files, "-p", "s08", "-p", "observation-masking", "--samples", "8", "--max-cost", "100",
+                "--format", "json", "--out", tmp_path / "out")
+    finally:
+        srv.shutdown()
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert len(doc["samples"]) == 16 and len(api.message_requests) == 32
+    assert {s["transcript"] for s in doc["samples"]} - set(files) == set()
+    for p in doc["policies"]:
+        assert p["samples"] == 8 and p["failed"] == 0
+        assert p["control_agreement"] >= p["agreement"]
+    assert all(s["policy_arm"]["agrees"] <= s["control_arm"]["agrees"] for s in doc["samples"])
+    assert "\ufdd0" not in r.stderr  # (Codex's redacted tool names are shown without their mark)
