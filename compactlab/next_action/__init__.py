@@ -160,7 +160,7 @@ def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int,
         hit = [asker.cached(s.pair.policy_body) is not None, asker.cached(s.pair.control_body) is not None]
         result.cached += sum(hit)
         result.requests += 2 - sum(hit)
-        s.estimate_usd = pair_cost(s.pair, prices, o.max_tokens, *hit, written=written)
+        s.estimate_usd = pair_cost(s.pair, prices, o.max_tokens, hit[0], hit[1], written)
     return result
 
 
