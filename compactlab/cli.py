@@ -156,6 +156,38 @@ def _live(summarizer: str, tokens: str, model: str | None, cache_dir: str | None
     return LiveOptions.from_env(model, cache_dir, no_cache, summary_prompt, read_only=dry_run)
 
 
+def next_action_options(f: Callable) -> Callable:
+    """``--next-action N`` and who is asked, for compare and check (the command's --cache-dir and
+    --no-cache hold the replies too)."""
+    f = click.option("--max-cost", type=click.FloatRange(0), default=1.0, show_default=True, metavar="USD",
+                     help="With --next-action: ask nothing if the estimate is above this many dollars.")(f)
+    f = click.option("--next-action-api", type=click.Choice(["anthropic", "openai"]), default=None,
+                     help="With --next-action: the API asked [default: by the model's provider].")(f)
+    f = click.option("--next-action-model", default=None, metavar="MODEL",
+                     help="With --next-action: the model asked [default: $COMPACTLAB_NEXT_ACTION_MODEL, else "
+                          "claude-haiku-4-5].")(f)
+    f = click.option("--next-action", "next_action_samples", type=click.IntRange(0, 10_000), default=0, metavar="N",
+                     help="Also ask a model for the next action on N sampled calls per policy, on its context and on "
+                          "no compaction's (costs money, priced first; see compactlab next-action) [default: 0, off].")(f)
+    return f
+
+
+def _asking(o: dict[str, Any], policies: list[str], samples: int | None = None, model: str | None = None,
+            api: str | None = None) -> Any:
+    """The next-action request of a command's options (None: not asked for)."""
+    from .jobs.next_action import Asking
+    from .next_action.models import ModelOptions
+
+    n = o.get("next_action_samples", 0) if samples is None else samples
+    if not n:
+        return None
+    model = model or o.get("next_action_model") or os.environ.get("COMPACTLAB_NEXT_ACTION_MODEL") or None
+    options = ModelOptions.from_env(model, api or o.get("next_action_api"), o["cache_dir"], o["no_cache"],
+                                    o.get("max_tokens", 256), read_only=o.get("dry_run", False))
+    return Asking(policies=policies, overrides=list(o["overrides"]), samples=n, seed=o.get("seed", 0), model=options,
+                  max_cost=o["max_cost"])
+
+
 def calibrate_option(f: Callable) -> Callable:
     return click.option("--calibrate/--no-calibrate", default=None,
                         help="Estimate tokens by the fit to the transcript's recorded usage: required (an error "
@@ -373,6 +405,7 @@ def _end(outcome: Any, quiet: bool) -> None:
 @click.option("--keep-recorded-compactions", is_flag=True, help="Replay the compactions the recording did.")
 @calibrate_option
 @cost_options
+@next_action_options
 @input_options
 @subagents_option
 @click.option("-q", "--quiet", is_flag=True, help="No status or warnings on stderr (a progress bar still shows on a terminal).")
@@ -385,7 +418,8 @@ def compare(transcripts: tuple[str, ...], **options: Any) -> None:
     o, quiet = options, options["quiet"]
     grid = Grid(policies=list(o["policy_refs"] or ("none", "s06", "s08")), overrides=list(o["overrides"]),
                 sweeps=list(o["sweeps"]))
-    reporting = Reporting(sort_key=o["sort_key"], charts=o["charts"], retention_margin=o["retention_margin"])
+    reporting = Reporting(sort_key=o["sort_key"], charts=o["charts"], retention_margin=o["retention_margin"],
+                          next_action=_asking(o, grid.policies))
     settings = _settings(o, tokens="estimate")
     done = compare_files(_inputs(transcripts, o["subagents"], quiet), grid, settings, reporting,
                          lambda result: WRITERS[o["fmt"]](result, sys.stdout), _notify(quiet, o["verbose"]), _progress(quiet))
@@ -454,6 +488,14 @@ def tune(transcripts: tuple[str, ...], **options: Any) -> None:
 @format_option("check_report", "table")
 @calibrate_option
 @cost_options
+@next_action_options
+@click.option("--next-action-margin", type=click.FloatRange(0, 1), default=0.10, show_default=True,
+              help="With --next-action: a policy fails when its agreement is surely (the whole 95% interval) more "
+                   "than this share below the control's. Costs money and is not deterministic across model versions.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="With --next-action: where replies are cached [default: $COMPACTLAB_CACHE_DIR, else the user's "
+                   "cache folder].")
+@click.option("--no-cache", is_flag=True, help="With --next-action: do not read or write the reply cache.")
 @input_options
 @subagents_option
 @quiet_option
@@ -466,7 +508,8 @@ def check(transcripts: tuple[str, ...], **options: Any) -> None:
     o, quiet = options, options["quiet"]
     gate = Gate(baseline=o["baseline_path"], policies=list(o["policy_refs"] or ("s08",)),
                 overrides=list(o["overrides"]), tolerances=list(o["tolerances"]), update=o["update_baseline"],
-                allow_stale=o["allow_stale"], junit=o["junit_path"])
+                allow_stale=o["allow_stale"], junit=o["junit_path"],
+                next_action=_asking(o, list(o["policy_refs"] or ("s08",))), next_action_margin=o["next_action_margin"])
     done = check_files(_inputs(transcripts, o["subagents"], quiet), gate, _settings(o),
                        lambda results: WRITERS[o["fmt"]](results, sys.stdout), _notify(quiet, o["verbose"]), _progress(quiet))
     _end(done.outcome, quiet)
@@ -511,15 +554,12 @@ def next_action(transcripts: tuple[str, ...], **options: Any) -> None:
     Costs money: a sample of calls is sent twice (the policy's context and no compaction's),
     priced first (--max-cost, --dry-run); replies are cached, so a rerun is free.
     """
-    from .jobs.next_action import Asking, next_action_files
-    from .next_action.models import ModelOptions
+    from .jobs.next_action import next_action_files
     from .reports.next_action_report import WRITERS, write_plan
 
     o, quiet = options, options["quiet"]
-    model = ModelOptions.from_env(o["model"] or os.environ.get("COMPACTLAB_NEXT_ACTION_MODEL") or None, o["api"],
-                                  o["cache_dir"], o["no_cache"], o["max_tokens"], read_only=o["dry_run"])
-    asking = Asking(policies=list(o["policy_refs"] or ("s08",)), overrides=list(o["overrides"]),
-                    samples=o["samples"], seed=o["seed"], model=model, max_cost=o["max_cost"])
+    asking = _asking(o, list(o["policy_refs"] or ("s08",)), o["samples"], o["model"], o["api"])
+    model = asking.model
 
     def show_plan(plan: Any) -> None:
         if o["dry_run"]:

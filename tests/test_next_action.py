@@ -248,3 +248,44 @@ def test_on_the_shared_sessions_and_trajectories(cli, shared_transcripts, tmp_pa
         assert p["control_agreement"] >= p["agreement"]
     assert all(s["policy_arm"]["agrees"] <= s["control_arm"]["agrees"] for s in doc["samples"])
     assert "\ufdd0" not in r.stderr  # (Codex's redacted tool names are shown without their mark)
+
+
+def test_compare_asks_when_asked_and_reports_it(cli, fake, tmp_path):
+    out = tmp_path / "cmp"
+    r = cli("compare", fake.session, "-p", "observation-masking", "-p", "s08", "--next-action", "4", "--out", out,
+            "--charts", "none", "--jobs", "1")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads((out / "next_action.json").read_text())
+    # none is the control, not asked; a call both policies sampled has one control, asked once
+    assert "estimate: $" in r.stderr and len(fake.message_requests) == doc["sent"] <= 16
+    assert f"for {doc['sent']} request(s)" in r.stderr  # the estimate counted it once too
+    assert [p["policy"] for p in doc["policies"]] == ["observation-masking", "s08"]
+    assert (out / "samples.csv").is_file()
+    assert "## Next-action agreement" in (out / "report.md").read_text()
+    assert "<h2>Next-action agreement</h2>" in (out / "report.html").read_text()
+    plain = cli("compare", fake.session, "-p", "s08", "--out", tmp_path / "plain", "--charts", "none", "--jobs", "1")
+    assert plain.exit_code == 0 and len(fake.message_requests) == doc["sent"]  # never unless asked
+    assert not (tmp_path / "plain" / "next_action.json").exists()
+
+
+def test_compare_prices_the_next_actions_before_any_run(cli, fake, tmp_path):
+    r = cli("compare", fake.session, "-p", "s08", "--next-action", "4", "--max-cost", "0.0001",
+            "--out", tmp_path / "cmp", "--charts", "none", "--jobs", "1")
+    assert r.exit_code == 2 and "above --max-cost" in r.stderr
+    assert fake.requests == [] and not (tmp_path / "cmp").exists()
+
+
+def test_check_gates_on_next_action_only_when_asked(cli, fake, tmp_path):
+    baseline = tmp_path / "baseline.json"
+    common = [fake.session, "-p", "observation-masking", "--baseline", baseline]
+    assert cli("check", *common, "--update-baseline").exit_code == 0
+    assert cli("check", *common).exit_code == 0 and fake.requests == []  # never unless asked
+    r = cli("check", *common, "--next-action", "12")
+    assert r.exit_code == 1, r.stderr
+    assert "error: next-action observation-masking: agreement" in r.stderr and "surely more than 10 points" in r.stderr
+    sent = len(fake.message_requests)
+    assert sent == 24
+    lenient = cli("check", *common, "--next-action", "12", "--next-action-margin", "1")
+    assert lenient.exit_code == 0, lenient.stderr
+    assert "next-action observation-masking: agreement" in lenient.stderr
+    assert len(fake.message_requests) == sent  # the same samples: answered from the cache

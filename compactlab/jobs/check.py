@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..corpus.check import (CheckResult, compare_record, find_record, load_baseline, parse_tolerances, record_for,
                             transcript_key, write_baseline)
@@ -21,6 +22,7 @@ from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import atomic_write_bytes, check_destination
 from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, failures_said, load_all, no_progress, shown, \
     prices_for, quietly
+from .next_action import Asking, failed_said, planned_for
 
 
 @dataclass(kw_only=True)
@@ -34,6 +36,10 @@ class Gate:
     update: bool = False  # write the baseline instead of checking against it
     allow_stale: bool = False
     junit: str | None = None
+    #: also ask a model for the next action (costs money, not deterministic across model versions);
+    #: a policy fails when its agreement is surely more than ``next_action_margin`` below the control's
+    next_action: Asking | None = None
+    next_action_margin: float = 0.10
 
 
 @dataclass
@@ -62,6 +68,9 @@ def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable
     loaded = load_all(files, settings, notify, progress)
     prices = prices_for(loaded, settings.price_model, settings.prices, notify)
     calibrations = calibrations_for(loaded, settings.calibrate, notify)
+    planned = None
+    if gate.next_action is not None and not gate.update:  # (priced before any run: money first)
+        planned = planned_for(loaded, [p for p, _ in grid if p.acts], calibrations, gate.next_action, settings, notify)
     done = run_jobs(loaded, jobs_for(len(loaded), grid), n_jobs=settings.jobs, prices=prices,
                     calibrations=calibrations, cache_ttl=settings.cache_ttl,
                             cache_model=settings.cache_model)
@@ -90,8 +99,36 @@ def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable
         except OSError as exc:
             raise UsageError(f"--junit {gate.junit}: cannot write: {exc.strerror or exc}") from None
     append_step_summary(checked)
+    failing: list[str] = []
+    if planned is not None and not done.interrupted:
+        agreement, stop = planned.ask(progress)
+        if stop is not None:
+            return Checked(checked, Outcome(exit_status(stop), ["interrupted while asking for next actions: the check "
+                                                                "is incomplete"]))
+        failing = _next_action_gate(agreement, gate.next_action_margin, notify)
+        failing += failed_said(agreement)
     if done.interrupted:
         return Checked(checked, Outcome(exit_status(done.interrupted), [
             f"interrupted: {len(done.results)} of {done.total} runs finished (checked above); "
             "the check is incomplete"]))
-    return Checked(checked, Outcome(1 if done.failures or not all(r.ok for r in checked) else 0))
+    return Checked(checked, Outcome(1 if done.failures or failing or not all(r.ok for r in checked) else 0, failing))
+
+
+def _next_action_gate(agreement: Any, margin: float, notify: Notify) -> list[str]:
+    """Each policy's next-action figures said, and the policies whose agreement is surely (the whole
+    95% interval) more than ``margin`` below the control's."""
+    failing = []
+    for p in agreement.policies:
+        if p.samples == 0:
+            notify(f"next-action {p.policy}: nothing asked (no call's context differs from no compaction's)", False)
+            continue
+        low, high = p.difference_interval
+        line = (f"next-action {p.policy}: agreement {p.agreement:.0%} on its context, {p.control_agreement:.0%} on the "
+                f"control over {p.samples} sample(s): difference {p.difference * 100:+.0f} points [{low * 100:+.0f}, "
+                f"{high * 100:+.0f}]")
+        if high < -margin:
+            failing.append(f"{line}: surely more than {margin * 100:.0f} points below the control")
+        else:
+            notify(line, False)
+    notify(agreement.spent_line(), False)
+    return failing

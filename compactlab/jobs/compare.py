@@ -9,14 +9,14 @@ others go on; the exit status says so.
 
 from __future__ import annotations
 
-from ..engine.policy import inert_keys
-
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..corpus.compare import GridRun, build_grid, jobs_for, run_jobs, sweep_units, triggers, with_reference
+from ..corpus.verdict import label_of
+from ..engine.policy import inert_keys
 from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import OutputDir
 from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, failures_said, load_all, no_progress, \
@@ -24,6 +24,7 @@ from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, fa
 
 if TYPE_CHECKING:
     from ..reports.compare_report import Comparison
+    from .next_action import Asking
 
 
 @dataclass(kw_only=True)
@@ -42,6 +43,7 @@ class Reporting:
     sort_key: str = "cost_saving"
     charts: str = "auto"  # auto, all, summary, none
     retention_margin: float = 0.05
+    next_action: Asking | None = None  # also ask a model for the next action (costs money; None: not)
 
 
 @dataclass
@@ -77,6 +79,7 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
     job_list = jobs_for(len(loaded), policies)
     prices = prices_for(loaded, settings.price_model, settings.prices, notify)
     calibrations = calibrations_for(loaded, settings.calibrate, notify)
+    planned = _next_action_plan(loaded, policies, calibrations, reporting, settings, notify)
     out_dir = settings.out_dir or os.path.join("reports", "compare")
     out = OutputDir(out_dir, settings.dry_run, settings.force)
     try:
@@ -112,6 +115,19 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
         raise
     show(result)  # the verdict, before the charts are drawn
     written = [] if out.dry_run else ["results.csv", "results.json"]
+    if planned is not None and written:
+        from ..reports.next_action_report import result_files
+
+        agreement, stop = planned.ask(progress)
+        result.meta["next_action"] = agreement.to_dict()
+        answers = result_files(agreement)
+        del answers["report.md"]  # (a section of the compare's own reports)
+        out.extend(answers)
+        written += list(answers)
+        if stop is not None:
+            return Compared(result, done, written, Outcome(exit_status(stop), [
+                f"interrupted while asking for next actions: results.csv, results.json and the replies that came "
+                f"back (next_action.json) are in {out_dir}/; the reports and charts are missing"]))
     if written:
         plan_size = len(chart_plan(result, done.results, reporting.charts))
         try:
@@ -124,6 +140,24 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
         out.extend(drawn)
         written += list(drawn)
     return Compared(result, done, written, _ending(done, out_dir, written))
+
+
+def _next_action_plan(loaded: list, policies: list, calibrations: list, reporting: Reporting, settings: Settings,
+                      notify: Notify) -> Any:
+    """The next-action requests of ``compare --next-action``, priced before any run (money first:
+    above the limit nothing runs); no compaction is left out (its context is the control)."""
+    if reporting.next_action is None:
+        return None
+    from dataclasses import replace
+
+    from ..reports.next_action_report import estimate_line
+    from .next_action import planned_for
+
+    asked = [replace(p, name=label_of(p.name, dict(swept))) for p, swept in policies if p.acts]
+    planned = planned_for(loaded, asked, calibrations, reporting.next_action, settings, notify)
+    model = reporting.next_action.model
+    notify(estimate_line(planned.plan, model.model, model.api, reporting.next_action.max_cost), False)
+    return None if settings.dry_run else planned
 
 
 def _ending(done: GridRun, out_dir: str, written: list[str]) -> Outcome:

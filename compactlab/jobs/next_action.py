@@ -54,51 +54,76 @@ def next_action_files(files: list[str], asking: Asking, settings: Settings, noti
     policies = [load_policy(ref, asking.overrides) for ref in asking.policies]
     loaded = load_all(files, settings, notify, progress)
     calibrations = calibrations_for(loaded, settings.calibrate, notify)
+    planned = planned_for(loaded, policies, calibrations, asking, settings, notify)
+    show_plan(planned.plan)
+    if settings.dry_run:
+        return Asked(planned.plan, None, [], Outcome(0))
+    result, interrupted = planned.ask(progress)
+    written = _write(result, settings, files)
+    out_dir = settings.out_dir or os.path.join("reports", "next-action")
+    if interrupted is not None:
+        return Asked(planned.plan, result, written, Outcome(exit_status(interrupted), [
+            f"interrupted: the replies that came back are kept (cache and {out_dir}/)"]))
+    errors = failed_said(result)
+    return Asked(planned.plan, result, written, Outcome(1 if errors else 0, errors,
+                                                        f"wrote {out_dir}/: {', '.join(written)}" if written else None))
+
+
+@dataclass
+class Planned:
+    """A plan priced and within its limit, and who will answer it (``ask`` sends it)."""
+
+    plan: Plan
+    asker: Asker
+    names: list[str]  # the policies, in order
+
+    def ask(self, progress: ShowsProgress = no_progress) -> tuple[Agreement, BaseException | None]:
+        """Ask what the cache does not answer: the result, and the interrupt that cut it short."""
+        o = self.asker.options
+        if self.plan.requests:
+            o.api_key()  # (a missing key is said before the first request, not at it)
+        interrupted: BaseException | None = None
+        try:
+            with progress("asking", self.plan.requests) as advance:
+                ask(self.plan, self.asker, advance)
+        except KeyboardInterrupt as stop:
+            interrupted = stop
+        return (Agreement(o.model, o.api, tally(self.plan, self.names), self.plan.samples, self.plan, self.asker.sent,
+                          interrupted=interrupted is not None), interrupted)
+
+
+def planned_for(loaded: list, policies: list, calibrations: list, asking: Asking, settings: Settings,
+                notify: Notify = quietly) -> Planned:
+    """Sample and price the requests for ``policies`` over the ``loaded`` transcripts; above
+    ``asking.max_cost`` a UsageError (nothing is sent; a dry run only shows it)."""
+    from ..reports.text import visible
+
     model = asking.model
     prices = price_warning(settings.prices, settings.prices.lookup(model.model), notify)
     asker = Asker(model)
     p = plan(loaded, policies, samples=asking.samples, seed=asking.seed, asker=asker, prices=prices,
              calibrations=calibrations, price_table=settings.prices,
              keep_recorded_compactions=settings.keep_recorded_compactions)
-    from ..reports.text import visible
-
     for note in p.notes:
         notify(f"warning: {visible(note)}", False)
     if any(source == "built" for source in p.tools.values()):
-        notify("tools: built from the recorded calls' names and argument keys (no format here keeps the "
-               "definitions)", False)
+        notify("next-action tools: built from the recorded calls' names and argument keys (no format here keeps "
+               "the definitions)", False)
     if asker.cache is not None:
         for problem in asker.cache.problems:
             notify(f"warning: {problem}", False)
-    show_plan(p)
-    if settings.dry_run:
-        return Asked(p, None, [], Outcome(0))
-    if p.estimate_usd > asking.max_cost:
-        raise UsageError(f"the requests would cost about ${p.estimate_usd:,.2f} at most ({p.requests} request(s) "
-                         f"to {model.model}), above --max-cost ${asking.max_cost:,.2f}: nothing was sent",
-                         hint=f"--max-cost {max(p.estimate_usd * 1.05, 0.01):.2f} spends it; fewer --samples cost "
-                              "less; --dry-run lists the samples")
-    if p.requests:
-        model.api_key()  # (a missing key is said before the first request, not at it)
-    interrupted: BaseException | None = None
-    try:
-        with progress("asking", p.requests) as advance:
-            ask(p, asker, advance)
-    except KeyboardInterrupt as stop:
-        interrupted = stop
-    names = [policy.name for policy in policies]
-    result = Agreement(model.model, model.api, tally(p, names), p.samples, p, asker.sent,
-                       interrupted=interrupted is not None)
-    written = _write(result, settings, files)
-    out_dir = settings.out_dir or os.path.join("reports", "next-action")
-    if interrupted is not None:
-        return Asked(p, result, written, Outcome(exit_status(interrupted), [
-            f"interrupted: the replies that came back are kept (cache and {out_dir}/)"]))
+    if not settings.dry_run and p.estimate_usd > asking.max_cost:
+        raise UsageError(f"the next-action requests would cost about ${p.estimate_usd:,.2f} at most ({p.requests} "
+                         f"request(s) to {model.model}), above --max-cost ${asking.max_cost:,.2f}: nothing was sent",
+                         hint=f"--max-cost {max(p.estimate_usd * 1.05, 0.01):.2f} spends it; fewer samples cost "
+                              "less; --dry-run lists them")
+    return Planned(p, asker, [policy.name for policy in policies])
+
+
+def failed_said(result: Agreement) -> list[str]:
     failed = sum(a.failed for a in result.policies)
-    errors = [f"{failed} sample(s) have a failed request (samples.csv names each); the figures are of the others"] \
-        if failed else []
-    return Asked(p, result, written, Outcome(1 if failed else 0, errors,
-                                              f"wrote {out_dir}/: {', '.join(written)}" if written else None))
+    return [f"{failed} next-action sample(s) have a failed request (samples.csv names each); the figures are of "
+            "the others"] if failed else []
 
 
 def _write(result: Agreement, settings: Settings, inputs: list[str]) -> list[str]:

@@ -156,8 +156,16 @@ def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int,
     out.sort(key=lambda s: ([p.name for p in policies].index(s.policy), s.transcript, s.call))
     result = Plan(out, candidates, tools, prices, notes=notes)
     written: set[str] = set()  # the cached prefixes the requests before write (in the order they are sent)
+    asked: set[str] = set()  # the requests an earlier sample makes (the same control of one call, say)
+
+    def answered(body: dict[str, Any]) -> bool:
+        key = asker.key_of(body)
+        known = key in asked or asker.cached(body) is not None
+        asked.add(key)
+        return known
+
     for s in out:
-        hit = [asker.cached(s.pair.policy_body) is not None, asker.cached(s.pair.control_body) is not None]
+        hit = [answered(s.pair.policy_body), answered(s.pair.control_body)]
         result.cached += sum(hit)
         result.requests += 2 - sum(hit)
         s.estimate_usd = pair_cost(s.pair, prices, o.max_tokens, hit[0], hit[1], written)

@@ -221,7 +221,12 @@ def markdown(c: Comparison, charts: dict[str, str]) -> str:
              "", "| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
     lines += ["| " + " | ".join(md_cell(x) for x in row) + " |" for row in rows]
     lines += ["", f"Prices: {md_cell(meta.get('prices_read', ''))} ({md_cell(', '.join(meta.get('price_models', [])))}). "
-                  f"Generated {meta.get('date', '')}.", "", "## Runs", ""]
+                  f"Generated {meta.get('date', '')}.", ""]
+    if meta.get("next_action"):
+        from .next_action_report import md_section
+
+        lines += md_section(meta["next_action"])
+    lines += ["## Runs", ""]
     if meta.get("interrupted"):
         lines += [f"**Interrupted: {meta['interrupted']} finished; only those are here.**", ""]
     if meta.get("failed"):
@@ -295,6 +300,7 @@ def html_report(c: Comparison, svgs: dict[str, str], results: list["RunResult"] 
 <h1>compactlab compare — {len(df)} runs</h1>
 <h2>Verdict</h2><p class="rec">{e(visible(c.verdict.recommendation))}</p>
 {verdict}
+{_next_action_html(meta)}
 <h2>Runs</h2>
 <p>Cost is the headline: input tokens billed with prompt caching (for Anthropic models cache reads at 0.1×,
 writes at 1.25× or, for 1-hour writes, 2× input; each call at its model's and date's prices),
@@ -307,6 +313,14 @@ Generated {e(meta['date'])}. Rows in red cost more than no compaction.</p>
 {f'<h2>Costs more than no compaction</h2><ul class="note">{notes}</ul>' if notes else ''}
 </body></html>
 """
+
+
+def _next_action_html(meta: dict) -> str:
+    if not meta.get("next_action"):
+        return ""
+    from .next_action_report import html_section
+
+    return html_section(meta["next_action"])
 
 
 #: above this many runs, report.html shows their table collapsed (it opens on the verdict)

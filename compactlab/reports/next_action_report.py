@@ -12,7 +12,7 @@ import orjson
 
 from ..plumbing.files import shown
 from .terminal import Printer, Table
-from .text import csv_cell, json_bytes, md_cell, md_text
+from .text import csv_cell, json_bytes, md_cell, md_text, visible
 
 if TYPE_CHECKING:
     from ..next_action import Agreement, Plan
@@ -130,6 +130,42 @@ def markdown(result: Agreement) -> str:
         lines.append(f"| {md_cell(s.policy)} | {md_cell(shown(s.transcript))} | {s.call} | {len(s.lost_probes)} | "
                      f"{md_cell(d['recorded'])} | {arms[0]} | {arms[1]} |")
     return "\n".join(lines) + "\n"
+
+
+def _rows(doc: dict[str, Any]) -> list[list[str]]:
+    """The table's rows from an Agreement's dict (what a compare keeps in its meta)."""
+    return [[p["policy"], str(p["samples"]), _interval(p["agreement"], p["agreement_interval"]),
+             _pct(p["control_agreement"]), _interval(p["difference"], p["difference_interval"], signed=True),
+             f"{_pct(p['lost_agreement'])} of {p['lost_samples']}", f"{_pct(p['kept_agreement'])} of {p['kept_samples']}"]
+            for p in doc["policies"]]
+
+
+HEADS = ["policy", "samples", "agreement [95%]", "control", "difference [95%]", "probe lost", "none lost"]
+
+
+def _said(doc: dict[str, Any]) -> str:
+    cut = " Interrupted: only the replies that came back are counted." if doc.get("interrupted") else ""
+    return (f"Asked {doc['model']} ({doc['api']}) for the next action on sampled calls, on each policy's context and "
+            f"on no compaction's (the control); {RULE}. Spent ${doc['spent_usd']:,.4f} (estimate "
+            f"${doc['estimate_usd']:,.4f} at most); every sample is in samples.csv.{cut}")
+
+
+def md_section(doc: dict[str, Any]) -> list[str]:
+    """compare's report.md section for ``compare --next-action``."""
+    return (["## Next-action agreement", "", md_text(_said(doc)), "", "| " + " | ".join(HEADS) + " |",
+             "|---" + "|---:" * (len(HEADS) - 1) + "|"]
+            + ["| " + " | ".join(md_cell(x) for x in row) + " |" for row in _rows(doc)] + [""])
+
+
+def html_section(doc: dict[str, Any]) -> str:
+    """compare's report.html section for ``compare --next-action``."""
+    import html
+
+    e = html.escape
+    head = "".join(f"<th{' class=l' if i == 0 else ''}>{e(h)}</th>" for i, h in enumerate(HEADS))
+    body = "".join("<tr>" + "".join(f"<td{' class=l' if i == 0 else ''}>{e(visible(x))}</td>" for i, x in enumerate(row))
+                   + "</tr>" for row in _rows(doc))
+    return f"<h2>Next-action agreement</h2><p>{e(visible(_said(doc)))}</p><table><tr>{head}</tr>{body}</table>"
 
 
 def result_files(result: Agreement) -> dict[str, bytes]:
