@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from ..next_action import Agreement, Plan
 
 RULE = ("agreement: the reply's first action matches the one the agent recorded next (at least 2 of tool, "
-        "target and command class; a text reply by word similarity ≥ 0.5)")
+        "target and command class; a text reply by word similarity ≥ 0.5); [low, high]: 95% intervals (Wilson's; "
+        "Newcombe's for the paired difference)")
 
 
 def _pct(x: float | None) -> str:
@@ -60,13 +61,14 @@ def write_table(result: Agreement, out: TextIO) -> None:
     printer = Printer(out)
     table = Table(title=f"next-action agreement: {result.model} ({result.api}), "
                         f"{sum(p.samples for p in result.policies)} paired sample(s)")
-    table.add_column("policy", essential=True)
+    longest = max((len(p.policy) for p in result.policies), default=6)
+    table.add_column("policy", essential=True, min_width=min(longest, 40))  # (a name is not cut mid-word)
     table.add_column("samples", justify="right", essential=True)
-    table.add_column("agreement [95%]", justify="right", essential=True, no_wrap=True)
+    table.add_column("agreement", justify="right", essential=True, no_wrap=True)
     table.add_column("control", justify="right", essential=True)
-    table.add_column("difference [95%]", justify="right", essential=True, no_wrap=True)
-    table.add_column("probe lost", justify="right")
-    table.add_column("none lost", justify="right")
+    table.add_column("difference", justify="right", essential=True, no_wrap=True)
+    table.add_column("probe lost", justify="right", essential=False, no_wrap=True)
+    table.add_column("none lost", justify="right", essential=False, no_wrap=True)
     for p in result.policies:
         table.add_row(p.policy, f"{p.samples}" + (f" ({p.failed} failed)" if p.failed else ""),
                       _interval(p.agreement, p.agreement_interval), _pct(p.control_agreement),
@@ -109,7 +111,7 @@ def ledger_csv(result: Agreement) -> bytes:
 
 def markdown(result: Agreement) -> str:
     lines = [f"# Next-action agreement: {md_text(result.model)} ({result.api})", "", md_text(RULE) + ".", "",
-             "| policy | samples | agreement [95%] | control | difference [95%] | probe lost | none lost |",
+             "| policy | samples | agreement | control | difference | probe lost | none lost |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for p in result.policies:
         lines.append(f"| {md_cell(p.policy)} | {p.samples} | {_interval(p.agreement, p.agreement_interval)} | "
@@ -140,7 +142,7 @@ def _rows(doc: dict[str, Any]) -> list[list[str]]:
             for p in doc["policies"]]
 
 
-HEADS = ["policy", "samples", "agreement [95%]", "control", "difference [95%]", "probe lost", "none lost"]
+HEADS = ["policy", "samples", "agreement", "control", "difference", "probe lost", "none lost"]
 
 
 def _said(doc: dict[str, Any]) -> str:
