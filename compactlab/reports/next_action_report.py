@@ -148,8 +148,9 @@ HEADS = ["policy", "samples", "agreement", "control", "difference", "probe lost"
 def _said(doc: dict[str, Any]) -> str:
     cut = " Interrupted: only the replies that came back are counted." if doc.get("interrupted") else ""
     return (f"Asked {doc['model']} ({doc['api']}) for the next action on sampled calls, on each policy's context and "
-            f"on no compaction's (the control); {RULE}. Spent ${doc['spent_usd']:,.4f} (estimate "
-            f"${doc['estimate_usd']:,.4f} at most); every sample is in samples.csv.{cut}")
+            f"on no compaction's (the control); {RULE}. Spent ${doc['spent_usd']:,.4f} on {doc['sent']} request(s) sent "
+            f"(the others answered from the cache; estimate ${doc['estimate_usd']:,.4f} at most); every sample is in "
+            f"samples.csv.{cut}")
 
 
 def md_section(doc: dict[str, Any]) -> list[str]:
