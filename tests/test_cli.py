@@ -81,7 +81,8 @@ def test_table_plain_layout():
 
 def test_the_by_design_manual_orphan_is_explained(cli):
     out = cli("replay", SAMPLES / "manual-compact.jsonl", "--dry-run").stdout
-    assert "introduced orphan_tool_result at call 7" in out and "orphaned by design" in out
+    assert "call 7: a tool result without its call (orphan_tool_result" in out and "orphaned by design" in out
+    assert "tool-pairing violation(s) the policy introduced (the API would reject those calls)" in out
     assert "orphaned by design" not in cli("replay", SAMPLES / "manual-compact.jsonl", "--dry-run", "-p", "s20").stdout
 
 

@@ -25,6 +25,15 @@ KINDS = (
     "empty_content",
     "first_not_user",
 )
+#: each kind in words, for people (the kind's name stays the machine's: JSON, CSV)
+MEANING = {
+    "orphan_tool_use": "a tool call without its result",
+    "orphan_tool_result": "a tool result without its call",
+    "duplicate_tool_use_id": "two tool calls with one id",
+    "tool_result_not_first": "a tool result after other content in its message",
+    "empty_content": "a message with no content",
+    "first_not_user": "a context that does not start with a user message",
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from ..plumbing.outputs import OutputDir
 
 if TYPE_CHECKING:
     from ..engine.policy import Policy
+from ..engine.invariants import MEANING
 from ..engine.records import TURN_COLUMNS, Run, RunSummary, TurnRecord, turn_values
 from .sparkline import sparkline
 from .terminal import Printer, Table
@@ -144,9 +145,13 @@ def write_table(run: Run, out: TextIO) -> None:
     for line in event_lines(run):
         printer.text(line)
     introduced = [v for v in s.violations if v["introduced"]]
+    if introduced:
+        printer.text(f"{len(introduced)} tool-pairing violation(s) the policy introduced (the API would reject those "
+                     "calls):", style="red")
     for found in introduced[:10]:
-        printer.text(f"introduced {found['kind']} at call {found['call']}, message {found['message_index']}"
-                     + (f", tool id {found['tool_use_id']}" if found["tool_use_id"] else ""), style="red")
+        printer.text(f"  call {found['call']}: {MEANING.get(found['kind'], found['kind'])} ({found['kind']}, message "
+                     f"{found['message_index']}" + (f", tool id {found['tool_use_id']})" if found["tool_use_id"] else ")"),
+                     style="red")
     if len(introduced) > 10:
         printer.text(f"… and {len(introduced) - 10} more introduced violations (see summary.json)")
     manual_calls = {c.call for c in run.calls if c.manual}
