@@ -343,3 +343,58 @@ def test_convert_keeps_a_recorded_compaction_so_the_answer_survives(cli, tmp_pat
     assert r.exit_code == 0 and "the usage of the 6 call(s) after the first" in r.stderr
     t = load_transcript(str(dropped))
     assert not t.compactions and len(t.usage) == 6 and max(t.usage) < t.call_positions[6]
+
+
+def test_a_narrower_terminal_loses_as_few_columns_as_it_takes_the_rightmost_first(monkeypatch):
+    """(#31 §6) Between every column and the essential ones only, a terminal gets the widest
+    table that fits: the other columns are left out from the right, one at a time."""
+    import re
+
+    from compactlab.reports.terminal import Printer, Table
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    t = Table()
+    t.add_column("policy", min_width=25)
+    for col in ("saving", "median (25-75%)", "recall", "summaries", "costs more on"):
+        t.add_column(col, essential=col in ("saving", "recall"), justify="right", no_wrap=True)
+    t.add_row("anthropic-clear-tool-uses", "+81.4%", "+0.0% (+0.0% to +24.6%)", "98.5%", "0", "0 of 7")
+    widths = [t.narrowest_boxed()] + [n.narrowest_boxed() for n in t.narrowed()]
+    assert widths == sorted(widths, reverse=True) and len(widths) == 4
+    for width, missing in ((widths[0], []), (widths[1], ["costs more on"]), (widths[1] - 1, ["costs more on", "summaries"]),
+                           (widths[3], ["costs more on", "summaries", "median"])):
+        monkeypatch.setenv("COLUMNS", str(width))
+        out = Terminal()
+        Printer(out).table(t)
+        text = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue())
+        assert "anthropic-clear-tool-uses" in text and "recall" in text  # the name whole, the essentials kept
+        assert all(col not in text for col in missing), (width, text)
+        assert max(len(line) for line in text.splitlines()) <= width
+
+
+def test_compare_explains_its_red_rows_and_keeps_what_the_verdict_cites_at_100_columns(monkeypatch):
+    """(#31 §6) At 100 columns the verdict keeps retention and recall (its sentence cites them) and
+    the policy names whole; the red rows are explained under the runs."""
+    import re
+
+    from compactlab.jobs.base import Settings
+    from compactlab.jobs.compare import Grid, compare_files
+    from compactlab.reports.compare_report import write_table
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    done = compare_files([str(SAMPLES / "synth-medium.jsonl"), str(SAMPLES / "synth-small.jsonl")],
+                         Grid(policies=["anthropic-clear-tool-uses", "s08", "observation-masking"]),
+                         Settings(dry_run=True, jobs=1))
+    monkeypatch.setenv("COLUMNS", "100")
+    out = Terminal()
+    write_table(done.comparison, out)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue())
+    verdict = text.split("No policy")[0] if "No policy" in text else text.split("runs")[0]
+    assert "retention" in verdict and "recall" in verdict and "anthropic-clear-tool-uses" in verdict
+    assert "Rows in red:" in text and "introduce tool-pairing violations" in text and "cost more than no compaction" in text
+    assert max(len(line) for line in text.splitlines()) <= 100

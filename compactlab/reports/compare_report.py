@@ -145,11 +145,15 @@ def verdict_rows(v: Verdict) -> tuple[list[str], list[list[str]]]:
 
 def write_verdict(v: Verdict, printer: Printer) -> None:
     head, rows = verdict_rows(v)
-    table = Table(title=f"verdict over {max((e.transcripts for e in v.entries), default=0)} transcript(s)")
-    essential = {"policy", "cost saving", "recall", "violations"}
+    marked = any(e.label == v.recommended or e.costs_more or e.violations_introduced for e in v.entries)
+    table = Table(title=f"verdict over {max((e.transcripts for e in v.entries), default=0)} transcript(s)"
+                        + (" (green: recommended; red: costs more somewhere, or breaks tool pairs)" if marked else ""))
+    # (the columns the verdict's sentence cites stay on a narrow terminal; a name is never cut mid-word)
+    essential = {"policy", "cost saving", "retention", "recall", "violations", "overflows"}
+    longest = max((len(row[0]) for row in rows), default=6)
     for i, h in enumerate(head):
         table.add_column(h, essential=h in essential, justify="left" if i == 0 else "right", overflow="fold",
-                         no_wrap=i > 0)
+                         no_wrap=i > 0, min_width=min(longest, 40) if i == 0 else None)
     for e, row in zip(v.entries, rows):
         style = "bold green" if e.label == v.recommended else "red" if e.costs_more or e.violations_introduced else None
         table.add_row(*row, style=style)
@@ -165,8 +169,10 @@ def write_table(c: Comparison, out: TextIO) -> None:
         printer.text(f"{len(df)} runs: each is in results.csv, results.json and report.html.")
         return
     table = Table(title=f"{len(df)} runs")
-    table.add_column("transcript", overflow="fold", min_width=12)
-    table.add_column("policy", overflow="fold", min_width=14)
+    names = [os.path.basename(t) for t in df["transcript"]]
+    labels = [_label(r, sweep_keys) for _, r in df.iterrows()]
+    table.add_column("transcript", overflow="fold", min_width=min(max(map(len, names), default=10), 40))
+    table.add_column("policy", overflow="fold", min_width=min(max(map(len, labels), default=6), 40))
     for col in ("tokens saved", "cost raw → policy", "cost saving", "retention", "recall", "summaries", "overflows",
                 "violations"):
         table.add_column(col, essential=col in ("cost saving", "recall", "violations"), justify="right",
@@ -181,9 +187,13 @@ def write_table(c: Comparison, out: TextIO) -> None:
         )
     printer.table(table)
     dear = costs_more(df)
-    if len(dear):
-        printer.text(f"{len(dear)} run(s) cost more than no compaction: they keep rewriting the cached prefix, so "
-                     "their prompts are billed as cache writes instead of cache reads (see report.md).", style="red")
+    broken = int((df["violations_introduced"] > 0).sum())
+    if len(dear) or broken:
+        printer.text("Rows in red: " + "; ".join(part for part in (
+            f"{len(dear)} run(s) cost more than no compaction (they keep rewriting the cached prefix, so their "
+            "prompts are billed as cache writes instead of cache reads; report.md says how much)" if len(dear) else "",
+            f"{broken} run(s) introduce tool-pairing violations the API would reject" if broken else "") if part) + ".",
+            style="red")
 
 
 def _explain(row: "pd.Series", sweep_keys: list[str]) -> str:

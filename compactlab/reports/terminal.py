@@ -60,13 +60,24 @@ class Table:
 
     def compact(self) -> "Table | None":
         """The table with its essential columns only (None if it has no other)."""
-        keep = [i for i, (_, opts) in enumerate(self.columns) if opts.get("essential", True)]
-        if len(keep) == len(self.columns) or not keep:
-            return None
-        t = Table(self.title, self.show_header)
-        t.columns = [self.columns[i] for i in keep]
-        t.rows = [(tuple(cells[i] for i in keep), style) for cells, style in self.rows]
-        return t
+        narrowed = self.narrowed()
+        return narrowed[-1] if narrowed else None
+
+    def narrowed(self) -> "list[Table]":
+        """The table with one more of its other columns left out each time, the rightmost first,
+        down to its essential columns only (a narrow terminal shows the widest that fits)."""
+        optional = [i for i, (_, opts) in enumerate(self.columns) if not opts.get("essential", True)]
+        if len(optional) == len(self.columns):
+            return []
+        out = []
+        for n in range(1, len(optional) + 1):
+            dropped = set(optional[-n:])
+            keep = [i for i in range(len(self.columns)) if i not in dropped]
+            t = Table(self.title, self.show_header)
+            t.columns = [self.columns[i] for i in keep]
+            t.rows = [(tuple(cells[i] for i in keep), style) for cells, style in self.rows]
+            out.append(t)
+        return out
 
     def stacked(self) -> list[tuple[str, str | None]]:
         """Each row as lines: its first cell, then "header: value" for the others (a terminal too
@@ -103,16 +114,17 @@ class Printer:
 
     def table(self, table: Table) -> None:
         """Plain into a pipe or file (every column, each row whole); on a terminal boxed, and when
-        the terminal is narrower than the table can be drawn: its essential columns only, or, if
-        even those do not fit, each row as lines (never a row wrapped mid-word)."""
+        the terminal is narrower than the table can be drawn: without as few of its other columns
+        as it takes (the rightmost first), down to its essential ones, or, if even those do not
+        fit, each row as lines (never a row wrapped mid-word)."""
         if self._console is None:
             self.out.write(table.plain())
             return
         width = self._console.width
         if table.narrowest_boxed() <= width:
             self._console.print(table.rich())
-        elif (compact := table.compact()) is not None and compact.narrowest_boxed() <= width:
-            self._console.print(compact.rich())
+        elif (fits := next((t for t in table.narrowed() if t.narrowest_boxed() <= width), None)) is not None:
+            self._console.print(fits.rich())
         else:
             for line, style in (table.compact() or table).stacked():
                 self._console.print(line, style=style, overflow="fold")
