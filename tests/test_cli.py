@@ -398,3 +398,23 @@ def test_compare_explains_its_red_rows_and_keeps_what_the_verdict_cites_at_100_c
     assert "retention" in verdict and "recall" in verdict and "anthropic-clear-tool-uses" in verdict
     assert "Rows in red:" in text and "introduce tool-pairing violations" in text and "cost more than no compaction" in text
     assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_policies_list_at_60_columns_shows_names_and_what_they_do(monkeypatch):
+    """(#31 §6) The fingerprint gives way first; the default preset says what it does, not its seed."""
+    import re
+
+    from compactlab.engine.policy import load_policy, preset_names
+    from compactlab.reports.policy_report import write_list_table
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setenv("COLUMNS", "60")
+    out = Terminal()
+    write_list_table([load_policy(name) for name in preset_names()], out)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue())
+    assert "fingerprint" not in text and "anthropic-clear-tool-uses" in text and "│" in text
+    assert max(len(line) for line in text.splitlines()) <= 60
+    assert load_policy("s08").brief.startswith("The default: persists big outputs")

@@ -56,8 +56,8 @@ def write_list_json(policies: list[Policy], out: TextIO) -> None:
 def write_list_table(policies: list[Policy], out: TextIO) -> None:
     table = Table(title="policies")
     table.add_column("name", style="bold", no_wrap=True)
-    table.add_column("fingerprint", no_wrap=True)
-    table.add_column("what it does", overflow="fold")
+    table.add_column("fingerprint", no_wrap=True, essential=False)
+    table.add_column("what it does", min_width=24)
     for p in policies:
         table.add_row(p.name, p.fingerprint, p.brief or p.description)
     printer = Printer(out)
