@@ -121,8 +121,18 @@ def force_option(f: Callable) -> Callable:
                         help="Replace an --out folder that holds files compactlab did not write.")(f)
 
 
+def complete_policy(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of a policy: the presets that start so, and policy files."""
+    from click.shell_completion import CompletionItem
+
+    from .engine.policy import preset_names
+
+    return [CompletionItem(n) for n in preset_names() if n.startswith(incomplete)] + [
+        CompletionItem(incomplete, type="file")]
+
+
 def policies_option(default: str) -> Callable[[Callable], Callable]:
-    return click.option("-p", "--policy", "policy_refs", multiple=True, metavar="POLICY",
+    return click.option("-p", "--policy", "policy_refs", multiple=True, metavar="POLICY", shell_complete=complete_policy,
                         help=f"A preset name or policy TOML (repeatable) [default: {default}].")
 
 
@@ -250,7 +260,7 @@ def subagents_option(f: Callable) -> Callable:
 
 @main.command()
 @click.argument("transcripts", nargs=-1, required=True, type=click.Path(path_type=str), metavar="TRANSCRIPT...")
-@click.option("-p", "--policy", "policy_refs", multiple=True, metavar="POLICY",
+@click.option("-p", "--policy", "policy_refs", multiple=True, metavar="POLICY", shell_complete=complete_policy,
               help="A preset name or a policy TOML file [default: s08]; one (compare runs several).")
 @policy_options
 @summarizer_options
@@ -274,7 +284,15 @@ def subagents_option(f: Callable) -> Callable:
 @click.option("-q", "--quiet", is_flag=True, help="No status or warnings on stderr.")
 @verbose_option
 def replay(transcripts: tuple[str, ...], **options: Any) -> None:
-    """Replay each TRANSCRIPT (a file, or a folder of sessions) call by call through a policy."""
+    """Replay each TRANSCRIPT (a file, or a folder of sessions) call by call through a policy.
+
+    \b
+    Examples:
+      compactlab replay session.jsonl                      the default policy, s08
+      compactlab replay session.jsonl -p claude-code --chart
+      compactlab replay ~/.claude/projects/myapp/ -p codex --format csv
+      compactlab replay session.jsonl --set summary.trigger=40000 --dry-run
+    """
     o, quiet, refs = options, options["quiet"], options["policy_refs"]
     if len(refs) > 1:
         raise UsageError(f"replay runs one policy; {len(refs)} given ({', '.join(refs)})",
@@ -411,7 +429,14 @@ def _end(outcome: Any, quiet: bool) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No status or warnings on stderr (a progress bar still shows on a terminal).")
 @verbose_option
 def compare(transcripts: tuple[str, ...], **options: Any) -> None:
-    """Which policy, which thresholds? Replay every TRANSCRIPT through every POLICY x swept value."""
+    """Which policy, which thresholds? Replay every TRANSCRIPT through every POLICY x swept value.
+
+    \b
+    Examples:
+      compactlab compare sessions/ -p s08 -p claude-code -p observation-masking
+      compactlab compare sessions/ -p s08 --sweep summary.trigger=30000,60000,120000
+      compactlab compare sessions/ -p s08 -p codex --next-action 20     (asks a model: costs money)
+    """
     from .jobs.compare import Grid, Reporting, compare_files
     from .reports.compare_report import WRITERS
 
@@ -428,7 +453,7 @@ def compare(transcripts: tuple[str, ...], **options: Any) -> None:
 
 @main.command()
 @click.argument("transcripts", nargs=-1, required=True, type=click.Path(path_type=str), metavar="TRANSCRIPT...")
-@click.option("-p", "--policy", "base", default="s08", show_default=True, metavar="POLICY",
+@click.option("-p", "--policy", "base", default="s08", show_default=True, metavar="POLICY", shell_complete=complete_policy,
               help="The base policy whose keys are searched (a preset name or policy TOML).")
 @policy_options
 @click.option("--space", "spaces", multiple=True, required=True, metavar="KEY=LO:HI[:log]|KEY=A|B",
@@ -459,7 +484,13 @@ def compare(transcripts: tuple[str, ...], **options: Any) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No status or warnings on stderr (a progress bar still shows on a terminal).")
 @verbose_option
 def tune(transcripts: tuple[str, ...], **options: Any) -> None:
-    """Search a base policy's keys for the Pareto front of cost saving against probe recall."""
+    """Search a base policy's keys for the Pareto front of cost saving against probe recall.
+
+    \b
+    Examples:
+      compactlab tune sessions/ -p s08 --space summary.trigger=30000:200000 --trials 100
+      compactlab tune sessions/ -p s08 --space micro.keep_recent=1:10 --resume --trials 200
+    """
     from .jobs.tune import Search, tune_files
     from .reports.tune_report import WRITERS
 
@@ -501,7 +532,13 @@ def tune(transcripts: tuple[str, ...], **options: Any) -> None:
 @quiet_option
 @verbose_option
 def check(transcripts: tuple[str, ...], **options: Any) -> None:
-    """CI gate: fail (exit 1) when a policy breaks tool pairs or loses ground against the baseline."""
+    """CI gate: fail (exit 1) when a policy breaks tool pairs or loses ground against the baseline.
+
+    \b
+    Examples:
+      compactlab check sessions/*.jsonl -p s08 --baseline reports/baseline.json --update-baseline
+      compactlab check sessions/*.jsonl -p s08 --baseline reports/baseline.json --junit check.xml
+    """
     from .jobs.check import Gate, check_files
     from .reports.check_report import WRITERS
 
@@ -553,6 +590,12 @@ def next_action(transcripts: tuple[str, ...], **options: Any) -> None:
     \b
     Costs money: a sample of calls is sent twice (the policy's context and no compaction's),
     priced first (--max-cost, --dry-run); replies are cached, so a rerun is free.
+
+    \b
+    Examples:
+      compactlab next-action sessions/ -p s08 -p observation-masking --dry-run
+      compactlab next-action sessions/ -p s08 --samples 40 --max-cost 5
+      compactlab next-action sessions/ -p s08 --model gpt-5-mini          (OPENAI_API_KEY)
     """
     from .jobs.next_action import next_action_files
     from .reports.next_action_report import WRITERS, write_plan
@@ -620,7 +663,13 @@ def inspect(transcript: str, skip_bad_lines: bool, input_format: str | None, fmt
     """What is in TRANSCRIPT, before any policy: calls, tools, sizes, recorded violations and usage.
 
     Given a folder, lists the sessions in it (or in the folders directly in it, as in
-    ~/.claude/projects/)."""
+    ~/.claude/projects/).
+
+    \b
+    Examples:
+      compactlab inspect session.jsonl
+      compactlab inspect ~/.claude/projects/ --format json
+    """
     from .overview import overview, session_row
     from .reports.inspect_report import INSPECT_WRITERS, SESSIONS_WRITERS
     from .transcripts import load_transcript
@@ -650,7 +699,12 @@ def inspect(transcript: str, skip_bad_lines: bool, input_format: str | None, fmt
 def convert(transcript: str, output: str, skip_bad_lines: bool, input_format: str | None,
             keep_recorded_compactions: bool, quiet: bool) -> None:
     """Convert TRANSCRIPT (any supported format) to Anthropic messages JSONL: the messages a
-    replay uses, roles alternating."""
+    replay uses, roles alternating.
+
+    \b
+    Example:
+      compactlab convert rollout-2026-02-23.jsonl -o session.jsonl
+    """
     from pathlib import Path
 
     from .errors import UsageError
@@ -711,7 +765,12 @@ def policies_show(policy_ref: str, overrides: tuple[str, ...], fmt: str) -> None
 @click.option("--seed", default=0, show_default=True, type=int, help="Random seed: same seed, same file.")
 @quiet_option
 def synth(output: str, calls: int, seed: int, quiet: bool) -> None:
-    """Write a realistic synthetic coding-agent transcript."""
+    """Write a realistic synthetic coding-agent transcript.
+
+    \b
+    Example:
+      compactlab synth -o long.jsonl --calls 2000 --seed 7
+    """
     from .errors import UsageError
     from .plumbing.outputs import check_destination
     from .synth import write
@@ -748,7 +807,7 @@ def run() -> None:
     the output is flushed (``process.finish``); tests call ``main`` through click's runner."""
     code: int = 0
     try:
-        main()
+        main(prog_name="compactlab")  # (python -m compactlab too: its usage, and _COMPACTLAB_COMPLETE)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code is not None and not isinstance(exc.code, int):

@@ -47,3 +47,28 @@ def test_every_preset_says_in_one_short_line_what_it_does(cli):
     out = cli("policies", "list").stdout
     assert all(load_policy(n).brief in out for n in preset_names())
     assert "Seed 000 (the s08 code walkthrough)" in cli("policies", "show", "s08").stdout
+
+
+@pytest.mark.parametrize("command", ["replay", "compare", "tune", "check", "next-action", "inspect", "convert", "synth"])
+def test_each_command_shows_examples_in_its_help(cli, command):
+    """(#31 §6) As sqlite-utils and llm do: a command's help ends with examples to copy."""
+    out = cli(command, "--help").stdout
+    assert "Example" in out and f"compactlab {command} " in out
+
+
+def test_shell_completion_names_the_commands_and_the_presets(tmp_path):
+    """(#31 §6) click's completion (documented in the README): subcommands and -p's presets."""
+    import os
+    import subprocess
+    import sys
+
+    def complete(words: str, index: int) -> str:
+        env = {**os.environ, "COMP_WORDS": words, "COMP_CWORD": str(index), "_COMPACTLAB_COMPLETE": "bash_complete"}
+        return subprocess.run([sys.executable, "-m", "compactlab"], env=env, capture_output=True, text=True,
+                              timeout=60).stdout
+
+    assert "plain,replay" in complete("compactlab rep", 1)
+    assert "plain,observation-masking" in complete("compactlab compare x -p obs", 4).splitlines()
+    source = subprocess.run([sys.executable, "-m", "compactlab"], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "_COMPACTLAB_COMPLETE": "bash_source"}).stdout
+    assert "_compactlab_completion" in source
