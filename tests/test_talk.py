@@ -116,3 +116,29 @@ def test_replay_of_several_files_ends_with_their_totals(cli, tmp_path):
     assert f"({t['cost_saving'] * 100:+.1f}%)" in last and f"recall {t['recall'] * 100:.1f}%" in last
     one = cli("replay", files[0], "--dry-run")
     assert "transcripts × s08" not in one.stdout
+
+
+def test_a_key_whose_layer_never_acts_is_named(cli, tmp_path):
+    """(#31 §5) A --set, --sweep or --space key whose layer is on but never acts on these
+    transcripts (its trigger is reached at no value given) is said, in compare, replay and tune;
+    a key whose layer acts is not."""
+    import json
+
+    from helpers import SAMPLES
+
+    small = SAMPLES / "synth-small.jsonl"
+    never = "no transcript reaches its trigger at any value given"
+    r = cli("compare", small, "-p", "s08", "--sweep", "summary.trigger=5000000,9000000", "--dry-run",
+            "--format", "csv", "--set", "micro.keep_recent=2")
+    assert r.exit_code == 0, r.stderr
+    assert f"summary.trigger: s08's summary layer never acted in its 2 run(s) ({never})" in r.stderr
+    assert "micro.keep_recent" not in r.stderr  # micro clears results on this session
+    r = cli("replay", small, "--set", "summary.trigger=9000000", "--dry-run", "--format", "csv")
+    assert r.exit_code == 0 and "summary.trigger: s08's summary layer never acted" in r.stderr
+    r = cli("replay", small, "--set", "micro.keep_recent=2", "--dry-run", "--format", "csv")
+    assert r.exit_code == 0 and "never acted" not in r.stderr
+    r = cli("tune", small, "-p", "s08", "--space", "summary.trigger=5000000:9000000", "--trials", "3",
+            "--out", tmp_path / "tune", "--no-chart", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert "summary.trigger: s08's summary layer never acted" in r.stderr
+    assert json.loads((tmp_path / "tune" / "front.json").read_text())["notes"][0].startswith("summary.trigger:")

@@ -21,7 +21,7 @@ from typing import Any, Callable, Literal
 
 from .. import metrics
 from ..errors import PolicyError, UsageError
-from ..engine.policy import Policy, load_policy, parse_override
+from ..engine.policy import Policy, acted_by_layer, idle_keys, load_policy, parse_override
 from .verdict import RETENTION_MARGIN
 
 #: the objectives by name (metrics.OBJECTIVES: what each is, over the corpus) and their direction
@@ -138,6 +138,7 @@ class Point:
     values: dict[str, Any]
     scores: dict[str, float]
     feasible: bool = True
+    acted: dict[str, int] | None = None  # how often each layer acted over the corpus (None: not known)
 
 
 @dataclass
@@ -151,6 +152,7 @@ class TuneResult:
     interrupted: KeyboardInterrupt | None = None
     failures: list[str] = field(default_factory=list)
     recommendation: str = ""
+    notes: list[str] = field(default_factory=list)  # searched keys that changed nothing
 
     def front_rows(self) -> list[dict[str, Any]]:
         return [{"point": i + 1, "trial": p.number, **p.values,
@@ -464,7 +466,9 @@ def repair(study: Any) -> int:
 #: is failed in the study and the search goes on, but never for ever
 MAX_FAILED_TRIALS = 10
 
-Evaluate = Callable[[list[Policy]], list[dict[str, float] | str]]
+#: the scores of each policy (its metrics over the corpus, and "acted": how often each layer acted),
+#: or why it failed
+Evaluate = Callable[[list[Policy]], list[dict[str, Any] | str]]
 
 
 def search(study: Any, params: list[Param], objectives: list[str], base: str, overrides: list[str], trials: int,
@@ -518,7 +522,9 @@ def points_of(study: Any, params: list[Param], objectives: list[str]) -> list[Po
             continue
         scores = {k: float(v) for k, v in t.user_attrs.items() if isinstance(v, (int, float))}
         feasible = all(c <= 0 for c in (t.constraints or {}).values())
-        points.append(Point(t.number, {p.key: t.params[p.key] for p in params if p.key in t.params}, scores, feasible))
+        acted = t.user_attrs.get("acted")
+        points.append(Point(t.number, {p.key: t.params[p.key] for p in params if p.key in t.params}, scores, feasible,
+                            acted if isinstance(acted, dict) else None))
     return points
 
 
@@ -531,7 +537,7 @@ def corpus_evaluator(transcripts: list[Any], *, n_jobs: int | None, prices: list
 
     n = len(transcripts)
 
-    def evaluate(policies: list[Policy]) -> list[dict[str, float] | str]:
+    def evaluate(policies: list[Policy]) -> list[dict[str, Any] | str]:
         jobs = [Job(i * n + t, t, policy, ()) for i, policy in enumerate(policies) for t in range(n)]
         done = run_jobs(transcripts, jobs, n_jobs=n_jobs, prices=prices, calibrations=calibrations,
                         keep_recorded_compactions=keep_recorded_compactions, summarizer=summarizer,
@@ -542,7 +548,8 @@ def corpus_evaluator(transcripts: list[Any], *, n_jobs: int | None, prices: list
         for r in done.results:
             by.setdefault(r.job // n, []).append(r.summary)
         failed = {f.job // n: f"{f.name}: {f.reason}" for f in done.failures}
-        return [failed[i] if i in failed else totals(by[i]) for i in range(len(policies))]
+        return [failed[i] if i in failed else {**totals(by[i]), "acted": acted_by_layer(by[i])}
+                for i in range(len(policies))]
 
     return evaluate
 
@@ -559,11 +566,16 @@ def tune(params: list[Param], objectives: list[str], base: str, overrides: list[
         raise UsageError(f"the base policy fails on the corpus: {got}")
     current = base_policy.resolved()
     base_values = {p.key: current[p.key.partition(".")[0]][p.key.partition(".")[2]] for p in params}
-    base_point = Point(-1, base_values, got, got["violations"] <= max_violations and not got["overflows"])
+    base_point = Point(-1, base_values, {k: v for k, v in got.items() if k != "acted"},
+                       got["violations"] <= max_violations and not got["overflows"], got.get("acted"))
     study = open_study()
     points, failures, interrupted = search(study, params, objectives, base, overrides, trials, batch, evaluate,
                                            max_violations, on_trial)
     result = TuneResult(base, params, objectives, base_point, points, pareto(study, points, objectives), interrupted,
                         failures)
     result.recommendation = recommend(result)
+    known = [p.acted for p in (base_point, *points) if p.acted is not None]
+    on = [p.key for p in params if getattr(getattr(base_policy, p.key.partition(".")[0], None), "enabled", False)]
+    result.notes = idle_keys(base, on, {layer: sum(a.get(layer, 0) for a in known) for a in known[:1] for layer in a},
+                             len(known))
     return result

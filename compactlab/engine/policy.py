@@ -358,6 +358,30 @@ def _fits(kind: Any, value: Any) -> bool:
     return kind in (bool, int, float, str) and type(value) is kind
 
 
+def idle_keys(name: str, keys: Sequence[str], acted: dict[str, int], runs: int) -> list[str]:
+    """The --set, --sweep or --space ``keys`` whose layer never acted in any of the ``runs`` of
+    policy ``name`` (its trigger is reached by no transcript, at any value tried), in words: the
+    runs are as they would be without that layer. ``acted``: how often each layer acted over those
+    runs (its counter in ``records.ACTIONS``, summed)."""
+    from .records import ACTIONS
+
+    layers = set(ACTIONS.values())
+    out = []
+    for key in dict.fromkeys(k.strip() for k in keys):
+        section = key.partition(".")[0]
+        if runs and section in layers and not acted.get(section, 0):
+            out.append(f"{key}: {name}'s {section} layer never acted in its {runs} run(s) (no transcript reaches "
+                       f"its trigger at any value given): the runs are as they would be without the layer")
+    return out
+
+
+def acted_by_layer(summaries: Sequence[Any]) -> dict[str, int]:
+    """How often each layer acted over run summaries (dicts): its counter, summed."""
+    from .records import ACTIONS
+
+    return {layer: sum(int(s.get(counter) or 0) for s in summaries) for counter, layer in ACTIONS.items()}
+
+
 def inert_keys(policy: Policy, keys: list[str]) -> list[str]:
     """What a --set, --sweep or --space on ``keys`` cannot change in ``policy``: a key of a layer
     that is off (and is not its ``enabled``), in words, one line each."""

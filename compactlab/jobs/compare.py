@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..corpus.compare import GridRun, build_grid, jobs_for, run_jobs, sweep_units, triggers, with_reference
 from ..corpus.verdict import label_of
-from ..engine.policy import inert_keys
+from ..engine.policy import acted_by_layer, idle_keys, inert_keys
 from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import OutputDir
 from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, failures_said, load_all, no_progress, \
@@ -65,12 +65,16 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
     from ..reports.compare_report import chart_plan, comparison, report_files, report_meta, results_files
 
     notes: list[str] = []
-    policies, reference = with_reference(build_grid(grid.policies, grid.overrides, grid.sweeps, notes), grid.overrides)
+    listed = build_grid(grid.policies, grid.overrides, grid.sweeps, notes)
+    policies, reference = with_reference(listed, grid.overrides)
+    added = policies[-1][0] if len(policies) > len(listed) else None  # no compaction, added as the reference
     for note in notes:
         notify(note, False)
     keys = [s.partition("=")[0] for s in grid.overrides]  # (a swept one is in the notes already)
     said: set[str] = set()
     for policy, _ in policies:
+        if policy is added:
+            continue  # (the reference takes no layer key, by design)
         for line in inert_keys(policy, keys):
             if line not in said:
                 said.add(line)
@@ -91,6 +95,8 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
                             executor=settings.executor, cache_ttl=settings.cache_ttl,
                             cache_model=settings.cache_model)
         failures_said(done.failures, notify)
+        for line in _idle(done, policies, keys + [s.partition("=")[0].strip() for s in grid.sweeps]):
+            notify(f"warning: {line}", False)
         if not done.results:
             out.rollback()
             why = "interrupted before any run finished" if done.interrupted else "no run finished"
@@ -158,6 +164,19 @@ def _next_action_plan(loaded: list, policies: list, calibrations: list, reportin
     model = reporting.next_action.model
     notify(estimate_line(planned.plan, model.model, model.api, reporting.next_action.max_cost), False)
     return None if settings.dry_run else planned
+
+
+def _idle(done: GridRun, policies: list, keys: list[str]) -> list[str]:
+    """The --set and --sweep keys that changed nothing: per policy, their layer is on but never
+    acted in any of its runs (every swept value). (A layer that is off is said before the runs.)"""
+    on = {p.name: {k for k in keys if getattr(getattr(p, k.partition(".")[0], None), "enabled", False)}
+          for p, _ in policies}
+    by: dict[str, list[dict]] = {}
+    for r in done.results:
+        by.setdefault(r.policy, []).append(r.summary)
+    return [line for name, summaries in by.items()
+            for line in idle_keys(name, [k for k in keys if k in on.get(name, ())], acted_by_layer(summaries),
+                                  len(summaries))]
 
 
 def _ending(done: GridRun, out_dir: str, written: list[str]) -> Outcome:

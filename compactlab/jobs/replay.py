@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from ..corpus.calibration import MIN_CALLS, usable_calls
 from ..engine.feeds import Feed, Opening
-from ..engine.policy import Policy
+from ..engine.policy import Policy, acted_by_layer, idle_keys
 from ..engine.prices import ModelPrices
 from ..engine.records import Run
 from ..plumbing.outputs import OutputDir, run_folder_name
@@ -38,6 +38,7 @@ class ReplaySettings(Settings):
 
     policy: Policy
     overridden: bool = False  # --set changed the policy: its default folder name says so
+    overrides: tuple[str, ...] = ()  # the --set given (a key that changed nothing is said)
     write_transcripts: bool = False
     chart: bool = False
 
@@ -173,6 +174,11 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
         raise
     if len(files) > 1 and fits:
         notify(calibrated_line(fits), False)
+    policy = settings.policy
+    keys = [k for k in (o.partition("=")[0].strip() for o in settings.overrides)
+            if getattr(getattr(policy, k.partition(".")[0], None), "enabled", False)]
+    for line in idle_keys(policy.name, keys, acted_by_layer([r.summary.to_dict() for r in done.runs]), len(done.runs)):
+        notify(f"warning: {line}", False)
     if shared is not None:
         try:
             shared.commit()

@@ -85,6 +85,8 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
     site.close(keep=bool(result.points) or spec.resume)
     for failure in result.failures[:20]:
         notify(f"error: {failure}", True)
+    for note in result.notes:
+        notify(f"warning: {note}", True)
     if not result.points and not spec.resume:  # the study this call made is gone: a rerun starts anew
         if result.interrupted is not None:
             return Tuned(None, Outcome(exit_status(result.interrupted),

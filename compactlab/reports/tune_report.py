@@ -50,6 +50,7 @@ def write_files(result: TuneResult, out_dir: str, chart: bool = True) -> list[st
     atomic_write_bytes(out / "front.csv", buf.getvalue().encode())
     doc = {"base": result.base, "objectives": result.objectives, "space": [str(p) for p in result.params],
            "trials": len(result.points), "interrupted": result.interrupted is not None, "recommendation": result.recommendation,
+           "notes": result.notes,
            "base_scores": {COLUMN.get(o, o): result.base_point.scores[o] for o in result.objectives},
            "front": rows}
     atomic_write_bytes(out / "front.json", json_bytes(doc, orjson.OPT_INDENT_2) + b"\n")
@@ -100,10 +101,12 @@ def write_table(result: TuneResult, out: TextIO) -> None:
     if len(shown) < len(result.front):
         printer.text(f"{len(shown)} of the {len(result.front)} front points shown: every one is in front.csv.")
     printer.text(result.recommendation, style="bold")
+    for note in result.notes:
+        printer.text(f"note: {note}")
 
 
 def write_json(result: TuneResult, out: TextIO) -> None:
-    out.write(json_bytes({"recommendation": result.recommendation, "front": result.front_rows()},
+    out.write(json_bytes({"recommendation": result.recommendation, "notes": result.notes, "front": result.front_rows()},
                          orjson.OPT_INDENT_2).decode() + "\n")
 
 
