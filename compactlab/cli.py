@@ -289,8 +289,7 @@ def replay(transcripts: tuple[str, ...], **options: Any) -> None:
     \b
     Examples:
       compactlab replay session.jsonl                      the default policy, s08
-      compactlab replay session.jsonl -p claude-code --chart
-      compactlab replay ~/.claude/projects/myapp/ -p codex --format csv
+      compactlab replay ~/.claude/projects/myapp/ -p claude-code --chart
       compactlab replay session.jsonl --set summary.trigger=40000 --dry-run
     """
     o, quiet, refs = options, options["quiet"], options["policy_refs"]
@@ -305,9 +304,7 @@ def replay(transcripts: tuple[str, ...], **options: Any) -> None:
     from .jobs.replay import ReplaySettings, replay_prepared
 
     def prepare() -> tuple[list[str], Any]:
-        from .engine.policy import load_policy
-
-        from .engine.policy import inert_keys
+        from .engine.policy import inert_keys, load_policy
 
         settings = _settings(o, ReplaySettings, policy=load_policy(refs[0] if refs else "s08", o["overrides"]),
                              overridden=bool(o["overrides"]))
