@@ -354,8 +354,11 @@ def _notify(quiet: bool, verbose: bool = False) -> Callable[[str, bool], None]:
     from .jobs.base import Detail
 
     def notify(message: str, always: bool) -> None:
+        from .reports.terminal import say
+
         if always or (not quiet and (verbose or not isinstance(message, Detail))):
-            click.echo(message, err=True)
+            if not say(message):  # (above a progress bar that is showing, not through it)
+                click.echo(message, err=True)
 
     return notify
 

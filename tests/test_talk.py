@@ -142,3 +142,32 @@ def test_a_key_whose_layer_never_acts_is_named(cli, tmp_path):
     assert r.exit_code == 0, r.stderr
     assert "summary.trigger: s08's summary layer never acted" in r.stderr
     assert json.loads((tmp_path / "tune" / "front.json").read_text())["notes"][0].startswith("summary.trigger:")
+
+
+def test_a_line_said_while_a_progress_bar_shows_goes_above_it(monkeypatch, capsys):
+    """(#31 §1) A warning during a corpus job's bar is printed by the bar's console (above it),
+    never into the bar's own line."""
+    from compactlab.reports import terminal
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert terminal.say("before") is False  # no bar: the caller prints
+    with terminal.Progress("reading", 3) as advance:
+        assert terminal.say("warning: \x1b[31mred\x1b[0m") is True
+        advance(None)
+    assert terminal.say("after") is False
+    assert "\\x1b[31mred" in capsys.readouterr().err  # (shown, not obeyed)
+
+
+def test_redacted_texts_are_a_note_not_a_warning(cli, tmp_path):
+    from helpers import write_jsonl
+
+    def line(i, payload):
+        return {"timestamp": f"2026-01-01T00:00:{i:02d}Z", "type": "response_item", "payload": payload}
+
+    rollout = write_jsonl(tmp_path / "rollout.jsonl", [
+        line(0, {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "[REDACTED_TEXT len=9 sha=ab]"}]}),
+        line(1, {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]})])
+    quiet = cli("compare", rollout, rollout, "-p", "s08", "--dry-run", "--format", "csv")
+    assert quiet.exit_code == 0 and "redacted" not in quiet.stderr
+    said = cli("compare", rollout, rollout, "-p", "s08", "--dry-run", "--format", "csv", "-v")
+    assert "1 redacted text(s)" in said.stderr and "warning" not in said.stderr.split("redacted")[0].splitlines()[-1]

@@ -12,6 +12,7 @@ from ..corpus.calibration import MIN_CALLS, Calibration, by_default, calibrate a
 from ..engine.feeds import Opening
 from ..engine.prices import ModelPrices, PriceTable, load_prices
 from ..plumbing.files import shown
+from ..transcripts.model import Note
 from ..plumbing.process import collector_off
 
 #: how a job tells the user something: (the message, whether it is said even with --quiet)
@@ -202,4 +203,5 @@ def warn_loaded(source: Any, notify: Notify = quietly) -> None:
     if source.skipped_lines:
         notify(f"warning: {shown(source.path)}: skipped {source.skipped_lines} bad line(s)", False)
     for w in source.warnings:
-        notify(f"warning: {shown(source.path)}: {w}", False)
+        notify(Detail(f"{shown(source.path)}: {w}") if isinstance(w, Note) else f"warning: {shown(source.path)}: {w}",
+               False)

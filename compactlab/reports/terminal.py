@@ -162,11 +162,27 @@ class Progress:
         from rich.progress import Progress as Bar
 
         self.bar = Bar(self.label, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
-                       console=Console(stderr=True), transient=True)
+                       console=Console(stderr=True, highlight=False, markup=False), transient=True)
         self.bar.start()
+        _LIVE.append(self)
         task = self.bar.add_task("runs", total=None if self.total == UNKNOWN else self.total)
         return lambda _result: self.bar.advance(task)
 
     def __exit__(self, *exc: Any) -> None:
         if self.bar is not None:
             self.bar.stop()
+            if self in _LIVE:
+                _LIVE.remove(self)
+
+
+#: the progress bars showing now (a line said meanwhile is printed above the bar, not through it)
+_LIVE: list[Progress] = []
+
+
+def say(line: str) -> bool:
+    """Print ``line`` on stderr above the progress bar showing now, if one is (True); else do
+    nothing (False: the caller prints it)."""
+    if not _LIVE:
+        return False
+    _LIVE[-1].bar.console.print(visible_lines(line), overflow="fold")
+    return True

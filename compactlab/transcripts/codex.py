@@ -27,7 +27,7 @@ import orjson
 
 from ..plumbing.files import max_document_bytes, max_line_bytes
 from .messages import make_entry, sized_placeholder
-from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, tokens
+from .model import BadField, Note, RecordedCompaction, Transcript, TranscriptBuilder, tokens
 from .reader import Head, LineReader
 
 NAME = "codex"
@@ -181,7 +181,7 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
         builder.warnings.append(f"{order.late} line(s) out of time order (the first at line {order.first_late}): "
                                 "replayed in the file's order, as written")
     if text.redacted:
-        builder.warnings.append(f"{text.redacted} redacted text(s) ([REDACTED_… len=N]) sized as their N characters")
+        builder.warnings.append(Note(f"{text.redacted} redacted text(s) ([REDACTED_… len=N]) sized as their N characters"))
     return builder.build(skipped_lines=reader.skipped)
 
 

@@ -73,6 +73,11 @@ def anthropic_usage(raw: Any, model: str | None = None, timestamp: Any = None) -
     return usage
 
 
+class Note(str):
+    """A loader's remark that is no problem (a transcript's ``warnings`` may hold them): said with
+    ``--verbose`` only, where a warning is always said."""
+
+
 @dataclass(frozen=True, slots=True)
 class RecordedCompaction:
     """A compaction the recording already did (e.g. Claude Code's compact_boundary).
