@@ -1,0 +1,644 @@
+"""Format: OpenTelemetry traces with the GenAI semantic conventions (one OTLP/JSON document with
+``resourceSpans`` and ``resourceLogs``, a Tempo export's ``batches``, or a Jaeger export's ``data``).
+
+What decides correctness:
+- **A call is a logical model call**: a span whose ``gen_ai.operation.name`` is a model operation
+  (``chat``, ``generate_content``, ``text_completion``, ``responses``), or one that carries
+  ``gen_ai.usage.*`` or the indexed ``gen_ai.prompt.N.*`` without being an agent, tool or workflow
+  span. A model span with a model span below it is a wrapper of the same call (ADK's ``call_llm``
+  over ``generate_content``): the call is the innermost one, its content and usage taken from it,
+  else from its wrappers. Calls are ordered by start time. Spans that are not GenAI semantic
+  conventions are never calls (Claude Code's own ``claude_code.llm_request``).
+- **What the model saw** is read, first found, from ``gen_ai.system_instructions`` /
+  ``gen_ai.input.messages`` / ``gen_ai.output.messages`` (JSON parts: ``text``, ``tool_call``,
+  ``tool_call_response``, ``reasoning``), ADK's ``gcp.vertex.agent.llm_request`` /
+  ``llm_response`` (Gemini contents), the older indexed ``gen_ai.prompt.N.*`` /
+  ``gen_ai.completion.N.*``, or the log events joined to the span by its id
+  (``gen_ai.system.message``, ``gen_ai.user.message``, ``gen_ai.assistant.message``,
+  ``gen_ai.tool.message``, ``gen_ai.choice``). ``<elided>`` is no content.
+- **One conversation**: each call's input is its whole context; the messages it adds to the
+  conversation so far (after their common start) are appended, then its reply. A call whose input
+  does not continue the conversation (another agent after a handoff) has its new messages appended
+  all the same: the replay sees one growing context.
+- **Tool calls** pair with their results by id; parts without ids (Gemini's) are numbered per tool
+  name in order, the n-th result of a name answering its n-th call.
+- **Usage** from ``gen_ai.usage.input_tokens`` (the whole prompt, cached tokens included),
+  ``output_tokens``, ``cache_read.input_tokens`` and ``cache_creation.input_tokens`` (and the older
+  ``prompt_tokens`` / ``completion_tokens``); the model from ``gen_ai.response.model``, else
+  ``gen_ai.request.model``.
+- **A session** is what shares ``gen_ai.conversation.id`` (else a trace); a file of several
+  is replayed one session after the other, and says so.
+- **Content capture off**: a call with usage but no content is replayed on sizes alone. What it
+  added and what it replied are sized placeholders (``messages.sized_placeholder``) of 4
+  characters a token of its usage (the input it added: its input tokens less the previous call's
+  input and output), and the tools executed after it (``execute_tool`` spans: names, and arguments
+  and results where captured) are its tool calls. No text is invented; the transcript says so.
+- **No model call at all** but agent spans with content (``invoke_agent`` with input and output
+  messages, as kagent's Claude harness records): each top-level agent invocation is one call, its
+  usage unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ..errors import InputError
+from .messages import Message, sized_placeholder
+from .model import BadField, Transcript, TranscriptBuilder, tokens
+from .reader import read_document
+
+NAME = "otlp"
+DESCRIPTION = "OpenTelemetry GenAI traces (OTLP/JSON with resourceSpans/resourceLogs, a Tempo or Jaeger export)"
+
+MODEL_OPERATIONS = frozenset({"chat", "generate_content", "text_completion", "completion", "responses"})
+NOT_MODEL = frozenset({"invoke_agent", "execute_tool", "invoke_workflow", "create_agent", "embeddings"})
+ELIDED = "<elided>"
+#: characters a token, to size what content capture left out
+CHARS_PER_TOKEN = 4
+#: log event names of message content (the older GenAI events)
+EVENT_ROLES = {"gen_ai.system.message": "system", "gen_ai.user.message": "user", "gen_ai.assistant.message": "assistant",
+               "gen_ai.tool.message": "tool", "gen_ai.choice": "choice"}
+
+
+def sniff(objects: list[dict]) -> float:
+    """A document written on one line reads as one object: sniffed as the document."""
+    return sniff_document(objects[0]) if len(objects) == 1 else 0.0
+
+
+def sniff_document(doc: Any) -> float:
+    if not isinstance(doc, dict):
+        return 0.0
+    if isinstance(doc.get("resourceSpans"), list) or isinstance(doc.get("resourceLogs"), list):
+        return 1.0
+    if isinstance(doc.get("batches"), list):
+        return 0.9
+    data = doc.get("data")
+    if isinstance(data, list) and data and isinstance(data[0], dict) and "traceID" in data[0] and "spans" in data[0]:
+        return 0.9
+    return 0.0
+
+
+@dataclass
+class Span:
+    id: str
+    parent: str | None
+    trace: str
+    name: str
+    start: int
+    end: int
+    attrs: dict[str, Any]
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (name, attributes or body)
+    children: list["Span"] = field(default_factory=list)
+
+    @property
+    def operation(self) -> str:
+        op = self.attrs.get("gen_ai.operation.name")
+        return op if isinstance(op, str) else ""
+
+
+def value(v: Any) -> Any:
+    """An OTLP AnyValue as a plain value."""
+    if not isinstance(v, dict):
+        return v
+    for key in ("stringValue", "boolValue", "doubleValue"):
+        if key in v:
+            return v[key]
+    if "intValue" in v:
+        raw = v["intValue"]
+        try:
+            return int(raw)
+        except (TypeError, ValueError):
+            return raw
+    if "arrayValue" in v:
+        return [value(x) for x in (v["arrayValue"] or {}).get("values") or []]
+    if "kvlistValue" in v:
+        return {kv.get("key"): value(kv.get("value")) for kv in (v["kvlistValue"] or {}).get("values") or []
+                if isinstance(kv, dict)}
+    if "bytesValue" in v:
+        return v["bytesValue"]
+    return None
+
+
+def _attributes(items: Any) -> dict[str, Any]:
+    if not isinstance(items, list):
+        return {}
+    return {a["key"]: value(a.get("value")) for a in items if isinstance(a, dict) and isinstance(a.get("key"), str)}
+
+
+def _fields(items: Any) -> dict[str, Any]:
+    """Jaeger's tags or log fields ``[{key, type, value}]`` as a dict."""
+    if not isinstance(items, list):
+        return {}
+    return {str(f["key"]): f.get("value") for f in items if isinstance(f, dict) and isinstance(f.get("key"), str)}
+
+
+def _int(v: Any) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return 0
+
+
+def spans_of(doc: dict, path: str) -> tuple[list[Span], list[tuple[str, str, dict[str, Any]]]]:
+    """The spans of a document, and its log records as (span id, event name, body and attributes)."""
+    spans: list[Span] = []
+    logs: list[tuple[str, str, dict[str, Any]]] = []
+    if isinstance(doc.get("data"), list):  # a Jaeger export
+        for trace in doc["data"]:
+            for s in (trace.get("spans") or []) if isinstance(trace, dict) else []:
+                if not isinstance(s, dict):
+                    continue
+                refs = [r.get("spanID") for r in s.get("references") or [] if isinstance(r, dict)
+                        and r.get("refType") == "CHILD_OF"]
+                tags = _fields(s.get("tags"))
+                start = _int(s.get("startTime")) * 1000
+                events = [(str(_fields(lg.get("fields")).get("event", "")), _fields(lg.get("fields")))
+                          for lg in s.get("logs") or [] if isinstance(lg, dict)]
+                spans.append(Span(str(s.get("spanID")), refs[0] if refs else None, str(s.get("traceID")),
+                                  str(s.get("operationName") or ""), start, start + _int(s.get("duration")) * 1000,
+                                  tags, events))
+        return spans, logs
+    for rs in (doc.get("resourceSpans") or doc.get("batches") or []):
+        if not isinstance(rs, dict):
+            raise BadField("a resourceSpans item is not an object")
+        for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []:
+            for s in (ss.get("spans") or []) if isinstance(ss, dict) else []:
+                if not isinstance(s, dict):
+                    continue
+                events = [(str(e.get("name") or ""), _attributes(e.get("attributes")))
+                          for e in s.get("events") or [] if isinstance(e, dict)]
+                spans.append(Span(str(s.get("spanId")), s.get("parentSpanId") or None, str(s.get("traceId")),
+                                  str(s.get("name") or ""), _int(s.get("startTimeUnixNano")),
+                                  _int(s.get("endTimeUnixNano")), _attributes(s.get("attributes")), events))
+    for rl in doc.get("resourceLogs") or []:
+        for sl in (rl.get("scopeLogs") or []) if isinstance(rl, dict) else []:
+            for r in (sl.get("logRecords") or []) if isinstance(sl, dict) else []:
+                if not isinstance(r, dict) or not r.get("spanId"):
+                    continue
+                attrs = _attributes(r.get("attributes"))
+                name = r.get("eventName") or attrs.get("event.name") or ""
+                body = value(r.get("body"))
+                logs.append((str(r["spanId"]), str(name), {**attrs, **(body if isinstance(body, dict) else
+                                                                        {"content": body})}))
+    return spans, logs
+
+
+# -- messages ----------------------------------------------------------------------------------
+
+
+class _Ids:
+    """Ids for tool calls and results that carry none: the n-th call of a name is ``name#n``, and
+    the n-th result of that name answers it."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+        self.results: dict[str, int] = {}
+
+    def call(self, name: str, given: Any) -> str:
+        self.calls[name] = self.calls.get(name, 0) + 1
+        return str(given) if given else f"{name}#{self.calls[name]}"
+
+    def result(self, name: str, given: Any) -> str:
+        self.results[name] = self.results.get(name, 0) + 1
+        return str(given) if given else f"{name}#{self.results[name]}"
+
+
+def _json(v: Any) -> Any:
+    """A JSON text as its value (attributes often hold JSON as a string); else as it is."""
+    if isinstance(v, str) and v[:1] in "[{":
+        try:
+            return orjson.loads(v)
+        except orjson.JSONDecodeError:
+            return v
+    return v
+
+
+def _text(v: Any) -> str:
+    return v if isinstance(v, str) else "" if v is None else orjson.dumps(v).decode()
+
+
+def _parts_message(m: Any, ids: _Ids) -> tuple[str, list[dict]] | None:
+    """A semantic-conventions message ``{role, parts}`` (or ``{role, content}``) as (role, blocks)."""
+    if not isinstance(m, dict):
+        return None
+    role = str(m.get("role") or "user")
+    blocks: list[dict] = []
+    parts = m.get("parts")
+    if not isinstance(parts, list):
+        content = m.get("content")
+        parts = [{"type": "text", "content": content}] if content not in (None, "") else []
+        for c in m.get("tool_calls") or []:  # (the older event bodies)
+            if isinstance(c, dict):
+                f: dict[str, Any] = c["function"] if isinstance(c.get("function"), dict) else c
+                parts.append({"type": "tool_call", "id": c.get("id"), "name": f.get("name"),
+                              "arguments": f.get("arguments")})
+        if role == "tool":
+            parts = [{"type": "tool_call_response", "id": m.get("id") or m.get("tool_call_id"),
+                      "response": m.get("content")}]
+    for p in parts:
+        if not isinstance(p, dict):
+            continue
+        kind = p.get("type")
+        if kind == "text":
+            if p.get("content") == ELIDED:
+                return None
+            blocks.append({"type": "text", "text": _text(p.get("content"))})
+        elif kind == "tool_call":
+            name = str(p.get("name") or "tool")
+            args = _json(p.get("arguments"))
+            blocks.append({"type": "tool_use", "id": ids.call(name, p.get("id")), "name": name,
+                           "input": args if isinstance(args, dict) else {"arguments": args} if args is not None else {}})
+        elif kind == "tool_call_response":
+            result = p.get("response", p.get("result"))
+            blocks.append({"type": "tool_result", "tool_use_id": ids.result(str(p.get("name") or ""), p.get("id")),
+                           "content": _text(result)})
+        elif kind == "reasoning":
+            blocks.append({"type": "thinking", "thinking": _text(p.get("content")), "signature": ""})
+        else:
+            blocks.append({"type": "text", "text": orjson.dumps(p).decode()})
+    return role, blocks
+
+
+def _gemini_message(c: Any, ids: _Ids) -> tuple[str, list[dict]] | None:
+    """A Gemini ``{role, parts}`` content (ADK's llm_request / llm_response) as (role, blocks)."""
+    if not isinstance(c, dict):
+        return None
+    role = "assistant" if c.get("role") == "model" else "user"
+    blocks: list[dict] = []
+    for p in c.get("parts") or []:
+        if not isinstance(p, dict):
+            continue
+        call = p.get("function_call") or p.get("functionCall")
+        response = p.get("function_response") or p.get("functionResponse")
+        if isinstance(call, dict):
+            name = str(call.get("name") or "tool")
+            args = call.get("args")
+            blocks.append({"type": "tool_use", "id": ids.call(name, call.get("id")), "name": name,
+                           "input": args if isinstance(args, dict) else {}})
+        elif isinstance(response, dict):
+            name = str(response.get("name") or "")
+            blocks.append({"type": "tool_result", "tool_use_id": ids.result(name, response.get("id")),
+                           "content": _text(response.get("response"))})
+        elif p.get("thought") and isinstance(p.get("text"), str):
+            blocks.append({"type": "thinking", "thinking": p["text"], "signature": ""})
+        elif isinstance(p.get("text"), str):
+            blocks.append({"type": "text", "text": p["text"]})
+    return role, blocks
+
+
+def _as_messages(pairs: list[tuple[str, list[dict]]]) -> list[Message]:
+    """(role, blocks) pairs as API messages: tool results in user messages before their text,
+    consecutive messages of one role merged."""
+    out: list[Message] = []
+    for role, blocks in pairs:
+        if role == "system" or not blocks:
+            continue
+        role = "assistant" if role in ("assistant", "model", "choice") else "user"
+        if role == "user":
+            blocks = [b for b in blocks if b["type"] == "tool_result"] + [b for b in blocks if b["type"] != "tool_result"]
+        if out and out[-1]["role"] == role:
+            merged = out[-1]["content"] + blocks
+            if role == "user":
+                merged = [b for b in merged if b["type"] == "tool_result"] + [b for b in merged if b["type"] != "tool_result"]
+            out[-1] = {"role": role, "content": merged}
+        else:
+            out.append({"role": role, "content": blocks})
+    return out
+
+
+@dataclass
+class Content:
+    """What one span says the model saw and replied (None: not captured)."""
+
+    system: str | None = None
+    inputs: list[Message] | None = None
+    output: list[dict] | None = None  # the reply's blocks
+
+
+def content_of(span: Span, logs: list[tuple[str, dict[str, Any]]]) -> Content:
+    a = span.attrs
+    ids = _Ids()
+    c = Content()
+    system = _json(a.get("gen_ai.system_instructions"))
+    if isinstance(system, list):
+        c.system = "\n".join(_text(p.get("content")) for p in system if isinstance(p, dict)) or None
+    elif isinstance(system, str) and system != ELIDED:
+        c.system = system
+    inputs = _json(a.get("gen_ai.input.messages"))
+    if isinstance(inputs, list):
+        pairs = [p for m in inputs if (p := _parts_message(m, ids)) is not None]
+        if len(pairs) == len(inputs):
+            c.system = c.system or "\n".join(b.get("text", "") for r, bs in pairs if r == "system" for b in bs) or None
+            c.inputs = _as_messages(pairs)
+    request = _json(a.get("gcp.vertex.agent.llm_request"))
+    if c.inputs is None and isinstance(request, dict) and isinstance(request.get("contents"), list):
+        pairs = [p for m in request["contents"] if (p := _gemini_message(m, ids)) is not None]
+        c.inputs = _as_messages(pairs)
+        config: dict[str, Any] = request["config"] if isinstance(request.get("config"), dict) else {}
+        if isinstance(config.get("system_instruction"), str):
+            c.system = c.system or config["system_instruction"]
+    if c.inputs is None:
+        pairs_or_none = _indexed(a, "gen_ai.prompt", ids)
+        if pairs_or_none is not None:
+            c.system = c.system or "\n".join(b.get("text", "") for r, bs in pairs_or_none if r == "system" for b in bs) or None
+            c.inputs = _as_messages(pairs_or_none)
+    if c.inputs is None and logs:
+        events = [(name, body) for name, body in logs if name in EVENT_ROLES and name != "gen_ai.choice"]
+        pairs = [p for name, body in events
+                 if (p := _parts_message({**body, "role": body.get("role") or EVENT_ROLES[name]}, ids)) is not None]
+        if events and len(pairs) == len(events):
+            c.system = c.system or "\n".join(b.get("text", "") for r, bs in pairs if r == "system" for b in bs) or None
+            c.inputs = _as_messages(pairs)
+    output = _json(a.get("gen_ai.output.messages"))
+    if isinstance(output, list):
+        pairs = [p for m in output if (p := _parts_message(m, ids)) is not None]
+        if pairs and len(pairs) == len(output):
+            c.output = [b for _, bs in pairs for b in bs]
+    response = _json(a.get("gcp.vertex.agent.llm_response"))
+    if c.output is None and isinstance(response, dict) and isinstance(response.get("content"), dict):
+        got = _gemini_message(response["content"], ids)
+        c.output = got[1] if got else None
+    if c.output is None:
+        out = _indexed(a, "gen_ai.completion", ids)
+        c.output = [b for _, bs in out for b in bs] if out else None
+    if c.output is None and logs:
+        choices = [body for name, body in logs if name == "gen_ai.choice"]
+        if choices:
+            message: dict[str, Any] = choices[0]["message"] if isinstance(choices[0].get("message"), dict) else choices[0]
+            got = _parts_message({**message, "role": "assistant"}, ids)
+            c.output = got[1] if got else None
+    return c
+
+
+def _indexed(a: dict[str, Any], prefix: str, ids: _Ids) -> list[tuple[str, list[dict]]] | None:
+    """The older indexed attributes ``prefix.N.role`` / ``.content`` / ``.tool_calls.M.*`` /
+    ``.tool_call_id`` as (role, blocks) (None when there are none, or their content is elided)."""
+    pairs = []
+    n = 0
+    while f"{prefix}.{n}.role" in a or f"{prefix}.{n}.content" in a:
+        role = str(a.get(f"{prefix}.{n}.role") or "assistant")
+        content = a.get(f"{prefix}.{n}.content")
+        calls = []
+        m = 0
+        while f"{prefix}.{n}.tool_calls.{m}.name" in a:
+            calls.append({"id": a.get(f"{prefix}.{n}.tool_calls.{m}.id"), "name": a.get(f"{prefix}.{n}.tool_calls.{m}.name"),
+                          "arguments": a.get(f"{prefix}.{n}.tool_calls.{m}.arguments")})
+            m += 1
+        got = _parts_message({"role": role, "content": content, "tool_calls": calls,
+                              "tool_call_id": a.get(f"{prefix}.{n}.tool_call_id")}, ids)
+        if got is None:
+            return None
+        pairs.append(got)
+        n += 1
+    return pairs or None
+
+
+# -- calls ---------------------------------------------------------------------------------------
+
+
+def _is_model(span: Span) -> bool:
+    op = span.operation
+    if op in MODEL_OPERATIONS:
+        return True
+    if op in NOT_MODEL:
+        return False
+    a = span.attrs
+    return ("gen_ai.usage.input_tokens" in a or "gen_ai.usage.output_tokens" in a or "gen_ai.usage.prompt_tokens" in a
+            or "gen_ai.prompt.0.role" in a or "gen_ai.prompt.0.content" in a)
+
+
+def _walk(span: Span) -> Iterator[Span]:
+    for child in span.children:
+        yield child
+        yield from _walk(child)
+
+
+def _usage(chain: list[Span], model: str | None, where: str) -> dict[str, Any] | None:
+    for s in chain:
+        a = s.attrs
+        if not any(k.startswith("gen_ai.usage.") for k in a):
+            continue
+        prompt = tokens(a, "gen_ai.usage.input_tokens", where) or tokens(a, "gen_ai.usage.prompt_tokens", where)
+        read = tokens(a, "gen_ai.usage.cache_read.input_tokens", where)
+        write = tokens(a, "gen_ai.usage.cache_creation.input_tokens", where)
+        usage: dict[str, Any] = {"input_tokens": max(prompt - read - write, 0), "cache_read_input_tokens": read,
+                                 "cache_creation_input_tokens": write,
+                                 "output_tokens": tokens(a, "gen_ai.usage.output_tokens", where)
+                                 or tokens(a, "gen_ai.usage.completion_tokens", where)}
+        if model:
+            usage["model"] = model
+        return usage
+    return None
+
+
+@dataclass
+class Call:
+    span: Span
+    chain: list[Span]  # the span, then its model-span wrappers, innermost first
+    session: str
+
+
+def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] | None = None, **_: object) -> Transcript:
+    doc, sha = document or read_document(path)
+    if not isinstance(doc, dict) or sniff_document(doc) <= 0:
+        raise InputError(f"{path}: not an OTLP/JSON document (no resourceSpans, batches or Jaeger data)")
+    try:
+        spans, log_records = spans_of(doc, path)
+    except BadField as exc:
+        raise InputError(f"{path}: {exc}") from None
+    by_id = {s.id: s for s in spans}
+    for s in spans:
+        if s.parent and s.parent in by_id and by_id[s.parent] is not s:
+            by_id[s.parent].children.append(s)
+    logs: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for span_id, name, body in log_records:
+        logs.setdefault(span_id, []).append((name, body))
+    for s in spans:
+        for name, attrs in s.events:
+            if name in EVENT_ROLES:
+                logs.setdefault(s.id, []).append((name, attrs))
+    builder = TranscriptBuilder(path, NAME)
+    models = [s for s in spans if _is_model(s)]
+    calls: list[Call] = []
+    for s in models:
+        if any(_is_model(d) for d in _walk(s)):
+            continue  # a wrapper: its call is the model span inside it
+        chain = [s]
+        up = by_id.get(s.parent) if s.parent else None
+        seen = {s.id}
+        while up is not None and up.id not in seen:
+            seen.add(up.id)
+            if _is_model(up):
+                chain.append(up)
+            up = by_id.get(up.parent) if up.parent else None
+        calls.append(Call(s, chain, _session_of(s, by_id)))
+    agents = False
+    if not calls:  # no model call: each top-level agent invocation with content is one
+        calls = [Call(s, [s], _session_of(s, by_id)) for s in spans if s.operation == "invoke_agent"
+                 and "gen_ai.input.messages" in s.attrs and not _inside_agent(s, by_id)]
+        agents = bool(calls)
+    first_seen: dict[str, int] = {}
+    for c in calls:
+        first_seen[c.session] = min(first_seen.get(c.session, c.span.start), c.span.start)
+    calls.sort(key=lambda c: (first_seen[c.session], c.span.start, c.span.id))
+    sessions = list(dict.fromkeys(c.session for c in calls))
+    if len(sessions) > 1:
+        builder.warnings.append(f"{len(sessions)} sessions (conversations or traces) in one file: replayed one "
+                                "after the other")
+    builder.session_id = sessions[0] if sessions else None
+    tools = sorted((s for s in spans if s.operation == "execute_tool"), key=lambda s: s.start)
+    try:
+        _build(builder, calls, logs, tools)
+    except BadField as exc:
+        raise InputError(f"{path}: {exc}") from None
+    builder.metadata["llm_calls"] = 0 if agents else len(calls)
+    builder.metadata["sessions"] = len(sessions)
+    if agents:
+        builder.warnings.append(f"no model call spans: each of the {len(calls)} agent invocation(s) is one call, "
+                                "its usage unknown")
+    if not calls:
+        raise InputError(f"{path}: no GenAI model call or agent span in these traces",
+                         hint="the spans need the GenAI semantic conventions (gen_ai.operation.name, gen_ai.usage.*)")
+    return builder.build(content_hash=sha)
+
+
+def _session_of(span: Span, by_id: dict[str, Span]) -> str:
+    """The span's conversation id (its own or an ancestor's), else its trace."""
+    s: Span | None = span
+    seen = set()
+    while s is not None and s.id not in seen:
+        seen.add(s.id)
+        cid = s.attrs.get("gen_ai.conversation.id") or s.attrs.get("session.id")
+        if isinstance(cid, str) and cid:
+            return cid
+        s = by_id.get(s.parent) if s.parent else None
+    return span.trace
+
+
+def _inside_agent(span: Span, by_id: dict[str, Span]) -> bool:
+    s = by_id.get(span.parent) if span.parent else None
+    seen = set()
+    while s is not None and s.id not in seen:
+        seen.add(s.id)
+        if s.operation == "invoke_agent":
+            return True
+        s = by_id.get(s.parent) if s.parent else None
+    return False
+
+
+def _key(m: Message) -> bytes:
+    return orjson.dumps(m, option=orjson.OPT_SORT_KEYS)
+
+
+def _build(builder: TranscriptBuilder, calls: list[Call], logs: dict[str, list[tuple[str, dict[str, Any]]]],
+           tools: list[Span]) -> None:
+    conversation: list[bytes] = []  # the keys of the messages added so far
+    elided = 0
+    previous: dict[str, Any] | None = None
+    answered = False  # the previous call's tools have results sized by this call's input
+    for k, call in enumerate(calls):
+        content = Content()
+        for s in call.chain:  # the innermost span's content, else its wrappers'
+            got = content_of(s, logs.get(s.id, []))
+            content.system = content.system or got.system
+            content.inputs = content.inputs if content.inputs is not None else got.inputs
+            content.output = content.output if content.output is not None else got.output
+        model = next((m for s in call.chain for m in (s.attrs.get("gen_ai.response.model"),
+                                                        s.attrs.get("gen_ai.request.model")) if isinstance(m, str)), None)
+        builder.model = builder.model or model
+        builder.system = builder.system or content.system
+        usage = _usage(call.chain, model, f"span {call.span.id} usage")
+        if content.inputs is not None:
+            new = content.inputs
+            shared = 0
+            for a, b in zip(new, conversation):
+                if _key(a) != b:
+                    break
+                shared += 1
+            if shared < len(conversation):  # another context (a handoff): what it repeats is not new
+                known = set(conversation)
+                while shared < len(new) and _key(new[shared]) in known:
+                    shared += 1
+            for m in new[shared:]:
+                builder.add(m)
+                conversation.append(_key(m))
+        elif not answered:  # (after tool results sized by this call's input, nothing more to add)
+            elided += 1
+            m = {"role": "user", "content": [{"type": "text", "text": sized_placeholder(
+                "ELIDED_INPUT", _added(usage, previous) * CHARS_PER_TOKEN)}]}
+            builder.add(m)
+            conversation.append(_key(m))
+        else:
+            elided += 1
+        answered = False
+        output = content.output
+        if output is None:
+            elided += content.inputs is not None
+            out_tokens = int((usage or {}).get("output_tokens", 0))
+            output = [{"type": "text", "text": sized_placeholder("ELIDED_OUTPUT", out_tokens * CHARS_PER_TOKEN)}]
+            end = calls[k + 1].span.start if k + 1 < len(calls) else None
+            ran = [t for t in tools if t.start >= call.span.start and (end is None or t.start < end)]
+            output += [{"type": "tool_use", "id": str(t.attrs.get("gen_ai.tool.call.id") or f"tool-{t.id}"),
+                        "name": str(t.attrs.get("gen_ai.tool.name") or "tool"), "input": _tool_args(t)} for t in ran]
+            reply = {"role": "assistant", "content": output or [{"type": "text", "text": ""}]}
+            builder.add(reply, usage)
+            conversation.append(_key(reply))
+            if ran:  # their results, sized by what the next call's input added where not captured
+                following = _usage(calls[k + 1].chain, None, "usage") if k + 1 < len(calls) else None
+                share = _added(following, usage) * CHARS_PER_TOKEN // len(ran) if following else 0
+                results = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": b["id"],
+                                                        "content": _tool_result(t, share)}
+                                                       for b, t in zip(output[1:], ran)]}
+                builder.add(results)
+                conversation.append(_key(results))
+                answered = True
+        else:
+            reply = {"role": "assistant", "content": output or [{"type": "text", "text": ""}]}
+            builder.add(reply, usage)
+            conversation.append(_key(reply))
+        previous = usage
+    if elided:
+        builder.metadata["elided_calls"] = elided
+        builder.warnings.append(f"content capture was off for {elided} call(s): replayed on their token counts "
+                                f"alone (what they added and replied sized at {CHARS_PER_TOKEN} characters a token; "
+                                "no text invented)")
+
+
+def _added(usage: dict[str, Any] | None, previous: dict[str, Any] | None) -> int:
+    """The input tokens a call added to the previous call's input and reply (all of its input
+    where that is not more: a new context)."""
+    prompt = _prompt(usage)
+    added = prompt - (_prompt(previous) + int(previous.get("output_tokens", 0)) if previous else 0)
+    return added if added > 0 else prompt
+
+
+def _prompt(usage: dict[str, Any] | None) -> int:
+    if not usage:
+        return 0
+    return int(usage.get("input_tokens", 0)) + int(usage.get("cache_read_input_tokens", 0)) + \
+        int(usage.get("cache_creation_input_tokens", 0))
+
+
+def _tool_args(t: Span) -> dict[str, Any]:
+    for key in ("gen_ai.tool.call.arguments", "gcp.vertex.agent.tool_call_args"):
+        args = _json(t.attrs.get(key))
+        if isinstance(args, dict):
+            return args
+    return {}
+
+
+def _tool_result(t: Span, size: int) -> str:
+    for key in ("gen_ai.tool.call.result", "gcp.vertex.agent.tool_response"):
+        if key in t.attrs:
+            return _text(t.attrs[key])
+    return sized_placeholder("ELIDED_RESULT", size)
+
+
+def inspect_facts(transcript: Transcript) -> dict[str, Any]:
+    """What inspect adds for traces: the model calls, sessions, and calls without content."""
+    return {key: transcript.metadata[key] for key in ("llm_calls", "sessions", "elided_calls")
+            if transcript.metadata.get(key) is not None}
