@@ -1,0 +1,111 @@
+"""Gemini CLI chat recordings (issue #33 §3): the three shared real recordings (the older JSON
+document and the newer append-only JSONL) against figures read independently from their JSON, and
+the record shapes of the source (google-gemini/gemini-cli chatRecordingService.ts) on small files
+built here."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pytest
+
+from compactlab import load_policy, load_transcript, replay
+from helpers import write_jsonl
+
+
+def _records(path):
+    """The messages of a recording as Gemini CLI would read it back: the latest version of each id."""
+    if path.suffix == ".json":
+        return json.loads(path.read_text())["messages"]
+    by_id = {}
+    for line in path.read_text().splitlines():
+        o = json.loads(line)
+        if "type" in o and "id" in o:
+            by_id[o["id"]] = o
+    return list(by_id.values())
+
+
+def test_the_shared_recordings(shared_transcripts):
+    files = sorted((shared_transcripts / "gemini_cli").glob("*.json*"))
+    assert files
+    for path in files:
+        records = _records(path)
+        t = load_transcript(str(path))
+        assert t.format == "gemini-cli", path.name
+        gemini = [m for m in records if m["type"] == "gemini"]
+        calls = [c for m in gemini for c in m.get("toolCalls") or []]
+        assert sum(e.role == "assistant" for e in t.entries) == len(gemini), path.name
+        assert sum(len(e.tool_use_ids) for e in t.entries) == len(calls), path.name
+        assert sum(len(e.results) for e in t.entries) == len(calls), path.name
+        with_tokens = [m for m in gemini if m.get("tokens") and any(m["tokens"].values())]
+        assert sum(u["input_tokens"] + u["cache_read_input_tokens"] for u in t.usage.values()) == \
+            sum(m["tokens"]["input"] for m in with_tokens), path.name
+        assert sum(u["output_tokens"] for u in t.usage.values()) == \
+            sum(m["tokens"]["output"] + m["tokens"].get("thoughts", 0) for m in with_tokens), path.name
+        assert sum(u["cache_read_input_tokens"] for u in t.usage.values()) == \
+            sum(m["tokens"]["cached"] for m in with_tokens), path.name
+        assert replay(t, load_policy("gemini-cli")).summary.violations_introduced == 0, path.name
+
+
+def test_the_jsonl_shape_as_the_source_writes_it(tmp_path, cli):
+    """Built from chatRecordingService.ts's records: a metadata line, $set lines, a message written
+    again with its completed tool calls (the latest counts, in its first place), info lines that
+    are the CLI's own, a failed tool call."""
+    meta = {"sessionId": "s-1", "projectHash": "ab12", "startTime": "2026-01-01T00:00:00Z",
+            "lastUpdated": "2026-01-01T00:00:00Z", "kind": "main"}
+    user = {"id": "u1", "timestamp": "2026-01-01T00:00:01Z", "type": "user", "content": [{"text": "fix it"}]}
+    pending = {"id": "g1", "timestamp": "2026-01-01T00:00:02Z", "type": "gemini", "content": "",
+               "tokens": {"input": 0, "output": 0, "cached": 0, "total": 0}, "model": "gemini-3-flash-preview"}
+    done = {**pending, "content": "Reading.", "thoughts": [{"subject": "Plan", "description": "read first",
+                                                           "timestamp": "2026-01-01T00:00:02Z"}],
+            "tokens": {"input": 1000, "output": 20, "cached": 600, "thoughts": 30, "tool": 0, "total": 1050},
+            "toolCalls": [{"id": "c1", "name": "read_file", "args": {"file_path": "a.py"}, "status": "success",
+                           "result": [{"functionResponse": {"id": "c1", "name": "read_file",
+                                                            "response": {"output": "print(1)"}}}]},
+                          {"id": "c2", "name": "run_shell_command", "args": {"command": "false"}, "status": "error",
+                           "result": [{"functionResponse": {"id": "c2", "name": "run_shell_command",
+                                                            "response": {"error": "exit 1"}}}]}]}
+    final = {"id": "g2", "timestamp": "2026-01-01T00:00:03Z", "type": "gemini", "content": "Done.",
+             "tokens": {"input": 1200, "output": 5, "cached": 1000, "total": 1205}, "model": "gemini-3-flash-preview"}
+    info = {"id": "i1", "timestamp": "2026-01-01T00:00:04Z", "type": "info", "content": "Session saved."}
+    path = write_jsonl(tmp_path / "session-1.jsonl", [meta, user, {"$set": {"lastUpdated": "x"}}, pending, done,
+                                                      {"$set": {"lastUpdated": "y"}}, final, info])
+    t = load_transcript(str(path))
+    assert t.format == "gemini-cli" and t.session_id == "s-1" and t.model == "gemini-3-flash-preview"
+    assert [e.role for e in t.entries] == ["user", "assistant", "user", "assistant"]
+    reply = t.entries[1].message["content"]
+    assert [b["type"] for b in reply] == ["thinking", "text", "tool_use", "tool_use"]
+    assert reply[0]["thinking"] == "Plan: read first" and reply[2]["input"] == {"file_path": "a.py"}
+    results = t.entries[2].message["content"]
+    assert [(r["tool_use_id"], r["content"], r.get("is_error", False)) for r in results] == \
+        [("c1", "print(1)", False), ("c2", "exit 1", True)]
+    assert t.usage[1] == {"input_tokens": 400, "cache_read_input_tokens": 600, "cache_creation_input_tokens": 0,
+                          "output_tokens": 50, "model": "gemini-3-flash-preview", "timestamp": "2026-01-01T00:00:02Z"}
+    assert t.metadata["cli_messages"] == 1
+    r = cli("inspect", path, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    document = tmp_path / "session-1.json"
+    document.write_bytes(orjson.dumps({**meta, "messages": [user, done, final, info]}))
+    assert [e.message for e in load_transcript(str(document)).entries] == [e.message for e in t.entries]
+
+
+def test_a_bad_record_names_its_line(tmp_path, cli):
+    meta = {"sessionId": "s-1", "projectHash": "ab12", "startTime": "t", "lastUpdated": "t"}
+    path = write_jsonl(tmp_path / "bad.jsonl", [meta, {"id": "u1", "timestamp": "t", "type": "user", "content": "x"},
+                                                {"id": "g1", "timestamp": "t", "type": "gemini", "content": "y"},
+                                                {"id": "z", "timestamp": "t", "type": "mystery"}])
+    r = cli("inspect", path)
+    assert r.exit_code == 2 and f"{path}:4: not a Gemini CLI record" in r.stderr
+    skipped = cli("inspect", path, "--skip-bad-lines", "--format", "json")
+    assert skipped.exit_code == 0 and json.loads(skipped.stdout)["skipped_lines"] == 1
+
+
+@pytest.mark.parametrize("tokens", [{"input": -5}, {"input": "many"}])
+def test_a_malformed_token_count_is_an_input_error(tmp_path, cli, tokens):
+    meta = {"sessionId": "s-1", "projectHash": "ab12", "startTime": "t", "lastUpdated": "t"}
+    path = write_jsonl(tmp_path / "bad.jsonl", [meta, {"id": "u1", "timestamp": "t", "type": "user", "content": "x"},
+                                                {"id": "g1", "timestamp": "t", "type": "gemini", "content": "y",
+                                                 "tokens": tokens}])
+    r = cli("inspect", path)
+    assert r.exit_code == 2 and "message g1: tokens.input is" in r.stderr
