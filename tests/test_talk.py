@@ -171,3 +171,31 @@ def test_redacted_texts_are_a_note_not_a_warning(cli, tmp_path):
     assert quiet.exit_code == 0 and "redacted" not in quiet.stderr
     said = cli("compare", rollout, rollout, "-p", "s08", "--dry-run", "--format", "csv", "-v")
     assert "1 redacted text(s)" in said.stderr and "warning" not in said.stderr.split("redacted")[0].splitlines()[-1]
+
+
+def test_a_folder_file_that_is_no_transcript_is_skipped_and_said(cli, tmp_path):
+    """(#33) A folder stands for its session files; one that fits no format (a task folder's
+    ui_messages.json, a fixture's truth file) is skipped with one line, not the end of the command;
+    named on the command line it is still an error."""
+    import shutil
+
+    from helpers import SAMPLES
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    shutil.copy(SAMPLES / "synth-small.jsonl", folder / "a.jsonl")
+    (folder / "notes.json").write_text('{"what": "not a transcript"}')
+    for args in (("replay", folder, "--dry-run", "--format", "csv"), ("compare", folder, "-p", "s08", "--dry-run",
+                                                                      "--format", "csv")):
+        r = cli(*args)
+        assert r.exit_code == 0, r.stderr
+        assert "skipped 1 file(s) of the folder(s) that are not transcripts in a known format" in r.stderr
+        assert "notes.json" not in r.stderr  # (with -v)
+    assert "skipped " in cli("replay", folder, "--dry-run", "--format", "csv", "-v").stderr
+    named = cli("replay", folder / "notes.json", "--dry-run")
+    assert named.exit_code == 2 and "not a transcript in any known format" in named.stderr
+    only = tmp_path / "nothing"
+    only.mkdir()
+    (only / "notes.json").write_text("{}")
+    r = cli("compare", only, "-p", "s08", "--dry-run")
+    assert r.exit_code == 2 and "no file of the folder(s) is a transcript in a known format" in r.stderr

@@ -12,6 +12,8 @@ from ..corpus.calibration import MIN_CALLS, Calibration, by_default, calibrate a
 from ..engine.feeds import Opening
 from ..engine.prices import ModelPrices, PriceTable, load_prices
 from ..plumbing.files import shown
+from ..errors import UsageError
+from ..transcripts import FolderFile, UnknownFormat
 from ..transcripts.model import Note
 from ..plumbing.process import collector_off
 
@@ -100,13 +102,34 @@ def load_all(files: list[str], settings: Settings, notify: Notify = quietly,
     from ..transcripts import load_transcript
 
     loaded = []
+    skipped: list[str] = []
     with collector_off(), progress("reading", len(files)) as advance:
         for path in files:
-            t = load_transcript(path, settings.input_format, skip_bad_lines=settings.skip_bad_lines)
+            try:
+                t = load_transcript(path, settings.input_format, skip_bad_lines=settings.skip_bad_lines)
+            except UnknownFormat as exc:
+                if not isinstance(path, FolderFile):
+                    raise
+                skipped.append(exc.message)
+                advance(None)
+                continue
             warn_loaded(t, notify)
             loaded.append(t)
             advance(t)
+    not_transcripts(skipped, notify)
+    if not loaded and skipped:
+        raise UsageError(f"no file of the folder(s) is a transcript in a known format ({len(skipped)} tried)",
+                         hint="--input-format NAME forces one")
     return loaded
+
+
+def not_transcripts(skipped: list[str], notify: Notify) -> None:
+    """The files of folders that are no transcript (skipped): one line, each with --verbose."""
+    for line in skipped:
+        notify(Detail(f"skipped {line}"), False)
+    if skipped:
+        notify(f"skipped {len(skipped)} file(s) of the folder(s) that are not transcripts in a known format "
+               "(each with -v)", False)
 
 
 def failures_said(failures: list, notify: Notify) -> None:

@@ -26,9 +26,11 @@ from ..engine.records import Run
 from ..plumbing.outputs import OutputDir, run_folder_name
 from ..reports.terminal import UNKNOWN
 from ..plumbing.process import collector_off
-from ..errors import CompactlabError
+from ..errors import CompactlabError, UsageError
+from ..transcripts import FolderFile, UnknownFormat
 from ..plumbing.interrupts import exit_status
-from .base import Notify, Outcome, Reading, Settings, ShowsProgress, calibrated_line, no_progress, calibrations_for, price_warnings, prices_for, quietly, warn_loaded
+from .base import Notify, Outcome, Reading, Settings, ShowsProgress, calibrated_line, no_progress, calibrations_for, \
+    not_transcripts, price_warnings, prices_for, quietly, warn_loaded
 
 
 @dataclass(kw_only=True)
@@ -109,6 +111,7 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
     s = settings
     done = Replayed([], len(files))
     fits: list = []  # the fits of the files replayed: one line for them all, each with --verbose
+    skipped: list[str] = []  # files of folders that are no transcript
     used: set[str] = set()
     shared = OutputDir(s.out_dir, s.dry_run, s.force) if s.out_dir is not None and len(files) > 1 else None
     try:
@@ -116,7 +119,13 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
             feed: Feed | None = None
             out = None
             try:
-                feed = open_for_replay(first if i == 0 and first is not None else s.reading.opening(path), notify)
+                try:
+                    feed = open_for_replay(first if i == 0 and first is not None else s.reading.opening(path), notify)
+                except UnknownFormat as exc:
+                    if not isinstance(path, FolderFile):
+                        raise
+                    skipped.append(exc.message)
+                    continue
                 price = prices_for([feed], s.price_model, s.prices, notify)[0]
                 calibration = calibrations_for([feed], s.calibrate, notify, details=len(files) > 1)[0]
                 if calibration is not None and calibration.source == "recorded usage":
@@ -174,6 +183,10 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
         raise
     if len(files) > 1 and fits:
         notify(calibrated_line(fits), False)
+    not_transcripts(skipped, notify)
+    if skipped and not done.runs and not done.interrupted:
+        raise UsageError(f"no file of the folder(s) is a transcript in a known format ({len(skipped)} tried)",
+                         hint="--input-format NAME forces one")
     policy = settings.policy
     keys = [k for k in (o.partition("=")[0].strip() for o in settings.overrides)
             if getattr(getattr(policy, k.partition(".")[0], None), "enabled", False)]

@@ -23,10 +23,20 @@ FORMATS: dict[str, ModuleType] = {
                         gemini_cli, cline)
 }
 
-__all__ = ["FORMATS", "RecordedCompaction", "Transcript", "TranscriptBuilder", "TranscriptStream", "detect_format",
+__all__ = ["FORMATS", "FolderFile", "RecordedCompaction", "UnknownFormat", "Transcript", "TranscriptBuilder", "TranscriptStream", "detect_format",
            "expand_inputs", "load_transcript", "open_transcript", "skipped_subagents"]
 
 SESSION_GLOBS = ("*.jsonl", "*.jsonl.gz", "*.jsonl.zst", "*.json", "*.traj")
+
+
+class UnknownFormat(InputError):
+    """A file whose content fits no known format."""
+
+
+class FolderFile(str):
+    """A file a folder argument stood for (not one the user named): where it is no transcript in
+    a known format (a task folder's ``ui_messages.json``, a fixture's truth file) it is skipped,
+    and said, rather than stopping the command."""
 
 
 def _detect(path: str, head: Head | None = None) -> tuple[str, dict[str, Any]]:
@@ -42,7 +52,7 @@ def _detect(path: str, head: Head | None = None) -> tuple[str, dict[str, Any]]:
         scores = {n: m.sniff(objects) for n, m in FORMATS.items() if hasattr(m, "sniff")}
     best = max(scores, key=lambda n: scores[n])
     if scores[best] <= 0:
-        raise InputError(
+        raise UnknownFormat(
             f"{path}: not a transcript in any known format ({', '.join(FORMATS)})",
             hint="use --input-format NAME to force one",
         )
@@ -114,7 +124,7 @@ def _expand(paths: list[str] | tuple[str, ...], subagents: bool) -> tuple[list[s
     from pathlib import Path
 
     def sessions(folder: Path) -> list[str]:
-        return sorted({str(f) for g in SESSION_GLOBS for f in folder.glob(g) if f.is_file()})
+        return [FolderFile(f) for f in sorted({str(f) for g in SESSION_GLOBS for f in folder.glob(g) if f.is_file()})]
 
     def agents(folder: Path) -> list[str]:
         return sorted({str(f) for g in SESSION_GLOBS for pattern in (f"subagents/{g}", f"*/subagents/{g}")
@@ -132,7 +142,7 @@ def _expand(paths: list[str] | tuple[str, ...], subagents: bool) -> tuple[list[s
         files = [f for base in bases for f in sessions(base)]
         more = [f for base in bases for f in agents(base)]
         if not files and not more:  # ~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl
-            files = sorted(str(f) for f in folder.glob("*/*/*/rollout-*.jsonl*") if f.is_file())
+            files = [FolderFile(f) for f in sorted(str(f) for f in folder.glob("*/*/*/rollout-*.jsonl*") if f.is_file())]
         if not files and not more:
             raise InputError(f"{p}: a folder with no transcript files ({', '.join(SESSION_GLOBS)}), in it or in "
                              "the folders directly in it")
