@@ -188,6 +188,7 @@ def calibrations_for(sources: list, calibrate: bool | None, notify: Notify = qui
     enough calls, else a warning where it records some), or None (the policy's estimate)."""
     out: list[Calibration | None] = []
     fits: list[Calibration] = []
+    estimated = 0  # files of many whose tokens are an estimate (too few calls with usage)
     for t in sources:
         if calibrate is False or getattr(t, "streamed", False):
             out.append(None)
@@ -200,7 +201,10 @@ def calibrations_for(sources: list, calibrate: bool | None, notify: Notify = qui
             cal, why = fit_calibration(transcript), None
         else:
             cal, why = by_default(transcript)
-        if why:
+        if why and len(sources) > 1:  # (many files: one line for them all, each with -v)
+            notify(Detail(f"warning: {shown(t.path)}: {why}"), False)
+            estimated += 1
+        elif why:
             notify(f"warning: {shown(t.path)}: {why}", False)
         if cal is not None and cal.source == "recorded usage":
             fits.append(cal)
@@ -210,6 +214,9 @@ def calibrations_for(sources: list, calibrate: bool | None, notify: Notify = qui
         out.append(cal)
     if len(sources) > 1 and fits:
         notify(calibrated_line(fits), False)
+    if estimated:
+        notify(f"warning: {estimated} transcript(s) record too few calls with usage to calibrate on: their tokens are "
+               "estimated (each with -v)", False)
     return out
 
 

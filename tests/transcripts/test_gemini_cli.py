@@ -85,6 +85,10 @@ def test_the_jsonl_shape_as_the_source_writes_it(tmp_path, cli):
     assert t.metadata["cli_messages"] == 1
     r = cli("inspect", path, "--format", "json")
     assert r.exit_code == 0, r.stderr
+    converted = tmp_path / "converted.jsonl"
+    assert cli("convert", path, "-o", converted).exit_code == 0
+    again = load_transcript(str(converted))
+    assert [e.message for e in again.entries] == [e.message for e in t.entries] and again.usage.keys() == t.usage.keys()
     document = tmp_path / "session-1.json"
     document.write_bytes(orjson.dumps({**meta, "messages": [user, done, final, info]}))
     assert [e.message for e in load_transcript(str(document)).entries] == [e.message for e in t.entries]

@@ -196,3 +196,31 @@ def test_a_malformed_usage_is_an_input_error_naming_the_span(tmp_path, cli):
                  gen_ai__input__messages=[{"role": "user", "parts": [{"type": "text", "content": "x"}]}])
     r = cli("inspect", _doc(tmp_path, [span]))
     assert r.exit_code == 2 and "span c1 usage.gen_ai.usage.input_tokens is \"lots\"" in r.stderr
+
+
+def test_a_jaeger_and_a_tempo_export(tmp_path):
+    """The same two-call trace as a Jaeger export (``data``: spans with ``tags``, microseconds,
+    ``references``) and as a Tempo export (``batches`` of resource spans) loads as the OTLP one."""
+    messages = [{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]
+    reply = [{"role": "assistant", "parts": [{"type": "text", "content": "hello"}]}]
+
+    def tags(**kv):
+        return [{"key": k.replace("__", "."), "type": "string" if isinstance(v, str) else "int64",
+                 "value": v if isinstance(v, (str, int)) else json.dumps(v)} for k, v in kv.items()]
+
+    jaeger = {"data": [{"traceID": "abc", "spans": [
+        {"traceID": "abc", "spanID": "s1", "operationName": "chat m", "references": [], "startTime": 1000,
+         "duration": 5, "tags": tags(gen_ai__operation__name="chat", gen_ai__usage__input_tokens=7,
+                                     gen_ai__usage__output_tokens=2, gen_ai__input__messages=messages,
+                                     gen_ai__output__messages=reply)}]}]}
+    path = tmp_path / "jaeger.json"
+    path.write_bytes(orjson.dumps(jaeger))
+    t = load_transcript(str(path))
+    assert t.format == "otlp" and [_texts(e.message) for e in t.entries] == ["hi", "hello"]
+    assert t.usage[1]["input_tokens"] == 7 and t.usage[1]["output_tokens"] == 2
+    span = _span("c1", "chat m", start=1, gen_ai__operation__name="chat", gen_ai__usage__input_tokens=7,
+                 gen_ai__usage__output_tokens=2, gen_ai__input__messages=messages, gen_ai__output__messages=reply)
+    tempo = {"batches": [{"resource": {}, "scopeSpans": [{"scope": {"name": "x"}, "spans": [span]}]}]}
+    path = tmp_path / "tempo.json"
+    path.write_bytes(orjson.dumps(tempo))
+    assert [e.message for e in load_transcript(str(path)).entries] == [e.message for e in t.entries]
