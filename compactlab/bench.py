@@ -130,8 +130,10 @@ def naive_replay(path: str) -> int:
     return tokens
 
 
-def _tune_measure(root: Path, cl: list[str], jobs: int) -> Measure:
-    """tune of s08's summary trigger and micro window: TUNE's trials over its transcripts."""
+def _tune_measures(root: Path, cl: list[str], jobs: int) -> list[Measure]:
+    """tune of s08's summary trigger and micro window: TUNE's trials over its transcripts; and a
+    compare --dry-run of as many replays (the trials' values swept), what the tune costs beyond
+    its replays (#32 §2: at most 1.5x)."""
     from .synth import write
 
     trials, n, calls = TUNE
@@ -144,8 +146,14 @@ def _tune_measure(root: Path, cl: list[str], jobs: int) -> Measure:
                                                "--trials", str(trials), "--jobs", str(jobs), "--max-violations",
                                                "100000", "--out", str(root / "tune-out"), "--force", "-q",
                                                *(["--no-chart"] if "--charts" in EXTRA_ARGS else [])])
+    triggers = ",".join(str(20000 + k * (180000 // max(trials // 10, 1))) for k in range(max(trials // 10, 1)))
+    same = Measure(f"compare --dry-run, the tune's {trials * n} replays",
+                   [*cl, "compare", str(folder), "-p", "s08", "--sweep", f"summary.trigger={triggers}",
+                    "--sweep", "micro.keep_recent=1,2,3,4,5,6,7,8,9,10", "--jobs", str(jobs), "--dry-run",
+                    "--format", "csv", "-q"])
     m.run()
-    return m
+    same.run()
+    return [m, same]
 
 
 def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None = None, naive: bool = True,
@@ -208,8 +216,7 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
         if corpus:  # compare at corpus size, once each (they take a while)
             by.update({m.name: m for m in _corpus_measures(root, cl, jobs)})
         if tune:
-            m = _tune_measure(root, cl, jobs)
-            by[m.name] = m
+            by.update({m.name: m for m in _tune_measures(root, cl, jobs)})
         reference = None
         if naive:
             reference = Measure("straightforward reference, large window",
@@ -305,6 +312,8 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
     if f"tune {trials} trials x {n}" in by:
         wall = by[f"tune {trials} trials x {n}"].wall
         rows.append((f"tune {trials} trials x {n} transcripts (s)", wall, "≤ 120 s", wall <= 120))
+        replays = by[f"compare --dry-run, the tune's {trials * n} replays"].wall
+        rows.append(("tune / compare of as many replays", wall / replays, "× ≤ 1.5", wall / replays <= 1.5))
     for name in ("startup (--version)", "--help"):
         rows.append((f"{name} (s)", by[name].wall, "≤ 0.3 s", by[name].wall <= 0.3))
 

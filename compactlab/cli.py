@@ -473,7 +473,7 @@ def compare(transcripts: tuple[str, ...], **options: Any) -> None:
               help="Run the trials' replays on an existing Dask distributed cluster (extra: compactlab[dask]).")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=str),
               default=os.path.join("reports", "tune"), show_default=True,
-              help="Folder for study.db (Optuna's SQLite storage), front.csv, front.json, policies/, charts/.")
+              help="Folder for study.journal (Optuna's journal storage), front.csv, front.json, policies/, charts/.")
 @click.option("--resume", is_flag=True, help="Continue the study in --out up to --trials.")
 @click.option("--chart/--no-chart", default=True, show_default=True, help="Draw charts/tune.png.")
 @click.option("--force", is_flag=True, help="Start anew where --out holds a study (it is deleted).")

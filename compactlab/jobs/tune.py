@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..corpus.tune import StudyDefinition, StudySite, TuneResult, corpus_evaluator, parse_objectives, parse_space, \
-    study_path
+    dashboard_command, study_path
 from ..corpus.tune import tune as search
 from ..errors import UsageError
 from ..plumbing.interrupts import exit_status
@@ -98,8 +98,9 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
         raise UsageError(f"--out {out_dir}: cannot write the front: {exc.strerror or exc}",
                          hint="the study is kept: --resume writes the front once --out is writable") from None
     show(result)
-    outcome = Outcome(wrote=f"wrote {out_dir}/: study.db, {', '.join(written)} (inspect the study with: "
-                            f"optuna-dashboard sqlite:///{study_path(out_dir)})")
+    study = study_path(out_dir)
+    outcome = Outcome(wrote=f"wrote {out_dir}/: {os.path.basename(study)}, {', '.join(written)} (inspect the study "
+                            f"with: {dashboard_command(study)})")
     if result.interrupted is not None:
         outcome.status = exit_status(result.interrupted)
         outcome.errors.append(f"interrupted after {len(result.points)} of {spec.trials} trials; continue with --resume")

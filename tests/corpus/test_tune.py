@@ -62,7 +62,7 @@ def test_a_tune_writes_the_front_its_policies_and_the_chart(cli, tmp_path):
     assert r.exit_code == 0, r.output
     assert "Pareto front of observation-masking" in r.stdout and "The front has" in r.stdout
     out = tmp_path / "t"
-    assert {"study.db", "front.csv", "front.json"} <= {p.name for p in out.iterdir()}
+    assert {"study.journal", "front.csv", "front.json"} <= {p.name for p in out.iterdir()}
     assert (out / "charts" / "tune.png").read_bytes()[:4] == b"\x89PNG"
     doc = json.loads((out / "front.json").read_text())
     assert doc["trials"] == 6 and doc["front"] and doc["objectives"] == ["cost", "recall"]
@@ -95,7 +95,7 @@ def test_a_candidate_that_breaks_tool_pairs_never_joins_the_front(cli, tmp_path)
     assert doc["front"] and all(row["snip.pair_safe"] is True and row["violations"] <= 6 for row in doc["front"])
     import optuna
 
-    study = optuna.load_study(study_name="compactlab-tune", storage=f"sqlite:///{tmp_path / 'p' / 'study.db'}")
+    study = _study(tmp_path / "p" / "study.journal")
     tried = {t.params["snip.pair_safe"]: t.constraints["violations"] > 0 for t in study.trials}
     assert tried == {True: False, False: True}  # both tried; the naive snip rejected, though it costs less
 
@@ -134,7 +134,7 @@ def test_an_interrupted_tune_keeps_its_trials_and_resumes(cli, tmp_path, monkeyp
     assert json.loads((tmp_path / "i" / "front.json").read_text())["trials"] == 2  # one batch of --jobs 1: 2
     import optuna
 
-    study = optuna.load_study(study_name="compactlab-tune", storage=f"sqlite:///{tmp_path / 'i' / 'study.db'}")
+    study = _study(tmp_path / "i" / "study.journal")
     assert {t.state.name for t in study.trials} == {"COMPLETE", "FAIL"}
     monkeypatch.setattr(tune_module, "corpus_evaluator", real)
     assert tune(cli, tmp_path / "i", "--resume").exit_code == 0
@@ -146,13 +146,15 @@ def test_an_interrupted_tune_keeps_its_trials_and_resumes(cli, tmp_path, monkeyp
 def _study(path):
     import optuna
 
-    return optuna.load_study(study_name="compactlab-tune", storage=f"sqlite:///{path}")
+    from compactlab.corpus.tune import storage_of
+
+    return optuna.load_study(study_name="compactlab-tune", storage=storage_of(str(path)))
 
 
 def test_resume_with_another_definition_is_refused_saying_what_differs(cli, tmp_path):
     out = tmp_path / "s"
     assert tune(cli, out, trials=2).exit_code == 0
-    before = (out / "study.db").read_bytes()
+    before = (out / "study.journal").read_bytes()
     cases = [
         (["--space", "micro.keep_recent=1:5"], "--space"),
         (["--set", "micro.keep_recent=4"], "--set"),
@@ -168,8 +170,8 @@ def test_resume_with_another_definition_is_refused_saying_what_differs(cli, tmp_
     assert r.exit_code == 2 and "transcripts (their content): 0 not in the study, 1 of the study's missing" in r.stderr
     r = cli("tune", *CORPUS, "-p", "s08", *SPACE, "--trials", "3", "--jobs", "1", "--out", out, "--resume", "--no-chart")
     assert r.exit_code == 2 and "base policy: 'observation-masking' in the study, 's08' now" in r.stderr
-    assert (out / "study.db").read_bytes() == before  # a refused resume changes nothing
-    assert len(_study(out / "study.db").trials) == 2
+    assert (out / "study.journal").read_bytes() == before  # a refused resume changes nothing
+    assert len(_study(out / "study.journal").trials) == 2
 
 
 def _damage(path, kind):
@@ -224,13 +226,13 @@ def test_a_second_tune_on_the_same_study_is_refused_while_one_runs(cli, tmp_path
 
     out = tmp_path / "l"
     assert tune(cli, out, trials=2).exit_code == 0
-    with open(out / "study.db.lock", "r+") as held:  # another tune holds it
+    with open(out / "study.lock", "r+") as held:  # another tune holds it
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         r = tune(cli, out, "--resume", trials=4)
         assert r.exit_code == 2 and "another tune is running on this study" in r.stderr
-    assert len(_study(out / "study.db").trials) == 2
+    assert len(_study(out / "study.journal").trials) == 2
     assert tune(cli, out, "--resume", trials=4).exit_code == 0
-    assert len([t for t in _study(out / "study.db").trials if t.state.name == "COMPLETE"]) == 4  # never more
+    assert len([t for t in _study(out / "study.journal").trials if t.state.name == "COMPLETE"]) == 4  # never more
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -314,13 +316,13 @@ def test_an_interrupt_while_trials_are_asked_leaves_none_running_and_resume_repa
     monkeypatch.setattr(optuna.Study, "ask", ask)
     r = tune(cli, out, trials=6)
     assert r.exit_code == 130, r.output
-    study = _study(out / "study.db")
+    study = _study(out / "study.journal")
     assert "RUNNING" not in {t.state.name for t in study.trials}
     monkeypatch.setattr(optuna.Study, "ask", real_ask)
     study.ask()  # what a SIGKILL leaves: a trial RUNNING for ever
-    assert "RUNNING" in {t.state.name for t in _study(out / "study.db").trials}
+    assert "RUNNING" in {t.state.name for t in _study(out / "study.journal").trials}
     assert tune(cli, out, "--resume", trials=6).exit_code == 0
-    states = [t.state.name for t in _study(out / "study.db").trials]
+    states = [t.state.name for t in _study(out / "study.journal").trials]
     assert "RUNNING" not in states and states.count("COMPLETE") == 6
 
 
@@ -342,3 +344,45 @@ def test_tunes_recommendation_applies_the_verdicts_guard():
     assert "front point 2 (micro.keep_recent=2) saves the most" in text
     ok = TuneResult("s08", result.params, ["cost", "recall"], base, [pt(3, 0.6, 0.99)], [pt(3, 0.6, 0.99)])
     assert "Use front point 1" in recommend(ok)
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"", "an empty file, not a study journal"),
+    (b"not json\n", "not an Optuna study journal"),
+    (b'{"op_code": 0, "study_name": "someone-else", "directions": [2]}\n', "without a compactlab-tune study"),
+    (b'{"op_code": 0, "study_name": "compactlab-tune", "directions": [2]}\n{broken\n', "a damaged study journal (line 2"),
+])
+def test_a_foreign_or_damaged_journal_is_refused_and_never_modified(cli, tmp_path, content, why):
+    out = tmp_path / "j"
+    out.mkdir()
+    journal = out / "study.journal"
+    journal.write_bytes(content)
+    r = tune(cli, out, "--resume", trials=2)
+    assert r.exit_code == 2 and why in r.stderr and "not used, not changed" in r.stderr, r.stderr
+    assert journal.read_bytes() == content and not (out / "front.csv").exists()
+
+
+def test_a_study_an_earlier_version_kept_in_sqlite_still_resumes(cli, tmp_path):
+    """(#32 §2) Studies are journals now; a study.db of an earlier version is SQLite, resumed as
+    such, in place (and inspected as optuna-dashboard sqlite:///…)."""
+    import optuna
+
+    out = tmp_path / "legacy"
+    assert tune(cli, out, trials=2).exit_code == 0
+    optuna.copy_study(from_study_name="compactlab-tune", from_storage=_storage(out / "study.journal"),
+                      to_storage=f"sqlite:///{out / 'study.db'}")
+    (out / "study.journal").unlink()
+    r = tune(cli, out, "--resume", trials=4)
+    assert r.exit_code == 0, r.stderr
+    assert "study.db" in r.stderr and "optuna-dashboard sqlite:///" in r.stderr
+    assert not (out / "study.journal").exists()
+    assert [t.state.name for t in _study(out / "study.db").trials].count("COMPLETE") == 4
+    fresh = tune(cli, out, "--force", trials=2)  # anew: a journal again
+    assert fresh.exit_code == 0 and (out / "study.journal").exists() and not (out / "study.db").exists()
+    assert f"optuna-dashboard {out / 'study.journal'}" in fresh.stderr
+
+
+def _storage(path):
+    from compactlab.corpus.tune import storage_of
+
+    return storage_of(str(path))
