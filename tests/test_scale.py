@@ -76,10 +76,11 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
                    "2x calls / 1x calls", "peak memory", "compare 12 configs / 1 config", "startup (--version)",
                    "folder of sessions / its floor", "compare 3 x 2: with reports / --dry-run",
                    "compare 4 x 2 with reports (s)", "report.html of 4 x 2 (MB)", "tune 3 trials x 2 transcripts (s)",
-                   "recall's share of replay -p s08", "recall's share, probes indexed again"):
+                   "recall's share of replay -p s08", "recall's share, probes indexed again",
+                   "tune / compare of as many replays"):
         assert figure in r.stdout
     doc = json.loads(out.read_text())
-    assert len(doc["figures"]) == 16 and doc["commands"]["floor"]["wall"] > 0
+    assert len(doc["figures"]) == 17 and doc["commands"]["floor"]["wall"] > 0
     assert os.environ["COMPACTLAB_CACHE_DIR"] != str(tmp_path / "inputs" / "cache")  # its own, given back
 
 
