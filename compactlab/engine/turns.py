@@ -239,7 +239,7 @@ class Turns:
         self.tracker.update(self.context.entries, unchanged)  # 4
         introduced, inherited = self.violations.record(call, self.tracker, self.base.counts_at(call))
         ctx = self.context
-        if call in self.keep_contexts:
+        if self.keep_contexts and call in self.keep_contexts:
             self.contexts[call] = [e.message for e in ctx.entries]
         read, write = self.cache.account(ctx, unchanged, tokens)  # 5
         refs = self.base.refs.get(call, ()) if self.keep_refs else self.base.refs.pop(call, ())  # a stream's: let go

@@ -347,7 +347,8 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
                         return f"nesting deeper than {MAX_DEPTH} levels"
                 measured = json_len(c) if measure and "content" in b else -1
                 if c is None or type(c) is str:
-                    results.append(ResultFact(i, tid, sized_len(c) if c else 0, True, bool(b.get("is_error")), measured))
+                    size = (len(c) if c.isascii() else sized_len(c)) if c else 0  # (the common case inline)
+                    results.append(ResultFact(i, tid, size, True, bool(b.get("is_error")), measured))
                 else:
                     results.append(ResultFact(i, tid, content_size(c), False, bool(b.get("is_error")), measured))
                 result_ids.append(tid)

@@ -41,8 +41,7 @@ What decides correctness:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -82,17 +81,17 @@ def sniff_document(doc: Any) -> float:
     return 0.0
 
 
-@dataclass
 class Span:
-    id: str
-    parent: str | None
-    trace: str
-    name: str
-    start: int
-    end: int
-    attrs: dict[str, Any]
-    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (name, attributes or body)
-    children: list["Span"] = field(default_factory=list)
+    """One span: ids, name, times (ns), attributes, events (name, attributes), children."""
+
+    __slots__ = ("id", "parent", "trace", "name", "start", "end", "attrs", "events", "children")
+
+    def __init__(self, id: str, parent: str | None, trace: str, name: str, start: int, end: int,
+                 attrs: dict[str, Any], events: list[tuple[str, dict[str, Any]]] | None = None) -> None:
+        self.id, self.parent, self.trace, self.name = id, parent, trace, name
+        self.start, self.end, self.attrs = start, end, attrs
+        self.events = events or []
+        self.children: list[Span] = []
 
     @property
     def operation(self) -> str:
@@ -310,13 +309,15 @@ def _as_messages(pairs: list[tuple[str, list[dict]]]) -> list[Message]:
     return out
 
 
-@dataclass
 class Content:
     """What one span says the model saw and replied (None: not captured)."""
 
-    system: str | None = None
-    inputs: list[Message] | None = None
-    output: list[dict] | None = None  # the reply's blocks
+    __slots__ = ("system", "inputs", "output")
+
+    def __init__(self) -> None:
+        self.system: str | None = None
+        self.inputs: list[Message] | None = None
+        self.output: list[dict] | None = None  # the reply's blocks
 
 
 def content_of(span: Span, logs: list[tuple[str, dict[str, Any]]]) -> Content:
@@ -435,8 +436,7 @@ def _usage(chain: list[Span], model: str | None, where: str) -> dict[str, Any] |
     return None
 
 
-@dataclass
-class Call:
+class Call(NamedTuple):
     span: Span
     chain: list[Span]  # the span, then its model-span wrappers, innermost first
     session: str
