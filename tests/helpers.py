@@ -63,3 +63,17 @@ def assert_same_run(a, b) -> None:
 def files_under(folder: Path) -> dict[str, bytes]:
     """Every file under ``folder`` (relative POSIX path -> bytes)."""
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def inspects_and_round_trips(cli, path, tmp_path) -> None:
+    """A format's contract with the commands: ``inspect`` reads it, and ``convert`` writes it as
+    Anthropic messages that load back to the same messages and recorded calls."""
+    from compactlab import load_transcript
+
+    r = cli("inspect", path, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    converted = tmp_path / "converted.jsonl"
+    assert cli("convert", path, "-o", converted).exit_code == 0
+    before, again = load_transcript(str(path)), load_transcript(str(converted))
+    assert [e.message for e in again.entries] == [e.message for e in before.entries]
+    assert again.usage.keys() == before.usage.keys()

@@ -12,6 +12,7 @@ import json
 import orjson
 
 from compactlab import load_policy, load_transcript, replay
+from helpers import inspects_and_round_trips
 
 
 def _task(folder, ui: bool = True, requests: int = 2):
@@ -48,12 +49,7 @@ def test_a_task_history_with_its_usage(tmp_path, cli):
                        3: {"input_tokens": 11, "cache_creation_input_tokens": 3001, "cache_read_input_tokens": 100,
                            "output_tokens": 51, "timestamp": "2026-01-01T00:00:02Z"}}
     assert replay(t, load_policy("s08")).summary.violations == []
-    r = cli("inspect", path, "--format", "json")
-    assert r.exit_code == 0, r.stderr
-    out = tmp_path / "converted.jsonl"
-    assert cli("convert", path, "-o", out).exit_code == 0
-    again = load_transcript(str(out))
-    assert [e.message for e in again.entries] == [e.message for e in t.entries] and again.usage.keys() == t.usage.keys()
+    inspects_and_round_trips(cli, path, tmp_path)
 
 
 def test_without_ui_messages_and_with_a_retried_request(tmp_path):

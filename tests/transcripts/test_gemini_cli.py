@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from compactlab import load_policy, load_transcript, replay
-from helpers import write_jsonl
+from helpers import inspects_and_round_trips, write_jsonl
 
 
 def _records(path):
@@ -83,12 +83,7 @@ def test_the_jsonl_shape_as_the_source_writes_it(tmp_path, cli):
     assert t.usage[1] == {"input_tokens": 400, "cache_read_input_tokens": 600, "cache_creation_input_tokens": 0,
                           "output_tokens": 50, "model": "gemini-3-flash-preview", "timestamp": "2026-01-01T00:00:02Z"}
     assert t.metadata["cli_messages"] == 1
-    r = cli("inspect", path, "--format", "json")
-    assert r.exit_code == 0, r.stderr
-    converted = tmp_path / "converted.jsonl"
-    assert cli("convert", path, "-o", converted).exit_code == 0
-    again = load_transcript(str(converted))
-    assert [e.message for e in again.entries] == [e.message for e in t.entries] and again.usage.keys() == t.usage.keys()
+    inspects_and_round_trips(cli, path, tmp_path)
     document = tmp_path / "session-1.json"
     document.write_bytes(orjson.dumps({**meta, "messages": [user, done, final, info]}))
     assert [e.message for e in load_transcript(str(document)).entries] == [e.message for e in t.entries]

@@ -18,6 +18,7 @@ import pytest
 
 from compactlab import load_transcript
 from compactlab.transcripts.messages import SIZED_MARK
+from helpers import inspects_and_round_trips
 
 
 def _fixtures(shared):
@@ -185,10 +186,7 @@ def test_replay_compare_and_convert_work_on_traces(shared_transcripts, cli, tmp_
         pytest.skip("adk_go_2turn.json is not in ../shared/transcripts/otlp")
     assert cli("replay", path, "-p", "s08", "--dry-run").exit_code == 0
     assert cli("compare", path, "-p", "s08", "--dry-run", "--format", "csv").exit_code == 0
-    out = tmp_path / "converted.jsonl"
-    assert cli("convert", path, "-o", out).exit_code == 0
-    again = load_transcript(str(out))
-    assert [e.message for e in again.entries] == [e.message for e in load_transcript(str(path)).entries]
+    inspects_and_round_trips(cli, path, tmp_path)
 
 
 def test_a_malformed_usage_is_an_input_error_naming_the_span(tmp_path, cli):
