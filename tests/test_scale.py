@@ -47,6 +47,26 @@ def test_compare_on_a_dask_cluster_gives_the_local_numbers(cli):
     assert len(remote) == 8 + 2 and remote == local  # 2 policies x 2 values x 2 transcripts, and no compaction
 
 
+def test_dask_workers_read_the_files_themselves_where_they_can(cli, monkeypatch):
+    """(#32 §4) The workers of a cluster that share the files' paths read them (only summaries come
+    back); where one cannot, the transcripts are sent to them, and the numbers are the same."""
+    distributed = pytest.importorskip("distributed", reason="dask is an optional extra")
+    from compactlab.corpus import compare
+
+    args = [SMALL, "-p", "s08", "--dry-run", "--format", "json"]
+    local = json.loads(cli("compare", *args, "--jobs", "1").stdout)["runs"]
+    compare._READ.clear()
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        r = cli("compare", *args, "--executor", f"dask://{cluster.scheduler_address}")
+        assert r.exit_code == 0 and json.loads(r.stdout)["runs"] == local
+        assert [path for path, _ in compare._READ] == [str(SMALL)]  # read by the worker (in this process here)
+        compare._READ.clear()
+        monkeypatch.setattr(compare, "_readable", lambda paths: False)  # a worker without the files
+        r = cli("compare", *args, "--executor", f"dask://{cluster.scheduler_address}")
+        assert r.exit_code == 0 and json.loads(r.stdout)["runs"] == local
+        assert not compare._READ  # sent, not read
+
+
 def test_an_unreachable_dask_scheduler_is_a_clear_error(cli, monkeypatch):
     distributed = pytest.importorskip("distributed", reason="dask is an optional extra")
     real = distributed.Client

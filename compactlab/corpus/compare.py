@@ -12,6 +12,7 @@ from ..plumbing.process import usable_cores
 
 import itertools
 import os
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -361,6 +362,55 @@ DASK_CONNECT_TIMEOUT = "10s"
 LOSSES = 5
 
 
+@dataclass(frozen=True)
+class FileRef:
+    """A transcript as a Dask worker reads it itself, from a path the cluster shares: its format
+    (no detection), whether bad lines were skipped, and its content hash (the same bytes, or the
+    run fails)."""
+
+    path: str
+    format: str
+    skip_bad_lines: bool
+    content_hash: str
+
+
+#: the transcripts a Dask worker read, kept for its next runs (by path and content)
+_READ: dict[tuple[str, str], Transcript] = {}
+#: how many it keeps (a tune asks every transcript again at every trial)
+READ_KEEP = 64
+_READ_LOCK = threading.Lock()  # (a worker's threads share what it read)
+
+
+def read_on_worker(ref: FileRef) -> Transcript:
+    """The transcript ``ref`` names, read on this worker (once: kept for its next runs)."""
+    from ..errors import InputError
+    from ..transcripts import load_transcript
+
+    key = (ref.path, ref.content_hash)
+    with _READ_LOCK:
+        if key in _READ:
+            return _READ[key]
+    t = load_transcript(ref.path, ref.format, skip_bad_lines=ref.skip_bad_lines)
+    if t.content_hash != ref.content_hash:
+        raise InputError(f"{ref.path}: not the file the command read (it changed, or the worker's path is another "
+                         "file)")
+    baseline_for(t)
+    with _READ_LOCK:
+        while len(_READ) >= READ_KEEP:
+            del _READ[next(iter(_READ))]
+        return _READ.setdefault(key, t)
+
+
+def run_job_from_file(job: Job, ref: FileRef, *args: Any) -> RunResult:
+    """``run_job`` on a transcript the worker reads itself."""
+    return run_job(job, read_on_worker(ref), *args)
+
+
+def _readable(paths: list[str]) -> bool:
+    """Whether this process (a Dask worker) can read every one of ``paths``."""
+    return all(os.access(p, os.R_OK) for p in paths)
+
+
 def _dask_outcomes(jobs: list[Job], context: GridContext, address: str) -> Iterator[tuple[int, RunResult | Failure]]:
     from ..errors import UsageError
 
@@ -375,8 +425,13 @@ def _dask_outcomes(jobs: list[Job], context: GridContext, address: str) -> Itera
         raise UsageError(f"--executor {address}: cannot reach the Dask scheduler: {exc}".splitlines()[0]) from None
     try:
         c = context
-        loaded = client.scatter(c.transcripts, broadcast=True)
-        futures = {client.submit(run_job, job, loaded[job.transcript], c.prices[job.transcript],
+        refs = [FileRef(os.path.abspath(t.path), t.format, t.skipped_lines > 0, t.content_hash) for t in c.transcripts]
+        # the workers read the files themselves where they all can (a shared path): only the runs'
+        # summaries cross the network; else the transcripts are sent to them once
+        shared = all(client.run(_readable, [r.path for r in refs]).values())
+        sent: list[Any] = refs if shared else client.scatter(c.transcripts, broadcast=True)
+        work = run_job_from_file if shared else run_job
+        futures = {client.submit(work, job, sent[job.transcript], c.prices[job.transcript],
                                  c.calibrations[job.transcript], c.keep_recorded_compactions, c.summarizer,
                                  c.cache_ttl, c.cache_model, pure=False): job.index
                    for job in jobs}
