@@ -289,3 +289,21 @@ def test_check_gates_on_next_action_only_when_asked(cli, fake, tmp_path):
     assert lenient.exit_code == 0, lenient.stderr
     assert "next-action observation-masking: agreement" in lenient.stderr
     assert len(fake.message_requests) == sent  # the same samples: answered from the cache
+
+
+def test_a_policy_named_twice_and_a_missing_openai_package_are_clear_errors(cli, fake, tmp_path, monkeypatch):
+    r = cli("next-action", fake.session, "-p", "s08", "-p", "s08", "--dry-run")
+    assert r.exit_code == 2 and "policy s08 named twice" in r.stderr
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_openai(name, *args, **kwargs):
+        if name == "openai":
+            raise ImportError("No module named 'openai'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_openai)
+    r = _run(cli, fake, tmp_path, "--model", "gpt-5-mini", "--samples", "1")
+    assert r.exit_code == 2 and "the openai package is not installed" in r.stderr
+    assert "pip install 'compactlab[openai]'" in r.stderr and fake.requests == []

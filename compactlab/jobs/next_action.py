@@ -52,6 +52,11 @@ def next_action_files(files: list[str], asking: Asking, settings: Settings, noti
     """Check ``files`` under ``asking`` into ``settings.out_dir``; ``show_plan`` sees the samples and
     the estimate before anything is sent (and is all a dry run does)."""
     policies = [load_policy(ref, asking.overrides) for ref in asking.policies]
+    names = [p.name for p in policies]
+    if len(set(names)) < len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise UsageError(f"policy {', '.join(twice)} named twice: each policy is asked about once",
+                         hint="give a policy file a name of its own (name = \"...\") to compare variants")
     loaded = load_all(files, settings, notify, progress)
     calibrations = calibrations_for(loaded, settings.calibrate, notify)
     planned = planned_for(loaded, policies, calibrations, asking, settings, notify)
