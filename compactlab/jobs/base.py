@@ -96,13 +96,33 @@ class Outcome:
     wrote: str | None = None
 
 
+@dataclass
+class Tally:
+    """What a corpus read in parts says once, at the end, of all its files: the calibrations, the
+    files too short to calibrate on, the folder files that are no transcript."""
+
+    sources: int = 0
+    fits: list[Calibration] = field(default_factory=list)
+    estimated: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+    def say(self, notify: Notify) -> None:
+        if self.sources > 1 and self.fits:
+            notify(calibrated_line(self.fits), False)
+        if self.estimated:
+            notify(f"warning: {self.estimated} transcript(s) record too few calls with usage to calibrate on: their "
+                   "tokens are estimated (each with -v)", False)
+        not_transcripts(self.skipped, notify)
+
+
 def load_all(files: list[str], settings: Settings, notify: Notify = quietly,
-             progress: ShowsProgress = no_progress) -> list:
-    """Every file loaded whole (a corpus job shares them with its workers), its warnings said."""
+             progress: ShowsProgress = no_progress, tally: Tally | None = None) -> list:
+    """Every file loaded whole (a corpus job shares them with its workers), its warnings said
+    (``tally``: one part of a corpus, what is said of all of it kept for the end)."""
     from ..transcripts import load_transcript
 
     loaded = []
-    skipped: list[str] = []
+    skipped: list[str] = [] if tally is None else tally.skipped
     with collector_off(), progress("reading", len(files)) as advance:
         for path in files:
             try:
@@ -116,6 +136,8 @@ def load_all(files: list[str], settings: Settings, notify: Notify = quietly,
             warn_loaded(t, notify)
             loaded.append(t)
             advance(t)
+    if tally is not None:
+        return loaded
     not_transcripts(skipped, notify)
     if not loaded and skipped:
         raise UsageError(f"no file of the folder(s) is a transcript in a known format ({len(skipped)} tried)",
@@ -182,13 +204,15 @@ def price_warning(table: PriceTable, prices: ModelPrices, notify: Notify = quiet
 
 
 def calibrations_for(sources: list, calibrate: bool | None, notify: Notify = quietly,
-                     details: bool | None = None) -> list[Calibration | None]:
+                     details: bool | None = None, tally: Tally | None = None) -> list[Calibration | None]:
     """Per loaded transcript or feed, the calibration its runs use: the fit to its recorded usage
     (``calibrate`` True: required, an error without usage; None: where it records the usage of
-    enough calls, else a warning where it records some), or None (the policy's estimate)."""
+    enough calls, else a warning where it records some), or None (the policy's estimate).
+    ``tally``: one part of a corpus: its lines for all the files are said at the end."""
     out: list[Calibration | None] = []
-    fits: list[Calibration] = []
+    fits: list[Calibration] = [] if tally is None else tally.fits
     estimated = 0  # files of many whose tokens are an estimate (too few calls with usage)
+    many = len(sources) > 1 if tally is None else tally.sources > 1
     for t in sources:
         if calibrate is False or getattr(t, "streamed", False):
             out.append(None)
@@ -201,7 +225,7 @@ def calibrations_for(sources: list, calibrate: bool | None, notify: Notify = qui
             cal, why = fit_calibration(transcript), None
         else:
             cal, why = by_default(transcript)
-        if why and len(sources) > 1:  # (many files: one line for them all, each with -v)
+        if why and many:  # (many files: one line for them all, each with -v)
             notify(Detail(f"warning: {shown(t.path)}: {why}"), False)
             estimated += 1
         elif why:
@@ -210,8 +234,11 @@ def calibrations_for(sources: list, calibrate: bool | None, notify: Notify = qui
             fits.append(cal)
             line = (f"{shown(t.path)}: calibrated: {cal.overhead_tokens:,} overhead tokens + chars / "
                     f"{cal.chars_per_token} (mape {cal.mape:.3f} over {cal.calls} calls)")
-            notify(Detail(line) if (len(sources) > 1 if details is None else details) else line, False)
+            notify(Detail(line) if (many if details is None else details) else line, False)
         out.append(cal)
+    if tally is not None:
+        tally.estimated += estimated
+        return out
     if len(sources) > 1 and fits:
         notify(calibrated_line(fits), False)
     if estimated:
