@@ -3,6 +3,7 @@ per-transcript preparation (prices, calibration, the warnings of a loaded file).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -262,3 +263,75 @@ def warn_loaded(source: Any, notify: Notify = quietly) -> None:
     for w in source.warnings:
         notify(Detail(f"{shown(source.path)}: {w}") if isinstance(w, Note) else f"warning: {shown(source.path)}: {w}",
                False)
+
+
+#: a corpus is read in parts of about this many bytes (or files): the command's process holds the
+#: transcripts of one part at a time, and the runs' summaries of all (#32 §1)
+PART_BYTES = 96 << 20
+PART_FILES = 250
+
+
+def parts_of(files: list[str]) -> list[list[str]]:
+    """``files`` in consecutive parts of at most PART_BYTES (a bigger file alone) and PART_FILES."""
+    parts: list[list[str]] = []
+    part: list[str] = []
+    size = 0
+    for f in files:
+        try:
+            n = os.path.getsize(f)
+        except OSError:
+            n = 0  # (said when it is read)
+        if part and (size + n > PART_BYTES or len(part) >= PART_FILES):
+            parts.append(part)
+            part, size = [], 0
+        part.append(f)
+        size += n
+    return parts + [part] if part else parts
+
+
+def run_in_parts(files: list[str], policies: list, settings: Settings, notify: Notify,
+                 advance: Callable[..., None]) -> tuple[Any, list[str], dict[str, str]]:
+    """Every policy on every file, a part of the corpus at a time (each part read, calibrated,
+    priced, run by the workers and let go): the runs (a ``GridRun``), the models the transcripts
+    recorded, and each transcript's content hash."""
+    from ..corpus.compare import GridRun, jobs_for, run_jobs
+
+    tally = Tally(sources=len(files))
+    done = GridRun([], [], len(files) * len(policies))
+    models: list[str] = []
+    hashes: dict[str, str] = {}
+    read = 0
+    for part in parts_of(files):
+        try:
+            loaded = load_all(part, settings, notify, tally=tally)
+            prices = prices_for(loaded, settings.price_model, settings.prices, notify)
+            calibrations = calibrations_for(loaded, settings.calibrate, notify, tally=tally)
+        except KeyboardInterrupt as stop:  # between parts: the runs so far are kept
+            if not done.results:
+                raise
+            done.interrupted = stop
+            break
+        read += len(loaded)
+        models += [m for t in loaded for m in recorded_models(t) if m not in models]
+        hashes.update({t.path: t.content_hash for t in loaded})
+        offset = (read - len(loaded)) * len(policies)
+        got = run_jobs(loaded, jobs_for(len(loaded), policies), n_jobs=settings.jobs, prices=prices,
+                       calibrations=calibrations, keep_recorded_compactions=settings.keep_recorded_compactions,
+                       summarizer=(settings.summarizer, settings.live), on_result=advance,
+                       executor=settings.executor, cache_ttl=settings.cache_ttl, cache_model=settings.cache_model)
+        for r in got.results:
+            r.job += offset
+        for f in got.failures:
+            f.job += offset
+        done.results += got.results
+        done.failures += got.failures
+        del loaded
+        if got.interrupted is not None:
+            done.interrupted = got.interrupted
+            break
+    tally.say(notify)
+    if not read and tally.skipped:
+        raise UsageError(f"no file of the folder(s) is a transcript in a known format ({len(tally.skipped)} tried)",
+                         hint="--input-format NAME forces one")
+    done.total = (len(files) - len(tally.skipped)) * len(policies)
+    return done, models, hashes

@@ -16,12 +16,12 @@ from typing import Any
 
 from ..corpus.check import (CheckResult, compare_record, find_record, load_baseline, parse_tolerances, record_for,
                             transcript_key, write_baseline)
-from ..corpus.compare import build_grid, jobs_for, run_jobs
+from ..corpus.compare import build_grid
 from ..errors import UsageError
 from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import atomic_write_bytes, check_destination
 from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, failures_said, load_all, no_progress, shown, \
-    prices_for, quietly
+    quietly, run_in_parts
 from .next_action import Asking, failed_said, planned_for
 
 
@@ -65,18 +65,16 @@ def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable
         check_destination(os.environ["GITHUB_STEP_SUMMARY"], "GITHUB_STEP_SUMMARY")
     grid = build_grid(gate.policies, gate.overrides, [])
     old = {} if gate.update else load_baseline(gate.baseline)
-    loaded = load_all(files, settings, notify, progress)
-    prices = prices_for(loaded, settings.price_model, settings.prices, notify)
-    calibrations = calibrations_for(loaded, settings.calibrate, notify)
     planned = None
     if gate.next_action is not None and not gate.update:  # (priced before any run: money first)
-        planned = planned_for(loaded, [p for p, _ in grid if p.acts], calibrations, gate.next_action, settings, notify)
-    done = run_jobs(loaded, jobs_for(len(loaded), grid), n_jobs=settings.jobs, prices=prices,
-                    calibrations=calibrations, cache_ttl=settings.cache_ttl,
-                            cache_model=settings.cache_model)
+        loaded = load_all(files, settings, notify, progress)
+        planned = planned_for(loaded, [p for p, _ in grid if p.acts], calibrations_for(loaded, settings.calibrate),
+                              gate.next_action, settings, notify)
+        del loaded
+    with progress("check", len(files) * len(grid)) as advance:  # (a corpus read in parts: run_in_parts)
+        done, _, hashes = run_in_parts(files, grid, settings, notify, advance)
     failures_said(done.failures, notify)
-    keys = {t.path: transcript_key(t.path, gate.baseline) for t in loaded}
-    hashes = {t.path: t.content_hash for t in loaded}
+    keys = {path: transcript_key(path, gate.baseline) for path in hashes}
     if gate.update:
         if done.interrupted or done.failures:
             why = "interrupted" if done.interrupted else f"{len(done.failures)} run(s) failed"

@@ -14,14 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..corpus.compare import GridRun, build_grid, jobs_for, run_jobs, sweep_units, triggers, with_reference
-from ..errors import UsageError
+from ..corpus.compare import GridRun, build_grid, sweep_units, triggers, with_reference
 from ..corpus.verdict import label_of
 from ..engine.policy import acted_by_layer, idle_keys, inert_keys
 from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import OutputDir
-from .base import Notify, Outcome, ShowsProgress, Settings, Tally, calibrations_for, failures_said, load_all, \
-    no_progress, prices_for, quietly, recorded_models
+from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, failures_said, load_all, no_progress, \
+    quietly, run_in_parts
 
 if TYPE_CHECKING:
     from ..reports.compare_report import Comparison
@@ -91,7 +90,7 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
     try:
         out.prepare(protect=list(files))
         with progress("compare", len(files) * len(policies)) as advance:
-            done, models = _run_in_parts(files, policies, settings, notify, advance)
+            done, models, _ = run_in_parts(files, policies, settings, notify, advance)
         failures_said(done.failures, notify)
         for line in _idle(done, policies, keys + [s.partition("=")[0].strip() for s in grid.sweeps]):
             notify(f"warning: {line}", False)
@@ -144,73 +143,6 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
         out.extend(drawn)
         written += list(drawn)
     return Compared(result, done, written, _ending(done, out_dir, written))
-
-
-#: a corpus is read in parts of about this many bytes (or files): the command's process holds the
-#: transcripts of one part at a time, and the runs' summaries of all (#32 §1)
-PART_BYTES = 96 << 20
-PART_FILES = 250
-
-
-def parts_of(files: list[str]) -> list[list[str]]:
-    """``files`` in consecutive parts of at most PART_BYTES (a bigger file alone) and PART_FILES."""
-    parts: list[list[str]] = []
-    part: list[str] = []
-    size = 0
-    for f in files:
-        try:
-            n = os.path.getsize(f)
-        except OSError:
-            n = 0  # (said when it is read)
-        if part and (size + n > PART_BYTES or len(part) >= PART_FILES):
-            parts.append(part)
-            part, size = [], 0
-        part.append(f)
-        size += n
-    return parts + [part] if part else parts
-
-
-def _run_in_parts(files: list[str], policies: list, settings: Settings, notify: Notify,
-                  advance: Callable[..., None]) -> tuple[GridRun, list[str]]:
-    """Every policy on every file, a part of the corpus at a time (each part read, calibrated,
-    priced, run by the workers and let go): the runs, and the models the transcripts recorded."""
-    tally = Tally(sources=len(files))
-    done = GridRun([], [], len(files) * len(policies))
-    models: list[str] = []
-    read = 0
-    for part in parts_of(files):
-        try:
-            loaded = load_all(part, settings, notify, tally=tally)
-            prices = prices_for(loaded, settings.price_model, settings.prices, notify)
-            calibrations = calibrations_for(loaded, settings.calibrate, notify, tally=tally)
-        except KeyboardInterrupt as stop:  # between parts: the runs so far are kept
-            if not done.results:
-                raise
-            done.interrupted = stop
-            break
-        read += len(loaded)
-        models += [m for t in loaded for m in recorded_models(t) if m not in models]
-        offset = (read - len(loaded)) * len(policies)
-        got = run_jobs(loaded, jobs_for(len(loaded), policies), n_jobs=settings.jobs, prices=prices,
-                       calibrations=calibrations, keep_recorded_compactions=settings.keep_recorded_compactions,
-                       summarizer=(settings.summarizer, settings.live), on_result=advance,
-                       executor=settings.executor, cache_ttl=settings.cache_ttl, cache_model=settings.cache_model)
-        for r in got.results:
-            r.job += offset
-        for f in got.failures:
-            f.job += offset
-        done.results += got.results
-        done.failures += got.failures
-        del loaded
-        if got.interrupted is not None:
-            done.interrupted = got.interrupted
-            break
-    tally.say(notify)
-    if not read and tally.skipped:
-        raise UsageError(f"no file of the folder(s) is a transcript in a known format ({len(tally.skipped)} tried)",
-                         hint="--input-format NAME forces one")
-    done.total = (len(files) - len(tally.skipped)) * len(policies)
-    return done, models
 
 
 def _next_action_plan(loaded: list, policies: list, calibrations: list, reporting: Reporting, settings: Settings,

@@ -10,7 +10,7 @@ from helpers import SAMPLES
 
 
 def test_a_corpus_read_in_parts_gives_the_results_of_reading_it_whole(cli, tmp_path, monkeypatch):
-    from compactlab.jobs import compare
+    from compactlab.jobs import base as compare
 
     folder = tmp_path / "corpus"
     folder.mkdir()
@@ -28,3 +28,15 @@ def test_a_corpus_read_in_parts_gives_the_results_of_reading_it_whole(cli, tmp_p
     assert parts.exit_code == 0, parts.stderr
     assert json.loads(parts.stdout) == json.loads(whole.stdout)
     assert parts.stderr.count("skipped 1 file(s)") == 1 and parts.stderr == whole.stderr  # said once, as whole
+
+
+def test_check_reads_in_parts_too(cli, tmp_path, monkeypatch):
+    from compactlab.jobs import base
+
+    files = [SAMPLES / n for n in ("synth-small.jsonl", "manual-compact.jsonl", "parallel-batch.jsonl")]
+    baseline = tmp_path / "b.json"
+    assert cli("check", *files, "-p", "s08", "--baseline", baseline, "--update-baseline").exit_code == 0
+    monkeypatch.setattr(base, "PART_FILES", 1)
+    r = cli("check", *files, "-p", "s08", "--baseline", baseline, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert [x["status"] for x in json.loads(r.stdout)["results"]] == ["pass"] * 3
