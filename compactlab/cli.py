@@ -240,7 +240,7 @@ def main() -> None:
     compactlab replay session.jsonl -p s08     what would policy s08 do to this conversation?
     compactlab inspect session.jsonl           what is in it, before any policy
     compactlab policies list                   the built-in presets
-    compactlab compare sessions/ -p s08 -p codex   which policy, across many sessions
+    compactlab compare sessions/ -p s08        which policy, across many sessions
     compactlab next-action s.jsonl --dry-run   would the agent act the same? (asks a model: costs)
     """
 
