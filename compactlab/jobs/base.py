@@ -141,9 +141,14 @@ def load_all(files: list[str], settings: Settings, notify: Notify = quietly,
         return loaded
     not_transcripts(skipped, notify)
     if not loaded and skipped:
-        raise UsageError(f"no file of the folder(s) is a transcript in a known format ({len(skipped)} tried)",
-                         hint="--input-format NAME forces one")
+        raise none_read(len(skipped))
     return loaded
+
+
+def none_read(tried: int) -> UsageError:
+    """The error of folders none of whose ``tried`` files is a transcript."""
+    return UsageError(f"no file of the folder(s) is a transcript in a known format ({tried} tried)",
+                      hint="--input-format NAME forces one")
 
 
 def not_transcripts(skipped: list[str], notify: Notify) -> None:
@@ -298,7 +303,7 @@ def run_in_parts(files: list[str], policies: list, settings: Settings, notify: N
 
     tally = Tally(sources=len(files))
     done = GridRun([], [], len(files) * len(policies))
-    models: list[str] = []
+    models: dict[str, None] = {}  # (in the order first recorded)
     hashes: dict[str, str] = {}
     read = 0
     for part in parts_of(files):
@@ -312,7 +317,7 @@ def run_in_parts(files: list[str], policies: list, settings: Settings, notify: N
             done.interrupted = stop
             break
         read += len(loaded)
-        models += [m for t in loaded for m in recorded_models(t) if m not in models]
+        models.update(dict.fromkeys(m for t in loaded for m in recorded_models(t)))
         hashes.update({t.path: t.content_hash for t in loaded})
         offset = (read - len(loaded)) * len(policies)
         got = run_jobs(loaded, jobs_for(len(loaded), policies), n_jobs=settings.jobs, prices=prices,
@@ -331,7 +336,6 @@ def run_in_parts(files: list[str], policies: list, settings: Settings, notify: N
             break
     tally.say(notify)
     if not read and tally.skipped:
-        raise UsageError(f"no file of the folder(s) is a transcript in a known format ({len(tally.skipped)} tried)",
-                         hint="--input-format NAME forces one")
+        raise none_read(len(tally.skipped))
     done.total = (len(files) - len(tally.skipped)) * len(policies)
-    return done, models, hashes
+    return done, list(models), hashes

@@ -23,6 +23,10 @@ from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, lo
     quietly
 
 
+#: where the files go without --out
+DEFAULT_OUT = os.path.join("reports", "next-action")
+
+
 @dataclass(kw_only=True)
 class Asking:
     """What a next-action check asks: of which policies, how many samples, of whom, for how much."""
@@ -65,7 +69,7 @@ def next_action_files(files: list[str], asking: Asking, settings: Settings, noti
         return Asked(planned.plan, None, [], Outcome(0))
     result, interrupted = planned.ask(progress)
     written = _write(result, settings, files)
-    out_dir = settings.out_dir or os.path.join("reports", "next-action")
+    out_dir = settings.out_dir or DEFAULT_OUT
     if interrupted is not None:
         return Asked(planned.plan, result, written, Outcome(exit_status(interrupted), [
             f"interrupted: the replies that came back are kept (cache and {out_dir}/)"]))
@@ -134,7 +138,7 @@ def failed_said(result: Agreement) -> list[str]:
 def _write(result: Agreement, settings: Settings, inputs: list[str]) -> list[str]:
     from ..reports.next_action_report import result_files
 
-    out = OutputDir(settings.out_dir or os.path.join("reports", "next-action"), settings.dry_run, settings.force)
+    out = OutputDir(settings.out_dir or DEFAULT_OUT, settings.dry_run, settings.force)
     files = result_files(result)
     try:
         out.prepare(protect=inputs)

@@ -26,11 +26,11 @@ from ..engine.records import Run
 from ..plumbing.outputs import OutputDir, run_folder_name
 from ..reports.terminal import UNKNOWN
 from ..plumbing.process import collector_off
-from ..errors import CompactlabError, UsageError
+from ..errors import CompactlabError
 from ..transcripts import FolderFile, UnknownFormat
 from ..plumbing.interrupts import exit_status
 from .base import Notify, Outcome, Reading, Settings, ShowsProgress, calibrated_line, no_progress, calibrations_for, \
-    not_transcripts, price_warnings, prices_for, quietly, warn_loaded
+    none_read, not_transcripts, price_warnings, prices_for, quietly, warn_loaded
 
 
 @dataclass(kw_only=True)
@@ -185,8 +185,7 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
         notify(calibrated_line(fits), False)
     not_transcripts(skipped, notify)
     if skipped and not done.runs and not done.interrupted:
-        raise UsageError(f"no file of the folder(s) is a transcript in a known format ({len(skipped)} tried)",
-                         hint="--input-format NAME forces one")
+        raise none_read(len(skipped))
     policy = settings.policy
     keys = [k for k in (o.partition("=")[0].strip() for o in settings.overrides)
             if getattr(getattr(policy, k.partition(".")[0], None), "enabled", False)]

@@ -160,7 +160,7 @@ def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int,
 
     def answered(body: dict[str, Any]) -> bool:
         key = asker.key_of(body)
-        known = key in asked or asker.cached(body) is not None
+        known = key in asked or asker.cached(body, key) is not None
         asked.add(key)
         return known
 

@@ -98,22 +98,24 @@ class Asker:
     def key_of(self, body: dict[str, Any]) -> str:
         return digest(self.options.api, orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode())
 
-    def cached(self, body: dict[str, Any]) -> Reply | None:
-        """The cached reply to ``body``, if there is one."""
+    def cached(self, body: dict[str, Any], key: str | None = None) -> Reply | None:
+        """The cached reply to ``body`` (whose ``key`` may be known already), if there is one."""
         if self.cache is None:
             return None
-        hit = self.cache.get(self.key_of(body))
+        key = key or self.key_of(body)
+        hit = self.cache.get(key)
         if hit is None:
             return None
         action = hit.get("action")
         if not isinstance(action, dict) or action.get("kind") not in ("tool", "text", "none"):
-            self.cache.ignore(self.key_of(body), "not a reply")
+            self.cache.ignore(key, "not a reply")
             return None
         return Reply(Action(str(action["kind"]), str(action.get("tool") or ""), _str(action.get("target")),
                             _str(action.get("command")), str(action.get("text") or "")), {}, cached=True)
 
     def ask(self, body: dict[str, Any]) -> Reply:
-        hit = self.cached(body)
+        key = self.key_of(body)  # (a request's body can be megabytes: serialised once)
+        hit = self.cached(body, key)
         if hit is not None:
             return hit
         if self._client is None:
@@ -124,8 +126,7 @@ class Asker:
         except Exception as exc:  # noqa: BLE001 - sorted by _failure
             return self._failure(exc)
         if self.cache is not None:
-            self.cache.put(self.key_of(body), {"model": self.options.model, "action": reply.action.to_dict(),
-                                               "usage": reply.usage})
+            self.cache.put(key, {"model": self.options.model, "action": reply.action.to_dict(), "usage": reply.usage})
         return reply
 
     def _connect(self) -> Any:

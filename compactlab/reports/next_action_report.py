@@ -69,11 +69,8 @@ def write_table(result: Agreement, out: TextIO) -> None:
     table.add_column("difference", justify="right", essential=True, no_wrap=True)
     table.add_column("probe lost", justify="right", essential=False, no_wrap=True)
     table.add_column("none lost", justify="right", essential=False, no_wrap=True)
-    for p in result.policies:
-        table.add_row(p.policy, f"{p.samples}" + (f" ({p.failed} failed)" if p.failed else ""),
-                      _interval(p.agreement, p.agreement_interval), _pct(p.control_agreement),
-                      _interval(p.difference, p.difference_interval, signed=True),
-                      f"{_pct(p.lost_agreement)} of {p.lost_samples}", f"{_pct(p.kept_agreement)} of {p.kept_samples}")
+    for row in _rows(result.to_dict()):
+        table.add_row(*row)
     printer.table(table)
     for p in result.policies:
         if p.candidates == 0:
@@ -111,12 +108,7 @@ def ledger_csv(result: Agreement) -> bytes:
 
 def markdown(result: Agreement) -> str:
     lines = [f"# Next-action agreement: {md_text(result.model)} ({result.api})", "", md_text(RULE) + ".", "",
-             "| policy | samples | agreement | control | difference | probe lost | none lost |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
-    for p in result.policies:
-        lines.append(f"| {md_cell(p.policy)} | {p.samples} | {_interval(p.agreement, p.agreement_interval)} | "
-                     f"{_pct(p.control_agreement)} | {_interval(p.difference, p.difference_interval, signed=True)} | "
-                     f"{_pct(p.lost_agreement)} of {p.lost_samples} | {_pct(p.kept_agreement)} of {p.kept_samples} |")
+             *_md_table(result.to_dict())]
     lines += ["", md_text(result.spent_line()), "", "## Samples", "",
               "| policy | transcript | call | lost probes | recorded | on the policy's context | on the control |",
               "|---|---|---:|---:|---|---|---|"]
@@ -136,7 +128,8 @@ def markdown(result: Agreement) -> str:
 
 def _rows(doc: dict[str, Any]) -> list[list[str]]:
     """The table's rows from an Agreement's dict (what a compare keeps in its meta)."""
-    return [[p["policy"], str(p["samples"]), _interval(p["agreement"], p["agreement_interval"]),
+    return [[p["policy"], f"{p['samples']}" + (f" ({p['failed']} failed)" if p["failed"] else ""),
+             _interval(p["agreement"], p["agreement_interval"]),
              _pct(p["control_agreement"]), _interval(p["difference"], p["difference_interval"], signed=True),
              f"{_pct(p['lost_agreement'])} of {p['lost_samples']}", f"{_pct(p['kept_agreement'])} of {p['kept_samples']}"]
             for p in doc["policies"]]
@@ -155,9 +148,12 @@ def _said(doc: dict[str, Any]) -> str:
 
 def md_section(doc: dict[str, Any]) -> list[str]:
     """compare's report.md section for ``compare --next-action``."""
-    return (["## Next-action agreement", "", md_text(_said(doc)), "", "| " + " | ".join(HEADS) + " |",
-             "|---" + "|---:" * (len(HEADS) - 1) + "|"]
-            + ["| " + " | ".join(md_cell(x) for x in row) + " |" for row in _rows(doc)] + [""])
+    return ["## Next-action agreement", "", md_text(_said(doc)), "", *_md_table(doc), ""]
+
+
+def _md_table(doc: dict[str, Any]) -> list[str]:
+    return (["| " + " | ".join(HEADS) + " |", "|---" + "|---:" * (len(HEADS) - 1) + "|"]
+            + ["| " + " | ".join(md_cell(x) for x in row) + " |" for row in _rows(doc)])
 
 
 def html_section(doc: dict[str, Any]) -> str:

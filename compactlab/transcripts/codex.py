@@ -51,7 +51,7 @@ class _Text:
 
     def __init__(self) -> None:
         self.redacted = 0
-        self.expanded = 0  # characters the placeholders expanded to so far
+        self.claimed = 0  # characters the placeholders claimed so far
         self.line_limit, self.file_limit = max_line_bytes(), max_document_bytes()
 
     def __call__(self, value: Any) -> str:
@@ -65,11 +65,11 @@ class _Text:
         if n > self.line_limit:
             raise BadField(f"a redacted text of {digits[:24]}{'…' if len(digits) > 24 else ''} characters: longer "
                            f"than a line can be ({self.line_limit >> 20} MiB)")
-        if self.expanded + n > self.file_limit:
+        if self.claimed + n > self.file_limit:
             raise BadField(f"redacted texts of more than {self.file_limit >> 20} MiB in all: longer than a transcript "
                            "can be (COMPACTLAB_MAX_DOCUMENT_MB raises the limit)")
         self.redacted += 1
-        self.expanded += n
+        self.claimed += n
         return sized_placeholder(m.group(1)[:40], n, " " + m.group(3)[:132])
 
 

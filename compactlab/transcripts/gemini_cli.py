@@ -127,9 +127,9 @@ def _add(builder: TranscriptBuilder, m: dict) -> None:
     text = _text(m.get("content"))
     if text:
         blocks.append({"type": "text", "text": text})
-    calls = [c for c in m.get("toolCalls") or [] if isinstance(c, dict)]
-    if not isinstance(m.get("toolCalls", []), list):
+    if not isinstance(m.get("toolCalls") or [], list):
         raise BadField("toolCalls is not a list")
+    calls = [c for c in m.get("toolCalls") or [] if isinstance(c, dict)]
     for c in calls:
         args = c.get("args")
         blocks.append({"type": "tool_use", "id": str(c.get("id")), "name": str(c.get("name") or "tool"),

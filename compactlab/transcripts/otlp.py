@@ -552,54 +552,48 @@ def _build(builder: TranscriptBuilder, calls: list[Call], logs: dict[str, list[t
         builder.model = builder.model or model
         builder.system = builder.system or content.system
         usage = _usage(call.chain, model, f"span {call.span.id} usage")
+        elided += content.inputs is None or content.output is None
         if content.inputs is not None:
-            new = content.inputs
+            keys = [_key(m) for m in content.inputs]
             shared = 0
-            for a, b in zip(new, conversation):
-                if _key(a) != b:
+            for a, b in zip(keys, conversation):
+                if a != b:
                     break
                 shared += 1
             if shared < len(conversation):  # another context (a handoff): what it repeats is not new
                 known = set(conversation)
-                while shared < len(new) and _key(new[shared]) in known:
+                while shared < len(keys) and keys[shared] in known:
                     shared += 1
-            for m in new[shared:]:
+            for m, key in zip(content.inputs[shared:], keys[shared:]):
                 builder.add(m)
-                conversation.append(_key(m))
+                conversation.append(key)
         elif not answered:  # (after tool results sized by this call's input, nothing more to add)
-            elided += 1
             m = {"role": "user", "content": [{"type": "text", "text": sized_placeholder(
                 "ELIDED_INPUT", _added(usage, previous) * CHARS_PER_TOKEN)}]}
             builder.add(m)
             conversation.append(_key(m))
-        else:
-            elided += 1
         answered = False
         output = content.output
-        if output is None:
-            elided += content.inputs is not None
+        ran: list[Span] = []
+        if output is None:  # its size, and the tools run after it as its tool calls
             out_tokens = int((usage or {}).get("output_tokens", 0))
-            output = [{"type": "text", "text": sized_placeholder("ELIDED_OUTPUT", out_tokens * CHARS_PER_TOKEN)}]
             end = calls[k + 1].span.start if k + 1 < len(calls) else None
             ran = [t for t in tools if t.start >= call.span.start and (end is None or t.start < end)]
+            output = [{"type": "text", "text": sized_placeholder("ELIDED_OUTPUT", out_tokens * CHARS_PER_TOKEN)}]
             output += [{"type": "tool_use", "id": str(t.attrs.get("gen_ai.tool.call.id") or f"tool-{t.id}"),
                         "name": str(t.attrs.get("gen_ai.tool.name") or "tool"), "input": _tool_args(t)} for t in ran]
-            reply = {"role": "assistant", "content": output or [{"type": "text", "text": ""}]}
-            builder.add(reply, usage)
-            conversation.append(_key(reply))
-            if ran:  # their results, sized by what the next call's input added where not captured
-                following = _usage(calls[k + 1].chain, None, "usage") if k + 1 < len(calls) else None
-                share = _added(following, usage) * CHARS_PER_TOKEN // len(ran) if following else 0
-                results = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": b["id"],
-                                                        "content": _tool_result(t, share)}
-                                                       for b, t in zip(output[1:], ran)]}
-                builder.add(results)
-                conversation.append(_key(results))
-                answered = True
-        else:
-            reply = {"role": "assistant", "content": output or [{"type": "text", "text": ""}]}
-            builder.add(reply, usage)
-            conversation.append(_key(reply))
+        reply = {"role": "assistant", "content": output or [{"type": "text", "text": ""}]}
+        builder.add(reply, usage)
+        conversation.append(_key(reply))
+        if ran:  # their results, sized by what the next call's input added where not captured
+            following = _usage(calls[k + 1].chain, None, "usage") if k + 1 < len(calls) else None
+            share = _added(following, usage) * CHARS_PER_TOKEN // len(ran) if following else 0
+            results = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": b["id"],
+                                                    "content": _tool_result(t, share)}
+                                                   for b, t in zip(output[1:], ran)]}
+            builder.add(results)
+            conversation.append(_key(results))
+            answered = True
         previous = usage
     if elided:
         builder.metadata["elided_calls"] = elided
