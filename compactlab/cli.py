@@ -632,7 +632,8 @@ def next_action(transcripts: tuple[str, ...], **options: Any) -> None:
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Also write the figures as JSON.")
 @click.option("--corpus", is_flag=True,
-              help="Also compare folders of 200 and 2,000 small sessions x 2 policies, with reports and without.")
+              help="Also compare folders of 200, 2,000 and 10,000 small sessions x 2 policies (time, and "
+                   "the main process's peak memory).")
 @click.option("--tune", "tune_too", is_flag=True,
               help="Also time a tune of 200 trials over 20 transcripts of about 100 calls.")
 def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str | None, json_out: str | None,

@@ -83,7 +83,7 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     from compactlab import bench
 
     monkeypatch.setattr(bench, "BIG_BYTES", 2e6)  # the memory figure's 120 MB file
-    monkeypatch.setattr(bench, "CORPUS", (3, 4))
+    monkeypatch.setattr(bench, "CORPUS", (3, 4, 5))
     monkeypatch.setattr(bench, "TUNE", (3, 2, 20))
     monkeypatch.setattr(bench, "EXTRA_ARGS", ["--charts", "none"])  # (the test's time: charts are the bench's)
     out = tmp_path / "figures.json"
@@ -95,12 +95,14 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
                    "reference / large window",
                    "2x calls / 1x calls", "peak memory", "compare 12 configs / 1 config", "startup (--version)",
                    "folder of sessions / its floor", "compare 3 x 2: with reports / --dry-run",
-                   "compare 4 x 2 with reports (s)", "report.html of 4 x 2 (MB)", "tune 3 trials x 2 transcripts (s)",
+                   "compare 4 x 2 with reports (s)", "report.html of 4 x 2 (MB)", "compare 4 x 2 with reports: main-process peak (MB)",
+                   "compare 5 x 2 with reports: main-process peak (MB)", "compare 5 x 2 with reports (s)",
+                   "time per session, 5 / 4 sessions", "tune 3 trials x 2 transcripts (s)",
                    "recall's share of replay -p s08", "recall's share, probes indexed again",
                    "tune / compare of as many replays"):
         assert figure in r.stdout
     doc = json.loads(out.read_text())
-    assert len(doc["figures"]) == 17 and doc["commands"]["floor"]["wall"] > 0
+    assert len(doc["figures"]) == 21 and doc["commands"]["floor"]["wall"] > 0
     assert os.environ["COMPACTLAB_CACHE_DIR"] != str(tmp_path / "inputs" / "cache")  # its own, given back
 
 

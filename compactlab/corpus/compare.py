@@ -23,6 +23,7 @@ from ..engine.baseline import baseline_for
 from ..engine.prices import ModelPrices, PriceTable
 from ..errors import PolicyError
 from ..engine.policy import Override, Policy, load_policy, parse_override
+from .packed import Packed, shared
 from .pool import Failure, Pool, can_fork, failure_of
 from ..engine.turns import replay
 from ..transcripts import Transcript
@@ -37,7 +38,7 @@ class Job:
     swept: tuple[tuple[str, Any], ...]  # (key, value) of every swept key
 
 
-@dataclass
+@dataclass(slots=True)
 class RunResult:
     """What a compare run sends back: the summary and the series the charts draw."""
 
@@ -56,25 +57,16 @@ class RunResult:
 
     def compacted(self) -> "RunResult":
         """This result as the command's process keeps it, for a corpus of thousands of runs: the
-        names in it (summary keys, paths, policies) shared with every other result, the series as
-        arrays of machine integers (6 KB a run where it was 13 KB)."""
-        self.summary = _interned(self.summary)
+        summary packed (``Packed``: numbers in arrays, one layout for all), what many runs hold
+        equal (a calibration, trigger levels, no events) one copy (``shared``), the names interned,
+        the series as arrays of machine integers."""
+        self.summary = Packed(self.summary)  # type: ignore[assignment]
         self.transcript, self.policy = sys.intern(str(self.transcript)), sys.intern(str(self.policy))
         self.tokens, self.raw_tokens = array("q", self.tokens), array("q", self.raw_tokens)  # type: ignore[assignment]
-        self.events = _interned(self.events)
-        self.levels = _interned(self.levels)
+        self.events = shared({kind: shared(calls) for kind, calls in self.events.items()})
+        self.levels = shared(self.levels)
+        self.swept = shared(self.swept)
         return self
-
-
-def _interned(value: Any) -> Any:
-    """``value`` with its dict keys and short strings interned (one copy for all results)."""
-    if isinstance(value, dict):
-        return {sys.intern(str(k)) if isinstance(k, str) else k: _interned(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_interned(v) for v in value]
-    if isinstance(value, str) and len(value) < 200:
-        return sys.intern(str(value))  # (a str subclass, a FolderFile, as a plain str)
-    return value
 
 
 def parse_sweep(item: str) -> tuple[str, list[Any]]:

@@ -5,9 +5,10 @@ The search is Optuna's (multi-objective TPE by default, NSGA-II on request; seed
 kept in Optuna's journal storage under the output folder (``OUT/study.journal``; a ``study.db``
 an earlier version made is SQLite, and is resumed as such), so that a tune can be interrupted,
 resumed (``--resume``) and inspected with ``optuna-dashboard OUT/study.journal``. A trial is
-a policy: the base with the trial's values set; it is replayed on every transcript by the workers
-``compare`` uses (the transcripts loaded once, in the parent; the Dask executor for clusters),
-and its objectives are the corpus totals (saving over all the transcripts, recall over all the
+a policy: the base with the trial's values set; it is replayed on every transcript by workers that
+each keep a fixed share of the corpus (``shares.SharePool``: each transcript read once per worker,
+the command's process holding run summaries only; on a Dask cluster, by compare's Dask jobs), and
+its objectives are the corpus totals (saving over all the transcripts, recall over all the
 probes). A trial that introduces more violations than allowed, or overflows a window, is
 infeasible (Optuna's constraints: it never joins the front).
 """
@@ -592,6 +593,23 @@ def points_of(study: Any, params: list[Param], objectives: list[str]) -> list[Po
     return points
 
 
+def _scores(done: Any, n: int, count: int) -> list[dict[str, Any] | str]:
+    """Per policy of a batch, its corpus totals (and how often each layer acted), or why it failed."""
+    if done.interrupted:
+        raise done.interrupted
+    by: dict[int, list[Any]] = {}
+    for r in done.results:
+        by.setdefault(r.job // n, []).append(r.summary)
+    failed = {f.job // n: f"{f.name}: {f.reason}" for f in done.failures}
+    return [failed[i] if i in failed else {**totals(by[i]), "acted": acted_by_layer(by[i])} for i in range(count)]
+
+
+def share_evaluator(pool: Any) -> Evaluate:
+    """Score policies on workers that each keep a share of the corpus (``shares.SharePool``)."""
+    n = len(pool.members)
+    return lambda policies: _scores(pool.run(policies), n, len(policies))
+
+
 def corpus_evaluator(transcripts: list[Any], *, n_jobs: int | None, prices: list[Any], calibrations: list[Any],
                      summarizer: tuple[str, Any] = ("stub", None), executor: str | None = None,
                      keep_recorded_compactions: bool = False, cache_ttl: str | None = None,
@@ -606,14 +624,7 @@ def corpus_evaluator(transcripts: list[Any], *, n_jobs: int | None, prices: list
         done = run_jobs(transcripts, jobs, n_jobs=n_jobs, prices=prices, calibrations=calibrations,
                         keep_recorded_compactions=keep_recorded_compactions, summarizer=summarizer,
                         executor=executor, cache_ttl=cache_ttl, cache_model=cache_model)
-        if done.interrupted:
-            raise done.interrupted
-        by: dict[int, list[dict]] = {}
-        for r in done.results:
-            by.setdefault(r.job // n, []).append(r.summary)
-        failed = {f.job // n: f"{f.name}: {f.reason}" for f in done.failures}
-        return [failed[i] if i in failed else {**totals(by[i]), "acted": acted_by_layer(by[i])}
-                for i in range(len(policies))]
+        return _scores(done, n, len(policies))
 
     return evaluate
 

@@ -108,6 +108,8 @@ def _shown(value: Any, unit: str | None) -> str:
 
 #: bootstrap resamples of the corpus for the saving's interval (seeded: the same runs, the same interval)
 BOOTSTRAP = 1000
+#: the bootstrap's draws held at once (resamples x transcripts)
+BOOTSTRAP_CELLS = 1 << 20
 
 
 def judge(runs: Sequence[JudgedRun], sweep_keys: list[str], margin: float = RETENTION_MARGIN,
@@ -316,9 +318,15 @@ def _interval(summaries: list[Mapping[str, Any]]) -> tuple[float, float]:
         one = round(1 - cost.sum() / raw.sum(), 6) if raw.sum() else 0.0
         return one, one
     rng = np.random.default_rng(0)
-    picks = rng.integers(0, len(cost), size=(BOOTSTRAP, len(cost)))
-    raws = raw[picks].sum(axis=1)
-    savings = np.where(raws > 0, 1 - cost[picks].sum(axis=1) / np.where(raws > 0, raws, 1), 0.0)
+    # the resamples drawn a block at a time (10,000 transcripts at once would be 240 MB of picks):
+    # the same stream of draws, so the same interval
+    block = max(1, BOOTSTRAP_CELLS // len(cost))
+    savings = np.empty(BOOTSTRAP)
+    for start in range(0, BOOTSTRAP, block):
+        picks = rng.integers(0, len(cost), size=(min(block, BOOTSTRAP - start), len(cost)))
+        raws = raw[picks].sum(axis=1)
+        savings[start:start + len(picks)] = np.where(raws > 0, 1 - cost[picks].sum(axis=1) / np.where(raws > 0, raws, 1),
+                                                     0.0)
     low, high = np.percentile(savings, [2.5, 97.5])
     return round(float(low), 6), round(float(high), 6)
 

@@ -272,8 +272,8 @@ def warn_loaded(source: Any, notify: Notify = quietly) -> None:
 
 #: a corpus is read in parts of about this many bytes (or files): the command's process holds the
 #: transcripts of one part at a time, and the runs' summaries of all (#32 §1)
-PART_BYTES = 96 << 20
-PART_FILES = 250
+PART_BYTES = 48 << 20
+PART_FILES = 100
 
 
 def parts_of(files: list[str]) -> list[list[str]]:
@@ -294,6 +294,16 @@ def parts_of(files: list[str]) -> list[list[str]]:
     return parts + [part] if part else parts
 
 
+def read_parts(files: list[str], settings: Settings, notify: Notify, tally: Tally) -> Iterator[tuple[list, list, list]]:
+    """The corpus a part at a time (``parts_of``): each part's transcripts, read, with their prices
+    and calibrations; what is said of all the files is kept in ``tally`` for the end."""
+    for part in parts_of(files):
+        loaded = load_all(part, settings, notify, tally=tally)
+        yield (loaded, prices_for(loaded, settings.price_model, settings.prices, notify),
+               calibrations_for(loaded, settings.calibrate, notify, tally=tally))
+        del loaded  # (before the next part is read)
+
+
 def run_in_parts(files: list[str], policies: list, settings: Settings, notify: Notify,
                  advance: Callable[..., None]) -> tuple[Any, list[str], dict[str, str]]:
     """Every policy on every file, a part of the corpus at a time (each part read, calibrated,
@@ -306,33 +316,35 @@ def run_in_parts(files: list[str], policies: list, settings: Settings, notify: N
     models: dict[str, None] = {}  # (in the order first recorded)
     hashes: dict[str, str] = {}
     read = 0
-    for part in parts_of(files):
+    parts = read_parts(files, settings, notify, tally)
+    while True:
         try:
-            loaded = load_all(part, settings, notify, tally=tally)
-            prices = prices_for(loaded, settings.price_model, settings.prices, notify)
-            calibrations = calibrations_for(loaded, settings.calibrate, notify, tally=tally)
+            got = next(parts, None)
         except KeyboardInterrupt as stop:  # between parts: the runs so far are kept
             if not done.results:
                 raise
             done.interrupted = stop
             break
+        if got is None:
+            break
+        loaded, prices, calibrations = got
         read += len(loaded)
         models.update(dict.fromkeys(m for t in loaded for m in recorded_models(t)))
         hashes.update({t.path: t.content_hash for t in loaded})
         offset = (read - len(loaded)) * len(policies)
-        got = run_jobs(loaded, jobs_for(len(loaded), policies), n_jobs=settings.jobs, prices=prices,
+        ran = run_jobs(loaded, jobs_for(len(loaded), policies), n_jobs=settings.jobs, prices=prices,
                        calibrations=calibrations, keep_recorded_compactions=settings.keep_recorded_compactions,
                        summarizer=(settings.summarizer, settings.live), on_result=advance,
                        executor=settings.executor, cache_ttl=settings.cache_ttl, cache_model=settings.cache_model)
-        for r in got.results:
+        for r in ran.results:
             r.job += offset
-        for f in got.failures:
+        for f in ran.failures:
             f.job += offset
-        done.results += got.results
-        done.failures += got.failures
-        del loaded
-        if got.interrupted is not None:
-            done.interrupted = got.interrupted
+        done.results += ran.results
+        done.failures += ran.failures
+        del loaded, got
+        if ran.interrupted is not None:
+            done.interrupted = ran.interrupted
             break
     tally.say(notify)
     if not read and tally.skipped:

@@ -14,14 +14,18 @@ from ..plumbing.process import usable_cores
 
 import os
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
+from ..corpus.compare import FileRef
+from ..corpus.shares import Member, RunSettings, SharePool
 from ..corpus.tune import StudyDefinition, StudySite, TuneResult, corpus_evaluator, parse_objectives, parse_space, \
-    dashboard_command, study_path
+    dashboard_command, share_evaluator, study_path
 from ..corpus.tune import tune as search
 from ..errors import UsageError
 from ..plumbing.interrupts import exit_status
-from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, load_all, no_progress, prices_for, quietly
+from .base import Notify, Outcome, ShowsProgress, Settings, Tally, calibrations_for, load_all, no_progress, \
+    none_read, prices_for, quietly, read_parts
 
 
 @dataclass(kw_only=True)
@@ -61,27 +65,36 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
     for line in inert_keys(load_policy(spec.base, spec.overrides),
                            [s.partition("=")[0] for s in (*spec.overrides, *spec.spaces)]):
         notify(f"warning: {line}", True)  # (a search over a key that cannot change anything: said even with -q)
-    loaded = load_all(files, settings, notify, progress)
     site = StudySite(out_dir, spec.resume, settings.force)  # checked; nothing made until the base policy has run
-    prices = prices_for(loaded, settings.price_model, settings.prices, notify)
-    calibrations = calibrations_for(loaded, settings.calibrate, notify)
-    definition = StudyDefinition.of(spec.base, spec.overrides, params, objectives, spec.max_violations,
-                                    [t.content_hash for t in loaded])
-    evaluate = corpus_evaluator(loaded, n_jobs=settings.jobs, prices=prices, calibrations=calibrations,
-                                executor=settings.executor, cache_ttl=settings.cache_ttl,
-                            cache_model=settings.cache_model)
-    try:
-        with progress("tune", spec.trials) as advance:
-            result = search(params, objectives, spec.base, spec.overrides,
-                            lambda: site.open(definition, spec.sampler, spec.seed), spec.trials, evaluate,
-                            batch=max(2, settings.jobs or usable_cores()), max_violations=spec.max_violations,
-                            on_trial=advance)
-    except KeyboardInterrupt as stop:  # before the search began: nothing to write
-        site.close(keep=False)
-        return Tuned(None, Outcome(exit_status(stop), ["interrupted before the first trial finished"]))
-    except BaseException:
-        site.close(keep=False)
-        raise
+    with ExitStack() as stack:
+        if settings.executor:  # a cluster: compare's Dask jobs (the workers read the files where they can)
+            loaded = load_all(files, settings, notify, progress)
+            hashes = [t.content_hash for t in loaded]
+            evaluate = corpus_evaluator(loaded, n_jobs=settings.jobs,
+                                        prices=prices_for(loaded, settings.price_model, settings.prices, notify),
+                                        calibrations=calibrations_for(loaded, settings.calibrate, notify),
+                                        executor=settings.executor, cache_ttl=settings.cache_ttl,
+                                        cache_model=settings.cache_model)
+        else:  # workers that each keep a share of the corpus: this process keeps none of it
+            members = corpus_members(files, settings, notify, progress)
+            hashes = [m.ref.content_hash for m in members]
+            pool = stack.enter_context(SharePool(members, settings.jobs or usable_cores(), RunSettings(
+                settings.keep_recorded_compactions, (settings.summarizer, settings.live), settings.cache_ttl,
+                settings.cache_model)))
+            evaluate = share_evaluator(pool)
+        definition = StudyDefinition.of(spec.base, spec.overrides, params, objectives, spec.max_violations, hashes)
+        try:
+            with progress("tune", spec.trials) as advance:
+                result = search(params, objectives, spec.base, spec.overrides,
+                                lambda: site.open(definition, spec.sampler, spec.seed), spec.trials, evaluate,
+                                batch=max(2, settings.jobs or usable_cores()), max_violations=spec.max_violations,
+                                on_trial=advance)
+        except KeyboardInterrupt as stop:  # before the search began: nothing to write
+            site.close(keep=False)
+            return Tuned(None, Outcome(exit_status(stop), ["interrupted before the first trial finished"]))
+        except BaseException:
+            site.close(keep=False)
+            raise
     site.close(keep=bool(result.points) or spec.resume)
     for failure in result.failures[:20]:
         notify(f"error: {failure}", True)
@@ -105,3 +118,26 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
         outcome.status = exit_status(result.interrupted)
         outcome.errors.append(f"interrupted after {len(result.points)} of {spec.trials} trials; continue with --resume")
     return Tuned(result, outcome)
+
+
+def corpus_members(files: list[str], settings: Settings, notify: Notify = quietly,
+                   progress: ShowsProgress = no_progress) -> list[Member]:
+    """The corpus as share workers read it: each transcript's path, format, content hash, prices
+    and calibration, read a part at a time and let go (what is said of the files, said once)."""
+    tally = Tally(sources=len(files))
+    members: list[Member] = []
+    with progress("reading", len(files)) as advance:
+        for loaded, prices, calibrations in read_parts(files, settings, notify, tally):
+            for t, price, calibration in zip(loaded, prices, calibrations):
+                path = os.path.abspath(t.path)
+                try:
+                    size = os.path.getsize(path)
+                except OSError:
+                    size = 0
+                members.append(Member(FileRef(path, t.format, settings.skip_bad_lines, t.content_hash), price,
+                                      calibration, size))
+                advance(t)
+    tally.say(notify)
+    if not members and tally.skipped:
+        raise none_read(len(tally.skipped))
+    return members

@@ -114,7 +114,7 @@ def test_an_interrupted_tune_keeps_its_trials_and_resumes(cli, tmp_path, monkeyp
     left running), the front so far is written, exit 130; --resume reaches --trials."""
     import compactlab.jobs.tune as tune_module  # where the job calls it
 
-    real = tune_module.corpus_evaluator
+    real = tune_module.share_evaluator
 
     def stopping(*args, **kwargs):
         evaluate = real(*args, **kwargs)
@@ -128,7 +128,7 @@ def test_an_interrupted_tune_keeps_its_trials_and_resumes(cli, tmp_path, monkeyp
 
         return once_then_stop
 
-    monkeypatch.setattr(tune_module, "corpus_evaluator", stopping)
+    monkeypatch.setattr(tune_module, "share_evaluator", stopping)
     r = tune(cli, tmp_path / "i")
     assert r.exit_code == 130 and "continue with --resume" in r.stderr
     assert json.loads((tmp_path / "i" / "front.json").read_text())["trials"] == 2  # one batch of --jobs 1: 2
@@ -136,7 +136,7 @@ def test_an_interrupted_tune_keeps_its_trials_and_resumes(cli, tmp_path, monkeyp
 
     study = _study(tmp_path / "i" / "study.journal")
     assert {t.state.name for t in study.trials} == {"COMPLETE", "FAIL"}
-    monkeypatch.setattr(tune_module, "corpus_evaluator", real)
+    monkeypatch.setattr(tune_module, "share_evaluator", real)
     assert tune(cli, tmp_path / "i", "--resume").exit_code == 0
     assert json.loads((tmp_path / "i" / "front.json").read_text())["trials"] == 6
 
@@ -256,7 +256,7 @@ def test_a_tune_that_fails_before_its_first_trial_leaves_nothing(cli, tmp_path, 
 def test_a_tune_whose_every_trial_fails_leaves_no_study(cli, tmp_path, monkeypatch):
     import compactlab.jobs.tune as tune_module  # where the job calls it
 
-    real = tune_module.corpus_evaluator
+    real = tune_module.share_evaluator
 
     def failing(*args, **kwargs):
         evaluate = real(*args, **kwargs)
@@ -264,7 +264,7 @@ def test_a_tune_whose_every_trial_fails_leaves_no_study(cli, tmp_path, monkeypat
             else ["boom"] * len(policies)
 
     failing.base_done = []
-    monkeypatch.setattr(tune_module, "corpus_evaluator", failing)
+    monkeypatch.setattr(tune_module, "share_evaluator", failing)
     out = tmp_path / "x"
     r = tune(cli, out, trials=2)
     assert r.exit_code == 2 and "no trial finished" in r.stderr

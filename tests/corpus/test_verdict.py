@@ -245,3 +245,17 @@ def test_a_policy_that_never_fired_is_named_with_its_trigger_and_none_wins_a_tie
     assert "claude-code (summary past 167,000 tokens), gemini-cli (summary past 524,288 tokens) never acted" in \
         v["recommendation"]
     assert "No transcript fills the context window even with no compaction" in v["recommendation"]
+
+
+def test_the_saving_interval_drawn_in_blocks_is_the_interval_drawn_at_once(monkeypatch):
+    """The bootstrap draws its resamples a block at a time (#32 §1: 10,000 transcripts at once held
+    240 MB): the same draws, so the same interval, whatever the block."""
+    from compactlab.corpus import verdict
+
+    summaries = [{"cost_usd": 0.5 + (i * 37 % 11) / 10, "raw_cost_usd": 1.0 + (i * 13 % 7) / 5} for i in range(257)]
+    monkeypatch.setattr(verdict, "BOOTSTRAP_CELLS", 10 ** 9)  # one block
+    whole = verdict._interval(summaries)
+    assert whole[0] < whole[1]
+    for cells in (1, 257 * 3, 257 * 100 + 5):
+        monkeypatch.setattr(verdict, "BOOTSTRAP_CELLS", cells)
+        assert verdict._interval(summaries) == whole

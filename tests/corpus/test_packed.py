@@ -1,0 +1,70 @@
+"""A corpus command keeps its runs' summaries packed (#32 §1): they read as the dicts they were,
+in a fraction of the memory; results.json is made a chunk of runs at a time, the same bytes."""
+
+from __future__ import annotations
+
+import pickle
+import tracemalloc
+
+import orjson
+import pandas as pd
+import pytest
+
+from compactlab.corpus.packed import Packed
+
+
+def _summary(i: int) -> dict:
+    return {"transcript": f"t{i}.jsonl", "policy": "s08", "calls": 40 + i, "cost_usd": 0.1 * i + 0.03,
+            "raw_cost_usd": 1.5, "recall": None if i % 2 else 0.75, "flag": True, "big": 1 << 70,
+            "calibration": {"source": "recorded usage", "chars_per_token": 3.9}, "violations_introduced": 0}
+
+
+def test_a_packed_summary_reads_as_its_dict():
+    for i in range(3):
+        s = _summary(i)
+        p = Packed(s)
+        assert p == s and dict(p) == s and list(p) == list(s) and len(p) == len(s)
+        assert all(type(p[k]) is type(v) for k, v in s.items())  # an int stays an int, True stays True
+        assert p.get("missing", 7) == 7 and "calls" in p and "missing" not in p
+        assert pickle.loads(pickle.dumps(p)) == s
+        with pytest.raises(KeyError):
+            p["missing"]
+
+
+def test_packed_summaries_share_one_layout_and_take_a_fraction_of_the_dicts_memory():
+    summaries = [{**{f"metric_{k}": k * 1.5 for k in range(30)}, **{f"count_{k}": k + 1000 for k in range(25)},
+                  "fingerprint": "98f39cbd749c"} for _ in range(2000)]
+
+    def held(make) -> int:
+        tracemalloc.start()
+        kept = [make(s) for s in summaries]
+        size = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        assert len(kept) == 2000
+        return size
+
+    as_dicts = held(lambda s: {k: (v + 0.0 if isinstance(v, float) else v) for k, v in s.items()})
+    packed = held(Packed)
+    assert packed < as_dicts / 3, (packed, as_dicts)
+
+
+def test_results_json_made_in_chunks_is_the_whole_document(monkeypatch):
+    from types import SimpleNamespace
+
+    from compactlab.reports import compare_report
+    from compactlab.reports.text import json_bytes
+
+    class Verdict:
+        def to_dict(self) -> dict:
+            return {"entries": [1, "a []"], "empty": []}
+
+    for n in (0, 1, 2, 5):
+        df = pd.DataFrame({"x": range(n), "name": [f"run\u202e{i}" for i in range(n)], "none": [None] * n,
+                           "share": [i / 3 for i in range(n)]})
+        c = SimpleNamespace(df=df, verdict=Verdict())
+        for indent in (False, True):
+            option = orjson.OPT_SERIALIZE_NUMPY | (orjson.OPT_INDENT_2 if indent else 0)
+            whole = json_bytes({"verdict": Verdict().to_dict(), "runs": df.to_dict(orient="records")}, option)
+            for chunk in (1, 2, 1000):
+                monkeypatch.setattr(compare_report, "JSON_CHUNK", chunk)
+                assert compare_report.results_json(c, indent) == whole, (n, indent, chunk)  # type: ignore[arg-type]
