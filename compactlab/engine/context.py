@@ -182,6 +182,12 @@ class Context:
     def origin_keys(self) -> list[int]:
         return self._keys[: len(self.entries)]
 
+    @property
+    def origin_log(self) -> list[int]:
+        """The origin keys' log itself, uncopied: its first ``len(self)`` values are this context's
+        (``origin_keys``), for a caller that bisects within them."""
+        return self._keys
+
     def refs_before(self, position: int) -> int:
         """How many tool_result blocks sit in messages before ``position``."""
         return bisect_left(self._refs, (position, -1), 0, self.n_refs)

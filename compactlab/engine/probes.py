@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import builtins
 import keyword
+import operator
 import re
 import sys
 from bisect import bisect_left, bisect_right
@@ -469,43 +470,61 @@ def _between(p: Probe, holders: tuple[list[int], list[Entry]]) -> bool:
     return False
 
 
-def _texts_of(edited: list[Entry], memo: dict[int, tuple[Entry, str]]) -> list[str]:
-    """The JSON text of each edited message, from ``memo`` where it was made before (what is no
-    longer in the context is let go)."""
-    out = []
-    for e in edited:
-        held = memo.get(id(e))
-        if held is None or held[0] is not e:
-            held = memo[id(e)] = (e, orjson.dumps(e.message).decode())
-        out.append(held[1])
-    if len(memo) > 2 * len(edited) + 64:
-        keep = {id(e) for e in edited}
-        for k in [k for k in memo if k not in keep]:
-            del memo[k]
-    return out
+class EditedTexts:
+    """A run's memo of what the probe check searches beyond intact results: the JSON text of each
+    message a layer changed or made (by the Entry: an Entry never changes), and the text of the
+    last context's such messages joined (the next call's context mostly has the same ones)."""
+
+    __slots__ = ("_texts", "_edited", "_joined")
+
+    def __init__(self) -> None:
+        self._texts: dict[int, tuple[Entry, str]] = {}
+        self._edited: list[Entry] = []
+        self._joined = ""
+
+    def joined(self, edited: list[Entry]) -> str:
+        """The texts of ``edited`` joined by NUL (which no JSON text holds raw)."""
+        if len(edited) == len(self._edited) and all(map(operator.is_, edited, self._edited)):
+            return self._joined
+        memo, out = self._texts, []
+        for e in edited:
+            held = memo.get(id(e))
+            if held is None or held[0] is not e:
+                held = memo[id(e)] = (e, orjson.dumps(e.message).decode())
+            out.append(held[1])
+        if len(memo) > 2 * len(edited) + 64:  # (what is no longer in the context is let go)
+            keep = {id(e) for e in edited}
+            for k in [k for k in memo if k not in keep]:
+                del memo[k]
+        self._edited, self._joined = edited, "\0".join(out)
+        return self._joined
 
 
 def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[ProbeOutcome] | None,
-          env: Any = None, texts_of: dict[int, tuple[Entry, str]] | None = None) -> Checked:
+          env: Any = None, texts: EditedTexts | None = None) -> Checked:
     """How many of ``probes`` the context sent at ``call`` holds, and how many more a persisted
     output it points to holds; each probe's outcome goes to ``ledger``, a probe not kept with the
     layer that removed it and when (``env``: the run's ``RunEnv``, whose ``made_by``/``made_at`` say
     which layer made each message a policy made, and at which call, and ``cleared_at`` when a
     result was replaced in place; a message gone is put down to the one standing in its place).
-    ``texts_of``: the run's memo of the edited messages' texts (by the Entry's id; an Entry never
-    changes), so that a message is serialised once, not at every call that misses a probe."""
+    ``texts``: the run's memo of the edited messages' texts (``EditedTexts``), so that a message is
+    serialised once, not at every call that misses a probe."""
     if not probes:
         return Checked(0, 0)
     kept = recoverable = 0
     missing = []
     entries = context.entries
+    n = len(entries)
+    keys = context.origin_log  # (origins by position, non-decreasing: found by bisection)
+    append = ledger.append if ledger is not None else None
     for p in probes:
         for o, b in p.where:
-            j = context.find_origin(o)
-            if j is not None and (b not in entries[j].changed if b >= 0 else not entries[j].changed):
+            pos = bisect_left(keys, o, 0, n)
+            if (pos < n and o >= 0 and (e := entries[pos]).origin == o
+                    and (b not in e.changed if b >= 0 else not e.changed)):
                 kept += 1
-                if ledger is not None:
-                    ledger.append(ProbeOutcome(call, p.text, p.kind, p.source_call, p.source_tool, "kept"))
+                if append is not None:
+                    append(ProbeOutcome(call, p.text, p.kind, p.source_call, p.source_tool, "kept"))
                 break
         else:
             missing.append(p)
@@ -515,16 +534,22 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
     made_at = env.made_at if env is not None else {}
     cleared_at = env.cleared_at if env is not None else {}
     edited = [e for e in entries if e.origin < 0 or e.changed]
-    texts = _texts_of(edited, {} if texts_of is None else texts_of) if any(p.kind != "line" for p in missing) else []
+    joined = (texts or EditedTexts()).joined(edited) if any(p.kind != "line" for p in missing) else ""
     made = any(e.origin < 0 for e in edited)
-    holding = [e for e in entries if e.results and e.origin >= 0]
-    holders = ([e.origin for e in holding], holding)
+    holders: tuple[list[int], list[Entry]] | None = None
     for p in missing:
-        if p.kind != "line" and (any(p.text in t for t in texts) or _between(p, holders)):
-            kept += 1
-            if ledger is not None:
-                ledger.append(ProbeOutcome(call, p.text, p.kind, p.source_call, p.source_tool, "kept"))
-            continue
+        if p.kind != "line":
+            found = "\0" not in p.text and p.text in joined
+            if not found and len(p.where) > 1:
+                if holders is None:
+                    holding = [e for e in entries if e.results and e.origin >= 0]
+                    holders = ([e.origin for e in holding], holding)
+                found = _between(p, holders)
+            if found:
+                kept += 1
+                if append is not None:
+                    append(ProbeOutcome(call, p.text, p.kind, p.source_call, p.source_tool, "kept"))
+                continue
         status, by, at = "lost", "", -1
         for o, b in reversed(p.where):
             if b < 0:
@@ -544,6 +569,6 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
                 by, at = "micro", cleared_at.get((o, b), -1)
         if status == "recoverable":
             recoverable += 1
-        if ledger is not None:
-            ledger.append(ProbeOutcome(call, p.text, p.kind, p.source_call, p.source_tool, status, by or "snip", at))
+        if append is not None:
+            append(ProbeOutcome(call, p.text, p.kind, p.source_call, p.source_tool, status, by or "snip", at))
     return Checked(kept, recoverable)

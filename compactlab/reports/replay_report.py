@@ -6,7 +6,7 @@ import csv
 import io
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
 
@@ -359,7 +359,15 @@ def probes_csv_bytes(run: Run) -> bytes:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(PROBE_COLUMNS)
-    w.writerows([p.call, csv_cell(p.probe), p.kind, p.source_call, csv_cell(p.source_tool), p.status,
+    cells: dict[str, Any] = {}  # (a string is probed at many calls, a tool named at many: made safe once)
+
+    def cell(text: str) -> Any:
+        safe = cells.get(text)
+        if safe is None:
+            safe = cells[text] = csv_cell(text)
+        return safe
+
+    w.writerows([p.call, cell(p.probe), p.kind, p.source_call, cell(p.source_tool), p.status,
                  p.removed_by, p.removed_at if p.status != "kept" else ""] for p in run.probe_ledger)
     return buf.getvalue().encode("utf-8")
 
