@@ -19,11 +19,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from ..engine.baseline import baseline_for
 from ..engine.prices import ModelPrices, PriceTable
 from ..errors import PolicyError
 from ..engine.policy import Override, Policy, load_policy, parse_override
-from .packed import Packed, shared
+from .packed import Packed, Sharing
 from .pool import Failure, Pool, can_fork, failure_of
 from ..engine.turns import replay
 from ..transcripts import Transcript
@@ -53,20 +55,38 @@ class RunResult:
     levels: dict[str, float] = field(default_factory=dict)  # trigger levels in tokens
     #: the compaction events that lost most of what the agent later used: (call, layers, strings
     #: lost, the first few of them), for the report's table beside the transcript's chart
-    losses: list[tuple[int, str, int, list[str]]] = field(default_factory=list)
+    losses: list[tuple[int, str, int, list[str]]] | bytes = field(default_factory=list)  # (bytes: packed)
 
-    def compacted(self) -> "RunResult":
+    def loss_rows(self) -> list[tuple[int, str, int, list[str]]]:
+        """``losses``, packed or not."""
+        if isinstance(self.losses, bytes):
+            return [(call, layers, n, strings) for call, layers, n, strings in orjson.loads(self.losses or b"[]")]
+        return self.losses
+
+    def compacted(self, sharing: Sharing | None = None) -> "RunResult":
         """This result as the command's process keeps it, for a corpus of thousands of runs: the
-        summary packed (``Packed``: numbers in arrays, one layout for all), what many runs hold
-        equal (a calibration, trigger levels, no events) one copy (``shared``), the names interned,
-        the series as arrays of machine integers."""
-        self.summary = Packed(self.summary)  # type: ignore[assignment]
+        summary packed (``Packed``: numbers in arrays, one layout for all), what many runs of the
+        grid hold equal one copy (``sharing``: a calibration, trigger levels, no events, a
+        transcript's raw series), the names interned, the series as arrays of machine integers,
+        the losses packed (read back for a chart's table only)."""
+        sharing = sharing or Sharing()
+        self.summary = Packed(self.summary, sharing)  # type: ignore[assignment]
         self.transcript, self.policy = sys.intern(str(self.transcript)), sys.intern(str(self.policy))
-        self.tokens, self.raw_tokens = array("q", self.tokens), array("q", self.raw_tokens)  # type: ignore[assignment]
-        self.events = shared({kind: shared(calls) for kind, calls in self.events.items()})
-        self.levels = shared(self.levels)
-        self.swept = shared(self.swept)
+        self.tokens = _numbers(self.tokens)  # type: ignore[assignment]
+        self.raw_tokens = sharing.series(self.transcript, _numbers(self.raw_tokens))
+        self.events = sharing.value({kind: sharing.value(calls) for kind, calls in self.events.items()})
+        self.levels = sharing.value(self.levels)
+        self.swept = sharing.value(self.swept)
+        self.losses = orjson.dumps(self.losses) if self.losses else b""
         return self
+
+
+def _numbers(values: list[int]) -> array:
+    """Token counts as machine integers: 4 bytes each where they fit (a call's tokens do), else 8."""
+    try:
+        return array("i", values)
+    except OverflowError:
+        return array("q", values)
 
 
 def parse_sweep(item: str) -> tuple[str, list[Any]]:
@@ -319,6 +339,7 @@ def run_jobs(
     context = GridContext(transcripts, prices or [None] * len(transcripts), calibrations or [None] * len(transcripts),
                           keep_recorded_compactions, summarizer, cache_ttl, cache_model)
     grid = GridRun([], [], len(jobs))
+    sharing = Sharing()
     try:
         for t in transcripts:
             baseline_for(t)  # once, in the parent: every worker inherits it
@@ -328,7 +349,7 @@ def run_jobs(
             if isinstance(outcome, Failure):
                 grid.failures.append(_failure(jobs[index], outcome, context))
                 continue
-            grid.results.append(outcome.compacted())
+            grid.results.append(outcome.compacted(sharing))
             if on_result:
                 on_result(outcome)
     except KeyboardInterrupt as stop:

@@ -38,25 +38,38 @@ def interned(value: Any) -> Any:
     return value
 
 
-#: read-only values many runs hold equal (a transcript's calibration in each of its runs, a policy's
-#: trigger levels, no events): one copy, by value
-_SHARED: dict[Any, Any] = {}
+class Sharing:
+    """One copy of what many runs of a grid hold equal, by value (a transcript's calibration in each
+    of its runs, a policy's trigger levels, no events, the raw series of a transcript): for the
+    runs of one grid (``run_jobs``), let go with it."""
 
+    def __init__(self) -> None:
+        self._values: dict[Any, Any] = {}
+        self._series: dict[str, list[Any]] = {}
 
-def shared(value: Any) -> Any:
-    """One copy of ``value`` for every equal one: a dict or a list of plain values (str, int, float,
-    bool, None), never changed after (a list becomes a tuple); anything else is returned as it is."""
-    if isinstance(value, dict):
-        key: Any = ("d", *value.items())
-    elif isinstance(value, (list, tuple)):
-        value = tuple(value)
-        key = ("t", *value)
-    else:
-        return value
-    try:
-        return _SHARED.setdefault(key, interned(value) if isinstance(value, dict) else value)
-    except TypeError:  # (a value inside that is no plain value: kept as it is)
-        return value
+    def value(self, value: Any) -> Any:
+        """One copy of ``value`` for every equal one: a dict or a list of plain values (str, int,
+        float, bool, None), never changed after (a list becomes a tuple); anything else as it is."""
+        if isinstance(value, dict):
+            key: Any = ("d", *value.items())
+        elif isinstance(value, (list, tuple)):
+            value = tuple(value)
+            key = ("t", *value)
+        else:
+            return value
+        try:
+            return self._values.setdefault(key, interned(value) if isinstance(value, dict) else value)
+        except TypeError:  # (a value inside that is no plain value: kept as it is)
+            return value
+
+    def series(self, transcript: str, series: Any) -> Any:
+        """One copy of a transcript's series (an array) for every equal one."""
+        known = self._series.setdefault(transcript, [])
+        for held in known:
+            if held == series:
+                return held
+        known.append(series)
+        return series
 
 
 class Packed(Mapping[str, Any]):
@@ -64,7 +77,7 @@ class Packed(Mapping[str, Any]):
 
     __slots__ = ("_where", "_ints", "_floats", "_rest")
 
-    def __init__(self, summary: Mapping[str, Any]) -> None:
+    def __init__(self, summary: Mapping[str, Any], sharing: Sharing | None = None) -> None:
         signature = tuple((sys.intern(str(k)), _kind(v)) for k, v in summary.items())
         where = _LAYOUTS.get(signature)
         if where is None:
@@ -79,7 +92,8 @@ class Packed(Mapping[str, Any]):
         self._where = where
         self._ints = array("q", [v for v, k in zip(values, kinds) if k == "q"])
         self._floats = array("d", [v for v, k in zip(values, kinds) if k == "d"])
-        self._rest = tuple(shared(v) if isinstance(v, dict) else interned(v) for v, k in zip(values, kinds) if k == "o")
+        share = (sharing or Sharing()).value
+        self._rest = tuple(share(v) if isinstance(v, dict) else interned(v) for v, k in zip(values, kinds) if k == "o")
 
     def __getitem__(self, key: str) -> Any:
         kind, slot = self._where[key]

@@ -25,6 +25,7 @@ from typing import Any
 from ..engine.policy import Policy
 from ..plumbing.interrupts import ignore_in_child
 from .compare import FileRef, GridRun, Job, RunFailure, RunResult, run_job
+from .packed import Sharing
 from .pool import Failure, _death, failure_of
 
 
@@ -171,6 +172,7 @@ class SharePool:
         """Every policy on every transcript: the runs (in job order) and the failures."""
         n = len(self.members)
         grid = GridRun([], [], len(policies) * n)
+        sharing = Sharing()
         try:
             for index, outcome in self.outcomes(policies):
                 if isinstance(outcome, Failure):
@@ -178,7 +180,7 @@ class SharePool:
                     grid.failures.append(RunFailure(index, self.members[t].ref.path, policy.name, {}, outcome.reason,
                                                     outcome.error.exit_code if outcome.error is not None else 1))
                 else:
-                    grid.results.append(outcome.compacted())
+                    grid.results.append(outcome.compacted(sharing))
         except KeyboardInterrupt as stop:
             grid.interrupted = stop
             self.stop()  # (a worker in the middle of a batch: the next batch starts fresh ones)

@@ -14,6 +14,7 @@ import hashlib
 import os
 import re
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -89,10 +90,21 @@ def _open_in_place(real: Path, label: str, flags: int) -> int:
     return fd
 
 
-def _write_fd(fd: int, data: bytes, label: str) -> None:
+#: a file's content: bytes, or bytes in parts written one after the other (never joined)
+Content = bytes | list[bytes]
+
+
+def _write(f: Any, data: Content) -> None:
+    if isinstance(data, bytes):
+        f.write(data)
+    else:
+        f.writelines(data)
+
+
+def _write_fd(fd: int, data: Content, label: str) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            _write(f, data)
     except OSError as exc:
         raise UsageError(f"{label}: cannot write: {exc.strerror or exc}") from None
 
@@ -105,7 +117,7 @@ def check_destination(path: str | os.PathLike, what: str = "") -> None:
         raise _refuse(label, st.st_mode)
 
 
-def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None, what: str = "") -> None:
+def atomic_write_bytes(path: Path, data: Content, mode: int | None = None, what: str = "") -> None:
     """Write a file compactlab owns or a user named, so that nothing compactlab did not create
     is ever replaced:
 
@@ -130,7 +142,7 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None, what: s
     fd, tmp = mkstemp(real.parent, f".{real.name}.", ".tmp", 0o666 if mode is None else mode)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            _write(f, data)
         try:  # checked again just before the rename: a pipe or device put there meanwhile stays
             now = os.lstat(real).st_mode
         except FileNotFoundError:
@@ -293,7 +305,7 @@ class OutputDir:
             if old is not None:
                 _remove_tree(old)
 
-    def extend(self, files: dict[str, bytes]) -> None:
+    def extend(self, files: Mapping[str, Content]) -> None:
         """Add files to the run already committed, in place, each written whole: the marker first
         lists them (a file it names that is not there is harmless), then they are written with
         signals held back, so that an interrupt leaves the committed run as it was or whole."""
@@ -382,18 +394,18 @@ class OutputDir:
     def write_text(self, relative: str, text: str) -> None:
         self.write_bytes(relative, text.encode("utf-8", "surrogatepass"))
 
-    def write_bytes(self, relative: str, data: bytes) -> None:
+    def write_bytes(self, relative: str, data: Content) -> None:
         if self.dry_run:
             return
         try:
             target = self.inside(relative)
             target.parent.mkdir(parents=True, exist_ok=True)
             with open(target, "wb") as f:
-                f.write(data)
+                _write(f, data)
         except OSError as exc:
             raise UsageError(f"{self.root}: cannot write {relative}: {exc.strerror or exc}") from None
 
-    def write_all(self, files: dict[str, bytes]) -> None:
+    def write_all(self, files: Mapping[str, Content]) -> None:
         """Write a set of report files (the run is whole or absent anyway: it is committed at
         its end and rolled back on failure)."""
         for relative, data in files.items():

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import orjson
 
 
-from ..plumbing.outputs import OutputDir, safe_stem
+from ..plumbing.outputs import Content, OutputDir, safe_stem
 from ..engine.records import NUMERIC_SUMMARY_KEYS
 from ..corpus.verdict import Verdict, _plain, _shown, judge, label_of
 from .terminal import Printer, Table
@@ -68,7 +68,8 @@ def results_frame(results: list["RunResult"], sweep_keys: list[str]) -> "pd.Data
     columns: dict[str, list[Any]] = {"transcript": [r.transcript for r in results],
                                      "policy": [r.policy for r in results]}
     columns.update({k: [r.swept.get(k) for r in results] for k in sweep_keys})
-    columns.update({k: [s[k] for s in summaries] for k in NUMERIC_SUMMARY_KEYS})
+    # (a column typed as it is made: 60 lists of 30,000 numbers at once would be 58 MB)
+    columns.update({k: pd.Series([s[k] for s in summaries]) for k in NUMERIC_SUMMARY_KEYS})
     columns["cost_saving"] = [round(1 - s["cost_usd"] / s["raw_cost_usd"], 6) if s["raw_cost_usd"] else 0.0
                               for s in summaries]
     columns["fingerprint"] = [s["fingerprint"] for s in summaries]
@@ -268,7 +269,7 @@ def _losses_table(results: list["RunResult"], chart: str) -> str:
     agent later used (every event is in that run's compactions.csv, from replay)."""
     e = html.escape
     name = chart.removeprefix("tokens per call: ")
-    rows = [(r, loss) for r in results if Path(r.transcript).name == name for loss in r.losses]
+    rows = [(r, loss) for r in results if Path(r.transcript).name == name for loss in r.loss_rows()]
     if not rows or name == chart:
         return ""
     body = "".join(f"<tr><td class=l>{e(visible(label_of(r.policy, r.swept)))}</td><td>{call}</td>"
@@ -481,10 +482,10 @@ def _advancing(outcomes: Any, on_chart: Callable[[Any], None] | None) -> Any:
         yield index, outcome
 
 
-def results_files(c: Comparison) -> dict[str, bytes]:
+def results_files(c: Comparison) -> dict[str, Content]:
     """results.csv and results.json (the verdict with every run): what is put in place as soon as
     the runs end, before any chart is drawn."""
-    return {"results.csv": safe_csv(c.df).encode("utf-8"), "results.json": results_json(c, indent=True) + b"\n"}
+    return {"results.csv": safe_csv(c.df).encode("utf-8"), "results.json": [*results_json_parts(c, indent=True), b"\n"]}
 
 
 def report_files(c: Comparison, results: list["RunResult"], charts: str = "auto", jobs: int | None = None,
@@ -510,19 +511,27 @@ JSON_CHUNK = 1000
 
 
 def results_json(c: Comparison, indent: bool = False) -> bytes:
-    """results.json: {"verdict": ..., "runs": [one record per run]}, the runs serialised a chunk at a
-    time and spliced in (the same bytes as the whole document at once: tested)."""
+    """results.json: {"verdict": ..., "runs": [one record per run]}."""
+    return b"".join(results_json_parts(c, indent))
+
+
+def results_json_parts(c: Comparison, indent: bool = False) -> list[bytes]:
+    """results.json in parts (written one after the other, never joined: 30,000 runs make 40 MB):
+    the runs serialised a chunk at a time and spliced into the document (the same bytes as the
+    whole document at once: tested)."""
     option = orjson.OPT_SERIALIZE_NUMPY | (orjson.OPT_INDENT_2 if indent else 0)
     head = json_bytes({"verdict": c.verdict.to_dict(), "runs": []}, option)
     if not len(c.df):
-        return head
-    chunks = []
+        return [head]
+    at = head.rindex(b"[]")
+    parts = [head[:at], b"[\n    " if indent else b"["]
     for start in range(0, len(c.df), JSON_CHUNK):
         text = json_bytes(c.df.iloc[start:start + JSON_CHUNK].to_dict(orient="records"), option)[1:-1]
-        chunks.append(text.strip().replace(b"\n", b"\n  ") if indent else text)
-    runs = b"[\n    " + b",\n    ".join(chunks) + b"\n  ]" if indent else b"[" + b",".join(chunks) + b"]"
-    at = head.rindex(b"[]")
-    return head[:at] + runs + head[at + 2:]
+        if start:
+            parts.append(b",\n    " if indent else b",")
+        parts.append(text.strip().replace(b"\n", b"\n  ") if indent else text)
+    parts += [b"\n  ]" if indent else b"]", head[at + 2:]]
+    return parts
 
 
 def write_json(c: Comparison, out: TextIO) -> None:

@@ -68,3 +68,27 @@ def test_results_json_made_in_chunks_is_the_whole_document(monkeypatch):
             for chunk in (1, 2, 1000):
                 monkeypatch.setattr(compare_report, "JSON_CHUNK", chunk)
                 assert compare_report.results_json(c, indent) == whole, (n, indent, chunk)  # type: ignore[arg-type]
+
+
+def test_a_compacted_run_reads_as_it_was_and_shares_what_the_grid_holds_equal():
+    from compactlab.corpus.compare import RunResult
+    from compactlab.corpus.packed import Sharing
+
+    def run(job: int, policy: str, calls: int) -> RunResult:
+        summary = {**_summary(1), "policy": policy}
+        return RunResult(job, "t.jsonl", policy, {}, summary, tokens=[100 * i for i in range(calls)],
+                         raw_tokens=[120 * i for i in range(calls)], events={"summary": [3], "manual": []},
+                         levels={"window": 200000.0}, losses=[(4, "micro", 7, ["a/b.py", "x_y"])])
+
+    sharing = Sharing()
+    a, b = run(0, "s08", 5).compacted(sharing), run(1, "s06", 5).compacted(sharing)
+    fresh = run(0, "s08", 5)
+    assert dict(a.summary) == fresh.summary and list(a.tokens) == fresh.tokens
+    assert list(a.raw_tokens) == fresh.raw_tokens and a.events == {"summary": (3,), "manual": ()}
+    assert a.loss_rows() == fresh.losses and fresh.loss_rows() == fresh.losses
+    assert a.raw_tokens is b.raw_tokens and a.levels is b.levels and a.summary["calibration"] is b.summary["calibration"]
+    other = run(2, "s08", 6).compacted(sharing)  # another raw series (a swept size key): its own
+    assert other.raw_tokens is not a.raw_tokens and list(other.raw_tokens) == [120 * i for i in range(6)]
+    big = RunResult(3, "t", "p", {}, {"x": 1}, tokens=[1 << 40]).compacted()
+    assert list(big.tokens) == [1 << 40]  # (past 4 bytes: 8)
+    assert RunResult(4, "t", "p", {}, {"x": 1}).compacted().loss_rows() == []  # (none lost)

@@ -137,3 +137,20 @@ def test_calls_csv_is_what_the_csv_module_writes():
         w.writerow(TURN_COLUMNS)
         w.writerows([*v[:17], "true" if v[17] else "false", *v[18:]] for v in map(turn_values, run.calls))
         assert TURN_COLUMNS[17] == "overflow" and calls_csv(run) == buf.getvalue()
+
+
+def test_a_file_given_in_parts_is_written_whole_without_joining_them(tmp_path):
+    """A big report (results.json of 30,000 runs) is handed over in parts: every way of writing
+    writes them one after the other."""
+    from compactlab.plumbing.outputs import atomic_write_bytes
+
+    out = OutputDir(tmp_path / "out")
+    out.prepare()
+    out.write_all({"a.json": [b"{", b'"x": 1', b"}"], "b.txt": b"plain"})
+    out.commit()
+    out.extend({"c.json": [b"[", b"]"]})
+    assert (tmp_path / "out" / "a.json").read_bytes() == b'{"x": 1}'
+    assert (tmp_path / "out" / "b.txt").read_bytes() == b"plain"
+    assert (tmp_path / "out" / "c.json").read_bytes() == b"[]"
+    atomic_write_bytes(tmp_path / "d", [b"one ", b"two"])
+    assert (tmp_path / "d").read_bytes() == b"one two"
