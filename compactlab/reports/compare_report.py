@@ -11,7 +11,7 @@ import html
 import os
 from datetime import date
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -111,20 +111,21 @@ def _pct(x: float) -> str:
     return f"{x * 100:+.1f}%"
 
 
-def run_rows(c: Comparison) -> tuple[list[str], list[list[str]]]:
-    """The runs as report.md and report.html show them: headers in words, shares as %, money as
-    $, the policy with its swept values (and their units)."""
-    units = c.meta.get("units") or {}
-    heads = ["transcript", "policy", "calls", "tokens saved", "cost, no compaction", "cost", "cost saving",
+RUN_HEADS = ["transcript", "policy", "calls", "tokens saved", "cost, no compaction", "cost", "cost saving",
              "retention", "recall", "recoverable", "summaries", "reactive", "overflows", "violations introduced"]
-    rows = []
+
+
+def run_rows(c: Comparison) -> Iterator[tuple["pd.Series", list[str]]]:
+    """The runs as report.md and report.html show them (``RUN_HEADS``), one at a time (30,000 runs'
+    cells at once would be 25 MB): each row of the frame and its cells, shares as %, money as $,
+    the policy with its swept values (and their units)."""
+    units = c.meta.get("units") or {}
     for _, r in c.df.iterrows():
-        rows.append([os.path.basename(r["transcript"]), _label(r, c.sweep_keys, long=True, units=units),
-                     f"{r['calls']:,}", f"{r['reduction'] * 100:.1f}%", f"${r['raw_cost_usd']:,.4f}",
-                     f"${r['cost_usd']:,.4f}", _pct(r["cost_saving"]), f"{r['retention'] * 100:.1f}%",
-                     f"{r['recall'] * 100:.1f}%", f"{r['recoverable'] * 100:.1f}%",
-                     str(r["summaries"]), str(r["reactive"]), str(r["overflows"]), str(r["violations_introduced"])])
-    return heads, rows
+        yield r, [os.path.basename(r["transcript"]), _label(r, c.sweep_keys, long=True, units=units),
+                  f"{r['calls']:,}", f"{r['reduction'] * 100:.1f}%", f"${r['raw_cost_usd']:,.4f}",
+                  f"${r['cost_usd']:,.4f}", _pct(r["cost_saving"]), f"{r['retention'] * 100:.1f}%",
+                  f"{r['recall'] * 100:.1f}%", f"{r['recoverable'] * 100:.1f}%",
+                  str(r["summaries"]), str(r["reactive"]), str(r["overflows"]), str(r["violations_introduced"])]
 
 
 def _recall(recall: float, recoverable: float) -> str:
@@ -242,9 +243,8 @@ def markdown(c: Comparison, charts: dict[str, str]) -> str:
     if meta.get("failed"):
         lines += [f"**{len(meta['failed'])} run(s) failed and are not here:**", ""]
         lines += [f"- {md_cell(f)}" for f in meta["failed"]] + [""]
-    heads, rows = run_rows(c)
-    lines += ["| " + " | ".join(heads) + " |", "|---|---" + "|---:" * (len(heads) - 2) + "|"]
-    lines += ["| " + " | ".join(md_cell(x) for x in cells) + " |" for cells in rows]
+    lines += ["| " + " | ".join(RUN_HEADS) + " |", "|---|---" + "|---:" * (len(RUN_HEADS) - 2) + "|"]
+    lines += ["| " + " | ".join(md_cell(x) for x in cells) + " |" for _, cells in run_rows(c)]
     if meta.get("chart_error"):
         lines += ["", f"Charts could not be drawn: {md_text(meta['chart_error'])}"]
     lines += ["", "## Charts", ""] + [f"![{md_cell(name).replace(']', '')}]({path})" for name, path in charts.items()]
@@ -280,6 +280,11 @@ def _losses_table(results: list["RunResult"], chart: str) -> str:
 
 
 def html_report(c: Comparison, svgs: dict[str, str], results: list["RunResult"] | None = None) -> str:
+    return "".join(html_parts(c, svgs, results))
+
+
+def html_parts(c: Comparison, svgs: dict[str, str], results: list["RunResult"] | None = None) -> list[str]:
+    """report.html in parts: the runs' table a row each (never joined here: 30,000 runs make 11 MB)."""
     df, sweep_keys, meta = c.df, c.sweep_keys, c.meta
     e = html.escape
     vhead, vrows = verdict_rows(c.verdict)
@@ -287,10 +292,9 @@ def html_report(c: Comparison, svgs: dict[str, str], results: list["RunResult"] 
                + "".join(f"<tr{' class=best' if entry.label == c.verdict.recommended else ''}>"
                          + "".join(f"<td{' class=l' if i == 0 else ''}>{e(visible(x))}</td>" for i, x in enumerate(row))
                          + "</tr>" for entry, row in zip(c.verdict.entries, vrows)) + "</table>")
-    heads, rows = run_rows(c)
-    head = "".join(f"<th>{e(h)}</th>" for h in heads)
+    head = "".join(f"<th>{e(h)}</th>" for h in RUN_HEADS)
     body = []
-    for (_, r), cells in zip(df.iterrows(), rows):
+    for r, cells in run_rows(c):
         cls = ' class="dear"' if r["cost_usd"] > r["raw_cost_usd"] else ""
         body.append(f"<tr{cls}>" + "".join(f'<td{" class=l" if i < 2 else ""}>{e(visible(x))}</td>'
                                            for i, x in enumerate(cells)) + "</tr>")
@@ -305,7 +309,8 @@ def html_report(c: Comparison, svgs: dict[str, str], results: list["RunResult"] 
         figures = f"<p class='note'>Charts could not be drawn: {e(visible(meta['chart_error']))}</p>" + figures
     failed = (f"<p class='note'><b>{len(meta['failed'])} run(s) failed and are not here:</b></p><ul class='note'>"
               + "".join(f"<li>{e(f)}</li>" for f in meta["failed"]) + "</ul>") if meta.get("failed") else ""
-    return f"""<!DOCTYPE html>
+    start, end = _collapsed_ends(len(body))
+    top = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>compactlab compare</title><style>{CSS}</style></head><body>
 <h1>compactlab compare — {len(df)} runs</h1>
 <h2>Verdict</h2><p class="rec">{e(visible(c.verdict.recommendation))}</p>
@@ -318,11 +323,13 @@ plus the summarizer's own calls. Prices: table read {e(visible(meta['prices_read
 Generated {e(meta['date'])}. Rows in red cost more than no compaction.</p>
 {f"<p class='note'><b>Interrupted: {e(meta['interrupted'])} finished; only those are here.</b></p>" if meta.get("interrupted") else ""}
 {failed}
-{_collapsed(f"<table><tr>{head}</tr>{''.join(body)}</table>", len(body))}
+{start}<table><tr>{head}</tr>"""
+    bottom = f"""</table>{end}
 <h2>Charts</h2>{figures}
 {f'<h2>Costs more than no compaction</h2><ul class="note">{notes}</ul>' if notes else ''}
 </body></html>
 """
+    return [top, *body, bottom]
 
 
 def _next_action_html(meta: dict) -> str:
@@ -337,10 +344,11 @@ def _next_action_html(meta: dict) -> str:
 OPEN_RUNS = 100
 
 
-def _collapsed(table: str, rows: int) -> str:
+def _collapsed_ends(rows: int) -> tuple[str, str]:
+    """What goes around the runs' table: nothing, or a collapsed block above ``OPEN_RUNS`` rows."""
     if rows <= OPEN_RUNS:
-        return table
-    return f"<details><summary>{rows:,} runs, one row each (click to show)</summary>{table}</details>"
+        return "", ""
+    return f"<details><summary>{rows:,} runs, one row each (click to show)</summary>", "</details>"
 
 
 def safe_csv(df: "pd.DataFrame") -> str:
@@ -489,16 +497,16 @@ def results_files(c: Comparison) -> dict[str, Content]:
 
 
 def report_files(c: Comparison, results: list["RunResult"], charts: str = "auto", jobs: int | None = None,
-                 on_chart: Callable[[Any], None] | None = None) -> dict[str, bytes]:
+                 on_chart: Callable[[Any], None] | None = None) -> dict[str, Content]:
     """The charts (PNG), report.md and report.html. Charts that fail to draw are reported in the
     reports (``meta["chart_error"]``)."""
     svgs, pngs, drawn, error = draw_charts(chart_plan(c, results, charts), jobs, on_chart)
     if error:
         c.meta["chart_error"] = error
     c.meta["charts"] = charts
-    files = dict(pngs)
+    files: dict[str, Content] = dict(pngs)
     files["report.md"] = markdown(c, drawn).encode("utf-8")
-    files["report.html"] = html_report(c, svgs, results).encode("utf-8")
+    files["report.html"] = [part.encode("utf-8") for part in html_parts(c, svgs, results)]
     return files
 
 
