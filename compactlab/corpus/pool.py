@@ -17,7 +17,7 @@ import multiprocessing
 import os
 import signal
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -63,7 +63,30 @@ def _worker(conn: Connection, items: Sequence[Any], work: Callable[[Any], Any]) 
         conn.send(reply)
 
 
-def _death(code: int | None) -> str:
+def spawn(context: Any, target: Callable[..., None], *args: Any) -> tuple[Any, Connection]:
+    """A forked worker running ``target(its pipe end, *args)``, and the parent's end of the pipe."""
+    parent, child = context.Pipe()
+    process = context.Process(target=target, args=(child, *args), daemon=True)
+    process.start()
+    child.close()
+    return process, parent
+
+
+def kill_and_reap(workers: Iterable[tuple[Any, Connection]]) -> None:
+    """Kill every worker still running, then reap each and close its pipe."""
+    workers = list(workers)
+    for process, _ in workers:
+        if process.exitcode is None:
+            try:
+                os.kill(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for process, conn in workers:
+        process.join()
+        conn.close()
+
+
+def death(code: int | None) -> str:
     if code is not None and code < 0:
         try:
             return f"the worker process was killed ({signal.Signals(-code).name})"
@@ -89,10 +112,7 @@ class Pool:
         self.stop()
 
     def _spawn(self) -> int:
-        parent, child = self._context.Pipe()
-        process = self._context.Process(target=_worker, args=(child, self.items, self.work), daemon=True)
-        process.start()
-        child.close()
+        process, parent = spawn(self._context, _worker, self.items, self.work)
         pid = process.pid
         assert pid is not None  # (started)
         self._workers[pid] = (process, parent)
@@ -123,7 +143,7 @@ class Pool:
                 conn.close()
                 index = self._running.pop(pid, None)
                 if index is not None:
-                    yield index, Failure(index, _death(process.exitcode))
+                    yield index, Failure(index, death(process.exitcode))
 
     def _assign(self, pid: int, pending: list[int]) -> None:
         conn = self._workers[pid][1]
@@ -139,14 +159,6 @@ class Pool:
 
     def stop(self) -> None:
         """Kill and reap every worker (idempotent)."""
-        for process, conn in self._workers.values():
-            if process.exitcode is None:
-                try:
-                    os.kill(process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        for process, conn in self._workers.values():
-            process.join()
-            conn.close()
+        kill_and_reap(self._workers.values())
         self._workers.clear()
         self._running.clear()

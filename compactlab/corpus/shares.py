@@ -15,8 +15,6 @@ their parent; leaving the ``with`` block kills and reaps them.
 from __future__ import annotations
 
 import multiprocessing
-import os
-import signal
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -26,7 +24,7 @@ from ..engine.policy import Policy
 from ..plumbing.interrupts import ignore_in_child
 from .compare import FileRef, GridRun, Job, RunFailure, RunResult, run_job
 from .packed import Sharing
-from .pool import Failure, _death, failure_of
+from .pool import Failure, death, failure_of, kill_and_reap, spawn
 
 
 @dataclass(frozen=True)
@@ -123,12 +121,7 @@ class SharePool:
 
     def _worker_for(self, k: int) -> Connection:
         if k not in self._workers:
-            parent, child = self._context.Pipe()
-            process = self._context.Process(target=_worker, args=(child, self.members, self.shares[k], self.settings),
-                                            daemon=True)
-            process.start()
-            child.close()
-            self._workers[k] = (process, parent)
+            self._workers[k] = spawn(self._context, _worker, self.members, self.shares[k], self.settings)
         return self._workers[k][1]
 
     def outcomes(self, policies: list[Policy]) -> Iterator[tuple[int, RunResult | Failure]]:
@@ -166,7 +159,7 @@ class SharePool:
                 process.join()
                 conn.close()
                 for index in sorted(left.pop(k)):
-                    yield index, Failure(index, _death(process.exitcode))
+                    yield index, Failure(index, death(process.exitcode))
 
     def run(self, policies: list[Policy]) -> GridRun:
         """Every policy on every transcript: the runs (in job order) and the failures."""
@@ -190,13 +183,5 @@ class SharePool:
 
     def stop(self) -> None:
         """Kill and reap every worker (idempotent)."""
-        for process, _ in self._workers.values():
-            if process.exitcode is None:
-                try:
-                    os.kill(process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        for process, conn in self._workers.values():
-            process.join()
-            conn.close()
+        kill_and_reap(self._workers.values())
         self._workers.clear()
