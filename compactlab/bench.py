@@ -331,7 +331,7 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
         rows.append((f"report.html of {big:,} x 2 (MB)", mb, "< 3 MB", mb < 3))
         for n in (big, huge):
             peak = statistics.median(by[f"compare {n} x 2, with reports"].main_rss) / 1e6
-            rows.append((f"compare {n:,} x 2 with reports: main-process peak (MB)", peak, "≤ 300 MB", peak <= 300))
+            rows.append((f"compare {n:,} x 2: main-process peak (MB)", peak, "≤ 300 MB", peak <= 300))
         wall_huge = by[f"compare {huge} x 2, with reports"].wall
         rows.append((f"compare {huge:,} x 2 with reports (s)", wall_huge, "(no target)", None))
         growth = (wall_huge / huge) / (wall / big)

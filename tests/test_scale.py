@@ -95,8 +95,8 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
                    "reference / large window",
                    "2x calls / 1x calls", "peak memory", "compare 12 configs / 1 config", "startup (--version)",
                    "folder of sessions / its floor", "compare 3 x 2: with reports / --dry-run",
-                   "compare 4 x 2 with reports (s)", "report.html of 4 x 2 (MB)", "compare 4 x 2 with reports: main-process peak (MB)",
-                   "compare 5 x 2 with reports: main-process peak (MB)", "compare 5 x 2 with reports (s)",
+                   "compare 4 x 2 with reports (s)", "report.html of 4 x 2 (MB)", "compare 4 x 2: main-process peak (MB)",
+                   "compare 5 x 2: main-process peak (MB)", "compare 5 x 2 with reports (s)",
                    "time per session, 5 / 4 sessions", "tune 3 trials x 2 transcripts (s)",
                    "recall's share of replay -p s08", "recall's share, probes indexed again",
                    "tune / compare of as many replays"):

@@ -18,6 +18,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from ..corpus.compare import FileRef
+from ..corpus.pool import can_fork
 from ..corpus.shares import Member, RunSettings, SharePool
 from ..corpus.tune import StudyDefinition, StudySite, TuneResult, corpus_evaluator, parse_objectives, parse_space, \
     dashboard_command, share_evaluator, study_path
@@ -67,14 +68,16 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
         notify(f"warning: {line}", True)  # (a search over a key that cannot change anything: said even with -q)
     site = StudySite(out_dir, spec.resume, settings.force)  # checked; nothing made until the base policy has run
     with ExitStack() as stack:
-        if settings.executor:  # a cluster: compare's Dask jobs (the workers read the files where they can)
+        if settings.executor or not can_fork():  # a cluster (its workers read the files where they can), or no
+            # fork: compare's jobs, the corpus loaded in this process
             loaded = load_all(files, settings, notify, progress)
             hashes = [t.content_hash for t in loaded]
             evaluate = corpus_evaluator(loaded, n_jobs=settings.jobs,
                                         prices=prices_for(loaded, settings.price_model, settings.prices, notify),
                                         calibrations=calibrations_for(loaded, settings.calibrate, notify),
-                                        executor=settings.executor, cache_ttl=settings.cache_ttl,
-                                        cache_model=settings.cache_model)
+                                        summarizer=(settings.summarizer, settings.live), executor=settings.executor,
+                                        keep_recorded_compactions=settings.keep_recorded_compactions,
+                                        cache_ttl=settings.cache_ttl, cache_model=settings.cache_model)
         else:  # workers that each keep a share of the corpus: this process keeps none of it
             members = corpus_members(files, settings, notify, progress)
             hashes = [m.ref.content_hash for m in members]

@@ -118,3 +118,18 @@ def test_a_tune_holds_no_transcript_in_its_process(cli, tmp_path, monkeypatch):
             "--jobs", "2", "--out", tmp_path / "t", "-q")
     assert r.exit_code == 0, r.stderr
     assert held and held == [0] * len(held)
+
+
+def test_without_fork_a_tune_runs_its_trials_in_process_with_the_same_front(cli, tmp_path, monkeypatch):
+    import compactlab.jobs.tune as tune_module
+
+    def run(out):
+        r = cli("tune", *(SAMPLES / n for n in NAMES[:2]), "-p", "s08", "--space", "micro.keep_recent=1:8", "--trials",
+                "4", "--jobs", "2", "--out", out, "-q", "--no-chart")
+        assert r.exit_code == 0, r.stderr
+        return (out / "front.csv").read_text()
+
+    shared = run(tmp_path / "shares")
+    monkeypatch.setattr(tune_module, "can_fork", lambda: False)
+    monkeypatch.setattr("compactlab.corpus.compare.can_fork", lambda: False)
+    assert run(tmp_path / "in-process") == shared
