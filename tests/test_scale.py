@@ -138,3 +138,30 @@ def test_the_lower_bound_script_replays_every_call():
     script = Path(__file__).parent.parent / "scripts" / "lower_bound.py"
     out = subprocess.run([sys.executable, str(script), str(SMALL)], capture_output=True, text=True, check=True).stdout
     assert out == "30 calls\n"
+
+
+def test_dask_workers_in_their_own_processes_read_the_files_and_name_one_they_cannot(cli, tmp_path):
+    """(#32 §4) On a cluster whose workers are separate processes: the runs are the local ones, each
+    worker read the files itself (its own cache says so), and a file a worker cannot see fails
+    that run with a message naming the path."""
+    distributed = pytest.importorskip("distributed", reason="dask is an optional extra")
+    from compactlab import load_policy
+    from compactlab.corpus import compare
+
+    args = [SMALL, SAMPLES / "manual-compact.jsonl", "-p", "s08", "--dry-run", "--format", "json"]
+    local = json.loads(cli("compare", *args, "--jobs", "1").stdout)["runs"]
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        r = cli("compare", *args, "--executor", f"dask://{cluster.scheduler_address}")
+        assert r.exit_code == 0, r.stderr
+        assert json.loads(r.stdout)["runs"] == local
+        with distributed.Client(cluster.scheduler_address) as client:
+            read = client.run(lambda: sorted({path for path, _ in compare._READ}))
+            assert len(read) == 2 and os.getpid() not in client.run(os.getpid).values()  # (their own processes)
+            assert set().union(*read.values()) == {str(SMALL), str(SAMPLES / "manual-compact.jsonl")}
+            missing = str(tmp_path / "not-on-this-worker.jsonl")
+            job = compare.Job(0, 0, load_policy("s08"), ())
+            future = client.submit(compare.run_job_from_file, job, compare.FileRef(missing, "anthropic", False, "0" * 64),
+                                   None, None, False, ("stub", None), pure=False)
+            with pytest.raises(Exception) as failed:
+                future.result()
+            assert missing in str(failed.value)
