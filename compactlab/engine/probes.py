@@ -453,27 +453,46 @@ class Checked(NamedTuple):
     recoverable: int
 
 
-def _between(p: Probe, holders: tuple[list[int], list[Entry]]) -> bool:
-    """Whether an intact tool result between the first and the latest that held ``p`` holds it
-    (the index keeps those two; a copy in between can outlive both). ``holders``: the origins of
-    the context's transcript messages with tool results, in order, and those messages."""
-    results = [o for o, b in p.where if b >= 0]
+#: the intact tool results of a context, in order: their origins, and (origin, block, message) each
+Intact = tuple[list[int], list[tuple[int, int, Entry]]]
+
+
+def intact_results(entries: list[Entry]) -> Intact:
+    """The tool results of ``entries`` (a context) that no layer changed, in context order."""
+    found = [(e.origin, fact.block, e) for e in entries if e.results and e.origin >= 0
+             for fact in e.results if fact.block not in e.changed]
+    return [o for o, _, _ in found], found
+
+
+def _between(p: Probe, intact: Intact) -> bool:
+    """Whether an intact tool result from the first to the latest that held ``p`` holds it (the
+    index keeps those two; a copy between them can outlive both, in their own messages too)."""
+    results = [(o, b) for o, b in p.where if b >= 0]
     if len(results) < 2:
         return False
-    origins, entries = holders
-    for k in range(bisect_right(origins, min(results)), bisect_left(origins, max(results))):
-        e = entries[k]
-        content = e.message["content"]
-        for fact in e.results:
-            if fact.block not in e.changed and p.text in _result_text(content[fact.block].get("content")):
-                return True
+    origins, found = intact
+    low, high = min(o for o, _ in results), max(o for o, _ in results)
+    for k in range(bisect_left(origins, low), bisect_right(origins, high)):
+        origin, block, e = found[k]
+        if (origin, block) not in results and p.text in _result_text(e.message["content"][block].get("content")):
+            return True
     return False
 
 
-class EditedTexts:
-    """A run's memo of what the probe check searches beyond intact results: the JSON text of each
-    message a layer changed or made (by the Entry: an Entry never changes), and the text of the
-    last context's such messages joined (the next call's context mostly has the same ones)."""
+def _text(e: Entry) -> str:
+    """What the check searches of a message a layer made (all of it) or changed: the agent's own
+    message whole, a tool-result message's changed blocks (its intact results are looked at where
+    they are: ``_between``; its prompt text never holds a probe). Read from the facts where they
+    are enough: a message left unread stays so."""
+    if e.origin < 0 or e.role == "assistant":
+        return orjson.dumps(e.message).decode()
+    return "\0".join(orjson.dumps(c).decode() for c in e.changed_contents())
+
+
+class ProbeMemo:
+    """A run's memo of the probe check: the text of each message a layer changed or made (by the
+    Entry: an Entry never changes), the last context's such texts joined (the next call's context
+    mostly has the same messages)."""
 
     __slots__ = ("_texts", "_edited", "_joined")
 
@@ -490,7 +509,7 @@ class EditedTexts:
         for e in edited:
             held = memo.get(id(e))
             if held is None or held[0] is not e:
-                held = memo[id(e)] = (e, orjson.dumps(e.message).decode())
+                held = memo[id(e)] = (e, _text(e))
             out.append(held[1])
         if len(memo) > 2 * len(edited) + 64:  # (what is no longer in the context is let go)
             keep = {id(e) for e in edited}
@@ -501,14 +520,14 @@ class EditedTexts:
 
 
 def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[ProbeOutcome] | None,
-          env: Any = None, texts: EditedTexts | None = None) -> Checked:
+          env: Any = None, memo: ProbeMemo | None = None) -> Checked:
     """How many of ``probes`` the context sent at ``call`` holds, and how many more a persisted
     output it points to holds; each probe's outcome goes to ``ledger``, a probe not kept with the
     layer that removed it and when (``env``: the run's ``RunEnv``, whose ``made_by``/``made_at`` say
     which layer made each message a policy made, and at which call, and ``cleared_at`` when a
     result was replaced in place; a message gone is put down to the one standing in its place).
-    ``texts``: the run's memo of the edited messages' texts (``EditedTexts``), so that a message is
-    serialised once, not at every call that misses a probe."""
+    ``memo``: the run's ``ProbeMemo``, so that a message is serialised once, not at every call that
+    misses a probe."""
     if not probes:
         return Checked(0, 0)
     kept = recoverable = 0
@@ -533,18 +552,18 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
     made_by = env.made_by if env is not None else {}
     made_at = env.made_at if env is not None else {}
     cleared_at = env.cleared_at if env is not None else {}
+    memo = memo or ProbeMemo()
     edited = [e for e in entries if e.origin < 0 or e.changed]
-    joined = (texts or EditedTexts()).joined(edited) if any(p.kind != "line" for p in missing) else ""
+    joined = memo.joined(edited) if any(p.kind != "line" for p in missing) else ""
     made = any(e.origin < 0 for e in edited)
-    holders: tuple[list[int], list[Entry]] | None = None
+    intact: Intact | None = None
     for p in missing:
         if p.kind != "line":
             found = "\0" not in p.text and p.text in joined
             if not found and len(p.where) > 1:
-                if holders is None:
-                    holding = [e for e in entries if e.results and e.origin >= 0]
-                    holders = ([e.origin for e in holding], holding)
-                found = _between(p, holders)
+                if intact is None:
+                    intact = intact_results(entries)
+                found = _between(p, intact)
             if found:
                 kept += 1
                 if append is not None:

@@ -34,7 +34,7 @@ from ..transcripts.messages import Entry, Message, is_prompt
 from ..plumbing.outputs import OutputDir
 from .policy import Policy, fingerprint_of
 from .records import ACTIONS, CompactionEvent, Run, TurnRecord, summarize
-from .probes import KINDS, EditedTexts, ProbeOutcome, check as check_probes
+from .probes import KINDS, ProbeMemo, ProbeOutcome, check as check_probes
 from .retention import retained
 from .sizing import Calibration, TokenEstimator, list_chars
 from ..summarizers import StubSummarizer, Summarizer
@@ -200,7 +200,7 @@ class Turns:
         self.done = 0  # messages of the transcript in the context so far
         self.manual_pending = False  # the previous reply called the manual compaction tool
         self.ledger: list[ProbeOutcome] = []  # every hindsight probe's outcome, call by call
-        self.probe_texts = EditedTexts()  # the probe check's memo of edited messages' texts
+        self.probe_memo = ProbeMemo()  # the probe check's memo (edited messages' texts, results gone)
         self.events: list[CompactionEvent] = []  # the calls at which the policy changed the context
         self.keep_contexts: Collection[int] = ()  # the calls whose sent context is kept
         self.contexts: dict[int, list[Message]] = {}
@@ -246,7 +246,7 @@ class Turns:
         probes = self.base.probes.get(call, ())  # (kept: a stream's go to the probe cache at its end)
         record = self._record(call, pos, stats, tokens, introduced, inherited, read, write, refs,
                               retained(refs, ctx), len(probes),
-                              check_probes(probes, ctx, call, self.ledger, self.env, self.probe_texts))  # 6
+                              check_probes(probes, ctx, call, self.ledger, self.env, self.probe_memo))  # 6
         self.totals.add(stats)
         self.as_recorded = self.as_recorded and not acted
         self.cache.sent(len(ctx), tokens, reply.chars)

@@ -249,6 +249,13 @@ class Entry:
                 i for i in range(len(old)) if i >= len(same) or same[i] is not old[i])
         return entry
 
+    def changed_contents(self) -> list[Any]:
+        """What now stands in the blocks a layer changed, in block order: a tool result's content,
+        or the whole block."""
+        blocks = self.message["content"]
+        return [block["content"] if type(block) is dict and block.get("type") == "tool_result" and "content" in block
+                else block for block in (blocks[b] for b in sorted(self.changed))]
+
     def with_result_content(self, k: int, new_content: Any) -> "Entry":
         """A copy whose k-th tool_result has ``new_content``, its facts updated rather than
         recomputed: the length is measured on whichever is shorter, the new message or the old

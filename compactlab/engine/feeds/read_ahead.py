@@ -110,6 +110,12 @@ class LazyEntry(Entry):
     def message(self, value: Message | None) -> None:
         self._message = value
 
+    def changed_contents(self) -> list[Any]:
+        if self._message is not None:
+            return super().changed_contents()
+        latest = dict(self._lazy[3])  # left unread: the changed blocks are the patched ones (the last patch of each)
+        return [latest[b] for b in sorted(latest)]
+
     def with_result_content(self, k: int, new_content: Any) -> Entry:
         fact = self.results[k]
         if self._message is not None or fact.json_size < 0:  # read by now: as any Entry
