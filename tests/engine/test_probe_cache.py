@@ -57,7 +57,9 @@ def test_the_next_replay_of_the_same_bytes_reads_the_probes_and_gets_the_same_ru
     assert len(entries(tmp_path)) == 2
 
 
-def test_a_dry_run_or_a_small_file_or_the_switch_writes_no_entry(big, tmp_path, monkeypatch):
+@pytest.mark.parametrize("ahead", ["0", "1"])
+def test_a_dry_run_or_a_small_file_or_the_switch_writes_no_entry(big, tmp_path, monkeypatch, ahead):
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", ahead)
     replay(open_feed(big, write_cache=False), load_policy("s08"))
     assert entries(tmp_path) == []
     monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
@@ -69,8 +71,10 @@ def test_a_dry_run_or_a_small_file_or_the_switch_writes_no_entry(big, tmp_path, 
     assert entries(tmp_path) == []
 
 
+@pytest.mark.parametrize("ahead", ["0", "1"])
 @pytest.mark.parametrize("damage", ["not json", "wrong version", "bad probe", "fifo"])
-def test_an_entry_that_is_not_one_is_ignored_with_a_warning_and_rebuilt(big, tmp_path, damage):
+def test_an_entry_that_is_not_one_is_ignored_with_a_warning_and_rebuilt(big, tmp_path, monkeypatch, damage, ahead):
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", ahead)  # looked for in-process, or by the reader process
     policy = load_policy("observation-masking", ["micro.keep_recent=1"])
     good = replay(open_feed(big), policy)
     [entry] = entries(tmp_path)
