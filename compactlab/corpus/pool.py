@@ -23,7 +23,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from ..errors import CompactlabError
-from ..plumbing.interrupts import ignore_in_child
+from ..plumbing.interrupts import hold_signals, ignore_in_child, release_signals
 
 
 @dataclass
@@ -64,11 +64,26 @@ def _worker(conn: Connection, items: Sequence[Any], work: Callable[[Any], Any]) 
 
 
 def spawn(context: Any, target: Callable[..., None], *args: Any) -> tuple[Any, Connection]:
-    """A forked worker running ``target(its pipe end, *args)``, and the parent's end of the pipe."""
-    parent, child = context.Pipe()
-    process = context.Process(target=target, args=(child, *args), daemon=True)
-    process.start()
-    child.close()
+    """A forked worker running ``target(its pipe end, *args)``, and the parent's end of the pipe.
+    SIGINT and SIGTERM are held back while it is forked (one arriving then would reach the child
+    before it ignores them; ``ignore_in_child`` lets them through once it does). One that came
+    meanwhile is the parent's as soon as they are let through again: the worker is stopped first."""
+    held = hold_signals()
+    try:
+        parent, child = context.Pipe()
+        process = context.Process(target=target, args=(child, *args), daemon=True)
+        try:
+            process.start()
+        finally:
+            child.close()
+    except BaseException:
+        release_signals(held)
+        raise
+    try:
+        release_signals(held)  # (a signal held meanwhile is raised here)
+    except BaseException:
+        kill_and_reap([(process, parent)])
+        raise
     return process, parent
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -42,9 +43,12 @@ def install() -> None:
 
 def ignore_in_child() -> None:
     """For a forked worker: both signals are its parent's business (the parent stops it), and it
-    dies with its parent even when that is killed outright (Linux: PR_SET_PDEATHSIG)."""
+    dies with its parent even when that is killed outright (Linux: PR_SET_PDEATHSIG). Forked with
+    them held back (``hold_signals``), it lets them through once it ignores them."""
     for s in SIGNALS:
         signal.signal(s, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
     try:
         import ctypes
 
@@ -54,14 +58,22 @@ def ignore_in_child() -> None:
         pass  # not Linux: the parent still stops its workers on any signal it can catch
 
 
+def hold_signals() -> Any:
+    """Hold SIGINT and SIGTERM back (until ``release_signals``); what to give it."""
+    return signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS) if hasattr(signal, "pthread_sigmask") else None
+
+
+def release_signals(held: Any) -> None:
+    """Let held signals through again: one that came meanwhile is delivered (its handler runs) here."""
+    if held is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
 @contextmanager
 def deferred() -> Iterator[None]:
     """SIGINT and SIGTERM held back in this block and delivered after it."""
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    held = hold_signals()
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        release_signals(held)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 import subprocess
 import sys
 
@@ -266,3 +267,26 @@ def test_an_interrupted_replay_of_several_transcripts_keeps_and_reports_those_re
                             "reports/a-s08, reports/b-s08\n")
         assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["a-s08", "b-s08"]
     assert not [p for p in tmp_path.rglob("*") if ".compactlab-" in p.name and p.name != ".compactlab-run"]
+
+
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_to_a_tune_stops_its_share_workers_and_says_how_to_go_on(tmp_path, api, big, sig, status):
+    """tune's workers keep their share of the corpus across trials (#32 §1): a signal while they
+    replay ends the tune (exit 130 / 143, no traceback) and leaves no worker behind."""
+    out = tmp_path / "tune"
+    proc = subprocess.Popen([sys.executable, "-m", "compactlab", "tune", str(big), str(SAMPLES / "synth-medium.jsonl"),
+                             "-p", "s08", "--space", "micro.keep_recent=1:9", "--trials", "200", "--jobs", "2",
+                             "--out", str(out), "-q", "--no-chart"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    while len(children(proc.pid)) < 2:  # both share workers are up: the corpus is being replayed
+        assert proc.poll() is None, proc.communicate()[1].decode()
+        time.sleep(0.01)
+    if sig == signal.SIGINT:
+        os.killpg(proc.pid, sig)
+    else:
+        proc.send_signal(sig)
+    text = finish(proc, api)
+    assert proc.returncode == status, text
+    assert "interrupted before the first trial finished" in text or "continue with --resume" in text, text
+    assert staged(tmp_path) == [] and group_gone(proc.pid)
