@@ -45,15 +45,21 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
-def _worker(conn: Connection, items: Sequence[Any], work: Callable[[Any], Any]) -> None:
-    ignore_in_child()
+def requests(conn: Connection) -> Iterator[Any]:
+    """What the parent sends a worker, until it sends None (nothing left) or is gone."""
     while True:
         try:
-            index = conn.recv()
+            got = conn.recv()
         except EOFError:  # the parent is gone
             return
-        if index is None:
+        if got is None:
             return
+        yield got
+
+
+def _worker(conn: Connection, items: Sequence[Any], work: Callable[[Any], Any]) -> None:
+    ignore_in_child()
+    for index in requests(conn):
         try:
             reply: tuple = (index, work(items[index]))
         except BaseException as exc:

@@ -24,7 +24,7 @@ from ..engine.policy import Policy
 from ..plumbing.interrupts import ignore_in_child
 from .compare import FileRef, GridRun, Job, RunFailure, RunResult, run_job
 from .packed import Sharing
-from .pool import Failure, death, failure_of, kill_and_reap, spawn
+from .pool import Failure, death, failure_of, kill_and_reap, requests, spawn
 
 
 @dataclass(frozen=True)
@@ -80,13 +80,7 @@ def _worker(conn: Connection, members: Sequence[Member], share: list[int], setti
     summarizer = build_summarizer(*settings.summarizer)
     held: dict[int, Any] = {}  # the share's transcripts, read at first use and kept
     n = len(members)
-    while True:
-        try:
-            policies = conn.recv()
-        except EOFError:  # the parent is gone
-            return
-        if policies is None:
-            return
+    for policies in requests(conn):
         for i, policy in enumerate(policies):
             for t in share:
                 index = i * n + t

@@ -90,6 +90,15 @@ def finish(proc: subprocess.Popen, api: FakeAPI) -> str:
     return text
 
 
+def send(proc: subprocess.Popen, sig: int) -> None:
+    """SIGINT as a terminal's Ctrl-C sends it (to every process of the group), SIGTERM as `kill`
+    does (to the command alone)."""
+    if sig == signal.SIGINT:
+        os.killpg(proc.pid, sig)
+    else:
+        proc.send_signal(sig)
+
+
 def staged(folder) -> list[str]:
     """Staged run folders or temporary files left anywhere under ``folder``."""
     return [p.name for p in folder.rglob("*") if (".compactlab-" in p.name and p.name != ".compactlab-run")
@@ -106,10 +115,7 @@ def test_a_signal_to_a_read_ahead_replay_stops_both_processes_and_writes_nothing
     api.wait_held(1)
     (reader,) = children(proc.pid)
     assert state(reader) != "Z"  # the reader is still reading
-    if sig == signal.SIGINT:
-        os.killpg(proc.pid, sig)  # as a terminal's Ctrl-C does: to every process of the group
-    else:
-        proc.send_signal(sig)  # as `kill` does: to the command alone
+    send(proc, sig)
     text = finish(proc, api)
     assert proc.returncode == status, text
     assert text == "error: interrupted\n"
@@ -139,10 +145,7 @@ def test_a_signal_to_a_parallel_compare_keeps_the_finished_run_and_no_worker(tmp
     # jobs in order: none (once: the sweep does not apply to it, 0 summaries), then s08 x 2 at the gate
     api.wait_held(2)  # both workers wait in an s08 run: the `none` run has been received
     assert len(children(proc.pid)) == 2
-    if sig == signal.SIGINT:
-        os.killpg(proc.pid, sig)
-    else:
-        proc.send_signal(sig)
+    send(proc, sig)
     text = finish(proc, api)
     assert proc.returncode == status, text
     assert text == f"error: interrupted: 1 of 3 runs finished; they are in {out}/\n"
@@ -282,10 +285,7 @@ def test_a_signal_to_a_tune_stops_its_share_workers_and_says_how_to_go_on(tmp_pa
     while len(children(proc.pid)) < 2:  # both share workers are up: the corpus is being replayed
         assert proc.poll() is None, proc.communicate()[1].decode()
         time.sleep(0.01)
-    if sig == signal.SIGINT:
-        os.killpg(proc.pid, sig)
-    else:
-        proc.send_signal(sig)
+    send(proc, sig)
     text = finish(proc, api)
     assert proc.returncode == status, text
     assert "interrupted before the first trial finished" in text or "continue with --resume" in text, text
