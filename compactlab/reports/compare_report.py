@@ -279,10 +279,6 @@ def _losses_table(results: list["RunResult"], chart: str) -> str:
             f"<th>used strings lost</th><th class=l>e.g.</th></tr>{body}</table>")
 
 
-def html_report(c: Comparison, svgs: dict[str, str], results: list["RunResult"] | None = None) -> str:
-    return "".join(html_parts(c, svgs, results))
-
-
 def html_parts(c: Comparison, svgs: dict[str, str], results: list["RunResult"] | None = None) -> list[str]:
     """report.html in parts: the runs' table a row each (never joined here: 30,000 runs make 11 MB)."""
     df, sweep_keys, meta = c.df, c.sweep_keys, c.meta
