@@ -93,3 +93,92 @@ def test_an_entry_that_is_not_one_is_ignored_with_a_warning_and_rebuilt(big, tmp
     run = replay(feed, policy)
     assert run.summary == good.summary  # indexed again, the same
     assert any("cache entry" in w and "ignored" in w for w in feed.warnings), feed.warnings
+
+
+def _hashes(monkeypatch) -> list[str]:
+    """The files ``key_of`` hashes from now on."""
+    import hashlib
+
+    hashed: list[str] = []
+    real = hashlib.file_digest
+
+    def counting(f, digest):
+        hashed.append(f.name)
+        return real(f, digest)
+
+    monkeypatch.setattr(probe_cache.hashlib, "file_digest", counting)
+    return hashed
+
+
+def test_a_file_unchanged_since_it_was_hashed_is_not_hashed_again(big, monkeypatch):
+    hashed = _hashes(monkeypatch)
+    key = probe_cache.key_of(big)
+    # just written: its change time is within RACY_NS of the hashing, so the next look hashes again
+    assert probe_cache.key_of(big) == key and hashed == [big, big]
+    monkeypatch.setattr(probe_cache, "RACY_NS", -10**18)  # as if it had been hashed long after its last change
+    assert probe_cache.key_of(big) == key and probe_cache.key_of(big) == key
+    assert len(hashed) == 2  # the remembered hash, by its stat
+
+
+def test_a_file_written_since_is_hashed_again_even_with_its_size_and_mtime_put_back(big, monkeypatch):
+    hashed = _hashes(monkeypatch)
+    key = probe_cache.key_of(big)
+    st = os.stat(big)
+    data = bytearray(open(big, "rb").read())
+    data[-10:-9] = b"Z" if data[-10:-9] != b"Z" else b"Y"
+    with open(big, "r+b") as f:
+        f.write(data)
+    os.utime(big, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.path.getsize(big) == st.st_size
+    assert probe_cache.key_of(big) != key and len(hashed) == 2
+
+
+def test_the_remembered_hash_must_be_one_and_a_dry_run_writes_none(big, tmp_path, monkeypatch):
+    hashed = _hashes(monkeypatch)
+    probe_cache.key_of(big, remember=False)
+    assert not (tmp_path / "cache" / probe_cache.KEYS_KIND).exists()
+    key = probe_cache.key_of(big)
+    monkeypatch.setattr(probe_cache, "RACY_NS", -10**18)
+    [memo] = (tmp_path / "cache" / probe_cache.KEYS_KIND).iterdir()
+    doc = orjson.loads(memo.read_bytes())
+    memo.write_bytes(orjson.dumps({**doc, "sha256": "../../etc/passwd"}))
+    assert probe_cache.key_of(big) == key and len(hashed) == 3  # not a digest: hashed again
+    assert probe_cache.key_of(big) == key and len(hashed) == 3  # (and remembered anew)
+
+
+def _saved(tmp_path, monkeypatch, probes):
+    monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    probe_cache.save("k", probes)
+    return orjson.loads((tmp_path / "cache" / "probes" / "k.json").read_bytes())
+
+
+def test_an_entry_reads_back_as_the_probes_saved(tmp_path, monkeypatch):
+    from compactlab.engine.probes import Probe
+
+    probes = {0: [Probe("a_b", ((1, 0),), 0, "bash", "identifier")],
+              7: [Probe("x/y.py", ((3, 1), (9, 0), (11, -1)), 2, "read", "path"), Probe("1234", ((5, 2),), -1, "unknown", "number")]}
+    doc = _saved(tmp_path, monkeypatch, probes)
+    got = probe_cache._parse(doc)
+    assert got == probes and all(type(p) is Probe and type(p.where[0]) is tuple for ps in got.values() for p in ps)
+    assert probe_cache._parse({**doc, **{c: [] for c in probe_cache.COLUMNS}}) == {}
+
+
+@pytest.mark.parametrize("damage", [
+    {"where": [[1, 0], [3, 1, 9], [5, 2]]},  # a pair cut short
+    {"where": [[1, 0], [], [5, 2]]},  # nowhere
+    {"where": [[1, 0], [3, 1.5], [5, 2]]},  # not a position
+    {"where": [[1, 0], [3, True], [5, 2]]},
+    {"kind": ["identifier", "path", "word"]},
+    {"call": [0, -7, 7]},
+    {"text": ["a_b", None, "1234"]},
+    {"source_tool": ["bash", "read"]},  # a column short
+    {"where": "1,0"},
+])
+def test_an_entry_with_a_value_save_does_not_write_is_not_read(tmp_path, monkeypatch, damage):
+    from compactlab.engine.probes import Probe
+
+    probes = {0: [Probe("a_b", ((1, 0),), 0, "bash", "identifier")],
+              7: [Probe("x/y.py", ((3, 1),), 2, "read", "path"), Probe("1234", ((5, 2),), -1, "unknown", "number")]}
+    doc = _saved(tmp_path, monkeypatch, probes)
+    assert probe_cache._parse(doc) == probes
+    assert probe_cache._parse({**doc, **damage}) is None

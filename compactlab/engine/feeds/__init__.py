@@ -86,7 +86,8 @@ class Opening:
             return feed
         if not self.streamed:
             return self._loaded()
-        key = probe_cache.key_of(self.path) if self.probes and probe_cache.enabled() else None
+        key = (probe_cache.key_of(self.path, remember=self.write_cache) if self.probes and probe_cache.enabled()
+               else None)
         cached = probe_cache.load(key, self._warnings) if key is not None else None
         feed = self._stream(probes=self.probes and cached is None)
         if isinstance(feed, StreamFeed):
