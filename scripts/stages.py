@@ -50,6 +50,9 @@ def timed(owner: Any, name: str) -> None:
 
 
 def main() -> None:
+    from compactlab.plumbing.process import start
+
+    start()  # as the command's entry point: the collector off (its seconds are the command's)
     import compactlab.jobs.compare as compare_job
     import compactlab.reports.compare_report as compare_report
     import compactlab.reports.replay_report as replay_report

@@ -129,8 +129,9 @@ def _parse(entry: dict[str, Any]) -> dict[int, list[Probe]] | None:
     than reading the entry."""
     if entry.get("version") != INDEX_VERSION:
         return None
-    columns = [entry.get(name) for name in COLUMNS]
-    if any(type(c) is not list for c in columns) or len(set(map(len, columns))) != 1:
+    got = [entry.get(name) for name in COLUMNS]
+    columns: list[list[Any]] = [c for c in got if type(c) is list]
+    if len(columns) != len(COLUMNS) or len(set(map(len, columns))) != 1:
         return None
     for column, kind in zip(columns, COLUMNS.values()):
         if column and set(map(type, column)) != {kind}:
@@ -143,8 +144,8 @@ def _parse(entry: dict[str, Any]) -> dict[int, list[Probe]] | None:
     if (not _KINDS.issuperset(kinds) or min(calls) < 0 or 0 in sizes or any(map((2).__rmod__, sizes))
             or (flat and set(map(type, flat)) != {int})):
         return None
-    pairs = iter(flat)
-    pairs = list(zip(pairs, pairs))  # (origin, block) of every probe, in order
+    numbers = iter(flat)
+    pairs = list(zip(numbers, numbers))  # (origin, block) of every probe, in order
     ends = list(accumulate(map((2).__rfloordiv__, sizes)))
     where = list(map(tuple, map(pairs.__getitem__, map(slice, [0, *ends[:-1]], ends))))
     probes = list(map(tuple.__new__, repeat(Probe), zip(texts, where, source_calls, tools, kinds)))

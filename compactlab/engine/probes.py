@@ -464,19 +464,48 @@ def intact_results(entries: list[Entry]) -> Intact:
     return [o for o, _, _ in found], found
 
 
-def _between(p: Probe, intact: Intact) -> bool:
+def _between(p: Probe, intact: Intact, texts: dict[tuple[int, int], str]) -> bool:
     """Whether an intact tool result from the first to the latest that held ``p`` holds it (the
-    index keeps those two; a copy between them can outlive both, in their own messages too)."""
-    results = [(o, b) for o, b in p.where if b >= 0]
+    index keeps those two; a copy between them can outlive both, in their own messages too).
+    Called for a probe none of whose own results is intact (so none of them is among ``intact``).
+    ``texts``: the run's memo of intact results' texts by (origin, block): an intact result's text
+    never changes, and the next calls look at the same ones."""
+    results = [o for o, b in p.where if b >= 0]
     if len(results) < 2:
         return False
     origins, found = intact
-    low, high = min(o for o, _ in results), max(o for o, _ in results)
-    for k in range(bisect_left(origins, low), bisect_right(origins, high)):
+    text = p.text
+    for k in range(bisect_left(origins, min(results)), bisect_right(origins, max(results))):
         origin, block, e = found[k]
-        if (origin, block) not in results and p.text in _result_text(e.message["content"][block].get("content")):
+        held = texts.get((origin, block))
+        if held is None:
+            held = texts[(origin, block)] = _result_text(e.block_content(block))
+        if text in held:
             return True
     return False
+
+
+def _attributed(where: Where, context: Context, made_by: dict[int, str], made_at: dict[int, int],
+                cleared_at: dict[tuple[int, int], int], made: bool) -> tuple[str, str, int]:
+    """A probe not in the context: recoverable or lost, the layer that removed it and when (the
+    newest of its results decides: a persisted one makes it recoverable)."""
+    status, by, at = "lost", "", -1
+    entries = context.entries
+    for o, b in reversed(where):
+        if b < 0:
+            continue
+        j = context.find_origin(o)
+        if j is None:
+            if not by:
+                stand_in = context.made_in_gap(o)
+                by = made_by.get(stand_in.origin, "summary") if stand_in is not None else "summary" if made else "snip"
+                at = made_at.get(stand_in.origin, -1) if stand_in is not None else -1
+            continue
+        if "persisted-output" in _result_text(entries[j].block_content(b)):
+            return "recoverable", "budget", cleared_at.get((o, b), -1)
+        if not by:
+            by, at = "micro", cleared_at.get((o, b), -1)
+    return status, by or "snip", at
 
 
 def _text(e: Entry) -> str:
@@ -494,12 +523,23 @@ class ProbeMemo:
     Entry: an Entry never changes), the last context's such texts joined (the next call's context
     mostly has the same messages)."""
 
-    __slots__ = ("_texts", "_edited", "_joined")
+    __slots__ = ("_texts", "_edited", "_joined", "results")
 
     def __init__(self) -> None:
         self._texts: dict[int, tuple[Entry, str]] = {}
         self._edited: list[Entry] = []
         self._joined = ""
+        #: the text of each intact tool result looked at, by (origin, block)
+        self.results: dict[tuple[int, int], str] = {}
+
+    def intact(self, entries: list[Entry]) -> Intact:
+        """The context's intact results (``intact_results``), letting go of the texts of those no
+        longer among them once there are many."""
+        intact = intact_results(entries)
+        if len(self.results) > 4 * len(intact[0]) + 256:
+            keep = {(o, b) for o, b, _ in intact[1]}
+            self.results = {k: v for k, v in self.results.items() if k in keep}
+        return intact
 
     def joined(self, edited: list[Entry]) -> str:
         """The texts of ``edited`` joined by NUL (which no JSON text holds raw)."""
@@ -557,37 +597,24 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
     joined = memo.joined(edited) if any(p.kind != "line" for p in missing) else ""
     made = any(e.origin < 0 for e in edited)
     intact: Intact | None = None
+    attributed: dict[Where, tuple[str, str, int]] = {}  # (probes of one call often share their results)
     for p in missing:
         if p.kind != "line":
             found = "\0" not in p.text and p.text in joined
             if not found and len(p.where) > 1:
                 if intact is None:
-                    intact = intact_results(entries)
-                found = _between(p, intact)
+                    intact = memo.intact(entries)
+                found = _between(p, intact, memo.results)
             if found:
                 kept += 1
                 if append is not None:
                     append(ProbeOutcome(call, p.text, p.kind, p.source_call, p.source_tool, "kept"))
                 continue
-        status, by, at = "lost", "", -1
-        for o, b in reversed(p.where):
-            if b < 0:
-                continue
-            j = context.find_origin(o)
-            if j is None:
-                if not by:
-                    stand_in = context.made_in_gap(o)
-                    by = made_by.get(stand_in.origin, "summary") if stand_in is not None else "summary" if made else "snip"
-                    at = made_at.get(stand_in.origin, -1) if stand_in is not None else -1
-                continue
-            block = entries[j].message["content"][b]
-            if "persisted-output" in _result_text(block.get("content")):
-                status, by, at = "recoverable", "budget", cleared_at.get((o, b), -1)
-                break
-            if not by:
-                by, at = "micro", cleared_at.get((o, b), -1)
-        if status == "recoverable":
+        outcome = attributed.get(p.where)
+        if outcome is None:
+            outcome = attributed[p.where] = _attributed(p.where, context, made_by, made_at, cleared_at, made)
+        if outcome[0] == "recoverable":
             recoverable += 1
         if append is not None:
-            append(ProbeOutcome(call, p.text, p.kind, p.source_call, p.source_tool, status, by or "snip", at))
+            append(ProbeOutcome(call, p.text, p.kind, p.source_call, p.source_tool, *outcome))
     return Checked(kept, recoverable)

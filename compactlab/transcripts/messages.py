@@ -256,6 +256,10 @@ class Entry:
         return [block["content"] if type(block) is dict and block.get("type") == "tool_result" and "content" in block
                 else block for block in (blocks[b] for b in sorted(self.changed))]
 
+    def block_content(self, block: int) -> Any:
+        """The content of the tool_result block at ``block`` (None if it has none)."""
+        return self.message["content"][block].get("content")
+
     def with_result_content(self, k: int, new_content: Any) -> "Entry":
         """A copy whose k-th tool_result has ``new_content``, its facts updated rather than
         recomputed: the length is measured on whichever is shorter, the new message or the old

@@ -116,6 +116,13 @@ class LazyEntry(Entry):
         latest = dict(self._lazy[3])  # left unread: the changed blocks are the patched ones (the last patch of each)
         return [latest[b] for b in sorted(latest)]
 
+    def block_content(self, block: int) -> Any:
+        if self._message is None:  # left unread: a changed block's content is its latest patch
+            for changed, content in reversed(self._lazy[3]):
+                if changed == block:
+                    return content
+        return super().block_content(block)
+
     def with_result_content(self, k: int, new_content: Any) -> Entry:
         fact = self.results[k]
         if self._message is not None or fact.json_size < 0:  # read by now: as any Entry
