@@ -81,3 +81,94 @@ def test_inspect_replays_once_to_fit_and_once_with_the_fit(cli, tmp_path, monkey
     assert r.exit_code == 0, r.stderr
     info = orjson.loads(r.stdout)
     assert "calibration" in info and info["cache_ledger"]["calls"] == 6 and len(replays) == 2
+
+
+def _point():
+    """A dataclass made now, by whatever ``exec`` dataclasses calls."""
+    from dataclasses import dataclass, field
+
+    @dataclass(frozen=True)
+    class Point:
+        x: int
+        y: float = 0.5
+        tags: list[str] = field(default_factory=list)
+
+    return Point
+
+
+def test_the_dataclass_code_kept_makes_the_same_classes_and_compiles_each_once(tmp_path, monkeypatch):
+    import dataclasses
+
+    from compactlab.plumbing.process import DataclassCode
+
+    plain = _point()
+    memo = DataclassCode(str(tmp_path / "code.marshal"))
+    monkeypatch.setattr(dataclasses, "exec", memo.exec, raising=False)
+    kept = _point()
+    assert memo.added and memo.codes
+    p = kept(1, tags=["a"])
+    assert (p.x, p.y, p.tags, repr(p)) == (1, 0.5, ["a"], "_point.<locals>.Point(x=1, y=0.5, tags=['a'])") and p == kept(1, tags=["a"])
+    # the same annotations (not the names of dataclasses' locals: the code is not compiled under the
+    # __future__ import of the module that compiles it)
+    assert kept.__init__.__annotations__ == plain.__init__.__annotations__
+    assert kept.__init__.__annotations__["return"] is None
+    memo.save()
+    again = DataclassCode(str(tmp_path / "code.marshal"))  # the next command's
+    assert set(again.codes) == set(memo.codes)
+    monkeypatch.setattr(dataclasses, "exec", again.exec, raising=False)
+    _point()
+    assert not again.added  # nothing compiled: all of it read back
+    again.save()  # (and nothing to write)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "not code", "others may write", "a folder"])
+def test_dataclass_code_that_is_not_ours_is_not_run(tmp_path, damage):
+    import marshal
+
+    from compactlab.plumbing.process import DataclassCode
+
+    path = tmp_path / "code.marshal"
+    if damage == "garbage":
+        path.write_bytes(b"\x00not marshal")
+    elif damage == "not code":
+        path.write_bytes(marshal.dumps({"def f(): pass": "print('hi')"}))
+    elif damage == "others may write":
+        path.write_bytes(marshal.dumps({"x = 1": compile("x = 2", "<string>", "exec")}))
+        path.chmod(0o666)
+    else:
+        path.mkdir()
+    memo = DataclassCode(str(path))
+    assert memo.codes == {}
+    ns: dict = {}
+    memo.exec("x = 1", None, ns)
+    assert ns["x"] == 1
+    memo.save()  # written anew where it can be
+    assert damage == "a folder" or DataclassCode(str(path)).codes.keys() == {"x = 1"}
+
+
+def test_the_dataclass_code_goes_beside_the_bytecode_and_not_without_it(monkeypatch, tmp_path):
+    import subprocess
+    import sys
+
+    from compactlab.plumbing import process
+    from helpers import ROOT
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert process.dataclass_code_path() is None
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    assert process.dataclass_code_path().endswith(f"__pycache__/dataclasses.{sys.implementation.cache_tag}.marshal") \
+        or sys.pycache_prefix
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONPYCACHEPREFIX": str(tmp_path / "pyc")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-m", "compactlab", "policies", "list"], capture_output=True, env=env)
+        assert r.returncode == 0, r.stderr
+    [kept] = (tmp_path / "pyc").rglob("dataclasses.*.marshal")
+    written = kept.stat().st_mtime_ns
+    subprocess.run([sys.executable, "-m", "compactlab", "policies", "list"], capture_output=True, env=env, check=True)
+    assert kept.stat().st_mtime_ns == written  # nothing new compiled: not written again
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    other = tmp_path / "pyc2"
+    env["PYTHONPYCACHEPREFIX"] = str(other)
+    subprocess.run([sys.executable, "-m", "compactlab", "policies", "list"], capture_output=True, env=env, check=True)
+    assert not list(other.rglob("dataclasses.*.marshal"))
