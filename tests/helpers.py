@@ -53,11 +53,14 @@ def tool_session(turns: int, size: int = 500, prefix: str = "t") -> list[dict]:
 
 
 def assert_same_run(a, b) -> None:
-    """Two runs report the same: the summary (but its run time), every call record, failures."""
+    """Two runs report the same: the summary (but its run time), every call record, failures, every
+    probe's outcome and the compaction events with what each removed."""
     sa, sb = orjson.loads(orjson.dumps(a.summary)), orjson.loads(orjson.dumps(b.summary))
     assert sa == sb
     assert orjson.dumps(a.calls) == orjson.dumps(b.calls)
     assert a.failed_summaries == b.failed_summaries
+    assert a.probe_ledger == b.probe_ledger
+    assert a.events == b.events
 
 
 def files_under(folder: Path) -> dict[str, bytes]:
