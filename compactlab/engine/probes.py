@@ -448,6 +448,10 @@ class ProbeOutcome(NamedTuple):
         return self._asdict()
 
 
+#: a NamedTuple made from all its values without its Python-level __new__ (17,000 outcomes a replay)
+_new = tuple.__new__
+
+
 class Checked(NamedTuple):
     kept: int
     recoverable: int
@@ -583,7 +587,7 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
                     and (b not in e.changed if b >= 0 else not e.changed)):
                 kept += 1
                 if append is not None:
-                    append(ProbeOutcome(call, p.text, p.kind, p.source_call, p.source_tool, "kept"))
+                    append(_new(ProbeOutcome, (call, p.text, p.kind, p.source_call, p.source_tool, "kept", "", -1)))
                 break
         else:
             missing.append(p)
@@ -608,7 +612,7 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
             if found:
                 kept += 1
                 if append is not None:
-                    append(ProbeOutcome(call, p.text, p.kind, p.source_call, p.source_tool, "kept"))
+                    append(_new(ProbeOutcome, (call, p.text, p.kind, p.source_call, p.source_tool, "kept", "", -1)))
                 continue
         outcome = attributed.get(p.where)
         if outcome is None:
@@ -616,5 +620,5 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
         if outcome[0] == "recoverable":
             recoverable += 1
         if append is not None:
-            append(ProbeOutcome(call, p.text, p.kind, p.source_call, p.source_tool, *outcome))
+            append(_new(ProbeOutcome, (call, p.text, p.kind, p.source_call, p.source_tool, *outcome)))
     return Checked(kept, recoverable)
