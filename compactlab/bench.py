@@ -36,23 +36,32 @@ for path in sorted(os.path.join(p, n) for n in os.listdir(p)) if os.path.isdir(p
 """
 
 # runs argv[1:] once; prints wall and CPU seconds, the peak RSS (bytes) of the largest of its
-# processes, and of its main process alone (the kernel's high-water mark, VmHWM, read as it runs)
+# processes, and of its main process alone (the kernel's high-water mark, VmHWM, read by a thread
+# as it runs: the wall time is the wait's, to the exit itself, not to the next look)
 WRAPPER = """
-import json, resource, subprocess, sys, tempfile, time
+import json, resource, subprocess, sys, tempfile, threading, time
 t = time.perf_counter()
 with tempfile.TemporaryFile() as err:
     p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=err)
-    main = 0
-    while p.poll() is None:
-        try:
-            with open(f"/proc/{p.pid}/status", "rb") as f:
-                for line in f:
-                    if line.startswith(b"VmHWM:"):
-                        main = max(main, int(line.split()[1]) * 1024)
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.02)
+    main = [0]
+    done = threading.Event()
+
+    def watch():
+        while not done.wait(0.01):
+            try:
+                with open(f"/proc/{p.pid}/status", "rb") as f:
+                    for line in f:
+                        if line.startswith(b"VmHWM:"):
+                            main[0] = max(main[0], int(line.split()[1]) * 1024)
+            except (OSError, ValueError):
+                pass
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    p.wait()
     wall = time.perf_counter() - t
+    done.set()
+    watcher.join()
     err.seek(0)
     stderr = err.read()
 u = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -60,7 +69,7 @@ if p.returncode:
     sys.stderr.write(stderr.decode(errors="replace")[-2000:])
     sys.exit(p.returncode)
 print(json.dumps({"wall": wall, "cpu": u.ru_utime + u.ru_stime, "rss": u.ru_maxrss * 1024,
-                  "main_rss": main or u.ru_maxrss * 1024}))
+                  "main_rss": main[0] or u.ru_maxrss * 1024}))
 """
 
 LARGE_WINDOW = ["-p", "s08", "--set", "snip.enabled=false", "--set", "summary.trigger=670000",
