@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from operator import attrgetter
 from os import PathLike
 from collections.abc import Callable, Collection
 from typing import Any, Protocol
@@ -34,11 +35,19 @@ from ..transcripts.messages import Entry, Message, is_prompt
 from ..plumbing.outputs import OutputDir
 from .policy import Policy, fingerprint_of
 from .records import ACTIONS, CompactionEvent, Run, TurnRecord, summarize
-from .probes import KINDS, ProbeMemo, ProbeOutcome, check as check_probes
+from .probes import KINDS, Checked, ProbeMemo, ProbeOutcome, check as check_probes
 from .retention import retained
 from .sizing import Calibration, TokenEstimator, list_chars
 from ..summarizers import StubSummarizer, Summarizer
 from ..transcripts import RecordedCompaction, Transcript, TranscriptStream
+
+
+#: what a call without probes checked
+NO_PROBES = Checked(0, 0)
+#: a LayerStats' counts of ACTIONS, in its order (asked in C), and the layers they stand for
+_ACTIONS = attrgetter(*ACTIONS)
+_LAYERS = tuple(ACTIONS.values())
+_CHARS = attrgetter("chars")
 
 
 class TokenCounter(Protocol):
@@ -214,27 +223,28 @@ class Turns:
             self.cache.rules = rules_for(model, self.cache_model)
             if not self.window:
                 self.window, self.window_source = window_of(self.metadata().get("model_context_window"), model)
+        env = self.env
         now = seconds((self.usage.get(pos) or {}).get("timestamp")) if self.usage else None
-        self.env.idle_seconds = now - self.last_time if now is not None and self.last_time is not None else None
+        env.idle_seconds = now - self.last_time if now is not None and self.last_time is not None else None
         lifetime = self.cache.rules.lifetime or TTL_SECONDS[self.ttl]
-        self.env.cache_cold = call > 0 and (self.env.idle_seconds or 0) > lifetime
-        self.env.cached_tokens = 0 if self.env.cache_cold else self.cache.sent_tokens
+        env.cache_cold = call > 0 and (env.idle_seconds or 0) > lifetime
+        env.cached_tokens = 0 if env.cache_cold else self.cache.sent_tokens
         # (the next call's time: only a before_expiry timing asks, so no other replay pays for the look-up)
         following = self.next_time(pos) if self.policy.summary.timing == "before_expiry" else None
-        self.env.cold_next = now is not None and following is not None and following - now > lifetime
+        env.cold_next = now is not None and following is not None and following - now > lifetime
         self.last_time = now
-        self.env.after_prompt = any(map(is_prompt, pending))
+        env.after_prompt = any(map(is_prompt, pending))
         stats = LayerStats()
         # the context as it would be sent with no layer acting: what an event removed is measured from it
-        n = len(self.context) + len(pending)
-        before = (n, list_chars(self.context.chars_sum + sum(e.chars for e in pending), n))
+        before = (len(self.context) + len(pending), self.context.chars_sum + sum(map(_CHARS, pending)))
         self._append(pos, pending, stats)  # 1
         self._measure_as_recorded(pos, pending, stats)
         self._prepare(stats)  # 2
         tokens = self._fit_window(stats)  # 3
-        acted = any(getattr(stats, stat) for stat in ACTIONS)
+        actions = _ACTIONS(stats)
+        acted = any(actions)
         if acted:
-            self._event(call, stats, before, tokens)
+            self._event(call, stats, actions, before, tokens)
         unchanged = self.cache.unchanged(stats.lowest_changed)
         self.tracker.update(self.context.entries, unchanged)  # 4
         introduced, inherited = self.violations.record(call, self.tracker, self.base.counts_at(call))
@@ -245,8 +255,9 @@ class Turns:
         refs = self.base.refs.get(call, ()) if self.keep_refs else self.base.refs.pop(call, ())  # a stream's: let go
         probes = self.base.probes.get(call, ())  # (kept: a stream's go to the probe cache at its end)
         record = self._record(call, pos, stats, tokens, introduced, inherited, read, write, refs,
-                              retained(refs, ctx), len(probes),
-                              check_probes(probes, ctx, call, self.ledger, self.env, self.probe_memo))  # 6
+                              retained(refs, ctx) if refs else 0, len(probes),
+                              check_probes(probes, ctx, call, self.ledger, env, self.probe_memo) if probes
+                              else NO_PROBES)  # 6
         self.totals.add(stats)
         self.as_recorded = self.as_recorded and not acted
         self.cache.sent(len(ctx), tokens, reply.chars)
@@ -256,11 +267,14 @@ class Turns:
         self.manual_pending = self.manual_tool in reply.tool_names
         return record
 
-    def _event(self, call: int, stats: LayerStats, before: tuple[int, int], tokens: int) -> None:
-        """Record what the layers did at this call (an event of compactions.csv)."""
-        layers = [layer for stat, layer in ACTIONS.items() if getattr(stats, stat)]
-        self.events.append(CompactionEvent(call, layers, before[0], len(self.context),
-                                           self.env.estimator.tokens(before[1]), tokens,
+    def _event(self, call: int, stats: LayerStats, actions: tuple[int, ...], before: tuple[int, int],
+               tokens: int) -> None:
+        """Record what the layers did at this call (an event of compactions.csv): ``actions``, the
+        counts of ``ACTIONS``; ``before``, the messages and their characters with no layer acting."""
+        layers = [layer for layer, count in zip(_LAYERS, actions) if count]
+        n, chars = before
+        self.events.append(CompactionEvent(call, layers, n, len(self.context),
+                                           self.env.estimator.tokens(list_chars(chars, n)), tokens,
                                            stats.micro_compacted + stats.persisted, stats.snipped,
                                            stats.summaries + stats.reactive + stats.manual))
 
