@@ -154,7 +154,10 @@ def finish(code: int) -> NoReturn:
     """Flush stdout and stderr and exit at once with ``code``, skipping the teardown (the
     dataclass code compiled meanwhile written first)."""
     if _dataclass_code is not None:
-        _dataclass_code.save()
+        try:
+            _dataclass_code.save()
+        except (Exception, KeyboardInterrupt):  # (a second Ctrl-C while it writes: the exit goes on)
+            pass
     try:
         sys.stdout.flush()
         sys.stderr.flush()
