@@ -182,3 +182,14 @@ def test_an_entry_with_a_value_save_does_not_write_is_not_read(tmp_path, monkeyp
     doc = _saved(tmp_path, monkeypatch, probes)
     assert probe_cache._parse(doc) == probes
     assert probe_cache._parse({**doc, **damage}) is None
+
+
+def test_a_remembered_hash_that_is_not_a_file_is_left_alone_and_the_file_hashed(big, tmp_path, monkeypatch):
+    hashed = _hashes(monkeypatch)
+    key = probe_cache.key_of(big)
+    [memo] = (tmp_path / "cache" / probe_cache.KEYS_KIND).iterdir()
+    memo.unlink()
+    os.mkfifo(memo)  # (never opened for reading: a reader would block on it)
+    monkeypatch.setattr(probe_cache, "RACY_NS", -10**18)
+    assert probe_cache.key_of(big) == key and len(hashed) == 2
+    assert memo.is_fifo()  # not replaced: compactlab did not make it
