@@ -34,6 +34,11 @@ from types import CodeType
 from typing import Any, NoReturn
 
 
+#: the bytecode's version, as a .pyc file starts with it (importlib's, without importing importlib.util)
+MAGIC: bytes = getattr(sys.modules.get("_frozen_importlib_external"), "MAGIC_NUMBER", b"") or marshal.dumps(
+    sys.implementation.cache_tag)
+
+
 class DataclassCode:
     """What ``dataclasses`` compiles, by its source text: read from ``path`` (a marshalled dict,
     written by ``save``), compiled on a miss. Installed as the ``exec`` that module calls (the
@@ -52,7 +57,9 @@ class DataclassCode:
             # only a file of this user's that nobody else may write: it holds code to run (as a .pyc does)
             if st.st_uid == os.getuid() and not st.st_mode & 0o022:
                 with open(path, "rb") as f:
-                    codes = marshal.loads(f.read())
+                    data = f.read()
+                # (the bytecode's magic number first, as a .pyc has it: code of another Python is not run)
+                codes = marshal.loads(data[len(MAGIC):]) if data.startswith(MAGIC) else None
                 if type(codes) is dict and all(type(k) is str and type(v) is CodeType for k, v in codes.items()):
                     self.codes = codes
         except (OSError, ValueError, EOFError, TypeError, AttributeError):
@@ -78,7 +85,7 @@ class DataclassCode:
         try:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             with os.fdopen(fd, "wb") as f:
-                f.write(marshal.dumps(codes))
+                f.write(MAGIC + marshal.dumps(codes))
             os.replace(temp, self.path)
             self.added = False
         except (OSError, ValueError):
@@ -98,7 +105,7 @@ def dataclass_code_path() -> str | None:
     import compactlab
 
     cached = getattr(compactlab, "__cached__", None)
-    if sys.dont_write_bytecode or not cached:
+    if sys.dont_write_bytecode or not cached or not sys.implementation.cache_tag:
         return None
     return os.path.join(os.path.dirname(cached), f"dataclasses.{sys.implementation.cache_tag}.marshal")
 

@@ -121,20 +121,23 @@ def test_the_dataclass_code_kept_makes_the_same_classes_and_compiles_each_once(t
     again.save()  # (and nothing to write)
 
 
-@pytest.mark.parametrize("damage", ["garbage", "not code", "others may write", "a folder"])
+@pytest.mark.parametrize("damage", ["garbage", "not code", "others may write", "another Python's", "a folder"])
 def test_dataclass_code_that_is_not_ours_is_not_run(tmp_path, damage):
     import marshal
 
-    from compactlab.plumbing.process import DataclassCode
+    from compactlab.plumbing.process import MAGIC, DataclassCode
 
     path = tmp_path / "code.marshal"
+    code = {"x = 1": compile("x = 2", "<string>", "exec")}
     if damage == "garbage":
-        path.write_bytes(b"\x00not marshal")
+        path.write_bytes(MAGIC + b"\x00not marshal")
     elif damage == "not code":
-        path.write_bytes(marshal.dumps({"def f(): pass": "print('hi')"}))
+        path.write_bytes(MAGIC + marshal.dumps({"def f(): pass": "print('hi')"}))
     elif damage == "others may write":
-        path.write_bytes(marshal.dumps({"x = 1": compile("x = 2", "<string>", "exec")}))
+        path.write_bytes(MAGIC + marshal.dumps(code))
         path.chmod(0o666)
+    elif damage == "another Python's":
+        path.write_bytes(b"\x00\x00\r\n" + marshal.dumps(code))
     else:
         path.mkdir()
     memo = DataclassCode(str(path))
