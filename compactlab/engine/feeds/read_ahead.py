@@ -110,17 +110,21 @@ class LazyEntry(Entry):
     def message(self, value: Message | None) -> None:
         self._message = value
 
+    def _patched(self) -> dict[int, Any]:
+        """Left unread: the changed blocks are the patched ones, each with its last patch."""
+        return dict(self._lazy[3])
+
     def changed_contents(self) -> list[Any]:
         if self._message is not None:
             return super().changed_contents()
-        latest = dict(self._lazy[3])  # left unread: the changed blocks are the patched ones (the last patch of each)
+        latest = self._patched()
         return [latest[b] for b in sorted(latest)]
 
     def block_content(self, block: int) -> Any:
-        if self._message is None:  # left unread: a changed block's content is its latest patch
-            for changed, content in reversed(self._lazy[3]):
-                if changed == block:
-                    return content
+        if self._message is None:
+            latest = self._patched()
+            if block in latest:
+                return latest[block]
         return super().block_content(block)
 
     def with_result_content(self, k: int, new_content: Any) -> Entry:
