@@ -91,6 +91,11 @@ def _disk(kind: str = KIND, read_only: bool = False) -> Any:
     return DiskCache(default_cache_dir(), kind, read_only=read_only)
 
 
+def present(key: str) -> bool:
+    """Whether an entry is stored under ``key`` (it may still prove unusable when loaded)."""
+    return os.path.lexists(_disk(read_only=True).folder / f"{key}.json")
+
+
 def load(key: str, warnings: list[str]) -> dict[int, list[Probe]] | None:
     """The probes stored under ``key``, or None (absent; or unusable, said in ``warnings``)."""
     disk = _disk(read_only=True)

@@ -30,6 +30,7 @@ from .cost import TTL_SECONDS, PromptCache, price_run, prompt_of, seconds
 from .prices import ModelPrices, PriceTable, window_of
 from .invariants import InvariantTracker, ViolationLog
 from .feeds import Feed, as_feed
+from .feeds.probe_link import ProbeLink
 from .layers import CHEAP, NOTHING, LayerStats, RunEnv, manual, reactive, summary
 from ..transcripts.messages import Entry, Message, is_prompt
 from ..plumbing.outputs import OutputDir
@@ -84,7 +85,8 @@ def replay(
     reactive window; layer triggers keep using the estimator. It needs a loaded transcript.
     ``cache_ttl`` (``5m`` or ``1h``): the prompt cache's lifetime; default the recording's.
     ``cache_model``: the provider whose prompt-cache rules apply (``cache_rules.RULES``); default
-    the one serving the model the recording names. ``on_call`` sees each call's record as it is made.
+    the one serving the model the recording names. ``on_call`` sees each call's record as it is
+    made (where the read-ahead process checks the probes, their counts come when the run is over).
     ``keep_contexts``: the calls whose sent context (its messages) the run keeps, in ``Run.contexts``
     (the next-action check asks a model on them).
     ``calibration``: the fit to the recorded usage (``calibration.calibrate``), which replaces the
@@ -117,7 +119,8 @@ def replay(
     )
     restarts = {c.position: c for c in feed.compactions} if keep_recorded_compactions else None
     calls = feed.calls(env.tool_names, restarts)
-    turns = Turns(policy, env, feed.baseline, restarts, counter, raw_entries=feed.entries, keep_refs=not feed.streamed)
+    turns = Turns(policy, env, feed.baseline, restarts, counter, raw_entries=feed.entries, keep_refs=not feed.streamed,
+                  link=feed.link)
     turns.usage = feed.usage  # each reply's recorded usage and time, as far as read (for env.idle_seconds)
     turns.cache_model, turns.model, turns.metadata = cache_model, lambda: feed.model, lambda: feed.metadata
     turns.recorded_compactions = lambda: feed.compactions
@@ -131,6 +134,12 @@ def replay(
             records.append(turns.turn(call, pos, pending, reply))
             if on_call is not None:  # (a progress bar: a live summarizer or exact counts make calls slow)
                 on_call(records[-1])
+        # (priced first: meanwhile, where another process checks the probes, it finishes)
+        pricing = price_run(records, feed, prices, cache_ttl, keep_recorded_compactions, rules=turns.cache.rules,
+                            reply_tokens=turns.reply_tokens,
+                            summarizer_model=getattr(env.summarizer, "model", None),
+                            acted=any(getattr(turns.totals, stat) for stat in ACTIONS))
+        turns.settle(records)
     except BaseException:
         if owned:
             out.rollback()
@@ -139,10 +148,6 @@ def replay(
     if owned:
         out.commit()
 
-    pricing = price_run(records, feed, prices, cache_ttl, keep_recorded_compactions, rules=turns.cache.rules,
-                        reply_tokens=turns.reply_tokens,
-                        summarizer_model=getattr(env.summarizer, "model", None),
-                        acted=any(getattr(turns.totals, stat) for stat in ACTIONS))
     resolved = policy.resolved()
     return Run(
         summary=summarize(records, turns.totals, turns.violations.listed(), transcript=feed,
@@ -180,7 +185,8 @@ class Turns:
     """
 
     def __init__(self, policy: Policy, env: RunEnv, base: RawBaseline, restarts: dict[int, RecordedCompaction] | None,
-                 counter: TokenCounter | None, raw_entries: list[Entry] | None, keep_refs: bool) -> None:
+                 counter: TokenCounter | None, raw_entries: list[Entry] | None, keep_refs: bool,
+                 link: ProbeLink | None = None) -> None:
         self.policy, self.env, self.base, self.restarts = policy, env, base, restarts
         self.counter, self.raw_entries, self.keep_refs = counter, raw_entries, keep_refs
         self.usage: dict[int, dict] = {}
@@ -213,6 +219,12 @@ class Turns:
         self.events: list[CompactionEvent] = []  # the calls at which the policy changed the context
         self.keep_contexts: Collection[int] = ()  # the calls whose sent context is kept
         self.contexts: dict[int, list[Message]] = {}
+        #: where another process checks the probes (the read-ahead process): the contexts log what is
+        #: done to them, and so do the layers' notes; the counts and the ledger come at the end
+        self.link = link
+        if link is not None:
+            self.context = link.new(self.context)
+            env.made_by, env.made_at, env.cleared_at = link.notes()
 
     def turn(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
         self.env.call = call
@@ -253,11 +265,17 @@ class Turns:
             self.contexts[call] = [e.message for e in ctx.entries]
         read, write = self.cache.account(ctx, unchanged, tokens)  # 5
         refs = self.base.refs.get(call, ()) if self.keep_refs else self.base.refs.pop(call, ())  # a stream's: let go
-        probes = self.base.probes.get(call, ())  # (kept: a stream's go to the probe cache at its end)
+        link = self.link
+        if link is None:
+            probes = self.base.probes.get(call, ())  # (kept: a stream's go to the probe cache at its end)
+            n_probes = len(probes)
+            checked = check_probes(probes, ctx, call, self.ledger, env, self.probe_memo) if probes else NO_PROBES
+        else:  # checked elsewhere: the counts come at the end (``settle``)
+            if self.base.probe_counts.pop(call, 0):  # (-1: not known yet)
+                link.check(call, ctx)
+            n_probes, checked = 0, NO_PROBES
         record = self._record(call, pos, stats, tokens, introduced, inherited, read, write, refs,
-                              retained(refs, ctx) if refs else 0, len(probes),
-                              check_probes(probes, ctx, call, self.ledger, env, self.probe_memo) if probes
-                              else NO_PROBES)  # 6
+                              retained(refs, ctx) if refs else 0, n_probes, checked)  # 6
         self.totals.add(stats)
         self.as_recorded = self.as_recorded and not acted
         self.cache.sent(len(ctx), tokens, reply.chars)
@@ -265,7 +283,18 @@ class Turns:
         ctx.append(reply)  # 7
         self.done = pos + 1
         self.manual_pending = self.manual_tool in reply.tool_names
+        if link is not None:
+            link.call_done(ctx)
         return record
+
+    def settle(self, records: list[TurnRecord]) -> None:
+        """With the probes checked elsewhere: each call's counts into its record, and the ledger."""
+        if self.link is None:
+            return
+        counts, self.ledger = self.link.finish(self.context)
+        for call, (probes, kept, recoverable) in counts.items():
+            record = records[call]
+            record.probes, record.probes_kept, record.probes_recoverable = probes, kept, recoverable
 
     def _event(self, call: int, stats: LayerStats, actions: tuple[int, ...], before: tuple[int, int],
                tokens: int) -> None:
@@ -360,6 +389,8 @@ class Turns:
         for i, entry in enumerate([*pending, None], first):
             if i in restarts:  # a compaction the recording did: restart from its summary
                 ctx = Context(self._restart(restarts[i]))
+                if self.link is not None:
+                    ctx = self.link.new(ctx)
                 stats.changed_at(0)
             if entry is not None:
                 ctx.append(entry)
