@@ -88,10 +88,11 @@ class Opening:
             return self._loaded()
         key = (probe_cache.key_of(self.path, remember=self.write_cache) if self.probes and probe_cache.enabled()
                else None)
-        ahead = self._read_ahead(key)  # (its reader reads the probe cache itself, and checks the probes)
-        if ahead is not None:
-            ahead.warnings.extend(self._warnings)
-            return ahead
+        if key is not None and probe_cache.present(key):  # (the reader reads the cached probes and checks them)
+            ahead = self._read_ahead(probes=True, probe_key=key)
+            if ahead is not None:
+                ahead.warnings.extend(self._warnings)
+                return ahead
         cached = probe_cache.load(key, self._warnings) if key is not None else None
         feed = self._stream(probes=self.probes and cached is None)
         if isinstance(feed, StreamFeed):
@@ -108,7 +109,11 @@ class Opening:
                                           head=self.head), self.probes)
 
     def _stream(self, probes: bool) -> Feed:
-        """Read while it is replayed, in-process (a format that reads only whole files: loaded)."""
+        """Read while it is replayed: by the read-ahead process where it applies, else in-process
+        (a format that reads only whole files: loaded)."""
+        ahead = self._read_ahead(probes)
+        if ahead is not None:
+            return ahead
         source = open_transcript(self.path, self.input_format, skip_bad_lines=self.skip_bad_lines, head=self.head)
         assert source is not None
         return as_feed(source, probes)
@@ -119,13 +124,14 @@ class Opening:
             self._started.close()
             self._started = None
 
-    def _read_ahead(self, probe_key: str | None) -> StreamFeed | None:
-        """The read-ahead feed where it applies (``probe_key``: the probe cache's key of the file)."""
+    def _read_ahead(self, probes: bool, probe_key: str | None = None) -> StreamFeed | None:
+        """The read-ahead feed where it applies (``probe_key``: the probe cache's key of a file whose
+        probes are cached, for the reader to read them and check them: ``read_ahead.open_feed``)."""
         from . import read_ahead
 
         if not read_ahead.usable(self.path) or self._format() != "anthropic":
             return None
-        return read_ahead.open_feed(self.path, self.skip_bad_lines, self.probes, probe_key, self.write_cache)
+        return read_ahead.open_feed(self.path, self.skip_bad_lines, probes, probe_key, self.write_cache)
 
 
 def open_feed(path: str, input_format: str | None = None, *, skip_bad_lines: bool = False,

@@ -1,10 +1,11 @@
 """The hindsight probes checked by the read-ahead process while the replay goes on (#28 §5).
 
-Checking a call's probes against the context it sent is most of what recall costs a replay (13 µs
-a probe, 17,000 probes in the bench's 55 MB session), and the read-ahead process, once it has read
-the file, has a core to spare. So where a file is read ahead, its probes stay in that process (read
-from the probe cache there, or indexed as it reads) and are checked there, on copies of the replay's
-contexts:
+Checking a call's probes against the context it sent is most of what recall costs a replay whose
+probes are in the probe cache (13 µs a probe, 17,000 probes in the bench's 55 MB session), and the
+read-ahead process, which then only reads the file, has time to spare. So where such a file is read
+ahead, its probes stay in that process (read from the cache there) and are checked there, on
+copies of the replay's contexts. (A file not indexed yet keeps the reader busy indexing it: its
+probes are sent to the replay and checked there, as before.)
 
 - the replay's contexts note each append, replacement and splice in an operation log
   (``Context.log``), the layers' notes of what made or cleared a message go to it too
@@ -300,36 +301,27 @@ class Mirror:
 
 
 class ReaderProbes:
-    """The reader's side of the link: the file's probes (from the probe cache, read once the replay
-    has its first batch; else indexed as the file is read, and stored for the next replay), each
-    call's number of them for the replay (-1 while not known), and the mirror that checks them."""
+    """The reader's side of the link: the file's probes (read from the probe cache once the replay
+    has its first batches; indexed again, and stored, if the entry proves unusable), each call's
+    number of them for the replay (-1 while not known), and the mirror that checks them."""
 
-    def __init__(self, fd: int, as_made: Callable[[Entry, Any], Entry], key: str | None, write_cache: bool) -> None:
+    def __init__(self, fd: int, as_made: Callable[[Entry, Any], Entry], key: str, write_cache: bool) -> None:
         self.mirror = Mirror(fd, as_made)
         self.key, self.write_cache = key, write_cache
         #: the probes are in the probe cache, not read yet (or unusable: then indexed at the end)
-        self.pending = key is not None and probe_cache.present(key)
+        self.pending = True
         self._tried = False
-        self._index = None if self.pending else ProbeIndex()
-        #: the probes indexed here, for the probe cache
-        self._every: dict[int, list[Probe]] | None = {} if key is not None and write_cache and not self.pending else None
         self._numbers: dict[int, int] = {}
         self._call = 0
         self.warnings: list[str] = []
 
     def read(self, entry: Entry, copy: Entry) -> None:
         """A message as read (``copy``: the lazy copy the contexts are played on)."""
-        found = self._index.add(entry.origin, entry) if self._index is not None else None
         if entry.role == "assistant":
             call, held = self._call, self.mirror.probes
             if self.pending:
                 self._numbers[call] = -1
-            elif found:
-                self._numbers[call] = len(found)
-                held[call] = found
-                if self._every is not None:
-                    self._every[call] = found
-            elif call in held:  # (from the cache)
+            elif call in held:
                 self._numbers[call] = len(held[call])
             self._call += 1
         self.mirror.read[entry.origin] = copy
@@ -345,7 +337,7 @@ class ReaderProbes:
 
     def read_cache(self) -> bool:
         """Read the probes from the cache if that is still to be done (False: it is not)."""
-        if not self.pending or self._tried or self.key is None:
+        if not self.pending or self._tried:
             return False
         self._tried = True
         loaded = probe_cache.load(self.key, self.warnings)
@@ -362,22 +354,22 @@ class ReaderProbes:
         return self.mirror.step()
 
     def finish(self, again: Callable[[], Iterable[Entry]]) -> tuple[str, dict[int, tuple[int, int, int]], list[tuple]]:
-        """The file is read: its probes indexed now if the cache's proved unusable (``again``: its
-        messages, read again), stored in the cache if indexed here; the rest played, up to
-        ``DONE``; the answer for the replay."""
+        """The file is read: its probes indexed now if the cache's entry proved unusable (``again``:
+        its messages, read again; stored for the next replay); the rest played, up to ``DONE``; the
+        answer for the replay."""
         self.read_cache()  # (if not read yet: the pipe took every batch as it came)
         if self.pending:
-            index, self._every = ProbeIndex(), {}
+            index, found = ProbeIndex(), {}
             call = 0
             for entry in again():
-                found = index.add(entry.origin, entry)
+                probes = index.add(entry.origin, entry)
                 if entry.role == "assistant":
-                    if found:
-                        self._every[call] = found
+                    if probes:
+                        found[call] = probes
                     call += 1
-            self.mirror.probes, self.pending = dict(self._every), False
-        if self._every is not None and self.key is not None and self.write_cache:
-            probe_cache.save(self.key, self._every)
+            if self.write_cache:
+                probe_cache.save(self.key, found)
+            self.mirror.probes, self.pending = found, False
         self.mirror.serve()
         return self.mirror.answer()
 

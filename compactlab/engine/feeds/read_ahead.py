@@ -9,11 +9,12 @@ output, a quoted summary line, a saved transcript): most messages are never pars
 replaying process at all, and a tool result a layer replaces is measured from its facts. Both
 read the file as it was when it was opened: lines appended meanwhile are not read.
 
-Where the hindsight probes are looked for, they stay in the reader and are checked there, on its
-copies of the replay's contexts (``probe_link.py``): the reader has the probes (from the probe
-cache, or indexed as it reads), the replay sends it the log of what it did to its contexts, and
-the reader answers with the outcomes at the end. The reader then has work enough, and the replay
-builds the raw baseline itself, from the facts; a batch carries each call's number of probes.
+Where the file's hindsight probes are in the probe cache, they stay in the reader and are checked
+there, on its copies of the replay's contexts (``probe_link.py``): the reader reads them from the
+cache, the replay sends it the log of what it did to its contexts, and the reader answers with the
+outcomes at the end. The reader then has work enough, and the replay builds the raw baseline
+itself, from the facts; a batch carries each call's number of probes. (Where they are not, the
+reader looks for them as it reads and sends them with the baseline's rows.)
 
 Used for a plain (uncompressed) file of at least ``MIN_BYTES``, on a system with ``fork`` and two
 cores or more; ``COMPACTLAB_READ_AHEAD=0`` turns it off, ``=1`` forces it whatever the size. The
@@ -181,17 +182,20 @@ def open_feed(path: str, skip_bad_lines: bool, probes: bool = True, probe_key: s
               write_cache: bool = True) -> ReadAheadFeed | None:
     """The Anthropic messages file at ``path`` as a feed whose reading happens in a forked
     process; None if that cannot be had (the caller reads it in-process, and reports what is
-    wrong with it). With ``probes``, the reader also keeps the hindsight probes (from the probe
-    cache under ``probe_key``, else indexed as it reads, and stored there if ``write_cache``) and
-    checks them on the replay's contexts (``probe_link``): the feed's ``link``."""
+    wrong with it). With ``probes``, the reader looks for the hindsight probes as it reads and
+    sends them; where they are in the probe cache (``probe_key``), it reads them from there, keeps
+    them, and checks them on the replay's contexts (``probe_link``: the feed's ``link``; indexed
+    again, and stored if ``write_cache``, if the entry proves unusable). (Indexing a file keeps the
+    reader busy enough: its probes are then checked by the replay.)"""
     name = anthropic_messages.NAME
     try:
         source = SourceFile(path)
         r, w = os.pipe()
     except OSError:
         return None
+    linked = probes and probe_key is not None
     try:
-        link_r, link_w = os.pipe() if probes else (-1, -1)
+        link_r, link_w = os.pipe() if linked else (-1, -1)
     except OSError:
         os.close(r)
         os.close(w)
@@ -199,25 +203,25 @@ def open_feed(path: str, skip_bad_lines: bool, probes: bool = True, probe_key: s
     try:
         import fcntl
 
-        for fd in (w, link_w) if probes else (w,):
+        for fd in (w, link_w) if linked else (w,):
             fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
     except (ImportError, OSError):
         pass  # the default pipe size only means more switches
     try:
         pid = os.fork()
     except OSError:  # a process limit
-        for fd in (r, w, link_r, link_w) if probes else (r, w):
+        for fd in (r, w, link_r, link_w) if linked else (r, w):
             os.close(fd)
         return None
     if pid == 0:  # the reader: never returns
         os.close(r)
-        if probes:
+        if linked:
             os.close(link_w)
-        _reader(path, name, skip_bad_lines, source.size, w, probes, link_r if probes else None, probe_key,
+        _reader(path, name, skip_bad_lines, source.size, w, probes, link_r if linked else None, probe_key,
                 write_cache)
     os.close(w)
     link = None
-    if probes:
+    if linked:
         os.close(link_r)
         link = ProbeLink(link_w, _is_read, _as_sent)
     builder = TranscriptBuilder(path, name, keep=False)
@@ -385,15 +389,17 @@ def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: Any, size: i
                    probes: bool = True, link: int | None = None, probe_key: str | None = None,
                    write_cache: bool = True) -> None:
     """Read the file (its first ``size`` bytes: what the replay can read again) and send it. With a
-    ``link``, the replay builds the raw baseline from the facts, and the probes stay here and are
-    checked on the contexts the replay logs (``probe_link.ReaderProbes``): a batch carries each
-    call's number of probes, the outcomes come at the end."""
+    ``link``, the replay builds the raw baseline from the facts, and the probes (cached under
+    ``probe_key``) stay here and are checked on the contexts the replay logs
+    (``probe_link.ReaderProbes``): a batch carries each call's number of probes, the outcomes
+    come at the end."""
     from ...transcripts.anthropic_messages import _read
 
     builder = TranscriptBuilder(path, name, keep=False)
     reader = LineReader(path, skip_bad_lines=skip_bad_lines, limit=size)
     kept = None
     if link is not None:
+        assert probe_key is not None
         source = _SOURCES[path] = SourceFile(path)
         kept = ReaderProbes(link, _as_made, probe_key, write_cache)
         # while the replay has all the batches the pipe holds, the reader checks probes

@@ -12,6 +12,7 @@ import threading
 
 import pytest
 
+from compactlab.engine import probe_cache
 from compactlab.engine.context import Context
 from compactlab.engine.feeds import open_feed, probe_link, read_ahead
 from compactlab.engine.policy import load_policy
@@ -105,36 +106,87 @@ def test_a_log_played_again_makes_the_contexts_the_check_reads(tmp_path, monkeyp
     link.close()
 
 
-@pytest.mark.parametrize("preset", ["observation-masking", "codex", "gemini-cli", "opencode", "s20", "openhands",
-                                    "goose", "s06"])
-def test_every_preset_checked_by_the_reader_is_checked_as_in_process(preset, forks, tmp_path, monkeypatch):
+@pytest.fixture
+def cached(tmp_path, monkeypatch):
+    """A cache folder of the test's own, and a way to fill it: a replay in-process of a file stores
+    its probes; the reader then reads them from there, and checks them (the link)."""
+    monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
+
+    def fill(path: str) -> None:
+        monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "0")
+        replay(open_feed(path), load_policy("s08"))
+        monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1")
+        assert probe_cache.present(probe_cache.key_of(path) or "")
+
+    return fill
+
+
+@pytest.mark.parametrize("preset", ["s08", "claude-code", "observation-masking", "codex", "gemini-cli", "opencode",
+                                    "s20", "openhands", "goose", "s06", "anthropic-clear-tool-uses"])
+def test_every_preset_checked_by_the_reader_is_checked_as_in_process(preset, forks, cached, tmp_path, monkeypatch):
     path = str(SAMPLES / "synth-long.jsonl")
-    ahead = replay(open_feed(path), load_policy(preset), out_dir=tmp_path / "a")
+    cached(path)
+    feed = open_feed(path)
+    assert feed.link is not None  # (the cached probes: checked by the reader)
+    ahead = replay(feed, load_policy(preset), out_dir=tmp_path / "a", write_transcripts=True)
     assert len(forks) == 1 and gone(forks[0])
     monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "0")
-    here = replay(open_feed(path), load_policy(preset), out_dir=tmp_path / "b")
+    here = replay(open_feed(path), load_policy(preset), out_dir=tmp_path / "b", write_transcripts=True)
     assert_same_run(ahead, here)
     assert here.summary.probes and files_under(tmp_path / "a") == files_under(tmp_path / "b")
 
 
-def test_a_reader_that_breaks_while_it_checks_says_so(forks, tmp_path, monkeypatch):
+def test_a_file_not_indexed_yet_is_indexed_by_the_reader_and_checked_by_the_replay(forks, cached, monkeypatch):
+    path = str(SAMPLES / "synth-medium.jsonl")
+    feed = open_feed(path)  # (nothing cached: the reader indexes as it reads, which keeps it busy enough)
+    assert feed.link is None
+    run = replay(feed, load_policy("s08"))
+    assert probe_cache.present(probe_cache.key_of(path) or "") and gone(forks[0])
+    again = open_feed(path)
+    assert again.link is not None
+    assert_same_run(replay(again, load_policy("s08")), run)
+
+
+def test_a_reader_that_breaks_while_it_checks_says_so(forks, cached, tmp_path, monkeypatch):
     def broken(*args):
         raise ValueError("a bug in the check")
 
+    path = str(SAMPLES / "synth-medium.jsonl")
+    cached(path)
     monkeypatch.setattr(probe_link, "check", broken)  # (the reader is forked with it)
     with pytest.raises(RuntimeError, match="(?s)read-ahead process failed.*ValueError: a bug in the check"):
-        replay(open_feed(str(SAMPLES / "synth-medium.jsonl")), load_policy("s08"), out_dir=tmp_path / "out")
-    assert gone(forks[0]) and not (tmp_path / "out").exists()
+        replay(open_feed(path), load_policy("s08"), out_dir=tmp_path / "out")
+    assert gone(forks[-1]) and not (tmp_path / "out").exists()
 
 
-def test_a_replay_stopped_while_the_reader_answers_stops_and_reaps_it(forks, tmp_path, monkeypatch):
+def test_a_replay_stopped_while_the_reader_answers_stops_and_reaps_it(forks, cached, tmp_path, monkeypatch):
     def interrupted(pipe):
         raise KeyboardInterrupt
 
+    path = str(SAMPLES / "synth-medium.jsonl")
+    cached(path)
     monkeypatch.setattr(probe_link.pickle, "load", interrupted)  # (Ctrl-C as the answer is awaited)
     with pytest.raises(KeyboardInterrupt):
-        replay(open_feed(str(SAMPLES / "synth-medium.jsonl")), load_policy("s08"), out_dir=tmp_path / "out")
-    assert gone(forks[0]) and not (tmp_path / "out").exists()
+        replay(open_feed(path), load_policy("s08"), out_dir=tmp_path / "out")
+    assert gone(forks[-1]) and not (tmp_path / "out").exists()
+
+
+def test_an_unusable_entry_is_indexed_again_by_the_reader_and_a_dry_run_keeps_it_as_it_is(forks, cached, tmp_path,
+                                                                                           monkeypatch):
+    path = str(SAMPLES / "synth-medium.jsonl")
+    cached(path)
+    [entry] = (tmp_path / "cache" / "probes").iterdir()
+    good = entry.read_bytes()
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "0")
+    here = replay(open_feed(path), load_policy("s08"))
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1")
+    for write_cache in (False, True):
+        entry.write_bytes(b'{"version": 3}')
+        feed = open_feed(path, write_cache=write_cache)
+        assert feed.link is not None
+        assert_same_run(replay(feed, load_policy("s08")), here)
+        assert any("ignored" in w for w in feed.warnings)
+        assert (entry.read_bytes() == good) is write_cache  # (rebuilt, unless a dry run)
 
 
 def test_a_reader_whose_replay_is_gone_stops(tmp_path):
