@@ -117,17 +117,23 @@ class ProbeLink:
 
         out: list[tuple] = []
         add = out.append
+        last, last_key = None, -1  # (most operations are on the context of the one before)
         for op in log:
             kind = op[0]
             if kind == APPEND:
-                add((APPEND, key(op[1]), ref(op[2])))
+                ctx, e = op[1], op[2]
+                if ctx is not last:
+                    last, last_key = ctx, key(ctx)
+                add((APPEND, last_key, e.origin if not e.changed and e.origin >= 0 and is_read(e) else e))
             elif kind == SET or kind == DONE:
                 add(op)
             elif kind == REPLACED:
                 was = op[1].entries
                 add((REPLACED, key(op[1]), key(op[2]), [(pos, as_sent(was[pos], e)) for pos, e in op[3].items()]))
             elif kind == CHECK:
-                add((CHECK, op[1], key(op[2])))
+                if op[2] is not last:
+                    last, last_key = op[2], key(op[2])
+                add((CHECK, op[1], last_key))
             elif kind == SPLICED:
                 add((SPLICED, key(op[1]), key(op[2]), op[3], list(map(ref, op[4])), op[5]))
             elif kind == NEW:
