@@ -307,9 +307,10 @@ class Mirror:
 
 
 class ReaderProbes:
-    """The reader's side of the link: the file's probes (read from the probe cache once the replay
-    has its first batches; indexed again, and stored, if the entry proves unusable), each call's
-    number of them for the replay (-1 while not known), and the mirror that checks them."""
+    """The reader's side of the link: the file's probes (read from the probe cache when its pipe to
+    the replay first fills, or once the file is read; indexed again, and stored, if the entry
+    proves unusable), each call's number of them for the replay (-1 while not known), and the
+    mirror that checks them."""
 
     def __init__(self, fd: int, as_made: Callable[[Entry, Any], Entry], key: str, write_cache: bool) -> None:
         self.mirror = Mirror(fd, as_made)
