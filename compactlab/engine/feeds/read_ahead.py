@@ -217,6 +217,7 @@ def open_feed(path: str, skip_bad_lines: bool, probes: bool = True, probe_key: s
         os.close(r)
         if linked:
             os.close(link_w)
+        _SOURCES[path] = source  # (the copies the reader checks on read their lines from the file opened here)
         _reader(path, name, skip_bad_lines, source.size, w, probes, link_r if linked else None, probe_key,
                 write_cache)
     os.close(w)
@@ -400,7 +401,7 @@ def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: Any, size: i
     kept = None
     if link is not None:
         assert probe_key is not None
-        source = _SOURCES[path] = SourceFile(path)
+        source = _SOURCES.get(path) or SourceFile(path)
         kept = ReaderProbes(link, _as_made, probe_key, write_cache)
         # while the replay has all the batches the pipe holds, the reader checks probes
         os.set_blocking(out.fd, False)
