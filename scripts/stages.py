@@ -8,7 +8,8 @@ high-water mark (VmHWM, Linux) read as each ends.
 Prints, on stderr, per stage: the high-water mark in MB when it began and ended, and the seconds
 spent in it (summed over its calls). Used for #32's memory figures (the compare stages: the runs,
 the comparison, results.json, the reports) and #28's (the probe check, the probe cache, the probe
-ledger's files). What `compactlab bench` cannot show: which stage a peak or a second belongs to.
+ledger's files; with the probes checked by the read-ahead process, the log sent to it and the wait
+for its answer). What `compactlab bench` cannot show: which stage a peak or a second belongs to.
 """
 
 from __future__ import annotations
@@ -66,6 +67,12 @@ def main() -> None:
     for name in ("key_of", "load"):
         timed(probe_cache, name)
     timed(turns, "check_probes")
+    from compactlab.engine.feeds import probe_link
+
+    # where the read-ahead process checks the cached probes: the replay's side of the link (the
+    # log sent every few dozen calls, and the wait for the answer at the end)
+    for name in ("_send", "finish"):
+        timed(probe_link.ProbeLink, name)
     for name in ("probes_csv_bytes", "compactions_csv_bytes"):
         timed(replay_report, name)
     from compactlab.cli import main as cli
