@@ -38,7 +38,8 @@ from typing import Any
 
 from .. import probe_cache
 from ..context import APPEND, NEW, REPLACED, SPLICED, Context
-from ..probes import Probe, ProbeIndex, ProbeMemo, ProbeOutcome, check
+from ..baseline import BaselineBuilder
+from ..probes import Probe, ProbeMemo, ProbeOutcome, check
 from ...transcripts.messages import Entry
 
 #: the log's other operations: (CHECK, call, context), (SET, which, key, value) for a layer's note
@@ -366,14 +367,10 @@ class ReaderProbes:
         answer for the replay."""
         self.read_cache()  # (if not read yet: the pipe took every batch as it came)
         if self.pending:
-            index, found = ProbeIndex(), {}
-            call = 0
+            builder = BaselineBuilder(keep=False)  # (the baseline's own indexing, as in-process)
             for entry in again():
-                probes = index.add(entry.origin, entry)
-                if entry.role == "assistant":
-                    if probes:
-                        found[call] = probes
-                    call += 1
+                builder.add(entry)
+            found = builder.base.probes
             if self.write_cache:
                 probe_cache.save(self.key, found)
             self.mirror.probes, self.pending = found, False
