@@ -7,12 +7,16 @@ reported, and exit status 128 + the signal's number (130 for SIGINT, 143 for SIG
 
 A signal the process was started with ignored (``nohup``, a background job's SIGINT) stays
 ignored. :func:`deferred` holds both signals back while a few renames put a finished run in
-place, so an interrupt never lands between them.
+place, so an interrupt never lands between them. An interrupt that Python raised inside a
+finalizer, which it would print and lose, is sent again (``redeliver``).
 """
 
 from __future__ import annotations
 
+import _thread
+import os
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -36,9 +40,40 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def install() -> None:
-    """SIGTERM raises :class:`Terminated` in the main thread, unless it was ignored at start."""
+    """SIGTERM raises :class:`Terminated` in the main thread, unless it was ignored at start; an
+    interrupt that Python would ignore is delivered again (``redeliver``)."""
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
         signal.signal(signal.SIGTERM, _terminated)
+    if sys.unraisablehook is not redeliver:
+        global _next_hook
+        _next_hook = sys.unraisablehook
+        sys.unraisablehook = redeliver
+
+
+_next_hook = sys.unraisablehook
+
+
+def redeliver(unraisable: Any) -> None:
+    """``sys.unraisablehook``: Python runs a signal's handler wherever the main thread is, a
+    finalizer included (an object's ``__del__``, a weakref callback); the interrupt it raises
+    there is printed as "Exception ignored" and lost, and the command goes on as if never
+    interrupted (a tune ran all its trials). Such an interrupt is instead sent again, the same
+    signal, once this hook has returned (``_send_again``); any other error goes to the hook that
+    was there before."""
+    exc = unraisable.exc_value
+    if isinstance(exc, KeyboardInterrupt):
+        # (not from here: the handler would run, and raise, inside this hook; the low-level start
+        # does not wait for the thread, so the hook returns first)
+        _thread.start_new_thread(_send_again, (int(getattr(exc, "signum", signal.SIGINT)),))
+        return
+    _next_hook(unraisable)
+
+
+def _send_again(signum: int) -> None:
+    """From a thread that holds the signal back, so that the kernel hands it to the main thread
+    (waking it from a wait as the first one did)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signum})
+    os.kill(os.getpid(), signum)
 
 
 def ignore_in_child() -> None:
