@@ -135,3 +135,37 @@ def test_no_import_cycle():
     for node in sorted(graph):
         if node not in state:
             visit(node)
+
+
+def _calls(tree: ast.AST) -> list[str]:
+    """The names called in ``tree``: ``exec`` for a builtin, ``marshal.loads`` for an attribute."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Name):
+                out.append(f.id)
+            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+                out.append(f"{f.value.id}.{f.attr}")
+    return out
+
+
+def test_no_code_is_run_from_a_file_the_tool_wrote():
+    """No module compiles or runs code it reads (``exec``, ``eval``, ``compile``, ``marshal``,
+    ``shelve``, a pickle loaded from a file): code loaded from a file compactlab wrote is a risk no
+    reader of an analysis tool expects (#48). Pickles travel only down the pipes between
+    compactlab's own processes."""
+    pipes = {"compactlab.engine.feeds.read_ahead", "compactlab.engine.feeds.probe_link"}
+    seen = 0
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        name = module_name(path)
+        seen += 1
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} | {
+            n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not imported & {"marshal", "shelve", "runpy", "dill"}, name
+        called = set(_calls(tree))
+        assert not called & {"exec", "eval", "compile", "__import__", "marshal.loads", "marshal.load"}, name
+        if name not in pipes:
+            assert not called & {"pickle.load", "pickle.loads"}, name
+    assert seen > 50

@@ -11,12 +11,6 @@ The command, which owns its process, takes these liberties, each measured:
   and no cycles: a third of the load time of a big file went to the collector), then freezes
   what is alive before turning it back on, so that its first pass does not traverse every object
   just read (~20 ms on 55 MB), and a forked worker never touches those objects' pages.
-- :func:`start` also keeps the code ``dataclasses`` generates (:class:`DataclassCode`): it
-  compiles every ``__init__``, ``__eq__`` and ``__repr__`` of every dataclass from source at each
-  start, ~130 us each: a process that imports what a replay needs took 117 ms, 93 ms with the
-  code kept. Compiled once, the code is kept
-  beside compactlab's own bytecode (its ``__pycache__``, where Python keeps the ``.pyc`` files,
-  and not when Python writes none: ``PYTHONDONTWRITEBYTECODE``) and run from there next time.
 - :func:`start` also tells pydantic not to scan every installed distribution for plugins
   (``PYDANTIC_DISABLE_PLUGINS``, ~15 ms of importlib.metadata when a policy is validated), and
   makes SIGTERM raise like Ctrl-C (``interrupts.install``).
@@ -28,106 +22,15 @@ The command, which owns its process, takes these liberties, each measured:
 from __future__ import annotations
 
 import gc
-import marshal
 import os
 import sys
-from types import CodeType
-from typing import Any, NoReturn
-
-
-#: the bytecode's version, as a .pyc file starts with it (importlib's, without importing importlib.util)
-MAGIC: bytes = getattr(sys.modules.get("_frozen_importlib_external"), "MAGIC_NUMBER", b"") or marshal.dumps(
-    sys.implementation.cache_tag)
-
-
-class DataclassCode:
-    """What ``dataclasses`` compiles, by its source text: read from ``path`` (a marshalled dict,
-    written by ``save``), compiled on a miss. Installed as the ``exec`` that module calls (the
-    builtin's name in its namespace only): the methods it makes are the same, from the same text."""
-
-    #: entries kept at most; past it, only those this process used are written back
-    LIMIT = 4096
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.codes: dict[str, CodeType] = {}
-        self.used: set[str] = set()
-        self.added = False
-        try:
-            st = os.stat(path)
-            # only a file of this user's that nobody else may write: it holds code to run (as a .pyc does)
-            if st.st_uid == os.getuid() and not st.st_mode & 0o022:
-                with open(path, "rb") as f:
-                    data = f.read()
-                # (the bytecode's magic number first, as a .pyc has it: code of another Python is not run)
-                codes = marshal.loads(data[len(MAGIC):]) if data.startswith(MAGIC) else None
-                if type(codes) is dict and all(type(k) is str and type(v) is CodeType for k, v in codes.items()):
-                    self.codes = codes
-        except (OSError, ValueError, EOFError, TypeError, AttributeError):
-            pass  # none yet, or not one: compiled again and written anew
-
-    def exec(self, source: Any, globals: Any = None, locals: Any = None, /) -> None:
-        if type(source) is str:
-            code = self.codes.get(source)
-            if code is None:  # (not inheriting this module's __future__ flags: as exec compiles it there)
-                code = self.codes[source] = compile(source, "<string>", "exec", dont_inherit=True)
-                self.added = True
-            self.used.add(source)
-            source = code
-        exec(source, globals, locals)
-
-    def save(self) -> None:
-        """Write the code back if any was compiled (atomically; a folder that cannot be written
-        keeps none)."""
-        if not self.added:
-            return
-        codes = self.codes if len(self.codes) <= self.LIMIT else {k: self.codes[k] for k in self.used}
-        temp = f"{self.path}.{os.getpid()}.tmp"
-        try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            with os.fdopen(fd, "wb") as f:
-                f.write(MAGIC + marshal.dumps(codes))
-            os.replace(temp, self.path)
-            self.added = False
-        except (OSError, ValueError):
-            try:
-                os.unlink(temp)
-            except OSError:
-                pass
-
-
-#: the command's dataclass code, once ``start`` installed it
-_dataclass_code: DataclassCode | None = None
-
-
-def dataclass_code_path() -> str | None:
-    """Where the dataclass code is kept: beside compactlab's bytecode (None where Python writes
-    none, or compactlab's was not cached: a zip)."""
-    import compactlab
-
-    cached = getattr(compactlab, "__cached__", None)
-    if sys.dont_write_bytecode or not cached or not sys.implementation.cache_tag or not hasattr(os, "getuid"):
-        return None  # (nor where a file's owner cannot be told: it would never be read back)
-    return os.path.join(os.path.dirname(cached), f"dataclasses.{sys.implementation.cache_tag}.marshal")
-
-
-def keep_dataclass_code() -> None:
-    """Install :class:`DataclassCode` for the dataclasses made from now on."""
-    global _dataclass_code
-    path = dataclass_code_path()
-    if path is None or _dataclass_code is not None:
-        return
-    import dataclasses
-
-    _dataclass_code = DataclassCode(path)
-    dataclasses.exec = _dataclass_code.exec  # type: ignore[attr-defined]
+from typing import NoReturn
 
 
 def start() -> None:
-    """Before the CLI is imported: the collector off, the dataclass code kept, pydantic's plugin
-    scan off, SIGTERM as an interrupt."""
+    """Before the CLI is imported: the collector off, pydantic's plugin scan off, SIGTERM as an
+    interrupt."""
     gc.disable()
-    keep_dataclass_code()
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     from .interrupts import install
 
@@ -159,13 +62,7 @@ class collector_off:
 
 
 def finish(code: int) -> NoReturn:
-    """Flush stdout and stderr and exit at once with ``code``, skipping the teardown (the
-    dataclass code compiled meanwhile written first)."""
-    if _dataclass_code is not None:
-        try:
-            _dataclass_code.save()
-        except (Exception, KeyboardInterrupt):  # (a second Ctrl-C while it writes: the exit goes on)
-            pass
+    """Flush stdout and stderr and exit at once with ``code``, skipping the teardown."""
     try:
         sys.stdout.flush()
         sys.stderr.flush()
