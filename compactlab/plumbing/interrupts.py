@@ -14,7 +14,6 @@ finalizer, which it would print and lose, is sent again (``redeliver``).
 from __future__ import annotations
 
 import _thread
-import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -64,16 +63,18 @@ def redeliver(unraisable: Any) -> None:
     if isinstance(exc, KeyboardInterrupt):
         # (not from here: the handler would run, and raise, inside this hook; the low-level start
         # does not wait for the thread, so the hook returns first)
-        _thread.start_new_thread(_send_again, (int(getattr(exc, "signum", signal.SIGINT)),))
+        # (the handler raised it in the thread that runs this hook: the main thread)
+        _thread.start_new_thread(_send_again, (int(getattr(exc, "signum", signal.SIGINT)), _thread.get_ident()))
         return
     _next_hook(unraisable)
 
 
-def _send_again(signum: int) -> None:
-    """From a thread that holds the signal back, so that the kernel hands it to the main thread
-    (waking it from a wait as the first one did)."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signum})
-    os.kill(os.getpid(), signum)
+def _send_again(signum: int, thread: int) -> None:
+    """Sent to the thread that raised it (``pthread_kill``: the main thread, the only one that runs
+    Python's handlers), waking it from a wait as the first one did. A signal sent to the process
+    may be handed to any thread that does not block it, and one handed to another thread only
+    sets a flag that a main thread asleep in a wait does not see."""
+    signal.pthread_kill(thread, signum)
 
 
 def ignore_in_child() -> None:

@@ -227,7 +227,7 @@ def test_an_interrupt_raised_in_a_finalizer_is_delivered_again_not_lost(monkeypa
         interrupts.install()
         with pytest.raises(interrupts.Terminated):
             _RaisesItsSignal(signal.SIGTERM)
-            time.sleep(60)  # (a wait the signal sent again ends at once: the test never sleeps it out)
+            time.sleep(20)  # (a wait the signal sent again ends at once: the test never sleeps it out)
         assert len(seen) == 1  # (not printed: delivered)
 
         _RaisesItsSignal(error=ValueError("other"))
@@ -333,3 +333,22 @@ def test_a_signal_to_a_tune_stops_its_share_workers_and_says_how_to_go_on(tmp_pa
     assert proc.returncode == status, text
     assert "interrupted before the first trial finished" in text or "continue with --resume" in text, text
     assert staged(tmp_path) == [] and group_gone(proc.pid)
+
+
+def test_an_interrupt_sent_again_goes_to_the_thread_that_raised_it(monkeypatch):
+    """Sent to the process (``os.kill``), the signal may land on another thread, and a main thread
+    asleep in a wait would sleep on (the test above stalled 60 s in one run of three under xdist):
+    it is sent to the raising thread itself."""
+    import threading
+    import types
+
+    from compactlab.plumbing import interrupts
+
+    sent: list[tuple[int, int]] = []
+    done = threading.Event()
+    monkeypatch.setattr(interrupts.signal, "pthread_kill", lambda t, s: (sent.append((t, s)), done.set()))
+    monkeypatch.setattr(interrupts.os if hasattr(interrupts, "os") else os, "kill",
+                        lambda *a: pytest.fail("sent to the process, not to the thread"))
+    interrupts.redeliver(types.SimpleNamespace(exc_value=interrupts.Terminated()))
+    assert done.wait(10)
+    assert sent == [(threading.get_ident(), signal.SIGTERM)]
