@@ -24,6 +24,9 @@ class Group(click.Group):
     """Turns library errors into ``error: ...`` lines with the documented exit status."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        from .plumbing.files import forget_inputs
+
+        forget_inputs()  # (the files this command opens as inputs: no output of its own may replace one)
         try:
             return super().invoke(ctx)
         except CompactlabError as exc:
@@ -647,7 +650,7 @@ def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str |
     from .plumbing.outputs import atomic_write_bytes, check_destination
 
     if json_out:
-        check_destination(json_out, "--json")
+        check_destination(json_out, "--json", replaces=(b"{",))
     figures = run(calls=calls, rounds=rounds, workdir=workdir, naive=not no_reference, jobs=jobs, corpus=corpus,
                   tune=tune_too)
     if json_out:
@@ -698,9 +701,10 @@ def inspect(transcript: str, skip_bad_lines: bool, input_format: str | None, fmt
                    "\"recorded_compaction\" key, read only by compactlab), so that a replay of the file gives what a "
                    "replay of the source gives. Dropped: plain messages only, and no usage recorded after the first "
                    "compaction (it measured a context the file no longer holds).")
+@click.option("--force", is_flag=True, help="Replace --output if it exists.")
 @quiet_option
 def convert(transcript: str, output: str, skip_bad_lines: bool, input_format: str | None,
-            keep_recorded_compactions: bool, quiet: bool) -> None:
+            keep_recorded_compactions: bool, force: bool, quiet: bool) -> None:
     """Convert TRANSCRIPT (any supported format) to Anthropic messages JSONL: the messages a
     replay uses, roles alternating.
 
@@ -710,16 +714,13 @@ def convert(transcript: str, output: str, skip_bad_lines: bool, input_format: st
     """
     from pathlib import Path
 
-    from .errors import UsageError
     from .plumbing.outputs import atomic_write_bytes, check_destination
     from .transcripts import load_transcript
     from .transcripts.writer import to_anthropic_jsonl
 
-    check_destination(output, "--output")
+    check_destination(output, "--output", [transcript], replaces=(), force=force)
     with collector_off():
         loaded = load_transcript(transcript, input_format, skip_bad_lines=skip_bad_lines)
-    if os.path.abspath(output) == os.path.abspath(transcript):
-        raise UsageError(f"{output}: refusing to overwrite the input")
     try:
         atomic_write_bytes(Path(output), to_anthropic_jsonl(loaded, keep_recorded_compactions), what="--output")
     except OSError as exc:
@@ -766,19 +767,19 @@ def policies_show(policy_ref: str, overrides: tuple[str, ...], fmt: str) -> None
 @click.option("--calls", default=200, show_default=True, type=click.IntRange(1, 10_000_000),
               help="Number of model calls (assistant messages).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Random seed: same seed, same file.")
+@click.option("--force", is_flag=True, help="Replace --output if it exists.")
 @quiet_option
-def synth(output: str, calls: int, seed: int, quiet: bool) -> None:
+def synth(output: str, calls: int, seed: int, force: bool, quiet: bool) -> None:
     """Write a realistic synthetic coding-agent transcript.
 
     \b
     Example:
       compactlab synth -o long.jsonl --calls 2000 --seed 7
     """
-    from .errors import UsageError
     from .plumbing.outputs import check_destination
     from .synth import write
 
-    check_destination(output, "--output")
+    check_destination(output, "--output", replaces=(), force=force)
     try:
         size = write(output, calls, seed)
     except OSError as exc:

@@ -113,7 +113,17 @@ def _number(value: Any) -> bool:
     return type(value) in (int, float) and math.isfinite(value)
 
 
-def load_baseline(path: str) -> dict[tuple[str, str], dict]:
+def records_digest(records: list[Any]) -> str:
+    """The SHA-256 of a baseline's records as compactlab writes them (keys sorted): a baseline
+    whose records were changed by hand no longer matches the digest written with them."""
+    import hashlib
+
+    return hashlib.sha256(orjson.dumps(records, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def load_baseline(path: str, notes: list[str] | None = None) -> dict[tuple[str, str], dict]:
+    """The records of the baseline at ``path``; a baseline whose records no longer match the digest
+    compactlab wrote with them (edited by hand, or tampered with) is said in ``notes``."""
     if not os.path.lexists(path):
         raise BaselineError(f"{path}: no baseline file", hint=f"create it with: compactlab check ... --baseline {path} "
                                                                 "--update-baseline")
@@ -140,6 +150,9 @@ def load_baseline(path: str) -> dict[tuple[str, str], dict]:
         if (rec["transcript"], rec["policy"]) in out:
             raise BaselineError(f"{path}: malformed baseline: record {i} repeats {rec['transcript']} × {rec['policy']}")
         out[(rec["transcript"], rec["policy"])] = rec
+    if notes is not None and "digest" in doc and doc["digest"] != records_digest(doc["records"]):
+        notes.append(f"{path}: its records were changed since compactlab wrote them (they no longer match their "
+                     "digest): checked against as they are now; --update-baseline writes it anew")
     return out
 
 
@@ -238,7 +251,8 @@ def write_baseline(path: str, records: list[dict[str, Any]]) -> None:
         path = os.path.realpath(path)
     for rec in records:
         existing[(rec["transcript"], rec["policy"])] = rec
-    doc = {"schema": SCHEMA, "records": [existing[k] for k in sorted(existing)]}
+    records = [existing[k] for k in sorted(existing)]
+    doc = {"schema": SCHEMA, "digest": records_digest(records), "records": records}
     try:
         atomic_write_bytes(Path(path), orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
     except OSError as exc:

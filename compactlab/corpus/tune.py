@@ -26,6 +26,7 @@ import orjson
 from .. import metrics
 from ..errors import PolicyError, UsageError
 from ..engine.policy import Policy, acted_by_layer, idle_keys, load_policy, parse_override
+from ..plumbing.outputs import refuse_inputs
 from .verdict import RETENTION_MARGIN
 
 #: the objectives by name (metrics.OBJECTIVES: what each is, over the corpus) and their direction
@@ -53,6 +54,15 @@ class Param:
         if self.kind == "float":
             return trial.suggest_float(self.key, self.low, self.high, log=self.log)
         return trial.suggest_categorical(self.key, list(self.choices))
+
+    def holds(self, value: Any) -> bool:
+        """Whether ``value`` is one this key's space can suggest (a study file edited by hand or
+        damaged may hold any other)."""
+        if self.kind == "choice":
+            return any(type(value) is type(c) and value == c for c in self.choices)
+        if type(value) is not (int if self.kind == "int" else float) and not (self.kind == "float" and type(value) is int):
+            return False
+        return self.low <= value <= self.high
 
     def __str__(self) -> str:
         if self.kind == "choice":
@@ -248,6 +258,8 @@ JOURNAL = "study.journal"
 LEGACY = "study.db"
 #: held (flock) while a tune runs on the study of its --out: one tune per study at a time
 LOCK = "study.lock"
+#: what a tune writes in its --out (reports/tune_report.py: the front, its policies, the chart)
+WRITTEN = (JOURNAL, LEGACY, LOCK, "front.csv", "front.json", "policies", "charts")
 
 
 def study_path(out_dir: str) -> str:
@@ -403,8 +415,8 @@ class StudySite:
     resume (trials a killed tune left RUNNING are failed), and removed again when this command
     created it and no trial finished (a failed start never blocks the rerun)."""
 
-    def __init__(self, out_dir: str, resume: bool, force: bool) -> None:
-        self.out_dir, self.resume, self.force = out_dir, resume, force
+    def __init__(self, out_dir: str, resume: bool, force: bool, inputs: list[str] | tuple[str, ...] = ()) -> None:
+        self.out_dir, self.resume, self.force, self.inputs = out_dir, resume, force, inputs
         self.path = study_path(out_dir)
         self._lock: Any = None
         self._made: list[str] = []  # what this command created: the folders, the study file
@@ -422,6 +434,11 @@ class StudySite:
         if problem is not None:
             raise UsageError(f"{path}: {problem}: not used, not changed",
                              hint="choose another --out, or move that file away")
+        for name in WRITTEN:  # (written in place: never through a link planted in --out, never over an input)
+            if os.path.islink(os.path.join(out, name)):
+                raise UsageError(f"--out {out}: {name} is a symbolic link: refusing to write through it",
+                                 hint="remove it, or choose another --out")
+            refuse_inputs(os.path.join(out, name), "--out", self.inputs)
         if self.resume and not exists:
             raise UsageError(f"--resume: no study to resume in {out}/ (study.db)")
         if not self.resume and exists and not self.force:
@@ -575,15 +592,25 @@ def search(study: Any, params: list[Param], objectives: list[str], base: str, ov
             repair(study)  # every trial cut short (asked, or being asked): failed, so that a resume asks anew
         except Exception:
             pass  # (the storage itself was cut short: --resume repairs it)
-    return points_of(study, params, objectives), failures, interrupted
+    return points_of(study, params, objectives, failures), failures, interrupted
 
 
-def points_of(study: Any, params: list[Param], objectives: list[str]) -> list[Point]:
+def points_of(study: Any, params: list[Param], objectives: list[str], refused: list[str] | None = None) -> list[Point]:
+    """The finished trials as points; a trial whose values the space could not have suggested (a
+    study file edited by hand or damaged) is left out, said in ``refused``: it never becomes a
+    front policy."""
     import optuna
 
     points = []
     for t in study.trials:
         if t.state != optuna.trial.TrialState.COMPLETE:
+            continue
+        bad = next((p for p in params if p.key not in t.params or not p.holds(t.params[p.key])), None)
+        if bad is not None:
+            if refused is not None:
+                shown = repr(t.params[bad.key])[:40] if bad.key in t.params else "no value"
+                refused.append(f"trial {t.number}: {shown} for {bad.key} is outside the searched space "
+                               f"({bad}): left out")
             continue
         scores = {k: float(v) for k, v in t.user_attrs.items() if isinstance(v, (int, float))}
         feasible = all(c <= 0 for c in (t.constraints or {}).values())

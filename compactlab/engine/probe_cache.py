@@ -48,6 +48,33 @@ KEYS_KIND = "probe-keys"
 RACY_NS = 2_000_000_000
 
 
+class Key(str):
+    """A cache key, with the file it was hashed from and that file's stat then: the probes a replay
+    found are stored under it only if the file still has that stat once read (a write in between,
+    even of the same size, changes its change time: what was read may not be what was hashed)."""
+
+    path: str
+    stamp: tuple[int, ...]
+
+    def __new__(cls, value: str, path: str, stamp: tuple[int, ...]) -> "Key":
+        key = super().__new__(cls, value)
+        key.path, key.stamp = path, stamp
+        return key
+
+    def __reduce__(self) -> Any:  # (to the read-ahead process)
+        return Key, (str(self), self.path, self.stamp)
+
+    def unchanged(self) -> bool:
+        try:
+            return _stamp(os.stat(self.path)) == self.stamp
+        except OSError:
+            return False
+
+
+def _stamp(st: os.stat_result) -> tuple[int, ...]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
 def key_of(path: str, remember: bool = True) -> str | None:
     """The cache key of a file's bytes; None where the file is too small to be worth one, or
     cannot be read (whoever reads it next says why).
@@ -77,7 +104,7 @@ def key_of(path: str, remember: bool = True) -> str | None:
                 where.put(name, {"stat": stamp, "hashed_at": hashed_at, "sha256": digest})
     except OSError:
         return None
-    return f"{digest}-v{INDEX_VERSION}"
+    return Key(f"{digest}-v{INDEX_VERSION}", path, _stamp(st))
 
 
 def _is_digest(value: Any) -> bool:
@@ -115,6 +142,8 @@ def save(key: str, probes: dict[int, list[Probe]]) -> None:
     Column by column, so that reading it back is a few list checks rather than one per value."""
     from ..summarizers.cache import MAX_ENTRY_BYTES
 
+    if isinstance(key, Key) and not key.unchanged():
+        return  # (the file changed while it was read: these probes may not be those of the bytes hashed)
     rows = [(call, p) for call, ps in sorted(probes.items()) for p in ps]
     data = {"version": INDEX_VERSION,
             "call": [c for c, _ in rows], "text": [p.text for _, p in rows],

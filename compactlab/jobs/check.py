@@ -57,14 +57,18 @@ def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable
     from ..reports.check_report import append_step_summary, junit_xml
 
     tolerance = parse_tolerances(gate.tolerances)
+    inputs = [*files] if gate.update else [*files, gate.baseline]  # (what no output may replace)
     if gate.junit:
-        check_destination(gate.junit, "--junit")
+        check_destination(gate.junit, "--junit", inputs, replaces=(b"<?xml", b"<testsuites"))
     if gate.update:
-        check_destination(gate.baseline, "--baseline")
+        check_destination(gate.baseline, "--baseline", inputs)
     elif os.environ.get("GITHUB_STEP_SUMMARY"):
-        check_destination(os.environ["GITHUB_STEP_SUMMARY"], "GITHUB_STEP_SUMMARY")
+        check_destination(os.environ["GITHUB_STEP_SUMMARY"], "GITHUB_STEP_SUMMARY", inputs)
     grid = build_grid(gate.policies, gate.overrides, [])
-    old = {} if gate.update else load_baseline(gate.baseline)
+    edited: list[str] = []
+    old = {} if gate.update else load_baseline(gate.baseline, edited)
+    for line in edited:
+        notify(f"warning: {line}", True)
     planned = None
     if gate.next_action is not None and not gate.update:  # (priced before any run: money first)
         loaded = load_all(files, settings, notify, progress)

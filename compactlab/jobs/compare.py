@@ -1,10 +1,11 @@
 """What ``compactlab compare`` does, as one library call (``compare_files``): the grid of policies
-x swept values x transcripts run, its results committed to the output folder before any chart is
-drawn, the verdict shown, then the charts and reports added.
+x swept values x transcripts run, the verdict shown as soon as the results are in, then the
+charts and reports drawn; the output folder is replaced whole when all of it is written.
 
 An interrupt while the grid runs keeps the runs that finished (written, and said); an interrupt
-while the charts are drawn keeps results.csv and results.json. A run that fails is named and the
-others go on; the exit status says so.
+while the charts are drawn keeps results.csv and results.json. A part of a run (interrupted) is
+written only where it replaces no complete earlier run: that one is kept. A run that fails is
+named and the others go on; the exit status says so.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
                   progress: ShowsProgress = no_progress) -> Compared:
     """Run the grid over ``files`` into ``settings.out_dir``; ``show`` sees the comparison once its
     results are in place, before the charts are drawn."""
-    from ..reports.compare_report import chart_plan, comparison, report_files, report_meta, results_files
+    from ..reports.compare_report import comparison, report_meta, results_files
 
     notes: list[str] = []
     listed = build_grid(grid.policies, grid.overrides, grid.sweeps, notes)
@@ -111,38 +112,60 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
         if done.failures:
             meta["failed"] = [f"{f.name}: {f.reason}" for f in done.failures]
         result = comparison(done.results, sweep_keys, reporting.sort_key, meta, reporting.retention_margin)
-        out.write_all(results_files(result))
-        out.commit()  # the runs' results are in place before any chart is drawn
+        staged = results_files(result)
+        out.write_all(staged)
+        show(result)  # the verdict, before the charts are drawn
+        stop, doing = None, ""
+        if not out.dry_run:
+            reports, stop, doing = _reports(result, done, planned, reporting, settings, progress)
+            out.write_all(reports)
+            staged.update(reports)
+        # the run replaces the folder whole once it is complete; a part of one (interrupted) never
+        # replaces a complete earlier run
+        committed = out.commit(complete=done.interrupted is None and stop is None)
     except BaseException:
         out.rollback()
         raise
-    show(result)  # the verdict, before the charts are drawn
-    written = [] if out.dry_run else ["results.csv", "results.json"]
-    if planned is not None and written:
+    names = list(staged) if committed else []
+    if stop is not None:
+        if committed:
+            missing = (", ".join(n for n in ("report.md", "report.html") if n not in staged) or "the reports") + \
+                (" and the charts" if not any(n.startswith("charts/") for n in staged) else "")
+            return Compared(result, done, names, Outcome(exit_status(stop), [
+                f"interrupted while {doing}: results.csv and results.json are in {out_dir}/; {missing} are missing"]))
+        return Compared(result, done, names, Outcome(exit_status(stop), [
+            f"interrupted while {doing}: the earlier complete run in {out_dir}/ is kept, not replaced by a part of "
+            "one"]))
+    if done.interrupted and not committed and not out.dry_run:
+        return Compared(result, done, names, Outcome(exit_status(done.interrupted), [
+            f"interrupted: {len(done.results)} of {done.total} runs finished; the earlier complete run in "
+            f"{out_dir}/ is kept, not replaced by a part of one"]))
+    return Compared(result, done, names, _ending(done, out_dir, names))
+
+
+def _reports(result: Comparison, done: GridRun, planned: Any, reporting: Reporting, settings: Settings,
+             progress: ShowsProgress) -> tuple[dict[str, Any], KeyboardInterrupt | None, str]:
+    """The next-action replies (when asked for), the charts and the reports: the files made, the
+    interrupt that cut them short, and what was being done then."""
+    from ..reports.compare_report import chart_plan, report_files
+
+    files: dict[str, Any] = {}
+    if planned is not None:
         from ..reports.next_action_report import result_files
 
         agreement, stop = planned.ask(progress)
         result.meta["next_action"] = agreement.to_dict()
         answers = result_files(agreement)
         del answers["report.md"]  # (a section of the compare's own reports)
-        out.extend(answers)
-        written += list(answers)
+        files.update(answers)
         if stop is not None:
-            return Compared(result, done, written, Outcome(exit_status(stop), [
-                f"interrupted while asking for next actions: results.csv, results.json and the replies that came "
-                f"back (next_action.json) are in {out_dir}/; the reports and charts are missing"]))
-    if written:
-        plan_size = len(chart_plan(result, done.results, reporting.charts))
-        try:
-            with progress("charts and reports", plan_size) as advance:
-                drawn = report_files(result, done.results, reporting.charts, settings.jobs, advance)
-        except KeyboardInterrupt as stop:
-            return Compared(result, done, written, Outcome(exit_status(stop), [
-                f"interrupted while drawing: results.csv and results.json are in {out_dir}/; "
-                f"report.md, report.html and {plan_size} chart(s) are missing"]))
-        out.extend(drawn)
-        written += list(drawn)
-    return Compared(result, done, written, _ending(done, out_dir, written))
+            return files, stop, "asking for next actions"
+    try:
+        with progress("charts and reports", len(chart_plan(result, done.results, reporting.charts))) as advance:
+            files.update(report_files(result, done.results, reporting.charts, settings.jobs, advance))
+    except KeyboardInterrupt as stop:
+        return files, stop, "drawing"
+    return files, None, ""
 
 
 def _next_action_plan(loaded: list, policies: list, calibrations: list, reporting: Reporting, settings: Settings,

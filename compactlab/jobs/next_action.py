@@ -61,18 +61,25 @@ def next_action_files(files: list[str], asking: Asking, settings: Settings, noti
         twice = sorted({n for n in names if names.count(n) > 1})
         raise UsageError(f"policy {', '.join(twice)} named twice: each policy is asked about once",
                          hint="give a policy file a name of its own (name = \"...\") to compare variants")
-    loaded = load_all(files, settings, notify, progress)
-    calibrations = calibrations_for(loaded, settings.calibrate, notify)
-    planned = planned_for(loaded, policies, calibrations, asking, settings, notify)
-    show_plan(planned.plan)
-    if settings.dry_run:
-        return Asked(planned.plan, None, [], Outcome(0))
-    result, interrupted = planned.ask(progress)
-    written = _write(result, settings, files)
     out_dir = settings.out_dir or DEFAULT_OUT
+    out = OutputDir(out_dir, settings.dry_run, settings.force)
+    try:
+        out.prepare(protect=files)  # (before any work: a folder that cannot be used costs nothing)
+        loaded = load_all(files, settings, notify, progress)
+        calibrations = calibrations_for(loaded, settings.calibrate, notify)
+        planned = planned_for(loaded, policies, calibrations, asking, settings, notify)
+        show_plan(planned.plan)
+        if settings.dry_run:
+            return Asked(planned.plan, None, [], Outcome(0))
+        result, interrupted = planned.ask(progress)
+        written = _write(result, out, complete=interrupted is None)
+    except BaseException:
+        out.rollback()
+        raise
     if interrupted is not None:
+        where = f"cache and {out_dir}/" if written else f"cache; the earlier complete run in {out_dir}/ is kept"
         return Asked(planned.plan, result, written, Outcome(exit_status(interrupted), [
-            f"interrupted: the replies that came back are kept (cache and {out_dir}/)"]))
+            f"interrupted: the replies that came back are kept ({where})"]))
     errors = failed_said(result)
     return Asked(planned.plan, result, written, Outcome(1 if errors else 0, errors,
                                                         f"wrote {out_dir}/: {', '.join(written)}" if written else None))
@@ -135,17 +142,11 @@ def failed_said(result: Agreement) -> list[str]:
             "the others"] if failed else []
 
 
-def _write(result: Agreement, settings: Settings, inputs: list[str]) -> list[str]:
+def _write(result: Agreement, out: OutputDir, complete: bool) -> list[str]:
+    """The result's files put in place (none where an interrupted run would replace a complete one)."""
     from ..reports.next_action_report import result_files
 
-    out = OutputDir(settings.out_dir or DEFAULT_OUT, settings.dry_run, settings.force)
     files = result_files(result)
-    try:
-        out.prepare(protect=inputs)
-        out.write_all(files)
-        out.commit()
-    except BaseException:
-        out.rollback()
-        raise
-    return list(files)
+    out.write_all(files)
+    return list(files) if out.commit(complete) else []
 

@@ -59,11 +59,17 @@ class Replayed:
     interrupted: KeyboardInterrupt | None = None
     #: the one folder that holds them all (several transcripts into one --out), else None
     folder: str | None = None
+    #: that folder, when it held an earlier complete run that an interrupted one did not replace
+    kept: str | None = None
 
     def outcome(self) -> Outcome:
         """How the replay ended: interrupted (what was kept, exit 130/143), or where each run
         wrote (a status line: stderr, silenced by --quiet; never on stdout)."""
         if self.interrupted is not None:
+            if self.kept:
+                return Outcome(exit_status(self.interrupted), [
+                    f"interrupted: {len(self.runs)} of {self.total} transcripts replayed; the earlier complete run "
+                    f"in {self.kept} is kept, not replaced by a part of one"])
             where = self.folder or ", ".join(r.out_dir for r in self.runs if r.out_dir)
             return Outcome(exit_status(self.interrupted), [
                 f"interrupted: {len(self.runs)} of {self.total} transcripts replayed"
@@ -193,11 +199,13 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
         notify(f"warning: {line}", False)
     if shared is not None:
         try:
-            shared.commit()
+            if shared.commit(complete=done.interrupted is None):
+                done.folder = shared.path
+            else:
+                done.kept = shared.path
         except BaseException:
             shared.rollback()
             raise
-        done.folder = shared.path
     return done
 
 

@@ -66,7 +66,7 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
     for line in inert_keys(load_policy(spec.base, spec.overrides),
                            [s.partition("=")[0] for s in (*spec.overrides, *spec.spaces)]):
         notify(f"warning: {line}", True)  # (a search over a key that cannot change anything: said even with -q)
-    site = StudySite(out_dir, spec.resume, settings.force)  # checked; nothing made until the base policy has run
+    site = StudySite(out_dir, spec.resume, settings.force, files)  # checked; nothing made until the base policy has run
     with ExitStack() as stack:
         if settings.executor or not can_fork():  # a cluster (its workers read the files where they can), or no
             # fork: compare's jobs, the corpus loaded in this process

@@ -24,7 +24,7 @@ import orjson
 
 from ..engine.cache_rules import provider_of
 from ..errors import UsageError
-from ..summarizers.anthropic_live import scrub
+from ..plumbing.secrets import scrub, scrub_logs
 from ..summarizers.cache import DiskCache, digest
 from .actions import Action, action_of, tool_action
 
@@ -110,8 +110,17 @@ class Asker:
         if not isinstance(action, dict) or action.get("kind") not in ("tool", "text", "none"):
             self.cache.ignore(key, "not a reply")
             return None
-        return Reply(Action(str(action["kind"]), str(action.get("tool") or ""), _str(action.get("target")),
-                            _str(action.get("command")), str(action.get("text") or "")), {}, cached=True)
+        return Reply(self._scrubbed(Action(str(action["kind"]), str(action.get("tool") or ""), _str(action.get("target")),
+                                           _str(action.get("command")), str(action.get("text") or ""))), {}, cached=True)
+
+    def _scrubbed(self, action: Action) -> Action:
+        """``action`` without any piece of the key (a model may repeat what it saw, or was told)."""
+        secret = self._secret or os.environ.get(ENVIRONMENT[self.options.api][0], "").strip()
+        if not secret:
+            return action
+        return Action(action.kind, scrub(action.tool, secret),
+                      None if action.target is None else scrub(action.target, secret),
+                      None if action.command is None else scrub(action.command, secret), scrub(action.text, secret))
 
     def ask(self, body: dict[str, Any]) -> Reply:
         key = self.key_of(body)  # (a request's body can be megabytes: serialised once)
@@ -125,12 +134,14 @@ class Asker:
             reply = self._anthropic(body) if self.options.api == "anthropic" else self._openai(body)
         except Exception as exc:  # noqa: BLE001 - sorted by _failure
             return self._failure(exc)
+        reply = reply._replace(action=self._scrubbed(reply.action))  # (before it is cached or shown)
         if self.cache is not None:
             self.cache.put(key, {"model": self.options.model, "action": reply.action.to_dict(), "usage": reply.usage})
         return reply
 
     def _connect(self) -> Any:
         self._secret = self.options.api_key()
+        scrub_logs(self._secret)  # (the SDKs' debug logs show headers that echo it)
         o = self.options
         kwargs: dict[str, Any] = {"api_key": self._secret, "max_retries": 2}
         if o.base_url:

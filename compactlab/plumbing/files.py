@@ -65,9 +65,34 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"), (stat.
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
-def open_regular(path: str | os.PathLike, what: str = "") -> io.FileIO:
+#: (device, inode) -> the name of every input this process opened with :func:`open_regular`: no
+#: output may land on one (``outputs.refuse_inputs``)
+_OPENED: dict[tuple[int, int], str] = {}
+
+
+def forget_inputs() -> None:
+    """A new command's inputs start from none (the command line calls it as each command starts)."""
+    _OPENED.clear()
+
+
+def opened_inputs() -> list[str]:
+    """The inputs this process opened that are still where they were opened (a file removed since,
+    whose inode a new file may reuse, is no longer one)."""
+    out = []
+    for (dev, ino), name in list(_OPENED.items()):
+        try:
+            st = os.stat(name)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (dev, ino):
+            out.append(name)
+    return out
+
+
+def open_regular(path: str | os.PathLike, what: str = "", remember: bool = True) -> io.FileIO:
     """``path`` opened read-only and unbuffered, once it is known to be a regular file; every
-    problem is one line naming the file (``what`` says what it was meant to be)."""
+    problem is one line naming the file (``what`` says what it was meant to be). ``remember``: an
+    input of the run, which no output may replace (False: a cache entry compactlab itself wrote)."""
     name = os.fspath(path)
     label = f"{name}: " if not what else f"{what} {name}: "
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
@@ -88,6 +113,9 @@ def open_regular(path: str | os.PathLike, what: str = "") -> io.FileIO:
             raise InputError(f"{label}is {kind}, not a regular file")
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
+        if remember:
+            st = os.fstat(fd)
+            _OPENED[(st.st_dev, st.st_ino)] = os.path.abspath(name)
         return io.FileIO(fd, "rb", closefd=True)
     except BaseException:
         os.close(fd)

@@ -14,7 +14,7 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -109,12 +109,74 @@ def _write_fd(fd: int, data: Content, label: str) -> None:
         raise UsageError(f"{label}: cannot write: {exc.strerror or exc}") from None
 
 
-def check_destination(path: str | os.PathLike, what: str = "") -> None:
-    """Refuse, before any work, a destination :func:`atomic_write_bytes` would refuse."""
+def _identity(path: str | os.PathLike) -> tuple[int, int] | None:
+    """The (device, inode) a path names once symbolic links are followed; None: nothing there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _inputs_of(inputs: Iterable[str | os.PathLike]) -> list[str]:
+    """The run's inputs: those given and every file this process opened as one (a policy, a price
+    table, a prompt: ``files.opened_inputs``)."""
+    from .files import opened_inputs
+
+    return [*(os.fspath(i) for i in inputs), *opened_inputs()]
+
+
+def refuse_inputs(path: str | os.PathLike, what: str = "", inputs: Iterable[str | os.PathLike] = ()) -> None:
+    """Refuse (UsageError) a destination that is one of the run's inputs: the same device and inode
+    once links are followed (a symbolic link to it, the same path, a path through ``..``, a hard
+    link), as ``cp`` refuses "are the same file". Called before any work by every writer."""
+    here = _identity(path)
+    if here is None:
+        return
     label = f"{what} {os.fspath(path)}" if what else os.fspath(path)
-    _, st = _destination(Path(os.fspath(path)), label)
+    for name in _inputs_of(inputs):
+        if _identity(name) == here:
+            from .files import shown
+
+            raise UsageError(f"{label}: is the same file as the input {shown(name)}: refusing to replace it",
+                             hint="write to a file of its own")
+
+
+def refuse_holding(folder: str | os.PathLike, what: str = "--out", inputs: Iterable[str | os.PathLike] = ()) -> None:
+    """Refuse (UsageError) an output folder that is, or holds, one of the run's inputs: a run
+    replaces its folder whole, and the input would go with it."""
+    real = os.path.realpath(folder)
+    for name in _inputs_of(inputs):
+        where = os.path.realpath(name)
+        if where == real or where.startswith(real.rstrip(os.sep) + os.sep):
+            from .files import shown
+
+            raise UsageError(f"{what} {os.fspath(folder)}: holds the input {shown(name)}: refusing to replace it",
+                             hint="choose an --out folder of its own")
+
+
+def check_destination(path: str | os.PathLike, what: str = "", inputs: Iterable[str | os.PathLike] = (),
+                      replaces: tuple[bytes, ...] | None = None, force: bool = False) -> None:
+    """Refuse, before any work, a destination :func:`atomic_write_bytes` would refuse (a named
+    pipe, a socket, a folder, a block device) or one that is an input of the run. ``replaces``:
+    how a file compactlab wrote there starts (a JUnit report: ``<?xml``): any other non-empty file
+    is refused unless ``force``; ``()``: every non-empty file is."""
+    label = f"{what} {os.fspath(path)}" if what else os.fspath(path)
+    real, st = _destination(Path(os.fspath(path)), label)
     if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode)):
         raise _refuse(label, st.st_mode)
+    refuse_inputs(path, what, inputs)
+    if replaces is None or force or st is None or not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+        return
+    try:
+        with open(real, "rb") as f:
+            head = f.read(64).lstrip()
+    except OSError:
+        head = b""
+    if not replaces or not head.startswith(replaces):
+        raise UsageError(f"{label}: exists" + (", and compactlab did not write it" if replaces else "")
+                         + ": refusing to replace it",
+                         hint="choose a new file" + (", or add --force to replace it" if replaces == () else ""))
 
 
 def atomic_write_bytes(path: Path, data: Content, mode: int | None = None, what: str = "") -> None:
@@ -136,10 +198,20 @@ def atomic_write_bytes(path: Path, data: Content, mode: int | None = None, what:
         return
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise _refuse(label, st.st_mode)
+    made: list[Path] = []  # the folders made for it: removed again if it cannot be written
     if not os.path.islink(path):  # a dangling link's target folder is not made
-        real.parent.mkdir(parents=True, exist_ok=True)
-    # created with the mode a new file gets (0666 less the umask, applied by the system), or ``mode``
-    fd, tmp = mkstemp(real.parent, f".{real.name}.", ".tmp", 0o666 if mode is None else mode)
+        folder = real.parent
+        while not folder.is_dir() and folder != folder.parent:
+            made.append(folder)
+            folder = folder.parent
+        for new in reversed(made):
+            new.mkdir(exist_ok=True)
+    try:
+        # created with the mode a new file gets (0666 less the umask, applied by the system), or ``mode``
+        fd, tmp = mkstemp(real.parent, f".{real.name}.", ".tmp", 0o666 if mode is None else mode)
+    except BaseException:
+        _remove_folders(made)
+        raise
     try:
         with os.fdopen(fd, "wb") as f:
             _write(f, data)
@@ -155,7 +227,71 @@ def atomic_write_bytes(path: Path, data: Content, mode: int | None = None, what:
             os.unlink(tmp)
         except OSError:
             pass
+        _remove_folders(made)
         raise
+
+
+def _remove_folders(made: list[Path]) -> None:
+    """Remove the folders a write made (deepest first) that are still empty."""
+    for f in made:
+        try:
+            f.rmdir()
+        except OSError:
+            pass
+
+
+def write_in_folder(folder: str | os.PathLike, relative: str, data: Content, what: str = "--out") -> None:
+    """Write ``relative`` under ``folder`` (one compactlab writes in place: tune's --out) never
+    through a symbolic link: every folder on the way must be a real folder (made where missing),
+    and the file is renamed over its name, so that a link planted there is replaced and what it
+    points to is left as it was."""
+    parts = Path(relative).parts
+    if not parts or Path(relative).is_absolute() or ".." in parts:
+        raise UsageError(f"refusing to write outside the output folder: {relative!r}")
+    here = Path(folder)
+    for i, part in enumerate(parts[:-1]):
+        here = here / part
+        try:
+            mode = os.lstat(here).st_mode
+        except FileNotFoundError:
+            os.mkdir(here)
+            continue
+        if not stat.S_ISDIR(mode):
+            kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a folder"
+            raise UsageError(f"{what} {os.fspath(folder)}: {'/'.join(parts[:i + 1])} is {kind}: refusing to write "
+                             "through it", hint="remove it, or choose another --out")
+    final = here / parts[-1]
+    try:
+        mode = os.lstat(final).st_mode
+    except FileNotFoundError:
+        mode = stat.S_IFREG
+    if stat.S_ISDIR(mode):
+        raise _refuse(f"{what} {os.fspath(folder)}: {relative}", mode)
+    fd, tmp = mkstemp(here, f".{final.name}.", ".tmp", 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            _write(f, data)
+        os.replace(tmp, final)  # (over a link: the link is replaced, its target untouched)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def remove_in_folder(folder: str | os.PathLike, relative_dir: str, pattern: str) -> None:
+    """Remove the files matching ``pattern`` in ``folder/relative_dir`` (a real folder, not a link:
+    nothing outside ``folder`` is ever removed)."""
+    where = Path(folder) / relative_dir
+    try:
+        if not stat.S_ISDIR(os.lstat(where).st_mode):
+            return
+    except FileNotFoundError:
+        return
+    for old in where.glob(pattern):
+        if not os.path.isdir(old) or os.path.islink(old):
+            old.unlink()
 
 
 def append_text(path: str | os.PathLike, text: str, what: str = "") -> None:
@@ -168,7 +304,8 @@ def append_text(path: str | os.PathLike, text: str, what: str = "") -> None:
 
 MARKER = ".compactlab-run"
 """The file that says a folder is a compactlab run: the files it wrote, so that a later run
-replaces it whole and a folder holding anything else is not mistaken for one."""
+replaces it whole and a folder holding anything else is not mistaken for one; and whether the
+run was complete (an interrupted run's partial results never replace a complete run)."""
 
 
 def _remove_tree(path: Path) -> None:
@@ -177,12 +314,20 @@ def _remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def _marker(root: Path) -> dict[str, Any] | None:
+    """The marker of the run in ``root`` (None: not a compactlab run, or its marker is damaged)."""
+    try:
+        with open(os.path.join(root, MARKER), "rb") as f:
+            doc = orjson.loads(f.read(16 << 20))
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("files"), list) else None
+
+
 def _foreign(root: Path) -> str | None:
     """The first entry under ``root`` that no earlier compactlab run wrote, or None."""
-    try:
-        listed = orjson.loads((root / MARKER).read_bytes()).get("files")
-    except (OSError, orjson.JSONDecodeError, AttributeError):
-        listed = None
+    marker = _marker(root)
+    listed = None if marker is None else marker["files"]
     ours = set(listed) if isinstance(listed, list) else set()
     folders = {str(p) for f in ours for p in Path(f).parents} | {"."}
     for top, dirs, files in os.walk(root):
@@ -197,11 +342,56 @@ def _foreign(root: Path) -> str | None:
     return None
 
 
+class _Lock:
+    """The lock of one output folder for one run (``.<name>.compactlab-lock`` beside it, held with
+    ``flock``): a second run on the same --out is refused, never mixed in. Removed when released;
+    a holder that finds the file it locked no longer at that name (removed by the run before it)
+    takes the new one."""
+
+    def __init__(self, target: Path, label: str) -> None:
+        import fcntl
+
+        self.path = target.parent / f".{target.name}.compactlab-lock"
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        for _ in range(100):
+            try:
+                fd = os.open(self.path, flags, 0o600)
+            except OSError as exc:
+                raise UsageError(f"{label}: cannot lock it: {exc.strerror or exc}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = os.read(fd, 32).decode("ascii", "replace").strip()
+                os.close(fd)
+                raise UsageError(f"{label}: another compactlab run is writing it"
+                                 + (f" (process {holder})" if holder.isdigit() else ""),
+                                 hint="wait for it to finish, or choose another --out") from None
+            if _identity(self.path) == (os.fstat(fd).st_dev, os.fstat(fd).st_ino):
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
+                self.fd: int | None = fd
+                return
+            os.close(fd)  # (removed by the run that held it: the name is a new file now)
+        raise UsageError(f"{label}: cannot lock it")
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            os.unlink(self.path)  # (while held: a run waiting on this file finds it gone, and takes a new one)
+        except OSError:
+            pass
+        os.close(self.fd)
+        self.fd = None
+
+
 class OutputDir:
     """Where a run writes: a fresh folder beside the destination, put in place whole by
     :meth:`commit`, so that the destination only ever holds one complete run. A destination
     holding an earlier compactlab run is replaced whole; one holding anything else is refused
-    unless ``force``. ``dry_run`` computes every name but writes nothing anywhere.
+    unless ``force``; one that is or holds an input of the run is refused. The destination is
+    locked for the run (a second run on it is refused), and a run that was killed outright leaves
+    nothing the next one keeps. ``dry_run`` computes every name but writes nothing anywhere.
 
     ``sub(name)`` is a view of the same run writing under ``name/`` (a replay of several
     transcripts into one ``--out``); only the run itself is committed or rolled back.
@@ -217,6 +407,7 @@ class OutputDir:
         self._stage: Path | None = None  # the fresh folder being written
         self._target: Path | None = None  # where it goes: the destination, symlinks resolved
         self._created: list[Path] = []  # parent folders this run made where nothing was
+        self._lock: _Lock | None = None
 
     def sub(self, name: str) -> "OutputDir":
         view = OutputDir(None if self.root is None else self.root / name, self.dry_run)
@@ -228,18 +419,23 @@ class OutputDir:
         """Where the files are once the run is committed (None for a dry run)."""
         return None if self.dry_run or self.root is None else str(self.root)
 
-    def prepare(self, protect: list[str] | tuple[str, ...] = ()) -> None:
+    def prepare(self, protect: Iterable[str | os.PathLike] = ()) -> None:
         """Check the destination and create the fresh folder, or explain in one line why the
-        destination cannot be used. ``protect``: paths (the inputs) that ``force`` must not remove."""
+        destination cannot be used. ``protect``: the run's inputs, which the destination may not
+        be or hold (nor, with ``force``, the working folder or home)."""
         run = self._run
         if run is not self:
             run.prepare(protect)
             return
         if self.dry_run or self.root is None or self._stage is not None:
             return
+        protect = list(protect)
         root = self.root
+        if os.path.islink(root) and not os.path.exists(root):
+            raise UsageError(f"--out {root}: a symbolic link to nothing", hint="name a folder, or remove the link")
         if root.exists() and not root.is_dir():
             raise UsageError(f"--out {root}: exists and is not a folder")
+        refuse_holding(root, "--out", protect)
         if root.is_dir():
             target = root.resolve()
             bad = _foreign(target)
@@ -254,18 +450,21 @@ class OutputDir:
             except OSError as exc:
                 raise UsageError(f"--out {root}: cannot create folder: {exc.strerror or exc}") from None
             target = root.parent.resolve() / root.name
+        self._lock = _Lock(target, f"--out {root}")
         parent = target.parent
-        for _ in range(100):
-            stage = parent / f".{target.name}.compactlab-{os.getpid()}-{os.urandom(4).hex()}"
-            try:
-                os.mkdir(stage)
-                break
-            except FileExistsError:
-                continue
-            except OSError as exc:
-                self.rollback()
-                what = "folder is not writable" if isinstance(exc, PermissionError) else "cannot create folder"
-                raise UsageError(f"--out {root}: {what}: {exc.strerror or exc}") from None
+        try:
+            _remove_leftovers(target)
+            for _ in range(100):
+                stage = parent / f".{target.name}.compactlab-{os.getpid()}-{os.urandom(4).hex()}"
+                try:
+                    os.mkdir(stage)
+                    break
+                except FileExistsError:
+                    continue
+        except OSError as exc:
+            self.rollback()
+            what = "folder is not writable" if isinstance(exc, PermissionError) else "cannot create folder"
+            raise UsageError(f"--out {root}: {what}: {exc.strerror or exc}") from None
         self._stage, self._target = stage, target
 
     def _new_folders(self, folder: Path) -> None:
@@ -278,20 +477,31 @@ class OutputDir:
             f.mkdir(exist_ok=True)
             self._created.append(f)
 
-    def commit(self) -> None:
-        """Put the finished run in place of the destination (signals held back meanwhile)."""
+    def holds_complete_run(self) -> bool:
+        """Whether the destination holds an earlier compactlab run that was complete."""
+        target = self._run._target
+        marker = None if target is None else _marker(target)
+        return marker is not None and marker.get("complete", True) is True
+
+    def commit(self, complete: bool = True) -> bool:
+        """Put the finished run in place of the destination (signals held back meanwhile). A run
+        that is not ``complete`` (interrupted: a part of its results) never replaces a complete
+        earlier run: it is rolled back instead. Whether it was put in place."""
         from .interrupts import deferred
 
         run = self._run
         if run is not self:
             raise RuntimeError("commit the run, not a view of it")
         if self._stage is None:
-            return
+            return False
+        if not complete and self.holds_complete_run():
+            self.rollback()
+            return False
         stage, target = self._stage, self._target
         assert target is not None
         files = sorted(p.relative_to(stage).as_posix() for p in stage.rglob("*") if not p.is_dir())
         try:
-            (stage / MARKER).write_bytes(orjson.dumps({"files": files}) + b"\n")
+            (stage / MARKER).write_bytes(orjson.dumps({"files": files, "complete": complete}) + b"\n")
         except OSError as exc:
             self.rollback()
             raise UsageError(f"{self.root}: cannot write {MARKER}: {exc.strerror or exc}") from None
@@ -304,33 +514,13 @@ class OutputDir:
             self._stage, self._created = None, []
             if old is not None:
                 _remove_tree(old)
+            self._unlock()
+        return True
 
-    def extend(self, files: Mapping[str, Content]) -> None:
-        """Add files to the run already committed, in place, each written whole: the marker first
-        lists them (a file it names that is not there is harmless), then they are written with
-        signals held back, so that an interrupt leaves the committed run as it was or whole."""
-        from .interrupts import deferred
-
-        run = self._run
-        if run is not self:
-            raise RuntimeError("extend the run, not a view of it")
-        if self.dry_run or self._target is None or not files:
-            return
-        target = self._target
-        paths = {}
-        for relative in files:
-            path = (target / relative).resolve()
-            if target not in path.parents:
-                raise UsageError(f"refusing to write outside the output folder: {relative!r}")
-            paths[relative] = path
-        try:
-            listed = orjson.loads((target / MARKER).read_bytes()).get("files", [])
-            with deferred():
-                atomic_write_bytes(target / MARKER, orjson.dumps({"files": sorted({*listed, *files})}) + b"\n")
-                for relative, data in files.items():
-                    atomic_write_bytes(paths[relative], data)
-        except (OSError, orjson.JSONDecodeError, AttributeError) as exc:
-            raise UsageError(f"{self.root}: cannot write the reports: {getattr(exc, 'strerror', None) or exc}") from None
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def rollback(self) -> None:
         """Remove the unfinished run and the parent folders it made: a run that fails or is
@@ -345,6 +535,7 @@ class OutputDir:
             if self._stage is not None:
                 _remove_tree(self._stage)
                 self._stage = None
+            self._unlock()  # (its file is in the first folder made)
             for path in reversed(self._created):
                 try:
                     path.rmdir()
@@ -412,7 +603,23 @@ class OutputDir:
             self.write_bytes(relative, data)
 
 
-def _refuse_to_remove(root: Path, target: Path, protect: list[str] | tuple[str, ...]) -> None:
+def _remove_leftovers(target: Path) -> None:
+    """Remove what runs on ``target`` that were killed outright (SIGKILL, a power cut) left beside
+    it: their fresh folders and replaced runs. Called with the lock held: no live run has any."""
+    prefix = f".{target.name}.compactlab-"
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return
+    for name in names:
+        rest = name[len(prefix):]
+        if name.startswith(prefix) and rest.split("-")[0].isdigit():  # (.NAME.compactlab-PID-HEX[-old])
+            path = target.parent / name
+            if os.path.isdir(path) and not os.path.islink(path):
+                _remove_tree(path)
+
+
+def _refuse_to_remove(root: Path, target: Path, protect: Iterable[str | os.PathLike]) -> None:
     """--force replaces a folder whole: never one that holds an input, the working folder or home."""
     keep = [Path.cwd(), Path.home(), *(Path(p) for p in protect)]
     for p in keep:

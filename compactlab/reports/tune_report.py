@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import csv
 import io
-from pathlib import Path
 from typing import TextIO
 
 import orjson
 
-from ..plumbing.outputs import atomic_write_bytes
+from ..plumbing.outputs import remove_in_folder, write_in_folder
 from ..corpus.tune import COLUMN, TuneResult
 from .policy_report import toml_value
 from .terminal import Printer, Table
@@ -39,28 +38,25 @@ def front_policy(result: TuneResult, i: int) -> str:
 
 
 def write_files(result: TuneResult, out_dir: str, chart: bool = True) -> list[str]:
-    """front.csv, front.json, policies/front-NN.toml and charts/tune.png in ``out_dir``."""
-    out = Path(out_dir)
+    """front.csv, front.json, policies/front-NN.toml and charts/tune.png in ``out_dir``, never
+    through a symbolic link planted in it."""
     rows = result.front_rows()
     heads = list(rows[0]) if rows else ["point", "trial", *[p.key for p in result.params]]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(heads)
     w.writerows([csv_cell(r[h]) if isinstance(r[h], str) else r[h] for h in heads] for r in rows)
-    atomic_write_bytes(out / "front.csv", buf.getvalue().encode())
+    write_in_folder(out_dir, "front.csv", buf.getvalue().encode())
     doc = {"base": result.base, "objectives": result.objectives, "space": [str(p) for p in result.params],
            "trials": len(result.points), "interrupted": result.interrupted is not None, "recommendation": result.recommendation,
            "notes": result.notes,
            "base_scores": {COLUMN.get(o, o): result.base_point.scores[o] for o in result.objectives},
            "front": rows}
-    atomic_write_bytes(out / "front.json", json_bytes(doc, orjson.OPT_INDENT_2) + b"\n")
-    policies = out / "policies"
-    if policies.is_dir():
-        for old in policies.glob("front-*.toml"):  # a front of an earlier run of this study
-            old.unlink()
+    write_in_folder(out_dir, "front.json", json_bytes(doc, orjson.OPT_INDENT_2) + b"\n")
+    remove_in_folder(out_dir, "policies", "front-*.toml")  # a front of an earlier run of this study
     written = ["front.csv", "front.json"]
     for i in range(len(result.front)):
-        atomic_write_bytes(policies / f"front-{i + 1:02d}.toml", front_policy(result, i).encode())
+        write_in_folder(out_dir, f"policies/front-{i + 1:02d}.toml", front_policy(result, i).encode())
     if result.front:
         written.append(f"policies/front-01..{len(result.front):02d}.toml")
     if chart:
@@ -72,7 +68,7 @@ def write_files(result: TuneResult, out_dir: str, chart: bool = True) -> list[st
                             [(p.scores[x], p.scores[y]) for p in result.front],
                             (result.base_point.scores[x], result.base_point.scores[y]), AXES[x], AXES[y],
                             f"tune of {result.base}: {len(result.points)} trials, the front and the base policy")
-        atomic_write_bytes(out / "charts" / "tune.png", png)
+        write_in_folder(out_dir, "charts/tune.png", png)
         written.append("charts/tune.png")
     return written
 

@@ -4,7 +4,7 @@ counts from the same API)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UsageError
@@ -18,11 +18,18 @@ __all__ = ["PROMPTS", "SUMMARIZERS", "LiveOptions", "StubSummarizer", "Summarize
            "SummaryResult", "build_counter", "build_summarizer"]
 
 
+#: where the live summarizer's key is read, in this process and in every Dask worker
+KEY_VARIABLE = "ANTHROPIC_API_KEY"
+
+
 @dataclass(frozen=True)
 class LiveOptions:
-    """What the live summarizer and token counter need; resolved before any work is done."""
+    """What the live summarizer and token counter need; resolved before any work is done.
 
-    api_key: str
+    The key never leaves the process: it is left out when the options are pickled (a Dask task,
+    a worker process), and a worker reads it from its own environment (``KEY_VARIABLE``)."""
+
+    api_key: str = field(repr=False, compare=False)
     model: str
     base_url: str | None
     cache_dir: str | None  # None: no cache
@@ -36,9 +43,9 @@ class LiveOptions:
         from .anthropic_live import DEFAULT_MODEL
         from .prompts import resolve_prompt
 
-        key = os.environ.get("ANTHROPIC_API_KEY", "").strip()
+        key = os.environ.get(KEY_VARIABLE, "").strip()
         if not key:
-            raise UsageError("ANTHROPIC_API_KEY is not set: the live summarizer and --tokens anthropic need it",
+            raise UsageError(f"{KEY_VARIABLE} is not set: the live summarizer and --tokens anthropic need it",
                              hint="export ANTHROPIC_API_KEY=..., or use the offline --summarizer stub")
         return cls(
             api_key=key,
@@ -52,6 +59,21 @@ class LiveOptions:
 
     def __repr__(self) -> str:  # never show the key
         return f"LiveOptions(model={self.model!r}, base_url={self.base_url!r}, cache_dir={self.cache_dir!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "api_key"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled (in a worker): the key is this process's own, read from its environment."""
+        self.__dict__.update(state, api_key=os.environ.get(KEY_VARIABLE, "").strip())
+
+    def key(self) -> str:
+        """The key, or a clear error where this process has none (a Dask worker started without it)."""
+        if not self.api_key:
+            raise UsageError(f"{KEY_VARIABLE} is not set in this process (pid {os.getpid()}): the live summarizer "
+                             "needs it", hint="a Dask worker reads the key from its own environment: start the "
+                                              f"workers with {KEY_VARIABLE} set")
+        return self.api_key
 
 
 def default_cache_dir() -> str:
@@ -73,9 +95,10 @@ def build_summarizer(kind: str, live: LiveOptions | None = None) -> Summarizer:
         from .anthropic_live import AnthropicSummarizer, make_client
         from .cache import DiskCache
 
-        client = make_client(live.api_key, live.base_url, live.http_client)
+        key = live.key()
+        client = make_client(key, live.base_url, live.http_client)
         cache = DiskCache(live.cache_dir, "summaries", live.cache_read_only) if live.cache_dir else None
-        return AnthropicSummarizer(client, live.model, api_key=live.api_key, prompt=live.prompt, cache=cache)
+        return AnthropicSummarizer(client, live.model, api_key=key, prompt=live.prompt, cache=cache)
     raise UsageError(f"unknown summarizer {kind!r} (known: {', '.join(SUMMARIZERS)})")
 
 
@@ -83,6 +106,7 @@ def build_counter(live: LiveOptions, system: Any = None) -> Any:
     from .anthropic_live import AnthropicTokenCounter, make_client
     from .cache import DiskCache
 
-    client = make_client(live.api_key, live.base_url, live.http_client)
+    key = live.key()
+    client = make_client(key, live.base_url, live.http_client)
     cache = DiskCache(live.cache_dir, "tokens", live.cache_read_only) if live.cache_dir else None
-    return AnthropicTokenCounter(client, live.model, api_key=live.api_key, cache=cache, system=system)
+    return AnthropicTokenCounter(client, live.model, api_key=key, cache=cache, system=system)

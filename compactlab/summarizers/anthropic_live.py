@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import SummarizerError, UsageError
+from ..plumbing.secrets import scrub, scrub_logs
 from .base import SummaryRequest, SummaryResult
 from .cache import DiskCache, digest
 from .prompts import DATA_NOTICE, clean_summary
@@ -22,39 +23,10 @@ from .prompts import DATA_NOTICE, clean_summary
 DEFAULT_MODEL = "claude-haiku-4-5"
 
 
-#: the shortest piece of the key that is scrubbed wherever it stands
-SECRET_PIECE = 8
-
-
-def scrub(text: str, secret: str) -> str:
-    """``text`` with every run of it that shares SECRET_PIECE or more characters with ``secret``
-    replaced by ``[key]``: a server that echoes part of the key, or a cut through it, leaks none."""
-    if len(secret) < SECRET_PIECE:
-        return text.replace(secret, "[key]") if secret else text
-    hidden = bytearray(len(text))
-    pieces = {secret[i:i + SECRET_PIECE] for i in range(len(secret) - SECRET_PIECE + 1)}
-    for piece in pieces:
-        start = text.find(piece)
-        while start >= 0:
-            hidden[start:start + SECRET_PIECE] = b"\x01" * SECRET_PIECE
-            start = text.find(piece, start + 1)
-    if not any(hidden):
-        return text
-    out, i = [], 0
-    while i < len(text):
-        if hidden[i]:
-            while i < len(text) and hidden[i]:
-                i += 1
-            out.append("[key]")
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
-
-
 def make_client(api_key: str, base_url: str | None = None, http_client: Any = None, max_retries: int = 2) -> Any:
     import anthropic
 
+    scrub_logs(api_key)  # (ANTHROPIC_LOG=debug logs headers that echo it)
     kwargs: dict[str, Any] = {"api_key": api_key, "max_retries": max_retries}
     if base_url:
         kwargs["base_url"] = base_url
@@ -102,7 +74,7 @@ class AnthropicSummarizer(_LiveCaller):
         text = request.input_text
         key = digest(self.model, prompt, text)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            return SummaryResult(hit["text"], hit["input_tokens"], hit["output_tokens"], cached=True)
+            return SummaryResult(scrub(hit["text"], self._secret), hit["input_tokens"], hit["output_tokens"], cached=True)
         try:
             response = self._create(prompt, text, request.max_output_tokens)
         except Exception as exc:  # noqa: BLE001 - sorted below
@@ -115,7 +87,8 @@ class AnthropicSummarizer(_LiveCaller):
             except Exception as exc2:  # noqa: BLE001
                 raise self._failure(exc2) from None
         parts = [getattr(b, "text", "") for b in response.content if getattr(b, "type", None) == "text"]
-        summary = clean_summary("\n".join(parts)) or "(empty summary)"
+        # (a model may repeat the key if a transcript holds it: never into a summary, a report or the cache)
+        summary = scrub(clean_summary("\n".join(parts)), self._secret) or "(empty summary)"
         usage = response.usage
         result = SummaryResult(summary, int(usage.input_tokens or 0), int(usage.output_tokens or 0))
         if self.cache is not None:

@@ -43,14 +43,31 @@ class DiskCache:
         self.folder = Path(root) / kind
         self.read_only = read_only
         self.problems: list[str] = []  # why entries were ignored, for the caller to warn of
+        self._trusted: bool | None = None  # (checked at the first use)
+
+    def trusted(self) -> bool:
+        """Whether the cache's folders can be trusted: only this user (or root) may write them. An
+        entry planted by anyone else would change costs and recall without a word, so a folder
+        others can write is neither read nor written (said once, in ``problems``)."""
+        if self._trusted is None:
+            why = _untrusted(self.folder)
+            self._trusted = why is None
+            if why is not None and why not in _SAID:
+                _SAID.add(why)
+                self.problems.append(f"{why}: the cache there is neither read nor written (make the folder this "
+                                     "user's own, mode 700, or choose another with --cache-dir or COMPACTLAB_CACHE_DIR)")
+        return self._trusted
 
     def get(self, key: str) -> dict[str, Any] | None:
         path = self.folder / f"{key}.json"
-        if not os.path.lexists(path):
+        if not os.path.lexists(path) or not self.trusted():
             return None  # absent: ask
         try:
-            with open_regular(path) as f:  # (never blocks on a pipe; refuses a device)
-                if os.fstat(f.fileno()).st_size > MAX_ENTRY_BYTES:
+            with open_regular(path, remember=False) as f:  # (never blocks on a pipe; refuses a device)
+                st = os.fstat(f.fileno())
+                if hasattr(os, "getuid") and (st.st_uid != os.getuid() or st.st_mode & 0o022):
+                    why = "written by another user" if st.st_uid != os.getuid() else "writable by others"
+                elif st.st_size > MAX_ENTRY_BYTES:
                     why = f"larger than {MAX_ENTRY_BYTES >> 20} MiB"
                 else:
                     value = orjson.loads(f.read(MAX_ENTRY_BYTES + 1))
@@ -71,7 +88,7 @@ class DiskCache:
         self.problems.append(f"cache entry {self.folder / key}.json ignored ({why}): rebuilt")
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        if self.read_only:
+        if self.read_only or not self.trusted():
             return
         path = self.folder / f"{key}.json"
         try:
@@ -81,6 +98,27 @@ class DiskCache:
             atomic_write_bytes(path, orjson.dumps(value), mode=0o600)
         except (OSError, CompactlabError):
             pass  # a cache that cannot be written costs a request next time, nothing more
+
+
+#: the untrusted cache folders said already (once per process)
+_SAID: set[str] = set()
+
+
+def _untrusted(folder: Path) -> str | None:
+    """Why ``folder`` or its parent (the cache's root) may hold entries another user planted, or
+    None: each that exists must be owned by this user (or root) and writable by no one else."""
+    if not hasattr(os, "getuid"):
+        return None  # (no owners to tell apart)
+    for where in (folder.parent, folder):
+        try:
+            st = os.stat(where)
+        except OSError:
+            continue  # (made by this user when first written: 0700)
+        if st.st_uid not in (os.getuid(), 0):
+            return f"cache folder {where} belongs to another user (uid {st.st_uid})"
+        if st.st_mode & 0o002 or (st.st_mode & 0o020 and st.st_gid != os.getgid()):
+            return f"cache folder {where} is writable by other users (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
 
 
 def _private_folders(folder: Path) -> None:
