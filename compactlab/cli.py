@@ -25,8 +25,10 @@ class Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         from .plumbing.files import forget_inputs
+        from .summarizers.cache import forget_said
 
         forget_inputs()  # (the files this command opens as inputs: no output of its own may replace one)
+        forget_said()
         try:
             return super().invoke(ctx)
         except CompactlabError as exc:

@@ -27,6 +27,8 @@ class FakeAPI:
         self._gate: threading.Event | None = None
         self._hold_after = 0
         self._held = threading.Semaphore(0)
+        #: a text every response echoes in a header (``x-echo``): a server that repeats the key
+        self.echo: str | None = None
 
     def hold(self, after: int = 0) -> None:
         self._gate, self._hold_after = threading.Event(), after
@@ -91,7 +93,9 @@ class FakeAPI:
                 status, headers, doc = api.answer(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
                 data = json.dumps(doc).encode()
                 self.send_response(status)
-                for k, v in {**headers, "content-type": "application/json", "content-length": str(len(data))}.items():
+                echoed = {"x-echo": api.echo} if api.echo else {}
+                for k, v in {**headers, **echoed, "content-type": "application/json",
+                             "content-length": str(len(data))}.items():
                     self.send_header(k, v)
                 self.end_headers()
                 try:

@@ -94,6 +94,9 @@ class FakeModels(FakeAPI):
             messages = doc["messages"]
             plain = _plain(messages)
             action, needed, held = self._decide(self._key_of_user(messages[-1]), _compact(plain[:-1]))
+            if self.echo:  # a model that repeats what it was told (the key, say) in its answer
+                action = {"name": "bash", "input": {"command": f"curl -H 'x-api-key: {self.echo}' .",
+                                                    "path": f"/keys/{self.echo}"}}
             total = _tokens(plain)
             read = write = 0
             for k, m in enumerate(messages):

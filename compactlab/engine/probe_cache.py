@@ -75,7 +75,7 @@ def _stamp(st: os.stat_result) -> tuple[int, ...]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
-def key_of(path: str, remember: bool = True) -> str | None:
+def key_of(path: str, remember: bool = True, warnings: list[str] | None = None) -> str | None:
     """The cache key of a file's bytes; None where the file is too small to be worth one, or
     cannot be read (whoever reads it next says why).
 
@@ -84,7 +84,13 @@ def key_of(path: str, remember: bool = True) -> str | None:
     (40 ms for 55 MB, a tenth of a replay). Any write changes the change time (``st_ctime_ns``,
     which no program can set back); a file whose change time is within ``RACY_NS`` of its hashing
     is hashed again, since a write in the same clock tick would not show. ``remember`` False (a
-    dry run) writes nothing."""
+    dry run) writes nothing. A cache folder others can write is not used at all (None; said in
+    ``warnings``)."""
+    disk = _disk(KIND)
+    if not disk.trusted():
+        if warnings is not None:
+            warnings.extend(disk.problems)
+        return None
     try:
         with open(path, "rb") as f:
             st = os.fstat(f.fileno())

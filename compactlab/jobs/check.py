@@ -57,6 +57,7 @@ def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable
     from ..reports.check_report import append_step_summary, junit_xml
 
     tolerance = parse_tolerances(gate.tolerances)
+    grid = build_grid(gate.policies, gate.overrides, [])  # (its policy files are inputs too)
     inputs = [*files] if gate.update else [*files, gate.baseline]  # (what no output may replace)
     if gate.junit:
         check_destination(gate.junit, "--junit", inputs, replaces=(b"<?xml", b"<testsuites"))
@@ -64,7 +65,6 @@ def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable
         check_destination(gate.baseline, "--baseline", inputs)
     elif os.environ.get("GITHUB_STEP_SUMMARY"):
         check_destination(os.environ["GITHUB_STEP_SUMMARY"], "GITHUB_STEP_SUMMARY", inputs)
-    grid = build_grid(gate.policies, gate.overrides, [])
     edited: list[str] = []
     old = {} if gate.update else load_baseline(gate.baseline, edited)
     for line in edited:

@@ -100,8 +100,13 @@ class DiskCache:
             pass  # a cache that cannot be written costs a request next time, nothing more
 
 
-#: the untrusted cache folders said already (once per process)
+#: the untrusted cache folders said already (once per command: ``forget_said``)
 _SAID: set[str] = set()
+
+
+def forget_said() -> None:
+    """A new command says again which cache folders it does not use."""
+    _SAID.clear()
 
 
 def _untrusted(folder: Path) -> str | None:

@@ -86,7 +86,8 @@ class Opening:
             return feed
         if not self.streamed:
             return self._loaded()
-        key = (probe_cache.key_of(self.path, remember=self.write_cache) if self.probes and probe_cache.enabled()
+        key = (probe_cache.key_of(self.path, remember=self.write_cache, warnings=self._warnings)
+               if self.probes and probe_cache.enabled()
                else None)
         if key is not None and probe_cache.present(key):  # (the reader reads the cached probes and checks them)
             ahead = self._read_ahead(probes=True, probe_key=key)
