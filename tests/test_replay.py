@@ -125,21 +125,30 @@ class FailAfter:
 
     def __init__(self, ok: int):
         self.ok = ok
+        self.asked = 0
 
     def summarize(self, request):
         from compactlab.summarizers import StubSummarizer
 
+        self.asked += 1
         if self.ok <= 0:
             raise SummarizerError("overloaded")
         self.ok -= 1
         return StubSummarizer().summarize(request)
 
 
-def test_failed_summaries_are_reported_and_the_replay_goes_on(medium):
-    run = replay(medium, load_policy("s08", ["summary.max_failures=2"]), summarizer=FailAfter(1))
-    assert run.summary.summaries == 1
-    assert len(run.failed_summaries) >= 2 and run.failed_summaries[0]["kind"] in ("summary", "manual")
-    assert len(run.calls) == len(medium.call_positions)
+@pytest.mark.parametrize("limit", [1, 2, 3])
+def test_failed_summaries_are_reported_and_the_replay_goes_on(medium, limit):
+    flaky = FailAfter(1)
+    run = replay(medium, load_policy("s08", [f"summary.max_failures={limit}"]), summarizer=flaky)
+    assert run.summary.summaries == 1 and len(run.calls) == len(medium.call_positions)
+    # every failure is one request, said with its call and layer; the summary layer's breaker opens
+    # at its limit (no summary is asked for after), the manual layer goes on asking
+    assert flaky.asked == 1 + len(run.failed_summaries)
+    assert [f["kind"] for f in run.failed_summaries].count("summary") == limit
+    assert all(f["error"] == "overloaded" and f["call"] >= 13 for f in run.failed_summaries)
+    calls = [f["call"] for f in run.failed_summaries]
+    assert calls == sorted(calls)
 
 
 def test_out_dir_none_writes_nothing(tmp_path, monkeypatch):

@@ -146,7 +146,7 @@ def test_check_junit_baseline_and_step_summary_never_replace_a_device_or_pipe(cl
 def test_bench_json_to_a_pipe_is_refused_before_any_work(cli, fifo, monkeypatch):
     import compactlab.bench as bench
 
-    monkeypatch.setattr(bench, "run", lambda **kw: {"figure": 1})
+    monkeypatch.setattr(bench, "run", lambda **kw: pytest.fail("the bench ran before the destination was checked"))
     r = cli("bench", "--json", fifo)
     assert r.exit_code == 2 and "named pipe" in r.stderr
     _unchanged(fifo, stat.S_ISFIFO)

@@ -53,3 +53,19 @@ def test_list_form_content_is_persisted_as_joined_text(tmp_path):
     env.out.commit()
     assert stats.persisted == 1
     assert (tmp_path / "tool-results" / "L.txt").read_text() == "p" * 120_000 + "\n" + "q" * 100_000
+
+
+def test_a_result_whose_note_would_not_be_smaller_is_kept_exactly_at_the_edge(tmp_path):
+    """The note (its text, the preview, room for the path) must be smaller than the result it
+    replaces: at ``size == note + preview + MAX_PATH`` the result stays, one character more and it
+    is persisted (budget.py's edge, met deterministically rather than by Hypothesis's luck)."""
+    from compactlab.engine.layers.budget import MAX_PATH, NOTE
+
+    config = BudgetConfig(max_chars=1, persist_threshold=100, preview_chars=50)
+    edge = len(NOTE) + 50 + MAX_PATH  # (the preview: the first 50 characters of a one-line result)
+    for size, persisted in ((edge - 1, 0), (edge, 0), (edge + 1, 1)):
+        env = RunEnv(summarizer=StubSummarizer(), out=OutputDir(tmp_path / str(size)))
+        ctx = context(batch([size]))
+        out, stats = budget(ctx, config, env)
+        assert stats.persisted == persisted, size
+        assert (out is ctx) == (not persisted) and (not persisted or out.chars < ctx.chars)
