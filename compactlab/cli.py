@@ -213,6 +213,11 @@ def calibrate_option(f: Callable) -> Callable:
 def cost_options(f: Callable) -> Callable:
     from .engine.cache_rules import RULES
 
+    f = click.option("--window", type=click.IntRange(1_000, 100_000_000), default=None, metavar="TOKENS",
+                     help="The context window every run is judged on (a call over it overflows) [default: each "
+                          "recording's: what its harness recorded or implies, else the model's; never below the "
+                          "largest prompt the recording shows answered]. A policy's reactive.window_tokens is only "
+                          "its trigger.")(f)
     f = click.option("--cache-model", type=click.Choice(list(RULES)), default=None,
                      help="Whose prompt cache to model: which prefix a call reads, in what steps, how long it "
                           "lives [default: the provider of the model each recording names; anthropic].")(f)

@@ -109,7 +109,7 @@ def test_the_breaker_counts_consecutive_failures_only(tmp_path):
 def test_reactive_compaction_with_a_failing_summarizer_is_an_overflow_not_a_crash(tmp_path):
     t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", tool_session(30, size=2_000))))
     policy = load_policy("none", ["reactive.enabled=true", "reactive.window_tokens=5000", "reactive.max_retries=3"])
-    run = replay(t, policy, summarizer=Flaky(set(range(1, 1000))))
+    run = replay(t, policy, summarizer=Flaky(set(range(1, 1000))), window=5000)
     assert run.summary.reactive == 0 and run.summary.overflows > 0
     assert all(f["kind"] == "reactive" for f in run.failed_summaries)
     assert len(run.failed_summaries) == run.summary.overflows  # one try a call: nothing changed, no retry
@@ -129,10 +129,13 @@ def test_a_result_of_exactly_the_threshold_is_not_persisted(tmp_path):
 def test_a_context_of_exactly_the_window_is_sent_as_it_is():
     t = load_transcript(str(SAMPLES / "synth-small.jsonl"))
     peak = replay(t, load_policy("none")).summary.peak_tokens
-    at = replay(t, load_policy("none", ["reactive.enabled=true", f"reactive.window_tokens={peak}"]))
+    at = replay(t, load_policy("none", ["reactive.enabled=true"]), window=peak)
     assert at.summary.reactive == 0 and at.summary.overflows == 0
-    over = replay(t, load_policy("none", ["reactive.enabled=false", f"reactive.window_tokens={peak - 1}"]))
+    over = replay(t, load_policy("none"), window=peak - 1)
     assert over.summary.overflows == 1
+    # a policy's own window is when it compacts, not what a call is judged on
+    trigger = replay(t, load_policy("none", ["reactive.enabled=false", f"reactive.window_tokens={peak - 1}"]))
+    assert trigger.summary.overflows == 0 and trigger.summary.window_tokens == 200_000
 
 
 # -- the shape of what is written ---------------------------------------------------------------

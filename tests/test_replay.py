@@ -113,9 +113,9 @@ def test_huge_batch_is_persisted(tmp_path):
 def test_reactive_runs_and_overflow_is_recorded(tmp_path):
     msgs = tool_session(30, size=4000)
     t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", msgs)))
-    off = replay(t, load_policy("none", ["reactive.window_tokens=10000"]))
+    off = replay(t, load_policy("none"), window=10000)
     assert off.summary.overflows == sum(r.raw_tokens > 10000 for r in off.calls) > 0
-    on = replay(t, load_policy("none", ["reactive.enabled=true", "reactive.window_tokens=10000"]))
+    on = replay(t, load_policy("none", ["reactive.enabled=true"]), window=10000)
     assert on.summary.reactive > 0 and on.summary.overflows == 0
     assert all(r.tokens <= 10000 for r in on.calls)
 

@@ -226,6 +226,7 @@ class GridContext:
     summarizer: tuple[str, Any] = ("stub", None)  # (kind, LiveOptions): each process builds its own
     cache_ttl: str | None = None
     cache_model: str | None = None
+    window: int | None = None  # --window: every run judged on it (else each recording's: engine/window.py)
     _built: dict[int, Any] = field(default_factory=dict, repr=False)  # pid -> its summarizer
 
     def run(self, job: "Job") -> "RunResult":
@@ -237,11 +238,12 @@ class GridContext:
 
             self._built[pid] = build_summarizer(*self.summarizer)
         return run_job(job, self.transcripts[i], self.prices[i], self.calibrations[i], self.keep_recorded_compactions,
-                       self._built[pid], self.cache_ttl, self.cache_model)
+                       self._built[pid], self.cache_ttl, self.cache_model, self.window)
 
 
 def run_job(job: Job, t: Transcript, prices: ModelPrices | PriceTable | None, calibration: Any, keep_recorded: bool,
-            summarizer: Any, cache_ttl: str | None = None, cache_model: str | None = None) -> RunResult:
+            summarizer: Any, cache_ttl: str | None = None, cache_model: str | None = None,
+            window: int | None = None) -> RunResult:
     """One run, and only what the reports need of it. ``summarizer`` is a Summarizer, or the
     (kind, LiveOptions) spec to build one from (a remote worker builds its own)."""
     if isinstance(summarizer, tuple):
@@ -249,7 +251,7 @@ def run_job(job: Job, t: Transcript, prices: ModelPrices | PriceTable | None, ca
 
         summarizer = build_summarizer(*summarizer)
     run = replay(t, job.policy, prices=prices, calibration=calibration, keep_recorded_compactions=keep_recorded,
-                 summarizer=summarizer, cache_ttl=cache_ttl, cache_model=cache_model)
+                 summarizer=summarizer, cache_ttl=cache_ttl, cache_model=cache_model, window=window)
     summary = run.summary.to_dict()
     summary.pop("violations")
     summary.pop("persisted_files")
@@ -328,6 +330,7 @@ def run_jobs(
     executor: str | None = None,
     cache_ttl: str | None = None,
     cache_model: str | None = None,
+    window: int | None = None,
 ) -> GridRun:
     """Run every job. ``on_result`` sees each result as it arrives. A run that fails (its error,
     a crash, its worker killed) is a RunFailure and the others go on; an interrupt stops the
@@ -339,7 +342,7 @@ def run_jobs(
     """
     address = _dask_address(executor) if executor else None
     context = GridContext(transcripts, prices or [None] * len(transcripts), calibrations or [None] * len(transcripts),
-                          keep_recorded_compactions, summarizer, cache_ttl, cache_model)
+                          keep_recorded_compactions, summarizer, cache_ttl, cache_model, window)
     grid = GridRun([], [], len(jobs))
     sharing = Sharing()
     try:
@@ -472,7 +475,7 @@ def _dask_outcomes(jobs: list[Job], context: GridContext, address: str) -> Itera
         work = run_job_from_file if shared else run_job
         futures = {client.submit(work, job, sent[job.transcript], c.prices[job.transcript],
                                  c.calibrations[job.transcript], c.keep_recorded_compactions, c.summarizer,
-                                 c.cache_ttl, c.cache_model, pure=False): job.index
+                                 c.cache_ttl, c.cache_model, c.window, pure=False): job.index
                    for job in jobs}
         try:
             for future in dask_completed(futures):

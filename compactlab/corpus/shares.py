@@ -45,6 +45,7 @@ class RunSettings:
     summarizer: tuple[str, Any] = ("stub", None)  # (kind, LiveOptions): each worker builds its own
     cache_ttl: str | None = None
     cache_model: str | None = None
+    window: int | None = None
 
 
 def shares_of(sizes: Sequence[int], n: int) -> list[list[int]]:
@@ -90,7 +91,7 @@ def _worker(conn: Connection, members: Sequence[Member], share: list[int], setti
                         held[t] = _read(member)
                     reply: Any = run_job(Job(index, t, policy, ()), held[t], member.prices, member.calibration,
                                          settings.keep_recorded_compactions, summarizer, settings.cache_ttl,
-                                         settings.cache_model)
+                                         settings.cache_model, settings.window)
                 except Exception as exc:  # that run's error: the others go on
                     reply = failure_of(index, exc)
                 conn.send((index, reply))

@@ -652,7 +652,7 @@ def share_evaluator(pool: Any) -> Evaluate:
 def corpus_evaluator(transcripts: list[Any], *, n_jobs: int | None, prices: list[Any], calibrations: list[Any],
                      summarizer: tuple[str, Any] = ("stub", None), executor: str | None = None,
                      keep_recorded_compactions: bool = False, cache_ttl: str | None = None,
-                     cache_model: str | None = None) -> Evaluate:
+                     cache_model: str | None = None, window: int | None = None) -> Evaluate:
     """Score policies on the corpus with compare's workers: every policy x transcript a job."""
     from .compare import Job, run_jobs
 
@@ -662,7 +662,7 @@ def corpus_evaluator(transcripts: list[Any], *, n_jobs: int | None, prices: list
         jobs = [Job(i * n + t, t, policy, ()) for i, policy in enumerate(policies) for t in range(n)]
         done = run_jobs(transcripts, jobs, n_jobs=n_jobs, prices=prices, calibrations=calibrations,
                         keep_recorded_compactions=keep_recorded_compactions, summarizer=summarizer,
-                        executor=executor, cache_ttl=cache_ttl, cache_model=cache_model)
+                        executor=executor, cache_ttl=cache_ttl, cache_model=cache_model, window=window)
         return _scores(done, n, len(policies))
 
     return evaluate

@@ -477,10 +477,6 @@ def load_prices(path: str | None = None, cache: bool = True) -> PriceTable:
     return PriceTable(sources, default)
 
 
-#: the context window a policy gets where neither it nor the recording nor genai-prices names one
-DEFAULT_WINDOW = 200_000
-
-
 @lru_cache(maxsize=256)
 def known_window(model: str | None) -> int | None:
     """The context window genai-prices knows for ``model`` (a litellm-style ``provider/model``
@@ -498,13 +494,3 @@ def known_window(model: str | None) -> int | None:
             continue
         return int(window) if isinstance(window, int) and window > 0 else None
     return None
-
-
-def window_of(recorded: Any, model: str | None) -> tuple[int, str]:
-    """The context window of a recording's model, and where it comes from: the recording's own
-    ``model_context_window`` (Codex records it), else genai-prices' for the model, else
-    DEFAULT_WINDOW."""
-    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded > 0:
-        return recorded, "recorded"
-    known = known_window(model)
-    return (known, f"{model}'s") if known else (DEFAULT_WINDOW, "default")

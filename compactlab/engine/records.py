@@ -165,10 +165,10 @@ class RunSummary:
     #: whose prompt-cache rules priced the run (cache_rules.RULES): the recorded model's
     #: provider, or --cache-model
     cache_model: str = "anthropic"
-    #: the context window overflows were counted against, and where it came from: the policy's,
-    #: the recording's model_context_window ("recorded"), the model's known window, or "default"
+    #: the context window every call was judged on (engine/window.py), and in words where it came
+    #: from ("200,000 tokens: Claude Code default; the recording compacted at 167,731")
     window_tokens: int = 0
-    window_source: str = "policy"
+    window_source: str = ""
     #: compaction's own cost: its summary requests (in cost_usd), priced as the policy builds them
     #: (summary.request: a fresh request, uncached; or the conversation's prefix, read from the cache)
     summary_cost_usd: float = 0.0
@@ -184,7 +184,7 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
               policy: str, fingerprint: str, pricing: Any, calibration: dict[str, Any] | None = None,
               persisted_files: list[dict[str, Any]], saved_transcripts: list[dict[str, Any]],
               probe_kinds: dict[str, dict[str, int]] | None = None, probes_indexed: bool = True,
-              window: tuple[int, str] = (0, "policy"), summary_request: str = "fresh") -> RunSummary:
+              window: tuple[int, str] = (0, ""), summary_request: str = "fresh") -> RunSummary:
     """A run's summary, built from its priced records, its layers' totals (``LayerStats``) and its
     violations; ``transcript`` gives the path, format and skipped lines; ``pricing`` is what
     ``cost.price_run`` gave (summary calls are billed at the summarizer's model's prices)."""

@@ -27,7 +27,8 @@ from .baseline import RawBaseline
 from .context import Context
 from .cache_rules import rules_for
 from .cost import TTL_SECONDS, PromptCache, price_run, prompt_of, seconds
-from .prices import ModelPrices, PriceTable, window_of
+from .prices import ModelPrices, PriceTable
+from .window import DEFAULT_WINDOW, Window, prompt_tokens, resolve as resolve_window
 from .invariants import InvariantTracker, ViolationLog
 from .feeds import Feed, as_feed
 from .feeds.probe_link import ProbeLink
@@ -73,6 +74,7 @@ def replay(
     cache_model: str | None = None,
     on_call: Callable[[TurnRecord], None] | None = None,
     keep_contexts: Collection[int] = (),
+    window: int | None = None,
 ) -> Run:
     """Replay ``transcript`` through ``policy``. With no ``out_dir`` nothing is written; with one,
     the persisted outputs are written into a fresh folder put in its place when the run ends (and
@@ -91,7 +93,8 @@ def replay(
     (the next-action check asks a model on them).
     ``calibration``: the fit to the recorded usage (``calibration.calibrate``), which replaces the
     policy's size estimate (and so is part of the run's policy and fingerprint); the summary says
-    which estimate the run used.
+    which estimate the run used. ``window``: the context window the calls are judged on (``--window``;
+    default the recording's, ``engine/window.py``); the policy's own sets only its reactive trigger.
     """
     feed = as_feed(transcript)
     if feed.entries is None and counter:
@@ -125,6 +128,8 @@ def replay(
     turns.cache_model, turns.model, turns.metadata = cache_model, lambda: feed.model, lambda: feed.metadata
     turns.recorded_compactions = lambda: feed.compactions
     turns.ttl_given = cache_ttl
+    turns.window_given = window
+    turns.format = getattr(feed, "format", None)
     turns.keep_contexts = keep_contexts
     records: list[TurnRecord] = []
     try:
@@ -140,6 +145,7 @@ def replay(
                             summarizer_model=getattr(env.summarizer, "model", None),
                             acted=any(getattr(turns.totals, stat) for stat in ACTIONS))
         turns.settle(records)
+        turns.judge_again(records)  # (a stream's usage is known whole only now)
     except BaseException:
         if owned:
             out.rollback()
@@ -154,7 +160,8 @@ def replay(
                           policy=policy.name, fingerprint=fingerprint_of(resolved), pricing=pricing, calibration=used,
                           persisted_files=env.persisted_files, saved_transcripts=env.saved_transcripts,
                           probe_kinds=turns.probe_kinds(), probes_indexed=feed.baseline.probes_indexed,
-                          window=(turns.window, turns.window_source), summary_request=policy.summary.request),
+                          window=(turns.judged.tokens, turns.judged.describe()),
+                          summary_request=policy.summary.request),
         calls=records,
         policy=resolved,
         failed_summaries=env.failed_summaries,
@@ -196,8 +203,13 @@ class Turns:
         self.before_previous: int | None = None
         self._usage_keys: list[int] = []
         self.cheap = [(CHEAP[name], getattr(policy, name)) for name in policy.order if getattr(policy, name).enabled]
-        self.window = policy.reactive.window_tokens  # 0: the model's (resolved at the first call)
-        self.window_source = "policy"
+        #: the reactive trigger: the policy's own window, else the recording's (at the first call)
+        self.window = policy.reactive.window_tokens
+        #: the window every call is judged on (engine/window.py; at the first call, again at the end)
+        self.judged = Window(policy.reactive.window_tokens or DEFAULT_WINDOW, "not resolved yet")
+        self.window_given: int | None = None  # --window
+        self.judged_model: str | None = None  # the model the window was resolved for
+        self.format: str | None = None
         self.metadata: Callable[[], dict[str, Any]] = dict
         #: the compactions the recording made, as far as read (a replay that drops them departs there)
         self.recorded_compactions: Callable[[], list[RecordedCompaction]] = list
@@ -233,8 +245,10 @@ class Turns:
             model = usage.get("model") or self.model()
             self.ttl = self.ttl_given or ("1h" if usage.get("cache_creation_1h_input_tokens") else "5m")
             self.cache.rules = rules_for(model, self.cache_model)
+            self.judged_model = model
+            self.judged = self._resolve_window(model)
             if not self.window:
-                self.window, self.window_source = window_of(self.metadata().get("model_context_window"), model)
+                self.window = self.judged.tokens
         env = self.env
         now = seconds((self.usage.get(pos) or {}).get("timestamp")) if self.usage else None
         env.idle_seconds = now - self.last_time if now is not None and self.last_time is not None else None
@@ -274,7 +288,9 @@ class Turns:
             if self.base.probe_counts.pop(call, 0):  # (-1: not known yet)
                 link.check(call, ctx)
             n_probes, checked = 0, NO_PROBES
-        record = self._record(call, pos, stats, tokens, introduced, inherited, read, write, refs,
+        # over the window, unless the recording shows this very context answered
+        overflow = self.judged.overflows(tokens) and not (self.as_recorded and not acted and self._answered(pos))
+        record = self._record(call, pos, stats, tokens, overflow, introduced, inherited, read, write, refs,
                               retained(refs, ctx) if refs else 0, n_probes, checked)  # 6
         self.totals.add(stats)
         self.as_recorded = self.as_recorded and not acted
@@ -286,6 +302,27 @@ class Turns:
         if link is not None:
             link.call_done(ctx)
         return record
+
+    def _answered(self, pos: int) -> bool:
+        """Whether the recording shows the call whose reply is at ``pos`` answered (its usage)."""
+        usage = self.usage.get(pos) if self.usage else None
+        return usage is not None and prompt_tokens(usage) > 0
+
+    def _resolve_window(self, model: str | None) -> Window:
+        return resolve_window(given=self.window_given, fmt=self.format, model=model, metadata=self.metadata(),
+                              usage=self.usage.values() if self.usage else (), compactions=self.recorded_compactions())
+
+    def judge_again(self, records: list[TurnRecord]) -> None:
+        """The window resolved again once the whole recording is read (a stream's later calls may show
+        a larger prompt answered): a call under the final window is no overflow."""
+        if not records:
+            return
+        final = self._resolve_window(self.judged_model or self.model())
+        if final != self.judged:
+            for r in records:
+                if r.overflow and not final.overflows(r.tokens):
+                    r.overflow = False
+            self.judged = final
 
     def settle(self, records: list[TurnRecord]) -> None:
         """With the probes checked elsewhere: each call's counts into its record, and the ledger."""
@@ -437,7 +474,8 @@ class Turns:
             tokens = self._measure()
         return tokens
 
-    def _record(self, call: int, pos: int, stats: LayerStats, tokens: int, introduced: int, inherited: int,
+    def _record(self, call: int, pos: int, stats: LayerStats, tokens: int, overflow: bool, introduced: int,
+                inherited: int,
                 read: int, write: int, refs: Any, kept: int, probes: int, checked: Any) -> TurnRecord:
         base, ctx = self.base, self.context
         raw_tokens = (self.counter.count([e.message for e in (self.raw_entries or [])[:pos]]) if self.counter
@@ -447,5 +485,5 @@ class Turns:
         return TurnRecord(call, pos, base.messages[call], base.chars[call], raw_tokens, len(ctx), ctx.chars, tokens,
                           stats.persisted, stats.persisted_chars, stats.snipped, stats.micro_compacted,
                           stats.summaries, stats.summary_input_chars, stats.summary_output_chars, stats.reactive,
-                          stats.manual, tokens > self.window, introduced, inherited, read, write, 0.0,
+                          stats.manual, overflow, introduced, inherited, read, write, 0.0,
                           len(refs), kept, probes, checked.kept, checked.recoverable)

@@ -57,6 +57,7 @@ class Settings:
     prices: PriceTable = field(default_factory=load_prices)
     cache_ttl: str | None = None  # 5m or 1h; None: the recording's
     cache_model: str | None = None  # whose prompt-cache rules (engine/cache_rules.py); None: the model's provider
+    window: int | None = None  # --window: the context window every run is judged on; None: each recording's
     input_format: str | None = None
     skip_bad_lines: bool = False
     jobs: int | None = None  # worker processes of a corpus job [default: the cores]
@@ -335,7 +336,8 @@ def run_in_parts(files: list[str], policies: list, settings: Settings, notify: N
         ran = run_jobs(loaded, jobs_for(len(loaded), policies), n_jobs=settings.jobs, prices=prices,
                        calibrations=calibrations, keep_recorded_compactions=settings.keep_recorded_compactions,
                        summarizer=(settings.summarizer, settings.live), on_result=advance,
-                       executor=settings.executor, cache_ttl=settings.cache_ttl, cache_model=settings.cache_model)
+                       executor=settings.executor, cache_ttl=settings.cache_ttl, cache_model=settings.cache_model,
+                       window=settings.window)
         for r in ran.results:
             r.job += offset
         for f in ran.failures:

@@ -151,7 +151,7 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
                     run = replay(feed, s.policy, out=out, write_transcripts=s.write_transcripts,
                                  keep_recorded_compactions=s.keep_recorded_compactions, calibration=calibration,
                                  prices=price, summarizer=build_summarizer(s.summarizer, s.live), counter=counter,
-                                 cache_ttl=s.cache_ttl, cache_model=s.cache_model,
+                                 cache_ttl=s.cache_ttl, cache_model=s.cache_model, window=s.window,
                                  on_call=advance if total else None)
                 if feed.streamed:  # read now: its model, bad lines and warnings are known
                     if not isinstance(price, ModelPrices):

@@ -77,13 +77,14 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
                                         calibrations=calibrations_for(loaded, settings.calibrate, notify),
                                         summarizer=(settings.summarizer, settings.live), executor=settings.executor,
                                         keep_recorded_compactions=settings.keep_recorded_compactions,
-                                        cache_ttl=settings.cache_ttl, cache_model=settings.cache_model)
+                                        cache_ttl=settings.cache_ttl, cache_model=settings.cache_model,
+                                        window=settings.window)
         else:  # workers that each keep a share of the corpus: this process keeps none of it
             members = corpus_members(files, settings, notify, progress)
             hashes = [m.ref.content_hash for m in members]
             pool = stack.enter_context(SharePool(members, settings.jobs or usable_cores(), RunSettings(
                 settings.keep_recorded_compactions, (settings.summarizer, settings.live), settings.cache_ttl,
-                settings.cache_model)))
+                settings.cache_model, settings.window)))
             evaluate = share_evaluator(pool)
         definition = StudyDefinition.of(spec.base, spec.overrides, params, objectives, spec.max_violations, hashes)
         try:

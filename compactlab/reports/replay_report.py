@@ -86,6 +86,7 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
         ("recall (hindsight probes)", _recall(s)),
         *([("probes by kind (kept / probes)", ", ".join(f"{k} {v['kept']:,}/{v['probes']:,}"
                                                         for k, v in s.probe_kinds.items()))] if s.probes else []),
+        ("context window (judged on)", s.window_source),
         ("overflows", f"{s.overflows:,}"),
         ("violations introduced / inherited", f"{s.violations_introduced} / {s.violations_inherited}"),
         ("saved transcripts", f"{len(s.saved_transcripts)}" + (

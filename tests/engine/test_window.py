@@ -1,19 +1,46 @@
-"""The context window is the model's unless the policy sets one (#29 §5): the recording's own
-model_context_window, else the window genai-prices knows for the model, else 200,000."""
+"""One context window per recording, resolved in one place (#43 §1, §2): --window, else what the
+harness recorded or implies, else the model's; the largest prompt the recording shows answered is
+a lower bound; a policy's own window sets its reactive trigger, never the overflow judgement."""
 
 from __future__ import annotations
 
 import orjson
 import pytest
 
-from compactlab.engine.prices import DEFAULT_WINDOW, known_window, window_of
+from compactlab.engine.prices import known_window
+from compactlab.engine.window import DEFAULT_WINDOW, Window, resolve
+from compactlab.transcripts.model import RecordedCompaction
 from helpers import SHARED, tool_session, write_jsonl
 
 
 def test_where_a_window_comes_from():
-    assert window_of(272_000, "gpt-5.3-codex") == (272_000, "recorded")
-    assert window_of(None, "gpt-4o") == (128_000, "gpt-4o's") and known_window("openai/gpt-4o") == 128_000
-    assert window_of(None, "no-such-model") == (DEFAULT_WINDOW, "default") == window_of(0, None)
+    assert resolve(given=50_000, metadata={"model_context_window": 272_000}) == Window(50_000, "--window")
+    assert resolve(model="gpt-5.3-codex", metadata={"model_context_window": 272_000}).source == \
+        "the recording's model_context_window"
+    assert resolve(fmt="claude-code", model="claude-opus-4-6") == Window(200_000, "Claude Code default")
+    assert resolve(fmt="claude-code", model="claude-sonnet-4-5[1m]").tokens == 1_000_000
+    assert resolve(model="gpt-4o") == Window(128_000, "gpt-4o's in genai-prices") and known_window("openai/gpt-4o") == 128_000
+    assert resolve(model="no-such-model").tokens == DEFAULT_WINDOW == resolve().tokens
+
+
+def test_the_largest_prompt_answered_is_a_lower_bound_whatever_the_source():
+    usage = [{"input_tokens": 10, "cache_read_input_tokens": 80_000, "cache_creation_input_tokens": 2_000},
+             {"input_tokens": 50_000}]
+    w = resolve(model="deepseek-chat", usage=usage)  # (64,000 in genai-prices)
+    assert (w.tokens, w.answered) == (82_010, 82_010)
+    assert w.source == "the largest prompt the recording shows answered (deepseek-chat's in genai-prices: 64,000)"
+    w = resolve(model="gpt-4o", usage=usage)
+    assert (w.tokens, w.answered, w.source) == (128_000, 82_010, "gpt-4o's in genai-prices")  # (above it: kept)
+    w = resolve(given=60_000, usage=usage)
+    assert w.tokens == 82_010 and "--window: 60,000" in w.source
+
+
+def test_a_window_says_where_the_harness_compacted():
+    from compactlab.transcripts.messages import Entry
+
+    done = RecordedCompaction(10, Entry.__new__(Entry), "auto", 167_731)
+    w = resolve(fmt="claude-code", model="claude-opus-4-6", compactions=[done])
+    assert w.describe() == "200,000 tokens: Claude Code default; the recording compacted at 167,731"
 
 
 def summary(cli, path, *args):
@@ -23,15 +50,36 @@ def summary(cli, path, *args):
 
 
 @pytest.mark.parametrize("model,overflows", [("gpt-4o", True), ("claude-sonnet-4-5", False)])
-def test_overflows_are_counted_against_the_models_window(cli, tmp_path, model, overflows):
+def test_overflows_are_counted_against_the_models_window_and_a_policy_window_is_only_a_trigger(cli, tmp_path, model,
+                                                                                            overflows):
     """About 150,000 tokens at the end (chars / 4): over gpt-4o's 128k, within Claude's 200k."""
     msgs = [dict(m, model=model) if m["role"] == "assistant" else m for m in tool_session(30, 20_000)]
     path = write_jsonl(tmp_path / "t.jsonl", msgs)
     s = summary(cli, path, "-p", "none", "--no-calibrate")
-    assert (s["window_tokens"], s["window_source"]) == (known_window(model), f"{model}'s")
+    assert (s["window_tokens"], s["window_source"]) == (known_window(model), f"{known_window(model):,} tokens: "
+                                                                            f"{model}'s in genai-prices")
     assert 128_000 < s["peak_tokens"] < 200_000 and (s["overflows"] > 0) == overflows
-    s = summary(cli, path, "-p", "none", "--no-calibrate", "--set", "reactive.window_tokens=300000")
-    assert (s["window_tokens"], s["window_source"], s["overflows"]) == (300_000, "policy", 0)
+    again = summary(cli, path, "-p", "none", "--no-calibrate", "--set", "reactive.window_tokens=300000")
+    assert (again["window_tokens"], again["overflows"]) == (s["window_tokens"], s["overflows"])  # (a trigger only)
+    wide = summary(cli, path, "-p", "none", "--no-calibrate", "--window", "300000")
+    assert (wide["window_tokens"], wide["overflows"]) == (300_000, 0) and wide["window_source"].endswith("--window")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_call_the_recording_shows_answered_is_never_an_overflow(cli, tmp_path, stream):
+    """deepseek-chat's table window is 64k; the recording answered prompts of up to ~110k tokens."""
+    msgs = tool_session(30, 14_000)
+    k = 0
+    for m in msgs:
+        if m["role"] == "assistant":
+            k += 1
+            m["model"] = "deepseek-chat"
+            m["usage"] = {"input_tokens": 3_700 * k, "output_tokens": 20}
+    path = write_jsonl(tmp_path / "t.jsonl", msgs)
+    args = ["--calibrate"] if not stream else ["--no-calibrate"]
+    s = summary(cli, path, "-p", "none", *args)
+    assert s["window_tokens"] >= 3_700 * 30 and "largest prompt the recording shows answered" in s["window_source"]
+    assert s["overflows"] == 0
 
 
 def test_a_codex_rollout_is_held_to_the_window_it_recorded(cli):
@@ -42,5 +90,21 @@ def test_a_codex_rollout_is_held_to_the_window_it_recorded(cli):
 
     recorded = load_transcript(str(rollouts[0])).metadata["model_context_window"]
     s = summary(cli, rollouts[0], "-p", "none")
-    assert recorded > 200_000 and (s["window_tokens"], s["window_source"]) == (recorded, "recorded")
+    assert recorded > 200_000 and s["window_tokens"] == recorded
+    assert s["window_source"] == f"{recorded:,} tokens: the recording's model_context_window" or \
+        "largest prompt answered" in s["window_source"]
     assert s["overflows"] == 0
+
+
+def test_claude_code_sessions_that_compacted_are_judged_on_200k(cli):
+    session = SHARED / "transcripts" / "claude_code" / "spotter-compactions" / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+    if not session.is_file():
+        pytest.skip("../shared/transcripts is not beside the project")
+    s = summary(cli, session, "-p", "none")
+    assert s["window_tokens"] == 200_000
+    assert s["window_source"] == "200,000 tokens: Claude Code default; the recording compacted at 167,731"
+    cc = summary(cli, session, "-p", "claude-code")
+    assert (cc["window_tokens"], cc["window_source"]) == (s["window_tokens"], s["window_source"])
+    assert s["overflows"] > 0  # (no compaction past 200k: the recording's own compaction shows why)
+    gem = summary(cli, session, "-p", "gemini-cli")  # (its own 1M window is its trigger, not the judgement)
+    assert (gem["window_tokens"], gem["window_source"]) == (s["window_tokens"], s["window_source"])

@@ -129,7 +129,7 @@ def test_calls_csv_is_what_the_csv_module_writes():
     costs = [0.0, 9.75e-05, 1e-4, 0.1 + 0.2, 5e-324, 1e16, 3.5e20, float("inf"), float("nan"), 2.5e-07, 12.0]
     odd = dataclasses.replace(odd, calls=[dataclasses.replace(c, input_cost_usd=v, raw_tokens=2**62 + i)
                                           for i, (c, v) in enumerate(zip(odd.calls, costs))])
-    runs = [replay(t, load_policy("s08")), replay(t, load_policy("none", ["reactive.window_tokens=2000"])), odd,
+    runs = [replay(t, load_policy("s08")), replay(t, load_policy("none"), window=2000), odd,
             dataclasses.replace(odd, calls=[])]
     # each run shows what it is there for: an overflow ("true"), the odd figures, no call at all
     assert any(c.overflow for c in runs[1].calls) and not any(c.overflow for c in runs[0].calls)

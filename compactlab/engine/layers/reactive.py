@@ -20,8 +20,9 @@ from .registry import register
 class ReactiveConfig(LayerConfig):
     """reactive_compact: when the prompt is too long, summary + the last messages."""
 
-    window_tokens: NonNegative = opt(0, "context window; over it the API says prompt too long (0: the model's: "
-                                        "the recording's model_context_window, else genai-prices', else 200,000)")
+    window_tokens: NonNegative = opt(0, "the window this policy's harness compacts at (its trigger; 0: the "
+                                        "recording's, as every run is judged: --window, else what the recording "
+                                        "shows, else the model's)")
     keep_tail: NonNegative = opt(5, "last messages kept after the summary")
     pair_safe: bool = opt(True, "move the tail cut so a tool pair is not split")
     max_retries: Annotated[int, Bound(ge=0, le=10)] = opt(1, "reactive compactions per call before it is an overflow "

@@ -1,0 +1,93 @@
+"""The context window a recording is judged against: one per transcript, resolved here and nowhere
+else, with where it came from (#43 §1).
+
+Order: what the user said (``--window``) > what the harness recorded or implies (Codex's
+``model_context_window``; Claude Code's 200,000 tokens unless the 1M-context beta is recorded) >
+the model's window in genai-prices > 200,000. Whatever the source, the largest prompt the API
+answered in the recording is a lower bound: a call the recording shows answered is never an
+overflow. A policy's own ``reactive.window_tokens`` sets when its reactive compaction fires (as
+its harness would), never the overflow judgement of every run on the same recording.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: the window where neither the user, the recording nor genai-prices names one
+DEFAULT_WINDOW = 200_000
+#: Claude Code's window unless its 1M-context beta is on (the model name then ends in ``[1m]``)
+CLAUDE_CODE_WINDOW = 200_000
+LONG_CONTEXT_WINDOW = 1_000_000
+
+
+@dataclass(frozen=True)
+class Window:
+    """A recording's context window: its size, where it came from, and the recorded facts beside it
+    (the largest prompt the API answered; where the harness compacted, if it did)."""
+
+    tokens: int
+    source: str
+    answered: int = 0
+    compacted_at: int | None = None
+
+    def describe(self) -> str:
+        """One line: ``200,000 tokens: Claude Code default; the recording compacted at 167,012``."""
+        text = f"{self.tokens:,} tokens: {self.source}"
+        if self.compacted_at:
+            text += f"; the recording compacted at {self.compacted_at:,}"
+        elif self.answered and self.answered < self.tokens:
+            text += f"; the largest prompt answered {self.answered:,}"
+        return text
+
+    def overflows(self, tokens: int) -> bool:
+        return tokens > self.tokens
+
+
+def prompt_tokens(usage: Mapping[str, Any]) -> int:
+    """The prompt a call's recorded usage says the API took: its uncached, read and written input."""
+    total = 0
+    for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
+        value = usage.get(key)
+        if type(value) is int and value > 0:
+            total += value
+    return total
+
+
+def answered(usage: Iterable[Mapping[str, Any]]) -> int:
+    """The largest prompt the recording shows answered (0: no usage recorded)."""
+    return max(map(prompt_tokens, usage), default=0)
+
+
+def _positive(value: Any) -> int | None:
+    return value if type(value) is int and value > 0 else None
+
+
+def resolve(*, given: int | None = None, given_source: str = "--window", fmt: str | None = None,
+            model: str | None = None, metadata: Mapping[str, Any] | None = None,
+            usage: Iterable[Mapping[str, Any]] = (), compactions: Iterable[Any] = ()) -> Window:
+    """The window of one recording (see the module docstring)."""
+    from .prices import known_window
+
+    metadata = metadata or {}
+    compacted = [c.pre_tokens for c in compactions if _positive(getattr(c, "pre_tokens", None))]
+    compacted_at = max(compacted) if compacted else None
+    if given:
+        tokens, source = given, given_source
+    elif (recorded := _positive(metadata.get("model_context_window"))) is not None:
+        tokens, source = recorded, "the recording's model_context_window"
+    elif fmt == "claude-code":
+        if model and model.endswith("[1m]"):
+            tokens, source = LONG_CONTEXT_WINDOW, "Claude Code with the 1M-context beta"
+        else:
+            tokens, source = CLAUDE_CODE_WINDOW, "Claude Code default"
+    elif (known := known_window(model.removesuffix("[1m]") if model else model)) is not None:
+        tokens, source = known, f"{model}'s in genai-prices"
+    else:
+        tokens, source = DEFAULT_WINDOW, "default (no window known for the model)"
+    largest = answered(usage)
+    if largest > tokens:
+        source = f"the largest prompt the recording shows answered ({source}: {tokens:,})"
+        tokens = largest
+    return Window(tokens, source, largest, compacted_at)
