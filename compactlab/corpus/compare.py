@@ -16,7 +16,7 @@ import sys
 import threading
 from array import array
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -133,16 +133,44 @@ def build_grid(policy_refs: list[str], overrides: list[str], sweeps: list[str],
 REFERENCE = "none"
 
 
-def with_reference(grid: list[tuple[Policy, tuple]], overrides: list[str]) -> tuple[list[tuple[Policy, tuple]], str]:
-    """The grid with no compaction in it (added last where no listed policy is it), and its label.
-    It takes the --set keys of the token estimate (``size.*``) and no layer key: it stays none."""
+def with_reference(grid: list[tuple[Policy, tuple]],
+                   overrides: list[str]) -> tuple[list[tuple[Policy, tuple]], str, Policy | None]:
+    """The grid with no compaction in it (added last where no listed policy is it), its label, and
+    the policy added (None: a listed one is it);
+    every run with a label of its own. It takes the --set keys of the token estimate (``size.*``)
+    and no layer key: it stays none. A listed policy that never acts and estimates tokens as the
+    reference does is the reference, whatever keys of layers it has off (``-p none --set
+    reactive.window_tokens=...``): the same run, not a second one under the same name."""
     sizes = [o for o in overrides if o.strip().startswith("size.")]
     reference = load_policy(REFERENCE, sizes)
+    grid = distinct(grid)
     keys = [k for k, _ in grid[0][1]] if grid else []
     for policy, swept in grid:
-        if policy.fingerprint == reference.fingerprint:
-            return grid, label_of(policy.name, dict(swept))
-    return [*grid, (reference, tuple((k, None) for k in keys))], reference.name
+        if policy.fingerprint == reference.fingerprint or (not policy.acts and policy.size == reference.size):
+            return grid, label_of(policy.name, dict(swept)), None
+    taken = {label_of(p.name, dict(swept)) for p, swept in grid}
+    if reference.name in taken:  # (a listed policy named none that compacts: the reference says what it is)
+        reference = replace(reference, name=f"{REFERENCE} (no compaction)")
+    return [*grid, (reference, tuple((k, None) for k in keys))], reference.name, reference
+
+
+def distinct(grid: list[tuple[Policy, tuple]]) -> list[tuple[Policy, tuple]]:
+    """The grid with each run once and under a label of its own: the same policy listed twice runs
+    once; two different policies of one name (two files that say ``name = "mine"``) are told apart
+    by their fingerprints (``mine@1a2b3c4d``)."""
+    seen: dict[tuple[str, tuple], str] = {}
+    names: dict[str, set[str]] = {}
+    for policy, swept in grid:
+        names.setdefault(label_of(policy.name, dict(swept)), set()).add(policy.fingerprint)
+    out = []
+    for policy, swept in grid:
+        if (policy.fingerprint, swept) in seen:
+            continue
+        seen[(policy.fingerprint, swept)] = policy.name
+        if len(names[label_of(policy.name, dict(swept))]) > 1:
+            policy = replace(policy, name=f"{policy.name}@{policy.fingerprint[:8]}")
+        out.append((policy, swept))
+    return out
 
 
 def trigger_of(policy: Policy) -> str | None:

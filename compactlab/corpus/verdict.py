@@ -145,11 +145,13 @@ def judge(runs: Sequence[JudgedRun], sweep_keys: list[str], margin: float = RETE
 
     def loses(e: Entry) -> str | None:
         if e.recall < recall_floor - 1e-12:
-            return (f"its contexts hold {_pct(e.recall)} of what the agent later used (probe recall), more than "
-                    f"{_pct(margin, 0)} below no compaction's ({_pct(recall_floor + margin)})")
+            return (f"recall {_pct(e.recall)} (its contexts hold that much of what the agent later used), "
+                    f"{_points(recall_floor - e.recall)} under the {_pct(recall_floor)} floor (no compaction's "
+                    f"{_pct(recall_floor + margin)} less the {margin * 100:.0f}-point margin)")
         if e.retention < retention_floor - 1e-12:
-            return (f"it keeps {_pct(e.retention)} of the referenced tool results, more than {_pct(margin, 0)} "
-                    f"below no compaction's ({_pct(retention_floor + margin)})")
+            return (f"retention {_pct(e.retention)} (the referenced tool results it keeps), "
+                    f"{_points(retention_floor - e.retention)} under the {_pct(retention_floor)} floor (no "
+                    f"compaction's {_pct(retention_floor + margin)} less the {margin * 100:.0f}-point margin)")
         return None
 
     reference_fits = ref is not None and fatal(ref) is None
@@ -170,10 +172,15 @@ def judge(runs: Sequence[JudgedRun], sweep_keys: list[str], margin: float = RETE
         if not usable:
             return Verdict(entries, None, None, f"No policy qualifies ({reasons}).", margin, no_refs,
                            list(sweep_keys), reference, recall_floor, retention_floor, passes=False)
-        # the one that loses least of what the agent used (then saves most)
-        best = max(usable, key=lambda e: (min(e.recall - recall_floor, e.retention - retention_floor), e.cost_saving))
+        # the one that loses least of what the agent used (then saves most); one that costs more than
+        # no compaction only where none saves (no compaction itself overflows here: it is no candidate)
+        best = max(usable, key=lambda e: (e.cost_saving > -TIE_SHARE,
+                                          min(e.recall - recall_floor, e.retention - retention_floor), e.cost_saving))
+        saving = (f"saves {_pct(best.cost_saving)}" if best.cost_saving >= 0 else
+                  f"costs {_pct(-best.cost_saving)} more than no compaction, which overflows the window"
+                  + (f" on {len(overflowed[ref.label])} transcript(s)" if ref is not None else ""))
         text = [f"No policy passes the guard ({reasons}). If you must compact, use {best.label}: of the policies that "
-                f"fit the window it loses the least of what the agent used and saves {_pct(best.cost_saving)}, but "
+                f"fit the window it loses the least of what the agent used and {saving}, but "
                 f"{loses(best) or why_not(best)}."]
         runner = next((e for e in entries if e is not best), None)
         return Verdict(entries, best.label, runner.label if runner else None, " ".join(text), margin, no_refs,
@@ -290,9 +297,16 @@ def _saving(summary: Mapping[str, Any]) -> float:
     return round(1 - summary["cost_usd"] / raw, 6) if raw else 0.0
 
 
+#: a run costs more than no compaction by at least a cent or this share of no compaction's cost:
+#: less is a tie (the figures are estimates; $0.000016 on a $0.05 transcript says nothing)
+TIE_USD = 0.01
+TIE_SHARE = 0.01
+
+
 def _dearer(summary: Mapping[str, Any]) -> bool:
-    """Whether a run cost more than no compaction."""
-    return bool(summary["cost_usd"] > summary["raw_cost_usd"] + 1e-12)
+    """Whether a run cost more than no compaction, beyond a tie (``TIE_USD``, ``TIE_SHARE``)."""
+    more = summary["cost_usd"] - summary["raw_cost_usd"]
+    return bool(more > 0 and (more >= TIE_USD or more >= TIE_SHARE * summary["raw_cost_usd"]))
 
 
 def _where_it_saves(runs: list[JudgedRun]) -> str:
@@ -358,6 +372,11 @@ def _praise(e: Entry, transcripts: int, ref: Entry | None) -> str:
 
 def _pct(x: float, digits: int = 1) -> str:
     return f"{x * 100:.{digits}f}%"
+
+
+def _points(x: float, digits: int = 1) -> str:
+    """A difference of two shares, in percentage points ("0.6 points")."""
+    return f"{x * 100:.{digits}f} point{'' if round(x * 100, digits) == 1 else 's'}"
 
 
 def _plain(v: Any) -> Any:

@@ -67,8 +67,7 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
 
     notes: list[str] = []
     listed = build_grid(grid.policies, grid.overrides, grid.sweeps, notes)
-    policies, reference = with_reference(listed, grid.overrides)
-    added = policies[-1][0] if len(policies) > len(listed) else None  # no compaction, added as the reference
+    policies, reference, added = with_reference(listed, grid.overrides)  # (added: no compaction, as the reference)
     for note in notes:
         notify(note, False)
     keys = [s.partition("=")[0] for s in grid.overrides]  # (a swept one is in the notes already)

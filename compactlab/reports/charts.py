@@ -148,10 +148,11 @@ PARETO_AXES = {"recall": "probe recall (what the agent later used, still in the 
 
 
 def pareto_chart(runs: list[tuple[str, float, float]], overall: list[tuple[str, float, float]],
-                 palette: dict[str, str], metric: str = "retention") -> tuple[str, bytes]:
+                 palette: dict[str, str], metric: str = "retention", floor: float | None = None) -> tuple[str, bytes]:
     """Cost saving against recall (or retention): a small point per run (transcript × policy),
     coloured by policy, and a large one per policy over all the transcripts, their Pareto front
-    joined."""
+    joined; ``floor``: the verdict's floor of that measure (a policy left of it is not recommended),
+    drawn as a vertical line, and the break-even of cost (no saving) as a horizontal one."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for label in palette:
@@ -175,6 +176,9 @@ def pareto_chart(runs: list[tuple[str, float, float]], overall: list[tuple[str, 
     ax.xaxis.set_major_formatter(_percent())
     ax.yaxis.set_major_formatter(_percent())
     ax.axhline(0, color="black", linewidth=0.6)
+    if floor is not None:
+        ax.axvline(floor, color="firebrick", linewidth=0.9, linestyle=":", zorder=1,
+                   label=f"the verdict's {metric} floor ({floor * 100:.1f}%)")
     ax.set_xlabel(PARETO_AXES[metric])
     ax.set_ylabel("cost saving vs no compaction")
     ax.set_title(f"cost saving against {metric}: small points one transcript each, large the policy overall",

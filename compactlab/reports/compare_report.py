@@ -396,8 +396,9 @@ def chart_plan(c: Comparison, results: list["RunResult"], mode: str = "auto") ->
     else:
         points = [(lab, float(r), float(sv)) for lab, r, sv in zip(run_label, df[metric], df["cost_saving"])]
         overall = [(e.label, getattr(e, metric), e.cost_saving) for e in v.entries]
+        floor = v.recall_floor if metric == "recall" else v.retention_floor
         plan.append(ChartJob(f"cost saving against {metric}", "charts/pareto.png", "pareto",
-                             (points, overall, palette, metric)))
+                             (points, overall, palette, metric, floor)))
         if df["transcript"].nunique() > 1:
             savings = {label: [float(x) for x, lab in zip(df["cost_saving"], run_label) if lab == label]
                        for label in key}
