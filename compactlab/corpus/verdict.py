@@ -121,7 +121,8 @@ def judge(runs: Sequence[JudgedRun], sweep_keys: list[str], margin: float = RETE
     as they are by construction); ``triggers``: what makes each policy act, in words (label ->
     "summary past 167,000 tokens"), to say why one never did."""
     entries, overflowed, grouped = _entries(runs, sweep_keys, units)
-    entries.sort(key=lambda e: (-e.cost_saving, e.label != reference))  # a tie with no compaction: it first
+    # a tie with no compaction: it first; other ties by label (the pick never depends on the list's order)
+    entries.sort(key=lambda e: (-e.cost_saving, e.label != reference, e.label))
     if not entries:
         return Verdict([], None, None, "No run finished.", margin, True, list(sweep_keys), reference)
     ref = next((e for e in entries if e.label == reference), None)
@@ -135,8 +136,8 @@ def judge(runs: Sequence[JudgedRun], sweep_keys: list[str], margin: float = RETE
     def fatal(e: Entry) -> str | None:
         if e.violations_introduced:
             return f"it introduces {e.violations_introduced} tool-pairing violation(s) the API would reject"
-        if e is ref and e.overflows:  # no compaction that overflows is no candidate, wherever others fit
-            return f"{e.overflows} of its calls overflow the context window (the API would refuse them)"
+        # (one rule for every policy, no compaction too: an overflow is fatal where another policy fits;
+        # where none does, no listed policy can help, and the verdict says so)
         if overflowed[e.label] & fits:
             n = len(overflowed[e.label] & fits)
             return (f"{e.overflows} of its calls overflow the context window (the API would refuse them), on "
@@ -206,6 +207,10 @@ def judge(runs: Sequence[JudgedRun], sweep_keys: list[str], margin: float = RETE
                           for e in idle)
         text.append(f"{named} never acted on these transcripts (largest context "
                     f"{max(e.peak_tokens for e in entries):,} tokens): there they are no compaction.")
+    unfit = {t for t in {r.transcript for r in runs}} - fits
+    if unfit:
+        text.append(f"On {len(unfit)} transcript(s) no policy fits the context window (no compaction overflows there "
+                    "too): none of these can help there.")
     if ref is not None and not ref.overflows and best is ref:
         text.append(f"No transcript fills the context window even with no compaction (largest context "
                     f"{ref.peak_tokens:,} tokens): a policy that acts here only trades what the agent used for cost.")

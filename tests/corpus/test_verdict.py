@@ -63,7 +63,7 @@ def test_a_policy_that_overflows_where_another_fits_is_refused_and_none_is_recom
     v = judge(df, [], reference="none")
     assert v.recommended == "even" and "no policy costs less" in v.recommendation
     only_none = judge(frame([run("a", "none", 10, overflows=1)]), [], reference="none")
-    assert only_none.recommended is None and "overflow the context window" in only_none.recommendation
+    assert "On 1 transcript(s) no policy fits the context window" in only_none.recommendation
     dearer = judge(frame([run("a", "dear", 12), run("b", "dear", 8)]), []).entries[0]
     assert dearer.costs_more == 1
     # every policy overflows transcript b: there it refuses none of them
