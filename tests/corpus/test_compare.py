@@ -103,3 +103,30 @@ def test_report_html_shows_beside_each_transcript_chart_what_its_compactions_los
     table = table[:table.index("</table>")]
     assert "used strings lost" in table and "<td class=l>s06</td>" in table and "manual" in table
     assert "<script" not in html
+
+
+def _policies_of(cli, *args) -> tuple[list[str], str]:
+    import json
+
+    r = cli("compare", SAMPLES / "synth-small.jsonl", *args, "--dry-run", "--format", "json", "-q")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    return [run["policy"] for run in doc["runs"]], doc["verdict"]["reference"]
+
+
+def test_one_reference_and_one_label_per_run(cli, tmp_path):
+    """(#43 §3) A listed none with --set is the reference, not a second run named none; two
+    different policies of one name are told apart; a listed none that compacts leaves the
+    reference its own name."""
+    policies, reference = _policies_of(cli, "-p", "none", "-p", "s08", "--set", "reactive.window_tokens=300000")
+    assert sorted(policies) == ["none", "s08"] and reference == "none"
+    a, b = tmp_path / "a.toml", tmp_path / "b.toml"
+    a.write_text('extends = "s08"\nname = "mine"\n[summary]\ntrigger = 20000\n')
+    b.write_text('extends = "s08"\nname = "mine"\n[summary]\ntrigger = 50000\n')
+    policies, reference = _policies_of(cli, "-p", a, "-p", b, "-p", a)
+    assert len(policies) == 3 and len(set(policies)) == 3 and reference == "none"  # a once, b, and none
+    assert all(p.startswith("mine@") for p in policies if p != "none")
+    acting = tmp_path / "none.toml"
+    acting.write_text('extends = "s08"\nname = "none"\n')
+    policies, reference = _policies_of(cli, "-p", acting)
+    assert sorted(policies) == ["none", "none (no compaction)"] and reference == "none (no compaction)"
