@@ -450,6 +450,7 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
         spans, log_records = spans_of(doc, path)
     except BadField as exc:
         raise InputError(f"{path}: {exc}") from None
+    spans, log_records, repeated = _once(spans, log_records)
     by_id = {s.id: s for s in spans}
     for s in spans:
         if s.parent and s.parent in by_id and by_id[s.parent] is not s:
@@ -462,6 +463,9 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
             if name in EVENT_ROLES:
                 logs.setdefault(s.id, []).append((name, attrs))
     builder = TranscriptBuilder(path, NAME)
+    if repeated:
+        builder.warnings.append(f"{repeated} span(s) exported more than once (the same trace and span id: an "
+                                "exporter's retry): each counted once")
     models = [s for s in spans if _is_model(s)]
     calls: list[Call] = []
     for s in models:
@@ -504,6 +508,36 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
         raise InputError(f"{path}: no GenAI model call or agent span in these traces",
                          hint="the spans need the GenAI semantic conventions (gen_ai.operation.name, gen_ai.usage.*)")
     return builder.build(content_hash=sha)
+
+
+def _once(spans: list[Span], logs: list[tuple[str, str, dict[str, Any]]]
+          ) -> tuple[list[Span], list[tuple[str, str, dict[str, Any]]], int]:
+    """The spans and log records with each exported once: an exporter that retries a batch sends the
+    same span (trace and span id) again, which would count its call, tokens and cost twice. A log
+    record is a repeat when a span that was repeated has it twice, word for word."""
+    seen: set[tuple[str, str]] = set()
+    kept: list[Span] = []
+    for s in spans:
+        key = (s.trace, s.id)
+        if key not in seen:
+            seen.add(key)
+            kept.append(s)
+    repeated = len(spans) - len(kept)
+    if not repeated:
+        return spans, logs, 0
+    counts: dict[str, int] = {}
+    for s in spans:
+        counts[s.id] = counts.get(s.id, 0) + 1
+    twice = {i for i, n in counts.items() if n > 1}
+    out, seen_logs = [], set()
+    for record in logs:
+        if record[0] in twice:
+            key2 = orjson.dumps(record, option=orjson.OPT_SORT_KEYS, default=str)
+            if key2 in seen_logs:
+                continue
+            seen_logs.add(key2)
+        out.append(record)
+    return kept, out, repeated
 
 
 def _session_of(span: Span, by_id: dict[str, Span]) -> str:

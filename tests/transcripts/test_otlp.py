@@ -222,3 +222,25 @@ def test_a_jaeger_and_a_tempo_export(tmp_path):
     path = tmp_path / "tempo.json"
     path.write_bytes(orjson.dumps(tempo))
     assert [e.message for e in load_transcript(str(path)).entries] == [e.message for e in t.entries]
+
+
+def test_a_span_exported_twice_is_one_call(tmp_path):
+    """(#43 §7) An exporter that retries a batch sends the same spans (and their log records) again:
+    the same trace and span id is one call, with its tokens once."""
+    span = _span("c1", "chat m", start=1, gen_ai__operation__name="chat", gen_ai__request__model="gpt-4o",
+                 gen_ai__usage__input_tokens=1200, gen_ai__usage__output_tokens=30)
+    second = _span("c2", "chat m", start=5, gen_ai__operation__name="chat", gen_ai__request__model="gpt-4o",
+                   gen_ai__usage__input_tokens=1500, gen_ai__usage__output_tokens=40)
+
+    def log(sid, name, text, at):
+        return {"spanId": sid, "traceId": "t1", "eventName": name, "timeUnixNano": str(at),
+                "body": {"kvlistValue": {"values": [{"key": "content", "value": {"stringValue": text}}]}}}
+
+    logs = [log("c1", "gen_ai.user.message", "first question", 1), log("c1", "gen_ai.choice", "first answer", 2),
+            log("c2", "gen_ai.user.message", "second question", 5), log("c2", "gen_ai.choice", "second answer", 6)]
+    once = load_transcript(_doc(tmp_path, [span, second], logs, name="once.json"))
+    twice = load_transcript(_doc(tmp_path, [span, second, span], logs + logs[:2], name="twice.json"))
+    assert len(once.usage) == len(twice.usage) == 2
+    assert sum(u["input_tokens"] for u in twice.usage.values()) == 2700
+    assert [e.message for e in twice.entries] == [e.message for e in once.entries]
+    assert any("exported more than once" in w for w in twice.warnings) and not once.warnings
