@@ -74,14 +74,21 @@ _PREFIXES = (("claude", "anthropic"), ("anthropic", "anthropic"), ("gpt-", "open
              ("deepseek", "deepseek"), ("gemini", "gemini"), ("google", "gemini"), ("vertex", "gemini"))
 
 
-def provider_of(model: str | None) -> str:
-    """The provider whose cache serves ``model`` (a litellm-style ``provider/model`` too)."""
+def family_of(model: str | None) -> str | None:
+    """The provider whose models ``model`` is named like (a litellm-style ``provider/model`` too:
+    ``azure/gpt-4o``, ``openrouter/openai/gpt-4o-mini``, ``together_ai/deepseek-ai/DeepSeek-V3``),
+    or None for a name of no provider known here."""
     name = (model or "").lower()
-    for part in (name, name.rsplit("/", 1)[-1]):
+    for part in (name.rsplit("/", 1)[-1], name):
         for prefix, provider in _PREFIXES:
             if part.startswith(prefix):
                 return provider
-    return "anthropic"
+    return None
+
+
+def provider_of(model: str | None) -> str:
+    """The provider whose cache serves ``model`` (``family_of``; anything else: anthropic)."""
+    return family_of(model) or "anthropic"
 
 
 def rules_for(model: str | None, override: str | None = None) -> CacheRules:

@@ -44,6 +44,9 @@ class ModelPrices:
     cache_read: float
     read: str  # where the prices come from
     known: bool = True
+    #: an unknown model's stand-in: the model of its provider whose prices it was given (an
+    #: estimate); "" with ``known`` False: no provider known, unpriced (every cost 0)
+    priced_as: str | None = None
     tiers: tuple[tuple[int, ModelPrices], ...] = ()
 
     def at(self, input_tokens: int) -> ModelPrices:
@@ -403,6 +406,11 @@ def _prices_of(values: dict[str, Any], model: str, read: str) -> ModelPrices:
     return replace(prices(None), tiers=tuple((s, prices(s)) for s in starts))
 
 
+#: the model whose prices stand in for a model of the same provider that the price data does not
+#: know (a newer release, say): its provider's prices and cache rules, marked as an estimate
+STAND_INS = {"anthropic": DEFAULT_MODEL, "openai": "gpt-5", "gemini": "gemini-2.5-pro", "deepseek": "deepseek-chat"}
+
+
 @dataclass
 class PriceTable:
     """Where prices are looked up, first to last (``--prices FILE``, the corrections, genai-prices),
@@ -425,17 +433,28 @@ class PriceTable:
         return out
 
     def lookup(self, model: str | None, when: float | None = None) -> ModelPrices:
-        """Prices for ``model`` at ``when`` (seconds since the epoch; None: ``AS_OF``); an unknown
-        model gets the default model's prices, marked unknown."""
+        """Prices for ``model`` at ``when`` (seconds since the epoch; None: ``AS_OF``). A model no
+        source knows is priced as its provider's stand-in (``STAND_INS``: an estimate, marked
+        unknown), never as another provider's model; one of no provider known here is unpriced
+        (every price 0, marked so)."""
         name = model or self.default_model
         at = AS_OF if when is None else when
         for source in self.sources:
             if (found := source.lookup(name, at)) is not None:
                 return found
+        from .cache_rules import family_of
+
+        family = family_of(name)
+        # (a model of no provider known here: the default model only where a --prices table names its own)
+        stand_in = (self.default_model if model is None else STAND_INS[family] if family is not None
+                    else self.default_model if self.default_model != DEFAULT_MODEL else None)
+        if stand_in is None:
+            return ModelPrices(model=name, input=0.0, output=0.0, cache_write_5m=0.0, cache_write_1h=0.0,
+                               cache_read=0.0, read="unpriced", known=False, priced_as="")
         for source in self.sources:
-            if (found := source.lookup(self.default_model, at)) is not None:
-                return replace(found, model=name, known=False)
-        raise UsageError(f"no prices for the default model {self.default_model!r}")
+            if (found := source.lookup(stand_in, at)) is not None:
+                return replace(found, model=name, known=False, priced_as=stand_in)
+        raise UsageError(f"no prices for {stand_in!r}, the stand-in of {family or 'the default'} models")
 
 
 def _package_file(relative: str) -> str:

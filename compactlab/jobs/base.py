@@ -204,9 +204,12 @@ def cache_warnings(table: PriceTable, notify: Notify = quietly) -> None:
 
 def price_warning(table: PriceTable, prices: ModelPrices, notify: Notify = quietly) -> ModelPrices:
     """An unknown model is a warning even with --quiet (it changes every cost)."""
-    if not prices.known:
-        notify(f"warning: no prices for model {prices.model!r}: priced as {table.default_model} "
-               f"({table.read}); use --price-model or --prices", True)
+    if not prices.known and prices.priced_as:
+        notify(f"warning: no prices for model {prices.model!r}: priced as {prices.priced_as}, its provider's "
+               f"stand-in (an estimate; {table.read}); use --price-model or --prices", True)
+    elif not prices.known:
+        notify(f"warning: no prices for model {prices.model!r} and no provider known for it: unpriced (its costs "
+               "are 0); use --price-model or --prices", True)
     return prices
 
 

@@ -55,6 +55,11 @@ def anthropic_lines(transcript: Transcript, keep_recorded_compactions: bool = Fa
                 line["recorded_format"] = transcript.metadata.get("recorded_format") or transcript.format
             first_usage = False
             yield orjson.dumps(line)
+        elif (not transcript.usage and transcript.model and entry.message.get("role") == "assistant"
+              and first_usage and pending is None):  # (no usage: the model on the first reply, for its prices)
+            first_usage = False
+            yield orjson.dumps({"type": "message", "role": "assistant", "content": entry.message["content"],
+                                "model": transcript.model})
         elif pending is not None:  # the same role twice in a row: one message, as the API takes it
             pending = {"role": pending["role"], "content": _blocks(pending["content"]) + _blocks(entry.message["content"])}
         else:

@@ -97,3 +97,14 @@ def test_the_shared_openai_family_recordings_are_priced_within_their_targets(cli
             (path.name, s["cache_ledger"]["cost_error"])
         checked += 1
     assert checked
+
+
+@pytest.mark.parametrize("model,provider", [("azure/gpt-4o", "openai"), ("openrouter/openai/gpt-4o-mini", "openai"),
+                                            ("together_ai/deepseek-ai/DeepSeek-V3", "deepseek"),
+                                            ("vertex_ai/gemini-2.5-pro", "gemini"), ("bedrock/claude-sonnet-4-5", "anthropic"),
+                                            ("gpt-5.3-codex", "openai")])
+def test_a_provider_prefixed_name_gets_its_models_cache_rules(model, provider):
+    """(#43 §8) ``provider/model`` names (litellm's) are the model's provider's, never Anthropic's by default."""
+    from compactlab.engine.cache_rules import family_of, rules_for
+
+    assert rules_for(model).provider == provider and family_of(model) == provider

@@ -12,7 +12,7 @@ def test_price_table_lookup():
     p = table.lookup("claude-sonnet-4-5-20250929")
     assert p.known and (p.input, p.output) == (3.0, 15.0)
     assert (p.cache_write_5m, p.cache_write_1h, p.cache_read) == pytest.approx((3.75, 6.0, 0.3))
-    unknown = table.lookup("my-local-llama")
+    unknown = table.lookup("claude-future-9")
     assert not unknown.known and unknown.input == table.lookup(table.default_model).input
     assert table.read
 

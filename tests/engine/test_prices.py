@@ -50,11 +50,21 @@ def test_deepseek_is_priced_at_what_deepseek_billed_on_the_calls_date():
     assert table.lookup("deepseek-chat", at("2025-06-01T20:00:00")).input < before.input
 
 
-def test_an_unknown_model_is_the_default_models_prices_marked_unknown():
+def test_an_unknown_model_is_priced_by_its_provider_never_by_another(cli):
+    """(#43 §5) A model the price data lacks gets its provider's stand-in, marked an estimate (an
+    OpenAI or Gemini model never Anthropic's prices and cache-write premium); a model of no
+    provider known here is unpriced, and said so."""
     table = load_prices()
-    unknown = table.lookup("my-local-llama")
-    assert not unknown.known and unknown.model == "my-local-llama"
-    assert unknown.input == table.lookup(table.default_model).input
+    for model, stand_in in (("gpt-9-turbo", "gpt-5"), ("azure/gpt-9", "gpt-5"), ("gemini-9-ultra", "gemini-2.5-pro"),
+                            ("together_ai/deepseek-ai/DeepSeek-V9", "deepseek-chat"),
+                            ("claude-opus-9", "claude-sonnet-4-5")):
+        unknown, known = table.lookup(model), table.lookup(stand_in)
+        assert not unknown.known and unknown.priced_as == stand_in and unknown.model == model, model
+        assert (unknown.input, unknown.cache_write_5m, unknown.cache_read) == (known.input, known.cache_write_5m,
+                                                                              known.cache_read), model
+    assert table.lookup("gpt-9-turbo").cache_write_5m == table.lookup("gpt-9-turbo").input  # (no write premium)
+    unpriced = table.lookup("my-local-llama")
+    assert not unpriced.known and unpriced.priced_as == "" and unpriced.input == unpriced.output == 0.0
 
 
 def test_a_prices_file_goes_in_front_and_may_date_its_rows(tmp_path):
