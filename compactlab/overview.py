@@ -34,6 +34,7 @@ class Overview(TypedDict, total=False):
     unanswered_at_end: list[str]
     recorded_compactions: list[dict[str, Any]]
     warnings: list[str]
+    context_window: str  # the window a replay judges every call on, and where it comes from
     recorded_prompt_tokens_total: int
     recorded_calls: list[dict[str, Any]]
     calibration: dict[str, Any]
@@ -111,6 +112,7 @@ def overview(transcript: Transcript, top: int = 10) -> dict[str, Any]:
             for c in transcript.compactions
         ],
         warnings=transcript.warnings,
+        context_window=window_of(transcript).describe(),
     )
     return {**info, **_recorded(transcript, sent, est), **_format_specific(transcript)}  # the format's own keys on top
 
@@ -159,6 +161,15 @@ def _format_specific(transcript: Transcript) -> dict[str, Any]:
     """What the transcript's format module adds (its ``inspect_facts``, where it has one)."""
     facts = getattr(FORMATS.get(transcript.format), "inspect_facts", None)
     return facts(transcript) if facts else {}
+
+
+def window_of(transcript: Transcript) -> Any:
+    """The context window a replay judges the transcript's calls on (engine/window.py)."""
+    from .engine.window import resolve
+
+    model = next((u.get("model") for u in transcript.usage.values() if u.get("model")), None) or transcript.model
+    return resolve(fmt=transcript.format, model=model, metadata=transcript.metadata, usage=transcript.usage.values(),
+                   compactions=transcript.compactions)
 
 
 def session_row(transcript: Transcript) -> dict[str, Any]:

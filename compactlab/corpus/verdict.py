@@ -129,9 +129,9 @@ def judge(runs: Sequence[JudgedRun], sweep_keys: list[str], margin: float = RETE
     recall_floor = round((ref.recall if ref else 1.0) - margin, 6)
     retention_floor = round((ref.retention if ref else 1.0) - margin, 6)
     no_refs = not any(e.refs for e in entries)
-    # where some candidate fits the window: a policy that overflows there is refused
-    fits = {t for t in {r.transcript for r in runs}
-            if any(t not in overflowed[e.label] for e in entries if not e.violations_introduced)}
+    # where some policy fits the window: a policy that overflows there is refused
+    # (whatever else it breaks: a window some policy fits is one the others could fit too)
+    fits = {t for t in {r.transcript for r in runs} if any(t not in overflowed[e.label] for e in entries)}
 
     def fatal(e: Entry) -> str | None:
         if e.violations_introduced:

@@ -106,6 +106,7 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
         meta["units"] = sweep_units(policies, sweep_keys)
         meta["reference"] = reference
         meta["triggers"] = triggers(policies, meta["units"])
+        meta["windows"] = windows_judged(done.results)
         if done.interrupted:
             meta["interrupted"] = f"{len(done.results)} of {done.total} runs"
         if done.failures:
@@ -165,6 +166,17 @@ def _reports(result: Comparison, done: GridRun, planned: Any, reporting: Reporti
     except KeyboardInterrupt as stop:
         return files, stop, "drawing"
     return files, None, ""
+
+
+def windows_judged(results: list) -> list[str]:
+    """The context windows the runs were judged on, each once with how many transcripts it is of
+    (every run of a transcript is judged on the same one: engine/window.py)."""
+    by: dict[str, set[str]] = {}
+    for r in results:
+        by.setdefault(str(r.summary.get("window_source") or f"{r.summary.get('window_tokens', 0):,} tokens"),
+                      set()).add(r.transcript)
+    return [f"{w} ({len(ts)} transcript{'s' if len(ts) > 1 else ''})"
+            for w, ts in sorted(by.items(), key=lambda kv: -len(kv[1]))]
 
 
 def _next_action_plan(loaded: list, policies: list, calibrations: list, reporting: Reporting, settings: Settings,

@@ -166,6 +166,8 @@ def write_table(c: Comparison, out: TextIO) -> None:
     df, sweep_keys = c.df, c.sweep_keys
     printer = Printer(out)
     write_verdict(c.verdict, printer)
+    if c.meta.get("windows"):
+        printer.text(_windows_line(c.meta["windows"]))
     if len(df) > MAX_TERMINAL_RUNS:
         printer.text(f"{len(df)} runs: each is in results.csv, results.json and report.html.")
         return
@@ -225,12 +227,20 @@ def dearer(dear: "pd.DataFrame", sweep_keys: list[str]) -> tuple[list[str], list
             f"above) instead of cache reads (about a tenth of it). The worst: {named}."], every
 
 
+def _windows_line(windows: list[str]) -> str:
+    shown = "; ".join(windows[:3]) + (f"; and {len(windows) - 3} more (results.csv: window_source)"
+                                      if len(windows) > 3 else "")
+    return f"Overflows judged on each recording's context window: {shown}."
+
+
 def markdown(c: Comparison, charts: dict[str, str]) -> str:
     df, sweep_keys, meta = c.df, c.sweep_keys, c.meta
     head, rows = verdict_rows(c.verdict)
     lines = [f"# compactlab compare — {len(df)} runs", "", "## Verdict", "", f"**{md_cell(c.verdict.recommendation)}**",
              "", "| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
     lines += ["| " + " | ".join(md_cell(x) for x in row) + " |" for row in rows]
+    if meta.get("windows"):
+        lines += ["", md_cell(_windows_line(meta["windows"]))]
     lines += ["", f"Prices: {md_cell(meta.get('prices_read', ''))} ({md_cell(', '.join(meta.get('price_models', [])))}). "
                   f"Generated {meta.get('date', '')}.", ""]
     if meta.get("next_action"):
@@ -311,6 +321,7 @@ def html_parts(c: Comparison, svgs: dict[str, str], results: list["RunResult"] |
 <h1>compactlab compare — {len(df)} runs</h1>
 <h2>Verdict</h2><p class="rec">{e(visible(c.verdict.recommendation))}</p>
 {verdict}
+{f"<p class='note'>{e(visible(_windows_line(meta['windows'])))}</p>" if meta.get("windows") else ""}
 {_next_action_html(meta)}
 <h2>Runs</h2>
 <p>Cost is the headline: input tokens billed with prompt caching (for Anthropic models cache reads at 0.1×,

@@ -28,6 +28,8 @@ def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
     if g:
         rows.append((f"raw context tokens, {info['raw_tokens_by']} (25/50/75/100% of calls)",
                      " / ".join(f"{v:,}" for v in g.values())))
+    if info.get("context_window"):
+        rows.append(("context window (judged on)", info["context_window"]))
     rows.append(("recorded violations", str(len(info["violations"]))))
     if info.get("recorded_prompt_tokens_total"):
         rows.append(("recorded prompt tokens (all calls)", f"{info['recorded_prompt_tokens_total']:,}"))
