@@ -98,6 +98,10 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
             rows.append(("input cost: modelled / recorded usage", f"${modelled:,.4f} / ${s.recorded_input_cost_usd:,.4f}"))
         else:  # the session as it ran, not this policy: its own line, said as such
             rows.append(("input cost of the session as recorded (its usage)", f"${s.recorded_input_cost_usd:,.4f}"))
+    if s.recorded_cost_usd is not None:  # (what compares with a bill: input and output, each call at its prices)
+        output = s.recorded_cost_usd - (s.recorded_input_cost_usd or 0)
+        rows.append(("recorded cost, input + output (its usage)", f"${s.recorded_cost_usd:,.4f} (input "
+                     f"${s.recorded_input_cost_usd or 0:,.4f} + output ${output:,.4f})"))
     if s.cache_ledger:
         rows.append(("cache model vs recording", ledger_line(s.cache_ledger)))
     if s.recorded_cache_breaks:
@@ -110,6 +114,11 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
     if s.skipped_lines:
         rows.append(("bad lines skipped", f"{s.skipped_lines:,}"))
     return rows
+
+
+def _saves(saving: float) -> str:
+    """A cost saving in words whose sign says what it means: "saves 36.3%", "costs 4.0% more"."""
+    return f"saves {saving * 100:.1f}%" if saving >= 0 else f"costs {-saving * 100:.1f}% more"
 
 
 def costs_more(run: Run) -> str | None:
@@ -289,7 +298,7 @@ def totals_line(runs: list[Run]) -> str:
     calls = sum(r.summary.calls for r in runs)
     return (f"{len(runs)} transcripts × {runs[0].summary.policy}: {calls:,} calls; tokens "
             f"{int(summed['raw_tokens_total']):,} → {int(summed['tokens_total']):,} ({t['reduction'] * 100:.1f}% saved); "
-            f"cost ${summed['raw_cost_usd']:,.4f} → ${summed['cost_usd']:,.4f} ({t['cost_saving'] * 100:+.1f}%); "
+            f"cost ${summed['raw_cost_usd']:,.4f} → ${summed['cost_usd']:,.4f} ({_saves(t['cost_saving'])}); "
             f"retention {t['retention'] * 100:.1f}%, recall {t['recall'] * 100:.1f}%; "
             f"{int(summed['violations_introduced'])} violation(s) introduced, {int(summed['overflows'])} overflow(s)")
 

@@ -1,0 +1,128 @@
+"""Edges of the cost model and the verdict that a change could move without the rest of the suite
+noticing (#43 §8, each found by mutation): the prompt cache's lifetime and minimum by provider, a
+summary request on a cold or an empty cache, the early trigger's default, the verdict's 95%
+interval and the sign of what timing alone saves."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from helpers import tool_session, write_jsonl
+
+
+def _timed(tmp_path, model: str, gap_s: int, calls: int = 20, size: int = 6000, name: str = "t.jsonl"):
+    """Calls ``gap_s`` seconds apart on ``model``."""
+    lines, t = [], 0
+    for m in tool_session(calls, size):
+        if m["role"] == "assistant":
+            t += gap_s
+            m = {"type": "message", **m, "model": model, "usage": {"input_tokens": 1000, "output_tokens": 9},
+                 "timestamp": f"2026-01-01T{t // 3600:02d}:{t % 3600 // 60:02d}:{t % 60:02d}Z"}
+        lines.append(m)
+    return write_jsonl(tmp_path / name, lines)
+
+
+def _run(cli, path, *sets):
+    r = cli("replay", path, "-p", "s08", "--no-calibrate", "--dry-run", "--format", "json-run",
+            *[a for s in sets for a in ("--set", s)])
+    assert r.exit_code == 0, r.output
+    return orjson.loads(r.stdout)["summary"]
+
+
+def test_a_gap_is_cold_by_the_providers_cache_lifetime_not_the_writes_ttl(cli, tmp_path):
+    """30 minutes between calls: past Anthropic's 5-minute TTL, within OpenAI's hour."""
+    openai = _run(cli, _timed(tmp_path, "gpt-5", 1800, name="o.jsonl"), "summary.enabled=false")
+    anthropic = _run(cli, _timed(tmp_path, "claude-sonnet-4-5", 1800, name="a.jsonl"), "summary.enabled=false")
+    assert openai["cache_model"] == "openai" and openai["cache_expired_calls"] == 0
+    assert anthropic["cache_model"] == "anthropic" and anthropic["cache_expired_calls"] == 19
+
+
+def test_geminis_implicit_cache_reads_nothing_under_1024_tokens():
+    from compactlab.engine.cache_rules import RULES
+
+    gemini = RULES["gemini"]
+    assert (gemini.read(1023), gemini.read(1024), gemini.read(5000)) == (0, 1024, 5000)
+    assert RULES["openai"].read(1023) == 0 and RULES["openai"].read(1300) == 1280
+
+
+SUMMARY_ONLY = ("snip.enabled=false", "micro.enabled=false", "budget.enabled=false", "manual.enabled=false",
+                "summary.unit=tokens", "summary.trigger=20000", "summary.request=prefix")
+
+
+def test_a_summary_request_after_the_cache_expired_reads_nothing(cli, tmp_path):
+    warm = _run(cli, _timed(tmp_path, "claude-sonnet-4-5", 60, name="warm.jsonl"), *SUMMARY_ONLY)
+    cold = _run(cli, _timed(tmp_path, "claude-sonnet-4-5", 900, name="cold.jsonl"), *SUMMARY_ONLY)
+    assert warm["summaries"] == cold["summaries"] > 0
+    assert warm["summary_cache_read_tokens"] > 0 and cold["summary_cache_read_tokens"] == 0
+    assert cold["summary_cost_usd"] > warm["summary_cost_usd"]
+
+
+def test_a_prefix_request_that_reads_nothing_writes_the_cache(cli, tmp_path):
+    """A prefix request on a cold cache writes what it sends: priced as cache writes (1.25x input
+    on Anthropic), not as plain input."""
+    from compactlab.engine.prices import load_prices
+
+    cold = _run(cli, _timed(tmp_path, "claude-sonnet-4-5", 900), *SUMMARY_ONLY)
+    p = load_prices().lookup("claude-sonnet-4-5")
+    written = cold["summary_input_tokens"] * p.cache_write_5m / 1e6
+    output = cold["summary_output_tokens"] * p.output / 1e6
+    assert cold["summary_cache_read_tokens"] == 0
+    assert cold["summary_cost_usd"] == pytest.approx(written + output, rel=1e-3)
+
+
+@pytest.mark.parametrize("timing,cold,next_cold", [("idle", True, False), ("before_expiry", False, True)])
+def test_the_early_trigger_is_half_the_trigger_by_default(timing, cold, next_cold, monkeypatch):
+    import importlib
+
+    summary = importlib.import_module("compactlab.engine.layers.summary")
+    from compactlab.engine.layers.base import RunEnv
+    from compactlab.engine.policy import load_policy
+    from compactlab.summarizers import StubSummarizer
+
+    config = load_policy("s08", ["summary.unit=chars", "summary.trigger=10000", f"summary.timing={timing}"]).summary
+    assert config.early_trigger == 0
+    size = {"now": 0}
+    monkeypatch.setattr(summary, "_size", lambda *a: size["now"])
+
+    def fires(n: int, cold: bool, next_cold: bool) -> bool:
+        size["now"] = n
+        return summary.over_trigger(None, config, RunEnv(summarizer=StubSummarizer(), cache_cold=cold,  # type: ignore[arg-type]
+                                                        cold_next=next_cold))
+
+    assert [fires(n, cold, next_cold) for n in (5000, 5001, 10000, 10001)] == [False, True, True, True]
+    assert [fires(n, False, False) for n in (5001, 10000, 10001)] == [False, False, True]  # (warm: the trigger)
+
+
+def test_the_savings_interval_is_a_95_percent_bootstrap():
+    """The verdict's interval: the 2.5th and 97.5th percentiles of the seeded bootstrap of the
+    corpus, computed here independently."""
+    import numpy as np
+
+    from compactlab.corpus.verdict import BOOTSTRAP, _interval
+
+    rng = np.random.default_rng(7)
+    cost, raw = rng.uniform(1, 10, 12), rng.uniform(10, 20, 12)
+    summaries = [{"cost_usd": c, "raw_cost_usd": r} for c, r in zip(cost, raw)]
+    picks = np.random.default_rng(0).integers(0, len(cost), size=(BOOTSTRAP, len(cost)))
+    savings = 1 - cost[picks].sum(axis=1) / raw[picks].sum(axis=1)
+    low, high = np.percentile(savings, [2.5, 97.5])
+    assert _interval(summaries) == (round(float(low), 6), round(float(high), 6))
+    narrower = np.percentile(savings, [5, 95])
+    assert _interval(summaries) != (round(float(narrower[0]), 6), round(float(narrower[1]), 6))
+
+
+def test_timing_alone_says_more_when_it_saves_more_and_less_when_less():
+    from compactlab.corpus.verdict import Entry, _timing
+
+    def entry(timing: str, saving: float) -> Entry:
+        return Entry(label=f"s08 summary.timing={timing}", policy="s08", swept={"summary.timing": timing},
+                     transcripts=1, cost_usd=1 - saving, raw_cost_usd=1.0, tokens_total=1, cost_saving=saving,
+                     median_saving=saving, saving_p25=saving, saving_p75=saving, reduction=0.5, retention=1.0, refs=0,
+                     recall=0.9, probes=10, violations_introduced=0, overflows=0, summaries=1, costs_more=0)
+
+    more = _timing([entry("trigger", 0.30), entry("idle", 0.40)], ["summary.timing"])
+    assert more == ["Timing alone: s08 summary.timing=idle saves 10.0% more of the cost with no compaction than "
+                    "s08 summary.timing=trigger (recall 90.0% against 90.0%)."]
+    less = _timing([entry("trigger", 0.40), entry("idle", 0.30)], ["summary.timing"])
+    assert "saves 10.0% less" in less[0]
