@@ -126,3 +126,17 @@ def test_timing_alone_says_more_when_it_saves_more_and_less_when_less():
                     "s08 summary.timing=trigger (recall 90.0% against 90.0%)."]
     less = _timing([entry("trigger", 0.40), entry("idle", 0.30)], ["summary.timing"])
     assert "saves 10.0% less" in less[0]
+
+
+def test_timing_reads_the_gap_by_the_providers_cache_lifetime(cli, tmp_path):
+    """A 30-minute gap leaves OpenAI's cache warm (an hour) and Anthropic's cold (5 minutes): an
+    idle-timed summary fires early on the second only."""
+    sets = (*SUMMARY_ONLY, "summary.request=fresh", "summary.timing=idle", "summary.early_trigger=5000")
+
+    def first_summary(model: str) -> int:
+        r = cli("replay", _timed(tmp_path, model, 1800, name=f"{model}.jsonl"), "-p", "s08", "--no-calibrate",
+                "--dry-run", "--format", "json-run", *[a for s in sets for a in ("--set", s)])
+        assert r.exit_code == 0, r.output
+        return next(c["call"] for c in orjson.loads(r.stdout)["calls"] if c["summarized"])
+
+    assert first_summary("claude-sonnet-4-5") < first_summary("gpt-5")
