@@ -154,6 +154,8 @@ def _cache_facts(transcript: Transcript, cal: Any) -> dict[str, Any]:
               for i in s.recorded_cache_breaks or []]
     return {"recorded_cache_breaks": breaks, "cache_warm_start_tokens": s.cache_warm_start_tokens,
             "cache_ledger": s.cache_ledger, "recorded_input_cost_usd": s.recorded_input_cost_usd,
+            "recorded_cost_usd": s.recorded_cost_usd, "sidechain_calls": s.sidechain_calls,
+            "recorded_sidechain_cost_usd": s.recorded_sidechain_cost_usd,
             "modelled_input_cost_usd": round(sum(c.input_cost_usd for c in run.calls), 6)}
 
 

@@ -113,7 +113,7 @@ def test_replay_of_several_files_ends_with_their_totals(cli, tmp_path):
     t = totals(summaries)
     last = r.stdout.strip().splitlines()[-1]
     assert last.startswith("2 transcripts × s08: 150 calls;")
-    assert f"({t['cost_saving'] * 100:+.1f}%)" in last and f"recall {t['recall'] * 100:.1f}%" in last
+    assert f"(saves {t['cost_saving'] * 100:.1f}%)" in last and f"recall {t['recall'] * 100:.1f}%" in last
     one = cli("replay", files[0], "--dry-run")
     assert "transcripts × s08" not in one.stdout
 

@@ -274,6 +274,10 @@ class RunPricing:
     breaks_replayed: bool
     ledger: dict[str, Any] | None
     rules: CacheRules = RULES["anthropic"]
+    #: what the recording's inline subagents (sidechains: another conversation, not replayed) were
+    #: billed, at list prices, and how many calls they made; None where it has none
+    sidechains: Recorded | None = None
+    sidechain_calls: int = 0
 
 
 def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None, cache_ttl: str | None,
@@ -316,6 +320,14 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
     priced = price_calls(records, prices_of, models, times, ttl, breaks if keep_recorded_compactions else None,
                          rules, reply_tokens, expected_reads(calls_usage, rules) if rules.reply_cached else None)
     recorded = recorded_cost(records, usage, prices_of)
+    side = [u for u in feed.metadata.get("sidechain_usage") or () if isinstance(u, dict)]
+    sidechains = None
+    if side:
+        sidechains = Recorded()
+        for u in side:
+            p = prices_of(u.get("model"), u.get("timestamp"))
+            sidechains.input += p.recorded_input_cost(u)
+            sidechains.output += p.recorded_output_cost(u)
     sent_as_recorded = not acted and (keep_recorded_compactions or not positions)
     return RunPricing(
         prices=forced or lookup(feed.model, started_at),
@@ -323,5 +335,5 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
         priced=priced, recorded=recorded, billed=billed(feed.metadata), breaks=breaks,
         breaks_replayed=keep_recorded_compactions,
         ledger=cache_ledger(records, calls_usage, recorded.input) if recorded and sent_as_recorded else None,
-        rules=rules,
+        rules=rules, sidechains=sidechains, sidechain_calls=len(side),
     )

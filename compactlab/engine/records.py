@@ -144,6 +144,11 @@ class RunSummary:
     recorded_cost_usd: float | None = None
     #: what the source itself recorded it was billed (mini-swe-agent's instance_cost), else None
     billed_cost_usd: float | None = None
+    #: the recording's inline subagents (Claude Code 1.0.x sidechains: another conversation in the
+    #: same file, not replayed): their calls and the input and output cost their usage implies
+    #: (counted as ccusage counts them, shown apart); 0 / None where it has none
+    sidechain_calls: int = 0
+    recorded_sidechain_cost_usd: float | None = None
     #: the prompt cache's lifetime the run was priced with: the recording's (1-hour writes
     #: recorded: 1h), or --cache-ttl
     cache_ttl: str = "5m"
@@ -246,6 +251,9 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
         recorded_input_cost_usd=None if recorded_cost is None else round(recorded_cost.input, 6),
         recorded_cost_usd=None if recorded_cost is None else round(recorded_cost.input + recorded_cost.output, 6),
         billed_cost_usd=None if billed is None else round(billed, 6),
+        sidechain_calls=pricing.sidechain_calls,
+        recorded_sidechain_cost_usd=(None if pricing.sidechains is None else
+                                     round(pricing.sidechains.input + pricing.sidechains.output, 6)),
         calibration=calibration or {},
         cache_ttl=priced.ttl,
         cache_expired_calls=priced.expired,

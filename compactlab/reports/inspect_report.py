@@ -55,8 +55,12 @@ def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("already compacted by Claude Code", ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in done.items())))
     if info.get("subagent"):
         rows.append(("subagent transcript", "yes (acompact: Claude Code's summarizer call)" if info.get("acompact") else "yes"))
+    if info.get("recorded_cost_usd") is not None:
+        rows.append(("recorded cost, input + output", f"${info['recorded_cost_usd']:,.4f}"))
     if info.get("sidechain_lines"):
-        rows.append(("sidechain lines left out", str(info["sidechain_lines"])))
+        side = (f"; {info['sidechain_calls']:,} call(s) billed ${info['recorded_sidechain_cost_usd']:,.4f} with output"
+                if info.get("recorded_sidechain_cost_usd") is not None else "")
+        rows.append(("inline subagents (sidechain lines, not replayed)", f"{info['sidechain_lines']:,} line(s){side}"))
     if info.get("other_roles"):
         rows.append(("other roles (metadata)", ", ".join(f"{r['role']} ({r['chars']:,} chars)" for r in info["other_roles"])))
     if info.get("invalid_arguments"):

@@ -107,6 +107,9 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
     if s.recorded_cache_breaks:
         rows.append(("recorded cache breaks", "call(s) " + ", ".join(map(str, s.recorded_cache_breaks[:20]))
                      + (" (replayed)" if s.cache_breaks_replayed else " (--keep-recorded-compactions replays them)")))
+    if s.recorded_sidechain_cost_usd is not None:
+        rows.append(("inline subagents (sidechains), recorded", f"{s.sidechain_calls:,} call(s), "
+                     f"${s.recorded_sidechain_cost_usd:,.4f} with output (another conversation: billed, not replayed)"))
     if s.billed_cost_usd is not None:
         rows.append(("recorded usage with output / billed", f"${s.recorded_cost_usd or 0:,.4f} / ${s.billed_cost_usd:,.4f}"))
     if run.failed_summaries:
@@ -300,7 +303,19 @@ def totals_line(runs: list[Run]) -> str:
             f"{int(summed['raw_tokens_total']):,} → {int(summed['tokens_total']):,} ({t['reduction'] * 100:.1f}% saved); "
             f"cost ${summed['raw_cost_usd']:,.4f} → ${summed['cost_usd']:,.4f} ({_saves(t['cost_saving'])}); "
             f"retention {t['retention'] * 100:.1f}%, recall {t['recall'] * 100:.1f}%; "
-            f"{int(summed['violations_introduced'])} violation(s) introduced, {int(summed['overflows'])} overflow(s)")
+            f"{int(summed['violations_introduced'])} violation(s) introduced, {int(summed['overflows'])} overflow(s)"
+            + _recorded_total(runs))
+
+
+def _recorded_total(runs: list[Run]) -> str:
+    """The recorded cost of the runs' sessions with output, their inline subagents counted apart (as
+    ccusage counts them)."""
+    recorded = [r.summary.recorded_cost_usd for r in runs if r.summary.recorded_cost_usd is not None]
+    if not recorded:
+        return ""
+    side = sum(r.summary.recorded_sidechain_cost_usd or 0 for r in runs)
+    return (f"; recorded cost with output ${sum(recorded):,.4f}"
+            + (f" + ${side:,.4f} of inline subagents" if side else "") + f" ({len(recorded)} recording(s))")
 
 
 #: the stdout writers of ``replay --format``: one shape for any number of inputs (``json-run``,

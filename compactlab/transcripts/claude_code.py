@@ -67,6 +67,21 @@ def _usage(raw: Any) -> dict[str, Any] | None:
     return anthropic_usage(raw)
 
 
+def _sidechain_usage(obj: dict, out: dict[str, dict[str, Any]]) -> None:
+    """The usage of an inline subagent's reply (Claude Code 1.0.x wrote subagents into the main
+    session's file), once per message (its lines repeat it), with its model and time."""
+    message = obj["message"]
+    if obj.get("type") != "assistant":
+        return
+    try:
+        usage = anthropic_usage(message.get("usage"), message.get("model") if isinstance(message.get("model"), str)
+                                else None, obj.get("timestamp"))
+    except BadField:
+        return
+    if usage:
+        out[str(message.get("id") or obj.get("requestId") or obj.get("uuid") or len(out))] = usage
+
+
 def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, **_: object) -> Transcript:
     reader = LineReader(path, skip_bad_lines=skip_bad_lines, head=head)
     builder = TranscriptBuilder(path, NAME)
@@ -77,6 +92,7 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
     subagent: bool | None = None  # decided by the first conversation line
     ignored: dict[str, int] = {}
     sidechain_lines = 0
+    sidechain_usage: dict[str, dict[str, Any]] = {}  # an inline subagent's calls: message id -> usage
     pending_boundary: dict | None = None
     for lineno, obj in reader.objects():
         kind = obj.get("type")
@@ -84,7 +100,8 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
             if subagent is None:
                 subagent = obj.get("isSidechain") is True
             if obj.get("isSidechain") is True and not subagent:
-                sidechain_lines += 1
+                sidechain_lines += 1  # (another conversation: not replayed, but its calls were billed)
+                _sidechain_usage(obj, sidechain_usage)
                 continue
             message = obj["message"]
             problem = message_problem(message) if message.get("role") == kind else f"message role is not {kind!r}"
@@ -152,6 +169,7 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
         "subagent": bool(subagent),
         "acompact": name.startswith("agent-acompact-"),
         "sidechain_lines": sidechain_lines,
+        "sidechain_usage": list(sidechain_usage.values()),
         "ignored_lines": ignored,
     })
     if builder.metadata["acompact"]:

@@ -150,6 +150,40 @@ def test_inline_sidechains_are_left_out_of_the_main_replay(tmp_path):
     assert replay(t, load_policy("s08")).summary.violations == []
 
 
+def test_inline_sidechains_are_billed_and_counted_apart(tmp_path, cli):
+    """(#43 §6) Claude Code 1.0.x wrote subagents inline: their calls are not replayed (another
+    conversation) but were billed, as ccusage counts them: replay, inspect and a folder's totals
+    say what they cost, apart from the session's own."""
+    from compactlab.engine.prices import load_prices
+
+    s = Session().user("go").assistant("X", tool("task", "Task"))
+    side = Session(sidechain=True)
+    side.n = 100
+    side.user("subagent prompt").assistant("S1", tool("inner"), input_tokens=40_000)
+    side.assistant("S1", tool("inner2"), input_tokens=40_000)  # (a message's second line: the same call)
+    side.result("inner").result("inner2").assistant("S2", text("sub done"), output_tokens=700)
+    s.lines += side.lines[1:]
+    s.result("task", "agent said done").assistant("Y", text("finished"))
+    path = s.write(tmp_path / "s.jsonl")
+    summary = replay(load_transcript(path), load_policy("none")).summary
+    p = load_prices().lookup("claude-opus-4-6")
+    one = {"cache_creation_input_tokens": 1000, "cache_read_input_tokens": 2000}
+    expected = (p.recorded_input_cost({**one, "input_tokens": 40_000}) + p.recorded_output_cost({"output_tokens": 5})
+                + p.recorded_input_cost({**one, "input_tokens": 3}) + p.recorded_output_cost({"output_tokens": 700}))
+    assert summary.sidechain_calls == 2 and summary.recorded_sidechain_cost_usd == pytest.approx(expected, abs=1e-6)
+    assert summary.calls == 2 and summary.recorded_cost_usd is not None
+    r = cli("replay", path, "-p", "none", "--dry-run")
+    assert f"2 call(s), ${expected:,.4f} with output" in r.stdout
+    r = cli("inspect", path)
+    assert "inline subagents (sidechain lines, not replayed)" in r.stdout and f"${expected:,.4f}" in r.stdout
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    for name in ("a.jsonl", "b.jsonl"):
+        (folder / name).write_bytes(Path(path).read_bytes())
+    r = cli("replay", folder, "-p", "none", "--dry-run")
+    assert f"+ ${2 * expected:,.4f} of inline subagents (2 recording(s))" in r.stdout
+
+
 def test_sizes_come_from_message_content_only(tmp_path):
     s = Session().user("go").assistant("X", tool("t1")).result("t1", "small")
     t = load_transcript(s.write(tmp_path / "s.jsonl"))
