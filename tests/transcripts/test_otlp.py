@@ -244,3 +244,14 @@ def test_a_span_exported_twice_is_one_call(tmp_path):
     assert sum(u["input_tokens"] for u in twice.usage.values()) == 2700
     assert [e.message for e in twice.entries] == [e.message for e in once.entries]
     assert any("exported more than once" in w for w in twice.warnings) and not once.warnings
+
+
+def test_a_short_trace_is_estimated_by_the_otlp_prior(tmp_path, cli):
+    """(#43 §7) Under 5 calls with usage, a trace's tokens come from the OTLP prior (as every
+    format's do), not from the policy's chars / 4."""
+    spans = [_span(f"c{i}", "chat m", start=i * 10, gen_ai__operation__name="chat", gen_ai__request__model="gpt-4o",
+                   gen_ai__usage__input_tokens=1200 + 300 * i, gen_ai__usage__output_tokens=30) for i in range(3)]
+    r = cli("replay", _doc(tmp_path, spans), "-p", "none", "--dry-run", "--format", "json-run")
+    assert r.exit_code == 0, r.output
+    source = json.loads(r.stdout)["summary"]["calibration"]["source"]
+    assert source.startswith("prior for otlp (")
