@@ -172,9 +172,9 @@ def windows_judged(results: list) -> list[str]:
     """The context windows the runs were judged on, each once with how many transcripts it is of
     (every run of a transcript is judged on the same one: engine/window.py)."""
     by: dict[str, set[str]] = {}
-    for r in results:
-        by.setdefault(str(r.summary.get("window_source") or f"{r.summary.get('window_tokens', 0):,} tokens"),
-                      set()).add(r.transcript)
+    for r in results:  # (by size and source: the recording's own facts after ";" are each run's)
+        described = str(r.summary.get("window_source") or f"{r.summary.get('window_tokens', 0):,} tokens")
+        by.setdefault(described.split(";")[0], set()).add(r.transcript)
     return [f"{w} ({len(ts)} transcript{'s' if len(ts) > 1 else ''})"
             for w, ts in sorted(by.items(), key=lambda kv: -len(kv[1]))]
 

@@ -108,3 +108,19 @@ def test_claude_code_sessions_that_compacted_are_judged_on_200k(cli):
     assert s["overflows"] > 0  # (no compaction past 200k: the recording's own compaction shows why)
     gem = summary(cli, session, "-p", "gemini-cli")  # (its own 1M window is its trigger, not the judgement)
     assert (gem["window_tokens"], gem["window_source"]) == (s["window_tokens"], s["window_source"])
+
+
+def test_a_compare_says_the_windows_its_transcripts_were_judged_on():
+    from types import SimpleNamespace
+
+    from compactlab.jobs.compare import windows_judged
+
+    def run(transcript, source):
+        return SimpleNamespace(transcript=transcript, summary={"window_source": source, "window_tokens": 1})
+
+    results = [run("a", "200,000 tokens: Claude Code default; the recording compacted at 167,731"),
+               run("a", "200,000 tokens: Claude Code default; the recording compacted at 167,731"),
+               run("b", "200,000 tokens: Claude Code default; the largest prompt answered 17,437"),
+               run("c", "258,400 tokens: the recording's model_context_window")]
+    assert windows_judged(results) == ["200,000 tokens: Claude Code default (2 transcripts)",
+                                       "258,400 tokens: the recording's model_context_window (1 transcript)"]
