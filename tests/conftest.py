@@ -8,17 +8,20 @@ from helpers import SAMPLES, SHARED
 
 @pytest.fixture(autouse=True, scope="session")
 def _own_cache_folder(tmp_path_factory):
-    """The user's cache folder (prices, live summaries) is one of the session's own, never the
-    real one; a test that needs another sets COMPACTLAB_CACHE_DIR itself."""
+    """The user's cache folder (prices, live summaries) and config folder (their prices file) are
+    the session's own, never the real ones; a test that needs another sets COMPACTLAB_CACHE_DIR
+    or COMPACTLAB_CONFIG_DIR itself."""
     import os
 
-    before = os.environ.get("COMPACTLAB_CACHE_DIR")
+    before = {k: os.environ.get(k) for k in ("COMPACTLAB_CACHE_DIR", "COMPACTLAB_CONFIG_DIR")}
     os.environ["COMPACTLAB_CACHE_DIR"] = str(tmp_path_factory.mktemp("user-cache"))
+    os.environ["COMPACTLAB_CONFIG_DIR"] = str(tmp_path_factory.mktemp("user-config"))  # (no user prices file)
     yield
-    if before is None:
-        os.environ.pop("COMPACTLAB_CACHE_DIR", None)
-    else:
-        os.environ["COMPACTLAB_CACHE_DIR"] = before
+    for k, v in before.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 @pytest.fixture

@@ -101,7 +101,7 @@ class TomlPrices:
     from which it applies). A model is found by its name, by its name without a date suffix or
     a ``provider/`` prefix, or by the longest name it starts with."""
 
-    def __init__(self, text: str, source: str) -> None:
+    def __init__(self, text: str, source: str, user: bool = False) -> None:
         try:
             data = tomllib.loads(text)
             models = data["models"]
@@ -110,6 +110,7 @@ class TomlPrices:
         except (tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
             raise UsageError(f"{source}: not a usable price table: {exc}") from None
         self.source = source
+        self.user = user  # the user's (--prices, the user's prices file): its windows are theirs
         self.read = str(data.get("read", "unknown"))
         self.default_model = data.get("default_model")
         self.periods: dict[str, list[_Period]] = {}
@@ -121,6 +122,9 @@ class TomlPrices:
                     if not isinstance(row, dict) or not isinstance(row.get(key), (int, float)) \
                             or isinstance(row.get(key), bool) or not 0 <= row[key] < 1e6:
                         raise UsageError(f"{source}: models.{name}.{key} must be a price (USD per million tokens)")
+                window = row.get("window")
+                if window is not None and (type(window) is not int or not 0 < window <= 100_000_000):
+                    raise UsageError(f"{source}: models.{name}.window must be a context window in tokens")
                 periods.append(_Period(_since(row.get("since"), source, name), row))
             self.periods[name] = sorted(periods, key=lambda p: p.since)
 
@@ -144,6 +148,12 @@ class TomlPrices:
                            cache_write_5m=row.get("cache_write_5m", base * 1.25),
                            cache_write_1h=row.get("cache_write_1h", base * 2.0),
                            cache_read=row.get("cache_read", base * 0.1), read=self.name)
+
+    def window(self, model: str) -> int | None:
+        """The context window the table gives ``model`` (its latest row's ``window``), or None."""
+        key = self._match(model)
+        return next((p.row["window"] for p in reversed(self.periods[key]) if "window" in p.row), None) \
+            if key is not None else None
 
     def _match(self, name: str) -> str | None:
         if name in self.periods:
@@ -432,6 +442,14 @@ class PriceTable:
                 source.problems.clear()
         return out
 
+    def window(self, model: str | None) -> tuple[int, str] | None:
+        """The context window a user's price table (``--prices``, the user's prices file) gives
+        ``model``, and which table; None where none does (the built-in tables give none)."""
+        for source in self.sources:
+            if isinstance(source, TomlPrices) and source.user and model and (w := source.window(model)):
+                return w, source.source
+        return None
+
     def lookup(self, model: str | None, when: float | None = None) -> ModelPrices:
         """Prices for ``model`` at ``when`` (seconds since the epoch; None: ``AS_OF``). A model no
         source knows is priced as its provider's stand-in (``STAND_INS``: an estimate, marked
@@ -480,20 +498,36 @@ def load_prices(path: str | None = None, cache: bool = True) -> PriceTable:
                            GenaiPrices(default_cache_dir(), write=cache)]
     sources = list(_DEFAULT[cache])
     default = DEFAULT_MODEL
-    if path is not None:
+    configured = user_prices_file()
+    for given, what in ((configured, "the user's prices file"), (path, "--prices")):  # (--prices in front)
+        if given is None:
+            continue
         try:
-            text = read_regular_text(path, "--prices")
+            text = read_regular_text(given, what)
         except InputError as exc:
             raise UsageError(exc.message) from None
         except OSError as exc:
-            raise UsageError(f"{path}: not a usable price table: {exc.strerror or exc}") from None
-        own = TomlPrices(text, path)
+            raise UsageError(f"{given}: not a usable price table: {exc.strerror or exc}") from None
+        own = TomlPrices(text, given, user=True)
         if own.default_model is not None:
             if not isinstance(own.default_model, str) or own.lookup(own.default_model, AS_OF) is None:
-                raise UsageError(f"{path}: default_model {own.default_model!r} has no prices")
+                raise UsageError(f"{given}: default_model {own.default_model!r} has no prices")
             default = own.default_model
         sources.insert(0, own)
     return PriceTable(sources, default)
+
+
+def user_prices_file() -> str | None:
+    """The user's own price table, read by every command where it exists: ``prices.toml`` in
+    ``$COMPACTLAB_CONFIG_DIR``, else in the user's config folder (``~/.config/compactlab`` on
+    Linux, via platformdirs)."""
+    folder = os.environ.get("COMPACTLAB_CONFIG_DIR", "").strip()
+    if not folder:
+        from platformdirs import user_config_dir
+
+        folder = user_config_dir("compactlab", appauthor=False)
+    path = os.path.join(folder, "prices.toml")
+    return path if os.path.lexists(path) else None
 
 
 @lru_cache(maxsize=256)

@@ -27,7 +27,7 @@ from .baseline import RawBaseline
 from .context import Context
 from .cache_rules import rules_for
 from .cost import TTL_SECONDS, PromptCache, price_run, prompt_of, seconds
-from .prices import ModelPrices, PriceTable
+from .prices import ModelPrices, PriceTable, load_prices
 from .window import DEFAULT_WINDOW, Window, prompt_tokens, resolve as resolve_window
 from .invariants import InvariantTracker, ViolationLog
 from .feeds import Feed, as_feed
@@ -129,6 +129,8 @@ def replay(
     turns.recorded_compactions = lambda: feed.compactions
     turns.ttl_given = cache_ttl
     turns.window_given = window
+    if isinstance(prices, PriceTable) or prices is None:  # (--price-model: one model's prices, no table)
+        turns.configured_window = (prices or load_prices()).window
     turns.format = getattr(feed, "format", None)
     turns.keep_contexts = keep_contexts
     records: list[TurnRecord] = []
@@ -209,6 +211,8 @@ class Turns:
         self.judged = Window(policy.reactive.window_tokens or DEFAULT_WINDOW, "not resolved yet")
         self.window_given: int | None = None  # --window
         self.judged_model: str | None = None  # the model the window was resolved for
+        #: the window a user's price table gives a model, and which table (None: none does)
+        self.configured_window: Callable[[str | None], tuple[int, str] | None] = lambda model: None
         self.format: str | None = None
         self.metadata: Callable[[], dict[str, Any]] = dict
         #: the compactions the recording made, as far as read (a replay that drops them departs there)
@@ -310,7 +314,8 @@ class Turns:
 
     def _resolve_window(self, model: str | None) -> Window:
         return resolve_window(given=self.window_given, fmt=self.format, model=model, metadata=self.metadata(),
-                              usage=self.usage.values() if self.usage else (), compactions=self.recorded_compactions())
+                              usage=self.usage.values() if self.usage else (), compactions=self.recorded_compactions(),
+                              configured=self.configured_window(model))
 
     def judge_again(self, records: list[TurnRecord]) -> None:
         """The window resolved again once the whole recording is read (a stream's later calls may show

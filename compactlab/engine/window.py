@@ -1,7 +1,8 @@
 """The context window a recording is judged against: one per transcript, resolved here and nowhere
 else, with where it came from (#43 §1).
 
-Order: what the user said (``--window``) > what the harness recorded or implies (Codex's
+Order: what the user said (``--window``, else a ``window`` for the model in their price table:
+``--prices`` or their prices file) > what the harness recorded or implies (Codex's
 ``model_context_window``; Claude Code's 200,000 tokens unless the 1M-context beta is recorded) >
 the model's window in genai-prices > 200,000. Whatever the source, the largest prompt the API
 answered in the recording is a lower bound: a call the recording shows answered is never an
@@ -66,8 +67,10 @@ def _positive(value: Any) -> int | None:
 
 def resolve(*, given: int | None = None, given_source: str = "--window", fmt: str | None = None,
             model: str | None = None, metadata: Mapping[str, Any] | None = None,
-            usage: Iterable[Mapping[str, Any]] = (), compactions: Iterable[Any] = ()) -> Window:
-    """The window of one recording (see the module docstring)."""
+            usage: Iterable[Mapping[str, Any]] = (), compactions: Iterable[Any] = (),
+            configured: tuple[int, str] | None = None) -> Window:
+    """The window of one recording (see the module docstring); ``configured``: the window a user's
+    price table gives the model, and which table (after ``--window``, before the recording's)."""
     from .prices import known_window
 
     metadata = metadata or {}
@@ -75,6 +78,8 @@ def resolve(*, given: int | None = None, given_source: str = "--window", fmt: st
     compacted_at = max(compacted) if compacted else None
     if given:
         tokens, source = given, given_source
+    elif configured is not None:
+        tokens, source = configured[0], f"{model}'s in {configured[1]}"
     elif (recorded := _positive(metadata.get("model_context_window"))) is not None:
         tokens, source = recorded, "the recording's model_context_window"
     elif fmt == "claude-code":

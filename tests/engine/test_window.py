@@ -124,3 +124,25 @@ def test_a_compare_says_the_windows_its_transcripts_were_judged_on():
                run("c", "258,400 tokens: the recording's model_context_window")]
     assert windows_judged(results) == ["200,000 tokens: Claude Code default (2 transcripts)",
                                        "258,400 tokens: the recording's model_context_window (1 transcript)"]
+
+
+def test_a_users_prices_file_gives_a_model_its_window_and_prices(cli, tmp_path, monkeypatch):
+    """(#43 §1, §5) The user's prices file (their config folder, or --prices) may give a model its
+    window: it comes after --window and before what the recording implies."""
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "prices.toml").write_text('read = "2026-11-27"\n[models."gpt-4o"]\ninput = 2.0\noutput = 8.0\n'
+                                        'cache_read = 0.5\ncache_write_5m = 2.0\nwindow = 150000\n')
+    monkeypatch.setenv("COMPACTLAB_CONFIG_DIR", str(config))
+    msgs = [dict(m, model="gpt-4o") if m["role"] == "assistant" else m for m in tool_session(30, 20_000)]
+    path = write_jsonl(tmp_path / "t.jsonl", msgs)
+    s = summary(cli, path, "-p", "none", "--no-calibrate")
+    assert s["window_tokens"] == 150_000 and s["window_source"] == f"150,000 tokens: gpt-4o's in {config / 'prices.toml'}"
+    assert s["overflows"] == 0  # (genai-prices' 128,000 would make some)
+    assert summary(cli, path, "-p", "none", "--no-calibrate", "--window", "100000")["window_tokens"] == 100_000
+    from compactlab.engine.prices import load_prices
+
+    assert load_prices().lookup("gpt-4o").input == 2.0
+    (config / "prices.toml").write_text('[models."gpt-4o"]\ninput = 2.0\noutput = 8.0\nwindow = "big"\n')
+    r = cli("replay", path, "--dry-run")
+    assert r.exit_code == 2 and "models.gpt-4o.window must be a context window in tokens" in r.stderr
