@@ -134,7 +134,7 @@ def _recorded(transcript: Transcript, sent: list[int] | None, est: TokenEstimato
     }
     if not transcript.metadata.get("acompact"):
         # a fit of 1 to 4 calls says nothing: the format's prior stands for it, labelled so
-        cal = calibrate(transcript, sent) if len([t for t in tokens if t > 0]) >= MIN_CALLS else short(transcript)[0]
+        cal = calibrate(transcript, sent) if len([t for t in tokens if t > 0]) >= MIN_CALLS else short(transcript, sent)[0]
         if cal is not None:
             out["calibration"] = cal.to_dict()
         out.update(_cache_facts(transcript, cal))

@@ -96,17 +96,33 @@ def prior_for(fmt: str) -> Calibration | None:
                        source=f"prior for {fmt} ({row['calls']} calls of {row['recordings']} shared recordings)")
 
 
-def short(transcript: Transcript) -> tuple[Calibration | None, str]:
-    """For a transcript with fewer than ``MIN_CALLS`` calls with usage (never fitted: a fit of
-    1 to 4 calls says nothing): its format's prior, and what to say of it."""
+def short(transcript: Transcript, sent: list[int] | None = None) -> tuple[Calibration | None, str]:
+    """For a transcript with fewer than ``MIN_CALLS`` calls with usage (never fitted whole: a fit of
+    two parameters to 1 to 4 calls says nothing): its format's prior for the characters a token
+    holds (else the policy's 4), with the one thing so few calls do tell, the overhead the
+    transcript does not hold (system prompt, tools), fitted to them: the median of each recorded
+    call's prompt less its context at the prior's ratio. And what to say of it."""
     n = usable_calls(transcript)
     fmt = transcript.metadata.get("recorded_format") or transcript.format  # (a converted file's harness)
     prior = prior_for(fmt)
-    if prior is None:
-        return None, (f"only {n} call(s) with recorded usage (calibration needs {MIN_CALLS}) and no prior for "
-                      f"{fmt}: tokens are the policy's estimate")
-    return prior, (f"only {n} call(s) with recorded usage (calibration needs {MIN_CALLS}): tokens by the "
-                   f"{fmt} prior, {prior.overhead_tokens:,} + chars / {prior.chars_per_token} (an estimate)")
+    cpt = prior.chars_per_token if prior is not None else DEFAULT_CHARS_PER_TOKEN
+    chars = sent_chars(transcript) if sent is None else sent
+    gaps = sorted(y - x / cpt for x, y in zip(chars, recorded_tokens(transcript)) if y > 0)
+    overhead = max(0, round((gaps[(len(gaps) - 1) // 2] + gaps[len(gaps) // 2]) / 2)) if gaps else \
+        (prior.overhead_tokens if prior is not None else 0)
+    est = TokenEstimator(cpt, overhead)
+    pairs = [(x, y) for x, y in zip(chars, recorded_tokens(transcript)) if y > 0]
+    mape = round(sum(abs(est.tokens(x) - y) / y for x, y in pairs) / len(pairs), 4) if pairs else None
+    ratio = f"the {fmt} prior's chars / {cpt}" if prior is not None else f"chars / {cpt} (no prior for {fmt})"
+    cal = Calibration(overhead_tokens=overhead, chars_per_token=cpt, mape=mape, calls=len(pairs),
+                      source=(f"prior for {fmt} ({prior.calls} calls of shared recordings)" if prior is not None
+                              else f"no prior for {fmt}") + f", its overhead fitted to {len(pairs)} call(s)")
+    return cal, (f"only {n} call(s) with recorded usage (calibration needs {MIN_CALLS}): tokens by {ratio} and an "
+                 f"overhead of {overhead:,} fitted to them (an estimate)")
+
+
+#: the characters a token holds where a short recording's format has no prior (the policy's default)
+DEFAULT_CHARS_PER_TOKEN = 4.0
 
 
 def by_default(transcript: Transcript, sent: list[int] | None = None) -> tuple[Calibration | None, str | None]:
@@ -120,7 +136,7 @@ def by_default(transcript: Transcript, sent: list[int] | None = None) -> tuple[C
     if transcript.metadata.get("acompact"):
         return None, "a compaction summarizer's call: not calibrated (calibrate on its main session)"
     if n < MIN_CALLS:
-        return short(transcript)
+        return short(transcript, sent)
     cal = calibrate(transcript, sent)
     if not (MIN_CHARS_PER_TOKEN <= cal.chars_per_token <= MAX_CHARS_PER_TOKEN) or (cal.mape or 0) > MAX_MAPE:
         return None, (f"the fit to the recorded usage is unusable ({cal.overhead_tokens:,} + chars / "

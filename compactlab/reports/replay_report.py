@@ -52,8 +52,8 @@ def _estimate(cal: dict) -> str:
     fit = f"{cal.get('overhead_tokens', 0):,} + chars / {cal.get('chars_per_token')}"
     if cal.get("source") == "recorded usage":
         return f"the fit to recorded usage: {fit} (mape {cal.get('mape', 0):.3f}, {cal.get('calls', 0):,} calls)"
-    if str(cal.get("source", "")).startswith("prior"):
-        return f"a {cal['source']}: {fit} (an estimate: too few calls recorded usage to fit)"
+    if "overhead fitted to" in str(cal.get("source", "")):
+        return f"the {cal['source']}: {fit} (an estimate: too few calls recorded usage to fit both)"
     return f"the {cal.get('source', 'policy')}'s estimate: {fit}"
 
 
