@@ -257,11 +257,15 @@ def main() -> None:
 
 def _inputs(paths: tuple[str, ...] | list[str], subagents: bool, quiet: bool) -> list[str]:
     """The files of the arguments (folders expanded), saying how many subagent sessions were left out."""
-    from .transcripts import expand_inputs, skipped_subagents
+    from .jobs.base import left_out_subagents
+    from .transcripts import expand_inputs
 
     files = expand_inputs(paths, subagents)
-    if not subagents and any(os.path.isdir(p) for p in paths) and (n := skipped_subagents(paths)):
-        _notify(quiet)(f"left out {n} subagent session(s) of the folder(s); --subagents includes them", False)
+    if not subagents and not quiet and any(os.path.isdir(p) for p in paths):
+        n, cost = left_out_subagents(paths)
+        if n:
+            _notify(quiet)(f"left out {n} subagent session(s) of the folder(s), whose recordings cost ${cost:,.4f} with "
+                           "output (billed, not replayed); --subagents includes them", False)
     return files
 
 

@@ -114,7 +114,22 @@ def overview(transcript: Transcript, top: int = 10) -> dict[str, Any]:
         warnings=transcript.warnings,
         context_window=window_of(transcript).describe(),
     )
-    return {**info, **_recorded(transcript, sent, est), **_format_specific(transcript)}  # the format's own keys on top
+    facts = _format_specific(transcript)
+    if facts.get("subagents"):  # (billed, not in this file: what their recordings cost, as ccusage counts them)
+        facts["subagents_recorded_cost_usd"] = round(sum(_recorded_cost_of(s["path"]) for s in facts["subagents"]), 6)
+    return {**info, **_recorded(transcript, sent, est), **facts}  # the format's own keys on top
+
+
+def _recorded_cost_of(path: str) -> float:
+    """What a subagent's recording says it cost with output (0 where it cannot be read)."""
+    from .engine.cost import recorded_total
+    from .errors import CompactlabError
+    from .transcripts import load_transcript
+
+    try:
+        return recorded_total(load_transcript(path)) or 0.0
+    except CompactlabError:
+        return 0.0
 
 
 def _recorded(transcript: Transcript, sent: list[int] | None, est: TokenEstimator) -> dict[str, Any]:

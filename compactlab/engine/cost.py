@@ -247,6 +247,21 @@ def billed(metadata: dict[str, Any]) -> float | None:
     return float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0 else None
 
 
+def recorded_total(transcript: Any, table: PriceTable | None = None) -> float | None:
+    """What a recording's usage implies it was billed, input and output, each call at the model and
+    time it recorded (its inline subagents' calls included); None without usage. What a session
+    left out of a replay (a subagent's file) still cost: this says how much."""
+    usage = [u for u in transcript.usage.values()] + list(transcript.metadata.get("sidechain_usage") or ())
+    if not usage:
+        return None
+    table = table or load_prices()
+    total = 0.0
+    for u in usage:
+        p = table.lookup(u.get("model") or transcript.model, seconds(u.get("timestamp")))
+        total += p.recorded_input_cost(u) + p.recorded_output_cost(u)
+    return total
+
+
 def seconds(timestamp: Any) -> float | None:
     """An ISO 8601 time as seconds, or None."""
     if not isinstance(timestamp, str):

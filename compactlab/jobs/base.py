@@ -13,7 +13,7 @@ from ..corpus.calibration import MIN_CALLS, Calibration, by_default, calibrate a
 from ..engine.feeds import Opening
 from ..engine.prices import ModelPrices, PriceTable, load_prices
 from ..plumbing.files import shown
-from ..errors import UsageError
+from ..errors import CompactlabError, UsageError
 from ..transcripts import FolderFile, UnknownFormat
 from ..transcripts.model import Note
 from ..plumbing.process import collector_off
@@ -144,6 +144,24 @@ def load_all(files: list[str], settings: Settings, notify: Notify = quietly,
     if not loaded and skipped:
         raise none_read(len(skipped))
     return loaded
+
+
+def left_out_subagents(paths: list[str] | tuple[str, ...]) -> tuple[int, float]:
+    """The subagent sessions the folders among ``paths`` hold (left out unless asked for), and what
+    their recordings say they cost with output: billed though not replayed (as ccusage counts
+    them). A file that does not load counts, at no cost."""
+    from ..engine.cost import recorded_total
+    from ..transcripts import load_transcript, subagent_sessions
+
+    files = subagent_sessions(paths)
+    total = 0.0
+    with collector_off():
+        for f in files:
+            try:
+                total += recorded_total(load_transcript(f)) or 0.0
+            except CompactlabError:
+                continue
+    return len(files), total
 
 
 def none_read(tried: int) -> UsageError:

@@ -67,6 +67,9 @@ def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("tool arguments that are not JSON", str(info["invalid_arguments"])))
     if info.get("exit_status"):
         rows.append(("exit status", str(info["exit_status"])))
+    if info.get("subagents_recorded_cost_usd") is not None:
+        rows.append(("subagent files, recorded cost with output", f"${info['subagents_recorded_cost_usd']:,.4f} "
+                     f"({len(info['subagents'])} file(s), billed apart from this session's; not replayed with it)"))
     for sub in info.get("subagents") or []:
         rows.append(("subagent file" + (" (acompact)" if sub["acompact"] else ""), sub["path"]))
     if info["unanswered_at_end"]:

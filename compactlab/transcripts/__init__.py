@@ -24,7 +24,7 @@ FORMATS: dict[str, ModuleType] = {
 }
 
 __all__ = ["FORMATS", "FolderFile", "RecordedCompaction", "UnknownFormat", "Transcript", "TranscriptBuilder", "TranscriptStream", "detect_format",
-           "expand_inputs", "load_transcript", "open_transcript", "skipped_subagents"]
+           "expand_inputs", "load_transcript", "open_transcript", "skipped_subagents", "subagent_sessions"]
 
 SESSION_GLOBS = ("*.jsonl", "*.jsonl.gz", "*.jsonl.zst", "*.json", "*.traj")
 
@@ -116,7 +116,12 @@ def expand_inputs(paths: list[str] | tuple[str, ...], subagents: bool = False) -
 
 def skipped_subagents(paths: list[str] | tuple[str, ...]) -> int:
     """How many subagent sessions the folders among ``paths`` hold (left out unless asked for)."""
-    return len(_expand(paths, True)[1])
+    return len(subagent_sessions(paths))
+
+
+def subagent_sessions(paths: list[str] | tuple[str, ...]) -> list[str]:
+    """The subagent sessions the folders among ``paths`` hold."""
+    return _expand(paths, True)[1]
 
 
 def _expand(paths: list[str] | tuple[str, ...], subagents: bool) -> tuple[list[str], list[str]]:

@@ -321,3 +321,24 @@ def test_replay_of_converts_output_gives_the_sources_answer(shared_transcripts, 
             assert cost2 == pytest.approx(cost, rel=0.01), path.name
             checked += 1
     assert checked
+
+
+def test_subagent_files_left_out_of_a_folder_are_counted_by_their_recorded_cost(tmp_path, cli):
+    """(#43 §6) A subagent's own file (``<session>/subagents/agent-*.jsonl``) is billed apart: a
+    folder replay that leaves it out says what it cost, and ``inspect`` of its session too."""
+    from compactlab.engine.cost import recorded_total
+
+    folder = tmp_path / "project"
+    folder.mkdir()
+    main = Session().user("go").assistant("X", tool("task", "Task")).result("task", "done").assistant("Y", text("ok"))
+    path = main.write(folder / "s1.jsonl")
+    (folder / "s1" / "subagents").mkdir(parents=True)
+    agent = Session(sidechain=True).user("look").assistant("A1", tool("g", "Grep"), input_tokens=9000).result("g")
+    agent_path = agent.assistant("A2", text("found it"), output_tokens=400).write(folder / "s1" / "subagents" / "agent-a1.jsonl")
+    cost = recorded_total(load_transcript(agent_path))
+    assert cost and cost > 0
+    r = cli("replay", folder, "-p", "none", "--dry-run")
+    assert r.exit_code == 0 and f"left out 1 subagent session(s) of the folder(s), whose recordings cost ${cost:,.4f}" \
+        in r.stderr
+    r = cli("inspect", path, "--format", "json")
+    assert orjson.loads(r.stdout)["subagents_recorded_cost_usd"] == pytest.approx(cost, abs=1e-6)
