@@ -175,9 +175,11 @@ def judge(runs: Sequence[JudgedRun], sweep_keys: list[str], margin: float = RETE
                            list(sweep_keys), reference, recall_floor, retention_floor, passes=False)
         # the one that loses least of what the agent used (then saves most); one that costs more than
         # no compaction only where none saves (no compaction itself overflows here: it is no candidate)
-        best = max(usable, key=lambda e: (e.cost_saving > -TIE_SHARE,
+        best = max(usable, key=lambda e: (not _dearer_overall(e),
                                           min(e.recall - recall_floor, e.retention - retention_floor), e.cost_saving))
         saving = (f"saves {_pct(best.cost_saving)}" if best.cost_saving >= 0 else
+                  f"costs about as much as no compaction ({_pct(best.cost_saving)}, within the bootstrap's noise: "
+                  f"{_pct(best.saving_low)} to {_pct(best.saving_high)})" if not _dearer_overall(best) else
                   f"costs {_pct(-best.cost_saving)} more than no compaction, which overflows the window"
                   + (f" on {len(overflowed[ref.label])} transcript(s)" if ref is not None else ""))
         text = [f"No policy passes the guard ({reasons}). If you must compact, use {best.label}: of the policies that "
@@ -306,6 +308,12 @@ def _saving(summary: Mapping[str, Any]) -> float:
 #: less is a tie (the figures are estimates; $0.000016 on a $0.05 transcript says nothing)
 TIE_USD = 0.01
 TIE_SHARE = 0.01
+
+
+def _dearer_overall(e: Entry) -> bool:
+    """Whether a policy costs more than no compaction over the corpus beyond a tie: by more than
+    ``TIE_SHARE`` and beyond the bootstrap's noise (its whole 95% interval below no saving)."""
+    return e.cost_saving < -TIE_SHARE and (e.transcripts < 2 or e.saving_high < 0)
 
 
 def _dearer(summary: Mapping[str, Any]) -> bool:

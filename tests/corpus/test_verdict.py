@@ -260,3 +260,18 @@ def test_the_saving_interval_drawn_in_blocks_is_the_interval_drawn_at_once(monke
     for cells in (1, 257 * 3, 257 * 100 + 5):
         monkeypatch.setattr(verdict, "BOOTSTRAP_CELLS", cells)
         assert verdict._interval(summaries) == whole
+
+
+def test_a_difference_within_a_cent_or_the_bootstraps_noise_is_a_tie():
+    """(#43 §4) A run $0.000016 dearer than no compaction does not 'cost more'; a fallback pick whose
+    total saving's interval spans no saving says it costs about as much."""
+    from compactlab.corpus.verdict import _dearer
+
+    assert not _dearer({"cost_usd": 0.050016, "raw_cost_usd": 0.05})
+    assert _dearer({"cost_usd": 0.0515, "raw_cost_usd": 0.05})  # (3%: not a tie, though under a cent)
+    assert _dearer({"cost_usd": 20.02, "raw_cost_usd": 20.0})  # (two cents: not a tie, though 0.1%)
+    rows = [run("a", "none", 10, retained=10, overflows=2), run("b", "none", 10, retained=10, overflows=2),
+            run("a", "p", 11, retained=7), run("b", "p", 9.6, retained=7)]
+    v = judge(frame(rows), [], reference="none")
+    assert v.recommended == "p" and not v.passes
+    assert "costs about as much as no compaction (-3.0%, within the bootstrap's noise" in v.recommendation
