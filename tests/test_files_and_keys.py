@@ -580,3 +580,13 @@ def test_a_special_junit_destination_is_refused_before_any_work(cli, tmp_path, b
     r = cli("check", *files, "-p", "s08", "--baseline", path, "--junit", special)
     assert r.exit_code == 2
     assert ("a named pipe" if kind == "fifo" else "a socket") in r.stderr and "refusing" in r.stderr
+
+
+def test_an_out_that_is_a_dangling_link_is_refused_in_one_line(cli, tmp_path):
+    """(#49) A rename into a dangling link's target failed as an internal error."""
+    link = tmp_path / "o"
+    link.symlink_to(tmp_path / "nowhere" / "deeper")
+    for args in (["replay", SMALL], ["compare", SMALL, "-p", "s08"]):
+        r = cli(*args, "--out", link)
+        assert r.exit_code == 2 and f"--out {link}: a symbolic link to nothing" in r.stderr, r.output
+    assert link.is_symlink() and not (tmp_path / "nowhere").exists()

@@ -278,3 +278,35 @@ def test_a_redacted_text_is_sized_without_being_built(tmp_path, monkeypatch):
     last = run.calls[-1]
     assert last.raw_chars > claim > 100_000 > last.chars  # persisted: a preview of 2,000 chars stays
     assert run.summary.persisted == 1
+
+
+def _under_address_space(script: str, limit_bytes: int, tmp_path) -> subprocess.CompletedProcess:
+    import resource  # noqa: F401  (the child sets it)
+
+    code = (f"import resource\nresource.setrlimit(resource.RLIMIT_AS, ({limit_bytes}, {limit_bytes}))\n" + script)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                          cwd=tmp_path)
+
+
+def test_a_small_document_reads_under_a_small_address_space(tmp_path):
+    """(#49) read_document asked f.read(cap + 1): a GiB allocated before a byte of a 1 KB file was
+    read (MemoryError under a 1 GB address space). It reads what the file holds."""
+    doc = tmp_path / "small.json"
+    doc.write_bytes(orjson.dumps({"messages": [{"role": "user", "content": "hi"}]}))
+    r = _under_address_space(f"from compactlab.transcripts.reader import read_document\n"
+                             f"doc, sha = read_document({str(doc)!r})\nprint(len(doc['messages']))\n",
+                             1024 << 20, tmp_path)
+    assert r.returncode == 0 and r.stdout.strip() == "1", r.stderr[-500:]
+
+
+def test_a_sparse_document_that_is_no_json_is_refused_at_its_first_part(tmp_path, cli):
+    """(#49) A sparse 900 MB ``.json`` (4 KB on disk) took 3.7 GB: it is refused after 16 MiB."""
+    sparse = tmp_path / "sparse.json"
+    with open(sparse, "wb") as f:
+        f.truncate(900 << 20)
+    r = _under_address_space("import sys\nfrom compactlab.__main__ import main\n"
+                             f"sys.argv = ['compactlab', 'inspect', {str(sparse)!r}, '--input-format', 'openhands']\n"
+                             "main()\n", 1536 << 20, tmp_path)
+    assert r.returncode == 2, r.stderr[-500:]
+    assert "does not start with { or [" in r.stderr and "Traceback" not in r.stderr

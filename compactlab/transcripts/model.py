@@ -22,20 +22,28 @@ class BadField(InputError):
     not a list): the loader reports it as a bad line (file:line) or a bad file, exit 2."""
 
 
+#: more tokens than any call ever took (1e15): a count past it is damage (2**63, 1e20), not usage
+MAX_TOKENS = 10 ** 15
+
+
 def tokens(raw: dict, key: str, where: str = "usage") -> int:
     """The token count ``raw[key]``: a whole number of at least 0 (absent or null: 0)."""
     value = raw.get(key)
     if value is None:
         return 0
-    if type(value) is int and value >= 0:
+    if type(value) is int and 0 <= value < MAX_TOKENS:
         return value
-    if type(value) is float and value.is_integer() and 0 <= value < 1e15:
+    if type(value) is float and value.is_integer() and 0 <= value < MAX_TOKENS:
         return int(value)
     if type(value) is str and value.isdigit() and len(value) < 16:
         return int(value)
     import orjson
 
-    raise BadField(f"{where}.{key} is {orjson.dumps(value).decode()[:40]}, not a token count")
+    try:
+        shown = orjson.dumps(value).decode()
+    except TypeError:  # (an integer past 64 bits)
+        shown = str(value)
+    raise BadField(f"{where}.{key} is {shown[:40]}, not a token count")
 
 
 def object_at(d: dict, key: str) -> dict:

@@ -99,7 +99,33 @@ class Span:
         return op if isinstance(op, str) else ""
 
 
-def value(v: Any) -> Any:
+class _Shapes:
+    """Where an OTLP document holds a list or an object, it must: a number there is damage, a bad
+    record naming the field (exit 2), or with ``skip`` (--skip-bad-lines) a record skipped and
+    counted."""
+
+    def __init__(self, skip: bool) -> None:
+        self.skip, self.skipped = skip, 0
+
+    def items(self, v: Any, field: str) -> list:
+        if v is None:
+            return []
+        if isinstance(v, list):
+            return v
+        return self.bad(field, v, "a list")
+
+    def bad(self, field: str, v: Any, what: str) -> list:
+        if self.skip:
+            self.skipped += 1
+            return []
+        try:
+            shown = orjson.dumps(v, default=str).decode()
+        except TypeError:  # (an integer past 64 bits)
+            shown = str(v)
+        raise BadField(f"{field} is {shown[:40]}, not {what}")
+
+
+def value(v: Any, shapes: _Shapes | None = None) -> Any:
     """An OTLP AnyValue as a plain value."""
     if not isinstance(v, dict):
         return v
@@ -112,20 +138,27 @@ def value(v: Any) -> Any:
             return int(raw)
         except (TypeError, ValueError):
             return raw
+    shapes = shapes or _Shapes(False)
+    for key in ("arrayValue", "kvlistValue"):
+        if key in v and v[key] is not None and not isinstance(v[key], dict):
+            shapes.bad(key, v[key], "an object")
+            return None
     if "arrayValue" in v:
-        return [value(x) for x in (v["arrayValue"] or {}).get("values") or []]
+        return [value(x, shapes) for x in shapes.items((v["arrayValue"] or {}).get("values"), "arrayValue.values")]
     if "kvlistValue" in v:
-        return {kv.get("key"): value(kv.get("value")) for kv in (v["kvlistValue"] or {}).get("values") or []
+        return {kv.get("key"): value(kv.get("value"), shapes)
+                for kv in shapes.items((v["kvlistValue"] or {}).get("values"), "kvlistValue.values")
                 if isinstance(kv, dict)}
     if "bytesValue" in v:
         return v["bytesValue"]
     return None
 
 
-def _attributes(items: Any) -> dict[str, Any]:
+def _attributes(items: Any, shapes: _Shapes | None = None) -> dict[str, Any]:
     if not isinstance(items, list):
         return {}
-    return {a["key"]: value(a.get("value")) for a in items if isinstance(a, dict) and isinstance(a.get("key"), str)}
+    return {a["key"]: value(a.get("value"), shapes) for a in items
+            if isinstance(a, dict) and isinstance(a.get("key"), str)}
 
 
 def _fields(items: Any) -> dict[str, Any]:
@@ -138,49 +171,56 @@ def _fields(items: Any) -> dict[str, Any]:
 def _int(v: Any) -> int:
     try:
         return int(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return 0
 
 
-def spans_of(doc: dict, path: str) -> tuple[list[Span], list[tuple[str, str, dict[str, Any]]]]:
+def spans_of(doc: dict, path: str, shapes: _Shapes | None = None
+             ) -> tuple[list[Span], list[tuple[str, str, dict[str, Any]]]]:
     """The spans of a document, and its log records as (span id, event name, body and attributes)."""
+    shapes = shapes or _Shapes(False)
+    items = shapes.items
     spans: list[Span] = []
     logs: list[tuple[str, str, dict[str, Any]]] = []
-    if isinstance(doc.get("data"), list):  # a Jaeger export
-        for trace in doc["data"]:
-            for s in (trace.get("spans") or []) if isinstance(trace, dict) else []:
+    if "data" in doc and "resourceSpans" not in doc and "batches" not in doc:  # a Jaeger export
+        for trace in items(doc.get("data"), "data"):
+            if not isinstance(trace, dict):
+                continue
+            for s in items(trace.get("spans"), "data[].spans"):
                 if not isinstance(s, dict):
                     continue
-                refs = [r.get("spanID") for r in s.get("references") or [] if isinstance(r, dict)
+                refs = [r.get("spanID") for r in items(s.get("references"), "spans[].references") if isinstance(r, dict)
                         and r.get("refType") == "CHILD_OF"]
                 tags = _fields(s.get("tags"))
                 start = _int(s.get("startTime")) * 1000
                 events = [(str(_fields(lg.get("fields")).get("event", "")), _fields(lg.get("fields")))
-                          for lg in s.get("logs") or [] if isinstance(lg, dict)]
+                          for lg in items(s.get("logs"), "spans[].logs") if isinstance(lg, dict)]
                 spans.append(Span(str(s.get("spanID")), refs[0] if refs else None, str(s.get("traceID")),
                                   str(s.get("operationName") or ""), start, start + _int(s.get("duration")) * 1000,
                                   tags, events))
         return spans, logs
-    for rs in (doc.get("resourceSpans") or doc.get("batches") or []):
+    top = "resourceSpans" if doc.get("resourceSpans") is not None else "batches"
+    for rs in items(doc.get(top), top):
         if not isinstance(rs, dict):
             raise BadField("a resourceSpans item is not an object")
-        for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []:
-            for s in (ss.get("spans") or []) if isinstance(ss, dict) else []:
+        scope_key = "scopeSpans" if rs.get("scopeSpans") is not None else "instrumentationLibrarySpans"
+        for ss in items(rs.get(scope_key), f"{top}[].{scope_key}"):
+            for s in items(ss.get("spans"), f"{scope_key}[].spans") if isinstance(ss, dict) else []:
                 if not isinstance(s, dict):
                     continue
-                events = [(str(e.get("name") or ""), _attributes(e.get("attributes")))
-                          for e in s.get("events") or [] if isinstance(e, dict)]
+                events = [(str(e.get("name") or ""), _attributes(e.get("attributes"), shapes))
+                          for e in items(s.get("events"), "spans[].events") if isinstance(e, dict)]
                 spans.append(Span(str(s.get("spanId")), s.get("parentSpanId") or None, str(s.get("traceId")),
                                   str(s.get("name") or ""), _int(s.get("startTimeUnixNano")),
-                                  _int(s.get("endTimeUnixNano")), _attributes(s.get("attributes")), events))
-    for rl in doc.get("resourceLogs") or []:
-        for sl in (rl.get("scopeLogs") or []) if isinstance(rl, dict) else []:
-            for r in (sl.get("logRecords") or []) if isinstance(sl, dict) else []:
+                                  _int(s.get("endTimeUnixNano")), _attributes(s.get("attributes"), shapes), events))
+    for rl in items(doc.get("resourceLogs"), "resourceLogs"):
+        for sl in items(rl.get("scopeLogs"), "resourceLogs[].scopeLogs") if isinstance(rl, dict) else []:
+            for r in items(sl.get("logRecords"), "scopeLogs[].logRecords") if isinstance(sl, dict) else []:
                 if not isinstance(r, dict) or not r.get("spanId"):
                     continue
-                attrs = _attributes(r.get("attributes"))
+                attrs = _attributes(r.get("attributes"), shapes)
                 name = r.get("eventName") or attrs.get("event.name") or ""
-                body = value(r.get("body"))
+                body = value(r.get("body"), shapes)
                 logs.append((str(r["spanId"]), str(name), {**attrs, **(body if isinstance(body, dict) else
                                                                         {"content": body})}))
     return spans, logs
@@ -446,10 +486,11 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
     doc, sha = document or read_document(path)
     if not isinstance(doc, dict) or sniff_document(doc) <= 0:
         raise InputError(f"{path}: not an OTLP/JSON document (no resourceSpans, batches or Jaeger data)")
+    shapes = _Shapes(skip_bad_lines)
     try:
-        spans, log_records = spans_of(doc, path)
+        spans, log_records = spans_of(doc, path, shapes)
     except BadField as exc:
-        raise InputError(f"{path}: {exc}") from None
+        raise InputError(f"{path}: {exc}", hint="--skip-bad-lines skips such records") from None
     spans, log_records, repeated = _once(spans, log_records)
     by_id = {s.id: s for s in spans}
     for s in spans:
@@ -507,7 +548,7 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
     if not calls:
         raise InputError(f"{path}: no GenAI model call or agent span in these traces",
                          hint="the spans need the GenAI semantic conventions (gen_ai.operation.name, gen_ai.usage.*)")
-    return builder.build(content_hash=sha)
+    return builder.build(content_hash=sha, skipped_lines=shapes.skipped)
 
 
 def _once(spans: list[Span], logs: list[tuple[str, str, dict[str, Any]]]

@@ -297,16 +297,33 @@ def read_head(path: str, limit: int = 64) -> Head:
     return head
 
 
+#: how much of a JSON document is read at a time (16 MiB)
+DOCUMENT_PART = 1 << 24
+
+
 def read_document(path: str) -> tuple[Any, str]:
     """A whole-file JSON document (a trajectory) and the SHA-256 of its bytes; a file:line error
     when it does not parse."""
     f = open_checked(path)
     cap = max_document_bytes()
+    chunks: list[bytes] = []
+    total = 0
     try:
         with _reading(path):
-            raw = f.read(cap + 1)
+            # a part at a time, never the cap at once (f.read(cap + 1) would ask for a GiB before
+            # reading a byte); a file that does not start as JSON is refused at its first part
+            while total <= cap:
+                chunk = f.read(min(DOCUMENT_PART, cap + 1 - total))
+                if not chunk:
+                    break
+                if not chunks and chunk.lstrip()[:1] not in (b"{", b"[", b""):
+                    raise BadLineError(path, 1, "invalid JSON document: it does not start with { or [")
+                chunks.append(chunk)
+                total += len(chunk)
     finally:
         f.close()
+    raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    del chunks
     if len(raw) > cap:
         raise InputError(f"{path}: a JSON document larger than {cap >> 20} MiB (decompressed)",
                          hint="COMPACTLAB_MAX_DOCUMENT_MB raises the limit")
@@ -316,10 +333,11 @@ def read_document(path: str) -> tuple[Any, str]:
     try:
         return orjson.loads(raw), sha
     except orjson.JSONDecodeError as exc:
-        try:
-            return orjson.loads(raw.decode("utf-8", errors="replace")), sha
-        except orjson.JSONDecodeError:
-            pass
+        if "utf-8" in str(exc.msg).lower():  # (only bad UTF-8 is worth a second, replacing, parse)
+            try:
+                return orjson.loads(raw.decode("utf-8", errors="replace")), sha
+            except orjson.JSONDecodeError:
+                pass
         line = raw[: exc.pos].count(b"\n") + 1 if isinstance(exc.pos, int) else 1
         raise BadLineError(path, line, f"invalid JSON document: {exc.msg}") from None
 

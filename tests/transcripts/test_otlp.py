@@ -255,3 +255,75 @@ def test_a_short_trace_is_estimated_by_the_otlp_prior(tmp_path, cli):
     assert r.exit_code == 0, r.output
     source = json.loads(r.stdout)["summary"]["calibration"]["source"]
     assert source.startswith("prior for otlp (")
+
+
+def _good_doc() -> dict:
+    span = _span("c1", "chat m", start=1, gen_ai__operation__name="chat", gen_ai__request__model="gpt-4o",
+                 gen_ai__usage__input_tokens=1200, gen_ai__usage__output_tokens=30)
+    log = {"spanId": "c1", "traceId": "t1", "eventName": "gen_ai.user.message",
+           "body": {"kvlistValue": {"values": [{"key": "content", "value": {"stringValue": "hello"}}]}}}
+    return {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {}, "spans": [span]}]}],
+            "resourceLogs": [{"scopeLogs": [{"logRecords": [log]}]}]}
+
+
+def _damaged(shape: str) -> dict:
+    doc = _good_doc()
+    rs = doc["resourceSpans"][0]
+    span = rs["scopeSpans"][0]["spans"][0]
+    if shape == "resourceSpans":
+        doc["resourceSpans"] = 7
+    elif shape == "scopeSpans":
+        rs["scopeSpans"] = 7
+    elif shape == "spans":
+        rs["scopeSpans"][0]["spans"] = 7
+    elif shape == "events":
+        span["events"] = 7
+    elif shape == "resourceLogs":
+        doc["resourceLogs"] = 7
+    elif shape == "scopeLogs":
+        doc["resourceLogs"][0]["scopeLogs"] = 7
+    elif shape == "logRecords":
+        doc["resourceLogs"][0]["scopeLogs"][0]["logRecords"] = 7
+    elif shape == "arrayValue":
+        span["attributes"].append({"key": "x", "value": {"arrayValue": 7}})
+    elif shape == "kvlistValue":
+        doc["resourceLogs"][0]["scopeLogs"][0]["logRecords"][0]["body"] = {"kvlistValue": 7}
+    elif shape == "batches":
+        doc = {"batches": 7, "resourceLogs": doc["resourceLogs"]}
+    elif shape in ("tokens 1e20", "tokens 2^63"):
+        big = "100000000000000000000" if shape == "tokens 1e20" else str(2 ** 63)
+        for a in span["attributes"]:
+            if a["key"] == "gen_ai.usage.input_tokens":
+                a["value"] = {"intValue": big}
+    return doc
+
+
+JAEGER = {"data": [{"traceID": "t1", "spans": [{"traceID": "t1", "spanID": "s1", "operationName": "chat",
+                                                 "references": [], "startTime": 1, "duration": 1, "tags": [],
+                                                 "logs": []}]}]}
+
+
+@pytest.mark.parametrize("shape", ["resourceSpans", "scopeSpans", "spans", "events", "resourceLogs", "scopeLogs",
+                                   "logRecords", "arrayValue", "kvlistValue", "batches", "jaeger spans",
+                                   "jaeger references", "jaeger logs", "tokens 1e20", "tokens 2^63"])
+def test_a_hostile_otlp_document_is_a_bad_record_naming_its_field(tmp_path, cli, shape):
+    """(#49) A number where OTLP has a list or an object, or a token count no call ever had: a
+    one-line error naming the file and the field (exit 2), never an internal error; with
+    --skip-bad-lines the record is skipped where the rest still reads."""
+    if shape.startswith("jaeger"):
+        doc = json.loads(json.dumps(JAEGER))
+        doc["data"][0]["spans"][0][shape.split()[1]] = 7 if shape != "jaeger spans" else None
+        if shape == "jaeger spans":
+            doc["data"][0]["spans"] = 7
+    else:
+        doc = _damaged(shape)
+    path = tmp_path / "trace.json"
+    path.write_bytes(orjson.dumps(doc))
+    r = cli("replay", path, "--dry-run", "--input-format", "otlp")
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith(f"error: {path}: ") and "internal error" not in r.stderr and "Traceback" not in r.stderr
+    field = {"tokens 1e20": "input_tokens", "tokens 2^63": "input_tokens", "jaeger spans": "spans",
+             "jaeger references": "references", "jaeger logs": "logs"}.get(shape, shape)
+    assert field in r.stderr.splitlines()[0] or "not an OTLP/JSON document" in r.stderr
+    skipped = cli("replay", path, "--dry-run", "--input-format", "otlp", "--skip-bad-lines")
+    assert skipped.exit_code in (0, 2) and "internal error" not in skipped.stderr and "Traceback" not in skipped.stderr
