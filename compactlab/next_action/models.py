@@ -16,6 +16,7 @@ OpenAI-compatible Chat Completions endpoint (OpenAI, DeepSeek, a local server) t
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -29,6 +30,46 @@ from ..summarizers.cache import DiskCache, digest
 from .actions import Action, action_of, tool_action
 
 APIS = ("anthropic", "openai")
+#: how long a request may take to connect, and then to answer (seconds; ``COMPACTLAB_NEXT_ACTION_TIMEOUT``
+#: sets the second): a server that accepts the connection and never answers fails the sample
+CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 10.0, 120.0
+#: the longest Retry-After a server is obeyed for (seconds): one asking for hours fails the sample
+MAX_RETRY_AFTER_S = 60.0
+
+
+class BadReply(Exception):
+    """A reply that is no answer of the API asked (another shape, usage figures that are no
+    counts): that sample's failure, named, the run going on."""
+
+
+def _read_timeout() -> float:
+    raw = os.environ.get("COMPACTLAB_NEXT_ACTION_TIMEOUT", "").strip()
+    try:
+        value = float(raw) if raw else READ_TIMEOUT_S
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 3600:
+        raise UsageError(f"COMPACTLAB_NEXT_ACTION_TIMEOUT={raw[:20]}: not a number of seconds above 0 and at most 3600")
+    return value
+
+
+def _capped(client_class: Any) -> Any:
+    """``client_class`` (the SDK's) waiting at most MAX_RETRY_AFTER_S before a retry, whatever a
+    server's Retry-After says (the SDKs obey up to 49 days)."""
+    class Capped(client_class):  # type: ignore[misc, valid-type]
+        def _calculate_retry_timeout(self, *args: Any, **kwargs: Any) -> float:
+            return min(float(super()._calculate_retry_timeout(*args, **kwargs)), MAX_RETRY_AFTER_S)
+
+    return Capped
+
+
+def _count(value: Any, what: str) -> int:
+    """A token count of a reply's usage: a whole number from 0 to 10^15 (anything else is no count)."""
+    if value is None:
+        return 0
+    if type(value) is int and 0 <= value < 10 ** 15:
+        return value
+    raise BadReply(f"the reply's usage {what} is {str(value)[:30]}, not a token count")
 DEFAULT_MODEL = "claude-haiku-4-5"
 #: the environment variables of each API: (key, base URL)
 ENVIRONMENT = {"anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
@@ -132,6 +173,10 @@ class Asker:
         self.sent += 1
         try:
             reply = self._anthropic(body) if self.options.api == "anthropic" else self._openai(body)
+        except BadReply as exc:
+            return Reply(Action("none"), {}, error=f"failed: {scrub(str(exc), self._secret)}")
+        except json.JSONDecodeError as exc:  # (the SDK parses a reply that is not JSON: an HTML page, half a body)
+            return Reply(Action("none"), {}, error=f"failed: the reply is not JSON ({exc.msg} at {exc.pos})")
         except Exception as exc:  # noqa: BLE001 - sorted by _failure
             return self._failure(exc)
         reply = reply._replace(action=self._scrubbed(reply.action))  # (before it is cached or shown)
@@ -144,6 +189,7 @@ class Asker:
         scrub_logs(self._secret)  # (the SDKs' debug logs show headers that echo it)
         o = self.options
         kwargs: dict[str, Any] = {"api_key": self._secret, "max_retries": 2}
+        read = _read_timeout()
         if o.base_url:
             kwargs["base_url"] = o.base_url
         if o.http_client is not None:
@@ -151,24 +197,35 @@ class Asker:
         if o.api == "anthropic":
             import anthropic
 
-            return anthropic.Anthropic(**kwargs)
+            return _capped(anthropic.Anthropic)(**kwargs, timeout=anthropic.Timeout(read, connect=CONNECT_TIMEOUT_S))
         try:
             import openai
         except ImportError:
             raise UsageError("the openai package is not installed: an OpenAI-compatible endpoint needs it",
                              hint="pip install 'compactlab[openai]'") from None
-        return openai.OpenAI(**kwargs)
+        return _capped(openai.OpenAI)(**kwargs, timeout=openai.Timeout(read, connect=CONNECT_TIMEOUT_S))
 
     def _anthropic(self, body: dict[str, Any]) -> Reply:
         response = self._client.messages.create(**body)
-        blocks = [b.model_dump() if hasattr(b, "model_dump") else dict(b) for b in response.content]
-        u = response.usage
-        usage = {k: int(getattr(u, k, 0) or 0) for k in ("input_tokens", "output_tokens", "cache_read_input_tokens",
-                                                         "cache_creation_input_tokens")}
-        return Reply(action_of({"role": "assistant", "content": blocks}), usage)
+        try:  # (an error from here on is the reply's shape, not a bug of the request)
+            if not isinstance(response.content, list):
+                raise BadReply(f"the reply's content is {type(response.content).__name__}, not a list of blocks")
+            blocks = [b.model_dump() if hasattr(b, "model_dump") else dict(b) for b in response.content]
+            u = response.usage
+            usage = {k: _count(getattr(u, k, 0), k) for k in ("input_tokens", "output_tokens",
+                                                              "cache_read_input_tokens", "cache_creation_input_tokens")}
+            return Reply(action_of({"role": "assistant", "content": blocks}), usage)
+        except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
+            raise BadReply(f"the reply is not a Messages API answer ({type(exc).__name__})") from None
 
     def _openai(self, body: dict[str, Any]) -> Reply:
         response = self._client.chat.completions.create(**body)
+        try:  # (an error from here on is the reply's shape, not a bug of the request)
+            return self._openai_reply(response)
+        except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
+            raise BadReply(f"the reply is not a Chat Completions answer ({type(exc).__name__})") from None
+
+    def _openai_reply(self, response: Any) -> Reply:
         message = response.choices[0].message if response.choices else None
         calls = getattr(message, "tool_calls", None) or []
         if calls:
@@ -178,11 +235,13 @@ class Asker:
             text = str(getattr(message, "content", None) or "")
             action = Action("text", text=text) if text.strip() else Action("none")
         u = response.usage
-        prompt = int(getattr(u, "prompt_tokens", 0) or 0)
+        prompt = _count(getattr(u, "prompt_tokens", 0), "prompt_tokens")
         details = getattr(u, "prompt_tokens_details", None)
-        read = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
+        read = _count(getattr(details, "cached_tokens", 0), "cached_tokens") if details is not None else 0
+        if read > prompt:
+            raise BadReply(f"the reply's usage reads {read} cached tokens of a {prompt}-token prompt")
         usage = {"input_tokens": prompt - read, "cache_read_input_tokens": read, "cache_creation_input_tokens": 0,
-                 "output_tokens": int(getattr(u, "completion_tokens", 0) or 0)}
+                 "output_tokens": _count(getattr(u, "completion_tokens", 0), "completion_tokens")}
         return Reply(action, usage)
 
     def _failure(self, exc: Exception) -> Reply:
