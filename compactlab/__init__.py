@@ -7,8 +7,7 @@ Library first: everything the CLI does is a plain call.
     >>> run.summary.reduction
 """
 
-from importlib import import_module as _import_module
-from typing import Any as _Any
+from importlib import import_module as _import_module  # (importlib is there already: nothing to load)
 
 __version__ = "0.1.0"
 
@@ -37,7 +36,7 @@ _EXPORTS = {
 __all__ = sorted([*_EXPORTS, "__version__"])
 
 
-def __getattr__(name: str) -> _Any:
+def __getattr__(name: str) -> object:
     if name in _EXPORTS:
         value = getattr(_import_module(f".{_EXPORTS[name]}", __name__), name)
         globals()[name] = value

@@ -30,6 +30,9 @@ class Group(click.Group):
         forget_inputs()  # (the files this command opens as inputs: no output of its own may replace one)
         forget_said()
         try:
+            from .plumbing.interrupts import let_signals_through
+
+            let_signals_through()  # (held since the entry point: one that came meanwhile is raised here)
             return super().invoke(ctx)
         except CompactlabError as exc:
             click.echo(f"error: {exc}", err=True)
@@ -46,6 +49,11 @@ class Group(click.Group):
         except BrokenPipeError:
             sys.exit(0)
         except Exception as exc:  # a bug: still one line, the traceback on request
+            from .plumbing.interrupts import exit_status, interrupt_in
+
+            if (stop := interrupt_in(exc)) is not None:  # (Python wraps one raised in __set_name__)
+                click.echo("error: interrupted", err=True)
+                sys.exit(exit_status(stop))
             if os.environ.get("COMPACTLAB_DEBUG"):
                 raise
             click.echo(f"error: internal error: {type(exc).__name__}: {exc}".splitlines()[0], err=True)
@@ -820,6 +828,8 @@ _environment(main)
 def run() -> None:
     """The console entry point (after ``process.start``): the CLI, then an immediate exit once
     the output is flushed (``process.finish``); tests call ``main`` through click's runner."""
+    from .plumbing.interrupts import exit_status, let_signals_through
+
     code: int = 0
     try:
         main(prog_name="compactlab")  # (python -m compactlab too: its usage, and _COMPACTLAB_COMPLETE)
@@ -827,4 +837,9 @@ def run() -> None:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code is not None and not isinstance(exc.code, int):
             click.echo(str(exc.code), err=True)
+    try:
+        let_signals_through()  # (a command that never ran, --help: one held since the start ends it so)
+    except KeyboardInterrupt as exc:
+        click.echo("error: interrupted", err=True)
+        code = exit_status(exc)
     finish(code)

@@ -29,6 +29,18 @@ class Terminated(KeyboardInterrupt):
     signum = signal.SIGTERM
 
 
+def interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
+    """The interrupt an error stands for, if one caused it: Python wraps one raised while a class
+    is made (``__set_name__``: "RuntimeError: Error calling __set_name__ ...") in another error."""
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        seen += 1
+    return None
+
+
 def exit_status(exc: BaseException) -> int:
     """128 + the signal that interrupted: 130 for Ctrl-C, 143 for SIGTERM."""
     return 128 + int(getattr(exc, "signum", signal.SIGINT))
@@ -63,8 +75,11 @@ def redeliver(unraisable: Any) -> None:
     if isinstance(exc, KeyboardInterrupt):
         # (not from here: the handler would run, and raise, inside this hook; the low-level start
         # does not wait for the thread, so the hook returns first)
-        # (the handler raised it in the thread that runs this hook: the main thread)
-        _thread.start_new_thread(_send_again, (int(getattr(exc, "signum", signal.SIGINT)), _thread.get_ident()))
+        # (to the main thread, where Python runs signal handlers and where this one was raised)
+        import threading
+
+        _thread.start_new_thread(_send_again, (int(getattr(exc, "signum", signal.SIGINT)),
+                                               threading.main_thread().ident))
         return
     _next_hook(unraisable)
 
@@ -103,6 +118,13 @@ def release_signals(held: Any) -> None:
     """Let held signals through again: one that came meanwhile is delivered (its handler runs) here."""
     if held is not None:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def let_signals_through() -> None:
+    """Unblock SIGINT and SIGTERM (the entry point holds them from its first line): one that came
+    while they were held is delivered here, as an interrupt raised by the caller."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
 
 
 @contextmanager

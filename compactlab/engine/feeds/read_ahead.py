@@ -38,7 +38,7 @@ from typing import Any, BinaryIO
 
 from ..baseline import BaselineBuilder, RawBaseline
 from ...errors import CompactlabError, InputError
-from ...plumbing.interrupts import Terminated, exit_status
+from ...plumbing.interrupts import Terminated, exit_status, hold_signals, release_signals
 from ...plumbing.process import usable_cores
 from ...transcripts.messages import Entry, Message, json_len
 from ...transcripts import anthropic_messages
@@ -207,9 +207,11 @@ def open_feed(path: str, skip_bad_lines: bool, probes: bool = True, probe_key: s
             fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
     except (ImportError, OSError):
         pass  # the default pipe size only means more switches
-    try:
+    held = hold_signals()  # (across the fork: a signal between it and the reader's handling would run the
+    try:                   # replay's code in the reader, or leave no reader for the replay to stop)
         pid = os.fork()
     except OSError:  # a process limit
+        release_signals(held)
         for fd in (r, w, link_r, link_w) if linked else (r, w):
             os.close(fd)
         return None
@@ -219,8 +221,9 @@ def open_feed(path: str, skip_bad_lines: bool, probes: bool = True, probe_key: s
             os.close(link_w)
         _SOURCES[path] = source  # (the copies the reader checks on read their lines from the file opened here)
         _reader(path, name, skip_bad_lines, source.size, w, probes, link_r if linked else None, probe_key,
-                write_cache)
+                write_cache, held)
     os.close(w)
+    release_signals(held)  # (one that came meanwhile is raised here: the reader is the replay's to stop)
     link = None
     if linked:
         os.close(link_r)
@@ -324,11 +327,14 @@ class _Reader:
 
 
 def _reader(path: str, name: str, skip_bad_lines: bool, size: int, fd: int, probes: bool = True,
-            link: int | None = None, probe_key: str | None = None, write_cache: bool = True) -> None:
+            link: int | None = None, probe_key: str | None = None, write_cache: bool = True,
+            held: Any = None) -> None:
     """The forked process: read, send (and with a ``link``, check the probes), and exit without
-    running the parent's exit handlers."""
+    running the parent's exit handlers. ``held``: the signal mask the parent forked with held back,
+    let through once here where an interrupt ends the reader cleanly."""
     code = 0
     try:
+        release_signals(held)
         # SIGINT as its parent has it: ignored stays ignored (nohup, a background job); else
         # Ctrl-C raises here too, and the reader exits with INTERRUPTED for the replay to see
         out = _Out(fd)
