@@ -79,7 +79,7 @@ def redeliver(unraisable: Any) -> None:
         import threading
 
         _thread.start_new_thread(_send_again, (int(getattr(exc, "signum", signal.SIGINT)),
-                                               threading.main_thread().ident))
+                                               threading.main_thread().ident or _thread.get_ident()))
         return
     _next_hook(unraisable)
 
