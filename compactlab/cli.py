@@ -700,9 +700,21 @@ def inspect(transcript: str, skip_bad_lines: bool, input_format: str | None, fmt
     from .transcripts import load_transcript
 
     if os.path.isdir(transcript):
+        from .jobs.base import none_read, not_transcripts
+        from .transcripts import FolderFile, UnknownFormat
+
+        rows, skipped = [], []
         with collector_off():
-            rows = [session_row(load_transcript(p, input_format, skip_bad_lines=skip_bad_lines))
-                    for p in _inputs([transcript], subagents, quiet)]
+            for p in _inputs([transcript], subagents, quiet):
+                try:
+                    rows.append(session_row(load_transcript(p, input_format, skip_bad_lines=skip_bad_lines)))
+                except UnknownFormat as exc:  # (a stray package.json in the folder: skipped, as replay does)
+                    if not isinstance(p, FolderFile):
+                        raise
+                    skipped.append(exc.message)
+        not_transcripts(skipped, _notify(quiet))
+        if not rows and skipped:
+            raise none_read(len(skipped))
         SESSIONS_WRITERS[fmt](rows, sys.stdout)
         return
     with collector_off():

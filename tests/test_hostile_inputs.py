@@ -310,3 +310,17 @@ def test_a_sparse_document_that_is_no_json_is_refused_at_its_first_part(tmp_path
                              "main()\n", 1536 << 20, tmp_path)
     assert r.returncode == 2, r.stderr[-500:]
     assert "does not start with { or [" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_inspect_of_a_folder_skips_a_stray_file_that_is_no_transcript(cli, tmp_path):
+    """(#49) A stray package.json stopped ``inspect DIR`` with exit 2 where replay and compare skip it."""
+    from helpers import SAMPLES
+
+    (tmp_path / "s.jsonl").write_bytes((SAMPLES / "synth-small.jsonl").read_bytes())
+    (tmp_path / "package.json").write_text('{"name": "x", "version": "1.0.0"}')
+    r = cli("inspect", tmp_path)
+    assert r.exit_code == 0, r.output
+    assert "s.jsonl" in r.stdout and "skipped 1 file(s) of the folder(s)" in r.stderr
+    (tmp_path / "s.jsonl").unlink()
+    r = cli("inspect", tmp_path)
+    assert r.exit_code == 2 and "no file of the folder(s) is a transcript" in r.stderr
