@@ -15,6 +15,7 @@ infeasible (Optuna's constraints: it never joins the front).
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 import warnings
@@ -398,27 +399,94 @@ def study_problem(path: str) -> str | None:
     return None
 
 
+#: the longest line of a study journal (a trial's record is a few KB)
+MAX_JOURNAL_LINE = 16 << 20
+
+
 def _journal_problem(path: str, size: int) -> str | None:
+    """Why the journal at ``path`` is not this command's study, or is damaged, or None: read a
+    line at a time (never the whole file at once: a sparse GiB is refused at its first line), each
+    line an operation of Optuna's, the first one creating this study; then replayed by Optuna on
+    a copy (a missing key, an unknown operation, a bad distribution or trial state), so that a
+    damaged study is refused before anything writes to it."""
     if size == 0:
         return "an empty file, not a study journal"
     if size > MAX_JOURNAL_BYTES:
         return f"larger than {MAX_JOURNAL_BYTES >> 30} GiB, not a study journal"
+    n = 0
     try:
         with open(path, "rb") as f:
-            data = f.read(MAX_JOURNAL_BYTES)
+            while True:
+                line = f.readline(MAX_JOURNAL_LINE + 1)
+                if not line:
+                    break
+                if not line.endswith(b"\n"):
+                    if len(line) > MAX_JOURNAL_LINE:
+                        return (f"a damaged study journal (line {n + 1} is longer than {MAX_JOURNAL_LINE >> 20} MiB)"
+                                if n else "not an Optuna study journal")
+                    break  # (a last line cut by a kill is Optuna's to skip)
+                n += 1
+                try:
+                    op = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    return f"a damaged study journal (line {n} is not JSON)" if n > 1 else "not an Optuna study journal"
+                if not isinstance(op, dict) or "op_code" not in op:
+                    return "not an Optuna study journal" if n == 1 else f"a damaged study journal (line {n})"
+                if n == 1 and (op.get("op_code") != 0 or op.get("study_name") != STUDY):
+                    return f"an Optuna journal without a {STUDY} study as its first"
     except OSError as exc:
         return f"cannot read it: {exc.strerror or exc}"
-    lines = data.split(b"\n")[:-1]  # whole lines (a last one cut by a kill is Optuna's to skip)
-    for n, line in enumerate(lines, 1):
+    if not n:
+        return "not an Optuna study journal"
+    return _replay_problem(path)
+
+
+def _cut_partial_line(path: str) -> None:
+    """Cut a last line a killed tune left half written (no newline after it): Optuna skips it when
+    it reads the journal, but the next write would follow it on the same line and damage both."""
+    from ..plumbing.interrupts import deferred
+
+    with open(path, "rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return
+        end = size
+        while end > 0:
+            start = max(0, end - (1 << 16))
+            f.seek(start)
+            block = f.read(end - start)
+            cut = block.rfind(b"\n")
+            if cut >= 0:
+                with deferred():
+                    f.truncate(start + cut + 1)
+                return
+            end = start
+
+
+def _replay_problem(path: str) -> str | None:
+    """What Optuna says of the journal replayed whole, on a copy (the file itself is not opened for
+    writing), or None."""
+    import shutil
+    import tempfile
+    import warnings
+
+    import optuna
+
+    with tempfile.TemporaryDirectory(prefix="compactlab-study-check-") as folder:
+        copy = os.path.join(folder, "study.journal")
+        shutil.copyfile(path, copy)
         try:
-            op = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            return f"a damaged study journal (line {n} is not JSON)" if n > 1 else "not an Optuna study journal"
-        if not isinstance(op, dict) or "op_code" not in op:
-            return "not an Optuna study journal" if n == 1 else f"a damaged study journal (line {n})"
-        if n == 1 and (op.get("op_code") != 0 or op.get("study_name") != STUDY):
-            return f"an Optuna journal without a {STUDY} study as its first"
-    return None if lines else "not an Optuna study journal"
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                study = optuna.load_study(storage=storage_of(copy), study_name=STUDY)
+                for t in study.get_trials(deepcopy=False):
+                    t.params, t.distributions, t.state, t.values  # noqa: B018 (each read: each checked)
+        except Exception as exc:  # (whatever Optuna raises on a damaged log: it is refused, not run)
+            return f"a damaged study journal (Optuna: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})"
+    return None
 
 
 class StudySite:
@@ -470,6 +538,9 @@ class StudySite:
             raise UsageError(f"--out {self.out_dir}: cannot write: {exc.strerror or exc}") from None
         try:
             self.check()  # again, under the lock: another tune may have made it meanwhile
+            if self.resume and self.path.endswith(JOURNAL):
+                _cut_partial_line(self.path)  # (what a killed tune left half written: appended to, it would
+                #                                 be a damaged line in the middle)
             if self.force and not self.resume and os.path.exists(self.path):
                 os.remove(self.path)  # (a study of this command: check() refused anything else)
                 self.path = study_path(self.out_dir)  # (a legacy study.db gone: a journal anew)
@@ -624,8 +695,15 @@ def points_of(study: Any, params: list[Param], objectives: list[str], refused: l
                 refused.append(f"trial {t.number}: {shown} for {bad.key} is outside the searched space "
                                f"({bad}): left out")
             continue
-        scores = {k: float(v) for k, v in t.user_attrs.items() if isinstance(v, (int, float))}
-        feasible = all(c <= 0 for c in (t.constraints or {}).values())
+        scores = {k: float(v) for k, v in t.user_attrs.items()
+                  if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+        missing = sorted(({*objectives, "cost_usd", "violations", "overflows"} - scores.keys())
+                         | ({"constraints"} if not t.constraints else set()))
+        if missing:  # (every finished trial of this command has them: a record lost or damaged)
+            if refused is not None:
+                refused.append(f"trial {t.number}: no {', '.join(missing)} recorded (a damaged study): left out")
+            continue
+        feasible = all(c <= 0 for c in t.constraints.values())
         acted = t.user_attrs.get("acted")
         points.append(Point(t.number, {p.key: t.params[p.key] for p in params if p.key in t.params}, scores, feasible,
                             acted if isinstance(acted, dict) else None))

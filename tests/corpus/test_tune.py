@@ -45,11 +45,20 @@ def test_the_front_is_the_feasible_undominated_points():
         trial = study.ask()
         trial.suggest_int("x", 0, 1)
         trial.set_constraint("violations", 0.0 if ok else 1.0)
-        for k, v in {"cost": cost, "recall": recall}.items():
+        for k, v in {"cost": cost, "recall": recall, "cost_usd": 1 - cost, "violations": 0, "overflows": 0}.items():
             trial.set_user_attr(k, v)
         study.tell(trial, [cost, recall])
     points = points_of(study, [], ["cost", "recall"])
     assert [p.number for p in pareto(study, points, ["cost", "recall"])] == [1, 0]
+    # a trial whose record lost a score (a damaged study) is left out, said
+    trial = study.ask()
+    trial.suggest_int("x", 0, 1)
+    trial.set_constraint("violations", 0.0)
+    trial.set_user_attr("cost", 0.99)
+    study.tell(trial, [0.99, 0.99])
+    refused: list[str] = []
+    assert [p.number for p in points_of(study, [], ["cost", "recall"], refused)] == [0, 1, 2, 3, 4]
+    assert refused == ["trial 5: no cost_usd, overflows, recall, violations recorded (a damaged study): left out"]
 
 
 def tune(cli, out, *extra, trials: int = 6, chart: bool = False):
@@ -386,3 +395,110 @@ def _storage(path):
     from compactlab.corpus.tune import storage_of
 
     return storage_of(str(path))
+
+
+def _study_for_damage(cli, tmp_path):
+    out = tmp_path / "t"
+    r = cli("tune", SMALL_SAMPLE, "-p", "s08", "--space", "micro.keep_recent=1:5", "--trials", "3", "--jobs", "1",
+            "--out", out, "-q", "--max-violations", "1000")
+    assert r.exit_code == 0, r.output
+    return out, out / "study.journal"
+
+
+SMALL_SAMPLE = __import__("helpers").SAMPLES / "synth-small.jsonl"
+
+
+def _rewrite(journal, change) -> None:
+    import json
+
+    lines = [json.loads(line) for line in journal.read_text().splitlines()]
+    change(lines)
+    journal.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def _first(lines, op):
+    return next(line for line in lines if line["op_code"] == op)
+
+
+DAMAGES = {
+    "a missing key in a trial's parameters": lambda ls: _first(ls, 5).pop("param_name"),
+    "an unknown operation code": lambda ls: _first(ls, 8).update(op_code=99),
+    "a bad distribution": lambda ls: _first(ls, 5).update(distribution='{"name": "NoSuchDistribution"}'),
+    "a parameter stored as a string": lambda ls: _first(ls, 5).update(param_value_internal="three"),
+    "a bad trial state": lambda ls: _first(ls, 6).update(state=42),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_a_damaged_study_is_refused_on_resume_and_left_as_it_was(cli, tmp_path, damage):
+    """(#49) Each was an internal error (exit 3): a clear exit 2 naming the study file and what is
+    wrong, the file unchanged."""
+    import hashlib
+
+    out, journal = _study_for_damage(cli, tmp_path)
+    _rewrite(journal, DAMAGES[damage])
+    before = hashlib.md5(journal.read_bytes()).hexdigest()
+    r = cli("tune", SMALL_SAMPLE, "-p", "s08", "--space", "micro.keep_recent=1:5", "--trials", "4", "--jobs", "1",
+            "--out", out, "-q", "--max-violations", "1000", "--resume")
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith(f"error: {journal}: ") and "damaged study journal" in r.stderr
+    assert "internal error" not in r.stderr and hashlib.md5(journal.read_bytes()).hexdigest() == before
+
+
+def test_a_sparse_gib_study_is_refused_without_reading_it_whole(tmp_path):
+    """(#49) A sparse 1 GiB study file under a 1.5 GB address space: refused at its first line."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    out = tmp_path / "t"
+    out.mkdir()
+    with open(out / "study.journal", "wb") as f:
+        f.truncate((1 << 30) - 1)
+    code = ("import resource\nresource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))\n"
+            "from compactlab.corpus.tune import study_problem\n"
+            f"print(study_problem({str(out / 'study.journal')!r}))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0 and r.stdout.strip() == "not an Optuna study journal", r.stderr[-300:]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_study_damaged_at_random_is_refused_or_resumed_never_an_internal_error(cli, tmp_path, seed):
+    """(#49) Truncated, bytes flipped, lines removed, values of another type: resumed where the
+    damage is harmless (a last line cut short, a changed timestamp), else exit 2 with the file as
+    it was; never an internal error, never a traceback."""
+    import hashlib
+    import json
+    import random
+
+    rng = random.Random(seed)
+    out, journal = _study_for_damage(cli, tmp_path)
+    data = bytearray(journal.read_bytes())
+    how = ["truncate", "flip", "remove", "retype"][seed % 4]
+    if how == "truncate":
+        del data[rng.randrange(1, len(data)):]
+    elif how == "flip":
+        for _ in range(3):
+            i = rng.randrange(len(data))
+            data[i] = rng.randrange(256)
+    elif how == "remove":
+        lines = bytes(data).splitlines(keepends=True)
+        del lines[rng.randrange(1, len(lines))]
+        data = bytearray(b"".join(lines))
+    else:
+        lines = [json.loads(line) for line in bytes(data).splitlines()]
+        line = lines[rng.randrange(1, len(lines))]
+        key = rng.choice([k for k in line if k != "op_code"])
+        line[key] = rng.choice([None, "x", 7, [], {}, 1e300])
+        data = bytearray("".join(json.dumps(v) + "\n" for v in lines).encode())
+    journal.write_bytes(bytes(data))
+    before = hashlib.md5(journal.read_bytes()).hexdigest()
+    r = cli("tune", SMALL_SAMPLE, "-p", "s08", "--space", "micro.keep_recent=1:5", "--trials", "4", "--jobs", "1",
+            "--out", out, "-q", "--max-violations", "1000", "--resume")
+    assert r.exit_code in (0, 2), (how, r.output)
+    assert "internal error" not in r.stderr and "Traceback" not in r.stderr
+    if r.exit_code == 2:
+        assert hashlib.md5(journal.read_bytes()).hexdigest() == before, how
