@@ -157,9 +157,16 @@ def _object(value: Any) -> dict[str, Any]:
     return {}
 
 
+#: the characters of a shell command segment read for its program and target: shlex builds each
+#: token a character at a time (quadratic: a 1 MB base64 token took 12.5 s), and what is past
+#: this many characters names neither
+MAX_SEGMENT = 4096
+
+
 def _program(command: str) -> tuple[str | None, str | None]:
     """A shell command's program and target (see the module's docstring)."""
     for segment in _SEGMENTS.split(command):
+        segment = segment[:MAX_SEGMENT]  # (a quote cut open reads as words split on spaces, below)
         try:
             words = shlex.split(segment, comments=True)
         except ValueError:  # an unclosed quote: split on spaces

@@ -60,3 +60,18 @@ def test_similarity_is_difflib_ratio_of_words():
     assert similarity("a b c d", "a b c d") == 1.0
     assert similarity("a b c d", "a b x y") == 0.5
     assert similarity("", "") == 1.0
+
+
+def test_a_megabyte_command_is_read_in_linear_time():
+    """(#49) shlex builds a token a character at a time: a 1 MB base64 argument took 12.5 s and a
+    transcript of them 157 CPU s in next-action --dry-run. Only the start of a segment is read."""
+    import time
+
+    from compactlab.next_action.actions import tool_action
+
+    token = "QUJD" * 262_144  # 1 MiB, one word
+    started = time.process_time()
+    for command in (f"echo {token} > out.b64", f"cd src && python -c '{token}'", f'cat "{token}'):
+        action = tool_action("bash", {"command": command})
+        assert action.command in ("echo", "python", "cat")
+    assert time.process_time() - started < 2.0  # (generous: linear is milliseconds)
