@@ -40,6 +40,7 @@ What decides correctness:
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -612,6 +613,8 @@ def _key(m: Message) -> bytes:
 def _build(builder: TranscriptBuilder, calls: list[Call], logs: dict[str, list[tuple[str, dict[str, Any]]]],
            tools: list[Span]) -> None:
     conversation: list[bytes] = []  # the keys of the messages added so far
+    known: set[bytes] = set()  # (the same keys, to look up: a set kept, never rebuilt a call)
+    starts = [t.start for t in tools]  # (tools sorted by start: a call's tools found by bisection)
     elided = 0
     previous: dict[str, Any] | None = None
     answered = False  # the previous call's tools have results sized by this call's input
@@ -636,30 +639,32 @@ def _build(builder: TranscriptBuilder, calls: list[Call], logs: dict[str, list[t
                     break
                 shared += 1
             if shared < len(conversation):  # another context (a handoff): what it repeats is not new
-                known = set(conversation)
                 while shared < len(keys) and keys[shared] in known:
                     shared += 1
             for m, key in zip(content.inputs[shared:], keys[shared:]):
                 builder.add(m)
                 conversation.append(key)
+                known.add(key)
         elif not answered:  # (after tool results sized by this call's input, nothing more to add)
             m = {"role": "user", "content": [{"type": "text", "text": sized_placeholder(
                 "ELIDED_INPUT", _added(usage, previous) * CHARS_PER_TOKEN)}]}
             builder.add(m)
             conversation.append(_key(m))
+            known.add(conversation[-1])
         answered = False
         output = content.output
         ran: list[Span] = []
         if output is None:  # its size, and the tools run after it as its tool calls
             out_tokens = int((usage or {}).get("output_tokens", 0))
             end = calls[k + 1].span.start if k + 1 < len(calls) else None
-            ran = [t for t in tools if t.start >= call.span.start and (end is None or t.start < end)]
+            ran = tools[bisect_left(starts, call.span.start):bisect_left(starts, end) if end is not None else len(tools)]
             output = [{"type": "text", "text": sized_placeholder("ELIDED_OUTPUT", out_tokens * CHARS_PER_TOKEN)}]
             output += [{"type": "tool_use", "id": str(t.attrs.get("gen_ai.tool.call.id") or f"tool-{t.id}"),
                         "name": str(t.attrs.get("gen_ai.tool.name") or "tool"), "input": _tool_args(t)} for t in ran]
         reply = {"role": "assistant", "content": output or [{"type": "text", "text": ""}]}
         builder.add(reply, usage)
         conversation.append(_key(reply))
+        known.add(conversation[-1])
         if ran:  # their results, sized by what the next call's input added where not captured
             following = _usage(calls[k + 1].chain, None, "usage") if k + 1 < len(calls) else None
             share = _added(following, usage) * CHARS_PER_TOKEN // len(ran) if following else 0
@@ -668,6 +673,7 @@ def _build(builder: TranscriptBuilder, calls: list[Call], logs: dict[str, list[t
                                                    for b, t in zip(output[1:], ran)]}
             builder.add(results)
             conversation.append(_key(results))
+            known.add(conversation[-1])
             answered = True
         previous = usage
     if elided:

@@ -327,3 +327,34 @@ def test_a_hostile_otlp_document_is_a_bad_record_naming_its_field(tmp_path, cli,
     assert field in r.stderr.splitlines()[0] or "not an OTLP/JSON document" in r.stderr
     skipped = cli("replay", path, "--dry-run", "--input-format", "otlp", "--skip-bad-lines")
     assert skipped.exit_code in (0, 2) and "internal error" not in skipped.stderr and "Traceback" not in skipped.stderr
+
+
+def _many_calls(tmp_path, n: int) -> str:
+    """n model-call spans, each followed by a tool span, content capture off."""
+    spans = []
+    for i in range(n):
+        spans.append(_span(f"c{i}", "chat m", start=10 * i + 1, gen_ai__operation__name="chat",
+                           gen_ai__request__model="gpt-4o", gen_ai__usage__input_tokens=100 + i,
+                           gen_ai__usage__output_tokens=5))
+        spans.append(_span(f"x{i}", "execute_tool bash", start=10 * i + 3, gen_ai__operation__name="execute_tool",
+                           gen_ai__tool__name="bash", gen_ai__tool__call__id=f"call{i}"))
+    return _doc(tmp_path, spans, name=f"many{n}.json")
+
+
+def test_a_trace_of_many_calls_loads_in_linear_time(tmp_path):
+    """(#49) Each call's tools were found by a scan of every tool span: 20,000 calls and 20,000 tool
+    spans took 23 CPU s. Four times the calls take about four times as long, not sixteen."""
+    import time
+
+    def cpu(n: int) -> float:
+        path = _many_calls(tmp_path, n)
+        best = float("inf")
+        for _ in range(2):
+            started = time.process_time()
+            t = load_transcript(path)
+            best = min(best, time.process_time() - started)
+        assert len(t.call_positions) == n and len(t.usage) == n
+        return best
+
+    small, large = cpu(1500), cpu(6000)
+    assert large < 8 * small, (small, large)  # (quadratic: 16x)
