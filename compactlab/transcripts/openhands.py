@@ -19,7 +19,7 @@ What decides correctness:
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from typing import Any
 
 import orjson
@@ -52,14 +52,13 @@ class _Forgotten:
         self.ends: list[int] = []
 
     def add_range(self, start: int, end: int) -> None:
-        ranges = sorted([*zip(self.starts, self.ends), (start, end)])
-        merged: list[list[int]] = []
-        for a, b in ranges:
-            if merged and a <= merged[-1][1] + 1:
-                merged[-1][1] = max(merged[-1][1], b)
-            else:
-                merged.append([a, b])
-        self.starts, self.ends = [a for a, _ in merged], [b for _, b in merged]
+        """Merge ``start..end`` in: the ranges it touches become one (found by bisection, not a
+        sort of them all: a condensation at a time)."""
+        lo = bisect_left(self.ends, start - 1)  # the first range that ends at or after start - 1
+        hi = bisect_right(self.starts, end + 1)  # past the last range that starts at or before end + 1
+        if lo < hi:
+            start, end = min(start, self.starts[lo]), max(end, self.ends[hi - 1])
+        self.starts[lo:hi], self.ends[lo:hi] = [start], [end]
 
     def __contains__(self, event_id: Any) -> bool:
         if event_id in self.ids:
@@ -68,6 +67,35 @@ class _Forgotten:
             return False
         k = bisect_right(self.starts, event_id) - 1
         return k >= 0 and event_id <= self.ends[k]
+
+
+class _Live:
+    """The events no condensation has forgotten so far, in event order, with the position of the
+    message each is part of: what the next condensation keeps. Kept as events come and are
+    forgotten, never rebuilt from every event at each condensation (20,000 condensations took 136
+    CPU s)."""
+
+    def __init__(self, forgotten: _Forgotten) -> None:
+        self.at: dict[Any, int] = {}
+        self.ints: list[int] = []  # the integer ids among them, sorted (a range is removed by bisection)
+        self.forgotten = forgotten
+
+    def put(self, event_id: Any, position: int) -> None:
+        if event_id in self.forgotten:
+            return
+        if event_id not in self.at and type(event_id) is int:
+            insort(self.ints, event_id)
+        self.at[event_id] = position
+
+    def forget(self, ids: set[Any], span: tuple[int, int] | None) -> None:
+        for k in ids:
+            if self.at.pop(k, None) is not None and type(k) is int:
+                del self.ints[bisect_left(self.ints, k)]
+        if span is not None:
+            lo, hi = bisect_left(self.ints, span[0]), bisect_right(self.ints, span[1])
+            for k in self.ints[lo:hi]:
+                del self.at[k]
+            del self.ints[lo:hi]
 
 
 def _forgotten(args: dict, event_ids: list[int]) -> tuple[set[Any], tuple[int, int] | None] | str:
@@ -117,14 +145,15 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
     skipped = 0
     results: list[dict] = []  # tool results waiting for the next message
     responses: dict[str, int] = {}  # model response id -> position of its assistant message
-    where: dict[Any, int] = {}  # event id -> position of the message it is part of
-    waiting: list[Any] = []  # ids of the observations in ``results``
     forgotten = _Forgotten()  # every condensation's forgotten events so far
+    where = _Live(forgotten)  # event id -> position of the message it is part of, while not forgotten
+    waiting: list[Any] = []  # ids of the observations in ``results``
     event_ids = sorted({e["id"] for e in doc if isinstance(e, dict) and type(e.get("id")) is int})
 
     def flush_results() -> None:
         if results:
-            where.update(dict.fromkeys(waiting, builder.count))
+            for k in waiting:
+                where.put(k, builder.count)
             builder.add({"role": "user", "content": list(results)})
             results.clear()
         waiting.clear()
@@ -152,7 +181,8 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
             forgotten.ids |= forgets[0]
             if forgets[1] is not None:
                 forgotten.add_range(*forgets[1])
-            kept_events = [where[k] for k in where if k not in forgotten]  # (event order)
+            where.forget(*forgets)
+            kept_events = list(where.at.values())  # (event order)
             offset = args["summary_offset"] if type(args.get("summary_offset")) is int else len(kept_events)
             kept = sorted(set(kept_events))
             before = set(kept_events[:max(offset, 0)])
@@ -162,7 +192,7 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
             response = tcm["model_response"]
             rid = str(response.get("id") or f"event{i}")
             if rid in responses:
-                where[e.get("id", f"event{i}")] = responses[rid]
+                where.put(e.get("id", f"event{i}"), responses[rid])
                 continue  # another action of a response already written
             flush_results()
             message = ((response.get("choices") or [{}])[0] or {}).get("message") or {}
@@ -179,8 +209,8 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
                                "input": args if isinstance(args, dict) else {"arguments": args}})
             if not blocks:
                 blocks.append({"type": "text", "text": _text(e.get("message"))})
-            responses[rid] = where[e.get("id", f"event{i}")] = builder.add({"role": "assistant", "content": blocks},
-                                                                           usage=_usage(response))
+            responses[rid] = builder.add({"role": "assistant", "content": blocks}, usage=_usage(response))
+            where.put(e.get("id", f"event{i}"), responses[rid])
             if isinstance(response.get("model"), str):
                 builder.model = response["model"]
         elif "observation" in e and tcm and tcm.get("tool_call_id"):
@@ -190,8 +220,8 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
             flush_results()
             args = object_at(e, "args")
             content = _text(args.get("content") or e.get("message"))
-            where[e.get("id", f"event{i}")] = builder.add(
-                {"role": "user" if source == "user" else "assistant", "content": content or "(empty)"})
+            where.put(e.get("id", f"event{i}"), builder.add(
+                {"role": "user" if source == "user" else "assistant", "content": content or "(empty)"}))
         # environment events, state changes and other observations are not messages
     flush_results()
     return builder.build(skipped_lines=skipped, content_hash=sha)

@@ -110,3 +110,42 @@ def test_a_condensation_restarts_from_the_events_it_kept_with_the_summary_at_its
     run = replay(t, load_policy("none"), keep_recorded_compactions=True)
     # the call after it: task, summary, the c2 pair kept, then nothing new before the reply
     assert run.calls[2].messages == 4 and run.summary.violations_introduced == 0
+
+
+def _condensing_log(path, n: int):
+    """A log of ``n`` actions, each observed, each followed by a condensation that forgets the
+    pair before (by id, every other one by range)."""
+    events = [{"id": 0, "source": "user", "action": "message", "args": {"content": "task"}}]
+    for k in range(n):
+        i = 1 + 3 * k
+        response = {"id": f"r{k}", "model": "m", "choices": [{"message": {"content": "", "tool_calls": [
+            {"id": f"c{k}", "function": {"name": "run", "arguments": "{}"}}]}}]}
+        events += [{"id": i, "source": "agent", "action": "run", "args": {},
+                    "tool_call_metadata": {"tool_call_id": f"c{k}", "model_response": response}},
+                   {"id": i + 1, "source": "agent", "observation": "run", "content": f"out {k}",
+                    "tool_call_metadata": {"tool_call_id": f"c{k}"}},
+                   {"id": i + 2, "source": "agent", "action": "condensation",
+                    "args": ({"forgotten_event_ids": [i, i + 1]} if k % 2 else
+                             {"forgotten_events_start_id": i, "forgotten_events_end_id": i + 1}) | {"summary": f"s{k}"}}]
+    path.write_text(json.dumps(events))
+    return str(path)
+
+
+def test_many_condensations_load_in_linear_time(tmp_path):
+    """(#49) Each condensation rebuilt what is kept from every event so far: 20,000 condensations
+    took 136 CPU s. Four times as many take about four times as long, not sixteen; and what each
+    keeps is what OpenHands' view keeps (the task alone, the pair before it forgotten)."""
+    import time
+
+    def cpu(n: int) -> float:
+        path = _condensing_log(tmp_path / f"log{n}.json", n)
+        best = float("inf")
+        for _ in range(2):
+            started = time.process_time()
+            t = load_transcript(path)
+            best = min(best, time.process_time() - started)
+        assert len(t.compactions) == n and {c.kept for c in t.compactions} == {(0,)}
+        return best
+
+    small, large = cpu(1000), cpu(4000)
+    assert large < 8 * small, (small, large)  # (quadratic: 16x)
