@@ -37,6 +37,48 @@ CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 10.0, 120.0
 MAX_RETRY_AFTER_S = 60.0
 
 
+#: the largest reply read (bytes): a next action is a few KB; a server sending hundreds of MB fails
+#: the sample once this much has come
+MAX_REPLY_BYTES = 16 << 20
+
+
+class ReplyTooLarge(Exception):
+    """A reply past MAX_REPLY_BYTES (read no further)."""
+
+
+def _capped_http_client(sdk: Any) -> Any:
+    """The SDK's own HTTP client (its defaults) on a transport that reads a reply only up to
+    MAX_REPLY_BYTES: past it, by its Content-Length or as it comes, the reply fails."""
+    import httpx2
+
+    class Capped(httpx2.SyncByteStream):
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def __iter__(self) -> Any:
+            n = 0
+            for chunk in self.inner:
+                n += len(chunk)
+                if n > MAX_REPLY_BYTES:
+                    raise ReplyTooLarge(f"the reply is larger than {MAX_REPLY_BYTES >> 20} MiB")
+                yield chunk
+
+        def close(self) -> None:
+            self.inner.close()
+
+    class Transport(httpx2.HTTPTransport):
+        def handle_request(self, request: Any) -> Any:
+            response = super().handle_request(request)
+            length = response.headers.get("content-length", "")
+            if length.isdigit() and int(length) > MAX_REPLY_BYTES:
+                response.close()
+                raise ReplyTooLarge(f"the reply is larger than {MAX_REPLY_BYTES >> 20} MiB ({int(length):,} bytes)")
+            response.stream = Capped(response.stream)
+            return response
+
+    return sdk.DefaultHttpxClient(transport=Transport())
+
+
 class BadReply(Exception):
     """A reply that is no answer of the API asked (another shape, usage figures that are no
     counts): that sample's failure, named, the run going on."""
@@ -197,12 +239,14 @@ class Asker:
         if o.api == "anthropic":
             import anthropic
 
+            kwargs.setdefault("http_client", _capped_http_client(anthropic))
             return _capped(anthropic.Anthropic)(**kwargs, timeout=anthropic.Timeout(read, connect=CONNECT_TIMEOUT_S))
         try:
             import openai
         except ImportError:
             raise UsageError("the openai package is not installed: an OpenAI-compatible endpoint needs it",
                              hint="pip install 'compactlab[openai]'") from None
+        kwargs.setdefault("http_client", _capped_http_client(openai))
         return _capped(openai.OpenAI)(**kwargs, timeout=openai.Timeout(read, connect=CONNECT_TIMEOUT_S))
 
     def _anthropic(self, body: dict[str, Any]) -> Reply:
@@ -248,6 +292,10 @@ class Asker:
         """A failed request as a reply with its reason (scrubbed of the key); a refused key stops
         the command; anything that is not an API error is a bug and raised."""
         status = getattr(exc, "status_code", None)
+        big = exc if isinstance(exc, ReplyTooLarge) else next(
+            (c for c in (exc.__cause__, exc.__context__) if isinstance(c, ReplyTooLarge)), None)
+        if big is not None:  # (raised as it came, or the SDK retried and gave up: a connection error caused by it)
+            return Reply(Action("none"), {}, error=f"failed: {big}")
         if not _api_error(exc):
             raise exc
         text = scrub(f"HTTP {status}: {exc}" if status else f"{type(exc).__name__}: {exc}", self._secret)

@@ -31,6 +31,8 @@ ANSWERS = {
     "wrong shape": (200, "application/json", json.dumps({"hello": "world"}).encode(), {}),
     "negative usage": (200, "application/json", _message(TOOL, {"input_tokens": -6000, "output_tokens": 5}), {}),
     "absurd usage": (200, "application/json", _message(TOOL, {"input_tokens": 10 ** 20, "output_tokens": 5}), {}),
+    "huge": (200, "application/json", b'{"id": "msg_1", "content": [{"type": "text", "text": "' + b"x" * (40 << 20)
+             + b'"}], "usage": {"input_tokens": 1, "output_tokens": 1}}', {}),
     "retry-after hours": (429, "application/json", json.dumps({"type": "error", "error": {
         "type": "rate_limit_error", "message": "slow down"}}).encode(), {"retry-after": "36000"}),
 }
@@ -81,6 +83,7 @@ def test_a_misbehaving_api_fails_the_sample_not_the_command(cli, tmp_path, monke
     monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("COMPACTLAB_NEXT_ACTION_TIMEOUT", "0.5")
     monkeypatch.setattr(models, "MAX_RETRY_AFTER_S", 0.01)
+    monkeypatch.setattr(models, "MAX_REPLY_BYTES", 1 << 20)  # (the test's huge reply: 40 MiB)
     started = time.monotonic()
     try:
         r = cli("next-action", SAMPLES / "synth-medium.jsonl", "-p", "s08", "--samples", "1", "--format", "json",
@@ -93,6 +96,8 @@ def test_a_misbehaving_api_fails_the_sample_not_the_command(cli, tmp_path, monke
     doc = json.loads(r.stdout)
     errors = [arm["error"] for s in doc["samples"] for arm in (s["policy_arm"], s["control_arm"]) if arm.get("error")]
     assert errors and all(e.startswith("failed: ") for e in errors), errors
+    if mode == "huge":
+        assert all("the reply is larger than 1 MiB" in e for e in errors), errors
     assert "internal error" not in r.stderr and "Traceback" not in r.stderr and KEY not in r.stdout + r.stderr
     assert (tmp_path / "out" / "samples.csv").is_file()
     assert api.requests >= 1
