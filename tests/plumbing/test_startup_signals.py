@@ -26,6 +26,12 @@ RUNS = int(os.environ.get("COMPACTLAB_STARTUP_SIGNAL_RUNS", "200"))
 HELD = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
 
 
+def _default_signals() -> None:
+    """In the child, before it runs: SIGINT as a terminal gives it (the suite may run with it
+    ignored, as a background job does, and an ignored SIGINT stays ignored by design)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _entered(pid: int, deadline: float) -> bool:
     """Whether the process reached compactlab's entry point (both signals held), polled."""
     while time.monotonic() < deadline:
@@ -53,7 +59,7 @@ def test_a_signal_at_any_moment_of_start_up_ends_130_or_143(tmp_path):
         delay = (k // 2 % 50) * 0.010  # 0 to 490 ms after the entry point, each step for both signals
         p = subprocess.Popen([sys.executable, "-m", "compactlab", "replay", str(big), "--out", str(tmp_path / f"o{k}"),
                               "-q", "--format", "json"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             start_new_session=True)
+                             start_new_session=True, preexec_fn=_default_signals)
         entered = _entered(p.pid, time.monotonic() + 30)
         time.sleep(delay)
         p.send_signal(signum)
