@@ -101,3 +101,40 @@ def test_a_misbehaving_api_fails_the_sample_not_the_command(cli, tmp_path, monke
     assert "internal error" not in r.stderr and "Traceback" not in r.stderr and KEY not in r.stdout + r.stderr
     assert (tmp_path / "out" / "samples.csv").is_file()
     assert api.requests >= 1
+
+
+def test_ctrl_c_while_a_server_never_answers_ends_at_once(tmp_path):
+    """(#49) Ctrl-C while the model's server holds a request (and would for its whole read timeout)
+    ends the command at once: 130, one line, whatever replies came kept."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    api = Hostile("stalled")
+    url, server = api.serve()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": url,
+           "COMPACTLAB_CACHE_DIR": str(tmp_path / "cache")}
+    p = subprocess.Popen([sys.executable, "-m", "compactlab", "next-action", str(SAMPLES / "synth-medium.jsonl"),
+                          "-p", "s08", "--samples", "1", "--out", str(tmp_path / "out"), "-q"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 60
+        while api.requests == 0 and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.01)  # (until the server holds the request: the program is waiting on it)
+        assert api.requests >= 1
+        asked = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=30)
+        took = time.monotonic() - asked
+    finally:
+        api.release.set()
+        server.shutdown()
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130 and took < 5, (p.returncode, took, err[-300:])
+    text = err.decode()
+    assert "interrupted" in text and "Traceback" not in text and KEY not in text
