@@ -270,20 +270,11 @@ def _damaged(shape: str) -> dict:
     doc = _good_doc()
     rs = doc["resourceSpans"][0]
     span = rs["scopeSpans"][0]["spans"][0]
-    if shape == "resourceSpans":
-        doc["resourceSpans"] = 7
-    elif shape == "scopeSpans":
-        rs["scopeSpans"] = 7
-    elif shape == "spans":
-        rs["scopeSpans"][0]["spans"] = 7
-    elif shape == "events":
-        span["events"] = 7
-    elif shape == "resourceLogs":
-        doc["resourceLogs"] = 7
-    elif shape == "scopeLogs":
-        doc["resourceLogs"][0]["scopeLogs"] = 7
-    elif shape == "logRecords":
-        doc["resourceLogs"][0]["scopeLogs"][0]["logRecords"] = 7
+    logs = doc["resourceLogs"][0]
+    lists = {"resourceSpans": doc, "scopeSpans": rs, "spans": rs["scopeSpans"][0], "events": span,
+             "resourceLogs": doc, "scopeLogs": logs, "logRecords": logs["scopeLogs"][0]}  # (what holds the list)
+    if shape in lists:
+        lists[shape][shape] = 7
     elif shape == "arrayValue":
         span["attributes"].append({"key": "x", "value": {"arrayValue": 7}})
     elif shape == "kvlistValue":
