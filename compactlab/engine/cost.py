@@ -9,7 +9,7 @@ every policy and left out.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,13 +151,16 @@ def recorded_cost(records: list, usage: dict[int, dict[str, Any]],
     without usage."""
     if not usage:
         return None
+    return recorded_of((u for r in records if (u := usage.get(r.message_index)) is not None), prices_of)
+
+
+def recorded_of(usages: Iterable[dict[str, Any]], prices_of: Callable[[str | None, Any], ModelPrices]) -> Recorded:
+    """The input and output cost of recorded usage objects, each at the model and time it names."""
     total = Recorded()
-    for r in records:
-        u = usage.get(r.message_index)
-        if u is not None:
-            p = prices_of(u.get("model"), u.get("timestamp"))
-            total.input += p.recorded_input_cost(u)
-            total.output += p.recorded_output_cost(u)
+    for u in usages:
+        p = prices_of(u.get("model"), u.get("timestamp"))
+        total.input += p.recorded_input_cost(u)
+        total.output += p.recorded_output_cost(u)
     return total
 
 
@@ -251,15 +254,12 @@ def recorded_total(transcript: Any, table: PriceTable | None = None) -> float | 
     """What a recording's usage implies it was billed, input and output, each call at the model and
     time it recorded (its inline subagents' calls included); None without usage. What a session
     left out of a replay (a subagent's file) still cost: this says how much."""
-    usage = [u for u in transcript.usage.values()] + list(transcript.metadata.get("sidechain_usage") or ())
+    usage = [*transcript.usage.values(), *(transcript.metadata.get("sidechain_usage") or ())]
     if not usage:
         return None
-    table = table or load_prices()
-    total = 0.0
-    for u in usage:
-        p = table.lookup(u.get("model") or transcript.model, seconds(u.get("timestamp")))
-        total += p.recorded_input_cost(u) + p.recorded_output_cost(u)
-    return total
+    prices = table or load_prices()
+    total = recorded_of(usage, lambda model, when: prices.lookup(model or transcript.model, seconds(when)))
+    return total.input + total.output
 
 
 def seconds(timestamp: Any) -> float | None:
@@ -336,13 +336,7 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
                          rules, reply_tokens, expected_reads(calls_usage, rules) if rules.reply_cached else None)
     recorded = recorded_cost(records, usage, prices_of)
     side = [u for u in feed.metadata.get("sidechain_usage") or () if isinstance(u, dict)]
-    sidechains = None
-    if side:
-        sidechains = Recorded()
-        for u in side:
-            p = prices_of(u.get("model"), u.get("timestamp"))
-            sidechains.input += p.recorded_input_cost(u)
-            sidechains.output += p.recorded_output_cost(u)
+    sidechains = recorded_of(side, prices_of) if side else None
     sent_as_recorded = not acted and (keep_recorded_compactions or not positions)
     return RunPricing(
         prices=forced or lookup(feed.model, started_at),

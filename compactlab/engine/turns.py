@@ -28,7 +28,7 @@ from .context import Context
 from .cache_rules import rules_for
 from .cost import TTL_SECONDS, PromptCache, price_run, prompt_of, seconds
 from .prices import ModelPrices, PriceTable, load_prices
-from .window import DEFAULT_WINDOW, Window, prompt_tokens, resolve as resolve_window
+from .window import DEFAULT_WINDOW, Window, resolve as resolve_window
 from .invariants import InvariantTracker, ViolationLog
 from .feeds import Feed, as_feed
 from .feeds.probe_link import ProbeLink
@@ -310,7 +310,7 @@ class Turns:
     def _answered(self, pos: int) -> bool:
         """Whether the recording shows the call whose reply is at ``pos`` answered (its usage)."""
         usage = self.usage.get(pos) if self.usage else None
-        return usage is not None and prompt_tokens(usage) > 0
+        return usage is not None and prompt_of(usage) > 0
 
     def _resolve_window(self, model: str | None) -> Window:
         return resolve_window(given=self.window_given, fmt=self.format, model=model, metadata=self.metadata(),

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .cost import prompt_of
+
 #: the window where neither the user, the recording nor genai-prices names one
 DEFAULT_WINDOW = 200_000
 #: Claude Code's window unless its 1M-context beta is on (the model name then ends in ``[1m]``)
@@ -46,19 +48,9 @@ class Window:
         return tokens > self.tokens
 
 
-def prompt_tokens(usage: Mapping[str, Any]) -> int:
-    """The prompt a call's recorded usage says the API took: its uncached, read and written input."""
-    total = 0
-    for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
-        value = usage.get(key)
-        if type(value) is int and value > 0:
-            total += value
-    return total
-
-
-def answered(usage: Iterable[Mapping[str, Any]]) -> int:
+def answered(usage: Iterable[dict[str, Any]]) -> int:
     """The largest prompt the recording shows answered (0: no usage recorded)."""
-    return max(map(prompt_tokens, usage), default=0)
+    return max(map(prompt_of, usage), default=0)
 
 
 def _positive(value: Any) -> int | None:
@@ -67,7 +59,7 @@ def _positive(value: Any) -> int | None:
 
 def resolve(*, given: int | None = None, given_source: str = "--window", fmt: str | None = None,
             model: str | None = None, metadata: Mapping[str, Any] | None = None,
-            usage: Iterable[Mapping[str, Any]] = (), compactions: Iterable[Any] = (),
+            usage: Iterable[dict[str, Any]] = (), compactions: Iterable[Any] = (),
             configured: tuple[int, str] | None = None) -> Window:
     """The window of one recording (see the module docstring); ``configured``: the window a user's
     price table gives the model, and which table (after ``--window``, before the recording's)."""

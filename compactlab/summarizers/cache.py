@@ -50,7 +50,9 @@ class DiskCache:
         entry planted by anyone else would change costs and recall without a word, so a folder
         others can write is neither read nor written (said once, in ``problems``)."""
         if self._trusted is None:
-            why = _untrusted(self.folder)
+            if self.folder not in _CHECKED:  # (every file's replay opens the same few caches)
+                _CHECKED[self.folder] = _untrusted(self.folder)
+            why = _CHECKED[self.folder]
             self._trusted = why is None
             if why is not None and why not in _SAID:
                 _SAID.add(why)
@@ -100,13 +102,15 @@ class DiskCache:
             pass  # a cache that cannot be written costs a request next time, nothing more
 
 
-#: the untrusted cache folders said already (once per command: ``forget_said``)
+#: the untrusted cache folders said already, and each folder's verdict (once per command: ``forget_said``)
 _SAID: set[str] = set()
+_CHECKED: dict[Path, str | None] = {}
 
 
 def forget_said() -> None:
-    """A new command says again which cache folders it does not use."""
+    """A new command checks the cache folders again, and says again which it does not use."""
     _SAID.clear()
+    _CHECKED.clear()
 
 
 def _untrusted(folder: Path) -> str | None:
