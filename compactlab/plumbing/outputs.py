@@ -198,14 +198,8 @@ def atomic_write_bytes(path: Path, data: Content, mode: int | None = None, what:
         return
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise _refuse(label, st.st_mode)
-    made: list[Path] = []  # the folders made for it: removed again if it cannot be written
-    if not os.path.islink(path):  # a dangling link's target folder is not made
-        folder = real.parent
-        while not folder.is_dir() and folder != folder.parent:
-            made.append(folder)
-            folder = folder.parent
-        for new in reversed(made):
-            new.mkdir(exist_ok=True)
+    # the folders made for it: removed again if it cannot be written (a dangling link's are not made)
+    made = _make_folders(real.parent) if not os.path.islink(path) else []
     try:
         # created with the mode a new file gets (0666 less the umask, applied by the system), or ``mode``
         fd, tmp = mkstemp(real.parent, f".{real.name}.", ".tmp", 0o666 if mode is None else mode)
@@ -231,9 +225,27 @@ def atomic_write_bytes(path: Path, data: Content, mode: int | None = None, what:
         raise
 
 
+def _make_folders(folder: Path) -> list[Path]:
+    """Create ``folder`` and its missing parents: those made, the outermost first."""
+    missing = []
+    while not folder.is_dir() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    made: list[Path] = []
+    try:
+        for new in reversed(missing):
+            new.mkdir(exist_ok=True)
+            made.append(new)
+    except BaseException:
+        _remove_folders(made)  # (one that cannot be made: those made before it go again)
+        raise
+    return made
+
+
 def _remove_folders(made: list[Path]) -> None:
-    """Remove the folders a write made (deepest first) that are still empty."""
-    for f in made:
+    """Remove the folders a write or a run made (``_make_folders``' list) that are still empty,
+    the innermost first: a folder someone else wrote into meanwhile stays."""
+    for f in reversed(made):
         try:
             f.rmdir()
         except OSError:
@@ -446,7 +458,7 @@ class OutputDir:
                 _refuse_to_remove(root, target, protect)
         else:
             try:
-                self._new_folders(root.parent)
+                self._created += _make_folders(root.parent)
             except OSError as exc:
                 raise UsageError(f"--out {root}: cannot create folder: {exc.strerror or exc}") from None
             target = root.parent.resolve() / root.name
@@ -466,16 +478,6 @@ class OutputDir:
             what = "folder is not writable" if isinstance(exc, PermissionError) else "cannot create folder"
             raise UsageError(f"--out {root}: {what}: {exc.strerror or exc}") from None
         self._stage, self._target = stage, target
-
-    def _new_folders(self, folder: Path) -> None:
-        """Create ``folder`` and its missing parents, remembering those it made."""
-        missing = []
-        while not folder.is_dir():
-            missing.append(folder)
-            folder = folder.parent
-        for f in reversed(missing):
-            f.mkdir(exist_ok=True)
-            self._created.append(f)
 
     def holds_complete_run(self) -> bool:
         """Whether the destination holds an earlier compactlab run that was complete."""
@@ -536,11 +538,7 @@ class OutputDir:
                 _remove_tree(self._stage)
                 self._stage = None
             self._unlock()  # (its file is in the first folder made)
-            for path in reversed(self._created):
-                try:
-                    path.rmdir()
-                except OSError:
-                    pass  # a folder someone else wrote into meanwhile stays
+            _remove_folders(self._created)
             self._created.clear()
 
     def discard(self) -> None:
