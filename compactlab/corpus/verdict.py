@@ -287,7 +287,7 @@ def _entries(runs: Sequence[JudgedRun], sweep_keys: list[str], units: dict[str, 
             recall=round(total["recall"], 6), probes=int(summed["probes"]),
             violations_introduced=int(summed["violations_introduced"]), overflows=int(summed["overflows"]),
             summaries=int(summed["summaries"]),
-            costs_more=sum(_dearer(s) for s in summaries),
+            costs_more=sum(dearer(s) for s in summaries),
             peak_tokens=max((int(s.get("peak_tokens", 0)) for s in summaries), default=0),
             actions=int(sum(s.get(a, 0) for s in summaries for a in ACTIONS)),
             saving_low=low, saving_high=high, recoverable=round(total["recoverable"], 6),
@@ -316,7 +316,7 @@ def _dearer_overall(e: Entry) -> bool:
     return e.cost_saving < -TIE_SHARE and (e.transcripts < 2 or e.saving_high < 0)
 
 
-def _dearer(summary: Mapping[str, Any]) -> bool:
+def dearer(summary: Mapping[str, Any]) -> bool:
     """Whether a run cost more than no compaction, beyond a tie (``TIE_USD``, ``TIE_SHARE``)."""
     more = summary["cost_usd"] - summary["raw_cost_usd"]
     return bool(more > 0 and (more >= TIE_USD or more >= TIE_SHARE * summary["raw_cost_usd"]))
@@ -326,8 +326,8 @@ def _where_it_saves(runs: list[JudgedRun]) -> str:
     """Where a policy saves and where it costs more, by the transcripts' length in calls."""
     if not runs or any("calls" not in r.summary for r in runs):
         return ""
-    saves = [r.summary["calls"] for r in runs if not _dearer(r.summary)]
-    costs = [r.summary["calls"] for r in runs if _dearer(r.summary)]
+    saves = [r.summary["calls"] for r in runs if not dearer(r.summary)]
+    costs = [r.summary["calls"] for r in runs if dearer(r.summary)]
     if not saves or not costs:
         return ""
     return (f" (it costs no more on {len(saves)} transcript(s) of {int(min(saves)):,} to {int(max(saves)):,} calls, "

@@ -20,7 +20,8 @@ import orjson
 
 from ..plumbing.outputs import Content, OutputDir, safe_stem
 from ..engine.records import NUMERIC_SUMMARY_KEYS
-from ..corpus.verdict import Verdict, _plain, _shown, judge, label_of
+from ..corpus.verdict import TIE_SHARE, TIE_USD, Verdict, _plain, _shown, judge, label_of
+from ..corpus.verdict import dearer as costs_more_than_none
 from .terminal import Printer, Table
 from .text import csv_cell, json_bytes, md_cell, md_text, visible
 
@@ -103,8 +104,10 @@ def _label(row: "pd.Series", sweep_keys: list[str], long: bool = False, units: d
 
 
 def costs_more(df: "pd.DataFrame") -> "pd.DataFrame":
-    """Runs that cost more than no compaction (prompt caching makes rewriting old messages dear)."""
-    return df[df["cost_usd"] > df["raw_cost_usd"]]
+    """Runs that cost more than no compaction beyond a tie (``verdict.dearer``: prompt caching makes
+    rewriting old messages dear)."""
+    more = df["cost_usd"] - df["raw_cost_usd"]
+    return df[(more > 0) & ((more >= TIE_USD) | (more >= TIE_SHARE * df["raw_cost_usd"]))]
 
 
 def _pct(x: float) -> str:
@@ -181,7 +184,7 @@ def write_table(c: Comparison, out: TextIO) -> None:
         table.add_column(col, essential=col in ("cost saving", "recall", "violations"), justify="right",
                          no_wrap=True)
     for _, r in df.iterrows():
-        more = r["cost_usd"] > r["raw_cost_usd"]
+        more = costs_more_than_none(r)
         table.add_row(
             os.path.basename(r["transcript"]), _label(r, sweep_keys), f"{r['reduction'] * 100:.1f}%",
             f"${r['raw_cost_usd']:,.2f} → ${r['cost_usd']:,.2f}", f"{r['cost_saving'] * 100:+.1f}%",
@@ -301,7 +304,7 @@ def html_parts(c: Comparison, svgs: dict[str, str], results: list["RunResult"] |
     head = "".join(f"<th>{e(h)}</th>" for h in RUN_HEADS)
     body = []
     for r, cells in run_rows(c):
-        cls = ' class="dear"' if r["cost_usd"] > r["raw_cost_usd"] else ""
+        cls = ' class="dear"' if costs_more_than_none(r) else ""
         body.append(f"<tr{cls}>" + "".join(f'<td{" class=l" if i < 2 else ""}>{e(visible(x))}</td>'
                                            for i, x in enumerate(cells)) + "</tr>")
     said, every = dearer(costs_more(df), sweep_keys)
@@ -321,7 +324,7 @@ def html_parts(c: Comparison, svgs: dict[str, str], results: list["RunResult"] |
 <h1>compactlab compare — {len(df)} runs</h1>
 <h2>Verdict</h2><p class="rec">{e(visible(c.verdict.recommendation))}</p>
 {verdict}
-{f"<p class='note'>{e(visible(_windows_line(meta['windows'])))}</p>" if meta.get("windows") else ""}
+{f"<p>{e(visible(_windows_line(meta['windows'])))}</p>" if meta.get("windows") else ""}
 {_next_action_html(meta)}
 <h2>Runs</h2>
 <p>Cost is the headline: input tokens billed with prompt caching (for Anthropic models cache reads at 0.1×,

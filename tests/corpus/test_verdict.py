@@ -265,7 +265,7 @@ def test_the_saving_interval_drawn_in_blocks_is_the_interval_drawn_at_once(monke
 def test_a_difference_within_a_cent_or_the_bootstraps_noise_is_a_tie():
     """(#43 §4) A run $0.000016 dearer than no compaction does not 'cost more'; a fallback pick whose
     total saving's interval spans no saving says it costs about as much."""
-    from compactlab.corpus.verdict import _dearer
+    from compactlab.corpus.verdict import dearer as _dearer
 
     assert not _dearer({"cost_usd": 0.050016, "raw_cost_usd": 0.05})
     assert _dearer({"cost_usd": 0.0515, "raw_cost_usd": 0.05})  # (3%: not a tie, though under a cent)
