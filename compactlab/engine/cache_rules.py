@@ -26,6 +26,11 @@ DeepSeek's and Gemini's implicit caches write at the input price.
   previous reply included; entries live minutes. Source: Google's context-caching documentation;
   no recording with cached tokens is shared to check it against.
 
+- **none** — no prompt cache: every call's prompt is billed at the input price. Anthropic's cache is
+  explicit, so a harness that sets no breakpoints caches nothing; a recording on an Anthropic
+  model that read and wrote no cache on any of its calls (two or more with usage) is priced so
+  (``uncached_as_recorded``), unless ``--cache-model`` says otherwise.
+
 Whatever the rules, a cache hit the recording shows the model did not predict, or a miss, is
 replayed as recorded where the recording's cache events are (``cost.recorded_breaks``).
 """
@@ -33,6 +38,7 @@ replayed as recorded where the recording's cache events are (``cost.recorded_bre
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -47,10 +53,12 @@ class CacheRules:
     #: seconds an entry lives after its last use; None: the TTL of the writes (Anthropic)
     lifetime: float | None
     source: str
+    #: False: nothing is cached, every prompt is billed at the input price (no write premium)
+    caches: bool = True
 
     def read(self, tokens: int) -> int:
         """The cached tokens a prefix of ``tokens`` tokens reads under these rules."""
-        if tokens < self.minimum:
+        if not self.caches or tokens < self.minimum:
             return 0
         return tokens - tokens % self.granularity if self.granularity > 1 else tokens
 
@@ -66,6 +74,8 @@ RULES: dict[str, CacheRules] = {r.provider: r for r in [
                       "recordings)"),
     CacheRules("gemini", reply_cached=True, granularity=1, minimum=1024, lifetime=300.0,
                source="Gemini implicit caching, 1,024+ tokens (not checked against a recording)"),
+    CacheRules("none", reply_cached=False, granularity=1, minimum=0, lifetime=None, caches=False,
+               source="no prompt cache: every prompt at the input price"),
 ]}
 
 #: model-name prefixes of each provider's models (the first match wins; anything else: anthropic)
@@ -89,6 +99,14 @@ def family_of(model: str | None) -> str | None:
 def provider_of(model: str | None) -> str:
     """The provider whose cache serves ``model`` (``family_of``; anything else: anthropic)."""
     return family_of(model) or "anthropic"
+
+
+def uncached_as_recorded(calls_usage: list[dict[str, Any]], rules: CacheRules) -> bool:
+    """Whether a recording under Anthropic's rules shows its harness set no cache breakpoints: two
+    or more calls recorded usage, and none of them read or wrote the cache."""
+    used = [u for u in calls_usage if u]
+    return (rules.provider == "anthropic" and len(used) >= 2
+            and not any(u.get("cache_read_input_tokens") or u.get("cache_creation_input_tokens") for u in used))
 
 
 def rules_for(model: str | None, override: str | None = None) -> CacheRules:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .cache_rules import RULES, CacheRules
+from .cache_rules import RULES, CacheRules, rules_for, uncached_as_recorded
 from .prices import ModelPrices, PriceTable, load_prices
 from .sizing import TokenEstimator, list_chars
 
@@ -122,6 +122,13 @@ def price_calls(records: list, prices: ModelPrices | Callable[[Any, float | None
         if kept is not None and (r.cache_read_tokens > kept or i == 0):  # as recorded
             kept = min(kept, r.tokens)
             r.cache_read_tokens, r.cache_write_tokens = kept, r.tokens - kept
+        if not rules.caches:  # no prompt cache: every prompt at the input price
+            r.cache_read_tokens, r.cache_write_tokens = 0, r.tokens
+            r.input_cost_usd = p.nocache_cost(r.tokens)
+            priced.raw += p.nocache_cost(r.raw_tokens)
+            priced.nocache += r.input_cost_usd
+            priced.raw_nocache += p.nocache_cost(r.raw_tokens)
+            continue
         r.input_cost_usd = p.input_cost(r.cache_read_tokens, r.cache_write_tokens, ttl)
         missed: int | None = expected[i] - breaks[i] if breaks and expected and i in breaks and i else None
         if kept is not None and missed is None:
@@ -165,8 +172,11 @@ def recorded_of(usages: Iterable[dict[str, Any]], prices_of: Callable[[str | Non
 
 
 #: a call whose recorded cache read is under this share of the previous call's prompt, with
-#: nothing to explain it, is a recorded cache break
-BREAK_SHARE = 0.5
+#: nothing to explain it, is a recorded cache break. A call after an unchanged prefix reads the
+#: previous prompt within a few tokens (25,798 of 25,801 on spotter/tool_heavy); a harness that
+#: rewrote its prompt reads its system prompt alone (18,014 of 26,007 there, 69%: under 0.5, the
+#: share used before 2026-11, it went unseen and the model was 31% off)
+BREAK_SHARE = 0.9
 
 
 def _apart(before: float | None, now: float | None) -> float:
@@ -185,6 +195,8 @@ def recorded_breaks(calls_usage: list[dict[str, Any]], times: list[float | None]
     where it read from the cache: a warm start (the system prompt and tools an earlier session
     cached)."""
     out: dict[int, int] = {}
+    if not rules.caches:  # nothing cached: nothing to break
+        return out
     if calls_usage and calls_usage[0].get("cache_read_input_tokens", 0) > 0:
         out[0] = int(calls_usage[0]["cache_read_input_tokens"])
     lifetime = rules.lifetime or TTL_SECONDS[ttl]
@@ -237,7 +249,7 @@ def cache_ledger(records: list, calls_usage: list[dict[str, Any]], recorded_inpu
     return {"calls": len(pairs), "modelled_read_tokens": modelled_read, "recorded_read_tokens": read,
             "modelled_write_tokens": modelled_write, "recorded_write_tokens": write,
             "read_error": error(modelled_read, read), "write_error": error(modelled_write, write),
-            "cost_error": error(cost, recorded_input),
+            "cost_error": error(cost, recorded_input), "modelled_input_cost_usd": cost,
             #: per call: [call, modelled read, recorded read] (the cached tokens, call by call)
             "per_call": [[r.call, r.cache_read_tokens, int(u.get("cache_read_input_tokens", 0))] for r, u in pairs]}
 
@@ -286,7 +298,6 @@ class RunPricing:
     recorded: Recorded | None
     billed: float | None
     breaks: dict[int, int]
-    breaks_replayed: bool
     ledger: dict[str, Any] | None
     rules: CacheRules = RULES["anthropic"]
     #: what the recording's inline subagents (sidechains: another conversation, not replayed) were
@@ -297,11 +308,16 @@ class RunPricing:
 
 def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None, cache_ttl: str | None,
               keep_recorded_compactions: bool, summarizer_model: str | None, acted: bool,
-              rules: CacheRules = RULES["anthropic"], reply_tokens: list[int] | None = None) -> RunPricing:
+              rules: CacheRules = RULES["anthropic"], reply_tokens: list[int] | None = None,
+              rules_given: bool = False) -> RunPricing:
     """Price a replayed run's records (``price_calls``) at the models and times the recording names
     (``prices``: a table, default the built-in one; or one model's prices for every call). With
-    ``keep_recorded_compactions`` the recorded cache breaks are replayed; a run that changed
-    nothing (``acted`` False) of a recording whose compactions it kept gets the cache ledger."""
+    ``keep_recorded_compactions`` the run kept the recorded compactions; one that changed
+    nothing (``acted`` False) of a recording whose compactions it kept gets the cache ledger. Unless
+    ``rules_given`` (``--cache-model``), a recording whose harness cached nothing
+    (``uncached_as_recorded``) is priced with no cache. The recorded cache breaks and warm start
+    are replayed under any policy (no policy changes what the harness or the provider did), but
+    not under another provider's cache than the recorded one."""
     forced = prices if isinstance(prices, ModelPrices) else None  # --price-model: every call at it
     table = prices if isinstance(prices, PriceTable) else None
 
@@ -327,12 +343,18 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
             looked_up[key] = lookup(*key)
         return looked_up[key]
 
+    own = rules_for(models[0] if models else feed.model) if rules_given else rules  # the recorded cache's rules
+    if uncached_as_recorded(calls_usage, own):
+        own = RULES["none"]
+    if not rules_given:
+        rules = own
     ttl = cache_ttl or ("1h" if any(u.get("cache_creation_1h_input_tokens") for u in calls_usage) else "5m")
     positions = [c.position for c in feed.compactions]
     restarted = {i for i in range(1, len(records))
                  if any(records[i - 1].message_index < p <= records[i].message_index for p in positions)}
-    breaks = recorded_breaks(calls_usage, times, ttl, restarted, rules) if calls_usage else {}
-    priced = price_calls(records, prices_of, models, times, ttl, breaks if keep_recorded_compactions else None,
+    # (the recorded cache's events: under another provider's cache, --cache-model, they do not apply)
+    breaks = recorded_breaks(calls_usage, times, ttl, restarted, rules) if calls_usage and rules is own else {}
+    priced = price_calls(records, prices_of, models, times, ttl, breaks,
                          rules, reply_tokens, expected_reads(calls_usage, rules) if rules.reply_cached else None)
     recorded = recorded_cost(records, usage, prices_of)
     side = [u for u in feed.metadata.get("sidechain_usage") or () if isinstance(u, dict)]
@@ -342,7 +364,6 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
         prices=forced or lookup(feed.model, started_at),
         summary_prices=prices_of(summarizer_model or feed.model),
         priced=priced, recorded=recorded, billed=billed(feed.metadata), breaks=breaks,
-        breaks_replayed=keep_recorded_compactions,
         ledger=cache_ledger(records, calls_usage, recorded.input) if recorded and sent_as_recorded else None,
         rules=rules, sidechains=sidechains, sidechain_calls=len(side),
     )

@@ -162,7 +162,8 @@ class RunSummary:
     recorded_cache_breaks: list[int] | None = None
     #: what the first call read from the cache an earlier session left (None without usage)
     cache_warm_start_tokens: int | None = None
-    #: whether both were replayed as recorded (--keep-recorded-compactions)
+    #: whether the run replayed recorded breaks or a warm start (under every policy: neither is a
+    #: compaction, and a policy does not change what the harness or the provider did)
     cache_breaks_replayed: bool = False
     #: modelled against recorded cache reads, writes and input cost (cost.cache_ledger), for a run
     #: that sent what the recording sent (no layer acted; its compactions kept); else None
@@ -259,7 +260,7 @@ def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str,
         cache_expired_calls=priced.expired,
         recorded_cache_breaks=None if recorded_cost is None else sorted(i for i in pricing.breaks if i),
         cache_warm_start_tokens=None if recorded_cost is None else pricing.breaks.get(0, 0),
-        cache_breaks_replayed=pricing.breaks_replayed and bool(pricing.breaks),
+        cache_breaks_replayed=bool(pricing.breaks),
         cache_ledger=pricing.ledger,
         cache_model=pricing.rules.provider,
         window_tokens=window[0],

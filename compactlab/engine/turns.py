@@ -143,6 +143,7 @@ def replay(
                 on_call(records[-1])
         # (priced first: meanwhile, where another process checks the probes, it finishes)
         pricing = price_run(records, feed, prices, cache_ttl, keep_recorded_compactions, rules=turns.cache.rules,
+                            rules_given=cache_model is not None,
                             reply_tokens=turns.reply_tokens,
                             summarizer_model=getattr(env.summarizer, "model", None),
                             acted=any(getattr(turns.totals, stat) for stat in ACTIONS))

@@ -80,8 +80,9 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
         ("input cost, cached (raw → policy)", f"${s.raw_cost_usd:,.4f} → ${s.cost_usd:,.4f}"),
         ("input cost, no cache (raw → policy)", f"${s.raw_cost_usd_nocache:,.4f} → ${s.cost_usd_nocache:,.4f}"),
         ("cache reads / writes (tokens)", f"{s.cache_read_tokens:,} / {s.cache_write_tokens:,}"),
-        ("prompt cache TTL", f"{s.cache_ttl}, " + ("no timestamps: no expiry" if s.cache_expired_calls is None
-                                                  else f"{s.cache_expired_calls:,} call(s) after it expired")),
+        ("prompt cache TTL", "none: no prompt cache (the recording read and wrote none)" if s.cache_model == "none"
+         else f"{s.cache_ttl}, " + ("no timestamps: no expiry" if s.cache_expired_calls is None
+                                    else f"{s.cache_expired_calls:,} call(s) after it expired")),
         ("retention", f"{s.retention:.3f} ({s.refs_retained:,} of {s.refs:,} references)" if s.refs else "1.000 (no references)"),
         ("recall (hindsight probes)", _recall(s)),
         *([("probes by kind (kept / probes)", ", ".join(f"{k} {v['kept']:,}/{v['probes']:,}"
@@ -94,8 +95,10 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
     ]
     if s.recorded_input_cost_usd is not None:
         if s.cache_ledger:  # like with like: the run sent what the recording sent
-            modelled = sum(c.input_cost_usd for c in run.calls)
-            rows.append(("input cost: modelled / recorded usage", f"${modelled:,.4f} / ${s.recorded_input_cost_usd:,.4f}"))
+            ledger = s.cache_ledger  # over the calls that recorded usage
+            part = f" ({ledger['calls']:,} of {s.calls:,} calls recorded usage)" if ledger["calls"] < s.calls else ""
+            rows.append(("input cost: modelled / recorded usage",
+                         f"${ledger['modelled_input_cost_usd']:,.4f} / ${s.recorded_input_cost_usd:,.4f}{part}"))
         else:  # the session as it ran, not this policy: its own line, said as such
             rows.append(("input cost of the session as recorded (its usage)", f"${s.recorded_input_cost_usd:,.4f}"))
     if s.recorded_cost_usd is not None:  # (what compares with a bill: input and output, each call at its prices)
@@ -106,7 +109,7 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
         rows.append(("cache model vs recording", ledger_line(s.cache_ledger)))
     if s.recorded_cache_breaks:
         rows.append(("recorded cache breaks", "call(s) " + ", ".join(map(str, s.recorded_cache_breaks[:20]))
-                     + (" (replayed)" if s.cache_breaks_replayed else " (--keep-recorded-compactions replays them)")))
+                     + " (replayed: the harness's prompt rewrites and the provider's misses, under any policy)"))
     if s.recorded_sidechain_cost_usd is not None:
         rows.append(("inline subagents (sidechains), recorded", f"{s.sidechain_calls:,} call(s), "
                      f"${s.recorded_sidechain_cost_usd:,.4f} with output (another conversation: billed, not replayed)"))

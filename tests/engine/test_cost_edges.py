@@ -17,7 +17,7 @@ def _timed(tmp_path, model: str, gap_s: int, calls: int = 20, size: int = 6000, 
     for m in tool_session(calls, size):
         if m["role"] == "assistant":
             t += gap_s
-            m = {"type": "message", **m, "model": model, "usage": {"input_tokens": 1000, "output_tokens": 9},
+            m = {"type": "message", **m, "model": model, "usage": {"input_tokens": 10, "cache_creation_input_tokens": 990, "output_tokens": 9},
                  "timestamp": f"2026-01-01T{t // 3600:02d}:{t % 3600 // 60:02d}:{t % 60:02d}Z"}
         lines.append(m)
     return write_jsonl(tmp_path / name, lines)
@@ -140,3 +140,73 @@ def test_timing_reads_the_gap_by_the_providers_cache_lifetime(cli, tmp_path):
         return next(c["call"] for c in orjson.loads(r.stdout)["calls"] if c["summarized"])
 
     assert first_summary("claude-sonnet-4-5") < first_summary("gpt-5")
+
+
+def _recorded(tmp_path, usage_of, model: str = "claude-haiku-4-5", calls: int = 4) -> object:
+    """A tool session on ``model`` whose call i recorded ``usage_of(i)``."""
+    lines, i = [], 0
+    for m in tool_session(calls, 4000):
+        if m["role"] == "assistant":
+            m = {"type": "message", **m, "model": model, "usage": {"output_tokens": 9, **usage_of(i)}}
+            i += 1
+        lines.append(m)
+    return write_jsonl(tmp_path / "t.jsonl", lines)
+
+
+def _ledger(cli, path, *args):
+    r = cli("replay", path, "-p", "none", "--dry-run", "--format", "json", "--no-calibrate", *args)
+    assert r.exit_code == 0, r.output
+    return orjson.loads(r.stdout)["runs"][0]["summary"]
+
+
+def test_a_harness_that_sets_no_cache_breakpoints_is_priced_uncached(cli, tmp_path):
+    """An Anthropic recording that read and wrote no cache on any call (ADK Go's OTLP trace): every
+    prompt at the input price, no write premium, no read; --cache-model says otherwise."""
+    path = _recorded(tmp_path, lambda i: {"input_tokens": 2000 + 1000 * i})
+    s = _ledger(cli, path)
+    assert s["cache_model"] == "none" and s["cache_read_tokens"] == 0 and not s["recorded_cache_breaks"]
+    assert s["cost_usd"] == pytest.approx(s["cost_usd_nocache"]) and s["raw_cost_usd"] == pytest.approx(s["raw_cost_usd_nocache"])
+    assert "none: no prompt cache" in cli("replay", path, "-p", "none", "--dry-run", "--no-calibrate").stdout
+    cached = _ledger(cli, path, "--cache-model", "anthropic")
+    assert cached["cache_model"] == "anthropic" and cached["cache_read_tokens"] > 0
+    # one call that wrote the cache: the harness caches
+    assert _ledger(cli, _recorded(tmp_path, lambda i: {"input_tokens": 10, "cache_creation_input_tokens": 2000 * (i == 1)}))[
+        "cache_model"] == "anthropic"
+
+
+def test_a_partial_prefix_rewrite_is_a_break_replayed_under_any_policy(cli, tmp_path):
+    """Call 2 read 69% of the previous prompt (the harness rewrote all but its system prompt, as on
+    spotter/tool_heavy): a recorded break, replayed by default as with the recorded compactions."""
+    prompts = [3000, 5000, 7000, 9000]
+    reads = [0, 2990, 3450, 6990]  # 3,450 of 5,000: 69%
+
+    def usage(i):
+        return {"input_tokens": 10, "cache_read_input_tokens": reads[i],
+                "cache_creation_input_tokens": prompts[i] - reads[i] - 10}
+
+    path = _recorded(tmp_path, usage)
+    plain, kept = _ledger(cli, path), _ledger(cli, path, "--keep-recorded-compactions")
+    assert plain["recorded_cache_breaks"] == [2] and plain["cache_breaks_replayed"]
+    assert plain["cache_ledger"] == kept["cache_ledger"]
+    assert plain["cache_ledger"]["per_call"][2][1] <= 3450
+
+
+def test_every_short_shared_recording_models_its_recorded_cost_within_20_percent(cli, shared_transcripts):
+    """(#43 §7) Every shared recording of under 5 calls with usage: the modelled input cost of
+    replaying no compaction against what its recorded usage implies, by default and with the
+    recorded compactions kept."""
+    checked = []
+    for path in sorted(p for p in shared_transcripts.rglob("*") if p.suffix in (".json", ".jsonl", ".traj")
+                       and "subagents" not in p.parts):
+        r = cli("replay", path, "-p", "none", "--dry-run", "--format", "json", "-q")
+        if r.exit_code != 0:
+            continue  # not a transcript (a README's data, a truth file)
+        s = orjson.loads(r.stdout)["runs"][0]["summary"]
+        if not s["cache_ledger"] or s["calls"] >= 5 or not s["recorded_input_cost_usd"]:
+            continue
+        kept = orjson.loads(cli("replay", path, "-p", "none", "--dry-run", "--format", "json", "-q",
+                                "--keep-recorded-compactions").stdout)["runs"][0]["summary"]
+        for run in (s, kept):
+            assert abs(run["cache_ledger"]["cost_error"]) <= 0.20, (path.name, run["cache_ledger"])
+        checked.append(path.name)
+    assert len(checked) >= 5, checked

@@ -166,14 +166,15 @@ def test_each_call_is_priced_at_its_model_and_a_change_of_model_reads_nothing(tm
     from compactlab.summarizers import StubSummarizer
     from helpers import write_jsonl
 
-    def reply(model: str, i: int) -> dict:
+    def reply(model: str, i: int, read: int) -> dict:  # (a harness that caches: it wrote, and read the last prompt)
         return {"type": "message", "role": "assistant", "model": model, "content": f"reply {i} " + "x" * 400,
-                "usage": {"input_tokens": 100}}
+                "usage": {"input_tokens": 10, "cache_creation_input_tokens": 90, "cache_read_input_tokens": read}}
 
-    msgs = [user("go " * 200)]
+    msgs, previous = [user("go " * 200)], None
     for i, model in enumerate(["claude-opus-4-5", "claude-haiku-4-5", "claude-haiku-4-5", "claude-opus-4-5"]):
-        msgs += [reply(model, i), user(f"more {i} " + "y" * 400)]
-    msgs.append(reply("claude-opus-4-5", 9))
+        msgs += [reply(model, i, 100 if model == previous else 0), user(f"more {i} " + "y" * 400)]
+        previous = model
+    msgs.append(reply("claude-opus-4-5", 9, 100))
     t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", msgs)))
     table = load_prices()
     opus, haiku = table.lookup("claude-opus-4-5"), table.lookup("claude-haiku-4-5")
@@ -207,7 +208,8 @@ def test_a_call_after_the_cache_expired_reads_nothing_and_writes_are_priced_at_t
     from helpers import write_jsonl
 
     def reply(i: int, at: str, one_hour: int = 0) -> dict:
-        usage = {"input_tokens": 10, "cache_creation_input_tokens": 100}
+        # each call reads the previous prompt (110 tokens a call), but call 2, made after expiry
+        usage = {"input_tokens": 10, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 0 if i == 2 else 110 * i}
         if one_hour:
             usage["cache_creation"] = {"ephemeral_1h_input_tokens": one_hour}
         return {"type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": f"r{i} " + "x" * 300,
@@ -269,7 +271,8 @@ def test_recorded_cache_breaks_are_what_nothing_else_explains():
     times = [0, 10, 20, 20 + 1200, 1230, 1240, 1250, 1260]
     assert recorded_breaks(usage, times, "5m", restarted={6}) == {0: 5000, 2: 2000, 7: 40}
     assert 3 in recorded_breaks(usage, None, "5m", restarted={6})  # without times, no expiry explains it
-    assert recorded_breaks([u(0), u(900)], None, "5m", set()) == {}
+    assert recorded_breaks([u(0), u(950)], None, "5m", set()) == {}  # 94% of 1,010: the prefix, nothing changed
+    assert recorded_breaks([u(0), u(850)], None, "5m", set()) == {1: 850}  # 84%: the harness rewrote a part
 
 
 def test_recorded_breaks_are_replayed_in_both_contexts_and_the_first_call_reads_its_warm_start():
