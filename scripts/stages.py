@@ -67,12 +67,6 @@ def main() -> None:
     for name in ("key_of", "load"):
         timed(probe_cache, name)
     timed(turns, "check_probes")
-    from compactlab.engine.feeds import probe_link
-
-    # where the read-ahead process checks the cached probes: the replay's side of the link (the
-    # log sent every few dozen calls, and the wait for the answer at the end)
-    for name in ("_send", "finish"):
-        timed(probe_link.ProbeLink, name)
     for name in ("probes_csv_bytes", "compactions_csv_bytes"):
         timed(replay_report, name)
     from compactlab.cli import main as cli

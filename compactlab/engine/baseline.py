@@ -39,9 +39,6 @@ class RawBaseline:
     refs: dict[int, list[Ref]] = field(default_factory=dict)
     #: per call: the hindsight probes of its reply (``probes.py``); calls absent: none
     probes: dict[int, list[Probe]] = field(default_factory=dict)
-    #: per call: how many probes it has, where another process holds and checks them
-    #: (``feeds/probe_link.py``: ``probes`` is then empty); calls absent: none
-    probe_counts: dict[int, int] = field(default_factory=dict)
     #: whether the probes were looked for (a replay of no compaction skips them: recall is 1.0)
     probes_indexed: bool = True
 

@@ -11,12 +11,6 @@ The two position indexes (tool results, origin keys) are append-only logs that a
 replacement shares with the context it came from, each context reading the prefix that is its
 own: the engine's next append extends the log in place instead of copying it at every call, and
 a context whose log another one has extended copies its prefix before it appends itself.
-
-A context may also note what is done to it in an operation log (``log``, shared by every context
-made from it): each append, replacement and splice, with the contexts and entries it took. Played
-again in the same order on copies of the same messages, the log makes the same contexts: the
-read-ahead process checks the hindsight probes on such copies (``feeds/probe_link.py``) while
-the replay goes on.
 """
 
 from __future__ import annotations
@@ -61,14 +55,8 @@ class ResultMemo:
 NO_MEMO = ResultMemo()
 
 
-#: the operations a context notes in its ``log``: (APPEND, context, entry), (REPLACED, context,
-#: new context, {position: entry}), (SPLICED, context, new context, head_end, made, tail_start),
-#: and (NEW, context, entries) for one the engine makes afresh (``feeds.probe_link.ProbeLink.new``)
-APPEND, REPLACED, SPLICED, NEW = 0, 1, 2, 3
-
-
 class Context:
-    __slots__ = ("entries", "chars_sum", "_refs", "n_refs", "_keys", "last_assistant", "memo", "log")
+    __slots__ = ("entries", "chars_sum", "_refs", "n_refs", "_keys", "last_assistant", "memo")
 
     def __init__(self, entries: Iterable[Entry] = ()) -> None:
         self.entries: list[Entry] = list(entries)
@@ -89,8 +77,6 @@ class Context:
         #: what layers have dealt with (``ResultMemo``): carried through same-shape replacements,
         #: and through splices (``ResultMemo.spliced``)
         self.memo = NO_MEMO
-        #: the operation log this context and those made from it note their operations in (None: none)
-        self.log: list[tuple] | None = None
 
     # -- the engine's in-place growth ---------------------------------------------------------
     def append(self, entry: Entry) -> None:
@@ -107,8 +93,6 @@ class Context:
             self.n_refs += len(entry.results)
         if entry.role == "assistant":
             self.last_assistant = pos
-        if self.log is not None:
-            self.log.append((APPEND, self, entry))
 
     def extend(self, entries: Iterable[Entry]) -> None:
         for e in entries:
@@ -143,9 +127,6 @@ class Context:
         new._refs, new.n_refs, new._keys = self._refs, self.n_refs, self._keys
         new.last_assistant = self.last_assistant
         new.memo = self.memo
-        new.log = log = self.log
-        if log is not None:
-            log.append((REPLACED, self, new, changes))
         return new
 
     def spliced(self, head_end: int, made: list[Entry], tail_start: int) -> "Context":
@@ -186,9 +167,6 @@ class Context:
         else:
             head = [*entries[:head_end], *made]
             new.last_assistant = next((i for i in range(len(head) - 1, -1, -1) if head[i].role == "assistant"), -1)
-        new.log = log = self.log
-        if log is not None:
-            log.append((SPLICED, self, new, head_end, made, tail_start))
         return new
 
     @property

@@ -61,7 +61,7 @@ class Key(str):
         key.path, key.stamp = path, stamp
         return key
 
-    def __reduce__(self) -> Any:  # (to the read-ahead process)
+    def __reduce__(self) -> Any:  # (pickled whole: its path and stat go with it)
         return Key, (str(self), self.path, self.stamp)
 
     def unchanged(self) -> bool:

@@ -31,7 +31,6 @@ from .prices import ModelPrices, PriceTable, load_prices
 from .window import DEFAULT_WINDOW, Window, resolve as resolve_window
 from .invariants import InvariantTracker, ViolationLog
 from .feeds import Feed, as_feed
-from .feeds.probe_link import ProbeLink
 from .layers import CHEAP, NOTHING, LayerStats, RunEnv, manual, reactive, summary
 from ..transcripts.messages import Entry, Message, is_prompt
 from ..plumbing.outputs import OutputDir
@@ -88,7 +87,7 @@ def replay(
     ``cache_ttl`` (``5m`` or ``1h``): the prompt cache's lifetime; default the recording's.
     ``cache_model``: the provider whose prompt-cache rules apply (``cache_rules.RULES``); default
     the one serving the model the recording names. ``on_call`` sees each call's record as it is
-    made (where the read-ahead process checks the probes, their counts come when the run is over).
+    made.
     ``keep_contexts``: the calls whose sent context (its messages) the run keeps, in ``Run.contexts``
     (the next-action check asks a model on them).
     ``calibration``: the fit to the recorded usage (``calibration.calibrate``), which replaces the
@@ -123,7 +122,7 @@ def replay(
     restarts = {c.position: c for c in feed.compactions} if keep_recorded_compactions else None
     calls = feed.calls(env.tool_names, restarts)
     turns = Turns(policy, env, feed.baseline, restarts, counter, raw_entries=feed.entries, keep_refs=not feed.streamed,
-                  link=feed.link)
+)
     turns.usage = feed.usage  # each reply's recorded usage and time, as far as read (for env.idle_seconds)
     turns.cache_model, turns.model, turns.metadata = cache_model, lambda: feed.model, lambda: feed.metadata
     turns.recorded_compactions = lambda: feed.compactions
@@ -141,13 +140,11 @@ def replay(
             records.append(turns.turn(call, pos, pending, reply))
             if on_call is not None:  # (a progress bar: a live summarizer or exact counts make calls slow)
                 on_call(records[-1])
-        # (priced first: meanwhile, where another process checks the probes, it finishes)
         pricing = price_run(records, feed, prices, cache_ttl, keep_recorded_compactions, rules=turns.cache.rules,
                             rules_given=cache_model is not None,
                             reply_tokens=turns.reply_tokens,
                             summarizer_model=getattr(env.summarizer, "model", None),
                             acted=any(getattr(turns.totals, stat) for stat in ACTIONS))
-        turns.settle(records)
         turns.judge_again(records)  # (a stream's usage is known whole only now)
     except BaseException:
         if owned:
@@ -195,8 +192,7 @@ class Turns:
     """
 
     def __init__(self, policy: Policy, env: RunEnv, base: RawBaseline, restarts: dict[int, RecordedCompaction] | None,
-                 counter: TokenCounter | None, raw_entries: list[Entry] | None, keep_refs: bool,
-                 link: ProbeLink | None = None) -> None:
+                 counter: TokenCounter | None, raw_entries: list[Entry] | None, keep_refs: bool) -> None:
         self.policy, self.env, self.base, self.restarts = policy, env, base, restarts
         self.counter, self.raw_entries, self.keep_refs = counter, raw_entries, keep_refs
         self.usage: dict[int, dict] = {}
@@ -236,12 +232,6 @@ class Turns:
         self.events: list[CompactionEvent] = []  # the calls at which the policy changed the context
         self.keep_contexts: Collection[int] = ()  # the calls whose sent context is kept
         self.contexts: dict[int, list[Message]] = {}
-        #: where another process checks the probes (the read-ahead process): the contexts log what is
-        #: done to them, and so do the layers' notes; the counts and the ledger come at the end
-        self.link = link
-        if link is not None:
-            self.context = link.new(self.context)
-            env.made_by, env.made_at, env.cleared_at = link.notes()
 
     def turn(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
         self.env.call = call
@@ -284,19 +274,12 @@ class Turns:
             self.contexts[call] = [e.message for e in ctx.entries]
         read, write = self.cache.account(ctx, unchanged, tokens)  # 5
         refs = self.base.refs.get(call, ()) if self.keep_refs else self.base.refs.pop(call, ())  # a stream's: let go
-        link = self.link
-        if link is None:
-            probes = self.base.probes.get(call, ())  # (kept: a stream's go to the probe cache at its end)
-            n_probes = len(probes)
-            checked = check_probes(probes, ctx, call, self.ledger, env, self.probe_memo) if probes else NO_PROBES
-        else:  # checked elsewhere: the counts come at the end (``settle``)
-            if self.base.probe_counts.pop(call, 0):  # (-1: not known yet)
-                link.check(call, ctx)
-            n_probes, checked = 0, NO_PROBES
+        probes = self.base.probes.get(call, ())  # (kept: a stream's go to the probe cache at its end)
+        checked = check_probes(probes, ctx, call, self.ledger, env, self.probe_memo) if probes else NO_PROBES
         # over the window, unless the recording shows this very context answered
         overflow = self.judged.overflows(tokens) and not (self.as_recorded and not acted and self._answered(pos))
         record = self._record(call, pos, stats, tokens, overflow, introduced, inherited, read, write, refs,
-                              retained(refs, ctx) if refs else 0, n_probes, checked)  # 6
+                              retained(refs, ctx) if refs else 0, len(probes), checked)  # 6
         self.totals.add(stats)
         self.as_recorded = self.as_recorded and not acted
         self.cache.sent(len(ctx), tokens, reply.chars)
@@ -304,8 +287,6 @@ class Turns:
         ctx.append(reply)  # 7
         self.done = pos + 1
         self.manual_pending = self.manual_tool in reply.tool_names
-        if link is not None:
-            link.call_done(ctx)
         return record
 
     def _answered(self, pos: int) -> bool:
@@ -329,15 +310,6 @@ class Turns:
                 if r.overflow and not final.overflows(r.tokens):
                     r.overflow = False
             self.judged = final
-
-    def settle(self, records: list[TurnRecord]) -> None:
-        """With the probes checked elsewhere: each call's counts into its record, and the ledger."""
-        if self.link is None:
-            return
-        counts, self.ledger = self.link.finish(self.context)
-        for call, (probes, kept, recoverable) in counts.items():
-            record = records[call]
-            record.probes, record.probes_kept, record.probes_recoverable = probes, kept, recoverable
 
     def _event(self, call: int, stats: LayerStats, actions: tuple[int, ...], before: tuple[int, int],
                tokens: int) -> None:
@@ -432,8 +404,6 @@ class Turns:
         for i, entry in enumerate([*pending, None], first):
             if i in restarts:  # a compaction the recording did: restart from its summary
                 ctx = Context(self._restart(restarts[i]))
-                if self.link is not None:
-                    ctx = self.link.new(ctx)
                 stats.changed_at(0)
             if entry is not None:
                 ctx.append(entry)

@@ -89,11 +89,6 @@ class Opening:
         key = (probe_cache.key_of(self.path, remember=self.write_cache, warnings=self._warnings)
                if self.probes and probe_cache.enabled()
                else None)
-        if key is not None and probe_cache.present(key):  # (the reader reads the cached probes and checks them)
-            ahead = self._read_ahead(probes=True, probe_key=key)
-            if ahead is not None:
-                ahead.warnings.extend(self._warnings)
-                return ahead
         cached = probe_cache.load(key, self._warnings) if key is not None else None
         feed = self._stream(probes=self.probes and cached is None)
         if isinstance(feed, StreamFeed):
@@ -125,14 +120,13 @@ class Opening:
             self._started.close()
             self._started = None
 
-    def _read_ahead(self, probes: bool, probe_key: str | None = None) -> StreamFeed | None:
-        """The read-ahead feed where it applies (``probe_key``: the probe cache's key of a file whose
-        probes are cached, for the reader to read them and check them: ``read_ahead.open_feed``)."""
+    def _read_ahead(self, probes: bool) -> StreamFeed | None:
+        """The read-ahead feed where it applies (``read_ahead.open_feed``)."""
         from . import read_ahead
 
         if not read_ahead.usable(self.path) or self._format() != "anthropic":
             return None
-        return read_ahead.open_feed(self.path, self.skip_bad_lines, probes, probe_key, self.write_cache)
+        return read_ahead.open_feed(self.path, self.skip_bad_lines, probes)
 
 
 def open_feed(path: str, input_format: str | None = None, *, skip_bad_lines: bool = False,

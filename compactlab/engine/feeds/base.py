@@ -22,8 +22,6 @@ class Feed(Protocol):
     streamed: bool
     #: the raw baseline: a row for every call read so far
     baseline: RawBaseline
-    #: where another process checks the hindsight probes (``probe_link.ProbeLink``); else None
-    link: Any
 
     # what the recording says of itself (read-only)
     @property
@@ -77,7 +75,6 @@ class _Recording:
 
 class LoadedFeed(_Recording):
     streamed = False
-    link = None
 
     def __init__(self, transcript: Transcript, probes: bool = True) -> None:
         super().__init__(transcript)
@@ -103,19 +100,16 @@ class StreamFeed(_Recording):
 
     streamed = True
     entries = None
-    link: Any = None
     #: the probe cache's key, when this stream's probes are to be stored once it is read to the end
     probe_key: str | None = None
 
-    def __init__(self, stream: TranscriptStream, baseline: RawBaseline | None = None, probes: bool = True,
-                 builder: BaselineBuilder | None = None) -> None:
+    def __init__(self, stream: TranscriptStream, baseline: RawBaseline | None = None, probes: bool = True) -> None:
         super().__init__(stream)
         self.stream = stream
-        self._builder = builder
+        self._builder: BaselineBuilder | None = None
         if baseline is None:
-            if builder is None:
-                self._builder = builder = BaselineBuilder(keep=False, probes=probes)
-            baseline = builder.base
+            self._builder = BaselineBuilder(keep=False, probes=probes)
+            baseline = self._builder.base
         self.baseline = baseline
 
     def calls(self, tool_names: dict[str, str], restarts: Restarts | None) -> Iterator[Call]:

@@ -9,19 +9,17 @@ output, a quoted summary line, a saved transcript): most messages are never pars
 replaying process at all, and a tool result a layer replaces is measured from its facts. Both
 read the file as it was when it was opened: lines appended meanwhile are not read.
 
-Where the file's hindsight probes are in the probe cache, they stay in the reader and are checked
-there, on its copies of the replay's contexts (``probe_link.py``): the reader reads them from the
-cache, the replay sends it the log of what it did to its contexts, and the reader answers with the
-outcomes at the end. The reader then has work enough, and the replay builds the raw baseline
-itself, from the facts; a batch carries each call's number of probes. (Where they are not, the
-reader looks for them as it reads and sends them with the baseline's rows.)
+The reader also builds the raw baseline and, unless the probe cache has them, looks for the
+hindsight probes as it reads; it sends both with the messages. The probes are checked in the
+replaying process (a second process checking them on copies of the replay's contexts cost more
+than it saved on the sessions users have: +9.6% instructions on a 5,000-call file, +42% on a
+1,000-call one; removed for #44).
 
 Used for a plain (uncompressed) file of at least ``MIN_BYTES``, on a system with ``fork`` and two
 cores or more; ``COMPACTLAB_READ_AHEAD=0`` turns it off, ``=1`` forces it whatever the size. The
 results are those of the in-process stream, byte for byte (tested).
 
-The pipe (1 MiB) holds a few dozen batches: the reader stays at most that far ahead, and checks
-probes while the pipe is full (``_Out``). A bad line
+The pipe (1 MiB) holds a few dozen batches: the reader stays at most that far ahead. A bad line
 is reported by the reader as the in-process stream reports it; a replay that stops early (an
 error, Ctrl-C) closes the stream, which stops the reader and reaps it. Where the file cannot be
 opened again or no process can be forked, ``stream`` gives None and the file is read in-process.
@@ -31,9 +29,8 @@ from __future__ import annotations
 
 import os
 import pickle
-import select
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from ..baseline import BaselineBuilder, RawBaseline
@@ -45,7 +42,6 @@ from ...transcripts import anthropic_messages
 from ...transcripts.model import TranscriptBuilder, TranscriptStream
 from ...transcripts.reader import LineReader, reparse
 from .base import StreamFeed
-from .probe_link import ProbeLink, ReaderProbes
 
 #: smaller files are read in-process: a second process costs more than it saves
 MIN_BYTES = 4 << 20
@@ -84,18 +80,6 @@ class SourceFile:
             raise InputError(f"{self.path}: the file was cut short while it was replayed")
         return anthropic_messages.message_of(reparse(raw))
 
-    def __reduce__(self) -> tuple[Any, tuple[str]]:
-        # (a lazy message sent to the reader reads its line from the reader's own open file)
-        return _source_of, (self.path,)
-
-
-#: in the reader process, the file it reads (a lazy message sent to it reads its line there)
-_SOURCES: dict[str, SourceFile] = {}
-
-
-def _source_of(path: str) -> SourceFile:
-    return _SOURCES[path]
-
 
 class LazyEntry(Entry):
     """An Entry whose message stays where it was read until something reads it: its facts came
@@ -113,12 +97,6 @@ class LazyEntry(Entry):
                          has_text, use_set, result_set, changed)
         self._message: Message | None = None  # unread (the setter took the placeholder above)
         self._lazy = lazy
-
-    def __reduce__(self) -> tuple[Any, tuple]:
-        # (sent as its facts and where its line is: the line is parsed again where it is read)
-        return LazyEntry, (self.chars, self.role, self.origin, self.tool_use_ids, self.tool_names, self.use_files,
-                           self.results, self.misplaced_results, self.empty, self.has_text, self._lazy, self.use_set,
-                           self.result_set, self.changed)
 
     @property  # type: ignore[override]
     def message(self) -> Message:
@@ -159,13 +137,7 @@ class LazyEntry(Entry):
         fact = self.results[k]
         if self._message is not None or fact.json_size < 0:  # read by now: as any Entry
             return super().with_result_content(k, new_content)
-        return self.patched(k, new_content)
-
-    def patched(self, k: int, new_content: Any) -> "LazyEntry":
-        """Left unread: the copy whose k-th tool result has ``new_content``, the change noted, the
-        size measured by the facts."""
-        fact = self.results[k]
-        source, offset, length, patches = self._lazy
+        source, offset, length, patches = self._lazy  # left unread: note the change, measure by facts
         new_json = json_len(new_content)
         return LazyEntry(self.chars - fact.json_size + new_json, self.role, self.origin, self.tool_use_ids,
                          self.tool_names, self.use_files, self.results_with(k, new_content, new_json),
@@ -178,33 +150,21 @@ class ReadAheadFeed(StreamFeed):
     """A stream whose messages' facts and baseline rows a forked reader sends."""
 
 
-def open_feed(path: str, skip_bad_lines: bool, probes: bool = True, probe_key: str | None = None,
-              write_cache: bool = True) -> ReadAheadFeed | None:
+def open_feed(path: str, skip_bad_lines: bool, probes: bool = True) -> ReadAheadFeed | None:
     """The Anthropic messages file at ``path`` as a feed whose reading happens in a forked
     process; None if that cannot be had (the caller reads it in-process, and reports what is
     wrong with it). With ``probes``, the reader looks for the hindsight probes as it reads and
-    sends them; where they are in the probe cache (``probe_key``), it reads them from there, keeps
-    them, and checks them on the replay's contexts (``probe_link``: the feed's ``link``; indexed
-    again, and stored if ``write_cache``, if the entry proves unusable). (Indexing a file keeps the
-    reader busy enough: its probes are then checked by the replay.)"""
+    sends them."""
     name = anthropic_messages.NAME
     try:
         source = SourceFile(path)
         r, w = os.pipe()
     except OSError:
         return None
-    linked = probes and probe_key is not None
-    try:
-        link_r, link_w = os.pipe() if linked else (-1, -1)
-    except OSError:
-        os.close(r)
-        os.close(w)
-        return None
     try:
         import fcntl
 
-        for fd in (w, link_w) if linked else (w,):
-            fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+        fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
     except (ImportError, OSError):
         pass  # the default pipe size only means more switches
     held = hold_signals()  # (across the fork: a signal between it and the reader's handling would run the
@@ -212,90 +172,27 @@ def open_feed(path: str, skip_bad_lines: bool, probes: bool = True, probe_key: s
         pid = os.fork()
     except OSError:  # a process limit
         release_signals(held)
-        for fd in (r, w, link_r, link_w) if linked else (r, w):
-            os.close(fd)
+        os.close(r)
+        os.close(w)
         return None
     if pid == 0:  # the reader: never returns
         os.close(r)
-        if linked:
-            os.close(link_w)
-        _SOURCES[path] = source  # (the copies the reader checks on read their lines from the file opened here)
-        _reader(path, name, skip_bad_lines, source.size, w, probes, link_r if linked else None, probe_key,
-                write_cache, held)
+        _reader(path, name, skip_bad_lines, source.size, w, probes, held)
     os.close(w)
     release_signals(held)  # (one that came meanwhile is raised here: the reader is the replay's to stop)
-    link = None
-    if linked:
-        os.close(link_r)
-        link = ProbeLink(link_w, _is_read, _as_sent)
     builder = TranscriptBuilder(path, name, keep=False)
-    # with the probes checked there, the reader has work enough: the raw baseline is built here,
-    # from the messages' facts (``StreamFeed.calls``)
-    own = BaselineBuilder(keep=False, probes=False) if link is not None else None
-    base = own.base if own is not None else RawBaseline(probes_indexed=probes)
-    base.probes_indexed = probes
-    reader = _Reader(pid, os.fdopen(r, "rb", PIPE_BYTES), link)
+    base = RawBaseline(probes_indexed=probes)
+    reader = _Reader(pid, os.fdopen(r, "rb", PIPE_BYTES))
     stream = TranscriptStream(builder, _received(builder, base, source, reader), on_close=reader.close, batched=True)
-    feed = ReadAheadFeed(stream, baseline=base, builder=own)
-    feed.link = link
-    return feed
-
-
-def _is_read(entry: Entry) -> bool:
-    """Whether ``entry`` is a message of the file as the reader read it (not one a layer changed)."""
-    return type(entry) is LazyEntry and not entry._lazy[3]
-
-
-def _as_sent(was: Entry, entry: Entry) -> Any:
-    """A message a layer changed from ``was``, as the link sends it: where only tool results'
-    contents were replaced, the (block, content) of each replaced since ``was`` (the reader replaces
-    them in its copy, unread where it is: ``LazyEntry.patched``); else the message itself."""
-    if type(entry) is LazyEntry and type(was) is LazyEntry:
-        before, after = was._lazy[3], entry._lazy[3]
-        if len(after) > len(before) and after[:len(before)] == before and entry._lazy[1] == was._lazy[1]:
-            return after[len(before):]
-        return entry
-    if entry.origin != was.origin or entry.origin < 0 or not entry.changed:
-        return entry
-    if not entry.changed <= {f.block for f in entry.results}:  # (a tool_use's input cleared, say)
-        return entry
-    content = entry.message["content"]
-    patches = []
-    for b in sorted(entry.changed):
-        block = content[b]
-        if type(block) is not dict or "content" not in block:
-            return entry
-        new = block["content"]
-        if b not in was.changed or new is not was.block_content(b):
-            patches.append((b, new))
-    return tuple(patches)
-
-
-def _as_made(was: Entry, sent: Any) -> Entry:
-    """The reader's copy of what ``_as_sent`` sent, ``was`` being its copy of the message before."""
-    if type(sent) is not tuple:
-        return sent
-    if type(was) is not LazyEntry:
-        entry = was
-        for block, content in sent:
-            entry = entry.with_result_content(next(k for k, f in enumerate(entry.results) if f.block == block), content)
-        return entry
-    # what the check reads of it: the contents, and which blocks changed (its size is not read: a
-    # copy here keeps the size it had)
-    source, offset, length, patches = was._lazy
-    return LazyEntry(was.chars, was.role, was.origin, was.tool_use_ids, was.tool_names, was.use_files, was.results,
-                     was.misplaced_results, was.empty, was.has_text, (source, offset, length, (*patches, *sent)),
-                     was.use_set, was.result_set, was.changed.union(b for b, _ in sent))
+    return ReadAheadFeed(stream, baseline=base)
 
 
 class _Reader:
     """The replay's end of the reader process: its pipe, and how to stop it."""
 
-    def __init__(self, pid: int, pipe: BinaryIO, link: ProbeLink | None = None) -> None:
-        self.pid, self.pipe, self.link = pid, pipe, link
+    def __init__(self, pid: int, pipe: BinaryIO) -> None:
+        self.pid, self.pipe = pid, pipe
         self.done = False  # it sent everything and exits by itself
-        if link is not None:
-            link.reader = self
 
     def interrupted(self) -> KeyboardInterrupt | None:
         """The interrupt that ended the reader, if one did (it is reaped)."""
@@ -310,8 +207,6 @@ class _Reader:
     def close(self) -> None:
         """Stop the reader unless it is done, and reap it (idempotent)."""
         self.pipe.close()
-        if self.link is not None:
-            self.link.close()
         if self.pid < 0:
             return
         if not self.done:
@@ -327,26 +222,24 @@ class _Reader:
 
 
 def _reader(path: str, name: str, skip_bad_lines: bool, size: int, fd: int, probes: bool = True,
-            link: int | None = None, probe_key: str | None = None, write_cache: bool = True,
             held: Any = None) -> None:
-    """The forked process: read, send (and with a ``link``, check the probes), and exit without
-    running the parent's exit handlers. ``held``: the signal mask the parent forked with held back,
-    let through once here where an interrupt ends the reader cleanly."""
+    """The forked process: read, send, and exit without running the parent's exit handlers.
+    ``held``: the signal mask the parent forked with held back, let through once here where an
+    interrupt ends the reader cleanly."""
     code = 0
     try:
         release_signals(held)
         # SIGINT as its parent has it: ignored stays ignored (nohup, a background job); else
         # Ctrl-C raises here too, and the reader exits with INTERRUPTED for the replay to see
-        out = _Out(fd)
-        try:
-            _read_and_send(path, name, skip_bad_lines, out, size, probes, link, probe_key, write_cache)
-        except CompactlabError as exc:
-            pickle.dump(("error", exc), out)
-        except Exception:
-            import traceback
+        with os.fdopen(fd, "wb", PIPE_BYTES) as out:
+            try:
+                _read_and_send(path, name, skip_bad_lines, out, size, probes)
+            except CompactlabError as exc:
+                pickle.dump(("error", exc), out)
+            except Exception:
+                import traceback
 
-            pickle.dump(("crash", traceback.format_exc()), out)
-        out.close()
+                pickle.dump(("crash", traceback.format_exc()), out)
     except KeyboardInterrupt as exc:  # Ctrl-C (or SIGTERM) to the process group: 130 (143)
         code = exit_status(exc)
     except BaseException:  # the replay stopped reading (a broken pipe) or is gone
@@ -355,78 +248,23 @@ def _reader(path: str, name: str, skip_bad_lines: bool, size: int, fd: int, prob
         os._exit(code)
 
 
-class _Out:
-    """The reader's end of the pipe to the replay. What is written waits here until ``flush``, which
-    writes what the pipe takes; with ``idle`` (the probe checks: one step a call, True if it did
-    one), while the pipe is full the reader works on that, and waits (for room in the pipe, or for
-    more work: ``work()``, the file descriptors that bring it) only when there is none."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.buf = bytearray()
-        self.idle: Callable[[], bool] | None = None
-        self.work: Callable[[], list[int]] = list
-
-    def write(self, data: bytes) -> int:
-        self.buf += data
-        return len(data)
-
-    def flush(self) -> None:
-        buf = self.buf
-        while buf:
-            try:
-                n = os.write(self.fd, buf)
-            except BlockingIOError:
-                n = 0
-            del buf[:n]
-            if buf and not (self.idle is not None and self.idle()):
-                select.select(self.work(), [self.fd], [])
-
-    def close(self) -> None:
-        """Write the rest, however long the pipe takes it, and close it."""
-        self.idle = None
-        os.set_blocking(self.fd, True)
-        try:
-            self.flush()
-        finally:
-            os.close(self.fd)
-
-
-def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: Any, size: int | None = None,
-                   probes: bool = True, link: int | None = None, probe_key: str | None = None,
-                   write_cache: bool = True) -> None:
-    """Read the file (its first ``size`` bytes: what the replay can read again) and send it. With a
-    ``link``, the replay builds the raw baseline from the facts, and the probes (cached under
-    ``probe_key``) stay here and are checked on the contexts the replay logs
-    (``probe_link.ReaderProbes``): a batch carries each call's number of probes, the outcomes
-    come at the end."""
+def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO, size: int | None = None,
+                   probes: bool = True) -> None:
+    """Read the file (its first ``size`` bytes: what the replay can read again) and send it."""
     from ...transcripts.anthropic_messages import _read
 
     builder = TranscriptBuilder(path, name, keep=False)
     reader = LineReader(path, skip_bad_lines=skip_bad_lines, limit=size)
-    kept = None
-    if link is not None:
-        assert probe_key is not None
-        source = _SOURCES.get(path) or SourceFile(path)
-        kept = ReaderProbes(link, _as_made, probe_key, write_cache)
-        # while the replay has all the batches the pipe holds, the reader checks probes
-        os.set_blocking(out.fd, False)
-        out.idle, out.work = kept.step, kept.waits_on
-    baseline = BaselineBuilder(keep=False, probes=probes) if kept is None else None
+    baseline = BaselineBuilder(keep=False, probes=probes)
+    base = baseline.base
     rows: list[tuple] = []
     calls = compactions = 0
 
     def send() -> None:
         nonlocal calls, compactions
-        if baseline is not None:
-            base = baseline.base
-            n = len(base.messages)
-            base_rows: Any = [(base.messages[c], base.chars[c], base.violation_counts.pop(c, None),
-                               base.refs.pop(c, None), base.probes.pop(c, None)) for c in range(calls, n)]
-            calls = n
-        else:  # (the replay builds the baseline)
-            assert kept is not None
-            base_rows = kept.numbers()
+        n = len(base.messages)
+        base_rows = [(base.messages[c], base.chars[c], base.violation_counts.pop(c, None), base.refs.pop(c, None),
+                      base.probes.pop(c, None)) for c in range(calls, n)]
         # the usage and model read so far go with the batch: the replay's cache rules and window
         # follow the model its first call recorded
         usage = {row[4]: builder.usage[row[4]] for row in rows if row[3] == "assistant" and row[4] in builder.usage}
@@ -434,18 +272,12 @@ def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: Any, size: i
                     pickle.HIGHEST_PROTOCOL)
         out.flush()  # now: a batch is a few kB, and the replay is waiting for it
         rows.clear()
-        compactions = len(builder.compactions)
+        calls, compactions = n, len(builder.compactions)
 
     for e in _read(builder, reader, measure=True):
+        baseline.add(e)
         span = reader.span
         assert span is not None
-        if baseline is not None:
-            baseline.add(e)
-        else:
-            assert kept is not None
-            kept.read(e, LazyEntry(e.chars, e.role, e.origin, e.tool_use_ids, e.tool_names, e.use_files, e.results,
-                                   e.misplaced_results, e.empty, e.has_text, (source, *span, ()), e.use_set,
-                                   e.result_set))
         rows.append((*span, e.chars, e.role, e.origin, e.tool_use_ids, e.tool_names, e.use_files, e.results,
                      e.misplaced_results, e.empty, e.has_text))
         if len(rows) == BATCH:
@@ -453,25 +285,14 @@ def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: Any, size: i
     send()
     meta = {key: getattr(builder, key) for key in ("count", "usage", "metadata", "warnings", "system", "model",
                                                      "title", "session_id")}
-    if kept is not None:  # (the cache read by now: what was wrong with it said first, as in-process)
-        kept.read_cache()
-        meta["warnings"] = [*kept.warnings, *builder.warnings]
     meta["skipped_lines"] = reader.skipped
     pickle.dump(("end", meta), out, pickle.HIGHEST_PROTOCOL)
-    out.flush()
-    if kept is not None:
-        answer = kept.finish(lambda: _read(TranscriptBuilder(path, name, keep=False),
-                                           LineReader(path, skip_bad_lines=skip_bad_lines, limit=size), measure=True))
-        pickle.dump(answer, out, pickle.HIGHEST_PROTOCOL)
 
 
 def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader: _Reader) -> Iterator[list[Entry]]:
     """The messages as the reader sends them, a batch of lazy Entries at a time, filling ``base``
-    and ``builder``. (With a link, the reader is left running at the end: the link takes the
-    probes' answer from it, and stops it.)"""
+    and ``builder``."""
     pipe = reader.pipe
-    numbers = reader.link is not None  # (the probes' numbers come, not the probes)
-    ended = False
     try:
         while True:
             try:
@@ -487,19 +308,16 @@ def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader:
                 builder.compactions.extend(compactions)
                 builder.usage.update(usage)
                 builder.model = builder.model or model
-                if numbers:  # (the replay builds the baseline: the probes' numbers come)
-                    base.probe_counts.update(base_rows)
-                else:
-                    for messages, chars, counts, refs, probes in base_rows:
-                        call = len(base.messages)
-                        base.messages.append(messages)
-                        base.chars.append(chars)
-                        if counts is not None:
-                            base.violation_counts[call] = counts
-                        if refs is not None:
-                            base.refs[call] = refs
-                        if probes is not None:
-                            base.probes[call] = probes
+                for messages, chars, counts, refs, probes in base_rows:
+                    call = len(base.messages)
+                    base.messages.append(messages)
+                    base.chars.append(chars)
+                    if counts is not None:
+                        base.violation_counts[call] = counts
+                    if refs is not None:
+                        base.refs[call] = refs
+                    if probes is not None:
+                        base.probes[call] = probes
                 builder.count += len(rows)
                 yield [LazyEntry(chars, role, origin, use_ids, names, use_files, results, misplaced, empty, has_text,
                                  (source, offset, length, ()))
@@ -511,10 +329,7 @@ def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader:
                         builder.warnings.extend(value)
                     else:
                         setattr(builder, key, value)
-                if reader.link is not None:
-                    ended = True  # (the reader goes on: the link's)
-                else:
-                    reader.done = True
+                reader.done = True
                 return
             elif kind == "error":
                 reader.done = True
@@ -522,8 +337,7 @@ def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader:
             else:
                 raise RuntimeError(f"{builder.path}: the read-ahead process failed:\n{message[1]}")
     finally:
-        if not ended:
-            reader.close()
+        reader.close()
 
 
 __all__ = ["MIN_BYTES", "ReadAheadFeed", "SourceFile", "open_feed", "usable"]

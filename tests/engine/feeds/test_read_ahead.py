@@ -121,6 +121,22 @@ def test_the_read_ahead_run_is_the_in_process_run(preset, forks, tmp_path, monke
     assert files_under(tmp_path / "a") == files_under(tmp_path / "b")
 
 
+def test_a_file_whose_probes_are_cached_is_read_ahead_and_replayed_as_in_process(forks, tmp_path, monkeypatch):
+    """The second replay of a file takes its probes from the probe cache; the reader then only
+    reads, and the replay checks them (as it does a file read in-process)."""
+    from compactlab.engine import probe_cache
+
+    monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    path = str(SAMPLES / "synth-long.jsonl")
+    first = replay(open_feed(path), load_policy("s08"))
+    assert probe_cache.present(probe_cache.key_of(path) or "") and first.summary.probes
+    again = replay(open_feed(path), load_policy("s08"))
+    assert len(forks) == 2 and all(map(gone, forks))
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "0")
+    assert_same_run(again, replay(open_feed(path), load_policy("s08")))
+    assert_same_run(again, first)
+
+
 def test_recorded_compactions_and_usage_arrive_with_their_batches(forks, tmp_path, monkeypatch):
     monkeypatch.setattr(read_ahead, "BATCH", 7)
     lines = []
