@@ -59,10 +59,15 @@ def fit(chars: list[int], tokens: list[int]) -> Calibration:
 
 
 def sent_chars(transcript: Transcript) -> list[int]:
-    """Chars of the context the recording sent at each call (recorded compactions applied)."""
+    """Chars of the context the recording sent at each call (recorded compactions applied): with
+    none, the raw baseline's (the whole history at each call, computed once for every run); else
+    a replay of no compaction that keeps them."""
+    from ..engine.baseline import baseline_for
     from ..engine.policy import load_policy
     from ..engine.turns import replay
 
+    if not transcript.compactions:
+        return list(baseline_for(transcript).chars)
     run = replay(transcript, load_policy("none"), keep_recorded_compactions=True)
     return [c.chars for c in run.calls]
 

@@ -269,6 +269,10 @@ class GridContext:
                        self._built[pid], self.cache_ttl, self.cache_model, self.window)
 
 
+#: a run's summary keys no corpus report reads (replay's: every violation and file, the probes by kind)
+NOT_SENT = frozenset({"violations", "persisted_files", "saved_transcripts", "probe_kinds"})
+
+
 def run_job(job: Job, t: Transcript, prices: ModelPrices | PriceTable | None, calibration: Any, keep_recorded: bool,
             summarizer: Any, cache_ttl: str | None = None, cache_model: str | None = None,
             window: int | None = None) -> RunResult:
@@ -280,11 +284,7 @@ def run_job(job: Job, t: Transcript, prices: ModelPrices | PriceTable | None, ca
         summarizer = build_summarizer(*summarizer)
     run = replay(t, job.policy, prices=prices, calibration=calibration, keep_recorded_compactions=keep_recorded,
                  summarizer=summarizer, cache_ttl=cache_ttl, cache_model=cache_model, window=window)
-    summary = run.summary.to_dict()
-    summary.pop("violations")
-    summary.pop("persisted_files")
-    summary.pop("saved_transcripts")
-    summary.pop("probe_kinds")  # (replay's report: seven dicts a run that no corpus report reads)
+    summary = run.summary.numbers_dict(NOT_SENT)
     summary["failed_summaries"] = len(run.failed_summaries)
     events = {kind: [c.call for c in run.calls if getattr(c, attr)]
               for kind, attr in (("summary", "summarized"), ("reactive", "reactive"), ("manual", "manual"))}
@@ -453,6 +453,7 @@ _READ_LOCK = threading.Lock()  # (a worker's threads share what it read)
 
 def read_on_worker(ref: FileRef) -> Transcript:
     """The transcript ``ref`` names, read on this worker (once: kept for its next runs)."""
+    from ..engine import probe_cache
     from ..errors import InputError
     from ..transcripts import load_transcript
 
@@ -464,7 +465,7 @@ def read_on_worker(ref: FileRef) -> Transcript:
     if t.content_hash != ref.content_hash:
         raise InputError(f"{ref.path}: not the file the command read (it changed, or the worker's path is another "
                          "file)")
-    baseline_for(t)
+    probe_cache.baseline_of(t, write=False)  # (the command stored the probes it found)
     with _READ_LOCK:
         while len(_READ) >= READ_KEEP:
             del _READ[next(iter(_READ))]

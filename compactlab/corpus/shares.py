@@ -62,7 +62,7 @@ def shares_of(sizes: Sequence[int], n: int) -> list[list[int]]:
 
 
 def _read(member: Member) -> Any:
-    from ..engine.baseline import baseline_for
+    from ..engine import probe_cache
     from ..errors import InputError
     from ..transcripts import load_transcript
 
@@ -70,7 +70,7 @@ def _read(member: Member) -> Any:
     t = load_transcript(ref.path, ref.format, skip_bad_lines=ref.skip_bad_lines)
     if t.content_hash != ref.content_hash:
         raise InputError(f"{ref.path}: not the file the command read (it changed while the tune ran)")
-    baseline_for(t)
+    probe_cache.baseline_of(t, write=False)  # (the command stored the probes it found)
     return t
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from .cache_rules import RULES, CacheRules, rules_for, uncached_as_recorded
@@ -276,8 +277,13 @@ def recorded_total(transcript: Any, table: PriceTable | None = None) -> float | 
 
 def seconds(timestamp: Any) -> float | None:
     """An ISO 8601 time as seconds, or None."""
-    if not isinstance(timestamp, str):
-        return None
+    return _parsed(timestamp) if isinstance(timestamp, str) else None
+
+
+@lru_cache(maxsize=1 << 16)
+def _parsed(timestamp: str) -> float | None:
+    """(Each recorded time parsed once a process: a corpus job prices every run of a transcript
+    at the same calls' times.)"""
     from datetime import datetime
 
     try:

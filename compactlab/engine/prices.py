@@ -421,6 +421,10 @@ def _prices_of(values: dict[str, Any], model: str, read: str) -> ModelPrices:
 STAND_INS = {"anthropic": DEFAULT_MODEL, "openai": "gpt-5", "gemini": "gemini-2.5-pro", "deepseek": "deepseek-chat"}
 
 
+#: how many look-ups a price table keeps (then it starts again)
+MEMO_SIZE = 1 << 16
+
+
 @dataclass
 class PriceTable:
     """Where prices are looked up, first to last (``--prices FILE``, the corrections, genai-prices),
@@ -428,6 +432,9 @@ class PriceTable:
 
     sources: list = field(default_factory=list)
     default_model: str = DEFAULT_MODEL
+    #: what was looked up, by (model, time): a corpus job prices every run of a transcript at the
+    #: same calls' models and times (a run's own calls, each at its time, are mostly new keys)
+    _memo: dict[tuple[str, float], ModelPrices] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def read(self) -> str:
@@ -457,6 +464,15 @@ class PriceTable:
         (every price 0, marked so)."""
         name = model or self.default_model
         at = AS_OF if when is None else when
+        key = (name, at)
+        found = self._memo.get(key)
+        if found is None:
+            if len(self._memo) >= MEMO_SIZE:
+                self._memo.clear()
+            found = self._memo[key] = self._lookup(model, name, at)
+        return found
+
+    def _lookup(self, model: str | None, name: str, at: float) -> ModelPrices:
         for source in self.sources:
             if (found := source.lookup(name, at)) is not None:
                 return found

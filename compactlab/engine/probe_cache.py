@@ -8,8 +8,9 @@ each string, where the results held it, its source and kind) are written to the 
 folder (``$COMPACTLAB_CACHE_DIR`` or the platform's, ``probes/``), named by the SHA-256 of the
 file's bytes and ``INDEX_VERSION``; the next streamed replay of the same bytes reads them instead
 (about 40 ms to hash 55 MB, against seconds to index it; and a file unchanged since it was hashed,
-by its stat, is not hashed again: ``key_of``). A corpus command (compare, check, tune)
-loads its files whole and shares one index across its runs in memory instead.
+by its stat, is not hashed again: ``key_of``). A corpus command (compare, check, tune) loads its
+files whole, shares one index across its runs in memory, and keeps it here too (``baseline_of``):
+a corpus compared again skips its indexing as a file replayed again does.
 
 An entry is read like any input: a regular file within the cache's size limit whose every value
 validates; anything else is ignored with a warning and rebuilt. ``COMPACTLAB_PROBE_CACHE=0``
@@ -26,7 +27,9 @@ from typing import Any
 
 import orjson
 
+from .baseline import RawBaseline, baseline_for, compute_baseline
 from .probes import KINDS, Probe
+from ..transcripts.model import Transcript
 
 #: the probe rules' version: bump it whenever what counts as a probe changes (entries made by
 #: earlier rules are then never read)
@@ -127,6 +130,41 @@ def _disk(kind: str = KIND, read_only: bool = False) -> Any:
 def present(key: str) -> bool:
     """Whether an entry is stored under ``key`` (it may still prove unusable when loaded)."""
     return os.path.lexists(_disk(read_only=True).folder / f"{key}.json")
+
+
+def baseline_of(transcript: Transcript, write: bool = True) -> RawBaseline:
+    """A loaded transcript's raw baseline (``baseline.baseline_for``), its probes read from the
+    cache where a replay of the same bytes stored them, else found and stored (unless not
+    ``write``): a corpus job's files as a single file's replay. The key is the SHA-256 of the bytes
+    the transcript was loaded from, where its loader had them (a document format's), so that no
+    later write to the file can pair these probes with other bytes; a file under ``MIN_BYTES``,
+    or whose loader did not hash it, is indexed as before. What was wrong with an entry goes to
+    the transcript's warnings."""
+    if transcript.raw_baseline is not None:
+        return transcript.raw_baseline
+    key = _loaded_key(transcript)
+    cached = load(key, transcript.warnings) if key is not None else None
+    if cached is None:
+        base = baseline_for(transcript)
+        if key is not None and write:
+            save(key, base.probes)
+        return base
+    base = compute_baseline(transcript, probes=False)
+    base.probes.update(cached)
+    base.probes_indexed = True
+    transcript.raw_baseline = base
+    return base
+
+
+def _loaded_key(transcript: Transcript) -> str | None:
+    if not enabled() or not transcript.known_hash or not _disk(KIND).trusted():
+        return None
+    try:
+        if os.path.getsize(transcript.path) < MIN_BYTES:
+            return None
+    except OSError:
+        return None
+    return f"{transcript.known_hash}-v{INDEX_VERSION}"
 
 
 def load(key: str, warnings: list[str]) -> dict[int, list[Probe]] | None:

@@ -185,6 +185,25 @@ class RunSummary:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def numbers_dict(self, leave_out: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """Its fields but ``leave_out``, as ``to_dict`` gives them, without copying the lists and
+        dicts (the summary is let go: a corpus run sends these on, and copying what compare drops,
+        every violation and file, cost more than the rest)."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name not in leave_out}
+
+
+def _plain(value: Any) -> Any:
+    """A field's value as ``asdict`` gives it where that differs (a dataclass inside: a dict)."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(map(_plain, value)) if any(map(_is_dataclass, value)) else value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()} if any(map(_is_dataclass, value.values())) else value
+    return asdict(value) if _is_dataclass(value) else value
+
+
+def _is_dataclass(value: Any) -> bool:
+    return hasattr(type(value), "__dataclass_fields__")
+
 
 def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str, Any]], *, transcript: Any,
               policy: str, fingerprint: str, pricing: Any, calibration: dict[str, Any] | None = None,

@@ -121,6 +121,7 @@ def load_all(files: list[str], settings: Settings, notify: Notify = quietly,
              progress: ShowsProgress = no_progress, tally: Tally | None = None) -> list:
     """Every file loaded whole (a corpus job shares them with its workers), its warnings said
     (``tally``: one part of a corpus, what is said of all of it kept for the end)."""
+    from ..engine import probe_cache
     from ..transcripts import load_transcript
 
     loaded = []
@@ -135,6 +136,7 @@ def load_all(files: list[str], settings: Settings, notify: Notify = quietly,
                 skipped.append(exc.message)
                 advance(None)
                 continue
+            probe_cache.baseline_of(t, write=not settings.dry_run)  # (indexed once, or read from the cache)
             warn_loaded(t, notify)
             loaded.append(t)
             advance(t)

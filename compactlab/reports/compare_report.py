@@ -473,6 +473,9 @@ def draw_charts(plan: list[ChartJob], jobs: int | None = None,
     error: str | None = None
     n = min(jobs or usable_cores(), len(plan))
     if n > 1 and can_fork():
+        from . import charts
+
+        charts.prepare()  # (imported once, here: every worker inherits it)
         with Pool(plan, _draw, n) as pool:
             outcomes = dict(_advancing(pool.outcomes(), on_chart))
     else:

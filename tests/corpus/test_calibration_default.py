@@ -255,3 +255,21 @@ def test_every_shared_short_recording_models_its_recorded_tokens_within_20_perce
         assert abs(sum(c.tokens for c in answered) / recorded - 1) <= 0.20, path.name
         seen.append(t.format)
     assert "otlp" in seen and len(seen) >= 5
+
+
+def test_the_chars_sent_are_the_replay_of_no_compaction_that_keeps_the_recorded_ones(tmp_path):
+    """sent_chars takes the raw baseline's chars where the recording never compacted (no replay
+    of its own), and replays no compaction with the recorded compactions kept where it did."""
+    from compactlab.corpus.calibration import sent_chars
+    from compactlab.transcripts.writer import COMPACTION_KEY
+
+    def chars(t) -> list[int]:
+        return [c.chars for c in replay(t, load_policy("none"), keep_recorded_compactions=True).calls]
+
+    plain = load_transcript(str(write_jsonl(tmp_path / "p.jsonl", tool_session(30, 400))))
+    assert sent_chars(plain) == chars(plain) and plain.raw_baseline is not None
+    lines = tool_session(30, 400)
+    lines.insert(21, {"role": "user", "content": "summary so far", COMPACTION_KEY: {"trigger": "auto"}})
+    compacted = load_transcript(str(write_jsonl(tmp_path / "c.jsonl", lines)))
+    assert compacted.compactions and sent_chars(compacted) == chars(compacted)
+    assert sent_chars(compacted) != list(compacted.raw_baseline.chars if compacted.raw_baseline else [])

@@ -193,3 +193,49 @@ def test_a_remembered_hash_that_is_not_a_file_is_left_alone_and_the_file_hashed(
     monkeypatch.setattr(probe_cache, "RACY_NS", -10**18)
     assert probe_cache.key_of(big) == key and len(hashed) == 2
     assert memo.is_fifo()  # not replaced: compactlab did not make it
+
+
+def _chat(tmp_path, name: str = "chat.json") -> str:
+    """An OpenAI-style chat (a document format: loaded whole, its bytes hashed by its loader)
+    whose tool results name symbols later calls use."""
+    msgs: list[dict] = [{"role": "user", "content": "go"}]
+    for i in range(12):
+        msgs.append({"role": "assistant", "content": f"next: handler_{i - 3:03d}_impl" if i > 3 else "look",
+                     "tool_calls": [{"id": f"c{i}", "type": "function",
+                                     "function": {"name": "bash", "arguments": f'{{"command": "cat src/mod_{i}.py"}}'}}]})
+        msgs.append({"role": "tool", "tool_call_id": f"c{i}",
+                     "content": f"found handler_{i:03d}_impl in src/mod_{i}.py\n" + "pad " * 200})
+    msgs.append({"role": "assistant", "content": "done"})
+    path = tmp_path / name
+    path.write_bytes(orjson.dumps(msgs))
+    return str(path)
+
+
+def test_a_corpus_compared_again_reads_its_probes_and_gives_the_same_results(big, cli, tmp_path, monkeypatch):
+    """(#44 §7) compare loads its files whole; their probes go to the cache as a streamed file's
+    do, keyed by the bytes the loader hashed; the next compare does not index them at all."""
+    from compactlab.engine import baseline
+
+    chat = _chat(tmp_path)
+
+    def compare(*extra: str):
+        r = cli("compare", chat, "-p", "observation-masking", "--set", "micro.keep_recent=1", "--format", "json",
+                "-q", "--jobs", "1", "--charts", "none", "--out", tmp_path / "out", "--force", *extra)
+        assert r.exit_code == 0, r.output
+        return [{k: v for k, v in run.items() if k != "elapsed_s"} for run in orjson.loads(r.stdout)["runs"]]
+
+    dry = compare("--dry-run")
+    assert entries(tmp_path) == []  # a dry run reads the cache, writes nothing
+    first = compare()
+    assert len(entries(tmp_path)) == 1 and any(run["probes"] for run in first) and first == dry
+    monkeypatch.setattr(baseline, "ProbeIndex", None)  # the second compare must not index
+    assert compare() == first
+    [entry] = entries(tmp_path)
+    entry.write_bytes(b"{nope")  # a damaged entry: said, and the file indexed again
+    monkeypatch.undo()
+    monkeypatch.setattr(probe_cache, "MIN_BYTES", 1)
+    monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    r = cli("compare", chat, "-p", "observation-masking", "--set", "micro.keep_recent=1", "--format", "json",
+            "--jobs", "1", "--charts", "none", "--dry-run")
+    assert r.exit_code == 0 and "cache entry" in r.stderr and "ignored" in r.stderr, r.stderr
+    assert [{k: v for k, v in run.items() if k != "elapsed_s"} for run in orjson.loads(r.stdout)["runs"]] == first

@@ -61,9 +61,10 @@ def test_the_entry_point_exits_with_the_commands_status(args, status):
     assert r.stdout.startswith(b"compactlab") if status == 0 else r.stderr.startswith(b"Usage:")
 
 
-def test_inspect_replays_once_to_fit_and_once_with_the_fit(cli, tmp_path, monkeypatch):
-    """inspect fits its calibration on the contexts it replayed for the recorded calls, then
-    replays them with the fit for the cache ledger: two replays, no more."""
+def test_inspect_fits_without_a_replay_and_replays_once_with_the_fit(cli, tmp_path, monkeypatch):
+    """inspect fits its calibration on the contexts the recording sent (with no recorded
+    compaction: the raw baseline's, no replay), then replays them with the fit for the cache
+    ledger: one replay, no more."""
     import orjson
 
     import compactlab.engine.turns as engine
@@ -80,4 +81,4 @@ def test_inspect_replays_once_to_fit_and_once_with_the_fit(cli, tmp_path, monkey
     r = cli("inspect", path, "--format", "json")
     assert r.exit_code == 0, r.stderr
     info = orjson.loads(r.stdout)
-    assert "calibration" in info and info["cache_ledger"]["calls"] == 6 and len(replays) == 2
+    assert "calibration" in info and info["cache_ledger"]["calls"] == 6 and len(replays) == 1
