@@ -8,8 +8,7 @@ high-water mark (VmHWM, Linux) read as each ends.
 Prints, on stderr, per stage: the high-water mark in MB when it began and ended, and the seconds
 spent in it (summed over its calls). Used for #32's memory figures (the compare stages: the runs,
 the comparison, results.json, the reports) and #28's (the probe check, the probe cache, the probe
-ledger's files; with the probes checked by the read-ahead process, the log sent to it and the wait
-for its answer). What `compactlab bench` cannot show: which stage a peak or a second belongs to.
+ledger's files). What `compactlab bench` cannot show: which stage a peak or a second belongs to.
 """
 
 from __future__ import annotations

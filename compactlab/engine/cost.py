@@ -186,18 +186,21 @@ def _apart(before: float | None, now: float | None) -> float:
 
 
 def recorded_breaks(calls_usage: list[dict[str, Any]], times: list[float | None] | None, ttl: str,
-                    restarted: set[int], rules: CacheRules = RULES["anthropic"]) -> dict[int, int]:
+                    restarted: set[int], rules: CacheRules = RULES["anthropic"],
+                    expected: dict[int, int] | None = None) -> dict[int, int]:
     """Prefix rewrites the recording shows and no compaction explains: calls (index -> the tokens
     they still read) on the same model as the previous one, within the cache's lifetime, and not
     just after a recorded compaction (``restarted``), that read less than the provider's rules
-    predict: under Anthropic's, less than half of the previous call's prompt (the harness changed
-    something early in its prompt); under the automatic caches' (the previous prompt and reply,
+    predict: under Anthropic's, less than ``BREAK_SHARE`` of the previous call's prompt (the
+    harness changed something early in its prompt); under the automatic caches' (the previous prompt and reply,
     in steps), a step or more less than that (the provider's cache missed in part). And call 0
     where it read from the cache: a warm start (the system prompt and tools an earlier session
-    cached)."""
+    cached). ``expected``: ``expected_reads(calls_usage, rules)``, where the caller has it."""
     out: dict[int, int] = {}
     if not rules.caches:  # nothing cached: nothing to break
         return out
+    if rules.reply_cached and expected is None:
+        expected = expected_reads(calls_usage, rules)
     if calls_usage and calls_usage[0].get("cache_read_input_tokens", 0) > 0:
         out[0] = int(calls_usage[0]["cache_read_input_tokens"])
     lifetime = rules.lifetime or TTL_SECONDS[ttl]
@@ -208,8 +211,8 @@ def recorded_breaks(calls_usage: list[dict[str, Any]], times: list[float | None]
         if times and _apart(times[i - 1], times[i]) > lifetime:
             continue
         before, read = prompt_of(prev), u.get("cache_read_input_tokens", 0)
-        if rules.reply_cached:
-            if read <= expected_reads([prev, u], rules)[1] - max(rules.granularity, 1):
+        if expected is not None:  # (the automatic caches': reply_cached)
+            if read <= expected[i] - max(rules.granularity, 1):
                 out[i] = int(read)
         elif before and read < BREAK_SHARE * before:
             out[i] = int(read)
@@ -359,9 +362,10 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
     restarted = {i for i in range(1, len(records))
                  if any(records[i - 1].message_index < p <= records[i].message_index for p in positions)}
     # (the recorded cache's events: under another provider's cache, --cache-model, they do not apply)
-    breaks = recorded_breaks(calls_usage, times, ttl, restarted, rules) if calls_usage and rules is own else {}
-    priced = price_calls(records, prices_of, models, times, ttl, breaks,
-                         rules, reply_tokens, expected_reads(calls_usage, rules) if rules.reply_cached else None)
+    expected = expected_reads(calls_usage, rules) if rules.reply_cached else None
+    breaks = (recorded_breaks(calls_usage, times, ttl, restarted, rules, expected) if calls_usage and rules is own
+              else {})
+    priced = price_calls(records, prices_of, models, times, ttl, breaks, rules, reply_tokens, expected)
     recorded = recorded_cost(records, usage, prices_of)
     side = [u for u in feed.metadata.get("sidechain_usage") or () if isinstance(u, dict)]
     sidechains = recorded_of(side, prices_of) if side else None

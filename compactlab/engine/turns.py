@@ -145,7 +145,8 @@ def replay(
                             reply_tokens=turns.reply_tokens,
                             summarizer_model=getattr(env.summarizer, "model", None),
                             acted=any(getattr(turns.totals, stat) for stat in ACTIONS))
-        turns.judge_again(records)  # (a stream's usage is known whole only now)
+        if feed.streamed:
+            turns.judge_again(records)  # (a stream's usage is known whole only now; a loaded one's was at call 0)
     except BaseException:
         if owned:
             out.rollback()

@@ -132,7 +132,10 @@ def tokens_chart(title: str, raw: list[int], series: list[dict[str, Any]],
             zorder=4)
     low = min([t for s in series for t in s["tokens"] if t > 0] + [top])
     if top / max(low, 1) > 30:  # the raw baseline dwarfs the policies: a log axis shows both
+        from matplotlib.ticker import NullLocator
+
         ax.set_yscale("log")
+        ax.yaxis.set_minor_locator(NullLocator())  # (unlabelled, ungridded: drawing them cost half the chart)
     occurred = {kind for s in series for kind, calls in s.get("events", {}).items() if calls}
     for kind, marker in MARKERS.items():
         if kind in occurred:  # only the markers the chart shows
