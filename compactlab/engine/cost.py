@@ -337,10 +337,15 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
         return table.lookup(model, when)
 
     usage = feed.usage  # each call's model and time where the recording names them
-    calls_usage = [usage.get(r.message_index) or {} for r in records] if usage else []
-    models = [u.get("model") or feed.model for u in calls_usage] or None
-    times = [seconds(u.get("timestamp")) for u in calls_usage] or None
-    started_at = next((t for t in times or () if t is not None), None)  # the session's date
+    memo = feed.memo  # (what every run of a recording shares: a corpus job replays it once a policy)
+    at = tuple(r.message_index for r in records)
+    facts = memo.get(("calls", at))
+    if facts is None:
+        calls_usage = [usage.get(i) or {} for i in at] if usage else []
+        times = [seconds(u.get("timestamp")) for u in calls_usage] or None
+        facts = memo["calls", at] = (calls_usage, [u.get("model") or feed.model for u in calls_usage] or None, times,
+                                     next((t for t in times or () if t is not None), None))
+    calls_usage, models, times, started_at = facts  # (started_at: the session's date)
     looked_up: dict[tuple[Any, Any], ModelPrices] = {}
 
     def prices_of(model: str | None, when: Any = None) -> ModelPrices:
@@ -361,10 +366,14 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
     positions = [c.position for c in feed.compactions]
     restarted = {i for i in range(1, len(records))
                  if any(records[i - 1].message_index < p <= records[i].message_index for p in positions)}
-    # (the recorded cache's events: under another provider's cache, --cache-model, they do not apply)
-    expected = expected_reads(calls_usage, rules) if rules.reply_cached else None
-    breaks = (recorded_breaks(calls_usage, times, ttl, restarted, rules, expected) if calls_usage and rules is own
-              else {})
+    events = memo.get(("events", at, rules, own, ttl))
+    if events is None:
+        expected = expected_reads(calls_usage, rules) if rules.reply_cached else None
+        # (the recorded cache's events: under another provider's cache, --cache-model, they do not apply)
+        breaks = (recorded_breaks(calls_usage, times, ttl, restarted, rules, expected) if calls_usage and rules is own
+                  else {})
+        events = memo["events", at, rules, own, ttl] = (expected, breaks)
+    expected, breaks = events
     priced = price_calls(records, prices_of, models, times, ttl, breaks, rules, reply_tokens, expected)
     recorded = recorded_cost(records, usage, prices_of)
     side = [u for u in feed.metadata.get("sidechain_usage") or () if isinstance(u, dict)]

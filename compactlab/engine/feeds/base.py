@@ -22,6 +22,8 @@ class Feed(Protocol):
     streamed: bool
     #: the raw baseline: a row for every call read so far
     baseline: RawBaseline
+    #: what the engine works out once of the recording for every run of it (``Transcript.engine_memo``)
+    memo: dict[Any, Any]
 
     # what the recording says of itself (read-only)
     @property
@@ -81,6 +83,7 @@ class LoadedFeed(_Recording):
         self.transcript = transcript
         self.baseline = baseline_for(transcript, probes)
         self.entries: list[Entry] = transcript.entries
+        self.memo = transcript.engine_memo  # (every run of the transcript shares it)
 
     def calls(self, tool_names: dict[str, str], restarts: Restarts | None) -> Iterator[Call]:
         entries = self.entries
@@ -106,6 +109,7 @@ class StreamFeed(_Recording):
     def __init__(self, stream: TranscriptStream, baseline: RawBaseline | None = None, probes: bool = True) -> None:
         super().__init__(stream)
         self.stream = stream
+        self.memo: dict[Any, Any] = {}  # (as ``Transcript.engine_memo``: a stream is replayed once)
         self._builder: BaselineBuilder | None = None
         if baseline is None:
             self._builder = BaselineBuilder(keep=False, probes=probes)
