@@ -658,8 +658,11 @@ def next_action(transcripts: tuple[str, ...], **options: Any) -> None:
                    "the main process's peak memory).")
 @click.option("--tune", "tune_too", is_flag=True,
               help="Also time a tune of 200 trials over 20 transcripts of about 100 calls.")
+@click.option("--trajectories", type=click.Path(exists=True, file_okay=False, path_type=str), default=None,
+              metavar="FOLDER", help="Also time compare x 2 policies, with reports, of 200 sessions made of the "
+                                     "recorded ones in FOLDER (e.g. ../shared/transcripts/openai).")
 def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str | None, json_out: str | None,
-          corpus: bool, tune_too: bool) -> None:
+          corpus: bool, tune_too: bool, trajectories: str | None) -> None:
     """Measure speed and memory against the parse floor, on synthetic transcripts."""
     from pathlib import Path
 
@@ -671,7 +674,7 @@ def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str |
     if json_out:
         check_destination(json_out, "--json", replaces=(b"{",))
     figures = run(calls=calls, rounds=rounds, workdir=workdir, naive=not no_reference, jobs=jobs, corpus=corpus,
-                  tune=tune_too)
+                  tune=tune_too, trajectories=trajectories)
     if json_out:
         atomic_write_bytes(Path(json_out), orjson.dumps(figures, option=orjson.OPT_INDENT_2) + b"\n", what="--json")
 

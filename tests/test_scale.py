@@ -87,22 +87,30 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "TUNE", (3, 2, 20))
     monkeypatch.setattr(bench, "EXTRA_ARGS", ["--charts", "none"])  # (the test's time: charts are the bench's)
     out = tmp_path / "figures.json"
-    r = cli("bench", "--calls", "30", "--rounds", "1", "--corpus", "--tune", "--json", out, "--dir", tmp_path / "inputs")
+    monkeypatch.setattr(bench, "TRAJECTORIES", 3)
+    recorded = tmp_path / "recorded"
+    recorded.mkdir()
+    (recorded / "a.jsonl").write_bytes((SAMPLES / "synth-small.jsonl").read_bytes())
+    r = cli("bench", "--calls", "30", "--rounds", "1", "--corpus", "--tune", "--json", out, "--dir", tmp_path / "inputs",
+            "--trajectories", recorded)
     assert r.exit_code == 0, r.output
     # 30 calls: the targets are set for 5,000 and not judged (#31: no "MISSED" against them)
     assert "not judged" in r.stdout and "MISSED" not in r.stdout and " ok" not in r.stdout
-    for figure in ("replay -p s08 / floor", "replay large window / floor", "replay -p claude-code / floor",
+    made = sorted((tmp_path / "inputs" / "trajectories").iterdir())  # each of other bytes than the rest
+    assert len(made) == 3 and len({p.read_bytes() for p in made}) == 3
+    for figure in ("replay -p s08 / floor (CPU)", "replay large window / floor (CPU)",
+                   "replay -p claude-code / floor (CPU)", "compare 3 trajectories x 2, with reports (CPU s)",
                    "reference / large window",
                    "2x calls / 1x calls", "peak memory", "compare 12 configs / 1 config", "startup (--version)",
                    "folder of sessions / its floor", "compare 3 x 2: with reports / --dry-run",
                    "compare 4 x 2 with reports (s)", "report.html of 4 x 2 (MB)", "compare 4 x 2: main-process peak (MB)",
                    "compare 5 x 2: main-process peak (MB)", "compare 5 x 2 with reports (s)",
                    "time per session, 5 / 4 sessions", "tune 3 trials x 2 transcripts (s)",
-                   "recall's share of replay -p s08", "recall's share, probes indexed again",
+                   "recall's share of replay -p s08 (CPU)", "recall's share, probes indexed again (CPU)",
                    "tune / compare of as many replays"):
         assert figure in r.stdout
     doc = json.loads(out.read_text())
-    assert len(doc["figures"]) == 21 and doc["commands"]["floor"]["wall"] > 0
+    assert len(doc["figures"]) == 22 and doc["commands"]["floor"]["cpu"] > 0
     assert os.environ["COMPACTLAB_CACHE_DIR"] != str(tmp_path / "inputs" / "cache")  # its own, given back
 
 
