@@ -189,6 +189,7 @@ class GenaiPrices:
         self.cache_dir, self.write = cache_dir, write
         self._library: Any = None
         self._records: dict[str, list | None] = {}
+        self._windows: dict[str, int | None] = {}
         self._converted: dict[tuple[str, int], ModelPrices] = {}
         self._disk: Any = None
         self._stamp: str | None = None
@@ -230,19 +231,29 @@ class GenaiPrices:
             return self._records[model]
         disk, key = self._cache()
         cached = disk.get(key(model)) if disk is not None else None
-        if cached is not None and not (isinstance(cached.get("read"), str) and _valid_record(cached.get("prices"))):
+        if cached is not None and not (isinstance(cached.get("read"), str) and _valid_record(cached.get("prices"))
+                                       and (cached.get("window") is None or _positive_int(cached.get("window")))):
             disk.ignore(key(model), f"prices of {model!r} that are not prices")
             cached = None
         if cached is not None:
-            record = cached["prices"]
+            record, window = cached["prices"], cached.get("window")
             self._read = self._read or cached["read"]
         else:
             info = self._info(model)
             record = None if info is None else _record_of(info)
+            window = getattr(info, "context_window", None)
+            window = window if _positive_int(window) else None
             if disk is not None:
-                disk.put(key(model), {"model": model, "prices": record, "read": self.read})
-        self._records[model] = record
+                disk.put(key(model), {"model": model, "prices": record, "window": window, "read": self.read})
+        self._records[model], self._windows[model] = record, window
         return record
+
+    def window(self, model: str) -> int | None:
+        """The context window genai-prices knows for ``model``, kept with its prices (reading the
+        cache entry costs a start no import of genai-prices: a tenth of a second)."""
+        if model not in self._windows:
+            self._record(model)
+        return self._windows.get(model)
 
     @property
     def problems(self) -> list[str]:
@@ -333,7 +344,7 @@ def _valid_record(record: Any) -> bool:
 
 
 #: the layout of a cached genai-prices record (bump when it changes)
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 
 
 @dataclass
@@ -536,12 +547,12 @@ def load_prices(path: str | None = None, cache: bool = True) -> PriceTable:
 def user_prices_file() -> str | None:
     """The user's own price table, read by every command where it exists: ``prices.toml`` in
     ``$COMPACTLAB_CONFIG_DIR``, else in the user's config folder (``~/.config/compactlab`` on
-    Linux, via platformdirs)."""
+    Linux, as platformdirs names it: ``plumbing.folders``)."""
     folder = os.environ.get("COMPACTLAB_CONFIG_DIR", "").strip()
     if not folder:
-        from platformdirs import user_config_dir
+        from ..plumbing.folders import user_folder
 
-        folder = user_config_dir("compactlab", appauthor=False)
+        folder = user_folder("config")
     path = os.path.join(folder, "prices.toml")
     return path if os.path.lexists(path) else None
 
@@ -549,17 +560,11 @@ def user_prices_file() -> str | None:
 @lru_cache(maxsize=256)
 def known_window(model: str | None) -> int | None:
     """The context window genai-prices knows for ``model`` (a litellm-style ``provider/model``
-    too), or None."""
+    too), or None: from the built-in table's genai-prices source, which keeps it in its cache."""
     if not model:
         return None
-    from genai_prices import data_snapshot
+    return next(s.window(model) for s in load_prices(cache=False).sources if isinstance(s, GenaiPrices))
 
-    snapshot = data_snapshot.get_snapshot()
-    ref = model.split("@")[0]
-    for name, provider in ([(ref, "litellm"), (ref.split("/")[-1], None)] if "/" in ref else [(ref, None)]):
-        try:
-            window = snapshot.find_provider_model(name, None, provider, None)[1].context_window
-        except LookupError:
-            continue
-        return int(window) if isinstance(window, int) and window > 0 else None
-    return None
+
+def _positive_int(value: Any) -> bool:
+    return type(value) is int and value > 0

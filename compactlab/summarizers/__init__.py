@@ -77,14 +77,15 @@ class LiveOptions:
 
 
 def default_cache_dir() -> str:
-    """$COMPACTLAB_CACHE_DIR, else the user's cache folder (XDG on Linux, via platformdirs):
-    never a folder relative to wherever the command (or a Dask worker) happens to stand."""
+    """$COMPACTLAB_CACHE_DIR, else the user's cache folder (XDG on Linux, as platformdirs names
+    it: ``plumbing.folders``): never a folder relative to wherever the command (or a Dask worker)
+    happens to stand."""
     configured = os.environ.get("COMPACTLAB_CACHE_DIR", "").strip()
     if configured:
         return configured
-    from platformdirs import user_cache_dir
+    from ..plumbing.folders import user_folder
 
-    return user_cache_dir("compactlab", appauthor=False)
+    return user_folder("cache")
 
 
 def build_summarizer(kind: str, live: LiveOptions | None = None) -> Summarizer:
