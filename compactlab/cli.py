@@ -25,7 +25,7 @@ class Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         from .plumbing.files import forget_inputs
-        from .summarizers.cache import forget_said
+        from .plumbing.cache import forget_said
 
         forget_inputs()  # (the files this command opens as inputs: no output of its own may replace one)
         forget_said()

@@ -204,7 +204,7 @@ def price_cache(tmp_path):
 @pytest.mark.parametrize("damage", ["negative", "infinite", "garbage", "not-json", "fifo", "zero-device", "huge"])
 def test_a_damaged_price_cache_entry_is_ignored_with_a_warning_and_rebuilt(price_cache, damage):
     from compactlab.engine.prices import GenaiPrices
-    from compactlab.summarizers import cache as cache_module
+    from compactlab.plumbing import cache as cache_module
 
     folder, entry, good, when = price_cache
     doc = orjson.loads(entry.read_bytes())

@@ -266,7 +266,7 @@ class GenaiPrices:
         if self._disk is None:
             from importlib.util import find_spec
 
-            from ..summarizers.cache import DiskCache, digest
+            from ..plumbing.cache import DiskCache, digest
 
             spec = find_spec("genai_prices")
             origin = Path(spec.origin).with_name("data.py") if spec and spec.origin else None
@@ -519,7 +519,7 @@ def load_prices(path: str | None = None, cache: bool = True) -> PriceTable:
     ``cache``: keep what genai-prices says of a model in the user's cache folder (else only read
     what is there: ``--dry-run``)."""
     if cache not in _DEFAULT:
-        from ..summarizers import default_cache_dir
+        from ..plumbing.folders import default_cache_dir
 
         _DEFAULT[cache] = [TomlPrices(_package_file("data/price_corrections.toml"), "compactlab corrections"),
                            GenaiPrices(default_cache_dir(), write=cache)]

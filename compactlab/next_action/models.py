@@ -26,7 +26,7 @@ import orjson
 from ..engine.cache_rules import provider_of
 from ..errors import UsageError
 from ..plumbing.secrets import scrub, scrub_logs
-from ..summarizers.cache import DiskCache, digest
+from ..plumbing.cache import DiskCache, digest
 from .actions import Action, action_of, tool_action
 
 APIS = ("anthropic", "openai")
@@ -141,7 +141,7 @@ class ModelOptions:
     @classmethod
     def from_env(cls, model: str | None, api: str | None, cache_dir: str | None = None, no_cache: bool = False,
                  max_tokens: int = 256, read_only: bool = False, http_client: Any = None) -> "ModelOptions":
-        from ..summarizers import default_cache_dir
+        from ..plumbing.folders import default_cache_dir
 
         name = model or DEFAULT_MODEL
         which = api_of(name, api)

@@ -26,3 +26,10 @@ def user_folder(kind: str) -> str:
     import platformdirs
 
     return str(getattr(platformdirs, f"user_{kind}_dir")(APP, appauthor=False))
+
+
+def default_cache_dir() -> str:
+    """$COMPACTLAB_CACHE_DIR, else the user's cache folder: never a folder relative to wherever
+    the command (or a Dask worker) happens to stand."""
+    configured = os.environ.get("COMPACTLAB_CACHE_DIR", "").strip()
+    return configured or user_folder("cache")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UsageError
+from ..plumbing.folders import default_cache_dir
 from .base import Summarizer, SummaryRequest, SummaryResult
 from .prompts import PROMPTS
 from .stub import StubSummarizer
@@ -76,25 +77,13 @@ class LiveOptions:
         return self.api_key
 
 
-def default_cache_dir() -> str:
-    """$COMPACTLAB_CACHE_DIR, else the user's cache folder (XDG on Linux, as platformdirs names
-    it: ``plumbing.folders``): never a folder relative to wherever the command (or a Dask worker)
-    happens to stand."""
-    configured = os.environ.get("COMPACTLAB_CACHE_DIR", "").strip()
-    if configured:
-        return configured
-    from ..plumbing.folders import user_folder
-
-    return user_folder("cache")
-
-
 def build_summarizer(kind: str, live: LiveOptions | None = None) -> Summarizer:
     if kind == "stub":
         return StubSummarizer()
     if kind == "anthropic":
         assert live is not None
         from .anthropic_live import AnthropicSummarizer, make_client
-        from .cache import DiskCache
+        from ..plumbing.cache import DiskCache
 
         key = live.key()
         client = make_client(key, live.base_url, live.http_client)
@@ -105,7 +94,7 @@ def build_summarizer(kind: str, live: LiveOptions | None = None) -> Summarizer:
 
 def build_counter(live: LiveOptions, system: Any = None) -> Any:
     from .anthropic_live import AnthropicTokenCounter, make_client
-    from .cache import DiskCache
+    from ..plumbing.cache import DiskCache
 
     key = live.key()
     client = make_client(key, live.base_url, live.http_client)

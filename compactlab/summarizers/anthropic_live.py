@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import SummarizerError, UsageError
 from ..plumbing.secrets import scrub, scrub_logs
 from .base import SummaryRequest, SummaryResult
-from .cache import DiskCache, digest
+from ..plumbing.cache import DiskCache, digest
 from .prompts import DATA_NOTICE, clean_summary
 
 DEFAULT_MODEL = "claude-haiku-4-5"

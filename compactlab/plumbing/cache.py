@@ -17,8 +17,8 @@ from typing import Any
 import orjson
 
 from ..errors import CompactlabError, InputError
-from ..plumbing.files import open_regular
-from ..plumbing.outputs import atomic_write_bytes
+from .files import open_regular
+from .outputs import atomic_write_bytes
 
 
 def digest(*parts: str) -> str:
