@@ -315,6 +315,75 @@ class RunPricing:
     sidechain_calls: int = 0
 
 
+class _Prices:
+    """A run's price look-ups: every call at one model's prices (``--price-model``), or at the
+    model and time each names in a table (loaded on first use), memoised; a call that names no
+    time at the session's start."""
+
+    def __init__(self, prices: ModelPrices | PriceTable | None, model: str | None, started_at: float | None) -> None:
+        self.forced = prices if isinstance(prices, ModelPrices) else None
+        self.table = prices if isinstance(prices, PriceTable) else None
+        self.model, self.started_at = model, started_at
+        self.looked_up: dict[tuple[Any, Any], ModelPrices] = {}
+
+    def lookup(self, model: str | None, when: float | None) -> ModelPrices:
+        if self.table is None:
+            self.table = load_prices()
+        return self.table.lookup(model, when)
+
+    def __call__(self, model: str | None, when: Any = None) -> ModelPrices:
+        if self.forced is not None:
+            return self.forced
+        at = seconds(when) if isinstance(when, str) else when
+        key = (model or self.model, self.started_at if at is None else at)
+        found = self.looked_up.get(key)
+        if found is None:
+            found = self.looked_up[key] = self.lookup(*key)
+        return found
+
+
+def _calls_of(records: list, feed: Any) -> tuple[list[dict[str, Any]], list | None, list | None, float | None]:
+    """Each call's recorded usage, model and time, and the session's start: the same for every run
+    of a recording (kept in ``feed.memo``: a corpus job replays it once a policy)."""
+    at = tuple(r.message_index for r in records)
+    facts = feed.memo.get(("calls", at))
+    if facts is None:
+        usage = feed.usage
+        calls_usage = [usage.get(i) or {} for i in at] if usage else []
+        times = [seconds(u.get("timestamp")) for u in calls_usage] or None
+        facts = feed.memo["calls", at] = (calls_usage, [u.get("model") or feed.model for u in calls_usage] or None,
+                                          times, next((t for t in times or () if t is not None), None))
+    return facts
+
+
+def _rules_of(calls_usage: list[dict[str, Any]], models: list | None, feed: Any, rules: CacheRules,
+              rules_given: bool) -> tuple[CacheRules, CacheRules]:
+    """(the rules the run is priced by, the recorded cache's own): the recorded model's provider,
+    or none where the recording cached nothing (``uncached_as_recorded``); ``rules`` where given
+    (``--cache-model``)."""
+    own = rules_for(models[0] if models else feed.model) if rules_given else rules
+    if uncached_as_recorded(calls_usage, own):
+        own = RULES["none"]
+    return (rules if rules_given else own), own
+
+
+def _cache_events(records: list, feed: Any, calls_usage: list[dict[str, Any]], times: list | None, ttl: str,
+                  rules: CacheRules, own: CacheRules) -> tuple[dict[int, int] | None, dict[int, int]]:
+    """(the reads the provider's rules expect, the recorded breaks), once for every run of a
+    recording; no breaks under another provider's cache than the recorded one (``--cache-model``)."""
+    key = ("events", tuple(r.message_index for r in records), rules, own, ttl)
+    events = feed.memo.get(key)
+    if events is None:
+        positions = [c.position for c in feed.compactions]
+        restarted = {i for i in range(1, len(records))
+                     if any(records[i - 1].message_index < p <= records[i].message_index for p in positions)}
+        expected = expected_reads(calls_usage, rules) if rules.reply_cached else None
+        breaks = (recorded_breaks(calls_usage, times, ttl, restarted, rules, expected) if calls_usage and rules is own
+                  else {})
+        events = feed.memo[key] = (expected, breaks)
+    return events
+
+
 def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None, cache_ttl: str | None,
               keep_recorded_compactions: bool, summarizer_model: str | None, acted: bool,
               rules: CacheRules = RULES["anthropic"], reply_tokens: list[int] | None = None,
@@ -327,62 +396,19 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
     (``uncached_as_recorded``) is priced with no cache. The recorded cache breaks and warm start
     are replayed under any policy (no policy changes what the harness or the provider did), but
     not under another provider's cache than the recorded one."""
-    forced = prices if isinstance(prices, ModelPrices) else None  # --price-model: every call at it
-    table = prices if isinstance(prices, PriceTable) else None
-
-    def lookup(model: str | None, when: float | None) -> ModelPrices:
-        nonlocal table
-        if table is None:
-            table = load_prices()
-        return table.lookup(model, when)
-
-    usage = feed.usage  # each call's model and time where the recording names them
-    memo = feed.memo  # (what every run of a recording shares: a corpus job replays it once a policy)
-    at = tuple(r.message_index for r in records)
-    facts = memo.get(("calls", at))
-    if facts is None:
-        calls_usage = [usage.get(i) or {} for i in at] if usage else []
-        times = [seconds(u.get("timestamp")) for u in calls_usage] or None
-        facts = memo["calls", at] = (calls_usage, [u.get("model") or feed.model for u in calls_usage] or None, times,
-                                     next((t for t in times or () if t is not None), None))
-    calls_usage, models, times, started_at = facts  # (started_at: the session's date)
-    looked_up: dict[tuple[Any, Any], ModelPrices] = {}
-
-    def prices_of(model: str | None, when: Any = None) -> ModelPrices:
-        if forced is not None:
-            return forced
-        at = seconds(when) if isinstance(when, str) else when
-        key = (model or feed.model, started_at if at is None else at)
-        if key not in looked_up:
-            looked_up[key] = lookup(*key)
-        return looked_up[key]
-
-    own = rules_for(models[0] if models else feed.model) if rules_given else rules  # the recorded cache's rules
-    if uncached_as_recorded(calls_usage, own):
-        own = RULES["none"]
-    if not rules_given:
-        rules = own
+    calls_usage, models, times, started_at = _calls_of(records, feed)
+    prices_of = _Prices(prices, feed.model, started_at)
+    rules, own = _rules_of(calls_usage, models, feed, rules, rules_given)
     ttl = cache_ttl or ("1h" if any(u.get("cache_creation_1h_input_tokens") for u in calls_usage) else "5m")
-    positions = [c.position for c in feed.compactions]
-    restarted = {i for i in range(1, len(records))
-                 if any(records[i - 1].message_index < p <= records[i].message_index for p in positions)}
-    events = memo.get(("events", at, rules, own, ttl))
-    if events is None:
-        expected = expected_reads(calls_usage, rules) if rules.reply_cached else None
-        # (the recorded cache's events: under another provider's cache, --cache-model, they do not apply)
-        breaks = (recorded_breaks(calls_usage, times, ttl, restarted, rules, expected) if calls_usage and rules is own
-                  else {})
-        events = memo["events", at, rules, own, ttl] = (expected, breaks)
-    expected, breaks = events
+    expected, breaks = _cache_events(records, feed, calls_usage, times, ttl, rules, own)
     priced = price_calls(records, prices_of, models, times, ttl, breaks, rules, reply_tokens, expected)
-    recorded = recorded_cost(records, usage, prices_of)
+    recorded = recorded_cost(records, feed.usage, prices_of)
     side = [u for u in feed.metadata.get("sidechain_usage") or () if isinstance(u, dict)]
-    sidechains = recorded_of(side, prices_of) if side else None
-    sent_as_recorded = not acted and (keep_recorded_compactions or not positions)
+    sent_as_recorded = not acted and (keep_recorded_compactions or not feed.compactions)
     return RunPricing(
-        prices=forced or lookup(feed.model, started_at),
+        prices=prices_of.forced or prices_of.lookup(feed.model, started_at),
         summary_prices=prices_of(summarizer_model or feed.model),
         priced=priced, recorded=recorded, billed=billed(feed.metadata), breaks=breaks,
         ledger=cache_ledger(records, calls_usage, recorded.input) if recorded and sent_as_recorded else None,
-        rules=rules, sidechains=sidechains, sidechain_calls=len(side),
+        rules=rules, sidechains=recorded_of(side, prices_of) if side else None, sidechain_calls=len(side),
     )

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import orjson
 
@@ -355,65 +355,118 @@ class Content:
 
     __slots__ = ("system", "inputs", "output")
 
-    def __init__(self) -> None:
-        self.system: str | None = None
+    def __init__(self, system: str | None = None) -> None:
+        self.system = system
         self.inputs: list[Message] | None = None
         self.output: list[dict] | None = None  # the reply's blocks
 
 
-def content_of(span: Span, logs: list[tuple[str, dict[str, Any]]]) -> Content:
+#: what a reader of one shape of a span's input gives: (its system prompt, the messages), or None
+Inputs = Optional[tuple[Optional[str], list]]
+Logs = list[tuple[str, dict[str, Any]]]
+
+
+def content_of(span: Span, logs: Logs) -> Content:
+    """A model span's input messages, system prompt and output, from whichever shape recorded them
+    (each shape a reader of its own, tried in turn: the first that reads the span whole wins). The
+    readers share ``ids``, the tool ids given so far, in this order."""
     a = span.attrs
     ids = _Ids()
-    c = Content()
+    c = Content(system=_system_attribute(a))
+    for read_inputs in _INPUT_READERS:
+        got = read_inputs(a, logs, ids)
+        if got is not None:
+            c.system = c.system or got[0]
+            c.inputs = got[1]
+            break
+    for read_output in _OUTPUT_READERS:
+        c.output = read_output(a, logs, ids)
+        if c.output is not None:
+            break
+    return c
+
+
+def _system_attribute(a: dict[str, Any]) -> str | None:
     system = _json(a.get("gen_ai.system_instructions"))
     if isinstance(system, list):
-        c.system = "\n".join(_text(p.get("content")) for p in system if isinstance(p, dict)) or None
-    elif isinstance(system, str) and system != ELIDED:
-        c.system = system
+        return "\n".join(_text(p.get("content")) for p in system if isinstance(p, dict)) or None
+    return system if isinstance(system, str) and system != ELIDED else None
+
+
+def _system_of(pairs: list[tuple[str, list[dict]]]) -> str | None:
+    return "\n".join(b.get("text", "") for r, bs in pairs if r == "system" for b in bs) or None
+
+
+def _inputs_messages(a: dict[str, Any], logs: Logs, ids: _Ids) -> Inputs:
+    """``gen_ai.input.messages`` (the current conventions), every message readable."""
     inputs = _json(a.get("gen_ai.input.messages"))
-    if isinstance(inputs, list):
-        pairs = [p for m in inputs if (p := _parts_message(m, ids)) is not None]
-        if len(pairs) == len(inputs):
-            c.system = c.system or "\n".join(b.get("text", "") for r, bs in pairs if r == "system" for b in bs) or None
-            c.inputs = _as_messages(pairs)
+    if not isinstance(inputs, list):
+        return None
+    pairs = [p for m in inputs if (p := _parts_message(m, ids)) is not None]
+    return (_system_of(pairs), _as_messages(pairs)) if len(pairs) == len(inputs) else None
+
+
+def _inputs_vertex(a: dict[str, Any], logs: Logs, ids: _Ids) -> Inputs:
+    """Google ADK's ``gcp.vertex.agent.llm_request`` (Gemini contents; the system instruction in its config)."""
     request = _json(a.get("gcp.vertex.agent.llm_request"))
-    if c.inputs is None and isinstance(request, dict) and isinstance(request.get("contents"), list):
-        pairs = [p for m in request["contents"] if (p := _gemini_message(m, ids)) is not None]
-        c.inputs = _as_messages(pairs)
-        config: dict[str, Any] = request["config"] if isinstance(request.get("config"), dict) else {}
-        if isinstance(config.get("system_instruction"), str):
-            c.system = c.system or config["system_instruction"]
-    if c.inputs is None:
-        pairs_or_none = _indexed(a, "gen_ai.prompt", ids)
-        if pairs_or_none is not None:
-            c.system = c.system or "\n".join(b.get("text", "") for r, bs in pairs_or_none if r == "system" for b in bs) or None
-            c.inputs = _as_messages(pairs_or_none)
-    if c.inputs is None and logs:
-        events = [(name, body) for name, body in logs if name in EVENT_ROLES and name != "gen_ai.choice"]
-        pairs = [p for name, body in events
-                 if (p := _parts_message({**body, "role": body.get("role") or EVENT_ROLES[name]}, ids)) is not None]
-        if events and len(pairs) == len(events):
-            c.system = c.system or "\n".join(b.get("text", "") for r, bs in pairs if r == "system" for b in bs) or None
-            c.inputs = _as_messages(pairs)
+    if not isinstance(request, dict) or not isinstance(request.get("contents"), list):
+        return None
+    pairs = [p for m in request["contents"] if (p := _gemini_message(m, ids)) is not None]
+    config: dict[str, Any] = request["config"] if isinstance(request.get("config"), dict) else {}
+    system = config["system_instruction"] if isinstance(config.get("system_instruction"), str) else None
+    return system, _as_messages(pairs)
+
+
+def _inputs_indexed(a: dict[str, Any], logs: Logs, ids: _Ids) -> Inputs:
+    """The older indexed ``gen_ai.prompt.N.*`` attributes."""
+    pairs = _indexed(a, "gen_ai.prompt", ids)
+    return (_system_of(pairs), _as_messages(pairs)) if pairs is not None else None
+
+
+def _inputs_events(a: dict[str, Any], logs: Logs, ids: _Ids) -> Inputs:
+    """The span's message events (``gen_ai.user.message`` and the like), every one readable."""
+    events = [(name, body) for name, body in logs if name in EVENT_ROLES and name != "gen_ai.choice"]
+    pairs = [p for name, body in events
+             if (p := _parts_message({**body, "role": body.get("role") or EVENT_ROLES[name]}, ids)) is not None]
+    return (_system_of(pairs), _as_messages(pairs)) if events and len(pairs) == len(events) else None
+
+
+def _output_messages(a: dict[str, Any], logs: Logs, ids: _Ids) -> list | None:
+    """``gen_ai.output.messages``, every message readable."""
     output = _json(a.get("gen_ai.output.messages"))
-    if isinstance(output, list):
-        pairs = [p for m in output if (p := _parts_message(m, ids)) is not None]
-        if pairs and len(pairs) == len(output):
-            c.output = [b for _, bs in pairs for b in bs]
+    if not isinstance(output, list):
+        return None
+    pairs = [p for m in output if (p := _parts_message(m, ids)) is not None]
+    return [b for _, bs in pairs for b in bs] if pairs and len(pairs) == len(output) else None
+
+
+def _output_vertex(a: dict[str, Any], logs: Logs, ids: _Ids) -> list | None:
+    """Google ADK's ``gcp.vertex.agent.llm_response``."""
     response = _json(a.get("gcp.vertex.agent.llm_response"))
-    if c.output is None and isinstance(response, dict) and isinstance(response.get("content"), dict):
-        got = _gemini_message(response["content"], ids)
-        c.output = got[1] if got else None
-    if c.output is None:
-        out = _indexed(a, "gen_ai.completion", ids)
-        c.output = [b for _, bs in out for b in bs] if out else None
-    if c.output is None and logs:
-        choices = [body for name, body in logs if name == "gen_ai.choice"]
-        if choices:
-            message: dict[str, Any] = choices[0]["message"] if isinstance(choices[0].get("message"), dict) else choices[0]
-            got = _parts_message({**message, "role": "assistant"}, ids)
-            c.output = got[1] if got else None
-    return c
+    if not isinstance(response, dict) or not isinstance(response.get("content"), dict):
+        return None
+    got = _gemini_message(response["content"], ids)
+    return got[1] if got else None
+
+
+def _output_indexed(a: dict[str, Any], logs: Logs, ids: _Ids) -> list | None:
+    """The older indexed ``gen_ai.completion.N.*`` attributes."""
+    out = _indexed(a, "gen_ai.completion", ids)
+    return [b for _, bs in out for b in bs] if out else None
+
+
+def _output_event(a: dict[str, Any], logs: Logs, ids: _Ids) -> list | None:
+    """The first ``gen_ai.choice`` event."""
+    choices = [body for name, body in logs if name == "gen_ai.choice"]
+    if not choices:
+        return None
+    message: dict[str, Any] = choices[0]["message"] if isinstance(choices[0].get("message"), dict) else choices[0]
+    got = _parts_message({**message, "role": "assistant"}, ids)
+    return got[1] if got else None
+
+
+_INPUT_READERS = (_inputs_messages, _inputs_vertex, _inputs_indexed, _inputs_events)
+_OUTPUT_READERS = (_output_messages, _output_vertex, _output_indexed, _output_event)
 
 
 def _indexed(a: dict[str, Any], prefix: str, ids: _Ids) -> list[tuple[str, list[dict]]] | None:
