@@ -112,6 +112,60 @@ BOOTSTRAP = 1000
 BOOTSTRAP_CELLS = 1 << 20
 
 
+class _Guard:
+    """The verdict's rules, one method each: what refuses a policy outright (``fatal``), what it
+    loses of what the agent used against no compaction's floors (``loses``), and why it does not
+    pass (``why_not``: either, or costing more than no compaction on half its transcripts)."""
+
+    def __init__(self, entries: list[Entry], runs: Sequence[JudgedRun], ref: Entry | None, margin: float,
+                 overflowed: dict[str, set[str]], grouped: dict[str, list[JudgedRun]]) -> None:
+        self.ref, self.margin, self.overflowed, self.grouped = ref, margin, overflowed, grouped
+        self.recall_floor = round((ref.recall if ref else 1.0) - margin, 6)
+        self.retention_floor = round((ref.retention if ref else 1.0) - margin, 6)
+        # where some policy fits the window: a policy that overflows there is refused
+        # (whatever else it breaks: a window some policy fits is one the others could fit too)
+        self.transcripts = {r.transcript for r in runs}
+        self.fits = {t for t in self.transcripts if any(t not in overflowed[e.label] for e in entries)}
+        self.reference_fits = ref is not None and self.fatal(ref) is None
+
+    def fatal(self, e: Entry) -> str | None:
+        if e.violations_introduced:
+            return f"it introduces {e.violations_introduced} tool-pairing violation(s) the API would reject"
+        # (one rule for every policy, no compaction too: an overflow is fatal where another policy fits;
+        # where none does, no listed policy can help, and the verdict says so)
+        if self.overflowed[e.label] & self.fits:
+            n = len(self.overflowed[e.label] & self.fits)
+            return (f"{e.overflows} of its calls overflow the context window (the API would refuse them), on "
+                    f"{n} transcript(s) where another policy fits")
+        return None
+
+    def loses(self, e: Entry) -> str | None:
+        margin = self.margin
+        if e.recall < self.recall_floor - 1e-12:
+            floor = self.recall_floor
+            return (f"recall {_pct(e.recall)} (its contexts hold that much of what the agent later used), "
+                    f"{_points(floor - e.recall)} under the {_pct(floor)} floor (no compaction's "
+                    f"{_pct(floor + margin)} less the {margin * 100:.0f}-point margin)")
+        if e.retention < self.retention_floor - 1e-12:
+            floor = self.retention_floor
+            return (f"retention {_pct(e.retention)} (the referenced tool results it keeps), "
+                    f"{_points(floor - e.retention)} under the {_pct(floor)} floor (no "
+                    f"compaction's {_pct(floor + margin)} less the {margin * 100:.0f}-point margin)")
+        return None
+
+    def why_not(self, e: Entry) -> str | None:
+        if (reason := self.fatal(e) or self.loses(e)) is not None:
+            return reason
+        if self.reference_fits and e is not self.ref and e.costs_more * 2 >= e.transcripts and e.transcripts > 1:
+            return (f"it costs more than no compaction on {e.costs_more} of its {e.transcripts} transcripts: its "
+                    f"total saving rests on the others{_where_it_saves(self.grouped[e.label])}")
+        return None
+
+    def lead(self, e: Entry) -> float:
+        """How far ``e`` stands above the nearer floor (negative: under it)."""
+        return min(e.recall - self.recall_floor, e.retention - self.retention_floor)
+
+
 def judge(runs: Sequence[JudgedRun], sweep_keys: list[str], margin: float = RETENTION_MARGIN,
           units: dict[str, str] | None = None, reference: str | None = None,
           triggers: dict[str, str] | None = None) -> Verdict:
@@ -126,90 +180,77 @@ def judge(runs: Sequence[JudgedRun], sweep_keys: list[str], margin: float = RETE
     if not entries:
         return Verdict([], None, None, "No run finished.", margin, True, list(sweep_keys), reference)
     ref = next((e for e in entries if e.label == reference), None)
-    recall_floor = round((ref.recall if ref else 1.0) - margin, 6)
-    retention_floor = round((ref.retention if ref else 1.0) - margin, 6)
+    guard = _Guard(entries, runs, ref, margin, overflowed, grouped)
     no_refs = not any(e.refs for e in entries)
-    # where some policy fits the window: a policy that overflows there is refused
-    # (whatever else it breaks: a window some policy fits is one the others could fit too)
-    fits = {t for t in {r.transcript for r in runs} if any(t not in overflowed[e.label] for e in entries)}
-
-    def fatal(e: Entry) -> str | None:
-        if e.violations_introduced:
-            return f"it introduces {e.violations_introduced} tool-pairing violation(s) the API would reject"
-        # (one rule for every policy, no compaction too: an overflow is fatal where another policy fits;
-        # where none does, no listed policy can help, and the verdict says so)
-        if overflowed[e.label] & fits:
-            n = len(overflowed[e.label] & fits)
-            return (f"{e.overflows} of its calls overflow the context window (the API would refuse them), on "
-                    f"{n} transcript(s) where another policy fits")
-        return None
-
-    def loses(e: Entry) -> str | None:
-        if e.recall < recall_floor - 1e-12:
-            return (f"recall {_pct(e.recall)} (its contexts hold that much of what the agent later used), "
-                    f"{_points(recall_floor - e.recall)} under the {_pct(recall_floor)} floor (no compaction's "
-                    f"{_pct(recall_floor + margin)} less the {margin * 100:.0f}-point margin)")
-        if e.retention < retention_floor - 1e-12:
-            return (f"retention {_pct(e.retention)} (the referenced tool results it keeps), "
-                    f"{_points(retention_floor - e.retention)} under the {_pct(retention_floor)} floor (no "
-                    f"compaction's {_pct(retention_floor + margin)} less the {margin * 100:.0f}-point margin)")
-        return None
-
-    reference_fits = ref is not None and fatal(ref) is None
-
-    def why_not(e: Entry) -> str | None:
-        if (reason := fatal(e) or loses(e)) is not None:
-            return reason
-        if reference_fits and e is not ref and e.costs_more * 2 >= e.transcripts and e.transcripts > 1:
-            return (f"it costs more than no compaction on {e.costs_more} of its {e.transcripts} transcripts: its "
-                    f"total saving rests on the others{_where_it_saves(grouped[e.label])}")
-        return None
-
-    fit = [e for e in entries if why_not(e) is None]
-    n = len({r.transcript for r in runs})
+    floors = (guard.recall_floor, guard.retention_floor)
+    fit = [e for e in entries if guard.why_not(e) is None]
     if not fit:
-        usable = [e for e in entries if fatal(e) is None]
-        reasons = "; ".join(f"{e.label}: {why_not(e)}" for e in entries[:3])
-        if not usable:
-            return Verdict(entries, None, None, f"No policy qualifies ({reasons}).", margin, no_refs,
-                           list(sweep_keys), reference, recall_floor, retention_floor, passes=False)
-        # the one that loses least of what the agent used (then saves most); one that costs more than
-        # no compaction only where none saves (no compaction itself overflows here: it is no candidate)
-        best = max(usable, key=lambda e: (not _dearer_overall(e),
-                                          min(e.recall - recall_floor, e.retention - retention_floor), e.cost_saving))
-        saving = (f"saves {_pct(best.cost_saving)}" if best.cost_saving >= 0 else
-                  f"costs about as much as no compaction ({_pct(best.cost_saving)}, within the bootstrap's noise: "
-                  f"{_pct(best.saving_low)} to {_pct(best.saving_high)})" if not _dearer_overall(best) else
-                  f"costs {_pct(-best.cost_saving)} more than no compaction, which overflows the window"
-                  + (f" on {len(overflowed[ref.label])} transcript(s)" if ref is not None else ""))
-        text = [f"No policy passes the guard ({reasons}). If you must compact, use {best.label}: of the policies that "
-                f"fit the window it loses the least of what the agent used and {saving}, but "
-                f"{loses(best) or why_not(best)}."]
-        runner = next((e for e in entries if e is not best), None)
-        return Verdict(entries, best.label, runner.label if runner else None, " ".join(text), margin, no_refs,
-                       list(sweep_keys), reference, recall_floor, retention_floor, passes=False)
+        return _if_you_must(entries, guard, sweep_keys, reference, no_refs)
     best = fit[0]
-    text = [_praise(best, n, ref)]
-    above = [e for e in entries[:entries.index(best)]][:3]  # saved more, and lost
+    above = entries[:entries.index(best)][:3]  # saved more, and lost
     runner = above[0] if above else next((e for e in entries if e is not best), None)
-    for e in above:
-        lost = loses(e)
-        if lost is not None and fatal(e) is None:  # a trade-off, not a refusal
-            text.append(f"{'The runner-up: if' if e is runner else 'If'} you accept keeping {_pct(e.recall)} of what "
-                        f"the agent later used and {_pct(e.retention)} of the referenced results, {e.label} saves "
-                        f"{_pct(e.cost_saving - best.cost_saving)} more.")
-        else:
-            text.append(f"{'The runner-up, ' if e is runner else ''}{e.label} saves {_pct(e.cost_saving)} but lost: "
-                        f"{why_not(e)}.")
+    text = [_praise(best, len(guard.transcripts), ref), *_trade_offs(best, above, runner, guard)]
     if runner is not None and not above:
-        text.append(f"The runner-up, {runner.label}, lost: {_behind(best, runner, why_not(runner))}.")
+        text.append(f"The runner-up, {runner.label}, lost: {_behind(best, runner, guard.why_not(runner))}.")
+    text += _notes(entries, guard, best, runner, bool(above), triggers, no_refs)
+    text += _timing(entries, sweep_keys)
+    return Verdict(entries, best.label, runner.label if runner else None, " ".join(text), margin, no_refs,
+                   list(sweep_keys), reference, *floors)
+
+
+def _if_you_must(entries: list[Entry], guard: _Guard, sweep_keys: list[str], reference: str | None,
+                 no_refs: bool) -> Verdict:
+    """The verdict where no policy passes: the one that loses least of what the agent used (then
+    saves most) among those that fit the window; one that costs more than no compaction only where
+    none saves (no compaction itself overflows here: it is no candidate)."""
+    ref, margin, floors = guard.ref, guard.margin, (guard.recall_floor, guard.retention_floor)
+    usable = [e for e in entries if guard.fatal(e) is None]
+    reasons = "; ".join(f"{e.label}: {guard.why_not(e)}" for e in entries[:3])
+    if not usable:
+        return Verdict(entries, None, None, f"No policy qualifies ({reasons}).", margin, no_refs,
+                       list(sweep_keys), reference, *floors, passes=False)
+    best = max(usable, key=lambda e: (not _dearer_overall(e), guard.lead(e), e.cost_saving))
+    saving = (f"saves {_pct(best.cost_saving)}" if best.cost_saving >= 0 else
+              f"costs about as much as no compaction ({_pct(best.cost_saving)}, within the bootstrap's noise: "
+              f"{_pct(best.saving_low)} to {_pct(best.saving_high)})" if not _dearer_overall(best) else
+              f"costs {_pct(-best.cost_saving)} more than no compaction, which overflows the window"
+              + (f" on {len(guard.overflowed[ref.label])} transcript(s)" if ref is not None else ""))
+    text = (f"No policy passes the guard ({reasons}). If you must compact, use {best.label}: of the policies that "
+            f"fit the window it loses the least of what the agent used and {saving}, but "
+            f"{guard.loses(best) or guard.why_not(best)}.")
+    runner = next((e for e in entries if e is not best), None)
+    return Verdict(entries, best.label, runner.label if runner else None, text, margin, no_refs,
+                   list(sweep_keys), reference, *floors, passes=False)
+
+
+def _trade_offs(best: Entry, above: list[Entry], runner: Entry | None, guard: _Guard) -> list[str]:
+    """A sentence for each policy that saved more than the pick and did not pass: a trade-off where
+    it only loses more of what the agent used, else why it was refused."""
+    out = []
+    for e in above:
+        if guard.loses(e) is not None and guard.fatal(e) is None:  # a trade-off, not a refusal
+            out.append(f"{'The runner-up: if' if e is runner else 'If'} you accept keeping {_pct(e.recall)} of what "
+                       f"the agent later used and {_pct(e.retention)} of the referenced results, {e.label} saves "
+                       f"{_pct(e.cost_saving - best.cost_saving)} more.")
+        else:
+            out.append(f"{'The runner-up, ' if e is runner else ''}{e.label} saves {_pct(e.cost_saving)} but lost: "
+                       f"{guard.why_not(e)}.")
+    return out
+
+
+def _notes(entries: list[Entry], guard: _Guard, best: Entry, runner: Entry | None, above: bool,
+           triggers: dict[str, str] | None, no_refs: bool) -> list[str]:
+    """What the reader should know of the whole comparison: the policies that never acted, the
+    transcripts no policy fits, a corpus that never fills the window, measures that cannot tell
+    the policies apart."""
+    ref, text = guard.ref, []
     idle = [e for e in entries if not e.actions and e is not ref and (e is not runner or above)]
     if idle:
         named = ", ".join(f"{e.label} ({(triggers or {})[e.label]})" if e.label in (triggers or {}) else e.label
                           for e in idle)
         text.append(f"{named} never acted on these transcripts (largest context "
                     f"{max(e.peak_tokens for e in entries):,} tokens): there they are no compaction.")
-    unfit = {t for t in {r.transcript for r in runs}} - fits
+    unfit = guard.transcripts - guard.fits
     if unfit:
         text.append(f"On {len(unfit)} transcript(s) no policy fits the context window (no compaction overflows there "
                     "too): none of these can help there.")
@@ -222,9 +263,7 @@ def judge(runs: Sequence[JudgedRun], sweep_keys: list[str], margin: float = RETE
     if no_refs:
         text.append("No transcript refers back to an earlier tool result, so retention (1.0 everywhere) "
                     "does not tell the policies apart.")
-    text += _timing(entries, sweep_keys)
-    return Verdict(entries, best.label, runner.label if runner else None, " ".join(text), margin, no_refs,
-                   list(sweep_keys), reference, recall_floor, retention_floor)
+    return text
 
 
 TIMING = "summary.timing"
