@@ -110,10 +110,6 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
                  first: Opening | None = None, progress: ShowsProgress = no_progress) -> Replayed:
     """Replay each file through ``settings.policy`` into its output folder (``first``: the first
     file's opening, its reading started already: :func:`replay_prepared`)."""
-    from ..engine.turns import replay
-    from ..reports import write_chart, write_files
-    from ..summarizers import build_counter, build_summarizer
-
     s = settings
     done = Replayed([], len(files))
     fits: list = []  # the fits of the files replayed: one line for them all, each with --verbose
@@ -132,41 +128,9 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
                         raise
                     skipped.append(exc.message)
                     continue
-                price = prices_for([feed], s.price_model, s.prices, notify)[0]
-                calibration = calibrations_for([feed], s.calibrate, notify, details=len(files) > 1)[0]
-                if calibration is not None and calibration.source == "recorded usage":
-                    fits.append(calibration)
-                name = run_folder_name(feed.name, s.policy, s.overridden, used)
-                if shared is not None:
-                    out = shared.sub(name)
-                else:
-                    out = OutputDir(os.path.join("reports", name) if s.out_dir is None else s.out_dir, s.dry_run,
-                                    s.force)
+                out = _out_for(feed, s, shared, used)
                 out.prepare(protect=files)
-                counter = build_counter(s.live, feed.system) if s.tokens == "anthropic" else None
-                slow = s.summarizer != "stub" or counter is not None  # requests to an API: a person waits
-                # (a stream's calls are counted as they are read: a bar without an end)
-                total = (len(feed.transcript.call_positions) if hasattr(feed, "transcript") else UNKNOWN) if slow else 0
-                with collector_off(), progress(f"replaying {os.path.basename(feed.path)}", total) as advance:
-                    run = replay(feed, s.policy, out=out, write_transcripts=s.write_transcripts,
-                                 keep_recorded_compactions=s.keep_recorded_compactions, calibration=calibration,
-                                 prices=price, summarizer=build_summarizer(s.summarizer, s.live), counter=counter,
-                                 cache_ttl=s.cache_ttl, cache_model=s.cache_model, window=s.window,
-                                 on_call=advance if total else None)
-                if feed.streamed:  # read now: its model, bad lines and warnings are known
-                    if not isinstance(price, ModelPrices):
-                        price_warnings(price, feed, notify)
-                    warn_loaded(feed, notify)
-                    if s.calibrate is None and usable_calls(feed) >= MIN_CALLS:
-                        notify(f"warning: {feed.path}: recorded usage past the file's first lines: not calibrated "
-                               "(the file was read as it was replayed); --calibrate fits it", False)
-                if run.failed_summaries:
-                    notify(f"warning: {feed.path}: {len(run.failed_summaries)} summar(y/ies) failed, at call(s) "
-                           + ", ".join(str(f["call"]) for f in run.failed_summaries[:10])
-                           + f": {run.failed_summaries[0]['error']}", False)
-                write_files(run, out)
-                if s.chart and (unchartable := write_chart(run, s.policy, out)):
-                    notify(f"warning: {feed.path}: chart.png not drawn: {unchartable}", True)
+                run = _replay_one(feed, s, out, notify, progress, fits, several=len(files) > 1)
                 if shared is None:
                     out.commit()
             except BaseException:
@@ -187,16 +151,7 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
         if shared is not None:
             shared.rollback()
         raise
-    if len(files) > 1 and fits:
-        notify(calibrated_line(fits), False)
-    not_transcripts(skipped, notify)
-    if skipped and not done.runs and not done.interrupted:
-        raise none_read(len(skipped))
-    policy = settings.policy
-    keys = [k for k in (o.partition("=")[0].strip() for o in settings.overrides)
-            if getattr(getattr(policy, k.partition(".")[0], None), "enabled", False)]
-    for line in idle_keys(policy.name, keys, acted_by_layer([r.summary.to_dict() for r in done.runs]), len(done.runs)):
-        notify(f"warning: {line}", False)
+    _said_of_all(done, s, fits, skipped, len(files), notify)
     if shared is not None:
         try:
             if shared.commit(complete=done.interrupted is None):
@@ -207,6 +162,68 @@ def replay_files(files: list[str], settings: ReplaySettings, notify: Notify = qu
             shared.rollback()
             raise
     return done
+
+
+def _out_for(feed: Feed, s: ReplaySettings, shared: OutputDir | None, used: set[str]) -> OutputDir:
+    """A file's output folder: its own, or one inside the folder of several (``shared``)."""
+    name = run_folder_name(feed.name, s.policy, s.overridden, used)
+    if shared is not None:
+        return shared.sub(name)
+    return OutputDir(os.path.join("reports", name) if s.out_dir is None else s.out_dir, s.dry_run, s.force)
+
+
+def _replay_one(feed: Feed, s: ReplaySettings, out: OutputDir, notify: Notify, progress: ShowsProgress,
+                fits: list, several: bool) -> Run:
+    """One file replayed into ``out`` with its files written (its fit added to ``fits``)."""
+    from ..engine.turns import replay
+    from ..reports import write_chart, write_files
+    from ..summarizers import build_counter, build_summarizer
+
+    price = prices_for([feed], s.price_model, s.prices, notify)[0]
+    calibration = calibrations_for([feed], s.calibrate, notify, details=several)[0]
+    if calibration is not None and calibration.source == "recorded usage":
+        fits.append(calibration)
+    counter = build_counter(s.live, feed.system) if s.tokens == "anthropic" else None
+    slow = s.summarizer != "stub" or counter is not None  # requests to an API: a person waits
+    # (a stream's calls are counted as they are read: a bar without an end)
+    total = (len(feed.transcript.call_positions) if hasattr(feed, "transcript") else UNKNOWN) if slow else 0
+    with collector_off(), progress(f"replaying {os.path.basename(feed.path)}", total) as advance:
+        run = replay(feed, s.policy, out=out, write_transcripts=s.write_transcripts,
+                     keep_recorded_compactions=s.keep_recorded_compactions, calibration=calibration,
+                     prices=price, summarizer=build_summarizer(s.summarizer, s.live), counter=counter,
+                     cache_ttl=s.cache_ttl, cache_model=s.cache_model, window=s.window,
+                     on_call=advance if total else None)
+    if feed.streamed:  # read now: its model, bad lines and warnings are known
+        if not isinstance(price, ModelPrices):
+            price_warnings(price, feed, notify)
+        warn_loaded(feed, notify)
+        if s.calibrate is None and usable_calls(feed) >= MIN_CALLS:
+            notify(f"warning: {feed.path}: recorded usage past the file's first lines: not calibrated "
+                   "(the file was read as it was replayed); --calibrate fits it", False)
+    if run.failed_summaries:
+        notify(f"warning: {feed.path}: {len(run.failed_summaries)} summar(y/ies) failed, at call(s) "
+               + ", ".join(str(f["call"]) for f in run.failed_summaries[:10])
+               + f": {run.failed_summaries[0]['error']}", False)
+    write_files(run, out)
+    if s.chart and (unchartable := write_chart(run, s.policy, out)):
+        notify(f"warning: {feed.path}: chart.png not drawn: {unchartable}", True)
+    return run
+
+
+def _said_of_all(done: Replayed, s: ReplaySettings, fits: list, skipped: list[str], n_files: int,
+                 notify: Notify) -> None:
+    """What is said once of all the files: their fits, the folder files that are no transcript,
+    the --set keys whose layer never acted."""
+    if n_files > 1 and fits:
+        notify(calibrated_line(fits), False)
+    not_transcripts(skipped, notify)
+    if skipped and not done.runs and not done.interrupted:
+        raise none_read(len(skipped))
+    policy = s.policy
+    keys = [k for k in (o.partition("=")[0].strip() for o in s.overrides)
+            if getattr(getattr(policy, k.partition(".")[0], None), "enabled", False)]
+    for line in idle_keys(policy.name, keys, acted_by_layer([r.summary.to_dict() for r in done.runs]), len(done.runs)):
+        notify(f"warning: {line}", False)
 
 
 def open_for_replay(opening: Opening, notify: Notify = quietly) -> Feed:
