@@ -321,7 +321,7 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
     """
     role = message.get("role")
     content = message.get("content")
-    if check and role != "user" and role != "assistant":
+    if check and role not in ROLES:  # (a tuple: a role of any type compares, hashable or not)
         return f"role must be \"user\" or \"assistant\", not {orjson.dumps(role).decode()[:40]}"
     use_ids: list[str] = []
     names: list[str] = []
@@ -340,9 +340,7 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
         for i, b in enumerate(content):
             if type(b) is not dict:
                 if check:
-                    if type(b) is list and _too_deep(b, BLOCK_DEPTH):
-                        return f"nesting deeper than {MAX_DEPTH} levels"
-                    return f"content block {i} is not an object"
+                    return _not_a_block(b, i)
                 seen_other = True
                 continue
             kind = b.get("type")
@@ -375,46 +373,62 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
                 elif not has_text and text and not text.isspace():
                     has_text = True
             elif kind == "tool_use":
-                inp = b.get("input")
-                if check:
-                    if type(b.get("id")) is not str:
-                        return f"tool_use block {i} has no string \"id\""
-                    if type(b.get("name")) is not str:
-                        return f"tool_use block {i} has no string \"name\""
-                    if _too_deep(inp, BLOCK_DEPTH + 1):
-                        return f"nesting deeper than {MAX_DEPTH} levels"
+                if check and (problem := _tool_use_problem(b, i)) is not None:
+                    return problem
                 if role == "assistant":
                     use_ids.append(b["id"])
                     names.append(b.get("name", ""))
-                    use_files.append(files_in_input(inp))
-            elif check:
-                if kind in REQUIRED:  # a tool_result outside a user message: its shape still counts
-                    for key in REQUIRED[kind]:
-                        if type(b.get(key)) is not str:
-                            return f"{kind} block {i} has no string \"{key}\""
-                if _too_deep(b, BLOCK_DEPTH):
-                    return f"nesting deeper than {MAX_DEPTH} levels"
+                    use_files.append(files_in_input(b.get("input")))
+            elif check and (problem := _other_block_problem(b, kind, i)) is not None:
+                return problem
     else:
         if check:
             return "content is neither a string nor a list"
         empty = not content
     if not facts:
         return None
-    if measure and results:
-        # the results' contents are measured already: measure the rest with each of them null
-        # (JSON length adds up), rather than serialising every content twice
-        skeleton = list(content) if type(content) is list else []  # (results come from a list)
-        chars = 0
-        for f in results:
-            if f.json_size >= 0:
-                skeleton[f.block] = {**skeleton[f.block], "content": None}
-                chars += f.json_size - 4  # len("null")
-        chars += json_len({**message, "content": skeleton})
-    else:
-        chars = json_len(message)
+    chars = _measured(message, content, results) if measure and results else json_len(message)
     return Entry(message, chars, role if type(role) is str else "", origin, tuple(use_ids),
                  tuple(names), tuple(use_files), tuple(results), tuple(misplaced), empty, has_text, frozenset(use_ids),
                  frozenset(result_ids))
+
+
+#: the roles of a usable API message
+ROLES = ("user", "assistant")
+
+
+def _tool_use_problem(b: dict, i: int) -> str | None:
+    for key in ("id", "name"):
+        if type(b.get(key)) is not str:
+            return f"tool_use block {i} has no string \"{key}\""
+    return f"nesting deeper than {MAX_DEPTH} levels" if _too_deep(b.get("input"), BLOCK_DEPTH + 1) else None
+
+
+def _not_a_block(b: Any, i: int) -> str:
+    if type(b) is list and _too_deep(b, BLOCK_DEPTH):
+        return f"nesting deeper than {MAX_DEPTH} levels"
+    return f"content block {i} is not an object"
+
+
+def _other_block_problem(b: dict, kind: Any, i: int) -> str | None:
+    """What makes a block of another kind than text, tool_use or a user's tool_result unusable."""
+    if kind in REQUIRED:  # a tool_result outside a user message: its shape still counts
+        for key in REQUIRED[kind]:
+            if type(b.get(key)) is not str:
+                return f"{kind} block {i} has no string \"{key}\""
+    return f"nesting deeper than {MAX_DEPTH} levels" if _too_deep(b, BLOCK_DEPTH) else None
+
+
+def _measured(message: Message, content: Any, results: list[ResultFact]) -> int:
+    """A message's JSON length, its results' contents measured already: the rest measured with each
+    of them null (JSON length adds up), rather than serialising every content twice."""
+    skeleton = list(content) if type(content) is list else []  # (results come from a list)
+    chars = 0
+    for f in results:
+        if f.json_size >= 0:
+            skeleton[f.block] = {**skeleton[f.block], "content": None}
+            chars += f.json_size - 4  # len("null")
+    return chars + json_len({**message, "content": skeleton})
 
 
 def make_entry(message: Message, origin: int) -> Entry:
