@@ -141,87 +141,111 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
     doc, sha = document or read_document(path)
     if not isinstance(doc, list):
         raise InputError(f"{path}: not an OpenHands event log (no list of events)")
-    builder = TranscriptBuilder(path, NAME)
-    skipped = 0
-    results: list[dict] = []  # tool results waiting for the next message
-    responses: dict[str, int] = {}  # model response id -> position of its assistant message
-    forgotten = _Forgotten()  # every condensation's forgotten events so far
-    where = _Live(forgotten)  # event id -> position of the message it is part of, while not forgotten
-    waiting: list[Any] = []  # ids of the observations in ``results``
-    event_ids = sorted({e["id"] for e in doc if isinstance(e, dict) and type(e.get("id")) is int})
-
-    def flush_results() -> None:
-        if results:
-            for k in waiting:
-                where.put(k, builder.count)
-            builder.add({"role": "user", "content": list(results)})
-            results.clear()
-        waiting.clear()
-
+    reader = _Events(path, doc, skip_bad_lines)
     for i, e in enumerate(doc):
+        reader.event(i, e)
+    reader.flush_results()
+    return reader.builder.build(skipped_lines=reader.skipped, content_hash=sha)
+
+
+class _Events:
+    """An event log read event by event into messages (``event``: one handler per kind)."""
+
+    def __init__(self, path: str, doc: list, skip_bad_lines: bool) -> None:
+        self.path, self.skip_bad_lines = path, skip_bad_lines
+        self.builder = TranscriptBuilder(path, NAME)
+        self.skipped = 0
+        self.results: list[dict] = []  # tool results waiting for the next message
+        self.responses: dict[str, int] = {}  # model response id -> position of its assistant message
+        self.forgotten = _Forgotten()  # every condensation's forgotten events so far
+        self.where = _Live(self.forgotten)  # event id -> position of the message it is part of, while not forgotten
+        self.waiting: list[Any] = []  # ids of the observations in ``results``
+        self.event_ids = sorted({e["id"] for e in doc if isinstance(e, dict) and type(e.get("id")) is int})
+
+    def flush_results(self) -> None:
+        if self.results:
+            for k in self.waiting:
+                self.where.put(k, self.builder.count)
+            self.builder.add({"role": "user", "content": list(self.results)})
+            self.results.clear()
+        self.waiting.clear()
+
+    def _bad(self, message: str) -> None:
+        if not self.skip_bad_lines:
+            raise InputError(f"{self.path}: {message}", hint="use --skip-bad-lines to skip and count it")
+        self.skipped += 1
+
+    def event(self, i: int, e: Any) -> None:
         if not isinstance(e, dict):
-            if not skip_bad_lines:
-                raise InputError(f"{path}: event {i} is not an object", hint="use --skip-bad-lines to skip and count it")
-            skipped += 1
-            continue
+            self._bad(f"event {i} is not an object")
+            return
         tcm = e.get("tool_call_metadata") if isinstance(e.get("tool_call_metadata"), dict) else None
         action, source = e.get("action"), e.get("source")
         if action == "condensation":
-            flush_results()
-            args = object_at(e, "args")
-            summary = make_entry({"role": "user", "content": _text(args.get("summary")) or "(condensed)"},
-                                 -1_000_000 - len(builder.compactions) - 1)
-            forgets = _forgotten(args, event_ids)
-            if isinstance(forgets, str):
-                if not skip_bad_lines:
-                    raise InputError(f"{path}: event {i} (a condensation): {forgets}",
-                                     hint="use --skip-bad-lines to skip and count it")
-                skipped += 1
-                continue
-            forgotten.ids |= forgets[0]
-            if forgets[1] is not None:
-                forgotten.add_range(*forgets[1])
-            where.forget(*forgets)
-            kept_events = list(where.at.values())  # (event order)
-            offset = args["summary_offset"] if type(args.get("summary_offset")) is int else len(kept_events)
-            kept = sorted(set(kept_events))
-            before = set(kept_events[:max(offset, 0)])
-            builder.compactions.append(RecordedCompaction(position=builder.count, summary=summary, trigger="condenser",
-                                                          kept=tuple(kept), summary_at=len(before)))
+            self._condensation(i, e)
         elif action is not None and source == "agent" and tcm and isinstance(tcm.get("model_response"), dict):
-            response = tcm["model_response"]
-            rid = str(response.get("id") or f"event{i}")
-            if rid in responses:
-                where.put(e.get("id", f"event{i}"), responses[rid])
-                continue  # another action of a response already written
-            flush_results()
-            message = ((response.get("choices") or [{}])[0] or {}).get("message") or {}
-            blocks: list[dict] = []
-            if _text(message.get("content")):
-                blocks.append({"type": "text", "text": _text(message.get("content"))})
-            for call in message.get("tool_calls") or []:
-                fn = call.get("function") or {}
-                try:
-                    args = orjson.loads(fn.get("arguments") or "{}")
-                except orjson.JSONDecodeError:
-                    args = {"arguments": _text(fn.get("arguments"))}
-                blocks.append({"type": "tool_use", "id": str(call.get("id")), "name": _text(fn.get("name")) or "tool",
-                               "input": args if isinstance(args, dict) else {"arguments": args}})
-            if not blocks:
-                blocks.append({"type": "text", "text": _text(e.get("message"))})
-            responses[rid] = builder.add({"role": "assistant", "content": blocks}, usage=_usage(response))
-            where.put(e.get("id", f"event{i}"), responses[rid])
-            if isinstance(response.get("model"), str):
-                builder.model = response["model"]
+            self._response(i, e, tcm["model_response"])
         elif "observation" in e and tcm and tcm.get("tool_call_id"):
-            results.append({"type": "tool_result", "tool_use_id": str(tcm["tool_call_id"]), "content": _text(e.get("content"))})
-            waiting.append(e.get("id", f"event{i}"))
+            self.results.append({"type": "tool_result", "tool_use_id": str(tcm["tool_call_id"]),
+                                 "content": _text(e.get("content"))})
+            self.waiting.append(e.get("id", f"event{i}"))
         elif action == "message" and source in ("user", "agent"):
-            flush_results()
+            self.flush_results()
             args = object_at(e, "args")
             content = _text(args.get("content") or e.get("message"))
-            where.put(e.get("id", f"event{i}"), builder.add(
+            self.where.put(e.get("id", f"event{i}"), self.builder.add(
                 {"role": "user" if source == "user" else "assistant", "content": content or "(empty)"}))
         # environment events, state changes and other observations are not messages
-    flush_results()
-    return builder.build(skipped_lines=skipped, content_hash=sha)
+
+    def _condensation(self, i: int, e: dict) -> None:
+        """A condensation: a recorded compaction that restarts from the events not forgotten so far,
+        the summary at its ``summary_offset``."""
+        builder = self.builder
+        self.flush_results()
+        args = object_at(e, "args")
+        summary = make_entry({"role": "user", "content": _text(args.get("summary")) or "(condensed)"},
+                             -1_000_000 - len(builder.compactions) - 1)
+        forgets = _forgotten(args, self.event_ids)
+        if isinstance(forgets, str):
+            self._bad(f"event {i} (a condensation): {forgets}")
+            return
+        self.forgotten.ids |= forgets[0]
+        if forgets[1] is not None:
+            self.forgotten.add_range(*forgets[1])
+        self.where.forget(*forgets)
+        kept_events = list(self.where.at.values())  # (event order)
+        offset = args["summary_offset"] if type(args.get("summary_offset")) is int else len(kept_events)
+        kept = sorted(set(kept_events))
+        before = set(kept_events[:max(offset, 0)])
+        builder.compactions.append(RecordedCompaction(position=builder.count, summary=summary, trigger="condenser",
+                                                      kept=tuple(kept), summary_at=len(before)))
+
+    def _response(self, i: int, e: dict, response: dict) -> None:
+        """An agent action with its model response: the assistant message (once per response: its
+        other actions are part of it)."""
+        rid = str(response.get("id") or f"event{i}")
+        if rid in self.responses:
+            self.where.put(e.get("id", f"event{i}"), self.responses[rid])
+            return  # another action of a response already written
+        self.flush_results()
+        message = ((response.get("choices") or [{}])[0] or {}).get("message") or {}
+        blocks: list[dict] = []
+        if _text(message.get("content")):
+            blocks.append({"type": "text", "text": _text(message.get("content"))})
+        blocks += [_tool_use(call) for call in message.get("tool_calls") or []]
+        if not blocks:
+            blocks.append({"type": "text", "text": _text(e.get("message"))})
+        self.responses[rid] = self.builder.add({"role": "assistant", "content": blocks}, usage=_usage(response))
+        self.where.put(e.get("id", f"event{i}"), self.responses[rid])
+        if isinstance(response.get("model"), str):
+            self.builder.model = response["model"]
+
+
+def _tool_use(call: dict) -> dict:
+    fn = call.get("function") or {}
+    try:
+        args = orjson.loads(fn.get("arguments") or "{}")
+    except orjson.JSONDecodeError:
+        args = {"arguments": _text(fn.get("arguments"))}
+    return {"type": "tool_use", "id": str(call.get("id")), "name": _text(fn.get("name")) or "tool",
+            "input": args if isinstance(args, dict) else {"arguments": args}}
