@@ -9,6 +9,8 @@ import ast
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from helpers import ROOT
 
 PACKAGE = ROOT / "compactlab"
@@ -169,3 +171,16 @@ def test_no_code_is_run_from_a_file_the_tool_wrote():
         if name not in pipes:
             assert not called & {"pickle.load", "pickle.loads"}, name
     assert seen > 50
+
+
+def test_no_function_is_ranked_f():
+    """(#44 §6) No function of the package has a cyclomatic complexity over 40 (radon's rank F):
+    one that grows past it is split by what it does, as the verdict's rules and OTLP's shapes were."""
+    radon = pytest.importorskip("radon.complexity", reason="radon is a test extra (pip install -e '.[test]')")
+    ranked_f = []
+    for path in PACKAGE.rglob("*.py"):
+        blocks = radon.cc_visit(path.read_text())
+        for block in [m for b in blocks for m in getattr(b, "methods", [b])]:  # (a class: its methods)
+            if block.complexity > 40:
+                ranked_f.append(f"{module_name(path)}.{block.name}: {block.complexity}")
+    assert not ranked_f, ranked_f
