@@ -184,3 +184,14 @@ def test_no_function_is_ranked_f():
             if block.complexity > 40:
                 ranked_f.append(f"{module_name(path)}.{block.name}: {block.complexity}")
     assert not ranked_f, ranked_f
+
+
+def test_the_layer_contract_imports_no_layer():
+    """(#44 §3) layers/base.py, what every layer imports, imports no layer, not even for a type
+    checker (it was a cycle with summary.py under TYPE_CHECKING): a layer's summary settings are
+    a protocol of its own."""
+    layers = PACKAGE / "engine" / "layers"
+    names = {p.stem for p in layers.glob("*.py")} - {"__init__", "base", "registry"}
+    tree = ast.parse((layers / "base.py").read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module}
+    assert names and not imported & names, imported & names

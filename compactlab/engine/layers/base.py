@@ -15,7 +15,7 @@ saved transcripts and summarizer calls.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
@@ -27,11 +27,23 @@ from ..sizing import TokenEstimator, list_chars
 from ...summarizers.base import Summarizer, SummaryRequest
 from ...summarizers.prompts import prompt_text
 
-if TYPE_CHECKING:
-    from .summary import SummaryConfig
-
-
 T = TypeVar("T")
+
+
+class SummarySettings(Protocol):
+    """How a layer asks for a summary (the policy's summary table, ``summary.SummaryConfig``, is
+    one; this module imports no layer, so no cycle even for a type checker)."""
+
+    @property
+    def prompt(self) -> str: ...
+    @property
+    def max_output_tokens(self) -> int: ...
+    @property
+    def input_chars(self) -> int: ...
+    @property
+    def input_from(self) -> str: ...
+    @property
+    def request(self) -> str: ...
 
 
 @dataclass
@@ -112,7 +124,7 @@ class RunEnv:
     cold_next: bool = False
     #: the policy's summary table: how reactive and manual compaction summarise too (they refuse
     #: to run without it: ``summary_settings``)
-    summary_config: SummaryConfig | None = None
+    summary_config: SummarySettings | None = None
     #: what layers keep from call to call in a run, one object of each kind (``state_of``)
     state: dict[type, Any] = field(default_factory=dict)
     persisted_files: list[dict[str, Any]] = field(default_factory=list)
@@ -136,7 +148,7 @@ class RunEnv:
         return state
 
     @property
-    def summary_settings(self) -> SummaryConfig:
+    def summary_settings(self) -> SummarySettings:
         """The policy's summary table, which reactive and manual compaction summarise by: set by
         the engine from the policy; never a default in its place."""
         if self.summary_config is None:
@@ -192,7 +204,7 @@ def pair_safe_tail(entries: list[Entry], tail_start: int) -> int:
 
 
 def summarize(
-    entries: list[Entry], *, kind: str, summary_cfg: Any, env: RunEnv, stats: LayerStats
+    entries: list[Entry], *, kind: str, summary_cfg: SummarySettings, env: RunEnv, stats: LayerStats
 ) -> str | None:
     """Ask the summarizer for a summary of ``entries``; None when it failed (recorded).
 

@@ -16,7 +16,7 @@ from ..context import Context
 from ...config import Bound, LayerConfig, opt
 from .base import LayerStats, RunEnv
 from .registry import register
-from .summary import compact
+from .summary import SummaryConfig, compact
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +38,7 @@ class ManualConfig(LayerConfig):
 def manual(context: Context, config: ManualConfig, env: RunEnv) -> tuple[Context, LayerStats]:
     """(Summarised as the policy's summary table says: ``env.summary_config``.)"""
     summary_config = env.summary_settings
+    assert isinstance(summary_config, SummaryConfig)  # (the policy's table: compact reads its template too)
     stats = LayerStats()
     if not context.entries:
         return context, stats
