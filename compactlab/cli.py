@@ -219,7 +219,7 @@ def calibrate_option(f: Callable) -> Callable:
 
 
 def cost_options(f: Callable) -> Callable:
-    from .engine.cache_rules import RULES
+    from .engine.cost.cache_rules import RULES
 
     f = click.option("--window", type=click.IntRange(1_000, 100_000_000), default=None, metavar="TOKENS",
                      help="The context window every run is judged on (a call over it overflows) [default: each "
@@ -400,7 +400,7 @@ def _settings(options: dict[str, Any], cls: Any = None, **given: Any) -> Any:
     command's options, whose names are its fields; ``given`` sets the others."""
     from dataclasses import fields
 
-    from .engine.prices import load_prices
+    from .engine.cost.prices import load_prices
     from .jobs.base import Settings
 
     cls = cls or Settings

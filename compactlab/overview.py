@@ -122,7 +122,7 @@ def overview(transcript: Transcript, top: int = 10) -> dict[str, Any]:
 
 def _recorded_cost_of(path: str) -> float:
     """What a subagent's recording says it cost with output (0 where it cannot be read)."""
-    from .engine.cost import recorded_total
+    from .engine.cost.pricing import recorded_total
     from .errors import CompactlabError
     from .transcripts import load_transcript
 

@@ -19,7 +19,7 @@ PACKAGE = ROOT / "compactlab"
 def declared_layers() -> list[set[str]]:
     """The layers of the contract, top first, each a set of module or package names."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    (contract,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    (contract,) = [c for c in config["contracts"] if c["name"] == "a part imports only the parts below it"]
     return [{part.strip() for part in layer.split("|")} for layer in contract["layers"]]
 
 

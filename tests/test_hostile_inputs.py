@@ -192,7 +192,7 @@ def _cached_prices_file(cache_dir) -> list:
 
 @pytest.fixture
 def price_cache(tmp_path):
-    from compactlab.engine.prices import GenaiPrices
+    from compactlab.engine.cost.prices import GenaiPrices
 
     when = 1_775_000_000.0
     good = GenaiPrices(str(tmp_path), write=True).lookup("claude-sonnet-4-5", when)
@@ -203,7 +203,7 @@ def price_cache(tmp_path):
 
 @pytest.mark.parametrize("damage", ["negative", "infinite", "garbage", "not-json", "fifo", "zero-device", "huge"])
 def test_a_damaged_price_cache_entry_is_ignored_with_a_warning_and_rebuilt(price_cache, damage):
-    from compactlab.engine.prices import GenaiPrices
+    from compactlab.engine.cost.prices import GenaiPrices
     from compactlab.plumbing import cache as cache_module
 
     folder, entry, good, when = price_cache
@@ -238,7 +238,7 @@ def test_a_damaged_price_cache_entry_is_ignored_with_a_warning_and_rebuilt(price
 
 
 def test_the_cache_warning_reaches_the_user(cli, tmp_path, monkeypatch, samples):
-    from compactlab.engine import prices as prices_module
+    from compactlab.engine.cost import prices as prices_module
 
     monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(prices_module, "_DEFAULT", {})

@@ -125,7 +125,7 @@ def test_the_estimate_is_what_the_fake_was_sent(cli, fake, tmp_path):
         assert second["usage"]["cache_read_input_tokens"] == s["prefix_tokens"]
         assert second["usage"]["cache_creation_input_tokens"] == 0
     # what was billed is the estimate but for the replies, estimated at --max-tokens (256) each
-    from compactlab.engine.prices import load_prices
+    from compactlab.engine.cost.prices import load_prices
 
     p = load_prices().lookup("claude-haiku-4-5")
     reply_gap = sum((256 - 20) * p.output / 1e6 for _ in fake.asked)

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from ..engine.baseline import baseline_for
-from ..engine.prices import ModelPrices, PriceTable, load_prices
+from ..engine.cost.prices import ModelPrices, PriceTable, load_prices
 from ..errors import PolicyError
 from ..engine.policy import Override, Policy, load_policy, parse_override
 from .packed import Packed, Sharing

@@ -25,9 +25,9 @@ from typing import Any, Protocol
 
 from .baseline import RawBaseline
 from .context import Context
-from .cache_rules import rules_for
-from .cost import TTL_SECONDS, PromptCache, price_run, prompt_of, seconds
-from .prices import ModelPrices, PriceTable, load_prices
+from .cost.cache_rules import rules_for
+from .cost.pricing import TTL_SECONDS, PromptCache, price_run, prompt_of, seconds
+from .cost.prices import ModelPrices, PriceTable, load_prices
 from .window import DEFAULT_WINDOW, Window, resolve as resolve_window
 from .invariants import InvariantTracker, ViolationLog
 from .feeds import Feed, as_feed

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .cost import prompt_of
+from .cost.pricing import prompt_of
 
 #: the window where neither the user, the recording nor genai-prices names one
 DEFAULT_WINDOW = 200_000
@@ -63,7 +63,7 @@ def resolve(*, given: int | None = None, given_source: str = "--window", fmt: st
             configured: tuple[int, str] | None = None) -> Window:
     """The window of one recording (see the module docstring); ``configured``: the window a user's
     price table gives the model, and which table (after ``--window``, before the recording's)."""
-    from .prices import known_window
+    from .cost.prices import known_window
 
     metadata = metadata or {}
     compacted = [c.pre_tokens for c in compactions if _positive(getattr(c, "pre_tokens", None))]

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..corpus.calibration import MIN_CALLS, Calibration, by_default, calibrate as fit_calibration, short, usable_calls
 from ..engine.feeds import Opening
-from ..engine.prices import ModelPrices, PriceTable, load_prices
+from ..engine.cost.prices import ModelPrices, PriceTable, load_prices
 from ..plumbing.files import shown
 from ..errors import CompactlabError, UsageError
 from ..transcripts import FolderFile, UnknownFormat
@@ -152,7 +152,7 @@ def left_out_subagents(paths: list[str] | tuple[str, ...]) -> tuple[int, float]:
     """The subagent sessions the folders among ``paths`` hold (left out unless asked for), and what
     their recordings say they cost with output: billed though not replayed (as ccusage counts
     them). A file that does not load counts, at no cost."""
-    from ..engine.cost import recorded_total
+    from ..engine.cost.pricing import recorded_total
     from ..transcripts import load_transcript, subagent_sessions
 
     files = subagent_sessions(paths)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from ..corpus.calibration import MIN_CALLS, usable_calls
 from ..engine.feeds import Feed, Opening
 from ..engine.policy import Policy, acted_by_layer, idle_keys
-from ..engine.prices import ModelPrices
+from ..engine.cost.prices import ModelPrices
 from ..engine.records import Run
 from ..plumbing.outputs import OutputDir, run_folder_name
 from ..reports.terminal import UNKNOWN

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine.policy import Policy, load_policy
-from ..engine.prices import ModelPrices
+from ..engine.cost.prices import ModelPrices
 from ..engine.sizing import TokenEstimator
 from ..engine.turns import replay
 from ..transcripts import Transcript

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from ..engine.cache_rules import provider_of
+from ..engine.cost.cache_rules import provider_of
 from ..errors import UsageError
 from ..plumbing.secrets import scrub, scrub_logs
 from ..plumbing.cache import DiskCache, digest

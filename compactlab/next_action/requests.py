@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from ..engine.prices import MTOK, ModelPrices
+from ..engine.cost.prices import MTOK, ModelPrices
 from ..engine.sizing import TokenEstimator, list_chars
 from ..transcripts.messages import Entry, Message, content_text, json_len
 
@@ -169,7 +169,7 @@ def anthropic_body(model: str, max_tokens: int, system: Any, tools: Tools, messa
 
 def openai_body(model: str, max_tokens: int, system: Any, tools: Tools, messages: list[Message]) -> dict[str, Any]:
     """A Chat Completions request (temperature 0) of the same conversation."""
-    from ..engine.cache_rules import provider_of
+    from ..engine.cost.cache_rules import provider_of
 
     chat: list[dict[str, Any]] = []
     if system:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from compactlab.engine.cache_rules import RULES, provider_of, rules_for
+from compactlab.engine.cost.cache_rules import RULES, provider_of, rules_for
 from corpus.test_calibration_default import CPT, OVERHEAD
 from helpers import SHARED, tool_session, write_jsonl
 
@@ -108,6 +108,6 @@ def test_the_shared_openai_family_recordings_are_priced_within_their_targets(cli
                                             ("gpt-5.3-codex", "openai")])
 def test_a_provider_prefixed_name_gets_its_models_cache_rules(model, provider):
     """(#43 §8) ``provider/model`` names (litellm's) are the model's provider's, never Anthropic's by default."""
-    from compactlab.engine.cache_rules import family_of, rules_for
+    from compactlab.engine.cost.cache_rules import family_of, rules_for
 
     assert rules_for(model).provider == provider and family_of(model) == provider

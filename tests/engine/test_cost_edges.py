@@ -39,7 +39,7 @@ def test_a_gap_is_cold_by_the_providers_cache_lifetime_not_the_writes_ttl(cli, t
 
 
 def test_geminis_implicit_cache_reads_nothing_under_1024_tokens():
-    from compactlab.engine.cache_rules import RULES
+    from compactlab.engine.cost.cache_rules import RULES
 
     gemini = RULES["gemini"]
     assert (gemini.read(1023), gemini.read(1024), gemini.read(5000)) == (0, 1024, 5000)
@@ -61,7 +61,7 @@ def test_a_summary_request_after_the_cache_expired_reads_nothing(cli, tmp_path):
 def test_a_prefix_request_that_reads_nothing_writes_the_cache(cli, tmp_path):
     """A prefix request on a cold cache writes what it sends: priced as cache writes (1.25x input
     on Anthropic), not as plain input."""
-    from compactlab.engine.prices import load_prices
+    from compactlab.engine.cost.prices import load_prices
 
     cold = _run(cli, _timed(tmp_path, "claude-sonnet-4-5", 900), *SUMMARY_ONLY)
     p = load_prices().lookup("claude-sonnet-4-5")

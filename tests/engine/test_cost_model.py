@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from compactlab.engine.context import Context
-from compactlab.engine.cost import PromptCache, price_calls
-from compactlab.engine.prices import load_prices
+from compactlab.engine.cost.pricing import PromptCache, price_calls
+from compactlab.engine.cost.prices import load_prices
 from compactlab.engine.invariants import InvariantTracker, ViolationLog
 from compactlab.transcripts.messages import make_entry
 from compactlab.engine.records import TurnRecord
@@ -118,7 +118,7 @@ def test_retained_counts_the_referenced_results_still_intact():
 def test_recorded_cost_prices_each_call_at_its_model_and_each_write_at_its_ttl(tmp_path):
     """Issue 17 part 3: a session mixing models, with 1-hour cache writes, is billed call by call."""
     from compactlab import load_policy, load_transcript, replay
-    from compactlab.engine.cost import recorded_cost
+    from compactlab.engine.cost.pricing import recorded_cost
     from helpers import write_jsonl
 
     def reply(model: str, usage: dict) -> dict:
@@ -257,7 +257,7 @@ def test_recorded_cache_breaks_are_what_nothing_else_explains():
     """#17 part 4: a call that reads far less than the previous call's prompt, on the same model,
     within the TTL and not after a recorded compaction, is a recorded break; call 0's read is a
     warm start."""
-    from compactlab.engine.cost import recorded_breaks
+    from compactlab.engine.cost.pricing import recorded_breaks
 
     def u(read: int, fresh: int = 10, write: int = 1000, model: str = "m") -> dict:
         return {"input_tokens": fresh, "cache_creation_input_tokens": write, "cache_read_input_tokens": read,

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from compactlab import load_policy, load_transcript, replay
-from compactlab.engine.prices import load_prices
+from compactlab.engine.cost.prices import load_prices
 from helpers import SAMPLES, asst, results, tool_session, tr, tu, user, write_jsonl
 
 

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 from compactlab.errors import UsageError
-from compactlab.engine.prices import load_prices
+from compactlab.engine.cost.prices import load_prices
 
 
 def at(iso: str) -> float:
@@ -117,7 +117,7 @@ def test_what_genai_prices_says_of_a_model_is_kept_in_the_cache_folder(tmp_path)
     """A later process reads a model's prices from the cache, without importing genai-prices (it
     takes longer than a small replay); the cached record gives the same prices at any date and
     time of day; a read-only cache (--dry-run) writes nothing."""
-    from compactlab.engine.prices import GenaiPrices
+    from compactlab.engine.cost.prices import GenaiPrices
 
     first = GenaiPrices(str(tmp_path), write=True)
     times = [at("2026-04-10T12:00:00"), at("2025-06-01T20:00:00"), at("2025-06-01T10:00:00"), at("2026-06-01T00:00:00")]

@@ -22,7 +22,7 @@ def test_a_prefix_request_reads_the_conversation_from_the_cache_and_costs_less()
     assert 0 < prefix.summary_cache_read_tokens < prefix.summary_input_tokens  # what the previous call sent
     # what it costs: reads at the cached price, the rest written, the output at the output price
     p = load_policy("s08")  # (the sample names no model: the default's prices)
-    from compactlab.engine.prices import load_prices
+    from compactlab.engine.cost.prices import load_prices
 
     prices = load_prices().lookup("claude-sonnet-4-5")
     want = (prices.input_cost(prefix.summary_cache_read_tokens,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from compactlab.engine.prices import known_window
+from compactlab.engine.cost.prices import known_window
 from compactlab.engine.window import DEFAULT_WINDOW, Window, resolve
 from compactlab.transcripts.model import RecordedCompaction
 from helpers import SHARED, tool_session, write_jsonl
@@ -140,7 +140,7 @@ def test_a_users_prices_file_gives_a_model_its_window_and_prices(cli, tmp_path, 
     assert s["window_tokens"] == 150_000 and s["window_source"] == f"150,000 tokens: gpt-4o's in {config / 'prices.toml'}"
     assert s["overflows"] == 0  # (genai-prices' 128,000 would make some)
     assert summary(cli, path, "-p", "none", "--no-calibrate", "--window", "100000")["window_tokens"] == 100_000
-    from compactlab.engine.prices import load_prices
+    from compactlab.engine.cost.prices import load_prices
 
     assert load_prices().lookup("gpt-4o").input == 2.0
     (config / "prices.toml").write_text('[models."gpt-4o"]\ninput = 2.0\noutput = 8.0\nwindow = "big"\n')

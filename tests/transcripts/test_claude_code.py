@@ -154,7 +154,7 @@ def test_inline_sidechains_are_billed_and_counted_apart(tmp_path, cli):
     """(#43 §6) Claude Code 1.0.x wrote subagents inline: their calls are not replayed (another
     conversation) but were billed, as ccusage counts them: replay, inspect and a folder's totals
     say what they cost, apart from the session's own."""
-    from compactlab.engine.prices import load_prices
+    from compactlab.engine.cost.prices import load_prices
 
     s = Session().user("go").assistant("X", tool("task", "Task"))
     side = Session(sidechain=True)
@@ -326,7 +326,7 @@ def test_replay_of_converts_output_gives_the_sources_answer(shared_transcripts, 
 def test_subagent_files_left_out_of_a_folder_are_counted_by_their_recorded_cost(tmp_path, cli):
     """(#43 §6) A subagent's own file (``<session>/subagents/agent-*.jsonl``) is billed apart: a
     folder replay that leaves it out says what it cost, and ``inspect`` of its session too."""
-    from compactlab.engine.cost import recorded_total
+    from compactlab.engine.cost.pricing import recorded_total
 
     folder = tmp_path / "project"
     folder.mkdir()

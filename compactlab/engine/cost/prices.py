@@ -22,8 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, UsageError
-from ..plumbing.files import read_regular_text
+from ...errors import InputError, UsageError
+from ...plumbing.files import read_regular_text
 
 MTOK = 1_000_000
 DEFAULT_MODEL = "claude-sonnet-4-5"
@@ -266,7 +266,7 @@ class GenaiPrices:
         if self._disk is None:
             from importlib.util import find_spec
 
-            from ..plumbing.cache import DiskCache, digest
+            from ...plumbing.cache import DiskCache, digest
 
             spec = find_spec("genai_prices")
             origin = Path(spec.origin).with_name("data.py") if spec and spec.origin else None
@@ -503,7 +503,7 @@ class PriceTable:
 
 
 def _package_file(relative: str) -> str:
-    here = Path(__file__).parents[1] / relative  # the package folder
+    here = Path(__file__).parents[2] / relative  # the package folder
     if here.is_file():
         return here.read_text(encoding="utf-8")
     from importlib import resources  # a zipped install
@@ -519,7 +519,7 @@ def load_prices(path: str | None = None, cache: bool = True) -> PriceTable:
     ``cache``: keep what genai-prices says of a model in the user's cache folder (else only read
     what is there: ``--dry-run``)."""
     if cache not in _DEFAULT:
-        from ..plumbing.folders import default_cache_dir
+        from ...plumbing.folders import default_cache_dir
 
         _DEFAULT[cache] = [TomlPrices(_package_file("data/price_corrections.toml"), "compactlab corrections"),
                            GenaiPrices(default_cache_dir(), write=cache)]
@@ -550,7 +550,7 @@ def user_prices_file() -> str | None:
     Linux, as platformdirs names it: ``plumbing.folders``)."""
     folder = os.environ.get("COMPACTLAB_CONFIG_DIR", "").strip()
     if not folder:
-        from ..plumbing.folders import user_folder
+        from ...plumbing.folders import user_folder
 
         folder = user_folder("config")
     path = os.path.join(folder, "prices.toml")

@@ -16,7 +16,7 @@ from typing import Any
 
 from .cache_rules import RULES, CacheRules, rules_for, uncached_as_recorded
 from .prices import ModelPrices, PriceTable, load_prices
-from .sizing import TokenEstimator, list_chars
+from ..sizing import TokenEstimator, list_chars
 
 
 class PromptCache:
