@@ -24,7 +24,7 @@ _EXPORTS = {
     "Run": "engine.records",
     "RunSummary": "engine.records",
     "TurnRecord": "engine.records",
-    "replay": "engine.turns",
+    "replay": "engine.loop",
     "TokenEstimator": "engine.sizing",
     "StubSummarizer": "summarizers",
     "Transcript": "transcripts",

@@ -159,7 +159,7 @@ def _recorded(transcript: Transcript, sent: list[int] | None, est: TokenEstimato
 def _cache_facts(transcript: Transcript, cal: Any) -> dict[str, Any]:
     """The recording's cache breaks and how far the cache model is from what it recorded: a
     replay of ``none`` (calibrated where the fit has calls enough) as the recording ran it."""
-    from .engine.turns import replay
+    from .engine.loop import replay
     from .engine.policy import load_policy
 
     run = replay(transcript, load_policy("none"), keep_recorded_compactions=True, calibration=cal)

@@ -18,7 +18,7 @@ import time
 
 from compactlab.engine.baseline import compute_baseline
 from compactlab.engine.policy import load_policy
-from compactlab.engine.turns import replay
+from compactlab.engine.loop import replay
 from compactlab.engine.feeds import open_feed
 from compactlab.transcripts import load_transcript
 

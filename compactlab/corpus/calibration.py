@@ -64,7 +64,7 @@ def sent_chars(transcript: Transcript) -> list[int]:
     a replay of no compaction that keeps them."""
     from ..engine.baseline import baseline_for
     from ..engine.policy import load_policy
-    from ..engine.turns import replay
+    from ..engine.loop import replay
 
     if not transcript.compactions:
         return list(baseline_for(transcript).chars)

@@ -27,7 +27,7 @@ from ..errors import PolicyError
 from ..engine.policy import Override, Policy, load_policy, parse_override
 from .packed import Packed, Sharing
 from .pool import Failure, Pool, can_fork, failure_of
-from ..engine.turns import replay
+from ..engine.loop import replay
 from ..transcripts import Transcript
 from .verdict import label_of
 
@@ -261,7 +261,7 @@ class GridContext:
         """Before workers are forked: the engine imported and each transcript's prices looked up
         in this process, which every worker inherits (each worker of each part of a corpus paid
         0.27 s of CPU to import them itself)."""
-        from ..engine import turns  # noqa: F401  (the engine: layers, cost, prices)
+        from ..engine import loop  # noqa: F401  (the engine: layers, cost, prices)
 
         for t, prices in zip(self.transcripts, self.prices):
             if isinstance(prices, PriceTable) or prices is None:

@@ -175,7 +175,7 @@ def _out_for(feed: Feed, s: ReplaySettings, shared: OutputDir | None, used: set[
 def _replay_one(feed: Feed, s: ReplaySettings, out: OutputDir, notify: Notify, progress: ShowsProgress,
                 fits: list, several: bool) -> Run:
     """One file replayed into ``out`` with its files written (its fit added to ``fits``)."""
-    from ..engine.turns import replay
+    from ..engine.loop import replay
     from ..reports import write_chart, write_files
     from ..summarizers import build_counter, build_summarizer
 

@@ -23,7 +23,7 @@ from typing import Any
 from ..engine.policy import Policy, load_policy
 from ..engine.cost.prices import ModelPrices
 from ..engine.sizing import TokenEstimator
-from ..engine.turns import replay
+from ..engine.loop import replay
 from ..transcripts import Transcript
 from .actions import Action, action_of, agree
 from .models import Asker, ModelOptions, Reply

@@ -12,7 +12,7 @@ import pytest
 from compactlab import load_policy
 from compactlab.engine import probe_cache
 from compactlab.engine.feeds import open_feed
-from compactlab.engine.turns import replay
+from compactlab.engine.loop import replay
 from helpers import tool_session, write_jsonl
 
 

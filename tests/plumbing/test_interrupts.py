@@ -285,7 +285,7 @@ def test_an_interrupt_right_after_the_output_folder_is_prepared_leaves_nothing(c
 @pytest.mark.parametrize("shared", [True, False])
 def test_an_interrupted_replay_of_several_transcripts_keeps_and_reports_those_replayed(cli, tmp_path, monkeypatch,
                                                                                         shared):
-    import compactlab.engine.turns as engine
+    import compactlab.engine.loop as engine
 
     folder = tmp_path / "sessions"
     folder.mkdir()

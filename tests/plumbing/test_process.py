@@ -67,7 +67,7 @@ def test_inspect_fits_without_a_replay_and_replays_once_with_the_fit(cli, tmp_pa
     ledger: one replay, no more."""
     import orjson
 
-    import compactlab.engine.turns as engine
+    import compactlab.engine.loop as engine
     from helpers import asst, user, write_jsonl
 
     msgs = [user("go " * 50)]

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from compactlab.errors import BadLineError, InputError, UsageError
 from compactlab.transcripts.messages import Entry, make_entry
 from compactlab.engine.policy import load_policy
-from compactlab.engine.turns import replay
+from compactlab.engine.loop import replay
 from compactlab.summarizers import StubSummarizer
 from compactlab.engine.feeds import open_feed, read_ahead
 from compactlab.transcripts import load_transcript

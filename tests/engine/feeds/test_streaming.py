@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from compactlab.errors import BadLineError, InputError
 from compactlab.transcripts.messages import Entry
 from compactlab.engine.policy import load_policy
-from compactlab.engine.turns import replay
+from compactlab.engine.loop import replay
 from compactlab.engine.feeds import READ_BATCH
 from compactlab.summarizers import StubSummarizer
 from compactlab.engine.feeds import StreamFeed, open_feed
