@@ -17,13 +17,12 @@ recorded.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from operator import attrgetter
 from os import PathLike
 from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
-from .baseline import RawBaseline
 from .context import Context
 from .cost.cache_rules import rules_for
 from .cost.pricing import TTL_SECONDS, PromptCache, price_run, prompt_of, seconds
@@ -121,17 +120,11 @@ def replay(
     )
     restarts = {c.position: c for c in feed.compactions} if keep_recorded_compactions else None
     calls = feed.calls(env.tool_names, restarts)
-    turns = Turns(policy, env, feed.baseline, restarts, counter, raw_entries=feed.entries, keep_refs=not feed.streamed,
-)
-    turns.usage = feed.usage  # each reply's recorded usage and time, as far as read (for env.idle_seconds)
-    turns.cache_model, turns.model, turns.metadata = cache_model, lambda: feed.model, lambda: feed.metadata
-    turns.recorded_compactions = lambda: feed.compactions
-    turns.ttl_given = cache_ttl
-    turns.window_given = window
-    if isinstance(prices, PriceTable) or prices is None:  # (--price-model: one model's prices, no table)
-        turns.configured_window = (prices or load_prices()).window
-    turns.format = getattr(feed, "format", None)
-    turns.keep_contexts = keep_contexts
+    # (--price-model: one model's prices, no table to give a window)
+    table = (prices or load_prices()) if isinstance(prices, PriceTable) or prices is None else None
+    turns = Turns(policy, env, feed, restarts, counter, LoopOptions(
+        cache_model=cache_model, cache_ttl=cache_ttl, window=window, keep_contexts=keep_contexts,
+        configured_window=table.window if table is not None else _no_window))
     records: list[TurnRecord] = []
     try:
         if owned:
@@ -176,6 +169,23 @@ def replay(
 
 
 
+def _no_window(model: str | None) -> tuple[int, str] | None:
+    return None
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """The run-wide options the loop reads: whose prompt cache (``--cache-model``), its TTL
+    (``--cache-ttl``), the window every call is judged on (``--window``), the window a user's
+    price table gives a model (``PriceTable.window``), and the calls whose context is kept."""
+
+    cache_model: str | None = None
+    cache_ttl: str | None = None
+    window: int | None = None
+    configured_window: Callable[[str | None], tuple[int, str] | None] = _no_window
+    keep_contexts: Collection[int] = ()
+
+
 class Turns:
     """The turn loop of SPEC §3, one call at a time: :meth:`turn` takes the messages since the
     previous call and the recorded reply, and returns the call's record. Its steps, in order:
@@ -192,11 +202,24 @@ class Turns:
     7. append the recorded reply.
     """
 
-    def __init__(self, policy: Policy, env: RunEnv, base: RawBaseline, restarts: dict[int, RecordedCompaction] | None,
-                 counter: TokenCounter | None, raw_entries: list[Entry] | None, keep_refs: bool) -> None:
-        self.policy, self.env, self.base, self.restarts = policy, env, base, restarts
-        self.counter, self.raw_entries, self.keep_refs = counter, raw_entries, keep_refs
-        self.usage: dict[int, dict] = {}
+    def __init__(self, policy: Policy, env: RunEnv, feed: Feed, restarts: dict[int, RecordedCompaction] | None,
+                 counter: TokenCounter | None, options: LoopOptions = LoopOptions()) -> None:
+        self.policy, self.env, self.base, self.restarts, self.counter = policy, env, feed.baseline, restarts, counter
+        self.raw_entries = feed.entries
+        self.keep_refs = not feed.streamed  # (a stream's references are let go as they are used)
+        #: each reply's recorded usage and time, as far as read (for env.idle_seconds)
+        self.usage: dict[int, dict] = feed.usage
+        self.model: Callable[[], str | None] = lambda: feed.model  # the recording's model, as far as read
+        self.metadata: Callable[[], dict[str, Any]] = lambda: feed.metadata
+        #: the compactions the recording made, as far as read (a replay that drops them departs there)
+        self.recorded_compactions: Callable[[], list[RecordedCompaction]] = lambda: feed.compactions
+        self.format: str | None = getattr(feed, "format", None)
+        self.cache_model = options.cache_model  # --cache-model: the provider whose cache rules apply
+        self.ttl_given = options.cache_ttl  # --cache-ttl
+        self.window_given = options.window  # --window
+        #: the window a user's price table gives a model, and which table (None: none does)
+        self.configured_window = options.configured_window
+        self.keep_contexts = options.keep_contexts  # the calls whose sent context is kept
         self.last_time: float | None = None
         self.as_recorded = True  # the context is what the recording sent (no layer has acted yet)
         self.previous_pos: int | None = None
@@ -207,31 +230,20 @@ class Turns:
         self.window = policy.reactive.window_tokens
         #: the window every call is judged on (engine/window.py; at the first call, again at the end)
         self.judged = Window(policy.reactive.window_tokens or DEFAULT_WINDOW, "not resolved yet")
-        self.window_given: int | None = None  # --window
         self.judged_model: str | None = None  # the model the window was resolved for
-        #: the window a user's price table gives a model, and which table (None: none does)
-        self.configured_window: Callable[[str | None], tuple[int, str] | None] = lambda model: None
-        self.format: str | None = None
-        self.metadata: Callable[[], dict[str, Any]] = dict
-        #: the compactions the recording made, as far as read (a replay that drops them departs there)
-        self.recorded_compactions: Callable[[], list[RecordedCompaction]] = list
         self.manual_tool = policy.manual.tool if policy.manual.enabled else None
         self.context = Context()
         self.tracker = InvariantTracker()
         self.violations = ViolationLog()
         self.cache = PromptCache(env.estimator, exact=counter is not None)
         self.reply_tokens: list[int] = []  # each call's reply, estimated (the caches that keep it)
-        self.cache_model: str | None = None  # --cache-model: the provider whose cache rules apply
         self.ttl = "5m"  # the prompt cache's TTL the run is priced with (a summary request's reads expire by it)
-        self.ttl_given: str | None = None  # --cache-ttl
-        self.model: Callable[[], str | None] = lambda: None  # the recording's model, as far as read
         self.totals = LayerStats()
         self.done = 0  # messages of the transcript in the context so far
         self.manual_pending = False  # the previous reply called the manual compaction tool
         self.ledger: list[ProbeOutcome] = []  # every hindsight probe's outcome, call by call
         self.probe_memo = ProbeMemo()  # the probe check's memo (edited messages' texts, results gone)
         self.events: list[CompactionEvent] = []  # the calls at which the policy changed the context
-        self.keep_contexts: Collection[int] = ()  # the calls whose sent context is kept
         self.contexts: dict[int, list[Message]] = {}
 
     def turn(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
