@@ -15,6 +15,7 @@ import click
 
 from . import __version__
 from .errors import CompactlabError, UsageError
+from .metrics import tolerance_help
 from .plumbing.process import collector_off, finish
 
 EXIT_INTERNAL = 3
@@ -533,9 +534,7 @@ def tune(transcripts: tuple[str, ...], **options: Any) -> None:
 @policy_options
 @click.option("--baseline", "baseline_path", required=True, type=click.Path(dir_okay=False, path_type=str),
               help="The baseline JSON file (e.g. reports/baseline.json).")
-@click.option("--tolerance", "tolerances", multiple=True, metavar="X|METRIC=X",
-              help="Allowed worsening: relative for tokens_total and cost_usd, absolute for reduction, "
-                   "retention and recall; default 0.01. X sets all five; cost_usd=0.05 one (repeatable).")
+@click.option("--tolerance", "tolerances", multiple=True, metavar="X|METRIC=X", help=tolerance_help())
 @click.option("--update-baseline", is_flag=True, help="Write the current results into the baseline instead.")
 @click.option("--allow-stale", is_flag=True, help="A transcript that changed since the baseline does not fail.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=str), default=None,

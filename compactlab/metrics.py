@@ -101,3 +101,13 @@ def of_sums(summed: Mapping[str, float]) -> dict[str, float]:
 def totals(summaries: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     """Every metric over a corpus: the corpus aggregation (shares are ratios of sums)."""
     return of_sums(sums(summaries))
+
+
+def tolerance_help() -> str:
+    """``check --tolerance``'s help, from the registry: which metrics are compared, and how."""
+    def names(kind: str) -> str:
+        found = [name for name, (k, _) in COMPARED.items() if k == kind]
+        return ", ".join(found[:-1]) + f" and {found[-1]}" if len(found) > 1 else "".join(found)
+
+    return (f"Allowed worsening: relative for {names('relative')}, absolute for {names('absolute')}; default 0.01. "
+            f"X sets all {len(COMPARED)}; cost_usd=0.05 one (repeatable).")

@@ -70,3 +70,15 @@ def test_tune_and_the_verdict_total_a_corpus_as_the_registry_does(cli, tmp_path)
         assert entry[name] == pytest.approx(want[name], abs=1e-6), name
     t = tune_totals(runs)
     assert t["cost"] == pytest.approx(want["cost_saving"]) and t["recall"] == pytest.approx(want["recall"])
+
+
+def test_checks_tolerance_help_is_the_registrys(monkeypatch):
+    """(#44 §5) check --tolerance names every compared metric and their count from the registry
+    (it said "all five" where six were compared); a metric added there is named."""
+    from compactlab import metrics
+
+    text = metrics.tolerance_help()
+    assert f"X sets all {len(metrics.COMPARED)}" in text and all(name in text for name in metrics.COMPARED)
+    monkeypatch.setitem(metrics.COMPARED, "summary_cost_usd", ("relative", "up"))
+    assert "cost_usd and summary_cost_usd, absolute" in metrics.tolerance_help().replace("tokens_total, ", "")
+    assert f"X sets all {len(metrics.COMPARED)}" in metrics.tolerance_help()
