@@ -26,9 +26,6 @@ from ..plumbing.outputs import atomic_write_bytes
 SCHEMA = 1
 #: metric -> (kind of tolerance, direction in which it gets worse): the registry's
 COMPARED = metrics.COMPARED
-#: metrics compared only when the baseline has them (one written before they existed has not;
-#: --update-baseline adds them)
-ADDED = {"recall", "recoverable"}
 STORED = ["calls", "tokens_total", "raw_tokens_total", "cost_usd", "raw_cost_usd", "reduction", "retention",
           "recall", "recoverable", "probes", "peak_tokens", "summaries", "reactive", "manual", "overflows", "violations_introduced",
           "violations_inherited"]
@@ -140,10 +137,10 @@ def load_baseline(path: str, notes: list[str] | None = None) -> dict[tuple[str, 
     out: dict[tuple[str, str], dict] = {}
     for i, rec in enumerate(doc["records"]):
         ok = (isinstance(rec, dict) and isinstance(rec.get("transcript"), str) and isinstance(rec.get("policy"), str)
-              and isinstance(rec.get("metrics"), dict) and all(_number(rec["metrics"].get(k)) for k in COMPARED if k not in ADDED))
+              and isinstance(rec.get("metrics"), dict) and all(_number(rec["metrics"].get(k)) for k in COMPARED))
         if not ok:
             raise BaselineError(f"{path}: malformed baseline: record {i} needs transcript, policy and numeric "
-                                f"metrics {', '.join(k for k in COMPARED if k not in ADDED)}")
+                                f"metrics {', '.join(COMPARED)}")
         bad = [k for k in STORED if k in rec["metrics"] and not _number(rec["metrics"][k])]
         if bad:
             raise BaselineError(f"{path}: malformed baseline: record {i}: {bad[0]} is not a number")
@@ -221,8 +218,6 @@ def compare_record(key: str, summary: dict[str, Any], content_hash: str, old: di
     if summary["overflows"] > m.get("overflows", 0):
         res.failures.append(Change("overflows", m.get("overflows", 0), summary["overflows"]))
     for metric, (kind, worse) in COMPARED.items():
-        if metric not in m:  # (ADDED: the baseline was written before it existed)
-            continue
         before, now = m[metric], summary[metric]
         delta = (now - before) if worse == "up" else (before - now)  # > 0: worse
         scale = abs(before) if kind == "relative" else 1.0

@@ -11,7 +11,7 @@ from compactlab.errors import UsageError
 from helpers import SAMPLES, write_jsonl, tool_session
 
 BASE = {"violations_introduced": 0, "overflows": 0, "tokens_total": 1000, "cost_usd": 1.0, "reduction": 0.5,
-        "retention": 0.8}
+        "retention": 0.8, "recall": 0.9, "recoverable": 0.0}
 
 
 def summary(**changes) -> dict:
@@ -145,6 +145,9 @@ def test_update_merges_records(cli, workdir):
     (b"[]", "malformed baseline: expected"),
     (b'{"schema": 99, "records": []}', "malformed baseline: expected"),
     (b'{"schema": 1, "records": [{"transcript": "x"}]}', "record 0 needs"),
+    # every compared metric, recall too (no baseline without it was ever released: none is read as one)
+    (b'{"schema": 1, "records": [{"transcript": "x", "policy": "s08", "metrics": {"tokens_total": 1, "cost_usd": 1, '
+     b'"reduction": 0, "retention": 1}}]}', "numeric metrics tokens_total, cost_usd, reduction, retention, recall"),
 ])
 def test_malformed_baseline(cli, workdir, content, message):
     bl = workdir / "b.json"
