@@ -2,8 +2,7 @@
 saving against probe recall (or any summary metrics named), across a corpus.
 
 The search is Optuna's (multi-objective TPE by default, NSGA-II on request; seeded), its study
-kept in Optuna's journal storage under the output folder (``OUT/study.journal``; a ``study.db``
-an earlier version made is SQLite, and is resumed as such), so that a tune can be interrupted,
+kept in Optuna's journal storage under the output folder (``OUT/study.journal``), so that a tune can be interrupted,
 resumed (``--resume``) and inspected with ``optuna-dashboard OUT/study.journal``. A trial is
 a policy: the base with the trial's values set; it is replayed on every transcript by workers that
 each keep a fixed share of the corpus (``shares.SharePool``: each transcript read once per worker,
@@ -267,24 +266,19 @@ def _pct(x: float) -> str:
 #: the study's file: Optuna's journal (an append-only log of JSON lines: a trial costs an append,
 #: where SQLite's storage cost a committed transaction per attribute, 4.8x the time; see README)
 JOURNAL = "study.journal"
-#: the SQLite study an earlier version made: still resumed, in place
-LEGACY = "study.db"
 #: held (flock) while a tune runs on the study of its --out: one tune per study at a time
 LOCK = "study.lock"
 #: what a tune writes in its --out (reports/tune_report.py: the front, its policies, the chart)
-WRITTEN = (JOURNAL, LEGACY, LOCK, "front.csv", "front.json", "policies", "charts")
+WRITTEN = (JOURNAL, LOCK, "front.csv", "front.json", "policies", "charts")
 
 
 def study_path(out_dir: str) -> str:
-    """The study file of ``out_dir``: an earlier version's SQLite study where one is, else the journal."""
-    legacy = os.path.join(out_dir, LEGACY)
-    return legacy if os.path.lexists(legacy) else os.path.join(out_dir, JOURNAL)
+    """The study file of ``out_dir``: its journal."""
+    return os.path.join(out_dir, JOURNAL)
 
 
 def storage_of(path: str) -> Any:
-    """Optuna's storage of a study file (a journal, or a legacy SQLite database)."""
-    if path.endswith(".db"):
-        return f"sqlite:///{os.path.abspath(path)}"
+    """Optuna's storage of a study journal."""
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 
@@ -293,7 +287,7 @@ def storage_of(path: str) -> Any:
 
 def dashboard_command(path: str) -> str:
     """How optuna-dashboard opens the study."""
-    return f"optuna-dashboard sqlite:///{path}" if path.endswith(".db") else f"optuna-dashboard {path}"
+    return f"optuna-dashboard {path}"
 
 
 @dataclass(frozen=True)
@@ -347,19 +341,14 @@ def _shown(v: Any) -> str:
     return repr(v)
 
 
-#: the tables an Optuna RDB storage has (every version since 2.0): a SQLite file without them is not a study
-_OPTUNA_TABLES = {"studies", "trials", "version_info"}
-
-
 #: the largest study journal read to check it (200 trials are about 400 KB)
 MAX_JOURNAL_BYTES = 1 << 30
 
 
 def study_problem(path: str) -> str | None:
     """Why ``path`` is not a study this command may open, or None: a symlink, anything but a
-    regular file, a file that is not the study's kind (a journal of JSON lines that begins with
-    this command's study; a SQLite database with Optuna's tables and this command's study), or a
-    damaged one. Read without being modified (SQLite opened read-only, immutable)."""
+    regular file, a file that is not a journal of JSON lines that begins with this command's
+    study, or a damaged one. Read without being modified."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -370,33 +359,7 @@ def study_problem(path: str) -> str | None:
         return "a symbolic link: refusing to follow it out of --out"
     if not stat.S_ISREG(st.st_mode):
         return "not a regular file"
-    if not path.endswith(".db"):
-        return _journal_problem(path, st.st_size)
-    try:
-        with open(path, "rb") as f:
-            head = f.read(16)
-    except OSError as exc:
-        return f"cannot read it: {exc.strerror or exc}"
-    if st.st_size == 0 or head != b"SQLite format 3\x00":
-        return "not a SQLite database"
-    import sqlite3
-    from urllib.parse import quote
-
-    try:
-        db = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro&immutable=1", uri=True)
-        try:
-            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if not _OPTUNA_TABLES <= tables:
-                return "a SQLite database of other tables, not an Optuna study"
-            names = {r[0] for r in db.execute("SELECT study_name FROM studies")}
-            db.execute("PRAGMA quick_check").fetchall()
-        finally:
-            db.close()
-    except sqlite3.Error as exc:
-        return f"a damaged SQLite database ({exc})"
-    if STUDY not in names:
-        return f"an Optuna database without a {STUDY} study"
-    return None
+    return _journal_problem(path, st.st_size)
 
 
 #: the longest line of a study journal (a trial's record is a few KB)
@@ -490,8 +453,8 @@ def _replay_problem(path: str) -> str | None:
 
 
 class StudySite:
-    """The study in ``OUT/study.db``, opened safely: checked before anything is created, locked
-    (``study.db.lock``: a second tune on the same --out is refused, never mixed in), repaired on
+    """The study in ``OUT/study.journal``, opened safely: checked before anything is created, locked
+    (``study.lock``: a second tune on the same --out is refused, never mixed in), repaired on
     resume (trials a killed tune left RUNNING are failed), and removed again when this command
     created it and no trial finished (a failed start never blocks the rerun)."""
 
@@ -503,7 +466,7 @@ class StudySite:
         self.check()
 
     def check(self) -> None:
-        """Refuse (UsageError, nothing created or changed) a --out or study.db that cannot be used."""
+        """Refuse (UsageError, nothing created or changed) a --out or study journal that cannot be used."""
         out, path = self.out_dir, self.path
         if os.path.islink(out) and not os.path.exists(out):
             raise UsageError(f"--out {out}: a symbolic link to nothing")
@@ -520,14 +483,13 @@ class StudySite:
                                  hint="remove it, or choose another --out")
             refuse_inputs(os.path.join(out, name), "--out", self.inputs)
         if self.resume and not exists:
-            raise UsageError(f"--resume: no study to resume in {out}/ (study.db)")
+            raise UsageError(f"--resume: no study to resume in {out}/ ({JOURNAL})")
         if not self.resume and exists and not self.force:
             raise UsageError(f"{path} holds a study", hint="continue it with --resume, or start anew with --force")
 
     def open(self, definition: StudyDefinition, sampler: str, seed: int) -> Any:
         """Create (or, resuming, load) the study under the lock; its definition checked."""
         import optuna
-        from sqlalchemy.exc import SQLAlchemyError
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         try:
@@ -538,12 +500,11 @@ class StudySite:
             raise UsageError(f"--out {self.out_dir}: cannot write: {exc.strerror or exc}") from None
         try:
             self.check()  # again, under the lock: another tune may have made it meanwhile
-            if self.resume and self.path.endswith(JOURNAL):
+            if self.resume:
                 _cut_partial_line(self.path)  # (what a killed tune left half written: appended to, it would
                 #                                 be a damaged line in the middle)
             if self.force and not self.resume and os.path.exists(self.path):
                 os.remove(self.path)  # (a study of this command: check() refused anything else)
-                self.path = study_path(self.out_dir)  # (a legacy study.db gone: a journal anew)
             if not os.path.exists(self.path):
                 self._made.append(self.path)
             samplers = {"tpe": lambda: optuna.samplers.TPESampler(seed=seed, multivariate=True),
@@ -566,7 +527,7 @@ class StudySite:
             for key, value in definition.attrs().items():
                 study.set_user_attr(key, value)
             return study
-        except (OSError, SQLAlchemyError) as exc:
+        except OSError as exc:
             self.close(keep=False)
             why = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
             raise UsageError(f"{self.path}: cannot write the study: {why}") from None

@@ -185,48 +185,34 @@ def test_resume_with_another_definition_is_refused_saying_what_differs(cli, tmp_
 
 def _damage(path, kind):
     import os
-    import sqlite3
 
-    if kind == "garbage":
-        path.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
-    elif kind == "text":
-        path.write_text("not a database")
-    elif kind == "foreign":
-        db = sqlite3.connect(path)
-        db.execute("CREATE TABLE mine (x)")
-        db.execute("INSERT INTO mine VALUES (1)")
-        db.commit()
-        db.close()
-    elif kind == "fifo":
+    if kind == "fifo":
         os.mkfifo(path)
     elif kind == "dir":
         path.mkdir()
     elif kind == "symlink":
-        elsewhere = path.parent.parent / "elsewhere.db"
+        elsewhere = path.parent.parent / "elsewhere.journal"
         elsewhere.write_bytes(b"")
         path.symlink_to(elsewhere)
 
 
-@pytest.mark.parametrize("kind", ["garbage", "text", "foreign", "fifo", "dir", "symlink"])
+@pytest.mark.parametrize("kind", ["fifo", "dir", "symlink"])
 @pytest.mark.parametrize("how", [["--resume"], ["--force"]])
-def test_a_damaged_foreign_or_special_study_file_is_refused_and_never_modified(cli, tmp_path, kind, how):
+def test_a_special_study_file_is_refused_and_never_modified(cli, tmp_path, kind, how):
     import os
 
     out = tmp_path / "o"
     out.mkdir()
-    db = out / "study.db"
-    _damage(db, kind)
-    snapshot = os.lstat(db)
-    content = db.read_bytes() if kind in ("garbage", "text", "foreign") else None
+    journal = out / "study.journal"
+    _damage(journal, kind)
+    snapshot = os.lstat(journal)
     r = tune(cli, out, *how, trials=2)
     assert r.exit_code == 2, r.output
-    assert r.stderr.startswith(f"error: {db}: ") and "not used, not changed" in r.stderr and "Traceback" not in r.stderr
-    after = os.lstat(db)
+    assert r.stderr.startswith(f"error: {journal}: ") and "not used, not changed" in r.stderr and "Traceback" not in r.stderr
+    after = os.lstat(journal)
     assert (after.st_mode, after.st_ino, after.st_mtime_ns) == (snapshot.st_mode, snapshot.st_ino, snapshot.st_mtime_ns)
-    if content is not None:
-        assert db.read_bytes() == content
     if kind == "symlink":
-        assert (tmp_path / "elsewhere.db").read_bytes() == b""
+        assert (tmp_path / "elsewhere.journal").read_bytes() == b""
     assert not (out / "front.csv").exists()
 
 
@@ -369,26 +355,6 @@ def test_a_foreign_or_damaged_journal_is_refused_and_never_modified(cli, tmp_pat
     r = tune(cli, out, "--resume", trials=2)
     assert r.exit_code == 2 and why in r.stderr and "not used, not changed" in r.stderr, r.stderr
     assert journal.read_bytes() == content and not (out / "front.csv").exists()
-
-
-def test_a_study_an_earlier_version_kept_in_sqlite_still_resumes(cli, tmp_path):
-    """(#32 §2) Studies are journals now; a study.db of an earlier version is SQLite, resumed as
-    such, in place (and inspected as optuna-dashboard sqlite:///…)."""
-    import optuna
-
-    out = tmp_path / "legacy"
-    assert tune(cli, out, trials=2).exit_code == 0
-    optuna.copy_study(from_study_name="compactlab-tune", from_storage=_storage(out / "study.journal"),
-                      to_storage=f"sqlite:///{out / 'study.db'}")
-    (out / "study.journal").unlink()
-    r = tune(cli, out, "--resume", trials=4)
-    assert r.exit_code == 0, r.stderr
-    assert "study.db" in r.stderr and "optuna-dashboard sqlite:///" in r.stderr
-    assert not (out / "study.journal").exists()
-    assert [t.state.name for t in _study(out / "study.db").trials].count("COMPLETE") == 4
-    fresh = tune(cli, out, "--force", trials=2)  # anew: a journal again
-    assert fresh.exit_code == 0 and (out / "study.journal").exists() and not (out / "study.db").exists()
-    assert f"optuna-dashboard {out / 'study.journal'}" in fresh.stderr
 
 
 def _storage(path):
