@@ -180,7 +180,7 @@ def test_micro_user_turns_and_at_prompts():
     assert micro(context(msgs), MicroConfig(keep_recent=2, keep_by="user_turns"), env())[1].micro_compacted == 0
     waiting = env()
     assert micro(context(msgs), MicroConfig(keep_recent=1, keep_by="user_turns", at_prompts=True), waiting)[1] is NOTHING
-    waiting.after_prompt = True
+    waiting.now = waiting.now._replace(after_prompt=True)
     assert micro(context(msgs), MicroConfig(keep_recent=1, keep_by="user_turns", at_prompts=True),
                  waiting)[1].micro_compacted == 2
 

@@ -30,7 +30,7 @@ from .cost.prices import ModelPrices, PriceTable, load_prices
 from .window import DEFAULT_WINDOW, Window, resolve as resolve_window
 from .invariants import InvariantTracker, ViolationLog
 from .feeds import Feed, as_feed
-from .layers import CHEAP, NOTHING, LayerStats, RunEnv, manual, reactive, summary
+from .layers import CHEAP, NOTHING, CallFacts, LayerStats, RunEnv, manual, reactive, summary
 from ..transcripts.messages import Entry, Message, is_prompt
 from ..plumbing.outputs import OutputDir
 from .policy import Policy, fingerprint_of
@@ -207,7 +207,7 @@ class Turns:
         self.policy, self.env, self.base, self.restarts, self.counter = policy, env, feed.baseline, restarts, counter
         self.raw_entries = feed.entries
         self.keep_refs = not feed.streamed  # (a stream's references are let go as they are used)
-        #: each reply's recorded usage and time, as far as read (for env.idle_seconds)
+        #: each reply's recorded usage and time, as far as read (for the call's facts: ``_facts``)
         self.usage: dict[int, dict] = feed.usage
         self.model: Callable[[], str | None] = lambda: feed.model  # the recording's model, as far as read
         self.metadata: Callable[[], dict[str, Any]] = lambda: feed.metadata
@@ -247,32 +247,16 @@ class Turns:
         self.contexts: dict[int, list[Message]] = {}
 
     def turn(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
-        self.env.call = call
-        if call == 0:  # the provider's cache and the window: by the model the first call recorded
-            usage = self.usage.get(pos) or {}
-            model = usage.get("model") or self.model()
-            self.ttl = self.ttl_given or ("1h" if usage.get("cache_creation_1h_input_tokens") else "5m")
-            self.cache.rules = rules_for(model, self.cache_model)
-            self.judged_model = model
-            self.judged = self._resolve_window(model)
-            if not self.window:
-                self.window = self.judged.tokens
+        if call == 0:
+            self._first(pos)
         env = self.env
-        now = seconds((self.usage.get(pos) or {}).get("timestamp")) if self.usage else None
-        env.idle_seconds = now - self.last_time if now is not None and self.last_time is not None else None
-        lifetime = self.cache.rules.lifetime or TTL_SECONDS[self.ttl]
-        env.cache_cold = call > 0 and (env.idle_seconds or 0) > lifetime
-        env.cached_tokens = 0 if env.cache_cold else self.cache.sent_tokens
-        # (the next call's time: only a before_expiry timing asks, so no other replay pays for the look-up)
-        following = self.next_time(pos) if self.policy.summary.timing == "before_expiry" else None
-        env.cold_next = now is not None and following is not None and following - now > lifetime
-        self.last_time = now
-        env.after_prompt = any(map(is_prompt, pending))
+        env.now = now = self._facts(call, pos, pending)
         stats = LayerStats()
         # the context as it would be sent with no layer acting: what an event removed is measured from it
         before = (len(self.context) + len(pending), self.context.chars_sum + sum(map(_CHARS, pending)))
         self._append(pos, pending, stats)  # 1
-        self._measure_as_recorded(pos, pending, stats)
+        if stats.lowest_changed is not None and now.recorded_tokens is not None:  # (a recorded restart, a manual
+            env.now = now._replace(recorded_tokens=None)  # compaction: not the context the recording measured)
         self._prepare(stats)  # 2
         tokens = self._fit_window(stats)  # 3
         actions = _ACTIONS(stats)
@@ -371,10 +355,34 @@ class Turns:
         k = bisect_right(keys, pos)
         return seconds(usage[keys[k]].get("timestamp")) if k < len(keys) else None
 
-    def _measure_as_recorded(self, pos: int, pending: list[Entry], stats: LayerStats) -> None:
-        """env.recorded_tokens: the context's size as the harness measured it before this call (the
-        previous call's recorded prompt and output tokens, plus the estimate of the messages since),
-        while the context is still the one the recording sent; else None."""
+    def _first(self, pos: int) -> None:
+        """At the first call: the provider's cache and the window, by the model it recorded."""
+        usage = self.usage.get(pos) or {}
+        model = usage.get("model") or self.model()
+        self.ttl = self.ttl_given or ("1h" if usage.get("cache_creation_1h_input_tokens") else "5m")
+        self.cache.rules = rules_for(model, self.cache_model)
+        self.judged_model = model
+        self.judged = self._resolve_window(model)
+        if not self.window:
+            self.window = self.judged.tokens
+
+    def _facts(self, call: int, pos: int, pending: list[Entry]) -> CallFacts:
+        """The facts of this call (``CallFacts``), the same for every layer."""
+        now = seconds((self.usage.get(pos) or {}).get("timestamp")) if self.usage else None
+        idle = now - self.last_time if now is not None and self.last_time is not None else None
+        lifetime = self.cache.rules.lifetime or TTL_SECONDS[self.ttl]
+        cold = call > 0 and (idle or 0) > lifetime
+        # (the next call's time: only a before_expiry timing asks, so no other replay pays for the look-up)
+        following = self.next_time(pos) if self.policy.summary.timing == "before_expiry" else None
+        self.last_time = now
+        return CallFacts(call, idle, any(map(is_prompt, pending)), self._recorded_tokens(pos, pending),
+                         0 if cold else self.cache.sent_tokens, cold,
+                         now is not None and following is not None and following - now > lifetime)
+
+    def _recorded_tokens(self, pos: int, pending: list[Entry]) -> int | None:
+        """The context's size as the harness measured it before this call (the previous call's
+        recorded prompt and output tokens, plus the estimate of the messages since), while the
+        context is still the one the recording sent; else None."""
         prev, self.previous_pos = self.previous_pos, pos
         before, self.before_previous = self.before_previous, prev
         usage = self.usage.get(prev) if prev is not None and self.usage else None
@@ -383,13 +391,12 @@ class Turns:
             # the recording compacted before the previous call and the replay did not: that call's
             # usage measured the recording's smaller context, not this one
             self.as_recorded = False
-        if not usage or not self.as_recorded or stats.lowest_changed is not None:  # (a recorded restart)
-            self.env.recorded_tokens = None
-            return
+        if not usage or not self.as_recorded:
+            return None
         new = sum(e.chars for e in pending)
         est = self.env.estimator
-        self.env.recorded_tokens = (prompt_of(usage) + int(usage.get("output_tokens", 0))
-                                    + (est.tokens(new) - est.overhead_tokens if new else 0))
+        return (prompt_of(usage) + int(usage.get("output_tokens", 0))
+                + (est.tokens(new) - est.overhead_tokens if new else 0))
 
     def _append(self, pos: int, pending: list[Entry], stats: LayerStats) -> None:
         policy, env = self.policy, self.env

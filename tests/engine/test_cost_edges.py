@@ -76,7 +76,7 @@ def test_the_early_trigger_is_half_the_trigger_by_default(timing, cold, next_col
     import importlib
 
     summary = importlib.import_module("compactlab.engine.layers.summary")
-    from compactlab.engine.layers.base import RunEnv
+    from compactlab.engine.layers.base import CallFacts, RunEnv
     from compactlab.engine.policy import load_policy
     from compactlab.summarizers import StubSummarizer
 
@@ -87,8 +87,8 @@ def test_the_early_trigger_is_half_the_trigger_by_default(timing, cold, next_col
 
     def fires(n: int, cold: bool, next_cold: bool) -> bool:
         size["now"] = n
-        return summary.over_trigger(None, config, RunEnv(summarizer=StubSummarizer(), cache_cold=cold,  # type: ignore[arg-type]
-                                                        cold_next=next_cold))
+        return summary.over_trigger(None, config, RunEnv(summarizer=StubSummarizer(),  # type: ignore[arg-type]
+                                                        now=CallFacts(cache_cold=cold, cold_next=next_cold)))
 
     assert [fires(n, cold, next_cold) for n in (5000, 5001, 10000, 10001)] == [False, True, True, True]
     assert [fires(n, False, False) for n in (5001, 10000, 10001)] == [False, False, True]  # (warm: the trigger)

@@ -15,7 +15,7 @@ saved transcripts and summarizer calls.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import orjson
 
@@ -98,15 +98,11 @@ class LayerStats:
 NOTHING = LayerStats()
 
 
-@dataclass
-class RunEnv:
-    """Per-run dependencies and state that layers may use (passed in, never global)."""
+class CallFacts(NamedTuple):
+    """What is known of the call being made, the same for every layer: one value a call, built by
+    the loop (``Turns._facts``) before any layer runs, and given to them as ``env.now`` (a tuple:
+    made at every call, it costs a fraction of a frozen dataclass)."""
 
-    summarizer: Summarizer
-    estimator: TokenEstimator = field(default_factory=TokenEstimator)
-    out: OutputDir = field(default_factory=lambda: OutputDir(None))
-    tool_names: dict[str, str] = field(default_factory=dict)
-    write_transcripts: bool = False
     call: int = 0
     #: seconds since the previous call, from the recording's times (None: not recorded)
     idle_seconds: float | None = None
@@ -122,6 +118,19 @@ class RunEnv:
     cache_cold: bool = False
     #: it will be cold at the next call (the recording's next call comes after a longer gap)
     cold_next: bool = False
+
+
+@dataclass(slots=True)  # (a fact set on it by a name it lacks is an error, not a new attribute)
+class RunEnv:
+    """Per-run dependencies and state that layers may use (passed in, never global); ``now``: the
+    facts of the call being made."""
+
+    summarizer: Summarizer
+    estimator: TokenEstimator = field(default_factory=TokenEstimator)
+    out: OutputDir = field(default_factory=lambda: OutputDir(None))
+    tool_names: dict[str, str] = field(default_factory=dict)
+    write_transcripts: bool = False
+    now: CallFacts = CallFacts()
     #: the policy's summary table: how reactive and manual compaction summarise too (they refuse
     #: to run without it: ``summary_settings``)
     summary_config: SummarySettings | None = None
@@ -162,7 +171,7 @@ class RunEnv:
         origin = self._next_origin
         self._next_origin -= 1
         self.made_by[origin] = by
-        self.made_at[origin] = self.call
+        self.made_at[origin] = self.now.call
         return make_entry(message, origin)
 
     def persist(self, tool_use_id: str, text: str) -> str:
@@ -174,8 +183,8 @@ class RunEnv:
 
     def save_transcript(self, context: Context) -> str:
         """Record the context a summary is about to replace (written only when asked)."""
-        rel = f"transcripts/transcript-{self.call:05d}-{len(self.saved_transcripts) + 1}.jsonl"
-        record: dict[str, Any] = {"call": self.call, "messages": len(context), "chars": context.chars, "path": None}
+        rel = f"transcripts/transcript-{self.now.call:05d}-{len(self.saved_transcripts) + 1}.jsonl"
+        record: dict[str, Any] = {"call": self.now.call, "messages": len(context), "chars": context.chars, "path": None}
         if self.write_transcripts and not self.out.dry_run:
             data = b"".join(orjson.dumps(e.message) + b"\n" for e in context.entries)
             self.out.write_bytes(rel, data)
@@ -217,7 +226,7 @@ def summarize(
         prompt=prompt_text(summary_cfg.prompt),
         max_output_tokens=summary_cfg.max_output_tokens,
         kind=kind,
-        call=env.call,
+        call=env.now.call,
         limit=summary_cfg.input_chars,
         chars=chars,
         from_tail=summary_cfg.input_from == "tail",
@@ -226,7 +235,7 @@ def summarize(
         result = env.summarizer.summarize(request)
     except SummarizerError as exc:
         stats.summary_failures += 1
-        env.failed_summaries.append({"call": env.call, "kind": kind, "error": str(exc)})
+        env.failed_summaries.append({"call": env.now.call, "kind": kind, "error": str(exc)})
         return None
     stats.summary_input_chars += request.input_chars
     stats.summary_output_chars += len(result.text)
@@ -235,7 +244,7 @@ def summarize(
         est = env.estimator
         instruction = round(len(request.prompt) / est.chars_per_token)
         prompt = est.tokens(chars) + instruction
-        read = min(env.cached_tokens, prompt)
+        read = min(env.now.cached_tokens, prompt)
         stats.summary_input_tokens += prompt
         stats.summary_cache_read_tokens += read
     else:

@@ -109,9 +109,9 @@ def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, 
         return context, NOTHING
     if config.trigger_tokens and env.estimator.tokens(context.chars) <= config.trigger_tokens:
         return context, NOTHING
-    if config.at_prompts and not env.after_prompt:
+    if config.at_prompts and not env.now.after_prompt:
         return context, NOTHING
-    if config.idle_minutes and (env.idle_seconds is None or env.idle_seconds < config.idle_minutes * 60):
+    if config.idle_minutes and (env.now.idle_seconds is None or env.now.idle_seconds < config.idle_minutes * 60):
         return context, NOTHING
     stats = LayerStats()
     preserve = set(config.preserve_tools)
@@ -134,7 +134,7 @@ def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, 
     changes: dict[int, Entry] = {}
     for pos, k, _, text in chosen:
         changes[pos] = (changes.get(pos) or context.entries[pos]).with_result_content(k, text)
-        env.cleared_at[(changes[pos].origin, changes[pos].results[k].block)] = env.call
+        env.cleared_at[(changes[pos].origin, changes[pos].results[k].block)] = env.now.call
         stats.micro_compacted += 1
         stats.changed_at(pos)
     if config.clear_inputs and chosen:

@@ -35,9 +35,9 @@ def over_trigger(context: Context, config: SummaryConfig, env: RunEnv) -> bool:
     if size > config.trigger:
         return True
     early = config.early_trigger or config.trigger // 2
-    if config.timing == "idle" and env.cache_cold:
+    if config.timing == "idle" and env.now.cache_cold:
         return size > early
-    if config.timing == "before_expiry" and env.cold_next:
+    if config.timing == "before_expiry" and env.now.cold_next:
         return size > early
     return False
 
@@ -45,8 +45,8 @@ def over_trigger(context: Context, config: SummaryConfig, env: RunEnv) -> bool:
 def _size(context: Context, config: SummaryConfig, env: RunEnv) -> int:
     if config.unit == "messages":
         size = len(context)
-    elif config.unit == "tokens" and config.measure == "recorded" and env.recorded_tokens is not None:
-        size = env.recorded_tokens
+    elif config.unit == "tokens" and config.measure == "recorded" and env.now.recorded_tokens is not None:
+        size = env.now.recorded_tokens
         if config.count_reasoning:
             size += env.state_of(EarlierReasoning).tokens(context)
     else:
@@ -211,7 +211,7 @@ def summary(context: Context, config: SummaryConfig, env: RunEnv) -> tuple[Conte
     new = compact(context, config, env, kind="summary", stats=stats,
                   keep_head=config.keep_head, keep_tail=config.keep_tail, tail_start=tail)
     if new is not None and config.rollback_if_larger and new.chars >= context.chars:
-        env.failed_summaries.append({"call": env.call, "kind": "summary",
+        env.failed_summaries.append({"call": env.now.call, "kind": "summary",
                                      "error": "the summary would not shrink the context: rolled back"})
         stats.summary_failures += 1
         stats.lowest_changed = None
