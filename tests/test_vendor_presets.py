@@ -215,7 +215,7 @@ def test_summary_keep_tail_fraction_cuts_before_a_prompt_and_rolls_back_growth()
     run_env = env()
     same, st = summary(context(msgs), big, run_env)
     assert same.messages == msgs and st.summary_failures == 1 and st.summaries == 0
-    assert run_env.failed_summaries[0]["error"].startswith("the summary would not shrink")
+    assert run_env.ledger.failed_summaries[0]["error"].startswith("the summary would not shrink")
 
 
 def test_codex_counts_the_reasoning_of_earlier_turns():

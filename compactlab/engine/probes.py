@@ -567,9 +567,10 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
           env: Any = None, memo: ProbeMemo | None = None) -> Checked:
     """How many of ``probes`` the context sent at ``call`` holds, and how many more a persisted
     output it points to holds; each probe's outcome goes to ``ledger``, a probe not kept with the
-    layer that removed it and when (``env``: the run's ``RunEnv``, whose ``made_by``/``made_at`` say
-    which layer made each message a policy made, and at which call, and ``cleared_at`` when a
-    result was replaced in place; a message gone is put down to the one standing in its place).
+    layer that removed it and when (``env``: the run's ``RunEnv``, whose ledger's ``made_by`` and
+    ``made_at`` say which layer made each message a policy made, and at which call, and
+    ``cleared_at`` when a result was replaced in place; a message gone is put down to the one
+    standing in its place).
     ``memo``: the run's ``ProbeMemo``, so that a message is serialised once, not at every call that
     misses a probe."""
     if not probes:
@@ -593,9 +594,10 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
             missing.append(p)
     if not missing:
         return Checked(kept, 0)
-    made_by = env.made_by if env is not None else {}
-    made_at = env.made_at if env is not None else {}
-    cleared_at = env.cleared_at if env is not None else {}
+    done = env.ledger if env is not None else None
+    made_by = done.made_by if done is not None else {}
+    made_at = done.made_at if done is not None else {}
+    cleared_at = done.cleared_at if done is not None else {}
     memo = memo or ProbeMemo()
     edited = [e for e in entries if e.origin < 0 or e.changed]
     joined = memo.joined(edited) if any(p.kind != "line" for p in missing) else ""

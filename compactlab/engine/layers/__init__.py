@@ -7,7 +7,7 @@ engine on their events. All share the contract documented in ``layers.base``.
 
 from __future__ import annotations
 
-from .base import NOTHING, CallFacts, LayerStats, RunEnv
+from .base import NOTHING, CallFacts, LayerLedger, LayerStats, RunEnv
 
 # imported in the order of a policy's tables (registration order is the order of Policy's sections)
 from .budget import BudgetConfig, budget  # noqa: I001
@@ -21,6 +21,6 @@ from .registry import REGISTRY, Layer, register
 LAYERS = {name: layer.run for name, layer in REGISTRY.items()}
 CHEAP = {name: layer.run for name, layer in REGISTRY.items() if layer.cheap}
 
-__all__ = ["CHEAP", "LAYERS", "NOTHING", "REGISTRY", "BudgetConfig", "CallFacts", "Layer", "LayerStats", "ManualConfig", "MicroConfig",
+__all__ = ["CHEAP", "LAYERS", "NOTHING", "REGISTRY", "BudgetConfig", "CallFacts", "Layer", "LayerLedger", "LayerStats", "ManualConfig", "MicroConfig",
            "ReactiveConfig", "RunEnv", "SnipConfig", "SummaryConfig", "budget", "manual", "micro", "reactive",
            "register", "snip", "summary"]

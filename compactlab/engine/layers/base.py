@@ -120,10 +120,29 @@ class CallFacts(NamedTuple):
     cold_next: bool = False
 
 
+@dataclass(slots=True)
+class LayerLedger:
+    """What the layers did in a run, for its reports: the outputs they persisted, the contexts a
+    summary replaced, the summaries that failed, and who made or cleared what when (the probe
+    ledger puts a lost probe down to it)."""
+
+    persisted_files: list[dict[str, Any]] = field(default_factory=list)
+    saved_transcripts: list[dict[str, Any]] = field(default_factory=list)
+    failed_summaries: list[dict[str, Any]] = field(default_factory=list)
+    #: the layer that made each message a policy made (origin -> "snip", "summary", ...): what the
+    #: probe ledger names as having removed the messages it stands in for
+    made_by: dict[int, str] = field(default_factory=dict)
+    #: the call at which each made message was made (origin -> call)
+    made_at: dict[int, int] = field(default_factory=dict)
+    #: the call at which a tool result was replaced in place, by micro or budget ((origin, block) -> call)
+    cleared_at: dict[tuple[int, int], int] = field(default_factory=dict)
+
+
 @dataclass(slots=True)  # (a fact set on it by a name it lacks is an error, not a new attribute)
 class RunEnv:
-    """Per-run dependencies and state that layers may use (passed in, never global); ``now``: the
-    facts of the call being made."""
+    """What layers may use, passed in, never global: the run's dependencies (the summarizer, the
+    estimate, the output folder, the policy's summary table), ``now`` (the facts of the call being
+    made), ``state`` (what a layer keeps from call to call) and ``ledger`` (what the layers did)."""
 
     summarizer: Summarizer
     estimator: TokenEstimator = field(default_factory=TokenEstimator)
@@ -136,16 +155,7 @@ class RunEnv:
     summary_config: SummarySettings | None = None
     #: what layers keep from call to call in a run, one object of each kind (``state_of``)
     state: dict[type, Any] = field(default_factory=dict)
-    persisted_files: list[dict[str, Any]] = field(default_factory=list)
-    saved_transcripts: list[dict[str, Any]] = field(default_factory=list)
-    failed_summaries: list[dict[str, Any]] = field(default_factory=list)
-    #: the layer that made each message a policy made (origin -> "snip", "summary", ...): what the
-    #: probe ledger names as having removed the messages it stands in for
-    made_by: dict[int, str] = field(default_factory=dict)
-    #: the call at which each made message was made (origin -> call)
-    made_at: dict[int, int] = field(default_factory=dict)
-    #: the call at which a tool result was replaced in place, by micro or budget ((origin, block) -> call)
-    cleared_at: dict[tuple[int, int], int] = field(default_factory=dict)
+    ledger: LayerLedger = field(default_factory=LayerLedger)
     _next_origin: int = -1
 
     def state_of(self, kind: type[T]) -> T:
@@ -170,26 +180,27 @@ class RunEnv:
         ``by``: the layer that made it in place of the messages it removed."""
         origin = self._next_origin
         self._next_origin -= 1
-        self.made_by[origin] = by
-        self.made_at[origin] = self.now.call
+        self.ledger.made_by[origin] = by
+        self.ledger.made_at[origin] = self.now.call
         return make_entry(message, origin)
 
     def persist(self, tool_use_id: str, text: str) -> str:
         rel, fresh = self.out.persisted_name(tool_use_id, text)
         if fresh:
             self.out.write_text(rel, text)
-            self.persisted_files.append({"path": rel, "chars": sized_len(text)})
+            self.ledger.persisted_files.append({"path": rel, "chars": sized_len(text)})
         return rel
 
     def save_transcript(self, context: Context) -> str:
         """Record the context a summary is about to replace (written only when asked)."""
-        rel = f"transcripts/transcript-{self.now.call:05d}-{len(self.saved_transcripts) + 1}.jsonl"
+        saved = self.ledger.saved_transcripts
+        rel = f"transcripts/transcript-{self.now.call:05d}-{len(saved) + 1}.jsonl"
         record: dict[str, Any] = {"call": self.now.call, "messages": len(context), "chars": context.chars, "path": None}
         if self.write_transcripts and not self.out.dry_run:
             data = b"".join(orjson.dumps(e.message) + b"\n" for e in context.entries)
             self.out.write_bytes(rel, data)
             record["path"] = rel
-        self.saved_transcripts.append(record)
+        saved.append(record)
         return rel
 
 
@@ -235,7 +246,7 @@ def summarize(
         result = env.summarizer.summarize(request)
     except SummarizerError as exc:
         stats.summary_failures += 1
-        env.failed_summaries.append({"call": env.now.call, "kind": kind, "error": str(exc)})
+        env.ledger.failed_summaries.append({"call": env.now.call, "kind": kind, "error": str(exc)})
         return None
     stats.summary_input_chars += request.input_chars
     stats.summary_output_chars += len(result.text)

@@ -57,7 +57,7 @@ def budget(context: Context, config: BudgetConfig, env: RunEnv) -> tuple[Context
             continue  # the note would not be smaller than what it replaces
         note = NOTE.format(path=env.persist(fact.tool_use_id, text), preview=preview)
         entry = entry.with_result_content(k, note)
-        env.cleared_at[(entry.origin, fact.block)] = env.now.call
+        env.ledger.cleared_at[(entry.origin, fact.block)] = env.now.call
         total += sized_len(note) - fact.size
         stats.persisted += 1
         stats.persisted_chars += fact.size

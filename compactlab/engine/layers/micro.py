@@ -134,7 +134,7 @@ def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, 
     changes: dict[int, Entry] = {}
     for pos, k, _, text in chosen:
         changes[pos] = (changes.get(pos) or context.entries[pos]).with_result_content(k, text)
-        env.cleared_at[(changes[pos].origin, changes[pos].results[k].block)] = env.now.call
+        env.ledger.cleared_at[(changes[pos].origin, changes[pos].results[k].block)] = env.now.call
         stats.micro_compacted += 1
         stats.changed_at(pos)
     if config.clear_inputs and chosen:

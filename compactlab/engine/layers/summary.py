@@ -211,7 +211,7 @@ def summary(context: Context, config: SummaryConfig, env: RunEnv) -> tuple[Conte
     new = compact(context, config, env, kind="summary", stats=stats,
                   keep_head=config.keep_head, keep_tail=config.keep_tail, tail_start=tail)
     if new is not None and config.rollback_if_larger and new.chars >= context.chars:
-        env.failed_summaries.append({"call": env.now.call, "kind": "summary",
+        env.ledger.failed_summaries.append({"call": env.now.call, "kind": "summary",
                                      "error": "the summary would not shrink the context: rolled back"})
         stats.summary_failures += 1
         stats.lowest_changed = None

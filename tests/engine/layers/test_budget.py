@@ -28,7 +28,7 @@ def test_largest_first_until_under_budget(tmp_path):
     block = out.messages[-1]["content"][1]
     assert block["content"].startswith("<persisted-output>\nFull output: tool-results/id1.txt\nPreview:\n" + "b" * 2000)
     assert (tmp_path / "tool-results" / "id1.txt").read_text() == "b" * 90_000
-    assert env.persisted_files == [{"path": "tool-results/id1.txt", "chars": 90_000}]
+    assert env.ledger.persisted_files == [{"path": "tool-results/id1.txt", "chars": 90_000}]
     assert out.chars < ctx.chars and stats.lowest_changed == 2
 
 

@@ -65,7 +65,7 @@ def test_circuit_breaker_opens_after_max_failures():
         out, stats = summary(ctx, cfg, e)
         assert out is ctx
     assert failing.calls == 3 and e.state_of(Breaker).open
-    assert len(e.failed_summaries) == 3
+    assert len(e.ledger.failed_summaries) == 3
 
 
 def test_reactive_keeps_a_pair_safe_tail():
@@ -91,11 +91,11 @@ def test_saved_transcript_is_recorded_but_written_only_when_asked(tmp_path):
 
     e = RunEnv(summarizer=StubSummarizer(), out=OutputDir(tmp_path), write_transcripts=False)
     summary(context(tool_session(2)), SummaryConfig(trigger=1), e)
-    assert e.saved_transcripts[0]["path"] is None and not (tmp_path / "transcripts").exists()
+    assert e.ledger.saved_transcripts[0]["path"] is None and not (tmp_path / "transcripts").exists()
     e2 = RunEnv(summarizer=StubSummarizer(), out=OutputDir(tmp_path / "o"), write_transcripts=True)
     summary(context(tool_session(2)), SummaryConfig(trigger=1), e2)
     e2.out.commit()
-    rel = e2.saved_transcripts[0]["path"]
+    rel = e2.ledger.saved_transcripts[0]["path"]
     assert rel and len((tmp_path / "o" / rel).read_text().splitlines()) == 5
 
 
