@@ -160,3 +160,42 @@ def test_the_none_policy_is_the_raw_baseline(msgs):
     run = replay(t, load_policy("none"))
     assert all((c.chars, c.tokens) == (c.raw_chars, c.raw_tokens) for c in run.calls)
     assert run.summary.cost_usd == run.summary.raw_cost_usd
+
+
+def _using_probes(msgs: list[dict]) -> list[dict]:
+    """``msgs`` with each tool result naming a symbol that a later reply uses: hindsight probes."""
+    out = copy.deepcopy(msgs)
+    for i, m in enumerate(out):
+        if m["role"] == "user" and isinstance(m["content"], list):
+            for b in m["content"]:
+                if b.get("type") == "tool_result":
+                    b["content"] = f"found handler_{i:03d}_impl in src/mod_{i}.py\n" + str(b.get("content"))
+        elif m["role"] == "assistant" and i > 3:
+            text = f"next: handler_{i - 3:03d}_impl and src/mod_{i - 3}.py"
+            m["content"] = [*m["content"], {"type": "text", "text": text}] if isinstance(m["content"], list) else text
+    return out
+
+
+@SETTINGS
+@given(transcripts(max_turns=25), policies(pair_safe=False), st.booleans())
+def test_the_recordings_own_context_is_checked_as_the_reference_check_does(msgs, policy, none):
+    """(#44 §2) While no layer has acted, the loop checks the probes by ``check_intact`` (all kept,
+    nothing read); ``check`` is the reference: the run is the same with it in its place."""
+    import pytest
+
+    from compactlab.engine import loop
+    from compactlab.engine.probes import check, check_intact
+    from helpers import assert_same_run
+
+    msgs = _using_probes(msgs)
+    if none:
+        policy = load_policy("none")
+    used = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(loop, "check_intact", lambda *a: used.append(1) or check_intact(*a))
+        fast = replay(transcript_of(msgs), policy)
+        mp.setattr(loop, "check_intact", lambda probes, context, call, ledger: check(probes, context, call, ledger))
+        reference = replay(transcript_of(msgs), policy)
+    assert_same_run(fast, reference)
+    if none and fast.summary.probes:
+        assert used  # (the fast path ran)

@@ -35,7 +35,7 @@ from ..transcripts.messages import Entry, Message, is_prompt
 from ..plumbing.outputs import OutputDir
 from .policy import Policy, fingerprint_of
 from .records import ACTIONS, CompactionEvent, Run, TurnRecord, summarize
-from .probes import KINDS, Checked, ProbeMemo, ProbeOutcome, check as check_probes
+from .probes import KINDS, Checked, ProbeMemo, ProbeOutcome, check as check_probes, check_intact
 from .retention import retained
 from .sizing import Calibration, TokenEstimator, list_chars
 from ..summarizers import StubSummarizer, Summarizer
@@ -272,7 +272,12 @@ class Turns:
         read, write = self.cache.account(ctx, unchanged, tokens)  # 5
         refs = self.base.refs.get(call, ()) if self.keep_refs else self.base.refs.pop(call, ())  # a stream's: let go
         probes = self.base.probes.get(call, ())  # (kept: a stream's go to the probe cache at its end)
-        checked = check_probes(probes, ctx, call, self.ledger, env, self.probe_memo) if probes else NO_PROBES
+        if not probes:
+            checked = NO_PROBES
+        elif self.as_recorded and not acted and self.restarts is None:  # the recording's own context: all kept
+            checked = check_intact(probes, ctx, call, self.ledger)
+        else:
+            checked = check_probes(probes, ctx, call, self.ledger, env, self.probe_memo)
         # over the window, unless the recording shows this very context answered
         overflow = self.judged.overflows(tokens) and not (self.as_recorded and not acted and self._answered(pos))
         record = self._record(call, pos, stats, tokens, overflow, introduced, inherited, read, write, refs,
