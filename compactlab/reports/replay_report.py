@@ -79,7 +79,8 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
             else "fresh requests, uncached") + "; in the policy's cost)"),
         ("input cost, cached (raw → policy)", f"${s.raw_cost_usd:,.4f} → ${s.cost_usd:,.4f}"),
         ("input cost, no cache (raw → policy)", f"${s.raw_cost_usd_nocache:,.4f} → ${s.cost_usd_nocache:,.4f}"),
-        ("cache reads / writes (tokens)", f"{s.cache_read_tokens:,} / {s.cache_write_tokens:,}"),
+        ("cache reads / writes (tokens)", f"none: {s.cache_write_tokens:,} tokens at the input price"
+         if s.cache_model == "none" else f"{s.cache_read_tokens:,} / {s.cache_write_tokens:,}"),
         ("prompt cache TTL", "none: no prompt cache (the recording read and wrote none)" if s.cache_model == "none"
          else f"{s.cache_ttl}, " + ("no timestamps: no expiry" if s.cache_expired_calls is None
                                     else f"{s.cache_expired_calls:,} call(s) after it expired")),

@@ -166,7 +166,8 @@ def test_a_harness_that_sets_no_cache_breakpoints_is_priced_uncached(cli, tmp_pa
     s = _ledger(cli, path)
     assert s["cache_model"] == "none" and s["cache_read_tokens"] == 0 and not s["recorded_cache_breaks"]
     assert s["cost_usd"] == pytest.approx(s["cost_usd_nocache"]) and s["raw_cost_usd"] == pytest.approx(s["raw_cost_usd_nocache"])
-    assert "none: no prompt cache" in cli("replay", path, "-p", "none", "--dry-run", "--no-calibrate").stdout
+    table = cli("replay", path, "-p", "none", "--dry-run", "--no-calibrate").stdout
+    assert "none: no prompt cache" in table and f"none: {s['cache_write_tokens']:,} tokens at the input price" in table
     cached = _ledger(cli, path, "--cache-model", "anthropic")
     assert cached["cache_model"] == "anthropic" and cached["cache_read_tokens"] > 0
     # one call that wrote the cache: the harness caches
