@@ -211,3 +211,36 @@ def test_every_short_shared_recording_models_its_recorded_cost_within_20_percent
             assert abs(run["cache_ledger"]["cost_error"]) <= 0.20, (path.name, run["cache_ledger"])
         checked.append(path.name)
     assert len(checked) >= 5, checked
+
+
+def test_a_whole_miss_after_calls_without_usage_is_a_break():
+    """An automatic cache's call that read nothing of a prompt over the provider's minimum is a
+    miss even where the calls before it recorded no usage (Gemini CLI 2025-10-11's call 6: -40.8%
+    before, -12.2% after); under Anthropic's rules, or under the minimum, it is not."""
+    from compactlab.engine.cost.cache_rules import RULES
+    from compactlab.engine.cost.pricing import recorded_breaks
+
+    def u(prompt: int, read: int) -> dict:
+        return {"input_tokens": prompt - read, "cache_read_input_tokens": read, "output_tokens": 10, "model": "m"}
+
+    usage = [u(8000, 0), {}, {}, u(20000, 0), u(21000, 20010)]  # (call 4 reads the prompt and reply before it)
+    assert recorded_breaks(usage, None, "5m", set(), RULES["gemini"]) == {3: 0}
+    assert 3 not in recorded_breaks(usage, None, "5m", {3}, RULES["gemini"])  # (just after a recorded compaction)
+    assert recorded_breaks([u(8000, 0), {}, u(900, 0)], None, "5m", set(), RULES["gemini"]) == {}  # under 1,024
+    assert recorded_breaks(usage, None, "5m", set(), RULES["anthropic"]) == {}
+
+
+def test_a_recorded_whole_miss_reads_nothing_whatever_the_estimate():
+    """A break that read nothing leaves no part of the model's read (the estimate's error once
+    stayed in: 2,490 tokens read where the recording read none)."""
+    from compactlab.engine.cost.cache_rules import RULES
+    from compactlab.engine.cost.pricing import price_calls
+    from compactlab.engine.cost.prices import load_prices
+    from compactlab.engine.records import TurnRecord
+
+    records = [TurnRecord(call=i, message_index=2 * i, raw_messages=2 * i, raw_chars=0, raw_tokens=t, tokens=t,
+                          cache_read_tokens=r, cache_write_tokens=t - r)
+               for i, (t, r) in enumerate([(9500, 0), (11400, 11400)])]
+    price_calls(records, load_prices().lookup("gemini-2.5-pro"), breaks={1: 0}, rules=RULES["gemini"],
+                expected={1: 8882})
+    assert records[1].cache_read_tokens == 0

@@ -118,7 +118,7 @@ def price_calls(records: list, prices: ModelPrices | Callable[[Any, float | None
             r.cache_read_tokens, r.cache_write_tokens, prev_raw = 0, r.tokens, 0
         prev_model = model
         kept = breaks.get(i) if breaks else None
-        if kept is not None and i and rules.reply_cached and expected:  # the provider missed a part
+        if kept and i and rules.reply_cached and expected and i in expected:  # the provider missed a part
             kept = max(r.cache_read_tokens - max(expected[i] - kept, 0), 0)
         if kept is not None and (r.cache_read_tokens > kept or i == 0):  # as recorded
             kept = min(kept, r.tokens)
@@ -131,7 +131,8 @@ def price_calls(records: list, prices: ModelPrices | Callable[[Any, float | None
             priced.raw_nocache += p.nocache_cost(r.raw_tokens)
             continue
         r.input_cost_usd = p.input_cost(r.cache_read_tokens, r.cache_write_tokens, ttl)
-        missed: int | None = expected[i] - breaks[i] if breaks and expected and i in breaks and i else None
+        missed: int | None = (expected[i] - breaks[i] if breaks and expected and i in breaks and i in expected and i
+                              else None)
         if kept is not None and missed is None:
             raw_read = min(kept, r.raw_tokens)
         else:
@@ -206,6 +207,9 @@ def recorded_breaks(calls_usage: list[dict[str, Any]], times: list[float | None]
     lifetime = rules.lifetime or TTL_SECONDS[ttl]
     for i in range(1, len(calls_usage)):
         u, prev = calls_usage[i], calls_usage[i - 1]
+        if u and not prev and i not in restarted and _missed_whole(u, rules):
+            out[i] = 0  # (after calls that recorded no usage: nothing to expect, but a read of nothing is a miss)
+            continue
         if not u or not prev or i in restarted or u.get("model") != prev.get("model"):
             continue
         if times and _apart(times[i - 1], times[i]) > lifetime:
@@ -217,6 +221,11 @@ def recorded_breaks(calls_usage: list[dict[str, Any]], times: list[float | None]
         elif before and read < BREAK_SHARE * before:
             out[i] = int(read)
     return out
+
+
+def _missed_whole(usage: dict[str, Any], rules: CacheRules) -> bool:
+    """Whether a call under an automatic cache read nothing of a prompt it would have read from."""
+    return rules.reply_cached and not usage.get("cache_read_input_tokens") and prompt_of(usage) >= rules.minimum
 
 
 def expected_reads(calls_usage: list[dict[str, Any]], rules: CacheRules) -> dict[int, int]:
