@@ -103,7 +103,9 @@ def price_calls(records: list, prices: ModelPrices | Callable[[Any, float | None
     cache (its entries' lifetime; the raw history reads the previous reply too where the provider
     caches it, ``reply_tokens[i]`` being call i's reply). Under such a provider's rules a break is
     what the cache missed: call i reads ``expected[i] - breaks[i]`` less than the model says (the
-    recording's own expectation, ``expected_reads``), so that the estimate's error stays out of it."""
+    recording's own expectation, ``expected_reads``), so that the estimate's error stays out of it;
+    a whole miss (a break that read nothing) reads nothing. Under no cache (``rules.caches``
+    False) every prompt is at the input price."""
     priced = Priced(ttl=ttl, expired=0 if times and any(t is not None for t in times) else None)
     lifetime = rules.lifetime or TTL_SECONDS[ttl]
     prev_raw = 0
@@ -123,24 +125,23 @@ def price_calls(records: list, prices: ModelPrices | Callable[[Any, float | None
         if kept is not None and (r.cache_read_tokens > kept or i == 0):  # as recorded
             kept = min(kept, r.tokens)
             r.cache_read_tokens, r.cache_write_tokens = kept, r.tokens - kept
+        nocache, raw_nocache = p.nocache_cost(r.tokens), p.nocache_cost(r.raw_tokens)
         if not rules.caches:  # no prompt cache: every prompt at the input price
             r.cache_read_tokens, r.cache_write_tokens = 0, r.tokens
-            r.input_cost_usd = p.nocache_cost(r.tokens)
-            priced.raw += p.nocache_cost(r.raw_tokens)
-            priced.nocache += r.input_cost_usd
-            priced.raw_nocache += p.nocache_cost(r.raw_tokens)
-            continue
-        r.input_cost_usd = p.input_cost(r.cache_read_tokens, r.cache_write_tokens, ttl)
-        missed: int | None = (expected[i] - breaks[i] if breaks and expected and i in breaks and i in expected and i
-                              else None)
-        if kept is not None and missed is None:
-            raw_read = min(kept, r.raw_tokens)
+            r.input_cost_usd, raw_cost = nocache, raw_nocache
         else:
-            reply = reply_tokens[i - 1] if rules.reply_cached and reply_tokens and i and prev_raw else 0
-            raw_read = max(rules.read(min(prev_raw + reply, r.raw_tokens)) - max(missed or 0, 0), 0)
-        priced.raw += p.input_cost(raw_read, r.raw_tokens - raw_read, ttl)
-        priced.nocache += p.nocache_cost(r.tokens)
-        priced.raw_nocache += p.nocache_cost(r.raw_tokens)
+            r.input_cost_usd = p.input_cost(r.cache_read_tokens, r.cache_write_tokens, ttl)
+            missed: int | None = (expected[i] - breaks[i] if breaks and expected and i in breaks and i in expected
+                                  and i else None)
+            if kept is not None and missed is None:
+                raw_read = min(kept, r.raw_tokens)
+            else:
+                reply = reply_tokens[i - 1] if rules.reply_cached and reply_tokens and i and prev_raw else 0
+                raw_read = max(rules.read(min(prev_raw + reply, r.raw_tokens)) - max(missed or 0, 0), 0)
+            raw_cost = p.input_cost(raw_read, r.raw_tokens - raw_read, ttl)
+        priced.raw += raw_cost
+        priced.nocache += nocache
+        priced.raw_nocache += raw_nocache
         prev_raw = r.raw_tokens
     return priced
 
