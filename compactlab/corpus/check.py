@@ -14,6 +14,7 @@ import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -24,12 +25,23 @@ from ..plumbing.files import read_regular
 from ..plumbing.outputs import atomic_write_bytes
 
 SCHEMA = 1
-#: metric -> (kind of tolerance, direction in which it gets worse): the registry's
-COMPARED = metrics.COMPARED
-STORED = ["calls", "tokens_total", "raw_tokens_total", "cost_usd", "raw_cost_usd", "reduction", "retention",
-          "recall", "recoverable", "probes", "peak_tokens", "summaries", "reactive", "manual", "overflows", "violations_introduced",
-          "violations_inherited"]
+#: what a record keeps of a run beside its metrics and their parts (metrics.METRICS, metrics.PARTS)
+CONTEXT = ["calls", "peak_tokens", "reactive", "manual", "violations_inherited"]
 DEFAULT_TOLERANCE = 0.01
+
+
+def stored() -> list[str]:
+    """What a baseline record keeps of a run: its calls, every metric, the parts they are made of,
+    and what else it did (``CONTEXT``)."""
+    return list(dict.fromkeys([CONTEXT[0], *metrics.METRICS, *metrics.PARTS, *CONTEXT[1:]]))
+
+
+def value_of(summary: Mapping[str, Any], key: str) -> Any:
+    """A stored value of a run's summary: its own, or a metric it does not hold from its parts as
+    the outputs give it (``Metric.shown``)."""
+    if key in summary:
+        return summary[key]
+    return metrics.METRICS[key].shown(summary)
 
 
 class BaselineError(UsageError):
@@ -81,7 +93,7 @@ class CheckResult:
 
 def parse_tolerances(items: list[str] | tuple[str, ...]) -> dict[str, float]:
     """``0.02`` sets every compared metric; ``cost_usd=0.05`` one of them."""
-    tol = dict.fromkeys(COMPARED, DEFAULT_TOLERANCE)
+    tol = dict.fromkeys(metrics.COMPARED, DEFAULT_TOLERANCE)
     for item in items:
         key, sep, value = item.rpartition("=")
         try:
@@ -93,11 +105,11 @@ def parse_tolerances(items: list[str] | tuple[str, ...]) -> dict[str, float]:
         if number < 0:
             raise UsageError(f"--tolerance {item!r}: must not be negative")
         if not sep:
-            tol = dict.fromkeys(COMPARED, number)
-        elif key in COMPARED:
+            tol = dict.fromkeys(metrics.COMPARED, number)
+        elif key in metrics.COMPARED:
             tol[key] = number
         else:
-            raise UsageError(f"--tolerance {item!r}: unknown metric {key!r} (known: {', '.join(COMPARED)})")
+            raise UsageError(f"--tolerance {item!r}: unknown metric {key!r} (known: {', '.join(metrics.COMPARED)})")
     return tol
 
 
@@ -137,11 +149,11 @@ def load_baseline(path: str, notes: list[str] | None = None) -> dict[tuple[str, 
     out: dict[tuple[str, str], dict] = {}
     for i, rec in enumerate(doc["records"]):
         ok = (isinstance(rec, dict) and isinstance(rec.get("transcript"), str) and isinstance(rec.get("policy"), str)
-              and isinstance(rec.get("metrics"), dict) and all(_number(rec["metrics"].get(k)) for k in COMPARED))
+              and isinstance(rec.get("metrics"), dict) and all(_number(rec["metrics"].get(k)) for k in metrics.COMPARED))
         if not ok:
             raise BaselineError(f"{path}: malformed baseline: record {i} needs transcript, policy and numeric "
-                                f"metrics {', '.join(COMPARED)}")
-        bad = [k for k in STORED if k in rec["metrics"] and not _number(rec["metrics"][k])]
+                                f"metrics {', '.join(metrics.COMPARED)}")
+        bad = [k for k in stored() if k in rec["metrics"] and not _number(rec["metrics"][k])]
         if bad:
             raise BaselineError(f"{path}: malformed baseline: record {i}: {bad[0]} is not a number")
         if (rec["transcript"], rec["policy"]) in out:
@@ -156,7 +168,7 @@ def load_baseline(path: str, notes: list[str] | None = None) -> dict[tuple[str, 
 def record_for(key: str, summary: dict[str, Any], content_hash: str) -> dict[str, Any]:
     return {"transcript": key, "policy": summary["policy"], "content_hash": content_hash,
             "fingerprint": summary["fingerprint"], "calibration": summary.get("calibration"),
-            "metrics": {k: summary[k] for k in STORED}}
+            "metrics": {k: value_of(summary, k) for k in stored()}}
 
 
 def _estimate(calibration: Any) -> tuple:
@@ -217,8 +229,8 @@ def compare_record(key: str, summary: dict[str, Any], content_hash: str, old: di
     m = old["metrics"]
     if summary["overflows"] > m.get("overflows", 0):
         res.failures.append(Change("overflows", m.get("overflows", 0), summary["overflows"]))
-    for metric, (kind, worse) in COMPARED.items():
-        before, now = m[metric], summary[metric]
+    for metric, (kind, worse) in metrics.COMPARED.items():
+        before, now = m[metric], value_of(summary, metric)
         delta = (now - before) if worse == "up" else (before - now)  # > 0: worse
         scale = abs(before) if kind == "relative" else 1.0
         limit = tolerance[metric] * scale
@@ -228,7 +240,7 @@ def compare_record(key: str, summary: dict[str, Any], content_hash: str, old: di
             res.improvements.append(Change(metric, before, now))
     if res.failures or new_violations or res.calibration_changed:
         res.status, res.ok = "fail", False
-    res.identical = all(summary.get(key) == m[key] for key in STORED if key in m)
+    res.identical = all(value_of(summary, key) == m[key] for key in stored() if key in m)
     return res
 
 

@@ -22,10 +22,11 @@ from typing import Any
 import orjson
 
 from ..engine.baseline import baseline_for
+from ..engine.records import RunSummary
 from ..engine.cost.prices import ModelPrices, PriceTable, load_prices
 from ..errors import PolicyError
 from ..engine.policy import Override, Policy, load_policy, parse_override
-from .packed import Packed, Sharing
+from .sharing import Sharing
 from .pool import Failure, Pool, can_fork, failure_of
 from ..engine.loop import replay
 from ..transcripts import Transcript
@@ -48,7 +49,7 @@ class RunResult:
     transcript: str
     policy: str
     swept: dict[str, Any]
-    summary: dict[str, Any]
+    summary: RunSummary  # (without what no corpus report reads: NOT_SENT)
     tokens: list[int] = field(default_factory=list)
     raw_tokens: list[int] = field(default_factory=list)
     events: dict[str, list[int]] = field(default_factory=dict)  # kind -> calls where it fired
@@ -64,13 +65,12 @@ class RunResult:
         return self.losses
 
     def compacted(self, sharing: Sharing | None = None) -> "RunResult":
-        """This result as the command's process keeps it, for a corpus of thousands of runs: the
-        summary packed (``Packed``: numbers in arrays, one layout for all), what many runs of the
-        grid hold equal one copy (``sharing``: a calibration, trigger levels, no events, a
-        transcript's raw series), the names interned, the series as arrays of machine integers,
-        the losses packed (read back for a chart's table only)."""
+        """This result as the command's process keeps it, for a corpus of thousands of runs: what
+        many runs of the grid hold equal one copy (``sharing``: a calibration, trigger levels, no
+        events, a transcript's raw series, the summary's names and empty fields), the names interned, the series as arrays of machine
+        integers, the losses packed (read back for a chart's table only)."""
         sharing = sharing or Sharing()
-        self.summary = Packed(self.summary, sharing)  # type: ignore[assignment]
+        sharing.fields(self.summary)
         self.transcript, self.policy = sys.intern(str(self.transcript)), sys.intern(str(self.policy))
         self.tokens = _numbers(self.tokens)  # type: ignore[assignment]
         self.raw_tokens = sharing.series(self.transcript, _numbers(self.raw_tokens))
@@ -294,8 +294,7 @@ def run_job(job: Job, t: Transcript, prices: ModelPrices | PriceTable | None, ca
         summarizer = build_summarizer(*summarizer)
     run = replay(t, job.policy, prices=prices, calibration=calibration, keep_recorded_compactions=keep_recorded,
                  summarizer=summarizer, cache_ttl=cache_ttl, cache_model=cache_model, window=window)
-    summary = run.summary.numbers_dict(NOT_SENT)
-    summary["failed_summaries"] = len(run.failed_summaries)
+    summary = run.summary.without(NOT_SENT)
     events = {kind: [c.call for c in run.calls if getattr(c, attr)]
               for kind, attr in (("summary", "summarized"), ("reactive", "reactive"), ("manual", "manual"))}
     p = job.policy

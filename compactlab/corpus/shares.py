@@ -23,7 +23,7 @@ from typing import Any
 from ..engine.policy import Policy
 from ..plumbing.interrupts import ignore_in_child
 from .compare import FileRef, GridRun, Job, RunFailure, RunResult, run_job
-from .packed import Sharing
+from .sharing import Sharing
 from .pool import Failure, death, failure_of, kill_and_reap, requests, spawn
 
 

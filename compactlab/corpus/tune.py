@@ -29,11 +29,15 @@ from ..engine.policy import Policy, acted_by_layer, idle_keys, load_policy, pars
 from ..plumbing.outputs import refuse_inputs
 from .verdict import RETENTION_MARGIN
 
-#: the objectives by name (metrics.OBJECTIVES: what each is, over the corpus) and their direction
-OBJECTIVES: dict[str, Literal["maximize", "minimize"]] = {
-    name: "maximize" if m.better == "higher" else "minimize" for name, m in metrics.OBJECTIVES.items()}
-#: the name of the objective in the front's columns: the metric's
-COLUMN = {name: m.name for name, m in metrics.OBJECTIVES.items() if m.name != name}
+def direction(objective: str) -> Literal["maximize", "minimize"]:
+    """Which way an objective (metrics.OBJECTIVES: what each is, over the corpus) is optimised."""
+    return "maximize" if metrics.OBJECTIVES[objective].better == "higher" else "minimize"
+
+
+def column(objective: str) -> str:
+    """The name of an objective in the front's columns: its metric's."""
+    m = metrics.OBJECTIVES.get(objective)
+    return m.name if m is not None else objective
 STUDY = "compactlab-tune"
 
 
@@ -128,20 +132,19 @@ def parse_space(items: list[str], base: str, overrides: list[str]) -> list[Param
 
 def parse_objectives(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
-    bad = [n for n in names if n not in OBJECTIVES]
+    bad = [n for n in names if n not in metrics.OBJECTIVES]
     if not names or bad or len(set(names)) != len(names):
-        raise UsageError(f"--objective {text!r}: name 1 to 4 of {', '.join(OBJECTIVES)}, each once")
+        raise UsageError(f"--objective {text!r}: name 1 to 4 of {', '.join(metrics.OBJECTIVES)}, each once")
     return names
 
 
-def totals(summaries: list[dict[str, Any]]) -> dict[str, float]:
+def totals(summaries: list[Any]) -> dict[str, float]:
     """A candidate's objectives and constraints over the corpus (the summaries of its runs):
     metrics.totals, by objective name."""
     summed = metrics.sums(summaries)
-    total = metrics.of_sums(summed)
-    return {**{name: total[m.name] for name, m in metrics.OBJECTIVES.items()},
-            "violations": summed["violations_introduced"], "overflows": summed["overflows"],
-            "cost_usd": summed["cost_usd"], "probes": summed["probes"]}
+    return {**{name: getattr(summed, m.name) for name, m in metrics.OBJECTIVES.items()},
+            "violations": summed.violations_introduced, "overflows": summed.overflows,
+            "cost_usd": summed.cost_usd, "probes": summed.probes}
 
 
 @dataclass
@@ -170,7 +173,7 @@ class TuneResult:
 
     def front_rows(self) -> list[dict[str, Any]]:
         return [{"point": i + 1, "trial": p.number, **p.values,
-                 **{COLUMN.get(o, o): round(p.scores[o], 6) for o in self.objectives},
+                 **{column(o): round(p.scores[o], 6) for o in self.objectives},
                  "cost_usd": round(p.scores["cost_usd"], 6), "violations": int(p.scores["violations"]),
                  "overflows": int(p.scores["overflows"])} for i, p in enumerate(self.front)]
 
@@ -516,7 +519,7 @@ class StudySite:
                                               sampler=samplers[sampler]())
                 else:
                     study = optuna.create_study(storage=storage_of(self.path), study_name=STUDY,
-                                                directions=[OBJECTIVES[o] for o in definition.objectives],
+                                                directions=[direction(o) for o in definition.objectives],
                                                 sampler=samplers[sampler]())
             if self.resume:
                 differs = definition.differences(study.user_attrs.get("definition"))

@@ -15,9 +15,10 @@ fits the window, with what it loses. Then why each policy that saved more lost, 
 
 from __future__ import annotations
 
+import copy
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 from .. import metrics
@@ -43,34 +44,48 @@ RETENTION_MARGIN = 0.05
 
 @dataclass
 class Entry:
-    """One policy (or swept value) across the transcripts."""
+    """One policy (or swept value) across the transcripts: every metric of its runs' summed parts
+    (``e.recall``, ``e.refs``: ``totals``, each metric as the outputs give it), and how they spread."""
 
     label: str
     policy: str
     swept: dict[str, Any]
     transcripts: int
-    cost_usd: float
-    raw_cost_usd: float
-    tokens_total: int  # sent over every call of every transcript
-    cost_saving: float  # over all the transcripts: 1 - cost / cost with no compaction
+    totals: metrics.Numbers  # the metric parts of its runs, summed
     median_saving: float  # per transcript
     saving_p25: float
     saving_p75: float
-    reduction: float  # tokens, over all the transcripts
-    retention: float  # referenced results kept, over all the transcripts (1.0 without references)
-    refs: int
-    recall: float  # hindsight probes kept, over all the transcripts (1.0 without probes)
-    probes: int
-    violations_introduced: int
-    overflows: int
-    summaries: int
     costs_more: int  # transcripts where it cost more than no compaction
     peak_tokens: int = 0  # the largest context it sent
     actions: int = 0  # what it did: persisted, snipped, cleared, summarised, reactive, manual (0: never acted)
     saving_low: float = 0.0  # the total saving's 95% bootstrap interval over transcripts (seeded)
     saving_high: float = 0.0
-    #: hindsight probes not in the contexts but in a persisted output they point to, over all the transcripts
-    recoverable: float = 0.0
+
+    def __getattr__(self, name: str) -> float:
+        """A metric as the outputs give it (``Metric.shown``), or a summed part."""
+        if name.startswith("_") or name == "totals":
+            raise AttributeError(name)
+        m = metrics.METRICS.get(name)
+        if m is not None:
+            return m.shown(self.totals.parts)
+        if name in metrics.PARTS:
+            return _part(self.totals.parts[name])
+        raise AttributeError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """results.json's entry: its names, every metric, every part that is none, the spread."""
+        head = {"label": self.label, "policy": self.policy, "swept": dict(self.swept), "transcripts": self.transcripts}
+        parts = self.totals.parts
+        return {**head, **{name: m.shown(parts) for name, m in metrics.METRICS.items()},
+                **{name: _part(v) for name, v in parts.items() if name not in metrics.METRICS},
+                "median_saving": self.median_saving, "saving_p25": self.saving_p25, "saving_p75": self.saving_p75,
+                "costs_more": self.costs_more, "peak_tokens": self.peak_tokens, "actions": self.actions,
+                "saving_low": self.saving_low, "saving_high": self.saving_high}
+
+
+def _part(value: float) -> float:
+    """A summed part as the outputs give it: a count whole, a cost to 6 places."""
+    return value if isinstance(value, int) else round(value, 6)
 
 
 @dataclass
@@ -88,7 +103,8 @@ class Verdict:
     passes: bool = True  # the recommended policy passes the guard (False: none did; the one that loses least)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {f.name: [e.to_dict() for e in self.entries] if f.name == "entries" else copy.deepcopy(getattr(self, f.name))
+                for f in fields(self)}
 
 
 def label_of(policy: str, swept: dict[str, Any], units: dict[str, str] | None = None) -> str:
@@ -308,28 +324,19 @@ def _entries(runs: Sequence[JudgedRun], sweep_keys: list[str], units: dict[str, 
     for (policy, *values), group in groups.items():
         swept = dict(zip(sweep_keys, values))
         summaries = [r.summary for r in group]
-        summed = metrics.sums(summaries)
-        total = metrics.of_sums(summed)  # (metrics.totals, the sums kept for the counts)
         per = [_saving(s) for s in summaries]
         label = label_of(policy, swept, units)
         low, high = _interval(summaries)
         p25, _, p75 = statistics.quantiles(per, n=4, method="inclusive") if len(per) > 1 else (per[0],) * 3
         entries.append(Entry(
             label=label, policy=policy, swept=swept, transcripts=len({r.transcript for r in group}),
-            cost_usd=round(summed["cost_usd"], 6), raw_cost_usd=round(summed["raw_cost_usd"], 6),
-            tokens_total=int(summed["tokens_total"]),
-            cost_saving=round(total["cost_saving"], 6),
+            totals=metrics.sums(summaries),
             median_saving=round(float(statistics.median(per)), 6), saving_p25=round(float(p25), 6),
             saving_p75=round(float(p75), 6),
-            reduction=round(total["reduction"], 6),
-            retention=round(total["retention"], 6), refs=int(summed["refs"]),
-            recall=round(total["recall"], 6), probes=int(summed["probes"]),
-            violations_introduced=int(summed["violations_introduced"]), overflows=int(summed["overflows"]),
-            summaries=int(summed["summaries"]),
             costs_more=sum(dearer(s) for s in summaries),
             peak_tokens=max((int(s.get("peak_tokens", 0)) for s in summaries), default=0),
             actions=int(sum(s.get(a, 0) for s in summaries for a in ACTIONS)),
-            saving_low=low, saving_high=high, recoverable=round(total["recoverable"], 6),
+            saving_low=low, saving_high=high,
         ))
         overflowed[label] = {r.transcript for r in group if r.summary["overflows"] > 0}
         grouped[label] = group
@@ -339,8 +346,7 @@ def _entries(runs: Sequence[JudgedRun], sweep_keys: list[str], units: dict[str, 
 
 def _saving(summary: Mapping[str, Any]) -> float:
     """A run's cost saving against no compaction (results.csv's cost_saving)."""
-    raw = summary["raw_cost_usd"]
-    return round(1 - summary["cost_usd"] / raw, 6) if raw else 0.0
+    return metrics.METRICS["cost_saving"].shown(summary)
 
 
 #: a run costs more than no compaction by at least a cent or this share of no compaction's cost:

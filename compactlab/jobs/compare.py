@@ -202,7 +202,7 @@ def _idle(done: GridRun, policies: list, keys: list[str]) -> list[str]:
     acted in any of its runs (every swept value). (A layer that is off is said before the runs.)"""
     on = {p.name: {k for k in keys if getattr(getattr(p, k.partition(".")[0], None), "enabled", False)}
           for p, _ in policies}
-    by: dict[str, list[dict]] = {}
+    by: dict[str, list[Any]] = {}
     for r in done.results:
         by.setdefault(r.policy, []).append(r.summary)
     return [line for name, summaries in by.items()

@@ -222,7 +222,7 @@ def _said_of_all(done: Replayed, s: ReplaySettings, fits: list, skipped: list[st
     policy = s.policy
     keys = [k for k in (o.partition("=")[0].strip() for o in s.overrides)
             if getattr(getattr(policy, k.partition(".")[0], None), "enabled", False)]
-    for line in idle_keys(policy.name, keys, acted_by_layer([r.summary.to_dict() for r in done.runs]), len(done.runs)):
+    for line in idle_keys(policy.name, keys, acted_by_layer([r.summary for r in done.runs]), len(done.runs)):
         notify(f"warning: {line}", False)
 
 

@@ -20,6 +20,7 @@ import orjson
 
 from ..plumbing.outputs import Content, OutputDir, safe_stem
 from ..engine.records import NUMERIC_SUMMARY_KEYS
+from ..metrics import METRICS, Metric, lower_is_better
 from ..corpus.verdict import TIE_SHARE, TIE_USD, Verdict, _plain, _shown, judge, label_of
 from ..corpus.verdict import dearer as costs_more_than_none
 from .terminal import Printer, Table
@@ -57,8 +58,9 @@ def comparison(results: list["RunResult"], sweep_keys: list[str], sort_key: str,
 #: above this many runs the terminal shows the verdict only (the runs are in the files)
 MAX_TERMINAL_RUNS = 40
 
-TABLE_COLUMNS = ["calls", "reduction", "raw_cost_usd", "cost_usd", "cost_saving", "retention", "recall",
-                 "recoverable", "summaries", "overflows", "violations_introduced"]
+def table_metrics() -> list[Metric]:
+    """The metrics the reports' tables show, in the registry's order."""
+    return [m for m in METRICS.values() if m.table]
 
 
 def results_frame(results: list["RunResult"], sweep_keys: list[str]) -> "pd.DataFrame":
@@ -71,8 +73,9 @@ def results_frame(results: list["RunResult"], sweep_keys: list[str]) -> "pd.Data
     columns.update({k: [r.swept.get(k) for r in results] for k in sweep_keys})
     # (a column typed as it is made: 60 lists of 30,000 numbers at once would be 58 MB)
     columns.update({k: pd.Series([s[k] for s in summaries]) for k in NUMERIC_SUMMARY_KEYS})
-    columns["cost_saving"] = [round(1 - s["cost_usd"] / s["raw_cost_usd"], 6) if s["raw_cost_usd"] else 0.0
-                              for s in summaries]
+    # every metric a summary does not hold itself, from its parts (the registry's definition)
+    columns.update({name: pd.Series([m.shown(s) for s in summaries]) for name, m in METRICS.items()
+                    if name not in columns})
     columns["fingerprint"] = [s["fingerprint"] for s in summaries]
     calibrations = [s.get("calibration") or {} for s in summaries]  # the token estimate each run used
     for column, key in (("calibration", "source"), ("chars_per_token", "chars_per_token"),
@@ -88,8 +91,7 @@ def sort_order(df: "pd.DataFrame", key: str) -> list[int]:
 
     if key not in df.columns:
         raise UsageError(f"--sort {key!r}: not a column (try cost_saving, reduction, retention, cost_usd)")
-    ascending = key in ("cost_usd", "cost_usd_nocache", "tokens_total", "peak_tokens", "overflows",
-                        "violations_introduced")
+    ascending = lower_is_better(key)
     return [int(i) for i in df.sort_values(key, ascending=ascending, kind="stable").index]
 
 
@@ -114,36 +116,41 @@ def _pct(x: float) -> str:
     return f"{x * 100:+.1f}%"
 
 
-RUN_HEADS = ["transcript", "policy", "calls", "tokens saved", "cost, no compaction", "cost", "cost saving",
-             "retention", "recall", "recoverable", "summaries", "reactive", "overflows", "violations introduced"]
+def run_heads() -> list[str]:
+    """The heads of the runs' table in report.md and report.html: the run, then every table metric."""
+    return ["transcript", "policy", "calls", "cost, no compaction", *(m.label for m in table_metrics()), "reactive"]
 
 
 def run_rows(c: Comparison) -> Iterator[tuple["pd.Series", list[str]]]:
-    """The runs as report.md and report.html show them (``RUN_HEADS``), one at a time (30,000 runs'
+    """The runs as report.md and report.html show them (``run_heads``), one at a time (30,000 runs'
     cells at once would be 25 MB): each row of the frame and its cells, shares as %, money as $,
     the policy with its swept values (and their units)."""
     units = c.meta.get("units") or {}
+    shown = table_metrics()
     for _, r in c.df.iterrows():
         yield r, [os.path.basename(r["transcript"]), _label(r, c.sweep_keys, long=True, units=units),
-                  f"{r['calls']:,}", f"{r['reduction'] * 100:.1f}%", f"${r['raw_cost_usd']:,.4f}",
-                  f"${r['cost_usd']:,.4f}", _pct(r["cost_saving"]), f"{r['retention'] * 100:.1f}%",
-                  f"{r['recall'] * 100:.1f}%", f"{r['recoverable'] * 100:.1f}%",
-                  str(r["summaries"]), str(r["reactive"]), str(r["overflows"]), str(r["violations_introduced"])]
+                  f"{r['calls']:,}", f"${r['raw_cost_usd']:,.4f}", *(m.cell(r[m.name]) for m in shown),
+                  f"{r['reactive']:,}"]
 
 
-def _recall(recall: float, recoverable: float) -> str:
-    """Recall, and beside it what a persisted output still holds (recoverable), where any is."""
-    return f"{recall * 100:.1f}%" + (f" (+{recoverable * 100:.1f}% recoverable)" if recoverable >= 0.0005 else "")
+#: the verdict's column beside the cost saving: how the runs' own savings spread
+SPREAD = "median (25–75%)"
 
 
 def verdict_rows(v: Verdict) -> tuple[list[str], list[list[str]]]:
-    """The verdict as a table: headers in words, shares as %, money as $."""
-    head = ["policy", "cost saving", "median (25–75%)", "cost", "tokens saved", "retention", "recall", "violations",
-            "overflows", "summaries", "costs more on"]
-    rows = [[e.label, _pct(e.cost_saving), f"{_pct(e.median_saving)} ({_pct(e.saving_p25)} to {_pct(e.saving_p75)})",
-             f"${e.cost_usd:,.2f}", f"{e.reduction * 100:.1f}%", f"{e.retention * 100:.1f}%", _recall(e.recall, e.recoverable),
-             str(e.violations_introduced), str(e.overflows), str(e.summaries), f"{e.costs_more} of {e.transcripts}"]
-            for e in v.entries]
+    """The verdict as a table: the policy, every table metric (the runs' spread of the saving beside
+    it) and on how many transcripts it costs more."""
+    shown = table_metrics()
+    head = ["policy", *(h for m in shown for h in ((m.label, SPREAD) if m.name == "cost_saving" else (m.label,))),
+            "costs more on"]
+    rows = []
+    for e in v.entries:
+        cells = [e.label]
+        for m in shown:
+            cells.append(m.cell(getattr(e, m.name)))
+            if m.name == "cost_saving":
+                cells.append(f"{_pct(e.median_saving)} ({_pct(e.saving_p25)} to {_pct(e.saving_p75)})")
+        rows.append([*cells, f"{e.costs_more} of {e.transcripts}"])
     return head, rows
 
 
@@ -153,7 +160,7 @@ def write_verdict(v: Verdict, printer: Printer) -> None:
     table = Table(title=f"verdict over {max((e.transcripts for e in v.entries), default=0)} transcript(s)"
                         + (" (green: recommended; red: costs more somewhere, or breaks tool pairs)" if marked else ""))
     # (the columns the verdict's sentence cites stay on a narrow terminal; a name is never cut mid-word)
-    essential = {"policy", "cost saving", "retention", "recall", "violations", "overflows"}
+    essential = {"policy", *(m.label for m in table_metrics() if m.table == "essential")}
     longest = max((len(row[0]) for row in rows), default=6)
     for i, h in enumerate(head):
         table.add_column(h, essential=h in essential, justify="left" if i == 0 else "right", overflow="fold",
@@ -179,18 +186,15 @@ def write_table(c: Comparison, out: TextIO) -> None:
     labels = [_label(r, sweep_keys) for _, r in df.iterrows()]
     table.add_column("transcript", overflow="fold", min_width=min(max(map(len, names), default=10), 40))
     table.add_column("policy", overflow="fold", min_width=min(max(map(len, labels), default=6), 40))
-    for col in ("tokens saved", "cost raw → policy", "cost saving", "retention", "recall", "summaries", "overflows",
-                "violations"):
-        table.add_column(col, essential=col in ("cost saving", "recall", "violations"), justify="right",
-                         no_wrap=True)
+    shown = table_metrics()
+    table.add_column("cost, no compaction", essential=False, justify="right", no_wrap=True)
+    for m in shown:
+        table.add_column(m.label, essential=m.table == "essential", justify="right", no_wrap=True)
     for _, r in df.iterrows():
         more = costs_more_than_none(r)
-        table.add_row(
-            os.path.basename(r["transcript"]), _label(r, sweep_keys), f"{r['reduction'] * 100:.1f}%",
-            f"${r['raw_cost_usd']:,.2f} → ${r['cost_usd']:,.2f}", f"{r['cost_saving'] * 100:+.1f}%",
-            f"{r['retention'] * 100:.1f}%", _recall(r["recall"], r["recoverable"]), str(r["summaries"]), str(r["overflows"]),
-            str(r["violations_introduced"]), style="red" if more or r["violations_introduced"] else None,
-        )
+        table.add_row(os.path.basename(r["transcript"]), _label(r, sweep_keys), f"${r['raw_cost_usd']:,.4f}",
+                      *(m.cell(r[m.name]) for m in shown),
+                      style="red" if more or r["violations_introduced"] else None)
     printer.table(table)
     dear = costs_more(df)
     broken = int((df["violations_introduced"] > 0).sum())
@@ -256,7 +260,8 @@ def markdown(c: Comparison, charts: dict[str, str]) -> str:
     if meta.get("failed"):
         lines += [f"**{len(meta['failed'])} run(s) failed and are not here:**", ""]
         lines += [f"- {md_cell(f)}" for f in meta["failed"]] + [""]
-    lines += ["| " + " | ".join(RUN_HEADS) + " |", "|---|---" + "|---:" * (len(RUN_HEADS) - 2) + "|"]
+    heads = run_heads()
+    lines += ["| " + " | ".join(heads) + " |", "|---|---" + "|---:" * (len(heads) - 2) + "|"]
     lines += ["| " + " | ".join(md_cell(x) for x in cells) + " |" for _, cells in run_rows(c)]
     if meta.get("chart_error"):
         lines += ["", f"Charts could not be drawn: {md_text(meta['chart_error'])}"]
@@ -301,7 +306,7 @@ def html_parts(c: Comparison, svgs: dict[str, str], results: list["RunResult"] |
                + "".join(f"<tr{' class=best' if entry.label == c.verdict.recommended else ''}>"
                          + "".join(f"<td{' class=l' if i == 0 else ''}>{e(visible(x))}</td>" for i, x in enumerate(row))
                          + "</tr>" for entry, row in zip(c.verdict.entries, vrows)) + "</table>")
-    head = "".join(f"<th>{e(h)}</th>" for h in RUN_HEADS)
+    head = "".join(f"<th>{e(h)}</th>" for h in run_heads())
     body = []
     for r, cells in run_rows(c):
         cls = ' class="dear"' if costs_more_than_none(r) else ""

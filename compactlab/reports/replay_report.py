@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..engine.policy import Policy
 from ..engine.invariants import MEANING
 from ..engine.records import TURN_COLUMNS, Run, RunSummary, TurnRecord, turn_values
+from ..metrics import Numbers
 from .sparkline import sparkline
 from .terminal import Printer, Table
 from .text import csv_cell, json_bytes, md_cell, md_text, visible
@@ -298,16 +299,13 @@ def write_tables(runs: list[Run], out: TextIO) -> None:
 
 def totals_line(runs: list[Run]) -> str:
     """The runs of one replay together (a folder of sessions): metrics.totals, ratios of sums."""
-    from ..metrics import sums, totals
-
-    summaries = [r.summary.to_dict() for r in runs]
-    t, summed = totals(summaries), sums(summaries)
+    n = sum((r.summary.numbers for r in runs), Numbers())
     calls = sum(r.summary.calls for r in runs)
     return (f"{len(runs)} transcripts × {runs[0].summary.policy}: {calls:,} calls; tokens "
-            f"{int(summed['raw_tokens_total']):,} → {int(summed['tokens_total']):,} ({t['reduction'] * 100:.1f}% saved); "
-            f"cost ${summed['raw_cost_usd']:,.4f} → ${summed['cost_usd']:,.4f} ({_saves(t['cost_saving'])}); "
-            f"retention {t['retention'] * 100:.1f}%, recall {t['recall'] * 100:.1f}%; "
-            f"{int(summed['violations_introduced'])} violation(s) introduced, {int(summed['overflows'])} overflow(s)"
+            f"{int(n.raw_tokens_total):,} → {int(n.tokens_total):,} ({n.reduction * 100:.1f}% saved); "
+            f"cost ${n.raw_cost_usd:,.4f} → ${n.cost_usd:,.4f} ({_saves(n.cost_saving)}); "
+            f"retention {n.retention * 100:.1f}%, recall {n.recall * 100:.1f}%; "
+            f"{int(n.violations_introduced)} violation(s) introduced, {int(n.overflows)} overflow(s)"
             + _recorded_total(runs))
 
 

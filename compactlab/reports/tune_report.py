@@ -10,7 +10,7 @@ from typing import TextIO
 import orjson
 
 from ..plumbing.outputs import remove_in_folder, write_in_folder
-from ..corpus.tune import COLUMN, TuneResult
+from ..corpus.tune import TuneResult, column
 from .policy_report import toml_value
 from .terminal import Printer, Table
 from .text import csv_cell, json_bytes
@@ -25,7 +25,7 @@ AXES = {"cost": "cost saving vs no compaction", "recall": "probe recall (what th
 def front_policy(result: TuneResult, i: int) -> str:
     """Front point ``i`` (0-based) as a policy file: the base with the point's values."""
     p = result.front[i]
-    scores = ", ".join(f"{COLUMN.get(o, o)} {p.scores[o]:.4f}" for o in result.objectives)
+    scores = ", ".join(f"{column(o)} {p.scores[o]:.4f}" for o in result.objectives)
     lines = [f'extends = "{result.base}"', f'name = "{result.base}-front-{i + 1:02d}"',
              f'description = "tune front point {i + 1} (trial {p.number}) over the tuned corpus: {scores}"', ""]
     tables: dict[str, list[str]] = {}
@@ -50,7 +50,7 @@ def write_files(result: TuneResult, out_dir: str, chart: bool = True) -> list[st
     doc = {"base": result.base, "objectives": result.objectives, "space": [str(p) for p in result.params],
            "trials": len(result.points), "interrupted": result.interrupted is not None, "recommendation": result.recommendation,
            "notes": result.notes,
-           "base_scores": {COLUMN.get(o, o): result.base_point.scores[o] for o in result.objectives},
+           "base_scores": {column(o): result.base_point.scores[o] for o in result.objectives},
            "front": rows}
     write_in_folder(out_dir, "front.json", json_bytes(doc, orjson.OPT_INDENT_2) + b"\n")
     remove_in_folder(out_dir, "policies", "front-*.toml")  # a front of an earlier run of this study
@@ -80,7 +80,7 @@ def write_table(result: TuneResult, out: TextIO) -> None:
     for p in result.params:
         table.add_column(p.key, justify="right", essential=True, overflow="fold")
     for o in result.objectives:
-        table.add_column(COLUMN.get(o, o).replace("_", " "), justify="right", essential=True, no_wrap=True)
+        table.add_column(column(o).replace("_", " "), justify="right", essential=True, no_wrap=True)
     table.add_column("cost", justify="right", no_wrap=True)
     base = result.base_point
     table.add_row("base", *[_shown(v) for v in _base_values(result)], *[_pct(base.scores[o]) for o in result.objectives],

@@ -114,12 +114,14 @@ def test_the_savings_interval_is_a_95_percent_bootstrap():
 
 def test_timing_alone_says_more_when_it_saves_more_and_less_when_less():
     from compactlab.corpus.verdict import Entry, _timing
+    from compactlab.metrics import Numbers
 
     def entry(timing: str, saving: float) -> Entry:
+        totals = Numbers({"cost_usd": 1 - saving, "raw_cost_usd": 1.0, "tokens_total": 1, "raw_tokens_total": 2,
+                          "probes": 10, "probes_kept": 9, "summaries": 1})
         return Entry(label=f"s08 summary.timing={timing}", policy="s08", swept={"summary.timing": timing},
-                     transcripts=1, cost_usd=1 - saving, raw_cost_usd=1.0, tokens_total=1, cost_saving=saving,
-                     median_saving=saving, saving_p25=saving, saving_p75=saving, reduction=0.5, retention=1.0, refs=0,
-                     recall=0.9, probes=10, violations_introduced=0, overflows=0, summaries=1, costs_more=0)
+                     transcripts=1, totals=totals, median_saving=saving, saving_p25=saving, saving_p75=saving,
+                     costs_more=0)
 
     more = _timing([entry("trigger", 0.30), entry("idle", 0.40)], ["summary.timing"])
     assert more == ["Timing alone: s08 summary.timing=idle saves 10.0% more of the cost with no compaction than "
