@@ -212,7 +212,7 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
             return [*cl, "replay", str(path), "--format", "json", "--out", o, "-q", *args]
 
         sweep12 = ["-p", "s08", "--sweep", "summary.trigger=30000,50000,80000,120000", "--sweep", "micro.keep_recent=2,3,5"]
-        # the probe cache (engine/probe_cache.py) in a folder of the bench's own, filled first: a
+        # the probe cache (engine/measures/probe_cache.py) in a folder of the bench's own, filled first: a
         # replay of a file replayed before reads its probes; "cold" indexes them again each time,
         # "recall off" does not look for them (recall's share of a replay is the difference)
         os.environ["COMPACTLAB_CACHE_DIR"] = str(root / "cache")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from .engine.baseline import baseline_for
+from .engine.measures.baseline import baseline_for
 from .corpus.calibration import MIN_CALLS, by_default, calibrate, prompt_tokens, recorded_tokens, sent_chars, short
 from .transcripts.messages import block_type
 from .engine.sizing import TokenEstimator

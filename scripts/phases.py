@@ -16,7 +16,7 @@ import gc
 import os
 import time
 
-from compactlab.engine.baseline import compute_baseline
+from compactlab.engine.measures.baseline import compute_baseline
 from compactlab.engine.policy import load_policy
 from compactlab.engine.loop import replay
 from compactlab.engine.feeds import open_feed

@@ -58,14 +58,14 @@ def main() -> None:
     import compactlab.jobs.compare as compare_job
     import compactlab.reports.compare_report as compare_report
     import compactlab.reports.replay_report as replay_report
-    from compactlab.engine import probe_cache, turns
+    from compactlab.engine.measures import probe_cache, recall
 
     timed(compare_job, "run_in_parts")
     for name in ("comparison", "results_files", "report_files"):
         timed(compare_report, name)
     for name in ("key_of", "load"):
         timed(probe_cache, name)
-    timed(turns, "check_probes")
+    timed(recall, "check")
     for name in ("probes_csv_bytes", "compactions_csv_bytes"):
         timed(replay_report, name)
     from compactlab.cli import main as cli

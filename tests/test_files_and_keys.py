@@ -511,8 +511,8 @@ def test_a_cache_folder_others_can_write_is_neither_read_nor_written(cli, tmp_pa
 
 
 def test_probes_are_stored_only_for_the_bytes_that_were_hashed(tmp_path):
-    from compactlab.engine import probe_cache
-    from compactlab.engine.probes import Probe
+    from compactlab.engine.measures import probe_cache
+    from compactlab.engine.measures.probes import Probe
 
     path = tmp_path / "big.jsonl"
     unique = orjson.dumps({"role": "user", "content": f"{tmp_path}"}) + b"\n"  # (bytes no other test cached)

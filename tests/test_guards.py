@@ -11,7 +11,7 @@ import pytest
 from compactlab import load_policy, load_transcript, replay
 from compactlab.corpus.calibration import fit
 from compactlab.errors import SummarizerError
-from compactlab.engine.invariants import InvariantTracker, check_context
+from compactlab.engine.measures.violations import InvariantTracker, check_context
 from compactlab.transcripts.messages import make_entry
 from compactlab.summarizers import StubSummarizer
 from helpers import SAMPLES, asst, results, tool_session, tr, tu, user, write_jsonl

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from compactlab import load_policy, replay
 from compactlab.engine.context import Context
-from compactlab.engine.invariants import check_context
+from compactlab.engine.measures.violations import check_context
 from compactlab.engine.layers import LAYERS, RunEnv
 from compactlab.transcripts.messages import make_entry
 from compactlab.summarizers import StubSummarizer
@@ -179,23 +179,25 @@ def _using_probes(msgs: list[dict]) -> list[dict]:
 @SETTINGS
 @given(transcripts(max_turns=25), policies(pair_safe=False), st.booleans())
 def test_the_recordings_own_context_is_checked_as_the_reference_check_does(msgs, policy, none):
-    """(#44 §2) While no layer has acted, the loop checks the probes by ``check_intact`` (all kept,
-    nothing read); ``check`` is the reference: the run is the same with it in its place."""
+    """(#44 §2) Every replay measures recall by ``measures.RECALL``, which does not read the
+    recording's own context (while no layer has acted, every probe is kept: ``check_intact``);
+    ``measures.Recall``, which checks every context, is the reference: the runs are the same."""
     import pytest
 
-    from compactlab.engine import loop
-    from compactlab.engine.probes import check, check_intact
+    from compactlab.engine import measures
+    from compactlab.engine.measures import recall
     from helpers import assert_same_run
 
     msgs = _using_probes(msgs)
     if none:
         policy = load_policy("none")
     used = []
+    fast_path = recall.check_intact
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(loop, "check_intact", lambda *a: used.append(1) or check_intact(*a))
+        mp.setattr(recall, "check_intact", lambda *a: used.append(1) or fast_path(*a))
         fast = replay(transcript_of(msgs), policy)
-        mp.setattr(loop, "check_intact", lambda probes, context, call, ledger: check(probes, context, call, ledger))
-        reference = replay(transcript_of(msgs), policy)
+    reference = replay(transcript_of(msgs), policy, recall=measures.Recall)
+    assert measures.RECALL is not measures.Recall
     assert_same_run(fast, reference)
     if none and fast.summary.probes:
         assert used  # (the fast path ran)

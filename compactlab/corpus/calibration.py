@@ -62,7 +62,7 @@ def sent_chars(transcript: Transcript) -> list[int]:
     """Chars of the context the recording sent at each call (recorded compactions applied): with
     none, the raw baseline's (the whole history at each call, computed once for every run); else
     a replay of no compaction that keeps them."""
-    from ..engine.baseline import baseline_for
+    from ..engine.measures.baseline import baseline_for
     from ..engine.policy import load_policy
     from ..engine.loop import replay
 

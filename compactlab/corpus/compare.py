@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from ..engine.baseline import baseline_for
+from ..engine.measures.baseline import baseline_for
 from ..engine.records import RunSummary
 from ..engine.cost.prices import ModelPrices, PriceTable, load_prices
 from ..errors import PolicyError
@@ -462,7 +462,7 @@ _READ_LOCK = threading.Lock()  # (a worker's threads share what it read)
 
 def read_on_worker(ref: FileRef) -> Transcript:
     """The transcript ``ref`` names, read on this worker (once: kept for its next runs)."""
-    from ..engine import probe_cache
+    from ..engine.measures import probe_cache
     from ..errors import InputError
     from ..transcripts import load_transcript
 

@@ -62,7 +62,7 @@ def shares_of(sizes: Sequence[int], n: int) -> list[list[int]]:
 
 
 def _read(member: Member) -> Any:
-    from ..engine import probe_cache
+    from ..engine.measures import probe_cache
     from ..errors import InputError
     from ..transcripts import load_transcript
 

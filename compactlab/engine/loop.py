@@ -28,22 +28,18 @@ from .cost.cache_rules import rules_for
 from .cost.pricing import TTL_SECONDS, PromptCache, price_run, prompt_of, seconds
 from .cost.prices import ModelPrices, PriceTable, load_prices
 from .window import DEFAULT_WINDOW, Window, resolve as resolve_window
-from .invariants import InvariantTracker, ViolationLog
 from .feeds import Feed, as_feed
 from .layers import CHEAP, NOTHING, CallFacts, LayerStats, RunEnv, manual, reactive, summary
 from ..transcripts.messages import Entry, Message, is_prompt
 from ..plumbing.outputs import OutputDir
 from .policy import Policy, fingerprint_of
 from .records import ACTIONS, CompactionEvent, Run, TurnRecord, summarize
-from .probes import KINDS, Checked, ProbeMemo, ProbeOutcome, check as check_probes, check_intact
-from .retention import retained
+from .measures import CallAt, Recall, measures_for
 from .sizing import Calibration, TokenEstimator, list_chars
 from ..summarizers import StubSummarizer, Summarizer
 from ..transcripts import RecordedCompaction, Transcript, TranscriptStream
 
 
-#: what a call without probes checked
-NO_PROBES = Checked(0, 0)
 #: a LayerStats' counts of ACTIONS, in its order (asked in C), and the layers they stand for
 _ACTIONS = attrgetter(*ACTIONS)
 _LAYERS = tuple(ACTIONS.values())
@@ -73,6 +69,7 @@ def replay(
     on_call: Callable[[TurnRecord], None] | None = None,
     keep_contexts: Collection[int] = (),
     window: int | None = None,
+    recall: type[Recall] | None = None,
 ) -> Run:
     """Replay ``transcript`` through ``policy``. With no ``out_dir`` nothing is written; with one,
     the persisted outputs are written into a fresh folder put in its place when the run ends (and
@@ -93,6 +90,8 @@ def replay(
     policy's size estimate (and so is part of the run's policy and fingerprint); the summary says
     which estimate the run used. ``window``: the context window the calls are judged on (``--window``;
     default the recording's, ``engine/window.py``); the policy's own sets only its reactive trigger.
+    ``recall``: the recall measure's implementation (default ``measures.RECALL``; a test holds the
+    fast one to the reference, ``measures.Recall``).
     """
     feed = as_feed(transcript)
     if feed.entries is None and counter:
@@ -124,7 +123,7 @@ def replay(
     table = (prices or load_prices()) if isinstance(prices, PriceTable) or prices is None else None
     turns = Turns(policy, env, feed, restarts, counter, LoopOptions(
         cache_model=cache_model, cache_ttl=cache_ttl, window=window, keep_contexts=keep_contexts,
-        configured_window=table.window if table is not None else _no_window))
+        configured_window=table.window if table is not None else _no_window, recall=recall))
     records: list[TurnRecord] = []
     try:
         if owned:
@@ -149,18 +148,18 @@ def replay(
         out.commit()
 
     resolved = policy.resolved()
+    measures = turns.measures
     return Run(
-        summary=summarize(records, turns.totals, turns.violations.listed(), transcript=feed,
-                          policy=policy.name, fingerprint=fingerprint_of(resolved), pricing=pricing, calibration=used,
+        summary=summarize(records, turns.totals, transcript=feed, policy=policy.name,
+                          fingerprint=fingerprint_of(resolved), pricing=pricing, calibration=used,
                           persisted_files=env.ledger.persisted_files, saved_transcripts=env.ledger.saved_transcripts,
-                          probe_kinds=turns.probe_kinds(), probes_indexed=feed.baseline.probes_indexed,
                           window=(turns.judged.tokens, turns.judged.describe()),
-                          summary_request=policy.summary.request),
+                          summary_request=policy.summary.request, **measures.finish()),
         calls=records,
         policy=resolved,
         failed_summaries=env.ledger.failed_summaries,
-        probe_ledger=turns.ledger,
-        events=turns.events_with_losses(),
+        probe_ledger=measures.recall.ledger,
+        events=measures.recall.losses(turns.events),
         out_dir=out.path,
         timing={"runtime_s": round(time.perf_counter() - started, 4)},
         contexts=turns.contexts,
@@ -184,6 +183,7 @@ class LoopOptions:
     window: int | None = None
     configured_window: Callable[[str | None], tuple[int, str] | None] = _no_window
     keep_contexts: Collection[int] = ()
+    recall: type[Recall] | None = None  # the recall measure's implementation (None: measures.RECALL)
 
 
 class Turns:
@@ -195,18 +195,16 @@ class Turns:
        asked for before or after them;
     2. the cheap layers in the policy's order, then the summary layer;
     3. while the context is over the window: reactive compaction, then step 2 again;
-    4. check the context sent against the API's rules (violations introduced or inherited);
-    5. account the prompt cache: the unchanged prefix is read, the rest written;
-    6. count the referenced tool results still intact (retention) and the hindsight probes the
-       context holds (recall);
-    7. append the recorded reply.
+    4. account the prompt cache: the unchanged prefix is read, the rest written;
+    5. measure the context sent (``measures``: the raw baseline, violations of the API's rules,
+       retention, recall), each into the call's record;
+    6. append the recorded reply.
     """
 
     def __init__(self, policy: Policy, env: RunEnv, feed: Feed, restarts: dict[int, RecordedCompaction] | None,
                  counter: TokenCounter | None, options: LoopOptions = LoopOptions()) -> None:
         self.policy, self.env, self.base, self.restarts, self.counter = policy, env, feed.baseline, restarts, counter
         self.raw_entries = feed.entries
-        self.keep_refs = not feed.streamed  # (a stream's references are let go as they are used)
         #: each reply's recorded usage and time, as far as read (for the call's facts: ``_facts``)
         self.usage: dict[int, dict] = feed.usage
         self.model: Callable[[], str | None] = lambda: feed.model  # the recording's model, as far as read
@@ -233,16 +231,15 @@ class Turns:
         self.judged_model: str | None = None  # the model the window was resolved for
         self.manual_tool = policy.manual.tool if policy.manual.enabled else None
         self.context = Context()
-        self.tracker = InvariantTracker()
-        self.violations = ViolationLog()
+        # (a stream's references are let go as they are used)
+        self.measures = measures_for(feed.baseline, env, counter=counter, entries=feed.entries,
+                                     keep_refs=not feed.streamed, recall=options.recall)
         self.cache = PromptCache(env.estimator, exact=counter is not None)
         self.reply_tokens: list[int] = []  # each call's reply, estimated (the caches that keep it)
         self.ttl = "5m"  # the prompt cache's TTL the run is priced with (a summary request's reads expire by it)
         self.totals = LayerStats()
         self.done = 0  # messages of the transcript in the context so far
         self.manual_pending = False  # the previous reply called the manual compaction tool
-        self.ledger: list[ProbeOutcome] = []  # every hindsight probe's outcome, call by call
-        self.probe_memo = ProbeMemo()  # the probe check's memo (edited messages' texts, results gone)
         self.events: list[CompactionEvent] = []  # the calls at which the policy changed the context
         self.contexts: dict[int, list[Message]] = {}
 
@@ -264,29 +261,20 @@ class Turns:
         if acted:
             self._event(call, stats, actions, before, tokens)
         unchanged = self.cache.unchanged(stats.lowest_changed)
-        self.tracker.update(self.context.entries, unchanged)  # 4
-        introduced, inherited = self.violations.record(call, self.tracker, self.base.counts_at(call))
         ctx = self.context
         if self.keep_contexts and call in self.keep_contexts:
             self.contexts[call] = [e.message for e in ctx.entries]
-        read, write = self.cache.account(ctx, unchanged, tokens)  # 5
-        refs = self.base.refs.get(call, ()) if self.keep_refs else self.base.refs.pop(call, ())  # a stream's: let go
-        probes = self.base.probes.get(call, ())  # (kept: a stream's go to the probe cache at its end)
-        if not probes:
-            checked = NO_PROBES
-        elif self.as_recorded and not acted and self.restarts is None:  # the recording's own context: all kept
-            checked = check_intact(probes, ctx, call, self.ledger)
-        else:
-            checked = check_probes(probes, ctx, call, self.ledger, env, self.probe_memo)
+        read, write = self.cache.account(ctx, unchanged, tokens)  # 4
+        intact = self.as_recorded and not acted
         # over the window, unless the recording shows this very context answered
-        overflow = self.judged.overflows(tokens) and not (self.as_recorded and not acted and self._answered(pos))
-        record = self._record(call, pos, stats, tokens, overflow, introduced, inherited, read, write, refs,
-                              retained(refs, ctx) if refs else 0, len(probes), checked)  # 6
+        overflow = self.judged.overflows(tokens) and not (intact and self._answered(pos))
+        record = self._record(call, pos, stats, tokens, overflow, read, write)
+        self.measures.at_call(CallAt(call, pos, unchanged, intact and self.restarts is None), ctx, record)  # 5
         self.totals.add(stats)
         self.as_recorded = self.as_recorded and not acted
         self.cache.sent(len(ctx), tokens, reply.chars)
         self.reply_tokens.append(self.cache.reply_tokens)
-        ctx.append(reply)  # 7
+        ctx.append(reply)  # 6
         self.done = pos + 1
         self.manual_pending = self.manual_tool in reply.tool_names
         return record
@@ -323,28 +311,6 @@ class Turns:
                                            self.env.estimator.tokens(list_chars(chars, n)), tokens,
                                            stats.micro_compacted + stats.persisted, stats.snipped,
                                            stats.summaries + stats.reactive + stats.manual))
-
-    def probe_kinds(self) -> dict[str, dict[str, int]]:
-        """Per probe kind that occurred: how many probes, kept and recoverable."""
-        out = {k: {"probes": 0, "kept": 0, "recoverable": 0} for k in KINDS}
-        for p in self.ledger:
-            row = out[p.kind]
-            row["probes"] += 1
-            if p.status != "lost":
-                row[p.status] += 1
-        return {k: v for k, v in out.items() if v["probes"]}
-
-    def events_with_losses(self) -> list[CompactionEvent]:
-        """The events, each with the used strings it removed and the call that first needed each."""
-        by_call = {e.call: e for e in self.events}
-        first: dict[tuple[int, str], int] = {}
-        for p in self.ledger:
-            if p.status != "kept" and p.removed_at in by_call:
-                key = (p.removed_at, p.probe)
-                first[key] = min(first.get(key, p.call), p.call)
-        for (at, text), needed in sorted(first.items(), key=lambda kv: (kv[0][0], kv[1], kv[0][1])):
-            by_call[at].lost.append((text, needed))
-        return self.events
 
     def next_time(self, pos: int) -> float | None:
         """The time of the recording's next call after the reply at ``pos`` (None: not known, or
@@ -475,16 +441,14 @@ class Turns:
             tokens = self._measure()
         return tokens
 
-    def _record(self, call: int, pos: int, stats: LayerStats, tokens: int, overflow: bool, introduced: int,
-                inherited: int,
-                read: int, write: int, refs: Any, kept: int, probes: int, checked: Any) -> TurnRecord:
-        base, ctx = self.base, self.context
-        raw_tokens = (self.counter.count([e.message for e in (self.raw_entries or [])[:pos]]) if self.counter
-                      else self.env.estimator.tokens(base.chars[call]))
+    def _record(self, call: int, pos: int, stats: LayerStats, tokens: int, overflow: bool, read: int,
+                write: int) -> TurnRecord:
+        """The call's record as the loop knows it: the context sent, what the layers did, the
+        cache; the measures fill in the rest (``measures``)."""
+        ctx = self.context
         # positionally, in TurnRecord's field order, without a dict of keywords a call (a test
         # holds the counters' columns to records.TURN_COUNTERS)
-        return TurnRecord(call, pos, base.messages[call], base.chars[call], raw_tokens, len(ctx), ctx.chars, tokens,
+        return TurnRecord(call, pos, 0, 0, 0, len(ctx), ctx.chars, tokens,
                           stats.persisted, stats.persisted_chars, stats.snipped, stats.micro_compacted,
                           stats.summaries, stats.summary_input_chars, stats.summary_output_chars, stats.reactive,
-                          stats.manual, overflow, introduced, inherited, read, write, 0.0,
-                          len(refs), kept, probes, checked.kept, checked.recoverable)
+                          stats.manual, overflow, 0, 0, read, write)

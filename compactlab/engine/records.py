@@ -213,14 +213,16 @@ class RunSummary(Mapping[str, Any]):
 
 
 
-def summarize(records: list[TurnRecord], totals: Any, violations: list[dict[str, Any]], *, transcript: Any,
-              policy: str, fingerprint: str, pricing: Any, calibration: dict[str, Any] | None = None,
-              persisted_files: list[dict[str, Any]], saved_transcripts: list[dict[str, Any]],
+def summarize(records: list[TurnRecord], totals: Any, *, transcript: Any, policy: str, fingerprint: str,
+              pricing: Any, calibration: dict[str, Any] | None = None, persisted_files: list[dict[str, Any]],
+              saved_transcripts: list[dict[str, Any]], violations: list[dict[str, Any]] | None = None,
               probe_kinds: dict[str, dict[str, int]] | None = None, probes_indexed: bool = True,
               window: tuple[int, str] = (0, ""), summary_request: str = "fresh") -> RunSummary:
-    """A run's summary, built from its priced records, its layers' totals (``LayerStats``) and its
-    violations; ``transcript`` gives the path, format and skipped lines; ``pricing`` is what
-    ``cost.price_run`` gave (summary calls are billed at the summarizer's model's prices)."""
+    """A run's summary, built from its priced records, its layers' totals (``LayerStats``) and what
+    its measures add at the end (``measures.Measures.finish``: its violations, its probes by kind);
+    ``transcript`` gives the path, format and skipped lines; ``pricing`` is what ``cost.price_run``
+    gave (summary calls are billed at the summarizer's model's prices)."""
+    violations = violations or []
     priced, recorded_cost, billed = pricing.priced, pricing.recorded, pricing.billed
     sp, read = pricing.summary_prices, totals.summary_cache_read_tokens
     calls = totals.summaries + totals.summary_failures

@@ -121,7 +121,7 @@ def load_all(files: list[str], settings: Settings, notify: Notify = quietly,
              progress: ShowsProgress = no_progress, tally: Tally | None = None) -> list:
     """Every file loaded whole (a corpus job shares them with its workers), its warnings said
     (``tally``: one part of a corpus, what is said of all of it kept for the end)."""
-    from ..engine import probe_cache
+    from ..engine.measures import probe_cache
     from ..transcripts import load_transcript
 
     loaded = []

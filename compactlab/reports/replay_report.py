@@ -14,7 +14,7 @@ from ..plumbing.outputs import OutputDir
 
 if TYPE_CHECKING:
     from ..engine.policy import Policy
-from ..engine.invariants import MEANING
+from ..engine.measures.violations import MEANING
 from ..engine.records import TURN_COLUMNS, Run, RunSummary, TurnRecord, turn_values
 from ..metrics import Numbers
 from .sparkline import sparkline

@@ -11,10 +11,10 @@ import pytest
 from compactlab.engine.context import Context
 from compactlab.engine.cost.pricing import PromptCache, price_calls
 from compactlab.engine.cost.prices import load_prices
-from compactlab.engine.invariants import InvariantTracker, ViolationLog
+from compactlab.engine.measures.violations import InvariantTracker, ViolationLog
 from compactlab.transcripts.messages import make_entry
 from compactlab.engine.records import TurnRecord
-from compactlab.engine.retention import retained
+from compactlab.engine.measures.retention import retained
 from compactlab.engine.sizing import TokenEstimator, list_chars
 from helpers import SAMPLES, asst, context, results, tr, tu, user
 

@@ -80,7 +80,7 @@ def test_retention_counts_references_to_intact_results(tmp_path):
 
 
 def test_a_reused_tool_id_forgets_its_earlier_file():
-    from compactlab.engine.baseline import retention_refs
+    from compactlab.engine.measures.baseline import retention_refs
     from compactlab.transcripts.messages import make_entry
     from compactlab.transcripts import Transcript
 

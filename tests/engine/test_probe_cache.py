@@ -1,4 +1,4 @@
-"""The probe cache (engine/probe_cache.py): a streamed file's probes stored by the hash of its
+"""The probe cache (engine/measures/probe_cache.py): a streamed file's probes stored by the hash of its
 bytes, read back by the next replay of the same bytes with the same results; an entry that is not
 one is ignored with a warning and rebuilt."""
 
@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from compactlab import load_policy
-from compactlab.engine import probe_cache
+from compactlab.engine.measures import probe_cache
 from compactlab.engine.feeds import open_feed
 from compactlab.engine.loop import replay
 from helpers import tool_session, write_jsonl
@@ -43,7 +43,7 @@ def test_the_next_replay_of_the_same_bytes_reads_the_probes_and_gets_the_same_ru
     policy = load_policy("observation-masking", ["micro.keep_recent=1"])
     first = replay(open_feed(big), policy)
     assert first.summary.probes > 0 and len(entries(tmp_path)) == 1
-    from compactlab.engine import baseline
+    from compactlab.engine.measures import baseline
 
     probe_index = baseline.ProbeIndex
     monkeypatch.setattr(baseline, "ProbeIndex", None)  # the second run must not index at all (nor its reader)
@@ -153,7 +153,7 @@ def _saved(tmp_path, monkeypatch, probes):
 
 
 def test_an_entry_reads_back_as_the_probes_saved(tmp_path, monkeypatch):
-    from compactlab.engine.probes import Probe
+    from compactlab.engine.measures.probes import Probe
 
     probes = {0: [Probe("a_b", ((1, 0),), 0, "bash", "identifier")],
               7: [Probe("x/y.py", ((3, 1), (9, 0), (11, -1)), 2, "read", "path"), Probe("1234", ((5, 2),), -1, "unknown", "number")]}
@@ -175,7 +175,7 @@ def test_an_entry_reads_back_as_the_probes_saved(tmp_path, monkeypatch):
     {"where": "1,0"},
 ])
 def test_an_entry_with_a_value_save_does_not_write_is_not_read(tmp_path, monkeypatch, damage):
-    from compactlab.engine.probes import Probe
+    from compactlab.engine.measures.probes import Probe
 
     probes = {0: [Probe("a_b", ((1, 0),), 0, "bash", "identifier")],
               7: [Probe("x/y.py", ((3, 1),), 2, "read", "path"), Probe("1234", ((5, 2),), -1, "unknown", "number")]}
@@ -214,7 +214,7 @@ def _chat(tmp_path, name: str = "chat.json") -> str:
 def test_a_corpus_compared_again_reads_its_probes_and_gives_the_same_results(big, cli, tmp_path, monkeypatch):
     """(#44 §7) compare loads its files whole; their probes go to the cache as a streamed file's
     do, keyed by the bytes the loader hashed; the next compare does not index them at all."""
-    from compactlab.engine import baseline
+    from compactlab.engine.measures import baseline
 
     chat = _chat(tmp_path)
 

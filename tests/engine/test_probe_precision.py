@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from compactlab import load_transcript
-from compactlab.engine.baseline import baseline_for
+from compactlab.engine.measures.baseline import baseline_for
 from helpers import SHARED
 
 JUDGED = json.loads((Path(__file__).parent / "data" / "probe_judgements.json").read_text())

@@ -7,7 +7,7 @@ import csv
 import pytest
 
 from compactlab import load_policy, load_transcript, replay
-from compactlab.engine.probes import tokens
+from compactlab.engine.measures.probes import tokens
 from helpers import asst, results, tr, tu, user, write_jsonl
 
 
@@ -225,7 +225,7 @@ def test_line_navigation_and_copied_phrases_are_probes_of_their_own_kinds(tmp_pa
 
 def test_no_compaction_builds_no_probe_index(tmp_path, cli, monkeypatch):
     """(#28 §5) A policy that never acts cannot lose a probe: its replay builds no index at all."""
-    from compactlab.engine import baseline
+    from compactlab.engine.measures import baseline
 
     built = []
     real = baseline.ProbeIndex

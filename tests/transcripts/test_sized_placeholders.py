@@ -82,7 +82,7 @@ def test_codex_measures_read_a_placeholder_as_its_size():
 
 
 def test_a_placeholder_is_no_probe_candidate():
-    from compactlab.engine.probes import runs
+    from compactlab.engine.measures.probes import runs
 
     text = "see parse_config " + sized_placeholder("REDACTED_TEXT", 500, " sha=ab12") + " done"
     assert runs(text) == {"see", "parse_config", "done"}

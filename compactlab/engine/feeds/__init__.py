@@ -24,7 +24,7 @@ from functools import cached_property
 
 from ...transcripts import TranscriptStream, load_transcript, open_transcript
 from ...transcripts.reader import Head, is_document, read_head
-from .. import probe_cache
+from ..measures import probe_cache
 from .base import READ_BATCH, Call, Feed, LoadedFeed, StreamFeed, as_feed
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from ..baseline import BaselineBuilder, RawBaseline, baseline_for
+from ..measures.baseline import BaselineBuilder, RawBaseline, baseline_for
 from ...transcripts.messages import Entry, add_tool_names
 from ...transcripts import RecordedCompaction, Transcript, TranscriptStream
 
@@ -140,7 +140,7 @@ class StreamFeed(_Recording):
                     pending.append(entry)
                 pos += 1
         if self.probe_key is not None:
-            from .. import probe_cache
+            from ..measures import probe_cache
 
             probe_cache.save(self.probe_key, self.baseline.probes)
 

@@ -33,7 +33,7 @@ import signal
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
-from ..baseline import BaselineBuilder, RawBaseline
+from ..measures.baseline import BaselineBuilder, RawBaseline
 from ...errors import CompactlabError, InputError
 from ...plumbing.interrupts import Terminated, exit_status, hold_signals, release_signals
 from ...plumbing.process import usable_cores

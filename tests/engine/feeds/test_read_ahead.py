@@ -124,7 +124,7 @@ def test_the_read_ahead_run_is_the_in_process_run(preset, forks, tmp_path, monke
 def test_a_file_whose_probes_are_cached_is_read_ahead_and_replayed_as_in_process(forks, tmp_path, monkeypatch):
     """The second replay of a file takes its probes from the probe cache; the reader then only
     reads, and the replay checks them (as it does a file read in-process)."""
-    from compactlab.engine import probe_cache
+    from compactlab.engine.measures import probe_cache
 
     monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
     path = str(SAMPLES / "synth-long.jsonl")

@@ -46,8 +46,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from .context import Context
-from ..transcripts.messages import Entry, is_prompt, text_of, without_sized
+from ..context import Context
+from ...transcripts.messages import Entry, is_prompt, text_of, without_sized
 
 #: the candidate strings of a text: runs of name, path and URL characters, every other ASCII
 #: character a space (str.translate and split: two passes in C, twice as fast as a regex), then

@@ -29,7 +29,7 @@ import orjson
 
 from .baseline import RawBaseline, baseline_for, compute_baseline
 from .probes import KINDS, Probe
-from ..transcripts.model import Transcript
+from ...transcripts.model import Transcript
 
 #: the probe rules' version: bump it whenever what counts as a probe changes (entries made by
 #: earlier rules are then never read)
@@ -121,8 +121,8 @@ def _is_digest(value: Any) -> bool:
 
 
 def _disk(kind: str = KIND, read_only: bool = False) -> Any:
-    from ..plumbing.cache import DiskCache
-    from ..plumbing.folders import default_cache_dir
+    from ...plumbing.cache import DiskCache
+    from ...plumbing.folders import default_cache_dir
 
     return DiskCache(default_cache_dir(), kind, read_only=read_only)
 
@@ -184,7 +184,7 @@ def load(key: str, warnings: list[str]) -> dict[int, list[Probe]] | None:
 def save(key: str, probes: dict[int, list[Probe]]) -> None:
     """Store a file's probes (a cache that cannot be written costs an index next time, no more).
     Column by column, so that reading it back is a few list checks rather than one per value."""
-    from ..plumbing.cache import MAX_ENTRY_BYTES
+    from ...plumbing.cache import MAX_ENTRY_BYTES
 
     if isinstance(key, Key) and not key.unchanged():
         return  # (the file changed while it was read: these probes may not be those of the bytes hashed)

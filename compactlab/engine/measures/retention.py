@@ -9,8 +9,11 @@ looked up in the context as sent.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
-from .context import Context
+from ..context import Context
+from ..records import TurnRecord
+from .base import CallAt
 
 
 def retained(refs: Iterable[tuple[int, int]], context: Context) -> int:
@@ -22,3 +25,19 @@ def retained(refs: Iterable[tuple[int, int]], context: Context) -> int:
         if j is not None and block not in context.entries[j].changed:
             kept += 1
     return kept
+
+
+class Retention:
+    """The measure (``base.Measure``): a call's references (``refs``) and those the context still
+    holds (``refs_retained``). A stream's references are let go as they are used."""
+
+    def __init__(self, refs: dict[int, list[tuple[int, int]]], keep: bool = True) -> None:
+        self.refs, self.keep = refs, keep
+
+    def at_call(self, at: CallAt, context: Context, record: TurnRecord) -> None:
+        refs = self.refs.get(at.call, ()) if self.keep else self.refs.pop(at.call, ())
+        if refs:
+            record.refs, record.refs_retained = len(refs), retained(refs, context)
+
+    def finish(self) -> dict[str, Any]:
+        return {}

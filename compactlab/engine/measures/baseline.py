@@ -12,11 +12,14 @@ from typing import Any
 
 import orjson
 
-from .invariants import InvariantTracker, Violation
-from ..transcripts.messages import Entry, make_entry
+from ..context import Context
+from ..records import TurnRecord
+from .base import CallAt
+from .violations import InvariantTracker, Violation
+from ...transcripts.messages import Entry, make_entry
 from .probes import Probe, ProbeIndex, wanted_strings
-from .sizing import list_chars
-from ..transcripts.model import Transcript
+from ..sizing import list_chars
+from ...transcripts.model import Transcript
 
 
 #: what a streamed baseline leaves where a message it no longer needs was (its memory let go):
@@ -145,3 +148,22 @@ def baseline_for(transcript: Transcript, probes: bool = True) -> RawBaseline:
             return compute_baseline(transcript, probes=False)
         transcript.raw_baseline = compute_baseline(transcript)
     return transcript.raw_baseline
+
+
+class RawSize:
+    """The raw baseline as a measure (``base.Measure``): each call's uncompacted history, its
+    messages, characters and tokens (``counter``: exact counts of the ``entries`` before the call,
+    else ``estimator``'s estimate of its characters)."""
+
+    def __init__(self, base: RawBaseline, estimator: Any, counter: Any = None,
+                 entries: list[Entry] | None = None) -> None:
+        self.base, self.estimator, self.counter, self.entries = base, estimator, counter, entries
+
+    def at_call(self, at: CallAt, context: Context, record: TurnRecord) -> None:
+        base, call = self.base, at.call
+        record.raw_messages, record.raw_chars = base.messages[call], base.chars[call]
+        record.raw_tokens = (self.counter.count([e.message for e in (self.entries or [])[:at.pos]]) if self.counter
+                             else self.estimator.tokens(base.chars[call]))
+
+    def finish(self) -> dict[str, Any]:
+        return {}

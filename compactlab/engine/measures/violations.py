@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any, Protocol
 
-from .context import find_origin
-from ..transcripts.messages import Entry
+from ..context import Context, find_origin
+from ..records import TurnRecord
+from ...transcripts.messages import Entry
+from .base import CallAt
 
 KINDS = (
     "orphan_tool_use",
@@ -294,3 +297,28 @@ class ViolationLog:
     def listed(self) -> list[dict]:
         """Every violation once, in call and message order."""
         return sorted(self._seen.values(), key=lambda v: (v["call"], v["message_index"]))
+
+
+class Violations:
+    """The measure (``base.Measure``): the context sent checked against the API's rules
+    incrementally (from the first message a layer changed), each violation introduced by the
+    policy or inherited from the recording (the raw context's ``counts_at`` the call)."""
+
+    def __init__(self, raw: RawCounts) -> None:
+        self.raw = raw
+        self.tracker = InvariantTracker()
+        self.log = ViolationLog()
+
+    def at_call(self, at: CallAt, context: Context, record: TurnRecord) -> None:
+        self.tracker.update(context.entries, at.unchanged)
+        record.violations_introduced, record.violations_inherited = self.log.record(
+            at.call, self.tracker, self.raw.counts_at(at.call))
+
+    def finish(self) -> dict[str, Any]:
+        return {"violations": self.log.listed()}
+
+
+class RawCounts(Protocol):
+    """The raw context's violations at each call (``baseline.RawBaseline``)."""
+
+    def counts_at(self, call: int) -> Counter: ...

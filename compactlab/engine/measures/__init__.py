@@ -1,0 +1,51 @@
+"""What is measured of each context a replay sends (#44 §2), behind one protocol (``base.Measure``):
+the raw baseline (``baseline.RawSize``), tool-pairing violations (``violations.Violations``),
+retention (``retention.Retention``) and recall (``recall``). ``measures_for`` is the one place that
+chooses each one's implementation; the simple one of each stays the reference a faster one is
+tested against (recall: ``Recall`` beside ``IntactFirstRecall``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .base import CallAt, Measure
+from .baseline import RawBaseline, RawSize
+from .recall import IntactFirstRecall, Recall
+from .retention import Retention
+from .violations import Violations
+
+#: the recall every replay uses; ``Recall`` is the reference it is held to
+RECALL: type[Recall] = IntactFirstRecall
+
+
+class Measures(NamedTuple):
+    """A run's measures, named for what the loop asks of them at the end, and all in call order."""
+
+    raw: RawSize
+    violations: Violations
+    retention: Retention
+    recall: Recall
+
+    def at_call(self, at: CallAt, context: Any, record: Any) -> None:
+        for m in self:
+            m.at_call(at, context, record)
+
+    def finish(self) -> dict[str, Any]:
+        """What they add to the run's summary, together."""
+        out: dict[str, Any] = {}
+        for m in self:
+            out.update(m.finish())
+        return out
+
+
+def measures_for(base: RawBaseline, env: Any, *, counter: Any = None, entries: list | None = None,
+                 keep_refs: bool = True, recall: type[Recall] | None = None) -> Measures:
+    """The measures of a run over ``base`` (its feed's raw baseline): ``env`` is the run's
+    ``RunEnv``; ``counter`` exact token counts over ``entries``; ``keep_refs`` False lets a stream's
+    references go as they are used; ``recall`` another implementation than ``RECALL`` (a test's)."""
+    return Measures(RawSize(base, env.estimator, counter, entries), Violations(base),
+                    Retention(base.refs, keep_refs), (recall or RECALL)(base.probes, env, base.probes_indexed))
+
+
+__all__ = ["CallAt", "Measure", "Measures", "RECALL", "Recall", "IntactFirstRecall", "measures_for"]

@@ -1,0 +1,74 @@
+"""Recall as a measure (``base.Measure``): of the hindsight probes of a call's reply (what the
+agent later used of earlier results, ``probes.py``), how many the context sent holds, and how many
+more a persisted output it points to holds; every probe's outcome in the run's ledger
+(probes.csv), and per probe kind at the end.
+
+Two implementations: ``Recall``, the reference, checks every call's probes against its context;
+``IntactFirstRecall`` skips the reading while the context is the recording's own (every probe
+kept where its first result stands). ``measures_for`` chooses; a property test holds the two to
+the same runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..context import Context
+from ..records import CompactionEvent, TurnRecord
+from .base import CallAt
+from .probes import KINDS, Checked, Probe, ProbeMemo, ProbeOutcome, check, check_intact
+
+
+class Recall:
+    """The reference: every call's probes checked against the context sent (``probes.check``).
+    ``env``: the run's ``RunEnv``, whose ledger says which layer made or cleared a message."""
+
+    def __init__(self, probes: dict[int, list[Probe]], env: Any, indexed: bool = True) -> None:
+        self.probes, self.env, self.indexed = probes, env, indexed
+        self.ledger: list[ProbeOutcome] = []  # every probe's outcome, call by call
+        self.memo = ProbeMemo()  # edited messages' texts, results gone
+
+    def at_call(self, at: CallAt, context: Context, record: TurnRecord) -> None:
+        probes = self.probes.get(at.call, ())  # (kept: a stream's go to the probe cache at its end)
+        if probes:
+            checked = self._check(probes, at, context)
+            record.probes, record.probes_kept, record.probes_recoverable = len(probes), checked.kept, checked.recoverable
+
+    def _check(self, probes: list[Probe], at: CallAt, context: Context) -> Checked:
+        return check(probes, context, at.call, self.ledger, self.env, self.memo)
+
+    def finish(self) -> dict[str, Any]:
+        return {"probe_kinds": self.kinds(), "probes_indexed": self.indexed}
+
+    def kinds(self) -> dict[str, dict[str, int]]:
+        """Per probe kind that occurred: how many probes, kept and recoverable."""
+        out = {k: {"probes": 0, "kept": 0, "recoverable": 0} for k in KINDS}
+        for p in self.ledger:
+            row = out[p.kind]
+            row["probes"] += 1
+            if p.status != "lost":
+                row[p.status] += 1
+        return {k: v for k, v in out.items() if v["probes"]}
+
+    def losses(self, events: list[CompactionEvent]) -> list[CompactionEvent]:
+        """``events``, each with the used strings it removed and the call that first needed each."""
+        by_call = {e.call: e for e in events}
+        first: dict[tuple[int, str], int] = {}
+        for p in self.ledger:
+            if p.status != "kept" and p.removed_at in by_call:
+                key = (p.removed_at, p.probe)
+                first[key] = min(first.get(key, p.call), p.call)
+        for (at, text), needed in sorted(first.items(), key=lambda kv: (kv[0][0], kv[1], kv[0][1])):
+            by_call[at].lost.append((text, needed))
+        return events
+
+
+class IntactFirstRecall(Recall):
+    """``Recall`` that does not read a context that is the recording's own (``CallAt.intact``):
+    every probe is kept there (``probes.check_intact``); a replay of a policy that acts late, or
+    never, checks nothing until it acts."""
+
+    def _check(self, probes: list[Probe], at: CallAt, context: Context) -> Checked:
+        if at.intact:
+            return check_intact(probes, context, at.call, self.ledger)
+        return check(probes, context, at.call, self.ledger, self.env, self.memo)
