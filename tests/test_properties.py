@@ -133,9 +133,9 @@ def test_every_layer_keeps_the_contract(msgs, policy, cut):
     before = copy.deepcopy(ctx.messages)
     checked = 0
     for name, layer in LAYERS.items():
-        config = getattr(policy, name)
+        config = policy.config_for(name)
         def env() -> RunEnv:
-            return RunEnv(summarizer=StubSummarizer(), summary_config=policy.summary)
+            return RunEnv(summarizer=StubSummarizer())
 
         out1, stats1 = layer(ctx, config, env())
         out2, stats2 = layer(contexts_of(msgs, cut), config, env())

@@ -115,7 +115,6 @@ def replay(
         out=out,
         tool_names={},  # filled as the calls are read: a name is known from its tool_use on
         write_transcripts=write_transcripts,
-        summary_config=policy.summary,
     )
     restarts = {c.position: c for c in feed.compactions} if keep_recorded_compactions else None
     calls = feed.calls(env.tool_names, restarts)
@@ -223,7 +222,9 @@ class Turns:
         self.previous_pos: int | None = None
         self.before_previous: int | None = None
         self._usage_keys: list[int] = []
-        self.cheap = [(CHEAP[name], getattr(policy, name)) for name in policy.order if getattr(policy, name).enabled]
+        self.cheap = [(CHEAP[name], policy.config_for(name)) for name in policy.order if getattr(policy, name).enabled]
+        #: what reactive and manual compaction run by: their tables and the summary's
+        self.reactive_config, self.manual_config = policy.config_for("reactive"), policy.config_for("manual")
         #: the reactive trigger: the policy's own window, else the recording's (at the first call)
         self.window = policy.reactive.window_tokens
         #: the window every call is judged on (engine/window.py; at the first call, again at the end)
@@ -373,7 +374,7 @@ class Turns:
         policy, env = self.policy, self.env
         first = self.done
         if self.manual_pending and policy.manual.mode != "after_results":
-            self.context, st = manual(self.context, policy.manual, env)
+            self.context, st = manual(self.context, self.manual_config, env)
             stats.add(st)
             if st.manual and policy.manual.mode == "replace_results":
                 # seed 004 appends its own message instead of the tool results
@@ -381,7 +382,7 @@ class Turns:
                 first, pending = pos, []
         self._extend(first, pending, pos, stats)
         if self.manual_pending and policy.manual.mode == "after_results":
-            self.context, st = manual(self.context, policy.manual, env)
+            self.context, st = manual(self.context, self.manual_config, env)
             stats.add(st)
 
     def _extend(self, first: int, pending: list[Entry], pos: int, stats: LayerStats) -> None:
@@ -433,7 +434,7 @@ class Turns:
         retries = 0
         while policy.reactive.enabled and retries < policy.reactive.max_retries and tokens > self.window:
             retries += 1
-            self.context, st = reactive(self.context, policy.reactive, self.env)
+            self.context, st = reactive(self.context, self.reactive_config, self.env)
             stats.add(st)
             if not st.reactive:
                 break  # it changed nothing

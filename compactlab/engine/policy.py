@@ -31,7 +31,8 @@ import orjson
 from ..config import Bound, NonNegative, Section, added_defaults, opt, per_class
 from ..errors import InputError, PolicyError
 from ..plumbing.files import read_regular_text
-from .layers import REGISTRY, BudgetConfig, ManualConfig, MicroConfig, ReactiveConfig, SnipConfig, SummaryConfig
+from .layers import (REGISTRY, BudgetConfig, ManualConfig, MicroConfig, ReactiveConfig, SnipConfig, Summarising,
+                     SummaryConfig)
 
 __all__ = ["ALIASES", "CHEAP_LAYERS", "SECTIONS", "BudgetConfig", "ManualConfig", "MicroConfig", "Policy",
            "ReactiveConfig", "SizeConfig", "SnipConfig", "SummaryConfig", "build_policy", "fingerprint_of",
@@ -83,6 +84,12 @@ class Policy(Section):
                 raise TypeError(f"Policy({key}=...) takes a {kind.__name__}; build_policy() builds one from a dict")
         if len(set(self.order)) != len(self.order):
             raise ValueError("order lists a layer twice")
+
+    def config_for(self, layer: str) -> Any:
+        """What layer ``layer`` runs by (``layer(context, config, env)``): its table; with the
+        summary table beside it (``Summarising``) for a layer that summarises on its own event."""
+        own = getattr(self, layer)
+        return Summarising(own, self.summary) if REGISTRY[layer].summarises else own
 
     def resolved(self) -> dict[str, Any]:
         """The policy as plain data (what dataclasses.asdict gives, a few times faster: a folder of

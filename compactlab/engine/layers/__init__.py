@@ -13,7 +13,7 @@ from .base import NOTHING, CallFacts, LayerLedger, LayerStats, RunEnv
 from .budget import BudgetConfig, budget  # noqa: I001
 from .snip import SnipConfig, snip
 from .micro import MicroConfig, micro
-from .summary import SummaryConfig, summary
+from .summary import Summarising, SummaryConfig, summary
 from .reactive import ReactiveConfig, reactive
 from .manual import ManualConfig, manual
 from .registry import REGISTRY, Layer, register
@@ -22,5 +22,5 @@ LAYERS = {name: layer.run for name, layer in REGISTRY.items()}
 CHEAP = {name: layer.run for name, layer in REGISTRY.items() if layer.cheap}
 
 __all__ = ["CHEAP", "LAYERS", "NOTHING", "REGISTRY", "BudgetConfig", "CallFacts", "Layer", "LayerLedger", "LayerStats", "ManualConfig", "MicroConfig",
-           "ReactiveConfig", "RunEnv", "SnipConfig", "SummaryConfig", "budget", "manual", "micro", "reactive",
+           "ReactiveConfig", "RunEnv", "SnipConfig", "Summarising", "SummaryConfig", "budget", "manual", "micro", "reactive",
            "register", "snip", "summary"]

@@ -150,9 +150,6 @@ class RunEnv:
     tool_names: dict[str, str] = field(default_factory=dict)
     write_transcripts: bool = False
     now: CallFacts = CallFacts()
-    #: the policy's summary table: how reactive and manual compaction summarise too (they refuse
-    #: to run without it: ``summary_settings``)
-    summary_config: SummarySettings | None = None
     #: what layers keep from call to call in a run, one object of each kind (``state_of``)
     state: dict[type, Any] = field(default_factory=dict)
     ledger: LayerLedger = field(default_factory=LayerLedger)
@@ -165,15 +162,6 @@ class RunEnv:
         if state is None:
             state = self.state[kind] = kind()
         return state
-
-    @property
-    def summary_settings(self) -> SummarySettings:
-        """The policy's summary table, which reactive and manual compaction summarise by: set by
-        the engine from the policy; never a default in its place."""
-        if self.summary_config is None:
-            raise ValueError("RunEnv.summary_config is not set: reactive and manual compaction summarise as the "
-                             "policy's summary table says")
-        return self.summary_config
 
     def new_entry(self, message: Message, by: str = "summary") -> Entry:
         """An Entry for a message a policy made (placeholder, summary): a fresh negative origin;

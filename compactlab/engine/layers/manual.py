@@ -16,7 +16,7 @@ from ..context import Context
 from ...config import Bound, LayerConfig, opt
 from .base import LayerStats, RunEnv
 from .registry import register
-from .summary import SummaryConfig, compact
+from .summary import Summarising, compact
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,11 +34,10 @@ class ManualConfig(LayerConfig):
             raise ValueError("mode 'replace_results' needs a message")
 
 
-@register("manual", ManualConfig)
-def manual(context: Context, config: ManualConfig, env: RunEnv) -> tuple[Context, LayerStats]:
-    """(Summarised as the policy's summary table says: ``env.summary_config``.)"""
-    summary_config = env.summary_settings
-    assert isinstance(summary_config, SummaryConfig)  # (the policy's table: compact reads its template too)
+@register("manual", ManualConfig, summarises=True)
+def manual(context: Context, config: Summarising[ManualConfig], env: RunEnv) -> tuple[Context, LayerStats]:
+    """(Summarised as the policy's summary table says: ``config.summary``.)"""
+    own, summary_config = config.own, config.summary
     stats = LayerStats()
     if not context.entries:
         return context, stats
@@ -46,6 +45,6 @@ def manual(context: Context, config: ManualConfig, env: RunEnv) -> tuple[Context
     if new is None:
         return context, stats
     stats.manual = 1
-    if config.mode == "replace_results":
-        new.append(env.new_entry({"role": "user", "content": config.message}))
+    if own.mode == "replace_results":
+        new.append(env.new_entry({"role": "user", "content": own.message}))
     return new, stats

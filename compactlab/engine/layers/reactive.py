@@ -14,6 +14,7 @@ from ..context import Context
 from ...config import Bound, LayerConfig, NonNegative, opt
 from .base import LayerStats, RunEnv, fill, pair_safe_tail, summarize
 from .registry import register
+from .summary import Summarising
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +35,10 @@ class ReactiveConfig(LayerConfig):
             raise ValueError("template must contain {summary}")
 
 
-@register("reactive", ReactiveConfig)
-def reactive(context: Context, config: ReactiveConfig, env: RunEnv) -> tuple[Context, LayerStats]:
-    """(The summary's input cut and prompt are the policy's summary table: ``env.summary_config``.)"""
-    summary_config = env.summary_settings
+@register("reactive", ReactiveConfig, summarises=True)
+def reactive(context: Context, config: Summarising[ReactiveConfig], env: RunEnv) -> tuple[Context, LayerStats]:
+    """(The summary's input cut and prompt are the policy's summary table: ``config.summary``.)"""
+    own, summary_config = config.own, config.summary
     stats = LayerStats()
     entries = context.entries
     if not entries:
@@ -46,10 +47,10 @@ def reactive(context: Context, config: ReactiveConfig, env: RunEnv) -> tuple[Con
     text = summarize(entries, kind="reactive", summary_cfg=summary_config, env=env, stats=stats)
     if text is None:
         return context, stats
-    tail_start = max(0, len(entries) - config.keep_tail) if config.keep_tail else len(entries)
-    if config.pair_safe:
+    tail_start = max(0, len(entries) - own.keep_tail) if own.keep_tail else len(entries)
+    if own.pair_safe:
         tail_start = pair_safe_tail(entries, tail_start)
-    head = env.new_entry({"role": "user", "content": fill(config.template, text)})
+    head = env.new_entry({"role": "user", "content": fill(own.template, text)})
     stats.reactive = 1
     stats.changed_at(0)
     return context.spliced(0, [head], tail_start), stats

@@ -18,7 +18,7 @@ recorded usage.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Generic, Literal, TypeVar
 
 from ..context import Context
 from ...config import Bound, LayerConfig, NonNegative, Positive, opt
@@ -223,6 +223,19 @@ def summary(context: Context, config: SummaryConfig, env: RunEnv) -> tuple[Conte
     breaker.failures = 0
     stats.summaries = 1
     return new, stats
+
+
+C = TypeVar("C")
+
+
+@dataclass(frozen=True, slots=True)
+class Summarising(Generic[C]):
+    """The config of a layer that summarises on its own event (reactive, manual): its own table and
+    the policy's summary table, whose prompt, input cut, template and ack it summarises by
+    (``Policy.config_for`` makes it; never a default summary table in its place)."""
+
+    own: C
+    summary: SummaryConfig
 
 
 @dataclass

@@ -20,10 +20,7 @@ POLICY = build_policy(dict(
 
 
 def call(name, ctx):
-    env = RunEnv(summarizer=StubSummarizer())
-    fn = LAYERS[name]
-    env.summary_config = POLICY.summary
-    return fn(ctx, getattr(POLICY, name), env)
+    return LAYERS[name](ctx, POLICY.config_for(name), RunEnv(summarizer=StubSummarizer()))
 
 
 CONTEXTS = {

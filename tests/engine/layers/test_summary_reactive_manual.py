@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from compactlab.errors import SummarizerError
-from compactlab.engine.layers import RunEnv, manual, reactive, summary
+from compactlab.engine.layers import RunEnv, Summarising, manual, reactive, summary
 from compactlab.engine.policy import ManualConfig, ReactiveConfig, SummaryConfig
 from compactlab.engine.layers.summary import Breaker
 from compactlab.summarizers import StubSummarizer
@@ -22,7 +22,7 @@ class Failing:
 
 
 def env(summarizer=None) -> RunEnv:
-    return RunEnv(summarizer=summarizer or StubSummarizer(), summary_config=SummaryConfig())
+    return RunEnv(summarizer=summarizer or StubSummarizer())
 
 
 @pytest.mark.parametrize("delta,fires", [(0, False), (1, True)])
@@ -70,18 +70,18 @@ def test_circuit_breaker_opens_after_max_failures():
 
 def test_reactive_keeps_a_pair_safe_tail():
     msgs = tool_session(5, size=100)  # 11 messages; last 5 start with a tool_result
-    out, stats = reactive(context(msgs), ReactiveConfig(), env())
+    out, stats = reactive(context(msgs), Summarising(ReactiveConfig(), SummaryConfig()), env())
     assert stats.reactive == 1
     assert out.messages[0]["content"].startswith("[Reactive compact]\n\n")
     assert out.messages[1:] == msgs[-6:]
-    naive, _ = reactive(context(msgs), ReactiveConfig(pair_safe=False), env())
+    naive, _ = reactive(context(msgs), Summarising(ReactiveConfig(pair_safe=False), SummaryConfig()), env())
     assert naive.messages[1:] == msgs[-5:]
 
 
 def test_manual_replace_results_appends_its_message():
     msgs = [user("go"), asst(tu("c", "compact"))]
     cfg = ManualConfig(mode="replace_results", message="[Compacted. Continue with summarized context.]")
-    out, stats = manual(context(msgs), cfg, env())
+    out, stats = manual(context(msgs), Summarising(cfg, SummaryConfig()), env())
     assert stats.manual == 1
     assert out.messages[-1] == {"role": "user", "content": "[Compacted. Continue with summarized context.]"}
 
@@ -99,10 +99,31 @@ def test_saved_transcript_is_recorded_but_written_only_when_asked(tmp_path):
     assert rel and len((tmp_path / "o" / rel).read_text().splitlines()) == 5
 
 
-@pytest.mark.parametrize("layer", [reactive, manual])
-def test_reactive_and_manual_refuse_to_guess_the_summary_settings(layer):
-    """(#26 §4) They summarise as the policy's summary table says: without it, an error, never a default."""
-    bare = RunEnv(summarizer=StubSummarizer())
-    config = ReactiveConfig() if layer is reactive else ManualConfig()
-    with pytest.raises(ValueError, match="summary_config is not set"):
-        layer(context(tool_session(3)), config, bare)
+@pytest.mark.parametrize("name", ["reactive", "manual"])
+def test_reactive_and_manual_summarise_by_the_summary_table_their_config_carries(name):
+    """(#26 §4, #44 §3) They summarise as the policy's summary table says, which their config carries
+    beside their own table (``Policy.config_for``): the summary's input cut and output limit are the
+    table's, and the run's env holds no summary settings."""
+    from compactlab.engine.layers import LAYERS
+    from compactlab.engine.policy import build_policy
+
+    class Recording:
+        name = "recording"
+
+        def __init__(self):
+            self.requests = []
+
+        def summarize(self, request):
+            self.requests.append(request)
+            return StubSummarizer().summarize(request)
+
+    policy = build_policy({"summary": {"input_chars": 300, "max_output_tokens": 123}}, "p")
+    config = policy.config_for(name)
+    assert isinstance(config, Summarising) and config.summary is policy.summary and config.own is getattr(policy, name)
+    assert policy.config_for("micro") is policy.micro  # (a layer that does not summarise: its table)
+    recording = Recording()
+    _, stats = LAYERS[name](context(tool_session(6, size=400)), config, RunEnv(summarizer=recording))
+    assert getattr(stats, name) == 1 and len(recording.requests) == 1
+    request = recording.requests[0]
+    assert request.max_output_tokens == 123 and request.input_chars == 300 and len(request.input_text) <= 300
+    assert not hasattr(RunEnv(summarizer=recording), "summary_config")
