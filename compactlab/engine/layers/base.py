@@ -4,6 +4,9 @@ The layer contract (STYLE lesson 2)::
 
     layer(context: Context, config: <Layer>Config, env: RunEnv) -> (Context, LayerStats)
 
+(``config``: what ``Policy.config_for`` gives: the layer's table, and for reactive and manual
+compaction, which summarise on their own event, ``Summarising(their table, the summary table)``.)
+
 A layer is a pure function of its context and config: it never mutates the context or the
 messages it was given (changed messages are copied), returns the same object when it changes
 nothing, and reports everything it did in ``LayerStats``, including ``lowest_changed``, the first
@@ -141,8 +144,8 @@ class LayerLedger:
 @dataclass(slots=True)  # (a fact set on it by a name it lacks is an error, not a new attribute)
 class RunEnv:
     """What layers may use, passed in, never global: the run's dependencies (the summarizer, the
-    estimate, the output folder, the policy's summary table), ``now`` (the facts of the call being
-    made), ``state`` (what a layer keeps from call to call) and ``ledger`` (what the layers did)."""
+    estimate, the output folder, the tool names), ``now`` (the facts of the call being made),
+    ``state`` (what a layer keeps from call to call) and ``ledger`` (what the layers did)."""
 
     summarizer: Summarizer
     estimator: TokenEstimator = field(default_factory=TokenEstimator)
