@@ -228,14 +228,19 @@ def summary(context: Context, config: SummaryConfig, env: RunEnv) -> tuple[Conte
 C = TypeVar("C")
 
 
-@dataclass(frozen=True, slots=True)
 class Summarising(Generic[C]):
     """The config of a layer that summarises on its own event (reactive, manual): its own table and
     the policy's summary table, whose prompt, input cut, template and ack it summarises by
-    (``Policy.config_for`` makes it; never a default summary table in its place)."""
+    (``Policy.config_for`` makes it; never a default summary table in its place). (A plain class:
+    a dataclass's generated code is a millisecond of every command's start.)"""
 
-    own: C
-    summary: SummaryConfig
+    __slots__ = ("own", "summary")
+
+    def __init__(self, own: C, summary: SummaryConfig) -> None:
+        self.own, self.summary = own, summary
+
+    def __repr__(self) -> str:
+        return f"Summarising({self.own!r}, {self.summary!r})"
 
 
 @dataclass

@@ -7,7 +7,8 @@ tested against (recall: ``Recall`` beside ``IntactFirstRecall``).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections.abc import Iterator
+from typing import Any
 
 from .base import CallAt, Measure
 from .baseline import RawBaseline, RawSize
@@ -19,16 +20,21 @@ from .violations import Violations
 RECALL: type[Recall] = IntactFirstRecall
 
 
-class Measures(NamedTuple):
-    """A run's measures, named for what the loop asks of them at the end, and all in call order."""
+class Measures:
+    """A run's measures, named for what the loop asks of them at the end, and all in call order.
+    (A plain class: a NamedTuple's generated code is part of every command's start.)"""
 
-    raw: RawSize
-    violations: Violations
-    retention: Retention
-    recall: Recall
+    __slots__ = ("raw", "violations", "retention", "recall", "_all")
+
+    def __init__(self, raw: RawSize, violations: Violations, retention: Retention, recall: Recall) -> None:
+        self.raw, self.violations, self.retention, self.recall = raw, violations, retention, recall
+        self._all: tuple[Measure, ...] = (raw, violations, retention, recall)
+
+    def __iter__(self) -> Iterator[Measure]:
+        return iter(self._all)
 
     def at_call(self, at: CallAt, context: Any, record: Any) -> None:
-        for m in self:
+        for m in self._all:
             m.at_call(at, context, record)
 
     def finish(self) -> dict[str, Any]:
