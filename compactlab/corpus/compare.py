@@ -23,7 +23,7 @@ import orjson
 
 from ..engine.measures.baseline import baseline_for
 from ..engine.records import RunSummary
-from ..engine.cost.prices import ModelPrices, PriceTable, load_prices
+from ..engine.cost.prices import ModelPrices, PriceTable, known_window, load_prices
 from ..errors import PolicyError
 from ..engine.policy import Override, Policy, load_policy, parse_override
 from .sharing import Sharing
@@ -266,6 +266,7 @@ class GridContext:
         for t, prices in zip(self.transcripts, self.prices):
             if isinstance(prices, PriceTable) or prices is None:
                 (prices or load_prices()).lookup(t.model)
+                known_window(t.model)  # (a model priced by the corrections: genai-prices read here once)
 
     def run(self, job: "Job") -> "RunResult":
         """``job`` in this process (or a forked worker)."""

@@ -560,10 +560,14 @@ def user_prices_file() -> str | None:
 @lru_cache(maxsize=256)
 def known_window(model: str | None) -> int | None:
     """The context window genai-prices knows for ``model`` (a litellm-style ``provider/model``
-    too), or None: from the built-in table's genai-prices source, which keeps it in its cache."""
+    too), or None: from the built-in table's genai-prices source, which keeps it in its cache.
+    The source the command's prices were loaded with, where they were (it writes the cache where
+    the command may: a model priced by compactlab's corrections is read from genai-prices once, not
+    at every start), else one that only reads the cache."""
     if not model:
         return None
-    return next(s.window(model) for s in load_prices(cache=False).sources if isinstance(s, GenaiPrices))
+    sources = _DEFAULT.get(True) or load_prices(cache=False).sources
+    return next(s.window(model) for s in sources if isinstance(s, GenaiPrices))
 
 
 def _positive_int(value: Any) -> bool:
