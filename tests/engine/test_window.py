@@ -146,3 +146,33 @@ def test_a_users_prices_file_gives_a_model_its_window_and_prices(cli, tmp_path, 
     (config / "prices.toml").write_text('[models."gpt-4o"]\ninput = 2.0\noutput = 8.0\nwindow = "big"\n')
     r = cli("replay", path, "--dry-run")
     assert r.exit_code == 2 and "models.gpt-4o.window must be a context window in tokens" in r.stderr
+
+
+def test_a_window_genai_prices_gives_is_read_from_it_once_then_from_the_cache(tmp_path, monkeypatch):
+    """(#44 §7) A model priced by compactlab's corrections (deepseek-chat) never asks genai-prices
+    for its prices, only for its window: the command's own price source keeps that window in the
+    cache, so the next process reads it there (it imported genai-prices' data, 0.2 s, at every
+    start of every compare worker); a dry run's read-only source reads the cache and writes none."""
+    from compactlab.engine.cost import prices as prices_module
+
+    asked: list[str] = []
+    real = prices_module.GenaiPrices._info
+    monkeypatch.setattr(prices_module.GenaiPrices, "_info", lambda self, m: asked.append(m) or real(self, m))
+    monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "dry"))
+
+    def another_process() -> None:
+        monkeypatch.setattr(prices_module, "_DEFAULT", {})
+        known_window.cache_clear()
+
+    another_process()
+    prices_module.load_prices(cache=False)
+    assert known_window("deepseek-chat") == 64_000 and asked == ["deepseek-chat"]
+    another_process()
+    assert known_window("deepseek-chat") == 64_000 and len(asked) == 2  # a dry run wrote nothing
+    monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "run"))
+    for _ in range(3):  # three processes of a command that may write its cache
+        another_process()
+        prices_module.load_prices()
+        assert known_window("deepseek-chat") == 64_000
+    assert len(asked) == 3  # genai-prices asked by the first only
+    known_window.cache_clear()
