@@ -202,7 +202,7 @@ class Turns:
 
     def __init__(self, policy: Policy, env: RunEnv, feed: Feed, restarts: dict[int, RecordedCompaction] | None,
                  counter: TokenCounter | None, options: LoopOptions = LoopOptions()) -> None:
-        self.policy, self.env, self.base, self.restarts, self.counter = policy, env, feed.baseline, restarts, counter
+        self.policy, self.env, self.restarts, self.counter = policy, env, restarts, counter
         self.raw_entries = feed.entries
         #: each reply's recorded usage and time, as far as read (for the call's facts: ``_facts``)
         self.usage: dict[int, dict] = feed.usage
