@@ -5,7 +5,8 @@ Given the recorded transcripts, the fake knows each call's recorded next action 
 message of the request: its first tool result's id, else its text). It answers with that action
 when the request still holds what the action needs (the file it names), and with another action
 (``bash ls``) when not. Its usage is measured on what it was sent, as a model would bill it: the
-messages' compact JSON at 4 characters a token, a prefix marked with ``cache_control`` written to
+system prompt's, the tools' and the messages' compact JSON at 4 characters a token, a prefix (the
+system prompt and tools, then the messages) to a message marked with ``cache_control`` written to
 its prompt cache by the first request and read by every later one that starts with it.
 """
 
@@ -97,13 +98,15 @@ class FakeModels(FakeAPI):
             if self.echo:  # a model that repeats what it was told (the key, say) in its answer
                 action = {"name": "bash", "input": {"command": f"curl -H 'x-api-key: {self.echo}' .",
                                                     "path": f"/keys/{self.echo}"}}
-            total = _tokens(plain)
+            fixed = _compact([doc[k] for k in ("system", "tools") if k in doc])  # (billed before the messages)
+            fixed_chars = sum(len(_compact(doc[k])) for k in ("system", "tools") if k in doc)
+            total = math.ceil((fixed_chars + len(_compact(plain))) / 4)
             read = write = 0
             for k, m in enumerate(messages):
                 if isinstance(m["content"], list) and any(isinstance(b, dict) and "cache_control" in b
                                                           for b in m["content"]):
-                    prefix = _compact(plain[:k + 1])
-                    size = math.ceil(len(prefix) / 4)
+                    prefix = fixed + _compact(plain[:k + 1])
+                    size = math.ceil((fixed_chars + len(_compact(plain[:k + 1]))) / 4)
                     if prefix in self.cached_prefixes:
                         read = size
                     else:
@@ -137,7 +140,8 @@ class FakeModels(FakeAPI):
                 key, earlier = _text_key(str(last.get("content") or "")), messages[:-1]
             del tail
             action, needed, held = self._decide(key, _compact(earlier))
-            usage = {"prompt_tokens": _tokens(messages), "completion_tokens": 20,
+            tools = len(_compact(doc["tools"])) if "tools" in doc else 0
+            usage = {"prompt_tokens": math.ceil((tools + len(_compact(messages))) / 4), "completion_tokens": 20,
                      "prompt_tokens_details": {"cached_tokens": 0}}
             self.asked.append({"api": "openai", "needed": needed, "held": held, "usage": usage})
             if "text" in action:

@@ -107,12 +107,18 @@ preview_chars = 100
 """
 
 
-def test_the_estimate_is_what_the_fake_was_sent(cli, fake, tmp_path):
+@pytest.mark.parametrize("overhead", [0, 20_000])
+def test_the_estimate_is_what_the_fake_was_sent(cli, fake, tmp_path, overhead):
+    """The estimate counts what is sent (the tools and the messages, as the fake bills them), never
+    the calibration's overhead (#46 §5: 25,759 tokens of Claude Code's own prompt, never sent, made
+    the estimate 1.28× what a Claude Code session's requests bill)."""
     policy = tmp_path / "persist-only.toml"
     policy.write_text(PERSIST_ONLY)
-    r = cli("next-action", fake.session, "-p", policy, "--samples", "8", "--format", "json", "--out", tmp_path / "out")
+    r = cli("next-action", fake.session, "-p", policy, "--samples", "8", "--format", "json", "--out", tmp_path / "out",
+            "--set", f"size.overhead_tokens={overhead}")
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
+    assert all("tools" in a["body"] for a in fake.requests if a["path"].endswith("/v1/messages"))  # (billed too)
     sent_tokens = [a["measured_tokens"] for a in fake.asked]
     estimated = [t for s in doc["samples"] for t in (s["policy_tokens"], s["control_tokens"])]
     assert len(estimated) == 16 and estimated == sent_tokens  # request by request, in the order sent

@@ -142,8 +142,9 @@ def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int,
             if not calls:
                 continue
             r = run(t, policy, calls)
-            cal = r.summary.calibration
-            estimator = TokenEstimator(cal.get("chars_per_token") or 4.0, cal.get("overhead_tokens") or 0)
+            # (characters a token as calibrated; no overhead: it stands for what the harness sent
+            # beside the messages, which these requests do not send)
+            estimator = TokenEstimator(r.summary.calibration.get("chars_per_token") or 4.0, 0)
             by_call = {record.call: record for record in r.calls}
             for c, lost_probes in chosen[policy.name]:
                 if c.transcript != t:

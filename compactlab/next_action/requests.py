@@ -11,12 +11,15 @@ Both requests share the messages before the first one the policy changed; a cach
 the end of that shared prefix (Anthropic; OpenAI-compatible APIs cache prefixes by themselves)
 makes the control read it from the prompt cache where it is long enough to be cached
 (``CACHE_MINIMUM`` tokens). The estimate prices exactly these requests: the tokens of what is sent
-by the transcript's calibrated estimate (or chars / 4), the prefix written by the first and read by
-the second, and each reply at ``max_tokens`` (an upper bound).
+(the system prompt, the tools and the messages: their characters at the transcript's calibrated
+characters a token, or 4, and never the calibration's overhead, which stands for what the harness
+sent and these requests do not), the prefix written by the first and read by the second, and each
+reply at ``max_tokens`` (an upper bound).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -114,9 +117,13 @@ def build_pair(api: str, model: str, max_tokens: int, system: Any, tools: Tools,
                control: list[Message], estimator: TokenEstimator) -> Pair:
     shared = shared_prefix(policy, control)
     sent = [sendable(policy), sendable(control)]
+    # what each request sends besides its messages, billed as input and cached before them
+    specs = tools.anthropic() if api == "anthropic" else tools.openai()
+    fixed = (json_len(system) if system else 0) + (json_len(specs) if tools.specs else 0)
+    per_token = estimator.chars_per_token
 
     def tokens_of(messages: list[Message]) -> int:
-        return estimator.tokens(list_chars(sum(json_len(m) for m in messages), len(messages)))
+        return math.ceil((fixed + list_chars(sum(json_len(m) for m in messages), len(messages))) / per_token)
 
     if api != "anthropic":  # (an OpenAI-compatible API caches a long prefix by itself)
         prefix = tokens_of(sent[1][:shared]) if shared else 0
