@@ -22,7 +22,6 @@ from typing import Any
 
 from ..engine.policy import Policy, load_policy
 from ..engine.cost.prices import ModelPrices
-from ..engine.sizing import TokenEstimator
 from ..engine.loop import replay
 from ..transcripts import Transcript
 from .actions import Action, action_of, agree
@@ -142,16 +141,14 @@ def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int,
             if not calls:
                 continue
             r = run(t, policy, calls)
-            # (characters a token as calibrated; no overhead: it stands for what the harness sent
-            # beside the messages, which these requests do not send)
-            estimator = TokenEstimator(r.summary.calibration.get("chars_per_token") or 4.0, 0)
+            per_token = r.summary.calibration.get("chars_per_token") or 4.0  # (as calibrated)
             by_call = {record.call: record for record in r.calls}
             for c, lost_probes in chosen[policy.name]:
                 if c.transcript != t:
                     continue
                 record = by_call[c.call]
                 pair = build_pair(o.api, o.model, o.max_tokens, transcript.system, kit, r.contexts[c.call],
-                                  control.contexts[c.call], estimator)
+                                  control.contexts[c.call], per_token)
                 out.append(Sample(policy.name, transcript.path, c.call, lost_probes,
                                   action_of(_reply(transcript, record.message_index)), pair))
     out.sort(key=lambda s: ([p.name for p in policies].index(s.policy), s.transcript, s.call))

@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from ..engine.cost.prices import MTOK, ModelPrices
-from ..engine.sizing import TokenEstimator, list_chars
+from ..engine.sizing import list_chars
 from ..transcripts.messages import Entry, Message, content_text, json_len
 
 #: blocks a fresh request cannot carry (the recorded model's thinking, server-side tools)
@@ -114,16 +114,17 @@ class Pair:
 
 
 def build_pair(api: str, model: str, max_tokens: int, system: Any, tools: Tools, policy: list[Message],
-               control: list[Message], estimator: TokenEstimator) -> Pair:
+               control: list[Message], chars_per_token: float = 4.0) -> Pair:
+    """The two requests of a sample, each with its estimate: what it sends, at ``chars_per_token``
+    (the transcript's calibrated one; its overhead is no part of these requests)."""
     shared = shared_prefix(policy, control)
     sent = [sendable(policy), sendable(control)]
     # what each request sends besides its messages, billed as input and cached before them
     specs = tools.anthropic() if api == "anthropic" else tools.openai()
     fixed = (json_len(system) if system else 0) + (json_len(specs) if tools.specs else 0)
-    per_token = estimator.chars_per_token
 
     def tokens_of(messages: list[Message]) -> int:
-        return math.ceil((fixed + list_chars(sum(json_len(m) for m in messages), len(messages))) / per_token)
+        return math.ceil((fixed + list_chars(sum(json_len(m) for m in messages), len(messages))) / chars_per_token)
 
     if api != "anthropic":  # (an OpenAI-compatible API caches a long prefix by itself)
         prefix = tokens_of(sent[1][:shared]) if shared else 0
