@@ -147,7 +147,7 @@ def complete_policy(ctx: click.Context, param: click.Parameter, incomplete: str)
 
 def policies_option(default: str) -> Callable[[Callable], Callable]:
     return click.option("-p", "--policy", "policy_refs", multiple=True, metavar="POLICY", shell_complete=complete_policy,
-                        help=f"A preset name or policy TOML (repeatable) [default: {default}].")
+                        help=f"A preset name, a policy TOML, or py:module:function, a step of your own (repeatable) [default: {default}].")
 
 
 def summarizer_options(f: Callable) -> Callable:
@@ -286,7 +286,7 @@ def subagents_option(f: Callable) -> Callable:
 @main.command()
 @click.argument("transcripts", nargs=-1, required=True, type=click.Path(path_type=str), metavar="TRANSCRIPT...")
 @click.option("-p", "--policy", "policy_refs", multiple=True, metavar="POLICY", shell_complete=complete_policy,
-              help="A preset name or a policy TOML file [default: s08]; one (compare runs several).")
+              help="A preset name, a policy TOML file, or py:module:function [default: s08]; one (compare runs several).")
 @policy_options
 @summarizer_options
 @click.option("--tokens", type=click.Choice(["estimate", "anthropic"]), default="estimate", show_default=True,

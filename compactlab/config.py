@@ -41,8 +41,8 @@ def opt(default: Any, doc: str, added: bool = False) -> Any:
     """A config key: its default and the one line that documents it. ``added``: a key added after
     policies were fingerprinted, whose default keeps the earlier behaviour: at its default it is
     left out of the fingerprint, so a policy that does not use it keeps its fingerprint."""
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata={"doc": doc, "added": added})
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata={"doc": doc, "added": added})
     return field(default=default, metadata={"doc": doc, "added": added})
 
 
@@ -64,7 +64,9 @@ def added_defaults(kind: type) -> dict[str, Any]:
     """The keys of a config class added later, with the defaults that keep the earlier behaviour."""
     from dataclasses import MISSING, fields
 
-    return {f.name: f.default for f in fields(kind) if f.metadata.get("added") and f.default is not MISSING}
+    return {f.name: f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc, operator]
+            for f in fields(kind) if f.metadata.get("added")
+            and (f.default is not MISSING or f.default_factory is not MISSING)}
 
 
 @dataclass(frozen=True, slots=True)

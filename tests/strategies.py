@@ -61,7 +61,7 @@ def policies(draw, pair_safe: bool = True) -> Policy:
     keep_head = draw(st.integers(0, max_messages - 1))
     preview = draw(st.integers(0, 2000))
     return build_policy(dict(
-        order=draw(st.permutations(["budget", "snip", "micro"])),
+        order=draw(st.permutations(["budget", "snip", "micro", "custom"])),
         budget={"enabled": draw(st.booleans()), "max_chars": draw(st.integers(1, 100_000)),
                 "persist_threshold": draw(st.integers(preview + 1, 50_000)), "preview_chars": preview},
         snip={"enabled": draw(st.booleans()), "max_messages": max_messages, "keep_head": keep_head,
@@ -76,6 +76,8 @@ def policies(draw, pair_safe: bool = True) -> Policy:
                  "input_from": draw(st.sampled_from(["head", "tail"]))},
         reactive={"enabled": draw(st.booleans()), "window_tokens": draw(st.integers(500, 50_000)),
                   "keep_tail": draw(st.integers(0, 8)), "pair_safe": True if pair_safe else draw(st.booleans())},
+        custom={"enabled": draw(st.booleans()), "call": "custom_steps:keep_ends",
+                "settings": {"keep": draw(st.integers(1, 8))}},
         manual={"enabled": draw(st.booleans()),
                 "mode": "after_results" if pair_safe else draw(st.sampled_from(["before_results", "after_results"]))},
     ), "generated policy")

@@ -31,7 +31,7 @@ import orjson
 from ..config import Bound, NonNegative, Section, added_defaults, opt, per_class
 from ..errors import InputError, PolicyError
 from ..plumbing.files import read_regular_text
-from .layers import (REGISTRY, BudgetConfig, ManualConfig, MicroConfig, ReactiveConfig, SnipConfig, Summarising,
+from .layers import (REGISTRY, BudgetConfig, CustomConfig, ManualConfig, MicroConfig, ReactiveConfig, SnipConfig, Summarising,
                      SummaryConfig)
 
 __all__ = ["ALIASES", "CHEAP_LAYERS", "SECTIONS", "BudgetConfig", "ManualConfig", "MicroConfig", "Policy",
@@ -58,7 +58,7 @@ ALIASES = {("micro", "exclude_tools"): "preserve_tools"}
 
 
 #: the names ``Policy.order`` accepts: the cheap layers (a test holds them equal to CHEAP_LAYERS)
-CheapLayer = Literal["budget", "snip", "micro"]
+CheapLayer = Literal["budget", "snip", "micro", "custom"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +76,7 @@ class Policy(Section):
     summary: SummaryConfig = field(default_factory=SummaryConfig)
     reactive: ReactiveConfig = field(default_factory=ReactiveConfig)
     manual: ManualConfig = field(default_factory=ManualConfig)
+    custom: CustomConfig = field(default_factory=CustomConfig)
     size: SizeConfig = field(default_factory=SizeConfig)
 
     def __post_init__(self) -> None:
@@ -114,6 +115,10 @@ def fingerprint_of(resolved: dict[str, Any]) -> str:
         if isinstance(table, dict):
             data[section] = {k: v for k, v in table.items()
                              if not (k in (later := added_defaults(kind)) and later[k] == v)}
+            if table and not data[section]:  # a layer added later, off: as if it were not there
+                del data[section]
+                if isinstance(data.get("order"), list):
+                    data["order"] = [name for name in data["order"] if name != section]
     return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
 
 
@@ -168,8 +173,18 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
+#: a policy that is one step of your own: ``-p py:package.module:function`` (``layers.custom``)
+STEP_PREFIX = "py:"
+
+
 def _raw_policy(ref: str, seen: tuple[str, ...] = ()) -> tuple[dict, bool]:
     """The policy's TOML data with ``extends`` resolved, and whether it is all built-in presets."""
+    if ref.startswith(STEP_PREFIX) and not seen:  # your own step, alone
+        call = ref[len(STEP_PREFIX):]
+        name = call.rpartition(":")[2] or call
+        return {"name": name, "description": f"your own step {call}", "order": ["custom"],
+                "custom": {"enabled": True, "call": call}, **{k: {"enabled": False} for k in SECTIONS
+                                                               if k not in ("custom", "size")}}, False
     if ref in seen:
         raise PolicyError(f"policy {ref!r} extends itself ({' -> '.join(seen + (ref,))})")
     is_path = _names_file(ref) or Path(ref).is_file()
@@ -222,7 +237,15 @@ def _prompt_names() -> tuple[str, ...]:
 
 def _check_prompt(policy: Policy, where: str) -> Policy:
     """summary.prompt names a built-in prompt or a readable file: a typo must not be sent to the
-    API as the prompt itself."""
+    API as the prompt itself. And a policy's own step is loaded, its settings checked, before any
+    replay (``layers.custom``)."""
+    if policy.custom.enabled:
+        from .layers.custom import load_step
+
+        try:
+            load_step(policy.custom.call).settings_of(policy.custom.settings)
+        except PolicyError as exc:
+            raise PolicyError(f"{where}: {exc.message}", hint=exc.hint) from None
     prompt = policy.summary.prompt
     if prompt in _prompt_names() or Path(prompt).is_file():
         return policy

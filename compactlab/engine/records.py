@@ -31,12 +31,13 @@ COUNTERS: list[tuple[str, str | None, str | None]] = [
     ("summary_cache_read_tokens", None, "summary_cache_read_tokens"),
     ("reactive", "reactive", "reactive"),
     ("manual", "manual", "manual"),
+    ("custom", None, "custom"),
     ("summary_failures", None, None),
 ]
 #: the counters of what a policy did to the context (LayerStats names, which are the RunSummary's
 #: keys too) and the layer that counts each: none of them, and the context is what was sent
 ACTIONS: dict[str, str] = {"persisted": "budget", "snipped": "snip", "micro_compacted": "micro",
-                           "summaries": "summary", "reactive": "reactive", "manual": "manual"}
+                           "summaries": "summary", "reactive": "reactive", "manual": "manual", "custom": "custom"}
 #: the counters a TurnRecord takes (LayerStats names) and its columns for them
 TURN_COUNTERS = [(stat, column) for stat, column, _ in COUNTERS if column]
 #: the counters a RunSummary takes (LayerStats names) and its keys for them
@@ -186,6 +187,8 @@ class RunSummary(Mapping[str, Any]):
     summary_request: str = "fresh"
     #: of summary_input_tokens, those the summary requests read from the prompt cache
     summary_cache_read_tokens: int = 0
+    #: the calls at which the policy's own step (``custom``) changed the context
+    custom: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

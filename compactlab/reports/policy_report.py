@@ -25,7 +25,13 @@ def toml_value(v: Any) -> str:
         return json_bytes(v).decode("utf-8")
     if isinstance(v, list):
         return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):  # an inline table (a step's own settings)
+        return "{" + ", ".join(f"{_key(k)} = {toml_value(x)}" for k, x in v.items()) + "}"
     raise TypeError(f"cannot write {type(v).__name__} as TOML")
+
+
+def _key(k: str) -> str:
+    return k if k and all(c.isascii() and (c.isalnum() or c in "_-") for c in k) else toml_value(k)
 
 
 def to_toml(policy: Policy) -> str:

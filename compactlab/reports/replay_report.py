@@ -73,6 +73,8 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
         ("tool results micro-compacted", f"{s.micro_compacted:,}"),
         ("tool results persisted", f"{s.persisted:,} ({len(s.persisted_files)} files)"),
         ("summaries / reactive / manual", f"{s.summaries} / {s.reactive} / {s.manual}"),
+        *([("calls your own step changed", f"{s.custom:,} ({run.policy['custom']['call']})")]
+          if run.policy.get("custom", {}).get("enabled") else []),
         ("summary tokens (in → out)", f"{s.summary_input_tokens:,} → {s.summary_output_tokens:,}"
          + (f" ({s.summary_cache_read_tokens:,} read from the cache)" if s.summary_cache_read_tokens else "")),
         ("compaction's own cost", f"${s.summary_cost_usd:,.4f} ("

@@ -16,11 +16,12 @@ from .micro import MicroConfig, micro
 from .summary import Summarising, SummaryConfig, summary
 from .reactive import ReactiveConfig, reactive
 from .manual import ManualConfig, manual
+from .custom import CustomConfig, StepFacts, custom
 from .registry import REGISTRY, Layer, register
 
 LAYERS = {name: layer.run for name, layer in REGISTRY.items()}
 CHEAP = {name: layer.run for name, layer in REGISTRY.items() if layer.cheap}
 
-__all__ = ["CHEAP", "LAYERS", "NOTHING", "REGISTRY", "BudgetConfig", "CallFacts", "Layer", "LayerLedger", "LayerStats", "ManualConfig", "MicroConfig",
+__all__ = ["CHEAP", "LAYERS", "NOTHING", "REGISTRY", "BudgetConfig", "CallFacts", "CustomConfig", "StepFacts", "custom", "Layer", "LayerLedger", "LayerStats", "ManualConfig", "MicroConfig",
            "ReactiveConfig", "RunEnv", "SnipConfig", "Summarising", "SummaryConfig", "budget", "manual", "micro", "reactive",
            "register", "snip", "summary"]

@@ -67,6 +67,7 @@ class LayerStats:
     summary_cache_read_tokens: int = 0
     reactive: int = 0
     manual: int = 0
+    custom: int = 0
     summary_failures: int = 0
     lowest_changed: int | None = None
 
@@ -88,6 +89,7 @@ class LayerStats:
         self.summary_cache_read_tokens += other.summary_cache_read_tokens
         self.reactive += other.reactive
         self.manual += other.manual
+        self.custom += other.custom
         self.summary_failures += other.summary_failures
         if other.lowest_changed is not None:
             self.changed_at(other.lowest_changed)

@@ -16,6 +16,7 @@ POLICY = build_policy(dict(
     summary={"trigger": 500},
     budget={"max_chars": 3000, "persist_threshold": 1000, "preview_chars": 100},
     micro={"keep_recent": 1, "min_chars": 50},
+    custom={"call": "custom_steps:keep_ends", "settings": {"keep": 3}},
 ), "test policy")
 
 
@@ -32,7 +33,7 @@ CONTEXTS = {
 
 
 def test_every_layer_is_covered():
-    assert set(LAYERS) == {"budget", "snip", "micro", "summary", "reactive", "manual"}
+    assert set(LAYERS) == {"budget", "snip", "micro", "summary", "reactive", "manual", "custom"}
 
 
 @pytest.mark.parametrize("name", sorted(LAYERS))

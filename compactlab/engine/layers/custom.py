@@ -1,0 +1,211 @@
+"""Your own compaction step, written in Python (#45 §1): a callable that a policy names, run in
+the policy's ``order`` with the built-in layers and measured as they are.
+
+The callable's contract is the layer contract, in plain data::
+
+    def step(messages: list[dict], facts: StepFacts, settings) -> list[dict]
+
+``messages`` are the context as the harness holds it (Anthropic messages, copies: the step may
+keep, drop, reorder nothing, and make new ones); ``facts`` the call's (``StepFacts``, read-only);
+``settings`` the policy's ``[custom.settings]`` table, as the step's ``settings`` dataclass where
+it declares one (``step.settings = MySettings``), else a read-only mapping. It returns the messages
+to send: a message it kept is the same object it was given (so it keeps its place in the cache,
+its references and what the agent later used of it); anything else is a message it made. It is
+refused, with its name, when it raises, returns something that is not a list of messages, changes
+a message it was given, or returns the messages it kept out of their order.
+
+The callable is named by ``custom.call``: ``package.module:function``, ``path/to/file.py:function``
+(a file of yours, loaded as a module), or the name of an entry point in group
+``compactlab.layers`` that an installed package declares.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import importlib.util
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, is_dataclass
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+import orjson
+
+from ..context import Context
+from ...config import LayerConfig, opt
+from ...errors import PolicyError
+from .base import NOTHING, LayerStats, RunEnv
+from .registry import register
+
+#: the entry point group an installed package names its steps in
+ENTRY_POINTS = "compactlab.layers"
+
+
+@dataclass(frozen=True, slots=True)
+class CustomConfig(LayerConfig):
+    """Your own step: a Python callable run in order with the built-in layers."""
+
+    enabled: bool = opt(False, "run this layer at all", added=True)
+    call: str = opt("", "the step: module:function, path/to/file.py:function, or an entry point's name in "
+                        "group compactlab.layers", added=True)
+    settings: dict[str, Any] = opt({}, "the step's own settings (its settings dataclass's keys)", added=True)
+
+    def __post_init__(self) -> None:
+        if self.enabled and not self.call.strip():
+            raise ValueError("custom is on but names no step: set custom.call (module:function)")
+
+
+class StepFacts(NamedTuple):
+    """What a step knows of the call being made (read-only)."""
+
+    call: int  # the call's index in the recording
+    tokens: int  # the context's size now, by the run's estimate (what a trigger compares)
+    idle_seconds: float | None  # since the previous call, by the recording's times (None: not recorded)
+    after_prompt: bool  # a user prompt came since the previous call
+    recorded_tokens: int | None  # the context's size as the harness measured it, while it is the recording's
+    cache_cold: bool  # the prompt cache has expired since the previous call
+
+
+class StepError(PolicyError):
+    """A step broke its contract (it raised, returned no messages, or changed what it was given)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """A loaded step: its callable, the name it was given by, and its settings' type (None: any)."""
+
+    run: Callable[..., Any]
+    name: str
+    settings_type: type | None
+
+    def settings_of(self, table: Mapping[str, Any]) -> Any:
+        """The policy's settings table as the step takes it: validated into its dataclass."""
+        if self.settings_type is None:
+            return MappingProxyType(dict(table))
+        import pydantic
+
+        known = [f.name for f in fields(self.settings_type)]
+        unknown = [k for k in table if k not in known]
+        if unknown:
+            raise PolicyError(f"custom.settings.{unknown[0]}: unknown key (step {self.name} takes "
+                              f"{', '.join(known) or 'none'})")
+        try:
+            return pydantic.TypeAdapter(self.settings_type).validate_python(dict(table))
+        except pydantic.ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ())) or "settings"
+            raise PolicyError(f"custom.settings.{where}: {first.get('msg')} (step {self.name})") from None
+        except TypeError as exc:
+            raise PolicyError(f"custom.settings: {exc} (step {self.name})") from None
+
+
+@functools.cache
+def load_step(call: str) -> Step:
+    """The step ``call`` names (see the module docstring), imported once a process."""
+    target, sep, attr = call.strip().rpartition(":")
+    try:
+        if not sep:  # an entry point an installed package declares
+            from importlib.metadata import entry_points
+
+            found = entry_points(group=ENTRY_POINTS, name=call.strip())
+            if not found:
+                raise PolicyError(f"custom.call {call!r}: no such step (no module:function, and no entry point of "
+                                  f"that name in group {ENTRY_POINTS})",
+                                  hint="name it as package.module:function or path/to/file.py:function")
+            fn = next(iter(found)).load()
+        else:
+            fn = getattr(_module(target, call), attr, None)
+    except PolicyError:
+        raise
+    except Exception as exc:  # (the user's module raised while it was imported)
+        raise PolicyError(f"custom.call {call!r}: cannot load it: {type(exc).__name__}: {exc}") from None
+    if not callable(fn):
+        raise PolicyError(f"custom.call {call!r}: {attr or call!r} is not a function of it")
+    kind = getattr(fn, "settings", None)
+    if kind is not None and not (isinstance(kind, type) and is_dataclass(kind)):
+        raise PolicyError(f"custom.call {call!r}: its settings attribute must be a dataclass")
+    return Step(fn, call.strip(), kind)
+
+
+def _module(target: str, call: str) -> Any:
+    if target.endswith(".py"):
+        if not os.path.isfile(target):
+            raise PolicyError(f"custom.call {call!r}: no such file {target!r}")
+        name = "compactlab_step_" + hashlib.sha256(os.path.abspath(target).encode()).hexdigest()[:12]
+        spec = importlib.util.spec_from_file_location(name, target)
+        if spec is None or spec.loader is None:
+            raise PolicyError(f"custom.call {call!r}: {target!r} is not a Python file")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    try:
+        return importlib.import_module(target)
+    except ModuleNotFoundError as exc:
+        raise PolicyError(f"custom.call {call!r}: no module {exc.name or target!r}",
+                          hint="install its package, or name a file: path/to/file.py:function") from None
+
+
+@register("custom", CustomConfig, cheap=True)
+def custom(context: Context, config: CustomConfig, env: RunEnv) -> tuple[Context, LayerStats]:
+    step = load_step(config.call)
+    entries = context.entries
+    given = [orjson.loads(orjson.dumps(e.message)) for e in entries]  # (copies: the step's to change)
+    now = env.now
+    facts = StepFacts(now.call, env.estimator.tokens(context.chars), now.idle_seconds, now.after_prompt,
+                      now.recorded_tokens, now.cache_cold)
+    try:
+        out = step.run(given, facts, _settings(step, config))
+    except Exception as exc:
+        raise StepError(f"custom step {step.name} raised {type(exc).__name__} at call {now.call}: {exc}") from None
+    if not isinstance(out, list) or not all(_is_message(m) for m in out):
+        raise StepError(f"custom step {step.name} returned {_what(out)} at call {now.call}, not a list of messages "
+                        "(dicts with a role, user or assistant, and a content)")
+    for k, (mine, e) in enumerate(zip(given, entries)):
+        if mine != e.message:
+            raise StepError(f"custom step {step.name} changed message {k} it was given at call {now.call}: "
+                            "return a new message in its place instead")
+    where = {id(m): i for i, m in enumerate(given)}
+    sent: list = []
+    first_changed: int | None = None
+    last = -1
+    for j, m in enumerate(out):
+        i = where.pop(id(m), None)  # (a message returned twice is kept once; the other is new)
+        if i is not None and i < last:
+            raise StepError(f"custom step {step.name} returned the messages it kept out of their order at call "
+                            f"{now.call}")
+        if i is None:
+            sent.append(env.new_entry(m, by="custom"))
+        else:
+            sent.append(entries[i])
+            last = i
+        if first_changed is None and i != j:
+            first_changed = j
+    if first_changed is None:
+        if len(out) == len(entries):
+            return context, NOTHING
+        first_changed = len(out)
+    stats = LayerStats(custom=1)
+    stats.changed_at(first_changed)
+    return Context(sent), stats
+
+
+def _settings(step: Step, config: CustomConfig) -> Any:
+    return _settings_of(step, orjson.dumps(config.settings, option=orjson.OPT_SORT_KEYS))
+
+
+@functools.lru_cache(maxsize=64)
+def _settings_of(step: Step, table: bytes) -> Any:
+    return step.settings_of(orjson.loads(table))
+
+
+def _is_message(m: Any) -> bool:
+    return isinstance(m, dict) and m.get("role") in ("user", "assistant") and isinstance(m.get("content"), (str, list))
+
+
+def _what(value: Any) -> str:
+    if isinstance(value, list):
+        bad = next(m for m in value if not _is_message(m))
+        return f"a list with {type(bad).__name__} {str(bad)[:40]!r} in it"
+    return f"a {type(value).__name__}"

@@ -1,0 +1,140 @@
+"""Your own compaction step in Python (#45 §1): named by a policy, by ``-p py:``, or by an entry
+point an installed package declares; run in order with the built-in layers, measured by every
+measure, and refused with its name when it breaks the contract."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from compactlab import load_policy, load_transcript, replay
+from compactlab.engine.layers.custom import load_step
+from helpers import ROOT, SAMPLES
+
+MEDIUM = SAMPLES / "synth-medium.jsonl"
+SMALL = SAMPLES / "synth-small.jsonl"
+
+
+def _summary(cli, tmp_path, *args) -> dict:
+    r = cli("replay", *args, "--format", "json", "-o", tmp_path / "out", "--force")
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout)["runs"][0]["summary"]
+
+
+def test_the_shipped_example_replays_and_is_measured_like_a_preset(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    s = _summary(cli, tmp_path, MEDIUM, "-p", "py:examples/keep_last.py:keep_last")
+    assert s["policy"] == "keep_last" and s["custom"] > 0 and s["reduction"] > 0.5
+    assert s["recall"] < 1.0 and s["probes"] > 0  # what the agent later used, lost where the step dropped it
+    assert s["cost_usd"] < s["raw_cost_usd"]
+    out = tmp_path / "cmp"
+    r = cli("compare", MEDIUM, SMALL, "-p", "s08", "-p", "examples/keep_last.toml", "--out", out, "-q",
+            "--charts", "none")
+    assert r.exit_code == 0, r.stderr
+    entries = {e["label"]: e for e in json.loads((out / "results.json").read_text())["verdict"]["entries"]}
+    assert set(entries) == {"s08", "keep-last", "none"} and entries["keep-last"]["summaries"] == 0
+
+
+def test_a_step_that_keeps_everything_is_no_compaction(cli, tmp_path):
+    same = _summary(cli, tmp_path, MEDIUM, "-p", "py:custom_steps:same")
+    none = _summary(cli, tmp_path, MEDIUM, "-p", "none")
+    assert same["custom"] == 0
+    for key in ("tokens_total", "cost_usd", "recall", "retention", "violations_introduced", "cache_read_tokens"):
+        assert same[key] == none[key], key
+
+
+def test_made_messages_are_new_to_the_cache_and_broken_pairs_are_violations(cli, tmp_path):
+    copies = _summary(cli, tmp_path, MEDIUM, "-p", "py:custom_steps:copies")
+    none = _summary(cli, tmp_path, MEDIUM, "-p", "none")
+    assert copies["custom"] == copies["calls"] and copies["tokens_total"] == none["tokens_total"]
+    assert copies["cache_read_tokens"] < none["cache_read_tokens"] and copies["cost_usd"] > none["cost_usd"]
+    broken = _summary(cli, tmp_path, MEDIUM, "-p", "py:custom_steps:drops_calls")
+    assert broken["violations_introduced"] > 0 and broken["custom"] > 0
+
+
+def test_it_runs_in_order_with_the_built_in_layers_and_its_settings_are_typed(tmp_path):
+    policy = tmp_path / "mine.toml"
+    policy.write_text('extends = "s08"\nname = "mine"\norder = ["budget", "custom", "snip", "micro"]\n'
+                      '[custom]\nenabled = true\ncall = "custom_steps:keep_ends"\n[custom.settings]\nkeep = 6\n')
+    p = load_policy(str(policy))
+    assert p.order[1] == "custom" and p.custom.settings == {"keep": 6} and p.fingerprint != load_policy("s08").fingerprint
+    run = replay(load_transcript(str(MEDIUM)), p)
+    assert run.summary.custom > 0 and run.summary.snipped == 0  # (the step keeps fewer than snip's limit)
+    assert any("custom" in e.layers for e in run.events)
+    lost = [p for p in run.probe_ledger if p.status == "lost"]
+    assert lost and {p.removed_by for p in lost} <= {"custom", "summary", "manual", "micro", "snip", "budget"}
+    for bad, said in (({"keep": "many"}, "custom.settings.keep"), ({"kept": 3}, "custom.settings.kept: unknown key")):
+        text = policy.read_text().replace("keep = 6", "\n".join(f"{k} = {json.dumps(v)}" for k, v in bad.items()))
+        policy.write_text(text)
+        with pytest.raises(Exception, match=said.replace(".", r"\.")):
+            load_policy(str(policy))
+        policy.write_text(text.replace("\n".join(f"{k} = {json.dumps(v)}" for k, v in bad.items()), "keep = 6"))
+
+
+@pytest.mark.parametrize("step,said", [
+    ("raises", "custom step custom_steps:raises raised RuntimeError at call 0: the step's own bug"),
+    ("returns_none", "custom step custom_steps:returns_none returned a NoneType at call 0, not a list of messages"),
+    ("mutates", "custom step custom_steps:mutates changed message 0 it was given at call 0"),
+    ("reorders", "custom step custom_steps:reorders returned the messages it kept out of their order"),
+])
+def test_a_step_that_breaks_the_contract_is_refused_with_its_name(cli, tmp_path, step, said):
+    r = cli("replay", SMALL, "-p", f"py:custom_steps:{step}", "-o", tmp_path / "out")
+    assert r.exit_code == 2 and said in r.stderr, r.stderr
+    assert r.stderr.count("\n") <= 2 and "Traceback" not in r.stderr  # one line (and a hint)
+    assert not (tmp_path / "out").exists()  # nothing half-written
+
+
+@pytest.mark.parametrize("ref,said", [
+    ("py:no_such_module_here:trim", "no module 'no_such_module_here'"),
+    ("py:custom_steps:nothing_of_that_name", "is not a function of it"),
+    ("py:missing/file.py:trim", "no such file 'missing/file.py'"),
+    ("py:no-such-entry-point", "no such step"),
+])
+def test_a_step_that_cannot_be_loaded_is_said_before_any_replay(cli, tmp_path, ref, said):
+    r = cli("replay", SMALL, "-p", ref, "-o", tmp_path / "out")
+    assert r.exit_code == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_an_installed_package_names_its_step_by_an_entry_point(cli, tmp_path, monkeypatch):
+    """A package installed into the environment (its module and its dist-info, as pip lays them
+    out) declares ``trim = ep_steps:trim`` in group compactlab.layers: ``-p py:trim`` finds it."""
+    import importlib
+
+    site = tmp_path / "site"
+    (site / "ep_steps-0.1.dist-info").mkdir(parents=True)
+    (site / "ep_steps.py").write_text(
+        "def trim(messages, facts, settings):\n"
+        "    keep = int(settings.get('keep', 4))\n"
+        "    if len(messages) <= keep + 1:\n        return messages\n"
+        "    tail = messages[-keep:]\n"
+        "    while tail and tail[0]['role'] != 'assistant':\n        tail = tail[1:]\n"
+        "    return [messages[0], *tail]\n")
+    (site / "ep_steps-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: ep-steps\nVersion: 0.1\n")
+    (site / "ep_steps-0.1.dist-info" / "entry_points.txt").write_text("[compactlab.layers]\ntrim = ep_steps:trim\n")
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    load_step.cache_clear()
+    s = _summary(cli, tmp_path, MEDIUM, "-p", "py:trim")
+    assert s["policy"] == "trim" and s["custom"] > 0
+    toml = tmp_path / "ep.toml"
+    toml.write_text('extends = "none"\norder = ["custom"]\n[custom]\nenabled = true\ncall = "trim"\n'
+                    '[custom.settings]\nkeep = 10\n')
+    wider = _summary(cli, tmp_path, MEDIUM, "-p", toml)
+    assert wider["custom"] > 0 and wider["tokens_total"] > s["tokens_total"]  # its own setting, read as given
+    load_step.cache_clear()
+
+
+def test_the_readmes_example_is_the_shipped_one():
+    """The README's 20-line example is examples/keep_last.py's code, line for line (comments and
+    spacing aside), so the docs cannot drift from the file the test above runs."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### Your own compaction step"):]
+    block = section[section.index("```python") + len("```python"):section.index("```", section.index("```python") + 9)]
+
+    def code(text: str) -> list[str]:
+        return [" ".join(line.split("#")[0].split()) for line in text.splitlines() if line.split("#")[0].strip()]
+
+    shipped = code((ROOT / "examples" / "keep_last.py").read_text())
+    lines = code(block)
+    assert 15 <= len(lines) <= 22 and all(line in shipped for line in lines), [x for x in lines if x not in shipped]
