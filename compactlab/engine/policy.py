@@ -110,6 +110,11 @@ class Policy(Section):
 def fingerprint_of(resolved: dict[str, Any]) -> str:
     """Short hash of a resolved policy's behaviour (its name and words about it left out)."""
     data = {k: v for k, v in resolved.items() if k not in ("name", "description", "brief")}
+    custom = data.get("custom")
+    if isinstance(custom, dict) and custom.get("enabled"):  # your own step: its code is its behaviour
+        from .layers.custom import load_step
+
+        data["custom"] = {**custom, "code": load_step(custom["call"]).digest}
     for section, kind in SECTIONS.items():  # keys added later, at the default that keeps old behaviour
         table = data.get(section)
         if isinstance(table, dict):
@@ -131,7 +136,8 @@ def _plain(config: Section) -> dict[str, Any]:
     out = {}
     for name in _field_names(type(config)):
         value = getattr(config, name)
-        out[name] = _plain(value) if isinstance(value, Section) else list(value) if type(value) is list else value
+        out[name] = (_plain(value) if isinstance(value, Section) else list(value) if type(value) is list
+                     else dict(value) if type(value) is dict else value)
     return out
 
 

@@ -79,6 +79,9 @@ class Step:
     run: Callable[..., Any]
     name: str
     settings_type: type | None
+    #: what its code is: a digest of the file that defines it (else of its compiled code), part of
+    #: the policy's fingerprint, so that a changed implementation is a changed policy
+    digest: str = ""
 
     def settings_of(self, table: Mapping[str, Any]) -> Any:
         """The policy's settings table as the step takes it: validated into its dataclass."""
@@ -126,7 +129,19 @@ def load_step(call: str) -> Step:
     kind = getattr(fn, "settings", None)
     if kind is not None and not (isinstance(kind, type) and is_dataclass(kind)):
         raise PolicyError(f"custom.call {call!r}: its settings attribute must be a dataclass")
-    return Step(fn, call.strip(), kind)
+    return Step(fn, call.strip(), kind, _digest(fn))
+
+
+def _digest(fn: Any) -> str:
+    import inspect
+    import marshal
+
+    try:
+        data = open(inspect.getfile(fn), "rb").read()
+    except (TypeError, OSError):  # (a builtin, or code with no file)
+        code = getattr(fn, "__code__", None)
+        data = marshal.dumps(code) if code is not None else repr(fn).encode()
+    return hashlib.sha256(data).hexdigest()[:12]
 
 
 def _module(target: str, call: str) -> Any:

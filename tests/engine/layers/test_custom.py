@@ -138,3 +138,23 @@ def test_the_readmes_example_is_the_shipped_one():
     shipped = code((ROOT / "examples" / "keep_last.py").read_text())
     lines = code(block)
     assert 15 <= len(lines) <= 22 and all(line in shipped for line in lines), [x for x in lines if x not in shipped]
+
+
+def test_a_changed_implementation_is_a_changed_policy(cli, tmp_path):
+    """The fingerprint holds a digest of the file that defines the step: check says the policy
+    changed when the code did, under the same name and settings."""
+    step = tmp_path / "mine.py"
+    step.write_text("def trim(messages, facts, settings):\n    return messages[:1] + messages[-6:] if len(messages) > 7 "
+                    "else messages\n")
+    ref = f"py:{step}:trim"
+    baseline = tmp_path / "baseline.json"
+    assert cli("check", SMALL, "-p", ref, "--baseline", baseline, "--update-baseline").exit_code == 0
+    before = load_policy(ref).fingerprint
+    assert cli("check", SMALL, "-p", ref, "--baseline", baseline).exit_code == 0
+    step.write_text(step.read_text().replace("[-6:]", "[-7:]"))
+    load_step.cache_clear()
+    assert load_policy(ref).fingerprint != before
+    r = cli("check", SMALL, "-p", ref, "--baseline", baseline, "--format", "json")
+    record = json.loads(r.stdout)["results"][0]
+    assert record["fingerprint_changed"] is True, record
+    load_step.cache_clear()
