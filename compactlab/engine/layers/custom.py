@@ -134,13 +134,13 @@ def load_step(call: str) -> Step:
 
 def _digest(fn: Any) -> str:
     import inspect
-    import marshal
 
     try:
-        data = open(inspect.getfile(fn), "rb").read()
+        with open(inspect.getfile(fn), "rb") as f:
+            data = f.read()
     except (TypeError, OSError):  # (a builtin, or code with no file)
         code = getattr(fn, "__code__", None)
-        data = marshal.dumps(code) if code is not None else repr(fn).encode()
+        data = code.co_code + repr(code.co_consts).encode() if code is not None else repr(fn).encode()
     return hashlib.sha256(data).hexdigest()[:12]
 
 
