@@ -74,6 +74,25 @@ class Param:
         return f"{self.key} {self.kind} {self.low:g}..{self.high:g}{' (log)' if self.log else ''}"
 
 
+_UNKNOWN = object()
+
+
+def _value_at(policy: Policy, current: dict[str, Any], key: str) -> Any:
+    """The policy's value of ``key`` (``table.key``, or ``custom.settings.KEY`` for your own step's
+    settings, a setting left out at its settings dataclass's default); ``_UNKNOWN`` where none is."""
+    *tables, name = key.split(".")
+    node: Any = current
+    for part in tables:
+        node = node.get(part) if isinstance(node, dict) else None
+    if tables and isinstance(node, dict) and name in node:
+        return node[name]
+    if tables == ["custom", "settings"] and policy.custom.enabled:
+        from ..engine.layers.custom import load_step
+
+        return load_step(policy.custom.call).defaults().get(name, _UNKNOWN)
+    return _UNKNOWN
+
+
 def parse_space(items: list[str], base: str, overrides: list[str]) -> list[Param]:
     """``KEY=LO:HI`` (an int or float range; ``:log`` after it for a log scale) or
     ``KEY=A|B|C`` (choices), each checked against the policy schema: the key must exist, its
@@ -87,12 +106,11 @@ def parse_space(items: list[str], base: str, overrides: list[str]) -> list[Param
         if not sep or not spec.strip():
             raise UsageError(f"--space {item!r}: expected KEY=LO:HI, KEY=LO:HI:log or KEY=A|B|C",
                              hint="e.g. --space summary.trigger=40000:200000 --space micro.keep_by=results|turns")
-        table, _, name = key.partition(".")
-        if not isinstance(current.get(table), dict) or name not in current[table]:
+        value = _value_at(base_policy, current, key)
+        if value is _UNKNOWN:
             raise PolicyError(f"--space {key}: unknown key", hint="see compactlab policies show " + base)
         if key in {p.key for p in params}:
             raise UsageError(f"--space {key}: given twice")
-        value = current[table][name]
         if "|" in spec or isinstance(value, (bool, str)):
             choices = tuple(parse_override(f"{key}={c.strip()}")[1] for c in spec.split("|") if c.strip())
             if not choices:
@@ -721,7 +739,7 @@ def tune(params: list[Param], objectives: list[str], base: str, overrides: list[
     if isinstance(got, str):
         raise UsageError(f"the base policy fails on the corpus: {got}")
     current = base_policy.resolved()
-    base_values = {p.key: current[p.key.partition(".")[0]][p.key.partition(".")[2]] for p in params}
+    base_values = {p.key: _value_at(base_policy, current, p.key) for p in params}
     base_point = Point(-1, base_values, {k: v for k, v in got.items() if k != "acted"},
                        got["violations"] <= max_violations and not got["overflows"], got.get("acted"))
     study = open_study()

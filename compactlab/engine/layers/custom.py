@@ -83,6 +83,14 @@ class Step:
     #: the policy's fingerprint, so that a changed implementation is a changed policy
     digest: str = ""
 
+    def defaults(self) -> dict[str, Any]:
+        """Its settings' defaults (those of its settings dataclass that have one)."""
+        from dataclasses import MISSING
+
+        if self.settings_type is None:
+            return {}
+        return {f.name: f.default for f in fields(self.settings_type) if f.default is not MISSING}
+
     def settings_of(self, table: Mapping[str, Any]) -> Any:
         """The policy's settings table as the step takes it: validated into its dataclass."""
         if self.settings_type is None:

@@ -158,3 +158,21 @@ def test_a_changed_implementation_is_a_changed_policy(cli, tmp_path):
     record = json.loads(r.stdout)["results"][0]
     assert record["fingerprint_changed"] is True, record
     load_step.cache_clear()
+
+
+def test_tune_searches_the_typed_settings_of_your_own_step(cli, tmp_path, monkeypatch):
+    """(#45 §5) ``--space custom.settings.KEY=LO:HI``: a setting the policy leaves at its settings
+    dataclass's default is searched from it; an end its type refuses is said before any trial."""
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "tune"
+    r = cli("tune", SMALL, MEDIUM, "-p", "examples/keep_last.toml", "--space", "custom.settings.keep=2:30",
+            "--trials", "4", "--out", out, "-q")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads((out / "front.json").read_text())
+    assert doc["space"] == ["custom.settings.keep int 2..30"] and doc["front"]
+    assert all(2 <= p["custom.settings.keep"] <= 30 for p in doc["front"])
+    point = (out / "policies" / "front-01.toml").read_text()
+    assert "[custom]" in point and f"settings.keep = {doc['front'][0]['custom.settings.keep']}" in point
+    bad = cli("tune", SMALL, "-p", "examples/keep_last.toml", "--space", "custom.settings.nothing=1:3", "--trials", "2",
+              "--out", tmp_path / "bad", "-q")
+    assert bad.exit_code == 2 and "--space custom.settings.nothing: unknown key" in bad.stderr
