@@ -181,13 +181,15 @@ def _merge(base: dict, over: dict) -> dict:
 
 #: a policy that is one step of your own: ``-p py:package.module:function`` (``layers.custom``)
 STEP_PREFIX = "py:"
+#: a policy that is one step of your own in another process: ``-p "cmd:node compact.js"``
+COMMAND_PREFIX = "cmd:"
 
 
 def _raw_policy(ref: str, seen: tuple[str, ...] = ()) -> tuple[dict, bool]:
     """The policy's TOML data with ``extends`` resolved, and whether it is all built-in presets."""
-    if ref.startswith(STEP_PREFIX) and not seen:  # your own step, alone
-        call = ref[len(STEP_PREFIX):]
-        name = call.rpartition(":")[2] or call
+    if ref.startswith((STEP_PREFIX, COMMAND_PREFIX)) and not seen:  # your own step, alone
+        call = ref[len(STEP_PREFIX):] if ref.startswith(STEP_PREFIX) else ref
+        name = call.rpartition(":")[2] or call if ref.startswith(STEP_PREFIX) else Path(call.split()[-1]).stem
         return {"name": name, "description": f"your own step {call}", "order": ["custom"],
                 "custom": {"enabled": True, "call": call}, **{k: {"enabled": False} for k in SECTIONS
                                                                if k not in ("custom", "size")}}, False

@@ -38,6 +38,7 @@ from ...config import LayerConfig, opt
 from ...errors import PolicyError
 from .base import NOTHING, LayerStats, RunEnv
 from .registry import register
+from .step_process import ProcessFailed, ProcessStep
 
 #: the entry point group an installed package names its steps in
 ENTRY_POINTS = "compactlab.layers"
@@ -51,10 +52,13 @@ class CustomConfig(LayerConfig):
     call: str = opt("", "the step: module:function, path/to/file.py:function, or an entry point's name in "
                         "group compactlab.layers", added=True)
     settings: dict[str, Any] = opt({}, "the step's own settings (its settings dataclass's keys)", added=True)
+    timeout: float = opt(30.0, "seconds a step in another process (cmd:) has to answer a call", added=True)
 
     def __post_init__(self) -> None:
         if self.enabled and not self.call.strip():
             raise ValueError("custom is on but names no step: set custom.call (module:function)")
+        if not self.timeout > 0:
+            raise ValueError(f"timeout must be above 0; got {self.timeout}")
 
 
 class StepFacts(NamedTuple):
@@ -114,7 +118,10 @@ class Step:
 
 @functools.cache
 def load_step(call: str) -> Step:
-    """The step ``call`` names (see the module docstring), imported once a process."""
+    """The step ``call`` names (see the module docstring), imported once a process; ``cmd:COMMAND``
+    a step in another process (``step_process``)."""
+    if call.strip().startswith(COMMAND):
+        return _command(call.strip())
     target, sep, attr = call.strip().rpartition(":")
     try:
         if not sep:  # an entry point an installed package declares
@@ -152,6 +159,30 @@ def _digest(fn: Any) -> str:
     return hashlib.sha256(data).hexdigest()[:12]
 
 
+#: a step that is a command: ``cmd:node compact.js``
+COMMAND = "cmd:"
+
+
+def _command(call: str) -> Step:
+    import shlex
+
+    from .step_process import ProcessStep
+
+    try:
+        argv = shlex.split(call[len(COMMAND):])
+    except ValueError as exc:
+        raise PolicyError(f"custom.call {call!r}: {exc}") from None
+    if not argv:
+        raise PolicyError(f"custom.call {call!r}: names no command")
+    # its identity: the command, and the bytes of every file it names (a script of yours)
+    digest = hashlib.sha256(call.encode())
+    for arg in argv:
+        if os.path.isfile(arg):
+            with open(arg, "rb") as f:
+                digest.update(f.read())
+    return Step(ProcessStep(argv, call), call, None, digest.hexdigest()[:12])
+
+
 def _module(target: str, call: str) -> Any:
     if target.endswith(".py"):
         if not os.path.isfile(target):
@@ -173,6 +204,8 @@ def _module(target: str, call: str) -> Any:
 @register("custom", CustomConfig, cheap=True)
 def custom(context: Context, config: CustomConfig, env: RunEnv) -> tuple[Context, LayerStats]:
     step = load_step(config.call)
+    if isinstance(step.run, ProcessStep):
+        step.run.timeout = config.timeout
     entries = context.entries
     given = [orjson.loads(orjson.dumps(e.message)) for e in entries]  # (copies: the step's to change)
     now = env.now
@@ -180,6 +213,8 @@ def custom(context: Context, config: CustomConfig, env: RunEnv) -> tuple[Context
                       now.recorded_tokens, now.cache_cold)
     try:
         out = step.run(given, facts, _settings(step, config))
+    except ProcessFailed as exc:
+        raise StepError(f"custom step {step.name} {exc} (call {now.call})") from None
     except Exception as exc:
         raise StepError(f"custom step {step.name} raised {type(exc).__name__} at call {now.call}: {exc}") from None
     if not isinstance(out, list) or not all(_is_message(m) for m in out):

@@ -1,0 +1,99 @@
+"""Your own step in another process (#45 §2): protocol compactlab-step version 1 over JSON lines;
+the reference process in examples/, and processes that are slow, crash or lie: each refused with a
+clear error naming it, none hangs, nothing is half-written."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+
+import pytest
+
+from helpers import ROOT, SAMPLES
+
+MEDIUM = SAMPLES / "synth-medium.jsonl"
+SMALL = SAMPLES / "synth-small.jsonl"
+REFERENCE = ROOT / "examples" / "step_process.py"
+PY = shlex.quote(sys.executable)
+
+#: a process that speaks the protocol up to ``{body}``, which answers each call
+TEMPLATE = """import json, sys
+hello = json.loads(sys.stdin.readline())
+print(json.dumps({hello_answer}), flush=True)
+for line in sys.stdin:
+    request = json.loads(line)
+{body}
+"""
+
+
+def _process(tmp_path, body: str, hello_answer: str = '{"version": 1}') -> str:
+    script = tmp_path / "step.py"
+    script.write_text(TEMPLATE.format(hello_answer=hello_answer, body=body))
+    return f"cmd:{PY} {shlex.quote(str(script))}"
+
+
+def _summary(cli, tmp_path, *args) -> dict:
+    r = cli("replay", *args, "--format", "json", "--dry-run")
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout)["runs"][0]["summary"]
+
+
+def test_the_reference_process_replays_and_sending_only_what_changed_changes_nothing(cli, tmp_path):
+    ref = f"cmd:{PY} {shlex.quote(str(REFERENCE))}"
+    stateful = _summary(cli, tmp_path, MEDIUM, "-p", ref)
+    assert stateful["policy"] == "step_process" and stateful["custom"] > 0 and stateful["reduction"] > 0.5
+    stateless = tmp_path / "stateless.py"  # the same step, sent the whole context every call
+    stateless.write_text(REFERENCE.read_text().replace('"keeps_state": True', '"keeps_state": False'))
+    whole = _summary(cli, tmp_path, MEDIUM, "-p", f"cmd:{PY} {shlex.quote(str(stateless))}")
+    for key in ("tokens_total", "cost_usd", "custom", "recall", "violations_introduced"):
+        assert whole[key] == stateful[key], key
+
+
+def test_a_process_step_runs_in_compare_workers_and_takes_its_settings(cli, tmp_path):
+    policy = tmp_path / "proc.toml"
+    policy.write_text(f'extends = "none"\nname = "proc"\norder = ["custom"]\n[custom]\nenabled = true\n'
+                      f'call = {json.dumps(f"cmd:{sys.executable} {REFERENCE}")}\n[custom.settings]\nkeep = 30\n')
+    out = tmp_path / "cmp"
+    r = cli("compare", MEDIUM, SMALL, SAMPLES / "huge-batch.jsonl", "-p", policy, "-p",
+            f"cmd:{PY} {shlex.quote(str(REFERENCE))}", "--jobs", "2", "--out", out, "-q", "--charts", "none")
+    assert r.exit_code == 0, r.stderr
+    runs = {(row["transcript"].rsplit("/", 1)[-1], row["policy"]): row
+            for row in json.loads((out / "results.json").read_text())["runs"]}
+    medium = "synth-medium.jsonl"
+    assert runs[(medium, "proc")]["tokens_total"] > runs[(medium, "step_process")]["tokens_total"]  # keep 30 > 12
+
+
+@pytest.mark.parametrize("body,hello,said", [
+    ("    pass  # never answers", '{"version": 1}', "did not answer within 0.5 s"),
+    ("    sys.stderr.write('boom: the step broke\\n'); sys.exit(3)", '{"version": 1}',
+     "ended (exit status 3); it said: boom: the step broke"),
+    ("    print('{\"messages\": [999]}', flush=True)", '{"version": 1}', "kept message 999, but was sent"),
+    ("    print('not json', flush=True)", '{"version": 1}', "answered 'not json', which is not JSON"),
+    ("    print('{\"keep\": []}', flush=True)", '{"version": 1}', 'not {"messages": [...]}'),
+    ("    pass", '{"version": 2}', "not compactlab-step version 1"),
+])
+def test_a_process_that_is_slow_crashes_or_lies_is_refused_by_name(cli, tmp_path, body, hello, said):
+    ref = _process(tmp_path, body, hello)
+    r = cli("replay", SMALL, "-p", ref, "--set", "custom.timeout=0.5", "-o", tmp_path / "out")
+    assert r.exit_code == 2, r.stderr
+    assert said in r.stderr and "custom step cmd:" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()  # nothing half-written
+
+
+def test_a_command_that_cannot_start_is_said(cli, tmp_path):
+    r = cli("replay", SMALL, "-p", "cmd:no-such-program-here --flag", "-o", tmp_path / "out")
+    assert r.exit_code == 2 and "cannot start 'no-such-program-here'" in r.stderr, r.stderr
+
+
+def test_a_changed_script_is_a_changed_policy(tmp_path):
+    from compactlab import load_policy
+    from compactlab.engine.layers.custom import load_step
+
+    ref = _process(tmp_path, "    print(json.dumps({'messages': list(range(len(request['messages'])))}), flush=True)")
+    before = load_policy(ref).fingerprint
+    script = tmp_path / "step.py"
+    script.write_text(script.read_text() + "# changed\n")
+    load_step.cache_clear()
+    assert load_policy(ref).fingerprint != before
+    load_step.cache_clear()
