@@ -52,6 +52,15 @@ class ProcessStep:
         self._buffer = b""
 
     def __call__(self, messages: list[dict], facts: Any, settings: Any) -> list[dict]:
+        try:
+            return self._call(messages, facts, settings)
+        except ProcessFailed:
+            raise
+        except BaseException:  # (Ctrl-C while it works: it is ended and reaped before compactlab exits)
+            self.stop()
+            raise
+
+    def _call(self, messages: list[dict], facts: Any, settings: Any) -> list[dict]:
         proc = self._started(settings)
         start = 0
         if self._keeps_state and facts.call > 0:

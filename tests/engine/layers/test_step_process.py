@@ -97,3 +97,29 @@ def test_a_changed_script_is_a_changed_policy(tmp_path):
     load_step.cache_clear()
     assert load_policy(ref).fingerprint != before
     load_step.cache_clear()
+
+
+def test_ctrl_c_while_the_process_works_stops_both_cleanly(tmp_path):
+    """SIGINT while the step's process holds a call: compactlab exits 130 with one line, and the
+    process has ended by then (its input closed; nothing left running). The test waits on what the
+    process says (a line in a FIFO), never on time."""
+    import os
+    import signal
+    import subprocess
+
+    said = tmp_path / "said"
+    os.mkfifo(said)
+    ref = _process(tmp_path, f"    open({str(said)!r}, 'w').write(str(__import__('os').getpid()) + '\\n')\n"
+                             "    sys.stdin.read()  # holds the call until its input closes")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "compactlab", "replay", str(SMALL), "-p", ref, "--dry-run", "-q"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    with open(said) as fifo:  # (blocks until the process has the call)
+        step_pid = int(fifo.readline())
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert b"Traceback" not in err and err.decode().count("\n") <= 2, err
+    with pytest.raises(ProcessLookupError):
+        os.kill(step_pid, 0)  # (ended and reaped before compactlab exited)
