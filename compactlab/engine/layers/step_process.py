@@ -14,7 +14,8 @@ compactlab writes one JSON object a line and reads one back:
 - the process answers ``{"messages": [...]}``: the messages to send, each a message or the index
   of a message of the context it was sent (kept as it is).
 
-The command runs once per replaying process; every call has ``timeout`` seconds to be answered.
+The command runs once per replaying process (per thread of one: a Dask worker's threads each
+start their own); every call has ``timeout`` seconds to be answered.
 A process that exits, answers late, answers what is not JSON, names an index it was not sent or
 speaks another version is refused with its name and the last lines it wrote to its standard error.
 """
@@ -26,6 +27,7 @@ import os
 import select
 import subprocess
 import tempfile
+import threading
 from typing import Any
 
 import orjson
@@ -44,12 +46,14 @@ class ProcessStep:
     def __init__(self, argv: list[str], name: str) -> None:
         self.argv, self.name = argv, name
         self.timeout = 30.0
-        self._proc: subprocess.Popen | None = None
-        self._pid = -1  # the process that started it (a forked worker starts its own)
-        self._stderr: Any = None
-        self._keeps_state = False
-        self._held: list[Any] = []  # what the process holds (its previous answer), where it keeps state
-        self._buffer = b""
+        self._local = threading.local()  # a thread's own process and what it holds
+
+    @property
+    def _s(self) -> "_Talk":
+        talk = getattr(self._local, "talk", None)
+        if talk is None or talk.pid != os.getpid():  # (a forked worker starts its own)
+            talk = self._local.talk = _Talk()
+        return talk
 
     def __call__(self, messages: list[dict], facts: Any, settings: Any) -> list[dict]:
         try:
@@ -63,8 +67,8 @@ class ProcessStep:
     def _call(self, messages: list[dict], facts: Any, settings: Any) -> list[dict]:
         proc = self._started(settings)
         start = 0
-        if self._keeps_state and facts.call > 0:
-            held = self._held
+        if self._s.keeps_state and facts.call > 0:
+            held = self._s.held
             while start < min(len(held), len(messages)) and held[start] == messages[start]:
                 start += 1
         self._send(proc, {"call": facts.call, "facts": facts._asdict(), "from": start, "messages": messages[start:]})
@@ -80,27 +84,27 @@ class ProcessStep:
                 sent.append(messages[item])
             else:
                 sent.append(item)
-        if self._keeps_state:
-            self._held = [orjson.loads(orjson.dumps(m)) for m in sent]
+        if self._s.keeps_state:
+            self._s.held = [orjson.loads(orjson.dumps(m)) for m in sent]
         return sent
 
     # -- the process -------------------------------------------------------------------------
     def _started(self, settings: Any) -> subprocess.Popen:
-        if self._proc is not None and self._pid == os.getpid() and self._proc.poll() is None:
-            return self._proc
-        self._stderr = tempfile.TemporaryFile()
+        if self._s.proc is not None and self._s.pid == os.getpid() and self._s.proc.poll() is None:
+            return self._s.proc
+        self._s.stderr = tempfile.TemporaryFile()
         try:
-            proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr)
+            proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._s.stderr)
         except OSError as exc:
             raise ProcessFailed(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}") from None
-        self._proc, self._pid, self._buffer, self._held = proc, os.getpid(), b"", []
+        self._s.proc, self._s.pid, self._s.buffer, self._s.held = proc, os.getpid(), b"", []
         atexit.register(self.stop)
         self._send(proc, {"protocol": PROTOCOL, "version": VERSION, "settings": dict(settings)})
         hello = self._read(proc)
         if not isinstance(hello, dict) or hello.get("version") != VERSION:
             raise ProcessFailed(f"speaks {str(hello)[:60]!r}, not {PROTOCOL} version {VERSION} "
                                 '(answer the first line with {"version": 1})')
-        self._keeps_state = hello.get("keeps_state") is True
+        self._s.keeps_state = hello.get("keeps_state") is True
         return proc
 
     def _send(self, proc: subprocess.Popen, doc: dict) -> None:
@@ -114,7 +118,7 @@ class ProcessStep:
     def _read(self, proc: subprocess.Popen) -> Any:
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
-        while b"\n" not in self._buffer:
+        while b"\n" not in self._s.buffer:
             ready, _, _ = select.select([fd], [], [], self.timeout)
             if not ready:
                 self.stop()
@@ -122,8 +126,8 @@ class ProcessStep:
             chunk = os.read(fd, 1 << 16)
             if not chunk:
                 raise ProcessFailed(self._ended(proc))
-            self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
+            self._s.buffer += chunk
+        line, _, self._s.buffer = self._s.buffer.partition(b"\n")
         try:
             return orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -139,16 +143,16 @@ class ProcessStep:
 
     def _said(self) -> str:
         """The last lines the process wrote to its standard error."""
-        if self._stderr is None:
+        if self._s.stderr is None:
             return ""
-        self._stderr.seek(0)
-        tail = self._stderr.read()[-400:].decode("utf-8", "replace").strip().splitlines()[-3:]
+        self._s.stderr.seek(0)
+        tail = self._s.stderr.read()[-400:].decode("utf-8", "replace").strip().splitlines()[-3:]
         return f"; it said: {' | '.join(tail)}" if tail else ""
 
     def stop(self) -> None:
         """End the process (at exit, or when it is late): its input closed, then killed if it lingers."""
-        proc, self._proc = self._proc, None
-        if proc is None or self._pid != os.getpid():
+        proc, self._s.proc = self._s.proc, None
+        if proc is None or self._s.pid != os.getpid():
             return
         try:
             if proc.stdin is not None:
@@ -157,3 +161,15 @@ class ProcessStep:
         except (OSError, subprocess.TimeoutExpired):
             proc.kill()
             proc.wait()
+
+
+class _Talk:
+    """One thread's conversation with its process."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.pid = os.getpid()
+        self.stderr: Any = None
+        self.keeps_state = False
+        self.held: list[Any] = []  # what the process holds (its previous answer), where it keeps state
+        self.buffer = b""

@@ -123,3 +123,19 @@ def test_ctrl_c_while_the_process_works_stops_both_cleanly(tmp_path):
     assert b"Traceback" not in err and err.decode().count("\n") <= 2, err
     with pytest.raises(ProcessLookupError):
         os.kill(step_pid, 0)  # (ended and reaped before compactlab exited)
+
+
+def test_your_own_steps_run_on_a_dask_cluster_as_locally(cli, tmp_path):
+    """(#45 §5) A Python step and a step in another process on a Dask cluster give the local
+    numbers: the worker loads the one by its name and starts the other itself (each worker thread
+    its own process: two conversations never share one)."""
+    distributed = pytest.importorskip("distributed", reason="dask is an optional extra")
+    args = [MEDIUM, SMALL, SAMPLES / "huge-batch.jsonl", "-p", "py:custom_steps:keep_ends", "-p",
+            f"cmd:{PY} {shlex.quote(str(REFERENCE))}", "--dry-run", "--format", "json"]
+    local = json.loads(cli("compare", *args, "--jobs", "1").stdout)["runs"]
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster:
+        r = cli("compare", *args, "--executor", f"dask://{cluster.scheduler_address}")
+    assert r.exit_code == 0, r.stderr
+    remote = json.loads(r.stdout)["runs"]
+    assert len(remote) == 9 and remote == local and {row["policy"] for row in remote} == {"keep_ends", "step_process",
+                                                                                          "none"}
