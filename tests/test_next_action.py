@@ -313,3 +313,23 @@ def test_a_policy_named_twice_and_a_missing_openai_package_are_clear_errors(cli,
     r = _run(cli, fake, tmp_path, "--model", "gpt-5-mini", "--samples", "1")
     assert r.exit_code == 2 and "the openai package is not installed" in r.stderr
     assert "pip install 'compactlab[openai]'" in r.stderr and fake.requests == []
+
+
+def test_a_sample_is_offered_the_tools_used_before_it_never_a_later_one(cli, fake, tmp_path):
+    """(#46 §3) No look-ahead: the control's context is every message before the call, so the
+    tools it is offered are exactly those its messages call; the policy's arm is offered the same."""
+    r = _run(cli, fake, tmp_path)
+    assert r.exit_code == 0, r.stderr
+    bodies = [q["body"] for q in fake.message_requests]
+    by_pair = list(zip(bodies[::2], bodies[1::2]))
+    assert by_pair
+    for policy_body, control_body in by_pair:
+        offered = {t["name"] for t in control_body.get("tools", [])}
+        used = {b["name"] for m in control_body["messages"] if m["role"] == "assistant" and isinstance(m["content"], list)
+                for b in m["content"] if b.get("type") == "tool_use"}
+        assert offered == used
+        assert {t["name"] for t in policy_body.get("tools", [])} == offered
+    whole = {b["name"] for m in json.loads("[" + ",".join(fake.session.read_text().splitlines()) + "]")
+             if m.get("role") == "assistant" and isinstance(m.get("content"), list)
+             for b in m["content"] if b.get("type") == "tool_use"}
+    assert any({t["name"] for t in c.get("tools", [])} < whole for _, c in by_pair)  # an early call lacks a later tool

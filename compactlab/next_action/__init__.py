@@ -132,8 +132,9 @@ def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int,
         if not wanted:
             continue
         control = run(t, none, wanted)
-        kit: Tools = tools_of(transcript.entries)
+        kit: Tools = tools_of(transcript.entries)  # (what no API takes is said once per transcript)
         tools[transcript.path] = kit.source
+        known: dict[int, Tools] = {}  # the tools known at a call: used before it (no look-ahead, #46 §3)
         if kit.left_out:
             notes.append(f"{transcript.path}: tool(s) {', '.join(kit.left_out[:5])} left out (no API takes such a name)")
         for policy in policies:
@@ -147,7 +148,10 @@ def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int,
                 if c.transcript != t:
                     continue
                 record = by_call[c.call]
-                pair = build_pair(o.api, o.model, o.max_tokens, transcript.system, kit, r.contexts[c.call],
+                at = record.message_index
+                if at not in known:
+                    known[at] = tools_of(transcript.entries[:at])
+                pair = build_pair(o.api, o.model, o.max_tokens, transcript.system, known[at], r.contexts[c.call],
                                   control.contexts[c.call], per_token)
                 out.append(Sample(policy.name, transcript.path, c.call, lost_probes,
                                   action_of(_reply(transcript, record.message_index)), pair))

@@ -63,7 +63,9 @@ def _description(name: str) -> str:
 
 
 def tools_of(entries: list[Entry]) -> Tools:
-    """The tools built from every tool call of the recording: names and argument keys, in order."""
+    """The tools built from the tool calls of ``entries``: names and argument keys, in order. A
+    sample is offered those of the calls before it: what the agent had used by then, never a tool
+    it first used later (#46 §3)."""
     keys: dict[str, dict[str, None]] = {}
     for e in entries:
         if e.role != "assistant" or not e.tool_use_ids:
