@@ -123,6 +123,7 @@ def build_pair(api: str, model: str, max_tokens: int, system: Any, tools: Tools,
     sent = [sendable(policy), sendable(control)]
     # what each request sends besides its messages, billed as input and cached before them
     specs = tools.anthropic() if api == "anthropic" else tools.openai()
+    head = [system or None, specs if tools.specs else None]  # what each request sends before its messages
     fixed = (json_len(system) if system else 0) + (json_len(specs) if tools.specs else 0)
 
     def tokens_of(messages: list[Message]) -> int:
@@ -133,19 +134,21 @@ def build_pair(api: str, model: str, max_tokens: int, system: Any, tools: Tools,
         bodies = [openai_body(model, max_tokens, system, tools, m) for m in sent]
         cached = prefix >= CACHE_MINIMUM
         return Pair(bodies[0], bodies[1], tokens_of(sent[0]), tokens_of(sent[1]), prefix if cached else 0,
-                    _digest(sent[1][:shared]) if cached else "")
+                    _digest(head, sent[1][:shared]) if cached else "")
     breakpoint = shared if shared and tokens_of(sent[1][:shared]) >= CACHE_MINIMUM else 0
     bodies = [anthropic_body(model, max_tokens, system, tools, m, breakpoint) for m in sent]
     measured = [unmarked(b["messages"]) for b in bodies]  # (as billed: the marks are no content)
     return Pair(bodies[0], bodies[1], tokens_of(measured[0]), tokens_of(measured[1]),
                 tokens_of(measured[1][:breakpoint]) if breakpoint else 0,
-                _digest(measured[1][:breakpoint]) if breakpoint else "")
+                _digest(head, measured[1][:breakpoint]) if breakpoint else "")
 
 
-def _digest(messages: list[Message]) -> str:
+def _digest(head: Any, messages: list[Message]) -> str:
+    """What a cached prefix is: what comes before the messages (the system prompt, the tools:
+    samples offered other tools cache other prefixes) and the messages."""
     import hashlib
 
-    return hashlib.sha256(orjson.dumps(messages)).hexdigest()
+    return hashlib.sha256(orjson.dumps([head, messages])).hexdigest()
 
 
 def unmarked(messages: list[Message]) -> list[Message]:
