@@ -53,6 +53,7 @@ class FakeModels(FakeAPI):
                     self.next.setdefault(self._key_of_user(entries[i].message), entries[i + 1].message)
         self.cached_prefixes: set[str] = set()
         self.asked: list[dict] = []  # per request: the api, what was needed, whether it was held, the usage
+        self.window: int | None = None  # a request over this many tokens is refused (HTTP 400), as a model's window
 
     @staticmethod
     def _key_of_user(message: dict) -> str:
@@ -101,6 +102,9 @@ class FakeModels(FakeAPI):
             fixed = _compact([doc[k] for k in ("system", "tools") if k in doc])  # (billed before the messages)
             fixed_chars = sum(len(_compact(doc[k])) for k in ("system", "tools") if k in doc)
             total = math.ceil((fixed_chars + len(_compact(plain))) / 4)
+            if self.window is not None and total > self.window:
+                return 400, {}, {"type": "error", "error": {"type": "invalid_request_error",
+                                                            "message": f"prompt is too long: {total} tokens > {self.window} maximum"}}
             read = write = 0
             for k, m in enumerate(messages):
                 if isinstance(m["content"], list) and any(isinstance(b, dict) and "cache_control" in b

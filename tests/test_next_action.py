@@ -333,3 +333,47 @@ def test_a_sample_is_offered_the_tools_used_before_it_never_a_later_one(cli, fak
              if m.get("role") == "assistant" and isinstance(m.get("content"), list)
              for b in m["content"] if b.get("type") == "tool_use"}
     assert any({t["name"] for t in c.get("tools", [])} < whole for _, c in by_pair)  # an early call lacks a later tool
+
+
+def _control_tokens(cli, fake, tmp_path) -> list[int]:
+    """The controls' tokens of ``_run``'s samples (a first run, its replies not cached)."""
+    r = _run(cli, fake, tmp_path / "first", "--no-cache")
+    assert r.exit_code == 0, r.stderr
+    return sorted(s["control_tokens"] for s in json.loads(r.stdout)["samples"])
+
+
+def test_a_control_the_model_refuses_is_counted_apart_never_as_a_disagreement(cli, fake, tmp_path):
+    """(#46 §4) A control over the asked model's window is rejected (HTTP 400): the sample says
+    nothing of the policy and is counted apart, not as a control that disagrees (which favoured
+    the policy); the policy's own rejected context would still be a disagreement of the policy."""
+    tokens = _control_tokens(cli, fake, tmp_path)
+    fake.window = tokens[len(tokens) // 2]
+    over = sum(t > fake.window for t in tokens)
+    assert 0 < over < len(tokens)
+    r = _run(cli, fake, tmp_path, "--no-cache")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    refused = [s for s in doc["samples"] if s["control_arm"] and (s["control_arm"]["error"] or "").startswith("rejected")]
+    assert len(refused) == over and all(s["control_arm"]["agrees"] is False for s in refused)
+    policy = doc["policies"][0]
+    assert policy["control_refused"] == over and policy["samples"] == len(tokens) - over and policy["failed"] == 0
+    answered = [s for s in doc["samples"] if s not in refused]
+    assert policy["control_agreement"] == sum(s["control_arm"]["agrees"] for s in answered) / len(answered)
+
+
+def test_a_control_known_to_be_over_the_models_window_is_not_sent(cli, fake, tmp_path, monkeypatch):
+    from compactlab.engine.cost import prices
+
+    tokens = _control_tokens(cli, fake, tmp_path)
+    window = tokens[len(tokens) // 2]
+    over = sum(t > window for t in tokens)
+    monkeypatch.setattr(prices, "known_window", lambda model: window)
+    before = len(fake.message_requests)
+    r = _run(cli, fake, tmp_path, "--no-cache")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    skipped = [s for s in doc["samples"] if s["skipped"]]
+    assert len(skipped) == over and all(s["policy_arm"] is None and s["control_arm"] is None for s in skipped)
+    assert "over claude-haiku-4-5's window" in skipped[0]["skipped"]
+    assert len(fake.message_requests) - before == 2 * (len(tokens) - over)  # nothing sent for them
+    assert doc["policies"][0]["control_refused"] == over

@@ -46,16 +46,28 @@ class Sample:
     estimate_usd: float = 0.0  # what its requests not answered from the cache will cost at most
     policy_reply: Reply | None = None
     control_reply: Reply | None = None
+    #: why the sample is not asked: its control is longer than the asked model takes (None: asked)
+    skipped: str | None = None
 
     @property
     def lost(self) -> bool:
         return bool(self.lost_probes)
 
     @property
+    def control_refused(self) -> bool:
+        """The control is one the asked model refuses (over its window, known before asking, or
+        rejected when asked): the sample says nothing of the policy and is counted apart, never
+        as a disagreement of the control (#46 §4)."""
+        reply = self.control_reply
+        return self.skipped is not None or (reply is not None and reply.error is not None
+                                            and reply.error.startswith("rejected"))
+
+    @property
     def answered(self) -> bool:
-        """Both arms have an answer (a rejected request is one; a failed one is not)."""
-        return all(r is not None and (r.error is None or r.error.startswith("rejected"))
-                   for r in (self.policy_reply, self.control_reply))
+        """Both arms have an answer (the policy's rejected request is one: its context is what the
+        API refused; a failed one is not), and the control was not refused."""
+        return not self.control_refused and all(r is not None and (r.error is None or r.error.startswith("rejected"))
+                                                for r in (self.policy_reply, self.control_reply))
 
     def agrees(self, reply: Reply | None) -> bool | None:
         if reply is None or (reply.error is not None and not reply.error.startswith("rejected")):
@@ -73,7 +85,7 @@ class Sample:
                 "lost_probes": list(self.lost_probes), "recorded": self.recorded.describe(),
                 "policy_tokens": self.pair.policy_tokens, "control_tokens": self.pair.control_tokens,
                 "prefix_tokens": self.pair.prefix_tokens, "estimate_usd": round(self.estimate_usd, 6),
-                "policy_arm": arm(self.policy_reply), "control_arm": arm(self.control_reply)}
+                "skipped": self.skipped, "policy_arm": arm(self.policy_reply), "control_arm": arm(self.control_reply)}
 
 
 @dataclass
@@ -166,7 +178,13 @@ def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int,
         asked.add(key)
         return known
 
+    from ..engine.cost.prices import known_window
+
+    window = known_window(o.model)
     for s in out:
+        if window and s.pair.control_tokens > window:  # (the asked model would refuse it: not sent)
+            s.skipped = f"the control's {s.pair.control_tokens:,} tokens are over {o.model}'s window ({window:,})"
+            continue
         hit = [answered(s.pair.policy_body), answered(s.pair.control_body)]
         result.cached += sum(hit)
         result.requests += 2 - sum(hit)
@@ -183,6 +201,8 @@ def ask(p: Plan, asker: Asker, on_request: Callable[[Reply], None] = lambda _: N
     """Ask both arms of every sample, the policy's first (its shared prefix is then in the prompt
     cache for the control). Each reply is kept as it comes: an interrupt keeps what finished."""
     for s in p.samples:
+        if s.skipped is not None:
+            continue
         if s.policy_reply is None:
             s.policy_reply = asker.ask(s.pair.policy_body)
             on_request(s.policy_reply)
@@ -201,6 +221,7 @@ class PolicyAgreement:
     candidates: int
     samples: int  # answered in both arms
     failed: int  # samples with a failed request
+    control_refused: int  # samples whose control the asked model refuses (over its window): counted apart
     agreement: float | None
     agreement_interval: tuple[float, float] | None
     control_agreement: float | None
@@ -233,8 +254,10 @@ def tally(p: Plan, policies: list[str]) -> list[PolicyAgreement]:
         kept = [ok for s, ok in zip(done, first) if not s.lost]
         spent = sum(usage_cost(r.usage, p.prices) for s in mine for r in (s.policy_reply, s.control_reply)
                     if r is not None and r.usage)
+        refused = sum(s.control_refused for s in mine)
         out.append(PolicyAgreement(
-            policy=name, candidates=p.candidates.get(name, 0), samples=n, failed=len(mine) - n,
+            policy=name, candidates=p.candidates.get(name, 0), samples=n, failed=len(mine) - n - refused,
+            control_refused=refused,
             agreement=sum(first) / n if n else None,
             agreement_interval=tuple(wilson(sum(first), n)) if n else None,  # type: ignore[arg-type]
             control_agreement=sum(second) / n if n else None,

@@ -128,7 +128,8 @@ def markdown(result: Agreement) -> str:
 
 def _rows(doc: dict[str, Any]) -> list[list[str]]:
     """The table's rows from an Agreement's dict (what a compare keeps in its meta)."""
-    return [[p["policy"], f"{p['samples']}" + (f" ({p['failed']} failed)" if p["failed"] else ""),
+    return [[p["policy"], f"{p['samples']}" + (f" ({p['failed']} failed)" if p["failed"] else "")
+             + (f" ({p['control_refused']} control(s) over the model's window)" if p.get("control_refused") else ""),
              _interval(p["agreement"], p["agreement_interval"]),
              _pct(p["control_agreement"]), _interval(p["difference"], p["difference_interval"], signed=True),
              f"{_pct(p['lost_agreement'])} of {p['lost_samples']}", f"{_pct(p['kept_agreement'])} of {p['kept_samples']}"]
