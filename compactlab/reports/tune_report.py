@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+from pathlib import Path
 from typing import TextIO
 
 import orjson
@@ -26,7 +28,10 @@ def front_policy(result: TuneResult, i: int) -> str:
     """Front point ``i`` (0-based) as a policy file: the base with the point's values."""
     p = result.front[i]
     scores = ", ".join(f"{column(o)} {p.scores[o]:.4f}" for o in result.objectives)
-    lines = [f'extends = "{result.base}"', f'name = "{result.base}-front-{i + 1:02d}"',
+    # (a base that is a file: by its absolute path, which extends finds wherever the front file is)
+    base = os.path.abspath(result.base) if os.path.isfile(result.base) else result.base
+    stem = Path(result.base).stem if base != result.base else result.base
+    lines = [f"extends = {toml_value(base)}", f"name = {toml_value(f'{stem}-front-{i + 1:02d}')}",
              f'description = "tune front point {i + 1} (trial {p.number}) over the tuned corpus: {scores}"', ""]
     tables: dict[str, list[str]] = {}
     for key, value in p.values.items():

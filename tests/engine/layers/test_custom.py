@@ -173,6 +173,9 @@ def test_tune_searches_the_typed_settings_of_your_own_step(cli, tmp_path, monkey
     assert all(2 <= p["custom.settings.keep"] <= 30 for p in doc["front"])
     point = (out / "policies" / "front-01.toml").read_text()
     assert "[custom]" in point and f"settings.keep = {doc['front'][0]['custom.settings.keep']}" in point
+    assert 'name = "keep_last-front-01"' in point
     bad = cli("tune", SMALL, "-p", "examples/keep_last.toml", "--space", "custom.settings.nothing=1:3", "--trials", "2",
               "--out", tmp_path / "bad", "-q")
     assert bad.exit_code == 2 and "--space custom.settings.nothing: unknown key" in bad.stderr
+    monkeypatch.chdir(tmp_path)  # (a front point's base, a file, is found from anywhere: by its absolute path)
+    assert cli("replay", SMALL, "-p", out / "policies" / "front-01.toml", "--dry-run", "-q").exit_code == 0
