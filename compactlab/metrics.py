@@ -42,8 +42,9 @@ class Metric:
     objective: str | None = None  # its name as a tune --objective
     description: str = ""
     #: a column of the reports' tables (every metric is one of results.csv): "essential" kept on the
-    #: narrowest terminal, "wide" where it fits, None in results.csv only
-    table: Literal["essential", "wide"] | None = "wide"
+    #: narrowest terminal, "verdict" kept there in the verdict's table only (the runs' table, a row
+    #: a run, keeps fewer), "wide" where it fits, None in results.csv only
+    table: Literal["essential", "verdict", "wide"] | None = "wide"
     signed: bool = False  # shown with its sign (a saving that can be negative)
 
     def of(self, sums: Mapping[str, float]) -> float:
@@ -87,7 +88,7 @@ REGISTRY: list[Metric] = [
            complement=True, objective="reduction", description="1 - tokens sent / tokens with no compaction"),
     Metric("retention", "retention", "share", "higher", "absolute", "refs_retained", "refs", empty=1.0,
            objective="retention", description="referenced tool results still intact where they are referenced",
-           table="essential"),
+           table="verdict"),
     Metric("recall", "recall", "share", "higher", "absolute", "probes_kept", "probes", empty=1.0,
            objective="recall", description="hindsight probes (what the agent later used) the contexts sent held",
            table="essential"),
@@ -97,7 +98,7 @@ REGISTRY: list[Metric] = [
            description="tool_use/tool_result pairing violations the policy introduced (the API rejects them)",
            table="essential"),
     Metric("overflows", "overflows", "count", "lower", None, "overflows",
-           description="calls whose context is over the reactive window (the API refuses them)", table="essential"),
+           description="calls whose context is over the reactive window (the API refuses them)", table="verdict"),
     Metric("summaries", "summaries", "count", "lower", None, "summaries", description="summaries made"),
 ]
 

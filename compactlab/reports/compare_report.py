@@ -160,7 +160,7 @@ def write_verdict(v: Verdict, printer: Printer) -> None:
     table = Table(title=f"verdict over {max((e.transcripts for e in v.entries), default=0)} transcript(s)"
                         + (" (green: recommended; red: costs more somewhere, or breaks tool pairs)" if marked else ""))
     # (the columns the verdict's sentence cites stay on a narrow terminal; a name is never cut mid-word)
-    essential = {"policy", *(m.label for m in table_metrics() if m.table == "essential")}
+    essential = {"policy", *(m.label for m in table_metrics() if m.table in ("essential", "verdict"))}
     longest = max((len(row[0]) for row in rows), default=6)
     for i, h in enumerate(head):
         table.add_column(h, essential=h in essential, justify="left" if i == 0 else "right", overflow="fold",
