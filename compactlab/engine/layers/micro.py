@@ -10,11 +10,13 @@ list-form contents as seed 003 does. ``keep_by = "turns"`` keeps the results of 
 the older results up to that many tokens (opencode's prune, gemini-cli's masking);
 ``at_prompts`` acts only as a new user turn starts (opencode prunes when the agent has answered).
 The context-editing options:
-``trigger_tokens`` (act only over that size), ``clear_at_least`` (act only when it frees that
+``trigger_tokens`` (act only over that size; ``trigger_on = "history"`` compares the history the
+client holds, with what the layer cleared counted whole, as the API's server-side edit does),
+``clear_at_least`` (act only when it frees that
 many tokens) and ``clear_inputs`` (also empty the tool_use input). ``idle_minutes`` acts only on
 a call made that long after the previous one by the recording's times (Claude Code's time-based
 microcompact: once the prompt cache has expired, clearing costs no cache read). A replacement
-that is not shorter is skipped.
+that is not shorter is skipped, unless ``clear_short``.
 
 Incremental: once a result is old it stays old while the context only grows, so the layer
 remembers in the context's ``memo`` how many results it has already dealt with and looks only at
@@ -24,7 +26,7 @@ The count goes into the context it returns, never into the one it was given.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ..context import Context
@@ -95,6 +97,14 @@ class MicroConfig(LayerConfig):
     at_prompts: bool = opt(
         False, "act only on the first call after a user prompt, when the agent has answered the previous one "
                "(opencode prunes as a user turn ends)", added=True)
+    clear_short: bool = opt(
+        False, "replace every old result, however short: min_chars and the rule that a replacement must be shorter "
+               "are not applied (the API's edit replaces every old result; by default a result the placeholder would "
+               "not shorten is left)", added=True)
+    trigger_on: Literal["context", "history"] = opt(
+        "context", "what trigger_tokens compares: the context as it is, or the history the client holds, with what "
+                   "this layer cleared counted whole (the API's context editing runs on the server, on every request, "
+                   "over the client's whole history)", added=True)
     protect_tokens: NonNegative = opt(
         0, "also keep the newest of the older results up to this many tokens (opencode's PRUNE_PROTECT, gemini-cli's "
            "tool protection threshold); 0: off", added=True)
@@ -107,7 +117,9 @@ def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, 
     start = context.memo.get(key)
     if cutoff <= start:
         return context, NOTHING
-    if config.trigger_tokens and env.estimator.tokens(context.chars) <= config.trigger_tokens:
+    cleared = env.state_of(Cleared) if config.trigger_on == "history" else None
+    if config.trigger_tokens and env.estimator.tokens(
+            context.chars + (cleared.chars.get(key, 0) if cleared else 0)) <= config.trigger_tokens:
         return context, NOTHING
     if config.at_prompts and not env.now.after_prompt:
         return context, NOTHING
@@ -119,13 +131,14 @@ def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, 
     freed = 0
     for pos, k in context.refs_between(start, cutoff):
         fact = context.entries[pos].results[k]
-        if fact.size <= config.min_chars or (config.string_content_only and not fact.is_str):
+        if (fact.size <= config.min_chars and not config.clear_short) or (
+                config.string_content_only and not fact.is_str):
             continue
         name = env.tool_names.get(fact.tool_use_id, "unknown")
         if name in preserve:
             continue
         text = config.placeholder.replace("{tool_name}", name)
-        if len(text) >= fact.size:
+        if len(text) >= fact.size and not config.clear_short:
             continue
         chosen.append((pos, k, fact.tool_use_id, text))
         freed += fact.size - len(text)
@@ -143,7 +156,17 @@ def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, 
                       changes, stats)
     result = context.replaced(changes)  # (a copy even with no change: the context given is not written)
     result.memo = context.memo.with_count(key, cutoff)
+    if cleared is not None:
+        cleared.chars[key] = cleared.chars.get(key, 0) + context.chars - result.chars
     return result, stats
+
+
+@dataclass
+class Cleared:
+    """What the micro layer has taken out of the context in a run, in characters, by its key: what
+    a ``trigger_on = "history"`` trigger adds back."""
+
+    chars: dict[str, int] = field(default_factory=dict)
 
 
 def _clear_inputs(context: Context, ids: set[str], likely: list[int], changes: dict[int, Entry],
