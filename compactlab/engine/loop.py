@@ -349,7 +349,7 @@ class Turns:
         self.last_time = now
         return CallFacts(call, idle, any(map(is_prompt, pending)), self._recorded_tokens(pos, pending),
                          0 if cold else self.cache.sent_tokens, cold,
-                         now is not None and following is not None and following - now > lifetime)
+                         now is not None and following is not None and following - now > lifetime, self.window)
 
     def _recorded_tokens(self, pos: int, pending: list[Entry]) -> int | None:
         """The context's size as the harness measured it before this call (the previous call's

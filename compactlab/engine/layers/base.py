@@ -123,6 +123,9 @@ class CallFacts(NamedTuple):
     cache_cold: bool = False
     #: it will be cold at the next call (the recording's next call comes after a longer gap)
     cold_next: bool = False
+    #: the model's window in tokens, as the policy's reactive trigger takes it (its own, else the
+    #: recording's): what a step of yours or a framework's compactor compacts to
+    window: int = 0
 
 
 @dataclass(slots=True)
@@ -217,17 +220,19 @@ def pair_safe_tail(entries: list[Entry], tail_start: int) -> int:
 
 
 def summarize(
-    entries: list[Entry], *, kind: str, summary_cfg: SummarySettings, env: RunEnv, stats: LayerStats
+    entries: list[Entry], *, kind: str, summary_cfg: SummarySettings, env: RunEnv, stats: LayerStats,
+    prompt: str | None = None,
 ) -> str | None:
     """Ask the summarizer for a summary of ``entries``; None when it failed (recorded).
 
     The input is the compact JSON text of the messages cut to ``input_chars`` from the head or
-    the tail, as the seeds do with ``json.dumps(messages)[:80000]`` / ``[-80000:]``.
+    the tail, as the seeds do with ``json.dumps(messages)[:80000]`` / ``[-80000:]``. ``prompt``:
+    the instruction's text in place of the summary table's (a framework's own prompt).
     """
     chars = list_chars(sum(e.chars for e in entries), len(entries))
     request = SummaryRequest(
         entries=entries,
-        prompt=prompt_text(summary_cfg.prompt),
+        prompt=prompt if prompt is not None else prompt_text(summary_cfg.prompt),
         max_output_tokens=summary_cfg.max_output_tokens,
         kind=kind,
         call=env.now.call,
@@ -247,9 +252,9 @@ def summarize(
     if summary_cfg.request == "prefix":  # the conversation as sent, plus the instruction: it reads the cache
         est = env.estimator
         instruction = round(len(request.prompt) / est.chars_per_token)
-        prompt = est.tokens(chars) + instruction
-        read = min(env.now.cached_tokens, prompt)
-        stats.summary_input_tokens += prompt
+        asked = est.tokens(chars) + instruction
+        read = min(env.now.cached_tokens, asked)
+        stats.summary_input_tokens += asked
         stats.summary_cache_read_tokens += read
     else:
         stats.summary_input_tokens += result.input_tokens

@@ -27,7 +27,7 @@ import importlib
 import importlib.util
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -36,9 +36,12 @@ import orjson
 from ..context import Context
 from ...config import LayerConfig, opt
 from ...errors import PolicyError
+from ...transcripts.messages import make_entry
+from ..sizing import list_chars
 from .base import NOTHING, LayerStats, RunEnv
 from .registry import register
 from .step_process import ProcessFailed, ProcessStep
+from .summary import Summarising
 
 #: the entry point group an installed package names its steps in
 ENTRY_POINTS = "compactlab.layers"
@@ -61,15 +64,73 @@ class CustomConfig(LayerConfig):
             raise ValueError(f"timeout must be above 0; got {self.timeout}")
 
 
-class StepFacts(NamedTuple):
-    """What a step knows of the call being made (read-only)."""
-
+class _Facts(NamedTuple):
     call: int  # the call's index in the recording
     tokens: int  # the context's size now, by the run's estimate (what a trigger compares)
     idle_seconds: float | None  # since the previous call, by the recording's times (None: not recorded)
     after_prompt: bool  # a user prompt came since the previous call
     recorded_tokens: int | None  # the context's size as the harness measured it, while it is the recording's
     cache_cold: bool  # the prompt cache has expired since the previous call
+    window: int  # the model's window in tokens (the policy's reactive window, else the recording's)
+
+
+class StepFacts(_Facts):
+    """What a step knows of the call being made (read-only; a step in another process is sent these
+    as ``facts``), and what a step of Python may use besides:
+
+    - ``state``: a dict that is the step's own for the run (empty at its first call);
+    - ``count(messages)``: the tokens of messages by the run's estimate (what ``tokens`` is);
+    - ``summarize(messages, prompt="")``: a summary of messages by compactlab's summarizer (the
+      stub offline, a live model when asked), asked by the policy's ``[summary]`` table and
+      ``prompt`` (the table's when empty); counted and billed as the run's summaries. When the
+      summarizer fails it raises ``SummaryFailed``, which, not caught, makes the call one at which
+      the step did nothing (the failure is reported as a summary layer's is).
+    """
+
+    _run: "_Run | None" = None
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return self._kit().env.state_of(_State).data
+
+    def count(self, messages: list[dict]) -> int:
+        est = self._kit().env.estimator
+        return est.tokens(list_chars(sum(make_entry(m, i).chars for i, m in enumerate(messages)), len(messages)))
+
+    def summarize(self, messages: list[dict], prompt: str = "") -> str:
+        run = self._kit()
+        from .base import summarize
+
+        entries = [make_entry(m, i) for i, m in enumerate(messages)]
+        text = summarize(entries, kind="summary", summary_cfg=run.summary, env=run.env, stats=run.stats,
+                         prompt=prompt or None)
+        if text is None:
+            raise SummaryFailed(run.env.ledger.failed_summaries[-1]["error"])
+        run.stats.summaries += 1
+        return text
+
+    def _kit(self) -> "_Run":
+        if self._run is None:
+            raise RuntimeError("these facts are not a call's of a replay")
+        return self._run
+
+
+@dataclass(slots=True)
+class _Run:
+    """What a step's facts reach in the run: its environment, the summary table and the call's stats."""
+
+    env: RunEnv
+    summary: Any
+    stats: LayerStats
+
+
+@dataclass(slots=True)
+class _State:
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class SummaryFailed(Exception):
+    """The summarizer failed a step's request (``StepFacts.summarize``); recorded as a failed summary."""
 
 
 class StepError(PolicyError):
@@ -156,7 +217,8 @@ def _digest(fn: Any) -> str:
     except (TypeError, OSError):  # (a builtin, or code with no file)
         code = getattr(fn, "__code__", None)
         data = code.co_code + repr(code.co_consts).encode() if code is not None else repr(fn).encode()
-    return hashlib.sha256(data).hexdigest()[:12]
+    # (and what it says it runs besides: a framework's step names the framework's version)
+    return hashlib.sha256(data + str(getattr(fn, "identity", "")).encode()).hexdigest()[:12]
 
 
 #: a step that is a command: ``cmd:node compact.js``
@@ -201,18 +263,23 @@ def _module(target: str, call: str) -> Any:
                           hint="install its package, or name a file: path/to/file.py:function") from None
 
 
-@register("custom", CustomConfig, cheap=True)
-def custom(context: Context, config: CustomConfig, env: RunEnv) -> tuple[Context, LayerStats]:
-    step = load_step(config.call)
+@register("custom", CustomConfig, cheap=True, summarises=True)
+def custom(context: Context, config: Summarising[CustomConfig], env: RunEnv) -> tuple[Context, LayerStats]:
+    own, summary = config.own, config.summary  # (the summary table: what StepFacts.summarize asks by)
+    step = load_step(own.call)
     if isinstance(step.run, ProcessStep):
-        step.run.timeout = config.timeout
+        step.run.timeout = own.timeout
     entries = context.entries
     given = [orjson.loads(orjson.dumps(e.message)) for e in entries]  # (copies: the step's to change)
     now = env.now
     facts = StepFacts(now.call, env.estimator.tokens(context.chars), now.idle_seconds, now.after_prompt,
-                      now.recorded_tokens, now.cache_cold)
+                      now.recorded_tokens, now.cache_cold, now.window)
+    stats = LayerStats()
+    facts._run = _Run(env, summary, stats)
     try:
-        out = step.run(given, facts, _settings(step, config))
+        out = step.run(given, facts, _settings(step, own))
+    except SummaryFailed:
+        return context, stats  # (recorded by summarize(): the step did nothing at this call)
     except ProcessFailed as exc:
         raise StepError(f"custom step {step.name} {exc} (call {now.call})") from None
     except Exception as exc:
@@ -242,9 +309,9 @@ def custom(context: Context, config: CustomConfig, env: RunEnv) -> tuple[Context
             first_changed = j
     if first_changed is None:
         if len(out) == len(entries):
-            return context, NOTHING
+            return context, (stats if stats.summaries or stats.summary_failures else NOTHING)
         first_changed = len(out)
-    stats = LayerStats(custom=1)
+    stats.custom = 1
     stats.changed_at(first_changed)
     return Context(sent), stats
 
