@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from . import __version__
-from .errors import CompactlabError, UsageError
+from .errors import CompactlabError, PolicyError, UsageError
 from .metrics import tolerance_help
 from .plumbing.process import collector_off, finish
 
@@ -779,7 +779,13 @@ def policies_list(fmt: str) -> None:
     from .engine.policy import load_policy, preset_names
     from .reports.policy_report import LIST_WRITERS
 
-    LIST_WRITERS[fmt]([load_policy(n) for n in preset_names()], sys.stdout)
+    loaded = []
+    for name in preset_names():
+        try:
+            loaded.append(load_policy(name))
+        except PolicyError as exc:  # (a framework's preset whose extra is not installed)
+            click.echo(f"left out {exc.message}" + (f" ({exc.hint})" if exc.hint else ""), err=True)
+    LIST_WRITERS[fmt](loaded, sys.stdout)
 
 
 @policies.command("show")

@@ -1,0 +1,27 @@
+"""The frameworks' own compactors as policy steps (#45 §3): the real code of LangChain's and Strands
+Agents' context managers, run by the ``custom`` layer on the recorded messages, converted to the
+framework's message types and back, with the framework's model calls answered by compactlab's
+summarizer (``StepFacts.summarize``: the stub offline, a live model when asked).
+
+Each module is one framework: its steps (functions of the custom-step contract, each with a
+settings dataclass) and its message conversion. They import the framework when they are loaded,
+so a missing extra is one clear error naming it. The presets that use them are
+``langchain-*.toml`` and ``strands-*.toml``.
+
+A step gives back a message it did not change as the very object it was given (so it keeps its
+place in the prompt cache and what the recall measure knows of it); a message the framework
+changed or made is converted back to a new Anthropic message.
+"""
+
+from __future__ import annotations
+
+from ..errors import PolicyError
+
+#: the versions the steps were written and checked against (pyproject's extras pin them)
+TESTED = {"langchain": "1.5.2", "strands-agents": "1.62.0"}
+
+
+def missing(extra: str, module: str) -> PolicyError:
+    """The error for a framework step whose extra is not installed."""
+    return PolicyError(f"the {extra} steps need the {extra} extra (no module {module})",
+                       hint=f"pip install 'compactlab[{extra}]'")
