@@ -23,6 +23,7 @@ How each runs as it does in an agent:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -39,6 +40,9 @@ try:
 except ImportError as exc:  # (the extra is not installed)
     raise missing("langchain", exc.name or "langchain") from None
 
+#: its log goes where a program that configures logging sends it, never raw to the terminal: what
+#: it reports (a failed summary) compactlab reports itself
+logging.getLogger("langchain").addHandler(logging.NullHandler())
 VERSION = langchain.__version__
 #: the instructions of LangChain's summary prompt (the messages go to the summarizer as data)
 SUMMARY_INSTRUCTIONS = DEFAULT_SUMMARY_PROMPT.split("<messages>")[0].strip()

@@ -24,6 +24,7 @@ Its summaries come from compactlab's summarizer: the model Strands calls is a st
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -46,6 +47,9 @@ try:
 except ImportError as exc:  # (the extra is not installed)
     raise missing("strands", exc.name or "strands") from None
 
+#: its log goes where a program that configures logging sends it, never raw to the terminal: what
+#: it reports (a failed summary) compactlab reports itself
+logging.getLogger("strands").addHandler(logging.NullHandler())
 VERSION = version("strands-agents")
 #: reduce_context calls on one call before the step stops asking (an agent would retry as often)
 MAX_REDUCTIONS = 64
