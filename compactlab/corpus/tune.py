@@ -93,6 +93,13 @@ def _value_at(policy: Policy, current: dict[str, Any], key: str) -> Any:
     return _UNKNOWN
 
 
+def _untyped(policy: Policy) -> bool:
+    """Whether the policy's own step declares no settings dataclass (a step in another process never does)."""
+    from ..engine.layers.custom import load_step
+
+    return load_step(policy.custom.call).settings_type is None
+
+
 def parse_space(items: list[str], base: str, overrides: list[str]) -> list[Param]:
     """``KEY=LO:HI`` (an int or float range; ``:log`` after it for a log scale) or
     ``KEY=A|B|C`` (choices), each checked against the policy schema: the key must exist, its
@@ -108,6 +115,10 @@ def parse_space(items: list[str], base: str, overrides: list[str]) -> list[Param
                              hint="e.g. --space summary.trigger=40000:200000 --space micro.keep_by=results|turns")
         value = _value_at(base_policy, current, key)
         if value is _UNKNOWN:
+            if key.startswith("custom.settings.") and base_policy.custom.enabled and _untyped(base_policy):
+                raise PolicyError(f"--space {key}: unknown key: the step {base_policy.custom.call} declares no "
+                                  "settings, so only those its policy gives a value are searched",
+                                  hint=f"give it one: --set {key}=VALUE, or a [custom.settings] table")
             raise PolicyError(f"--space {key}: unknown key", hint="see compactlab policies show " + base)
         if key in {p.key for p in params}:
             raise UsageError(f"--space {key}: given twice")

@@ -141,3 +141,15 @@ def test_your_own_steps_run_on_a_dask_cluster_as_locally(cli, tmp_path):
     remote = json.loads(r.stdout)["runs"]
     assert len(remote) == 9 and remote == local and {row["policy"] for row in remote} == {"keep_ends", "step_process",
                                                                                           "none"}
+
+
+def test_tune_searches_a_process_steps_settings_that_its_policy_gives(cli, tmp_path):
+    """A process declares no settings' types: tune searches a key the policy gives a value (from
+    which its type is read), and says so of one it does not give."""
+    ref = f"cmd:{PY} {shlex.quote(str(REFERENCE))}"
+    args = ("tune", SMALL, "-p", ref, "--space", "custom.settings.keep=2:10", "--trials", "2", "-q")
+    bad = cli(*args, "--out", tmp_path / "bad")
+    assert bad.exit_code == 2 and "declares no settings" in bad.stderr and "--set custom.settings.keep=" in bad.stderr
+    r = cli(*args, "--set", "custom.settings.keep=6", "--out", tmp_path / "ok")
+    assert r.exit_code == 0, r.stderr
+    assert all(2 <= p["custom.settings.keep"] <= 10 for p in json.loads((tmp_path / "ok" / "front.json").read_text())["front"])
