@@ -88,17 +88,24 @@ def test_a_command_that_cannot_start_is_said(cli, tmp_path):
     assert r.exit_code == 2 and "cannot start 'no-such-program-here'" in r.stderr, r.stderr
 
 
-def test_a_changed_script_is_a_changed_policy(tmp_path):
+def test_a_changed_script_is_a_changed_policy_to_check(cli, tmp_path):
     from compactlab import load_policy
     from compactlab.engine.layers.custom import load_step
 
     ref = _process(tmp_path, "    print(json.dumps({'messages': list(range(len(request['messages'])))}), flush=True)")
     before = load_policy(ref).fingerprint
+    baseline = tmp_path / "baseline.json"
+    assert cli("check", SMALL, "-p", ref, "--baseline", baseline, "--update-baseline", "-q").exit_code == 0
+    assert cli("check", SMALL, "-p", ref, "--baseline", baseline, "-q").exit_code == 0
     script = tmp_path / "step.py"
     script.write_text(script.read_text() + "# changed\n")
     load_step.cache_clear()
-    assert load_policy(ref).fingerprint != before
-    load_step.cache_clear()
+    try:
+        assert load_policy(ref).fingerprint != before
+        r = cli("check", SMALL, "-p", ref, "--baseline", baseline, "--format", "json")
+        assert json.loads(r.stdout)["results"][0]["fingerprint_changed"] is True
+    finally:
+        load_step.cache_clear()
 
 
 def test_ctrl_c_while_the_process_works_stops_both_cleanly(tmp_path):
