@@ -69,13 +69,17 @@ def test_agreement_drops_exactly_where_the_policy_removed_what_the_next_step_nee
         assert s["control_arm"]["agrees"] is second["held"] is True, s  # no compaction: every name is there
         assert first["held"] is (not s["lost_probes"]), s  # a lost probe is exactly a removed file name here
     [p] = doc["policies"]
-    n_lost = len(lost)
     assert p["samples"] == 12 and p["control_agreement"] == 1.0
-    assert p["agreement"] == pytest.approx((12 - n_lost) / 12)
     assert p["lost_agreement"] == 0.0 and p["kept_agreement"] == 1.0
-    assert p["difference"] == pytest.approx(-n_lost / 12)
+    # over every candidate call: each stratum's rate weighted by its share of them (#46 §1)
+    share = p["lost_candidates"] / p["candidates"]
+    assert p["lost_candidates"] + p["kept_candidates"] == p["candidates"] and 0 < share < 1
+    assert p["agreement"] == pytest.approx(1 - share) and p["difference"] == pytest.approx(-share)
     low, high = p["difference_interval"]
     assert -1 <= low < p["difference"] < high < 0  # the policy's context loses agreement, and surely
+    # above chance: the rate a random recorded action of the session gets taken out
+    assert 0 <= p["chance_agreement"] < 0.5 and p["above_chance"] == pytest.approx(
+        (p["agreement"] - p["chance_agreement"]) / (1 - p["chance_agreement"]))
     for name in ("next_action.json", "samples.csv", "report.md"):
         assert (tmp_path / "out" / name).is_file()
 
@@ -198,7 +202,7 @@ def test_the_table_says_what_agreement_means(cli, fake, tmp_path):
     r = cli("next-action", fake.session, "-p", "observation-masking", "-p", "none", "--samples", "4",
             "--out", tmp_path / "out")
     assert r.exit_code == 0, r.stderr
-    assert "next-action agreement: claude-haiku-4-5" in r.stdout and "at least 2 of tool, target" in r.stdout
+    assert "next-action agreement: claude-haiku-4-5" in r.stdout and "the same tool and target" in r.stdout
     assert "none: no call's context differs from no compaction's: nothing to ask" in r.stdout
 
 
@@ -247,12 +251,13 @@ def test_on_the_shared_sessions_and_trajectories(cli, shared_transcripts, tmp_pa
         srv.shutdown()
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert len(doc["samples"]) == 16 and len(api.message_requests) == 32
+    skipped = sum(s["skipped"] is not None for s in doc["samples"])  # (a control over haiku's window: not sent)
+    assert len(doc["samples"]) == 16 and len(api.message_requests) == 2 * (16 - skipped)
     assert {s["transcript"] for s in doc["samples"]} - set(files) == set()
     for p in doc["policies"]:
-        assert p["samples"] == 8 and p["failed"] == 0
+        assert p["samples"] + p["control_refused"] == 8 and p["failed"] == 0
         assert p["control_agreement"] >= p["agreement"]
-    assert all(s["policy_arm"]["agrees"] <= s["control_arm"]["agrees"] for s in doc["samples"])
+    assert all(s["policy_arm"]["agrees"] <= s["control_arm"]["agrees"] for s in doc["samples"] if s["skipped"] is None)
     assert "\ufdd0" not in r.stderr  # (Codex's redacted tool names are shown without their mark)
 
 
@@ -377,3 +382,97 @@ def test_a_control_known_to_be_over_the_models_window_is_not_sent(cli, fake, tmp
     assert "over claude-haiku-4-5's window" in skipped[0]["skipped"]
     assert len(fake.message_requests) - before == 2 * (len(tokens) - over)  # nothing sent for them
     assert doc["policies"][0]["control_refused"] == over
+
+
+def _true_agreement(api: FakeModels, transcripts: list, policy_name: str) -> float:
+    """(#46 §6) The fake model's agreement over every candidate call of ``policy_name``: what it
+    answers on the policy's context (the recorded step exactly when what that step needs is in it),
+    judged by the rule. What the sampled estimate must recover."""
+    from compactlab import load_policy, replay
+    from compactlab.next_action.actions import action_of, agree, tool_action
+    from compactlab.next_action.requests import sendable
+    from compactlab.next_action.sampling import differs
+    from fake_models import _compact
+
+    from compactlab.jobs.base import calibrations_for
+
+    policy = load_policy(policy_name)
+    verdicts = []
+    for t, fit in zip(transcripts, calibrations_for(transcripts, None)):  # (as the job replays them)
+        calls = replay(t, policy, calibration=fit).calls
+        wanted = {c.call for c in calls if differs(c)}
+        run = replay(t, policy, keep_contexts=wanted, calibration=fit)
+        for c in run.calls:
+            recorded = action_of(t.entries[c.message_index].message)
+            if c.call not in wanted or recorded.kind == "none":
+                continue
+            sent = sendable(run.contexts[c.call])
+            answer, _, _ = api._decide(api._key_of_user(sent[-1]), _compact(sent[:-1]))
+            reply = tool_action(answer["name"], answer["input"]) if "name" in answer else action_of(
+                {"role": "assistant", "content": answer["text"]})
+            verdicts.append(agree(recorded, reply))
+    return sum(verdicts) / len(verdicts)
+
+
+def test_the_estimate_recovers_a_known_models_true_agreement(cli, fake, tmp_path):
+    """(#46 §6) A fake model that takes the recorded step exactly when what it needs is in the
+    context: its agreement over every candidate call is known; the sampled, reweighted estimate's
+    interval holds it (the unweighted mean of the samples would not: it over-weights lossy calls)."""
+    truth = _true_agreement(fake, [load_transcript(str(fake.session))], "observation-masking")
+    r = _run(cli, fake, tmp_path)
+    assert r.exit_code == 0, r.stderr
+    [p] = json.loads(r.stdout)["policies"]
+    low, high = p["agreement_interval"]
+    assert low <= truth <= high and p["agreement"] == pytest.approx(truth, abs=0.05)
+
+
+def test_on_the_shared_sessions_the_estimate_recovers_the_known_models_agreement(cli, shared_transcripts, tmp_path,
+                                                                                 monkeypatch):
+    files = sorted(str(p) for p in [*shared_transcripts.glob("claude_code/spotter/*.jsonl"),
+                                    *shared_transcripts.glob("codex/*.jsonl")])
+    transcripts = [load_transcript(f) for f in files]
+    api = FakeModels(transcripts)
+    url, srv = api.serve()
+    try:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
+        monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
+        r = cli("next-action", *files, "-p", "observation-masking", "-p", "s08", "--samples", "24", "--max-cost", "100",
+                "--model", "claude-sonnet-4-6", "--format", "json", "--out", tmp_path / "out")
+    finally:
+        srv.shutdown()
+    assert r.exit_code == 0, r.stderr
+    for p in json.loads(r.stdout)["policies"]:
+        truth = _true_agreement(api, transcripts, p["policy"])
+        low, high = p["agreement_interval"]
+        assert low <= truth <= high, (p["policy"], truth, p["agreement_interval"])
+
+
+def test_the_control_is_what_the_agent_saw(cli, fake, tmp_path):
+    """(#46 §4) On a recording that compacted, the control replays its compactions: a call after the
+    recorded compaction is asked on the recorded summary, not on the history the agent no longer had."""
+    from helpers import ClaudeCodeSession
+
+    s = ClaudeCodeSession().user("fix the parser")
+    for i in range(8):
+        s.assistant(f"a{i}", {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": f"cat f{i}.py"}})
+        s.result(f"t{i}", f"contents of f{i}.py " + "x" * 3000)
+    s.line({"type": "system", "subtype": "compact_boundary", "parentUuid": None, "logicalParentUuid": f"u{s.n}",
+            "uuid": "b1", "sessionId": "s1", "compactMetadata": {"trigger": "auto", "preTokens": 170000}})
+    s.user("This session is being continued... RECORDED-SUMMARY", isCompactSummary=True, isVisibleInTranscriptOnly=True)
+    for i in range(8, 14):
+        s.assistant(f"a{i}", {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": f"cat f{i}.py"}})
+        s.result(f"t{i}", f"contents of f{i}.py " + "x" * 3000)
+    s.assistant("end", {"type": "text", "text": "done"})
+    path = s.write(tmp_path / "compacted.jsonl")
+    r = cli("next-action", path, "-p", "observation-masking", "--samples", "20", "--format", "json",
+            "--out", tmp_path / "out")
+    assert r.exit_code == 0, r.stderr
+    assert "the control replays the 1 compaction(s) the recording made" in r.stderr
+    doc = json.loads(r.stdout)
+    late = [s["call"] for s in doc["samples"] if s["call"] > 8]
+    assert late
+    controls = [req["body"]["messages"] for req in fake.message_requests[1::2]]
+    after = [m for m, s in zip(controls, doc["samples"]) if s["call"] > 8]
+    assert after and all("RECORDED-SUMMARY" in json.dumps(m) and "contents of f0.py" not in json.dumps(m)
+                         for m in after)

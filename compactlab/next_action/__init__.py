@@ -3,8 +3,8 @@ context? A sampled, paired, cached check with a live model.
 
 For each policy, calls where its context differs from no compaction's are sampled
 (``sampling``); for each, a model is asked twice (``requests``, ``models``): on the context the
-policy sent, and on the context with no compaction (the control), both with the recorded system
-prompt and tools. Each reply's first action is compared with the action the agent recorded next
+policy sent, and on the context the agent saw (the control: no policy, the compactions the
+recording made replayed), both with the recorded system prompt and the tools known at that call. Each reply's first action is compared with the action the agent recorded next
 (``actions``). Agreement on the policy's context, on the control, and their paired difference with
 an interval (``stats``) say how much of the agent's behaviour the policy kept; the control says how
 much of the recorded behaviour the model reproduces at all (a different model, or the same one at
@@ -24,11 +24,11 @@ from ..engine.policy import Policy, load_policy
 from ..engine.cost.prices import ModelPrices
 from ..engine.loop import replay
 from ..transcripts import Transcript
-from .actions import Action, action_of, agree
+from .actions import Action, action_of, agree, chance, repeats
 from .models import Asker, ModelOptions, Reply
 from .requests import Pair, Tools, build_pair, pair_cost, tools_of, usage_cost
 from .sampling import Candidate, choose, differs, lost_at
-from .stats import Paired, paired_difference, wilson
+from .stats import Paired, Stratum, population, wilson
 
 __all__ = ["Agreement", "Plan", "PolicyAgreement", "Sample", "ask", "plan", "tally"]
 
@@ -48,6 +48,10 @@ class Sample:
     control_reply: Reply | None = None
     #: why the sample is not asked: its control is longer than the asked model takes (None: asked)
     skipped: str | None = None
+    #: how often a random recorded action of its transcript agrees with its recorded one (#46 §2)
+    chance: float = 0.0
+    #: whether repeating the previous recorded action agrees with it
+    repeat: bool = False
 
     @property
     def lost(self) -> bool:
@@ -85,7 +89,18 @@ class Sample:
                 "lost_probes": list(self.lost_probes), "recorded": self.recorded.describe(),
                 "policy_tokens": self.pair.policy_tokens, "control_tokens": self.pair.control_tokens,
                 "prefix_tokens": self.pair.prefix_tokens, "estimate_usd": round(self.estimate_usd, 6),
-                "skipped": self.skipped, "policy_arm": arm(self.policy_reply), "control_arm": arm(self.control_reply)}
+                "skipped": self.skipped, "chance": round(self.chance, 4), "repeat": self.repeat,
+                "policy_arm": arm(self.policy_reply), "control_arm": arm(self.control_reply)}
+
+
+@dataclass(frozen=True)
+class StratumFacts:
+    """A stratum's candidate calls: how many, how many are sampled, and their mean chance agreements."""
+
+    size: int
+    sampled: int
+    chance: float
+    repeat: float
 
 
 @dataclass
@@ -97,6 +112,10 @@ class Plan:
     candidates: dict[str, int]
     tools: dict[str, str]  # transcript -> "recorded" or "built"
     prices: ModelPrices
+    #: per policy, per stratum (a probe lost: True), its candidates and their chance agreements
+    #: (a random recorded action, the previous one repeated), known offline for all of them
+    strata: dict[str, dict[bool, "StratumFacts"]] = field(default_factory=dict)
+    seed: int = 0
     requests: int = 0  # requests the cache does not answer
     cached: int = 0  # requests it answers
     notes: list[str] = field(default_factory=list)
@@ -114,27 +133,45 @@ def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int,
     calibrations = calibrations or [None] * len(transcripts)
     o = asker.options
 
-    def run(t: int, policy: Policy, keep: set[int] | frozenset[int] = frozenset()) -> Any:
+    def run(t: int, policy: Policy, keep: set[int] | frozenset[int] = frozenset(), recorded: bool = False) -> Any:
         return replay(transcripts[t], policy, calibration=calibrations[t], prices=price_table,
-                      keep_recorded_compactions=keep_recorded_compactions, keep_contexts=keep)
+                      keep_recorded_compactions=keep_recorded_compactions or recorded, keep_contexts=keep)
 
     chosen: dict[str, list[tuple[Candidate, tuple[str, ...]]]] = {}
     candidates: dict[str, int] = {}
+    strata: dict[str, dict[bool, StratumFacts]] = {}
+    recorded: dict[int, list[Action]] = {}  # each transcript's recorded actions, by call
+    by_chance: dict[tuple[int, int], tuple[float, bool]] = {}  # (transcript, call) -> (chance, repeat)
+
+    def chance_at(t: int, call: int) -> tuple[float, bool]:
+        if (t, call) not in by_chance:
+            by_chance[(t, call)] = (chance(recorded[t], call), repeats(recorded[t], call))
+        return by_chance[(t, call)]
+
     for policy in policies:
         found: list[Candidate] = []
         losses: dict[tuple[int, int], tuple[str, ...]] = {}
         for t, transcript in enumerate(transcripts):
             r = run(t, policy)
+            if t not in recorded:
+                recorded[t] = [action_of(_reply(transcript, record.message_index)) for record in r.calls]
             lost: dict[int, list[str]] = {}
             for outcome in r.probe_ledger:
                 if outcome.status == "lost":
                     lost.setdefault(outcome.call, []).append(outcome.probe)
             for record in r.calls:
-                if differs(record) and action_of(_reply(transcript, record.message_index)).kind != "none":
+                if differs(record) and recorded[t][record.call].kind != "none":
                     found.append(Candidate(t, record.call, lost_at(record)))
                     losses[(t, record.call)] = tuple(lost.get(record.call, ()))
         candidates[policy.name] = len(found)
-        chosen[policy.name] = [(c, losses[(c.transcript, c.call)]) for c in choose(found, samples, seed, policy.name)]
+        picked = choose(found, samples, seed, policy.name)
+        chosen[policy.name] = [(c, losses[(c.transcript, c.call)]) for c in picked]
+        strata[policy.name] = {}
+        for h in (True, False):
+            mine = [chance_at(c.transcript, c.call) for c in found if c.lost is h]
+            strata[policy.name][h] = StratumFacts(len(mine), sum(c.lost is h for c in picked),
+                                                  sum(x for x, _ in mine) / len(mine) if mine else 0.0,
+                                                  sum(y for _, y in mine) / len(mine) if mine else 0.0)
     none = load_policy("none")
     out: list[Sample] = []
     tools: dict[str, str] = {}
@@ -143,7 +180,11 @@ def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int,
         wanted = {c.call for picks in chosen.values() for c, _ in picks if c.transcript == t}
         if not wanted:
             continue
-        control = run(t, none, wanted)
+        # the control is what the agent saw: no policy's compaction, the recording's own replayed (#46 §4)
+        control = run(t, none, wanted, recorded=True)
+        if transcript.compactions:
+            notes.append(f"{transcript.path}: the control replays the {len(transcript.compactions)} compaction(s) "
+                         "the recording made (what the agent saw)")
         kit: Tools = tools_of(transcript.entries)  # (what no API takes is said once per transcript)
         tools[transcript.path] = kit.source
         known: dict[int, Tools] = {}  # the tools known at a call: used before it (no look-ahead, #46 §3)
@@ -165,10 +206,11 @@ def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int,
                     known[at] = tools_of(transcript.entries[:at])
                 pair = build_pair(o.api, o.model, o.max_tokens, transcript.system, known[at], r.contexts[c.call],
                                   control.contexts[c.call], per_token)
-                out.append(Sample(policy.name, transcript.path, c.call, lost_probes,
-                                  action_of(_reply(transcript, record.message_index)), pair))
+                odds, again = chance_at(t, c.call)
+                out.append(Sample(policy.name, transcript.path, c.call, lost_probes, recorded[t][c.call], pair,
+                                  chance=odds, repeat=again))
     out.sort(key=lambda s: ([p.name for p in policies].index(s.policy), s.transcript, s.call))
-    result = Plan(out, candidates, tools, prices, notes=notes)
+    result = Plan(out, candidates, tools, prices, notes=notes, strata=strata, seed=seed)
     written: set[str] = set()  # the cached prefixes the requests before write (in the order they are sent)
     asked: set[str] = set()  # the requests an earlier sample makes (the same control of one call, say)
 
@@ -213,9 +255,11 @@ def ask(p: Plan, asker: Asker, on_request: Callable[[Reply], None] = lambda _: N
 
 @dataclass
 class PolicyAgreement:
-    """A policy's figures: agreement on its context and on the control over the samples answered
-    in both arms, their paired difference with Newcombe's 95% interval, and agreement on the
-    policy's context where a probe was lost and where none was."""
+    """A policy's figures over every candidate call (#46 §1, §2): agreement on its context and on
+    the control, their paired difference, and agreement above chance, each estimated from the
+    stratified samples reweighted to the strata's real shares of the candidates, with a 95%
+    interval (``stats.population``); the chance agreements beside them; and each stratum's own
+    figures (a probe lost, none lost: its candidates, samples answered, agreement)."""
 
     policy: str
     candidates: int
@@ -225,48 +269,86 @@ class PolicyAgreement:
     agreement: float | None
     agreement_interval: tuple[float, float] | None
     control_agreement: float | None
+    control_interval: tuple[float, float] | None
     difference: float | None
     difference_interval: tuple[float, float] | None
+    chance_agreement: float | None  # a random recorded action of the same transcript
+    repeat_agreement: float | None  # the previous recorded action repeated
+    above_chance: float | None  # (agreement - chance) / (1 - chance): the headline
+    above_chance_interval: tuple[float, float] | None
+    lost_candidates: int
     lost_samples: int
     lost_agreement: float | None
+    lost_interval: tuple[float, float] | None  # Wilson's, of the stratum alone
+    kept_candidates: int
     kept_samples: int
     kept_agreement: float | None
+    kept_interval: tuple[float, float] | None
     spent_usd: float  # billed by the usage the API returned (replies from the cache cost nothing)
+    #: why there is no estimate over every candidate (a stratum with candidates and no answered sample)
+    unknown: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        for key in ("agreement_interval", "difference_interval"):
+        for key in ("agreement_interval", "control_interval", "difference_interval", "above_chance_interval",
+                    "lost_interval", "kept_interval"):
             out[key] = list(out[key]) if out[key] is not None else None
         return out
 
 
 def tally(p: Plan, policies: list[str]) -> list[PolicyAgreement]:
-    out = []
-    for name in policies:
-        mine = [s for s in p.samples if s.policy == name]
-        done = [s for s in mine if s.answered]
-        first = [bool(s.agrees(s.policy_reply)) for s in done]
-        second = [bool(s.agrees(s.control_reply)) for s in done]
-        table = Paired(sum(a and b for a, b in zip(first, second)), sum(a and not b for a, b in zip(first, second)),
-                       sum(b and not a for a, b in zip(first, second)), sum(not a and not b for a, b in zip(first, second)))
-        n = len(done)
-        lost = [ok for s, ok in zip(done, first) if s.lost]
-        kept = [ok for s, ok in zip(done, first) if not s.lost]
-        spent = sum(usage_cost(r.usage, p.prices) for s in mine for r in (s.policy_reply, s.control_reply)
-                    if r is not None and r.usage)
-        refused = sum(s.control_refused for s in mine)
-        out.append(PolicyAgreement(
-            policy=name, candidates=p.candidates.get(name, 0), samples=n, failed=len(mine) - n - refused,
-            control_refused=refused,
-            agreement=sum(first) / n if n else None,
-            agreement_interval=tuple(wilson(sum(first), n)) if n else None,  # type: ignore[arg-type]
-            control_agreement=sum(second) / n if n else None,
-            difference=table.difference if n else None,
-            difference_interval=tuple(paired_difference(table)) if n else None,  # type: ignore[arg-type]
-            lost_samples=len(lost), lost_agreement=sum(lost) / len(lost) if lost else None,
-            kept_samples=len(kept), kept_agreement=sum(kept) / len(kept) if kept else None,
-            spent_usd=round(spent, 6)))
-    return out
+    return [_tally(p, name) for name in policies]
+
+
+def _tally(p: Plan, name: str) -> PolicyAgreement:
+    """A policy's figures (``PolicyAgreement``) from its samples and its strata."""
+    mine = [s for s in p.samples if s.policy == name]
+    done = [s for s in mine if s.answered]
+    refused = sum(s.control_refused for s in mine)
+    facts = p.strata.get(name) or {}
+    tables = {h: _paired([s for s in done if s.lost is h]) for h in (True, False)}
+    est = population([Stratum(facts[h].size, tables[h], facts[h].chance, facts[h].repeat)
+                      for h in (True, False) if h in facts], seed=p.seed) if facts else None
+    unknown = None
+    if est is None and done:
+        empty = [("a probe lost" if h else "none lost") for h in (True, False)
+                 if h in facts and facts[h].size and not tables[h].n]
+        unknown = f"no answered sample where {' or '.join(empty)}: no estimate over every candidate call"
+
+    def span(e: Any) -> tuple[float, float] | None:
+        return (e.low, e.high) if e is not None else None
+
+    return PolicyAgreement(
+        policy=name, candidates=p.candidates.get(name, 0), samples=len(done),
+        failed=len(mine) - len(done) - refused, control_refused=refused,
+        agreement=est.agreement.value if est else None, agreement_interval=span(est and est.agreement),
+        control_agreement=est.control.value if est else None, control_interval=span(est and est.control),
+        difference=est.difference.value if est else None, difference_interval=span(est and est.difference),
+        chance_agreement=est.chance if est else None, repeat_agreement=est.repeat if est else None,
+        above_chance=est.above_chance.value if est else None, above_chance_interval=span(est and est.above_chance),
+        lost_candidates=facts[True].size if True in facts else 0, lost_samples=tables[True].n,
+        lost_agreement=_rate(tables[True]), lost_interval=_wilson(tables[True]),
+        kept_candidates=facts[False].size if False in facts else 0, kept_samples=tables[False].n,
+        kept_agreement=_rate(tables[False]), kept_interval=_wilson(tables[False]),
+        spent_usd=round(sum(usage_cost(r.usage, p.prices) for s in mine for r in (s.policy_reply, s.control_reply)
+                            if r is not None and r.usage), 6),
+        unknown=unknown)
+
+
+def _paired(samples: list[Sample]) -> Paired:
+    """The paired outcomes of answered samples: agreed on the policy's context and on the control."""
+    pairs = [(bool(s.agrees(s.policy_reply)), bool(s.agrees(s.control_reply))) for s in samples]
+    return Paired(sum(a and b for a, b in pairs), sum(a and not b for a, b in pairs),
+                  sum(b and not a for a, b in pairs), sum(not a and not b for a, b in pairs))
+
+
+def _rate(t: Paired) -> float | None:
+    """The policy arm's agreement of a stratum's own samples."""
+    return (t.both + t.first_only) / t.n if t.n else None
+
+
+def _wilson(t: Paired) -> tuple[float, float] | None:
+    return tuple(wilson(t.both + t.first_only, t.n)) if t.n else None  # type: ignore[return-value]
 
 
 @dataclass

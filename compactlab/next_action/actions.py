@@ -14,10 +14,13 @@ call has up to three fields, and two actions are compared field by field:
   ``VAR=value``; ``python3.11`` is ``python``), or an editor tool's sub-command (``view``,
   ``str_replace``: the ``command`` key of a tool that also names a file).
 
-The actions **agree** when at least 2 of the fields the recorded action has are the same; a
-recorded action that has only two (no target, or no command) needs both, one with only a tool
-needs the tool. A recorded text reply agrees with a text reply whose words are similar enough:
-``difflib``'s ratio over their first 200 lowercased words at least ``TEXT_SIMILARITY`` (0.5).
+The actions **agree** when the tool is the same and so is every other field the recorded action
+has, but an editor's sub-command (#46 §2): a shell command's program *and* its target (``sed`` of
+``src/a.py`` is not ``cat`` of it, nor ``sed`` of another file: for an agent whose one tool is a
+shell, the tool alone agrees by chance), an editor's or another tool's target (``view`` and
+``str_replace`` of one file agree: the file is the step). A recorded text reply agrees with a text
+reply whose words are similar enough: ``difflib``'s ratio over their first 200 lowercased words at
+least ``TEXT_SIMILARITY`` (0.5).
 A tool call and a text reply never agree.
 """
 
@@ -115,6 +118,11 @@ def tool_action(name: str, tool_input: Any) -> Action:
     return Action("tool", tool=name, target=_clean(target), command=cls)
 
 
+#: an editor tool's sub-commands: the file it names is the step, not the sub-command
+EDITOR_COMMANDS = frozenset({"view", "create", "str_replace", "insert", "undo_edit", "write", "edit", "append",
+                             "replace", "delete"})
+
+
 def agree(recorded: Action, reply: Action) -> bool:
     """Whether ``reply`` does what ``recorded`` did (the rule in the module's docstring)."""
     if recorded.kind != reply.kind:
@@ -123,12 +131,24 @@ def agree(recorded: Action, reply: Action) -> bool:
         return True
     if recorded.kind == "text":
         return similarity(recorded.text, reply.text) >= TEXT_SIMILARITY
-    fields = [recorded.tool.lower() == reply.tool.lower()]
-    if recorded.target is not None:
-        fields.append(same_target(recorded.target, reply.target))
-    if recorded.command is not None:
-        fields.append(recorded.command == reply.command)
-    return sum(fields) >= min(2, len(fields))
+    if recorded.tool.lower() != reply.tool.lower():
+        return False
+    if recorded.target is not None and not same_target(recorded.target, reply.target):
+        return False
+    program = recorded.command is not None and recorded.command not in EDITOR_COMMANDS
+    return not program or recorded.command == reply.command
+
+
+def chance(actions: list[Action], k: int) -> float:
+    """How often a recorded action of the same transcript, drawn at random (not the ``k``-th
+    itself), agrees with the ``k``-th by the rule: the agreement a model gets by chance (#46 §2)."""
+    others = [a for j, a in enumerate(actions) if j != k and a.kind != "none"]
+    return sum(agree(actions[k], a) for a in others) / len(others) if others else 0.0
+
+
+def repeats(actions: list[Action], k: int) -> bool:
+    """Whether repeating the previous recorded action agrees with the ``k``-th."""
+    return k > 0 and actions[k - 1].kind != "none" and agree(actions[k], actions[k - 1])
 
 
 def same_target(a: str | None, b: str | None) -> bool:

@@ -17,9 +17,11 @@ from .text import csv_cell, json_bytes, md_cell, md_text, visible
 if TYPE_CHECKING:
     from ..next_action import Agreement, Plan
 
-RULE = ("agreement: the reply's first action matches the one the agent recorded next (at least 2 of tool, "
-        "target and command class; a text reply by word similarity ≥ 0.5); [low, high]: 95% intervals (Wilson's; "
-        "Newcombe's for the paired difference)")
+RULE = ("agreement: the reply's first action matches the one the agent recorded next (the same tool and target, "
+        "and for a shell command the same program; a text reply by word similarity ≥ 0.5); above chance: "
+        "(agreement − chance) / (1 − chance), chance being how often a random recorded action of the same "
+        "transcript matches; every figure is over all the candidate calls, the strata's samples weighted by their "
+        "shares of them; [low, high]: 95% intervals (stratified Jeffreys)")
 
 
 def _pct(x: float | None) -> str:
@@ -54,7 +56,18 @@ def write_plan(plan: Plan, model: str, api: str, max_cost: float, out: TextIO) -
     for policy, n in plan.candidates.items():
         if n == 0:
             printer.text(f"{policy}: no call's context differs from no compaction's: nothing to ask")
+        else:
+            printer.text(allocation_line(plan, policy))
     printer.text(estimate_line(plan, model, api, max_cost))
+
+
+def allocation_line(plan: Plan, policy: str) -> str:
+    """How a policy's samples are spread over its strata (Neyman's allocation, #46 §1)."""
+    facts = plan.strata.get(policy) or {}
+    parts = [f"{name} {facts[h].size:,} candidate(s) → {facts[h].sampled} sample(s)"
+             for h, name in ((True, "a probe lost:"), (False, "none lost:")) if h in facts]
+    return (f"{policy}: {'; '.join(parts)} (Neyman's allocation: more where a probe was lost, whose answers are "
+            "expected to spread more; the figures are weighted back to the candidates' shares)")
 
 
 def write_table(result: Agreement, out: TextIO) -> None:
@@ -64,7 +77,9 @@ def write_table(result: Agreement, out: TextIO) -> None:
     longest = max((len(p.policy) for p in result.policies), default=6)
     table.add_column("policy", essential=True, min_width=min(longest, 40))  # (a name is not cut mid-word)
     table.add_column("samples", justify="right", essential=True)
+    table.add_column("above chance", justify="right", essential=True, no_wrap=True)
     table.add_column("agreement", justify="right", essential=True, no_wrap=True)
+    table.add_column("chance", justify="right", essential=False)
     table.add_column("control", justify="right", essential=True)
     table.add_column("difference", justify="right", essential=True, no_wrap=True)
     table.add_column("probe lost", justify="right", essential=False, no_wrap=True)
@@ -75,6 +90,8 @@ def write_table(result: Agreement, out: TextIO) -> None:
     for p in result.policies:
         if p.candidates == 0:
             printer.text(f"{p.policy}: no call's context differs from no compaction's: nothing to ask")
+        elif p.unknown:
+            printer.text(f"{p.policy}: {p.unknown}")
     printer.text(RULE)
     printer.text(result.spent_line())
 
@@ -130,13 +147,22 @@ def _rows(doc: dict[str, Any]) -> list[list[str]]:
     """The table's rows from an Agreement's dict (what a compare keeps in its meta)."""
     return [[p["policy"], f"{p['samples']}" + (f" ({p['failed']} failed)" if p["failed"] else "")
              + (f" ({p['control_refused']} control(s) over the model's window)" if p.get("control_refused") else ""),
-             _interval(p["agreement"], p["agreement_interval"]),
+             _interval(p.get("above_chance"), p.get("above_chance_interval")),
+             _interval(p["agreement"], p["agreement_interval"]), _pct(p.get("chance_agreement")),
              _pct(p["control_agreement"]), _interval(p["difference"], p["difference_interval"], signed=True),
-             f"{_pct(p['lost_agreement'])} of {p['lost_samples']}", f"{_pct(p['kept_agreement'])} of {p['kept_samples']}"]
+             _stratum(p, "lost"), _stratum(p, "kept")]
             for p in doc["policies"]]
 
 
-HEADS = ["policy", "samples", "agreement", "control", "difference", "probe lost", "none lost"]
+def _stratum(p: dict[str, Any], h: str) -> str:
+    """A stratum's own agreement, of its samples, and its share of the candidates."""
+    size, total = p.get(f"{h}_candidates", 0), p.get("candidates") or 0
+    share = f", {size / total:.0%} of calls" if total else ""
+    return f"{_pct(p[f'{h}_agreement'])} of {p[f'{h}_samples']}{share}"
+
+
+HEADS = ["policy", "samples", "above chance", "agreement", "chance", "control", "difference", "probe lost",
+         "none lost"]
 
 
 def _said(doc: dict[str, Any]) -> str:

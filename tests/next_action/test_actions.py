@@ -35,10 +35,18 @@ def test_text_and_empty_replies():
 
 
 @pytest.mark.parametrize("recorded, reply, agrees", [
-    # all three fields: two of them suffice
-    (tool_action("Bash", {"command": "sed -n 1,20p src/a.py"}), tool_action("bash", {"command": "cat src/a.py"}), True),
-    (tool_action("Bash", {"command": "sed -n 1,20p src/a.py"}), tool_action("Bash", {"command": "sed -n 1p b.py"}), True),
+    # a shell command: the program and its target both (#46 §2: a single-tool agent's tool agrees by chance)
+    (tool_action("Bash", {"command": "sed -n 1,20p src/a.py"}), tool_action("bash", {"command": "sed -n 5p src/a.py"}), True),
+    (tool_action("Bash", {"command": "sed -n 1,20p src/a.py"}), tool_action("bash", {"command": "cat src/a.py"}), False),
+    (tool_action("Bash", {"command": "sed -n 1,20p src/a.py"}), tool_action("Bash", {"command": "sed -n 1p b.py"}), False),
     (tool_action("Bash", {"command": "sed -n 1,20p src/a.py"}), tool_action("Bash", {"command": "ls docs"}), False),
+    (tool_action("bash", {"command": "git status"}), tool_action("bash", {"command": "git status --short"}), True),
+    (tool_action("bash", {"command": "git status"}), tool_action("bash", {"command": "git diff"}), False),
+    # an editor: its file, whatever the sub-command
+    (tool_action("str_replace_editor", {"command": "view", "path": "/testbed/a.py"}),
+     tool_action("str_replace_editor", {"command": "str_replace", "path": "a.py"}), True),
+    (tool_action("str_replace_editor", {"command": "view", "path": "/testbed/a.py"}),
+     tool_action("str_replace_editor", {"command": "view", "path": "b.py"}), False),
     (tool_action("Bash", {"command": "sed -n 1,20p src/a.py"}), tool_action("Read", {"file_path": "src/a.py"}), False),
     # tool and target only: both needed; a suffix path is the same file
     (tool_action("Read", {"file_path": "/repo/src/a.py"}), tool_action("Read", {"file_path": "src/a.py"}), True),
@@ -54,6 +62,18 @@ def test_text_and_empty_replies():
 ])
 def test_agreement(recorded, reply, agrees):
     assert agree(recorded, reply) is agrees
+
+
+def test_chance_agreement_is_a_random_recorded_action_or_the_previous_one():
+    """(#46 §2) What the rule gives by chance: a random other recorded action of the transcript, and
+    the previous action repeated."""
+    from compactlab.next_action.actions import chance, repeats
+
+    acts = [tool_action("bash", {"command": c}) for c in ("ls src", "cat src/a.py", "cat src/a.py", "pytest -q",
+                                                          "cat src/a.py")]
+    assert chance(acts, 1) == 2 / 4 and chance(acts, 3) == 0.0 and chance(acts, 0) == 0.0
+    assert repeats(acts, 2) and not repeats(acts, 1) and not repeats(acts, 0)
+    assert chance([acts[0]], 0) == 0.0
 
 
 def test_similarity_is_difflib_ratio_of_words():

@@ -11,46 +11,9 @@ import pytest
 from compactlab import load_policy, load_transcript, replay
 from compactlab.corpus.calibration import calibrate
 from compactlab.transcripts.claude_code import already_compacted, subagent_files
+from helpers import ClaudeCodeSession as Session
 
 SESSION = "4d5611e5-241a-462a-8d15-5122611a9569"
-
-
-class Session:
-    """Builds Claude Code envelope lines."""
-
-    def __init__(self, sidechain: bool = False):
-        self.lines: list[dict] = [{"type": "file-history-snapshot", "messageId": "m0", "snapshot": {"trackedFileBackups": {}}}]
-        self.n = 0
-        self.sidechain = sidechain
-
-    def _env(self, kind: str, **extra) -> dict:
-        self.n += 1
-        return {"parentUuid": f"u{self.n - 1}", "isSidechain": self.sidechain, "sessionId": "s1", "type": kind,
-                "uuid": f"u{self.n}", "timestamp": "2026-01-01T00:00:00Z", **extra}
-
-    def user(self, content, **extra) -> "Session":
-        self.lines.append(self._env("user", message={"role": "user", "content": content}, **extra))
-        return self
-
-    def result(self, tid: str, content: str = "out", **extra) -> "Session":
-        return self.user([{"tool_use_id": tid, "type": "tool_result", "content": content}],
-                         toolUseResult={"stdout": content * 50}, **extra)
-
-    def assistant(self, mid: str, block: dict, output_tokens: int = 5, input_tokens: int = 3, **extra) -> "Session":
-        usage = {"input_tokens": input_tokens, "cache_creation_input_tokens": 1000, "cache_read_input_tokens": 2000,
-                 "output_tokens": output_tokens}
-        msg = {"model": "claude-opus-4-6", "id": mid, "type": "message", "role": "assistant", "content": [block],
-               "stop_reason": None, "usage": usage}
-        self.lines.append(self._env("assistant", message=msg, requestId=f"req_{mid}", **extra))
-        return self
-
-    def line(self, obj: dict) -> "Session":
-        self.lines.append(obj)
-        return self
-
-    def write(self, path: Path) -> str:
-        path.write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in self.lines))
-        return str(path)
 
 
 def tool(tid: str, name: str = "Bash") -> dict:
