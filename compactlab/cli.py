@@ -591,6 +591,9 @@ def check(transcripts: tuple[str, ...], **options: Any) -> None:
               help="Send nothing if the estimate is above this many dollars.")
 @click.option("--max-tokens", type=click.IntRange(16, 8192), default=256, show_default=True,
               help="The longest reply asked for (the first action is all that is read).")
+@click.option("--system-prompt", "system_prompt_file", type=click.Path(dir_okay=False, path_type=str), default=None,
+              metavar="FILE", help="The system prompt sent where the format records none (Claude Code's does not) "
+                                   "[default: a stand-in, said in the report].")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None,
               help="Where replies are cached [default: $COMPACTLAB_CACHE_DIR, else the user's cache folder].")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the reply cache.")
@@ -625,6 +628,10 @@ def next_action(transcripts: tuple[str, ...], **options: Any) -> None:
 
     o, quiet = options, options["quiet"]
     asking = _asking(o, list(o["policy_refs"] or ("s08",)), o["samples"], o["model"], o["api"])
+    if o["system_prompt_file"]:
+        from .plumbing.files import read_regular_text
+
+        asking.system_prompt = (read_regular_text(o["system_prompt_file"], "--system-prompt"), o["system_prompt_file"])
     model = asking.model
 
     def show_plan(plan: Any) -> None:

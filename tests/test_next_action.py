@@ -476,3 +476,27 @@ def test_the_control_is_what_the_agent_saw(cli, fake, tmp_path):
     after = [m for m, s in zip(controls, doc["samples"]) if s["call"] > 8]
     assert after and all("RECORDED-SUMMARY" in json.dumps(m) and "contents of f0.py" not in json.dumps(m)
                          for m in after)
+
+
+def test_a_format_with_no_system_prompt_gets_a_stand_in_or_yours_and_the_report_says_which(cli, fake, tmp_path):
+    """(#46 §3) The shared Claude Code sessions record no system prompt: a request carries a stand-in
+    (or the user's file), never nothing, and the report says which; the Messages API is asked with
+    no temperature (the SDK takes none), an OpenAI-compatible one at 0."""
+    r = cli("next-action", fake.session, "-p", "observation-masking", "--samples", "2", "--format", "json",
+            "--out", tmp_path / "a")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert list(doc["system_prompt"].values()) == ["stand-in (the format records none)"]
+    assert "a stand-in for 1 transcript(s)" in r.stderr and "temperature" not in fake.message_requests[0]["body"]
+    assert fake.message_requests[0]["body"]["system"].startswith("You are a coding agent")
+    mine = tmp_path / "prompt.txt"
+    mine.write_text("You are my agent. Be brief.")
+    r = cli("next-action", fake.session, "-p", "observation-masking", "--samples", "2", "--format", "json",
+            "--system-prompt", mine, "--out", tmp_path / "b", "--no-cache")
+    doc = json.loads(r.stdout)
+    assert list(doc["system_prompt"].values()) == [f"given ({mine})"]
+    assert fake.message_requests[-1]["body"]["system"] == "You are my agent. Be brief."
+    table = cli("next-action", fake.session, "-p", "observation-masking", "--samples", "2", "--out", tmp_path / "c")
+    assert "system prompt: stand-in for 1 transcript(s)" in table.stdout
+    bad = cli("next-action", fake.session, "--system-prompt", tmp_path / "missing.txt", "--dry-run")
+    assert bad.exit_code == 2 and "missing.txt" in bad.stderr and "Traceback" not in bad.stderr

@@ -37,6 +37,8 @@ class Asking:
     seed: int = 0
     model: ModelOptions
     max_cost: float = 1.0
+    #: the system prompt sent where a format records none: its text and its file (None: a stand-in)
+    system_prompt: tuple[str, str] | None = None
 
 
 @dataclass
@@ -119,9 +121,13 @@ def planned_for(loaded: list, policies: list, calibrations: list, asking: Asking
     asker = Asker(model)
     p = plan(loaded, policies, samples=asking.samples, seed=asking.seed, asker=asker, prices=prices,
              calibrations=calibrations, price_table=settings.prices,
-             keep_recorded_compactions=settings.keep_recorded_compactions)
+             keep_recorded_compactions=settings.keep_recorded_compactions, system_prompt=asking.system_prompt)
     for note in p.notes:
-        notify(f"warning: {visible(note)}", False)
+        notify(visible(note) if "the control replays" in note else f"warning: {visible(note)}", False)
+    stand_ins = sum(source.startswith("stand-in") for source in p.systems.values())
+    if stand_ins:
+        notify(f"next-action system prompt: a stand-in for {stand_ins} transcript(s) whose format records none "
+               "(--system-prompt FILE sends yours)", False)
     if any(source == "built" for source in p.tools.values()):
         notify("next-action tools: built from the recorded calls' names and argument keys (no format here keeps "
                "the definitions)", False)

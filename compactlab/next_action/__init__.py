@@ -26,9 +26,13 @@ from ..engine.loop import replay
 from ..transcripts import Transcript
 from .actions import Action, action_of, agree, chance, repeats
 from .models import Asker, ModelOptions, Reply
-from .requests import Pair, Tools, build_pair, pair_cost, tools_of, usage_cost
+from .requests import Pair, Tools, build_pair, pair_cost, system_of, tools_of, usage_cost
 from .sampling import Candidate, choose, differs, lost_at
 from .stats import Paired, Stratum, population, wilson
+
+#: how each API is asked: one draw an arm (cached), at temperature 0 where the API takes one
+TEMPERATURE = {"anthropic": "the model's default (the Messages API of the anthropic SDK 2.x takes no temperature)",
+               "openai": "0"}
 
 __all__ = ["Agreement", "Plan", "PolicyAgreement", "Sample", "ask", "plan", "tally"]
 
@@ -116,6 +120,7 @@ class Plan:
     #: (a random recorded action, the previous one repeated), known offline for all of them
     strata: dict[str, dict[bool, "StratumFacts"]] = field(default_factory=dict)
     seed: int = 0
+    systems: dict[str, str] = field(default_factory=dict)  # transcript -> where its system prompt comes from
     requests: int = 0  # requests the cache does not answer
     cached: int = 0  # requests it answers
     notes: list[str] = field(default_factory=list)
@@ -127,9 +132,10 @@ class Plan:
 
 def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int, seed: int, asker: Asker,
          prices: ModelPrices, calibrations: list[Any] | None = None, price_table: Any = None,
-         keep_recorded_compactions: bool = False) -> Plan:
+         keep_recorded_compactions: bool = False, system_prompt: tuple[str, str] | None = None) -> Plan:
     """Replay every transcript through every policy, sample the calls, build and price their
-    requests (nothing is sent)."""
+    requests (nothing is sent). ``system_prompt``: the text and file of the system prompt sent where
+    a format records none (else a stand-in, ``requests.system_of``)."""
     calibrations = calibrations or [None] * len(transcripts)
     o = asker.options
 
@@ -175,6 +181,7 @@ def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int,
     none = load_policy("none")
     out: list[Sample] = []
     tools: dict[str, str] = {}
+    systems: dict[str, str] = {}  # transcript -> where its requests' system prompt comes from
     notes: list[str] = []
     for t, transcript in enumerate(transcripts):
         wanted = {c.call for picks in chosen.values() for c, _ in picks if c.transcript == t}
@@ -187,6 +194,7 @@ def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int,
                          "the recording made (what the agent saw)")
         kit: Tools = tools_of(transcript.entries)  # (what no API takes is said once per transcript)
         tools[transcript.path] = kit.source
+        system, systems[transcript.path] = system_of(transcript.system, transcript.format, system_prompt)
         known: dict[int, Tools] = {}  # the tools known at a call: used before it (no look-ahead, #46 §3)
         if kit.left_out:
             notes.append(f"{transcript.path}: tool(s) {', '.join(kit.left_out[:5])} left out (no API takes such a name)")
@@ -204,13 +212,13 @@ def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int,
                 at = record.message_index
                 if at not in known:
                     known[at] = tools_of(transcript.entries[:at])
-                pair = build_pair(o.api, o.model, o.max_tokens, transcript.system, known[at], r.contexts[c.call],
+                pair = build_pair(o.api, o.model, o.max_tokens, system, known[at], r.contexts[c.call],
                                   control.contexts[c.call], per_token)
                 odds, again = chance_at(t, c.call)
                 out.append(Sample(policy.name, transcript.path, c.call, lost_probes, recorded[t][c.call], pair,
                                   chance=odds, repeat=again))
     out.sort(key=lambda s: ([p.name for p in policies].index(s.policy), s.transcript, s.call))
-    result = Plan(out, candidates, tools, prices, notes=notes, strata=strata, seed=seed)
+    result = Plan(out, candidates, tools, prices, notes=notes, strata=strata, seed=seed, systems=systems)
     written: set[str] = set()  # the cached prefixes the requests before write (in the order they are sent)
     asked: set[str] = set()  # the requests an earlier sample makes (the same control of one call, say)
 
@@ -381,4 +389,5 @@ class Agreement:
                 "policies": [p.to_dict() for p in self.policies],
                 "estimate_usd": round(self.plan.estimate_usd, 6), "spent_usd": round(self.spent_usd, 6),
                 "sent": self.sent, "interrupted": self.interrupted, "tools": self.plan.tools,
+                "system_prompt": self.plan.systems, "temperature": TEMPERATURE[self.api],
                 "samples": [s.to_dict() for s in self.samples]}

@@ -38,6 +38,26 @@ CACHE_MINIMUM = 1024
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
+#: the system prompt a request carries where the format records none (#46 §3): the first line the
+#: harness publishes of its own, else a plain coding agent's; ``--system-prompt FILE`` gives yours
+STAND_INS = {
+    "claude_code": "You are Claude Code, Anthropic's official CLI for Claude. You are an interactive CLI tool that "
+                   "helps users with software engineering tasks. Use the tools available to you to assist the user.",
+}
+STAND_IN = ("You are a coding agent working in a software repository. Use the tools available to you to complete "
+            "the user's task, one step at a time.")
+
+
+def system_of(recorded: Any, fmt: str, given: tuple[str, str] | None) -> tuple[Any, str]:
+    """The system prompt a sample's requests carry, and where it comes from: the recording's, else
+    the user's (``given``: its text and its file), else the stand-in for the format."""
+    if recorded:
+        return recorded, "recorded"
+    if given is not None:
+        return given[0], f"given ({given[1]})"
+    return STAND_INS.get(fmt, STAND_IN), "stand-in (the format records none)"
+
+
 @dataclass(frozen=True)
 class Tools:
     """The agent's tools: each name with its argument keys, and where they come from."""

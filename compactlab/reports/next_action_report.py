@@ -93,7 +93,17 @@ def write_table(result: Agreement, out: TextIO) -> None:
         elif p.unknown:
             printer.text(f"{p.policy}: {p.unknown}")
     printer.text(RULE)
+    printer.text(asked_line(result.to_dict()))
     printer.text(result.spent_line())
+
+
+def asked_line(doc: dict[str, Any]) -> str:
+    """How the model was asked: one draw an arm at what temperature, with whose system prompt."""
+    sources = list((doc.get("system_prompt") or {}).values())
+    kinds = {k: sum(s.split(" ")[0] == k for s in sources) for k in ("recorded", "given", "stand-in")}
+    said = ", ".join(f"{kind} for {n}" for kind, n in kinds.items() if n) or "none"
+    return (f"each arm asked once (cached), at temperature {doc.get('temperature', '?')}; system prompt: {said} "
+            "transcript(s)")
 
 
 def write_json(result: Agreement, out: TextIO) -> None:
