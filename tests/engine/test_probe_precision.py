@@ -53,6 +53,43 @@ def test_the_false_probes_a_rule_is_for_stay_out(probes):
 
 def test_precision_on_the_judged_sample_is_85_percent_or_more(probes):
     used, n = precision(JUDGED["sample"], probes)
-    assert n >= 55 and used / n >= 0.85, (used, n)
+    assert n >= 50 and used / n >= 0.85, (used, n)  # (a rule that leaves out false probes shrinks it)
     used, n = precision(JUDGED["new_kinds"], probes)
     assert n >= 25 and used / n >= 0.85, (used, n)
+
+
+LOST = json.loads((Path(__file__).parent / "data" / "lost_judgements.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> dict[tuple[str, str, int, str], str]:
+    """Each judged lost probe's outcome under the rules now: (file, policy, call, probe) -> status
+    (absent: no longer a probe at that call)."""
+    from compactlab import load_policy, replay
+    from compactlab.jobs.base import calibrations_for
+
+    if not ROOT.is_dir():
+        pytest.skip("../shared/transcripts is not beside the project")
+    found = {}
+    for name, policy in sorted({(r["file"], r["policy"]) for r in LOST["sample"]}):
+        path = ROOT / name
+        if not path.is_file():
+            pytest.skip(f"../shared/transcripts/{name} is not there")
+        t = load_transcript(str(path))
+        [fit] = calibrations_for([t], None)
+        for o in replay(t, load_policy(policy), calibration=fit).probe_ledger:
+            found[(name, policy, o.call, o.probe)] = o.status
+    return found
+
+
+def test_lost_means_lost_on_the_judged_sample(outcomes):
+    """(#46 §7) Of the judged probes called lost now, 85% or more are a real use of an earlier result
+    that the context sent does not hold; of those still probes, 85% or more are real uses."""
+    status = [(r, outcomes.get((r["file"], r["policy"], r["call"], r["probe"]))) for r in LOST["sample"]]
+    lost = [r for r, s in status if s == "lost"]
+    assert len(lost) >= 40
+    assert sum(r["used"] and r["absent"] for r in lost) / len(lost) >= 0.85
+    probes = [r for r, s in status if s is not None]
+    assert sum(r["used"] for r in probes) / len(probes) >= 0.85
+    # a judged probe the context holds (inside a longer token, in the agent's own words) is never lost
+    assert [r["probe"] for r in lost if not r["absent"]] == []

@@ -17,12 +17,15 @@ Not probes, because nothing was learnt from a result: a string first seen in a u
 system prompt (also inside a longer token there: ``add_id_index`` in ``self.add_id_index``) or in
 the agent's own messages (also as a part of a longer token it wrote); Python's dunder names,
 builtins, keywords and standard-library modules (``sys.stdlib_module_names``: ``logging.getLogger``
-is not evidence of having read a result); an attribute of ``self`` or ``cls`` that is a plain word.
+is not evidence of having read a result), and the standard modules and built-ins of Elixir and
+JavaScript, Phoenix's callbacks and ``phx-`` attributes; an attribute of ``self`` or ``cls`` that is
+a plain word.
 
 A probe is **kept** when the context sent at that call holds it anywhere: an intact tool result
-that holds it, the agent's own earlier message that repeats it (masking keeps the actions), or a
+that holds it, the agent's own earlier message that repeats it (masking keeps the actions), a
 message a layer changed or made (a persisted preview, a placeholder, a summary) whose text
-mentions it. It is **recoverable** when it is not in the context but in a persisted output whose
+mentions it, or, last, any message's text at all, inside a longer token too (an absolute path
+holds the relative one; #46 §7): a probe is lost only where what is sent does not hold it. It is **recoverable** when it is not in the context but in a persisted output whose
 path the context still shows (the agent can read it again), **lost** otherwise. The ledger says
 where each came from (the call and tool whose result first held it) and, when not kept, which layer
 removed it and when. ``recall`` = kept / probes (1.0, with 0 probes, when there are none).
@@ -74,6 +77,19 @@ GENERIC = frozenset(sys.stdlib_module_names) | frozenset(dir(builtins)) | frozen
 RECEIVERS = frozenset({"this", "socket", "select", "string", "array", "code", "site", "test", "types", "token",
                        "queue", "signal"})
 _SELF = ("self.", "cls.")
+#: the standard modules of the other languages agents write here (Elixir, JavaScript): a dotted name
+#: one heads (``Map.new``, ``Enum.find``, ``JSON.stringify``) is known without a result (#46 §7)
+OTHER_MODULES = frozenset({
+    "Enum", "Map", "MapSet", "String", "List", "Keyword", "Kernel", "Integer", "Float", "Tuple", "IO", "File", "Path",
+    "Process", "Task", "Agent", "Regex", "DateTime", "Date", "Time", "NaiveDateTime", "Stream", "System", "Application",
+    "Logger", "Access", "Base", "URI", "Range", "GenServer", "Supervisor",
+    "Object", "Array", "JSON", "Math", "Promise", "console", "Number", "Reflect", "Symbol", "Set", "window", "document",
+})
+#: their built-in functions and the frameworks' own names and callbacks (Phoenix LiveView's)
+OTHER_NAMES = frozenset({"to_string", "is_nil", "is_binary", "is_list", "is_map", "is_integer", "is_atom", "LiveView",
+                         "LiveViewTest", "GenServer", "handle_event", "handle_info", "handle_call", "handle_cast",
+                         "handle_params", "encodeURIComponent", "addEventListener", "querySelector",
+                         "querySelectorAll", "getElementById", "setTimeout", "setInterval"})
 
 #: a quoted text of 12+ characters with a space (a ``phrase`` candidate)
 _QUOTED = re.compile(r"""(?:"([^"\n]{12,200})"|'([^'\n]{12,200})')""")
@@ -103,13 +119,14 @@ def trimmed(found: set[str]) -> set[str]:
 
 def generic(t: str) -> bool:
     """A name every Python program shows: a dunder, a builtin, a keyword, a standard-library module
-    or a name in one (``os.path``, ``logging.getLogger``), ``self.name``."""
-    if t in GENERIC or (t.startswith("__") and t.endswith("__")):
+    or a name in one (``os.path``, ``logging.getLogger``), ``self.name``; and the like of the other
+    languages agents write here (``OTHER_MODULES``, ``OTHER_NAMES``, Phoenix's ``phx-`` attributes)."""
+    if t in GENERIC or t in OTHER_NAMES or t.startswith("phx-") or (t.startswith("__") and t.endswith("__")):
         return True
     if "." in t and "/" not in t:
         head, _, rest = t.partition(".")
-        if (head in GENERIC and head not in RECEIVERS
-                and not rest.endswith(("py", "json", "txt", "md", "toml", "yaml", "yml", "cfg"))):
+        if (((head in GENERIC and head not in RECEIVERS) or head in OTHER_MODULES)
+                and not rest.endswith(("py", "json", "txt", "md", "toml", "yaml", "yml", "cfg", "js", "ex", "exs"))):
             return True
         if t.startswith(_SELF) and (rest.isalpha() and not _CAMEL.search(rest)):
             return True
@@ -527,7 +544,7 @@ class ProbeMemo:
     Entry: an Entry never changes), the last context's such texts joined (the next call's context
     mostly has the same messages)."""
 
-    __slots__ = ("_texts", "_edited", "_joined", "results")
+    __slots__ = ("_texts", "_edited", "_joined", "results", "_whole", "_each")
 
     def __init__(self) -> None:
         self._texts: dict[int, tuple[Entry, str]] = {}
@@ -535,6 +552,34 @@ class ProbeMemo:
         self._joined = ""
         #: the text of each intact tool result looked at, by (origin, block)
         self.results: dict[tuple[int, int], str] = {}
+        #: the last context whose whole text was asked for, and that text (the last look at a
+        #: probe before it is lost)
+        self._whole: tuple[list[Entry], str] = ([], "")
+        self._each: dict[int, tuple[Entry, str]] = {}  # each message's text, by the Entry
+
+    def whole(self, entries: list[Entry]) -> str:
+        """The whole text of a context (its messages' compact JSON joined by NUL): extended where the
+        context is the last one asked for with messages appended (most calls), else joined again
+        from each message's text, made once a message."""
+        last, text = self._whole
+        n = len(last)
+        if not (len(entries) >= n and all(map(operator.is_, entries[:n], last))):
+            n, text = 0, ""
+        if n < len(entries):
+            memo = self._each
+            texts = []
+            for e in entries[n:]:
+                held = memo.get(id(e))
+                if held is None or held[0] is not e:
+                    held = memo[id(e)] = (e, orjson.dumps(e.message).decode())
+                texts.append(held[1])
+            text += "\0" + "\0".join(texts)
+            if len(memo) > 2 * len(entries) + 64:  # (what is no longer in the context is let go)
+                keep = {id(e) for e in entries}
+                for k in [k for k in memo if k not in keep]:
+                    del memo[k]
+        self._whole = (list(entries), text)
+        return text
 
     def intact(self, entries: list[Entry]) -> Intact:
         """The context's intact results (``intact_results``), letting go of the texts of those no
@@ -561,6 +606,11 @@ class ProbeMemo:
                 del memo[k]
         self._edited, self._joined = edited, "\0".join(out)
         return self._joined
+
+
+def _as_sent(text: str) -> str:
+    """``text`` as a message's compact JSON holds it (a phrase's quote or backslash escaped)."""
+    return orjson.dumps(text).decode()[1:-1]
 
 
 def check_intact(probes: Sequence[Probe], context: Context, call: int, ledger: list[ProbeOutcome] | None) -> Checked:
@@ -615,6 +665,7 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
     joined = memo.joined(edited) if any(p.kind != "line" for p in missing) else ""
     made = any(e.origin < 0 for e in edited)
     intact: Intact | None = None
+    whole: str | None = None
     attributed: dict[Where, tuple[str, str, int]] = {}  # (probes of one call often share their results)
     for p in missing:
         if p.kind != "line":
@@ -623,6 +674,11 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
                 if intact is None:
                     intact = memo.intact(entries)
                 found = _between(p, intact, memo.results)
+            if not found:  # lost only if it is nowhere in what is sent: inside a longer token (an
+                # absolute path, a dotted name), in a prompt, in the agent's own words (#46 §7)
+                if whole is None:
+                    whole = memo.whole(entries)
+                found = _as_sent(p.text) in whole
             if found:
                 kept += 1
                 if append is not None:
