@@ -76,7 +76,7 @@ def summarization(messages: list[dict], facts: Any, settings: SummarizationSetti
     def summarize(chosen: list[Any]) -> str:
         return str(facts.summarize(from_langchain(chosen), SUMMARY_INSTRUCTIONS))
 
-    counter = {} if settings.tokens == "langchain" else {"token_counter": _counter(facts)}
+    counter = {} if settings.tokens == "langchain" else {"token_counter": _counter(facts, parts)}
     model = GenericFakeChatModel(messages=iter(()), profile={"max_input_tokens": facts.window})
     _report_usage(parts, messages, facts, str(model._get_ls_params().get("ls_provider")))
     middleware = SummarizationMiddleware(
@@ -107,9 +107,11 @@ def _report_usage(parts: "_Parts", messages: list[dict], facts: Any, provider: s
         ai.response_metadata = {**ai.response_metadata, "model_provider": provider}
 
 
-def _counter(facts: Any) -> Any:
+def _counter(facts: Any, parts: "_Parts | None" = None) -> Any:
+    """The run's estimate as a LangChain token counter: of the messages as ``parts`` puts them back
+    (a message left as it was is the very one given, whose size is known), else converted."""
     def count(messages: Any) -> int:
-        return int(facts.count(from_langchain(list(messages))))
+        return int(facts.count(parts.back(list(messages)) if parts is not None else from_langchain(list(messages))))
 
     return count
 
@@ -157,8 +159,11 @@ def clear_tool_uses(messages: list[dict], facts: Any, settings: ClearToolUsesSet
         return AIMessage(content="")
 
     request = ModelRequest(model=GenericFakeChatModel(messages=iter(())), messages=parts.lc)
-    counter = None if settings.tokens == "langchain" else _counter(facts)
-    ContextEditingMiddleware(edits=[edit], token_counter=counter).wrap_model_call(request, handler)
+    counter = None if settings.tokens == "langchain" else _counter(facts, parts)
+    middleware = ContextEditingMiddleware(edits=[edit], token_counter=counter)
+    if middleware._resolve_token_counter(request)(parts.lc) <= settings.trigger:
+        return messages  # (the edit's own first test: under its trigger it changes nothing; its copy is skipped)
+    middleware.wrap_model_call(request, handler)
     out = parts.back(sent[0])  # (the edit drops no message: one for each of the whole history's)
     for before, after in zip(whole, out):
         _remember(before, after, cleared)

@@ -94,8 +94,15 @@ class StepFacts(_Facts):
         return self._kit().env.state_of(_State).data
 
     def count(self, messages: list[dict]) -> int:
-        est = self._kit().env.estimator
-        return est.tokens(list_chars(sum(make_entry(m, i).chars for i, m in enumerate(messages)), len(messages)))
+        run = self._kit()
+        sizes = run.sizes  # (a message's size, made once a call: a step may count the same ones often)
+        total = 0
+        for i, m in enumerate(messages):
+            held = sizes.get(id(m))
+            if held is None or held[0] is not m:
+                held = sizes[id(m)] = (m, make_entry(m, i).chars)
+            total += held[1]
+        return run.env.estimator.tokens(list_chars(total, len(messages)))
 
     def summarize(self, messages: list[dict], prompt: str = "") -> str:
         run = self._kit()
@@ -122,6 +129,7 @@ class _Run:
     env: RunEnv
     summary: Any
     stats: LayerStats
+    sizes: dict[int, tuple[dict, int]] = field(default_factory=dict)  # each message's size, counted once
 
 
 @dataclass(slots=True)
