@@ -124,6 +124,9 @@ def _next_action_gate(agreement: Any, margin: float, notify: Notify) -> list[str
         if p.samples == 0:
             notify(f"next-action {p.policy}: nothing asked (no call's context differs from no compaction's)", False)
             continue
+        if p.difference_interval is None:  # (a stratum with candidates and no answered sample)
+            notify(f"next-action {p.policy}: {getattr(p, 'unknown', None) or 'no estimate'}", False)
+            continue
         low, high = p.difference_interval
         line = (f"next-action {p.policy}: agreement {p.agreement:.0%} on its context, {p.control_agreement:.0%} on the "
                 f"control over {p.samples} sample(s): difference {p.difference * 100:+.0f} points [{low * 100:+.0f}, "

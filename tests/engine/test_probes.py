@@ -251,3 +251,70 @@ def test_recall_switched_off_is_said_not_measured(cli, tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     assert "not measured (COMPACTLAB_PROBES=0)" in r.stdout and "is not measured (recall is off)" in r.stdout
     assert "lost strings" not in r.stdout
+
+
+def test_a_probe_only_a_summary_made_before_its_use_holds_is_kept(tmp_path):
+    """(#46 §8) The summary replaces the result and the agent's message that held the string before
+    the agent uses it again: the summary is then the only message holding it, and it is kept."""
+    msgs = [user("find the bug"), asst(tu("a", command="cat ledger.txt")),
+            results(tr("a", "the culprit is reconcile_ledger_v3 here\n" + "filler " * 200)),
+            asst("So the culprit is reconcile_ledger_v3.", tu("b", command="echo noted")), results(tr("b", "ok"))]
+    for i in range(12):
+        msgs += [asst(tu(f"c{i}", command=f"echo {i}")), results(tr(f"c{i}", "z " * 400))]
+    msgs += [asst("Back to it.", tu("d", command="grep -rn reconcile_ledger_v3 src"))]
+    run = _run(tmp_path, msgs, "s08", ["summary.trigger=6000", "snip.enabled=false", "micro.enabled=false",
+                                       "budget.enabled=false", "reactive.enabled=false"])
+    t = load_transcript(str(tmp_path / "t.jsonl"))
+    last = replay(t, load_policy("s08", ["summary.trigger=6000", "snip.enabled=false", "micro.enabled=false",
+                                         "budget.enabled=false", "reactive.enabled=false"]),
+                  keep_contexts={run.calls[-1].call}).contexts[run.calls[-1].call]
+    holding = [m for m in last if "reconcile_ledger_v3" in str(m)]
+    assert run.summary.summaries >= 1 and len(holding) == 1 and "stub summarizer" in str(holding[0])
+    final = [p for p in run.probe_ledger if p.probe == "reconcile_ledger_v3" and p.call == run.calls[-1].call]
+    assert [p.status for p in final] == ["kept"]
+
+
+def test_a_probe_a_persisted_preview_holds_is_kept_not_recoverable(tmp_path):
+    """(#46 §8) The result goes to disk, its preview (the head) still shows the string: kept."""
+    big = "the culprit is reconcile_ledger_v2 here\n" + "w " * 3000
+    msgs = [user("fix it"), asst(tu("a", command="cat big.log")), results(tr("a", big)),
+            asst(tu("b", command="grep reconcile_ledger_v2 src"))]
+    run = _run(tmp_path, msgs, "s08", ["snip.enabled=false", "micro.enabled=false", "summary.enabled=false",
+                                       "reactive.enabled=false", "budget.persist_threshold=300",
+                                       "budget.preview_chars=200", "budget.max_chars=100"])
+    [p] = run.probe_ledger
+    assert run.summary.persisted == 1 and p.status == "kept"
+
+
+def test_a_name_inside_a_longer_token_of_the_prompt_is_no_probe(tmp_path):
+    """(#46 §8) The prompt names test_add_id_index; a result shows add_id_index; the agent's use of it
+    is no evidence of the result."""
+    msgs = [user("make test_add_id_index pass"), asst(tu("a", command="cat registry.py")),
+            results(tr("a", "def add_id_index(self): pass\nQQ_fresh_token_91 = 1\n")),
+            asst(tu("b", command="grep -e add_id_index -e QQ_fresh_token_91 registry.py"))]
+    assert [p.probe for p in _run(tmp_path, msgs).probe_ledger] == ["QQ_fresh_token_91"]
+
+
+@pytest.mark.parametrize("lines, probe", [("420,440", True), ("470,480", False), ("560,580", False),
+                                          ("712,730", False)])
+def test_a_line_probe_is_near_a_printed_number_only(tmp_path, lines, probe):
+    """(#46 §8) Within LINE_NEAR (30) lines of a printed line number, a line probe; 58, 148, 300 lines
+    away, none (a looser nearness passes the other test's 488)."""
+    msgs = [user("fix it"), asst(tu("a", command="grep -n duration forms.py")),
+            results(tr("a", "forms.py:412:        'invalid': 1,\n")),
+            asst(tu("b", command=f"sed -n '{lines}p' forms.py"))]
+    assert bool([p for p in _run(tmp_path, msgs).probe_ledger if p.kind == "line"]) is probe
+
+
+@pytest.mark.parametrize("name, is_generic", [
+    ("logging.getLogger", True), ("os.path.join", True), ("isinstance", True), ("__init__", True),
+    ("self.name", True), ("Enum.map", True), ("Map.new", True), ("JSON.stringify", True), ("to_string", True),
+    ("phx-click", True), ("LiveView", True),
+    ("self.add_id_index", False), ("Ash.UUID.generate", False), ("string.ts", False), ("this.pushEvent", False),
+    ("reconcile_ledger_v2", False), ("Map.ex", False),
+])
+def test_generic_names_of_every_language_here(name, is_generic):
+    """(#46 §8) The exclusion of names known without a result, run on its own."""
+    from compactlab.engine.measures.probes import generic
+
+    assert generic(name) is is_generic

@@ -73,3 +73,33 @@ def test_the_interval_covers_the_true_agreement_of_a_known_population():
     assert covered / runs >= 0.9
     assert sum(estimates) / runs == pytest.approx(truth, abs=0.01)
     assert sum(naive) / runs < truth - 0.03
+
+
+@pytest.mark.parametrize("interval, fails", [((-0.30, -0.12), True), ((-0.30, -0.05), False), ((-0.12, 0.02), False)])
+def test_check_fails_a_policy_only_when_its_whole_interval_is_below_the_margin(interval, fails):
+    """(#46 §8) check --next-action with a margin of 10 points: an interval wholly below -10 fails the
+    policy; one straddling -10, or above it, passes."""
+    from types import SimpleNamespace
+
+    from compactlab.jobs.check import _next_action_gate
+
+    p = SimpleNamespace(policy="p", samples=20, agreement=0.6, control_agreement=0.8, difference=sum(interval) / 2,
+                        difference_interval=interval)
+    said: list[str] = []
+    failing = _next_action_gate(SimpleNamespace(policies=[p], spent_line=lambda: "spent"), 0.10,
+                                lambda line, *_: said.append(line))
+    assert bool(failing) is fails
+    assert ("surely more than 10 points below the control" in " ".join(failing)) is fails
+
+
+def test_check_says_a_policy_with_no_estimate_and_fails_nothing():
+    from types import SimpleNamespace
+
+    from compactlab.jobs.check import _next_action_gate
+
+    p = SimpleNamespace(policy="p", samples=3, difference_interval=None,
+                        unknown="no answered sample where a probe lost: no estimate over every candidate call")
+    said: list[str] = []
+    assert _next_action_gate(SimpleNamespace(policies=[p], spent_line=lambda: "spent"), 0.1,
+                             lambda line, *_: said.append(line)) == []
+    assert "no answered sample where a probe lost" in said[0]
