@@ -54,6 +54,8 @@ class FakeModels(FakeAPI):
         self.cached_prefixes: set[str] = set()
         self.asked: list[dict] = []  # per request: the api, what was needed, whether it was held, the usage
         self.window: int | None = None  # a request over this many tokens is refused (HTTP 400), as a model's window
+        #: the dated snapshot a model's alias answers as (what a reply's ``model`` says)
+        self.snapshots: dict[str, str] = {"claude-haiku-4-5": "claude-haiku-4-5-20251001"}
 
     @staticmethod
     def _key_of_user(message: dict) -> str:
@@ -125,7 +127,8 @@ class FakeModels(FakeAPI):
             else:
                 content = [{"type": "text", "text": "next"},
                            {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:12]}", **action}]
-            return 200, {}, {"id": "msg_x", "type": "message", "role": "assistant", "model": doc.get("model"),
+            return 200, {}, {"id": "msg_x", "type": "message", "role": "assistant",
+                             "model": self.snapshots.get(doc.get("model"), doc.get("model")),
                              "content": content, "stop_reason": "tool_use", "stop_sequence": None, "usage": usage}
 
     def _chat(self, headers: dict, body: bytes):

@@ -500,3 +500,27 @@ def test_a_format_with_no_system_prompt_gets_a_stand_in_or_yours_and_the_report_
     assert "system prompt: stand-in for 1 transcript(s)" in table.stdout
     bad = cli("next-action", fake.session, "--system-prompt", tmp_path / "missing.txt", "--dry-run")
     assert bad.exit_code == 2 and "missing.txt" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_replies_are_cached_by_the_snapshot_that_answered(cli, fake, tmp_path):
+    """(#46 §3) A reply says which dated snapshot answered the alias: replies are keyed by it, and
+    once the alias answers as another snapshot, what the old one said is asked again."""
+    from compactlab.next_action.models import Asker, ModelOptions
+
+    r = _run(cli, fake, tmp_path)
+    assert r.exit_code == 0, r.stderr
+    entries = [json.loads(p.read_text()) for p in (tmp_path / "cache" / "next_action").glob("*.json")]
+    assert {e.get("served") for e in entries if "served" in e} == {"claude-haiku-4-5-20251001"}
+    assert {e["model"] for e in entries if "action" in e} == {"claude-haiku-4-5-20251001"}
+    options = ModelOptions.from_env("claude-haiku-4-5", None, str(tmp_path / "cache"))
+    asker = Asker(options)  # (a new run: the snapshot is known from the cache)
+    body = {"model": "claude-haiku-4-5", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+    before = asker.key_of(body)
+    assert asker.snapshot == "claude-haiku-4-5-20251001"
+    asker._served("claude-haiku-4-5-20260301")
+    assert asker.key_of(body) != before and Asker(options).snapshot == "claude-haiku-4-5-20260301"
+    # a rerun after the alias moved asks again what the old snapshot answered
+    fake.snapshots["claude-haiku-4-5"] = "claude-haiku-4-5-20260301"
+    sent = len(fake.message_requests)
+    assert _run(cli, fake, tmp_path, "--force").exit_code == 0
+    assert len(fake.message_requests) - sent == 24

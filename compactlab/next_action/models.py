@@ -8,7 +8,9 @@ OpenAI-compatible Chat Completions endpoint (OpenAI, DeepSeek, a local server) t
 - The key is passed to the client explicitly, never printed, never written, and scrubbed from
   every error message (as the live summarizer does).
 - Replies are cached on disk (the user's cache folder, ``next_action/``) by a hash of the API and
-  the whole request (model included): a rerun sends nothing and costs nothing.
+  the whole request, its model named by the dated snapshot it last answered as (a reply says which
+  model answered): a rerun sends nothing and costs nothing, and once an alias names a new snapshot,
+  nothing its old one answered is reused.
 - The SDKs retry 429 and 5xx; a request that still fails is that sample's failure (named in the
   ledger); a refused key stops the command; a request the API rejects (HTTP 400, e.g. a context
   whose tool results lost their calls) is that arm's answer: "rejected".
@@ -177,9 +179,32 @@ class Asker:
         self._client: Any = None
         self._secret = ""
         self.sent = 0
+        #: the dated snapshot the model's name last answered as (``claude-haiku-4-5`` answers as
+        #: ``claude-haiku-4-5-20251001``), kept in the cache: replies are keyed by it, so a reply is
+        #: never reused once the alias names another snapshot (#46 §3); None: not seen yet
+        self.snapshot: str | None = None
+        if self.cache is not None:
+            seen = self.cache.get(self._alias_key())
+            served = seen.get("served") if seen else None
+            self.snapshot = served if isinstance(served, str) and served.startswith(options.model) else None
+
+    def _alias_key(self) -> str:
+        return digest("snapshot", self.options.api, self.options.model)
 
     def key_of(self, body: dict[str, Any]) -> str:
+        """A request's cache key: the whole request, its model named by its snapshot where known."""
+        if self.snapshot and body.get("model") == self.options.model:
+            body = {**body, "model": self.snapshot}
         return digest(self.options.api, orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode())
+
+    def _served(self, model: Any) -> None:
+        """A reply says which model answered: a dated snapshot of the alias asked becomes the one
+        replies are keyed by, from this reply on."""
+        if (isinstance(model, str) and model != self.options.model and model.startswith(self.options.model)
+                and model != self.snapshot):
+            self.snapshot = model
+            if self.cache is not None:
+                self.cache.put(self._alias_key(), {"model": self.options.model, "served": model})
 
     def cached(self, body: dict[str, Any], key: str | None = None) -> Reply | None:
         """The cached reply to ``body`` (whose ``key`` may be known already), if there is one."""
@@ -223,7 +248,8 @@ class Asker:
             return self._failure(exc)
         reply = reply._replace(action=self._scrubbed(reply.action))  # (before it is cached or shown)
         if self.cache is not None:
-            self.cache.put(key, {"model": self.options.model, "action": reply.action.to_dict(), "usage": reply.usage})
+            self.cache.put(self.key_of(body), {"model": self.snapshot or self.options.model,
+                                               "action": reply.action.to_dict(), "usage": reply.usage})
         return reply
 
     def _connect(self) -> Any:
@@ -251,6 +277,7 @@ class Asker:
 
     def _anthropic(self, body: dict[str, Any]) -> Reply:
         response = self._client.messages.create(**body)
+        self._served(getattr(response, "model", None))
         try:  # (an error from here on is the reply's shape, not a bug of the request)
             if not isinstance(response.content, list):
                 raise BadReply(f"the reply's content is {type(response.content).__name__}, not a list of blocks")
@@ -264,6 +291,7 @@ class Asker:
 
     def _openai(self, body: dict[str, Any]) -> Reply:
         response = self._client.chat.completions.create(**body)
+        self._served(getattr(response, "model", None))
         try:  # (an error from here on is the reply's shape, not a bug of the request)
             return self._openai_reply(response)
         except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
