@@ -264,12 +264,29 @@ def main() -> None:
     """
 
 
-def _inputs(paths: tuple[str, ...] | list[str], subagents: bool, quiet: bool) -> list[str]:
-    """The files of the arguments (folders expanded), saying how many subagent sessions were left out."""
-    from .jobs.base import left_out_subagents
-    from .transcripts import expand_inputs
+def sessions_options(f: Callable) -> Callable:
+    """With no path: the user's own sessions, found in the harnesses' homes (``transcripts.homes``)."""
+    from .transcripts.homes import HARNESSES
 
-    files = expand_inputs(paths, subagents)
+    f = click.option("--harness", type=click.Choice(HARNESSES), default=None,
+                     help="With no path: only this harness's sessions.")(f)
+    f = click.option("--project", default=None, metavar="NAME",
+                     help="With no path: only sessions whose project (its folder) holds NAME.")(f)
+    f = click.option("--until", default=None, metavar="WHEN",
+                     help="Only sessions last written before WHEN (2d: two days ago; or 2026-11-01).")(f)
+    f = click.option("--since", default=None, metavar="WHEN",
+                     help="Only sessions last written since WHEN (7d, 12h, 2w, or 2026-11-01).")(f)
+    return f
+
+
+def _inputs(paths: tuple[str, ...] | list[str], subagents: bool, quiet: bool,
+            found: dict[str, Any] | None = None) -> list[str]:
+    """The files of the arguments (``jobs.base.input_files``: with none, the user's own sessions,
+    by the command's --since, --until, --project and --harness), saying how many subagent sessions
+    were left out."""
+    from .jobs.base import Finding, input_files, left_out_subagents
+
+    files = input_files(paths, subagents, Finding.of(found or {}), _notify(quiet))
     if not subagents and not quiet and any(os.path.isdir(p) for p in paths):
         n, cost = left_out_subagents(paths)
         if n:
@@ -284,7 +301,8 @@ def subagents_option(f: Callable) -> Callable:
 
 
 @main.command()
-@click.argument("transcripts", nargs=-1, required=True, type=click.Path(path_type=str), metavar="TRANSCRIPT...")
+@click.argument("transcripts", nargs=-1, required=False, type=click.Path(path_type=str), metavar="[TRANSCRIPT]...")
+@sessions_options
 @click.option("-p", "--policy", "policy_refs", multiple=True, metavar="POLICY", shell_complete=complete_policy,
               help="A preset name, a policy TOML file, or py:module:function [default: s08]; one (compare runs several).")
 @policy_options
@@ -335,7 +353,7 @@ def replay(transcripts: tuple[str, ...], **options: Any) -> None:
                              overridden=bool(o["overrides"]))
         for line in inert_keys(settings.policy, [s.partition("=")[0] for s in o["overrides"]]):
             _status(quiet, f"warning: {line}")
-        files = _inputs(transcripts, o["subagents"], quiet)
+        files = _inputs(transcripts, o["subagents"], quiet, o)
         if o["fmt"] == "json-run" and len(files) != 1:
             raise UsageError(f"--format json-run prints one run; {len(files)} transcripts given",
                              hint="--format json prints {\"runs\": [...]} for any number")
@@ -343,7 +361,7 @@ def replay(transcripts: tuple[str, ...], **options: Any) -> None:
 
     reading = Reading(o["input_format"], o["skip_bad_lines"], o["calibrate"], o["tokens"],
                       probes=refs[:1] != ("none",) or bool(o["overrides"]), dry_run=o["dry_run"])
-    done = replay_prepared(transcripts[0], reading, prepare, _notify(quiet, o["verbose"]), _progress(quiet))
+    done = replay_prepared((transcripts or ("",))[0], reading, prepare, _notify(quiet, o["verbose"]), _progress(quiet))
     from .reports import write_runs
 
     write_runs(done.runs, o["fmt"], sys.stdout)
@@ -424,7 +442,8 @@ def _end(outcome: Any, quiet: bool) -> None:
 
 
 @main.command()
-@click.argument("transcripts", nargs=-1, required=True, type=click.Path(path_type=str), metavar="TRANSCRIPT...")
+@click.argument("transcripts", nargs=-1, required=False, type=click.Path(path_type=str), metavar="[TRANSCRIPT]...")
+@sessions_options
 @policies_option("none, s06, s08")
 @policy_options
 @summarizer_options
@@ -471,13 +490,14 @@ def compare(transcripts: tuple[str, ...], **options: Any) -> None:
     reporting = Reporting(sort_key=o["sort_key"], charts=o["charts"], retention_margin=o["retention_margin"],
                           next_action=_asking(o, grid.policies))
     settings = _settings(o, tokens="estimate")
-    done = compare_files(_inputs(transcripts, o["subagents"], quiet), grid, settings, reporting,
+    done = compare_files(_inputs(transcripts, o["subagents"], quiet, o), grid, settings, reporting,
                          lambda result: WRITERS[o["fmt"]](result, sys.stdout), _notify(quiet, o["verbose"]), _progress(quiet))
     _end(done.outcome, quiet)
 
 
 @main.command()
-@click.argument("transcripts", nargs=-1, required=True, type=click.Path(path_type=str), metavar="TRANSCRIPT...")
+@click.argument("transcripts", nargs=-1, required=False, type=click.Path(path_type=str), metavar="[TRANSCRIPT]...")
+@sessions_options
 @click.option("-p", "--policy", "base", default="s08", show_default=True, metavar="POLICY", shell_complete=complete_policy,
               help="The base policy whose keys are searched (a preset name or policy TOML).")
 @policy_options
@@ -523,13 +543,14 @@ def tune(transcripts: tuple[str, ...], **options: Any) -> None:
     spec = Search(base=o["base"], overrides=list(o["overrides"]), spaces=list(o["spaces"]), trials=o["trials"],
                   objectives=o["objective"], max_violations=o["max_violations"], sampler=o["sampler"], seed=o["seed"],
                   resume=o["resume"], chart=o["chart"])
-    done = tune_files(_inputs(transcripts, False, quiet), spec, _settings(o),
+    done = tune_files(_inputs(transcripts, False, quiet, o), spec, _settings(o),
                       lambda result: WRITERS[o["fmt"]](result, sys.stdout), _notify(quiet, o["verbose"]), _progress(quiet))
     _end(done.outcome, quiet)
 
 
 @main.command()
-@click.argument("transcripts", nargs=-1, required=True, type=click.Path(path_type=str), metavar="TRANSCRIPT...")
+@click.argument("transcripts", nargs=-1, required=False, type=click.Path(path_type=str), metavar="[TRANSCRIPT]...")
+@sessions_options
 @policies_option("s08")
 @policy_options
 @click.option("--baseline", "baseline_path", required=True, type=click.Path(dir_okay=False, path_type=str),
@@ -570,7 +591,7 @@ def check(transcripts: tuple[str, ...], **options: Any) -> None:
                 overrides=list(o["overrides"]), tolerances=list(o["tolerances"]), update=o["update_baseline"],
                 allow_stale=o["allow_stale"], junit=o["junit_path"],
                 next_action=_asking(o, list(o["policy_refs"] or ("s08",))), next_action_margin=o["next_action_margin"])
-    done = check_files(_inputs(transcripts, o["subagents"], quiet), gate, _settings(o),
+    done = check_files(_inputs(transcripts, o["subagents"], quiet, o), gate, _settings(o),
                        lambda results: WRITERS[o["fmt"]](results, sys.stdout), _notify(quiet, o["verbose"]), _progress(quiet))
     _end(done.outcome, quiet)
 
@@ -686,49 +707,46 @@ def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str |
 
 
 @main.command()
-@click.argument("transcript", type=click.Path(path_type=str))
+@click.argument("transcripts", nargs=-1, required=False, type=click.Path(path_type=str), metavar="[TRANSCRIPT]...")
 @input_options
 @format_option("inspect_report", "table", "INSPECT_WRITERS")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(0, 1000), help="How many largest results to list.")
 @subagents_option
+@sessions_options
 @quiet_option
-def inspect(transcript: str, skip_bad_lines: bool, input_format: str | None, fmt: str, top: int, subagents: bool,
-            quiet: bool) -> None:
+def inspect(transcripts: tuple[str, ...], **o: Any) -> None:
     """What is in TRANSCRIPT, before any policy: calls, tools, sizes, recorded violations and usage.
 
-    Given a folder, lists the sessions in it (or in the folders directly in it, as in
-    ~/.claude/projects/).
+    Given several, or a folder, lists the sessions (one line each); given none, your own sessions
+    of every harness compactlab reads, from their homes (~/.claude/projects, ~/.codex/sessions,
+    ~/.gemini/tmp, the Cline and Roo task folders).
 
     \b
     Examples:
+      compactlab inspect                              your sessions, all harnesses
+      compactlab inspect --since 7d --harness codex   this week's Codex sessions
       compactlab inspect session.jsonl
       compactlab inspect ~/.claude/projects/ --format json
     """
-    from .overview import overview, session_row
+    from .overview import overview, session_rows
     from .reports.inspect_report import INSPECT_WRITERS, SESSIONS_WRITERS
     from .transcripts import load_transcript
 
-    if os.path.isdir(transcript):
-        from .jobs.base import none_read, not_transcripts
-        from .transcripts import FolderFile, UnknownFormat
-
-        rows, skipped = [], []
+    quiet, fmt, input_format, skip = o["quiet"], o["fmt"], o["input_format"], o["skip_bad_lines"]
+    if len(transcripts) == 1 and not os.path.isdir(transcripts[0]) and os.path.exists(transcripts[0]) and not any(
+            o.get(k) for k in ("since", "until")):
         with collector_off():
-            for p in _inputs([transcript], subagents, quiet):
-                try:
-                    rows.append(session_row(load_transcript(p, input_format, skip_bad_lines=skip_bad_lines)))
-                except UnknownFormat as exc:  # (a stray package.json in the folder: skipped, as replay does)
-                    if not isinstance(p, FolderFile):
-                        raise
-                    skipped.append(exc.message)
-        not_transcripts(skipped, _notify(quiet))
-        if not rows and skipped:
-            raise none_read(len(skipped))
-        SESSIONS_WRITERS[fmt](rows, sys.stdout)
+            loaded = load_transcript(transcripts[0], input_format, skip_bad_lines=skip)
+        INSPECT_WRITERS[fmt](overview(loaded, top=o["top"]), sys.stdout)
         return
+    from .jobs.base import none_read, not_transcripts
+
     with collector_off():
-        loaded = load_transcript(transcript, input_format, skip_bad_lines=skip_bad_lines)
-    INSPECT_WRITERS[fmt](overview(loaded, top=top), sys.stdout)
+        rows, skipped = session_rows(_inputs(transcripts, o["subagents"], quiet, o), input_format, skip)
+    not_transcripts(skipped, _notify(quiet))
+    if not rows and skipped:
+        raise none_read(len(skipped))
+    SESSIONS_WRITERS[fmt](rows, sys.stdout)
 
 
 @main.command()

@@ -46,6 +46,7 @@ class Metric:
     #: a run, keeps fewer), "wide" where it fits, None in results.csv only
     table: Literal["essential", "verdict", "wide"] | None = "wide"
     signed: bool = False  # shown with its sign (a saving that can be negative)
+    short: str = ""  # its head where a terminal is narrow (the label, where empty)
 
     def of(self, sums: Mapping[str, float]) -> float:
         """The metric from the sums of its parts (one run's, or a corpus's)."""
@@ -79,7 +80,7 @@ class Metric:
 REGISTRY: list[Metric] = [
     Metric("cost_saving", "cost saving", "share", "higher", None, "cost_usd", "raw_cost_usd", complement=True,
            objective="cost", description="1 - cost / cost with no compaction, with prompt caching, over the runs",
-           table="essential", signed=True),
+           table="essential", signed=True, short="saving"),
     Metric("tokens_total", "tokens", "tokens", "lower", "relative", "tokens_total",
            description="input tokens sent over every call", table=None),
     Metric("cost_usd", "cost", "usd", "lower", "relative", "cost_usd",
@@ -88,7 +89,7 @@ REGISTRY: list[Metric] = [
            complement=True, objective="reduction", description="1 - tokens sent / tokens with no compaction"),
     Metric("retention", "retention", "share", "higher", "absolute", "refs_retained", "refs", empty=1.0,
            objective="retention", description="referenced tool results still intact where they are referenced",
-           table="verdict"),
+           table="verdict", short="retained"),
     Metric("recall", "recall", "share", "higher", "absolute", "probes_kept", "probes", empty=1.0,
            objective="recall", description="hindsight probes (what the agent later used) the contexts sent held",
            table="essential"),
@@ -96,9 +97,10 @@ REGISTRY: list[Metric] = [
            description="hindsight probes not in the contexts sent but in a persisted output they point to"),
     Metric("violations_introduced", "violations", "count", "lower", None, "violations_introduced",
            description="tool_use/tool_result pairing violations the policy introduced (the API rejects them)",
-           table="essential"),
+           table="essential", short="broken"),
     Metric("overflows", "overflows", "count", "lower", None, "overflows",
-           description="calls whose context is over the reactive window (the API refuses them)", table="verdict"),
+           description="calls whose context is over the reactive window (the API refuses them)", table="verdict",
+           short="overflow"),
     Metric("summaries", "summaries", "count", "lower", None, "summaries", description="summaries made"),
 ]
 

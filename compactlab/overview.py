@@ -203,3 +203,20 @@ def session_row(transcript: Transcript) -> dict[str, Any]:
         "compactions": len(transcript.compactions),
         "title": transcript.title,
     }
+
+
+def session_rows(files: list[str], input_format: str | None = None,
+                 skip_bad_lines: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
+    """``session_row`` of each file, and why each file that is no transcript was skipped (a file
+    a folder or several paths stood for: a stray package.json, a harness's own log)."""
+    from .transcripts import FolderFile, UnknownFormat, load_transcript
+
+    rows, skipped = [], []
+    for p in files:
+        try:
+            rows.append(session_row(load_transcript(p, input_format, skip_bad_lines=skip_bad_lines)))
+        except UnknownFormat as exc:
+            if not isinstance(p, FolderFile):
+                raise
+            skipped.append(exc.message)
+    return rows, skipped

@@ -189,7 +189,7 @@ def test_a_folder_file_that_is_no_transcript_is_skipped_and_said(cli, tmp_path):
                                                                       "--format", "csv")):
         r = cli(*args)
         assert r.exit_code == 0, r.stderr
-        assert "skipped 1 file(s) of the folder(s) that are not transcripts in a known format" in r.stderr
+        assert "skipped 1 file(s) that are not transcripts in a known format" in r.stderr
         assert "notes.json" not in r.stderr  # (with -v)
     assert "skipped " in cli("replay", folder, "--dry-run", "--format", "csv", "-v").stderr
     named = cli("replay", folder / "notes.json", "--dry-run")

@@ -177,8 +177,7 @@ def not_transcripts(skipped: list[str], notify: Notify) -> None:
     for line in skipped:
         notify(Detail(f"skipped {line}"), False)
     if skipped:
-        notify(f"skipped {len(skipped)} file(s) of the folder(s) that are not transcripts in a known format "
-               "(each with -v)", False)
+        notify(f"skipped {len(skipped)} file(s) that are not transcripts in a known format (each with -v)", False)
 
 
 def failures_said(failures: list, notify: Notify) -> None:
@@ -376,3 +375,53 @@ def run_in_parts(files: list[str], policies: list, settings: Settings, notify: N
         raise none_read(len(tally.skipped))
     done.total = (len(files) - len(tally.skipped)) * len(policies)
     return done, list(models), hashes
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Which sessions a command reads when given none, or given many (#47 §1, §2): ``--since``,
+    ``--until`` (``7d``, a date), and, with no path, ``--project`` and ``--harness``."""
+
+    since: str | None = None
+    until: str | None = None
+    project: str | None = None
+    harness: str | None = None
+
+    @classmethod
+    def of(cls, options: dict[str, Any]) -> "Finding":
+        return cls(*(options.get(k) for k in ("since", "until", "project", "harness")))
+
+
+def input_files(paths: tuple[str, ...] | list[str], subagents: bool, finding: Finding = Finding(),
+                notify: Notify = quietly) -> list[str]:
+    """The files a command reads: its paths (folders expanded, a glob no shell expanded matched),
+    kept by ``--since``/``--until``; with none, the user's own sessions from the harnesses' homes
+    (said in a first line: where, and how many in each). Of several files, one that is no
+    transcript is skipped and counted, as a folder's is."""
+    from ..transcripts import FolderFile, expand_inputs
+    from ..transcripts.homes import find, looked, when
+
+    f = finding
+    since = when(f.since, "--since") if f.since else None
+    until = when(f.until, "--until") if f.until else None
+    if not paths:
+        homes = find(since, until, f.project, f.harness)
+        notify(looked(homes), False)
+        local = [p for h in homes for p in h.kept]
+        if not local:
+            filtered = " with these filters" if any((f.since, f.until, f.project, f.harness)) else ""
+            raise UsageError(f"no sessions to read: none found in the harnesses' homes{filtered}",
+                             hint="give a session file or folder: compactlab replay session.jsonl")
+        return [FolderFile(p) for p in local]
+    if f.project or f.harness:
+        raise UsageError("--project and --harness choose among the sessions found without a path",
+                         hint="give no path, or leave them out")
+    files = expand_inputs(paths, subagents)
+    if since is not None or until is not None:
+        kept = [p for p in files if (since is None or os.path.getmtime(p) >= since)
+                and (until is None or os.path.getmtime(p) <= until)]
+        notify(f"--since/--until: {len(kept)} of {len(files)} file(s) last written then", False)
+        if not kept:
+            raise UsageError("no file was last written in that time", hint="widen --since/--until")
+        files = kept
+    return [p if isinstance(p, FolderFile) else FolderFile(p) for p in files] if len(files) > 1 else files

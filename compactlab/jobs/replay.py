@@ -85,7 +85,8 @@ def replay_prepared(first: str, reading: Reading, prepare: Callable[[], tuple[li
     builds the files' list and the settings (a command's policy takes a while to build; a big file
     is meanwhile read by a second process, where it is read so). An error of that file is raised
     after ``prepare``'s own, as if it had been opened in turn."""
-    opening = reading.opening(first) if not os.path.isdir(first) else None
+    # (a folder, a glob no shell expanded, or none given: nothing to start early)
+    opening = reading.opening(first) if first and os.path.isfile(first) else None
     problem: CompactlabError | None = None
     try:
         try:  # (reads only the first lines: the collector stays as start-up left it)

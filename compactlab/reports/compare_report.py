@@ -161,10 +161,12 @@ def write_verdict(v: Verdict, printer: Printer) -> None:
                         + (" (green: recommended; red: costs more somewhere, or breaks tool pairs)" if marked else ""))
     # (the columns the verdict's sentence cites stay on a narrow terminal; a name is never cut mid-word)
     essential = {"policy", *(m.label for m in table_metrics() if m.table in ("essential", "verdict"))}
-    longest = max((len(row[0]) for row in rows), default=6)
+    essential.add("costs more on")  # (what explains a red row stays before any decoration)
+    short = {m.label: m.short for m in table_metrics() if m.short}
+    short["costs more on"] = "costs more"
     for i, h in enumerate(head):
-        table.add_column(h, essential=h in essential, justify="left" if i == 0 else "right", overflow="fold",
-                         no_wrap=i > 0, min_width=min(longest, 40) if i == 0 else None)
+        table.add_column(h, essential=h in essential, justify="left" if i == 0 else "right", no_wrap=True,
+                         short=short.get(h), **({"cut": "middle"} if i == 0 else {}))
     for e, row in zip(v.entries, rows):
         style = "bold green" if e.label == v.recommended else "red" if e.costs_more or e.violations_introduced else None
         table.add_row(*row, style=style)

@@ -130,9 +130,13 @@ def sessions_json(rows: list[dict[str, Any]], out: TextIO) -> None:
 
 def sessions_table(rows: list[dict[str, Any]], out: TextIO) -> None:
     folder = os.path.commonpath([os.path.dirname(r["transcript"]) for r in rows]) if rows else ""
-    table = Table(title=f"{len(rows)} sessions in {folder}")
+    table = Table(title=f"{len(rows)} session(s) in {folder}")
     for col in ("session", "format", "MB", "calls", "tools", "rec. tokens", "compact."):
-        table.add_column(col, justify="left" if col in ("session", "format") else "right", overflow="fold")
+        if col == "session":  # (one line a session: a long name is cut in the middle, never wrapped)
+            table.add_column(col, cut="middle", no_wrap=True)
+        else:
+            table.add_column(col, justify="left" if col == "format" else "right", no_wrap=True,
+                             essential=col in ("format", "calls", "rec. tokens"))
     for r in rows:
         table.add_row(os.path.relpath(r["transcript"], folder) if folder else r["transcript"], r["format"], f"{r['bytes'] / 1e6:.2f}", f"{r['calls']:,}",
                       f"{r['tool_calls']:,}", f"{r['recorded_tokens']:,}", str(r["compactions"]))

@@ -13,15 +13,30 @@ from typing import Any, TextIO
 from .text import visible, visible_lines
 
 
+#: the fewest characters a name cut in the middle keeps
+CUT_LEAST = 16
+
+
+def _middle(text: str, width: int) -> str:
+    """``text`` in ``width`` characters: its start and end, an ellipsis between (never wrapped)."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+
+
 class Table:
     """A table as the writers describe it; :class:`Printer` renders it. Column options are rich's
-    (``justify``, ``style``, ``overflow``, ``min_width``, ``no_wrap``); plain text uses ``justify``."""
+    (``justify``, ``style``, ``overflow``, ``min_width``, ``no_wrap``), and ``cut="middle"``: on a
+    narrow terminal the column's long names are cut in the middle, before any column is left out;
+    plain text uses ``justify``."""
 
     def __init__(self, title: str = "", show_header: bool = True) -> None:
         self.title = visible(title)
         self.show_header = show_header
         self.columns: list[tuple[str, dict[str, Any]]] = []
         self.rows: list[tuple[tuple[str, ...], str | None]] = []
+        self.simple = False  # drawn with a rule under the header only (two spaces between columns)
 
     def add_column(self, header: str = "", essential: bool = True, **options: Any) -> None:
         """A column; ``essential`` False: left out of the compact layout of a narrow terminal."""
@@ -41,7 +56,7 @@ class Table:
         folded down to their ``min_width`` (else 8), plus borders and padding."""
         widths = [w if opts.get("no_wrap") else min(w, opts.get("min_width") or 8)
                   for w, (_, opts) in zip(self._widths(), self.columns)]
-        return sum(widths) + 3 * len(widths) + 1
+        return sum(widths) + (3 * len(widths) - 3 if self.simple else 3 * len(widths) + 1)
 
     def plain(self) -> str:
         """Aligned columns two spaces apart, a rule under the header, no trailing spaces."""
@@ -74,10 +89,48 @@ class Table:
             dropped = set(optional[-n:])
             keep = [i for i in range(len(self.columns)) if i not in dropped]
             t = Table(self.title, self.show_header)
+            t.simple = self.simple
             t.columns = [self.columns[i] for i in keep]
             t.rows = [(tuple(cells[i] for i in keep), style) for cells, style in self.rows]
             out.append(t)
         return out
+
+    def cut_to(self, width: int) -> "Table | None":
+        """The table with its ``cut`` columns' cells (a long name: ``cut="middle"``) shortened in
+        the middle, as little as it takes to be drawn in ``width``; None when cutting them to
+        ``CUT_LEAST`` characters is not enough (or it has none)."""
+        cut = [i for i, (_, opts) in enumerate(self.columns) if opts.get("cut")]
+        excess = self.narrowest_boxed() - width
+        if excess <= 0:
+            return self
+        if not cut:
+            return None
+        widths = self._widths()
+        room = {i: widths[i] - CUT_LEAST for i in cut if widths[i] > CUT_LEAST}
+        if sum(room.values()) < excess:
+            return None
+        target = dict(enumerate(widths))
+        for i in sorted(room, key=lambda i: -widths[i]):  # (the widest first)
+            take = min(room[i], excess)
+            target[i] -= take
+            excess -= take
+        t = Table(self.title, self.show_header)
+        t.simple = self.simple
+        t.columns = [(h, {**opts, "no_wrap": True} if i in room else opts) for i, (h, opts) in enumerate(self.columns)]
+        t.rows = [(tuple(_middle(c, target[i]) if i in room else c for i, c in enumerate(cells)), style)
+                  for cells, style in self.rows]
+        return t
+
+    def shortened(self) -> "Table | None":
+        """The table with the short headers its columns have (``short=``), drawn without vertical
+        rules: the last layout a narrow terminal tries before rows as lines (None: no short header)."""
+        if not any(opts.get("short") for _, opts in self.columns):
+            return None
+        t = Table(self.title, self.show_header)
+        t.columns = [(opts.get("short") or h, opts) for h, opts in self.columns]
+        t.rows = self.rows
+        t.simple = True
+        return t
 
     def stacked(self) -> list[tuple[str, str | None]]:
         """Each row as lines: its first cell, then "header: value" for the others (a terminal too
@@ -92,9 +145,14 @@ class Table:
     def rich(self) -> Any:
         from rich.table import Table as RichTable
 
-        table = RichTable(title=self.title or None, show_header=self.show_header, title_justify="left")
+        extra: dict[str, Any] = {}
+        if self.simple:
+            from rich import box
+
+            extra = {"box": box.SIMPLE_HEAD, "pad_edge": False, "show_edge": False}
+        table = RichTable(title=self.title or None, show_header=self.show_header, title_justify="left", **extra)
         for header, options in self.columns:
-            table.add_column(header, **{k: v for k, v in options.items() if k != "essential"})
+            table.add_column(header, **{k: v for k, v in options.items() if k not in ("essential", "cut", "short")})
         for cells, style in self.rows:
             table.add_row(*cells, style=style)
         return table
@@ -121,9 +179,12 @@ class Printer:
             self.out.write(table.plain())
             return
         width = self._console.width
-        if table.narrowest_boxed() <= width:
-            self._console.print(table.rich())
-        elif (fits := next((t for t in table.narrowed() if t.narrowest_boxed() <= width), None)) is not None:
+        short = table.shortened()
+        layouts = (table, *table.narrowed(), *((short, *short.narrowed()) if short is not None else ()))
+        # the widest layout that fits with every name whole, else with a long name cut in the middle
+        fits = next((t for t in layouts if t.narrowest_boxed() <= width), None) or next(
+            (c for t in layouts if (c := t.cut_to(width)) is not None), None)
+        if fits is not None:  # (the widest layout that fits, a long name cut in the middle before a column goes)
             self._console.print(fits.rich())
         else:
             for line, style in (table.compact() or table).stacked():

@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import InputError
 from . import anthropic_messages, claude_code, cline, codex, gemini_cli, mini_swe_agent, openai_chat, openhands, otlp, swe_agent
 from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream
-from .reader import Head, is_document, read_document, read_head
+from .reader import Head, UnknownFormat, is_document, read_document, read_head
 
 FORMATS: dict[str, ModuleType] = {
     m.NAME: m for m in (anthropic_messages, claude_code, codex, openai_chat, mini_swe_agent, swe_agent, openhands, otlp,
@@ -27,10 +27,6 @@ __all__ = ["FORMATS", "FolderFile", "RecordedCompaction", "UnknownFormat", "Tran
            "expand_inputs", "load_transcript", "open_transcript", "skipped_subagents", "subagent_sessions"]
 
 SESSION_GLOBS = ("*.jsonl", "*.jsonl.gz", "*.jsonl.zst", "*.json", "*.traj")
-
-
-class UnknownFormat(InputError):
-    """A file whose content fits no known format."""
 
 
 class FolderFile(str):
@@ -106,7 +102,8 @@ def _load(fmt: ModuleType, path: str, options: dict[str, object]) -> Transcript:
 
 
 def expand_inputs(paths: list[str] | tuple[str, ...], subagents: bool = False) -> list[str]:
-    """Files as given; a folder stands for the session files directly in it or, where it has
+    """Files as given (a glob no shell expanded, ``dir/*.jsonl``, stands for the files it matches);
+    a folder stands for the session files directly in it or, where it has
     none, in the folders directly in it (``~/.claude/projects/`` holds a folder per project), or
     else the Codex rollouts in its date folders (``~/.codex/sessions/YYYY/MM/DD/``). A
     Claude Code subagent's session (a ``subagents/`` folder beside its main session) is included
@@ -138,6 +135,14 @@ def _expand(paths: list[str] | tuple[str, ...], subagents: bool) -> tuple[list[s
     out: list[str] = []
     found_agents: list[str] = []
     for p in paths:
+        if not os.path.exists(p) and any(c in p for c in "*?["):  # a glob no shell expanded ('dir/*.jsonl')
+            import glob
+
+            matched = sorted(f for f in glob.glob(os.path.expanduser(p), recursive=True) if os.path.isfile(f))
+            if not matched:
+                raise InputError(f"{p}: no file matches", hint="quote a pattern only to let compactlab expand it")
+            out.extend(FolderFile(f) for f in matched)
+            continue
         if not os.path.isdir(p):
             out.append(p)
             continue

@@ -21,6 +21,11 @@ from ..errors import BadLineError, InputError
 from ..plumbing.files import MAX_BLANK_LINES, max_document_bytes, max_line_bytes, open_regular, zst_problem
 from .messages import build_entry
 
+
+class UnknownFormat(InputError):
+    """A file whose content fits no known format (a folder's README, a harness's own log): of
+    several inputs, skipped and counted."""
+
 BUFFER = 1 << 20
 MAX_DEPTH = 200
 
@@ -293,7 +298,7 @@ def read_head(path: str, limit: int = 64) -> Head:
         raise InputError(f"{path}: empty file, no transcript lines")
     head = Head(lines, end, None if path.endswith((".gz", ".zst")) else offset)
     if not head.objects:
-        raise InputError(f"{path}: not a transcript: none of its first lines is a JSON object ({first_problem})")
+        raise UnknownFormat(f"{path}: not a transcript: none of its first lines is a JSON object ({first_problem})")
     return head
 
 

@@ -1,0 +1,148 @@
+"""Your sessions, found (#47 §1): where each harness compactlab reads keeps its sessions, as its own
+documentation (or code) says, and the sessions there, filtered by time, project and harness.
+
+- **Claude Code**: ``projects/<project>/*.jsonl`` under each folder of ``$CLAUDE_CONFIG_DIR``
+  (a comma-separated list), else under ``~/.config/claude`` and ``~/.claude`` (as ccusage looks);
+  a session's project is its folder's name (the working folder, its ``/`` made ``-``).
+- **Codex CLI**: ``sessions/YYYY/MM/DD/rollout-*.jsonl`` under ``$CODEX_HOME``, else ``~/.codex``;
+  a session's project is the working folder its first line records.
+- **Gemini CLI**: ``~/.gemini/tmp/<project hash>/chats/session-*.json`` (or ``.jsonl``); a
+  session's project is its project folder's name.
+- **Cline, Roo Code, Kilo Code**: ``tasks/<task id>/api_conversation_history.json`` in the VS Code
+  extension's global storage (VS Code, its Insiders build, VSCodium and Cursor; on Linux under
+  ``~/.config``, on macOS under ``~/Library/Application Support``).
+
+OpenCode keeps its sessions as parts in a store of its own, which compactlab does not read.
+
+``--since`` and ``--until`` (``7d``, ``12h``, ``2w``, or a date ``2026-11-01``) keep the sessions
+last written in that time, ``--project NAME`` those whose project holds NAME, ``--harness NAME``
+those of one harness.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UsageError
+
+HARNESSES = ("claude-code", "codex", "gemini-cli", "cline", "roo", "kilo")
+#: the VS Code extensions that keep Cline-format task histories, by harness
+_EXTENSIONS = {"cline": "saoudrizwan.claude-dev", "roo": "rooveterinaryinc.roo-cline", "kilo": "kilocode.kilo-code"}
+#: the VS Code builds whose global storage is searched
+_EDITORS = ("Code", "Code - Insiders", "VSCodium", "Cursor")
+
+
+@dataclass
+class Home:
+    """Where one harness keeps its sessions, and the sessions found there (before and after the
+    filters)."""
+
+    harness: str
+    path: str
+    found: int = 0
+    kept: list[str] = field(default_factory=list)
+
+
+def homes(env: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
+    """Each harness's session folders on this machine (those that exist), in ``HARNESSES`` order."""
+    env = os.environ if env is None else env
+    home = Path(env.get("HOME") or Path.home())
+    out: list[tuple[str, Path]] = []
+    claude = [Path(p.strip()).expanduser() for p in env.get("CLAUDE_CONFIG_DIR", "").split(",") if p.strip()]
+    for root in claude or [home / ".config" / "claude", home / ".claude"]:
+        out.append(("claude-code", root / "projects"))
+    out.append(("codex", Path(env.get("CODEX_HOME") or home / ".codex").expanduser() / "sessions"))
+    out.append(("gemini-cli", home / ".gemini" / "tmp"))
+    storage = [home / ".config", home / "Library" / "Application Support"]
+    for harness, extension in _EXTENSIONS.items():
+        for base in storage:
+            for editor in _EDITORS:
+                out.append((harness, base / editor / "User" / "globalStorage" / extension / "tasks"))
+    return [(h, p) for h, p in out if p.is_dir()]
+
+
+def _sessions(harness: str, root: Path) -> list[tuple[Path, str]]:
+    """The session files of one home, each with its project."""
+    if harness == "claude-code":
+        return [(f, f.parent.name) for f in sorted(root.glob("*/*.jsonl")) if f.is_file()]
+    if harness == "codex":
+        return [(f, _codex_project(f)) for f in sorted(root.glob("*/*/*/rollout-*.jsonl*")) if f.is_file()]
+    if harness == "gemini-cli":
+        return [(f, f.parent.parent.name) for pattern in ("*/chats/session-*.json", "*/chats/session-*.jsonl")
+                for f in sorted(root.glob(pattern)) if f.is_file()]
+    return [(f, f.parent.name) for f in sorted(root.glob("*/api_conversation_history.json")) if f.is_file()]
+
+
+def _codex_project(path: Path) -> str:
+    """The working folder a Codex rollout's first line (its session_meta) records ("" if none)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.readline(65536)
+    except OSError:
+        return ""
+    m = re.search(rb'"cwd"\s*:\s*"([^"]*)"', head)
+    return m.group(1).decode("utf-8", "replace") if m else ""
+
+
+_SPAN = re.compile(r"^(\d+)\s*([mhdw])$")
+_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def when(text: str, option: str, now: float | None = None) -> float:
+    """A time given as ``7d``/``12h``/``30m``/``2w`` ago or as a date ``YYYY-MM-DD`` (local midnight)."""
+    now = time.time() if now is None else now
+    t = text.strip().lower()
+    m = _SPAN.match(t)
+    if m:
+        return now - int(m.group(1)) * _UNITS[m.group(2)]
+    try:
+        return time.mktime(time.strptime(t, "%Y-%m-%d"))
+    except ValueError:
+        raise UsageError(f"{option} {text!r}: not a time", hint=f"e.g. {option} 7d, 12h, 2w or 2026-11-01") from None
+
+
+def find(since: float | None = None, until: float | None = None, project: str | None = None,
+         harness: str | None = None, env: Mapping[str, str] | None = None) -> list[Home]:
+    """Every harness home of this machine with the sessions in it that pass the filters."""
+    if harness is not None and harness not in HARNESSES:
+        raise UsageError(f"--harness {harness!r}: not one compactlab reads", hint=f"one of {', '.join(HARNESSES)}")
+    out: list[Home] = []
+    for name, root in homes(env):
+        if harness is not None and name != harness:
+            continue
+        found = _sessions(name, root)
+        home = Home(name, str(root), len(found))
+        for path, proj in found:
+            if project is not None and project.lower() not in proj.lower():
+                continue
+            if since is not None or until is not None:
+                try:
+                    mtime = path.stat().st_mtime
+                except OSError:
+                    continue
+                if (since is not None and mtime < since) or (until is not None and mtime > until):
+                    continue
+            home.kept.append(str(path))
+        out.append(home)
+    return out
+
+
+def looked(found: list[Home], env: Mapping[str, str] | None = None) -> str:
+    """The line that says where compactlab looked and what it found in each place."""
+    env = os.environ if env is None else env
+    home = str(env.get("HOME") or Path.home())
+
+    def short(p: str) -> str:
+        return "~" + p[len(home):] if home and p.startswith(home + os.sep) else p
+
+    if not found:
+        return "no sessions: none of the harnesses' homes is on this machine (~/.claude/projects, ~/.codex/sessions, " \
+               "~/.gemini/tmp, the Cline/Roo task folders)"
+    parts = [f"{short(h.path)} ({h.harness}): {len(h.kept)}" + (f" of {h.found}" if len(h.kept) != h.found else "")
+             for h in found]
+    return f"sessions found: {sum(len(h.kept) for h in found)}, in " + "; ".join(parts)

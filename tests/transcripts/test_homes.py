@@ -1,0 +1,131 @@
+"""Your sessions with no path to type (#47 §1, §2): the harnesses' homes in a temporary HOME, their
+filters, and many paths (globs a shell did not expand, files that are no transcript) taken alike."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import orjson
+import pytest
+
+from compactlab.transcripts.homes import find, looked, when
+from helpers import SAMPLES, ClaudeCodeSession
+
+
+def _codex(path, cwd: str) -> None:
+    def item(payload):
+        return {"timestamp": "2026-11-27T10:00:00.000Z", "type": "response_item", "payload": payload}
+
+    lines = [{"timestamp": "t", "type": "session_meta", "payload": {"id": "s1", "cwd": cwd}},
+             {"timestamp": "t", "type": "turn_context", "payload": {"model": "gpt-5.3-codex"}},
+             item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "list it"}]}),
+             item({"type": "function_call", "name": "shell", "arguments": "{\"cmd\": \"ls\"}", "call_id": "c1"}),
+             item({"type": "function_call_output", "call_id": "c1", "output": "a.py"}),
+             item({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]})]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A HOME holding a Claude Code, a Codex, a Gemini CLI and a Cline session (and a Gemini log,
+    which is no transcript); the Codex one last written ten days ago."""
+    h = tmp_path / "home"
+    s = ClaudeCodeSession().user("go").assistant("a1", {"type": "tool_use", "id": "t1", "name": "Bash",
+                                                        "input": {"command": "ls"}}).result("t1", "a.py")
+    s.assistant("a2", {"type": "text", "text": "done"})
+    project = h / ".claude" / "projects" / "-home-me-webshop"
+    project.mkdir(parents=True)
+    s.write(project / "s1.jsonl")
+    rollout = h / ".codex" / "sessions" / "2026" / "11" / "17" / "rollout-2026-11-17T10-00-00-abc.jsonl"
+    _codex(rollout, "/home/me/billing")
+    old = time.time() - 10 * 86400
+    os.utime(rollout, (old, old))
+    chats = h / ".gemini" / "tmp" / "ab12" / "chats"
+    chats.mkdir(parents=True)
+    doc = {"sessionId": "g1", "projectHash": "ab12", "startTime": "2026-11-27T00:00:00Z",
+           "lastUpdated": "2026-11-27T00:00:00Z",
+           "messages": [{"id": "u1", "timestamp": "2026-11-27T00:00:01Z", "type": "user", "content": "hi"},
+                        {"id": "g1", "timestamp": "2026-11-27T00:00:02Z", "type": "gemini", "content": "hello",
+                         "tokens": {"input": 10, "output": 2, "cached": 0, "total": 12}, "model": "gemini-3-flash"}]}
+    (chats / "session-2026-11-27.json").write_text(json.dumps(doc))
+    (chats.parent / "logs.json").write_text("[]")
+    task = h / ".config" / "Code" / "User" / "globalStorage" / "saoudrizwan.claude-dev" / "tasks" / "1767225600000"
+    task.mkdir(parents=True)
+    (task / "api_conversation_history.json").write_text(json.dumps(
+        [{"role": "user", "content": [{"type": "text", "text": "fix"}]},
+         {"role": "assistant", "content": [{"type": "text", "text": "fixed"}]}]))
+    monkeypatch.setenv("HOME", str(h))
+    for v in ("CLAUDE_CONFIG_DIR", "CODEX_HOME"):
+        monkeypatch.delenv(v, raising=False)
+    return h
+
+
+def test_inspect_with_no_path_lists_the_sessions_of_every_harness(cli, home):
+    r = cli("inspect", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    formats = sorted(s["format"] for s in json.loads(r.stdout)["sessions"])
+    assert formats == ["claude-code", "cline", "codex", "gemini-cli"]
+    assert "sessions found: 4, in ~/.claude/projects (claude-code): 1; ~/.codex/sessions (codex): 1; " \
+           "~/.gemini/tmp (gemini-cli): 1" in r.stderr
+    assert "(cline): 1" in r.stderr
+
+
+@pytest.mark.parametrize("args, formats", [
+    (("--harness", "codex"), ["codex"]),
+    (("--project", "webshop"), ["claude-code"]),
+    (("--project", "BILLING"), ["codex"]),  # (a Codex session's project: the working folder it recorded)
+    (("--since", "7d"), ["claude-code", "cline", "gemini-cli"]),
+    (("--until", "7d"), ["codex"]),
+])
+def test_the_filters(cli, home, args, formats):
+    r = cli("inspect", *args, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert sorted(s["format"] for s in json.loads(r.stdout)["sessions"]) == formats
+
+
+def test_the_homes_the_environment_names(home, tmp_path, monkeypatch):
+    other = tmp_path / "elsewhere"
+    (other / "projects" / "p").mkdir(parents=True)
+    (other / "projects" / "p" / "s.jsonl").write_bytes((home / ".claude" / "projects" / "-home-me-webshop" /
+                                                        "s1.jsonl").read_bytes())
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", f"{other}, {tmp_path / 'missing'}")
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "no-codex"))
+    found = {h.harness: h for h in find()}
+    assert found["claude-code"].path == str(other / "projects") and "codex" not in found
+    assert "sessions found: 3" in looked(find())
+
+
+def test_no_sessions_and_bad_filters_are_said(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    r = cli("compare", "--dry-run")
+    assert r.exit_code == 2 and "no sessions to read" in r.stderr and "hint: give a session file" in r.stderr
+    assert cli("inspect", "--since", "soon").exit_code == 2
+    bad = cli("replay", SAMPLES / "synth-small.jsonl", "--project", "x", "--dry-run")
+    assert bad.exit_code == 2 and "--project and --harness choose among the sessions found without a path" in bad.stderr
+    assert when("2d", "--since", now=1_000_000.0) == 1_000_000.0 - 2 * 86400
+
+
+def test_replay_and_check_read_the_sessions_found(cli, home, tmp_path):
+    r = cli("replay", "--harness", "claude-code", "--dry-run", "-p", "none")
+    assert r.exit_code == 0, r.stderr
+    baseline = tmp_path / "b.json"
+    assert cli("check", "--since", "7d", "--baseline", baseline, "--update-baseline", "-q").exit_code == 0
+    assert len(json.loads(baseline.read_text())["records"]) >= 3
+
+
+def test_many_paths_globs_and_a_file_that_is_no_transcript(cli, tmp_path, monkeypatch):
+    """(#47 §2) inspect takes many paths, a glob no shell expanded, and skips (counts) what is not a
+    transcript, as replay and compare do."""
+    monkeypatch.chdir(SAMPLES.parent)
+    r = cli("inspect", "sample_transcripts/synth-s*.jsonl", "sample_transcripts/README.md", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert [os.path.basename(s["transcript"]) for s in json.loads(r.stdout)["sessions"]] == ["synth-small.jsonl"]
+    assert "skipped 1 file(s) that are not transcripts in a known format" in r.stderr
+    for command in (("replay", "--dry-run", "-q"), ("compare", "--dry-run", "-q", "--charts", "none")):
+        done = cli(command[0], "sample_transcripts/manual-*.jsonl", "sample_transcripts/README.md", *command[1:])
+        assert done.exit_code == 0, done.stderr
+    missing = cli("inspect", "nothing/*.jsonl")
+    assert missing.exit_code == 2 and "no file matches" in missing.stderr
