@@ -186,12 +186,12 @@ def write_table(c: Comparison, out: TextIO) -> None:
     table = Table(title=f"{len(df)} runs")
     names = [os.path.basename(t) for t in df["transcript"]]
     labels = [_label(r, sweep_keys) for _, r in df.iterrows()]
-    table.add_column("transcript", overflow="fold", min_width=min(max(map(len, names), default=10), 40))
-    table.add_column("policy", overflow="fold", min_width=min(max(map(len, labels), default=6), 40))
+    table.add_column("transcript", no_wrap=True, cut="middle", short="session")
+    table.add_column("policy", no_wrap=True, cut="middle")
     shown = table_metrics()
     table.add_column("cost, no compaction", essential=False, justify="right", no_wrap=True)
     for m in shown:
-        table.add_column(m.label, essential=m.table == "essential", justify="right", no_wrap=True)
+        table.add_column(m.label, essential=m.table == "essential", justify="right", no_wrap=True, short=m.short or None)
     for _, r in df.iterrows():
         more = costs_more_than_none(r)
         table.add_row(os.path.basename(r["transcript"]), _label(r, sweep_keys), f"${r['raw_cost_usd']:,.4f}",

@@ -1,0 +1,78 @@
+"""What a terminal shows (#47 §3), on a real pseudo-terminal at 60, 80, 100 and 160 columns: compare's
+verdict for six presets and inspect of many sessions, compared with committed captures
+(``tests/reports/screens/``; ``UPDATE_SCREENS=1`` rewrites them after an intended change)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import struct
+import subprocess
+import sys
+import termios
+
+import pytest
+
+from helpers import ROOT, SAMPLES
+
+SCREENS = ROOT / "tests" / "reports" / "screens"
+PRESETS = ["s08", "claude-code", "codex", "observation-masking", "opencode", "gemini-cli"]
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def on_terminal(args: list[str], columns: int) -> str:
+    """What ``compactlab ARGS`` writes to a terminal ``columns`` wide (its standard output; the
+    status lines of standard error are not part of the screen compared)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    env = {**os.environ, "COLUMNS": str(columns), "LINES": "50", "TERM": "xterm-256color", "NO_COLOR": "1",
+           "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "compactlab", *args], stdout=slave, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL, env=env, cwd=ROOT)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # (the other end closed: Linux says EIO)
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert proc.wait(timeout=120) == 0
+    text = _ANSI.sub("", b"".join(chunks).decode("utf-8")).replace("\r\n", "\n")
+    return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+
+def matches(name: str, text: str) -> None:
+    path = SCREENS / name
+    if os.environ.get("UPDATE_SCREENS") == "1" and not os.environ.get("CI"):
+        SCREENS.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.is_file(), f"no capture {path.name}: run with UPDATE_SCREENS=1"
+    assert text == path.read_text(), f"{name} differs from its capture"
+
+
+@pytest.mark.parametrize("columns", [60, 80, 100, 160])
+def test_compare_of_six_presets(columns):
+    args = ["compare", str(SAMPLES / "synth-small.jsonl"), str(SAMPLES / "manual-compact.jsonl"),
+            *[a for p in PRESETS for a in ("-p", p)], "--dry-run", "-q", "--charts", "none"]
+    text = on_terminal(args, columns)
+    matches(f"compare-{columns}.txt", text)
+    assert max(len(line) for line in text.splitlines()) <= columns
+    if columns >= 80:  # the verdict, one row a policy, and its sentence: one screen
+        verdict = text.split("\nOverflows judged")[0].split("\n2 transcript")[0]
+        assert len(verdict.splitlines()) <= 24, verdict
+        assert all(any(p[:8] in line for line in verdict.splitlines()) for p in PRESETS)
+
+
+@pytest.mark.parametrize("columns", [60, 80, 100, 160])
+def test_inspect_of_many_sessions_is_a_line_each(columns):
+    text = on_terminal(["inspect", str(SAMPLES)], columns)
+    matches(f"inspect-{columns}.txt", text)
+    rows = [line for line in text.splitlines() if ".jsonl" in line or "…" in line]
+    assert len(rows) == len(list(SAMPLES.glob("*.jsonl")))
+    assert max(len(line) for line in text.splitlines()) <= columns
