@@ -321,7 +321,7 @@ def test_inspect_of_a_folder_skips_a_stray_file_that_is_no_transcript(cli, tmp_p
     (tmp_path / "package.json").write_text('{"name": "x", "version": "1.0.0"}')
     r = cli("inspect", tmp_path)
     assert r.exit_code == 0, r.output
-    assert "s.jsonl" in r.stdout and "skipped 1 file(s) of the folder(s)" in r.stderr
+    assert "s.jsonl" in r.stdout and "skipped 1 file(s) that are not transcripts" in r.stderr
     (tmp_path / "s.jsonl").unlink()
     r = cli("inspect", tmp_path)
     assert r.exit_code == 2 and "no file of the folder(s) is a transcript" in r.stderr

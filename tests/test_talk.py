@@ -8,7 +8,7 @@ import os
 import sys
 
 from corpus.test_calibration_default import with_usage
-from helpers import write_jsonl
+from helpers import SAMPLES, write_jsonl
 
 
 def corpus(tmp_path, n=3):
@@ -199,3 +199,22 @@ def test_a_folder_file_that_is_no_transcript_is_skipped_and_said(cli, tmp_path):
     (only / "notes.json").write_text("{}")
     r = cli("compare", only, "-p", "s08", "--dry-run")
     assert r.exit_code == 2 and "no file of the folder(s) is a transcript in a known format" in r.stderr
+
+
+def test_the_first_screen_says_what_the_policy_is_and_leaves_out_what_is_zero(cli):
+    """(#47 §5) A preset is named with what it does; 'saved transcripts 1 (0 written)' is not shown."""
+    r = cli("replay", SAMPLES / "manual-compact.jsonl", "--dry-run")
+    assert r.exit_code == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert "× s08 (The default: persists big outputs" in first and "fingerprint" in first
+    assert "saved transcripts" not in r.stdout
+
+
+def test_an_implausible_calibration_is_a_warning_with_its_cause():
+    from compactlab.corpus.calibration import Calibration, implausible
+
+    low = Calibration(100, 0.64, 0.05, 13, "recorded usage")
+    assert "0.64 characters a token, outside 2–6" in implausible(low) and "left out" in implausible(low)
+    assert implausible(Calibration(100, 7.5, 0.05, 13, "recorded usage")).startswith("the fit")
+    assert implausible(Calibration(100, 3.2, 0.05, 13, "recorded usage")) is None
+    assert implausible(Calibration(100, 0.5, None, 0, "policy")) is None  # (not a fit: nothing to doubt)

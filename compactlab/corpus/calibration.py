@@ -159,3 +159,19 @@ def calibrate(transcript: Transcript, sent: list[int] | None = None) -> Calibrat
         raise InputError(f"{transcript.path}: a Claude Code compaction summarizer call is not self-contained; "
                          "calibrate on its main session instead")
     return fit(sent_chars(transcript) if sent is None else sent, recorded_tokens(transcript))
+
+
+#: the characters a token that real text and JSON take: a fit outside is suspect (#47 §5)
+PLAUSIBLE_CHARS_PER_TOKEN = (2.0, 6.0)
+
+
+def implausible(cal: Calibration) -> str | None:
+    """Why a fit's characters a token is not to be trusted, with its likely cause (None: plausible)."""
+    lo, hi = PLAUSIBLE_CHARS_PER_TOKEN
+    if cal.source != "recorded usage" or lo <= cal.chars_per_token <= hi:
+        return None
+    cause = ("its recorded usage counts more than the messages it holds (content the recording left out, or usage "
+             "summed over calls)") if cal.chars_per_token < lo else (
+        "it holds text the model was not sent, or its usage leaves out part of the prompt")
+    return (f"the fit to its recorded usage is {cal.chars_per_token} characters a token, outside {lo:g}–{hi:g}: "
+            f"{cause}; its token figures are suspect")

@@ -273,8 +273,15 @@ def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
                     f"{f'{broken} violation(s), within --max-violations,' if broken else 'no violation'} and no "
                     f"overflow; its policy is policies/front-{lead:02d}.toml.")
     else:
-        text.append(f"No point beats {result.base} as it is ({said(base)}) on every objective at once: choose by "
-                    f"the trade-off, e.g. front point 1 ({_values(result.front[0])}: {said(result.front[0])}).")
+        text.append(f"No point beats {result.base} as it is ({said(base)}) on every objective at once.")
+        safe = [q for q in result.front if guarded(q)]
+        if safe:  # (the trade-off to suggest: of those that keep what the agent used, the one that saves most)
+            q = max(safe, key=lambda q: tuple(q.scores[o] for o in objs))
+            text.append(f"Of the points that keep recall and retention above the floor of {_pct(floor)}, front point "
+                        f"{result.front.index(q) + 1} ({_values(q)}) saves the most: {said(q)}.")
+        else:
+            text.append(f"None of them keeps recall and retention above the floor of {_pct(floor)} (no compaction "
+                        "keeps all): keep the base, or widen the space.")
     if not base.feasible:
         text.append(f"{result.base} as it is introduces a violation or overflows a window.")
     if "recall" in objs and not base.scores.get("probes"):

@@ -9,7 +9,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..corpus.calibration import MIN_CALLS, Calibration, by_default, calibrate as fit_calibration, short, usable_calls
+from ..corpus.calibration import MIN_CALLS, Calibration, by_default, calibrate as fit_calibration, implausible, short, \
+    usable_calls
 from ..engine.feeds import Opening
 from ..engine.cost.prices import ModelPrices, PriceTable, load_prices
 from ..plumbing.files import shown
@@ -264,6 +265,8 @@ def calibrations_for(sources: list, calibrate: bool | None, notify: Notify = qui
             line = (f"{shown(t.path)}: calibrated: {cal.overhead_tokens:,} overhead tokens + chars / "
                     f"{cal.chars_per_token} (mape {cal.mape:.3f} over {cal.calls} calls)")
             notify(Detail(line) if (many if details is None else details) else line, False)
+            if (odd := implausible(cal)) is not None:
+                notify(f"warning: {shown(t.path)}: {odd}", False)
         out.append(cal)
     if tally is not None:
         tally.estimated += estimated

@@ -63,9 +63,16 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
     out_dir = settings.out_dir or os.path.join("reports", "tune")
     objectives = parse_objectives(spec.objectives)
     params = parse_space(spec.spaces, spec.base, spec.overrides)
-    for line in inert_keys(load_policy(spec.base, spec.overrides),
-                           [s.partition("=")[0] for s in (*spec.overrides, *spec.spaces)]):
-        notify(f"warning: {line}", True)  # (a search over a key that cannot change anything: said even with -q)
+    base = load_policy(spec.base, spec.overrides)
+    for line in inert_keys(base, [s.partition("=")[0] for s in spec.overrides]):
+        notify(f"warning: {line}", True)
+    inert = {p.key for p in params if inert_keys(base, [p.key])}
+    for line in inert_keys(base, sorted(inert)):  # (a search over a key that cannot change anything: said even with
+        notify(f"warning: {line}; left out of the search", True)  # -q, and never in the front)
+    params = [p for p in params if p.key not in inert]
+    if not params:
+        raise UsageError("--space: every key searched changes nothing in " + base.name,
+                         hint="turn its layer on (--set LAYER.enabled=true) or search another key")
     site = StudySite(out_dir, spec.resume, settings.force, files)  # checked; nothing made until the base policy has run
     with ExitStack() as stack:
         if settings.executor or not can_fork():  # a cluster (its workers read the files where they can), or no

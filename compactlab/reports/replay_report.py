@@ -94,9 +94,9 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
         ("context window (judged on)", s.window_source),
         ("overflows", f"{s.overflows:,}"),
         ("violations introduced / inherited", f"{s.violations_introduced} / {s.violations_inherited}"),
-        ("saved transcripts", f"{len(s.saved_transcripts)}" + (
-            f" ({sum(1 for t in s.saved_transcripts if t['path'])} written)" if s.saved_transcripts else "")),
     ]
+    if any(t["path"] for t in s.saved_transcripts):  # (those a summary replaced, written with --write-transcripts)
+        rows.append(("saved transcripts", f"{sum(1 for t in s.saved_transcripts if t['path'])} written"))
     if s.recorded_input_cost_usd is not None:
         if s.cache_ledger:  # like with like: the run sent what the recording sent
             ledger = s.cache_ledger  # over the calls that recorded usage
@@ -148,7 +148,9 @@ def costs_more(run: Run) -> str | None:
 def write_table(run: Run, out: TextIO) -> None:
     s = run.summary
     printer = Printer(out)
-    table = Table(title=f"{title_of(s.transcript)} × {s.policy} ({s.fingerprint})", show_header=False)
+    brief = (run.policy or {}).get("brief") or ""
+    table = Table(title=f"{title_of(s.transcript)} × {s.policy}" + (f" ({brief.rstrip('.')})" if brief else "")
+                        + f" · fingerprint {s.fingerprint}", show_header=False)
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right", overflow="fold")
     dearer = costs_more(run)

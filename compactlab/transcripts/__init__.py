@@ -86,6 +86,7 @@ def open_transcript(path: str, input_format: str | None = None, load: bool = Tru
 
 def load_transcript(path: str, input_format: str | None = None, **options: object) -> Transcript:
     """Load a transcript file, detecting its format from its content unless ``input_format`` names one."""
+    path = str.__str__(path)  # (a FolderFile's mark is the caller's: the transcript's path is a plain string)
     return _load(_format(path, input_format, options), path, options)
 
 

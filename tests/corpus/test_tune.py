@@ -468,3 +468,34 @@ def test_a_study_damaged_at_random_is_refused_or_resumed_never_an_internal_error
     assert "internal error" not in r.stderr and "Traceback" not in r.stderr
     if r.exit_code == 2:
         assert hashlib.md5(journal.read_bytes()).hexdigest() == before, how
+
+
+def test_the_suggestion_passes_the_floors_or_says_none_does():
+    """(#47 §4) With no point better on every objective, the suggestion is the point that saves most
+    of those that keep recall and retention above the floor, never the lowest-recall one."""
+    from compactlab.corpus.tune import Point, TuneResult, recommend
+
+    def point(n, cost, recall):
+        return Point(n, {"summary.trigger": n}, {"cost": cost, "recall": recall, "retention": 1.0, "violations": 0})
+
+    base = point(-1, 0.30, 0.99)
+    front = [point(1, 0.45, 0.627), point(2, 0.335, 0.952), point(3, 0.31, 0.97)]
+    text = recommend(TuneResult("s08", [], ["cost", "recall"], base, front, front))
+    assert "front point 2 (summary.trigger=2) saves the most" in text and "front point 1" not in text
+    low = [point(1, 0.45, 0.6), point(2, 0.40, 0.7)]
+    text = recommend(TuneResult("s08", [], ["cost", "recall"], base, low, low))
+    assert "None of them keeps recall and retention above the floor of 95.0%" in text
+
+
+def test_a_key_that_changes_nothing_is_left_out_of_the_search(cli, tmp_path):
+    """(#47 §4) goose has no micro layer: --space micro.keep_recent is said and left out; the front
+    lists only the keys searched; with nothing left to search, exit 2."""
+    out = tmp_path / "t"
+    r = cli("tune", SMALL_SAMPLE, "-p", "goose", "--space", "micro.keep_recent=1:5", "--space", "summary.trigger=20000:60000",
+            "--trials", "2", "--out", out, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert "micro.keep_recent changes nothing" in r.stderr and "left out of the search" in r.stderr
+    doc = json.loads((out / "front.json").read_text())
+    assert all("micro.keep_recent" not in p for p in doc["front"]) and len(doc["space"]) == 1
+    bad = cli("tune", SMALL_SAMPLE, "-p", "goose", "--space", "micro.keep_recent=1:5", "--out", tmp_path / "b", "-q")
+    assert bad.exit_code == 2 and "every key searched changes nothing" in bad.stderr

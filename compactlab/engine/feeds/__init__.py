@@ -38,7 +38,8 @@ class Opening:
     def __init__(self, path: str, input_format: str | None = None, *, skip_bad_lines: bool = False,
                  stream: bool = True, whole_if_usage: bool = False, probes: bool = True,
                  write_cache: bool = True) -> None:
-        self.path, self.input_format, self.skip_bad_lines = path, input_format, skip_bad_lines
+        # (a FolderFile's mark is the caller's: what is read and reported is the plain path)
+        self.path, self.input_format, self.skip_bad_lines = str.__str__(path), input_format, skip_bad_lines
         self.stream, self.whole_if_usage = stream, whole_if_usage
         #: look for the hindsight probes (a replay of a policy that never acts cannot lose one;
         #: COMPACTLAB_PROBES=0 skips them for any policy: recall is then not measured)
