@@ -610,6 +610,8 @@ class ProbeMemo:
 
 def _as_sent(text: str) -> str:
     """``text`` as a message's compact JSON holds it (a phrase's quote or backslash escaped)."""
+    if text.isprintable() and '"' not in text and "\\" not in text:
+        return text  # (most probes: nothing JSON escapes)
     return orjson.dumps(text).decode()[1:-1]
 
 
