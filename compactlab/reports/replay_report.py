@@ -179,8 +179,9 @@ def write_table(run: Run, out: TextIO) -> None:
     manual_calls = {c.call for c in run.calls if c.manual}
     if run.policy.get("manual", {}).get("mode") == "before_results" and any(
             v["kind"] == "orphan_tool_result" and v["call"] in manual_calls for v in introduced):
-        printer.text("(the manual compaction of seed 000 summarises before the tool results are appended, so the "
-                     "compact call's result is orphaned by design; --set manual.mode=after_results avoids it)")
+        printer.text("(this policy's manual compaction, as the s08 design has it, summarises before the tool results "
+                     "are appended, so the compact call's result is orphaned by design; --set "
+                     "manual.mode=after_results avoids it)")
 
 
 #: compaction events replay prints (the ones that lost most of what the agent later used)
@@ -375,7 +376,7 @@ def _recall(s: RunSummary) -> str:
         return ("not measured (COMPACTLAB_PROBES=0)" if os.environ.get("COMPACTLAB_PROBES") == "0"
                 else "not measured (a policy that never acts keeps every probe: 1.000 by construction)")
     if not s.probes:
-        return "1.000 (0 probes)"
+        return "nothing to measure: no reply used a string it had read in a tool result"
     text = f"{s.recall:.3f} ({s.probes_kept:,} of {s.probes:,} kept"
     return text + (f"; {s.probes_recoverable:,} more recoverable from persisted outputs)" if s.probes_recoverable else ")")
 
