@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 
 import pytest
 
@@ -48,6 +49,20 @@ def fake(monkeypatch, tmp_path):
     api.session = session
     yield api
     srv.shutdown()
+
+
+@contextmanager
+def _serving(transcripts: list, monkeypatch, tmp_path):
+    """The fake models of ``transcripts`` on loopback, the Messages API's variables pointing at them."""
+    api = FakeModels(transcripts)
+    url, srv = api.serve()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
+    monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    try:
+        yield api
+    finally:
+        srv.shutdown()
 
 
 def _run(cli, fake, tmp_path, *extra):
@@ -239,16 +254,9 @@ def test_on_the_shared_sessions_and_trajectories(cli, shared_transcripts, tmp_pa
     files = sorted(str(p) for p in [*shared_transcripts.glob("claude_code/spotter/*.jsonl"),
                                     *shared_transcripts.glob("openai/*.traj*"), *shared_transcripts.glob("codex/*.jsonl"),
                                     *shared_transcripts.glob("openhands/basic*.json")])
-    api = FakeModels([load_transcript(f) for f in files])
-    url, srv = api.serve()
-    try:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
-        monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    with _serving([load_transcript(f) for f in files], monkeypatch, tmp_path) as api:
         r = cli("next-action", *files, "-p", "s08", "-p", "observation-masking", "--samples", "8", "--max-cost", "100",
                 "--format", "json", "--out", tmp_path / "out")
-    finally:
-        srv.shutdown()
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
     skipped = sum(s["skipped"] is not None for s in doc["samples"])  # (a control over haiku's window: not sent)
@@ -431,16 +439,9 @@ def test_on_the_shared_sessions_the_estimate_recovers_the_known_models_agreement
     files = sorted(str(p) for p in [*shared_transcripts.glob("claude_code/spotter/*.jsonl"),
                                     *shared_transcripts.glob("codex/*.jsonl")])
     transcripts = [load_transcript(f) for f in files]
-    api = FakeModels(transcripts)
-    url, srv = api.serve()
-    try:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
-        monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    with _serving(transcripts, monkeypatch, tmp_path) as api:
         r = cli("next-action", *files, "-p", "observation-masking", "-p", "s08", "--samples", "24", "--max-cost", "100",
                 "--model", "claude-sonnet-4-6", "--format", "json", "--out", tmp_path / "out")
-    finally:
-        srv.shutdown()
     assert r.exit_code == 0, r.stderr
     for p in json.loads(r.stdout)["policies"]:
         truth = _true_agreement(api, transcripts, p["policy"])

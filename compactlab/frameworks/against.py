@@ -10,7 +10,6 @@ them has and the other has not. The docs' page "Checked against running code" ha
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,23 +31,11 @@ class Difference:
     first: int
 
 
-class _Every:
-    """Every call (``replay``'s ``keep_contexts``)."""
-
-    def __contains__(self, call: object) -> bool:
-        return True
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 1
-
-
 def differences(transcript: Transcript, a: Policy, b: Policy, same: dict[str, str] | None = None) -> list[Difference]:
     """The calls at which ``a`` and ``b`` send different contexts over ``transcript``; ``same``: texts
     read as one (each policy's placeholder, say), replaced in both before they are compared."""
-    runs = [replay(transcript, policy, keep_contexts=_Every()) for policy in (a, b)]
+    every = range(len(transcript.entries))  # (a call is a reply: there are fewer calls than messages)
+    runs = [replay(transcript, policy, keep_contexts=every) for policy in (a, b)]
     out = []
     for ra, rb in zip(runs[0].calls, runs[1].calls):
         ma = [_normal(m, same) for m in runs[0].contexts[ra.call]]

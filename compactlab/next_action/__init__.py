@@ -4,8 +4,8 @@ context? A sampled, paired, cached check with a live model.
 For each policy, calls where its context differs from no compaction's are sampled
 (``sampling``); for each, a model is asked twice (``requests``, ``models``): on the context the
 policy sent, and on the context the agent saw (the control: no policy, the compactions the
-recording made replayed), both with the recorded system prompt and the tools known at that call. Each reply's first action is compared with the action the agent recorded next
-(``actions``). Agreement on the policy's context, on the control, and their paired difference with
+recording made replayed), both with the recorded system prompt and the tools known at that call.
+Each reply's first action is compared with the action the agent recorded next (``actions``). Agreement on the policy's context, on the control, and their paired difference with
 an interval (``stats``) say how much of the agent's behaviour the policy kept; the control says how
 much of the recorded behaviour the model reproduces at all (a different model, or the same one at
 another time, acts differently on the very same context).
