@@ -239,3 +239,31 @@ def test_a_corpus_compared_again_reads_its_probes_and_gives_the_same_results(big
             "--jobs", "1", "--charts", "none", "--dry-run")
     assert r.exit_code == 0 and "cache entry" in r.stderr and "ignored" in r.stderr, r.stderr
     assert [{k: v for k, v in run.items() if k != "elapsed_s"} for run in orjson.loads(r.stdout)["runs"]] == first
+
+
+@pytest.mark.parametrize("first_job", ["compare", "replay"])
+def test_a_document_replayed_after_another_job_cached_its_probes_keeps_its_recall(big, cli, tmp_path, first_job):
+    """(#55) A format read only whole (a .traj.json, a Gemini CLI session, a chat document) opened
+    by `replay` once another job had stored its probes: the cached probes are its probes (they
+    were dropped, and recall said 'not measured' with 0 probes for a policy that acted)."""
+    chat = _chat(tmp_path)
+    policy = ["-p", "observation-masking", "--set", "micro.keep_recent=1"]
+
+    def replay_summary(out: str) -> dict:
+        r = cli("replay", chat, *policy, "-q", "--out", tmp_path / out)
+        assert r.exit_code == 0, r.output
+        s = orjson.loads((tmp_path / out / "summary.json").read_bytes())["summary"]
+        return {k: v for k, v in s.items() if k not in ("elapsed_s", "warnings")}
+
+    cold = replay_summary("cold")
+    assert cold["probes"] > 0 and cold["probes_indexed"] is True
+    for entry in entries(tmp_path):
+        entry.unlink()  # the entry is written by the job under test
+    if first_job == "compare":
+        r = cli("compare", chat, *policy, "-q", "--jobs", "1", "--charts", "none", "--out", tmp_path / "c")
+        assert r.exit_code == 0, r.output
+    else:
+        replay_summary("again")
+    assert len(entries(tmp_path)) == 1  # stored by the compare, or by a replay of the whole document
+    warm = replay_summary("warm")
+    assert warm == cold

@@ -92,12 +92,15 @@ class Opening:
                else None)
         cached = probe_cache.load(key, self._warnings) if key is not None else None
         feed = self._stream(probes=self.probes and cached is None)
-        if isinstance(feed, StreamFeed):
-            if cached is not None:  # the probes a replay of the same bytes found
-                feed.baseline.probes.update(cached)
-                feed.baseline.probes_indexed = True
-            elif key is not None and self.write_cache:
-                feed.probe_key = key
+        if cached is not None:  # the probes a replay of the same bytes found (a stream's, or a
+            # whole document's: a format that reads only whole files is loaded here)
+            feed.baseline.probes.update(cached)
+            feed.baseline.probes_indexed = True
+        elif key is not None and self.write_cache:
+            if isinstance(feed, StreamFeed):
+                feed.probe_key = key  # (stored once the stream is read to the end)
+            elif feed.baseline.probes_indexed:
+                probe_cache.save(key, feed.baseline.probes)
         feed.warnings.extend(self._warnings)
         return feed
 
