@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
+from itertools import accumulate
 
 import orjson
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from compactlab.engine.context import Context
 from compactlab.engine.cost.pricing import PromptCache, price_calls
@@ -290,6 +292,46 @@ def test_recorded_breaks_are_replayed_in_both_contexts_and_the_first_call_reads_
     assert [r.cache_read_tokens for r in kept] == [300, 1000, 200]
     assert [r.cache_write_tokens for r in kept] == [700, 500, 1800]
     assert priced.raw == pytest.approx(p.input_cost(300, 700) + p.input_cost(1000, 500) + p.input_cost(200, 1800))
+
+
+def test_a_break_that_read_more_than_the_context_would_changes_neither_context():
+    """(#55) A recorded break reads no more than it recorded, never more than the context's own
+    read: the raw history was given the recorded read (18,014 tokens, all its 493) where the policy
+    read its 143, so that `none` cost more than no compaction (spotter/tool_heavy)."""
+    records = [TurnRecord(call=i, message_index=2 * i, raw_messages=2 * i, raw_chars=0, raw_tokens=t, tokens=t,
+                          cache_read_tokens=r, cache_write_tokens=t - r)
+               for i, (t, r) in enumerate([(15, 0), (143, 15), (493, 143), (1603, 493)])]
+    p = load_prices().lookup("claude-sonnet-4-5")
+    priced = price_calls(records, p, breaks={0: 17915, 2: 18014})
+    assert [r.cache_read_tokens for r in records] == [15, 15, 143, 493]
+    assert priced.raw == pytest.approx(sum(r.input_cost_usd for r in records))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 50_000), st.integers(0, 60_000)), min_size=1, max_size=12),
+       st.dictionaries(st.integers(0, 11), st.integers(0, 60_000), max_size=6),
+       st.sampled_from(["anthropic", "openai"]), st.lists(st.integers(0, 2_000), min_size=12, max_size=12))
+def test_a_policy_that_sends_the_raw_history_costs_what_no_compaction_costs(calls, breaks, provider, replies):
+    """(#55) One rule for both contexts: whatever the recorded events, a run whose context is the
+    raw history at every call (`none`) is priced as the raw baseline is, call by call."""
+    from compactlab.engine.cost.cache_rules import RULES
+    from compactlab.engine.cost.pricing import expected_reads
+
+    rules = RULES[provider]
+    tokens = list(accumulate(t for t, _ in calls))
+    records = []
+    for i, t in enumerate(tokens):  # the prefix model's own read: the previous prompt (and reply)
+        natural = 0 if i == 0 else rules.read(min(tokens[i - 1] + (replies[i - 1] if rules.reply_cached else 0), t))
+        records.append(TurnRecord(call=i, message_index=2 * i, raw_messages=2 * i, raw_chars=0, raw_tokens=t,
+                                  tokens=t, cache_read_tokens=natural, cache_write_tokens=t - natural))
+    usage = [{"input_tokens": t - min(r, t), "cache_read_input_tokens": min(r, t), "output_tokens": 10}
+             for t, (_, r) in zip(tokens, calls)]
+    expected = expected_reads(usage, rules) if rules.reply_cached else None
+    breaks = {i: k for i, k in breaks.items() if i < len(records)}
+    p = load_prices().lookup("claude-sonnet-4-5")
+    priced = price_calls(records, p, breaks=breaks, rules=rules, reply_tokens=replies[:len(records)],
+                         expected=expected)
+    assert priced.raw == pytest.approx(sum(r.input_cost_usd for r in records), rel=1e-12, abs=1e-15)
 
 
 def test_the_cache_ledger_compares_the_model_with_the_recording(tmp_path):

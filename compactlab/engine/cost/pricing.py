@@ -120,30 +120,39 @@ def price_calls(records: list, prices: ModelPrices | Callable[[Any, float | None
             r.cache_read_tokens, r.cache_write_tokens, prev_raw = 0, r.tokens, 0
         prev_model = model
         kept = breaks.get(i) if breaks else None
-        if kept and i and rules.reply_cached and expected and i in expected:  # the provider missed a part
-            kept = max(r.cache_read_tokens - max(expected[i] - kept, 0), 0)
-        if kept is not None and (r.cache_read_tokens > kept or i == 0):  # as recorded
-            kept = min(kept, r.tokens)
-            r.cache_read_tokens, r.cache_write_tokens = kept, r.tokens - kept
+        read = _as_recorded(i, r.cache_read_tokens, r.tokens, kept, expected)
+        r.cache_read_tokens, r.cache_write_tokens = read, r.tokens - read
         nocache, raw_nocache = p.nocache_cost(r.tokens), p.nocache_cost(r.raw_tokens)
         if not rules.caches:  # no prompt cache: every prompt at the input price
             r.cache_read_tokens, r.cache_write_tokens = 0, r.tokens
             r.input_cost_usd, raw_cost = nocache, raw_nocache
         else:
             r.input_cost_usd = p.input_cost(r.cache_read_tokens, r.cache_write_tokens, ttl)
-            missed: int | None = (expected[i] - breaks[i] if breaks and expected and i in breaks and i in expected
-                                  and i else None)
-            if kept is not None and missed is None:
-                raw_read = min(kept, r.raw_tokens)
-            else:
-                reply = reply_tokens[i - 1] if rules.reply_cached and reply_tokens and i and prev_raw else 0
-                raw_read = max(rules.read(min(prev_raw + reply, r.raw_tokens)) - max(missed or 0, 0), 0)
+            # the raw history reads the previous call's prompt (and reply), then the same recorded
+            # events apply to it by the same rule as to the policy's context
+            reply = reply_tokens[i - 1] if rules.reply_cached and reply_tokens and i and prev_raw else 0
+            raw_read = _as_recorded(i, rules.read(min(prev_raw + reply, r.raw_tokens)), r.raw_tokens, kept, expected)
             raw_cost = p.input_cost(raw_read, r.raw_tokens - raw_read, ttl)
         priced.raw += raw_cost
         priced.nocache += nocache
         priced.raw_nocache += raw_nocache
         prev_raw = r.raw_tokens
     return priced
+
+
+def _as_recorded(i: int, read: int, tokens: int, kept: int | None, expected: dict[int, int] | None) -> int:
+    """What call ``i`` reads of a prompt of ``tokens`` it would read ``read`` of, once the recorded
+    cache event at it (``kept``: the tokens the recording read there; None: no event) is replayed:
+    one rule for the policy's context and the raw history alike, so that a policy that changes
+    nothing costs what no compaction costs. Under an automatic cache (``expected``: what the
+    provider's rules predict each call reads) the event is what the cache missed, taken off
+    ``read``; a whole miss reads nothing; elsewhere no more than ``kept`` is read. Call 0 reads what
+    it recorded (a warm start: the system prompt an earlier session had cached)."""
+    if kept is None:
+        return read
+    if kept and i and expected and i in expected:  # the provider missed a part
+        kept = max(read - max(expected[i] - kept, 0), 0)
+    return min(kept, tokens) if read > kept or i == 0 else read
 
 
 @dataclass
