@@ -27,6 +27,7 @@ from .. import metrics
 from ..errors import PolicyError, UsageError
 from ..engine.policy import Policy, acted_by_layer, idle_keys, load_policy, parse_override
 from ..plumbing.outputs import refuse_inputs
+from .guard import Candidate, dearer_than_none, pick
 from .verdict import RETENTION_MARGIN
 
 def direction(objective: str) -> Literal["maximize", "minimize"]:
@@ -173,7 +174,11 @@ def totals(summaries: list[Any]) -> dict[str, float]:
     summed = metrics.sums(summaries)
     return {**{name: getattr(summed, m.name) for name, m in metrics.OBJECTIVES.items()},
             "violations": summed.violations_introduced, "overflows": summed.overflows,
-            "cost_usd": summed.cost_usd, "probes": summed.probes}
+            "cost_usd": summed.cost_usd, "raw_cost_usd": summed.raw_cost_usd, "probes": summed.probes}
+
+
+#: the scores a suggestion is held to, shown beside the objectives (#55 §3)
+GUARDED = ("cost", "recall", "retention")
 
 
 @dataclass
@@ -199,10 +204,17 @@ class TuneResult:
     failures: list[str] = field(default_factory=list)
     recommendation: str = ""
     notes: list[str] = field(default_factory=list)  # searched keys that changed nothing
+    #: no compaction on the same corpus with the same settings: the floors and the cost every
+    #: suggestion is held to (None: not run; recall and retention 1.0)
+    reference: Point | None = None
+
+    def shown(self) -> list[str]:
+        """The objectives, then what every suggestion is held to (cost saving, recall, retention)."""
+        return [*self.objectives, *(o for o in GUARDED if o not in self.objectives)]
 
     def front_rows(self) -> list[dict[str, Any]]:
         return [{"point": i + 1, "trial": p.number, **p.values,
-                 **{column(o): round(p.scores[o], 6) for o in self.objectives},
+                 **{column(o): round(p.scores[o], 6) for o in self.shown() if o in p.scores},
                  "cost_usd": round(p.scores["cost_usd"], 6), "violations": int(p.scores["violations"]),
                  "overflows": int(p.scores["overflows"])} for i, p in enumerate(self.front)]
 
@@ -233,55 +245,79 @@ def _front_numbers(study: Any, numbers: set[int]) -> set[int]:
 
 
 def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
-    """A paragraph, as compare's verdict: the front point to use, and how it stands to the base.
-    The verdict's guard holds: a point recommended keeps recall and retention within ``margin`` of
-    no compaction's (1.0: it keeps everything)."""
-    objs, base = result.objectives, result.base_point
-    floor = 1.0 - margin
+    """A paragraph, as compare's verdict: what to use, by the one rule of every recommender
+    (``guard.pick``). The candidates are the front points that keep recall and retention within
+    ``margin`` of no compaction's (``result.reference``'s; 1.0 without it) and differ from the
+    base, the base as it is (where it keeps as much), and no compaction: where no compaction fits
+    the window, nothing that costs more than it is suggested, it is instead."""
+    objs, base, ref = result.objectives, result.base_point, result.reference
+    recall_floor = round((ref.scores.get("recall", 1.0) if ref else 1.0) - margin, 6)
+    retention_floor = round((ref.scores.get("retention", 1.0) if ref else 1.0) - margin, 6)
+    ref_fits = ref is not None and ref.feasible
+    floors = (_pct(recall_floor) if recall_floor == retention_floor else
+              f"{_pct(recall_floor)} (recall) and {_pct(retention_floor)} (retention)")
 
     def guarded(p: Point) -> bool:
-        return p.scores.get("recall", 1.0) >= floor - 1e-12 and p.scores.get("retention", 1.0) >= floor - 1e-12
-
-    if not result.front:
-        return (f"No candidate qualifies: every one of the {len(result.points)} trials introduced a violation or "
-                f"overflowed a window. Keep {result.base}, or widen the space.")
+        return (p.scores.get("recall", 1.0) >= recall_floor - 1e-12
+                and p.scores.get("retention", 1.0) >= retention_floor - 1e-12)
 
     def said(p: Point) -> str:
-        return ", ".join(f"{_word(o)} {_pct(p.scores[o])}" for o in objs)
+        shown = [*objs, *(o for o in ("cost", "recall", "retention") if o not in objs and o in p.scores)]
+        return ", ".join(f"costs {_pct(-p.scores[o])} more" if o == "cost" and p.scores[o] < 0 else
+                         f"{_word(o)} {_pct(p.scores[o])}" for o in shown)
 
-    dominating = [p for p in result.front if all(p.scores[o] >= base.scores[o] for o in objs)
-                  and any(p.scores[o] > base.scores[o] for o in objs)]
-    better = [p for p in dominating if guarded(p)]
-    lead = result.front.index(better[0]) + 1 if better else None
+    def dearer(p: Point) -> bool:
+        cost = p.scores.get("cost_usd")
+        raw = p.scores.get("raw_cost_usd", ref.scores.get("cost_usd") if ref else None)
+        return cost is not None and raw is not None and dearer_than_none(cost, raw)
+
+    if not result.front and not ref_fits:
+        return (f"No candidate qualifies: every one of the {len(result.points)} trials introduced a violation or "
+                f"overflowed a window. Keep {result.base}, or widen the space.")
+    # (labelled by their values, so that an exact tie never depends on the front's order; the base first)
+    candidates = {f"1 {_values(p)}": p for p in result.front if guarded(p) and p.values != base.values}
+    if base.feasible and guarded(base):
+        candidates["0 base"] = base
+    if ref_fits:
+        assert ref is not None
+        candidates["no compaction"] = ref
+    chosen = pick([Candidate(k, p.scores.get("cost", 0.0), 0.0, dearer(p), p is ref) for k, p in candidates.items()],
+                  ref_fits)
     text = [f"The front has {len(result.front)} point(s) from {len(result.points)} trial(s)."]
-    if dominating and not better:
-        p = dominating[0]
+    beating = [p for p in result.front if all(p.scores[o] >= base.scores[o] for o in objs)
+               and any(p.scores[o] > base.scores[o] for o in objs) and not guarded(p)]
+    if beating:
+        p = beating[0]
         text.append(f"Front point {result.front.index(p) + 1} ({_values(p)}) beats {result.base} on every objective but "
                     f"keeps {_pct(p.scores.get('recall', 1.0))} of what the agent later used and "
-                    f"{_pct(p.scores.get('retention', 1.0))} of the referenced results: below the floor of {_pct(floor)} "
-                    f"(no compaction keeps all), so it is not recommended.")
-        safe = [q for q in result.front if guarded(q)]
-        if safe:
-            q = safe[0]
-            text.append(f"Of the points that keep what the agent used, front point {result.front.index(q) + 1} "
-                        f"({_values(q)}) saves the most: {said(q)}.")
-    elif better:
-        p = better[0]
-        broken = int(p.scores["violations"])
-        text.append(f"Use front point {lead} ({_values(p)}): {said(p)}, against {said(base)} for {result.base} "
-                    f"as it is -- as good or better on every objective, with "
-                    f"{f'{broken} violation(s), within --max-violations,' if broken else 'no violation'} and no "
-                    f"overflow; its policy is policies/front-{lead:02d}.toml.")
+                    f"{_pct(p.scores.get('retention', 1.0))} of the referenced results: below the floor of {floors} "
+                    f"(no compaction's less the {margin * 100:.0f}-point margin), so it is not recommended.")
+    point = candidates.get(chosen.label) if chosen is not None else None
+    if point is None:
+        text.append(f"None of them keeps recall and retention above the floor of {floors} (no compaction's less "
+                    f"the {margin * 100:.0f}-point margin): keep the base, or widen the space.")
+    elif point is ref:
+        why = (f"{result.base} as it is costs {_pct(-base.scores.get('cost', 0.0))} more than no compaction"
+               if dearer(base) else f"{result.base} as it is does not keep what the agent used"
+               if not guarded(base) else f"{result.base} as it is saves nothing")
+        text.append(f"Use no compaction (-p none): it fits the window, {why}, and no front point that keeps recall and "
+                    f"retention above the floor of {floors} costs less than it.")
+    elif point is base:
+        text.append(f"Keep {result.base} as it is ({said(base)}): no front point that keeps recall and retention above "
+                    f"the floor of {floors} saves more{' without costing more than no compaction' if ref_fits else ''}.")
     else:
-        text.append(f"No point beats {result.base} as it is ({said(base)}) on every objective at once.")
-        safe = [q for q in result.front if guarded(q)]
-        if safe:  # (the trade-off to suggest: of those that keep what the agent used, the one that saves most)
-            q = max(safe, key=lambda q: tuple(q.scores[o] for o in objs))
-            text.append(f"Of the points that keep recall and retention above the floor of {_pct(floor)}, front point "
-                        f"{result.front.index(q) + 1} ({_values(q)}) saves the most: {said(q)}.")
+        n = result.front.index(point) + 1
+        broken = int(point.scores.get("violations", 0))
+        if all(point.scores[o] >= base.scores[o] for o in objs):
+            text.append(f"Use front point {n} ({_values(point)}): {said(point)}, against {said(base)} for {result.base} "
+                        f"as it is -- as good or better on every objective, with "
+                        f"{f'{broken} violation(s), within --max-violations,' if broken else 'no violation'} and no "
+                        f"overflow; its policy is policies/front-{n:02d}.toml.")
         else:
-            text.append(f"None of them keeps recall and retention above the floor of {_pct(floor)} (no compaction "
-                        "keeps all): keep the base, or widen the space.")
+            text.append(f"No point beats {result.base} as it is ({said(base)}) on every objective at once. Of the points "
+                        f"that keep recall and retention above the floor of {floors}"
+                        f"{' and cost no more than no compaction' if ref_fits else ''}, front point {n} "
+                        f"({_values(point)}) saves the most: {said(point)}; its policy is policies/front-{n:02d}.toml.")
     if not base.feasible:
         text.append(f"{result.base} as it is introduces a violation or overflows a window.")
     if "recall" in objs and not base.scores.get("probes"):
@@ -753,9 +789,13 @@ def tune(params: list[Param], objectives: list[str], base: str, overrides: list[
     opened (``open_study()``) once the base policy has run: a corpus or an executor that cannot
     be used leaves nothing behind."""
     base_policy = load_policy(base, overrides)
-    got = evaluate([base_policy])[0]
+    got, none = evaluate([base_policy, load_policy("none")])
     if isinstance(got, str):
         raise UsageError(f"the base policy fails on the corpus: {got}")
+    if isinstance(none, str):
+        raise UsageError(f"no compaction fails on the corpus: {none}")
+    reference = Point(-2, {}, {k: v for k, v in none.items() if k != "acted"},
+                      none["violations"] <= max_violations and not none["overflows"])
     current = base_policy.resolved()
     base_values = {p.key: _value_at(base_policy, current, p.key) for p in params}
     base_point = Point(-1, base_values, {k: v for k, v in got.items() if k != "acted"},
@@ -764,7 +804,7 @@ def tune(params: list[Param], objectives: list[str], base: str, overrides: list[
     points, failures, interrupted = search(study, params, objectives, base, overrides, trials, batch, evaluate,
                                            max_violations, on_trial)
     result = TuneResult(base, params, objectives, base_point, points, pareto(study, points, objectives), interrupted,
-                        failures)
+                        failures, reference=reference)
     result.recommendation = recommend(result)
     known = [p.acted for p in (base_point, *points) if p.acted is not None]
     on = [p.key for p in params if getattr(getattr(base_policy, p.key.partition(".")[0], None), "enabled", False)]

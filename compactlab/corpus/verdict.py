@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from .. import metrics
 from ..engine.records import ACTIONS
+from .guard import TIE_SHARE, TIE_USD, Candidate, dearer_than_none, pick
 
 
 class JudgedRun(Protocol):
@@ -175,7 +176,28 @@ class _Guard:
         if self.reference_fits and e is not self.ref and e.costs_more * 2 >= e.transcripts and e.transcripts > 1:
             return (f"it costs more than no compaction on {e.costs_more} of its {e.transcripts} transcripts: its "
                     f"total saving rests on the others{_where_it_saves(self.grouped[e.label])}")
+        if self.dearer_where_fits(e):
+            where = self.where_reference_fits()
+            return (f"it costs more than no compaction on the {len(where)} transcript(s) where no compaction fits "
+                    f"the window")
         return None
+
+    def where_reference_fits(self) -> set[str]:
+        """The transcripts no compaction sends without overflowing (none without it)."""
+        return self.transcripts - self.overflowed[self.ref.label] if self.ref is not None else set()
+
+    def dearer_where_fits(self, e: Entry) -> bool:
+        """Whether ``e`` costs more than no compaction, beyond a tie, summed over the transcripts
+        where no compaction fits the window (the one rule's ``dearer``: ``guard.py``)."""
+        if self.ref is None or e is self.ref:
+            return False
+        where = self.where_reference_fits()
+        runs = [r.summary for r in self.grouped[e.label] if r.transcript in where]
+        return bool(runs) and dearer_than_none(sum(s["cost_usd"] for s in runs), sum(s["raw_cost_usd"] for s in runs))
+
+    def candidate(self, e: Entry, lead: bool = False) -> Candidate:
+        """``e`` as the one rule sees it (``lead``: ordered by what it keeps first, as the fallback is)."""
+        return Candidate(e.label, e.cost_saving, self.lead(e) if lead else 0.0, self.dearer_where_fits(e), e is self.ref)
 
     def lead(self, e: Entry) -> float:
         """How far ``e`` stands above the nearer floor (negative: under it)."""
@@ -199,10 +221,11 @@ def judge(runs: Sequence[JudgedRun], sweep_keys: list[str], margin: float = RETE
     guard = _Guard(entries, runs, ref, margin, overflowed, grouped)
     no_refs = not any(e.refs for e in entries)
     floors = (guard.recall_floor, guard.retention_floor)
-    fit = [e for e in entries if guard.why_not(e) is None]
-    if not fit:
+    fit = {e.label: e for e in entries if guard.why_not(e) is None}
+    chosen = pick([guard.candidate(e) for e in fit.values()], guard.reference_fits)
+    if chosen is None:
         return _if_you_must(entries, guard, sweep_keys, reference, no_refs)
-    best = fit[0]
+    best = fit[chosen.label]
     above = entries[:entries.index(best)][:3]  # saved more, and lost
     runner = above[0] if above else next((e for e in entries if e is not best), None)
     text = [_praise(best, len(guard.transcripts), ref), *_trade_offs(best, above, runner, guard)]
@@ -225,7 +248,14 @@ def _if_you_must(entries: list[Entry], guard: _Guard, sweep_keys: list[str], ref
     if not usable:
         return Verdict(entries, None, None, f"No policy qualifies ({reasons}).", margin, no_refs,
                        list(sweep_keys), reference, *floors, passes=False)
-    best = max(usable, key=lambda e: (not _dearer_overall(e), guard.lead(e), e.cost_saving))
+    by_label = {e.label: e for e in usable}
+    chosen = pick([guard.candidate(e, lead=True) for e in usable], guard.reference_fits)
+    if chosen is None:  # (every policy that fits costs more than no compaction, which fits: it is the answer)
+        assert ref is not None
+        return Verdict(entries, ref.label, None, f"No policy passes the guard ({reasons}). Use {ref.label}: every "
+                       "policy that fits the window costs more than no compaction where no compaction fits it.",
+                       margin, no_refs, list(sweep_keys), reference, *floors)
+    best = by_label[chosen.label]
     saving = (f"saves {_pct(best.cost_saving)}" if best.cost_saving >= 0 else
               f"costs about as much as no compaction ({_pct(best.cost_saving)}, within the bootstrap's noise: "
               f"{_pct(best.saving_low)} to {_pct(best.saving_high)})" if not _dearer_overall(best) else
@@ -349,12 +379,6 @@ def _saving(summary: Mapping[str, Any]) -> float:
     return metrics.METRICS["cost_saving"].shown(summary)
 
 
-#: a run costs more than no compaction by at least a cent or this share of no compaction's cost:
-#: less is a tie (the figures are estimates; $0.000016 on a $0.05 transcript says nothing)
-TIE_USD = 0.01
-TIE_SHARE = 0.01
-
-
 def _dearer_overall(e: Entry) -> bool:
     """Whether a policy costs more than no compaction over the corpus beyond a tie: by more than
     ``TIE_SHARE`` and beyond the bootstrap's noise (its whole 95% interval below no saving)."""
@@ -362,9 +386,8 @@ def _dearer_overall(e: Entry) -> bool:
 
 
 def dearer(summary: Mapping[str, Any]) -> bool:
-    """Whether a run cost more than no compaction, beyond a tie (``TIE_USD``, ``TIE_SHARE``)."""
-    more = summary["cost_usd"] - summary["raw_cost_usd"]
-    return bool(more > 0 and (more >= TIE_USD or more >= TIE_SHARE * summary["raw_cost_usd"]))
+    """Whether a run cost more than no compaction, beyond a tie (``guard.dearer_than_none``)."""
+    return dearer_than_none(summary["cost_usd"], summary["raw_cost_usd"])
 
 
 def _where_it_saves(runs: list[JudgedRun]) -> str:

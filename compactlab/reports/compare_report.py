@@ -21,7 +21,8 @@ import orjson
 from ..plumbing.outputs import Content, OutputDir, safe_stem
 from ..engine.records import NUMERIC_SUMMARY_KEYS
 from ..metrics import METRICS, Metric, lower_is_better
-from ..corpus.verdict import TIE_SHARE, TIE_USD, Verdict, _plain, _shown, judge, label_of
+from ..corpus.guard import dearer_than_none
+from ..corpus.verdict import Verdict, _plain, _shown, judge, label_of
 from ..corpus.verdict import dearer as costs_more_than_none
 from .terminal import Printer, Table
 from .text import csv_cell, json_bytes, md_cell, md_text, visible
@@ -106,10 +107,9 @@ def _label(row: "pd.Series", sweep_keys: list[str], long: bool = False, units: d
 
 
 def costs_more(df: "pd.DataFrame") -> "pd.DataFrame":
-    """Runs that cost more than no compaction beyond a tie (``verdict.dearer``: prompt caching makes
-    rewriting old messages dear)."""
-    more = df["cost_usd"] - df["raw_cost_usd"]
-    return df[(more > 0) & ((more >= TIE_USD) | (more >= TIE_SHARE * df["raw_cost_usd"]))]
+    """Runs that cost more than no compaction beyond a tie (``guard.dearer_than_none``: prompt
+    caching makes rewriting old messages dear)."""
+    return df[[dearer_than_none(c, r) for c, r in zip(df["cost_usd"], df["raw_cost_usd"])]]
 
 
 def _pct(x: float) -> str:

@@ -46,7 +46,8 @@ def write_files(result: TuneResult, out_dir: str, chart: bool = True) -> list[st
     """front.csv, front.json, policies/front-NN.toml and charts/tune.png in ``out_dir``, never
     through a symbolic link planted in it."""
     rows = result.front_rows()
-    heads = list(rows[0]) if rows else ["point", "trial", *[p.key for p in result.params]]
+    heads = list(rows[0]) if rows else ["point", "trial", *[p.key for p in result.params],
+                                        *[column(o) for o in result.shown()], "cost_usd", "violations", "overflows"]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(heads)
@@ -84,23 +85,28 @@ def write_table(result: TuneResult, out: TextIO) -> None:
     table.add_column("point", justify="right", essential=True)
     for p in result.params:
         table.add_column(p.key, justify="right", essential=True, overflow="fold")
-    for o in result.objectives:
+    shown = [o for o in result.shown() if o in result.base_point.scores]
+    for o in shown:
         table.add_column(column(o).replace("_", " "), justify="right", essential=True, no_wrap=True)
     table.add_column("cost", justify="right", no_wrap=True)
     base = result.base_point
-    table.add_row("base", *[_shown(v) for v in _base_values(result)], *[_pct(base.scores[o]) for o in result.objectives],
+    table.add_row("base", *[_shown(v) for v in _base_values(result)], *[_pct(base.scores[o]) for o in shown],
                   f"${base.scores['cost_usd']:,.2f}", style="dim")
-    shown: list[int] | range = range(len(result.front))
+    if result.reference is not None:
+        ref = result.reference
+        table.add_row("none", *["" for _ in result.params], *[_pct(ref.scores.get(o, 0.0)) for o in shown],
+                      f"${ref.scores['cost_usd']:,.2f}", style="dim")
+    rows: list[int] | range = range(len(result.front))
     if len(result.front) > MAX_TERMINAL_POINTS:  # evenly along the front, both ends kept
         step = (len(result.front) - 1) / (MAX_TERMINAL_POINTS - 1)
-        shown = sorted({round(k * step) for k in range(MAX_TERMINAL_POINTS)})
-    for i in shown:
+        rows = sorted({round(k * step) for k in range(MAX_TERMINAL_POINTS)})
+    for i in rows:
         point = result.front[i]
         table.add_row(str(i + 1), *[_shown(point.values.get(k.key)) for k in result.params],
-                      *[_pct(point.scores[o]) for o in result.objectives], f"${point.scores['cost_usd']:,.2f}")
+                      *[_pct(point.scores.get(o, 0.0)) for o in shown], f"${point.scores['cost_usd']:,.2f}")
     printer.table(table)
-    if len(shown) < len(result.front):
-        printer.text(f"{len(shown)} of the {len(result.front)} front points shown: every one is in front.csv.")
+    if len(rows) < len(result.front):
+        printer.text(f"{len(rows)} of the {len(result.front)} front points shown: every one is in front.csv.")
     printer.text(result.recommendation, style="bold")
     for note in result.notes:
         printer.text(f"note: {note}")

@@ -6,6 +6,7 @@ import csv
 import json
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from compactlab import load_policy
 from compactlab.errors import PolicyError, UsageError
@@ -255,7 +256,8 @@ def test_a_tune_whose_every_trial_fails_leaves_no_study(cli, tmp_path, monkeypat
 
     def failing(*args, **kwargs):
         evaluate = real(*args, **kwargs)
-        return lambda policies: evaluate(policies) if len(policies) == 1 and not failing.base_done.append(1) \
+        # (the first evaluation is the base and no compaction; every trial after it fails)
+        return lambda policies: evaluate(policies) if not failing.base_done and not failing.base_done.append(1) \
             else ["boom"] * len(policies)
 
     failing.base_done = []
@@ -484,6 +486,8 @@ def test_the_suggestion_passes_the_floors_or_says_none_does():
     assert "front point 2 (summary.trigger=2) saves the most" in text and "front point 1" not in text
     low = [point(1, 0.45, 0.6), point(2, 0.40, 0.7)]
     text = recommend(TuneResult("s08", [], ["cost", "recall"], base, low, low))
+    assert "Keep s08 as it is (saves 30.0%, recall 99.0%, retention 100.0%)" in text  # (#55: the base keeps it)
+    text = recommend(TuneResult("s08", [], ["cost", "recall"], point(-1, 0.30, 0.5), low, low))
     assert "None of them keeps recall and retention above the floor of 95.0%" in text
 
 
@@ -499,3 +503,92 @@ def test_a_key_that_changes_nothing_is_left_out_of_the_search(cli, tmp_path):
     assert all("micro.keep_recent" not in p for p in doc["front"]) and len(doc["space"]) == 1
     bad = cli("tune", SMALL_SAMPLE, "-p", "goose", "--space", "micro.keep_recent=1:5", "--out", tmp_path / "b", "-q")
     assert bad.exit_code == 2 and "every key searched changes nothing" in bad.stderr
+
+
+# ---- (#55 §3) tune's suggestion by the one rule of every recommender
+
+def _pt(n, saving, recall=1.0, retention=1.0, values=None, raw=1.0, feasible=True, overflows=0):
+    from compactlab.corpus.tune import Point
+
+    return Point(n, values if values is not None else {"summary.trigger": n},
+                 {"cost": saving, "recall": recall, "retention": retention, "violations": 0, "overflows": overflows,
+                  "cost_usd": raw * (1 - saving), "raw_cost_usd": raw, "probes": 10}, feasible)
+
+
+def _recommend(base, front, reference):
+    from compactlab.corpus.tune import TuneResult, recommend
+
+    return recommend(TuneResult("s06", [], ["cost", "recall"], base, front, front, reference=reference))
+
+
+def test_tune_never_suggests_a_point_dearer_than_no_compaction_where_it_fits():
+    """20 DeepSeek trajectories: every point costs more than no compaction (the cache), the base too:
+    'use no compaction', never 'front point 6 saves -109.4%' nor 'keep the base'."""
+    none = _pt(-2, 0.0, values={})
+    front = [_pt(6, -1.094, recall=0.955), _pt(7, -0.5, recall=0.96)]
+    text = _recommend(_pt(-1, -0.984, recall=0.97), front, none)
+    assert "Use no compaction (-p none)" in text and "costs 98.4% more than no compaction" in text, text
+    assert "front point 6" not in text.lower() and "Keep s06" not in text
+    # no compaction overflows somewhere: it is no candidate, and the cheaper point is offered
+    text = _recommend(_pt(-1, -0.984, recall=0.97), front, _pt(-2, 0.0, values={}, feasible=False, overflows=3))
+    assert "front point 2 (summary.trigger=7) saves the most" in text, text
+    # a point that saves, beside them: it
+    text = _recommend(_pt(-1, -0.984, recall=0.97), [*front, _pt(8, 0.2, recall=0.97)], none)
+    assert "Use front point 3 (summary.trigger=8): saves 20.0%" in text and "costs 98.4% more" in text, text
+
+
+def test_tune_never_suggests_a_point_equal_to_its_base_and_an_exact_tie_keeps_the_base():
+    base = _pt(-1, 0.3, values={"summary.trigger": 5})
+    same = _pt(1, 0.3, values={"summary.trigger": 5})
+    text = _recommend(base, [same], _pt(-2, 0.0, values={}))
+    assert "Keep s06 as it is" in text and "front point 1" not in text.lower(), text
+    tie = _pt(2, 0.3, values={"summary.trigger": 9})  # other values, the very same scores: the base
+    assert "Keep s06 as it is" in _recommend(base, [tie], _pt(-2, 0.0, values={}))
+
+
+def test_tunes_floors_are_no_compactions_recall_and_retention_less_the_margin():
+    """Under --keep-recorded-compactions no compaction keeps 70% of the probes: 65% is the floor."""
+    none = _pt(-2, 0.0, recall=0.70, values={})
+    text = _recommend(_pt(-1, 0.1, recall=0.5), [_pt(1, 0.4, recall=0.66), _pt(2, 0.5, recall=0.6)], none)
+    assert "Use front point 1 (summary.trigger=1)" in text and "floor of 65.0% (recall)" in text, text
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.sampled_from([-0.5, -0.005, 0.0, 0.1, 0.2, 0.3]), st.sampled_from([0.9, 0.96, 1.0])),
+                min_size=1, max_size=6),
+       st.sampled_from([-0.3, 0.0, 0.2]), st.booleans(), st.randoms(use_true_random=False))
+def test_tunes_suggestion_is_never_dearer_than_none_nor_below_the_floor_whatever_the_order(front, base_saving, fits,
+                                                                                           rnd):
+    """Property (#55 §3): exact ties drawn on purpose; the suggestion never costs more than no
+    compaction where it fits, never keeps less than the floor, and does not depend on the front's order."""
+    import re
+
+    points = [_pt(i + 1, s, recall=r) for i, (s, r) in enumerate(front)]
+    none = _pt(-2, 0.0, values={}, feasible=fits, overflows=0 if fits else 1)
+    base = _pt(-1, base_saving, recall=0.97)
+    text = _recommend(base, points, none)
+    named = re.search(r"front point \d+ \(summary.trigger=(\d+)\)(?: saves the most|:)", text)
+    if named:
+        chosen = points[int(named.group(1)) - 1]
+        assert chosen.scores["recall"] >= 0.95
+        if fits:
+            assert chosen.scores["cost"] >= -0.01 and chosen.scores["cost"] >= max(base_saving, 0.0)
+    elif fits:
+        assert "Use no compaction" in text or "Keep s06 as it is" in text, text
+    shuffled = list(points)
+    rnd.shuffle(shuffled)
+    again = _recommend(base, shuffled, none)
+    named_again = re.search(r"front point \d+ \(summary.trigger=(\d+)\)", again)
+    if named:
+        chosen, other = points[int(named.group(1)) - 1], points[int(named_again.group(1)) - 1]
+        assert chosen is other  # (an exact tie is broken by the values, never by the place in the front)
+
+
+def test_tunes_table_and_front_csv_show_retention_beside_recall(cli, tmp_path):
+    out = tmp_path / "t"
+    r = cli("tune", SMALL_SAMPLE, "-p", "s08", "--space", "summary.trigger=20000:60000", "--trials", "2", "--out", out,
+            "--set", "reactive.window_tokens=1000000")
+    assert r.exit_code == 0, r.output
+    head = (out / "front.csv").read_text().splitlines()[0].split(",")
+    assert {"cost_saving", "recall", "retention"} <= set(head), head
+    assert "retention" in r.stdout and "\n none " in r.stdout, r.stdout

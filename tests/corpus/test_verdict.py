@@ -275,3 +275,101 @@ def test_a_difference_within_a_cent_or_the_bootstraps_noise_is_a_tie():
     v = judge(frame(rows), [], reference="none")
     assert v.recommended == "p" and not v.passes
     assert "costs about as much as no compaction (-3.0%, within the bootstrap's noise" in v.recommendation
+
+
+# ---- (#55 §3) one rule for every recommender: never dearer than no compaction where it fits
+
+def test_the_fallback_never_names_a_policy_dearer_than_none_where_none_fits_and_a_near_tie_goes_to_cost():
+    """Long sessions: no compaction overflows on "long", fits on "short". Both policies lose
+    recall (no policy passes). "opencode" keeps one referenced result more (a near tie) but costs
+    more than no compaction on "short"; "claude-code" saves more and never costs more: it is named."""
+    def rows(oc_short: float, oc_retained: int, oc_long: float = 14):
+        return frame([run("long", "none", 30, retained=323, refs=323, overflows=4),
+                      run("short", "none", 10, retained=10, refs=10),
+                      run("long", "claude-code", 15, retained=305, refs=323),
+                      run("short", "claude-code", 9.9, retained=10, refs=10),
+                      run("long", "opencode", oc_long, retained=oc_retained, refs=323),
+                      run("short", "opencode", oc_short, retained=10, refs=10)])
+    v = judge(rows(10.62, 306), [], reference="none")
+    assert not v.passes and v.recommended == "claude-code", v.recommendation
+    assert "If you must compact, use claude-code" in v.recommendation
+    # dearer where none fits, however far ahead on what it keeps: not named
+    far = judge(rows(10.62, 323), [], reference="none")
+    assert far.recommended == "claude-code", far.recommendation
+    assert judge(rows(9.0, 323), [], reference="none").recommended == "opencode"  # (not dearer: its lead decides)
+    # a near tie on what they keep (0.3 points), neither dearer: the cheaper one, whatever the list's order
+    for df in (rows(9.95, 306, 15.5), list(reversed(rows(9.95, 306, 15.5)))):
+        assert judge(df, [], reference="none").recommended == "claude-code"
+    assert judge(rows(9.95, 306, 14.5), [], reference="none").recommended == "opencode"
+
+
+def test_costing_more_on_half_the_transcripts_refuses_only_while_no_compaction_fits_everywhere():
+    """Where no compaction overflows somewhere, the half rule does not apply: what counts is the cost
+    where no compaction fits (here: a few cents more on two, a dollar less on one)."""
+    rows = [run("a", "none", 10, retained=10, overflows=2), *(run(t, "none", 10, retained=10) for t in "bcd"),
+            run("a", "p", 5, retained=10), run("b", "p", 10.02, retained=10), run("c", "p", 10.02, retained=10),
+            run("d", "p", 9, retained=10)]
+    v = judge(frame(rows), [], reference="none")
+    assert v.passes and v.recommended == "p", v.recommendation
+    # dearer where no compaction fits: it does not pass, and the verdict says why (the only policy
+    # that fits "a", it is named only as what to use if you must compact)
+    rows[-1] = run("d", "p", 10.5, retained=10)
+    w = judge(frame(rows), [], reference="none")
+    assert not w.passes and "costs more than no compaction on the 3 transcript(s) where no compaction fits the " \
+        "window" in w.recommendation, w.recommendation
+
+
+def test_where_every_policy_that_fits_costs_more_than_none_where_it_fits_none_is_recommended():
+    rows = [run("a", "none", 10, retained=10, violations=0), run("a", "dear", 12, retained=10, violations=1)]
+    v = judge(frame(rows), [], reference="none")
+    assert v.recommended == "none"
+
+
+def test_the_recall_floor_is_no_compactions_recall_when_it_keeps_the_recorded_compactions():
+    """Under --keep-recorded-compactions no compaction loses what the recording's own compactions
+    lost: its recall (not 1.0) less the margin is the floor."""
+    rows = [{**run("a", "none", 10, retained=10), "probes": 100, "probes_kept": 70},
+            {**run("a", "p", 6, retained=10), "probes": 100, "probes_kept": 66}]
+    v = judge(frame(rows), [], reference="none")
+    assert v.recall_floor == pytest.approx(0.65) and v.recommended == "p"
+
+
+@st.composite
+def tied_corpora(draw):
+    """Costs from a few values, so that exact ties between policies are drawn on purpose."""
+    transcripts = [f"t{i}" for i in range(draw(st.integers(1, 3)))]
+    names = draw(st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=4, unique=True))
+    rows = [{**run(t, "none", 10, retained=10, overflows=draw(st.sampled_from([0, 0, 0, 1]))), "probes": 10,
+             "probes_kept": 10} for t in transcripts]
+    for name in names:
+        for t in transcripts:
+            rows.append({**run(t, name, draw(st.sampled_from([6.0, 9.95, 10.0, 10.5, 12.0])),
+                               retained=draw(st.sampled_from([9, 10])), overflows=draw(st.sampled_from([0, 0, 1]))),
+                         "probes": 10, "probes_kept": draw(st.sampled_from([8, 10]))})
+    return rows
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(tied_corpora(), st.randoms(use_true_random=False))
+def test_the_pick_and_the_fallback_never_name_a_policy_dearer_than_none_where_it_fits_nor_depend_on_order(rows, rnd):
+    """Property (#55 §3): whatever the runs, the verdict's pick (or its fallback) costs no more than
+    no compaction, beyond a tie, on the transcripts where no compaction fits; the list's order
+    never changes it."""
+    from compactlab.corpus.guard import dearer_than_none
+
+    v = judge(frame(rows), [], reference="none")
+    shuffled = list(rows)
+    rnd.shuffle(shuffled)
+    assert judge(frame(shuffled), [], reference="none").recommended == v.recommended
+    fits = {r["transcript"] for r in rows if r["policy"] == "none" and not r["overflows"]}
+    if v.recommended in (None, "none") or not fits:
+        return
+    mine = [r for r in rows if r["policy"] == v.recommended and r["transcript"] in fits]
+    somebody_fits = {r["transcript"] for r in rows if not r["overflows"]}
+    usable = {name for name in {r["policy"] for r in rows} - {"none"}
+              if not any(r["overflows"] and r["transcript"] in somebody_fits for r in rows if r["policy"] == name)}
+    cheap = [name for name in usable
+             if not dearer_than_none(sum(r["cost_usd"] for r in rows if r["policy"] == name and r["transcript"] in fits),
+                                     10.0 * len(fits))]
+    if cheap or len(fits) == len({r["transcript"] for r in rows}):
+        assert not dearer_than_none(sum(r["cost_usd"] for r in mine), 10.0 * len(fits)), v.recommendation

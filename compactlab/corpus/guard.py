@@ -1,0 +1,62 @@
+"""Which candidate a job recommends: one rule, written once, for compare's pick, its "if you must
+compact" fallback and tune's suggestion (#55 §3).
+
+A candidate is a policy (or a tune front point) with its cost saving against no compaction, how
+far it stands above the recall and retention floors (its ``lead``), and whether it costs more than
+no compaction on the transcripts where no compaction fits the window (``dearer``, beyond a tie:
+``dearer_than_none``). The rule (:func:`pick`):
+
+1. Where no compaction fits the window, a candidate that costs more than it there is never
+   recommended: no compaction is (``pick`` gives the reference, or None where the caller has none
+   among the candidates: it then says so and recommends no compaction). Where no compaction does
+   not fit, a candidate that is not dearer is preferred to one that is.
+2. Of the rest, those within ``NEAR`` of the best lead keep as much of what the agent used (a near
+   tie is a tie); among them the larger saving wins (rounded to ``PLACES``: an exact tie), then no
+   compaction, then the label. The list's order never decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: a run costs more than no compaction by at least a cent or this share of no compaction's cost:
+#: less is a tie (the figures are estimates; $0.000016 on a $0.05 transcript says nothing)
+TIE_USD = 0.01
+TIE_SHARE = 0.01
+#: leads (recall or retention above their floors, shares) this close are a near tie: one referenced
+#: result of 323 (0.3 points) must not outweigh a cost
+NEAR = 0.01
+#: savings equal to this many places are equal (the outputs' rounding)
+PLACES = 6
+
+
+def dearer_than_none(cost: float, raw: float) -> bool:
+    """Whether ``cost`` is more than no compaction's ``raw`` beyond a tie (``TIE_USD``, ``TIE_SHARE``)."""
+    more = cost - raw
+    return bool(more > 0 and (more >= TIE_USD or more >= TIE_SHARE * raw))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    label: str
+    saving: float  # the share of no compaction's cost it saves (negative: it costs more)
+    lead: float = 0.0  # how far above the nearer floor it stands (0 for all: only cost orders them)
+    dearer: bool = False  # it costs more than no compaction where no compaction fits (beyond a tie)
+    reference: bool = False  # it is no compaction
+
+
+def order(c: Candidate) -> tuple[float, bool, str]:
+    """Cost, then no compaction, then label: how exact ties are broken."""
+    return -round(c.saving, PLACES), not c.reference, c.label
+
+
+def pick(candidates: Sequence[Candidate], reference_fits: bool) -> Candidate | None:
+    """The candidate to recommend (see the module's docstring); None where every candidate costs
+    more than no compaction where it fits and it is not among them (recommend no compaction)."""
+    cheap = [c for c in candidates if c.reference or not c.dearer]
+    pool = cheap if reference_fits or cheap else list(candidates)
+    if not pool:
+        return None
+    top = max(c.lead for c in pool)
+    return min((c for c in pool if c.lead >= top - NEAR), key=order)
