@@ -39,6 +39,8 @@ class Group(click.Group):
             click.echo(f"error: {exc}", err=True)
             if exc.hint:
                 click.echo(f"hint: {exc.hint}", err=True)
+            if os.environ.get("COMPACTLAB_DEBUG") and exc.detail:
+                click.echo(exc.detail.rstrip("\n"), err=True)  # (the traceback of your own code: a step's)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt as exc:
             from .plumbing.interrupts import exit_status
@@ -284,20 +286,15 @@ def _inputs(paths: tuple[str, ...] | list[str], subagents: bool, quiet: bool,
     """The files of the arguments (``jobs.base.input_files``: with none, the user's own sessions,
     by the command's --since, --until, --project and --harness), saying how many subagent sessions
     were left out."""
-    from .jobs.base import Finding, input_files, left_out_subagents
+    from .jobs.base import Finding, input_files
 
-    files = input_files(paths, subagents, Finding.of(found or {}), _notify(quiet))
-    if not subagents and not quiet and any(os.path.isdir(p) for p in paths):
-        n, cost = left_out_subagents(paths)
-        if n:
-            _notify(quiet)(f"left out {n} subagent session(s) of the folder(s), whose recordings cost ${cost:,.4f} with "
-                           "output (billed, not replayed); --subagents includes them", False)
-    return files
+    return input_files(paths, subagents, Finding.of(found or {}), _notify(quiet))
 
 
 def subagents_option(f: Callable) -> Callable:
     return click.option("--subagents", is_flag=True,
-                        help="With a folder: include the subagents' sessions (subagents/ beside a session).")(f)
+                        help="With a folder, or no path: include the subagents' sessions (subagents/ beside a "
+                             "session).")(f)
 
 
 @main.command()

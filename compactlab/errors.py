@@ -11,6 +11,8 @@ class CompactlabError(Exception):
     """Base of every error compactlab reports to a user."""
 
     exit_code = 2
+    #: more than the line, for COMPACTLAB_DEBUG=1 (the traceback of a user's own code that raised)
+    detail = ""
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)

@@ -177,7 +177,10 @@ def _cache_facts(transcript: Transcript, cal: Any) -> dict[str, Any]:
 def _format_specific(transcript: Transcript) -> dict[str, Any]:
     """What the transcript's format module adds (its ``inspect_facts``, where it has one)."""
     facts = getattr(FORMATS.get(transcript.format), "inspect_facts", None)
-    return facts(transcript) if facts else {}
+    out = facts(transcript) if facts else {}
+    if transcript.metadata.get("sidechain_lines") and "sidechain_lines" not in out:  # (a converted session's)
+        out["sidechain_lines"] = transcript.metadata["sidechain_lines"]
+    return out
 
 
 def window_of(transcript: Transcript) -> Any:

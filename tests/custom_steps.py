@@ -56,3 +56,34 @@ def drops_calls(messages, facts, settings):
     """Every assistant message but the last dropped: their tool results are orphans (violations)."""
     last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
     return [m for i, m in enumerate(messages) if m["role"] != "assistant" or i == last]
+
+
+def exits(messages, facts, settings):
+    """A step that ends the process it runs in (#55 §4): never a pass."""
+    import sys
+
+    sys.exit(0)
+
+
+def interrupts(messages, facts, settings):
+    raise KeyboardInterrupt
+
+
+def prints(messages, facts, settings):
+    """A step that prints, escape bytes and all: never into compactlab's output."""
+    print("step says \x1b[31mred\x1b[0m")
+    return messages
+
+
+def tool_use_without_id(messages, facts, settings):
+    return [*messages, {"role": "assistant", "content": [{"type": "tool_use", "name": "bash", "input": {}}]}]
+
+
+def result_in_assistant(messages, facts, settings):
+    return [*messages, {"role": "assistant", "content": [{"type": "tool_result", "tool_use_id": "x", "content": "y"}]}]
+
+
+def twice_the_same_id(messages, facts, settings):
+    call = {"type": "tool_use", "id": "dup", "name": "bash", "input": {}}
+    return [*messages, {"role": "assistant", "content": [call]}, {"role": "user", "content": "next"},
+            {"role": "assistant", "content": [dict(call)]}]

@@ -85,6 +85,10 @@ class Policy(Section):
                 raise TypeError(f"Policy({key}=...) takes a {kind.__name__}; build_policy() builds one from a dict")
         if len(set(self.order)) != len(self.order):
             raise ValueError("order lists a layer twice")
+        if self.custom.enabled and "custom" not in self.order:  # (your own step is never silently off: it
+            # is off by default, so enabled is always yours; the built-in layers' order picks among defaults)
+            raise ValueError(f"custom is enabled but not in order, so your step would never run: add it to order "
+                             f"(order = {[*self.order, 'custom']!r}) or set custom.enabled = false")
 
     def config_for(self, layer: str) -> Any:
         """What layer ``layer`` runs by (``layer(context, config, env)``): its table; with the

@@ -151,12 +151,26 @@ def load_all(files: list[str], settings: Settings, notify: Notify = quietly,
 
 def left_out_subagents(paths: list[str] | tuple[str, ...]) -> tuple[int, float]:
     """The subagent sessions the folders among ``paths`` hold (left out unless asked for), and what
-    their recordings say they cost with output: billed though not replayed (as ccusage counts
-    them). A file that does not load counts, at no cost."""
-    from ..engine.cost.pricing import recorded_total
-    from ..transcripts import load_transcript, subagent_sessions
+    their recordings say they cost with output (``subagents_cost``)."""
+    from ..transcripts import subagent_sessions
 
     files = subagent_sessions(paths)
+    return len(files), subagents_cost(files)
+
+
+def say_left_out(n: int, cost: float, where: str, notify: Notify) -> None:
+    """The line that says which subagents' sessions were left out, and what they cost."""
+    if n:
+        notify(f"left out {n} subagent session(s) of {where}, whose recordings cost ${cost:,.4f} with output (billed, "
+               "not replayed); --subagents includes them", False)
+
+
+def subagents_cost(files: list[str]) -> float:
+    """What subagents' recordings say they cost with output: billed though not replayed (as ccusage
+    counts them). A file that does not load counts, at no cost."""
+    from ..engine.cost.pricing import recorded_total
+    from ..transcripts import load_transcript
+
     total = 0.0
     with collector_off():
         for f in files:
@@ -164,7 +178,7 @@ def left_out_subagents(paths: list[str] | tuple[str, ...]) -> tuple[int, float]:
                 total += recorded_total(load_transcript(f)) or 0.0
             except CompactlabError:
                 continue
-    return len(files), total
+    return total
 
 
 def none_read(tried: int) -> UsageError:
@@ -411,6 +425,11 @@ def input_files(paths: tuple[str, ...] | list[str], subagents: bool, finding: Fi
         homes = find(since, until, f.project, f.harness)
         notify(looked(homes), False)
         local = [p for h in homes for p in h.kept]
+        agents = [p for h in homes for p in h.agents]
+        if subagents:
+            local += agents
+        elif agents:
+            say_left_out(len(agents), subagents_cost(agents), "your sessions", notify)
         if not local:
             filtered = " with these filters" if any((f.since, f.until, f.project, f.harness)) else ""
             raise UsageError(f"no sessions to read: none found in the harnesses' homes{filtered}",
@@ -420,6 +439,8 @@ def input_files(paths: tuple[str, ...] | list[str], subagents: bool, finding: Fi
         raise UsageError("--project and --harness choose among the sessions found without a path",
                          hint="give no path, or leave them out")
     files = expand_inputs(paths, subagents)
+    if not subagents and any(os.path.isdir(p) for p in paths):
+        say_left_out(*left_out_subagents(paths), "the folder(s)", notify)
     if since is not None or until is not None:
         kept = [p for p in files if (since is None or os.path.getmtime(p) >= since)
                 and (until is None or os.path.getmtime(p) <= until)]

@@ -46,15 +46,47 @@ def exit_status(exc: BaseException) -> int:
     return 128 + int(getattr(exc, "signum", signal.SIGINT))
 
 
+#: the signals this process's handlers have raised as interrupts (``install``): an interrupt
+#: that came with none is one that code raised (``from_signal``)
+_delivered = 0
+
+
 def _terminated(signum: int, frame: object) -> None:
+    global _delivered
+    _delivered += 1
     raise Terminated()
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    """Ctrl-C, as Python's own handler raises it, counted."""
+    global _delivered
+    _delivered += 1
+    raise KeyboardInterrupt()
+
+
+def delivered() -> int:
+    """How many SIGINT and SIGTERM this process's handlers have raised so far."""
+    return _delivered
+
+
+def from_signal(exc: KeyboardInterrupt, before: int) -> bool:
+    """Whether ``exc``, raised since ``delivered()`` was ``before``, is a signal's (Ctrl-C, SIGTERM),
+    not one that code raised (a user's step that raises KeyboardInterrupt): certain where the
+    handlers are ours (``install``) or the signals ignored (a worker); otherwise taken as one."""
+    if _delivered != before:
+        return True
+    handler = signal.getsignal(signal.SIGINT)
+    return not (handler is _interrupted or handler is signal.SIG_IGN)
+
+
 def install() -> None:
-    """SIGTERM raises :class:`Terminated` in the main thread, unless it was ignored at start; an
-    interrupt that Python would ignore is delivered again (``redeliver``)."""
+    """SIGTERM raises :class:`Terminated` in the main thread, unless it was ignored at start, and
+    SIGINT is counted as it is raised (``from_signal``); an interrupt that Python would ignore is
+    delivered again (``redeliver``)."""
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
         signal.signal(signal.SIGTERM, _terminated)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupted)
     if sys.unraisablehook is not redeliver:
         global _next_hook
         _next_hook = sys.unraisablehook

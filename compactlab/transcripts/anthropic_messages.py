@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from .messages import Entry, build_entry
 from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream, anthropic_usage
 from .reader import Head, LineReader, _depth_exceeds
-from .writer import COMPACTION_KEY
+from .writer import COMPACTION_KEY, SIDECHAINS_KEY
 
 NAME = "anthropic"
 DESCRIPTION = "Anthropic Messages API messages, one JSON object per line"
@@ -50,6 +50,22 @@ def message_of(obj: dict) -> dict:
 RECORDED_FORMAT_KEY = "recorded_format"
 
 
+def _sidechains(builder: TranscriptBuilder, side: dict) -> bool:
+    """The inline subagents' lines and usage a converted file recorded, into the metadata (as the
+    Claude Code loader gives them); False where they are not that."""
+    lines, usage = side.get("lines"), side.get("usage")
+    if type(lines) is not int or lines < 0 or not isinstance(usage, list) or not all(isinstance(u, dict) for u in usage):
+        return False
+    try:
+        calls = [anthropic_usage(u, u.get("model") if isinstance(u.get("model"), str) else None, u.get("timestamp"))
+                 for u in usage]
+    except BadField:
+        return False
+    builder.metadata["sidechain_lines"] = builder.metadata.get("sidechain_lines", 0) + lines
+    builder.metadata.setdefault("sidechain_usage", []).extend(calls)
+    return True
+
+
 def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False) -> Iterator[Entry]:
     """Add every message of the file to ``builder``, yielding each as it is added (``measure``:
     with the JSON length of every tool result's content among its facts)."""
@@ -57,6 +73,10 @@ def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False)
         role = obj.get("role")
         if role == "system" or (role is None and "system" in obj):
             builder.system = obj.get("content", obj.get("system"))
+            continue
+        if isinstance(obj.get(SIDECHAINS_KEY), dict) and role is None:  # written by `compactlab convert`
+            if not _sidechains(builder, obj[SIDECHAINS_KEY]):
+                reader.bad(lineno, f"{SIDECHAINS_KEY}: not a count of lines and a list of usage objects")
             continue
         if "message" in obj and role is None:
             reader.bad(lineno, "a Claude Code style line (\"message\" envelope) in an Anthropic messages file")

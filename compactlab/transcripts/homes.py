@@ -46,6 +46,9 @@ class Home:
     path: str
     found: int = 0
     kept: list[str] = field(default_factory=list)
+    #: the subagents' sessions that pass the same filters (Claude Code's ``<session>/subagents/``):
+    #: read with ``--subagents``, else left out and said
+    agents: list[str] = field(default_factory=list)
 
 
 def homes(env: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
@@ -76,6 +79,15 @@ def _sessions(harness: str, root: Path) -> list[tuple[Path, str]]:
         return [(f, f.parent.parent.name) for pattern in ("*/chats/session-*.json", "*/chats/session-*.jsonl")
                 for f in sorted(root.glob(pattern)) if f.is_file()]
     return [(f, f.parent.name) for f in sorted(root.glob("*/api_conversation_history.json")) if f.is_file()]
+
+
+def _agents(harness: str, root: Path) -> list[tuple[Path, str]]:
+    """The subagents' sessions of one home, each with its project (the folder form's rule:
+    ``subagents/`` beside a session, or inside its folder)."""
+    if harness != "claude-code":
+        return []
+    found = {f for pattern in ("*/subagents/*.jsonl", "*/*/subagents/*.jsonl") for f in root.glob(pattern) if f.is_file()}
+    return [(f, f.relative_to(root).parts[0]) for f in sorted(found)]
 
 
 def _codex_project(path: Path) -> str:
@@ -117,19 +129,27 @@ def find(since: float | None = None, until: float | None = None, project: str | 
             continue
         found = _sessions(name, root)
         home = Home(name, str(root), len(found))
-        for path, proj in found:
-            if project is not None and project.lower() not in proj.lower():
-                continue
-            if since is not None or until is not None:
-                try:
-                    mtime = path.stat().st_mtime
-                except OSError:
-                    continue
-                if (since is not None and mtime < since) or (until is not None and mtime > until):
-                    continue
-            home.kept.append(str(path))
+        home.kept = _kept(found, since, until, project)
+        home.agents = _kept(_agents(name, root), since, until, project)
         out.append(home)
     return out
+
+
+def _kept(found: list[tuple[Path, str]], since: float | None, until: float | None, project: str | None) -> list[str]:
+    """The sessions that pass the filters."""
+    kept = []
+    for path, proj in found:
+        if project is not None and project.lower() not in proj.lower():
+            continue
+        if since is not None or until is not None:
+            try:
+                mtime = path.stat().st_mtime
+            except OSError:
+                continue
+            if (since is not None and mtime < since) or (until is not None and mtime > until):
+                continue
+        kept.append(str(path))
+    return kept
 
 
 def looked(found: list[Home], env: Mapping[str, str] | None = None) -> str:

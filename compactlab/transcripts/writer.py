@@ -7,7 +7,9 @@ so the usage (and the model, and the time) survive the conversion. With
 where it happened as its summary message marked ``"recorded_compaction": {"trigger",
 "pre_tokens"}`` (a key only compactlab reads: its Anthropic loader takes such a line as a recorded
 compaction, not a message): a replay of the file then gives what a replay of the source gives,
-calibration included (it fits the usage to the contexts the recording sent). Without it the
+calibration included (it fits the usage to the contexts the recording sent); the usage of the
+recording's inline subagents (Claude Code 1.0.x sidechains) is one line, ``"recorded_sidechains"``,
+so that what they cost survives too. Without it the
 recording's compactions are left out, and so is the usage of every call after the first of them:
 that usage measured a context the file no longer holds (kept, it would fit the plain history to
 smaller numbers and mislead the calibration).
@@ -22,11 +24,18 @@ import orjson
 from .model import Transcript
 
 COMPACTION_KEY = "recorded_compaction"
+#: a line of the recording's inline subagents (sidechains: another conversation, not replayed, but
+#: billed): how many lines they were and each call's usage, so that their recorded cost survives
+SIDECHAINS_KEY = "recorded_sidechains"
 
 
 def anthropic_lines(transcript: Transcript, keep_recorded_compactions: bool = False) -> Iterator[bytes]:
     if transcript.system is not None:
         yield orjson.dumps({"role": "system", "content": transcript.system})
+    side = [u for u in transcript.metadata.get("sidechain_usage") or () if isinstance(u, dict)]
+    if side or transcript.metadata.get("sidechain_lines"):
+        yield orjson.dumps({SIDECHAINS_KEY: {"lines": int(transcript.metadata.get("sidechain_lines") or 0),
+                                             "usage": side}})
     restarts = {c.position: c for c in transcript.compactions} if keep_recorded_compactions else {}
     # without the compactions, the usage recorded after the first one describes another context
     usage_until = len(transcript.entries) if keep_recorded_compactions or not transcript.compactions else \

@@ -147,6 +147,31 @@ def test_inline_sidechains_are_billed_and_counted_apart(tmp_path, cli):
     assert f"+ ${2 * expected:,.4f} of inline subagents (2 recording(s))" in r.stdout
 
 
+def test_convert_keeps_the_recorded_cost_of_inline_sidechains(tmp_path, cli):
+    """(#55 §5) Converted, a 1.0.x session's inline subagents still cost what they cost ($2.39
+    became $0.11: their usage was dropped); read as a stream or whole, the same."""
+    s = Session().user("go").assistant("X", tool("task", "Task"))
+    side = Session(sidechain=True)
+    side.n = 100
+    side.user("subagent prompt").assistant("S1", tool("inner"), input_tokens=40_000)
+    side.result("inner").assistant("S2", text("sub done"), output_tokens=700)
+    s.lines += side.lines[1:]
+    s.result("task", "agent said done").assistant("Y", text("finished"))
+    path = s.write(tmp_path / "s.jsonl")
+    source = replay(load_transcript(path), load_policy("none")).summary
+    out = tmp_path / "s.anthropic.jsonl"
+    r = cli("convert", path, "-o", out)
+    assert r.exit_code == 0, r.stderr
+    converted = load_transcript(str(out))
+    assert converted.metadata["sidechain_lines"] == 4 and len(converted.metadata["sidechain_usage"]) == 2
+    summary = replay(converted, load_policy("none")).summary
+    assert summary.sidechain_calls == source.sidechain_calls == 2
+    assert summary.recorded_sidechain_cost_usd == source.recorded_sidechain_cost_usd > 0
+    assert summary.recorded_cost_usd == source.recorded_cost_usd
+    r = cli("inspect", out)
+    assert f"${source.recorded_sidechain_cost_usd:,.4f}" in r.stdout, r.stdout
+
+
 def test_sizes_come_from_message_content_only(tmp_path):
     s = Session().user("go").assistant("X", tool("t1")).result("t1", "small")
     t = load_transcript(s.write(tmp_path / "s.jsonl"))

@@ -116,6 +116,26 @@ def test_replay_and_check_read_the_sessions_found(cli, home, tmp_path):
     assert len(json.loads(baseline.read_text())["records"]) >= 3
 
 
+def test_with_no_path_subagents_are_left_out_and_said_or_read_with_subagents(cli, home):
+    """(#55 §5) The subagents of a session (<project>/<session>/subagents/agent-*.jsonl) with no
+    path, as the folder form: left out and said with what they cost, read with --subagents."""
+    project = home / ".claude" / "projects" / "-home-me-webshop"
+    agents = project / "s1" / "subagents"
+    agents.mkdir(parents=True)
+    for name in ("agent-a1.jsonl", "agent-b2.jsonl"):
+        (agents / name).write_bytes((project / "s1.jsonl").read_bytes())
+    r = cli("inspect", "--harness", "claude-code", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert len(json.loads(r.stdout)["sessions"]) == 1
+    assert "left out 2 subagent session(s) of your sessions" in r.stderr and "--subagents includes them" in r.stderr
+    folder = cli("inspect", project, "--format", "json")
+    assert "left out 2 subagent session(s) of the folder(s)" in folder.stderr
+    r = cli("inspect", "--harness", "claude-code", "--subagents", "--format", "json")
+    assert r.exit_code == 0 and len(json.loads(r.stdout)["sessions"]) == 3, r.stderr
+    assert "left out" not in r.stderr
+    assert len(json.loads(cli("inspect", project, "--subagents", "--format", "json").stdout)["sessions"]) == 3
+
+
 def test_many_paths_globs_and_a_file_that_is_no_transcript(cli, tmp_path, monkeypatch):
     """(#47 §2) inspect takes many paths, a glob no shell expanded, and skips (counts) what is not a
     transcript, as replay and compare do."""

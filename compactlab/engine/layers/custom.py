@@ -21,12 +21,17 @@ The callable is named by ``custom.call``: ``package.module:function``, ``path/to
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import io
 import importlib
 import importlib.util
 import os
-from collections.abc import Callable, Mapping
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -142,7 +147,15 @@ class SummaryFailed(Exception):
 
 
 class StepError(PolicyError):
-    """A step broke its contract (it raised, returned no messages, or changed what it was given)."""
+    """A step broke its contract (it raised, returned no messages, or changed what it was given);
+    its ``detail`` is the step's traceback where it raised."""
+
+
+class StepCrashed(StepError):
+    """A step exited or raised what is no ``Exception`` (``SystemExit``, its own ``KeyboardInterrupt``):
+    the run failed, as a crashed run does (exit 1)."""
+
+    exit_code = 1
 
 
 @dataclass(frozen=True)
@@ -285,13 +298,9 @@ def custom(context: Context, config: Summarising[CustomConfig], env: RunEnv) -> 
     stats = LayerStats()
     facts._run = _Run(env, summary, stats)
     try:
-        out = step.run(given, facts, _settings(step, own))
+        out = _call(step, given, facts, _settings(step, own), now.call)
     except SummaryFailed:
         return context, stats  # (recorded by summarize(): the step did nothing at this call)
-    except ProcessFailed as exc:
-        raise StepError(f"custom step {step.name} {exc} (call {now.call})") from None
-    except Exception as exc:
-        raise StepError(f"custom step {step.name} raised {type(exc).__name__} at call {now.call}: {exc}") from None
     if not isinstance(out, list) or not all(_is_message(m) for m in out):
         raise StepError(f"custom step {step.name} returned {_what(out)} at call {now.call}, not a list of messages "
                         "(dicts with a role, user or assistant, and a content)")
@@ -309,12 +318,14 @@ def custom(context: Context, config: Summarising[CustomConfig], env: RunEnv) -> 
             raise StepError(f"custom step {step.name} returned the messages it kept out of their order at call "
                             f"{now.call}")
         if i is None:
+            _check_blocks(m, j, step.name, now.call)
             sent.append(env.new_entry(m, by="custom"))
         else:
             sent.append(entries[i])
             last = i
         if first_changed is None and i != j:
             first_changed = j
+    _check_ids(sent, step.name, now.call)
     if first_changed is None:
         if len(out) == len(entries):
             return context, (stats if stats.summaries or stats.summary_failures else NOTHING)
@@ -322,6 +333,142 @@ def custom(context: Context, config: Summarising[CustomConfig], env: RunEnv) -> 
     stats.custom = 1
     stats.changed_at(first_changed)
     return Context(sent), stats
+
+
+def _call(step: Step, given: list[dict], facts: StepFacts, settings: Any, call: int) -> Any:
+    """The step's answer at ``call``. Whatever it raises ends the run with an error that names it
+    (an exception: exit 2; ``SystemExit``, a ``KeyboardInterrupt`` it raised itself, any other
+    ``BaseException``: a crash, exit 1), never a pass; a real Ctrl-C or SIGTERM stays an interrupt.
+    What it prints goes to stderr, each line marked as the step's, never into compactlab's output."""
+    from ...plumbing import interrupts
+
+    printed = io.StringIO()
+    before = interrupts.delivered()
+    try:
+        with _captured(printed):
+            return step.run(given, facts, settings)
+    except SummaryFailed:
+        raise
+    except ProcessFailed as exc:
+        raise StepError(f"custom step {step.name} {exc} (call {call})") from None
+    except Exception as exc:
+        raise _failed(StepError, f"custom step {step.name} raised {type(exc).__name__} at call {call}: {exc}",
+                      exc) from None
+    except KeyboardInterrupt as exc:
+        if interrupts.from_signal(exc, before):
+            raise
+        raise _failed(StepCrashed, f"custom step {step.name} raised KeyboardInterrupt at call {call}", exc) from None
+    except BaseException as exc:  # (SystemExit, GeneratorExit, a BaseException of its own)
+        what = f"exited (SystemExit: {exc.code!r})" if isinstance(exc, SystemExit) else f"raised {type(exc).__name__}"
+        raise _failed(StepCrashed, f"custom step {step.name} {what} at call {call}", exc) from None
+    finally:
+        _show_printed(printed.getvalue(), step.name, call)
+
+
+class _ThreadStdout:
+    """``sys.stdout`` that sends a thread's writes to a buffer of its own while it runs a step, and
+    every other write where it went before. (``contextlib.redirect_stdout`` swaps the one stream of
+    the process: two steps on two threads of a Dask worker would leave it pointing at one's buffer,
+    and compactlab's own output would be lost.)"""
+
+    def __init__(self, real: Any) -> None:
+        self.real, self.local = real, threading.local()
+
+    def write(self, text: str) -> int:
+        buffer = getattr(self.local, "buffer", None)
+        return int((self.real if buffer is None else buffer).write(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+_STDOUT_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _captured(buffer: io.StringIO) -> Iterator[None]:
+    """What this thread prints goes to ``buffer`` meanwhile."""
+    with _STDOUT_LOCK:
+        out = sys.stdout
+        if not isinstance(out, _ThreadStdout):
+            out = sys.stdout = _ThreadStdout(out)
+    out.local.buffer = buffer
+    try:
+        yield
+    finally:
+        out.local.buffer = None
+
+
+def _failed(kind: type[StepError], message: str, exc: BaseException) -> StepError:
+    """The error, with the step's traceback as its ``detail`` (shown with ``COMPACTLAB_DEBUG=1``)."""
+    import traceback
+
+    error = kind(message, hint="COMPACTLAB_DEBUG=1 shows the step's traceback")
+    error.detail = "".join(traceback.format_exception(exc))
+    return error
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _show_printed(text: str, name: str, call: int) -> None:
+    """What a step printed, on stderr, each line marked as the step's and its control characters
+    shown as escapes (a step's output is never the terminal's to interpret)."""
+    if not text:
+        return
+    esc = (lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}")
+    for line in text.rstrip("\n").split("\n"):
+        sys.stderr.write(f"custom step {_CONTROL.sub(esc, name)} printed (call {call}): {_CONTROL.sub(esc, line)}\n")
+
+
+#: what a block a step makes must hold, by its type (the API refuses a block without them)
+_BLOCK_FIELDS: dict[str, tuple[tuple[str, type | tuple[type, ...]], ...]] = {
+    "text": (("text", str),),
+    "tool_use": (("id", str), ("name", str), ("input", dict)),
+    "tool_result": (("tool_use_id", str),),
+    "thinking": (("thinking", str),),
+}
+#: the role a block may stand in
+_BLOCK_ROLE = {"tool_use": "assistant", "tool_result": "user", "thinking": "assistant"}
+
+
+def _check_blocks(m: dict, at: int, name: str, call: int) -> None:
+    """A message the step made: every block a dict with a type, the fields its type needs (an id,
+    the tool_use it answers), in a message of the role it belongs to."""
+    content = m["content"]
+    if isinstance(content, str):
+        return
+    for k, block in enumerate(content):
+        where = f"custom step {name} returned, at call {call}, message {at} block {k}"
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise StepError(f"{where}: {str(block)[:40]!r} is not a block (a dict with a type)")
+        kind = block["type"]
+        for key, types in _BLOCK_FIELDS.get(kind, ()):
+            value = block.get(key)
+            if not isinstance(value, types) or (types is str and key != "text" and not value):
+                raise StepError(f"{where}: a {kind} block without {'an' if key[0] in 'aeiou' else 'a'} {key}")
+        if _BLOCK_ROLE.get(kind, m["role"]) != m["role"]:
+            raise StepError(f"{where}: a {kind} block in {'an' if m['role'] == 'assistant' else 'a'} {m['role']} "
+                            f"message (it belongs in {'an' if _BLOCK_ROLE[kind] == 'assistant' else 'a'} "
+                            f"{_BLOCK_ROLE[kind]} message)")
+
+
+def _check_ids(sent: list, name: str, call: int) -> None:
+    """No two tool_use blocks of the context a step returns share an id (the API refuses it; a
+    result could not say which it answers). An orphaned result or call is the violations
+    measure's, as a built-in layer's would be."""
+    seen: set[str] = set()
+    for at, e in enumerate(sent):
+        content = e.message.get("content")
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                key = str(block.get("id"))
+                if key in seen:
+                    raise StepError(f"custom step {name} returned, at call {call}, two tool_use blocks with id "
+                                    f"{str(block.get('id'))[:40]!r} (the second in message {at})")
+                seen.add(key)
 
 
 def _settings(step: Step, config: CustomConfig) -> Any:

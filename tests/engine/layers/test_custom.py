@@ -179,3 +179,90 @@ def test_tune_searches_the_typed_settings_of_your_own_step(cli, tmp_path, monkey
     assert bad.exit_code == 2 and "--space custom.settings.nothing: unknown key" in bad.stderr
     monkeypatch.chdir(tmp_path)  # (a front point's base, a file, is found from anywhere: by its absolute path)
     assert cli("replay", SMALL, "-p", out / "policies" / "front-01.toml", "--dry-run", "-q").exit_code == 0
+
+
+# ---- (#55 §4) a step can't fool a job
+
+@pytest.fixture
+def entry_signals():
+    """SIGINT handled as the entry point handles it (``interrupts.install``: counted), for the
+    in-process CLI; put back after."""
+    import signal
+
+    from compactlab.plumbing import interrupts
+
+    before = signal.getsignal(signal.SIGINT)
+    if before is signal.default_int_handler:
+        signal.signal(signal.SIGINT, interrupts._interrupted)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_a_real_ctrl_c_is_told_from_an_interrupt_code_raised(entry_signals):
+    import os
+    import signal
+
+    from compactlab.plumbing import interrupts
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        pytest.skip("SIGINT is ignored here: no real Ctrl-C can arrive")
+    before = interrupts.delivered()
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt as exc:
+        assert not interrupts.from_signal(exc, before)
+    with pytest.raises(KeyboardInterrupt) as real:
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(10_000_000):  # (the handler runs between two bytecodes, at once)
+            pass
+    assert interrupts.from_signal(real.value, before)
+
+@pytest.mark.parametrize("job", ["replay", "compare1", "compare2", "check"])
+@pytest.mark.parametrize("step,said", [
+    ("exits", "custom step custom_steps:exits exited (SystemExit: 0) at call 0"),
+    ("interrupts", "custom step custom_steps:interrupts raised KeyboardInterrupt at call 0"),
+])
+def test_a_step_that_exits_or_raises_an_interrupt_fails_every_job(cli, tmp_path, job, step, said, entry_signals):
+    out = tmp_path / "out"
+    args = {"replay": ["replay"], "compare1": ["compare", "--jobs", "1"], "compare2": ["compare", "--jobs", "2"],
+            "check": ["check", "--baseline", tmp_path / "b.json", "--update-baseline"]}[job]
+    r = cli(*args, SMALL, "-p", f"py:custom_steps:{step}", *(["-o", out] if job != "check" else []))
+    assert r.exit_code == 1, (r.exit_code, r.stderr)
+    assert said in r.stderr and "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "b.json").exists()
+
+
+def test_a_step_that_prints_writes_to_stderr_marked_never_into_the_output(cli, tmp_path):
+    r = cli("replay", SMALL, "-p", "py:custom_steps:prints", "--format", "json", "-o", tmp_path / "out")
+    assert r.exit_code == 0, r.stderr
+    json.loads(r.stdout)  # (the output is compactlab's alone)
+    assert "\x1b" not in r.stdout + r.stderr
+    assert "custom step custom_steps:prints printed (call 0): step says \\x1b[31mred\\x1b[0m" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("step,said", [
+    ("tool_use_without_id", "custom step custom_steps:tool_use_without_id returned, at call 0, message 1 block 0: "
+                            "a tool_use block without an id"),
+    ("result_in_assistant", "block 0: a tool_result block in an assistant message (it belongs in a user message)"),
+    ("twice_the_same_id", "two tool_use blocks with id 'dup'"),
+])
+def test_every_block_a_step_makes_is_validated_with_the_call_and_the_block_named(cli, tmp_path, step, said):
+    r = cli("replay", SMALL, "-p", f"py:custom_steps:{step}", "-o", tmp_path / "out")
+    assert r.exit_code == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_your_step_enabled_but_not_in_order_is_an_error_never_silently_off(cli, tmp_path):
+    policy = tmp_path / "p.toml"
+    policy.write_text('extends = "none"\n[custom]\nenabled = true\ncall = "custom_steps:same"\n')
+    r = cli("replay", SMALL, "-p", policy, "-o", tmp_path / "out")
+    assert r.exit_code == 2 and "custom is enabled but not in order" in r.stderr and "order = ['custom']" in r.stderr, \
+        r.stderr
+
+
+def test_compactlab_debug_shows_the_steps_traceback(cli, tmp_path, monkeypatch):
+    r = cli("replay", SMALL, "-p", "py:custom_steps:raises", "-o", tmp_path / "out")
+    assert "Traceback" not in r.stderr and "COMPACTLAB_DEBUG=1" in r.stderr
+    monkeypatch.setenv("COMPACTLAB_DEBUG", "1")
+    r = cli("replay", SMALL, "-p", "py:custom_steps:raises", "-o", tmp_path / "out")
+    assert r.exit_code == 2 and "Traceback" in r.stderr and "in raises" in r.stderr \
+        and "RuntimeError: the step's own bug" in r.stderr, r.stderr
