@@ -164,8 +164,14 @@ def _cache_facts(transcript: Transcript, cal: Any) -> dict[str, Any]:
 
     run = replay(transcript, load_policy("none"), keep_recorded_compactions=True, calibration=cal)
     s = run.summary
-    breaks = [{"call": i, "read_tokens": transcript.usage[run.calls[i].message_index].get("cache_read_input_tokens", 0),
-               "previous_prompt_tokens": prompt_tokens(transcript.usage[run.calls[i - 1].message_index])}
+    usage = transcript.usage
+
+    def previous(i: int) -> int | None:  # (a break after a call that recorded no usage: none to show)
+        u = usage.get(run.calls[i - 1].message_index) if i else None
+        return prompt_tokens(u) if u else None
+
+    breaks = [{"call": i, "read_tokens": usage[run.calls[i].message_index].get("cache_read_input_tokens", 0),
+               "previous_prompt_tokens": previous(i)}
               for i in s.recorded_cache_breaks or []]
     return {"recorded_cache_breaks": breaks, "cache_warm_start_tokens": s.cache_warm_start_tokens,
             "cache_ledger": s.cache_ledger, "recorded_input_cost_usd": s.recorded_input_cost_usd,

@@ -149,14 +149,14 @@ SUMMARY_KEYS = [
     "recoverable", "probes_recoverable", "probe_kinds", "probes_indexed", "cache_read_tokens", "cache_write_tokens", "price_model", "recorded_input_cost_usd", "recorded_cost_usd", "billed_cost_usd", "sidechain_calls", "recorded_sidechain_cost_usd", "cache_ttl",
     "cache_expired_calls", "calibration", "recorded_cache_breaks", "cache_warm_start_tokens",
     "cache_breaks_replayed", "cache_ledger", "cache_model", "window_tokens", "window_source", "summary_cost_usd",
-    "summary_request", "summary_cache_read_tokens", "custom"]
+    "summary_request", "summary_cache_read_tokens", "custom", "raw_overflows"]
 RESULT_KEYS = [
     "transcript", "policy", "calls", "raw_tokens_total", "tokens_total", "reduction", "peak_tokens", "final_tokens",
     "snipped", "micro_compacted", "persisted", "summaries", "summary_input_tokens", "summary_output_tokens",
     "reactive", "manual", "overflows", "violations_introduced", "violations_inherited", "cost_usd", "raw_cost_usd",
     "cost_usd_nocache", "raw_cost_usd_nocache", "retention", "skipped_lines", "refs", "refs_retained", "recall",
     "probes", "probes_kept", "recoverable", "probes_recoverable", "cache_read_tokens", "cache_write_tokens", "recorded_input_cost_usd", "recorded_cost_usd", "billed_cost_usd", "sidechain_calls", "recorded_sidechain_cost_usd",
-    "window_tokens", "summary_cost_usd", "summary_cache_read_tokens", "custom", "cost_saving", "fingerprint", "calibration", "chars_per_token", "overhead_tokens", "calibration_mape"]
+    "window_tokens", "summary_cost_usd", "summary_cache_read_tokens", "custom", "raw_overflows", "cost_saving", "fingerprint", "calibration", "chars_per_token", "overhead_tokens", "calibration_mape"]
 
 
 def test_the_keys_of_summary_json_and_results_json_are_pinned(cli, tmp_path):

@@ -17,8 +17,9 @@ no compaction on the transcripts where no compaction fits the window (``dearer``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 #: a run costs more than no compaction by at least a cent or this share of no compaction's cost:
 #: less is a tie (the figures are estimates; $0.000016 on a $0.05 transcript says nothing)
@@ -35,6 +36,23 @@ def dearer_than_none(cost: float, raw: float) -> bool:
     """Whether ``cost`` is more than no compaction's ``raw`` beyond a tie (``TIE_USD``, ``TIE_SHARE``)."""
     more = cost - raw
     return bool(more > 0 and (more >= TIE_USD or more >= TIE_SHARE * raw))
+
+
+def dearer_where_fits(runs: Iterable[tuple[str, Mapping[str, Any]]], fits: set[str]) -> bool:
+    """Whether the runs (transcript, summary) cost more than no compaction, beyond a tie, summed
+    over the transcripts ``fits`` where no compaction fits the window."""
+    kept = [s for t, s in runs if t in fits]
+    return bool(kept) and dearer_than_none(sum(s["cost_usd"] for s in kept), sum(s["raw_cost_usd"] for s in kept))
+
+
+def dearer_policies(runs: Iterable[tuple[str, str, Mapping[str, Any]]]) -> list[str]:
+    """Of runs (transcript, policy, summary), the policies that cost more than no compaction on the
+    transcripts where no compaction fits the window (its history overflows nowhere: each summary's
+    ``raw_overflows``): what no recommender names."""
+    runs = list(runs)
+    fits = {t for t, _, s in runs if not s.get("raw_overflows")}
+    policies = list(dict.fromkeys(p for _, p, _ in runs))
+    return [p for p in policies if dearer_where_fits(((t, s) for t, q, s in runs if q == p), fits)]
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from .. import metrics
 from ..engine.records import ACTIONS
-from .guard import TIE_SHARE, TIE_USD, Candidate, dearer_than_none, pick
+from .guard import TIE_SHARE, TIE_USD, Candidate, dearer_than_none, dearer_where_fits, pick
 
 
 class JudgedRun(Protocol):
@@ -191,9 +191,7 @@ class _Guard:
         where no compaction fits the window (the one rule's ``dearer``: ``guard.py``)."""
         if self.ref is None or e is self.ref:
             return False
-        where = self.where_reference_fits()
-        runs = [r.summary for r in self.grouped[e.label] if r.transcript in where]
-        return bool(runs) and dearer_than_none(sum(s["cost_usd"] for s in runs), sum(s["raw_cost_usd"] for s in runs))
+        return dearer_where_fits(((r.transcript, r.summary) for r in self.grouped[e.label]), self.where_reference_fits())
 
     def candidate(self, e: Entry, lead: bool = False) -> Candidate:
         """``e`` as the one rule sees it (``lead``: ordered by what it keeps first, as the fallback is)."""

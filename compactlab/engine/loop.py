@@ -153,7 +153,8 @@ def replay(
                           fingerprint=fingerprint_of(resolved), pricing=pricing, calibration=used,
                           persisted_files=env.ledger.persisted_files, saved_transcripts=env.ledger.saved_transcripts,
                           window=(turns.judged.tokens, turns.judged.describe()),
-                          summary_request=policy.summary.request, **measures.finish()),
+                          summary_request=policy.summary.request, raw_overflows=turns.raw_overflows(records),
+                          **measures.finish()),
         calls=records,
         policy=resolved,
         failed_summaries=env.ledger.failed_summaries,
@@ -219,6 +220,11 @@ class Turns:
         self.keep_contexts = options.keep_contexts  # the calls whose sent context is kept
         self.last_time: float | None = None
         self.as_recorded = True  # the context is what the recording sent (no layer has acted yet)
+        #: whether the whole history is still what the recording sent (no recorded compaction
+        #: passed): as_recorded for a policy that never acts, no compaction's
+        self.raw_as_recorded = True
+        #: per call, whether the whole history sent then is one the recording shows answered
+        self.raw_answered: list[bool] = []
         self.previous_pos: int | None = None
         self.before_previous: int | None = None
         self._usage_keys: list[int] = []
@@ -267,6 +273,7 @@ class Turns:
             self.contexts[call] = [e.message for e in ctx.entries]
         read, write = self.cache.account(ctx, unchanged, tokens)  # 4
         intact = self.as_recorded and not acted
+        self.raw_answered.append(self.raw_as_recorded and self._answered(pos))
         # over the window, unless the recording shows this very context answered
         overflow = self.judged.overflows(tokens) and not (intact and self._answered(pos))
         record = self._record(call, pos, stats, tokens, overflow, read, write)
@@ -301,6 +308,12 @@ class Turns:
                 if r.overflow and not final.overflows(r.tokens):
                     r.overflow = False
             self.judged = final
+
+    def raw_overflows(self, records: list[TurnRecord]) -> int:
+        """The calls whose whole history would overflow the window judged on (as no compaction's
+        would, but where the recording shows the call answered)."""
+        return sum(1 for r, answered in zip(records, self.raw_answered)
+                   if self.judged.overflows(r.raw_tokens) and not answered)
 
     def _event(self, call: int, stats: LayerStats, actions: tuple[int, ...], before: tuple[int, int],
                tokens: int) -> None:
@@ -358,11 +371,11 @@ class Turns:
         prev, self.previous_pos = self.previous_pos, pos
         before, self.before_previous = self.before_previous, prev
         usage = self.usage.get(prev) if prev is not None and self.usage else None
-        if self.restarts is None and self.as_recorded and prev is not None and any(
+        if self.restarts is None and self.raw_as_recorded and prev is not None and any(
                 (before if before is not None else -1) < c.position <= prev for c in self.recorded_compactions()):
             # the recording compacted before the previous call and the replay did not: that call's
             # usage measured the recording's smaller context, not this one
-            self.as_recorded = False
+            self.as_recorded = self.raw_as_recorded = False
         if not usage or not self.as_recorded:
             return None
         new = sum(e.chars for e in pending)

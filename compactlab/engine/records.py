@@ -189,6 +189,9 @@ class RunSummary(Mapping[str, Any]):
     summary_cache_read_tokens: int = 0
     #: the calls at which the policy's own step (``custom``) changed the context
     custom: int = 0
+    #: the calls whose whole history (no compaction) is over the window judged on, but for those
+    #: the recording shows answered: where no compaction does not fit (the one rule: corpus/guard.py)
+    raw_overflows: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -220,7 +223,7 @@ def summarize(records: list[TurnRecord], totals: Any, *, transcript: Any, policy
               pricing: Any, calibration: dict[str, Any] | None = None, persisted_files: list[dict[str, Any]],
               saved_transcripts: list[dict[str, Any]], violations: list[dict[str, Any]] | None = None,
               probe_kinds: dict[str, dict[str, int]] | None = None, probes_indexed: bool = True,
-              window: tuple[int, str] = (0, ""), summary_request: str = "fresh") -> RunSummary:
+              window: tuple[int, str] = (0, ""), summary_request: str = "fresh", raw_overflows: int = 0) -> RunSummary:
     """A run's summary, built from its priced records, its layers' totals (``LayerStats``) and what
     its measures add at the end (``measures.Measures.finish``: its violations, its probes by kind);
     ``transcript`` gives the path, format and skipped lines; ``pricing`` is what ``cost.price_run``
@@ -259,6 +262,7 @@ def summarize(records: list[TurnRecord], totals: Any, *, transcript: Any, policy
         persisted_files=persisted_files,
         **counted,
         overflows=sum(r.overflow for r in records),
+        raw_overflows=raw_overflows,
         violations_introduced=sum(v["introduced"] for v in violations),
         violations_inherited=sum(not v["introduced"] for v in violations),
         violations=violations,

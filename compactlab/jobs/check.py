@@ -17,6 +17,7 @@ from typing import Any
 from ..corpus.check import (CheckResult, compare_record, find_record, load_baseline, parse_tolerances, record_for,
                             transcript_key, write_baseline)
 from ..corpus.compare import build_grid
+from ..corpus.guard import dearer_policies
 from ..errors import UsageError
 from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import atomic_write_bytes, check_destination
@@ -78,6 +79,9 @@ def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable
     with progress("check", len(files) * len(grid)) as advance:  # (a corpus read in parts: run_in_parts)
         done, _, hashes = run_in_parts(files, grid, settings, notify, advance)
     failures_said(done.failures, notify)
+    for policy in dearer_policies((r.transcript, r.policy, r.summary) for r in done.results):  # (guard.py's rule)
+        notify(f"warning: {policy} costs more than no compaction on the transcripts where no compaction fits the "
+               "window: compare would not recommend it (it recommends none there)", True)
     keys = {path: transcript_key(path, gate.baseline) for path in hashes}
     if gate.update:
         if done.interrupted or done.failures:

@@ -45,7 +45,9 @@ def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("cache warm at the first call", f"{info['cache_warm_start_tokens']:,} tokens read"))
     if info.get("recorded_cache_breaks"):
         rows.append(("recorded cache breaks", ", ".join(
-            f"call {b['call']} read {b['read_tokens']:,} of {b['previous_prompt_tokens']:,}"
+            f"call {b['call']} read {b['read_tokens']:,}" + (f" of {b['previous_prompt_tokens']:,}"
+                                                           if b["previous_prompt_tokens"] is not None
+                                                           else " (the call before recorded no usage)")
             for b in info["recorded_cache_breaks"][:10])))
     if info.get("recorded_compactions"):
         rows.append(("recorded compactions", ", ".join(

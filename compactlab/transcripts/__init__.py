@@ -69,6 +69,13 @@ def _format(path: str, input_format: str | None, options: dict[str, object]) -> 
         options.update(read)
     else:
         name = input_format
+        fmt = FORMATS.get(name)
+        if (not isinstance(head, Head) and hasattr(fmt, "sniff") and hasattr(fmt, "sniff_document")
+                and not is_document(path)):
+            # (a format that reads both, a document or JSON lines, tells them apart by the head it
+            # is given, as after detection: named, a JSONL file was read as one broken document;
+            # one that reads only documents says itself what else a file is)
+            options["head"] = read_head(path)
     if name not in FORMATS:
         raise InputError(f"unknown input format {name!r} (known: {', '.join(FORMATS)})")
     return FORMATS[name]

@@ -228,3 +228,21 @@ def test_check_shows_paths_from_where_it_was_run_not_from_the_baseline(cli, tmp_
     assert cli("check", "t.jsonl", "-p", "s08", "--baseline", baseline, "--update-baseline").exit_code == 0
     r = cli("check", "t.jsonl", "-p", "s08", "--baseline", baseline)
     assert r.exit_code == 0 and "\nt.jsonl " in r.stdout and "../" not in r.stdout
+
+
+def test_check_warns_of_a_policy_dearer_than_no_compaction_where_it_fits(cli, tmp_path):
+    """(#55 §3) check gates on the baseline, and says by the recommenders' one rule when a policy
+    costs more than no compaction where no compaction fits (s06 on huge-batch: $0.2942 against
+    $0.2565); not of one that saves (s06 on synth-long, where no compaction overflows)."""
+    from compactlab.corpus.guard import dearer_policies
+
+    r = cli("check", SAMPLES / "huge-batch.jsonl", "-p", "s06", "--baseline", tmp_path / "b.json", "--update-baseline")
+    assert r.exit_code == 0 and "warning: s06 costs more than no compaction on the transcripts where no compaction " \
+        "fits the window" in r.stderr, r.stderr
+    r = cli("check", SAMPLES / "synth-long.jsonl", "-p", "s06", "--baseline", tmp_path / "c.json", "--update-baseline")
+    assert r.exit_code == 0 and "costs more than no compaction" not in r.stderr, r.stderr
+    # where no compaction overflows, its cost there is no bar
+    runs = [("a", "p", {"cost_usd": 12.0, "raw_cost_usd": 10.0, "raw_overflows": 3}),
+            ("b", "p", {"cost_usd": 5.0, "raw_cost_usd": 10.0, "raw_overflows": 0})]
+    assert dearer_policies(runs) == []
+    assert dearer_policies([*runs, ("c", "p", {"cost_usd": 16.0, "raw_cost_usd": 10.0, "raw_overflows": 0})]) == ["p"]

@@ -108,3 +108,47 @@ def test_a_malformed_token_count_is_an_input_error(tmp_path, cli, tokens):
                                                  "tokens": tokens}])
     r = cli("inspect", path)
     assert r.exit_code == 2 and "message g1: tokens.input is" in r.stderr
+
+
+def test_a_jsonl_session_named_by_its_format_reads_as_detected(tmp_path, cli):
+    """(#55: found by the path-equivalence test) `--input-format gemini-cli` on a JSONL session,
+    and tune's share workers, which name the format they detected: it was read as one broken JSON
+    document ("unexpected content after document")."""
+    import orjson
+
+    from compactlab import load_transcript
+
+    lines = [{"sessionId": "s1", "projectHash": "p", "startTime": "2026-04-23T12:52:52.759Z",
+              "lastUpdated": "2026-04-23T12:52:52.759Z", "kind": "main"},
+             {"id": "u1", "timestamp": "2026-04-23T12:52:53Z", "type": "user", "content": "hi"},
+             {"id": "g1", "timestamp": "2026-04-23T12:52:54Z", "type": "gemini", "content": "hello",
+              "tokens": {"input": 10, "output": 2, "cached": 0, "total": 12}, "model": "gemini-3-flash"}]
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    detected, named = load_transcript(str(path)), load_transcript(str(path), "gemini-cli")
+    assert [e.message for e in named.entries] == [e.message for e in detected.entries] and named.usage == detected.usage
+    assert cli("replay", path, "--input-format", "gemini-cli", "--dry-run", "-q").exit_code == 0
+
+
+def test_inspect_shows_a_cache_break_after_a_call_that_recorded_no_usage(tmp_path, cli):
+    """(#55, found by the path-equivalence test on the shared 2025-10-11 session) A whole miss
+    right after a call with no usage: inspect failed with an internal error (KeyError)."""
+    import orjson
+
+    def gemini(i, tokens=None):
+        m = {"id": f"g{i}", "timestamp": f"2026-11-27T00:00:{10 + i:02d}Z", "type": "gemini", "content": f"step {i}",
+             "model": "gemini-2.5-flash"}
+        return {**m, "tokens": tokens} if tokens else m
+
+    def user(i):
+        return {"id": f"u{i}", "timestamp": f"2026-11-27T00:00:{i:02d}Z", "type": "user", "content": "x" * 4000}
+
+    messages = [user(0), gemini(1, {"input": 30000, "output": 10, "cached": 0, "total": 30010}), user(2), gemini(3),
+                user(4), gemini(5, {"input": 32000, "output": 10, "cached": 0, "total": 32010})]
+    doc = {"sessionId": "g", "projectHash": "p", "startTime": "2026-11-27T00:00:00Z",
+           "lastUpdated": "2026-11-27T00:01:00Z", "messages": messages}
+    path = tmp_path / "session.json"
+    path.write_bytes(orjson.dumps(doc))
+    r = cli("inspect", path)
+    assert r.exit_code == 0, r.stderr
+    assert "call 2 read 0 (the call before recorded no usage)" in r.stdout, r.stdout

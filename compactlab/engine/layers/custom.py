@@ -325,7 +325,7 @@ def custom(context: Context, config: Summarising[CustomConfig], env: RunEnv) -> 
             last = i
         if first_changed is None and i != j:
             first_changed = j
-    _check_ids(sent, step.name, now.call)
+    _check_ids(sent, entries, step.name, now.call)
     if first_changed is None:
         if len(out) == len(entries):
             return context, (stats if stats.summaries or stats.summary_failures else NOTHING)
@@ -453,22 +453,33 @@ def _check_blocks(m: dict, at: int, name: str, call: int) -> None:
                             f"{_BLOCK_ROLE[kind]} message)")
 
 
-def _check_ids(sent: list, name: str, call: int) -> None:
-    """No two tool_use blocks of the context a step returns share an id (the API refuses it; a
-    result could not say which it answers). An orphaned result or call is the violations
-    measure's, as a built-in layer's would be."""
+def _check_ids(sent: list, given: list, name: str, call: int) -> None:
+    """No two tool_use blocks of the context a step returns share an id, unless they did in the
+    context it was given (a recording may hold such a pair: inherited, not the step's): the API
+    refuses it, and a result could not say which it answers. An orphaned result or call is the
+    violations measure's, as a built-in layer's would be."""
+    introduced = _twice(sent) - _twice(given)
+    if introduced:
+        first = min(introduced)
+        at = max(i for i, e in enumerate(sent) if first in _ids(e))
+        raise StepError(f"custom step {name} returned, at call {call}, two tool_use blocks with id {first[:40]!r} "
+                        f"(the second in message {at})")
+
+
+def _ids(entry: Any) -> list[str]:
+    content = entry.message.get("content")
+    return [str(b.get("id")) for b in content if isinstance(b, dict) and b.get("type") == "tool_use"] \
+        if isinstance(content, list) else []
+
+
+def _twice(entries: list) -> set[str]:
+    """The tool_use ids that more than one block of ``entries`` has."""
     seen: set[str] = set()
-    for at, e in enumerate(sent):
-        content = e.message.get("content")
-        if not isinstance(content, list):
-            continue
-        for block in content:
-            if isinstance(block, dict) and block.get("type") == "tool_use":
-                key = str(block.get("id"))
-                if key in seen:
-                    raise StepError(f"custom step {name} returned, at call {call}, two tool_use blocks with id "
-                                    f"{str(block.get('id'))[:40]!r} (the second in message {at})")
-                seen.add(key)
+    twice: set[str] = set()
+    for e in entries:
+        for key in _ids(e):
+            (twice if key in seen else seen).add(key)
+    return twice
 
 
 def _settings(step: Step, config: CustomConfig) -> Any:

@@ -266,3 +266,20 @@ def test_compactlab_debug_shows_the_steps_traceback(cli, tmp_path, monkeypatch):
     r = cli("replay", SMALL, "-p", "py:custom_steps:raises", "-o", tmp_path / "out")
     assert r.exit_code == 2 and "Traceback" in r.stderr and "in raises" in r.stderr \
         and "RuntimeError: the step's own bug" in r.stderr, r.stderr
+
+
+def test_a_duplicate_id_the_recording_holds_is_the_recordings_not_the_steps(cli, tmp_path):
+    """A recording with two tool_use blocks of one id (found on a shared OTLP trace): a step that
+    sends it on, made anew (as a framework's step does), is not refused for it."""
+    from helpers import tool_session, write_jsonl
+
+    msgs = tool_session(4, prefix="same")
+    for m in msgs:  # every call and result of one id
+        for b in m["content"] if isinstance(m["content"], list) else []:
+            if "id" in b:
+                b["id"] = "dup"
+            if "tool_use_id" in b:
+                b["tool_use_id"] = "dup"
+    path = write_jsonl(tmp_path / "dup.jsonl", msgs)
+    r = cli("replay", path, "-p", "py:custom_steps:copies", "-o", tmp_path / "out")
+    assert r.exit_code == 0, r.stderr
