@@ -302,3 +302,28 @@ def test_a_difference_is_named_by_its_path_its_policy_and_its_field():
     assert _differences(reference, {}, "compare") == ["compare: no run of s08"]
     assert _differences(reference, {"s08": {"cost_usd": 1.2500001}}, "x") == []
 
+
+
+def _none_costs(cli, tmp_path: Path, recordings: list[Path]) -> list[str]:
+    out = []
+    for i, path in enumerate(recordings):
+        r = cli("replay", path, "-p", "none", "-o", tmp_path / f"n{i}", "-q")
+        assert r.exit_code == 0, r.stderr
+        s = orjson.loads((tmp_path / f"n{i}" / "summary.json").read_bytes())["summary"]
+        if s["cost_usd"] != s["raw_cost_usd"] or s["overflows"] != s["raw_overflows"]:
+            out.append(f"{path.name}: none costs ${s['cost_usd']} against no compaction's ${s['raw_cost_usd']} "
+                       f"(overflows {s['overflows']}, raw {s['raw_overflows']})")
+    return out
+
+
+def test_none_costs_what_no_compaction_costs_on_the_samples(cli, tmp_path):
+    """(#55) `none` is no compaction: the same cost and the same overflows, whatever the recorded
+    cache events (a Codex rollout's none cost $8.1708 against $8.0199)."""
+    problems = _none_costs(cli, tmp_path, sorted(SAMPLES.glob("*.jsonl")))
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_none_costs_what_no_compaction_costs_on_every_shared_recording(cli, tmp_path, shared_transcripts):
+    problems = _none_costs(cli, tmp_path, [p for p in _shared() if _loads(p)])
+    assert not problems, "\n".join(problems)
