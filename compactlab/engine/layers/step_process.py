@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import atexit
 import os
-import select
+import signal
 import subprocess
 import tempfile
 import threading
@@ -32,8 +32,12 @@ from typing import Any
 
 import orjson
 
+from ...plumbing.lines import DEFAULT_LIMIT, BoundedLines, Closed, Late, LineTooLong
+
 PROTOCOL = "compactlab-step"
 VERSION = 1
+#: seconds a process has to end once its input is closed, then once sent SIGTERM
+GRACE = 1.0
 
 
 class ProcessFailed(Exception):
@@ -58,10 +62,8 @@ class ProcessStep:
     def __call__(self, messages: list[dict], facts: Any, settings: Any) -> list[dict]:
         try:
             return self._call(messages, facts, settings)
-        except ProcessFailed:
-            raise
-        except BaseException:  # (Ctrl-C while it works: it is ended and reaped before compactlab exits)
-            self.stop()
+        except BaseException:  # (a protocol error, a late answer, Ctrl-C, any exception: the run ends
+            self.stop()  # here, so the process and whatever it started are ended and reaped first)
             raise
 
     def _call(self, messages: list[dict], facts: Any, settings: Any) -> list[dict]:
@@ -93,11 +95,14 @@ class ProcessStep:
         if self._s.proc is not None and self._s.pid == os.getpid() and self._s.proc.poll() is None:
             return self._s.proc
         self._s.stderr = tempfile.TemporaryFile()
-        try:
-            proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._s.stderr)
+        try:  # (in a session of its own: its process group is ended with it, children and all)
+            proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._s.stderr,
+                                    start_new_session=True)
         except OSError as exc:
             raise ProcessFailed(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}") from None
-        self._s.proc, self._s.pid, self._s.buffer, self._s.held = proc, os.getpid(), b"", []
+        assert proc.stdout is not None
+        self._s.proc, self._s.pid, self._s.held = proc, os.getpid(), []
+        self._s.lines = BoundedLines(proc.stdout.fileno(), _answer_limit())
         atexit.register(self.stop)
         self._send(proc, {"protocol": PROTOCOL, "version": VERSION, "settings": dict(settings)})
         hello = self._read(proc)
@@ -116,18 +121,18 @@ class ProcessStep:
             raise ProcessFailed(self._ended(proc)) from None
 
     def _read(self, proc: subprocess.Popen) -> Any:
-        assert proc.stdout is not None
-        fd = proc.stdout.fileno()
-        while b"\n" not in self._s.buffer:
-            ready, _, _ = select.select([fd], [], [], self.timeout)
-            if not ready:
-                self.stop()
-                raise ProcessFailed(f"did not answer within {self.timeout:g} s" + self._said())
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                raise ProcessFailed(self._ended(proc))
-            self._s.buffer += chunk
-        line, _, self._s.buffer = self._s.buffer.partition(b"\n")
+        """The next line it writes, as JSON: whole within ``timeout`` seconds of asking (a process
+        that drips a byte now and then is late all the same), at most the answer limit."""
+        lines = self._s.lines
+        assert lines is not None
+        try:
+            line = lines.line(self.timeout)
+        except Late:
+            raise ProcessFailed(f"did not answer within {self.timeout:g} s" + self._said()) from None
+        except LineTooLong as exc:
+            raise ProcessFailed(f"{exc} (COMPACTLAB_MAX_ANSWER_MB raises the limit)" + self._said()) from None
+        except Closed:
+            raise ProcessFailed(self._ended(proc)) from None
         try:
             return orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -145,22 +150,86 @@ class ProcessStep:
         """The last lines the process wrote to its standard error."""
         if self._s.stderr is None:
             return ""
-        self._s.stderr.seek(0)
-        tail = self._s.stderr.read()[-400:].decode("utf-8", "replace").strip().splitlines()[-3:]
+        f = self._s.stderr
+        f.seek(max(0, f.seek(0, os.SEEK_END) - 400))  # (its last bytes: however much it wrote)
+        tail = f.read().decode("utf-8", "replace").strip().splitlines()[-3:]
         return f"; it said: {' | '.join(tail)}" if tail else ""
 
     def stop(self) -> None:
-        """End the process (at exit, or when it is late): its input closed, then killed if it lingers."""
+        """End the process (at exit, after a failure, when it is late): its input closed, a grace
+        to finish, then its whole process group sent SIGTERM and, still there after another grace,
+        SIGKILL, each time until no process of the group runs; it is reaped, and so nothing it
+        started holds its pipes or lingers."""
         proc, self._s.proc = self._s.proc, None
         if proc is None or self._s.pid != os.getpid():
             return
         try:
             if proc.stdin is not None:
                 proc.stdin.close()
-            proc.wait(timeout=1)
-        except (OSError, subprocess.TimeoutExpired):
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=GRACE)
+        except subprocess.TimeoutExpired:
+            pass
+        for sig in (signal.SIGTERM, signal.SIGKILL):  # (the group: what it forked goes with it)
+            if not _group_runs(proc.pid):
+                break
+            try:
+                os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                break
+            _wait_group(proc, GRACE)
+        if proc.poll() is None:
             proc.kill()
-            proc.wait()
+        proc.wait()
+        for stream in (proc.stdout, self._s.stderr):
+            if stream is not None:
+                stream.close()
+        self._s.stderr = None
+
+
+def _group_runs(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs (a zombie has ended: its parent reaps it).
+    Where /proc cannot tell (not Linux), whether the group can be signalled at all."""
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
+
+
+def _wait_group(proc: subprocess.Popen, seconds: float) -> None:
+    """Until no process of ``proc``'s group runs, at most ``seconds`` (its leader reaped on the way)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        proc.poll()
+        if not _group_runs(proc.pid):
+            return
+        time.sleep(0.01)
+
+
+def _answer_limit() -> int:
+    """The longest answer line a step process may write (COMPACTLAB_MAX_ANSWER_MB, in MiB)."""
+    try:
+        mb = float(os.environ.get("COMPACTLAB_MAX_ANSWER_MB", "") or DEFAULT_LIMIT >> 20)
+    except ValueError:
+        mb = DEFAULT_LIMIT >> 20
+    return int(mb * (1 << 20)) if mb > 0 else DEFAULT_LIMIT
 
 
 class _Talk:
@@ -172,4 +241,4 @@ class _Talk:
         self.stderr: Any = None
         self.keeps_state = False
         self.held: list[Any] = []  # what the process holds (its previous answer), where it keeps state
-        self.buffer = b""
+        self.lines: BoundedLines | None = None  # what it writes, a line at a time

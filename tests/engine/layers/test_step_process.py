@@ -160,3 +160,84 @@ def test_tune_searches_a_process_steps_settings_that_its_policy_gives(cli, tmp_p
     r = cli(*args, "--set", "custom.settings.keep=6", "--out", tmp_path / "ok")
     assert r.exit_code == 0, r.stderr
     assert all(2 <= p["custom.settings.keep"] <= 10 for p in json.loads((tmp_path / "ok" / "front.json").read_text())["front"])
+
+
+# ---- (#56 §1, §2) a bounded reader, a deadline per answer, a process owned for its whole life
+
+def _gone(pid: int) -> bool:
+    """Whether a process is gone (or a zombie of a parent that is not us: dead, not running)."""
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+#: a process that, at its first call, forks a child that would hold the pipes, writes both pids
+#: to ``pids``, then does ``{action}``
+OWNED = """    import os
+    child = os.fork()
+    if child == 0:
+        import time
+        while True:
+            time.sleep(60)
+    open({pids!r}, 'w').write(f"{{os.getpid()}} {{child}}\\n")
+{action}"""
+
+
+@pytest.mark.parametrize("path,action,status,said", [
+    ("normal end", "    print(json.dumps({'messages': list(range(len(request['messages'])))}), flush=True)", 0, ""),
+    ("protocol error", "    print('{\"messages\": [999]}', flush=True)", 2, "kept message 999"),
+    ("not json", "    print('nope', flush=True)", 2, "which is not JSON"),
+    ("late", "    sys.stdin.read()", 2, "did not answer within 1 s"),
+    ("drip", "    import time\n    for _ in range(100):\n        sys.stdout.write(' '); sys.stdout.flush(); "
+             "time.sleep(0.3)", 2, "did not answer within 1 s"),
+    ("too long", "    sys.stdout.write('[' * (3 << 20)); sys.stdout.flush(); sys.stdin.read()", 2,
+     "wrote a line of more than 2 MiB"),
+])
+def test_the_process_and_what_it_forked_are_ended_and_reaped_on_every_path(cli, tmp_path, monkeypatch, path, action,
+                                                                            status, said):
+    monkeypatch.setenv("COMPACTLAB_MAX_ANSWER_MB", "2")
+    pids = tmp_path / "pids"
+    ref = _process(tmp_path, OWNED.format(pids=str(pids), action=action))
+    r = cli("replay", SMALL, "-p", ref, "--set", "custom.timeout=1", "-o", tmp_path / "out", "-q")
+    assert r.exit_code == status, r.stderr
+    assert said in r.stderr and "Traceback" not in r.stderr, r.stderr
+    from compactlab.engine.layers.custom import load_step
+
+    load_step(ref).run.stop()  # (the normal end: as at exit)
+    for pid in map(int, pids.read_text().split()):
+        assert _gone(pid), f"{path}: process {pid} left running"
+
+
+def test_the_bounded_reader_is_linear_caps_a_line_and_keeps_a_deadline(tmp_path):
+    import os
+    import threading
+
+    from compactlab.plumbing.lines import BoundedLines, Closed, Late, LineTooLong
+
+    r, w = os.pipe()
+    lines = BoundedLines(r, limit=1 << 20, chunk=4096)
+    big = b"x" * (900 << 10)
+    writer = threading.Thread(target=lambda: (os.write(w, b"one\ntwo"), os.write(w, b" and more\n" + big + b"\n")))
+    writer.start()
+    assert lines.line(30) == b"one" and lines.line(30) == b"two and more" and lines.line(30) == big
+    writer.join()
+    with pytest.raises(Late):
+        lines.line(0.05)  # (nothing written: the deadline, not a read, ends it)
+    threading.Thread(target=lambda: os.write(w, b"y" * (1 << 20) + b"yy")).start()
+    with pytest.raises(LineTooLong):
+        while True:
+            lines.line(30)
+    os.write(w, b"tail")
+    os.close(w)
+    with pytest.raises(Closed) as closed:
+        lines.line(30)
+    assert closed.value.partial == b"tail"
+    os.close(r)

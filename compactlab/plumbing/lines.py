@@ -1,0 +1,73 @@
+"""Lines read from a pipe (another process's output), bounded (#56 §1): linear in the bytes, at
+most ``limit`` bytes a line, and each line by a deadline, not a timeout per read (a process that
+writes a byte now and then cannot keep a run waiting past it).
+
+The bytes read are kept in one ``bytearray`` and only what was read since the last look is
+searched for the newline: a line of n bytes costs O(n), whatever the size of the reads.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import time
+
+#: the longest line read from a process, unless the caller sets another: 256 MiB
+#: (COMPACTLAB_MAX_ANSWER_MB sets it for the step processes)
+DEFAULT_LIMIT = 256 << 20
+
+
+class LineTooLong(Exception):
+    """A line longer than the limit (the bytes read so far are let go)."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"wrote a line of more than {limit >> 20} MiB ({size:,} bytes read, no end of line)")
+        self.size, self.limit = size, limit
+
+
+class Late(Exception):
+    """No whole line by the deadline."""
+
+
+class Closed(Exception):
+    """The other end closed the pipe before a whole line (``partial``: the bytes it did send)."""
+
+    def __init__(self, partial: bytes) -> None:
+        super().__init__("closed its output")
+        self.partial = partial
+
+
+class BoundedLines:
+    """Whole lines from the file descriptor ``fd`` (without their newline)."""
+
+    def __init__(self, fd: int, limit: int = DEFAULT_LIMIT, chunk: int = 1 << 20) -> None:
+        self.fd, self.limit, self.chunk = fd, limit, chunk
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes of the buffer known to hold no newline
+
+    def line(self, seconds: float) -> bytes:
+        """The next line, within ``seconds`` from now (``Late``), at most ``limit`` bytes
+        (``LineTooLong``); ``Closed`` when the other end closed first."""
+        deadline = time.monotonic() + seconds
+        while True:
+            end = self._buffer.find(b"\n", self._scanned)
+            if end >= 0:
+                line = bytes(self._buffer[:end])
+                del self._buffer[:end + 1]
+                self._scanned = 0
+                return line
+            self._scanned = len(self._buffer)
+            if self._scanned > self.limit:
+                size, self._buffer, self._scanned = self._scanned, bytearray(), 0
+                raise LineTooLong(size, self.limit)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Late()
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if not ready:
+                raise Late()
+            data = os.read(self.fd, self.chunk)
+            if not data:
+                partial, self._buffer, self._scanned = bytes(self._buffer), bytearray(), 0
+                raise Closed(partial)
+            self._buffer += data
