@@ -27,84 +27,20 @@ import orjson
 
 from ..engine.cost.cache_rules import provider_of
 from ..errors import UsageError
-from ..plumbing.secrets import scrub, scrub_logs
+from ..plumbing import model_clients
+from ..plumbing.secrets import scrub
 from ..plumbing.cache import DiskCache, digest
 from .actions import Action, action_of, tool_action
 
 APIS = ("anthropic", "openai")
-#: how long a request may take to connect, and then to answer (seconds; ``COMPACTLAB_NEXT_ACTION_TIMEOUT``
-#: sets the second): a server that accepts the connection and never answers fails the sample
-CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 10.0, 120.0
-#: the longest Retry-After a server is obeyed for (seconds): one asking for hours fails the sample
-MAX_RETRY_AFTER_S = 60.0
-
-
-#: the largest reply read (bytes): a next action is a few KB; a server sending hundreds of MB fails
-#: the sample once this much has come
-MAX_REPLY_BYTES = 16 << 20
-
-
-class ReplyTooLarge(Exception):
-    """A reply past MAX_REPLY_BYTES (read no further)."""
-
-
-def _capped_http_client(sdk: Any) -> Any:
-    """The SDK's own HTTP client (its defaults) on a transport that reads a reply only up to
-    MAX_REPLY_BYTES: past it, by its Content-Length or as it comes, the reply fails."""
-    import httpx2
-
-    class Capped(httpx2.SyncByteStream):
-        def __init__(self, inner: Any) -> None:
-            self.inner = inner
-
-        def __iter__(self) -> Any:
-            n = 0
-            for chunk in self.inner:
-                n += len(chunk)
-                if n > MAX_REPLY_BYTES:
-                    raise ReplyTooLarge(f"the reply is larger than {MAX_REPLY_BYTES >> 20} MiB")
-                yield chunk
-
-        def close(self) -> None:
-            self.inner.close()
-
-    class Transport(httpx2.HTTPTransport):
-        def handle_request(self, request: Any) -> Any:
-            response = super().handle_request(request)
-            length = response.headers.get("content-length", "")
-            if length.isdigit() and int(length) > MAX_REPLY_BYTES:
-                response.close()
-                raise ReplyTooLarge(f"the reply is larger than {MAX_REPLY_BYTES >> 20} MiB ({int(length):,} bytes)")
-            response.stream = Capped(response.stream)
-            return response
-
-    return sdk.DefaultHttpxClient(transport=Transport())
+#: how long a request may wait for its answer: COMPACTLAB_NEXT_ACTION_TIMEOUT, else the model clients'
+#: (a server that accepts the connection and never answers fails the sample)
+TIMEOUT_VARIABLES = ("COMPACTLAB_NEXT_ACTION_TIMEOUT", "COMPACTLAB_MODEL_TIMEOUT")
 
 
 class BadReply(Exception):
     """A reply that is no answer of the API asked (another shape, usage figures that are no
     counts): that sample's failure, named, the run going on."""
-
-
-def _read_timeout() -> float:
-    raw = os.environ.get("COMPACTLAB_NEXT_ACTION_TIMEOUT", "").strip()
-    try:
-        value = float(raw) if raw else READ_TIMEOUT_S
-    except ValueError:
-        value = float("nan")
-    if not 0 < value <= 3600:
-        raise UsageError(f"COMPACTLAB_NEXT_ACTION_TIMEOUT={raw[:20]}: not a number of seconds above 0 and at most 3600")
-    return value
-
-
-def _capped(client_class: Any) -> Any:
-    """``client_class`` (the SDK's) waiting at most MAX_RETRY_AFTER_S before a retry, whatever a
-    server's Retry-After says (the SDKs obey up to 49 days)."""
-    class Capped(client_class):  # type: ignore[misc, valid-type]
-        def _calculate_retry_timeout(self, *args: Any, **kwargs: Any) -> float:
-            return min(float(super()._calculate_retry_timeout(*args, **kwargs)), MAX_RETRY_AFTER_S)
-
-    return Capped
 
 
 def _count(value: Any, what: str) -> int:
@@ -253,27 +189,11 @@ class Asker:
         return reply
 
     def _connect(self) -> Any:
+        """The hardened client every call to a model uses (``plumbing.model_clients``)."""
         self._secret = self.options.api_key()
-        scrub_logs(self._secret)  # (the SDKs' debug logs show headers that echo it)
         o = self.options
-        kwargs: dict[str, Any] = {"api_key": self._secret, "max_retries": 2}
-        read = _read_timeout()
-        if o.base_url:
-            kwargs["base_url"] = o.base_url
-        if o.http_client is not None:
-            kwargs["http_client"] = o.http_client
-        if o.api == "anthropic":
-            import anthropic
-
-            kwargs.setdefault("http_client", _capped_http_client(anthropic))
-            return _capped(anthropic.Anthropic)(**kwargs, timeout=anthropic.Timeout(read, connect=CONNECT_TIMEOUT_S))
-        try:
-            import openai
-        except ImportError:
-            raise UsageError("the openai package is not installed: an OpenAI-compatible endpoint needs it",
-                             hint="pip install 'compactlab[openai]'") from None
-        kwargs.setdefault("http_client", _capped_http_client(openai))
-        return _capped(openai.OpenAI)(**kwargs, timeout=openai.Timeout(read, connect=CONNECT_TIMEOUT_S))
+        return model_clients.client(o.api, self._secret, o.base_url, o.http_client,
+                                    read_timeout=model_clients.seconds(TIMEOUT_VARIABLES, model_clients.READ_TIMEOUT_S))
 
     def _anthropic(self, body: dict[str, Any]) -> Reply:
         response = self._client.messages.create(**body)
@@ -320,10 +240,9 @@ class Asker:
         """A failed request as a reply with its reason (scrubbed of the key); a refused key stops
         the command; anything that is not an API error is a bug and raised."""
         status = getattr(exc, "status_code", None)
-        big = exc if isinstance(exc, ReplyTooLarge) else next(
-            (c for c in (exc.__cause__, exc.__context__) if isinstance(c, ReplyTooLarge)), None)
-        if big is not None:  # (raised as it came, or the SDK retried and gave up: a connection error caused by it)
-            return Reply(Action("none"), {}, error=f"failed: {big}")
+        bound = model_clients.bound_reached(exc)
+        if bound is not None:  # (raised as it came, or the SDK retried and gave up: a connection error caused by it)
+            return Reply(Action("none"), {}, error=f"failed: {bound}")
         if not _api_error(exc):
             raise exc
         text = scrub(f"HTTP {status}: {exc}" if status else f"{type(exc).__name__}: {exc}", self._secret)

@@ -2,8 +2,10 @@
 
 - The key is passed to the client explicitly and never appears in output, reports, cache files
   or error messages (they are scrubbed of it).
-- The SDK retries 429 and 529 (honouring retry-after); a failure after its retries raises
-  SummarizerError, which the summary layer counts toward its circuit breaker.
+- The client is the one every call to a model gets (``plumbing.model_clients``): connect and read
+  timeouts, a deadline per request, a cap on the reply; the SDK retries 429 and 529, each wait
+  capped and the run's waits bounded. A failure after that raises SummarizerError, which the
+  summary layer counts toward its circuit breaker.
 - A 400 "prompt is too long" shrinks the summary input by half and retries once.
 - Summaries are cached on disk by a hash of (model, prompt, input): a rerun makes no request,
   and a cached summary is billed as if made, so a policy's cost does not depend on the cache.
@@ -12,10 +14,11 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..errors import SummarizerError, UsageError
-from ..plumbing.secrets import scrub, scrub_logs
+from ..plumbing.secrets import scrub
 from .base import SummaryRequest, SummaryResult
 from ..plumbing.cache import DiskCache, digest
 from .prompts import DATA_NOTICE, clean_summary
@@ -23,16 +26,12 @@ from .prompts import DATA_NOTICE, clean_summary
 DEFAULT_MODEL = "claude-haiku-4-5"
 
 
-def make_client(api_key: str, base_url: str | None = None, http_client: Any = None, max_retries: int = 2) -> Any:
-    import anthropic
+def make_client(api_key: str, base_url: str | None = None, http_client: Any = None) -> Any:
+    """The Messages API's client, hardened as every call to a model is (``plumbing.model_clients``:
+    timeouts, a deadline per request, a cap on the reply, bounded retries)."""
+    from ..plumbing.model_clients import client
 
-    scrub_logs(api_key)  # (ANTHROPIC_LOG=debug logs headers that echo it)
-    kwargs: dict[str, Any] = {"api_key": api_key, "max_retries": max_retries}
-    if base_url:
-        kwargs["base_url"] = base_url
-    if http_client is not None:
-        kwargs["http_client"] = http_client
-    return anthropic.Anthropic(**kwargs)
+    return client("anthropic", api_key, base_url, http_client)
 
 
 def _too_long(exc: Exception) -> bool:
@@ -54,6 +53,13 @@ class _LiveCaller:
         """A one-line account of an API failure, without the key; a non-API error is re-raised."""
         import anthropic
 
+        from ..plumbing.model_clients import bound_reached
+
+        bound = bound_reached(exc)
+        if bound is not None:  # (a reply too large, a deadline, the retry budget: the request's end, said)
+            return scrub(f"{what} failed: {bound}", self._secret)[:500]
+        if isinstance(exc, json.JSONDecodeError):  # (the SDK read a reply that is no JSON: the server's fault)
+            return f"{what} failed: the reply is not JSON ({str(exc)[:80]})"
         if not isinstance(exc, anthropic.AnthropicError):
             raise exc  # a bug, not an API failure
         status = getattr(exc, "status_code", None)
@@ -86,11 +92,20 @@ class AnthropicSummarizer(_LiveCaller):
                 response = self._create(prompt, text, request.max_output_tokens)
             except Exception as exc2:  # noqa: BLE001
                 raise self._failure(exc2) from None
-        parts = [getattr(b, "text", "") for b in response.content if getattr(b, "type", None) == "text"]
+        try:  # (a reply that is no Messages API answer: a page, another shape, usage that is no count)
+            if not isinstance(response.content, list):
+                raise TypeError(type(response.content).__name__)
+            parts = [b.text for b in response.content if getattr(b, "type", None) == "text" and isinstance(b.text, str)]
+            counts = [response.usage.input_tokens or 0, response.usage.output_tokens or 0]
+        except (AttributeError, TypeError):
+            raise SummarizerError(f"summarizer request failed: the reply is no Messages API answer "
+                                  f"({type(response).__name__})") from None
+        if not all(type(n) is int and 0 <= n < 10 ** 9 for n in counts):
+            raise SummarizerError(f"summarizer request failed: the reply's usage is no count of tokens "
+                                  f"({str(counts)[:60]})")
         # (a model may repeat the key if a transcript holds it: never into a summary, a report or the cache)
         summary = scrub(clean_summary("\n".join(parts)), self._secret) or "(empty summary)"
-        usage = response.usage
-        result = SummaryResult(summary, int(usage.input_tokens or 0), int(usage.output_tokens or 0))
+        result = SummaryResult(summary, counts[0], counts[1])
         if self.cache is not None:
             self.cache.put(key, {"model": self.model, "text": result.text, "input_tokens": result.input_tokens,
                                  "output_tokens": result.output_tokens})

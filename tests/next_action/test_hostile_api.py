@@ -35,6 +35,8 @@ ANSWERS = {
              + b'"}], "usage": {"input_tokens": 1, "output_tokens": 1}}', {}),
     "retry-after hours": (429, "application/json", json.dumps({"type": "error", "error": {
         "type": "rate_limit_error", "message": "slow down"}}).encode(), {"retry-after": "36000"}),
+    "echoes the key": (200, "application/json", _message([{"type": "text", "text": f"the key is {KEY}; "
+                                                         f"<summary>{KEY} again</summary>"}, *TOOL], GOOD_USAGE), {}),
 }
 
 
@@ -52,6 +54,20 @@ class Hostile:
                 api.requests += 1
                 if api.mode == "stalled":
                     api.release.wait(30)  # (the client gives up first: its read timeout)
+                    return
+                if api.mode == "drip":  # a byte within every read timeout, never the whole reply
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", "100000")
+                    self.end_headers()
+                    for _ in range(300):
+                        if api.release.wait(0.1):
+                            return
+                        try:
+                            self.wfile.write(b" ")
+                            self.wfile.flush()
+                        except OSError:
+                            return
                     return
                 status, kind, body, headers = ANSWERS[api.mode]
                 self.send_response(status)
@@ -72,9 +88,9 @@ class Hostile:
         return f"http://127.0.0.1:{server.server_address[1]}", server
 
 
-@pytest.mark.parametrize("mode", [*ANSWERS, "stalled"])
-def test_a_misbehaving_api_fails_the_sample_not_the_command(cli, tmp_path, monkeypatch, mode):
-    from compactlab.next_action import models
+def _hostile(monkeypatch, tmp_path, mode):
+    """The hostile server, and every bound of the one model client made small for it."""
+    from compactlab.plumbing import model_clients
 
     api = Hostile(mode)
     url, server = api.serve()
@@ -82,8 +98,31 @@ def test_a_misbehaving_api_fails_the_sample_not_the_command(cli, tmp_path, monke
     monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
     monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("COMPACTLAB_NEXT_ACTION_TIMEOUT", "0.5")
-    monkeypatch.setattr(models, "MAX_RETRY_AFTER_S", 0.01)
-    monkeypatch.setattr(models, "MAX_REPLY_BYTES", 1 << 20)  # (the test's huge reply: 40 MiB)
+    monkeypatch.setenv("COMPACTLAB_MODEL_TIMEOUT", "0.5")
+    monkeypatch.setenv("COMPACTLAB_REQUEST_DEADLINE", "1.5")
+    monkeypatch.setattr(model_clients, "MAX_RETRY_AFTER_S", 0.01)
+    monkeypatch.setattr(model_clients, "RETRY_BUDGET_S", 0.015)  # (the second wait of a run is past it)
+    monkeypatch.setattr(model_clients, "MAX_REPLY_BYTES", 1 << 20)  # (the test's huge reply: 40 MiB)
+    return api, server
+
+
+#: what each failing mode's error says (the bound that ended it)
+SAID = {"huge": "the reply is larger than 1 MiB", "drip": "still coming 1.5 s after the request",
+        "retry-after hours": "of waiting a run allows"}
+MODES = [*ANSWERS, "stalled", "drip"]
+
+
+def _no_key_anywhere(r, *folders) -> None:
+    assert KEY not in r.stdout + r.stderr
+    for folder in folders:
+        for f in folder.rglob("*") if folder.exists() else ():
+            if f.is_file():
+                assert KEY.encode() not in f.read_bytes(), f
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_misbehaving_api_fails_the_sample_not_the_command(cli, tmp_path, monkeypatch, mode):
+    api, server = _hostile(monkeypatch, tmp_path, mode)
     started = time.monotonic()
     try:
         r = cli("next-action", SAMPLES / "synth-medium.jsonl", "-p", "s08", "--samples", "1", "--format", "json",
@@ -92,15 +131,44 @@ def test_a_misbehaving_api_fails_the_sample_not_the_command(cli, tmp_path, monke
         api.release.set()
         server.shutdown()
     assert time.monotonic() - started < 60
+    assert "internal error" not in r.stderr and "Traceback" not in r.stderr
+    _no_key_anywhere(r, tmp_path / "out", tmp_path / "cache")
+    assert (tmp_path / "out" / "samples.csv").is_file() and api.requests >= 1
+    if mode == "echoes the key":  # (an answer: its words stored scrubbed, everywhere)
+        assert r.exit_code == 0, r.output
+        return
     assert r.exit_code == 1, r.output  # (a sample failed: said, the exit says so)
     doc = json.loads(r.stdout)
     errors = [arm["error"] for s in doc["samples"] for arm in (s["policy_arm"], s["control_arm"]) if arm.get("error")]
     assert errors and all(e.startswith("failed: ") for e in errors), errors
-    if mode == "huge":
-        assert all("the reply is larger than 1 MiB" in e for e in errors), errors
-    assert "internal error" not in r.stderr and "Traceback" not in r.stderr and KEY not in r.stdout + r.stderr
-    assert (tmp_path / "out" / "samples.csv").is_file()
-    assert api.requests >= 1
+    if mode in SAID:
+        assert any(SAID[mode] in e for e in errors), errors
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_live_summarizer_meets_the_same_server_with_the_same_client(cli, tmp_path, monkeypatch, mode):
+    """(#56 §4) The summarizer's client is next-action's: the same bounds end the same requests,
+    its failures are failed summaries (the run goes on), and the key is in no file it writes."""
+    api, server = _hostile(monkeypatch, tmp_path, mode)
+    started = time.monotonic()
+    try:
+        r = cli("replay", SAMPLES / "synth-medium.jsonl", "-p", "s08", "--set", "summary.trigger=4000",
+                "--summarizer", "anthropic", "--format", "json", "-o", tmp_path / "out")
+    finally:
+        api.release.set()
+        server.shutdown()
+    assert time.monotonic() - started < 90
+    assert r.exit_code == 0, r.output
+    assert "internal error" not in r.stderr and "Traceback" not in r.stderr
+    _no_key_anywhere(r, tmp_path / "out", tmp_path / "cache")
+    run = json.loads((tmp_path / "out" / "summary.json").read_bytes())
+    failed = run["failed_summaries"]
+    if mode == "echoes the key":
+        assert not failed and run["summary"]["summaries"] > 0
+        return
+    assert failed and api.requests >= 1, run
+    if mode in SAID:
+        assert any(SAID[mode] in f["error"] for f in failed), failed
 
 
 def test_ctrl_c_while_a_server_never_answers_ends_at_once(tmp_path):
