@@ -14,11 +14,19 @@ from typing import Any
 import click
 
 from . import __version__
-from .errors import CompactlabError, PolicyError, UsageError
+from .errors import CompactlabError, PolicyError, UsageError, cannot_write
 from .metrics import tolerance_help
 from .plumbing.process import collector_off, finish
 
 EXIT_INTERNAL = 3
+
+
+def _said(text: str, lines: bool = False) -> None:
+    """A line for stderr, every control character it holds (from a policy file, a step, a
+    transcript) shown as its escape: nothing compactlab says can drive the terminal."""
+    from .reports.text import visible, visible_lines
+
+    click.echo(visible_lines(text) if lines else visible(text), err=True)
 
 
 class Group(click.Group):
@@ -36,9 +44,9 @@ class Group(click.Group):
             let_signals_through()  # (held since the entry point: one that came meanwhile is raised here)
             return super().invoke(ctx)
         except CompactlabError as exc:
-            click.echo(f"error: {exc}", err=True)
+            _said(f"error: {exc}")
             if exc.hint:
-                click.echo(f"hint: {exc.hint}", err=True)
+                _said(f"hint: {exc.hint}")
             if os.environ.get("COMPACTLAB_DEBUG") and exc.detail:
                 click.echo(exc.detail.rstrip("\n"), err=True)  # (the traceback of your own code: a step's)
             sys.exit(exc.exit_code)
@@ -59,14 +67,14 @@ class Group(click.Group):
                 sys.exit(exit_status(stop))
             if os.environ.get("COMPACTLAB_DEBUG"):
                 raise
-            click.echo(f"error: internal error: {type(exc).__name__}: {exc}".splitlines()[0], err=True)
+            _said(f"error: internal error: {type(exc).__name__}: {exc}".splitlines()[0])
             click.echo("hint: rerun with COMPACTLAB_DEBUG=1 for the traceback and report it", err=True)
             sys.exit(EXIT_INTERNAL)
 
 
 def _status(quiet: bool, message: str) -> None:
     if not quiet:
-        click.echo(message, err=True)
+        _said(message, lines=True)
 
 
 class _RegistryHelp(click.Option):
@@ -398,7 +406,7 @@ def _notify(quiet: bool, verbose: bool = False) -> Callable[[str, bool], None]:
 
         if always or (not quiet and (verbose or not isinstance(message, Detail))):
             if not say(message):  # (above a progress bar that is showing, not through it)
-                click.echo(message, err=True)
+                _said(message, lines=True)
 
     return notify
 
@@ -433,7 +441,7 @@ def _end(outcome: Any, quiet: bool) -> None:
     if outcome.wrote:
         _status(quiet, outcome.wrote)
     for error in outcome.errors:
-        click.echo(f"error: {error}", err=True)
+        _said(f"error: {error}")
     if outcome.status:
         sys.exit(outcome.status)
 
@@ -779,7 +787,7 @@ def convert(transcript: str, output: str, skip_bad_lines: bool, input_format: st
     try:
         atomic_write_bytes(Path(output), to_anthropic_jsonl(loaded, keep_recorded_compactions), what="--output")
     except OSError as exc:
-        raise UsageError(f"--output {output}: cannot write: {exc.strerror or exc}") from None
+        raise cannot_write(f"--output {output}: cannot write", exc) from None
     _status(quiet, f"wrote {output}: {len(loaded.entries)} messages, {len(loaded.call_positions)} calls "
                    f"(from {loaded.format})")
     if loaded.compactions and not keep_recorded_compactions:
@@ -806,7 +814,7 @@ def policies_list(fmt: str) -> None:
         try:
             loaded.append(load_policy(name))
         except PolicyError as exc:  # (a framework's preset whose extra is not installed)
-            click.echo(f"left out {exc.message}" + (f" ({exc.hint})" if exc.hint else ""), err=True)
+            _said(f"left out {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
     LIST_WRITERS[fmt](loaded, sys.stdout)
 
 
@@ -844,7 +852,7 @@ def synth(output: str, calls: int, seed: int, force: bool, quiet: bool) -> None:
     try:
         size = write(output, calls, seed)
     except OSError as exc:
-        raise UsageError(f"{output}: cannot write: {exc.strerror or exc}") from None
+        raise cannot_write(f"{output}: cannot write", exc) from None
     _status(quiet, f"wrote {output}: {calls} calls, {size / 1e6:.2f} MB")
 
 
@@ -878,7 +886,7 @@ def run() -> None:
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code is not None and not isinstance(exc.code, int):
-            click.echo(str(exc.code), err=True)
+            _said(str(exc.code))
     try:
         let_signals_through()  # (a command that never ran, --help: one held since the start ends it so)
     except KeyboardInterrupt as exc:

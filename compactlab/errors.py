@@ -58,3 +58,20 @@ class UsageError(CompactlabError):
 
 class SummarizerError(CompactlabError):
     """A summarizer failed to produce a summary (counts toward the circuit breaker)."""
+
+
+class DiskFull(CompactlabError):
+    """An output that could not be written for want of space: the run failed, as a crashed one
+    does (exit 1); what it had written is removed."""
+
+    exit_code = 1
+
+
+def cannot_write(what: str, exc: OSError, hint: str | None = None) -> CompactlabError:
+    """The error of an output that could not be written (``what``: "--out X: cannot write Y"): the
+    disk full or a quota reached (exit 1), else what the system said (exit 2)."""
+    import errno
+
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFull(f"{what}: no space left on the device", hint=hint or "free some space, or write elsewhere")
+    return UsageError(f"{what}: {exc.strerror or exc}", hint=hint)

@@ -545,7 +545,7 @@ def test_a_junit_report_that_cannot_be_written_leaves_no_folder(cli, tmp_path, b
 
     monkeypatch.setattr(outputs, "mkstemp", full)
     r = cli("check", *files, "-p", "s08", "--baseline", path, "--junit", tmp_path / "new" / "deeper" / "check.xml")
-    assert r.exit_code == 2 and "No space left on device" in r.stderr
+    assert r.exit_code == 1 and "no space left on the device" in r.stderr  # (#56 §5: a failed run, exit 1)
     assert not (tmp_path / "new").exists()
 
 

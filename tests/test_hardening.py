@@ -40,13 +40,13 @@ def test_a_full_disk_leaves_no_partial_report(cli, tmp_path, monkeypatch):
     monkeypatch.setattr(outputs, "open", full, raising=False)
     out = tmp_path / "out"
     r = cli("replay", SMALL, "--out", out)
-    assert r.exit_code == 2
-    assert r.stderr.splitlines()[0] == f"error: {out}: cannot write calls.csv: No space left on device"
+    assert r.exit_code == 1  # (#56 §5: a run that failed, as a crash is)
+    assert r.stderr.splitlines()[0] == f"error: {out}: cannot write calls.csv: no space left on the device"
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no half run, nothing staged left beside it
 
 
 def test_a_failing_write_leaves_the_destination_as_it_was(tmp_path, monkeypatch):
-    from compactlab.errors import UsageError
+    from compactlab.errors import DiskFull
     from compactlab.plumbing.outputs import OutputDir
 
     earlier = OutputDir(tmp_path / "o")
@@ -62,7 +62,7 @@ def test_a_failing_write_leaves_the_destination_as_it_was(tmp_path, monkeypatch)
         return real_open(path, mode, *args, **kw)
 
     monkeypatch.setattr(outputs, "open", fail_b, raising=False)
-    with pytest.raises(UsageError, match="cannot write b.txt: No space left on device"):
+    with pytest.raises(DiskFull, match="cannot write b.txt: no space left on the device"):
         od.write_all({"a.txt": b"new", "b.txt": b"b"})
     od.rollback()
     assert (tmp_path / "o" / "a.txt").read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["o"]
@@ -159,3 +159,36 @@ def test_a_rerun_after_an_interrupt_reuses_the_cached_summaries(cli, tmp_path, m
         assert 0 < first < cold and rerun == cold - first  # the interrupted run's summaries came from the cache
     finally:
         server.shutdown()
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A small tmpfs of the test's own (mounted here, unmounted after), or a skip where this
+    machine does not let the test mount one."""
+    import subprocess
+
+    where = tmp_path / "disk"
+    where.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(where)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode(errors='replace').strip()[:80]})")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], capture_output=True)
+
+
+@pytest.mark.parametrize("job", ["replay", "replay --chart", "compare"])
+@pytest.mark.parametrize("filled", [True, False])
+def test_a_full_disk_is_a_one_line_error_that_leaves_nothing(cli, full_disk, job, filled):
+    """(#56 §5) The disk full (before the lock could be written, or part way through the reports):
+    exit 1, one line and a hint, no lock, no partial folder (an internal error and a lock file
+    were left before)."""
+    if filled:
+        (full_disk / "fill").write_bytes(b"x" * (16 << 10))  # (every block taken)
+    command, *more = job.split()
+    r = cli(command, SAMPLES / "synth-medium.jsonl", "-p", "s08", *more, "-o", full_disk / "out", "-q")
+    assert r.exit_code == 1, r.stderr
+    assert "no space left on the device" in r.stderr and "internal error" not in r.stderr, r.stderr
+    assert r.stderr.count("\n") <= 2, r.stderr
+    assert sorted(p.name for p in full_disk.iterdir()) == (["fill"] if filled else [])

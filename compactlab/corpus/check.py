@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from .. import metrics
-from ..errors import InputError, UsageError
+from ..errors import InputError, UsageError, cannot_write
 from ..plumbing.files import read_regular
 from ..plumbing.outputs import atomic_write_bytes
 
@@ -263,4 +263,4 @@ def write_baseline(path: str, records: list[dict[str, Any]]) -> None:
     try:
         atomic_write_bytes(Path(path), orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
     except OSError as exc:
-        raise UsageError(f"{path}: cannot write baseline: {exc.strerror or exc}") from None
+        raise cannot_write(f"{path}: cannot write baseline", exc) from None

@@ -24,7 +24,7 @@ from typing import Any, Callable, Literal
 import orjson
 
 from .. import metrics
-from ..errors import PolicyError, UsageError
+from ..errors import PolicyError, UsageError, cannot_write
 from ..engine.policy import Policy, acted_by_layer, idle_keys, load_policy, parse_override
 from ..plumbing.outputs import refuse_inputs
 from .guard import Candidate, dearer_than_none, pick
@@ -572,7 +572,7 @@ class StudySite:
             self._take_lock()
         except OSError as exc:
             self.close(keep=False)
-            raise UsageError(f"--out {self.out_dir}: cannot write: {exc.strerror or exc}") from None
+            raise cannot_write(f"--out {self.out_dir}: cannot write", exc) from None
         try:
             self.check()  # again, under the lock: another tune may have made it meanwhile
             if self.resume:

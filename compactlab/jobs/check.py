@@ -18,7 +18,7 @@ from ..corpus.check import (CheckResult, compare_record, find_record, load_basel
                             transcript_key, write_baseline)
 from ..corpus.compare import build_grid
 from ..corpus.guard import dearer_policies
-from ..errors import UsageError
+from ..errors import UsageError, cannot_write
 from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import atomic_write_bytes, check_destination
 from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, failures_said, load_all, no_progress, shown, \
@@ -103,7 +103,7 @@ def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable
         try:
             atomic_write_bytes(Path(gate.junit), junit_xml(checked), what="--junit")
         except OSError as exc:
-            raise UsageError(f"--junit {gate.junit}: cannot write: {exc.strerror or exc}") from None
+            raise cannot_write(f"--junit {gate.junit}: cannot write", exc) from None
     append_step_summary(checked)
     failing: list[str] = []
     if planned is not None and not done.interrupted:

@@ -23,7 +23,7 @@ from ..corpus.shares import Member, RunSettings, SharePool
 from ..corpus.tune import StudyDefinition, StudySite, TuneResult, corpus_evaluator, parse_objectives, parse_space, \
     dashboard_command, share_evaluator, study_path
 from ..corpus.tune import tune as search
-from ..errors import UsageError
+from ..errors import UsageError, cannot_write
 from ..plumbing.interrupts import exit_status
 from .base import Notify, Outcome, ShowsProgress, Settings, Tally, calibrations_for, load_all, no_progress, \
     none_read, prices_for, quietly, read_parts
@@ -119,7 +119,7 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
     try:
         written = write_files(result, out_dir, spec.chart)
     except OSError as exc:
-        raise UsageError(f"--out {out_dir}: cannot write the front: {exc.strerror or exc}",
+        raise cannot_write(f"--out {out_dir}: cannot write the front", exc,
                          hint="the study is kept: --resume writes the front once --out is writable") from None
     show(result)
     study = study_path(out_dir)

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import UsageError
+from ..errors import UsageError, cannot_write
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
@@ -70,7 +70,7 @@ def _destination(path: Path, label: str) -> tuple[Path, os.stat_result | None]:
     except FileNotFoundError:
         return real, None
     except OSError as exc:
-        raise UsageError(f"{label}: cannot write: {exc.strerror or exc}") from None
+        raise cannot_write(f"{label}: cannot write", exc) from None
 
 
 def _open_in_place(real: Path, label: str, flags: int) -> int:
@@ -81,7 +81,7 @@ def _open_in_place(real: Path, label: str, flags: int) -> int:
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # a FIFO with no reader
             raise UsageError(f"{label}: is a named pipe, not a regular file: refusing to write to it") from None
-        raise UsageError(f"{label}: cannot write: {exc.strerror or exc}") from None
+        raise cannot_write(f"{label}: cannot write", exc) from None
     mode = os.fstat(fd).st_mode
     if not (stat.S_ISCHR(mode) or (flags & os.O_APPEND and stat.S_ISREG(mode))):
         os.close(fd)
@@ -106,7 +106,7 @@ def _write_fd(fd: int, data: Content, label: str) -> None:
         with os.fdopen(fd, "wb") as f:
             _write(f, data)
     except OSError as exc:
-        raise UsageError(f"{label}: cannot write: {exc.strerror or exc}") from None
+        raise cannot_write(f"{label}: cannot write", exc) from None
 
 
 def _identity(path: str | os.PathLike) -> tuple[int, int] | None:
@@ -379,9 +379,13 @@ class _Lock:
                                  + (f" (process {holder})" if holder.isdigit() else ""),
                                  hint="wait for it to finish, or choose another --out") from None
             if _identity(self.path) == (os.fstat(fd).st_dev, os.fstat(fd).st_ino):
-                os.ftruncate(fd, 0)
-                os.write(fd, f"{os.getpid()}\n".encode())
                 self.fd: int | None = fd
+                try:
+                    os.ftruncate(fd, 0)
+                    os.write(fd, f"{os.getpid()}\n".encode())
+                except OSError as exc:  # (a full disk: the lock goes, and the run never starts)
+                    self.release()
+                    raise cannot_write(f"{label}: cannot lock it", exc) from None
                 return
             os.close(fd)  # (removed by the run that held it: the name is a new file now)
         raise UsageError(f"{label}: cannot lock it")
@@ -506,7 +510,7 @@ class OutputDir:
             (stage / MARKER).write_bytes(orjson.dumps({"files": files, "complete": complete}) + b"\n")
         except OSError as exc:
             self.rollback()
-            raise UsageError(f"{self.root}: cannot write {MARKER}: {exc.strerror or exc}") from None
+            raise cannot_write(f"{self.root}: cannot write {MARKER}", exc) from None
         with deferred():
             old = None
             if target.is_dir():
@@ -592,7 +596,7 @@ class OutputDir:
             with open(target, "wb") as f:
                 _write(f, data)
         except OSError as exc:
-            raise UsageError(f"{self.root}: cannot write {relative}: {exc.strerror or exc}") from None
+            raise cannot_write(f"{self.root}: cannot write {relative}", exc) from None
 
     def write_all(self, files: Mapping[str, Content]) -> None:
         """Write a set of report files (the run is whole or absent anyway: it is committed at

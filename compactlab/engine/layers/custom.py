@@ -232,14 +232,18 @@ def load_step(call: str) -> Step:
 def _digest(fn: Any) -> str:
     import inspect
 
+    digest = hashlib.sha256()
     try:
-        with open(inspect.getfile(fn), "rb") as f:
-            data = f.read()
+        source = inspect.getfile(fn)
+        if not os.path.isfile(source):
+            raise OSError(source)
+        _hash_file(digest, source)
     except (TypeError, OSError):  # (a builtin, or code with no file)
         code = getattr(fn, "__code__", None)
-        data = code.co_code + repr(code.co_consts).encode() if code is not None else repr(fn).encode()
+        digest.update(code.co_code + repr(code.co_consts).encode() if code is not None else repr(fn).encode())
     # (and what it says it runs besides: a framework's step names the framework's version)
-    return hashlib.sha256(data + str(getattr(fn, "identity", "")).encode()).hexdigest()[:12]
+    digest.update(str(getattr(fn, "identity", "")).encode())
+    return digest.hexdigest()[:12]
 
 
 #: a step that is a command: ``cmd:node compact.js``
@@ -261,9 +265,19 @@ def _command(call: str) -> Step:
     digest = hashlib.sha256(call.encode())
     for arg in argv:
         if os.path.isfile(arg):
-            with open(arg, "rb") as f:
-                digest.update(f.read())
+            _hash_file(digest, arg)
     return Step(ProcessStep(argv, call), call, None, digest.hexdigest()[:12])
+
+
+def _hash_file(digest: Any, path: str) -> None:
+    """Add a file's bytes to ``digest`` a MiB at a time (a file of gigabytes, a model's weights,
+    costs time, never its size in memory); one that cannot be read adds its name only."""
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        digest.update(b"\0unreadable")
 
 
 def _module(target: str, call: str) -> Any:

@@ -241,3 +241,61 @@ def test_the_bounded_reader_is_linear_caps_a_line_and_keeps_a_deadline(tmp_path)
         lines.line(30)
     assert closed.value.partial == b"tail"
     os.close(r)
+
+
+def test_a_policy_whose_step_names_escape_sequences_puts_none_on_the_terminal(cli, tmp_path):
+    """(#56 §5) custom.call from a policy file reaches the error line: its control characters are
+    shown as escapes, never sent raw (a title change, a cleared screen)."""
+    policy = tmp_path / "p.toml"
+    policy.write_text('extends = "none"\norder = ["custom"]\n[custom]\nenabled = true\n'
+                      'call = "cmd:\\u001b]0;pwned\\u0007\\u001b[2Jnope"\n')
+    r = cli("replay", SMALL, "-p", policy, "-o", tmp_path / "out")
+    assert r.exit_code == 2 and "cannot start" in r.stderr, r.stderr
+    assert "\x1b" not in r.stderr and "\x07" not in r.stderr and "\\x1b]0;pwned\\x07\\x1b[2J" in r.stderr, r.stderr
+
+
+def test_a_steps_files_are_hashed_in_chunks_for_its_fingerprint(tmp_path, monkeypatch):
+    """(#56 §5) Every file a cmd: call names is part of its fingerprint, read a chunk at a time
+    (a 6 GB file read whole was a MemoryError): here no read may ask for more than a MiB."""
+    import builtins
+
+    from compactlab.engine.layers.custom import load_step
+
+    big = tmp_path / "model.bin"
+    with open(big, "wb") as f:
+        f.truncate(8 << 20)  # (sparse: 8 MiB of zeros on no disk)
+    real_open = builtins.open
+    asked: list[int] = []
+
+    class Watched:
+        def __init__(self, f):
+            self.f = f
+
+        def read(self, n=-1):
+            asked.append(n)
+            return self.f.read(n)
+
+        def readinto(self, b):
+            asked.append(len(b))
+            return self.f.readinto(b)
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            self.f.close()
+
+    def watching(path, *args, **kw):
+        f = real_open(path, *args, **kw)
+        return Watched(f) if str(path) == str(big) else f
+
+    monkeypatch.setattr(builtins, "open", watching)
+    load_step.cache_clear()
+    try:
+        step = load_step(f"cmd:{PY} -c pass {big}")
+    finally:
+        load_step.cache_clear()
+    assert step.digest and asked and all(0 < n <= 1 << 20 for n in asked), asked[:5]
