@@ -56,10 +56,10 @@ def homes(env: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
     env = os.environ if env is None else env
     home = Path(env.get("HOME") or Path.home())
     out: list[tuple[str, Path]] = []
-    claude = [Path(p.strip()).expanduser() for p in env.get("CLAUDE_CONFIG_DIR", "").split(",") if p.strip()]
+    claude = [_expanded(p.strip(), "CLAUDE_CONFIG_DIR") for p in env.get("CLAUDE_CONFIG_DIR", "").split(",") if p.strip()]
     for root in claude or [home / ".config" / "claude", home / ".claude"]:
         out.append(("claude-code", root / "projects"))
-    out.append(("codex", Path(env.get("CODEX_HOME") or home / ".codex").expanduser() / "sessions"))
+    out.append(("codex", _expanded(env.get("CODEX_HOME") or str(home / ".codex"), "CODEX_HOME") / "sessions"))
     out.append(("gemini-cli", home / ".gemini" / "tmp"))
     storage = [home / ".config", home / "Library" / "Application Support"]
     for harness, extension in _EXTENSIONS.items():
@@ -67,6 +67,16 @@ def homes(env: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
             for editor in _EDITORS:
                 out.append((harness, base / editor / "User" / "globalStorage" / extension / "tasks"))
     return [(h, p) for h, p in out if p.is_dir()]
+
+
+def _expanded(path: str, variable: str) -> Path:
+    """A folder an environment variable names, ``~`` and ``~user`` expanded (one that names no
+    user is a one-line error naming the variable, exit 2)."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        raise UsageError(f"{variable}={path[:80]}: {path.split('/', 1)[0][:40]} names no user of this machine",
+                         hint=f"set {variable} to a folder, or unset it") from None
 
 
 def _sessions(harness: str, root: Path) -> list[tuple[Path, str]]:

@@ -83,7 +83,11 @@ def test_a_prices_file_goes_in_front_and_may_date_its_rows(tmp_path):
 
 
 @pytest.mark.parametrize("text,message", [
-    ('[models."m"]\ninput = "cheap"\noutput = 1.0\n', "models.m.input must be a price"),
+    ('[models."m"]\ninput = "cheap"\noutput = 1.0\n', "models.m.input = cheap: must be a price"),
+    # (#56 §6) every price read is checked: a negative, NaN or infinite one made every cost null
+    ('[models."m"]\ninput = 1.0\noutput = 1.0\ncache_read = -100\n', "models.m.cache_read = -100: must be a price"),
+    ('[models."m"]\ninput = 1.0\noutput = 1.0\ncache_write_5m = nan\n', "models.m.cache_write_5m = nan: must be"),
+    ('[models."m"]\ninput = 1.0\noutput = inf\n', "models.m.output = inf: must be a price"),
     ('[models."m"]\ninput = 1.0\noutput = 1.0\nsince = "soon"\n', "since must be an ISO date"),
     ('default_model = "x"\n[models."m"]\ninput = 1.0\noutput = 1.0\n', "default_model 'x' has no prices"),
     ("models = 3\n", "not a usable price table"),

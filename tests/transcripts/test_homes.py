@@ -106,6 +106,20 @@ def test_no_sessions_and_bad_filters_are_said(cli, tmp_path, monkeypatch):
     bad = cli("replay", SAMPLES / "synth-small.jsonl", "--project", "x", "--dry-run")
     assert bad.exit_code == 2 and "--project and --harness choose among the sessions found without a path" in bad.stderr
     assert when("2d", "--since", now=1_000_000.0) == 1_000_000.0 - 2 * 86400
+    # (#56 §6) each unit its own: 12h is half a day, not 12 days
+    assert [1_000_000.0 - when(t, "--since", now=1_000_000.0) for t in ("12h", "30m", "2w", "1d")] == [
+        12 * 3600, 30 * 60, 14 * 86400, 86400]
+
+
+def test_a_home_that_names_no_user_is_a_one_line_error(cli, tmp_path, monkeypatch):
+    """(#56 §6) CLAUDE_CONFIG_DIR='~nouser/x' was an internal error (Could not determine home directory)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for variable in ("CLAUDE_CONFIG_DIR", "CODEX_HOME"):
+        monkeypatch.setenv(variable, "~no-such-user-here/x")
+        r = cli("inspect")
+        assert r.exit_code == 2 and f"{variable}=~no-such-user-here/x: ~no-such-user-here names no user" in r.stderr, \
+            r.stderr
+        monkeypatch.delenv(variable)
 
 
 def test_replay_and_check_read_the_sessions_found(cli, home, tmp_path):

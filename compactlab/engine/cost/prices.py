@@ -118,10 +118,14 @@ class TomlPrices:
             rows = value if isinstance(value, list) else [value]
             periods = []
             for row in rows:
-                for key in ("input", "output"):
-                    if not isinstance(row, dict) or not isinstance(row.get(key), (int, float)) \
-                            or isinstance(row.get(key), bool) or not 0 <= row[key] < 1e6:
-                        raise UsageError(f"{source}: models.{name}.{key} must be a price (USD per million tokens)")
+                for key in ("input", "output", "cache_write_5m", "cache_write_1h", "cache_read"):
+                    if isinstance(row, dict) and key not in row and key.startswith("cache_"):
+                        continue  # (optional: the input price's multiples)
+                    value = row.get(key) if isinstance(row, dict) else None
+                    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < 1e6:
+                        shown = f" = {str(value)[:20]}" if value is not None else ""
+                        raise UsageError(f"{source}: models.{name}.{key}{shown}: must be a price (USD per million "
+                                         "tokens, 0 or more, finite)")
                 window = row.get("window")
                 if window is not None and (type(window) is not int or not 0 < window <= 100_000_000):
                     raise UsageError(f"{source}: models.{name}.window must be a context window in tokens")
