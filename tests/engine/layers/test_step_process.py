@@ -299,3 +299,23 @@ def test_a_steps_files_are_hashed_in_chunks_for_its_fingerprint(tmp_path, monkey
     finally:
         load_step.cache_clear()
     assert step.digest and asked and all(0 < n <= 1 << 20 for n in asked), asked[:5]
+
+
+def test_a_new_conversation_is_sent_whole_to_a_process_that_keeps_state(cli, tmp_path):
+    """(#56 §7) The first call of each conversation is sent from 0, all of it, even where the
+    process's previous answer (another transcript's) begins with the same messages."""
+    seen = tmp_path / "seen"
+    ref = _process(tmp_path, f"    open({str(seen)!r}, 'a').write(f\"{{request['call']}} {{request['from']}} "
+                             "{len(request['messages'])}\\n\")\n"
+                             "    print(json.dumps({'messages': list(range(request['from'] + "
+                             "len(request['messages'])))}), flush=True)",
+                   hello_answer='{"version": 1, "keeps_state": True}')
+    same = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    for f in same:
+        f.write_bytes(SMALL.read_bytes())
+    r = cli("replay", *same, "-p", ref, "--dry-run", "-q")
+    assert r.exit_code == 0, r.stderr
+    firsts = [line.split() for line in seen.read_text().splitlines() if line.startswith("0 ")]
+    assert len(firsts) == 2 and all(int(f[1]) == 0 and int(f[2]) > 0 for f in firsts), firsts
+    later = [line.split() for line in seen.read_text().splitlines() if not line.startswith("0 ")]
+    assert any(int(f[1]) > 0 for f in later)  # (and after it, only what changed)
