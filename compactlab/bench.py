@@ -73,6 +73,9 @@ print(json.dumps({"wall": wall, "cpu": u.ru_utime + u.ru_stime, "rss": u.ru_maxr
                   "main_rss": main[0] or u.ru_maxrss * 1024}))
 """
 
+#: your own step that keeps everything (``identity_step`` below), as -p names it
+IDENTITY = "py:compactlab.bench:identity_step"
+
 LARGE_WINDOW = ["-p", "s08", "--set", "snip.enabled=false", "--set", "summary.trigger=670000",
                 "--set", "manual.enabled=false"]
 
@@ -229,6 +232,12 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
             Measure("replay large window", replay(n_file, *LARGE_WINDOW)),
             Measure("replay -p claude-code", replay(n_file, "-p", "claude-code")),
             Measure("replay -p s08, 2x calls", replay(n2_file, "-p", "s08")),
+            # your own step that keeps everything, against no compaction, recall off in both (the
+            # step's policy acts, so it would look for the probes none never needs): the seam's cost
+            Measure("replay -p none", replay(n_file, "-p", "none"), env={"COMPACTLAB_PROBES": "0"}),
+            Measure("replay identity step", replay(n_file, "-p", IDENTITY), env={"COMPACTLAB_PROBES": "0"}),
+            Measure("replay -p none, 2x calls", replay(n2_file, "-p", "none"), env={"COMPACTLAB_PROBES": "0"}),
+            Measure("replay identity step, 2x calls", replay(n2_file, "-p", IDENTITY), env={"COMPACTLAB_PROBES": "0"}),
             Measure("replay -p none, 120 MB", replay(big_file, "-p", "none")),
             Measure("floor, folder of sessions", [sys.executable, "-c", FLOOR, str(folder)]),
             Measure("replay -p s08, folder of sessions", replay(folder, "-p", "s08")),
@@ -356,6 +365,10 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
         rows.append((f"{name} / floor (CPU)", by[name].cpu / cpu_floor, "× (guard)", None))
     s08, off, cold = (by[n].cpu for n in ("replay -p s08", "replay -p s08, recall off",
                                            "replay -p s08, probes indexed again"))
+    seam, seam2 = (by[f"replay identity step{x}"].cpu / by[f"replay -p none{x}"].cpu for x in ("", ", 2x calls"))
+    ratio("identity step / none (CPU, recall off)", seam, 1.5, "×")
+    ratio("identity step / none, 2x calls (CPU, recall off)", seam2, 1.5, "×")
+    rows.append(("identity step's ratio, 2x / 1x calls (flat: 1)", seam2 / seam, "(guard)", None))
     rows.append(("recall's share of replay -p s08 (CPU)", max(0.0, 1 - off / s08), "(guard)", None))
     rows.append(("recall's share, probes indexed again (CPU)", max(0.0, 1 - off / cold), "(guard)", None))
     if reference is not None:
@@ -419,3 +432,9 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
                      for m in [*by.values(), *([reference] if reference else [])]},
         "figures": [{"figure": n, "value": v, "target": t, "met": ok if judged else None} for n, v, t, ok in rows],
     }
+
+
+def identity_step(messages: list, facts: Any, settings: Any) -> list:
+    """A step of your own that keeps everything (``-p py:compactlab.bench:identity_step``): what
+    the step seam itself costs, against ``-p none`` (#56 §3)."""
+    return messages

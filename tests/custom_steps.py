@@ -87,3 +87,29 @@ def twice_the_same_id(messages, facts, settings):
     call = {"type": "tool_use", "id": "dup", "name": "bash", "input": {}}
     return [*messages, {"role": "assistant", "content": [call]}, {"role": "user", "content": "next"},
             {"role": "assistant", "content": [dict(call)]}]
+
+
+def mutates_a_block(messages, facts, settings):
+    for m in messages:
+        if isinstance(m["content"], list) and m["content"]:
+            m["content"][0]["type"] = "text"
+    return messages
+
+
+def edits_a_deep_copy(messages, facts, settings):
+    """Changes the first message through a deep copy: a new message, the rest kept."""
+    import copy
+
+    if not messages:
+        return messages
+    first = copy.deepcopy(messages[0])
+    first["content"] = "edited"
+    return [first, *messages[1:]]
+
+
+UNCHANGED: list = []
+
+
+def records_unchanged(messages, facts, settings):
+    UNCHANGED.append((facts.call, facts.unchanged, len(messages)))
+    return messages

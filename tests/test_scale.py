@@ -107,10 +107,11 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
                    "compare 5 x 2: main-process peak (MB)", "compare 5 x 2 with reports (s)",
                    "time per session, 5 / 4 sessions", "tune 3 trials x 2 transcripts (s)",
                    "recall's share of replay -p s08 (CPU)", "recall's share, probes indexed again (CPU)",
-                   "tune / compare of as many replays"):
+                   "tune / compare of as many replays", "identity step / none (CPU, recall off)",
+                   "identity step / none, 2x calls (CPU, recall off)", "identity step's ratio, 2x / 1x calls"):
         assert figure in r.stdout
     doc = json.loads(out.read_text())
-    assert len(doc["figures"]) == 22 and doc["commands"]["floor"]["cpu"] > 0
+    assert len(doc["figures"]) == 25 and doc["commands"]["floor"]["cpu"] > 0
     assert os.environ["COMPACTLAB_CACHE_DIR"] != str(tmp_path / "inputs" / "cache")  # its own, given back
 
 

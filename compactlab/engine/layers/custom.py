@@ -77,6 +77,8 @@ class _Facts(NamedTuple):
     recorded_tokens: int | None  # the context's size as the harness measured it, while it is the recording's
     cache_cold: bool  # the prompt cache has expired since the previous call
     window: int  # the model's window in tokens (the policy's reactive window, else the recording's)
+    #: the leading messages that are the very ones given at the previous call (0 at the first)
+    unchanged: int = 0
 
 
 class StepFacts(_Facts):
@@ -300,30 +302,42 @@ def _module(target: str, call: str) -> Any:
 
 @register("custom", CustomConfig, cheap=True, summarises=True)
 def custom(context: Context, config: Summarising[CustomConfig], env: RunEnv) -> tuple[Context, LayerStats]:
+    """Run the step on the context, at a cost that grows with what changed, not with the context
+    (#56 §3): the messages are given read-only (``ReadOnlyDict``/``ReadOnlyList``: a step cannot
+    change one, so nothing is compared), each made once, when it first enters the context; a step
+    that keeps everything as it is returns the very list it was given, which is taken at once."""
     own, summary = config.own, config.summary  # (the summary table: what StepFacts.summarize asks by)
     step = load_step(own.call)
     if isinstance(step.run, ProcessStep):
         step.run.timeout = own.timeout
     entries = context.entries
-    given = [orjson.loads(orjson.dumps(e.message)) for e in entries]  # (copies: the step's to change)
+    held = env.state_of(_Given)
+    unchanged = held.unchanged(entries)
+    new = [_read_only(e.message) for e in entries[unchanged:]]
+    if unchanged == held.n and held.frozen is not None:  # (only appended to: the list given last, extended)
+        given = held.frozen
+        list.extend(given, new)
+    else:
+        given = ReadOnlyList([*(held.frozen or ())][:unchanged] + new)
+    held.hold(entries, given)
+    frozen = given
     now = env.now
     facts = StepFacts(now.call, env.estimator.tokens(context.chars), now.idle_seconds, now.after_prompt,
-                      now.recorded_tokens, now.cache_cold, now.window)
+                      now.recorded_tokens, now.cache_cold, now.window, unchanged)
     stats = LayerStats()
     facts._run = _Run(env, summary, stats)
     try:
         out = _call(step, given, facts, _settings(step, own), now.call)
     except SummaryFailed:
         return context, stats  # (recorded by summarize(): the step did nothing at this call)
+    if out is given:  # (kept as it is: nothing to look at)
+        return context, (stats if stats.summaries or stats.summary_failures else NOTHING)
     if not isinstance(out, list) or not all(_is_message(m) for m in out):
         raise StepError(f"custom step {step.name} returned {_what(out)} at call {now.call}, not a list of messages "
                         "(dicts with a role, user or assistant, and a content)")
-    for k, (mine, e) in enumerate(zip(given, entries)):
-        if mine != e.message:
-            raise StepError(f"custom step {step.name} changed message {k} it was given at call {now.call}: "
-                            "return a new message in its place instead")
-    where = {id(m): i for i, m in enumerate(given)}
+    where = {id(m): i for i, m in enumerate(frozen)}
     sent: list = []
+    kept: list = []  # the read-only message of each one sent
     first_changed: int | None = None
     last = -1
     for j, m in enumerate(out):
@@ -333,20 +347,117 @@ def custom(context: Context, config: Summarising[CustomConfig], env: RunEnv) -> 
                             f"{now.call}")
         if i is None:
             _check_blocks(m, j, step.name, now.call)
-            sent.append(env.new_entry(m, by="custom"))
+            made = env.new_entry(_plain(m), by="custom")
+            sent.append(made)
+            kept.append(_read_only(made.message))
         else:
             sent.append(entries[i])
+            kept.append(m)
             last = i
         if first_changed is None and i != j:
             first_changed = j
-    _check_ids(sent, entries, step.name, now.call)
     if first_changed is None:
         if len(out) == len(entries):
             return context, (stats if stats.summaries or stats.summary_failures else NOTHING)
         first_changed = len(out)
+    _check_ids(sent, entries, step.name, now.call)
     stats.custom = 1
     stats.changed_at(first_changed)
-    return Context(sent), stats
+    changed = Context(sent)
+    held.hold(changed.entries, ReadOnlyList(kept))  # (what the engine appends to next: given from there on)
+    return changed, stats
+
+
+@dataclass(slots=True)
+class _Given:
+    """What the step was given last (the run's): the context's list of entries (the engine appends
+    to it in place while nothing changes it), how many, and each one's read-only message."""
+
+    entries: list | None = None
+    n: int = 0
+    #: the list of read-only messages given (the same list, extended, while the context is only
+    #: appended to: a step may read it during its call, not keep it)
+    frozen: "ReadOnlyList | None" = None
+
+    def unchanged(self, entries: list) -> int:
+        """How many leading entries are the very ones given last: all of them while the engine only
+        appended (at once); after a change, as many as are the same objects."""
+        if entries is self.entries and len(entries) >= self.n:
+            return self.n
+        before = self.entries or []
+        k, most = 0, min(len(before), len(entries), self.n)
+        while k < most and entries[k] is before[k]:
+            k += 1
+        return k
+
+    def hold(self, entries: list, frozen: "ReadOnlyList") -> None:
+        self.entries, self.n, self.frozen = entries, len(entries), frozen
+
+
+class MessageChanged(TypeError):
+    """A step tried to change a message it was given (they are read-only)."""
+
+
+def _refuse(self: Any, *args: Any, **kwargs: Any) -> Any:
+    raise MessageChanged("a message given to a step is read-only: return a new message in its place "
+                         "(dict(m) or {**m, ...} is one)")
+
+
+class ReadOnlyDict(dict):
+    """A message (or a block of one) as a step is given it: a dict that cannot be changed; a copy
+    of it (``dict(m)``, ``copy.copy``, ``copy.deepcopy``) is a plain one to change."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse
+
+    def __copy__(self) -> dict:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        return _plain(self)
+
+    def __reduce__(self) -> Any:
+        return dict, (dict(self),)
+
+
+class ReadOnlyList(list):
+    """A list as a step is given it (the messages, a message's blocks): it cannot be changed; a
+    copy (``list(x)``, ``x[:]``, ``copy.deepcopy``) is a plain one."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __iadd__ = __imul__ = _refuse
+
+    def __copy__(self) -> list:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        return _plain(self)
+
+    def __reduce__(self) -> Any:
+        return list, (list(self),)
+
+
+_CONTAINERS = (dict, list, ReadOnlyDict, ReadOnlyList)
+
+
+def _read_only(value: Any) -> Any:
+    """``value`` (a message: dicts, lists and plain values) as read-only containers, made anew
+    (a plain value is not called for: most of a message is strings)."""
+    if isinstance(value, dict):
+        return ReadOnlyDict({k: v if type(v) not in _CONTAINERS else _read_only(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return ReadOnlyList([v if type(v) not in _CONTAINERS else _read_only(v) for v in value])
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as plain dicts and lists, made anew (what a message the step made holds)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _call(step: Step, given: list[dict], facts: StepFacts, settings: Any, call: int) -> Any:
@@ -365,6 +476,9 @@ def _call(step: Step, given: list[dict], facts: StepFacts, settings: Any, call: 
         raise
     except ProcessFailed as exc:
         raise StepError(f"custom step {step.name} {exc} (call {call})") from None
+    except MessageChanged:
+        raise _failed(StepError, f"custom step {step.name} changed a message it was given at call {call}: return a "
+                      "new message in its place instead", sys.exc_info()[1] or Exception()) from None
     except Exception as exc:
         raise _failed(StepError, f"custom step {step.name} raised {type(exc).__name__} at call {call}: {exc}",
                       exc) from None

@@ -75,7 +75,7 @@ def test_it_runs_in_order_with_the_built_in_layers_and_its_settings_are_typed(tm
 @pytest.mark.parametrize("step,said", [
     ("raises", "custom step custom_steps:raises raised RuntimeError at call 0: the step's own bug"),
     ("returns_none", "custom step custom_steps:returns_none returned a NoneType at call 0, not a list of messages"),
-    ("mutates", "custom step custom_steps:mutates changed message 0 it was given at call 0"),
+    ("mutates", "custom step custom_steps:mutates changed a message it was given at call 0"),
     ("reorders", "custom step custom_steps:reorders returned the messages it kept out of their order"),
 ])
 def test_a_step_that_breaks_the_contract_is_refused_with_its_name(cli, tmp_path, step, said):
@@ -283,3 +283,44 @@ def test_a_duplicate_id_the_recording_holds_is_the_recordings_not_the_steps(cli,
     path = write_jsonl(tmp_path / "dup.jsonl", msgs)
     r = cli("replay", path, "-p", "py:custom_steps:copies", "-o", tmp_path / "out")
     assert r.exit_code == 0, r.stderr
+
+
+# ---- (#56 §3) a step sees the change: read-only messages, the list kept as it is, facts.unchanged
+
+def test_the_messages_a_step_is_given_are_read_only_to_the_last_block(cli, tmp_path):
+    r = cli("replay", SMALL, "-p", "py:custom_steps:mutates_a_block", "-o", tmp_path / "out")
+    assert r.exit_code == 2 and "changed a message it was given at call 1" in r.stderr, r.stderr  # (its first list)
+    edited = _summary(cli, tmp_path, SMALL, "-p", "py:custom_steps:edits_a_deep_copy")
+    assert edited["custom"] > 0
+
+
+def test_read_only_messages_copy_and_serialise_as_plain_ones():
+    import copy
+
+    import orjson
+
+    from compactlab.engine.layers.custom import MessageChanged, _read_only
+
+    m = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text",
+                                                                                           "text": "x"}]}]}
+    ro = _read_only(m)
+    assert ro == m and orjson.loads(orjson.dumps(ro)) == m and json.loads(json.dumps(ro)) == m
+    for change in (lambda: ro.__setitem__("role", "x"), lambda: ro["content"].append(1),
+                   lambda: ro["content"][0]["content"][0].update(text="y"), lambda: ro.pop("role")):
+        with pytest.raises(MessageChanged):
+            change()
+    plain = copy.deepcopy(ro)
+    plain["content"][0]["content"][0]["text"] = "changed"
+    assert type(plain) is dict and type(plain["content"]) is list and ro["content"][0]["content"][0]["text"] == "x"
+    assert type(dict(ro)) is dict and type(list(ro["content"])) is list and type(copy.copy(ro)) is dict
+
+
+def test_a_step_is_told_how_many_messages_are_the_ones_given_before():
+    import custom_steps
+
+    custom_steps.UNCHANGED.clear()
+    run = replay(load_transcript(str(SMALL)), load_policy("py:custom_steps:records_unchanged"))
+    seen = custom_steps.UNCHANGED
+    assert seen[0][:2] == (0, 0) and len(seen) == run.summary.calls
+    for (_, _, before), (_, unchanged, _) in zip(seen, seen[1:]):
+        assert unchanged == before  # (nothing changed it: every message given before is given again)
