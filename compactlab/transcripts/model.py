@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import islice
@@ -87,6 +87,43 @@ class Note(str):
 
 
 @dataclass(frozen=True, slots=True)
+class Positions:
+    """Sorted positions, kept as runs ``(start, stop)``: what a condensation keeps is mostly one or
+    two runs, however many messages (20,000 condensations each holding every position it kept
+    took 1.84 GB for a 10.7 MB log)."""
+
+    runs: tuple[tuple[int, int], ...] = ()
+
+    @classmethod
+    def of(cls, positions: Iterable[int]) -> "Positions":
+        runs: list[tuple[int, int]] = []
+        for p in sorted(set(positions)):
+            if runs and runs[-1][1] == p:
+                runs[-1] = (runs[-1][0], p + 1)
+            else:
+                runs.append((p, p + 1))
+        return cls(tuple(runs))
+
+    def __iter__(self) -> Iterator[int]:
+        for start, stop in self.runs:
+            yield from range(start, stop)
+
+    def __len__(self) -> int:
+        return sum(stop - start for start, stop in self.runs)
+
+    def __bool__(self) -> bool:
+        return bool(self.runs)
+
+    def __eq__(self, other: object) -> bool:  # (equal to the tuple of its positions too)
+        if isinstance(other, Positions):
+            return self.runs == other.runs
+        return isinstance(other, tuple) and tuple(self) == other
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+
+@dataclass(frozen=True, slots=True)
 class RecordedCompaction:
     """A compaction the recording already did (e.g. Claude Code's compact_boundary).
 
@@ -101,7 +138,7 @@ class RecordedCompaction:
     summary: Entry
     trigger: str | None = None
     pre_tokens: int | None = None
-    kept: tuple[int, ...] | None = None
+    kept: "Positions | tuple[int, ...] | None" = None
     summary_at: int = 0
 
 

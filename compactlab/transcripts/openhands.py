@@ -26,7 +26,7 @@ import orjson
 
 from ..errors import InputError
 from .messages import make_entry
-from .model import RecordedCompaction, Transcript, TranscriptBuilder, epoch_time, object_at, tokens
+from .model import Positions, RecordedCompaction, Transcript, TranscriptBuilder, epoch_time, object_at, tokens
 from .openai_chat import openai_usage
 from .reader import read_document
 
@@ -215,10 +215,9 @@ class _Events:
         self.where.forget(*forgets)
         kept_events = list(self.where.at.values())  # (event order)
         offset = args["summary_offset"] if type(args.get("summary_offset")) is int else len(kept_events)
-        kept = sorted(set(kept_events))
         before = set(kept_events[:max(offset, 0)])
         builder.compactions.append(RecordedCompaction(position=builder.count, summary=summary, trigger="condenser",
-                                                      kept=tuple(kept), summary_at=len(before)))
+                                                      kept=Positions.of(kept_events), summary_at=len(before)))
 
     def _response(self, i: int, e: dict, response: dict) -> None:
         """An agent action with its model response: the assistant message (once per response: its
