@@ -138,13 +138,18 @@ def client(sdk_name: str, api_key: str, base_url: str | None = None, http_client
     """A hardened client of ``sdk_name`` ("anthropic" or "openai"; see the module's docstring);
     ``http_client``: a test's own transport, used as given (its reply cap and deadline are then
     the test's)."""
-    import importlib
+    sdk: Any
+    if sdk_name == "anthropic":
+        import anthropic
 
-    try:
-        sdk: Any = importlib.import_module("anthropic" if sdk_name == "anthropic" else "openai")
-    except ImportError:
-        raise UsageError(f"the {sdk_name} package is not installed: an OpenAI-compatible endpoint needs it",
-                         hint="pip install 'compactlab[openai]'") from None
+        sdk = anthropic
+    else:
+        try:
+            import openai
+        except ImportError:
+            raise UsageError("the openai package is not installed: an OpenAI-compatible endpoint needs it",
+                             hint="pip install 'compactlab[openai]'") from None
+        sdk = openai
     scrub_logs(api_key)  # (the SDKs' debug logs show headers that echo it)
     read = read_timeout if read_timeout is not None else seconds(("COMPACTLAB_MODEL_TIMEOUT",), READ_TIMEOUT_S)
     deadline = seconds(("COMPACTLAB_REQUEST_DEADLINE",), DEADLINE_S, at_most=86400)
