@@ -113,3 +113,7 @@ UNCHANGED: list = []
 def records_unchanged(messages, facts, settings):
     UNCHANGED.append((facts.call, facts.unchanged, len(messages)))
     return messages
+
+
+def makes_too_much(messages, facts, settings):
+    return [*messages, {"role": "user", "content": "x" * (3 << 20)}]

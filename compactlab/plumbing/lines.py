@@ -1,6 +1,7 @@
-"""Lines read from a pipe (another process's output), bounded (#56 §1): linear in the bytes, at
-most ``limit`` bytes a line, and each line by a deadline, not a timeout per read (a process that
-writes a byte now and then cannot keep a run waiting past it).
+"""Lines (and length-prefixed frames) read from a pipe (another process's output), bounded (#56
+§1): linear in the bytes, at most ``limit`` bytes a line or a frame, and each by a deadline, not a
+timeout per read (a process that writes a byte now and then cannot keep a run waiting past it).
+A step's process speaks lines; the read-ahead reader sends frames (``frame``).
 
 The bytes read are kept in one ``bytearray`` and only what was read since the last look is
 searched for the newline: a line of n bytes costs O(n), whatever the size of the reads.
@@ -71,3 +72,36 @@ class BoundedLines:
                 partial, self._buffer, self._scanned = bytes(self._buffer), bytearray(), 0
                 raise Closed(partial)
             self._buffer += data
+
+    def frame(self, seconds: float) -> bytes:
+        """The next frame (an 8-byte little-endian length, then that many bytes), within
+        ``seconds`` from now, at most ``limit`` bytes."""
+        deadline = time.monotonic() + seconds
+        size = int.from_bytes(self._exactly(8, deadline), "little")
+        if size > self.limit:
+            self._buffer, self._scanned = bytearray(), 0
+            raise LineTooLong(size, self.limit)
+        return self._exactly(size, deadline)
+
+    def _exactly(self, n: int, deadline: float) -> bytes:
+        while len(self._buffer) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Late()
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if not ready:
+                raise Late()
+            data = os.read(self.fd, max(self.chunk, n - len(self._buffer)))
+            if not data:
+                partial, self._buffer, self._scanned = bytes(self._buffer), bytearray(), 0
+                raise Closed(partial)
+            self._buffer += data
+        out = bytes(self._buffer[:n])
+        del self._buffer[:n]
+        self._scanned = 0
+        return out
+
+
+def framed(data: bytes) -> bytes:
+    """``data`` as a frame ``BoundedLines.frame`` reads."""
+    return len(data).to_bytes(8, "little") + data

@@ -36,6 +36,7 @@ from typing import Any, BinaryIO
 from ..measures.baseline import BaselineBuilder, RawBaseline
 from ...errors import CompactlabError, InputError
 from ...plumbing.interrupts import Terminated, exit_status, hold_signals, release_signals
+from ...plumbing.lines import BoundedLines, Closed, Late, LineTooLong, framed
 from ...plumbing.process import usable_cores
 from ...transcripts.messages import Entry, Message, json_len
 from ...transcripts import anthropic_messages
@@ -48,6 +49,10 @@ MIN_BYTES = 4 << 20
 #: messages per batch sent to the replay
 BATCH = 256
 PIPE_BYTES = 1 << 20
+#: the largest batch the reader may send, and how long the replay waits for one (a reader that
+#: hangs ends the replay with an error, never holds it)
+FRAME_LIMIT = 1 << 30
+FRAME_SECONDS = 600.0
 
 
 def usable(path: str) -> bool:
@@ -235,11 +240,11 @@ def _reader(path: str, name: str, skip_bad_lines: bool, size: int, fd: int, prob
             try:
                 _read_and_send(path, name, skip_bad_lines, out, size, probes)
             except CompactlabError as exc:
-                pickle.dump(("error", exc), out)
+                _send(out, ("error", exc))
             except Exception:
                 import traceback
 
-                pickle.dump(("crash", traceback.format_exc()), out)
+                _send(out, ("crash", traceback.format_exc()))
     except KeyboardInterrupt as exc:  # Ctrl-C (or SIGTERM) to the process group: 130 (143)
         code = exit_status(exc)
     except BaseException:  # the replay stopped reading (a broken pipe) or is gone
@@ -268,8 +273,7 @@ def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO, si
         # the usage and model read so far go with the batch: the replay's cache rules and window
         # follow the model its first call recorded
         usage = {row[4]: builder.usage[row[4]] for row in rows if row[3] == "assistant" and row[4] in builder.usage}
-        pickle.dump(("batch", rows, base_rows, builder.compactions[compactions:], usage, builder.model), out,
-                    pickle.HIGHEST_PROTOCOL)
+        _send(out, ("batch", rows, base_rows, builder.compactions[compactions:], usage, builder.model))
         out.flush()  # now: a batch is a few kB, and the replay is waiting for it
         rows.clear()
         calls, compactions = n, len(builder.compactions)
@@ -286,22 +290,32 @@ def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO, si
     meta = {key: getattr(builder, key) for key in ("count", "usage", "metadata", "warnings", "system", "model",
                                                      "title", "session_id")}
     meta["skipped_lines"] = reader.skipped
-    pickle.dump(("end", meta), out, pickle.HIGHEST_PROTOCOL)
+    _send(out, ("end", meta))
+
+
+def _send(out: BinaryIO, message: tuple) -> None:
+    """One message to the replay, as a frame (``plumbing.lines``: read bounded, by a deadline)."""
+    out.write(framed(pickle.dumps(message, pickle.HIGHEST_PROTOCOL)))
 
 
 def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader: _Reader) -> Iterator[list[Entry]]:
     """The messages as the reader sends them, a batch of lazy Entries at a time, filling ``base``
     and ``builder``."""
-    pipe = reader.pipe
+    frames = BoundedLines(reader.pipe.fileno(), FRAME_LIMIT)
     try:
         while True:
-            try:
-                message = pickle.load(pipe)
-            except EOFError:
+            try:  # (what compactlab's own forked reader pickled: a batch of facts, never a file's bytes)
+                message = pickle.loads(frames.frame(FRAME_SECONDS))
+            except Closed:
                 stop = reader.interrupted()
                 if stop is not None:  # the same Ctrl-C reached it first: the replay's own is coming
                     raise stop from None
                 raise RuntimeError(f"{builder.path}: the read-ahead process ended without a word") from None
+            except (Late, LineTooLong) as exc:
+                raise InputError(f"{builder.path}: the read-ahead process "
+                                 + ("sent nothing whole for " + f"{FRAME_SECONDS:g} s" if isinstance(exc, Late)
+                                    else str(exc).replace("wrote a line", "sent a batch")),
+                                 hint="COMPACTLAB_READ_AHEAD=0 reads the file in this process") from None
             kind = message[0]
             if kind == "batch":
                 _, rows, base_rows, compactions, usage, model = message

@@ -45,7 +45,7 @@ from ...transcripts.messages import make_entry
 from ..sizing import list_chars
 from .base import NOTHING, LayerStats, RunEnv
 from .registry import register
-from .step_process import ProcessFailed, ProcessStep
+from .step_process import ProcessFailed, ProcessStep, answer_limit
 from .summary import Summarising
 
 #: the entry point group an installed package names its steps in
@@ -336,6 +336,7 @@ def custom(context: Context, config: Summarising[CustomConfig], env: RunEnv) -> 
         raise StepError(f"custom step {step.name} returned {_what(out)} at call {now.call}, not a list of messages "
                         "(dicts with a role, user or assistant, and a content)")
     where = {id(m): i for i, m in enumerate(frozen)}
+    room = answer_limit()  # (what a step may add: a process's answer line has the same bound)
     sent: list = []
     kept: list = []  # the read-only message of each one sent
     first_changed: int | None = None
@@ -348,6 +349,11 @@ def custom(context: Context, config: Summarising[CustomConfig], env: RunEnv) -> 
         if i is None:
             _check_blocks(m, j, step.name, now.call)
             made = env.new_entry(_plain(m), by="custom")
+            room -= made.chars
+            if room < 0:
+                raise StepError(f"custom step {step.name} returned, at call {now.call}, more than "
+                                f"{answer_limit() >> 20} MiB of messages it made (COMPACTLAB_MAX_ANSWER_MB raises "
+                                "the limit)")
             sent.append(made)
             kept.append(_read_only(made.message))
         else:

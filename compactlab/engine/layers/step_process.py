@@ -102,7 +102,7 @@ class ProcessStep:
             raise ProcessFailed(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}") from None
         assert proc.stdout is not None
         self._s.proc, self._s.pid, self._s.held = proc, os.getpid(), []
-        self._s.lines = BoundedLines(proc.stdout.fileno(), _answer_limit())
+        self._s.lines = BoundedLines(proc.stdout.fileno(), answer_limit())
         atexit.register(self.stop)
         self._send(proc, {"protocol": PROTOCOL, "version": VERSION, "settings": dict(settings)})
         hello = self._read(proc)
@@ -223,13 +223,22 @@ def _wait_group(proc: subprocess.Popen, seconds: float) -> None:
         time.sleep(0.01)
 
 
-def _answer_limit() -> int:
-    """The longest answer line a step process may write (COMPACTLAB_MAX_ANSWER_MB, in MiB)."""
+def answer_limit() -> int:
+    """The most a step may answer: the longest line a step process may write, and the messages a
+    step of Python may make at a call (COMPACTLAB_MAX_ANSWER_MB, in MiB; a value that is no
+    number of MiB above 0 is a one-line error naming it)."""
+    raw = os.environ.get("COMPACTLAB_MAX_ANSWER_MB", "").strip()
+    if not raw:
+        return DEFAULT_LIMIT
     try:
-        mb = float(os.environ.get("COMPACTLAB_MAX_ANSWER_MB", "") or DEFAULT_LIMIT >> 20)
+        mb = float(raw)
     except ValueError:
-        mb = DEFAULT_LIMIT >> 20
-    return int(mb * (1 << 20)) if mb > 0 else DEFAULT_LIMIT
+        mb = float("nan")
+    if not 0 < mb <= 1 << 20:
+        from ...errors import UsageError
+
+        raise UsageError(f"COMPACTLAB_MAX_ANSWER_MB={raw[:20]}: not a number of MiB above 0 and at most 1,048,576")
+    return int(mb * (1 << 20))
 
 
 class _Talk:

@@ -324,3 +324,16 @@ def test_a_step_is_told_how_many_messages_are_the_ones_given_before():
     assert seen[0][:2] == (0, 0) and len(seen) == run.summary.calls
     for (_, _, before), (_, unchanged, _) in zip(seen, seen[1:]):
         assert unchanged == before  # (nothing changed it: every message given before is given again)
+
+
+def test_what_a_step_makes_at_a_call_is_bounded(cli, tmp_path, monkeypatch):
+    """(#56 §5) A step's returned context had no size bound: what it makes at a call is held to
+    COMPACTLAB_MAX_ANSWER_MB, as a process's answer is."""
+    monkeypatch.setenv("COMPACTLAB_MAX_ANSWER_MB", "2")
+    r = cli("replay", SMALL, "-p", "py:custom_steps:makes_too_much", "-o", tmp_path / "out")
+    assert r.exit_code == 2 and "more than 2 MiB of messages it made" in r.stderr, r.stderr
+    monkeypatch.setenv("COMPACTLAB_MAX_ANSWER_MB", "8")
+    assert cli("replay", SMALL, "-p", "py:custom_steps:makes_too_much", "--dry-run", "-q").exit_code == 0
+    monkeypatch.setenv("COMPACTLAB_MAX_ANSWER_MB", "lots")
+    r = cli("replay", SMALL, "-p", "py:custom_steps:makes_too_much", "--dry-run", "-q")
+    assert r.exit_code == 2 and "COMPACTLAB_MAX_ANSWER_MB=lots: not a number of MiB" in r.stderr, r.stderr

@@ -319,3 +319,30 @@ def test_a_new_conversation_is_sent_whole_to_a_process_that_keeps_state(cli, tmp
     assert len(firsts) == 2 and all(int(f[1]) == 0 and int(f[2]) > 0 for f in firsts), firsts
     later = [line.split() for line in seen.read_text().splitlines() if not line.startswith("0 ")]
     assert any(int(f[1]) > 0 for f in later)  # (and after it, only what changed)
+
+
+def test_the_bounded_reader_reads_frames_whole_capped_and_by_a_deadline():
+    """(#56 §1) The read-ahead reader's batches come as frames through the same reader."""
+    import os
+    import threading
+
+    from compactlab.plumbing.lines import BoundedLines, Closed, Late, LineTooLong, framed
+
+    r, w = os.pipe()
+    frames = BoundedLines(r, limit=1 << 20, chunk=4096)
+    body = b"y" * (700 << 10)
+    threading.Thread(target=lambda: os.write(w, framed(b"first") + framed(body) + framed(b""))).start()
+    assert frames.frame(30) == b"first" and frames.frame(30) == body and frames.frame(30) == b""
+    os.write(w, framed(b"x")[:5])
+    with pytest.raises(Late):
+        frames.frame(0.05)  # (half a header: the deadline ends it)
+    r2, w2 = os.pipe()
+    big = BoundedLines(r2, limit=1 << 10)
+    os.write(w2, (2 << 20).to_bytes(8, "little"))
+    with pytest.raises(LineTooLong):
+        big.frame(30)
+    os.close(w2)
+    with pytest.raises(Closed):
+        big.frame(30)
+    for fd in (r, w, r2):
+        os.close(fd)
