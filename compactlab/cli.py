@@ -716,6 +716,13 @@ def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str |
 @input_options
 @format_option("inspect_report", "table", "INSPECT_WRITERS")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(0, 1000), help="How many largest results to list.")
+@click.option("--compactions", "audit", is_flag=True,
+              help="List every compaction the recordings hold, a line each: the call, the time, the tokens before "
+                   "and after, the share of the window, and where the harness's version and your settings say it "
+                   "should fire (Claude Code).")
+@click.option("--setting", "settings", multiple=True, metavar="KEY=VALUE",
+              help="With --compactions: a harness setting, as you set it (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60, "
+                   "autoCompactWindow=400000, ...); else read from the environment and ~/.claude/settings.json.")
 @subagents_option
 @sessions_options
 @quiet_option
@@ -738,6 +745,11 @@ def inspect(transcripts: tuple[str, ...], **o: Any) -> None:
     from .transcripts import load_transcript
 
     quiet, fmt, input_format, skip = o["quiet"], o["fmt"], o["input_format"], o["skip_bad_lines"]
+    if o["audit"]:
+        _audit_compactions(transcripts, o)
+        return
+    if o["settings"]:
+        raise UsageError("--setting is read with --compactions", hint="add --compactions")
     if len(transcripts) == 1 and not os.path.isdir(transcripts[0]) and os.path.exists(transcripts[0]) and not any(
             o.get(k) for k in ("since", "until")):
         with collector_off():
@@ -752,6 +764,28 @@ def inspect(transcripts: tuple[str, ...], **o: Any) -> None:
     if not rows and skipped:
         raise none_read(len(skipped))
     SESSIONS_WRITERS[fmt](rows, sys.stdout)
+
+
+def _audit_compactions(transcripts: tuple[str, ...], o: dict[str, Any]) -> None:
+    """``inspect --compactions``: each session's recorded compactions audited (``audit.py``)."""
+    from .audit import audit, settings_for
+    from .reports.inspect_report import COMPACTIONS_WRITERS
+    from .transcripts import load_transcript
+
+    settings = settings_for(o["settings"])
+    files = (list(transcripts) if len(transcripts) == 1 and os.path.isfile(transcripts[0])
+             else _inputs(transcripts, o["subagents"], o["quiet"], o))
+    audits = []
+    with collector_off():
+        for path in files:
+            try:
+                audits.append(audit(load_transcript(path, o["input_format"], skip_bad_lines=o["skip_bad_lines"]),
+                                    settings))
+            except CompactlabError as exc:
+                if len(files) == 1:
+                    raise
+                _notify(o["quiet"])(f"skipped {path}: {exc}", False)
+    COMPACTIONS_WRITERS[o["fmt"]](audits, sys.stdout)
 
 
 @main.command()

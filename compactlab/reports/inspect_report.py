@@ -11,7 +11,7 @@ import orjson
 from .replay_report import ledger_line
 from .sparkline import sparkline
 from .terminal import Printer, Table
-from .text import json_bytes, md_cell
+from .text import json_bytes, md_cell, visible
 
 
 def write_json(info: dict[str, Any], out: TextIO) -> None:
@@ -151,6 +151,43 @@ def sessions_md(rows: list[dict[str, Any]], out: TextIO) -> None:
               f"{r['recorded_tokens']} | {r['compactions']} |" for r in rows]
     out.write("\n".join(lines) + "\n")
 
+
+def describe(row: dict[str, Any]) -> str:
+    """One line of ``inspect --compactions``."""
+    size = f"{row['tokens_before']:,}" if row["tokens_before"] is not None else "?"
+    share = f" ({row['share_of_window']:.1%} of {row['window']:,})" if row["share_of_window"] is not None else ""
+    after = f" -> {row['tokens_after']:,}" if row["tokens_after"] is not None else ""
+    when = f" {row['time']}" if row["time"] else ""
+    text = f"#{row['compaction']} call {row['call']}{when}: {row['trigger'] or 'compaction'} at {size}{share}{after}"
+    if row["threshold_source"]:
+        text += f"; implied {row['threshold']:,}" if row["threshold"] is not None else ""
+        text += f" [{row['threshold_source']}]"
+    return f"{text}: {row['fired']}"
+
+
+def compactions_table(audits: list[dict[str, Any]], out: TextIO) -> None:
+    """``inspect --compactions``: per session, the window and settings it was judged with, then a
+    line per compaction (``audit.describe``)."""
+    printer = Printer(out)
+    for a in audits:
+        head = f"{a['transcript']} ({a['format']}{', ' + a['version'] if a.get('version') else ''}): "
+        head += f"window {a['window']:,} ({a['window_source']})"
+        printer.text(visible(head))
+        if a["settings"]:
+            printer.text("  settings: " + ", ".join(visible(f"{k}={s['value']} ({s['source']})")
+                                                   for k, s in a["settings"].items()))
+        if not a["compactions"]:
+            printer.text("  no compaction recorded")
+        for row in a["compactions"]:
+            printer.text("  " + visible(describe(row)))
+
+
+def compactions_json(audits: list[dict[str, Any]], out: TextIO) -> None:
+    out.write(json_bytes({"sessions": audits}, orjson.OPT_INDENT_2).decode() + "\n")
+
+
+COMPACTIONS_WRITERS: dict[str, Callable[[list[dict[str, Any]], TextIO], None]] = {
+    "table": compactions_table, "json": compactions_json, "md": compactions_table}
 
 SESSIONS_WRITERS: dict[str, Callable[[list[dict[str, Any]], TextIO], None]] = {
     "table": sessions_table,

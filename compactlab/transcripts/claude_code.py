@@ -67,6 +67,13 @@ def _usage(raw: Any) -> dict[str, Any] | None:
     return anthropic_usage(raw)
 
 
+def _note_version(builder: TranscriptBuilder, obj: dict) -> None:
+    """The Claude Code version that wrote the session (its first line that says): its compaction
+    rules (``audit.py``)."""
+    if "version" not in builder.metadata and isinstance(obj.get("version"), str) and len(obj["version"]) < 40:
+        builder.metadata["version"] = obj["version"]
+
+
 def _sidechain_usage(obj: dict, out: dict[str, dict[str, Any]]) -> None:
     """The usage of an inline subagent's reply (Claude Code 1.0.x wrote subagents into the main
     session's file), once per message (its lines repeat it), with its model and time."""
@@ -96,6 +103,7 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
     pending_boundary: dict | None = None
     for lineno, obj in reader.objects():
         kind = obj.get("type")
+        _note_version(builder, obj)
         if kind in ("user", "assistant") and isinstance(obj.get("message"), dict):
             if subagent is None:
                 subagent = obj.get("isSidechain") is True
@@ -215,7 +223,8 @@ def _emit(seq: list[tuple[str, Any]], builder: TranscriptBuilder) -> None:
                 position=len(builder.entries),
                 summary=make_entry(item["summary"], -1_000_000 - n_compactions),
                 trigger=meta.get("trigger"),
-                pre_tokens=meta.get("preTokens"),
+                pre_tokens=meta.get("preTokens") if type(meta.get("preTokens")) is int and meta["preTokens"] >= 0 else None,
+                time=boundary.get("timestamp") if isinstance(boundary.get("timestamp"), str) else None,
             ))
     flush()
 

@@ -140,6 +140,8 @@ class RecordedCompaction:
     pre_tokens: int | None = None
     kept: "Positions | tuple[int, ...] | None" = None
     summary_at: int = 0
+    #: when it happened, as the recording says (ISO 8601), where it says
+    time: str | None = None
 
 
 @dataclass

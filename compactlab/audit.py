@@ -1,0 +1,225 @@
+"""Your harness's compactions, audited (#57 §1): every compaction a recording holds, where it
+fired, and where the harness's version and your settings say it should have.
+
+For each recorded compaction (a Claude Code compact boundary, a Codex compacted event, an
+OpenHands condensation, a converted file's marked summary): the call it came before, its time,
+the context's tokens before it (the harness's own ``preTokens`` where it recorded them, else the
+last recorded prompt and reply before it) and after it (the first recorded prompt after), its
+share of the window, and, for an automatic compaction of a harness whose rule is known here, the
+threshold that the harness's version and the settings imply and whether it fired there: at the
+first call past it ("where it fires"), before it (the settings given are not the ones it ran
+with), or late.
+
+The settings come from where the harness keeps them, each said with its source: ``--setting
+KEY=VALUE`` first, then the environment compactlab runs in, then the harness's settings file
+(Claude Code: ``~/.claude/settings.json``, its ``env`` table and ``autoCompactEnabled``); none is
+guessed. Claude Code's rule (``CLAUDE_CODE``): the trigger is the window less a reserve for the
+reply (20,000 tokens on 2.1.x, 32,000 on 2.0.x) less a 13,000-token buffer (167,000 of 200,000 on
+2.1.x, as its users' issues report it; 155,000 on 2.0.x, from a 2.0.76 session that compacted at
+155,979: an estimate); ``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE`` (a percentage of the window) can only
+lower it; ``CLAUDE_CODE_AUTO_COMPACT_WINDOW`` (or ``autoCompactWindow``) sets the window it is
+taken of; ``DISABLE_AUTO_COMPACT`` (or ``autoCompactEnabled: false``) turns it off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+from .transcripts import Transcript
+
+#: the settings compactlab reads for Claude Code, and the settings.json keys that stand for them
+CLAUDE_SETTINGS = ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "DISABLE_AUTO_COMPACT")
+CLAUDE_FILE_KEYS = {"autoCompactWindow": "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "autoCompactEnabled": "DISABLE_AUTO_COMPACT"}
+#: Claude Code's reserve for the reply, by version (the first whose prefix matches), and its buffer
+CLAUDE_RESERVE = (("2.0.", 32_000, "2.0.x (estimate: a 2.0.76 session compacted at 155,979)"),
+                  ("1.", 32_000, "1.x (as 2.0.x: an estimate)"),
+                  ("", 20_000, "2.1.x"))
+CLAUDE_BUFFER = 13_000
+
+
+@dataclass(frozen=True)
+class Setting:
+    value: str
+    source: str  # "--setting", "the environment", "~/.claude/settings.json"
+
+
+def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | None = None,
+                 home: str | None = None) -> dict[str, Setting]:
+    """The Claude Code settings that decide its auto-compaction, each with where it came from:
+    ``--setting KEY=VALUE`` first, then the environment, then ``~/.claude/settings.json``."""
+    env = dict(os.environ) if env is None else env
+    out: dict[str, Setting] = {}
+    for item in given:
+        key, sep, value = item.partition("=")
+        if not sep or key.strip() not in (*CLAUDE_SETTINGS, *CLAUDE_FILE_KEYS):
+            raise UsageError(f"--setting {item[:80]!r}: not KEY=VALUE of a setting compactlab reads",
+                             hint=f"one of {', '.join((*CLAUDE_SETTINGS, *CLAUDE_FILE_KEYS))}")
+        key = CLAUDE_FILE_KEYS.get(key.strip(), key.strip())
+        value = value.strip()
+        if key == "DISABLE_AUTO_COMPACT" and item.partition("=")[0].strip() == "autoCompactEnabled":
+            value = "0" if value.lower() in ("true", "1") else "1"
+        out.setdefault(key, Setting(value, "--setting"))
+    for key in CLAUDE_SETTINGS:
+        if key not in out and env.get(key, "").strip():
+            out[key] = Setting(env[key].strip(), "the environment")
+    path = Path(home or env.get("HOME") or Path.home()) / ".claude" / "settings.json"
+    for key, value in _settings_file(path).items():
+        out.setdefault(key, Setting(value, str(path).replace(str(Path(home or env.get("HOME") or Path.home())), "~")))
+    return out
+
+
+def _settings_file(path: Path) -> dict[str, str]:
+    """What Claude Code's settings file sets of ``CLAUDE_SETTINGS`` (its ``env`` table, its own
+    keys); nothing where it is absent; a file that is no JSON object is a one-line error."""
+    try:
+        if not path.is_file() or path.stat().st_size > 1 << 20:
+            return {}
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: not a settings file compactlab can read ({exc})") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"{path}: not a settings file compactlab can read (not a JSON object)")
+    out: dict[str, str] = {}
+    env = doc.get("env")
+    table: dict[str, Any] = env if isinstance(env, dict) else {}
+    for key in CLAUDE_SETTINGS:
+        if isinstance(table.get(key), (str, int, float)) and not isinstance(table.get(key), bool):
+            out[key] = str(table[key])
+    if isinstance(doc.get("autoCompactWindow"), int) and not isinstance(doc.get("autoCompactWindow"), bool):
+        out.setdefault("CLAUDE_CODE_AUTO_COMPACT_WINDOW", str(doc["autoCompactWindow"]))
+    if doc.get("autoCompactEnabled") is False:
+        out.setdefault("DISABLE_AUTO_COMPACT", "1")
+    return out
+
+
+def _number(settings: dict[str, Setting], key: str, low: float, high: float) -> float | None:
+    s = settings.get(key)
+    if s is None:
+        return None
+    try:
+        value = float(s.value)
+    except ValueError:
+        value = float("nan")
+    if not low <= value <= high:
+        raise UsageError(f"{key}={s.value[:20]} ({s.source}): not a number from {low:g} to {high:g}")
+    return value
+
+
+def claude_code_threshold(version: str | None, window: int, settings: dict[str, Setting]) -> tuple[int | None, str]:
+    """Where Claude Code ``version`` auto-compacts with ``settings`` (None: it does not), and why,
+    in words with the sources."""
+    off = settings.get("DISABLE_AUTO_COMPACT")
+    if off is not None and off.value.strip().lower() not in ("", "0", "false"):
+        return None, f"auto-compaction off (DISABLE_AUTO_COMPACT, {off.source})"
+    given_window = _number(settings, "CLAUDE_CODE_AUTO_COMPACT_WINDOW", 100_000, 1_000_000)
+    if given_window is not None:
+        window = int(given_window)
+    reserve, which = next((r, w) for prefix, r, w in CLAUDE_RESERVE if (version or "").startswith(prefix))
+    default = window - reserve - CLAUDE_BUFFER
+    words = f"{which}'s default: {window:,} - {reserve:,} - {CLAUDE_BUFFER:,} = {default:,}"
+    if given_window is not None:
+        words += f" (the window from CLAUDE_CODE_AUTO_COMPACT_WINDOW, {settings['CLAUDE_CODE_AUTO_COMPACT_WINDOW'].source})"
+    pct = _number(settings, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", 1, 100)
+    if pct is not None:
+        lowered = int(window * pct / 100)
+        source = settings["CLAUDE_AUTOCOMPACT_PCT_OVERRIDE"].source
+        if lowered < default:
+            return lowered, f"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE={pct:g} ({source}): {pct:g}% of {window:,} = {lowered:,}"
+        words += f"; CLAUDE_AUTOCOMPACT_PCT_OVERRIDE={pct:g} ({source}) would raise it, which Claude Code ignores"
+    return default, words
+
+
+def _usage_before(transcript: Transcript, position: int) -> dict[str, Any] | None:
+    keys = [p for p in transcript.usage if p < position]
+    return transcript.usage[max(keys)] if keys else None
+
+
+def _usage_after(transcript: Transcript, position: int) -> dict[str, Any] | None:
+    keys = [p for p in transcript.usage if p >= position]
+    return transcript.usage[min(keys)] if keys else None
+
+
+def _prompt(usage: dict[str, Any]) -> int:
+    return int(usage.get("input_tokens", 0) + usage.get("cache_creation_input_tokens", 0)
+               + usage.get("cache_read_input_tokens", 0))
+
+
+def compactions(transcript: Transcript, window: int, settings: dict[str, Setting]) -> list[dict[str, Any]]:
+    """The audit of every compaction the recording holds (see the module's docstring), in order."""
+    from bisect import bisect_left
+
+    calls = transcript.call_positions
+    version = transcript.metadata.get("version") if transcript.format == "claude-code" else None
+    out = []
+    for n, c in enumerate(transcript.compactions, 1):
+        before, after = _usage_before(transcript, c.position), _usage_after(transcript, c.position)
+        last = _prompt(before) + int(before.get("output_tokens", 0)) if before is not None else None
+        tokens_before = c.pre_tokens if c.pre_tokens is not None else last
+        row: dict[str, Any] = {
+            "compaction": n, "call": bisect_left(calls, c.position), "message_index": c.position, "time": c.time,
+            "trigger": c.trigger, "tokens_before": tokens_before,
+            "tokens_before_source": "recorded by the harness" if c.pre_tokens is not None else
+            "the last recorded prompt and reply" if last is not None else None,
+            "tokens_after": _prompt(after) if after is not None else None, "window": window,
+            "share_of_window": round(tokens_before / window, 4) if tokens_before and window else None,
+            "threshold": None, "threshold_source": None, "fired": None,
+        }
+        if transcript.format == "claude-code" and c.trigger == "auto":
+            threshold, why = claude_code_threshold(version, window, settings)
+            row["threshold"], row["threshold_source"] = threshold, why
+            set_by = why.split(" (", 1)[0] if why.startswith("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE") else None
+            row["fired"] = _fired(threshold, tokens_before, _previous(transcript, c.position), set_by)
+        elif c.trigger == "manual":
+            row["fired"] = "manual (/compact): no threshold"
+        else:
+            row["fired"] = "no rule known here for this harness's threshold"
+        out.append(row)
+    return out
+
+
+def _previous(transcript: Transcript, position: int) -> int | None:
+    """The context's size at the check before the one that compacted. Claude Code measures the
+    context by the last reply's usage (its prompt and output) before each call: the compaction's
+    ``preTokens`` is that of the last call before it, so the check before was that of the call
+    before that one (None where not recorded)."""
+    keys = sorted(p for p in transcript.usage if p < position)
+    if len(keys) < 2:
+        return None
+    u = transcript.usage[keys[-2]]
+    return _prompt(u) + int(u.get("output_tokens", 0))
+
+
+def _fired(threshold: int | None, tokens: int | None, previous: int | None, set_by: str | None = None) -> str:
+    """Whether it fired where ``threshold`` says: at the first check past it (the check before was
+    under it). ``set_by``: the setting that set the threshold (said where it was not applied)."""
+    if threshold is None:
+        return "fired although auto-compaction is off: not applied"
+    if tokens is None:
+        return "not known (the recording says no size)"
+    if tokens < threshold:
+        return f"fired at {tokens:,}, before {threshold:,}: the settings given are not the ones it ran with"
+    if previous is not None and previous >= threshold:
+        return (f"{set_by} implies {threshold:,}, but the context was {previous:,} a check before and it fired only at "
+                f"{tokens:,}: not applied" if set_by else
+                f"late: the context was {previous:,} (past {threshold:,}) a check before")
+    return f"where it fires: the first check past {threshold:,}"
+
+
+def audit(transcript: Transcript, settings: dict[str, Setting]) -> dict[str, Any]:
+    """A recording's compactions audited, with the window they are measured against and where it
+    came from, and the harness's version where the recording says."""
+    from .engine.window import resolve
+
+    model = next((u.get("model") for u in transcript.usage.values() if u.get("model")), None) or transcript.model
+    window = resolve(fmt=transcript.format, model=model, metadata=transcript.metadata, usage=transcript.usage.values(),
+                     compactions=transcript.compactions)
+    return {"transcript": transcript.path, "format": transcript.format,
+            "version": transcript.metadata.get("version") or transcript.metadata.get("cli_version"),
+            "window": window.tokens, "window_source": window.source,
+            "settings": {k: {"value": s.value, "source": s.source} for k, s in settings.items()},
+            "compactions": compactions(transcript, window.tokens, settings)}

@@ -1,0 +1,113 @@
+"""Your harness's compactions, audited (#57 §1): `inspect --compactions` lists every compaction a
+recording holds with the threshold the harness's version and your settings imply, and whether it
+fired there."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from compactlab import load_transcript
+from compactlab.audit import audit, claude_code_threshold, settings_for
+from compactlab.errors import UsageError
+from helpers import ClaudeCodeSession
+
+
+def _session(tmp_path, version: str, sizes: list[int], pre_tokens: int, trigger: str = "auto") -> str:
+    """Calls whose contexts (prompt + output) are ``sizes``, then a compaction at ``pre_tokens``."""
+    s = ClaudeCodeSession().user("go", version=version)
+    for k, size in enumerate(sizes):
+        s.assistant(f"m{k}", {"type": "tool_use", "id": f"t{k}", "name": "Bash", "input": {"command": "ls"}},
+                    input_tokens=size - 3000 - 5, version=version).result(f"t{k}", "x", version=version)
+    s.line({"type": "system", "subtype": "compact_boundary", "parentUuid": None, "logicalParentUuid": f"u{s.n}",
+            "uuid": "b1", "sessionId": "s1", "timestamp": "2026-11-28T10:00:00Z", "version": version,
+            "compactMetadata": {"trigger": trigger, "preTokens": pre_tokens}})
+    s.user("This session is being continued... summary", isCompactSummary=True, isVisibleInTranscriptOnly=True)
+    s.user("go on").assistant("last", {"type": "text", "text": "done"}, input_tokens=40_000)
+    return s.write(tmp_path / f"s-{version}.jsonl")
+
+
+def _row(path: str, *given: str) -> dict:
+    return audit(load_transcript(path), settings_for(given, env={}, home="/nonexistent"))["compactions"][0]
+
+
+@pytest.mark.parametrize("version, sizes, pre, threshold, fired", [
+    ("2.1.39", [150_000, 166_000, 167_094], 167_731, 167_000, "where it fires: the first check past 167,000"),
+    ("2.0.76", [140_000, 154_000, 155_500], 155_979, 155_000, "where it fires: the first check past 155,000"),
+    ("2.1.39", [150_000, 168_000, 169_000], 169_500, 167_000, "late: the context was 168,000"),
+    ("2.1.39", [100_000, 110_000, 120_000], 121_000, 167_000, "before 167,000: the settings given are not the ones"),
+])
+def test_each_auto_compaction_is_held_to_the_threshold_its_version_implies(tmp_path, version, sizes, pre, threshold,
+                                                                            fired):
+    row = _row(_session(tmp_path, version, sizes, pre))
+    assert (row["threshold"], row["tokens_before"], row["call"], row["time"]) == (threshold, pre, 3,
+                                                                                 "2026-11-28T10:00:00Z")
+    assert row["tokens_after"] == 43_000 and row["share_of_window"] == round(pre / 200_000, 4)
+    assert fired in row["fired"], row
+
+
+def test_the_settings_lower_turn_off_or_widen_and_say_where_they_came_from(tmp_path):
+    path = _session(tmp_path, "2.1.39", [150_000, 166_000, 167_094], 167_731)
+    low = _row(path, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60")
+    assert low["threshold"] == 120_000 and "(--setting): 60% of 200,000 = 120,000" in low["threshold_source"]
+    assert "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60 implies 120,000" in low["fired"] and low["fired"].endswith("not applied")
+    high = _row(path, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=95")  # (it can only lower the threshold)
+    assert high["threshold"] == 167_000 and "which Claude Code ignores" in high["threshold_source"]
+    off = _row(path, "autoCompactEnabled=false")
+    assert off["threshold"] is None and "not applied" in off["fired"]
+    wide = _row(path, "autoCompactWindow=400000")
+    assert wide["threshold"] == 367_000 and "before 367,000" in wide["fired"]
+    manual = _row(_session(tmp_path, "2.1.39", [50_000], 50_100, trigger="manual"))
+    assert manual["threshold"] is None and manual["fired"].startswith("manual")
+
+
+def test_settings_come_from_the_flag_the_environment_and_the_settings_file(tmp_path):
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / "settings.json").write_text(json.dumps({"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "70"},
+                                                               "autoCompactWindow": 300000}))
+    got = settings_for(["CLAUDE_CODE_AUTO_COMPACT_WINDOW=250000"], env={"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "50"},
+                       home=str(home))
+    assert got["CLAUDE_CODE_AUTO_COMPACT_WINDOW"].source == "--setting"
+    assert (got["CLAUDE_AUTOCOMPACT_PCT_OVERRIDE"].value, got["CLAUDE_AUTOCOMPACT_PCT_OVERRIDE"].source) == (
+        "50", "the environment")
+    only_file = settings_for([], env={}, home=str(home))
+    assert only_file["CLAUDE_AUTOCOMPACT_PCT_OVERRIDE"].source == "~/.claude/settings.json"
+    assert claude_code_threshold("2.1.3", 200_000, only_file)[0] == 210_000  # 70% of the file's 300,000
+    with pytest.raises(UsageError, match="not KEY=VALUE of a setting"):
+        settings_for(["NOPE=1"], env={}, home=str(home))
+    with pytest.raises(UsageError, match="CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=lots"):
+        claude_code_threshold("2.1.3", 200_000, settings_for(["CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=lots"], env={},
+                                                               home="/nonexistent"))
+    (home / ".claude" / "settings.json").write_text("[1, 2]")
+    with pytest.raises(UsageError, match="not a settings file"):
+        settings_for([], env={}, home=str(home))
+
+
+def test_inspect_compactions_prints_a_line_each_and_json(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", raising=False)
+    path = _session(tmp_path, "2.1.39", [150_000, 166_000, 167_094], 167_731)
+    r = cli("inspect", "--compactions", path)
+    assert r.exit_code == 0, r.stderr
+    assert "(claude-code, 2.1.39): window 200,000" in r.stdout
+    assert ("#1 call 3 2026-11-28T10:00:00Z: auto at 167,731 (83.9% of 200,000) -> 43,000; implied 167,000 "
+            "[2.1.x's default: 200,000 - 20,000 - 13,000 = 167,000]: where it fires") in r.stdout, r.stdout
+    doc = json.loads(cli("inspect", "--compactions", path, "--setting", "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60",
+                         "--format", "json").stdout)
+    [session] = doc["sessions"]
+    assert session["settings"]["CLAUDE_AUTOCOMPACT_PCT_OVERRIDE"] == {"value": "60", "source": "--setting"}
+    assert session["compactions"][0]["threshold"] == 120_000
+    bad = cli("inspect", path, "--setting", "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60")
+    assert bad.exit_code == 2 and "--setting is read with --compactions" in bad.stderr
+
+
+def test_the_shared_claude_code_compactions_fire_where_2_1_fires(cli, shared_transcripts, monkeypatch, tmp_path):
+    """On the shared Claude Code sessions (2.1.39), each recorded auto-compaction is at the first
+    check past 167,000."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    sessions = [p for p in sorted((shared_transcripts / "claude_code").rglob("*.jsonl")) if "subagents" not in p.parts]
+    doc = json.loads(cli("inspect", "--compactions", *sessions, "--format", "json").stdout)
+    rows = [row for s in doc["sessions"] for row in s["compactions"]]
+    assert rows and all(r["fired"].startswith("where it fires") for r in rows if r["trigger"] == "auto"), rows
