@@ -111,3 +111,23 @@ def test_the_shared_claude_code_compactions_fire_where_2_1_fires(cli, shared_tra
     doc = json.loads(cli("inspect", "--compactions", *sessions, "--format", "json").stdout)
     rows = [row for s in doc["sessions"] for row in s["compactions"]]
     assert rows and all(r["fired"].startswith("where it fires") for r in rows if r["trigger"] == "auto"), rows
+
+
+@pytest.mark.parametrize("version, sizes, pre", [
+    ("2.1.39", [150_000, 166_000, 167_094], 167_731),
+    ("2.0.76", [140_000, 154_000, 155_500], 155_979),
+    ("1.0.98", [140_000, 154_000, 155_500], 155_979),
+])
+def test_the_claude_code_preset_fires_at_the_recorded_call_on_every_version(tmp_path, version, sizes, pre):
+    """(#57 §2) One preset, the trigger of the version the session names: it compacts at the call
+    Claude Code did (2.0.76 compacted at 155,979; the 2.1 trigger of 167,000 fired a call late)."""
+    from compactlab import load_policy, replay
+
+    t = load_transcript(_session(tmp_path, version, sizes, pre))
+    [recorded] = t.compactions
+    run = replay(t, load_policy("claude-code"))
+    fired = [e.call for e in run.events if "summary" in e.layers]
+    assert fired and fired[0] == _row(t.path)["call"], (fired, version)
+    if not version.startswith("2.1"):  # (the 2.1 trigger alone: not there)
+        late = replay(t, load_policy("claude-code", ["summary.trigger_by_version={}"]))
+        assert not [e.call for e in late.events if "summary" in e.layers][:1] == fired[:1]

@@ -350,6 +350,8 @@ class Turns:
         self.judged = self._resolve_window(model)
         if not self.window:
             self.window = self.judged.tokens
+        version = self.metadata().get("version")
+        self.env.harness_version = version if isinstance(version, str) else None
 
     def _facts(self, call: int, pos: int, pending: list[Entry]) -> CallFacts:
         """The facts of this call (``CallFacts``), the same for every layer."""

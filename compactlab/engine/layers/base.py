@@ -158,6 +158,8 @@ class RunEnv:
     tool_names: dict[str, str] = field(default_factory=dict)
     write_transcripts: bool = False
     now: CallFacts = CallFacts()
+    #: the version of the harness that wrote the recording, where it says (Claude Code's ``version``)
+    harness_version: str | None = None
     #: what layers keep from call to call in a run, one object of each kind (``state_of``)
     state: dict[type, Any] = field(default_factory=dict)
     ledger: LayerLedger = field(default_factory=LayerLedger)

@@ -32,14 +32,26 @@ def over_trigger(context: Context, config: SummaryConfig, env: RunEnv) -> bool:
     trigger where the prompt cache is cold anyway (``idle``: the first call after a gap longer than
     the cache's lifetime) or about to be (``before_expiry``: the last call before such a gap)."""
     size = _size(context, config, env)
-    if size > config.trigger:
+    trigger = trigger_of(config, env)
+    if size > trigger:
         return True
-    early = config.early_trigger or config.trigger // 2
+    early = config.early_trigger or trigger // 2
     if config.timing == "idle" and env.now.cache_cold:
         return size > early
     if config.timing == "before_expiry" and env.now.cold_next:
         return size > early
     return False
+
+
+def trigger_of(config: SummaryConfig, env: RunEnv) -> int:
+    """The trigger for this recording: by the harness version that wrote it where the policy gives
+    one for it (``trigger_by_version``: the longest prefix of the version), else ``trigger``."""
+    version = env.harness_version
+    if version and config.trigger_by_version:
+        matches = [prefix for prefix in config.trigger_by_version if version.startswith(prefix)]
+        if matches:
+            return config.trigger_by_version[max(matches, key=len)]
+    return config.trigger
 
 
 def _size(context: Context, config: SummaryConfig, env: RunEnv) -> int:
@@ -188,10 +200,16 @@ class SummaryConfig(LayerConfig):
     early_trigger: NonNegative = opt(
         0, "with timing idle or before_expiry: compact early once the context is over this (the trigger's unit); 0: "
            "half the trigger", added=True)
+    trigger_by_version: dict[str, int] = opt(
+        {}, "the trigger for recordings of a harness version (the longest prefix of the version the recording names, "
+            "e.g. {\"2.0.\" = 155000}); trigger for the others", added=True)
 
     def __post_init__(self) -> None:
         if "{summary}" not in self.template:
             raise ValueError("template must contain {summary}")
+        for prefix, value in self.trigger_by_version.items():
+            if not isinstance(prefix, str) or type(value) is not int or value <= 0:
+                raise ValueError(f"trigger_by_version: {prefix!r} = {value!r}: a version prefix and a trigger above 0")
         if self.early_trigger > self.trigger:
             raise ValueError(f"early_trigger ({self.early_trigger}) must not be over the trigger ({self.trigger})")
         if self.unit == "messages" and self.keep_head + self.keep_tail >= self.trigger:
