@@ -506,7 +506,7 @@ def compare(transcripts: tuple[str, ...], **options: Any) -> None:
 @click.option("-p", "--policy", "base", default="s08", show_default=True, metavar="POLICY", shell_complete=complete_policy,
               help="The base policy whose keys are searched (a preset name or policy TOML).")
 @policy_options
-@click.option("--space", "spaces", multiple=True, required=True, metavar="KEY=LO:HI[:log]|KEY=A|B",
+@click.option("--space", "spaces", multiple=True, metavar="KEY=LO:HI[:log]|KEY=A|B",
               help="A searched key: an int or float range (log scale with :log) or choices (repeatable), e.g. "
                    "--space summary.trigger=40000:200000 --space micro.keep_recent=1:10.")
 @click.option("--trials", type=click.IntRange(1, 100_000), default=200, show_default=True,
@@ -534,21 +534,27 @@ def compare(transcripts: tuple[str, ...], **options: Any) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No status or warnings on stderr (a progress bar still shows on a terminal).")
 @verbose_option
 def tune(transcripts: tuple[str, ...], **options: Any) -> None:
-    """Search a base policy's keys for the Pareto front of cost saving against probe recall.
+    """Search a base policy's keys for the Pareto front of cost saving against probe recall; with
+    --harness claude-code, the settings Claude Code lets you change, printed as the line to paste.
 
     \b
     Examples:
       compactlab tune sessions/ -p s08 --space summary.trigger=30000:200000 --trials 100
       compactlab tune sessions/ -p s08 --space micro.keep_recent=1:10 --resume --trials 200
+      compactlab tune --harness claude-code --trials 40     your Claude Code sessions, its settings
     """
     from .jobs.tune import Search, tune_files
     from .reports.tune_report import WRITERS
 
     o, quiet = options, options["quiet"]
+    if not o["spaces"] and not o["harness"]:
+        raise UsageError("tune needs --space KEY=LO:HI (a policy's keys) or --harness NAME (its settings)",
+                         hint="e.g. --space summary.trigger=40000:200000, or --harness claude-code")
     spec = Search(base=o["base"], overrides=list(o["overrides"]), spaces=list(o["spaces"]), trials=o["trials"],
                   objectives=o["objective"], max_violations=o["max_violations"], sampler=o["sampler"], seed=o["seed"],
-                  resume=o["resume"], chart=o["chart"])
-    done = tune_files(_inputs(transcripts, False, quiet, o), spec, _settings(o),
+                  resume=o["resume"], chart=o["chart"], harness=o["harness"])
+    found = {**o, "harness": None} if transcripts else o  # (with paths, --harness names the settings searched)
+    done = tune_files(_inputs(transcripts, False, quiet, found), spec, _settings(o),
                       lambda result: WRITERS[o["fmt"]](result, sys.stdout), _notify(quiet, o["verbose"]), _progress(quiet))
     _end(done.outcome, quiet)
 

@@ -207,6 +207,12 @@ class TuneResult:
     #: no compaction on the same corpus with the same settings: the floors and the cost every
     #: suggestion is held to (None: not run; recall and retention 1.0)
     reference: Point | None = None
+    #: what the recommendation names: a front point, the base, no compaction (the reference), or
+    #: None (nothing qualifies)
+    chosen: Point | None = None
+    #: the harness whose settings were searched (``harness_settings``), and the setting to paste
+    harness: str | None = None
+    paste: list[str] = field(default_factory=list)
 
     def shown(self) -> list[str]:
         """The objectives, then what every suggestion is held to (cost saving, recall, retention)."""
@@ -281,8 +287,11 @@ def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
     if ref_fits:
         assert ref is not None
         candidates["no compaction"] = ref
-    chosen = pick([Candidate(k, p.scores.get("cost", 0.0), 0.0, dearer(p), p is ref) for k, p in candidates.items()],
-                  ref_fits)
+    # (the base that saves exactly what no compaction saves never acted here: it ties as no compaction
+    # does, and keeping it is the smaller change)
+    same = {"0 base"} if round(base.scores.get("cost", 0.0), 6) == 0 else set()
+    chosen = pick([Candidate(k, p.scores.get("cost", 0.0), 0.0, dearer(p), p is ref or k in same)
+                   for k, p in candidates.items()], ref_fits)
     text = [f"The front has {len(result.front)} point(s) from {len(result.points)} trial(s)."]
     beating = [p for p in result.front if all(p.scores[o] >= base.scores[o] for o in objs)
                and any(p.scores[o] > base.scores[o] for o in objs) and not guarded(p)]
@@ -293,6 +302,7 @@ def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
                     f"{_pct(p.scores.get('retention', 1.0))} of the referenced results: below the floor of {floors} "
                     f"(no compaction's less the {margin * 100:.0f}-point margin), so it is not recommended.")
     point = candidates.get(chosen.label) if chosen is not None else None
+    result.chosen = point
     if point is None:
         text.append(f"None of them keeps recall and retention above the floor of {floors} (no compaction's less "
                     f"the {margin * 100:.0f}-point margin): keep the base, or widen the space.")
@@ -784,7 +794,7 @@ def corpus_evaluator(transcripts: list[Any], *, n_jobs: int | None, prices: list
 
 def tune(params: list[Param], objectives: list[str], base: str, overrides: list[str], open_study: Callable[[], Any],
          trials: int, evaluate: Evaluate, batch: int, max_violations: int = 0,
-         on_trial: Callable[[int], None] | None = None) -> TuneResult:
+         on_trial: Callable[[int], None] | None = None, harness: str | None = None) -> TuneResult:
     """Score the base policy, search, and judge: the whole of a tune but its files. The study is
     opened (``open_study()``) once the base policy has run: a corpus or an executor that cannot
     be used leaves nothing behind."""
@@ -806,6 +816,13 @@ def tune(params: list[Param], objectives: list[str], base: str, overrides: list[
     result = TuneResult(base, params, objectives, base_point, points, pareto(study, points, objectives), interrupted,
                         failures, reference=reference)
     result.recommendation = recommend(result)
+    result.harness = harness
+    if harness is not None and result.chosen is not None:
+        from .harness_settings import paste
+
+        chosen = result.chosen
+        result.paste = paste(harness, None if chosen is reference else int(chosen.values["summary.trigger"]),
+                             chosen is base_point)
     known = [p.acted for p in (base_point, *points) if p.acted is not None]
     on = [p.key for p in params if getattr(getattr(base_policy, p.key.partition(".")[0], None), "enabled", False)]
     result.notes = idle_keys(base, on, {layer: sum(a.get(layer, 0) for a in known) for a in known[:1] for layer in a},

@@ -44,6 +44,8 @@ class Search:
     seed: int = 0
     resume: bool = False
     chart: bool = True
+    #: search the settings this harness lets you change, not a policy's keys (``harness_settings``)
+    harness: str | None = None
 
 
 @dataclass
@@ -61,6 +63,8 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
     from ..reports.tune_report import write_files
 
     out_dir = settings.out_dir or os.path.join("reports", "tune")
+    if spec.harness is not None:
+        spec = _harness_search(spec)
     objectives = parse_objectives(spec.objectives)
     params = parse_space(spec.spaces, spec.base, spec.overrides)
     base = load_policy(spec.base, spec.overrides)
@@ -99,7 +103,7 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
                 result = search(params, objectives, spec.base, spec.overrides,
                                 lambda: site.open(definition, spec.sampler, spec.seed), spec.trials, evaluate,
                                 batch=max(2, settings.jobs or usable_cores()), max_violations=spec.max_violations,
-                                on_trial=advance)
+                                on_trial=advance, harness=spec.harness)
         except KeyboardInterrupt as stop:  # before the search began: nothing to write
             site.close(keep=False)
             return Tuned(None, Outcome(exit_status(stop), ["interrupted before the first trial finished"]))
@@ -129,6 +133,22 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
         outcome.status = exit_status(result.interrupted)
         outcome.errors.append(f"interrupted after {len(result.points)} of {spec.trials} trials; continue with --resume")
     return Tuned(result, outcome)
+
+
+def _harness_search(spec: Search) -> Search:
+    """A search of the settings ``spec.harness`` lets you change: its preset as the base, its
+    settings as the space (neither may be given besides)."""
+    from dataclasses import replace
+
+    from ..corpus.harness_settings import HARNESSES, preset, space
+
+    if spec.harness not in HARNESSES:
+        raise UsageError(f"--harness {spec.harness!r}: compactlab searches the settings of {', '.join(HARNESSES)} only "
+                         "so far", hint="search a policy's keys with -p NAME --space KEY=LO:HI")
+    if spec.spaces or spec.overrides or spec.base not in ("s08", preset(spec.harness)):
+        raise UsageError(f"--harness {spec.harness}: searches the settings the harness lets you change, on its preset: "
+                         "leave out -p, --set and --space")
+    return replace(spec, base=preset(spec.harness), spaces=[space(spec.harness)])
 
 
 def corpus_members(files: list[str], settings: Settings, notify: Notify = quietly,

@@ -55,6 +55,7 @@ def write_files(result: TuneResult, out_dir: str, chart: bool = True) -> list[st
     write_in_folder(out_dir, "front.csv", buf.getvalue().encode())
     doc = {"base": result.base, "objectives": result.objectives, "space": [str(p) for p in result.params],
            "trials": len(result.points), "interrupted": result.interrupted is not None, "recommendation": result.recommendation,
+           "harness": result.harness, "setting": result.paste,
            "notes": result.notes,
            "base_scores": {column(o): result.base_point.scores[o] for o in result.objectives},
            "front": rows}
@@ -108,12 +109,17 @@ def write_table(result: TuneResult, out: TextIO) -> None:
     if len(rows) < len(result.front):
         printer.text(f"{len(rows)} of the {len(result.front)} front points shown: every one is in front.csv.")
     printer.text(result.recommendation, style="bold")
+    if result.paste:
+        printer.text(f"The {result.harness} setting to paste:")
+        for line in result.paste:
+            printer.text(f"  {line}")
     for note in result.notes:
         printer.text(f"note: {note}")
 
 
 def write_json(result: TuneResult, out: TextIO) -> None:
-    out.write(json_bytes({"recommendation": result.recommendation, "notes": result.notes, "front": result.front_rows()},
+    out.write(json_bytes({"recommendation": result.recommendation, "setting": result.paste, "notes": result.notes,
+                          "front": result.front_rows()},
                          orjson.OPT_INDENT_2).decode() + "\n")
 
 

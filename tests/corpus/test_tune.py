@@ -592,3 +592,64 @@ def test_tunes_table_and_front_csv_show_retention_beside_recall(cli, tmp_path):
     head = (out / "front.csv").read_text().splitlines()[0].split(",")
     assert {"cost_saving", "recall", "retention"} <= set(head), head
     assert "retention" in r.stdout and "\n none " in r.stdout, r.stdout
+
+
+# ---- (#57 §3) tune --harness: the settings a harness lets you change, printed to paste
+
+def test_tune_harness_searches_claude_codes_percentage_and_prints_the_line_to_paste():
+    import optuna
+
+    from compactlab.corpus.harness_settings import paste, space, trigger_of_percent
+    from compactlab.corpus.tune import tune as search
+
+    params = parse_space([space("claude-code")], "claude-code", [])
+    assert params[0].choices[0] == 80_000 and params[0].choices[-1] == 166_000  # 40% to 83% of 200,000
+
+    def evaluate(policies):
+        out = []
+        for p in policies:
+            t = p.summary.trigger if p.summary.enabled else None
+            saving = 0.0 if t is None else (200_000 - t) / 400_000
+            recall = 1.0 if t is None else min(1.0, 0.95 + (t - 130_000) / 1_000_000)
+            out.append({"cost": saving, "recall": recall, "retention": 1.0, "reduction": saving, "violations": 0,
+                        "overflows": 0, "cost_usd": 10 * (1 - saving), "raw_cost_usd": 10.0, "probes": 10})
+        return out
+
+    def study():
+        return optuna.create_study(directions=["maximize", "maximize"], sampler=optuna.samplers.RandomSampler(seed=0))
+
+    result = search(params, ["cost", "recall"], "claude-code", [], study, 40, evaluate, batch=4, harness="claude-code")
+    kept = [p.values["summary.trigger"] for p in result.points if p.scores["recall"] >= 0.95]
+    chosen = result.chosen
+    assert chosen is not None and chosen.values["summary.trigger"] == min(kept)  # (the lowest that keeps 95%)
+    pct = min(kept) * 100 // 200_000
+    assert result.paste == paste("claude-code", min(kept), False) == [
+        f"export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE={pct}",
+        f'~/.claude/settings.json: {{"env": {{"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "{pct}"}}}}']
+    assert paste("claude-code", 130_000, False)[0] == "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=65"
+    assert trigger_of_percent(65) == 130_000  # (the line pasted is the very point)
+    assert paste("claude-code", None, False)[0] == "export DISABLE_AUTO_COMPACT=1"
+
+
+def test_tune_harness_on_real_replays_every_front_point_is_a_whole_percentage(cli, tmp_path):
+    """Each front point of `tune --harness claude-code` is a percentage Claude Code takes, and the
+    preset replayed with it gives the figures the front printed."""
+    from compactlab.corpus.harness_settings import trigger_of_percent
+
+    files = [SAMPLES / "synth-medium.jsonl", SAMPLES / "synth-long.jsonl"]
+    r = cli("tune", *files, "--harness", "claude-code", "--trials", "4", "--out", tmp_path / "t", "-q")
+    assert r.exit_code == 0, r.stderr
+    front = json.loads((tmp_path / "t" / "front.json").read_text())
+    assert front["harness"] == "claude-code" and front["front"]
+    row = front["front"][0]
+    trigger = row["summary.trigger"]
+    assert trigger_of_percent(trigger * 100 // 200_000) == trigger
+    doc = json.loads(cli("compare", *files, "-p", "claude-code", "--set", f"summary.trigger={trigger}",
+                         "--format", "json", "--out", tmp_path / "c", "-q", "--charts", "none").stdout)
+    ours = next(e for e in doc["verdict"]["entries"] if e["policy"] == "claude-code")
+    assert ours["cost_saving"] == pytest.approx(row["cost_saving"], abs=1e-6)
+    assert ours["recall"] == pytest.approx(row["recall"], abs=1e-6)
+    bad = cli("tune", *files, "--harness", "claude-code", "--space", "summary.trigger=1000:2000", "--out", tmp_path / "x")
+    assert bad.exit_code == 2 and "leave out -p, --set and --space" in bad.stderr
+    none = cli("tune", *files, "--out", tmp_path / "y")
+    assert none.exit_code == 2 and "--space KEY=LO:HI" in none.stderr
