@@ -118,3 +118,39 @@ class ClaudeCodeSession:
     def write(self, path: Path) -> str:
         path.write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in self.lines))
         return str(path)
+
+
+def mounted_tmpfs(where: Path, options: str):
+    """A tmpfs of the test's own at ``where`` (made here, unmounted on leaving), or a skip where
+    this machine does not let a test mount one: a full or read-only disk without touching a real one."""
+    import contextlib
+    import subprocess
+
+    import pytest
+
+    @contextlib.contextmanager
+    def mounted():
+        where.mkdir(exist_ok=True)
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode(errors='replace').strip()[:80]})")
+        try:
+            yield where
+        finally:
+            subprocess.run(["umount", str(where)], capture_output=True)
+
+    return mounted()
+
+
+def chat_document(path: Path, turns: int, pad: str) -> str:
+    """An OpenAI-style chat (a document format: read whole, its bytes hashed by its loader) whose
+    tool results name symbols later calls use, each padded with ``pad``."""
+    msgs: list[dict] = [{"role": "user", "content": "go"}]
+    for i in range(turns):
+        msgs.append({"role": "assistant", "content": f"next: handler_{i - 3:03d}_impl" if i > 3 else "look",
+                     "tool_calls": [{"id": f"c{i}", "type": "function",
+                                     "function": {"name": "bash", "arguments": f'{{"command": "cat src/mod_{i}.py"}}'}}]})
+        msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"found handler_{i:03d}_impl in src/mod_{i}.py\n" + pad})
+    msgs.append({"role": "assistant", "content": "done"})
+    path.write_bytes(orjson.dumps(msgs))
+    return str(path)

@@ -163,19 +163,11 @@ def test_a_rerun_after_an_interrupt_reuses_the_cached_summaries(cli, tmp_path, m
 
 @pytest.fixture
 def full_disk(tmp_path):
-    """A small tmpfs of the test's own (mounted here, unmounted after), or a skip where this
-    machine does not let the test mount one."""
-    import subprocess
+    """A small tmpfs of the test's own (``helpers.mounted_tmpfs``)."""
+    from helpers import mounted_tmpfs
 
-    where = tmp_path / "disk"
-    where.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(where)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode(errors='replace').strip()[:80]})")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "size=16k") as where:
         yield where
-    finally:
-        subprocess.run(["umount", str(where)], capture_output=True)
 
 
 @pytest.mark.parametrize("job", ["replay", "replay --chart", "compare"])

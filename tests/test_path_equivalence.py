@@ -211,20 +211,13 @@ def paths(cli, tmp_path, monkeypatch):
 
 
 def _document(tmp_path: Path) -> str:
-    """An OpenAI-style chat over the probe cache's threshold (a document format: read whole), whose
+    """A chat document over the probe cache's threshold (a document format: read whole), whose
     tool results name what later calls use: the format whose cached probes a replay dropped."""
-    msgs: list[dict] = [{"role": "user", "content": "go"}]
-    for i in range(60):
-        msgs.append({"role": "assistant", "content": f"next: handler_{i - 3:03d}_impl" if i > 3 else "look",
-                     "tool_calls": [{"id": f"c{i}", "type": "function",
-                                     "function": {"name": "bash", "arguments": f'{{"command": "cat src/m{i}.py"}}'}}]})
-        msgs.append({"role": "tool", "tool_call_id": f"c{i}",
-                     "content": f"found handler_{i:03d}_impl in src/m{i}.py\n" + "pad line\n" * 200})
-    msgs.append({"role": "assistant", "content": "done"})
-    path = tmp_path / "chat.json"
-    path.write_bytes(orjson.dumps(msgs))
-    assert path.stat().st_size > 64 << 10
-    return str(path)
+    from helpers import chat_document
+
+    path = chat_document(tmp_path / "chat.json", 60, "pad line\n" * 200)
+    assert Path(path).stat().st_size > 64 << 10
+    return path
 
 
 @pytest.mark.parametrize("recording", ["synth-medium.jsonl", "manual-compact.jsonl", "document"])

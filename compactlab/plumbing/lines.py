@@ -61,17 +61,7 @@ class BoundedLines:
             if self._scanned > self.limit:
                 size, self._buffer, self._scanned = self._scanned, bytearray(), 0
                 raise LineTooLong(size, self.limit)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise Late()
-            ready, _, _ = select.select([self.fd], [], [], left)
-            if not ready:
-                raise Late()
-            data = os.read(self.fd, self.chunk)
-            if not data:
-                partial, self._buffer, self._scanned = bytes(self._buffer), bytearray(), 0
-                raise Closed(partial)
-            self._buffer += data
+            self._more(deadline, self.chunk)
 
     def frame(self, seconds: float) -> bytes:
         """The next frame (an 8-byte little-endian length, then that many bytes), within
@@ -83,19 +73,24 @@ class BoundedLines:
             raise LineTooLong(size, self.limit)
         return self._exactly(size, deadline)
 
+    def _more(self, deadline: float, most: int) -> None:
+        """Read what is there (at most ``most`` bytes) once the descriptor is readable, by the
+        deadline (``Late``); ``Closed`` where the other end closed."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise Late()
+        ready, _, _ = select.select([self.fd], [], [], left)
+        if not ready:
+            raise Late()
+        data = os.read(self.fd, most)
+        if not data:
+            partial, self._buffer, self._scanned = bytes(self._buffer), bytearray(), 0
+            raise Closed(partial)
+        self._buffer += data
+
     def _exactly(self, n: int, deadline: float) -> bytes:
         while len(self._buffer) < n:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise Late()
-            ready, _, _ = select.select([self.fd], [], [], left)
-            if not ready:
-                raise Late()
-            data = os.read(self.fd, max(self.chunk, n - len(self._buffer)))
-            if not data:
-                partial, self._buffer, self._scanned = bytes(self._buffer), bytearray(), 0
-                raise Closed(partial)
-            self._buffer += data
+            self._more(deadline, max(self.chunk, n - len(self._buffer)))
         out = bytes(self._buffer[:n])
         del self._buffer[:n]
         self._scanned = 0

@@ -280,20 +280,13 @@ def test_an_out_that_cannot_be_used_is_exit_2(cli, tmp_path):
 
 
 def test_a_read_only_out_is_exit_2(cli, tmp_path):
-    import subprocess
+    from helpers import mounted_tmpfs
 
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(ro)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "ro", "ro,size=1m") as ro:
         r = tune(cli, ro / "t", trials=2)
         assert r.exit_code == 2 and "cannot write" in r.stderr and "Traceback" not in r.stderr, r.output
         r = tune(cli, ro, trials=2)
         assert r.exit_code == 2 and "cannot write" in r.stderr, r.output
-    finally:
-        subprocess.run(["umount", str(ro)], check=True)
 
 
 def test_an_interrupt_while_trials_are_asked_leaves_none_running_and_resume_repairs_a_killed_one(

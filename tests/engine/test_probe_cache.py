@@ -196,19 +196,10 @@ def test_a_remembered_hash_that_is_not_a_file_is_left_alone_and_the_file_hashed(
 
 
 def _chat(tmp_path, name: str = "chat.json") -> str:
-    """An OpenAI-style chat (a document format: loaded whole, its bytes hashed by its loader)
-    whose tool results name symbols later calls use."""
-    msgs: list[dict] = [{"role": "user", "content": "go"}]
-    for i in range(12):
-        msgs.append({"role": "assistant", "content": f"next: handler_{i - 3:03d}_impl" if i > 3 else "look",
-                     "tool_calls": [{"id": f"c{i}", "type": "function",
-                                     "function": {"name": "bash", "arguments": f'{{"command": "cat src/mod_{i}.py"}}'}}]})
-        msgs.append({"role": "tool", "tool_call_id": f"c{i}",
-                     "content": f"found handler_{i:03d}_impl in src/mod_{i}.py\n" + "pad " * 200})
-    msgs.append({"role": "assistant", "content": "done"})
-    path = tmp_path / name
-    path.write_bytes(orjson.dumps(msgs))
-    return str(path)
+    """A chat document (``helpers.chat_document``) of 12 turns over the lowered threshold."""
+    from helpers import chat_document
+
+    return chat_document(tmp_path / name, 12, "pad " * 200)
 
 
 def test_a_corpus_compared_again_reads_its_probes_and_gives_the_same_results(big, cli, tmp_path, monkeypatch):
