@@ -34,6 +34,8 @@ from .transcripts import Transcript
 
 #: the settings compactlab reads for Claude Code, and the settings.json keys that stand for them
 CLAUDE_SETTINGS = ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "DISABLE_AUTO_COMPACT")
+#: Codex CLI's (``~/.codex/config.toml``, or ``$CODEX_HOME/config.toml``)
+CODEX_SETTINGS = ("model_auto_compact_token_limit",)
 CLAUDE_FILE_KEYS = {"autoCompactWindow": "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "autoCompactEnabled": "DISABLE_AUTO_COMPACT"}
 #: Claude Code's reserve for the reply, by version (the first whose prefix matches), and its buffer
 CLAUDE_RESERVE = (("2.0.", 32_000, "2.0.x (estimate: a 2.0.76 session compacted at 155,979)"),
@@ -56,9 +58,10 @@ def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | 
     out: dict[str, Setting] = {}
     for item in given:
         key, sep, value = item.partition("=")
-        if not sep or key.strip() not in (*CLAUDE_SETTINGS, *CLAUDE_FILE_KEYS):
+        known = (*CLAUDE_SETTINGS, *CLAUDE_FILE_KEYS, *CODEX_SETTINGS)
+        if not sep or key.strip() not in known:
             raise UsageError(f"--setting {item[:80]!r}: not KEY=VALUE of a setting compactlab reads",
-                             hint=f"one of {', '.join((*CLAUDE_SETTINGS, *CLAUDE_FILE_KEYS))}")
+                             hint=f"one of {', '.join(known)}")
         key = CLAUDE_FILE_KEYS.get(key.strip(), key.strip())
         value = value.strip()
         if key == "DISABLE_AUTO_COMPACT" and item.partition("=")[0].strip() == "autoCompactEnabled":
@@ -67,10 +70,28 @@ def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | 
     for key in CLAUDE_SETTINGS:
         if key not in out and env.get(key, "").strip():
             out[key] = Setting(env[key].strip(), "the environment")
-    path = Path(home or env.get("HOME") or Path.home()) / ".claude" / "settings.json"
+    root = str(Path(home or env.get("HOME") or Path.home()))
+    path = Path(root) / ".claude" / "settings.json"
     for key, value in _settings_file(path).items():
-        out.setdefault(key, Setting(value, str(path).replace(str(Path(home or env.get("HOME") or Path.home())), "~")))
+        out.setdefault(key, Setting(value, str(path).replace(root, "~")))
+    codex = Path(env.get("CODEX_HOME") or Path(root) / ".codex") / "config.toml"
+    for key, value in _codex_config(codex).items():
+        out.setdefault(key, Setting(value, str(codex).replace(root, "~")))
     return out
+
+
+def _codex_config(path: Path) -> dict[str, str]:
+    """What Codex's config.toml sets of ``CODEX_SETTINGS`` (nothing where it is absent; a file that
+    is no TOML is a one-line error)."""
+    import tomllib
+
+    try:
+        if not path.is_file() or path.stat().st_size > 1 << 20:
+            return {}
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: not a Codex config compactlab can read ({exc})") from None
+    return {k: str(doc[k]) for k in CODEX_SETTINGS if isinstance(doc.get(k), int) and not isinstance(doc.get(k), bool)}
 
 
 def _settings_file(path: Path) -> dict[str, str]:
@@ -176,10 +197,42 @@ def compactions(transcript: Transcript, window: int, settings: dict[str, Setting
             row["fired"] = _fired(threshold, tokens_before, _previous(transcript, c.position), set_by)
         elif c.trigger == "manual":
             row["fired"] = "manual (/compact): no threshold"
-        else:
+        elif transcript.format != "codex":
             row["fired"] = "no rule known here for this harness's threshold"
         out.append(row)
+    if transcript.format == "codex" and out:
+        _codex(transcript, out, settings)
     return out
+
+
+#: Codex CLI 0.104's auto-compact limit for the gpt-5.x-codex models: 90% of their 272,000 tokens
+CODEX_LIMIT = 244_800
+
+
+def _codex(transcript: Transcript, rows: list[dict[str, Any]], settings: dict[str, Setting]) -> None:
+    """Codex counts what its rollout does not record (the reasoning of earlier turns), so where its
+    limit fires is found as the ``codex`` preset models it: replayed with the limit. The first
+    compaction fired "where it fires" when the replay compacts at the same call, else the row says
+    the call the limit implies; after it the replay's context is its own, so a later compaction is
+    not judged (said)."""
+    from .corpus.calibration import by_default
+    from .engine.loop import replay
+    from .engine.policy import load_policy
+
+    given = settings.get("model_auto_compact_token_limit")
+    limit = int(_number(settings, "model_auto_compact_token_limit", 1_000, 10_000_000) or CODEX_LIMIT)
+    why = (f"model_auto_compact_token_limit={limit:,} ({given.source})" if given else
+           f"Codex 0.104's default: 90% of 272,000 = {CODEX_LIMIT:,} (model_auto_compact_token_limit unset)")
+    calibration, _ = by_default(transcript)
+    run = replay(transcript, load_policy("codex", [f"summary.trigger={limit}"]), calibration=calibration)
+    at = next((e.call for e in run.events if "summary" in e.layers and e.call <= rows[0]["call"]), None)
+    for k, row in enumerate(rows):
+        row["threshold"], row["threshold_source"] = limit, why + "; measured as Codex does, by the codex preset"
+        row["fired"] = ("not judged: after the first compaction the replay's context is not the recording's" if k else
+                        "where it fires: the codex preset, replayed with this limit, compacts at this call"
+                        if at == row["call"] else
+                        f"the limit implies call {at}, {row['call'] - at} call(s) earlier: not the limit it ran with"
+                        if at is not None else "the limit is not reached by then: not the limit it ran with")
 
 
 def _previous(transcript: Transcript, position: int) -> int | None:

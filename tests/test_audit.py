@@ -131,3 +131,35 @@ def test_the_claude_code_preset_fires_at_the_recorded_call_on_every_version(tmp_
     if not version.startswith("2.1"):  # (the 2.1 trigger alone: not there)
         late = replay(t, load_policy("claude-code", ["summary.trigger_by_version={}"]))
         assert not [e.call for e in late.events if "summary" in e.layers][:1] == fired[:1]
+
+
+def test_codexs_limit_is_read_from_its_config_and_checked_by_replaying_its_preset(cli, shared_transcripts, tmp_path,
+                                                                                   monkeypatch):
+    """Codex counts what its rollout does not record (earlier reasoning): the shared rollout's
+    compaction is where the codex preset, replayed with the limit, compacts; a limit in
+    ~/.codex/config.toml (or --setting) that would have fired elsewhere is said not to be the one it ran with."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    [rollout] = [p for p in (shared_transcripts / "codex").glob("rollout-*.jsonl")
+                 if load_transcript(str(p)).compactions][:1] or [None]
+    if rollout is None:
+        pytest.skip("no shared Codex rollout records a compaction")
+    doc = json.loads(cli("inspect", "--compactions", rollout, "--format", "json").stdout)
+    [row] = doc["sessions"][0]["compactions"][:1]
+    assert row["threshold"] == 244_800 and row["fired"].startswith("where it fires"), row
+    (tmp_path / ".codex").mkdir()
+    (tmp_path / ".codex" / "config.toml").write_text("model_auto_compact_token_limit = 200000\n")
+    doc = json.loads(cli("inspect", "--compactions", rollout, "--format", "json").stdout)
+    session = doc["sessions"][0]
+    assert session["settings"]["model_auto_compact_token_limit"]["source"] == "~/.codex/config.toml"
+    assert session["compactions"][0]["threshold"] == 200_000
+    assert "call(s) earlier: not the limit it ran with" in session["compactions"][0]["fired"]
+
+
+def test_codexs_config_that_is_no_toml_is_a_one_line_error(tmp_path):
+    (tmp_path / ".codex").mkdir()
+    (tmp_path / ".codex" / "config.toml").write_text("model_auto_compact_token_limit = [")
+    with pytest.raises(UsageError, match="not a Codex config compactlab can read"):
+        settings_for([], env={}, home=str(tmp_path))
+    got = settings_for(["model_auto_compact_token_limit=150000"], env={}, home="/nonexistent")
+    assert got["model_auto_compact_token_limit"].value == "150000"

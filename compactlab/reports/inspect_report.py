@@ -155,6 +155,8 @@ def sessions_md(rows: list[dict[str, Any]], out: TextIO) -> None:
 def describe(row: dict[str, Any]) -> str:
     """One line of ``inspect --compactions``."""
     size = f"{row['tokens_before']:,}" if row["tokens_before"] is not None else "?"
+    if row["tokens_before"] is not None and row["tokens_before_source"] != "recorded by the harness":
+        size += " (its last recorded prompt and reply)"
     share = f" ({row['share_of_window']:.1%} of {row['window']:,})" if row["share_of_window"] is not None else ""
     after = f" -> {row['tokens_after']:,}" if row["tokens_after"] is not None else ""
     when = f" {row['time']}" if row["time"] else ""
