@@ -80,29 +80,30 @@ def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | 
     return out
 
 
+def _read_small(path: Path, parse: Any, what: str) -> Any:
+    """A harness's settings file parsed ({} where it is absent or over a MiB); one that does not
+    parse is a one-line error naming it."""
+    try:
+        if not path.is_file() or path.stat().st_size > 1 << 20:
+            return {}
+        return parse(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: not {what} compactlab can read ({exc})") from None
+
+
 def _codex_config(path: Path) -> dict[str, str]:
     """What Codex's config.toml sets of ``CODEX_SETTINGS`` (nothing where it is absent; a file that
     is no TOML is a one-line error)."""
     import tomllib
 
-    try:
-        if not path.is_file() or path.stat().st_size > 1 << 20:
-            return {}
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: not a Codex config compactlab can read ({exc})") from None
+    doc = _read_small(path, tomllib.loads, "a Codex config")
     return {k: str(doc[k]) for k in CODEX_SETTINGS if isinstance(doc.get(k), int) and not isinstance(doc.get(k), bool)}
 
 
 def _settings_file(path: Path) -> dict[str, str]:
     """What Claude Code's settings file sets of ``CLAUDE_SETTINGS`` (its ``env`` table, its own
     keys); nothing where it is absent; a file that is no JSON object is a one-line error."""
-    try:
-        if not path.is_file() or path.stat().st_size > 1 << 20:
-            return {}
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: not a settings file compactlab can read ({exc})") from None
+    doc = _read_small(path, json.loads, "a settings file")
     if not isinstance(doc, dict):
         raise UsageError(f"{path}: not a settings file compactlab can read (not a JSON object)")
     out: dict[str, str] = {}
