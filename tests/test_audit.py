@@ -163,3 +163,18 @@ def test_codexs_config_that_is_no_toml_is_a_one_line_error(tmp_path):
         settings_for([], env={}, home=str(tmp_path))
     got = settings_for(["model_auto_compact_token_limit=150000"], env={}, home="/nonexistent")
     assert got["model_auto_compact_token_limit"].value == "150000"
+
+
+@pytest.mark.parametrize("preset, setting", [("claude-code", "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE"),
+                                             ("codex", "model_auto_compact_token_limit")])
+def test_policies_show_lists_the_settings_the_harness_lets_you_change(cli, preset, setting):
+    """(#57 §2) A harness's preset says which of the harness's settings it honours, with where
+    they are set, their range, default and what they set; the TOML stays a policy file."""
+    import tomllib
+
+    text = cli("policies", "show", preset).stdout
+    assert f"# What {preset} lets you set" in text and f"#   {setting} (" in text
+    assert tomllib.loads(text)["name"] == preset
+    doc = json.loads(cli("policies", "show", preset, "--format", "json").stdout)
+    assert doc["harness_settings"][0]["setting"].startswith(setting.split()[0])
+    assert "harness_settings" not in json.loads(cli("policies", "show", "s08", "--format", "json").stdout)

@@ -44,3 +44,24 @@ def paste(harness: str, trigger: int | None, default: bool) -> list[str]:
 def trigger_of_percent(pct: int) -> int:
     """The preset's summary.trigger a pasted percentage stands for."""
     return CLAUDE_WINDOW * pct // 100
+
+
+#: what each harness lets you set about its compaction, as its preset models it: (setting, where
+#: it is set, its range, its default, what it sets in the preset)
+SETTINGS: dict[str, list[tuple[str, str, str, str, str]]] = {
+    "claude-code": [
+        ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "environment, or ~/.claude/settings.json env", "1-100 (%), only lower",
+         "unset: 83.5% on 2.1.x (167,000), 77.5% on 2.0.x and 1.x (155,000, an estimate)",
+         "summary.trigger = that share of the window (summary.trigger_by_version: the version's default)"),
+        ("CLAUDE_CODE_AUTO_COMPACT_WINDOW / autoCompactWindow", "environment / ~/.claude/settings.json",
+         "100,000-1,000,000 tokens", "the model's window (200,000)", "the window the trigger is taken of"),
+        ("DISABLE_AUTO_COMPACT / autoCompactEnabled", "environment / ~/.claude/settings.json", "1 / false",
+         "auto-compaction on", "summary.enabled = false"),
+    ],
+    "codex": [
+        ("model_auto_compact_token_limit", "~/.codex/config.toml ($CODEX_HOME)", "tokens",
+         "90% of the gpt-5.x-codex models' 272,000 (244,800)", "summary.trigger"),
+        ("model_context_window", "~/.codex/config.toml ($CODEX_HOME)", "tokens", "the model's (272,000)",
+         "the window calls are judged on (--window)"),
+    ],
+}

@@ -45,12 +45,33 @@ def to_toml(policy: Policy) -> str:
 
 
 def write_policy_toml(policy: Policy, out: TextIO) -> None:
-    out.write(to_toml(policy))
+    out.write(to_toml(policy) + _settings_comment(policy))
 
 
 def write_policy_json(policy: Policy, out: TextIO) -> None:
+    from ..corpus.harness_settings import SETTINGS
+
     doc = {"fingerprint": policy.fingerprint, **policy.resolved()}
+    if policy.name in SETTINGS:
+        doc["harness_settings"] = [dict(zip(("setting", "where", "range", "default", "sets"), row))
+                                   for row in SETTINGS[policy.name]]
     out.write(json_bytes(doc, orjson.OPT_INDENT_2).decode("utf-8") + "\n")
+
+
+def _settings_comment(policy: Policy) -> str:
+    """For a harness's preset: what the harness lets you set about its compaction, as comments
+    (the TOML stays a policy file), with where, its range, its default and what it sets here."""
+    from ..corpus.harness_settings import HARNESSES, SETTINGS
+
+    rows = SETTINGS.get(policy.name)
+    if not rows:
+        return ""
+    tuned = f"; tune --harness {policy.name} searches it" if policy.name in HARNESSES else ""
+    lines = ["", f"# What {policy.name} lets you set, as this preset honours it (compactlab inspect --compactions "
+                 f"audits it{tuned}):"]
+    for setting, where, span, default, sets in rows:
+        lines.append(f"#   {setting} ({where}; {span}): default {default}; sets {sets}")
+    return "\n".join(lines) + "\n"
 
 
 def write_list_json(policies: list[Policy], out: TextIO) -> None:
