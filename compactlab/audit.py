@@ -203,7 +203,42 @@ def compactions(transcript: Transcript, window: int, settings: dict[str, Setting
         out.append(row)
     if transcript.format == "codex" and out:
         _codex(transcript, out, settings)
+    if transcript.format == "claude-code" and out:
+        _request_costs(transcript, out)
     return out
+
+
+#: how long before a compaction its summary request may have begun (seconds)
+REQUEST_WINDOW_S = 600.0
+
+
+def _request_costs(transcript: Transcript, rows: list[dict[str, Any]]) -> None:
+    """Each Claude Code compaction's own request: the ``agent-acompact-*`` subagent file that
+    began last before it (within ``REQUEST_WINDOW_S``), and what its recording says it cost with
+    output (billed beside the session's own calls)."""
+    from .engine.cost.pricing import recorded_total, seconds
+    from .errors import CompactlabError
+    from .transcripts import load_transcript
+    from .transcripts.claude_code import subagent_files
+
+    requests = []
+    for f in subagent_files(transcript.path):
+        if not f["acompact"]:
+            continue
+        try:
+            request = load_transcript(f["path"])
+        except CompactlabError:
+            continue
+        began = [t for u in request.usage.values() if (t := seconds(u.get("timestamp"))) is not None]
+        if began:
+            requests.append((min(began), recorded_total(request), os.path.basename(f["path"])))
+    for row in rows:
+        at = seconds(row["time"])
+        found = [r for r in requests if at is not None and 0 <= at - r[0] <= REQUEST_WINDOW_S]
+        if found:
+            _, cost, name = max(found)
+            row["request_cost_usd"] = None if cost is None else round(cost, 6)
+            row["request_file"] = name
 
 
 #: Codex CLI 0.104's auto-compact limit for the gpt-5.x-codex models: 90% of their 272,000 tokens

@@ -178,3 +178,29 @@ def test_policies_show_lists_the_settings_the_harness_lets_you_change(cli, prese
     doc = json.loads(cli("policies", "show", preset, "--format", "json").stdout)
     assert doc["harness_settings"][0]["setting"].startswith(setting.split()[0])
     assert "harness_settings" not in json.loads(cli("policies", "show", "s08", "--format", "json").stdout)
+
+
+def test_a_claude_code_compaction_says_what_its_own_request_cost(tmp_path):
+    """(#57 §1) The compaction's own summary request is the agent-acompact subagent file that began
+    just before it: its recorded cost (with output) stands beside the line."""
+    from compactlab.engine.cost.pricing import recorded_total
+
+    path = _session(tmp_path, "2.1.39", [150_000, 166_000, 167_094], 167_731)
+    lines = [json.loads(line) for line in open(path)]
+    for line in lines:
+        if line.get("subtype") == "compact_boundary":
+            line["timestamp"] = "2026-01-01T00:00:09Z"
+    with open(path, "w") as f:
+        f.write("".join(json.dumps(line) + "\n" for line in lines))
+    agents = tmp_path / f"s-2.1.39" / "subagents"
+    agents.mkdir(parents=True)
+    request = ClaudeCodeSession(sidechain=True).user("summarise").assistant("s", {"type": "text", "text": "sum"},
+                                                                            input_tokens=160_000, output_tokens=900)
+    request.write(agents / "agent-acompact-abc123.jsonl")
+    row = _row(path)
+    assert row["request_file"] == "agent-acompact-abc123.jsonl"
+    assert row["request_cost_usd"] == round(recorded_total(load_transcript(str(agents / "agent-acompact-abc123.jsonl"))),
+                                            6) > 0
+    (tmp_path / "alone").mkdir()
+    alone = _row(_session(tmp_path / "alone", "2.1.39", [150_000, 166_000, 167_094], 167_731))
+    assert "request_file" not in alone  # (no subagent file: nothing said)

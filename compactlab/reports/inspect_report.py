@@ -164,7 +164,11 @@ def describe(row: dict[str, Any]) -> str:
     if row["threshold_source"]:
         text += f"; implied {row['threshold']:,}" if row["threshold"] is not None else ""
         text += f" [{row['threshold_source']}]"
-    return f"{text}: {row['fired']}"
+    text += f": {row['fired']}"
+    if row.get("request_file"):
+        cost = f"${row['request_cost_usd']:,.4f}" if row.get("request_cost_usd") is not None else "not recorded"
+        text += f"; its own request {cost} with output ({row['request_file']})"
+    return text
 
 
 def compactions_table(audits: list[dict[str, Any]], out: TextIO) -> None:
