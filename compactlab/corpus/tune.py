@@ -268,7 +268,7 @@ def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
                 and p.scores.get("retention", 1.0) >= retention_floor - 1e-12)
 
     def said(p: Point) -> str:
-        shown = [*objs, *(o for o in ("cost", "recall", "retention") if o not in objs and o in p.scores)]
+        shown = [o for o in result.shown() if o in objs or o in p.scores]
         return ", ".join(f"costs {_pct(-p.scores[o])} more" if o == "cost" and p.scores[o] < 0 else
                          f"{_word(o)} {_pct(p.scores[o])}" for o in shown)
 

@@ -318,9 +318,8 @@ def custom(context: Context, config: Summarising[CustomConfig], env: RunEnv) -> 
         given = held.frozen
         list.extend(given, new)
     else:
-        given = ReadOnlyList([*(held.frozen or ())][:unchanged] + new)
+        given = ReadOnlyList([*(held.frozen or ())[:unchanged], *new])
     held.hold(entries, given)
-    frozen = given
     now = env.now
     facts = StepFacts(now.call, env.estimator.tokens(context.chars), now.idle_seconds, now.after_prompt,
                       now.recorded_tokens, now.cache_cold, now.window, unchanged)
@@ -335,7 +334,7 @@ def custom(context: Context, config: Summarising[CustomConfig], env: RunEnv) -> 
     if not isinstance(out, list) or not all(_is_message(m) for m in out):
         raise StepError(f"custom step {step.name} returned {_what(out)} at call {now.call}, not a list of messages "
                         "(dicts with a role, user or assistant, and a content)")
-    where = {id(m): i for i, m in enumerate(frozen)}
+    where = {id(m): i for i, m in enumerate(given)}
     room = answer_limit()  # (what a step may add: a process's answer line has the same bound)
     sent: list = []
     kept: list = []  # the read-only message of each one sent
@@ -482,9 +481,9 @@ def _call(step: Step, given: list[dict], facts: StepFacts, settings: Any, call: 
         raise
     except ProcessFailed as exc:
         raise StepError(f"custom step {step.name} {exc} (call {call})") from None
-    except MessageChanged:
+    except MessageChanged as exc:
         raise _failed(StepError, f"custom step {step.name} changed a message it was given at call {call}: return a "
-                      "new message in its place instead", sys.exc_info()[1] or Exception()) from None
+                      "new message in its place instead", exc) from None
     except Exception as exc:
         raise _failed(StepError, f"custom step {step.name} raised {type(exc).__name__} at call {call}: {exc}",
                       exc) from None
