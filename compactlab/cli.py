@@ -251,6 +251,24 @@ def cost_options(f: Callable) -> Callable:
     return f
 
 
+def _homed(paths: tuple[str, ...], harness: str | None) -> None:
+    """With no path, --harness must name a harness whose sessions have a home."""
+    from .transcripts.homes import HARNESSES
+
+    if not paths and harness is not None and harness not in HARNESSES:
+        raise UsageError(f"--harness {harness}: a framework's runs have no home compactlab searches: give their paths",
+                         hint=f"e.g. compactlab tune runs/ --harness {harness}")
+
+
+def tune_sessions_options(f: Callable) -> Callable:
+    """tune's: --harness also names a framework whose settings are searched (``harness_settings``)."""
+    from .corpus.harness_settings import HARNESSES
+
+    return sessions_options(f, also=HARNESSES, harness_help=(
+        "Search the settings this harness or framework lets you change (its preset, within its clamps) and print "
+        "the result as its own setting to paste; with no path, also only its sessions."))
+
+
 def input_options(f: Callable) -> Callable:
     from .transcripts import FORMATS
 
@@ -274,12 +292,13 @@ def main() -> None:
     """
 
 
-def sessions_options(f: Callable) -> Callable:
-    """With no path: the user's own sessions, found in the harnesses' homes (``transcripts.homes``)."""
+def sessions_options(f: Callable, also: tuple[str, ...] = (), harness_help: str = "") -> Callable:
+    """With no path: the user's own sessions, found in the harnesses' homes (``transcripts.homes``).
+    ``also``: names --harness takes besides the homes' (tune's frameworks)."""
     from .transcripts.homes import HARNESSES
 
-    f = click.option("--harness", type=click.Choice(HARNESSES), default=None,
-                     help="With no path: only this harness's sessions.")(f)
+    f = click.option("--harness", type=click.Choice([*HARNESSES, *(a for a in also if a not in HARNESSES)]),
+                     default=None, help=harness_help or "With no path: only this harness's sessions.")(f)
     f = click.option("--project", default=None, metavar="NAME",
                      help="With no path: only sessions whose project (its folder) holds NAME.")(f)
     f = click.option("--until", default=None, metavar="WHEN",
@@ -502,7 +521,7 @@ def compare(transcripts: tuple[str, ...], **options: Any) -> None:
 
 @main.command()
 @click.argument("transcripts", nargs=-1, required=False, type=click.Path(path_type=str), metavar="[TRANSCRIPT]...")
-@sessions_options
+@tune_sessions_options
 @click.option("-p", "--policy", "base", default="s08", show_default=True, metavar="POLICY", shell_complete=complete_policy,
               help="The base policy whose keys are searched (a preset name or policy TOML).")
 @policy_options
@@ -554,6 +573,7 @@ def tune(transcripts: tuple[str, ...], **options: Any) -> None:
                   objectives=o["objective"], max_violations=o["max_violations"], sampler=o["sampler"], seed=o["seed"],
                   resume=o["resume"], chart=o["chart"], harness=o["harness"])
     found = {**o, "harness": None} if transcripts else o  # (with paths, --harness names the settings searched)
+    _homed(transcripts, o["harness"])
     done = tune_files(_inputs(transcripts, False, quiet, found), spec, _settings(o),
                       lambda result: WRITERS[o["fmt"]](result, sys.stdout), _notify(quiet, o["verbose"]), _progress(quiet))
     _end(done.outcome, quiet)

@@ -197,6 +197,18 @@ def triggers(grid: list[tuple[Policy, tuple]], units: dict[str, str]) -> dict[st
     return out
 
 
+def harness_settings(grid: list[tuple[Policy, tuple]], units: dict[str, str]) -> dict[str, list[str]]:
+    """Each grid entry of a harness's or framework's preset, by label: the setting that makes it, in
+    the harness's own form (``harness_settings.setting_of``), for the verdict to print."""
+    from .harness_settings import setting_of
+
+    out = {}
+    for policy, swept in grid:
+        if (found := setting_of(policy)) is not None:
+            out[label_of(policy.name, dict(swept), units)] = [found[0], *found[1]]
+    return out
+
+
 def applies(policy: Policy, key: str) -> bool:
     """Whether ``policy`` uses ``key`` (``layer.name``): not when that layer is off."""
     section = getattr(policy, key.split(".")[0], None)

@@ -1,49 +1,252 @@
 """The settings a harness lets you change, as tune searches them and as you paste them (#57 §3).
 
-One harness so far, Claude Code: its one compaction setting a user changes per project is
-``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE``, the auto-compact threshold as a whole percentage of the
-window, which can only lower the default (167,000 of 200,000 on 2.1.x: 83.5%). tune searches it
-as the claude-code preset's ``summary.trigger`` at each whole percentage it can take (``SPACE``),
-so that the setting printed is the very point replayed; no compaction is
-``DISABLE_AUTO_COMPACT=1``.
+Each harness (``TABLE``) is its preset and the knobs it exposes: for each, the harness's own name
+for it, the preset key it sets, and the values searched -- only values the harness takes, within
+its clamps (a Claude Code override above the default, or a Codex limit above 90% of the window,
+is ignored by the harness, so it is never searched nor suggested). tune searches those values as
+the preset's keys, so that the setting printed is the very point replayed; ``render`` prints a
+point in the harness's own form (an ``export`` line and a settings.json fragment, config.toml
+lines, a Python constructor call, the Messages API's ``context_management`` JSON), and
+``parse_setting`` reads such a form back into the preset's keys (what the tests replay).
+
+No compaction is ``off``: the setting that turns it off where the harness has one; where it has
+none (Codex, Gemini CLI), no compaction is not a candidate and ``no_off`` says why.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import Any, Callable
 
-HARNESSES = ("claude-code",)
-#: the window the percentage is taken of (Claude Code's default; autoCompactWindow changes it)
+
+@dataclass(frozen=True)
+class Knob:
+    """One setting a harness exposes: its name there, the preset key it sets, the preset values
+    searched, and how a preset value reads as the setting's value (``shown``) and back (``read``)."""
+
+    setting: str
+    key: str
+    values: tuple[Any, ...]
+    shown: Callable[[Any], Any] = lambda v: v
+    read: Callable[[Any], Any] = lambda v: v
+
+
+@dataclass(frozen=True)
+class Harness:
+    name: str
+    title: str
+    preset: str
+    knobs: tuple[Knob, ...]
+    #: the setting's values (by knob.setting) -> the lines to paste
+    render: Callable[[dict[str, Any]], list[str]]
+    #: the lines that turn compaction off (empty: the harness has no such setting; ``no_off`` says why)
+    off: tuple[str, ...] = ()
+    no_off: str = ""
+    #: what the harness ignores, said beside the suggestion
+    ignored: str = ""
+
+    def space(self) -> list[str]:
+        """The ``--space`` items of the harness's knobs, in its preset's keys."""
+        return [k.key + "=" + "|".join(str(v) for v in k.values) for k in self.knobs]
+
+    def setting_values(self, values: dict[str, Any]) -> dict[str, Any]:
+        """A point's preset values as the harness's settings."""
+        return {k.setting: k.shown(values[k.key]) for k in self.knobs if k.key in values}
+
+
+#: Claude Code's window the percentage is taken of (its default; autoCompactWindow changes it)
 CLAUDE_WINDOW = 200_000
-#: the percentages searched: from 40% to the last whole one under the 2.1.x default (83.5%)
-CLAUDE_PERCENTS = range(40, 84)
+#: Codex CLI's window for the gpt-5.x-codex models, and its default limit (90% of it: the most it takes)
+CODEX_WINDOW, CODEX_LIMIT = 272_000, 244_800
+#: Gemini CLI's token limit for gemini-2.5-pro (the gemini-cli preset's window)
+GEMINI_WINDOW = 1_048_576
+#: OpenCode's window on a 200,000-token model (the opencode preset's)
+OPENCODE_WINDOW = 200_000
 
 
-def space(harness: str) -> str:
-    """The ``--space`` of the harness's settings, in its preset's keys."""
-    return "summary.trigger=" + "|".join(str(CLAUDE_WINDOW * p // 100) for p in CLAUDE_PERCENTS)
-
-
-def preset(harness: str) -> str:
-    return harness
-
-
-def paste(harness: str, trigger: int | None, default: bool) -> list[str]:
-    """The setting to paste for a tuned point: ``trigger`` (the preset's summary.trigger; None: no
-    compaction), ``default``: the preset as it is (no setting to make)."""
-    if trigger is None:
-        return ["export DISABLE_AUTO_COMPACT=1",
-                '~/.claude/settings.json: {"autoCompactEnabled": false}']
-    if default:
-        return ["no setting: Claude Code's default (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE unset)"]
-    pct = trigger * 100 // CLAUDE_WINDOW
+def _claude(s: dict[str, Any]) -> list[str]:
+    pct = s["CLAUDE_AUTOCOMPACT_PCT_OVERRIDE"]
     return [f"export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE={pct}",
             "~/.claude/settings.json: " + json.dumps({"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": str(pct)}})]
 
 
-def trigger_of_percent(pct: int) -> int:
-    """The preset's summary.trigger a pasted percentage stands for."""
-    return CLAUDE_WINDOW * pct // 100
+def _codex(s: dict[str, Any]) -> list[str]:
+    return ["~/.codex/config.toml:", f"model_auto_compact_token_limit = {s['model_auto_compact_token_limit']}"]
+
+
+def _gemini(s: dict[str, Any]) -> list[str]:
+    return ["~/.gemini/settings.json: " + json.dumps({"model": {"compressionThreshold": s["model.compressionThreshold"]}})]
+
+
+def _opencode(s: dict[str, Any]) -> list[str]:
+    return ["opencode.json: " + json.dumps({"compaction": {"reserved": s["compaction.reserved"]}})]
+
+
+def _call(module: str, name: str, args: str, wrap: str = "") -> list[str]:
+    imports = f"from {module} import {name}" if not wrap else f"from {module} import {name}, {wrap}"
+    call = f"{name}({args})"
+    return [imports, f"{wrap}(edits=[{call}])" if wrap else call]
+
+
+def _langchain(s: dict[str, Any]) -> list[str]:
+    return _call("langchain.agents.middleware", "SummarizationMiddleware",
+                 f"model=model, trigger=(\"fraction\", {s['trigger']}), keep=(\"messages\", {s['keep']})")
+
+
+def _langchain_clear(s: dict[str, Any]) -> list[str]:
+    return _call("langchain.agents.middleware", "ClearToolUsesEdit", f"trigger={s['trigger']}, keep={s['keep']}",
+                 wrap="ContextEditingMiddleware")
+
+
+def _strands(s: dict[str, Any]) -> list[str]:
+    return _call("strands.agent.conversation_manager", "SlidingWindowConversationManager",
+                 f"window_size={s['window_size']}")
+
+
+def _strands_summarizing(s: dict[str, Any]) -> list[str]:
+    return _call("strands.agent.conversation_manager", "SummarizingConversationManager",
+                 f"summary_ratio={s['summary_ratio']}, preserve_recent_messages={s['preserve_recent_messages']}")
+
+
+def _anthropic(s: dict[str, Any]) -> list[str]:
+    edit = {"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": s["trigger"]},
+            "keep": {"type": "tool_uses", "value": s["keep"]},
+            "clear_at_least": {"type": "input_tokens", "value": s["clear_at_least"]}}
+    return ["the Messages API request (beta context-management-2025-06-27): "
+            + json.dumps({"context_management": {"edits": [edit]}})]
+
+
+def _steps(lo: float, hi: float, step: float, digits: int = 2) -> tuple[Any, ...]:
+    n = int(round((hi - lo) / step))
+    return tuple(round(lo + i * step, digits) if digits else int(lo + i * step) for i in range(n + 1))
+
+
+TABLE: dict[str, Harness] = {h.name: h for h in (
+    Harness("claude-code", "Claude Code", "claude-code", (
+        Knob("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "summary.trigger",
+             tuple(CLAUDE_WINDOW * p // 100 for p in range(40, 84)),
+             shown=lambda t: t * 100 // CLAUDE_WINDOW, read=lambda p: CLAUDE_WINDOW * int(p) // 100),),
+            _claude, off=("export DISABLE_AUTO_COMPACT=1", '~/.claude/settings.json: {"autoCompactEnabled": false}'),
+            ignored="an override at or above the default (83.5% on 2.1.x) is ignored by Claude Code: the search stops "
+                    "at 83%"),
+    Harness("codex", "Codex CLI", "codex", (
+        Knob("model_auto_compact_token_limit", "summary.trigger",
+             (*range(100_000, CODEX_LIMIT, 8_000), CODEX_LIMIT)),), _codex,
+            no_off="Codex CLI has no setting that turns auto-compaction off (it takes the lesser of "
+                   "model_auto_compact_token_limit and 90% of the window)",
+            ignored="a limit above 90% of the window (244,800 of 272,000) is lowered to it by Codex: the search "
+                    "stops there"),
+    Harness("gemini-cli", "Gemini CLI", "gemini-cli", (
+        Knob("model.compressionThreshold", "summary.trigger",
+             tuple(int(GEMINI_WINDOW * f) for f in _steps(0.1, 0.9, 0.05)),
+             shown=lambda t: round(t / GEMINI_WINDOW, 2), read=lambda f: int(GEMINI_WINDOW * float(f))),), _gemini,
+            no_off="compactlab knows no Gemini CLI setting that turns chat compression off"),
+    Harness("opencode", "OpenCode", "opencode", (
+        Knob("compaction.reserved", "summary.trigger",
+             tuple(OPENCODE_WINDOW - r for r in range(120_000, 0, -8_000)),
+             shown=lambda t: OPENCODE_WINDOW - t, read=lambda r: OPENCODE_WINDOW - int(r)),), _opencode,
+            off=('opencode.json: {"compaction": {"auto": false, "prune": false}}',)),
+    Harness("langchain", "LangChain SummarizationMiddleware", "langchain-summarization", (
+        Knob("trigger", "custom.settings.trigger_fraction", _steps(0.5, 0.95, 0.05)),
+        Knob("keep", "custom.settings.keep_messages", _steps(4, 60, 4, 0))), _langchain,
+            off=("leave SummarizationMiddleware out of create_agent(middleware=[...])",)),
+    Harness("langchain-clear-tool-uses", "LangChain ClearToolUsesEdit", "langchain-clear-tool-uses", (
+        Knob("trigger", "custom.settings.trigger", _steps(20_000, 180_000, 10_000, 0)),
+        Knob("keep", "custom.settings.keep", tuple(range(0, 11)))), _langchain_clear,
+            off=("leave ContextEditingMiddleware out of create_agent(middleware=[...])",)),
+    Harness("strands", "Strands SlidingWindowConversationManager", "strands-sliding-window", (
+        Knob("window_size", "custom.settings.window_size", _steps(10, 100, 5, 0)),), _strands,
+            off=("from strands.agent.conversation_manager import NullConversationManager",
+                 "NullConversationManager()")),
+    Harness("strands-summarizing", "Strands SummarizingConversationManager", "strands-summarizing", (
+        Knob("summary_ratio", "custom.settings.summary_ratio", _steps(0.1, 0.8, 0.05)),
+        Knob("preserve_recent_messages", "custom.settings.preserve_recent_messages", _steps(2, 30, 2, 0))),
+            _strands_summarizing,
+            off=("from strands.agent.conversation_manager import NullConversationManager",
+                 "NullConversationManager()"),
+            ignored="Strands clamps summary_ratio to 0.1-0.8: the search stays within it"),
+    Harness("anthropic-api", "the Messages API's context editing", "anthropic-clear-tool-uses", (
+        Knob("trigger", "micro.trigger_tokens", _steps(30_000, 180_000, 10_000, 0)),
+        Knob("keep", "micro.keep_recent", tuple(range(1, 11))),
+        Knob("clear_at_least", "micro.clear_at_least", _steps(0, 50_000, 5_000, 0))), _anthropic,
+            off=("send no context_management",)),
+)}
+HARNESSES = tuple(TABLE)
+
+
+def harness(name: str) -> Harness:
+    return TABLE[name]
+
+
+def of_preset(preset_name: str) -> Harness | None:
+    """The harness whose settings preset ``preset_name`` models (None: not a harness's preset)."""
+    return next((h for h in TABLE.values() if h.preset == preset_name), None)
+
+
+def space(name: str) -> list[str]:
+    return TABLE[name].space()
+
+
+def preset(name: str) -> str:
+    return TABLE[name].preset
+
+
+def paste(name: str, values: dict[str, Any] | None, default: bool) -> list[str]:
+    """The setting to paste for a tuned point: ``values`` (the preset's keys; None: no
+    compaction), ``default``: the preset as it is (no setting to make)."""
+    h = TABLE[name]
+    if values is None:
+        return list(h.off) or [f"none: {h.no_off}"]
+    if default:
+        return [f"no setting: {h.title}'s default"]
+    return h.render(h.setting_values(values))
+
+
+def on_grid(name: str, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (the preset's keys) where each is one the harness takes: the nearest searched
+    value of each knob (a policy set by hand may hold a value between them)."""
+    out = {}
+    for k in TABLE[name].knobs:
+        if k.key in values:
+            v = values[k.key]
+            out[k.key] = v if v in k.values else min(k.values, key=lambda c: (abs(c - v), c))
+    return out
+
+
+def parse_setting(name: str, lines: list[str]) -> dict[str, Any]:
+    """The preset values a pasted setting stands for (the inverse of ``render``): the JSON, TOML
+    or Python of ``lines`` parsed as the harness reads it."""
+    import ast
+    import tomllib
+
+    h = TABLE[name]
+    got: dict[str, Any] = {}
+    text = "\n".join(lines)
+    if name == "claude-code":
+        doc = json.loads(lines[1].partition(": ")[2])
+        got["CLAUDE_AUTOCOMPACT_PCT_OVERRIDE"] = doc["env"]["CLAUDE_AUTOCOMPACT_PCT_OVERRIDE"]
+    elif name == "codex":
+        got.update(tomllib.loads("\n".join(lines[1:])))
+    elif name == "gemini-cli":
+        got["model.compressionThreshold"] = json.loads(text.partition(": ")[2])["model"]["compressionThreshold"]
+    elif name == "opencode":
+        got["compaction.reserved"] = json.loads(text.partition(": ")[2])["compaction"]["reserved"]
+    elif name == "anthropic-api":
+        edit = json.loads(text.partition("): ")[2])["context_management"]["edits"][0]
+        got.update({k: edit[k]["value"] for k in ("trigger", "keep", "clear_at_least")})
+    else:
+        call = ast.parse(lines[-1], mode="eval").body
+        assert isinstance(call, ast.Call)
+        if call.keywords and call.keywords[0].arg == "edits":  # (ContextEditingMiddleware(edits=[edit]))
+            inner = call.keywords[0].value
+            assert isinstance(inner, ast.List) and isinstance(inner.elts[0], ast.Call)
+            call = inner.elts[0]
+        for kw in call.keywords:
+            if kw.arg != "model":
+                value = ast.literal_eval(kw.value)
+                got[str(kw.arg)] = value[1] if isinstance(value, tuple) else value
+    return {k.key: k.read(got[k.setting]) for k in h.knobs if k.setting in got}
 
 
 #: what each harness lets you set about its compaction, as its preset models it: (setting, where
@@ -59,9 +262,77 @@ SETTINGS: dict[str, list[tuple[str, str, str, str, str]]] = {
          "auto-compaction on", "summary.enabled = false"),
     ],
     "codex": [
-        ("model_auto_compact_token_limit", "~/.codex/config.toml ($CODEX_HOME)", "tokens",
-         "90% of the gpt-5.x-codex models' 272,000 (244,800)", "summary.trigger"),
+        ("model_auto_compact_token_limit", "~/.codex/config.toml ($CODEX_HOME)", "tokens, only lower (min with 90% "
+         "of the window)", "90% of the gpt-5.x-codex models' 272,000 (244,800)", "summary.trigger"),
         ("model_context_window", "~/.codex/config.toml ($CODEX_HOME)", "tokens", "the model's (272,000)",
          "the window calls are judged on (--window)"),
     ],
+    "gemini-cli": [
+        ("model.compressionThreshold", "~/.gemini/settings.json (or the project's .gemini/settings.json)",
+         "0-1 (a share of the model's token limit)", "0.5 (524,288 of gemini-2.5-pro's 1,048,576)",
+         "summary.trigger = that share of 1,048,576"),
+    ],
+    "opencode": [
+        ("compaction.reserved", "opencode.json", "tokens", "min(the model's max output, 32,000): 32,000",
+         "summary.trigger = the window (200,000) less it"),
+        ("compaction.auto / compaction.prune", "opencode.json", "true / false", "true / true",
+         "summary.enabled / micro.enabled"),
+    ],
+    "langchain-summarization": [
+        ("trigger", "SummarizationMiddleware(...)", '("fraction", 0-1), ("tokens", N) or ("messages", N)',
+         '("fraction", 0.8) as this preset sets it', "custom.settings.trigger_fraction / trigger_tokens / "
+         "trigger_messages"),
+        ("keep", "SummarizationMiddleware(...)", '("messages", N), ("tokens", N) or ("fraction", 0-1)',
+         '("messages", 20)', "custom.settings.keep_messages / keep_tokens / keep_fraction"),
+    ],
+    "langchain-clear-tool-uses": [
+        ("trigger, keep, clear_at_least", "ClearToolUsesEdit(...)", "tokens, tool results, tokens",
+         "100,000, 3, 0", "custom.settings.trigger, keep, clear_at_least"),
+    ],
+    "strands-sliding-window": [
+        ("window_size", "SlidingWindowConversationManager(...)", "messages", "40", "custom.settings.window_size"),
+    ],
+    "strands-summarizing": [
+        ("summary_ratio, preserve_recent_messages", "SummarizingConversationManager(...)",
+         "0.1-0.8 (clamped by Strands), messages", "0.3, 10", "custom.settings.summary_ratio, "
+         "preserve_recent_messages"),
+    ],
+    "anthropic-clear-tool-uses": [
+        ("trigger, keep, clear_at_least", "context_management.edits[clear_tool_uses_20250919]",
+         "input_tokens, tool_uses, input_tokens", "100,000, 3, 0",
+         "micro.trigger_tokens, keep_recent, clear_at_least"),
+    ],
 }
+
+
+def setting_of(policy: Any) -> tuple[str, list[str]] | None:
+    """A harness's or framework's preset as the setting that makes it (the harness's title, the
+    lines to paste); None where ``policy`` is no harness's preset. A value the harness would not take is
+    said, never rounded silently."""
+    from ..engine.policy import UNKNOWN, value_at
+
+    h = of_preset(policy.name)
+    if h is None:
+        return None
+    if any(not getattr(getattr(policy, k.key.split(".")[0]), "enabled", True) for k in h.knobs):
+        return h.title, paste(h.name, None, False)
+    current = policy.resolved()
+    values = {k.key: value_at(policy, current, k.key) for k in h.knobs}
+    if any(v is UNKNOWN for v in values.values()):
+        return None
+    from ..engine.policy import load_policy
+
+    default = load_policy(h.preset)
+    if values == {k.key: value_at(default, None, k.key) for k in h.knobs}:
+        return h.title, paste(h.name, values, True)
+    lines = paste(h.name, values, False)
+    for k in h.knobs:
+        v = values[k.key]
+        if isinstance(v, (int, float)) and not min(k.values) <= v <= max(k.values):
+            return h.title, [f"{k.setting}: {k.shown(v)} is not a value {h.title} takes here"
+                            + (f" ({h.ignored})" if h.ignored else f" (searched: {k.shown(min(k.values))} to "
+                                                                   f"{k.shown(max(k.values))})")]
+        if k.read(k.shown(v)) != v:
+            lines.append(f"({k.setting}={k.shown(v)} is {k.read(k.shown(v)):,}: {h.title} takes no setting that "
+                         f"is {v:,})")
+    return h.title, lines

@@ -25,7 +25,7 @@ import orjson
 
 from .. import metrics
 from ..errors import PolicyError, UsageError, cannot_write
-from ..engine.policy import Policy, acted_by_layer, idle_keys, load_policy, parse_override
+from ..engine.policy import UNKNOWN, Policy, acted_by_layer, idle_keys, load_policy, parse_override, value_at
 from ..plumbing.outputs import refuse_inputs
 from .guard import Candidate, dearer_than_none, pick
 from .verdict import RETENTION_MARGIN
@@ -75,25 +75,6 @@ class Param:
         return f"{self.key} {self.kind} {self.low:g}..{self.high:g}{' (log)' if self.log else ''}"
 
 
-_UNKNOWN = object()
-
-
-def _value_at(policy: Policy, current: dict[str, Any], key: str) -> Any:
-    """The policy's value of ``key`` (``table.key``, or ``custom.settings.KEY`` for your own step's
-    settings, a setting left out at its settings dataclass's default); ``_UNKNOWN`` where none is."""
-    *tables, name = key.split(".")
-    node: Any = current
-    for part in tables:
-        node = node.get(part) if isinstance(node, dict) else None
-    if tables and isinstance(node, dict) and name in node:
-        return node[name]
-    if tables == ["custom", "settings"] and policy.custom.enabled:
-        from ..engine.layers.custom import load_step
-
-        return load_step(policy.custom.call).defaults().get(name, _UNKNOWN)
-    return _UNKNOWN
-
-
 def _untyped(policy: Policy) -> bool:
     """Whether the policy's own step declares no settings dataclass (a step in another process never does)."""
     from ..engine.layers.custom import load_step
@@ -114,8 +95,8 @@ def parse_space(items: list[str], base: str, overrides: list[str]) -> list[Param
         if not sep or not spec.strip():
             raise UsageError(f"--space {item!r}: expected KEY=LO:HI, KEY=LO:HI:log or KEY=A|B|C",
                              hint="e.g. --space summary.trigger=40000:200000 --space micro.keep_by=results|turns")
-        value = _value_at(base_policy, current, key)
-        if value is _UNKNOWN:
+        value = value_at(base_policy, current, key)
+        if value is UNKNOWN:
             if key.startswith("custom.settings.") and base_policy.custom.enabled and _untyped(base_policy):
                 raise PolicyError(f"--space {key}: unknown key: the step {base_policy.custom.call} declares no "
                                   "settings, so only those its policy gives a value are searched",
@@ -284,20 +265,22 @@ def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
     candidates = {f"1 {_values(p)}": p for p in result.front if guarded(p) and p.values != base.values}
     if base.feasible and guarded(base):
         candidates["0 base"] = base
-    if ref_fits:
+    no_off = _no_off(result.harness)
+    bar = ref_fits and not no_off  # (no compaction is the bar where it can be set)
+    if bar:
         assert ref is not None
         candidates["no compaction"] = ref
     # (the base that saves exactly what no compaction saves never acted here: it ties as no compaction
     # does, and keeping it is the smaller change)
     same = {"0 base"} if round(base.scores.get("cost", 0.0), 6) == 0 else set()
     chosen = pick([Candidate(k, p.scores.get("cost", 0.0), 0.0, dearer(p), p is ref or k in same)
-                   for k, p in candidates.items()], ref_fits)
+                   for k, p in candidates.items()], bar)
     text = [f"The front has {len(result.front)} point(s) from {len(result.points)} trial(s)."]
     beating = [p for p in result.front if all(p.scores[o] >= base.scores[o] for o in objs)
                and any(p.scores[o] > base.scores[o] for o in objs) and not guarded(p)]
     if beating:
         p = beating[0]
-        text.append(f"Front point {result.front.index(p) + 1} ({_values(p)}) beats {result.base} on every objective but "
+        text.append(f"Front point {result.front.index(p) + 1} ({_values(p, result.harness)}) beats {result.base} on every objective but "
                     f"keeps {_pct(p.scores.get('recall', 1.0))} of what the agent later used and "
                     f"{_pct(p.scores.get('retention', 1.0))} of the referenced results: below the floor of {floors} "
                     f"(no compaction's less the {margin * 100:.0f}-point margin), so it is not recommended.")
@@ -314,20 +297,22 @@ def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
                     f"retention above the floor of {floors} costs less than it.")
     elif point is base:
         text.append(f"Keep {result.base} as it is ({said(base)}): no front point that keeps recall and retention above "
-                    f"the floor of {floors} saves more{' without costing more than no compaction' if ref_fits else ''}.")
+                    f"the floor of {floors} saves more{' without costing more than no compaction' if bar else ''}.")
     else:
         n = result.front.index(point) + 1
         broken = int(point.scores.get("violations", 0))
         if all(point.scores[o] >= base.scores[o] for o in objs):
-            text.append(f"Use front point {n} ({_values(point)}): {said(point)}, against {said(base)} for {result.base} "
+            text.append(f"Use front point {n} ({_values(point, result.harness)}): {said(point)}, against {said(base)} for {result.base} "
                         f"as it is -- as good or better on every objective, with "
                         f"{f'{broken} violation(s), within --max-violations,' if broken else 'no violation'} and no "
                         f"overflow; its policy is policies/front-{n:02d}.toml.")
         else:
             text.append(f"No point beats {result.base} as it is ({said(base)}) on every objective at once. Of the points "
                         f"that keep recall and retention above the floor of {floors}"
-                        f"{' and cost no more than no compaction' if ref_fits else ''}, front point {n} "
-                        f"({_values(point)}) saves the most: {said(point)}; its policy is policies/front-{n:02d}.toml.")
+                        f"{' and cost no more than no compaction' if bar else ''}, front point {n} "
+                        f"({_values(point, result.harness)}) saves the most: {said(point)}; its policy is policies/front-{n:02d}.toml.")
+    if no_off and ref_fits:
+        text.append(f"(No compaction is not a candidate: {no_off}.)")
     if not base.feasible:
         text.append(f"{result.base} as it is introduces a violation or overflows a window.")
     if "recall" in objs and not base.scores.get("probes"):
@@ -336,7 +321,21 @@ def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
     return " ".join(text)
 
 
-def _values(p: Point) -> str:
+def _no_off(name: str | None) -> str:
+    """Why no compaction cannot be set in harness ``name`` ("" where it can, or no harness)."""
+    if name is None:
+        return ""
+    from .harness_settings import harness
+
+    return harness(name).no_off
+
+
+def _values(p: Point, harness: str | None = None) -> str:
+    """A point's values: as the harness's settings where a harness's were searched."""
+    if harness is not None:
+        from .harness_settings import harness as of
+
+        return ", ".join(f"{k}={v}" for k, v in of(harness).setting_values(p.values).items())
     return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in p.values.items())
 
 
@@ -807,7 +806,7 @@ def tune(params: list[Param], objectives: list[str], base: str, overrides: list[
     reference = Point(-2, {}, {k: v for k, v in none.items() if k != "acted"},
                       none["violations"] <= max_violations and not none["overflows"])
     current = base_policy.resolved()
-    base_values = {p.key: _value_at(base_policy, current, p.key) for p in params}
+    base_values = {p.key: value_at(base_policy, current, p.key) for p in params}
     base_point = Point(-1, base_values, {k: v for k, v in got.items() if k != "acted"},
                        got["violations"] <= max_violations and not got["overflows"], got.get("acted"))
     study = open_study()
@@ -815,14 +814,13 @@ def tune(params: list[Param], objectives: list[str], base: str, overrides: list[
                                            max_violations, on_trial)
     result = TuneResult(base, params, objectives, base_point, points, pareto(study, points, objectives), interrupted,
                         failures, reference=reference)
-    result.recommendation = recommend(result)
     result.harness = harness
+    result.recommendation = recommend(result)
     if harness is not None and result.chosen is not None:
         from .harness_settings import paste
 
         chosen = result.chosen
-        result.paste = paste(harness, None if chosen is reference else int(chosen.values["summary.trigger"]),
-                             chosen is base_point)
+        result.paste = paste(harness, None if chosen is reference else chosen.values, chosen is base_point)
     known = [p.acted for p in (base_point, *points) if p.acted is not None]
     on = [p.key for p in params if getattr(getattr(base_policy, p.key.partition(".")[0], None), "enabled", False)]
     result.notes = idle_keys(base, on, {layer: sum(a.get(layer, 0) for a in known) for a in known[:1] for layer in a},

@@ -102,6 +102,9 @@ class Verdict:
     recall_floor: float = 1.0 - RETENTION_MARGIN  # what a recommended policy keeps at least
     retention_floor: float = 1.0 - RETENTION_MARGIN
     passes: bool = True  # the recommended policy passes the guard (False: none did; the one that loses least)
+    #: where the recommended policy is a harness's or framework's preset: the harness ("claude-code:"),
+    #: then the setting that makes it, in the harness's own form (``harness_settings.setting_of``)
+    setting: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: [e.to_dict() for e in self.entries] if f.name == "entries" else copy.deepcopy(getattr(self, f.name))

@@ -400,6 +400,27 @@ def _fits(kind: Any, value: Any) -> bool:
     return kind in (bool, int, float, str) and type(value) is kind
 
 
+#: what value_at returns where a policy holds no value of a key
+UNKNOWN = object()
+
+
+def value_at(policy: Policy, current: dict[str, Any] | None, key: str) -> Any:
+    """The policy's value of ``key`` (``table.key``, or ``custom.settings.KEY`` for your own step's
+    settings, a setting left out at its settings dataclass's default); ``UNKNOWN`` where none is.
+    ``current``: ``policy.resolved()``, where the caller holds it."""
+    *tables, name = key.split(".")
+    node: Any = policy.resolved() if current is None else current
+    for part in tables:
+        node = node.get(part) if isinstance(node, dict) else None
+    if tables and isinstance(node, dict) and name in node:
+        return node[name]
+    if tables == ["custom", "settings"] and policy.custom.enabled:
+        from .layers.custom import load_step
+
+        return load_step(policy.custom.call).defaults().get(name, UNKNOWN)
+    return UNKNOWN
+
+
 def idle_keys(name: str, keys: Sequence[str], acted: dict[str, int], runs: int) -> list[str]:
     """The --set, --sweep or --space ``keys`` whose layer never acted in any of the ``runs`` of
     policy ``name`` (its trigger is reached by no transcript, at any value tried), in words: the

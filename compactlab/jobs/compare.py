@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..corpus.compare import GridRun, build_grid, sweep_units, triggers, with_reference
+from ..corpus.compare import GridRun, build_grid, harness_settings, sweep_units, triggers, with_reference
 from ..corpus.verdict import label_of
 from ..engine.policy import acted_by_layer, idle_keys, inert_keys
 from ..plumbing.interrupts import exit_status
@@ -106,6 +106,7 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
         meta["units"] = sweep_units(policies, sweep_keys)
         meta["reference"] = reference
         meta["triggers"] = triggers(policies, meta["units"])
+        meta["harness_settings"] = harness_settings(policies, meta["units"])
         meta["windows"] = windows_judged(done.results)
         if done.interrupted:
             meta["interrupted"] = f"{len(done.results)} of {done.total} runs"

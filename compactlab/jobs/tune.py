@@ -143,12 +143,12 @@ def _harness_search(spec: Search) -> Search:
     from ..corpus.harness_settings import HARNESSES, preset, space
 
     if spec.harness not in HARNESSES:
-        raise UsageError(f"--harness {spec.harness!r}: compactlab searches the settings of {', '.join(HARNESSES)} only "
-                         "so far", hint="search a policy's keys with -p NAME --space KEY=LO:HI")
+        raise UsageError(f"--harness {spec.harness}: compactlab knows no settings of it to search; it searches "
+                         f"those of {', '.join(HARNESSES)}", hint="search a policy's keys with -p NAME --space KEY=LO:HI")
     if spec.spaces or spec.overrides or spec.base not in ("s08", preset(spec.harness)):
         raise UsageError(f"--harness {spec.harness}: searches the settings the harness lets you change, on its preset: "
                          "leave out -p, --set and --space")
-    return replace(spec, base=preset(spec.harness), spaces=[space(spec.harness)])
+    return replace(spec, base=preset(spec.harness), spaces=space(spec.harness))
 
 
 def corpus_members(files: list[str], settings: Settings, notify: Notify = quietly,

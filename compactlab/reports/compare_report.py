@@ -53,6 +53,7 @@ def comparison(results: list["RunResult"], sweep_keys: list[str], sort_key: str,
     ordered = [results[i] for i in order]  # the verdict lists equal savings in the table's order
     verdict = (judge(ordered, sweep_keys, units=units, reference=reference, triggers=fired_by) if margin is None
                else judge(ordered, sweep_keys, margin, units, reference=reference, triggers=fired_by))
+    verdict.setting = meta.pop("harness_settings", {}).get(verdict.recommended, [])
     return Comparison(df, sweep_keys, verdict, meta)
 
 
@@ -172,6 +173,10 @@ def write_verdict(v: Verdict, printer: Printer) -> None:
         table.add_row(*row, style=style)
     printer.table(table)
     printer.text(v.recommendation, style="bold")
+    if v.setting:
+        printer.text(f"{v.recommended} is the {v.setting[0]} setting:")
+        for line in v.setting[1:]:
+            printer.text(f"  {line}")
 
 
 def write_table(c: Comparison, out: TextIO) -> None:
@@ -242,11 +247,22 @@ def _windows_line(windows: list[str]) -> str:
     return f"Overflows judged on each recording's context window: {shown}."
 
 
+def _setting_html(setting: list[str], recommended: str | None) -> str:
+    if not setting:
+        return ""
+    e = html.escape
+    body = "\n".join(e(visible(line)) for line in setting[1:])
+    return f"<p>{e(visible(str(recommended)))} is the {e(visible(setting[0]))} setting:</p><pre>{body}</pre>"
+
+
 def markdown(c: Comparison, charts: dict[str, str]) -> str:
     df, sweep_keys, meta = c.df, c.sweep_keys, c.meta
     head, rows = verdict_rows(c.verdict)
+    setting = c.verdict.setting
+    said = ([f"{md_cell(str(c.verdict.recommended))} is the {md_cell(setting[0])} setting:", "", "```",
+             *(visible(line) for line in setting[1:]), "```", ""] if setting else [])
     lines = [f"# compactlab compare — {len(df)} runs", "", "## Verdict", "", f"**{md_cell(c.verdict.recommendation)}**",
-             "", "| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
+             "", *said, "| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
     lines += ["| " + " | ".join(md_cell(x) for x in row) + " |" for row in rows]
     if meta.get("windows"):
         lines += ["", md_cell(_windows_line(meta["windows"]))]
@@ -330,6 +346,7 @@ def html_parts(c: Comparison, svgs: dict[str, str], results: list["RunResult"] |
 <html lang="en"><head><meta charset="utf-8"><title>compactlab compare</title><style>{CSS}</style></head><body>
 <h1>compactlab compare — {len(df)} runs</h1>
 <h2>Verdict</h2><p class="rec">{e(visible(c.verdict.recommendation))}</p>
+{_setting_html(c.verdict.setting, c.verdict.recommended)}
 {verdict}
 {f"<p>{e(visible(_windows_line(meta['windows'])))}</p>" if meta.get("windows") else ""}
 {_next_action_html(meta)}

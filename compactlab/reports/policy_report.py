@@ -61,12 +61,13 @@ def write_policy_json(policy: Policy, out: TextIO) -> None:
 def _settings_comment(policy: Policy) -> str:
     """For a harness's preset: what the harness lets you set about its compaction, as comments
     (the TOML stays a policy file), with where, its range, its default and what it sets here."""
-    from ..corpus.harness_settings import HARNESSES, SETTINGS
+    from ..corpus.harness_settings import SETTINGS, of_preset
 
     rows = SETTINGS.get(policy.name)
     if not rows:
         return ""
-    tuned = f"; tune --harness {policy.name} searches it" if policy.name in HARNESSES else ""
+    h = of_preset(policy.name)
+    tuned = f"; tune --harness {h.name} searches it" if h is not None else ""
     lines = ["", f"# What {policy.name} lets you set, as this preset honours it (compactlab inspect --compactions "
                  f"audits it{tuned}):"]
     for setting, where, span, default, sets in rows:

@@ -84,14 +84,14 @@ def write_table(result: TuneResult, out: TextIO) -> None:
     printer = Printer(out)
     table = Table(title=f"Pareto front of {result.base}: {len(result.front)} point(s) of {len(result.points)} trial(s)")
     table.add_column("point", justify="right", essential=True)
-    for p in result.params:
-        table.add_column(p.key, justify="right", essential=True, overflow="fold")
+    for head in _heads(result):
+        table.add_column(head, justify="right", essential=True, overflow="fold")
     shown = [o for o in result.shown() if o in result.base_point.scores]
     for o in shown:
         table.add_column(column(o).replace("_", " "), justify="right", essential=True, no_wrap=True)
     table.add_column("cost", justify="right", no_wrap=True)
     base = result.base_point
-    table.add_row("base", *[_shown(v) for v in _base_values(result)], *[_pct(base.scores[o]) for o in shown],
+    table.add_row("base", *_point_values(result, result.base_point.values), *[_pct(base.scores[o]) for o in shown],
                   f"${base.scores['cost_usd']:,.2f}", style="dim")
     if result.reference is not None:
         ref = result.reference
@@ -103,7 +103,7 @@ def write_table(result: TuneResult, out: TextIO) -> None:
         rows = sorted({round(k * step) for k in range(MAX_TERMINAL_POINTS)})
     for i in rows:
         point = result.front[i]
-        table.add_row(str(i + 1), *[_shown(point.values.get(k.key)) for k in result.params],
+        table.add_row(str(i + 1), *_point_values(result, point.values),
                       *[_pct(point.scores.get(o, 0.0)) for o in shown], f"${point.scores['cost_usd']:,.2f}")
     printer.table(table)
     if len(rows) < len(result.front):
@@ -123,8 +123,21 @@ def write_json(result: TuneResult, out: TextIO) -> None:
                          orjson.OPT_INDENT_2).decode() + "\n")
 
 
-def _base_values(result: TuneResult) -> list[object]:
-    return [result.base_point.values.get(p.key) for p in result.params]
+def _heads(result: TuneResult) -> list[str]:
+    """The searched keys' columns: the harness's own settings where its were searched."""
+    if result.harness is not None:
+        from ..corpus.harness_settings import harness
+
+        return [k.setting for k in harness(result.harness).knobs]
+    return [p.key for p in result.params]
+
+
+def _point_values(result: TuneResult, values: dict[str, object]) -> list[str]:
+    if result.harness is not None:
+        from ..corpus.harness_settings import harness
+
+        return [_shown(v) for v in harness(result.harness).setting_values(values).values()]
+    return [_shown(values.get(p.key)) for p in result.params]
 
 
 def _shown(v: object) -> str:

@@ -592,10 +592,10 @@ def test_tunes_table_and_front_csv_show_retention_beside_recall(cli, tmp_path):
 def test_tune_harness_searches_claude_codes_percentage_and_prints_the_line_to_paste():
     import optuna
 
-    from compactlab.corpus.harness_settings import paste, space, trigger_of_percent
+    from compactlab.corpus.harness_settings import paste, parse_setting, space
     from compactlab.corpus.tune import tune as search
 
-    params = parse_space([space("claude-code")], "claude-code", [])
+    params = parse_space(space("claude-code"), "claude-code", [])
     assert params[0].choices[0] == 80_000 and params[0].choices[-1] == 166_000  # 40% to 83% of 200,000
 
     def evaluate(policies):
@@ -616,18 +616,19 @@ def test_tune_harness_searches_claude_codes_percentage_and_prints_the_line_to_pa
     chosen = result.chosen
     assert chosen is not None and chosen.values["summary.trigger"] == min(kept)  # (the lowest that keeps 95%)
     pct = min(kept) * 100 // 200_000
-    assert result.paste == paste("claude-code", min(kept), False) == [
+    assert result.paste == paste("claude-code", {"summary.trigger": min(kept)}, False) == [
         f"export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE={pct}",
         f'~/.claude/settings.json: {{"env": {{"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "{pct}"}}}}']
-    assert paste("claude-code", 130_000, False)[0] == "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=65"
-    assert trigger_of_percent(65) == 130_000  # (the line pasted is the very point)
+    lines = paste("claude-code", {"summary.trigger": 130_000}, False)
+    assert lines[0] == "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=65"
+    assert parse_setting("claude-code", lines) == {"summary.trigger": 130_000}  # (the line pasted is the very point)
     assert paste("claude-code", None, False)[0] == "export DISABLE_AUTO_COMPACT=1"
 
 
 def test_tune_harness_on_real_replays_every_front_point_is_a_whole_percentage(cli, tmp_path):
     """Each front point of `tune --harness claude-code` is a percentage Claude Code takes, and the
     preset replayed with it gives the figures the front printed."""
-    from compactlab.corpus.harness_settings import trigger_of_percent
+    from compactlab.corpus.harness_settings import parse_setting
 
     files = [SAMPLES / "synth-medium.jsonl", SAMPLES / "synth-long.jsonl"]
     r = cli("tune", *files, "--harness", "claude-code", "--trials", "4", "--out", tmp_path / "t", "-q")
@@ -636,7 +637,9 @@ def test_tune_harness_on_real_replays_every_front_point_is_a_whole_percentage(cl
     assert front["harness"] == "claude-code" and front["front"]
     row = front["front"][0]
     trigger = row["summary.trigger"]
-    assert trigger_of_percent(trigger * 100 // 200_000) == trigger
+    pct = trigger * 100 // 200_000
+    assert parse_setting("claude-code", ["", f'x: {{"env": {{"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "{pct}"}}}}']) == {
+        "summary.trigger": trigger}
     doc = json.loads(cli("compare", *files, "-p", "claude-code", "--set", f"summary.trigger={trigger}",
                          "--format", "json", "--out", tmp_path / "c", "-q", "--charts", "none").stdout)
     ours = next(e for e in doc["verdict"]["entries"] if e["policy"] == "claude-code")

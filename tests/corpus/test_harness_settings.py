@@ -1,0 +1,208 @@
+"""#57 §3-§4: the settings each harness lets you change, as tune searches them, as they are printed
+to paste, and as the harness (or the framework's own objects) reads them back."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from itertools import product
+from pathlib import Path
+
+import pytest
+
+from compactlab.corpus.harness_settings import (HARNESSES, TABLE, harness, of_preset, parse_setting, paste,
+                                                setting_of)
+from compactlab.corpus.tune import parse_space
+from compactlab.engine.policy import load_policy, value_at
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_transcripts"
+
+
+def _points(name: str) -> list[dict]:
+    """The first, a middle and the last value of every knob, in every combination."""
+    knobs = harness(name).knobs
+    picks = [sorted({k.values[0], k.values[len(k.values) // 2], k.values[-1]}) for k in knobs]
+    return [{k.key: v for k, v in zip(knobs, combo)} for combo in product(*picks)]
+
+
+@pytest.mark.parametrize("name", HARNESSES)
+def test_every_point_searched_is_pasted_in_the_harness_form_and_reads_back_to_itself(name):
+    h = harness(name)
+    params = parse_space(h.space(), h.preset, [])  # (the space is one the preset takes)
+    assert [p.key for p in params] == [k.key for k in h.knobs]
+    for values in _points(name):
+        lines = paste(name, values, False)
+        assert parse_setting(name, lines) == values, (name, values, lines)
+        load_policy(h.preset, [f"{k}={v}" for k, v in values.items()])  # (and the preset takes it)
+
+
+def test_the_forms_parse_as_the_harness_reads_them():
+    cc = paste("claude-code", {"summary.trigger": 150_000}, False)
+    assert cc[0] == "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=75"
+    assert json.loads(cc[1].partition(": ")[2]) == {"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "75"}}
+    codex = paste("codex", {"summary.trigger": 180_000}, False)
+    assert codex[0] == "~/.codex/config.toml:"
+    assert tomllib.loads("\n".join(codex[1:])) == {"model_auto_compact_token_limit": 180_000}
+    gemini = paste("gemini-cli", {"summary.trigger": int(1_048_576 * 0.35)}, False)
+    assert json.loads(gemini[0].partition(": ")[2]) == {"model": {"compressionThreshold": 0.35}}
+    oc = paste("opencode", {"summary.trigger": 160_000}, False)
+    assert json.loads(oc[0].partition(": ")[2]) == {"compaction": {"reserved": 40_000}}
+    api = paste("anthropic-api", {"micro.trigger_tokens": 60_000, "micro.keep_recent": 4, "micro.clear_at_least": 5_000},
+                False)
+    edit = json.loads(api[0].partition("): ")[2])["context_management"]["edits"][0]
+    assert edit == {"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 60_000},
+                    "keep": {"type": "tool_uses", "value": 4}, "clear_at_least": {"type": "input_tokens", "value": 5_000}}
+
+
+def test_no_value_a_harness_ignores_is_searched():
+    """Claude Code's override can only lower the default (83.5%); Codex takes the lesser of the
+    limit and 90% of the window; Strands clamps summary_ratio to 0.1-0.8."""
+    cc = harness("claude-code").knobs[0]
+    assert max(cc.values) < 167_000 and {cc.shown(v) for v in cc.values} == set(range(40, 84))
+    assert max(harness("codex").knobs[0].values) == 244_800
+    ratio = harness("strands-summarizing").knobs[0]
+    assert min(ratio.values) >= 0.1 and max(ratio.values) <= 0.8
+
+
+def _run(lines: list[str], **names):
+    """The snippet's last line, evaluated after its imports, with ``names`` given (the user's model)."""
+    scope = dict(names)
+    exec("\n".join(lines[:-1]), scope)  # (the imports)
+    return eval(lines[-1], scope)
+
+
+def test_the_framework_snippets_build_the_real_objects_with_the_values_printed():
+    pytest.importorskip("langchain")
+    pytest.importorskip("strands")
+    from langchain.agents.middleware import ContextEditingMiddleware, SummarizationMiddleware
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from strands.agent.conversation_manager import (NullConversationManager, SlidingWindowConversationManager,
+                                                    SummarizingConversationManager)
+
+    model = GenericFakeChatModel(messages=iter([]), profile={"max_input_tokens": 200_000})
+    mw = _run(paste("langchain", {"custom.settings.trigger_fraction": 0.65, "custom.settings.keep_messages": 12}, False),
+              model=model)
+    assert isinstance(mw, SummarizationMiddleware) and mw.trigger == ("fraction", 0.65) and mw.keep == ("messages", 12)
+    ce = _run(paste("langchain-clear-tool-uses", {"custom.settings.trigger": 60_000, "custom.settings.keep": 2}, False))
+    assert isinstance(ce, ContextEditingMiddleware) and (ce.edits[0].trigger, ce.edits[0].keep) == (60_000, 2)
+    sw = _run(paste("strands", {"custom.settings.window_size": 25}, False))
+    assert isinstance(sw, SlidingWindowConversationManager) and sw.window_size == 25
+    sm = _run(paste("strands-summarizing", {"custom.settings.summary_ratio": 0.45,
+                                            "custom.settings.preserve_recent_messages": 6}, False))
+    assert isinstance(sm, SummarizingConversationManager) and (sm.summary_ratio, sm.preserve_recent_messages) == (0.45, 6)
+    assert isinstance(_run(paste("strands", None, False)), NullConversationManager)
+
+
+def test_the_frameworks_presets_take_their_settings_as_the_objects_do():
+    """What the preset's step builds from its settings is what the snippet builds (the same
+    arguments), so the replay of the printed values is the replay of the printed objects."""
+    pytest.importorskip("langchain")
+    from compactlab.frameworks.langchain import SummarizationSettings, _keep, _trigger
+
+    s = SummarizationSettings(trigger_fraction=0.65, keep_messages=12)
+    assert _trigger(s) == [("fraction", 0.65)] and _keep(s) == ("messages", 12)
+
+
+def test_the_setting_of_a_preset_as_compare_prints_it():
+    assert setting_of(load_policy("s08")) is None
+    assert setting_of(load_policy("claude-code")) == ("Claude Code", ["no setting: Claude Code's default"])
+    title, lines = setting_of(load_policy("claude-code", ["summary.trigger=120000"]))
+    assert lines[0] == "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60"
+    _, off = setting_of(load_policy("claude-code", ["summary.enabled=false"]))
+    assert off[0] == "export DISABLE_AUTO_COMPACT=1"
+    _, odd = setting_of(load_policy("claude-code", ["summary.trigger=123456"]))
+    assert odd[0] == "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=61" and "takes no setting that is 123,456" in odd[-1]
+    _, above = setting_of(load_policy("claude-code", ["summary.trigger=180000"]))
+    assert len(above) == 1 and "not a value Claude Code takes" in above[0] and "ignored" in above[0]
+    _, codex_above = setting_of(load_policy("codex", ["summary.trigger=260000"]))
+    assert "90% of the window" in codex_above[0]
+    assert of_preset("strands-summarizing") is TABLE["strands-summarizing"]
+    assert value_at(load_policy("langchain-summarization"), None, "custom.settings.keep_messages") == 20
+
+
+def test_a_harness_without_an_off_switch_never_suggests_no_compaction():
+    """Where no compaction is best, Claude Code gets the line that turns it off; Codex, which has
+    none, gets the best setting it takes, and the recommendation says why."""
+    import optuna
+
+    from compactlab.corpus.tune import tune as search
+
+    def evaluate(policies):
+        out = []
+        for p in policies:
+            off = not p.summary.enabled
+            t = 0 if off else p.summary.trigger
+            out.append({"cost": 0.0 if off else -0.2 + t / 2_000_000, "recall": 1.0, "retention": 1.0, "reduction": 0.0,
+                        "violations": 0, "overflows": 0, "cost_usd": 10.0 if off else 12 - t / 200_000,
+                        "raw_cost_usd": 10.0, "probes": 10})
+        return out
+
+    def study():
+        return optuna.create_study(directions=["maximize", "maximize"], sampler=optuna.samplers.RandomSampler(seed=0))
+
+    for name in ("claude-code", "codex"):
+        h = harness(name)
+        params = parse_space(h.space(), h.preset, [])
+        result = search(params, ["cost", "recall"], h.preset, [], study, 8, evaluate, batch=4, harness=name)
+        if name == "claude-code":
+            assert result.chosen is result.reference and result.paste[0] == "export DISABLE_AUTO_COMPACT=1"
+        else:
+            assert result.chosen is not result.reference and result.chosen is not None
+            assert "No compaction is not a candidate: Codex CLI has no setting" in result.recommendation
+            assert result.paste and not result.paste[0].startswith("none")
+
+
+def _front_replays_to_its_figures(cli, tmp_path, name: str) -> None:
+    """tune --harness NAME on the samples: the setting printed, read back as the harness reads it
+    and replayed by compare on the preset, gives the figures tune printed for it."""
+    files = [SAMPLES / "synth-medium.jsonl", SAMPLES / "synth-long.jsonl"]
+    r = cli("tune", *files, "--harness", name, "--trials", "4", "--out", tmp_path / "t", "-q", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    front = json.loads((tmp_path / "t" / "front.json").read_text())
+    assert front["harness"] == name and front["front"], front
+    h = harness(name)
+    row = front["front"][0]
+    values = {k.key: row[k.key] for k in h.knobs}
+    printed = paste(name, values, False)
+    assert parse_setting(name, printed) == values
+    doc = json.loads(cli("compare", *files, "-p", h.preset, *[a for k, v in values.items() for a in ("--set", f"{k}={v}")],
+                         "--format", "json", "--out", tmp_path / "c", "-q", "--charts", "none").stdout)
+    ours = next(e for e in doc["verdict"]["entries"] if e["policy"] == h.preset)
+    assert ours["cost_saving"] == pytest.approx(row["cost_saving"], abs=1e-6)
+    assert ours["recall"] == pytest.approx(row["recall"], abs=1e-6)
+    said = json.loads(r.stdout)
+    assert said["setting"] == front["setting"]
+
+
+def test_tune_harness_codex_prints_config_toml_whose_replay_gives_the_figures(cli, tmp_path):
+    _front_replays_to_its_figures(cli, tmp_path, "codex")
+
+
+def test_tune_harness_langchain_prints_a_constructor_whose_replay_gives_the_figures(cli, tmp_path):
+    pytest.importorskip("langchain")
+    _front_replays_to_its_figures(cli, tmp_path, "langchain")
+
+
+def test_tune_harness_errors(cli, tmp_path):
+    r = cli("tune", "--harness", "langchain", "--out", tmp_path / "t")
+    assert r.exit_code == 2 and "give their paths" in r.stderr, r.stderr
+    r = cli("tune", SAMPLES / "synth-medium.jsonl", "--harness", "cline", "--out", tmp_path / "t")
+    assert r.exit_code == 2 and "knows no settings of it" in r.stderr, r.stderr
+
+
+def test_compares_verdict_prints_the_harness_setting_of_the_policy_it_names(cli, tmp_path):
+    files = [SAMPLES / "synth-medium.jsonl"]
+    r = cli("compare", *files, "-p", "claude-code", "--set", "summary.trigger=120000", "--out", tmp_path / "c",
+            "--charts", "none", "-q")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads((tmp_path / "c" / "results.json").read_text()) if (tmp_path / "c" / "results.json").exists() \
+        else None
+    assert "claude-code is the Claude Code setting:" in r.stdout, r.stdout
+    assert "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60" in r.stdout
+    assert "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60" in (tmp_path / "c" / "report.md").read_text()
+    assert "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60" in (tmp_path / "c" / "report.html").read_text()
+    j = json.loads(cli("compare", *files, "-p", "claude-code", "--set", "summary.trigger=120000", "--out", tmp_path / "d",
+                       "--charts", "none", "-q", "--format", "json").stdout)
+    assert j["verdict"]["recommended"] == "claude-code"
+    assert j["verdict"]["setting"][:2] == ["Claude Code", "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60"]
+    assert doc is None or "harness_settings" not in json.dumps(doc)
