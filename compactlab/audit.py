@@ -23,20 +23,13 @@ taken of; ``DISABLE_AUTO_COMPACT`` (or ``autoCompactEnabled: false``) turns it o
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from .corpus.harness_settings import Setting, number, settings_for
 from .errors import UsageError
 from .transcripts import Transcript
 
-#: the settings compactlab reads for Claude Code, and the settings.json keys that stand for them
-CLAUDE_SETTINGS = ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "DISABLE_AUTO_COMPACT")
-#: Codex CLI's (``~/.codex/config.toml``, or ``$CODEX_HOME/config.toml``)
-CODEX_SETTINGS = ("model_auto_compact_token_limit",)
-CLAUDE_FILE_KEYS = {"autoCompactWindow": "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "autoCompactEnabled": "DISABLE_AUTO_COMPACT"}
 #: Claude Code's reserve for the reply, by version (the first whose prefix matches), and its buffer
 CLAUDE_RESERVE = (("2.0.", 32_000, "2.0.x (estimate: a 2.0.76 session compacted at 155,979)"),
                   ("1.", 32_000, "1.x (as 2.0.x: an estimate)"),
@@ -44,92 +37,9 @@ CLAUDE_RESERVE = (("2.0.", 32_000, "2.0.x (estimate: a 2.0.76 session compacted 
 CLAUDE_BUFFER = 13_000
 
 
-@dataclass(frozen=True)
-class Setting:
-    value: str
-    source: str  # "--setting", "the environment", "~/.claude/settings.json"
-
-
-def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | None = None,
-                 home: str | None = None) -> dict[str, Setting]:
-    """The Claude Code settings that decide its auto-compaction, each with where it came from:
-    ``--setting KEY=VALUE`` first, then the environment, then ``~/.claude/settings.json``."""
-    env = dict(os.environ) if env is None else env
-    out: dict[str, Setting] = {}
-    for item in given:
-        key, sep, value = item.partition("=")
-        known = (*CLAUDE_SETTINGS, *CLAUDE_FILE_KEYS, *CODEX_SETTINGS)
-        if not sep or key.strip() not in known:
-            raise UsageError(f"--setting {item[:80]!r}: not KEY=VALUE of a setting compactlab reads",
-                             hint=f"one of {', '.join(known)}")
-        key = CLAUDE_FILE_KEYS.get(key.strip(), key.strip())
-        value = value.strip()
-        if key == "DISABLE_AUTO_COMPACT" and item.partition("=")[0].strip() == "autoCompactEnabled":
-            value = "0" if value.lower() in ("true", "1") else "1"
-        out.setdefault(key, Setting(value, "--setting"))
-    for key in CLAUDE_SETTINGS:
-        if key not in out and env.get(key, "").strip():
-            out[key] = Setting(env[key].strip(), "the environment")
-    root = str(Path(home or env.get("HOME") or Path.home()))
-    path = Path(root) / ".claude" / "settings.json"
-    for key, value in _settings_file(path).items():
-        out.setdefault(key, Setting(value, str(path).replace(root, "~")))
-    codex = Path(env.get("CODEX_HOME") or Path(root) / ".codex") / "config.toml"
-    for key, value in _codex_config(codex).items():
-        out.setdefault(key, Setting(value, str(codex).replace(root, "~")))
-    return out
-
-
-def _read_small(path: Path, parse: Any, what: str) -> Any:
-    """A harness's settings file parsed ({} where it is absent or over a MiB); one that does not
-    parse is a one-line error naming it."""
-    try:
-        if not path.is_file() or path.stat().st_size > 1 << 20:
-            return {}
-        return parse(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: not {what} compactlab can read ({exc})") from None
-
-
-def _codex_config(path: Path) -> dict[str, str]:
-    """What Codex's config.toml sets of ``CODEX_SETTINGS`` (nothing where it is absent; a file that
-    is no TOML is a one-line error)."""
-    import tomllib
-
-    doc = _read_small(path, tomllib.loads, "a Codex config")
-    return {k: str(doc[k]) for k in CODEX_SETTINGS if isinstance(doc.get(k), int) and not isinstance(doc.get(k), bool)}
-
-
-def _settings_file(path: Path) -> dict[str, str]:
-    """What Claude Code's settings file sets of ``CLAUDE_SETTINGS`` (its ``env`` table, its own
-    keys); nothing where it is absent; a file that is no JSON object is a one-line error."""
-    doc = _read_small(path, json.loads, "a settings file")
-    if not isinstance(doc, dict):
-        raise UsageError(f"{path}: not a settings file compactlab can read (not a JSON object)")
-    out: dict[str, str] = {}
-    env = doc.get("env")
-    table: dict[str, Any] = env if isinstance(env, dict) else {}
-    for key in CLAUDE_SETTINGS:
-        if isinstance(table.get(key), (str, int, float)) and not isinstance(table.get(key), bool):
-            out[key] = str(table[key])
-    if isinstance(doc.get("autoCompactWindow"), int) and not isinstance(doc.get("autoCompactWindow"), bool):
-        out.setdefault("CLAUDE_CODE_AUTO_COMPACT_WINDOW", str(doc["autoCompactWindow"]))
-    if doc.get("autoCompactEnabled") is False:
-        out.setdefault("DISABLE_AUTO_COMPACT", "1")
-    return out
-
-
 def _number(settings: dict[str, Setting], key: str, low: float, high: float) -> float | None:
     s = settings.get(key)
-    if s is None:
-        return None
-    try:
-        value = float(s.value)
-    except ValueError:
-        value = float("nan")
-    if not low <= value <= high:
-        raise UsageError(f"{key}={s.value[:20]} ({s.source}): not a number from {low:g} to {high:g}")
-    return value
+    return None if s is None else number(s, key, low, high)
 
 
 def claude_code_threshold(version: str | None, window: int, settings: dict[str, Setting]) -> tuple[int | None, str]:

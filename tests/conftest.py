@@ -8,14 +8,19 @@ from helpers import SAMPLES, SHARED
 
 @pytest.fixture(autouse=True, scope="session")
 def _own_cache_folder(tmp_path_factory):
-    """The user's cache folder (prices, live summaries) and config folder (their prices file) are
-    the session's own, never the real ones; a test that needs another sets COMPACTLAB_CACHE_DIR
-    or COMPACTLAB_CONFIG_DIR itself."""
+    """The user's cache folder (prices, live summaries), config folder (their prices file) and home
+    (their harnesses' sessions and settings) are the session's own, never the real ones; a test
+    that needs another sets COMPACTLAB_CACHE_DIR, COMPACTLAB_CONFIG_DIR or HOME itself."""
     import os
 
-    before = {k: os.environ.get(k) for k in ("COMPACTLAB_CACHE_DIR", "COMPACTLAB_CONFIG_DIR")}
+    harness = ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "DISABLE_AUTO_COMPACT", "CODEX_HOME")
+    before = {k: os.environ.get(k) for k in ("COMPACTLAB_CACHE_DIR", "COMPACTLAB_CONFIG_DIR", "HOME", *harness)}
     os.environ["COMPACTLAB_CACHE_DIR"] = str(tmp_path_factory.mktemp("user-cache"))
     os.environ["COMPACTLAB_CONFIG_DIR"] = str(tmp_path_factory.mktemp("user-config"))  # (no user prices file)
+    # (nor the user's harness settings or sessions: tune --harness and inspect read them from HOME and the environment)
+    os.environ["HOME"] = str(tmp_path_factory.mktemp("home"))
+    for k in harness:
+        os.environ.pop(k, None)
     yield
     for k, v in before.items():
         if v is None:

@@ -131,6 +131,12 @@ def test_the_claude_code_preset_fires_at_the_recorded_call_on_every_version(tmp_
     if not version.startswith("2.1"):  # (the 2.1 trigger alone: not there)
         late = replay(t, load_policy("claude-code", ["summary.trigger_by_version={}"]))
         assert not [e.call for e in late.events if "summary" in e.layers][:1] == fired[:1]
+    # a setting that lowers the trigger lowers it on every version (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=83 is above
+    # 2.0's default: ignored there, as Claude Code ignores it; 70% is below every version's)
+    for pct, same in ((83, not version.startswith("2.1")), (70, False)):
+        run = replay(t, load_policy("claude-code", [f"summary.trigger={2000 * pct}"]))
+        calls = [e.call for e in run.events if "summary" in e.layers]
+        assert (calls[:1] == fired[:1]) is same, (version, pct, calls, fired)
 
 
 def test_codexs_limit_is_read_from_its_config_and_checked_by_replaying_its_preset(cli, shared_transcripts, tmp_path,

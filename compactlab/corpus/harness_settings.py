@@ -16,8 +16,12 @@ none (Codex, Gemini CLI), no compaction is not a candidate and ``no_off`` says w
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
+
+from ..errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -203,15 +207,40 @@ def paste(name: str, values: dict[str, Any] | None, default: bool) -> list[str]:
     return h.render(h.setting_values(values))
 
 
-def on_grid(name: str, values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` (the preset's keys) where each is one the harness takes: the nearest searched
-    value of each knob (a policy set by hand may hold a value between them)."""
-    out = {}
-    for k in TABLE[name].knobs:
-        if k.key in values:
-            v = values[k.key]
-            out[k.key] = v if v in k.values else min(k.values, key=lambda c: (abs(c - v), c))
-    return out
+def current(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | None:
+    """Your current setting of harness ``name``, read from where it keeps it (``settings_for``):
+    the preset's overrides it stands for, and in words with its source; None where nothing is set
+    (the default) or compactlab does not read that harness's settings. A setting the harness
+    ignores (an override above the default) is the default, said so."""
+    if name == "claude-code":
+        off, pct = settings.get("DISABLE_AUTO_COMPACT"), settings.get("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE")
+        if off is not None and off.value.strip().lower() not in ("", "0", "false"):
+            return ["summary.enabled=false"], f"DISABLE_AUTO_COMPACT={off.value} ({off.source}): auto-compaction off"
+        if pct is not None:
+            value = number(pct, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", 1, 100)
+            trigger = int(CLAUDE_WINDOW * value / 100)
+            said = f"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE={pct.value} ({pct.source})"
+            if trigger >= 167_000:
+                return [], said + ": above the default, which Claude Code keeps"
+            return [f"summary.trigger={trigger}"], f"{said}: {trigger:,} tokens"
+    if name == "codex" and (limit := settings.get("model_auto_compact_token_limit")) is not None:
+        value = int(number(limit, "model_auto_compact_token_limit", 1_000, 10_000_000))
+        said = f"model_auto_compact_token_limit = {limit.value} ({limit.source})"
+        if value >= CODEX_LIMIT:
+            return [], said + f": at or above 90% of the window, which Codex keeps ({CODEX_LIMIT:,})"
+        return [f"summary.trigger={value}"], said
+    return None
+
+
+def number(s: Setting, key: str, low: float, high: float) -> float:
+    """A setting's number, from ``low`` to ``high`` (else a one-line error naming its source)."""
+    try:
+        value = float(s.value)
+    except ValueError:
+        value = float("nan")
+    if not low <= value <= high:
+        raise UsageError(f"{key}={s.value[:20]} ({s.source}): not a number from {low:g} to {high:g}")
+    return value
 
 
 def parse_setting(name: str, lines: list[str]) -> dict[str, Any]:
@@ -336,3 +365,87 @@ def setting_of(policy: Any) -> tuple[str, list[str]] | None:
             lines.append(f"({k.setting}={k.shown(v)} is {k.read(k.shown(v)):,}: {h.title} takes no setting that "
                          f"is {v:,})")
     return h.title, lines
+
+
+# ---- the settings you have now, read from where each harness keeps them (each with its source)
+
+#: the settings compactlab reads for Claude Code, and the settings.json keys that stand for them
+CLAUDE_SETTINGS = ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "DISABLE_AUTO_COMPACT")
+#: Codex CLI's (``~/.codex/config.toml``, or ``$CODEX_HOME/config.toml``)
+CODEX_SETTINGS = ("model_auto_compact_token_limit",)
+CLAUDE_FILE_KEYS = {"autoCompactWindow": "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "autoCompactEnabled": "DISABLE_AUTO_COMPACT"}
+
+
+@dataclass(frozen=True)
+class Setting:
+    value: str
+    source: str  # "--setting", "the environment", "~/.claude/settings.json"
+
+
+def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | None = None,
+                 home: str | None = None) -> dict[str, Setting]:
+    """The Claude Code settings that decide its auto-compaction, each with where it came from:
+    ``--setting KEY=VALUE`` first, then the environment, then ``~/.claude/settings.json``."""
+    env = dict(os.environ) if env is None else env
+    out: dict[str, Setting] = {}
+    for item in given:
+        key, sep, value = item.partition("=")
+        known = (*CLAUDE_SETTINGS, *CLAUDE_FILE_KEYS, *CODEX_SETTINGS)
+        if not sep or key.strip() not in known:
+            raise UsageError(f"--setting {item[:80]!r}: not KEY=VALUE of a setting compactlab reads",
+                             hint=f"one of {', '.join(known)}")
+        key = CLAUDE_FILE_KEYS.get(key.strip(), key.strip())
+        value = value.strip()
+        if key == "DISABLE_AUTO_COMPACT" and item.partition("=")[0].strip() == "autoCompactEnabled":
+            value = "0" if value.lower() in ("true", "1") else "1"
+        out.setdefault(key, Setting(value, "--setting"))
+    for key in CLAUDE_SETTINGS:
+        if key not in out and env.get(key, "").strip():
+            out[key] = Setting(env[key].strip(), "the environment")
+    root = str(Path(home or env.get("HOME") or Path.home()))
+    path = Path(root) / ".claude" / "settings.json"
+    for key, value in _settings_file(path).items():
+        out.setdefault(key, Setting(value, str(path).replace(root, "~")))
+    codex = Path(env.get("CODEX_HOME") or Path(root) / ".codex") / "config.toml"
+    for key, value in _codex_config(codex).items():
+        out.setdefault(key, Setting(value, str(codex).replace(root, "~")))
+    return out
+
+
+def _read_small(path: Path, parse: Any, what: str) -> Any:
+    """A harness's settings file parsed ({} where it is absent or over a MiB); one that does not
+    parse is a one-line error naming it."""
+    try:
+        if not path.is_file() or path.stat().st_size > 1 << 20:
+            return {}
+        return parse(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: not {what} compactlab can read ({exc})") from None
+
+
+def _codex_config(path: Path) -> dict[str, str]:
+    """What Codex's config.toml sets of ``CODEX_SETTINGS`` (nothing where it is absent; a file that
+    is no TOML is a one-line error)."""
+    import tomllib
+
+    doc = _read_small(path, tomllib.loads, "a Codex config")
+    return {k: str(doc[k]) for k in CODEX_SETTINGS if isinstance(doc.get(k), int) and not isinstance(doc.get(k), bool)}
+
+
+def _settings_file(path: Path) -> dict[str, str]:
+    """What Claude Code's settings file sets of ``CLAUDE_SETTINGS`` (its ``env`` table, its own
+    keys); nothing where it is absent; a file that is no JSON object is a one-line error."""
+    doc = _read_small(path, json.loads, "a settings file")
+    if not isinstance(doc, dict):
+        raise UsageError(f"{path}: not a settings file compactlab can read (not a JSON object)")
+    out: dict[str, str] = {}
+    env = doc.get("env")
+    table: dict[str, Any] = env if isinstance(env, dict) else {}
+    for key in CLAUDE_SETTINGS:
+        if isinstance(table.get(key), (str, int, float)) and not isinstance(table.get(key), bool):
+            out[key] = str(table[key])
+    if isinstance(doc.get("autoCompactWindow"), int) and not isinstance(doc.get("autoCompactWindow"), bool):
+        out.setdefault("CLAUDE_CODE_AUTO_COMPACT_WINDOW", str(doc["autoCompactWindow"]))
+    if doc.get("autoCompactEnabled") is False:
+        out.setdefault("DISABLE_AUTO_COMPACT", "1")
+    return out

@@ -194,6 +194,8 @@ class TuneResult:
     #: the harness whose settings were searched (``harness_settings``), and the setting to paste
     harness: str | None = None
     paste: list[str] = field(default_factory=list)
+    #: with a harness: your current setting of it, in words with its source (the base is set to it)
+    current: str | None = None
 
     def shown(self) -> list[str]:
         """The objectives, then what every suggestion is held to (cost saving, recall, retention)."""
@@ -276,12 +278,14 @@ def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
     chosen = pick([Candidate(k, p.scores.get("cost", 0.0), 0.0, dearer(p), p is ref or k in same)
                    for k, p in candidates.items()], bar)
     text = [f"The front has {len(result.front)} point(s) from {len(result.points)} trial(s)."]
+    if result.current:
+        text.append(f"{result.base} as it is: your current setting, {result.current}.")
     beating = [p for p in result.front if all(p.scores[o] >= base.scores[o] for o in objs)
                and any(p.scores[o] > base.scores[o] for o in objs) and not guarded(p)]
     if beating:
         p = beating[0]
-        text.append(f"Front point {result.front.index(p) + 1} ({_values(p, result.harness)}) beats {result.base} on every objective but "
-                    f"keeps {_pct(p.scores.get('recall', 1.0))} of what the agent later used and "
+        text.append(f"Front point {result.front.index(p) + 1} ({_values(p, result.harness)}) beats {result.base} on "
+                    f"every objective but keeps {_pct(p.scores.get('recall', 1.0))} of what the agent later used and "
                     f"{_pct(p.scores.get('retention', 1.0))} of the referenced results: below the floor of {floors} "
                     f"(no compaction's less the {margin * 100:.0f}-point margin), so it is not recommended.")
     point = candidates.get(chosen.label) if chosen is not None else None
@@ -299,18 +303,7 @@ def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
         text.append(f"Keep {result.base} as it is ({said(base)}): no front point that keeps recall and retention above "
                     f"the floor of {floors} saves more{' without costing more than no compaction' if bar else ''}.")
     else:
-        n = result.front.index(point) + 1
-        broken = int(point.scores.get("violations", 0))
-        if all(point.scores[o] >= base.scores[o] for o in objs):
-            text.append(f"Use front point {n} ({_values(point, result.harness)}): {said(point)}, against {said(base)} for {result.base} "
-                        f"as it is -- as good or better on every objective, with "
-                        f"{f'{broken} violation(s), within --max-violations,' if broken else 'no violation'} and no "
-                        f"overflow; its policy is policies/front-{n:02d}.toml.")
-        else:
-            text.append(f"No point beats {result.base} as it is ({said(base)}) on every objective at once. Of the points "
-                        f"that keep recall and retention above the floor of {floors}"
-                        f"{' and cost no more than no compaction' if bar else ''}, front point {n} "
-                        f"({_values(point, result.harness)}) saves the most: {said(point)}; its policy is policies/front-{n:02d}.toml.")
+        text.append(_use_point(result, point, said, floors, bar))
     if no_off and ref_fits:
         text.append(f"(No compaction is not a candidate: {no_off}.)")
     if not base.feasible:
@@ -319,6 +312,21 @@ def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
         text.append("No reply in the corpus repeats a string first seen in a tool result: recall is 1.0 everywhere "
                     "and does not tell the candidates apart.")
     return " ".join(text)
+
+
+def _use_point(result: TuneResult, point: Point, said: Callable[[Point], str], floors: str, bar: bool) -> str:
+    """The recommendation of a front point, against the base as it is."""
+    base, n = result.base_point, result.front.index(point) + 1
+    broken = int(point.scores.get("violations", 0))
+    values = _values(point, result.harness)
+    if all(point.scores[o] >= base.scores[o] for o in result.objectives):
+        return (f"Use front point {n} ({values}): {said(point)}, against {said(base)} for {result.base} as it is -- as "
+                f"good or better on every objective, with "
+                f"{f'{broken} violation(s), within --max-violations,' if broken else 'no violation'} and no "
+                f"overflow; its policy is policies/front-{n:02d}.toml.")
+    return (f"No point beats {result.base} as it is ({said(base)}) on every objective at once. Of the points that keep "
+            f"recall and retention above the floor of {floors}{' and cost no more than no compaction' if bar else ''}, "
+            f"front point {n} ({values}) saves the most: {said(point)}; its policy is policies/front-{n:02d}.toml.")
 
 
 def _no_off(name: str | None) -> str:
@@ -793,7 +801,8 @@ def corpus_evaluator(transcripts: list[Any], *, n_jobs: int | None, prices: list
 
 def tune(params: list[Param], objectives: list[str], base: str, overrides: list[str], open_study: Callable[[], Any],
          trials: int, evaluate: Evaluate, batch: int, max_violations: int = 0,
-         on_trial: Callable[[int], None] | None = None, harness: str | None = None) -> TuneResult:
+         on_trial: Callable[[int], None] | None = None, harness: str | None = None,
+         current: str | None = None) -> TuneResult:
     """Score the base policy, search, and judge: the whole of a tune but its files. The study is
     opened (``open_study()``) once the base policy has run: a corpus or an executor that cannot
     be used leaves nothing behind."""
@@ -805,8 +814,8 @@ def tune(params: list[Param], objectives: list[str], base: str, overrides: list[
         raise UsageError(f"no compaction fails on the corpus: {none}")
     reference = Point(-2, {}, {k: v for k, v in none.items() if k != "acted"},
                       none["violations"] <= max_violations and not none["overflows"])
-    current = base_policy.resolved()
-    base_values = {p.key: value_at(base_policy, current, p.key) for p in params}
+    resolved = base_policy.resolved()
+    base_values = {p.key: value_at(base_policy, resolved, p.key) for p in params}
     base_point = Point(-1, base_values, {k: v for k, v in got.items() if k != "acted"},
                        got["violations"] <= max_violations and not got["overflows"], got.get("acted"))
     study = open_study()
@@ -814,13 +823,14 @@ def tune(params: list[Param], objectives: list[str], base: str, overrides: list[
                                            max_violations, on_trial)
     result = TuneResult(base, params, objectives, base_point, points, pareto(study, points, objectives), interrupted,
                         failures, reference=reference)
-    result.harness = harness
+    result.harness, result.current = harness, current
     result.recommendation = recommend(result)
     if harness is not None and result.chosen is not None:
         from .harness_settings import paste
 
         chosen = result.chosen
-        result.paste = paste(harness, None if chosen is reference else chosen.values, chosen is base_point)
+        result.paste = ([f"no change: keep your current setting, {current}"] if chosen is base_point and current else
+                        paste(harness, None if chosen is reference else chosen.values, chosen is base_point))
     known = [p.acted for p in (base_point, *points) if p.acted is not None]
     on = [p.key for p in params if getattr(getattr(base_policy, p.key.partition(".")[0], None), "enabled", False)]
     result.notes = idle_keys(base, on, {layer: sum(a.get(layer, 0) for a in known) for a in known[:1] for layer in a},

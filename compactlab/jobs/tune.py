@@ -46,6 +46,8 @@ class Search:
     chart: bool = True
     #: search the settings this harness lets you change, not a policy's keys (``harness_settings``)
     harness: str | None = None
+    #: with a harness: your current setting of it, in words with its source (the base is set to it)
+    current: str | None = None
 
 
 @dataclass
@@ -103,7 +105,7 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
                 result = search(params, objectives, spec.base, spec.overrides,
                                 lambda: site.open(definition, spec.sampler, spec.seed), spec.trials, evaluate,
                                 batch=max(2, settings.jobs or usable_cores()), max_violations=spec.max_violations,
-                                on_trial=advance, harness=spec.harness)
+                                on_trial=advance, harness=spec.harness, current=spec.current)
         except KeyboardInterrupt as stop:  # before the search began: nothing to write
             site.close(keep=False)
             return Tuned(None, Outcome(exit_status(stop), ["interrupted before the first trial finished"]))
@@ -136,11 +138,12 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
 
 
 def _harness_search(spec: Search) -> Search:
-    """A search of the settings ``spec.harness`` lets you change: its preset as the base, its
-    settings as the space (neither may be given besides)."""
+    """A search of the settings ``spec.harness`` lets you change: its preset at your current setting
+    (read from where the harness keeps it, else its default) as the base, its settings as the space
+    (neither may be given besides)."""
     from dataclasses import replace
 
-    from ..corpus.harness_settings import HARNESSES, preset, space
+    from ..corpus.harness_settings import HARNESSES, current, preset, settings_for, space
 
     if spec.harness not in HARNESSES:
         raise UsageError(f"--harness {spec.harness}: compactlab knows no settings of it to search; it searches "
@@ -148,7 +151,9 @@ def _harness_search(spec: Search) -> Search:
     if spec.spaces or spec.overrides or spec.base not in ("s08", preset(spec.harness)):
         raise UsageError(f"--harness {spec.harness}: searches the settings the harness lets you change, on its preset: "
                          "leave out -p, --set and --space")
-    return replace(spec, base=preset(spec.harness), spaces=space(spec.harness))
+    now = current(spec.harness, settings_for())
+    overrides, words = now if now is not None else ([], None)
+    return replace(spec, base=preset(spec.harness), spaces=space(spec.harness), overrides=overrides, current=words)
 
 
 def corpus_members(files: list[str], settings: Settings, notify: Notify = quietly,

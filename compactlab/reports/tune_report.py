@@ -55,7 +55,7 @@ def write_files(result: TuneResult, out_dir: str, chart: bool = True) -> list[st
     write_in_folder(out_dir, "front.csv", buf.getvalue().encode())
     doc = {"base": result.base, "objectives": result.objectives, "space": [str(p) for p in result.params],
            "trials": len(result.points), "interrupted": result.interrupted is not None, "recommendation": result.recommendation,
-           "harness": result.harness, "setting": result.paste,
+           "harness": result.harness, "setting": result.paste, "current": result.current,
            "notes": result.notes,
            "base_scores": {column(o): result.base_point.scores[o] for o in result.objectives},
            "front": rows}

@@ -206,3 +206,30 @@ def test_compares_verdict_prints_the_harness_setting_of_the_policy_it_names(cli,
     assert j["verdict"]["recommended"] == "claude-code"
     assert j["verdict"]["setting"][:2] == ["Claude Code", "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60"]
     assert doc is None or "harness_settings" not in json.dumps(doc)
+
+
+def test_tune_harness_starts_from_your_current_setting_read_where_the_harness_keeps_it(cli, tmp_path, monkeypatch):
+    """The base is your setting, not the default: CLAUDE_AUTOCOMPACT_PCT_OVERRIDE from the
+    environment, Codex's limit from ~/.codex/config.toml; one the harness ignores is its default."""
+    from compactlab.corpus.harness_settings import Setting, current
+
+    files = [SAMPLES / "synth-medium.jsonl", SAMPLES / "synth-long.jsonl"]
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "60")
+    r = cli("tune", *files, "--harness", "claude-code", "--trials", "2", "--out", tmp_path / "t", "-q")
+    assert r.exit_code == 0, r.stderr
+    front = json.loads((tmp_path / "t" / "front.json").read_text())
+    assert front["current"] == "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60 (the environment): 120,000 tokens"
+    assert "claude-code as it is: your current setting, CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60" in front["recommendation"]
+    assert "\n base                               60 " in r.stdout, r.stdout
+    (tmp_path / ".codex").mkdir()
+    (tmp_path / ".codex" / "config.toml").write_text("model_auto_compact_token_limit = 200000\n")
+    r = cli("tune", *files, "--harness", "codex", "--trials", "2", "--out", tmp_path / "c", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads((tmp_path / "c" / "front.json").read_text())["current"] == (
+        "model_auto_compact_token_limit = 200000 (~/.codex/config.toml)")
+    assert current("claude-code", {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": Setting("90", "x")}) == (
+        [], "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=90 (x): above the default, which Claude Code keeps")
+    assert current("claude-code", {"DISABLE_AUTO_COMPACT": Setting("1", "x")})[0] == ["summary.enabled=false"]
+    assert current("codex", {"model_auto_compact_token_limit": Setting("300000", "x")})[0] == []
+    assert current("langchain", {}) is None and current("claude-code", {}) is None

@@ -44,13 +44,15 @@ def over_trigger(context: Context, config: SummaryConfig, env: RunEnv) -> bool:
 
 
 def trigger_of(config: SummaryConfig, env: RunEnv) -> int:
-    """The trigger for this recording: by the harness version that wrote it where the policy gives
-    one for it (``trigger_by_version``: the longest prefix of the version), else ``trigger``."""
+    """The trigger for this recording: the harness version's default where the policy gives one
+    for it (``trigger_by_version``: the longest prefix of the version) unless ``trigger`` is lower
+    (a setting that lowers the trigger lowers it on every version, as Claude Code's
+    CLAUDE_AUTOCOMPACT_PCT_OVERRIDE does), else ``trigger``."""
     version = env.harness_version
     if version and config.trigger_by_version:
         matches = [prefix for prefix in config.trigger_by_version if version.startswith(prefix)]
         if matches:
-            return config.trigger_by_version[max(matches, key=len)]
+            return min(config.trigger_by_version[max(matches, key=len)], config.trigger)
     return config.trigger
 
 
@@ -201,8 +203,8 @@ class SummaryConfig(LayerConfig):
         0, "with timing idle or before_expiry: compact early once the context is over this (the trigger's unit); 0: "
            "half the trigger", added=True)
     trigger_by_version: dict[str, int] = opt(
-        {}, "the trigger for recordings of a harness version (the longest prefix of the version the recording names, "
-            "e.g. {\"2.0.\" = 155000}); trigger for the others", added=True)
+        {}, "the default trigger of recordings of a harness version (the longest prefix of the version the recording "
+            "names, e.g. {\"2.0.\" = 155000}), unless trigger is lower; trigger for the others", added=True)
 
     def __post_init__(self) -> None:
         if "{summary}" not in self.template:
