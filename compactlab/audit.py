@@ -111,11 +111,37 @@ def compactions(transcript: Transcript, window: int, settings: dict[str, Setting
         elif transcript.format != "codex":
             row["fired"] = "no rule known here for this harness's threshold"
         out.append(row)
+    if out:
+        _dropped(transcript, out)
     if transcript.format == "codex" and out:
         _codex(transcript, out, settings)
     if transcript.format == "claude-code" and out:
         _request_costs(transcript, out)
     return out
+
+
+def _dropped(transcript: Transcript, rows: list[dict[str, Any]]) -> None:
+    """What each compaction dropped that the agent later used: the recording replayed as it ran
+    (no policy, its own compactions kept), each string of a tool result that a later reply used
+    and the context sent then no longer held (recall's "lost", once per string), charged to the
+    latest compaction after the result that first held it and at or before the use."""
+    from .engine.loop import replay
+    from .engine.policy import load_policy
+
+    run = replay(transcript, load_policy("none"), keep_recorded_compactions=True)
+    calls = [row["call"] for row in rows]
+    seen: set[str] = set()
+    dropped: list[list[str]] = [[] for _ in rows]
+    for o in run.lost_probes:
+        if o.status != "lost" or o.probe in seen:
+            continue
+        seen.add(o.probe)
+        by = [k for k, c in enumerate(calls) if o.source_call < c <= o.call]
+        if by:
+            dropped[by[-1]].append(o.probe)
+    for row, strings in zip(rows, dropped):
+        row["dropped_later_used"] = len(strings)
+        row["dropped_examples"] = strings[:3]
 
 
 #: how long before a compaction its summary request may have begun (seconds)

@@ -210,3 +210,28 @@ def test_a_claude_code_compaction_says_what_its_own_request_cost(tmp_path):
     (tmp_path / "alone").mkdir()
     alone = _row(_session(tmp_path / "alone", "2.1.39", [150_000, 166_000, 167_094], 167_731))
     assert "request_file" not in alone  # (no subagent file: nothing said)
+
+
+@pytest.mark.parametrize("summary, dropped", [("the summary", 1), ("the summary names frobnicate_widget_v2", 0)])
+def test_each_compaction_says_what_it_dropped_that_the_agent_later_used(tmp_path, summary, dropped):
+    """(#57 §1) A string of a tool result before the compaction, used by a reply after it: dropped
+    by the compaction unless its summary kept it."""
+    s = ClaudeCodeSession().user("go", version="2.1.39")
+    s.assistant("look", {"type": "tool_use", "id": "t0", "name": "Bash", "input": {"command": "grep -r widget"}},
+                input_tokens=150_000, version="2.1.39").result("t0", "src/lib.rs: fn frobnicate_widget_v2() {}",
+                                                               version="2.1.39")
+    s.assistant("more", {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}},
+                input_tokens=168_000, version="2.1.39").result("t1", "x", version="2.1.39")
+    s.line({"type": "system", "subtype": "compact_boundary", "parentUuid": None, "logicalParentUuid": f"u{s.n}",
+            "uuid": "b1", "sessionId": "s1", "timestamp": "2026-11-28T10:00:00Z", "version": "2.1.39",
+            "compactMetadata": {"trigger": "auto", "preTokens": 168_500}})
+    s.user(f"This session is being continued... {summary}", isCompactSummary=True, isVisibleInTranscriptOnly=True)
+    s.user("go on").assistant("last", {"type": "text", "text": "I will now call frobnicate_widget_v2 again."},
+                              input_tokens=40_000)
+    row = _row(s.write(tmp_path / "s.jsonl"))
+    assert row["dropped_later_used"] == dropped, row
+    assert row["dropped_examples"] == (["frobnicate_widget_v2"] if dropped else [])
+    from compactlab.reports.inspect_report import describe
+
+    assert ("dropped 1 string(s) the agent later used ('frobnicate_widget_v2')" if dropped else
+            "dropped nothing the agent later used") in describe(row)

@@ -168,6 +168,10 @@ def describe(row: dict[str, Any]) -> str:
     if row.get("request_file"):
         cost = f"${row['request_cost_usd']:,.4f}" if row.get("request_cost_usd") is not None else "not recorded"
         text += f"; its own request {cost} with output ({row['request_file']})"
+    if row.get("dropped_later_used") is not None:
+        n, shown = row["dropped_later_used"], ", ".join(repr(s[:40]) for s in row["dropped_examples"])
+        text += (f"; dropped {n} string(s) the agent later used ({shown}{', ...' if n > 3 else ''})" if n else
+                 "; dropped nothing the agent later used")
     return text
 
 
