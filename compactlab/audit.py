@@ -108,13 +108,15 @@ def compactions(transcript: Transcript, window: int, settings: dict[str, Setting
             row["fired"] = _fired(threshold, tokens_before, _previous(transcript, c.position), set_by)
         elif c.trigger == "manual":
             row["fired"] = "manual (/compact): no threshold"
-        elif transcript.format != "codex":
+        elif transcript.format not in ("codex", "openhands"):
             row["fired"] = "no rule known here for this harness's threshold"
         out.append(row)
     if out:
         _dropped(transcript, out)
     if transcript.format == "codex" and out:
         _codex(transcript, out, settings)
+    if transcript.format == "openhands" and out:
+        _openhands(transcript, out)
     if transcript.format == "claude-code" and out:
         _request_costs(transcript, out)
     return out
@@ -179,32 +181,48 @@ def _request_costs(transcript: Transcript, rows: list[dict[str, Any]]) -> None:
 
 #: Codex CLI 0.104's auto-compact limit for the gpt-5.x-codex models: 90% of their 272,000 tokens
 CODEX_LIMIT = 244_800
+#: OpenHands' LLMSummarizingCondenser: condense once the history passes max_size events (its default)
+OPENHANDS_MAX_SIZE = 120
 
 
 def _codex(transcript: Transcript, rows: list[dict[str, Any]], settings: dict[str, Setting]) -> None:
     """Codex counts what its rollout does not record (the reasoning of earlier turns), so where its
-    limit fires is found as the ``codex`` preset models it: replayed with the limit. The first
-    compaction fired "where it fires" when the replay compacts at the same call, else the row says
-    the call the limit implies; after it the replay's context is its own, so a later compaction is
-    not judged (said)."""
-    from .corpus.calibration import by_default
-    from .engine.loop import replay
-    from .engine.policy import load_policy
-
+    limit fires is found as the ``codex`` preset models it: replayed with the limit."""
     given = settings.get("model_auto_compact_token_limit")
     limit = int(_number(settings, "model_auto_compact_token_limit", 1_000, 10_000_000) or CODEX_LIMIT)
     why = (f"model_auto_compact_token_limit={limit:,} ({given.source})" if given else
            f"Codex 0.104's default: 90% of 272,000 = {CODEX_LIMIT:,} (model_auto_compact_token_limit unset)")
+    _by_preset(transcript, rows, "codex", limit, why + "; measured as Codex does, by the codex preset")
+
+
+def _openhands(transcript: Transcript, rows: list[dict[str, Any]]) -> None:
+    """OpenHands counts events, of which the recording's messages are a view (an action and its
+    observation are two), so where its condenser fires is found by replaying the ``openhands``
+    preset, which counts them as it does."""
+    _by_preset(transcript, rows, "openhands", OPENHANDS_MAX_SIZE,
+               f"OpenHands' default: LLMSummarizingCondenser(max_size={OPENHANDS_MAX_SIZE}) events, counted as the "
+               "openhands preset counts them")
+
+
+def _by_preset(transcript: Transcript, rows: list[dict[str, Any]], preset: str, trigger: int, why: str) -> None:
+    """Where a harness that counts what its recording does not show fires, found by replaying its
+    preset with ``trigger``: the first compaction fired "where it fires" when the replay compacts at
+    the same call, else the row says the call the trigger implies; after it the replay's context
+    is its own, so a later compaction is not judged (said)."""
+    from .corpus.calibration import by_default
+    from .engine.loop import replay
+    from .engine.policy import load_policy
+
     calibration, _ = by_default(transcript)
-    run = replay(transcript, load_policy("codex", [f"summary.trigger={limit}"]), calibration=calibration)
+    run = replay(transcript, load_policy(preset, [f"summary.trigger={trigger}"]), calibration=calibration)
     at = next((e.call for e in run.events if "summary" in e.layers and e.call <= rows[0]["call"]), None)
     for k, row in enumerate(rows):
-        row["threshold"], row["threshold_source"] = limit, why + "; measured as Codex does, by the codex preset"
+        row["threshold"], row["threshold_source"] = trigger, why
         row["fired"] = ("not judged: after the first compaction the replay's context is not the recording's" if k else
-                        "where it fires: the codex preset, replayed with this limit, compacts at this call"
+                        f"where it fires: the {preset} preset, replayed with this threshold, compacts at this call"
                         if at == row["call"] else
-                        f"the limit implies call {at}, {row['call'] - at} call(s) earlier: not the limit it ran with"
-                        if at is not None else "the limit is not reached by then: not the limit it ran with")
+                        f"the threshold implies call {at}, {row['call'] - at} call(s) earlier: not the one it ran with"
+                        if at is not None else "the threshold is not reached by then: not the one it ran with")
 
 
 def _previous(transcript: Transcript, position: int) -> int | None:

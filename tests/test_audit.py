@@ -159,7 +159,7 @@ def test_codexs_limit_is_read_from_its_config_and_checked_by_replaying_its_prese
     session = doc["sessions"][0]
     assert session["settings"]["model_auto_compact_token_limit"]["source"] == "~/.codex/config.toml"
     assert session["compactions"][0]["threshold"] == 200_000
-    assert "call(s) earlier: not the limit it ran with" in session["compactions"][0]["fired"]
+    assert "call(s) earlier: not the one it ran with" in session["compactions"][0]["fired"]
 
 
 def test_codexs_config_that_is_no_toml_is_a_one_line_error(tmp_path):
@@ -235,3 +235,39 @@ def test_each_compaction_says_what_it_dropped_that_the_agent_later_used(tmp_path
 
     assert ("dropped 1 string(s) the agent later used ('frobnicate_widget_v2')" if dropped else
             "dropped nothing the agent later used") in describe(row)
+
+
+def _openhands_log(tmp_path, pairs: int, condense_before: int | None) -> str:
+    """An OpenHands event log of ``pairs`` action/observation pairs, condensed before pair
+    ``condense_before`` (None: never)."""
+    events: list[dict] = [{"id": 0, "source": "user", "action": "message", "args": {"content": "go"}}]
+    for k in range(pairs):
+        if k == condense_before:
+            events.append({"id": len(events), "source": "agent", "action": "condensation",
+                           "args": {"forgotten_events_start_id": 1, "forgotten_events_end_id": len(events) - 1,
+                                    "summary": "did things"}})
+        response = {"id": f"r{k}", "model": "claude-3-5-sonnet", "created": 1738000000 + k,
+                    "choices": [{"message": {"role": "assistant", "content": "doing", "tool_calls": [
+                        {"id": f"c{k}", "function": {"name": "run", "arguments": "{\"command\": \"ls\"}"}}]}}],
+                    "usage": {"prompt_tokens": 1000 + 10 * k, "completion_tokens": 5}}
+        events.append({"id": len(events), "source": "agent", "action": "run", "args": {}, "tool_call_metadata": {
+            "tool_call_id": f"c{k}", "function_name": "run", "model_response": response}})
+        events.append({"id": len(events), "source": "agent", "observation": "run", "cause": len(events) - 1,
+                       "content": f"out {k}", "tool_call_metadata": {"tool_call_id": f"c{k}"}})
+    path = tmp_path / f"events-{condense_before}.json"
+    path.write_text(json.dumps(events))
+    return str(path)
+
+
+def test_an_openhands_condensation_is_held_to_its_condensers_max_size(tmp_path):
+    """(#57 §1) OpenHands counts events, of which the messages are a view: where its condenser
+    (max_size 120) fires is found by replaying the openhands preset."""
+    from compactlab import load_policy, replay
+
+    plain = load_transcript(_openhands_log(tmp_path, 80, None))
+    fires = next(e.call for e in replay(plain, load_policy("openhands")).events if "summary" in e.layers)
+    row = _row(_openhands_log(tmp_path, 80, fires))
+    assert row["trigger"] == "condenser" and row["call"] == fires and row["threshold"] == 120
+    assert "max_size=120" in row["threshold_source"] and row["fired"].startswith("where it fires"), row
+    early = _row(_openhands_log(tmp_path, 80, fires - 10))
+    assert early["fired"] == "the threshold is not reached by then: not the one it ran with", early
