@@ -34,6 +34,8 @@ class Knob:
     values: tuple[Any, ...]
     shown: Callable[[Any], Any] = lambda v: v
     read: Callable[[Any], Any] = lambda v: v
+    #: a short name for a narrow terminal's table
+    short: str = ""
 
 
 @dataclass(frozen=True)
@@ -130,13 +132,13 @@ TABLE: dict[str, Harness] = {h.name: h for h in (
     Harness("claude-code", "Claude Code", "claude-code", (
         Knob("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "summary.trigger",
              tuple(CLAUDE_WINDOW * p // 100 for p in range(40, 84)),
-             shown=lambda t: t * 100 // CLAUDE_WINDOW, read=lambda p: CLAUDE_WINDOW * int(p) // 100),),
+             shown=lambda t: t * 100 // CLAUDE_WINDOW, read=lambda p: CLAUDE_WINDOW * int(p) // 100, short="pct"),),
             _claude, off=("export DISABLE_AUTO_COMPACT=1", '~/.claude/settings.json: {"autoCompactEnabled": false}'),
             ignored="an override at or above the default (83.5% on 2.1.x) is ignored by Claude Code: the search stops "
                     "at 83%"),
     Harness("codex", "Codex CLI", "codex", (
         Knob("model_auto_compact_token_limit", "summary.trigger",
-             (*range(100_000, CODEX_LIMIT, 8_000), CODEX_LIMIT)),), _codex,
+             (*range(100_000, CODEX_LIMIT, 8_000), CODEX_LIMIT), short="limit"),), _codex,
             no_off="Codex CLI has no setting that turns auto-compaction off (it takes the lesser of "
                    "model_auto_compact_token_limit and 90% of the window)",
             ignored="a limit above 90% of the window (244,800 of 272,000) is lowered to it by Codex: the search "
@@ -144,12 +146,14 @@ TABLE: dict[str, Harness] = {h.name: h for h in (
     Harness("gemini-cli", "Gemini CLI", "gemini-cli", (
         Knob("model.compressionThreshold", "summary.trigger",
              tuple(int(GEMINI_WINDOW * f) for f in _steps(0.1, 0.9, 0.05)),
-             shown=lambda t: round(t / GEMINI_WINDOW, 2), read=lambda f: int(GEMINI_WINDOW * float(f))),), _gemini,
+             shown=lambda t: round(t / GEMINI_WINDOW, 2), read=lambda f: int(GEMINI_WINDOW * float(f)),
+             short="threshold"),), _gemini,
             no_off="compactlab knows no Gemini CLI setting that turns chat compression off"),
     Harness("opencode", "OpenCode", "opencode", (
         Knob("compaction.reserved", "summary.trigger",
              tuple(OPENCODE_WINDOW - r for r in range(120_000, 0, -8_000)),
-             shown=lambda t: OPENCODE_WINDOW - t, read=lambda r: OPENCODE_WINDOW - int(r)),), _opencode,
+             shown=lambda t: OPENCODE_WINDOW - t, read=lambda r: OPENCODE_WINDOW - int(r), short="reserved"),),
+            _opencode,
             off=('opencode.json: {"compaction": {"auto": false, "prune": false}}',)),
     Harness("langchain", "LangChain SummarizationMiddleware", "langchain-summarization", (
         Knob("trigger", "custom.settings.trigger_fraction", _steps(0.5, 0.95, 0.05)),
@@ -164,8 +168,9 @@ TABLE: dict[str, Harness] = {h.name: h for h in (
             off=("from strands.agent.conversation_manager import NullConversationManager",
                  "NullConversationManager()")),
     Harness("strands-summarizing", "Strands SummarizingConversationManager", "strands-summarizing", (
-        Knob("summary_ratio", "custom.settings.summary_ratio", _steps(0.1, 0.8, 0.05)),
-        Knob("preserve_recent_messages", "custom.settings.preserve_recent_messages", _steps(2, 30, 2, 0))),
+        Knob("summary_ratio", "custom.settings.summary_ratio", _steps(0.1, 0.8, 0.05), short="ratio"),
+        Knob("preserve_recent_messages", "custom.settings.preserve_recent_messages", _steps(2, 30, 2, 0),
+             short="recent")),
             _strands_summarizing,
             off=("from strands.agent.conversation_manager import NullConversationManager",
                  "NullConversationManager()"),
@@ -173,7 +178,7 @@ TABLE: dict[str, Harness] = {h.name: h for h in (
     Harness("anthropic-api", "the Messages API's context editing", "anthropic-clear-tool-uses", (
         Knob("trigger", "micro.trigger_tokens", _steps(30_000, 180_000, 10_000, 0)),
         Knob("keep", "micro.keep_recent", tuple(range(1, 11))),
-        Knob("clear_at_least", "micro.clear_at_least", _steps(0, 50_000, 5_000, 0))), _anthropic,
+        Knob("clear_at_least", "micro.clear_at_least", _steps(0, 50_000, 5_000, 0), short="at least")), _anthropic,
             off=("send no context_management",)),
 )}
 HARNESSES = tuple(TABLE)

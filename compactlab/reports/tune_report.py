@@ -84,11 +84,12 @@ def write_table(result: TuneResult, out: TextIO) -> None:
     printer = Printer(out)
     table = Table(title=f"Pareto front of {result.base}: {len(result.front)} point(s) of {len(result.points)} trial(s)")
     table.add_column("point", justify="right", essential=True)
-    for head in _heads(result):
-        table.add_column(head, justify="right", essential=True, overflow="fold")
+    for head, short in _heads(result):
+        table.add_column(head, justify="right", essential=True, overflow="fold", short=short)
     shown = [o for o in result.shown() if o in result.base_point.scores]
     for o in shown:
-        table.add_column(column(o).replace("_", " "), justify="right", essential=True, no_wrap=True)
+        table.add_column(column(o).replace("_", " "), justify="right", essential=True, no_wrap=True,
+                         short=SHORT.get(column(o)))
     table.add_column("cost", justify="right", no_wrap=True)
     base = result.base_point
     table.add_row("base", *_point_values(result, result.base_point.values), *[_pct(base.scores[o]) for o in shown],
@@ -123,13 +124,18 @@ def write_json(result: TuneResult, out: TextIO) -> None:
                          orjson.OPT_INDENT_2).decode() + "\n")
 
 
-def _heads(result: TuneResult) -> list[str]:
-    """The searched keys' columns: the harness's own settings where its were searched."""
+#: the objectives' short headers, for a narrow terminal
+SHORT = {"cost_saving": "saving", "retention": "retain", "reduction": "tokens"}
+
+
+def _heads(result: TuneResult) -> list[tuple[str, str]]:
+    """The searched keys' columns and their short headers: the harness's own settings where its
+    were searched."""
     if result.harness is not None:
         from ..corpus.harness_settings import harness
 
-        return [k.setting for k in harness(result.harness).knobs]
-    return [p.key for p in result.params]
+        return [(k.setting, k.short or k.setting) for k in harness(result.harness).knobs]
+    return [(p.key, p.key.rsplit(".", 1)[-1]) for p in result.params]
 
 
 def _point_values(result: TuneResult, values: dict[str, object]) -> list[str]:
