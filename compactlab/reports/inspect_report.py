@@ -51,7 +51,7 @@ def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
             for b in info["recorded_cache_breaks"][:10])))
     if info.get("recorded_compactions"):
         rows.append(("recorded compactions", ", ".join(
-            f"before message {c['message_index']} ({c['trigger']}, {c['pre_tokens']} tokens)" for c in info["recorded_compactions"])))
+            _compaction(c) for c in info["recorded_compactions"])))
     done = info.get("already_compacted") or {}
     if any(done.values()):
         rows.append(("already compacted by Claude Code", ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in done.items())))
@@ -150,6 +150,11 @@ def sessions_md(rows: list[dict[str, Any]], out: TextIO) -> None:
     lines += [f"| {md_cell(r['transcript'])} | {r['format']} | {r['bytes']} | {r['calls']} | {r['tool_calls']} | "
               f"{r['recorded_tokens']} | {r['compactions']} |" for r in rows]
     out.write("\n".join(lines) + "\n")
+
+
+def _compaction(c: dict[str, Any]) -> str:
+    size = f"{c['pre_tokens']:,} tokens" if c["pre_tokens"] is not None else "size not recorded"
+    return f"before message {c['message_index']} ({c['trigger'] or 'trigger not recorded'}, {size})"
 
 
 def describe(row: dict[str, Any]) -> str:

@@ -41,6 +41,8 @@ def sniff(objects: list[dict]) -> float:
     hits = 0
     for o in objects:
         t = o.get("type")
+        if "systemPayload" in o or "usageMetadata" in o or isinstance((o.get("message") or {}).get("parts"), list):
+            continue  # (Gemini-shaped: a Qwen Code record, whose envelope is this one's)
         if isinstance(o.get("message"), dict) and t in ("user", "assistant"):
             hits += 1
         elif t in ENVELOPE_TYPES and ("sessionId" in o or "uuid" in o or "messageId" in o or "leafUuid" in o):

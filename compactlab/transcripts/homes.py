@@ -12,7 +12,13 @@ documentation (or code) says, and the sessions there, filtered by time, project 
   extension's global storage (VS Code, its Insiders build, VSCodium and Cursor; on Linux under
   ``~/.config``, on macOS under ``~/Library/Application Support``).
 
-OpenCode keeps its sessions as parts in a store of its own, which compactlab does not read.
+- **Pi**: ``--<cwd>--/*.jsonl`` under ``$PI_CODING_AGENT_DIR/sessions`` (else
+  ``~/.pi/agent/sessions``); a session's project is its folder's name (the working folder).
+- **OpenClaw**: ``~/.openclaw/agents/<agent>/sessions/*.jsonl`` (Pi's format); a session's
+  project is its agent.
+- **Qwen Code**: ``projects/<project>/chats/*.jsonl`` under ``$QWEN_HOME`` (else ``~/.qwen``).
+
+OpenCode keeps its sessions as parts in a store of its own, which compactlab does not read yet.
 
 ``--since`` and ``--until`` (``7d``, ``12h``, ``2w``, or a date ``2026-11-01``) keep the sessions
 last written in that time, ``--project NAME`` those whose project holds NAME, ``--harness NAME``
@@ -30,7 +36,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 
-HARNESSES = ("claude-code", "codex", "gemini-cli", "cline", "roo", "kilo")
+HARNESSES = ("claude-code", "codex", "gemini-cli", "cline", "roo", "kilo", "pi", "openclaw", "qwen")
 #: the VS Code extensions that keep Cline-format task histories, by harness
 _EXTENSIONS = {"cline": "saoudrizwan.claude-dev", "roo": "rooveterinaryinc.roo-cline", "kilo": "kilocode.kilo-code"}
 #: the VS Code builds whose global storage is searched
@@ -61,6 +67,11 @@ def homes(env: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
         out.append(("claude-code", root / "projects"))
     out.append(("codex", _expanded(env.get("CODEX_HOME") or str(home / ".codex"), "CODEX_HOME") / "sessions"))
     out.append(("gemini-cli", home / ".gemini" / "tmp"))
+    pi = env.get("PI_CODING_AGENT_DIR")
+    out.append(("pi", (_expanded(pi, "PI_CODING_AGENT_DIR") if pi else home / ".pi" / "agent") / "sessions"))
+    out.append(("openclaw", home / ".openclaw" / "agents"))
+    qwen = env.get("QWEN_HOME")
+    out.append(("qwen", (_expanded(qwen, "QWEN_HOME") if qwen else home / ".qwen") / "projects"))
     storage = [home / ".config", home / "Library" / "Application Support"]
     for harness, extension in _EXTENSIONS.items():
         for base in storage:
@@ -88,6 +99,12 @@ def _sessions(harness: str, root: Path) -> list[tuple[Path, str]]:
     if harness == "gemini-cli":
         return [(f, f.parent.parent.name) for pattern in ("*/chats/session-*.json", "*/chats/session-*.jsonl")
                 for f in sorted(root.glob(pattern)) if f.is_file()]
+    if harness == "pi":
+        return [(f, f.parent.name.strip("-")) for f in sorted(root.glob("*/*.jsonl")) if f.is_file()]
+    if harness == "openclaw":
+        return [(f, f.parent.parent.name) for f in sorted(root.glob("*/sessions/*.jsonl")) if f.is_file()]
+    if harness == "qwen":
+        return [(f, f.parent.parent.name) for f in sorted(root.glob("*/chats/*.jsonl")) if f.is_file()]
     return [(f, f.parent.name) for f in sorted(root.glob("*/api_conversation_history.json")) if f.is_file()]
 
 
@@ -172,7 +189,7 @@ def looked(found: list[Home], env: Mapping[str, str] | None = None) -> str:
 
     if not found:
         return "no sessions: none of the harnesses' homes is on this machine (~/.claude/projects, ~/.codex/sessions, " \
-               "~/.gemini/tmp, the Cline/Roo task folders)"
+               "~/.gemini/tmp, the Cline/Roo task folders, ~/.pi/agent/sessions, ~/.openclaw/agents, ~/.qwen/projects)"
     parts = [f"{short(h.path)} ({h.harness}): {len(h.kept)}" + (f" of {h.found}" if len(h.kept) != h.found else "")
              for h in found]
     return f"sessions found: {sum(len(h.kept) for h in found)}, in " + "; ".join(parts)
