@@ -768,7 +768,7 @@ def inspect(transcripts: tuple[str, ...], **o: Any) -> None:
     """
     from .overview import overview, session_rows
     from .reports.inspect_report import INSPECT_WRITERS, SESSIONS_WRITERS
-    from .transcripts import load_transcript
+    from .transcripts import load_transcript, one_session
 
     quiet, fmt, input_format, skip = o["quiet"], o["fmt"], o["input_format"], o["skip_bad_lines"]
     if o["audit"]:
@@ -776,8 +776,7 @@ def inspect(transcripts: tuple[str, ...], **o: Any) -> None:
         return
     if o["settings"]:
         raise UsageError("--setting is read with --compactions", hint="add --compactions")
-    if len(transcripts) == 1 and not os.path.isdir(transcripts[0]) and os.path.exists(transcripts[0]) and not any(
-            o.get(k) for k in ("since", "until")):
+    if len(transcripts) == 1 and one_session(transcripts[0]) and not any(o.get(k) for k in ("since", "until")):
         with collector_off():
             loaded = load_transcript(transcripts[0], input_format, skip_bad_lines=skip)
         INSPECT_WRITERS[fmt](overview(loaded, top=o["top"]), sys.stdout)
@@ -796,10 +795,10 @@ def _audit_compactions(transcripts: tuple[str, ...], o: dict[str, Any]) -> None:
     """``inspect --compactions``: each session's recorded compactions audited (``audit.py``)."""
     from .audit import audit, settings_for
     from .reports.inspect_report import COMPACTIONS_WRITERS
-    from .transcripts import load_transcript
+    from .transcripts import load_transcript, one_session
 
     settings = settings_for(o["settings"])
-    files = (list(transcripts) if len(transcripts) == 1 and os.path.isfile(transcripts[0])
+    files = (list(transcripts) if len(transcripts) == 1 and one_session(transcripts[0])
              else _inputs(transcripts, o["subagents"], o["quiet"], o))
     audits = []
     with collector_off():

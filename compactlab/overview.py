@@ -205,7 +205,9 @@ def session_row(transcript: Transcript) -> dict[str, Any]:
     return {
         "transcript": transcript.path,
         "format": transcript.format,
-        "bytes": os.path.getsize(transcript.path),
+        # (a session of a store, OpenCode's: the bytes of its rows, as its loader counted them)
+        "bytes": os.path.getsize(transcript.path) if os.path.isfile(transcript.path) else
+        int(transcript.metadata.get("bytes", 0)),
         "calls": len(transcript.call_positions),
         "tool_calls": sum(len(e.tool_use_ids) for e in transcript.entries),
         "recorded_tokens": sum(prompt_tokens(u) for u in transcript.usage.values()),

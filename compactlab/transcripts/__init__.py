@@ -14,17 +14,17 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import InputError
-from . import (anthropic_messages, claude_code, cline, codex, gemini_cli, mini_swe_agent, openai_chat, openhands, otlp, pi,
-               qwen, swe_agent)
+from . import (anthropic_messages, claude_code, cline, codex, gemini_cli, mini_swe_agent, openai_chat, opencode, openhands,
+               otlp, pi, qwen, swe_agent)
 from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream
 from .reader import Head, UnknownFormat, is_document, read_document, read_head
 
 FORMATS: dict[str, ModuleType] = {
     m.NAME: m for m in (anthropic_messages, claude_code, codex, openai_chat, mini_swe_agent, swe_agent, openhands, otlp,
-                        gemini_cli, cline, pi, qwen)
+                        gemini_cli, cline, pi, qwen, opencode)
 }
 
-__all__ = ["FORMATS", "FolderFile", "RecordedCompaction", "UnknownFormat", "Transcript", "TranscriptBuilder", "TranscriptStream", "detect_format",
+__all__ = ["FORMATS", "FolderFile", "one_session", "RecordedCompaction", "UnknownFormat", "Transcript", "TranscriptBuilder", "TranscriptStream", "detect_format",
            "expand_inputs", "load_transcript", "open_transcript", "skipped_subagents", "subagent_sessions"]
 
 SESSION_GLOBS = ("*.jsonl", "*.jsonl.gz", "*.jsonl.zst", "*.json", "*.traj")
@@ -36,10 +36,24 @@ class FolderFile(str):
     and said, rather than stopping the command."""
 
 
+def one_session(path: str) -> bool:
+    """Whether ``path`` names one session: a file (not a store of many, such as OpenCode's
+    database), or a session of a store (``STORE#SESSION``)."""
+    import os
+
+    return (os.path.isfile(path) and not opencode.is_store(path)) or opencode.in_store(path) is not None
+
+
 def _detect(path: str, head: Head | None = None) -> tuple[str, dict[str, Any]]:
     """(format name, what detection read for the loader: the parsed document of a JSON document
     file, or the parsed head of a JSONL file: ``head`` if the caller read it already)."""
     read: dict[str, Any]
+    if head is None and opencode.in_store(path) is not None:
+        return opencode.NAME, {}
+    if head is None and opencode.is_store(path):
+        raise UnknownFormat(f"{path}: an SQLite store of many sessions, not one transcript",
+                            hint="give the store as a folder's file (compactlab inspect STORE lists its sessions), "
+                                 "or one session as STORE#SESSION")
     if head is None and is_document(path):
         read = {"document": read_document(path)}
         scores = {n: m.sniff_document(read["document"][0]) for n, m in FORMATS.items() if hasattr(m, "sniff_document")}
@@ -151,6 +165,13 @@ def _expand(paths: list[str] | tuple[str, ...], subagents: bool) -> tuple[list[s
             if not matched:
                 raise InputError(f"{p}: no file matches", hint="quote a pattern only to let compactlab expand it")
             out.extend(FolderFile(f) for f in matched)
+            continue
+        if opencode.is_store(p):  # (a store of sessions: each a transcript, a sub-session a subagent's)
+            sessions_in = opencode.store_sessions(p)
+            out.extend(FolderFile(name) for name, sub, _, _ in sessions_in if not sub)
+            found_agents.extend(name for name, sub, _, _ in sessions_in if sub)
+            if subagents:
+                out.extend(FolderFile(name) for name, sub, _, _ in sessions_in if sub)
             continue
         if not os.path.isdir(p):
             out.append(p)

@@ -18,7 +18,10 @@ documentation (or code) says, and the sessions there, filtered by time, project 
   project is its agent.
 - **Qwen Code**: ``projects/<project>/chats/*.jsonl`` under ``$QWEN_HOME`` (else ``~/.qwen``).
 
-OpenCode keeps its sessions as parts in a store of its own, which compactlab does not read yet.
+- **OpenCode**: the sessions of ``opencode*.db`` (and the legacy ``storage/session/*/*.json``) in
+  ``$OPENCODE_DATA_DIR``, else ``~/.local/share/opencode``; **Kilo CLI**, its fork, the same in
+  ``~/.local/share/kilo`` (``kilo*.db``). A session's project is its folder; a sub-session (a
+  task's) is a subagent's; a session's time is when the store says it was last updated.
 
 ``--since`` and ``--until`` (``7d``, ``12h``, ``2w``, or a date ``2026-11-01``) keep the sessions
 last written in that time, ``--project NAME`` those whose project holds NAME, ``--harness NAME``
@@ -36,7 +39,8 @@ from pathlib import Path
 
 from ..errors import UsageError
 
-HARNESSES = ("claude-code", "codex", "gemini-cli", "cline", "roo", "kilo", "pi", "openclaw", "qwen")
+HARNESSES = ("claude-code", "codex", "gemini-cli", "cline", "roo", "kilo", "pi", "openclaw", "qwen", "opencode",
+             "kilo-cli")
 #: the VS Code extensions that keep Cline-format task histories, by harness
 _EXTENSIONS = {"cline": "saoudrizwan.claude-dev", "roo": "rooveterinaryinc.roo-cline", "kilo": "kilocode.kilo-code"}
 #: the VS Code builds whose global storage is searched
@@ -72,6 +76,9 @@ def homes(env: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
     out.append(("openclaw", home / ".openclaw" / "agents"))
     qwen = env.get("QWEN_HOME")
     out.append(("qwen", (_expanded(qwen, "QWEN_HOME") if qwen else home / ".qwen") / "projects"))
+    opencode = env.get("OPENCODE_DATA_DIR")
+    out.append(("opencode", _expanded(opencode, "OPENCODE_DATA_DIR") if opencode else home / ".local" / "share" / "opencode"))
+    out.append(("kilo-cli", home / ".local" / "share" / "kilo"))
     storage = [home / ".config", home / "Library" / "Application Support"]
     for harness, extension in _EXTENSIONS.items():
         for base in storage:
@@ -90,8 +97,28 @@ def _expanded(path: str, variable: str) -> Path:
                          hint=f"set {variable} to a folder, or unset it") from None
 
 
-def _sessions(harness: str, root: Path) -> list[tuple[Path, str]]:
+#: a session found: its path (a file, or a store's ``STORE#SESSION``), its project, and when it was
+#: last written where that is not its file's (a store's session: as the store says)
+Found = tuple[Path, str] | tuple[Path, str, float]
+
+
+def _stores(harness: str, root: Path, sub: bool) -> list[Found]:
+    """The sessions (``sub``: the sub-sessions) of an OpenCode-schema store in ``root``."""
+    from .opencode import is_store, store_sessions
+
+    out: list[Found] = []
+    for db in sorted(root.glob("kilo*.db" if harness == "kilo-cli" else "opencode*.db")):
+        if is_store(str(db)):
+            out += [(Path(name), Path(folder).name, when) for name, child, when, folder in store_sessions(str(db))
+                    if child == sub]
+    return out
+
+
+def _sessions(harness: str, root: Path) -> list[Found]:
     """The session files of one home, each with its project."""
+    if harness in ("opencode", "kilo-cli"):
+        return _stores(harness, root, False) + [(f, f.parent.name) for f in sorted(root.glob("storage/session/*/*.json"))
+                                                if f.is_file()]
     if harness == "claude-code":
         return [(f, f.parent.name) for f in sorted(root.glob("*/*.jsonl")) if f.is_file()]
     if harness == "codex":
@@ -108,9 +135,11 @@ def _sessions(harness: str, root: Path) -> list[tuple[Path, str]]:
     return [(f, f.parent.name) for f in sorted(root.glob("*/api_conversation_history.json")) if f.is_file()]
 
 
-def _agents(harness: str, root: Path) -> list[tuple[Path, str]]:
+def _agents(harness: str, root: Path) -> list[Found]:
     """The subagents' sessions of one home, each with its project (the folder form's rule:
-    ``subagents/`` beside a session, or inside its folder)."""
+    ``subagents/`` beside a session, or inside its folder; a store's sub-sessions)."""
+    if harness in ("opencode", "kilo-cli"):
+        return _stores(harness, root, True)
     if harness != "claude-code":
         return []
     found = {f for pattern in ("*/subagents/*.jsonl", "*/*/subagents/*.jsonl") for f in root.glob(pattern) if f.is_file()}
@@ -162,15 +191,15 @@ def find(since: float | None = None, until: float | None = None, project: str | 
     return out
 
 
-def _kept(found: list[tuple[Path, str]], since: float | None, until: float | None, project: str | None) -> list[str]:
+def _kept(found: list[Found], since: float | None, until: float | None, project: str | None) -> list[str]:
     """The sessions that pass the filters."""
     kept = []
-    for path, proj in found:
+    for path, proj, *written in found:
         if project is not None and project.lower() not in proj.lower():
             continue
         if since is not None or until is not None:
             try:
-                mtime = path.stat().st_mtime
+                mtime = written[0] if written else path.stat().st_mtime
             except OSError:
                 continue
             if (since is not None and mtime < since) or (until is not None and mtime > until):
@@ -188,8 +217,9 @@ def looked(found: list[Home], env: Mapping[str, str] | None = None) -> str:
         return "~" + p[len(home):] if home and p.startswith(home + os.sep) else p
 
     if not found:
-        return "no sessions: none of the harnesses' homes is on this machine (~/.claude/projects, ~/.codex/sessions, " \
-               "~/.gemini/tmp, the Cline/Roo task folders, ~/.pi/agent/sessions, ~/.openclaw/agents, ~/.qwen/projects)"
+        return ("no sessions: none of the harnesses' homes is on this machine (~/.claude/projects, ~/.codex/sessions, "
+                "~/.gemini/tmp, the Cline/Roo task folders, ~/.pi/agent/sessions, ~/.openclaw/agents, ~/.qwen/projects, "
+                "~/.local/share/opencode, ~/.local/share/kilo)")
     parts = [f"{short(h.path)} ({h.harness}): {len(h.kept)}" + (f" of {h.found}" if len(h.kept) != h.found else "")
              for h in found]
     return f"sessions found: {sum(len(h.kept) for h in found)}, in " + "; ".join(parts)

@@ -51,8 +51,11 @@ class Opening:
 
     @cached_property
     def head(self) -> Head | None:
-        """The parsed first lines of a line-per-message file (None: a whole JSON document)."""
-        return None if is_document(self.path) else read_head(self.path)
+        """The parsed first lines of a line-per-message file (None: a whole JSON document, or a
+        session of a store, read whole)."""
+        from ...transcripts.opencode import in_store
+
+        return None if in_store(self.path) or is_document(self.path) else read_head(self.path)
 
     @property
     def streamed(self) -> bool:
