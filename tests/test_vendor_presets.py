@@ -14,7 +14,7 @@ from compactlab.summarizers import StubSummarizer
 from helpers import SAMPLES, asst, context, results, tool_session, tr, tu, user, write_jsonl
 
 VENDOR = ["claude-code", "codex", "gemini-cli", "opencode", "goose", "anthropic-clear-tool-uses", "openhands",
-          "observation-masking"]
+          "observation-masking", "pi"]
 
 
 @pytest.mark.parametrize("preset", VENDOR)

@@ -51,6 +51,8 @@ class Harness:
     no_off: str = ""
     #: what the harness ignores, said beside the suggestion
     ignored: str = ""
+    #: the preset's default is not the harness's own default: the setting is printed even for it
+    always_set: bool = False
 
     def space(self) -> list[str]:
         """The ``--space`` items of the harness's knobs, in its preset's keys."""
@@ -67,8 +69,10 @@ CLAUDE_WINDOW = 200_000
 CODEX_WINDOW, CODEX_LIMIT = 272_000, 244_800
 #: Gemini CLI's token limit for gemini-2.5-pro (the gemini-cli preset's window)
 GEMINI_WINDOW = 1_048_576
-#: OpenCode's window on a 200,000-token model (the opencode preset's)
-OPENCODE_WINDOW = 200_000
+#: OpenCode's usable window on a 200,000-token model before compaction.reserved: the window less the
+#: output reserve, min(max output, 32,000) (the opencode preset's trigger; sst/opencode session/overflow.ts
+#: subtracts compaction.reserved from it, by default min(20,000, max output))
+OPENCODE_USABLE = 168_000
 
 
 def _claude(s: dict[str, Any]) -> list[str]:
@@ -151,9 +155,9 @@ TABLE: dict[str, Harness] = {h.name: h for h in (
             no_off="compactlab knows no Gemini CLI setting that turns chat compression off"),
     Harness("opencode", "OpenCode", "opencode", (
         Knob("compaction.reserved", "summary.trigger",
-             tuple(OPENCODE_WINDOW - r for r in range(120_000, 0, -8_000)),
-             shown=lambda t: OPENCODE_WINDOW - t, read=lambda r: OPENCODE_WINDOW - int(r), short="reserved"),),
-            _opencode,
+             tuple(OPENCODE_USABLE - r for r in range(88_000, -1, -4_000)),
+             shown=lambda t: OPENCODE_USABLE - t, read=lambda r: OPENCODE_USABLE - int(r), short="reserved"),),
+            _opencode, always_set=True,
             off=('opencode.json: {"compaction": {"auto": false, "prune": false}}',)),
     Harness("langchain", "LangChain SummarizationMiddleware", "langchain-summarization", (
         Knob("trigger", "custom.settings.trigger_fraction", _steps(0.5, 0.95, 0.05)),
@@ -207,7 +211,7 @@ def paste(name: str, values: dict[str, Any] | None, default: bool) -> list[str]:
     h = TABLE[name]
     if values is None:
         return list(h.off) or [f"none: {h.no_off}"]
-    if default:
+    if default and not h.always_set:
         return [f"no setting: {h.title}'s default"]
     return h.render(h.setting_values(values))
 
@@ -307,8 +311,9 @@ SETTINGS: dict[str, list[tuple[str, str, str, str, str]]] = {
          "summary.trigger = that share of 1,048,576"),
     ],
     "opencode": [
-        ("compaction.reserved", "opencode.json", "tokens", "min(the model's max output, 32,000): 32,000",
-         "summary.trigger = the window (200,000) less it"),
+        ("compaction.reserved", "opencode.json", "tokens", "min(20,000, the model's max output) in the current source "
+         "(session/overflow.ts); none before it (the preset's 168,000)",
+         "summary.trigger = 168,000 (the window less the 32,000 output reserve) less it"),
         ("compaction.auto / compaction.prune", "opencode.json", "true / false", "true / true",
          "summary.enabled / micro.enabled"),
     ],

@@ -196,6 +196,9 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
         if isinstance(first.get(key), str):
             builder.metadata[key] = first[key]
     builder.metadata.update(off_chain_records=off, sidechain_records=sidechain)
+    windows = [o["contextWindowSize"] for o in chain if type(o.get("contextWindowSize")) is int and o["contextWindowSize"] > 0]
+    if windows:  # (the window Qwen Code itself used: the user's override, or the model's token limit)
+        builder.metadata["model_context_window"] = windows[-1]
     r = _Reader(builder)
     for o in chain:
         try:

@@ -45,8 +45,10 @@ def test_the_forms_parse_as_the_harness_reads_them():
     assert tomllib.loads("\n".join(codex[1:])) == {"model_auto_compact_token_limit": 180_000}
     gemini = paste("gemini-cli", {"summary.trigger": int(1_048_576 * 0.35)}, False)
     assert json.loads(gemini[0].partition(": ")[2]) == {"model": {"compressionThreshold": 0.35}}
-    oc = paste("opencode", {"summary.trigger": 160_000}, False)
-    assert json.loads(oc[0].partition(": ")[2]) == {"compaction": {"reserved": 40_000}}
+    oc = paste("opencode", {"summary.trigger": 148_000}, False)  # (the current source's default: 168,000 - 20,000)
+    assert json.loads(oc[0].partition(": ")[2]) == {"compaction": {"reserved": 20_000}}
+    # the preset's default is not the current OpenCode's: its setting is printed, not "no setting"
+    assert paste("opencode", {"summary.trigger": 168_000}, True) == ['opencode.json: {"compaction": {"reserved": 0}}']
     api = paste("anthropic-api", {"micro.trigger_tokens": 60_000, "micro.keep_recent": 4, "micro.clear_at_least": 5_000},
                 False)
     edit = json.loads(api[0].partition("): ")[2])["context_management"]["edits"][0]

@@ -96,3 +96,18 @@ def test_inspect_with_no_path_finds_the_pi_and_qwen_sessions_of_a_home(cli, tmp_
     doc = json.loads(r.stdout)
     formats = sorted(s["format"] for s in doc["sessions"]) if "sessions" in doc else None
     assert formats == ["pi", "qwen"], doc.keys()
+
+
+def test_the_pi_preset_measures_the_context_as_pi_does():
+    """Pi's defaults (DEFAULT_COMPACTION_SETTINGS: reserveTokens 16,384, keepRecentTokens 20,000)
+    and its trigger measured as shouldCompact measures it (the last call's recorded usage): with
+    the window lowered to the built session's size, the preset fires before the call where Pi
+    recorded its compaction (the session's 3,730 tokens after call 2 pass 3,700)."""
+    p = load_policy("pi")
+    assert (p.summary.trigger, p.summary.measure, p.summary.keep_tail_fraction) == (200_000 - 16_384, "recorded", 0.11)
+    t = load_transcript(str(DATA / "built-tree-compaction.jsonl"))
+    run = replay(t, load_policy("pi", ["summary.trigger=3700"]))
+    fired = [e.call for e in run.events if "summary" in e.layers]
+    from bisect import bisect_left
+
+    assert fired[:1] == [bisect_left(t.call_positions, t.compactions[0].position)], fired

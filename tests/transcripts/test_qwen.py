@@ -57,3 +57,11 @@ def test_a_qwen_home_is_found_and_its_compression_audited(cli, tmp_path):
     doc = json.loads(cli("inspect", "--compactions", chats / "4b2d8f1e.jsonl", "--format", "json").stdout)
     [row] = doc["sessions"][0]["compactions"]
     assert row["tokens_before"] == 13_100 and row["tokens_after"] == 2400
+
+
+def test_the_window_is_the_one_qwen_code_recorded():
+    from compactlab.engine.window import resolve
+
+    t = load_transcript(str(DATA / "built-compression.jsonl"))
+    w = resolve(fmt=t.format, model=t.model, metadata=t.metadata, usage=t.usage.values(), compactions=t.compactions)
+    assert (w.tokens, w.source) == (1_000_000, "the recording's model_context_window")
