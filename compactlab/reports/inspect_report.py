@@ -18,6 +18,18 @@ def write_json(info: dict[str, Any], out: TextIO) -> None:
     out.write(json_bytes(info).decode("utf-8") + "\n")
 
 
+#: the formats' own facts (their ``inspect_facts``) shown as a line each, where present
+FORMAT_FACTS = {
+    "other_branch_entries": "entries of other branches (not replayed)",
+    "off_chain_records": "records off the conversation's chain (a rewind; not replayed)",
+    "sidechain_records": "subagent records (not replayed)",
+    "pruned_outputs": "tool outputs the harness pruned (sent cleared; read whole)",
+    "compaction_requests": "compaction requests (their summaries: the recorded compactions)",
+    "calls_usage": "usage per call",
+    "harness_cost_usd": "cost as the harness priced it (its own price table)",
+}
+
+
 def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
     rows = [("format", info["format"]), ("messages", f"{info['messages']:,}"), ("calls", f"{info['calls']:,}"),
             ("tool calls", f"{info['tool_calls']:,}"), ("message chars", f"{info['raw_chars']:,}")]
@@ -65,6 +77,15 @@ def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("inline subagents (sidechain lines, not replayed)", f"{info['sidechain_lines']:,} line(s){side}"))
     if info.get("other_roles"):
         rows.append(("other roles (metadata)", ", ".join(f"{r['role']} ({r['chars']:,} chars)" for r in info["other_roles"])))
+    for key, label in FORMAT_FACTS.items():
+        if info.get(key):
+            value = info[key]
+            rows.append((label, f"${value:,.4f}" if key.endswith("_usd") else f"{value:,}" if isinstance(value, int)
+                         else str(value)))
+    for model, t in (info.get("session_totals") or {}).items():
+        rows.append((f"session totals, {model} (recorded)",
+                     f"input {t['inputTokens']:,}, cache reads {t['cacheReadTokens']:,}, cache writes "
+                     f"{t['cacheWriteTokens']:,}, output {t['outputTokens']:,}"))
     if info.get("invalid_arguments"):
         rows.append(("tool arguments that are not JSON", str(info["invalid_arguments"])))
     if info.get("exit_status"):

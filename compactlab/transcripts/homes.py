@@ -18,6 +18,8 @@ documentation (or code) says, and the sessions there, filtered by time, project 
   project is its agent.
 - **Qwen Code**: ``projects/<project>/chats/*.jsonl`` under ``$QWEN_HOME`` (else ``~/.qwen``).
 
+- **Copilot CLI**: ``~/.copilot/session-state/<id>/events.jsonl``; a session's project is the
+  working folder its first event records.
 - **OpenCode**: the sessions of ``opencode*.db`` (and the legacy ``storage/session/*/*.json``) in
   ``$OPENCODE_DATA_DIR``, else ``~/.local/share/opencode``; **Kilo CLI**, its fork, the same in
   ``~/.local/share/kilo`` (``kilo*.db``). A session's project is its folder; a sub-session (a
@@ -40,7 +42,7 @@ from pathlib import Path
 from ..errors import UsageError
 
 HARNESSES = ("claude-code", "codex", "gemini-cli", "cline", "roo", "kilo", "pi", "openclaw", "qwen", "opencode",
-             "kilo-cli")
+             "kilo-cli", "copilot")
 #: the VS Code extensions that keep Cline-format task histories, by harness
 _EXTENSIONS = {"cline": "saoudrizwan.claude-dev", "roo": "rooveterinaryinc.roo-cline", "kilo": "kilocode.kilo-code"}
 #: the VS Code builds whose global storage is searched
@@ -79,6 +81,7 @@ def homes(env: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
     opencode = env.get("OPENCODE_DATA_DIR")
     out.append(("opencode", _expanded(opencode, "OPENCODE_DATA_DIR") if opencode else home / ".local" / "share" / "opencode"))
     out.append(("kilo-cli", home / ".local" / "share" / "kilo"))
+    out.append(("copilot", home / ".copilot" / "session-state"))
     storage = [home / ".config", home / "Library" / "Application Support"]
     for harness, extension in _EXTENSIONS.items():
         for base in storage:
@@ -121,6 +124,8 @@ def _sessions(harness: str, root: Path) -> list[Found]:
                                                 if f.is_file()]
     if harness == "claude-code":
         return [(f, f.parent.name) for f in sorted(root.glob("*/*.jsonl")) if f.is_file()]
+    if harness == "copilot":
+        return [(f, Path(_codex_project(f)).name) for f in sorted(root.glob("*/events.jsonl")) if f.is_file()]
     if harness == "codex":
         return [(f, _codex_project(f)) for f in sorted(root.glob("*/*/*/rollout-*.jsonl*")) if f.is_file()]
     if harness == "gemini-cli":
@@ -147,7 +152,8 @@ def _agents(harness: str, root: Path) -> list[Found]:
 
 
 def _codex_project(path: Path) -> str:
-    """The working folder a Codex rollout's first line (its session_meta) records ("" if none)."""
+    """The working folder a session's first line records ("" if none): a Codex rollout's
+    session_meta, a Copilot CLI session's session.start."""
     try:
         with open(path, "rb") as f:
             head = f.readline(65536)
@@ -219,7 +225,7 @@ def looked(found: list[Home], env: Mapping[str, str] | None = None) -> str:
     if not found:
         return ("no sessions: none of the harnesses' homes is on this machine (~/.claude/projects, ~/.codex/sessions, "
                 "~/.gemini/tmp, the Cline/Roo task folders, ~/.pi/agent/sessions, ~/.openclaw/agents, ~/.qwen/projects, "
-                "~/.local/share/opencode, ~/.local/share/kilo)")
+                "~/.local/share/opencode, ~/.local/share/kilo, ~/.copilot/session-state)")
     parts = [f"{short(h.path)} ({h.harness}): {len(h.kept)}" + (f" of {h.found}" if len(h.kept) != h.found else "")
              for h in found]
     return f"sessions found: {sum(len(h.kept) for h in found)}, in " + "; ".join(parts)
