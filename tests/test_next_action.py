@@ -217,7 +217,7 @@ def test_the_table_says_what_agreement_means(cli, fake, tmp_path):
     r = cli("next-action", fake.session, "-p", "observation-masking", "-p", "none", "--samples", "4",
             "--out", tmp_path / "out")
     assert r.exit_code == 0, r.stderr
-    assert "next-action agreement: claude-haiku-4-5" in r.stdout and "the same tool and target" in r.stdout
+    assert "next-action agreement: claude-haiku-4-5" in r.stdout and "the same tool, and every other field" in r.stdout
     assert "none: no call's context differs from no compaction's: nothing to ask" in r.stdout
 
 

@@ -131,6 +131,11 @@ def _next_action_gate(agreement: Any, margin: float, notify: Notify) -> list[str
         if p.difference_interval is None:  # (a stratum with candidates and no answered sample)
             notify(f"next-action {p.policy}: {getattr(p, 'unknown', None) or 'no estimate'}", False)
             continue
+        if getattr(p, "tells_nothing", False):  # (neither fails nor passes the policy on it: said)
+            from ..reports.next_action_report import nothing_line
+
+            notify(f"next-action {nothing_line(p.policy, p.control_agreement, p.chance_agreement)}", False)
+            continue
         low, high = p.difference_interval
         line = (f"next-action {p.policy}: agreement {p.agreement:.0%} on its context, {p.control_agreement:.0%} on the "
                 f"control over {p.samples} sample(s): difference {p.difference * 100:+.0f} points [{low * 100:+.0f}, "

@@ -24,7 +24,7 @@ from ..engine.policy import Policy, load_policy
 from ..engine.cost.prices import ModelPrices
 from ..engine.loop import replay
 from ..transcripts import Transcript
-from .actions import Action, action_of, agree, chance, repeats
+from .actions import RULE, Action, action_of, agree, chance, repeats
 from .models import Asker, ModelOptions, Reply
 from .requests import Pair, Tools, build_pair, pair_cost, system_of, tools_of, usage_cost
 from .sampling import Candidate, choose, differs, lost_at
@@ -295,6 +295,9 @@ class PolicyAgreement:
     spent_usd: float  # billed by the usage the API returned (replies from the cache cost nothing)
     #: why there is no estimate over every candidate (a stratum with candidates and no answered sample)
     unknown: str | None = None
+    #: the control (no compaction) agrees with the recording no more than chance: the model asked
+    #: does not do what the agent did even on the full context, so the comparison tells nothing
+    tells_nothing: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -340,7 +343,12 @@ def _tally(p: Plan, name: str) -> PolicyAgreement:
         kept_agreement=_rate(tables[False]), kept_interval=_wilson(tables[False]),
         spent_usd=round(sum(usage_cost(r.usage, p.prices) for s in mine for r in (s.policy_reply, s.control_reply)
                             if r is not None and r.usage), 6),
-        unknown=unknown)
+        unknown=unknown, tells_nothing=est is not None and at_chance(est.control.value, est.chance))
+
+
+def at_chance(control: float, chance: float) -> bool:
+    """Whether the control's agreement is no more than chance's: the comparison tells nothing."""
+    return control <= chance + 1e-12
 
 
 def _paired(samples: list[Sample]) -> Paired:
@@ -384,8 +392,7 @@ class Agreement:
                 f"${self.plan.estimate_usd:,.4f} at most")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "api": self.api, "rule": "at least 2 of tool, target and command class "
-                "(those the recorded action has); text replies: word similarity >= 0.5",
+        return {"model": self.model, "api": self.api, "rule": RULE,
                 "policies": [p.to_dict() for p in self.policies],
                 "estimate_usd": round(self.plan.estimate_usd, 6), "spent_usd": round(self.spent_usd, 6),
                 "sent": self.sent, "interrupted": self.interrupted, "tools": self.plan.tools,

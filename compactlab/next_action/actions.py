@@ -123,6 +123,12 @@ EDITOR_COMMANDS = frozenset({"view", "create", "str_replace", "insert", "undo_ed
                              "replace", "delete"})
 
 
+#: the rule ``agree`` applies, in words (what next_action.json and the reports say of it)
+RULE = ("the same tool, and every other field the recorded action has: for a shell command the same program and "
+        "target, for an editor or another tool the same target (an editor's sub-command may differ); a text reply "
+        f"by word similarity >= {TEXT_SIMILARITY}")
+
+
 def agree(recorded: Action, reply: Action) -> bool:
     """Whether ``reply`` does what ``recorded`` did (the rule in the module's docstring)."""
     if recorded.kind != reply.kind:

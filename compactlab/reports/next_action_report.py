@@ -17,8 +17,9 @@ from .text import csv_cell, json_bytes, md_cell, md_text, visible
 if TYPE_CHECKING:
     from ..next_action import Agreement, Plan
 
-RULE = ("agreement: the reply's first action matches the one the agent recorded next (the same tool and target, "
-        "and for a shell command the same program; a text reply by word similarity ≥ 0.5); above chance: "
+from ..next_action.actions import RULE as AGREE
+
+RULE = (f"agreement: the reply's first action matches the one the agent recorded next ({AGREE}); above chance: "
         "(agreement − chance) / (1 − chance), chance being how often a random recorded action of the same "
         "transcript matches; every figure is over all the candidate calls, the strata's samples weighted by their "
         "shares of them; [low, high]: 95% intervals (stratified Jeffreys)")
@@ -92,6 +93,8 @@ def write_table(result: Agreement, out: TextIO) -> None:
             printer.text(f"{p.policy}: no call's context differs from no compaction's: nothing to ask")
         elif p.unknown:
             printer.text(f"{p.policy}: {p.unknown}")
+        elif p.tells_nothing:
+            printer.text(nothing_line(p.policy, p.control_agreement, p.chance_agreement))
     printer.text(RULE)
     printer.text(asked_line(result.to_dict()))
     printer.text(result.spent_line())
@@ -157,11 +160,18 @@ def _rows(doc: dict[str, Any]) -> list[list[str]]:
     """The table's rows from an Agreement's dict (what a compare keeps in its meta)."""
     return [[p["policy"], f"{p['samples']}" + (f" ({p['failed']} failed)" if p["failed"] else "")
              + (f" ({p['control_refused']} control(s) over the model's window)" if p.get("control_refused") else ""),
-             _interval(p.get("above_chance"), p.get("above_chance_interval")),
+             "tells nothing" if p.get("tells_nothing") else _interval(p.get("above_chance"), p.get("above_chance_interval")),
              _interval(p["agreement"], p["agreement_interval"]), _pct(p.get("chance_agreement")),
              _pct(p["control_agreement"]), _interval(p["difference"], p["difference_interval"], signed=True),
              _stratum(p, "lost"), _stratum(p, "kept")]
             for p in doc["policies"]]
+
+
+def nothing_line(policy: str, control: float | None, chance: float | None) -> str:
+    """What a comparison whose control agrees no more than chance says."""
+    return (f"{policy}: the comparison tells nothing: on no compaction's context the model agrees with the recording "
+            f"{_pct(control)} of the time, no more than chance ({_pct(chance)}), so it does not do what the agent did "
+            "even with everything in view")
 
 
 def _stratum(p: dict[str, Any], h: str) -> str:

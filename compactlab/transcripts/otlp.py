@@ -95,6 +95,15 @@ class Span:
         self.children: list[Span] = []
 
     @property
+    def key(self) -> str:
+        """The span as its trace knows it: span ids are unique in a trace only."""
+        return f"{self.trace}/{self.id}"
+
+    @property
+    def parent_key(self) -> str:
+        return f"{self.trace}/{self.parent}"
+
+    @property
     def operation(self) -> str:
         op = self.attrs.get("gen_ai.operation.name")
         return op if isinstance(op, str) else ""
@@ -178,7 +187,8 @@ def _int(v: Any) -> int:
 
 def spans_of(doc: dict, path: str, shapes: _Shapes | None = None
              ) -> tuple[list[Span], list[tuple[str, str, dict[str, Any]]]]:
-    """The spans of a document, and its log records as (span id, event name, body and attributes)."""
+    """The spans of a document, and its log records as (``trace/span`` id, event name, body and
+    attributes; ``*/span`` for a record that names no trace)."""
     shapes = shapes or _Shapes(False)
     items = shapes.items
     spans: list[Span] = []
@@ -222,8 +232,8 @@ def spans_of(doc: dict, path: str, shapes: _Shapes | None = None
                 attrs = _attributes(r.get("attributes"), shapes)
                 name = r.get("eventName") or attrs.get("event.name") or ""
                 body = value(r.get("body"), shapes)
-                logs.append((str(r["spanId"]), str(name), {**attrs, **(body if isinstance(body, dict) else
-                                                                        {"content": body})}))
+                logs.append((f"{r.get('traceId') or '*'}/{r['spanId']}", str(name),
+                             {**attrs, **(body if isinstance(body, dict) else {"content": body})}))
     return spans, logs
 
 
@@ -546,17 +556,25 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
     except BadField as exc:
         raise InputError(f"{path}: {exc}", hint="--skip-bad-lines skips such records") from None
     spans, log_records, repeated = _once(spans, log_records)
-    by_id = {s.id: s for s in spans}
+    # (a span is its trace's: two traces may use one span id, and a parent is looked up in its own trace)
+    by_id = {s.key: s for s in spans}
     for s in spans:
-        if s.parent and s.parent in by_id and by_id[s.parent] is not s:
-            by_id[s.parent].children.append(s)
+        parent = by_id.get(s.parent_key) if s.parent else None
+        if parent is not None and parent is not s:
+            parent.children.append(s)
     logs: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    for span_id, name, body in log_records:
-        logs.setdefault(span_id, []).append((name, body))
+    traces_of: dict[str, list[str]] = {}
+    for s in spans:
+        traces_of.setdefault(s.id, []).append(s.key)
+    for span_key, name, body in log_records:
+        if span_key.startswith("*/"):  # (a record that names no trace: its span's, where one span has that id)
+            keys = traces_of.get(span_key[2:], [])
+            span_key = keys[0] if len(keys) == 1 else span_key
+        logs.setdefault(span_key, []).append((name, body))
     for s in spans:
         for name, attrs in s.events:
             if name in EVENT_ROLES:
-                logs.setdefault(s.id, []).append((name, attrs))
+                logs.setdefault(s.key, []).append((name, attrs))
     builder = TranscriptBuilder(path, NAME)
     if repeated:
         builder.warnings.append(f"{repeated} span(s) exported more than once (the same trace and span id: an "
@@ -567,13 +585,13 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
         if any(_is_model(d) for d in _walk(s)):
             continue  # a wrapper: its call is the model span inside it
         chain = [s]
-        up = by_id.get(s.parent) if s.parent else None
-        seen = {s.id}
-        while up is not None and up.id not in seen:
-            seen.add(up.id)
+        up = by_id.get(s.parent_key) if s.parent else None
+        seen = {s.key}
+        while up is not None and up.key not in seen:
+            seen.add(up.key)
             if _is_model(up):
                 chain.append(up)
-            up = by_id.get(up.parent) if up.parent else None
+            up = by_id.get(up.parent_key) if up.parent else None
         calls.append(Call(s, chain, _session_of(s, by_id)))
     agents = False
     if not calls:  # no model call: each top-level agent invocation with content is one
@@ -622,7 +640,7 @@ def _once(spans: list[Span], logs: list[tuple[str, str, dict[str, Any]]]
         return spans, logs, 0
     counts: dict[str, int] = {}
     for s in spans:
-        counts[s.id] = counts.get(s.id, 0) + 1
+        counts[s.key] = counts.get(s.key, 0) + 1
     twice = {i for i, n in counts.items() if n > 1}
     out, seen_logs = [], set()
     for record in logs:
@@ -635,27 +653,27 @@ def _once(spans: list[Span], logs: list[tuple[str, str, dict[str, Any]]]
     return kept, out, repeated
 
 
-def _session_of(span: Span, by_id: dict[str, Span]) -> str:
+def _session_of(span: Span, by_id: dict[str, "Span"]) -> str:
     """The span's conversation id (its own or an ancestor's), else its trace."""
     s: Span | None = span
     seen = set()
-    while s is not None and s.id not in seen:
-        seen.add(s.id)
+    while s is not None and s.key not in seen:
+        seen.add(s.key)
         cid = s.attrs.get("gen_ai.conversation.id") or s.attrs.get("session.id")
         if isinstance(cid, str) and cid:
             return cid
-        s = by_id.get(s.parent) if s.parent else None
+        s = by_id.get(s.parent_key) if s.parent else None
     return span.trace
 
 
 def _inside_agent(span: Span, by_id: dict[str, Span]) -> bool:
-    s = by_id.get(span.parent) if span.parent else None
+    s = by_id.get(span.parent_key) if span.parent else None
     seen = set()
-    while s is not None and s.id not in seen:
-        seen.add(s.id)
+    while s is not None and s.key not in seen:
+        seen.add(s.key)
         if s.operation == "invoke_agent":
             return True
-        s = by_id.get(s.parent) if s.parent else None
+        s = by_id.get(s.parent_key) if s.parent else None
     return False
 
 
@@ -674,7 +692,7 @@ def _build(builder: TranscriptBuilder, calls: list[Call], logs: dict[str, list[t
     for k, call in enumerate(calls):
         content = Content()
         for s in call.chain:  # the innermost span's content, else its wrappers'
-            got = content_of(s, logs.get(s.id, []))
+            got = content_of(s, logs.get(s.key, []))
             content.system = content.system or got.system
             content.inputs = content.inputs if content.inputs is not None else got.inputs
             content.output = content.output if content.output is not None else got.output

@@ -349,3 +349,24 @@ def test_a_trace_of_many_calls_loads_in_linear_time(tmp_path):
 
     small, large = cpu(1500), cpu(6000)
     assert large < 8 * small, (small, large)  # (quadratic: 16x)
+
+
+def test_the_same_span_id_in_two_traces_is_two_calls_each_with_its_own_content(tmp_path):
+    """(#58 §4) Span ids are unique within a trace only: two traces that both use "c1" are two calls,
+    each with its own log records and its own parent chain (a record naming no trace joins the one
+    span with its id)."""
+    def log(trace, name, text, at):
+        return {"spanId": "c1", "traceId": trace, "eventName": name, "timeUnixNano": str(at),
+                "body": {"kvlistValue": {"values": [{"key": "content", "value": {"stringValue": text}}]}}}
+
+    first = _span("c1", "chat m", start=1, trace="ta", gen_ai__operation__name="chat", gen_ai__request__model="gpt-4o",
+                  gen_ai__usage__input_tokens=1200, gen_ai__usage__output_tokens=30)
+    second = _span("c1", "chat m", start=5, trace="tb", gen_ai__operation__name="chat",
+                   gen_ai__request__model="gpt-4o", gen_ai__usage__input_tokens=1500, gen_ai__usage__output_tokens=40)
+    logs = [log("ta", "gen_ai.user.message", "question a", 1), log("ta", "gen_ai.choice", "answer a", 2),
+            log("tb", "gen_ai.user.message", "question b", 5), log("tb", "gen_ai.choice", "answer b", 6)]
+    t = load_transcript(_doc(tmp_path, [first, second], logs))
+    assert sorted(u["input_tokens"] for u in t.usage.values()) == [1200, 1500]
+    texts = [_texts(e.message) for e in t.entries]
+    assert texts == ["question a", "answer a", "question b", "answer b"], texts
+    assert not any("exported more than once" in w for w in t.warnings)

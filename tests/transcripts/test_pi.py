@@ -111,3 +111,14 @@ def test_the_pi_preset_measures_the_context_as_pi_does():
     from bisect import bisect_left
 
     assert fired[:1] == [bisect_left(t.call_positions, t.compactions[0].position)], fired
+
+
+def test_the_recorded_cost_is_the_recorded_usage_at_the_published_prices():
+    """The public fixture's recorded tokens priced by hand (claude-sonnet-4-5: $3 input, $0.30 cache
+    read, $3.75 cache write, $15 output per MTok; gpt-4o: $2.50 input, $10 output) equal
+    compactlab's recorded cost of the session."""
+    from compactlab.engine.cost.pricing import recorded_total
+
+    t = load_transcript(str(DATA / "splitrail-session.jsonl"))
+    by_hand = (100 * 3 + 20 * 0.30 + 10 * 3.75 + 50 * 15 + 60 * 2.50 + 30 * 10) / 1e6
+    assert recorded_total(t) == pytest.approx(by_hand, abs=1e-12)
