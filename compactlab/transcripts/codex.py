@@ -33,6 +33,8 @@ from .reader import Head, LineReader
 NAME = "codex"
 DESCRIPTION = "Codex CLI rollouts (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl)"
 
+#: the model of a rollout that records none: a name of no provider, so priced at nothing (said)
+NO_MODEL = "(no model recorded)"
 LINE_TYPES = {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
 _REDACTED = re.compile(r"^\[(REDACTED_[A-Z_]+) len=(\d+) (sha=[0-9a-f]+)\]$")
 
@@ -182,6 +184,11 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
                                 "replayed in the file's order, as written")
     if text.redacted:
         builder.warnings.append(Note(f"{text.redacted} redacted text(s) ([REDACTED_… len=N]) sized as their N characters"))
+    if builder.model is None and not any(u.get("model") for u in builder.usage.values()):
+        # (never another provider's price: a rollout that names no model is unpriced, and says so)
+        builder.model = NO_MODEL
+        builder.warnings.append("the rollout records no model (no turn_context names one): its calls are unpriced "
+                                "(every price 0); --price-model NAME prices them")
     return builder.build(skipped_lines=reader.skipped)
 
 

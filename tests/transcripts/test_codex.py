@@ -150,3 +150,29 @@ def test_a_compacted_line_is_a_recorded_compaction_without_the_shared_folder(tmp
     restarted = replay(t, load_policy("none"), keep_recorded_compactions=True)
     assert restarted.calls[-1].messages == 2 < plain.calls[-1].messages == 5  # the summary and "go on"
     assert restarted.summary.violations_introduced == 0
+
+
+def test_a_rollout_that_names_no_model_is_unpriced_and_says_so(tmp_path, cli):
+    """(#58 §3) A rollout with no model (a Codex Desktop one) is never priced as another
+    provider's model: unpriced, with a line, unless --price-model names one."""
+    from compactlab.engine.cost.pricing import recorded_total
+    from compactlab.transcripts.codex import NO_MODEL
+
+    lines = [
+        {"timestamp": "t", "type": "session_meta", "payload": {"id": "s1"}},
+        {"timestamp": "2026-02-23T11:40:29.000Z", "type": "response_item",
+         "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}},
+        {"timestamp": "2026-02-23T11:40:29.000Z", "type": "response_item",
+         "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hello"}]}},
+        {"timestamp": "2026-02-23T11:40:30.000Z", "type": "event_msg",
+         "payload": {"type": "token_count", "info": {"total_token_usage": {"input_tokens": 900},
+                                                     "last_token_usage": {"input_tokens": 900, "output_tokens": 5}}}},
+    ]
+    path = write_jsonl(tmp_path / "rollout.jsonl", lines)
+    t = load_transcript(str(path))
+    assert t.model == NO_MODEL and any("records no model" in w for w in t.warnings)
+    assert recorded_total(t) == 0.0
+    r = cli("replay", path, "-p", "none", "--out", tmp_path / "r")
+    assert r.exit_code == 0 and "unpriced" in r.stderr and "claude" not in r.stderr.lower(), r.stderr
+    priced = cli("replay", path, "-p", "none", "--out", tmp_path / "p", "--price-model", "gpt-5", "--format", "json")
+    assert json.loads(priced.stdout)["runs"][0]["summary"]["recorded_cost_usd"] > 0
