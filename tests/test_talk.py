@@ -168,7 +168,7 @@ def test_redacted_texts_are_a_note_not_a_warning(cli, tmp_path):
         line(0, {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "[REDACTED_TEXT len=9 sha=ab]"}]}),
         line(1, {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]})])
     quiet = cli("compare", rollout, rollout, "-p", "s08", "--dry-run", "--format", "csv")
-    assert quiet.exit_code == 0 and "redacted" not in quiet.stderr
+    assert quiet.exit_code == 0 and "redacted text" not in quiet.stderr
     said = cli("compare", rollout, rollout, "-p", "s08", "--dry-run", "--format", "csv", "-v")
     assert "1 redacted text(s)" in said.stderr and "warning" not in said.stderr.split("redacted")[0].splitlines()[-1]
 

@@ -556,25 +556,7 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
     except BadField as exc:
         raise InputError(f"{path}: {exc}", hint="--skip-bad-lines skips such records") from None
     spans, log_records, repeated = _once(spans, log_records)
-    # (a span is its trace's: two traces may use one span id, and a parent is looked up in its own trace)
-    by_id = {s.key: s for s in spans}
-    for s in spans:
-        parent = by_id.get(s.parent_key) if s.parent else None
-        if parent is not None and parent is not s:
-            parent.children.append(s)
-    logs: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    traces_of: dict[str, list[str]] = {}
-    for s in spans:
-        traces_of.setdefault(s.id, []).append(s.key)
-    for span_key, name, body in log_records:
-        if span_key.startswith("*/"):  # (a record that names no trace: its span's, where one span has that id)
-            keys = traces_of.get(span_key[2:], [])
-            span_key = keys[0] if len(keys) == 1 else span_key
-        logs.setdefault(span_key, []).append((name, body))
-    for s in spans:
-        for name, attrs in s.events:
-            if name in EVENT_ROLES:
-                logs.setdefault(s.key, []).append((name, attrs))
+    by_id, logs = _linked(spans, log_records)
     builder = TranscriptBuilder(path, NAME)
     if repeated:
         builder.warnings.append(f"{repeated} span(s) exported more than once (the same trace and span id: an "
@@ -651,6 +633,33 @@ def _once(spans: list[Span], logs: list[tuple[str, str, dict[str, Any]]]
             seen_logs.add(key2)
         out.append(record)
     return kept, out, repeated
+
+
+def _linked(spans: list[Span], log_records: list[tuple[str, str, dict[str, Any]]]
+            ) -> tuple[dict[str, Span], dict[str, list[tuple[str, dict[str, Any]]]]]:
+    """The spans by ``trace/span`` key, each with its children, and the log records and events of
+    each span by its key. A span is its trace's: two traces may use one span id, and a parent is
+    looked up in its own trace; a log record that names no trace is its span's where one span has
+    that id."""
+    by_id = {s.key: s for s in spans}
+    for s in spans:
+        parent = by_id.get(s.parent_key) if s.parent else None
+        if parent is not None and parent is not s:
+            parent.children.append(s)
+    logs: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    keys_of: dict[str, list[str]] = {}
+    for s in spans:
+        keys_of.setdefault(s.id, []).append(s.key)
+    for span_key, name, body in log_records:
+        if span_key.startswith("*/"):
+            keys = keys_of.get(span_key[2:], [])
+            span_key = keys[0] if len(keys) == 1 else span_key
+        logs.setdefault(span_key, []).append((name, body))
+    for s in spans:
+        for name, attrs in s.events:
+            if name in EVENT_ROLES:
+                logs.setdefault(s.key, []).append((name, attrs))
+    return by_id, logs
 
 
 def _session_of(span: Span, by_id: dict[str, "Span"]) -> str:

@@ -66,3 +66,22 @@ def test_a_control_no_better_than_chance_makes_the_comparison_tell_nothing():
     assert failing == [] and "tells nothing" in said[0] and "no more than chance (5%)" in said[0]
     p["tells_nothing"] = False
     assert _rows({"policies": [p]})[0][2] == "-1% [-1, 40]"
+
+
+@pytest.mark.parametrize("policy, overrides", [
+    ("none", ["custom.enabled=true", "custom.call=custom_steps:keep_ends", "order=['custom']"]),  # (drops only)
+    ("s08", []), ("claude-code", []), ("observation-masking", []), ("opencode", []), ("s06", []),
+])
+def test_every_loss_is_charged_to_the_event_that_dropped_it(samples, policy, overrides):
+    """(#58 §2) Summaries, snips, masks and a step's own edits alike: every probe recall reports
+    lost names the call of the compaction event that removed it, and the events' losses are
+    exactly those (call, string) pairs."""
+    from compactlab import load_policy, load_transcript, replay
+
+    run = replay(load_transcript(str(samples / "synth-long.jsonl")), load_policy(policy, overrides))
+    lost = [o for o in run.probe_ledger if o.status != "kept"]  # (lost, or recoverable: removed either way)
+    assert any(o.status == "lost" for o in lost), policy
+    calls = {e.call for e in run.events}
+    assert all(o.removed_at in calls for o in lost), {(o.removed_by, o.removed_at) for o in lost
+                                                      if o.removed_at not in calls}
+    assert {(e.call, text) for e in run.events for text, _ in e.lost} == {(o.removed_at, o.probe) for o in lost}

@@ -144,6 +144,9 @@ class LayerLedger:
     made_at: dict[int, int] = field(default_factory=dict)
     #: the call at which a tool result was replaced in place, by micro or budget ((origin, block) -> call)
     cleared_at: dict[tuple[int, int], int] = field(default_factory=dict)
+    #: the messages a layer dropped with no message of its own in their place (a step's own edits):
+    #: origin -> (the layer, the call), what the probe ledger charges a loss to
+    dropped: dict[int, tuple[str, int]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)  # (a fact set on it by a name it lacks is an error, not a new attribute)

@@ -366,6 +366,8 @@ def custom(context: Context, config: Summarising[CustomConfig], env: RunEnv) -> 
             return context, (stats if stats.summaries or stats.summary_failures else NOTHING)
         first_changed = len(out)
     _check_ids(sent, entries, step.name, now.call)
+    for i in where.values():  # (what the step dropped: a loss found in it later is charged to this call)
+        env.ledger.dropped[entries[i].origin] = ("custom", now.call)
     stats.custom = 1
     stats.changed_at(first_changed)
     changed = Context(sent)

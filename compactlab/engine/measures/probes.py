@@ -507,9 +507,12 @@ def _between(p: Probe, intact: Intact, texts: dict[tuple[int, int], str]) -> boo
 
 
 def _attributed(where: Where, context: Context, made_by: dict[int, str], made_at: dict[int, int],
-                cleared_at: dict[tuple[int, int], int], made: bool) -> tuple[str, str, int]:
+                cleared_at: dict[tuple[int, int], int], made: bool,
+                dropped: dict[int, tuple[str, int]] | None = None) -> tuple[str, str, int]:
     """A probe not in the context: recoverable or lost, the layer that removed it and when (the
-    newest of its results decides: a persisted one makes it recoverable)."""
+    newest of its results decides: a persisted one makes it recoverable). A message gone with a
+    message made in its place is put down to the layer that made it; one a layer dropped with
+    nothing in its place (``dropped``: a step's own edits) to that layer, at that call."""
     status, by, at = "lost", "", -1
     entries = context.entries
     for o, b in reversed(where):
@@ -519,6 +522,9 @@ def _attributed(where: Where, context: Context, made_by: dict[int, str], made_at
         if j is None:
             if not by:
                 stand_in = context.made_in_gap(o)
+                if stand_in is None and dropped and o in dropped:
+                    by, at = dropped[o]
+                    continue
                 by = made_by.get(stand_in.origin, "summary") if stand_in is not None else "summary" if made else "snip"
                 at = made_at.get(stand_in.origin, -1) if stand_in is not None else -1
             continue
@@ -662,6 +668,7 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
     made_by = done.made_by if done is not None else {}
     made_at = done.made_at if done is not None else {}
     cleared_at = done.cleared_at if done is not None else {}
+    dropped = done.dropped if done is not None else {}
     memo = memo or ProbeMemo()
     edited = [e for e in entries if e.origin < 0 or e.changed]
     joined = memo.joined(edited) if any(p.kind != "line" for p in missing) else ""
@@ -688,7 +695,7 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
                 continue
         outcome = attributed.get(p.where)
         if outcome is None:
-            outcome = attributed[p.where] = _attributed(p.where, context, made_by, made_at, cleared_at, made)
+            outcome = attributed[p.where] = _attributed(p.where, context, made_by, made_at, cleared_at, made, dropped)
         if outcome[0] == "recoverable":
             recoverable += 1
         if append is not None:
