@@ -359,7 +359,7 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
 
     # the single-file figures are guards, not targets (#44): in CPU seconds, which a busy second
     # core does not move as it moves wall time; their instruction counts are checked by callgrind
-    # against 9178d14 (README, Speed)
+    # against 9178d14 (docs/speed.md)
     cpu_floor = by["floor"].cpu
     for name in ("replay -p s08", "replay large window", "replay -p claude-code"):
         rows.append((f"{name} / floor (CPU)", by[name].cpu / cpu_floor, "× (guard)", None))

@@ -356,7 +356,7 @@ def _pct(x: float) -> str:
 
 
 #: the study's file: Optuna's journal (an append-only log of JSON lines: a trial costs an append,
-#: where SQLite's storage cost a committed transaction per attribute, 4.8x the time; see README)
+#: where SQLite's storage cost a committed transaction per attribute, 4.8x the time; docs/tune.md)
 JOURNAL = "study.journal"
 #: held (flock) while a tune runs on the study of its --out: one tune per study at a time
 LOCK = "study.lock"

@@ -33,6 +33,7 @@ from ..errors import InputError, PolicyError
 from ..plumbing.files import read_regular_text
 from .layers import (REGISTRY, BudgetConfig, CustomConfig, ManualConfig, MicroConfig, ReactiveConfig, SnipConfig, Summarising,
                      SummaryConfig)
+from .layers.custom import COMMAND
 
 __all__ = ["ALIASES", "CHEAP_LAYERS", "SECTIONS", "BudgetConfig", "ManualConfig", "MicroConfig", "Policy",
            "ReactiveConfig", "SizeConfig", "SnipConfig", "SummaryConfig", "build_policy", "fingerprint_of",
@@ -186,7 +187,7 @@ def _merge(base: dict, over: dict) -> dict:
 #: a policy that is one step of your own: ``-p py:package.module:function`` (``layers.custom``)
 STEP_PREFIX = "py:"
 #: a policy that is one step of your own in another process: ``-p "cmd:node compact.js"``
-COMMAND_PREFIX = "cmd:"
+COMMAND_PREFIX = COMMAND
 
 
 def _raw_policy(ref: str, seen: tuple[str, ...] = ()) -> tuple[dict, bool]:

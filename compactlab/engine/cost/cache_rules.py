@@ -10,7 +10,7 @@ DeepSeek's and Gemini's implicit caches write at the input price.
 - **anthropic** — explicit cache breakpoints, as Claude Code sets them on the last message: the
   previous call's prompt is read, its reply is written by the next call. Entries live 5 minutes
   or 1 hour after their last use (the TTL of the writes). Source: Anthropic's prompt-caching
-  documentation; checked within ±1% against the billed Claude Code sessions (README, Cost).
+  documentation; checked within ±1% against the billed Claude Code sessions (docs/concepts.md).
 - **openai** — automatic prefix caching of prompts of 1,024 tokens or more, in steps of 128
   tokens; the previous reply is part of the cached prefix. Entries live 5–10 minutes after their
   last use, up to an hour off-peak. Source: OpenAI's prompt-caching guide; the reply and the

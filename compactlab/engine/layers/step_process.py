@@ -1,6 +1,7 @@
 """Your own step in another process (#45 §2): a command compactlab starts and speaks to in JSON
 lines over its standard input and output (protocol ``compactlab-step``, version 1; the protocol
-page is README's "Your own step in another process", the reference ``examples/step_process.py``).
+page is docs/your-own-policy.md, "Your own step in another process"; the reference
+``examples/step_process.py``).
 
 compactlab writes one JSON object a line and reads one back:
 
