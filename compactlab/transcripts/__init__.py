@@ -14,14 +14,14 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import InputError
-from . import (anthropic_messages, claude_code, cline, codex, copilot, gemini_cli, mini_swe_agent, openai_chat, opencode,
-               openhands, otlp, pi, qwen, swe_agent)
+from . import (amp, anthropic_messages, claude_code, cline, codex, copilot, gemini_cli, mini_swe_agent, openai_chat,
+               opencode, openhands, otlp, pi, qwen, swe_agent)
 from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream
 from .reader import Head, UnknownFormat, is_document, read_document, read_head
 
 FORMATS: dict[str, ModuleType] = {
     m.NAME: m for m in (anthropic_messages, claude_code, codex, openai_chat, mini_swe_agent, swe_agent, openhands, otlp,
-                        gemini_cli, cline, pi, qwen, opencode, copilot)
+                        gemini_cli, cline, pi, qwen, opencode, copilot, amp)
 }
 
 __all__ = ["FORMATS", "FolderFile", "one_session", "RecordedCompaction", "UnknownFormat", "Transcript", "TranscriptBuilder", "TranscriptStream", "detect_format",

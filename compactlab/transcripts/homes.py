@@ -20,6 +20,7 @@ documentation (or code) says, and the sessions there, filtered by time, project 
 
 - **Copilot CLI**: ``~/.copilot/session-state/<id>/events.jsonl``; a session's project is the
   working folder its first event records.
+- **Amp**: ``threads/T-*.json`` under ``$AMP_DATA_DIR``, else ``~/.local/share/amp``.
 - **OpenCode**: the sessions of ``opencode*.db`` (and the legacy ``storage/session/*/*.json``) in
   ``$OPENCODE_DATA_DIR``, else ``~/.local/share/opencode``; **Kilo CLI**, its fork, the same in
   ``~/.local/share/kilo`` (``kilo*.db``). A session's project is its folder; a sub-session (a
@@ -42,7 +43,7 @@ from pathlib import Path
 from ..errors import UsageError
 
 HARNESSES = ("claude-code", "codex", "gemini-cli", "cline", "roo", "kilo", "pi", "openclaw", "qwen", "opencode",
-             "kilo-cli", "copilot")
+             "kilo-cli", "copilot", "amp")
 #: the VS Code extensions that keep Cline-format task histories, by harness
 _EXTENSIONS = {"cline": "saoudrizwan.claude-dev", "roo": "rooveterinaryinc.roo-cline", "kilo": "kilocode.kilo-code"}
 #: the VS Code builds whose global storage is searched
@@ -82,6 +83,8 @@ def homes(env: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
     out.append(("opencode", _expanded(opencode, "OPENCODE_DATA_DIR") if opencode else home / ".local" / "share" / "opencode"))
     out.append(("kilo-cli", home / ".local" / "share" / "kilo"))
     out.append(("copilot", home / ".copilot" / "session-state"))
+    amp = env.get("AMP_DATA_DIR")
+    out.append(("amp", (_expanded(amp, "AMP_DATA_DIR") if amp else home / ".local" / "share" / "amp") / "threads"))
     storage = [home / ".config", home / "Library" / "Application Support"]
     for harness, extension in _EXTENSIONS.items():
         for base in storage:
@@ -124,6 +127,8 @@ def _sessions(harness: str, root: Path) -> list[Found]:
                                                 if f.is_file()]
     if harness == "claude-code":
         return [(f, f.parent.name) for f in sorted(root.glob("*/*.jsonl")) if f.is_file()]
+    if harness == "amp":
+        return [(f, "amp") for f in sorted(root.glob("T-*.json")) if f.is_file()]
     if harness == "copilot":
         return [(f, Path(_codex_project(f)).name) for f in sorted(root.glob("*/events.jsonl")) if f.is_file()]
     if harness == "codex":
@@ -225,7 +230,8 @@ def looked(found: list[Home], env: Mapping[str, str] | None = None) -> str:
     if not found:
         return ("no sessions: none of the harnesses' homes is on this machine (~/.claude/projects, ~/.codex/sessions, "
                 "~/.gemini/tmp, the Cline/Roo task folders, ~/.pi/agent/sessions, ~/.openclaw/agents, ~/.qwen/projects, "
-                "~/.local/share/opencode, ~/.local/share/kilo, ~/.copilot/session-state)")
+                "~/.local/share/opencode, ~/.local/share/kilo, ~/.copilot/session-state, "
+                "~/.local/share/amp/threads)")
     parts = [f"{short(h.path)} ({h.harness}): {len(h.kept)}" + (f" of {h.found}" if len(h.kept) != h.found else "")
              for h in found]
     return f"sessions found: {sum(len(h.kept) for h in found)}, in " + "; ".join(parts)
