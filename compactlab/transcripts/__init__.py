@@ -14,14 +14,14 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import InputError
-from . import (amp, anthropic_messages, claude_code, cline, codex, copilot, gemini_cli, mini_swe_agent, openai_chat,
-               opencode, openhands, otlp, pi, qwen, swe_agent)
+from . import (amp, anthropic_messages, claude_code, cline, codex, copilot, gemini_cli, goose, mini_swe_agent,
+               openai_chat, opencode, openhands, otlp, pi, qwen, stores, swe_agent)
 from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream
 from .reader import Head, UnknownFormat, is_document, read_document, read_head
 
 FORMATS: dict[str, ModuleType] = {
     m.NAME: m for m in (anthropic_messages, claude_code, codex, openai_chat, mini_swe_agent, swe_agent, openhands, otlp,
-                        gemini_cli, cline, pi, qwen, opencode, copilot, amp)
+                        gemini_cli, cline, pi, qwen, opencode, copilot, amp, goose)
 }
 
 __all__ = ["FORMATS", "FolderFile", "one_session", "RecordedCompaction", "UnknownFormat", "Transcript", "TranscriptBuilder", "TranscriptStream", "detect_format",
@@ -36,21 +36,61 @@ class FolderFile(str):
     and said, rather than stopping the command."""
 
 
+#: the formats whose sessions live many to a SQLite store (``stores``), told apart by their tables
+STORE_FORMATS = (opencode, goose)
+
+
+def store_format(path: str) -> ModuleType | None:
+    """The format whose store ``path`` is (by its tables); None for any file that is no SQLite
+    store. A SQLite file of no known store is an error naming it."""
+    if not stores.is_sqlite(path):
+        return None
+    db = stores.connect(path)
+    try:
+        found = stores.tables(db)
+    finally:
+        db.close()
+    for module in STORE_FORMATS:
+        if module.TABLES <= found:
+            return module
+    raise InputError(f"{path}: an SQLite file, but not a store of a harness compactlab reads "
+                     "(OpenCode's session, message and part tables, or Goose's sessions and messages)")
+
+
+def is_store(path: str) -> bool:
+    try:
+        return store_format(path) is not None
+    except InputError:
+        return False
+
+
+def store_sessions(store: str) -> list[tuple[str, bool, float, str]]:
+    """Each session of a store: (its name ``STORE#SESSION``, whether it is a sub-session (a
+    subagent's), when it was last updated (epoch seconds), its project folder)."""
+    module = store_format(store)
+    if module is None:
+        return []
+    return [(f"{store}{stores.SEP}{sid}", sub, when, folder) for sid, sub, when, folder in module.store_sessions(store)]
+
+
 def one_session(path: str) -> bool:
     """Whether ``path`` names one session: a file (not a store of many, such as OpenCode's
     database), or a session of a store (``STORE#SESSION``)."""
     import os
 
-    return (os.path.isfile(path) and not opencode.is_store(path)) or opencode.in_store(path) is not None
+    return (os.path.isfile(path) and not is_store(path)) or stores.in_store(path) is not None
 
 
 def _detect(path: str, head: Head | None = None) -> tuple[str, dict[str, Any]]:
     """(format name, what detection read for the loader: the parsed document of a JSON document
     file, or the parsed head of a JSONL file: ``head`` if the caller read it already)."""
     read: dict[str, Any]
-    if head is None and opencode.in_store(path) is not None:
-        return opencode.NAME, {}
-    if head is None and opencode.is_store(path):
+    if head is None and (where := stores.in_store(path)) is not None:
+        module = store_format(where[0])
+        if module is None:
+            raise UnknownFormat(f"{path}: not a session of a store compactlab reads")
+        return module.NAME, {}
+    if head is None and is_store(path):
         raise UnknownFormat(f"{path}: an SQLite store of many sessions, not one transcript",
                             hint="give the store as a folder's file (compactlab inspect STORE lists its sessions), "
                                  "or one session as STORE#SESSION")
@@ -166,8 +206,8 @@ def _expand(paths: list[str] | tuple[str, ...], subagents: bool) -> tuple[list[s
                 raise InputError(f"{p}: no file matches", hint="quote a pattern only to let compactlab expand it")
             out.extend(FolderFile(f) for f in matched)
             continue
-        if opencode.is_store(p):  # (a store of sessions: each a transcript, a sub-session a subagent's)
-            sessions_in = opencode.store_sessions(p)
+        if is_store(p):  # (a store of sessions: each a transcript, a sub-session a subagent's)
+            sessions_in = store_sessions(p)
             out.extend(FolderFile(name) for name, sub, _, _ in sessions_in if not sub)
             found_agents.extend(name for name, sub, _, _ in sessions_in if sub)
             if subagents:

@@ -112,7 +112,7 @@ def _blocks(content: Any) -> list[dict]:
 def _usage(u: Any) -> dict[str, Any] | None:
     if not isinstance(u, dict):
         return None
-    from ..engine.cost.cache_rules import family_of
+    from ..plumbing.providers import family_of
 
     model = u.get("model") if isinstance(u.get("model"), str) and u.get("model") else None
     usage: dict[str, Any] = {"input_tokens": tokens(u, "inputTokens", "usage"),

@@ -20,6 +20,9 @@ documentation (or code) says, and the sessions there, filtered by time, project 
 
 - **Copilot CLI**: ``~/.copilot/session-state/<id>/events.jsonl``; a session's project is the
   working folder its first event records.
+- **Goose**: the sessions of ``sessions/sessions.db`` under ``$GOOSE_PATH_ROOT/data``, else
+  ``~/.local/share/goose`` (``~/.local/share/Block/goose``, macOS's ``~/Library/Application
+  Support/goose``); a sub-session is a subagent's.
 - **Amp**: ``threads/T-*.json`` under ``$AMP_DATA_DIR``, else ``~/.local/share/amp``.
 - **OpenCode**: the sessions of ``opencode*.db`` (and the legacy ``storage/session/*/*.json``) in
   ``$OPENCODE_DATA_DIR``, else ``~/.local/share/opencode``; **Kilo CLI**, its fork, the same in
@@ -43,7 +46,7 @@ from pathlib import Path
 from ..errors import UsageError
 
 HARNESSES = ("claude-code", "codex", "gemini-cli", "cline", "roo", "kilo", "pi", "openclaw", "qwen", "opencode",
-             "kilo-cli", "copilot", "amp")
+             "kilo-cli", "copilot", "amp", "goose")
 #: the VS Code extensions that keep Cline-format task histories, by harness
 _EXTENSIONS = {"cline": "saoudrizwan.claude-dev", "roo": "rooveterinaryinc.roo-cline", "kilo": "kilocode.kilo-code"}
 #: the VS Code builds whose global storage is searched
@@ -83,6 +86,11 @@ def homes(env: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
     out.append(("opencode", _expanded(opencode, "OPENCODE_DATA_DIR") if opencode else home / ".local" / "share" / "opencode"))
     out.append(("kilo-cli", home / ".local" / "share" / "kilo"))
     out.append(("copilot", home / ".copilot" / "session-state"))
+    goose = env.get("GOOSE_PATH_ROOT")
+    for root in ([_expanded(goose, "GOOSE_PATH_ROOT") / "data"] if goose else
+                 [home / ".local" / "share" / "goose", home / ".local" / "share" / "Block" / "goose",
+                  home / "Library" / "Application Support" / "goose"]):
+        out.append(("goose", root / "sessions"))
     amp = env.get("AMP_DATA_DIR")
     out.append(("amp", (_expanded(amp, "AMP_DATA_DIR") if amp else home / ".local" / "share" / "amp") / "threads"))
     storage = [home / ".config", home / "Library" / "Application Support"]
@@ -110,10 +118,11 @@ Found = tuple[Path, str] | tuple[Path, str, float]
 
 def _stores(harness: str, root: Path, sub: bool) -> list[Found]:
     """The sessions (``sub``: the sub-sessions) of an OpenCode-schema store in ``root``."""
-    from .opencode import is_store, store_sessions
+    from . import is_store, store_sessions
 
     out: list[Found] = []
-    for db in sorted(root.glob("kilo*.db" if harness == "kilo-cli" else "opencode*.db")):
+    pattern = {"kilo-cli": "kilo*.db", "goose": "sessions.db"}.get(harness, "opencode*.db")
+    for db in sorted(root.glob(pattern)):
         if is_store(str(db)):
             out += [(Path(name), Path(folder).name, when) for name, child, when, folder in store_sessions(str(db))
                     if child == sub]
@@ -122,6 +131,8 @@ def _stores(harness: str, root: Path, sub: bool) -> list[Found]:
 
 def _sessions(harness: str, root: Path) -> list[Found]:
     """The session files of one home, each with its project."""
+    if harness == "goose":
+        return _stores(harness, root, False)
     if harness in ("opencode", "kilo-cli"):
         return _stores(harness, root, False) + [(f, f.parent.name) for f in sorted(root.glob("storage/session/*/*.json"))
                                                 if f.is_file()]
@@ -148,7 +159,7 @@ def _sessions(harness: str, root: Path) -> list[Found]:
 def _agents(harness: str, root: Path) -> list[Found]:
     """The subagents' sessions of one home, each with its project (the folder form's rule:
     ``subagents/`` beside a session, or inside its folder; a store's sub-sessions)."""
-    if harness in ("opencode", "kilo-cli"):
+    if harness in ("opencode", "kilo-cli", "goose"):
         return _stores(harness, root, True)
     if harness != "claude-code":
         return []
@@ -231,7 +242,7 @@ def looked(found: list[Home], env: Mapping[str, str] | None = None) -> str:
         return ("no sessions: none of the harnesses' homes is on this machine (~/.claude/projects, ~/.codex/sessions, "
                 "~/.gemini/tmp, the Cline/Roo task folders, ~/.pi/agent/sessions, ~/.openclaw/agents, ~/.qwen/projects, "
                 "~/.local/share/opencode, ~/.local/share/kilo, ~/.copilot/session-state, "
-                "~/.local/share/amp/threads)")
+                "~/.local/share/amp/threads, ~/.local/share/goose/sessions)")
     parts = [f"{short(h.path)} ({h.harness}): {len(h.kept)}" + (f" of {h.found}" if len(h.kept) != h.found else "")
              for h in found]
     return f"sessions found: {sum(len(h.kept) for h in found)}, in " + "; ".join(parts)

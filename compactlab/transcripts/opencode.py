@@ -6,9 +6,7 @@ Two stores, read as OpenCode writes them:
   ``message(id, session_id, time_created, data)`` and ``part(id, message_id, session_id, data)``,
   ``data`` the JSON of the message's or part's fields. A session is named ``STORE#SESSION``
   (``opencode.db#ses_…``): a store given as a path stands for its sessions, a sub-session (a
-  task's, ``parent_id`` set) being a subagent's. The store is opened read-only, in one read
-  transaction (a consistent snapshot; in OpenCode's WAL mode a reader never blocks its writer);
-  a store that is locked or unreadable is refused with a one-line error, never waited on.
+  task's, ``parent_id`` set) being a subagent's; it is read as ``stores`` reads every store.
 - the legacy files (``storage/session/<project>/<session>.json``, its messages in
   ``storage/message/<session>/*.json``, their parts in ``storage/part/<message>/*.json``): a
   session's JSON file is the path.
@@ -33,7 +31,6 @@ What decides correctness:
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 from typing import Any
 
@@ -43,74 +40,37 @@ from ..errors import InputError
 from .messages import make_entry
 from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, tokens
 from .reader import read_document
+from .stores import SEP, connect, in_store
 
 NAME = "opencode"
 DESCRIPTION = ("OpenCode and Kilo CLI sessions: a store (~/.local/share/opencode/opencode.db, a session as "
                "STORE#SESSION) or the legacy storage/session/<project>/<session>.json")
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
-#: how a session of a store is named
-SEP = "#"
+#: the tables that make a SQLite file an OpenCode store (``stores.format_of``)
+TABLES = {"session", "message", "part"}
 
 Message = tuple[dict[str, Any], list[dict[str, Any]]]  # (the message's fields, its parts)
 
 
-def is_store(path: str) -> bool:
-    """A ``.db`` SQLite file (OpenCode's or Kilo CLI's store, or another: its tables are checked on
-    opening)."""
-    if not path.endswith(".db") or not os.path.isfile(path):  # (never opens a pipe or a device: it would block)
-        return False
-    try:
-        with open(path, "rb") as f:
-            return f.read(16) == SQLITE_MAGIC
-    except OSError:
-        return False
-
-
-def in_store(path: str) -> tuple[str, str] | None:
-    """(store, session id) of a ``STORE#SESSION`` name; None for any other path."""
-    store, sep, session = path.rpartition(SEP)
-    return (store, session) if sep and session and is_store(store) else None
-
-
-def _connect(store: str) -> Any:
-    import sqlite3
-    from urllib.parse import quote
-
-    try:
-        db = sqlite3.connect(f"file:{quote(os.path.abspath(store))}?mode=ro", uri=True, timeout=0,
-                             isolation_level=None)
-        db.execute("BEGIN")  # (one read transaction: every query sees the same snapshot)
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.Error as exc:
-        raise InputError(f"{store}: an SQLite store compactlab cannot read now ({exc})",
-                         hint="if OpenCode is writing it, try again, or copy the file and read the copy") from None
-    if not {"session", "message", "part"} <= tables:
-        db.close()
-        raise InputError(f"{store}: an SQLite file, but not an OpenCode store (no session, message and part tables)")
-    return db
-
-
 def store_sessions(store: str) -> list[tuple[str, bool, float, str]]:
-    """Each session of a store: (its name ``STORE#SESSION``, whether it is a sub-session, when it
-    was last updated (epoch seconds), its project folder), oldest first."""
+    """Each session of the store: (its id, whether it is a sub-session, when it was last updated
+    (epoch seconds), its project folder), oldest first."""
     import sqlite3
 
-    db = _connect(store)
+    db = connect(store)
     try:
         rows = db.execute("SELECT id, parent_id, time_updated, directory FROM session ORDER BY time_created, id").fetchall()
     except sqlite3.Error as exc:
         raise InputError(f"{store}: its session table cannot be read ({exc})") from None
     finally:
         db.close()
-    return [(f"{store}{SEP}{sid}", parent is not None, (updated or 0) / 1000, str(folder or ""))
-            for sid, parent, updated, folder in rows]
+    return [(str(sid), parent is not None, (updated or 0) / 1000, str(folder or "")) for sid, parent, updated, folder in rows]
 
 
 def _from_store(store: str, session: str) -> tuple[dict[str, Any], list[Message], str]:
     import sqlite3
 
-    db = _connect(store)
+    db = connect(store)
     try:
         row = db.execute("SELECT id, parent_id, directory, version, title FROM session WHERE id = ?", (session,)).fetchone()
         if row is None:

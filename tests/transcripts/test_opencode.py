@@ -135,7 +135,7 @@ def test_the_store_is_read_while_opencode_writes_it_or_refused_in_one_line(tmp_p
     other = tmp_path / "other.db"
     sqlite3.connect(other).executescript("CREATE TABLE t (x); INSERT INTO t VALUES (1);")
     r = cli("inspect", f"{other}#ses_x")
-    assert r.exit_code != 0 and "not an OpenCode store" in r.stderr, r.stderr
+    assert r.exit_code != 0 and "not a store of a harness compactlab reads" in r.stderr, r.stderr
     r = cli("inspect", f"{store}#ses_nope")
     assert r.exit_code != 0 and "no such session" in r.stderr, r.stderr
 

@@ -40,6 +40,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ...plumbing.providers import family_of
+
 
 @dataclass(frozen=True)
 class CacheRules:
@@ -77,24 +79,6 @@ RULES: dict[str, CacheRules] = {r.provider: r for r in [
     CacheRules("none", reply_cached=False, granularity=1, minimum=0, lifetime=None, caches=False,
                source="no prompt cache: every prompt at the input price"),
 ]}
-
-#: model-name prefixes of each provider's models (the first match wins; anything else: anthropic)
-_PREFIXES = (("claude", "anthropic"), ("anthropic", "anthropic"), ("gpt-", "openai"), ("o1", "openai"),
-             ("o3", "openai"), ("o4", "openai"), ("codex", "openai"), ("openai", "openai"), ("chatgpt", "openai"),
-             ("deepseek", "deepseek"), ("gemini", "gemini"), ("google", "gemini"), ("vertex", "gemini"))
-
-
-def family_of(model: str | None) -> str | None:
-    """The provider whose models ``model`` is named like (a litellm-style ``provider/model`` too:
-    ``azure/gpt-4o``, ``openrouter/openai/gpt-4o-mini``, ``together_ai/deepseek-ai/DeepSeek-V3``),
-    or None for a name of no provider known here."""
-    name = (model or "").lower()
-    for part in (name.rsplit("/", 1)[-1], name):
-        for prefix, provider in _PREFIXES:
-            if part.startswith(prefix):
-                return provider
-    return None
-
 
 def provider_of(model: str | None) -> str:
     """The provider whose cache serves ``model`` (``family_of``; anything else: anthropic)."""

@@ -53,7 +53,7 @@ class Opening:
     def head(self) -> Head | None:
         """The parsed first lines of a line-per-message file (None: a whole JSON document, or a
         session of a store, read whole)."""
-        from ...transcripts.opencode import in_store
+        from ...transcripts.stores import in_store
 
         return None if in_store(self.path) or is_document(self.path) else read_head(self.path)
 
