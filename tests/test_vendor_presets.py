@@ -14,7 +14,7 @@ from compactlab.summarizers import StubSummarizer
 from helpers import SAMPLES, asst, context, results, tool_session, tr, tu, user, write_jsonl
 
 VENDOR = ["claude-code", "codex", "gemini-cli", "opencode", "goose", "anthropic-clear-tool-uses", "openhands",
-          "observation-masking", "pi"]
+          "observation-masking", "pi", "qwen-code"]
 
 
 @pytest.mark.parametrize("preset", VENDOR)
@@ -34,7 +34,8 @@ def test_vendor_presets_appear_in_compare(cli):
     rows = json.loads(cli("compare", SAMPLES / "synth-long.jsonl", *args, "--dry-run", "--format", "json").stdout)["runs"]
     assert sorted(r["policy"] for r in rows) == sorted([*VENDOR, "none"])  # no compaction: the reference
     rows = [r for r in rows if r["policy"] != "none"]
-    assert all(r["reduction"] > 0.5 for r in rows)
+    # (qwen-code compresses once, at 70% of 200,000, keeping the newest 30%: late on this transcript)
+    assert all(r["reduction"] > (0.05 if r["policy"] == "qwen-code" else 0.5) for r in rows), rows
 
 
 def test_vendor_constants():

@@ -65,3 +65,18 @@ def test_the_window_is_the_one_qwen_code_recorded():
     t = load_transcript(str(DATA / "built-compression.jsonl"))
     w = resolve(fmt=t.format, model=t.model, metadata=t.metadata, usage=t.usage.values(), compactions=t.compactions)
     assert (w.tokens, w.source) == (1_000_000, "the recording's model_context_window")
+
+
+def test_the_qwen_code_preset_fires_where_the_recording_compressed():
+    """The preset's rule (70% of the limit on the last recorded prompt, the newest 30% kept), at
+    the built recording's scale: with the trigger at 70% of a window whose 70% the recorded prompt
+    (12,500 + 60 after call 2) passes, it compresses before the call Qwen Code recorded after its
+    compression."""
+    from bisect import bisect_left
+
+    p = load_policy("qwen-code")
+    assert (p.summary.trigger, p.summary.keep_tail_fraction, p.summary.measure) == (140_000, 0.3, "recorded")
+    t = load_transcript(str(DATA / "built-compression.jsonl"))
+    run = replay(t, load_policy("qwen-code", ["summary.trigger=12000"]))
+    fired = [e.call for e in run.events if "summary" in e.layers]
+    assert fired[:1] == [bisect_left(t.call_positions, t.compactions[0].position)], fired
