@@ -757,7 +757,8 @@ def inspect(transcripts: tuple[str, ...], **o: Any) -> None:
 
     Given several, or a folder, lists the sessions (one line each); given none, your own sessions
     of every harness compactlab reads, from their homes (~/.claude/projects, ~/.codex/sessions,
-    ~/.gemini/tmp, the Cline and Roo task folders).
+    ~/.gemini/tmp, the Cline and Roo task folders, OpenCode's and Goose's stores, ~/.qwen, ~/.pi,
+    ~/.openclaw, ~/.copilot, Amp's threads).
 
     \b
     Examples:
