@@ -26,8 +26,7 @@ from typing import Any
 import orjson
 
 from ..errors import InputError
-from .messages import make_entry
-from .model import RecordedCompaction, Transcript, TranscriptBuilder, tokens
+from .model import Transcript, TranscriptBuilder, tokens
 from .reader import Head, LineReader
 
 NAME = "copilot"
@@ -93,10 +92,7 @@ class _Reader:
                                  **({"is_error": True} if failed else {})})
         elif kind == "session.compaction_complete":
             self.flush()
-            summary = make_entry({"role": "user", "content": _text(d.get("summaryContent"))},
-                                 -1_000_000 - len(self.builder.compactions) - 1)
-            self.builder.compactions.append(RecordedCompaction(position=self.builder.count, summary=summary,
-                                                               time=stamp if isinstance(stamp, str) else None))
+            self.builder.compacted(_text(d.get("summaryContent")), time=stamp)
         elif kind == "session.shutdown" and isinstance(d.get("modelMetrics"), dict):
             for model, m in d["modelMetrics"].items():
                 u: dict = m["usage"] if isinstance(m, dict) and isinstance(m.get("usage"), dict) else {}

@@ -96,14 +96,23 @@ def _result(call: dict) -> str:
     return "\n".join(out)
 
 
-def _usage(t: Any, model: Any, timestamp: Any) -> dict[str, Any] | None:
+#: a Gemini CLI message's token keys: the prompt (cached included), its cached part, the output, the thoughts
+TOKEN_KEYS = ("input", "cached", "output", "thoughts")
+
+
+def gemini_usage(t: Any, model: Any, timestamp: Any, keys: tuple[str, str, str, str] = TOKEN_KEYS,
+                 where: str = "tokens") -> dict[str, Any] | None:
+    """A Gemini-style usage (the prompt counting its cached tokens; thoughts billed as output) in
+    the canonical keys; ``keys``: the record's names of the prompt, cached, output and thoughts
+    counts (a Qwen Code record's are ``usageMetadata``'s)."""
     if not isinstance(t, dict):
         return None
-    prompt = tokens(t, "input", "tokens")
-    cached = min(tokens(t, "cached", "tokens"), prompt)
+    prompt_key, cached_key, output_key, thoughts_key = keys
+    prompt = tokens(t, prompt_key, where)
+    cached = min(tokens(t, cached_key, where), prompt)
     usage: dict[str, Any] = {"input_tokens": prompt - cached, "cache_read_input_tokens": cached,
                              "cache_creation_input_tokens": 0,
-                             "output_tokens": tokens(t, "output", "tokens") + tokens(t, "thoughts", "tokens")}
+                             "output_tokens": tokens(t, output_key, where) + tokens(t, thoughts_key, where)}
     if not any(usage.values()):
         return None  # (a message recorded before its response finished: all zeros)
     if isinstance(model, str):
@@ -137,7 +146,7 @@ def _add(builder: TranscriptBuilder, m: dict) -> None:
     if isinstance(m.get("model"), str):
         builder.model = builder.model or m["model"]
     builder.add({"role": "assistant", "content": blocks or [{"type": "text", "text": ""}]},
-                _usage(m.get("tokens"), m.get("model"), m.get("timestamp")))
+                gemini_usage(m.get("tokens"), m.get("model"), m.get("timestamp")))
     if calls:
         builder.add({"role": "user", "content": [{"type": "tool_result", "tool_use_id": str(c.get("id")),
                                                   "content": _result(c),

@@ -31,8 +31,7 @@ from typing import Any
 import orjson
 
 from ..errors import InputError
-from .messages import make_entry
-from .model import RecordedCompaction, Transcript, TranscriptBuilder, tokens
+from .model import Transcript, TranscriptBuilder, tokens
 from .stores import SEP, columns, connect, in_store
 
 NAME = "goose"
@@ -177,8 +176,7 @@ def load(path: str, **_: object) -> Transcript:
         seen_by_user = not isinstance(meta, dict) or meta.get("userVisible", True) is not False
         if not seen_by_user:  # (only the agent saw it: the summary of a compaction)
             text = "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-            summary = make_entry({"role": "user", "content": text}, -1_000_000 - len(builder.compactions) - 1)
-            builder.compactions.append(RecordedCompaction(position=builder.count, summary=summary, trigger="auto"))
+            builder.compacted(text, trigger="auto")
             continue
         blocks = _blocks(content, role)
         u = next(usage) if usage is not None and role == "assistant" else None

@@ -81,6 +81,22 @@ def anthropic_usage(raw: Any, model: str | None = None, timestamp: Any = None) -
     return usage
 
 
+def leaf_path(items: list[dict], key: str, parent_key: str) -> tuple[list[dict], int]:
+    """A tree of records (each naming its parent) as the path from the last one back to the root,
+    in order (the branch a harness resumes on), and how many records are off it. A record with
+    no id, or a parent not in the file, ends the path."""
+    by_id = {r[key]: r for r in items if isinstance(r.get(key), str)}
+    path, seen = [], set()
+    node: dict | None = items[-1]
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        path.append(node)
+        parent = node.get(parent_key)
+        node = by_id.get(parent) if isinstance(parent, str) else None
+    path.reverse()
+    return path, len(items) - len(path)
+
+
 class Note(str):
     """A loader's remark that is no problem (a transcript's ``warnings`` may hold them): said with
     ``--verbose`` only, where a warning is always said."""
@@ -288,6 +304,19 @@ class TranscriptBuilder:
 
     def add(self, message: Message, usage: dict | None = None) -> int:
         return self.add_entry(make_entry(message, self.count), usage)
+
+    def compacted(self, summary: str, trigger: str | None = None, pre_tokens: Any = None, time: Any = None,
+                  kept: "Positions | None" = None, summary_at: int = 0) -> None:
+        """A compaction the harness recorded here, before the next message: restarting from
+        ``summary`` (a user message; with ``kept``, among those messages at ``summary_at``); a
+        size that is no positive whole number, or a time that is no text, is not recorded."""
+        from .messages import make_entry
+
+        entry = make_entry({"role": "user", "content": summary}, -1_000_000 - len(self.compactions) - 1)
+        self.compactions.append(RecordedCompaction(
+            position=self.count, summary=entry, trigger=trigger, kept=kept, summary_at=summary_at,
+            pre_tokens=pre_tokens if type(pre_tokens) is int and pre_tokens > 0 else None,
+            time=time if isinstance(time, str) else None))
 
     def add_entry(self, entry: Entry, usage: dict | None = None) -> int:
         pos = self.count

@@ -37,8 +37,7 @@ from typing import Any
 import orjson
 
 from ..errors import InputError
-from .messages import make_entry
-from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, tokens
+from .model import BadField, Transcript, TranscriptBuilder, tokens
 from .reader import read_document
 from .stores import SEP, connect, in_store
 
@@ -250,12 +249,9 @@ class _Builder:
                 "input": args if isinstance(args, dict) else {}}
 
     def compaction(self, info: dict[str, Any], parts: list[dict[str, Any]]) -> None:
-        summary = make_entry({"role": "user", "content": _text(parts)}, -1_000_000 - len(self.builder.compactions) - 1)
         when = info.get("time", {}).get("created") if isinstance(info.get("time"), dict) else None
         stamp = _usage({"output": 1}, None, when)
-        self.builder.compactions.append(RecordedCompaction(position=self.builder.count, summary=summary,
-                                                           trigger=self.asked,
-                                                           time=stamp.get("timestamp") if stamp else None))
+        self.builder.compacted(_text(parts), trigger=self.asked, time=stamp.get("timestamp") if stamp else None)
         self.asked = None
         self.requests += 1
 

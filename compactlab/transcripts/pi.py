@@ -29,8 +29,7 @@ from typing import Any
 import orjson
 
 from ..errors import InputError
-from .messages import make_entry
-from .model import BadField, Positions, RecordedCompaction, Transcript, TranscriptBuilder, tokens
+from .model import BadField, Positions, Transcript, TranscriptBuilder, leaf_path, tokens
 from .reader import Head, LineReader
 
 NAME = "pi"
@@ -62,16 +61,7 @@ def _path(entries: list[dict]) -> tuple[list[dict], int]:
     entries of other branches were left out. Entries without ids (an older file) are one path."""
     if not any(isinstance(e.get("id"), str) for e in entries):
         return entries, 0
-    by_id = {e["id"]: e for e in entries if isinstance(e.get("id"), str)}
-    path, seen = [], set()
-    node: dict | None = entries[-1]
-    while node is not None and id(node) not in seen:
-        seen.add(id(node))
-        path.append(node)
-        parent = node.get("parentId")
-        node = by_id.get(parent) if isinstance(parent, str) else None
-    path.reverse()
-    return path, len(entries) - len(path)
+    return leaf_path(entries, "id", "parentId")
 
 
 def _text(content: Any) -> str:
@@ -185,13 +175,8 @@ class _Reader:
         kept_id = e.get("firstKeptEntryId")
         first = self.at.get(kept_id) if isinstance(kept_id, str) else None
         kept = Positions.of(range(first, self.builder.count)) if first is not None else None
-        summary = make_entry({"role": "user", "content": _text(e.get("summary"))},
-                             -1_000_000 - len(self.builder.compactions) - 1)
-        before = e.get("tokensBefore")
-        self.builder.compactions.append(RecordedCompaction(
-            position=self.builder.count, summary=summary, trigger=None, kept=kept, summary_at=0,
-            pre_tokens=before if type(before) is int and before > 0 else None,
-            time=e["timestamp"] if isinstance(e.get("timestamp"), str) else None))
+        self.builder.compacted(_text(e.get("summary")), pre_tokens=e.get("tokensBefore"), time=e.get("timestamp"),
+                               kept=kept)
 
 
 def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, **_: object) -> Transcript:

@@ -28,8 +28,8 @@ from typing import Any
 import orjson
 
 from ..errors import InputError
-from .messages import make_entry
-from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, tokens
+from .gemini_cli import gemini_usage
+from .model import BadField, Transcript, TranscriptBuilder, leaf_path
 from .reader import Head, LineReader
 
 NAME = "qwen"
@@ -51,20 +51,6 @@ def sniff(objects: list[dict]) -> float:
     if not objects or not any(_record(o) and _gemini_shaped(o) for o in objects):
         return 0.0
     return sum(1 for o in objects if _record(o)) / len(objects)
-
-
-def _chain(records: list[dict]) -> tuple[list[dict], int]:
-    """The records on the chain from the last one back, in order, and how many are off it."""
-    by_id = {r["uuid"]: r for r in records}
-    chain, seen = [], set()
-    node: dict | None = records[-1]
-    while node is not None and node["uuid"] not in seen:
-        seen.add(node["uuid"])
-        chain.append(node)
-        parent = node.get("parentUuid")
-        node = by_id.get(parent) if isinstance(parent, str) else None
-    chain.reverse()
-    return chain, len(records) - len(chain)
 
 
 def _parts(message: Any) -> list:
@@ -94,23 +80,13 @@ def _text(content: Any) -> str:
     return "\n".join(out)
 
 
+#: a Qwen Code record's usageMetadata names of the prompt, cached, output and thoughts counts
+USAGE_KEYS = ("promptTokenCount", "cachedContentTokenCount", "candidatesTokenCount", "thoughtsTokenCount")
+
+
 def _usage(o: dict) -> dict[str, Any] | None:
-    u = o.get("usageMetadata")
-    if not isinstance(u, dict):
-        return None
-    prompt = tokens(u, "promptTokenCount", "usageMetadata")
-    cached = min(tokens(u, "cachedContentTokenCount", "usageMetadata"), prompt)
-    usage: dict[str, Any] = {"input_tokens": prompt - cached, "cache_read_input_tokens": cached,
-                             "cache_creation_input_tokens": 0,
-                             "output_tokens": tokens(u, "candidatesTokenCount", "usageMetadata")
-                             + tokens(u, "thoughtsTokenCount", "usageMetadata")}
-    if not any(usage.values()):
-        return None
-    if isinstance(o.get("model"), str) and o["model"]:
-        usage["model"] = o["model"]
-    if isinstance(o.get("timestamp"), str):
-        usage["timestamp"] = o["timestamp"]
-    return usage
+    model = o["model"] if isinstance(o.get("model"), str) and o["model"] else None
+    return gemini_usage(o.get("usageMetadata"), model, o.get("timestamp"), USAGE_KEYS, "usageMetadata")
 
 
 class _Reader:
@@ -166,13 +142,8 @@ class _Reader:
         if not isinstance(payload, dict):
             raise BadField("a chat_compression record without its systemPayload")
         info: dict = payload["info"] if isinstance(payload.get("info"), dict) else {}
-        summary = make_entry({"role": "user", "content": _text(payload.get("compressedHistory") or [])},
-                             -1_000_000 - len(self.builder.compactions) - 1)
-        before = info.get("originalTokenCount")
-        self.builder.compactions.append(RecordedCompaction(
-            position=self.builder.count, summary=summary, trigger=None,
-            pre_tokens=before if type(before) is int and before > 0 else None,
-            time=o["timestamp"] if isinstance(o.get("timestamp"), str) else None))
+        self.builder.compacted(_text(payload.get("compressedHistory") or []), pre_tokens=info.get("originalTokenCount"),
+                               time=o.get("timestamp"))
 
 
 def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, **_: object) -> Transcript:
@@ -189,7 +160,7 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
             records.append(o)
     if not records:
         raise InputError(f"{path}: a Qwen Code recording with no record of its own conversation")
-    chain, off = _chain(records)
+    chain, off = leaf_path(records, "uuid", "parentUuid")
     first = chain[0]
     builder.session_id = first.get("sessionId") if isinstance(first.get("sessionId"), str) else None
     for key in ("version", "cwd"):
