@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,33 @@ COMPARED: dict[str, tuple[str, str]] = {}
 PARTS: tuple[str, ...] = ()
 
 
-class Numbers:
+class Named:
+    """Every metric and every part of one, by name, typed (``define`` makes each a property of
+    ``Numbers``; ``verdict.Entry`` reads them as the outputs give them): a name that is none of
+    them is a type error, not a silent float. A test holds this list to the registry's."""
+
+    __slots__ = ()
+
+    cost_saving: float
+    tokens_total: float
+    cost_usd: float
+    reduction: float
+    retention: float
+    recall: float
+    recoverable: float
+    violations_introduced: float
+    overflows: float
+    summaries: float
+    raw_cost_usd: float
+    raw_tokens_total: float
+    refs_retained: float
+    refs: float
+    probes_kept: float
+    probes: float
+    probes_recoverable: float
+
+
+class Numbers(Named):
     """The parts of every metric, for one run or summed over many (``a + b``, ``sum(...)``); each
     metric is a property (``n.recall``: ``METRICS["recall"].of`` its parts, unrounded)."""
 
@@ -158,9 +184,6 @@ class Numbers:
     def shown(self) -> dict[str, float]:
         """Every metric as the outputs give it (``Metric.shown``)."""
         return {name: m.shown(self._parts) for name, m in METRICS.items()}
-
-    if TYPE_CHECKING:
-        def __getattr__(self, name: str) -> float: ...  # a part or a metric: a property ``define`` made
 
 
 def _property(name: str, metric: Metric | None) -> property:

@@ -147,3 +147,15 @@ def test_a_metric_added_to_the_registry_is_in_every_output(two_more_metrics, cli
     assert failed.exit_code == 1 and "summary_input_tokens" in failed.output
     assert cli("check", *files, "-p", "s08", "--baseline", baseline, "--tolerance", "summary_input_tokens=1.5",
                ).exit_code == 0
+
+
+def test_the_typed_names_are_the_registrys_metrics_and_parts():
+    """(#60) ``Named`` types every metric and part: it names exactly the registry's, so that a
+    misspelt metric (``Numbers().recal``) is a type error, and every name it types is real."""
+    from compactlab import metrics
+
+    assert set(metrics.Named.__annotations__) == set(metrics.METRICS) | set(metrics.PARTS)
+    n = metrics.Numbers({"probes": 10, "probes_kept": 9})
+    assert n.recall == 0.9 and n.probes == 10
+    with pytest.raises(AttributeError):
+        n.recal  # noqa: B018 (what mypy now refuses)

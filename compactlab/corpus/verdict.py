@@ -19,7 +19,7 @@ import copy
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import metrics
 from ..engine.records import ACTIONS
@@ -44,7 +44,7 @@ RETENTION_MARGIN = 0.05
 
 
 @dataclass
-class Entry:
+class Entry(metrics.Named):
     """One policy (or swept value) across the transcripts: every metric of its runs' summed parts
     (``e.recall``, ``e.refs``: ``totals``, each metric as the outputs give it), and how they spread."""
 
@@ -62,16 +62,17 @@ class Entry:
     saving_low: float = 0.0  # the total saving's 95% bootstrap interval over transcripts (seeded)
     saving_high: float = 0.0
 
-    def __getattr__(self, name: str) -> float:
-        """A metric as the outputs give it (``Metric.shown``), or a summed part."""
-        if name.startswith("_") or name == "totals":
+    if not TYPE_CHECKING:  # (typed by metrics.Named: a name that is no metric or part is a type error)
+        def __getattr__(self, name: str) -> Any:
+            """A metric as the outputs give it (``Metric.shown``), or a summed part."""
+            if name.startswith("_") or name == "totals":
+                raise AttributeError(name)
+            m = metrics.METRICS.get(name)
+            if m is not None:
+                return m.shown(self.totals.parts)
+            if name in metrics.PARTS:
+                return _part(self.totals.parts[name])
             raise AttributeError(name)
-        m = metrics.METRICS.get(name)
-        if m is not None:
-            return m.shown(self.totals.parts)
-        if name in metrics.PARTS:
-            return _part(self.totals.parts[name])
-        raise AttributeError(name)
 
     def to_dict(self) -> dict[str, Any]:
         """results.json's entry: its names, every metric, every part that is none, the spread."""
