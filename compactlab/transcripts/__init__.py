@@ -24,7 +24,7 @@ FORMATS: dict[str, ModuleType] = {
                         gemini_cli, cline, pi, qwen, opencode, copilot, amp, goose)
 }
 
-__all__ = ["FORMATS", "FolderFile", "one_session", "RecordedCompaction", "UnknownFormat", "Transcript", "TranscriptBuilder", "TranscriptStream", "detect_format",
+__all__ = ["FORMATS", "FolderFile", "one_session", "written_at", "RecordedCompaction", "UnknownFormat", "Transcript", "TranscriptBuilder", "TranscriptStream", "detect_format",
            "expand_inputs", "load_transcript", "open_transcript", "skipped_subagents", "subagent_sessions"]
 
 SESSION_GLOBS = ("*.jsonl", "*.jsonl.gz", "*.jsonl.zst", "*.json", "*.traj")
@@ -71,6 +71,17 @@ def store_sessions(store: str) -> list[tuple[str, bool, float, str]]:
     if module is None:
         return []
     return [(f"{store}{stores.SEP}{sid}", sub, when, folder) for sid, sub, when, folder in module.store_sessions(store)]
+
+
+def written_at(path: str) -> float:
+    """When a session was last written (epoch seconds): its file's time, or for a session of a
+    store the time the store gives it."""
+    import os
+
+    where = stores.in_store(path)
+    if where is None:
+        return os.path.getmtime(path)
+    return next((when for name, _, when, _ in store_sessions(where[0]) if name == path), 0.0)
 
 
 def one_session(path: str) -> bool:

@@ -202,3 +202,15 @@ def test_a_stores_session_is_replayed_compared_and_converted_like_a_file(cli, tm
     assert cli("convert", f"{store}#ses_main", "-o", tmp_path / "s.jsonl", "-q").exit_code == 0
     converted = load_transcript(str(tmp_path / "s.jsonl"))
     assert converted.messages == load_transcript(f"{store}#ses_main").messages
+
+
+def test_since_filters_a_stores_sessions_by_the_stores_own_time(cli, tmp_path):
+    """--since with a store as the path: each session by the time the store gives it (2025-11-21
+    here), never the file's; its task's sub-session is said left out."""
+    store = build_store(tmp_path / "opencode.db")
+    kept = cli("inspect", store, "--since", "2025-11-20", "--format", "json")
+    assert kept.exit_code == 0, kept.stderr
+    assert [Path(s["transcript"]).name for s in json.loads(kept.stdout)["sessions"]] == ["opencode.db#ses_main"]
+    assert "left out 1 subagent session(s)" in kept.stderr
+    none = cli("inspect", store, "--since", "2025-11-22")
+    assert none.exit_code != 0 and "Traceback" not in none.stderr and "--since" in none.stderr, none.stderr
