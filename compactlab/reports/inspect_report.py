@@ -30,6 +30,21 @@ FORMAT_FACTS = {
 }
 
 
+def _format_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
+    """The rows of the format's own facts (``FORMAT_FACTS``, a session's recorded totals)."""
+    rows = []
+    for key, label in FORMAT_FACTS.items():
+        if info.get(key):
+            value = info[key]
+            rows.append((label, f"${value:,.4f}" if key.endswith("_usd") else f"{value:,}" if isinstance(value, int)
+                         else str(value)))
+    for model, t in (info.get("session_totals") or {}).items():
+        rows.append((f"session totals, {model} (recorded)",
+                     f"input {t['inputTokens']:,}, cache reads {t['cacheReadTokens']:,}, cache writes "
+                     f"{t['cacheWriteTokens']:,}, output {t['outputTokens']:,}"))
+    return rows
+
+
 def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
     rows = [("format", info["format"]), ("messages", f"{info['messages']:,}"), ("calls", f"{info['calls']:,}"),
             ("tool calls", f"{info['tool_calls']:,}"), ("message chars", f"{info['raw_chars']:,}")]
@@ -77,15 +92,7 @@ def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("inline subagents (sidechain lines, not replayed)", f"{info['sidechain_lines']:,} line(s){side}"))
     if info.get("other_roles"):
         rows.append(("other roles (metadata)", ", ".join(f"{r['role']} ({r['chars']:,} chars)" for r in info["other_roles"])))
-    for key, label in FORMAT_FACTS.items():
-        if info.get(key):
-            value = info[key]
-            rows.append((label, f"${value:,.4f}" if key.endswith("_usd") else f"{value:,}" if isinstance(value, int)
-                         else str(value)))
-    for model, t in (info.get("session_totals") or {}).items():
-        rows.append((f"session totals, {model} (recorded)",
-                     f"input {t['inputTokens']:,}, cache reads {t['cacheReadTokens']:,}, cache writes "
-                     f"{t['cacheWriteTokens']:,}, output {t['outputTokens']:,}"))
+    rows += _format_rows(info)
     if info.get("invalid_arguments"):
         rows.append(("tool arguments that are not JSON", str(info["invalid_arguments"])))
     if info.get("exit_status"):

@@ -195,6 +195,12 @@ def subagent_sessions(paths: list[str] | tuple[str, ...]) -> list[str]:
     return _expand(paths, True)[1]
 
 
+def _store_inputs(store: str) -> tuple[list[str], list[str]]:
+    """A store's sessions, and its sub-sessions (subagents'), as a folder's files."""
+    found = store_sessions(store)
+    return ([FolderFile(name) for name, sub, _, _ in found if not sub], [FolderFile(name) for name, sub, _, _ in found if sub])
+
+
 def _expand(paths: list[str] | tuple[str, ...], subagents: bool) -> tuple[list[str], list[str]]:
     import os
     from pathlib import Path
@@ -218,11 +224,9 @@ def _expand(paths: list[str] | tuple[str, ...], subagents: bool) -> tuple[list[s
             out.extend(FolderFile(f) for f in matched)
             continue
         if is_store(p):  # (a store of sessions: each a transcript, a sub-session a subagent's)
-            sessions_in = store_sessions(p)
-            out.extend(FolderFile(name) for name, sub, _, _ in sessions_in if not sub)
-            found_agents.extend(name for name, sub, _, _ in sessions_in if sub)
-            if subagents:
-                out.extend(FolderFile(name) for name, sub, _, _ in sessions_in if sub)
+            mains, subs = _store_inputs(p)
+            out.extend(mains + (subs if subagents else []))
+            found_agents.extend(subs)
             continue
         if not os.path.isdir(p):
             out.append(p)

@@ -39,7 +39,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,37 +129,37 @@ def _stores(harness: str, root: Path, sub: bool) -> list[Found]:
     return out
 
 
+#: where a home's session files are (globs under it) and what names a session's project, by harness
+_FILES: dict[str, tuple[tuple[str, ...], Callable[[Path], str]]] = {
+    "claude-code": (("*/*.jsonl",), lambda f: f.parent.name),
+    "codex": (("*/*/*/rollout-*.jsonl*",), lambda f: _codex_project(f)),
+    "gemini-cli": (("*/chats/session-*.json", "*/chats/session-*.jsonl"), lambda f: f.parent.parent.name),
+    "pi": (("*/*.jsonl",), lambda f: f.parent.name.strip("-")),
+    "openclaw": (("*/sessions/*.jsonl",), lambda f: f.parent.parent.name),
+    "qwen": (("*/chats/*.jsonl",), lambda f: f.parent.parent.name),
+    "copilot": (("*/events.jsonl",), lambda f: Path(_codex_project(f)).name),
+    "amp": (("T-*.json",), lambda f: "amp"),
+    "opencode": (("storage/session/*/*.json",), lambda f: f.parent.name),  # (the legacy files; the store besides)
+    "kilo-cli": (("storage/session/*/*.json",), lambda f: f.parent.name),
+    "goose": ((), lambda f: ""),  # (its store only)
+}
+#: the harnesses whose sessions are (also) in a SQLite store
+_STORED = ("opencode", "kilo-cli", "goose")
+#: the Cline-format extensions' (cline, roo, kilo) task histories
+_TASK_FILES: tuple[tuple[str, ...], Callable[[Path], str]] = (("*/api_conversation_history.json",), lambda f: f.parent.name)
+
+
 def _sessions(harness: str, root: Path) -> list[Found]:
-    """The session files of one home, each with its project."""
-    if harness == "goose":
-        return _stores(harness, root, False)
-    if harness in ("opencode", "kilo-cli"):
-        return _stores(harness, root, False) + [(f, f.parent.name) for f in sorted(root.glob("storage/session/*/*.json"))
-                                                if f.is_file()]
-    if harness == "claude-code":
-        return [(f, f.parent.name) for f in sorted(root.glob("*/*.jsonl")) if f.is_file()]
-    if harness == "amp":
-        return [(f, "amp") for f in sorted(root.glob("T-*.json")) if f.is_file()]
-    if harness == "copilot":
-        return [(f, Path(_codex_project(f)).name) for f in sorted(root.glob("*/events.jsonl")) if f.is_file()]
-    if harness == "codex":
-        return [(f, _codex_project(f)) for f in sorted(root.glob("*/*/*/rollout-*.jsonl*")) if f.is_file()]
-    if harness == "gemini-cli":
-        return [(f, f.parent.parent.name) for pattern in ("*/chats/session-*.json", "*/chats/session-*.jsonl")
-                for f in sorted(root.glob(pattern)) if f.is_file()]
-    if harness == "pi":
-        return [(f, f.parent.name.strip("-")) for f in sorted(root.glob("*/*.jsonl")) if f.is_file()]
-    if harness == "openclaw":
-        return [(f, f.parent.parent.name) for f in sorted(root.glob("*/sessions/*.jsonl")) if f.is_file()]
-    if harness == "qwen":
-        return [(f, f.parent.parent.name) for f in sorted(root.glob("*/chats/*.jsonl")) if f.is_file()]
-    return [(f, f.parent.name) for f in sorted(root.glob("*/api_conversation_history.json")) if f.is_file()]
+    """The sessions of one home, each with its project (and a store's, their time)."""
+    globs, project = _FILES.get(harness, _TASK_FILES)
+    files: list[Found] = [(f, project(f)) for pattern in globs for f in sorted(root.glob(pattern)) if f.is_file()]
+    return (_stores(harness, root, False) if harness in _STORED else []) + files
 
 
 def _agents(harness: str, root: Path) -> list[Found]:
     """The subagents' sessions of one home, each with its project (the folder form's rule:
     ``subagents/`` beside a session, or inside its folder; a store's sub-sessions)."""
-    if harness in ("opencode", "kilo-cli", "goose"):
+    if harness in _STORED:
         return _stores(harness, root, True)
     if harness != "claude-code":
         return []
