@@ -73,6 +73,8 @@ GEMINI_WINDOW = 1_048_576
 #: output reserve, min(max output, 32,000) (the opencode preset's trigger; sst/opencode session/overflow.ts
 #: subtracts compaction.reserved from it, by default min(20,000, max output))
 OPENCODE_USABLE = 168_000
+#: Pi's trigger is the model's window less compaction.reserveTokens (the pi preset's window: 200,000)
+PI_WINDOW = 200_000
 
 
 def _claude(s: dict[str, Any]) -> list[str]:
@@ -91,6 +93,10 @@ def _gemini(s: dict[str, Any]) -> list[str]:
 
 def _opencode(s: dict[str, Any]) -> list[str]:
     return ["opencode.json: " + json.dumps({"compaction": {"reserved": s["compaction.reserved"]}})]
+
+
+def _pi(s: dict[str, Any]) -> list[str]:
+    return ["~/.pi/agent/settings.json: " + json.dumps({"compaction": {"reserveTokens": s["compaction.reserveTokens"]}})]
 
 
 def _call(module: str, name: str, args: str, wrap: str = "") -> list[str]:
@@ -159,6 +165,10 @@ TABLE: dict[str, Harness] = {h.name: h for h in (
              shown=lambda t: OPENCODE_USABLE - t, read=lambda r: OPENCODE_USABLE - int(r), short="reserved"),),
             _opencode, always_set=True,
             off=('opencode.json: {"compaction": {"auto": false, "prune": false}}',)),
+    Harness("pi", "Pi", "pi", (
+        Knob("compaction.reserveTokens", "summary.trigger", tuple(PI_WINDOW - r for r in range(96_000, 4_095, -4_000)),
+             shown=lambda t: PI_WINDOW - t, read=lambda r: PI_WINDOW - int(r), short="reserve"),), _pi,
+            off=('~/.pi/agent/settings.json: {"compaction": {"enabled": false}}',)),
     Harness("langchain", "LangChain SummarizationMiddleware", "langchain-summarization", (
         Knob("trigger", "custom.settings.trigger_fraction", _steps(0.5, 0.95, 0.05)),
         Knob("keep", "custom.settings.keep_messages", _steps(4, 60, 4, 0))), _langchain,
@@ -270,6 +280,8 @@ def parse_setting(name: str, lines: list[str]) -> dict[str, Any]:
         got["model.compressionThreshold"] = json.loads(text.partition(": ")[2])["model"]["compressionThreshold"]
     elif name == "opencode":
         got["compaction.reserved"] = json.loads(text.partition(": ")[2])["compaction"]["reserved"]
+    elif name == "pi":
+        got["compaction.reserveTokens"] = json.loads(text.partition(": ")[2])["compaction"]["reserveTokens"]
     elif name == "anthropic-api":
         edit = json.loads(text.partition("): ")[2])["context_management"]["edits"][0]
         got.update({k: edit[k]["value"] for k in ("trigger", "keep", "clear_at_least")})
@@ -316,6 +328,11 @@ SETTINGS: dict[str, list[tuple[str, str, str, str, str]]] = {
          "summary.trigger = 168,000 (the window less the 32,000 output reserve) less it"),
         ("compaction.auto / compaction.prune", "opencode.json", "true / false", "true / true",
          "summary.enabled / micro.enabled"),
+    ],
+    "pi": [
+        ("compaction.reserveTokens", "~/.pi/agent/settings.json", "tokens", "16,384 (DEFAULT_COMPACTION_SETTINGS)",
+         "summary.trigger = the window (200,000) less it"),
+        ("compaction.enabled", "~/.pi/agent/settings.json", "true / false", "true", "summary.enabled"),
     ],
     "langchain-summarization": [
         ("trigger", "SummarizationMiddleware(...)", '("fraction", 0-1), ("tokens", N) or ("messages", N)',
