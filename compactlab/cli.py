@@ -260,20 +260,45 @@ def _homed(paths: tuple[str, ...], harness: str | None) -> None:
                          hint=f"e.g. compactlab tune runs/ --harness {harness}")
 
 
-def tune_sessions_options(f: Callable) -> Callable:
-    """tune's: --harness also names a framework whose settings are searched (``harness_settings``)."""
+def _setting_harnesses() -> tuple[str, ...]:
     from .corpus.harness_settings import HARNESSES
 
-    return sessions_options(f, also=HARNESSES, harness_help=(
+    return HARNESSES
+
+
+def tune_sessions_options(f: Callable) -> Callable:
+    """tune's: --harness also names a framework whose settings are searched (``harness_settings``)."""
+    return sessions_options(f, also=_setting_harnesses, harness_help=(
         "Search the settings this harness or framework lets you change (its preset, within its clamps) and print "
         "the result as its own setting to paste; with no path, also only its sessions."))
 
 
-def input_options(f: Callable) -> Callable:
+class LazyChoice(click.Choice):
+    """A choice whose names are looked up when they are first needed (a value to check, help to
+    show), not when the CLI is built: the names live with the loaders and the harness table, which
+    a command that does not read them (``--version``, another command's help) never imports."""
+
+    def __init__(self, names: Callable[[], list[str]]) -> None:
+        self._names = names
+        self._choices: tuple[str, ...] | None = None
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> tuple[str, ...]:  # type: ignore[override]  # (click's attribute, read when needed)
+        if self._choices is None:
+            self._choices = tuple(self._names())
+        return self._choices
+
+
+def _format_names() -> list[str]:
     from .transcripts import FORMATS
 
+    return sorted(FORMATS)
+
+
+def input_options(f: Callable) -> Callable:
     f = click.option("--skip-bad-lines", is_flag=True, help="Skip unusable lines (counted) instead of failing.")(f)
-    f = click.option("--input-format", type=click.Choice(sorted(FORMATS)), default=None,
+    f = click.option("--input-format", type=LazyChoice(_format_names), default=None,
                      help="Force the input format instead of detecting it.")(f)
     return f
 
@@ -292,12 +317,21 @@ def main() -> None:
     """
 
 
-def sessions_options(f: Callable, also: tuple[str, ...] = (), harness_help: str = "") -> Callable:
-    """With no path: the user's own sessions, found in the harnesses' homes (``transcripts.homes``).
-    ``also``: names --harness takes besides the homes' (tune's frameworks)."""
-    from .transcripts.homes import HARNESSES
+def _homes_names(also: Callable[[], tuple[str, ...]] | None = None) -> Callable[[], list[str]]:
+    """The harnesses with a home (``transcripts.homes``), and ``also``'s names besides."""
+    def names() -> list[str]:
+        from .transcripts.homes import HARNESSES
 
-    f = click.option("--harness", type=click.Choice([*HARNESSES, *(a for a in also if a not in HARNESSES)]),
+        more = also() if also is not None else ()
+        return [*HARNESSES, *(a for a in more if a not in HARNESSES)]
+
+    return names
+
+
+def sessions_options(f: Callable, also: Callable[[], tuple[str, ...]] | None = None, harness_help: str = "") -> Callable:
+    """With no path: the user's own sessions, found in the harnesses' homes (``transcripts.homes``).
+    ``also``: the names --harness takes besides the homes' (tune's frameworks), looked up when needed."""
+    f = click.option("--harness", type=LazyChoice(_homes_names(also)),
                      default=None, help=harness_help or "With no path: only this harness's sessions.")(f)
     f = click.option("--project", default=None, metavar="NAME",
                      help="With no path: only sessions whose project (its folder) holds NAME.")(f)

@@ -72,3 +72,25 @@ def test_shell_completion_names_the_commands_and_the_presets(tmp_path):
     source = subprocess.run([sys.executable, "-m", "compactlab"], capture_output=True, text=True, timeout=60,
                             env={**os.environ, "_COMPACTLAB_COMPLETE": "bash_source"}).stdout
     assert "_compactlab_completion" in source
+
+
+def test_the_cli_starts_without_importing_the_loaders_or_the_harness_table():
+    """(#60) The choices of --input-format and --harness are looked up when first needed: building
+    the CLI (``--version``, another command) imports no loader and not the harness table; a bad
+    value is still refused with the choices named."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import compactlab.cli; "
+            "print(sorted(m for m in sys.modules if m.startswith(('compactlab.transcripts', "
+            "'compactlab.corpus.harness_settings'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]", out
+    from click.testing import CliRunner
+
+    from compactlab.cli import main
+
+    bad = CliRunner().invoke(main, ["replay", "x.jsonl", "--input-format", "nope"])
+    assert bad.exit_code == 2 and "'claude-code'" in bad.output and "'goose'" in bad.output, bad.output
+    bad = CliRunner().invoke(main, ["tune", "x.jsonl", "--harness", "nope"])
+    assert bad.exit_code == 2 and "'anthropic-api'" in bad.output, bad.output
