@@ -365,7 +365,7 @@ def setting_of(policy: Any) -> tuple[str, list[str]] | None:
     """A harness's or framework's preset as the setting that makes it (the harness's title, the
     lines to paste); None where ``policy`` is no harness's preset. A value the harness would not take is
     said, never rounded silently."""
-    from ..engine.policy import UNKNOWN, value_at
+    from ..engine.policy import UNKNOWN, load_policy, value_at
 
     h = of_preset(policy.name)
     if h is None:
@@ -376,8 +376,6 @@ def setting_of(policy: Any) -> tuple[str, list[str]] | None:
     values = {k.key: value_at(policy, current, k.key) for k in h.knobs}
     if any(v is UNKNOWN for v in values.values()):
         return None
-    from ..engine.policy import load_policy
-
     default = load_policy(h.preset)
     if values == {k.key: value_at(default, None, k.key) for k in h.knobs}:
         return h.title, paste(h.name, values, True)

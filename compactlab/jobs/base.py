@@ -415,7 +415,7 @@ def input_files(paths: tuple[str, ...] | list[str], subagents: bool, finding: Fi
     kept by ``--since``/``--until``; with none, the user's own sessions from the harnesses' homes
     (said in a first line: where, and how many in each). Of several files, one that is no
     transcript is skipped and counted, as a folder's is."""
-    from ..transcripts import FolderFile, expand_inputs
+    from ..transcripts import FolderFile, expand_inputs, is_store, written_at
     from ..transcripts.homes import find, looked, when
 
     f = finding
@@ -439,13 +439,11 @@ def input_files(paths: tuple[str, ...] | list[str], subagents: bool, finding: Fi
         raise UsageError("--project and --harness choose among the sessions found without a path",
                          hint="give no path, or leave them out")
     files = expand_inputs(paths, subagents)
-    from ..transcripts import is_store, written_at
-
     if not subagents and any(os.path.isdir(p) or is_store(p) for p in paths):  # (a store's sub-sessions too)
         say_left_out(*left_out_subagents(paths), "the folder(s)", notify)
     if since is not None or until is not None:
-        kept = [p for p in files if (since is None or written_at(p) >= since)
-                and (until is None or written_at(p) <= until)]
+        times = written_at(files)
+        kept = [p for p in files if (since is None or times[p] >= since) and (until is None or times[p] <= until)]
         notify(f"--since/--until: {len(kept)} of {len(files)} file(s) last written then", False)
         if not kept:
             raise UsageError("no file was last written in that time", hint="widen --since/--until")

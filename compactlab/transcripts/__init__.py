@@ -73,15 +73,22 @@ def store_sessions(store: str) -> list[tuple[str, bool, float, str]]:
     return [(f"{store}{stores.SEP}{sid}", sub, when, folder) for sid, sub, when, folder in module.store_sessions(store)]
 
 
-def written_at(path: str) -> float:
-    """When a session was last written (epoch seconds): its file's time, or for a session of a
-    store the time the store gives it."""
+def written_at(paths: list[str]) -> dict[str, float]:
+    """When each session was last written (epoch seconds): its file's time, or for a session of a
+    store the time the store gives it (each store read once)."""
     import os
 
-    where = stores.in_store(path)
-    if where is None:
-        return os.path.getmtime(path)
-    return next((when for name, _, when, _ in store_sessions(where[0]) if name == path), 0.0)
+    out: dict[str, float] = {}
+    stores_read: dict[str, dict[str, float]] = {}
+    for path in paths:
+        where = stores.in_store(path)
+        if where is None:
+            out[path] = os.path.getmtime(path)
+            continue
+        if where[0] not in stores_read:
+            stores_read[where[0]] = {name: when for name, _, when, _ in store_sessions(where[0])}
+        out[path] = stores_read[where[0]].get(path, 0.0)
+    return out
 
 
 def one_session(path: str) -> bool:
