@@ -59,6 +59,10 @@ def test_precision_on_the_judged_sample_is_85_percent_or_more(probes):
 
 
 LOST = json.loads((Path(__file__).parent / "data" / "lost_judgements.json").read_text())
+#: the shared recordings split into a tuning half and a test half (#58 §1), and a sample of the
+#: test half's lost probes judged by reading
+SPLIT = json.loads((Path(__file__).parent / "data" / "probe_split.json").read_text())
+TEST_HALF = json.loads((Path(__file__).parent / "data" / "lost_judgements_test_half.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +75,7 @@ def outcomes() -> dict[tuple[str, str, int, str], str]:
     if not ROOT.is_dir():
         pytest.skip("../shared/transcripts is not beside the project")
     found = {}
-    for name, policy in sorted({(r["file"], r["policy"]) for r in LOST["sample"]}):
+    for name, policy in sorted({(r["file"], r["policy"]) for r in LOST["sample"] + TEST_HALF["sample"]}):
         path = ROOT / name
         if not path.is_file():
             pytest.skip(f"../shared/transcripts/{name} is not there")
@@ -93,3 +97,36 @@ def test_lost_means_lost_on_the_judged_sample(outcomes):
     assert sum(r["used"] for r in probes) / len(probes) >= 0.85
     # a judged probe the context holds (inside a longer token, in the agent's own words) is never lost
     assert [r["probe"] for r in lost if not r["absent"]] == []
+
+
+def test_the_halves_are_apart_and_the_judged_sample_is_the_test_halfs():
+    """(#58 §1) No recording is in both halves, and every judged probe of the test half's sample
+    comes from a recording of the test half."""
+    tuning, test = tuple(SPLIT["tuning"]), tuple(SPLIT["test"])
+    assert not [a for a in tuning for b in test if a.startswith(b) or b.startswith(a)]
+    rows = TEST_HALF["sample"]
+    assert len(rows) >= 60 and all(r["file"].startswith(test) and not r["file"].startswith(tuning) for r in rows)
+    assert all(r["why"] and isinstance(r["used"], bool) for r in rows)
+
+
+def test_lost_is_a_true_later_use_on_the_test_half(outcomes):
+    """(#58 §1) On recordings the rules were not tuned on, of the judged probes called lost now, 85%
+    or more are a real use of an earlier result (59 of 64 when judged), and 95% or more are absent
+    from the context sent (every one, searched independently of the engine)."""
+    lost = [r for r in TEST_HALF["sample"] if outcomes.get((r["file"], r["policy"], r["call"], r["probe"])) == "lost"]
+    assert len(lost) >= 55, len(lost)
+    assert sum(r["used"] for r in lost) / len(lost) >= 0.85
+    assert sum(r["absent"] for r in lost) / len(lost) >= 0.95
+
+
+def test_the_vocabulary_keeps_every_judged_true_use():
+    """(#58 §4) Dropping names known without a result keeps every judged true use of every judged
+    set a probe (none is a common name); and the false ones it is for are common."""
+    from compactlab.engine.measures.probes import common, own_frameworks
+
+    django = own_frameworks("./django/db/models/fields/related.py")
+    for data in (JUDGED["sample"], JUDGED["new_kinds"], LOST["sample"], TEST_HALF["sample"]):
+        for r in data:
+            own = django if "django" in r["file"] else 0
+            assert not (r["used"] and common(r["probe"], own)), r
+    assert all(common(name) for name in ("django.urls", "real-time", "CI/CD", "models.CharField"))

@@ -318,3 +318,64 @@ def test_generic_names_of_every_language_here(name, is_generic):
     from compactlab.engine.measures.probes import generic
 
     assert generic(name) is is_generic
+
+
+@pytest.mark.parametrize("name, is_common", [
+    # a framework's public names (#58 §1: the vocabulary built from pinned packages)
+    ("django.urls", True), ("models.CharField", True), ("on_delete", True), ("max_length", True),
+    ("django.db.models.Q", True), ("pd.DataFrame", True), ("np.float64", True), ("TestCase", True),
+    ("addEventListener", True), ("getBoundingClientRect", True), ("ExUnit.Case", True), ("on_exit", True),
+    # English compounds and acronyms
+    ("real-time", True), ("built-in", True), ("--end-to-end", True), ("CI/CD", True),
+    # the session's own
+    ("transcript-row", False), ("data-render-mode", False), ("container.querySelectorAll", False),
+    ("self.on_delete", False), ("Ash.UUID.generate", False), ("src/app", False), ("render_assistant_block", False),
+])
+def test_names_known_without_a_result(name, is_common):
+    from compactlab.engine.measures.probes import common
+
+    assert common(name) is is_common
+
+
+def test_a_frameworks_names_are_the_sessions_own_when_it_works_on_its_source():
+    """In a session on Django's own tree (a result shows ./django/... or /testbed/django/...), Django's
+    names are probes; an installed copy (site-packages) does not make them the session's, and a name
+    another framework also has is the session's as soon as one of them is its own."""
+    from compactlab.engine.measures.probes import common, own_frameworks
+
+    django = own_frameworks("./django/db/models/fields/related.py:12: class ForeignKey")
+    assert django and own_frameworks("/testbed/django/db/x.py") == django
+    assert own_frameworks('File "/usr/lib/python3/site-packages/django/core/x.py", line 3') == 0
+    assert own_frameworks("see mydjango/x.py and node_modules/django/y.py") == 0
+    assert common("remote_field") and not common("remote_field", django)
+    assert common("field_name") and not common("field_name", django)  # (pydantic and starlette have it too)
+    assert common("TestCase", django)  # (the standard library's too, and never a session's own)
+    assert common("CharField", own_frameworks("flask/app.py"))
+
+
+def test_a_session_on_djangos_tree_keeps_djangos_names_as_probes(tmp_path):
+    """The switch, through the index: the same reply's ``remote_field`` is a probe after a result that
+    shows Django's own source, and is not after one that shows an installed copy."""
+    def run(path: str) -> list[str]:
+        msgs = [user("fix it"), asst(tu("a", command="grep -rn rel .")),
+                results(tr("a", f"{path}:12:        remote_field = rel\n")),
+                asst(tu("b", command="python -c 'print(remote_field)'"))]
+        return [p.probe for p in _run(tmp_path, msgs).probe_ledger]
+
+    assert "remote_field" in run("./django/db/models/fields/related.py")
+    assert "remote_field" not in run("/usr/lib/python3/site-packages/django/db/models/fields/related.py")
+
+
+def test_the_vocabulary_is_the_one_the_probe_cache_was_versioned_with():
+    """A rebuilt vocabulary changes what counts as a probe: bump probe_cache.INDEX_VERSION and this
+    digest together (or cached probes of the old vocabulary are read as this one's)."""
+    import hashlib
+    from pathlib import Path
+
+    from compactlab.engine.measures import probe_cache
+    from compactlab.engine.measures.probes import vocabulary
+
+    data = Path(probe_cache.__file__).parents[2] / "data" / "vocabulary.txt"
+    assert (probe_cache.INDEX_VERSION, hashlib.sha256(data.read_bytes()).hexdigest()[:12]) == (4, "180bf668b3c9")
+    v = vocabulary()
+    assert len(v.names) > 40_000 and v.bit_of["django"] and v.bit_of["_pytest"] == v.bit_of["pytest"]

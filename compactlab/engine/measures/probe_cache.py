@@ -33,7 +33,7 @@ from ...transcripts.model import Transcript
 
 #: the probe rules' version: bump it whenever what counts as a probe changes (entries made by
 #: earlier rules are then never read)
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 #: smaller files are indexed as they are read: reading a cache entry (about 1 ms) would cost as
 #: much (indexing 30 KB takes 2 ms, a 300 KB session 12 ms: a folder of sessions gains)
 MIN_BYTES = 64 << 10

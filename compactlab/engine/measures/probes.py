@@ -19,7 +19,9 @@ the agent's own messages (also as a part of a longer token it wrote); Python's d
 builtins, keywords and standard-library modules (``sys.stdlib_module_names``: ``logging.getLogger``
 is not evidence of having read a result), and the standard modules and built-ins of Elixir and
 JavaScript, Phoenix's callbacks and ``phx-`` attributes; an attribute of ``self`` or ``cls`` that is
-a plain word.
+a plain word; a name of the shipped vocabulary (``common``: the public names of major frameworks,
+of Python's and Elixir's standard libraries, TypeScript and the DOM, English compounds), unless the
+session works on that framework's own source.
 
 A probe is **kept** when the context sent at that call holds it anywhere: an intact tool result
 that holds it, the agent's own earlier message that repeats it (masking keeps the actions), a
@@ -45,6 +47,8 @@ import sys
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import orjson
@@ -117,11 +121,88 @@ def trimmed(found: set[str]) -> set[str]:
     return {t.strip(_EDGES) if t[-1] in _EDGES or t[0] in _EDGES else t for t in found}
 
 
-def generic(t: str) -> bool:
+class Vocabulary(NamedTuple):
+    """Names known without reading a result (``data/vocabulary.txt``, built from pinned packages by
+    ``scripts/build_vocabulary.py``; #58 §1)."""
+
+    #: a public name of a major framework, of a language's standard library, of TypeScript and the
+    #: DOM, or an English compound (``real-time``) -> the frameworks it is of (a bit mask, as text)
+    names: dict[str, str]
+    #: finds a framework's own source file in a text (not an installed copy) -> its top folder
+    source: re.Pattern[str]
+    #: a top folder of a framework's source -> the framework's bit
+    bit_of: dict[str, int]
+
+
+@cache
+def vocabulary() -> Vocabulary:
+    text = (Path(__file__).parents[2] / "data" / "vocabulary.txt").read_text(encoding="utf-8")
+    head, body = _split_header(text)
+    bit_of = {}
+    for bit, line in enumerate(ln for ln in head if ln.startswith("# framework ")):
+        folders = line.split()[3]
+        bit_of.update(dict.fromkeys(folders.split(",") if folders != "-" else (), 1 << bit))
+    pairs = body.split()  # (name, mask, name, mask, ...): split and zip in C, a few ms for 40,000 names
+    # a file of the framework's tree, not under site-packages/, dist-packages/ or node_modules/
+    source = re.compile(r"(?<![\w.-])(?<!packages/)(?<!node_modules/)("
+                        + "|".join(map(re.escape, sorted(bit_of))) + r")/[\w/]*\.py\b")
+    return Vocabulary(dict(zip(pairs[::2], pairs[1::2])), source, bit_of)
+
+
+def _split_header(text: str) -> tuple[list[str], str]:
+    """A file's leading ``#`` lines, and the rest."""
+    at = 0
+    head = []
+    while text.startswith("#", at):
+        end = text.index("\n", at)
+        head.append(text[at:end])
+        at = end + 1
+    return head, text[at:]
+
+
+def own_frameworks(text: str) -> int:
+    """The frameworks whose own source ``text`` shows (a bit mask; a session working on it: their
+    names are the session's, not common)."""
+    if "/" not in text:
+        return 0
+    v = vocabulary()
+    own = 0
+    for folder in v.source.findall(text):
+        own |= v.bit_of[folder]
+    return own
+
+
+def common(t: str, own: int = 0) -> bool:
+    """A name known without reading a result (#58 §1): a public name of a major framework or of
+    TypeScript and the DOM (``vocabulary``: ``django.urls``, ``on_delete``, ``addEventListener``)
+    unless the session works on the own source of a framework that has it (``own``), a dotted name in such a
+    module or made of such names (``django.db.models.Q``, ``HTMLElement.querySelector``), an English compound
+    (``real-time``, ``built-in``) or acronyms joined by a slash (``CI/CD``)."""
+    v = vocabulary()
+
+    def known(name: str) -> bool:
+        of = v.names.get(name)
+        return of is not None and int(of) & own == 0
+
+    if known(t):
+        return True
+    if "/" in t:
+        words = t.split("/")
+        return len(words) <= 3 and all(w.isalpha() and w.isupper() and len(w) <= 5 for w in words)
+    if "." in t:
+        head = t.rpartition(".")[0]
+        return known(head) or all(map(known, t.split(".")))
+    return "-" in t and known(t.strip("-"))
+
+
+def generic(t: str, own: int = 0) -> bool:
     """A name every Python program shows: a dunder, a builtin, a keyword, a standard-library module
     or a name in one (``os.path``, ``logging.getLogger``), ``self.name``; and the like of the other
-    languages agents write here (``OTHER_MODULES``, ``OTHER_NAMES``, Phoenix's ``phx-`` attributes)."""
+    languages agents write here (``OTHER_MODULES``, ``OTHER_NAMES``, Phoenix's ``phx-`` attributes);
+    and a name known without a result (``common``)."""
     if t in GENERIC or t in OTHER_NAMES or t.startswith("phx-") or (t.startswith("__") and t.endswith("__")):
+        return True
+    if common(t, own):
         return True
     if "." in t and "/" not in t:
         head, _, rest = t.partition(".")
@@ -308,6 +389,8 @@ class ProbeIndex:
         self._recent_chars = 0
         #: the results since the previous call: (position, block, text, source (call, tool))
         self._last_results: list[tuple[int, int, str, tuple[int, str]]] = []
+        #: the frameworks whose own source a result showed: their names are this session's
+        self.own = 0  # (a bit mask: Vocabulary)
         self._not_learnt(system or "")
 
     def _not_learnt(self, text: str) -> None:
@@ -336,6 +419,7 @@ class ProbeIndex:
             if not text:
                 continue
             self._remember(pos, fact.block, text, source)
+            self.own |= own_frameworks(text[:MAX_SCAN])
             found = runs(text) if self.wanted is None else self._of(runs(text))
             # (difference, not difference_update: it walks the smaller side, the result's strings)
             found = found.difference(mine)
@@ -390,7 +474,7 @@ class ProbeIndex:
             held = self._held(s)
             if held is None:
                 mine.add(s)  # the agent's own string
-            elif not generic(s) and not self._prompted(s):
+            elif not generic(s, self.own) and not self._prompted(s):
                 where, source = held
                 if s in said:
                     where = (*where, (said[s], REPLY))
