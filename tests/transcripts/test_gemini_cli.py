@@ -152,3 +152,24 @@ def test_inspect_shows_a_cache_break_after_a_call_that_recorded_no_usage(tmp_pat
     r = cli("inspect", path)
     assert r.exit_code == 0, r.stderr
     assert "call 2 read 0 (the call before recorded no usage)" in r.stdout, r.stdout
+
+
+#: ccusage's cost of each shared Gemini CLI session (``ccusage gemini session --json --offline``,
+#: ccusage 20.0.11 @ 5816e64 built here with LiteLLM 1.110.2's price table, Gemini models kept in
+#: its embedded prices): input, cache reads, output and thoughts, as ccusage reads them
+CCUSAGE = {"gemini.jsonl": 0.15896305, "test_conversation_gemini.2025-10-11.json": 0.107725625,
+           "test_conversation_gemini.2026-03-27.json": 0.3323012}
+
+
+@pytest.mark.parametrize("name", sorted(CCUSAGE))
+def test_recorded_cost_is_ccusages(name):
+    """(#58 §3) On the same tokens, a Gemini CLI session's recorded cost is ccusage's (to a
+    hundredth of a cent): the cached part of the prompt at the cache-read price, thoughts at the
+    output price, the calls that recorded no usage at nothing."""
+    from helpers import SHARED
+
+    path = SHARED / "transcripts" / "gemini_cli" / name
+    if not path.is_file():
+        pytest.skip(f"../shared/transcripts/gemini_cli/{name} is not beside the project")
+    summary = replay(load_transcript(str(path)), load_policy("none")).summary
+    assert summary.recorded_cost_usd == pytest.approx(CCUSAGE[name], abs=0.0001)
