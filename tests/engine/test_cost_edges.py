@@ -246,3 +246,19 @@ def test_a_recorded_whole_miss_reads_nothing_whatever_the_estimate():
     price_calls(records, load_prices().lookup("gemini-2.5-pro"), breaks={1: 0}, rules=RULES["gemini"],
                 expected={1: 8882})
     assert records[1].cache_read_tokens == 0
+
+
+def test_every_shared_claude_code_session_with_an_auto_compaction_models_its_cost_within_2_percent(
+        cli, shared_transcripts):
+    """(#58 §3) A Claude Code session that compacted on its own: replaying no compaction with the
+    recorded compaction kept models its recorded input cost within ±2% (the two shared 2.1.39
+    sessions: -0.9% and -1.5%)."""
+    checked = []
+    for path in sorted(shared_transcripts.glob("claude_code/**/*.jsonl")):
+        if "subagents" in path.parts or '"trigger":"auto"' not in path.read_text(encoding="utf-8"):
+            continue
+        s = orjson.loads(cli("replay", path, "-p", "none", "--dry-run", "--format", "json", "-q",
+                             "--keep-recorded-compactions").stdout)["runs"][0]["summary"]
+        assert abs(s["cache_ledger"]["cost_error"]) <= 0.02, (path.name, s["cache_ledger"]["cost_error"])
+        checked.append(path.name)
+    assert len(checked) >= 2, checked
