@@ -225,7 +225,7 @@ def summarize(records: list[TurnRecord], totals: Any, *, transcript: Any, policy
               probe_kinds: dict[str, dict[str, int]] | None = None, probes_indexed: bool = True,
               window: tuple[int, str] = (0, ""), summary_request: str = "fresh", raw_overflows: int = 0) -> RunSummary:
     """A run's summary, built from its priced records, its layers' totals (``LayerStats``) and what
-    its measures add at the end (``measures.Measures.finish``: its violations, its probes by kind);
+    its measures add at the end (``measures.Measures.totals``: its violations, its probes by kind);
     ``transcript`` gives the path, format and skipped lines; ``pricing`` is what ``cost.price_run``
     gave (summary calls are billed at the summarizer's model's prices)."""
     violations = violations or []

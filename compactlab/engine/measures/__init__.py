@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ..records import CompactionEvent
 from .base import CallAt, Measure
 from .baseline import RawBaseline, RawSize
+from .probes import ProbeOutcome
 from .recall import IntactFirstRecall, Recall
 from .retention import Retention
 from .violations import Violations
@@ -21,28 +23,44 @@ RECALL: type[Recall] = IntactFirstRecall
 
 
 class Measures:
-    """A run's measures, named for what the loop asks of them at the end, and all in call order.
-    (A plain class: a NamedTuple's generated code is part of every command's start.)"""
+    """A run's measures, in call order, and what the loop asks of them: each call's rows stored
+    in its record, the run's totals, the probes' ledger and the compaction events charged with
+    what they lost. (A plain class: a NamedTuple's generated code is part of every command's
+    start.)"""
 
-    __slots__ = ("raw", "violations", "retention", "recall", "_all")
+    __slots__ = ("_recall", "_all")
 
     def __init__(self, raw: RawSize, violations: Violations, retention: Retention, recall: Recall) -> None:
-        self.raw, self.violations, self.retention, self.recall = raw, violations, retention, recall
+        self._recall = recall
         self._all: tuple[Measure, ...] = (raw, violations, retention, recall)
 
     def __iter__(self) -> Iterator[Measure]:
         return iter(self._all)
 
     def at_call(self, at: CallAt, context: Any, record: Any) -> None:
+        """Measure the context sent at a call: each measure's row into the call's record (its
+        fields are the record's columns)."""
         for m in self._all:
-            m.at_call(at, context, record)
+            row = m.at_call(at, context)
+            if row is not None:
+                for name, value in zip(row._fields, row):
+                    setattr(record, name, value)
 
-    def finish(self) -> dict[str, Any]:
-        """What they add to the run's summary, together."""
+    def totals(self) -> dict[str, Any]:
+        """What they add to the run's summary, together (``summarize``'s keywords)."""
         out: dict[str, Any] = {}
         for m in self:
-            out.update(m.finish())
+            total = m.finish()
+            out.update(zip(total._fields, total))
         return out
+
+    def ledger(self) -> list[ProbeOutcome]:
+        """Every probe's outcome, call by call (probes.csv)."""
+        return self._recall.ledger
+
+    def charged(self, events: list[CompactionEvent]) -> list[CompactionEvent]:
+        """``events``, each with the used strings it removed (``Recall.losses``)."""
+        return self._recall.losses(events)
 
 
 def measures_for(base: RawBaseline, env: Any, *, counter: Any = None, entries: list | None = None,

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 from ..context import Context
-from ..records import TurnRecord
-from .base import CallAt
+from .base import CallAt, Nothing
 from .violations import InvariantTracker, Violation
 from ...transcripts.messages import Entry, make_entry
 from .probes import Probe, ProbeIndex, wanted_strings
@@ -150,6 +149,14 @@ def baseline_for(transcript: Transcript, probes: bool = True) -> RawBaseline:
     return transcript.raw_baseline
 
 
+class RawRow(NamedTuple):
+    """A call's uncompacted history (``TurnRecord``'s columns)."""
+
+    raw_messages: int
+    raw_chars: int
+    raw_tokens: int
+
+
 class RawSize:
     """The raw baseline as a measure (``base.Measure``): each call's uncompacted history, its
     messages, characters and tokens (``counter``: exact counts of the ``entries`` before the call,
@@ -159,11 +166,12 @@ class RawSize:
                  entries: list[Entry] | None = None) -> None:
         self.base, self.estimator, self.counter, self.entries = base, estimator, counter, entries
 
-    def at_call(self, at: CallAt, context: Context, record: TurnRecord) -> None:
+    def at_call(self, at: CallAt, context: Context) -> RawRow:
         base, call = self.base, at.call
-        record.raw_messages, record.raw_chars = base.messages[call], base.chars[call]
-        record.raw_tokens = (self.counter.count([e.message for e in (self.entries or [])[:at.pos]]) if self.counter
-                             else self.estimator.tokens(base.chars[call]))
+        chars = base.chars[call]
+        tokens = (self.counter.count([e.message for e in (self.entries or [])[:at.pos]]) if self.counter
+                  else self.estimator.tokens(chars))
+        return RawRow(base.messages[call], chars, tokens)
 
-    def finish(self) -> dict[str, Any]:
-        return {}
+    def finish(self) -> Nothing:
+        return Nothing()

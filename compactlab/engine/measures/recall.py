@@ -11,12 +11,28 @@ the same runs.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..context import Context
-from ..records import CompactionEvent, TurnRecord
+from ..records import CompactionEvent
 from .base import CallAt
 from .probes import KINDS, Checked, Probe, ProbeMemo, ProbeOutcome, check, check_intact
+
+
+class RecallRow(NamedTuple):
+    """A call's probes, those kept and those recoverable (``TurnRecord``'s columns)."""
+
+    probes: int
+    probes_kept: int
+    probes_recoverable: int
+
+
+class RecallTotal(NamedTuple):
+    """Per probe kind, its probes, kept and recoverable; and whether the probes were indexed
+    (``summarize``'s keywords)."""
+
+    probe_kinds: dict[str, dict[str, int]]
+    probes_indexed: bool
 
 
 class Recall:
@@ -28,17 +44,18 @@ class Recall:
         self.ledger: list[ProbeOutcome] = []  # every probe's outcome, call by call
         self.memo = ProbeMemo()  # edited messages' texts, results gone
 
-    def at_call(self, at: CallAt, context: Context, record: TurnRecord) -> None:
+    def at_call(self, at: CallAt, context: Context) -> RecallRow | None:
         probes = self.probes.get(at.call, ())  # (kept: a stream's go to the probe cache at its end)
-        if probes:
-            checked = self._check(probes, at, context)
-            record.probes, record.probes_kept, record.probes_recoverable = len(probes), checked.kept, checked.recoverable
+        if not probes:
+            return None
+        checked = self._check(probes, at, context)
+        return RecallRow(len(probes), checked.kept, checked.recoverable)
 
     def _check(self, probes: list[Probe], at: CallAt, context: Context) -> Checked:
         return check(probes, context, at.call, self.ledger, self.env, self.memo)
 
-    def finish(self) -> dict[str, Any]:
-        return {"probe_kinds": self.kinds(), "probes_indexed": self.indexed}
+    def finish(self) -> RecallTotal:
+        return RecallTotal(self.kinds(), self.indexed)
 
     def kinds(self) -> dict[str, dict[str, int]]:
         """Per probe kind that occurred: how many probes, kept and recoverable."""

@@ -9,11 +9,10 @@ looked up in the context as sent.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import NamedTuple
 
 from ..context import Context
-from ..records import TurnRecord
-from .base import CallAt
+from .base import CallAt, Nothing
 
 
 def retained(refs: Iterable[tuple[int, int]], context: Context) -> int:
@@ -34,10 +33,16 @@ class Retention:
     def __init__(self, refs: dict[int, list[tuple[int, int]]], keep: bool = True) -> None:
         self.refs, self.keep = refs, keep
 
-    def at_call(self, at: CallAt, context: Context, record: TurnRecord) -> None:
+    def at_call(self, at: CallAt, context: Context) -> RetentionRow | None:
         refs = self.refs.get(at.call, ()) if self.keep else self.refs.pop(at.call, ())
-        if refs:
-            record.refs, record.refs_retained = len(refs), retained(refs, context)
+        return RetentionRow(len(refs), retained(refs, context)) if refs else None
 
-    def finish(self) -> dict[str, Any]:
-        return {}
+    def finish(self) -> Nothing:
+        return Nothing()
+
+
+class RetentionRow(NamedTuple):
+    """A call's references and those retained (``TurnRecord``'s columns)."""
+
+    refs: int
+    refs_retained: int

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ..context import Context, find_origin
-from ..records import TurnRecord
 from ...transcripts.messages import Entry
 from .base import CallAt
 
@@ -309,13 +308,25 @@ class Violations:
         self.tracker = InvariantTracker()
         self.log = ViolationLog()
 
-    def at_call(self, at: CallAt, context: Context, record: TurnRecord) -> None:
+    def at_call(self, at: CallAt, context: Context) -> ViolationsRow:
         self.tracker.update(context.entries, at.unchanged)
-        record.violations_introduced, record.violations_inherited = self.log.record(
-            at.call, self.tracker, self.raw.counts_at(at.call))
+        return ViolationsRow(*self.log.record(at.call, self.tracker, self.raw.counts_at(at.call)))
 
-    def finish(self) -> dict[str, Any]:
-        return {"violations": self.log.listed()}
+    def finish(self) -> ViolationsTotal:
+        return ViolationsTotal(self.log.listed())
+
+
+class ViolationsRow(NamedTuple):
+    """A call's violations of the API's rules (``TurnRecord``'s columns)."""
+
+    violations_introduced: int
+    violations_inherited: int
+
+
+class ViolationsTotal(NamedTuple):
+    """Every violation once, in call and message order (``summarize``'s keyword)."""
+
+    violations: list[dict]
 
 
 class RawCounts(Protocol):
