@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from .context import Context
 from .cost.cache_rules import rules_for
-from .cost.pricing import TTL_SECONDS, PromptCache, price_run, prompt_of, seconds
+from .cost.pricing import TTL_SECONDS, price_run, prompt_of, seconds
 from .cost.prices import ModelPrices, PriceTable, load_prices
 from .window import DEFAULT_WINDOW, Window, resolve as resolve_window
 from .feeds import Feed, as_feed
@@ -133,7 +133,7 @@ def replay(
                 on_call(records[-1])
         pricing = price_run(records, feed, prices, cache_ttl, keep_recorded_compactions, rules=turns.cache.rules,
                             rules_given=cache_model is not None,
-                            reply_tokens=turns.reply_tokens,
+                            reply_tokens=turns.cache.replies,
                             summarizer_model=getattr(env.summarizer, "model", None),
                             acted=any(getattr(turns.totals, stat) for stat in ACTIONS))
         if feed.streamed:
@@ -195,9 +195,9 @@ class Turns:
        asked for before or after them;
     2. the cheap layers in the policy's order, then the summary layer;
     3. while the context is over the window: reactive compaction, then step 2 again;
-    4. account the prompt cache: the unchanged prefix is read, the rest written;
-    5. measure the context sent (``measures``: the raw baseline, violations of the API's rules,
-       retention, recall), each into the call's record;
+    4, 5. measure the context sent (``measures``: the prompt cache, whose unchanged prefix is read
+       and the rest written, the raw baseline, violations of the API's rules, retention, recall),
+       each a row into the call's record, the call's facts told once;
     6. append the recorded reply.
     """
 
@@ -241,8 +241,7 @@ class Turns:
         # (a stream's references are let go as they are used)
         self.measures = measures_for(feed.baseline, env, counter=counter, entries=feed.entries,
                                      keep_refs=not feed.streamed, recall=options.recall)
-        self.cache = PromptCache(env.estimator, exact=counter is not None)
-        self.reply_tokens: list[int] = []  # each call's reply, estimated (the caches that keep it)
+        self.cache = self.measures.prompt_cache  # (the layers' facts read what it last sent)
         self.ttl = "5m"  # the prompt cache's TTL the run is priced with (a summary request's reads expire by it)
         self.totals = LayerStats()
         self.done = 0  # messages of the transcript in the context so far
@@ -267,21 +266,19 @@ class Turns:
         acted = any(actions)
         if acted:
             self._event(call, stats, actions, before, tokens)
-        unchanged = self.cache.unchanged(stats.lowest_changed)
         ctx = self.context
         if self.keep_contexts and call in self.keep_contexts:
             self.contexts[call] = [e.message for e in ctx.entries]
-        read, write = self.cache.account(ctx, unchanged, tokens)  # 4
         intact = self.as_recorded and not acted
         self.raw_answered.append(self.raw_as_recorded and self._answered(pos))
         # over the window, unless the recording shows this very context answered
         overflow = self.judged.overflows(tokens) and not (intact and self._answered(pos))
-        record = self._record(call, pos, stats, tokens, overflow, read, write)
-        self.measures.at_call(CallAt(call, pos, unchanged, intact and self.restarts is None), ctx, record)  # 5
+        record = self._record(call, pos, stats, tokens, overflow)
+        changed_from = len(ctx) if stats.lowest_changed is None else stats.lowest_changed
+        self.measures.at_call(CallAt(call, pos, changed_from, intact and self.restarts is None, tokens, reply.chars),
+                              ctx, record)  # 4, 5
         self.totals.add(stats)
         self.as_recorded = self.as_recorded and not acted
-        self.cache.sent(len(ctx), tokens, reply.chars)
-        self.reply_tokens.append(self.cache.reply_tokens)
         ctx.append(reply)  # 6
         self.done = pos + 1
         self.manual_pending = self.manual_tool in reply.tool_names
@@ -457,14 +454,13 @@ class Turns:
             tokens = self._measure()
         return tokens
 
-    def _record(self, call: int, pos: int, stats: LayerStats, tokens: int, overflow: bool, read: int,
-                write: int) -> TurnRecord:
-        """The call's record as the loop knows it: the context sent, what the layers did, the
-        cache; the measures fill in the rest (``measures``)."""
+    def _record(self, call: int, pos: int, stats: LayerStats, tokens: int, overflow: bool) -> TurnRecord:
+        """The call's record as the loop knows it: the context sent, what the layers did; the
+        measures fill in the rest (``measures``: the cache's reads and writes among them)."""
         ctx = self.context
         # positionally, in TurnRecord's field order, without a dict of keywords a call (a test
         # holds the counters' columns to records.TURN_COUNTERS)
         return TurnRecord(call, pos, 0, 0, 0, len(ctx), ctx.chars, tokens,
                           stats.persisted, stats.persisted_chars, stats.snipped, stats.micro_compacted,
                           stats.summaries, stats.summary_input_chars, stats.summary_output_chars, stats.reactive,
-                          stats.manual, overflow, 0, 0, read, write)
+                          stats.manual, overflow, 0, 0, 0, 0)

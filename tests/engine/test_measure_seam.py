@@ -16,7 +16,7 @@ from helpers import asst, results, tool_session, tr, tu, user, write_jsonl
 def _run_capturing(tmp_path, monkeypatch) -> tuple[list, list, object]:
     rows: list = []
     totals: list = []
-    for cls in (M.RawSize, M.Violations, M.Retention, M.Recall, M.IntactFirstRecall):
+    for cls in (M.PromptCache, M.RawSize, M.Violations, M.Retention, M.Recall, M.IntactFirstRecall):
         at_call, finish = cls.at_call, cls.finish
 
         def wrapped_at(self, at, context, _f=at_call):
@@ -47,7 +47,7 @@ def test_a_measure_returns_rows_of_ints_named_by_the_records_columns(tmp_path, m
     rows, totals, run = _run_capturing(tmp_path, monkeypatch)
     columns = {f.name for f in dataclasses.fields(TurnRecord)}
     kinds = {name for name, row in rows if row is not None}
-    assert {"RawSize", "Violations", "Retention"} <= kinds and kinds & {"Recall", "IntactFirstRecall"}
+    assert {"PromptCache", "RawSize", "Violations", "Retention"} <= kinds and kinds & {"Recall", "IntactFirstRecall"}
     for name, row in rows:
         if row is None:
             continue
@@ -61,7 +61,7 @@ def test_a_measure_returns_rows_of_ints_named_by_the_records_columns(tmp_path, m
 def test_a_measures_total_is_a_row_of_summarizes_keywords(tmp_path, monkeypatch):
     _, totals, run = _run_capturing(tmp_path, monkeypatch)
     keywords = set(inspect.signature(summarize).parameters)
-    assert len(totals) == 4
+    assert len(totals) == 5
     for name, total in totals:
         assert isinstance(total, tuple) and set(total._fields) <= keywords, (name, total)
     assert run.summary.violations == dict(totals)["Violations"].violations
@@ -73,3 +73,14 @@ def test_the_loop_names_no_measure():
 
     source = inspect.getsource(loop)
     assert "measures.recall" not in source and "RawSize" not in source and "Violations(" not in source
+
+
+def test_the_prompt_cache_is_told_each_calls_facts_once(tmp_path, monkeypatch):
+    """(#60 §3) The loop calls the prompt cache once per call, as a measure, and its rows are the
+    records' reads and writes."""
+    rows, _, run = _run_capturing(tmp_path, monkeypatch)
+    cache = [row for name, row in rows if name == "PromptCache"]
+    assert len(cache) == len(run.calls)
+    # (pricing replays recorded cache events over the rows at the end; this recording has none)
+    assert [(r.cache_read_tokens, r.cache_write_tokens) for r in run.calls] == [tuple(row) for row in cache]
+    assert cache[0].cache_read_tokens == 0 and any(row.cache_read_tokens for row in cache[1:])

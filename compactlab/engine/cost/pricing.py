@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from .cache_rules import RULES, CacheRules, rules_for, uncached_as_recorded
 from .prices import ModelPrices, PriceTable, load_prices
@@ -38,6 +38,7 @@ class PromptCache:
         self.sent_messages = 0  # messages of the context last sent
         self.sent_tokens = 0
         self.reply_tokens = 0  # of the reply to the context last sent
+        self.replies: list[int] = []  # each call's reply, estimated (the caches that keep it)
 
     def unchanged(self, lowest_changed: int | None) -> int:
         """How many leading messages are as they were sent last time (and the reply to them, where
@@ -67,6 +68,30 @@ class PromptCache:
         self.calls += 1
         self.sent_messages, self.sent_tokens = messages, tokens
         self.reply_tokens = round(reply_chars / self.estimator.chars_per_token) if reply_chars else 0
+        self.replies.append(self.reply_tokens)
+
+    def at_call(self, at: Any, context: Any) -> CacheRow:
+        """The prompt cache as a measure (``measures.base.Measure``), told each call's facts once:
+        what ``at`` (``measures.CallAt``: the first message a layer changed, the tokens sent, the
+        recorded reply's characters) and ``context`` say; the call's reads and writes."""
+        read, write = self.account(context, self.unchanged(at.changed_from), at.tokens)
+        self.sent(len(context), at.tokens, at.reply_chars)
+        return CacheRow(read, write)
+
+    def finish(self) -> CacheTotal:
+        return CacheTotal()
+
+
+class CacheTotal(NamedTuple):
+    """The prompt cache adds nothing to the summary here: the run's pricing does (``price_run``)."""
+
+
+class CacheRow(NamedTuple):
+    """A call's prompt-cache reads and writes, as the prefix model gives them (``TurnRecord``'s
+    columns; pricing replays the recording's cache events over them at the end)."""
+
+    cache_read_tokens: int
+    cache_write_tokens: int
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """What is measured of each context a replay sends (#44 §2), behind one protocol (``base.Measure``):
-the raw baseline (``baseline.RawSize``), tool-pairing violations (``violations.Violations``),
+the prompt cache's reads and writes (``cost.pricing.PromptCache``), the raw baseline (``baseline.RawSize``), tool-pairing violations (``violations.Violations``),
 retention (``retention.Retention``) and recall (``recall``). ``measures_for`` is the one place that
 chooses each one's implementation; the simple one of each stays the reference a faster one is
 tested against (recall: ``Recall`` beside ``IntactFirstRecall``).
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ..cost.pricing import PromptCache
 from ..records import CompactionEvent
 from .base import CallAt, Measure
 from .baseline import RawBaseline, RawSize
@@ -28,11 +29,15 @@ class Measures:
     what they lost. (A plain class: a NamedTuple's generated code is part of every command's
     start.)"""
 
-    __slots__ = ("_recall", "_all")
+    __slots__ = ("_recall", "_all", "prompt_cache")
 
-    def __init__(self, raw: RawSize, violations: Violations, retention: Retention, recall: Recall) -> None:
+    def __init__(self, cache: PromptCache, raw: RawSize, violations: Violations, retention: Retention,
+                 recall: Recall) -> None:
         self._recall = recall
-        self._all: tuple[Measure, ...] = (raw, violations, retention, recall)
+        #: the prompt cache's prefix model: the loop reads what it last sent (a layer's facts) and sets
+        #: its provider's rules at the first call; pricing takes its rules and replies at the end
+        self.prompt_cache = cache
+        self._all: tuple[Measure, ...] = (cache, raw, violations, retention, recall)
 
     def __iter__(self) -> Iterator[Measure]:
         return iter(self._all)
@@ -65,11 +70,13 @@ class Measures:
 
 def measures_for(base: RawBaseline, env: Any, *, counter: Any = None, entries: list | None = None,
                  keep_refs: bool = True, recall: type[Recall] | None = None) -> Measures:
+    # (the prompt cache's reads and writes: exact counts make its prefix a share of them)
     """The measures of a run over ``base`` (its feed's raw baseline): ``env`` is the run's
     ``RunEnv``; ``counter`` exact token counts over ``entries``; ``keep_refs`` False lets a stream's
     references go as they are used; ``recall`` another implementation than ``RECALL`` (a test's)."""
-    return Measures(RawSize(base, env.estimator, counter, entries), Violations(base),
+    return Measures(PromptCache(env.estimator, exact=counter is not None),
+                    RawSize(base, env.estimator, counter, entries), Violations(base),
                     Retention(base.refs, keep_refs), (recall or RECALL)(base.probes, env, base.probes_indexed))
 
 
-__all__ = ["CallAt", "Measure", "Measures", "RECALL", "Recall", "IntactFirstRecall", "measures_for"]
+__all__ = ["CallAt", "Measure", "Measures", "PromptCache", "RECALL", "Recall", "IntactFirstRecall", "measures_for"]

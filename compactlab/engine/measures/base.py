@@ -23,8 +23,10 @@ class CallAt(NamedTuple):
 
     call: int  # the call's index
     pos: int  # the position of its recorded reply in the transcript
-    unchanged: int  # how many messages at the head of the context no layer changed since the last call
+    changed_from: int  # the first message a layer changed at this call (the context's length: none)
     intact: bool  # the context is the recording's own: no layer has acted, no recorded compaction replayed
+    tokens: int  # the context's tokens as sent
+    reply_chars: int  # the recorded reply's characters
 
 
 class Row(Protocol):

@@ -309,7 +309,7 @@ class Violations:
         self.log = ViolationLog()
 
     def at_call(self, at: CallAt, context: Context) -> ViolationsRow:
-        self.tracker.update(context.entries, at.unchanged)
+        self.tracker.update(context.entries, at.changed_from)  # (capped at what it saw last call)
         return ViolationsRow(*self.log.record(at.call, self.tracker, self.raw.counts_at(at.call)))
 
     def finish(self) -> ViolationsTotal:
