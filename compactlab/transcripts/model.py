@@ -180,11 +180,6 @@ class Transcript:
     skipped_lines: int = 0
     #: SHA-256 of the file, when the loader had the bytes anyway; else computed on first use
     known_hash: str = field(default="", repr=False)
-    #: the policy-independent raw baseline, computed on first use (``baseline.baseline_for``)
-    raw_baseline: Any = field(default=None, repr=False, compare=False)
-    #: what the engine works out once of the recording for every run of it (``cost.price_run``:
-    #: each call's usage, model and time, the reads the provider's rules expect, the breaks)
-    engine_memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def content_hash(self) -> str:

@@ -267,9 +267,12 @@ def test_the_chars_sent_are_the_replay_of_no_compaction_that_keeps_the_recorded_
         return [c.chars for c in replay(t, load_policy("none"), keep_recorded_compactions=True).calls]
 
     plain = load_transcript(str(write_jsonl(tmp_path / "p.jsonl", tool_session(30, 400))))
-    assert sent_chars(plain) == chars(plain) and plain.raw_baseline is not None
+    from compactlab.engine.memo import memo_of
+
+    assert sent_chars(plain) == chars(plain) and memo_of(plain).baseline is not None
     lines = tool_session(30, 400)
     lines.insert(21, {"role": "user", "content": "summary so far", COMPACTION_KEY: {"trigger": "auto"}})
     compacted = load_transcript(str(write_jsonl(tmp_path / "c.jsonl", lines)))
     assert compacted.compactions and sent_chars(compacted) == chars(compacted)
-    assert sent_chars(compacted) != list(compacted.raw_baseline.chars if compacted.raw_baseline else [])
+    base = memo_of(compacted).baseline
+    assert sent_chars(compacted) != list(base.chars if base else [])

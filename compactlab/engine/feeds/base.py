@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from ..measures.baseline import BaselineBuilder, RawBaseline, baseline_for
+from ..memo import memo_of
 from ...transcripts.messages import Entry, add_tool_names
 from ...transcripts import RecordedCompaction, Transcript, TranscriptStream
 
@@ -22,7 +23,7 @@ class Feed(Protocol):
     streamed: bool
     #: the raw baseline: a row for every call read so far
     baseline: RawBaseline
-    #: what the engine works out once of the recording for every run of it (``Transcript.engine_memo``)
+    #: what the engine works out once of the recording for every run of it (``memo.memo_of``)
     memo: dict[Any, Any]
 
     # what the recording says of itself (read-only)
@@ -83,7 +84,7 @@ class LoadedFeed(_Recording):
         self.transcript = transcript
         self.baseline = baseline_for(transcript, probes)
         self.entries: list[Entry] = transcript.entries
-        self.memo = transcript.engine_memo  # (every run of the transcript shares it)
+        self.memo = memo_of(transcript).runs  # (every run of the transcript shares it)
 
     def calls(self, tool_names: dict[str, str], restarts: Restarts | None) -> Iterator[Call]:
         entries = self.entries
@@ -109,7 +110,7 @@ class StreamFeed(_Recording):
     def __init__(self, stream: TranscriptStream, baseline: RawBaseline | None = None, probes: bool = True) -> None:
         super().__init__(stream)
         self.stream = stream
-        self.memo: dict[Any, Any] = {}  # (as ``Transcript.engine_memo``: a stream is replayed once)
+        self.memo: dict[Any, Any] = {}  # (as a loaded one's ``memo_of(t).runs``: a stream is replayed once)
         self._builder: BaselineBuilder | None = None
         if baseline is None:
             self._builder = BaselineBuilder(keep=False, probes=probes)

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from ..context import Context
+from ..memo import memo_of
 from .base import CallAt, Nothing
 from .violations import InvariantTracker, Violation
 from ...transcripts.messages import Entry, make_entry
@@ -140,13 +141,14 @@ def retention_refs(transcript: Transcript) -> dict[int, list[Ref]]:
 
 
 def baseline_for(transcript: Transcript, probes: bool = True) -> RawBaseline:
-    """The transcript's baseline, computed on first use and kept on the transcript (``probes``
-    False: without the probes, unless it has them already; not kept)."""
-    if transcript.raw_baseline is None:
+    """The transcript's baseline, computed on first use and kept in the engine's memo of it
+    (``memo.memo_of``; ``probes`` False: without the probes, unless it has them already; not kept)."""
+    memo = memo_of(transcript)
+    if memo.baseline is None:
         if not probes:
             return compute_baseline(transcript, probes=False)
-        transcript.raw_baseline = compute_baseline(transcript)
-    return transcript.raw_baseline
+        memo.baseline = compute_baseline(transcript)
+    return memo.baseline
 
 
 class RawRow(NamedTuple):

@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from ..memo import memo_of
 from .baseline import RawBaseline, baseline_for, compute_baseline
 from .probes import KINDS, Probe
 from ...transcripts.model import Transcript
@@ -140,8 +141,9 @@ def baseline_of(transcript: Transcript, write: bool = True) -> RawBaseline:
     later write to the file can pair these probes with other bytes; a file under ``MIN_BYTES``,
     or whose loader did not hash it, is indexed as before. What was wrong with an entry goes to
     the transcript's warnings."""
-    if transcript.raw_baseline is not None:
-        return transcript.raw_baseline
+    memo = memo_of(transcript)
+    if memo.baseline is not None:
+        return memo.baseline
     key = _loaded_key(transcript)
     cached = load(key, transcript.warnings) if key is not None else None
     if cached is None:
@@ -152,7 +154,7 @@ def baseline_of(transcript: Transcript, write: bool = True) -> RawBaseline:
     base = compute_baseline(transcript, probes=False)
     base.probes.update(cached)
     base.probes_indexed = True
-    transcript.raw_baseline = base
+    memo.baseline = base
     return base
 
 
