@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from compactlab import load_policy, load_transcript
-from against import differences, with_settings
+from compactlab.frameworks.against import differences, with_settings
 from compactlab.synth import write
 
 OURS = "[Old tool result content cleared]"

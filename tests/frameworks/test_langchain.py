@@ -9,7 +9,7 @@ import pytest
 
 from compactlab import load_policy, load_transcript, replay
 from compactlab.frameworks import langchain as lc
-from against import with_settings
+from compactlab.frameworks.against import with_settings
 from helpers import SAMPLES, asst, results, tool_session, tr, tu, user
 
 MEDIUM = SAMPLES / "synth-medium.jsonl"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from compactlab import load_policy, load_transcript, replay
 from compactlab.frameworks import strands as st
-from against import with_settings
+from compactlab.frameworks.against import with_settings
 from helpers import SAMPLES, asst, results, tool_session, tr, tu, user
 
 MEDIUM = SAMPLES / "synth-medium.jsonl"

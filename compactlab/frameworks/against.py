@@ -1,4 +1,4 @@
-"""Test support (#60 §5: out of the package): a preset checked against running code (#45 §4): two policies replayed over one recording, and
+"""A preset checked against running code (#45 §4): two policies replayed over one recording, and
 the calls at which the contexts they send differ.
 
 ``anthropic-clear-tool-uses`` imitates the Messages API's context editing with the micro layer;
@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
-from compactlab.engine.loop import replay
-from compactlab.engine.policy import Policy
-from compactlab.transcripts import Transcript
+from ..engine.loop import replay
+from ..engine.policy import Policy
+from ..transcripts import Transcript
 
 
 @dataclass(frozen=True)
