@@ -419,29 +419,8 @@ def chart_plan(c: Comparison, results: list["RunResult"], mode: str = "auto") ->
         return []
     from .charts import colours
 
-    df, v = c.df, c.verdict
-    palette = colours([e.label for e in v.entries])
-    key = {e.label: e.label for e in v.entries}
-    units = c.meta.get("units") or {}
-    run_label = [_label(r, c.sweep_keys, long=True, units=units) for _, r in df.iterrows()]
-    plan = []
-    metric = "recall" if any(e.probes for e in v.entries) else "retention"
-    if v.no_references and metric == "retention":
-        savings = {label: [float(x) for x, lab in zip(df["cost_saving"], run_label) if lab == label] for label in key}
-        plan.append(ChartJob("cost saving per transcript", "charts/savings.png", "savings",
-                             (savings, {e.label: e.cost_saving for e in v.entries}, palette,
-                              "no transcript refers back to a tool result: retention is 1.0 everywhere")))
-    else:
-        points = [(lab, float(r), float(sv)) for lab, r, sv in zip(run_label, df[metric], df["cost_saving"])]
-        overall = [(e.label, getattr(e, metric), e.cost_saving) for e in v.entries]
-        floor = v.recall_floor if metric == "recall" else v.retention_floor
-        plan.append(ChartJob(f"cost saving against {metric}", "charts/pareto.png", "pareto",
-                             (points, overall, palette, metric, floor)))
-        if df["transcript"].nunique() > 1:
-            savings = {label: [float(x) for x, lab in zip(df["cost_saving"], run_label) if lab == label]
-                       for label in key}
-            plan.append(ChartJob("cost saving per transcript", "charts/savings.png", "savings",
-                                 (savings, {e.label: e.cost_saving for e in v.entries}, palette, "")))
+    palette = colours([e.label for e in c.verdict.entries])
+    plan = _corpus_charts(c, palette)
     if mode == "summary":
         return plan
     by_transcript: dict[str, list] = {}
@@ -449,29 +428,60 @@ def chart_plan(c: Comparison, results: list["RunResult"], mode: str = "auto") ->
         by_transcript.setdefault(r.transcript, []).append(r)
     chosen = list(by_transcript)
     if mode == "auto" and len(chosen) > CHART_TRANSCRIPTS:
-        spread = df.groupby("transcript")["cost_saving"].agg(lambda x: float(x.max() - x.min()))
+        spread = c.df.groupby("transcript")["cost_saving"].agg(lambda x: float(x.max() - x.min()))
         chosen = sorted(chosen, key=lambda t: -spread.get(t, 0.0))[:CHART_TRANSCRIPTS]
         chosen.sort()
     used: set[str] = set()
+    units = c.meta.get("units") or {}
     for path in chosen:
         runs = by_transcript[path]
         stem = safe_stem(Path(path).name.split(".")[0])
         while stem in used:
             stem += "_"
         used.add(stem)
-        series: list[dict[str, Any]] = []
-        drawn: dict[tuple, int] = {}
-        for r in runs:  # one line per distinct result: a swept key a policy ignores changes nothing
-            label = label_of(r.policy, r.swept, units)
-            k = (tuple(r.tokens), tuple((kind, tuple(calls)) for kind, calls in sorted(r.events.items())))
-            if k in drawn:
-                series[drawn[k]]["label"] += f", {label}" if len(series[drawn[k]]["label"]) < 60 else ""
-                continue
-            drawn[k] = len(series)
-            series.append({"label": label, "key": label, "tokens": r.tokens, "events": r.events, "levels": r.levels})
         plan.append(ChartJob(f"tokens per call: {Path(path).name}", f"charts/tokens-{stem}.png", "tokens",
-                             (Path(path).name, runs[0].raw_tokens, series, palette)))
+                             (Path(path).name, runs[0].raw_tokens, _token_series(runs, units), palette)))
     return plan
+
+
+def _corpus_charts(c: Comparison, palette: Any) -> list[ChartJob]:
+    """Cost saving against recall (or retention), and per transcript where there are several (or
+    where no transcript refers back to a result)."""
+    df, v = c.df, c.verdict
+    units = c.meta.get("units") or {}
+    run_label = [_label(r, c.sweep_keys, long=True, units=units) for _, r in df.iterrows()]
+    savings = {e.label: [float(x) for x, lab in zip(df["cost_saving"], run_label) if lab == e.label]
+               for e in v.entries}
+    overall_saving = {e.label: e.cost_saving for e in v.entries}
+    metric = "recall" if any(e.probes for e in v.entries) else "retention"
+    if v.no_references and metric == "retention":
+        return [ChartJob("cost saving per transcript", "charts/savings.png", "savings",
+                         (savings, overall_saving, palette,
+                          "no transcript refers back to a tool result: retention is 1.0 everywhere"))]
+    points = [(lab, float(r), float(sv)) for lab, r, sv in zip(run_label, df[metric], df["cost_saving"])]
+    overall = [(e.label, getattr(e, metric), e.cost_saving) for e in v.entries]
+    floor = v.recall_floor if metric == "recall" else v.retention_floor
+    plan = [ChartJob(f"cost saving against {metric}", "charts/pareto.png", "pareto",
+                     (points, overall, palette, metric, floor))]
+    if df["transcript"].nunique() > 1:
+        plan.append(ChartJob("cost saving per transcript", "charts/savings.png", "savings",
+                             (savings, overall_saving, palette, "")))
+    return plan
+
+
+def _token_series(runs: list, units: dict) -> list[dict[str, Any]]:
+    """One line per distinct result of a transcript: a swept key a policy ignores changes nothing."""
+    series: list[dict[str, Any]] = []
+    drawn: dict[tuple, int] = {}
+    for r in runs:
+        label = label_of(r.policy, r.swept, units)
+        k = (tuple(r.tokens), tuple((kind, tuple(calls)) for kind, calls in sorted(r.events.items())))
+        if k in drawn:
+            series[drawn[k]]["label"] += f", {label}" if len(series[drawn[k]]["label"]) < 60 else ""
+            continue
+        drawn[k] = len(series)
+        series.append({"label": label, "key": label, "tokens": r.tokens, "events": r.events, "levels": r.levels})
+    return series
 
 
 def _draw(job: ChartJob) -> tuple[str, bytes]:

@@ -46,6 +46,12 @@ def _format_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
+    return (_size_rows(info) + _cost_rows(info) + _history_rows(info) + _format_rows(info)
+            + _file_rows(info))
+
+
+def _size_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
+    """What the session is and how big: its format, messages, calls, growth, window, calibration."""
     rows = [("format", info["format"]), ("messages", f"{info['messages']:,}"), ("calls", f"{info['calls']:,}"),
             ("tool calls", f"{info['tool_calls']:,}"), ("message chars", f"{info['raw_chars']:,}")]
     for key in ("title", "session_id", "model"):
@@ -64,6 +70,12 @@ def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
     if cal:
         rows.append(("calibration", f"{cal['overhead_tokens']:,} + chars / {cal['chars_per_token']} "
                                     f"(mape {cal['mape']:.3f}, {cal['calls']} calls)"))
+    return rows
+
+
+def _cost_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
+    """The prompt cache and the cost: modelled against recorded, warm starts, breaks."""
+    rows = []
     if info.get("cache_ledger"):
         rows.append(("input cost: modelled / recorded", f"${info['modelled_input_cost_usd']:,.4f} / "
                                                          f"${info['recorded_input_cost_usd']:,.4f}"))
@@ -76,6 +88,14 @@ def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
                                                            if b["previous_prompt_tokens"] is not None
                                                            else " (the call before recorded no usage)")
             for b in info["recorded_cache_breaks"][:10])))
+    if info.get("recorded_cost_usd") is not None:
+        rows.append(("recorded cost, input + output", f"${info['recorded_cost_usd']:,.4f}"))
+    return rows
+
+
+def _history_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
+    """What the recording holds besides the calls: compactions, subagents, other roles."""
+    rows = []
     if info.get("recorded_compactions"):
         rows.append(("recorded compactions", ", ".join(
             _compaction(c) for c in info["recorded_compactions"])))
@@ -84,15 +104,18 @@ def _head_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("already compacted by Claude Code", ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in done.items())))
     if info.get("subagent"):
         rows.append(("subagent transcript", "yes (acompact: Claude Code's summarizer call)" if info.get("acompact") else "yes"))
-    if info.get("recorded_cost_usd") is not None:
-        rows.append(("recorded cost, input + output", f"${info['recorded_cost_usd']:,.4f}"))
     if info.get("sidechain_lines"):
         side = (f"; {info['sidechain_calls']:,} call(s) billed ${info['recorded_sidechain_cost_usd']:,.4f} with output"
                 if info.get("recorded_sidechain_cost_usd") is not None else "")
         rows.append(("inline subagents (sidechain lines, not replayed)", f"{info['sidechain_lines']:,} line(s){side}"))
     if info.get("other_roles"):
         rows.append(("other roles (metadata)", ", ".join(f"{r['role']} ({r['chars']:,} chars)" for r in info["other_roles"])))
-    rows += _format_rows(info)
+    return rows
+
+
+def _file_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
+    """What was wrong with the file or left of it: bad arguments, exit status, subagent files."""
+    rows = []
     if info.get("invalid_arguments"):
         rows.append(("tool arguments that are not JSON", str(info["invalid_arguments"])))
     if info.get("exit_status"):

@@ -58,6 +58,22 @@ def _estimate(cal: dict) -> str:
     return f"the {cal.get('source', 'policy')}'s estimate: {fit}"
 
 
+def _cache_rows(s: Any) -> list[tuple[str, str]]:
+    if s.cache_model == "none":
+        return [("cache reads / writes (tokens)", f"none: {s.cache_write_tokens:,} tokens at the input price"),
+                ("prompt cache TTL", "none: no prompt cache (the recording read and wrote none)")]
+    expiry = ("no timestamps: no expiry" if s.cache_expired_calls is None
+              else f"{s.cache_expired_calls:,} call(s) after it expired")
+    return [("cache reads / writes (tokens)", f"{s.cache_read_tokens:,} / {s.cache_write_tokens:,}"),
+            ("prompt cache TTL", f"{s.cache_ttl}, {expiry}")]
+
+
+def _summary_cost(s: Any) -> str:
+    how = ("the conversation's prefix plus an instruction, reading the cache" if s.summary_request == "prefix"
+           else "fresh requests, uncached")
+    return f"${s.summary_cost_usd:,.4f} ({how}; in the policy's cost)"
+
+
 def summary_rows(run: Run) -> list[tuple[str, str]]:
     s = run.summary
     raw_peak = max((c.raw_tokens for c in run.calls), default=0)
@@ -77,16 +93,10 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
           if run.policy.get("custom", {}).get("enabled") else []),
         ("summary tokens (in → out)", f"{s.summary_input_tokens:,} → {s.summary_output_tokens:,}"
          + (f" ({s.summary_cache_read_tokens:,} read from the cache)" if s.summary_cache_read_tokens else "")),
-        ("compaction's own cost", f"${s.summary_cost_usd:,.4f} ("
-         + ("the conversation's prefix plus an instruction, reading the cache" if s.summary_request == "prefix"
-            else "fresh requests, uncached") + "; in the policy's cost)"),
+        ("compaction's own cost", _summary_cost(s)),
         ("input cost, cached (raw → policy)", f"${s.raw_cost_usd:,.4f} → ${s.cost_usd:,.4f}"),
         ("input cost, no cache (raw → policy)", f"${s.raw_cost_usd_nocache:,.4f} → ${s.cost_usd_nocache:,.4f}"),
-        ("cache reads / writes (tokens)", f"none: {s.cache_write_tokens:,} tokens at the input price"
-         if s.cache_model == "none" else f"{s.cache_read_tokens:,} / {s.cache_write_tokens:,}"),
-        ("prompt cache TTL", "none: no prompt cache (the recording read and wrote none)" if s.cache_model == "none"
-         else f"{s.cache_ttl}, " + ("no timestamps: no expiry" if s.cache_expired_calls is None
-                                    else f"{s.cache_expired_calls:,} call(s) after it expired")),
+        *_cache_rows(s),
         ("retention", f"{s.retention:.3f} ({s.refs_retained:,} of {s.refs:,} references)" if s.refs else "1.000 (no references)"),
         ("recall (hindsight probes)", _recall(s)),
         *([("probes by kind (kept / probes)", ", ".join(f"{k} {v['kept']:,}/{v['probes']:,}"
@@ -97,6 +107,17 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
     ]
     if any(t["path"] for t in s.saved_transcripts):  # (those a summary replaced, written with --write-transcripts)
         rows.append(("saved transcripts", f"{sum(1 for t in s.saved_transcripts if t['path'])} written"))
+    rows += _recorded_rows(s)
+    if run.failed_summaries:
+        rows.append(("calls that lost their summary", ", ".join(str(f["call"]) for f in run.failed_summaries[:20])))
+    if s.skipped_lines:
+        rows.append(("bad lines skipped", f"{s.skipped_lines:,}"))
+    return rows
+
+
+def _recorded_rows(s: Any) -> list[tuple[str, str]]:
+    """What the recording says it cost, and how the cache model compares with it."""
+    rows = []
     if s.recorded_input_cost_usd is not None:
         if s.cache_ledger:  # like with like: the run sent what the recording sent
             ledger = s.cache_ledger  # over the calls that recorded usage
@@ -119,10 +140,6 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
                      f"${s.recorded_sidechain_cost_usd:,.4f} with output (another conversation: billed, not replayed)"))
     if s.billed_cost_usd is not None:
         rows.append(("recorded usage with output / billed", f"${s.recorded_cost_usd or 0:,.4f} / ${s.billed_cost_usd:,.4f}"))
-    if run.failed_summaries:
-        rows.append(("calls that lost their summary", ", ".join(str(f["call"]) for f in run.failed_summaries[:20])))
-    if s.skipped_lines:
-        rows.append(("bad lines skipped", f"{s.skipped_lines:,}"))
     return rows
 
 
