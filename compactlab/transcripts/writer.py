@@ -18,6 +18,7 @@ smaller numbers and mislead the calibration).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import orjson
 
@@ -30,12 +31,7 @@ SIDECHAINS_KEY = "recorded_sidechains"
 
 
 def anthropic_lines(transcript: Transcript, keep_recorded_compactions: bool = False) -> Iterator[bytes]:
-    if transcript.system is not None:
-        yield orjson.dumps({"role": "system", "content": transcript.system})
-    side = [u for u in transcript.metadata.get("sidechain_usage") or () if isinstance(u, dict)]
-    if side or transcript.metadata.get("sidechain_lines"):
-        yield orjson.dumps({SIDECHAINS_KEY: {"lines": int(transcript.metadata.get("sidechain_lines") or 0),
-                                             "usage": side}})
+    yield from _head_lines(transcript)
     restarts = {c.position: c for c in transcript.compactions} if keep_recorded_compactions else {}
     # without the compactions, the usage recorded after the first one describes another context
     usage_until = len(transcript.entries) if keep_recorded_compactions or not transcript.compactions else \
@@ -54,16 +50,8 @@ def anthropic_lines(transcript: Transcript, keep_recorded_compactions: bool = Fa
         if entry is None:
             break
         if usage is not None:
-            counts = {k: v for k, v in usage.items() if k not in ("model", "timestamp")}
-            line = {"type": "message", "role": "assistant", "content": entry.message["content"], "usage": counts}
-            if usage.get("model") or transcript.model:
-                line["model"] = usage.get("model") or transcript.model
-            if usage.get("timestamp"):
-                line["timestamp"] = usage["timestamp"]
-            if first_usage and transcript.format != "anthropic":
-                line["recorded_format"] = transcript.metadata.get("recorded_format") or transcript.format
+            yield orjson.dumps(_usage_line(transcript, entry, usage, first_usage))
             first_usage = False
-            yield orjson.dumps(line)
         elif (not transcript.usage and transcript.model and entry.message.get("role") == "assistant"
               and first_usage and pending is None):  # (no usage: the model on the first reply, for its prices)
             first_usage = False
@@ -73,6 +61,29 @@ def anthropic_lines(transcript: Transcript, keep_recorded_compactions: bool = Fa
             pending = {"role": pending["role"], "content": _blocks(pending["content"]) + _blocks(entry.message["content"])}
         else:
             pending = entry.message
+
+
+def _head_lines(transcript: Transcript) -> Iterator[bytes]:
+    """The system prompt, and the recording's inline subagents' lines and usage."""
+    if transcript.system is not None:
+        yield orjson.dumps({"role": "system", "content": transcript.system})
+    side = [u for u in transcript.metadata.get("sidechain_usage") or () if isinstance(u, dict)]
+    if side or transcript.metadata.get("sidechain_lines"):
+        yield orjson.dumps({SIDECHAINS_KEY: {"lines": int(transcript.metadata.get("sidechain_lines") or 0),
+                                             "usage": side}})
+
+
+def _usage_line(transcript: Transcript, entry: Any, usage: dict, first: bool) -> dict:
+    """A reply with its recorded usage, model and time (the first one also names the format)."""
+    line = {"type": "message", "role": "assistant", "content": entry.message["content"],
+            "usage": {k: v for k, v in usage.items() if k not in ("model", "timestamp")}}
+    if usage.get("model") or transcript.model:
+        line["model"] = usage.get("model") or transcript.model
+    if usage.get("timestamp"):
+        line["timestamp"] = usage["timestamp"]
+    if first and transcript.format != "anthropic":
+        line["recorded_format"] = transcript.metadata.get("recorded_format") or transcript.format
+    return line
 
 
 def _blocks(content: object) -> list:
