@@ -321,30 +321,28 @@ def _valid_record(record: Any) -> bool:
     whose prices are finite and not negative."""
     if record is None or record == LIBRARY:
         return True
-    if not isinstance(record, list) or not record:
-        return False
+    return isinstance(record, list) and bool(record) and all(
+        isinstance(item, list) and len(item) == 2 and isinstance(item[1], dict) and _valid_condition(item[0])
+        and all(name in _FIELDS and _valid_value(v) for name, v in item[1].items()) for item in record)
 
-    def price(v: Any) -> bool:
-        return type(v) in (int, float) and math.isfinite(v) and 0 <= v < 1e6
 
-    for item in record:
-        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], dict)):
-            return False
-        c = item[0]
-        if not (c is None or (isinstance(c, list) and c and c[0] == "date" and len(c) == 2 and isinstance(c[1], str))
-                or (isinstance(c, list) and len(c) == 3 and c[0] == "time" and all(type(x) is int for x in c[1:]))):
-            return False
-        for name, v in item[1].items():
-            if name not in _FIELDS:
-                return False
-            if isinstance(v, dict):
-                tiers = v.get("tiers")
-                if not (price(v.get("base")) and isinstance(tiers, list) and all(
-                        isinstance(t, list) and len(t) == 2 and type(t[0]) is int and price(t[1]) for t in tiers)):
-                    return False
-            elif not price(v):
-                return False
-    return True
+def _valid_condition(c: Any) -> bool:
+    """None (always), ["date", ISO date] or ["time", start, end] (``_constraint``)."""
+    return (c is None or (isinstance(c, list) and c and c[0] == "date" and len(c) == 2 and isinstance(c[1], str))
+            or (isinstance(c, list) and len(c) == 3 and c[0] == "time" and all(type(x) is int for x in c[1:])))
+
+
+def _valid_value(v: Any) -> bool:
+    """A price, or tiers: {"base": price, "tiers": [[tokens, price], ...]}."""
+    if isinstance(v, dict):
+        tiers = v.get("tiers")
+        return _price(v.get("base")) and isinstance(tiers, list) and all(
+            isinstance(t, list) and len(t) == 2 and type(t[0]) is int and _price(t[1]) for t in tiers)
+    return _price(v)
+
+
+def _price(v: Any) -> bool:
+    return type(v) in (int, float) and math.isfinite(v) and 0 <= v < 1e6
 
 
 #: the layout of a cached genai-prices record (bump when it changes)
