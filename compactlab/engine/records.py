@@ -229,14 +229,8 @@ def summarize(records: list[TurnRecord], totals: Any, *, transcript: Any, policy
     ``transcript`` gives the path, format and skipped lines; ``pricing`` is what ``cost.price_run``
     gave (summary calls are billed at the summarizer's model's prices)."""
     violations = violations or []
-    priced, recorded_cost, billed = pricing.priced, pricing.recorded, pricing.billed
-    sp, read = pricing.summary_prices, totals.summary_cache_read_tokens
-    calls = totals.summaries + totals.summary_failures
-    if read or summary_request == "prefix":  # the conversation's prefix read from the cache, the rest written
-        summary_cost = (sp.input_cost(read, totals.summary_input_tokens - read, pricing.priced.ttl)
-                        + sp.summary_cost(0, totals.summary_output_tokens, calls=calls))
-    else:
-        summary_cost = sp.summary_cost(totals.summary_input_tokens, totals.summary_output_tokens, calls=calls)
+    priced = pricing.priced
+    summary_cost = _summary_cost(totals, pricing, summary_request)
     counted = {key: getattr(totals, stat) for stat, key in RUN_COUNTERS}
     n_refs = sum(r.refs for r in records)
     n_retained = sum(r.refs_retained for r in records)
@@ -285,17 +279,10 @@ def summarize(records: list[TurnRecord], totals: Any, *, transcript: Any, policy
         cache_read_tokens=sum(r.cache_read_tokens for r in records),
         cache_write_tokens=sum(r.cache_write_tokens for r in records),
         price_model=pricing.prices.model,
-        recorded_input_cost_usd=None if recorded_cost is None else round(recorded_cost.input, 6),
-        recorded_cost_usd=None if recorded_cost is None else round(recorded_cost.input + recorded_cost.output, 6),
-        billed_cost_usd=None if billed is None else round(billed, 6),
-        sidechain_calls=pricing.sidechain_calls,
-        recorded_sidechain_cost_usd=(None if pricing.sidechains is None else
-                                     round(pricing.sidechains.input + pricing.sidechains.output, 6)),
+        **_recorded(pricing),
         calibration=calibration or {},
         cache_ttl=priced.ttl,
         cache_expired_calls=priced.expired,
-        recorded_cache_breaks=None if recorded_cost is None else sorted(i for i in pricing.breaks if i),
-        cache_warm_start_tokens=None if recorded_cost is None else pricing.breaks.get(0, 0),
         cache_breaks_replayed=bool(pricing.breaks),
         cache_ledger=pricing.ledger,
         cache_model=pricing.rules.provider,
@@ -304,6 +291,29 @@ def summarize(records: list[TurnRecord], totals: Any, *, transcript: Any, policy
         summary_cost_usd=round(summary_cost, 6),
         summary_request=summary_request,
     )
+
+
+def _summary_cost(totals: Any, pricing: Any, summary_request: str) -> float:
+    """What the run's summary calls cost, at the summarizer's model's prices: fresh requests, or the
+    conversation's prefix read from the cache and the rest written."""
+    sp, read = pricing.summary_prices, totals.summary_cache_read_tokens
+    calls = totals.summaries + totals.summary_failures
+    if read or summary_request == "prefix":
+        return (sp.input_cost(read, totals.summary_input_tokens - read, pricing.priced.ttl)
+                + sp.summary_cost(0, totals.summary_output_tokens, calls=calls))
+    return sp.summary_cost(totals.summary_input_tokens, totals.summary_output_tokens, calls=calls)
+
+
+def _recorded(pricing: Any) -> dict[str, Any]:
+    """What the recording says it cost (None where it records no usage) and its cache breaks."""
+    recorded, billed, side = pricing.recorded, pricing.billed, pricing.sidechains
+    return {"recorded_input_cost_usd": None if recorded is None else round(recorded.input, 6),
+            "recorded_cost_usd": None if recorded is None else round(recorded.input + recorded.output, 6),
+            "billed_cost_usd": None if billed is None else round(billed, 6),
+            "sidechain_calls": pricing.sidechain_calls,
+            "recorded_sidechain_cost_usd": None if side is None else round(side.input + side.output, 6),
+            "recorded_cache_breaks": None if recorded is None else sorted(i for i in pricing.breaks if i),
+            "cache_warm_start_tokens": None if recorded is None else pricing.breaks.get(0, 0)}
 
 
 SUMMARY_KEYS = [f.name for f in fields(RunSummary)]
