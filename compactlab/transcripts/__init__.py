@@ -210,6 +210,39 @@ def _store_inputs(store: str) -> tuple[list[str], list[str]]:
 
 def _expand(paths: list[str] | tuple[str, ...], subagents: bool) -> tuple[list[str], list[str]]:
     import os
+
+    out: list[str] = []
+    found_agents: list[str] = []
+    subs: list[str]
+    for p in paths:
+        if not os.path.exists(p) and any(c in p for c in "*?["):  # a glob no shell expanded ('dir/*.jsonl')
+            mains, subs = _globbed(p), []
+        elif is_store(p):  # (a store of sessions: each a transcript, a sub-session a subagent's)
+            mains, subs = _store_inputs(p)
+        elif os.path.isdir(p):
+            mains, subs = _folder_inputs(p)
+        else:
+            mains, subs = [p], []
+        out.extend(mains + (subs if subagents else []))
+        found_agents.extend(subs)
+    if not out:
+        raise InputError(f"{', '.join(paths)}: only subagent sessions ({len(found_agents)})",
+                         hint="--subagents replays them")
+    return out, found_agents
+
+
+def _globbed(pattern: str) -> list[str]:
+    import glob
+    import os
+
+    matched = sorted(f for f in glob.glob(os.path.expanduser(pattern), recursive=True) if os.path.isfile(f))
+    if not matched:
+        raise InputError(f"{pattern}: no file matches", hint="quote a pattern only to let compactlab expand it")
+    return [FolderFile(f) for f in matched]
+
+
+def _folder_inputs(p: str) -> tuple[list[str], list[str]]:
+    """A folder's sessions (in it, or in the folders directly in it), and its subagents' files."""
     from pathlib import Path
 
     def sessions(folder: Path) -> list[str]:
@@ -219,40 +252,14 @@ def _expand(paths: list[str] | tuple[str, ...], subagents: bool) -> tuple[list[s
         return sorted({str(f) for g in SESSION_GLOBS for pattern in (f"subagents/{g}", f"*/subagents/{g}")
                        for f in folder.glob(pattern) if f.is_file()})
 
-    out: list[str] = []
-    found_agents: list[str] = []
-    for p in paths:
-        if not os.path.exists(p) and any(c in p for c in "*?["):  # a glob no shell expanded ('dir/*.jsonl')
-            import glob
-
-            matched = sorted(f for f in glob.glob(os.path.expanduser(p), recursive=True) if os.path.isfile(f))
-            if not matched:
-                raise InputError(f"{p}: no file matches", hint="quote a pattern only to let compactlab expand it")
-            out.extend(FolderFile(f) for f in matched)
-            continue
-        if is_store(p):  # (a store of sessions: each a transcript, a sub-session a subagent's)
-            mains, subs = _store_inputs(p)
-            out.extend(mains + (subs if subagents else []))
-            found_agents.extend(subs)
-            continue
-        if not os.path.isdir(p):
-            out.append(p)
-            continue
-        folder = Path(p)
-        bases = [folder] if sessions(folder) else sorted(
-            d for d in folder.iterdir() if d.is_dir() and d.name != "subagents" and not d.name.startswith("."))
-        files = [f for base in bases for f in sessions(base)]
-        more = [f for base in bases for f in agents(base)]
-        if not files and not more:  # ~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl
-            files = [FolderFile(f) for f in sorted(str(f) for f in folder.glob("*/*/*/rollout-*.jsonl*") if f.is_file())]
-        if not files and not more:
-            raise InputError(f"{p}: a folder with no transcript files ({', '.join(SESSION_GLOBS)}), in it or in "
-                             "the folders directly in it")
-        out.extend(files)
-        found_agents.extend(more)
-        if subagents:
-            out.extend(more)
-    if not out:
-        raise InputError(f"{', '.join(paths)}: only subagent sessions ({len(found_agents)})",
-                         hint="--subagents replays them")
-    return out, found_agents
+    folder = Path(p)
+    bases = [folder] if sessions(folder) else sorted(
+        d for d in folder.iterdir() if d.is_dir() and d.name != "subagents" and not d.name.startswith("."))
+    files = [f for base in bases for f in sessions(base)]
+    more = [f for base in bases for f in agents(base)]
+    if not files and not more:  # ~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl
+        files = [FolderFile(f) for f in sorted(str(f) for f in folder.glob("*/*/*/rollout-*.jsonl*") if f.is_file())]
+    if not files and not more:
+        raise InputError(f"{p}: a folder with no transcript files ({', '.join(SESSION_GLOBS)}), in it or in "
+                         "the folders directly in it")
+    return files, more
