@@ -415,26 +415,14 @@ def input_files(paths: tuple[str, ...] | list[str], subagents: bool, finding: Fi
     kept by ``--since``/``--until``; with none, the user's own sessions from the harnesses' homes
     (said in a first line: where, and how many in each). Of several files, one that is no
     transcript is skipped and counted, as a folder's is."""
-    from ..transcripts import FolderFile, expand_inputs, is_store, written_at
-    from ..transcripts.homes import find, looked, when
+    from ..transcripts import FolderFile, expand_inputs, is_store
+    from ..transcripts.homes import when
 
     f = finding
     since = when(f.since, "--since") if f.since else None
     until = when(f.until, "--until") if f.until else None
     if not paths:
-        homes = find(since, until, f.project, f.harness)
-        notify(looked(homes), False)
-        local = [p for h in homes for p in h.kept]
-        agents = [p for h in homes for p in h.agents]
-        if subagents:
-            local += agents
-        elif agents:
-            say_left_out(len(agents), subagents_cost(agents), "your sessions", notify)
-        if not local:
-            filtered = " with these filters" if any((f.since, f.until, f.project, f.harness)) else ""
-            raise UsageError(f"no sessions to read: none found in the harnesses' homes{filtered}",
-                             hint="give a session file or folder: compactlab replay session.jsonl")
-        return [FolderFile(p) for p in local]
+        return _home_files(f, since, until, subagents, notify)
     if f.project or f.harness:
         raise UsageError("--project and --harness choose among the sessions found without a path",
                          hint="give no path, or leave them out")
@@ -442,10 +430,38 @@ def input_files(paths: tuple[str, ...] | list[str], subagents: bool, finding: Fi
     if not subagents and any(os.path.isdir(p) or is_store(p) for p in paths):  # (a store's sub-sessions too)
         say_left_out(*left_out_subagents(paths), "the folder(s)", notify)
     if since is not None or until is not None:
-        times = written_at(files)
-        kept = [p for p in files if (since is None or times[p] >= since) and (until is None or times[p] <= until)]
-        notify(f"--since/--until: {len(kept)} of {len(files)} file(s) last written then", False)
-        if not kept:
-            raise UsageError("no file was last written in that time", hint="widen --since/--until")
-        files = kept
+        files = _written_between(files, since, until, notify)
     return [p if isinstance(p, FolderFile) else FolderFile(p) for p in files] if len(files) > 1 else files
+
+
+def _home_files(f: Finding, since: float | None, until: float | None, subagents: bool,
+                notify: Notify) -> list[str]:
+    """The user's own sessions, from the harnesses' homes (where, and how many, said first)."""
+    from ..transcripts import FolderFile
+    from ..transcripts.homes import find, looked
+
+    homes = find(since, until, f.project, f.harness)
+    notify(looked(homes), False)
+    local = [p for h in homes for p in h.kept]
+    agents = [p for h in homes for p in h.agents]
+    if subagents:
+        local += agents
+    elif agents:
+        say_left_out(len(agents), subagents_cost(agents), "your sessions", notify)
+    if not local:
+        filtered = " with these filters" if any((f.since, f.until, f.project, f.harness)) else ""
+        raise UsageError(f"no sessions to read: none found in the harnesses' homes{filtered}",
+                         hint="give a session file or folder: compactlab replay session.jsonl")
+    return [FolderFile(p) for p in local]
+
+
+def _written_between(files: list[str], since: float | None, until: float | None, notify: Notify) -> list[str]:
+    """The files last written between ``since`` and ``until`` (a store's sessions by their own time)."""
+    from ..transcripts import written_at
+
+    times = written_at(files)
+    kept = [p for p in files if (since is None or times[p] >= since) and (until is None or times[p] <= until)]
+    notify(f"--since/--until: {len(kept)} of {len(files)} file(s) last written then", False)
+    if not kept:
+        raise UsageError("no file was last written in that time", hint="widen --since/--until")
+    return kept
