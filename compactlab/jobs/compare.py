@@ -58,12 +58,45 @@ class Compared:
     outcome: Outcome
 
 
+def _warn_inert(policies: list, added: Any, keys: list[str], notify: Notify) -> None:
+    """A warning, once each, for a --set key a policy takes no notice of (no compaction, the
+    reference, takes none by design)."""
+    said: set[str] = set()
+    for policy, _ in policies:
+        if policy is added:
+            continue
+        for line in inert_keys(policy, keys):
+            if line not in said:
+                said.add(line)
+                notify(f"warning: {line}", False)
+
+
+def _meta(done: Any, policies: list, reference: Any, sweep_keys: list[str], models: list[str] | None,
+          settings: Settings) -> dict[str, Any]:
+    """What the reports say of the comparison besides its results: prices, units, the reference,
+    the triggers and harness settings, the windows judged on, what was interrupted or failed."""
+    from ..reports.compare_report import report_meta
+
+    table = settings.prices
+    meta = report_meta(table.read, [settings.price_model] if settings.price_model else models or [table.default_model])
+    meta["units"] = sweep_units(policies, sweep_keys)
+    meta["reference"] = reference
+    meta["triggers"] = triggers(policies, meta["units"])
+    meta["harness_settings"] = harness_settings(policies, meta["units"])
+    meta["windows"] = windows_judged(done.results)
+    if done.interrupted:
+        meta["interrupted"] = f"{len(done.results)} of {done.total} runs"
+    if done.failures:
+        meta["failed"] = [f"{f.name}: {f.reason}" for f in done.failures]
+    return meta
+
+
 def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: Reporting = Reporting(),
                   show: Callable[[Comparison], None] = lambda _: None, notify: Notify = quietly,
                   progress: ShowsProgress = no_progress) -> Compared:
     """Run the grid over ``files`` into ``settings.out_dir``; ``show`` sees the comparison once its
     results are in place, before the charts are drawn."""
-    from ..reports.compare_report import comparison, report_meta, results_files
+    from ..reports.compare_report import comparison, results_files
 
     notes: list[str] = []
     listed = build_grid(grid.policies, grid.overrides, grid.sweeps, notes)
@@ -71,14 +104,7 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
     for note in notes:
         notify(note, False)
     keys = [s.partition("=")[0] for s in grid.overrides]  # (a swept one is in the notes already)
-    said: set[str] = set()
-    for policy, _ in policies:
-        if policy is added:
-            continue  # (the reference takes no layer key, by design)
-        for line in inert_keys(policy, keys):
-            if line not in said:
-                said.add(line)
-                notify(f"warning: {line}", False)
+    _warn_inert(policies, added, keys, notify)
     planned = None
     if reporting.next_action is not None:  # (its samples are drawn from the whole corpus: read whole first)
         loaded = load_all(files, settings, notify, progress)
@@ -100,18 +126,7 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
             status = exit_status(done.interrupted) if done.interrupted else done.exit_code
             return Compared(None, done, [], Outcome(status, [f"{why}; nothing written"]))
         sweep_keys = [s.partition("=")[0].strip() for s in grid.sweeps]
-        table = settings.prices
-        meta = report_meta(table.read, [settings.price_model] if settings.price_model else
-                           models or [table.default_model])
-        meta["units"] = sweep_units(policies, sweep_keys)
-        meta["reference"] = reference
-        meta["triggers"] = triggers(policies, meta["units"])
-        meta["harness_settings"] = harness_settings(policies, meta["units"])
-        meta["windows"] = windows_judged(done.results)
-        if done.interrupted:
-            meta["interrupted"] = f"{len(done.results)} of {done.total} runs"
-        if done.failures:
-            meta["failed"] = [f"{f.name}: {f.reason}" for f in done.failures]
+        meta = _meta(done, policies, reference, sweep_keys, models, settings)
         result = comparison(done.results, sweep_keys, reporting.sort_key, meta, reporting.retention_margin)
         staged = results_files(result)
         out.write_all(staged)
