@@ -51,14 +51,8 @@ class Checked:
     outcome: Outcome
 
 
-def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable[[list[CheckResult]], None] =
-                lambda _: None, notify: Notify = quietly, progress: ShowsProgress = no_progress) -> Checked:
-    """Check ``files`` against ``gate.baseline`` (``show`` sees the results before the JUnit file
-    and the step summary are written), or with ``gate.update`` write it."""
-    from ..reports.check_report import append_step_summary, junit_xml
-
-    tolerance = parse_tolerances(gate.tolerances)
-    grid = build_grid(gate.policies, gate.overrides, [])  # (its policy files are inputs too)
+def _check_destinations(files: list[str], gate: Gate) -> None:
+    """Before any run: every file the check would write may be written (none of its inputs)."""
     inputs = [*files] if gate.update else [*files, gate.baseline]  # (what no output may replace)
     if gate.junit:
         check_destination(gate.junit, "--junit", inputs, replaces=(b"<?xml", b"<testsuites"))
@@ -66,6 +60,27 @@ def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable
         check_destination(gate.baseline, "--baseline", inputs)
     elif os.environ.get("GITHUB_STEP_SUMMARY"):
         check_destination(os.environ["GITHUB_STEP_SUMMARY"], "GITHUB_STEP_SUMMARY", inputs)
+
+
+def _write_junit(gate: Gate, checked: list[CheckResult]) -> None:
+    from ..reports.check_report import junit_xml
+
+    if gate.junit:
+        try:
+            atomic_write_bytes(Path(gate.junit), junit_xml(checked), what="--junit")
+        except OSError as exc:
+            raise cannot_write(f"--junit {gate.junit}: cannot write", exc) from None
+
+
+def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable[[list[CheckResult]], None] =
+                lambda _: None, notify: Notify = quietly, progress: ShowsProgress = no_progress) -> Checked:
+    """Check ``files`` against ``gate.baseline`` (``show`` sees the results before the JUnit file
+    and the step summary are written), or with ``gate.update`` write it."""
+    from ..reports.check_report import append_step_summary
+
+    tolerance = parse_tolerances(gate.tolerances)
+    grid = build_grid(gate.policies, gate.overrides, [])  # (its policy files are inputs too)
+    _check_destinations(files, gate)
     edited: list[str] = []
     old = {} if gate.update else load_baseline(gate.baseline, edited)
     for line in edited:
@@ -99,11 +114,7 @@ def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable
         result.shown = shown(r.transcript)
         checked.append(result)
     show(checked)
-    if gate.junit:
-        try:
-            atomic_write_bytes(Path(gate.junit), junit_xml(checked), what="--junit")
-        except OSError as exc:
-            raise cannot_write(f"--junit {gate.junit}: cannot write", exc) from None
+    _write_junit(gate, checked)
     append_step_summary(checked)
     failing: list[str] = []
     if planned is not None and not done.interrupted:
