@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..corpus.compare import FileRef
 from ..corpus.pool import can_fork
@@ -58,6 +59,44 @@ class Tuned:
     outcome: Outcome
 
 
+def _searched(spec: Search, notify: Notify) -> list:
+    """The keys searched: ``--space`` less those that change nothing in the base policy (said, even
+    with -q, and never in the front); a --set key it takes no notice of is said too."""
+    params = parse_space(spec.spaces, spec.base, spec.overrides)
+    base = load_policy(spec.base, spec.overrides)
+    for line in inert_keys(base, [s.partition("=")[0] for s in spec.overrides]):
+        notify(f"warning: {line}", True)
+    inert = {p.key for p in params if inert_keys(base, [p.key])}
+    for line in inert_keys(base, sorted(inert)):
+        notify(f"warning: {line}; left out of the search", True)
+    params = [p for p in params if p.key not in inert]
+    if not params:
+        raise UsageError("--space: every key searched changes nothing in " + base.name,
+                         hint="turn its layer on (--set LAYER.enabled=true) or search another key")
+    return params
+
+
+def _evaluator(files: list[str], settings: Settings, stack: ExitStack, notify: Notify,
+               progress: ShowsProgress) -> tuple[Any, list[str]]:
+    """What evaluates a trial, and the files' hashes: on a cluster, or with no fork, compare's jobs
+    over the corpus loaded in this process; else workers that each keep a share of the corpus (this
+    process keeps none of it), ended with ``stack``."""
+    if settings.executor or not can_fork():
+        loaded = load_all(files, settings, notify, progress)
+        return corpus_evaluator(loaded, n_jobs=settings.jobs,
+                                prices=prices_for(loaded, settings.price_model, settings.prices, notify),
+                                calibrations=calibrations_for(loaded, settings.calibrate, notify),
+                                summarizer=(settings.summarizer, settings.live), executor=settings.executor,
+                                keep_recorded_compactions=settings.keep_recorded_compactions,
+                                cache_ttl=settings.cache_ttl, cache_model=settings.cache_model,
+                                window=settings.window), [t.content_hash for t in loaded]
+    members = corpus_members(files, settings, notify, progress)
+    pool = stack.enter_context(SharePool(members, settings.jobs or usable_cores(), RunSettings(
+        settings.keep_recorded_compactions, (settings.summarizer, settings.live), settings.cache_ttl,
+        settings.cache_model, settings.window)))
+    return share_evaluator(pool), [m.ref.content_hash for m in members]
+
+
 def tune_files(files: list[str], spec: Search, settings: Settings, show: Callable[[TuneResult], None] =
                lambda _: None, notify: Notify = quietly, progress: ShowsProgress = no_progress) -> Tuned:
     """Tune ``spec.base`` on ``files`` into ``settings.out_dir`` (``show`` sees the front once it
@@ -68,37 +107,10 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
     if spec.harness is not None:
         spec = _harness_search(spec)
     objectives = parse_objectives(spec.objectives)
-    params = parse_space(spec.spaces, spec.base, spec.overrides)
-    base = load_policy(spec.base, spec.overrides)
-    for line in inert_keys(base, [s.partition("=")[0] for s in spec.overrides]):
-        notify(f"warning: {line}", True)
-    inert = {p.key for p in params if inert_keys(base, [p.key])}
-    for line in inert_keys(base, sorted(inert)):  # (a search over a key that cannot change anything: said even with
-        notify(f"warning: {line}; left out of the search", True)  # -q, and never in the front)
-    params = [p for p in params if p.key not in inert]
-    if not params:
-        raise UsageError("--space: every key searched changes nothing in " + base.name,
-                         hint="turn its layer on (--set LAYER.enabled=true) or search another key")
+    params = _searched(spec, notify)
     site = StudySite(out_dir, spec.resume, settings.force, files)  # checked; nothing made until the base policy has run
     with ExitStack() as stack:
-        if settings.executor or not can_fork():  # a cluster (its workers read the files where they can), or no
-            # fork: compare's jobs, the corpus loaded in this process
-            loaded = load_all(files, settings, notify, progress)
-            hashes = [t.content_hash for t in loaded]
-            evaluate = corpus_evaluator(loaded, n_jobs=settings.jobs,
-                                        prices=prices_for(loaded, settings.price_model, settings.prices, notify),
-                                        calibrations=calibrations_for(loaded, settings.calibrate, notify),
-                                        summarizer=(settings.summarizer, settings.live), executor=settings.executor,
-                                        keep_recorded_compactions=settings.keep_recorded_compactions,
-                                        cache_ttl=settings.cache_ttl, cache_model=settings.cache_model,
-                                        window=settings.window)
-        else:  # workers that each keep a share of the corpus: this process keeps none of it
-            members = corpus_members(files, settings, notify, progress)
-            hashes = [m.ref.content_hash for m in members]
-            pool = stack.enter_context(SharePool(members, settings.jobs or usable_cores(), RunSettings(
-                settings.keep_recorded_compactions, (settings.summarizer, settings.live), settings.cache_ttl,
-                settings.cache_model, settings.window)))
-            evaluate = share_evaluator(pool)
+        evaluate, hashes = _evaluator(files, settings, stack, notify, progress)
         definition = StudyDefinition.of(spec.base, spec.overrides, params, objectives, spec.max_violations, hashes)
         try:
             with progress("tune", spec.trials) as advance:
