@@ -136,89 +136,137 @@ def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int,
     """Replay every transcript through every policy, sample the calls, build and price their
     requests (nothing is sent). ``system_prompt``: the text and file of the system prompt sent where
     a format records none (else a stand-in, ``requests.system_of``)."""
-    calibrations = calibrations or [None] * len(transcripts)
-    o = asker.options
+    runs = _Runs(transcripts, calibrations or [None] * len(transcripts), price_table, keep_recorded_compactions)
+    picks = _pick(runs, policies, samples, seed)
+    built = _Built()
+    for t in range(len(transcripts)):
+        _build_samples(runs, t, policies, picks, asker.options, system_prompt, built)
+    built.samples.sort(key=lambda s: ([p.name for p in policies].index(s.policy), s.transcript, s.call))
+    result = Plan(built.samples, picks.candidates, built.tools, prices, notes=built.notes, strata=picks.strata,
+                  seed=seed, systems=built.systems)
+    _price(result, asker, prices)
+    return result
 
-    def run(t: int, policy: Policy, keep: set[int] | frozenset[int] = frozenset(), recorded: bool = False) -> Any:
-        return replay(transcripts[t], policy, calibration=calibrations[t], prices=price_table,
-                      keep_recorded_compactions=keep_recorded_compactions or recorded, keep_contexts=keep)
 
-    chosen: dict[str, list[tuple[Candidate, tuple[str, ...]]]] = {}
-    candidates: dict[str, int] = {}
-    strata: dict[str, dict[bool, StratumFacts]] = {}
-    recorded: dict[int, list[Action]] = {}  # each transcript's recorded actions, by call
-    by_chance: dict[tuple[int, int], tuple[float, bool]] = {}  # (transcript, call) -> (chance, repeat)
+class _Runs:
+    """The replays a plan makes: each transcript through a policy, keeping the contexts asked for."""
 
-    def chance_at(t: int, call: int) -> tuple[float, bool]:
-        if (t, call) not in by_chance:
-            by_chance[(t, call)] = (chance(recorded[t], call), repeats(recorded[t], call))
-        return by_chance[(t, call)]
+    def __init__(self, transcripts: list[Transcript], calibrations: list[Any], price_table: Any,
+                 keep_recorded_compactions: bool) -> None:
+        self.transcripts, self.calibrations, self.price_table = transcripts, calibrations, price_table
+        self.keep_recorded_compactions = keep_recorded_compactions
 
+    def __call__(self, t: int, policy: Policy, keep: set[int] | frozenset[int] = frozenset(),
+                 recorded: bool = False) -> Any:
+        return replay(self.transcripts[t], policy, calibration=self.calibrations[t], prices=self.price_table,
+                      keep_recorded_compactions=self.keep_recorded_compactions or recorded, keep_contexts=keep)
+
+
+class _Picks:
+    """Each policy's sampled calls (with the probes each lost), its candidates, its strata, and
+    each transcript's recorded actions with each call's chance agreement."""
+
+    def __init__(self) -> None:
+        self.chosen: dict[str, list[tuple[Candidate, tuple[str, ...]]]] = {}
+        self.candidates: dict[str, int] = {}
+        self.strata: dict[str, dict[bool, StratumFacts]] = {}
+        self.recorded: dict[int, list[Action]] = {}  # each transcript's recorded actions, by call
+        self._chance: dict[tuple[int, int], tuple[float, bool]] = {}  # (transcript, call) -> (chance, repeat)
+
+    def chance_at(self, t: int, call: int) -> tuple[float, bool]:
+        if (t, call) not in self._chance:
+            self._chance[(t, call)] = (chance(self.recorded[t], call), repeats(self.recorded[t], call))
+        return self._chance[(t, call)]
+
+
+def _pick(runs: _Runs, policies: list[Policy], samples: int, seed: int) -> _Picks:
+    """For every policy, the calls where its context differs from the recording's and the
+    recording acted (the candidates), and a sample of them stratified by whether it lost a probe."""
+    picks = _Picks()
     for policy in policies:
         found: list[Candidate] = []
         losses: dict[tuple[int, int], tuple[str, ...]] = {}
-        for t, transcript in enumerate(transcripts):
-            r = run(t, policy)
-            if t not in recorded:
-                recorded[t] = [action_of(_reply(transcript, record.message_index)) for record in r.calls]
+        for t, transcript in enumerate(runs.transcripts):
+            r = runs(t, policy)
+            if t not in picks.recorded:
+                picks.recorded[t] = [action_of(_reply(transcript, record.message_index)) for record in r.calls]
             lost: dict[int, list[str]] = {}
             for outcome in r.probe_ledger:
                 if outcome.status == "lost":
                     lost.setdefault(outcome.call, []).append(outcome.probe)
             for record in r.calls:
-                if differs(record) and recorded[t][record.call].kind != "none":
+                if differs(record) and picks.recorded[t][record.call].kind != "none":
                     found.append(Candidate(t, record.call, lost_at(record)))
                     losses[(t, record.call)] = tuple(lost.get(record.call, ()))
-        candidates[policy.name] = len(found)
+        picks.candidates[policy.name] = len(found)
         picked = choose(found, samples, seed, policy.name)
-        chosen[policy.name] = [(c, losses[(c.transcript, c.call)]) for c in picked]
-        strata[policy.name] = {}
-        for h in (True, False):
-            mine = [chance_at(c.transcript, c.call) for c in found if c.lost is h]
-            strata[policy.name][h] = StratumFacts(len(mine), sum(c.lost is h for c in picked),
-                                                  sum(x for x, _ in mine) / len(mine) if mine else 0.0,
-                                                  sum(y for _, y in mine) / len(mine) if mine else 0.0)
-    none = load_policy("none")
-    out: list[Sample] = []
-    tools: dict[str, str] = {}
-    systems: dict[str, str] = {}  # transcript -> where its requests' system prompt comes from
-    notes: list[str] = []
-    for t, transcript in enumerate(transcripts):
-        wanted = {c.call for picks in chosen.values() for c, _ in picks if c.transcript == t}
-        if not wanted:
+        picks.chosen[policy.name] = [(c, losses[(c.transcript, c.call)]) for c in picked]
+        picks.strata[policy.name] = {h: _stratum(picks, found, picked, h) for h in (True, False)}
+    return picks
+
+
+def _stratum(picks: _Picks, found: list[Candidate], picked: list[Candidate], lost: bool) -> StratumFacts:
+    mine = [picks.chance_at(c.transcript, c.call) for c in found if c.lost is lost]
+    return StratumFacts(len(mine), sum(c.lost is lost for c in picked),
+                        sum(x for x, _ in mine) / len(mine) if mine else 0.0,
+                        sum(y for _, y in mine) / len(mine) if mine else 0.0)
+
+
+class _Built:
+    """The samples a plan builds, and what it says of each transcript's tools and system prompt."""
+
+    def __init__(self) -> None:
+        self.samples: list[Sample] = []
+        self.tools: dict[str, str] = {}
+        self.systems: dict[str, str] = {}  # transcript -> where its requests' system prompt comes from
+        self.notes: list[str] = []
+
+
+def _build_samples(runs: _Runs, t: int, policies: list[Policy], picks: _Picks, o: Any,
+                   system_prompt: tuple[str, str] | None, built: _Built) -> None:
+    """A transcript's sampled calls as request pairs: each policy's context against the control,
+    what the agent saw (no policy's compaction, the recording's own replayed: #46 §4)."""
+    transcript = runs.transcripts[t]
+    wanted = {c.call for picks_ in picks.chosen.values() for c, _ in picks_ if c.transcript == t}
+    if not wanted:
+        return
+    control = runs(t, load_policy("none"), wanted, recorded=True)
+    if transcript.compactions:
+        built.notes.append(f"{transcript.path}: the control replays the {len(transcript.compactions)} compaction(s) "
+                           "the recording made (what the agent saw)")
+    kit: Tools = tools_of(transcript.entries)  # (what no API takes is said once per transcript)
+    built.tools[transcript.path] = kit.source
+    system, built.systems[transcript.path] = system_of(transcript.system, transcript.format, system_prompt)
+    known: dict[int, Tools] = {}  # the tools known at a call: used before it (no look-ahead, #46 §3)
+    if kit.left_out:
+        built.notes.append(f"{transcript.path}: tool(s) {', '.join(kit.left_out[:5])} left out (no API takes such a name)")
+    for policy in policies:
+        calls = {c.call for c, _ in picks.chosen[policy.name] if c.transcript == t}
+        if not calls:
             continue
-        # the control is what the agent saw: no policy's compaction, the recording's own replayed (#46 §4)
-        control = run(t, none, wanted, recorded=True)
-        if transcript.compactions:
-            notes.append(f"{transcript.path}: the control replays the {len(transcript.compactions)} compaction(s) "
-                         "the recording made (what the agent saw)")
-        kit: Tools = tools_of(transcript.entries)  # (what no API takes is said once per transcript)
-        tools[transcript.path] = kit.source
-        system, systems[transcript.path] = system_of(transcript.system, transcript.format, system_prompt)
-        known: dict[int, Tools] = {}  # the tools known at a call: used before it (no look-ahead, #46 §3)
-        if kit.left_out:
-            notes.append(f"{transcript.path}: tool(s) {', '.join(kit.left_out[:5])} left out (no API takes such a name)")
-        for policy in policies:
-            calls = {c.call for c, _ in chosen[policy.name] if c.transcript == t}
-            if not calls:
+        r = runs(t, policy, calls)
+        per_token = r.summary.calibration.get("chars_per_token") or 4.0  # (as calibrated)
+        by_call = {record.call: record for record in r.calls}
+        for c, lost_probes in picks.chosen[policy.name]:
+            if c.transcript != t:
                 continue
-            r = run(t, policy, calls)
-            per_token = r.summary.calibration.get("chars_per_token") or 4.0  # (as calibrated)
-            by_call = {record.call: record for record in r.calls}
-            for c, lost_probes in chosen[policy.name]:
-                if c.transcript != t:
-                    continue
-                record = by_call[c.call]
-                at = record.message_index
-                if at not in known:
-                    known[at] = tools_of(transcript.entries[:at])
-                pair = build_pair(o.api, o.model, o.max_tokens, system, known[at], r.contexts[c.call],
-                                  control.contexts[c.call], per_token)
-                odds, again = chance_at(t, c.call)
-                out.append(Sample(policy.name, transcript.path, c.call, lost_probes, recorded[t][c.call], pair,
-                                  chance=odds, repeat=again))
-    out.sort(key=lambda s: ([p.name for p in policies].index(s.policy), s.transcript, s.call))
-    result = Plan(out, candidates, tools, prices, notes=notes, strata=strata, seed=seed, systems=systems)
+            at = by_call[c.call].message_index
+            if at not in known:
+                known[at] = tools_of(transcript.entries[:at])
+            pair = build_pair(o.api, o.model, o.max_tokens, system, known[at], r.contexts[c.call],
+                              control.contexts[c.call], per_token)
+            odds, again = picks.chance_at(t, c.call)
+            built.samples.append(Sample(policy.name, transcript.path, c.call, lost_probes, picks.recorded[t][c.call],
+                                        pair, chance=odds, repeat=again))
+
+
+def _price(result: Plan, asker: Asker, prices: ModelPrices) -> None:
+    """Each sample's estimated cost, in the order the requests are sent (a request an earlier one
+    makes, or the cache holds, costs nothing; a cached prefix an earlier one wrote is read); a
+    control over the asked model's window is not sent."""
+    from ..engine.cost.prices import known_window
+
+    o = asker.options
     written: set[str] = set()  # the cached prefixes the requests before write (in the order they are sent)
     asked: set[str] = set()  # the requests an earlier sample makes (the same control of one call, say)
 
@@ -228,10 +276,8 @@ def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int,
         asked.add(key)
         return known
 
-    from ..engine.cost.prices import known_window
-
     window = known_window(o.model)
-    for s in out:
+    for s in result.samples:
         if window and s.pair.control_tokens > window:  # (the asked model would refuse it: not sent)
             s.skipped = f"the control's {s.pair.control_tokens:,} tokens are over {o.model}'s window ({window:,})"
             continue
@@ -239,7 +285,6 @@ def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int,
         result.cached += sum(hit)
         result.requests += 2 - sum(hit)
         s.estimate_usd = pair_cost(s.pair, prices, o.max_tokens, hit[0], hit[1], written)
-    return result
 
 
 def _reply(transcript: Transcript, index: int) -> dict | None:
