@@ -370,25 +370,37 @@ def _tally(p: Plan, name: str) -> PolicyAgreement:
         empty = [("a probe lost" if h else "none lost") for h in (True, False)
                  if h in facts and facts[h].size and not tables[h].n]
         unknown = f"no answered sample where {' or '.join(empty)}: no estimate over every candidate call"
-
-    def span(e: Any) -> tuple[float, float] | None:
-        return (e.low, e.high) if e is not None else None
-
     return PolicyAgreement(
         policy=name, candidates=p.candidates.get(name, 0), samples=len(done),
         failed=len(mine) - len(done) - refused, control_refused=refused,
-        agreement=est.agreement.value if est else None, agreement_interval=span(est and est.agreement),
-        control_agreement=est.control.value if est else None, control_interval=span(est and est.control),
-        difference=est.difference.value if est else None, difference_interval=span(est and est.difference),
-        chance_agreement=est.chance if est else None, repeat_agreement=est.repeat if est else None,
-        above_chance=est.above_chance.value if est else None, above_chance_interval=span(est and est.above_chance),
-        lost_candidates=facts[True].size if True in facts else 0, lost_samples=tables[True].n,
-        lost_agreement=_rate(tables[True]), lost_interval=_wilson(tables[True]),
-        kept_candidates=facts[False].size if False in facts else 0, kept_samples=tables[False].n,
-        kept_agreement=_rate(tables[False]), kept_interval=_wilson(tables[False]),
+        **_estimates(est), **_stratum_figures(facts, tables),
         spent_usd=round(sum(usage_cost(r.usage, p.prices) for s in mine for r in (s.policy_reply, s.control_reply)
                             if r is not None and r.usage), 6),
         unknown=unknown, tells_nothing=est is not None and at_chance(est.control.value, est.chance))
+
+
+def _estimates(est: Any) -> dict[str, Any]:
+    """The population estimates over every candidate call, each with its interval (None: none)."""
+    if est is None:
+        return dict.fromkeys(("agreement", "agreement_interval", "control_agreement", "control_interval",
+                              "difference", "difference_interval", "chance_agreement", "repeat_agreement",
+                              "above_chance", "above_chance_interval"))
+    return {"agreement": est.agreement.value, "agreement_interval": (est.agreement.low, est.agreement.high),
+            "control_agreement": est.control.value, "control_interval": (est.control.low, est.control.high),
+            "difference": est.difference.value, "difference_interval": (est.difference.low, est.difference.high),
+            "chance_agreement": est.chance, "repeat_agreement": est.repeat,
+            "above_chance": est.above_chance.value,
+            "above_chance_interval": (est.above_chance.low, est.above_chance.high)}
+
+
+def _stratum_figures(facts: dict[bool, StratumFacts], tables: dict[bool, Paired]) -> dict[str, Any]:
+    """Each stratum's own figures: its candidates, samples answered, agreement and Wilson interval."""
+    out: dict[str, Any] = {}
+    for lost, name in ((True, "lost"), (False, "kept")):
+        out.update({f"{name}_candidates": facts[lost].size if lost in facts else 0,
+                    f"{name}_samples": tables[lost].n, f"{name}_agreement": _rate(tables[lost]),
+                    f"{name}_interval": _wilson(tables[lost])})
+    return out
 
 
 def at_chance(control: float, chance: float) -> bool:
