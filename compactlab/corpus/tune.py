@@ -82,6 +82,35 @@ def _untyped(policy: Policy) -> bool:
     return load_step(policy.custom.call).settings_type is None
 
 
+def _choices(item: str, key: str, spec: str) -> tuple[Param, list[Any]]:
+    """``KEY=A|B|C``: the choices, each read as --set reads a value."""
+    choices = tuple(parse_override(f"{key}={c.strip()}")[1] for c in spec.split("|") if c.strip())
+    if not choices:
+        raise UsageError(f"--space {item!r}: no choice between the |", hint="e.g. --space snip.pair_safe=true|false")
+    return Param(key, "choice", choices=choices), list(choices)
+
+
+def _range(item: str, key: str, spec: str, whole: bool) -> tuple[Param, list[Any]]:
+    """``KEY=LO:HI`` or ``KEY=LO:HI:log``: a range of whole numbers (``whole``) or of numbers."""
+    parts = spec.split(":")
+    log = parts[-1].strip() == "log"
+    if log:
+        parts = parts[:-1]
+    if len(parts) != 2:
+        raise UsageError(f"--space {item!r}: a range is LO:HI (or LO:HI:log)")
+    try:
+        lo, hi = (float(p) for p in parts)
+    except ValueError:
+        raise UsageError(f"--space {item!r}: LO and HI must be numbers") from None
+    if whole and not (lo.is_integer() and hi.is_integer()):
+        raise UsageError(f"--space {key}: the key takes whole numbers; got {spec}")
+    if not lo < hi:
+        raise UsageError(f"--space {key}: LO must be below HI; got {spec}")
+    if log and lo <= 0:
+        raise UsageError(f"--space {key}: a log scale needs LO > 0; got {spec}")
+    return Param(key, "int" if whole else "float", lo, hi, log), [int(lo), int(hi)] if whole else [lo, hi]
+
+
 def parse_space(items: list[str], base: str, overrides: list[str]) -> list[Param]:
     """``KEY=LO:HI`` (an int or float range; ``:log`` after it for a log scale) or
     ``KEY=A|B|C`` (choices), each checked against the policy schema: the key must exist, its
@@ -105,31 +134,9 @@ def parse_space(items: list[str], base: str, overrides: list[str]) -> list[Param
         if key in {p.key for p in params}:
             raise UsageError(f"--space {key}: given twice")
         if "|" in spec or isinstance(value, (bool, str)):
-            choices = tuple(parse_override(f"{key}={c.strip()}")[1] for c in spec.split("|") if c.strip())
-            if not choices:
-                raise UsageError(f"--space {item!r}: no choice between the |", hint="e.g. --space snip.pair_safe=true|false")
-            param = Param(key, "choice", choices=choices)
-            ends = list(choices)
+            param, ends = _choices(item, key, spec)
         else:
-            parts = spec.split(":")
-            log = parts[-1].strip() == "log"
-            if log:
-                parts = parts[:-1]
-            if len(parts) != 2:
-                raise UsageError(f"--space {item!r}: a range is LO:HI (or LO:HI:log)")
-            try:
-                lo, hi = (float(p) for p in parts)
-            except ValueError:
-                raise UsageError(f"--space {item!r}: LO and HI must be numbers") from None
-            kind = "int" if isinstance(value, int) else "float"
-            if kind == "int" and not (lo.is_integer() and hi.is_integer()):
-                raise UsageError(f"--space {key}: the key takes whole numbers; got {spec}")
-            if not lo < hi:
-                raise UsageError(f"--space {key}: LO must be below HI; got {spec}")
-            if log and lo <= 0:
-                raise UsageError(f"--space {key}: a log scale needs LO > 0; got {spec}")
-            param = Param(key, kind, lo, hi, log)
-            ends = [int(lo), int(hi)] if kind == "int" else [lo, hi]
+            param, ends = _range(item, key, spec, isinstance(value, int))
         for end in ends:  # the schema's bounds, types and cross-field rules, as --set checks them
             try:
                 load_policy(base, [*overrides, (key, end)])
