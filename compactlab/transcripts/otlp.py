@@ -190,26 +190,34 @@ def spans_of(doc: dict, path: str, shapes: _Shapes | None = None
     """The spans of a document, and its log records as (``trace/span`` id, event name, body and
     attributes; ``*/span`` for a record that names no trace)."""
     shapes = shapes or _Shapes(False)
+    if "data" in doc and "resourceSpans" not in doc and "batches" not in doc:  # a Jaeger export
+        return _jaeger_spans(doc, shapes), []
+    return _otlp_spans(doc, shapes), _log_records(doc, shapes)
+
+
+def _jaeger_spans(doc: dict, shapes: _Shapes) -> list[Span]:
     items = shapes.items
     spans: list[Span] = []
-    logs: list[tuple[str, str, dict[str, Any]]] = []
-    if "data" in doc and "resourceSpans" not in doc and "batches" not in doc:  # a Jaeger export
-        for trace in items(doc.get("data"), "data"):
-            if not isinstance(trace, dict):
+    for trace in items(doc.get("data"), "data"):
+        if not isinstance(trace, dict):
+            continue
+        for s in items(trace.get("spans"), "data[].spans"):
+            if not isinstance(s, dict):
                 continue
-            for s in items(trace.get("spans"), "data[].spans"):
-                if not isinstance(s, dict):
-                    continue
-                refs = [r.get("spanID") for r in items(s.get("references"), "spans[].references") if isinstance(r, dict)
-                        and r.get("refType") == "CHILD_OF"]
-                tags = _fields(s.get("tags"))
-                start = _int(s.get("startTime")) * 1000
-                events = [(str(_fields(lg.get("fields")).get("event", "")), _fields(lg.get("fields")))
-                          for lg in items(s.get("logs"), "spans[].logs") if isinstance(lg, dict)]
-                spans.append(Span(str(s.get("spanID")), refs[0] if refs else None, str(s.get("traceID")),
-                                  str(s.get("operationName") or ""), start, start + _int(s.get("duration")) * 1000,
-                                  tags, events))
-        return spans, logs
+            refs = [r.get("spanID") for r in items(s.get("references"), "spans[].references") if isinstance(r, dict)
+                    and r.get("refType") == "CHILD_OF"]
+            start = _int(s.get("startTime")) * 1000
+            events = [(str(_fields(lg.get("fields")).get("event", "")), _fields(lg.get("fields")))
+                      for lg in items(s.get("logs"), "spans[].logs") if isinstance(lg, dict)]
+            spans.append(Span(str(s.get("spanID")), refs[0] if refs else None, str(s.get("traceID")),
+                              str(s.get("operationName") or ""), start, start + _int(s.get("duration")) * 1000,
+                              _fields(s.get("tags")), events))
+    return spans
+
+
+def _otlp_spans(doc: dict, shapes: _Shapes) -> list[Span]:
+    items = shapes.items
+    spans: list[Span] = []
     top = "resourceSpans" if doc.get("resourceSpans") is not None else "batches"
     for rs in items(doc.get(top), top):
         if not isinstance(rs, dict):
@@ -224,6 +232,12 @@ def spans_of(doc: dict, path: str, shapes: _Shapes | None = None
                 spans.append(Span(str(s.get("spanId")), s.get("parentSpanId") or None, str(s.get("traceId")),
                                   str(s.get("name") or ""), _int(s.get("startTimeUnixNano")),
                                   _int(s.get("endTimeUnixNano")), _attributes(s.get("attributes"), shapes), events))
+    return spans
+
+
+def _log_records(doc: dict, shapes: _Shapes) -> list[tuple[str, str, dict[str, Any]]]:
+    items = shapes.items
+    logs: list[tuple[str, str, dict[str, Any]]] = []
     for rl in items(doc.get("resourceLogs"), "resourceLogs"):
         for sl in items(rl.get("scopeLogs"), "resourceLogs[].scopeLogs") if isinstance(rl, dict) else []:
             for r in items(sl.get("logRecords"), "scopeLogs[].logRecords") if isinstance(sl, dict) else []:
@@ -234,7 +248,7 @@ def spans_of(doc: dict, path: str, shapes: _Shapes | None = None
                 body = value(r.get("body"), shapes)
                 logs.append((f"{r.get('traceId') or '*'}/{r['spanId']}", str(name),
                              {**attrs, **(body if isinstance(body, dict) else {"content": body})}))
-    return spans, logs
+    return logs
 
 
 # -- messages ----------------------------------------------------------------------------------
