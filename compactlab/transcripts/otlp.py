@@ -704,70 +704,88 @@ def _key(m: Message) -> bytes:
     return orjson.dumps(m, option=orjson.OPT_SORT_KEYS)
 
 
+class _Conversation:
+    """The messages added so far, by key: a call's input adds what it does not repeat."""
+
+    def __init__(self, builder: TranscriptBuilder) -> None:
+        self.builder = builder
+        self.keys: list[bytes] = []  # the keys of the messages added so far
+        self.known: set[bytes] = set()  # (the same keys, to look up: a set kept, never rebuilt a call)
+
+    def add(self, m: dict[str, Any], usage: dict[str, Any] | None = None) -> None:
+        self.builder.add(m, usage)
+        key = _key(m)
+        self.keys.append(key)
+        self.known.add(key)
+
+    def inputs(self, messages: list[dict[str, Any]]) -> None:
+        """A call's input: what follows the shared head (in another context, a handoff, what it
+        repeats from anywhere in the conversation is not new either)."""
+        keys = [_key(m) for m in messages]
+        shared = 0
+        for a, b in zip(keys, self.keys):
+            if a != b:
+                break
+            shared += 1
+        if shared < len(self.keys):
+            while shared < len(keys) and keys[shared] in self.known:
+                shared += 1
+        for m in messages[shared:]:
+            self.add(m)
+
+
+def _call_content(call: Call, logs: dict[str, list[tuple[str, dict[str, Any]]]]) -> tuple[Content, str | None]:
+    """A call's content (the innermost span's, else its wrappers') and its model."""
+    content = Content()
+    for s in call.chain:
+        got = content_of(s, logs.get(s.key, []))
+        content.system = content.system or got.system
+        content.inputs = content.inputs if content.inputs is not None else got.inputs
+        content.output = content.output if content.output is not None else got.output
+    model = next((m for s in call.chain for m in (s.attrs.get("gen_ai.response.model"),
+                                                    s.attrs.get("gen_ai.request.model")) if isinstance(m, str)), None)
+    return content, model
+
+
+def _elided_output(usage: dict[str, Any] | None, ran: list[Span]) -> list[dict[str, Any]]:
+    """A reply whose content was not captured: its size, and the tools run after it as its calls."""
+    out_tokens = int((usage or {}).get("output_tokens", 0))
+    return [{"type": "text", "text": sized_placeholder("ELIDED_OUTPUT", out_tokens * CHARS_PER_TOKEN)},
+            *({"type": "tool_use", "id": str(t.attrs.get("gen_ai.tool.call.id") or f"tool-{t.id}"),
+               "name": str(t.attrs.get("gen_ai.tool.name") or "tool"), "input": _tool_args(t)} for t in ran)]
+
+
 def _build(builder: TranscriptBuilder, calls: list[Call], logs: dict[str, list[tuple[str, dict[str, Any]]]],
            tools: list[Span]) -> None:
-    conversation: list[bytes] = []  # the keys of the messages added so far
-    known: set[bytes] = set()  # (the same keys, to look up: a set kept, never rebuilt a call)
+    talk = _Conversation(builder)
     starts = [t.start for t in tools]  # (tools sorted by start: a call's tools found by bisection)
     elided = 0
     previous: dict[str, Any] | None = None
     answered = False  # the previous call's tools have results sized by this call's input
     for k, call in enumerate(calls):
-        content = Content()
-        for s in call.chain:  # the innermost span's content, else its wrappers'
-            got = content_of(s, logs.get(s.key, []))
-            content.system = content.system or got.system
-            content.inputs = content.inputs if content.inputs is not None else got.inputs
-            content.output = content.output if content.output is not None else got.output
-        model = next((m for s in call.chain for m in (s.attrs.get("gen_ai.response.model"),
-                                                        s.attrs.get("gen_ai.request.model")) if isinstance(m, str)), None)
+        content, model = _call_content(call, logs)
         builder.model = builder.model or model
         builder.system = builder.system or content.system
         usage = _usage(call.chain, model, f"span {call.span.id} usage")
         elided += content.inputs is None or content.output is None
         if content.inputs is not None:
-            keys = [_key(m) for m in content.inputs]
-            shared = 0
-            for a, b in zip(keys, conversation):
-                if a != b:
-                    break
-                shared += 1
-            if shared < len(conversation):  # another context (a handoff): what it repeats is not new
-                while shared < len(keys) and keys[shared] in known:
-                    shared += 1
-            for m, key in zip(content.inputs[shared:], keys[shared:]):
-                builder.add(m)
-                conversation.append(key)
-                known.add(key)
+            talk.inputs(content.inputs)
         elif not answered:  # (after tool results sized by this call's input, nothing more to add)
-            m = {"role": "user", "content": [{"type": "text", "text": sized_placeholder(
-                "ELIDED_INPUT", _added(usage, previous) * CHARS_PER_TOKEN)}]}
-            builder.add(m)
-            conversation.append(_key(m))
-            known.add(conversation[-1])
+            talk.add({"role": "user", "content": [{"type": "text", "text": sized_placeholder(
+                "ELIDED_INPUT", _added(usage, previous) * CHARS_PER_TOKEN)}]})
         answered = False
-        output = content.output
-        ran: list[Span] = []
+        output, ran = content.output, []
         if output is None:  # its size, and the tools run after it as its tool calls
-            out_tokens = int((usage or {}).get("output_tokens", 0))
             end = calls[k + 1].span.start if k + 1 < len(calls) else None
             ran = tools[bisect_left(starts, call.span.start):bisect_left(starts, end) if end is not None else len(tools)]
-            output = [{"type": "text", "text": sized_placeholder("ELIDED_OUTPUT", out_tokens * CHARS_PER_TOKEN)}]
-            output += [{"type": "tool_use", "id": str(t.attrs.get("gen_ai.tool.call.id") or f"tool-{t.id}"),
-                        "name": str(t.attrs.get("gen_ai.tool.name") or "tool"), "input": _tool_args(t)} for t in ran]
-        reply = {"role": "assistant", "content": output or [{"type": "text", "text": ""}]}
-        builder.add(reply, usage)
-        conversation.append(_key(reply))
-        known.add(conversation[-1])
+            output = _elided_output(usage, ran)
+        talk.add({"role": "assistant", "content": output or [{"type": "text", "text": ""}]}, usage)
         if ran:  # their results, sized by what the next call's input added where not captured
             following = _usage(calls[k + 1].chain, None, "usage") if k + 1 < len(calls) else None
             share = _added(following, usage) * CHARS_PER_TOKEN // len(ran) if following else 0
-            results = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": b["id"],
-                                                    "content": _tool_result(t, share)}
-                                                   for b, t in zip(output[1:], ran)]}
-            builder.add(results)
-            conversation.append(_key(results))
-            known.add(conversation[-1])
+            talk.add({"role": "user", "content": [{"type": "tool_result", "tool_use_id": b["id"],
+                                                   "content": _tool_result(t, share)}
+                                                  for b, t in zip(output[1:], ran)]})
             answered = True
         previous = usage
     if elided:
