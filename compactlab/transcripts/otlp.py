@@ -575,20 +575,7 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
     if repeated:
         builder.warnings.append(f"{repeated} span(s) exported more than once (the same trace and span id: an "
                                 "exporter's retry): each counted once")
-    models = [s for s in spans if _is_model(s)]
-    calls: list[Call] = []
-    for s in models:
-        if any(_is_model(d) for d in _walk(s)):
-            continue  # a wrapper: its call is the model span inside it
-        chain = [s]
-        up = by_id.get(s.parent_key) if s.parent else None
-        seen = {s.key}
-        while up is not None and up.key not in seen:
-            seen.add(up.key)
-            if _is_model(up):
-                chain.append(up)
-            up = by_id.get(up.parent_key) if up.parent else None
-        calls.append(Call(s, chain, _session_of(s, by_id)))
+    calls = _model_calls(spans, by_id)
     agents = False
     if not calls:  # no model call: each top-level agent invocation with content is one
         calls = [Call(s, [s], _session_of(s, by_id)) for s in spans if s.operation == "invoke_agent"
@@ -617,6 +604,25 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
         raise InputError(f"{path}: no GenAI model call or agent span in these traces",
                          hint="the spans need the GenAI semantic conventions (gen_ai.operation.name, gen_ai.usage.*)")
     return builder.build(content_hash=sha, skipped_lines=shapes.skipped)
+
+
+def _model_calls(spans: list[Span], by_id: dict[str, Span]) -> list[Call]:
+    """Each innermost model span, with the model spans that wrap it (a wrapper's call is the model
+    span inside it) and its session."""
+    calls: list[Call] = []
+    for s in spans:
+        if not _is_model(s) or any(_is_model(d) for d in _walk(s)):
+            continue
+        chain = [s]
+        up = by_id.get(s.parent_key) if s.parent else None
+        seen = {s.key}
+        while up is not None and up.key not in seen:
+            seen.add(up.key)
+            if _is_model(up):
+                chain.append(up)
+            up = by_id.get(up.parent_key) if up.parent else None
+        calls.append(Call(s, chain, _session_of(s, by_id)))
+    return calls
 
 
 def _once(spans: list[Span], logs: list[tuple[str, str, dict[str, Any]]]
