@@ -335,32 +335,7 @@ def custom(context: Context, config: Summarising[CustomConfig], env: RunEnv) -> 
         raise StepError(f"custom step {step.name} returned {_what(out)} at call {now.call}, not a list of messages "
                         "(dicts with a role, user or assistant, and a content)")
     where = {id(m): i for i, m in enumerate(given)}
-    room = answer_limit()  # (what a step may add: a process's answer line has the same bound)
-    sent: list = []
-    kept: list = []  # the read-only message of each one sent
-    first_changed: int | None = None
-    last = -1
-    for j, m in enumerate(out):
-        i = where.pop(id(m), None)  # (a message returned twice is kept once; the other is new)
-        if i is not None and i < last:
-            raise StepError(f"custom step {step.name} returned the messages it kept out of their order at call "
-                            f"{now.call}")
-        if i is None:
-            _check_blocks(m, j, step.name, now.call)
-            made = env.new_entry(_plain(m), by="custom")
-            room -= made.chars
-            if room < 0:
-                raise StepError(f"custom step {step.name} returned, at call {now.call}, more than "
-                                f"{answer_limit() >> 20} MiB of messages it made (COMPACTLAB_MAX_ANSWER_MB raises "
-                                "the limit)")
-            sent.append(made)
-            kept.append(_read_only(made.message))
-        else:
-            sent.append(entries[i])
-            kept.append(m)
-            last = i
-        if first_changed is None and i != j:
-            first_changed = j
+    sent, kept, first_changed = _taken(out, where, entries, env, step.name, now.call)
     if first_changed is None:
         if len(out) == len(entries):
             return context, (stats if stats.summaries or stats.summary_failures else NOTHING)
@@ -373,6 +348,37 @@ def custom(context: Context, config: Summarising[CustomConfig], env: RunEnv) -> 
     changed = Context(sent)
     held.hold(changed.entries, ReadOnlyList(kept))  # (what the engine appends to next: given from there on)
     return changed, stats
+
+
+def _taken(out: list, where: dict[int, int], entries: list, env: RunEnv, name: str, call: int
+           ) -> tuple[list, list, int | None]:
+    """What the step returned, as the context's entries (a message it kept is its entry, one it
+    made is new), their read-only messages, and the first position that changed (None: none)."""
+    room = answer_limit()  # (what a step may add: a process's answer line has the same bound)
+    sent: list = []
+    kept: list = []  # the read-only message of each one sent
+    first_changed: int | None = None
+    last = -1
+    for j, m in enumerate(out):
+        i = where.pop(id(m), None)  # (a message returned twice is kept once; the other is new)
+        if i is not None and i < last:
+            raise StepError(f"custom step {name} returned the messages it kept out of their order at call {call}")
+        if i is None:
+            _check_blocks(m, j, name, call)
+            made = env.new_entry(_plain(m), by="custom")
+            room -= made.chars
+            if room < 0:
+                raise StepError(f"custom step {name} returned, at call {call}, more than {answer_limit() >> 20} MiB "
+                                "of messages it made (COMPACTLAB_MAX_ANSWER_MB raises the limit)")
+            sent.append(made)
+            kept.append(_read_only(made.message))
+        else:
+            sent.append(entries[i])
+            kept.append(m)
+            last = i
+        if first_changed is None and i != j:
+            first_changed = j
+    return sent, kept, first_changed
 
 
 @dataclass(slots=True)
