@@ -5,6 +5,7 @@ writes). API response objects (``{"type": "message", "role": "assistant", ...}``
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from .messages import Entry, build_entry
 from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream, anthropic_usage
@@ -66,30 +67,38 @@ def _sidechains(builder: TranscriptBuilder, side: dict) -> bool:
     return True
 
 
+def _not_a_message(builder: TranscriptBuilder, reader: LineReader, lineno: int, obj: dict, role: Any) -> bool:
+    """Take a line that is not a message of the conversation (the system prompt, what `compactlab
+    convert` wrote of sidechains and compactions) or that is bad (said): True; else False."""
+    if role == "system" or (role is None and "system" in obj):
+        builder.system = obj.get("content", obj.get("system"))
+        return True
+    if isinstance(obj.get(SIDECHAINS_KEY), dict) and role is None:  # written by `compactlab convert`
+        if not _sidechains(builder, obj[SIDECHAINS_KEY]):
+            reader.bad(lineno, f"{SIDECHAINS_KEY}: not a count of lines and a list of usage objects")
+        return True
+    if "message" in obj and role is None:
+        reader.bad(lineno, "a Claude Code style line (\"message\" envelope) in an Anthropic messages file")
+        return True
+    if isinstance(obj.get(COMPACTION_KEY), dict) and role == "user":  # written by `compactlab convert`
+        summary = build_entry({"role": "user", "content": obj.get("content")},
+                              -1_000_000 - len(builder.compactions) - 1, check=True)
+        if not isinstance(summary, Entry):
+            reader.bad(lineno, summary or "not a usable message")
+            return True
+        meta = obj[COMPACTION_KEY]
+        builder.compactions.append(RecordedCompaction(position=builder.count, summary=summary,
+                                                      trigger=meta.get("trigger"), pre_tokens=meta.get("pre_tokens")))
+        return True
+    return False
+
+
 def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False) -> Iterator[Entry]:
     """Add every message of the file to ``builder``, yielding each as it is added (``measure``:
     with the JSON length of every tool result's content among its facts)."""
     for lineno, obj in reader.objects(check_depth=False):
         role = obj.get("role")
-        if role == "system" or (role is None and "system" in obj):
-            builder.system = obj.get("content", obj.get("system"))
-            continue
-        if isinstance(obj.get(SIDECHAINS_KEY), dict) and role is None:  # written by `compactlab convert`
-            if not _sidechains(builder, obj[SIDECHAINS_KEY]):
-                reader.bad(lineno, f"{SIDECHAINS_KEY}: not a count of lines and a list of usage objects")
-            continue
-        if "message" in obj and role is None:
-            reader.bad(lineno, "a Claude Code style line (\"message\" envelope) in an Anthropic messages file")
-            continue
-        if isinstance(obj.get(COMPACTION_KEY), dict) and role == "user":  # written by `compactlab convert`
-            summary = build_entry({"role": "user", "content": obj.get("content")},
-                                  -1_000_000 - len(builder.compactions) - 1, check=True)
-            if not isinstance(summary, Entry):
-                reader.bad(lineno, summary or "not a usable message")
-                continue
-            meta = obj[COMPACTION_KEY]
-            builder.compactions.append(RecordedCompaction(position=builder.count, summary=summary,
-                                                          trigger=meta.get("trigger"), pre_tokens=meta.get("pre_tokens")))
+        if _not_a_message(builder, reader, lineno, obj, role):
             continue
         usage = None
         message = message_of(obj)
