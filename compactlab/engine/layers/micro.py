@@ -118,30 +118,10 @@ def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, 
     if cutoff <= start:
         return context, NOTHING
     cleared = env.state_of(Cleared) if config.trigger_on == "history" else None
-    if config.trigger_tokens and env.estimator.tokens(
-            context.chars + (cleared.chars.get(key, 0) if cleared else 0)) <= config.trigger_tokens:
-        return context, NOTHING
-    if config.at_prompts and not env.now.after_prompt:
-        return context, NOTHING
-    if config.idle_minutes and (env.now.idle_seconds is None or env.now.idle_seconds < config.idle_minutes * 60):
+    if not _due(context, config, env, cleared.chars.get(key, 0) if cleared else 0):
         return context, NOTHING
     stats = LayerStats()
-    preserve = set(config.preserve_tools)
-    chosen: list[tuple[int, int, str, str]] = []  # (position, result index, tool id, placeholder)
-    freed = 0
-    for pos, k in context.refs_between(start, cutoff):
-        fact = context.entries[pos].results[k]
-        if (fact.size <= config.min_chars and not config.clear_short) or (
-                config.string_content_only and not fact.is_str):
-            continue
-        name = env.tool_names.get(fact.tool_use_id, "unknown")
-        if name in preserve:
-            continue
-        text = config.placeholder.replace("{tool_name}", name)
-        if len(text) >= fact.size and not config.clear_short:
-            continue
-        chosen.append((pos, k, fact.tool_use_id, text))
-        freed += fact.size - len(text)
+    chosen, freed = _chosen(context, config, env, start, cutoff)
     if config.clear_at_least and freed / env.estimator.chars_per_token < config.clear_at_least:
         return context, NOTHING  # not worth it yet: look again when more is old
     changes: dict[int, Entry] = {}
@@ -159,6 +139,40 @@ def micro(context: Context, config: MicroConfig, env: RunEnv) -> tuple[Context, 
     if cleared is not None:
         cleared.chars[key] = cleared.chars.get(key, 0) + context.chars - result.chars
     return result, stats
+
+
+def _due(context: Context, config: MicroConfig, env: RunEnv, cleared_chars: int) -> bool:
+    """Whether the layer's triggers hold at this call: its tokens (with what it cleared, for a
+    history trigger), a prompt just given, the time idle."""
+    if config.trigger_tokens and env.estimator.tokens(context.chars + cleared_chars) <= config.trigger_tokens:
+        return False
+    if config.at_prompts and not env.now.after_prompt:
+        return False
+    return not (config.idle_minutes and (env.now.idle_seconds is None
+                                         or env.now.idle_seconds < config.idle_minutes * 60))
+
+
+def _chosen(context: Context, config: MicroConfig, env: RunEnv, start: int, cutoff: int
+            ) -> tuple[list[tuple[int, int, str, str]], int]:
+    """The results to clear between ``start`` and ``cutoff`` (position, result index, tool id,
+    placeholder), and the characters that frees."""
+    preserve = set(config.preserve_tools)
+    chosen: list[tuple[int, int, str, str]] = []
+    freed = 0
+    for pos, k in context.refs_between(start, cutoff):
+        fact = context.entries[pos].results[k]
+        if (fact.size <= config.min_chars and not config.clear_short) or (
+                config.string_content_only and not fact.is_str):
+            continue
+        name = env.tool_names.get(fact.tool_use_id, "unknown")
+        if name in preserve:
+            continue
+        text = config.placeholder.replace("{tool_name}", name)
+        if len(text) >= fact.size and not config.clear_short:
+            continue
+        chosen.append((pos, k, fact.tool_use_id, text))
+        freed += fact.size - len(text)
+    return chosen, freed
 
 
 @dataclass
