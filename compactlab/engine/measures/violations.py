@@ -55,19 +55,8 @@ class Violation:
 def owned_violations(entries: list[Entry], i: int) -> list[Violation]:
     e = entries[i]
     # the common case, decided with a few set operations: a valid message owns nothing
-    if i and not e.empty and not e.misplaced_results:
-        if e.role == "assistant":
-            if not e.use_set:
-                return _NONE
-            nxt = entries[i + 1] if i + 1 < len(entries) else None
-            if nxt is not None and nxt.role == "user" and e.use_set <= nxt.result_set:
-                return _NONE
-        elif not e.results:
-            return _NONE
-        else:
-            before = entries[i - 1]
-            if before.role == "assistant" and e.result_set <= before.use_set:
-                return _NONE
+    if i and not e.empty and not e.misplaced_results and _plainly_valid(entries, i, e):
+        return _NONE
     out: list[Violation] = []
     if i == 0 and e.role != "user":
         out.append(Violation("first_not_user", i, None, e.origin))
@@ -76,18 +65,29 @@ def owned_violations(entries: list[Entry], i: int) -> list[Violation]:
     if e.tool_use_ids and e.role == "assistant":
         after = entries[i + 1] if i + 1 < len(entries) else None
         answered = {f.tool_use_id for f in after.results} if after is not None and after.role == "user" else set()
-        for tid in e.tool_use_ids:
-            if tid not in answered:
-                out.append(Violation("orphan_tool_use", i, tid, e.origin))
+        out += [Violation("orphan_tool_use", i, tid, e.origin) for tid in e.tool_use_ids if tid not in answered]
     if e.results:
         prev = entries[i - 1] if i > 0 else None
         uses = set(prev.tool_use_ids) if prev is not None and prev.role == "assistant" else set()
-        for f in e.results:
-            if f.tool_use_id not in uses:
-                out.append(Violation("orphan_tool_result", i, f.tool_use_id, e.origin))
-        for tid in e.misplaced_results:
-            out.append(Violation("tool_result_not_first", i, tid, e.origin))
+        out += [Violation("orphan_tool_result", i, f.tool_use_id, e.origin) for f in e.results
+                if f.tool_use_id not in uses]
+        out += [Violation("tool_result_not_first", i, tid, e.origin) for tid in e.misplaced_results]
     return out
+
+
+def _plainly_valid(entries: list[Entry], i: int, e: Entry) -> bool:
+    """A message after the first, not empty, with no misplaced result, whose tool calls are all
+    answered by the next message (an assistant's) or whose results all answer the one before (a
+    user's)."""
+    if e.role == "assistant":
+        if not e.use_set:
+            return True
+        nxt = entries[i + 1] if i + 1 < len(entries) else None
+        return nxt is not None and nxt.role == "user" and e.use_set <= nxt.result_set
+    if not e.results:
+        return True
+    before = entries[i - 1]
+    return before.role == "assistant" and e.result_set <= before.use_set
 
 
 _NONE: list[Violation] = []
