@@ -323,68 +323,21 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
     content = message.get("content")
     if check and role not in ROLES:  # (a tuple: a role of any type compares, hashable or not)
         return f"role must be \"user\" or \"assistant\", not {orjson.dumps(role).decode()[:40]}"
-    use_ids: list[str] = []
-    names: list[str] = []
-    use_files: list[tuple[str, ...]] = []
-    results: list[ResultFact] = []
-    result_ids: list[str] = []
-    misplaced: list[str] = []
-    has_text = False
     if type(content) is str:
+        walked = _NO_BLOCKS
         empty = not content
         has_text = not empty and not content.isspace()
     elif type(content) is list:
-        empty = not content
-        seen_other = False
-        is_user = role == "user"
-        for i, b in enumerate(content):
-            if type(b) is not dict:
-                if check:
-                    return _not_a_block(b, i)
-                seen_other = True
-                continue
-            kind = b.get("type")
-            if kind == "tool_result" and is_user:
-                tid = b.get("tool_use_id")
-                c = b.get("content")
-                if type(tid) is not str:
-                    if check:
-                        return f"tool_result block {i} has no string \"tool_use_id\""
-                    tid = str(tid)  # (a message checked before: never here)
-                if check:
-                    if type(c) is list and _too_deep(c, BLOCK_DEPTH + 1):
-                        return f"nesting deeper than {MAX_DEPTH} levels"
-                measured = json_len(c) if measure and "content" in b else -1
-                if c is None or type(c) is str:
-                    size = (len(c) if c.isascii() else sized_len(c)) if c else 0  # (the common case inline)
-                    results.append(ResultFact(i, tid, size, True, bool(b.get("is_error")), measured))
-                else:
-                    results.append(ResultFact(i, tid, content_size(c), False, bool(b.get("is_error")), measured))
-                result_ids.append(tid)
-                if seen_other:
-                    misplaced.append(tid)
-                continue
-            seen_other = True
-            if kind == "text":
-                text = b.get("text")
-                if type(text) is not str:
-                    if check:
-                        return f"text block {i} has no string \"text\""
-                elif not has_text and text and not text.isspace():
-                    has_text = True
-            elif kind == "tool_use":
-                if check and (problem := _tool_use_problem(b, i)) is not None:
-                    return problem
-                if role == "assistant":
-                    use_ids.append(b["id"])
-                    names.append(b.get("name", ""))
-                    use_files.append(files_in_input(b.get("input")))
-            elif check and (problem := _other_block_problem(b, kind, i)) is not None:
-                return problem
+        found = _walk_blocks(content, role, check, measure)
+        if isinstance(found, str):
+            return found
+        walked, empty, has_text = found, not content, found.has_text
     else:
         if check:
             return "content is neither a string nor a list"
-        empty = not content
+        walked, empty, has_text = _NO_BLOCKS, not content, False
+    use_ids, names, use_files, results, result_ids, misplaced = (
+        walked.use_ids, walked.names, walked.use_files, walked.results, walked.result_ids, walked.misplaced)
     if not facts:
         return None
     chars = _measured(message, content, results) if measure and results else json_len(message)
@@ -395,6 +348,92 @@ def build_entry(message: Message, origin: int, check: bool = False, facts: bool 
 
 #: the roles of a usable API message
 ROLES = ("user", "assistant")
+
+
+class _Blocks:
+    """What a message's list of blocks holds: its tool calls, its results, its text."""
+
+    __slots__ = ("use_ids", "names", "use_files", "results", "result_ids", "misplaced", "has_text")
+
+    def __init__(self) -> None:
+        self.use_ids: list[str] = []
+        self.names: list[str] = []
+        self.use_files: list[tuple[str, ...]] = []
+        self.results: list[ResultFact] = []
+        self.result_ids: list[str] = []
+        self.misplaced: list[str] = []  # results after another block
+        self.has_text = False
+
+
+_NO_BLOCKS = _Blocks()
+
+
+def _walk_blocks(content: list, role: Any, check: bool, measure: bool) -> _Blocks | str:
+    """One pass over a message's blocks: their facts, or with ``check`` why one is not usable."""
+    out = _Blocks()
+    seen_other = False
+    is_user = role == "user"
+    for i, b in enumerate(content):
+        if type(b) is not dict:
+            if check:
+                return _not_a_block(b, i)
+            seen_other = True
+            continue
+        kind = b.get("type")
+        if kind == "tool_result" and is_user:
+            fact = _result_fact(b, i, check, measure)
+            if isinstance(fact, str):
+                return fact
+            out.results.append(fact)
+            out.result_ids.append(fact.tool_use_id)
+            if seen_other:
+                out.misplaced.append(fact.tool_use_id)
+            continue
+        seen_other = True
+        if kind == "text":
+            text = b.get("text")
+            if type(text) is not str:
+                if check:
+                    return f"text block {i} has no string \"text\""
+            else:
+                out.has_text = out.has_text or _is_text(text)
+        elif kind == "tool_use":
+            if check and (problem := _tool_use_problem(b, i)) is not None:
+                return problem
+            if role == "assistant":
+                _add_use(b, out.use_ids, out.names, out.use_files)
+        elif check and (problem := _other_block_problem(b, kind, i)) is not None:
+            return problem
+    return out
+
+
+def _add_use(b: dict, use_ids: list[str], names: list[str], use_files: list[tuple[str, ...]]) -> None:
+    """An assistant's tool_use block: its id, its tool's name, the files its input names."""
+    use_ids.append(b["id"])
+    names.append(b.get("name", ""))
+    use_files.append(files_in_input(b.get("input")))
+
+
+def _is_text(text: str) -> bool:
+    return bool(text) and not text.isspace()
+
+
+def _result_fact(b: dict, i: int, check: bool, measure: bool) -> ResultFact | str:
+    """A tool_result block's facts (``measure``: with its content's JSON length), or with ``check``
+    why it is not a usable one."""
+    tid = b.get("tool_use_id")
+    c = b.get("content")
+    if type(tid) is not str:
+        if check:
+            return f"tool_result block {i} has no string \"tool_use_id\""
+        tid = str(tid)  # (a message checked before: never here)
+    if check and type(c) is list and _too_deep(c, BLOCK_DEPTH + 1):
+        return f"nesting deeper than {MAX_DEPTH} levels"
+    measured = json_len(c) if measure and "content" in b else -1
+    if c is None or type(c) is str:
+        size = (len(c) if c.isascii() else sized_len(c)) if c else 0  # (the common case inline)
+        return ResultFact(i, tid, size, True, bool(b.get("is_error")), measured)
+    return ResultFact(i, tid, content_size(c), False, bool(b.get("is_error")), measured)
 
 
 def _tool_use_problem(b: dict, i: int) -> str | None:
