@@ -94,15 +94,8 @@ def _sidechain_usage(obj: dict, out: dict[str, dict[str, Any]]) -> None:
 def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, **_: object) -> Transcript:
     reader = LineReader(path, skip_bad_lines=skip_bad_lines, head=head)
     builder = TranscriptBuilder(path, NAME)
-    # the sequence in API order: ("assistant", group) | ("user", message) | ("compaction", line)
-    seq: list[tuple[str, Any]] = []
-    groups: dict[str, _Group] = {}
-    owner: dict[str, _Group] = {}  # tool_use id -> the group that called it
+    r = _Reading(builder, reader)
     subagent: bool | None = None  # decided by the first conversation line
-    ignored: dict[str, int] = {}
-    sidechain_lines = 0
-    sidechain_usage: dict[str, dict[str, Any]] = {}  # an inline subagent's calls: message id -> usage
-    pending_boundary: dict | None = None
     for lineno, obj in reader.objects():
         kind = obj.get("type")
         _note_version(builder, obj)
@@ -110,82 +103,109 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
             if subagent is None:
                 subagent = obj.get("isSidechain") is True
             if obj.get("isSidechain") is True and not subagent:
-                sidechain_lines += 1  # (another conversation: not replayed, but its calls were billed)
-                _sidechain_usage(obj, sidechain_usage)
+                r.sidechain_lines += 1  # (another conversation: not replayed, but its calls were billed)
+                _sidechain_usage(obj, r.sidechain_usage)
                 continue
             message = obj["message"]
             problem = message_problem(message) if message.get("role") == kind else f"message role is not {kind!r}"
             if problem:
                 reader.bad(lineno, problem)
-                continue
-            if kind == "assistant":
-                try:
-                    usage = _usage(message.get("usage"))
-                except BadField as exc:
-                    reader.bad(lineno, exc.message)
-                    continue
-                mid = message.get("id") or obj.get("requestId") or obj.get("uuid") or f"line{lineno}"
-                group = groups.get(mid)
-                if group is None:
-                    group = groups[mid] = _Group(timestamp=obj.get("timestamp") if isinstance(
-                        obj.get("timestamp"), str) else None)
-                    seq.append(("assistant", group))
-                new = _as_blocks(message["content"])
-                group.blocks.extend(new)
-                for b in new:
-                    if block_type(b) == "tool_use":
-                        owner[b["id"]] = group
-                group.usage = usage or group.usage
-                if isinstance(message.get("model"), str):
-                    group.model = message["model"]
-                continue
-            if obj.get("isCompactSummary"):
-                seq.append(("compaction", {"summary": message, "boundary": pending_boundary or {}}))
-                pending_boundary = None
-                continue
-            if obj.get("isVisibleInTranscriptOnly"):
-                ignored["transcript-only user line"] = ignored.get("transcript-only user line", 0) + 1
-                continue
-            content = message["content"]
-            if isinstance(content, list):
-                rest = []
-                for b in content:
-                    g = owner.get(b.get("tool_use_id")) if block_type(b) == "tool_result" else None
-                    if g is not None:
-                        g.results.append(b)
-                    else:
-                        rest.append(b)
-                if len(rest) != len(content):
-                    if not rest:  # all of it went to the results of its assistant message
-                        continue
-                    message = {"role": "user", "content": rest}
-            seq.append(("user", message))
+            elif kind == "assistant":
+                r.assistant(lineno, obj, message)
+            else:
+                r.user(obj, message)
             continue
+        r.envelope(obj, kind)
+    _emit(r.seq, builder)
+    name = Path(path).name
+    builder.metadata.update({
+        "subagent": bool(subagent),
+        "acompact": name.startswith("agent-acompact-"),
+        "sidechain_lines": r.sidechain_lines,
+        "sidechain_usage": list(r.sidechain_usage.values()),
+        "ignored_lines": r.ignored,
+    })
+    if builder.metadata["acompact"]:
+        builder.warnings.append("a Claude Code compaction summarizer call: not self-contained (its prompt "
+                                "holds the whole pre-compaction conversation); not used for calibration")
+    return builder.build(skipped_lines=reader.skipped)
+
+
+class _Reading:
+    """What a session's lines build up, in API order: ("assistant", group) | ("user", message) |
+    ("compaction", line), each reply's group by message id, and what was left out."""
+
+    def __init__(self, builder: TranscriptBuilder, reader: LineReader) -> None:
+        self.builder, self.reader = builder, reader
+        self.seq: list[tuple[str, Any]] = []
+        self.groups: dict[str, _Group] = {}
+        self.owner: dict[str, _Group] = {}  # tool_use id -> the group that called it
+        self.ignored: dict[str, int] = {}
+        self.sidechain_lines = 0
+        self.sidechain_usage: dict[str, dict[str, Any]] = {}  # an inline subagent's calls: message id -> usage
+        self.pending_boundary: dict | None = None
+
+    def assistant(self, lineno: int, obj: dict, message: dict) -> None:
+        """A reply's line: its blocks join its message's group (one reply may span lines)."""
+        try:
+            usage = _usage(message.get("usage"))
+        except BadField as exc:
+            self.reader.bad(lineno, exc.message)
+            return
+        mid = message.get("id") or obj.get("requestId") or obj.get("uuid") or f"line{lineno}"
+        group = self.groups.get(mid)
+        if group is None:
+            group = self.groups[mid] = _Group(timestamp=obj.get("timestamp") if isinstance(
+                obj.get("timestamp"), str) else None)
+            self.seq.append(("assistant", group))
+        new = _as_blocks(message["content"])
+        group.blocks.extend(new)
+        for b in new:
+            if block_type(b) == "tool_use":
+                self.owner[b["id"]] = group
+        group.usage = usage or group.usage
+        if isinstance(message.get("model"), str):
+            group.model = message["model"]
+
+    def user(self, obj: dict, message: dict) -> None:
+        """A user line: a compaction's summary, a transcript-only line (left out), or a message
+        whose tool results go to the reply that called them."""
+        if obj.get("isCompactSummary"):
+            self.seq.append(("compaction", {"summary": message, "boundary": self.pending_boundary or {}}))
+            self.pending_boundary = None
+            return
+        if obj.get("isVisibleInTranscriptOnly"):
+            self.ignored["transcript-only user line"] = self.ignored.get("transcript-only user line", 0) + 1
+            return
+        content = message["content"]
+        if isinstance(content, list):
+            rest = []
+            for b in content:
+                g = self.owner.get(b.get("tool_use_id")) if block_type(b) == "tool_result" else None
+                if g is not None:
+                    g.results.append(b)
+                else:
+                    rest.append(b)
+            if len(rest) != len(content):
+                if not rest:  # all of it went to the results of its assistant message
+                    return
+                message = {"role": "user", "content": rest}
+        self.seq.append(("user", message))
+
+    def envelope(self, obj: dict, kind: Any) -> None:
+        """A line that is no message: a compaction's boundary, the session's title, or left out."""
+        builder = self.builder
         if kind == "system" and obj.get("subtype") == "compact_boundary":
-            pending_boundary = obj
+            self.pending_boundary = obj
         elif kind == "summary" and isinstance(obj.get("summary"), str):
             builder.title = builder.title or obj["summary"]
         elif kind == "ai-title" and isinstance(obj.get("title"), str):
             builder.title = obj["title"]
         else:
             label = str(kind) if kind in ENVELOPE_TYPES else f"unknown line type {kind!r}"
-            ignored[label] = ignored.get(label, 0) + 1
+            self.ignored[label] = self.ignored.get(label, 0) + 1
         if builder.session_id is None and isinstance(obj.get("sessionId"), str):
             builder.session_id = obj["sessionId"]
-
-    _emit(seq, builder)
-    name = Path(path).name
-    builder.metadata.update({
-        "subagent": bool(subagent),
-        "acompact": name.startswith("agent-acompact-"),
-        "sidechain_lines": sidechain_lines,
-        "sidechain_usage": list(sidechain_usage.values()),
-        "ignored_lines": ignored,
-    })
-    if builder.metadata["acompact"]:
-        builder.warnings.append("a Claude Code compaction summarizer call: not self-contained (its prompt "
-                                "holds the whole pre-compaction conversation); not used for calibration")
-    return builder.build(skipped_lines=reader.skipped)
 
 
 def _emit(seq: list[tuple[str, Any]], builder: TranscriptBuilder) -> None:
