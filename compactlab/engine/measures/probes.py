@@ -729,12 +729,42 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
     misses a probe."""
     if not probes:
         return Checked(0, 0)
-    kept = recoverable = 0
+    append = ledger.append if ledger is not None else None
+    kept, missing = _where_first_held(probes, context, call, append)
+    if not missing:
+        return Checked(kept, 0)
+    done = env.ledger if env is not None else None
+    made_by = done.made_by if done is not None else {}
+    made_at = done.made_at if done is not None else {}
+    cleared_at = done.cleared_at if done is not None else {}
+    dropped = done.dropped if done is not None else {}
+    look = _Anywhere(context, memo or ProbeMemo(), missing)
+    recoverable = 0
+    attributed: dict[Where, tuple[str, str, int]] = {}  # (probes of one call often share their results)
+    for p in missing:
+        if p.kind != "line" and look.holds(p):
+            kept += 1
+            if append is not None:
+                append(_new(ProbeOutcome, (call, p.text, p.kind, p.source_call, p.source_tool, "kept", "", -1)))
+            continue
+        outcome = attributed.get(p.where)
+        if outcome is None:
+            outcome = attributed[p.where] = _attributed(p.where, context, made_by, made_at, cleared_at, look.made,
+                                                        dropped)
+        if outcome[0] == "recoverable":
+            recoverable += 1
+        if append is not None:
+            append(_new(ProbeOutcome, (call, p.text, p.kind, p.source_call, p.source_tool, *outcome)))
+    return Checked(kept, recoverable)
+
+
+def _where_first_held(probes: Sequence[Probe], context: Context, call: int, append: Any) -> tuple[int, list[Probe]]:
+    """The probes an intact result that held them still holds (kept, said), and the others."""
+    kept = 0
     missing = []
     entries = context.entries
     n = len(entries)
     keys = context.origin_log  # (origins by position, non-decreasing: found by bisection)
-    append = ledger.append if ledger is not None else None
     for p in probes:
         for o, b in p.where:
             pos = bisect_left(keys, o, 0, n)
@@ -746,42 +776,31 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
                 break
         else:
             missing.append(p)
-    if not missing:
-        return Checked(kept, 0)
-    done = env.ledger if env is not None else None
-    made_by = done.made_by if done is not None else {}
-    made_at = done.made_at if done is not None else {}
-    cleared_at = done.cleared_at if done is not None else {}
-    dropped = done.dropped if done is not None else {}
-    memo = memo or ProbeMemo()
-    edited = [e for e in entries if e.origin < 0 or e.changed]
-    joined = memo.joined(edited) if any(p.kind != "line" for p in missing) else ""
-    made = any(e.origin < 0 for e in edited)
-    intact: Intact | None = None
-    whole: str | None = None
-    attributed: dict[Where, tuple[str, str, int]] = {}  # (probes of one call often share their results)
-    for p in missing:
-        if p.kind != "line":
-            found = "\0" not in p.text and p.text in joined
-            if not found and len(p.where) > 1:
-                if intact is None:
-                    intact = memo.intact(entries)
-                found = _between(p, intact, memo.results)
-            if not found:  # lost only if it is nowhere in what is sent: inside a longer token (an
-                # absolute path, a dotted name), in a prompt, in the agent's own words (#46 §7)
-                if whole is None:
-                    whole = memo.whole(entries)
-                found = _as_sent(p.text) in whole
-            if found:
-                kept += 1
-                if append is not None:
-                    append(_new(ProbeOutcome, (call, p.text, p.kind, p.source_call, p.source_tool, "kept", "", -1)))
-                continue
-        outcome = attributed.get(p.where)
-        if outcome is None:
-            outcome = attributed[p.where] = _attributed(p.where, context, made_by, made_at, cleared_at, made, dropped)
-        if outcome[0] == "recoverable":
-            recoverable += 1
-        if append is not None:
-            append(_new(ProbeOutcome, (call, p.text, p.kind, p.source_call, p.source_tool, *outcome)))
-    return Checked(kept, recoverable)
+    return kept, missing
+
+
+class _Anywhere:
+    """Whether the context sent holds a probe anywhere else: in a message a layer changed or made,
+    in a result of another occurrence, or, last, in any message's text, inside a longer token (an
+    absolute path, a dotted name), a prompt or the agent's own words (#46 §7). The texts are made
+    once a call, as first needed."""
+
+    def __init__(self, context: Context, memo: ProbeMemo, missing: list[Probe]) -> None:
+        self.entries, self.memo = context.entries, memo
+        edited = [e for e in self.entries if e.origin < 0 or e.changed]
+        self.joined = memo.joined(edited) if any(p.kind != "line" for p in missing) else ""
+        self.made = any(e.origin < 0 for e in edited)
+        self._intact: Intact | None = None
+        self._whole: str | None = None
+
+    def holds(self, p: Probe) -> bool:
+        if "\0" not in p.text and p.text in self.joined:
+            return True
+        if len(p.where) > 1:
+            if self._intact is None:
+                self._intact = self.memo.intact(self.entries)
+            if _between(p, self._intact, self.memo.results):
+                return True
+        if self._whole is None:
+            self._whole = self.memo.whole(self.entries)
+        return _as_sent(p.text) in self._whole
