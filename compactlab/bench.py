@@ -116,48 +116,69 @@ def naive_replay(path: str) -> int:
     Returns the tokens sent in all (the engine's ``tokens_total`` for the same policy)."""
     import orjson
 
-    from .transcripts.messages import content_size, content_text
     from .summarizers import StubSummarizer, SummaryRequest
 
     with open(path, "rb") as f:
         messages = [orjson.loads(line) for line in f if line.strip()]
     stub = StubSummarizer()
     context: list[dict] = []
-    tokens = orphans = 0
+    tokens = 0
     for msg in messages:
         if msg["role"] != "assistant":
             context.append(msg)
             continue
-        last = context[-1] if context else None
-        if last and last["role"] == "user" and isinstance(last["content"], list):  # budget
-            last = context[-1] = {**last, "content": [dict(b) for b in last["content"]]}
-            blocks = [b for b in last["content"] if b.get("type") == "tool_result"]
-            for b in sorted(blocks, key=lambda b: -content_size(b.get("content"))):
-                if sum(content_size(x.get("content")) for x in blocks) <= 200_000:
-                    break
-                if content_size(b.get("content")) > 30_000:
-                    text = content_text(b.get("content"))
-                    b["content"] = (f"<persisted-output>\nFull output: tool-results/{b['tool_use_id']}.txt\n"
-                                    f"Preview:\n{text[:2000]}\n</persisted-output>")
-        results = [b for m in context if m["role"] == "user" and isinstance(m["content"], list)
-                   for b in m["content"] if b.get("type") == "tool_result"]
-        for b in results[:-3]:  # micro, over every result of the context
-            if content_size(b.get("content")) > 120:
-                b["content"] = "[Earlier tool result compacted. Re-run if needed.]"
+        _naive_budget(context)
+        _naive_micro(context)
         text = orjson.dumps(context).decode()
         if len(text) > 670_000:  # summary
             summary = stub.summarize(SummaryRequest(context, text[:80_000], "", 2000, "summary", 0)).text
             context = [{"role": "user", "content": f"[Compacted]\n\n{summary}"}]
             text = orjson.dumps(context).decode()
-        for i, m in enumerate(context):  # pairs, from scratch
-            if m["role"] == "assistant" and isinstance(m["content"], list):
-                ids = {b["id"] for b in m["content"] if b.get("type") == "tool_use"}
-                nxt = context[i + 1] if i + 1 < len(context) else None
-                got = {b.get("tool_use_id") for b in nxt["content"]} if nxt and isinstance(nxt["content"], list) else set()
-                orphans += len(ids - got)
+        _naive_orphans(context)
         tokens += math.ceil(len(text) / 4)
         context.append(msg)
     return tokens
+
+
+def _naive_budget(context: list[dict]) -> None:
+    """The last message's results over 200,000 chars: the biggest over 30,000 persisted, a copy."""
+    from .transcripts.messages import content_size, content_text
+
+    last = context[-1] if context else None
+    if not (last and last["role"] == "user" and isinstance(last["content"], list)):
+        return
+    last = context[-1] = {**last, "content": [dict(b) for b in last["content"]]}
+    blocks = [b for b in last["content"] if b.get("type") == "tool_result"]
+    for b in sorted(blocks, key=lambda b: -content_size(b.get("content"))):
+        if sum(content_size(x.get("content")) for x in blocks) <= 200_000:
+            break
+        if content_size(b.get("content")) > 30_000:
+            text = content_text(b.get("content"))
+            b["content"] = (f"<persisted-output>\nFull output: tool-results/{b['tool_use_id']}.txt\n"
+                            f"Preview:\n{text[:2000]}\n</persisted-output>")
+
+
+def _naive_micro(context: list[dict]) -> None:
+    """Every result of the context but the last three, over 120 chars, cleared (all scanned)."""
+    from .transcripts.messages import content_size
+
+    results = [b for m in context if m["role"] == "user" and isinstance(m["content"], list)
+               for b in m["content"] if b.get("type") == "tool_result"]
+    for b in results[:-3]:
+        if content_size(b.get("content")) > 120:
+            b["content"] = "[Earlier tool result compacted. Re-run if needed.]"
+
+
+def _naive_orphans(context: list[dict]) -> int:
+    """The tool calls no next message answers, counted from scratch."""
+    orphans = 0
+    for i, m in enumerate(context):
+        if m["role"] == "assistant" and isinstance(m["content"], list):
+            ids = {b["id"] for b in m["content"] if b.get("type") == "tool_use"}
+            nxt = context[i + 1] if i + 1 < len(context) else None
+            got = {b.get("tool_use_id") for b in nxt["content"]} if nxt and isinstance(nxt["content"], list) else set()
+            orphans += len(ids - got)
+    return orphans
 
 
 def _tune_measures(root: Path, cl: list[str], jobs: int) -> list[Measure]:

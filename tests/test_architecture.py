@@ -173,15 +173,16 @@ def test_no_code_is_run_from_a_file_the_tool_wrote():
     assert seen > 50
 
 
-def test_no_function_is_ranked_f():
-    """(#44 §6) No function of the package has a cyclomatic complexity over 40 (radon's rank F):
+def test_no_function_is_above_complexity_25():
+    """(#44 §6, #60 §4) No function of the package has a cyclomatic complexity over 25 (radon's; it
+    was 40, rank F, and 26 functions were above 25):
     one that grows past it is split by what it does, as the verdict's rules and OTLP's shapes were."""
     radon = pytest.importorskip("radon.complexity", reason="radon is a test extra (pip install -e '.[test]')")
     ranked_f = []
     for path in PACKAGE.rglob("*.py"):
         blocks = radon.cc_visit(path.read_text())
         for block in [m for b in blocks for m in getattr(b, "methods", [b])]:  # (a class: its methods)
-            if block.complexity > 40:
+            if block.complexity > 25:
                 ranked_f.append(f"{module_name(path)}.{block.name}: {block.complexity}")
     assert not ranked_f, ranked_f
 
