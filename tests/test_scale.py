@@ -88,6 +88,10 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "EXTRA_ARGS", ["--charts", "none"])  # (the test's time: charts are the bench's)
     out = tmp_path / "figures.json"
     monkeypatch.setattr(bench, "TRAJECTORIES", 3)
+    # (callgrind's counts are the bench's: here the rows they fill, from a stand-in of the counter)
+    asked = []
+    monkeypatch.setattr(bench, "startup_instructions", lambda cl, small: asked.append(small) or {
+        "--help": 250_000_000, "replay of a small file": 500_000_000})
     recorded = tmp_path / "recorded"
     recorded.mkdir()
     (recorded / "a.jsonl").write_bytes((SAMPLES / "synth-small.jsonl").read_bytes())
@@ -110,8 +114,10 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
                    "tune / compare of as many replays", "identity step / none (CPU, recall off)",
                    "identity step / none, 2x calls (CPU, recall off)", "identity step's ratio, 2x / 1x calls"):
         assert figure in r.stdout
+    assert "start-up, --help (G instr.)" in r.stdout and "start-up, replay, 4 calls (G instr.)" in r.stdout
+    assert "0.50  ≤ 0.42 G" in r.stdout and asked and "replay" in asked[0]
     doc = json.loads(out.read_text())
-    assert len(doc["figures"]) == 25 and doc["commands"]["floor"]["cpu"] > 0
+    assert len(doc["figures"]) == 27 and doc["commands"]["floor"]["cpu"] > 0
     assert os.environ["COMPACTLAB_CACHE_DIR"] != str(tmp_path / "inputs" / "cache")  # its own, given back
 
 
@@ -174,3 +180,21 @@ def test_dask_workers_in_their_own_processes_read_the_files_and_name_one_they_ca
             with pytest.raises(Exception) as failed:
                 future.result()
             assert missing in str(failed.value)
+
+
+def test_the_startup_guard_counts_every_process_or_says_it_cannot(monkeypatch, tmp_path):
+    """(#60 §1) Without valgrind the start-up guard measures nothing and says so (None); with it,
+    the counts of every process of the command are added (a stand-in valgrind writes two)."""
+    import shutil
+
+    from compactlab import bench
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert bench.startup_instructions(["true"], ["true"]) is None
+    fake = tmp_path / "valgrind"
+    fake.write_text("#!/bin/sh\nout=\"\"\nfor a; do case $a in --callgrind-out-file=*) out=${a#*=};; esac; done\n"
+                    "d=$(dirname \"$out\")\necho 'totals: 100' > \"$d/cg.1\"\necho 'totals: 23' > \"$d/cg.2\"\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(shutil, "which", lambda name: str(fake))
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert bench.startup_instructions(["true"], ["true"]) == {"--help": 123, "replay of a small file": 123}
