@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import os
 from collections.abc import Callable
@@ -280,6 +279,8 @@ def calls_csv_bytes(run: Run) -> bytes:
 
 def write_csv(runs: list[Run], out: TextIO) -> None:
     """Every call of every run, a transcript column first (the columns of calls.csv after it)."""
+    import csv  # (only where a table is written)
+
     w = csv.writer(out, lineterminator="\n")
     w.writerow(["transcript", *TURN_COLUMNS])
     for r in runs:
@@ -406,6 +407,8 @@ def probes_csv_bytes(run: Run) -> bytes:
     """probes.csv: the ledger of every probe, one row each: kept, recoverable or lost, and when not
     kept the layer that removed it (texts made safe for spreadsheets)."""
     buf = io.StringIO()
+    import csv  # (only where a table is written)
+
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(PROBE_COLUMNS)
     cells: dict[str, Any] = {}  # (a string is probed at many calls, a tool named at many: made safe once)
@@ -430,6 +433,8 @@ def compactions_csv_bytes(run: Run) -> bytes:
     """compactions.csv: every compaction event, what it removed, and the strings the agent later
     used that it lost (each with the call that first needed it)."""
     buf = io.StringIO()
+    import csv  # (only where a table is written)
+
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(EVENT_COLUMNS)
     for e in run.events:

@@ -28,7 +28,6 @@ opened again or no process can be forked, ``stream`` gives None and the file is 
 from __future__ import annotations
 
 import os
-import pickle
 import signal
 from collections.abc import Iterator
 from typing import Any, BinaryIO
@@ -295,12 +294,16 @@ def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO, si
 
 def _send(out: BinaryIO, message: tuple) -> None:
     """One message to the replay, as a frame (``plumbing.lines``: read bounded, by a deadline)."""
+    import pickle  # (only where a file is read ahead: not every replay's start)
+
     out.write(framed(pickle.dumps(message, pickle.HIGHEST_PROTOCOL)))
 
 
 def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader: _Reader) -> Iterator[list[Entry]]:
     """The messages as the reader sends them, a batch of lazy Entries at a time, filling ``base``
     and ``builder``."""
+    import pickle
+
     frames = BoundedLines(reader.pipe.fileno(), FRAME_LIMIT)
     try:
         while True:

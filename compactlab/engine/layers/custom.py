@@ -45,7 +45,6 @@ from ...transcripts.messages import make_entry
 from ..sizing import list_chars
 from .base import NOTHING, LayerStats, RunEnv
 from .registry import register
-from .step_process import ProcessFailed, ProcessStep, answer_limit
 from .summary import Summarising
 
 #: the entry point group an installed package names its steps in
@@ -308,7 +307,7 @@ def custom(context: Context, config: Summarising[CustomConfig], env: RunEnv) -> 
     that keeps everything as it is returns the very list it was given, which is taken at once."""
     own, summary = config.own, config.summary  # (the summary table: what StepFacts.summarize asks by)
     step = load_step(own.call)
-    if isinstance(step.run, ProcessStep):
+    if hasattr(step.run, "timeout"):  # (a step in another process, step_process.ProcessStep: not imported here)
         step.run.timeout = own.timeout
     entries = context.entries
     held = env.state_of(_Given)
@@ -354,6 +353,8 @@ def _taken(out: list, where: dict[int, int], entries: list, env: RunEnv, name: s
            ) -> tuple[list, list, int | None]:
     """What the step returned, as the context's entries (a message it kept is its entry, one it
     made is new), their read-only messages, and the first position that changed (None: none)."""
+    from .step_process import answer_limit
+
     room = answer_limit()  # (what a step may add: a process's answer line has the same bound)
     sent: list = []
     kept: list = []  # the read-only message of each one sent
@@ -479,6 +480,7 @@ def _call(step: Step, given: list[dict], facts: StepFacts, settings: Any, call: 
     ``BaseException``: a crash, exit 1), never a pass; a real Ctrl-C or SIGTERM stays an interrupt.
     What it prints goes to stderr, each line marked as the step's, never into compactlab's output."""
     from ...plumbing import interrupts
+    from .step_process import ProcessFailed
 
     printed = io.StringIO()
     before = interrupts.delivered()
