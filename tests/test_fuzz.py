@@ -123,6 +123,7 @@ def huge_line(tmp_path):
     return path
 
 
+@pytest.mark.slow  # (a 200 MB line: CI runs it with pytest -m slow)
 def test_a_single_200_mb_line(cli, huge_line):
     r = cli("replay", huge_line, "-p", "none", "--dry-run", "--format", "json")
     assert r.exit_code == 0 and json.loads(r.stdout)["runs"][0]["summary"]["calls"] == 1

@@ -67,6 +67,7 @@ def test_langchains_own_count_is_a_difference_of_the_presets_not_of_the_rule(ses
     assert all(d.tokens[0] < d.tokens[1] for d in found)  # (here LangChain counts fewer: it clears later)
 
 
+@pytest.mark.slow  # (every shared recording: CI runs it with pytest -m slow)
 def test_on_every_shared_session_the_preset_sends_what_langchains_code_sends(shared_sessions):
     ours, theirs = _pair()
     for name, t in shared_sessions.items():

@@ -4,6 +4,8 @@ to Strands' and back."""
 
 from __future__ import annotations
 
+import pytest
+
 from compactlab import load_policy, load_transcript, replay
 from compactlab.frameworks import strands as st
 from compactlab.frameworks.against import with_settings
@@ -99,6 +101,7 @@ def test_the_presets_replay_measured_like_any_policy():
     assert w["custom"] > 0 and w["reduction"] > 0.3 and w["summaries"] == 0
 
 
+@pytest.mark.slow  # (every shared recording: CI runs it with pytest -m slow)
 def test_the_presets_replay_every_shared_session_offline(shared_sessions):
     for preset in ("strands-sliding-window", "strands-summarizing"):
         policy = load_policy(preset)

@@ -151,6 +151,7 @@ def test_many_condensations_load_in_linear_time(tmp_path):
     assert large < 8 * small, (small, large)  # (quadratic: 16x)
 
 
+@pytest.mark.slow  # (3,000 condensations under tracemalloc, 9 s: CI runs it with pytest -m slow)
 def test_many_condensations_that_keep_most_events_cost_memory_as_the_log_does(tmp_path):
     """(#56 §5) Condensations that each keep most of the log (one forgets the oldest pair every
     other time): what each keeps was a tuple of every position (20,000 took 1.84 GB for 10.7 MB);
