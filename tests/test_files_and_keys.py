@@ -325,7 +325,7 @@ def test_a_link_planted_where_a_front_file_goes_is_replaced_not_followed(tmp_pat
 def test_a_forged_trial_outside_the_space_never_becomes_a_front_policy(cli, tmp_path):
     import optuna
 
-    from compactlab.corpus.tune import STUDY, storage_of, study_path
+    from compactlab.corpus.study import STUDY, storage_of, study_path
 
     out = tmp_path / "t"
     assert _tune(cli, out).exit_code == 0

@@ -21,8 +21,9 @@ from typing import Any
 from ..corpus.compare import FileRef
 from ..corpus.pool import can_fork
 from ..corpus.shares import Member, RunSettings, SharePool
-from ..corpus.tune import StudyDefinition, StudySite, TuneResult, corpus_evaluator, parse_objectives, parse_space, \
-    dashboard_command, share_evaluator, study_path
+from ..corpus.study import StudyDefinition, StudySite, dashboard_command, study_path
+from ..corpus.trials import TuneResult
+from ..corpus.tune import corpus_evaluator, parse_objectives, parse_space, share_evaluator
 from ..corpus.tune import tune as search
 from ..errors import UsageError, cannot_write
 from ..plumbing.interrupts import exit_status

@@ -12,7 +12,7 @@ from typing import TextIO
 import orjson
 
 from ..plumbing.outputs import remove_in_folder, write_in_folder
-from ..corpus.tune import TuneResult, column
+from ..corpus.trials import TuneResult, column
 from .policy_report import toml_value
 from .terminal import Printer, Table
 from .text import csv_cell, json_bytes

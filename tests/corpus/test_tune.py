@@ -10,7 +10,8 @@ from hypothesis import given, settings, strategies as st
 
 from compactlab import load_policy
 from compactlab.errors import PolicyError, UsageError
-from compactlab.corpus.tune import Point, pareto, parse_objectives, parse_space
+from compactlab.corpus.trials import Point
+from compactlab.corpus.tune import pareto, parse_objectives, parse_space
 from helpers import SAMPLES
 
 CORPUS = [SAMPLES / "synth-small.jsonl", SAMPLES / "synth-medium.jsonl"]
@@ -156,7 +157,7 @@ def test_an_interrupted_tune_keeps_its_trials_and_resumes(cli, tmp_path, monkeyp
 def _study(path):
     import optuna
 
-    from compactlab.corpus.tune import storage_of
+    from compactlab.corpus.study import storage_of
 
     return optuna.load_study(study_name="compactlab-tune", storage=storage_of(str(path)))
 
@@ -319,7 +320,8 @@ def test_an_interrupt_while_trials_are_asked_leaves_none_running_and_resume_repa
 def test_tunes_recommendation_applies_the_verdicts_guard():
     """(#27 §4) A front point that beats the base on every objective but keeps too little of what
     the agent used is named, not recommended; the best that keeps it is offered instead."""
-    from compactlab.corpus.tune import Param, TuneResult, recommend
+    from compactlab.corpus.recommend import recommend
+    from compactlab.corpus.trials import Param, TuneResult
 
     def pt(n, cost, recall):
         return Point(n, {"micro.keep_recent": n}, {"cost": cost, "recall": recall, "retention": 1.0, "violations": 0,
@@ -353,7 +355,7 @@ def test_a_foreign_or_damaged_journal_is_refused_and_never_modified(cli, tmp_pat
 
 
 def _storage(path):
-    from compactlab.corpus.tune import storage_of
+    from compactlab.corpus.study import storage_of
 
     return storage_of(str(path))
 
@@ -419,7 +421,7 @@ def test_a_sparse_gib_study_is_refused_without_reading_it_whole(tmp_path):
     with open(out / "study.journal", "wb") as f:
         f.truncate((1 << 30) - 1)
     code = ("import resource\nresource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))\n"
-            "from compactlab.corpus.tune import study_problem\n"
+            "from compactlab.corpus.study import study_problem\n"
             f"print(study_problem({str(out / 'study.journal')!r}))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -468,7 +470,8 @@ def test_a_study_damaged_at_random_is_refused_or_resumed_never_an_internal_error
 def test_the_suggestion_passes_the_floors_or_says_none_does():
     """(#47 §4) With no point better on every objective, the suggestion is the point that saves most
     of those that keep recall and retention above the floor, never the lowest-recall one."""
-    from compactlab.corpus.tune import Point, TuneResult, recommend
+    from compactlab.corpus.recommend import recommend
+    from compactlab.corpus.trials import Point, TuneResult
 
     def point(n, cost, recall):
         return Point(n, {"summary.trigger": n}, {"cost": cost, "recall": recall, "retention": 1.0, "violations": 0})
@@ -501,7 +504,7 @@ def test_a_key_that_changes_nothing_is_left_out_of_the_search(cli, tmp_path):
 # ---- (#55 §3) tune's suggestion by the one rule of every recommender
 
 def _pt(n, saving, recall=1.0, retention=1.0, values=None, raw=1.0, feasible=True, overflows=0):
-    from compactlab.corpus.tune import Point
+    from compactlab.corpus.trials import Point
 
     return Point(n, values if values is not None else {"summary.trigger": n},
                  {"cost": saving, "recall": recall, "retention": retention, "violations": 0, "overflows": overflows,
@@ -509,7 +512,8 @@ def _pt(n, saving, recall=1.0, retention=1.0, values=None, raw=1.0, feasible=Tru
 
 
 def _recommend(base, front, reference):
-    from compactlab.corpus.tune import TuneResult, recommend
+    from compactlab.corpus.recommend import recommend
+    from compactlab.corpus.trials import TuneResult
 
     return recommend(TuneResult("s06", [], ["cost", "recall"], base, front, front, reference=reference))
 
