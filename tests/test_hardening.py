@@ -28,16 +28,16 @@ def test_out_inside_a_file_is_a_clear_error(cli, tmp_path):
 
 
 def test_a_full_disk_leaves_no_partial_report(cli, tmp_path, monkeypatch):
-    import builtins
-
     import compactlab.plumbing.outputs as outputs
 
-    def full(path, mode="r", *args, **kw):
-        if str(path).endswith("calls.csv") and "w" in mode:  # summary.json went through; calls.csv does not fit
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return builtins.open(path, mode, *args, **kw)
+    real_mkstemp = outputs.mkstemp
 
-    monkeypatch.setattr(outputs, "open", full, raising=False)
+    def full(directory, prefix, *args, **kw):  # summary.json went through; calls.csv does not fit
+        if prefix.startswith(".calls.csv"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_mkstemp(directory, prefix, *args, **kw)
+
+    monkeypatch.setattr(outputs, "mkstemp", full)
     out = tmp_path / "out"
     r = cli("replay", SMALL, "--out", out)
     assert r.exit_code == 1  # (#56 §5: a run that failed, as a crash is)
@@ -53,15 +53,16 @@ def test_a_failing_write_leaves_the_destination_as_it_was(tmp_path, monkeypatch)
     earlier.write_all({"a.txt": b"old"})
     earlier.commit()
     od = OutputDir(tmp_path / "o")
-    real_open = open
     import compactlab.plumbing.outputs as outputs
 
-    def fail_b(path, mode="r", *args, **kw):
-        if str(path).endswith("b.txt"):
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real_open(path, mode, *args, **kw)
+    real_write = outputs._write
 
-    monkeypatch.setattr(outputs, "open", fail_b, raising=False)
+    def fail_b(f, data):  # (the one way a file is written: the disk fills up while writing b.txt)
+        if data == b"b":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(f, data)
+
+    monkeypatch.setattr(outputs, "_write", fail_b)
     with pytest.raises(DiskFull, match="cannot write b.txt: no space left on the device"):
         od.write_all({"a.txt": b"new", "b.txt": b"b"})
     od.rollback()

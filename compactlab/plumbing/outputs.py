@@ -14,7 +14,7 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -206,22 +206,37 @@ def atomic_write_bytes(path: Path, data: Content, mode: int | None = None, what:
     except BaseException:
         _remove_folders(made)
         raise
-    try:
-        with os.fdopen(fd, "wb") as f:
-            _write(f, data)
-        try:  # checked again just before the rename: a pipe or device put there meanwhile stays
+    def still_a_file() -> None:  # (checked again just before the rename: a pipe or device put there meanwhile stays)
+        try:
             now = os.lstat(real).st_mode
         except FileNotFoundError:
             now = stat.S_IFREG
         if not stat.S_ISREG(now):
             raise _refuse(label, now)
-        os.replace(tmp, real)
+
+    try:
+        _swap_in(fd, tmp, real, data, still_a_file)
+    except BaseException:
+        _remove_folders(made)
+        raise
+
+
+def _swap_in(fd: int, tmp: str, final: Path, data: Content, before: Callable[[], None] | None = None) -> None:
+    """The one way compactlab writes a whole file: into ``tmp`` (open as ``fd``, in the same folder as
+    ``final``), then renamed over ``final`` (``before`` checks what is there just before), so that
+    no reader sees half a file and a link planted at ``final`` is replaced, its target untouched;
+    ``tmp`` removed if anything fails."""
+    try:
+        with os.fdopen(fd, "wb") as f:
+            _write(f, data)
+        if before is not None:
+            before()
+        os.replace(tmp, final)
     except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        _remove_folders(made)
         raise
 
 
@@ -280,16 +295,7 @@ def write_in_folder(folder: str | os.PathLike, relative: str, data: Content, wha
     if stat.S_ISDIR(mode):
         raise _refuse(f"{what} {os.fspath(folder)}: {relative}", mode)
     fd, tmp = mkstemp(here, f".{final.name}.", ".tmp", 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            _write(f, data)
-        os.replace(tmp, final)  # (over a link: the link is replaced, its target untouched)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    _swap_in(fd, tmp, final, data)  # (over a link: the link is replaced, its target untouched)
 
 
 def remove_in_folder(folder: str | os.PathLike, relative_dir: str, pattern: str) -> None:
@@ -593,8 +599,8 @@ class OutputDir:
         try:
             target = self.inside(relative)
             target.parent.mkdir(parents=True, exist_ok=True)
-            with open(target, "wb") as f:
-                _write(f, data)
+            fd, tmp = mkstemp(target.parent, f".{target.name}.", ".tmp", 0o666)
+            _swap_in(fd, tmp, target, data)  # (the run's own staging folder: as every file is written)
         except OSError as exc:
             raise cannot_write(f"{self.root}: cannot write {relative}", exc) from None
 
