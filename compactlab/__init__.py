@@ -25,6 +25,8 @@ _EXPORTS = {
     "RunSummary": "engine.records",
     "TurnRecord": "engine.records",
     "replay": "engine.loop",
+    "ReplayOptions": "engine.loop",
+    "ReplayOutput": "engine.loop",
     "TokenEstimator": "engine.sizing",
     "StubSummarizer": "summarizers",
     "Transcript": "transcripts",

@@ -25,3 +25,29 @@ def test_replay_is_the_function_whatever_was_imported_first():
         code = first + "import compactlab\nimport compactlab.engine.feeds as feeds\n" + run
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
         assert out.split() == ["30", "30", "256", "function"]
+
+
+def test_replay_takes_two_records_and_a_shorthand_of_their_fields(tmp_path):
+    """(#60 §4) ``replay(transcript, policy, ReplayOptions(...), ReplayOutput(...))``; a field of
+    either by its name is the same run; a name of neither is a TypeError, as Python says it."""
+    import dataclasses
+    import inspect
+
+    import pytest
+
+    from compactlab import ReplayOptions, ReplayOutput, load_policy, load_transcript, replay
+    from helpers import tool_session, write_jsonl
+
+    t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", tool_session(12, 3000))))
+    policy = load_policy("s08", ["summary.trigger=8000"])
+    by_records = replay(t, policy, ReplayOptions(cache_ttl="1h", keep_contexts={3}),
+                        ReplayOutput(out_dir=tmp_path / "out"))
+    by_names = replay(t, policy, cache_ttl="1h", keep_contexts={3}, out_dir=tmp_path / "out2")
+    assert by_records.summary.cost_usd == by_names.summary.cost_usd and by_records.summary.cache_ttl == "1h"
+    assert list(by_records.contexts) == [3] and (tmp_path / "out").is_dir() and (tmp_path / "out2").is_dir()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'cache_tll'"):
+        replay(t, policy, cache_tll="1h")
+    params = inspect.signature(replay).parameters
+    assert [p for p in params if params[p].kind is not inspect.Parameter.VAR_KEYWORD] == [
+        "transcript", "policy", "options", "output"]
+    assert len(dataclasses.fields(ReplayOptions)) + len(dataclasses.fields(ReplayOutput)) == 16

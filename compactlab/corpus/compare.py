@@ -28,7 +28,7 @@ from ..errors import PolicyError
 from ..engine.policy import Override, Policy, load_policy, parse_override
 from .sharing import Sharing
 from .pool import Failure, Pool, can_fork, failure_of
-from ..engine.loop import replay
+from ..engine.loop import ReplayOptions, replay
 from ..transcripts import Transcript
 from .verdict import label_of
 
@@ -305,8 +305,9 @@ def run_job(job: Job, t: Transcript, prices: ModelPrices | PriceTable | None, ca
         from ..summarizers import build_summarizer
 
         summarizer = build_summarizer(*summarizer)
-    run = replay(t, job.policy, prices=prices, calibration=calibration, keep_recorded_compactions=keep_recorded,
-                 summarizer=summarizer, cache_ttl=cache_ttl, cache_model=cache_model, window=window)
+    run = replay(t, job.policy, ReplayOptions(summarizer=summarizer, keep_recorded_compactions=keep_recorded,
+                                              prices=prices, cache_ttl=cache_ttl, calibration=calibration,
+                                              cache_model=cache_model, window=window))
     summary = run.summary.without(NOT_SENT)
     events = {kind: [c.call for c in run.calls if getattr(c, attr)]
               for kind, attr in (("summary", "summarized"), ("reactive", "reactive"), ("manual", "manual"))}

@@ -50,31 +50,9 @@ class TokenCounter(Protocol):
     def count(self, messages: list[dict]) -> int: ...
 
 
-def replay(
-    transcript: Feed | Transcript | TranscriptStream,
-    policy: Policy,
-    *,
-    summarizer: Summarizer | None = None,
-    estimator: TokenEstimator | None = None,
-    out_dir: str | PathLike | None = None,
-    out: OutputDir | None = None,
-    dry_run: bool = False,
-    write_transcripts: bool = False,
-    keep_recorded_compactions: bool = False,
-    prices: ModelPrices | PriceTable | None = None,
-    counter: TokenCounter | None = None,
-    cache_ttl: str | None = None,
-    calibration: Calibration | None = None,
-    cache_model: str | None = None,
-    on_call: Callable[[TurnRecord], None] | None = None,
-    keep_contexts: Collection[int] = (),
-    window: int | None = None,
-    recall: type[Recall] | None = None,
-) -> Run:
-    """Replay ``transcript`` through ``policy``. With no ``out_dir`` nothing is written; with one,
-    the persisted outputs are written into a fresh folder put in its place when the run ends (and
-    removed if it fails). ``out``: a prepared output folder the caller owns (commits or rolls
-    back) instead, to write its reports beside the persisted outputs first.
+@dataclass(frozen=True, slots=True)
+class ReplayOptions:
+    """How a replay runs and what it judges by (every field may be left out).
 
     ``prices`` are a model's, or a price table (default: the built-in one) to look up the model
     the transcript recorded (else the table's default model). A ``counter`` (exact token counts,
@@ -83,16 +61,59 @@ def replay(
     ``cache_ttl`` (``5m`` or ``1h``): the prompt cache's lifetime; default the recording's.
     ``cache_model``: the provider whose prompt-cache rules apply (``cache_rules.RULES``); default
     the one serving the model the recording names. ``on_call`` sees each call's record as it is
-    made.
-    ``keep_contexts``: the calls whose sent context (its messages) the run keeps, in ``Run.contexts``
-    (the next-action check asks a model on them).
-    ``calibration``: the fit to the recorded usage (``calibration.calibrate``), which replaces the
-    policy's size estimate (and so is part of the run's policy and fingerprint); the summary says
-    which estimate the run used. ``window``: the context window the calls are judged on (``--window``;
-    default the recording's, ``engine/window.py``); the policy's own sets only its reactive trigger.
+    made. ``keep_contexts``: the calls whose sent context (its messages) the run keeps, in
+    ``Run.contexts`` (the next-action check asks a model on them). ``calibration``: the fit to the
+    recorded usage (``calibration.calibrate``), which replaces the policy's size estimate (and so
+    is part of the run's policy and fingerprint); the summary says which estimate the run used.
+    ``window``: the context window the calls are judged on (``--window``; default the
+    recording's, ``engine/window.py``); the policy's own sets only its reactive trigger.
     ``recall``: the recall measure's implementation (default ``measures.RECALL``; a test holds the
-    fast one to the reference, ``measures.Recall``).
-    """
+    fast one to the reference, ``measures.Recall``)."""
+
+    summarizer: Summarizer | None = None
+    estimator: TokenEstimator | None = None
+    keep_recorded_compactions: bool = False
+    prices: ModelPrices | PriceTable | None = None
+    counter: TokenCounter | None = None
+    cache_ttl: str | None = None
+    calibration: Calibration | None = None
+    cache_model: str | None = None
+    on_call: Callable[[TurnRecord], None] | None = None
+    keep_contexts: Collection[int] = ()
+    window: int | None = None
+    recall: type[Recall] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayOutput:
+    """Where a replay writes: with no ``out_dir`` nothing is written; with one, the persisted
+    outputs are written into a fresh folder put in its place when the run ends (and removed if it
+    fails). ``out``: a prepared output folder the caller owns (commits or rolls back) instead, to
+    write its reports beside the persisted outputs first."""
+
+    out_dir: str | PathLike | None = None
+    out: OutputDir | None = None
+    dry_run: bool = False
+    write_transcripts: bool = False
+
+
+_OPTION_FIELDS = frozenset(ReplayOptions.__dataclass_fields__)
+_OUTPUT_FIELDS = frozenset(ReplayOutput.__dataclass_fields__)
+
+
+def replay(transcript: Transcript | TranscriptStream | Feed, policy: Policy, options: ReplayOptions = ReplayOptions(),
+           output: ReplayOutput = ReplayOutput(), **given: Any) -> Run:
+    """Replay ``transcript`` through ``policy``, run as ``options`` say and written where ``output``
+    says (nowhere by default). ``given``: a field of either record by its name, a shorthand for
+    one or two of them (``replay(t, policy, calibration=fit)``); any other name is a TypeError."""
+    if given:
+        options, output = _given(options, output, given)
+    o = options
+    summarizer, estimator, keep_recorded_compactions, prices, counter = (
+        o.summarizer, o.estimator, o.keep_recorded_compactions, o.prices, o.counter)
+    cache_ttl, calibration, cache_model, on_call, keep_contexts, window, recall = (
+        o.cache_ttl, o.calibration, o.cache_model, o.on_call, o.keep_contexts, o.window, o.recall)
+    out_dir, out, dry_run, write_transcripts = output.out_dir, output.out, output.dry_run, output.write_transcripts
     feed = as_feed(transcript)
     if feed.entries is None and counter:
         raise ValueError("exact token counts need the whole raw history: load the transcript, do not stream it")
@@ -166,6 +187,14 @@ def replay(
     )
 
 
+
+
+def _given(options: ReplayOptions, output: ReplayOutput, given: dict[str, Any]) -> tuple[ReplayOptions, ReplayOutput]:
+    unknown = sorted(set(given) - _OPTION_FIELDS - _OUTPUT_FIELDS)
+    if unknown:
+        raise TypeError(f"replay() got an unexpected keyword argument {unknown[0]!r}")
+    return (replace(options, **{k: v for k, v in given.items() if k in _OPTION_FIELDS}),
+            replace(output, **{k: v for k, v in given.items() if k in _OUTPUT_FIELDS}))
 
 
 def _no_window(model: str | None) -> tuple[int, str] | None:

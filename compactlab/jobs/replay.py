@@ -176,7 +176,7 @@ def _out_for(feed: Feed, s: ReplaySettings, shared: OutputDir | None, used: set[
 def _replay_one(feed: Feed, s: ReplaySettings, out: OutputDir, notify: Notify, progress: ShowsProgress,
                 fits: list, several: bool) -> Run:
     """One file replayed into ``out`` with its files written (its fit added to ``fits``)."""
-    from ..engine.loop import replay
+    from ..engine.loop import ReplayOptions, ReplayOutput, replay
     from ..reports import write_chart, write_files
     from ..summarizers import build_counter, build_summarizer
 
@@ -189,11 +189,12 @@ def _replay_one(feed: Feed, s: ReplaySettings, out: OutputDir, notify: Notify, p
     # (a stream's calls are counted as they are read: a bar without an end)
     total = (len(feed.transcript.call_positions) if hasattr(feed, "transcript") else UNKNOWN) if slow else 0
     with collector_off(), progress(f"replaying {os.path.basename(feed.path)}", total) as advance:
-        run = replay(feed, s.policy, out=out, write_transcripts=s.write_transcripts,
-                     keep_recorded_compactions=s.keep_recorded_compactions, calibration=calibration,
-                     prices=price, summarizer=build_summarizer(s.summarizer, s.live), counter=counter,
-                     cache_ttl=s.cache_ttl, cache_model=s.cache_model, window=s.window,
-                     on_call=advance if total else None)
+        run = replay(feed, s.policy,
+                     ReplayOptions(summarizer=build_summarizer(s.summarizer, s.live),
+                                   keep_recorded_compactions=s.keep_recorded_compactions, prices=price,
+                                   counter=counter, cache_ttl=s.cache_ttl, calibration=calibration,
+                                   cache_model=s.cache_model, on_call=advance if total else None, window=s.window),
+                     ReplayOutput(out=out, write_transcripts=s.write_transcripts))
     if feed.streamed:  # read now: its model, bad lines and warnings are known
         if not isinstance(price, ModelPrices):
             price_warnings(price, feed, notify)

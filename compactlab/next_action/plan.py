@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine.cost.prices import ModelPrices
-from ..engine.loop import replay
+from ..engine.loop import ReplayOptions, replay
 from ..engine.policy import Policy, load_policy
 from ..transcripts import Transcript
 from .actions import Action, action_of, agree, chance, repeats
@@ -140,8 +140,9 @@ class _Runs:
 
     def __call__(self, t: int, policy: Policy, keep: set[int] | frozenset[int] = frozenset(),
                  recorded: bool = False) -> Any:
-        return replay(self.transcripts[t], policy, calibration=self.calibrations[t], prices=self.price_table,
-                      keep_recorded_compactions=self.keep_recorded_compactions or recorded, keep_contexts=keep)
+        return replay(self.transcripts[t], policy, ReplayOptions(
+            keep_recorded_compactions=self.keep_recorded_compactions or recorded, prices=self.price_table,
+            calibration=self.calibrations[t], keep_contexts=keep))
 
 
 class _Picks:
