@@ -299,9 +299,9 @@ def _summary_cost(totals: Any, pricing: Any, summary_request: str) -> float:
     sp, read = pricing.summary_prices, totals.summary_cache_read_tokens
     calls = totals.summaries + totals.summary_failures
     if read or summary_request == "prefix":
-        return (sp.input_cost(read, totals.summary_input_tokens - read, pricing.priced.ttl)
-                + sp.summary_cost(0, totals.summary_output_tokens, calls=calls))
-    return sp.summary_cost(totals.summary_input_tokens, totals.summary_output_tokens, calls=calls)
+        return float(sp.input_cost(read, totals.summary_input_tokens - read, pricing.priced.ttl)
+                     + sp.summary_cost(0, totals.summary_output_tokens, calls=calls))
+    return float(sp.summary_cost(totals.summary_input_tokens, totals.summary_output_tokens, calls=calls))
 
 
 def _recorded(pricing: Any) -> dict[str, Any]:

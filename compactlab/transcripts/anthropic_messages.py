@@ -67,7 +67,7 @@ def _sidechains(builder: TranscriptBuilder, side: dict) -> bool:
     return True
 
 
-def _not_a_message(builder: TranscriptBuilder, reader: LineReader, lineno: int, obj: dict, role: Any) -> bool:
+def _not_a_message(builder: TranscriptBuilder, reader: LineReader, lineno: int, obj: dict[str, Any], role: Any) -> bool:
     """Take a line that is not a message of the conversation (the system prompt, what `compactlab
     convert` wrote of sidechains and compactions) or that is bad (said): True; else False."""
     if role == "system" or (role is None and "system" in obj):

@@ -143,9 +143,9 @@ class _Reading:
         self.ignored: dict[str, int] = {}
         self.sidechain_lines = 0
         self.sidechain_usage: dict[str, dict[str, Any]] = {}  # an inline subagent's calls: message id -> usage
-        self.pending_boundary: dict | None = None
+        self.pending_boundary: dict[str, Any] | None = None
 
-    def assistant(self, lineno: int, obj: dict, message: dict) -> None:
+    def assistant(self, lineno: int, obj: dict[str, Any], message: dict[str, Any]) -> None:
         """A reply's line: its blocks join its message's group (one reply may span lines)."""
         try:
             usage = _usage(message.get("usage"))
@@ -167,7 +167,7 @@ class _Reading:
         if isinstance(message.get("model"), str):
             group.model = message["model"]
 
-    def user(self, obj: dict, message: dict) -> None:
+    def user(self, obj: dict[str, Any], message: dict[str, Any]) -> None:
         """A user line: a compaction's summary, a transcript-only line (left out), or a message
         whose tool results go to the reply that called them."""
         if obj.get("isCompactSummary"):
@@ -192,7 +192,7 @@ class _Reading:
                 message = {"role": "user", "content": rest}
         self.seq.append(("user", message))
 
-    def envelope(self, obj: dict, kind: Any) -> None:
+    def envelope(self, obj: dict[str, Any], kind: Any) -> None:
         """A line that is no message: a compaction's boundary, the session's title, or left out."""
         builder = self.builder
         if kind == "system" and obj.get("subtype") == "compact_boundary":

@@ -368,7 +368,7 @@ class _Blocks:
 _NO_BLOCKS = _Blocks()
 
 
-def _walk_blocks(content: list, role: Any, check: bool, measure: bool) -> _Blocks | str:
+def _walk_blocks(content: list[Any], role: Any, check: bool, measure: bool) -> _Blocks | str:
     """One pass over a message's blocks: their facts, or with ``check`` why one is not usable."""
     out = _Blocks()
     seen_other = False
@@ -407,7 +407,7 @@ def _walk_blocks(content: list, role: Any, check: bool, measure: bool) -> _Block
     return out
 
 
-def _add_use(b: dict, use_ids: list[str], names: list[str], use_files: list[tuple[str, ...]]) -> None:
+def _add_use(b: dict[str, Any], use_ids: list[str], names: list[str], use_files: list[tuple[str, ...]]) -> None:
     """An assistant's tool_use block: its id, its tool's name, the files its input names."""
     use_ids.append(b["id"])
     names.append(b.get("name", ""))
@@ -418,7 +418,7 @@ def _is_text(text: str) -> bool:
     return bool(text) and not text.isspace()
 
 
-def _result_fact(b: dict, i: int, check: bool, measure: bool) -> ResultFact | str:
+def _result_fact(b: dict[str, Any], i: int, check: bool, measure: bool) -> ResultFact | str:
     """A tool_result block's facts (``measure``: with its content's JSON length), or with ``check``
     why it is not a usable one."""
     tid = b.get("tool_use_id")

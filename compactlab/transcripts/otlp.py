@@ -185,7 +185,7 @@ def _int(v: Any) -> int:
         return 0
 
 
-def spans_of(doc: dict, path: str, shapes: _Shapes | None = None
+def spans_of(doc: dict[str, Any], path: str, shapes: _Shapes | None = None
              ) -> tuple[list[Span], list[tuple[str, str, dict[str, Any]]]]:
     """The spans of a document, and its log records as (``trace/span`` id, event name, body and
     attributes; ``*/span`` for a record that names no trace)."""
@@ -195,7 +195,7 @@ def spans_of(doc: dict, path: str, shapes: _Shapes | None = None
     return _otlp_spans(doc, shapes), _log_records(doc, shapes)
 
 
-def _jaeger_spans(doc: dict, shapes: _Shapes) -> list[Span]:
+def _jaeger_spans(doc: dict[str, Any], shapes: _Shapes) -> list[Span]:
     items = shapes.items
     spans: list[Span] = []
     for trace in items(doc.get("data"), "data"):
@@ -215,7 +215,7 @@ def _jaeger_spans(doc: dict, shapes: _Shapes) -> list[Span]:
     return spans
 
 
-def _otlp_spans(doc: dict, shapes: _Shapes) -> list[Span]:
+def _otlp_spans(doc: dict[str, Any], shapes: _Shapes) -> list[Span]:
     items = shapes.items
     spans: list[Span] = []
     top = "resourceSpans" if doc.get("resourceSpans") is not None else "batches"
@@ -235,7 +235,7 @@ def _otlp_spans(doc: dict, shapes: _Shapes) -> list[Span]:
     return spans
 
 
-def _log_records(doc: dict, shapes: _Shapes) -> list[tuple[str, str, dict[str, Any]]]:
+def _log_records(doc: dict[str, Any], shapes: _Shapes) -> list[tuple[str, str, dict[str, Any]]]:
     items = shapes.items
     logs: list[tuple[str, str, dict[str, Any]]] = []
     for rl in items(doc.get("resourceLogs"), "resourceLogs"):

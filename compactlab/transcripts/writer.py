@@ -73,7 +73,7 @@ def _head_lines(transcript: Transcript) -> Iterator[bytes]:
                                              "usage": side}})
 
 
-def _usage_line(transcript: Transcript, entry: Any, usage: dict, first: bool) -> dict:
+def _usage_line(transcript: Transcript, entry: Any, usage: dict[str, Any], first: bool) -> dict[str, Any]:
     """A reply with its recorded usage, model and time (the first one also names the format)."""
     line = {"type": "message", "role": "assistant", "content": entry.message["content"],
             "usage": {k: v for k, v in usage.items() if k not in ("model", "timestamp")}}

@@ -41,7 +41,7 @@ import orjson
 from ..context import Context
 from ...config import LayerConfig, opt
 from ...errors import PolicyError
-from ...transcripts.messages import make_entry
+from ...transcripts.messages import Entry, make_entry
 from ..sizing import list_chars
 from .base import NOTHING, LayerStats, RunEnv
 from .registry import register
@@ -349,15 +349,15 @@ def custom(context: Context, config: Summarising[CustomConfig], env: RunEnv) -> 
     return changed, stats
 
 
-def _taken(out: list, where: dict[int, int], entries: list, env: RunEnv, name: str, call: int
-           ) -> tuple[list, list, int | None]:
+def _taken(out: list[Any], where: dict[int, int], entries: list[Entry], env: RunEnv, name: str, call: int
+           ) -> tuple[list[Entry], list[Any], int | None]:
     """What the step returned, as the context's entries (a message it kept is its entry, one it
     made is new), their read-only messages, and the first position that changed (None: none)."""
     from .step_process import answer_limit
 
     room = answer_limit()  # (what a step may add: a process's answer line has the same bound)
-    sent: list = []
-    kept: list = []  # the read-only message of each one sent
+    sent: list[Entry] = []
+    kept: list[Any] = []  # the read-only message of each one sent
     first_changed: int | None = None
     last = -1
     for j, m in enumerate(out):
