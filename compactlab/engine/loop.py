@@ -50,7 +50,7 @@ class TokenCounter(Protocol):
     def count(self, messages: list[dict]) -> int: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class ReplayOptions:
     """How a replay runs and what it judges by (every field may be left out).
 
@@ -84,7 +84,7 @@ class ReplayOptions:
     recall: type[Recall] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class ReplayOutput:
     """Where a replay writes: with no ``out_dir`` nothing is written; with one, the persisted
     outputs are written into a fresh folder put in its place when the run ends (and removed if it
@@ -201,7 +201,7 @@ def _no_window(model: str | None) -> tuple[int, str] | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class LoopOptions:
     """The run-wide options the loop reads: whose prompt cache (``--cache-model``), its TTL
     (``--cache-ttl``), the window every call is judged on (``--window``), the window a user's

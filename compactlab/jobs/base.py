@@ -41,7 +41,7 @@ def no_progress(what: str, total: int) -> Iterator[Callable[..., None]]:
     yield lambda *_: None
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False, repr=False)
 class Settings:
     """How every job reads, measures, prices and summarises, and where it writes: replay, compare,
     check and tune take this one object (replay's ``ReplaySettings`` adds its policy)."""
@@ -69,7 +69,7 @@ class Settings:
         return Reading(self.input_format, self.skip_bad_lines, self.calibrate, self.tokens, dry_run=self.dry_run)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # (compared: a reading started before the policy was built is kept when equal)
 class Reading:
     """What of the settings decides how a file is read for a replay (a command knows them before it
     has built its policy): the format, bad lines, and whether the file must be had whole (a fit
@@ -99,7 +99,7 @@ class Outcome:
     wrote: str | None = None
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Tally:
     """What a corpus read in parts says once, at the end, of all its files: the calibrations, the
     files too short to calibrate on, the folder files that are no transcript."""

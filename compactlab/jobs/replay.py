@@ -33,7 +33,7 @@ from .base import Notify, Outcome, Reading, Settings, ShowsProgress, calibrated_
     none_read, not_transcripts, price_warnings, prices_for, quietly, warn_loaded
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False, repr=False)
 class ReplaySettings(Settings):
     """The settings of every job, and what a replay adds: its one policy, whether --set changed
     it, and whether it saves the contexts and draws its chart."""
@@ -50,7 +50,7 @@ class ReplaySettings(Settings):
         return replace(super().reading, probes=self.policy.acts)
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Replayed:
     """The runs that finished, of how many files, and the interrupt that stopped the rest."""
 

@@ -50,7 +50,7 @@ def sniff(objects: list[dict]) -> float:
     return hits / len(objects) if objects else 0.0
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class _Group:
     """One API response: the assistant lines sharing a message.id, and the results of its tools."""
 

@@ -53,7 +53,7 @@ _EXTENSIONS = {"cline": "saoudrizwan.claude-dev", "roo": "rooveterinaryinc.roo-c
 _EDITORS = ("Code", "Code - Insiders", "VSCodium", "Cursor")
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Home:
     """Where one harness keeps its sessions, and the sessions found there (before and after the
     filters)."""

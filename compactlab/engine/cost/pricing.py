@@ -94,7 +94,7 @@ class CacheRow(NamedTuple):
     cache_write_tokens: int
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Priced:
     """What pricing a run's calls gives beside each record's ``input_cost_usd``: the raw
     baseline's cost, and both without caching."""
@@ -180,7 +180,7 @@ def _as_recorded(i: int, read: int, tokens: int, kept: int | None, expected: dic
     return min(kept, tokens) if read > kept or i == 0 else read
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Recorded:
     """What the recording's usage fields imply its calls were billed, at list prices."""
 
@@ -339,7 +339,7 @@ def _parsed(timestamp: str) -> float | None:
         return None
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class RunPricing:
     """What pricing a run gave: the prices of the transcript's model and of the summarizer's, the
     priced totals, the recorded costs, the bill a source recorded, the recorded cache breaks

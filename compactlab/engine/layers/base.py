@@ -128,7 +128,7 @@ class CallFacts(NamedTuple):
     window: int = 0
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, repr=False)
 class LayerLedger:
     """What the layers did in a run, for its reports: the outputs they persisted, the contexts a
     summary replaced, the summaries that failed, and who made or cleared what when (the probe
@@ -149,7 +149,7 @@ class LayerLedger:
     dropped: dict[int, tuple[str, int]] = field(default_factory=dict)
 
 
-@dataclass(slots=True)  # (a fact set on it by a name it lacks is an error, not a new attribute)
+@dataclass(slots=True, eq=False, repr=False)  # (a fact set on it by a name it lacks is an error, not a new attribute)
 class RunEnv:
     """What layers may use, passed in, never global: the run's dependencies (the summarizer, the
     estimate, the output folder, the tool names), ``now`` (the facts of the call being made),

@@ -128,7 +128,7 @@ class StepFacts(_Facts):
         return self._run
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, repr=False)
 class _Run:
     """What a step's facts reach in the run: its environment, the summary table and the call's stats."""
 
@@ -138,7 +138,7 @@ class _Run:
     sizes: dict[int, tuple[dict, int]] = field(default_factory=dict)  # each message's size, counted once
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, repr=False)
 class _State:
     data: dict[str, Any] = field(default_factory=dict)
 
@@ -382,7 +382,7 @@ def _taken(out: list[Any], where: dict[int, int], entries: list[Entry], env: Run
     return sent, kept, first_changed
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, repr=False)
 class _Given:
     """What the step was given last (the run's): the context's list of entries (the engine appends
     to it in place while nothing changes it), how many, and each one's read-only message."""

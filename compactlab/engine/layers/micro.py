@@ -175,7 +175,7 @@ def _chosen(context: Context, config: MicroConfig, env: RunEnv, start: int, cuto
     return chosen, freed
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Cleared:
     """What the micro layer has taken out of the context in a run, in characters, by its key: what
     a ``trigger_on = "history"`` trigger adds back."""

@@ -263,7 +263,7 @@ class Summarising(Generic[C]):
         return f"Summarising({self.own!r}, {self.summary!r})"
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Breaker:
     """The summary layer's circuit breaker (seed 001), kept for the run: consecutive failures,
     and whether it opened (then the layer stops asking)."""
