@@ -379,3 +379,26 @@ def test_the_vocabulary_is_the_one_the_probe_cache_was_versioned_with():
     assert (probe_cache.INDEX_VERSION, hashlib.sha256(data.read_bytes()).hexdigest()[:12]) == (4, "180bf668b3c9")
     v = vocabulary()
     assert len(v.names) > 40_000 and v.bit_of["django"] and v.bit_of["_pytest"] == v.bit_of["pytest"]
+
+
+def test_the_vocabulary_read_a_prefix_at_a_time_answers_as_the_whole_file_parsed():
+    """``Names`` parses only the lines of the prefixes asked for (start-up, #60 §1): every name of
+    the file, and names it lacks (before, between and after its lines, one character long, sharing a
+    prefix), get what a parse of the whole file gives."""
+    from pathlib import Path
+
+    from compactlab.engine.measures import probes
+
+    text = (Path(probes.__file__).parents[2] / "data" / "vocabulary.txt").read_text(encoding="utf-8")
+    body = probes._split_header(text)[1]
+    pairs = body.split()
+    whole = dict(zip(pairs[::2], pairs[1::2]))
+    names = probes.Names(body)
+    assert len(names) == len(whole)
+    assert all(names.get(n) == m for n, m in whole.items())
+    missing = ["", "A", "z", "~~", "\U0010ffff", "django.nope", "aaaaaa", "zzzzzz", "0", "_", "É",
+               *(n + "_" for n in list(whole)[::997]), *(n[:-1] for n in list(whole)[::991] if n[:-1] not in whole)]
+    fresh = probes.Names(body)
+    assert [fresh.get(n) for n in missing] == [whole.get(n) for n in missing]
+    tiny = probes.Names("a\t1\nab\t2\nb\t4\nbc\t8\n")
+    assert [tiny.get(n) for n in ("a", "ab", "abc", "b", "bc", "c", "", "aa")] == ["1", "2", None, "4", "8", None, None, None]

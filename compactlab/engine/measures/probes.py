@@ -121,13 +121,48 @@ def trimmed(found: set[str]) -> set[str]:
     return {t.strip(_EDGES) if t[-1] in _EDGES or t[0] in _EDGES else t for t in found}
 
 
+class Names:
+    """A name -> the frameworks it is of (a bit mask, as text), read from the sorted lines of
+    ``data/vocabulary.txt`` a two-character prefix at a time, when a name of that prefix is first
+    asked for (a binary search of the text finds the prefix's lines): a small replay asks of a few
+    prefixes and parses a few hundred of its 45,000 lines, a long one parses them all."""
+
+    def __init__(self, body: str) -> None:
+        self._body = body
+        self._parsed: dict[str, dict[str, str]] = {}
+
+    def get(self, name: str) -> str | None:
+        key = name[:2]
+        part = self._parsed.get(key)
+        if part is None:
+            start, end = self._first_from(key), self._first_from(key + "\U0010ffff")
+            pairs = self._body[start:end].split()  # (name, mask, name, mask, ...)
+            part = self._parsed[key] = dict(zip(pairs[::2], pairs[1::2]))
+        return part.get(name)
+
+    def __len__(self) -> int:
+        return self._body.count("\n")
+
+    def _first_from(self, s: str) -> int:
+        """Where the first line whose name sorts at or after ``s`` starts."""
+        body, lo, hi = self._body, 0, len(self._body)
+        while lo < hi:  # lines before lo sort before s, lines from hi at or after it
+            start = body.rfind("\n", 0, (lo + hi) // 2) + 1
+            start = max(start, lo)
+            if body[start:body.index("\t", start)] < s:
+                lo = body.index("\n", start) + 1
+            else:
+                hi = start
+        return lo
+
+
 class Vocabulary(NamedTuple):
     """Names known without reading a result (``data/vocabulary.txt``, built from pinned packages by
     ``scripts/build_vocabulary.py``; #58 §1)."""
 
     #: a public name of a major framework, of a language's standard library, of TypeScript and the
     #: DOM, or an English compound (``real-time``) -> the frameworks it is of (a bit mask, as text)
-    names: dict[str, str]
+    names: Names
     #: finds a framework's own source file in a text (not an installed copy) -> its top folder
     source: re.Pattern[str]
     #: a top folder of a framework's source -> the framework's bit
@@ -142,11 +177,10 @@ def vocabulary() -> Vocabulary:
     for bit, line in enumerate(ln for ln in head if ln.startswith("# framework ")):
         folders = line.split()[3]
         bit_of.update(dict.fromkeys(folders.split(",") if folders != "-" else (), 1 << bit))
-    pairs = body.split()  # (name, mask, name, mask, ...): split and zip in C, a few ms for 40,000 names
     # a file of the framework's tree, not under site-packages/, dist-packages/ or node_modules/
     source = re.compile(r"(?<![\w.-])(?<!packages/)(?<!node_modules/)("
                         + "|".join(map(re.escape, sorted(bit_of))) + r")/[\w/]*\.py\b")
-    return Vocabulary(dict(zip(pairs[::2], pairs[1::2])), source, bit_of)
+    return Vocabulary(Names(body), source, bit_of)
 
 
 def _split_header(text: str) -> tuple[list[str], str]:
