@@ -39,9 +39,11 @@ class Group(click.Group):
         forget_inputs()  # (the files this command opens as inputs: no output of its own may replace one)
         forget_said()
         try:
+            from .engine.core import chosen
             from .plumbing.interrupts import let_signals_through
 
             let_signals_through()  # (held since the entry point: one that came meanwhile is raised here)
+            chosen()  # (COMPACTLAB_CORE wrong, or native where none is built: said before any work)
             return super().invoke(ctx)
         except CompactlabError as exc:
             _said(f"error: {exc}")
@@ -303,8 +305,19 @@ def input_options(f: Callable) -> Callable:
     return f
 
 
+def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: the version, and the core a replay would run on (``engine/core.py``)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from .engine.core import described
+
+    click.echo(f"compactlab, version {__version__}\n{described()}")
+    ctx.exit()
+
+
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="compactlab")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
+              help="Show the version and the core a replay runs on (COMPACTLAB_CORE), and exit.")
 def main() -> None:
     """Replay recorded agent transcripts through context-compaction policies.
 

@@ -34,6 +34,7 @@ from ..transcripts.messages import Entry, Message, is_prompt
 from ..plumbing.outputs import OutputDir
 from .policy import Policy, fingerprint_of
 from .records import ACTIONS, CompactionEvent, Run, TurnRecord, summarize
+from .core import chosen as chosen_core
 from .measures import CallAt, Recall, measures_for
 from .sizing import Calibration, TokenEstimator, list_chars
 from ..summarizers import StubSummarizer, Summarizer
@@ -175,7 +176,7 @@ def replay(transcript: Transcript | TranscriptStream | Feed, policy: Policy, opt
                           persisted_files=env.ledger.persisted_files, saved_transcripts=env.ledger.saved_transcripts,
                           window=(turns.judged.tokens, turns.judged.describe()),
                           summary_request=policy.summary.request, raw_overflows=turns.raw_overflows(records),
-                          **measures.totals()),
+                          core=turns.core, **measures.totals()),
         calls=records,
         policy=resolved,
         failed_summaries=env.ledger.failed_summaries,
@@ -268,8 +269,10 @@ class Turns:
         self.manual_tool = policy.manual.tool if policy.manual.enabled else None
         self.context = Context()
         # (a stream's references are let go as they are used)
+        #: the core that runs the per-call measures it has (engine/core.py: chosen once a run)
+        self.core = chosen_core()
         self.measures = measures_for(feed.baseline, env, counter=counter, entries=feed.entries,
-                                     keep_refs=not feed.streamed, recall=options.recall)
+                                     keep_refs=not feed.streamed, recall=options.recall, core=self.core)
         self.cache = self.measures.prompt_cache  # (the layers' facts read what it last sent)
         self.ttl = "5m"  # the prompt cache's TTL the run is priced with (a summary request's reads expire by it)
         self.totals = LayerStats()

@@ -192,6 +192,9 @@ class RunSummary(Mapping[str, Any]):
     #: the calls whose whole history (no compaction) is over the window judged on, but for those
     #: the recording shows answered: where no compaction does not fit (the one rule: corpus/guard.py)
     raw_overflows: int = 0
+    #: the core that ran the replay's per-call parts it has (``engine/core.py``): python, or native
+    #: (Rust: the prompt-cache model); the figures are the same on both (a differential test)
+    core: str = "python"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -223,7 +226,8 @@ def summarize(records: list[TurnRecord], totals: Any, *, transcript: Any, policy
               pricing: Any, calibration: dict[str, Any] | None = None, persisted_files: list[dict[str, Any]],
               saved_transcripts: list[dict[str, Any]], violations: list[dict[str, Any]] | None = None,
               probe_kinds: dict[str, dict[str, int]] | None = None, probes_indexed: bool = True,
-              window: tuple[int, str] = (0, ""), summary_request: str = "fresh", raw_overflows: int = 0) -> RunSummary:
+              window: tuple[int, str] = (0, ""), summary_request: str = "fresh", raw_overflows: int = 0,
+              core: str = "python") -> RunSummary:
     """A run's summary, built from its priced records, its layers' totals (``LayerStats``) and what
     its measures add at the end (``measures.Measures.totals``: its violations, its probes by kind);
     ``transcript`` gives the path, format and skipped lines; ``pricing`` is what ``cost.price_run``
@@ -290,6 +294,7 @@ def summarize(records: list[TurnRecord], totals: Any, *, transcript: Any, policy
         window_source=window[1],
         summary_cost_usd=round(summary_cost, 6),
         summary_request=summary_request,
+        core=core,
     )
 
 

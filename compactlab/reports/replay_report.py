@@ -103,6 +103,7 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
         ("context window (judged on)", s.window_source),
         ("overflows", f"{s.overflows:,}"),
         ("violations introduced / inherited", f"{s.violations_introduced} / {s.violations_inherited}"),
+        ("core", s.core if s.core == "python" else f"{s.core} (the prompt-cache model in Rust; the same figures)"),
     ]
     if any(t["path"] for t in s.saved_transcripts):  # (those a summary replaced, written with --write-transcripts)
         rows.append(("saved transcripts", f"{sum(1 for t in s.saved_transcripts if t['path'])} written"))

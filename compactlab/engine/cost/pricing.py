@@ -82,6 +82,50 @@ class PromptCache:
         return CacheTotal()
 
 
+class NativePromptCache:
+    """``PromptCache`` on the native core (``engine/core.py``; #59): the same model, its state in
+    Rust, told at each call only the characters of the messages it does not know yet (those from
+    the first changed one, or from the end of the context it last sent). A differential test holds
+    it to ``PromptCache`` on every shared recording and preset (``tests/engine/test_native_core.py``)."""
+
+    __slots__ = ("_core", "estimator", "exact")
+
+    def __init__(self, estimator: TokenEstimator, exact: bool = False, rules: CacheRules = RULES["anthropic"]) -> None:
+        from ..core import native_module
+
+        native = native_module()
+        if native is None:
+            raise RuntimeError("the native core is not built")  # (core.chosen() says so to the user first)
+        self._core = native.PromptCache(estimator.chars_per_token, estimator.overhead_tokens, exact, rules)
+        self.estimator, self.exact = estimator, exact
+
+    @property
+    def rules(self) -> CacheRules:
+        return self._core.rules  # type: ignore[no-any-return]
+
+    @rules.setter
+    def rules(self, rules: CacheRules) -> None:
+        self._core.rules = rules
+
+    @property
+    def sent_tokens(self) -> int:
+        return self._core.sent_tokens  # type: ignore[no-any-return]
+
+    @property
+    def replies(self) -> list[int]:
+        return self._core.replies  # type: ignore[no-any-return]
+
+    def at_call(self, at: Any, context: Any) -> CacheRow:
+        core = self._core
+        start = min(at.changed_from, core.known())
+        read, write = core.at_call(at.changed_from, at.tokens, at.reply_chars, start,
+                                   [e.chars for e in context.entries[start:]])
+        return CacheRow(read, write)
+
+    def finish(self) -> CacheTotal:
+        return CacheTotal()
+
+
 class CacheTotal(NamedTuple):
     """The prompt cache adds nothing to the summary here: the run's pricing does (``price_run``)."""
 

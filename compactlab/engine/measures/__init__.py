@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..cost.pricing import PromptCache
+from ..cost.pricing import NativePromptCache, PromptCache
 from ..records import CompactionEvent
 from .base import CallAt, Measure
 from .baseline import RawBaseline, RawSize
@@ -31,7 +31,7 @@ class Measures:
 
     __slots__ = ("_recall", "_all", "prompt_cache")
 
-    def __init__(self, cache: PromptCache, raw: RawSize, violations: Violations, retention: Retention,
+    def __init__(self, cache: PromptCache | NativePromptCache, raw: RawSize, violations: Violations, retention: Retention,
                  recall: Recall) -> None:
         self._recall = recall
         #: the prompt cache's prefix model: the loop reads what it last sent (a layer's facts) and sets
@@ -69,7 +69,7 @@ class Measures:
 
 
 def measures_for(base: RawBaseline, env: Any, *, counter: Any = None, entries: list | None = None,
-                 keep_refs: bool = True, recall: type[Recall] | None = None) -> Measures:
+                 keep_refs: bool = True, recall: type[Recall] | None = None, core: str = "python") -> Measures:
     # (the prompt cache's reads and writes: exact counts make its prefix a share of them)
     """The measures of a run over ``base`` (its feed's raw baseline): ``env`` is the run's
     ``RunEnv``; ``counter`` exact token counts over ``entries``; ``keep_refs`` False lets a stream's

@@ -1,0 +1,8 @@
+//! compactlab's native core (#59): parts of the per-call replay in Rust, each behind the typed
+//! per-call seam of `docs/architecture.md` and each tested against the Python engine, which stays
+//! the reference. `COMPACTLAB_CORE=python|native` chooses (`compactlab/engine/core.py`).
+
+pub mod cache;
+
+#[cfg(feature = "python")]
+mod bindings;

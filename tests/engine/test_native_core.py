@@ -1,0 +1,224 @@
+"""The native core against the Python engine, its reference (#59): the same recordings through every
+built-in preset and a sweep of settings on both cores give the same summaries (but the ``core``
+that ran), the same per-call records, the same probe ledger and the same compaction events; the
+native prompt-cache model, fed generated calls, gives the rows the Python one gives; and the core is
+chosen in one place, ``COMPACTLAB_CORE``, with a one-line error for a wrong value."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compactlab import ReplayOptions, load_policy, load_transcript, preset_names, replay
+from compactlab.engine import core
+from compactlab.engine.cost.cache_rules import RULES
+from compactlab.engine.cost.pricing import NativePromptCache, PromptCache
+from compactlab.engine.measures import CallAt
+from compactlab.engine.sizing import TokenEstimator
+from compactlab.errors import UsageError
+from helpers import SAMPLES, SHARED
+
+NATIVE = core.native_module()
+needs_native = pytest.mark.skipif(NATIVE is None, reason="the native core is not built in this install (it was "
+                                                         "installed without a Rust toolchain): nothing to compare")
+
+
+class ExactCounter:
+    """Exact token counts (deterministic, not the estimate's): the prefix is then a share by characters."""
+
+    def count(self, messages: list[dict]) -> int:
+        return len(orjson.dumps(messages)) // 3 + 7
+
+
+#: the settings swept on every recording besides the presets' own: each provider's cache rules, the
+#: 1-hour TTL, exact counts
+SWEEP: list[dict] = [{}, {"cache_model": "openai"}, {"cache_model": "deepseek"}, {"cache_model": "gemini"},
+                     {"cache_model": "none"}, {"cache_ttl": "1h"}, {"counter": ExactCounter()}]
+
+
+def _run(monkeypatch, which: str, path: str, preset: str, options: dict):
+    monkeypatch.setenv("COMPACTLAB_CORE", which)
+    run = replay(load_transcript(path), load_policy(preset), ReplayOptions(**options))
+    assert run.summary.core == which
+    return run
+
+
+def differences(monkeypatch, path: str, presets: list[str], sweep: list[dict]) -> list[str]:
+    """Where the two cores' runs of ``path`` differ: a preset and setting, and the first thing."""
+    out = []
+    for preset in presets:
+        for options in sweep:
+            a, b = (_run(monkeypatch, c, path, preset, options) for c in ("python", "native"))
+            sa, sb = (orjson.loads(orjson.dumps(r.summary)) for r in (a, b))
+            sa.pop("core"), sb.pop("core")
+            said = f"{Path(path).name} {preset} {sorted(options)}"
+            if sa != sb:
+                out.append(f"{said}: summary {[k for k in sa if sa[k] != sb.get(k)]}")
+            elif orjson.dumps(a.calls) != orjson.dumps(b.calls):
+                first = next(i for i, (x, y) in enumerate(zip(a.calls, b.calls)) if x != y)
+                out.append(f"{said}: call {first} {a.calls[first]} != {b.calls[first]}")
+            elif a.probe_ledger != b.probe_ledger or a.events != b.events:
+                out.append(f"{said}: probe ledger or events")
+    return out
+
+
+@needs_native
+@pytest.mark.parametrize("sample", ["synth-small", "manual-compact", "huge-batch", "recorded-orphan", "parallel-batch"])
+def test_both_cores_replay_the_samples_alike_under_every_preset(monkeypatch, sample):
+    assert not differences(monkeypatch, str(SAMPLES / f"{sample}.jsonl"), preset_names(), [{}])
+
+
+@needs_native
+def test_both_cores_replay_alike_under_every_cache_rule_ttl_and_exact_counts(monkeypatch):
+    assert not differences(monkeypatch, str(SAMPLES / "synth-medium.jsonl"), ["s08", "none", "claude-code"], SWEEP)
+
+
+def _shared_recordings() -> list[Path]:
+    root = SHARED / "transcripts"
+    return [p for p in sorted(root.rglob("*")) if p.is_file() and p.suffix in (".json", ".jsonl", ".traj")
+            and not p.name.endswith(".truth.json") and "subagents" not in p.parts] if root.is_dir() else []
+
+
+@needs_native
+@pytest.mark.slow
+def test_both_cores_replay_every_shared_recording_alike_under_every_preset_and_setting(monkeypatch, shared_transcripts):
+    from compactlab.errors import CompactlabError
+
+    problems, replayed = [], 0
+    for path in _shared_recordings():
+        try:
+            if not load_transcript(str(path)).call_positions:
+                continue
+        except CompactlabError:  # (not a transcript: a harness's own log, a fixture's truth)
+            continue
+        replayed += 1
+        problems += differences(monkeypatch, str(path), preset_names(), [{}])
+        problems += differences(monkeypatch, str(path), ["s08", "none"], SWEEP[1:])
+    assert replayed >= 10
+    assert not problems, "\n".join(problems[:20])
+
+
+class FakeContext:
+    """What the prompt cache reads of a context: its entries' characters and their sums."""
+
+    class E:
+        __slots__ = ("chars",)
+
+        def __init__(self, chars: int) -> None:
+            self.chars = chars
+
+    def __init__(self, chars: list[int]) -> None:
+        self.entries = [self.E(c) for c in chars]
+        self.chars_sum = sum(chars)
+        self.chars = self.chars_sum + max(len(chars) - 1, 0) + 2
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+@st.composite
+def call_sequences(draw):
+    """Calls as the loop makes them: the context last sent, its reply and the new messages appended,
+    then a layer may change it from some message on (``changed_from``), leaving the messages before."""
+    sent: list[int] = []
+    calls = []
+    for i in range(draw(st.integers(1, 25))):
+        pending = draw(st.lists(st.integers(0, 50_000), min_size=1, max_size=4))
+        context = sent + ([draw(st.integers(0, 3_000))] if i else []) + pending
+        changed = draw(st.one_of(st.none(), st.integers(0, len(context))))
+        if changed is not None:
+            context = context[:changed] + draw(st.lists(st.integers(0, 60_000), max_size=6))
+        changed_from = len(context) if changed is None else min(changed, len(context))
+        tokens = draw(st.integers(0, 400_000))
+        calls.append((context, changed_from, tokens, draw(st.integers(0, 9_000))))
+        sent = context
+    return calls
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(call_sequences(), st.sampled_from(sorted(RULES)), st.booleans(),
+       st.floats(1.0, 6.0, allow_nan=False), st.integers(0, 3_000))
+def test_the_native_prompt_cache_gives_the_python_rows_on_generated_calls(calls, provider, exact, cpt, overhead):
+    estimator = TokenEstimator(cpt, overhead)
+    a, b = PromptCache(estimator, exact=exact), NativePromptCache(estimator, exact=exact)
+    a.rules = b.rules = RULES[provider]
+    for i, (chars, changed_from, tokens, reply) in enumerate(calls):
+        ctx = FakeContext(chars)
+        if exact and ctx.chars == 0:
+            continue
+        at = CallAt(i, i, changed_from, False, tokens, reply)
+        assert a.at_call(at, ctx) == b.at_call(at, ctx), (i, chars, changed_from)
+        assert a.sent_tokens == b.sent_tokens
+    assert a.replies == b.replies and b.rules is RULES[provider]
+
+
+@needs_native
+def test_the_native_prompt_cache_refuses_a_tail_past_what_it_knows():
+    cache = NATIVE.PromptCache(4.0, 0, False, RULES["anthropic"])
+    with pytest.raises(ValueError, match="known messages"):
+        cache.at_call(1, 10, 0, 3, [1])
+
+
+@needs_native
+def test_python_round_and_ceil_are_what_the_native_core_does_at_the_halves():
+    """Ties to even (Python's round) and ceil of an exact quotient: the corners the port must match."""
+    rng = random.Random(59)
+    estimator = TokenEstimator(4.0, 0)
+    for _ in range(200):
+        a, b = PromptCache(estimator, exact=True), NativePromptCache(estimator, exact=True)
+        first = [rng.choice([2, 6, 10, 14])]
+        at = CallAt(0, 0, 1, False, rng.randint(1, 99), 2 * rng.randint(0, 9))  # (a reply of 2k chars: k/2 tokens)
+        assert a.at_call(at, FakeContext(first)) == b.at_call(at, FakeContext(first))
+        second = FakeContext(first + [rng.choice([2, 6, 10])])
+        at = CallAt(1, 1, 2, False, rng.randint(1, 999), 0)
+        assert a.at_call(at, second) == b.at_call(at, second)
+    assert round(2.5) == 2 and math.ceil(8 / 4.0) == 2  # (the Python side of the corners)
+
+
+def test_the_core_is_chosen_by_compactlab_core(monkeypatch):
+    monkeypatch.setenv("COMPACTLAB_CORE", "python")
+    assert core.chosen() == "python"
+    monkeypatch.setenv("COMPACTLAB_CORE", "Rust")
+    with pytest.raises(UsageError, match="not a core"):
+        core.chosen()
+    monkeypatch.delenv("COMPACTLAB_CORE")
+    assert core.chosen() == ("native" if NATIVE is not None else "python")
+
+
+def test_without_a_native_build_python_runs_and_native_is_refused_with_a_hint(monkeypatch, tmp_path):
+    monkeypatch.setattr(core, "native_module", lambda: None)
+    monkeypatch.delenv("COMPACTLAB_CORE", raising=False)
+    assert core.chosen() == "python"
+    assert "no native core built" in core.described()
+    run = replay(load_transcript(str(SAMPLES / "synth-small.jsonl")), load_policy("s08"))
+    assert run.summary.core == "python" and run.summary.cache_read_tokens > 0
+    monkeypatch.setenv("COMPACTLAB_CORE", "native")
+    with pytest.raises(UsageError) as err:
+        core.chosen()
+    assert "not built" in str(err.value) and "Rust toolchain" in (err.value.hint or "")
+
+
+def test_a_wrong_core_is_one_line_and_exit_2_before_any_work(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPACTLAB_CORE", "gpu")
+    out = tmp_path / "out"
+    r = cli("replay", str(SAMPLES / "synth-small.jsonl"), "--out", str(out))
+    assert r.exit_code == 2 and r.stderr.strip() == "error: COMPACTLAB_CORE='gpu': not a core (python or native)"
+    assert not out.exists()
+    r = cli("--version")
+    assert r.exit_code == 0 and "core: none usable" in r.output
+
+
+def test_version_names_the_core(cli, monkeypatch):
+    monkeypatch.setenv("COMPACTLAB_CORE", "python")
+    r = cli("--version")
+    assert r.output.splitlines()[0] == "compactlab, version 0.1.0" and r.output.splitlines()[1].startswith("core: python")
+    if NATIVE is not None:
+        monkeypatch.delenv("COMPACTLAB_CORE")
+        assert cli("--version").output.splitlines()[1].startswith("core: native (Rust: the prompt-cache model")
