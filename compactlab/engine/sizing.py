@@ -6,8 +6,9 @@ incrementally from per-message lengths: ``sum(entry.chars) + commas + brackets``
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import math
-from dataclasses import asdict, dataclass
 
 
 def list_chars(sum_of_items: int, count: int) -> int:
@@ -15,8 +16,7 @@ def list_chars(sum_of_items: int, count: int) -> int:
     return sum_of_items + max(count - 1, 0) + 2
 
 
-@dataclass(frozen=True, slots=True)
-class TokenEstimator:
+class TokenEstimator(NamedTuple):
     """tokens ≈ overhead + ceil(chars / chars_per_token) (the seeds' heuristic is chars/4)."""
 
     chars_per_token: float = 4.0
@@ -26,8 +26,7 @@ class TokenEstimator:
         return self.overhead_tokens + math.ceil(chars / self.chars_per_token)
 
 
-@dataclass(frozen=True)
-class Calibration:
+class Calibration(NamedTuple):
     """The token estimate a run used: fitted to the recorded usage (``source`` "recorded usage",
     with its mean absolute percentage error over the ``calls`` it was fitted on), or the policy's
     own (``source`` "policy": no fit, ``mape`` None)."""
@@ -42,4 +41,4 @@ class Calibration:
         return TokenEstimator(self.chars_per_token, self.overhead_tokens)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return self._asdict()

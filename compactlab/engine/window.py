@@ -13,8 +13,8 @@ its harness would), never the overflow judgement of every run on the same record
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+
+from typing import Any, NamedTuple
 
 from .cost.pricing import prompt_of
 
@@ -25,8 +25,7 @@ CLAUDE_CODE_WINDOW = 200_000
 LONG_CONTEXT_WINDOW = 1_000_000
 
 
-@dataclass(frozen=True)
-class Window:
+class Window(NamedTuple):
     """A recording's context window: its size, where it came from, and the recorded facts beside it
     (the largest prompt the API answered; where the harness compacted, if it did)."""
 

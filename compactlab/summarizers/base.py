@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+
+from typing import NamedTuple, Protocol
 
 import orjson
 
@@ -60,8 +60,7 @@ class SummaryRequest:
         return self._text
 
 
-@dataclass(frozen=True, slots=True)
-class SummaryResult:
+class SummaryResult(NamedTuple):
     """A summary and what it cost in tokens."""
 
     text: str

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import islice
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import InputError
 from .messages import Entry, Message, add_tool_names, make_entry
@@ -139,8 +139,7 @@ class Positions:
         return hash(tuple(self))
 
 
-@dataclass(frozen=True, slots=True)
-class RecordedCompaction:
+class RecordedCompaction(NamedTuple):
     """A compaction the recording already did (e.g. Claude Code's compact_boundary).
 
     ``position`` is the index in ``Transcript.entries`` of the first message after the boundary;

@@ -37,14 +37,13 @@ replayed as recorded where the recording's cache events are (``cost.recorded_bre
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+
+from typing import Any, NamedTuple
 
 from ...plumbing.providers import family_of
 
 
-@dataclass(frozen=True)
-class CacheRules:
+class CacheRules(NamedTuple):
     provider: str
     #: the previous call's reply is part of the cached prefix (else only its prompt)
     reply_cached: bool

@@ -17,10 +17,10 @@ import math
 import os
 import re
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...errors import InputError, UsageError
 from ...plumbing.files import read_regular_text
@@ -31,8 +31,7 @@ DEFAULT_MODEL = "claude-sonnet-4-5"
 AS_OF = datetime(2026, 11, 26, 12, tzinfo=timezone.utc).timestamp()
 
 
-@dataclass(frozen=True)
-class ModelPrices:
+class ModelPrices(NamedTuple):
     """USD per million tokens; ``tiers``: (tokens, prices) where a call whose input tokens are
     over ``tokens`` is billed wholly at ``prices`` (long-context pricing)."""
 
@@ -88,8 +87,7 @@ class ModelPrices:
                 + read * p.cache_read) / MTOK
 
 
-@dataclass(frozen=True)
-class _Period:
+class _Period(NamedTuple):
     since: float  # seconds since the epoch; -inf: always
     row: dict
 
@@ -426,7 +424,7 @@ def _prices_of(values: dict[str, Any], model: str, read: str) -> ModelPrices:
                            cache_write_1h=r["cache_write_1h"] if r["cache_write_1h"] is not None else write,
                            cache_read=r["cache_read"] if r["cache_read"] is not None else base, read=read)
 
-    return replace(prices(None), tiers=tuple((s, prices(s)) for s in starts))
+    return prices(None)._replace(tiers=tuple((s, prices(s)) for s in starts))
 
 
 #: the model whose prices stand in for a model of the same provider that the price data does not
@@ -500,7 +498,7 @@ class PriceTable:
                                cache_read=0.0, read="unpriced", known=False, priced_as="")
         for source in self.sources:
             if (found := source.lookup(stand_in, at)) is not None:
-                return replace(found, model=name, known=False, priced_as=stand_in)
+                return found._replace(model=name, known=False, priced_as=stand_in)
         raise UsageError(f"no prices for {stand_in!r}, the stand-in of {family or 'the default'} models")
 
 

@@ -12,7 +12,7 @@ id to positions, maintained the same way.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+
 from typing import Any, NamedTuple, Protocol
 
 from ..context import Context, find_origin
@@ -38,8 +38,7 @@ MEANING = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Violation:
+class Violation(NamedTuple):
     """One way a context would make the API reject the request (SPEC §6)."""
 
     kind: str
