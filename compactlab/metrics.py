@@ -21,12 +21,11 @@ help, tune's objectives (``test_metrics`` adds one and follows it through).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+
+from typing import Any, Literal, NamedTuple
 
 
-@dataclass(frozen=True)
-class Metric:
+class Metric(NamedTuple):
     name: str  # the key in summaries, results and baselines
     label: str  # in words, for column heads and axes
     unit: Literal["share", "usd", "tokens", "count"]

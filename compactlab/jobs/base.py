@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..corpus.calibration import MIN_CALLS, Calibration, by_default, calibrate as fit_calibration, implausible, short, \
     usable_calls
@@ -69,8 +69,7 @@ class Settings:
         return Reading(self.input_format, self.skip_bad_lines, self.calibrate, self.tokens, dry_run=self.dry_run)
 
 
-@dataclass(frozen=True)  # (compared: a reading started before the policy was built is kept when equal)
-class Reading:
+class Reading(NamedTuple):  # (compared: a reading started before the policy was built is kept when equal)
     """What of the settings decides how a file is read for a replay (a command knows them before it
     has built its policy): the format, bad lines, and whether the file must be had whole (a fit
     required, exact counts) or only if its first lines record usage (calibration by default)."""
@@ -394,8 +393,7 @@ def run_in_parts(files: list[str], policies: list, settings: Settings, notify: N
     return done, list(models), hashes
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """Which sessions a command reads when given none, or given many (#47 §1, §2): ``--since``,
     ``--until`` (``7d``, a date), and, with no path, ``--project`` and ``--harness``."""
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..corpus.calibration import MIN_CALLS, usable_calls
 from ..engine.feeds import Feed, Opening
@@ -47,7 +47,7 @@ class ReplaySettings(Settings):
     @property
     def reading(self) -> Reading:
         """A policy that never acts cannot lose a probe: its replay does not look for them."""
-        return replace(super().reading, probes=self.policy.acts)
+        return super().reading._replace(probes=self.policy.acts)
 
 
 @dataclass(eq=False, repr=False)

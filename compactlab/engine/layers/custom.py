@@ -159,8 +159,7 @@ class StepCrashed(StepError):
     exit_code = 1
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     """A loaded step: its callable, the name it was given by, and its settings' type (None: any)."""
 
     run: Callable[..., Any]

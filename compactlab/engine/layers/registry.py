@@ -10,12 +10,11 @@ the policy's summary table beside it for a layer that ``summarises`` on its own 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True)
-class Layer:
+class Layer(NamedTuple):
     name: str
     run: Callable[..., Any]
     config: type
