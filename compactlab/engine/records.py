@@ -44,7 +44,7 @@ TURN_COUNTERS = [(stat, column) for stat, column, _ in COUNTERS if column]
 RUN_COUNTERS = [(stat, key) for stat, _, key in COUNTERS if key]
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class TurnRecord:
     """One call: the context as sent and what the policy did to it (a row of calls.csv).
 
@@ -89,7 +89,7 @@ TURN_COLUMNS = [f.name for f in fields(TurnRecord)]
 turn_values = attrgetter(*TURN_COLUMNS)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, repr=False)
 class RunSummary(Mapping[str, Any]):
     """A run's totals (summary.json's "summary"): typed fields, read by their keys as the dict
     summary.json holds is (``s["recall"]``, ``s.get``, ``in``), so what reads a summary reads one
@@ -345,7 +345,7 @@ class CompactionEvent:
     lost: list[tuple[str, int]] = field(default_factory=list)  # (string, the call that first needed it)
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Run:
     """The result of one replay: the summary, the per-call records, and extra report data."""
 

@@ -88,7 +88,7 @@ class Reading(NamedTuple):  # (compared: a reading started before the policy was
                        whole_if_usage=self.calibrate is None, probes=self.probes, write_cache=not self.dry_run)
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Outcome:
     """How a job ended, for the command line: the status line said without --quiet, the errors
     always said (stderr), and the exit status."""

@@ -159,7 +159,7 @@ class RecordedCompaction(NamedTuple):
     time: str | None = None
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Transcript:
     """A loaded transcript: its messages as Entries, and what the recording said about them."""
 

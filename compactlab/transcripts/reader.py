@@ -197,7 +197,7 @@ def message_problem(message: dict) -> str | None:
     return problem if isinstance(problem, str) else None
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Head:
     """The first lines of a JSONL file as format detection parsed them, kept for the loader: a
     session file is often only a few times longer than what detection reads, and parsing those
@@ -212,7 +212,7 @@ class Head:
         return [obj for _, _, obj in self.lines if obj is not None]
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class LineReader:
     """Iterates parsed objects of a JSONL file, applying the bad-line policy. With the ``head``
     detection read, its lines are not read or parsed again."""

@@ -347,7 +347,7 @@ def _price(v: Any) -> bool:
 CACHE_FORMAT = 2
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class _Plain:
     prices: Any
     constraint: Any = None
@@ -436,7 +436,7 @@ STAND_INS = {"anthropic": DEFAULT_MODEL, "openai": "gpt-5", "gemini": "gemini-2.
 MEMO_SIZE = 1 << 16
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class PriceTable:
     """Where prices are looked up, first to last (``--prices FILE``, the corrections, genai-prices),
     and the model an unknown one is priced as."""

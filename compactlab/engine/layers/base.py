@@ -49,7 +49,7 @@ class SummarySettings(Protocol):
     def request(self) -> str: ...
 
 
-@dataclass
+@dataclass(repr=False)  # (compared: a layer's output is repeatable, stats and all)
 class LayerStats:
     """What layers did in a call (added up over a run): the counters of ``records.COUNTERS`` (one
     field each, in that order: a test holds them equal), and ``lowest_changed``, the first position

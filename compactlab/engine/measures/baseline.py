@@ -27,7 +27,7 @@ from ...transcripts.model import Transcript
 FREED = make_entry({"role": "user", "content": ""}, -1)
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class RawBaseline:
     """Per call, the uncompacted history: its size, violations and retention references."""
 
