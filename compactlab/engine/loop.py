@@ -17,11 +17,11 @@ recorded.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from operator import attrgetter
 from os import PathLike
 from collections.abc import Callable, Collection
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .context import Context
 from .cost.cache_rules import rules_for
@@ -51,8 +51,7 @@ class TokenCounter(Protocol):
     def count(self, messages: list[dict]) -> int: ...
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
-class ReplayOptions:
+class ReplayOptions(NamedTuple):
     """How a replay runs and what it judges by (every field may be left out).
 
     ``prices`` are a model's, or a price table (default: the built-in one) to look up the model
@@ -85,8 +84,7 @@ class ReplayOptions:
     recall: type[Recall] | None = None
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
-class ReplayOutput:
+class ReplayOutput(NamedTuple):
     """Where a replay writes: with no ``out_dir`` nothing is written; with one, the persisted
     outputs are written into a fresh folder put in its place when the run ends (and removed if it
     fails). ``out``: a prepared output folder the caller owns (commits or rolls back) instead, to
@@ -98,8 +96,8 @@ class ReplayOutput:
     write_transcripts: bool = False
 
 
-_OPTION_FIELDS = frozenset(ReplayOptions.__dataclass_fields__)
-_OUTPUT_FIELDS = frozenset(ReplayOutput.__dataclass_fields__)
+_OPTION_FIELDS = frozenset(ReplayOptions._fields)
+_OUTPUT_FIELDS = frozenset(ReplayOutput._fields)
 
 
 def replay(transcript: Transcript | TranscriptStream | Feed, policy: Policy, options: ReplayOptions = ReplayOptions(),
@@ -194,16 +192,15 @@ def _given(options: ReplayOptions, output: ReplayOutput, given: dict[str, Any]) 
     unknown = sorted(set(given) - _OPTION_FIELDS - _OUTPUT_FIELDS)
     if unknown:
         raise TypeError(f"replay() got an unexpected keyword argument {unknown[0]!r}")
-    return (replace(options, **{k: v for k, v in given.items() if k in _OPTION_FIELDS}),
-            replace(output, **{k: v for k, v in given.items() if k in _OUTPUT_FIELDS}))
+    return (options._replace(**{k: v for k, v in given.items() if k in _OPTION_FIELDS}),
+            output._replace(**{k: v for k, v in given.items() if k in _OUTPUT_FIELDS}))
 
 
 def _no_window(model: str | None) -> tuple[int, str] | None:
     return None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class LoopOptions:
+class LoopOptions(NamedTuple):
     """The run-wide options the loop reads: whose prompt cache (``--cache-model``), its TTL
     (``--cache-ttl``), the window every call is judged on (``--window``), the window a user's
     price table gives a model (``PriceTable.window``), and the calls whose context is kept."""
