@@ -69,14 +69,14 @@ def added_defaults(kind: type) -> dict[str, Any]:
             and (f.default is not MISSING or f.default_factory is not MISSING)}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Section:
     """What every part of a policy shares: unknown keys are errors."""
 
     __pydantic_config__: ClassVar[dict] = {"extra": "forbid"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class LayerConfig(Section):
     """What every layer's table has."""
 

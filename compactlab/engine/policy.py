@@ -43,7 +43,7 @@ __all__ = ["ALIASES", "CHEAP_LAYERS", "SECTIONS", "BudgetConfig", "ManualConfig"
 CHEAP_LAYERS = tuple(name for name, layer in REGISTRY.items() if layer.cheap)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class SizeConfig(Section):
     """How tokens are estimated from compact-JSON characters."""
 

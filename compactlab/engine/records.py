@@ -327,7 +327,7 @@ _SUMMARY_FIELDS = frozenset(SUMMARY_KEYS)
 NUMERIC_SUMMARY_KEYS = [f.name for f in fields(RunSummary) if f.type in ("int", "float", "float | None")]
 
 
-@dataclass
+@dataclass(repr=False)
 class CompactionEvent:
     """A call at which the policy changed the context: which layers acted, what the context was
     before and after them, and the strings the agent later used that this event removed (each with

@@ -23,7 +23,7 @@ __all__ = ["PROMPTS", "SUMMARIZERS", "LiveOptions", "StubSummarizer", "Summarize
 KEY_VARIABLE = "ANTHROPIC_API_KEY"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class LiveOptions:
     """What the live summarizer and token counter need; resolved before any work is done.
 

@@ -102,7 +102,7 @@ class Note(str):
     ``--verbose`` only, where a warning is always said."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Positions:
     """Sorted positions, kept as runs ``(start, stop)``: what a condensation keeps is mostly one or
     two runs, however many messages (20,000 condensations each holding every position it kept

@@ -198,3 +198,29 @@ def test_values_pass_as_data_and_build_what_the_same_set_text_builds():
     as_data = load_policy("s08", [("summary.trigger", 30000), ("micro.keep_recent", 4)])
     as_text = load_policy("s08", ["summary.trigger=30000", "micro.keep_recent=4"])
     assert as_data.fingerprint == as_text.fingerprint and as_data.summary.trigger == 30000
+
+
+def test_every_sections_equality_compares_all_its_keys():
+    """A section's ``__eq__`` is its own dataclass's, over every key: one inherited from its base
+    compares ``enabled`` alone, and two presets that differ would be taken for the same (#60: records
+    that generate no ``__eq__`` must not be the compared ones)."""
+    from dataclasses import fields, replace
+
+    from compactlab.engine.policy import SECTIONS
+
+    for name, kind in SECTIONS.items():
+        assert "__eq__" in vars(kind), f"{name}: {kind.__name__} compares by its base's keys"
+        base, told = kind(), 0
+        for f in fields(kind):
+            value = getattr(base, f.name)
+            other = (not value if isinstance(value, bool) else value + 1 if isinstance(value, (int, float))
+                     else value + "x" if isinstance(value, str) else None)
+            if other is None or f.name == "enabled":
+                continue
+            try:
+                changed = replace(base, **{f.name: other})
+            except ValueError:  # (a cross-key rule of __post_init__)
+                continue
+            assert changed != base, f"{name}.{f.name}: a changed key compares equal"
+            told += 1
+        assert told or not [f for f in fields(kind) if f.name != "enabled"], name

@@ -20,7 +20,7 @@ MAX_PATH = 100  # "tool-results/" + a safe name of at most ~75 chars + ".txt"
 NOTE = "<persisted-output>\nFull output: {path}\nPreview:\n{preview}\n</persisted-output>"
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(frozen=True, slots=True, repr=False)
 class BudgetConfig(LayerConfig):
     """L3 tool_result_budget: persist the largest results of the last message to disk."""
 

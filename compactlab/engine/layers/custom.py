@@ -51,7 +51,7 @@ from .summary import Summarising
 ENTRY_POINTS = "compactlab.layers"
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(frozen=True, slots=True, repr=False)
 class CustomConfig(LayerConfig):
     """Your own step: a Python callable run in order with the built-in layers."""
 

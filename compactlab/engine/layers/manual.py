@@ -19,7 +19,7 @@ from .registry import register
 from .summary import Summarising, compact
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(frozen=True, slots=True, repr=False)
 class ManualConfig(LayerConfig):
     """The model's own compact tool (SPEC §3 step 2)."""
 

@@ -73,7 +73,7 @@ def _kept_by_count(context: Context, config: MicroConfig) -> int:
     return 0
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(frozen=True, slots=True, repr=False)
 class MicroConfig(LayerConfig):
     """L2 micro_compact: replace old tool results with a placeholder."""
 

@@ -17,7 +17,7 @@ from .registry import register
 from .summary import Summarising
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(frozen=True, slots=True, repr=False)
 class ReactiveConfig(LayerConfig):
     """reactive_compact: when the prompt is too long, summary + the last messages."""
 

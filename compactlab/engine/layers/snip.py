@@ -16,7 +16,7 @@ from .base import NOTHING, LayerStats, RunEnv, pair_safe_head, pair_safe_tail
 from .registry import register
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(frozen=True, slots=True, repr=False)
 class SnipConfig(LayerConfig):
     """L1 snip_compact: keep head and tail messages, drop the middle."""
 

@@ -159,7 +159,7 @@ def reasoning_tokens(message: dict) -> int:
                if isinstance(b, dict) and b.get("type") == "thinking" and isinstance(b.get("signature"), str))
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(frozen=True, slots=True, repr=False)
 class SummaryConfig(LayerConfig):
     """L4 compact_history: summarise the whole context when it is over the trigger."""
 
