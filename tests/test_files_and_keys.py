@@ -376,6 +376,9 @@ class _PicklingClient:
     def run(self, fn, *args):
         return {"w": fn(*args)}
 
+    def nthreads(self):
+        return {"w": 1}
+
     def scatter(self, data, broadcast=False):
         self.sent.append(pickle.dumps(data))
         return data

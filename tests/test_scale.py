@@ -198,3 +198,35 @@ def test_the_startup_guard_counts_every_process_or_says_it_cannot(monkeypatch, t
     monkeypatch.setattr(shutil, "which", lambda name: str(fake))
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     assert bench.startup_instructions(["true"], ["true"]) == {"--help": 123, "replay of a small file": 123}
+
+
+def test_a_dask_compare_sends_batches_of_runs_each_transcripts_together():
+    """(#59 §5) A task carries runs: four batches a worker thread (fewer when there are fewer runs),
+    every run in exactly one, a transcript's runs in one batch where the sizes allow."""
+    from compactlab.corpus.compare import BATCHES_PER_THREAD, Job, batches
+
+    policy = load_policy("s08")
+    jobs = [Job(i, t, policy, ()) for i, t in enumerate(t for t in (3, 0, 2, 1, 0, 3, 2, 1) for _ in range(5))]
+    for threads in (1, 2, 3, 64):
+        got = batches(jobs, threads)
+        assert len(got) <= min(len(jobs), threads * BATCHES_PER_THREAD)
+        assert sorted(j.index for b in got for j in b) == list(range(len(jobs)))
+        flat = [j.transcript for b in got for j in b]
+        assert flat == sorted(flat)  # (a transcript's runs consecutive: a worker reads it once)
+    assert len(batches(jobs, 1)) == 4 and batches([], 2) == []
+
+
+def test_a_batch_turns_one_runs_error_into_its_failure_and_runs_the_rest(tmp_path):
+    from compactlab.corpus.compare import FileRef, Job, RunResult, run_batch
+    from compactlab.corpus.pool import Failure
+
+    t = load_transcript(str(SMALL))
+    good = FileRef(str(SMALL), t.format, False, t.content_hash)
+    gone = FileRef(str(tmp_path / "gone.jsonl"), t.format, False, t.content_hash)
+    policy = load_policy("s08")
+    out = run_batch([(Job(0, 0, policy, ()), good, None, None), (Job(1, 1, policy, ()), gone, None, None),
+                     (Job(2, 0, load_policy("none"), ()), good, None, None)], True, False, ("stub", None))
+    assert [i for i, _ in out] == [0, 1, 2]
+    assert isinstance(out[0][1], RunResult) and isinstance(out[2][1], RunResult)
+    assert isinstance(out[1][1], Failure) and "gone.jsonl" in str(out[1][1].error or out[1][1].reason)
+    assert out[0][1].summary["cost_usd"] == replay(t, policy).summary.cost_usd

@@ -397,8 +397,8 @@ def run_jobs(
     grid = GridRun([], [], len(jobs))
     sharing = Sharing()
     try:
-        for t in transcripts:
-            baseline_for(t)  # once, in the parent: every worker inherits it
+        for t in transcripts if address is None else ():
+            baseline_for(t)  # once, in the parent: every worker inherits it (a Dask worker makes its own)
         n_jobs = n_jobs or usable_cores()
         produced = _dask_outcomes(jobs, context, address) if address else _outcomes(jobs, context, n_jobs)
         for index, outcome in produced:
@@ -500,6 +500,35 @@ def run_job_from_file(job: Job, ref: FileRef, *args: Any) -> RunResult:
     return run_job(job, read_on_worker(ref), *args)
 
 
+#: batches a Dask compare sends per worker thread: a task carries runs, not one (a task's cost on a
+#: cluster, its scheduling and its result's trip, is about a run's), and four a thread keep every
+#: thread busy to the end however long the runs (#59 §5)
+BATCHES_PER_THREAD = 4
+
+
+def batches(jobs: list[Job], threads: int) -> list[list[Job]]:
+    """``jobs`` in ``BATCHES_PER_THREAD`` batches per thread (fewer where there are fewer jobs), each a
+    run of consecutive jobs: the runs of one transcript stay together, so a worker reads it once."""
+    if not jobs:
+        return []
+    size = -(-len(jobs) // min(len(jobs), max(1, threads) * BATCHES_PER_THREAD))
+    ordered = sorted(jobs, key=lambda j: (j.transcript, j.index))
+    return [ordered[i:i + size] for i in range(0, len(ordered), size)]
+
+
+def run_batch(batch: list[tuple[Job, Any, Any, Any]], from_file: bool, *args: Any) -> list[tuple[int, RunResult | Failure]]:
+    """A Dask task: each (job, its transcript or ``FileRef``, prices, calibration) run in turn, each
+    run's error its own failure (the batch's other runs go on)."""
+    out: list[tuple[int, RunResult | Failure]] = []
+    for job, transcript, prices, calibration in batch:
+        try:
+            t = read_on_worker(transcript) if from_file else transcript
+            out.append((job.index, run_job(job, t, prices, calibration, *args)))
+        except Exception as exc:
+            out.append((job.index, failure_of(job.index, exc)))
+    return out
+
+
 def _readable(paths: list[str]) -> bool:
     """Whether this process (a Dask worker) can read every one of ``paths``."""
     return all(os.access(p, os.R_OK) for p in paths)
@@ -524,18 +553,19 @@ def _dask_outcomes(jobs: list[Job], context: GridContext, address: str) -> Itera
         # summaries cross the network; else the transcripts are sent to them once
         shared = all(client.run(_readable, [r.path for r in refs]).values())
         sent: list[Any] = refs if shared else client.scatter(c.transcripts, broadcast=True)
-        work = run_job_from_file if shared else run_job
-        futures = {client.submit(work, job, sent[job.transcript], c.prices[job.transcript],
-                                 c.calibrations[job.transcript], c.keep_recorded_compactions, c.summarizer,
-                                 c.cache_ttl, c.cache_model, c.window, pure=False): job.index
-                   for job in jobs}
+        threads = sum(client.nthreads().values()) or 1
+        futures = {client.submit(run_batch, [(job, sent[job.transcript], c.prices[job.transcript],
+                                              c.calibrations[job.transcript]) for job in batch],
+                                 shared, c.keep_recorded_compactions, c.summarizer, c.cache_ttl, c.cache_model,
+                                 c.window, pure=False): batch
+                   for batch in batches(jobs, threads)}
         try:
             for future in dask_completed(futures):
-                index = futures[future]
                 try:
-                    yield index, future.result()
-                except Exception as exc:  # that run's error, or its worker lost for good
-                    yield index, failure_of(index, exc)
+                    yield from future.result()
+                except Exception as exc:  # its worker lost for good: every run of the batch
+                    for job in futures[future]:
+                        yield job.index, failure_of(job.index, exc)
         except BaseException:
             client.cancel(list(futures))
             raise
