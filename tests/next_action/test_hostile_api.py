@@ -153,6 +153,7 @@ def test_the_live_summarizer_meets_the_same_server_with_the_same_client(cli, tmp
     started = time.monotonic()
     try:
         r = cli("replay", SAMPLES / "synth-medium.jsonl", "-p", "s08", "--set", "summary.trigger=4000",
+                "--set", "summary.max_failures=1", "--set", "manual.enabled=false",  # (one failure opens the breaker)
                 "--summarizer", "anthropic", "--format", "json", "-o", tmp_path / "out")
     finally:
         api.release.set()
