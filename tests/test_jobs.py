@@ -49,6 +49,14 @@ def test_compare_files_is_the_whole_of_compare_as_one_call(tmp_path):
     assert shown == [done.comparison] and done.comparison.verdict.reference == "none"
     assert {r.policy for r in done.grid.results} == {"s08", "none"} and len(done.grid.results) == 4
     assert {"results.csv", "results.json", "report.md", "report.html"} <= set(files_under(tmp_path / "cmp"))
+    runs = done.comparison.to_pandas()  # (#60 §1: a pandas user's frame, results.csv's rows)
+    import pandas as pd
+
+    written = pd.read_csv(tmp_path / "cmp" / "results.csv")
+    assert len(runs) == 4 and list(runs.columns) == list(written.columns)
+    assert list(runs["cost_usd"]) == list(written["cost_usd"]) and runs is not done.comparison.df
+    runs.loc[0, "cost_usd"] = -1.0
+    assert done.comparison.df.loc[0, "cost_usd"] != -1.0  # (a copy: the report's frame is not changed)
 
 
 def test_check_files_writes_then_holds_the_runs_to_the_baseline(tmp_path):

@@ -42,6 +42,11 @@ class Comparison:
     verdict: Verdict
     meta: dict[str, Any]
 
+    def to_pandas(self) -> "pd.DataFrame":
+        """The runs as a pandas DataFrame of their own (a copy: one row per transcript × policy ×
+        swept values, results.csv's columns, best first by ``--sort``)."""
+        return self.df.copy()
+
 
 def comparison(results: list["RunResult"], sweep_keys: list[str], sort_key: str, meta: dict[str, Any],
                margin: float | None = None) -> Comparison:
