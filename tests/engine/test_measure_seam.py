@@ -16,17 +16,22 @@ from helpers import asst, results, tool_session, tr, tu, user, write_jsonl
 def _run_capturing(tmp_path, monkeypatch) -> tuple[list, list, object]:
     rows: list = []
     totals: list = []
-    for cls in (M.PromptCache, M.RawSize, M.Violations, M.Retention, M.Recall, M.IntactFirstRecall):
+    from compactlab.engine.cost.pricing import NativePromptCache
+
+    def named(m: object) -> str:  # (the native core's cache is the prompt cache too: the same seam)
+        return "PromptCache" if isinstance(m, NativePromptCache) else type(m).__name__
+
+    for cls in (M.PromptCache, NativePromptCache, M.RawSize, M.Violations, M.Retention, M.Recall, M.IntactFirstRecall):
         at_call, finish = cls.at_call, cls.finish
 
         def wrapped_at(self, at, context, _f=at_call):
             row = _f(self, at, context)
-            rows.append((type(self).__name__, row))
+            rows.append((named(self), row))
             return row
 
         def wrapped_finish(self, _f=finish):
             total = _f(self)
-            totals.append((type(self).__name__, total))
+            totals.append((named(self), total))
             return total
 
         if "at_call" in vars(cls):  # (not a subclass's inherited one: it would be wrapped twice)

@@ -23,10 +23,19 @@ from compactlab.engine.measures import CallAt
 from compactlab.engine.sizing import TokenEstimator
 from compactlab.errors import UsageError
 from helpers import SAMPLES, SHARED
+from strategies import policies, transcripts
 
 NATIVE = core.native_module()
 needs_native = pytest.mark.skipif(NATIVE is None, reason="the native core is not built in this install (it was "
                                                          "installed without a Rust toolchain): nothing to compare")
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_session():
+    """An environment a hypothesis test may change at every example (the function-scoped
+    ``monkeypatch`` is one for all of a test's examples)."""
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
 
 
 class ExactCounter:
@@ -157,6 +166,48 @@ def test_the_native_prompt_cache_gives_the_python_rows_on_generated_calls(calls,
         assert a.at_call(at, ctx) == b.at_call(at, ctx), (i, chars, changed_from)
         assert a.sent_tokens == b.sent_tokens
     assert a.replies == b.replies and b.rules is RULES[provider]
+
+
+@needs_native
+@settings(max_examples=40, deadline=None)
+@given(transcripts(max_turns=30), policies(pair_safe=False), st.sampled_from(sorted(RULES)))
+def test_generated_transcripts_replay_alike_on_both_cores(monkeypatch_session, msgs, policy, provider):
+    """Generated recordings (parallel tool batches, errors, prompts, manual compactions) through
+    random layer settings and each provider's cache rules: the same run on both cores."""
+    from compactlab.transcripts import TranscriptBuilder
+
+    b = TranscriptBuilder("generated.jsonl", "anthropic")
+    for m in msgs:
+        b.add(m)
+    t = b.build()
+    runs = []
+    for which in ("python", "native"):
+        monkeypatch_session.setenv("COMPACTLAB_CORE", which)
+        run = replay(t, policy, ReplayOptions(cache_model=provider))
+        assert run.summary.core == which
+        runs.append(run)
+    a, b2 = runs
+    sa, sb = (orjson.loads(orjson.dumps(r.summary)) for r in runs)
+    sa.pop("core"), sb.pop("core")
+    assert sa == sb and orjson.dumps(a.calls) == orjson.dumps(b2.calls)
+    assert a.probe_ledger == b2.probe_ledger and a.events == b2.events
+
+
+@needs_native
+def test_a_run_on_the_native_core_measures_its_prompt_cache_there(monkeypatch):
+    """The core a summary names is the one that measured: every call of a native run goes through
+    the native cache model, no call of a python run does (a summary that said native while Python
+    measured made every comparison above vacuous once)."""
+    seen: list[int] = []
+    real = NativePromptCache.at_call
+    monkeypatch.setattr(NativePromptCache, "at_call", lambda self, at, ctx: seen.append(at.call) or real(self, at, ctx))
+    t = load_transcript(str(SAMPLES / "synth-small.jsonl"))
+    monkeypatch.setenv("COMPACTLAB_CORE", "native")
+    run = replay(t, load_policy("s08"))
+    assert run.summary.core == "native" and seen == list(range(len(run.calls)))
+    seen.clear()
+    monkeypatch.setenv("COMPACTLAB_CORE", "python")
+    assert replay(t, load_policy("s08")).summary.core == "python" and seen == []
 
 
 @needs_native

@@ -70,11 +70,13 @@ class Measures:
 
 def measures_for(base: RawBaseline, env: Any, *, counter: Any = None, entries: list | None = None,
                  keep_refs: bool = True, recall: type[Recall] | None = None, core: str = "python") -> Measures:
-    # (the prompt cache's reads and writes: exact counts make its prefix a share of them)
     """The measures of a run over ``base`` (its feed's raw baseline): ``env`` is the run's
-    ``RunEnv``; ``counter`` exact token counts over ``entries``; ``keep_refs`` False lets a stream's
-    references go as they are used; ``recall`` another implementation than ``RECALL`` (a test's)."""
-    return Measures(PromptCache(env.estimator, exact=counter is not None),
+    ``RunEnv``; ``counter`` exact token counts over ``entries`` (the prompt cache's prefix is then a
+    share of them); ``keep_refs`` False lets a stream's references go as they are used; ``recall``
+    another implementation than ``RECALL`` (a test's); ``core`` the core that runs the measures it
+    has (``engine/core.py``: ``native``, the prompt cache in Rust)."""
+    cache = NativePromptCache if core == "native" else PromptCache
+    return Measures(cache(env.estimator, exact=counter is not None),
                     RawSize(base, env.estimator, counter, entries), Violations(base),
                     Retention(base.refs, keep_refs), (recall or RECALL)(base.probes, env, base.probes_indexed))
 
