@@ -101,7 +101,8 @@ class NativePromptCache:
 
     @property
     def rules(self) -> CacheRules:
-        return self._core.rules  # type: ignore[no-any-return]
+        rules: CacheRules = self._core.rules  # (the CacheRules last set, given back as set)
+        return rules
 
     @rules.setter
     def rules(self, rules: CacheRules) -> None:
@@ -109,11 +110,11 @@ class NativePromptCache:
 
     @property
     def sent_tokens(self) -> int:
-        return self._core.sent_tokens  # type: ignore[no-any-return]
+        return int(self._core.sent_tokens)
 
     @property
     def replies(self) -> list[int]:
-        return self._core.replies  # type: ignore[no-any-return]
+        return list(self._core.replies)
 
     def at_call(self, at: Any, context: Any) -> CacheRow:
         core = self._core
