@@ -272,7 +272,7 @@ def markdown(c: Comparison, charts: dict[str, str]) -> str:
     if meta.get("windows"):
         lines += ["", md_cell(_windows_line(meta["windows"]))]
     lines += ["", f"Prices: {md_cell(meta.get('prices_read', ''))} ({md_cell(', '.join(meta.get('price_models', [])))}). "
-                  f"Generated {meta.get('date', '')}.", ""]
+                  f"Generated {meta.get('date', '')}.{_cores(meta)}", ""]
     if meta.get("next_action"):
         from .next_action_report import md_section
 
@@ -359,7 +359,7 @@ def html_parts(c: Comparison, svgs: dict[str, str], results: list["RunResult"] |
 <p>Cost is the headline: input tokens billed with prompt caching (for Anthropic models cache reads at 0.1×,
 writes at 1.25× or, for 1-hour writes, 2× input; each call at its model's and date's prices),
 plus the summarizer's own calls. Prices: table read {e(visible(meta['prices_read']))}, models {e(visible(', '.join(meta['price_models'])))}.
-Generated {e(meta['date'])}. Rows in red cost more than no compaction.</p>
+Generated {e(meta['date'])}.{e(_cores(meta))} Rows in red cost more than no compaction.</p>
 {f"<p class='note'><b>Interrupted: {e(meta['interrupted'])} finished; only those are here.</b></p>" if meta.get("interrupted") else ""}
 {failed}
 {start}<table><tr>{head}</tr>"""
@@ -561,6 +561,12 @@ def report_files(c: Comparison, results: list["RunResult"], charts: str = "auto"
     files["report.md"] = markdown(c, drawn).encode("utf-8")
     files["report.html"] = [part.encode("utf-8") for part in html_parts(c, svgs, results)]
     return files
+
+
+def _cores(meta: dict[str, Any]) -> str:
+    """Which core replayed the runs (``engine/core.py``), for the reports' provenance line."""
+    cores = meta.get("cores") or []
+    return f" Replayed on the {' and '.join(cores)} core{'s' if len(cores) > 1 else ''}." if cores else ""
 
 
 def report_meta(prices_read: str, price_models: list[str]) -> dict[str, Any]:
