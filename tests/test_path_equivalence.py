@@ -200,7 +200,7 @@ def _all_paths(paths: Paths, recording: str, dask: bool = False) -> list[str]:
 
 def _on_dask(paths: Paths, recording: str) -> Figures:
     distributed = pytest.importorskip("distributed", reason="dask is an optional extra")
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as c:
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as c:
         return paths.compare(recording, "2", "--executor", f"dask://{c.scheduler_address}")
 
 

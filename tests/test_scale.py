@@ -40,7 +40,7 @@ def test_compare_on_a_dask_cluster_gives_the_local_numbers(cli):
     args = [SMALL, SAMPLES / "manual-compact.jsonl", "-p", "s08", "-p", "s20", "--sweep", "summary.trigger=20000,50000",
             "--dry-run", "--format", "json"]
     local = json.loads(cli("compare", *args, "--jobs", "1").stdout)["runs"]
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
         r = cli("compare", *args, "--executor", f"dask://{cluster.scheduler_address}")
     assert r.exit_code == 0, r.stderr
     remote = json.loads(r.stdout)["runs"]
@@ -56,7 +56,7 @@ def test_dask_workers_read_the_files_themselves_where_they_can(cli, monkeypatch)
     args = [SMALL, "-p", "s08", "--dry-run", "--format", "json"]
     local = json.loads(cli("compare", *args, "--jobs", "1").stdout)["runs"]
     compare._READ.clear()
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
         r = cli("compare", *args, "--executor", f"dask://{cluster.scheduler_address}")
         assert r.exit_code == 0 and json.loads(r.stdout)["runs"] == local
         assert [path for path, _ in compare._READ] == [str(SMALL)]  # read by the worker (in this process here)
@@ -165,7 +165,7 @@ def test_dask_workers_in_their_own_processes_read_the_files_and_name_one_they_ca
 
     args = [SMALL, SAMPLES / "manual-compact.jsonl", "-p", "s08", "--dry-run", "--format", "json"]
     local = json.loads(cli("compare", *args, "--jobs", "1").stdout)["runs"]
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
         r = cli("compare", *args, "--executor", f"dask://{cluster.scheduler_address}")
         assert r.exit_code == 0, r.stderr
         assert json.loads(r.stdout)["runs"] == local

@@ -114,7 +114,7 @@ def test_a_candidate_that_breaks_tool_pairs_never_joins_the_front(cli, tmp_path)
 def test_a_tune_on_a_dask_cluster_finds_the_local_front(cli, tmp_path):
     distributed = pytest.importorskip("distributed", reason="dask is an optional extra")
     assert tune(cli, tmp_path / "local", trials=3).exit_code == 0
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
         r = tune(cli, tmp_path / "dask", "--executor", f"dask://{cluster.scheduler_address}", trials=3)
     assert r.exit_code == 0, r.stderr
     assert (tmp_path / "dask" / "front.csv").read_text() == (tmp_path / "local" / "front.csv").read_text()

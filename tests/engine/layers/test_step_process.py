@@ -142,7 +142,7 @@ def test_your_own_steps_run_on_a_dask_cluster_as_locally(cli, tmp_path):
     args = [MEDIUM, SMALL, SAMPLES / "huge-batch.jsonl", "-p", "py:custom_steps:keep_ends", "-p",
             f"cmd:{PY} {shlex.quote(str(REFERENCE))}", "--dry-run", "--format", "json"]
     local = json.loads(cli("compare", *args, "--jobs", "1").stdout)["runs"]
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster:
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as cluster:
         r = cli("compare", *args, "--executor", f"dask://{cluster.scheduler_address}")
     assert r.exit_code == 0, r.stderr
     remote = json.loads(r.stdout)["runs"]
