@@ -475,6 +475,9 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
 
     print(f"compactlab bench: {calls:,} calls ({size / 1e6:.1f} MB), {2 * calls:,} calls, and {big_size / 1e6:.0f} MB; "
           f"medians of {rounds} interleaved rounds; {usable_cores()} usable cores", file=out)
+    from .engine.core import described
+
+    print(described(), file=out)  # (the core the replays ran on: COMPACTLAB_CORE, else native where built)
     print(f"\n{'command':44} {'wall s':>8} {'cpu s':>8} {'peak MB':>8} {'main MB':>8}", file=out)
     for m in [*by.values(), *([reference] if reference else [])]:
         print(f"{m.name:44} {m.wall:8.3f} {m.cpu:8.3f} {statistics.median(m.rss) / 1e6:8.0f} "

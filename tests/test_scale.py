@@ -100,6 +100,7 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     # 30 calls: the targets are set for 5,000 and not judged (#31: no "MISSED" against them)
     assert "not judged" in r.stdout and "MISSED" not in r.stdout and " ok" not in r.stdout
+    assert r.stdout.splitlines()[1].startswith("core: ")  # (#59: which core the replays ran on)
     made = sorted((tmp_path / "inputs" / "trajectories").iterdir())  # each of other bytes than the rest
     assert len(made) == 3 and len({p.read_bytes() for p in made}) == 3
     for figure in ("replay -p s08 / floor (CPU)", "replay large window / floor (CPU)",
