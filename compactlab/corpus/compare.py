@@ -397,8 +397,8 @@ def run_jobs(
     grid = GridRun([], [], len(jobs))
     sharing = Sharing()
     try:
-        for t in transcripts if address is None else ():
-            baseline_for(t)  # once, in the parent: every worker inherits it (a Dask worker makes its own)
+        for t in transcripts:
+            baseline_for(t)  # once, in the parent: every worker inherits it
         n_jobs = n_jobs or usable_cores()
         produced = _dask_outcomes(jobs, context, address) if address else _outcomes(jobs, context, n_jobs)
         for index, outcome in produced:
@@ -522,8 +522,8 @@ def run_batch(batch: list[tuple[Job, Any, Any, Any]], from_file: bool, *args: An
     out: list[tuple[int, RunResult | Failure]] = []
     for job, transcript, prices, calibration in batch:
         try:
-            t = read_on_worker(transcript) if from_file else transcript
-            out.append((job.index, run_job(job, t, prices, calibration, *args)))
+            work = run_job_from_file if from_file else run_job
+            out.append((job.index, work(job, transcript, prices, calibration, *args)))
         except Exception as exc:
             out.append((job.index, failure_of(job.index, exc)))
     return out
