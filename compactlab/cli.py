@@ -391,7 +391,7 @@ def subagents_option(f: Callable) -> Callable:
 @click.option("--keep-recorded-compactions", is_flag=True,
               help="Replay the compactions the recording did (Claude Code compact boundaries).")
 @calibrate_option
-@click.option("--chart", is_flag=True, help="Also draw the tokens-per-call chart (chart.png) in the output folder.")
+@click.option("--chart", is_flag=True, help="Also draw the tokens-per-call chart (chart.svg) in the output folder.")
 @cost_options
 @input_options
 @subagents_option
@@ -591,7 +591,7 @@ def compare(transcripts: tuple[str, ...], **options: Any) -> None:
               default=os.path.join("reports", "tune"), show_default=True,
               help="Folder for study.journal (Optuna's journal storage), front.csv, front.json, policies/, charts/.")
 @click.option("--resume", is_flag=True, help="Continue the study in --out up to --trials.")
-@click.option("--chart/--no-chart", default=True, show_default=True, help="Draw charts/tune.png.")
+@click.option("--chart/--no-chart", default=True, show_default=True, help="Draw charts/tune.svg.")
 @click.option("--force", is_flag=True, help="Start anew where --out holds a study (it is deleted).")
 @format_option("tune_report", "table")
 @calibrate_option

@@ -314,12 +314,12 @@ def test_a_link_planted_where_a_front_file_goes_is_replaced_not_followed(tmp_pat
     from compactlab.plumbing.outputs import write_in_folder
 
     (tmp_path / "out" / "charts").mkdir(parents=True)
-    victim = tmp_path / "precious.png"
+    victim = tmp_path / "precious.svg"
     victim.write_bytes(b"keep")
-    (tmp_path / "out" / "charts" / "tune.png").symlink_to(victim)
-    write_in_folder(tmp_path / "out", "charts/tune.png", b"png")
-    assert victim.read_bytes() == b"keep" and not (tmp_path / "out" / "charts" / "tune.png").is_symlink()
-    assert (tmp_path / "out" / "charts" / "tune.png").read_bytes() == b"png"
+    (tmp_path / "out" / "charts" / "tune.svg").symlink_to(victim)
+    write_in_folder(tmp_path / "out", "charts/tune.svg", b"png")
+    assert victim.read_bytes() == b"keep" and not (tmp_path / "out" / "charts" / "tune.svg").is_symlink()
+    assert (tmp_path / "out" / "charts" / "tune.svg").read_bytes() == b"png"
 
 
 def test_a_forged_trial_outside_the_space_never_becomes_a_front_policy(cli, tmp_path):

@@ -1,6 +1,6 @@
 """What a transcript may print, and where (issue 15 §5): control characters are shown, never
-obeyed; CSV cells are never formulas; Markdown tables and JUnit XML stay well formed; a `$` in a
-name is text to matplotlib, and a chart that fails never costs the runs."""
+obeyed; CSV cells are never formulas; Markdown tables, JUnit XML and the SVG charts stay well formed; a `$` in a
+name is text in a chart, and a chart that fails never costs the runs."""
 
 from __future__ import annotations
 
@@ -101,9 +101,9 @@ def test_dollars_in_names_are_text_to_the_charts(cli, tmp_path):
     r = cli("compare", t, "-p", "none", "-p", "s08", "--out", out, "-q")
     assert r.exit_code == 0, r.stderr
     assert "could not be drawn" not in (out / "report.md").read_text()
-    assert (out / "charts" / "pareto.png").stat().st_size > 1000
+    assert (out / "charts" / "pareto.svg").stat().st_size > 1000
     r = cli("replay", t, "--chart", "--out", tmp_path / "one", "-q")
-    assert r.exit_code == 0 and r.stderr == "" and (tmp_path / "one" / "chart.png").exists()
+    assert r.exit_code == 0 and r.stderr == "" and (tmp_path / "one" / "chart.svg").exists()
 
 
 def test_a_chart_that_fails_never_costs_the_runs(cli, tmp_path, monkeypatch):
@@ -119,9 +119,9 @@ def test_a_chart_that_fails_never_costs_the_runs(cli, tmp_path, monkeypatch):
     assert len((out / "results.csv").read_text().splitlines()) == 3
     md = (out / "report.md").read_text()
     assert "Charts could not be drawn: tokens per call: synth-small.jsonl: ValueError: no fonts today" in md
-    assert "charts/pareto.png" in md  # the charts that could be drawn are there
+    assert "charts/pareto.svg" in md  # the charts that could be drawn are there
     r = cli("replay", SAMPLES / "synth-small.jsonl", "--chart", "--out", tmp_path / "one", "-q")
-    assert r.exit_code == 0 and "chart.png not drawn: ValueError: no fonts today" in r.stderr
+    assert r.exit_code == 0 and "chart.svg not drawn: ValueError: no fonts today" in r.stderr
     assert orjson.loads((tmp_path / "one" / "summary.json").read_bytes())["summary"]["calls"] > 0
 
 

@@ -18,7 +18,7 @@ def test_replay_files_owns_the_output_folder_from_start_to_end(tmp_path):
     assert done.folder == str(tmp_path / "out") and done.total == 2
     written = files_under(tmp_path / "out")
     for name in ("synth-small-s08", "manual-compact-s08"):
-        assert {f"{name}/summary.json", f"{name}/calls.csv", f"{name}/chart.png"} <= set(written)
+        assert {f"{name}/summary.json", f"{name}/calls.csv", f"{name}/chart.svg"} <= set(written)
         doc = orjson.loads(written[f"{name}/summary.json"])
         assert doc["summary"]["policy"] == "s08"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # nothing staged left beside it

@@ -22,7 +22,7 @@ def test_a_set_variant_gets_its_own_folder_and_a_rerun_replaces_the_earlier_run_
     t = write_jsonl(tmp_path / "t.jsonl", tool_session(12, size=250_000))  # each result over the budget
     assert cli("replay", t, "--chart", "-q").exit_code == 0
     plain = tmp_path / "reports" / "t-s08"
-    assert {"chart.png", "summary.json", "calls.csv"} <= set(files_under(plain))
+    assert {"chart.svg", "summary.json", "calls.csv"} <= set(files_under(plain))
     assert any(n.startswith("tool-results/") for n in files_under(plain))
     r = cli("replay", t, "--set", "summary.trigger=20000", "--set", "budget.enabled=false", "-q")
     assert r.exit_code == 0
@@ -57,9 +57,9 @@ def test_a_folder_the_user_made_is_refused_unless_forced(cli, tmp_path):
 def test_a_compare_rerun_replaces_its_folder_whole(cli, tmp_path):
     out = tmp_path / "cmp"
     assert cli("compare", SMALL, SAMPLES / "synth-medium.jsonl", "-p", "s08", "--out", out, "-q").exit_code == 0
-    assert (out / "charts" / "tokens-synth-medium.png").exists()
+    assert (out / "charts" / "tokens-synth-medium.svg").exists()
     assert cli("compare", SMALL, "-p", "s08", "--out", out, "-q").exit_code == 0
-    assert not (out / "charts" / "tokens-synth-medium.png").exists()  # not a stale chart of the earlier run
+    assert not (out / "charts" / "tokens-synth-medium.svg").exists()  # not a stale chart of the earlier run
 
 
 # -- §3 baselines are never lost ---------------------------------------------------------------

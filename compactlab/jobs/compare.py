@@ -179,7 +179,7 @@ def _reports(result: Comparison, done: GridRun, planned: Any, reporting: Reporti
             return files, stop, "asking for next actions"
     try:
         with progress("charts and reports", len(chart_plan(result, done.results, reporting.charts))) as advance:
-            files.update(report_files(result, done.results, reporting.charts, settings.jobs, advance))
+            files.update(report_files(result, done.results, reporting.charts, advance))
     except KeyboardInterrupt as stop:
         return files, stop, "drawing"
     return files, None, ""

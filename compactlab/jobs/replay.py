@@ -208,7 +208,7 @@ def _replay_one(feed: Feed, s: ReplaySettings, out: OutputDir, notify: Notify, p
                + f": {run.failed_summaries[0]['error']}", False)
     write_files(run, out)
     if s.chart and (unchartable := write_chart(run, s.policy, out)):
-        notify(f"warning: {feed.path}: chart.png not drawn: {unchartable}", True)
+        notify(f"warning: {feed.path}: chart.svg not drawn: {unchartable}", True)
     return run
 
 

@@ -1,11 +1,9 @@
 """compare's reports: a Comparison (a pandas DataFrame, one row per transcript x policy x swept
 values, and the verdict across the transcripts) and its writers: the stdout table, results.csv,
-results.json, report.md and a self-contained report.html with the charts (SVG inline, PNG files
+results.json, report.md and a self-contained report.html with the charts (SVG inline, SVG files
 beside it). The verdict and its recommendation lead every one of them."""
 
 from __future__ import annotations
-
-from ..plumbing.process import usable_cores
 
 import html
 import os
@@ -288,7 +286,8 @@ def markdown(c: Comparison, charts: dict[str, str]) -> str:
     lines += ["| " + " | ".join(md_cell(x) for x in cells) + " |" for _, cells in run_rows(c)]
     if meta.get("chart_error"):
         lines += ["", f"Charts could not be drawn: {md_text(meta['chart_error'])}"]
-    lines += ["", "## Charts", ""] + [f"![{md_cell(name).replace(']', '')}]({path})" for name, path in charts.items()]
+    if charts:  # (--charts none: no heading over nothing)
+        lines += ["", "## Charts", ""] + [f"![{md_cell(name).replace(']', '')}]({path})" for name, path in charts.items()]
     said, every = dearer(costs_more(df), sweep_keys)
     if said:  # after the charts: the verdict and the pictures come first
         lines += ["", "## Costs more than no compaction", ""] + [f"- {md_text(x)}" for x in said]
@@ -364,7 +363,7 @@ Generated {e(meta['date'])}.{e(_cores(meta))} Rows in red cost more than no comp
 {failed}
 {start}<table><tr>{head}</tr>"""
     bottom = f"""</table>{end}
-<h2>Charts</h2>{figures}
+{"<h2>Charts</h2>" + figures if figures else ""}
 {f'<h2>Costs more than no compaction</h2><ul class="note">{notes}</ul>' if notes else ''}
 </body></html>
 """
@@ -407,7 +406,7 @@ CHART_MODES = ("auto", "all", "summary", "none")
 
 @dataclass
 class ChartJob:
-    """One chart to draw: its caption, its PNG file under --out, and what draws it."""
+    """One chart to draw: its caption, its SVG file under --out, and what draws it."""
 
     name: str
     file: str
@@ -444,7 +443,7 @@ def chart_plan(c: Comparison, results: list["RunResult"], mode: str = "auto") ->
         while stem in used:
             stem += "_"
         used.add(stem)
-        plan.append(ChartJob(f"tokens per call: {Path(path).name}", f"charts/tokens-{stem}.png", "tokens",
+        plan.append(ChartJob(f"tokens per call: {Path(path).name}", f"charts/tokens-{stem}.svg", "tokens",
                              (Path(path).name, runs[0].raw_tokens, _token_series(runs, units), palette)))
     return plan
 
@@ -460,16 +459,16 @@ def _corpus_charts(c: Comparison, palette: Any) -> list[ChartJob]:
     overall_saving = {e.label: e.cost_saving for e in v.entries}
     metric = "recall" if any(e.probes for e in v.entries) else "retention"
     if v.no_references and metric == "retention":
-        return [ChartJob("cost saving per transcript", "charts/savings.png", "savings",
+        return [ChartJob("cost saving per transcript", "charts/savings.svg", "savings",
                          (savings, overall_saving, palette,
                           "no transcript refers back to a tool result: retention is 1.0 everywhere"))]
     points = [(lab, float(r), float(sv)) for lab, r, sv in zip(run_label, df[metric], df["cost_saving"])]
     overall = [(e.label, getattr(e, metric), e.cost_saving) for e in v.entries]
     floor = v.recall_floor if metric == "recall" else v.retention_floor
-    plan = [ChartJob(f"cost saving against {metric}", "charts/pareto.png", "pareto",
+    plan = [ChartJob(f"cost saving against {metric}", "charts/pareto.svg", "pareto",
                      (points, overall, palette, metric, floor))]
     if df["transcript"].nunique() > 1:
-        plan.append(ChartJob("cost saving per transcript", "charts/savings.png", "savings",
+        plan.append(ChartJob("cost saving per transcript", "charts/savings.svg", "savings",
                              (savings, overall_saving, palette, "")))
     return plan
 
@@ -489,7 +488,7 @@ def _token_series(runs: list, units: dict) -> list[dict[str, Any]]:
     return series
 
 
-def _draw(job: ChartJob) -> tuple[str, bytes]:
+def _draw(job: ChartJob) -> str:
     from . import charts
 
     if job.kind == "tokens":
@@ -499,48 +498,25 @@ def _draw(job: ChartJob) -> tuple[str, bytes]:
     return charts.savings_chart(*job.args)
 
 
-def draw_charts(plan: list[ChartJob], jobs: int | None = None,
-                on_chart: Callable[[Any], None] | None = None) -> tuple[dict[str, str], dict[str, bytes], dict[str, str], str | None]:
-    """Draw the charts, in parallel worker processes where there are several: (svg by caption,
-    PNG bytes by file, file by caption, the first chart's failure or None). A chart that fails is
-    left out: it is never worth the results."""
-    from ..corpus.pool import Pool, can_fork, failure_of
-
+def draw_charts(plan: list[ChartJob],
+                on_chart: Callable[[Any], None] | None = None) -> tuple[dict[str, str], dict[str, str], str | None]:
+    """Draw the charts, one after the other (a few milliseconds each): (SVG by caption, file by
+    caption, the first chart's failure or None). A chart that fails is left out: it is never
+    worth the results."""
     svgs: dict[str, str] = {}
-    pngs: dict[str, bytes] = {}
     files: dict[str, str] = {}
     error: str | None = None
-    n = min(jobs or usable_cores(), len(plan))
-    if n > 1 and can_fork():
-        from . import charts
-
-        charts.prepare()  # (imported once, here: every worker inherits it)
-        with Pool(plan, _draw, n) as pool:
-            outcomes = dict(_advancing(pool.outcomes(), on_chart))
-    else:
-        outcomes = {}
-        for i, job in enumerate(plan):
-            try:
-                outcomes[i] = _draw(job)
-            except Exception as exc:  # noqa: BLE001
-                outcomes[i] = failure_of(i, exc)
-            if on_chart:
-                on_chart(job)
-    for i, job in enumerate(plan):
-        got = outcomes.get(i)
-        if isinstance(got, tuple):
-            svgs[job.name], pngs[job.file] = got
+    for job in plan:
+        try:
+            svgs[job.name] = _draw(job)
             files[job.name] = job.file
-        elif error is None:
-            error = f"{job.name}: {getattr(got, 'reason', 'not drawn').removeprefix('internal error: ')}"
-    return svgs, pngs, files, error
-
-
-def _advancing(outcomes: Any, on_chart: Callable[[Any], None] | None) -> Any:
-    for index, outcome in outcomes:
+        except Exception as exc:  # noqa: BLE001
+            if error is None:
+                reason = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+                error = f"{job.name}: {reason}"
         if on_chart:
-            on_chart(index)
-        yield index, outcome
+            on_chart(job)
+    return svgs, files, error
 
 
 def results_files(c: Comparison) -> dict[str, Content]:
@@ -549,15 +525,17 @@ def results_files(c: Comparison) -> dict[str, Content]:
     return {"results.csv": safe_csv(c.df).encode("utf-8"), "results.json": [*results_json_parts(c, indent=True), b"\n"]}
 
 
-def report_files(c: Comparison, results: list["RunResult"], charts: str = "auto", jobs: int | None = None,
+def report_files(c: Comparison, results: list["RunResult"], charts: str = "auto",
                  on_chart: Callable[[Any], None] | None = None) -> dict[str, Content]:
-    """The charts (PNG), report.md and report.html. Charts that fail to draw are reported in the
-    reports (``meta["chart_error"]``)."""
-    svgs, pngs, drawn, error = draw_charts(chart_plan(c, results, charts), jobs, on_chart)
+    """The charts (SVG files), report.md and report.html. Charts that fail to draw are reported in
+    the reports (``meta["chart_error"]``)."""
+    from .charts import file_bytes
+
+    svgs, drawn, error = draw_charts(chart_plan(c, results, charts), on_chart)
     if error:
         c.meta["chart_error"] = error
     c.meta["charts"] = charts
-    files: dict[str, Content] = dict(pngs)
+    files: dict[str, Content] = {drawn[name]: file_bytes(svg) for name, svg in svgs.items()}
     files["report.md"] = markdown(c, drawn).encode("utf-8")
     files["report.html"] = [part.encode("utf-8") for part in html_parts(c, svgs, results)]
     return files

@@ -361,7 +361,7 @@ def write_runs(runs: list[Run], fmt: str, out: TextIO) -> None:
 
 
 def write_chart(run: Run, policy: "Policy", out: OutputDir) -> str | None:
-    """chart.png: tokens per call against the raw baseline (matplotlib, only when asked). A chart
+    """chart.svg: tokens per call against the raw baseline (only when asked). A chart
     that cannot be drawn is not worth the run: why it failed is returned instead."""
     if out.dry_run:
         return None
@@ -373,7 +373,7 @@ def write_chart(run: Run, policy: "Policy", out: OutputDir) -> str | None:
 
 
 def _draw_chart(run: Run, policy: "Policy", out: OutputDir) -> None:
-    from .charts import tokens_chart
+    from .charts import file_bytes, tokens_chart
 
     events = {kind: [c.call for c in run.calls if getattr(c, attr)]
               for kind, attr in (("summary", "summarized"), ("reactive", "reactive"), ("manual", "manual"))}
@@ -384,10 +384,10 @@ def _draw_chart(run: Run, policy: "Policy", out: OutputDir) -> None:
         levels["summary trigger"] = float(s.trigger if s.unit == "tokens"
                                           else size["overhead_tokens"] + s.trigger / size["chars_per_token"])
     events = {kind: calls for kind, calls in events.items() if calls}  # only the markers that occurred
-    _, png = tokens_chart(f"{os.path.basename(title_of(run.summary.transcript))} × {run.summary.policy}", [c.raw_tokens for c in run.calls],
+    svg = tokens_chart(f"{os.path.basename(title_of(run.summary.transcript))} × {run.summary.policy}", [c.raw_tokens for c in run.calls],
                           [{"label": run.summary.policy, "tokens": [c.tokens for c in run.calls], "events": events,
                             "levels": levels}])
-    out.write_bytes("chart.png", png)
+    out.write_bytes("chart.svg", file_bytes(svg))
 
 
 def _recall(s: RunSummary) -> str:

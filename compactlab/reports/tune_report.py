@@ -43,7 +43,7 @@ def front_policy(result: TuneResult, i: int) -> str:
 
 
 def write_files(result: TuneResult, out_dir: str, chart: bool = True) -> list[str]:
-    """front.csv, front.json, policies/front-NN.toml and charts/tune.png in ``out_dir``, never
+    """front.csv, front.json, policies/front-NN.toml and charts/tune.svg in ``out_dir``, never
     through a symbolic link planted in it."""
     rows = result.front_rows()
     heads = list(rows[0]) if rows else ["point", "trial", *[p.key for p in result.params],
@@ -67,16 +67,16 @@ def write_files(result: TuneResult, out_dir: str, chart: bool = True) -> list[st
     if result.front:
         written.append(f"policies/front-01..{len(result.front):02d}.toml")
     if chart:
-        from .charts import tune_chart
+        from .charts import file_bytes, tune_chart
 
         y = result.objectives[0]
         x = result.objectives[1] if len(result.objectives) > 1 else ("recall" if y != "recall" else "cost")
-        _, png = tune_chart([(p.scores[x], p.scores[y], p.feasible) for p in result.points],
+        svg = tune_chart([(p.scores[x], p.scores[y], p.feasible) for p in result.points],
                             [(p.scores[x], p.scores[y]) for p in result.front],
                             (result.base_point.scores[x], result.base_point.scores[y]), AXES[x], AXES[y],
                             f"tune of {result.base}: {len(result.points)} trials, the front and the base policy")
-        write_in_folder(out_dir, "charts/tune.png", png)
-        written.append("charts/tune.png")
+        write_in_folder(out_dir, "charts/tune.svg", file_bytes(svg))
+        written.append("charts/tune.svg")
     return written
 
 

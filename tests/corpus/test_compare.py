@@ -27,7 +27,7 @@ def test_compare_writes_every_row_and_report(cli, tmp_path):
     rows = json.loads((out / "results.json").read_text())["runs"]
     assert len(rows) == 14 and rows[0]["cost_saving"] >= rows[-1]["cost_saving"]  # sorted by cost saving
     html = (out / "report.html").read_text()
-    assert html.count("<svg") == 4  # two transcripts' token charts, the Pareto chart and the savings per transcript
+    assert html.count("<svg xmlns") == 4  # two transcripts' token charts, the Pareto chart and the savings per transcript
     # opens offline: nothing is loaded from anywhere (XML namespace URIs are names, not fetches)
     import re
 
@@ -35,7 +35,10 @@ def test_compare_writes_every_row_and_report(cli, tmp_path):
         assert banned not in html
     assert not re.search(r"""(src|href)\s*=\s*["'](https?:)?//""", html)
     assert not re.search(r"url\(\s*['\"]?https?:", html)
-    assert (out / "charts" / "pareto.png").read_bytes()[:4] == b"\x89PNG"
+    from xml.etree import ElementTree
+
+    pareto = (out / "charts" / "pareto.svg").read_bytes()
+    assert pareto.startswith(b"<?xml") and ElementTree.fromstring(pareto).tag == "{http://www.w3.org/2000/svg}svg"
     assert (out / "report.md").read_text().count("charts/") == 4
 
 
@@ -70,9 +73,9 @@ def test_unknown_price_model_warns(cli):
 
 def test_replay_chart_is_opt_in(cli, tmp_path):
     cli("replay", T1, "--out", tmp_path / "a")
-    assert not (tmp_path / "a" / "chart.png").exists()
+    assert not (tmp_path / "a" / "chart.svg").exists()
     cli("replay", T1, "--out", tmp_path / "b", "--chart")
-    assert (tmp_path / "b" / "chart.png").read_bytes()[:4] == b"\x89PNG"
+    assert b"<svg xmlns" in (tmp_path / "b" / "chart.svg").read_bytes()
 
 
 def test_a_sweep_says_its_units_and_refuses_to_mix_them(cli):

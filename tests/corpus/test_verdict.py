@@ -161,7 +161,7 @@ def test_a_big_comparison_opens_on_its_verdict_with_the_runs_collapsed(cli, tmp_
     assert r.exit_code == 0, r.output
     html = (out / "report.html").read_text()
     assert "<details><summary>4 runs, one row each" in html and html.index("Verdict") < html.index("<details>")
-    assert sorted(p.name for p in (out / "charts").iterdir()) == ["pareto.png", "savings.png"]  # no transcript's
+    assert sorted(p.name for p in (out / "charts").iterdir()) == ["pareto.svg", "savings.svg"]  # no transcript's
 
 
 def test_charts_none_and_all(cli, tmp_path, monkeypatch):
@@ -170,6 +170,7 @@ def test_charts_none_and_all(cli, tmp_path, monkeypatch):
     files = [SAMPLES / "synth-small.jsonl", SAMPLES / "synth-medium.jsonl", SAMPLES / "huge-batch.jsonl"]
     assert cli("compare", *files, "-p", "none", "-p", "s08", "--out", tmp_path / "n", "-q", "--charts", "none").exit_code == 0
     assert not (tmp_path / "n" / "charts").exists() and "<svg" not in (tmp_path / "n" / "report.html").read_text()
+    assert "Charts" not in (tmp_path / "n" / "report.html").read_text() + (tmp_path / "n" / "report.md").read_text()
     monkeypatch.setattr(compare_report, "CHART_TRANSCRIPTS", 1)
     assert cli("compare", *files, "-p", "none", "-p", "s08", "--out", tmp_path / "a", "-q").exit_code == 0
     auto = sorted(p.name for p in (tmp_path / "a" / "charts").iterdir() if p.name.startswith("tokens-"))
