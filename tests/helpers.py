@@ -63,6 +63,14 @@ def assert_same_run(a, b) -> None:
     assert a.events == b.events
 
 
+def read_csv(path: Path) -> list[dict[str, str]]:
+    """A CSV file's rows as {column: text} (results.csv, calls.csv)."""
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
 def files_under(folder: Path) -> dict[str, bytes]:
     """Every file under ``folder`` (relative POSIX path -> bytes)."""
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}

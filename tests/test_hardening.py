@@ -5,11 +5,10 @@ from __future__ import annotations
 import errno
 import json
 
-import pandas as pd
 import pytest
 
 from fake_anthropic import FakeAPI
-from helpers import SAMPLES
+from helpers import SAMPLES, read_csv
 
 SMALL = SAMPLES / "synth-small.jsonl"
 
@@ -85,7 +84,7 @@ def test_ctrl_c_in_compare_keeps_the_finished_rows(cli, tmp_path, monkeypatch):
     out = tmp_path / "cmp"
     r = cli("compare", SMALL, "-p", "none", "-p", "s06", "-p", "s08", "--jobs", "1", "--out", out)
     assert r.exit_code == 130 and "interrupted: 2 of 3 runs finished" in r.stderr
-    assert len(pd.read_csv(out / "results.csv")) == 2
+    assert len(read_csv(out / "results.csv")) == 2
     assert "Interrupted: 2 of 3 runs" in (out / "report.md").read_text()
     assert leftovers(out) == []
 
@@ -109,7 +108,7 @@ def test_ctrl_c_while_charts_are_drawn_keeps_every_finished_run(cli, tmp_path, m
     assert r.exit_code == status, r.output
     assert "interrupted while drawing: results.csv and results.json are in" in r.stderr
     assert "report.md, report.html and" in r.stderr and "are missing" in r.stderr
-    assert len(pd.read_csv(out / "results.csv")) == 2
+    assert len(read_csv(out / "results.csv")) == 2
     assert json.loads((out / "results.json").read_text())["verdict"]
     assert not (out / "report.md").exists() and leftovers(out) == []
     assert r.stdout.startswith("verdict over 1 transcript(s)") and "Use none" in r.stdout  # printed before drawing

@@ -6,7 +6,7 @@ import orjson
 
 from compactlab.engine.policy import load_policy
 from compactlab.jobs.replay import ReplaySettings, replay_files
-from helpers import SAMPLES, files_under
+from helpers import SAMPLES, files_under, read_csv
 
 
 def test_replay_files_owns_the_output_folder_from_start_to_end(tmp_path):
@@ -53,14 +53,9 @@ def test_compare_files_is_the_whole_of_compare_as_one_call(tmp_path):
 
     said = f"Replayed on the {chosen()} core."  # (#59: the reports say which core ran)
     assert said in (tmp_path / "cmp" / "report.md").read_text() and said in (tmp_path / "cmp" / "report.html").read_text()
-    runs = done.comparison.to_pandas()  # (#60 §1: a pandas user's frame, results.csv's rows)
-    import pandas as pd
-
-    written = pd.read_csv(tmp_path / "cmp" / "results.csv")
-    assert len(runs) == 4 and list(runs.columns) == list(written.columns)
-    assert list(runs["cost_usd"]) == list(written["cost_usd"]) and runs is not done.comparison.df
-    runs.loc[0, "cost_usd"] = -1.0
-    assert done.comparison.df.loc[0, "cost_usd"] != -1.0  # (a copy: the report's frame is not changed)
+    runs, written = done.comparison.runs, read_csv(tmp_path / "cmp" / "results.csv")
+    assert len(runs) == 4 and runs.names() == list(written[0])  # results.csv's rows, in its order
+    assert [str(c) for c in runs["cost_usd"]] == [r["cost_usd"] for r in written]
 
 
 def test_check_files_writes_then_holds_the_runs_to_the_baseline(tmp_path):

@@ -412,7 +412,7 @@ def _interval(summaries: list[Mapping[str, Any]]) -> tuple[float, float]:
     cost = np.array([s["cost_usd"] for s in summaries], float)
     raw = np.array([s["raw_cost_usd"] for s in summaries], float)
     if len(cost) < 2:
-        one = round(1 - cost.sum() / raw.sum(), 6) if raw.sum() else 0.0
+        one = round(float(1 - cost.sum() / raw.sum()), 6) if raw.sum() else 0.0
         return one, one
     rng = np.random.default_rng(0)
     # the resamples drawn a block at a time (10,000 transcripts at once would be 240 MB of picks):

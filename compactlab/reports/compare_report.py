@@ -1,5 +1,5 @@
-"""compare's reports: a Comparison (a pandas DataFrame, one row per transcript x policy x swept
-values, and the verdict across the transcripts) and its writers: the stdout table, results.csv,
+"""compare's reports: a Comparison (its runs, one row per transcript x policy x swept values,
+and the verdict across the transcripts) and its writers: the stdout table, results.csv,
 results.json, report.md and a self-contained report.html with the charts (SVG inline, SVG files
 beside it). The verdict and its recommendation lead every one of them."""
 
@@ -22,6 +22,7 @@ from ..metrics import METRICS, Metric, lower_is_better
 from ..corpus.guard import dearer_than_none
 from ..corpus.verdict import Verdict, _plain, _shown, judge, label_of
 from ..corpus.verdict import dearer as costs_more_than_none
+from .runs import Runs
 from .terminal import Printer, Table
 from .text import csv_cell, json_bytes, md_cell, md_text, visible
 
@@ -30,34 +31,36 @@ if TYPE_CHECKING:
 
     from ..corpus.compare import RunResult
 
+Row = dict[str, Any]  # one run of ``Runs``: {column: value}
+
 @dataclass
 class Comparison:
     """What compare reports: its runs (one row each), the swept keys, the verdict and where the
     figures come from (``meta``: prices, date, interruptions, failures)."""
 
-    df: "pd.DataFrame"
+    runs: Runs
     sweep_keys: list[str]
     verdict: Verdict
     meta: dict[str, Any]
 
     def to_pandas(self) -> "pd.DataFrame":
         """The runs as a pandas DataFrame of their own (a copy: one row per transcript × policy ×
-        swept values, results.csv's columns, best first by ``--sort``)."""
-        return self.df.copy()
+        swept values, results.csv's columns, best first by ``--sort``; needs pandas installed)."""
+        return self.runs.to_pandas()
 
 
 def comparison(results: list["RunResult"], sweep_keys: list[str], sort_key: str, meta: dict[str, Any],
                margin: float | None = None) -> Comparison:
-    df = results_frame(results, sweep_keys)
-    order = sort_order(df, sort_key)
-    df = df.loc[order].reset_index(drop=True)
+    table = results_table(results, sweep_keys)
+    order = sort_order(table, sort_key)
+    table = table.take(order)
     units = meta.get("units") or {}
     reference, fired_by = meta.get("reference"), meta.get("triggers")
     ordered = [results[i] for i in order]  # the verdict lists equal savings in the table's order
     verdict = (judge(ordered, sweep_keys, units=units, reference=reference, triggers=fired_by) if margin is None
                else judge(ordered, sweep_keys, margin, units, reference=reference, triggers=fired_by))
     verdict.setting = meta.pop("harness_settings", {}).get(verdict.recommended, [])
-    return Comparison(df, sweep_keys, verdict, meta)
+    return Comparison(table, sweep_keys, verdict, meta)
 
 
 #: above this many runs the terminal shows the verdict only (the runs are in the files)
@@ -68,39 +71,34 @@ def table_metrics() -> list[Metric]:
     return [m for m in METRICS.values() if m.table]
 
 
-def results_frame(results: list["RunResult"], sweep_keys: list[str]) -> "pd.DataFrame":
+def results_table(results: list["RunResult"], sweep_keys: list[str]) -> Runs:
     """One row per run, built column by column (a corpus of 30,000 runs makes no row dicts)."""
-    import pandas as pd
-
     summaries = [r.summary for r in results]
     columns: dict[str, list[Any]] = {"transcript": [r.transcript for r in results],
                                      "policy": [r.policy for r in results]}
     columns.update({k: [r.swept.get(k) for r in results] for k in sweep_keys})
-    # (a column typed as it is made: 60 lists of 30,000 numbers at once would be 58 MB)
-    columns.update({k: pd.Series([s[k] for s in summaries]) for k in NUMERIC_SUMMARY_KEYS})
+    columns.update({k: [s[k] for s in summaries] for k in NUMERIC_SUMMARY_KEYS})
     # every metric a summary does not hold itself, from its parts (the registry's definition)
-    columns.update({name: pd.Series([m.shown(s) for s in summaries]) for name, m in METRICS.items()
-                    if name not in columns})
+    columns.update({name: [m.shown(s) for s in summaries] for name, m in METRICS.items() if name not in columns})
     columns["fingerprint"] = [s["fingerprint"] for s in summaries]
     calibrations = [s.get("calibration") or {} for s in summaries]  # the token estimate each run used
     for column, key in (("calibration", "source"), ("chars_per_token", "chars_per_token"),
                         ("overhead_tokens", "overhead_tokens"), ("calibration_mape", "mape")):
         columns[column] = [cal.get(key) for cal in calibrations]
-    return pd.DataFrame(columns)
+    return Runs(columns)
 
 
-def sort_order(df: "pd.DataFrame", key: str) -> list[int]:
+def sort_order(table: Runs, key: str) -> list[int]:
     """The rows' positions sorted by column ``key`` (stable; best first: lowest cost, tokens,
     overflows and violations, else highest)."""
     from ..errors import UsageError
 
-    if key not in df.columns:
+    if key not in table:
         raise UsageError(f"--sort {key!r}: not a column (try cost_saving, reduction, retention, cost_usd)")
-    ascending = lower_is_better(key)
-    return [int(i) for i in df.sort_values(key, ascending=ascending, kind="stable").index]
+    return table.order_by(key, ascending=lower_is_better(key))
 
 
-def _label(row: "pd.Series", sweep_keys: list[str], long: bool = False, units: dict[str, str] | None = None) -> str:
+def _label(row: Row, sweep_keys: list[str], long: bool = False, units: dict[str, str] | None = None) -> str:
     """A run's policy and swept values (with their units): short for tables, ``long`` as the
     verdict names them."""
     values = {k: _plain(row[k]) for k in sweep_keys}
@@ -110,10 +108,11 @@ def _label(row: "pd.Series", sweep_keys: list[str], long: bool = False, units: d
     return f"{row['policy']}" + (f" ({swept})" if swept else "")
 
 
-def costs_more(df: "pd.DataFrame") -> "pd.DataFrame":
+def costs_more(table: Runs) -> Runs:
     """Runs that cost more than no compaction beyond a tie (``guard.dearer_than_none``: prompt
     caching makes rewriting old messages dear)."""
-    return df[[dearer_than_none(c, r) for c, r in zip(df["cost_usd"], df["raw_cost_usd"])]]
+    return table.take([i for i, (c, r) in enumerate(zip(table["cost_usd"], table["raw_cost_usd"]))
+                       if dearer_than_none(c, r)])
 
 
 def _pct(x: float) -> str:
@@ -125,13 +124,13 @@ def run_heads() -> list[str]:
     return ["transcript", "policy", "calls", "cost, no compaction", *(m.label for m in table_metrics()), "reactive"]
 
 
-def run_rows(c: Comparison) -> Iterator[tuple["pd.Series", list[str]]]:
+def run_rows(c: Comparison) -> Iterator[tuple[Row, list[str]]]:
     """The runs as report.md and report.html show them (``run_heads``), one at a time (30,000 runs'
     cells at once would be 25 MB): each row of the frame and its cells, shares as %, money as $,
     the policy with its swept values (and their units)."""
     units = c.meta.get("units") or {}
     shown = table_metrics()
-    for _, r in c.df.iterrows():
+    for r in c.runs.rows():
         yield r, [os.path.basename(r["transcript"]), _label(r, c.sweep_keys, long=True, units=units),
                   f"{r['calls']:,}", f"${r['raw_cost_usd']:,.4f}", *(m.cell(r[m.name]) for m in shown),
                   f"{r['reactive']:,}"]
@@ -183,31 +182,29 @@ def write_verdict(v: Verdict, printer: Printer) -> None:
 
 
 def write_table(c: Comparison, out: TextIO) -> None:
-    df, sweep_keys = c.df, c.sweep_keys
+    runs, sweep_keys = c.runs, c.sweep_keys
     printer = Printer(out)
     write_verdict(c.verdict, printer)
     if c.meta.get("windows"):
         printer.text(_windows_line(c.meta["windows"]))
-    if len(df) > MAX_TERMINAL_RUNS:
-        printer.text(f"{len(df)} runs: each is in results.csv, results.json and report.html.")
+    if len(runs) > MAX_TERMINAL_RUNS:
+        printer.text(f"{len(runs)} runs: each is in results.csv, results.json and report.html.")
         return
-    table = Table(title=f"{len(df)} runs")
-    names = [os.path.basename(t) for t in df["transcript"]]
-    labels = [_label(r, sweep_keys) for _, r in df.iterrows()]
+    table = Table(title=f"{len(runs)} runs")
     table.add_column("transcript", no_wrap=True, cut="middle", short="session")
     table.add_column("policy", no_wrap=True, cut="middle")
     shown = table_metrics()
     table.add_column("cost, no compaction", essential=False, justify="right", no_wrap=True)
     for m in shown:
         table.add_column(m.label, essential=m.table == "essential", justify="right", no_wrap=True, short=m.short or None)
-    for _, r in df.iterrows():
+    for r in runs.rows():
         more = costs_more_than_none(r)
         table.add_row(os.path.basename(r["transcript"]), _label(r, sweep_keys), f"${r['raw_cost_usd']:,.4f}",
                       *(m.cell(r[m.name]) for m in shown),
                       style="red" if more or r["violations_introduced"] else None)
     printer.table(table)
-    dear = costs_more(df)
-    broken = int((df["violations_introduced"] > 0).sum())
+    dear = costs_more(runs)
+    broken = sum(1 for v in runs["violations_introduced"] if v > 0)
     if len(dear) or broken:
         printer.text("Rows in red: " + "; ".join(part for part in (
             f"{len(dear)} run(s) cost more than no compaction (they keep rewriting the cached prefix, so their "
@@ -216,7 +213,7 @@ def write_table(c: Comparison, out: TextIO) -> None:
             style="red")
 
 
-def _explain(row: "pd.Series", sweep_keys: list[str]) -> str:
+def _explain(row: Row, sweep_keys: list[str]) -> str:
     return (f"{os.path.basename(row['transcript'])} × {_label(row, sweep_keys)}: ${row['cost_usd']:,.2f} against "
             f"${row['raw_cost_usd']:,.2f} with no compaction, although it sends {row['reduction'] * 100:.0f}% fewer "
             f"tokens: {row['cache_write_tokens']:,} of its {row['tokens_total']:,} tokens are cache writes (at the "
@@ -228,17 +225,17 @@ def _explain(row: "pd.Series", sweep_keys: list[str]) -> str:
 EXPLAINED = 3
 
 
-def dearer(dear: "pd.DataFrame", sweep_keys: list[str]) -> tuple[list[str], list[str]]:
+def dearer(dear: Runs, sweep_keys: list[str]) -> tuple[list[str], list[str]]:
     """What the reports say of the runs that cost more than no compaction: a few, each explained;
     many, one sentence with their count and the worst of them (and the whole list, each explained,
     to open on demand)."""
-    every = [_explain(r, sweep_keys) for _, r in dear.iterrows()]
+    every = [_explain(r, sweep_keys) for r in dear.rows()]
     if len(every) <= EXPLAINED:
         return every, []
-    worst = dear.assign(excess=dear["cost_usd"] / dear["raw_cost_usd"].where(dear["raw_cost_usd"] > 0) - 1)
-    worst = worst.sort_values("excess", ascending=False).head(EXPLAINED)
-    named = ", ".join(f"{os.path.basename(r['transcript'])} × {_label(r, sweep_keys)} ({r['excess'] * 100:+.0f}%)"
-                      for _, r in worst.iterrows())
+    excess = Runs({"excess": [cost / raw - 1 if raw > 0 else None for cost, raw in zip(dear["cost_usd"], dear["raw_cost_usd"])]})
+    worst = [(dear.row(i), excess["excess"][i]) for i in excess.order_by("excess", ascending=False)[:EXPLAINED]]
+    named = ", ".join(f"{os.path.basename(r['transcript'])} × {_label(r, sweep_keys)} "
+                      f"({'n/a' if x is None else f'{x * 100:+.0f}%'})" for r, x in worst)
     return [f"{len(every)} runs cost more than no compaction although they send fewer tokens: compaction changed "
             f"messages that were already cached, so their prompts are billed as cache writes (at the input price or "
             f"above) instead of cache reads (about a tenth of it). The worst: {named}."], every
@@ -259,12 +256,12 @@ def _setting_html(setting: list[str], recommended: str | None) -> str:
 
 
 def markdown(c: Comparison, charts: dict[str, str]) -> str:
-    df, sweep_keys, meta = c.df, c.sweep_keys, c.meta
+    runs, sweep_keys, meta = c.runs, c.sweep_keys, c.meta
     head, rows = verdict_rows(c.verdict)
     setting = c.verdict.setting
     said = ([f"{md_cell(str(c.verdict.recommended))} is the {md_cell(setting[0])} setting:", "", "```",
              *(visible(line) for line in setting[1:]), "```", ""] if setting else [])
-    lines = [f"# compactlab compare — {len(df)} runs", "", "## Verdict", "", f"**{md_cell(c.verdict.recommendation)}**",
+    lines = [f"# compactlab compare — {len(runs)} runs", "", "## Verdict", "", f"**{md_cell(c.verdict.recommendation)}**",
              "", *said, "| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
     lines += ["| " + " | ".join(md_cell(x) for x in row) + " |" for row in rows]
     if meta.get("windows"):
@@ -288,7 +285,7 @@ def markdown(c: Comparison, charts: dict[str, str]) -> str:
         lines += ["", f"Charts could not be drawn: {md_text(meta['chart_error'])}"]
     if charts:  # (--charts none: no heading over nothing)
         lines += ["", "## Charts", ""] + [f"![{md_cell(name).replace(']', '')}]({path})" for name, path in charts.items()]
-    said, every = dearer(costs_more(df), sweep_keys)
+    said, every = dearer(costs_more(runs), sweep_keys)
     if said:  # after the charts: the verdict and the pictures come first
         lines += ["", "## Costs more than no compaction", ""] + [f"- {md_text(x)}" for x in said]
         if every:
@@ -321,7 +318,7 @@ def _losses_table(results: list["RunResult"], chart: str) -> str:
 
 def html_parts(c: Comparison, svgs: dict[str, str], results: list["RunResult"] | None = None) -> list[str]:
     """report.html in parts: the runs' table a row each (never joined here: 30,000 runs make 11 MB)."""
-    df, sweep_keys, meta = c.df, c.sweep_keys, c.meta
+    runs, sweep_keys, meta = c.runs, c.sweep_keys, c.meta
     e = html.escape
     vhead, vrows = verdict_rows(c.verdict)
     verdict = ("<table class='verdict'><tr>" + "".join(f"<th>{e(h)}</th>" for h in vhead) + "</tr>"
@@ -334,7 +331,7 @@ def html_parts(c: Comparison, svgs: dict[str, str], results: list["RunResult"] |
         cls = ' class="dear"' if costs_more_than_none(r) else ""
         body.append(f"<tr{cls}>" + "".join(f'<td{" class=l" if i < 2 else ""}>{e(visible(x))}</td>'
                                            for i, x in enumerate(cells)) + "</tr>")
-    said, every = dearer(costs_more(df), sweep_keys)
+    said, every = dearer(costs_more(runs), sweep_keys)
     notes = "".join(f"<li>{e(visible(x))}</li>" for x in said)
     if every:
         notes += ("<li><details><summary>each of them</summary><ul>"
@@ -348,7 +345,7 @@ def html_parts(c: Comparison, svgs: dict[str, str], results: list["RunResult"] |
     start, end = _collapsed_ends(len(body))
     top = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>compactlab compare</title><style>{CSS}</style></head><body>
-<h1>compactlab compare — {len(df)} runs</h1>
+<h1>compactlab compare — {len(runs)} runs</h1>
 <h2>Verdict</h2><p class="rec">{e(visible(c.verdict.recommendation))}</p>
 {_setting_html(c.verdict.setting, c.verdict.recommended)}
 {verdict}
@@ -389,12 +386,9 @@ def _collapsed_ends(rows: int) -> tuple[str, str]:
     return f"<details><summary>{rows:,} runs, one row each (click to show)</summary>", "</details>"
 
 
-def safe_csv(df: "pd.DataFrame") -> str:
-    """The frame as CSV, text cells neutralised for spreadsheets (see ``text.csv_cell``)."""
-    from pandas.api.types import is_object_dtype, is_string_dtype
-
-    text_columns = [c for c in df.columns if is_object_dtype(df[c]) or is_string_dtype(df[c])]
-    return df.assign(**{c: df[c].map(csv_cell) for c in text_columns}).to_csv(index=False)
+def safe_csv(runs: Runs) -> str:
+    """The runs as CSV, text cells neutralised for spreadsheets (see ``text.csv_cell``)."""
+    return runs.csv(csv_cell)
 
 
 #: the per-transcript charts drawn by default: those of the transcripts where the policies differ most
@@ -432,7 +426,10 @@ def chart_plan(c: Comparison, results: list["RunResult"], mode: str = "auto") ->
         by_transcript.setdefault(r.transcript, []).append(r)
     chosen = list(by_transcript)
     if mode == "auto" and len(chosen) > CHART_TRANSCRIPTS:
-        spread = c.df.groupby("transcript")["cost_saving"].agg(lambda x: float(x.max() - x.min()))
+        savings: dict[str, list[float]] = {}
+        for t, saving in zip(c.runs["transcript"], c.runs["cost_saving"]):
+            savings.setdefault(t, []).append(saving)
+        spread = {t: float(max(v) - min(v)) for t, v in savings.items()}
         chosen = sorted(chosen, key=lambda t: -spread.get(t, 0.0))[:CHART_TRANSCRIPTS]
         chosen.sort()
     used: set[str] = set()
@@ -451,10 +448,10 @@ def chart_plan(c: Comparison, results: list["RunResult"], mode: str = "auto") ->
 def _corpus_charts(c: Comparison, palette: Any) -> list[ChartJob]:
     """Cost saving against recall (or retention), and per transcript where there are several (or
     where no transcript refers back to a result)."""
-    df, v = c.df, c.verdict
+    runs, v = c.runs, c.verdict
     units = c.meta.get("units") or {}
-    run_label = [_label(r, c.sweep_keys, long=True, units=units) for _, r in df.iterrows()]
-    savings = {e.label: [float(x) for x, lab in zip(df["cost_saving"], run_label) if lab == e.label]
+    run_label = [_label(r, c.sweep_keys, long=True, units=units) for r in runs.rows()]
+    savings = {e.label: [float(x) for x, lab in zip(runs["cost_saving"], run_label) if lab == e.label]
                for e in v.entries}
     overall_saving = {e.label: e.cost_saving for e in v.entries}
     metric = "recall" if any(e.probes for e in v.entries) else "retention"
@@ -462,12 +459,12 @@ def _corpus_charts(c: Comparison, palette: Any) -> list[ChartJob]:
         return [ChartJob("cost saving per transcript", "charts/savings.svg", "savings",
                          (savings, overall_saving, palette,
                           "no transcript refers back to a tool result: retention is 1.0 everywhere"))]
-    points = [(lab, float(r), float(sv)) for lab, r, sv in zip(run_label, df[metric], df["cost_saving"])]
+    points = [(lab, float(r), float(sv)) for lab, r, sv in zip(run_label, runs[metric], runs["cost_saving"])]
     overall = [(e.label, getattr(e, metric), e.cost_saving) for e in v.entries]
     floor = v.recall_floor if metric == "recall" else v.retention_floor
     plan = [ChartJob(f"cost saving against {metric}", "charts/pareto.svg", "pareto",
                      (points, overall, palette, metric, floor))]
-    if df["transcript"].nunique() > 1:
+    if len(set(runs["transcript"])) > 1:
         plan.append(ChartJob("cost saving per transcript", "charts/savings.svg", "savings",
                              (savings, overall_saving, palette, "")))
     return plan
@@ -522,7 +519,7 @@ def draw_charts(plan: list[ChartJob],
 def results_files(c: Comparison) -> dict[str, Content]:
     """results.csv and results.json (the verdict with every run): what is put in place as soon as
     the runs end, before any chart is drawn."""
-    return {"results.csv": safe_csv(c.df).encode("utf-8"), "results.json": [*results_json_parts(c, indent=True), b"\n"]}
+    return {"results.csv": safe_csv(c.runs).encode("utf-8"), "results.json": [*results_json_parts(c, indent=True), b"\n"]}
 
 
 def report_files(c: Comparison, results: list["RunResult"], charts: str = "auto",
@@ -564,14 +561,15 @@ def results_json_parts(c: Comparison, indent: bool = False) -> list[bytes]:
     """results.json in parts (written one after the other, never joined: 30,000 runs make 40 MB):
     the runs serialised a chunk at a time and spliced into the document (the same bytes as the
     whole document at once: tested)."""
-    option = orjson.OPT_SERIALIZE_NUMPY | (orjson.OPT_INDENT_2 if indent else 0)
+    option = orjson.OPT_INDENT_2 if indent else 0
     head = json_bytes({"verdict": c.verdict.to_dict(), "runs": []}, option)
-    if not len(c.df):
+    if not len(c.runs):
         return [head]
     at = head.rindex(b"[]")
     parts = [head[:at], b"[\n    " if indent else b"["]
-    for start in range(0, len(c.df), JSON_CHUNK):
-        text = json_bytes(c.df.iloc[start:start + JSON_CHUNK].to_dict(orient="records"), option)[1:-1]
+    for start in range(0, len(c.runs), JSON_CHUNK):
+        chunk = c.runs.take(range(start, min(start + JSON_CHUNK, len(c.runs))))
+        text = json_bytes(list(chunk.rows()), option)[1:-1]
         if start:
             parts.append(b",\n    " if indent else b",")
         parts.append(text.strip().replace(b"\n", b"\n  ") if indent else text)
@@ -584,7 +582,7 @@ def write_json(c: Comparison, out: TextIO) -> None:
 
 
 def write_csv(c: Comparison, out: TextIO) -> None:
-    out.write(safe_csv(c.df))
+    out.write(safe_csv(c.runs))
 
 
 def write_md(c: Comparison, out: TextIO) -> None:

@@ -8,7 +8,6 @@ import pickle
 import tracemalloc
 
 import orjson
-import pandas as pd
 import pytest
 
 from compactlab import metrics
@@ -68,6 +67,7 @@ def test_results_json_made_in_chunks_is_the_whole_document(monkeypatch):
     from types import SimpleNamespace
 
     from compactlab.reports import compare_report
+    from compactlab.reports.runs import Runs
     from compactlab.reports.text import json_bytes
 
     class Verdict:
@@ -75,12 +75,13 @@ def test_results_json_made_in_chunks_is_the_whole_document(monkeypatch):
             return {"entries": [1, "a []"], "empty": []}
 
     for n in (0, 1, 2, 5):
-        df = pd.DataFrame({"x": range(n), "name": [f"run\u202e{i}" for i in range(n)], "none": [None] * n,
-                           "share": [i / 3 for i in range(n)]})
-        c = SimpleNamespace(df=df, verdict=Verdict())
+        columns = {"x": list(range(n)), "name": [f"run\u202e{i}" for i in range(n)], "none": [None] * n,
+                   "share": [i / 3 for i in range(n)]}
+        c = SimpleNamespace(runs=Runs(columns), verdict=Verdict())
+        records = [{k: v[i] for k, v in columns.items()} for i in range(n)]
         for indent in (False, True):
-            option = orjson.OPT_SERIALIZE_NUMPY | (orjson.OPT_INDENT_2 if indent else 0)
-            whole = json_bytes({"verdict": Verdict().to_dict(), "runs": df.to_dict(orient="records")}, option)
+            option = orjson.OPT_INDENT_2 if indent else 0
+            whole = json_bytes({"verdict": Verdict().to_dict(), "runs": records}, option)
             for chunk in (1, 2, 1000):
                 monkeypatch.setattr(compare_report, "JSON_CHUNK", chunk)
                 assert compare_report.results_json(c, indent) == whole, (n, indent, chunk)  # type: ignore[arg-type]

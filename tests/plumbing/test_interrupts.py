@@ -13,11 +13,10 @@ import time
 import subprocess
 import sys
 
-import pandas as pd
 import pytest
 
 from fake_anthropic import FakeAPI
-from helpers import ROOT, SAMPLES
+from helpers import ROOT, SAMPLES, read_csv
 
 
 @pytest.fixture
@@ -149,8 +148,7 @@ def test_a_signal_to_a_parallel_compare_keeps_the_finished_run_and_no_worker(tmp
     text = finish(proc, api)
     assert proc.returncode == status, text
     assert text == f"error: interrupted: 1 of 3 runs finished; they are in {out}/\n"
-    df = pd.read_csv(out / "results.csv")
-    assert list(df["policy"]) == ["none"]
+    assert [r["policy"] for r in read_csv(out / "results.csv")] == ["none"]
     assert "Interrupted: 1 of 3 runs" in (out / "report.md").read_text()
     assert staged(tmp_path) == [] and group_gone(proc.pid)
 
@@ -169,8 +167,7 @@ def test_a_killed_worker_is_named_and_the_other_runs_are_kept(tmp_path, api):
     assert len(lines) == 2 and lines[1] == f"error: 1 of 3 runs failed; the other 2 are in {out}/"
     assert lines[0].startswith(f"error: run {t} × s08 summary.trigger=") and lines[0].endswith(
         " failed: the worker process was killed (SIGKILL)")
-    df = pd.read_csv(out / "results.csv")
-    assert sorted(df["policy"]) == ["none", "s08"]
+    assert sorted(r["policy"] for r in read_csv(out / "results.csv")) == ["none", "s08"]
     assert "1 run(s) failed and are not here" in (out / "report.md").read_text()
     assert group_gone(proc.pid)
 
