@@ -76,24 +76,23 @@ def file_bytes(svg: str) -> bytes:
 Format = Callable[[float, float], str]  # (value, the step between ticks) -> the tick's label
 
 
+def decimals(step: float) -> int:
+    """The fewest decimals that write every multiple of ``step`` exactly (2.5: 1; 0.02: 2; 10: 0)."""
+    for d in range(12):
+        if abs(round(step, d) - step) <= abs(step) * 1e-6:
+            return d
+    return 12
+
+
 def percent(v: float, step: float) -> str:
     """A share as a percentage (−150%, not −1.5), with the decimals the ticks' step needs."""
-    decimals = max(0, -math.floor(math.log10(step * 100) + 1e-9)) if step > 0 else 0
-    return f"{v * 100:.{decimals}f}%".replace("-", "\u2212")
-
-
-def thousands(v: float, step: float) -> str:
-    """Token counts with thousands separators (12,500, not 12500 or 1e4)."""
-    if abs(v) >= 1 and step >= 1:
-        return f"{v:,.0f}".replace("-", "\u2212")
-    return f"{v:g}".replace("-", "\u2212")
+    return f"{v * 100:,.{decimals(step * 100)}f}%".replace("-", "\u2212")
 
 
 def number(v: float, step: float) -> str:
-    """Any other figure: four significant digits (a cost in dollars, a count)."""
-    if v == int(v) and abs(v) < 1e9:
-        return f"{int(v):,}".replace("-", "\u2212")
-    return f"{v:,.4g}".replace("-", "\u2212")
+    """A count or an amount (tokens, dollars): thousands separated (12,500, not 12500 or 1e4),
+    with the decimals the ticks' step needs."""
+    return f"{v:,.{decimals(step)}f}".replace("-", "\u2212")
 
 
 def nice_step(span: float, most: int = 7) -> float:
@@ -137,13 +136,19 @@ class Scale:
             values = [10.0 ** p * k for p in range(math.floor(self.lo), math.ceil(self.hi) + 1)
                       for k in ((1,) if len(powers) >= 2 else (1, 2, 5))]
             values = [v for v in values if self.lo - 1e-9 <= math.log10(v) <= self.hi + 1e-9]
-            return [(v, self.fmt(v, 1.0)) for v in values]
-        step = nice_step(self.hi - self.lo)
-        first = math.ceil(self.lo / step - 1e-9)
+            if len(values) >= 2:
+                every = math.ceil(len(values) / 8)  # at most 8 decades labelled
+                return [(v, self.fmt(v, v)) for v in values[::every]]
+            return self._steps(10.0 ** self.lo, 10.0 ** self.hi)  # under a decade: plain steps
+        return self._steps(self.lo, self.hi)
+
+    def _steps(self, lo: float, hi: float) -> list[tuple[float, str]]:
+        step = nice_step(hi - lo)
+        first = math.ceil(lo / step - 1e-9)
         out = []
         for k in range(first, first + 100):
             v = k * step
-            if v > self.hi + step * 1e-9:
+            if v > hi + step * 1e-9:
                 break
             out.append((v, self.fmt(0.0 if abs(v) < step * 1e-9 else v, step)))
         return out
@@ -359,7 +364,7 @@ def tokens_chart(title: str, raw: list[int], series: list[dict[str, Any]],
     log axis where the raw baseline dwarfs the policies."""
     top = max([*raw, *(t for s in series for t in s["tokens"]), 1])
     low = min([t for s in series for t in s["tokens"] if t > 0] + [top])
-    chart = Chart(title, "call", "context tokens sent", (640, 300), number, thousands, y_log=top / max(low, 1) > 30)
+    chart = Chart(title, "call", "context tokens sent", (640, 300), number, number, y_log=top / max(low, 1) > 30)
     hues = [(palette or {}).get(s.get("key", s["label"])) or CYCLE[i % len(CYCLE)] for i, s in enumerate(series)]
     for value, name, colour in _levels(series, hues, top):
         chart.hline(value, colour, 0.8, "1,2", name)

@@ -130,8 +130,9 @@ def test_hostile_names_are_text_in_a_chart():
 
 @pytest.mark.parametrize("fmt,v,step,shown", [(charts.percent, 0.5, 0.1, "50%"), (charts.percent, 0.995, 0.005, "99.5%"),
                                               (charts.percent, -1.5, 0.5, "\u2212150%"),
-                                              (charts.thousands, 12500, 2500, "12,500"),
-                                              (charts.thousands, 0.5, 0.1, "0.5"), (charts.number, 0.0123, 0.01, "0.0123")])
+                                              (charts.number, 12500, 2500, "12,500"), (charts.number, 7.5, 2.5, "7.5"),
+                                              (charts.number, 0.5, 0.1, "0.5"), (charts.number, 0.0125, 0.0025, "0.0125"),
+                                              (charts.percent, 0.125, 0.025, "12.5%")])
 def test_tick_labels(fmt, v, step, shown):
     assert fmt(v, step) == shown
 
@@ -141,7 +142,7 @@ def test_tick_labels(fmt, v, step, shown):
 def test_ticks_are_inside_the_range_few_and_distinctly_labelled(values, log):
     if log:
         values = [abs(v) + 1 for v in values]
-    scale = charts.Scale(values, (0.0, 500.0), log, charts.percent if not log else charts.thousands)
+    scale = charts.Scale(values, (0.0, 500.0), log, charts.percent if not log else charts.number)
     ticks = scale.ticks()
     assert 1 <= len(ticks) <= 12
     assert all(-1e-6 <= scale(v) <= 500 + 1e-6 for v, _ in ticks)
