@@ -107,5 +107,6 @@ class FakeAPI:
                 pass
 
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        # (polled every 10 ms: shutdown() waits for the next poll, 0.5 s by default, at every test's end)
+        threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
         return f"http://127.0.0.1:{server.server_address[1]}", server

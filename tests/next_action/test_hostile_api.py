@@ -84,7 +84,8 @@ class Hostile:
 
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        # (polled every 10 ms: shutdown() waits for the next poll, 0.5 s by default, at every test's end)
+        threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
         return f"http://127.0.0.1:{server.server_address[1]}", server
 
 
@@ -99,7 +100,7 @@ def _hostile(monkeypatch, tmp_path, mode):
     monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("COMPACTLAB_NEXT_ACTION_TIMEOUT", "0.5")
     monkeypatch.setenv("COMPACTLAB_MODEL_TIMEOUT", "0.5")
-    monkeypatch.setenv("COMPACTLAB_REQUEST_DEADLINE", "1.5")
+    monkeypatch.setenv("COMPACTLAB_REQUEST_DEADLINE", "1.0")  # (twice the read timeout: the drip outlasts it)
     monkeypatch.setattr(model_clients, "MAX_RETRY_AFTER_S", 0.01)
     monkeypatch.setattr(model_clients, "RETRY_BUDGET_S", 0.015)  # (the second wait of a run is past it)
     monkeypatch.setattr(model_clients, "MAX_REPLY_BYTES", 1 << 20)  # (the test's huge reply: 40 MiB)
@@ -107,7 +108,7 @@ def _hostile(monkeypatch, tmp_path, mode):
 
 
 #: what each failing mode's error says (the bound that ended it)
-SAID = {"huge": "the reply is larger than 1 MiB", "drip": "still coming 1.5 s after the request",
+SAID = {"huge": "the reply is larger than 1 MiB", "drip": "still coming 1 s after the request",
         "retry-after hours": "of waiting a run allows"}
 MODES = [*ANSWERS, "stalled", "drip"]
 
