@@ -13,7 +13,7 @@ from compactlab import metrics
 from compactlab.corpus.check import stored
 from compactlab.engine.records import RunSummary
 from compactlab.corpus.tune import totals as tune_totals
-from helpers import SAMPLES
+from helpers import ROOT, SAMPLES
 
 
 def run(**parts) -> dict:
@@ -159,3 +159,36 @@ def test_the_typed_names_are_the_registrys_metrics_and_parts():
     assert n.recall == 0.9 and n.probes == 10
     with pytest.raises(AttributeError):
         n.recal  # noqa: B018 (what mypy now refuses)
+
+
+MISTAKES = '''
+from compactlab.config import Section, section
+from compactlab.metrics import Numbers
+
+recall: float = Numbers({"probes": 10}).recal
+
+
+@section
+class Table(Section):
+    size: int = 1
+
+
+Table().size = 2
+'''
+
+
+def test_mypy_refuses_a_misspelt_metric_and_a_change_to_a_policys_table(tmp_path):
+    """(#60 §2) The typed totals and the frozen tables are typed in fact: mypy, run as CI runs it
+    (the checkout's package, pyproject's settings), reports both mistakes of a snippet."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("mypy", reason="mypy is a test extra (pip install '.[test]')")
+    snippet = tmp_path / "mistakes.py"
+    snippet.write_text(MISTAKES)
+    r = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache"), "--no-error-summary",
+                        str(snippet)], cwd=ROOT, capture_output=True, text=True)
+    said = r.stdout
+    assert r.returncode == 1, said + r.stderr
+    assert '"Numbers" has no attribute "recal"' in said and 'Property "size" defined in "Table" is read-only' in said
+    assert said.count("error:") == 2, said

@@ -21,14 +21,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from pathlib import Path
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 import orjson
 
-from ..config import Bound, NonNegative, Section, added_defaults, opt, per_class
+from ..config import Bound, NonNegative, Section, added_defaults, opt, per_class, section
 from ..errors import InputError, PolicyError
 from ..plumbing.files import read_regular_text
 from .layers import (REGISTRY, BudgetConfig, CustomConfig, ManualConfig, MicroConfig, ReactiveConfig, SnipConfig, Summarising,
@@ -43,7 +43,7 @@ __all__ = ["ALIASES", "CHEAP_LAYERS", "SECTIONS", "BudgetConfig", "ManualConfig"
 CHEAP_LAYERS = tuple(name for name, layer in REGISTRY.items() if layer.cheap)
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@section
 class SizeConfig(Section):
     """How tokens are estimated from compact-JSON characters."""
 
@@ -62,7 +62,7 @@ ALIASES = {("micro", "exclude_tools"): "preserve_tools"}
 CheapLayer = Literal["budget", "snip", "micro", "custom"]
 
 
-@dataclass(frozen=True, slots=True)
+@section
 class Policy(Section):
     """A whole policy: the cheap layers' order, a table for every registered layer (defaults: the
     layer's), and the size estimate. Its tables are ``SECTIONS`` (a test holds the fields equal)."""

@@ -201,16 +201,16 @@ def test_values_pass_as_data_and_build_what_the_same_set_text_builds():
 
 
 def test_every_sections_equality_compares_all_its_keys():
-    """A section's ``__eq__`` is its own dataclass's, over every key: one inherited from its base
-    compares ``enabled`` alone, and two presets that differ would be taken for the same (#60: records
-    that generate no ``__eq__`` must not be the compared ones)."""
+    """A section's equality is over every key of its own class: one that compared its base's keys
+    (``enabled`` alone) would take two presets that differ for the same (#60: ``Section`` compares
+    for every table, by each one's own fields)."""
     from dataclasses import fields, replace
 
     from compactlab.engine.policy import SECTIONS
 
     for name, kind in SECTIONS.items():
-        assert "__eq__" in vars(kind), f"{name}: {kind.__name__} compares by its base's keys"
         base, told = kind(), 0
+        assert base == kind(), name
         for f in fields(kind):
             value = getattr(base, f.name)
             other = (not value if isinstance(value, bool) else value + 1 if isinstance(value, (int, float))
@@ -224,3 +224,26 @@ def test_every_sections_equality_compares_all_its_keys():
             assert changed != base, f"{name}.{f.name}: a changed key compares equal"
             told += 1
         assert told or not [f for f in fields(kind) if f.name != "enabled"], name
+
+
+def test_a_table_is_set_once_and_frozen_after_whatever_makes_it():
+    """(#60) ``Section`` freezes every table itself (dataclass generates no frozen methods for
+    them): a key cannot be set or deleted once the table is made, however it was made: by its
+    class, by ``replace``, by pickle (the workers'), by copy; mypy reads the tables as frozen."""
+    import copy
+    import pickle
+    from dataclasses import FrozenInstanceError, replace
+
+    from compactlab.engine.policy import SizeConfig
+
+    p = load_policy("s08")
+    for made in (p, replace(p, name="other"), pickle.loads(pickle.dumps(p)), copy.deepcopy(p)):
+        with pytest.raises(FrozenInstanceError):
+            made.name = "changed"  # type: ignore[misc]
+        with pytest.raises(FrozenInstanceError):
+            made.size.chars_per_token = 1.0  # type: ignore[misc]
+        with pytest.raises(FrozenInstanceError):
+            del made.summary
+    assert pickle.loads(pickle.dumps(p)) == p and copy.deepcopy(p) == p and replace(p, name="other") != p
+    assert repr(SizeConfig()) == "SizeConfig(chars_per_token=4.0, overhead_tokens=0)"
+    assert hash(SizeConfig(chars_per_token=3.0)) == hash(SizeConfig(chars_per_token=3.0)) != hash(SizeConfig())

@@ -8,11 +8,10 @@ A replacement that would not be smaller than the original is skipped (never larg
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..context import Context
 from ...transcripts.messages import content_text, cut_text, sized_len
-from ...config import LayerConfig, NonNegative, Positive, opt
+from ...config import LayerConfig, NonNegative, Positive, opt, section
 from .base import NOTHING, LayerStats, RunEnv
 from .registry import register
 
@@ -20,7 +19,7 @@ MAX_PATH = 100  # "tool-results/" + a safe name of at most ~75 chars + ".txt"
 NOTE = "<persisted-output>\nFull output: {path}\nPreview:\n{preview}\n</persisted-output>"
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@section
 class BudgetConfig(LayerConfig):
     """L3 tool_result_budget: persist the largest results of the last message to disk."""
 

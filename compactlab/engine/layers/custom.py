@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from ..context import Context
-from ...config import LayerConfig, opt
+from ...config import LayerConfig, opt, section
 from ...errors import PolicyError
 from ...transcripts.messages import Entry, make_entry
 from ..sizing import list_chars
@@ -51,7 +51,7 @@ from .summary import Summarising
 ENTRY_POINTS = "compactlab.layers"
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@section
 class CustomConfig(LayerConfig):
     """Your own step: a Python callable run in order with the built-in layers."""
 

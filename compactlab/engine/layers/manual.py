@@ -9,17 +9,16 @@ appends ``message`` (seed 004).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from ..context import Context
-from ...config import Bound, LayerConfig, opt
+from ...config import Bound, LayerConfig, opt, section
 from .base import LayerStats, RunEnv
 from .registry import register
 from .summary import Summarising, compact
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@section
 class ManualConfig(LayerConfig):
     """The model's own compact tool (SPEC §3 step 2)."""
 

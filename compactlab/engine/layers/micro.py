@@ -31,7 +31,7 @@ from typing import Literal
 
 from ..context import Context
 from ...transcripts.messages import Entry
-from ...config import LayerConfig, NonNegative, opt
+from ...config import LayerConfig, NonNegative, opt, section
 from .base import NOTHING, LayerStats, RunEnv
 from .registry import register
 
@@ -73,7 +73,7 @@ def _kept_by_count(context: Context, config: MicroConfig) -> int:
     return 0
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@section
 class MicroConfig(LayerConfig):
     """L2 micro_compact: replace old tool results with a placeholder."""
 

@@ -7,17 +7,16 @@ The engine decides when it runs (over ``window_tokens``) and how often (``max_re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated
 
 from ..context import Context
-from ...config import Bound, LayerConfig, NonNegative, opt
+from ...config import Bound, LayerConfig, NonNegative, opt, section
 from .base import LayerStats, RunEnv, fill, pair_safe_tail, summarize
 from .registry import register
 from .summary import Summarising
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@section
 class ReactiveConfig(LayerConfig):
     """reactive_compact: when the prompt is too long, summary + the last messages."""
 

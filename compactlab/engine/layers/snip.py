@@ -7,16 +7,15 @@ snippet). ``false`` is the naive cut of seed 001, which can split a pair.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from ..context import Context
-from ...config import MAX_COUNT, Bound, LayerConfig, NonNegative, opt
+from ...config import MAX_COUNT, Bound, LayerConfig, NonNegative, opt, section
 from .base import NOTHING, LayerStats, RunEnv, pair_safe_head, pair_safe_tail
 from .registry import register
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@section
 class SnipConfig(LayerConfig):
     """L1 snip_compact: keep head and tail messages, drop the middle."""
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Annotated, Generic, Literal, TypeVar
 
 from ..context import Context
-from ...config import Bound, LayerConfig, NonNegative, Positive, opt
+from ...config import Bound, LayerConfig, NonNegative, Positive, opt, section
 from ...transcripts.messages import Entry, cut_text, is_prompt, sized_len, text_of
 from .base import NOTHING, LayerStats, RunEnv, fill, pair_safe_head, pair_safe_tail, summarize
 from .registry import register
@@ -159,7 +159,7 @@ def reasoning_tokens(message: dict) -> int:
                if isinstance(b, dict) and b.get("type") == "thinking" and isinstance(b.get("signature"), str))
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@section
 class SummaryConfig(LayerConfig):
     """L4 compact_history: summarise the whole context when it is over the trigger."""
 
