@@ -10,7 +10,10 @@ from compactlab.cli import main
 
 def commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
     out = []
-    for name, command in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None, name
         out.append(((*prefix, name), command))
         if isinstance(command, click.Group):
             out += commands(command, (*prefix, name))
@@ -94,3 +97,33 @@ def test_the_cli_starts_without_importing_the_loaders_or_the_harness_table():
     assert bad.exit_code == 2 and "'claude-code'" in bad.output and "'goose'" in bad.output, bad.output
     bad = CliRunner().invoke(main, ["tune", "x.jsonl", "--harness", "nope"])
     assert bad.exit_code == 2 and "'anthropic-api'" in bad.output, bad.output
+
+
+def test_a_command_is_imported_when_it_runs_and_listed_by_its_own_help():
+    """(#60 §1) ``compactlab --help`` and a command import no other command's module (each is
+    built when it runs: 185 options at every start before); the list ``--help`` shows is each
+    command's own short help, and every module of ``compactlab/cli`` that defines one is listed."""
+    import subprocess
+    import sys
+
+    import click
+
+    from compactlab.cli import COMMANDS, main
+
+    code = ("import sys; from compactlab.cli import main\n"
+            "try:\n    main(sys.argv[1:], prog_name='compactlab')\nexcept SystemExit:\n    pass\n"
+            "print(repr(sorted(m for m in sys.modules if m.startswith('compactlab.cli.'))), file=sys.stderr)")
+    for args, loaded in ((["--help"], ["compactlab.cli.common"]),
+                         (["synth", "--help"], ["compactlab.cli.common", "compactlab.cli.synth"])):
+        r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+        assert r.stderr.strip().endswith(repr(loaded)), r.stderr
+    ctx = click.Context(main)
+    for name, (module, short) in COMMANDS.items():
+        command = main.get_command(ctx, name)
+        assert command is not None and command.name == name, name
+        assert click.Command(name, help=short).get_short_help_str(500) == command.get_short_help_str(500), name
+    from helpers import ROOT
+
+    defined = {p.stem for p in (ROOT / "compactlab" / "cli").glob("*.py")} - {"__init__", "common"}
+    assert defined == {module for module, _ in COMMANDS.values()}
+    assert main.get_command(ctx, "nope") is None

@@ -45,12 +45,12 @@ def test_replay_of_a_folder_says_one_line_too(cli, tmp_path, monkeypatch):
 
 
 def test_quiet_keeps_the_progress_bar_on_a_terminal(monkeypatch):
-    from compactlab import cli
+    from compactlab.cli.common import progress_bar
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
-    assert cli._progress(True)("runs", 3).enabled and not cli._progress(True)("runs", 1).enabled
+    assert progress_bar(True)("runs", 3).enabled and not progress_bar(True)("runs", 1).enabled
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
-    assert not cli._progress(False)("runs", 3).enabled  # not a terminal: no bar
+    assert not progress_bar(False)("runs", 3).enabled  # not a terminal: no bar
 
 
 def test_report_files_are_a_status_line_on_stderr_and_out_has_a_short_form(cli, tmp_path):

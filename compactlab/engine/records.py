@@ -6,7 +6,7 @@ Field names here are the JSON keys and CSV columns; change them only with a sche
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from operator import attrgetter
 from typing import Any
 
@@ -89,13 +89,29 @@ TURN_COLUMNS = [f.name for f in fields(TurnRecord)]
 turn_values = attrgetter(*TURN_COLUMNS)
 
 
-@dataclass(slots=True, eq=False, repr=False)
+@dataclass(slots=True, eq=False, repr=False, init=False)
 class RunSummary(Mapping[str, Any]):
     """A run's totals (summary.json's "summary"): typed fields, read by their keys as the dict
     summary.json holds is (``s["recall"]``, ``s.get``, ``in``), so what reads a summary reads one
     made here and one read back from a file alike; its metric parts are ``numbers``.
 
-    Slotted: a corpus command holds thousands (about 1 KB each, where the dict took 4 KB)."""
+    Slotted: a corpus command holds thousands (about 1 KB each, where the dict took 4 KB). Made
+    by keywords, each field given or at its default (one ``__init__`` for its 63 fields: the one
+    ``dataclass`` would generate cost about 12 M instructions of every start-up, to compile)."""
+
+    def __init__(self, **values: Any) -> None:
+        for name, default, factory in _summary_defaults():
+            if name in values:
+                value = values.pop(name)
+            elif default is not MISSING:
+                value = default
+            elif factory is not MISSING:
+                value = factory()
+            else:
+                raise TypeError(f"RunSummary() missing keyword argument {name!r}")
+            object.__setattr__(self, name, value)
+        if values:
+            raise TypeError(f"RunSummary() got unexpected keyword argument(s): {', '.join(sorted(values))}")
 
     transcript: str
     format: str
@@ -322,6 +338,17 @@ def _recorded(pricing: Any) -> dict[str, Any]:
 
 
 SUMMARY_KEYS = [f.name for f in fields(RunSummary)]
+
+
+def _summary_defaults() -> list[tuple[str, Any, Any]]:
+    """(name, default, default factory) of every field of RunSummary, in order."""
+    global _SUMMARY_DEFAULTS
+    if _SUMMARY_DEFAULTS is None:
+        _SUMMARY_DEFAULTS = [(f.name, f.default, f.default_factory) for f in fields(RunSummary)]
+    return _SUMMARY_DEFAULTS
+
+
+_SUMMARY_DEFAULTS: list[tuple[str, Any, Any]] | None = None
 _SUMMARY_FIELDS = frozenset(SUMMARY_KEYS)
 #: the RunSummary keys that are single numbers (compare's columns)
 NUMERIC_SUMMARY_KEYS = [f.name for f in fields(RunSummary) if f.type in ("int", "float", "float | None")]

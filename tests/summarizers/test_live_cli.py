@@ -121,7 +121,7 @@ def test_a_live_replay_shows_its_progress_call_by_call(cli, server, tmp_path, mo
     """(#31 §2) A replay that asks an API has a bar over its calls (a stub replay needs none)."""
     from contextlib import contextmanager
 
-    from compactlab import cli as cli_module
+    from compactlab.cli import replay as replay_command
 
     shown: list[tuple[str, int, int]] = []
 
@@ -135,7 +135,7 @@ def test_a_live_replay_shows_its_progress_call_by_call(cli, server, tmp_path, mo
         yield advance
         shown.append((what, total, steps[0]))
 
-    monkeypatch.setattr(cli_module, "_progress", lambda quiet: recording)
+    monkeypatch.setattr(replay_command, "progress_bar", lambda quiet: recording)
     r = cli("replay", T, "--summarizer", "anthropic", "--cache-dir", tmp_path / "cache", "--dry-run",
             "--format", "json", "-q")
     calls = json.loads(r.stdout)["runs"][0]["summary"]["calls"]

@@ -1,0 +1,168 @@
+"""The command line: click commands only, one module a command (``COMMANDS``), imported when
+that command runs. Each parses options, builds a config, makes one library call and hands the
+result to one writer. Errors are turned into one line and an exit status here, and nowhere else
+(0 ok, 1 check failed, 2 usage or input error, 3 internal error).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from .. import __version__
+from ..errors import CompactlabError
+from ..plumbing.process import finish
+from .common import tell
+
+EXIT_INTERNAL = 3
+
+#: every command: the module (of this package) that defines it, named as it is, and its short
+#: help (what ``compactlab --help`` lists without importing it; a test holds it to the command's)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "bench": ("bench", "Measure speed and memory against the parse floor, on synthetic transcripts."),
+    "check": ("check", "CI gate: fail (exit 1) when a policy breaks tool pairs or loses ground against the baseline."),
+    "compare": ("compare", "Which policy, which thresholds? Replay every TRANSCRIPT through every POLICY x swept value."),
+    "convert": ("convert", "Convert TRANSCRIPT (any supported format) to Anthropic messages JSONL: the messages a "
+                           "replay uses, roles alternating."),
+    "inspect": ("inspect", "What is in TRANSCRIPT, before any policy: calls, tools, sizes, recorded violations and usage."),
+    "next-action": ("next_action", "Would the agent still act the same? Ask a model for the next action on each "
+                                   "policy's context."),
+    "policies": ("policies", "The built-in presets and resolved policies."),
+    "replay": ("replay", "Replay each TRANSCRIPT (a file, or a folder of sessions) call by call through a policy."),
+    "synth": ("synth", "Write a realistic synthetic coding-agent transcript."),
+    "tune": ("tune", "Search a base policy's keys for the Pareto front of cost saving against probe recall; with "
+                     "--harness claude-code, the settings Claude Code lets you change, printed as the line to paste."),
+}
+
+
+class Group(click.Group):
+    """Turns library errors into ``error: ...`` lines with the documented exit status; imports a
+    command's module only when that command runs (``COMMANDS``)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context | None, name: str) -> click.Command | None:  # type: ignore[override]
+        if name not in self.commands and name in COMMANDS:
+            import importlib
+
+            module, _ = COMMANDS[name]
+            command = getattr(importlib.import_module(f"{__name__}.{module}"), module)
+            environment(command, f"COMPACTLAB_{name.upper().replace('-', '_')}")
+            self.add_command(command, name)
+        return self.commands.get(name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands and their short help, from ``COMMANDS`` (no command's module imported)."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        # (shortened as click shortens a command's own help: a command made of the text alone)
+        rows = [(name, click.Command(name, help=COMMANDS[name][1]).get_short_help_str(limit)) for name in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from ..plumbing.files import forget_inputs
+        from ..plumbing.cache import forget_said
+
+        forget_inputs()  # (the files this command opens as inputs: no output of its own may replace one)
+        forget_said()
+        try:
+            from ..engine.core import chosen
+            from ..plumbing.interrupts import let_signals_through
+
+            let_signals_through()  # (held since the entry point: one that came meanwhile is raised here)
+            chosen()  # (COMPACTLAB_CORE wrong, or native where none is built: said before any work)
+            return super().invoke(ctx)
+        except CompactlabError as exc:
+            tell(f"error: {exc}")
+            if exc.hint:
+                tell(f"hint: {exc.hint}")
+            if os.environ.get("COMPACTLAB_DEBUG") and exc.detail:
+                click.echo(exc.detail.rstrip("\n"), err=True)  # (the traceback of your own code: a step's)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt as exc:
+            from ..plumbing.interrupts import exit_status
+
+            click.echo("error: interrupted", err=True)
+            sys.exit(exit_status(exc))
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
+            raise
+        except BrokenPipeError:
+            sys.exit(0)
+        except Exception as exc:  # a bug: still one line, the traceback on request
+            from ..plumbing.interrupts import exit_status, interrupt_in
+
+            if (stop := interrupt_in(exc)) is not None:  # (Python wraps one raised in __set_name__)
+                click.echo("error: interrupted", err=True)
+                sys.exit(exit_status(stop))
+            if os.environ.get("COMPACTLAB_DEBUG"):
+                raise
+            tell(f"error: internal error: {type(exc).__name__}: {exc}".splitlines()[0])
+            click.echo("hint: rerun with COMPACTLAB_DEBUG=1 for the traceback and report it", err=True)
+            sys.exit(EXIT_INTERNAL)
+
+
+def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: the version, and the core a replay would run on (``engine/core.py``)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from ..engine.core import described
+
+    click.echo(f"compactlab, version {__version__}\n{described()}")
+    ctx.exit()
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
+              help="Show the version and the core a replay runs on (COMPACTLAB_CORE), and exit.")
+def main() -> None:
+    """Replay recorded agent transcripts through context-compaction policies.
+
+    \b
+    compactlab replay session.jsonl -p s08     what would policy s08 do to this conversation?
+    compactlab inspect session.jsonl           what is in it, before any policy
+    compactlab policies list                   the built-in presets
+    compactlab compare sessions/ -p s08        which policy, across many sessions
+    compactlab next-action s.jsonl --dry-run   would the agent act the same? (asks a model: costs)
+    """
+
+
+def environment(command: click.Command, here: str) -> None:
+    """Every option can be set from the environment: ``COMPACTLAB_<COMMAND>_<LONG OPTION>``
+    (``COMPACTLAB_REPLAY_POLICY=s06``, ``COMPACTLAB_COMPARE_JOBS=2``, ``COMPACTLAB_POLICIES_SHOW_FORMAT``);
+    an option given on the command line wins. Repeatable options take several values split on
+    spaces. ``here``: the command's prefix (``COMPACTLAB_REPLAY``)."""
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            environment(sub, f"{here}_{name.upper().replace('-', '_')}")
+        return
+    for param in command.params:
+        longs = [o for o in param.opts if o.startswith("--")] if isinstance(param, click.Option) else []
+        if longs and param.envvar is None and param.name not in ("help", "version"):
+            param.envvar = f"{here}_{longs[0][2:].upper().replace('-', '_')}"
+
+
+def run() -> None:
+    """The console entry point (after ``process.start``): the CLI, then an immediate exit once
+    the output is flushed (``process.finish``); tests call ``main`` through click's runner."""
+    from ..plumbing.interrupts import exit_status, let_signals_through
+
+    code: int = 0
+    try:
+        main(prog_name="compactlab")  # (python -m compactlab too: its usage, and _COMPACTLAB_COMPLETE)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if exc.code is not None and not isinstance(exc.code, int):
+            tell(str(exc.code))
+    try:
+        let_signals_through()  # (a command that never ran, --help: one held since the start ends it so)
+    except KeyboardInterrupt as exc:
+        click.echo("error: interrupted", err=True)
+        code = exit_status(exc)
+    finish(code)

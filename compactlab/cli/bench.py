@@ -1,0 +1,43 @@
+"""``compactlab bench``: speed and memory against the parse floor."""
+
+from __future__ import annotations
+
+
+import click
+
+
+
+@click.command()
+@click.option("--calls", default=5000, show_default=True, type=click.IntRange(10, 1_000_000),
+              help="Calls of the main synthetic transcript (5,000 is about 55 MB).")
+@click.option("--rounds", default=5, show_default=True, type=click.IntRange(1, 100), help="Interleaved rounds (medians).")
+@click.option("--jobs", default=2, show_default=True, type=click.IntRange(1, 512), help="--jobs of the compare figures.")
+@click.option("--no-reference", is_flag=True, help="Skip the straightforward re-serialise-every-call reference.")
+@click.option("--dir", "workdir", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="Where to write the synthetic inputs [default: a temporary folder, removed after].")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="Also write the figures as JSON.")
+@click.option("--corpus", is_flag=True,
+              help="Also compare folders of 200, 2,000 and 10,000 small sessions x 2 policies (time, and "
+                   "the main process's peak memory).")
+@click.option("--tune", "tune_too", is_flag=True,
+              help="Also time a tune of 200 trials over 20 transcripts of about 100 calls.")
+@click.option("--trajectories", type=click.Path(exists=True, file_okay=False, path_type=str), default=None,
+              metavar="FOLDER", help="Also time compare x 2 policies, with reports, of 200 sessions made of the "
+                                     "recorded ones in FOLDER (e.g. ../shared/transcripts/openai).")
+def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str | None, json_out: str | None,
+          corpus: bool, tune_too: bool, trajectories: str | None) -> None:
+    """Measure speed and memory against the parse floor, on synthetic transcripts."""
+    from pathlib import Path
+
+    import orjson
+
+    from ..bench import run
+    from ..plumbing.outputs import atomic_write_bytes, check_destination
+
+    if json_out:
+        check_destination(json_out, "--json", replaces=(b"{",))
+    figures = run(calls=calls, rounds=rounds, workdir=workdir, naive=not no_reference, jobs=jobs, corpus=corpus,
+                  tune=tune_too, trajectories=trajectories)
+    if json_out:
+        atomic_write_bytes(Path(json_out), orjson.dumps(figures, option=orjson.OPT_INDENT_2) + b"\n", what="--json")
