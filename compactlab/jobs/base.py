@@ -88,25 +88,30 @@ class Reading(NamedTuple):  # (compared: a reading started before the policy was
                        whole_if_usage=self.calibrate is None, probes=self.probes, write_cache=not self.dry_run)
 
 
-@dataclass(eq=False, repr=False)
 class Outcome:
     """How a job ended, for the command line: the status line said without --quiet, the errors
-    always said (stderr), and the exit status."""
+    always said (stderr), and the exit status. (A plain class, as the jobs' other small records:
+    ``dataclass`` would compile its ``__init__`` at every start.)"""
 
-    status: int = 0
-    errors: list[str] = field(default_factory=list)
-    wrote: str | None = None
+    __slots__ = ("status", "errors", "wrote")
+
+    def __init__(self, status: int = 0, errors: list[str] | None = None, wrote: str | None = None) -> None:
+        self.status = status
+        self.errors: list[str] = errors if errors is not None else []
+        self.wrote = wrote
 
 
-@dataclass(eq=False, repr=False)
 class Tally:
     """What a corpus read in parts says once, at the end, of all its files: the calibrations, the
     files too short to calibrate on, the folder files that are no transcript."""
 
-    sources: int = 0
-    fits: list[Calibration] = field(default_factory=list)
-    estimated: int = 0
-    skipped: list[str] = field(default_factory=list)
+    __slots__ = ("sources", "fits", "estimated", "skipped")
+
+    def __init__(self, sources: int = 0) -> None:
+        self.sources = sources
+        self.fits: list[Calibration] = []
+        self.estimated = 0
+        self.skipped: list[str] = []
 
     def say(self, notify: Notify) -> None:
         if self.sources > 1 and self.fits:
@@ -414,11 +419,15 @@ def input_files(paths: tuple[str, ...] | list[str], subagents: bool, finding: Fi
     (said in a first line: where, and how many in each). Of several files, one that is no
     transcript is skipped and counted, as a folder's is."""
     from ..transcripts import FolderFile, expand_inputs, is_store
-    from ..transcripts.homes import when
 
     f = finding
-    since = when(f.since, "--since") if f.since else None
-    until = when(f.until, "--until") if f.until else None
+    if f.since or f.until:
+        from ..transcripts.homes import when  # (the harnesses' homes: only where a time or no path asks)
+
+        since = when(f.since, "--since") if f.since else None
+        until = when(f.until, "--until") if f.until else None
+    else:
+        since = until = None
     if not paths:
         return _home_files(f, since, until, subagents, notify)
     if f.project or f.harness:

@@ -50,17 +50,19 @@ class ReplaySettings(Settings):
         return super().reading._replace(probes=self.policy.acts)
 
 
-@dataclass(eq=False, repr=False)
 class Replayed:
-    """The runs that finished, of how many files, and the interrupt that stopped the rest."""
+    """The runs that finished, of how many files, and the interrupt that stopped the rest. (A
+    plain class, as ``base.Outcome``.)"""
 
-    runs: list[Run]
-    total: int
-    interrupted: KeyboardInterrupt | None = None
-    #: the one folder that holds them all (several transcripts into one --out), else None
-    folder: str | None = None
-    #: that folder, when it held an earlier complete run that an interrupted one did not replace
-    kept: str | None = None
+    __slots__ = ("runs", "total", "interrupted", "folder", "kept")
+
+    def __init__(self, runs: list[Run], total: int) -> None:
+        self.runs, self.total = runs, total
+        self.interrupted: KeyboardInterrupt | None = None
+        #: the one folder that holds them all (several transcripts into one --out), else None
+        self.folder: str | None = None
+        #: that folder, when it held an earlier complete run that an interrupted one did not replace
+        self.kept: str | None = None
 
     def outcome(self) -> Outcome:
         """How the replay ended: interrupted (what was kept, exit 130/143), or where each run

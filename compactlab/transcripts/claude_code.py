@@ -20,7 +20,6 @@ What decides correctness (SPEC §2):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,15 +49,18 @@ def sniff(objects: list[dict]) -> float:
     return hits / len(objects) if objects else 0.0
 
 
-@dataclass(eq=False, repr=False)
 class _Group:
-    """One API response: the assistant lines sharing a message.id, and the results of its tools."""
+    """One API response: the assistant lines sharing a message.id, and the results of its tools.
+    (A plain class: ``dataclass`` would compile its ``__init__`` at every start.)"""
 
-    blocks: list[Any] = field(default_factory=list)
-    results: list[Any] = field(default_factory=list)
-    usage: dict[str, int] | None = None
-    model: str | None = None
-    timestamp: str | None = None  # when the response began (its first line)
+    __slots__ = ("blocks", "results", "usage", "model", "timestamp")
+
+    def __init__(self, timestamp: str | None = None) -> None:
+        self.blocks: list[Any] = []
+        self.results: list[Any] = []
+        self.usage: dict[str, int] | None = None
+        self.model: str | None = None
+        self.timestamp = timestamp  # when the response began (its first line)
 
 
 def _as_blocks(content: Any) -> list[Any]:

@@ -102,13 +102,26 @@ class Note(str):
     ``--verbose`` only, where a warning is always said."""
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Positions:
     """Sorted positions, kept as runs ``(start, stop)``: what a condensation keeps is mostly one or
     two runs, however many messages (20,000 condensations each holding every position it kept
-    took 1.84 GB for a 10.7 MB log)."""
+    took 1.84 GB for a 10.7 MB log). Immutable (a plain class: a frozen dataclass compiles four
+    methods at every start)."""
 
-    runs: tuple[tuple[int, int], ...] = ()
+    __slots__ = ("runs",)
+    runs: tuple[tuple[int, int], ...]
+
+    def __init__(self, runs: tuple[tuple[int, int], ...] = ()) -> None:
+        object.__setattr__(self, "runs", runs)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"Positions are immutable: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Positions are immutable: cannot delete {name!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Positions, (self.runs,))
 
     @classmethod
     def of(cls, positions: Iterable[int]) -> "Positions":

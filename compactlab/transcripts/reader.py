@@ -197,15 +197,17 @@ def message_problem(message: dict) -> str | None:
     return problem if isinstance(problem, str) else None
 
 
-@dataclass(eq=False, repr=False)
 class Head:
     """The first lines of a JSONL file as format detection parsed them, kept for the loader: a
     session file is often only a few times longer than what detection reads, and parsing those
     lines twice cost a folder of small sessions an eighth of its replay time."""
 
-    lines: list[tuple[int, bytes, dict | None]]  # (line number, raw, the object; None: not one)
-    end: int  # number of the last line read
-    offset: int | None  # byte offset after it; None for a compressed stream (read again)
+    __slots__ = ("lines", "end", "offset")
+
+    def __init__(self, lines: list[tuple[int, bytes, dict | None]], end: int, offset: int | None) -> None:
+        self.lines = lines  # (line number, raw, the object; None: not one)
+        self.end = end  # number of the last line read
+        self.offset = offset  # byte offset after it; None for a compressed stream (read again)
 
     @property
     def objects(self) -> list[dict]:

@@ -347,10 +347,11 @@ def _price(v: Any) -> bool:
 CACHE_FORMAT = 2
 
 
-@dataclass(eq=False, repr=False)
 class _Plain:
-    prices: Any
-    constraint: Any = None
+    __slots__ = ("prices", "constraint")
+
+    def __init__(self, prices: Any, constraint: Any = None) -> None:
+        self.prices, self.constraint = prices, constraint
 
 
 def _constraint(c: Any) -> Any:

@@ -139,17 +139,17 @@ class CacheRow(NamedTuple):
     cache_write_tokens: int
 
 
-@dataclass(eq=False, repr=False)
 class Priced:
     """What pricing a run's calls gives beside each record's ``input_cost_usd``: the raw
-    baseline's cost, and both without caching."""
+    baseline's cost, and both without caching. (A plain class, as ``Recorded``.)"""
 
-    raw: float = 0.0
-    nocache: float = 0.0
-    raw_nocache: float = 0.0
-    ttl: str = "5m"
-    #: calls made after the cache had expired (None: the source has no timestamps, no expiry)
-    expired: int | None = None
+    __slots__ = ("raw", "nocache", "raw_nocache", "ttl", "expired")
+
+    def __init__(self, ttl: str = "5m", expired: int | None = None) -> None:
+        self.raw = self.nocache = self.raw_nocache = 0.0
+        self.ttl = ttl
+        #: calls made after the cache had expired (None: the source has no timestamps, no expiry)
+        self.expired = expired
 
 
 #: a cache entry's lifetime after its last read or write, by TTL
@@ -225,12 +225,13 @@ def _as_recorded(i: int, read: int, tokens: int, kept: int | None, expected: dic
     return min(kept, tokens) if read > kept or i == 0 else read
 
 
-@dataclass(eq=False, repr=False)
 class Recorded:
     """What the recording's usage fields imply its calls were billed, at list prices."""
 
-    input: float = 0.0
-    output: float = 0.0
+    __slots__ = ("input", "output")
+
+    def __init__(self, input: float = 0.0, output: float = 0.0) -> None:  # noqa: A002 (the bill's words)
+        self.input, self.output = input, output
 
 
 def recorded_cost(records: list, usage: dict[int, dict[str, Any]],

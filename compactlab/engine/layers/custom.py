@@ -32,7 +32,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import fields, is_dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -128,19 +128,23 @@ class StepFacts(_Facts):
         return self._run
 
 
-@dataclass(slots=True, eq=False, repr=False)
 class _Run:
-    """What a step's facts reach in the run: its environment, the summary table and the call's stats."""
+    """What a step's facts reach in the run: its environment, the summary table and the call's
+    stats. (This module's small records are plain classes: ``dataclass`` would compile their
+    ``__init__`` at every start, custom step or not.)"""
 
-    env: RunEnv
-    summary: Any
-    stats: LayerStats
-    sizes: dict[int, tuple[dict, int]] = field(default_factory=dict)  # each message's size, counted once
+    __slots__ = ("env", "summary", "stats", "sizes")
+
+    def __init__(self, env: RunEnv, summary: Any, stats: LayerStats) -> None:
+        self.env, self.summary, self.stats = env, summary, stats
+        self.sizes: dict[int, tuple[dict, int]] = {}  # each message's size, counted once
 
 
-@dataclass(slots=True, eq=False, repr=False)
 class _State:
-    data: dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("data",)
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
 
 
 class SummaryFailed(Exception):
@@ -381,16 +385,18 @@ def _taken(out: list[Any], where: dict[int, int], entries: list[Entry], env: Run
     return sent, kept, first_changed
 
 
-@dataclass(slots=True, eq=False, repr=False)
 class _Given:
     """What the step was given last (the run's): the context's list of entries (the engine appends
     to it in place while nothing changes it), how many, and each one's read-only message."""
 
-    entries: list | None = None
-    n: int = 0
-    #: the list of read-only messages given (the same list, extended, while the context is only
-    #: appended to: a step may read it during its call, not keep it)
-    frozen: "ReadOnlyList | None" = None
+    __slots__ = ("entries", "n", "frozen")
+
+    def __init__(self) -> None:
+        self.entries: list | None = None
+        self.n = 0
+        #: the list of read-only messages given (the same list, extended, while the context is only
+        #: appended to: a step may read it during its call, not keep it)
+        self.frozen: ReadOnlyList | None = None
 
     def unchanged(self, entries: list) -> int:
         """How many leading entries are the very ones given last: all of them while the engine only

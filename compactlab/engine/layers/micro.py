@@ -26,7 +26,6 @@ The count goes into the context it returns, never into the one it was given.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
 
 from ..context import Context
@@ -175,12 +174,15 @@ def _chosen(context: Context, config: MicroConfig, env: RunEnv, start: int, cuto
     return chosen, freed
 
 
-@dataclass(eq=False, repr=False)
 class Cleared:
     """What the micro layer has taken out of the context in a run, in characters, by its key: what
-    a ``trigger_on = "history"`` trigger adds back."""
+    a ``trigger_on = "history"`` trigger adds back. (A plain class, as the run's other small
+    records: ``dataclass`` would compile its ``__init__`` at every start.)"""
 
-    chars: dict[str, int] = field(default_factory=dict)
+    __slots__ = ("chars",)
+
+    def __init__(self) -> None:
+        self.chars: dict[str, int] = {}
 
 
 def _clear_inputs(context: Context, ids: set[str], likely: list[int], changes: dict[int, Entry],

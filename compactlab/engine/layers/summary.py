@@ -17,7 +17,6 @@ recorded usage.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Generic, Literal, TypeVar
 
 from ..context import Context
@@ -263,10 +262,12 @@ class Summarising(Generic[C]):
         return f"Summarising({self.own!r}, {self.summary!r})"
 
 
-@dataclass(eq=False, repr=False)
 class Breaker:
     """The summary layer's circuit breaker (seed 001), kept for the run: consecutive failures,
     and whether it opened (then the layer stops asking)."""
 
-    failures: int = 0
-    open: bool = False
+    __slots__ = ("failures", "open")
+
+    def __init__(self) -> None:
+        self.failures = 0
+        self.open = False
