@@ -229,10 +229,8 @@ class Chart:
         if label:
             self.legend.append((label, marker(kind, 9, 0, min(r, 5.0), colour, extra)))
 
-    def hline(self, y: float, colour: str, width: float = 0.8, dash: str | None = None, label: str | None = None,
-              extend: bool = True) -> None:
-        if extend:
-            self.ys.append(y)
+    def hline(self, y: float, colour: str, width: float = 0.8, dash: str | None = None, label: str | None = None) -> None:
+        self.ys.append(y)
         stroke = f' stroke-dasharray="{dash}"' if dash else ""
         self.items.append(lambda sx, sy: f'<line class="level" x1="{sx.p0:.1f}" x2="{sx.p1:.1f}" y1="{sy(y):.1f}" '
                                          f'y2="{sy(y):.1f}" stroke="{colour}" stroke-width="{width}"{stroke}/>')
