@@ -241,11 +241,15 @@ def cache_warnings(table: PriceTable, notify: Notify = quietly) -> None:
 
 
 def price_warning(table: PriceTable, prices: ModelPrices, notify: Notify = quietly) -> ModelPrices:
-    """An unknown model is a warning even with --quiet (it changes every cost)."""
-    if not prices.known and prices.priced_as:
+    """An unknown model is a warning even with --quiet (it changes every cost), said once a
+    command however many transcripts record it (a corpus of 100 said it 100 times)."""
+    if prices.known or prices.model in table.warned:
+        return prices
+    table.warned.add(prices.model)
+    if prices.priced_as:
         notify(f"warning: no prices for model {prices.model!r}: priced as {prices.priced_as}, its provider's "
                f"stand-in (an estimate; {table.read}); use --price-model or --prices", True)
-    elif not prices.known:
+    else:
         notify(f"warning: no prices for model {prices.model!r} and no provider known for it: unpriced (its costs "
                "are 0); use --price-model or --prices", True)
     return prices

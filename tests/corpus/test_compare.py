@@ -133,3 +133,21 @@ def test_one_reference_and_one_label_per_run(cli, tmp_path):
     acting.write_text('extends = "s08"\nname = "none"\n')
     policies, reference = _policies_of(cli, "-p", acting)
     assert sorted(policies) == ["none", "none (no compaction)"] and reference == "none (no compaction)"
+
+
+def test_an_unknown_model_is_said_once_a_command_however_many_transcripts_record_it():
+    """(A corpus of 200 trajectories, 100 of which record the model 'replay', said its warning 100
+    times, --quiet or not.) Once a price table, which is one a command; a new command says it again."""
+    from compactlab.engine.cost.prices import load_prices
+    from compactlab.jobs.base import price_warning
+
+    said: list[str] = []
+    table = load_prices(cache=False)
+    for _ in range(3):
+        price_warning(table, table.lookup("replay"), lambda m, always: said.append(m))
+    price_warning(table, table.lookup("gpt-99"), lambda m, always: said.append(m))
+    assert [m.split(":")[1] for m in said] == [" no prices for model 'replay' and no provider known for it",
+                                               " no prices for model 'gpt-99'"]
+    again = load_prices(cache=False)
+    price_warning(again, again.lookup("replay"), lambda m, always: said.append(m))
+    assert len(said) == 3

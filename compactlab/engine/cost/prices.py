@@ -447,6 +447,8 @@ class PriceTable:
     #: what was looked up, by (model, time): a corpus job prices every run of a transcript at the
     #: same calls' models and times (a run's own calls, each at its time, are mostly new keys)
     _memo: dict[tuple[str, float], ModelPrices] = field(default_factory=dict, repr=False, compare=False)
+    #: the unknown models a warning was said of (once a table: a command's corpus says each once)
+    warned: set[str] = field(default_factory=set, repr=False, compare=False)
 
     @property
     def read(self) -> str:
