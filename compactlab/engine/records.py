@@ -100,7 +100,7 @@ class RunSummary(Mapping[str, Any]):
     ``dataclass`` would generate cost about 12 M instructions of every start-up, to compile)."""
 
     def __init__(self, **values: Any) -> None:
-        for name, default, factory in _summary_defaults():
+        for name, default, factory in _SUMMARY_DEFAULTS:
             if name in values:
                 value = values.pop(name)
             elif default is not MISSING:
@@ -338,17 +338,8 @@ def _recorded(pricing: Any) -> dict[str, Any]:
 
 
 SUMMARY_KEYS = [f.name for f in fields(RunSummary)]
-
-
-def _summary_defaults() -> list[tuple[str, Any, Any]]:
-    """(name, default, default factory) of every field of RunSummary, in order."""
-    global _SUMMARY_DEFAULTS
-    if _SUMMARY_DEFAULTS is None:
-        _SUMMARY_DEFAULTS = [(f.name, f.default, f.default_factory) for f in fields(RunSummary)]
-    return _SUMMARY_DEFAULTS
-
-
-_SUMMARY_DEFAULTS: list[tuple[str, Any, Any]] | None = None
+#: (name, default, default factory) of every field of RunSummary, in order: what its __init__ fills
+_SUMMARY_DEFAULTS = [(f.name, f.default, f.default_factory) for f in fields(RunSummary)]
 _SUMMARY_FIELDS = frozenset(SUMMARY_KEYS)
 #: the RunSummary keys that are single numbers (compare's columns)
 NUMERIC_SUMMARY_KEYS = [f.name for f in fields(RunSummary) if f.type in ("int", "float", "float | None")]

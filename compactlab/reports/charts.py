@@ -220,8 +220,8 @@ class Chart:
             parts = []
             for i, (x, y) in enumerate(zip(xs, ys)):
                 shape = marker(kind, sx(x), sy(y), r, colour, extra)
-                if titles:
-                    shape = shape.replace("/>", f"><title>{text_of(titles[i])}</title></{shape[1:shape.index(' ')]}>", 1)
+                if titles:  # (a group's title is its tooltip)
+                    shape = f"<g><title>{text_of(titles[i])}</title>{shape}</g>"
                 parts.append(shape)
             opaque = f' opacity="{opacity}"' if opacity < 1 else ""
             return f'<g class="{cls}"{opaque}>{"".join(parts)}</g>'

@@ -55,9 +55,6 @@ class Runs:
         """The runs at positions ``order``, in that order."""
         return Runs({name: [column[i] for i in order] for name, column in self.columns.items()})
 
-    def where(self, keep: Callable[[dict[str, Any]], bool]) -> "Runs":
-        return self.take([i for i, row in enumerate(self.rows()) if keep(row)])
-
     def order_by(self, name: str, ascending: bool = True) -> list[int]:
         """The positions sorted by column ``name``, stable (equal values keep their order), a
         missing value last either way."""
