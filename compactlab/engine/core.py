@@ -6,7 +6,8 @@ native core where it is built. The native core runs the parts it has behind the 
 --version`` names the one a run would use.
 
 What the native core runs so far: the prompt-cache prefix model (``cost/pricing.PromptCache`` is
-its reference). Everything else of a run is the Python engine's."""
+its reference) and the reading of texts for the hindsight probes' index (``measures/probes.py``'s
+``runs`` and ``tokens`` are its reference). Everything else of a run is the Python engine's."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ..errors import UsageError
 
 CORES = ("python", "native")
 #: what the native core runs of a replay, in words (``--version`` and the docs say it)
-NATIVE_PARTS = "the prompt-cache model"
+NATIVE_PARTS = "the prompt-cache model and the probes' string index"
 
 
 @cache
@@ -44,6 +45,11 @@ def chosen() -> str:
     if asked:
         return asked
     return "native" if native_module() is not None else "python"
+
+
+def in_use() -> ModuleType | None:
+    """The native module where the native core is the one chosen (``chosen``), else None."""
+    return native_module() if chosen() == "native" else None
 
 
 def described() -> str:

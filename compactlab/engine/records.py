@@ -209,7 +209,7 @@ class RunSummary(Mapping[str, Any]):
     #: the recording shows answered: where no compaction does not fit (the one rule: corpus/guard.py)
     raw_overflows: int = 0
     #: the core that ran the replay's per-call parts it has (``engine/core.py``): python, or native
-    #: (Rust: the prompt-cache model); the figures are the same on both (a differential test)
+    #: (Rust: ``core.NATIVE_PARTS``); the figures are the same on both (differential tests)
     core: str = "python"
 
     def to_dict(self) -> dict[str, Any]:

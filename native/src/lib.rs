@@ -3,6 +3,7 @@
 //! the reference. `COMPACTLAB_CORE=python|native` chooses (`compactlab/engine/core.py`).
 
 pub mod cache;
+pub mod strings;
 
 #[cfg(feature = "python")]
 mod bindings;

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from ..core import in_use
 from ..measures.baseline import BaselineBuilder, RawBaseline, baseline_for
 from ..memo import memo_of
 from ...transcripts.messages import Entry, add_tool_names
@@ -113,7 +114,7 @@ class StreamFeed(_Recording):
         self.memo: dict[Any, Any] = {}  # (as a loaded one's ``memo_of(t).runs``: a stream is replayed once)
         self._builder: BaselineBuilder | None = None
         if baseline is None:
-            self._builder = BaselineBuilder(keep=False, probes=probes)
+            self._builder = BaselineBuilder(keep=False, probes=probes, native=in_use())
             baseline = self._builder.base
         self.baseline = baseline
 

@@ -32,6 +32,7 @@ import signal
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
+from ..core import in_use
 from ..measures.baseline import BaselineBuilder, RawBaseline
 from ...errors import CompactlabError, InputError
 from ...plumbing.interrupts import Terminated, exit_status, hold_signals, release_signals
@@ -259,7 +260,7 @@ def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO, si
 
     builder = TranscriptBuilder(path, name, keep=False)
     reader = LineReader(path, skip_bad_lines=skip_bad_lines, limit=size)
-    baseline = BaselineBuilder(keep=False, probes=probes)
+    baseline = BaselineBuilder(keep=False, probes=probes, native=in_use())
     base = baseline.base
     rows: list[tuple] = []
     calls = compactions = 0

@@ -17,6 +17,7 @@ from ..memo import memo_of
 from .base import CallAt, Nothing
 from .violations import InvariantTracker, Violation
 from ...transcripts.messages import Entry, make_entry
+from ..core import in_use
 from .probes import Probe, ProbeIndex, wanted_strings
 from ..sizing import list_chars
 from ...transcripts.model import Transcript
@@ -63,11 +64,12 @@ class BaselineBuilder:
     """
 
     def __init__(self, keep: bool = True, system: Any = None, wanted: set[str] | None = None,
-                 probes: bool = True) -> None:
+                 probes: bool = True, native: Any = None) -> None:
         self.base = RawBaseline(probes_indexed=probes)
-        #: the hindsight probes' index; None for a run that cannot lose one (no compaction)
+        #: the hindsight probes' index; None for a run that cannot lose one (no compaction). It
+        #: reads the texts in Rust where the native core runs (``native``: ``core.in_use()``)
         self._probes = ProbeIndex(system if isinstance(system, str) else orjson.dumps(system).decode() if system else None,
-                                  wanted) if probes else None
+                                  wanted, native) if probes else None
         self.keep = keep
         self._tracker = InvariantTracker()
         self._seen: set[tuple[str, str | None, int]] = set()
@@ -126,8 +128,9 @@ class BaselineBuilder:
 
 def compute_baseline(transcript: Transcript, probes: bool = True) -> RawBaseline:
     entries = transcript.entries
-    builder = BaselineBuilder(system=transcript.system, wanted=wanted_strings(entries) if probes else None,
-                              probes=probes)
+    native = in_use()
+    builder = BaselineBuilder(system=transcript.system, wanted=wanted_strings(entries, native) if probes else None,
+                              probes=probes, native=native)
     for e in entries[: transcript.call_positions[-1] + 1] if transcript.call_positions else ():
         builder.add(e)
     return builder.base

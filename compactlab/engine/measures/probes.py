@@ -108,13 +108,23 @@ _PRINTED = re.compile(r"(?m)^\s{0,8}(\d{1,7})(?:[:\t|]|\s{2})|^[^\s:]{1,300}:(\d
 LINE_NEAR = 30
 
 
-def runs(text: str) -> set[str]:
-    """Every candidate string of a text as found (distinctive or not; a trailing . / : still on:
-    ``trimmed`` takes it off)."""
+def _scanned(text: str) -> str:
+    """What of a text is read for strings: a huge one's head and tail, without sized placeholders."""
     if len(text) > MAX_SCAN:
         text = text[: MAX_SCAN // 2] + "\n" + text[-MAX_SCAN // 2:]
-    text = without_sized(text)
-    return set(text.translate(_SPACES).split())
+    return without_sized(text)
+
+
+def runs(text: str) -> set[str]:
+    """Every candidate string of a text as found (distinctive or not; a trailing . / : still on:
+    ``trimmed`` takes it off). The native core finds them in Rust (``native/src/strings.rs``; this
+    function is its reference)."""
+    return _split(_scanned(text))
+
+
+def _split(scanned: str) -> set[str]:
+    """The runs of a text as read (``_scanned``)."""
+    return set(scanned.translate(_SPACES).split())
 
 
 def trimmed(found: set[str]) -> set[str]:
@@ -251,11 +261,16 @@ def generic(t: str, own: int = 0) -> bool:
     return False
 
 
-def tokens(text: str) -> set[str]:
+def tokens(text: str, native: Any = None) -> set[str]:
     """The distinctive strings of a text: URLs, paths (a slash between names), dotted names
     (module.attr, file.ext), numbers of 4+ digits, and identifiers with an underscore, a digit, a
     hyphen or inner capitals (a quoted string or an error message counts by these); plain words
-    and generic names (``generic``) are not distinctive."""
+    and generic names (``generic``) are not distinctive. ``native``: as ``runs``'s (a name beyond
+    ASCII is a plain word as ``str.isalpha`` says: the native core leaves those to this one)."""
+    if native is not None and (found := native.tokens(_scanned(text))) is not None:
+        out, undecided = found
+        out.update(t for t in undecided if not t.strip("_-").isalpha())
+        return out  # type: ignore[no-any-return]
     out = set()
     for t in trimmed(runs(text)):
         if len(t) < 4 or not _ALNUM.search(t):  # (a redacted text's filler has no letter or digit)
@@ -308,11 +323,12 @@ def _texts(entry: Entry) -> list[str]:
     return out
 
 
-def reply_strings(entry: Entry) -> set[str]:
-    """What the agent produced at a call: the distinctive strings of its text and tool inputs."""
+def reply_strings(entry: Entry, native: Any = None) -> set[str]:
+    """What the agent produced at a call: the distinctive strings of its text and tool inputs
+    (``native``: as ``tokens``'s)."""
     found: set[str] = set()
     for text in _texts(entry):
-        found |= tokens(text)
+        found |= tokens(text, native)
     return found
 
 
@@ -391,27 +407,89 @@ def _variants(s: str) -> list[str]:
     return [head + s + tail for head in _HEADS for tail in _TAILS]
 
 
-class ProbeIndex:
-    """Built as the raw baseline reads the messages in order: which strings first appeared in a
-    tool result (the first and the latest result that held each), and at each call, the probes of
-    its reply.
+class ResultStrings:
+    """The strings the tool results held, as the index keeps them: a string -> the latest result
+    that held it, and the first with its source (call, tool); and the strings first seen outside a
+    result (``mine``: prompts, the system prompt, the agent's own), never probes. ``wanted``: a
+    string some reply holds, as a result may hold it (a . / : before or after it) -> the string;
+    only those are kept (None: every run, as found). The native core keeps them in Rust
+    (``_native.ResultStrings``, ``native/src/strings.rs``); this class is its reference.
 
-    A result's strings go into the index by set and dict operations only (no Python loop over its
-    strings: that loop was most of a replay's time); they are kept as found, and a reply's string
-    is looked up with the . / : a result may put before or after it. ``wanted``: every string some
-    reply holds (``wanted_strings``), when the transcript is loaded whole: only those are indexed."""
+    A result's strings go in by set and dict operations only (no Python loop over its strings:
+    that loop was most of a replay's time)."""
 
-    def __init__(self, system: str | None = None, wanted: set[str] | None = None) -> None:
-        #: a wanted string as a result may hold it (a . / : before or after it) -> the string
-        self.wanted = None if wanted is None else {
-            v: w for w in wanted for head in _HEADS for tail in _TAILS for v in (head + w + tail,)}
-        self._keys = frozenset(self.wanted or ())
-        #: strings first seen outside a tool result (prompts, the system prompt, the agent's own):
-        #: never probes
+    def __init__(self, wanted: dict[str, str] | None = None) -> None:
+        self.wanted = wanted
+        self._keys = frozenset(wanted or ())
         self.mine: set[str] = set()
-        #: a string -> the latest tool result that held it; and the first, with its (call, tool)
         self.latest: dict[str, tuple[int, int]] = {}
         self.first: dict[str, tuple[tuple[int, int], tuple[int, str]]] = {}
+
+    def add_result(self, scanned: str, at: tuple[int, int], source: tuple[int, str]) -> bool:
+        """A result's text as read (``_scanned``) at ``at`` (position, block) from ``source``: its
+        strings not ``mine``. (True: the native one says False for a text without UTF-8.)"""
+        self.add_strings(_split(scanned), at, source)
+        return True
+
+    def add_strings(self, found: set[str], at: tuple[int, int], source: tuple[int, str]) -> None:
+        """A result's strings (its runs: ``runs``)."""
+        # (difference, not difference_update: it walks the smaller side, the result's strings)
+        found = self._of(found).difference(self.mine)
+        self.latest.update(dict.fromkeys(found, at))
+        new = found.difference(self.first)
+        if new:
+            self.first.update(dict.fromkeys(new, (at, source)))
+
+    def not_learnt(self, found: set[str], wanted_only: bool) -> None:
+        """Strings seen outside a result: never probes, unless a result held them first.
+        ``wanted_only``: the wanted ones among them (a prompt's), else all (the agent's own)."""
+        self.mine |= (self._of(found) if wanted_only else found).difference(self.latest)
+
+    def is_mine(self, s: str) -> bool:
+        return s in self.mine
+
+    def add_mine(self, s: str) -> None:
+        self.mine.add(s)
+
+    def held(self, s: str) -> tuple[Where, tuple[int, str]] | None:
+        """Where the results held ``s`` (its first and latest result) and the first one's source;
+        None if no result did. (A stream's results are kept as found: ``s`` is looked up with
+        what a result may put around it.)"""
+        latest, first = self.latest, self.first
+        ref = last = None
+        source = (-1, "unknown")
+        for v in (s,) if self.wanted is not None else [v for v in _variants(s) if v in latest]:
+            if v not in latest:
+                continue
+            f, src = first[v]
+            if ref is None or f < ref:
+                ref, source = f, src
+            if last is None or latest[v] > last:
+                last = latest[v]
+        if ref is None or last is None:
+            return None
+        return ((ref, last) if ref != last else (ref,)), source
+
+    def _of(self, strings: set[str]) -> set[str]:
+        """The wanted ones among ``strings`` (all of them when nothing is wanted in particular)."""
+        if self.wanted is None:
+            return strings
+        return {self.wanted[v] for v in strings & self._keys}  # (a set op over the smaller of the two)
+
+
+class ProbeIndex:
+    """Built as the raw baseline reads the messages in order: which strings first appeared in a
+    tool result (the first and the latest result that held each: ``ResultStrings``), and at each
+    call, the probes of its reply. ``wanted``: every string some reply holds (``wanted_strings``),
+    when the transcript is loaded whole: only those are kept. ``native``: the native core
+    (``engine/core.py``), which reads the texts and keeps the results' strings in Rust."""
+
+    def __init__(self, system: str | None = None, wanted: set[str] | None = None, native: Any = None) -> None:
+        #: a wanted string as a result may hold it (a . / : before or after it) -> the string
+        variants = None if wanted is None else {
+            v: w for w in wanted for head in _HEADS for tail in _TAILS for v in (head + w + tail,)}
+        self.native = native
+        self.strings: ResultStrings = ResultStrings(variants) if native is None else native.ResultStrings(variants)
         #: a probe's string -> the latest reply that repeated it (the context may hold it there)
         self.said: dict[str, int] = {}
         self.tool_of: dict[str, tuple[int, str]] = {}  # tool_use id -> (call, tool name)
@@ -429,8 +507,8 @@ class ProbeIndex:
 
     def _not_learnt(self, text: str) -> None:
         """A prompt's (or the system prompt's) strings: seen, never a probe."""
-        found = tokens(text)
-        self.mine |= self._of(found | parts(found)).difference(self.latest)
+        found = tokens(text, self.native)
+        self.strings.not_learnt(found | parts(found), True)
         if len(self.prompts) < MAX_PROMPT_TEXT:
             self.prompts += "\n" + text[: MAX_PROMPT_TEXT - len(self.prompts)]
             self._in_prompts.clear()
@@ -444,23 +522,18 @@ class ProbeIndex:
         if not entry.results:
             return None
         content: list = entry.message["content"]  # (a message with results: a list of blocks)
-        latest, first, mine = self.latest, self.first, self.mine
+        strings = self.strings
         for fact in entry.results:
             block = content[fact.block]
-            ref = (pos, fact.block)
             source = self.tool_of.get(fact.tool_use_id, (-1, "unknown"))
             text = _result_text(block.get("content"))
             if not text:
                 continue
             self._remember(pos, fact.block, text, source)
             self.own |= own_frameworks(text[:MAX_SCAN])
-            found = runs(text) if self.wanted is None else self._of(runs(text))
-            # (difference, not difference_update: it walks the smaller side, the result's strings)
-            found = found.difference(mine)
-            latest.update(dict.fromkeys(found, ref))
-            new = found.difference(first)
-            if new:
-                first.update(dict.fromkeys(new, (ref, source)))
+            scanned = _scanned(text)
+            if not strings.add_result(scanned, (pos, fact.block), source):  # (no UTF-8: read here)
+                strings.add_strings(_split(scanned), (pos, fact.block), source)
         return None
 
     def _remember(self, pos: int, block: int, text: str, source: tuple[int, str]) -> None:
@@ -471,25 +544,6 @@ class ProbeIndex:
         while len(self.recent) > RECENT_RESULTS or self._recent_chars > RECENT_CHARS:
             self._recent_chars -= len(self.recent.popleft()[2])
 
-    def _held(self, s: str) -> tuple[Where, tuple[int, str]] | None:
-        """Where the results held ``s`` (its first and latest result) and the first one's source;
-        None if no result did. (A stream's results are indexed as found: ``s`` is looked up with
-        what a result may put around it.)"""
-        latest, first = self.latest, self.first
-        ref = last = None
-        source = (-1, "unknown")
-        for v in (s,) if self.wanted is not None else [v for v in _variants(s) if v in latest]:
-            if v not in latest:
-                continue
-            f, src = first[v]
-            if ref is None or f < ref:
-                ref, source = f, src
-            if last is None or latest[v] > last:
-                last = latest[v]
-        if ref is None or last is None:
-            return None
-        return ((ref, last) if ref != last else (ref,)), source
-
     def _prompted(self, s: str) -> bool:
         answer = self._in_prompts.get(s)
         if answer is None:
@@ -497,17 +551,17 @@ class ProbeIndex:
         return answer
 
     def _reply(self, pos: int, entry: Entry) -> list[Probe]:
-        mine, said = self.mine, self.said
+        strings, said = self.strings, self.said
         call = self.calls
         self.calls += 1
         probes = []
-        found = reply_strings(entry)
+        found = reply_strings(entry, self.native)
         for s in found:
-            if s in mine:
+            if strings.is_mine(s):
                 continue
-            held = self._held(s)
+            held = strings.held(s)
             if held is None:
-                mine.add(s)  # the agent's own string
+                strings.add_mine(s)  # the agent's own string
             elif not generic(s, self.own) and not self._prompted(s):
                 where, source = held
                 if s in said:
@@ -515,7 +569,7 @@ class ProbeIndex:
                 probes.append(Probe(s, where, *source, kind(s)))
         texts = _texts(entry) if self.recent else []
         probes += self._phrases(texts) + self._lines(texts)
-        mine |= parts(found).difference(self.latest)  # a name the agent wrote inside a longer token: its own
+        strings.not_learnt(parts(found), False)  # a name the agent wrote inside a longer token: its own
         for p in probes:  # later, the agent's own message holds it too
             if p.kind not in ("line", "phrase"):
                 said[p.text] = pos
@@ -527,11 +581,11 @@ class ProbeIndex:
     def _phrases(self, texts: list[str]) -> list[Probe]:
         out = []
         for q in phrases(texts):
-            if q in self.mine or q in self.prompts:
+            if self.strings.is_mine(q) or q in self.prompts:
                 continue
             held = [(pos, block, source) for pos, block, text, source in self.recent if q in text]
             if not held:
-                self.mine.add(q)  # the agent's own words (its script may print them later)
+                self.strings.add_mine(q)  # the agent's own words (its script may print them later)
             else:
                 out.append(Probe(q, tuple((p, b) for p, b, _ in held[-MAX_OCCURRENCES:]), *held[0][2], "phrase"))
         return out
@@ -551,19 +605,14 @@ class ProbeIndex:
                     break
         return out
 
-    def _of(self, strings: set[str]) -> set[str]:
-        """The wanted ones among ``strings`` (all of them when nothing is wanted in particular)."""
-        if self.wanted is None:
-            return strings
-        return {self.wanted[v] for v in strings & self._keys}  # (a set op over the smaller of the two)
 
-
-def wanted_strings(entries: list[Entry]) -> set[str]:
-    """The distinctive strings of every reply of a transcript loaded whole, and their parts."""
+def wanted_strings(entries: list[Entry], native: Any = None) -> set[str]:
+    """The distinctive strings of every reply of a transcript loaded whole, and their parts
+    (``native``: as ``tokens``'s)."""
     out: set[str] = set()
     for e in entries:
         if e.role == "assistant":
-            out |= reply_strings(e)
+            out |= reply_strings(e, native)
     return out | parts(out)
 
 

@@ -1,0 +1,444 @@
+//! The candidate strings of a text, as `compactlab/engine/measures/probes.py` finds them (its
+//! `runs` and `tokens` are the reference these are tested against): the hindsight probes' index
+//! reads every tool result and every reply with them, most of the time of a first replay.
+//!
+//! A **run** is a longest stretch of characters none of which separates: an ASCII character
+//! separates unless it is a letter, a digit or one of `_ . / : ~ -` (Python's
+//! `str.translate(_SPACES)`), and a character beyond ASCII separates when Python's `str.split()`
+//! splits on it (`str.isspace`: the Unicode spaces and line ends). The text handed over is the one
+//! Python would translate: cut to `MAX_SCAN` and without its sized placeholders already.
+//!
+//! A **token** is a run as `probes.tokens` keeps it: trimmed of `. / :` at its ends, four
+//! characters or more with an ASCII letter or digit, and a URL, a path or dotted name without a
+//! colon, or a name that is not a plain word (an underscore, a digit, a hyphen inside, inner
+//! capitals). Whether a name beyond ASCII is a plain word is Python's `str.isalpha` (Unicode
+//! letters of its own version): such a name is left for Python to decide (`Tokens::undecided`).
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+/// What a byte is to the runs: part of one (an ASCII letter, digit or `_ . / : ~ -`), a
+/// separator (any other ASCII character, `probes._SPACES`), or the first byte of a character
+/// beyond ASCII (which separates when it is a space: `wide_space`). Continuation bytes are never
+/// looked up (the scan steps over whole characters).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Byte {
+    Part,
+    Separator,
+    Wide,
+}
+
+const fn byte_kind(b: u8) -> Byte {
+    if b >= 0x80 {
+        Byte::Wide
+    } else if b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'/' | b':' | b'~' | b'-') {
+        Byte::Part
+    } else {
+        Byte::Separator
+    }
+}
+
+/// `byte_kind` of each byte, looked up.
+static KIND: [Byte; 256] = {
+    let mut table = [Byte::Part; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = byte_kind(b as u8);
+        b += 1;
+    }
+    table
+};
+
+/// Whether a character beyond ASCII is one Python's `str.split()` splits on (`str.isspace`; a
+/// test holds this to Python's over every code point).
+pub fn wide_space(c: char) -> bool {
+    matches!(
+        c,
+        '\u{85}' | '\u{a0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200a}' | '\u{2028}' | '\u{2029}' | '\u{202f}' | '\u{205f}' | '\u{3000}'
+    )
+}
+
+/// The runs of `text`, in order (a run may come more than once).
+pub fn runs(text: &str) -> Runs<'_> {
+    Runs { text, at: 0 }
+}
+
+/// The iterator `runs` returns.
+pub struct Runs<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Runs<'a> {
+    /// The character beyond ASCII at byte `i` (a character's first byte): its width, and whether
+    /// it separates.
+    #[inline]
+    fn wide_at(&self, i: usize) -> (usize, bool) {
+        let c = self.text[i..].chars().next().unwrap_or('\0');
+        (c.len_utf8(), wide_space(c))
+    }
+}
+
+impl<'a> Iterator for Runs<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let bytes = self.text.as_bytes();
+        let n = bytes.len();
+        let mut i = self.at;
+        // step over separators
+        while i < n {
+            match KIND[bytes[i] as usize] {
+                Byte::Part => break,
+                Byte::Separator => i += 1,
+                Byte::Wide => {
+                    let (width, space) = self.wide_at(i);
+                    if !space {
+                        break;
+                    }
+                    i += width;
+                }
+            }
+        }
+        if i >= n {
+            self.at = n;
+            return None;
+        }
+        let start = i;
+        while i < n {
+            match KIND[bytes[i] as usize] {
+                Byte::Part => i += 1,
+                Byte::Separator => break,
+                Byte::Wide => {
+                    let (width, space) = self.wide_at(i);
+                    if space {
+                        break;
+                    }
+                    i += width;
+                }
+            }
+        }
+        self.at = i;
+        Some(&self.text[start..i])
+    }
+}
+
+/// `t.strip("./:")`.
+pub fn trimmed(t: &str) -> &str {
+    t.trim_matches(|c| matches!(c, '.' | '/' | ':'))
+}
+
+/// What `tokens` makes of a text: the tokens it decided, and the names beyond ASCII whose being a
+/// token Python's `str.isalpha` decides (a token unless its core, stripped of `_ -`, is all letters).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Tokens<'a> {
+    pub decided: Vec<&'a str>,
+    pub undecided: Vec<&'a str>,
+}
+
+/// Whether a trimmed run is a token (`Some(true)`), is not (`Some(false)`), or Python decides
+/// (`None`: a name beyond ASCII, whose being a plain word is `str.isalpha`'s).
+pub fn is_token(t: &str) -> Option<bool> {
+    let bytes = t.as_bytes();
+    // (four characters: a text of fewer than 4 bytes has fewer; one of 16 or more has 4 or more)
+    if bytes.len() < 4 || (bytes.len() < 16 && t.chars().count() < 4) {
+        return Some(false);
+    }
+    if !bytes.iter().any(u8::is_ascii_alphanumeric) {
+        return Some(false);
+    }
+    let colon = bytes.contains(&b':');
+    if bytes.contains(&b'/') || bytes.contains(&b'.') {
+        return Some(!colon || t.starts_with("http://") || t.starts_with("https://"));
+    }
+    if colon {
+        return Some(false);
+    }
+    let core = t.trim_matches(|c| c == '_' || c == '-');
+    let camel = core
+        .as_bytes()
+        .windows(2)
+        .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase());
+    // (not all letters: an ASCII character other than a letter in it, or nothing left)
+    if camel || core.is_empty() || core.bytes().any(|b| b < 0x80 && !b.is_ascii_alphabetic()) {
+        return Some(true);
+    }
+    if core.is_ascii() {
+        return Some(false); // (a plain word)
+    }
+    None
+}
+
+/// The tokens of `text` (`probes.tokens`), each once, in the order first found.
+pub fn tokens(text: &str) -> Tokens<'_> {
+    let mut seen = FxHashSet::default();
+    let mut out = Tokens::default();
+    for run in runs(text) {
+        let t = trimmed(run);
+        if !seen.insert(t) {
+            continue;
+        }
+        match is_token(t) {
+            Some(true) => out.decided.push(t),
+            Some(false) => {}
+            None => out.undecided.push(t),
+        }
+    }
+    out
+}
+
+/// A tool result's place: (message position, block index).
+pub type Ref = (i64, i64);
+
+/// The strings some reply holds (`ProbeIndex.wanted`), each as a result may hold it: a `. / :`
+/// before or after (a *variant*) -> the string.
+#[derive(Debug, Default)]
+pub struct Wanted {
+    index: FxHashMap<Box<[u8]>, Box<[u8]>>,
+    /// whether some variant is this many bytes long (most runs are not looked up: none is)
+    lengths: Vec<bool>,
+}
+
+impl Wanted {
+    pub fn new<'a>(pairs: impl IntoIterator<Item = (&'a [u8], &'a [u8])>) -> Self {
+        let index: FxHashMap<Box<[u8]>, Box<[u8]>> = pairs
+            .into_iter()
+            .map(|(v, s)| (v.into(), s.into()))
+            .collect();
+        let mut lengths = vec![false; index.keys().map(|k| k.len() + 1).max().unwrap_or(0)];
+        for k in index.keys() {
+            lengths[k.len()] = true;
+        }
+        Wanted { index, lengths }
+    }
+
+    /// The string a variant stands for, where it is one.
+    #[inline]
+    pub fn of(&self, variant: &[u8]) -> Option<&[u8]> {
+        if !self.lengths.get(variant.len()).copied().unwrap_or(false) {
+            return None;
+        }
+        self.index.get(variant).map(|s| &**s)
+    }
+}
+
+/// What a result may put before and after a string it holds (`probes._HEADS`, `probes._TAILS`).
+const HEADS: [&[u8]; 4] = [b"", b"/", b"./", b"../"];
+const TAILS: [&[u8]; 6] = [b"", b".", b":", b"/", b"..", b"..."];
+
+/// The strings the tool results held, as the hindsight probes' index keeps them
+/// (`probes.ResultStrings` is the reference): the latest result that held each, the first one
+/// with its source (a number the caller gives), and the strings first seen elsewhere (`mine`:
+/// never a probe). With `wanted` only those strings are kept; else every run, as found.
+/// Strings are bytes: UTF-8, or for a Python string that has none, its `surrogatepass` bytes
+/// (never valid UTF-8, so never equal to another string's).
+#[derive(Debug, Default)]
+pub struct ResultStrings {
+    pub wanted: Option<Wanted>,
+    mine: FxHashSet<Box<[u8]>>,
+    latest: FxHashMap<Box<[u8]>, Ref>,
+    first: FxHashMap<Box<[u8]>, (Ref, u32)>,
+}
+
+impl ResultStrings {
+    pub fn new(wanted: Option<Wanted>) -> Self {
+        ResultStrings {
+            wanted,
+            ..Default::default()
+        }
+    }
+
+    /// A result's text at `at`, from `source`: the strings it holds that are not `mine`.
+    pub fn add_result(&mut self, text: &str, at: Ref, source: u32) {
+        match &self.wanted {
+            Some(wanted) => {
+                let mut found: Vec<&[u8]> =
+                    runs(text).filter_map(|r| wanted.of(r.as_bytes())).collect();
+                found.sort_unstable();
+                found.dedup();
+                let found: Vec<Box<[u8]>> = found.into_iter().map(Box::from).collect();
+                for s in found {
+                    self.add(s, at, source);
+                }
+            }
+            None => {
+                for r in runs(text) {
+                    let r = r.as_bytes();
+                    if self.mine.contains(r) {
+                        continue;
+                    }
+                    match self.latest.get_mut(r) {
+                        Some(latest) => *latest = at,
+                        None => {
+                            self.latest.insert(r.into(), at);
+                        }
+                    }
+                    if !self.first.contains_key(r) {
+                        self.first.insert(r.into(), (at, source));
+                    }
+                }
+            }
+        }
+    }
+
+    /// One string a result at `at` holds (the strings of a text read elsewhere).
+    pub fn add(&mut self, s: Box<[u8]>, at: Ref, source: u32) {
+        if self.mine.contains(&s) {
+            return;
+        }
+        if !self.first.contains_key(&s) {
+            self.first.insert(s.clone(), (at, source));
+        }
+        self.latest.insert(s, at);
+    }
+
+    /// `s` as the index keeps it: the wanted string a variant stands for (None: not wanted), or
+    /// itself when every string is kept.
+    pub fn kept_as<'a>(&'a self, s: &'a [u8]) -> Option<&'a [u8]> {
+        match &self.wanted {
+            Some(wanted) => wanted.of(s),
+            None => Some(s),
+        }
+    }
+
+    /// A string seen outside a result: never a probe, unless a result held it first.
+    pub fn not_learnt(&mut self, s: &[u8]) {
+        if !self.latest.contains_key(s) {
+            self.mine.insert(s.into());
+        }
+    }
+
+    pub fn is_mine(&self, s: &[u8]) -> bool {
+        self.mine.contains(s)
+    }
+
+    pub fn add_mine(&mut self, s: &[u8]) {
+        self.mine.insert(s.into());
+    }
+
+    /// Where the results held `s`: the first result (with its source) and the latest; None if
+    /// none did. Every string kept, `s` is looked for with what a result may put around it.
+    pub fn held(&self, s: &[u8]) -> Option<(Ref, Ref, u32)> {
+        let mut found: Option<(Ref, Ref, u32)> = None;
+        let mut look = |v: &[u8]| {
+            if let Some(&last) = self.latest.get(v) {
+                let (first, source) = self.first[v];
+                found = Some(match found {
+                    None => (first, last, source),
+                    Some((f, l, src)) => {
+                        let (f, src) = if first < f { (first, source) } else { (f, src) };
+                        (f, l.max(last), src)
+                    }
+                });
+            }
+        };
+        if self.wanted.is_some() {
+            look(s);
+        } else {
+            let mut v = Vec::with_capacity(s.len() + 6);
+            for head in HEADS {
+                for tail in TAILS {
+                    v.clear();
+                    v.extend_from_slice(head);
+                    v.extend_from_slice(s);
+                    v.extend_from_slice(tail);
+                    look(&v);
+                }
+            }
+        }
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(text: &str) -> Vec<&str> {
+        runs(text).collect()
+    }
+
+    #[test]
+    fn runs_split_on_what_python_translates_to_spaces() {
+        assert_eq!(
+            all("see src/app.py:12, then (foo_bar)!"),
+            ["see", "src/app.py:12", "then", "foo_bar"]
+        );
+        assert_eq!(all("~/x-y a\tb\nc"), ["~/x-y", "a", "b", "c"]);
+        assert_eq!(all(""), Vec::<&str>::new());
+        assert_eq!(all("  ,, "), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn runs_keep_letters_beyond_ascii_and_split_on_their_spaces() {
+        assert_eq!(all("café\u{a0}naïve\u{3000}x"), ["café", "naïve", "x"]);
+        assert_eq!(all("a\u{2009}b\u{200b}c"), ["a", "b\u{200b}c"]); // (a zero-width space is no space)
+        assert_eq!(all("\u{85}über\u{2028}"), ["über"]);
+    }
+
+    #[test]
+    fn tokens_are_the_distinctive_runs() {
+        let t = tokens(
+            "read src/app.py: then foo_bar and fooBar, 12345, plain words, a:b, http://x.io/a:1",
+        );
+        assert_eq!(
+            t.decided,
+            [
+                "src/app.py",
+                "foo_bar",
+                "fooBar",
+                "12345",
+                "http://x.io/a:1"
+            ]
+        );
+        assert!(t.undecided.is_empty());
+        assert_eq!(
+            tokens("__init__ ____ --x-- _abc_ abc-def").decided,
+            ["abc-def"]
+        );
+    }
+
+    #[test]
+    fn names_beyond_ascii_are_left_to_python_unless_ascii_decides() {
+        let t = tokens("naïve_x über fooÜbar aéB");
+        assert_eq!(t.undecided, ["über", "fooÜbar"]);
+        assert_eq!(t.decided, ["naïve_x"]); // (an underscore: not a word; aéB: 3 characters)
+        assert_eq!(tokens("ébcdeFg").decided, ["ébcdeFg"]); // (inner capitals: a token whatever the letters)
+    }
+
+    #[test]
+    fn a_result_s_strings_are_kept_unless_seen_elsewhere_first() {
+        let mut index = ResultStrings::new(None);
+        index.add_mine(b"mine_one");
+        index.add_result("see mine_one and src/a.py. then x_y", (3, 0), 7);
+        index.add_result("src/a.py again", (5, 1), 8);
+        assert_eq!(index.held(b"mine_one"), None);
+        assert_eq!(index.held(b"x_y"), Some(((3, 0), (3, 0), 7)));
+        // (held as found: "src/a.py." by the first result, "src/a.py" by both)
+        assert_eq!(index.held(b"src/a.py"), Some(((3, 0), (5, 1), 7)));
+        index.not_learnt(b"x_y"); // (a result held it first: not the agent's own)
+        index.not_learnt(b"other");
+        assert!(!index.is_mine(b"x_y") && index.is_mine(b"other"));
+    }
+
+    #[test]
+    fn with_wanted_strings_only_those_are_kept_by_their_variants() {
+        let wanted = Wanted::new([
+            (&b"a_b"[..], &b"a_b"[..]),
+            (b"/a_b:", b"a_b"),
+            (b"c_d", b"c_d"),
+        ]);
+        let mut index = ResultStrings::new(Some(wanted));
+        index.add_result("x /a_b: y_z", (1, 0), 0);
+        assert_eq!(index.held(b"a_b"), Some(((1, 0), (1, 0), 0)));
+        assert_eq!(index.held(b"y_z"), None);
+        assert_eq!(index.kept_as(b"/a_b:"), Some(&b"a_b"[..]));
+        assert_eq!(index.kept_as(b"y_z"), None);
+    }
+
+    #[test]
+    fn short_runs_count_characters_not_bytes() {
+        assert_eq!(is_token("ééé1"), Some(true));
+        assert_eq!(is_token("éé1"), Some(false));
+    }
+}

@@ -1,0 +1,191 @@
+"""The hindsight probes' index on the native core against the Python one, its reference (#59): the
+native core reads the texts (``_native.runs``, ``_native.tokens``) and keeps the results' strings
+(``_native.ResultStrings``) in Rust; every recording, loaded or streamed, gets the same probes from
+both, generated texts the same runs and tokens, and a random use of the two strings' indexes the
+same answers. Where a text has no UTF-8 (a lone surrogate) the Python side reads it."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compactlab import load_policy, load_transcript, replay
+from compactlab.engine import core
+from compactlab.engine.measures import baseline, probes
+from compactlab.engine.measures.probes import ProbeIndex, ResultStrings, _scanned, _split, tokens
+from compactlab.transcripts import TranscriptBuilder, open_transcript
+from helpers import SAMPLES
+from test_native_core import _shared_recordings
+
+NATIVE = core.native_module()
+needs_native = pytest.mark.skipif(NATIVE is None, reason="the native core is not built in this install (it was "
+                                                         "installed without a Rust toolchain): nothing to compare")
+
+#: texts a result or a reply may hold: code, paths, prose in other scripts, every kind of space,
+#: pieced from characters and from pieces of names around the lengths and kinds that decide
+_CHARS = st.one_of(st.characters(codec="utf-8"), st.sampled_from(list("._/:~- \t\n,;()'\"\\aZ09éüß\u00a0\u2003"
+                                                                  "\u3000\u2028\u0085\u200b\u1680\x1c")))
+_PIECES = st.sampled_from(["ab", "abc", "a_b", "x.py", "ab/c", "fooBar", "1234", "123", "http://", "https://x",
+                           "__", "--", "ñam", "Ωmega", "ǅx", "x\u0301", "a:b", "é_", "ab1"])
+TEXT = st.lists(st.one_of(_CHARS, _PIECES), max_size=120).map("".join)
+
+
+def _baselines(monkeypatch, path: str, stream: bool = False):
+    out = []
+    for which in ("python", "native"):
+        monkeypatch.setenv("COMPACTLAB_CORE", which)
+        if stream:
+            run = replay(open_transcript(path, load=False), load_policy("s08"))
+            out.append(run.probe_ledger)
+        else:
+            out.append(baseline.compute_baseline(load_transcript(path)))
+    return out
+
+
+@needs_native
+@pytest.mark.parametrize("sample", ["synth-small", "synth-medium", "manual-compact", "recorded-orphan"])
+def test_both_cores_index_the_samples_alike_loaded_and_streamed(monkeypatch, sample):
+    path = str(SAMPLES / f"{sample}.jsonl")
+    a, b = _baselines(monkeypatch, path)
+    assert a.probes == b.probes and a.probes_indexed and b.probes_indexed
+    assert a.refs == b.refs and a.chars == b.chars
+    if sample == "synth-medium":
+        assert sum(map(len, a.probes.values())) > 50  # (a comparison of something)
+    monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
+    a, b = _baselines(monkeypatch, path, stream=True)
+    assert a == b
+
+
+@needs_native
+@pytest.mark.slow
+def test_both_cores_index_every_shared_recording_alike(monkeypatch, shared_transcripts):
+    from compactlab.errors import CompactlabError
+
+    problems, indexed, streamed, found = [], 0, 0, 0
+    monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
+    for path in _shared_recordings():
+        try:
+            a, b = _baselines(monkeypatch, str(path))
+        except CompactlabError:  # (not a transcript: a harness's own log, a fixture's truth)
+            continue
+        indexed += 1
+        found += sum(map(len, a.probes.values()))
+        if a.probes != b.probes:
+            problems.append(f"{path.name}: loaded")
+        elif open_transcript(str(path), load=False) is not None:  # (a format read a line at a time)
+            streamed += 1
+            if (ledgers := _baselines(monkeypatch, str(path), stream=True))[0] != ledgers[1]:
+                problems.append(f"{path.name}: streamed")
+    assert indexed >= 10 and found > 1000  # (streamed: the samples above; no shared format streams yet)
+    assert not problems, "\n".join(problems[:20])
+
+
+@needs_native
+def test_every_character_separates_runs_as_python_splits_them():
+    """Each code point between two letters, in Rust and in Python (``str.translate`` then
+    ``str.split``): a character one splits on and the other does not would make a run differ."""
+    for start in range(0, sys.maxunicode + 1, 1 << 16):
+        text = " ".join(f"a{chr(c)}b" for c in range(start, min(start + (1 << 16), sys.maxunicode + 1))
+                        if not 0xD800 <= c <= 0xDFFF)
+        assert NATIVE.runs(text) == _split(text), hex(start)
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(TEXT)
+def test_generated_texts_have_the_same_runs_and_tokens_on_both_cores(text):
+    assert NATIVE.runs(_scanned(text)) == _split(_scanned(text))
+    assert tokens(text, NATIVE) == tokens(text)
+
+
+@needs_native
+def test_a_huge_text_is_read_by_its_head_and_tail_on_both_cores():
+    head, tail = "start_one " + "x " * 150_000, " y" * 150_000 + " end_two"
+    text = head + "middle_three" + tail
+    assert tokens(text, NATIVE) == tokens(text) == {"start_one", "end_two"}
+
+
+OPS = st.lists(st.one_of(
+    st.tuples(st.just("result"), TEXT, st.integers(0, 40), st.integers(0, 3)),
+    st.tuples(st.just("not_learnt"), st.sets(st.sampled_from(["a_b", "/a_b", "a_b.", "x.py", "c_d", "é_f", "zz"])),
+              st.booleans()),
+    st.tuples(st.just("mine"), st.sampled_from(["a_b", "x.py", "q r s"])),
+    st.tuples(st.just("held"), st.sampled_from(["a_b", "x.py", "c_d", "é_f", "src/x.py", "zz", "nope"])),
+), max_size=30)
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(OPS, st.booleans())
+def test_the_native_result_strings_answer_as_the_python_ones(ops, with_wanted):
+    wanted = None
+    if with_wanted:
+        wanted = {h + w + t: w for w in ("a_b", "x.py", "c_d", "é_f") for h in ("", "/", "./", "../")
+                  for t in ("", ".", ":", "/", "..", "...")}
+    a, b = ResultStrings(wanted), NATIVE.ResultStrings(wanted)
+    for op in ops:
+        if op[0] == "result":
+            text = f"{op[1]} a_b ./x.py: c_d" if op[3] else op[1]
+            source = (op[2], "Bash")
+            assert a.add_result(_scanned(text), (op[2], op[3]), source)
+            assert b.add_result(_scanned(text), (op[2], op[3]), source)
+        elif op[0] == "not_learnt":
+            a.not_learnt(set(op[1]), op[2])
+            b.not_learnt(set(op[1]), op[2])
+        elif op[0] == "mine":
+            a.add_mine(op[1])
+            b.add_mine(op[1])
+        else:
+            assert a.held(op[1]) == b.held(op[1]), op
+            assert a.is_mine(op[1]) == b.is_mine(op[1])
+
+
+@needs_native
+def test_a_text_without_utf8_is_read_by_python_and_indexed_alike():
+    """A lone surrogate (no message can hold one: its size is its JSON's, which has none; a caller
+    of the index might): the native core says it cannot read the text, the Python side reads it
+    and gives the native strings' index its runs, keyed by their surrogatepass bytes."""
+    text = "odd_\ud800name and src/app.py here"
+    assert NATIVE.tokens(text) is None and NATIVE.runs(text) is None
+    assert tokens(text, NATIVE) == tokens(text) == {"odd_\ud800name", "src/app.py"}
+    a, b = ResultStrings(None), NATIVE.ResultStrings(None)
+    assert b.add_result(text, (0, 0), (0, "x")) is False
+    a.add_strings(_split(text), (0, 0), (0, "x"))
+    b.add_strings(_split(text), (0, 0), (0, "x"))
+    for s in ("odd_\ud800name", "odd_name", "src/app.py", "app.py"):
+        assert a.held(s) == b.held(s), s
+    assert b.held("odd_\ud800name") == (((0, 0),), (0, "x"))
+    b.add_mine("\udfff")
+    assert b.is_mine("\udfff") and not b.is_mine("\udffe")
+
+
+@needs_native
+def test_a_run_on_the_native_core_indexes_its_probes_there(monkeypatch):
+    """The core a run names is the one that indexed: a native run's index keeps its strings in Rust,
+    a python run's in the Python reference (a check that both ran the same code would be vacuous)."""
+    made: list[str] = []
+    real = ProbeIndex.__init__
+
+    def spy(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        made.append(type(self.strings).__module__)
+
+    monkeypatch.setattr(ProbeIndex, "__init__", spy)
+    monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
+    for which in ("native", "python"):
+        monkeypatch.setenv("COMPACTLAB_CORE", which)
+        replay(load_transcript(str(SAMPLES / "synth-small.jsonl")), load_policy("s08"))
+    assert made == ["compactlab._native", probes.__name__]
+
+
+def test_without_a_native_build_the_index_is_the_python_one(monkeypatch):
+    monkeypatch.setattr(core, "native_module", lambda: None)
+    monkeypatch.delenv("COMPACTLAB_CORE", raising=False)
+    t = TranscriptBuilder("x.jsonl", "anthropic")
+    for m in ({"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}):
+        t.add(m)
+    base = baseline.compute_baseline(t.build())
+    assert base.probes == {} and core.in_use() is None
