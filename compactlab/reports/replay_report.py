@@ -14,7 +14,6 @@ from ..plumbing.outputs import OutputDir
 if TYPE_CHECKING:
     from ..engine.policy import Policy
 from ..engine.measures.violations import MEANING
-from ..engine.core import NATIVE_PARTS
 from ..engine.records import TURN_COLUMNS, Run, RunSummary, TurnRecord, turn_values
 from ..metrics import Numbers
 from .sparkline import sparkline
@@ -104,7 +103,8 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
         ("context window (judged on)", s.window_source),
         ("overflows", f"{s.overflows:,}"),
         ("violations introduced / inherited", f"{s.violations_introduced} / {s.violations_inherited}"),
-        ("core", s.core if s.core == "python" else f"{s.core} ({NATIVE_PARTS} in Rust; the same figures)"),
+        # (what runs in Rust: --version says; the figures are the same on both)
+        ("core", s.core if s.core == "python" else f"{s.core} (parts in Rust)"),
     ]
     if any(t["path"] for t in s.saved_transcripts):  # (those a summary replaced, written with --write-transcripts)
         rows.append(("saved transcripts", f"{sum(1 for t in s.saved_transcripts if t['path'])} written"))

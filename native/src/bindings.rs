@@ -1,10 +1,13 @@
 //! The Python module `compactlab._native`: plain data in, plain data out.
 
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PySet, PyString, PyTuple};
+use pyo3::types::{PyDict, PyList, PySet, PyString, PyTuple};
+use rustc_hash::FxHashMap;
 use std::borrow::Cow;
+use std::sync::Arc;
 
-use crate::{cache, strings};
+use crate::{cache, strings, violations};
 
 /// The prompt-cache prefix model (`cost/pricing.py`'s `PromptCache` is its reference).
 #[pyclass(module = "compactlab._native")]
@@ -274,10 +277,180 @@ impl ResultStrings {
     }
 }
 
+/// The API's tool-pairing rules checked incrementally (`violations.InvariantTracker`, its reference;
+/// `violations::Tracker`): shown each context the loop sends (a list of `Entry`), it keeps them
+/// alive, knows each one's facts by its identity, and lists or counts the context's violations.
+#[pyclass(module = "compactlab._native")]
+struct InvariantTracker {
+    inner: violations::Tracker,
+    /// the context's messages, held while it holds them (their identity is their key)
+    objects: Vec<Py<PyAny>>,
+    /// facts by identity, each with its message held (so that no other message takes its address)
+    known: FxHashMap<usize, (Py<PyAny>, Arc<violations::Facts>)>,
+    /// a string's number (a tool id, a role) and back
+    ids: FxHashMap<Box<[u8]>, violations::Id>,
+    names: Vec<Py<PyAny>>,
+    /// the Python `Violation` a listing is made of
+    violation: Py<PyAny>,
+}
+
+#[pymethods]
+impl InvariantTracker {
+    #[new]
+    fn new(py: Python<'_>, violation: Py<PyAny>) -> PyResult<Self> {
+        let mut tracker = InvariantTracker {
+            inner: violations::Tracker::new(violations::Roles {
+                user: 0,
+                assistant: 1,
+            }),
+            objects: Vec::new(),
+            known: FxHashMap::default(),
+            ids: FxHashMap::default(),
+            names: Vec::new(),
+            violation,
+        };
+        for role in ["user", "assistant"] {
+            tracker.intern(PyString::new(py, role).as_any())?;
+        }
+        Ok(tracker)
+    }
+
+    /// Show it `entries` (a context), whose first `dirty_from` messages it has seen before.
+    fn update(&mut self, entries: &Bound<'_, PyList>, dirty_from: usize) -> PyResult<()> {
+        let n_new = entries.len();
+        let d0 = self.inner.start(dirty_from, n_new);
+        let mut tail = Vec::with_capacity(n_new - d0);
+        let mut held = Vec::with_capacity(n_new - d0);
+        for i in d0..n_new {
+            let entry = entries.get_item(i)?;
+            tail.push(self.slot(&entry)?);
+            held.push(entry.unbind());
+        }
+        self.inner.update(d0, tail);
+        self.objects.truncate(d0);
+        self.objects.extend(held);
+        if self.known.len() > 2 * self.objects.len() + 64 {
+            // (what is no longer in the context is let go)
+            let py = entries.py();
+            self.known = self
+                .objects
+                .iter()
+                .zip(&self.inner.entries)
+                .map(|(o, s)| (s.key, (o.clone_ref(py), s.facts.clone())))
+                .collect();
+        }
+        Ok(())
+    }
+
+    /// The stream's messages from `start` to `stop` it no longer needs: `freed` in their place.
+    fn free(&mut self, start: usize, stop: usize, freed: &Bound<'_, PyAny>) -> PyResult<()> {
+        let slot = self.slot(freed)?;
+        self.inner.free(start, stop, &slot);
+        let stop = stop.min(self.objects.len());
+        for o in &mut self.objects[start.min(stop)..stop] {
+            self.known.remove(&(o.as_ptr() as usize)); // (its facts go with it)
+            *o = freed.clone().unbind();
+        }
+        Ok(())
+    }
+
+    /// How many violations the context has.
+    #[getter]
+    fn total(&self) -> i64 {
+        self.inner.total()
+    }
+
+    /// The multiset of (kind, tool id) of its violations, as a dict.
+    fn counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        for ((kind, id), n) in self.inner.counts() {
+            out.set_item((kind.name(), self.name(py, id)), n)?;
+        }
+        Ok(out)
+    }
+
+    /// Every violation (`Violation`s), by position and kind.
+    fn violations<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let make = self.violation.bind(py);
+        self.inner
+            .violations()
+            .into_iter()
+            .map(|v| {
+                make.call1((
+                    v.kind.name(),
+                    v.position,
+                    self.name(py, v.tool_id),
+                    v.origin,
+                ))
+            })
+            .collect()
+    }
+}
+
+impl InvariantTracker {
+    fn intern(&mut self, s: &Bound<'_, PyAny>) -> PyResult<violations::Id> {
+        if s.is_none() {
+            return Ok(violations::NONE);
+        }
+        let k = key(s)?;
+        if let Some(&id) = self.ids.get(&*k) {
+            return Ok(id);
+        }
+        let id = self.names.len() as violations::Id;
+        self.ids.insert(k.into_owned().into(), id);
+        self.names.push(s.clone().unbind());
+        Ok(id)
+    }
+
+    fn name(&self, py: Python<'_>, id: violations::Id) -> Py<PyAny> {
+        if id == violations::NONE {
+            py.None()
+        } else {
+            self.names[id as usize].clone_ref(py)
+        }
+    }
+
+    fn ids_of(&mut self, values: Bound<'_, PyAny>) -> PyResult<Vec<violations::Id>> {
+        let mut out = Vec::new();
+        for v in values.try_iter()? {
+            out.push(self.intern(&v?)?);
+        }
+        Ok(out)
+    }
+
+    /// A message's slot: its facts, known by its identity or read from it.
+    fn slot(&mut self, entry: &Bound<'_, PyAny>) -> PyResult<violations::Slot> {
+        let key = entry.as_ptr() as usize;
+        if let Some((_, facts)) = self.known.get(&key) {
+            return Ok(violations::Slot {
+                key,
+                facts: facts.clone(),
+            });
+        }
+        let py = entry.py();
+        let origin: i64 = entry.getattr(intern!(py, "origin"))?.extract()?;
+        let role = self.intern(&entry.getattr(intern!(py, "role"))?)?;
+        let uses = self.ids_of(entry.getattr(intern!(py, "tool_use_ids"))?)?;
+        let mut results = Vec::new();
+        for fact in entry.getattr(intern!(py, "results"))?.try_iter()? {
+            results.push(self.intern(&fact?.getattr(intern!(py, "tool_use_id"))?)?);
+        }
+        let misplaced = self.ids_of(entry.getattr(intern!(py, "misplaced_results"))?)?;
+        let empty = entry.getattr(intern!(py, "empty"))?.is_truthy()?;
+        let facts = Arc::new(violations::Facts::new(
+            origin, role, uses, results, misplaced, empty,
+        ));
+        self.known
+            .insert(key, (entry.clone().unbind(), facts.clone()));
+        Ok(violations::Slot { key, facts })
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PromptCache>()?;
     m.add_class::<ResultStrings>()?;
+    m.add_class::<InvariantTracker>()?;
     m.add_function(wrap_pyfunction!(runs, m)?)?;
     m.add_function(wrap_pyfunction!(tokens, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

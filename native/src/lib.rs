@@ -4,6 +4,7 @@
 
 pub mod cache;
 pub mod strings;
+pub mod violations;
 
 #[cfg(feature = "python")]
 mod bindings;

@@ -5,7 +5,8 @@ from collections import Counter
 
 import pytest
 
-from compactlab.engine.measures.violations import InvariantTracker, check_context, classify
+from compactlab.engine import core
+from compactlab.engine.measures.violations import InvariantTracker, Violation, check_context, classify
 from compactlab.transcripts.messages import make_entry
 from helpers import asst, results, tr, tu, user
 
@@ -63,9 +64,21 @@ def _random_messages(rng, n):
     return msgs
 
 
-def test_incremental_tracker_agrees_with_a_fresh_check():
-    rng = random.Random(4)
-    tracker = InvariantTracker()
+NATIVE = core.native_module()
+#: the trackers: this module's (the reference is ``check_context``, from scratch) and the native core's
+TRACKERS = {"python": InvariantTracker,
+            "native": (lambda: NATIVE.InvariantTracker(Violation)) if NATIVE is not None else None}
+
+
+@pytest.mark.parametrize("seed", [4, 5, 6])
+@pytest.mark.parametrize("which", sorted(TRACKERS))
+def test_incremental_tracker_agrees_with_a_fresh_check(which, seed):
+    """Both cores' trackers, shown contexts that grow, are edited in place, keep a shifted run
+    behind a placeholder (a snip) or change shape, list and count what a fresh check finds."""
+    if TRACKERS[which] is None:
+        pytest.skip("the native core is not built in this install (no Rust toolchain): nothing to compare")
+    rng = random.Random(seed)
+    tracker = TRACKERS[which]()
     checked = 0
     current = []
     origin = 0
@@ -101,6 +114,25 @@ def test_incremental_tracker_agrees_with_a_fresh_check():
         expected = check_context(current)
         assert tracker.violations() == expected
         assert tracker.total == len(expected)
-        assert tracker.counts() == Counter(v.key for v in expected)
+        assert Counter(tracker.counts()) == Counter(v.key for v in expected)
         checked += 1
     assert checked == 600
+
+
+@pytest.mark.skipif(NATIVE is None, reason="the native core is not built in this install (no Rust toolchain)")
+def test_the_native_tracker_lets_a_stream_s_freed_messages_go():
+    """A stream's raw baseline frees the messages it no longer needs: the native tracker keeps no
+    reference to them (its identity cache included), only to the stand-in."""
+    import sys
+
+    from compactlab.engine.measures.baseline import FREED
+
+    tracker = NATIVE.InvariantTracker(Violation)
+    entries = [make_entry(m, i) for i, m in enumerate([user("go"), asst(tu("a")), results(tr("a")), asst("done")])]
+    watched = entries[1]
+    alone = sys.getrefcount(watched)
+    tracker.update(entries, 0)
+    assert sys.getrefcount(watched) > alone  # (held while in its context)
+    tracker.free(0, 2, FREED)
+    assert sys.getrefcount(watched) == alone
+    assert tracker.total == 0 and tracker.violations() == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ..core import native_module
 from ..cost.pricing import NativePromptCache, PromptCache
 from ..records import CompactionEvent
 from .base import CallAt, Measure
@@ -74,10 +75,11 @@ def measures_for(base: RawBaseline, env: Any, *, counter: Any = None, entries: l
     ``RunEnv``; ``counter`` exact token counts over ``entries`` (the prompt cache's prefix is then a
     share of them); ``keep_refs`` False lets a stream's references go as they are used; ``recall``
     another implementation than ``RECALL`` (a test's); ``core`` the core that runs the measures it
-    has (``engine/core.py``: ``native``, the prompt cache in Rust)."""
-    cache = NativePromptCache if core == "native" else PromptCache
+    has (``engine/core.py``: ``native``, the prompt cache and the violations' tracker in Rust)."""
+    native = core == "native"
+    cache = NativePromptCache if native else PromptCache
     return Measures(cache(env.estimator, exact=counter is not None),
-                    RawSize(base, env.estimator, counter, entries), Violations(base),
+                    RawSize(base, env.estimator, counter, entries), Violations(base, native_module() if native else None),
                     Retention(base.refs, keep_refs), (recall or RECALL)(base.probes, env, base.probes_indexed))
 
 

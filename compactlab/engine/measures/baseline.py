@@ -15,7 +15,7 @@ import orjson
 from ..context import Context
 from ..memo import memo_of
 from .base import CallAt, Nothing
-from .violations import InvariantTracker, Violation
+from .violations import Violation, tracker_for
 from ...transcripts.messages import Entry, make_entry
 from ..core import in_use
 from .probes import Probe, ProbeIndex, wanted_strings
@@ -71,7 +71,7 @@ class BaselineBuilder:
         self._probes = ProbeIndex(system if isinstance(system, str) else orjson.dumps(system).decode() if system else None,
                                   wanted, native) if probes else None
         self.keep = keep
-        self._tracker = InvariantTracker()
+        self._tracker = tracker_for(native)
         self._seen: set[tuple[str, str | None, int]] = set()
         self._raw: list = []  # the raw context: it only grows
         self._done = 0  # messages the tracker has seen
@@ -102,7 +102,9 @@ class BaselineBuilder:
         tracker.update(raw, self._done)
         if not self.keep:  # the next update checks from the message before this call's on
             for k in range(self._freed, pos - 2):
-                raw[k] = tracker.entries[k] = FREED
+                raw[k] = FREED
+            if pos - 2 > self._freed:
+                tracker.free(self._freed, pos - 2, FREED)
             self._freed = max(self._freed, pos - 2)
         self._done = pos
         base.messages.append(pos)

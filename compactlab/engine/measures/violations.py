@@ -169,6 +169,13 @@ class InvariantTracker:
             if made:
                 self._own(pos, made)
 
+    def free(self, start: int, stop: int, freed: Entry) -> None:
+        """The stream's messages from ``start`` to ``stop`` it no longer needs: ``freed`` in their
+        place (their violations were counted; the next check looks from the message before the
+        next call)."""
+        for k in range(start, min(stop, len(self.entries))):
+            self.entries[k] = freed
+
     def _grow(self, entries: list[Entry], d: int) -> None:
         """``update`` for a context that only gained messages after its first ``d``."""
         use_count = self.use_count
@@ -227,6 +234,12 @@ class InvariantTracker:
                         if seen[tid] > 1:
                             out.append(Violation("duplicate_tool_use_id", pos, tid, e.origin))
         return sorted(out, key=lambda v: (v.message_index, KINDS.index(v.kind)))
+
+
+def tracker_for(native: Any = None) -> InvariantTracker:
+    """A tracker: the native core's (``_native.InvariantTracker``, in Rust) where ``native`` is the
+    native module (``core.in_use()``), else this module's, its reference."""
+    return InvariantTracker() if native is None else native.InvariantTracker(Violation)  # type: ignore[no-any-return]
 
 
 def _same_shape(a: Entry, b: Entry) -> bool:
@@ -302,9 +315,9 @@ class Violations:
     incrementally (from the first message a layer changed), each violation introduced by the
     policy or inherited from the recording (the raw context's ``counts_at`` the call)."""
 
-    def __init__(self, raw: RawCounts) -> None:
+    def __init__(self, raw: RawCounts, native: Any = None) -> None:
         self.raw = raw
-        self.tracker = InvariantTracker()
+        self.tracker = tracker_for(native)  # (``native``: the native core's, in Rust)
         self.log = ViolationLog()
 
     def at_call(self, at: CallAt, context: Context) -> ViolationsRow:

@@ -1,4 +1,5 @@
-"""The hindsight probes' index on the native core against the Python one, its reference (#59): the
+"""The raw baseline on the native core against the Python one, its reference (#59) — its violations
+(the native ``InvariantTracker``) and, above all, the hindsight probes' index: the
 native core reads the texts (``_native.runs``, ``_native.tokens``) and keeps the results' strings
 (``_native.ResultStrings``) in Rust; every recording, loaded or streamed, gets the same probes from
 both, generated texts the same runs and tokens, and a random use of the two strings' indexes the
@@ -52,6 +53,8 @@ def test_both_cores_index_the_samples_alike_loaded_and_streamed(monkeypatch, sam
     a, b = _baselines(monkeypatch, path)
     assert a.probes == b.probes and a.probes_indexed and b.probes_indexed
     assert a.refs == b.refs and a.chars == b.chars
+    # (the raw baseline's violations: the native core's tracker against the Python one)
+    assert a.violation_counts == b.violation_counts and a.first_seen == b.first_seen
     if sample == "synth-medium":
         assert sum(map(len, a.probes.values())) > 50  # (a comparison of something)
     monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
@@ -75,6 +78,8 @@ def test_both_cores_index_every_shared_recording_alike(monkeypatch, shared_trans
         found += sum(map(len, a.probes.values()))
         if a.probes != b.probes:
             problems.append(f"{path.name}: loaded")
+        elif a.violation_counts != b.violation_counts or a.first_seen != b.first_seen:
+            problems.append(f"{path.name}: the raw violations")
         elif open_transcript(str(path), load=False) is not None:  # (a format read a line at a time)
             streamed += 1
             if (ledgers := _baselines(monkeypatch, str(path), stream=True))[0] != ledgers[1]:
