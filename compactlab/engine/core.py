@@ -6,8 +6,9 @@ native core where it is built. The native core runs the parts it has behind the 
 --version`` names the one a run would use.
 
 What the native core runs so far: the prompt-cache prefix model (``cost/pricing.PromptCache`` is
-its reference), the violations' tracker (``measures/violations.py``'s ``InvariantTracker``) and the
-hindsight probes' string index (``measures/probes.py``'s ``runs``, ``tokens`` and ``ResultStrings``). Everything else of a run is the Python engine's."""
+its reference), the violations' tracker (``measures/violations.py``'s ``InvariantTracker``), recall's
+check (``measures/probes.py``'s ``check``) and the hindsight probes' string index (``runs``, ``tokens``
+and ``ResultStrings`` there). Everything else of a run is the Python engine's."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from ..errors import UsageError
 
 CORES = ("python", "native")
 #: what the native core runs of a replay, in words (``--version`` and the docs say it)
-NATIVE_PARTS = "the prompt-cache model, the violations' tracker and the probes' string index"
+NATIVE_PARTS = "the prompt-cache model, the violations' tracker, recall's check and the probes' string index"
 
 
 @cache

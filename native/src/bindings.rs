@@ -7,7 +7,7 @@ use rustc_hash::FxHashMap;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::{cache, strings, violations};
+use crate::{cache, recall, strings, violations};
 
 /// The prompt-cache prefix model (`cost/pricing.py`'s `PromptCache` is its reference).
 #[pyclass(module = "compactlab._native")]
@@ -446,11 +446,162 @@ impl InvariantTracker {
     }
 }
 
+/// Recall's check of each context sent (`probes.check` is its reference; `recall::Check`): each
+/// probe kept where a result that held it stands, kept elsewhere in what is sent, or missing (the
+/// caller attributes those). Messages are known by identity, kept alive with their texts.
+#[pyclass(module = "compactlab._native")]
+struct RecallCheck {
+    check: recall::Check,
+    known: FxHashMap<usize, (Py<PyAny>, Arc<recall::Msg>)>,
+    /// the Python functions that make a message's texts: whole, edited, a result's; and a probe's
+    /// text as JSON writes it
+    whole: Py<PyAny>,
+    edited: Py<PyAny>,
+    result: Py<PyAny>,
+    escaped: Py<PyAny>,
+}
+
+/// The texts of the messages of a context, made by the Python functions the check was given.
+struct PyTexts<'a, 'py> {
+    entries: &'a Bound<'py, PyList>,
+    owner: &'a RecallCheck,
+}
+
+fn text_of(value: Bound<'_, PyAny>) -> PyResult<String> {
+    Ok(value.cast::<PyString>()?.to_str()?.to_owned())
+}
+
+impl recall::Texts for PyTexts<'_, '_> {
+    type Error = PyErr;
+
+    fn whole(&mut self, i: usize) -> PyResult<String> {
+        text_of(
+            self.owner
+                .whole
+                .bind(self.entries.py())
+                .call1((self.entries.get_item(i)?,))?,
+        )
+    }
+
+    fn edited(&mut self, i: usize) -> PyResult<String> {
+        text_of(
+            self.owner
+                .edited
+                .bind(self.entries.py())
+                .call1((self.entries.get_item(i)?,))?,
+        )
+    }
+
+    fn result(&mut self, i: usize, block: i64) -> PyResult<String> {
+        text_of(
+            self.owner
+                .result
+                .bind(self.entries.py())
+                .call1((self.entries.get_item(i)?, block))?,
+        )
+    }
+
+    fn escaped(&mut self, text: &str) -> PyResult<String> {
+        text_of(self.owner.escaped.bind(self.entries.py()).call1((text,))?)
+    }
+}
+
+#[pymethods]
+impl RecallCheck {
+    #[new]
+    fn new(whole: Py<PyAny>, edited: Py<PyAny>, result: Py<PyAny>, escaped: Py<PyAny>) -> Self {
+        RecallCheck {
+            check: recall::Check::default(),
+            known: FxHashMap::default(),
+            whole,
+            edited,
+            result,
+            escaped,
+        }
+    }
+
+    /// Each of `probes`' outcome in the context `entries`: 0 kept where a result that held it
+    /// stands, 1 kept elsewhere, 2 missing.
+    fn outcomes(
+        &mut self,
+        probes: &Bound<'_, PyAny>,
+        entries: &Bound<'_, PyList>,
+    ) -> PyResult<Vec<u8>> {
+        let py = entries.py();
+        let mut msgs = Vec::with_capacity(entries.len());
+        for entry in entries.iter() {
+            msgs.push(self.msg(&entry)?);
+        }
+        let mut texts_of_probes = Vec::new();
+        let mut places = Vec::new();
+        for p in probes.try_iter()? {
+            let p = p?;
+            texts_of_probes.push(p.getattr(intern!(py, "text"))?.cast_into::<PyString>()?);
+            places.push((
+                p.getattr(intern!(py, "where"))?
+                    .extract::<Vec<(i64, i64)>>()?,
+                p.getattr(intern!(py, "kind"))?.eq(intern!(py, "line"))?,
+            ));
+        }
+        let mut read = Vec::with_capacity(places.len());
+        for (text, (place, line)) in texts_of_probes.iter().zip(places) {
+            read.push(recall::Probe {
+                text: text.to_str()?,
+                place,
+                line,
+            });
+        }
+        let mut check = std::mem::take(&mut self.check);
+        let out = check.outcomes(
+            &read,
+            &msgs,
+            &mut PyTexts {
+                entries,
+                owner: self,
+            },
+        );
+        self.check = check;
+        if self.known.len() > 2 * entries.len() + 64 {
+            // (what is no longer in the context is let go)
+            self.known = entries
+                .iter()
+                .zip(&msgs)
+                .map(|(e, m)| (m.key, (e.unbind(), m.clone())))
+                .collect();
+        }
+        out
+    }
+}
+
+impl RecallCheck {
+    /// A message as the check reads it: known by its identity, or its facts read.
+    fn msg(&mut self, entry: &Bound<'_, PyAny>) -> PyResult<Arc<recall::Msg>> {
+        let key = entry.as_ptr() as usize;
+        if let Some((_, m)) = self.known.get(&key) {
+            return Ok(m.clone());
+        }
+        let py = entry.py();
+        let origin: i64 = entry.getattr(intern!(py, "origin"))?.extract()?;
+        let mut changed = Vec::new();
+        for b in entry.getattr(intern!(py, "changed"))?.try_iter()? {
+            changed.push(b?.extract::<i64>()?);
+        }
+        let mut results = Vec::new();
+        for fact in entry.getattr(intern!(py, "results"))?.try_iter()? {
+            results.push(fact?.getattr(intern!(py, "block"))?.extract::<i64>()?);
+        }
+        let m = Arc::new(recall::Msg::new(key, origin, changed, results));
+        self.known.insert(key, (entry.clone().unbind(), m.clone()));
+        Ok(m)
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PromptCache>()?;
     m.add_class::<ResultStrings>()?;
     m.add_class::<InvariantTracker>()?;
+    m.add_class::<RecallCheck>()?;
     m.add_function(wrap_pyfunction!(runs, m)?)?;
     m.add_function(wrap_pyfunction!(tokens, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -3,6 +3,7 @@
 //! the reference. `COMPACTLAB_CORE=python|native` chooses (`compactlab/engine/core.py`).
 
 pub mod cache;
+pub mod recall;
 pub mod strings;
 pub mod violations;
 

@@ -194,3 +194,60 @@ def test_without_a_native_build_the_index_is_the_python_one(monkeypatch):
         t.add(m)
     base = baseline.compute_baseline(t.build())
     assert base.probes == {} and core.in_use() is None
+
+
+WORDS = ["src/app.py", "x_y", "fooBar", "12345", '"quoted text"', "back\\\\slash", "ünï_code", "line 7", "plain"]
+
+
+@st.composite
+def checked_contexts(draw):
+    """A context as layers leave it — transcript messages (some results cleared or persisted, some
+    dropped), messages a layer made — and probes of the kinds the index makes, held by results
+    that may still stand, be changed or be gone."""
+    from compactlab.engine.context import Context
+    from compactlab.engine.measures.probes import Probe
+    from compactlab.transcripts.messages import make_entry
+    from helpers import asst, results, tr, tu, user
+
+    entries, places = [make_entry(user("go " + draw(st.sampled_from(WORDS))), 0)], []
+    origin = 1
+    for i in range(draw(st.integers(1, 12))):
+        if draw(st.booleans()):  # (a layer made one: a summary, a placeholder)
+            entries.append(make_entry(user("summary: " + " ".join(draw(st.lists(st.sampled_from(WORDS), max_size=3)))),
+                                      -1 - i))
+            continue
+        entries.append(make_entry(asst(" ".join(draw(st.lists(st.sampled_from(WORDS), max_size=2))), tu(f"t{i}")),
+                                  origin))
+        places.append((origin, -1))
+        blocks = [tr(f"t{i}", " ".join(draw(st.lists(st.sampled_from(WORDS), max_size=4))))
+                  for _ in range(draw(st.integers(1, 2)))]
+        e = make_entry(results(*blocks), origin + 1)
+        if draw(st.integers(0, 3)) == 0:
+            e = e.with_result_content(0, draw(st.sampled_from(["[cleared]", "<persisted-output> x.txt", "x_y"])))
+        places += [(origin + 1, b) for b in range(len(blocks))]
+        if draw(st.integers(0, 4)):  # (else dropped: a snip)
+            entries.append(e)
+        origin += 2
+    probes = [Probe(draw(st.sampled_from(WORDS)), tuple(sorted(draw(st.lists(st.sampled_from(places), min_size=1,
+                                                                              max_size=3, unique=True)))),
+                    0, "bash", draw(st.sampled_from(["identifier", "path", "line", "phrase"])))
+              for _ in range(draw(st.integers(1, 6)))] if places else []
+    return Context(entries), probes
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(checked_contexts(), st.integers(1, 3))
+def test_the_native_check_finds_the_probes_where_the_python_one_does(case, calls):
+    """``check`` with the native core's ``RecallCheck`` against ``check`` itself: the same outcome,
+    layer and call for every probe, call after call over the same memo (each call's context the
+    last one, or that one grown)."""
+    from compactlab.engine.measures.probes import ProbeMemo, check
+
+    context, probes = case
+    python, native = ProbeMemo(), ProbeMemo(NATIVE)
+    for call in range(calls):
+        ledgers: list[list] = [[], []]
+        for memo, ledger in zip((python, native), ledgers):
+            check(probes, context, call, ledger, None, memo)
+        assert ledgers[0] == ledgers[1]

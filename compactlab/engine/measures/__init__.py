@@ -75,12 +75,14 @@ def measures_for(base: RawBaseline, env: Any, *, counter: Any = None, entries: l
     ``RunEnv``; ``counter`` exact token counts over ``entries`` (the prompt cache's prefix is then a
     share of them); ``keep_refs`` False lets a stream's references go as they are used; ``recall``
     another implementation than ``RECALL`` (a test's); ``core`` the core that runs the measures it
-    has (``engine/core.py``: ``native``, the prompt cache and the violations' tracker in Rust)."""
+    has (``engine/core.py``: ``native``, the prompt cache, the violations' tracker and recall's check in
+    Rust)."""
     native = core == "native"
     cache = NativePromptCache if native else PromptCache
     return Measures(cache(env.estimator, exact=counter is not None),
                     RawSize(base, env.estimator, counter, entries), Violations(base, native_module() if native else None),
-                    Retention(base.refs, keep_refs), (recall or RECALL)(base.probes, env, base.probes_indexed))
+                    Retention(base.refs, keep_refs),
+                    (recall or RECALL)(base.probes, env, base.probes_indexed, native_module() if native else None))
 
 
 __all__ = ["CallAt", "Measure", "Measures", "PromptCache", "RECALL", "Recall", "IntactFirstRecall", "measures_for"]

@@ -46,7 +46,7 @@ import re
 import sys
 from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -702,6 +702,16 @@ def _attributed(where: Where, context: Context, made_by: dict[int, str], made_at
     return status, by or "snip", at
 
 
+def _whole_text(e: Entry) -> str:
+    """A message's compact JSON (what the last look at a probe searches)."""
+    return orjson.dumps(e.message).decode()
+
+
+def _block_text(e: Entry, block: int) -> str:
+    """The text of a message's tool result at ``block``."""
+    return _result_text(e.block_content(block))
+
+
 def _text(e: Entry) -> str:
     """What the check searches of a message a layer made (all of it) or changed: the agent's own
     message whole, a tool-result message's changed blocks (its intact results are looked at where
@@ -717,9 +727,12 @@ class ProbeMemo:
     Entry: an Entry never changes), the last context's such texts joined (the next call's context
     mostly has the same messages)."""
 
-    __slots__ = ("_texts", "_edited", "_joined", "results", "_whole", "_each")
+    __slots__ = ("_texts", "_edited", "_joined", "results", "_whole", "_each", "native")
 
-    def __init__(self) -> None:
+    def __init__(self, native: Any = None) -> None:
+        #: the native core's check (``_native.RecallCheck``, its memo its own) where ``native`` is
+        #: the native module (``core.in_use()``); ``check`` is its reference
+        self.native = None if native is None else native.RecallCheck(_whole_text, _text, _block_text, _as_sent)
         self._texts: dict[int, tuple[Entry, str]] = {}
         self._edited: list[Entry] = []
         self._joined = ""
@@ -813,7 +826,7 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
     if not probes:
         return Checked(0, 0)
     append = ledger.append if ledger is not None else None
-    kept, missing = _where_first_held(probes, context, call, append)
+    kept, missing, holds, made = _looked_for(probes, context, call, append, memo or ProbeMemo())
     if not missing:
         return Checked(kept, 0)
     done = env.ledger if env is not None else None
@@ -821,24 +834,50 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
     made_at = done.made_at if done is not None else {}
     cleared_at = done.cleared_at if done is not None else {}
     dropped = done.dropped if done is not None else {}
-    look = _Anywhere(context, memo or ProbeMemo(), missing)
     recoverable = 0
     attributed: dict[Where, tuple[str, str, int]] = {}  # (probes of one call often share their results)
     for p in missing:
-        if p.kind != "line" and look.holds(p):
+        if p.kind != "line" and holds(p):
             kept += 1
             if append is not None:
                 append(_new(ProbeOutcome, (call, p.text, p.kind, p.source_call, p.source_tool, "kept", "", -1)))
             continue
         outcome = attributed.get(p.where)
         if outcome is None:
-            outcome = attributed[p.where] = _attributed(p.where, context, made_by, made_at, cleared_at, look.made,
+            outcome = attributed[p.where] = _attributed(p.where, context, made_by, made_at, cleared_at, made,
                                                         dropped)
         if outcome[0] == "recoverable":
             recoverable += 1
         if append is not None:
             append(_new(ProbeOutcome, (call, p.text, p.kind, p.source_call, p.source_tool, *outcome)))
     return Checked(kept, recoverable)
+
+
+def _looked_for(probes: Sequence[Probe], context: Context, call: int, append: Any,
+                memo: ProbeMemo) -> tuple[int, list[Probe], Callable[[Probe], bool], bool]:
+    """The probes kept where a result that held them stands (how many, said), the others, whether
+    the context holds one of those anywhere else, and whether it has a message a layer made. The
+    native core looks where the memo has it (``_native.RecallCheck``), else ``_Anywhere``."""
+    if memo.native is not None:
+        outcomes = memo.native.outcomes(probes, context.entries)
+        kept = _said_kept([p for p, o in zip(probes, outcomes) if o == 0], call, append)
+        missing = [p for p, o in zip(probes, outcomes) if o]
+        elsewhere = {id(p) for p, o in zip(probes, outcomes) if o == 1}
+        made = bool(missing) and any(e.origin < 0 for e in context.entries)
+        return kept, missing, lambda p: id(p) in elsewhere, made
+    kept, missing = _where_first_held(probes, context, call, append)
+    if not missing:
+        return kept, missing, bool, False
+    look = _Anywhere(context, memo, missing)
+    return kept, missing, look.holds, look.made
+
+
+def _said_kept(probes: list[Probe], call: int, append: Any) -> int:
+    """Each of ``probes`` kept where a result that held it stands, said in the ledger."""
+    if append is not None:
+        for p in probes:
+            append(_new(ProbeOutcome, (call, p.text, p.kind, p.source_call, p.source_tool, "kept", "", -1)))
+    return len(probes)
 
 
 def _where_first_held(probes: Sequence[Probe], context: Context, call: int, append: Any) -> tuple[int, list[Probe]]:

@@ -39,10 +39,11 @@ class Recall:
     """The reference: every call's probes checked against the context sent (``probes.check``).
     ``env``: the run's ``RunEnv``, whose ledger says which layer made or cleared a message."""
 
-    def __init__(self, probes: dict[int, list[Probe]], env: Any, indexed: bool = True) -> None:
+    def __init__(self, probes: dict[int, list[Probe]], env: Any, indexed: bool = True, native: Any = None) -> None:
         self.probes, self.env, self.indexed = probes, env, indexed
         self.ledger: list[ProbeOutcome] = []  # every probe's outcome, call by call
-        self.memo = ProbeMemo()  # edited messages' texts, results gone
+        #: edited messages' texts, results gone (``native``: the native core checks, with a memo of its own)
+        self.memo = ProbeMemo(native)
 
     def at_call(self, at: CallAt, context: Context) -> RecallRow | None:
         probes = self.probes.get(at.call, ())  # (kept: a stream's go to the probe cache at its end)
