@@ -136,3 +136,11 @@ def test_the_native_tracker_lets_a_stream_s_freed_messages_go():
     tracker.free(0, 2, FREED)
     assert sys.getrefcount(watched) == alone
     assert tracker.total == 0 and tracker.violations() == []
+
+
+@pytest.mark.skipif(NATIVE is None, reason="the native core is not built in this install (no Rust toolchain)")
+def test_the_native_kinds_are_the_python_ones_in_their_order():
+    """(A listing sorts by the kinds' order: the Rust enum's must be ``KINDS``'s.)"""
+    from compactlab.engine.measures.violations import KINDS
+
+    assert tuple(NATIVE.VIOLATION_KINDS) == KINDS
