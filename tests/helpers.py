@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -162,3 +164,24 @@ def chat_document(path: Path, turns: int, pad: str) -> str:
     msgs.append({"role": "assistant", "content": "done"})
     path.write_bytes(orjson.dumps(msgs))
     return str(path)
+
+
+def lines_run(work: Callable[[], Any]) -> int:
+    """How many lines of Python ``work()`` runs (``sys.settrace``): a deterministic measure of how
+    its cost grows (a test of linear time counts, never times: a busy machine cannot fail it)."""
+    import sys
+
+    ran = 0
+
+    def trace(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal ran
+        if event == "line":
+            ran += 1
+        return trace
+
+    sys.settrace(trace)
+    try:
+        work()
+    finally:
+        sys.settrace(None)
+    return ran

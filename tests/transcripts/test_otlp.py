@@ -336,24 +336,13 @@ def test_a_trace_of_many_calls_loads_in_linear_time(tmp_path):
     """(#49) Each call's tools were found by a scan of every tool span: 20,000 calls and 20,000 tool
     spans took 23 CPU s. Four times the calls run about four times the lines of Python, not sixteen:
     counted (every line the loader runs, ``sys.settrace``), not timed, so a busy machine cannot fail it."""
-    import sys
+    from helpers import lines_run
 
     def lines(n: int) -> int:
         path = _many_calls(tmp_path, n)
-        ran = 0
-
-        def trace(frame, event, arg):
-            nonlocal ran
-            if event == "line":
-                ran += 1
-            return trace
-
-        sys.settrace(trace)
-        try:
-            t = load_transcript(path)
-        finally:
-            sys.settrace(None)
-        assert len(t.call_positions) == n and len(t.usage) == n
+        loaded = []
+        ran = lines_run(lambda: loaded.append(load_transcript(path)))
+        assert len(loaded[0].call_positions) == n and len(loaded[0].usage) == n
         return ran
 
     small, large = lines(150), lines(600)
