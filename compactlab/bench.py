@@ -250,6 +250,8 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
             Measure("replay -p s08, probes indexed again", replay(n_file, "-p", "s08"),
                     env={"COMPACTLAB_PROBE_CACHE": "0"}),
             Measure("replay -p s08, recall off", replay(n_file, "-p", "s08"), env={"COMPACTLAB_PROBES": "0"}),
+            # the Python engine, the native core's reference: what the parts in Rust save (#59)
+            Measure("replay -p s08, python core", replay(n_file, "-p", "s08"), env={"COMPACTLAB_CORE": "python"}),
             Measure("replay large window", replay(n_file, *LARGE_WINDOW)),
             Measure("replay -p claude-code", replay(n_file, "-p", "claude-code")),
             Measure("replay -p s08, 2x calls", replay(n2_file, "-p", "s08")),
@@ -408,6 +410,12 @@ def startup_instructions(cl: list[str], replay_small: list[str]) -> dict[str, in
     return out
 
 
+def _native_built() -> bool:
+    from .engine.core import native_module
+
+    return native_module() is not None
+
+
 def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_size: int, calls: int, rounds: int,
             out: Any, startup: dict[str, int] | None = None) -> dict[str, Any]:
     floor = by["floor"].wall
@@ -429,6 +437,9 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
     ratio("identity step / none (CPU, recall off)", seam, 1.5, "×")
     ratio("identity step / none, 2x calls (CPU, recall off)", seam2, 1.5, "×")
     rows.append(("identity step's ratio, 2x / 1x calls (flat: 1)", seam2 / seam, "(guard)", None))
+    native = "(guard)" if _native_built() else "(guard; no native core built: both python)"
+    rows.append(("replay -p s08: python core / the core run (CPU)", by["replay -p s08, python core"].cpu / s08, native,
+                 None))
     rows.append(("recall's share of replay -p s08 (CPU)", max(0.0, 1 - off / s08), "(guard)", None))
     rows.append(("recall's share, probes indexed again (CPU)", max(0.0, 1 - off / cold), "(guard)", None))
     if reference is not None:
