@@ -160,20 +160,19 @@ struct ResultStrings {
 
 #[pymethods]
 impl ResultStrings {
-    /// `wanted`: a variant -> its string (`ProbeIndex.wanted`), or None to keep every string.
+    /// `wanted`: the strings some reply holds (a set: `probes.wanted_strings`), or None to keep
+    /// every string.
     #[new]
     #[pyo3(signature = (wanted=None))]
-    fn new(wanted: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+    fn new(wanted: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let wanted = match wanted {
             None => None,
-            Some(pairs) => {
-                let mut keyed = Vec::with_capacity(pairs.len());
-                for (variant, string) in pairs.iter() {
-                    keyed.push((key(&variant)?.into_owned(), key(&string)?.into_owned()));
+            Some(strings) => {
+                let mut keyed = Vec::new();
+                for s in strings.try_iter()? {
+                    keyed.push(key(&s?)?.into_owned());
                 }
-                Some(strings::Wanted::new(
-                    keyed.iter().map(|(v, s)| (&v[..], &s[..])),
-                ))
+                Some(strings::Wanted::of_strings(keyed.iter().map(|s| &s[..])))
             }
         };
         Ok(ResultStrings {

@@ -212,6 +212,21 @@ impl Wanted {
         Wanted { index, lengths }
     }
 
+    /// Each string as a result may hold it: after nothing, `/`, `./` or `../`, before nothing,
+    /// `.`, `:`, `/`, `..` or `...` (`probes._HEADS`, `probes._TAILS`). The strings are trimmed
+    /// of those (`probes.trimmed`), so a variant stands for one string only.
+    pub fn of_strings<'a>(strings: impl IntoIterator<Item = &'a [u8]>) -> Self {
+        let mut pairs: Vec<(Vec<u8>, &[u8])> = Vec::new();
+        for s in strings {
+            for head in HEADS {
+                for tail in TAILS {
+                    pairs.push(([head, s, tail].concat(), s));
+                }
+            }
+        }
+        Wanted::new(pairs.iter().map(|(v, s)| (&v[..], *s)))
+    }
+
     /// The string a variant stands for, where it is one.
     #[inline]
     pub fn of(&self, variant: &[u8]) -> Option<&[u8]> {

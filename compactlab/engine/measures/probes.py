@@ -410,17 +410,20 @@ def _variants(s: str) -> list[str]:
 class ResultStrings:
     """The strings the tool results held, as the index keeps them: a string -> the latest result
     that held it, and the first with its source (call, tool); and the strings first seen outside a
-    result (``mine``: prompts, the system prompt, the agent's own), never probes. ``wanted``: a
-    string some reply holds, as a result may hold it (a . / : before or after it) -> the string;
-    only those are kept (None: every run, as found). The native core keeps them in Rust
+    result (``mine``: prompts, the system prompt, the agent's own), never probes. ``wanted``: the
+    strings some reply holds (``wanted_strings``: trimmed, so that a string a result holds with a
+    . / : before or after it stands for one of them only); only those are kept (None: every run,
+    as found). The native core keeps them in Rust
     (``_native.ResultStrings``, ``native/src/strings.rs``); this class is its reference.
 
     A result's strings go in by set and dict operations only (no Python loop over its strings:
     that loop was most of a replay's time)."""
 
-    def __init__(self, wanted: dict[str, str] | None = None) -> None:
-        self.wanted = wanted
-        self._keys = frozenset(wanted or ())
+    def __init__(self, wanted: set[str] | None = None) -> None:
+        #: a wanted string as a result may hold it (a . / : before or after it) -> the string
+        self.wanted = None if wanted is None else {
+            v: w for w in wanted for head in _HEADS for tail in _TAILS for v in (head + w + tail,)}
+        self._keys = frozenset(self.wanted or ())
         self.mine: set[str] = set()
         self.latest: dict[str, tuple[int, int]] = {}
         self.first: dict[str, tuple[tuple[int, int], tuple[int, str]]] = {}
@@ -485,11 +488,8 @@ class ProbeIndex:
     (``engine/core.py``), which reads the texts and keeps the results' strings in Rust."""
 
     def __init__(self, system: str | None = None, wanted: set[str] | None = None, native: Any = None) -> None:
-        #: a wanted string as a result may hold it (a . / : before or after it) -> the string
-        variants = None if wanted is None else {
-            v: w for w in wanted for head in _HEADS for tail in _TAILS for v in (head + w + tail,)}
         self.native = native
-        self.strings: ResultStrings = ResultStrings(variants) if native is None else native.ResultStrings(variants)
+        self.strings: ResultStrings = ResultStrings(wanted) if native is None else native.ResultStrings(wanted)
         #: a probe's string -> the latest reply that repeated it (the context may hold it there)
         self.said: dict[str, int] = {}
         self.tool_of: dict[str, tuple[int, str]] = {}  # tool_use id -> (call, tool name)
