@@ -137,6 +137,44 @@ fn tokens<'py>(
     Ok(Some((PySet::new(py, found.decided)?, undecided)))
 }
 
+/// The phrases of a text (`probes.phrases`); None for a text beyond ASCII (the caller's Python reads
+/// it: its Unicode rules decide).
+#[pyfunction]
+fn phrases<'py>(text: &Bound<'py, PyString>) -> PyResult<Option<Vec<Bound<'py, PyString>>>> {
+    let Some(s) = utf8(text) else {
+        return Ok(None);
+    };
+    let py = text.py();
+    Ok(strings::phrases(s).map(|found| found.into_iter().map(|q| PyString::new(py, q)).collect()))
+}
+
+/// The lines a text goes to (`probes.line_refs`); None for a text beyond ASCII (Python's `re`
+/// reads it: its Unicode classes decide).
+#[pyfunction]
+fn line_refs(text: &Bound<'_, PyString>) -> Option<Vec<u32>> {
+    strings::line_refs(utf8(text)?)
+}
+
+/// Where a text shows a framework's own source (`probes.own_frameworks`): the folders of its trees.
+#[pyclass(module = "compactlab._native", frozen)]
+struct FrameworkSources {
+    folders: Vec<String>,
+}
+
+#[pymethods]
+impl FrameworkSources {
+    /// `folders`: the frameworks' top folders, in the order the Python pattern tries them.
+    #[new]
+    fn new(folders: Vec<String>) -> Self {
+        FrameworkSources { folders }
+    }
+
+    /// The folders a text's paths go into, match by match; None for a text beyond ASCII.
+    fn found(&self, text: &Bound<'_, PyString>) -> Option<Vec<&str>> {
+        strings::framework_sources(utf8(text)?, &self.folders)
+    }
+}
+
 /// A Python string as the index keys it: its UTF-8, or where it has none (a lone surrogate) its
 /// `surrogatepass` bytes (`strings::ResultStrings`).
 fn key<'a>(s: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, [u8]>> {
@@ -603,6 +641,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RecallCheck>()?;
     m.add_function(wrap_pyfunction!(runs, m)?)?;
     m.add_function(wrap_pyfunction!(tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(phrases, m)?)?;
+    m.add_function(wrap_pyfunction!(line_refs, m)?)?;
+    m.add_class::<FrameworkSources>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // (the kinds in the order a listing sorts by: a test holds them to violations.KINDS)
     m.add("VIOLATION_KINDS", violations::Kind::NAMES.to_vec())?;

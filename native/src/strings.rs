@@ -365,6 +365,219 @@ impl ResultStrings {
     }
 }
 
+/// Python's `str.isspace` of an ASCII byte (`str.split()` and `str.strip()` split and strip these).
+fn py_space(b: u8) -> bool {
+    matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0x1c..=0x1f | b' ')
+}
+
+/// The quoted texts of an ASCII text as `probes._QUOTED` finds them, left to right: between two
+/// `"` (or two `'`), 12 to 200 characters none of which is that quote or a line end.
+fn quoted(text: &[u8]) -> Vec<&[u8]> {
+    let (n, mut i, mut out) = (text.len(), 0, Vec::new());
+    while i < n {
+        let q = text[i];
+        if q == b'"' || q == b'\'' {
+            let mut j = i + 1;
+            while j < n && j - i - 1 <= 200 && text[j] != q && text[j] != b'\n' {
+                j += 1;
+            }
+            if j < n && text[j] == q && (12..=200).contains(&(j - i - 1)) {
+                out.push(&text[i + 1..j]);
+                i = j + 1;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// `probes._prose` of an ASCII text: two or more words of letters (a word's `.,;:!?'` at its ends
+/// aside), and letters and spaces at least 85% of it.
+fn prose(q: &[u8]) -> bool {
+    let words = q
+        .split(|&b| py_space(b))
+        .filter(|w| w.len() >= 2)
+        .filter(|w| {
+            let core = trim(w, |b| {
+                matches!(b, b'.' | b',' | b';' | b':' | b'!' | b'?' | b'\'')
+            });
+            !core.is_empty() && core.iter().all(u8::is_ascii_alphabetic)
+        })
+        .count();
+    let letters = q
+        .iter()
+        .filter(|&&b| b.is_ascii_alphabetic() || b == b' ')
+        .count();
+    words >= 2 && letters as f64 >= 0.85 * q.len() as f64
+}
+
+fn trim(s: &[u8], strip: impl Fn(u8) -> bool) -> &[u8] {
+    let start = s.iter().position(|&b| !strip(b)).unwrap_or(s.len());
+    let end = s.iter().rposition(|&b| !strip(b)).map_or(start, |e| e + 1);
+    &s[start..end]
+}
+
+/// The phrases of an ASCII text (`probes.phrases`): its quoted texts, stripped, of 12 characters or
+/// more with a space, prose, and no distinctive string of their own. None for a text beyond ASCII
+/// (Python's Unicode rules decide there).
+pub fn phrases(text: &str) -> Option<Vec<&str>> {
+    if !text.is_ascii() {
+        return None;
+    }
+    let mut out = Vec::new();
+    for q in quoted(text.as_bytes()) {
+        let q = trim(q, py_space);
+        if q.len() >= 12 && q.contains(&b' ') && prose(q) {
+            // (ASCII: a slice of the text at ASCII boundaries is its own str)
+            let q = std::str::from_utf8(q).unwrap_or_default();
+            if tokens(q).decided.is_empty() {
+                out.push(q);
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Python `re`'s `\w` of an ASCII byte.
+fn word(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// The length of the run of bytes from `at` that `keep` keeps.
+fn run_of(text: &[u8], at: usize, keep: impl Fn(u8) -> bool) -> usize {
+    text[at.min(text.len())..]
+        .iter()
+        .take_while(|&&b| keep(b))
+        .count()
+}
+
+/// The folders of `folders` whose own source an ASCII text shows, as `probes.vocabulary`'s
+/// `source` pattern finds them, left to right (`(?<![\w.-])(?<!packages/)(?<!node_modules/)`
+/// a folder, `/`, `[\w/]*\.py\b`): each match's folder. None for a text beyond ASCII.
+pub fn framework_sources<'f>(text: &str, folders: &'f [String]) -> Option<Vec<&'f str>> {
+    if !text.is_ascii() {
+        return None;
+    }
+    let t = text.as_bytes();
+    let mut out = Vec::new();
+    let mut from = 0; // (where the next match may start: findall's matches do not overlap)
+    let mut k = 0;
+    while let Some(slash) = t[k..].iter().position(|&b| b == b'/') {
+        let k_slash = k + slash;
+        k = k_slash + 1;
+        for f in folders {
+            let f_bytes = f.as_bytes();
+            let Some(start) = k_slash.checked_sub(f_bytes.len()) else {
+                continue;
+            };
+            if start < from || &t[start..k_slash] != f_bytes {
+                continue;
+            }
+            let before = &t[..start];
+            if before
+                .last()
+                .is_some_and(|&b| word(b) || b == b'.' || b == b'-')
+                || before.ends_with(b"packages/")
+                || before.ends_with(b"node_modules/")
+            {
+                continue;
+            }
+            let end = k_slash + 1 + run_of(t, k_slash + 1, |b| word(b) || b == b'/');
+            if t[end..].starts_with(b".py") && !t.get(end + 3).is_some_and(|&b| word(b)) {
+                out.push(f.as_str());
+                from = end + 3;
+                k = from;
+                break;
+            }
+        }
+    }
+    Some(out)
+}
+
+/// The lines an ASCII text goes to, as `probes._LINE_REFS` finds them, left to right: `sed -n 'A,Bp'`
+/// (A) or `name.ext:A` (A). None for a text beyond ASCII.
+pub fn line_refs(text: &str) -> Option<Vec<u32>> {
+    if !text.is_ascii() {
+        return None;
+    }
+    let t = text.as_bytes();
+    let (n, mut p, mut out) = (t.len(), 0, Vec::new());
+    while p < n {
+        if let Some((line, end)) = sed_lines(t, p).or_else(|| path_line(t, p)) {
+            out.push(line);
+            p = end;
+        } else {
+            p += 1;
+        }
+    }
+    Some(out)
+}
+
+/// A run of 1 to 7 digits at `at` and where it ends (None: none, or more than 7).
+fn digits(t: &[u8], at: usize) -> Option<(u32, usize)> {
+    let r = run_of(t, at, |b| b.is_ascii_digit());
+    if !(1..=7).contains(&r) {
+        return None;
+    }
+    let value = t[at..at + r]
+        .iter()
+        .fold(0u32, |v, &b| v * 10 + u32::from(b - b'0'));
+    Some((value, at + r))
+}
+
+/// `sed\s+-n\s+['"]?(\d{1,7})(?:,\d{1,7})?p` at `p`: the first line and where the match ends.
+fn sed_lines(t: &[u8], p: usize) -> Option<(u32, usize)> {
+    if !t[p..].starts_with(b"sed") {
+        return None;
+    }
+    let mut at = p + 3;
+    let gap = run_of(t, at, py_space);
+    if gap == 0 || !t[at + gap..].starts_with(b"-n") {
+        return None;
+    }
+    at += gap + 2;
+    let gap = run_of(t, at, py_space);
+    if gap == 0 {
+        return None;
+    }
+    at += gap;
+    if matches!(t.get(at), Some(b'\'' | b'"')) {
+        at += 1;
+    }
+    let (line, mut end) = digits(t, at)?;
+    if t.get(end) == Some(&b',') {
+        if let Some((_, after)) = digits(t, end + 1) {
+            if t.get(after) == Some(&b'p') {
+                return Some((line, after + 1));
+            }
+        }
+        return None; // (the optional part failed: 'p' would have to follow the first number)
+    }
+    if t.get(end) == Some(&b'p') {
+        end += 1;
+        return Some((line, end));
+    }
+    None
+}
+
+/// `[\w./-]\.\w{1,8}:(\d{1,7})\b` at `p`: the line and where the match ends.
+fn path_line(t: &[u8], p: usize) -> Option<(u32, usize)> {
+    let first = *t.get(p)?;
+    if !(word(first) || matches!(first, b'.' | b'/' | b'-')) || t.get(p + 1) != Some(&b'.') {
+        return None;
+    }
+    let ext = run_of(t, p + 2, word);
+    if !(1..=8).contains(&ext) || t.get(p + 2 + ext) != Some(&b':') {
+        return None;
+    }
+    let (line, end) = digits(t, p + 3 + ext)?;
+    if t.get(end).is_some_and(|&b| word(b)) {
+        return None;
+    }
+    Some((line, end))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -449,6 +662,53 @@ mod tests {
         assert_eq!(index.held(b"y_z"), None);
         assert_eq!(index.kept_as(b"/a_b:"), Some(&b"a_b"[..]));
         assert_eq!(index.kept_as(b"y_z"), None);
+    }
+
+    #[test]
+    fn phrases_are_quoted_prose_of_twelve_characters_without_a_token() {
+        let text = r#"grep "Enter a valid duration" x; echo 'short one'; "two words.here" "see src/app.py now""#;
+        assert_eq!(phrases(text), Some(vec!["Enter a valid duration"]));
+        assert_eq!(phrases("say \"is not\nclosed here at all\""), Some(vec![]));
+        assert_eq!(
+            phrases("\"  padded with spaces around  \""),
+            Some(vec!["padded with spaces around"])
+        );
+        assert_eq!(phrases("caf\u{e9} \"some words in a row\""), None);
+        let long = format!("\"{}\"", "word ".repeat(41));
+        assert_eq!(phrases(&long), Some(vec![])); // (205 characters: longer than a phrase)
+    }
+
+    #[test]
+    fn a_framework_s_own_source_is_a_path_into_its_tree_not_an_installed_copy() {
+        let folders = vec![
+            "django".to_string(),
+            "flask".to_string(),
+            "_pytest".to_string(),
+            "pytest".to_string(),
+        ];
+        let found = framework_sources(
+            "see django/db/models.py and site-packages/flask/app.py, x/pytest/a.py; _pytest/main.py django/x.pyc",
+            &folders,
+        );
+        assert_eq!(found, Some(vec!["django", "pytest", "_pytest"])); // (as Python's re finds them)
+        assert_eq!(
+            framework_sources("django/contrib/flask/x.py flask/y.py", &folders),
+            Some(vec!["django", "flask"])
+        );
+        assert_eq!(framework_sources("caf\u{e9} django/a.py", &folders), None);
+    }
+
+    #[test]
+    fn line_references_are_sed_ranges_and_path_colon_lines() {
+        assert_eq!(
+            line_refs("sed -n '10,20p' a.py; sed -n 5p b; vi src/app.py:42 x.rs:7a"),
+            Some(vec![10, 5, 42])
+        );
+        assert_eq!(
+            line_refs("sed -n '1,2x' f; sed  -n\t\"33p\" g"),
+            Some(vec![33])
+        );
+        assert_eq!(line_refs("a.py:12345678 b.toolongext:3"), Some(vec![]));
     }
 
     #[test]

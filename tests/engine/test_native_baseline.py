@@ -250,3 +250,94 @@ def test_the_native_check_finds_the_probes_where_the_python_one_does(case, calls
         for memo, ledger in zip((python, native), ledgers):
             check(probes, context, call, ledger, None, memo)
         assert ledgers[0] == ledgers[1]
+
+
+#: ASCII texts with quoted passages: words, punctuation, paths, every kind of ASCII space
+QUOTING = st.lists(st.one_of(
+    st.sampled_from(['"', "'", " ", "\n", "\t", "\x0b", "\x1c", "\x1f", ".", ",", "!", "?", ";", ":", "-", "_", "/"]),
+    st.sampled_from(["Enter", "a", "valid", "duration", "word", "it's", "x.py", "fooBar", "1234", "to", "be"]),
+    st.characters(codec="ascii")), max_size=80).map("".join)
+
+
+@st.composite
+def quoted_prose(draw):
+    """A text with a quoted passage that is prose, or nearly: words joined by any ASCII space or
+    punctuation, padded, of about 1 to 300 characters (the bounds are 12 and 200)."""
+    words = draw(st.lists(st.sampled_from(["Enter", "a", "valid", "duration", "it's", "x.py", "be", "12", "!?"]),
+                          min_size=1, max_size=45))
+    body = "".join(w + draw(st.sampled_from([" ", " ", " ", "\t", "\x1c", "\x1f", "\x0b", ", ", ". ", "-"]))
+                   for w in words)
+    pad = draw(st.sampled_from(["", " ", "\x1c", "\t ", "\x0c"]))
+    quote = draw(st.sampled_from(['"', "'"]))
+    return draw(QUOTING) + quote + pad + body[:draw(st.integers(0, 300))] + pad + quote + draw(QUOTING)
+
+
+@needs_native
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.one_of(QUOTING, quoted_prose()), min_size=1, max_size=3))
+def test_the_native_phrases_are_the_python_ones(texts):
+    """``_native.phrases`` (an ASCII text's quoted prose, in Rust) against ``probes.phrases``: the
+    quotes' pairing, the length bounds, Python's ASCII whitespace, the prose rule, the tokens."""
+    from compactlab.engine.measures.probes import phrases
+
+    assert phrases(texts, NATIVE) == phrases(texts)
+
+
+@needs_native
+@pytest.mark.parametrize("body", ["a" * 5 + " " + "b" * 5, "a" * 5 + " " + "b" * 6, ("word " * 40)[:199] + "x",
+                                  ("word " * 40)[:200] + "x", "is\x1cthis prose or not", "\x1c  is this prose now \x1f",
+                                  "Words, words. And more!", "one two three four fivesix " + "\x0b" * 5])
+def test_the_native_phrases_at_their_bounds(body):
+    from compactlab.engine.measures.probes import phrases
+
+    for q in ('"', "'"):
+        texts = [f"echo {q}{body}{q} and {q}{body}"]
+        assert phrases(texts, NATIVE) == phrases(texts), (q, body)
+
+
+#: ASCII texts with paths into frameworks' trees and line references (sed ranges, path:line)
+PATHS = st.lists(st.one_of(
+    st.sampled_from(["django/", "flask/", "_pytest/", "pytest/", "numpy/", "site-packages/", "node_modules/", "x-",
+                     "db/", "models", ".py", ".pyc", ".", "/", ":", "12", "1234567", "12345678", "sed", " -n ", "-n",
+                     "'", '"', ",", "p", " ", "\t", "\x1c", "\n", "a.rs:", "src/app.py:", "_x", "ext12345:"]),
+    st.characters(codec="ascii")), max_size=40).map("".join)
+
+
+@st.composite
+def referring(draw):
+    """A text of sed ranges, path:line references and paths into frameworks' trees, each near a
+    bound: a number of 0 to 9 digits, an extension of 0 to 10 characters, what comes before a
+    folder and after a ``.py``."""
+    digits, name = st.from_regex(r"[0-9]{0,9}", fullmatch=True), st.from_regex(r"[a-z0-9_]{0,10}", fullmatch=True)
+    parts = []
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.integers(0, 2))
+        if kind == 0:
+            parts.append("sed" + draw(st.sampled_from([" ", "  ", "\t", "", "\x1c"])) + draw(st.sampled_from(["-n", "-e"]))
+                         + draw(st.sampled_from([" ", "", "\n"])) + draw(st.sampled_from(["'", '"', ""])) + draw(digits)
+                         + draw(st.sampled_from(["", ",", ",x"])) + draw(digits) + draw(st.sampled_from(["p", "x", "", "p'"])))
+        elif kind == 1:
+            parts.append(draw(st.sampled_from(["a", "src/app", "-", ".", "/", ""])) + "." + draw(name)
+                         + draw(st.sampled_from([":", "", "::"])) + draw(digits) + draw(st.sampled_from(["", "x", " ", "_", "."])))
+        else:
+            parts.append(draw(st.sampled_from(["", " ", "x", ".", "-", "/", "site-packages/", "node_modules/", "a/"]))
+                         + draw(st.sampled_from(["django", "flask", "_pytest", "pytest", "numpy", "djangox"])) + "/"
+                         + draw(st.from_regex(r"[a-z_/]{0,12}", fullmatch=True)) + draw(st.sampled_from([".py", ".pyc", ".p", ""]))
+                         + draw(st.sampled_from(["", " ", "x", ".", ":", "/"])))
+    return draw(st.sampled_from([" ", "; ", "\n", ""])).join(parts)
+
+
+@needs_native
+@settings(max_examples=800, deadline=None)
+@given(st.one_of(PATHS, referring()))
+def test_the_native_framework_sources_and_line_references_are_python_re_s(text):
+    """Rust's reading of two of the index's patterns on ASCII texts (lookbehinds, word boundaries,
+    greedy runs and their limits, findall's left-to-right matches that do not overlap) against
+    Python's ``re``: the frameworks a text's paths go into, the lines it refers to, in order."""
+    from compactlab.engine.measures.probes import _LINE_REFS, own_frameworks, vocabulary
+
+    v = vocabulary()
+    assert NATIVE.FrameworkSources(sorted(v.bit_of)).found(text) == v.source.findall(text)
+    assert own_frameworks(text, NATIVE) == own_frameworks(text)
+    assert NATIVE.line_refs(text) == [int(a or b) for a, b in _LINE_REFS.findall(text)]
+    assert NATIVE.line_refs(text + "é") is None and NATIVE.FrameworkSources(["django"]).found("é django/a.py") is None

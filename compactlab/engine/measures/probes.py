@@ -204,16 +204,24 @@ def _split_header(text: str) -> tuple[list[str], str]:
     return head, text[at:]
 
 
-def own_frameworks(text: str) -> int:
+def own_frameworks(text: str, native: Any = None) -> int:
     """The frameworks whose own source ``text`` shows (a bit mask; a session working on it: their
-    names are the session's, not common)."""
+    names are the session's, not common). ``native``: the native core, which finds an ASCII text's
+    in Rust (``_native.FrameworkSources``; ``vocabulary().source`` is its reference)."""
     if "/" not in text:
         return 0
     v = vocabulary()
+    found = _native_sources(native).found(text) if native is not None else None
     own = 0
-    for folder in v.source.findall(text):
+    for folder in v.source.findall(text) if found is None else found:
         own |= v.bit_of[folder]
     return own
+
+
+@cache
+def _native_sources(native: Any) -> Any:
+    """The native core's finder of the frameworks' own sources (their folders, in the pattern's order)."""
+    return native.FrameworkSources(sorted(vocabulary().bit_of))
 
 
 def common(t: str, own: int = 0) -> bool:
@@ -332,15 +340,19 @@ def reply_strings(entry: Entry, native: Any = None) -> set[str]:
     return found
 
 
-def phrases(texts: list[str]) -> set[str]:
-    """The quoted texts of 12+ characters with a space and no distinctive string of their own."""
+def phrases(texts: list[str], native: Any = None) -> set[str]:
+    """The quoted texts of 12+ characters with a space and no distinctive string of their own.
+    ``native``: the native core, which finds those of an ASCII text in Rust (this is its reference)."""
     out = set()
     for text in texts:
         if "'" not in text and '"' not in text:
             continue
+        if native is not None and text.isascii():
+            out.update(native.phrases(text))
+            continue
         for m in _QUOTED.finditer(text):
             q = (m.group(1) or m.group(2)).strip()
-            if len(q) >= 12 and " " in q and _prose(q) and not tokens(q):
+            if len(q) >= 12 and " " in q and _prose(q) and not tokens(q, native):
                 out.add(q)
     return out
 
@@ -351,12 +363,14 @@ def _prose(q: str) -> bool:
     return len(words) >= 2 and sum(c.isalpha() or c == " " for c in q) >= 0.85 * len(q)
 
 
-def line_refs(texts: list[str]) -> list[int]:
-    """The lines a reply goes to."""
-    out = []
+def line_refs(texts: list[str], native: Any = None) -> list[int]:
+    """The lines a reply goes to (``native``: the native core, which reads an ASCII text in Rust;
+    ``_LINE_REFS`` is its reference)."""
+    out: list[int] = []
     for text in texts:
         if ":" in text or "sed" in text:
-            out += [int(a or b) for a, b in _LINE_REFS.findall(text)]
+            found = native.line_refs(text) if native is not None else None
+            out += [int(a or b) for a, b in _LINE_REFS.findall(text)] if found is None else found
     return out
 
 
@@ -530,7 +544,7 @@ class ProbeIndex:
             if not text:
                 continue
             self._remember(pos, fact.block, text, source)
-            self.own |= own_frameworks(text[:MAX_SCAN])
+            self.own |= own_frameworks(text[:MAX_SCAN], self.native)
             scanned = _scanned(text)
             if not strings.add_result(scanned, (pos, fact.block), source):  # (no UTF-8: read here)
                 strings.add_strings(_split(scanned), (pos, fact.block), source)
@@ -580,7 +594,7 @@ class ProbeIndex:
 
     def _phrases(self, texts: list[str]) -> list[Probe]:
         out = []
-        for q in phrases(texts):
+        for q in phrases(texts, self.native):
             if self.strings.is_mine(q) or q in self.prompts:
                 continue
             held = [(pos, block, source) for pos, block, text, source in self.recent if q in text]
@@ -591,7 +605,7 @@ class ProbeIndex:
         return out
 
     def _lines(self, texts: list[str]) -> list[Probe]:
-        refs = line_refs(texts) if self._last_results else []
+        refs = line_refs(texts, self.native) if self._last_results else []
         if not refs:
             return []
         printed = [(pos, block, printed_lines(text), source) for pos, block, text, source in self._last_results]
