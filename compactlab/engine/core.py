@@ -23,15 +23,39 @@ CORES = ("python", "native")
 NATIVE_PARTS = "the prompt-cache model, the violations' tracker, recall's check and the probes' string index"
 
 
+#: what this package asks of ``compactlab._native`` (the crate's ``API``): bumped with it whenever
+#: the Python side asks something new of the crate, so that a module built from other sources (a
+#: working copy pulled and not rebuilt) is never used for this one
+NATIVE_API = 1
+
+
 @cache
-def native_module() -> ModuleType | None:
-    """``compactlab._native`` where it was built; None where it was not."""
+def _import() -> tuple[ModuleType | None, str]:
+    """The native module where it was built for this package, and where it was not, why."""
     from importlib import import_module
 
     try:
-        return import_module("compactlab._native")
+        module = import_module("compactlab._native")
     except ImportError:
-        return None
+        return None, NOT_BUILT
+    api = getattr(module, "API", None)
+    if api != NATIVE_API:
+        return None, (f"built from other sources than this compactlab's (its interface {api}, this one asks for "
+                      f"{NATIVE_API})")
+    return module, ""
+
+
+def native_module() -> ModuleType | None:
+    """``compactlab._native`` where it was built for this package; None where it was not."""
+    return _import()[0]
+
+
+NOT_BUILT = "not built in this install"
+
+
+def _why_not() -> str:
+    """Why there is no native module to run (``native_module`` is None)."""
+    return _import()[1] or NOT_BUILT
 
 
 def chosen() -> str:
@@ -40,12 +64,14 @@ def chosen() -> str:
     if asked and asked not in CORES:
         raise UsageError(f"COMPACTLAB_CORE={asked!r}: not a core (python or native)")
     if asked == "native" and native_module() is None:
-        raise UsageError("COMPACTLAB_CORE=native: the native core is not built in this install",
-                         hint="install compactlab with a Rust toolchain (cargo) on PATH to build it, "
-                              "or set COMPACTLAB_CORE=python")
+        raise UsageError(f"COMPACTLAB_CORE=native: the native core is {_why_not()}", hint=_REBUILD)
     if asked:
         return asked
     return "native" if native_module() is not None else "python"
+
+
+_REBUILD = ("install compactlab with a Rust toolchain (cargo) on PATH to build it (a working copy: pip install -e . "
+            "again), or set COMPACTLAB_CORE=python")
 
 
 def in_use() -> ModuleType | None:
@@ -61,5 +87,9 @@ def described() -> str:
         return f"core: none usable ({exc})"
     if core == "native":
         return f"core: native (Rust: {NATIVE_PARTS}; the rest of a replay in Python)"
-    built = "" if native_module() is None else " (the native core is built; COMPACTLAB_CORE chose python)"
-    return f"core: python{built or ' (no native core built: installed without a Rust toolchain)'}"
+    if native_module() is not None:
+        return "core: python (the native core is built; COMPACTLAB_CORE chose python)"
+    why = _why_not()
+    if why == NOT_BUILT:
+        return "core: python (no native core built: installed without a Rust toolchain)"
+    return f"core: python (the native core is {why}: rebuild it with pip install . or, in a working copy, -e .)"

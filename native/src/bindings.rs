@@ -633,8 +633,14 @@ impl RecallCheck {
     }
 }
 
+/// What the Python package may ask of this module (`engine/core.py`'s `NATIVE_API`): bumped with it
+/// whenever a class, function or signature here changes, so that a module built from other sources
+/// is never used (the package runs on its Python engine and says why).
+const API: u32 = 1;
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("API", API)?;
     m.add_class::<PromptCache>()?;
     m.add_class::<ResultStrings>()?;
     m.add_class::<InvariantTracker>()?;

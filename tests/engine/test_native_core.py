@@ -273,3 +273,34 @@ def test_version_names_the_core(cli, monkeypatch):
     if NATIVE is not None:
         monkeypatch.delenv("COMPACTLAB_CORE")
         assert cli("--version").output.splitlines()[1].startswith("core: native (Rust: the prompt-cache model")
+
+
+def test_a_native_module_built_from_other_sources_is_not_used_and_the_reason_is_said(monkeypatch):
+    """A working copy pulled and not rebuilt keeps an older ``_native``: the package runs on its
+    Python engine rather than ask that module for what it lacks, ``--version`` says why, and
+    asking for the native core is a one-line error with the fix."""
+    import importlib
+    import types
+
+    stale = types.ModuleType("compactlab._native")
+    stale.API = core.NATIVE_API - 1  # type: ignore[attr-defined]
+    real = importlib.import_module
+    monkeypatch.setattr(importlib, "import_module", lambda name, *a: stale if name == "compactlab._native" else real(name, *a))
+    core._import.cache_clear()
+    try:
+        monkeypatch.delenv("COMPACTLAB_CORE", raising=False)
+        assert core.native_module() is None and core.chosen() == "python"
+        assert "built from other sources" in core.described() and "pip install" in core.described()
+        monkeypatch.setenv("COMPACTLAB_CORE", "native")
+        with pytest.raises(UsageError) as err:
+            core.chosen()
+        assert f"asks for {core.NATIVE_API}" in str(err.value) and "pip install -e ." in (err.value.hint or "")
+    finally:
+        monkeypatch.undo()
+        core._import.cache_clear()
+    assert (core.native_module() is None) == (NATIVE is None)
+
+
+@needs_native
+def test_the_built_module_is_the_interface_this_package_asks_for():
+    assert NATIVE.API == core.NATIVE_API
