@@ -463,6 +463,9 @@ pub fn framework_sources<'f>(text: &str, folders: &'f [String]) -> Option<Vec<&'
     let mut out = Vec::new();
     let mut from = 0; // (where the next match may start: findall's matches do not overlap)
     let mut k = 0;
+    // the end of the last run of `[\w/]` looked at: a run's every '/' ends it at the same place, so
+    // a path of many folders' names is read once (Python's backtracking reads it once a name)
+    let mut run_end = 0;
     while let Some(slash) = t[k..].iter().position(|&b| b == b'/') {
         let k_slash = k + slash;
         k = k_slash + 1;
@@ -483,7 +486,10 @@ pub fn framework_sources<'f>(text: &str, folders: &'f [String]) -> Option<Vec<&'
             {
                 continue;
             }
-            let end = k_slash + 1 + run_of(t, k_slash + 1, |b| word(b) || b == b'/');
+            if run_end <= k_slash {
+                run_end = k_slash + 1 + run_of(t, k_slash + 1, |b| word(b) || b == b'/');
+            }
+            let end = run_end;
             if t[end..].starts_with(b".py") && !t.get(end + 3).is_some_and(|&b| word(b)) {
                 out.push(f.as_str());
                 from = end + 3;
@@ -567,7 +573,11 @@ fn path_line(t: &[u8], p: usize) -> Option<(u32, usize)> {
     if !(word(first) || matches!(first, b'.' | b'/' | b'-')) || t.get(p + 1) != Some(&b'.') {
         return None;
     }
-    let ext = run_of(t, p + 2, word);
+    let ext = t[(p + 2).min(t.len())..]
+        .iter()
+        .take(9)
+        .take_while(|&&b| word(b))
+        .count();
     if !(1..=8).contains(&ext) || t.get(p + 2 + ext) != Some(&b':') {
         return None;
     }
@@ -696,6 +706,15 @@ mod tests {
             Some(vec!["django", "flask"])
         );
         assert_eq!(framework_sources("caf\u{e9} django/a.py", &folders), None);
+    }
+
+    #[test]
+    fn a_path_of_many_folder_names_is_read_in_linear_time() {
+        let folders = vec!["django".to_string()];
+        let text = "django/".repeat(60_000); // (no .py: no match, each '/' tried)
+        assert_eq!(framework_sources(&text, &folders), Some(vec![]));
+        let text = format!("{}x.py", "django/".repeat(60_000));
+        assert_eq!(framework_sources(&text, &folders), Some(vec!["django"]));
     }
 
     #[test]
