@@ -320,10 +320,9 @@ impl ResultStrings {
 #[pyclass(module = "compactlab._native")]
 struct InvariantTracker {
     inner: violations::Tracker,
-    /// the context's messages, held while it holds them (their identity is their key)
+    /// the context's messages, held while it holds them (their identity is their key: no other
+    /// message takes the address of one held)
     objects: Vec<Py<PyAny>>,
-    /// facts by identity, each with its message held (so that no other message takes its address)
-    known: FxHashMap<usize, (Py<PyAny>, Arc<violations::Facts>)>,
     /// a string's number (a tool id, a role) and back
     ids: FxHashMap<Box<[u8]>, violations::Id>,
     names: Vec<Py<PyAny>>,
@@ -341,7 +340,6 @@ impl InvariantTracker {
                 assistant: 1,
             }),
             objects: Vec::new(),
-            known: FxHashMap::default(),
             ids: FxHashMap::default(),
             names: Vec::new(),
             violation,
@@ -356,36 +354,39 @@ impl InvariantTracker {
     fn update(&mut self, entries: &Bound<'_, PyList>, dirty_from: usize) -> PyResult<()> {
         let n_new = entries.len();
         let d0 = self.inner.start(dirty_from, n_new);
+        // the messages it saw from there on, by identity: a layer keeps most of them (a snip's
+        // tail), whose facts are not read again (a context that only grew has none)
+        let seen: FxHashMap<usize, Arc<violations::Facts>> = self.inner.entries[d0..]
+            .iter()
+            .map(|s| (s.key, s.facts.clone()))
+            .collect();
         let mut tail = Vec::with_capacity(n_new - d0);
         let mut held = Vec::with_capacity(n_new - d0);
         for i in d0..n_new {
             let entry = entries.get_item(i)?;
-            tail.push(self.slot(&entry)?);
+            let key = entry.as_ptr() as usize;
+            let facts = match seen.get(&key) {
+                Some(facts) => facts.clone(),
+                None => self.facts(&entry)?,
+            };
+            tail.push(violations::Slot { key, facts });
             held.push(entry.unbind());
         }
         self.inner.update(d0, tail);
         self.objects.truncate(d0);
         self.objects.extend(held);
-        if self.known.len() > 2 * self.objects.len() + 64 {
-            // (what is no longer in the context is let go)
-            let py = entries.py();
-            self.known = self
-                .objects
-                .iter()
-                .zip(&self.inner.entries)
-                .map(|(o, s)| (s.key, (o.clone_ref(py), s.facts.clone())))
-                .collect();
-        }
         Ok(())
     }
 
     /// The stream's messages from `start` to `stop` it no longer needs: `freed` in their place.
     fn free(&mut self, start: usize, stop: usize, freed: &Bound<'_, PyAny>) -> PyResult<()> {
-        let slot = self.slot(freed)?;
+        let slot = violations::Slot {
+            key: freed.as_ptr() as usize,
+            facts: self.facts(freed)?,
+        };
         self.inner.free(start, stop, &slot);
         let stop = stop.min(self.objects.len());
         for o in &mut self.objects[start.min(stop)..stop] {
-            self.known.remove(&(o.as_ptr() as usize)); // (its facts go with it)
             *o = freed.clone().unbind();
         }
         Ok(())
@@ -455,15 +456,8 @@ impl InvariantTracker {
         Ok(out)
     }
 
-    /// A message's slot: its facts, known by its identity or read from it.
-    fn slot(&mut self, entry: &Bound<'_, PyAny>) -> PyResult<violations::Slot> {
-        let key = entry.as_ptr() as usize;
-        if let Some((_, facts)) = self.known.get(&key) {
-            return Ok(violations::Slot {
-                key,
-                facts: facts.clone(),
-            });
-        }
+    /// A message's facts, read from it.
+    fn facts(&mut self, entry: &Bound<'_, PyAny>) -> PyResult<Arc<violations::Facts>> {
         let py = entry.py();
         let origin: i64 = entry.getattr(intern!(py, "origin"))?.extract()?;
         let role = self.intern(&entry.getattr(intern!(py, "role"))?)?;
@@ -474,12 +468,9 @@ impl InvariantTracker {
         }
         let misplaced = self.ids_of(entry.getattr(intern!(py, "misplaced_results"))?)?;
         let empty = entry.getattr(intern!(py, "empty"))?.is_truthy()?;
-        let facts = Arc::new(violations::Facts::new(
+        Ok(Arc::new(violations::Facts::new(
             origin, role, uses, results, misplaced, empty,
-        ));
-        self.known
-            .insert(key, (entry.clone().unbind(), facts.clone()));
-        Ok(violations::Slot { key, facts })
+        )))
     }
 }
 

@@ -251,8 +251,16 @@ const TAILS: [&[u8]; 6] = [b"", b".", b":", b"/", b"..", b"..."];
 pub struct ResultStrings {
     pub wanted: Option<Wanted>,
     mine: FxHashSet<Box<[u8]>>,
-    latest: FxHashMap<Box<[u8]>, Ref>,
-    first: FxHashMap<Box<[u8]>, (Ref, u32)>,
+    /// each string's results: each key once (a stream keeps every run it reads)
+    held: FxHashMap<Box<[u8]>, Held>,
+}
+
+/// Where the results held a string: the latest, and the first with its source.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    latest: Ref,
+    first: Ref,
+    source: u32,
 }
 
 impl ResultStrings {
@@ -282,14 +290,18 @@ impl ResultStrings {
                     if self.mine.contains(r) {
                         continue;
                     }
-                    match self.latest.get_mut(r) {
-                        Some(latest) => *latest = at,
+                    match self.held.get_mut(r) {
+                        Some(held) => held.latest = at,
                         None => {
-                            self.latest.insert(r.into(), at);
+                            self.held.insert(
+                                r.into(),
+                                Held {
+                                    latest: at,
+                                    first: at,
+                                    source,
+                                },
+                            );
                         }
-                    }
-                    if !self.first.contains_key(r) {
-                        self.first.insert(r.into(), (at, source));
                     }
                 }
             }
@@ -301,10 +313,14 @@ impl ResultStrings {
         if self.mine.contains(&s) {
             return;
         }
-        if !self.first.contains_key(&s) {
-            self.first.insert(s.clone(), (at, source));
-        }
-        self.latest.insert(s, at);
+        self.held
+            .entry(s)
+            .and_modify(|held| held.latest = at)
+            .or_insert(Held {
+                latest: at,
+                first: at,
+                source,
+            });
     }
 
     /// `s` as the index keeps it: the wanted string a variant stands for (None: not wanted), or
@@ -318,7 +334,7 @@ impl ResultStrings {
 
     /// A string seen outside a result: never a probe, unless a result held it first.
     pub fn not_learnt(&mut self, s: &[u8]) {
-        if !self.latest.contains_key(s) {
+        if !self.held.contains_key(s) {
             self.mine.insert(s.into());
         }
     }
@@ -336,8 +352,12 @@ impl ResultStrings {
     pub fn held(&self, s: &[u8]) -> Option<(Ref, Ref, u32)> {
         let mut found: Option<(Ref, Ref, u32)> = None;
         let mut look = |v: &[u8]| {
-            if let Some(&last) = self.latest.get(v) {
-                let (first, source) = self.first[v];
+            if let Some(&Held {
+                latest: last,
+                first,
+                source,
+            }) = self.held.get(v)
+            {
                 found = Some(match found {
                     None => (first, last, source),
                     Some((f, l, src)) => {

@@ -41,21 +41,18 @@ impl Kind {
     }
 }
 
-/// What the rules read of a message (`transcripts.messages.Entry`'s facts).
+/// What the rules read of a message (`transcripts.messages.Entry`'s facts), compact: a context of
+/// tens of thousands of messages keeps one each.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Facts {
     pub origin: i64,
     pub role: Id,
-    /// an assistant message's tool_use ids, in order
-    pub uses: Vec<Id>,
-    /// its tool_result blocks' ids, in order
-    pub results: Vec<Id>,
-    /// ids of tool_result blocks after a block that is not one
-    pub misplaced: Vec<Id>,
     pub empty: bool,
-    /// `uses` and `results` as sets (sorted, each once)
-    pub use_set: Vec<Id>,
-    pub result_set: Vec<Id>,
+    /// its tool_use ids, its tool_result blocks' ids and those of its results after a block that is
+    /// not one (misplaced), each in order, one after the other
+    ids: Box<[Id]>,
+    n_uses: u32,
+    n_results: u32,
 }
 
 impl Facts {
@@ -67,23 +64,30 @@ impl Facts {
         misplaced: Vec<Id>,
         empty: bool,
     ) -> Self {
-        let set = |ids: &[Id]| {
-            let mut s = ids.to_vec();
-            s.sort_unstable();
-            s.dedup();
-            s
-        };
-        let (use_set, result_set) = (set(&uses), set(&results));
+        let (n_uses, n_results) = (uses.len() as u32, results.len() as u32);
         Facts {
             origin,
             role,
-            uses,
-            results,
-            misplaced,
             empty,
-            use_set,
-            result_set,
+            ids: [uses, results, misplaced].concat().into_boxed_slice(),
+            n_uses,
+            n_results,
         }
+    }
+
+    /// An assistant message's tool_use ids, in order (as a set: `Entry.use_set`).
+    pub fn uses(&self) -> &[Id] {
+        &self.ids[..self.n_uses as usize]
+    }
+
+    /// Its tool_result blocks' ids, in order (as a set: `Entry.result_set`).
+    pub fn results(&self) -> &[Id] {
+        &self.ids[self.n_uses as usize..(self.n_uses + self.n_results) as usize]
+    }
+
+    /// The ids of its results after a block that is not one.
+    pub fn misplaced(&self) -> &[Id] {
+        &self.ids[(self.n_uses + self.n_results) as usize..]
     }
 }
 
@@ -113,8 +117,14 @@ pub struct Roles {
     pub assistant: Id,
 }
 
-fn contains(set: &[Id], id: Id) -> bool {
-    set.binary_search(&id).is_ok()
+/// Whether `ids` (a message's few tool ids, as a set: `Entry.use_set`, `Entry.result_set`) has `id`.
+fn contains(ids: &[Id], id: Id) -> bool {
+    ids.contains(&id)
+}
+
+/// Whether two messages' ids are the same set (`frozenset` equality: order and repeats aside).
+fn same_set(a: &[Id], b: &[Id]) -> bool {
+    subset(a, b) && subset(b, a)
 }
 
 fn subset(small: &[Id], big: &[Id]) -> bool {
@@ -126,28 +136,26 @@ fn subset(small: &[Id], big: &[Id]) -> bool {
 /// before (another's).
 fn plainly_valid(entries: &[Slot], i: usize, e: &Facts, roles: Roles) -> bool {
     if e.role == roles.assistant {
-        if e.use_set.is_empty() {
+        if e.uses().is_empty() {
             return true;
         }
         return match entries.get(i + 1) {
-            Some(next) => {
-                next.facts.role == roles.user && subset(&e.use_set, &next.facts.result_set)
-            }
+            Some(next) => next.facts.role == roles.user && subset(e.uses(), next.facts.results()),
             None => false,
         };
     }
-    if e.results.is_empty() {
+    if e.results().is_empty() {
         return true;
     }
     let before = &entries[i - 1].facts;
-    before.role == roles.assistant && subset(&e.result_set, &before.use_set)
+    before.role == roles.assistant && subset(e.results(), before.uses())
 }
 
 /// `violations.owned_violations`: what the message at `i` owns.
 pub fn owned_violations(entries: &[Slot], i: usize, roles: Roles) -> Vec<Owned> {
     let e = &*entries[i].facts;
     let mut out = Vec::new();
-    if i > 0 && !e.empty && e.misplaced.is_empty() && plainly_valid(entries, i, e, roles) {
+    if i > 0 && !e.empty && e.misplaced().is_empty() && plainly_valid(entries, i, e, roles) {
         return out;
     }
     if i == 0 && e.role != roles.user {
@@ -156,31 +164,31 @@ pub fn owned_violations(entries: &[Slot], i: usize, roles: Roles) -> Vec<Owned> 
     if e.empty {
         out.push((Kind::EmptyContent, NONE, e.origin));
     }
-    if !e.uses.is_empty() && e.role == roles.assistant {
+    if !e.uses().is_empty() && e.role == roles.assistant {
         let answered: &[Id] = match entries.get(i + 1) {
-            Some(after) if after.facts.role == roles.user => &after.facts.result_set,
+            Some(after) if after.facts.role == roles.user => after.facts.results(),
             _ => &[],
         };
         out.extend(
-            e.uses
+            e.uses()
                 .iter()
                 .filter(|&&id| !contains(answered, id))
                 .map(|&id| (Kind::OrphanToolUse, id, e.origin)),
         );
     }
-    if !e.results.is_empty() {
+    if !e.results().is_empty() {
         let uses: &[Id] = match i.checked_sub(1).map(|p| &entries[p].facts) {
-            Some(prev) if prev.role == roles.assistant => &prev.use_set,
+            Some(prev) if prev.role == roles.assistant => prev.uses(),
             _ => &[],
         };
         out.extend(
-            e.results
+            e.results()
                 .iter()
                 .filter(|&&id| !contains(uses, id))
                 .map(|&id| (Kind::OrphanToolResult, id, e.origin)),
         );
         out.extend(
-            e.misplaced
+            e.misplaced()
                 .iter()
                 .map(|&id| (Kind::ToolResultNotFirst, id, e.origin)),
         );
@@ -196,11 +204,11 @@ fn same_shape(a: &Slot, b: &Slot) -> bool {
     let (a, b) = (&*a.facts, &*b.facts);
     a.origin == b.origin
         && a.role == b.role
-        && a.uses == b.uses
-        && a.results.len() == b.results.len()
-        && a.result_set == b.result_set
+        && a.uses() == b.uses()
+        && a.results().len() == b.results().len()
+        && same_set(a.results(), b.results())
         && a.empty == b.empty
-        && a.misplaced == b.misplaced
+        && a.misplaced() == b.misplaced()
 }
 
 /// `context.find_origin`: the position at or after `lo` of the message of origin `origin` (origins
@@ -289,7 +297,7 @@ impl Tracker {
             .map(|s| s.facts.clone())
             .collect();
         for e in gone {
-            for &id in &e.uses {
+            for &id in e.uses() {
                 let left = self.use_count[&id] - 1;
                 if left > 0 {
                     self.use_count.insert(id, left);
@@ -303,7 +311,7 @@ impl Tracker {
         }
         for i in (d..i0).chain(i0 + run..n_new) {
             let facts = new(i).facts.clone();
-            for &id in &facts.uses {
+            for &id in facts.uses() {
                 self.count_use(id);
             }
         }
@@ -345,7 +353,7 @@ impl Tracker {
     /// `update` of a context that only gained messages after its first `d` (`added`).
     fn grow(&mut self, d: usize, added: &[Slot]) {
         for s in added {
-            for &id in &s.facts.uses {
+            for &id in s.facts.uses() {
                 self.count_use(id);
             }
         }
@@ -462,7 +470,7 @@ impl Tracker {
         if !self.duplicated.is_empty() {
             let mut seen: FxHashMap<Id, usize> = FxHashMap::default();
             for (pos, e) in self.entries.iter().enumerate() {
-                for &id in &e.facts.uses {
+                for &id in e.facts.uses() {
                     if self.duplicated.contains(&id) {
                         let n = seen.entry(id).or_insert(0);
                         *n += 1;
