@@ -273,7 +273,7 @@ def quoted_prose(draw):
 
 
 @needs_native
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(QUOTING, quoted_prose()), min_size=1, max_size=3))
 def test_the_native_phrases_are_the_python_ones(texts):
     """``_native.phrases`` (an ASCII text's quoted prose, in Rust) against ``probes.phrases``: the
@@ -328,7 +328,7 @@ def referring(draw):
 
 
 @needs_native
-@settings(max_examples=800, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.one_of(PATHS, referring()))
 def test_the_native_framework_sources_and_line_references_are_python_re_s(text):
     """Rust's reading of two of the index's patterns on ASCII texts (lookbehinds, word boundaries,
@@ -341,3 +341,19 @@ def test_the_native_framework_sources_and_line_references_are_python_re_s(text):
     assert own_frameworks(text, NATIVE) == own_frameworks(text)
     assert NATIVE.line_refs(text) == [int(a or b) for a, b in _LINE_REFS.findall(text)]
     assert NATIVE.line_refs(text + "é") is None and NATIVE.FrameworkSources(["django"]).found("é django/a.py") is None
+
+
+@needs_native
+@pytest.mark.parametrize("text", [
+    "a.rs:12x", "a.rs:12 x", "a.py:1234567", "a.py:12345678", "a.py:1234567_", "src/app.py:42.", "x.abcdefgh:3",
+    "x.abcdefghi:3", ".py:7", "-.x:9", "sed -n '10,20p' f", "sed -n 5p", "sed -n '5,p'", "sed -n \"5,12345678p\"",
+    "sed\t-n\x1c7p", "sed -n '12345678p'", "sed-n 3p", "django/a.py", "x-django/a.py", "site-packages/django/a.py",
+    "node_modules/flask/b.py", "django/a.pyc", "django/a.py_", "django/a/b.py.", "/django/x.py django/y.py",
+    "djangox/a.py", "_pytest/main.py", "a_pytest/main.py"])
+def test_the_native_patterns_at_their_bounds(text):
+    """The cases next to each bound of the two patterns, each held to Python's ``re``."""
+    from compactlab.engine.measures.probes import _LINE_REFS, vocabulary
+
+    v = vocabulary()
+    assert NATIVE.line_refs(text) == [int(a or b) for a, b in _LINE_REFS.findall(text)]
+    assert NATIVE.FrameworkSources(sorted(v.bit_of)).found(text) == v.source.findall(text)
