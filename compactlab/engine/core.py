@@ -27,6 +27,8 @@ NATIVE_PARTS = "the prompt-cache model, the violations' tracker, recall's check 
 #: the Python side asks something new of the crate, so that a module built from other sources (a
 #: working copy pulled and not rebuilt) is never used for this one
 NATIVE_API = 1
+#: why there is no native module where none was built
+NOT_BUILT = "not built in this install"
 
 
 @cache
@@ -48,9 +50,6 @@ def _import() -> tuple[ModuleType | None, str]:
 def native_module() -> ModuleType | None:
     """``compactlab._native`` where it was built for this package; None where it was not."""
     return _import()[0]
-
-
-NOT_BUILT = "not built in this install"
 
 
 def _why_not() -> str:

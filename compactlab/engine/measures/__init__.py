@@ -77,12 +77,11 @@ def measures_for(base: RawBaseline, env: Any, *, counter: Any = None, entries: l
     another implementation than ``RECALL`` (a test's); ``core`` the core that runs the measures it
     has (``engine/core.py``: ``native``, the prompt cache, the violations' tracker and recall's check in
     Rust)."""
-    native = core == "native"
-    cache = NativePromptCache if native else PromptCache
+    native = native_module() if core == "native" else None
+    cache = PromptCache if native is None else NativePromptCache
     return Measures(cache(env.estimator, exact=counter is not None),
-                    RawSize(base, env.estimator, counter, entries), Violations(base, native_module() if native else None),
-                    Retention(base.refs, keep_refs),
-                    (recall or RECALL)(base.probes, env, base.probes_indexed, native_module() if native else None))
+                    RawSize(base, env.estimator, counter, entries), Violations(base, native),
+                    Retention(base.refs, keep_refs), (recall or RECALL)(base.probes, env, base.probes_indexed, native))
 
 
 __all__ = ["CallAt", "Measure", "Measures", "PromptCache", "RECALL", "Recall", "IntactFirstRecall", "measures_for"]
