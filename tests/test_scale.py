@@ -3,6 +3,7 @@ asserted: speed is measured by `compactlab bench`, not by timed unit tests)."""
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import os
@@ -233,3 +234,16 @@ def test_a_batch_turns_one_runs_error_into_its_failure_and_runs_the_rest(tmp_pat
     assert isinstance(out[0][1], RunResult) and isinstance(out[2][1], RunResult)
     assert isinstance(out[1][1], Failure) and "gone.jsonl" in str(out[1][1].error or out[1][1].reason)
     assert out[0][1].summary["cost_usd"] == replay(t, policy).summary.cost_usd
+    assert gc.isenabled()  # (paused for the batch, back after it)
+
+
+def test_a_batch_runs_with_the_workers_collector_paused(monkeypatch):
+    from compactlab.corpus import compare
+    from compactlab.corpus.compare import Job, run_batch
+
+    t = load_transcript(str(SMALL))
+    states: list[bool] = []
+    real = compare.run_job
+    monkeypatch.setattr(compare, "run_job", lambda *a: states.append(gc.isenabled()) or real(*a))
+    run_batch([(Job(0, 0, load_policy("s08"), ()), t, None, None)] * 2, False, False, ("stub", None))
+    assert states == [False, False] and gc.isenabled()

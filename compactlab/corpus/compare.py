@@ -8,7 +8,7 @@ summary and a few per-call series for the charts.
 
 from __future__ import annotations
 
-from ..plumbing.process import usable_cores
+from ..plumbing.process import collector_paused, usable_cores
 
 import itertools
 import os
@@ -518,14 +518,16 @@ def batches(jobs: list[Job], threads: int) -> list[list[Job]]:
 
 def run_batch(batch: list[tuple[Job, Any, Any, Any]], from_file: bool, *args: Any) -> list[tuple[int, RunResult | Failure]]:
     """A Dask task: each (job, its transcript or ``FileRef``, prices, calibration) run in turn, each
-    run's error its own failure (the batch's other runs go on)."""
+    run's error its own failure (the batch's other runs go on). The worker's collector is paused
+    meanwhile (``collector_paused``: its full passes traversed every transcript the worker keeps)."""
     out: list[tuple[int, RunResult | Failure]] = []
-    for job, transcript, prices, calibration in batch:
-        try:
-            work = run_job_from_file if from_file else run_job
-            out.append((job.index, work(job, transcript, prices, calibration, *args)))
-        except Exception as exc:
-            out.append((job.index, failure_of(job.index, exc)))
+    with collector_paused():
+        for job, transcript, prices, calibration in batch:
+            try:
+                work = run_job_from_file if from_file else run_job
+                out.append((job.index, work(job, transcript, prices, calibration, *args)))
+            except Exception as exc:
+                out.append((job.index, failure_of(job.index, exc)))
     return out
 
 

@@ -82,3 +82,52 @@ def test_inspect_fits_without_a_replay_and_replays_once_with_the_fit(cli, tmp_pa
     assert r.exit_code == 0, r.stderr
     info = orjson.loads(r.stdout)
     assert "calibration" in info and info["cache_ledger"]["calls"] == 6 and len(replays) == 1
+
+
+def test_the_collector_paused_by_tasks_side_by_side_comes_back_when_the_last_one_leaves():
+    import threading
+
+    from compactlab.plumbing.process import collector_paused
+
+    assert gc.isenabled()
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, bool] = {}
+
+    def first() -> None:
+        with collector_paused():
+            first_in.set()
+            second_in.wait()
+        seen["after first left"] = gc.isenabled()
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait()
+        with collector_paused():
+            second_in.set()
+            first_out.wait()
+            seen["second still inside"] = gc.isenabled()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == {"after first left": False, "second still inside": False}
+    assert gc.isenabled()
+
+
+def test_a_paused_collector_that_was_off_stays_off():
+    from compactlab.plumbing.process import collector_paused
+
+    gc.disable()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with collector_paused():
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    assert gc.isenabled()
