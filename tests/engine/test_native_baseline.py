@@ -18,7 +18,7 @@ from compactlab.engine import core
 from compactlab.engine.measures import baseline, probes
 from compactlab.engine.measures.probes import ProbeIndex, ResultStrings, _scanned, _split, tokens
 from compactlab.transcripts import TranscriptBuilder, open_transcript
-from helpers import SAMPLES
+from helpers import SAMPLES, own_source_pattern
 from test_native_core import _shared_recordings
 
 NATIVE = core.native_module()
@@ -337,7 +337,7 @@ def test_the_native_framework_sources_and_line_references_are_python_re_s(text):
     from compactlab.engine.measures.probes import _LINE_REFS, own_frameworks, vocabulary
 
     v = vocabulary()
-    assert NATIVE.FrameworkSources(sorted(v.bit_of)).found(text) == v.source.findall(text)
+    assert NATIVE.FrameworkSources(sorted(v.bit_of)).found(text) == own_source_pattern().findall(text)
     assert own_frameworks(text, NATIVE) == own_frameworks(text)
     assert NATIVE.line_refs(text) == [int(a or b) for a, b in _LINE_REFS.findall(text)]
     assert NATIVE.line_refs(text + "é") is None and NATIVE.FrameworkSources(["django"]).found("é django/a.py") is None
@@ -356,4 +356,4 @@ def test_the_native_patterns_at_their_bounds(text):
 
     v = vocabulary()
     assert NATIVE.line_refs(text) == [int(a or b) for a, b in _LINE_REFS.findall(text)]
-    assert NATIVE.FrameworkSources(sorted(v.bit_of)).found(text) == v.source.findall(text)
+    assert NATIVE.FrameworkSources(sorted(v.bit_of)).found(text) == own_source_pattern().findall(text)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import csv
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compactlab import load_policy, load_transcript, replay
-from compactlab.engine.measures.probes import tokens
-from helpers import asst, results, tr, tu, user, write_jsonl
+from compactlab.engine.measures.probes import own_sources, tokens, vocabulary
+from helpers import asst, lines_run, own_source_pattern, results, tr, tu, user, write_jsonl
 
 
 def used_later(n: int) -> list[dict]:
@@ -351,6 +353,45 @@ def test_a_frameworks_names_are_the_sessions_own_when_it_works_on_its_source():
     assert common("field_name") and not common("field_name", django)  # (pydantic and starlette have it too)
     assert common("TestCase", django)  # (the standard library's too, and never a session's own)
     assert common("CharField", own_frameworks("flask/app.py"))
+
+
+#: texts of paths into frameworks' trees near every bound of the pattern, words beyond ASCII among them
+#: (Python's ``\w`` is Unicode's: ``é``, ``٣`` and ``ß`` glue to a name, ``—`` and ``\u00a0`` do not)
+SOURCE_TEXTS = st.lists(st.one_of(
+    st.sampled_from(["django/", "flask/", "_pytest/", "pytest/", "numpy/", "djangox/", "site-packages/",
+                     "dist-packages/", "node_modules/", "packages/", "x-", "db/", "a", ".py", ".pyc", ".p", "py", ".",
+                     "/", "-", " ", "\n", "é", "٣", "ß", "—", "\u00a0", ":"]),
+    st.characters(codec="utf-8", exclude_categories=["Cs"])), max_size=40).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(SOURCE_TEXTS)
+def test_the_frameworks_own_sources_are_read_as_the_pattern_reads_them(text):
+    """``own_sources``, in linear time, finds what the pattern it replaced finds (``re.findall``):
+    the same folders in the same order, on texts of any characters."""
+    assert own_sources(text, vocabulary().bit_of) == own_source_pattern().findall(text)
+
+
+@pytest.mark.parametrize("text", [
+    "django/a.py", "x-django/a.py", ".django/a.py", "mydjango/a.py", "site-packages/django/a.py",
+    "dist-packages/flask/b.py", "node_modules/flask/b.py", "xnode_modules/flask/b.py", "django/a.pyc", "django/a.py_",
+    "django/a.pyé", "django/a.py—", "django/.py", "django.py", "/django/x.py django/y.py", "django/a.py/flask/b.py",
+    "django/a.pyx/flask/b.py", "django/a.py.flask/b.py", "djangox/a.py", "_pytest/main.py", "a_pytest/main.py",
+    "é/django/a.py", "édjango/a.py", "a/b/django/c/d.py", "django//x.py", "a.b/django/c.py", ""])
+def test_the_frameworks_own_sources_at_the_patterns_bounds(text):
+    assert own_sources(text, vocabulary().bit_of) == own_source_pattern().findall(text)
+
+
+def test_a_long_path_of_folders_names_is_read_in_linear_time():
+    """A path of many folders' names and no ``.py`` (``django/django/…``, a hostile transcript's)
+    cost the pattern a pass to the path's end per name (quadratic); the reading here grows with
+    it in step (lines of Python counted, never timed)."""
+    folders = vocabulary().bit_of
+    for name, end in (("django/", "x.pyc"), ("lib/", "x.py"), ("packages/django/", "x.py")):  # (no .py; each name)
+        small, big = name * 2_000 + end, name * 8_000 + end
+        ratio = lines_run(lambda: own_sources(big, folders)) / lines_run(lambda: own_sources(small, folders))
+        assert ratio < 4.5 and own_sources(big, folders) == []
+    assert own_sources("lib/" * 8_000 + "django/x.py", folders) == ["django"]
 
 
 def test_a_session_on_djangos_tree_keeps_djangos_names_as_probes(tmp_path):
