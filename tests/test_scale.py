@@ -54,18 +54,25 @@ def test_dask_workers_read_the_files_themselves_where_they_can(cli, monkeypatch)
     distributed = pytest.importorskip("distributed", reason="dask is an optional extra")
     from compactlab.corpus import compare
 
+    from compactlab.jobs import base, cluster as on_cluster
+
     args = [SMALL, "-p", "s08", "--dry-run", "--format", "json"]
     local = json.loads(cli("compare", *args, "--jobs", "1").stdout)["runs"]
     compare._READ.clear()
+    read: list[str] = []
+    real = on_cluster._run_file
+    monkeypatch.setattr(on_cluster, "_run_file", lambda given, *a: read.append(str(given)) or real(given, *a))
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
-        r = cli("compare", *args, "--executor", f"dask://{cluster.scheduler_address}")
+        with monkeypatch.context() as m:
+            m.setattr(base, "load_all", None)  # (the command reads nothing)
+            r = cli("compare", *args, "--executor", f"dask://{cluster.scheduler_address}")
         assert r.exit_code == 0 and json.loads(r.stdout)["runs"] == local
-        assert [path for path, _ in compare._READ] == [str(SMALL)]  # read by the worker (in this process here)
-        compare._READ.clear()
+        assert read == [str(SMALL)]  # read by a worker (in this process here)
+        read.clear()
         monkeypatch.setattr(compare, "_readable", lambda paths: False)  # a worker without the files
         r = cli("compare", *args, "--executor", f"dask://{cluster.scheduler_address}")
         assert r.exit_code == 0 and json.loads(r.stdout)["runs"] == local
-        assert not compare._READ  # sent, not read
+        assert not compare._READ and not read  # sent, not read
 
 
 def test_an_unreachable_dask_scheduler_is_a_clear_error(cli, monkeypatch):
@@ -167,16 +174,19 @@ def test_dask_workers_in_their_own_processes_read_the_files_and_name_one_they_ca
     from compactlab import load_policy
     from compactlab.corpus import compare
 
+    from compactlab.jobs import base
+
     args = [SMALL, SAMPLES / "manual-compact.jsonl", "-p", "s08", "--dry-run", "--format", "json"]
     local = json.loads(cli("compare", *args, "--jobs", "1").stdout)["runs"]
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
-        r = cli("compare", *args, "--executor", f"dask://{cluster.scheduler_address}")
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(base, "load_all", None)  # (the command reads nothing: the workers read the files)
+            r = cli("compare", *args, "--executor", f"dask://{cluster.scheduler_address}")
         assert r.exit_code == 0, r.stderr
         assert json.loads(r.stdout)["runs"] == local
         with distributed.Client(cluster.scheduler_address) as client:
-            read = client.run(lambda: sorted({path for path, _ in compare._READ}))
-            assert len(read) == 2 and os.getpid() not in client.run(os.getpid).values()  # (their own processes)
-            assert set().union(*read.values()) == {str(SMALL), str(SAMPLES / "manual-compact.jsonl")}
+            assert os.getpid() not in client.run(os.getpid).values()  # (their own processes)
+            # tune's trials ask a worker for a file it reads and keeps (``read_on_worker``)
             missing = str(tmp_path / "not-on-this-worker.jsonl")
             job = compare.Job(0, 0, load_policy("s08"), ())
             future = client.submit(compare.run_job_from_file, job, compare.FileRef(missing, "anthropic", False, "0" * 64),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..plumbing.process import collector_paused, usable_cores
 
+import contextlib
 import itertools
 import os
 import sys
@@ -378,7 +379,7 @@ def run_jobs(
     keep_recorded_compactions: bool = False,
     summarizer: tuple[str, Any] = ("stub", None),
     on_result: Callable[[RunResult], None] | None = None,
-    executor: str | None = None,
+    executor: "str | Cluster | None" = None,
     cache_ttl: str | None = None,
     cache_model: str | None = None,
     window: int | None = None,
@@ -388,10 +389,10 @@ def run_jobs(
     workers and returns what had finished. Usage errors of the executor itself are raised.
 
     ``summarizer`` is (kind, LiveOptions): each process builds its own from it. ``executor``
-    ``dask://HOST:PORT`` runs the grid on an existing Dask distributed cluster instead of the
-    local worker processes (the loaded transcripts are scattered to its workers once).
+    ``dask://HOST:PORT`` (or a ``Cluster`` connected to it) runs the grid on an existing Dask
+    distributed cluster instead of the local worker processes (its workers read the files where they
+    share them, else the loaded transcripts are scattered to them once).
     """
-    address = _dask_address(executor) if executor else None
     context = GridContext(transcripts, prices or [None] * len(transcripts), calibrations or [None] * len(transcripts),
                           keep_recorded_compactions, summarizer, cache_ttl, cache_model, window)
     grid = GridRun([], [], len(jobs))
@@ -400,14 +401,17 @@ def run_jobs(
         for t in transcripts:
             baseline_for(t)  # once, in the parent: every worker inherits it
         n_jobs = n_jobs or usable_cores()
-        produced = _dask_outcomes(jobs, context, address) if address else _outcomes(jobs, context, n_jobs)
-        for index, outcome in produced:
-            if isinstance(outcome, Failure):
-                grid.failures.append(_failure(jobs[index], outcome, context))
-                continue
-            grid.results.append(outcome.compacted(sharing))
-            if on_result:
-                on_result(outcome)
+        with contextlib.ExitStack() as stack:
+            cluster = (executor if isinstance(executor, Cluster) or executor is None
+                       else stack.enter_context(Cluster(executor)))
+            produced = _dask_outcomes(jobs, context, cluster) if cluster else _outcomes(jobs, context, n_jobs)
+            for index, outcome in produced:
+                if isinstance(outcome, Failure):
+                    grid.failures.append(_failure(jobs[index], outcome, context))
+                    continue
+                grid.results.append(outcome.compacted(sharing))
+                if on_result:
+                    on_result(outcome)
     except KeyboardInterrupt as stop:
         grid.interrupted = stop
     grid.results.sort(key=lambda r: r.job)
@@ -536,43 +540,72 @@ def _readable(paths: list[str]) -> bool:
     return all(os.access(p, os.R_OK) for p in paths)
 
 
-def _dask_outcomes(jobs: list[Job], context: GridContext, address: str) -> Iterator[tuple[int, RunResult | Failure]]:
-    from ..errors import UsageError
+class Cluster:
+    """An existing Dask distributed cluster a corpus job runs on (``--executor dask://HOST:PORT``):
+    connected on creation (a usage error where it cannot be), closed on leaving the ``with``."""
 
-    try:
-        from distributed import Client
+    def __init__(self, executor: str) -> None:
+        from ..errors import UsageError
+
+        address = _dask_address(executor)
+        try:
+            from distributed import Client
+        except ImportError:
+            raise UsageError("--executor dask:// needs Dask distributed",
+                             hint="pip install 'compactlab[dask]'") from None
+        try:
+            self.client = Client(address, timeout=DASK_CONNECT_TIMEOUT)
+        except Exception as exc:  # unreachable, refused, or an address Dask cannot use
+            raise UsageError(f"--executor {address}: cannot reach the Dask scheduler: {exc}".splitlines()[0]) from None
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.close()
+
+    def shares(self, paths: list[str]) -> bool:
+        """Whether every worker can read every one of ``paths`` (absolute) itself."""
+        return all(self.client.run(_readable, paths).values())
+
+    @property
+    def threads(self) -> int:
+        return sum(self.client.nthreads().values()) or 1
+
+    def each(self, work: Callable[..., Any], batches: list[Any], *args: Any) -> Iterator[tuple[int, Any]]:
+        """``work(batch, *args)`` of each batch on the workers: (the batch's place, what it returned or
+        the exception that lost it), as each finishes; an interrupt cancels those not finished."""
         from distributed import as_completed as dask_completed
-    except ImportError:
-        raise UsageError("--executor dask:// needs Dask distributed", hint="pip install 'compactlab[dask]'") from None
-    try:
-        client = Client(address, timeout=DASK_CONNECT_TIMEOUT)
-    except Exception as exc:  # unreachable, refused, or an address Dask cannot use
-        raise UsageError(f"--executor {address}: cannot reach the Dask scheduler: {exc}".splitlines()[0]) from None
-    try:
-        c = context
-        refs = [FileRef(os.path.abspath(t.path), t.format, t.skipped_lines > 0, t.content_hash) for t in c.transcripts]
-        # the workers read the files themselves where they all can (a shared path): only the runs'
-        # summaries cross the network; else the transcripts are sent to them once
-        shared = all(client.run(_readable, [r.path for r in refs]).values())
-        sent: list[Any] = refs if shared else client.scatter(c.transcripts, broadcast=True)
-        threads = sum(client.nthreads().values()) or 1
-        futures = {client.submit(run_batch, [(job, sent[job.transcript], c.prices[job.transcript],
-                                              c.calibrations[job.transcript]) for job in batch],
-                                 shared, c.keep_recorded_compactions, c.summarizer, c.cache_ttl, c.cache_model,
-                                 c.window, pure=False): batch
-                   for batch in batches(jobs, threads)}
+
+        futures = {self.client.submit(work, batch, *args, pure=False): i for i, batch in enumerate(batches)}
         try:
             for future in dask_completed(futures):
                 try:
-                    yield from future.result()
-                except Exception as exc:  # its worker lost for good: every run of the batch
-                    for job in futures[future]:
-                        yield job.index, failure_of(job.index, exc)
+                    yield futures[future], future.result()
+                except Exception as exc:  # its worker lost for good
+                    yield futures[future], exc
         except BaseException:
-            client.cancel(list(futures))
+            self.client.cancel(list(futures))
             raise
-    finally:
-        client.close()
+
+
+def _dask_outcomes(jobs: list[Job], context: GridContext, cluster: Cluster) -> Iterator[tuple[int, RunResult | Failure]]:
+    c = context
+    refs = [FileRef(os.path.abspath(t.path), t.format, t.skipped_lines > 0, t.content_hash) for t in c.transcripts]
+    # the workers read the files themselves where they all can (a shared path): only the runs'
+    # summaries cross the network; else the transcripts are sent to them once
+    shared = cluster.shares([r.path for r in refs])
+    sent: list[Any] = refs if shared else cluster.client.scatter(c.transcripts, broadcast=True)
+    parts = batches(jobs, cluster.threads)
+    work = [[(job, sent[job.transcript], c.prices[job.transcript], c.calibrations[job.transcript]) for job in batch]
+            for batch in parts]
+    for i, got in cluster.each(run_batch, work, shared, c.keep_recorded_compactions, c.summarizer, c.cache_ttl,
+                               c.cache_model, c.window):
+        if isinstance(got, BaseException):  # every run of the batch
+            for job in parts[i]:
+                yield job.index, failure_of(job.index, got)
+        else:
+            yield from got
 
 
 def _outcomes(jobs: list[Job], context: GridContext, n_jobs: int) -> Iterator[tuple[int, RunResult | Failure]]:

@@ -269,26 +269,8 @@ def calibrations_for(sources: list, calibrate: bool | None, notify: Notify = qui
         if calibrate is False or getattr(t, "streamed", False):
             out.append(None)
             continue
-        transcript = getattr(t, "transcript", t)  # a loaded feed's
-        cal: Calibration | None
-        if calibrate and 0 < usable_calls(transcript) < MIN_CALLS and not transcript.metadata.get("acompact"):
-            cal, why = short(transcript)  # never a fit of 1 to 4 calls
-        elif calibrate:
-            cal, why = fit_calibration(transcript), None
-        else:
-            cal, why = by_default(transcript)
-        if why and many:  # (many files: one line for them all, each with -v)
-            notify(Detail(f"warning: {shown(t.path)}: {why}"), False)
-            estimated += 1
-        elif why:
-            notify(f"warning: {shown(t.path)}: {why}", False)
-        if cal is not None and cal.source == "recorded usage":
-            fits.append(cal)
-            line = (f"{shown(t.path)}: calibrated: {cal.overhead_tokens:,} overhead tokens + chars / "
-                    f"{cal.chars_per_token} (mape {cal.mape:.3f} over {cal.calls} calls)")
-            notify(Detail(line) if (many if details is None else details) else line, False)
-            if (odd := implausible(cal)) is not None:
-                notify(f"warning: {shown(t.path)}: {odd}", False)
+        cal, why = calibration_of(t, calibrate)
+        estimated += say_calibration(t.path, cal, why, many, details, notify, fits)
         out.append(cal)
     if tally is not None:
         tally.estimated += estimated
@@ -299,6 +281,37 @@ def calibrations_for(sources: list, calibrate: bool | None, notify: Notify = qui
         notify(f"warning: {estimated} transcript(s) record too few calls with usage to calibrate on: their tokens are "
                "estimated (each with -v)", False)
     return out
+
+
+def calibration_of(t: Any, calibrate: bool | None) -> tuple[Calibration | None, str | None]:
+    """A loaded transcript's or feed's calibration (``calibrations_for``), and why it has none where
+    that is worth a warning."""
+    transcript = getattr(t, "transcript", t)  # a loaded feed's
+    if calibrate and 0 < usable_calls(transcript) < MIN_CALLS and not transcript.metadata.get("acompact"):
+        return short(transcript)  # never a fit of 1 to 4 calls
+    if calibrate:
+        return fit_calibration(transcript), None
+    return by_default(transcript)
+
+
+def say_calibration(path: str, cal: Calibration | None, why: str | None, many: bool, details: bool | None,
+                    notify: Notify, fits: list[Calibration]) -> int:
+    """What is said of ``path``'s calibration (a fit joins ``fits``); 1 where it is one of many files
+    whose tokens are an estimate (said together at the end), else 0."""
+    estimated = 0
+    if why and many:  # (many files: one line for them all, each with -v)
+        notify(Detail(f"warning: {shown(path)}: {why}"), False)
+        estimated = 1
+    elif why:
+        notify(f"warning: {shown(path)}: {why}", False)
+    if cal is not None and cal.source == "recorded usage":
+        fits.append(cal)
+        line = (f"{shown(path)}: calibrated: {cal.overhead_tokens:,} overhead tokens + chars / "
+                f"{cal.chars_per_token} (mape {cal.mape:.3f} over {cal.calls} calls)")
+        notify(Detail(line) if (many if details is None else details) else line, False)
+        if (odd := implausible(cal)) is not None:
+            notify(f"warning: {shown(path)}: {odd}", False)
+    return estimated
 
 
 def calibrated_line(fits: list[Calibration]) -> str:
@@ -356,7 +369,21 @@ def run_in_parts(files: list[str], policies: list, settings: Settings, notify: N
                  advance: Callable[..., None]) -> tuple[Any, list[str], dict[str, str]]:
     """Every policy on every file, a part of the corpus at a time (each part read, calibrated,
     priced, run by the workers and let go): the runs (a ``GridRun``), the models the transcripts
-    recorded, and each transcript's content hash."""
+    recorded, and each transcript's content hash. On a Dask cluster whose workers can read the
+    files, they read them instead (``jobs/cluster.py``)."""
+    if settings.executor:
+        from ..corpus.compare import Cluster
+        from .cluster import run_on_cluster
+
+        with Cluster(settings.executor) as cluster:
+            if cluster.shares([os.path.abspath(f) for f in files]):  # (else the files are read here and sent)
+                return run_on_cluster(cluster, files, policies, settings, notify, advance)
+            return _read_and_run(files, policies, settings, notify, advance, cluster)
+    return _read_and_run(files, policies, settings, notify, advance, None)
+
+
+def _read_and_run(files: list[str], policies: list, settings: Settings, notify: Notify, advance: Callable[..., None],
+                  cluster: Any) -> tuple[Any, list[str], dict[str, str]]:
     from ..corpus.compare import GridRun, jobs_for, run_jobs
 
     tally = Tally(sources=len(files))
@@ -383,7 +410,7 @@ def run_in_parts(files: list[str], policies: list, settings: Settings, notify: N
         ran = run_jobs(loaded, jobs_for(len(loaded), policies), n_jobs=settings.jobs, prices=prices,
                        calibrations=calibrations, keep_recorded_compactions=settings.keep_recorded_compactions,
                        summarizer=(settings.summarizer, settings.live), on_result=advance,
-                       executor=settings.executor, cache_ttl=settings.cache_ttl, cache_model=settings.cache_model,
+                       executor=cluster, cache_ttl=settings.cache_ttl, cache_model=settings.cache_model,
                        window=settings.window)
         for r in ran.results:
             r.job += offset

@@ -1,0 +1,237 @@
+"""A corpus job (compare, check) on a Dask cluster whose workers can read the files themselves: each
+task reads a batch of files, indexes their probes, calibrates and prices them and runs every
+policy on each; the command reads none of them. It says what the workers found (bad lines, a
+file's warnings, its calibration, the models it records and their prices) in the files' order,
+as it would have said it on reading them, and keeps the runs' summaries (#59 §5: the command read
+every transcript before the workers read it again, a third of a cluster compare's extra CPU).
+
+Where the workers cannot all read the files, ``run_in_parts`` reads them and the cluster gets
+them sent (``corpus.compare``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from ..corpus.compare import Cluster, GridRun, Job, RunFailure, RunResult, run_job
+from ..corpus.pool import Failure, failure_of
+from ..corpus.sharing import Sharing
+from ..engine.cost.prices import PriceTable
+from ..errors import CompactlabError
+from ..plumbing.process import collector_paused
+from .base import Notify, Settings, Tally, cache_warnings, none_read, parts_of, price_warning, say_calibration, \
+    warn_loaded
+
+#: files a task carries per worker thread (about; a file's runs stay in one task)
+BATCHES_PER_THREAD = 4
+
+
+class Reading(NamedTuple):
+    """How a worker reads, calibrates and runs a file: the settings that decide it (no key, no
+    output folder; ``summarizer``: (kind, LiveOptions), each worker builds its own)."""
+
+    input_format: str | None
+    skip_bad_lines: bool
+    calibrate: bool | None
+    write_probes: bool
+    prices: PriceTable  # (priced by it, or by --price-model's prices in it; the command says the warnings)
+    price_model: str | None
+    keep_recorded_compactions: bool
+    summarizer: tuple[str, Any]
+    cache_ttl: str | None
+    cache_model: str | None
+    window: int | None
+
+
+@dataclass
+class FileDone:
+    """What a worker found of one file and the runs it made of it: a transcript's facts for what the
+    command says, or the folder's file that is no transcript (``skipped``), or the error that
+    stops the job (``error``: an input the user named that cannot be read)."""
+
+    path: str
+    skipped: str | None = None
+    error: CompactlabError | None = None
+    content_hash: str = ""
+    skipped_lines: int = 0
+    warnings: list[Any] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    calibrated: bool = False  # (False: not asked for, or the transcript is streamed)
+    calibration: Any = None
+    why: str | None = None
+    #: why its runs gave nothing where its batch was lost (its worker lost for good), or "" where the
+    #: batch was not back when the job was interrupted (the file left out)
+    lost: str | None = None
+    runs: list[RunResult | Failure] = field(default_factory=list)  # in the grid's order of policies
+
+
+def run_files(batch: list[tuple[str, str]], policies: list, reading: Reading) -> list[FileDone]:
+    """A task: each (path as given, its absolute path) read and run with every policy. The
+    worker's collector is paused meanwhile (``collector_paused``)."""
+    from ..summarizers import build_summarizer
+
+    with collector_paused():
+        summarizer = build_summarizer(*reading.summarizer)
+        return [_run_file(given, path, policies, reading, summarizer) for given, path in batch]
+
+
+def _run_file(given: str, path: str, policies: list, r: Reading, summarizer: Any) -> FileDone:
+    from ..engine.measures import probe_cache
+    from ..transcripts import FolderFile, UnknownFormat, load_transcript
+    from .base import calibration_of, recorded_models
+
+    where = given if os.path.abspath(given) == path else path  # (as given where it is the same file here)
+    try:
+        t = load_transcript(where, r.input_format, skip_bad_lines=r.skip_bad_lines)
+        probe_cache.baseline_of(t, write=r.write_probes)
+        cal, why = calibration_of(t, r.calibrate) if r.calibrate is not False else (None, None)
+    except UnknownFormat as exc:
+        if isinstance(given, FolderFile):
+            return FileDone(given, skipped=exc.message.replace(where, given))
+        return FileDone(given, error=exc)
+    except CompactlabError as exc:
+        return FileDone(given, error=exc)
+    done = FileDone(given, content_hash=t.content_hash, skipped_lines=t.skipped_lines, warnings=list(t.warnings),
+                    models=recorded_models(t), calibrated=r.calibrate is not False, calibration=cal, why=why)
+    prices = r.prices.lookup(r.price_model) if r.price_model else r.prices
+    for k, (policy, swept) in enumerate(policies):
+        try:
+            run = run_job(Job(k, 0, policy, swept), t, prices, cal, r.keep_recorded_compactions, summarizer,
+                          r.cache_ttl, r.cache_model, r.window)
+            run.transcript = run.summary.transcript = given
+            done.runs.append(run)
+        except Exception as exc:
+            done.runs.append(failure_of(k, exc))
+    return done
+
+
+def files_batches(files: list[str], threads: int) -> list[list[tuple[str, str]]]:
+    """``files`` (as given, and absolute) in about ``BATCHES_PER_THREAD`` batches a thread of
+    consecutive files."""
+    pairs = [(f, os.path.abspath(f)) for f in files]
+    if not pairs:
+        return []
+    size = -(-len(pairs) // min(len(pairs), max(1, threads) * BATCHES_PER_THREAD))
+    return [pairs[i:i + size] for i in range(0, len(pairs), size)]
+
+
+def reading_of(settings: Settings) -> Reading:
+    return Reading(settings.input_format, settings.skip_bad_lines, settings.calibrate, not settings.dry_run,
+                   settings.prices, settings.price_model, settings.keep_recorded_compactions, (settings.summarizer, settings.live),
+                   settings.cache_ttl, settings.cache_model, settings.window)
+
+
+def run_on_cluster(cluster: Cluster, files: list[str], policies: list, settings: Settings, notify: Notify,
+                   advance: Callable[..., None]) -> tuple[GridRun, list[str], dict[str, str]]:
+    """``run_in_parts`` on a cluster whose workers read the files: the runs, the models the
+    transcripts recorded and each one's content hash. What is said of a file is said in the files'
+    order once every file before it is back; an input that cannot be read stops the job with its
+    error (the first in the files' order); an interrupt keeps the files whose runs are back."""
+    batches = files_batches(files, cluster.threads)
+    grid = _Grid(batches, policies, settings, notify)
+    try:
+        for i, got in cluster.each(run_files, batches, policies, reading_of(settings)):
+            if not isinstance(got, BaseException):
+                for f in got:
+                    for run in f.runs:
+                        if isinstance(run, RunResult):
+                            advance(run)
+            grid.back[i] = got
+            while grid.said in grid.back:
+                grid.take(grid.back.pop(grid.said))
+    except KeyboardInterrupt as stop:  # what is back is kept, in order (a batch not back: its files left out)
+        for i in range(grid.said, len(batches)):
+            grid.take(grid.back.pop(i, None))
+        if grid.pending:
+            grid.say_part()
+        if not grid.done.results:
+            raise
+        grid.done.interrupted = stop
+    grid.tally.say(notify)
+    if not grid.read and grid.tally.skipped:
+        raise none_read(len(grid.tally.skipped))
+    grid.done.total = (len(files) - len(grid.tally.skipped)) * len(policies)
+    return grid.done, list(grid.models), grid.hashes
+
+
+class _Grid:
+    """The batches' files taken in the files' order, said a part of the corpus at a time as
+    ``run_in_parts`` says them on reading the part (``parts_of``: its files' bad lines and warnings,
+    their prices, their calibrations), their runs numbered as it numbers them."""
+
+    def __init__(self, batches: list[list[tuple[str, str]]], policies: list, settings: Settings,
+                 notify: Notify) -> None:
+        self.batches, self.policies, self.settings, self.notify = batches, policies, settings, notify
+        files = [given for batch in batches for given, _ in batch]
+        self.parts = [len(part) for part in parts_of(files)]
+        self.tally = Tally(sources=len(files))
+        self.back: dict[int, list[FileDone] | BaseException] = {}
+        self.said = 0  # the batches taken so far
+        self.pending: list[FileDone] = []  # the files taken of the part not yet said
+        self.read = 0  # the transcripts said so far
+        self.done = GridRun([], [], 0)
+        self.sharing = Sharing()
+        self.models: dict[str, None] = {}  # (in the order first recorded)
+        self.hashes: dict[str, str] = {}
+
+    def take(self, got: list[FileDone] | BaseException | None) -> None:
+        """The next batch: its files, or the error that lost it (each of its files' runs a failure),
+        or None (not back: interrupted; its files are left out)."""
+        batch = self.batches[self.said]
+        self.said += 1
+        if got is None or isinstance(got, BaseException):
+            reason = failure_of(0, got).reason if got is not None else ""
+            got = [FileDone(given, lost=reason) for given, _ in batch]
+        for f in got:
+            self.pending.append(f)
+            if len(self.pending) == self.parts[0]:
+                self.say_part()
+
+    def say_part(self) -> None:
+        """What is said of the files of a part (all taken, or the last ones taken: interrupted) and
+        their runs kept; an input that cannot be read is raised where ``load_all`` raises it."""
+        files, self.pending = self.pending, []
+        self.parts[0] -= len(files)
+        if not self.parts[0]:
+            self.parts.pop(0)
+        notify, table = self.notify, self.settings.prices
+        transcripts = []
+        for f in files:
+            if f.error is not None:
+                raise f.error
+            if f.skipped is not None:
+                self.tally.skipped.append(f.skipped)
+            elif f.lost is None or f.lost:  # (a file of a lost batch: its runs fail; not back: left out)
+                if f.lost is None:
+                    warn_loaded(f, notify)
+                transcripts.append(f)
+        if self.settings.price_model:
+            price_warning(table, table.lookup(self.settings.price_model), notify)
+        else:
+            for f in transcripts:
+                for model in f.models:
+                    price_warning(table, table.lookup(model), notify)
+                cache_warnings(table, notify)
+        cache_warnings(table, notify)
+        for f in transcripts:
+            if f.calibrated:
+                self.tally.estimated += say_calibration(f.path, f.calibration, f.why, self.tally.sources > 1, None,
+                                                        notify, self.tally.fits)
+        P = len(self.policies)
+        for f in transcripts:
+            self.read += 1
+            self.models.update(dict.fromkeys(f.models))
+            if f.lost is None:
+                self.hashes[f.path] = f.content_hash
+            for k, (policy, swept) in enumerate(self.policies):
+                run = f.runs[k] if f.lost is None else Failure(k, f.lost)
+                if isinstance(run, Failure):
+                    self.done.failures.append(RunFailure((self.read - 1) * P + k, f.path, policy.name, dict(swept),
+                                                         run.reason,
+                                                         run.error.exit_code if run.error is not None else 1))
+                else:
+                    run.job = (self.read - 1) * P + k
+                    self.done.results.append(run.compacted(self.sharing))

@@ -1,0 +1,126 @@
+"""A compare on a cluster whose workers read the files (#59 §5): the command reads none of them
+and says what a local compare says, in the same order, whatever order the batches come back in;
+an unreadable input, a lost batch and an interrupt end it as they end a local compare. A stand-in
+cluster runs the batches in this process (Dask's own is tested in test_scale.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from helpers import SAMPLES
+
+
+class InProcess:
+    """A cluster stand-in: every batch run here, handed back last first; ``lose`` its batches whose
+    worker is lost, ``stop_after`` how many come back before an interrupt."""
+
+    threads = 2
+
+    def __init__(self, executor: str, lose: tuple[int, ...] = (), stop_after: int | None = None) -> None:
+        self.lose, self.stop_after = lose, stop_after
+        self.batches = 0
+
+    def __enter__(self) -> "InProcess":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def shares(self, paths: list[str]) -> bool:
+        return True
+
+    def each(self, work, batches, *args):
+        self.batches = len(batches)
+        for n, i in enumerate(reversed(range(len(batches)))):
+            if n == self.stop_after:
+                raise KeyboardInterrupt
+            yield i, (RuntimeError("worker lost") if i in self.lose else work(batches[i], *args))
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for name in ("synth-small.jsonl", "manual-compact.jsonl", "parallel-batch.jsonl", "recorded-orphan.jsonl",
+                 "synth-medium.jsonl"):
+        shutil.copy(SAMPLES / name, folder / name)
+    (folder / "m-notes.json").write_text("{}")  # (a folder file that is no transcript, in the middle)
+    bad = (SAMPLES / "synth-small.jsonl").read_text() + "{not json\n"
+    (folder / "p-bad-lines.jsonl").write_text(bad)  # (a bad line, skipped and said)
+    return folder
+
+
+def _on(monkeypatch, stand_in):
+    from compactlab.corpus import compare
+
+    monkeypatch.setattr(compare, "Cluster", stand_in)
+
+
+@pytest.mark.parametrize("part_files", [100, 2])
+def test_a_cluster_compare_says_and_gives_what_a_local_one_does(cli, corpus, monkeypatch, part_files):
+    from compactlab.jobs import base
+
+    monkeypatch.setattr(base, "PART_FILES", part_files)  # (said a part at a time, as read locally)
+    args = ["compare", corpus, "-p", "s08", "-p", "s06", "--dry-run", "--format", "json", "--skip-bad-lines", "-v",
+            "--price-model", "no-such-model"]
+    local = cli(*args, "--jobs", "1")
+    assert local.exit_code == 0, local.stderr
+    assert "skipped 1 bad line" in local.stderr and "m-notes.json" in local.stderr and "no-such-model" in local.stderr
+    _on(monkeypatch, InProcess)
+    monkeypatch.setattr(base, "load_all", None)  # (the command reads nothing)
+    on = cli(*args, "--executor", "dask://127.0.0.1:1")
+    assert on.exit_code == 0, on.stderr
+    assert json.loads(on.stdout) == json.loads(local.stdout)
+    assert on.stderr == local.stderr
+
+
+def test_a_cluster_compare_of_unknown_models_warns_once_each_as_locally(cli, tmp_path, monkeypatch):
+    folder = tmp_path / "c"
+    folder.mkdir()
+    line = (SAMPLES / "synth-small.jsonl").read_text().splitlines()
+    for i, model in enumerate(("made-up-1", "made-up-2", "made-up-1")):
+        (folder / f"{i}.jsonl").write_text("\n".join(
+            [json.dumps({**json.loads(ln), "model": model}) if '"assistant"' in ln else ln for ln in line]) + "\n")
+    args = ["compare", folder, "-p", "s08", "--dry-run", "--format", "json"]
+    local = cli(*args, "--jobs", "1")
+    _on(monkeypatch, InProcess)
+    on = cli(*args, "--executor", "dask://127.0.0.1:1")
+    assert on.exit_code == local.exit_code == 0 and on.stderr == local.stderr
+    assert json.loads(on.stdout) == json.loads(local.stdout)
+
+
+def test_the_first_unreadable_input_in_order_ends_a_cluster_compare_as_locally(cli, corpus, tmp_path, monkeypatch):
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    shutil.copy(corpus / "p-bad-lines.jsonl", one)  # (a bad line, not skipped: an input error)
+    shutil.copy(corpus / "p-bad-lines.jsonl", two)
+    files = [corpus / "synth-small.jsonl", one, corpus / "manual-compact.jsonl", two]
+    local = cli("compare", *files, "-p", "s08", "--dry-run", "--jobs", "1")
+    _on(monkeypatch, InProcess)  # (two's batch comes back first)
+    on = cli("compare", *files, "-p", "s08", "--dry-run", "--executor", "dask://127.0.0.1:1")
+    assert on.exit_code == local.exit_code == 2 and "one.jsonl" in on.stderr and "two.jsonl" not in on.stderr
+    assert on.stderr == local.stderr
+
+
+def test_a_lost_batch_fails_its_files_runs_and_the_others_are_kept(cli, corpus, monkeypatch):
+    _on(monkeypatch, lambda executor: InProcess(executor, lose=(1,)))  # (a file a batch: manual-compact.jsonl's)
+    r = cli("compare", corpus, "-p", "s08", "--dry-run", "--format", "json", "--skip-bad-lines",
+            "--executor", "dask://127.0.0.1:1")
+    out = json.loads(r.stdout)
+    failed = [line for line in r.stderr.splitlines() if "worker lost" in line]
+    assert r.exit_code == 1 and failed and all("failed" in line for line in failed)
+    assert out["runs"] and all("manual-compact.jsonl" in line for line in failed)  # (its runs failed, named)
+    assert all("manual-compact" not in run["transcript"] for run in out["runs"])
+
+
+def test_an_interrupted_cluster_compare_keeps_the_batches_back(cli, corpus, tmp_path, monkeypatch):
+    local = cli("compare", corpus, "-p", "s08", "--dry-run", "--format", "json", "--skip-bad-lines", "--jobs", "1")
+    _on(monkeypatch, lambda executor: InProcess(executor, stop_after=2))
+    out = tmp_path / "out"
+    r = cli("compare", corpus, "-p", "s08", "--skip-bad-lines", "--out", out, "--executor", "dask://127.0.0.1:1")
+    assert r.exit_code == 130, r.stderr
+    assert "interrupted" in r.stderr and "runs finished" in r.stderr
+    kept = {(x["transcript"], x["policy"]) for x in json.loads((out / "results.json").read_text())["runs"]}
+    assert kept and kept < {(x["transcript"], x["policy"]) for x in json.loads(local.stdout)["runs"]}
