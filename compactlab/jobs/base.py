@@ -365,25 +365,12 @@ def read_parts(files: list[str], settings: Settings, notify: Notify, tally: Tall
         del loaded  # (before the next part is read)
 
 
-def run_in_parts(files: list[str], policies: list, settings: Settings, notify: Notify,
-                 advance: Callable[..., None]) -> tuple[Any, list[str], dict[str, str]]:
+def run_in_parts(files: list[str], policies: list, settings: Settings, notify: Notify, advance: Callable[..., None],
+                 cluster: Any = None) -> tuple[Any, list[str], dict[str, str]]:
     """Every policy on every file, a part of the corpus at a time (each part read, calibrated,
     priced, run by the workers and let go): the runs (a ``GridRun``), the models the transcripts
-    recorded, and each transcript's content hash. On a Dask cluster whose workers can read the
-    files, they read them instead (``jobs/cluster.py``)."""
-    if settings.executor:
-        from ..corpus.compare import Cluster
-        from .cluster import run_on_cluster
-
-        with Cluster(settings.executor) as cluster:
-            if cluster.shares([os.path.abspath(f) for f in files]):  # (else the files are read here and sent)
-                return run_on_cluster(cluster, files, policies, settings, notify, advance)
-            return _read_and_run(files, policies, settings, notify, advance, cluster)
-    return _read_and_run(files, policies, settings, notify, advance, None)
-
-
-def _read_and_run(files: list[str], policies: list, settings: Settings, notify: Notify, advance: Callable[..., None],
-                  cluster: Any) -> tuple[Any, list[str], dict[str, str]]:
+    recorded, and each transcript's content hash. ``cluster``: the Dask cluster the parts' runs are
+    sent to (``jobs/cluster.py``'s ``run_corpus`` decides)."""
     from ..corpus.compare import GridRun, jobs_for, run_jobs
 
     tally = Tally(sources=len(files))

@@ -21,8 +21,9 @@ from ..corpus.guard import dearer_policies
 from ..errors import UsageError, cannot_write
 from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import atomic_write_bytes, check_destination
+from .cluster import run_corpus
 from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, failures_said, load_all, no_progress, shown, \
-    quietly, run_in_parts
+    quietly
 from .next_action import Asking, failed_said, planned_for
 
 
@@ -92,7 +93,7 @@ def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable
                               gate.next_action, settings, notify)
         del loaded
     with progress("check", len(files) * len(grid)) as advance:  # (a corpus read in parts: run_in_parts)
-        done, _, hashes = run_in_parts(files, grid, settings, notify, advance)
+        done, _, hashes = run_corpus(files, grid, settings, notify, advance)
     failures_said(done.failures, notify)
     for policy in dearer_policies((r.transcript, r.policy, r.summary) for r in done.results):  # (guard.py's rule)
         notify(f"warning: {policy} costs more than no compaction on the transcripts where no compaction fits the "

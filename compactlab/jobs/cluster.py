@@ -1,4 +1,5 @@
-"""A corpus job (compare, check) on a Dask cluster whose workers can read the files themselves: each
+"""Where a corpus job's runs run (``run_corpus``), and a corpus job (compare, check) on a Dask cluster
+whose workers can read the files themselves: each
 task reads a batch of files, indexes their probes, calibrates and prices them and runs every
 policy on each; the command reads none of them. It says what the workers found (bad lines, a
 file's warnings, its calibration, the models it records and their prices) in the files' order,
@@ -22,8 +23,8 @@ from ..corpus.sharing import Sharing
 from ..engine.cost.prices import PriceTable
 from ..errors import CompactlabError
 from ..plumbing.process import collector_paused
-from .base import Notify, Settings, Tally, cache_warnings, none_read, parts_of, price_warning, say_calibration, \
-    warn_loaded
+from .base import Notify, Settings, Tally, cache_warnings, none_read, parts_of, price_warning, run_in_parts, \
+    say_calibration, warn_loaded
 
 #: files a task carries per worker thread (about; a file's runs stay in one task)
 BATCHES_PER_THREAD = 4
@@ -122,6 +123,20 @@ def reading_of(settings: Settings) -> Reading:
     return Reading(settings.input_format, settings.skip_bad_lines, settings.calibrate, not settings.dry_run,
                    settings.prices, settings.price_model, settings.keep_recorded_compactions, (settings.summarizer, settings.live),
                    settings.cache_ttl, settings.cache_model, settings.window)
+
+
+def run_corpus(files: list[str], policies: list, settings: Settings, notify: Notify,
+               advance: Callable[..., None]) -> tuple[Any, list[str], dict[str, str]]:
+    """Every policy on every file (compare, check): on the Dask cluster of ``--executor`` read by its
+    workers where they share the files (``run_on_cluster``), else read here a part at a time
+    (``run_in_parts``: on local workers, or sent to the cluster's). The runs, the models the
+    transcripts recorded, and each transcript's content hash."""
+    if not settings.executor:
+        return run_in_parts(files, policies, settings, notify, advance)
+    with Cluster(settings.executor) as cluster:
+        if cluster.shares([os.path.abspath(f) for f in files]):
+            return run_on_cluster(cluster, files, policies, settings, notify, advance)
+        return run_in_parts(files, policies, settings, notify, advance, cluster)
 
 
 def run_on_cluster(cluster: Cluster, files: list[str], policies: list, settings: Settings, notify: Notify,

@@ -20,8 +20,9 @@ from ..corpus.verdict import label_of
 from ..engine.policy import acted_by_layer, idle_keys, inert_keys
 from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import OutputDir
+from .cluster import run_corpus
 from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, failures_said, load_all, no_progress, \
-    quietly, run_in_parts
+    quietly
 
 if TYPE_CHECKING:
     from ..reports.compare_report import Comparison
@@ -117,7 +118,7 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
     try:
         out.prepare(protect=list(files))
         with progress("compare", len(files) * len(policies)) as advance:
-            done, models, _ = run_in_parts(files, policies, settings, notify, advance)
+            done, models, _ = run_corpus(files, policies, settings, notify, advance)
         failures_said(done.failures, notify)
         for line in _idle(done, policies, keys + [s.partition("=")[0].strip() for s in grid.sweeps]):
             notify(f"warning: {line}", False)

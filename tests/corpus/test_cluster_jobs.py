@@ -54,9 +54,9 @@ def corpus(tmp_path):
 
 
 def _on(monkeypatch, stand_in):
-    from compactlab.corpus import compare
+    from compactlab.jobs import cluster
 
-    monkeypatch.setattr(compare, "Cluster", stand_in)
+    monkeypatch.setattr(cluster, "Cluster", stand_in)
 
 
 @pytest.mark.parametrize("part_files", [100, 2])
