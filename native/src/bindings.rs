@@ -1,10 +1,12 @@
 //! The Python module `compactlab._native`: plain data in, plain data out.
 
+use hashbrown::HashTable;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PySet, PyString, PyTuple};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxBuildHasher, FxHashMap};
 use std::borrow::Cow;
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use crate::{cache, recall, strings, violations};
@@ -323,11 +325,14 @@ struct InvariantTracker {
     /// the context's messages, held while it holds them (their identity is their key: no other
     /// message takes the address of one held)
     objects: Vec<Py<PyAny>>,
-    /// a string's number (a tool id, a role) and back
-    ids: FxHashMap<Box<[u8]>, violations::Id>,
+    /// a string's number (a tool id, a role): the numbers, found by the hash of the string's key
+    /// (`key`) and told apart by the strings themselves, which `names` holds (no copy of them)
+    ids: HashTable<violations::Id>,
     names: Vec<Py<PyAny>>,
     /// the Python `Violation` a listing is made of
     violation: Py<PyAny>,
+    /// the placeholder of the messages a stream freed, kept with its slot
+    freed: Option<(Py<PyAny>, violations::Slot)>,
 }
 
 #[pymethods]
@@ -340,9 +345,10 @@ impl InvariantTracker {
                 assistant: 1,
             }),
             objects: Vec::new(),
-            ids: FxHashMap::default(),
+            ids: HashTable::new(),
             names: Vec::new(),
             violation,
+            freed: None,
         };
         for role in ["user", "assistant"] {
             tracker.intern(PyString::new(py, role).as_any())?;
@@ -380,9 +386,18 @@ impl InvariantTracker {
 
     /// The stream's messages from `start` to `stop` it no longer needs: `freed` in their place.
     fn free(&mut self, start: usize, stop: usize, freed: &Bound<'_, PyAny>) -> PyResult<()> {
-        let slot = violations::Slot {
-            key: freed.as_ptr() as usize,
-            facts: self.facts(freed)?,
+        let key = freed.as_ptr() as usize;
+        let slot = match &self.freed {
+            // (the same placeholder each time: its facts read once, shared by every slot it fills)
+            Some((same, slot)) if same.as_ptr() as usize == key => slot.clone(),
+            _ => {
+                let slot = violations::Slot {
+                    key,
+                    facts: self.facts(freed)?,
+                };
+                self.freed = Some((freed.clone().unbind(), slot.clone()));
+                slot
+            }
         };
         self.inner.free(start, stop, &slot);
         let stop = stop.min(self.objects.len());
@@ -430,13 +445,21 @@ impl InvariantTracker {
         if s.is_none() {
             return Ok(violations::NONE);
         }
+        let py = s.py();
         let k = key(s)?;
-        if let Some(&id) = self.ids.get(&*k) {
+        let hash = FxBuildHasher.hash_one(&*k);
+        let (ids, names) = (&mut self.ids, &mut self.names);
+        // (a string interned has a key: `key` read it when it came)
+        let key_of = |id: violations::Id| key(names[id as usize].bind(py)).ok();
+        if let Some(&id) = ids.find(hash, |&id| key_of(id).is_some_and(|n| *n == *k)) {
             return Ok(id);
         }
-        let id = self.names.len() as violations::Id;
-        self.ids.insert(k.into_owned().into(), id);
-        self.names.push(s.clone().unbind());
+        let id = names.len() as violations::Id;
+        names.push(s.clone().unbind());
+        let names = &*names;
+        ids.insert_unique(hash, id, |&id| {
+            FxBuildHasher.hash_one(&*key(names[id as usize].bind(py)).unwrap_or_default())
+        });
         Ok(id)
     }
 

@@ -246,7 +246,10 @@ pub struct Tracker {
     owned: FxHashMap<usize, Vec<Owned>>,
     owned_counts: FxHashMap<(Kind, Id), i64>,
     owned_total: i64,
-    use_count: FxHashMap<Id, i64>,
+    /// how many of the context's messages call each tool id (ids are dense numbers: one count each)
+    use_count: Vec<u32>,
+    /// how many call a missing id
+    none_uses: u32,
     duplicated: FxHashSet<Id>,
 }
 
@@ -258,7 +261,8 @@ impl Tracker {
             owned: FxHashMap::default(),
             owned_counts: FxHashMap::default(),
             owned_total: 0,
-            use_count: FxHashMap::default(),
+            use_count: Vec::new(),
+            none_uses: 0,
             duplicated: FxHashSet::default(),
         }
     }
@@ -298,14 +302,10 @@ impl Tracker {
             .collect();
         for e in gone {
             for &id in e.uses() {
-                let left = self.use_count[&id] - 1;
-                if left > 0 {
-                    self.use_count.insert(id, left);
-                    if left == 1 {
-                        self.duplicated.remove(&id);
-                    }
-                } else {
-                    self.use_count.remove(&id);
+                let left = self.uses(id) - 1;
+                self.set_uses(id, left);
+                if left == 1 {
+                    self.duplicated.remove(&id);
                 }
             }
         }
@@ -343,11 +343,32 @@ impl Tracker {
     }
 
     fn count_use(&mut self, id: Id) {
-        let n = self.use_count.entry(id).or_insert(0);
-        *n += 1;
-        if *n > 1 {
+        let n = self.uses(id) + 1;
+        self.set_uses(id, n);
+        if n > 1 {
             self.duplicated.insert(id);
         }
+    }
+
+    /// How many of the context's messages call `id`.
+    fn uses(&self, id: Id) -> u32 {
+        if id == NONE {
+            self.none_uses
+        } else {
+            self.use_count.get(id as usize).copied().unwrap_or(0)
+        }
+    }
+
+    fn set_uses(&mut self, id: Id, n: u32) {
+        if id == NONE {
+            self.none_uses = n;
+            return;
+        }
+        let i = id as usize;
+        if i >= self.use_count.len() {
+            self.use_count.resize(i + 1, 0);
+        }
+        self.use_count[i] = n;
     }
 
     /// `update` of a context that only gained messages after its first `d` (`added`).
@@ -436,7 +457,7 @@ impl Tracker {
             + self
                 .duplicated
                 .iter()
-                .map(|id| self.use_count[id] - 1)
+                .map(|&id| i64::from(self.uses(id)) - 1)
                 .sum::<i64>()
     }
 
@@ -445,7 +466,7 @@ impl Tracker {
         let mut out: Vec<((Kind, Id), i64)> =
             self.owned_counts.iter().map(|(&k, &n)| (k, n)).collect();
         for &id in &self.duplicated {
-            out.push(((Kind::DuplicateToolUseId, id), self.use_count[&id] - 1));
+            out.push(((Kind::DuplicateToolUseId, id), i64::from(self.uses(id)) - 1));
         }
         out
     }
@@ -553,6 +574,24 @@ mod tests {
         t.update(t.start(1, 2), orphan[1..].to_vec());
         assert_eq!(kinds(&t), [("orphan_tool_result", 1, 7)]);
         assert_eq!(t.counts(), [((Kind::OrphanToolResult, 7), 1)]);
+    }
+
+    #[test]
+    fn a_missing_id_called_twice_is_a_duplicate_as_any_id_is() {
+        let mut t = Tracker::new(ROLES);
+        let ctx = vec![
+            slot(1, 0, 0, &[], &[]),
+            slot(2, 1, 1, &[NONE, 5_000], &[]),
+            slot(3, 2, 0, &[], &[NONE, 5_000]),
+            slot(4, 3, 1, &[NONE], &[]),
+            slot(5, 4, 0, &[], &[NONE]),
+        ];
+        t.update(0, ctx.clone());
+        assert_eq!(kinds(&t), [("duplicate_tool_use_id", 3, NONE)]);
+        assert_eq!(t.total(), 1);
+        // (an id's count kept by its number: a high one grows the counts to it, a dropped one is 0)
+        t.update(t.start(1, 1), vec![]);
+        assert_eq!((t.total(), t.uses(NONE), t.uses(5_000)), (0, 0, 0));
     }
 
     #[test]

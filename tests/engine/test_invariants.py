@@ -144,3 +144,25 @@ def test_the_native_kinds_are_the_python_ones_in_their_order():
     from compactlab.engine.measures.violations import KINDS
 
     assert tuple(NATIVE.VIOLATION_KINDS) == KINDS
+
+
+@pytest.mark.skipif(NATIVE is None, reason="the native core is not built in this install (no Rust toolchain)")
+def test_the_native_tracker_knows_an_id_by_its_text_not_its_object():
+    """The native tracker numbers ids by their text (its table holds the strings, not copies): the
+    same id made twice (two objects), ids beyond ASCII, and thousands of ids (the table grown,
+    every id found again) count as in the Python tracker."""
+    def made(text):
+        return "".join(list(text))  # (another object of the same text)
+
+    ids = [f"toolu_{i:05d}" for i in range(3_000)] + ["é", "工具"]
+    msgs = [user("go")]
+    for k, tid in enumerate(ids):
+        msgs += [asst(tu(tid)), results(tr(made(tid)))]
+        if k % 500 == 0:
+            msgs += [asst(tu(made(tid))), results(tr(tid))]  # (a reused id: a duplicate)
+    entries = [make_entry(m, i) for i, m in enumerate(msgs)]
+    native, python = NATIVE.InvariantTracker(Violation), InvariantTracker()
+    for tracker in (native, python):
+        tracker.update(entries, 0)
+    assert native.total == python.total == 7
+    assert native.counts() == python.counts() and native.violations() == python.violations()
