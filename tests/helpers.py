@@ -196,3 +196,15 @@ def own_source_pattern() -> Any:
 
     return re.compile(r"(?<![\w.-])(?<!packages/)(?<!node_modules/)("
                       + "|".join(map(re.escape, sorted(vocabulary().bit_of))) + r")/[\w/]*\.py\b")
+
+
+def sample_corpus(folder: Path, *names: str, not_a_transcript: str = "notes.json") -> Path:
+    """``folder`` made with copies of the named sample transcripts and a file that is no transcript
+    (``not_a_transcript``: a folder's file that a corpus job skips, and says)."""
+    import shutil
+
+    folder.mkdir()
+    for name in names:
+        shutil.copy(SAMPLES / name, folder / name)
+    (folder / not_a_transcript).write_text("{}")
+    return folder

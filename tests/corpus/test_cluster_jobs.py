@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from helpers import SAMPLES
+from helpers import SAMPLES, sample_corpus
 
 
 class InProcess:
@@ -42,12 +42,8 @@ class InProcess:
 
 @pytest.fixture
 def corpus(tmp_path):
-    folder = tmp_path / "corpus"
-    folder.mkdir()
-    for name in ("synth-small.jsonl", "manual-compact.jsonl", "parallel-batch.jsonl", "recorded-orphan.jsonl",
-                 "synth-medium.jsonl"):
-        shutil.copy(SAMPLES / name, folder / name)
-    (folder / "m-notes.json").write_text("{}")  # (a folder file that is no transcript, in the middle)
+    folder = sample_corpus(tmp_path / "corpus", "synth-small.jsonl", "manual-compact.jsonl", "parallel-batch.jsonl",
+                           "recorded-orphan.jsonl", "synth-medium.jsonl", not_a_transcript="m-notes.json")
     bad = (SAMPLES / "synth-small.jsonl").read_text() + "{not json\n"
     (folder / "p-bad-lines.jsonl").write_text(bad)  # (a bad line, skipped and said)
     return folder

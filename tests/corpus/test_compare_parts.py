@@ -4,20 +4,15 @@ time, and the results are those of reading it whole."""
 from __future__ import annotations
 
 import json
-import shutil
 
-from helpers import SAMPLES
+from helpers import SAMPLES, sample_corpus
 
 
 def test_a_corpus_read_in_parts_gives_the_results_of_reading_it_whole(cli, tmp_path, monkeypatch):
     from compactlab.jobs import base as compare
 
-    folder = tmp_path / "corpus"
-    folder.mkdir()
-    for name in ("synth-small.jsonl", "manual-compact.jsonl", "parallel-batch.jsonl", "recorded-orphan.jsonl",
-                 "huge-batch.jsonl"):
-        shutil.copy(SAMPLES / name, folder / name)
-    (folder / "notes.json").write_text("{}")  # (a folder file that is no transcript, in the middle)
+    folder = sample_corpus(tmp_path / "corpus", "synth-small.jsonl", "manual-compact.jsonl", "parallel-batch.jsonl",
+                           "recorded-orphan.jsonl", "huge-batch.jsonl")  # (notes.json: no transcript, in the middle)
     args = ["compare", folder, "-p", "s08", "-p", "s06", "--dry-run", "--format", "json", "--jobs", "1"]
     whole = cli(*args)
     assert whole.exit_code == 0, whole.stderr
