@@ -2,8 +2,18 @@
 ``native/Cargo.toml``); ``optional``: without one, ``pip install .`` installs compactlab on its
 Python engine and ``compactlab --version`` says so. Everything else is in pyproject.toml."""
 
+import glob
+import os
+
 from setuptools import setup
 from setuptools_rust import Binding, RustExtension
+
+# a native module an earlier build left in build/ (setuptools copies build/lib into the wheel
+# whole) is never shipped: a build without a Rust toolchain installed an old one, a build with one
+# makes its own
+for stale in glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "build", "lib*", "compactlab",
+                                    "_native*")):
+    os.remove(stale)
 
 setup(rust_extensions=[RustExtension("compactlab._native", path="native/Cargo.toml", binding=Binding.PyO3,
                                      py_limited_api=True, optional=True, debug=False)])
