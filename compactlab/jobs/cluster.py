@@ -63,6 +63,9 @@ class FileDone:
     calibrated: bool = False  # (False: not asked for, or the transcript is streamed)
     calibration: Any = None
     why: str | None = None
+    #: the error of its calibration (``--calibrate`` on a file that records no usage): it stops the
+    #: job where the file's calibration is said
+    calibration_error: CompactlabError | None = None
     #: why its runs gave nothing where its batch was lost (its worker lost for good), or "" where the
     #: batch was not back when the job was interrupted (the file left out)
     lost: str | None = None
@@ -88,7 +91,6 @@ def _run_file(given: str, path: str, policies: list, r: Reading, summarizer: Any
     try:
         t = load_transcript(where, r.input_format, skip_bad_lines=r.skip_bad_lines)
         probe_cache.baseline_of(t, write=r.write_probes)
-        cal, why = calibration_of(t, r.calibrate) if r.calibrate is not False else (None, None)
     except UnknownFormat as exc:
         if isinstance(given, FolderFile):
             return FileDone(given, skipped=exc.message.replace(where, given))
@@ -96,7 +98,13 @@ def _run_file(given: str, path: str, policies: list, r: Reading, summarizer: Any
     except CompactlabError as exc:
         return FileDone(given, error=exc)
     done = FileDone(given, content_hash=t.content_hash, skipped_lines=t.skipped_lines, warnings=list(t.warnings),
-                    models=recorded_models(t), calibrated=r.calibrate is not False, calibration=cal, why=why)
+                    models=recorded_models(t), calibrated=r.calibrate is not False)
+    try:
+        done.calibration, done.why = calibration_of(t, r.calibrate) if done.calibrated else (None, None)
+    except CompactlabError as exc:  # (--calibrate on a file without usage: said where its calibration is)
+        done.calibration_error = exc
+        return done
+    cal = done.calibration
     prices = r.prices.lookup(r.price_model) if r.price_model else r.prices
     for k, (policy, swept) in enumerate(policies):
         try:
@@ -232,6 +240,8 @@ class _Grid:
                 cache_warnings(table, notify)
         cache_warnings(table, notify)
         for f in transcripts:
+            if f.calibration_error is not None:
+                raise f.calibration_error
             if f.calibrated:
                 self.tally.estimated += say_calibration(f.path, f.calibration, f.why, self.tally.sources > 1, None,
                                                         notify, self.tally.fits)

@@ -120,3 +120,13 @@ def test_an_interrupted_cluster_compare_keeps_the_batches_back(cli, corpus, tmp_
     assert "interrupted" in r.stderr and "runs finished" in r.stderr
     kept = {(x["transcript"], x["policy"]) for x in json.loads((out / "results.json").read_text())["runs"]}
     assert kept and kept < {(x["transcript"], x["policy"]) for x in json.loads(local.stdout)["runs"]}
+
+
+def test_a_calibration_that_cannot_be_made_ends_a_cluster_compare_as_locally(cli, corpus, monkeypatch):
+    """``--calibrate`` on files that record no usage: the same error, after the same lines."""
+    args = ["compare", corpus, "-p", "s08", "--calibrate", "--skip-bad-lines", "--dry-run", "-v"]
+    local = cli(*args, "--jobs", "1")
+    assert local.exit_code == 2 and "no recorded usage to calibrate on" in local.stderr
+    _on(monkeypatch, InProcess)
+    on = cli(*args, "--executor", "dask://127.0.0.1:1")
+    assert on.exit_code == 2 and on.stderr == local.stderr
