@@ -15,7 +15,7 @@ infeasible (Optuna's constraints: it never joins the front).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .. import metrics
 from ..errors import PolicyError, UsageError
@@ -23,6 +23,9 @@ from ..engine.policy import UNKNOWN, Policy, acted_by_layer, idle_keys, load_pol
 from .recommend import recommend
 from .study import repair
 from .trials import Param, Point, TuneResult
+
+if TYPE_CHECKING:
+    from .compare import Cluster
 
 
 def _untyped(policy: Policy) -> bool:
@@ -242,7 +245,7 @@ def share_evaluator(pool: Any) -> Evaluate:
 
 
 def corpus_evaluator(transcripts: list[Any], *, n_jobs: int | None, prices: list[Any], calibrations: list[Any],
-                     summarizer: tuple[str, Any] = ("stub", None), executor: str | None = None,
+                     summarizer: tuple[str, Any] = ("stub", None), executor: "str | Cluster | None" = None,
                      keep_recorded_compactions: bool = False, cache_ttl: str | None = None,
                      cache_model: str | None = None, window: int | None = None) -> Evaluate:
     """Score policies on the corpus with compare's workers: every policy x transcript a job."""

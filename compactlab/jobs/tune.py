@@ -18,7 +18,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..corpus.compare import FileRef
+from ..corpus.compare import Cluster, FileRef
 from ..corpus.pool import can_fork
 from ..corpus.shares import Member, RunSettings, SharePool
 from ..corpus.study import StudyDefinition, StudySite, dashboard_command, study_path
@@ -83,11 +83,13 @@ def _evaluator(files: list[str], settings: Settings, stack: ExitStack, notify: N
     over the corpus loaded in this process; else workers that each keep a share of the corpus (this
     process keeps none of it), ended with ``stack``."""
     if settings.executor or not can_fork():
+        # (on a cluster: connected once, for every trial)
+        cluster = stack.enter_context(Cluster(settings.executor)) if settings.executor else None
         loaded = load_all(files, settings, notify, progress)
         return corpus_evaluator(loaded, n_jobs=settings.jobs,
                                 prices=prices_for(loaded, settings.price_model, settings.prices, notify),
                                 calibrations=calibrations_for(loaded, settings.calibrate, notify),
-                                summarizer=(settings.summarizer, settings.live), executor=settings.executor,
+                                summarizer=(settings.summarizer, settings.live), executor=cluster,
                                 keep_recorded_compactions=settings.keep_recorded_compactions,
                                 cache_ttl=settings.cache_ttl, cache_model=settings.cache_model,
                                 window=settings.window), [t.content_hash for t in loaded]

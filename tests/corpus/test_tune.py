@@ -111,13 +111,18 @@ def test_a_candidate_that_breaks_tool_pairs_never_joins_the_front(cli, tmp_path)
     assert tried == {True: False, False: True}  # both tried; the naive snip rejected, though it costs less
 
 
-def test_a_tune_on_a_dask_cluster_finds_the_local_front(cli, tmp_path):
+def test_a_tune_on_a_dask_cluster_finds_the_local_front(cli, tmp_path, monkeypatch):
+    """The same front as on local workers, the scheduler reached once for every trial."""
     distributed = pytest.importorskip("distributed", reason="dask is an optional extra")
     assert tune(cli, tmp_path / "local", trials=3).exit_code == 0
+    connected = []
+    real = distributed.Client
+    monkeypatch.setattr(distributed, "Client", lambda *a, **k: connected.append(a) or real(*a, **k))
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
         r = tune(cli, tmp_path / "dask", "--executor", f"dask://{cluster.scheduler_address}", trials=3)
     assert r.exit_code == 0, r.stderr
     assert (tmp_path / "dask" / "front.csv").read_text() == (tmp_path / "local" / "front.csv").read_text()
+    assert len(connected) == 1
 
 
 def test_an_interrupted_tune_keeps_its_trials_and_resumes(cli, tmp_path, monkeypatch):
