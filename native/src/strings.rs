@@ -191,49 +191,70 @@ pub fn tokens(text: &str) -> Tokens<'_> {
 pub type Ref = (i64, i64);
 
 /// The strings some reply holds (`ProbeIndex.wanted`), each as a result may hold it: a `. / :`
-/// before or after (a *variant*) -> the string.
+/// before or after (a *variant*: `HEADS`, `TAILS`) -> the string.
+///
+/// The strings compactlab asks for are trimmed of those characters (tokens and their parts), so
+/// a run is a variant of one exactly when trimming it leaves that string and what it took off is
+/// a head and a tail: one copy of each string, one look-up a run (its 24 variants were each a
+/// key). A string that is not trimmed keeps its variants as keys, as Python's reference does.
 #[derive(Debug, Default)]
 pub struct Wanted {
-    index: FxHashMap<Box<[u8]>, Box<[u8]>>,
-    /// whether some variant is this many bytes long (most runs are not looked up: none is)
+    trimmed: FxHashSet<Box<[u8]>>,
+    /// whether some trimmed string is this many bytes long (most runs are not looked up: none is)
     lengths: Vec<bool>,
+    /// the variants of any string with a `. / :` at an end -> it
+    others: FxHashMap<Box<[u8]>, Box<[u8]>>,
+}
+
+/// Whether a byte is one a string is trimmed of (`probes._EDGES`).
+#[inline]
+fn edge(b: u8) -> bool {
+    matches!(b, b'.' | b'/' | b':')
 }
 
 impl Wanted {
-    pub fn new<'a>(pairs: impl IntoIterator<Item = (&'a [u8], &'a [u8])>) -> Self {
-        let index: FxHashMap<Box<[u8]>, Box<[u8]>> = pairs
-            .into_iter()
-            .map(|(v, s)| (v.into(), s.into()))
-            .collect();
-        let mut lengths = vec![false; index.keys().map(|k| k.len() + 1).max().unwrap_or(0)];
-        for k in index.keys() {
-            lengths[k.len()] = true;
-        }
-        Wanted { index, lengths }
-    }
-
     /// Each string as a result may hold it: after nothing, `/`, `./` or `../`, before nothing,
-    /// `.`, `:`, `/`, `..` or `...` (`probes._HEADS`, `probes._TAILS`). The strings are trimmed
-    /// of those (`probes.trimmed`), so a variant stands for one string only.
+    /// `.`, `:`, `/`, `..` or `...` (`probes._HEADS`, `probes._TAILS`).
     pub fn of_strings<'a>(strings: impl IntoIterator<Item = &'a [u8]>) -> Self {
-        let mut pairs: Vec<(Vec<u8>, &[u8])> = Vec::new();
+        let mut wanted = Wanted::default();
         for s in strings {
-            for head in HEADS {
-                for tail in TAILS {
-                    pairs.push(([head, s, tail].concat(), s));
+            if s.first().is_some_and(|&b| !edge(b)) && s.last().is_some_and(|&b| !edge(b)) {
+                if wanted.lengths.len() <= s.len() {
+                    wanted.lengths.resize(s.len() + 1, false);
+                }
+                wanted.lengths[s.len()] = true;
+                wanted.trimmed.insert(s.into());
+            } else {
+                for head in HEADS {
+                    for tail in TAILS {
+                        wanted
+                            .others
+                            .insert([head, s, tail].concat().into(), s.into());
+                    }
                 }
             }
         }
-        Wanted::new(pairs.iter().map(|(v, s)| (&v[..], *s)))
+        wanted
     }
 
     /// The string a variant stands for, where it is one.
     #[inline]
     pub fn of(&self, variant: &[u8]) -> Option<&[u8]> {
-        if !self.lengths.get(variant.len()).copied().unwrap_or(false) {
+        if !self.others.is_empty() {
+            if let Some(s) = self.others.get(variant) {
+                return Some(s);
+            }
+        }
+        let start = variant.iter().position(|&b| !edge(b))?;
+        let end = variant.iter().rposition(|&b| !edge(b))? + 1;
+        let core = &variant[start..end];
+        if !self.lengths.get(core.len()).copied().unwrap_or(false)
+            || !HEADS.contains(&&variant[..start])
+            || !TAILS.contains(&&variant[end..])
+        {
             return None;
         }
-        self.index.get(variant).map(|s| &**s)
+        self.trimmed.get(core).map(|s| &**s)
     }
 }
 
@@ -681,17 +702,40 @@ mod tests {
 
     #[test]
     fn with_wanted_strings_only_those_are_kept_by_their_variants() {
-        let wanted = Wanted::new([
-            (&b"a_b"[..], &b"a_b"[..]),
-            (b"/a_b:", b"a_b"),
-            (b"c_d", b"c_d"),
-        ]);
+        let wanted = Wanted::of_strings([&b"a_b"[..], b"c_d"]);
         let mut index = ResultStrings::new(Some(wanted));
         index.add_result("x /a_b: y_z", (1, 0), 0);
         assert_eq!(index.held(b"a_b"), Some(((1, 0), (1, 0), 0)));
         assert_eq!(index.held(b"y_z"), None);
         assert_eq!(index.kept_as(b"/a_b:"), Some(&b"a_b"[..]));
         assert_eq!(index.kept_as(b"y_z"), None);
+    }
+
+    #[test]
+    fn a_wanted_string_is_found_by_each_of_its_variants_and_no_other_run() {
+        let wanted = Wanted::of_strings([&b"a_b"[..], b"x.py", b".env"]);
+        for head in HEADS {
+            for tail in TAILS {
+                for s in [&b"a_b"[..], b"x.py", b".env"] {
+                    let v = [head, s, tail].concat();
+                    assert_eq!(wanted.of(&v), Some(s), "{}", String::from_utf8_lossy(&v));
+                }
+            }
+        }
+        for near in [
+            &b"//a_b"[..],
+            b".a_b",
+            b"a_b....",
+            b"a_b:/",
+            b"a_bc",
+            b"xa_b",
+            b"a",
+            b"...",
+            b"",
+            b"x.p",
+        ] {
+            assert_eq!(wanted.of(near), None, "{}", String::from_utf8_lossy(near));
+        }
     }
 
     #[test]
