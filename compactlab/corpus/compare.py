@@ -589,7 +589,8 @@ class Cluster:
             raise
 
 
-def _dask_outcomes(jobs: list[Job], context: GridContext, cluster: Cluster) -> Iterator[tuple[int, RunResult | Failure]]:
+def _dask_outcomes(jobs: list[Job], context: GridContext,
+                   cluster: Cluster) -> Iterator[tuple[int, RunResult | Failure]]:
     c = context
     refs = [FileRef(os.path.abspath(t.path), t.format, t.skipped_lines > 0, t.content_hash) for t in c.transcripts]
     # the workers read the files themselves where they all can (a shared path): only the runs'

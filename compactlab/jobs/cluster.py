@@ -1,10 +1,10 @@
 """Where a corpus job's runs run (``run_corpus``), and a corpus job (compare, check) on a Dask cluster
-whose workers can read the files themselves: each
-task reads a batch of files, indexes their probes, calibrates and prices them and runs every
-policy on each; the command reads none of them. It says what the workers found (bad lines, a
-file's warnings, its calibration, the models it records and their prices) in the files' order,
-as it would have said it on reading them, and keeps the runs' summaries (#59 §5: the command read
-every transcript before the workers read it again, a third of a cluster compare's extra CPU).
+whose workers can read the files themselves: each task reads a batch of files, indexes their
+probes, calibrates and prices them and runs every policy on each; the command reads none of them.
+It says what the workers found (bad lines, a file's warnings, its calibration, the models it
+records and their prices) in the files' order, as it would have said it on reading them, and
+keeps the runs' summaries (#59 §5: the command read every transcript before the workers read it
+again, a third of a cluster compare's extra CPU).
 
 Where the workers cannot all read the files, ``run_in_parts`` reads them and the cluster gets
 them sent (``corpus.compare``).
@@ -60,7 +60,7 @@ class FileDone:
     skipped_lines: int = 0
     warnings: list[Any] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
-    calibrated: bool = False  # (False: not asked for, or the transcript is streamed)
+    calibrated: bool = False  # (False: --no-calibrate)
     calibration: Any = None
     why: str | None = None
     #: the error of its calibration (``--calibrate`` on a file that records no usage): it stops the
@@ -129,8 +129,8 @@ def files_batches(files: list[str], threads: int) -> list[list[tuple[str, str]]]
 
 def reading_of(settings: Settings) -> Reading:
     return Reading(settings.input_format, settings.skip_bad_lines, settings.calibrate, not settings.dry_run,
-                   settings.prices, settings.price_model, settings.keep_recorded_compactions, (settings.summarizer, settings.live),
-                   settings.cache_ttl, settings.cache_model, settings.window)
+                   settings.prices, settings.price_model, settings.keep_recorded_compactions,
+                   (settings.summarizer, settings.live), settings.cache_ttl, settings.cache_model, settings.window)
 
 
 def run_corpus(files: list[str], policies: list, settings: Settings, notify: Notify,
