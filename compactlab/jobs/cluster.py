@@ -166,10 +166,13 @@ def run_on_cluster(cluster: Cluster, files: list[str], policies: list, settings:
             while grid.said in grid.back:
                 grid.take(grid.back.pop(grid.said))
     except KeyboardInterrupt as stop:  # what is back is kept, in order (a batch not back: its files left out)
-        for i in range(grid.said, len(batches)):
-            grid.take(grid.back.pop(i, None))
-        if grid.pending:
-            grid.say_part()
+        try:
+            for i in range(grid.said, len(batches)):
+                grid.take(grid.back.pop(i, None))
+            if grid.pending:
+                grid.say_part()
+        except CompactlabError:  # (an input that cannot be read among them: the interrupt ends the job)
+            pass
         if not grid.done.results:
             raise
         grid.done.interrupted = stop

@@ -130,3 +130,14 @@ def test_a_calibration_that_cannot_be_made_ends_a_cluster_compare_as_locally(cli
     _on(monkeypatch, InProcess)
     on = cli(*args, "--executor", "dask://127.0.0.1:1")
     assert on.exit_code == 2 and on.stderr == local.stderr
+
+
+def test_an_interrupt_stays_the_end_when_an_unreadable_input_is_among_the_batches_back(cli, corpus, tmp_path,
+                                                                                      monkeypatch):
+    bad = tmp_path / "bad.jsonl"
+    shutil.copy(corpus / "p-bad-lines.jsonl", bad)  # (a bad line, not skipped: an input error)
+    _on(monkeypatch, lambda executor: InProcess(executor, stop_after=1))  # (only the last batch back: bad's)
+    r = cli("compare", corpus / "synth-small.jsonl", corpus / "manual-compact.jsonl", bad, "-p", "s08",
+            "--dry-run", "--executor", "dask://127.0.0.1:1")
+    assert r.exit_code == 130, r.stderr
+    assert "bad line" not in r.stderr
