@@ -518,42 +518,31 @@ struct PyTexts<'a, 'py> {
     owner: &'a RecallCheck,
 }
 
-fn text_of(value: Bound<'_, PyAny>) -> PyResult<String> {
-    Ok(value.cast::<PyString>()?.to_str()?.to_owned())
+impl<'py> PyTexts<'_, 'py> {
+    /// What the Python function `f` makes of `args`, a string.
+    fn made(&self, f: &Py<PyAny>, args: impl pyo3::call::PyCallArgs<'py>) -> PyResult<String> {
+        let made = f.bind(self.entries.py()).call1(args)?;
+        Ok(made.cast::<PyString>()?.to_str()?.to_owned())
+    }
 }
 
 impl recall::Texts for PyTexts<'_, '_> {
     type Error = PyErr;
 
     fn whole(&mut self, i: usize) -> PyResult<String> {
-        text_of(
-            self.owner
-                .whole
-                .bind(self.entries.py())
-                .call1((self.entries.get_item(i)?,))?,
-        )
+        self.made(&self.owner.whole, (self.entries.get_item(i)?,))
     }
 
     fn edited(&mut self, i: usize) -> PyResult<String> {
-        text_of(
-            self.owner
-                .edited
-                .bind(self.entries.py())
-                .call1((self.entries.get_item(i)?,))?,
-        )
+        self.made(&self.owner.edited, (self.entries.get_item(i)?,))
     }
 
     fn result(&mut self, i: usize, block: i64) -> PyResult<String> {
-        text_of(
-            self.owner
-                .result
-                .bind(self.entries.py())
-                .call1((self.entries.get_item(i)?, block))?,
-        )
+        self.made(&self.owner.result, (self.entries.get_item(i)?, block))
     }
 
     fn escaped(&mut self, text: &str) -> PyResult<String> {
-        text_of(self.owner.escaped.bind(self.entries.py()).call1((text,))?)
+        self.made(&self.owner.escaped, (text,))
     }
 }
 
