@@ -511,13 +511,18 @@ BATCHES_PER_THREAD = 4
 
 
 def batches(jobs: list[Job], threads: int) -> list[list[Job]]:
-    """``jobs`` in ``BATCHES_PER_THREAD`` batches per thread (fewer where there are fewer jobs), each a
-    run of consecutive jobs: the runs of one transcript stay together, so a worker reads it once."""
-    if not jobs:
+    """``jobs`` in ``BATCHES_PER_THREAD`` batches per thread (``in_batches``), the runs of one
+    transcript together, so a worker reads it once."""
+    return in_batches(sorted(jobs, key=lambda j: (j.transcript, j.index)), threads)
+
+
+def in_batches(items: list[Any], threads: int) -> list[list[Any]]:
+    """``items`` in ``BATCHES_PER_THREAD`` batches per thread (fewer where there are fewer items),
+    each a run of consecutive items."""
+    if not items:
         return []
-    size = -(-len(jobs) // min(len(jobs), max(1, threads) * BATCHES_PER_THREAD))
-    ordered = sorted(jobs, key=lambda j: (j.transcript, j.index))
-    return [ordered[i:i + size] for i in range(0, len(ordered), size)]
+    size = -(-len(items) // min(len(items), max(1, threads) * BATCHES_PER_THREAD))
+    return [items[i:i + size] for i in range(0, len(items), size)]
 
 
 def run_batch(batch: list[tuple[Job, Any, Any, Any]], from_file: bool, *args: Any) -> list[tuple[int, RunResult | Failure]]:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..corpus.compare import Cluster, GridRun, Job, RunFailure, RunResult, run_job
+from ..corpus.compare import Cluster, GridRun, Job, RunFailure, RunResult, in_batches, run_job
 from ..corpus.pool import Failure, failure_of
 from ..corpus.sharing import Sharing
 from ..engine.cost.prices import PriceTable
@@ -25,10 +25,6 @@ from ..errors import CompactlabError
 from ..plumbing.process import collector_paused
 from .base import Notify, Settings, Tally, cache_warnings, none_read, parts_of, price_warning, run_in_parts, \
     say_calibration, warn_loaded
-
-#: files a task carries per worker thread (about; a file's runs stay in one task)
-BATCHES_PER_THREAD = 4
-
 
 class Reading(NamedTuple):
     """How a worker reads, calibrates and runs a file: the settings that decide it (no key, no
@@ -117,16 +113,6 @@ def _run_file(given: str, path: str, policies: list, r: Reading, summarizer: Any
     return done
 
 
-def files_batches(files: list[str], threads: int) -> list[list[tuple[str, str]]]:
-    """``files`` (as given, and absolute) in about ``BATCHES_PER_THREAD`` batches a thread of
-    consecutive files."""
-    pairs = [(f, os.path.abspath(f)) for f in files]
-    if not pairs:
-        return []
-    size = -(-len(pairs) // min(len(pairs), max(1, threads) * BATCHES_PER_THREAD))
-    return [pairs[i:i + size] for i in range(0, len(pairs), size)]
-
-
 def reading_of(settings: Settings) -> Reading:
     return Reading(settings.input_format, settings.skip_bad_lines, settings.calibrate, not settings.dry_run,
                    settings.prices, settings.price_model, settings.keep_recorded_compactions,
@@ -153,7 +139,7 @@ def run_on_cluster(cluster: Cluster, files: list[str], policies: list, settings:
     transcripts recorded and each one's content hash. What is said of a file is said in the files'
     order once every file before it is back; an input that cannot be read stops the job with its
     error (the first in the files' order); an interrupt keeps the files whose runs are back."""
-    batches = files_batches(files, cluster.threads)
+    batches = in_batches([(f, os.path.abspath(f)) for f in files], cluster.threads)  # (as given, and absolute)
     grid = _Grid(batches, policies, settings, notify)
     try:
         for i, got in cluster.each(run_files, batches, policies, reading_of(settings)):
