@@ -411,7 +411,7 @@ def startup_instructions(cl: list[str], replay_small: list[str]) -> dict[str, in
 
 
 def _native_built() -> bool:
-    from .engine.core import native_module
+    from .core import native_module
 
     return native_module() is not None
 
@@ -491,7 +491,7 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
 
     print(f"compactlab bench: {calls:,} calls ({size / 1e6:.1f} MB), {2 * calls:,} calls, and {big_size / 1e6:.0f} MB; "
           f"medians of {rounds} interleaved rounds; {usable_cores()} usable cores", file=out)
-    from .engine.core import described
+    from .core import described
 
     print(described(), file=out)  # (the core the replays ran on: COMPACTLAB_CORE, else native where built)
     print(f"\n{'command':44} {'wall s':>8} {'cpu s':>8} {'peak MB':>8} {'main MB':>8}", file=out)

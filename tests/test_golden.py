@@ -11,7 +11,7 @@ import os
 import pytest
 
 from compactlab import load_policy, load_transcript, preset_names, replay
-from compactlab.engine.core import CORES
+from compactlab.core import CORES
 from helpers import ROOT, SAMPLES
 
 GOLDEN = ROOT / "tests" / "golden"

@@ -49,7 +49,7 @@ def test_compare_files_is_the_whole_of_compare_as_one_call(tmp_path):
     assert shown == [done.comparison] and done.comparison.verdict.reference == "none"
     assert {r.policy for r in done.grid.results} == {"s08", "none"} and len(done.grid.results) == 4
     assert {"results.csv", "results.json", "report.md", "report.html"} <= set(files_under(tmp_path / "cmp"))
-    from compactlab.engine.core import chosen
+    from compactlab.core import chosen
 
     said = f"Replayed on the {chosen()} core."  # (#59: the reports say which core ran)
     assert said in (tmp_path / "cmp" / "report.md").read_text() and said in (tmp_path / "cmp" / "report.html").read_text()

@@ -73,7 +73,7 @@ class Group(click.Group):
         forget_inputs()  # (the files this command opens as inputs: no output of its own may replace one)
         forget_said()
         try:
-            from ..engine.core import chosen
+            from ..core import chosen
             from ..plumbing.interrupts import let_signals_through
 
             let_signals_through()  # (held since the entry point: one that came meanwhile is raised here)
@@ -109,10 +109,10 @@ class Group(click.Group):
 
 
 def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    """``--version``: the version, and the core a replay would run on (``engine/core.py``)."""
+    """``--version``: the version, and the core a replay would run on (``core.py``)."""
     if not value or ctx.resilient_parsing:
         return
-    from ..engine.core import described
+    from ..core import described
 
     click.echo(f"compactlab, version {__version__}\n{described()}")
     ctx.exit()

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .messages import Entry, build_entry
+from ..core import line_facts
+from .messages import Entry, ResultFact, build_entry
 from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream, anthropic_usage
 from .reader import Head, LineReader, _depth_exceeds
 from .writer import COMPACTION_KEY, SIDECHAINS_KEY
@@ -93,10 +94,26 @@ def _not_a_message(builder: TranscriptBuilder, reader: LineReader, lineno: int, 
     return False
 
 
-def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False) -> Iterator[Entry]:
+def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False,
+          messages: bool = True) -> Iterator[Entry]:
     """Add every message of the file to ``builder``, yielding each as it is added (``measure``:
-    with the JSON length of every tool result's content among its facts)."""
-    for lineno, obj in reader.objects(check_depth=False):
+    with the JSON length of every tool result's content among its facts). Where the native core
+    runs, a message line's facts are read from its bytes (``core.line_facts``; ``build_entry`` is
+    its reference) and, without ``messages`` (a reader that sends only facts), the line is not
+    parsed at all: its Entry's message is None."""
+    facts = line_facts(ResultFact, measure)
+    parse = reader.parse
+    for lineno, raw, obj in reader.lines():
+        if facts is not None and (found := facts.read(raw, builder.count)) is not None:
+            # a message line read natively: {"role": "user" | "assistant", "content": ...}, usable
+            if obj is None and messages:
+                obj = parse(lineno, raw, False)
+            read = Entry(obj, *found)  # type: ignore[arg-type]  # (None: a facts-only reader's)
+            builder.add_entry(read)
+            yield read
+            continue
+        if obj is None and (obj := parse(lineno, raw, False)) is None:
+            continue
         role = obj.get("role")
         if _not_a_message(builder, reader, lineno, obj, role):
             continue
@@ -124,4 +141,3 @@ def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False)
         builder.add_entry(entry, usage=recorded)
         yield entry
     builder.skipped_lines = reader.skipped
-

@@ -237,16 +237,22 @@ class LineReader:
     def objects(self, check_depth: bool = True) -> Iterator[tuple[int, dict]]:
         """(physical line number, object) of every non-blank line. The usual line, a JSON object
         needing no depth check, takes one orjson call; anything else goes through parse_object."""
+        parse = self.parse
+        for lineno, raw, value in self.lines():
+            if value is None and (value := parse(lineno, raw, check_depth)) is None:
+                continue
+            yield lineno, value
+
+    def lines(self) -> Iterator[tuple[int, bytes, dict | None]]:
+        """(physical line number, raw bytes, object) of every non-blank line: the object detection
+        parsed (the head's lines), else None (``parse`` reads it; the caller may read the bytes
+        first). ``span`` is the line's while it is handed on."""
         offset, first = 0, 1
         head = self.head
         if head is not None and head.offset is not None:
-            for lineno, raw, value in head.lines:
-                # None: not an object with detection's depth check; parse as the caller checks
-                if value is None and (value := self._parse(lineno, raw, check_depth)) is None:
-                    continue
-                yield lineno, value
+            # (a head line's None: not an object with detection's depth check; parsed as the caller checks)
+            yield from head.lines
             offset, first = head.offset, head.end + 1
-        loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
         at = offset if head is None else -1  # lines read by detection are not counted: no spans
         limit = self.limit
         for lineno, raw in iter_raw_lines(self.path, offset, first):
@@ -259,15 +265,20 @@ class LineReader:
                 at += len(raw)
             if raw.isspace():  # a blank line (no copy, unlike raw.strip())
                 continue
-            value = None
-            if not check_depth:
-                try:
-                    value = loads(raw)
-                except JSONDecodeError:
-                    pass
-            if type(value) is not dict and (value := self._parse(lineno, raw, check_depth)) is None:
-                continue
-            yield lineno, value
+            yield lineno, raw, None
+
+    def parse(self, lineno: int, raw: bytes, check_depth: bool = True) -> dict | None:
+        """The object on a line, or None once the bad-line policy has dealt with it (``check_depth``
+        False: one orjson call for the usual line)."""
+        if not check_depth:
+            try:
+                value = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                pass
+            else:
+                if type(value) is dict:
+                    return value
+        return self._parse(lineno, raw, check_depth)
 
     def _parse(self, lineno: int, raw: bytes, check_depth: bool) -> dict | None:
         """The object on a line, or None once the bad-line policy has dealt with it."""

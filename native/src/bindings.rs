@@ -3,13 +3,13 @@
 use hashbrown::HashTable;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PySet, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple};
 use rustc_hash::{FxBuildHasher, FxHashMap};
 use std::borrow::Cow;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use crate::{cache, recall, strings, violations};
+use crate::{cache, facts, recall, strings, violations};
 
 /// The prompt-cache prefix model (`cost/pricing.py`'s `PromptCache` is its reference).
 #[pyclass(module = "compactlab._native")]
@@ -636,10 +636,81 @@ impl RecallCheck {
     }
 }
 
-/// What the Python package may ask of this module (`engine/core.py`'s `NATIVE_API`): bumped with it
+/// A message's facts read from its JSONL line (`facts::message_facts`; `messages.build_entry` is
+/// the reference): the arguments of an `Entry` after its message, or None where Python reads the
+/// line. Made once a file, with the `ResultFact` class its results are made of.
+#[pyclass(module = "compactlab._native", frozen)]
+struct LineFacts {
+    result_fact: Py<PyAny>,
+    /// each tool result's `json_size` too (`build_entry`'s `measure`)
+    measure: bool,
+}
+
+#[pymethods]
+impl LineFacts {
+    #[new]
+    fn new(result_fact: Py<PyAny>, measure: bool) -> Self {
+        LineFacts {
+            result_fact,
+            measure,
+        }
+    }
+
+    /// `(chars, role, origin, tool_use_ids, tool_names, use_files, results, misplaced_results,
+    /// empty, has_text)` of the message on `line`, or None.
+    fn read<'py>(
+        &self,
+        line: &Bound<'py, PyBytes>,
+        origin: i64,
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let py = line.py();
+        let Some(f) = facts::message_facts(line.as_bytes(), self.measure) else {
+            return Ok(None);
+        };
+        let role = match f.role {
+            facts::Role::User => intern!(py, "user"),
+            facts::Role::Assistant => intern!(py, "assistant"),
+        };
+        let ids = PyTuple::new(py, f.uses.iter().map(|u| u.id.as_str()))?;
+        let names = PyTuple::new(py, f.uses.iter().map(|u| u.name.as_str()))?;
+        let mut files = Vec::with_capacity(f.uses.len());
+        for u in &f.uses {
+            files.push(PyTuple::new(py, u.files.iter().map(String::as_str))?);
+        }
+        let class = self.result_fact.bind(py);
+        let mut results = Vec::with_capacity(f.results.len());
+        for r in &f.results {
+            results.push(class.call1((
+                r.block,
+                r.tool_use_id.as_str(),
+                r.size,
+                r.is_str,
+                r.is_error,
+                r.json_size,
+            ))?);
+        }
+        let misplaced = PyTuple::new(py, f.misplaced.iter().map(String::as_str))?;
+        (
+            f.chars,
+            role,
+            origin,
+            ids,
+            names,
+            PyTuple::new(py, files)?,
+            PyTuple::new(py, results)?,
+            misplaced,
+            f.empty,
+            f.has_text,
+        )
+            .into_pyobject(py)
+            .map(Some)
+    }
+}
+
+/// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 1;
+const API: u32 = 2;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -653,6 +724,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(phrases, m)?)?;
     m.add_function(wrap_pyfunction!(line_refs, m)?)?;
     m.add_class::<FrameworkSources>()?;
+    m.add_class::<LineFacts>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // (the kinds in the order a listing sorts by: a test holds them to violations.KINDS)
     m.add("VIOLATION_KINDS", violations::Kind::NAMES.to_vec())?;

@@ -1,8 +1,9 @@
 //! compactlab's native core (#59): parts of the per-call replay in Rust, each behind the typed
 //! per-call seam of `docs/architecture.md` and each tested against the Python engine, which stays
-//! the reference. `COMPACTLAB_CORE=python|native` chooses (`compactlab/engine/core.py`).
+//! the reference. `COMPACTLAB_CORE=python|native` chooses (`compactlab/core.py`).
 
 pub mod cache;
+pub mod facts;
 pub mod recall;
 pub mod strings;
 pub mod violations;

@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from compactlab.engine import core
+from compactlab import core
 from compactlab.engine.measures.violations import InvariantTracker, Violation, check_context, classify
 from compactlab.transcripts.messages import make_entry
 from helpers import asst, results, tr, tu, user

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compactlab import load_policy, load_transcript, replay
-from compactlab.engine import core
+from compactlab import core
 from compactlab.engine.measures import baseline, probes
 from compactlab.engine.measures.probes import ProbeIndex, ResultStrings, _scanned, _split, tokens
 from compactlab.transcripts import TranscriptBuilder, open_transcript

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compactlab import ReplayOptions, load_policy, load_transcript, preset_names, replay
-from compactlab.engine import core
+from compactlab import core
 from compactlab.engine.cost.cache_rules import RULES
 from compactlab.engine.cost.pricing import NativePromptCache, PromptCache
 from compactlab.engine.measures import CallAt

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from ..core import in_use
+from ...core import in_use
 from ..measures.baseline import BaselineBuilder, RawBaseline, baseline_for
 from ..memo import memo_of
 from ...transcripts.messages import Entry, add_tool_names

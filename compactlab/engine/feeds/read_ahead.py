@@ -32,7 +32,7 @@ import signal
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
-from ..core import in_use
+from ...core import in_use
 from ..measures.baseline import BaselineBuilder, RawBaseline
 from ...errors import CompactlabError, InputError
 from ...plumbing.interrupts import Terminated, exit_status, hold_signals, release_signals
@@ -278,7 +278,8 @@ def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO, si
         rows.clear()
         calls, compactions = n, len(builder.compactions)
 
-    for e in _read(builder, reader, measure=True):
+    # (the messages are read only where the probes are looked for: else their facts are all it sends)
+    for e in _read(builder, reader, measure=True, messages=probes):
         baseline.add(e)
         span = reader.span
         assert span is not None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..core import native_module
+from ...core import native_module
 from ..cost.pricing import NativePromptCache, PromptCache
 from ..records import CompactionEvent
 from .base import CallAt, Measure
@@ -75,7 +75,7 @@ def measures_for(base: RawBaseline, env: Any, *, counter: Any = None, entries: l
     ``RunEnv``; ``counter`` exact token counts over ``entries`` (the prompt cache's prefix is then a
     share of them); ``keep_refs`` False lets a stream's references go as they are used; ``recall``
     another implementation than ``RECALL`` (a test's); ``core`` the core that runs the measures it
-    has (``engine/core.py``: ``native``, the prompt cache, the violations' tracker and recall's check in
+    has (``core.py``: ``native``, the prompt cache, the violations' tracker and recall's check in
     Rust)."""
     native = native_module() if core == "native" else None
     cache = PromptCache if native is None else NativePromptCache

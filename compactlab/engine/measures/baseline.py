@@ -17,7 +17,7 @@ from ..memo import memo_of
 from .base import CallAt, Nothing
 from .violations import Violation, tracker_for
 from ...transcripts.messages import Entry, make_entry
-from ..core import in_use
+from ...core import in_use
 from .probes import Probe, ProbeIndex, wanted_strings
 from ..sizing import list_chars
 from ...transcripts.model import Transcript

@@ -7,26 +7,29 @@ native core where it is built. The native core runs the parts it has behind the 
 
 What the native core runs so far: the prompt-cache prefix model (``cost/pricing.PromptCache`` is
 its reference), the violations' tracker (``measures/violations.py``'s ``InvariantTracker``), recall's
-check (``measures/probes.py``'s ``check``) and the hindsight probes' string index (``runs``, ``tokens``
-and ``ResultStrings`` there). Everything else of a run is the Python engine's."""
+check (``measures/probes.py``'s ``check``), the hindsight probes' string index (``runs``, ``tokens``
+and ``ResultStrings`` there) and the facts of an Anthropic messages line (``transcripts/messages.py``'s
+``build_entry``). Everything else of a run is the Python engine's."""
 
 from __future__ import annotations
 
 import os
 from functools import cache
 from types import ModuleType
+from typing import Any
 
-from ..errors import UsageError
+from .errors import UsageError
 
 CORES = ("python", "native")
 #: what the native core runs of a replay, in words (``--version`` and the docs say it)
-NATIVE_PARTS = "the prompt-cache model, the violations' tracker, recall's check and the probes' string index"
+NATIVE_PARTS = ("the prompt-cache model, the violations' tracker, recall's check, the probes' string index "
+                "and a message line's facts")
 
 
 #: what this package asks of ``compactlab._native`` (the crate's ``API``): bumped with it whenever
 #: the Python side asks something new of the crate, so that a module built from other sources (a
 #: working copy pulled and not rebuilt) is never used for this one
-NATIVE_API = 1
+NATIVE_API = 2
 #: why there is no native module where none was built
 NOT_BUILT = "not built in this install"
 
@@ -76,6 +79,13 @@ _REBUILD = ("install compactlab with a Rust toolchain (cargo) on PATH to build i
 def in_use() -> ModuleType | None:
     """The native module where the native core is the one chosen (``chosen``), else None."""
     return native_module() if chosen() == "native" else None
+
+
+def line_facts(result_fact: type, measure: bool) -> Any:
+    """The native reader of a message line's facts (``_native.LineFacts``, making its results of
+    ``result_fact``) where the native core runs, else None (the formats read every line in Python)."""
+    module = in_use()
+    return module.LineFacts(result_fact, measure) if module is not None else None
 
 
 def described() -> str:

@@ -1,0 +1,867 @@
+//! A message's facts read from its JSONL line (#59, "parsing into facts"): what
+//! `transcripts/messages.py`'s `build_entry` computes from the parsed message, computed here from
+//! the line's bytes, without making a Python object of it.
+//!
+//! Only the usual line is read here: a JSON object whose keys are exactly `role` (`"user"` or
+//! `"assistant"`) and `content` (a string or a list of blocks), every block one `build_entry`
+//! accepts. Anything else gives `None` and the caller's Python reads the line as before (and says
+//! what is wrong with it): a line that is not strict JSON as `orjson` reads it, a float or an
+//! integer `orjson` would not read back as it is written (beyond 64 bits, `-0`), a key given twice,
+//! a lone surrogate, nesting deeper than `MAX_DEPTH`, a sized placeholder's mark, a block of a
+//! shape `build_entry` would refuse or that Python's rules decide. So what is read here is read
+//! exactly as Python reads it, or not at all; the differential tests hold this to `build_entry` on
+//! every shared recording and on generated lines.
+//!
+//! The sizes are `orjson`'s: the compact JSON text's length in characters (`json_len`: `"`, `\`
+//! and the short escapes `\b \t \n \f \r` as two characters, other control characters as six,
+//! everything else as one), and a tool result's content size by SPEC §4's rule (a string's
+//! characters; a list's text blocks' characters and every other block's JSON length).
+
+use std::borrow::Cow;
+
+use crate::strings::wide_space;
+
+/// Deeper nesting is left to Python (its own limit is 200 levels).
+const MAX_DEPTH: usize = 100;
+/// The files a tool input names (`messages.FILE_KEYS`), in that order.
+const FILE_KEYS: [&str; 3] = ["path", "file_path", "notebook_path"];
+/// The sized placeholder's mark, U+FDD0 (`messages.SIZED_MARK`): a string holding it is Python's.
+const MARK: char = '\u{fdd0}';
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// A tool_result block of a user message (`messages.ResultFact`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResultFact {
+    pub block: usize,
+    pub tool_use_id: String,
+    pub size: usize,
+    pub is_str: bool,
+    pub is_error: bool,
+    /// the content's compact-JSON length; -1: the block has no content
+    pub json_size: i64,
+}
+
+/// A tool_use block of an assistant message: its id, its tool's name, the files its input names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolUse {
+    pub id: String,
+    pub name: String,
+    pub files: Vec<String>,
+}
+
+/// What `build_entry` knows of a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Facts {
+    pub chars: usize,
+    pub role: Role,
+    pub uses: Vec<ToolUse>,
+    pub results: Vec<ResultFact>,
+    /// the ids of tool results after another block
+    pub misplaced: Vec<String>,
+    pub empty: bool,
+    pub has_text: bool,
+}
+
+/// The facts of a message line, or `None` where Python reads it (see the module's comment).
+/// `measure`: each tool result's `json_size` too (else -1, as `build_entry` leaves it).
+pub fn message_facts(line: &[u8], measure: bool) -> Option<Facts> {
+    let text = std::str::from_utf8(line).ok()?;
+    let mut s = Scan {
+        b: line,
+        t: text,
+        i: 0,
+        keys: Vec::new(),
+    };
+    s.ws();
+    let mut facts = s.message()?;
+    s.ws();
+    if !measure {
+        facts.results.iter_mut().for_each(|r| r.json_size = -1);
+    }
+    (s.i == line.len()).then_some(facts)
+}
+
+/// A string's sizes: its characters, its JSON text's length, whether any character is not
+/// Python's whitespace.
+#[derive(Debug, Clone, Copy, Default)]
+struct Str {
+    chars: usize,
+    json: usize,
+    not_space: bool,
+    /// it holds an escape (its text is not the line's bytes)
+    escaped: bool,
+}
+
+/// What a value is, as far as a block's facts ask.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Null,
+    Falsy,
+    Truthy,
+    Str(Str),
+    List,
+    Object,
+}
+
+impl Kind {
+    fn truthy(self) -> bool {
+        match self {
+            Kind::Null | Kind::Falsy => false,
+            Kind::Str(s) => s.chars > 0,
+            _ => true,
+        }
+    }
+}
+
+/// A value read: its compact JSON length and its kind (a list's or an object's truth is set by
+/// its length).
+#[derive(Debug, Clone, Copy)]
+struct Val {
+    json: usize,
+    kind: Kind,
+}
+
+/// A block's keys that its facts read, as read.
+#[derive(Default)]
+struct Block {
+    kind: Option<String>,
+    kind_given: bool,
+    text: Option<Str>,
+    id: Option<String>,
+    name: Option<String>,
+    tool_use_id: Option<String>,
+    files: Vec<(usize, String)>,
+    /// the content: its JSON length, its kind and its SPEC §4 size (None: no content key)
+    content: Option<(usize, Kind, usize)>,
+    is_error: bool,
+}
+
+struct Scan<'a> {
+    b: &'a [u8],
+    t: &'a str,
+    i: usize,
+    /// the keys of the objects being read, innermost last (a key given twice is Python's)
+    keys: Vec<Cow<'a, str>>,
+}
+
+impl<'a> Scan<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn ws(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        self.ws();
+        (self.peek()? == c).then(|| self.i += 1)
+    }
+
+    /// The top object: `role` and `content`, each once, nothing else.
+    fn message(&mut self) -> Option<Facts> {
+        self.eat(b'{')?;
+        let mut facts = Facts {
+            chars: 2 + 1, // the braces and the comma
+            role: Role::User,
+            uses: Vec::new(),
+            results: Vec::new(),
+            misplaced: Vec::new(),
+            empty: false,
+            has_text: false,
+        };
+        let (mut role, mut content, mut content_later) = (false, false, None);
+        for k in 0..2 {
+            if k == 1 {
+                self.eat(b',')?;
+            }
+            self.ws();
+            let (key, key_len) = self.key()?;
+            self.eat(b':')?;
+            self.ws();
+            facts.chars += key_len + 1;
+            match &*key {
+                "role" if !role => {
+                    let (r, len) = self.string_value()?;
+                    facts.role = match &*r {
+                        "user" => Role::User,
+                        "assistant" => Role::Assistant,
+                        _ => return None,
+                    };
+                    facts.chars += len;
+                    role = true;
+                }
+                "content" if !content && role => {
+                    facts.chars += self.content(&mut facts)?;
+                    content = true;
+                }
+                "content" if !content => {
+                    // (read once the role is known: a block's facts depend on it)
+                    content_later = Some(self.i);
+                    self.skip()?;
+                    content = true;
+                }
+                _ => return None,
+            }
+        }
+        self.eat(b'}')?;
+        if let Some(at) = content_later {
+            let end = self.i;
+            self.i = at;
+            facts.chars += self.content(&mut facts)?;
+            self.i = end;
+        }
+        Some(facts)
+    }
+
+    /// Skips a value (it is read again: the content, once the role is known).
+    fn skip(&mut self) -> Option<()> {
+        self.value(0).map(|_| ())
+    }
+
+    /// The message's content: its JSON length, its facts into `facts`.
+    fn content(&mut self, facts: &mut Facts) -> Option<usize> {
+        match self.peek()? {
+            b'"' => {
+                let s = self.string(None)?;
+                facts.empty = s.chars == 0;
+                facts.has_text = s.not_space;
+                Some(s.json)
+            }
+            b'[' => {
+                self.i += 1;
+                let mut json = 2;
+                let mut n = 0;
+                let mut seen_other = false;
+                self.ws();
+                if self.peek()? == b']' {
+                    self.i += 1;
+                    facts.empty = true;
+                    return Some(json);
+                }
+                loop {
+                    self.ws();
+                    json += self.block(n, facts, &mut seen_other)?;
+                    n += 1;
+                    self.ws();
+                    match self.peek()? {
+                        b',' => {
+                            self.i += 1;
+                            json += 1;
+                        }
+                        b']' => {
+                            self.i += 1;
+                            return Some(json);
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            _ => None, // (neither a string nor a list: Python says so)
+        }
+    }
+
+    /// One block of the content list, at index `n`: its JSON length; its facts into `facts`.
+    fn block(&mut self, n: usize, facts: &mut Facts, seen_other: &mut bool) -> Option<usize> {
+        if self.peek()? != b'{' {
+            return None; // (not an object: Python says so)
+        }
+        let mut b = Block::default();
+        let json = self.object(1, Some(&mut b))?;
+        let user = facts.role == Role::User;
+        let kind = b.kind.as_deref();
+        if b.kind_given && kind.is_none() {
+            return None; // (a type that is not a string: Python decides)
+        }
+        if kind == Some("tool_result") && user {
+            let tool_use_id = b.tool_use_id?;
+            let (size, is_str, json_size) = match b.content {
+                None => (0, true, -1),
+                Some((len, Kind::Null, _)) => (0, true, len as i64),
+                Some((len, Kind::Str(s), _)) => (s.chars, true, len as i64),
+                Some((len, _, size)) => (size, false, len as i64),
+            };
+            if *seen_other {
+                facts.misplaced.push(tool_use_id.clone());
+            }
+            facts.results.push(ResultFact {
+                block: n,
+                tool_use_id,
+                size,
+                is_str,
+                is_error: b.is_error,
+                json_size,
+            });
+            return Some(json);
+        }
+        *seen_other = true;
+        match kind {
+            Some("text") => facts.has_text |= b.text?.not_space,
+            Some("tool_use") => {
+                let (id, name) = (b.id?, b.name?);
+                if facts.role == Role::Assistant {
+                    let mut files = b.files;
+                    files.sort_by_key(|(k, _)| *k);
+                    facts.uses.push(ToolUse {
+                        id,
+                        name,
+                        files: files.into_iter().map(|(_, f)| f).collect(),
+                    });
+                }
+            }
+            Some("tool_result") => {
+                b.tool_use_id?; // (outside a user message its shape still counts)
+            }
+            _ => {}
+        }
+        Some(json)
+    }
+
+    /// An object (at `depth`), with a block's keys read into `block`: its JSON length.
+    fn object(&mut self, depth: usize, mut block: Option<&mut Block>) -> Option<usize> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.i += 1; // '{'
+        let start = self.keys.len();
+        let mut json = 2;
+        self.ws();
+        if self.peek()? == b'}' {
+            self.i += 1;
+            return Some(json);
+        }
+        loop {
+            self.ws();
+            let (key, key_len) = self.key()?;
+            if self.keys[start..].contains(&key) {
+                return None; // (a key given twice: orjson keeps the last, Python reads it)
+            }
+            self.eat(b':')?;
+            self.ws();
+            json += key_len + 1;
+            json += match block.as_deref_mut() {
+                Some(b) => self.block_value(&key, b, depth)?,
+                None => self.value(depth + 1)?.json,
+            };
+            self.keys.push(key);
+            self.ws();
+            match self.peek()? {
+                b',' => {
+                    self.i += 1;
+                    json += 1;
+                }
+                b'}' => {
+                    self.i += 1;
+                    self.keys.truncate(start);
+                    return Some(json);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A block's value under `key`: what the facts read of it kept in `b`; its JSON length.
+    fn block_value(&mut self, key: &str, b: &mut Block, depth: usize) -> Option<usize> {
+        let is_str = self.peek()? == b'"';
+        match key {
+            "type" => {
+                b.kind_given = true;
+                if is_str {
+                    let (s, len) = self.string_value()?;
+                    b.kind = Some(s.into_owned());
+                    return Some(len);
+                }
+            }
+            "id" | "name" | "tool_use_id" if is_str => {
+                let (s, len) = self.string_value()?;
+                let s = Some(s.into_owned());
+                match key {
+                    "id" => b.id = s,
+                    "name" => b.name = s,
+                    _ => b.tool_use_id = s,
+                }
+                return Some(len);
+            }
+            "text" if is_str => {
+                let s = self.string(None)?;
+                b.text = Some(s);
+                return Some(s.json);
+            }
+            "input" if self.peek()? == b'{' => return self.input(b, depth + 1),
+            "content" => {
+                let (json, kind, size) = self.result_content(depth + 1)?;
+                b.content = Some((json, kind, size));
+                return Some(json);
+            }
+            "is_error" => {
+                let v = self.value(depth + 1)?;
+                b.is_error = v.kind.truthy();
+                return Some(v.json);
+            }
+            _ => {}
+        }
+        Some(self.value(depth + 1)?.json)
+    }
+
+    /// A tool input object: the files it names (`messages.files_in_input`) into `b`.
+    fn input(&mut self, b: &mut Block, depth: usize) -> Option<usize> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.i += 1;
+        let start = self.keys.len();
+        let mut json = 2;
+        self.ws();
+        if self.peek()? == b'}' {
+            self.i += 1;
+            return Some(json);
+        }
+        loop {
+            self.ws();
+            let (key, key_len) = self.key()?;
+            if self.keys[start..].contains(&key) {
+                return None;
+            }
+            self.eat(b':')?;
+            self.ws();
+            json += key_len + 1;
+            let file_key = FILE_KEYS.iter().position(|k| *k == &*key);
+            match file_key {
+                Some(k) if self.peek()? == b'"' => {
+                    let (value, len) = self.string_value()?;
+                    if !value.is_empty() {
+                        b.files.push((k, value.into_owned()));
+                    }
+                    json += len;
+                }
+                _ => json += self.value(depth + 1)?.json,
+            }
+            self.keys.push(key);
+            self.ws();
+            match self.peek()? {
+                b',' => {
+                    self.i += 1;
+                    json += 1;
+                }
+                b'}' => {
+                    self.i += 1;
+                    self.keys.truncate(start);
+                    return Some(json);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A tool result's content: its JSON length, its kind, its SPEC §4 size (`content_size`).
+    fn result_content(&mut self, depth: usize) -> Option<(usize, Kind, usize)> {
+        if self.peek()? != b'[' {
+            let v = self.value(depth)?;
+            let size = match v.kind {
+                Kind::Null => 0,
+                Kind::Str(s) => s.chars,
+                _ => v.json,
+            };
+            return Some((v.json, v.kind, size));
+        }
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.i += 1;
+        let (mut json, mut size) = (2, 0);
+        self.ws();
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Some((json, Kind::List, 0));
+        }
+        loop {
+            self.ws();
+            if self.peek()? == b'{' {
+                // a text block counts its text's characters, any other block its JSON length
+                let mut inner = Block::default();
+                let len = self.object(depth + 1, Some(&mut inner))?;
+                size += match (inner.kind.as_deref(), inner.text) {
+                    (Some("text"), Some(t)) => t.chars,
+                    _ => len,
+                };
+                json += len;
+            } else {
+                let len = self.value(depth + 1)?.json;
+                size += len;
+                json += len;
+            }
+            self.ws();
+            match self.peek()? {
+                b',' => {
+                    self.i += 1;
+                    json += 1;
+                }
+                b']' => {
+                    self.i += 1;
+                    return Some((json, Kind::List, size));
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Any value at `depth`: its JSON length and kind.
+    fn value(&mut self, depth: usize) -> Option<Val> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match self.peek()? {
+            b'"' => {
+                let s = self.string(None)?;
+                Some(Val {
+                    json: s.json,
+                    kind: Kind::Str(s),
+                })
+            }
+            b'{' => {
+                let json = self.object(depth, None)?;
+                Some(Val {
+                    json,
+                    kind: if json > 2 { Kind::Object } else { Kind::Falsy },
+                })
+            }
+            b'[' => {
+                self.i += 1;
+                let mut json = 2;
+                self.ws();
+                if self.peek()? == b']' {
+                    self.i += 1;
+                    return Some(Val {
+                        json,
+                        kind: Kind::Falsy,
+                    });
+                }
+                loop {
+                    self.ws();
+                    json += self.value(depth + 1)?.json;
+                    self.ws();
+                    match self.peek()? {
+                        b',' => {
+                            self.i += 1;
+                            json += 1;
+                        }
+                        b']' => {
+                            self.i += 1;
+                            return Some(Val {
+                                json,
+                                kind: Kind::List,
+                            });
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            b't' => self.literal(b"true", Kind::Truthy),
+            b'f' => self.literal(b"false", Kind::Falsy),
+            b'n' => self.literal(b"null", Kind::Null),
+            _ => self.integer(),
+        }
+    }
+
+    fn literal(&mut self, word: &[u8], kind: Kind) -> Option<Val> {
+        self.b[self.i..].starts_with(word).then(|| {
+            self.i += word.len();
+            Val {
+                json: word.len(),
+                kind,
+            }
+        })
+    }
+
+    /// An integer as orjson writes it back: the same digits. A float, `-0`, or an integer beyond
+    /// 18 digits (orjson reads one beyond 64 bits as a float) is Python's.
+    fn integer(&mut self) -> Option<Val> {
+        let start = self.i;
+        let negative = self.peek()? == b'-';
+        if negative {
+            self.i += 1;
+        }
+        let digits = self.i;
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.i += 1;
+        }
+        let n = self.i - digits;
+        if n == 0 || n > 18 || (n > 1 && self.b[digits] == b'0') {
+            return None;
+        }
+        if matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        let zero = n == 1 && self.b[digits] == b'0';
+        if negative && zero {
+            return None;
+        }
+        Some(Val {
+            json: self.i - start,
+            kind: if zero { Kind::Falsy } else { Kind::Truthy },
+        })
+    }
+
+    /// A key: its text and its JSON length.
+    fn key(&mut self) -> Option<(Cow<'a, str>, usize)> {
+        self.string_value()
+    }
+
+    /// A string value, decoded (the line's own text where it holds no escape): its text and its
+    /// JSON length.
+    fn string_value(&mut self) -> Option<(Cow<'a, str>, usize)> {
+        if self.peek()? != b'"' {
+            return None;
+        }
+        let start = self.i;
+        let s = self.string(None)?;
+        if !s.escaped {
+            return Some((Cow::Borrowed(&self.t[start + 1..self.i - 1]), s.json));
+        }
+        self.i = start;
+        let mut out = String::new();
+        self.string(Some(&mut out))?;
+        Some((Cow::Owned(out), s.json))
+    }
+
+    /// A string at `self.i` (its opening quote): its sizes, its text into `out` where asked.
+    fn string(&mut self, mut out: Option<&mut String>) -> Option<Str> {
+        self.i += 1;
+        let mut s = Str::default();
+        loop {
+            // the run of printable ASCII but the quote and the backslash: a character each
+            let start = self.i;
+            let stop = plain_run(self.b, start);
+            let run = stop - start;
+            s.chars += run;
+            s.json += run;
+            if !s.not_space && run > 0 {
+                s.not_space = self.b[start..stop].iter().any(|&c| c != b' ');
+            }
+            if let Some(o) = out.as_deref_mut() {
+                o.push_str(&self.t[start..stop]);
+            }
+            self.i = stop;
+            let c = match self.peek()? {
+                b'"' => {
+                    self.i += 1;
+                    s.json += 2;
+                    return Some(s);
+                }
+                b'\\' => {
+                    s.escaped = true;
+                    self.escape()?
+                }
+                0..=0x1f => return None, // (a raw control character: not JSON)
+                _ => {
+                    let c = self.t[self.i..].chars().next()?;
+                    self.i += c.len_utf8();
+                    c
+                }
+            };
+            if c == MARK {
+                return None;
+            }
+            s.chars += 1;
+            s.json += json_len_of(c);
+            if !s.not_space && !py_space(c) {
+                s.not_space = true;
+            }
+            if let Some(o) = out.as_deref_mut() {
+                o.push(c);
+            }
+        }
+    }
+
+    /// An escape at `self.i` (its backslash): the character it stands for.
+    fn escape(&mut self) -> Option<char> {
+        let e = *self.b.get(self.i + 1)?;
+        self.i += 2;
+        Some(match e {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let high = self.hex4()?;
+                match high {
+                    0xd800..=0xdbff => {
+                        if self.b.get(self.i..self.i + 2)? != b"\\u" {
+                            return None; // (a lone surrogate: orjson refuses it, Python says so)
+                        }
+                        self.i += 2;
+                        let low = self.hex4()?;
+                        if !(0xdc00..=0xdfff).contains(&low) {
+                            return None;
+                        }
+                        char::from_u32(0x10000 + ((high - 0xd800) << 10) + (low - 0xdc00))?
+                    }
+                    0xdc00..=0xdfff => return None,
+                    c => char::from_u32(c)?,
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    fn hex4(&mut self) -> Option<u32> {
+        let digits = self.b.get(self.i..self.i + 4)?;
+        let mut v = 0;
+        for &d in digits {
+            v = v * 16 + (d as char).to_digit(16)?;
+        }
+        self.i += 4;
+        Some(v)
+    }
+}
+
+/// Where the run of plain bytes from `i` ends: printable ASCII (DEL too) but the quote and the
+/// backslash, each one JSON character as it stands. Eight bytes at a time (the word tests of "Bit
+/// Twiddling Hacks": a byte below 0x20, a quote, a backslash, a byte beyond ASCII), the last few
+/// byte by byte.
+fn plain_run(b: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let zero_in = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    while let Some(word) = b.get(i..i + 8) {
+        let x = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+        let other = (x.wrapping_sub(ONES * 0x20) & !x & HIGHS)
+            | zero_in(x ^ (ONES * b'"' as u64))
+            | zero_in(x ^ (ONES * b'\\' as u64))
+            | (x & HIGHS);
+        if other != 0 {
+            // (a borrow can only mark bytes above the first one that is another: the lowest
+            // mark is exact)
+            return i + (other.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&c) = b.get(i) {
+        if !(0x20..0x80).contains(&c) || c == b'"' || c == b'\\' {
+            break;
+        }
+        i += 1;
+    }
+    i
+}
+
+/// A character's length in orjson's compact JSON text.
+fn json_len_of(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\u{8}' | '\t' | '\n' | '\u{c}' | '\r' => 2,
+        c if (c as u32) < 0x20 => 6,
+        _ => 1,
+    }
+}
+
+/// Python's `str.isspace` of a character.
+fn py_space(c: char) -> bool {
+    matches!(c, '\t'..='\r' | '\u{1c}'..='\u{1f}' | ' ') || wide_space(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(line: &str) -> Option<Facts> {
+        message_facts(line.as_bytes(), true)
+    }
+
+    #[test]
+    fn a_string_message_is_sized_as_orjson_writes_it() {
+        let f = facts(r#"{"role": "user", "content": "a\u00e9\n\"b\u0001"}"#).unwrap();
+        // {"role":"user","content":"aé\n\"b\u0001"}
+        assert_eq!(
+            f.chars,
+            r#"{"role":"user","content":"aé\n\"b\u0001"}"#.chars().count()
+        );
+        assert_eq!(f.role, Role::User);
+        assert!(f.has_text && !f.empty);
+    }
+
+    #[test]
+    fn blocks_give_their_facts() {
+        let line = concat!(
+            r#"{"role":"assistant","content":[{"type":"text","text":"  "},"#,
+            r#"{"type":"tool_use","id":"t1","name":"read","input":{"notebook_path":"n","path":"p","file_path":""}}]}"#
+        );
+        let f = facts(line).unwrap();
+        assert_eq!(f.chars, line.len());
+        assert!(!f.has_text);
+        assert_eq!(
+            f.uses,
+            vec![ToolUse {
+                id: "t1".into(),
+                name: "read".into(),
+                files: vec!["p".into(), "n".into()]
+            }]
+        );
+        let line = concat!(
+            r#"{"content":[{"type":"text","text":"x"},{"type":"tool_result","tool_use_id":"t1","#,
+            r#""content":[{"type":"text","text":"héllo"},{"type":"image","n":1}],"is_error":0},"#,
+            r#"{"tool_use_id":"t2","type":"tool_result","is_error":[1]}],"role":"user"}"#
+        );
+        let f = facts(line).unwrap();
+        assert_eq!(f.chars, line.chars().count());
+        assert_eq!(f.misplaced, vec!["t1".to_string(), "t2".to_string()]);
+        let image = r#"{"type":"image","n":1}"#.len();
+        assert_eq!(f.results[0].size, 5 + image);
+        assert!(!f.results[0].is_error && !f.results[0].is_str);
+        assert_eq!(f.results[1].json_size, -1);
+        assert!(f.results[1].is_error && f.results[1].is_str);
+    }
+
+    #[test]
+    fn what_python_decides_is_left_to_it() {
+        for line in [
+            r#"{"role":"user","content":"x","model":"m"}"#,
+            r#"{"role":"user","role":"user"}"#,
+            r#"{"role":"system","content":"x"}"#,
+            r#"{"role":"user","content":{"a":1}}"#,
+            r#"{"role":"user","content":[1]}"#,
+            r#"{"role":"user","content":[{"type":"text"}]}"#,
+            r#"{"role":"user","content":[{"type":1}]}"#,
+            r#"{"role":"user","content":[{"type":"tool_result"}]}"#,
+            r#"{"role":"assistant","content":[{"type":"tool_use","id":"a"}]}"#,
+            r#"{"role":"user","content":[{"type":"x","a":1,"a":2}]}"#,
+            r#"{"role":"user","content":[{"type":"x","a":1.5}]}"#,
+            r#"{"role":"user","content":[{"type":"x","a":-0}]}"#,
+            r#"{"role":"user","content":[{"type":"x","a":1234567890123456789}]}"#,
+            r#"{"role":"user","content":[{"type":"x","a":01}]}"#,
+            r#"{"role":"user","content":"\ud800"}"#,
+            r#"{"role":"user","content":"\udc00x"}"#,
+            r#"{"role":"user","content":"\x"}"#,
+            "{\"role\":\"user\",\"content\":\"\u{fdd0}[IMAGE len=5]\"}",
+            "{\"role\":\"user\",\"content\":\"a\tb\"}",
+            r#"{"role":"user","content":"x"} x"#,
+            r#"{"role":"user","content":"x",}"#,
+            r#"{"role":"user","content":[{"type":"x","a":tru}]}"#,
+        ] {
+            assert_eq!(facts(line), None, "{line}");
+        }
+        let deep = format!(
+            r#"{{"role":"user","content":[{{"type":"x","a":{}1{}}}]}}"#,
+            "[".repeat(120),
+            "]".repeat(120)
+        );
+        assert_eq!(facts(&deep), None);
+    }
+
+    #[test]
+    fn surrogate_pairs_are_one_character() {
+        let f = facts(r#"{"role":"user","content":"\ud83d\ude00"}"#).unwrap();
+        assert_eq!(f.chars, r#"{"role":"user","content":"😀"}"#.chars().count());
+    }
+}

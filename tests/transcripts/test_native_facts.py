@@ -1,0 +1,291 @@
+"""A message line's facts read natively (``_native.LineFacts``, ``native/src/facts.rs``) held to
+``messages.build_entry``, the reference: where the native reader gives facts they are the ones
+Python makes of the parsed line (with and without ``measure``), and where Python refuses a line
+the native reader never reads it. On every line of the samples and of the shared recordings (as
+recorded and as ``convert`` writes them), on generated lines, on every character Python's
+``str.isspace`` or orjson's escaping decides, and through the loaders on both cores."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compactlab import core
+from compactlab.errors import CompactlabError
+from compactlab.transcripts import load_transcript
+from compactlab.transcripts.anthropic_messages import _read
+from compactlab.transcripts.messages import SIZED_MARK, Entry, ResultFact, build_entry
+from compactlab.transcripts.model import TranscriptBuilder
+from compactlab.transcripts.reader import LineReader
+from compactlab.transcripts.writer import anthropic_lines
+from helpers import SAMPLES, SHARED
+
+NATIVE = core.native_module()
+needs_native = pytest.mark.skipif(NATIVE is None, reason="the native core is not built in this install (it was "
+                                                         "installed without a Rust toolchain): nothing to compare")
+
+#: an Entry's facts as the native reader gives them (``Entry``'s arguments after its message)
+FACTS = ("chars", "role", "origin", "tool_use_ids", "tool_names", "use_files", "results", "misplaced_results",
+         "empty", "has_text")
+
+
+def facts_of(entry: Entry) -> tuple:
+    return tuple(getattr(entry, name) for name in FACTS)
+
+
+def python_entry(line: bytes, origin: int, measure: bool) -> Entry | str | None:
+    """What Python makes of a line: its Entry, why it is not a usable message, or None (not JSON)."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if type(obj) is not dict:
+        return None
+    return build_entry(obj, origin, check=True, measure=measure)
+
+
+def agrees(line: bytes, origin: int = 7) -> bool:
+    """Whether the native reader read ``line`` (asserting that what it read is Python's)."""
+    read = False
+    for measure in (True, False):
+        got = NATIVE.LineFacts(ResultFact, measure).read(line, origin)
+        want = python_entry(line, origin, measure)
+        if got is None:
+            continue
+        read = True
+        assert isinstance(want, Entry), (line[:300], want)
+        assert set(orjson.loads(line)) == {"role", "content"}
+        assert got == facts_of(want), (line[:300], got, facts_of(want))
+        assert all(type(r) is ResultFact for r in got[6])
+    return read
+
+
+def _lines(path) -> list[bytes]:
+    with open(path, "rb") as f:
+        return [line for line in f if line.strip()]
+
+
+@needs_native
+def test_every_line_of_the_samples_is_read_as_python_reads_it():
+    read = total = 0
+    for path in sorted(SAMPLES.glob("*.jsonl")):
+        for i, line in enumerate(_lines(path)):
+            total += 1
+            read += agrees(line, i)
+    assert total > 500 and read > 0.9 * total  # (the samples are message lines: nearly all read natively)
+
+
+@needs_native
+@pytest.mark.slow
+def test_every_line_of_the_shared_recordings_and_of_their_conversion_is_read_as_python_reads_it(shared_transcripts):
+    converted = 0
+    for path in sorted(p for p in shared_transcripts.rglob("*") if p.is_file()):
+        if path.suffix in (".jsonl", ".json", ".traj") and path.stat().st_size < 64 << 20:
+            for i, line in enumerate(_lines(path)):  # (another format's lines: none is a message line)
+                agrees(line, i)
+        try:
+            transcript = load_transcript(str(path))
+        except CompactlabError:
+            continue
+        for i, line in enumerate(anthropic_lines(transcript, keep_recorded_compactions=True)):
+            converted += agrees(line, i)
+    # (a recording's replies with their usage are response objects, and a sanitised Codex log's texts
+    # sized placeholders: Python reads those; the rest, hundreds of lines, natively)
+    assert converted > 300
+
+
+# generated lines: every block shape, strings of every kind of character, written every way
+_CHARS = st.one_of(st.characters(codec="utf-8"), st.sampled_from(list("\"\\/ \t\n\r\x00\x08\x0c\x1c\x1f\x7f\x85\xa0"
+                                                                  "\u2028\u3000é😀\ufdd0")))
+TEXT = st.lists(_CHARS, max_size=40).map("".join) | st.sampled_from(["", " ", "\n\t", "x", "[IMAGE len=5]"])
+SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**64 - 1), TEXT,
+                   st.floats(allow_nan=False, allow_infinity=False))
+VALUE = st.recursive(SCALAR, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
+                     max_leaves=8)
+KIND = st.sampled_from(["text", "tool_use", "tool_result", "image", "thinking"]) | st.none() | st.integers(0, 2)
+INPUT = st.dictionaries(st.sampled_from(["path", "file_path", "notebook_path", "command", "x"]),
+                        TEXT | VALUE, max_size=4) | VALUE
+
+
+@st.composite
+def blocks(draw):
+    block = {}
+    kind = draw(KIND)
+    if kind is not None:
+        block["type"] = kind
+    for key, value in (("text", TEXT | VALUE), ("id", TEXT | VALUE), ("name", TEXT | VALUE),
+                       ("tool_use_id", TEXT | VALUE), ("input", INPUT),
+                       ("content", TEXT | st.lists(blocks_or_values(), max_size=3) | VALUE),
+                       ("is_error", VALUE), ("extra", VALUE)):
+        if draw(st.integers(0, 3)):  # (most keys, most of the time)
+            block[key] = draw(value)
+    keys = draw(st.permutations(list(block)))
+    return {k: block[k] for k in keys}
+
+
+def blocks_or_values():
+    return st.deferred(lambda: blocks() | VALUE)
+
+
+@st.composite
+def lines(draw) -> bytes:
+    role = draw(st.sampled_from(["user", "assistant"]) | VALUE)
+    content = draw(TEXT | st.lists(blocks() | VALUE, max_size=4) | VALUE)
+    message = {"role": role, "content": content}
+    if draw(st.booleans()):
+        message = {"content": content, "role": role}
+    if draw(st.integers(0, 9)) == 0:
+        message["usage"] = {"input_tokens": 1}
+    how = draw(st.integers(0, 3))
+    if how == 0:
+        line = orjson.dumps(message)
+    else:  # json writes \u escapes, other spacing, and may write what orjson refuses (lone surrogates, NaN)
+        line = json.dumps(message, ensure_ascii=how == 1, separators=None if how == 2 else (",", ":")).encode()
+    if draw(st.integers(0, 9)) == 0:  # a key given twice
+        line = line.replace(b'"role"', b'"role":"user","role"', 1)
+    return line + draw(st.sampled_from([b"", b"\n", b"\r\n", b" \n"]))
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(lines())
+def test_generated_lines_are_read_as_python_reads_them_or_left_to_it(line):
+    agrees(line)
+
+
+@needs_native
+@given(st.sampled_from([{"role": "assistant", "content": [
+    {"type": "text", "text": "a \"quoted\" \\ path\n"},
+    {"type": "tool_use", "id": "t\u00e91", "name": "read", "input": {"file_path": "é/x.py", "path": "", "n": 3}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
+        {"type": "text", "text": "héllo"}, {"type": "image", "source": {"data": "AAAA"}}], "is_error": 1},
+        {"type": "text", "text": " "}, {"type": "tool_result", "tool_use_id": "t2"}]}]),
+    st.sampled_from([True, False]))
+def test_the_usual_blocks_are_read_natively(message, ascii_only):
+    line = json.dumps(message, ensure_ascii=ascii_only).encode()
+    assert agrees(line)
+
+
+def _text_line(text: str, ascii_only: bool) -> bytes:
+    return json.dumps({"role": "user", "content": [{"type": "text", "text": text}]}, ensure_ascii=ascii_only).encode()
+
+
+@needs_native
+def test_whitespace_and_escapes_are_pythons_for_every_character_that_decides():
+    """Python's ``str.isspace`` (has_text) and orjson's escaping (chars) of each character below
+    U+3100 (every space but none lies there), every space above, and a sample of the rest, written
+    as itself and as an escape."""
+    import random
+
+    rng = random.Random(59)
+    points = [*range(0x3100), *(c for c in range(0x3100, 0x110000) if chr(c).isspace()),
+              *rng.sample(range(0x3100, 0x110000), 3000)]
+    read = 0
+    for c in points:
+        if 0xD800 <= c <= 0xDFFF:
+            continue
+        for ascii_only in (True, False):
+            line = _text_line(chr(c), ascii_only)
+            got = NATIVE.LineFacts(ResultFact, True).read(line, 0)
+            if chr(c) == SIZED_MARK:
+                assert got is None
+                continue
+            if got is None:
+                assert python_entry(line, 0, True) is None  # (a raw control character: not JSON)
+                continue
+            read += 1
+            assert got == facts_of(build_entry(orjson.loads(line), 0, check=True, measure=True)), hex(c)
+            assert got[-1] is (not chr(c).isspace()), hex(c)
+    assert read > 2 * 0x3000
+
+
+@needs_native
+def test_what_python_decides_is_left_to_it():
+    for line in [b'{"role":"user","content":"x","usage":{}}', b'{"role":"system","content":"x"}',
+                 b'{"role":"user","content":[{"type":[1]}]}', b'{"role":"user","content":[{"type":"x","a":1.0}]}',
+                 b'{"role":"user","content":"\\ud800"}', b'\xef\xbb\xbf{"role":"user","content":"x"}',
+                 b'{"role":"user","content":"\xff"}', b'{"role":"user","content":"x"}{}',
+                 b'{"role":"user","content":[{"type":"x","n":18446744073709551616}]}',
+                 ('{"role":"user","content":"%s[IMAGE len=9]"}' % SIZED_MARK).encode()]:
+        for measure in (True, False):
+            assert NATIVE.LineFacts(ResultFact, measure).read(line, 0) is None, line
+
+
+def _read_all(path, monkeypatch, which: str, messages: bool = True) -> tuple[list[Entry], TranscriptBuilder]:
+    monkeypatch.setenv("COMPACTLAB_CORE", which)
+    builder = TranscriptBuilder(str(path), "anthropic", keep=False)
+    entries = list(_read(builder, LineReader(str(path), skip_bad_lines=True), measure=True, messages=messages))
+    return entries, builder
+
+
+@needs_native
+def test_a_file_of_every_kind_of_line_is_read_alike_on_both_cores(tmp_path, monkeypatch):
+    """The lines read natively and those read in Python, mixed: the same entries (messages and
+    facts), usage, model, system, skipped lines and warnings; a reader of facts only parses no
+    message line it read natively."""
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(b"\n".join([
+        b'{"role":"system","content":"be brief"}',
+        b'{"role":"user","content":"hi \\u00e9"}',
+        b'{"type":"message","role":"assistant","model":"claude-x","content":[{"type":"tool_use","id":"a",'
+        b'"name":"read","input":{"path":"f.py"}}],"usage":{"input_tokens":10,"output_tokens":2}}',
+        b'{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"x = 1.5"}]}',
+        b'{"role":"user","content":[{"type":"tool_result"}]}',
+        b'not json',
+        b'{"role":"assistant","content":[{"type":"text","text":"done"}],"content":[]}',
+        b'{"role":"assistant","content":[{"type":"text","text":"n=1.5"},{"type":"x","v":2.5}]}',
+    ]) + b"\n")
+    py_entries, py_builder = _read_all(path, monkeypatch, "python")
+    for messages in (True, False):
+        entries, builder = _read_all(path, monkeypatch, "native", messages)
+        assert [facts_of(e) for e in entries] == [facts_of(e) for e in py_entries]
+        if messages:
+            assert [e.message for e in entries] == [e.message for e in py_entries]
+        else:  # (the lines Python read keep their message: a response object's is rebuilt)
+            assert [e.message is None for e in entries] == [True, False, True, False, False]
+        for key in ("usage", "model", "system", "skipped_lines", "warnings", "count"):
+            assert getattr(builder, key) == getattr(py_builder, key), key
+    # (a key given twice and a float are read by Python; a result without its id and a line that is
+    # not JSON are bad)
+    assert len(py_entries) == 5 and py_builder.skipped_lines == 2
+
+
+@needs_native
+def test_the_read_ahead_reader_sends_the_same_facts_without_parsing_the_lines(tmp_path, monkeypatch):
+    """A replay read ahead whose probes are cached (the reader reads facts only) and one that looks
+    for them (the reader parses each line) give what the Python core gives."""
+    from compactlab import load_policy, replay
+    from compactlab.engine.feeds import open_feed
+
+    path = SAMPLES / "synth-medium.jsonl"
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1")
+    runs = []
+    for which in ("python", "native"):
+        monkeypatch.setenv("COMPACTLAB_CORE", which)
+        for probes in (True, False):
+            feed = open_feed(str(path), probes=probes)
+            assert type(feed).__name__ == "ReadAheadFeed"
+            runs.append(replay(feed, load_policy("s08")))
+    for a, b in ((runs[0], runs[2]), (runs[1], runs[3])):
+        sa, sb = (orjson.loads(orjson.dumps(r.summary)) for r in (a, b))
+        assert (sa.pop("core"), sb.pop("core")) == ("python", "native")
+        sa.pop("timing", None), sb.pop("timing", None)
+        assert sa == sb
+        assert orjson.dumps(a.calls) == orjson.dumps(b.calls)
+        assert a.probe_ledger == b.probe_ledger and a.events == b.events
+
+
+def test_without_the_native_core_every_line_is_read_in_python(monkeypatch):
+    monkeypatch.setenv("COMPACTLAB_CORE", "python")
+    assert core.line_facts(ResultFact, True) is None
+    entries, _ = _read_all(SAMPLES / "synth-small.jsonl", monkeypatch, "python", messages=False)
+    assert entries and all(type(e.message) is dict for e in entries)  # (the Python path always parses)
+    if NATIVE is not None:
+        monkeypatch.setenv("COMPACTLAB_CORE", "native")
+        assert core.line_facts(ResultFact, True) is not None
+    assert os.environ["COMPACTLAB_CORE"]
