@@ -289,3 +289,27 @@ def test_without_the_native_core_every_line_is_read_in_python(monkeypatch):
         monkeypatch.setenv("COMPACTLAB_CORE", "native")
         assert core.line_facts(ResultFact, True) is not None
     assert os.environ["COMPACTLAB_CORE"]
+
+
+@needs_native
+def test_lines_with_bytes_changed_are_read_as_python_reads_them_or_left_to_it():
+    """Sample lines with a few bytes changed, dropped or added (brackets, quotes, escapes, UTF-8's
+    pieces, the mark's bytes): no panic, and what is read is Python's."""
+    import random
+
+    rng = random.Random(59)
+    lines = _lines(SAMPLES / "synth-small.jsonl")[:40]
+    pieces = b'{}[]",:\\ u0123456789abcdefnrtl\x00\xc3\xa9\xef\xb7\x90'
+    read = 0
+    for _ in range(4000):
+        line = bytearray(rng.choice(lines)[:1500])
+        for _ in range(rng.randint(1, 4)):
+            i, op = rng.randrange(len(line)), rng.randrange(3)
+            if op == 0:
+                line[i] = rng.randrange(256)
+            elif op == 1:
+                del line[i]
+            else:
+                line.insert(i, rng.choice(pieces))
+        read += agrees(bytes(line))
+    assert read > 400
