@@ -237,33 +237,10 @@ impl<'a> Scan<'a> {
                 Some(s.json)
             }
             b'[' => {
-                self.i += 1;
-                let mut json = 2;
-                let mut n = 0;
                 let mut seen_other = false;
-                self.ws();
-                if self.peek()? == b']' {
-                    self.i += 1;
-                    facts.empty = true;
-                    return Some(json);
-                }
-                loop {
-                    self.ws();
-                    json += self.block(n, facts, &mut seen_other)?;
-                    n += 1;
-                    self.ws();
-                    match self.peek()? {
-                        b',' => {
-                            self.i += 1;
-                            json += 1;
-                        }
-                        b']' => {
-                            self.i += 1;
-                            return Some(json);
-                        }
-                        _ => return None,
-                    }
-                }
+                let (json, n) = self.list(0, |s, n| s.block(n, facts, &mut seen_other))?;
+                facts.empty = n == 0;
+                Some(json)
             }
             _ => None, // (neither a string nor a list: Python says so)
         }
@@ -325,12 +302,17 @@ impl<'a> Scan<'a> {
         Some(json)
     }
 
-    /// An object (at `depth`), with a block's keys read into `block`: its JSON length.
-    fn object(&mut self, depth: usize, mut block: Option<&mut Block>) -> Option<usize> {
+    /// An object at `depth` (at its `{`), each member's value read by `member` (given its key): its
+    /// JSON length. A key given twice is Python's (orjson keeps the last).
+    fn members(
+        &mut self,
+        depth: usize,
+        mut member: impl FnMut(&mut Self, &str) -> Option<usize>,
+    ) -> Option<usize> {
         if depth > MAX_DEPTH {
             return None;
         }
-        self.i += 1; // '{'
+        self.i += 1;
         let start = self.keys.len();
         let mut json = 2;
         self.ws();
@@ -342,15 +324,11 @@ impl<'a> Scan<'a> {
             self.ws();
             let (key, key_len) = self.key()?;
             if self.keys[start..].contains(&key) {
-                return None; // (a key given twice: orjson keeps the last, Python reads it)
+                return None;
             }
             self.eat(b':')?;
             self.ws();
-            json += key_len + 1;
-            json += match block.as_deref_mut() {
-                Some(b) => self.block_value(&key, b, depth)?,
-                None => self.value(depth + 1)?.json,
-            };
+            json += key_len + 1 + member(self, &key)?;
             self.keys.push(key);
             self.ws();
             match self.peek()? {
@@ -366,6 +344,51 @@ impl<'a> Scan<'a> {
                 _ => return None,
             }
         }
+    }
+
+    /// A list at `depth` (at its `[`), each element read by `element` (given its index): its JSON
+    /// length and how many elements.
+    fn list(
+        &mut self,
+        depth: usize,
+        mut element: impl FnMut(&mut Self, usize) -> Option<usize>,
+    ) -> Option<(usize, usize)> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.i += 1;
+        let mut json = 2;
+        self.ws();
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Some((json, 0));
+        }
+        let mut n = 0;
+        loop {
+            self.ws();
+            json += element(self, n)?;
+            n += 1;
+            self.ws();
+            match self.peek()? {
+                b',' => {
+                    self.i += 1;
+                    json += 1;
+                }
+                b']' => {
+                    self.i += 1;
+                    return Some((json, n));
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// An object (at `depth`), with a block's keys read into `block`: its JSON length.
+    fn object(&mut self, depth: usize, mut block: Option<&mut Block>) -> Option<usize> {
+        self.members(depth, |s, key| match block.as_deref_mut() {
+            Some(b) => s.block_value(key, b, depth),
+            None => Some(s.value(depth + 1)?.json),
+        })
     }
 
     /// A block's value under `key`: what the facts read of it kept in `b`; its JSON length.
@@ -413,52 +436,18 @@ impl<'a> Scan<'a> {
 
     /// A tool input object: the files it names (`messages.files_in_input`) into `b`.
     fn input(&mut self, b: &mut Block, depth: usize) -> Option<usize> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        self.i += 1;
-        let start = self.keys.len();
-        let mut json = 2;
-        self.ws();
-        if self.peek()? == b'}' {
-            self.i += 1;
-            return Some(json);
-        }
-        loop {
-            self.ws();
-            let (key, key_len) = self.key()?;
-            if self.keys[start..].contains(&key) {
-                return None;
-            }
-            self.eat(b':')?;
-            self.ws();
-            json += key_len + 1;
-            let file_key = FILE_KEYS.iter().position(|k| *k == &*key);
-            match file_key {
-                Some(k) if self.peek()? == b'"' => {
-                    let (value, len) = self.string_value()?;
+        self.members(depth, |s, key| {
+            match FILE_KEYS.iter().position(|k| *k == key) {
+                Some(k) if s.peek()? == b'"' => {
+                    let (value, len) = s.string_value()?;
                     if !value.is_empty() {
                         b.files.push((k, value.into_owned()));
                     }
-                    json += len;
+                    Some(len)
                 }
-                _ => json += self.value(depth + 1)?.json,
+                _ => Some(s.value(depth + 1)?.json),
             }
-            self.keys.push(key);
-            self.ws();
-            match self.peek()? {
-                b',' => {
-                    self.i += 1;
-                    json += 1;
-                }
-                b'}' => {
-                    self.i += 1;
-                    self.keys.truncate(start);
-                    return Some(json);
-                }
-                _ => return None,
-            }
-        }
+        })
     }
 
     /// A tool result's content: its JSON length, its kind, its SPEC §4 size (`content_size`).
@@ -472,45 +461,23 @@ impl<'a> Scan<'a> {
             };
             return Some((v.json, v.kind, size));
         }
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        self.i += 1;
-        let (mut json, mut size) = (2, 0);
-        self.ws();
-        if self.peek()? == b']' {
-            self.i += 1;
-            return Some((json, Kind::List, 0));
-        }
-        loop {
-            self.ws();
-            if self.peek()? == b'{' {
-                // a text block counts its text's characters, any other block its JSON length
-                let mut inner = Block::default();
-                let len = self.object(depth + 1, Some(&mut inner))?;
-                size += match (inner.kind.as_deref(), inner.text) {
-                    (Some("text"), Some(t)) => t.chars,
-                    _ => len,
-                };
-                json += len;
-            } else {
-                let len = self.value(depth + 1)?.json;
+        let mut size = 0;
+        let (json, _) = self.list(depth, |s, _| {
+            if s.peek()? != b'{' {
+                let len = s.value(depth + 1)?.json;
                 size += len;
-                json += len;
+                return Some(len);
             }
-            self.ws();
-            match self.peek()? {
-                b',' => {
-                    self.i += 1;
-                    json += 1;
-                }
-                b']' => {
-                    self.i += 1;
-                    return Some((json, Kind::List, size));
-                }
-                _ => return None,
-            }
-        }
+            // a text block counts its text's characters, any other block its JSON length
+            let mut inner = Block::default();
+            let len = s.object(depth + 1, Some(&mut inner))?;
+            size += match (inner.kind.as_deref(), inner.text) {
+                (Some("text"), Some(t)) => t.chars,
+                _ => len,
+            };
+            Some(len)
+        })?;
+        Some((json, Kind::List, size))
     }
 
     /// Any value at `depth`: its JSON length and kind.
@@ -534,35 +501,11 @@ impl<'a> Scan<'a> {
                 })
             }
             b'[' => {
-                self.i += 1;
-                let mut json = 2;
-                self.ws();
-                if self.peek()? == b']' {
-                    self.i += 1;
-                    return Some(Val {
-                        json,
-                        kind: Kind::Falsy,
-                    });
-                }
-                loop {
-                    self.ws();
-                    json += self.value(depth + 1)?.json;
-                    self.ws();
-                    match self.peek()? {
-                        b',' => {
-                            self.i += 1;
-                            json += 1;
-                        }
-                        b']' => {
-                            self.i += 1;
-                            return Some(Val {
-                                json,
-                                kind: Kind::List,
-                            });
-                        }
-                        _ => return None,
-                    }
-                }
+                let (json, n) = self.list(depth, |s, _| Some(s.value(depth + 1)?.json))?;
+                Some(Val {
+                    json,
+                    kind: if n > 0 { Kind::List } else { Kind::Falsy },
+                })
             }
             b't' => self.literal(b"true", Kind::Truthy),
             b'f' => self.literal(b"false", Kind::Falsy),
