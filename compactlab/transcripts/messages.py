@@ -451,7 +451,7 @@ def _not_a_block(b: Any, i: int) -> str:
 
 def _other_block_problem(b: dict, kind: Any, i: int) -> str | None:
     """What makes a block of another kind than text, tool_use or a user's tool_result unusable."""
-    if kind in REQUIRED:  # a tool_result outside a user message: its shape still counts
+    if type(kind) is str and kind in REQUIRED:  # a tool_result outside a user message: its shape still counts
         for key in REQUIRED[kind]:
             if type(b.get(key)) is not str:
                 return f"{kind} block {i} has no string \"{key}\""

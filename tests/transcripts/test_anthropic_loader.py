@@ -159,3 +159,19 @@ def test_content_hash_is_of_the_file(tmp_path):
 
     path = write_jsonl(tmp_path / "t.jsonl", GOOD)
     assert load_transcript(str(path)).content_hash == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("core", ["python", "native"])
+def test_a_block_whose_type_is_a_list_or_an_object_is_another_block_not_a_crash(tmp_path, monkeypatch, core):
+    """(Python's check looked the type up in a dict: a list there raised TypeError, an internal error.)"""
+    from compactlab import core as cores
+
+    if core == "native" and cores.native_module() is None:
+        pytest.skip("the native core is not built in this install (installed without a Rust toolchain)")
+    monkeypatch.setenv("COMPACTLAB_CORE", core)
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"role":"user","content":[{"type":[1]},{"type":{"a":1},"text":"x"}]}\n'
+                     b'{"role":"assistant","content":"ok"}\n')
+    t = load_transcript(str(path))
+    assert [e.role for e in t.entries] == ["user", "assistant"] and t.skipped_lines == 0
+    assert t.entries[0].chars == len(b'{"role":"user","content":[{"type":[1]},{"type":{"a":1},"text":"x"}]}')
