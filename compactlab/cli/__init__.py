@@ -109,7 +109,7 @@ class Group(click.Group):
 
 
 def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    """``--version``: the version, and the core a replay would run on (``core.py``)."""
+    """``--version``: the version, and the core a replay would run on (``compactlab/core.py``)."""
     if not value or ctx.resilient_parsing:
         return
     from ..core import described

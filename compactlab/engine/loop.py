@@ -266,7 +266,7 @@ class Turns:
         self.manual_tool = policy.manual.tool if policy.manual.enabled else None
         self.context = Context()
         # (a stream's references are let go as they are used)
-        #: the core that runs the per-call measures it has (core.py: chosen once a run)
+        #: the core that runs the per-call measures it has (compactlab/core.py: chosen once a run)
         self.core = chosen_core()
         self.measures = measures_for(feed.baseline, env, counter=counter, entries=feed.entries,
                                      keep_refs=not feed.streamed, recall=options.recall, core=self.core)

@@ -208,7 +208,7 @@ class RunSummary(Mapping[str, Any]):
     #: the calls whose whole history (no compaction) is over the window judged on, but for those
     #: the recording shows answered: where no compaction does not fit (the one rule: corpus/guard.py)
     raw_overflows: int = 0
-    #: the core that ran the replay's per-call parts it has (``core.py``): python, or native
+    #: the core that ran the replay's per-call parts it has (``compactlab/core.py``): python, or native
     #: (Rust: ``core.NATIVE_PARTS``); the figures are the same on both (differential tests)
     core: str = "python"
 

@@ -85,7 +85,7 @@ def _meta(done: Any, policies: list, reference: Any, sweep_keys: list[str], mode
     meta["triggers"] = triggers(policies, meta["units"])
     meta["harness_settings"] = harness_settings(policies, meta["units"])
     meta["windows"] = windows_judged(done.results)
-    meta["cores"] = sorted({r.summary["core"] for r in done.results})  # (core.py: which ran the runs)
+    meta["cores"] = sorted({r.summary["core"] for r in done.results})  # (compactlab/core.py: which ran the runs)
     if done.interrupted:
         meta["interrupted"] = f"{len(done.results)} of {done.total} runs"
     if done.failures:

@@ -539,7 +539,7 @@ def report_files(c: Comparison, results: list["RunResult"], charts: str = "auto"
 
 
 def _cores(meta: dict[str, Any]) -> str:
-    """Which core replayed the runs (``core.py``), for the reports' provenance line."""
+    """Which core replayed the runs (``compactlab/core.py``), for the reports' provenance line."""
     cores = meta.get("cores") or []
     return f" Replayed on the {' and '.join(cores)} core{'s' if len(cores) > 1 else ''}." if cores else ""
 

@@ -278,11 +278,7 @@ class LineReader:
             else:
                 if type(value) is dict:
                     return value
-        return self._parse(lineno, raw, check_depth)
-
-    def _parse(self, lineno: int, raw: bytes, check_depth: bool) -> dict | None:
-        """The object on a line, or None once the bad-line policy has dealt with it."""
-        try:
+        try:  # (anything else: parse_object says what is wrong with it)
             return parse_object(raw, check_depth)
         except ValueError as exc:
             self.bad(lineno, str(exc))

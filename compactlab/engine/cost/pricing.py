@@ -83,7 +83,7 @@ class PromptCache:
 
 
 class NativePromptCache:
-    """``PromptCache`` on the native core (``core.py``; #59): the same model, its state in
+    """``PromptCache`` on the native core (``compactlab/core.py``; #59): the same model, its state in
     Rust, told at each call only the characters of the messages it does not know yet (those from
     the first changed one, or from the end of the context it last sent). A differential test holds
     it to ``PromptCache`` on every shared recording and preset (``tests/engine/test_native_core.py``)."""

@@ -75,7 +75,7 @@ def measures_for(base: RawBaseline, env: Any, *, counter: Any = None, entries: l
     ``RunEnv``; ``counter`` exact token counts over ``entries`` (the prompt cache's prefix is then a
     share of them); ``keep_refs`` False lets a stream's references go as they are used; ``recall``
     another implementation than ``RECALL`` (a test's); ``core`` the core that runs the measures it
-    has (``core.py``: ``native``, the prompt cache, the violations' tracker and recall's check in
+    has (``compactlab/core.py``: ``native``, the prompt cache, the violations' tracker and recall's check in
     Rust)."""
     native = native_module() if core == "native" else None
     cache = PromptCache if native is None else NativePromptCache

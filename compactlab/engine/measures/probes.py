@@ -532,7 +532,7 @@ class ProbeIndex:
     tool result (the first and the latest result that held each: ``ResultStrings``), and at each
     call, the probes of its reply. ``wanted``: every string some reply holds (``wanted_strings``),
     when the transcript is loaded whole: only those are kept. ``native``: the native core
-    (``core.py``), which reads the texts and keeps the results' strings in Rust."""
+    (``compactlab/core.py``), which reads the texts and keeps the results' strings in Rust."""
 
     def __init__(self, system: str | None = None, wanted: set[str] | None = None, native: Any = None) -> None:
         self.native = native
