@@ -10,7 +10,7 @@ from typing import Any
 from ..core import line_facts
 from .messages import Entry, ResultFact, build_entry
 from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream, anthropic_usage
-from .reader import Head, LineReader, _depth_exceeds
+from .reader import MAX_DEPTH, Head, LineReader, _depth_exceeds
 from .writer import COMPACTION_KEY, SIDECHAINS_KEY
 
 NAME = "anthropic"
@@ -120,8 +120,10 @@ def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False,
         usage = None
         message = message_of(obj)
         if message is not obj:
-            if any(isinstance(v, (dict, list)) and _depth_exceeds(v, 2) for k, v in obj.items() if k != "content"):
-                reader.bad(lineno, "nesting deeper than 200 levels")
+            # (a member's value is one level below the line's object: its limit is one less)
+            if any(isinstance(v, (dict, list)) and _depth_exceeds(v, MAX_DEPTH - 1) for k, v in obj.items()
+                   if k != "content"):
+                reader.bad(lineno, f"nesting deeper than {MAX_DEPTH} levels")
                 continue
             usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
             if isinstance(obj.get("model"), str):

@@ -175,3 +175,28 @@ def test_a_block_whose_type_is_a_list_or_an_object_is_another_block_not_a_crash(
     t = load_transcript(str(path))
     assert [e.role for e in t.entries] == ["user", "assistant"] and t.skipped_lines == 0
     assert t.entries[0].chars == len(b'{"role":"user","content":[{"type":[1]},{"type":{"a":1},"text":"x"}]}')
+
+
+@pytest.mark.parametrize("core", ["python", "native"])
+def test_a_reply_with_nested_metadata_loads_and_only_200_levels_are_too_deep(tmp_path, monkeypatch, core):
+    """A reply's other keys were held to two levels (``_depth_exceeds(v, 2)``): the API's context
+    editing (``context_management.applied_edits``, objects in a list in an object) or a usage with
+    an object of objects made the line "nesting deeper than 200 levels". The line's limit is 200."""
+    from compactlab import core as cores
+
+    if core == "native" and cores.native_module() is None:
+        pytest.skip("the native core is not built in this install (installed without a Rust toolchain)")
+    monkeypatch.setenv("COMPACTLAB_CORE", core)
+    reply = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+             "content": [{"type": "text", "text": "done"}],
+             "context_management": {"applied_edits": [{"type": "clear_tool_uses_20250919",
+                                                       "cleared_tool_uses": 3, "cleared_input_tokens": 4096}]},
+             "usage": {"input_tokens": 10, "output_tokens": 3, "server_tool_use": {"web": {"n": 1}}}}
+    t = load_transcript(write_raw(tmp_path, lines(GOOD[0], reply)))
+    assert t.skipped_lines == 0 and t.usage[1]["input_tokens"] == 10
+    deep = (b'{"role": "assistant", "content": "x", "usage": {"input_tokens": 1, "output_tokens": 1}, "extra": '
+            + b"[" * 199 + b"]" * 199 + b"}")  # 200 levels with the line's own object: still read
+    assert load_transcript(write_raw(tmp_path, lines(GOOD[0]) + deep + b"\n", "ok.jsonl")).skipped_lines == 0
+    too_deep = deep.replace(b"[" * 199, b"[" * 200).replace(b"]" * 199, b"]" * 200)
+    with pytest.raises(BadLineError, match="nesting deeper than 200 levels"):
+        load_transcript(write_raw(tmp_path, lines(GOOD[0]) + too_deep + b"\n", "deep.jsonl"))
