@@ -5,7 +5,9 @@ writes). API response objects (``{"type": "message", "role": "assistant", ...}``
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
+
+import orjson
 
 from ..core import line_facts
 from .messages import Entry, ResultFact, build_entry
@@ -98,48 +100,87 @@ def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False,
           messages: bool = True) -> Iterator[Entry]:
     """Add every message of the file to ``builder``, yielding each as it is added (``measure``:
     with the JSON length of every tool result's content among its facts). Where the native core
-    runs, a message line's facts are read from its bytes (``core.line_facts``; ``build_entry`` is
-    its reference) and, without ``messages`` (a reader that sends only facts), the line is not
-    parsed at all: its Entry's message is None."""
+    runs, the facts of a message line, or of a reply recorded with its usage and model, are read
+    from its bytes (``core.line_facts``; ``build_entry`` is its reference) and, without
+    ``messages`` (a reader that sends only facts), the line is not parsed at all, only a reply's
+    other members: its Entry's message is None."""
     facts = line_facts(ResultFact, measure)
     parse = reader.parse
     for lineno, raw, obj in reader.lines():
-        if facts is not None and (found := facts.read(raw, builder.count)) is not None:
-            # a message line read natively: {"role": "user" | "assistant", "content": ...}, usable
-            if obj is None and messages:
-                obj = parse(lineno, raw, False)
-            read = Entry(obj, *found)  # type: ignore[arg-type]  # (None: a facts-only reader's)
-            builder.add_entry(read)
-            yield read
-            continue
+        if facts is not None and (got := facts.read(raw, builder.count)) is not None:
+            # a message line read natively: {"role": "user" | "assistant", "content": ...}, usable,
+            # and where it is a reply, its other members (their own JSON object: rest)
+            found, rest = got
+            if obj is None and messages and (obj := parse(lineno, raw, False)) is None:
+                continue  # (not as the native reader read it: said bad by the parser)
+            if rest is None:
+                read = Entry(obj, *found)  # type: ignore[arg-type]  # (None: a facts-only reader's)
+                builder.add_entry(read)
+                yield read
+                continue
+            other = obj if obj is not None else _members(rest)
+            if other is not None:
+                _reply_metadata(builder, reader, lineno, other, deep=False)
+                read = Entry(message_of(obj) if obj is not None else None, *found)  # type: ignore[arg-type]
+                if (recorded := _recorded_usage(reader, lineno, other, found[1])) is not False:
+                    builder.add_entry(read, usage=recorded)
+                    yield read
+                continue
         if obj is None and (obj := parse(lineno, raw, False)) is None:
             continue
         role = obj.get("role")
         if _not_a_message(builder, reader, lineno, obj, role):
             continue
-        usage = None
         message = message_of(obj)
-        if message is not obj:
-            # (a member's value is one level below the line's object: its limit is one less)
-            if any(isinstance(v, (dict, list)) and _depth_exceeds(v, MAX_DEPTH - 1) for k, v in obj.items()
-                   if k != "content"):
-                reader.bad(lineno, f"nesting deeper than {MAX_DEPTH} levels")
-                continue
-            usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
-            if isinstance(obj.get("model"), str):
-                builder.model = obj["model"]
-            if isinstance(obj.get(RECORDED_FORMAT_KEY), str):  # written by `compactlab convert`
-                builder.metadata["recorded_format"] = obj[RECORDED_FORMAT_KEY]
+        if message is not obj and not _reply_metadata(builder, reader, lineno, obj):
+            continue
         entry = build_entry(message, builder.count, check=True, measure=measure)
         if not isinstance(entry, Entry):
             reader.bad(lineno, entry or "not a usable message")
             continue
-        model, at = (obj.get("model"), obj.get("timestamp")) if message is not obj else (None, None)
-        try:
-            recorded = anthropic_usage(usage, model, at) if usage and role == "assistant" else None
-        except BadField as exc:
-            reader.bad(lineno, exc.message)
-            continue
-        builder.add_entry(entry, usage=recorded)
-        yield entry
+        recorded = _recorded_usage(reader, lineno, obj, role) if message is not obj else None
+        if recorded is not False:
+            builder.add_entry(entry, usage=recorded)
+            yield entry
     builder.skipped_lines = reader.skipped
+
+
+def _members(rest: bytes) -> dict | None:
+    """A reply's other members, as the native reader handed them (their own JSON object); None
+    where orjson does not read them so (then the whole line is parsed, and said bad if it is)."""
+    try:
+        other = orjson.loads(rest)
+    except orjson.JSONDecodeError:
+        return None
+    return other if type(other) is dict else None
+
+
+def _reply_metadata(builder: TranscriptBuilder, reader: LineReader, lineno: int, obj: dict,
+                    deep: bool = True) -> bool:
+    """A reply's members besides its message (an API response object's): False where they nest too
+    deep (said bad); else True, the model it names and the format `compactlab convert` recorded
+    kept in ``builder``. (``deep``: whether they may; the native reader reads no line nested
+    deeper than half the limit.)"""
+    # (a member's value is one level below the line's object: its limit is one less)
+    if deep and any(isinstance(v, (dict, list)) and _depth_exceeds(v, MAX_DEPTH - 1) for k, v in obj.items()
+                    if k != "content"):
+        reader.bad(lineno, f"nesting deeper than {MAX_DEPTH} levels")
+        return False
+    if isinstance(obj.get("model"), str):
+        builder.model = obj["model"]
+    if isinstance(obj.get(RECORDED_FORMAT_KEY), str):  # written by `compactlab convert`
+        builder.metadata["recorded_format"] = obj[RECORDED_FORMAT_KEY]
+    return True
+
+
+def _recorded_usage(reader: LineReader, lineno: int, obj: dict, role: Any) -> dict | None | Literal[False]:
+    """A reply's recorded usage (an assistant's ``usage`` object, with its model and time), None
+    where it records none, False where it is bad (said)."""
+    usage = obj.get("usage")
+    if not (type(usage) is dict and usage and role == "assistant"):
+        return None
+    try:
+        return anthropic_usage(usage, obj.get("model"), obj.get("timestamp"))
+    except BadField as exc:
+        reader.bad(lineno, exc.message)
+        return False

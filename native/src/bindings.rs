@@ -636,9 +636,9 @@ impl RecallCheck {
     }
 }
 
-/// A message's facts read from its JSONL line (`facts::message_facts`; `messages.build_entry` is
-/// the reference): the arguments of an `Entry` after its message, or None where Python reads the
-/// line. Made once a file, with the `ResultFact` class its results are made of.
+/// A message's facts read from its JSONL line (`facts::line_facts`; `messages.build_entry` is
+/// the reference): the arguments of an `Entry` after its message (and a reply's other members), or
+/// None where Python reads the line. Made once a file, with the `ResultFact` class its results are made of.
 #[pyclass(module = "compactlab._native", frozen)]
 struct LineFacts {
     result_fact: Py<PyAny>,
@@ -656,17 +656,44 @@ impl LineFacts {
         }
     }
 
-    /// `(chars, role, origin, tool_use_ids, tool_names, use_files, results, misplaced_results,
-    /// empty, has_text)` of the message on `line`, or None.
-    fn read<'py>(
-        &self,
-        line: &Bound<'py, PyBytes>,
-        origin: i64,
-    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    /// The facts of the message on `line` (`(chars, role, origin, tool_use_ids, tool_names,
+    /// use_files, results, misplaced_results, empty, has_text)`, an Entry's arguments after its
+    /// message) and, for a reply recorded with other members (an API response object's usage,
+    /// model...), those members as a JSON object of their own, their text as on the line (None: the
+    /// line is a message and nothing else); or None where Python reads the line.
+    fn read<'py>(&self, line: &Bound<'py, PyBytes>, origin: i64) -> PyResult<Option<Reply<'py>>> {
         let py = line.py();
-        let Some(f) = facts::message_facts(line.as_bytes(), self.measure) else {
+        let bytes = line.as_bytes();
+        let Some((f, others)) = facts::line_facts(bytes, self.measure, true) else {
             return Ok(None);
         };
+        let rest = (!others.is_empty()).then(|| {
+            let mut rest =
+                Vec::with_capacity(2 + others.iter().map(|(a, b)| b - a + 1).sum::<usize>());
+            rest.push(b'{');
+            for (k, &(a, b)) in others.iter().enumerate() {
+                if k > 0 {
+                    rest.push(b',');
+                }
+                rest.extend_from_slice(&bytes[a..b]);
+            }
+            rest.push(b'}');
+            PyBytes::new(py, &rest)
+        });
+        Ok(Some((self.entry_args(py, &f, origin)?, rest)))
+    }
+}
+
+/// A reply read: its Entry's arguments, its other members' JSON object (None: it has none).
+type Reply<'py> = (Bound<'py, PyTuple>, Option<Bound<'py, PyBytes>>);
+
+impl LineFacts {
+    fn entry_args<'py>(
+        &self,
+        py: Python<'py>,
+        f: &facts::Facts,
+        origin: i64,
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let role = match f.role {
             facts::Role::User => intern!(py, "user"),
             facts::Role::Assistant => intern!(py, "assistant"),
@@ -703,14 +730,13 @@ impl LineFacts {
             f.has_text,
         )
             .into_pyobject(py)
-            .map(Some)
     }
 }
 
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 2;
+const API: u32 = 3;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -27,6 +27,9 @@ const MAX_DEPTH: usize = 100;
 const FILE_KEYS: [&str; 3] = ["path", "file_path", "notebook_path"];
 /// The sized placeholder's mark, U+FDD0 (`messages.SIZED_MARK`): a string holding it is Python's.
 const MARK: char = '\u{fdd0}';
+/// The key of a line `compactlab convert` wrote for a compaction the recording made
+/// (`writer.COMPACTION_KEY`): Python reads it.
+const COMPACTION_KEY: &str = "recorded_compaction";
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,23 +71,33 @@ pub struct Facts {
     pub has_text: bool,
 }
 
-/// The facts of a message line, or `None` where Python reads it (see the module's comment).
-/// `measure`: each tool result's `json_size` too (else -1, as `build_entry` leaves it).
-pub fn message_facts(line: &[u8], measure: bool) -> Option<Facts> {
+/// The facts of a message line or of a reply recorded with its other keys (an API response
+/// object: `usage`, `model`, `id`, `stop_reason`, a time...), and where those other members stand
+/// on the line (each key to the end of its value, in the line's order): `None` where Python reads
+/// the line. Without `replies`, a line with another key is Python's. Another member's value is
+/// checked as JSON only (a float is fine there: Python reads those members), and a line that
+/// records a compaction (`COMPACTION_KEY`) is Python's. `measure`: each tool result's
+/// `json_size` too (else -1, as `build_entry` leaves it).
+pub fn line_facts(
+    line: &[u8],
+    measure: bool,
+    replies: bool,
+) -> Option<(Facts, Vec<(usize, usize)>)> {
     let text = std::str::from_utf8(line).ok()?;
     let mut s = Scan {
         b: line,
         t: text,
         i: 0,
         keys: Vec::new(),
+        any_number: false,
     };
     s.ws();
-    let mut facts = s.message()?;
+    let (mut facts, others) = s.message(replies)?;
     s.ws();
     if !measure {
         facts.results.iter_mut().for_each(|r| r.json_size = -1);
     }
-    (s.i == line.len()).then_some(facts)
+    (s.i == line.len()).then_some((facts, others))
 }
 
 /// A string's sizes: its characters, its JSON text's length, whether any character is not
@@ -94,6 +107,8 @@ struct Str {
     chars: usize,
     json: usize,
     not_space: bool,
+    /// it has no character (a placeholder of no characters is one: the sizes say none)
+    empty: bool,
     /// it holds an escape (its text is not the line's bytes)
     escaped: bool,
 }
@@ -113,7 +128,7 @@ impl Kind {
     fn truthy(self) -> bool {
         match self {
             Kind::Null | Kind::Falsy => false,
-            Kind::Str(s) => s.chars > 0,
+            Kind::Str(s) => !s.empty,
             _ => true,
         }
     }
@@ -148,6 +163,8 @@ struct Scan<'a> {
     i: usize,
     /// the keys of the objects being read, innermost last (a key given twice is Python's)
     keys: Vec<Cow<'a, str>>,
+    /// any JSON number is read (a reply's other members: their sizes are not asked)
+    any_number: bool,
 }
 
 impl<'a> Scan<'a> {
@@ -166,8 +183,9 @@ impl<'a> Scan<'a> {
         (self.peek()? == c).then(|| self.i += 1)
     }
 
-    /// The top object: `role` and `content`, each once, nothing else.
-    fn message(&mut self) -> Option<Facts> {
+    /// The top object: `role` and `content`, each once, and (with `replies`) other members,
+    /// whose spans are returned.
+    fn message(&mut self, replies: bool) -> Option<(Facts, Vec<(usize, usize)>)> {
         self.eat(b'{')?;
         let mut facts = Facts {
             chars: 2 + 1, // the braces and the comma
@@ -179,47 +197,68 @@ impl<'a> Scan<'a> {
             has_text: false,
         };
         let (mut role, mut content, mut content_later) = (false, false, None);
-        for k in 0..2 {
-            if k == 1 {
-                self.eat(b',')?;
-            }
+        let mut others = Vec::new();
+        loop {
             self.ws();
+            let start = self.i;
             let (key, key_len) = self.key()?;
+            if self.keys.contains(&key) {
+                return None;
+            }
             self.eat(b':')?;
             self.ws();
-            facts.chars += key_len + 1;
             match &*key {
-                "role" if !role => {
+                "role" => {
                     let (r, len) = self.string_value()?;
                     facts.role = match &*r {
                         "user" => Role::User,
                         "assistant" => Role::Assistant,
                         _ => return None,
                     };
-                    facts.chars += len;
+                    facts.chars += key_len + 1 + len;
                     role = true;
                 }
-                "content" if !content && role => {
-                    facts.chars += self.content(&mut facts)?;
+                "content" if role => {
+                    facts.chars += key_len + 1 + self.content(&mut facts)?;
                     content = true;
                 }
-                "content" if !content => {
+                "content" => {
                     // (read once the role is known: a block's facts depend on it)
-                    content_later = Some(self.i);
+                    content_later = Some((self.i, key_len));
                     self.skip()?;
                     content = true;
+                }
+                COMPACTION_KEY => return None,
+                _ if replies => {
+                    self.any_number = true;
+                    self.skip()?;
+                    self.any_number = false;
+                    others.push((start, self.i));
+                }
+                _ => return None,
+            }
+            self.keys.push(key);
+            self.ws();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b'}' => {
+                    self.i += 1;
+                    break;
                 }
                 _ => return None,
             }
         }
-        self.eat(b'}')?;
-        if let Some(at) = content_later {
+        if !(role && content) {
+            return None;
+        }
+        self.keys.clear();
+        if let Some((at, key_len)) = content_later {
             let end = self.i;
             self.i = at;
-            facts.chars += self.content(&mut facts)?;
+            facts.chars += key_len + 1 + self.content(&mut facts)?;
             self.i = end;
         }
-        Some(facts)
+        Some((facts, others))
     }
 
     /// Skips a value (it is read again: the content, once the role is known).
@@ -232,7 +271,7 @@ impl<'a> Scan<'a> {
         match self.peek()? {
             b'"' => {
                 let s = self.string(None)?;
-                facts.empty = s.chars == 0;
+                facts.empty = s.empty;
                 facts.has_text = s.not_space;
                 Some(s.json)
             }
@@ -527,6 +566,9 @@ impl<'a> Scan<'a> {
     /// An integer as orjson writes it back: the same digits. A float, `-0`, or an integer beyond
     /// 18 digits (orjson reads one beyond 64 bits as a float) is Python's.
     fn integer(&mut self) -> Option<Val> {
+        if self.any_number {
+            return self.number();
+        }
         let start = self.i;
         let negative = self.peek()? == b'-';
         if negative {
@@ -553,6 +595,48 @@ impl<'a> Scan<'a> {
         })
     }
 
+    /// Any JSON number (RFC 8259's grammar) that orjson reads, its kind not asked.
+    fn number(&mut self) -> Option<Val> {
+        let start = self.i;
+        if self.peek()? == b'-' {
+            self.i += 1;
+        }
+        match self.peek()? {
+            b'0' => self.i += 1,
+            b'1'..=b'9' => self.digits(),
+            _ => return None,
+        }
+        if self.peek() == Some(b'.') {
+            self.i += 1;
+            self.digits_one_or_more()?;
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.i += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.i += 1;
+            }
+            self.digits_one_or_more()?;
+        }
+        // (orjson refuses a number that is infinite as a double: 1e400, or 400 digits)
+        let value: f64 = self.t[start..self.i].parse().ok()?;
+        value.is_finite().then_some(Val {
+            json: self.i - start,
+            kind: Kind::Truthy,
+        })
+    }
+
+    fn digits(&mut self) {
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.i += 1;
+        }
+    }
+
+    fn digits_one_or_more(&mut self) -> Option<()> {
+        let start = self.i;
+        self.digits();
+        (self.i > start).then_some(())
+    }
+
     /// A key: its text and its JSON length.
     fn key(&mut self) -> Option<(Cow<'a, str>, usize)> {
         self.string_value()
@@ -577,6 +661,7 @@ impl<'a> Scan<'a> {
 
     /// A string at `self.i` (its opening quote): its sizes, its text into `out` where asked.
     fn string(&mut self, mut out: Option<&mut String>) -> Option<Str> {
+        let open = self.i;
         self.i += 1;
         let mut s = Str::default();
         loop {
@@ -597,6 +682,7 @@ impl<'a> Scan<'a> {
                 b'"' => {
                     self.i += 1;
                     s.json += 2;
+                    s.empty = self.i - open == 2;
                     return Some(s);
                 }
                 b'\\' => {
@@ -606,12 +692,25 @@ impl<'a> Scan<'a> {
                 0..=0x1f => return None, // (a raw control character: not JSON)
                 _ => {
                     let c = self.t[self.i..].chars().next()?;
+                    if c == MARK {
+                        // a sized placeholder: N characters in every size
+                        let (n, len) = sized_placeholder(&self.b[self.i + c.len_utf8()..])?;
+                        let end = self.i + c.len_utf8() + len;
+                        s.chars += n;
+                        s.json += n;
+                        s.not_space = true;
+                        if let Some(o) = out.as_deref_mut() {
+                            o.push_str(&self.t[self.i..end]);
+                        }
+                        self.i = end;
+                        continue;
+                    }
                     self.i += c.len_utf8();
                     c
                 }
             };
             if c == MARK {
-                return None;
+                return None; // (written as an escape: Python's)
             }
             s.chars += 1;
             s.json += json_len_of(c);
@@ -700,6 +799,49 @@ fn plain_run(b: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// The sized placeholder after a mark (`messages._FIELDS`: `[KIND len=N]`, up to four ` key=hex`
+/// fields): N and its length in bytes, or `None` where the bytes are not one as written (Python
+/// decides then: an escape among them, a digit that is not ASCII, a text that merely has the mark).
+fn sized_placeholder(b: &[u8]) -> Option<(usize, usize)> {
+    fn run(b: &[u8], i: usize, max: usize, ok: impl Fn(u8) -> bool) -> usize {
+        b[i..].iter().take(max + 1).take_while(|&&c| ok(c)).count()
+    }
+    let mut i = 0;
+    (b.first()? == &b'[').then_some(())?;
+    i += 1;
+    (b.get(i)?.is_ascii_uppercase()).then_some(())?;
+    i += 1;
+    let kind = run(b, i, 40, |c| c.is_ascii_uppercase() || c == b'_');
+    (kind <= 40).then_some(())?;
+    i += kind;
+    (b.get(i..i + 5)? == b" len=").then_some(())?;
+    i += 5;
+    let digits = run(b, i, 15, |c| c.is_ascii_digit());
+    (1..=15).contains(&digits).then_some(())?;
+    let n: usize = std::str::from_utf8(&b[i..i + digits]).ok()?.parse().ok()?;
+    i += digits;
+    for _ in 0..4 {
+        if b.get(i) != Some(&b' ') {
+            break;
+        }
+        let key = run(b, i + 1, 16, |c| c.is_ascii_lowercase());
+        if !(1..=16).contains(&key) || b.get(i + 1 + key) != Some(&b'=') {
+            return None;
+        }
+        let value = run(
+            b,
+            i + 2 + key,
+            128,
+            |c| matches!(c, b'0'..=b'9' | b'a'..=b'f'),
+        );
+        if !(1..=128).contains(&value) {
+            return None;
+        }
+        i += 2 + key + value;
+    }
+    (b.get(i)? == &b']').then_some((n, i + 1))
+}
+
 /// A character's length in orjson's compact JSON text.
 fn json_len_of(c: char) -> usize {
     match c {
@@ -718,8 +860,55 @@ fn py_space(c: char) -> bool {
 mod tests {
     use super::*;
 
+    /// A message line's facts (a line with other keys is Python's here).
     fn facts(line: &str) -> Option<Facts> {
-        message_facts(line.as_bytes(), true)
+        line_facts(line.as_bytes(), true, false).map(|(f, _)| f)
+    }
+
+    #[test]
+    fn a_reply_gives_its_facts_and_where_its_other_members_stand() {
+        let line = concat!(
+            r#"{"id":"m1", "type":"message","content":[{"type":"text","text":"hi"}],"#,
+            r#""usage":{"input_tokens":10,"x":[1.5e-3,-0.0,18446744073709551616]},"role":"assistant","#,
+            r#""t":{"a":{"b":[{}]}}}"#
+        );
+        let (f, others) = line_facts(line.as_bytes(), true, true).unwrap();
+        let message = r#"{"role":"assistant","content":[{"type":"text","text":"hi"}]}"#;
+        assert_eq!(
+            (f.chars, f.role, f.has_text),
+            (message.len(), Role::Assistant, true)
+        );
+        let spans: Vec<&str> = others.iter().map(|&(a, b)| &line[a..b]).collect();
+        assert_eq!(
+            spans,
+            [
+                r#""id":"m1""#,
+                r#""type":"message""#,
+                r#""usage":{"input_tokens":10,"x":[1.5e-3,-0.0,18446744073709551616]}"#,
+                r#""t":{"a":{"b":[{}]}}"#
+            ]
+        );
+        // a message line: no other member; the content's own numbers are still held to orjson's
+        let (_, others) = line_facts(br#"{"role":"user","content":"x"}"#, true, true).unwrap();
+        assert!(others.is_empty());
+        for line in [
+            r#"{"role":"user","content":"x","model":1.}"#,
+            r#"{"role":"user","content":"x","model":.5}"#,
+            r#"{"role":"user","content":"x","model":1e}"#,
+            r#"{"role":"user","content":"x","model":01}"#,
+            r#"{"role":"user","content":"x","model":NaN}"#,
+            r#"{"role":"user","content":"x","model":1.8e308}"#,
+            r#"{"role":"user","content":"x","model":-3e503}"#,
+            r#"{"role":"user","content":"x","model":"a","model":"b"}"#,
+            r#"{"role":"user","content":"x","role":"user"}"#,
+            r#"{"role":"user","content":"x","recorded_compaction":{}}"#,
+            r#"{"role":"user","model":"m"}"#,
+            r#"{"content":"x","model":"m"}"#,
+            r#"{"role":"user","content":[{"type":"x","a":1.5}],"model":"m"}"#,
+            r#"{"role":"user","content":"x","model":"m",}"#,
+        ] {
+            assert_eq!(line_facts(line.as_bytes(), true, true), None, "{line}");
+        }
     }
 
     #[test]
@@ -786,7 +975,12 @@ mod tests {
             r#"{"role":"user","content":"\ud800"}"#,
             r#"{"role":"user","content":"\udc00x"}"#,
             r#"{"role":"user","content":"\x"}"#,
-            "{\"role\":\"user\",\"content\":\"\u{fdd0}[IMAGE len=5]\"}",
+            "{\"role\":\"user\",\"content\":\"\u{fdd0}[image len=5]\"}",
+            "{\"role\":\"user\",\"content\":\"\u{fdd0}[IMAGE len=1234567890123456]\"}",
+            "{\"role\":\"user\",\"content\":\"\u{fdd0}[IMAGE len=5 a=1 b=2 c=3 d=4 e=5]\"}",
+            "{\"role\":\"user\",\"content\":\"\u{fdd0}[IMAGE len=5 sha=xyz]\"}",
+            "{\"role\":\"user\",\"content\":\"\u{fdd0}[IMAGE len=\\u0035]\"}",
+            r#"{"role":"user","content":"\ufdd0[IMAGE len=5]"}"#,
             "{\"role\":\"user\",\"content\":\"a\tb\"}",
             r#"{"role":"user","content":"x"} x"#,
             r#"{"role":"user","content":"x",}"#,
@@ -800,6 +994,26 @@ mod tests {
             "]".repeat(120)
         );
         assert_eq!(facts(&deep), None);
+    }
+
+    #[test]
+    fn a_sized_placeholder_counts_as_its_n_characters() {
+        let line =
+            "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"t\",\
+                    \"content\":\"ab\u{fdd0}[REDACTED_TEXT len=1000 sha=0f9a]c\"}]}";
+        let f = facts(line).unwrap();
+        let placeholder = "\u{fdd0}[REDACTED_TEXT len=1000 sha=0f9a]".chars().count();
+        assert_eq!(f.chars, line.chars().count() - placeholder + 1000);
+        assert_eq!(f.results[0].size, 1003);
+        assert_eq!(f.results[0].json_size, 1003 + 2);
+        assert_eq!(
+            sized_placeholder(b"[X len=5 a=1 b=2 c=3 d=4]z"),
+            Some((5, 25))
+        );
+        assert_eq!(sized_placeholder(b"[X len=05]"), Some((5, 10)));
+        assert_eq!(sized_placeholder(b"[X len=5 ]"), None);
+        assert_eq!(sized_placeholder(b"[X len=]"), None);
+        assert_eq!(sized_placeholder(b"[X_ len=1"), None);
     }
 
     #[test]

@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from compactlab import core
 from compactlab.errors import CompactlabError
 from compactlab.transcripts import load_transcript
-from compactlab.transcripts.anthropic_messages import _read
-from compactlab.transcripts.messages import SIZED_MARK, Entry, ResultFact, build_entry
+from compactlab.transcripts.anthropic_messages import _read, message_of
+from compactlab.transcripts.messages import SIZED_MARK, Entry, ResultFact, build_entry, sized_placeholder
 from compactlab.transcripts.model import TranscriptBuilder
 from compactlab.transcripts.reader import LineReader
-from compactlab.transcripts.writer import anthropic_lines
+from compactlab.transcripts.writer import COMPACTION_KEY, anthropic_lines
 from helpers import SAMPLES, SHARED
 
 NATIVE = core.native_module()
@@ -38,18 +38,20 @@ def facts_of(entry: Entry) -> tuple:
 
 
 def python_entry(line: bytes, origin: int, measure: bool) -> Entry | str | None:
-    """What Python makes of a line: its Entry, why it is not a usable message, or None (not JSON)."""
+    """What Python makes of a line: its Entry (of the message, a reply's role and content), why it
+    is not a usable message, or None (not JSON)."""
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
     if type(obj) is not dict:
         return None
-    return build_entry(obj, origin, check=True, measure=measure)
+    return build_entry(message_of(obj), origin, check=True, measure=measure)
 
 
 def agrees(line: bytes, origin: int = 7) -> bool:
-    """Whether the native reader read ``line`` (asserting that what it read is Python's)."""
+    """Whether the native reader read ``line`` (asserting that what it read is Python's: the facts,
+    and a reply's other members, which only it has and each of which it hands on as recorded)."""
     read = False
     for measure in (True, False):
         got = NATIVE.LineFacts(ResultFact, measure).read(line, origin)
@@ -57,10 +59,16 @@ def agrees(line: bytes, origin: int = 7) -> bool:
         if got is None:
             continue
         read = True
+        facts, rest = got
         assert isinstance(want, Entry), (line[:300], want)
-        assert set(orjson.loads(line)) == {"role", "content"}
-        assert got == facts_of(want), (line[:300], got, facts_of(want))
-        assert all(type(r) is ResultFact for r in got[6])
+        assert facts == facts_of(want), (line[:300], facts, facts_of(want))
+        assert all(type(r) is ResultFact for r in facts[6])
+        obj = orjson.loads(line)
+        assert COMPACTION_KEY not in obj
+        others = {k: v for k, v in obj.items() if k not in ("role", "content")}
+        assert (rest is None) is (not others)
+        if rest is not None:
+            assert orjson.loads(rest) == others, (line[:300], rest[:300])
     return read
 
 
@@ -93,15 +101,21 @@ def test_every_line_of_the_shared_recordings_and_of_their_conversion_is_read_as_
             continue
         for i, line in enumerate(anthropic_lines(transcript, keep_recorded_compactions=True)):
             converted += agrees(line, i)
-    # (a recording's replies with their usage are response objects, and a sanitised Codex log's texts
-    # sized placeholders: Python reads those; the rest, hundreds of lines, natively)
-    assert converted > 300
+    # (nearly every line: replies with their usage, sanitised texts' sized placeholders; Python reads
+    # the system prompt and a recorded compaction)
+    assert converted > 1000
 
 
 # generated lines: every block shape, strings of every kind of character, written every way
 _CHARS = st.one_of(st.characters(codec="utf-8"), st.sampled_from(list("\"\\/ \t\n\r\x00\x08\x0c\x1c\x1f\x7f\x85\xa0"
                                                                   "\u2028\u3000é😀\ufdd0")))
-TEXT = st.lists(_CHARS, max_size=40).map("".join) | st.sampled_from(["", " ", "\n\t", "x", "[IMAGE len=5]"])
+#: sized placeholders (``messages._FIELDS``), and texts that are nearly one
+PLACEHOLDERS = [sized_placeholder("IMAGE", 5), sized_placeholder("REDACTED_TEXT", 13131, " sha=036b7e47"),
+                sized_placeholder("X", 0, " a=1 b=2 c=3 d=4"), SIZED_MARK + "[X len=5 a=1 b=2 c=3 d=4 e=5]",
+                SIZED_MARK + "[X len=1234567890123456]", SIZED_MARK + "[x len=5]", SIZED_MARK + "[X len=5 sha=g]",
+                SIZED_MARK + "[X len=\u0665]", "[IMAGE len=5]"]
+TEXT = (st.lists(_CHARS | st.sampled_from(PLACEHOLDERS), max_size=40).map("".join)
+        | st.sampled_from(["", " ", "\n\t", "x", *PLACEHOLDERS]))
 SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**64 - 1), TEXT,
                    st.floats(allow_nan=False, allow_infinity=False))
 VALUE = st.recursive(SCALAR, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
@@ -138,8 +152,12 @@ def lines(draw) -> bytes:
     message = {"role": role, "content": content}
     if draw(st.booleans()):
         message = {"content": content, "role": role}
-    if draw(st.integers(0, 9)) == 0:
-        message["usage"] = {"input_tokens": 1}
+    if draw(st.integers(0, 2)) == 0:  # a reply recorded with its usage, model, time and what else
+        message["usage"] = draw(st.dictionaries(st.sampled_from(["input_tokens", "output_tokens", "x"]), VALUE))
+        message.update(draw(st.dictionaries(st.sampled_from(["model", "id", "type", "timestamp", "stop_reason",
+                                                             COMPACTION_KEY, "message", "system"]) | TEXT,
+                                            VALUE, max_size=3)))
+        message = {k: message[k] for k in draw(st.permutations(list(message)))}
     how = draw(st.integers(0, 3))
     if how == 0:
         line = orjson.dumps(message)
@@ -198,19 +216,24 @@ def test_whitespace_and_escapes_are_pythons_for_every_character_that_decides():
                 assert python_entry(line, 0, True) is None  # (a raw control character: not JSON)
                 continue
             read += 1
-            assert got == facts_of(build_entry(orjson.loads(line), 0, check=True, measure=True)), hex(c)
-            assert got[-1] is (not chr(c).isspace()), hex(c)
+            assert got == (facts_of(build_entry(orjson.loads(line), 0, check=True, measure=True)), None), hex(c)
+            assert got[0][-1] is (not chr(c).isspace()), hex(c)
     assert read > 2 * 0x3000
 
 
 @needs_native
 def test_what_python_decides_is_left_to_it():
-    for line in [b'{"role":"user","content":"x","usage":{}}', b'{"role":"system","content":"x"}',
+    for line in [b'{"role":"user","content":"x","recorded_compaction":{}}', b'{"role":"user","model":"m"}',
+                 b'{"role":"user","content":"x","model":"a","model":"b"}', b'{"role":"system","content":"x"}',
+                 b'{"role":"assistant","content":"x","usage":{"input_tokens":3e503}}',  # (orjson: infinite)
+                 # (nested deeper than the native reader reads: the loader checks the depth where Python reads)
+                 b'{"role":"assistant","content":"x","m":' + b"[" * 150 + b"]" * 150 + b"}",
                  b'{"role":"user","content":[{"type":[1]}]}', b'{"role":"user","content":[{"type":"x","a":1.0}]}',
                  b'{"role":"user","content":"\\ud800"}', b'\xef\xbb\xbf{"role":"user","content":"x"}',
                  b'{"role":"user","content":"\xff"}', b'{"role":"user","content":"x"}{}',
                  b'{"role":"user","content":[{"type":"x","n":18446744073709551616}]}',
-                 ('{"role":"user","content":"%s[IMAGE len=9]"}' % SIZED_MARK).encode()]:
+                 ('{"role":"user","content":"%s[image len=9]"}' % SIZED_MARK).encode(),  # (not a placeholder)
+                 b'{"role":"user","content":"\\ufdd0[IMAGE len=9]"}']:  # (the mark written as an escape)
         for measure in (True, False):
             assert NATIVE.LineFacts(ResultFact, measure).read(line, 0) is None, line
 
@@ -238,6 +261,15 @@ def test_a_file_of_every_kind_of_line_is_read_alike_on_both_cores(tmp_path, monk
         b'not json',
         b'{"role":"assistant","content":[{"type":"text","text":"done"}],"content":[]}',
         b'{"role":"assistant","content":[{"type":"text","text":"n=1.5"},{"type":"x","v":2.5}]}',
+        # replies: floats and deep objects among their other members, a usage that is bad, one
+        # nested too deep, a user's usage (not a call's), the format convert recorded, no model
+        b'{"id":"m2","role":"assistant","content":"ok","model":"claude-y","usage":{"input_tokens":5,'
+        b'"output_tokens":1,"cache_creation_input_tokens":4,"cache_creation":{"ephemeral_1h_input_tokens":2.0}},"cost":0.25,'
+        b'"context_management":{"applied_edits":[{"type":"clear","n":[1e3]}]},"timestamp":"2026-01-01T00:00:00Z"}',
+        b'{"role":"assistant","content":"bad usage","usage":{"input_tokens":"ten"}}',
+        b'{"role":"assistant","content":"deep","x":' + b"[" * 210 + b"]" * 210 + b'}',
+        b'{"role":"user","content":"again","usage":{"input_tokens":3},"recorded_format":"claude_code"}',
+        b'{"role":"assistant","content":[],"model":7,"usage":{}}',
     ]) + b"\n")
     py_entries, py_builder = _read_all(path, monkeypatch, "python")
     for messages in (True, False):
@@ -245,13 +277,15 @@ def test_a_file_of_every_kind_of_line_is_read_alike_on_both_cores(tmp_path, monk
         assert [facts_of(e) for e in entries] == [facts_of(e) for e in py_entries]
         if messages:
             assert [e.message for e in entries] == [e.message for e in py_entries]
-        else:  # (the lines Python read keep their message: a response object's is rebuilt)
-            assert [e.message is None for e in entries] == [True, False, True, False, False]
-        for key in ("usage", "model", "system", "skipped_lines", "warnings", "count"):
+        else:  # (the lines Python read keep their message; a reply is read natively too)
+            assert [e.message is None for e in entries] == [True, True, True, False, False, True, True, True]
+        for key in ("usage", "model", "system", "skipped_lines", "warnings", "count", "metadata"):
             assert getattr(builder, key) == getattr(py_builder, key), key
-    # (a key given twice and a float are read by Python; a result without its id and a line that is
-    # not JSON are bad)
-    assert len(py_entries) == 5 and py_builder.skipped_lines == 2
+    # (a key given twice and a float are read by Python; a result without its id, a line that is not
+    # JSON, a bad usage and a line too deep are bad)
+    assert len(py_entries) == 8 and py_builder.skipped_lines == 4
+    assert py_builder.usage[5]["cache_creation_1h_input_tokens"] == 2 and py_builder.model == "claude-y"
+    assert py_builder.metadata["recorded_format"] == "claude_code"
 
 
 @needs_native
@@ -296,8 +330,11 @@ def test_lines_with_bytes_changed_are_read_as_python_reads_them_or_left_to_it():
     import random
 
     rng = random.Random(59)
-    lines = _lines(SAMPLES / "synth-small.jsonl")[:40]
-    pieces = b'{}[]",:\\ u0123456789abcdefnrtl\x00\xc3\xa9\xef\xb7\x90'
+    lines = _lines(SAMPLES / "synth-small.jsonl")[:40] + [  # and replies, with sized placeholders
+        ('{"type":"message","role":"assistant","content":[{"type":"text","text":"%s"}],"model":"m","usage":'
+         '{"input_tokens":12,"output_tokens":3,"cache_creation":{"ephemeral_1h_input_tokens":1.5e1}},"cost":0.25}'
+         % sized_placeholder("REDACTED_TEXT", 198, " sha=7a77427c")).encode()] * 10
+    pieces = b'{}[]",:\\ u0123456789abcdefnrtl.eE+-=_XAZ\x00\xc3\xa9\xef\xb7\x90'
     read = 0
     for _ in range(4000):
         line = bytearray(rng.choice(lines)[:1500])
