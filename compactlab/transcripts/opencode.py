@@ -124,17 +124,25 @@ def sniff(objects: list[dict]) -> float:
     return 1.0 if len(objects) == 1 and sniff_document(objects[0]) else 0.0
 
 
-def _from_files(path: str, doc: dict[str, Any]) -> list[Message]:
-    """A legacy session's messages and their parts, from the storage folder beside its file."""
+def _from_files(path: str, doc: dict[str, Any], sha: str) -> tuple[list[Message], str]:
+    """A legacy session's messages and their parts, from the storage folder beside its file, and
+    the hash of all it was read from: the session file's (``sha``) and each message's and part's
+    file, by name (a part written since is another transcript: ``check``, the probe cache)."""
     storage = Path(path).resolve().parents[2]
+    digest = hashlib.sha256(sha.encode())
     out = []
     for f in sorted((storage / "message" / doc["id"]).glob("*.json")):
-        message = read_document(str(f))[0]
+        message, message_sha = read_document(str(f))
+        digest.update(f"\0message/{f.name}\0{message_sha}".encode())
         if not isinstance(message, dict):
             raise BadField(f"{f.name}: not a message object")
-        parts = [read_document(str(p))[0] for p in sorted((storage / "part" / str(message.get("id"))).glob("*.json"))]
+        parts = []
+        for p in sorted((storage / "part" / str(message.get("id"))).glob("*.json")):
+            part, part_sha = read_document(str(p))
+            digest.update(f"\0part/{p.parent.name}/{p.name}\0{part_sha}".encode())
+            parts.append(part)
         out.append((message, [p for p in parts if isinstance(p, dict)]))
-    return sorted(out, key=lambda m: (_created(m[0]), str(m[0].get("id"))))
+    return sorted(out, key=lambda m: (_created(m[0]), str(m[0].get("id")))), digest.hexdigest()
 
 
 def _created(message: dict[str, Any]) -> int:
@@ -266,7 +274,7 @@ def load(path: str, *, document: tuple[Any, str] | None = None, **_: object) -> 
             doc, sha = document or read_document(path)
             if not sniff_document(doc):
                 raise InputError(f"{path}: not an OpenCode session (no id, projectID and time)")
-            info, messages = doc, _from_files(path, doc)
+            info, (messages, sha) = doc, _from_files(path, doc, sha)
     except BadField as exc:
         raise InputError(f"{path}: {exc}") from None
     builder.session_id = str(info.get("id"))

@@ -166,6 +166,13 @@ def test_legacy_storage_files_read_as_the_store(tmp_path):
     store = load_transcript(f"{build_store(tmp_path / 'opencode.db')}#ses_main")
     assert t.format == "opencode" and t.messages == store.messages and t.usage == store.usage
     assert len(t.compactions) == 1
+    # its hash is of every file it was read from: a part written since is another transcript (it was the
+    # session file's alone: `check` and the probe cache took a continued session for the one they knew)
+    part = sorted((storage / "part").rglob("*.json"))[-1]
+    part.write_text(part.read_text().replace("}", ', "extra": 1}', 1))
+    again = load_transcript(str(storage / "session" / "prj_1" / "ses_main.json"))
+    assert again.content_hash != t.content_hash and again.messages == t.messages
+    assert load_transcript(str(storage / "session" / "prj_1" / "ses_main.json")).content_hash == again.content_hash
 
 
 def test_an_opencode_and_a_kilo_home_are_found(tmp_path):
