@@ -58,7 +58,7 @@ def overview(transcript: Transcript, top: int = 10) -> dict[str, Any]:
     sent = sent_chars(transcript) if transcript.usage else None  # (one replay of none, shared below)
     cal = by_default(transcript, sent)[0] if sent is not None else None
     est = TokenEstimator(cal.chars_per_token, cal.overhead_tokens) if cal else TokenEstimator()
-    base = baseline_for(transcript)
+    base = baseline_for(transcript, probes=False)
     names = transcript.tool_names
     tools: dict[str, dict[str, int]] = {}
     for e in transcript.entries:
@@ -138,7 +138,7 @@ def _recorded(transcript: Transcript, sent: list[int] | None, est: TokenEstimato
     if not transcript.usage or sent is None:
         return {}
     tokens = recorded_tokens(transcript)
-    base = baseline_for(transcript)
+    base = baseline_for(transcript, probes=False)
     out: dict[str, Any] = {
         "recorded_prompt_tokens_total": sum(tokens),
         "recorded_calls": [
@@ -159,10 +159,13 @@ def _recorded(transcript: Transcript, sent: list[int] | None, est: TokenEstimato
 def _cache_facts(transcript: Transcript, cal: Any) -> dict[str, Any]:
     """The recording's cache breaks and how far the cache model is from what it recorded: a
     replay of ``none`` (calibrated where the fit has calls enough) as the recording ran it."""
+    from .engine.feeds import as_feed
     from .engine.loop import replay
     from .engine.policy import load_policy
 
-    run = replay(transcript, load_policy("none"), keep_recorded_compactions=True, calibration=cal)
+    # (its cache figures only: no probe is looked for)
+    run = replay(as_feed(transcript, probes=False), load_policy("none"), keep_recorded_compactions=True,
+                 calibration=cal)
     s = run.summary
     usage = transcript.usage
 

@@ -66,8 +66,8 @@ def sent_chars(transcript: Transcript) -> list[int]:
     from ..engine.policy import load_policy
     from ..engine.loop import replay
 
-    if not transcript.compactions:
-        return list(baseline_for(transcript).chars)
+    if not transcript.compactions:  # (the probes not asked for: a run that wants them has them already)
+        return list(baseline_for(transcript, probes=False).chars)
     run = replay(transcript, load_policy("none"), keep_recorded_compactions=True)
     return [c.chars for c in run.calls]
 

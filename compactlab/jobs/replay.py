@@ -46,8 +46,9 @@ class ReplaySettings(Settings):
 
     @property
     def reading(self) -> Reading:
-        """A policy that never acts cannot lose a probe: its replay does not look for them."""
-        return super().reading._replace(probes=self.policy.acts)
+        """A policy that never acts cannot lose a probe (unless the recording's compactions are
+        kept): its replay does not look for them."""
+        return super().reading._replace(probes=self.policy.acts or self.keep_recorded_compactions)
 
 
 class Replayed:

@@ -16,6 +16,20 @@ import stat
 from ..errors import InputError
 
 
+def stat_stamp(st: os.stat_result) -> tuple[int, ...]:
+    """A file's identity and state as ``stat`` gives them: its device, inode, size, modification
+    and change times (any write changes the change time, which no program can set back)."""
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def path_stamp(path: str) -> tuple[int, ...] | None:
+    """``stat_stamp`` of the file at ``path``; None where it cannot be had."""
+    try:
+        return stat_stamp(os.stat(path))
+    except (OSError, ValueError):
+        return None
+
+
 def shown(path: str) -> str:
     """A path as a person reads it: relative to the current folder when it is under it."""
     try:

@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import InputError
+from ..plumbing.files import path_stamp
 from . import (amp, anthropic_messages, claude_code, cline, codex, copilot, gemini_cli, goose, mini_swe_agent,
                openai_chat, opencode, openhands, otlp, pi, qwen, stores, swe_agent)
 from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream
@@ -173,12 +174,17 @@ def load_transcript(path: str, input_format: str | None = None, **options: objec
 def _load(fmt: ModuleType, path: str, options: dict[str, object]) -> Transcript:
     # (the command loads with the garbage collector off: process.collector_off; a library
     # caller who loads big files may do the same)
+    # (the file's stat before and after: the same, what was read is that file's bytes; a store's
+    # session is read from its rows, OpenCode's legacy files from many: their hash says)
+    before = path_stamp(path) if fmt not in STORE_FORMATS else None
     try:
         transcript = fmt.load(path, **options)
     except BadField as exc:  # a whole-file format's bad field (a line's is reported by its line)
         raise InputError(f"{path}: {exc}") from None
     if not transcript.entries:
         raise InputError(f"{path}: no messages in this transcript")
+    if before is not None and path_stamp(path) == before:
+        transcript.stamp = before
     return transcript
 
 

@@ -192,6 +192,9 @@ class Transcript:
     skipped_lines: int = 0
     #: SHA-256 of the file, when the loader had the bytes anyway; else computed on first use
     known_hash: str = field(default="", repr=False)
+    #: the file's stat (``files.stat_stamp``) where it was the same before and after it was loaded
+    #: (a line-per-message file's: what was read is what a hash of it with that stat holds)
+    stamp: tuple[int, ...] | None = field(default=None, repr=False)
 
     @property
     def content_hash(self) -> str:

@@ -258,3 +258,119 @@ def test_a_document_replayed_after_another_job_cached_its_probes_keeps_its_recal
     assert len(entries(tmp_path)) == 1  # stored by the compare, or by a replay of the whole document
     warm = replay_summary("warm")
     assert warm == cold
+
+
+def _recorded(big: str) -> str:
+    """``big`` as a recording with usage (its replies API response objects): a replay loads it whole
+    (to calibrate on it), as every real Anthropic or Claude Code recording."""
+    lines = [orjson.loads(line) for line in open(big, "rb")]
+    for i, m in enumerate(lines):
+        if m["role"] == "assistant":
+            lines[i] = {"type": "message", **m, "model": "claude-sonnet-4-5",
+                        "usage": {"input_tokens": 100 + 50 * i, "output_tokens": 20}}
+    with open(big, "wb") as f:
+        f.writelines(orjson.dumps(m) + b"\n" for m in lines)
+    return big
+
+
+@pytest.mark.parametrize("job", ["replay", "compare"])
+def test_a_file_loaded_whole_reads_its_probes_as_a_streamed_one(big, cli, tmp_path, monkeypatch, job):
+    """A line-per-message file that records usage is loaded whole (to calibrate on it), by `replay`
+    as by `compare`: its probes went to the cache only for a document (whose loader hashed its
+    bytes), so every replay and every compare of a real recording indexed it again. The next job
+    over the same bytes now reads them, and gives the same results."""
+    from compactlab.engine.measures import baseline
+
+    path = _recorded(big)
+    policy = ["-p", "observation-masking", "--set", "micro.keep_recent=1"]
+
+    def run(out: str) -> dict:
+        if job == "replay":
+            r = cli("replay", path, *policy, "-q", "--out", tmp_path / out)
+            assert r.exit_code == 0, r.output
+            s = orjson.loads((tmp_path / out / "summary.json").read_bytes())["summary"]
+            return {k: v for k, v in s.items() if k not in ("elapsed_s", "runtime_s")}
+        r = cli("compare", path, *policy, "--format", "json", "-q", "--jobs", "1", "--charts", "none",
+                "--out", tmp_path / out)
+        assert r.exit_code == 0, r.output
+        return [{k: v for k, v in run.items() if k != "elapsed_s"} for run in orjson.loads(r.stdout)["runs"]][0]
+
+    first = run("first")
+    assert first["probes"] > 0
+    if job == "replay":
+        assert first["calibration"]["source"] == "recorded usage"  # (loaded whole: calibrated on it)
+    assert len(entries(tmp_path)) == 1
+    monkeypatch.setattr(baseline, "ProbeIndex", None)  # the next job must not index
+    assert run("second") == first
+
+
+def test_a_file_written_while_it_was_loaded_keeps_no_probes(big, tmp_path, monkeypatch):
+    """The bytes read are paired with a hash only where the file's stat is the same before and after
+    loading, and is the stat the hash was taken at."""
+    from compactlab import load_transcript
+    from compactlab import transcripts
+
+    path = _recorded(big)
+    t = load_transcript(path)
+    assert t.stamp is not None
+    stamps = iter([(1, 2, 3, 4, 5), (1, 2, 3, 4, 6)])  # (a write while it was read: its change time moved)
+    monkeypatch.setattr(transcripts, "path_stamp", lambda p: next(stamps))
+    moved = load_transcript(path)
+    assert moved.stamp is None
+    probe_cache.baseline_of(moved)
+    assert entries(tmp_path) == []
+    monkeypatch.undo()
+    monkeypatch.setattr(probe_cache, "MIN_BYTES", 1)
+    monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    later = load_transcript(path)
+    later.stamp = (*later.stamp[:-1], later.stamp[-1] - 1)  # (loaded before a write the hash then saw)
+    probe_cache.baseline_of(later)
+    assert entries(tmp_path) == []
+    probe_cache.baseline_of(load_transcript(path))  # (as read: stored)
+    assert len(entries(tmp_path)) == 1
+
+
+def test_a_policy_that_never_acts_indexes_no_probes_even_to_calibrate(big, cli, tmp_path, monkeypatch):
+    """A recording's calibration (and inspect) read the raw baseline's sizes only: it was computed
+    with the probes, so `replay -p none` of every real recording indexed what it never reads. The
+    baseline kept without them is computed again with them for a run that asks."""
+    from compactlab import load_transcript
+    from compactlab.engine.measures import baseline
+
+    path = _recorded(big)
+    probe_index = baseline.ProbeIndex
+    monkeypatch.setattr(baseline, "ProbeIndex", None)  # (indexing would fail)
+    for job in (["replay", path, "-p", "none", "--out", tmp_path / "none"], ["inspect", path]):
+        r = cli(*job)
+        assert r.exit_code == 0, r.output
+    t = load_transcript(path)
+    kept = baseline.baseline_for(t, probes=False)
+    assert not kept.probes_indexed and baseline.baseline_for(t, probes=False) is kept
+    monkeypatch.setattr(baseline, "ProbeIndex", probe_index)
+    run = replay(t, load_policy("observation-masking", ["micro.keep_recent=1"]))
+    assert run.summary.probes > 0 and baseline.baseline_for(t).probes_indexed
+    assert baseline.baseline_for(t).chars == kept.chars
+
+
+def test_replay_of_none_keeping_the_recorded_compactions_measures_what_they_lost(cli, tmp_path):
+    """`replay -p none --keep-recorded-compactions`: the recording's compactions change the context,
+    so its replay looks for the probes, as the library's and the audit's do (it said 'not measured: a
+    policy that never acts keeps every probe', where a recorded compaction had dropped some)."""
+    from helpers import ClaudeCodeSession
+
+    s = ClaudeCodeSession().user("go")
+    s.assistant("look", {"type": "tool_use", "id": "t0", "name": "Bash", "input": {"command": "grep -r widget"}},
+                input_tokens=150_000).result("t0", "src/lib.rs: fn frobnicate_widget_v2() {}")
+    s.line({"type": "system", "subtype": "compact_boundary", "parentUuid": None, "logicalParentUuid": f"u{s.n}",
+            "uuid": "b1", "sessionId": "s1", "timestamp": "2026-11-28T10:00:00Z",
+            "compactMetadata": {"trigger": "auto", "preTokens": 168_500}})
+    s.user("This session is being continued... the summary", isCompactSummary=True, isVisibleInTranscriptOnly=True)
+    s.user("go on").assistant("last", {"type": "text", "text": "I will now call frobnicate_widget_v2 again."},
+                              input_tokens=40_000)
+    path = s.write(tmp_path / "s.jsonl")
+    r = cli("replay", path, "-p", "none", "--keep-recorded-compactions", "--out", tmp_path / "kept")
+    assert r.exit_code == 0, r.output
+    summary = orjson.loads((tmp_path / "kept" / "summary.json").read_bytes())["summary"]
+    assert summary["probes_indexed"] and summary["probes"] == 1 and summary["recall"] == 0.0
+    r = cli("replay", path, "-p", "none", "--out", tmp_path / "none")  # (not kept: nothing can be lost)
+    assert orjson.loads((tmp_path / "none" / "summary.json").read_bytes())["summary"]["probes_indexed"] is False

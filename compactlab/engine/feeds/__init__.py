@@ -108,8 +108,12 @@ class Opening:
         return feed
 
     def _loaded(self) -> Feed:
-        return LoadedFeed(load_transcript(self.path, self.input_format, skip_bad_lines=self.skip_bad_lines,
-                                          head=self.head), self.probes)
+        """Loaded whole, its probes read from the cache where a replay of the same bytes stored
+        them, else found and stored (``probe_cache.baseline_of``: as a corpus job's files)."""
+        transcript = load_transcript(self.path, self.input_format, skip_bad_lines=self.skip_bad_lines, head=self.head)
+        if self.probes:
+            probe_cache.baseline_of(transcript, write=self.write_cache)
+        return LoadedFeed(transcript, self.probes)
 
     def _stream(self, probes: bool) -> Feed:
         """Read while it is replayed: by the read-ahead process where it applies, else in-process

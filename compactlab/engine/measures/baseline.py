@@ -147,13 +147,14 @@ def retention_refs(transcript: Transcript) -> dict[int, list[Ref]]:
 
 def baseline_for(transcript: Transcript, probes: bool = True) -> RawBaseline:
     """The transcript's baseline, computed on first use and kept in the engine's memo of it
-    (``memo.memo_of``; ``probes`` False: without the probes, unless it has them already; not kept)."""
+    (``memo.memo_of``). ``probes`` False: without the probes, unless it has them already (what a
+    policy that never acts, a calibration or inspect read); one asked for with them later is
+    computed again with them."""
     memo = memo_of(transcript)
-    if memo.baseline is None:
-        if not probes:
-            return compute_baseline(transcript, probes=False)
-        memo.baseline = compute_baseline(transcript)
-    return memo.baseline
+    base = memo.baseline
+    if base is None or (probes and not base.probes_indexed):
+        base = memo.baseline = compute_baseline(transcript, probes=probes)
+    return base
 
 
 class RawRow(NamedTuple):

@@ -9,8 +9,9 @@ folder (``$COMPACTLAB_CACHE_DIR`` or the platform's, ``probes/``), named by the 
 file's bytes and ``INDEX_VERSION``; the next streamed replay of the same bytes reads them instead
 (about 40 ms to hash 55 MB, against seconds to index it; and a file unchanged since it was hashed,
 by its stat, is not hashed again: ``key_of``). A corpus command (compare, check, tune) loads its
-files whole, shares one index across its runs in memory, and keeps it here too (``baseline_of``):
-a corpus compared again skips its indexing as a file replayed again does.
+files whole, shares one index across its runs in memory, and keeps it here too (``baseline_of``),
+as a replay of a file it loads whole (one that records usage, to calibrate on it) does: a corpus
+compared again, or a recording replayed again, skips its indexing as a streamed file does.
 
 An entry is read like any input: a regular file within the cache's size limit whose every value
 validates; anything else is ignored with a warning and rebuilt. ``COMPACTLAB_PROBE_CACHE=0``
@@ -30,6 +31,7 @@ import orjson
 from ..memo import memo_of
 from .baseline import RawBaseline, baseline_for, compute_baseline
 from .probes import KINDS, Probe
+from ...plumbing.files import stat_stamp
 from ...transcripts.model import Transcript
 
 #: the probe rules' version: bump it whenever what counts as a probe changes (entries made by
@@ -70,16 +72,12 @@ class Key(str):
 
     def unchanged(self) -> bool:
         try:
-            return _stamp(os.stat(self.path)) == self.stamp
+            return stat_stamp(os.stat(self.path)) == self.stamp
         except OSError:
             return False
 
 
-def _stamp(st: os.stat_result) -> tuple[int, ...]:
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
-
-
-def key_of(path: str, remember: bool = True, warnings: list[str] | None = None) -> str | None:
+def key_of(path: str, remember: bool = True, warnings: list[str] | None = None) -> Key | None:
     """The cache key of a file's bytes; None where the file is too small to be worth one, or
     cannot be read (whoever reads it next says why).
 
@@ -114,7 +112,7 @@ def key_of(path: str, remember: bool = True, warnings: list[str] | None = None) 
                 where.put(name, {"stat": stamp, "hashed_at": hashed_at, "sha256": digest})
     except OSError:
         return None
-    return Key(f"{digest}-v{INDEX_VERSION}", path, _stamp(st))
+    return Key(f"{digest}-v{INDEX_VERSION}", path, stat_stamp(st))
 
 
 def _is_digest(value: Any) -> bool:
@@ -136,15 +134,17 @@ def present(key: str) -> bool:
 def baseline_of(transcript: Transcript, write: bool = True) -> RawBaseline:
     """A loaded transcript's raw baseline (``baseline.baseline_for``), its probes read from the
     cache where a replay of the same bytes stored them, else found and stored (unless not
-    ``write``): a corpus job's files as a single file's replay. The key is the SHA-256 of the bytes
-    the transcript was loaded from, where its loader had them (a document format's), so that no
-    later write to the file can pair these probes with other bytes; a file under ``MIN_BYTES``,
-    or whose loader did not hash it, is indexed as before. What was wrong with an entry goes to
+    ``write``): a corpus job's files, and a file replayed whole, as a streamed file's replay. The
+    key is the SHA-256 of the bytes the transcript was loaded from: hashed by its loader where it
+    had them (a document format's), else the file's (``key_of``) where the file, as it was hashed,
+    is the one that was read (its stat before and after loading, ``Transcript.stamp``), so that
+    no write to the file can pair these probes with other bytes; a file under ``MIN_BYTES``, or
+    one changed since it was read, is indexed as before. What was wrong with an entry goes to
     the transcript's warnings."""
     memo = memo_of(transcript)
-    if memo.baseline is not None:
+    if memo.baseline is not None and memo.baseline.probes_indexed:
         return memo.baseline
-    key = _loaded_key(transcript)
+    key = _loaded_key(transcript, write)
     cached = load(key, transcript.warnings) if key is not None else None
     if cached is None:
         base = baseline_for(transcript)
@@ -158,9 +158,14 @@ def baseline_of(transcript: Transcript, write: bool = True) -> RawBaseline:
     return base
 
 
-def _loaded_key(transcript: Transcript) -> str | None:
-    if not enabled() or not transcript.known_hash or not _disk(KIND).trusted():
+def _loaded_key(transcript: Transcript, write: bool) -> str | None:
+    if not enabled() or not _disk(KIND).trusted():
         return None
+    if not transcript.known_hash:
+        if transcript.stamp is None:
+            return None
+        key = key_of(transcript.path, remember=write, warnings=transcript.warnings)
+        return key if key is not None and key.stamp == transcript.stamp else None
     try:
         if os.path.getsize(transcript.path) < MIN_BYTES:
             return None
