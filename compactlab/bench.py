@@ -223,6 +223,10 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
         size = write(n_file, calls, seed=1)
         size2 = write(n2_file, 2 * calls, seed=1)
         big_size = write(big_file, max(calls, int(2 * calls * BIG_BYTES / size2)), seed=1)  # about 120 MB
+        # a recording with usage (its replies API response objects): loaded whole, to calibrate on it, as
+        # every real Anthropic or Claude Code recording is (the synthetic files above are streamed)
+        rec_file = root / f"recorded-{calls}.jsonl"
+        write(rec_file, calls, seed=1, usage=True)
         # months of sessions: a folder of many small ones (200 of 50 calls for 5,000 calls)
         folder = root / "sessions"
         folder.mkdir(exist_ok=True)
@@ -240,7 +244,7 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
         # replay of a file replayed before reads its probes; "cold" indexes them again each time,
         # "recall off" does not look for them (recall's share of a replay is the difference)
         os.environ["COMPACTLAB_CACHE_DIR"] = str(root / "cache")
-        for path in (n_file, n2_file):  # (the 2x file too: its ratio compares like with like)
+        for path in (n_file, n2_file, rec_file):  # (the 2x file too: its ratio compares like with like)
             subprocess.run(replay(path, "-p", "s08"), capture_output=True, check=True)
         measures = [
             Measure("floor", [sys.executable, "-c", FLOOR, str(n_file)]),
@@ -255,6 +259,8 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
             Measure("replay large window", replay(n_file, *LARGE_WINDOW)),
             Measure("replay -p claude-code", replay(n_file, "-p", "claude-code")),
             Measure("replay -p s08, 2x calls", replay(n2_file, "-p", "s08")),
+            Measure("floor, recording", [sys.executable, "-c", FLOOR, str(rec_file)]),
+            Measure("replay -p s08, recording (loaded whole)", replay(rec_file, "-p", "s08")),
             # your own step that keeps everything, against no compaction, recall off in both (the
             # step's policy acts, so it would look for the probes none never needs): the seam's cost
             Measure("replay -p none", replay(n_file, "-p", "none"), env={"COMPACTLAB_PROBES": "0"}),
@@ -431,6 +437,8 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
     cpu_floor = by["floor"].cpu
     for name in ("replay -p s08", "replay large window", "replay -p claude-code"):
         rows.append((f"{name} / floor (CPU)", by[name].cpu / cpu_floor, "× (guard)", None))
+    recording = by["replay -p s08, recording (loaded whole)"].cpu / by["floor, recording"].cpu
+    rows.append(("replay -p s08, recording (loaded whole) / its floor (CPU)", recording, "× (guard)", None))
     s08, off, cold = (by[n].cpu for n in ("replay -p s08", "replay -p s08, recall off",
                                            "replay -p s08, probes indexed again"))
     seam, seam2 = (by[f"replay identity step{x}"].cpu / by[f"replay -p none{x}"].cpu for x in ("", ", 2x calls"))

@@ -137,9 +137,36 @@ def generate(calls: int, seed: int = 0) -> Iterator[Message]:
         yield {"role": "user", "content": results}
 
 
-def write(path: str | Path, calls: int, seed: int = 0) -> int:
-    """Write a synthetic transcript; returns its size in bytes."""
-    data = b"".join(orjson.dumps(m) + b"\n" for m in generate(calls, seed))
+def recorded(messages: Iterator[Message], model: str = "claude-sonnet-4-5") -> Iterator[dict]:
+    """The messages as a recording with usage writes them: each reply an API response object (its
+    id, model, usage and time), its usage what the API would count of the context sent (3,000
+    tokens of system prompt and tools, then 3.7 characters a token; the previous prompt read from
+    the cache, the rest written to it)."""
+    chars, previous = 0, 0
+    for n, m in enumerate(messages):
+        size = len(orjson.dumps(m))
+        if m["role"] != "assistant":
+            chars += size
+            yield m
+            continue
+        prompt = 3000 + round(chars / 3.7)
+        read = min(previous, prompt)
+        yield {"id": f"msg_{n:08d}", "type": "message", "role": "assistant", "model": model, "content": m["content"],
+               "stop_reason": "tool_use", "stop_sequence": None,
+               "usage": {"input_tokens": 3, "cache_creation_input_tokens": prompt - read - 3,
+                         "cache_read_input_tokens": read, "output_tokens": max(1, round(size / 3.7)),
+                         "cache_creation": {"ephemeral_5m_input_tokens": prompt - read - 3,
+                                            "ephemeral_1h_input_tokens": 0}},
+               "timestamp": f"2026-01-01T{n // 3600 % 24:02d}:{n // 60 % 60:02d}:{n % 60:02d}.000Z"}
+        chars += size
+        previous = prompt
+
+
+def write(path: str | Path, calls: int, seed: int = 0, usage: bool = False) -> int:
+    """Write a synthetic transcript (``usage``: as a recording with usage writes it, ``recorded``);
+    returns its size in bytes."""
+    messages = generate(calls, seed)
+    data = b"".join(orjson.dumps(m) + b"\n" for m in (recorded(messages) if usage else messages))
     from .plumbing.outputs import atomic_write_bytes
 
     atomic_write_bytes(Path(path), data)

@@ -146,6 +146,10 @@ def test_synth_is_deterministic(cli, tmp_path):
     cli("synth", "-o", b, "--calls", "40", "--seed", "3", "-q")
     cli("synth", "-o", c, "--calls", "40", "--seed", "4", "-q")
     assert a.read_bytes() == b.read_bytes() != c.read_bytes()
+    d = tmp_path / "d.jsonl"
+    assert cli("synth", "-o", d, "--calls", "40", "--seed", "3", "--usage", "-q").exit_code == 0
+    replies = [json.loads(line) for line in d.read_text().splitlines() if '"assistant"' in line]
+    assert len(replies) == 40 and all(r["type"] == "message" and r["usage"]["output_tokens"] > 0 for r in replies)
 
 
 @pytest.mark.parametrize("args,message", [

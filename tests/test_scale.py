@@ -113,6 +113,7 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     assert len(made) == 3 and len({p.read_bytes() for p in made}) == 3
     for figure in ("replay -p s08 / floor (CPU)", "replay large window / floor (CPU)",
                    "replay -p claude-code / floor (CPU)", "compare 3 trajectories x 2, with reports (CPU s)",
+                   "replay -p s08, recording (loaded whole) / its floor (CPU)",
                    "compare 3 trajectories x 2, first (probes indexed) (CPU s)",
                    "replay -p s08: python core / the core run (CPU)",
                    "reference / large window",
@@ -128,7 +129,7 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     assert "start-up, --help (G instr.)" in r.stdout and "start-up, replay, 4 calls (G instr.)" in r.stdout
     assert "0.50  ≤ 0.42 G" in r.stdout and asked and "replay" in asked[0]
     doc = json.loads(out.read_text())
-    assert len(doc["figures"]) == 29 and doc["commands"]["floor"]["cpu"] > 0
+    assert len(doc["figures"]) == 30 and doc["commands"]["floor"]["cpu"] > 0
     assert os.environ["COMPACTLAB_CACHE_DIR"] != str(tmp_path / "inputs" / "cache")  # its own, given back
 
 

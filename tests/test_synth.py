@@ -30,3 +30,21 @@ def test_synthetic_sessions_have_what_real_ones_have():
 
 def test_same_seed_same_transcript():
     assert list(generate(50, 3)) == list(generate(50, 3)) != list(generate(50, 4))
+
+
+def test_a_recording_with_usage_is_loaded_and_calibrated_on_it(tmp_path):
+    """``synth.write(usage=True)``: the replies as API response objects whose usage is what the API
+    would count (3,000 tokens of overhead, 3.7 characters a token): a calibration finds that again."""
+    from compactlab import load_transcript
+    from compactlab.corpus.calibration import calibrate
+    from compactlab.synth import write
+
+    path = tmp_path / "rec.jsonl"
+    write(path, 60, seed=3, usage=True)
+    t = load_transcript(str(path))
+    plain = tmp_path / "plain.jsonl"
+    write(plain, 60, seed=3)
+    assert [e.message for e in t.entries] == [e.message for e in load_transcript(str(plain)).entries]
+    assert len(t.usage) == 60 and t.model == "claude-sonnet-4-5"
+    cal = calibrate(t)
+    assert abs(cal.chars_per_token - 3.7) < 0.01 and abs(cal.overhead_tokens - 3000) <= 5 and cal.mape < 0.001
