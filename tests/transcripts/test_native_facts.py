@@ -289,13 +289,19 @@ def test_a_file_of_every_kind_of_line_is_read_alike_on_both_cores(tmp_path, monk
 
 
 @needs_native
-def test_the_read_ahead_reader_sends_the_same_facts_without_parsing_the_lines(tmp_path, monkeypatch):
+@pytest.mark.parametrize("usage", [False, True])
+def test_the_read_ahead_reader_sends_the_same_facts_without_parsing_the_lines(tmp_path, monkeypatch, usage):
     """A replay read ahead whose probes are cached (the reader reads facts only) and one that looks
-    for them (the reader parses each line) give what the Python core gives."""
+    for them (the reader parses each line) give what the Python core gives; of plain message lines,
+    and of a recording whose replies are API response objects with their usage."""
     from compactlab import load_policy, replay
     from compactlab.engine.feeds import open_feed
+    from compactlab.synth import write
 
     path = SAMPLES / "synth-medium.jsonl"
+    if usage:
+        path = tmp_path / "recorded.jsonl"
+        write(path, 80, seed=5, usage=True)
     monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1")
     runs = []
     for which in ("python", "native"):
@@ -311,6 +317,12 @@ def test_the_read_ahead_reader_sends_the_same_facts_without_parsing_the_lines(tm
         assert sa == sb
         assert orjson.dumps(a.calls) == orjson.dumps(b.calls)
         assert a.probe_ledger == b.probe_ledger and a.events == b.events
+    loaded = replay(load_transcript(str(path)), load_policy("s08"))  # (and as the file loaded whole gives)
+    sl, sn = (orjson.loads(orjson.dumps(r.summary)) for r in (loaded, runs[2]))
+    for s_ in (sl, sn):
+        s_.pop("timing", None)
+    assert sl == sn and orjson.dumps(loaded.calls) == orjson.dumps(runs[2].calls)
+    assert bool(loaded.summary.recorded_cost_usd) is usage
 
 
 def test_without_the_native_core_every_line_is_read_in_python(monkeypatch):
