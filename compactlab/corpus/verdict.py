@@ -306,8 +306,10 @@ def _notes(entries: list[Entry], guard: _Guard, best: Entry, runner: Entry | Non
         text.append(f"No transcript fills the context window even with no compaction (largest context "
                     f"{ref.peak_tokens:,} tokens): a policy that acts here only trades what the agent used for cost.")
     if not any(e.probes for e in entries):
+        # (a policy that acted looked for the probes; one that never acts does not look: nothing to lose)
         text.append("No reply repeats a string first seen in a tool result, so probe recall (1.0 everywhere) does "
-                    "not tell the policies apart.")
+                    "not tell the policies apart." if any(e.actions for e in entries) else
+                    "No policy acted, so probe recall (1.0 everywhere) does not tell the policies apart.")
     if no_refs:
         text.append("No transcript refers back to an earlier tool result, so retention (1.0 everywhere) "
                     "does not tell the policies apart.")

@@ -113,7 +113,8 @@ def replay(transcript: Transcript | TranscriptStream | Feed, policy: Policy, opt
     cache_ttl, calibration, cache_model, on_call, keep_contexts, window, recall = (
         o.cache_ttl, o.calibration, o.cache_model, o.on_call, o.keep_contexts, o.window, o.recall)
     out_dir, out, dry_run, write_transcripts = output.out_dir, output.out, output.dry_run, output.write_transcripts
-    feed = as_feed(transcript)
+    # (a policy that never acts, the recording's compactions not kept, cannot lose a probe: none is looked for)
+    feed = as_feed(transcript, probes=policy.acts or keep_recorded_compactions)
     if feed.entries is None and counter:
         raise ValueError("exact token counts need the whole raw history: load the transcript, do not stream it")
     started = time.perf_counter()
@@ -269,7 +270,8 @@ class Turns:
         #: the core that runs the per-call measures it has (compactlab/core.py: chosen once a run)
         self.core = chosen_core()
         self.measures = measures_for(feed.baseline, env, counter=counter, entries=feed.entries,
-                                     keep_refs=not feed.streamed, recall=options.recall, core=self.core)
+                                     keep_refs=not feed.streamed, recall=options.recall, core=self.core,
+                                     acts=policy.acts or restarts is not None)
         self.cache = self.measures.prompt_cache  # (the layers' facts read what it last sent)
         self.ttl = "5m"  # the prompt cache's TTL the run is priced with (a summary request's reads expire by it)
         self.totals = LayerStats()

@@ -35,8 +35,10 @@ def test_the_strings_a_probe_is_made_of():
 
 def test_recall_falls_as_the_masking_window_shrinks(tmp_path):
     t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", used_later(6))))
-    none = replay(t, load_policy("none")).summary
-    assert none.probes == 6 and none.recall == 1.0  # by construction
+    none = replay(t, load_policy("none")).summary  # (by construction: not measured, as replay and compare say)
+    assert none.probes == 0 and not none.probes_indexed and none.recall == 1.0
+    idle = replay(t, load_policy(*LOOKS)).summary
+    assert idle.probes == 6 and idle.recall == 1.0
     recalls = [replay(t, load_policy("observation-masking", [f"micro.keep_recent={k}"])).summary.recall
                for k in (12, 8, 4, 1)]
     assert recalls == sorted(recalls, reverse=True) and recalls[0] == 1.0 and recalls[-1] < 0.5
@@ -85,7 +87,7 @@ def test_a_string_the_user_or_the_agent_wrote_first_is_no_probe(tmp_path):
     msgs = [user("please fix parse_config_file"), asst(tu("a", command="cat my_new_helper.py")),
             results(tr("a", "parse_config_file my_new_helper.py other_symbol_x")),
             asst(tu("b", command="grep parse_config_file my_new_helper.py other_symbol_x"))]
-    run = replay(load_transcript(str(write_jsonl(tmp_path / "t.jsonl", msgs))), load_policy("none"))
+    run = replay(load_transcript(str(write_jsonl(tmp_path / "t.jsonl", msgs))), load_policy(*LOOKS))
     assert run.summary.probes == 1  # other_symbol_x: the prompt named the first, the agent the second
 
 
@@ -97,7 +99,8 @@ def test_recall_joins_check_and_compare(cli, tmp_path):
     assert worse.exit_code == 1 and "recall" in worse.stdout
     r = cli("compare", path, "-p", "none", "-p", "observation-masking", "--dry-run", "--format", "json")
     verdict = __import__("json").loads(r.stdout)["verdict"]
-    assert {e["policy"]: e["probes"] for e in verdict["entries"]} == {"none": 6, "observation-masking": 6}
+    # (none never acts: its recall is 1.000 by construction, its probes not looked for, as `replay -p none` says)
+    assert {e["policy"]: e["probes"] for e in verdict["entries"]} == {"none": 0, "observation-masking": 6}
 
 
 LAYERS = {
@@ -149,9 +152,14 @@ def test_each_compaction_event_says_what_it_removed_and_which_used_strings_it_lo
     assert "compaction event(s);" in r.stdout and "of them lost strings the agent later used" in r.stdout
 
 
-def _run(tmp_path, msgs, policy="none", sets=()):
+#: a policy that acts, so its replay looks for the probes, and never changes the context: every
+#: probe found is kept (a policy that never acts, none, looks for none: recall 1.000 by construction)
+LOOKS = ("observation-masking", ["micro.keep_recent=100000"])
+
+
+def _run(tmp_path, msgs, policy=None, sets=()):
     t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", msgs)))
-    return replay(t, load_policy(policy, list(sets)))
+    return replay(t, load_policy(*LOOKS) if policy is None else load_policy(policy, list(sets)))
 
 
 def test_kept_means_anywhere_in_the_context_the_agents_own_messages_included(tmp_path):
@@ -443,3 +451,17 @@ def test_the_vocabulary_read_a_prefix_at_a_time_answers_as_the_whole_file_parsed
     assert [fresh.get(n) for n in missing] == [whole.get(n) for n in missing]
     tiny = probes.Names("a\t1\nab\t2\nb\t4\nbc\t8\n")
     assert [tiny.get(n) for n in ("a", "ab", "abc", "b", "bc", "c", "", "aa")] == ["1", "2", None, "4", "8", None, None, None]
+
+
+def test_a_compare_where_no_policy_acts_says_so_and_not_that_no_reply_repeats_a_string(cli, tmp_path):
+    """Policies that never act look for no probe (recall 1.000 by construction): the verdict's note
+    says none acted, not that the transcripts have no string a reply repeats (they have six)."""
+    path = write_jsonl(tmp_path / "t.jsonl", used_later(6))
+    r = cli("compare", path, "-p", "none", "-p", "none", "--set", "reactive.enabled=false", "--dry-run",
+            "--format", "json")
+    assert r.exit_code == 0, r.output
+    notes = __import__("json").loads(r.stdout)["verdict"]["recommendation"]
+    assert "No policy acted, so probe recall" in notes and "No reply repeats" not in notes
+    r = cli("compare", path, "-p", "none", "-p", "observation-masking", "--dry-run", "--format", "json")
+    notes = __import__("json").loads(r.stdout)["verdict"]["recommendation"]
+    assert "probe recall (1.0 everywhere)" not in notes  # (masking looked, and lost some)

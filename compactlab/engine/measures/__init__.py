@@ -70,18 +70,22 @@ class Measures:
 
 
 def measures_for(base: RawBaseline, env: Any, *, counter: Any = None, entries: list | None = None,
-                 keep_refs: bool = True, recall: type[Recall] | None = None, core: str = "python") -> Measures:
+                 keep_refs: bool = True, recall: type[Recall] | None = None, core: str = "python",
+                 acts: bool = True) -> Measures:
     """The measures of a run over ``base`` (its feed's raw baseline): ``env`` is the run's
     ``RunEnv``; ``counter`` exact token counts over ``entries`` (the prompt cache's prefix is then a
     share of them); ``keep_refs`` False lets a stream's references go as they are used; ``recall``
     another implementation than ``RECALL`` (a test's); ``core`` the core that runs the measures it
     has (``compactlab/core.py``: ``native``, the prompt cache, the violations' tracker and recall's check in
-    Rust)."""
+    Rust). ``acts`` False (a policy that never acts, the recording's compactions not kept): recall is
+    not measured, whether or not the baseline has the probes (a corpus job's has them for its other
+    policies), so that such a run reports the same whatever path read its file."""
     native = native_module() if core == "native" else None
     cache = PromptCache if native is None else NativePromptCache
     return Measures(cache(env.estimator, exact=counter is not None),
                     RawSize(base, env.estimator, counter, entries), Violations(base, native),
-                    Retention(base.refs, keep_refs), (recall or RECALL)(base.probes, env, base.probes_indexed, native))
+                    Retention(base.refs, keep_refs),
+                    (recall or RECALL)(base.probes if acts else {}, env, base.probes_indexed and acts, native))
 
 
 __all__ = ["CallAt", "Measure", "Measures", "PromptCache", "RECALL", "Recall", "IntactFirstRecall", "measures_for"]
