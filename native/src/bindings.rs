@@ -3,13 +3,13 @@
 use hashbrown::HashTable;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
 use rustc_hash::{FxBuildHasher, FxHashMap};
 use std::borrow::Cow;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use crate::{cache, facts, recall, strings, violations};
+use crate::{cache, facts, recall, seam, strings, violations};
 
 /// The prompt-cache prefix model (`cost/pricing.py`'s `PromptCache` is its reference).
 #[pyclass(module = "compactlab._native")]
@@ -733,10 +733,21 @@ impl LineFacts {
     }
 }
 
+/// `value` (a message) made anew of `dict_class` and `list_class` instances, the read-only
+/// containers a custom step is given (`seam::Containers`; `custom._read_only` is the reference).
+#[pyfunction]
+fn read_only<'py>(
+    value: &Bound<'py, PyAny>,
+    dict_class: Bound<'py, PyType>,
+    list_class: Bound<'py, PyType>,
+) -> PyResult<Bound<'py, PyAny>> {
+    seam::Containers::new(dict_class, list_class).read_only(value)
+}
+
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 3;
+const API: u32 = 4;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -749,6 +760,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tokens, m)?)?;
     m.add_function(wrap_pyfunction!(phrases, m)?)?;
     m.add_function(wrap_pyfunction!(line_refs, m)?)?;
+    m.add_function(wrap_pyfunction!(read_only, m)?)?;
     m.add_class::<FrameworkSources>()?;
     m.add_class::<LineFacts>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -10,3 +10,5 @@ pub mod violations;
 
 #[cfg(feature = "python")]
 mod bindings;
+#[cfg(feature = "python")]
+mod seam;

@@ -315,7 +315,7 @@ def custom(context: Context, config: Summarising[CustomConfig], env: RunEnv) -> 
     entries = context.entries
     held = env.state_of(_Given)
     unchanged = held.unchanged(entries)
-    new = [_read_only(e.message) for e in entries[unchanged:]]
+    new = [held.made(e.message) for e in entries[unchanged:]]
     if unchanged == held.n and held.frozen is not None:  # (only appended to: the list given last, extended)
         given = held.frozen
         list.extend(given, new)
@@ -389,11 +389,13 @@ class _Given:
     """What the step was given last (the run's): the context's list of entries (the engine appends
     to it in place while nothing changes it), how many, and each one's read-only message."""
 
-    __slots__ = ("entries", "n", "frozen")
+    __slots__ = ("entries", "n", "frozen", "made")
 
     def __init__(self) -> None:
         self.entries: list | None = None
         self.n = 0
+        #: what makes a message read-only (the run's core's: chosen once, as the run's core is)
+        self.made = _made_read_only()
         #: the list of read-only messages given (the same list, extended, while the context is only
         #: appended to: a step may read it during its call, not keep it)
         self.frozen: ReadOnlyList | None = None
@@ -468,6 +470,17 @@ def _read_only(value: Any) -> Any:
     if isinstance(value, list):
         return ReadOnlyList([v if type(v) not in _CONTAINERS else _read_only(v) for v in value])
     return value
+
+
+def _made_read_only() -> Callable[[Any], Any]:
+    """What makes a message read-only for a step: the native core's one walk
+    (``_native.read_only``) where it runs, else ``_read_only`` (its reference)."""
+    from ...core import in_use
+
+    native = in_use()
+    if native is None:
+        return _read_only
+    return functools.partial(native.read_only, dict_class=ReadOnlyDict, list_class=ReadOnlyList)
 
 
 def _plain(value: Any) -> Any:

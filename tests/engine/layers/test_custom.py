@@ -294,16 +294,18 @@ def test_the_messages_a_step_is_given_are_read_only_to_the_last_block(cli, tmp_p
     assert edited["custom"] > 0
 
 
-def test_read_only_messages_copy_and_serialise_as_plain_ones():
+@pytest.mark.parametrize("core", ["python", "native"])
+def test_read_only_messages_copy_and_serialise_as_plain_ones(monkeypatch, core):
     import copy
 
     import orjson
 
-    from compactlab.engine.layers.custom import MessageChanged, _read_only
+    from compactlab.engine.layers.custom import MessageChanged, _made_read_only
 
+    _core(monkeypatch, core)
     m = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text",
                                                                                            "text": "x"}]}]}
-    ro = _read_only(m)
+    ro = _made_read_only()(m)
     assert ro == m and orjson.loads(orjson.dumps(ro)) == m and json.loads(json.dumps(ro)) == m
     for change in (lambda: ro.__setitem__("role", "x"), lambda: ro["content"].append(1),
                    lambda: ro["content"][0]["content"][0].update(text="y"), lambda: ro.pop("role")):
@@ -313,6 +315,78 @@ def test_read_only_messages_copy_and_serialise_as_plain_ones():
     plain["content"][0]["content"][0]["text"] = "changed"
     assert type(plain) is dict and type(plain["content"]) is list and ro["content"][0]["content"][0]["text"] == "x"
     assert type(dict(ro)) is dict and type(list(ro["content"])) is list and type(copy.copy(ro)) is dict
+
+
+def _core(monkeypatch, core: str) -> None:
+    from compactlab import core as cores
+
+    if core == "native" and cores.native_module() is None:
+        pytest.skip("the native core is not built in this install (installed without a Rust toolchain)")
+    monkeypatch.setenv("COMPACTLAB_CORE", core)
+
+
+def _shape(value, leaves: list) -> object:
+    """A value's containers by their exact types, its other values by identity (in ``leaves``)."""
+    if type(value) in (dict, list) or type(value).__name__ in ("ReadOnlyDict", "ReadOnlyList"):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        return type(value).__name__, [(k, _shape(v, leaves)) for k, v in items]
+    leaves.append(value)
+    return "leaf"
+
+
+def test_the_native_core_makes_a_message_read_only_as_python_does():
+    """``_native.read_only`` against ``custom._read_only`` (the reference) on generated values: the
+    same containers, each made anew, of the same classes, the same leaves shared (a dict subclass
+    other than the read-only one kept as it is), and nesting beyond Python's limit refused."""
+    import collections
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from compactlab import core as cores
+    from compactlab.engine.layers.custom import ReadOnlyDict, ReadOnlyList, _read_only
+
+    native = cores.native_module()
+    if native is None:
+        pytest.skip("the native core is not built in this install (installed without a Rust toolchain)")
+    leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=5), st.floats(allow_nan=False),
+                     st.builds(collections.OrderedDict, st.dictionaries(st.text(max_size=2), st.integers(), max_size=2)),
+                     st.builds(tuple, st.lists(st.integers(), max_size=2)))
+    tree = st.recursive(leaf, lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=4), inner, max_size=4),
+        st.lists(inner, max_size=3).map(ReadOnlyList), st.dictionaries(st.text(max_size=3), inner, max_size=3).map(
+            ReadOnlyDict)), max_leaves=30)
+
+    @settings(max_examples=300, deadline=None)
+    @given(tree)
+    def same(value):
+        want = _read_only(value)
+        got = native.read_only(value, dict_class=ReadOnlyDict, list_class=ReadOnlyList)
+        leaves_want, leaves_got = [], []
+        assert _shape(got, leaves_got) == _shape(want, leaves_want)
+        assert all(a is b for a, b in zip(leaves_got, leaves_want)) and len(leaves_got) == len(leaves_want)
+        if isinstance(value, (dict, list)):
+            assert got is not value and got == value
+
+    same()
+    deep: list = []
+    for _ in range(1100):
+        deep = [deep]
+    with pytest.raises(RecursionError):
+        native.read_only(deep, dict_class=ReadOnlyDict, list_class=ReadOnlyList)
+
+
+def test_a_step_replays_alike_on_both_cores(monkeypatch):
+    import orjson
+
+    runs = []
+    for core in ("python", "native"):
+        _core(monkeypatch, core)
+        runs.append(replay(load_transcript(str(SMALL)), load_policy("py:custom_steps:edits_a_deep_copy")))
+    a, b = (orjson.loads(orjson.dumps(r.summary)) for r in runs)
+    assert (a.pop("core"), b.pop("core")) == ("python", "native")
+    a.pop("timing", None), b.pop("timing", None)
+    assert a == b and orjson.dumps(runs[0].calls) == orjson.dumps(runs[1].calls) and a["custom"] > 0
 
 
 def test_a_step_is_told_how_many_messages_are_the_ones_given_before():
