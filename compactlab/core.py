@@ -22,8 +22,8 @@ from .errors import UsageError
 
 CORES = ("python", "native")
 #: what the native core runs of a replay, in words (``--version`` and the docs say it)
-NATIVE_PARTS = ("the prompt-cache model, the violations' tracker, recall's check, the probes' string index "
-                "and a message line's facts")
+NATIVE_PARTS = ("the prompt-cache model, the violations' tracker, recall's check, the probes' string index, "
+                "a message line's facts and a step's read-only messages")
 
 
 #: what this package asks of ``compactlab._native`` (the crate's ``API``): bumped with it whenever
