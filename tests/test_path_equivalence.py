@@ -155,6 +155,13 @@ class Paths:
         shown = {k: doc[k] for k in ("calls", "recorded_cost_usd") if doc.get(k) is not None}
         return {name: shown for name in self.names}
 
+    def read_ahead(self, path: str) -> Figures:
+        self.monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1")
+        try:
+            return self.replay(path)
+        finally:
+            self.monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "0")
+
     names: list[str] = []
 
 
@@ -188,6 +195,8 @@ def _all_paths(paths: Paths, recording: str, dask: bool = False) -> list[str]:
         ("engine, streamed feed", True, lambda: paths.engine(recording, True)),
         ("engine, loaded feed", False, lambda: paths.engine(recording, False)),
         ("inspect", False, lambda: paths.inspect(recording)),
+        # read ahead where it streams, or loaded with its messages left in the file (a recording with usage)
+        ("replay, its lines read again where read (COMPACTLAB_READ_AHEAD=1)", True, lambda: paths.read_ahead(recording)),
     ]
     if dask:
         table.append(("compare on a Dask LocalCluster", True, lambda: _on_dask(paths, recording)))
@@ -220,9 +229,15 @@ def _document(tmp_path: Path) -> str:
     return path
 
 
-@pytest.mark.parametrize("recording", ["synth-medium.jsonl", "manual-compact.jsonl", "document"])
+@pytest.mark.parametrize("recording", ["synth-medium.jsonl", "manual-compact.jsonl", "document", "recorded"])
 def test_every_path_gives_the_same_figures_on_the_samples(paths, tmp_path, recording):
+    """(``recorded``: replies recorded with their usage, a file loaded whole to calibrate on it)"""
+    from compactlab.synth import write
+
     path = _document(tmp_path) if recording == "document" else str(SAMPLES / recording)
+    if recording == "recorded":
+        path = str(tmp_path / "recorded.jsonl")
+        write(path, 60, seed=4, usage=True)
     problems = _all_paths(paths, path, dask=recording == "synth-medium.jsonl")
     assert not problems, "\n".join(problems)
 

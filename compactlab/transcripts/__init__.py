@@ -10,7 +10,8 @@ content, never the file name.
 
 from __future__ import annotations
 
-from types import ModuleType
+from collections.abc import Callable
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from ..errors import InputError
@@ -171,7 +172,13 @@ def load_transcript(path: str, input_format: str | None = None, **options: objec
     return _load(_format(path, input_format, options), path, options)
 
 
-def _load(fmt: ModuleType, path: str, options: dict[str, object]) -> Transcript:
+def load_with(load: Callable[..., Transcript], path: str, **options: object) -> Transcript:
+    """A transcript read by ``load`` (a format's, or another reading of its lines: the read-ahead
+    feed's, which leaves the messages in the file) with the checks every loaded transcript has."""
+    return _load(SimpleNamespace(load=load), path, options)
+
+
+def _load(fmt: Any, path: str, options: dict[str, object]) -> Transcript:
     # (the command loads with the garbage collector off: process.collector_off; a library
     # caller who loads big files may do the same)
     # (the file's stat before and after: the same, what was read is that file's bytes; a store's

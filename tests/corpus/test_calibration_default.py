@@ -151,7 +151,7 @@ def test_a_big_plain_file_with_usage_in_its_first_lines_is_loaded_to_be_calibrat
     lines record usage; one whose usage starts later is streamed and says it was not calibrated."""
     from compactlab.engine.feeds import read_ahead
 
-    monkeypatch.setattr(read_ahead, "usable", lambda path: True)  # any size: the read-ahead path
+    monkeypatch.setattr(read_ahead, "usable", lambda path, forking=True: True)  # any size: the read-ahead path
     early = write_jsonl(tmp_path / "early.jsonl", with_usage(12))
     s, _ = summary_of(cli, early)
     assert s["calibration"]["source"] == "recorded usage"

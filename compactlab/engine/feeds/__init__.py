@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from functools import cached_property
 
-from ...transcripts import TranscriptStream, load_transcript, open_transcript
+from ...transcripts import Transcript, TranscriptStream, load_transcript, open_transcript
 from ...transcripts.reader import Head, is_document, read_head
 from ..measures import probe_cache
 from .base import READ_BATCH, Call, Feed, LoadedFeed, StreamFeed, as_feed
@@ -110,10 +110,20 @@ class Opening:
     def _loaded(self) -> Feed:
         """Loaded whole, its probes read from the cache where a replay of the same bytes stored
         them, else found and stored (``probe_cache.baseline_of``: as a corpus job's files)."""
-        transcript = load_transcript(self.path, self.input_format, skip_bad_lines=self.skip_bad_lines, head=self.head)
+        transcript = self._load_lazily() or load_transcript(self.path, self.input_format,
+                                                            skip_bad_lines=self.skip_bad_lines, head=self.head)
         if self.probes:
             probe_cache.baseline_of(transcript, write=self.write_cache)
         return LoadedFeed(transcript, self.probes)
+
+    def _load_lazily(self) -> Transcript | None:
+        """A big plain Anthropic messages file loaded with its messages left in the file until read
+        (``read_ahead.load_lazily``), where that applies."""
+        from . import read_ahead
+
+        if self._format() != "anthropic":
+            return None
+        return read_ahead.load_lazily(self.path, self.skip_bad_lines)
 
     def _stream(self, probes: bool) -> Feed:
         """Read while it is replayed: by the read-ahead process where it applies, else in-process

@@ -40,7 +40,7 @@ from ...plumbing.lines import BoundedLines, Closed, Late, LineTooLong, framed
 from ...plumbing.process import usable_cores
 from ...transcripts.messages import Entry, Message, json_len
 from ...transcripts import anthropic_messages
-from ...transcripts.model import TranscriptBuilder, TranscriptStream
+from ...transcripts.model import Transcript, TranscriptBuilder, TranscriptStream
 from ...transcripts.reader import LineReader, reparse
 from .base import StreamFeed
 
@@ -55,10 +55,11 @@ FRAME_LIMIT = 1 << 30
 FRAME_SECONDS = 600.0
 
 
-def usable(path: str) -> bool:
-    """Whether ``path`` is read ahead in a second process (see the module docstring)."""
+def usable(path: str, forking: bool = True) -> bool:
+    """Whether ``path`` is read ahead in a second process (see the module docstring); without
+    ``forking``, whether its messages may be left in the file as it is read (``load_lazily``)."""
     setting = os.environ.get("COMPACTLAB_READ_AHEAD", "")
-    if setting == "0" or not hasattr(os, "fork") or path.endswith((".gz", ".zst")):
+    if setting == "0" or (forking and not hasattr(os, "fork")) or path.endswith((".gz", ".zst")):
         return False
     try:
         size = os.path.getsize(path)
@@ -66,7 +67,7 @@ def usable(path: str) -> bool:
         return False
     if size == 0:
         return False
-    return setting == "1" or (size >= MIN_BYTES and usable_cores() >= 2)
+    return setting == "1" or (size >= MIN_BYTES and (not forking or usable_cores() >= 2))
 
 
 class SourceFile:
@@ -149,6 +150,38 @@ class LazyEntry(Entry):
                          self.misplaced_results, self.empty, self.has_text,
                          (source, offset, length, (*patches, (fact.block, new_content))),
                          self.use_set, self.result_set, self.changed | {fact.block})
+
+
+def load_lazily(path: str, skip_bad_lines: bool = False) -> Transcript | None:
+    """The Anthropic messages file at ``path`` loaded whole with its messages left in the file: each
+    line the native core reads is kept as its facts (a ``LazyEntry``), parsed again where something
+    reads its message, as the read-ahead feed's are (a file of usage loaded to calibrate on holds
+    no message it does not read). None where this does not apply (``usable``: the same switch and
+    size as reading ahead; the native core, which reads the facts; a plain file, read again by
+    offset)."""
+    from ...core import in_use
+    from ...transcripts import load_with
+
+    if in_use() is None or not usable(path, forking=False):
+        return None
+    try:
+        source = SourceFile(path)
+    except OSError:
+        return None
+
+    def load(path: str, *, skip_bad_lines: bool = False, **_: object) -> Transcript:
+        builder = TranscriptBuilder(path, anthropic_messages.NAME)
+        # (no head: each line's span is had as it is read, as the reader process has them)
+        reader = LineReader(path, skip_bad_lines=skip_bad_lines, limit=source.size)
+        for e in anthropic_messages._read(builder, reader, measure=True, messages=False):
+            if e.message is None:  # (read natively: its facts; the lines Python read keep their message)
+                offset, length = reader.span  # type: ignore[misc]
+                builder.entries[-1] = LazyEntry(e.chars, e.role, e.origin, e.tool_use_ids, e.tool_names,
+                                                e.use_files, e.results, e.misplaced_results, e.empty, e.has_text,
+                                                (source, offset, length, ()), e.use_set, e.result_set)
+        return builder.build(skipped_lines=reader.skipped)
+
+    return load_with(load, path, skip_bad_lines=skip_bad_lines)
 
 
 class ReadAheadFeed(StreamFeed):

@@ -407,3 +407,37 @@ def test_an_opening_started_early_and_never_used_stops_its_reader(forks, tmp_pat
     loaded = Opening(str(path), stream=False)
     assert not loaded.start() and len(forks) == 1  # loaded whole: nothing is started early
     assert loaded.feed().streamed is False
+
+
+@pytest.mark.parametrize("core", ["native", "python"])
+def test_a_recording_loaded_whole_leaves_its_messages_in_the_file_until_read(tmp_path, monkeypatch, core):
+    """A big plain Anthropic file that records usage is loaded whole (to calibrate on it): on the
+    native core its lines' facts are read and their messages left in the file (``LazyEntry``, as the
+    read-ahead feed's), read again where something reads them. The same messages, usage and runs as
+    the file loaded eagerly; on the Python core (no facts read) it is loaded as before."""
+    from compactlab import core as cores
+    from compactlab.engine.feeds import Opening
+    from compactlab.synth import write
+
+    if core == "native" and cores.native_module() is None:
+        pytest.skip("the native core is not built in this install (installed without a Rust toolchain)")
+    monkeypatch.setenv("COMPACTLAB_CORE", core)
+    path = str(tmp_path / "recorded.jsonl")
+    write(path, 60, seed=8, usage=True)
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "0")
+    eager = Opening(path, whole_if_usage=True).feed()
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1")
+    lazy = Opening(path, whole_if_usage=True).feed()
+    assert not eager.streamed and not lazy.streamed
+    kinds = {type(e).__name__ for e in lazy.transcript.entries}
+    assert kinds == ({"LazyEntry"} if core == "native" else {"Entry"})
+    if core == "native":
+        assert all(e._message is None for e in lazy.transcript.entries)  # (nothing read them yet)
+    t, u = eager.transcript, lazy.transcript
+    assert u.stamp is not None and u.usage == t.usage and u.model == t.model and u.call_positions == t.call_positions
+    for policy in ("s08", "none", "observation-masking"):
+        assert_same_run(replay(Opening(path, whole_if_usage=True).feed(), load_policy(policy)),
+                        replay(eager.transcript, load_policy(policy)))
+    assert u.messages == t.messages
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "0")  # (the switch: loaded as before)
+    assert {type(e).__name__ for e in Opening(path, whole_if_usage=True).feed().transcript.entries} == {"Entry"}
