@@ -59,7 +59,8 @@ def usable(path: str, forking: bool = True) -> bool:
     """Whether ``path`` is read ahead in a second process (see the module docstring); without
     ``forking``, whether its messages may be left in the file as it is read (``load_lazily``)."""
     setting = os.environ.get("COMPACTLAB_READ_AHEAD", "")
-    if setting == "0" or (forking and not hasattr(os, "fork")) or path.endswith((".gz", ".zst")):
+    if (setting == "0" or not hasattr(os, "pread") or (forking and not hasattr(os, "fork"))
+            or path.endswith((".gz", ".zst"))):
         return False
     try:
         size = os.path.getsize(path)

@@ -63,11 +63,18 @@ def test_which_files_are_read_ahead(tmp_path, monkeypatch):
     assert not read_ahead.usable(str(tmp_path / "missing.jsonl"))
     monkeypatch.setattr(read_ahead, "usable_cores", lambda: 1)
     assert not read_ahead.usable(str(big))  # one core: nothing to overlap
+    # a recording loaded whole leaves its messages in the file where it would be read ahead, one core
+    # or two (no second process), and never where its lines cannot be read again by offset
+    assert read_ahead.usable(str(big), forking=False) and not read_ahead.usable(str(small), forking=False)
+    monkeypatch.delattr(os, "pread")
+    assert not read_ahead.usable(str(big), forking=False) and not read_ahead.usable(str(big))
+    monkeypatch.undo()
+    monkeypatch.setattr(read_ahead, "usable_cores", lambda: 1)
     monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1")
     assert read_ahead.usable(str(small)) and not read_ahead.usable(str(tmp_path / "empty.jsonl"))
     assert not read_ahead.usable(str(small) + ".gz")  # a compressed stream is not mapped
     monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "0")
-    assert not read_ahead.usable(str(big))
+    assert not read_ahead.usable(str(big)) and not read_ahead.usable(str(big), forking=False)
 
 
 def test_a_lazy_entry_reads_its_message_with_the_changes_made_since(tmp_path):
