@@ -81,11 +81,21 @@ class SourceFile:
         self._file = open(path, "rb", buffering=0)
         self.size = os.fstat(self._file.fileno()).st_size
 
-    def message_at(self, offset: int, length: int) -> Message:
+    def message_at(self, offset: int, length: int, role: str | None = None) -> Message:
+        """The message on the line at ``offset``, as it was read (``role``: the one its facts say):
+        a line that is no longer one, or no longer that message's, is an error that says the file
+        changed, never a crash or another message."""
         raw = os.pread(self._file.fileno(), length, offset)
         if len(raw) != length:
             raise InputError(f"{self.path}: the file was cut short while it was replayed")
-        return anthropic_messages.message_of(reparse(raw))
+        try:
+            message = anthropic_messages.message_of(reparse(raw))
+        except ValueError:
+            message = None
+        if message is None or (role is not None and message.get("role") != role):
+            raise InputError(f"{self.path}: the file changed while it was replayed (a line read again is not the "
+                             "one read)", hint="replay a copy of a file that is being written")
+        return message
 
 
 class LazyEntry(Entry):
@@ -110,7 +120,7 @@ class LazyEntry(Entry):
         message = self._message
         if message is None:
             source, offset, length, patches = self._lazy
-            message = source.message_at(offset, length)
+            message = source.message_at(offset, length, self.role)
             if patches:
                 content = list(message["content"])
                 for block, new_content in patches:

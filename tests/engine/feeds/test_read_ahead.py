@@ -448,3 +448,33 @@ def test_a_recording_loaded_whole_leaves_its_messages_in_the_file_until_read(tmp
     assert u.messages == t.messages
     monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "0")  # (the switch: loaded as before)
     assert {type(e).__name__ for e in Opening(path, whole_if_usage=True).feed().transcript.entries} == {"Entry"}
+
+
+@pytest.mark.parametrize("change", ["garbage", "another message"])
+def test_a_file_rewritten_under_its_lazy_messages_is_said_to_have_changed(tmp_path, monkeypatch, change):
+    """A message left in the file is read again from its line: where the line is no longer the one
+    read (the file rewritten in place meanwhile), the run ends with an error that says so, not an
+    internal error (it was a ValueError from the parser) and not another message."""
+    from compactlab import core as cores
+    from compactlab.engine.feeds import Opening
+    from compactlab.synth import write
+
+    if cores.native_module() is None:
+        pytest.skip("the native core is not built in this install (installed without a Rust toolchain)")
+    monkeypatch.setenv("COMPACTLAB_CORE", "native")
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1")
+    path = tmp_path / "recorded.jsonl"
+    write(path, 20, seed=2, usage=True)
+    feed = Opening(str(path), whole_if_usage=True, probes=False).feed()  # (nothing reads a message yet)
+    entries = feed.transcript.entries
+    assert all(type(e).__name__ == "LazyEntry" and e._message is None for e in entries)
+    data = bytearray(path.read_bytes())
+    if change == "garbage":
+        data[:] = b"x" * len(data)
+    else:  # each line's role flipped where it still parses: another message
+        data[:] = bytes(data).replace(b'"role":"user"', b'"role":"xxxx"').replace(b'"role":"assistant"',
+                                                                                  b'"role":"user"     ')
+    with open(path, "r+b") as f:  # (in place: the open file sees the new bytes)
+        f.write(data)
+    with pytest.raises(InputError, match="the file changed while it was replayed"):
+        [e.message for e in entries]
