@@ -16,7 +16,7 @@ from ..engine.cost.prices import ModelPrices, PriceTable, load_prices
 from ..plumbing.files import shown
 from ..errors import CompactlabError, UsageError
 from ..transcripts import FolderFile, UnknownFormat
-from ..transcripts.model import Note
+from ..transcripts.model import NO_MODEL, Note
 from ..plumbing.process import collector_off
 
 #: how a job tells the user something: (the message, whether it is said even with --quiet)
@@ -246,7 +246,10 @@ def price_warning(table: PriceTable, prices: ModelPrices, notify: Notify = quiet
     if prices.known or prices.model in table.warned:
         return prices
     table.warned.add(prices.model)
-    if prices.priced_as:
+    if prices.model == NO_MODEL:  # (its loader said why)
+        notify("warning: a recording names no model: its calls are unpriced (its costs are 0); use --price-model or "
+               "--prices", True)
+    elif prices.priced_as:
         notify(f"warning: no prices for model {prices.model!r}: priced as {prices.priced_as}, its provider's "
                f"stand-in (an estimate; {table.read}); use --price-model or --prices", True)
     else:

@@ -27,14 +27,12 @@ import orjson
 
 from ..plumbing.files import max_document_bytes, max_line_bytes
 from .messages import make_entry, sized_placeholder
-from .model import BadField, Note, RecordedCompaction, Transcript, TranscriptBuilder, tokens
+from .model import NO_MODEL, BadField, Note, RecordedCompaction, Transcript, TranscriptBuilder, tokens
 from .reader import Head, LineReader
 
 NAME = "codex"
 DESCRIPTION = "Codex CLI rollouts (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl)"
 
-#: the model of a rollout that records none: a name of no provider, so priced at nothing (said)
-NO_MODEL = "(no model recorded)"
 LINE_TYPES = {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
 _REDACTED = re.compile(r"^\[(REDACTED_[A-Z_]+) len=(\d+) (sha=[0-9a-f]+)\]$")
 

@@ -61,6 +61,11 @@ def epoch_time(created: Any) -> str | None:
     return None
 
 
+#: the model of a recording that names none (a Codex rollout with no turn_context, a SWE-agent
+#: trajectory made by its replay model): never another provider's price, unpriced and said so
+NO_MODEL = "(no model recorded)"
+
+
 def anthropic_usage(raw: Any, model: str | None = None, timestamp: Any = None) -> dict[str, Any] | None:
     """A call's recorded usage in the canonical keys: the token counts; of the cache writes, those
     made with a 1-hour TTL (``cache_creation.ephemeral_1h_input_tokens``, billed at another rate)

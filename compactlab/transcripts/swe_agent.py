@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InputError
-from .model import Transcript, TranscriptBuilder, object_at
+from .model import NO_MODEL, Transcript, TranscriptBuilder, object_at
 from .openai_chat import convert, document_bad
 from .openai_chat import inspect_facts as _family_facts
 from .reader import read_document
@@ -20,6 +20,10 @@ DESCRIPTION = "SWE-agent trajectories (.traj: history, trajectory)"
 def sniff_document(doc: Any) -> float:
     ok = isinstance(doc, dict) and isinstance(doc.get("history"), list) and isinstance(doc.get("trajectory"), list)
     return 1.0 if ok else 0.0
+
+
+#: the model name of SWE-agent's ``ReplayModel``, which replays the actions of a recorded trajectory
+REPLAY_MODEL = "replay"
 
 
 def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] | None = None, **_: object) -> Transcript:
@@ -40,7 +44,11 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
         except ValueError:
             config = None
     model = (((config or {}).get("agent") or {}).get("model") or {}).get("name") if isinstance(config, dict) else None
-    if isinstance(model, str):
+    if model == REPLAY_MODEL:  # (a recorded run replayed: the model that made it is not named)
+        builder.model = NO_MODEL
+        builder.warnings.append("made by SWE-agent's replay model (a recorded run replayed), which names no model: "
+                                "its calls are unpriced (every price 0); --price-model NAME prices them")
+    elif isinstance(model, str):
         builder.model = model
     skipped = [0]
     convert(enumerate(doc["history"]), builder, document_bad(path, skip_bad_lines, skipped))

@@ -154,3 +154,25 @@ def test_swe_agent_reused_ids_are_reported(shared_transcripts, cli):
                     ("duplicate_tool_use_id", "call_5iDdbOYybq7L19vqXmR0DPaU")]
     s = replay(load_transcript(str(path)), load_policy("s08")).summary
     assert s.violations_introduced == 0 and s.violations_inherited == 4
+
+
+@pytest.mark.parametrize("name", ["replay", "gpt-4o"])
+def test_a_swe_agent_run_replayed_by_its_replay_model_names_no_model(tmp_path, cli, name):
+    """SWE-agent's ``replay`` model replays a recorded trajectory: it is no model of any provider. The
+    trajectory names no model, so it is unpriced and says why (it read as a model called 'replay')."""
+    from compactlab.transcripts.model import NO_MODEL
+
+    doc = {"history": [{"role": "system", "content": "you fix bugs"}, {"role": "user", "content": "fix it"},
+                       {"role": "assistant", "content": "done"}],
+           "trajectory": [], "info": {},
+           "replay_config": json.dumps({"agent": {"model": {"name": name}}})}
+    path = tmp_path / "run.traj"
+    path.write_text(json.dumps(doc))
+    t = load_transcript(str(path))
+    if name == "replay":
+        assert t.model == NO_MODEL and any("SWE-agent's replay model" in w for w in t.warnings)
+        r = cli("replay", path, "-p", "none", "--dry-run")
+        assert r.exit_code == 0 and "a recording names no model: its calls are unpriced" in r.stderr, r.stderr
+        assert "'(no model recorded)'" not in r.stderr
+    else:
+        assert t.model == "gpt-4o" and not t.warnings
