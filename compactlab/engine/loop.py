@@ -114,7 +114,8 @@ def replay(transcript: Transcript | TranscriptStream | Feed, policy: Policy, opt
         o.cache_ttl, o.calibration, o.cache_model, o.on_call, o.keep_contexts, o.window, o.recall)
     out_dir, out, dry_run, write_transcripts = output.out_dir, output.out, output.dry_run, output.write_transcripts
     # (a policy that never acts, the recording's compactions not kept, cannot lose a probe: none is looked for)
-    feed = as_feed(transcript, probes=policy.acts or keep_recorded_compactions)
+    looks = policy.acts or keep_recorded_compactions
+    feed = as_feed(transcript, probes=looks)
     if feed.entries is None and counter:
         raise ValueError("exact token counts need the whole raw history: load the transcript, do not stream it")
     started = time.perf_counter()
@@ -143,7 +144,7 @@ def replay(transcript: Transcript | TranscriptStream | Feed, policy: Policy, opt
     table = (prices or load_prices()) if isinstance(prices, PriceTable) or prices is None else None
     turns = Turns(policy, env, feed, restarts, counter, LoopOptions(
         cache_model=cache_model, cache_ttl=cache_ttl, window=window, keep_contexts=keep_contexts,
-        configured_window=table.window if table is not None else _no_window, recall=recall))
+        configured_window=table.window if table is not None else _no_window, recall=recall, probes=looks))
     records: list[TurnRecord] = []
     try:
         if owned:
@@ -212,6 +213,9 @@ class LoopOptions(NamedTuple):
     configured_window: Callable[[str | None], tuple[int, str] | None] = _no_window
     keep_contexts: Collection[int] = ()
     recall: type[Recall] | None = None  # the recall measure's implementation (None: measures.RECALL)
+    #: whether the run can lose a probe (its policy acts, or the recording's compactions are kept):
+    #: else recall is 1.000 by construction and no probe is looked for
+    probes: bool = True
 
 
 class Turns:
@@ -271,7 +275,7 @@ class Turns:
         self.core = chosen_core()
         self.measures = measures_for(feed.baseline, env, counter=counter, entries=feed.entries,
                                      keep_refs=not feed.streamed, recall=options.recall, core=self.core,
-                                     acts=policy.acts or restarts is not None)
+                                     acts=options.probes)
         self.cache = self.measures.prompt_cache  # (the layers' facts read what it last sent)
         self.ttl = "5m"  # the prompt cache's TTL the run is priced with (a summary request's reads expire by it)
         self.totals = LayerStats()

@@ -170,7 +170,6 @@ def load_lazily(path: str, skip_bad_lines: bool = False) -> Transcript | None:
     no message it does not read). None where this does not apply (``usable``: the same switch and
     size as reading ahead; the native core, which reads the facts; a plain file, read again by
     offset)."""
-    from ...core import in_use
     from ...transcripts import load_with
 
     if in_use() is None or not usable(path, forking=False):
