@@ -22,14 +22,14 @@ from .errors import UsageError
 
 CORES = ("python", "native")
 #: what the native core runs of a replay, in words (``--version`` and the docs say it)
-NATIVE_PARTS = ("the prompt-cache model, the violations' tracker, recall's check, the probes' string index, "
-                "a message line's facts and a step's read-only messages")
+NATIVE_PARTS = ("the whole loop of a policy that keeps every message; for the others the prompt cache, "
+                "violations, recall's check, the probes' index, a line's facts and a step's messages")
 
 
 #: what this package asks of ``compactlab._native`` (the crate's ``API``): bumped with it whenever
 #: the Python side asks something new of the crate, so that a module built from other sources (a
 #: working copy pulled and not rebuilt) is never used for this one
-NATIVE_API = 4
+NATIVE_API = 5
 #: why there is no native module where none was built
 NOT_BUILT = "not built in this install"
 

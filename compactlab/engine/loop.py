@@ -36,6 +36,7 @@ from .policy import Policy, fingerprint_of
 from .records import ACTIONS, CompactionEvent, Run, TurnRecord, summarize
 from ..core import chosen as chosen_core
 from .measures import CallAt, Recall, measures_for
+from .keeping import keeping_turns
 from .sizing import Calibration, TokenEstimator, list_chars
 from ..summarizers import StubSummarizer, Summarizer
 from ..transcripts import RecordedCompaction, Transcript, TranscriptStream
@@ -277,6 +278,9 @@ class Turns:
                                      keep_refs=not feed.streamed, recall=options.recall, core=self.core,
                                      acts=options.probes)
         self.cache = self.measures.prompt_cache  # (the layers' facts read what it last sent)
+        #: the native loop of a policy that keeps every message (``keeping.py``; None: this one runs)
+        self.keeping = keeping_turns(self.measures, env, self.core, probes=options.probes, exact=counter is not None,
+                                     keeps_contexts=bool(options.keep_contexts), acts=policy.acts)
         self.ttl = "5m"  # the prompt cache's TTL the run is priced with (a summary request's reads expire by it)
         self.totals = LayerStats()
         self.done = 0  # messages of the transcript in the context so far
@@ -287,6 +291,8 @@ class Turns:
     def turn(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
         if call == 0:
             self._first(pos)
+        if self.keeping is not None:
+            return self._kept(pos, call, pending, reply)
         env = self.env
         env.now = now = self._facts(call, pos, pending)
         stats = LayerStats()
@@ -317,6 +323,17 @@ class Turns:
         ctx.append(reply)  # 6
         self.done = pos + 1
         self.manual_pending = self.manual_tool in reply.tool_names
+        return record
+
+    def _kept(self, pos: int, call: int, pending: list[Entry], reply: Entry) -> TurnRecord:
+        """A call of a policy that keeps every message, on the native loop (``keeping.py``): what
+        ``turn`` does where no layer runs, the recording's departures followed here."""
+        self._departs(pos)
+        answered = self._answered(pos)
+        self.raw_answered.append(self.raw_as_recorded and answered)
+        record: TurnRecord = self.keeping.turn(call, pos, pending, reply, self.judged.tokens,
+                                               self.as_recorded and answered)
+        self.done = pos + 1
         return record
 
     def _answered(self, pos: int) -> bool:
@@ -402,20 +419,25 @@ class Turns:
         """The context's size as the harness measured it before this call (the previous call's
         recorded prompt and output tokens, plus the estimate of the messages since), while the
         context is still the one the recording sent; else None."""
-        prev, self.previous_pos = self.previous_pos, pos
-        before, self.before_previous = self.before_previous, prev
-        usage = self.usage.get(prev) if prev is not None and self.usage else None
-        if self.restarts is None and self.raw_as_recorded and prev is not None and any(
-                (before if before is not None else -1) < c.position <= prev for c in self.recorded_compactions()):
-            # the recording compacted before the previous call and the replay did not: that call's
-            # usage measured the recording's smaller context, not this one
-            self.as_recorded = self.raw_as_recorded = False
+        usage = self._departs(pos)
         if not usage or not self.as_recorded:
             return None
         new = sum(e.chars for e in pending)
         est = self.env.estimator
         return (prompt_of(usage) + int(usage.get("output_tokens", 0))
                 + (est.tokens(new) - est.overhead_tokens if new else 0))
+
+    def _departs(self, pos: int) -> dict | None:
+        """At the call whose reply is at ``pos``: where the recording compacted before the previous
+        call and the replay did not, the context is no longer the recording's from here on (that
+        call's usage measured the recording's smaller context). The previous call's usage."""
+        prev, self.previous_pos = self.previous_pos, pos
+        before, self.before_previous = self.before_previous, prev
+        usage = self.usage.get(prev) if prev is not None and self.usage else None
+        if self.restarts is None and self.raw_as_recorded and prev is not None and any(
+                (before if before is not None else -1) < c.position <= prev for c in self.recorded_compactions()):
+            self.as_recorded = self.raw_as_recorded = False
+        return usage
 
     def _append(self, pos: int, pending: list[Entry], stats: LayerStats) -> None:
         policy, env = self.policy, self.env

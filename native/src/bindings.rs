@@ -13,8 +13,8 @@ use crate::{cache, facts, recall, seam, strings, violations};
 
 /// The prompt-cache prefix model (`cost/pricing.py`'s `PromptCache` is its reference).
 #[pyclass(module = "compactlab._native")]
-struct PromptCache {
-    inner: cache::PromptCache,
+pub(crate) struct PromptCache {
+    pub(crate) inner: cache::PromptCache,
     /// the Python `CacheRules` last set (given back as set)
     rules: Py<PyAny>,
 }
@@ -320,8 +320,8 @@ impl ResultStrings {
 /// `violations::Tracker`): shown each context the loop sends (a list of `Entry`), it keeps them
 /// alive, knows each one's facts by its identity, and lists or counts the context's violations.
 #[pyclass(module = "compactlab._native")]
-struct InvariantTracker {
-    inner: violations::Tracker,
+pub(crate) struct InvariantTracker {
+    pub(crate) inner: violations::Tracker,
     /// the context's messages, held while it holds them (their identity is their key: no other
     /// message takes the address of one held)
     objects: Vec<Py<PyAny>>,
@@ -357,7 +357,11 @@ impl InvariantTracker {
     }
 
     /// Show it `entries` (a context), whose first `dirty_from` messages it has seen before.
-    fn update(&mut self, entries: &Bound<'_, PyList>, dirty_from: usize) -> PyResult<()> {
+    pub(crate) fn update(
+        &mut self,
+        entries: &Bound<'_, PyList>,
+        dirty_from: usize,
+    ) -> PyResult<()> {
         let n_new = entries.len();
         let d0 = self.inner.start(dirty_from, n_new);
         // the messages it saw from there on, by identity: a layer keeps most of them (a snip's
@@ -747,7 +751,7 @@ fn read_only<'py>(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 4;
+const API: u32 = 5;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -763,6 +767,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_only, m)?)?;
     m.add_class::<FrameworkSources>()?;
     m.add_class::<LineFacts>()?;
+    m.add_class::<crate::turns::KeepingTurns>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // (the kinds in the order a listing sorts by: a test holds them to violations.KINDS)
     m.add("VIOLATION_KINDS", violations::Kind::NAMES.to_vec())?;

@@ -12,3 +12,5 @@ pub mod violations;
 mod bindings;
 #[cfg(feature = "python")]
 mod seam;
+#[cfg(feature = "python")]
+mod turns;

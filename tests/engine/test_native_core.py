@@ -272,7 +272,7 @@ def test_version_names_the_core(cli, monkeypatch):
     assert r.output.splitlines()[0] == "compactlab, version 0.1.0" and r.output.splitlines()[1].startswith("core: python")
     if NATIVE is not None:
         monkeypatch.delenv("COMPACTLAB_CORE")
-        assert cli("--version").output.splitlines()[1].startswith("core: native (Rust: the prompt-cache model")
+        assert cli("--version").output.splitlines()[1].startswith("core: native (Rust: the whole loop of a policy that keeps every message")
 
 
 def test_a_native_module_built_from_other_sources_is_not_used_and_the_reason_is_said(monkeypatch):

@@ -30,7 +30,7 @@ class Measures:
     what they lost. (A plain class: a NamedTuple's generated code is part of every command's
     start.)"""
 
-    __slots__ = ("_recall", "_all", "prompt_cache")
+    __slots__ = ("_recall", "_all", "prompt_cache", "raw", "violations", "retention")
 
     def __init__(self, cache: PromptCache | NativePromptCache, raw: RawSize, violations: Violations, retention: Retention,
                  recall: Recall) -> None:
@@ -38,6 +38,8 @@ class Measures:
         #: the prompt cache's prefix model: the loop reads what it last sent (a layer's facts) and sets
         #: its provider's rules at the first call; pricing takes its rules and replies at the end
         self.prompt_cache = cache
+        #: the others, by name, for a loop that measures them itself (``engine/keeping.py``, in Rust)
+        self.raw, self.violations, self.retention = raw, violations, retention
         self._all: tuple[Measure, ...] = (cache, raw, violations, retention, recall)
 
     def __iter__(self) -> Iterator[Measure]:

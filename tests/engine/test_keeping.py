@@ -1,0 +1,176 @@
+"""The native loop of a policy that keeps every message (``engine/keeping.py``, ``native/src/turns.rs``)
+against the Python loop, its reference: chosen exactly where it can run the run (the native core, no
+layer on, nothing that can lose a probe, estimated sizes, no kept contexts), and giving there the
+same records, summaries, violations and ledgers, loaded, streamed and read ahead, on the samples and
+on generated recordings (orphans, duplicates, references to files, prompts, a small window)."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compactlab import ReplayOptions, load_policy, load_transcript, replay
+from compactlab import core
+from compactlab.engine import keeping
+from compactlab.engine.feeds import Opening
+from compactlab.transcripts import TranscriptBuilder
+from helpers import SAMPLES
+from strategies import transcripts
+
+NATIVE = core.native_module()
+needs_native = pytest.mark.skipif(NATIVE is None, reason="the native core is not built in this install (it was "
+                                                         "installed without a Rust toolchain): nothing to compare")
+SAMPLE_NAMES = sorted(p.stem for p in SAMPLES.glob("*.jsonl"))
+
+
+@pytest.fixture
+def loops(monkeypatch):
+    """How many runs the native loop made, and how many calls it took (a spy on its factory)."""
+    made = {"runs": 0, "calls": 0}
+    real = keeping.keeping_turns
+
+    class Counted:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def turn(self, *args):
+            made["calls"] += 1
+            return self.inner.turn(*args)
+
+    def spy(*args, **kwargs):
+        inner = real(*args, **kwargs)
+        if inner is None:
+            return None
+        made["runs"] += 1
+        return Counted(inner)
+
+    monkeypatch.setattr("compactlab.engine.loop.keeping_turns", spy)
+    return made
+
+
+def _same(a, b) -> None:
+    sa, sb = (orjson.loads(orjson.dumps(r.summary)) for r in (a, b))
+    assert sa.pop("core") == "python" and sb.pop("core") == "native"
+    assert sa == sb
+    assert orjson.dumps(a.calls) == orjson.dumps(b.calls)
+    assert a.probe_ledger == b.probe_ledger and a.events == b.events
+
+
+def _both(monkeypatch, run) -> tuple:
+    out = []
+    for which in ("python", "native"):
+        monkeypatch.setenv("COMPACTLAB_CORE", which)
+        out.append(run())
+    return out[0], out[1]
+
+
+@needs_native
+@pytest.mark.parametrize("sample", SAMPLE_NAMES)
+@pytest.mark.parametrize("how", ["loaded", "streamed", "read ahead"])
+def test_a_policy_that_keeps_everything_runs_alike_on_the_native_loop(monkeypatch, loops, sample, how):
+    path = str(SAMPLES / f"{sample}.jsonl")
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1" if how == "read ahead" else "0")
+    monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
+
+    def run():
+        source = load_transcript(path) if how == "loaded" else Opening(path, probes=False).feed()
+        return replay(source, load_policy("none"), ReplayOptions(window=30_000))
+
+    a, b = _both(monkeypatch, run)
+    _same(a, b)
+    assert loops == {"runs": 1, "calls": len(b.calls)}  # (the native run's alone: python ran its own loop)
+
+
+@needs_native
+def test_the_native_loop_meets_violations_retention_and_overflows(monkeypatch, loops):
+    """The samples the test above runs hold what the native loop must get right beyond sizes: a
+    recorded orphan (violations inherited, the log's callback), references to earlier results
+    (retention), calls over a small window."""
+    monkeypatch.setenv("COMPACTLAB_CORE", "native")
+    runs = [replay(load_transcript(str(SAMPLES / f"{s}.jsonl")), load_policy("none"), ReplayOptions(window=30_000))
+            for s in SAMPLE_NAMES]
+    assert loops["runs"] == len(SAMPLE_NAMES)
+    assert sum(r.summary.violations_inherited for r in runs) > 0 and any(r.summary.violations for r in runs)
+    assert sum(c.refs for r in runs for c in r.calls) > 0
+    assert all(c.refs_retained == c.refs for r in runs for c in r.calls)  # (nothing is changed: all held)
+    assert sum(c.overflow for r in runs for c in r.calls) > 0
+
+
+@needs_native
+@pytest.mark.parametrize("what", ["a layer on", "compactions kept", "exact counts", "contexts kept", "python core"])
+def test_the_python_loop_runs_what_the_native_loop_cannot(monkeypatch, loops, what):
+    monkeypatch.setenv("COMPACTLAB_CORE", "python" if what == "python core" else "native")
+    t = load_transcript(str(SAMPLES / "manual-compact.jsonl"))
+    options = {"compactions kept": {"keep_recorded_compactions": True},
+               "exact counts": {"counter": _Counter()},
+               "contexts kept": {"keep_contexts": (0, 1)}}.get(what, {})
+    replay(t, load_policy("s08" if what == "a layer on" else "none"), ReplayOptions(**options))
+    assert loops == {"runs": 0, "calls": 0}
+
+
+class _Counter:
+    def count(self, messages: list[dict]) -> int:
+        return len(orjson.dumps(messages)) // 3
+
+
+@needs_native
+@settings(max_examples=60, deadline=None)
+@given(transcripts(max_turns=30), st.sampled_from([None, 2_000, 20_000]), st.sampled_from(["5m", "1h"]))
+def test_generated_recordings_run_alike_on_the_native_loop(msgs, window, ttl):
+    """Generated recordings (parallel batches, errors, orphans, duplicate ids, prompts, manual
+    compaction calls) through ``none``: the native loop's run is the Python loop's."""
+    b = TranscriptBuilder("generated.jsonl", "anthropic")
+    for m in msgs:
+        b.add(m)
+    t = b.build()
+    with pytest.MonkeyPatch.context() as mp:
+        a, n = _both(mp, lambda: replay(t, load_policy("none"), ReplayOptions(window=window, cache_ttl=ttl)))
+    _same(a, n)
+
+
+@needs_native
+def test_the_native_loop_refuses_what_it_cannot_size_and_a_call_past_the_baseline():
+    from compactlab.engine.cost.cache_rules import RULES
+    from compactlab.engine.records import TurnRecord
+
+    cache = NATIVE.PromptCache(4.0, 0, False, RULES["anthropic"])
+    tracker = NATIVE.InvariantTracker(object)
+    with pytest.raises(ValueError, match="chars_per_token"):
+        NATIVE.KeepingTurns(cache, tracker, lambda call: (0, 0), [], [], {}, True, 0.0, 0, TurnRecord)
+    turns = NATIVE.KeepingTurns(cache, tracker, lambda call: (0, 0), [], [], {}, True, 4.0, 0, TurnRecord)
+    t = load_transcript(str(SAMPLES / "synth-small.jsonl"))
+    with pytest.raises(IndexError):  # (no baseline row for call 0: an error, not a crash)
+        turns.turn(0, 1, t.entries[:1], t.entries[1], 200_000, False)
+
+
+@needs_native
+@pytest.mark.parametrize("compacted", [False, True])
+def test_a_call_the_recording_shows_answered_is_no_overflow_until_the_replay_departs(monkeypatch, loops, tmp_path,
+                                                                                     compacted):
+    """A call over the window that the recording shows answered (its usage: the estimate is above
+    the window, the recorded prompt under it) is no overflow while the context is the recording's;
+    once the recording compacted and the replay did not, it is one. Both loops alike."""
+    from helpers import ClaudeCodeSession
+
+    s = ClaudeCodeSession().user("go")
+    s.assistant("look", {"type": "tool_use", "id": "t0", "name": "Bash", "input": {"command": "ls"}},
+                input_tokens=100).result("t0", "a.txt\n" * 2_000)
+    s.assistant("again", {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}},
+                input_tokens=120).result("t1", "b.txt\n" * 2_000)
+    if compacted:
+        s.line({"type": "system", "subtype": "compact_boundary", "parentUuid": None, "logicalParentUuid": f"u{s.n}",
+                "uuid": "b1", "sessionId": "s1", "timestamp": "2026-11-28T10:00:00Z",
+                "compactMetadata": {"trigger": "auto", "preTokens": 130}})
+        s.user("This session is being continued... the summary", isCompactSummary=True, isVisibleInTranscriptOnly=True)
+    s.user("go on").assistant("more", {"type": "text", "text": "done"}, input_tokens=40)
+    s.user("and").assistant("last", {"type": "text", "text": "done"}, input_tokens=41)
+    path = s.write(tmp_path / "s.jsonl")
+    a, b = _both(monkeypatch, lambda: replay(load_transcript(str(path)), load_policy("none"),
+                                             ReplayOptions(window=1_000)))
+    _same(a, b)
+    window = b.summary.window_tokens  # (the largest prompt the recording shows answered, above --window's)
+    assert loops["runs"] == 1 and 1_000 <= window < 3_500
+    assert [c.tokens > window for c in b.calls] == [False, True, True, True]
+    assert [c.overflow for c in b.calls] == [False, False, False, compacted]
