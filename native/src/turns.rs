@@ -100,13 +100,13 @@ impl KeepingTurns {
         py: Python<'py>,
         call: usize,
         pos: i64,
-        pending: &Bound<'py, PyList>,
+        pending: &Bound<'py, PyAny>,
         reply: &Bound<'py, PyAny>,
         window: i64,
         answered: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        for e in pending.iter() {
-            self.append(&e)?;
+        for e in pending.try_iter()? {
+            self.append(&e?)?;
         }
         let n = self.chars.len();
         let chars = list_chars(self.chars_sum, n);

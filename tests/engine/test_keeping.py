@@ -143,6 +143,14 @@ def test_the_native_loop_refuses_what_it_cannot_size_and_a_call_past_the_baselin
     t = load_transcript(str(SAMPLES / "synth-small.jsonl"))
     with pytest.raises(IndexError):  # (no baseline row for call 0: an error, not a crash)
         turns.turn(0, 1, t.entries[:1], t.entries[1], 200_000, False)
+    with pytest.raises(AttributeError):  # (pending messages that are not messages)
+        turns.turn(0, 1, [object()], t.entries[1], 200_000, False)
+    turns = NATIVE.KeepingTurns(cache, tracker, lambda call: (0, 0), [1], [t.entries[0].chars + 2], {}, True, 4.0, 0,
+                                TurnRecord)
+    record = turns.turn(0, 1, iter(t.entries[:1]), t.entries[1], 200_000, False)  # (any iterable of messages)
+    assert (record.messages, record.chars, record.tokens) == (1, t.entries[0].chars + 2,
+                                                             -(-(t.entries[0].chars + 2) // 4))
+    assert record.raw_tokens == record.tokens and len(turns.entries) == 2
 
 
 @needs_native
