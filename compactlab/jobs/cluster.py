@@ -169,6 +169,23 @@ def run_on_cluster(cluster: Cluster, files: list[str], policies: list, settings:
     return grid.done, list(grid.models), grid.hashes
 
 
+def _lost(given: str, reason: str, input_format: str | None) -> FileDone:
+    """A file of a batch that did not come back: lost (its worker lost for good, ``reason`` why) or
+    not back when the job was interrupted (``reason`` ""). A folder's file that is no transcript is
+    skipped, as the worker would have skipped it (its head read here: a lost batch does not make a
+    failed run of a file that was never one); the others' runs fail with the reason, or are left out."""
+    from ..transcripts import FolderFile, UnknownFormat, detect_format
+
+    if reason and isinstance(given, FolderFile) and input_format is None:
+        try:
+            detect_format(str.__str__(given))
+        except UnknownFormat as exc:
+            return FileDone(given, skipped=exc.message)
+        except CompactlabError:
+            pass  # (unreadable here too: its runs fail with the reason the batch was lost)
+    return FileDone(given, lost=reason)
+
+
 class _Grid:
     """The batches' files taken in the files' order, said a part of the corpus at a time as
     ``run_in_parts`` says them on reading the part (``parts_of``: its files' bad lines and warnings,
@@ -196,7 +213,7 @@ class _Grid:
         self.said += 1
         if got is None or isinstance(got, BaseException):
             reason = failure_of(0, got).reason if got is not None else ""
-            got = [FileDone(given, lost=reason) for given, _ in batch]
+            got = [_lost(given, reason, self.settings.input_format) for given, _ in batch]
         for f in got:
             self.pending.append(f)
             if len(self.pending) == self.parts[0]:

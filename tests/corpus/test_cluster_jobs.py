@@ -111,6 +111,20 @@ def test_a_lost_batch_fails_its_files_runs_and_the_others_are_kept(cli, corpus, 
     assert all("manual-compact" not in run["transcript"] for run in out["runs"])
 
 
+def test_a_lost_batch_of_a_folder_s_file_that_is_no_transcript_skips_it_as_locally(cli, corpus, monkeypatch):
+    """A folder's file that is no transcript is skipped, not counted a failed run, when its batch is
+    lost (the command reads its head); the lost transcript's runs fail, named."""
+    args = ["compare", corpus, "-p", "s08", "--dry-run", "--format", "json", "--skip-bad-lines", "-v"]
+    local = cli(*args, "--jobs", "1")
+    skipped = [line for line in local.stderr.splitlines() if "m-notes.json" in line or "not transcripts" in line]
+    assert len(skipped) == 2
+    _on(monkeypatch, lambda executor: InProcess(executor, lose=(0, 1)))  # (m-notes.json's and manual-compact's)
+    r = cli(*args, "--executor", "dask://127.0.0.1:1")
+    failed = [line for line in r.stderr.splitlines() if "worker lost" in line]
+    assert r.exit_code == 1 and failed and all("manual-compact.jsonl" in line for line in failed)
+    assert [line for line in r.stderr.splitlines() if "m-notes.json" in line or "not transcripts" in line] == skipped
+
+
 def test_an_interrupted_cluster_compare_keeps_the_batches_back(cli, corpus, tmp_path, monkeypatch):
     local = cli("compare", corpus, "-p", "s08", "--dry-run", "--format", "json", "--skip-bad-lines", "--jobs", "1")
     _on(monkeypatch, lambda executor: InProcess(executor, stop_after=2))
