@@ -114,7 +114,14 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
         return
     from ..core import described
 
-    click.echo(f"compactlab, version {__version__}\n{described()}")
+    core = described()
+    if sys.stdout.isatty():  # (a terminal: broken between words at its width; a pipe gets one line to read)
+        import shutil
+        import textwrap
+
+        core = textwrap.fill(core, max(shutil.get_terminal_size().columns, 40), subsequent_indent="  ",
+                             break_long_words=False, break_on_hyphens=False)
+    click.echo(f"compactlab, version {__version__}\n{core}")
     ctx.exit()
 
 

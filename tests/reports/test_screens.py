@@ -76,3 +76,16 @@ def test_inspect_of_many_sessions_is_a_line_each(columns):
     rows = [line for line in text.splitlines() if ".jsonl" in line or "…" in line]
     assert len(rows) == len(list(SAMPLES.glob("*.jsonl")))
     assert max(len(line) for line in text.splitlines()) <= columns
+
+
+@pytest.mark.parametrize("columns", [60, 80])
+def test_version_on_a_terminal_is_broken_between_words_at_its_width(columns):
+    """The core's line (long: what runs in Rust) fits the terminal, broken between words; a pipe
+    gets it on one line (``test_native_core.test_version_names_the_core``)."""
+    from compactlab.core import described
+
+    text = on_terminal(["--version"], columns)
+    lines = text.splitlines()
+    assert lines[0].startswith("compactlab, version") and lines[1].startswith("core: ")
+    assert max(len(line) for line in lines) <= columns
+    assert " ".join(line.strip() for line in lines[1:]) == described()
