@@ -34,12 +34,7 @@ def keeping_turns(measures: Measures, env: Any, core: str, *, probes: bool, exac
     cache, raw, violations, retention = measures.prompt_cache, measures.raw, measures.violations, measures.retention
     if not isinstance(cache, NativePromptCache):  # (the native core's measures are the native ones)
         return None
-    log, tracker, counts_at = violations.log, violations.tracker, raw.base.counts_at
-
-    def violations_row(call: int) -> tuple[int, int]:  # (a context with violations: the log lists each once)
-        return log.record(call, tracker, counts_at(call))
-
     estimator = env.estimator
-    return native.KeepingTurns(cache._core, tracker, violations_row, raw.base.messages, raw.base.chars,
+    return native.KeepingTurns(cache.core, violations.tracker, violations.logged, raw.base.messages, raw.base.chars,
                                retention.refs, retention.keep, estimator.chars_per_token, estimator.overhead_tokens,
                                TurnRecord)

@@ -751,7 +751,7 @@ fn read_only<'py>(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 5;
+const API: u32 = 6;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -768,6 +768,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<FrameworkSources>()?;
     m.add_class::<LineFacts>()?;
     m.add_class::<crate::turns::KeepingTurns>()?;
+    m.add_class::<crate::turns::CallMeasures>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // (the kinds in the order a listing sorts by: a test holds them to violations.KINDS)
     m.add("VIOLATION_KINDS", violations::Kind::NAMES.to_vec())?;

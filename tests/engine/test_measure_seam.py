@@ -44,6 +44,9 @@ def _run_capturing(tmp_path, monkeypatch) -> tuple[list, list, object]:
                                            asst(tu("x", "bash", command="grep -n handle_payment_v2 src")),
                                            results(tr("x", "none")), user("thanks")]
     t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", msgs)))
+    # (the Python measures, the reference: the native core measures all but recall in one crossing,
+    # ``_native.CallMeasures``, held to them by the differential tests)
+    monkeypatch.setenv("COMPACTLAB_CORE", "python")
     run = replay(t, load_policy("s08", ["micro.keep_recent=1", "micro.min_chars=10"]))
     return rows, totals, run
 

@@ -198,16 +198,20 @@ def test_a_run_on_the_native_core_measures_its_prompt_cache_there(monkeypatch):
     """The core a summary names is the one that measured: every call of a native run goes through
     the native cache model, no call of a python run does (a summary that said native while Python
     measured made every comparison above vacuous once)."""
-    seen: list[int] = []
-    real = NativePromptCache.at_call
-    monkeypatch.setattr(NativePromptCache, "at_call", lambda self, at, ctx: seen.append(at.call) or real(self, at, ctx))
+    from compactlab.engine import loop
+
+    made: list = []
+    real = loop.measures_for
+    monkeypatch.setattr(loop, "measures_for", lambda *a, **k: made.append(real(*a, **k)) or made[-1])
     t = load_transcript(str(SAMPLES / "synth-small.jsonl"))
     monkeypatch.setenv("COMPACTLAB_CORE", "native")
     run = replay(t, load_policy("s08"))
-    assert run.summary.core == "native" and seen == list(range(len(run.calls)))
-    seen.clear()
+    measured = made.pop()
+    assert run.summary.core == "native" and isinstance(measured.prompt_cache, NativePromptCache)
+    assert measured.native is not None and measured.prompt_cache.core.calls == len(run.calls)
     monkeypatch.setenv("COMPACTLAB_CORE", "python")
-    assert replay(t, load_policy("s08")).summary.core == "python" and seen == []
+    assert replay(t, load_policy("s08")).summary.core == "python"
+    assert isinstance(made.pop().prompt_cache, PromptCache) and not made
 
 
 @needs_native

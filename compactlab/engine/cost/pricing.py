@@ -109,6 +109,11 @@ class NativePromptCache:
         self._core.rules = rules
 
     @property
+    def core(self) -> Any:
+        """The model in Rust (``_native.PromptCache``), for the native measures that tell it each call."""
+        return self._core
+
+    @property
     def sent_tokens(self) -> int:
         return int(self._core.sent_tokens)
 

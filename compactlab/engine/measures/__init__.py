@@ -30,7 +30,7 @@ class Measures:
     what they lost. (A plain class: a NamedTuple's generated code is part of every command's
     start.)"""
 
-    __slots__ = ("_recall", "_all", "prompt_cache", "raw", "violations", "retention")
+    __slots__ = ("_recall", "_all", "prompt_cache", "raw", "violations", "retention", "native")
 
     def __init__(self, cache: PromptCache | NativePromptCache, raw: RawSize, violations: Violations, retention: Retention,
                  recall: Recall) -> None:
@@ -41,6 +41,9 @@ class Measures:
         #: the others, by name, for a loop that measures them itself (``engine/keeping.py``, in Rust)
         self.raw, self.violations, self.retention = raw, violations, retention
         self._all: tuple[Measure, ...] = (cache, raw, violations, retention, recall)
+        #: the native core's measures of a call, all but recall in one crossing (``_native.CallMeasures``,
+        #: ``native/src/turns.rs``; these are its reference), or None where Python measures
+        self.native: Any = None
 
     def __iter__(self) -> Iterator[Measure]:
         return iter(self._all)
@@ -48,6 +51,14 @@ class Measures:
     def at_call(self, at: CallAt, context: Any, record: Any) -> None:
         """Measure the context sent at a call: each measure's row into the call's record (its
         fields are the record's columns)."""
+        native = self.native
+        if native is not None:  # (the prompt cache, raw size, violations and retention in Rust)
+            native.measure(at.call, context.entries, context.origin_log, at.changed_from, at.tokens, at.reply_chars,
+                           record)
+            recalled = self._recall.at_call(at, context)
+            if recalled is not None:
+                record.probes, record.probes_kept, record.probes_recoverable = recalled
+            return
         for m in self._all:
             row = m.at_call(at, context)
             if row is not None:
@@ -84,10 +95,17 @@ def measures_for(base: RawBaseline, env: Any, *, counter: Any = None, entries: l
     policies), so that such a run reports the same whatever path read its file."""
     native = native_module() if core == "native" else None
     cache = PromptCache if native is None else NativePromptCache
-    return Measures(cache(env.estimator, exact=counter is not None),
-                    RawSize(base, env.estimator, counter, entries), Violations(base, native),
-                    Retention(base.refs, keep_refs),
-                    (recall or RECALL)(base.probes if acts else {}, env, base.probes_indexed and acts, native))
+    measures = Measures(cache(env.estimator, exact=counter is not None),
+                        RawSize(base, env.estimator, counter, entries), Violations(base, native),
+                        Retention(base.refs, keep_refs),
+                        (recall or RECALL)(base.probes if acts else {}, env, base.probes_indexed and acts, native))
+    if native is not None and counter is None:  # (exact counts: measured in Python, the cache's share by them)
+        c, est = measures.prompt_cache, env.estimator
+        assert isinstance(c, NativePromptCache)
+        measures.native = native.CallMeasures(c.core, measures.violations.tracker, measures.violations.logged,
+                                              base.messages, base.chars, base.refs, keep_refs, est.chars_per_token,
+                                              est.overhead_tokens)
+    return measures
 
 
 __all__ = ["CallAt", "Measure", "Measures", "PromptCache", "RECALL", "Recall", "IntactFirstRecall", "measures_for"]

@@ -322,7 +322,12 @@ class Violations:
 
     def at_call(self, at: CallAt, context: Context) -> ViolationsRow:
         self.tracker.update(context.entries, at.changed_from)  # (capped at what it saw last call)
-        return ViolationsRow(*self.log.record(at.call, self.tracker, self.raw.counts_at(at.call)))
+        return ViolationsRow(*self.logged(at.call))
+
+    def logged(self, call: int) -> tuple[int, int]:
+        """(introduced, inherited) in the context the tracker last checked, at ``call``: each
+        violation logged once (what the native measures ask where the context has any)."""
+        return self.log.record(call, self.tracker, self.raw.counts_at(call))
 
     def finish(self) -> ViolationsTotal:
         return ViolationsTotal(self.log.listed())
