@@ -22,8 +22,8 @@ from .errors import UsageError
 
 CORES = ("python", "native")
 #: what the native core runs of a replay, in words (``--version`` and the docs say it)
-NATIVE_PARTS = ("the whole loop of a policy that keeps every message; for the others the prompt cache, "
-                "violations, recall's check, the probes' index, a line's facts and a step's messages")
+NATIVE_PARTS = ("the whole loop of a policy that keeps every message; for the others a call's measures "
+                "(recall's glue aside), the probes' index, a line's facts and a step's messages")
 
 
 #: what this package asks of ``compactlab._native`` (the crate's ``API``): bumped with it whenever
