@@ -18,23 +18,16 @@ from __future__ import annotations
 from typing import Any
 
 from ..core import native_module
-from .cost.pricing import NativePromptCache
 from .measures import Measures
 from .records import TurnRecord
 
 
-def keeping_turns(measures: Measures, env: Any, core: str, *, probes: bool, exact: bool, keeps_contexts: bool,
-                  acts: bool) -> Any:
-    """The native loop of a run (``_native.KeepingTurns``), or None where the Python loop runs it:
-    not on the native core, a policy that ``acts``, a run that can lose a probe (``probes``), exact
-    counts (``exact``), a run that keeps contexts."""
+def keeping_turns(measures: Measures, core: str, *, probes: bool, keeps_contexts: bool, acts: bool) -> Any:
+    """The native loop of a run (``_native.KeepingTurns``, measured by its ``measures``' native
+    ones), or None where the Python loop runs it: not on the native core, or no native measures
+    (exact counts), a policy that ``acts``, a run that can lose a probe (``probes``), a run that
+    keeps contexts."""
     native = native_module() if core == "native" else None
-    if native is None or acts or probes or exact or keeps_contexts:
+    if native is None or measures.native is None or acts or probes or keeps_contexts:
         return None
-    cache, raw, violations, retention = measures.prompt_cache, measures.raw, measures.violations, measures.retention
-    if not isinstance(cache, NativePromptCache):  # (the native core's measures are the native ones)
-        return None
-    estimator = env.estimator
-    return native.KeepingTurns(cache.core, violations.tracker, violations.logged, raw.base.messages, raw.base.chars,
-                               retention.refs, retention.keep, estimator.chars_per_token, estimator.overhead_tokens,
-                               TurnRecord)
+    return native.KeepingTurns(measures.native, TurnRecord)

@@ -279,7 +279,7 @@ class Turns:
                                      acts=options.probes)
         self.cache = self.measures.prompt_cache  # (the layers' facts read what it last sent)
         #: the native loop of a policy that keeps every message (``keeping.py``; None: this one runs)
-        self.keeping = keeping_turns(self.measures, env, self.core, probes=options.probes, exact=counter is not None,
+        self.keeping = keeping_turns(self.measures, self.core, probes=options.probes,
                                      keeps_contexts=bool(options.keep_contexts), acts=policy.acts)
         self.ttl = "5m"  # the prompt cache's TTL the run is priced with (a summary request's reads expire by it)
         self.totals = LayerStats()
@@ -292,7 +292,7 @@ class Turns:
         if call == 0:
             self._first(pos)
         if self.keeping is not None:
-            return self._kept(pos, call, pending, reply)
+            return self._kept(call, pos, pending, reply)
         env = self.env
         env.now = now = self._facts(call, pos, pending)
         stats = LayerStats()
@@ -325,7 +325,7 @@ class Turns:
         self.manual_pending = self.manual_tool in reply.tool_names
         return record
 
-    def _kept(self, pos: int, call: int, pending: list[Entry], reply: Entry) -> TurnRecord:
+    def _kept(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
         """A call of a policy that keeps every message, on the native loop (``keeping.py``): what
         ``turn`` does where no layer runs, the recording's departures followed here."""
         self._departs(pos)

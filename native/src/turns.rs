@@ -298,7 +298,8 @@ impl CallMeasures {
     }
 }
 
-/// A run's turns (`KeepingTurns` in `engine/keeping.py` drives it, a call at a time).
+/// A run's turns (`KeepingTurns` in `engine/keeping.py` drives it, a call at a time), measured by
+/// the run's `CallMeasures`.
 #[pyclass(module = "compactlab._native")]
 pub struct KeepingTurns {
     /// the context sent: every message so far (the tracker is shown it)
@@ -308,7 +309,7 @@ pub struct KeepingTurns {
     chars_sum: i64,
     /// each message's origin (its index in the transcript), for retention's look-up
     origins: Vec<i64>,
-    measured: Measured,
+    measures: Py<CallMeasures>,
     /// `TurnRecord`, made positionally
     record: Py<PyAny>,
 }
@@ -316,38 +317,15 @@ pub struct KeepingTurns {
 #[pymethods]
 impl KeepingTurns {
     #[new]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        cache: Py<PromptCache>,
-        tracker: Py<InvariantTracker>,
-        violations_row: Py<PyAny>,
-        raw_messages: Py<PyList>,
-        raw_chars: Py<PyList>,
-        refs: Py<PyDict>,
-        keep_refs: bool,
-        chars_per_token: f64,
-        overhead_tokens: i64,
-        record: Py<PyAny>,
-    ) -> PyResult<Self> {
-        Ok(KeepingTurns {
+    fn new(py: Python<'_>, measures: Py<CallMeasures>, record: Py<PyAny>) -> Self {
+        KeepingTurns {
             entries: PyList::empty(py).unbind(),
             chars: Vec::new(),
             chars_sum: 0,
             origins: Vec::new(),
-            measured: Measured::new(
-                cache,
-                tracker,
-                violations_row,
-                raw_messages,
-                raw_chars,
-                refs,
-                keep_refs,
-                chars_per_token,
-                overhead_tokens,
-            )?,
+            measures,
             record,
-        })
+        }
     }
 
     /// The messages of the context so far.
@@ -375,13 +353,15 @@ impl KeepingTurns {
         }
         let n = self.chars.len();
         let chars = list_chars(self.chars_sum, n);
-        let tokens = self.measured.tokens(chars);
+        let mut measures = self.measures.borrow_mut(py);
+        let measured = &mut measures.inner;
+        let tokens = measured.tokens(chars);
         let overflow = tokens > window && !answered;
         let reply_chars: i64 = reply.getattr(intern!(py, "chars"))?.extract()?;
         // nothing changed: the cache is told the messages after the context it last sent, the
         // tracker checks from where the context grew, every message is the transcript's (in order)
         let (all, origins) = (&self.chars, &self.origins);
-        let row = self.measured.measure(
+        let row = measured.measure(
             py,
             call,
             self.entries.bind(py),
@@ -422,6 +402,7 @@ impl KeepingTurns {
                 row.retained.into_pyobject(py)?.into_any(),
             ],
         )?)?;
+        drop(measures);
         self.append(reply)?;
         Ok(record)
     }

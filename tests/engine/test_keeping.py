@@ -135,21 +135,23 @@ def test_the_native_loop_refuses_what_it_cannot_size_and_a_call_past_the_baselin
     from compactlab.engine.cost.cache_rules import RULES
     from compactlab.engine.records import TurnRecord
 
-    cache = NATIVE.PromptCache(4.0, 0, False, RULES["anthropic"])
-    tracker = NATIVE.InvariantTracker(object)
+    def measures(raw_messages: list, raw_chars: list, chars_per_token: float = 4.0):
+        return NATIVE.CallMeasures(NATIVE.PromptCache(chars_per_token, 0, False, RULES["anthropic"]),
+                                   NATIVE.InvariantTracker(object), lambda call: (0, 0), raw_messages, raw_chars, {},
+                                   True, chars_per_token, 0)
+
     with pytest.raises(ValueError, match="chars_per_token"):
-        NATIVE.KeepingTurns(cache, tracker, lambda call: (0, 0), [], [], {}, True, 0.0, 0, TurnRecord)
-    turns = NATIVE.KeepingTurns(cache, tracker, lambda call: (0, 0), [], [], {}, True, 4.0, 0, TurnRecord)
+        measures([], [], 0.0)
+    turns = NATIVE.KeepingTurns(measures([], []), TurnRecord)
     t = load_transcript(str(SAMPLES / "synth-small.jsonl"))
     with pytest.raises(IndexError):  # (no baseline row for call 0: an error, not a crash)
         turns.turn(0, 1, t.entries[:1], t.entries[1], 200_000, False)
     with pytest.raises(AttributeError):  # (pending messages that are not messages)
         turns.turn(0, 1, [object()], t.entries[1], 200_000, False)
-    turns = NATIVE.KeepingTurns(cache, tracker, lambda call: (0, 0), [1], [t.entries[0].chars + 2], {}, True, 4.0, 0,
-                                TurnRecord)
+    chars = t.entries[0].chars + 2
+    turns = NATIVE.KeepingTurns(measures([1], [chars]), TurnRecord)
     record = turns.turn(0, 1, iter(t.entries[:1]), t.entries[1], 200_000, False)  # (any iterable of messages)
-    assert (record.messages, record.chars, record.tokens) == (1, t.entries[0].chars + 2,
-                                                             -(-(t.entries[0].chars + 2) // 4))
+    assert (record.messages, record.chars, record.tokens) == (1, chars, -(-chars // 4))
     assert record.raw_tokens == record.tokens and len(turns.entries) == 2
 
 
