@@ -51,36 +51,6 @@ struct Measured {
 }
 
 impl Measured {
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        cache: Py<PromptCache>,
-        tracker: Py<InvariantTracker>,
-        violations_row: Py<PyAny>,
-        raw_messages: Py<PyList>,
-        raw_chars: Py<PyList>,
-        refs: Py<PyDict>,
-        keep_refs: bool,
-        chars_per_token: f64,
-        overhead_tokens: i64,
-    ) -> PyResult<Self> {
-        if chars_per_token.is_nan() || chars_per_token <= 0.0 {
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "chars_per_token must be positive",
-            ));
-        }
-        Ok(Measured {
-            cache,
-            tracker,
-            violations_row,
-            raw_messages,
-            raw_chars,
-            refs,
-            keep_refs,
-            chars_per_token,
-            overhead_tokens,
-        })
-    }
-
     /// `TokenEstimator.tokens`: the overhead plus the characters over chars-per-token, rounded up.
     fn tokens(&self, chars: i64) -> i64 {
         self.overhead_tokens + (chars as f64 / self.chars_per_token).ceil() as i64
@@ -191,31 +161,40 @@ pub struct CallMeasures {
 
 #[pymethods]
 impl CallMeasures {
+    /// The measures of a run, from its Python ones: the prompt cache's model in Rust (`cache`),
+    /// the `Violations` measure (its tracker, its log's `logged`), the raw baseline (`RawBaseline`),
+    /// the `Retention` measure (a stream's references let go) and the run's `TokenEstimator`.
     #[new]
-    #[allow(clippy::too_many_arguments)]
     fn new(
         cache: Py<PromptCache>,
-        tracker: Py<InvariantTracker>,
-        violations_row: Py<PyAny>,
-        raw_messages: Py<PyList>,
-        raw_chars: Py<PyList>,
-        refs: Py<PyDict>,
-        keep_refs: bool,
-        chars_per_token: f64,
-        overhead_tokens: i64,
+        violations: &Bound<'_, PyAny>,
+        baseline: &Bound<'_, PyAny>,
+        retention: &Bound<'_, PyAny>,
+        estimator: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
+        let py = violations.py();
+        let chars_per_token: f64 = estimator
+            .getattr(intern!(py, "chars_per_token"))?
+            .extract()?;
+        if chars_per_token.is_nan() || chars_per_token <= 0.0 {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "chars_per_token must be positive",
+            ));
+        }
         Ok(CallMeasures {
-            inner: Measured::new(
+            inner: Measured {
                 cache,
-                tracker,
-                violations_row,
-                raw_messages,
-                raw_chars,
-                refs,
-                keep_refs,
+                tracker: violations.getattr(intern!(py, "tracker"))?.extract()?,
+                violations_row: violations.getattr(intern!(py, "logged"))?.unbind(),
+                raw_messages: baseline.getattr(intern!(py, "messages"))?.extract()?,
+                raw_chars: baseline.getattr(intern!(py, "chars"))?.extract()?,
+                refs: retention.getattr(intern!(py, "refs"))?.extract()?,
+                keep_refs: retention.getattr(intern!(py, "keep"))?.extract()?,
                 chars_per_token,
-                overhead_tokens,
-            )?,
+                overhead_tokens: estimator
+                    .getattr(intern!(py, "overhead_tokens"))?
+                    .extract()?,
+            },
         })
     }
 

@@ -135,10 +135,15 @@ def test_the_native_loop_refuses_what_it_cannot_size_and_a_call_past_the_baselin
     from compactlab.engine.cost.cache_rules import RULES
     from compactlab.engine.records import TurnRecord
 
+    from types import SimpleNamespace as Given
+
+    from compactlab.engine.sizing import TokenEstimator
+
     def measures(raw_messages: list, raw_chars: list, chars_per_token: float = 4.0):
         return NATIVE.CallMeasures(NATIVE.PromptCache(chars_per_token, 0, False, RULES["anthropic"]),
-                                   NATIVE.InvariantTracker(object), lambda call: (0, 0), raw_messages, raw_chars, {},
-                                   True, chars_per_token, 0)
+                                   Given(tracker=NATIVE.InvariantTracker(object), logged=lambda call: (0, 0)),
+                                   Given(messages=raw_messages, chars=raw_chars), Given(refs={}, keep=True),
+                                   TokenEstimator(chars_per_token, 0))
 
     with pytest.raises(ValueError, match="chars_per_token"):
         measures([], [], 0.0)

@@ -100,11 +100,9 @@ def measures_for(base: RawBaseline, env: Any, *, counter: Any = None, entries: l
                         Retention(base.refs, keep_refs),
                         (recall or RECALL)(base.probes if acts else {}, env, base.probes_indexed and acts, native))
     if native is not None and counter is None:  # (exact counts: measured in Python, the cache's share by them)
-        c, est = measures.prompt_cache, env.estimator
+        c = measures.prompt_cache
         assert isinstance(c, NativePromptCache)
-        measures.native = native.CallMeasures(c.core, measures.violations.tracker, measures.violations.logged,
-                                              base.messages, base.chars, base.refs, keep_refs, est.chars_per_token,
-                                              est.overhead_tokens)
+        measures.native = native.CallMeasures(c.core, measures.violations, base, measures.retention, env.estimator)
     return measures
 
 
