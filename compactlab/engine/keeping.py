@@ -22,12 +22,12 @@ from .measures import Measures
 from .records import TurnRecord
 
 
-def keeping_turns(measures: Measures, core: str, *, probes: bool, keeps_contexts: bool, acts: bool) -> Any:
+def keeping_turns(measures: Measures, *, probes: bool, keeps_contexts: bool, acts: bool) -> Any:
     """The native loop of a run (``_native.KeepingTurns``, measured by its ``measures``' native
-    ones), or None where the Python loop runs it: not on the native core, or no native measures
-    (exact counts), a policy that ``acts``, a run that can lose a probe (``probes``), a run that
-    keeps contexts."""
-    native = native_module() if core == "native" else None
+    ones), or None where the Python loop runs it: no native measures (the python core, exact
+    counts), a policy that ``acts``, a run that can lose a probe (``probes``), a run that keeps
+    contexts."""
+    native = native_module()
     if native is None or measures.native is None or acts or probes or keeps_contexts:
         return None
     return native.KeepingTurns(measures.native, TurnRecord)

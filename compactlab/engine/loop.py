@@ -279,7 +279,7 @@ class Turns:
                                      acts=options.probes)
         self.cache = self.measures.prompt_cache  # (the layers' facts read what it last sent)
         #: the native loop of a policy that keeps every message (``keeping.py``; None: this one runs)
-        self.keeping = keeping_turns(self.measures, self.core, probes=options.probes,
+        self.keeping = keeping_turns(self.measures, probes=options.probes,
                                      keeps_contexts=bool(options.keep_contexts), acts=policy.acts)
         self.ttl = "5m"  # the prompt cache's TTL the run is priced with (a summary request's reads expire by it)
         self.totals = LayerStats()
