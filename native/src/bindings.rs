@@ -507,6 +507,8 @@ impl InvariantTracker {
 #[pyclass(module = "compactlab._native")]
 struct RecallCheck {
     check: recall::Check,
+    /// the messages of the last context checked
+    last: Vec<Arc<recall::Msg>>,
     known: FxHashMap<usize, (Py<PyAny>, Arc<recall::Msg>)>,
     /// the Python functions that make a message's texts: whole, edited, a result's; and a probe's
     /// text as JSON writes it
@@ -556,6 +558,7 @@ impl RecallCheck {
     fn new(whole: Py<PyAny>, edited: Py<PyAny>, result: Py<PyAny>, escaped: Py<PyAny>) -> Self {
         RecallCheck {
             check: recall::Check::default(),
+            last: Vec::new(),
             known: FxHashMap::default(),
             whole,
             edited,
@@ -564,17 +567,24 @@ impl RecallCheck {
         }
     }
 
-    /// Each of `probes`' outcome in the context `entries`: 0 kept where a result that held it
-    /// stands, 1 kept elsewhere, 2 missing.
+    /// Each of `probes`' outcome in the context `entries` (0 kept where a result that held it
+    /// stands, 1 kept elsewhere, 2 missing), and whether it has a message a layer made. `stable`:
+    /// how many of its first messages are, at most, those of the last context checked, unchanged
+    /// (the lowest position a layer changed at the calls since; None: compared one by one).
+    #[pyo3(signature = (probes, entries, stable=None))]
     fn outcomes(
         &mut self,
         probes: &Bound<'_, PyAny>,
         entries: &Bound<'_, PyList>,
-    ) -> PyResult<Vec<u8>> {
+        stable: Option<usize>,
+    ) -> PyResult<(Vec<u8>, bool)> {
         let py = entries.py();
-        let mut msgs = Vec::with_capacity(entries.len());
-        for entry in entries.iter() {
-            msgs.push(self.msg(&entry)?);
+        let n = entries.len();
+        let mut msgs = std::mem::take(&mut self.last);
+        let stable = self.stable(entries, &msgs, stable)?;
+        msgs.truncate(stable);
+        for i in stable..n {
+            msgs.push(self.msg(&entries.get_item(i)?)?);
         }
         let mut texts_of_probes = Vec::new();
         let mut places = Vec::new();
@@ -599,13 +609,19 @@ impl RecallCheck {
         let out = check.outcomes(
             &read,
             &msgs,
+            stable,
             &mut PyTexts {
                 entries,
                 owner: self,
             },
         );
         self.check = check;
-        if self.known.len() > 2 * entries.len() + 64 {
+        if out.is_err() {
+            // (what the memo knows is no longer sure)
+            self.check = recall::Check::default();
+            msgs.clear();
+        }
+        if self.known.len() > 2 * n + 64 {
             // (what is no longer in the context is let go)
             self.known = entries
                 .iter()
@@ -613,11 +629,38 @@ impl RecallCheck {
                 .map(|(e, m)| (m.key, (e.unbind(), m.clone())))
                 .collect();
         }
+        self.last = msgs;
         out
     }
 }
 
 impl RecallCheck {
+    /// How many of the first `entries` are the last context's messages (`last`), at most
+    /// `stable`: trusted where the message before that bound is the last context's there (the
+    /// memo holds every message it knows, so an identity is never another message's), else found
+    /// by comparing each.
+    fn stable(
+        &self,
+        entries: &Bound<'_, PyList>,
+        last: &[Arc<recall::Msg>],
+        stable: Option<usize>,
+    ) -> PyResult<usize> {
+        let bound = last.len().min(entries.len());
+        let same = |i: usize| -> PyResult<bool> {
+            Ok(entries.get_item(i)?.as_ptr() as usize == last[i].key)
+        };
+        if let Some(s) = stable.map(|s| s.min(bound)) {
+            if s == 0 || same(s - 1)? {
+                return Ok(s);
+            }
+        }
+        let mut s = 0;
+        while s < bound && same(s)? {
+            s += 1;
+        }
+        Ok(s)
+    }
+
     /// A message as the check reads it: known by its identity, or its facts read.
     fn msg(&mut self, entry: &Bound<'_, PyAny>) -> PyResult<Arc<recall::Msg>> {
         let key = entry.as_ptr() as usize;
@@ -751,7 +794,7 @@ fn read_only<'py>(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 6;
+const API: u32 = 7;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

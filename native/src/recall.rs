@@ -73,14 +73,27 @@ pub const KEPT_WHERE_HELD: u8 = 0;
 pub const KEPT_ELSEWHERE: u8 = 1;
 pub const MISSING: u8 = 2;
 
-/// The check's memo over a run (`probes.ProbeMemo`): the last context's whole text and the texts of
-/// its edited messages joined, which the next call's context mostly extends or repeats.
-#[derive(Debug, Default)]
+/// The check's memo over a run (`probes.ProbeMemo`), of the last context checked: per position the
+/// origin of its message or of the transcript's message before it, the positions of the messages a
+/// layer changed or made, the whole text and the edited messages' texts joined, and its intact
+/// results — each kept for the messages the next context has unchanged at its head (`stable`) and
+/// extended from there, as first needed.
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Check {
-    whole_keys: Vec<usize>,
+    keys: Vec<i64>,
+    edited: Vec<usize>,
+    /// the first position of a message a layer made
+    made: Option<usize>,
+    /// each message's compact JSON after a NUL, over the first `whole_ends.len()` messages (the
+    /// end of each in `whole`)
     whole: String,
-    edited_keys: Vec<usize>,
+    whole_ends: Vec<usize>,
+    /// the texts of the first `joined_ends.len()` edited messages, joined by NUL
     joined: String,
+    joined_ends: Vec<usize>,
+    /// the intact results of the first `intact_upto` messages
+    intact: Intact,
+    intact_upto: usize,
 }
 
 fn cached<E>(
@@ -101,23 +114,28 @@ fn plain(text: &str) -> bool {
         .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
 }
 
+/// `text` cut back to the end of its first `n` parts (`ends`: where each ends), and `ends` with it.
+fn cut(text: &mut String, ends: &mut Vec<usize>, n: usize) {
+    if n < ends.len() {
+        ends.truncate(n);
+        text.truncate(ends.last().copied().unwrap_or(0));
+    }
+}
+
 impl Check {
-    /// Each probe's outcome in the context `msgs` (`KEPT_WHERE_HELD`, `KEPT_ELSEWHERE`, `MISSING`).
+    /// Each probe's outcome in the context `msgs` (`KEPT_WHERE_HELD`, `KEPT_ELSEWHERE`, `MISSING`),
+    /// and whether it has a message a layer made. `stable`: how many of its first messages are the
+    /// last context's (0: none known to be).
     pub fn outcomes<T: Texts>(
         &mut self,
         probes: &[Probe],
         msgs: &[Arc<Msg>],
+        stable: usize,
         texts: &mut T,
-    ) -> Result<Vec<u8>, T::Error> {
+    ) -> Result<(Vec<u8>, bool), T::Error> {
+        self.follow(msgs, stable);
+        let keys = &self.keys;
         let n = msgs.len();
-        // per position, the origin of its message or of the transcript's message before it
-        // (non-decreasing: a transcript message is found by bisection)
-        let mut keys = Vec::with_capacity(n);
-        let mut key = -1;
-        for m in msgs {
-            key = key.max(m.origin);
-            keys.push(key);
-        }
         let mut out = vec![MISSING; probes.len()];
         for (k, p) in probes.iter().enumerate() {
             for &(o, b) in &p.place {
@@ -135,17 +153,14 @@ impl Check {
                 }
             }
         }
+        let made = self.made.is_some();
         let missing: Vec<usize> = (0..probes.len()).filter(|&k| out[k] == MISSING).collect();
         if missing.is_empty() {
-            return Ok(out);
+            return Ok((out, made));
         }
-        let edited: Vec<usize> = (0..n)
-            .filter(|&i| msgs[i].origin < 0 || !msgs[i].changed.is_empty())
-            .collect();
         if missing.iter().any(|&k| !probes[k].line) {
-            self.join_edited(&edited, msgs, texts)?;
+            self.join_edited(msgs, texts)?;
         }
-        let mut intact: Option<Intact> = None;
         let mut whole_made = false;
         for k in missing {
             let p = &probes[k];
@@ -157,7 +172,8 @@ impl Check {
                 continue;
             }
             if p.place.len() > 1 {
-                let (origins, found) = intact.get_or_insert_with(|| intact_results(msgs));
+                self.find_intact(msgs);
+                let (origins, found) = &self.intact;
                 if between(p, origins, found, msgs, texts)? {
                     out[k] = KEPT_ELSEWHERE;
                     continue;
@@ -176,54 +192,79 @@ impl Check {
                 out[k] = KEPT_ELSEWHERE;
             }
         }
-        Ok(out)
+        Ok((out, made))
     }
 
-    /// The texts of the edited messages joined by NUL (which no JSON text holds raw).
-    fn join_edited<T: Texts>(
-        &mut self,
-        edited: &[usize],
-        msgs: &[Arc<Msg>],
-        texts: &mut T,
-    ) -> Result<(), T::Error> {
-        if edited.len() == self.edited_keys.len()
-            && edited
-                .iter()
-                .zip(&self.edited_keys)
-                .all(|(&i, &k)| msgs[i].key == k)
-        {
-            return Ok(());
+    /// The memo made to follow `msgs`, of which the first `stable` are the last context's: what it
+    /// knows of those kept, the positions and edited messages of the others read.
+    fn follow(&mut self, msgs: &[Arc<Msg>], stable: usize) {
+        let stable = stable.min(self.keys.len()).min(msgs.len());
+        self.keys.truncate(stable);
+        let mut key = self.keys.last().copied().unwrap_or(-1);
+        for m in &msgs[stable..] {
+            key = key.max(m.origin);
+            self.keys.push(key);
         }
-        let mut joined = String::new();
-        for (j, &i) in edited.iter().enumerate() {
+        let kept = self.edited.partition_point(|&i| i < stable);
+        self.edited.truncate(kept);
+        self.edited.extend(
+            (stable..msgs.len()).filter(|&i| msgs[i].origin < 0 || !msgs[i].changed.is_empty()),
+        );
+        if !matches!(self.made, Some(i) if i < stable) {
+            self.made = (stable..msgs.len()).find(|&i| msgs[i].origin < 0);
+        }
+        cut(&mut self.whole, &mut self.whole_ends, stable);
+        cut(&mut self.joined, &mut self.joined_ends, kept);
+        if self.intact_upto > stable {
+            let (origins, found) = &mut self.intact;
+            let k = found.partition_point(|&(i, _)| i < stable);
+            origins.truncate(k);
+            found.truncate(k);
+            self.intact_upto = stable;
+        }
+    }
+
+    /// The texts of the edited messages joined by NUL (which no JSON text holds raw), from the
+    /// first not joined yet.
+    fn join_edited<T: Texts>(&mut self, msgs: &[Arc<Msg>], texts: &mut T) -> Result<(), T::Error> {
+        for j in self.joined_ends.len()..self.edited.len() {
+            let i = self.edited[j];
             if j > 0 {
-                joined.push('\0');
+                self.joined.push('\0');
             }
-            joined.push_str(&cached(&msgs[i].edited, || texts.edited(i))?);
+            self.joined
+                .push_str(&cached(&msgs[i].edited, || texts.edited(i))?);
+            self.joined_ends.push(self.joined.len());
         }
-        self.edited_keys = edited.iter().map(|&i| msgs[i].key).collect();
-        self.joined = joined;
         Ok(())
     }
 
-    /// The context's whole text: each message's compact JSON, each after a NUL; extended where the
-    /// context is the last one with messages appended (most calls).
+    /// The context's whole text: each message's compact JSON, each after a NUL, from the first
+    /// message not in it yet.
     fn make_whole<T: Texts>(&mut self, msgs: &[Arc<Msg>], texts: &mut T) -> Result<(), T::Error> {
-        let known = self.whole_keys.len();
-        let mut from = known;
-        if !(msgs.len() >= known && msgs.iter().zip(&self.whole_keys).all(|(m, &k)| m.key == k)) {
-            self.whole.clear();
-            self.whole_keys.clear();
-            from = 0;
-        }
-        if from < msgs.len() {
-            for (i, m) in msgs.iter().enumerate().skip(from) {
-                self.whole.push('\0');
-                self.whole.push_str(&cached(&m.whole, || texts.whole(i))?);
-                self.whole_keys.push(m.key);
-            }
+        for (i, m) in msgs.iter().enumerate().skip(self.whole_ends.len()) {
+            self.whole.push('\0');
+            self.whole.push_str(&cached(&m.whole, || texts.whole(i))?);
+            self.whole_ends.push(self.whole.len());
         }
         Ok(())
+    }
+
+    /// The context's intact results (`probes.intact_results`), from the first message not read yet.
+    fn find_intact(&mut self, msgs: &[Arc<Msg>]) {
+        let (origins, found) = &mut self.intact;
+        for (i, m) in msgs.iter().enumerate().skip(self.intact_upto) {
+            if m.origin < 0 {
+                continue;
+            }
+            for &b in &m.results {
+                if m.unchanged(b) {
+                    origins.push(m.origin);
+                    found.push((i, b));
+                }
+            }
+        }
+        self.intact_upto = msgs.len();
     }
 }
 
@@ -231,22 +272,15 @@ impl Check {
 /// position, block) of each.
 type Intact = (Vec<i64>, Vec<(usize, i64)>);
 
-/// A context's `Intact` results (`probes.intact_results`).
-fn intact_results(msgs: &[Arc<Msg>]) -> Intact {
-    let mut origins = Vec::new();
-    let mut found = Vec::new();
-    for (i, m) in msgs.iter().enumerate() {
-        if m.origin < 0 {
-            continue;
-        }
-        for &b in &m.results {
-            if m.unchanged(b) {
-                origins.push(m.origin);
-                found.push((i, b));
-            }
-        }
+#[cfg(test)]
+impl Check {
+    /// What the memo knows of `msgs`, all of it made (its texts joined, its intact results read).
+    fn known<T: Texts>(&mut self, msgs: &[Arc<Msg>], texts: &mut T) -> Result<Check, T::Error> {
+        self.join_edited(msgs, texts)?;
+        self.make_whole(msgs, texts)?;
+        self.find_intact(msgs);
+        Ok(self.clone())
     }
-    (origins, found)
 }
 
 /// `probes._between`: whether an intact result from the first to the latest that held `p` holds it.
@@ -375,11 +409,16 @@ mod tests {
             },
         ];
         let mut check = Check::default();
-        let out = check.outcomes(&probes, &msgs, &mut texts).unwrap();
+        let (out, made) = check.outcomes(&probes, &msgs, 0, &mut texts).unwrap();
         assert_eq!(out, [KEPT_ELSEWHERE, MISSING, KEPT_WHERE_HELD, MISSING]);
+        assert!(made);
         let asked = texts.asked;
-        check.outcomes(&probes, &msgs, &mut texts).unwrap();
+        check.outcomes(&probes, &msgs, 0, &mut texts).unwrap();
         assert_eq!(texts.asked, asked); // (each text made once)
+        check
+            .outcomes(&probes, &msgs, msgs.len(), &mut texts)
+            .unwrap();
+        assert_eq!(texts.asked, asked);
     }
 
     #[test]
@@ -406,8 +445,9 @@ mod tests {
             line: false,
         }];
         let out = Check::default()
-            .outcomes(&probes, &msgs, &mut texts)
-            .unwrap();
+            .outcomes(&probes, &msgs, 0, &mut texts)
+            .unwrap()
+            .0;
         assert_eq!(out, [KEPT_ELSEWHERE]);
     }
 
@@ -429,9 +469,99 @@ mod tests {
         }];
         assert_eq!(
             Check::default()
-                .outcomes(&probes, &msgs, &mut texts)
-                .unwrap(),
+                .outcomes(&probes, &msgs, 0, &mut texts)
+                .unwrap()
+                .0,
             [KEPT_ELSEWHERE]
         );
+    }
+    /// A run's contexts: messages appended, one replaced (a result cleared), the middle dropped (a
+    /// snip), a summary made at the head; each checked with what the memo keeps of the last one and
+    /// by a memo that knows nothing: the same outcomes, every call.
+    #[test]
+    fn a_context_that_follows_the_last_is_checked_as_a_new_one() {
+        let words = ["alpha_1", "beta_2", "gamma_3", "delta_4", "eps_5", "zeta_6"];
+        let mut whole = Vec::new();
+        let mut results = Vec::new();
+        let mut ctx: Vec<Arc<Msg>> = Vec::new();
+        let mut check = Check::default();
+        let mut seed = 7u64;
+        let mut next = |m: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % m
+        };
+        for call in 0..200 {
+            // the messages since the last call: a result holding a word, at a new key
+            let key = whole.len();
+            let word = words[next(words.len() as u64) as usize];
+            whole.push(format!("result {word}"));
+            results.push(vec![(0, word.to_string())]);
+            ctx.push(msg(key, call as i64, &[], &[0]));
+            let mut stable = ctx.len() - 1;
+            match next(4) {
+                0 if ctx.len() > 3 => {
+                    // a result cleared in place: another message, the same origin
+                    let i = next(ctx.len() as u64) as usize;
+                    let key = whole.len();
+                    whole.push("[cleared]".into());
+                    results.push(vec![(0, String::new())]);
+                    ctx[i] = msg(key, ctx[i].origin, &[0], &[0]);
+                    stable = stable.min(i);
+                }
+                1 if ctx.len() > 6 => {
+                    // the middle dropped, or the head (a summary with it)
+                    let a = next(3) as usize;
+                    let b = a + next((ctx.len() - 4) as u64) as usize;
+                    ctx.drain(a..b);
+                    stable = stable.min(a);
+                }
+                2 if call % 25 == 0 => {
+                    // a summary made at the head
+                    let key = whole.len();
+                    let word = words[next(words.len() as u64) as usize];
+                    whole.push(format!("summary {word}"));
+                    results.push(vec![]);
+                    ctx.insert(0, msg(key, -1, &[], &[]));
+                    stable = 0;
+                }
+                _ => {}
+            }
+            let probes: Vec<Probe> = (0..3)
+                .map(|_| Probe {
+                    text: words[next(words.len() as u64) as usize],
+                    place: (0..1 + next(3))
+                        .map(|_| (next(call as u64 + 1) as i64, 0))
+                        .collect(),
+                    line: next(5) == 0,
+                })
+                .collect();
+            let mut texts = Fixed {
+                whole: whole.clone(),
+                results: results.clone(),
+                asked: 0,
+            };
+            // (the texts are asked by position: this context's)
+            texts.whole = ctx.iter().map(|m| whole[m.key].clone()).collect();
+            texts.results = ctx.iter().map(|m| results[m.key].clone()).collect();
+            let mut fresh = Fixed {
+                whole: texts.whole.clone(),
+                results: texts.results.clone(),
+                asked: 0,
+            };
+            let got = check.outcomes(&probes, &ctx, stable, &mut texts).unwrap();
+            let mut new = Check::default();
+            let want = new.outcomes(&probes, &ctx, 0, &mut fresh).unwrap();
+            assert_eq!(got, want, "call {call}");
+            if call % 3 == 0 {
+                // (and all it knows, made: what a later call may read)
+                assert_eq!(
+                    check.known(&ctx, &mut texts).unwrap(),
+                    new.known(&ctx, &mut fresh).unwrap(),
+                    "call {call}"
+                );
+            }
+        }
     }
 }

@@ -252,6 +252,67 @@ def test_the_native_check_finds_the_probes_where_the_python_one_does(case, calls
         assert ledgers[0] == ledgers[1]
 
 
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(checked_contexts(), st.lists(st.tuples(st.integers(0, 3), st.integers(0, 99), st.integers(0, 99)), max_size=12))
+def test_the_native_check_of_a_run_keeps_what_the_last_context_had(case, edits):
+    """A run's contexts, each the last one with messages appended and then changed from some
+    position (a result cleared in place, a message made in its place, the middle dropped), checked
+    by the native core told how much of each the last one had (``stable``, the lowest position
+    changed), against ``check`` itself reading every context whole: the same ledger, call after call."""
+    from compactlab.engine.context import Context
+    from compactlab.engine.measures.probes import ProbeMemo, check
+    from compactlab.transcripts.messages import make_entry
+    from helpers import user
+
+    full, probes = case
+    python, native = ProbeMemo(), ProbeMemo(NATIVE)
+    entries, shown = [], 0
+    for call, (kind, at, width) in enumerate([(0, 0, 0), *edits]):
+        stable = len(entries)
+        grow = 1 + at % 3
+        entries = entries + full.entries[shown:shown + grow]
+        shown += grow
+        if entries and kind == 1:  # (a result cleared in place, else a message made in its place)
+            i = at % len(entries)
+            e = entries[i]
+            entries[i] = (e.with_result_content(0, "[cleared]") if e.results
+                          else make_entry(user(f"made at {call}"), -100 - call))
+            stable = min(stable, i)
+        elif len(entries) > 3 and kind == 2:  # (the middle dropped, or the head)
+            i = at % (len(entries) - 2)
+            del entries[i:i + 1 + width % 3]
+            stable = min(stable, i)
+        elif kind == 3:  # (a summary made at the head)
+            entries.insert(0, make_entry(user(f"summary {call}: x_y"), -200 - call))
+            stable = 0
+        ledgers: list[list] = [[], []]
+        check(probes, Context(list(entries)), call, ledgers[0], None, python)
+        check(probes, Context(list(entries)), call, ledgers[1], None, native, stable)
+        assert ledgers[0] == ledgers[1], (call, kind, stable)
+
+
+@needs_native
+def test_the_native_check_compares_a_context_whose_bound_is_not_the_last_ones():
+    """A bound (``stable``) past a message that is not the last context's there is not trusted: the
+    check compares the messages one by one, and finds the probe gone."""
+    from compactlab.engine.context import Context
+    from compactlab.engine.measures.probes import Probe, ProbeMemo, check
+    from compactlab.transcripts.messages import make_entry
+    from helpers import asst, results, tr, tu, user
+
+    first = [make_entry(user("go"), 0), make_entry(asst("look", tu("t1")), 1),
+             make_entry(results(tr("t1", "found src/app.py here")), 2), make_entry(asst("ok"), 3)]
+    probe = Probe("src/app.py", ((2, 0),), 0, "bash", "path")
+    memo = ProbeMemo(NATIVE)
+    ledger: list = []
+    check([probe], Context(first), 0, ledger, None, memo, 0)
+    second = [*first[:2], first[2].with_result_content(0, "[cleared]"), make_entry(asst("ok"), 3)]
+    check([probe], Context(second), 1, ledger, None, memo, 4)  # (the bound wrong: the last message differs)
+    assert [o.status for o in ledger] == ["kept", "lost"]
+
+
 #: ASCII texts with quoted passages: words, punctuation, paths, every kind of ASCII space
 QUOTING = st.lists(st.one_of(
     st.sampled_from(['"', "'", " ", "\n", "\t", "\x0b", "\x1c", "\x1f", ".", ",", "!", "?", ";", ":", "-", "_", "/"]),

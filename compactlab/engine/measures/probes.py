@@ -861,7 +861,7 @@ def check_intact(probes: Sequence[Probe], context: Context, call: int, ledger: l
 
 
 def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[ProbeOutcome] | None,
-          env: Any = None, memo: ProbeMemo | None = None) -> Checked:
+          env: Any = None, memo: ProbeMemo | None = None, stable: int | None = None) -> Checked:
     """How many of ``probes`` the context sent at ``call`` holds, and how many more a persisted
     output it points to holds; each probe's outcome goes to ``ledger``, a probe not kept with the
     layer that removed it and when (``env``: the run's ``RunEnv``, whose ledger's ``made_by`` and
@@ -869,11 +869,13 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
     ``cleared_at`` when a result was replaced in place; a message gone is put down to the one
     standing in its place).
     ``memo``: the run's ``ProbeMemo``, so that a message is serialised once, not at every call that
-    misses a probe."""
+    misses a probe. ``stable``: how many of the context's first messages are at most those of the
+    last one checked with ``memo`` (the lowest position a layer changed at the calls since; None:
+    not known), which the native check need not read again."""
     if not probes:
         return Checked(0, 0)
     append = ledger.append if ledger is not None else None
-    kept, missing, holds, made = _looked_for(probes, context, call, append, memo or ProbeMemo())
+    kept, missing, holds, made = _looked_for(probes, context, call, append, memo or ProbeMemo(), stable)
     if not missing:
         return Checked(kept, 0)
     done = env.ledger if env is not None else None
@@ -900,18 +902,17 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
     return Checked(kept, recoverable)
 
 
-def _looked_for(probes: Sequence[Probe], context: Context, call: int, append: Any,
-                memo: ProbeMemo) -> tuple[int, list[Probe], Callable[[Probe], bool], bool]:
+def _looked_for(probes: Sequence[Probe], context: Context, call: int, append: Any, memo: ProbeMemo,
+                stable: int | None = None) -> tuple[int, list[Probe], Callable[[Probe], bool], bool]:
     """The probes kept where a result that held them stands (how many, said), the others, whether
     the context holds one of those anywhere else, and whether it has a message a layer made. The
     native core looks where the memo has it (``_native.RecallCheck``), else ``_Anywhere``."""
     if memo.native is not None:
-        outcomes = memo.native.outcomes(probes, context.entries)
+        outcomes, made = memo.native.outcomes(probes, context.entries, stable)
         kept = _said_kept([p for p, o in zip(probes, outcomes) if o == 0], call, append)
         missing = [p for p, o in zip(probes, outcomes) if o]
         elsewhere = {id(p) for p, o in zip(probes, outcomes) if o == 1}
-        made = bool(missing) and any(e.origin < 0 for e in context.entries)
-        return kept, missing, lambda p: id(p) in elsewhere, made
+        return kept, missing, lambda p: id(p) in elsewhere, bool(missing) and made
     kept, missing = _where_first_held(probes, context, call, append)
     if not missing:
         return kept, missing, bool, False

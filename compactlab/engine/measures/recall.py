@@ -11,6 +11,7 @@ the same runs.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, NamedTuple
 
 from ..context import Context
@@ -44,8 +45,14 @@ class Recall:
         self.ledger: list[ProbeOutcome] = []  # every probe's outcome, call by call
         #: edited messages' texts, results gone (``native``: the native core checks, with a memo of its own)
         self.memo = ProbeMemo(native)
+        #: the lowest position a layer changed at the calls since the last check: how many of the
+        #: next context's first messages are at most the last checked one's (the native check keeps
+        #: what it knows of those)
+        self.stable = sys.maxsize
 
     def at_call(self, at: CallAt, context: Context) -> RecallRow | None:
+        if at.changed_from < self.stable:
+            self.stable = at.changed_from
         probes = self.probes.get(at.call, ())  # (kept: a stream's go to the probe cache at its end)
         if not probes:
             return None
@@ -53,7 +60,12 @@ class Recall:
         return RecallRow(len(probes), checked.kept, checked.recoverable)
 
     def _check(self, probes: list[Probe], at: CallAt, context: Context) -> Checked:
-        return check(probes, context, at.call, self.ledger, self.env, self.memo)
+        return self._checked(probes, at, context)
+
+    def _checked(self, probes: list[Probe], at: CallAt, context: Context) -> Checked:
+        """``probes.check`` of the context, told how much of it the last one checked had."""
+        stable, self.stable = self.stable, sys.maxsize
+        return check(probes, context, at.call, self.ledger, self.env, self.memo, stable)
 
     def finish(self) -> RecallTotal:
         return RecallTotal(self.kinds(), self.indexed)
@@ -89,4 +101,4 @@ class IntactFirstRecall(Recall):
     def _check(self, probes: list[Probe], at: CallAt, context: Context) -> Checked:
         if at.intact:
             return check_intact(probes, context, at.call, self.ledger)
-        return check(probes, context, at.call, self.ledger, self.env, self.memo)
+        return self._checked(probes, at, context)
