@@ -191,13 +191,14 @@ COMMAND_PREFIX = COMMAND
 
 
 def _raw_policy(ref: str, seen: tuple[str, ...] = ()) -> tuple[dict, bool]:
-    """The policy's TOML data with ``extends`` resolved, and whether it is all built-in presets."""
+    """The policy's TOML data with ``extends`` resolved, and whether it is all built-in presets
+    (or your own step alone: its table is made here, the step's name a string in its place)."""
     if ref.startswith((STEP_PREFIX, COMMAND_PREFIX)) and not seen:  # your own step, alone
         call = ref[len(STEP_PREFIX):] if ref.startswith(STEP_PREFIX) else ref
         name = call.rpartition(":")[2] or call if ref.startswith(STEP_PREFIX) else Path(call.split()[-1]).stem
         return {"name": name, "description": f"your own step {call}", "order": ["custom"],
                 "custom": {"enabled": True, "call": call}, **{k: {"enabled": False} for k in SECTIONS
-                                                               if k not in ("custom", "size")}}, False
+                                                               if k not in ("custom", "size")}}, True
     if ref in seen:
         raise PolicyError(f"policy {ref!r} extends itself ({' -> '.join(seen + (ref,))})")
     is_path = _names_file(ref) or Path(ref).is_file()
@@ -346,17 +347,18 @@ def build_policy(data: dict, where: str, trusted: bool = False) -> Policy:
 
 def load_policy(ref: str, overrides: Sequence[Override] = ()) -> Policy:
     """A preset name or TOML path, with ``--set`` overrides applied."""
-    data, preset = _raw_policy(ref)
+    data, trusted = _raw_policy(ref)
     where = ref
     if overrides:
         data = apply_overrides(data, list(overrides))
         where = f"{where} with --set"
-        if preset and all(_plainly_valid(*parse_override(item)) for item in overrides):
-            try:
-                return build_policy(data, where, trusted=True)
-            except (TypeError, ValueError):
-                pass  # a cross-field rule: validation words the error
-    return build_policy(data, where, trusted=preset and not overrides)
+        trusted = trusted and all(_plainly_valid(*parse_override(item)) for item in overrides)
+    if trusted:
+        try:
+            return build_policy(data, where, trusted=True)
+        except (TypeError, ValueError):
+            pass  # a cross-field rule (your own step naming none): validation words the error
+    return build_policy(data, where)
 
 
 def _plainly_valid(path: list[str], value: Any) -> bool:

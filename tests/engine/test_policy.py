@@ -107,6 +107,35 @@ def test_trusted_presets_build_what_validation_builds(name):
     assert trusted.resolved() == dataclasses.asdict(trusted)
 
 
+
+@pytest.mark.parametrize("ref", ["py:compactlab.bench:identity_step", "py:steps/my step.py:keep", "py:mod:",
+                                 "py:x", "cmd:python3 step.py", "cmd:./run --flag  x", "py:ünï:cödé", "py:a:b:c",
+                                 "py:", "py:  "])
+def test_your_own_step_alone_builds_what_validation_builds(ref):
+    """Your own step named alone (-p py:… or cmd:…) skips pydantic too (its table is made here, the
+    step's name a string in its place): the same policy as validation builds, or the same error (a
+    step that names none, one that is not there)."""
+    from compactlab.errors import PolicyError
+
+    def built(**how):
+        try:
+            policy = build_policy(data, ref, **how) if how else load_policy(ref)
+        except PolicyError as exc:
+            return str(exc)
+        return orjson.dumps(dataclasses.asdict(policy)), policy.fingerprint
+
+    data, trusted = _raw_policy(ref)
+    assert trusted
+    validated = built(trusted=False)
+    assert built() == validated
+    if ref.strip() != "py:":  # (else an error the trusted build leaves to validation: a ValueError)
+        assert built(trusted=True) == validated
+    if ref.startswith("py:compactlab"):
+        assert isinstance(validated, tuple)
+    elif ref.strip() == "py:":
+        assert "names no step" in validated
+
+
 VALUES = ["0", "1", "2", "-1", "3.5", "0.25", "true", "false", "head", "tokens", "messages", "turns", "after_results",
           "replace_results", '""', '"[x] {summary}"', '["a"]', "inf", "nan", "1e400", "60000", "x"]
 
