@@ -389,6 +389,12 @@ def _trajectory_measures(source: Path, root: Path, cl: list[str], jobs: int, rou
 STARTUP_TARGETS = {"--help": 0.26e9, "replay of a small file": 0.42e9}
 
 
+#: callgrind over every process: those a command runs (``--trace-children``), and those it forks
+#: (a read-ahead reader) counted from the fork — a forked child's count starts at its parent's, so
+#: without ``--zero-before`` a sum counts the parent's work before the fork twice
+CALLGRIND = ["--tool=callgrind", "--trace-children=yes", "--zero-before=PyOS_AfterFork_Child"]
+
+
 def startup_instructions(cl: list[str], replay_small: list[str]) -> dict[str, int] | None:
     """The instructions ``--help`` and ``replay_small`` execute, every process counted (valgrind's
     callgrind: the same count on a busy machine as on a quiet one), with the bytecode cache written
@@ -406,8 +412,8 @@ def startup_instructions(cl: list[str], replay_small: list[str]) -> dict[str, in
             subprocess.run(argv, env=env, capture_output=True)  # (the bytecode and price caches written)
             for old in glob.glob(os.path.join(folder, "*")):
                 os.remove(old)
-            subprocess.run(["valgrind", "--tool=callgrind", "--trace-children=yes",
-                            f"--callgrind-out-file={folder}/cg.%p", *argv], env=env, capture_output=True)
+            subprocess.run(["valgrind", *CALLGRIND, f"--callgrind-out-file={folder}/cg.%p", *argv], env=env,
+                           capture_output=True)
             total = 0
             for path in glob.glob(os.path.join(folder, "cg.*")):
                 with open(path, encoding="utf-8", errors="replace") as f:

@@ -8,6 +8,9 @@ import gzip
 import json
 import os
 import re
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -214,6 +217,29 @@ def test_the_startup_guard_counts_every_process_or_says_it_cannot(monkeypatch, t
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     assert bench.startup_instructions(["true"], ["true"]) == {"--help": 123, "replay of a small file": 123}
 
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed here")
+def test_the_bench_counts_a_forked_process_from_its_fork(tmp_path):
+    """A forked child's callgrind count starts at its parent's: counted with the bench's flags it
+    is what the child did after the fork (nothing, here), not the parent's work again."""
+    from compactlab.bench import CALLGRIND
+
+    script = tmp_path / "fork.py"
+    script.write_text("import os\nsum(range(3_000_000))\npid = os.fork()\nif pid == 0:\n    os._exit(0)\n"
+                      "os.waitpid(pid, 0)\n")
+    counts = {}
+    for name, flags in (("plain", ["--tool=callgrind", "--trace-children=yes"]), ("bench", CALLGRIND)):
+        folder = tmp_path / name
+        folder.mkdir()
+        subprocess.run(["valgrind", *flags, f"--callgrind-out-file={folder}/cg.%p", sys.executable, str(script)],
+                       capture_output=True, check=True)
+        counts[name] = sorted(int(line.split()[1]) for f in folder.iterdir() for line in f.read_text().splitlines()
+                              if line.startswith("totals:"))
+    assert len(counts["plain"]) == len(counts["bench"]) == 2
+    assert counts["plain"][0] > counts["plain"][1] / 2  # (the child counted the parent's loop again)
+    assert counts["bench"][0] < counts["bench"][1] / 20  # (the child's own: its exit)
 
 def test_a_dask_compare_sends_batches_of_runs_each_transcripts_together():
     """(#59 §5) A task carries runs: four batches a worker thread (fewer when there are fewer runs),
