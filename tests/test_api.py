@@ -50,3 +50,19 @@ def test_replay_takes_two_records_and_a_shorthand_of_their_fields(tmp_path):
     assert [p for p in params if params[p].kind is not inspect.Parameter.VAR_KEYWORD] == [
         "transcript", "policy", "options", "output"]
     assert len(ReplayOptions._fields) + len(ReplayOutput._fields) == 16  # (named tuples: _replace, _fields)
+
+
+def test_a_transcript_is_named_by_a_string_or_a_path():
+    """``load_transcript`` and ``open_transcript`` take a ``pathlib.Path`` as they take a string."""
+    from pathlib import Path
+
+    from compactlab import load_transcript, open_transcript
+    from helpers import SAMPLES
+
+    name = SAMPLES / "synth-small.jsonl"
+    assert isinstance(name, Path)
+    by_path, by_string = load_transcript(name), load_transcript(str(name))
+    assert by_path.path == by_string.path == str(name) and type(by_path.path) is str
+    assert [e.message for e in by_path.entries] == [e.message for e in by_string.entries]
+    streamed = open_transcript(name)
+    assert streamed is not None and streamed.path == str(name)

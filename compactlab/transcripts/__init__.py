@@ -10,6 +10,7 @@ content, never the file name.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -156,20 +157,27 @@ def _format(path: str, input_format: str | None, options: dict[str, object]) -> 
     return FORMATS[name]
 
 
-def open_transcript(path: str, input_format: str | None = None, load: bool = True,
+def open_transcript(path: str | os.PathLike[str], input_format: str | None = None, load: bool = True,
                     **options: object) -> Transcript | TranscriptStream | None:
     """A transcript for one replay: streamed when its format reads a message a line, else loaded
     (``load=False``: else None)."""
+    path = os.fspath(path)
     fmt = _format(path, input_format, options)
     if hasattr(fmt, "stream"):
         return fmt.stream(path, **options)
     return _load(fmt, path, options) if load else None
 
 
-def load_transcript(path: str, input_format: str | None = None, **options: object) -> Transcript:
+def load_transcript(path: str | os.PathLike[str], input_format: str | None = None, **options: object) -> Transcript:
     """Load a transcript file, detecting its format from its content unless ``input_format`` names one."""
-    path = str.__str__(path)  # (a FolderFile's mark is the caller's: the transcript's path is a plain string)
+    path = _plain(path)
     return _load(_format(path, input_format, options), path, options)
+
+
+def _plain(path: str | os.PathLike[str]) -> str:
+    """``path`` (a string, a ``pathlib.Path``) as a plain string: a FolderFile's mark is the
+    caller's, the transcript's path is a string."""
+    return str.__str__(os.fspath(path))
 
 
 def load_with(load: Callable[..., Transcript], path: str, **options: object) -> Transcript:
