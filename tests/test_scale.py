@@ -284,3 +284,37 @@ def test_a_batch_runs_with_the_workers_collector_paused(monkeypatch):
     monkeypatch.setattr(compare, "run_job", lambda *a: states.append(gc.isenabled()) or real(*a))
     run_batch([(Job(0, 0, load_policy("s08"), ()), t, None, None)] * 2, False, False, ("stub", None))
     assert states == [False, False] and gc.isenabled()
+
+
+def test_a_cluster_is_sent_the_same_transcripts_once():
+    """(#59 §5) A tune's every batch of trials runs on the same loaded transcripts: the workers are
+    asked whether they read the files, and sent them where not, once — again for other transcripts."""
+    from compactlab.corpus.compare import Cluster, FileRef
+
+    class Client:
+        def __init__(self, readable: bool) -> None:
+            self.readable, self.asked, self.scattered = readable, 0, []
+
+        def run(self, fn, paths):
+            self.asked += 1
+            return {"w1": self.readable, "w2": self.readable}
+
+        def scatter(self, items, broadcast):
+            assert broadcast
+            self.scattered.append(list(items))
+            return [f"future-{i}" for i in range(len(items))]
+
+    loaded = [load_transcript(str(SAMPLES / name)) for name in ("synth-small.jsonl", "manual-compact.jsonl")]
+    for readable in (True, False):
+        cluster = object.__new__(Cluster)  # (no scheduler: its client a stand-in)
+        cluster.client = client = Client(readable)
+        first = cluster.send(loaded)
+        assert cluster.send(list(loaded)) == first and client.asked == 1
+        if readable:
+            assert first[0] and [r.path for r in first[1]] == [os.path.abspath(t.path) for t in loaded]
+            assert all(isinstance(r, FileRef) for r in first[1]) and not client.scattered
+        else:
+            assert first == (False, ["future-0", "future-1"]) and client.scattered == [loaded]
+        other = [load_transcript(str(SAMPLES / "synth-small.jsonl"))]
+        cluster.send(other)
+        assert client.asked == 2 and len(client.scattered) == (0 if readable else 2)

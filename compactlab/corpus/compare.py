@@ -12,6 +12,7 @@ from ..plumbing.process import collector_paused, usable_cores
 
 import contextlib
 import itertools
+import operator
 import os
 import sys
 import threading
@@ -549,6 +550,9 @@ class Cluster:
     """An existing Dask distributed cluster a corpus job runs on (``--executor dask://HOST:PORT``):
     connected on creation (a usage error where it cannot be), closed on leaving the ``with``."""
 
+    #: the transcripts last sent (``send``): themselves, whether the workers read the files, what they got
+    _sent: tuple[list[Transcript], bool, list[Any]] | None = None
+
     def __init__(self, executor: str) -> None:
         from ..errors import UsageError
 
@@ -572,6 +576,21 @@ class Cluster:
     def shares(self, paths: list[str]) -> bool:
         """Whether every worker can read every one of ``paths`` (absolute) itself."""
         return all(self.client.run(_readable, paths).values())
+
+    def send(self, transcripts: list[Transcript]) -> tuple[bool, list[Any]]:
+        """The loaded ``transcripts`` as the workers get them: whether they read the files
+        themselves (a shared path: each a ``FileRef``), else each sent to every worker — asked and
+        sent once for the same transcripts (a tune's every batch of trials runs on them)."""
+        held = self._sent
+        if held is not None and len(held[0]) == len(transcripts) and all(map(operator.is_, held[0], transcripts)):
+            return held[1], held[2]
+        refs = [FileRef(os.path.abspath(t.path), t.format, t.skipped_lines > 0, t.content_hash) for t in transcripts]
+        # the workers read the files themselves where they all can (a shared path): only the runs'
+        # summaries cross the network; else the transcripts are sent to them once
+        shared = self.shares([r.path for r in refs])
+        sent: list[Any] = refs if shared else self.client.scatter(transcripts, broadcast=True)
+        self._sent = (list(transcripts), shared, sent)
+        return shared, sent
 
     @property
     def threads(self) -> int:
@@ -597,11 +616,7 @@ class Cluster:
 def _dask_outcomes(jobs: list[Job], context: GridContext,
                    cluster: Cluster) -> Iterator[tuple[int, RunResult | Failure]]:
     c = context
-    refs = [FileRef(os.path.abspath(t.path), t.format, t.skipped_lines > 0, t.content_hash) for t in c.transcripts]
-    # the workers read the files themselves where they all can (a shared path): only the runs'
-    # summaries cross the network; else the transcripts are sent to them once
-    shared = cluster.shares([r.path for r in refs])
-    sent: list[Any] = refs if shared else cluster.client.scatter(c.transcripts, broadcast=True)
+    shared, sent = cluster.send(c.transcripts)
     parts = batches(jobs, cluster.threads)
     work = [[(job, sent[job.transcript], c.prices[job.transcript], c.calibrations[job.transcript]) for job in batch]
             for batch in parts]
