@@ -170,14 +170,8 @@ def open_transcript(path: str | os.PathLike[str], input_format: str | None = Non
 
 def load_transcript(path: str | os.PathLike[str], input_format: str | None = None, **options: object) -> Transcript:
     """Load a transcript file, detecting its format from its content unless ``input_format`` names one."""
-    path = _plain(path)
+    path = str.__str__(os.fspath(path))  # (a FolderFile's mark is the caller's: the transcript's path is a plain string)
     return _load(_format(path, input_format, options), path, options)
-
-
-def _plain(path: str | os.PathLike[str]) -> str:
-    """``path`` (a string, a ``pathlib.Path``) as a plain string: a FolderFile's mark is the
-    caller's, the transcript's path is a string."""
-    return str.__str__(os.fspath(path))
 
 
 def load_with(load: Callable[..., Transcript], path: str, **options: object) -> Transcript:

@@ -60,9 +60,6 @@ class Recall:
         return RecallRow(len(probes), checked.kept, checked.recoverable)
 
     def _check(self, probes: list[Probe], at: CallAt, context: Context) -> Checked:
-        return self._checked(probes, at, context)
-
-    def _checked(self, probes: list[Probe], at: CallAt, context: Context) -> Checked:
         """``probes.check`` of the context, told how much of it the last one checked had."""
         stable, self.stable = self.stable, sys.maxsize
         return check(probes, context, at.call, self.ledger, self.env, self.memo, stable)
@@ -101,4 +98,4 @@ class IntactFirstRecall(Recall):
     def _check(self, probes: list[Probe], at: CallAt, context: Context) -> Checked:
         if at.intact:
             return check_intact(probes, context, at.call, self.ledger)
-        return self._checked(probes, at, context)
+        return super()._check(probes, at, context)
