@@ -188,7 +188,8 @@ def _replay_one(feed: Feed, s: ReplaySettings, out: OutputDir, notify: Notify, p
     if calibration is not None and calibration.source == "recorded usage":
         fits.append(calibration)
     counter = build_counter(s.live, feed.system) if s.tokens == "anthropic" else None
-    slow = s.summarizer != "stub" or counter is not None  # requests to an API: a person waits
+    # requests to an API, or code of your own (or a framework's) at every call: a person may wait
+    slow = s.summarizer != "stub" or counter is not None or s.policy.custom.enabled
     # (a stream's calls are counted as they are read: a bar without an end)
     total = (len(feed.transcript.call_positions) if hasattr(feed, "transcript") else UNKNOWN) if slow else 0
     with collector_off(), progress(f"replaying {os.path.basename(feed.path)}", total) as advance:

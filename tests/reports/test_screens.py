@@ -89,3 +89,34 @@ def test_version_on_a_terminal_is_broken_between_words_at_its_width(columns):
     assert len(piped) == 2 and lines[0] == piped[0] and lines[1].startswith("core: ")
     assert max(len(line) for line in lines) <= columns
     assert " ".join(line.strip() for line in lines[1:]) == piped[1]
+
+
+def test_a_replay_through_a_step_of_your_own_shows_its_calls_on_a_terminal(tmp_path):
+    """A step of your own (or a framework's code) runs at every call, at a cost compactlab does not
+    know: on a terminal, the replay shows a bar of its calls (on standard error, gone at the end);
+    a built-in policy's replay, which takes a fraction of a second, shows none."""
+    def stderr_on_terminal(policy: str) -> str:
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 100, 0, 0))
+        env = {**os.environ, "COLUMNS": "100", "LINES": "50", "TERM": "xterm-256color", "NO_COLOR": "1",
+               "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+        proc = subprocess.Popen([sys.executable, "-m", "compactlab", "replay", str(SAMPLES / "synth-medium.jsonl"),
+                                 "-p", policy, "--out", str(tmp_path / policy.replace(":", "-")), "-q"],
+                                stdout=subprocess.DEVNULL, stderr=slave, stdin=subprocess.DEVNULL, env=env, cwd=ROOT)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+        os.close(master)
+        assert proc.wait(timeout=120) == 0
+        return _ANSI.sub("", b"".join(chunks).decode("utf-8", "replace"))
+
+    shown = stderr_on_terminal("py:custom_steps:same")
+    assert "replaying synth-medium.jsonl" in shown and "120/" in shown, shown  # (its 120 calls, streamed: no end known)
+    assert "replaying" not in stderr_on_terminal("s08")
