@@ -22,14 +22,16 @@ PRESETS = ["s08", "claude-code", "codex", "observation-masking", "opencode", "ge
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def on_terminal(args: list[str], columns: int) -> str:
-    """What ``compactlab ARGS`` writes to a terminal ``columns`` wide (its standard output; the
-    status lines of standard error are not part of the screen compared)."""
+def on_terminal(args: list[str], columns: int, stream: str = "stdout") -> str:
+    """What ``compactlab ARGS`` writes to a terminal ``columns`` wide: its standard output (the
+    status lines of standard error are not part of the screen compared), or its standard error
+    (``stream``), the other going nowhere. The tests' steps (``custom_steps``) are importable."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
     env = {**os.environ, "COLUMNS": str(columns), "LINES": "50", "TERM": "xterm-256color", "NO_COLOR": "1",
-           "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "compactlab", *args], stdout=slave, stderr=subprocess.DEVNULL,
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    out, err = (slave, subprocess.DEVNULL) if stream == "stdout" else (subprocess.DEVNULL, slave)
+    proc = subprocess.Popen([sys.executable, "-m", "compactlab", *args], stdout=out, stderr=err,
                             stdin=subprocess.DEVNULL, env=env, cwd=ROOT)
     os.close(slave)
     chunks = []
@@ -96,26 +98,8 @@ def test_a_replay_through_a_step_of_your_own_shows_its_calls_on_a_terminal(tmp_p
     know: on a terminal, the replay shows a bar of its calls (on standard error, gone at the end);
     a built-in policy's replay, which takes a fraction of a second, shows none."""
     def stderr_on_terminal(policy: str) -> str:
-        master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 100, 0, 0))
-        env = {**os.environ, "COLUMNS": "100", "LINES": "50", "TERM": "xterm-256color", "NO_COLOR": "1",
-               "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
-        proc = subprocess.Popen([sys.executable, "-m", "compactlab", "replay", str(SAMPLES / "synth-medium.jsonl"),
-                                 "-p", policy, "--out", str(tmp_path / policy.replace(":", "-")), "-q"],
-                                stdout=subprocess.DEVNULL, stderr=slave, stdin=subprocess.DEVNULL, env=env, cwd=ROOT)
-        os.close(slave)
-        chunks = []
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-        os.close(master)
-        assert proc.wait(timeout=120) == 0
-        return _ANSI.sub("", b"".join(chunks).decode("utf-8", "replace"))
+        return on_terminal(["replay", str(SAMPLES / "synth-medium.jsonl"), "-p", policy,
+                            "--out", str(tmp_path / policy.replace(":", "-")), "-q"], 100, stream="stderr")
 
     shown = stderr_on_terminal("py:custom_steps:same")
     assert "replaying synth-medium.jsonl" in shown and "120/" in shown, shown  # (its 120 calls, streamed: no end known)
