@@ -127,12 +127,13 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
                    "time per session, 5 / 4 sessions", "tune 3 trials x 2 transcripts (s)",
                    "recall's share of replay -p s08 (CPU)", "recall's share, probes indexed again (CPU)",
                    "tune / compare of as many replays", "identity step / none (CPU, recall off)",
-                   "identity step / none, 2x calls (CPU, recall off)", "identity step's ratio, 2x / 1x calls"):
+                   "identity step / none, 2x calls (CPU, recall off)", "identity step's ratio, 2x / 1x calls",
+                   "observation-masking: 2x / 1x calls (CPU, startup subtracted)"):
         assert figure in r.stdout
     assert "start-up, --help (G instr.)" in r.stdout and "start-up, replay, 4 calls (G instr.)" in r.stdout
     assert "0.50  ≤ 0.42 G" in r.stdout and asked and "replay" in asked[0]
     doc = json.loads(out.read_text())
-    assert len(doc["figures"]) == 30 and doc["commands"]["floor"]["cpu"] > 0
+    assert len(doc["figures"]) == 31 and doc["commands"]["floor"]["cpu"] > 0
     assert os.environ["COMPACTLAB_CACHE_DIR"] != str(tmp_path / "inputs" / "cache")  # its own, given back
 
 
