@@ -31,6 +31,16 @@ struct Row {
     retained: usize,
 }
 
+/// What a call is measured at (`measures.base.CallAt`'s fields the measures in Rust read).
+struct At {
+    call: usize,
+    /// the first message changed since the previous call (the context's length: none)
+    changed_from: usize,
+    /// the context's size by the run's estimate, and the reply's characters
+    tokens: i64,
+    reply_chars: i64,
+}
+
 /// The run's measures that live in Rust, and what they read of the run.
 struct Measured {
     /// the prompt cache's model and the violations' tracker (the Python measures' own objects)
@@ -56,21 +66,22 @@ impl Measured {
         self.overhead_tokens + (chars as f64 / self.chars_per_token).ceil() as i64
     }
 
-    /// A call's measures: `entries` sent, the first `changed_from` as they were at the previous
-    /// call (the context's length: none changed); `chars_from(start)` the characters of the
+    /// A call's measures: `entries` sent at `at`; `chars_from(start)` the characters of the
     /// messages from `start` on; `find(origin)` where the transcript's message `origin` is.
-    #[allow(clippy::too_many_arguments)]
     fn measure(
         &mut self,
         py: Python<'_>,
-        call: usize,
         entries: &Bound<'_, PyList>,
-        changed_from: usize,
-        tokens: i64,
-        reply_chars: i64,
+        at: At,
         chars_from: impl FnOnce(usize) -> PyResult<Vec<i64>>,
         find: impl Fn(i64) -> PyResult<Option<usize>>,
     ) -> PyResult<Row> {
+        let At {
+            call,
+            changed_from,
+            tokens,
+            reply_chars,
+        } = at;
         // the raw baseline (`RawSize`): the history before the call, as recorded
         let raw_messages: i64 = self.raw_messages.bind(py).get_item(call)?.extract()?;
         let raw_chars: i64 = self.raw_chars.bind(py).get_item(call)?.extract()?;
@@ -248,16 +259,13 @@ impl CallMeasures {
             }
             Ok(None)
         };
-        let row = self.inner.measure(
-            py,
+        let at = At {
             call,
-            entries,
             changed_from,
             tokens,
             reply_chars,
-            chars_from,
-            find,
-        )?;
+        };
+        let row = self.inner.measure(py, entries, at, chars_from, find)?;
         for (name, value) in [
             (intern!(py, "raw_messages"), row.raw_messages),
             (intern!(py, "raw_chars"), row.raw_chars),
@@ -340,13 +348,16 @@ impl KeepingTurns {
         // nothing changed: the cache is told the messages after the context it last sent, the
         // tracker checks from where the context grew, every message is the transcript's (in order)
         let (all, origins) = (&self.chars, &self.origins);
-        let row = measured.measure(
-            py,
+        let at = At {
             call,
-            self.entries.bind(py),
-            n,
+            changed_from: n,
             tokens,
             reply_chars,
+        };
+        let row = measured.measure(
+            py,
+            self.entries.bind(py),
+            at,
             |start| Ok(all[start..].to_vec()),
             |origin| Ok(find_origin(origins, origin)),
         )?;
