@@ -36,7 +36,7 @@ from .policy import Policy, fingerprint_of
 from .records import ACTIONS, CompactionEvent, Run, TurnRecord, summarize
 from ..core import chosen as chosen_core
 from .measures import CallAt, Recall, measures_for
-from .keeping import keeping_turns
+from .keeping import keeping_turns, masking_turns
 from .sizing import Calibration, TokenEstimator, list_chars
 from ..summarizers import StubSummarizer, Summarizer
 from ..transcripts import RecordedCompaction, Transcript, TranscriptStream
@@ -281,6 +281,9 @@ class Turns:
         #: the native loop of a policy that keeps every message (``keeping.py``; None: this one runs)
         self.keeping = keeping_turns(self.measures, probes=options.probes,
                                      keeps_contexts=bool(options.keep_contexts), acts=policy.acts)
+        #: the native loop of a policy whose one layer is micro (``keeping.py``; None: this one runs)
+        self.masking: Any = None if self.keeping is not None else masking_turns(
+            self.measures, policy, env, restarts=restarts is not None, keeps_contexts=bool(options.keep_contexts))
         self.ttl = "5m"  # the prompt cache's TTL the run is priced with (a summary request's reads expire by it)
         self.totals = LayerStats()
         self.done = 0  # messages of the transcript in the context so far
@@ -293,6 +296,8 @@ class Turns:
             self._first(pos)
         if self.keeping is not None:
             return self._kept(call, pos, pending, reply)
+        if self.masking is not None:
+            return self._masked(call, pos, pending, reply)
         env = self.env
         env.now = now = self._facts(call, pos, pending)
         stats = LayerStats()
@@ -333,6 +338,23 @@ class Turns:
         self.raw_answered.append(self.raw_as_recorded and answered)
         record: TurnRecord = self.keeping.turn(call, pos, pending, reply, self.judged.tokens,
                                                self.as_recorded and answered)
+        self.done = pos + 1
+        return record
+
+    def _masked(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
+        """A call of a policy whose one layer is micro, on the native loop (``keeping.py``): what
+        ``turn`` does there, the layer's counts, its event and the recording's departures kept here."""
+        self._departs(pos)
+        answered = self._answered(pos)
+        self.raw_answered.append(self.raw_as_recorded and answered)
+        record, tokens_before, lowest = self.masking.turn(call, pos, pending, reply, self.judged.tokens,
+                                                          self.as_recorded, answered)
+        if record.micro_compacted:
+            self.totals.micro_compacted += record.micro_compacted
+            self.totals.changed_at(lowest)
+            self.events.append(CompactionEvent(call, ["micro"], record.messages, record.messages, tokens_before,
+                                               record.tokens, record.micro_compacted, 0, 0))
+            self.as_recorded = False
         self.done = pos + 1
         return record
 

@@ -794,7 +794,7 @@ fn read_only<'py>(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 7;
+const API: u32 = 8;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -811,6 +811,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<FrameworkSources>()?;
     m.add_class::<LineFacts>()?;
     m.add_class::<crate::turns::KeepingTurns>()?;
+    m.add_class::<crate::turns::MaskingTurns>()?;
     m.add_class::<crate::turns::CallMeasures>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // (the kinds in the order a listing sorts by: a test holds them to violations.KINDS)

@@ -15,8 +15,11 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
+use std::borrow::Cow;
+
 use crate::bindings::{InvariantTracker, PromptCache};
 use crate::cache::list_chars;
+use crate::micro::{placeholder, Held, KeepBy, Rule, Turn};
 
 /// What the measures in Rust give of a call (`TurnRecord`'s columns).
 struct Row {
@@ -361,37 +364,14 @@ impl KeepingTurns {
             |start| Ok(all[start..].to_vec()),
             |origin| Ok(find_origin(origins, origin)),
         )?;
-        let record = self.record.bind(py).call1(PyTuple::new(
-            py,
-            [
-                call.into_pyobject(py)?.into_any(),
-                pos.into_pyobject(py)?.into_any(),
-                row.raw_messages.into_pyobject(py)?.into_any(),
-                row.raw_chars.into_pyobject(py)?.into_any(),
-                row.raw_tokens.into_pyobject(py)?.into_any(),
-                n.into_pyobject(py)?.into_any(),
-                chars.into_pyobject(py)?.into_any(),
-                tokens.into_pyobject(py)?.into_any(),
-                // persisted .. manual: no layer acts
-                0i64.into_pyobject(py)?.into_any(),
-                0i64.into_pyobject(py)?.into_any(),
-                0i64.into_pyobject(py)?.into_any(),
-                0i64.into_pyobject(py)?.into_any(),
-                0i64.into_pyobject(py)?.into_any(),
-                0i64.into_pyobject(py)?.into_any(),
-                0i64.into_pyobject(py)?.into_any(),
-                0i64.into_pyobject(py)?.into_any(),
-                0i64.into_pyobject(py)?.into_any(),
-                pyo3::types::PyBool::new(py, overflow).to_owned().into_any(),
-                row.introduced.into_pyobject(py)?.into_any(),
-                row.inherited.into_pyobject(py)?.into_any(),
-                row.read.into_pyobject(py)?.into_any(),
-                row.write.into_pyobject(py)?.into_any(),
-                0.0f64.into_pyobject(py)?.into_any(),
-                row.refs.into_pyobject(py)?.into_any(),
-                row.retained.into_pyobject(py)?.into_any(),
-            ],
-        )?)?;
+        let record = make_record(
+            self.record.bind(py),
+            (call, pos),
+            &row,
+            (n, chars, tokens),
+            0,
+            overflow,
+        )?;
         drop(measures);
         self.append(reply)?;
         Ok(record)
@@ -419,4 +399,335 @@ fn find_origin(origins: &[i64], origin: i64) -> Option<usize> {
     }
     let j = origins.partition_point(|&o| o < origin);
     (j < origins.len() && origins[j] == origin).then_some(j)
+}
+
+/// A call's `TurnRecord`, made positionally (in its fields' order): what the layers did is the
+/// micro layer's count of results replaced (`micro_compacted`), no other layer acting.
+fn make_record<'py>(
+    record: &Bound<'py, PyAny>,
+    (call, pos): (usize, i64),
+    row: &Row,
+    (messages, chars, tokens): (usize, i64, i64),
+    micro_compacted: i64,
+    overflow: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = record.py();
+    let zero = || 0i64.into_pyobject(py).map(|z| z.into_any());
+    record.call1(PyTuple::new(
+        py,
+        [
+            call.into_pyobject(py)?.into_any(),
+            pos.into_pyobject(py)?.into_any(),
+            row.raw_messages.into_pyobject(py)?.into_any(),
+            row.raw_chars.into_pyobject(py)?.into_any(),
+            row.raw_tokens.into_pyobject(py)?.into_any(),
+            messages.into_pyobject(py)?.into_any(),
+            chars.into_pyobject(py)?.into_any(),
+            tokens.into_pyobject(py)?.into_any(),
+            // persisted, persisted_chars, snipped
+            zero()?,
+            zero()?,
+            zero()?,
+            micro_compacted.into_pyobject(py)?.into_any(),
+            // summarized .. manual
+            zero()?,
+            zero()?,
+            zero()?,
+            zero()?,
+            zero()?,
+            pyo3::types::PyBool::new(py, overflow).to_owned().into_any(),
+            row.introduced.into_pyobject(py)?.into_any(),
+            row.inherited.into_pyobject(py)?.into_any(),
+            row.read.into_pyobject(py)?.into_any(),
+            row.write.into_pyobject(py)?.into_any(),
+            0.0f64.into_pyobject(py)?.into_any(),
+            row.refs.into_pyobject(py)?.into_any(),
+            row.retained.into_pyobject(py)?.into_any(),
+        ],
+    )?)
+}
+
+/// The settings of a micro layer the masking loop runs besides its cutoff (`MicroConfig`'s).
+struct Masking {
+    rule: Rule,
+    /// the placeholder (`{tool_name}` filled in)
+    template: String,
+    min_chars: i64,
+    clear_short: bool,
+    preserve: Vec<String>,
+    /// act only over this many tokens (0: always), only where that frees this many
+    trigger_tokens: i64,
+    clear_at_least: i64,
+}
+
+/// The whole per-call loop of a policy whose one layer is micro (`observation-masking` among
+/// them): each call's messages appended, the old tool results replaced by the placeholder as
+/// `engine/layers/micro.py` replaces them, the context sized, judged and measured, recall asked
+/// (in Python: `recall`), the record made. `engine/keeping.py`'s `masking_turns` chooses it;
+/// `loop.Turns` is the reference. No message is dropped or made: the context is the transcript's
+/// messages in order, some with results replaced.
+#[pyclass(module = "compactlab._native")]
+pub struct MaskingTurns {
+    /// the context sent: every message so far, results replaced in place (`Entry` copies)
+    entries: Py<PyList>,
+    chars: Vec<i64>,
+    chars_sum: i64,
+    origins: Vec<i64>,
+    /// what the layer reads: each message's turn, the tool results' places and sizes
+    held: Held,
+    masking: Masking,
+    /// how many results, from the first, the layer has dealt with (its memo in Python)
+    dealt: usize,
+    /// the run's tool names by tool_use id (filled as calls are read), and its ledger's
+    /// `cleared_at` (when each result was replaced: recall's attribution)
+    tool_names: Py<PyDict>,
+    cleared_at: Py<PyDict>,
+    /// `(call, pos, changed_from, intact, tokens, reply_chars, record)`: recall's row into the record
+    recall: Py<PyAny>,
+    measures: Py<CallMeasures>,
+    record: Py<PyAny>,
+}
+
+#[pymethods]
+impl MaskingTurns {
+    /// The loop of a run: its `measures`, `TurnRecord`, the micro layer's `config` (a
+    /// `MicroConfig` whose options this loop runs: `keeping.masks` says which), the run's tool
+    /// names and `cleared_at`, and its `recall`.
+    #[new]
+    fn new(
+        py: Python<'_>,
+        measures: Py<CallMeasures>,
+        record: Py<PyAny>,
+        config: &Bound<'_, PyAny>,
+        tool_names: Py<PyDict>,
+        cleared_at: Py<PyDict>,
+        recall: Py<PyAny>,
+    ) -> PyResult<Self> {
+        let get = |name: &str| config.getattr(name);
+        for off in ["string_content_only", "clear_inputs", "at_prompts"] {
+            if get(off)?.is_truthy()? {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "the masking loop does not run micro's {off}"
+                )));
+            }
+        }
+        let trigger_tokens: i64 = get("trigger_tokens")?.extract()?;
+        let trigger_on: String = get("trigger_on")?.extract()?;
+        let idle: f64 = get("idle_minutes")?.extract()?;
+        if idle != 0.0 || (trigger_tokens != 0 && trigger_on != "context") {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "the masking loop does not run micro's idle_minutes or a history trigger",
+            ));
+        }
+        let keep_by: String = get("keep_by")?.extract()?;
+        let keep_by = KeepBy::parse(&keep_by).ok_or_else(|| {
+            pyo3::exceptions::PyValueError::new_err(format!("keep_by {keep_by:?}"))
+        })?;
+        let chars_per_token = measures.borrow(py).inner.chars_per_token;
+        let protect: f64 = get("protect_tokens")?.extract()?;
+        Ok(MaskingTurns {
+            entries: PyList::empty(py).unbind(),
+            chars: Vec::new(),
+            chars_sum: 0,
+            origins: Vec::new(),
+            held: Held::default(),
+            masking: Masking {
+                rule: Rule {
+                    keep_recent: get("keep_recent")?.extract()?,
+                    keep_by,
+                    only_consumed: get("only_consumed")?.extract()?,
+                    protect_chars: protect * chars_per_token,
+                },
+                template: get("placeholder")?.extract()?,
+                min_chars: get("min_chars")?.extract()?,
+                clear_short: get("clear_short")?.extract()?,
+                preserve: get("preserve_tools")?.extract()?,
+                trigger_tokens,
+                clear_at_least: get("clear_at_least")?.extract()?,
+            },
+            dealt: 0,
+            tool_names,
+            cleared_at,
+            recall,
+            measures,
+            record,
+        })
+    }
+
+    /// The messages of the context so far.
+    #[getter]
+    fn entries(&self, py: Python<'_>) -> Py<PyList> {
+        self.entries.clone_ref(py)
+    }
+
+    /// One call: `pending` appended, the micro layer run, the context measured against `window`
+    /// (`as_recorded`: the context was the recording's until this call; `answered`: the recording
+    /// shows this call answered), recall asked, the record made; then `reply` appended. Returns
+    /// the record, the context's tokens before the layer acted, and the first message it changed.
+    #[allow(clippy::too_many_arguments)]
+    fn turn<'py>(
+        &mut self,
+        py: Python<'py>,
+        call: usize,
+        pos: i64,
+        pending: &Bound<'py, PyAny>,
+        reply: &Bound<'py, PyAny>,
+        window: i64,
+        as_recorded: bool,
+        answered: bool,
+    ) -> PyResult<(Bound<'py, PyAny>, i64, Option<usize>)> {
+        for e in pending.try_iter()? {
+            self.append(&e?)?;
+        }
+        let n = self.chars.len();
+        let before = self.chars_sum;
+        let (replaced, lowest) = self.micro(py, call)?;
+        let chars = list_chars(self.chars_sum, n);
+        let mut measures = self.measures.borrow_mut(py);
+        let measured = &mut measures.inner;
+        let tokens = measured.tokens(chars);
+        let tokens_before = measured.tokens(list_chars(before, n));
+        let intact = as_recorded && replaced == 0;
+        let overflow = tokens > window && !(intact && answered);
+        let reply_chars: i64 = reply.getattr(intern!(py, "chars"))?.extract()?;
+        let changed_from = lowest.unwrap_or(n);
+        let (all, origins) = (&self.chars, &self.origins);
+        let at = At {
+            call,
+            changed_from,
+            tokens,
+            reply_chars,
+        };
+        let row = measured.measure(
+            py,
+            self.entries.bind(py),
+            at,
+            |start| Ok(all[start..].to_vec()),
+            |origin| Ok(find_origin(origins, origin)),
+        )?;
+        drop(measures);
+        let record = make_record(
+            self.record.bind(py),
+            (call, pos),
+            &row,
+            (n, chars, tokens),
+            replaced,
+            overflow,
+        )?;
+        self.recall.bind(py).call1((
+            call,
+            pos,
+            changed_from,
+            intact,
+            tokens,
+            reply_chars,
+            &record,
+        ))?;
+        self.append(reply)?;
+        Ok((record, tokens_before, lowest))
+    }
+}
+
+impl MaskingTurns {
+    fn append(&mut self, entry: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = entry.py();
+        let chars: i64 = entry.getattr(intern!(py, "chars"))?.extract()?;
+        let origin: i64 = entry.getattr(intern!(py, "origin"))?.extract()?;
+        let role = entry.getattr(intern!(py, "role"))?;
+        let turn = if role.eq(intern!(py, "assistant"))? {
+            Turn::Agent
+        } else if origin >= 0
+            && role.eq(intern!(py, "user"))?
+            && entry.getattr(intern!(py, "has_text"))?.is_truthy()?
+        {
+            Turn::Prompt
+        } else {
+            Turn::Other
+        };
+        let results = entry.getattr(intern!(py, "results"))?;
+        let sizes = results
+            .try_iter()?
+            .map(|fact| fact?.getattr(intern!(py, "size"))?.extract())
+            .collect::<PyResult<Vec<i64>>>()?;
+        self.held.push(turn, sizes);
+        self.entries.bind(py).append(entry)?;
+        self.chars.push(chars);
+        self.chars_sum += chars;
+        self.origins.push(origin);
+        Ok(())
+    }
+
+    /// `layers/micro.py`'s `micro` at `call`: how many results it replaced, and the first message
+    /// it changed.
+    fn micro(&mut self, py: Python<'_>, call: usize) -> PyResult<(i64, Option<usize>)> {
+        let m = &self.masking;
+        let cutoff = self.held.cutoff(&m.rule);
+        let start = self.dealt;
+        if cutoff <= start {
+            return Ok((0, None));
+        }
+        let measures = self.measures.borrow(py);
+        let measured = &measures.inner;
+        if m.trigger_tokens != 0
+            && measured.tokens(list_chars(self.chars_sum, self.chars.len())) <= m.trigger_tokens
+        {
+            return Ok((0, None));
+        }
+        let entries = self.entries.bind(py);
+        let names = self.tool_names.bind(py);
+        // the results to replace (ref, placeholder) and the characters that frees
+        let mut chosen: Vec<(usize, String)> = Vec::new();
+        let mut freed = 0i64;
+        for r in start..cutoff {
+            let size = self.held.sizes[r];
+            if size <= m.min_chars && !m.clear_short {
+                continue;
+            }
+            let (pos, k) = self.held.refs[r];
+            let fact = entries
+                .get_item(pos)?
+                .getattr(intern!(py, "results"))?
+                .get_item(k)?;
+            let id = fact.getattr(intern!(py, "tool_use_id"))?;
+            let name = names.get_item(&id)?;
+            let name: Cow<'_, str> = match &name {
+                Some(n) => Cow::Owned(n.extract::<String>()?),
+                None => Cow::Borrowed("unknown"),
+            };
+            if m.preserve.iter().any(|p| *p == *name) {
+                continue;
+            }
+            let (text, len) = placeholder(&m.template, &name);
+            if len >= size && !m.clear_short {
+                continue;
+            }
+            freed += size - len;
+            chosen.push((r, text));
+        }
+        if m.clear_at_least != 0
+            && (freed as f64 / measured.chars_per_token) < m.clear_at_least as f64
+        {
+            return Ok((0, None)); // not worth it yet: looked at again when more is old
+        }
+        drop(measures);
+        let cleared_at = self.cleared_at.bind(py);
+        let mut lowest: Option<usize> = None;
+        for (r, text) in &chosen {
+            let (pos, k) = self.held.refs[*r];
+            let entry = entries
+                .get_item(pos)?
+                .call_method1(intern!(py, "with_result_content"), (k, text))?;
+            let fact = entry.getattr(intern!(py, "results"))?.get_item(k)?;
+            let origin = entry.getattr(intern!(py, "origin"))?;
+            cleared_at.set_item((origin, fact.getattr(intern!(py, "block"))?), call)?;
+            self.held.sizes[*r] = fact.getattr(intern!(py, "size"))?.extract()?;
+            let chars: i64 = entry.getattr(intern!(py, "chars"))?.extract()?;
+            self.chars_sum += chars - self.chars[pos];
+            self.chars[pos] = chars;
+            entries.set_item(pos, entry)?;
+            lowest = Some(lowest.map_or(pos, |l| l.min(pos)));
+        }
+        self.dealt = cutoff;
+        Ok((chosen.len() as i64, lowest))
+    }
 }

@@ -1,8 +1,10 @@
-"""The native loop of a policy that keeps every message (``engine/keeping.py``, ``native/src/turns.rs``)
-against the Python loop, its reference: chosen exactly where it can run the run (the native core, no
-layer on, nothing that can lose a probe, estimated sizes, no kept contexts), and giving there the
-same records, summaries, violations and ledgers, loaded, streamed and read ahead, on the samples and
-on generated recordings (orphans, duplicates, references to files, prompts, a small window)."""
+"""The native loops of a policy that keeps every message and of one whose one layer is micro
+(``engine/keeping.py``, ``native/src/turns.rs``) against the Python loop, their reference: each
+chosen exactly where it can run the run (the native core; no layer on and nothing that can lose a
+probe, or micro alone with the options it runs; estimated sizes, no kept contexts, no recorded
+compaction replayed), and giving there the same records, summaries, violations, probe ledgers and
+events, loaded, streamed and read ahead, on the samples and on generated recordings (orphans,
+duplicates, references to files, prompts, a small window) under generated micro settings."""
 
 from __future__ import annotations
 
@@ -25,11 +27,10 @@ needs_native = pytest.mark.skipif(NATIVE is None, reason="the native core is not
 SAMPLE_NAMES = sorted(p.stem for p in SAMPLES.glob("*.jsonl"))
 
 
-@pytest.fixture
-def loops(monkeypatch):
-    """How many runs the native loop made, and how many calls it took (a spy on its factory)."""
+def _spy(monkeypatch, factory: str) -> dict:
+    """How many runs a native loop made, and how many calls it took (a spy on its factory)."""
     made = {"runs": 0, "calls": 0}
-    real = keeping.keeping_turns
+    real = getattr(keeping, factory)
 
     class Counted:
         def __init__(self, inner):
@@ -46,8 +47,20 @@ def loops(monkeypatch):
         made["runs"] += 1
         return Counted(inner)
 
-    monkeypatch.setattr("compactlab.engine.loop.keeping_turns", spy)
+    monkeypatch.setattr(f"compactlab.engine.loop.{factory}", spy)
     return made
+
+
+@pytest.fixture
+def loops(monkeypatch):
+    """The keeping loop's runs and calls."""
+    return _spy(monkeypatch, "keeping_turns")
+
+
+@pytest.fixture
+def masked(monkeypatch):
+    """The masking loop's runs and calls."""
+    return _spy(monkeypatch, "masking_turns")
 
 
 def _same(a, b) -> None:
@@ -130,21 +143,24 @@ def test_generated_recordings_run_alike_on_the_native_loop(msgs, window, ttl):
     _same(a, n)
 
 
-@needs_native
-def test_the_native_loop_refuses_what_it_cannot_size_and_a_call_past_the_baseline():
-    from compactlab.engine.cost.cache_rules import RULES
-    from compactlab.engine.records import TurnRecord
-
+def _measures(raw_messages: list, raw_chars: list, chars_per_token: float = 4.0):
+    """A run's native measures of its own (a call's raw baseline rows given)."""
     from types import SimpleNamespace as Given
 
+    from compactlab.engine.cost.cache_rules import RULES
     from compactlab.engine.sizing import TokenEstimator
 
-    def measures(raw_messages: list, raw_chars: list, chars_per_token: float = 4.0):
-        return NATIVE.CallMeasures(NATIVE.PromptCache(chars_per_token, 0, False, RULES["anthropic"]),
-                                   Given(tracker=NATIVE.InvariantTracker(object), logged=lambda call: (0, 0)),
-                                   Given(messages=raw_messages, chars=raw_chars), Given(refs={}, keep=True),
-                                   TokenEstimator(chars_per_token, 0))
+    return NATIVE.CallMeasures(NATIVE.PromptCache(chars_per_token, 0, False, RULES["anthropic"]),
+                               Given(tracker=NATIVE.InvariantTracker(object), logged=lambda call: (0, 0)),
+                               Given(messages=raw_messages, chars=raw_chars), Given(refs={}, keep=True),
+                               TokenEstimator(chars_per_token, 0))
 
+
+@needs_native
+def test_the_native_loop_refuses_what_it_cannot_size_and_a_call_past_the_baseline():
+    from compactlab.engine.records import TurnRecord
+
+    measures = _measures
     with pytest.raises(ValueError, match="chars_per_token"):
         measures([], [], 0.0)
     turns = NATIVE.KeepingTurns(measures([], []), TurnRecord)
@@ -189,3 +205,125 @@ def test_a_call_the_recording_shows_answered_is_no_overflow_until_the_replay_dep
     assert loops["runs"] == 1 and 1_000 <= window < 3_500
     assert [c.tokens > window for c in b.calls] == [False, True, True, True]
     assert [c.overflow for c in b.calls] == [False, False, False, compacted]
+
+
+#: micro's settings the masking loop runs, drawn over (each a --set of observation-masking)
+MICRO_SETTINGS = st.fixed_dictionaries({
+    "keep_recent": st.integers(0, 6),
+    "keep_by": st.sampled_from(["results", "turns", "user_turns"]),
+    "min_chars": st.sampled_from([0, 30, 120, 400]),
+    "placeholder": st.sampled_from(["[Old environment output omitted]", "[{tool_name} output cleared, é]", "x",
+                                    "{tool_name}"]),
+    "preserve_tools": st.sampled_from([[], ["Read"], ["Bash", "Grep"]]),
+    "clear_short": st.booleans(),
+    "only_consumed": st.booleans(),
+    "protect_tokens": st.sampled_from([0, 0, 50, 400]),
+    "trigger_tokens": st.sampled_from([0, 0, 300, 3_000]),
+    "clear_at_least": st.sampled_from([0, 0, 40, 500]),
+})
+
+
+def _micro(settings_: dict):
+    return load_policy("observation-masking",
+                       [f"micro.{k}={orjson.dumps(v).decode() if not isinstance(v, str) else v}"
+                        for k, v in settings_.items()])
+
+
+@needs_native
+@pytest.mark.parametrize("sample", SAMPLE_NAMES)
+@pytest.mark.parametrize("how", ["loaded", "streamed", "read ahead"])
+def test_a_policy_that_masks_runs_alike_on_the_native_loop(monkeypatch, masked, sample, how):
+    path = str(SAMPLES / f"{sample}.jsonl")
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1" if how == "read ahead" else "0")
+    monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
+    policy = _micro({"keep_recent": 2, "min_chars": 0})
+
+    def run():
+        source = load_transcript(path) if how == "loaded" else Opening(path, probes=True).feed()
+        return replay(source, policy, ReplayOptions(window=30_000))
+
+    a, b = _both(monkeypatch, run)
+    _same(a, b)
+    assert masked == {"runs": 1, "calls": len(b.calls)}
+
+
+@needs_native
+def test_the_masking_loop_clears_loses_and_attributes_as_the_python_one(monkeypatch, masked):
+    """The samples hold what the masking loop must get right beyond sizes: results cleared (events,
+    the totals), probes lost to micro at the call that cleared them, retention of changed blocks."""
+    monkeypatch.setenv("COMPACTLAB_CORE", "native")
+    monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
+    runs = [replay(load_transcript(str(SAMPLES / f"{s}.jsonl")), _micro({"keep_recent": 1, "min_chars": 0}))
+            for s in SAMPLE_NAMES]
+    assert masked["runs"] == len(SAMPLE_NAMES)
+    assert sum(r.summary.micro_compacted for r in runs) == sum(c.micro_compacted for r in runs for c in r.calls) > 0
+    assert all(e.layers == ["micro"] and e.messages_before == e.messages_after for r in runs for e in r.events)
+    lost = [p for r in runs for p in r.probe_ledger if p.status == "lost"]
+    assert lost and all(p.removed_by == "micro" and p.removed_at >= 0 for p in lost)
+    assert sum(c.refs_retained for r in runs for c in r.calls) < sum(c.refs for r in runs for c in r.calls)
+
+
+@needs_native
+@settings(max_examples=60, deadline=None)
+@given(transcripts(max_turns=30), MICRO_SETTINGS, st.sampled_from([None, 2_000]))
+def test_generated_recordings_mask_alike_on_the_native_loop(msgs, micro, window):
+    """Generated recordings through generated micro settings (every option the masking loop runs):
+    the native loop's run is the Python loop's."""
+    b = TranscriptBuilder("generated.jsonl", "anthropic")
+    for m in msgs:
+        b.add(m)
+    t = b.build()
+    policy = _micro(micro)
+    assert keeping.masks(policy)
+    with pytest.MonkeyPatch.context() as mp:
+        a, n = _both(mp, lambda: replay(t, policy, ReplayOptions(window=window)))
+    _same(a, n)
+
+
+@needs_native
+@pytest.mark.parametrize("what", ["string_content_only=true", "clear_inputs=true", "at_prompts=true",
+                                  "idle_minutes=5", "trigger_on=history", "a summary", "a budget",
+                                  "compactions kept", "exact counts", "contexts kept", "python core"])
+def test_the_python_loop_runs_what_the_masking_loop_cannot(monkeypatch, masked, what):
+    monkeypatch.setenv("COMPACTLAB_CORE", "python" if what == "python core" else "native")
+    t = load_transcript(str(SAMPLES / "manual-compact.jsonl"))
+    sets = {"a summary": ["summary.enabled=true"], "a budget": ["budget.enabled=true", "order=[\"budget\",\"micro\"]"],
+            "trigger_on=history": ["micro.trigger_on=history", "micro.trigger_tokens=100"]}.get(
+        what, [f"micro.{what}"] if "=" in what else [])
+    policy = load_policy("observation-masking", sets)
+    options = {"compactions kept": {"keep_recorded_compactions": True},
+               "exact counts": {"counter": _Counter()},
+               "contexts kept": {"keep_contexts": (0, 1)}}.get(what, {})
+    assert keeping.masks(policy) == (what in ("compactions kept", "exact counts", "contexts kept", "python core"))
+    replay(t, policy, ReplayOptions(**options))
+    assert masked == {"runs": 0, "calls": 0}
+
+
+@needs_native
+def test_the_masking_loop_refuses_options_it_does_not_run():
+    """Told a micro setting it does not run (``masks`` keeps such a policy off it), the native loop
+    says so rather than run it otherwise."""
+    from compactlab.engine.records import TurnRecord
+
+    for sets, said in [(["micro.clear_inputs=true"], "clear_inputs"), (["micro.idle_minutes=5"], "idle_minutes"),
+                       (["micro.trigger_on=history", "micro.trigger_tokens=9"], "history trigger")]:
+        with pytest.raises(ValueError, match=said):
+            NATIVE.MaskingTurns(_measures([], []), TurnRecord, load_policy("observation-masking", sets).config_for(
+                "micro"), {}, {}, print)
+    turns = NATIVE.MaskingTurns(_measures([], []), TurnRecord, load_policy("observation-masking").config_for("micro"),
+                                {}, {}, print)
+    assert turns.entries == []
+
+
+def test_the_masking_loops_view_finds_a_message_by_its_origin():
+    """What recall reads of the masking loop's context (``keeping.Held``): a transcript message by its
+    origin, as ``Context.find_origin`` finds it, and no message made in a gap."""
+    from compactlab.engine.context import Context
+
+    t = load_transcript(str(SAMPLES / "synth-small.jsonl"))
+    held = keeping.Held()
+    held.entries = t.entries[3:12]
+    ctx = Context(t.entries[3:12])
+    for origin in range(-2, 16):
+        assert held.find_origin(origin) == ctx.find_origin(origin)
+        assert held.made_in_gap(origin) is ctx.made_in_gap(origin) is None

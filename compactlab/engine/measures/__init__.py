@@ -55,15 +55,19 @@ class Measures:
         if native is not None:  # (the prompt cache, raw size, violations and retention in Rust)
             native.measure(at.call, context.entries, context.origin_log, at.changed_from, at.tokens, at.reply_chars,
                            record)
-            recalled = self._recall.at_call(at, context)
-            if recalled is not None:
-                record.probes, record.probes_kept, record.probes_recoverable = recalled
+            self.recall_at(at, context, record)
             return
         for m in self._all:
             row = m.at_call(at, context)
             if row is not None:
                 for name, value in zip(row._fields, row):
                     setattr(record, name, value)
+
+    def recall_at(self, at: CallAt, context: Any, record: Any) -> None:
+        """Recall's row of a call into its record (the native loops measure the rest themselves)."""
+        recalled = self._recall.at_call(at, context)
+        if recalled is not None:
+            record.probes, record.probes_kept, record.probes_recoverable = recalled
 
     def totals(self) -> dict[str, Any]:
         """What they add to the run's summary, together (``summarize``'s keywords)."""
