@@ -51,14 +51,11 @@ _ORIGIN = attrgetter("origin")
 
 def masks(policy: Policy) -> bool:
     """Whether ``policy``'s one layer is micro with options the masking loop runs: no other layer
-    on (a cheap one, the summary, reactive or manual compaction), micro none of ``_NOT_MASKED``,
-    its token trigger (if any) on the context."""
+    on (a cheap one, the summary, reactive or manual compaction), micro none of ``_NOT_MASKED``."""
     on = [name for name in policy.order if getattr(policy, name).enabled]
     if on != ["micro"] or policy.summary.enabled or policy.reactive.enabled or policy.manual.enabled:
         return False
-    micro = policy.micro
-    return not any(getattr(micro, name) for name in _NOT_MASKED) and (
-        not micro.trigger_tokens or micro.trigger_on == "context")
+    return not any(getattr(policy.micro, name) for name in _NOT_MASKED)
 
 
 def masking_turns(measures: Measures, policy: Policy, env: RunEnv, *, restarts: bool, keeps_contexts: bool) -> Any:

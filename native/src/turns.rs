@@ -458,6 +458,9 @@ struct Masking {
     /// act only over this many tokens (0: always), only where that frees this many
     trigger_tokens: i64,
     clear_at_least: i64,
+    /// the trigger compares the history the client holds: the context with what the layer cleared
+    /// counted whole (`trigger_on = "history"`, the API's server-side edit)
+    history: bool,
 }
 
 /// The whole per-call loop of a policy whose one layer is micro (`observation-masking` among
@@ -476,8 +479,10 @@ pub struct MaskingTurns {
     /// what the layer reads: each message's turn, the tool results' places and sizes
     held: Held,
     masking: Masking,
-    /// how many results, from the first, the layer has dealt with (its memo in Python)
+    /// how many results, from the first, the layer has dealt with (its memo in Python), and the
+    /// characters it has taken out of the context (`micro.Cleared`)
     dealt: usize,
+    cleared_chars: i64,
     /// the run's tool names by tool_use id (filled as calls are read), and its ledger's
     /// `cleared_at` (when each result was replaced: recall's attribution)
     tool_names: Py<PyDict>,
@@ -511,12 +516,11 @@ impl MaskingTurns {
                 )));
             }
         }
-        let trigger_tokens: i64 = get("trigger_tokens")?.extract()?;
         let trigger_on: String = get("trigger_on")?.extract()?;
         let idle: f64 = get("idle_minutes")?.extract()?;
-        if idle != 0.0 || (trigger_tokens != 0 && trigger_on != "context") {
+        if idle != 0.0 {
             return Err(pyo3::exceptions::PyValueError::new_err(
-                "the masking loop does not run micro's idle_minutes or a history trigger",
+                "the masking loop does not run micro's idle_minutes",
             ));
         }
         let keep_by: String = get("keep_by")?.extract()?;
@@ -542,10 +546,12 @@ impl MaskingTurns {
                 min_chars: get("min_chars")?.extract()?,
                 clear_short: get("clear_short")?.extract()?,
                 preserve: get("preserve_tools")?.extract()?,
-                trigger_tokens,
+                trigger_tokens: get("trigger_tokens")?.extract()?,
                 clear_at_least: get("clear_at_least")?.extract()?,
+                history: trigger_on == "history",
             },
             dealt: 0,
+            cleared_chars: 0,
             tool_names,
             cleared_at,
             recall,
@@ -668,8 +674,10 @@ impl MaskingTurns {
         }
         let measures = self.measures.borrow(py);
         let measured = &measures.inner;
+        let cleared = if m.history { self.cleared_chars } else { 0 };
         if m.trigger_tokens != 0
-            && measured.tokens(list_chars(self.chars_sum, self.chars.len())) <= m.trigger_tokens
+            && measured.tokens(list_chars(self.chars_sum, self.chars.len()) + cleared)
+                <= m.trigger_tokens
         {
             return Ok((0, None));
         }
@@ -710,6 +718,7 @@ impl MaskingTurns {
             return Ok((0, None)); // not worth it yet: looked at again when more is old
         }
         drop(measures);
+        let before = self.chars_sum;
         let cleared_at = self.cleared_at.bind(py);
         let mut lowest: Option<usize> = None;
         for (r, text) in &chosen {
@@ -728,6 +737,9 @@ impl MaskingTurns {
             lowest = Some(lowest.map_or(pos, |l| l.min(pos)));
         }
         self.dealt = cutoff;
+        if self.masking.history {
+            self.cleared_chars += before - self.chars_sum;
+        }
         Ok((chosen.len() as i64, lowest))
     }
 }

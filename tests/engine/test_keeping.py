@@ -219,6 +219,7 @@ MICRO_SETTINGS = st.fixed_dictionaries({
     "only_consumed": st.booleans(),
     "protect_tokens": st.sampled_from([0, 0, 50, 400]),
     "trigger_tokens": st.sampled_from([0, 0, 300, 3_000]),
+    "trigger_on": st.sampled_from(["context", "history"]),
     "clear_at_least": st.sampled_from([0, 0, 40, 500]),
 })
 
@@ -282,14 +283,13 @@ def test_generated_recordings_mask_alike_on_the_native_loop(msgs, micro, window)
 
 @needs_native
 @pytest.mark.parametrize("what", ["string_content_only=true", "clear_inputs=true", "at_prompts=true",
-                                  "idle_minutes=5", "trigger_on=history", "a summary", "a budget",
+                                  "idle_minutes=5", "a summary", "a budget",
                                   "compactions kept", "exact counts", "contexts kept", "python core"])
 def test_the_python_loop_runs_what_the_masking_loop_cannot(monkeypatch, masked, what):
     monkeypatch.setenv("COMPACTLAB_CORE", "python" if what == "python core" else "native")
     t = load_transcript(str(SAMPLES / "manual-compact.jsonl"))
-    sets = {"a summary": ["summary.enabled=true"], "a budget": ["budget.enabled=true", "order=[\"budget\",\"micro\"]"],
-            "trigger_on=history": ["micro.trigger_on=history", "micro.trigger_tokens=100"]}.get(
-        what, [f"micro.{what}"] if "=" in what else [])
+    sets = {"a summary": ["summary.enabled=true"], "a budget": ["budget.enabled=true", "order=[\"budget\",\"micro\"]"]
+            }.get(what, [f"micro.{what}"] if "=" in what else [])
     policy = load_policy("observation-masking", sets)
     options = {"compactions kept": {"keep_recorded_compactions": True},
                "exact counts": {"counter": _Counter()},
@@ -306,7 +306,7 @@ def test_the_masking_loop_refuses_options_it_does_not_run():
     from compactlab.engine.records import TurnRecord
 
     for sets, said in [(["micro.clear_inputs=true"], "clear_inputs"), (["micro.idle_minutes=5"], "idle_minutes"),
-                       (["micro.trigger_on=history", "micro.trigger_tokens=9"], "history trigger")]:
+                       (["micro.string_content_only=true"], "string_content_only")]:
         with pytest.raises(ValueError, match=said):
             NATIVE.MaskingTurns(_measures([], []), TurnRecord, load_policy("observation-masking", sets).config_for(
                 "micro"), {}, {}, print)
