@@ -44,7 +44,7 @@ def keeping_turns(measures: Measures, *, probes: bool, keeps_contexts: bool, act
     return native.KeepingTurns(measures.native, TurnRecord)
 
 
-#: micro's options the masking loop does not run (each: why its policy runs on the Python loop)
+#: micro's options the masking loop does not run: a policy with one of them on runs on the Python loop
 _NOT_MASKED = ("string_content_only", "clear_inputs", "at_prompts", "idle_minutes")
 _ORIGIN = attrgetter("origin")
 

@@ -3,13 +3,15 @@
 //! Python's), and the whole per-call loop of a policy that keeps every message (`KeepingTurns`:
 //! `none`, the reference every `compare` runs, and any policy whose layers are all off): each
 //! call's messages appended, the context sized, judged against the window and measured, its record
-//! made. `measures/__init__.py`'s `Measures` and `engine/loop.py`'s `Turns` are the references
+//! made; and that loop with the micro layer in it, for a policy whose one layer is micro
+//! (`MaskingTurns`: `observation-masking`, `micro.rs` its cutoff, recall asked of Python).
+//! `measures/__init__.py`'s `Measures` and `engine/loop.py`'s `Turns` are the references
 //! (`engine/keeping.py` chooses the loop); the differential tests hold them to the same records,
 //! summaries and ledgers on every recording and preset.
 //!
-//! Not here: exact token counts (the measures are Python's then); for the loop, a policy with a
-//! layer on, a recording's compactions kept (the context restarts from their summaries and recall
-//! is measured), a run that keeps contexts — each runs on the Python loop.
+//! Not here: exact token counts (the measures are Python's then); for the loops, a policy with
+//! another layer on (or micro options `keeping.masks` names), a recording's compactions kept (the
+//! context restarts from their summaries), a run that keeps contexts — each runs on the Python loop.
 
 use pyo3::intern;
 use pyo3::prelude::*;
