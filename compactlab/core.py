@@ -22,7 +22,7 @@ from .errors import UsageError
 
 CORES = ("python", "native")
 #: what the native core runs of a replay, in words (``--version`` and the docs say it)
-NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one whose one layer is micro "
+NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one made of snip and micro "
                 "(recall's glue aside); for the others a call's measures (recall's glue aside), the probes' index, "
                 "a line's facts and a step's messages")
 

@@ -36,7 +36,7 @@ from .policy import Policy, fingerprint_of
 from .records import ACTIONS, CompactionEvent, Run, TurnRecord, summarize
 from ..core import chosen as chosen_core
 from .measures import CallAt, Recall, measures_for
-from .keeping import keeping_turns, masking_turns
+from .keeping import keeping_turns, layer_turns
 from .sizing import Calibration, TokenEstimator, list_chars
 from ..summarizers import StubSummarizer, Summarizer
 from ..transcripts import RecordedCompaction, Transcript, TranscriptStream
@@ -281,8 +281,8 @@ class Turns:
         #: the native loop of a policy that keeps every message (``keeping.py``; None: this one runs)
         self.keeping = keeping_turns(self.measures, probes=options.probes,
                                      keeps_contexts=bool(options.keep_contexts), acts=policy.acts)
-        #: the native loop of a policy whose one layer is micro (``keeping.py``; None: this one runs)
-        self.masking: Any = None if self.keeping is not None else masking_turns(
+        #: the native loop of a policy made of snip and micro (``keeping.py``; None: this one runs)
+        self.layered: Any = None if self.keeping is not None else layer_turns(
             self.measures, policy, env, restarts=restarts is not None, keeps_contexts=bool(options.keep_contexts))
         self.ttl = "5m"  # the prompt cache's TTL the run is priced with (a summary request's reads expire by it)
         self.totals = LayerStats()
@@ -296,8 +296,8 @@ class Turns:
             self._first(pos)
         if self.keeping is not None:
             return self._kept(call, pos, pending, reply)
-        if self.masking is not None:
-            return self._masked(call, pos, pending, reply)
+        if self.layered is not None:
+            return self._layered(call, pos, pending, reply)
         env = self.env
         env.now = now = self._facts(call, pos, pending)
         stats = LayerStats()
@@ -311,7 +311,7 @@ class Turns:
         actions = _ACTIONS(stats)
         acted = any(actions)
         if acted:
-            self._event(call, stats, actions, before, tokens)
+            self._event(call, stats, actions, before, tokens, len(self.context))
         ctx = self.context
         if self.keep_contexts and call in self.keep_contexts:
             self.contexts[call] = [e.message for e in ctx.entries]
@@ -341,19 +341,18 @@ class Turns:
         self.done = pos + 1
         return record
 
-    def _masked(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
-        """A call of a policy whose one layer is micro, on the native loop (``keeping.py``): what
-        ``turn`` does there, the layer's counts, its event and the recording's departures kept here."""
+    def _layered(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
+        """A call of a policy made of snip and micro, on the native loop (``keeping.py``): what
+        ``turn`` does there, the layers' counts, their event and the recording's departures kept here."""
         self._departs(pos)
         answered = self._answered(pos)
         self.raw_answered.append(self.raw_as_recorded and answered)
-        record, tokens_before, lowest = self.masking.turn(call, pos, pending, reply, self.judged.tokens,
-                                                          self.as_recorded, answered)
-        if record.micro_compacted:
-            self.totals.micro_compacted += record.micro_compacted
-            self.totals.changed_at(lowest)
-            self.events.append(CompactionEvent(call, ["micro"], record.messages, record.messages, tokens_before,
-                                               record.tokens, record.micro_compacted, 0, 0))
+        record, n_before, chars_before, snipped, micro, lowest = self.layered.turn(
+            call, pos, pending, reply, self.judged.tokens, self.as_recorded, answered)
+        if snipped or micro:
+            stats = LayerStats(snipped=snipped, micro_compacted=micro, lowest_changed=lowest)
+            self.totals.add(stats)
+            self._event(call, stats, _ACTIONS(stats), (n_before, chars_before), record.tokens, record.messages)
             self.as_recorded = False
         self.done = pos + 1
         return record
@@ -387,12 +386,13 @@ class Turns:
                    if self.judged.overflows(r.raw_tokens) and not answered)
 
     def _event(self, call: int, stats: LayerStats, actions: tuple[int, ...], before: tuple[int, int],
-               tokens: int) -> None:
+               tokens: int, after: int) -> None:
         """Record what the layers did at this call (an event of compactions.csv): ``actions``, the
-        counts of ``ACTIONS``; ``before``, the messages and their characters with no layer acting."""
+        counts of ``ACTIONS``; ``before``, the messages and the sum of their characters with no
+        layer acting; ``after``, the messages sent."""
         layers = [layer for layer, count in zip(_LAYERS, actions) if count]
         n, chars = before
-        self.events.append(CompactionEvent(call, layers, n, len(self.context),
+        self.events.append(CompactionEvent(call, layers, n, after,
                                            self.env.estimator.tokens(list_chars(chars, n)), tokens,
                                            stats.micro_compacted + stats.persisted, stats.snipped,
                                            stats.summaries + stats.reactive + stats.manual))

@@ -811,7 +811,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<FrameworkSources>()?;
     m.add_class::<LineFacts>()?;
     m.add_class::<crate::turns::KeepingTurns>()?;
-    m.add_class::<crate::turns::MaskingTurns>()?;
+    m.add_class::<crate::turns::LayerTurns>()?;
     m.add_class::<crate::turns::CallMeasures>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // (the kinds in the order a listing sorts by: a test holds them to violations.KINDS)

@@ -4,7 +4,7 @@
 
 pub mod cache;
 pub mod facts;
-pub mod micro;
+pub mod layers;
 pub mod recall;
 pub mod strings;
 pub mod violations;

@@ -3,14 +3,15 @@
 //! Python's), and the whole per-call loop of a policy that keeps every message (`KeepingTurns`:
 //! `none`, the reference every `compare` runs, and any policy whose layers are all off): each
 //! call's messages appended, the context sized, judged against the window and measured, its record
-//! made; and that loop with the micro layer in it, for a policy whose one layer is micro
-//! (`MaskingTurns`: `observation-masking`, `micro.rs` its cutoff, recall asked of Python).
+//! made; and that loop with the snip and micro layers in it, for a policy made of them
+//! (`LayerTurns`: `observation-masking` among them, `layers.rs` their arithmetic, recall asked of
+//! Python).
 //! `measures/__init__.py`'s `Measures` and `engine/loop.py`'s `Turns` are the references
 //! (`engine/keeping.py` chooses the loop); the differential tests hold them to the same records,
 //! summaries and ledgers on every recording and preset.
 //!
 //! Not here: exact token counts (the measures are Python's then); for the loops, a policy with
-//! another layer on (or micro options `keeping.masks` names), a recording's compactions kept (the
+//! another layer on (or micro options `keeping.native_layers` names), a recording's compactions kept (the
 //! context restarts from their summaries), a run that keeps contexts — each runs on the Python loop.
 
 use pyo3::intern;
@@ -21,7 +22,7 @@ use std::borrow::Cow;
 
 use crate::bindings::{InvariantTracker, PromptCache};
 use crate::cache::list_chars;
-use crate::micro::{placeholder, Held, KeepBy, Rule, Turn};
+use crate::layers::{placeholder, spliced_count, Facts, Held, KeepBy, PairSafe, Rule, Turn};
 
 /// What the measures in Rust give of a call (`TurnRecord`'s columns).
 struct Row {
@@ -371,7 +372,7 @@ impl KeepingTurns {
             (call, pos),
             &row,
             (n, chars, tokens),
-            0,
+            (0, 0),
             overflow,
         )?;
         drop(measures);
@@ -404,13 +405,13 @@ fn find_origin(origins: &[i64], origin: i64) -> Option<usize> {
 }
 
 /// A call's `TurnRecord`, made positionally (in its fields' order): what the layers did is the
-/// micro layer's count of results replaced (`micro_compacted`), no other layer acting.
+/// messages snipped and the results micro replaced, no other layer acting.
 fn make_record<'py>(
     record: &Bound<'py, PyAny>,
     (call, pos): (usize, i64),
     row: &Row,
     (messages, chars, tokens): (usize, i64, i64),
-    micro_compacted: i64,
+    (snipped, micro_compacted): (i64, i64),
     overflow: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = record.py();
@@ -426,10 +427,10 @@ fn make_record<'py>(
             messages.into_pyobject(py)?.into_any(),
             chars.into_pyobject(py)?.into_any(),
             tokens.into_pyobject(py)?.into_any(),
-            // persisted, persisted_chars, snipped
+            // persisted, persisted_chars
             zero()?,
             zero()?,
-            zero()?,
+            snipped.into_pyobject(py)?.into_any(),
             micro_compacted.into_pyobject(py)?.into_any(),
             // summarized .. manual
             zero()?,
@@ -449,8 +450,9 @@ fn make_record<'py>(
     )?)
 }
 
-/// The settings of a micro layer the masking loop runs besides its cutoff (`MicroConfig`'s).
-struct Masking {
+/// The micro layer's settings besides its cutoff (`MicroConfig`'s), and what it keeps from call
+/// to call.
+struct Micro {
     rule: Rule,
     /// the placeholder (`{tool_name}` filled in)
     template: String,
@@ -463,99 +465,119 @@ struct Masking {
     /// the trigger compares the history the client holds: the context with what the layer cleared
     /// counted whole (`trigger_on = "history"`, the API's server-side edit)
     history: bool,
+    /// how many results, from the first, the layer has dealt with (its `ResultMemo` count in
+    /// Python), and the characters it has taken out of the context (`micro.Cleared`)
+    dealt: usize,
+    cleared_chars: i64,
 }
 
-/// The whole per-call loop of a policy whose one layer is micro (`observation-masking` among
-/// them): each call's messages appended, the old tool results replaced by the placeholder as
-/// `engine/layers/micro.py` replaces them, the context sized, judged and measured, recall asked
-/// (in Python: `recall`), the record made. `engine/keeping.py`'s `masking_turns` chooses it;
-/// `loop.Turns` is the reference. No message is dropped or made: the context is the transcript's
-/// messages in order, some with results replaced.
+/// The snip layer's settings (`SnipConfig`'s).
+struct Snip {
+    max_messages: usize,
+    keep_head: usize,
+    pair_safe: PairSafe,
+    /// the message put in the middle (`{n}`: how many it stands for)
+    placeholder: String,
+}
+
+enum Layer {
+    Snip(Snip),
+    Micro(Micro),
+}
+
+/// What the layers did at a call (`LayerStats`' counts of them).
+#[derive(Default)]
+struct Done {
+    snipped: i64,
+    micro: i64,
+    /// the first message a layer changed
+    lowest: Option<usize>,
+}
+
+impl Done {
+    fn changed_at(&mut self, pos: usize) {
+        self.lowest = Some(self.lowest.map_or(pos, |l| l.min(pos)));
+    }
+}
+
+/// What the loop gives back of a call: its record, the context before the layers acted (messages,
+/// the sum of their characters), what they did (snipped, results replaced) and the first message
+/// they changed.
+type Turned<'py> = (Bound<'py, PyAny>, usize, i64, i64, i64, Option<usize>);
+
+/// The whole per-call loop of a policy made of snip and micro (`observation-masking` among them):
+/// each call's messages appended, the layers run in the policy's order as `engine/layers/snip.py`
+/// and `micro.py` run them (`layers.rs` their arithmetic), the context sized, judged and measured,
+/// recall asked (in Python: `recall`, given this loop as the context it reads), the record made.
+/// `engine/keeping.py`'s `layer_turns` chooses it; `loop.Turns` is the reference.
 #[pyclass(module = "compactlab._native")]
-pub struct MaskingTurns {
-    /// the context sent: every message so far, results replaced in place (`Entry` copies)
+pub struct LayerTurns {
+    /// the context sent (`Entry` objects: a replaced result's message is the copy Python made)
     entries: Py<PyList>,
     chars: Vec<i64>,
     chars_sum: i64,
     origins: Vec<i64>,
-    /// what the layer reads: each message's turn, the tool results' places and sizes
+    /// `Context`'s origin keys: per position the origin, or for a message a policy made the one
+    /// before it (-1 at the start): non-decreasing, a transcript message found by bisection
+    keys: Vec<i64>,
+    /// what the layers read: each message's turn, tool uses and results
     held: Held,
-    masking: Masking,
-    /// how many results, from the first, the layer has dealt with (its memo in Python), and the
-    /// characters it has taken out of the context (`micro.Cleared`)
-    dealt: usize,
-    cleared_chars: i64,
+    layers: Vec<Layer>,
     /// the run's tool names by tool_use id (filled as calls are read), and its ledger's
     /// `cleared_at` (when each result was replaced: recall's attribution)
     tool_names: Py<PyDict>,
     cleared_at: Py<PyDict>,
-    /// `(call, pos, changed_from, intact, tokens, reply_chars, record)`: recall's row into the record
+    /// `RunEnv.new_entry(message, by, call)`: a message the policy made (a fresh origin, noted)
+    new_entry: Py<PyAny>,
+    /// `(call, pos, changed_from, intact, tokens, reply_chars, record, context)`: recall's row
     recall: Py<PyAny>,
     measures: Py<CallMeasures>,
     record: Py<PyAny>,
 }
 
 #[pymethods]
-impl MaskingTurns {
-    /// The loop of a run: its `measures`, `TurnRecord`, the micro layer's `config` (a
-    /// `MicroConfig` whose options this loop runs: `keeping.masks` says which), the run's tool
-    /// names and `cleared_at`, and its `recall`.
+impl LayerTurns {
+    /// The loop of a run: its `measures`, `TurnRecord`, its `layers` in order (`(name, config)`:
+    /// `snip` a `SnipConfig`, `micro` a `MicroConfig` whose options this loop runs, as
+    /// `keeping.native_layers` says), the run's tool names, `cleared_at` and `new_entry`, and its
+    /// `recall`.
     #[new]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         measures: Py<CallMeasures>,
         record: Py<PyAny>,
-        config: &Bound<'_, PyAny>,
+        layers: &Bound<'_, PyAny>,
         tool_names: Py<PyDict>,
         cleared_at: Py<PyDict>,
+        new_entry: Py<PyAny>,
         recall: Py<PyAny>,
     ) -> PyResult<Self> {
-        let get = |name: &str| config.getattr(name);
-        for off in ["string_content_only", "clear_inputs", "at_prompts"] {
-            if get(off)?.is_truthy()? {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                    "the masking loop does not run micro's {off}"
-                )));
-            }
-        }
-        let trigger_on: String = get("trigger_on")?.extract()?;
-        let idle: f64 = get("idle_minutes")?.extract()?;
-        if idle != 0.0 {
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "the masking loop does not run micro's idle_minutes",
-            ));
-        }
-        let keep_by: String = get("keep_by")?.extract()?;
-        let keep_by = KeepBy::parse(&keep_by).ok_or_else(|| {
-            pyo3::exceptions::PyValueError::new_err(format!("keep_by {keep_by:?}"))
-        })?;
         let chars_per_token = measures.borrow(py).inner.chars_per_token;
-        let protect: f64 = get("protect_tokens")?.extract()?;
-        Ok(MaskingTurns {
+        let mut made = Vec::new();
+        for layer in layers.try_iter()? {
+            let (name, config): (String, Bound<'_, PyAny>) = layer?.extract()?;
+            made.push(match name.as_str() {
+                "micro" => Layer::Micro(micro_of(&config, chars_per_token)?),
+                "snip" => Layer::Snip(snip_of(&config)?),
+                other => {
+                    return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                        "the native loop does not run a {other} layer"
+                    )))
+                }
+            });
+        }
+        Ok(LayerTurns {
             entries: PyList::empty(py).unbind(),
             chars: Vec::new(),
             chars_sum: 0,
             origins: Vec::new(),
+            keys: Vec::new(),
             held: Held::default(),
-            masking: Masking {
-                rule: Rule {
-                    keep_recent: get("keep_recent")?.extract()?,
-                    keep_by,
-                    only_consumed: get("only_consumed")?.extract()?,
-                    protect_chars: protect * chars_per_token,
-                },
-                template: get("placeholder")?.extract()?,
-                min_chars: get("min_chars")?.extract()?,
-                clear_short: get("clear_short")?.extract()?,
-                preserve: get("preserve_tools")?.extract()?,
-                trigger_tokens: get("trigger_tokens")?.extract()?,
-                clear_at_least: get("clear_at_least")?.extract()?,
-                history: trigger_on == "history",
-            },
-            dealt: 0,
-            cleared_chars: 0,
+            layers: made,
             tool_names,
             cleared_at,
+            new_entry,
             recall,
             measures,
             record,
@@ -568,14 +590,31 @@ impl MaskingTurns {
         self.entries.clone_ref(py)
     }
 
-    /// One call: `pending` appended, the micro layer run, the context measured against `window`
+    /// `Context.find_origin`: the position of the transcript's message `origin` (None: not here).
+    fn find_origin(&self, origin: i64) -> Option<usize> {
+        find_by_keys(&self.keys, &self.origins, origin)
+    }
+
+    /// `Context.made_in_gap`: for a transcript message not here, the message a policy made that
+    /// stands where it was (None: none).
+    fn made_in_gap<'py>(
+        &self,
+        py: Python<'py>,
+        origin: i64,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let j = self.keys.partition_point(|&k| k < origin);
+        if j > 0 && self.origins[j - 1] < 0 {
+            return Ok(Some(self.entries.bind(py).get_item(j - 1)?));
+        }
+        Ok(None)
+    }
+
+    /// One call: `pending` appended, the layers run, the context measured against `window`
     /// (`as_recorded`: the context was the recording's until this call; `answered`: the recording
-    /// shows this call answered), recall asked, the record made; then `reply` appended. Returns
-    /// the record, the context's tokens before the layer acted, and the first message it changed.
+    /// shows this call answered), recall asked, the record made; then `reply` appended.
     #[allow(clippy::too_many_arguments)]
     fn turn<'py>(
-        &mut self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
         call: usize,
         pos: i64,
         pending: &Bound<'py, PyAny>,
@@ -583,46 +622,55 @@ impl MaskingTurns {
         window: i64,
         as_recorded: bool,
         answered: bool,
-    ) -> PyResult<(Bound<'py, PyAny>, i64, Option<usize>)> {
-        for e in pending.try_iter()? {
-            self.append(&e?)?;
-        }
-        let n = self.chars.len();
-        let before = self.chars_sum;
-        let (replaced, lowest) = self.micro(py, call)?;
-        let chars = list_chars(self.chars_sum, n);
-        let mut measures = self.measures.borrow_mut(py);
-        let measured = &mut measures.inner;
-        let tokens = measured.tokens(chars);
-        let tokens_before = measured.tokens(list_chars(before, n));
-        let intact = as_recorded && replaced == 0;
-        let overflow = tokens > window && !(intact && answered);
+    ) -> PyResult<Turned<'py>> {
+        let py = slf.py();
         let reply_chars: i64 = reply.getattr(intern!(py, "chars"))?.extract()?;
-        let changed_from = lowest.unwrap_or(n);
-        let (all, origins) = (&self.chars, &self.origins);
-        let at = At {
-            call,
-            changed_from,
-            tokens,
-            reply_chars,
+        let (record, recall, asked, turned) = {
+            let mut this = slf.borrow_mut();
+            for e in pending.try_iter()? {
+                this.append(&e?)?;
+            }
+            let (n_before, before) = (this.chars.len(), this.chars_sum);
+            let done = this.run_layers(py, call)?;
+            let n = this.chars.len();
+            let chars = list_chars(this.chars_sum, n);
+            let mut measures = this.measures.borrow_mut(py);
+            let measured = &mut measures.inner;
+            let tokens = measured.tokens(chars);
+            let acted = done.snipped != 0 || done.micro != 0;
+            let intact = as_recorded && !acted;
+            let overflow = tokens > window && !(intact && answered);
+            let changed_from = done.lowest.unwrap_or(n);
+            let at = At {
+                call,
+                changed_from,
+                tokens,
+                reply_chars,
+            };
+            let (all, keys, origins) = (&this.chars, &this.keys, &this.origins);
+            let row = measured.measure(
+                py,
+                this.entries.bind(py),
+                at,
+                |start| Ok(all[start..].to_vec()),
+                |origin| Ok(find_by_keys(keys, origins, origin)),
+            )?;
+            drop(measures);
+            let record = make_record(
+                this.record.bind(py),
+                (call, pos),
+                &row,
+                (n, chars, tokens),
+                (done.snipped, done.micro),
+                overflow,
+            )?;
+            let asked = (call, pos, changed_from, intact, tokens, reply_chars);
+            let turned = (n_before, before, done.snipped, done.micro, done.lowest);
+            (record, this.recall.clone_ref(py), asked, turned)
         };
-        let row = measured.measure(
-            py,
-            self.entries.bind(py),
-            at,
-            |start| Ok(all[start..].to_vec()),
-            |origin| Ok(find_origin(origins, origin)),
-        )?;
-        drop(measures);
-        let record = make_record(
-            self.record.bind(py),
-            (call, pos),
-            &row,
-            (n, chars, tokens),
-            replaced,
-            overflow,
-        )?;
-        self.recall.bind(py).call1((
+        // (recall reads this loop's context: its borrow is let go first)
+        let (call, pos, changed_from, intact, tokens, reply_chars) = asked;
+        recall.bind(py).call1((
             call,
             pos,
             changed_from,
@@ -630,58 +678,241 @@ impl MaskingTurns {
             tokens,
             reply_chars,
             &record,
+            slf,
         ))?;
-        self.append(reply)?;
-        Ok((record, tokens_before, lowest))
+        slf.borrow_mut().append(reply)?;
+        let (n_before, chars_before, snipped, micro, lowest) = turned;
+        Ok((record, n_before, chars_before, snipped, micro, lowest))
     }
 }
 
-impl MaskingTurns {
+/// `(micro config) -> Micro`, refusing an option the loop does not run.
+fn micro_of(config: &Bound<'_, PyAny>, chars_per_token: f64) -> PyResult<Micro> {
+    let get = |name: &str| config.getattr(name);
+    for off in ["string_content_only", "clear_inputs", "at_prompts"] {
+        if get(off)?.is_truthy()? {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "the native loop does not run micro's {off}"
+            )));
+        }
+    }
+    let idle: f64 = get("idle_minutes")?.extract()?;
+    if idle != 0.0 {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "the native loop does not run micro's idle_minutes",
+        ));
+    }
+    let keep_by: String = get("keep_by")?.extract()?;
+    let keep_by = KeepBy::parse(&keep_by)
+        .ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("keep_by {keep_by:?}")))?;
+    let protect: f64 = get("protect_tokens")?.extract()?;
+    let trigger_on: String = get("trigger_on")?.extract()?;
+    Ok(Micro {
+        rule: Rule {
+            keep_recent: get("keep_recent")?.extract()?,
+            keep_by,
+            only_consumed: get("only_consumed")?.extract()?,
+            protect_chars: protect * chars_per_token,
+        },
+        template: get("placeholder")?.extract()?,
+        min_chars: get("min_chars")?.extract()?,
+        clear_short: get("clear_short")?.extract()?,
+        preserve: get("preserve_tools")?.extract()?,
+        trigger_tokens: get("trigger_tokens")?.extract()?,
+        clear_at_least: get("clear_at_least")?.extract()?,
+        history: trigger_on == "history",
+        dealt: 0,
+        cleared_chars: 0,
+    })
+}
+
+/// `(snip config) -> Snip`.
+fn snip_of(config: &Bound<'_, PyAny>) -> PyResult<Snip> {
+    let py = config.py();
+    let pair_safe = config.getattr("pair_safe")?;
+    let pair_safe = if pair_safe.eq(intern!(py, "head"))? {
+        PairSafe::Head
+    } else if pair_safe.is_truthy()? {
+        PairSafe::Both
+    } else {
+        PairSafe::Off
+    };
+    let (max_messages, keep_head): (usize, usize) = (
+        config.getattr("max_messages")?.extract()?,
+        config.getattr("keep_head")?.extract()?,
+    );
+    if keep_head >= max_messages {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "keep_head must be smaller than max_messages",
+        ));
+    }
+    Ok(Snip {
+        max_messages,
+        keep_head,
+        pair_safe,
+        placeholder: config.getattr("placeholder")?.extract()?,
+    })
+}
+
+/// What the layers read of a message (`Entry`): its turn, whether it calls tools, its results' sizes.
+fn facts_of(entry: &Bound<'_, PyAny>, origin: i64) -> PyResult<Facts> {
+    let py = entry.py();
+    let role = entry.getattr(intern!(py, "role"))?;
+    let turn = if role.eq(intern!(py, "assistant"))? {
+        Turn::Agent
+    } else if origin >= 0
+        && role.eq(intern!(py, "user"))?
+        && entry.getattr(intern!(py, "has_text"))?.is_truthy()?
+    {
+        Turn::Prompt
+    } else {
+        Turn::Other
+    };
+    let sizes = entry
+        .getattr(intern!(py, "results"))?
+        .try_iter()?
+        .map(|fact| fact?.getattr(intern!(py, "size"))?.extract())
+        .collect::<PyResult<Vec<i64>>>()?;
+    let uses = entry.getattr(intern!(py, "tool_use_ids"))?.is_truthy()?;
+    Ok(Facts { turn, uses, sizes })
+}
+
+impl LayerTurns {
     fn append(&mut self, entry: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = entry.py();
         let chars: i64 = entry.getattr(intern!(py, "chars"))?.extract()?;
         let origin: i64 = entry.getattr(intern!(py, "origin"))?.extract()?;
-        let role = entry.getattr(intern!(py, "role"))?;
-        let turn = if role.eq(intern!(py, "assistant"))? {
-            Turn::Agent
-        } else if origin >= 0
-            && role.eq(intern!(py, "user"))?
-            && entry.getattr(intern!(py, "has_text"))?.is_truthy()?
-        {
-            Turn::Prompt
-        } else {
-            Turn::Other
-        };
-        let results = entry.getattr(intern!(py, "results"))?;
-        let sizes = results
-            .try_iter()?
-            .map(|fact| fact?.getattr(intern!(py, "size"))?.extract())
-            .collect::<PyResult<Vec<i64>>>()?;
-        self.held.push(turn, sizes);
+        self.held.push(facts_of(entry, origin)?);
         self.entries.bind(py).append(entry)?;
         self.chars.push(chars);
         self.chars_sum += chars;
+        let key = self.keys.last().copied().unwrap_or(-1).max(origin);
+        self.keys.push(key);
         self.origins.push(origin);
         Ok(())
     }
 
-    /// `layers/micro.py`'s `micro` at `call`: how many results it replaced, and the first message
-    /// it changed.
-    fn micro(&mut self, py: Python<'_>, call: usize) -> PyResult<(i64, Option<usize>)> {
-        let m = &self.masking;
+    /// The layers in the policy's order.
+    fn run_layers(&mut self, py: Python<'_>, call: usize) -> PyResult<Done> {
+        let mut done = Done::default();
+        let mut layers = std::mem::take(&mut self.layers);
+        let ran = (|| {
+            for i in 0..layers.len() {
+                match &mut layers[i] {
+                    Layer::Micro(m) => self.micro(py, m, call, &mut done)?,
+                    Layer::Snip(s) => {
+                        if let Some((head, tail, made)) = self.snip(py, s, call, &mut done)? {
+                            // micro's count of results dealt with, spliced as the context was
+                            for layer in layers.iter_mut() {
+                                if let Layer::Micro(m) = layer {
+                                    m.dealt = spliced_count(m.dealt, head, tail, made);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            Ok::<(), PyErr>(())
+        })();
+        self.layers = layers;
+        ran.map(|_| done)
+    }
+
+    /// `layers/snip.py`'s `snip` at `call`: the middle dropped, a placeholder in its place; the
+    /// splice's counts of results (before the head's end, before the tail's start, made).
+    fn snip(
+        &mut self,
+        py: Python<'_>,
+        s: &Snip,
+        call: usize,
+        done: &mut Done,
+    ) -> PyResult<Option<(usize, usize, usize)>> {
+        let Some((head_end, tail_start)) =
+            self.held.snip_cut(s.max_messages, s.keep_head, s.pair_safe)
+        else {
+            return Ok(None);
+        };
+        let snipped = tail_start - head_end;
+        let message = PyDict::new(py);
+        message.set_item(intern!(py, "role"), intern!(py, "user"))?;
+        message.set_item(
+            intern!(py, "content"),
+            s.placeholder.replace("{n}", &snipped.to_string()),
+        )?;
+        let entries = self.entries.bind(py);
+        let here = entries.get_item(head_end)?;
+        let (placeholder, changed) =
+            if self.origins[head_end] < 0 && here.getattr(intern!(py, "message"))?.eq(&message)? {
+                // the placeholder already there, to the letter: the change starts after it
+                (here, head_end + 1)
+            } else {
+                let made = self.new_entry.bind(py).call1((message, "snip", call))?;
+                (made, head_end)
+            };
+        let counts = (
+            self.held.refs_before(head_end),
+            self.held.refs_before(tail_start),
+            0,
+        );
+        self.splice(py, head_end, placeholder, tail_start)?;
+        done.snipped += snipped as i64;
+        done.changed_at(changed);
+        Ok(Some(counts))
+    }
+
+    /// `Context.spliced` with one message made: the first `head_end` messages, `made`, then those
+    /// from `tail_start` on.
+    fn splice(
+        &mut self,
+        py: Python<'_>,
+        head_end: usize,
+        made: Bound<'_, PyAny>,
+        tail_start: usize,
+    ) -> PyResult<()> {
+        let chars: i64 = made.getattr(intern!(py, "chars"))?.extract()?;
+        let origin: i64 = made.getattr(intern!(py, "origin"))?.extract()?;
+        let facts = facts_of(&made, origin)?;
+        self.entries
+            .bind(py)
+            .set_slice(head_end, tail_start, PyList::new(py, [made])?.as_any())?;
+        let dropped: i64 = self.chars[head_end..tail_start].iter().sum();
+        self.chars_sum += chars - dropped;
+        self.chars.splice(head_end..tail_start, [chars]);
+        self.origins.splice(head_end..tail_start, [origin]);
+        self.held.splice(head_end, vec![facts], tail_start);
+        let mut key = -1;
+        self.keys = self
+            .origins
+            .iter()
+            .map(|&o| {
+                key = key.max(o);
+                key
+            })
+            .collect();
+        Ok(())
+    }
+
+    /// `layers/micro.py`'s `micro` at `call`: the results it replaced counted in `done`.
+    fn micro(
+        &mut self,
+        py: Python<'_>,
+        m: &mut Micro,
+        call: usize,
+        done: &mut Done,
+    ) -> PyResult<()> {
         let cutoff = self.held.cutoff(&m.rule);
-        let start = self.dealt;
+        let start = m.dealt;
         if cutoff <= start {
-            return Ok((0, None));
+            return Ok(());
         }
         let measures = self.measures.borrow(py);
         let measured = &measures.inner;
-        let cleared = if m.history { self.cleared_chars } else { 0 };
+        let cleared = if m.history { m.cleared_chars } else { 0 };
         if m.trigger_tokens != 0
             && measured.tokens(list_chars(self.chars_sum, self.chars.len()) + cleared)
                 <= m.trigger_tokens
         {
-            return Ok((0, None));
+            return Ok(());
         }
         let entries = self.entries.bind(py);
         let names = self.tool_names.bind(py);
@@ -717,12 +948,11 @@ impl MaskingTurns {
         if m.clear_at_least != 0
             && (freed as f64 / measured.chars_per_token) < m.clear_at_least as f64
         {
-            return Ok((0, None)); // not worth it yet: looked at again when more is old
+            return Ok(()); // not worth it yet: looked at again when more is old
         }
         drop(measures);
         let before = self.chars_sum;
         let cleared_at = self.cleared_at.bind(py);
-        let mut lowest: Option<usize> = None;
         for (r, text) in &chosen {
             let (pos, k) = self.held.refs[*r];
             let entry = entries
@@ -731,17 +961,28 @@ impl MaskingTurns {
             let fact = entry.getattr(intern!(py, "results"))?.get_item(k)?;
             let origin = entry.getattr(intern!(py, "origin"))?;
             cleared_at.set_item((origin, fact.getattr(intern!(py, "block"))?), call)?;
-            self.held.sizes[*r] = fact.getattr(intern!(py, "size"))?.extract()?;
+            self.held
+                .resize(*r, fact.getattr(intern!(py, "size"))?.extract()?);
             let chars: i64 = entry.getattr(intern!(py, "chars"))?.extract()?;
             self.chars_sum += chars - self.chars[pos];
             self.chars[pos] = chars;
             entries.set_item(pos, entry)?;
-            lowest = Some(lowest.map_or(pos, |l| l.min(pos)));
+            done.changed_at(pos);
         }
-        self.dealt = cutoff;
-        if self.masking.history {
-            self.cleared_chars += before - self.chars_sum;
+        m.dealt = cutoff;
+        if m.history {
+            m.cleared_chars += before - self.chars_sum;
         }
-        Ok((chosen.len() as i64, lowest))
+        done.micro += chosen.len() as i64;
+        Ok(())
     }
+}
+
+/// `Context.find_origin` on a context's keys and origins.
+fn find_by_keys(keys: &[i64], origins: &[i64], origin: i64) -> Option<usize> {
+    if origin < 0 {
+        return None;
+    }
+    let j = keys.partition_point(|&k| k < origin);
+    (j < keys.len() && origins[j] == origin).then_some(j)
 }

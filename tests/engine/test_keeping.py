@@ -1,10 +1,10 @@
-"""The native loops of a policy that keeps every message and of one whose one layer is micro
+"""The native loops of a policy that keeps every message and of one made of snip and micro
 (``engine/keeping.py``, ``native/src/turns.rs``) against the Python loop, their reference: each
 chosen exactly where it can run the run (the native core; no layer on and nothing that can lose a
-probe, or micro alone with the options it runs; estimated sizes, no kept contexts, no recorded
+probe, or snip and micro with the options it runs; estimated sizes, no kept contexts, no recorded
 compaction replayed), and giving there the same records, summaries, violations, probe ledgers and
 events, loaded, streamed and read ahead, on the samples and on generated recordings (orphans,
-duplicates, references to files, prompts, a small window) under generated micro settings."""
+duplicates, references to files, prompts, a small window) under generated snip and micro settings."""
 
 from __future__ import annotations
 
@@ -58,9 +58,9 @@ def loops(monkeypatch):
 
 
 @pytest.fixture
-def masked(monkeypatch):
-    """The masking loop's runs and calls."""
-    return _spy(monkeypatch, "masking_turns")
+def layered(monkeypatch):
+    """The layers' loop's runs and calls."""
+    return _spy(monkeypatch, "layer_turns")
 
 
 def _same(a, b) -> None:
@@ -207,7 +207,7 @@ def test_a_call_the_recording_shows_answered_is_no_overflow_until_the_replay_dep
     assert [c.overflow for c in b.calls] == [False, False, False, compacted]
 
 
-#: micro's settings the masking loop runs, drawn over (each a --set of observation-masking)
+#: micro's settings the layers' loop runs, drawn over (each a --set of observation-masking)
 MICRO_SETTINGS = st.fixed_dictionaries({
     "keep_recent": st.integers(0, 6),
     "keep_by": st.sampled_from(["results", "turns", "user_turns"]),
@@ -222,22 +222,39 @@ MICRO_SETTINGS = st.fixed_dictionaries({
     "trigger_on": st.sampled_from(["context", "history"]),
     "clear_at_least": st.sampled_from([0, 0, 40, 500]),
 })
+#: snip's settings, drawn over (keep_head below max_messages)
+SNIP_SETTINGS = st.integers(2, 20).flatmap(lambda most: st.fixed_dictionaries({
+    "max_messages": st.just(most),
+    "keep_head": st.integers(0, most - 1),
+    "pair_safe": st.sampled_from([True, False, "head"]),
+    "placeholder": st.sampled_from(["[snipped {n} messages]", "[{n}]", "gone"]),
+}))
+
+
+def _sets(layer: str, settings_: dict) -> list[str]:
+    return [f"{layer}.{k}={orjson.dumps(v).decode() if not isinstance(v, str) else v}" for k, v in settings_.items()]
 
 
 def _micro(settings_: dict):
-    return load_policy("observation-masking",
-                       [f"micro.{k}={orjson.dumps(v).decode() if not isinstance(v, str) else v}"
-                        for k, v in settings_.items()])
+    return load_policy("observation-masking", _sets("micro", settings_))
+
+
+def _layered(order: list[str], micro: dict, snip: dict):
+    """observation-masking with the layers of ``order`` on (snip, micro) and these settings."""
+    return load_policy("observation-masking", [f"order={orjson.dumps(order).decode()}", "snip.enabled=true",
+                                               *_sets("micro", micro), *_sets("snip", snip)])
 
 
 @needs_native
 @pytest.mark.parametrize("sample", SAMPLE_NAMES)
 @pytest.mark.parametrize("how", ["loaded", "streamed", "read ahead"])
-def test_a_policy_that_masks_runs_alike_on_the_native_loop(monkeypatch, masked, sample, how):
+@pytest.mark.parametrize("order", [["micro"], ["snip", "micro"], ["micro", "snip"], ["snip"]])
+def test_a_policy_of_snip_and_micro_runs_alike_on_the_native_loop(monkeypatch, layered, sample, how, order):
     path = str(SAMPLES / f"{sample}.jsonl")
     monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1" if how == "read ahead" else "0")
     monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
-    policy = _micro({"keep_recent": 2, "min_chars": 0})
+    policy = _layered(order, {"keep_recent": 2, "min_chars": 0}, {"max_messages": 12, "keep_head": 2})
+    assert keeping.native_layers(policy) == order
 
     def run():
         source = load_transcript(path) if how == "loaded" else Opening(path, probes=True).feed()
@@ -245,37 +262,42 @@ def test_a_policy_that_masks_runs_alike_on_the_native_loop(monkeypatch, masked, 
 
     a, b = _both(monkeypatch, run)
     _same(a, b)
-    assert masked == {"runs": 1, "calls": len(b.calls)}
+    assert layered == {"runs": 1, "calls": len(b.calls)}
 
 
 @needs_native
-def test_the_masking_loop_clears_loses_and_attributes_as_the_python_one(monkeypatch, masked):
-    """The samples hold what the masking loop must get right beyond sizes: results cleared (events,
-    the totals), probes lost to micro at the call that cleared them, retention of changed blocks."""
+def test_the_layers_loop_clears_snips_loses_and_attributes_as_the_python_one(monkeypatch, layered):
+    """The samples hold what the loop must get right beyond sizes: results cleared and messages
+    snipped (events, totals), probes lost to micro at the call that cleared them and to snip where
+    its placeholder stands, retention of changed and dropped messages."""
     monkeypatch.setenv("COMPACTLAB_CORE", "native")
     monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
-    runs = [replay(load_transcript(str(SAMPLES / f"{s}.jsonl")), _micro({"keep_recent": 1, "min_chars": 0}))
-            for s in SAMPLE_NAMES]
-    assert masked["runs"] == len(SAMPLE_NAMES)
-    assert sum(r.summary.micro_compacted for r in runs) == sum(c.micro_compacted for r in runs for c in r.calls) > 0
-    assert all(e.layers == ["micro"] and e.messages_before == e.messages_after for r in runs for e in r.events)
+    policy = _layered(["snip", "micro"], {"keep_recent": 1, "min_chars": 0}, {"max_messages": 10, "keep_head": 1})
+    runs = [replay(load_transcript(str(SAMPLES / f"{s}.jsonl")), policy) for s in SAMPLE_NAMES]
+    assert layered["runs"] == len(SAMPLE_NAMES)
+    for total, column in [("micro_compacted", "micro_compacted"), ("snipped", "snipped")]:
+        assert sum(getattr(r.summary, total) for r in runs) == sum(getattr(c, column) for r in runs for c in r.calls) > 0
+    events = [e for r in runs for e in r.events]
+    assert {tuple(e.layers) for e in events} >= {("snip",), ("micro",), ("snip", "micro")}
+    assert all(e.messages_after <= e.messages_before for e in events)
     lost = [p for r in runs for p in r.probe_ledger if p.status == "lost"]
-    assert lost and all(p.removed_by == "micro" and p.removed_at >= 0 for p in lost)
+    assert {p.removed_by for p in lost} == {"micro", "snip"} and all(p.removed_at >= 0 for p in lost)
     assert sum(c.refs_retained for r in runs for c in r.calls) < sum(c.refs for r in runs for c in r.calls)
 
 
 @needs_native
-@settings(max_examples=60, deadline=None)
-@given(transcripts(max_turns=30), MICRO_SETTINGS, st.sampled_from([None, 2_000]))
-def test_generated_recordings_mask_alike_on_the_native_loop(msgs, micro, window):
-    """Generated recordings through generated micro settings (every option the masking loop runs):
-    the native loop's run is the Python loop's."""
+@settings(max_examples=80, deadline=None)
+@given(transcripts(max_turns=30), st.sampled_from([["micro"], ["snip"], ["snip", "micro"], ["micro", "snip"]]),
+       MICRO_SETTINGS, SNIP_SETTINGS, st.sampled_from([None, 2_000]))
+def test_generated_recordings_run_alike_through_snip_and_micro_on_the_native_loop(msgs, order, micro, snip, window):
+    """Generated recordings through generated snip and micro settings (every option the native loop
+    runs, in either order): its run is the Python loop's."""
     b = TranscriptBuilder("generated.jsonl", "anthropic")
     for m in msgs:
         b.add(m)
     t = b.build()
-    policy = _micro(micro)
-    assert keeping.masks(policy)
+    policy = _layered(order, micro, snip)
+    assert keeping.native_layers(policy) == order
     with pytest.MonkeyPatch.context() as mp:
         a, n = _both(mp, lambda: replay(t, policy, ReplayOptions(window=window)))
     _same(a, n)
@@ -283,47 +305,58 @@ def test_generated_recordings_mask_alike_on_the_native_loop(msgs, micro, window)
 
 @needs_native
 @pytest.mark.parametrize("what", ["string_content_only=true", "clear_inputs=true", "at_prompts=true",
-                                  "idle_minutes=5", "a summary", "a budget",
+                                  "idle_minutes=5", "a summary", "a budget", "a framework's step",
                                   "compactions kept", "exact counts", "contexts kept", "python core"])
-def test_the_python_loop_runs_what_the_masking_loop_cannot(monkeypatch, masked, what):
+def test_the_python_loop_runs_what_the_layers_loop_cannot(monkeypatch, layered, what):
     monkeypatch.setenv("COMPACTLAB_CORE", "python" if what == "python core" else "native")
     t = load_transcript(str(SAMPLES / "manual-compact.jsonl"))
-    sets = {"a summary": ["summary.enabled=true"], "a budget": ["budget.enabled=true", "order=[\"budget\",\"micro\"]"]
-            }.get(what, [f"micro.{what}"] if "=" in what else [])
-    policy = load_policy("observation-masking", sets)
+    sets = {"a summary": ["summary.enabled=true"], "a budget": ["budget.enabled=true", 'order=["budget","micro"]']}.get(
+        what, [f"micro.{what}"] if "=" in what else [])
+    policy = load_policy("strands-sliding-window" if what == "a framework's step" else "observation-masking", sets)
     options = {"compactions kept": {"keep_recorded_compactions": True},
                "exact counts": {"counter": _Counter()},
                "contexts kept": {"keep_contexts": (0, 1)}}.get(what, {})
-    assert keeping.masks(policy) == (what in ("compactions kept", "exact counts", "contexts kept", "python core"))
+    assert (keeping.native_layers(policy) is not None) == (
+        what in ("compactions kept", "exact counts", "contexts kept", "python core"))
     replay(t, policy, ReplayOptions(**options))
-    assert masked == {"runs": 0, "calls": 0}
+    assert layered == {"runs": 0, "calls": 0}
 
 
 @needs_native
-def test_the_masking_loop_refuses_options_it_does_not_run():
-    """Told a micro setting it does not run (``masks`` keeps such a policy off it), the native loop
-    says so rather than run it otherwise."""
+def test_the_layers_loop_refuses_what_it_does_not_run():
+    """Told a layer or a micro setting it does not run (``native_layers`` keeps such a policy off
+    it), the native loop says so rather than run it otherwise."""
     from compactlab.engine.records import TurnRecord
+
+    def loop(layers):
+        return NATIVE.LayerTurns(_measures([], []), TurnRecord, layers, {}, {}, print, print)
 
     for sets, said in [(["micro.clear_inputs=true"], "clear_inputs"), (["micro.idle_minutes=5"], "idle_minutes"),
                        (["micro.string_content_only=true"], "string_content_only")]:
         with pytest.raises(ValueError, match=said):
-            NATIVE.MaskingTurns(_measures([], []), TurnRecord, load_policy("observation-masking", sets).config_for(
-                "micro"), {}, {}, print)
-    turns = NATIVE.MaskingTurns(_measures([], []), TurnRecord, load_policy("observation-masking").config_for("micro"),
-                                {}, {}, print)
-    assert turns.entries == []
+            loop([("micro", load_policy("observation-masking", sets).config_for("micro"))])
+    with pytest.raises(ValueError, match="budget"):
+        loop([("budget", load_policy("s08").config_for("budget"))])
+    assert loop([("snip", load_policy("s08").config_for("snip"))]).entries == []
 
 
-def test_the_masking_loops_view_finds_a_message_by_its_origin():
-    """What recall reads of the masking loop's context (``keeping.Held``): a transcript message by its
-    origin, as ``Context.find_origin`` finds it, and no message made in a gap."""
+@needs_native
+def test_the_layers_loop_finds_a_message_by_its_origin_as_a_context_does(monkeypatch):
+    """What recall reads of the loop's context (the loop itself): a transcript message by its
+    origin, and the message a policy made in the gap of one snipped, as ``Context`` finds them."""
+    from compactlab.engine import loop as engine_loop
     from compactlab.engine.context import Context
 
-    t = load_transcript(str(SAMPLES / "synth-small.jsonl"))
-    held = keeping.Held()
-    held.entries = t.entries[3:12]
-    ctx = Context(t.entries[3:12])
-    for origin in range(-2, 16):
-        assert held.find_origin(origin) == ctx.find_origin(origin)
-        assert held.made_in_gap(origin) is ctx.made_in_gap(origin) is None
+    made = []
+    real = keeping.layer_turns
+    monkeypatch.setattr(engine_loop, "layer_turns", lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    monkeypatch.setenv("COMPACTLAB_CORE", "native")
+    run = replay(load_transcript(str(SAMPLES / "synth-medium.jsonl")),
+                 _layered(["snip"], {}, {"max_messages": 8, "keep_head": 2}))
+    (turns,) = made
+    assert run.summary.snipped > 0
+    ctx = Context(turns.entries)
+    assert any(e.origin < 0 for e in ctx.entries)
+    for origin in range(-3, max(e.origin for e in ctx.entries) + 3):
+        assert turns.find_origin(origin) == ctx.find_origin(origin)
+        assert turns.made_in_gap(origin) is ctx.made_in_gap(origin)

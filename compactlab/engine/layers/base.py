@@ -176,13 +176,14 @@ class RunEnv:
             state = self.state[kind] = kind()
         return state
 
-    def new_entry(self, message: Message, by: str = "summary") -> Entry:
+    def new_entry(self, message: Message, by: str = "summary", call: int | None = None) -> Entry:
         """An Entry for a message a policy made (placeholder, summary): a fresh negative origin;
-        ``by``: the layer that made it in place of the messages it removed."""
+        ``by``: the layer that made it in place of the messages it removed, at ``call`` (default:
+        the call being made, ``now``'s; the native loop, which sets no ``now``, says it)."""
         origin = self._next_origin
         self._next_origin -= 1
         self.ledger.made_by[origin] = by
-        self.ledger.made_at[origin] = self.now.call
+        self.ledger.made_at[origin] = self.now.call if call is None else call
         return make_entry(message, origin)
 
     def persist(self, tool_use_id: str, text: str) -> str:
