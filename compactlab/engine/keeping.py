@@ -1,5 +1,5 @@
-"""The turns of a policy that keeps every message, or is made of snip and micro, run by the native
-core (#59).
+"""The turns of a policy that keeps every message, or is made of snip, micro and the summary, run by
+the native core (#59).
 
 A policy with no layer on (``none``, the reference every ``compare`` runs, and any policy whose
 layers are all off) sends at each call the whole history as recorded: the loop appends, sizes,
@@ -9,17 +9,21 @@ context sized, the prompt cache, raw baseline, violations and retention measured
 made, in Rust. ``loop.Turns`` is the reference (``COMPACTLAB_CORE=python`` runs it); the
 differential tests hold the two to the same records, summaries and ledgers.
 
-A policy made of the snip and micro layers (``observation-masking``, replacing old tool results
-with a placeholder, among them) runs on ``_native.LayerTurns`` the same way: the layers' choices
-made on the context's facts in Rust (``native/src/layers.rs``), each result replaced by the Python
-message's own ``with_result_content``, snip's placeholder made by the run's ``new_entry``, and
-recall asked in Python (``Measures.recall_at``) of the context as that loop holds it (the loop
-itself: its ``entries``, ``find_origin`` and ``made_in_gap`` are ``Context``'s). ``native_layers``
-says which policies it runs.
+A policy made of the snip and micro layers and the summary (``observation-masking``, replacing old
+tool results with a placeholder, ``openhands``, ``qwen-code``, ``gemini-cli`` among them) runs on
+``_native.LayerTurns`` the same way: snip's and micro's choices made on the context's facts in Rust
+(``native/src/layers.rs``), each result replaced by the Python message's own
+``with_result_content``, snip's placeholder made by the run's ``new_entry``; the summary's trigger
+checked in Rust and, at a call over it, the summary layer itself run in Python on the context
+(``SummaryStep``: a summary's text is made of the messages' content); recall asked in Python
+(``Measures.recall_at``) of the context as that loop holds it (the loop itself: its ``entries``,
+``find_origin`` and ``made_in_gap`` are ``Context``'s). ``native_layers`` says which policies it
+runs.
 
-Left to the Python loop: a policy with another layer on (or micro with an option ``native_layers`` names),
-the recording's compactions kept (the context restarts from their summaries), exact token counts,
-a run that keeps contexts (``keep_contexts``).
+Left to the Python loop: a policy with another layer on (budget, reactive or manual compaction, a
+step of yours or a framework's), micro or the summary with an option ``native_layers`` names, the
+recording's compactions kept (the context restarts from their summaries), exact token counts, a run
+that keeps contexts (``keep_contexts``).
 """
 
 from __future__ import annotations
@@ -27,7 +31,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..core import native_module
-from .layers import RunEnv
+from ..transcripts.messages import Entry
+from .context import Context, ResultMemo
+from .layers import NOTHING, CallFacts, RunEnv, summary
+from .layers.summary import Breaker, SummaryConfig, kept_share
 from .measures import CallAt, Measures
 from .policy import Policy
 from .records import TurnRecord
@@ -51,22 +58,35 @@ NATIVE_LAYERS = ("snip", "micro")
 
 
 def native_layers(policy: Policy) -> list[str] | None:
-    """The layers of ``policy`` in its order where the native loop runs them all (snip and micro,
-    micro with none of ``_NOT_NATIVE``; the summary, reactive and manual compaction off), else
-    None."""
+    """The layers of ``policy`` where the native loop runs them all, else None: snip and micro in
+    its order (micro with none of ``_NOT_NATIVE``), then the summary layer (at its trigger, not
+    Codex's count of reasoning, a fresh summary request: ``summary_runs_natively``); reactive and
+    manual compaction off."""
     on: list[str] = [name for name in policy.order if getattr(policy, name).enabled]
-    if (not on or any(name not in NATIVE_LAYERS for name in on)
-            or policy.summary.enabled or policy.reactive.enabled or policy.manual.enabled):
+    if any(name not in NATIVE_LAYERS for name in on) or policy.reactive.enabled or policy.manual.enabled:
         return None
     if "micro" in on and any(getattr(policy.micro, name) for name in _NOT_NATIVE):
         return None
-    return on
+    if policy.summary.enabled:
+        if not summary_runs_natively(policy.summary):
+            return None
+        on.append("summary")
+    return on or None
 
 
-def layer_turns(measures: Measures, policy: Policy, env: RunEnv, *, restarts: bool, keeps_contexts: bool) -> Any:
+def summary_runs_natively(config: SummaryConfig) -> bool:
+    """Whether the native loop checks this summary layer's trigger: at the trigger alone (no idle or
+    before-expiry timing, which read the recording's times), without Codex's count of earlier
+    reasoning (which reads every message), its request a fresh one (a prefix request reads the
+    prompt cache's state)."""
+    return config.timing == "trigger" and not config.count_reasoning and config.request == "fresh"
+
+
+def layer_turns(measures: Measures, policy: Policy, env: RunEnv, *, restarts: bool,
+                keeps_contexts: bool) -> tuple[Any, SummaryStep | None] | None:
     """The native loop of a run whose policy's layers it runs (``_native.LayerTurns``,
-    ``native_layers``), or None where the Python loop runs it: no native measures, the recording's
-    compactions replayed (``restarts``), a run that keeps contexts."""
+    ``native_layers``) and its summary step, or None where the Python loop runs it: no native
+    measures, the recording's compactions replayed (``restarts``), a run that keeps contexts."""
     native = native_module()
     layers = native_layers(policy)
     if native is None or measures.native is None or restarts or keeps_contexts or layers is None:
@@ -78,5 +98,48 @@ def layer_turns(measures: Measures, policy: Policy, env: RunEnv, *, restarts: bo
         # (``context``: the native loop itself, read as a ``Context``: its entries, find_origin, made_in_gap)
         recall_at(CallAt(call, pos, changed_from, intact, tokens, reply_chars), context, record)
 
-    return native.LayerTurns(measures.native, TurnRecord, [(name, policy.config_for(name)) for name in layers],
-                             env.tool_names, env.ledger.cleared_at, env.new_entry, recall)
+    step = None
+    if layers[-1] == "summary":
+        layers.pop()
+        step = SummaryStep(policy.summary, env)
+    summary = None if step is None else (step.unit, step)
+    turns = native.LayerTurns(measures.native, TurnRecord, [(name, policy.config_for(name)) for name in layers],
+                              env.tool_names, env.ledger.cleared_at, env.new_entry, recall, summary)
+    return turns, step
+
+
+class SummaryStep:
+    """The summary layer in the native loop: ``layers/summary.py``'s ``summary``, run on a
+    ``Context`` of the loop's messages at a call the loop found over its trigger, with the facts of
+    the call it reads (the call, the recorded tokens) and micro's count of results dealt with as the
+    context's memo. ``stats``: what it did at the last call (``NOTHING``: it did not run)."""
+
+    __slots__ = ("config", "env", "stats", "window", "unit")
+
+    def __init__(self, config: SummaryConfig, env: RunEnv) -> None:
+        self.config, self.env = config, env
+        self.stats = NOTHING
+        self.window = 0  # the reactive trigger's window, known at the first call (``CallFacts.window``)
+        #: what the trigger compares (the native loop's ``Unit``)
+        self.unit = ("recorded" if config.unit == "tokens" and config.measure == "recorded" else config.unit)
+
+    def __call__(self, call: int, recorded: int | None, entries: list[Entry], dealt: int | None
+                 ) -> tuple[list[Entry] | None, int | None, int | None, bool, bool]:
+        """The layer at ``call``: the new context's messages (None: unchanged), micro's count in it,
+        the first message it changed, whether it summarised, and whether it will never act again
+        (its circuit breaker open: the loop stops asking, as the layer stops trying)."""
+        env = self.env
+        if env.state_of(Breaker).open:
+            return None, dealt, None, False, True
+        if kept_share(entries, self.config) is False:  # (the layer's own NOOP, found before a context is made)
+            return None, dealt, None, False, False
+        env.now = CallFacts(call, None, False, recorded, 0, False, False, self.window)
+        context = Context(entries)
+        if dealt is not None:
+            context.memo = ResultMemo({"micro": dealt})
+        new, self.stats = summary(context, self.config, env)
+        closed = env.state_of(Breaker).open
+        if new is context:
+            return None, dealt, None, False, closed
+        return (new.entries, new.memo.get("micro") if dealt is not None else None, self.stats.lowest_changed,
+                bool(self.stats.summaries), closed)

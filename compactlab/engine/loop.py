@@ -30,13 +30,14 @@ from .cost.prices import ModelPrices, PriceTable, load_prices
 from .window import DEFAULT_WINDOW, Window, resolve as resolve_window
 from .feeds import Feed, as_feed
 from .layers import CHEAP, NOTHING, CallFacts, LayerStats, RunEnv, manual, reactive, summary
+from .layers.summary import trigger_of
 from ..transcripts.messages import Entry, Message, is_prompt
 from ..plumbing.outputs import OutputDir
 from .policy import Policy, fingerprint_of
 from .records import ACTIONS, CompactionEvent, Run, TurnRecord, summarize
 from ..core import chosen as chosen_core
 from .measures import CallAt, Recall, measures_for
-from .keeping import keeping_turns, layer_turns
+from .keeping import SummaryStep, keeping_turns, layer_turns
 from .sizing import Calibration, TokenEstimator, list_chars
 from ..summarizers import StubSummarizer, Summarizer
 from ..transcripts import RecordedCompaction, Transcript, TranscriptStream
@@ -281,9 +282,13 @@ class Turns:
         #: the native loop of a policy that keeps every message (``keeping.py``; None: this one runs)
         self.keeping = keeping_turns(self.measures, probes=options.probes,
                                      keeps_contexts=bool(options.keep_contexts), acts=policy.acts)
-        #: the native loop of a policy made of snip and micro (``keeping.py``; None: this one runs)
-        self.layered: Any = None if self.keeping is not None else layer_turns(
+        #: the native loop of a policy made of snip, micro and the summary, and its summary step
+        #: (``keeping.py``; None: this one runs)
+        layered = None if self.keeping is not None else layer_turns(
             self.measures, policy, env, restarts=restarts is not None, keeps_contexts=bool(options.keep_contexts))
+        self.layered: Any = layered[0] if layered is not None else None
+        self.summary_step: SummaryStep | None = layered[1] if layered is not None else None
+        self.summary_trigger = 0  # (the summary's trigger for this recording: known at the first call)
         self.ttl = "5m"  # the prompt cache's TTL the run is priced with (a summary request's reads expire by it)
         self.totals = LayerStats()
         self.done = 0  # messages of the transcript in the context so far
@@ -342,18 +347,37 @@ class Turns:
         return record
 
     def _layered(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
-        """A call of a policy made of snip and micro, on the native loop (``keeping.py``): what
-        ``turn`` does there, the layers' counts, their event and the recording's departures kept here."""
-        self._departs(pos)
+        """A call of a policy made of snip, micro and the summary, on the native loop
+        (``keeping.py``): what ``turn`` does there, the layers' counts, their event, the recorded
+        tokens a summary's trigger may compare and the recording's departures kept here."""
+        step = self.summary_step
+        recorded = None
+        if step is not None:
+            if call == 0:
+                self.summary_trigger = trigger_of(self.policy.summary, self.env)
+                step.window = self.window
+            step.stats = NOTHING
+            if step.unit == "recorded":
+                recorded = self._recorded_tokens(pos, pending)
+            else:
+                self._departs(pos)
+        else:
+            self._departs(pos)
         answered = self._answered(pos)
         self.raw_answered.append(self.raw_as_recorded and answered)
         record, n_before, chars_before, snipped, micro, lowest = self.layered.turn(
-            call, pos, pending, reply, self.judged.tokens, self.as_recorded, answered)
-        if snipped or micro:
+            call, pos, pending, reply, self.judged.tokens, self.as_recorded, answered, recorded, self.summary_trigger)
+        if snipped or micro or (step is not None and step.stats is not NOTHING):
             stats = LayerStats(snipped=snipped, micro_compacted=micro, lowest_changed=lowest)
+            if step is not None and step.stats is not NOTHING:
+                stats.add(step.stats)
+                record.summarized, record.summary_input_chars, record.summary_output_chars = (
+                    stats.summaries, stats.summary_input_chars, stats.summary_output_chars)
             self.totals.add(stats)
-            self._event(call, stats, _ACTIONS(stats), (n_before, chars_before), record.tokens, record.messages)
-            self.as_recorded = False
+            actions = _ACTIONS(stats)
+            if any(actions):
+                self._event(call, stats, actions, (n_before, chars_before), record.tokens, record.messages)
+                self.as_recorded = False
         self.done = pos + 1
         return record
 

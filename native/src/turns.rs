@@ -485,11 +485,33 @@ enum Layer {
     Micro(Micro),
 }
 
+/// What the summary layer's trigger compares (`SummaryConfig.unit` and `measure`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    Messages,
+    Chars,
+    Tokens,
+    /// tokens as the harness measured them while the context is the recording's, else estimated
+    Recorded,
+}
+
+/// The summary layer after the others (`loop.Turns._prepare`): its trigger checked here, the
+/// layer itself run by Python (`summarise`) where the context is over it.
+struct Summary {
+    unit: Unit,
+    /// `(call, recorded, entries, dealt) -> (entries or None, dealt, lowest changed, acted, closed)`:
+    /// `layers/summary.py`'s `summary` on the context (`keeping.SummaryStep`); closed, its circuit
+    /// breaker is open: it is not asked again
+    summarise: Py<PyAny>,
+}
+
 /// What the layers did at a call (`LayerStats`' counts of them).
 #[derive(Default)]
 struct Done {
     snipped: i64,
     micro: i64,
+    /// the summary layer changed the context
+    summarised: bool,
     /// the first message a layer changed
     lowest: Option<usize>,
 }
@@ -523,6 +545,7 @@ pub struct LayerTurns {
     /// what the layers read: each message's turn, tool uses and results
     held: Held,
     layers: Vec<Layer>,
+    summary: Option<Summary>,
     /// the run's tool names by tool_use id (filled as calls are read), and its ledger's
     /// `cleared_at` (when each result was replaced: recall's attribution)
     tool_names: Py<PyDict>,
@@ -539,9 +562,11 @@ pub struct LayerTurns {
 impl LayerTurns {
     /// The loop of a run: its `measures`, `TurnRecord`, its `layers` in order (`(name, config)`:
     /// `snip` a `SnipConfig`, `micro` a `MicroConfig` whose options this loop runs, as
-    /// `keeping.native_layers` says), the run's tool names, `cleared_at` and `new_entry`, and its
-    /// `recall`.
+    /// `keeping.native_layers` says), the run's tool names, `cleared_at` and `new_entry`, its
+    /// `recall`, and its `summary` layer (`(unit, summarise)`: what its trigger compares, and the
+    /// layer run on the context) if it has one.
     #[new]
+    #[pyo3(signature = (measures, record, layers, tool_names, cleared_at, new_entry, recall, summary=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -552,6 +577,7 @@ impl LayerTurns {
         cleared_at: Py<PyDict>,
         new_entry: Py<PyAny>,
         recall: Py<PyAny>,
+        summary: Option<(String, Py<PyAny>)>,
     ) -> PyResult<Self> {
         let chars_per_token = measures.borrow(py).inner.chars_per_token;
         let mut made = Vec::new();
@@ -575,6 +601,23 @@ impl LayerTurns {
             keys: Vec::new(),
             held: Held::default(),
             layers: made,
+            summary: match summary {
+                None => None,
+                Some((unit, summarise)) => Some(Summary {
+                    unit: match unit.as_str() {
+                        "messages" => Unit::Messages,
+                        "chars" => Unit::Chars,
+                        "tokens" => Unit::Tokens,
+                        "recorded" => Unit::Recorded,
+                        other => {
+                            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                                "a summary trigger in {other:?}"
+                            )))
+                        }
+                    },
+                    summarise,
+                }),
+            },
             tool_names,
             cleared_at,
             new_entry,
@@ -609,9 +652,11 @@ impl LayerTurns {
         Ok(None)
     }
 
-    /// One call: `pending` appended, the layers run, the context measured against `window`
-    /// (`as_recorded`: the context was the recording's until this call; `answered`: the recording
-    /// shows this call answered), recall asked, the record made; then `reply` appended.
+    /// One call: `pending` appended, the layers run (the summary's over `trigger`, `recorded`: the
+    /// context's tokens as the harness measured them, where known), the context measured against
+    /// `window` (`as_recorded`: the context was the recording's until this call; `answered`: the
+    /// recording shows this call answered), recall asked, the record made; then `reply` appended.
+    #[pyo3(signature = (call, pos, pending, reply, window, as_recorded, answered, recorded=None, trigger=0))]
     #[allow(clippy::too_many_arguments)]
     fn turn<'py>(
         slf: &Bound<'py, Self>,
@@ -622,6 +667,8 @@ impl LayerTurns {
         window: i64,
         as_recorded: bool,
         answered: bool,
+        recorded: Option<i64>,
+        trigger: i64,
     ) -> PyResult<Turned<'py>> {
         let py = slf.py();
         let reply_chars: i64 = reply.getattr(intern!(py, "chars"))?.extract()?;
@@ -631,13 +678,14 @@ impl LayerTurns {
                 this.append(&e?)?;
             }
             let (n_before, before) = (this.chars.len(), this.chars_sum);
-            let done = this.run_layers(py, call)?;
+            let mut done = this.run_layers(py, call)?;
+            this.summary(py, call, recorded, trigger, &mut done)?;
             let n = this.chars.len();
             let chars = list_chars(this.chars_sum, n);
             let mut measures = this.measures.borrow_mut(py);
             let measured = &mut measures.inner;
             let tokens = measured.tokens(chars);
-            let acted = done.snipped != 0 || done.micro != 0;
+            let acted = done.snipped != 0 || done.micro != 0 || done.summarised;
             let intact = as_recorded && !acted;
             let overflow = tokens > window && !(intact && answered);
             let changed_from = done.lowest.unwrap_or(n);
@@ -789,6 +837,85 @@ impl LayerTurns {
         let key = self.keys.last().copied().unwrap_or(-1).max(origin);
         self.keys.push(key);
         self.origins.push(origin);
+        Ok(())
+    }
+
+    /// The summary layer at `call`, where the context is over `trigger` (`over_trigger` at the
+    /// policy's trigger timing): run by Python on the context, whose result this loop adopts.
+    fn summary(
+        &mut self,
+        py: Python<'_>,
+        call: usize,
+        recorded: Option<i64>,
+        trigger: i64,
+        done: &mut Done,
+    ) -> PyResult<()> {
+        let Some(summary) = &self.summary else {
+            return Ok(());
+        };
+        let n = self.chars.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let chars = list_chars(self.chars_sum, n);
+        let size = {
+            let measures = self.measures.borrow(py);
+            match summary.unit {
+                Unit::Messages => n as i64,
+                Unit::Chars => chars,
+                Unit::Tokens => measures.inner.tokens(chars),
+                Unit::Recorded => recorded.unwrap_or_else(|| measures.inner.tokens(chars)),
+            }
+        };
+        if size <= trigger {
+            return Ok(());
+        }
+        let dealt = self.layers.iter().find_map(|l| match l {
+            Layer::Micro(m) => Some(m.dealt),
+            Layer::Snip(_) => None,
+        });
+        let got = summary.summarise.bind(py).call1((
+            call,
+            recorded,
+            self.entries.bind(py).get_slice(0, n),
+            dealt,
+        ))?;
+        let (entries, dealt, lowest, acted, closed): (
+            Option<Bound<'_, PyList>>,
+            Option<usize>,
+            Option<usize>,
+            bool,
+            bool,
+        ) = got.extract()?;
+        if closed {
+            self.summary = None; // (its circuit breaker open: the layer never acts again)
+        }
+        if let Some(entries) = entries {
+            self.adopt(py, &entries)?;
+        }
+        for layer in self.layers.iter_mut() {
+            if let (Layer::Micro(m), Some(d)) = (layer, dealt) {
+                m.dealt = d;
+            }
+        }
+        if let Some(lowest) = lowest {
+            done.changed_at(lowest);
+        }
+        done.summarised |= acted;
+        Ok(())
+    }
+
+    /// The context a Python layer made of this one: every fact read again from its messages.
+    fn adopt(&mut self, py: Python<'_>, entries: &Bound<'_, PyList>) -> PyResult<()> {
+        self.entries = PyList::empty(py).unbind();
+        self.chars.clear();
+        self.chars_sum = 0;
+        self.origins.clear();
+        self.keys.clear();
+        self.held = Held::default();
+        for e in entries.iter() {
+            self.append(&e)?;
+        }
         Ok(())
     }
 

@@ -45,6 +45,8 @@ def _spy(monkeypatch, factory: str) -> dict:
         if inner is None:
             return None
         made["runs"] += 1
+        if isinstance(inner, tuple):  # (the layers' loop and its summary step)
+            return Counted(inner[0]), *inner[1:]
         return Counted(inner)
 
     monkeypatch.setattr(f"compactlab.engine.loop.{factory}", spy)
@@ -266,6 +268,75 @@ def test_a_policy_of_snip_and_micro_runs_alike_on_the_native_loop(monkeypatch, l
 
 
 @needs_native
+@pytest.mark.parametrize("sample", SAMPLE_NAMES)
+@pytest.mark.parametrize("how", ["loaded", "streamed", "read ahead"])
+@pytest.mark.parametrize("preset", ["openhands", "qwen-code", "gemini-cli"])
+def test_a_preset_that_summarises_runs_alike_on_the_native_loop(monkeypatch, layered, sample, how, preset):
+    """The presets whose layers the loop runs with the summary: their triggers lowered so that the
+    samples summarise (in messages, tokens, and tokens as recorded where the recording says)."""
+    path = str(SAMPLES / f"{sample}.jsonl")
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1" if how == "read ahead" else "0")
+    monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
+    policy = load_policy(preset, ["summary.trigger=30" if preset == "openhands" else "summary.trigger=6000",
+                                  "summary.keep_tail=8" if preset == "openhands" else "summary.max_failures=3"])
+    assert keeping.native_layers(policy) is not None
+
+    def run():
+        source = load_transcript(path) if how == "loaded" else Opening(path, probes=True).feed()
+        return replay(source, policy, ReplayOptions(window=30_000))
+
+    a, b = _both(monkeypatch, run)
+    _same(a, b)
+    assert layered == {"runs": 1, "calls": len(b.calls)}
+
+
+class _Flaky:
+    """A summarizer that fails at every third request it gets (the circuit breaker's case)."""
+
+    name = "flaky"
+
+    def __init__(self) -> None:
+        from compactlab.summarizers import StubSummarizer
+
+        self.stub, self.asked = StubSummarizer(), 0
+
+    def summarize(self, request):
+        from compactlab.errors import SummarizerError
+
+        self.asked += 1
+        if self.asked % 3 == 0:
+            raise SummarizerError(f"failure {self.asked}")
+        return self.stub.summarize(request)
+
+
+@needs_native
+def test_a_summary_whose_breaker_opened_is_not_asked_again(monkeypatch, layered):
+    """Once the summary's circuit breaker opens, the layer never acts again: the loop stops handing
+    it the context (which it did at every call over the trigger: the context made anew each time,
+    a replay 20 times dearer, qwen-code's on the bench's file)."""
+    monkeypatch.setenv("COMPACTLAB_CORE", "native")
+    asked = []
+    real = keeping.SummaryStep.__call__
+    monkeypatch.setattr(keeping.SummaryStep, "__call__", lambda self, *a: asked.append(a[0]) or real(self, *a))
+
+    class Failing:
+        name = "failing"
+
+        def summarize(self, request):
+            from compactlab.errors import SummarizerError
+
+            raise SummarizerError("down")
+
+    run = replay(load_transcript(str(SAMPLES / "synth-medium.jsonl")),
+                 load_policy("qwen-code", ["summary.trigger=2000", "summary.measure=estimate",
+                                           "summary.keep_tail_fraction=0"]),
+                 ReplayOptions(summarizer=Failing()))
+    assert layered["runs"] == 1 and len(run.failed_summaries) == 1
+    first = run.failed_summaries[0]["call"]
+    assert asked == [first] and first + 10 < len(run.calls)
+
+
+@needs_native
 def test_the_layers_loop_clears_snips_loses_and_attributes_as_the_python_one(monkeypatch, layered):
     """The samples hold what the loop must get right beyond sizes: results cleared and messages
     snipped (events, totals), probes lost to micro at the call that cleared them and to snip where
@@ -303,14 +374,63 @@ def test_generated_recordings_run_alike_through_snip_and_micro_on_the_native_loo
     _same(a, n)
 
 
+#: the summary's settings the native loop runs, drawn over
+SUMMARY_SETTINGS = st.fixed_dictionaries({
+    "enabled": st.booleans(),
+    "unit": st.sampled_from(["messages", "chars", "tokens"]),
+    "measure": st.sampled_from(["estimate", "recorded"]),
+    "keep_head": st.integers(0, 3),
+    "keep_tail": st.integers(0, 6),
+    "keep_tail_fraction": st.sampled_from([0.0, 0.0, 0.3]),
+    "rollback_if_larger": st.booleans(),
+    "ack": st.sampled_from(["", "Understood."]),
+    "input_from": st.sampled_from(["head", "tail"]),
+    "input_chars": st.sampled_from([200, 80_000]),
+    "max_failures": st.integers(1, 3),
+})
+
+
+@needs_native
+@settings(max_examples=80, deadline=None)
+@given(transcripts(max_turns=30), st.sampled_from([[], ["micro"], ["snip", "micro"], ["micro", "snip"]]),
+       MICRO_SETTINGS, SNIP_SETTINGS, SUMMARY_SETTINGS, st.integers(8, 4_000), st.booleans())
+def test_generated_recordings_summarise_alike_on_the_native_loop(msgs, order, micro, snip, summary_, trigger, flaky):
+    """Generated recordings through generated layers with the summary (its trigger in messages,
+    characters or tokens; kept head, tail or share; rolled back; a summarizer that fails, its
+    circuit breaker): the native loop's run is the Python loop's."""
+    b = TranscriptBuilder("generated.jsonl", "anthropic")
+    for m in msgs:
+        b.add(m)
+    t = b.build()
+    summary_ = {**summary_, "enabled": summary_["enabled"] or not order,
+                "trigger": min(trigger, 40) if summary_["unit"] == "messages" else trigger}
+    if summary_["unit"] == "messages" and summary_["keep_head"] + summary_["keep_tail"] >= summary_["trigger"]:
+        summary_["keep_tail"] = 0
+        summary_["keep_head"] = min(summary_["keep_head"], summary_["trigger"] - 1)
+    policy = load_policy("observation-masking", [f"order={orjson.dumps(order).decode()}", "snip.enabled=true",
+                                                 "micro.enabled=true", *_sets("micro", micro), *_sets("snip", snip),
+                                                 *_sets("summary", summary_)])
+    assert keeping.native_layers(policy) == order + (["summary"] if summary_["enabled"] else [])
+    with pytest.MonkeyPatch.context() as mp:
+        a, n = _both(mp, lambda: replay(t, policy, ReplayOptions(summarizer=_Flaky() if flaky else None)))
+    _same(a, n)
+    assert a.failed_summaries == n.failed_summaries
+
+
 @needs_native
 @pytest.mark.parametrize("what", ["string_content_only=true", "clear_inputs=true", "at_prompts=true",
-                                  "idle_minutes=5", "a summary", "a budget", "a framework's step",
+                                  "idle_minutes=5", "a summary at idle", "a prefix summary", "counted reasoning",
+                                  "reactive", "manual", "a budget", "a framework's step",
                                   "compactions kept", "exact counts", "contexts kept", "python core"])
 def test_the_python_loop_runs_what_the_layers_loop_cannot(monkeypatch, layered, what):
     monkeypatch.setenv("COMPACTLAB_CORE", "python" if what == "python core" else "native")
     t = load_transcript(str(SAMPLES / "manual-compact.jsonl"))
-    sets = {"a summary": ["summary.enabled=true"], "a budget": ["budget.enabled=true", 'order=["budget","micro"]']}.get(
+    sets = {"a summary at idle": ["summary.enabled=true", "summary.timing=idle"],
+            "a prefix summary": ["summary.enabled=true", "summary.request=prefix"],
+            "counted reasoning": ["summary.enabled=true", "summary.unit=tokens", "summary.measure=recorded",
+                                  "summary.count_reasoning=true"],
+            "reactive": ["reactive.enabled=true"], "manual": ["manual.enabled=true"],
+            "a budget": ["budget.enabled=true", 'order=["budget","micro"]']}.get(
         what, [f"micro.{what}"] if "=" in what else [])
     policy = load_policy("strands-sliding-window" if what == "a framework's step" else "observation-masking", sets)
     options = {"compactions kept": {"keep_recorded_compactions": True},
@@ -353,7 +473,7 @@ def test_the_layers_loop_finds_a_message_by_its_origin_as_a_context_does(monkeyp
     monkeypatch.setenv("COMPACTLAB_CORE", "native")
     run = replay(load_transcript(str(SAMPLES / "synth-medium.jsonl")),
                  _layered(["snip"], {}, {"max_messages": 8, "keep_head": 2}))
-    (turns,) = made
+    ((turns, _),) = made
     assert run.summary.snipped > 0
     ctx = Context(turns.entries)
     assert any(e.origin < 0 for e in ctx.entries)

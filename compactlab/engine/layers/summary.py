@@ -116,6 +116,16 @@ def newest_prompts(entries: list[Entry], max_tokens: int) -> list[str]:
     return kept[::-1]
 
 
+def kept_share(entries: list[Entry], config: SummaryConfig) -> int | None | Literal[False]:
+    """Where the kept tail of ``keep_tail_fraction`` starts (None: the option is off), or False
+    where no prompt is there to cut before, after the kept head: nothing to summarise yet
+    (gemini-cli's NOOP)."""
+    if not config.keep_tail_fraction:
+        return None
+    tail = fraction_tail(entries, config.keep_tail_fraction)
+    return False if tail <= pair_safe_head(entries, min(config.keep_head, len(entries))) else tail
+
+
 def fraction_tail(entries: list[Entry], fraction: float) -> int:
     """Where the newest ``fraction`` of the context (by characters) starts, cut before a user prompt
     (gemini-cli's findCompressSplitPoint): the first prompt with at least 1 - fraction of the
@@ -224,8 +234,8 @@ def summary(context: Context, config: SummaryConfig, env: RunEnv) -> tuple[Conte
     if breaker.open or not context.entries or not over_trigger(context, config, env):
         return context, NOTHING
     stats = LayerStats()
-    tail = fraction_tail(context.entries, config.keep_tail_fraction) if config.keep_tail_fraction else None
-    if tail is not None and tail <= pair_safe_head(context.entries, min(config.keep_head, len(context))):
+    tail = kept_share(context.entries, config)
+    if tail is False:
         return context, NOTHING  # no prompt to cut before: nothing to summarise yet (gemini-cli's NOOP)
     new = compact(context, config, env, kind="summary", stats=stats,
                   keep_head=config.keep_head, keep_tail=config.keep_tail, tail_start=tail)
