@@ -33,7 +33,8 @@ from typing import Any
 from ..core import native_module
 from ..transcripts.messages import Entry
 from .context import Context, ResultMemo
-from .layers import NOTHING, CallFacts, RunEnv, summary
+from .layers import CallFacts, LayerStats, RunEnv, summary
+from .layers.budget import persisted
 from .layers.summary import Breaker, SummaryConfig, kept_share
 from .measures import CallAt, Measures
 from .policy import Policy
@@ -53,13 +54,13 @@ def keeping_turns(measures: Measures, *, probes: bool, keeps_contexts: bool, act
 
 #: micro's options the layers' loop does not run: a policy with one of them on runs on the Python loop
 _NOT_NATIVE = ("string_content_only", "clear_inputs", "at_prompts", "idle_minutes")
-#: the layers the native loop runs
-NATIVE_LAYERS = ("snip", "micro")
+#: the layers of a policy's order the native loop runs
+NATIVE_LAYERS = ("budget", "snip", "micro")
 
 
 def native_layers(policy: Policy) -> list[str] | None:
-    """The layers of ``policy`` where the native loop runs them all, else None: snip and micro in
-    its order (micro with none of ``_NOT_NATIVE``), then the summary layer (at its trigger, not
+    """The layers of ``policy`` where the native loop runs them all, else None: budget, snip and
+    micro in its order (micro with none of ``_NOT_NATIVE``), then the summary layer (at its trigger, not
     Codex's count of reasoning, a fresh summary request: ``summary_runs_natively``); reactive and
     manual compaction off."""
     on: list[str] = [name for name in policy.order if getattr(policy, name).enabled]
@@ -83,10 +84,10 @@ def summary_runs_natively(config: SummaryConfig) -> bool:
 
 
 def layer_turns(measures: Measures, policy: Policy, env: RunEnv, *, restarts: bool,
-                keeps_contexts: bool) -> tuple[Any, SummaryStep | None] | None:
+                keeps_contexts: bool) -> tuple[Any, PythonSteps] | None:
     """The native loop of a run whose policy's layers it runs (``_native.LayerTurns``,
-    ``native_layers``) and its summary step, or None where the Python loop runs it: no native
-    measures, the recording's compactions replayed (``restarts``), a run that keeps contexts."""
+    ``native_layers``) and the steps it has Python run, or None where the Python loop runs it: no
+    native measures, the recording's compactions replayed (``restarts``), a run that keeps contexts."""
     native = native_module()
     layers = native_layers(policy)
     if native is None or measures.native is None or restarts or keeps_contexts or layers is None:
@@ -98,48 +99,69 @@ def layer_turns(measures: Measures, policy: Policy, env: RunEnv, *, restarts: bo
         # (``context``: the native loop itself, read as a ``Context``: its entries, find_origin, made_in_gap)
         recall_at(CallAt(call, pos, changed_from, intact, tokens, reply_chars), context, record)
 
-    step = None
+    steps = PythonSteps(policy, env)
+    summary_step = None
     if layers[-1] == "summary":
         layers.pop()
-        step = SummaryStep(policy.summary, env)
-    summary = None if step is None else (step.unit, step)
-    turns = native.LayerTurns(measures.native, TurnRecord, [(name, policy.config_for(name)) for name in layers],
-                              env.tool_names, env.ledger.cleared_at, env.new_entry, recall, summary)
-    return turns, step
+        summary_step = (steps.unit, steps.summary)
+    cheap = [(name, policy.config_for(name), steps.budget if name == "budget" else None) for name in layers]
+    turns = native.LayerTurns(measures.native, TurnRecord, cheap, env.tool_names, env.ledger.cleared_at,
+                              env.new_entry, recall, summary_step)
+    return turns, steps
 
 
-class SummaryStep:
-    """The summary layer in the native loop: ``layers/summary.py``'s ``summary``, run on a
-    ``Context`` of the loop's messages at a call the loop found over its trigger, with the facts of
-    the call it reads (the call, the recorded tokens) and micro's count of results dealt with as the
-    context's memo. ``stats``: what it did at the last call (``NOTHING``: it did not run)."""
+class PythonSteps:
+    """The layers the native loop has Python run on its messages (their text is what they read):
+    the summary layer (``layers/summary.py``'s ``summary``, run on a ``Context`` of the loop's
+    messages at a call the loop found over its trigger, micro's count of results dealt with as the
+    context's memo) and budget's persisting of the last message (``layers/budget.py``'s
+    ``persisted``, asked where its results are over the budget). Each is given the facts of the call
+    it reads (the call, the recorded tokens); ``stats``: what they did at the call (the loop makes a
+    fresh one at every call)."""
 
-    __slots__ = ("config", "env", "stats", "window", "unit")
+    __slots__ = ("summary_config", "budget_config", "env", "stats", "window", "unit")
 
-    def __init__(self, config: SummaryConfig, env: RunEnv) -> None:
-        self.config, self.env = config, env
-        self.stats = NOTHING
+    def __init__(self, policy: Policy, env: RunEnv) -> None:
+        self.summary_config, self.budget_config, self.env = policy.summary, policy.budget, env
+        self.stats = LayerStats()
         self.window = 0  # the reactive trigger's window, known at the first call (``CallFacts.window``)
-        #: what the trigger compares (the native loop's ``Unit``)
+        #: what the summary's trigger compares (the native loop's ``Unit``)
+        config = policy.summary
         self.unit = ("recorded" if config.unit == "tokens" and config.measure == "recorded" else config.unit)
 
-    def __call__(self, call: int, recorded: int | None, entries: list[Entry], dealt: int | None
-                 ) -> tuple[list[Entry] | None, int | None, int | None, bool, bool]:
-        """The layer at ``call``: the new context's messages (None: unchanged), micro's count in it,
-        the first message it changed, whether it summarised, and whether it will never act again
-        (its circuit breaker open: the loop stops asking, as the layer stops trying)."""
+    def _now(self, call: int, recorded: int | None = None) -> None:
+        self.env.now = CallFacts(call, None, False, recorded, 0, False, False, self.window)
+
+    def summary(self, call: int, recorded: int | None, entries: list[Entry], dealt: int | None
+                ) -> tuple[list[Entry] | None, int | None, int | None, bool, bool]:
+        """The summary layer at ``call``: the new context's messages (None: unchanged), micro's count
+        in it, the first message it changed, whether it summarised, and whether it will never act
+        again (its circuit breaker open: the loop stops asking, as the layer stops trying)."""
         env = self.env
         if env.state_of(Breaker).open:
             return None, dealt, None, False, True
-        if kept_share(entries, self.config) is False:  # (the layer's own NOOP, found before a context is made)
+        if kept_share(entries, self.summary_config) is False:  # (the layer's own NOOP, before a context is made)
             return None, dealt, None, False, False
-        env.now = CallFacts(call, None, False, recorded, 0, False, False, self.window)
+        self._now(call, recorded)
         context = Context(entries)
         if dealt is not None:
             context.memo = ResultMemo({"micro": dealt})
-        new, self.stats = summary(context, self.config, env)
+        new, stats = summary(context, self.summary_config, env)
+        self.stats.add(stats)
         closed = env.state_of(Breaker).open
         if new is context:
             return None, dealt, None, False, closed
-        return (new.entries, new.memo.get("micro") if dealt is not None else None, self.stats.lowest_changed,
-                bool(self.stats.summaries), closed)
+        return (new.entries, new.memo.get("micro") if dealt is not None else None, stats.lowest_changed,
+                bool(stats.summaries), closed)
+
+    def budget(self, call: int, last: Entry, pos: int) -> Entry | None:
+        """Budget at ``call`` on the context's last message (at ``pos``): the message with its largest
+        results persisted, or None where it is left."""
+        self._now(call)
+        done = persisted(last, self.budget_config, self.env)
+        if done is None:
+            return None
+        entry, stats = done
+        stats.changed_at(pos)
+        self.stats.add(stats)
+        return entry

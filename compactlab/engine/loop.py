@@ -37,7 +37,7 @@ from .policy import Policy, fingerprint_of
 from .records import ACTIONS, CompactionEvent, Run, TurnRecord, summarize
 from ..core import chosen as chosen_core
 from .measures import CallAt, Recall, measures_for
-from .keeping import SummaryStep, keeping_turns, layer_turns
+from .keeping import PythonSteps, keeping_turns, layer_turns
 from .sizing import Calibration, TokenEstimator, list_chars
 from ..summarizers import StubSummarizer, Summarizer
 from ..transcripts import RecordedCompaction, Transcript, TranscriptStream
@@ -287,7 +287,7 @@ class Turns:
         layered = None if self.keeping is not None else layer_turns(
             self.measures, policy, env, restarts=restarts is not None, keeps_contexts=bool(options.keep_contexts))
         self.layered: Any = layered[0] if layered is not None else None
-        self.summary_step: SummaryStep | None = layered[1] if layered is not None else None
+        self.python_steps: PythonSteps | None = layered[1] if layered is not None else None
         self.summary_trigger = 0  # (the summary's trigger for this recording: known at the first call)
         self.ttl = "5m"  # the prompt cache's TTL the run is priced with (a summary request's reads expire by it)
         self.totals = LayerStats()
@@ -347,32 +347,32 @@ class Turns:
         return record
 
     def _layered(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
-        """A call of a policy made of snip, micro and the summary, on the native loop
+        """A call of a policy made of budget, snip, micro and the summary, on the native loop
         (``keeping.py``): what ``turn`` does there, the layers' counts, their event, the recorded
         tokens a summary's trigger may compare and the recording's departures kept here."""
-        step = self.summary_step
+        steps = self.python_steps
+        assert steps is not None
+        if call == 0:
+            self.summary_trigger = trigger_of(self.policy.summary, self.env) if self.policy.summary.enabled else 0
+            steps.window = self.window
+        steps.stats = LayerStats()
         recorded = None
-        if step is not None:
-            if call == 0:
-                self.summary_trigger = trigger_of(self.policy.summary, self.env)
-                step.window = self.window
-            step.stats = NOTHING
-            if step.unit == "recorded":
-                recorded = self._recorded_tokens(pos, pending)
-            else:
-                self._departs(pos)
+        if steps.unit == "recorded" and self.policy.summary.enabled:
+            recorded = self._recorded_tokens(pos, pending)
         else:
             self._departs(pos)
         answered = self._answered(pos)
         self.raw_answered.append(self.raw_as_recorded and answered)
         record, n_before, chars_before, snipped, micro, lowest = self.layered.turn(
             call, pos, pending, reply, self.judged.tokens, self.as_recorded, answered, recorded, self.summary_trigger)
-        if snipped or micro or (step is not None and step.stats is not NOTHING):
-            stats = LayerStats(snipped=snipped, micro_compacted=micro, lowest_changed=lowest)
-            if step is not None and step.stats is not NOTHING:
-                stats.add(step.stats)
-                record.summarized, record.summary_input_chars, record.summary_output_chars = (
-                    stats.summaries, stats.summary_input_chars, stats.summary_output_chars)
+        stats = steps.stats
+        stats.snipped, stats.micro_compacted = snipped, micro
+        if lowest is not None:
+            stats.changed_at(lowest)
+        if stats.lowest_changed is not None or stats.summary_failures or stats.summary_input_chars:
+            record.persisted, record.persisted_chars = stats.persisted, stats.persisted_chars
+            record.summarized, record.summary_input_chars, record.summary_output_chars = (
+                stats.summaries, stats.summary_input_chars, stats.summary_output_chars)
             self.totals.add(stats)
             actions = _ACTIONS(stats)
             if any(actions):

@@ -89,6 +89,15 @@ impl Held {
         self.messages[pos].sizes[k] = size;
     }
 
+    /// The message at `pos` replaced by one of the same shape (its results in the same places).
+    pub fn replace(&mut self, pos: usize, facts: Facts) {
+        let first = self.refs_before(pos);
+        for (k, &size) in facts.sizes.iter().enumerate() {
+            self.sizes[first + k] = size;
+        }
+        self.messages[pos] = facts;
+    }
+
     /// `Context.spliced`: the first `head_end` messages, `made`, then those from `tail_start` on.
     pub fn splice(&mut self, head_end: usize, made: Vec<Facts>, tail_start: usize) {
         self.messages.splice(head_end..tail_start, made);

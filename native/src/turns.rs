@@ -480,7 +480,16 @@ struct Snip {
     placeholder: String,
 }
 
+/// The budget layer: where the last message's results are over `max_chars`, Python persists the
+/// largest (`persist(call, last, pos) -> message or None`: `keeping.PythonSteps.budget`, whose
+/// `layers/budget.py` reads their text and writes the files).
+struct Budget {
+    max_chars: i64,
+    persist: Py<PyAny>,
+}
+
 enum Layer {
+    Budget(Budget),
     Snip(Snip),
     Micro(Micro),
 }
@@ -510,8 +519,9 @@ struct Summary {
 struct Done {
     snipped: i64,
     micro: i64,
-    /// the summary layer changed the context
+    /// the summary layer changed the context, budget persisted a result
     summarised: bool,
+    persisted: bool,
     /// the first message a layer changed
     lowest: Option<usize>,
 }
@@ -560,8 +570,9 @@ pub struct LayerTurns {
 
 #[pymethods]
 impl LayerTurns {
-    /// The loop of a run: its `measures`, `TurnRecord`, its `layers` in order (`(name, config)`:
-    /// `snip` a `SnipConfig`, `micro` a `MicroConfig` whose options this loop runs, as
+    /// The loop of a run: its `measures`, `TurnRecord`, its `layers` in order (`(name, config,
+    /// step)`: `budget` a `BudgetConfig` and its step in Python, `snip` a `SnipConfig`, `micro` a
+    /// `MicroConfig` whose options this loop runs, as
     /// `keeping.native_layers` says), the run's tool names, `cleared_at` and `new_entry`, its
     /// `recall`, and its `summary` layer (`(unit, summarise)`: what its trigger compares, and the
     /// layer run on the context) if it has one.
@@ -582,13 +593,18 @@ impl LayerTurns {
         let chars_per_token = measures.borrow(py).inner.chars_per_token;
         let mut made = Vec::new();
         for layer in layers.try_iter()? {
-            let (name, config): (String, Bound<'_, PyAny>) = layer?.extract()?;
-            made.push(match name.as_str() {
-                "micro" => Layer::Micro(micro_of(&config, chars_per_token)?),
-                "snip" => Layer::Snip(snip_of(&config)?),
-                other => {
+            let (name, config, step): (String, Bound<'_, PyAny>, Option<Py<PyAny>>) =
+                layer?.extract()?;
+            made.push(match (name.as_str(), step) {
+                ("micro", _) => Layer::Micro(micro_of(&config, chars_per_token)?),
+                ("snip", _) => Layer::Snip(snip_of(&config)?),
+                ("budget", Some(persist)) => Layer::Budget(Budget {
+                    max_chars: config.getattr("max_chars")?.extract()?,
+                    persist,
+                }),
+                (other, _) => {
                     return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                        "the native loop does not run a {other} layer"
+                        "the native loop does not run a {other} layer (budget: with its step)"
                     )))
                 }
             });
@@ -685,7 +701,7 @@ impl LayerTurns {
             let mut measures = this.measures.borrow_mut(py);
             let measured = &mut measures.inner;
             let tokens = measured.tokens(chars);
-            let acted = done.snipped != 0 || done.micro != 0 || done.summarised;
+            let acted = done.snipped != 0 || done.micro != 0 || done.summarised || done.persisted;
             let intact = as_recorded && !acted;
             let overflow = tokens > window && !(intact && answered);
             let changed_from = done.lowest.unwrap_or(n);
@@ -872,7 +888,7 @@ impl LayerTurns {
         }
         let dealt = self.layers.iter().find_map(|l| match l {
             Layer::Micro(m) => Some(m.dealt),
-            Layer::Snip(_) => None,
+            Layer::Snip(_) | Layer::Budget(_) => None,
         });
         let got = summary.summarise.bind(py).call1((
             call,
@@ -926,6 +942,7 @@ impl LayerTurns {
         let ran = (|| {
             for i in 0..layers.len() {
                 match &mut layers[i] {
+                    Layer::Budget(b) => self.budget(py, b, call, &mut done)?,
                     Layer::Micro(m) => self.micro(py, m, call, &mut done)?,
                     Layer::Snip(s) => {
                         if let Some((head, tail, made)) = self.snip(py, s, call, &mut done)? {
@@ -943,6 +960,35 @@ impl LayerTurns {
         })();
         self.layers = layers;
         ran.map(|_| done)
+    }
+
+    /// `layers/budget.py`'s `budget` at `call`: asked of Python where the last message's results
+    /// are over the budget; the message it returns put in the last one's place.
+    fn budget(&mut self, py: Python<'_>, b: &Budget, call: usize, done: &mut Done) -> PyResult<()> {
+        let Some(last) = self.held.messages.last() else {
+            return Ok(());
+        };
+        if last.sizes.is_empty() || last.sizes.iter().sum::<i64>() <= b.max_chars {
+            return Ok(());
+        }
+        let pos = self.chars.len() - 1;
+        let entries = self.entries.bind(py);
+        let got = b
+            .persist
+            .bind(py)
+            .call1((call, entries.get_item(pos)?, pos))?;
+        if got.is_none() {
+            return Ok(());
+        }
+        let chars: i64 = got.getattr(intern!(py, "chars"))?.extract()?;
+        let origin: i64 = got.getattr(intern!(py, "origin"))?.extract()?;
+        self.held.replace(pos, facts_of(&got, origin)?);
+        self.chars_sum += chars - self.chars[pos];
+        self.chars[pos] = chars;
+        entries.set_item(pos, got)?;
+        done.persisted = true;
+        done.changed_at(pos);
+        Ok(())
     }
 
     /// `layers/snip.py`'s `snip` at `call`: the middle dropped, a placeholder in its place; the

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compactlab import ReplayOptions, load_policy, load_transcript, replay
+from compactlab import ReplayOptions, ReplayOutput, load_policy, load_transcript, replay
 from compactlab import core
 from compactlab.engine import keeping
 from compactlab.engine.feeds import Opening
@@ -316,8 +316,8 @@ def test_a_summary_whose_breaker_opened_is_not_asked_again(monkeypatch, layered)
     a replay 20 times dearer, qwen-code's on the bench's file)."""
     monkeypatch.setenv("COMPACTLAB_CORE", "native")
     asked = []
-    real = keeping.SummaryStep.__call__
-    monkeypatch.setattr(keeping.SummaryStep, "__call__", lambda self, *a: asked.append(a[0]) or real(self, *a))
+    real = keeping.PythonSteps.summary
+    monkeypatch.setattr(keeping.PythonSteps, "summary", lambda self, *a: asked.append(a[0]) or real(self, *a))
 
     class Failing:
         name = "failing"
@@ -374,6 +374,12 @@ def test_generated_recordings_run_alike_through_snip_and_micro_on_the_native_loo
     _same(a, n)
 
 
+#: budget's settings, drawn over (small, so that generated results are persisted)
+BUDGET_SETTINGS = st.integers(300, 3_000).flatmap(lambda threshold: st.fixed_dictionaries({
+    "max_chars": st.sampled_from([200, 1_000, 20_000]),
+    "persist_threshold": st.just(threshold),
+    "preview_chars": st.integers(0, threshold - 1),
+}))
 #: the summary's settings the native loop runs, drawn over
 SUMMARY_SETTINGS = st.fixed_dictionaries({
     "enabled": st.booleans(),
@@ -392,9 +398,11 @@ SUMMARY_SETTINGS = st.fixed_dictionaries({
 
 @needs_native
 @settings(max_examples=80, deadline=None)
-@given(transcripts(max_turns=30), st.sampled_from([[], ["micro"], ["snip", "micro"], ["micro", "snip"]]),
-       MICRO_SETTINGS, SNIP_SETTINGS, SUMMARY_SETTINGS, st.integers(8, 4_000), st.booleans())
-def test_generated_recordings_summarise_alike_on_the_native_loop(msgs, order, micro, snip, summary_, trigger, flaky):
+@given(transcripts(max_turns=30), st.sampled_from([[], ["micro"], ["snip", "micro"], ["micro", "snip"],
+                                                    ["budget", "snip", "micro"], ["micro", "budget"], ["budget"]]),
+       MICRO_SETTINGS, SNIP_SETTINGS, SUMMARY_SETTINGS, BUDGET_SETTINGS, st.integers(8, 4_000), st.booleans())
+def test_generated_recordings_summarise_alike_on_the_native_loop(tmp_path_factory, msgs, order, micro, snip, summary_,
+                                                                  budget, trigger, flaky):
     """Generated recordings through generated layers with the summary (its trigger in messages,
     characters or tokens; kept head, tail or share; rolled back; a summarizer that fails, its
     circuit breaker): the native loop's run is the Python loop's."""
@@ -408,19 +416,23 @@ def test_generated_recordings_summarise_alike_on_the_native_loop(msgs, order, mi
         summary_["keep_tail"] = 0
         summary_["keep_head"] = min(summary_["keep_head"], summary_["trigger"] - 1)
     policy = load_policy("observation-masking", [f"order={orjson.dumps(order).decode()}", "snip.enabled=true",
-                                                 "micro.enabled=true", *_sets("micro", micro), *_sets("snip", snip),
-                                                 *_sets("summary", summary_)])
+                                                 "micro.enabled=true", "budget.enabled=true", *_sets("micro", micro),
+                                                 *_sets("snip", snip), *_sets("summary", summary_),
+                                                 *_sets("budget", budget)])
     assert keeping.native_layers(policy) == order + (["summary"] if summary_["enabled"] else [])
+    outs = iter(tmp_path_factory.mktemp("out") / which for which in ("python", "native"))
     with pytest.MonkeyPatch.context() as mp:
-        a, n = _both(mp, lambda: replay(t, policy, ReplayOptions(summarizer=_Flaky() if flaky else None)))
+        a, n = _both(mp, lambda: replay(t, policy, ReplayOptions(summarizer=_Flaky() if flaky else None),
+                                        ReplayOutput(out_dir=next(outs))))
     _same(a, n)
     assert a.failed_summaries == n.failed_summaries
+    assert a.summary.persisted_files == n.summary.persisted_files
 
 
 @needs_native
 @pytest.mark.parametrize("what", ["string_content_only=true", "clear_inputs=true", "at_prompts=true",
                                   "idle_minutes=5", "a summary at idle", "a prefix summary", "counted reasoning",
-                                  "reactive", "manual", "a budget", "a framework's step",
+                                  "reactive", "manual", "a framework's step",
                                   "compactions kept", "exact counts", "contexts kept", "python core"])
 def test_the_python_loop_runs_what_the_layers_loop_cannot(monkeypatch, layered, what):
     monkeypatch.setenv("COMPACTLAB_CORE", "python" if what == "python core" else "native")
@@ -429,8 +441,7 @@ def test_the_python_loop_runs_what_the_layers_loop_cannot(monkeypatch, layered, 
             "a prefix summary": ["summary.enabled=true", "summary.request=prefix"],
             "counted reasoning": ["summary.enabled=true", "summary.unit=tokens", "summary.measure=recorded",
                                   "summary.count_reasoning=true"],
-            "reactive": ["reactive.enabled=true"], "manual": ["manual.enabled=true"],
-            "a budget": ["budget.enabled=true", 'order=["budget","micro"]']}.get(
+            "reactive": ["reactive.enabled=true"], "manual": ["manual.enabled=true"]}.get(
         what, [f"micro.{what}"] if "=" in what else [])
     policy = load_policy("strands-sliding-window" if what == "a framework's step" else "observation-masking", sets)
     options = {"compactions kept": {"keep_recorded_compactions": True},
@@ -454,10 +465,12 @@ def test_the_layers_loop_refuses_what_it_does_not_run():
     for sets, said in [(["micro.clear_inputs=true"], "clear_inputs"), (["micro.idle_minutes=5"], "idle_minutes"),
                        (["micro.string_content_only=true"], "string_content_only")]:
         with pytest.raises(ValueError, match=said):
-            loop([("micro", load_policy("observation-masking", sets).config_for("micro"))])
-    with pytest.raises(ValueError, match="budget"):
-        loop([("budget", load_policy("s08").config_for("budget"))])
-    assert loop([("snip", load_policy("s08").config_for("snip"))]).entries == []
+            loop([("micro", load_policy("observation-masking", sets).config_for("micro"), None)])
+    with pytest.raises(ValueError, match="budget"):  # (budget is Python's to persist: without its step, refused)
+        loop([("budget", load_policy("s08").config_for("budget"), None)])
+    with pytest.raises(ValueError, match="reactive"):
+        loop([("reactive", load_policy("s08").config_for("reactive"), None)])
+    assert loop([("snip", load_policy("s08").config_for("snip"), None)]).entries == []
 
 
 @needs_native

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 
 from ..context import Context
-from ...transcripts.messages import content_text, cut_text, sized_len
+from ...transcripts.messages import Entry, content_text, cut_text, sized_len
 from ...config import LayerConfig, NonNegative, Positive, opt, section
 from .base import NOTHING, LayerStats, RunEnv
 from .registry import register
@@ -36,12 +36,24 @@ class BudgetConfig(LayerConfig):
 def budget(context: Context, config: BudgetConfig, env: RunEnv) -> tuple[Context, LayerStats]:
     if not context.entries:
         return context, NOTHING
-    last = context.entries[-1]
-    if last.role != "user" or not last.results:
+    done = persisted(context.entries[-1], config, env)
+    if done is None:
         return context, NOTHING
+    entry, stats = done
+    pos = len(context.entries) - 1
+    stats.changed_at(pos)
+    return context.replaced({pos: entry}), stats
+
+
+def persisted(last: Entry, config: BudgetConfig, env: RunEnv) -> tuple[Entry, LayerStats] | None:
+    """``last`` (the context's last message) with its largest results persisted, and what that did;
+    None where the budget leaves it (not a user message of results, under the budget, nothing worth
+    persisting). The native loop asks it of a last message whose results are over the budget."""
+    if last.role != "user" or not last.results:
+        return None
     total = sum(f.size for f in last.results)
     if total <= config.max_chars:
-        return context, NOTHING
+        return None
     stats = LayerStats()
     entry = last
     for k in sorted(range(len(last.results)), key=lambda k: last.results[k].size, reverse=True):
@@ -60,8 +72,4 @@ def budget(context: Context, config: BudgetConfig, env: RunEnv) -> tuple[Context
         total += sized_len(note) - fact.size
         stats.persisted += 1
         stats.persisted_chars += fact.size
-    if not stats.persisted:
-        return context, stats
-    pos = len(context.entries) - 1
-    stats.changed_at(pos)
-    return context.replaced({pos: entry}), stats
+    return (entry, stats) if stats.persisted else None
