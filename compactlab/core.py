@@ -22,9 +22,9 @@ from .errors import UsageError
 
 CORES = ("python", "native")
 #: what the native core runs of a replay, in words (``--version`` and the docs say it)
-NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one made of snip and micro "
-                "(recall's glue aside); for the others a call's measures (recall's glue aside), the probes' index, "
-                "a line's facts and a step's messages")
+NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one made of the built-in layers "
+                "(s08 among them; a summary's text, persisting and recall's glue in Python); for the others a call's "
+                "measures, the probes' index, a line's facts and a step's messages")
 
 
 #: what this package asks of ``compactlab._native`` (the crate's ``API``): bumped with it whenever

@@ -1,5 +1,5 @@
-"""The turns of a policy that keeps every message, or is made of snip, micro and the summary, run by
-the native core (#59).
+"""The turns of a policy that keeps every message, or is made of the built-in layers, run by the
+native core (#59).
 
 A policy with no layer on (``none``, the reference every ``compare`` runs, and any policy whose
 layers are all off) sends at each call the whole history as recorded: the loop appends, sizes,
@@ -9,21 +9,22 @@ context sized, the prompt cache, raw baseline, violations and retention measured
 made, in Rust. ``loop.Turns`` is the reference (``COMPACTLAB_CORE=python`` runs it); the
 differential tests hold the two to the same records, summaries and ledgers.
 
-A policy made of the snip and micro layers and the summary (``observation-masking``, replacing old
-tool results with a placeholder, ``openhands``, ``qwen-code``, ``gemini-cli`` among them) runs on
-``_native.LayerTurns`` the same way: snip's and micro's choices made on the context's facts in Rust
-(``native/src/layers.rs``), each result replaced by the Python message's own
-``with_result_content``, snip's placeholder made by the run's ``new_entry``; the summary's trigger
-checked in Rust and, at a call over it, the summary layer itself run in Python on the context
-(``SummaryStep``: a summary's text is made of the messages' content); recall asked in Python
-(``Measures.recall_at``) of the context as that loop holds it (the loop itself: its ``entries``,
-``find_origin`` and ``made_in_gap`` are ``Context``'s). ``native_layers`` says which policies it
-runs.
+A policy made of the built-in layers (``s08``, ``s06``, ``observation-masking``, ``openhands``,
+``qwen-code``, ``gemini-cli``, ``goose``, ``pi`` among them) runs on ``_native.LayerTurns`` the same
+way: snip's and micro's choices made on the context's facts in Rust (``native/src/layers.rs``), each
+result replaced by the Python message's own ``with_result_content``, snip's placeholder made by the
+run's ``new_entry``; budget's, the summary's, reactive and manual compaction's triggers checked in
+Rust and, where one is due, the layer itself run by Python on the loop's messages (``PythonSteps``:
+a summary is made of the messages' text, a persisted output read from it), the loop adopting what
+it returns; recall asked in Python (``Measures.recall_at``) of the context as that loop holds it
+(the loop itself: its ``entries``, ``find_origin`` and ``made_in_gap`` are ``Context``'s).
+``native_layers`` says which policies it runs.
 
-Left to the Python loop: a policy with another layer on (budget, reactive or manual compaction, a
-step of yours or a framework's), micro or the summary with an option ``native_layers`` names, the
-recording's compactions kept (the context restarts from their summaries), exact token counts, a run
-that keeps contexts (``keep_contexts``).
+Left to the Python loop: a step of yours or a framework's, micro or the summary table with an
+option ``native_layers`` names (a prefix summary request, a timing by the recording's times,
+Codex's count of reasoning: ``claude-code``, ``codex`` and ``opencode`` among them), the
+recording's compactions kept (the context restarts from their summaries), exact token counts, a
+run that keeps contexts (``keep_contexts``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any
 from ..core import native_module
 from ..transcripts.messages import Entry
 from .context import Context, ResultMemo
-from .layers import CallFacts, LayerStats, RunEnv, summary
+from .layers import CallFacts, LayerStats, RunEnv, manual, reactive, summary
 from .layers.budget import persisted
 from .layers.summary import Breaker, SummaryConfig, kept_share
 from .measures import CallAt, Measures
@@ -60,26 +61,26 @@ NATIVE_LAYERS = ("budget", "snip", "micro")
 
 def native_layers(policy: Policy) -> list[str] | None:
     """The layers of ``policy`` where the native loop runs them all, else None: budget, snip and
-    micro in its order (micro with none of ``_NOT_NATIVE``), then the summary layer (at its trigger, not
-    Codex's count of reasoning, a fresh summary request: ``summary_runs_natively``); reactive and
-    manual compaction off."""
+    micro in its order (micro with none of ``_NOT_NATIVE``), then those that summarise, the summary
+    layer, reactive and manual compaction (the summary table at its trigger, not Codex's count of
+    reasoning, a fresh summary request: ``summary_runs_natively``)."""
     on: list[str] = [name for name in policy.order if getattr(policy, name).enabled]
-    if any(name not in NATIVE_LAYERS for name in on) or policy.reactive.enabled or policy.manual.enabled:
+    if any(name not in NATIVE_LAYERS for name in on):
         return None
     if "micro" in on and any(getattr(policy.micro, name) for name in _NOT_NATIVE):
         return None
-    if policy.summary.enabled:
-        if not summary_runs_natively(policy.summary):
-            return None
-        on.append("summary")
+    summarising = [name for name in ("summary", "reactive", "manual") if getattr(policy, name).enabled]
+    if summarising and not summary_runs_natively(policy.summary):
+        return None
+    on += summarising
     return on or None
 
 
 def summary_runs_natively(config: SummaryConfig) -> bool:
-    """Whether the native loop checks this summary layer's trigger: at the trigger alone (no idle or
-    before-expiry timing, which read the recording's times), without Codex's count of earlier
-    reasoning (which reads every message), its request a fresh one (a prefix request reads the
-    prompt cache's state)."""
+    """Whether the native loop runs the layers that summarise by this summary table: its trigger at
+    the trigger alone (no idle or before-expiry timing, which read the recording's times), without
+    Codex's count of earlier reasoning (which reads every message), its request a fresh one (a prefix
+    request reads the prompt cache's state, which the loop does not tell Python)."""
     return config.timing == "trigger" and not config.count_reasoning and config.request == "fresh"
 
 
@@ -100,13 +101,13 @@ def layer_turns(measures: Measures, policy: Policy, env: RunEnv, *, restarts: bo
         recall_at(CallAt(call, pos, changed_from, intact, tokens, reply_chars), context, record)
 
     steps = PythonSteps(policy, env)
-    summary_step = None
-    if layers[-1] == "summary":
-        layers.pop()
-        summary_step = (steps.unit, steps.summary)
-    cheap = [(name, policy.config_for(name), steps.budget if name == "budget" else None) for name in layers]
-    turns = native.LayerTurns(measures.native, TurnRecord, cheap, env.tool_names, env.ledger.cleared_at,
-                              env.new_entry, recall, summary_step)
+    cheap = [(name, policy.config_for(name), steps.budget if name == "budget" else None) for name in layers
+             if name in NATIVE_LAYERS]
+    turns = native.LayerTurns(
+        measures.native, TurnRecord, cheap, env.tool_names, env.ledger.cleared_at, env.new_entry, recall,
+        (steps.unit, steps.summary) if "summary" in layers else None,
+        (policy.reactive.max_retries, steps.reactive) if "reactive" in layers else None,
+        (policy.manual.mode, steps.manual) if "manual" in layers else None)
     return turns, steps
 
 
@@ -119,10 +120,12 @@ class PythonSteps:
     it reads (the call, the recorded tokens); ``stats``: what they did at the call (the loop makes a
     fresh one at every call)."""
 
-    __slots__ = ("summary_config", "budget_config", "env", "stats", "window", "unit")
+    __slots__ = ("summary_config", "budget_config", "reactive_config", "manual_config", "env", "stats", "window",
+                 "unit")
 
     def __init__(self, policy: Policy, env: RunEnv) -> None:
         self.summary_config, self.budget_config, self.env = policy.summary, policy.budget, env
+        self.reactive_config, self.manual_config = policy.config_for("reactive"), policy.config_for("manual")
         self.stats = LayerStats()
         self.window = 0  # the reactive trigger's window, known at the first call (``CallFacts.window``)
         #: what the summary's trigger compares (the native loop's ``Unit``)
@@ -153,6 +156,31 @@ class PythonSteps:
             return None, dealt, None, False, closed
         return (new.entries, new.memo.get("micro") if dealt is not None else None, stats.lowest_changed,
                 bool(stats.summaries), closed)
+
+    def reactive(self, call: int, recorded: int | None, entries: list[Entry], dealt: int | None
+                 ) -> tuple[list[Entry] | None, int | None, int | None, bool]:
+        """Reactive compaction at ``call`` (the context over the window): as ``summary`` gives back,
+        whether it compacted."""
+        return self._compaction(reactive, self.reactive_config, call, recorded, entries, dealt, "reactive")
+
+    def manual(self, call: int, recorded: int | None, entries: list[Entry], dealt: int | None
+               ) -> tuple[list[Entry] | None, int | None, int | None, bool]:
+        """Manual compaction at ``call`` (the previous reply called the compact tool): as
+        ``summary`` gives back, whether it compacted."""
+        return self._compaction(manual, self.manual_config, call, recorded, entries, dealt, "manual")
+
+    def _compaction(self, layer: Any, config: Any, call: int, recorded: int | None, entries: list[Entry],
+                    dealt: int | None, count: str) -> tuple[list[Entry] | None, int | None, int | None, bool]:
+        self._now(call, recorded)
+        context = Context(entries)
+        if dealt is not None:
+            context.memo = ResultMemo({"micro": dealt})
+        new, stats = layer(context, config, self.env)
+        self.stats.add(stats)
+        if new is context:
+            return None, dealt, None, False
+        return (new.entries, new.memo.get("micro") if dealt is not None else None, stats.lowest_changed,
+                bool(getattr(stats, count)))
 
     def budget(self, call: int, last: Entry, pos: int) -> Entry | None:
         """Budget at ``call`` on the context's last message (at ``pos``): the message with its largest

@@ -347,9 +347,10 @@ class Turns:
         return record
 
     def _layered(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
-        """A call of a policy made of budget, snip, micro and the summary, on the native loop
-        (``keeping.py``): what ``turn`` does there, the layers' counts, their event, the recorded
-        tokens a summary's trigger may compare and the recording's departures kept here."""
+        """A call of a policy the native loop runs (``keeping.py``: budget, snip, micro, the summary,
+        reactive and manual compaction): what ``turn`` does there, the layers' counts, their event,
+        the recorded tokens a summary's trigger may compare, the compact tool's call and the
+        recording's departures kept here."""
         steps = self.python_steps
         assert steps is not None
         if call == 0:
@@ -364,7 +365,8 @@ class Turns:
         answered = self._answered(pos)
         self.raw_answered.append(self.raw_as_recorded and answered)
         record, n_before, chars_before, snipped, micro, lowest = self.layered.turn(
-            call, pos, pending, reply, self.judged.tokens, self.as_recorded, answered, recorded, self.summary_trigger)
+            call, pos, pending, reply, self.judged.tokens, self.as_recorded, answered, recorded, self.summary_trigger,
+            self.manual_pending, self.window)
         stats = steps.stats
         stats.snipped, stats.micro_compacted = snipped, micro
         if lowest is not None:
@@ -373,12 +375,14 @@ class Turns:
             record.persisted, record.persisted_chars = stats.persisted, stats.persisted_chars
             record.summarized, record.summary_input_chars, record.summary_output_chars = (
                 stats.summaries, stats.summary_input_chars, stats.summary_output_chars)
+            record.reactive, record.manual = stats.reactive, stats.manual
             self.totals.add(stats)
             actions = _ACTIONS(stats)
             if any(actions):
                 self._event(call, stats, actions, (n_before, chars_before), record.tokens, record.messages)
                 self.as_recorded = False
         self.done = pos + 1
+        self.manual_pending = self.manual_tool in reply.tool_names
         return record
 
     def _answered(self, pos: int) -> bool:

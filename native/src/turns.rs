@@ -494,6 +494,22 @@ enum Layer {
     Micro(Micro),
 }
 
+/// Where a manual compaction goes among the tool results of the call that asked for it
+/// (`ManualConfig.mode`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Manual {
+    Before,
+    After,
+    Replace,
+}
+
+/// The compactions Python runs on the loop's context when it finds them due.
+#[derive(Clone, Copy)]
+enum Compaction {
+    Reactive,
+    Manual,
+}
+
 /// What the summary layer's trigger compares (`SummaryConfig.unit` and `measure`).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Unit {
@@ -519,9 +535,11 @@ struct Summary {
 struct Done {
     snipped: i64,
     micro: i64,
-    /// the summary layer changed the context, budget persisted a result
+    /// the summary layer changed the context, budget persisted a result, reactive or manual
+    /// compaction summarised it
     summarised: bool,
     persisted: bool,
+    compacted: bool,
     /// the first message a layer changed
     lowest: Option<usize>,
 }
@@ -556,6 +574,11 @@ pub struct LayerTurns {
     held: Held,
     layers: Vec<Layer>,
     summary: Option<Summary>,
+    /// reactive compaction (`(max_retries, step)`) and manual compaction (`(mode, step)`): each
+    /// `(call, recorded, entries, dealt) -> (entries or None, dealt, lowest changed, acted)`, run by
+    /// Python on the context (`keeping.PythonSteps`) when the loop finds it due
+    reactive: Option<(usize, Py<PyAny>)>,
+    manual: Option<(Manual, Py<PyAny>)>,
     /// the run's tool names by tool_use id (filled as calls are read), and its ledger's
     /// `cleared_at` (when each result was replaced: recall's attribution)
     tool_names: Py<PyDict>,
@@ -577,7 +600,8 @@ impl LayerTurns {
     /// `recall`, and its `summary` layer (`(unit, summarise)`: what its trigger compares, and the
     /// layer run on the context) if it has one.
     #[new]
-    #[pyo3(signature = (measures, record, layers, tool_names, cleared_at, new_entry, recall, summary=None))]
+    #[pyo3(signature = (measures, record, layers, tool_names, cleared_at, new_entry, recall, summary=None,
+                        reactive=None, manual=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -589,7 +613,25 @@ impl LayerTurns {
         new_entry: Py<PyAny>,
         recall: Py<PyAny>,
         summary: Option<(String, Py<PyAny>)>,
+        reactive: Option<(usize, Py<PyAny>)>,
+        manual: Option<(String, Py<PyAny>)>,
     ) -> PyResult<Self> {
+        let manual = match manual {
+            None => None,
+            Some((mode, step)) => Some((
+                match mode.as_str() {
+                    "before_results" => Manual::Before,
+                    "after_results" => Manual::After,
+                    "replace_results" => Manual::Replace,
+                    other => {
+                        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                            "a manual compaction mode {other:?}"
+                        )))
+                    }
+                },
+                step,
+            )),
+        };
         let chars_per_token = measures.borrow(py).inner.chars_per_token;
         let mut made = Vec::new();
         for layer in layers.try_iter()? {
@@ -634,6 +676,8 @@ impl LayerTurns {
                     summarise,
                 }),
             },
+            reactive,
+            manual,
             tool_names,
             cleared_at,
             new_entry,
@@ -672,7 +716,8 @@ impl LayerTurns {
     /// context's tokens as the harness measured them, where known), the context measured against
     /// `window` (`as_recorded`: the context was the recording's until this call; `answered`: the
     /// recording shows this call answered), recall asked, the record made; then `reply` appended.
-    #[pyo3(signature = (call, pos, pending, reply, window, as_recorded, answered, recorded=None, trigger=0))]
+    #[pyo3(signature = (call, pos, pending, reply, window, as_recorded, answered, recorded=None, trigger=0,
+                        manual=false, reactive_window=0))]
     #[allow(clippy::too_many_arguments)]
     fn turn<'py>(
         slf: &Bound<'py, Self>,
@@ -685,23 +730,73 @@ impl LayerTurns {
         answered: bool,
         recorded: Option<i64>,
         trigger: i64,
+        manual: bool,
+        reactive_window: i64,
     ) -> PyResult<Turned<'py>> {
         let py = slf.py();
         let reply_chars: i64 = reply.getattr(intern!(py, "chars"))?.extract()?;
         let (record, recall, asked, turned) = {
             let mut this = slf.borrow_mut();
-            for e in pending.try_iter()? {
-                this.append(&e?)?;
+            let pending = pending.try_iter()?.collect::<PyResult<Vec<_>>>()?;
+            let mut pending_chars = 0i64;
+            for e in &pending {
+                pending_chars += e.getattr(intern!(py, "chars"))?.extract::<i64>()?;
             }
-            let (n_before, before) = (this.chars.len(), this.chars_sum);
-            let mut done = this.run_layers(py, call)?;
-            this.summary(py, call, recorded, trigger, &mut done)?;
+            let (n_before, before) = (
+                this.chars.len() + pending.len(),
+                this.chars_sum + pending_chars,
+            );
+            let mut done = Done::default();
+            let mode = this
+                .manual
+                .as_ref()
+                .map(|(mode, _)| *mode)
+                .filter(|_| manual);
+            if mode.is_some_and(|m| m != Manual::After) {
+                this.compact(py, Compaction::Manual, call, recorded, &mut done)?;
+            }
+            for e in &pending {
+                // (seed 004 appends its own message instead of the tool results)
+                if mode == Some(Manual::Replace)
+                    && done.compacted
+                    && e.getattr(intern!(py, "results"))?.is_truthy()?
+                {
+                    continue;
+                }
+                this.append(e)?;
+            }
+            if mode == Some(Manual::After) {
+                this.compact(py, Compaction::Manual, call, recorded, &mut done)?;
+            }
+            // (a context manual compaction changed is not the one the recording measured)
+            let recorded = if done.lowest.is_some() {
+                None
+            } else {
+                recorded
+            };
+            this.prepare(py, call, recorded, trigger, &mut done)?;
+            let mut tokens = this.tokens(py);
+            let mut retries = 0;
+            while let Some((max_retries, _)) = this.reactive {
+                if retries >= max_retries || tokens <= reactive_window {
+                    break;
+                }
+                retries += 1;
+                if !this.compact(py, Compaction::Reactive, call, recorded, &mut done)? {
+                    break; // it changed nothing
+                }
+                this.prepare(py, call, recorded, trigger, &mut done)?;
+                tokens = this.tokens(py);
+            }
             let n = this.chars.len();
             let chars = list_chars(this.chars_sum, n);
             let mut measures = this.measures.borrow_mut(py);
             let measured = &mut measures.inner;
-            let tokens = measured.tokens(chars);
-            let acted = done.snipped != 0 || done.micro != 0 || done.summarised || done.persisted;
+            let acted = done.snipped != 0
+                || done.micro != 0
+                || done.summarised
+                || done.persisted
+                || done.compacted;
             let intact = as_recorded && !acted;
             let overflow = tokens > window && !(intact && answered);
             let changed_from = done.lowest.unwrap_or(n);
@@ -856,6 +951,91 @@ impl LayerTurns {
         Ok(())
     }
 
+    /// The context's tokens by the run's estimate.
+    fn tokens(&self, py: Python<'_>) -> i64 {
+        let chars = list_chars(self.chars_sum, self.chars.len());
+        self.measures.borrow(py).inner.tokens(chars)
+    }
+
+    /// `loop.Turns._prepare`: the layers in the policy's order, then the summary.
+    fn prepare(
+        &mut self,
+        py: Python<'_>,
+        call: usize,
+        recorded: Option<i64>,
+        trigger: i64,
+        done: &mut Done,
+    ) -> PyResult<()> {
+        self.run_layers(py, call, done)?;
+        self.summary(py, call, recorded, trigger, done)
+    }
+
+    /// Reactive or manual compaction at `call`, run by Python on the context: whether it changed it.
+    fn compact(
+        &mut self,
+        py: Python<'_>,
+        which: Compaction,
+        call: usize,
+        recorded: Option<i64>,
+        done: &mut Done,
+    ) -> PyResult<bool> {
+        let step = match which {
+            Compaction::Reactive => self.reactive.as_ref().map(|(_, step)| step.clone_ref(py)),
+            Compaction::Manual => self.manual.as_ref().map(|(_, step)| step.clone_ref(py)),
+        };
+        let Some(step) = step else {
+            return Ok(false);
+        };
+        let n = self.chars.len();
+        let got = step.bind(py).call1((
+            call,
+            recorded,
+            self.entries.bind(py).get_slice(0, n),
+            self.dealt(),
+        ))?;
+        let (entries, dealt, lowest, acted): (
+            Option<Bound<'_, PyList>>,
+            Option<usize>,
+            Option<usize>,
+            bool,
+        ) = got.extract()?;
+        self.take(py, entries, dealt, lowest, done)?;
+        done.compacted |= acted;
+        Ok(acted)
+    }
+
+    /// Micro's count of results dealt with (None: no micro layer).
+    fn dealt(&self) -> Option<usize> {
+        self.layers.iter().find_map(|l| match l {
+            Layer::Micro(m) => Some(m.dealt),
+            Layer::Snip(_) | Layer::Budget(_) => None,
+        })
+    }
+
+    /// What a step Python ran gave back: the context's messages (None: unchanged), micro's count in
+    /// it, the first message it changed.
+    fn take(
+        &mut self,
+        py: Python<'_>,
+        entries: Option<Bound<'_, PyList>>,
+        dealt: Option<usize>,
+        lowest: Option<usize>,
+        done: &mut Done,
+    ) -> PyResult<()> {
+        if let Some(entries) = entries {
+            self.adopt(py, &entries)?;
+        }
+        for layer in self.layers.iter_mut() {
+            if let (Layer::Micro(m), Some(d)) = (layer, dealt) {
+                m.dealt = d;
+            }
+        }
+        if let Some(lowest) = lowest {
+            done.changed_at(lowest);
+        }
+        Ok(())
+    }
+
     /// The summary layer at `call`, where the context is over `trigger` (`over_trigger` at the
     /// policy's trigger timing): run by Python on the context, whose result this loop adopts.
     fn summary(
@@ -886,10 +1066,7 @@ impl LayerTurns {
         if size <= trigger {
             return Ok(());
         }
-        let dealt = self.layers.iter().find_map(|l| match l {
-            Layer::Micro(m) => Some(m.dealt),
-            Layer::Snip(_) | Layer::Budget(_) => None,
-        });
+        let dealt = self.dealt();
         let got = summary.summarise.bind(py).call1((
             call,
             recorded,
@@ -906,17 +1083,7 @@ impl LayerTurns {
         if closed {
             self.summary = None; // (its circuit breaker open: the layer never acts again)
         }
-        if let Some(entries) = entries {
-            self.adopt(py, &entries)?;
-        }
-        for layer in self.layers.iter_mut() {
-            if let (Layer::Micro(m), Some(d)) = (layer, dealt) {
-                m.dealt = d;
-            }
-        }
-        if let Some(lowest) = lowest {
-            done.changed_at(lowest);
-        }
+        self.take(py, entries, dealt, lowest, done)?;
         done.summarised |= acted;
         Ok(())
     }
@@ -936,16 +1103,15 @@ impl LayerTurns {
     }
 
     /// The layers in the policy's order.
-    fn run_layers(&mut self, py: Python<'_>, call: usize) -> PyResult<Done> {
-        let mut done = Done::default();
+    fn run_layers(&mut self, py: Python<'_>, call: usize, done: &mut Done) -> PyResult<()> {
         let mut layers = std::mem::take(&mut self.layers);
         let ran = (|| {
             for i in 0..layers.len() {
                 match &mut layers[i] {
-                    Layer::Budget(b) => self.budget(py, b, call, &mut done)?,
-                    Layer::Micro(m) => self.micro(py, m, call, &mut done)?,
+                    Layer::Budget(b) => self.budget(py, b, call, done)?,
+                    Layer::Micro(m) => self.micro(py, m, call, done)?,
                     Layer::Snip(s) => {
-                        if let Some((head, tail, made)) = self.snip(py, s, call, &mut done)? {
+                        if let Some((head, tail, made)) = self.snip(py, s, call, done)? {
                             // micro's count of results dealt with, spliced as the context was
                             for layer in layers.iter_mut() {
                                 if let Layer::Micro(m) = layer {
@@ -959,7 +1125,7 @@ impl LayerTurns {
             Ok::<(), PyErr>(())
         })();
         self.layers = layers;
-        ran.map(|_| done)
+        ran
     }
 
     /// `layers/budget.py`'s `budget` at `call`: asked of Python where the last message's results

@@ -380,6 +380,19 @@ BUDGET_SETTINGS = st.integers(300, 3_000).flatmap(lambda threshold: st.fixed_dic
     "persist_threshold": st.just(threshold),
     "preview_chars": st.integers(0, threshold - 1),
 }))
+#: reactive and manual compaction's settings, drawn over (a window small enough to reach)
+REACTIVE_SETTINGS = st.fixed_dictionaries({
+    "enabled": st.booleans(),
+    "window_tokens": st.sampled_from([300, 1_500, 6_000]),
+    "keep_tail": st.integers(0, 6),
+    "pair_safe": st.booleans(),
+    "max_retries": st.integers(0, 2),
+})
+MANUAL_SETTINGS = st.fixed_dictionaries({
+    "enabled": st.booleans(),
+    "mode": st.sampled_from(["before_results", "after_results", "replace_results"]),
+    "message": st.just("Compacted: go on."),
+})
 #: the summary's settings the native loop runs, drawn over
 SUMMARY_SETTINGS = st.fixed_dictionaries({
     "enabled": st.booleans(),
@@ -400,12 +413,14 @@ SUMMARY_SETTINGS = st.fixed_dictionaries({
 @settings(max_examples=80, deadline=None)
 @given(transcripts(max_turns=30), st.sampled_from([[], ["micro"], ["snip", "micro"], ["micro", "snip"],
                                                     ["budget", "snip", "micro"], ["micro", "budget"], ["budget"]]),
-       MICRO_SETTINGS, SNIP_SETTINGS, SUMMARY_SETTINGS, BUDGET_SETTINGS, st.integers(8, 4_000), st.booleans())
-def test_generated_recordings_summarise_alike_on_the_native_loop(tmp_path_factory, msgs, order, micro, snip, summary_,
-                                                                  budget, trigger, flaky):
+       MICRO_SETTINGS, SNIP_SETTINGS, SUMMARY_SETTINGS, BUDGET_SETTINGS, REACTIVE_SETTINGS, MANUAL_SETTINGS,
+       st.integers(8, 4_000), st.booleans())
+def test_generated_recordings_compact_alike_on_the_native_loop(tmp_path_factory, msgs, order, micro, snip, summary_,
+                                                                  budget, reactive, manual, trigger, flaky):
     """Generated recordings through generated layers with the summary (its trigger in messages,
     characters or tokens; kept head, tail or share; rolled back; a summarizer that fails, its
-    circuit breaker): the native loop's run is the Python loop's."""
+    circuit breaker), reactive compaction over a small window and the compact tool's manual
+    compaction in each mode: the native loop's run is the Python loop's."""
     b = TranscriptBuilder("generated.jsonl", "anthropic")
     for m in msgs:
         b.add(m)
@@ -418,8 +433,10 @@ def test_generated_recordings_summarise_alike_on_the_native_loop(tmp_path_factor
     policy = load_policy("observation-masking", [f"order={orjson.dumps(order).decode()}", "snip.enabled=true",
                                                  "micro.enabled=true", "budget.enabled=true", *_sets("micro", micro),
                                                  *_sets("snip", snip), *_sets("summary", summary_),
-                                                 *_sets("budget", budget)])
-    assert keeping.native_layers(policy) == order + (["summary"] if summary_["enabled"] else [])
+                                                 *_sets("budget", budget), *_sets("reactive", reactive),
+                                                 *_sets("manual", manual)])
+    assert keeping.native_layers(policy) == order + [name for name, on in [
+        ("summary", summary_["enabled"]), ("reactive", reactive["enabled"]), ("manual", manual["enabled"])] if on]
     outs = iter(tmp_path_factory.mktemp("out") / which for which in ("python", "native"))
     with pytest.MonkeyPatch.context() as mp:
         a, n = _both(mp, lambda: replay(t, policy, ReplayOptions(summarizer=_Flaky() if flaky else None),
@@ -432,7 +449,7 @@ def test_generated_recordings_summarise_alike_on_the_native_loop(tmp_path_factor
 @needs_native
 @pytest.mark.parametrize("what", ["string_content_only=true", "clear_inputs=true", "at_prompts=true",
                                   "idle_minutes=5", "a summary at idle", "a prefix summary", "counted reasoning",
-                                  "reactive", "manual", "a framework's step",
+                                  "manual by a prefix request", "a framework's step",
                                   "compactions kept", "exact counts", "contexts kept", "python core"])
 def test_the_python_loop_runs_what_the_layers_loop_cannot(monkeypatch, layered, what):
     monkeypatch.setenv("COMPACTLAB_CORE", "python" if what == "python core" else "native")
@@ -441,7 +458,7 @@ def test_the_python_loop_runs_what_the_layers_loop_cannot(monkeypatch, layered, 
             "a prefix summary": ["summary.enabled=true", "summary.request=prefix"],
             "counted reasoning": ["summary.enabled=true", "summary.unit=tokens", "summary.measure=recorded",
                                   "summary.count_reasoning=true"],
-            "reactive": ["reactive.enabled=true"], "manual": ["manual.enabled=true"]}.get(
+            "manual by a prefix request": ["manual.enabled=true", "summary.enabled=false", "summary.request=prefix"]}.get(
         what, [f"micro.{what}"] if "=" in what else [])
     policy = load_policy("strands-sliding-window" if what == "a framework's step" else "observation-masking", sets)
     options = {"compactions kept": {"keep_recorded_compactions": True},
