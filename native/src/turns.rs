@@ -535,11 +535,9 @@ struct Summary {
 struct Done {
     snipped: i64,
     micro: i64,
-    /// the summary layer changed the context, budget persisted a result, reactive or manual
-    /// compaction summarised it
-    summarised: bool,
-    persisted: bool,
-    compacted: bool,
+    /// a layer Python ran changed the context (budget persisted a result; the summary, reactive or
+    /// manual compaction summarised it)
+    stepped: bool,
     /// the first message a layer changed
     lowest: Option<usize>,
 }
@@ -737,34 +735,39 @@ impl LayerTurns {
         let reply_chars: i64 = reply.getattr(intern!(py, "chars"))?.extract()?;
         let (record, recall, asked, turned) = {
             let mut this = slf.borrow_mut();
-            let pending = pending.try_iter()?.collect::<PyResult<Vec<_>>>()?;
-            let mut pending_chars = 0i64;
-            for e in &pending {
-                pending_chars += e.getattr(intern!(py, "chars"))?.extract::<i64>()?;
-            }
-            let (n_before, before) = (
-                this.chars.len() + pending.len(),
-                this.chars_sum + pending_chars,
-            );
             let mut done = Done::default();
             let mode = this
                 .manual
                 .as_ref()
                 .map(|(mode, _)| *mode)
                 .filter(|_| manual);
-            if mode.is_some_and(|m| m != Manual::After) {
-                this.compact(py, Compaction::Manual, call, recorded, &mut done)?;
-            }
-            for e in &pending {
-                // (seed 004 appends its own message instead of the tool results)
-                if mode == Some(Manual::Replace)
-                    && done.compacted
-                    && e.getattr(intern!(py, "results"))?.is_truthy()?
-                {
-                    continue;
+            // the context as it would be sent with no layer acting (what an event removed is
+            // measured from it): the pending messages counted before a manual compaction
+            let (n_before, before) = if mode.is_some_and(|m| m != Manual::After) {
+                let pending = pending.try_iter()?.collect::<PyResult<Vec<_>>>()?;
+                let mut chars = this.chars_sum;
+                for e in &pending {
+                    chars += e.getattr(intern!(py, "chars"))?.extract::<i64>()?;
                 }
-                this.append(e)?;
-            }
+                let before = (this.chars.len() + pending.len(), chars);
+                this.compact(py, Compaction::Manual, call, recorded, &mut done)?;
+                for e in &pending {
+                    // (seed 004 appends its own message instead of the tool results)
+                    if mode == Some(Manual::Replace)
+                        && done.stepped
+                        && e.getattr(intern!(py, "results"))?.is_truthy()?
+                    {
+                        continue;
+                    }
+                    this.append(e)?;
+                }
+                before
+            } else {
+                for e in pending.try_iter()? {
+                    this.append(&e?)?;
+                }
+                (this.chars.len(), this.chars_sum)
+            };
             if mode == Some(Manual::After) {
                 this.compact(py, Compaction::Manual, call, recorded, &mut done)?;
             }
@@ -792,11 +795,7 @@ impl LayerTurns {
             let chars = list_chars(this.chars_sum, n);
             let mut measures = this.measures.borrow_mut(py);
             let measured = &mut measures.inner;
-            let acted = done.snipped != 0
-                || done.micro != 0
-                || done.summarised
-                || done.persisted
-                || done.compacted;
+            let acted = done.snipped != 0 || done.micro != 0 || done.stepped;
             let intact = as_recorded && !acted;
             let overflow = tokens > window && !(intact && answered);
             let changed_from = done.lowest.unwrap_or(n);
@@ -1000,7 +999,7 @@ impl LayerTurns {
             bool,
         ) = got.extract()?;
         self.take(py, entries, dealt, lowest, done)?;
-        done.compacted |= acted;
+        done.stepped |= acted;
         Ok(acted)
     }
 
@@ -1084,7 +1083,7 @@ impl LayerTurns {
             self.summary = None; // (its circuit breaker open: the layer never acts again)
         }
         self.take(py, entries, dealt, lowest, done)?;
-        done.summarised |= acted;
+        done.stepped |= acted;
         Ok(())
     }
 
@@ -1152,7 +1151,7 @@ impl LayerTurns {
         self.chars_sum += chars - self.chars[pos];
         self.chars[pos] = chars;
         entries.set_item(pos, got)?;
-        done.persisted = true;
+        done.stepped = true;
         done.changed_at(pos);
         Ok(())
     }
