@@ -9,8 +9,8 @@ context sized, the prompt cache, raw baseline, violations and retention measured
 made, in Rust. ``loop.Turns`` is the reference (``COMPACTLAB_CORE=python`` runs it); the
 differential tests hold the two to the same records, summaries and ledgers.
 
-A policy made of the built-in layers (``s08``, ``s06``, ``observation-masking``, ``openhands``,
-``qwen-code``, ``gemini-cli``, ``goose``, ``pi`` among them) runs on ``_native.LayerTurns`` the same
+A policy made of the built-in layers (``s08``, ``s06``, ``observation-masking``, ``claude-code``,
+``codex``, ``opencode``, ``openhands``, ``qwen-code``, ``gemini-cli``, ``goose``, ``pi`` among them) runs on ``_native.LayerTurns`` the same
 way: snip's and micro's choices made on the context's facts in Rust (``native/src/layers.rs``), each
 result replaced by the Python message's own ``with_result_content``, snip's placeholder made by the
 run's ``new_entry``; budget's, the summary's, reactive and manual compaction's triggers checked in
@@ -20,15 +20,22 @@ it returns; recall asked in Python (``Measures.recall_at``) of the context as th
 (the loop itself: its ``entries``, ``find_origin`` and ``made_in_gap`` are ``Context``'s).
 ``native_layers`` says which policies it runs.
 
-Left to the Python loop: a step of yours or a framework's, micro or the summary table with an
-option ``native_layers`` names (a prefix summary request, a timing by the recording's times,
-Codex's count of reasoning: ``claude-code``, ``codex`` and ``opencode`` among them), the
-recording's compactions kept (the context restarts from their summaries), exact token counts, a
-run that keeps contexts (``keep_contexts``).
+What a call's times and prompts decide (``PythonSteps.told``) is judged in Python and told to the
+loop at each call: the trigger its summary check compares (lowered where the prompt cache is cold
+or about to be, by a summary ``timing``, and by the reasoning read so far where Codex's count adds
+the context's: the layer, asked, decides), whether micro's gates hold (``at_prompts``,
+``idle_minutes``); a summary request that reads the prompt cache (``request = "prefix"``) reads
+the cache's state as the loop left it. So ``claude-code``, ``codex`` and ``opencode`` run on it too.
+
+Left to the Python loop: a step of yours or a framework's, micro with an option ``native_layers``
+names (``string_content_only``, ``clear_inputs``: ``s06-article``), Codex's count of reasoning
+after a snip, the recording's compactions kept (the context restarts from their summaries), exact
+token counts, a run that keeps contexts (``keep_contexts``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..core import native_module
@@ -36,7 +43,8 @@ from ..transcripts.messages import Entry
 from .context import Context, ResultMemo
 from .layers import CallFacts, LayerStats, RunEnv, manual, reactive, summary
 from .layers.budget import persisted
-from .layers.summary import Breaker, SummaryConfig, kept_share
+from .layers.micro import gates_hold
+from .layers.summary import Breaker, SummaryConfig, kept_share, reasoning_tokens, trigger_now
 from .measures import CallAt, Measures
 from .policy import Policy
 from .records import TurnRecord
@@ -54,7 +62,7 @@ def keeping_turns(measures: Measures, *, probes: bool, keeps_contexts: bool, act
 
 
 #: micro's options the layers' loop does not run: a policy with one of them on runs on the Python loop
-_NOT_NATIVE = ("string_content_only", "clear_inputs", "at_prompts", "idle_minutes")
+_NOT_NATIVE = ("string_content_only", "clear_inputs")
 #: the layers of a policy's order the native loop runs
 NATIVE_LAYERS = ("budget", "snip", "micro")
 
@@ -62,26 +70,25 @@ NATIVE_LAYERS = ("budget", "snip", "micro")
 def native_layers(policy: Policy) -> list[str] | None:
     """The layers of ``policy`` where the native loop runs them all, else None: budget, snip and
     micro in its order (micro with none of ``_NOT_NATIVE``), then those that summarise, the summary
-    layer, reactive and manual compaction (the summary table at its trigger, not Codex's count of
-    reasoning, a fresh summary request: ``summary_runs_natively``)."""
+    layer, reactive and manual compaction (not Codex's count of reasoning after a snip:
+    ``summary_runs_natively``)."""
     on: list[str] = [name for name in policy.order if getattr(policy, name).enabled]
     if any(name not in NATIVE_LAYERS for name in on):
         return None
     if "micro" in on and any(getattr(policy.micro, name) for name in _NOT_NATIVE):
         return None
     summarising = [name for name in ("summary", "reactive", "manual") if getattr(policy, name).enabled]
-    if summarising and not summary_runs_natively(policy.summary):
+    if summarising and not summary_runs_natively(policy.summary, snips="snip" in on):
         return None
     on += summarising
     return on or None
 
 
-def summary_runs_natively(config: SummaryConfig) -> bool:
-    """Whether the native loop runs the layers that summarise by this summary table: its trigger at
-    the trigger alone (no idle or before-expiry timing, which read the recording's times), without
-    Codex's count of earlier reasoning (which reads every message), its request a fresh one (a prefix
-    request reads the prompt cache's state, which the loop does not tell Python)."""
-    return config.timing == "trigger" and not config.count_reasoning and config.request == "fresh"
+def summary_runs_natively(config: SummaryConfig, snips: bool = False) -> bool:
+    """Whether the native loop runs the layers that summarise by this summary table: all but Codex's
+    count of earlier reasoning where snip drops messages (the count's sums follow the context's
+    positions, which a snip moves; ``Times.trigger`` bounds it by the stream's)."""
+    return not (config.count_reasoning and snips)
 
 
 def layer_turns(measures: Measures, policy: Policy, env: RunEnv, *, restarts: bool,
@@ -120,20 +127,62 @@ class PythonSteps:
     it reads (the call, the recorded tokens); ``stats``: what they did at the call (the loop makes a
     fresh one at every call)."""
 
-    __slots__ = ("summary_config", "budget_config", "reactive_config", "manual_config", "env", "stats", "window",
-                 "unit")
+    __slots__ = ("summary_config", "budget_config", "reactive_config", "manual_config", "micro_config", "env",
+                 "stats", "facts", "unit", "timed", "reasoning", "unread")
 
     def __init__(self, policy: Policy, env: RunEnv) -> None:
         self.summary_config, self.budget_config, self.env = policy.summary, policy.budget, env
         self.reactive_config, self.manual_config = policy.config_for("reactive"), policy.config_for("manual")
+        self.micro_config = policy.micro
         self.stats = LayerStats()
-        self.window = 0  # the reactive trigger's window, known at the first call (``CallFacts.window``)
+        #: the call's facts as the steps read them (``told``; the window known at the first call)
+        self.facts = CallFacts()
         #: what the summary's trigger compares (the native loop's ``Unit``)
         config = policy.summary
         self.unit = ("recorded" if config.unit == "tokens" and config.measure == "recorded" else config.unit)
+        summarising = any(getattr(policy, name).enabled for name in ("summary", "reactive", "manual"))
+        micro = policy.micro
+        #: Codex's count of earlier reasoning: the reasoning of every assistant message read so far
+        #: (the loop adds them: ``saw``), what bounds the count of the context's (None: not counted)
+        self.reasoning: int | None = 0 if config.enabled and config.count_reasoning and self.unit == "recorded" else None
+        self.unread: list[Entry] = []  # (the assistant messages read since the count was last asked for)
+        #: the loop tells each call's times and prompts (``told``): a summary request that reads the
+        #: prompt cache, a summary timed by it, micro gated by prompts or the time idle, the count
+        self.timed = bool((summarising and (config.request == "prefix" or config.timing != "trigger"))
+                          or (micro.enabled and (micro.at_prompts or micro.idle_minutes))
+                          or self.reasoning is not None)
+
+    def told(self, facts: CallFacts) -> tuple[int, bool]:
+        """A call's ``facts`` (its times, prompts and recorded tokens: the steps' ``env.now``), and
+        what the native loop is told of them: the trigger its summary check compares at this call
+        (``trigger_now``, lowered by the reasoning read so far where the count adds the context's: an
+        upper bound of it, so the loop asks the layer at every call it could act and the layer
+        decides), and whether micro's gates hold (``gates_hold``)."""
+        self.facts = self.env.now = facts
+        config = self.summary_config
+        trigger = trigger_now(config, self.env) if config.enabled else 0
+        if self.reasoning is not None and facts.recorded_tokens is not None:
+            if self.unread:  # (read where the count is asked for: a message's text is parsed only then)
+                self.reasoning += sum(reasoning_tokens(e.message) for e in self.unread)
+                self.unread.clear()
+            trigger -= self.reasoning
+        return trigger, gates_hold(self.micro_config, facts)
+
+    def saw(self, entries: Sequence[Entry], as_recorded: bool) -> None:
+        """Messages read from the recording, whose reasoning the count's bound adds where it is asked
+        for; none once the context is no longer the recording's (``as_recorded``: the recorded tokens,
+        and the count with them, are never asked for again)."""
+        if self.reasoning is None:
+            return
+        if not as_recorded:
+            self.reasoning, self.unread = None, []
+            return
+        self.unread.extend(e for e in entries if e.role == "assistant")
 
     def _now(self, call: int, recorded: int | None = None) -> None:
-        self.env.now = CallFacts(call, None, False, recorded, 0, False, False, self.window)
+        f = self.facts
+        self.env.now = CallFacts(call, f.idle_seconds, f.after_prompt, recorded, f.cached_tokens, f.cache_cold,
+                                 f.cold_next, f.window)
 
     def summary(self, call: int, recorded: int | None, entries: list[Entry], dealt: int | None
                 ) -> tuple[list[Entry] | None, int | None, int | None, bool, bool]:

@@ -43,6 +43,8 @@ from ..summarizers import StubSummarizer, Summarizer
 from ..transcripts import RecordedCompaction, Transcript, TranscriptStream
 
 
+#: ``Turns._facts``' default: the recorded tokens not read by its caller
+_UNREAD: Any = object()
 #: a LayerStats' counts of ACTIONS, in its order (asked in C), and the layers they stand for
 _ACTIONS = attrgetter(*ACTIONS)
 _LAYERS = tuple(ACTIONS.values())
@@ -355,18 +357,24 @@ class Turns:
         assert steps is not None
         if call == 0:
             self.summary_trigger = trigger_of(self.policy.summary, self.env) if self.policy.summary.enabled else 0
-            steps.window = self.window
+            steps.facts = CallFacts(window=self.window)
         steps.stats = LayerStats()
         recorded = None
         if steps.unit == "recorded" and self.policy.summary.enabled:
             recorded = self._recorded_tokens(pos, pending)
         else:
             self._departs(pos)
+        trigger, micro_due = self.summary_trigger, True
+        if steps.timed:  # (the call's times and prompts: what a step reads, the trigger and micro's gates)
+            steps.saw(pending, self.as_recorded)
+            trigger, micro_due = steps.told(self._facts(call, pos, pending, recorded))
         answered = self._answered(pos)
         self.raw_answered.append(self.raw_as_recorded and answered)
         record, n_before, chars_before, snipped, micro, lowest = self.layered.turn(
-            call, pos, pending, reply, self.judged.tokens, self.as_recorded, answered, recorded, self.summary_trigger,
-            self.manual_pending, self.window)
+            call, pos, pending, reply, self.judged.tokens, self.as_recorded, answered, recorded, trigger,
+            self.manual_pending, self.window, micro_due)
+        if steps.timed:
+            steps.saw((reply,), self.as_recorded)
         stats = steps.stats
         stats.snipped, stats.micro_compacted = snipped, micro
         if lowest is not None:
@@ -452,8 +460,10 @@ class Turns:
         version = self.metadata().get("version")
         self.env.harness_version = version if isinstance(version, str) else None
 
-    def _facts(self, call: int, pos: int, pending: list[Entry]) -> CallFacts:
-        """The facts of this call (``CallFacts``), the same for every layer."""
+    def _facts(self, call: int, pos: int, pending: list[Entry], recorded: Any = _UNREAD) -> CallFacts:
+        """The facts of this call (``CallFacts``), the same for every layer (``recorded``: the
+        recorded tokens where the caller read them, ``_recorded_tokens``). Asked at every call: the
+        time since the previous one is counted from it."""
         now = seconds((self.usage.get(pos) or {}).get("timestamp")) if self.usage else None
         idle = now - self.last_time if now is not None and self.last_time is not None else None
         lifetime = self.cache.rules.lifetime or TTL_SECONDS[self.ttl]
@@ -461,7 +471,8 @@ class Turns:
         # (the next call's time: only a before_expiry timing asks, so no other replay pays for the look-up)
         following = self.next_time(pos) if self.policy.summary.timing == "before_expiry" else None
         self.last_time = now
-        return CallFacts(call, idle, any(map(is_prompt, pending)), self._recorded_tokens(pos, pending),
+        return CallFacts(call, idle, any(map(is_prompt, pending)),
+                         self._recorded_tokens(pos, pending) if recorded is _UNREAD else recorded,
                          0 if cold else self.cache.sent_tokens, cold,
                          now is not None and following is not None and following - now > lifetime, self.window)
 

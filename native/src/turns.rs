@@ -587,6 +587,9 @@ pub struct LayerTurns {
     recall: Py<PyAny>,
     measures: Py<CallMeasures>,
     record: Py<PyAny>,
+    /// micro's gates by the recording's times and prompts hold at this call (`at_prompts`,
+    /// `idle_minutes`: the caller's to judge, told at each call; `layers/micro.py`'s `_due`)
+    micro_due: bool,
 }
 
 #[pymethods]
@@ -682,6 +685,7 @@ impl LayerTurns {
             recall,
             measures,
             record,
+            micro_due: true,
         })
     }
 
@@ -714,8 +718,9 @@ impl LayerTurns {
     /// context's tokens as the harness measured them, where known), the context measured against
     /// `window` (`as_recorded`: the context was the recording's until this call; `answered`: the
     /// recording shows this call answered), recall asked, the record made; then `reply` appended.
+    /// `micro_due`: micro's gates by time and prompt hold at this call (else it does not act).
     #[pyo3(signature = (call, pos, pending, reply, window, as_recorded, answered, recorded=None, trigger=0,
-                        manual=false, reactive_window=0))]
+                        manual=false, reactive_window=0, micro_due=true))]
     #[allow(clippy::too_many_arguments)]
     fn turn<'py>(
         slf: &Bound<'py, Self>,
@@ -730,11 +735,13 @@ impl LayerTurns {
         trigger: i64,
         manual: bool,
         reactive_window: i64,
+        micro_due: bool,
     ) -> PyResult<Turned<'py>> {
         let py = slf.py();
         let reply_chars: i64 = reply.getattr(intern!(py, "chars"))?.extract()?;
         let (record, recall, asked, turned) = {
             let mut this = slf.borrow_mut();
+            this.micro_due = micro_due;
             let mut done = Done::default();
             let mode = this
                 .manual
@@ -847,18 +854,12 @@ impl LayerTurns {
 /// `(micro config) -> Micro`, refusing an option the loop does not run.
 fn micro_of(config: &Bound<'_, PyAny>, chars_per_token: f64) -> PyResult<Micro> {
     let get = |name: &str| config.getattr(name);
-    for off in ["string_content_only", "clear_inputs", "at_prompts"] {
+    for off in ["string_content_only", "clear_inputs"] {
         if get(off)?.is_truthy()? {
             return Err(pyo3::exceptions::PyValueError::new_err(format!(
                 "the native loop does not run micro's {off}"
             )));
         }
-    }
-    let idle: f64 = get("idle_minutes")?.extract()?;
-    if idle != 0.0 {
-        return Err(pyo3::exceptions::PyValueError::new_err(
-            "the native loop does not run micro's idle_minutes",
-        ));
     }
     let keep_by: String = get("keep_by")?.extract()?;
     let keep_by = KeepBy::parse(&keep_by)
@@ -1240,7 +1241,7 @@ impl LayerTurns {
     ) -> PyResult<()> {
         let cutoff = self.held.cutoff(&m.rule);
         let start = m.dealt;
-        if cutoff <= start {
+        if cutoff <= start || !self.micro_due {
             return Ok(());
         }
         let measures = self.measures.borrow(py);

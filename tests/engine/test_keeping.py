@@ -8,6 +8,8 @@ duplicates, references to files, prompts, a small window) under generated snip a
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -276,7 +278,8 @@ def _sample_runs_alike(monkeypatch, layered: dict, sample: str, how: str, policy
 @needs_native
 @pytest.mark.parametrize("sample", SAMPLE_NAMES)
 @pytest.mark.parametrize("how", ["loaded", "streamed", "read ahead"])
-@pytest.mark.parametrize("preset", ["openhands", "qwen-code", "gemini-cli", "s08", "s06", "goose"])
+@pytest.mark.parametrize("preset", ["openhands", "qwen-code", "gemini-cli", "s08", "s06", "goose", "claude-code",
+                                    "codex", "opencode"])
 def test_a_preset_that_summarises_runs_alike_on_the_native_loop(monkeypatch, layered, sample, how, preset):
     """The presets whose layers the loop runs with those that summarise: their triggers lowered so
     that the samples summarise (in messages, characters, tokens, and tokens as recorded where the
@@ -443,19 +446,119 @@ def test_generated_recordings_compact_alike_on_the_native_loop(tmp_path_factory,
     assert a.summary.persisted_files == n.summary.persisted_files
 
 
+#: what the recording's times and prompts decide, drawn over: the summary's timing and request,
+#: Codex's count of reasoning, micro's gates
+TIMED_SETTINGS = st.fixed_dictionaries({
+    "timing": st.sampled_from(["trigger", "idle", "before_expiry"]),
+    "request": st.sampled_from(["fresh", "prefix"]),
+    "count_reasoning": st.booleans(),
+    "early_share": st.sampled_from([0.0, 0.0, 0.3, 1.0]),  # (of the trigger)
+    "at_prompts": st.booleans(),
+    "idle_minutes": st.sampled_from([0, 0, 1, 30]),
+})
+
+
+def _timed(msgs: list[dict], gaps: list[int], signatures: list[int]):
+    """``msgs`` recorded as a harness records them: each reply with its usage (the prompt as
+    recorded, about the messages before it) and time (``gaps``: seconds since the previous reply,
+    over a 5-minute cache's lifetime or an hour at times), some with reasoning signed (``signatures``:
+    its length, as Codex and Claude Code record it)."""
+    from compactlab.transcripts.model import anthropic_usage
+
+    b = TranscriptBuilder("timed.jsonl", "anthropic")
+    chars, clock, k = 0, 1_700_000_000, 0
+    for m in msgs:
+        usage = None
+        if m["role"] == "assistant":
+            clock += gaps[k % len(gaps)]
+            if signatures[k % len(signatures)] and isinstance(m["content"], list):
+                m = {**m, "content": [{"type": "thinking", "thinking": "t",
+                                       "signature": "s" * signatures[k % len(signatures)]}, *m["content"]]}
+            usage = anthropic_usage({"input_tokens": chars // 4, "output_tokens": 20},
+                                    "claude-sonnet-4-5-20250929",
+                                    datetime.fromtimestamp(clock, timezone.utc).isoformat())
+            k += 1
+        chars += len(orjson.dumps(m))
+        b.add(m, usage=usage)
+    return b.build()
+
+
 @needs_native
-@pytest.mark.parametrize("what", ["string_content_only=true", "clear_inputs=true", "at_prompts=true",
-                                  "idle_minutes=5", "a summary at idle", "a prefix summary", "counted reasoning",
-                                  "manual by a prefix request", "a framework's step",
-                                  "compactions kept", "exact counts", "contexts kept", "python core"])
+@settings(max_examples=60, deadline=None)
+@given(transcripts(max_turns=30), st.lists(st.sampled_from([5, 60, 200, 400, 4_000]), min_size=1, max_size=8),
+       st.lists(st.sampled_from([0, 0, 1_000, 4_000, 20_000]), min_size=1, max_size=5),
+       st.sampled_from([[], ["micro"], ["budget", "micro"], ["snip", "micro"]]), TIMED_SETTINGS,
+       st.integers(50, 6_000), st.booleans(), st.booleans())
+def test_generated_timed_recordings_compact_alike_on_the_native_loop(tmp_path_factory, msgs, gaps, signatures, order,
+                                                                        timed, trigger, reactive, manual):
+    """Recordings with usage and times through what they decide: a summary at its trigger as
+    recorded, early where the prompt cache is cold or about to be, its request reading the cache
+    (Claude Code, Codex), Codex's count of earlier reasoning, micro only as a prompt comes or after
+    an idle gap (opencode, Claude Code's time-based microcompact): the native loop's run is the
+    Python loop's (a count of reasoning after a snip stays on the Python loop)."""
+    t = _timed(msgs, gaps, signatures)
+    sets = [f"order={orjson.dumps(order).decode()}", "snip.enabled=true", "snip.max_messages=12", "snip.keep_head=2",
+            "micro.keep_recent=2", "micro.min_chars=0", "budget.persist_threshold=2000", "budget.preview_chars=200",
+            "budget.max_chars=1000",
+            "summary.enabled=true", "summary.unit=tokens", "summary.measure=recorded", f"summary.trigger={trigger}",
+            "summary.keep_tail=4", f"reactive.enabled={str(reactive).lower()}", "reactive.window_tokens=3000",
+            f"manual.enabled={str(manual).lower()}",
+            f"summary.early_trigger={int(trigger * timed['early_share'])}",
+            *_sets("summary", {k: timed[k] for k in ("timing", "request", "count_reasoning")}),
+            *_sets("micro", {k: timed[k] for k in ("at_prompts", "idle_minutes")})]
+    policy = load_policy("observation-masking", sets)
+    runs_natively = keeping.native_layers(policy) is not None
+    assert runs_natively == (not (timed["count_reasoning"] and "snip" in order))
+    outs = iter(tmp_path_factory.mktemp("out") / which for which in ("python", "native"))
+    with pytest.MonkeyPatch.context() as mp:
+        made = _spy(mp, "layer_turns")
+        a, n = _both(mp, lambda: replay(t, policy, ReplayOptions(), ReplayOutput(out_dir=next(outs))))
+    assert made["runs"] == runs_natively
+    _same(a, n)
+    assert a.failed_summaries == n.failed_summaries
+    assert a.summary.summary_cache_read_tokens == n.summary.summary_cache_read_tokens
+
+
+def test_the_timed_recordings_reach_what_they_are_drawn_for(tmp_path):
+    """The timed recordings the test above draws do what it is there for: the prompt cache cold after
+    a gap, a prefix summary reading the cache, micro held back by its gates, reasoning counted."""
+    turn = [{"role": "assistant", "content": [{"type": "tool_use", "id": "", "name": "Read", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "", "content": "r" * 3_000}]}]
+    msgs = [{"role": "user", "content": "go"}]
+    for i in range(30):
+        a, r = orjson.loads(orjson.dumps(turn))
+        a["content"][0]["id"] = r["content"][0]["tool_use_id"] = f"toolu_{i:03d}"
+        msgs += [a, r] + ([{"role": "user", "content": f"prompt {i}"}] if i % 7 == 6 else [])
+    msgs.append({"role": "assistant", "content": [{"type": "text", "text": "done"}]})
+    t = _timed(msgs, [60, 60, 400], [4_000])
+    base = ["summary.enabled=true", "summary.unit=tokens", "summary.measure=recorded", "summary.trigger=8000",
+            'order=["micro"]', "micro.keep_recent=2", "micro.min_chars=0"]
+    run = replay(t, load_policy("observation-masking", [*base, "summary.request=prefix"]))
+    assert run.summary.summaries > 0 and run.summary.summary_cache_read_tokens > 0
+    fresh = replay(t, load_policy("observation-masking", base))
+    assert fresh.summary.summary_cache_read_tokens == 0
+    idle = replay(t, load_policy("observation-masking", [*base, "summary.trigger=100000", "summary.timing=idle",
+                                                         "summary.early_trigger=5000"]))
+    assert idle.summary.summaries > 0  # (only where the cache went cold: under the trigger)
+    gated = [replay(t, load_policy("observation-masking", [*base, *more])).summary.micro_compacted
+             for more in ([], ["micro.idle_minutes=5"], ["micro.at_prompts=true"])]
+    assert gated[0] > gated[1] > 0 and gated[0] > gated[2] > 0
+    counted = [replay(t, load_policy("observation-masking", [*base, "order=[]", "summary.trigger=20000", *more])).calls
+               for more in ([], ["summary.count_reasoning=true"])]  # (micro off: the context is the recording's)
+    first = [next((c.call for c in calls if c.summarized), None) for calls in counted]
+    assert first[1] is not None and (first[0] is None or first[1] < first[0])
+
+
+@needs_native
+@pytest.mark.parametrize("what", ["string_content_only=true", "clear_inputs=true", "reasoning counted after a snip",
+                                  "a framework's step", "compactions kept", "exact counts", "contexts kept",
+                                  "python core"])
 def test_the_python_loop_runs_what_the_layers_loop_cannot(monkeypatch, layered, what):
     monkeypatch.setenv("COMPACTLAB_CORE", "python" if what == "python core" else "native")
     t = load_transcript(str(SAMPLES / "manual-compact.jsonl"))
-    sets = {"a summary at idle": ["summary.enabled=true", "summary.timing=idle"],
-            "a prefix summary": ["summary.enabled=true", "summary.request=prefix"],
-            "counted reasoning": ["summary.enabled=true", "summary.unit=tokens", "summary.measure=recorded",
-                                  "summary.count_reasoning=true"],
-            "manual by a prefix request": ["manual.enabled=true", "summary.enabled=false", "summary.request=prefix"]}.get(
+    sets = {"reasoning counted after a snip": ["summary.enabled=true", "summary.unit=tokens",
+                                               "summary.measure=recorded", "summary.count_reasoning=true",
+                                               "snip.enabled=true", 'order=["snip", "micro"]']}.get(
         what, [f"micro.{what}"] if "=" in what else [])
     policy = load_policy("strands-sliding-window" if what == "a framework's step" else "observation-masking", sets)
     options = {"compactions kept": {"keep_recorded_compactions": True},
@@ -476,7 +579,7 @@ def test_the_layers_loop_refuses_what_it_does_not_run():
     def loop(layers):
         return NATIVE.LayerTurns(_measures([], []), TurnRecord, layers, {}, {}, print, print)
 
-    for sets, said in [(["micro.clear_inputs=true"], "clear_inputs"), (["micro.idle_minutes=5"], "idle_minutes"),
+    for sets, said in [(["micro.clear_inputs=true"], "clear_inputs"),
                        (["micro.string_content_only=true"], "string_content_only")]:
         with pytest.raises(ValueError, match=said):
             loop([("micro", load_policy("observation-masking", sets).config_for("micro"), None)])

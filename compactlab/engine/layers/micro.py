@@ -31,7 +31,7 @@ from typing import Literal
 from ..context import Context
 from ...transcripts.messages import Entry
 from ...config import LayerConfig, NonNegative, opt, section
-from .base import NOTHING, LayerStats, RunEnv
+from .base import NOTHING, CallFacts, LayerStats, RunEnv
 from .registry import register
 
 
@@ -145,10 +145,15 @@ def _due(context: Context, config: MicroConfig, env: RunEnv, cleared_chars: int)
     history trigger), a prompt just given, the time idle."""
     if config.trigger_tokens and env.estimator.tokens(context.chars + cleared_chars) <= config.trigger_tokens:
         return False
-    if config.at_prompts and not env.now.after_prompt:
+    return gates_hold(config, env.now)
+
+
+def gates_hold(config: MicroConfig, now: CallFacts) -> bool:
+    """Whether the layer's gates by the recording's prompts and times hold at the call ``now``: a
+    prompt just given (``at_prompts``), the time idle (``idle_minutes``)."""
+    if config.at_prompts and not now.after_prompt:
         return False
-    return not (config.idle_minutes and (env.now.idle_seconds is None
-                                         or env.now.idle_seconds < config.idle_minutes * 60))
+    return not (config.idle_minutes and (now.idle_seconds is None or now.idle_seconds < config.idle_minutes * 60))
 
 
 def _chosen(context: Context, config: MicroConfig, env: RunEnv, start: int, cutoff: int

@@ -27,19 +27,19 @@ from .registry import register
 
 
 def over_trigger(context: Context, config: SummaryConfig, env: RunEnv) -> bool:
-    """Whether to summarise now: over the trigger; or, by the policy's timing, over the earlier
-    trigger where the prompt cache is cold anyway (``idle``: the first call after a gap longer than
-    the cache's lifetime) or about to be (``before_expiry``: the last call before such a gap)."""
-    size = _size(context, config, env)
+    """Whether to summarise now: over the trigger at this call (``trigger_now``)."""
+    return _size(context, config, env) > trigger_now(config, env)
+
+
+def trigger_now(config: SummaryConfig, env: RunEnv) -> int:
+    """The trigger at this call (``env.now``): the recording's (``trigger_of``); or, by the policy's
+    timing, the earlier trigger where the prompt cache is cold anyway (``idle``: the first call after a
+    gap longer than the cache's lifetime) or about to be (``before_expiry``: the last call before such
+    a gap), where that is lower."""
     trigger = trigger_of(config, env)
-    if size > trigger:
-        return True
-    early = config.early_trigger or trigger // 2
-    if config.timing == "idle" and env.now.cache_cold:
-        return size > early
-    if config.timing == "before_expiry" and env.now.cold_next:
-        return size > early
-    return False
+    if (config.timing == "idle" and env.now.cache_cold) or (config.timing == "before_expiry" and env.now.cold_next):
+        return min(trigger, config.early_trigger or trigger // 2)
+    return trigger
 
 
 def trigger_of(config: SummaryConfig, env: RunEnv) -> int:
