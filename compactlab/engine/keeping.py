@@ -27,9 +27,8 @@ the context's: the layer, asked, decides), whether micro's gates hold (``at_prom
 ``idle_minutes``); a summary request that reads the prompt cache (``request = "prefix"``) reads
 the cache's state as the loop left it. So ``claude-code``, ``codex`` and ``opencode`` run on it too.
 
-Left to the Python loop: a step of yours or a framework's, micro with an option ``native_layers``
-names (``string_content_only``, ``clear_inputs``: ``s06-article``), Codex's count of reasoning
-after a snip, the recording's compactions kept (the context restarts from their summaries), exact
+Left to the Python loop: a step of yours or a framework's, micro's ``clear_inputs`` (it edits the
+agent's own messages), Codex's count of reasoning after a snip, the recording's compactions kept (the context restarts from their summaries), exact
 token counts, a run that keeps contexts (``keep_contexts``).
 """
 
@@ -62,7 +61,7 @@ def keeping_turns(measures: Measures, *, probes: bool, keeps_contexts: bool, act
 
 
 #: micro's options the layers' loop does not run: a policy with one of them on runs on the Python loop
-_NOT_NATIVE = ("string_content_only", "clear_inputs")
+_NOT_NATIVE = ("clear_inputs",)
 #: the layers of a policy's order the native loop runs
 NATIVE_LAYERS = ("budget", "snip", "micro")
 

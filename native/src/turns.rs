@@ -458,6 +458,8 @@ struct Micro {
     template: String,
     min_chars: i64,
     clear_short: bool,
+    /// only results whose content is a string (seed 003's `string_content_only`)
+    string_only: bool,
     preserve: Vec<String>,
     /// act only over this many tokens (0: always), only where that frees this many
     trigger_tokens: i64,
@@ -854,12 +856,10 @@ impl LayerTurns {
 /// `(micro config) -> Micro`, refusing an option the loop does not run.
 fn micro_of(config: &Bound<'_, PyAny>, chars_per_token: f64) -> PyResult<Micro> {
     let get = |name: &str| config.getattr(name);
-    for off in ["string_content_only", "clear_inputs"] {
-        if get(off)?.is_truthy()? {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "the native loop does not run micro's {off}"
-            )));
-        }
+    if get("clear_inputs")?.is_truthy()? {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "the native loop does not run micro's clear_inputs",
+        ));
     }
     let keep_by: String = get("keep_by")?.extract()?;
     let keep_by = KeepBy::parse(&keep_by)
@@ -876,6 +876,7 @@ fn micro_of(config: &Bound<'_, PyAny>, chars_per_token: f64) -> PyResult<Micro> 
         template: get("placeholder")?.extract()?,
         min_chars: get("min_chars")?.extract()?,
         clear_short: get("clear_short")?.extract()?,
+        string_only: get("string_content_only")?.extract()?,
         preserve: get("preserve_tools")?.extract()?,
         trigger_tokens: get("trigger_tokens")?.extract()?,
         clear_at_least: get("clear_at_least")?.extract()?,
@@ -1268,6 +1269,9 @@ impl LayerTurns {
                 .get_item(pos)?
                 .getattr(intern!(py, "results"))?
                 .get_item(k)?;
+            if m.string_only && !fact.getattr(intern!(py, "is_str"))?.is_truthy()? {
+                continue;
+            }
             let id = fact.getattr(intern!(py, "tool_use_id"))?;
             let name = names.get_item(&id)?;
             let name: Cow<'_, str> = match &name {
