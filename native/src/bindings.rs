@@ -6,10 +6,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
 use rustc_hash::{FxBuildHasher, FxHashMap};
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use crate::{cache, facts, recall, seam, strings, violations};
+use crate::{cache, facts, pricing, recall, seam, strings, violations};
 
 /// The prompt-cache prefix model (`cost/pricing.py`'s `PromptCache` is its reference).
 #[pyclass(module = "compactlab._native")]
@@ -791,10 +792,102 @@ fn read_only<'py>(
     seam::Containers::new(dict_class, list_class).read_only(value)
 }
 
+/// A model's prices as Python hands them: `(input, cache_read, cache_write_5m, cache_write_1h)`
+/// and its tiers, `(start, rates)` each.
+type PricesArg = ((f64, f64, f64, f64), Vec<(i64, (f64, f64, f64, f64))>);
+
+fn rates_of(
+    (input, cache_read, cache_write_5m, cache_write_1h): (f64, f64, f64, f64),
+) -> pricing::Rates {
+    pricing::Rates {
+        input,
+        cache_read,
+        cache_write_5m,
+        cache_write_1h,
+    }
+}
+
+/// `pricing.price_calls` on `records` (`TurnRecord`s, each settled and priced in place): `prices`
+/// the distinct prices, `index` each call's (empty: all the first), `models` each call's model as
+/// an id (empty: none named), `times` each call's time, `rules` the cache's `(caches,
+/// reply_cached, granularity, minimum, lifetime)`, `replies` each reply's tokens. Returns the raw
+/// history's cost, both without caching, and the calls made after the cache expired.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn price_calls(
+    records: &Bound<'_, PyList>,
+    prices: Vec<PricesArg>,
+    index: Vec<usize>,
+    models: Vec<Option<i64>>,
+    times: Vec<Option<f64>>,
+    one_hour: bool,
+    breaks: HashMap<usize, i64>,
+    expected: HashMap<usize, i64>,
+    rules: (bool, bool, i64, i64, f64),
+    replies: Vec<i64>,
+) -> PyResult<(f64, f64, f64, Option<i64>)> {
+    let py = records.py();
+    let prices: Vec<pricing::Prices> = prices
+        .into_iter()
+        .map(|(base, tiers)| pricing::Prices {
+            base: rates_of(base),
+            tiers: tiers
+                .into_iter()
+                .map(|(start, r)| (start, rates_of(r)))
+                .collect(),
+        })
+        .collect();
+    if prices.is_empty() || index.iter().any(|&i| i >= prices.len()) {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "a call priced at prices not given",
+        ));
+    }
+    let mut calls = Vec::with_capacity(records.len());
+    for r in records.iter() {
+        calls.push(pricing::Call {
+            tokens: r.getattr(intern!(py, "tokens"))?.extract()?,
+            raw_tokens: r.getattr(intern!(py, "raw_tokens"))?.extract()?,
+            cache_read_tokens: r.getattr(intern!(py, "cache_read_tokens"))?.extract()?,
+            cache_write_tokens: 0,
+            input_cost_usd: 0.0,
+        });
+    }
+    let (caches, reply_cached, granularity, minimum, lifetime) = rules;
+    let run = pricing::Run {
+        prices: &prices,
+        index: &index,
+        models: &models,
+        times: &times,
+        one_hour,
+        breaks: &breaks,
+        expected: &expected,
+        rules: pricing::Rules {
+            caches,
+            reply_cached,
+            granularity,
+            minimum,
+            lifetime,
+        },
+        replies: &replies,
+    };
+    let priced = pricing::price_calls(&mut calls, &run);
+    for (r, c) in records.iter().zip(&calls) {
+        r.setattr(intern!(py, "cache_read_tokens"), c.cache_read_tokens)?;
+        r.setattr(intern!(py, "cache_write_tokens"), c.cache_write_tokens)?;
+        r.setattr(intern!(py, "input_cost_usd"), c.input_cost_usd)?;
+    }
+    Ok((
+        priced.raw,
+        priced.nocache,
+        priced.raw_nocache,
+        priced.expired,
+    ))
+}
+
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 10;
+const API: u32 = 11;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -808,6 +901,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(phrases, m)?)?;
     m.add_function(wrap_pyfunction!(line_refs, m)?)?;
     m.add_function(wrap_pyfunction!(read_only, m)?)?;
+    m.add_function(wrap_pyfunction!(price_calls, m)?)?;
     m.add_class::<FrameworkSources>()?;
     m.add_class::<LineFacts>()?;
     m.add_class::<crate::turns::KeepingTurns>()?;

@@ -10,6 +10,7 @@ import orjson
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from compactlab import core
 from compactlab.engine.context import Context
 from compactlab.engine.cost.pricing import PromptCache, price_calls
 from compactlab.engine.cost.prices import load_prices
@@ -355,3 +356,59 @@ def test_the_cache_ledger_compares_the_model_with_the_recording(tmp_path):
     # a policy that changed the context sent something else: no ledger
     s08 = replay(load_transcript(str(path)), load_policy("s08", ["summary.trigger=300", "summary.unit=chars"])).summary
     assert s08.summaries and s08.cache_ledger is None
+
+
+#: two models' prices, one with a long-context tier (priced wholly past 2,000 tokens here)
+_TIERED = st.builds(lambda base, over: (base, over), st.sampled_from([0.3, 3.0, 15.0]), st.sampled_from([0.6, 6.0]))
+
+
+@pytest.mark.skipif(core.native_module() is None, reason="the native core is not built in this install (it was "
+                                                          "installed without a Rust toolchain): nothing to compare")
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5_000) | st.just(2_000), st.integers(0, 6_000) | st.just(2_000),
+                          st.integers(0, 6_000)), min_size=1, max_size=14),
+       st.lists(st.sampled_from([None, "a", "b"]), min_size=14, max_size=14) | st.none(),
+       st.lists(st.sampled_from([None, 0.0, 30.0, 400.0, 4_000.0]), min_size=14, max_size=14) | st.none(),
+       st.sampled_from(["5m", "1h"]), st.dictionaries(st.integers(0, 13), st.integers(0, 6_000), max_size=5),
+       st.dictionaries(st.integers(0, 13), st.integers(0, 6_000), max_size=5) | st.none(),
+       st.sampled_from(["anthropic", "openai", "deepseek", "gemini", "none"]),
+       st.lists(st.integers(0, 2_000), min_size=14, max_size=14) | st.none(), _TIERED, st.booleans())
+def test_the_native_pricing_is_pythons_to_the_last_bit(calls, models, gaps, ttl, breaks, expected, provider, replies,
+                                                      tiered, one_model):
+    """The native core's ``price_calls`` (``_native.price_calls``) against ``price_calls_in_python``:
+    generated calls, models, times (gaps over and under the cache's lifetime, unknown ones),
+    recorded breaks and expectations, every provider's rules, replies, tiered prices: the same
+    reads, writes and costs of every record and the same sums, exactly."""
+    from compactlab.engine.cost.cache_rules import RULES
+    from compactlab.engine.cost.pricing import price_calls_in_python
+
+    base, over = tiered
+    p = load_prices().lookup("claude-sonnet-4-5")
+    tier = p._replace(input=over, cache_read=over / 10, cache_write_5m=over * 1.25, cache_write_1h=over * 2, tiers=())
+    plain = p._replace(input=base, cache_read=base / 10, tiers=((2_000, tier),))
+    other = p._replace(input=base * 2, cache_write_1h=base * 3)
+
+    def prices(model, when):
+        return plain if one_model or model != "b" else other
+
+    times = None if gaps is None else list(accumulate((g if g is not None else 0.0) for g in gaps))
+    if gaps is not None:
+        times = [None if g is None else t for g, t in zip(gaps, times)]
+
+    def records() -> list:
+        return [TurnRecord(call=i, message_index=2 * i, raw_messages=2 * i, raw_chars=0, raw_tokens=raw, tokens=t,
+                           cache_read_tokens=min(r, t), cache_write_tokens=t - min(r, t))
+                for i, (t, raw, r) in enumerate(calls)]
+
+    n = len(calls)
+    args = dict(models=models[:n] if models else models, times=times[:n] if times else times, ttl=ttl,
+                breaks=breaks, rules=RULES[provider], reply_tokens=replies[:n] if replies else replies,
+                expected=expected)
+    assert core.in_use() is not None  # (``price_calls`` is the native core's)
+    for price in (prices, plain):
+        a, b = records(), records()
+        want = price_calls_in_python(a, price, **args)
+        got = price_calls(b, price, **args)
+        assert [vars(r) for r in a] == [vars(r) for r in b]
+        assert (want.raw, want.nocache, want.raw_nocache, want.expired, want.ttl) == (
+            got.raw, got.nocache, got.raw_nocache, got.expired, got.ttl)

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from .cache_rules import RULES, CacheRules, rules_for, uncached_as_recorded
 from .prices import ModelPrices, PriceTable, load_prices
 from ..sizing import TokenEstimator, list_chars
+from ...core import in_use
 
 
 class PromptCache:
@@ -180,7 +181,52 @@ def price_calls(records: list, prices: ModelPrices | Callable[[Any, float | None
     what the cache missed: call i reads ``expected[i] - breaks[i]`` less than the model says (the
     recording's own expectation, ``expected_reads``), so that the estimate's error stays out of it;
     a whole miss (a break that read nothing) reads nothing. Under no cache (``rules.caches``
-    False) every prompt is at the input price."""
+    False) every prompt is at the input price. On the native core the loop is Rust's
+    (``_native.price_calls``, the same operations in the same order: ``price_calls_in_python`` is
+    its reference)."""
+    native = in_use()
+    if native is None:
+        return price_calls_in_python(records, prices, models, times, ttl, breaks, rules, reply_tokens, expected)
+    n = len(records)
+    table: list[ModelPrices] = []
+    index: list[int] = []
+    if callable(prices):
+        seen: dict[int, int] = {}  # (the run's look-ups give one object a model and time)
+        for i in range(n):
+            p = prices(models[i] if models else None, times[i] if times else None)
+            k = seen.get(id(p))
+            if k is None:
+                k = seen[id(p)] = len(table)
+                table.append(p)
+            index.append(k)
+    else:
+        table.append(prices)
+    ids: dict[Any, int] = {}
+    raw, nocache, raw_nocache, expired = native.price_calls(
+        records if type(records) is list else list(records), [_rates(p) for p in table], index,
+        [None if m is None else ids.setdefault(m, len(ids)) for m in models[:n]] if models else [],
+        times[:n] if times else [], ttl == "1h", breaks or {}, expected or {},
+        (rules.caches, rules.reply_cached, rules.granularity, rules.minimum, rules.lifetime or TTL_SECONDS[ttl]),
+        reply_tokens or [])
+    priced = Priced(ttl=ttl, expired=expired)
+    priced.raw, priced.nocache, priced.raw_nocache = raw, nocache, raw_nocache
+    return priced
+
+
+def _rates(p: ModelPrices) -> tuple:
+    """A model's prices as the native pricing takes them: its rates and its tiers'."""
+    def rates(q: ModelPrices) -> tuple[float, float, float, float]:
+        return float(q.input), float(q.cache_read), float(q.cache_write_5m), float(q.cache_write_1h)
+
+    return rates(p), [(start, rates(q)) for start, q in p.tiers]
+
+
+def price_calls_in_python(records: list, prices: ModelPrices | Callable[[Any, float | None], ModelPrices],
+                          models: list[str | None] | None = None, times: list[float | None] | None = None,
+                          ttl: str = "5m", breaks: dict[int, int] | None = None,
+                          rules: CacheRules = RULES["anthropic"], reply_tokens: list[int] | None = None,
+                          expected: dict[int, int] | None = None) -> Priced:
+    """``price_calls`` in Python: the reference of the native loop, and the loop of the python core."""
     priced = Priced(ttl=ttl, expired=0 if times and any(t is not None for t in times) else None)
     lifetime = rules.lifetime or TTL_SECONDS[ttl]
     prev_raw = 0
