@@ -412,3 +412,36 @@ def test_the_native_pricing_is_pythons_to_the_last_bit(calls, models, gaps, ttl,
         assert [vars(r) for r in a] == [vars(r) for r in b]
         assert (want.raw, want.nocache, want.raw_nocache, want.expired, want.ttl) == (
             got.raw, got.nocache, got.raw_nocache, got.expired, got.ttl)
+
+
+def test_a_recordings_prices_and_recorded_cost_are_worked_out_once_per_table():
+    """Every run of a recording (a compare's policies) is priced at the same calls' prices and the
+    recording cost the same: kept for runs priced by the same table or model, worked out again for
+    another (the same figures as worked out anew)."""
+    from compactlab.engine.cost.pricing import _Prices, price_run, recorded_cost
+    from compactlab.engine.feeds import as_feed
+    from compactlab.transcripts import TranscriptBuilder
+    from compactlab.transcripts.model import anthropic_usage
+
+    b = TranscriptBuilder("t.jsonl", "anthropic")
+    for i in range(6):
+        b.add(user(f"prompt {i}"))
+        b.add(asst(f"reply {i}"), usage=anthropic_usage({"input_tokens": 100 * (i + 1), "output_tokens": 10,
+                                                         "cache_read_input_tokens": 50 * i},
+                                                        "claude-sonnet-4-5", f"2026-11-20T10:0{i}:00Z"))
+    feed = as_feed(b.build())
+
+    def records() -> list:
+        return [TurnRecord(call=i, message_index=2 * i + 1, raw_messages=2 * i + 1, raw_chars=0,
+                           raw_tokens=100 * (i + 1), tokens=100 * (i + 1)) for i in range(6)]
+
+    p = load_prices().lookup("claude-sonnet-4-5")
+    dearer = p._replace(input=p.input * 2, cache_read=p.cache_read * 2)
+    first = price_run(records(), feed, p, None, False, None, True)
+    again = price_run(records(), feed, p, None, False, None, True)
+    other = price_run(records(), feed, dearer, None, False, None, True)
+    assert again.recorded is first.recorded  # (kept)
+    assert other.recorded is not first.recorded and other.recorded.input > first.recorded.input
+    anew = recorded_cost(records(), feed.usage, _Prices(dearer, feed.model, None))
+    assert (other.recorded.input, other.recorded.output) == (anew.input, anew.output)
+    assert other.priced.raw > first.priced.raw == again.priced.raw

@@ -165,7 +165,8 @@ TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 def price_calls(records: list, prices: ModelPrices | Callable[[Any, float | None], ModelPrices],
                 models: list[str | None] | None = None, times: list[float | None] | None = None,
                 ttl: str = "5m", breaks: dict[int, int] | None = None, rules: CacheRules = RULES["anthropic"],
-                reply_tokens: list[int] | None = None, expected: dict[int, int] | None = None) -> Priced:
+                reply_tokens: list[int] | None = None, expected: dict[int, int] | None = None,
+                looked_up: tuple[list[ModelPrices], list[int]] | None = None) -> Priced:
     """Price each call at its model and time (``models[i]`` and ``times[i]``, priced by
     ``prices(model, time)``; or every call at one model's ``prices``): set each record's ``input_cost_usd`` from its cache reads and writes
     (writes at the ``ttl``'s rate), and price the raw baseline (the whole history every call, its
@@ -183,24 +184,13 @@ def price_calls(records: list, prices: ModelPrices | Callable[[Any, float | None
     a whole miss (a break that read nothing) reads nothing. Under no cache (``rules.caches``
     False) every prompt is at the input price. On the native core the loop is Rust's
     (``_native.price_calls``, the same operations in the same order: ``price_calls_in_python`` is
-    its reference)."""
+    its reference; ``looked_up``: the calls' prices as ``prices_looked_up`` gives them, where the
+    caller has them)."""
     native = in_use()
     if native is None:
         return price_calls_in_python(records, prices, models, times, ttl, breaks, rules, reply_tokens, expected)
     n = len(records)
-    table: list[ModelPrices] = []
-    index: list[int] = []
-    if callable(prices):
-        seen: dict[int, int] = {}  # (the run's look-ups give one object a model and time)
-        for i in range(n):
-            p = prices(models[i] if models else None, times[i] if times else None)
-            k = seen.get(id(p))
-            if k is None:
-                k = seen[id(p)] = len(table)
-                table.append(p)
-            index.append(k)
-    else:
-        table.append(prices)
+    table, index = looked_up or prices_looked_up(prices, models, times, n)
     ids: dict[Any, int] = {}
     raw, nocache, raw_nocache, expired = native.price_calls(
         records if type(records) is list else list(records), [_rates(p) for p in table], index,
@@ -211,6 +201,25 @@ def price_calls(records: list, prices: ModelPrices | Callable[[Any, float | None
     priced = Priced(ttl=ttl, expired=expired)
     priced.raw, priced.nocache, priced.raw_nocache = raw, nocache, raw_nocache
     return priced
+
+
+def prices_looked_up(prices: ModelPrices | Callable[[Any, float | None], ModelPrices], models: list | None,
+                     times: list | None, n: int) -> tuple[list[ModelPrices], list[int]]:
+    """The distinct prices of ``n`` calls and each call's among them (``price_calls``' look-ups, as
+    the native pricing takes them; empty: every call at the first)."""
+    if not callable(prices):
+        return [prices], []
+    table: list[ModelPrices] = []
+    index: list[int] = []
+    seen: dict[int, int] = {}  # (the run's look-ups give one object a model and time)
+    for i in range(n):
+        p = prices(models[i] if models else None, times[i] if times else None)
+        k = seen.get(id(p))
+        if k is None:
+            k = seen[id(p)] = len(table)
+            table.append(p)
+        index.append(k)
+    return table, index
 
 
 def _rates(p: ModelPrices) -> tuple:
@@ -497,6 +506,15 @@ def _calls_of(records: list, feed: Any) -> tuple[list[dict[str, Any]], list | No
     return facts
 
 
+def _by_table(feed: Any, key: tuple, prices: Any, make: Callable[[], Any]) -> Any:
+    """``make()``, kept in ``feed.memo`` under ``key`` for runs priced by the same ``prices`` (the
+    same object: the table or model a job prices every run by)."""
+    held = feed.memo.get(key)
+    if held is None or held[0] is not prices:
+        held = feed.memo[key] = (prices, make())
+    return held[1]
+
+
 def _rules_of(calls_usage: list[dict[str, Any]], models: list | None, feed: Any, rules: CacheRules,
               rules_given: bool) -> tuple[CacheRules, CacheRules]:
     """(the rules the run is priced by, the recorded cache's own): the recorded model's provider,
@@ -542,8 +560,13 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
     rules, own = _rules_of(calls_usage, models, feed, rules, rules_given)
     ttl = cache_ttl or ("1h" if any(u.get("cache_creation_1h_input_tokens") for u in calls_usage) else "5m")
     expected, breaks = _cache_events(records, feed, calls_usage, times, ttl, rules, own)
-    priced = price_calls(records, prices_of, models, times, ttl, breaks, rules, reply_tokens, expected)
-    recorded = recorded_cost(records, feed.usage, prices_of)
+    # (the calls' prices and what the recording cost: the same for every run of a recording priced
+    # by the same table, kept in ``feed.memo`` as the calls' facts are)
+    at = tuple(r.message_index for r in records)
+    looked_up = _by_table(feed, ("prices", at), prices,
+                          lambda: prices_looked_up(prices_of, models, times, len(records))) if in_use() else None
+    priced = price_calls(records, prices_of, models, times, ttl, breaks, rules, reply_tokens, expected, looked_up)
+    recorded = _by_table(feed, ("recorded", at), prices, lambda: recorded_cost(records, feed.usage, prices_of))
     side = [u for u in feed.metadata.get("sidechain_usage") or () if isinstance(u, dict)]
     sent_as_recorded = not acted and (keep_recorded_compactions or not feed.compactions)
     return RunPricing(
