@@ -10,15 +10,16 @@ made, in Rust. ``loop.Turns`` is the reference (``COMPACTLAB_CORE=python`` runs 
 differential tests hold the two to the same records, summaries and ledgers.
 
 A policy made of the built-in layers (``s08``, ``s06``, ``observation-masking``, ``claude-code``,
-``codex``, ``opencode``, ``openhands``, ``qwen-code``, ``gemini-cli``, ``goose``, ``pi`` among them) runs on ``_native.LayerTurns`` the same
-way: snip's and micro's choices made on the context's facts in Rust (``native/src/layers.rs``), each
-result replaced by the Python message's own ``with_result_content``, snip's placeholder made by the
-run's ``new_entry``; budget's, the summary's, reactive and manual compaction's triggers checked in
-Rust and, where one is due, the layer itself run by Python on the loop's messages (``PythonSteps``:
-a summary is made of the messages' text, a persisted output read from it), the loop adopting what
-it returns; recall asked in Python (``Measures.recall_at``) of the context as that loop holds it
-(the loop itself: its ``entries``, ``find_origin`` and ``made_in_gap`` are ``Context``'s).
-``native_layers`` says which policies it runs.
+``codex``, ``opencode``, ``openhands``, ``qwen-code``, ``gemini-cli``, ``goose``, ``pi`` among them)
+runs on ``_native.LayerTurns`` the same way: snip's and micro's choices made on the context's facts
+in Rust (``native/src/layers.rs``), each result replaced by the Python message's own
+``with_result_content``, snip's placeholder made by the run's ``new_entry``; budget's, the
+summary's, reactive and manual compaction's triggers checked in Rust and, where one is due, the
+layer itself run by Python on the loop's messages (``PythonSteps``: a summary is made of the
+messages' text, a persisted output read from it), the loop adopting what it returns; recall asked in
+Python (``Measures.recall_at``) of the context as that loop holds it (the loop itself: its
+``entries``, ``find_origin`` and ``made_in_gap`` are ``Context``'s). ``native_layers`` says which
+policies it runs.
 
 What a call's times and prompts decide (``PythonSteps.told``) is judged in Python and told to the
 loop at each call: the trigger its summary check compares (lowered where the prompt cache is cold
@@ -28,8 +29,9 @@ the context's: the layer, asked, decides), whether micro's gates hold (``at_prom
 the cache's state as the loop left it. So ``claude-code``, ``codex`` and ``opencode`` run on it too.
 
 Left to the Python loop: a step of yours or a framework's, micro's ``clear_inputs`` (it edits the
-agent's own messages), Codex's count of reasoning after a snip, the recording's compactions kept (the context restarts from their summaries), exact
-token counts, a run that keeps contexts (``keep_contexts``).
+agent's own messages), Codex's count of reasoning after a snip, the recording's compactions kept
+(the context restarts from their summaries), exact token counts, a run that keeps contexts
+(``keep_contexts``).
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ def native_layers(policy: Policy) -> list[str] | None:
 def summary_runs_natively(config: SummaryConfig, snips: bool = False) -> bool:
     """Whether the native loop runs the layers that summarise by this summary table: all but Codex's
     count of earlier reasoning where snip drops messages (the count's sums follow the context's
-    positions, which a snip moves; ``Times.trigger`` bounds it by the stream's)."""
+    positions, which a snip moves; ``PythonSteps.told`` bounds it by the stream's)."""
     return not (config.count_reasoning and snips)
 
 
@@ -143,7 +145,8 @@ class PythonSteps:
         micro = policy.micro
         #: Codex's count of earlier reasoning: the reasoning of every assistant message read so far
         #: (the loop adds them: ``saw``), what bounds the count of the context's (None: not counted)
-        self.reasoning: int | None = 0 if config.enabled and config.count_reasoning and self.unit == "recorded" else None
+        counted = config.enabled and config.count_reasoning and self.unit == "recorded"
+        self.reasoning: int | None = 0 if counted else None
         self.unread: list[Entry] = []  # (the assistant messages read since the count was last asked for)
         #: the loop tells each call's times and prompts (``told``): a summary request that reads the
         #: prompt cache, a summary timed by it, micro gated by prompts or the time idle, the count
