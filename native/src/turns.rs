@@ -1037,8 +1037,9 @@ impl LayerTurns {
         Ok(())
     }
 
-    /// The summary layer at `call`, where the context is over `trigger` (`over_trigger` at the
-    /// policy's trigger timing): run by Python on the context, whose result this loop adopts.
+    /// The summary layer at `call`, where the context is over `trigger` (the trigger at this call,
+    /// as `keeping.PythonSteps.told` gives it: at most the layer's own, which decides): run by Python
+    /// on the context, whose result this loop adopts.
     fn summary(
         &mut self,
         py: Python<'_>,
