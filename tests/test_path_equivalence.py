@@ -155,8 +155,8 @@ class Paths:
         shown = {k: doc[k] for k in ("calls", "recorded_cost_usd") if doc.get(k) is not None}
         return {name: shown for name in self.names}
 
-    def read_ahead(self, path: str) -> Figures:
-        self.monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1")
+    def read_ahead(self, path: str, setting: str = "1") -> Figures:
+        self.monkeypatch.setenv("COMPACTLAB_READ_AHEAD", setting)
         try:
             return self.replay(path)
         finally:
@@ -197,6 +197,9 @@ def _all_paths(paths: Paths, recording: str, dask: bool = False) -> list[str]:
         ("inspect", False, lambda: paths.inspect(recording)),
         # read ahead where it streams, or loaded with its messages left in the file (a recording with usage)
         ("replay, its lines read again where read (COMPACTLAB_READ_AHEAD=1)", True, lambda: paths.read_ahead(recording)),
+        # (the probes now in the cache: streamed in-process with the messages left in the file)
+        ("replay, its messages left in the file, warm (COMPACTLAB_READ_AHEAD=lazy)", False,
+         lambda: paths.read_ahead(recording, "lazy")),
     ]
     if dask:
         table.append(("compare on a Dask LocalCluster", True, lambda: _on_dask(paths, recording)))

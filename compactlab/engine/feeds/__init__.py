@@ -126,8 +126,16 @@ class Opening:
         return read_ahead.load_lazily(self.path, self.skip_bad_lines)
 
     def _stream(self, probes: bool) -> Feed:
-        """Read while it is replayed: by the read-ahead process where it applies, else in-process
+        """Read while it is replayed: by the read-ahead process where it applies and has the probes
+        to look for, its messages left in the file where it has none (the native core reads their
+        facts in this process for less than the reader costs with its pickling), else in-process
         (a format that reads only whole files: loaded)."""
+        if not probes and self._format() == "anthropic":
+            from . import read_ahead
+
+            lazy = read_ahead.stream_lazily(self.path, self.skip_bad_lines)
+            if lazy is not None:
+                return StreamFeed(lazy, probes=False)
         ahead = self._read_ahead(probes)
         if ahead is not None:
             return ahead

@@ -73,8 +73,66 @@ def test_which_files_are_read_ahead(tmp_path, monkeypatch):
     monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1")
     assert read_ahead.usable(str(small)) and not read_ahead.usable(str(tmp_path / "empty.jsonl"))
     assert not read_ahead.usable(str(small) + ".gz")  # a compressed stream is not mapped
+    # =lazy leaves any file's messages in it, and forks for none but the big ones
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "lazy")
+    monkeypatch.setattr(read_ahead, "usable_cores", lambda: 2)
+    assert read_ahead.usable(str(small), forking=False) and not read_ahead.usable(str(small))
+    assert read_ahead.usable(str(big))
     monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "0")
     assert not read_ahead.usable(str(big)) and not read_ahead.usable(str(big), forking=False)
+
+
+def test_a_file_with_no_probes_to_look_for_is_streamed_in_this_process_with_its_messages_left_in_it(
+        tmp_path, monkeypatch):
+    """Where the reader process would only send the facts (the probe cache has the probes, or the
+    policy cannot lose one), the file is streamed here, each line the native core reads kept as its
+    facts: no process forked, a line parsed only where something reads its message, the same run."""
+    from compactlab.core import in_use
+    from compactlab.engine.measures import probe_cache
+
+    if in_use() is None:
+        pytest.skip("the messages are left in the file only where the native core reads their facts")
+    monkeypatch.setattr(probe_cache, "MIN_BYTES", 1)
+    monkeypatch.setattr(read_ahead, "MIN_BYTES", 1)
+    monkeypatch.setattr(read_ahead, "usable_cores", lambda: 2)
+    monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("COMPACTLAB_READ_AHEAD", raising=False)
+    forked: list[int] = []
+    fork = os.fork
+
+    def recording_fork() -> int:
+        pid = fork()
+        if pid:
+            forked.append(pid)
+        return pid
+
+    monkeypatch.setattr(read_ahead.os, "fork", recording_fork)
+    path = str(SAMPLES / "synth-long.jsonl")
+    first = replay(open_feed(path), load_policy("s08"))  # (its probes looked for by the reader, and stored)
+    assert len(forked) == 1 and all(map(gone, forked)) and first.summary.probes
+    feed = open_feed(path)
+    assert not isinstance(feed, read_ahead.ReadAheadFeed) and feed.streamed
+    assert_same_run(replay(feed, load_policy("s08")), first)
+    assert len(forked) == 1  # none forked for the second
+    read_again = []
+    message_at = read_ahead.SourceFile.message_at
+
+    def counted(self, offset, length, role=None):
+        read_again.append(offset)
+        return message_at(self, offset, length, role)
+
+    monkeypatch.setattr(read_ahead.SourceFile, "message_at", counted)
+    assert_same_run(replay(open_feed(path), load_policy("s08")), first)
+    assert read_again  # (s08 reads some: its summaries quote them)
+    n = len(read_again)
+    kept = replay(open_feed(path, probes=False), load_policy("none"))
+    assert len(read_again) == n and len(forked) == 1  # a policy that keeps everything reads none
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "0")
+    assert_same_run(kept, replay(open_feed(path), load_policy("none")))
+    assert_same_run(first, replay(open_feed(path), load_policy("s08")))
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1")  # the reader process, asked for
+    assert_same_run(first, replay(open_feed(path), load_policy("s08")))
+    assert len(forked) == 2 and all(map(gone, forked))
 
 
 def test_a_lazy_entry_reads_its_message_with_the_changes_made_since(tmp_path):

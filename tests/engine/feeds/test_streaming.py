@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 from compactlab.errors import BadLineError, InputError
 from compactlab.transcripts.messages import Entry
 from compactlab.engine.policy import load_policy
+from compactlab.core import in_use
 from compactlab.engine.loop import replay
+from compactlab.engine.measures import probe_cache
 from compactlab.engine.feeds import READ_BATCH
 from compactlab.summarizers import StubSummarizer
 from compactlab.engine.feeds import StreamFeed, open_feed
@@ -28,14 +30,22 @@ from helpers import SAMPLES, assert_same_run, asst, files_under, results, tool_s
 from strategies import policies, transcripts
 
 
-@pytest.mark.parametrize("read_ahead", ["0", "1"], ids=["in-process", "read-ahead"])
+@pytest.mark.parametrize("read_ahead", ["0", "1", "lazy"], ids=["in-process", "read-ahead", "left-in-file"])
 @pytest.mark.parametrize("preset", ["none", "s06", "s08", "s20", "claude-code", "observation-masking"])
 @pytest.mark.parametrize("sample", ["synth-medium", "manual-compact", "huge-batch", "parallel-batch"])
 def test_a_streamed_replay_is_the_loaded_replay(sample, preset, read_ahead, tmp_path, monkeypatch):
     monkeypatch.setenv("COMPACTLAB_READ_AHEAD", read_ahead)
     path = str(SAMPLES / f"{sample}.jsonl")
+    if read_ahead == "lazy":  # (left in the file where the probes are known: the probe cache's)
+        if in_use() is None:
+            pytest.skip("the messages are left in the file only where the native core reads their facts")
+        monkeypatch.setattr(probe_cache, "MIN_BYTES", 1)
+        monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
+        replay(open_feed(path), load_policy("s08"))
     stream = open_feed(path)
     assert isinstance(stream, StreamFeed) and isinstance(stream, ReadAheadFeed) == (read_ahead == "1")
+    if read_ahead == "lazy":
+        assert stream.stream._reading.gi_code.co_name == "_lazy_entries"  # type: ignore[attr-defined]
     streamed = replay(stream, load_policy(preset), out_dir=tmp_path / "s", write_transcripts=True)
     loaded = replay(load_transcript(path), load_policy(preset), out_dir=tmp_path / "l", write_transcripts=True)
     assert_same_run(streamed, loaded)
