@@ -687,6 +687,28 @@ impl<'a> Scan<'a> {
                 }
                 b'\\' => {
                     s.escaped = true;
+                    // the usual escapes (a line break, a tab, a quote: most of a tool's output
+                    // that is not plain) read here, the others by `escape`
+                    if let Some(&e @ (b'n' | b't' | b'r' | b'"' | b'\\' | b'/')) =
+                        self.b.get(self.i + 1)
+                    {
+                        let (c, json) = match e {
+                            b'n' => ('\n', 2),
+                            b't' => ('\t', 2),
+                            b'r' => ('\r', 2),
+                            b'"' => ('"', 2),
+                            b'\\' => ('\\', 2),
+                            _ => ('/', 1),
+                        };
+                        s.chars += 1;
+                        s.json += json;
+                        s.not_space |= matches!(e, b'"' | b'\\' | b'/');
+                        if let Some(o) = out.as_deref_mut() {
+                            o.push(c);
+                        }
+                        self.i += 2;
+                        continue;
+                    }
                     self.escape()?
                 }
                 0..=0x1f => return None, // (a raw control character: not JSON)
@@ -770,33 +792,63 @@ impl<'a> Scan<'a> {
 }
 
 /// Where the run of plain bytes from `i` ends: printable ASCII (DEL too) but the quote and the
-/// backslash, each one JSON character as it stands. Eight bytes at a time (the word tests of "Bit
-/// Twiddling Hacks": a byte below 0x20, a quote, a backslash, a byte beyond ASCII), the last few
-/// byte by byte.
+/// backslash, each one JSON character as it stands. Sixteen bytes at a time (`others`), the last
+/// few byte by byte.
 fn plain_run(b: &[u8], mut i: usize) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let zero_in = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
-    while let Some(word) = b.get(i..i + 8) {
-        let x = u64::from_le_bytes(word.try_into().expect("eight bytes"));
-        let other = (x.wrapping_sub(ONES * 0x20) & !x & HIGHS)
-            | zero_in(x ^ (ONES * b'"' as u64))
-            | zero_in(x ^ (ONES * b'\\' as u64))
-            | (x & HIGHS);
-        if other != 0 {
-            // (a borrow can only mark bytes above the first one that is another: the lowest
-            // mark is exact)
-            return i + (other.trailing_zeros() / 8) as usize;
+    while let Some(chunk) = b.get(i..i + 16) {
+        let mask = others(chunk.try_into().expect("sixteen bytes"));
+        if mask != 0 {
+            return i + mask.trailing_zeros() as usize;
         }
-        i += 8;
+        i += 16;
     }
     while let Some(&c) = b.get(i) {
-        if !(0x20..0x80).contains(&c) || c == b'"' || c == b'\\' {
+        if other(c) {
             break;
         }
         i += 1;
     }
     i
+}
+
+/// A byte that ends a plain run: below 0x20, a quote, a backslash, beyond ASCII.
+fn other(c: u8) -> bool {
+    c < 0x20 || c == b'"' || c == b'\\' || c >= 0x80
+}
+
+/// The mask of the bytes of `chunk` that are `other` (bit k: byte k), in four SSE2 instructions
+/// (a signed compare below 0x20 finds the bytes beyond ASCII too: they are negative).
+#[cfg(target_arch = "x86_64")]
+fn others(chunk: &[u8; 16]) -> u32 {
+    use std::arch::x86_64::{
+        _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128,
+        _mm_set1_epi8,
+    };
+    // SAFETY: `chunk` is 16 initialised bytes that the borrow keeps alive; `_mm_loadu_si128` reads
+    // exactly 16 bytes from the pointer and needs no alignment. The other intrinsics only compute
+    // on registers, and SSE2 is part of every x86_64 target (no feature to detect).
+    let mask = unsafe {
+        let x = _mm_loadu_si128(chunk.as_ptr().cast());
+        let low = _mm_cmplt_epi8(x, _mm_set1_epi8(0x20));
+        let quote = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'"' as i8));
+        let backslash = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\' as i8));
+        _mm_movemask_epi8(_mm_or_si128(low, _mm_or_si128(quote, backslash)))
+    };
+    mask as u32
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn others(chunk: &[u8; 16]) -> u32 {
+    others_bytewise(chunk)
+}
+
+/// `others`, a byte at a time: the other targets', and the reference the x86_64 one is tested on.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn others_bytewise(chunk: &[u8; 16]) -> u32 {
+    chunk
+        .iter()
+        .enumerate()
+        .fold(0, |mask, (k, &c)| mask | u32::from(other(c)) << k)
 }
 
 /// The sized placeholder after a mark (`messages._FIELDS`: `[KIND len=N]`, up to four ` key=hex`
@@ -859,6 +911,27 @@ fn py_space(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sixteen_bytes_at_a_time_are_the_bytes_one_at_a_time() {
+        let mut chunk = [b'a'; 16];
+        assert_eq!(others(&chunk), 0);
+        for k in 0..16 {
+            for c in 0..=255u8 {
+                chunk[k] = c;
+                assert_eq!(
+                    others(&chunk),
+                    others_bytewise(&chunk),
+                    "byte {c:#x} at {k}"
+                );
+                assert_eq!(others(&chunk) != 0, other(c));
+            }
+            chunk[k] = b'a';
+        }
+        let line = b"{\"text\":\"0123456789abcdef0123456789\\n\"}";
+        assert_eq!(plain_run(line, 9), line.len() - 4); // (the backslash)
+        assert_eq!(plain_run(line, line.len() - 3), line.len() - 2); // (the closing quote)
+    }
 
     /// A message line's facts (a line with other keys is Python's here).
     fn facts(line: &str) -> Option<Facts> {
