@@ -5,7 +5,7 @@ writes). API response objects (``{"type": "message", "role": "assistant", ...}``
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import orjson
 
@@ -97,13 +97,14 @@ def _not_a_message(builder: TranscriptBuilder, reader: LineReader, lineno: int, 
 
 
 def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False,
-          messages: bool = True) -> Iterator[Entry]:
+          messages: bool = True, unread: Callable[..., Entry] | None = None) -> Iterator[Entry]:
     """Add every message of the file to ``builder``, yielding each as it is added (``measure``:
     with the JSON length of every tool result's content among its facts). Where the native core
     runs, the facts of a message line, or of a reply recorded with its usage and model, are read
     from its bytes (``core.line_facts``; ``build_entry`` is its reference) and, without
     ``messages`` (a reader that sends only facts), the line is not parsed at all, only a reply's
-    other members: its Entry's message is None."""
+    other members: its Entry's message is None, or it is what ``unread`` makes of its facts (an
+    entry that reads its message where it is asked for it)."""
     facts = line_facts(ResultFact, measure)
     parse = reader.parse
     for lineno, raw, obj in reader.lines():
@@ -114,14 +115,16 @@ def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False,
             if obj is None and messages and (obj := parse(lineno, raw, False)) is None:
                 continue  # (not as the native reader read it: said bad by the parser)
             if rest is None:
-                read = Entry(obj, *found)  # type: ignore[arg-type]  # (None: a facts-only reader's)
+                # (None: a facts-only reader's)
+                read = unread(*found) if unread is not None and obj is None else Entry(obj, *found)  # type: ignore[arg-type]
                 builder.add_entry(read)
                 yield read
                 continue
             other = obj if obj is not None else _members(rest)
             if other is not None:
                 _reply_metadata(builder, reader, lineno, other, deep=False)
-                read = Entry(message_of(obj) if obj is not None else None, *found)  # type: ignore[arg-type]
+                read = (unread(*found) if unread is not None and obj is None
+                        else Entry(message_of(obj) if obj is not None else None, *found))  # type: ignore[arg-type]
                 if (recorded := _recorded_usage(reader, lineno, other, found[1])) is not False:
                     builder.add_entry(read, usage=recorded)
                     yield read

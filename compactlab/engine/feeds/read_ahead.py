@@ -216,16 +216,12 @@ def _lazy_entries(builder: TranscriptBuilder, source: SourceFile, skip_bad_lines
     as their facts (a ``LazyEntry``), the lines Python reads with their message."""
     # (no head: each line's span is had as it is read, as the reader process has them)
     reader = LineReader(source.path, skip_bad_lines=skip_bad_lines, limit=source.size)
-    keep = builder.keep
-    for e in anthropic_messages._read(builder, reader, measure=True, messages=False):
-        if e.message is None:  # (read natively: its facts; the lines Python read keep their message)
-            offset, length = reader.span  # type: ignore[misc]
-            e = LazyEntry(e.chars, e.role, e.origin, e.tool_use_ids, e.tool_names, e.use_files, e.results,
-                          e.misplaced_results, e.empty, e.has_text, (source, offset, length, ()), e.use_set,
-                          e.result_set)
-            if keep:
-                builder.entries[-1] = e
-        yield e
+
+    def unread(*facts: Any) -> LazyEntry:  # (read natively: its facts; the lines Python reads keep their message)
+        offset, length = reader.span  # type: ignore[misc]
+        return LazyEntry(*facts, (source, offset, length, ()))
+
+    return anthropic_messages._read(builder, reader, measure=True, messages=False, unread=unread)
 
 
 class ReadAheadFeed(StreamFeed):
