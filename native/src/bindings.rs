@@ -502,6 +502,139 @@ impl InvariantTracker {
     }
 }
 
+/// The raw baseline of a stream whose probes are not looked for (`baseline.BaselineBuilder` with
+/// `keep=False` and no probes, its reference): shown every message in order, it writes each call's
+/// row into the `RawBaseline`'s own lists and dicts (the messages before the call, their compact
+/// JSON length, the violations of that history, the earlier tool results its tool inputs refer
+/// to), the violations counted by the tracker's rules on facts it reads once a message. No message
+/// is held: a stream lets go of them.
+#[pyclass(module = "compactlab._native")]
+struct StreamBaseline {
+    tracker: InvariantTracker,
+    /// the facts of the messages added since the last call (each keyed by its position)
+    fresh: Vec<violations::Slot>,
+    added: usize,
+    /// messages the tracker has been shown; those before `freed_upto` stand as `freed`
+    seen: usize,
+    freed_upto: usize,
+    freed: violations::Slot,
+    chars: i64,
+    /// a tool_use id -> the files its input names; a file -> its latest tool result
+    files_of: FxHashMap<String, Vec<String>>,
+    latest: FxHashMap<String, (usize, i64)>,
+    messages: Py<PyList>,
+    sizes: Py<PyList>,
+    counts: Py<PyDict>,
+    refs: Py<PyDict>,
+    counter: Py<PyAny>,
+}
+
+#[pymethods]
+impl StreamBaseline {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        violation: Py<PyAny>,
+        freed: &Bound<'_, PyAny>,
+        messages: Py<PyList>,
+        sizes: Py<PyList>,
+        counts: Py<PyDict>,
+        refs: Py<PyDict>,
+        counter: Py<PyAny>,
+    ) -> PyResult<Self> {
+        let mut tracker = InvariantTracker::new(freed.py(), violation)?;
+        let freed = violations::Slot {
+            key: usize::MAX,
+            facts: tracker.facts(freed)?,
+        };
+        Ok(StreamBaseline {
+            tracker,
+            fresh: Vec::new(),
+            added: 0,
+            seen: 0,
+            freed_upto: 0,
+            freed,
+            chars: 0,
+            files_of: FxHashMap::default(),
+            latest: FxHashMap::default(),
+            messages,
+            sizes,
+            counts,
+            refs,
+            counter,
+        })
+    }
+
+    /// The next message: at a reply (a call), the call's row first, from the messages before it.
+    fn add(&mut self, entry: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = entry.py();
+        let pos = self.added;
+        if entry.getattr(intern!(py, "role"))?.eq("assistant")? {
+            self.call(entry, pos)?;
+        } else if !self.files_of.is_empty() {
+            for fact in entry.getattr(intern!(py, "results"))?.try_iter()? {
+                let fact = fact?;
+                let id: Option<String> = fact.getattr(intern!(py, "tool_use_id"))?.extract().ok();
+                if let Some(names) = id.and_then(|id| self.files_of.get(&id)) {
+                    let block: i64 = fact.getattr(intern!(py, "block"))?.extract()?;
+                    for name in names {
+                        self.latest.insert(name.clone(), (pos, block));
+                    }
+                }
+            }
+        }
+        let facts = self.tracker.facts(entry)?;
+        self.fresh.push(violations::Slot { key: pos, facts });
+        self.added += 1;
+        self.chars += entry.getattr(intern!(py, "chars"))?.extract::<i64>()?;
+        Ok(())
+    }
+}
+
+impl StreamBaseline {
+    fn call(&mut self, entry: &Bound<'_, PyAny>, pos: usize) -> PyResult<()> {
+        let py = entry.py();
+        let tracker = &mut self.tracker.inner;
+        let fresh = std::mem::take(&mut self.fresh);
+        let d0 = tracker.start(self.seen, self.seen + fresh.len());
+        tracker.update(d0, fresh);
+        if pos >= 2 && pos - 2 > self.freed_upto {
+            tracker.free(self.freed_upto, pos - 2, &self.freed);
+            self.freed_upto = pos - 2;
+        }
+        self.seen = pos;
+        let messages = self.messages.bind(py);
+        let call = messages.len();
+        messages.append(pos)?;
+        let n = pos as i64;
+        self.sizes
+            .bind(py)
+            .append(self.chars + (n - 1).max(0) + 2)?;
+        if tracker.total() != 0 {
+            let counts = self.counter.bind(py).call1((self.tracker.counts(py)?,))?;
+            self.counts.bind(py).set_item(call, counts)?;
+        }
+        let uses = entry.getattr(intern!(py, "tool_use_ids"))?;
+        if uses.is_truthy()? {
+            let mut found = Vec::new();
+            let files = entry.getattr(intern!(py, "use_files"))?;
+            for (id, names) in uses.try_iter()?.zip(files.try_iter()?) {
+                let (id, names): (String, Vec<String>) = (id?.extract()?, names?.extract()?);
+                for name in &names {
+                    if let Some(&at) = self.latest.get(name) {
+                        found.push(at);
+                    }
+                }
+                self.files_of.insert(id, names);
+            }
+            if !found.is_empty() {
+                self.refs.bind(py).set_item(call, found)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Recall's check of each context sent (`probes.check` is its reference; `recall::Check`): each
 /// probe kept where a result that held it stands, kept elsewhere in what is sent, or missing (the
 /// caller attributes those). Messages are known by identity, kept alive with their texts.
@@ -887,7 +1020,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 11;
+const API: u32 = 12;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -895,6 +1028,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PromptCache>()?;
     m.add_class::<ResultStrings>()?;
     m.add_class::<InvariantTracker>()?;
+    m.add_class::<StreamBaseline>()?;
     m.add_class::<RecallCheck>()?;
     m.add_function(wrap_pyfunction!(runs, m)?)?;
     m.add_function(wrap_pyfunction!(tokens, m)?)?;

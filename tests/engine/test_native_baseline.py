@@ -8,6 +8,7 @@ same answers. Where a text has no UTF-8 (a lone surrogate) the Python side reads
 from __future__ import annotations
 
 import sys
+from types import MethodType
 
 import pytest
 from hypothesis import given, settings
@@ -418,3 +419,72 @@ def test_the_native_patterns_at_their_bounds(text):
     v = vocabulary()
     assert NATIVE.line_refs(text) == [int(a or b) for a, b in _LINE_REFS.findall(text)]
     assert NATIVE.FrameworkSources(sorted(v.bit_of)).found(text) == own_source_pattern().findall(text)
+
+
+@st.composite
+def _broken(draw):
+    """A generated transcript, some of its messages dropped or repeated and some tool ids reused:
+    every kind of violation the raw history can have, and tool results that name files again."""
+    from strategies import transcripts
+
+    msgs = draw(transcripts(max_turns=30))
+    for _ in range(draw(st.integers(0, 4))):
+        i = draw(st.integers(1, len(msgs) - 1))
+        what = draw(st.sampled_from(["drop", "repeat", "reuse id"]))
+        if what == "drop":
+            del msgs[i]
+        elif what == "repeat":
+            msgs.insert(i, msgs[i])
+        elif isinstance(msgs[i]["content"], list):
+            for block in msgs[i]["content"]:
+                if block.get("type") in ("tool_use", "tool_result"):
+                    block["id" if block["type"] == "tool_use" else "tool_use_id"] = "toolu_00001"
+    return msgs
+
+
+@needs_native
+@settings(max_examples=150, deadline=None)
+@given(_broken())
+def test_a_streams_raw_baseline_is_the_same_built_in_rust(msgs):
+    """``_native.StreamBaseline`` (a stream's baseline with no probes: the replay of a policy that
+    cannot lose one, or of a file whose probes are cached) against ``BaselineBuilder``, its
+    reference: every call's messages, size, violations and references alike, the messages a stream
+    lets go of included."""
+    from compactlab.transcripts.messages import make_entry
+
+    entries = [make_entry(m, i) for i, m in enumerate(msgs)]
+    built = []
+    for native in (None, NATIVE):
+        builder = baseline.BaselineBuilder(keep=False, probes=False, native=native)
+        assert isinstance(builder.add, MethodType) == (native is None)  # (the native one: Rust's method)
+        for e in entries:
+            builder.add(e)
+        built.append(builder.base)
+    python, rust = built
+    assert rust.messages == python.messages and rust.chars == python.chars
+    assert rust.violation_counts == python.violation_counts and rust.refs == python.refs
+    assert rust.probes == python.probes == {} and not rust.first_seen
+
+
+@needs_native
+def test_a_streams_raw_baseline_in_rust_counts_violations_and_references():
+    """The property above reaches what it is drawn for: violations and references, in rows."""
+    from compactlab.transcripts.messages import make_entry
+
+    msgs = [{"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "read", "input": {"path": "x.py"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "x"}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "b", "name": "read", "input": {"path": "x.py"}}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "b", "name": "edit", "input": {"path": "x.py"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "b", "content": "y"}]},
+            {"role": "assistant", "content": "done"}]
+    rows = []
+    for native in (None, NATIVE):
+        builder = baseline.BaselineBuilder(keep=False, probes=False, native=native)
+        for i, m in enumerate(msgs):
+            builder.add(make_entry(m, i))
+        rows.append(builder.base)
+    python, rust = rows
+    assert rust.messages == python.messages == [1, 3, 4, 6]
+    assert rust.refs == python.refs and rust.refs[1] == [(2, 0)]  # (the read of x.py at call 1: the result at 2)
+    assert rust.violation_counts == python.violation_counts and sum(map(len, rust.violation_counts.values())) > 0

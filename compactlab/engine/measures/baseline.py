@@ -66,6 +66,12 @@ class BaselineBuilder:
     def __init__(self, keep: bool = True, system: Any = None, wanted: set[str] | None = None,
                  probes: bool = True, native: Any = None) -> None:
         self.base = RawBaseline(probes_indexed=probes)
+        if native is not None and not keep and not probes:
+            # a stream whose probes are not looked for: the whole builder in Rust (this class is its
+            # reference), writing each call's row into ``base``
+            b = self.base
+            self.add = native.StreamBaseline(  # type: ignore[method-assign]
+                Violation, FREED, b.messages, b.chars, b.violation_counts, b.refs, Counter).add
         #: the hindsight probes' index; None for a run that cannot lose one (no compaction). It
         #: reads the texts in Rust where the native core runs (``native``: ``core.in_use()``)
         self._probes = ProbeIndex(system if isinstance(system, str) else orjson.dumps(system).decode() if system else None,
