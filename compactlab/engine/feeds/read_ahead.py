@@ -219,7 +219,7 @@ def _lazy_entries(builder: TranscriptBuilder, source: SourceFile, skip_bad_lines
 
     def unread(*facts: Any) -> LazyEntry:  # (read natively: its facts; the lines Python reads keep their message)
         offset, length = reader.span  # type: ignore[misc]
-        return LazyEntry(*facts, (source, offset, length, ()))
+        return LazyEntry(*facts, (source, offset, length, ()))  # type: ignore[call-arg]  # (the ten facts)
 
     return anthropic_messages._read(builder, reader, measure=True, messages=False, unread=unread)
 
