@@ -103,11 +103,15 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     asked = []
     monkeypatch.setattr(bench, "startup_instructions", lambda cl, small: asked.append(small) or {
         "--help": 250_000_000, "replay of a small file": 500_000_000})
+    counts = {"floor": 700_000_000, "replay -p s08": 4_900_000_000, "replay -p none": 1_190_000_000}
+    told = {}
+    monkeypatch.setattr(bench, "counted", lambda commands, envs: told.update(commands=commands, envs=envs) or {
+        name: counts[name] for name in commands})
     recorded = tmp_path / "recorded"
     recorded.mkdir()
     (recorded / "a.jsonl").write_bytes((SAMPLES / "synth-small.jsonl").read_bytes())
     r = cli("bench", "--calls", "30", "--rounds", "1", "--corpus", "--tune", "--json", out, "--dir", tmp_path / "inputs",
-            "--trajectories", recorded)
+            "--trajectories", recorded, "--instructions")
     assert r.exit_code == 0, r.output
     # 30 calls: the targets are set for 5,000 and not judged (#31: no "MISSED" against them)
     assert "not judged" in r.stdout and "MISSED" not in r.stdout and " ok" not in r.stdout
@@ -132,8 +136,15 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
         assert figure in r.stdout
     assert "start-up, --help (G instr.)" in r.stdout and "start-up, replay, 4 calls (G instr.)" in r.stdout
     assert "0.50  ≤ 0.42 G" in r.stdout and asked and "replay" in asked[0]
+    # #59's targets: s08 and none over the floor in CPU seconds and, asked, in instructions (counted as
+    # they are timed: the same commands, the same environment)
+    assert "replay -p none / floor (CPU)" in r.stdout
+    shown = {line[:44].strip(): line[44:].split() for line in r.stdout.splitlines()}
+    assert shown["replay -p s08 / floor (instructions)"] == ["7.00", "×", "(#59)", "≤", "2.5"]
+    assert shown["replay -p none / floor (instructions)"] == ["1.70", "×", "(#59)", "≤", "1.8"]
+    assert "none" in told["commands"]["replay -p none"] and told["envs"]["replay -p none"] == {"COMPACTLAB_PROBES": "0"}
     doc = json.loads(out.read_text())
-    assert len(doc["figures"]) == 31 and doc["commands"]["floor"]["cpu"] > 0
+    assert len(doc["figures"]) == 34 and doc["commands"]["floor"]["cpu"] > 0
     assert os.environ["COMPACTLAB_CACHE_DIR"] != str(tmp_path / "inputs" / "cache")  # its own, given back
 
 
@@ -217,6 +228,9 @@ def test_the_startup_guard_counts_every_process_or_says_it_cannot(monkeypatch, t
     monkeypatch.setattr(shutil, "which", lambda name: str(fake))
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     assert bench.startup_instructions(["true"], ["true"]) == {"--help": 123, "replay of a small file": 123}
+    # a command's own environment reaches its count (here: the stand-in writes what it is told)
+    fake.write_text(fake.read_text().replace("echo 'totals: 23'", 'echo "totals: ${EXTRA:-23}"'))
+    assert bench.counted({"a": ["true"], "b": ["true"]}, {"b": {"EXTRA": "7"}}) == {"a": 123, "b": 107}
 
 
 
