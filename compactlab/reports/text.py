@@ -63,7 +63,9 @@ def json_bytes(value: Any, option: int = 0) -> bytes:
     import orjson
 
     data = orjson.dumps(value, option=option)
-    if _JSON_UNSAFE.search(data) is None:
+    # (every byte the pattern looks for is DEL or beyond ASCII: a text of ASCII without DEL, most
+    # outputs, is had in two passes in C, not the pattern's search at every byte of a large output)
+    if (data.isascii() and b"\x7f" not in data) or _JSON_UNSAFE.search(data) is None:
         return data
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group().decode()):04x}".encode(), data)
 

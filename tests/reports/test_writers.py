@@ -10,6 +10,8 @@ import tomllib
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from helpers import ROOT, SAMPLES
 
@@ -66,3 +68,23 @@ def test_the_format_choices_are_the_writers(cli, args, module, name):
 
 def test_inspect_of_a_file_and_of_a_folder_offer_the_same_formats():
     assert registry("inspect_report", "INSPECT_WRITERS").keys() == registry("inspect_report", "SESSIONS_WRITERS").keys()
+
+
+_TERMINAL = st.sampled_from(["\x7f", "\x85", "\x9b", "\u202a", "\u202e", "\u2066", "\u2069", "\x1b", "é", "\u2028",
+                             "a", "{", '"'])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.recursive(st.one_of(st.text(st.one_of(_TERMINAL, st.characters(codec="utf-8"))), st.integers(-2**63, 2**63 - 1), st.none()),
+                    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                            st.dictionaries(st.text(_TERMINAL, max_size=3), inner, max_size=4)),
+                    max_leaves=12))
+def test_json_output_escapes_what_acts_on_a_terminal_and_nothing_else(value):
+    """``json_bytes``: DEL, the C1 controls and the bidi overrides as ``\\u`` escapes, whichever way the
+    output is checked (an ASCII output without DEL is not searched), and the same value read back."""
+    from compactlab.reports.text import _JSON_UNSAFE, json_bytes
+
+    data = orjson.dumps(value)
+    written = json_bytes(value)
+    assert written == _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group().decode()):04x}".encode(), data)
+    assert _JSON_UNSAFE.search(written) is None and orjson.loads(written) == value
