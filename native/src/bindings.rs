@@ -317,6 +317,10 @@ impl ResultStrings {
     }
 }
 
+/// The numbers of the two roles (interned first, in this order, by `InvariantTracker::new`).
+const USER: violations::Id = 0;
+const ASSISTANT: violations::Id = 1;
+
 /// The API's tool-pairing rules checked incrementally (`violations.InvariantTracker`, its reference;
 /// `violations::Tracker`): shown each context the loop sends (a list of `Entry`), it keeps them
 /// alive, knows each one's facts by its identity, and lists or counts the context's violations.
@@ -342,8 +346,8 @@ impl InvariantTracker {
     fn new(py: Python<'_>, violation: Py<PyAny>) -> PyResult<Self> {
         let mut tracker = InvariantTracker {
             inner: violations::Tracker::new(violations::Roles {
-                user: 0,
-                assistant: 1,
+                user: USER,
+                assistant: ASSISTANT,
             }),
             objects: Vec::new(),
             ids: HashTable::new(),
@@ -569,7 +573,8 @@ impl StreamBaseline {
     fn add(&mut self, entry: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = entry.py();
         let pos = self.added;
-        if entry.getattr(intern!(py, "role"))?.eq("assistant")? {
+        let facts = self.tracker.facts(entry)?;
+        if facts.role == ASSISTANT {
             self.call(entry, pos)?;
         } else if !self.files_of.is_empty() {
             for fact in entry.getattr(intern!(py, "results"))?.try_iter()? {
@@ -583,7 +588,6 @@ impl StreamBaseline {
                 }
             }
         }
-        let facts = self.tracker.facts(entry)?;
         self.fresh.push(violations::Slot { key: pos, facts });
         self.added += 1;
         self.chars += entry.getattr(intern!(py, "chars"))?.extract::<i64>()?;
