@@ -115,8 +115,8 @@ def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False,
             if obj is None and messages and (obj := parse(lineno, raw, False)) is None:
                 continue  # (not as the native reader read it: said bad by the parser)
             if rest is None:
-                # (None: a facts-only reader's)
-                read = unread(*found) if unread is not None and obj is None else Entry(obj, *found)  # type: ignore[arg-type]
+                read = (unread(*found) if unread is not None and obj is None
+                        else Entry(obj, *found))  # type: ignore[arg-type]  # (None: a facts-only reader's)
                 builder.add_entry(read)
                 yield read
                 continue

@@ -75,7 +75,8 @@ _TERMINAL = st.sampled_from(["\x7f", "\x85", "\x9b", "\u202a", "\u202e", "\u2066
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.recursive(st.one_of(st.text(st.one_of(_TERMINAL, st.characters(codec="utf-8"))), st.integers(-2**63, 2**63 - 1), st.none()),
+@given(st.recursive(st.one_of(st.text(st.one_of(_TERMINAL, st.characters(codec="utf-8"))),
+                              st.integers(-2**63, 2**63 - 1), st.none()),
                     lambda inner: st.one_of(st.lists(inner, max_size=4),
                                             st.dictionaries(st.text(_TERMINAL, max_size=3), inner, max_size=4)),
                     max_leaves=12))
