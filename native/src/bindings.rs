@@ -523,9 +523,10 @@ struct StreamBaseline {
     freed_upto: usize,
     freed: violations::Slot,
     chars: i64,
-    /// a tool_use id -> the files its input names; a file -> its latest tool result
-    files_of: FxHashMap<String, Vec<String>>,
-    latest: FxHashMap<String, (usize, i64)>,
+    /// a tool_use id -> the files its input names; a file -> its latest tool result (each string
+    /// by its UTF-8, a lone surrogate as Python's `surrogatepass` writes it: `key`)
+    files_of: FxHashMap<Vec<u8>, Vec<Vec<u8>>>,
+    latest: FxHashMap<Vec<u8>, (usize, i64)>,
     messages: Py<PyList>,
     sizes: Py<PyList>,
     counts: Py<PyDict>,
@@ -579,8 +580,8 @@ impl StreamBaseline {
         } else if !self.files_of.is_empty() {
             for fact in entry.getattr(intern!(py, "results"))?.try_iter()? {
                 let fact = fact?;
-                let id: Option<String> = fact.getattr(intern!(py, "tool_use_id"))?.extract().ok();
-                if let Some(names) = id.and_then(|id| self.files_of.get(&id)) {
+                let id = fact.getattr(intern!(py, "tool_use_id"))?;
+                if let Some(names) = self.files_of.get(&*key(&id)?) {
                     let block: i64 = fact.getattr(intern!(py, "block"))?.extract()?;
                     for name in names {
                         self.latest.insert(name.clone(), (pos, block));
@@ -623,7 +624,11 @@ impl StreamBaseline {
             let mut found = Vec::new();
             let files = entry.getattr(intern!(py, "use_files"))?;
             for (id, names) in uses.try_iter()?.zip(files.try_iter()?) {
-                let (id, names): (String, Vec<String>) = (id?.extract()?, names?.extract()?);
+                let id = key(&id?)?.into_owned();
+                let names = names?
+                    .try_iter()?
+                    .map(|name| Ok(key(&name?)?.into_owned()))
+                    .collect::<PyResult<Vec<Vec<u8>>>>()?;
                 for name in &names {
                     if let Some(&at) = self.latest.get(name) {
                         found.push(at);

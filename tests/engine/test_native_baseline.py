@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from types import MethodType
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -430,11 +431,14 @@ def _broken(draw):
     msgs = draw(transcripts(max_turns=30))
     for _ in range(draw(st.integers(0, 4))):
         i = draw(st.integers(1, len(msgs) - 1))
-        what = draw(st.sampled_from(["drop", "repeat", "reuse id"]))
+        what = draw(st.sampled_from(["drop", "repeat", "reuse id", "other ids"]))
         if what == "drop":
             del msgs[i]
         elif what == "repeat":
             msgs.insert(i, msgs[i])
+        elif what == "other ids":  # (ids and paths beyond ASCII, as the strings' keys hold them)
+            msgs = [orjson.loads(orjson.dumps(m).replace(b"toolu_", "toolu_é　".encode()).replace(
+                b".py", "ü.py".encode())) for m in msgs]
         elif isinstance(msgs[i]["content"], list):
             for block in msgs[i]["content"]:
                 if block.get("type") in ("tool_use", "tool_result"):
