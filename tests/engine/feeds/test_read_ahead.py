@@ -83,7 +83,7 @@ def test_which_files_are_read_ahead(tmp_path, monkeypatch):
 
 
 def test_a_file_with_no_probes_to_look_for_is_streamed_in_this_process_with_its_messages_left_in_it(
-        tmp_path, monkeypatch):
+        forks, tmp_path, monkeypatch):
     """Where the reader process would only send the facts (the probe cache has the probes, or the
     policy cannot lose one), the file is streamed here, each line the native core reads kept as its
     facts: no process forked, a line parsed only where something reads its message, the same run."""
@@ -96,17 +96,8 @@ def test_a_file_with_no_probes_to_look_for_is_streamed_in_this_process_with_its_
     monkeypatch.setattr(read_ahead, "MIN_BYTES", 1)
     monkeypatch.setattr(read_ahead, "usable_cores", lambda: 2)
     monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("COMPACTLAB_READ_AHEAD", raising=False)
-    forked: list[int] = []
-    fork = os.fork
-
-    def recording_fork() -> int:
-        pid = fork()
-        if pid:
-            forked.append(pid)
-        return pid
-
-    monkeypatch.setattr(read_ahead.os, "fork", recording_fork)
+    monkeypatch.delenv("COMPACTLAB_READ_AHEAD")  # (the forks recorded, not forced)
+    forked = forks
     path = str(SAMPLES / "synth-long.jsonl")
     first = replay(open_feed(path), load_policy("s08"))  # (its probes looked for by the reader, and stored)
     assert len(forked) == 1 and all(map(gone, forked)) and first.summary.probes
