@@ -524,9 +524,9 @@ struct StreamBaseline {
     freed: violations::Slot,
     chars: i64,
     /// a tool_use id -> the files its input names; a file -> its latest tool result (each string
-    /// by its UTF-8, a lone surrogate as Python's `surrogatepass` writes it: `key`)
-    files_of: FxHashMap<Vec<u8>, Vec<Vec<u8>>>,
-    latest: FxHashMap<Vec<u8>, (usize, i64)>,
+    /// by its number in the tracker's table, which holds the string itself: no copy)
+    files_of: FxHashMap<violations::Id, Vec<violations::Id>>,
+    latest: FxHashMap<violations::Id, (usize, i64)>,
     messages: Py<PyList>,
     sizes: Py<PyList>,
     counts: Py<PyDict>,
@@ -580,11 +580,13 @@ impl StreamBaseline {
         } else if !self.files_of.is_empty() {
             for fact in entry.getattr(intern!(py, "results"))?.try_iter()? {
                 let fact = fact?;
-                let id = fact.getattr(intern!(py, "tool_use_id"))?;
-                if let Some(names) = self.files_of.get(&*key(&id)?) {
+                let id = self
+                    .tracker
+                    .intern(&fact.getattr(intern!(py, "tool_use_id"))?)?;
+                if let Some(names) = self.files_of.get(&id) {
                     let block: i64 = fact.getattr(intern!(py, "block"))?.extract()?;
-                    for name in names {
-                        self.latest.insert(name.clone(), (pos, block));
+                    for &name in names {
+                        self.latest.insert(name, (pos, block));
                     }
                 }
             }
@@ -615,7 +617,7 @@ impl StreamBaseline {
         self.sizes
             .bind(py)
             .append(self.chars + (n - 1).max(0) + 2)?;
-        if tracker.total() != 0 {
+        if self.tracker.inner.total() != 0 {
             let counts = self.counter.bind(py).call1((self.tracker.counts(py)?,))?;
             self.counts.bind(py).set_item(call, counts)?;
         }
@@ -624,11 +626,11 @@ impl StreamBaseline {
             let mut found = Vec::new();
             let files = entry.getattr(intern!(py, "use_files"))?;
             for (id, names) in uses.try_iter()?.zip(files.try_iter()?) {
-                let id = key(&id?)?.into_owned();
+                let id = self.tracker.intern(&id?)?;
                 let names = names?
                     .try_iter()?
-                    .map(|name| Ok(key(&name?)?.into_owned()))
-                    .collect::<PyResult<Vec<Vec<u8>>>>()?;
+                    .map(|name| self.tracker.intern(&name?))
+                    .collect::<PyResult<Vec<violations::Id>>>()?;
                 for name in &names {
                     if let Some(&at) = self.latest.get(name) {
                         found.push(at);
