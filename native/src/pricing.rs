@@ -216,6 +216,14 @@ mod tests {
         }
     }
 
+    /// One model's prices, with no tiers.
+    fn flat(input: f64) -> [Prices; 1] {
+        [Prices {
+            base: rates(input),
+            tiers: vec![],
+        }]
+    }
+
     fn run<'a>(prices: &'a [Prices], none: &'a HashMap<usize, i64>, rules: Rules) -> Run<'a> {
         Run {
             prices,
@@ -276,10 +284,7 @@ mod tests {
 
     #[test]
     fn an_expired_cache_or_another_model_reads_nothing() {
-        let prices = [Prices {
-            base: rates(3.0),
-            tiers: vec![],
-        }];
+        let prices = flat(3.0);
         let none = HashMap::new();
         let times = [Some(0.0), Some(100.0), Some(1_000.0), None];
         let models = [Some(0), Some(0), Some(0), Some(1)];
@@ -297,10 +302,7 @@ mod tests {
 
     #[test]
     fn a_recorded_break_caps_what_a_call_reads_and_call_zero_reads_its_warm_start() {
-        let prices = [Prices {
-            base: rates(3.0),
-            tiers: vec![],
-        }];
+        let prices = flat(3.0);
         let breaks = HashMap::from([(0, 300), (2, 200)]);
         let none = HashMap::new();
         let mut c = calls(&[(1_000, 0), (2_000, 1_000), (3_000, 2_000)]);
@@ -321,10 +323,7 @@ mod tests {
 
     #[test]
     fn no_cache_bills_every_prompt_at_the_input_price_and_steps_round_reads_down() {
-        let prices = [Prices {
-            base: rates(2.0),
-            tiers: vec![],
-        }];
+        let prices = flat(2.0);
         let none = HashMap::new();
         let mut c = calls(&[(1_000, 0), (2_000, 1_000)]);
         let off = Rules {
