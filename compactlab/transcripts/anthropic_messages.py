@@ -106,46 +106,56 @@ def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False,
     other members: its Entry's message is None, or it is what ``unread`` makes of its facts (an
     entry that reads its message where it is asked for it)."""
     facts = line_facts(ResultFact, measure)
-    parse = reader.parse
     for lineno, raw, obj in reader.lines():
-        if facts is not None and (got := facts.read(raw, builder.count)) is not None:
-            # a message line read natively: {"role": "user" | "assistant", "content": ...}, usable,
-            # and where it is a reply, its other members (their own JSON object: rest)
-            found, rest = got
-            if obj is None and messages and (obj := parse(lineno, raw, False)) is None:
-                continue  # (not as the native reader read it: said bad by the parser)
-            if rest is None:
-                read = (unread(*found) if unread is not None and obj is None
-                        else Entry(obj, *found))  # type: ignore[arg-type]  # (None: a facts-only reader's)
-                builder.add_entry(read)
-                yield read
-                continue
-            other = obj if obj is not None else _members(rest)
-            if other is not None:
-                _reply_metadata(builder, reader, lineno, other, deep=False)
-                read = (unread(*found) if unread is not None and obj is None
-                        else Entry(message_of(obj) if obj is not None else None, *found))  # type: ignore[arg-type]
-                if (recorded := _recorded_usage(reader, lineno, other, found[1])) is not False:
-                    builder.add_entry(read, usage=recorded)
-                    yield read
-                continue
-        if obj is None and (obj := parse(lineno, raw, False)) is None:
-            continue
-        role = obj.get("role")
-        if _not_a_message(builder, reader, lineno, obj, role):
-            continue
-        message = message_of(obj)
-        if message is not obj and not _reply_metadata(builder, reader, lineno, obj):
-            continue
-        entry = build_entry(message, builder.count, check=True, measure=measure)
-        if not isinstance(entry, Entry):
-            reader.bad(lineno, entry or "not a usable message")
-            continue
-        recorded = _recorded_usage(reader, lineno, obj, role) if message is not obj else None
-        if recorded is not False:
-            builder.add_entry(entry, usage=recorded)
+        got = facts.read(raw, builder.count) if facts is not None else None
+        if (entry := line_entry(builder, reader, lineno, raw, obj, got, messages, unread, measure)) is not None:
             yield entry
     builder.skipped_lines = reader.skipped
+
+
+def line_entry(builder: TranscriptBuilder, reader: LineReader, lineno: int, raw: bytes, obj: dict | None,
+               got: tuple[tuple, bytes | None] | None, messages: bool = True,
+               unread: Callable[..., Entry] | None = None, measure: bool = False) -> Entry | None:
+    """The message on a line (``obj``: its object where it was parsed) added to ``builder``, or
+    None where the line holds none or is bad (said). ``got``: the line's facts as the native
+    reader read them (``LineFacts.read``), None where it did not (``_read`` says the rest)."""
+    if got is not None:
+        # a message line read natively: {"role": "user" | "assistant", "content": ...}, usable,
+        # and where it is a reply, its other members (their own JSON object: rest)
+        found, rest = got
+        if obj is None and messages and (obj := reader.parse(lineno, raw, False)) is None:
+            return None  # (not as the native reader read it: said bad by the parser)
+        if rest is None:
+            read = (unread(*found) if unread is not None and obj is None
+                    else Entry(obj, *found))  # type: ignore[arg-type]  # (None: a facts-only reader's)
+            builder.add_entry(read)
+            return read
+        other = obj if obj is not None else _members(rest)
+        if other is not None:
+            _reply_metadata(builder, reader, lineno, other, deep=False)
+            read = (unread(*found) if unread is not None and obj is None
+                    else Entry(message_of(obj) if obj is not None else None, *found))  # type: ignore[arg-type]
+            if (recorded := _recorded_usage(reader, lineno, other, found[1])) is False:
+                return None
+            builder.add_entry(read, usage=recorded)
+            return read
+    if obj is None and (obj := reader.parse(lineno, raw, False)) is None:
+        return None
+    role = obj.get("role")
+    if _not_a_message(builder, reader, lineno, obj, role):
+        return None
+    message = message_of(obj)
+    if message is not obj and not _reply_metadata(builder, reader, lineno, obj):
+        return None
+    entry = build_entry(message, builder.count, check=True, measure=measure)
+    if not isinstance(entry, Entry):
+        reader.bad(lineno, entry or "not a usable message")
+        return None
+    recorded = _recorded_usage(reader, lineno, obj, role) if message is not obj else None
+    if recorded is False:
+        return None
+    builder.add_entry(entry, usage=recorded)
+    return entry
 
 
 def _members(rest: bytes) -> dict | None:

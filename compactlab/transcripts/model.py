@@ -342,6 +342,12 @@ class TranscriptBuilder:
             self.usage[pos] = usage
         return pos
 
+    def add_entries(self, entries: list[Entry]) -> None:
+        """Messages read with no usage recorded, in order (``add_entry`` of each)."""
+        self.count += len(entries)
+        if self.keep:
+            self.entries.extend(entries)
+
     def build(self, skipped_lines: int = 0, content_hash: str = "") -> Transcript:
         """The transcript; ``content_hash`` when the loader already has it (else computed lazily)."""
         return Transcript(

@@ -91,12 +91,11 @@ def iter_raw_lines(path: str, offset: int = 0, first: int = 1) -> Iterator[tuple
                 if len(raw) == piece and raw[-1] != 10:  # a long line: read on in pieces, counted
                     raw = _long_line(path, lineno, raw, readline, limit)
                 if len(raw) > limit:
-                    raise _too_long(path, lineno, limit)
+                    raise too_long(path, lineno, limit)
                 if raw.isspace():
                     blank += 1
                     if blank > MAX_BLANK_LINES:
-                        raise InputError(f"{path}:{lineno}: more than {MAX_BLANK_LINES:,} blank lines in a row: "
-                                         "not a transcript")
+                        raise too_many_blank_lines(path, lineno)
                 else:
                     blank = 0
                 yield lineno, raw
@@ -105,7 +104,11 @@ def iter_raw_lines(path: str, offset: int = 0, first: int = 1) -> Iterator[tuple
         f.close()
 
 
-def _too_long(path: str, lineno: int, limit: int) -> InputError:
+def too_many_blank_lines(path: str, lineno: int) -> InputError:
+    return InputError(f"{path}:{lineno}: more than {MAX_BLANK_LINES:,} blank lines in a row: not a transcript")
+
+
+def too_long(path: str, lineno: int, limit: int) -> InputError:
     return InputError(f"{path}:{lineno}: a line longer than {limit >> 20} MiB (decompressed): not a transcript line",
                       hint="COMPACTLAB_MAX_LINE_MB raises the limit")
 
@@ -124,7 +127,7 @@ def _long_line(path: str, lineno: int, start: bytes, readline: Callable[[int], b
             break
     if size > limit:
         pieces.clear()
-        raise _too_long(path, lineno, limit)
+        raise too_long(path, lineno, limit)
     return b"".join(pieces)
 
 
@@ -266,6 +269,49 @@ class LineReader:
             if raw.isspace():  # a blank line (no copy, unlike raw.strip())
                 continue
             yield lineno, raw, None
+
+    def blocks(self) -> Iterator[tuple[int, bytes, int, int]]:
+        """The lines of an uncompressed file up to ``limit``, a block of whole lines at a time
+        (about ``BUFFER``): (the byte offset of ``data``, ``data``, where in it the block starts,
+        where it ends). What a reader that splits the lines itself is given, each piece of the
+        file as it was read (a line that two pieces hold comes joined, as a block of its own). Only
+        the file's last line may lack its line break, or a line longer than a line may be
+        (``max_line_bytes``): that one comes as a block of its own, more bytes of it than that, and
+        nothing after it (the caller, which counts the lines, says which line is too long)."""
+        longest = max_line_bytes()
+        left = self.limit
+        at = 0  # the offset of the next piece
+        tail: list[bytes] = []  # the start of a line that the pieces before did not end
+        size = 0  # its bytes
+        f = open_regular(self.path)
+        try:
+            with _reading(self.path):
+                while more := f.read(BUFFER if left is None else min(BUFFER, left)):
+                    if left is not None:
+                        left -= len(more)
+                    first = more.find(b"\n") + 1
+                    if tail and first:  # the line the pieces before began
+                        line = b"".join((*tail, more[:first]))
+                        yield at - size, line, 0, len(line)
+                    elif not first:  # no line ends in it
+                        tail.append(more)
+                        size += len(more)
+                        if size > longest:
+                            yield at + len(more) - size, b"".join(tail), 0, size
+                            return
+                        at += len(more)
+                        continue
+                    cut = more.rfind(b"\n") + 1
+                    start = first if tail else 0
+                    if start < cut:
+                        yield at, more, start, cut
+                    tail = [more[cut:]] if cut < len(more) else []
+                    size = len(more) - cut
+                    at += len(more)
+                if tail:
+                    yield at - size, b"".join(tail), 0, size
+        finally:
+            f.close()
 
     def parse(self, lineno: int, raw: bytes, check_depth: bool = True) -> dict | None:
         """The object on a line, or None once the bad-line policy has dealt with it (``check_depth``

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use crate::{cache, facts, pricing, recall, seam, strings, violations};
+use crate::{cache, facts, lines, pricing, recall, seam, strings, violations};
 
 /// The prompt-cache prefix model (`cost/pricing.py`'s `PromptCache` is its reference).
 #[pyclass(module = "compactlab._native")]
@@ -859,33 +859,118 @@ impl LineFacts {
         let Some((f, others)) = facts::line_facts(bytes, self.measure, true) else {
             return Ok(None);
         };
-        let rest = (!others.is_empty()).then(|| {
-            let mut rest =
-                Vec::with_capacity(2 + others.iter().map(|(a, b)| b - a + 1).sum::<usize>());
-            rest.push(b'{');
-            for (k, &(a, b)) in others.iter().enumerate() {
-                if k > 0 {
-                    rest.push(b',');
-                }
-                rest.extend_from_slice(&bytes[a..b]);
+        let rest = (!others.is_empty()).then(|| Self::members(py, bytes, &others));
+        Ok(Some((
+            PyTuple::new(py, self.entry_args(py, &f, origin)?)?,
+            rest,
+        )))
+    }
+
+    /// The usual lines of `block[start..stop]` (`block`: a piece of the file from its byte `at`;
+    /// from `start`, whole lines, a last one without its line break ending the file or longer
+    /// than `max_line`), each made
+    /// an entry whose message stays in the file: `make(*facts, (source, offset, length, ()))`, its
+    /// origin counted on from `origin`; read until a line Python reads (one `read` does not read
+    /// as a message alone, longer than `max_line` bytes, or a blank one past `max_blank` in a row)
+    /// or the block's end. Returns the entries, where the reading stopped in the block, how many
+    /// lines it read (blank ones too), the blank lines in a row at its end, and the stopping
+    /// line's `read` where it is a reply with other members (read already: not again).
+    #[allow(clippy::too_many_arguments)]
+    fn entries<'py>(
+        &self,
+        block: &Bound<'py, PyBytes>,
+        start: usize,
+        stop: usize,
+        at: i64,
+        origin: i64,
+        mut blank: usize,
+        limits: (usize, usize),
+        make: &Bound<'py, PyAny>,
+        source: &Bound<'py, PyAny>,
+    ) -> PyResult<Entries<'py>> {
+        let py = block.py();
+        let bytes = block
+            .as_bytes()
+            .get(..stop)
+            .ok_or_else(|| pyo3::exceptions::PyValueError::new_err("stop past the block's end"))?;
+        let (max_line, max_blank) = limits;
+        let mut made = Vec::new();
+        let (mut i, mut lines) = (start, 0);
+        let mut pending = None;
+        while let Some(end) = lines::line_end(bytes, i, true) {
+            let line = &bytes[i..end];
+            if line.len() > max_line {
+                break;
             }
-            rest.push(b'}');
-            PyBytes::new(py, &rest)
-        });
-        Ok(Some((self.entry_args(py, &f, origin)?, rest)))
+            if lines::blank(line) {
+                if blank >= max_blank {
+                    break;
+                }
+                blank += 1;
+            } else {
+                let origin = origin + made.len() as i64;
+                let Some((f, others)) = facts::line_facts(line, self.measure, true) else {
+                    break;
+                };
+                if !others.is_empty() {
+                    pending = Some((
+                        PyTuple::new(py, self.entry_args(py, &f, origin)?)?,
+                        Some(Self::members(py, line, &others)),
+                    ));
+                    break;
+                }
+                let mut args = self.entry_args(py, &f, origin)?;
+                let lazy = (source, at + i as i64, line.len(), PyTuple::empty(py));
+                args.push(lazy.into_pyobject(py)?.into_any());
+                made.push(make.call1(PyTuple::new(py, args)?)?);
+                blank = 0;
+            }
+            i = end;
+            lines += 1;
+        }
+        Ok((made, i, lines, blank, pending))
     }
 }
+
+/// What `LineFacts.entries` read: the entries, where it stopped, the lines read, the blank lines
+/// in a row, the stopping line's reply.
+type Entries<'py> = (
+    Vec<Bound<'py, PyAny>>,
+    usize,
+    usize,
+    usize,
+    Option<Reply<'py>>,
+);
 
 /// A reply read: its Entry's arguments, its other members' JSON object (None: it has none).
 type Reply<'py> = (Bound<'py, PyTuple>, Option<Bound<'py, PyBytes>>);
 
 impl LineFacts {
+    /// A reply's other members (at their spans on `line`) as a JSON object of their own.
+    fn members<'py>(
+        py: Python<'py>,
+        line: &[u8],
+        others: &[(usize, usize)],
+    ) -> Bound<'py, PyBytes> {
+        let mut rest = Vec::with_capacity(2 + others.iter().map(|(a, b)| b - a + 1).sum::<usize>());
+        rest.push(b'{');
+        for (k, &(a, b)) in others.iter().enumerate() {
+            if k > 0 {
+                rest.push(b',');
+            }
+            rest.extend_from_slice(&line[a..b]);
+        }
+        rest.push(b'}');
+        PyBytes::new(py, &rest)
+    }
+
+    /// An Entry's arguments after its message (`read`'s facts).
     fn entry_args<'py>(
         &self,
         py: Python<'py>,
         f: &facts::Facts,
         origin: i64,
-    ) -> PyResult<Bound<'py, PyTuple>> {
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let role = match f.role {
             facts::Role::User => intern!(py, "user"),
             facts::Role::Assistant => intern!(py, "assistant"),
@@ -909,19 +994,20 @@ impl LineFacts {
             ))?);
         }
         let misplaced = PyTuple::new(py, f.misplaced.iter().map(String::as_str))?;
-        (
-            f.chars,
-            role,
-            origin,
-            ids,
-            names,
-            PyTuple::new(py, files)?,
-            PyTuple::new(py, results)?,
-            misplaced,
-            f.empty,
-            f.has_text,
-        )
-            .into_pyobject(py)
+        Ok(vec![
+            f.chars.into_pyobject(py)?.into_any(),
+            role.clone().into_any(),
+            origin.into_pyobject(py)?.into_any(),
+            ids.into_any(),
+            names.into_any(),
+            PyTuple::new(py, files)?.into_any(),
+            PyTuple::new(py, results)?.into_any(),
+            misplaced.into_any(),
+            pyo3::types::PyBool::new(py, f.empty).to_owned().into_any(),
+            pyo3::types::PyBool::new(py, f.has_text)
+                .to_owned()
+                .into_any(),
+        ])
     }
 }
 
@@ -1031,7 +1117,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 12;
+const API: u32 = 13;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

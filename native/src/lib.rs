@@ -5,6 +5,7 @@
 pub mod cache;
 pub mod facts;
 pub mod layers;
+pub mod lines;
 pub mod pricing;
 pub mod recall;
 pub mod strings;

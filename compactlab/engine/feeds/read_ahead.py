@@ -38,16 +38,17 @@ import signal
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
-from ...core import in_use
+from ...core import in_use, line_facts
 from ..measures.baseline import BaselineBuilder, RawBaseline
 from ...errors import CompactlabError, InputError
 from ...plumbing.interrupts import Terminated, exit_status, hold_signals, release_signals
 from ...plumbing.lines import BoundedLines, Closed, Late, LineTooLong, framed
 from ...plumbing.process import usable_cores
-from ...transcripts.messages import Entry, Message, json_len
+from ...plumbing.files import MAX_BLANK_LINES, max_line_bytes
+from ...transcripts.messages import Entry, Message, ResultFact, json_len
 from ...transcripts import anthropic_messages
 from ...transcripts.model import Transcript, TranscriptBuilder, TranscriptStream
-from ...transcripts.reader import LineReader, reparse
+from ...transcripts.reader import LineReader, reparse, too_long, too_many_blank_lines
 from .base import StreamFeed
 
 #: smaller files are read in-process: a second process costs more than it saves
@@ -213,15 +214,46 @@ def stream_lazily(path: str, skip_bad_lines: bool = False) -> TranscriptStream |
 
 def _lazy_entries(builder: TranscriptBuilder, source: SourceFile, skip_bad_lines: bool) -> Iterator[Entry]:
     """Every message of ``source`` added to ``builder`` and yielded: the lines the native core reads
-    as their facts (a ``LazyEntry``), the lines Python reads with their message."""
-    # (no head: each line's span is had as it is read, as the reader process has them)
-    reader = LineReader(source.path, skip_bad_lines=skip_bad_lines, limit=source.size)
+    as their facts (a ``LazyEntry``), the lines Python reads with their message. The native core
+    splits the file's lines too, a block at a time (``LineFacts.entries``); each line it leaves
+    (a reply with its usage, a line it does not read, a blank or long one past the limits) is read
+    here as ``iter_raw_lines`` and ``anthropic_messages._read`` read every line (their reference)."""
+    path = source.path
+    reader = LineReader(path, skip_bad_lines=skip_bad_lines, limit=source.size)
+    facts = line_facts(ResultFact, True)
+    limits = max_line_bytes(), MAX_BLANK_LINES
 
-    def unread(*facts: Any) -> LazyEntry:  # (read natively: its facts; the lines Python reads keep their message)
+    def unread(*found: Any) -> LazyEntry:  # (read natively: its facts; the lines Python reads keep their message)
         offset, length = reader.span  # type: ignore[misc]
-        return LazyEntry(*facts, (source, offset, length, ()))  # type: ignore[call-arg]  # (the ten facts)
+        return LazyEntry(*found, (source, offset, length, ()))  # type: ignore[call-arg]  # (the ten facts)
 
-    return anthropic_messages._read(builder, reader, measure=True, messages=False, unread=unread)
+    lineno, blank = 1, 0
+    for at, block, i, stop in reader.blocks():
+        while i < stop:
+            made, i, lines, blank, got = facts.entries(block, i, stop, at, builder.count, blank, limits, LazyEntry,
+                                                       source)
+            lineno += lines
+            if made:
+                builder.add_entries(made)
+                yield from made
+            if i == stop:
+                break
+            end = block.find(b"\n", i, stop) + 1 or stop
+            raw = block[i:end]
+            if len(raw) > limits[0]:
+                raise too_long(path, lineno, limits[0])
+            if raw.isspace():  # (a blank line past the limit)
+                raise too_many_blank_lines(path, lineno)
+            blank = 0
+            reader.span = (at + i, len(raw))
+            if got is None:
+                got = facts.read(raw, builder.count)
+            if (entry := anthropic_messages.line_entry(builder, reader, lineno, raw, None, got, False, unread,
+                                                       True)) is not None:
+                yield entry
+            i = end
+            lineno += 1
+    builder.skipped_lines = reader.skipped
 
 
 class ReadAheadFeed(StreamFeed):

@@ -1,0 +1,177 @@
+"""A file whose messages are left in it is read a block at a time, its lines split by the native
+core (`LineFacts.entries`, `LineReader.blocks`): it must give what the line-by-line reading gives
+(`iter_raw_lines` and `anthropic_messages._read`, the reference), entry for entry, span for span,
+error for error, wherever the blocks happen to cut the lines."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compactlab.core import in_use, line_facts
+from compactlab.errors import CompactlabError
+from compactlab.engine.feeds import read_ahead
+from compactlab.engine.feeds.read_ahead import LazyEntry, SourceFile, _lazy_entries
+from compactlab.transcripts import anthropic_messages, reader
+from compactlab.transcripts.messages import ResultFact
+from compactlab.transcripts.model import TranscriptBuilder
+from compactlab.transcripts.reader import LineReader
+from helpers import asst, tr, tu, user
+
+pytestmark = pytest.mark.skipif(in_use() is None, reason="the lines are split natively only where the native core runs")
+
+_FACTS = ("chars", "role", "origin", "tool_use_ids", "tool_names", "use_files", "results", "misplaced_results",
+          "empty", "has_text")
+
+
+def _line_by_line(path: str, skip: bool) -> TranscriptBuilder:
+    """The reference: every line read by itself (`iter_raw_lines`), its facts by `LineFacts.read`."""
+    source = SourceFile(path)
+    builder = TranscriptBuilder(path, anthropic_messages.NAME, keep=True)
+    lines = LineReader(path, skip_bad_lines=skip, limit=source.size)
+
+    def unread(*found: object) -> LazyEntry:
+        offset, length = lines.span  # type: ignore[misc]
+        return LazyEntry(*found, (source, offset, length, ()))  # type: ignore[arg-type]
+
+    for _ in anthropic_messages._read(builder, lines, measure=True, messages=False, unread=unread):
+        pass
+    return builder
+
+
+def _by_blocks(path: str, skip: bool) -> TranscriptBuilder:
+    builder = TranscriptBuilder(path, anthropic_messages.NAME, keep=True)
+    for _ in _lazy_entries(builder, SourceFile(path), skip):
+        pass
+    return builder
+
+
+def _outcome(read, path: str, skip: bool) -> object:
+    """What a reading gives: every entry's kind, facts, span and message, and what the builder kept;
+    or the error it ends with."""
+    try:
+        b = read(path, skip)
+    except CompactlabError as exc:
+        return type(exc).__name__, str(exc)
+    return ([(type(e).__name__, [getattr(e, k) for k in _FACTS], getattr(e, "_lazy", (None, None, None))[1:3],
+              e.message) for e in b.entries],
+            b.count, b.usage, b.metadata, b.model, b.system, b.skipped_lines, len(b.compactions))
+
+
+def _same(path: str, skip: bool) -> object:
+    expected = _outcome(_line_by_line, path, skip)
+    assert _outcome(_by_blocks, path, skip) == expected
+    return expected
+
+
+_messages = st.sampled_from([
+    user("Find the bug.\nIt is in\tthe cache."),
+    user("   "),
+    user([{"type": "text", "text": "é ü — 日本"}]),  # type: ignore[arg-type]
+    asst("Reading it.", tu("t1", "read_file", path="src/a.py")),
+    asst(tu("t2", "bash", command="ls")),
+    {"role": "user", "content": [tr("t1", "1\tdef f():\n2\t    return 1\n"), tr("t2", [{"type": "text", "text": "x"}])]},
+    {"role": "user", "content": [{"type": "text", "text": "then"}, tr("t1", "late")]},  # a misplaced result
+])
+_replies = st.builds(lambda m, n: {**m, "model": "claude-sonnet-4-5", "usage": {"input_tokens": n, "output_tokens": 3}},
+                     st.just(asst("Done.")), st.integers(1, 10_000))
+_line = st.one_of(
+    _messages.map(orjson.dumps),
+    _replies.map(orjson.dumps),
+    st.sampled_from([b"", b"   ", b"\t\r", b"\x0b"]),  # blank once its break is added
+    st.sampled_from([b'{"role": "system", "content": "be brief"}', b'{"role":"user"', b"[1, 2]", b"not json",
+                     b'{"role":"user","content":"a","role":"user"}', b'{"message": {"role": "user"}}']),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.tuples(_line, st.sampled_from([b"\n", b"\r\n"])), max_size=30),
+       last_break=st.booleans(), buffer=st.integers(1, 300), skip=st.booleans())
+def test_a_file_read_a_block_at_a_time_is_read_as_line_by_line(lines, last_break, buffer, skip, tmp_path,
+                                                               monkeypatch):
+    monkeypatch.setattr(reader, "BUFFER", buffer)  # (pieces of a few bytes: lines cut anywhere)
+    data = b"".join(line + end for line, end in lines)
+    if lines and not last_break:
+        data = data[: -len(lines[-1][1])]
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(data)
+    _same(str(path), skip)
+
+
+@pytest.mark.parametrize("buffer", [1, 5, 64, 1 << 20])
+def test_blank_lines_past_the_limit_end_the_reading_at_the_same_line(buffer, tmp_path, monkeypatch):
+    monkeypatch.setattr(reader, "BUFFER", buffer)
+    for module in (reader, read_ahead):
+        monkeypatch.setattr(module, "MAX_BLANK_LINES", 3)
+    path = tmp_path / "t.jsonl"
+    message = orjson.dumps(user("hi")) + b"\n"
+    path.write_bytes(message + b"\n \n\n" + message + b"\n\n\n \n" + message)
+    assert _same(str(path), False) == ("InputError", f"{path}:9: more than 3 blank lines in a row: not a transcript")
+    path.write_bytes(message + b"\n \n\n" + message * 2)  # as many as the limit: read
+    assert len(_same(str(path), False)[0]) == 3  # type: ignore[index]
+
+
+@pytest.mark.parametrize("buffer", [1000, 1 << 20])
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_a_line_longer_than_a_line_may_be_is_named_by_its_number(buffer, where, tmp_path, monkeypatch):
+    monkeypatch.setattr(reader, "BUFFER", buffer)
+    monkeypatch.setenv("COMPACTLAB_MAX_LINE_MB", "0.01")  # 10,485 bytes
+    short, long = orjson.dumps(user("hi")) + b"\n", orjson.dumps(user("x" * 11_000)) + b"\n"
+    lines = {"first": [long, short], "middle": [short, short, long, short], "last": [short, long[:-1]]}[where]
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(lines))
+    number = lines.index(long if where != "last" else long[:-1]) + 1
+    assert _same(str(path), True) == ("InputError", f"{path}:{number}: a line longer than 0 MiB (decompressed): "
+                                                    "not a transcript line")
+
+
+def test_a_file_that_grew_is_read_as_it_was_when_it_was_opened(tmp_path):
+    path = tmp_path / "t.jsonl"
+    first, more = orjson.dumps(user("one")) + b"\n", orjson.dumps(user("two"))
+    path.write_bytes(first + more)
+    source = SourceFile(str(path))
+    path.write_bytes(first + more + b"\n" + orjson.dumps(user("three")) + b"\n")  # (after the size was taken)
+    builder = TranscriptBuilder(str(path), anthropic_messages.NAME, keep=True)
+    entries = list(_lazy_entries(builder, source, False))
+    assert [e.message["content"] for e in entries] == ["one", "two"] and builder.count == 2
+    assert [e._lazy[1:3] for e in entries] == [(0, len(first)), (len(first), len(more))]
+
+
+def test_a_line_is_split_by_the_native_core_and_a_reply_with_usage_is_read_once(tmp_path, monkeypatch):
+    """The usual lines never reach Python one by one; a reply with its usage does, its facts read
+    by the native core once."""
+    reply = {**asst("ok"), "usage": {"input_tokens": 5, "output_tokens": 1}, "model": "claude-sonnet-4-5"}
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(m) + b"\n" for m in [user("a"), asst("b"), user("c"), reply, user("d")]))
+    reads = []
+    facts = line_facts(ResultFact, True)
+
+    class Counted:
+        def read(self, raw, origin):
+            reads.append(raw)
+            return facts.read(raw, origin)
+
+        def entries(self, *args):
+            return facts.entries(*args)
+
+    monkeypatch.setattr(read_ahead, "line_facts", lambda *_: Counted())
+    builder = TranscriptBuilder(str(path), anthropic_messages.NAME, keep=True)
+    entries = list(_lazy_entries(builder, SourceFile(str(path)), False))
+    assert [e.origin for e in entries] == [0, 1, 2, 3, 4] and all(type(e) is LazyEntry for e in entries)
+    assert reads == [] and builder.usage[3]["input_tokens"] == 5 and builder.model == "claude-sonnet-4-5"
+
+
+def test_a_line_too_long_is_not_read_past_the_limit(tmp_path, monkeypatch):
+    """The blocks stop at a line longer than a line may be, holding no more of it than the limit and
+    a piece: a file of one huge line (a bomb) is never read whole."""
+    monkeypatch.setattr(reader, "BUFFER", 4096)
+    monkeypatch.setenv("COMPACTLAB_MAX_LINE_MB", "0.01")  # 10,485 bytes
+    path = tmp_path / "t.jsonl"
+    first = orjson.dumps(user("a")) + b"\n"
+    path.write_bytes(first + b"x" * 100_000 + b"\n" + orjson.dumps(user("b")) + b"\n")
+    blocks = list(LineReader(str(path)).blocks())
+    assert [(at, start) for at, _, start, _ in blocks] == [(0, 0), (len(first), 0)]
+    at, data, start, stop = blocks[-1]
+    assert 10_485 < stop - start <= 10_485 + 4096 and data[start:stop] == b"x" * (stop - start)
