@@ -454,22 +454,38 @@ impl InvariantTracker {
         if s.is_none() {
             return Ok(violations::NONE);
         }
-        let py = s.py();
         let k = key(s)?;
-        let hash = FxBuildHasher.hash_one(&*k);
+        Ok(self.intern_key(s.py(), &k, || s.clone().unbind()))
+    }
+
+    /// A string read natively (not yet a Python one: made where it is new).
+    fn intern_str(&mut self, py: Python<'_>, s: &str) -> violations::Id {
+        self.intern_key(py, s.as_bytes(), || {
+            PyString::new(py, s).into_any().unbind()
+        })
+    }
+
+    /// The number of the string whose `key` is `k`; a new one's string made by `string`.
+    fn intern_key(
+        &mut self,
+        py: Python<'_>,
+        k: &[u8],
+        string: impl FnOnce() -> Py<PyAny>,
+    ) -> violations::Id {
+        let hash = FxBuildHasher.hash_one(k);
         let (ids, names) = (&mut self.ids, &mut self.names);
         // (a string interned has a key: `key` read it when it came)
         let key_of = |id: violations::Id| key(names[id as usize].bind(py)).ok();
         if let Some(&id) = ids.find(hash, |&id| key_of(id).is_some_and(|n| *n == *k)) {
-            return Ok(id);
+            return id;
         }
         let id = names.len() as violations::Id;
-        names.push(s.clone().unbind());
+        names.push(string());
         let names = &*names;
         ids.insert_unique(hash, id, |&id| {
             FxBuildHasher.hash_one(&*key(names[id as usize].bind(py)).unwrap_or_default())
         });
-        Ok(id)
+        id
     }
 
     fn name(&self, py: Python<'_>, id: violations::Id) -> Py<PyAny> {
@@ -573,18 +589,99 @@ impl StreamBaseline {
     /// The next message: at a reply (a call), the call's row first, from the messages before it.
     fn add(&mut self, entry: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = entry.py();
-        let pos = self.added;
         let facts = self.tracker.facts(entry)?;
+        let mut seen = Seen {
+            chars: entry.getattr(intern!(py, "chars"))?.extract()?,
+            results: Vec::new(),
+            uses: Vec::new(),
+        };
         if facts.role == ASSISTANT {
-            self.call(entry, pos)?;
+            let uses = entry.getattr(intern!(py, "tool_use_ids"))?;
+            if uses.is_truthy()? {
+                let files = entry.getattr(intern!(py, "use_files"))?;
+                for (id, names) in uses.try_iter()?.zip(files.try_iter()?) {
+                    let id = self.tracker.intern(&id?)?;
+                    let names = names?
+                        .try_iter()?
+                        .map(|name| self.tracker.intern(&name?))
+                        .collect::<PyResult<Vec<violations::Id>>>()?;
+                    seen.uses.push((id, names));
+                }
+            }
         } else if !self.files_of.is_empty() {
             for fact in entry.getattr(intern!(py, "results"))?.try_iter()? {
                 let fact = fact?;
                 let id = self
                     .tracker
                     .intern(&fact.getattr(intern!(py, "tool_use_id"))?)?;
+                seen.results
+                    .push((id, fact.getattr(intern!(py, "block"))?.extract()?));
+            }
+        }
+        self.add_message(py, facts, seen)
+    }
+}
+
+/// What the raw baseline reads of a message besides its tracker's facts: its size, its tool
+/// results' (id, block) (a user message's, where a tool input named a file), its tool uses' (id,
+/// files) (a reply's).
+struct Seen {
+    chars: i64,
+    results: Vec<(violations::Id, i64)>,
+    uses: Vec<(violations::Id, Vec<violations::Id>)>,
+}
+
+impl StreamBaseline {
+    /// A message read natively (`LineFacts.entries`): as `add` of its entry.
+    fn add_read(&mut self, py: Python<'_>, f: &facts::Facts, origin: i64) -> PyResult<()> {
+        let t = &mut self.tracker;
+        let role = match f.role {
+            facts::Role::User => USER,
+            facts::Role::Assistant => ASSISTANT,
+        };
+        let uses: Vec<violations::Id> = f.uses.iter().map(|u| t.intern_str(py, &u.id)).collect();
+        let results = f
+            .results
+            .iter()
+            .map(|r| t.intern_str(py, &r.tool_use_id))
+            .collect::<Vec<_>>();
+        let misplaced = f.misplaced.iter().map(|m| t.intern_str(py, m)).collect();
+        let mut seen = Seen {
+            chars: f.chars as i64,
+            results: Vec::new(),
+            uses: Vec::new(),
+        };
+        if role == ASSISTANT {
+            for (u, &id) in f.uses.iter().zip(&uses) {
+                let names = u.files.iter().map(|n| t.intern_str(py, n)).collect();
+                seen.uses.push((id, names));
+            }
+        } else if !self.files_of.is_empty() {
+            seen.results = f
+                .results
+                .iter()
+                .zip(&results)
+                .map(|(r, &id)| (id, r.block as i64))
+                .collect();
+        }
+        let facts = Arc::new(violations::Facts::new(
+            origin, role, uses, results, misplaced, f.empty,
+        ));
+        self.add_message(py, facts, seen)
+    }
+
+    fn add_message(
+        &mut self,
+        py: Python<'_>,
+        facts: Arc<violations::Facts>,
+        seen: Seen,
+    ) -> PyResult<()> {
+        let pos = self.added;
+        if facts.role == ASSISTANT {
+            self.call(py, pos, seen.uses)?;
+        } else {
+            for (id, block) in seen.results {
                 if let Some(names) = self.files_of.get(&id) {
-                    let block: i64 = fact.getattr(intern!(py, "block"))?.extract()?;
                     for &name in names {
                         self.latest.insert(name, (pos, block));
                     }
@@ -593,14 +690,16 @@ impl StreamBaseline {
         }
         self.fresh.push(violations::Slot { key: pos, facts });
         self.added += 1;
-        self.chars += entry.getattr(intern!(py, "chars"))?.extract::<i64>()?;
+        self.chars += seen.chars;
         Ok(())
     }
-}
 
-impl StreamBaseline {
-    fn call(&mut self, entry: &Bound<'_, PyAny>, pos: usize) -> PyResult<()> {
-        let py = entry.py();
+    fn call(
+        &mut self,
+        py: Python<'_>,
+        pos: usize,
+        uses: Vec<(violations::Id, Vec<violations::Id>)>,
+    ) -> PyResult<()> {
         let tracker = &mut self.tracker.inner;
         let fresh = std::mem::take(&mut self.fresh);
         let d0 = tracker.start(self.seen, self.seen + fresh.len());
@@ -621,26 +720,17 @@ impl StreamBaseline {
             let counts = self.counter.bind(py).call1((self.tracker.counts(py)?,))?;
             self.counts.bind(py).set_item(call, counts)?;
         }
-        let uses = entry.getattr(intern!(py, "tool_use_ids"))?;
-        if uses.is_truthy()? {
-            let mut found = Vec::new();
-            let files = entry.getattr(intern!(py, "use_files"))?;
-            for (id, names) in uses.try_iter()?.zip(files.try_iter()?) {
-                let id = self.tracker.intern(&id?)?;
-                let names = names?
-                    .try_iter()?
-                    .map(|name| self.tracker.intern(&name?))
-                    .collect::<PyResult<Vec<violations::Id>>>()?;
-                for name in &names {
-                    if let Some(&at) = self.latest.get(name) {
-                        found.push(at);
-                    }
+        let mut found = Vec::new();
+        for (id, names) in uses {
+            for name in &names {
+                if let Some(&at) = self.latest.get(name) {
+                    found.push(at);
                 }
-                self.files_of.insert(id, names);
             }
-            if !found.is_empty() {
-                self.refs.bind(py).set_item(call, found)?;
-            }
+            self.files_of.insert(id, names);
+        }
+        if !found.is_empty() {
+            self.refs.bind(py).set_item(call, found)?;
         }
         Ok(())
     }
@@ -870,7 +960,8 @@ impl LineFacts {
     /// from `start`, whole lines, a last one without its line break ending the file or longer
     /// than `max_line`), each made
     /// an entry whose message stays in the file: `make(*facts, (source, offset, length, ()))`, its
-    /// origin counted on from `origin`; read until a line Python reads (one `read` does not read
+    /// origin counted on from `origin` and each added to `baseline` where one is given (a stream's
+    /// raw baseline without probes); read until a line Python reads (one `read` does not read
     /// as a message alone, longer than `max_line` bytes, or a blank one past `max_blank` in a row)
     /// or the block's end. Returns the entries, where the reading stopped in the block, how many
     /// lines it read (blank ones too), the blank lines in a row at its end, and the stopping
@@ -887,6 +978,7 @@ impl LineFacts {
         limits: (usize, usize),
         make: &Bound<'py, PyAny>,
         source: &Bound<'py, PyAny>,
+        mut baseline: Option<PyRefMut<'py, StreamBaseline>>,
     ) -> PyResult<Entries<'py>> {
         let py = block.py();
         let bytes = block
@@ -923,6 +1015,9 @@ impl LineFacts {
                 let lazy = (source, at + i as i64, line.len(), PyTuple::empty(py));
                 args.push(lazy.into_pyobject(py)?.into_any());
                 made.push(make.call1(PyTuple::new(py, args)?)?);
+                if let Some(b) = baseline.as_deref_mut() {
+                    b.add_read(py, &f, origin)?;
+                }
                 blank = 0;
             }
             i = end;

@@ -135,7 +135,7 @@ class Opening:
 
             lazy = read_ahead.stream_lazily(self.path, self.skip_bad_lines)
             if lazy is not None:
-                return StreamFeed(lazy, probes=False)
+                return lazy
         ahead = self._read_ahead(probes)
         if ahead is not None:
             return ahead

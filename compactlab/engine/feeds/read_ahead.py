@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from ...core import in_use, line_facts
-from ..measures.baseline import BaselineBuilder, RawBaseline
+from ..measures.baseline import BaselineBuilder, RawBaseline, stream_baseline
 from ...errors import CompactlabError, InputError
 from ...plumbing.interrupts import Terminated, exit_status, hold_signals, release_signals
 from ...plumbing.lines import BoundedLines, Closed, Late, LineTooLong, framed
@@ -196,28 +196,34 @@ def load_lazily(path: str, skip_bad_lines: bool = False) -> Transcript | None:
     return load_with(load, path, skip_bad_lines=skip_bad_lines)
 
 
-def stream_lazily(path: str, skip_bad_lines: bool = False) -> TranscriptStream | None:
+def stream_lazily(path: str, skip_bad_lines: bool = False) -> StreamFeed | None:
     """The Anthropic messages file at ``path`` streamed in this process with its messages left in
-    the file, as ``load_lazily`` loads one: what a stream costs where the reader process would only
-    send the messages' facts (no probe to look for), without the pickling and the second
-    process's upkeep. None where it does not apply (as ``load_lazily``), or where
-    ``COMPACTLAB_READ_AHEAD=1`` asks for the reader process."""
-    if in_use() is None or os.environ.get("COMPACTLAB_READ_AHEAD", "") == "1" or not usable(path, forking=False):
+    the file, as ``load_lazily`` loads one, and its raw baseline (without the probes) built as its
+    lines are read: what a stream costs where the reader process would only send the messages'
+    facts (no probe to look for), without the pickling and the second process's upkeep. None where
+    it does not apply (as ``load_lazily``), or where ``COMPACTLAB_READ_AHEAD=1`` asks for the
+    reader process."""
+    native = in_use()
+    if native is None or os.environ.get("COMPACTLAB_READ_AHEAD", "") == "1" or not usable(path, forking=False):
         return None
     try:
         source = SourceFile(path)
     except OSError:
         return None
     builder = TranscriptBuilder(path, anthropic_messages.NAME, keep=False)
-    return TranscriptStream(builder, _lazy_entries(builder, source, skip_bad_lines))
+    base = RawBaseline(probes_indexed=False)
+    entries = _lazy_entries(builder, source, skip_bad_lines, stream_baseline(native, base))
+    return StreamFeed(TranscriptStream(builder, entries), baseline=base)
 
 
-def _lazy_entries(builder: TranscriptBuilder, source: SourceFile, skip_bad_lines: bool) -> Iterator[Entry]:
-    """Every message of ``source`` added to ``builder`` and yielded: the lines the native core reads
-    as their facts (a ``LazyEntry``), the lines Python reads with their message. The native core
-    splits the file's lines too, a block at a time (``LineFacts.entries``); each line it leaves
-    (a reply with its usage, a line it does not read, a blank or long one past the limits) is read
-    here as ``iter_raw_lines`` and ``anthropic_messages._read`` read every line (their reference)."""
+def _lazy_entries(builder: TranscriptBuilder, source: SourceFile, skip_bad_lines: bool,
+                  baseline: Any = None) -> Iterator[Entry]:
+    """Every message of ``source`` added to ``builder`` (and to ``baseline``, a ``stream_baseline``,
+    where one is given) and yielded: the lines the native core reads as their facts (a
+    ``LazyEntry``), the lines Python reads with their message. The native core splits the file's
+    lines too, a block at a time (``LineFacts.entries``); each line it leaves (a reply with its
+    usage, a line it does not read, a blank or long one past the limits) is read here as
+    ``iter_raw_lines`` and ``anthropic_messages._read`` read every line (their reference)."""
     path = source.path
     reader = LineReader(path, skip_bad_lines=skip_bad_lines, limit=source.size)
     facts = line_facts(ResultFact, True)
@@ -231,7 +237,7 @@ def _lazy_entries(builder: TranscriptBuilder, source: SourceFile, skip_bad_lines
     for at, block, i, stop in reader.blocks():
         while i < stop:
             made, i, lines, blank, got = facts.entries(block, i, stop, at, builder.count, blank, limits, LazyEntry,
-                                                       source)
+                                                       source, baseline)
             lineno += lines
             if made:
                 builder.add_entries(made)
@@ -250,6 +256,8 @@ def _lazy_entries(builder: TranscriptBuilder, source: SourceFile, skip_bad_lines
                 got = facts.read(raw, builder.count)
             if (entry := anthropic_messages.line_entry(builder, reader, lineno, raw, None, got, False, unread,
                                                        True)) is not None:
+                if baseline is not None:
+                    baseline.add(entry)
                 yield entry
             i = end
             lineno += 1

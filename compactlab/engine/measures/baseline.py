@@ -54,6 +54,14 @@ Ref = tuple[int, int]
 _EMPTY: Counter = Counter()
 
 
+def stream_baseline(native: Any, base: RawBaseline) -> Any:
+    """The raw baseline of a stream whose probes are not looked for, built in Rust
+    (``_native.StreamBaseline``; ``BaselineBuilder`` is its reference): shown each message in order
+    (``add``, or as the native core reads its line), it writes each call's row into ``base``."""
+    return native.StreamBaseline(Violation, FREED, base.messages, base.chars, base.violation_counts, base.refs,
+                                 Counter)
+
+
 class BaselineBuilder:
     """Builds a RawBaseline from the messages in order, as a replay reads them.
 
@@ -69,9 +77,7 @@ class BaselineBuilder:
         if native is not None and not keep and not probes:
             # a stream whose probes are not looked for: the whole builder in Rust (this class is its
             # reference), writing each call's row into ``base``
-            b = self.base
-            self.add = native.StreamBaseline(  # type: ignore[method-assign]
-                Violation, FREED, b.messages, b.chars, b.violation_counts, b.refs, Counter).add
+            self.add = stream_baseline(native, self.base).add  # type: ignore[method-assign]
         #: the hindsight probes' index; None for a run that cannot lose one (no compaction). It
         #: reads the texts in Rust where the native core runs (``native``: ``core.in_use()``)
         self._probes = ProbeIndex(system if isinstance(system, str) else orjson.dumps(system).decode() if system else None,
