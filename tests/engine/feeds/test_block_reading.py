@@ -14,6 +14,7 @@ from compactlab.core import in_use, line_facts
 from compactlab.errors import CompactlabError
 from compactlab.engine.feeds import read_ahead
 from compactlab.engine.feeds.read_ahead import LazyEntry, SourceFile, _lazy_entries
+from compactlab.engine.measures.baseline import BaselineBuilder, RawBaseline, stream_baseline
 from compactlab.transcripts import anthropic_messages, reader
 from compactlab.transcripts.messages import ResultFact
 from compactlab.transcripts.model import TranscriptBuilder
@@ -55,15 +56,29 @@ def _outcome(read, path: str, skip: bool) -> object:
         b = read(path, skip)
     except CompactlabError as exc:
         return type(exc).__name__, str(exc)
-    return ([(type(e).__name__, [getattr(e, k) for k in _FACTS], getattr(e, "_lazy", (None, None, None))[1:3],
+    return [[(type(e).__name__, [getattr(e, k) for k in _FACTS], getattr(e, "_lazy", (None, None, None))[1:3],
               e.message) for e in b.entries],
-            b.count, b.usage, b.metadata, b.model, b.system, b.skipped_lines, len(b.compactions))
+            b.count, b.usage, b.metadata, b.model, b.system, b.skipped_lines, len(b.compactions)]
 
 
 def _same(path: str, skip: bool) -> object:
     expected = _outcome(_line_by_line, path, skip)
     assert _outcome(_by_blocks, path, skip) == expected
     return expected
+
+
+def _baselines(path: str, skip: bool) -> tuple[object, object]:
+    """The raw baseline built as the blocks are read (`stream_baseline`), and `BaselineBuilder`'s
+    (Python's) of the entries read line by line."""
+    read = RawBaseline(probes_indexed=False)
+    builder = TranscriptBuilder(path, anthropic_messages.NAME, keep=False)
+    for _ in _lazy_entries(builder, SourceFile(path), skip, stream_baseline(in_use(), read)):
+        pass
+    reference = BaselineBuilder(keep=False, probes=False)
+    for entry in _line_by_line(path, skip).entries:
+        reference.add(entry)
+    rows = [(b.messages, b.chars, b.violation_counts, b.refs, b.first_seen) for b in (read, reference.base)]
+    return rows[0], rows[1]
 
 
 _messages = st.sampled_from([
@@ -97,7 +112,22 @@ def test_a_file_read_a_block_at_a_time_is_read_as_line_by_line(lines, last_break
         data = data[: -len(lines[-1][1])]
     path = tmp_path / "t.jsonl"
     path.write_bytes(data)
-    _same(str(path), skip)
+    if type(_same(str(path), skip)) is list:  # (read to the end: its baseline too)
+        read, reference = _baselines(str(path), skip)
+        assert read == reference
+
+
+def test_a_baseline_built_as_the_blocks_are_read_has_its_violations_and_references(tmp_path, monkeypatch):
+    monkeypatch.setattr(reader, "BUFFER", 50)
+    reply = {**asst("again", tu("t3", "read_file", path="src/a.py")), "usage": {"input_tokens": 5, "output_tokens": 1}}
+    lines = [user("go"), asst(tu("t1", "read_file", path="src/a.py"), tu("t2", "bash")),
+             {"role": "user", "content": [tr("t1", "1\tx")]}, reply, user("then"), asst("done")]
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(m) + b"\n" for m in lines))
+    read, reference = _baselines(str(path), False)
+    assert read == reference
+    messages, chars, counts, refs, _ = read  # type: ignore[misc]
+    assert messages == [1, 3, 5] and refs == {1: [(2, 0)]} and counts and all(counts.values())
 
 
 @pytest.mark.parametrize("buffer", [1, 5, 64, 1 << 20])
