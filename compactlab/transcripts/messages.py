@@ -186,7 +186,7 @@ BLOCK_DEPTH = 3
 MAX_DEPTH = 200
 
 
-_NO_IDS: frozenset[str] = frozenset()
+NO_IDS: frozenset[str] = frozenset()
 _tool_use_id = itemgetter(1)  # of a ResultFact
 
 
@@ -219,9 +219,9 @@ class Entry:
         self.empty = empty
         self.has_text = has_text  # text_of(message) has more than whitespace
         if use_set is None:  # (one Entry a message read: the sets of none are shared)
-            use_set = frozenset(tool_use_ids) if tool_use_ids else _NO_IDS
+            use_set = frozenset(tool_use_ids) if tool_use_ids else NO_IDS
         if result_set is None:
-            result_set = frozenset(map(_tool_use_id, results)) if results else _NO_IDS
+            result_set = frozenset(map(_tool_use_id, results)) if results else NO_IDS
         self.use_set = use_set
         self.result_set = result_set
         #: the content blocks that are no longer the transcript's own (retention, SPEC §7)

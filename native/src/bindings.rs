@@ -923,6 +923,8 @@ impl RecallCheck {
 /// None where Python reads the line. Made once a file, with the `ResultFact` class its results are made of.
 #[pyclass(module = "compactlab._native", frozen)]
 struct LineFacts {
+    /// `ResultFact._make`: a result's fact made of a tuple of its fields (a named tuple's own way,
+    /// without running its Python `__new__`)
     result_fact: Py<PyAny>,
     /// each tool result's `json_size` too (`build_entry`'s `measure`)
     measure: bool,
@@ -931,11 +933,13 @@ struct LineFacts {
 #[pymethods]
 impl LineFacts {
     #[new]
-    fn new(result_fact: Py<PyAny>, measure: bool) -> Self {
-        LineFacts {
-            result_fact,
+    fn new(result_fact: &Bound<'_, PyAny>, measure: bool) -> PyResult<Self> {
+        Ok(LineFacts {
+            result_fact: result_fact
+                .getattr(intern!(result_fact.py(), "_make"))?
+                .unbind(),
             measure,
-        }
+        })
     }
 
     /// The facts of the message on `line` (`(chars, role, origin, tool_use_ids, tool_names,
@@ -959,7 +963,8 @@ impl LineFacts {
     /// The usual lines of `block[start..stop]` (`block`: a piece of the file from its byte `at`;
     /// from `start`, whole lines, a last one without its line break ending the file or longer
     /// than `max_line`), each made
-    /// an entry whose message stays in the file: `make(*facts, (source, offset, length, ()))`, its
+    /// an entry whose message stays in the file: `make`'s `LazyEntry(*facts, (source, offset,
+    /// length, ()))` (`lazy_entry`), its
     /// origin counted on from `origin` and each added to `baseline` where one is given (a stream's
     /// raw baseline without probes); read until a line Python reads (one `read` does not read
     /// as a message alone, longer than `max_line` bytes, or a blank one past `max_blank` in a row)
@@ -976,10 +981,11 @@ impl LineFacts {
         origin: i64,
         mut blank: usize,
         limits: (usize, usize),
-        make: &Bound<'py, PyAny>,
+        make: (Bound<'py, PyType>, Bound<'py, PyAny>),
         source: &Bound<'py, PyAny>,
         mut baseline: Option<PyRefMut<'py, StreamBaseline>>,
     ) -> PyResult<Entries<'py>> {
+        let make = (&make.0, &make.1);
         let py = block.py();
         let bytes = block
             .as_bytes()
@@ -1011,10 +1017,9 @@ impl LineFacts {
                     ));
                     break;
                 }
-                let mut args = self.entry_args(py, &f, origin)?;
                 let lazy = (source, at + i as i64, line.len(), PyTuple::empty(py));
-                args.push(lazy.into_pyobject(py)?.into_any());
-                made.push(make.call1(PyTuple::new(py, args)?)?);
+                let lazy = lazy.into_pyobject(py)?.into_any();
+                made.push(self.lazy_entry(py, make, &f, origin, lazy)?);
                 if let Some(b) = baseline.as_deref_mut() {
                     b.add_read(py, &f, origin)?;
                 }
@@ -1041,6 +1046,60 @@ type Entries<'py> = (
 type Reply<'py> = (Bound<'py, PyTuple>, Option<Bound<'py, PyBytes>>);
 
 impl LineFacts {
+    /// The `LazyEntry` of a line read (`make`: its class and the empty frozenset), made as its
+    /// `__init__` makes one from `facts` and `lazy` (the reference: the tests hold every slot of
+    /// one made here to one it makes) without running its Python.
+    fn lazy_entry<'py>(
+        &self,
+        py: Python<'py>,
+        make: (&Bound<'py, PyType>, &Bound<'py, PyAny>),
+        f: &facts::Facts,
+        origin: i64,
+        lazy: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (class, no_ids) = make;
+        let entry = class.call_method1(intern!(py, "__new__"), (class,))?;
+        let args = self.entry_args(py, f, origin)?;
+        let ids_of =
+            |items: &Bound<'py, PyAny>, key: Option<usize>| -> PyResult<Bound<'py, PyAny>> {
+                let items = items.cast::<PyTuple>()?;
+                if items.is_empty() {
+                    return Ok(no_ids.clone());
+                }
+                let ids = items
+                    .iter()
+                    .map(|item| match key {
+                        Some(k) => item.get_item(k),
+                        None => Ok(item),
+                    })
+                    .collect::<PyResult<Vec<_>>>()?;
+                Ok(pyo3::types::PyFrozenSet::new(py, ids)?.into_any())
+            };
+        let use_set = ids_of(&args[3], None)?;
+        let result_set = ids_of(&args[6], Some(1))?;
+        let names = [
+            intern!(py, "chars"),
+            intern!(py, "role"),
+            intern!(py, "origin"),
+            intern!(py, "tool_use_ids"),
+            intern!(py, "tool_names"),
+            intern!(py, "use_files"),
+            intern!(py, "results"),
+            intern!(py, "misplaced_results"),
+            intern!(py, "empty"),
+            intern!(py, "has_text"),
+        ];
+        for (name, value) in names.into_iter().zip(args) {
+            entry.setattr(name, value)?;
+        }
+        entry.setattr(intern!(py, "use_set"), use_set)?;
+        entry.setattr(intern!(py, "result_set"), result_set)?;
+        entry.setattr(intern!(py, "changed"), no_ids)?;
+        entry.setattr(intern!(py, "_message"), py.None())?;
+        entry.setattr(intern!(py, "_lazy"), lazy)?;
+        Ok(entry)
+    }
+
     /// A reply's other members (at their spans on `line`) as a JSON object of their own.
     fn members<'py>(
         py: Python<'py>,
@@ -1076,17 +1135,17 @@ impl LineFacts {
         for u in &f.uses {
             files.push(PyTuple::new(py, u.files.iter().map(String::as_str))?);
         }
-        let class = self.result_fact.bind(py);
+        let make = self.result_fact.bind(py);
         let mut results = Vec::with_capacity(f.results.len());
         for r in &f.results {
-            results.push(class.call1((
+            results.push(make.call1(((
                 r.block,
                 r.tool_use_id.as_str(),
                 r.size,
                 r.is_str,
                 r.is_error,
                 r.json_size,
-            ))?);
+            ),))?);
         }
         let misplaced = PyTuple::new(py, f.misplaced.iter().map(String::as_str))?;
         Ok(vec![

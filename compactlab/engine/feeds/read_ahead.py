@@ -45,7 +45,7 @@ from ...plumbing.interrupts import Terminated, exit_status, hold_signals, releas
 from ...plumbing.lines import BoundedLines, Closed, Late, LineTooLong, framed
 from ...plumbing.process import usable_cores
 from ...plumbing.files import MAX_BLANK_LINES, max_line_bytes
-from ...transcripts.messages import Entry, Message, ResultFact, json_len
+from ...transcripts.messages import NO_IDS, Entry, Message, ResultFact, json_len
 from ...transcripts import anthropic_messages
 from ...transcripts.model import Transcript, TranscriptBuilder, TranscriptStream
 from ...transcripts.reader import LineReader, reparse, too_long, too_many_blank_lines
@@ -228,6 +228,7 @@ def _lazy_entries(builder: TranscriptBuilder, source: SourceFile, skip_bad_lines
     reader = LineReader(path, skip_bad_lines=skip_bad_lines, limit=source.size)
     facts = line_facts(ResultFact, True)
     limits = max_line_bytes(), MAX_BLANK_LINES
+    make = LazyEntry, NO_IDS  # (each LazyEntry made as its __init__ makes one, the empty sets shared)
 
     def unread(*found: Any) -> LazyEntry:  # (read natively: its facts; the lines Python reads keep their message)
         offset, length = reader.span  # type: ignore[misc]
@@ -236,8 +237,8 @@ def _lazy_entries(builder: TranscriptBuilder, source: SourceFile, skip_bad_lines
     lineno, blank = 1, 0
     for at, block, i, stop in reader.blocks():
         while i < stop:
-            made, i, lines, blank, got = facts.entries(block, i, stop, at, builder.count, blank, limits, LazyEntry,
-                                                       source, baseline)
+            made, i, lines, blank, got = facts.entries(block, i, stop, at, builder.count, blank, limits, make, source,
+                                                       baseline)
             lineno += lines
             if made:
                 builder.add_entries(made)

@@ -23,8 +23,11 @@ from helpers import asst, tr, tu, user
 
 pytestmark = pytest.mark.skipif(in_use() is None, reason="the lines are split natively only where the native core runs")
 
-_FACTS = ("chars", "role", "origin", "tool_use_ids", "tool_names", "use_files", "results", "misplaced_results",
-          "empty", "has_text")
+def _slots(entry: object) -> list[object]:
+    """Every slot of an entry but its message (read after), in order: its facts, its sets, what
+    changed, whether its message was read, where its line is."""
+    names = [n for c in reversed(type(entry).__mro__) for n in getattr(c, "__slots__", ()) if n != "message"]
+    return [(n, getattr(entry, n)) if n != "_lazy" else (n, entry._lazy[1:]) for n in names]  # type: ignore[attr-defined]
 
 
 def _line_by_line(path: str, skip: bool) -> TranscriptBuilder:
@@ -56,8 +59,7 @@ def _outcome(read, path: str, skip: bool) -> object:
         b = read(path, skip)
     except CompactlabError as exc:
         return type(exc).__name__, str(exc)
-    return [[(type(e).__name__, [getattr(e, k) for k in _FACTS], getattr(e, "_lazy", (None, None, None))[1:3],
-              e.message) for e in b.entries],
+    return [[(type(e).__name__, _slots(e), e.message) for e in b.entries],
             b.count, b.usage, b.metadata, b.model, b.system, b.skipped_lines, len(b.compactions)]
 
 
