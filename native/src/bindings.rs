@@ -497,6 +497,10 @@ impl InvariantTracker {
     }
 
     fn ids_of(&mut self, values: Bound<'_, PyAny>) -> PyResult<Vec<violations::Id>> {
+        if let Ok(values) = values.cast::<PyTuple>() {
+            // (an entry's facts are tuples, most of them empty: read in place, no iterator made)
+            return values.iter().map(|v| self.intern(&v)).collect();
+        }
         let mut out = Vec::new();
         for v in values.try_iter()? {
             out.push(self.intern(&v?)?);
@@ -511,8 +515,11 @@ impl InvariantTracker {
         let role = self.intern(&entry.getattr(intern!(py, "role"))?)?;
         let uses = self.ids_of(entry.getattr(intern!(py, "tool_use_ids"))?)?;
         let mut results = Vec::new();
-        for fact in entry.getattr(intern!(py, "results"))?.try_iter()? {
-            results.push(self.intern(&fact?.getattr(intern!(py, "tool_use_id"))?)?);
+        let facts = entry.getattr(intern!(py, "results"))?;
+        if !facts.cast::<PyTuple>().is_ok_and(|t| t.is_empty()) {
+            for fact in facts.try_iter()? {
+                results.push(self.intern(&fact?.getattr(intern!(py, "tool_use_id"))?)?);
+            }
         }
         let misplaced = self.ids_of(entry.getattr(intern!(py, "misplaced_results"))?)?;
         let empty = entry.getattr(intern!(py, "empty"))?.is_truthy()?;
