@@ -249,6 +249,10 @@ class Entry:
                 i for i in range(len(old)) if i >= len(same) or same[i] is not old[i])
         return entry
 
+    def json_text(self) -> str:
+        """The message's compact JSON, as orjson writes it (what recall's last look searches)."""
+        return orjson.dumps(self.message).decode()
+
     def changed_contents(self) -> list[Any]:
         """What now stands in the blocks a layer changed, in block order: a tool result's content,
         or the whole block."""

@@ -45,7 +45,7 @@ from ...plumbing.interrupts import Terminated, exit_status, hold_signals, releas
 from ...plumbing.lines import BoundedLines, Closed, Late, LineTooLong, framed
 from ...plumbing.process import usable_cores
 from ...plumbing.files import MAX_BLANK_LINES, max_line_bytes
-from ...transcripts.messages import NO_IDS, Entry, Message, ResultFact, json_len
+from ...transcripts.messages import NO_IDS, SIZED_MARK, Entry, Message, ResultFact, json_len
 from ...transcripts import anthropic_messages
 from ...transcripts.model import Transcript, TranscriptBuilder, TranscriptStream
 from ...transcripts.reader import LineReader, reparse, too_long, too_many_blank_lines
@@ -88,6 +88,17 @@ class SourceFile:
         self.path = path
         self._file = open(path, "rb", buffering=0)
         self.size = os.fstat(self._file.fileno()).st_size
+
+    def text_at(self, offset: int, length: int) -> str:
+        """The line at ``offset``, its line break left out, as text."""
+        raw = os.pread(self._file.fileno(), length, offset)
+        if len(raw) != length:
+            raise InputError(f"{self.path}: the file was cut short while it was replayed")
+        try:
+            return raw.decode().removesuffix("\n")
+        except UnicodeDecodeError:
+            raise InputError(f"{self.path}: the file changed while it was replayed (a line read again is not the "
+                             "one read)", hint="replay a copy of a file that is being written") from None
 
     def message_at(self, offset: int, length: int, role: str | None = None) -> Message:
         """The message on the line at ``offset``, as it was read (``role``: the one its facts say):
@@ -140,6 +151,20 @@ class LazyEntry(Entry):
     @message.setter
     def message(self, value: Message | None) -> None:
         self._message = value
+
+    def json_text(self) -> str:
+        """The message's compact JSON: its line as it stands, where the message is unread and
+        unchanged and the line is what orjson writes of it, else written from the message. The line
+        is that where it is as long as the message's compact JSON (``chars``): orjson writes each
+        character in its shortest form, so any other spacing, escape or member makes a line longer
+        (a sized placeholder, counted as its N, excepted: such a line is written)."""
+        if self._message is None:
+            source, offset, length, patches = self._lazy
+            if not patches:
+                text = source.text_at(offset, length)
+                if len(text) == self.chars and SIZED_MARK not in text:
+                    return text
+        return super().json_text()
 
     def _patched(self) -> dict[int, Any]:
         """Left unread: the changed blocks are the patched ones, each with its last patch."""

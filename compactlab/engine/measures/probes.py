@@ -751,7 +751,7 @@ def _attributed(where: Where, context: Context, made_by: dict[int, str], made_at
 
 def _whole_text(e: Entry) -> str:
     """A message's compact JSON (what the last look at a probe searches)."""
-    return orjson.dumps(e.message).decode()
+    return e.json_text()
 
 
 def _block_text(e: Entry, block: int) -> str:
@@ -765,7 +765,7 @@ def _text(e: Entry) -> str:
     they are: ``_between``; its prompt text never holds a probe). Read from the facts where they
     are enough: a message left unread stays so."""
     if e.origin < 0 or e.role == "assistant":
-        return orjson.dumps(e.message).decode()
+        return e.json_text()
     return "\0".join(orjson.dumps(c).decode() for c in e.changed_contents())
 
 
@@ -804,7 +804,7 @@ class ProbeMemo:
             for e in entries[n:]:
                 held = memo.get(id(e))
                 if held is None or held[0] is not e:
-                    held = memo[id(e)] = (e, orjson.dumps(e.message).decode())
+                    held = memo[id(e)] = (e, e.json_text())
                 texts.append(held[1])
             text += "\0" + "\0".join(texts)
             if len(memo) > 2 * len(entries) + 64:  # (what is no longer in the context is let go)

@@ -5,6 +5,8 @@ error for error, wherever the blocks happen to cut the lines."""
 
 from __future__ import annotations
 
+import json
+
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,7 +18,7 @@ from compactlab.engine.feeds import read_ahead
 from compactlab.engine.feeds.read_ahead import LazyEntry, SourceFile, _lazy_entries
 from compactlab.engine.measures.baseline import BaselineBuilder, RawBaseline, stream_baseline
 from compactlab.transcripts import anthropic_messages, reader
-from compactlab.transcripts.messages import ResultFact
+from compactlab.transcripts.messages import ResultFact, json_len, sized_placeholder
 from compactlab.transcripts.model import TranscriptBuilder
 from compactlab.transcripts.reader import LineReader
 from helpers import asst, tr, tu, user
@@ -207,3 +209,46 @@ def test_a_line_too_long_is_not_read_past_the_limit(tmp_path, monkeypatch):
     assert [(at, start) for at, _, start, _ in blocks] == [(0, 0), (len(first), 0)]
     at, data, start, stop = blocks[-1]
     assert 10_485 < stop - start <= 10_485 + 4096 and data[start:stop] == b"x" * (stop - start)
+
+
+_JSON_WAYS = {
+    "orjson": orjson.dumps,
+    "spaced": lambda m: json.dumps(m).encode(),  # (", " and ": ", and every non-ASCII character escaped)
+    "escaped": lambda m: orjson.dumps(m).replace(b"/", b"\\/"),
+    "crlf": lambda m: orjson.dumps(m) + b"\r",
+}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(messages=st.lists(_messages, min_size=1, max_size=6), way=st.sampled_from(sorted(_JSON_WAYS)))
+def test_a_lazy_entrys_json_is_its_line_only_where_the_line_is_what_orjson_writes(messages, way, tmp_path):
+    """Recall's last look reads an unread message's compact JSON from its line, not parsing it,
+    where the line is what orjson writes of the message; any other line gives the same text, from
+    the message."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(_JSON_WAYS[way](m) + b"\n" for m in messages))
+    builder = TranscriptBuilder(str(path), anthropic_messages.NAME, keep=True)
+    entries = list(_lazy_entries(builder, SourceFile(str(path)), False))
+    for entry, message in zip(entries, messages, strict=True):
+        assert entry.json_text() == orjson.dumps(message).decode()
+        same = orjson.dumps(message) == _JSON_WAYS[way](message)
+        assert (entry._message is None) == same  # (read only where the line is not that text)
+    last = entries[-1]
+    if last.results and last.results[0].json_size >= 2:  # (changed since it was read, its size the same)
+        changed = last.with_result_content(0, "y" * (last.results[0].json_size - 2))
+        assert changed.chars == last.chars and changed.json_text() == orjson.dumps(changed.message).decode()
+
+
+def test_a_line_as_long_as_its_facts_say_but_holding_a_sized_placeholder_is_written_from_its_message(tmp_path):
+    """A sized placeholder is counted as its N: a line padded to that length is no message's
+    compact JSON, and is not taken for one."""
+    message = user(sized_placeholder("PERSISTED", 60))
+    compact = orjson.dumps(message)
+    pad = json_len(message) - len(compact.decode())
+    assert pad > 0
+    line = b"{" + b" " * pad + compact[1:]
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(line + b"\n")
+    builder = TranscriptBuilder(str(path), anthropic_messages.NAME, keep=True)
+    (entry,) = _lazy_entries(builder, SourceFile(str(path)), False)
+    assert len(line.decode()) == entry.chars and entry.json_text() == compact.decode()
