@@ -458,13 +458,6 @@ impl InvariantTracker {
         Ok(self.intern_key(s.py(), &k, || s.clone().unbind()))
     }
 
-    /// A string read natively (not yet a Python one: made where it is new).
-    fn intern_str(&mut self, py: Python<'_>, s: &str) -> violations::Id {
-        self.intern_key(py, s.as_bytes(), || {
-            PyString::new(py, s).into_any().unbind()
-        })
-    }
-
     /// The number of the string whose `key` is `k`; a new one's string made by `string`.
     fn intern_key(
         &mut self,
@@ -639,29 +632,42 @@ struct Seen {
 }
 
 impl StreamBaseline {
-    /// A message read natively (`LineFacts.entries`): as `add` of its entry.
-    fn add_read(&mut self, py: Python<'_>, f: &facts::Facts, origin: i64) -> PyResult<()> {
+    /// A message read natively (`LineFacts.entries`): as `add` of its entry, from its facts and the
+    /// Python objects of its entry's arguments (`LineFacts::entry_args`: their strings are the ones
+    /// interned, no copy made).
+    fn add_read(
+        &mut self,
+        f: &facts::Facts,
+        origin: i64,
+        args: &[Bound<'_, PyAny>],
+    ) -> PyResult<()> {
+        let py = args[0].py();
         let t = &mut self.tracker;
         let role = match f.role {
             facts::Role::User => USER,
             facts::Role::Assistant => ASSISTANT,
         };
-        let uses: Vec<violations::Id> = f.uses.iter().map(|u| t.intern_str(py, &u.id)).collect();
-        let results = f
-            .results
-            .iter()
-            .map(|r| t.intern_str(py, &r.tool_use_id))
-            .collect::<Vec<_>>();
-        let misplaced = f.misplaced.iter().map(|m| t.intern_str(py, m)).collect();
+        // (the facts say which of the entry's tuples hold any string: most hold none)
+        let strings = |t: &mut InvariantTracker, i: usize, any: bool| match any {
+            true => t.ids_of(args[i].clone()),
+            false => Ok(Vec::new()),
+        };
+        let uses = strings(t, 3, !f.uses.is_empty())?;
+        let mut results = Vec::with_capacity(f.results.len());
+        if !f.results.is_empty() {
+            for fact in args[6].cast::<PyTuple>()?.iter() {
+                results.push(t.intern(&fact.get_item(1)?)?);
+            }
+        }
+        let misplaced = strings(t, 7, !f.misplaced.is_empty())?;
         let mut seen = Seen {
             chars: f.chars as i64,
             results: Vec::new(),
             uses: Vec::new(),
         };
-        if role == ASSISTANT {
-            for (u, &id) in f.uses.iter().zip(&uses) {
-                let names = u.files.iter().map(|n| t.intern_str(py, n)).collect();
-                seen.uses.push((id, names));
+        if role == ASSISTANT && !uses.is_empty() {
+            for (names, &id) in args[5].cast::<PyTuple>()?.iter().zip(&uses) {
+                seen.uses.push((id, t.ids_of(names)?));
             }
         } else if !self.files_of.is_empty() {
             seen.results = f
@@ -992,8 +998,10 @@ impl LineFacts {
         source: &Bound<'py, PyAny>,
         mut baseline: Option<PyRefMut<'py, StreamBaseline>>,
     ) -> PyResult<Entries<'py>> {
-        let make = (&make.0, &make.1);
         let py = block.py();
+        // (the class's `__new__` looked up once a block, not once an entry)
+        let new = make.0.getattr(intern!(py, "__new__"))?;
+        let make = (&new, &make.0, &make.1);
         let bytes = block
             .as_bytes()
             .get(..stop)
@@ -1026,9 +1034,10 @@ impl LineFacts {
                 }
                 let lazy = (source, at + i as i64, line.len(), PyTuple::empty(py));
                 let lazy = lazy.into_pyobject(py)?.into_any();
-                made.push(self.lazy_entry(py, make, &f, origin, lazy)?);
+                let args = self.entry_args(py, &f, origin)?;
+                made.push(Self::lazy_entry(py, make, &args, lazy)?);
                 if let Some(b) = baseline.as_deref_mut() {
-                    b.add_read(py, &f, origin)?;
+                    b.add_read(&f, origin, &args)?;
                 }
                 blank = 0;
             }
@@ -1053,20 +1062,18 @@ type Entries<'py> = (
 type Reply<'py> = (Bound<'py, PyTuple>, Option<Bound<'py, PyBytes>>);
 
 impl LineFacts {
-    /// The `LazyEntry` of a line read (`make`: its class and the empty frozenset), made as its
-    /// `__init__` makes one from `facts` and `lazy` (the reference: the tests hold every slot of
+    /// The `LazyEntry` of a line read (`make`: its class's `__new__`, the class and the empty
+    /// frozenset), made as its
+    /// `__init__` makes one from its facts (`entry_args`) and `lazy` (the reference: the tests hold every slot of
     /// one made here to one it makes) without running its Python.
     fn lazy_entry<'py>(
-        &self,
         py: Python<'py>,
-        make: (&Bound<'py, PyType>, &Bound<'py, PyAny>),
-        f: &facts::Facts,
-        origin: i64,
+        make: (&Bound<'py, PyAny>, &Bound<'py, PyType>, &Bound<'py, PyAny>),
+        args: &[Bound<'py, PyAny>],
         lazy: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (class, no_ids) = make;
-        let entry = class.call_method1(intern!(py, "__new__"), (class,))?;
-        let args = self.entry_args(py, f, origin)?;
+        let (new, class, no_ids) = make;
+        let entry = new.call1((class,))?;
         let ids_of =
             |items: &Bound<'py, PyAny>, key: Option<usize>| -> PyResult<Bound<'py, PyAny>> {
                 let items = items.cast::<PyTuple>()?;
@@ -1096,7 +1103,7 @@ impl LineFacts {
             intern!(py, "empty"),
             intern!(py, "has_text"),
         ];
-        for (name, value) in names.into_iter().zip(args) {
+        for (name, value) in names.into_iter().zip(args.iter()) {
             entry.setattr(name, value)?;
         }
         entry.setattr(intern!(py, "use_set"), use_set)?;
