@@ -665,9 +665,11 @@ impl StreamBaseline {
             results: Vec::new(),
             uses: Vec::new(),
         };
-        if role == ASSISTANT && !uses.is_empty() {
-            for (names, &id) in args[5].cast::<PyTuple>()?.iter().zip(&uses) {
-                seen.uses.push((id, t.ids_of(names)?));
+        if role == ASSISTANT {
+            if !uses.is_empty() {
+                for (names, &id) in args[5].cast::<PyTuple>()?.iter().zip(&uses) {
+                    seen.uses.push((id, t.ids_of(names)?));
+                }
             }
         } else if !self.files_of.is_empty() {
             seen.results = f
