@@ -89,31 +89,34 @@ class SourceFile:
         self._file = open(path, "rb", buffering=0)
         self.size = os.fstat(self._file.fileno()).st_size
 
-    def text_at(self, offset: int, length: int) -> str:
-        """The line at ``offset``, its line break left out, as text."""
+    def _line_at(self, offset: int, length: int) -> bytes:
         raw = os.pread(self._file.fileno(), length, offset)
         if len(raw) != length:
             raise InputError(f"{self.path}: the file was cut short while it was replayed")
+        return raw
+
+    def _changed(self) -> InputError:
+        return InputError(f"{self.path}: the file changed while it was replayed (a line read again is not the "
+                          "one read)", hint="replay a copy of a file that is being written")
+
+    def text_at(self, offset: int, length: int) -> str:
+        """The line at ``offset``, its line break left out, as text."""
         try:
-            return raw.decode().removesuffix("\n")
+            return self._line_at(offset, length).decode().removesuffix("\n")
         except UnicodeDecodeError:
-            raise InputError(f"{self.path}: the file changed while it was replayed (a line read again is not the "
-                             "one read)", hint="replay a copy of a file that is being written") from None
+            raise self._changed() from None
 
     def message_at(self, offset: int, length: int, role: str | None = None) -> Message:
         """The message on the line at ``offset``, as it was read (``role``: the one its facts say):
         a line that is no longer one, or no longer that message's, is an error that says the file
         changed, never a crash or another message."""
-        raw = os.pread(self._file.fileno(), length, offset)
-        if len(raw) != length:
-            raise InputError(f"{self.path}: the file was cut short while it was replayed")
+        raw = self._line_at(offset, length)
         try:
             message = anthropic_messages.message_of(reparse(raw))
         except ValueError:
             message = None
         if message is None or (role is not None and message.get("role") != role):
-            raise InputError(f"{self.path}: the file changed while it was replayed (a line read again is not the "
-                             "one read)", hint="replay a copy of a file that is being written")
+            raise self._changed()
         return message
 
 

@@ -252,3 +252,20 @@ def test_a_line_as_long_as_its_facts_say_but_holding_a_sized_placeholder_is_writ
     builder = TranscriptBuilder(str(path), anthropic_messages.NAME, keep=True)
     (entry,) = _lazy_entries(builder, SourceFile(str(path)), False)
     assert len(line.decode()) == entry.chars and entry.json_text() == compact.decode()
+
+
+def test_a_line_read_again_for_its_json_that_is_no_longer_there_is_an_error_that_says_so(tmp_path):
+    path = tmp_path / "t.jsonl"
+    first, second = orjson.dumps(user("one")) + b"\n", orjson.dumps(user("two")) + b"\n"
+    path.write_bytes(first + second)
+    builder = TranscriptBuilder(str(path), anthropic_messages.NAME, keep=True)
+    one, two = _lazy_entries(builder, SourceFile(str(path)), False)
+    with open(path, "r+b") as f:  # (the same length, no longer text)
+        f.seek(len(first) + 2)
+        f.write(b"\xff")
+        f.truncate(len(first) + len(second) - 3)
+    with pytest.raises(CompactlabError, match="cut short while it was replayed"):
+        two.json_text()
+    path.write_bytes(first[:2] + b"\xff" + first[3:] + second)
+    with pytest.raises(CompactlabError, match="the file changed while it was replayed"):
+        one.json_text()
