@@ -454,31 +454,22 @@ impl InvariantTracker {
         if s.is_none() {
             return Ok(violations::NONE);
         }
+        let py = s.py();
         let k = key(s)?;
-        Ok(self.intern_key(s.py(), &k, || s.clone().unbind()))
-    }
-
-    /// The number of the string whose `key` is `k`; a new one's string made by `string`.
-    fn intern_key(
-        &mut self,
-        py: Python<'_>,
-        k: &[u8],
-        string: impl FnOnce() -> Py<PyAny>,
-    ) -> violations::Id {
-        let hash = FxBuildHasher.hash_one(k);
+        let hash = FxBuildHasher.hash_one(&*k);
         let (ids, names) = (&mut self.ids, &mut self.names);
         // (a string interned has a key: `key` read it when it came)
         let key_of = |id: violations::Id| key(names[id as usize].bind(py)).ok();
         if let Some(&id) = ids.find(hash, |&id| key_of(id).is_some_and(|n| *n == *k)) {
-            return id;
+            return Ok(id);
         }
         let id = names.len() as violations::Id;
-        names.push(string());
+        names.push(s.clone().unbind());
         let names = &*names;
         ids.insert_unique(hash, id, |&id| {
             FxBuildHasher.hash_one(&*key(names[id as usize].bind(py)).unwrap_or_default())
         });
-        id
+        Ok(id)
     }
 
     fn name(&self, py: Python<'_>, id: violations::Id) -> Py<PyAny> {
