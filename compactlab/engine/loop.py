@@ -20,7 +20,7 @@ import time
 from dataclasses import replace
 from operator import attrgetter
 from os import PathLike
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, NamedTuple, Protocol
 
 from .context import Context
@@ -28,10 +28,10 @@ from .cost.cache_rules import rules_for
 from .cost.pricing import TTL_SECONDS, price_run, prompt_of, seconds
 from .cost.prices import ModelPrices, PriceTable, load_prices
 from .window import DEFAULT_WINDOW, Window, resolve as resolve_window
-from .feeds import Feed, as_feed
+from .feeds import Call, Feed, as_feed
 from .layers import CHEAP, NOTHING, CallFacts, LayerStats, RunEnv, manual, reactive, summary
 from .layers.summary import trigger_of
-from ..transcripts.messages import Entry, Message, is_prompt
+from ..transcripts.messages import Entry, Message, add_tool_names, is_prompt
 from ..plumbing.outputs import OutputDir
 from .policy import Policy, fingerprint_of
 from .records import ACTIONS, CompactionEvent, Run, TurnRecord, summarize
@@ -143,20 +143,16 @@ def replay(transcript: Transcript | TranscriptStream | Feed, policy: Policy, opt
         write_transcripts=write_transcripts,
     )
     restarts = {c.position: c for c in feed.compactions} if keep_recorded_compactions else None
-    calls = feed.calls(env.tool_names, restarts)
+    batches = feed.call_batches(restarts)
     # (--price-model: one model's prices, no table to give a window)
     table = (prices or load_prices()) if isinstance(prices, PriceTable) or prices is None else None
     turns = Turns(policy, env, feed, restarts, counter, LoopOptions(
         cache_model=cache_model, cache_ttl=cache_ttl, window=window, keep_contexts=keep_contexts,
         configured_window=table.window if table is not None else _no_window, recall=recall, probes=looks))
-    records: list[TurnRecord] = []
     try:
         if owned:
             out.prepare()
-        for call, pos, pending, reply in calls:
-            records.append(turns.turn(call, pos, pending, reply))
-            if on_call is not None:  # (a progress bar: a live summarizer or exact counts make calls slow)
-                on_call(records[-1])
+        records = turns.run(batches, on_call)
         pricing = price_run(records, feed, prices, cache_ttl, keep_recorded_compactions, rules=turns.cache.rules,
                             rules_given=cache_model is not None,
                             reply_tokens=turns.cache.replies,
@@ -298,11 +294,29 @@ class Turns:
         self.events: list[CompactionEvent] = []  # the calls at which the policy changed the context
         self.contexts: dict[int, list[Message]] = {}
 
+    def run(self, batches: Iterable[list[Call]], on_call: Callable[[TurnRecord], None] | None = None) -> list[TurnRecord]:
+        """Every call of ``batches`` (``Feed.call_batches``), in order: their records, each shown to
+        ``on_call`` once made (a progress bar: a live summarizer or exact counts make calls slow)."""
+        records: list[TurnRecord] = []
+        for batch in batches:
+            if self.keeping is not None:  # (a policy that keeps every message: a batch in one crossing)
+                made = self.kept(batch)
+                records += made
+                if on_call is not None:
+                    for record in made:
+                        on_call(record)
+                continue
+            for call, pos, pending, reply in batch:
+                records.append(self.turn(call, pos, pending, reply))
+                if on_call is not None:
+                    on_call(records[-1])
+        return records
+
     def turn(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
+        """One call (a policy that keeps every message, where the native loop runs it: ``kept``)."""
+        add_tool_names(self.env.tool_names, reply)  # (a name is known from its tool_use on)
         if call == 0:
             self._first(pos)
-        if self.keeping is not None:
-            return self._kept(call, pos, pending, reply)
         if self.layered is not None:
             return self._layered(call, pos, pending, reply)
         env = self.env
@@ -337,16 +351,34 @@ class Turns:
         self.manual_pending = self.manual_tool in reply.tool_names
         return record
 
-    def _kept(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
-        """A call of a policy that keeps every message, on the native loop (``keeping.py``): what
-        ``turn`` does where no layer runs, the recording's departures followed here."""
+    def kept(self, batch: list[Call]) -> list[TurnRecord]:
+        """The calls of a batch of a policy that keeps every message, on the native loop
+        (``keeping.py``) in one crossing: what ``turn`` does where no layer runs, the recording's
+        departures and answered calls followed here (a call at a time where it has usage or
+        compactions; none departs or is answered where it has neither). No layer reads the tool
+        names, so they are not learnt."""
+        if batch[0][0] == 0:
+            self._first(batch[0][1])
+        if self.usage or self.recorded_compactions():
+            answered: list[bool] | None = [self._kept_answered(pos) for _, pos, _, _ in batch]
+        else:
+            answered = None
+            self.raw_answered += [False] * len(batch)
+            last = [pos for _, pos, _, _ in batch[-2:]]
+            self.before_previous = last[0] if len(last) == 2 else self.previous_pos
+            self.previous_pos = last[-1]
+        records: list[TurnRecord] = self.keeping.turns(batch, self.judged.tokens, answered)
+        self.done = batch[-1][1] + 1
+        return records
+
+    def _kept_answered(self, pos: int) -> bool:
+        """At the call whose reply is at ``pos``, of a policy that keeps every message: the
+        recording's departure followed (``_departs``), and whether the recording shows this very
+        context answered."""
         self._departs(pos)
         answered = self._answered(pos)
         self.raw_answered.append(self.raw_as_recorded and answered)
-        record: TurnRecord = self.keeping.turn(call, pos, pending, reply, self.judged.tokens,
-                                               self.as_recorded and answered)
-        self.done = pos + 1
-        return record
+        return self.as_recorded and answered
 
     def _layered(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
         """A call of a policy the native loop runs (``keeping.py``: budget, snip, micro, the summary,

@@ -291,7 +291,7 @@ impl CallMeasures {
     }
 }
 
-/// A run's turns (`KeepingTurns` in `engine/keeping.py` drives it, a call at a time), measured by
+/// A run's turns (`Turns.kept` in `engine/loop.py` drives it, a batch of calls at a time), measured by
 /// the run's `CallMeasures`.
 #[pyclass(module = "compactlab._native")]
 pub struct KeepingTurns {
@@ -378,6 +378,35 @@ impl KeepingTurns {
         drop(measures);
         self.append(reply)?;
         Ok(record)
+    }
+
+    /// The calls of `batch` in order, each a `(call, pos, pending, reply)` that `turn` takes, all in
+    /// one crossing (the feed hands them over a read batch at a time): their records. `answered`:
+    /// each call's (None: no call is); a list of another length is an error, and nothing is run.
+    fn turns<'py>(
+        &mut self,
+        py: Python<'py>,
+        batch: &Bound<'py, PyList>,
+        window: i64,
+        answered: Option<Vec<bool>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        if let Some(flags) = &answered {
+            if flags.len() != batch.len() {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "{} answered flags for {} calls",
+                    flags.len(),
+                    batch.len()
+                )));
+            }
+        }
+        let records = PyList::empty(py);
+        for (k, item) in batch.iter().enumerate() {
+            let (call, pos, pending, reply): (usize, i64, Bound<'py, PyAny>, Bound<'py, PyAny>) =
+                item.extract()?;
+            let flag = answered.as_ref().is_some_and(|flags| flags[k]);
+            records.append(self.turn(py, call, pos, &pending, &reply, window, flag)?)?;
+        }
+        Ok(records)
     }
 }
 

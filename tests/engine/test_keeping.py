@@ -42,6 +42,10 @@ def _spy(monkeypatch, factory: str) -> dict:
             made["calls"] += 1
             return self.inner.turn(*args)
 
+        def turns(self, batch, *args):
+            made["calls"] += len(batch)
+            return self.inner.turns(batch, *args)
+
     def spy(*args, **kwargs):
         inner = real(*args, **kwargs)
         if inner is None:
@@ -209,6 +213,81 @@ def test_a_call_the_recording_shows_answered_is_no_overflow_until_the_replay_dep
     assert loops["runs"] == 1 and 1_000 <= window < 3_500
     assert [c.tokens > window for c in b.calls] == [False, True, True, True]
     assert [c.overflow for c in b.calls] == [False, False, False, compacted]
+
+
+def _later_usage(path) -> str:
+    """An Anthropic messages recording whose first calls record no usage and whose later ones do,
+    a recorded compaction between them (as `compactlab convert` writes one): read a few messages
+    at a time, its first batches have neither, a later one both."""
+    def use(n: int) -> dict:
+        return {"type": "tool_use", "id": f"t{n}", "name": "Bash", "input": {"command": f"ls {n}"}}
+
+    lines: list[dict] = [{"role": "user", "content": "go"}]
+    for n in range(4):
+        lines += [{"role": "assistant", "content": [use(n)]},
+                  {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{n}",
+                                                "content": f"{n}.txt\n" * 1_500}]}]
+    lines.append({"role": "user", "content": "the summary", "recorded_compaction": {"trigger": "auto",
+                                                                                     "pre_tokens": 130}})
+    for n in range(4, 8):
+        lines += [{"role": "user", "content": f"go on {n}"},
+                  {"role": "assistant", "content": [{"type": "text", "text": f"done {n}"}], "model": "claude-sonnet-4-5",
+                   "usage": {"input_tokens": 40 + n, "output_tokens": 3}}]
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    return str(path)
+
+
+@needs_native
+@pytest.mark.parametrize("batch", [1, 2, 3, 256])
+@pytest.mark.parametrize("how", ["loaded", "streamed"])
+def test_the_native_loop_takes_the_calls_a_batch_at_a_time(monkeypatch, loops, tmp_path, batch, how):
+    """The native loop takes a batch of calls in one crossing (``Turns.kept``): batches of every size,
+    the first with no usage and no compaction read yet (nothing answered, nothing departs), a later
+    one with both (followed call by call, from the positions the batches before left): the records
+    are the Python loop's, call for call, the answered calls and the departure alike."""
+    from compactlab.engine.feeds import StreamFeed, base
+
+    monkeypatch.setattr(base, "READ_BATCH", batch)
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "0")
+    monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
+    path = _later_usage(tmp_path / "later.jsonl")
+
+    seen: list = []
+
+    def run():
+        source = load_transcript(path) if how == "loaded" else Opening(path, probes=False).feed()
+        assert isinstance(source, StreamFeed) == (how == "streamed")
+        seen.clear()
+        return replay(source, load_policy("none"), ReplayOptions(window=1_000, on_call=seen.append))
+
+    a, b = _both(monkeypatch, run)
+    _same(a, b)
+    assert loops == {"runs": 1, "calls": 8} and seen == b.calls  # (each record shown once, in order)
+    window = b.summary.window_tokens
+    assert [c.tokens > window for c in b.calls] == [False] + [True] * 7
+    # (over the window: the calls before the compaction, none answered; the first after it, answered
+    # and the context still the recording's; the later ones answered, but the replay departed there)
+    assert [c.overflow for c in b.calls] == [False, True, True, True, False, True, True, True]
+
+
+@needs_native
+def test_the_native_loop_refuses_a_batch_with_answers_for_other_calls():
+    from compactlab.engine.records import TurnRecord
+
+    t = load_transcript(str(SAMPLES / "synth-small.jsonl"))
+    chars = t.entries[0].chars + 2
+    turns = NATIVE.KeepingTurns(_measures([1, 3], [chars, chars + t.entries[1].chars + t.entries[2].chars]),
+                                TurnRecord)
+    batch = [(0, 1, t.entries[:1], t.entries[1])]
+    with pytest.raises(ValueError, match="2 answered flags for 1 calls"):
+        turns.turns(batch, 200_000, [False, True])
+    assert turns.entries == []  # (nothing run)
+    with pytest.raises(ValueError, match="length 4"):  # (a call that is not (call, pos, pending, reply))
+        turns.turns([(0, 1, t.entries[:1])], 200_000, None)
+    over = turns.turns(batch, 10, None)
+    assert [r.overflow for r in over] == [True] and len(turns.entries) == 2
+    answered = turns.turns([(1, 3, t.entries[2:3], t.entries[3])], 10, [True])
+    assert [r.overflow for r in answered] == [False] and [r.call for r in answered] == [1]
 
 
 #: micro's settings the layers' loop runs, drawn over (each a --set of observation-masking)

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 from ...core import in_use
 from ..measures.baseline import BaselineBuilder, RawBaseline, baseline_for
 from ..memo import memo_of
-from ...transcripts.messages import Entry, add_tool_names
+from ...transcripts.messages import Entry
 from ...transcripts import RecordedCompaction, Transcript, TranscriptStream
 
 #: messages a stream reads ahead of the replay
@@ -52,9 +52,11 @@ class Feed(Protocol):
     def entries(self) -> list[Entry] | None:
         """Every message, for a loaded transcript (exact token counts need the raw history); else None."""
 
-    def calls(self, tool_names: dict[str, str], restarts: Restarts | None) -> Iterator[Call]:
-        """The calls in order, learning each tool_use's name into ``tool_names``; a stream also
-        fills ``restarts`` with the recorded compactions as it reads them."""
+    def call_batches(self, restarts: Restarts | None) -> Iterator[list[Call]]:
+        """The calls in order, a batch at a time (a stream's: those of the messages it read together;
+        a message's facts, the recording's usage and compactions, are known for the whole batch
+        before its first call is replayed); a stream also fills ``restarts`` with the recorded
+        compactions as it reads them."""
 
     def close(self) -> None: ...
 
@@ -87,14 +89,18 @@ class LoadedFeed(_Recording):
         self.entries: list[Entry] = transcript.entries
         self.memo = memo_of(transcript).runs  # (every run of the transcript shares it)
 
-    def calls(self, tool_names: dict[str, str], restarts: Restarts | None) -> Iterator[Call]:
+    def call_batches(self, restarts: Restarts | None) -> Iterator[list[Call]]:
         entries = self.entries
         done = 0
+        batch: list[Call] = []
         for call, pos in enumerate(self.transcript.call_positions):
-            reply = entries[pos]
-            add_tool_names(tool_names, reply)
-            yield call, pos, entries[done:pos], reply
+            batch.append((call, pos, entries[done:pos], entries[pos]))
             done = pos + 1
+            if len(batch) == READ_BATCH:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
 
     def close(self) -> None:
         pass
@@ -118,7 +124,7 @@ class StreamFeed(_Recording):
             baseline = self._builder.base
         self.baseline = baseline
 
-    def calls(self, tool_names: dict[str, str], restarts: Restarts | None) -> Iterator[Call]:
+    def call_batches(self, restarts: Restarts | None) -> Iterator[list[Call]]:
         """Read to the end: a bad line after the last call fails the run as it fails a load."""
         base = self._builder
         pending: list[Entry] = []
@@ -127,6 +133,7 @@ class StreamFeed(_Recording):
         # read a batch, then replay it: alternating message by message is slower (6% of an s08
         # run on 55 MB), and a batch holds only a few hundred messages more in memory
         for batch in self.stream.batches(READ_BATCH):
+            calls: list[Call] = []
             for entry in batch:
                 if base is not None:
                     base.add(entry)
@@ -134,13 +141,14 @@ class StreamFeed(_Recording):
                     restarts[pos] = compactions[seen]  # recorded just before this message
                     seen += 1
                 if entry.role == "assistant":
-                    add_tool_names(tool_names, entry)
-                    yield call, pos, pending, entry
+                    calls.append((call, pos, pending, entry))
                     call += 1
                     pending = []
                 else:
                     pending.append(entry)
                 pos += 1
+            if calls:
+                yield calls
         if self.probe_key is not None:
             from ..measures import probe_cache
 

@@ -53,7 +53,7 @@ def test_a_streamed_replay_is_the_loaded_replay(sample, preset, read_ahead, tmp_
     assert_same_run(streamed, loaded)
     assert files_under(tmp_path / "s") == files_under(tmp_path / "l")
     with pytest.raises(RuntimeError, match="only once"):
-        next(stream.calls({}, None))
+        next(stream.call_batches(None))
 
 
 def test_recorded_compactions_restart_a_streamed_replay_too(tmp_path):
