@@ -23,15 +23,15 @@ from .errors import UsageError
 CORES = ("python", "native")
 #: what the native core runs of a replay, in words (``--version`` and the docs say it)
 NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one made of the built-in layers "
-                "(s08, claude-code and codex among them; a summary's text, persisting and recall's glue in Python); "
-                "the run's pricing; a stream's raw baseline and the reading of its lines; for the others a call's "
-                "measures, the probes' index, a line's facts and a step's messages")
+                "(s08, claude-code and codex among them; a summary's text and persisting in Python); recall's check, "
+                "its attribution and ledger; the run's pricing; a stream's raw baseline and the reading of its lines; "
+                "for the others a call's measures, the probes' index, a line's facts and a step's messages")
 
 
 #: what this package asks of ``compactlab._native`` (the crate's ``API``): bumped with it whenever
 #: the Python side asks something new of the crate, so that a module built from other sources (a
 #: working copy pulled and not rebuilt) is never used for this one
-NATIVE_API = 14
+NATIVE_API = 15
 #: why there is no native module where none was built
 NOT_BUILT = "not built in this install"
 

@@ -743,8 +743,9 @@ impl StreamBaseline {
 }
 
 /// Recall's check of each context sent (`probes.check` is its reference; `recall::Check`): each
-/// probe kept where a result that held it stands, kept elsewhere in what is sent, or missing (the
-/// caller attributes those). Messages are known by identity, kept alive with their texts.
+/// probe kept where a result that held it stands, kept elsewhere in what is sent, or not kept — then
+/// recoverable or lost, put down to the layer that removed it (`recall::Check::attribute`) — its
+/// outcome written to the run's ledger. Messages are known by identity, kept alive with their texts.
 #[pyclass(module = "compactlab._native")]
 struct RecallCheck {
     check: recall::Check,
@@ -757,6 +758,9 @@ struct RecallCheck {
     edited: Py<PyAny>,
     result: Py<PyAny>,
     escaped: Py<PyAny>,
+    /// `ProbeOutcome`, made of a tuple of its fields by `tuple.__new__` (as `probes._new` makes it)
+    outcome: Py<PyAny>,
+    new_tuple: Py<PyAny>,
 }
 
 /// The texts of the messages of a context, made by the Python functions the check was given.
@@ -793,11 +797,88 @@ impl recall::Texts for PyTexts<'_, '_> {
     }
 }
 
+/// The run's ledger (`RunEnv.ledger`: its `made_by`, `made_at`, `cleared_at` and `dropped`
+/// dicts; none without one), read as the check's attribution asks.
+struct PyDone<'py> {
+    maps: Option<[Bound<'py, PyDict>; 4]>,
+}
+
+impl<'py> PyDone<'py> {
+    fn of(ledger: Option<&Bound<'py, PyAny>>) -> PyResult<Self> {
+        let Some(ledger) = ledger else {
+            return Ok(PyDone { maps: None });
+        };
+        let py = ledger.py();
+        let map = |name: &Bound<'py, PyString>| -> PyResult<Bound<'py, PyDict>> {
+            Ok(ledger.getattr(name)?.cast_into::<PyDict>()?)
+        };
+        Ok(PyDone {
+            maps: Some([
+                map(intern!(py, "made_by"))?,
+                map(intern!(py, "made_at"))?,
+                map(intern!(py, "cleared_at"))?,
+                map(intern!(py, "dropped"))?,
+            ]),
+        })
+    }
+
+    fn get<T: for<'a> pyo3::FromPyObject<'a, 'py, Error = PyErr>>(
+        &self,
+        which: usize,
+        key: impl IntoPyObject<'py>,
+    ) -> PyResult<Option<T>> {
+        let Some(maps) = &self.maps else {
+            return Ok(None);
+        };
+        match maps[which].get_item(key)? {
+            Some(value) => Ok(Some(value.extract()?)),
+            None => Ok(None),
+        }
+    }
+}
+
+impl recall::Done for PyDone<'_> {
+    type Error = PyErr;
+
+    fn made_by(&mut self, origin: i64) -> PyResult<Option<String>> {
+        self.get(0, origin)
+    }
+
+    fn made_at(&mut self, origin: i64) -> PyResult<Option<i64>> {
+        self.get(1, origin)
+    }
+
+    fn cleared_at(&mut self, origin: i64, block: i64) -> PyResult<Option<i64>> {
+        self.get(2, (origin, block))
+    }
+
+    fn dropped(&mut self, origin: i64) -> PyResult<Option<(String, i64)>> {
+        self.get(3, origin)
+    }
+}
+
+/// A probe as Python gave it: the objects its outcome repeats, and what the check reads.
+struct GivenProbe<'py> {
+    text: Bound<'py, PyString>,
+    kind: Bound<'py, PyAny>,
+    source_call: Bound<'py, PyAny>,
+    source_tool: Bound<'py, PyAny>,
+    place: Vec<(i64, i64)>,
+    line: bool,
+}
+
 #[pymethods]
 impl RecallCheck {
     #[new]
-    fn new(whole: Py<PyAny>, edited: Py<PyAny>, result: Py<PyAny>, escaped: Py<PyAny>) -> Self {
-        RecallCheck {
+    fn new(
+        py: Python<'_>,
+        whole: Py<PyAny>,
+        edited: Py<PyAny>,
+        result: Py<PyAny>,
+        escaped: Py<PyAny>,
+        outcome: Py<PyAny>,
+    ) -> PyResult<Self> {
+        Ok(RecallCheck {
             check: recall::Check::default(),
             last: Vec::new(),
             known: FxHashMap::default(),
@@ -805,59 +886,79 @@ impl RecallCheck {
             edited,
             result,
             escaped,
-        }
+            outcome,
+            new_tuple: py
+                .get_type::<PyTuple>()
+                .getattr(intern!(py, "__new__"))?
+                .unbind(),
+        })
     }
 
-    /// Each of `probes`' outcome in the context `entries` (0 kept where a result that held it
-    /// stands, 1 kept elsewhere, 2 missing), and whether it has a message a layer made. `stable`:
-    /// how many of its first messages are, at most, those of the last context checked, unchanged
-    /// (the lowest position a layer changed at the calls since; None: compared one by one).
-    #[pyo3(signature = (probes, entries, stable=None))]
-    fn outcomes(
+    /// `probes.check` of the context `entries` at `call`: how many of `probes` it holds, and how
+    /// many more a persisted output it points to holds; each probe's outcome appended to `ledger`
+    /// (None: not kept), those kept where a result that held them stands first, then the others in
+    /// order (the layer that removed one and when, from the run's ledger `done`: `RunEnv.ledger`).
+    /// `stable`: how many of its first messages are, at most, those of the last context checked,
+    /// unchanged (the lowest position a layer changed at the calls since; None: compared one by one).
+    #[pyo3(signature = (probes, entries, stable, call, ledger, done))]
+    fn check<'py>(
         &mut self,
-        probes: &Bound<'_, PyAny>,
-        entries: &Bound<'_, PyList>,
+        probes: &Bound<'py, PyAny>,
+        entries: &Bound<'py, PyList>,
         stable: Option<usize>,
-    ) -> PyResult<(Vec<u8>, bool)> {
+        call: i64,
+        ledger: Option<&Bound<'py, PyList>>,
+        done: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<(usize, usize)> {
         let py = entries.py();
-        let n = entries.len();
-        let mut msgs = std::mem::take(&mut self.last);
+        let mut given = Vec::new();
+        for p in probes.try_iter()? {
+            let p = p?;
+            let kind = p.getattr(intern!(py, "kind"))?;
+            given.push(GivenProbe {
+                text: p.getattr(intern!(py, "text"))?.cast_into::<PyString>()?,
+                line: kind.eq(intern!(py, "line"))?,
+                kind,
+                source_call: p.getattr(intern!(py, "source_call"))?,
+                source_tool: p.getattr(intern!(py, "source_tool"))?,
+                place: p.getattr(intern!(py, "where"))?.extract()?,
+            });
+        }
+        let mut read = Vec::with_capacity(given.len());
+        for p in &given {
+            read.push(recall::Probe {
+                text: p.text.to_str()?,
+                place: p.place.clone(),
+                line: p.line,
+            });
+        }
+        let (n, mut msgs) = (entries.len(), std::mem::take(&mut self.last));
         let stable = self.stable(entries, &msgs, stable)?;
         msgs.truncate(stable);
         for i in stable..n {
             msgs.push(self.msg(&entries.get_item(i)?)?);
         }
-        let mut texts_of_probes = Vec::new();
-        let mut places = Vec::new();
-        for p in probes.try_iter()? {
-            let p = p?;
-            texts_of_probes.push(p.getattr(intern!(py, "text"))?.cast_into::<PyString>()?);
-            places.push((
-                p.getattr(intern!(py, "where"))?
-                    .extract::<Vec<(i64, i64)>>()?,
-                p.getattr(intern!(py, "kind"))?.eq(intern!(py, "line"))?,
-            ));
-        }
-        let mut read = Vec::with_capacity(places.len());
-        for (text, (place, line)) in texts_of_probes.iter().zip(places) {
-            read.push(recall::Probe {
-                text: text.to_str()?,
-                place,
-                line,
-            });
-        }
         let mut check = std::mem::take(&mut self.check);
-        let out = check.outcomes(
-            &read,
-            &msgs,
-            stable,
-            &mut PyTexts {
-                entries,
-                owner: self,
-            },
-        );
+        let mut texts = PyTexts {
+            entries,
+            owner: self,
+        };
+        let checked = check
+            .outcomes(&read, &msgs, stable, &mut texts)
+            .and_then(|(out, made)| {
+                self.said(
+                    &given,
+                    &out,
+                    made,
+                    (&check, &msgs),
+                    call,
+                    ledger,
+                    done,
+                    entries,
+                )
+            });
         self.check = check;
-        if out.is_err() {
+        if checked.is_err() {
             // (what the memo knows is no longer sure)
             self.check = recall::Check::default();
             msgs.clear();
@@ -871,7 +972,97 @@ impl RecallCheck {
                 .collect();
         }
         self.last = msgs;
-        out
+        checked
+    }
+}
+
+impl RecallCheck {
+    /// The outcomes `out` of `probes` said: those kept where held to `ledger` first, then the
+    /// others in order, each kept elsewhere, or attributed (once for probes that share their
+    /// places); how many were kept, and how many recoverable.
+    #[allow(clippy::too_many_arguments)]
+    fn said<'py>(
+        &self,
+        probes: &[GivenProbe<'py>],
+        out: &[u8],
+        made: bool,
+        (check, msgs): (&recall::Check, &[Arc<recall::Msg>]),
+        call: i64,
+        ledger: Option<&Bound<'py, PyList>>,
+        done: Option<&Bound<'py, PyAny>>,
+        entries: &Bound<'py, PyList>,
+    ) -> PyResult<(usize, usize)> {
+        let py = entries.py();
+        let say = |p: &GivenProbe<'py>,
+                   status: &Bound<'py, PyString>,
+                   by: Bound<'py, PyString>,
+                   at: i64| {
+            let Some(ledger) = ledger else {
+                return Ok(());
+            };
+            let fields = PyTuple::new(
+                py,
+                [
+                    call.into_pyobject(py)?.into_any(),
+                    p.text.clone().into_any(),
+                    p.kind.clone(),
+                    p.source_call.clone(),
+                    p.source_tool.clone(),
+                    status.clone().into_any(),
+                    by.into_any(),
+                    at.into_pyobject(py)?.into_any(),
+                ],
+            )?;
+            ledger.append(
+                self.new_tuple
+                    .bind(py)
+                    .call1((self.outcome.bind(py), fields))?,
+            )
+        };
+        let (kept_, nothing) = (intern!(py, "kept"), intern!(py, ""));
+        let mut kept = 0;
+        for (p, &o) in probes.iter().zip(out) {
+            if o == recall::KEPT_WHERE_HELD {
+                kept += 1;
+                say(p, kept_, nothing.clone(), -1)?;
+            }
+        }
+        if kept == probes.len() {
+            return Ok((kept, 0));
+        }
+        let mut done = PyDone::of(done)?;
+        let mut texts = PyTexts {
+            entries,
+            owner: self,
+        };
+        let mut attributed: FxHashMap<&[(i64, i64)], recall::Gone> = FxHashMap::default();
+        let mut recoverable = 0;
+        for (p, &o) in probes.iter().zip(out) {
+            if o == recall::KEPT_WHERE_HELD {
+                continue;
+            }
+            if o == recall::KEPT_ELSEWHERE && !p.line {
+                kept += 1;
+                say(p, kept_, nothing.clone(), -1)?;
+                continue;
+            }
+            let gone = match attributed.get(p.place.as_slice()) {
+                Some(gone) => gone.clone(),
+                None => {
+                    let gone = check.attribute(&p.place, msgs, made, &mut texts, &mut done)?;
+                    attributed.insert(p.place.as_slice(), gone.clone());
+                    gone
+                }
+            };
+            let status = if gone.recoverable {
+                recoverable += 1;
+                intern!(py, "recoverable")
+            } else {
+                intern!(py, "lost")
+            };
+            say(p, status, PyString::new(py, &gone.by), gone.at)?;
+        }
+        Ok((kept, recoverable))
     }
 }
 
@@ -1278,7 +1469,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 14;
+const API: u32 = 15;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

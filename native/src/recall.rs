@@ -1,8 +1,9 @@
 //! Recall's check of a context sent, as `compactlab/engine/measures/probes.py`'s `check` finds it
 //! (the reference this is tested against): a probe is kept where a result that held it is still
 //! intact in the context, else anywhere in what is sent — a message a layer changed or made, an
-//! intact result between the first and the latest that held it, or, last, the whole text. What is
-//! not kept the caller attributes (which layer removed it and when: the run's ledger is Python's).
+//! intact result between the first and the latest that held it, or, last, the whole text; and what
+//! is not kept, attributed (`Check::attribute`: which layer removed it and when, from what the run's
+//! ledger says, asked of the caller: `Done`).
 //!
 //! Plain data in: each message's origin, the blocks a layer changed and its tool results' blocks,
 //! and its texts, asked of the caller (`Texts`) the first time they are needed and kept with the
@@ -66,6 +67,30 @@ pub trait Texts {
     fn result(&mut self, i: usize, block: i64) -> Result<String, Self::Error>;
     /// a probe's text as a message's compact JSON holds it, for one that JSON escapes
     fn escaped(&mut self, text: &str) -> Result<String, Self::Error>;
+}
+
+/// What the run's ledger says of the messages a policy made or changed (`RunEnv.ledger`'s
+/// `made_by`, `made_at`, `cleared_at` and `dropped`), asked of the caller.
+pub trait Done {
+    type Error;
+    /// the layer that made the message `origin` (a message a policy made)
+    fn made_by(&mut self, origin: i64) -> Result<Option<String>, Self::Error>;
+    /// the call at which it was made
+    fn made_at(&mut self, origin: i64) -> Result<Option<i64>, Self::Error>;
+    /// the call at which a layer replaced the result at `block` of the message `origin` in place
+    fn cleared_at(&mut self, origin: i64, block: i64) -> Result<Option<i64>, Self::Error>;
+    /// the layer that dropped the message `origin` with nothing in its place (a step's own
+    /// edits), and the call
+    fn dropped(&mut self, origin: i64) -> Result<Option<(String, i64)>, Self::Error>;
+}
+
+/// Where a probe no message of the context holds went (`probes._attributed`): recoverable (a
+/// persisted output holds it) or lost, the layer that removed it and the call (-1: not known).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gone {
+    pub recoverable: bool,
+    pub by: String,
+    pub at: i64,
 }
 
 /// A probe's outcome: kept where a result that held it stands, kept elsewhere, or missing.
@@ -224,6 +249,68 @@ impl Check {
         }
     }
 
+    /// Where a probe the context `msgs` does not hold went (`probes._attributed`, its reference),
+    /// from the places that held it (`place`), newest first: the newest result decides, a persisted
+    /// one makes it recoverable. A message gone with a message made in its place is put down to the
+    /// layer that made it (`made`: whether the context has a message a layer made, a summary's);
+    /// one a layer dropped with nothing in its place, to that layer. Asked after `outcomes` of the
+    /// same `msgs` (whose positions it looks up).
+    pub fn attribute<T: Texts, D: Done<Error = T::Error>>(
+        &self,
+        place: &[(i64, i64)],
+        msgs: &[Arc<Msg>],
+        made: bool,
+        texts: &mut T,
+        done: &mut D,
+    ) -> Result<Gone, T::Error> {
+        let (mut by, mut at) = (String::new(), -1);
+        for &(o, b) in place.iter().rev() {
+            if b < 0 {
+                continue;
+            }
+            let j = self.keys.partition_point(|&key| key < o);
+            if !(o >= 0 && j < msgs.len() && msgs[j].origin == o) {
+                if by.is_empty() {
+                    let stand_in = (j > 0 && msgs[j - 1].origin < 0).then(|| msgs[j - 1].origin);
+                    match stand_in {
+                        Some(s) => {
+                            by = done.made_by(s)?.unwrap_or_else(|| "summary".into());
+                            at = done.made_at(s)?.unwrap_or(-1);
+                        }
+                        None => match done.dropped(o)? {
+                            Some((layer, call)) => (by, at) = (layer, call),
+                            None => {
+                                by = if made { "summary" } else { "snip" }.into();
+                                at = -1;
+                            }
+                        },
+                    }
+                }
+                continue;
+            }
+            if result_text(msgs, j, b, texts)?.contains("persisted-output") {
+                let at = done.cleared_at(o, b)?.unwrap_or(-1);
+                return Ok(Gone {
+                    recoverable: true,
+                    by: "budget".into(),
+                    at,
+                });
+            }
+            if by.is_empty() {
+                by = "micro".into();
+                at = done.cleared_at(o, b)?.unwrap_or(-1);
+            }
+        }
+        if by.is_empty() {
+            by = "snip".into();
+        }
+        Ok(Gone {
+            recoverable: false,
+            by,
+            at,
+        })
+    }
+
     /// The texts of the edited messages joined by NUL (which no JSON text holds raw), from the
     /// first not joined yet.
     fn join_edited<T: Texts>(&mut self, msgs: &[Arc<Msg>], texts: &mut T) -> Result<(), T::Error> {
@@ -307,27 +394,34 @@ fn between<T: Texts>(
     let start = origins.partition_point(|&o| o < lo);
     let stop = origins.partition_point(|&o| o <= hi);
     for &(i, block) in &found[start..stop.max(start)] {
-        let m = &msgs[i];
-        let held = {
-            let memo = m.result_texts.lock().unwrap_or_else(|e| e.into_inner());
-            memo.get(&block).cloned()
-        };
-        let held = match held {
-            Some(text) => text,
-            None => {
-                let text: Arc<str> = texts.result(i, block)?.into();
-                m.result_texts
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(block, text.clone());
-                text
-            }
-        };
-        if held.contains(p.text) {
+        if result_text(msgs, i, block, texts)?.contains(p.text) {
             return Ok(true);
         }
     }
     Ok(false)
+}
+
+/// The text of the tool result at `block` of the message at `i`, made once a message.
+fn result_text<T: Texts>(
+    msgs: &[Arc<Msg>],
+    i: usize,
+    block: i64,
+    texts: &mut T,
+) -> Result<Arc<str>, T::Error> {
+    let m = &msgs[i];
+    let held = {
+        let memo = m.result_texts.lock().unwrap_or_else(|e| e.into_inner());
+        memo.get(&block).cloned()
+    };
+    if let Some(text) = held {
+        return Ok(text);
+    }
+    let text: Arc<str> = texts.result(i, block)?.into();
+    m.result_texts
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(block, text.clone());
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -563,5 +657,91 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The run's ledger, as fixed maps.
+    #[derive(Default)]
+    struct Ledger {
+        made_by: FxHashMap<i64, String>,
+        made_at: FxHashMap<i64, i64>,
+        cleared_at: FxHashMap<(i64, i64), i64>,
+        dropped: FxHashMap<i64, (String, i64)>,
+    }
+
+    impl Done for Ledger {
+        type Error = ();
+        fn made_by(&mut self, origin: i64) -> Result<Option<String>, ()> {
+            Ok(self.made_by.get(&origin).cloned())
+        }
+        fn made_at(&mut self, origin: i64) -> Result<Option<i64>, ()> {
+            Ok(self.made_at.get(&origin).copied())
+        }
+        fn cleared_at(&mut self, origin: i64, block: i64) -> Result<Option<i64>, ()> {
+            Ok(self.cleared_at.get(&(origin, block)).copied())
+        }
+        fn dropped(&mut self, origin: i64) -> Result<Option<(String, i64)>, ()> {
+            Ok(self.dropped.get(&origin).cloned())
+        }
+    }
+
+    fn gone(recoverable: bool, by: &str, at: i64) -> Gone {
+        Gone {
+            recoverable,
+            by: by.into(),
+            at,
+        }
+    }
+
+    #[test]
+    fn a_probe_not_held_is_put_down_to_the_layer_that_removed_it() {
+        // origins 0..=5: 2 cleared in place, 3 persisted, 4 gone with a summary in its place, 5
+        // dropped by a step with nothing in its place; 1 gone with nothing made before the next
+        let msgs = vec![
+            msg(1, 0, &[], &[]),
+            msg(2, 2, &[0], &[0]),
+            msg(3, 3, &[0], &[0]),
+            msg(4, -7, &[], &[]),
+            msg(5, 6, &[], &[]),
+        ];
+        let mut texts = Fixed {
+            whole: vec![String::new(); 5],
+            results: vec![
+                vec![],
+                vec![(0, "[cleared]".into())],
+                vec![(0, "<persisted-output> at x.txt".into())],
+                vec![],
+                vec![],
+            ],
+            asked: 0,
+        };
+        let mut ledger = Ledger::default();
+        ledger.made_by.insert(-7, "summary".into());
+        ledger.made_at.insert(-7, 9);
+        ledger.cleared_at.insert((2, 0), 4);
+        ledger.cleared_at.insert((3, 0), 5);
+        ledger.dropped.insert(5, ("step".into(), 8));
+        let mut check = Check::default();
+        check.outcomes(&[], &msgs, 0, &mut texts).unwrap();
+        let mut attribute = |place: &[(i64, i64)], made: bool| {
+            check
+                .attribute(place, &msgs, made, &mut texts, &mut ledger)
+                .unwrap()
+        };
+        assert_eq!(attribute(&[(2, 0)], true), gone(false, "micro", 4));
+        assert_eq!(attribute(&[(2, 0), (3, 0)], true), gone(true, "budget", 5));
+        assert_eq!(attribute(&[(3, 0), (2, 0)], true), gone(true, "budget", 5)); // (a persisted one anywhere)
+        assert_eq!(attribute(&[(5, 0)], true), gone(false, "summary", 9)); // (made in its gap)
+        assert_eq!(attribute(&[(1, 0)], true), gone(false, "summary", -1));
+        assert_eq!(attribute(&[(1, 0)], false), gone(false, "snip", -1));
+        assert_eq!(attribute(&[(1, 0), (2, 0)], false), gone(false, "micro", 4)); // (the newest decides)
+        assert_eq!(attribute(&[(2, -1)], false), gone(false, "snip", -1)); // (a reply's: no result)
+        let msgs = vec![msg(1, 0, &[], &[]), msg(6, 7, &[], &[])];
+        check.outcomes(&[], &msgs, 0, &mut texts).unwrap();
+        assert_eq!(
+            check
+                .attribute(&[(5, 0)], &msgs, true, &mut texts, &mut ledger)
+                .unwrap(),
+            gone(false, "step", 8)
+        );
     }
 }

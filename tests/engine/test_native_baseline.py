@@ -236,23 +236,81 @@ def checked_contexts(draw):
     return Context(entries), probes
 
 
+def run_env(draw, context, probes):
+    """A run's ledger over ``context`` (or none): which layer made some of its made messages and at
+    which call, the call some of the probes' results were cleared at, the layer that dropped some of
+    the transcript's messages with nothing in their place."""
+    from types import SimpleNamespace
+
+    from compactlab.engine.layers.base import LayerLedger
+
+    if not draw(st.integers(0, 4)):
+        return None
+    ledger = LayerLedger()
+    calls, layers = st.integers(-1, 30), st.sampled_from(["summary", "snip", "micro", "step", ""])
+    for e in context.entries:
+        if e.origin < 0 and draw(st.booleans()):
+            ledger.made_by[e.origin] = draw(layers)
+        if e.origin < 0 and draw(st.booleans()):
+            ledger.made_at[e.origin] = draw(calls)
+    for o, b in {place for p in probes for place in p.where}:
+        if b >= 0 and draw(st.booleans()):
+            ledger.cleared_at[(o, b)] = draw(calls)
+        if draw(st.integers(0, 2)) == 0:
+            ledger.dropped[o] = (draw(layers), draw(calls))
+    return SimpleNamespace(ledger=ledger)
+
+
 @needs_native
 @settings(max_examples=300, deadline=None)
-@given(checked_contexts(), st.integers(1, 3))
-def test_the_native_check_finds_the_probes_where_the_python_one_does(case, calls):
+@given(checked_contexts(), st.integers(1, 3), st.data())
+def test_the_native_check_finds_the_probes_where_the_python_one_does(case, calls, data):
     """``check`` with the native core's ``RecallCheck`` against ``check`` itself: the same outcome,
-    layer and call for every probe, call after call over the same memo (each call's context the
-    last one, or that one grown)."""
+    layer and call for every probe, in the same order, and the same counts, call after call over the
+    same memo (each call's context the last one, or that one grown), with a run's ledger or without
+    (a message made in a gap put down to its layer, a result cleared at its call, a message dropped
+    by a step), and with no ledger to write to."""
     from compactlab.engine.measures.probes import ProbeMemo, check
 
     context, probes = case
+    env = data.draw(st.composite(lambda draw: run_env(draw, context, probes))())
     python, native = ProbeMemo(), ProbeMemo(NATIVE)
     for call in range(calls):
         ledgers: list[list] = [[], []]
-        for memo, ledger in zip((python, native), ledgers):
-            check(probes, context, call, ledger, None, memo)
-        assert ledgers[0] == ledgers[1]
+        counts = [check(probes, context, call, ledger, env, memo) for memo, ledger in zip((python, native), ledgers)]
+        assert ledgers[0] == ledgers[1] and counts[0] == counts[1]
+        assert all(type(o).__name__ == "ProbeOutcome" for o in ledgers[1])
+        assert check(probes, context, call, None, env, ProbeMemo(NATIVE)) == counts[0]
 
+
+
+@needs_native
+def test_a_probe_whose_result_was_persisted_is_recoverable_from_the_call_it_was_persisted_at():
+    """The newest result that held a probe, persisted in place (budget), makes it recoverable, put
+    down to budget at the call the run's ledger says; an older one cleared (micro) does not: both
+    checks alike."""
+    from types import SimpleNamespace
+
+    from compactlab.engine.context import Context
+    from compactlab.engine.layers.base import LayerLedger
+    from compactlab.engine.measures.probes import Probe, ProbeMemo, check
+    from compactlab.transcripts.messages import make_entry
+    from helpers import asst, results, tr, tu, user
+
+    entries = [make_entry(user("go"), 0), make_entry(asst("look", tu("t1")), 1),
+               make_entry(results(tr("t1", "found src/app.py")), 2).with_result_content(0, "[cleared]"),
+               make_entry(asst("again", tu("t2")), 3),
+               make_entry(results(tr("t2", "src/app.py again")), 4).with_result_content(
+                   0, "<persisted-output> saved to out/r.txt"),
+               make_entry(asst("ok"), 5)]
+    env = SimpleNamespace(ledger=LayerLedger(cleared_at={(2, 0): 3, (4, 0): 7}))
+    probe = Probe("src/app.py", ((2, 0), (4, 0)), 0, "bash", "path")
+    older = probe._replace(where=((2, 0),))
+    for memo in (ProbeMemo(), ProbeMemo(NATIVE)):
+        ledger: list = []
+        assert check([probe, older], Context(entries), 9, ledger, env, memo) == (0, 1)
+        assert [(o.status, o.removed_by, o.removed_at) for o in ledger] == [("recoverable", "budget", 7),
+                                                                              ("lost", "micro", 3)]
 
 
 @needs_native

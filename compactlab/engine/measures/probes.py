@@ -779,7 +779,8 @@ class ProbeMemo:
     def __init__(self, native: Any = None) -> None:
         #: the native core's check (``_native.RecallCheck``, its memo its own) where ``native`` is
         #: the native module (``core.in_use()``); ``check`` is its reference
-        self.native = None if native is None else native.RecallCheck(_whole_text, _text, _block_text, _as_sent)
+        self.native = None if native is None else native.RecallCheck(_whole_text, _text, _block_text, _as_sent,
+                                                                      ProbeOutcome)
         self._texts: dict[int, tuple[Entry, str]] = {}
         self._edited: list[Entry] = []
         self._joined = ""
@@ -874,8 +875,12 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
     not known), which the native check need not read again."""
     if not probes:
         return Checked(0, 0)
+    memo = memo or ProbeMemo()
+    if memo.native is not None:  # (the native core's check, attribution and ledger in one crossing)
+        return Checked(*memo.native.check(probes, context.entries, stable, call, ledger,
+                                          env.ledger if env is not None else None))
     append = ledger.append if ledger is not None else None
-    kept, missing, holds, made = _looked_for(probes, context, call, append, memo or ProbeMemo(), stable)
+    kept, missing, holds, made = _looked_for(probes, context, call, append, memo)
     if not missing:
         return Checked(kept, 0)
     done = env.ledger if env is not None else None
@@ -902,30 +907,16 @@ def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[Pro
     return Checked(kept, recoverable)
 
 
-def _looked_for(probes: Sequence[Probe], context: Context, call: int, append: Any, memo: ProbeMemo,
-                stable: int | None = None) -> tuple[int, list[Probe], Callable[[Probe], bool], bool]:
+def _looked_for(probes: Sequence[Probe], context: Context, call: int, append: Any,
+                memo: ProbeMemo) -> tuple[int, list[Probe], Callable[[Probe], bool], bool]:
     """The probes kept where a result that held them stands (how many, said), the others, whether
-    the context holds one of those anywhere else, and whether it has a message a layer made. The
-    native core looks where the memo has it (``_native.RecallCheck``), else ``_Anywhere``."""
-    if memo.native is not None:
-        outcomes, made = memo.native.outcomes(probes, context.entries, stable)
-        kept = _said_kept([p for p, o in zip(probes, outcomes) if o == 0], call, append)
-        missing = [p for p, o in zip(probes, outcomes) if o]
-        elsewhere = {id(p) for p, o in zip(probes, outcomes) if o == 1}
-        return kept, missing, lambda p: id(p) in elsewhere, bool(missing) and made
+    the context holds one of those anywhere else (``_Anywhere``), and whether it has a message a
+    layer made."""
     kept, missing = _where_first_held(probes, context, call, append)
     if not missing:
         return kept, missing, bool, False
     look = _Anywhere(context, memo, missing)
     return kept, missing, look.holds, look.made
-
-
-def _said_kept(probes: list[Probe], call: int, append: Any) -> int:
-    """Each of ``probes`` kept where a result that held it stands, said in the ledger."""
-    if append is not None:
-        for p in probes:
-            append(_new(ProbeOutcome, (call, p.text, p.kind, p.source_call, p.source_tool, "kept", "", -1)))
-    return len(probes)
 
 
 def _where_first_held(probes: Sequence[Probe], context: Context, call: int, append: Any) -> tuple[int, list[Probe]]:
