@@ -139,6 +139,12 @@ fn plain(text: &str) -> bool {
         .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
 }
 
+/// Whether `haystack` holds `needle` (memchr's SIMD search: the whole text of a context is long,
+/// and searched once for each probe not kept where it was held).
+fn holds(haystack: &str, needle: &str) -> bool {
+    memchr::memmem::find(haystack.as_bytes(), needle.as_bytes()).is_some()
+}
+
 /// `text` cut back to the end of its first `n` parts (`ends`: where each ends), and `ends` with it.
 fn cut(text: &mut String, ends: &mut Vec<usize>, n: usize) {
     if n < ends.len() {
@@ -192,7 +198,7 @@ impl Check {
             if p.line {
                 continue;
             }
-            if !p.text.contains('\0') && self.joined.contains(p.text) {
+            if !p.text.contains('\0') && holds(&self.joined, p.text) {
                 out[k] = KEPT_ELSEWHERE;
                 continue;
             }
@@ -213,7 +219,7 @@ impl Check {
             } else {
                 Cow::Owned(texts.escaped(p.text)?)
             };
-            if self.whole.contains(&*sent) {
+            if holds(&self.whole, &sent) {
                 out[k] = KEPT_ELSEWHERE;
             }
         }
@@ -394,7 +400,7 @@ fn between<T: Texts>(
     let start = origins.partition_point(|&o| o < lo);
     let stop = origins.partition_point(|&o| o <= hi);
     for &(i, block) in &found[start..stop.max(start)] {
-        if result_text(msgs, i, block, texts)?.contains(p.text) {
+        if holds(&result_text(msgs, i, block, texts)?, p.text) {
             return Ok(true);
         }
     }
@@ -654,6 +660,27 @@ mod tests {
                     check.known(&ctx, &mut texts).unwrap(),
                     new.known(&ctx, &mut fresh).unwrap(),
                     "call {call}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_text_holds_what_str_contains_finds() {
+        let texts = [
+            "",
+            "a",
+            "src/app.py",
+            "ünï_code and x_y",
+            "\"quoted\" \\ back",
+            "ab\u{0}cd",
+        ];
+        for haystack in texts {
+            for needle in texts.iter().chain(&["ü", "ï_c", "x_y ", "\u{0}", "d"]) {
+                assert_eq!(
+                    holds(haystack, needle),
+                    haystack.contains(needle),
+                    "{haystack:?} {needle:?}"
                 );
             }
         }
