@@ -380,7 +380,7 @@ def test_the_native_pricing_is_pythons_to_the_last_bit(calls, models, gaps, ttl,
     recorded breaks and expectations, every provider's rules, replies, tiered prices: the same
     reads, writes and costs of every record and the same sums, exactly."""
     from compactlab.engine.cost.cache_rules import RULES
-    from compactlab.engine.cost.pricing import price_calls_in_python
+    from compactlab.engine.cost.pricing import price_calls_in_python, prices_looked_up
 
     base, over = tiered
     p = load_prices().lookup("claude-sonnet-4-5")
@@ -390,6 +390,9 @@ def test_the_native_pricing_is_pythons_to_the_last_bit(calls, models, gaps, ttl,
 
     def prices(model, when):
         return plain if one_model or model != "b" else other
+
+    def fresh(model, when):  # (an equal object of its own at each look-up: one entry of the table each)
+        return prices(model, when)._replace()
 
     times = None if gaps is None else list(accumulate((g if g is not None else 0.0) for g in gaps))
     if gaps is not None:
@@ -405,7 +408,8 @@ def test_the_native_pricing_is_pythons_to_the_last_bit(calls, models, gaps, ttl,
                 breaks=breaks, rules=RULES[provider], reply_tokens=replies[:n] if replies else replies,
                 expected=expected)
     assert core.in_use() is not None  # (``price_calls`` is the native core's)
-    for price in (prices, plain):
+    assert len(prices_looked_up(fresh, args["models"], args["times"], n)[0]) <= 2
+    for price in (prices, fresh, plain):
         a, b = records(), records()
         want = price_calls_in_python(a, price, **args)
         got = price_calls(b, price, **args)

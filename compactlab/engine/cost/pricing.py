@@ -211,12 +211,13 @@ def prices_looked_up(prices: ModelPrices | Callable[[Any, float | None], ModelPr
         return [prices], []
     table: list[ModelPrices] = []
     index: list[int] = []
-    seen: dict[int, int] = {}  # (the run's look-ups give one object a model and time)
+    # (by value: a look-up at each call's own time may make each call an equal object of its own)
+    seen: dict[ModelPrices, int] = {}
     for i in range(n):
         p = prices(models[i] if models else None, times[i] if times else None)
-        k = seen.get(id(p))
+        k = seen.get(p)
         if k is None:
-            k = seen[id(p)] = len(table)
+            k = seen[p] = len(table)
             table.append(p)
         index.append(k)
     return table, index
