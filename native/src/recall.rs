@@ -9,8 +9,8 @@
 //! and its texts, asked of the caller (`Texts`) the first time they are needed and kept with the
 //! message (a message never changes: a changed one is another message).
 
+use memchr::memmem::Finder;
 use rustc_hash::FxHashMap;
-use std::borrow::Cow;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// A message of a context, as the check reads it.
@@ -139,10 +139,11 @@ fn plain(text: &str) -> bool {
         .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
 }
 
-/// Whether `haystack` holds `needle` (memchr's SIMD search: the whole text of a context is long,
-/// and searched once for each probe not kept where it was held).
-fn holds(haystack: &str, needle: &str) -> bool {
-    memchr::memmem::find(haystack.as_bytes(), needle.as_bytes()).is_some()
+/// Whether `haystack` holds what `needle` finds (memchr's SIMD search, made once a probe: the whole
+/// text of a context is long, and each text is searched once for each probe not kept where it was
+/// held).
+fn holds(needle: &Finder<'_>, haystack: &str) -> bool {
+    needle.find(haystack.as_bytes()).is_some()
 }
 
 /// `text` cut back to the end of its first `n` parts (`ends`: where each ends), and `ends` with it.
@@ -198,14 +199,15 @@ impl Check {
             if p.line {
                 continue;
             }
-            if !p.text.contains('\0') && holds(&self.joined, p.text) {
+            let finder = Finder::new(p.text);
+            if !p.text.contains('\0') && holds(&finder, &self.joined) {
                 out[k] = KEPT_ELSEWHERE;
                 continue;
             }
             if p.place.len() > 1 {
                 self.find_intact(msgs);
                 let (origins, found) = &self.intact;
-                if between(p, origins, found, msgs, texts)? {
+                if between(p, &finder, origins, found, msgs, texts)? {
                     out[k] = KEPT_ELSEWHERE;
                     continue;
                 }
@@ -214,12 +216,12 @@ impl Check {
                 self.make_whole(msgs, texts)?;
                 whole_made = true;
             }
-            let sent: Cow<str> = if plain(p.text) {
-                Cow::Borrowed(p.text)
+            let held = if plain(p.text) {
+                holds(&finder, &self.whole)
             } else {
-                Cow::Owned(texts.escaped(p.text)?)
+                holds(&Finder::new(&texts.escaped(p.text)?), &self.whole)
             };
-            if holds(&self.whole, &sent) {
+            if held {
                 out[k] = KEPT_ELSEWHERE;
             }
         }
@@ -376,9 +378,11 @@ impl Check {
     }
 }
 
-/// `probes._between`: whether an intact result from the first to the latest that held `p` holds it.
+/// `probes._between`: whether an intact result from the first to the latest that held `p` holds it
+/// (`finder`: its text's).
 fn between<T: Texts>(
     p: &Probe,
+    finder: &Finder<'_>,
     origins: &[i64],
     found: &[(usize, i64)],
     msgs: &[Arc<Msg>],
@@ -400,7 +404,7 @@ fn between<T: Texts>(
     let start = origins.partition_point(|&o| o < lo);
     let stop = origins.partition_point(|&o| o <= hi);
     for &(i, block) in &found[start..stop.max(start)] {
-        if holds(&result_text(msgs, i, block, texts)?, p.text) {
+        if holds(finder, &result_text(msgs, i, block, texts)?) {
             return Ok(true);
         }
     }
@@ -678,7 +682,7 @@ mod tests {
         for haystack in texts {
             for needle in texts.iter().chain(&["ü", "ï_c", "x_y ", "\u{0}", "d"]) {
                 assert_eq!(
-                    holds(haystack, needle),
+                    holds(&Finder::new(needle), haystack),
                     haystack.contains(needle),
                     "{haystack:?} {needle:?}"
                 );
