@@ -313,7 +313,8 @@ class Turns:
         return records
 
     def turn(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
-        """One call (a policy that keeps every message, where the native loop runs it: ``kept``)."""
+        """One call of a run not on the native loop of a policy that keeps every message (that one
+        takes a batch of calls at a time: ``kept``)."""
         add_tool_names(self.env.tool_names, reply)  # (a name is known from its tool_use on)
         if call == 0:
             self._first(pos)
