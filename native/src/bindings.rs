@@ -4,7 +4,7 @@ use hashbrown::HashTable;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
-use rustc_hash::{FxBuildHasher, FxHashMap};
+use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -158,6 +158,24 @@ fn line_refs(text: &Bound<'_, PyString>) -> Option<Vec<u32>> {
     strings::line_refs(utf8(text)?)
 }
 
+/// The names inside the longer tokens of `strings` (`probes.parts`, its reference), a set; None
+/// where a string has no UTF-8 (a lone surrogate: Python splits it).
+#[pyfunction]
+fn parts<'py>(strings: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PySet>>> {
+    let py = strings.py();
+    let out = PySet::empty(py)?;
+    for s in strings.try_iter()? {
+        let s = s?;
+        let Some(t) = utf8(s.cast::<PyString>()?) else {
+            return Ok(None);
+        };
+        for part in strings::parts(t) {
+            out.add(PyString::new(py, part))?;
+        }
+    }
+    Ok(Some(out))
+}
+
 /// Where a text shows a framework's own source (`probes.own_frameworks`): the folders of its trees.
 #[pyclass(module = "compactlab._native", frozen)]
 struct FrameworkSources {
@@ -284,6 +302,82 @@ impl ResultStrings {
         Ok(())
     }
 
+    /// `ProbeIndex._reply`'s look at each string of a reply (`found`, a set; the order is not
+    /// read): one the agent said first is its own; one no result held becomes its own; one a result
+    /// held, neither generic (`known`, `own`: the frameworks whose own source the session showed)
+    /// nor in the prompts (`prompts`, `in_prompts` its memo), is a probe, placed where the results
+    /// held it and, last, at the latest reply that repeated it (`said`). The probes, in no order;
+    /// None, and nothing changed, where a string is not ASCII (Python looks at that reply).
+    #[allow(clippy::too_many_arguments)]
+    fn reply_probes<'py>(
+        &mut self,
+        found: &Bound<'py, PySet>,
+        own: u64,
+        prompts: &Bound<'py, PyString>,
+        in_prompts: &Bound<'py, PyDict>,
+        said: &Bound<'py, PyDict>,
+        known: &Bound<'py, KnownNames>,
+    ) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
+        let py = found.py();
+        let mut strings = Vec::with_capacity(found.len());
+        for s in found.iter() {
+            let s = s.cast_into::<PyString>()?;
+            if !s.to_str().is_ok_and(str::is_ascii) {
+                return Ok(None);
+            }
+            strings.push(s);
+        }
+        let known = known.get();
+        let (probe, new_tuple) = (known.probe.bind(py), known.new_tuple.bind(py));
+        let mut probes = Vec::new();
+        for s in strings {
+            let t = s.to_str()?;
+            if self.inner.is_mine(t.as_bytes()) {
+                continue;
+            }
+            let Some((first, last, source)) = self.inner.held(t.as_bytes()) else {
+                self.inner.add_mine(t.as_bytes());
+                continue;
+            };
+            if known.inner.generic(t, own) != Some(false) {
+                continue;
+            }
+            let prompted = match in_prompts.get_item(&s)? {
+                Some(answer) => answer.is_truthy()?,
+                None => {
+                    let answer = prompts.contains(&s)?;
+                    in_prompts.set_item(&s, answer)?;
+                    answer
+                }
+            };
+            if prompted {
+                continue;
+            }
+            let mut place: Vec<Bound<'py, PyAny>> = vec![first.into_pyobject(py)?.into_any()];
+            if last != first {
+                place.push(last.into_pyobject(py)?.into_any());
+            }
+            if let Some(at) = said.get_item(&s)? {
+                place.push(
+                    PyTuple::new(py, [at, (-1i64).into_pyobject(py)?.into_any()])?.into_any(),
+                );
+            }
+            let source = self.sources[source as usize].bind(py);
+            let fields = PyTuple::new(
+                py,
+                [
+                    s.clone().into_any(),
+                    PyTuple::new(py, place)?.into_any(),
+                    source.get_item(0)?,
+                    source.get_item(1)?,
+                    PyString::new(py, strings::kind(t)).into_any(),
+                ],
+            )?;
+            probes.push(new_tuple.call1((probe, fields))?);
+        }
+        Ok(Some(probes))
+    }
+
     /// Where the results held `s` (its first result and the latest, one where they are the same)
     /// and the first one's source; None if none did.
     fn held<'py>(
@@ -307,6 +401,64 @@ impl ResultStrings {
             ],
         )
         .map(Some)
+    }
+}
+
+/// Names known without reading a result (`strings::Known`; `probes.generic` is its reference), with
+/// the `Probe` class the index makes its probes of.
+#[pyclass(module = "compactlab._native", frozen)]
+struct KnownNames {
+    inner: strings::Known,
+    /// `Probe`, made of a tuple of its fields by `tuple.__new__`
+    probe: Py<PyAny>,
+    new_tuple: Py<PyAny>,
+}
+
+#[pymethods]
+impl KnownNames {
+    /// `standard` (`GENERIC`), `other_names`, `receivers` and `other_modules`: sets of names;
+    /// `vocabulary`: the vocabulary's lines (`name<TAB>mask`).
+    #[new]
+    fn new(
+        py: Python<'_>,
+        standard: &Bound<'_, PyAny>,
+        other_names: &Bound<'_, PyAny>,
+        receivers: &Bound<'_, PyAny>,
+        other_modules: &Bound<'_, PyAny>,
+        vocabulary: &str,
+        probe: Py<PyAny>,
+    ) -> PyResult<Self> {
+        let set = |names: &Bound<'_, PyAny>| -> PyResult<FxHashSet<Box<str>>> {
+            let mut out = FxHashSet::default();
+            for name in names.try_iter()? {
+                out.insert(name?.extract::<String>()?.into());
+            }
+            Ok(out)
+        };
+        let names = strings::Known::names_of(vocabulary).ok_or_else(|| {
+            pyo3::exceptions::PyValueError::new_err(
+                "the vocabulary has a mask that is not a number",
+            )
+        })?;
+        Ok(KnownNames {
+            inner: strings::Known {
+                standard: set(standard)?,
+                other_names: set(other_names)?,
+                receivers: set(receivers)?,
+                other_modules: set(other_modules)?,
+                names,
+            },
+            probe,
+            new_tuple: py
+                .get_type::<PyTuple>()
+                .getattr(intern!(py, "__new__"))?
+                .unbind(),
+        })
+    }
+
+    /// `probes.generic(t, own)` of an ASCII name; None for another (Python judges it).
+    fn generic(&self, t: &str, own: u64) -> Option<bool> {
+        self.inner.generic(t, own)
     }
 }
 
@@ -1469,13 +1621,14 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 15;
+const API: u32 = 16;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("API", API)?;
     m.add_class::<PromptCache>()?;
     m.add_class::<ResultStrings>()?;
+    m.add_class::<KnownNames>()?;
     m.add_class::<InvariantTracker>()?;
     m.add_class::<StreamBaseline>()?;
     m.add_class::<RecallCheck>()?;
@@ -1483,6 +1636,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tokens, m)?)?;
     m.add_function(wrap_pyfunction!(phrases, m)?)?;
     m.add_function(wrap_pyfunction!(line_refs, m)?)?;
+    m.add_function(wrap_pyfunction!(parts, m)?)?;
     m.add_function(wrap_pyfunction!(read_only, m)?)?;
     m.add_function(wrap_pyfunction!(price_calls, m)?)?;
     m.add_class::<FrameworkSources>()?;

@@ -406,6 +406,118 @@ impl ResultStrings {
     }
 }
 
+/// Names known without reading a result, as `probes.generic` and `probes.common` (their reference)
+/// judge an ASCII name: Python's standard names (`GENERIC`), the other languages' (`OTHER_NAMES`,
+/// `OTHER_MODULES`), the receivers a dotted name of theirs may start with (`RECEIVERS`), and the
+/// vocabulary's names, each with the frameworks it is of (a bit mask).
+#[derive(Debug, Default)]
+pub struct Known {
+    pub standard: FxHashSet<Box<str>>,
+    pub other_names: FxHashSet<Box<str>>,
+    pub receivers: FxHashSet<Box<str>>,
+    pub other_modules: FxHashSet<Box<str>>,
+    pub names: FxHashMap<Box<str>, u64>,
+}
+
+/// What a dotted name's rest ends with where it names a file, not a module's name (`probes.generic`).
+const FILE_ENDS: [&str; 11] = [
+    "py", "json", "txt", "md", "toml", "yaml", "yml", "cfg", "js", "ex", "exs",
+];
+
+impl Known {
+    /// The vocabulary's lines (`name<TAB>mask`, `data/vocabulary.txt` after its header); None where
+    /// a mask is not a number.
+    pub fn names_of(body: &str) -> Option<FxHashMap<Box<str>, u64>> {
+        let mut names = FxHashMap::default();
+        let mut words = body.split_ascii_whitespace();
+        while let Some(name) = words.next() {
+            names.insert(name.into(), words.next()?.parse().ok()?);
+        }
+        Some(names)
+    }
+
+    fn known(&self, name: &str, own: u64) -> bool {
+        self.names.get(name).is_some_and(|&of| of & own == 0)
+    }
+
+    /// `probes.common` of an ASCII name.
+    pub fn common(&self, t: &str, own: u64) -> bool {
+        if self.known(t, own) {
+            return true;
+        }
+        if t.contains('/') {
+            let words: Vec<&str> = t.split('/').collect();
+            return words.len() <= 3
+                && words.iter().all(|w| {
+                    !w.is_empty() && w.len() <= 5 && w.bytes().all(|b| b.is_ascii_uppercase())
+                });
+        }
+        if let Some(dot) = t.rfind('.') {
+            return self.known(&t[..dot], own) || t.split('.').all(|part| self.known(part, own));
+        }
+        t.contains('-') && self.known(t.trim_matches('-'), own)
+    }
+
+    /// `probes.generic` of an ASCII name (None: not ASCII, Python judges it).
+    pub fn generic(&self, t: &str, own: u64) -> Option<bool> {
+        if !t.is_ascii() {
+            return None;
+        }
+        let dunder = |s: &str| s.starts_with("__") && s.ends_with("__");
+        if self.standard.contains(t)
+            || self.other_names.contains(t)
+            || t.starts_with("phx-")
+            || dunder(t)
+            || self.common(t, own)
+        {
+            return Some(true);
+        }
+        if let (Some((head, rest)), false) = (t.split_once('.'), t.contains('/')) {
+            if ((self.standard.contains(head) && !self.receivers.contains(head))
+                || self.other_modules.contains(head))
+                && !FILE_ENDS.iter().any(|end| rest.ends_with(end))
+            {
+                return Some(true);
+            }
+            if (t.starts_with("self.") || t.starts_with("cls."))
+                && !rest.is_empty()
+                && rest.bytes().all(|b| b.is_ascii_alphabetic())
+                && !rest
+                    .as_bytes()
+                    .windows(2)
+                    .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
+            {
+                return Some(true);
+            }
+            if dunder(&t[t.rfind('.').map_or(0, |dot| dot + 1)..]) {
+                return Some(true);
+            }
+        }
+        Some(false)
+    }
+}
+
+/// The names inside a longer token (`probes.parts`, its reference): the pieces of a string with a
+/// `.`, `/` or `:` between them, of four characters or more.
+pub fn parts(t: &str) -> impl Iterator<Item = &str> {
+    let split = t.contains(['.', '/', ':']);
+    t.split(['.', '/', ':'])
+        .filter(move |p| split && p.chars().nth(3).is_some())
+}
+
+/// `probes.kind` of a distinctive string.
+pub fn kind(t: &str) -> &'static str {
+    if t.contains('/') {
+        "path"
+    } else if t.contains('.') {
+        "dotted"
+    } else if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        "number"
+    } else {
+        "identifier"
+    }
+}
+
 /// Python's `str.isspace` of an ASCII byte (`str.split()` and `str.strip()` split and strip these).
 fn py_space(b: u8) -> bool {
     matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0x1c..=0x1f | b' ')
@@ -792,6 +904,71 @@ mod tests {
             Some(vec![33])
         );
         assert_eq!(line_refs("a.py:12345678 b.toolongext:3"), Some(vec![]));
+    }
+
+    #[test]
+    fn parts_are_the_pieces_of_four_characters_between_dots_slashes_and_colons() {
+        let all = |t| parts(t).collect::<Vec<_>>();
+        assert_eq!(all("self.add_id_index"), ["self", "add_id_index"]);
+        assert_eq!(all("src//app/ünïc.py:12"), ["ünïc"]);
+        assert_eq!(all("plain_name"), Vec::<&str>::new()); // (no separator: not a longer token)
+        assert_eq!(all("a.b"), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn known_names_are_judged_as_python_judges_them() {
+        let set = |names: &[&str]| names.iter().map(|n| Box::from(*n)).collect();
+        let known = Known {
+            standard: set(&["os", "json", "string", "print"]),
+            other_names: set(&["addEventListener"]),
+            receivers: set(&["string"]),
+            other_modules: set(&["Enum"]),
+            names: Known::names_of("Q\t0\ndjango.urls\t1\nreal-time\t0\nmodels\t1\ndjango\t1\n")
+                .unwrap(),
+        };
+        let generic = |t| known.generic(t, 0).unwrap();
+        for t in [
+            "os",
+            "print",
+            "addEventListener",
+            "phx-click",
+            "__init__",
+            "os.path",
+            "Enum.find",
+            "self.name",
+            "cls.value",
+            "x.__dict__",
+            "CI/CD",
+            "django.urls",
+            "django.models",
+            "django.models.Q",
+            "django.urls.path",
+            "real-time",
+            "-real-time-",
+        ] {
+            assert!(generic(t), "{t}");
+        }
+        for t in [
+            "os.py",
+            "string.split",
+            "self.addItem",
+            "self.a_b",
+            "CI/CDEFGH",
+            "A/B/C/D",
+            "my_app",
+            "x.y",
+            "12345",
+            "src/app.py",
+        ] {
+            assert!(!generic(t), "{t}");
+        }
+        assert!(!known.generic("django.urls", 1).unwrap()); // (the session works on django's own source)
+        assert_eq!(known.generic("ünï_code", 0), None);
+        assert_eq!(
+            [kind("a/b.py"), kind("a.b"), kind("12345"), kind("a_b")],
+            ["path", "dotted", "number", "identifier"]
+        );
+        assert_eq!(Known::names_of("x\tnot-a-number\n"), None);
     }
 
     #[test]

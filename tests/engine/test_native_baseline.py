@@ -108,6 +108,43 @@ def test_generated_texts_have_the_same_runs_and_tokens_on_both_cores(text):
     assert tokens(text, NATIVE) == tokens(text)
 
 
+def _names() -> st.SearchStrategy[str]:
+    """Names as a reply holds them: the vocabulary's and Python's standard ones, the other
+    languages', made-up ones, joined by dots, slashes and dashes, with ``self.``, dunders and files'
+    ends; some beyond ASCII."""
+    from compactlab.engine.measures.probes import GENERIC, OTHER_MODULES, OTHER_NAMES, RECEIVERS, vocabulary
+
+    body = vocabulary().names.body.split()
+    known = sorted({*body[::2][::40], *sorted(GENERIC)[::5], *OTHER_MODULES, *OTHER_NAMES, *RECEIVERS})
+    word = st.one_of(st.sampled_from(known), st.sampled_from(["x", "my_app", "addItem", "CI", "CD", "API", "Q",
+                                                             "__init__", "__", "py", "json", "12345", "ünï",
+                                                             "real", "time", "self", "cls", "phx", "", "a_b"]))
+    joined = st.lists(word, min_size=1, max_size=4).flatmap(
+        lambda ws: st.lists(st.sampled_from([".", "/", "-", ":", "..", "//"]), min_size=len(ws) - 1,
+                            max_size=len(ws) - 1).map(lambda js: ws[0] + "".join(j + w for j, w in zip(js, ws[1:]))))
+    return st.one_of(joined, st.builds(lambda a, b: f"{a}{b}", st.sampled_from(["self.", "cls.", "phx-", "-", ""]),
+                                       joined))
+
+
+@needs_native
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_names(), max_size=8), st.sampled_from([0, 1, 2, 3, 1 << 13, (1 << 14) - 1]))
+def test_the_native_core_judges_names_and_splits_them_as_python_does(names, own):
+    """``KnownNames.generic`` against ``generic``, on names made of the vocabulary's and the
+    standard ones (an ASCII one judged, another left to Python), with the frameworks of the
+    session's own source; ``parts`` of them against Python's."""
+    from compactlab.engine.measures.probes import _native_known, generic, parts
+
+    known = _native_known(NATIVE)
+    edges = ["os.py", "json.json", "os.path", "string.split", "self.addItem", "self.a_b", "cls.value", "x.__dict__",
+             "CI/CD", "CI/CDEFGH", "A/B/C/D", "Enum.find", "phx-click", "real-time", "-real-time-", "django.urls",
+             "django.urls.path", "__init__", "__", "to_string", "12345"]
+    for t in [*edges, *names]:
+        assert known.generic(t, own) == (generic(t, own) if t.isascii() else None), t
+    assert parts(set(names), NATIVE) == parts(set(names))
+    assert NATIVE.parts(["a\ud800b.c_long_name"]) is None  # (no UTF-8: Python splits it)
+
+
 @needs_native
 def test_a_huge_text_is_read_by_its_head_and_tail_on_both_cores():
     head, tail = "start_one " + "x " * 150_000, " y" * 150_000 + " end_two"

@@ -141,6 +141,11 @@ class Names:
         self._body = body
         self._parsed: dict[str, dict[str, str]] = {}
 
+    @property
+    def body(self) -> str:
+        """The vocabulary's lines (``name<TAB>mask``)."""
+        return self._body
+
     def get(self, name: str) -> str | None:
         key = name[:2]
         part = self._parsed.get(key)
@@ -252,6 +257,13 @@ def own_sources(text: str, folders: Container[str]) -> list[str]:
 
 
 @cache
+def _native_known(native: Any) -> Any:
+    """The native core's judge of the names known without a result (``generic``, its reference), with
+    the class of the probes it makes."""
+    return native.KnownNames(GENERIC, OTHER_NAMES, RECEIVERS, OTHER_MODULES, vocabulary().names.body, Probe)
+
+
+@cache
 def _native_sources(native: Any) -> Any:
     """The native core's finder of the frameworks' own sources (their folders, in the pattern's order)."""
     return native.FrameworkSources(sorted(vocabulary().bit_of))
@@ -335,8 +347,11 @@ def kind(t: str) -> str:
     return "number" if t.isdigit() else "identifier"
 
 
-def parts(strings: set[str]) -> set[str]:
-    """The names inside longer tokens (``add_id_index`` of ``self.add_id_index``)."""
+def parts(strings: set[str], native: Any = None) -> set[str]:
+    """The names inside longer tokens (``add_id_index`` of ``self.add_id_index``). ``native``: the
+    native core, which splits them where every string has UTF-8 (this is its reference)."""
+    if native is not None and (found := native.parts(strings)) is not None:
+        return found  # type: ignore[no-any-return]
     out: set[str] = set()
     for t in strings:
         if "." in t or "/" in t or ":" in t:
@@ -555,7 +570,7 @@ class ProbeIndex:
     def _not_learnt(self, text: str) -> None:
         """A prompt's (or the system prompt's) strings: seen, never a probe."""
         found = tokens(text, self.native)
-        self.strings.not_learnt(found | parts(found), True)
+        self.strings.not_learnt(found | parts(found, self.native), True)
         if len(self.prompts) < MAX_PROMPT_TEXT:
             self.prompts += "\n" + text[: MAX_PROMPT_TEXT - len(self.prompts)]
             self._in_prompts.clear()
@@ -601,8 +616,32 @@ class ProbeIndex:
         strings, said = self.strings, self.said
         call = self.calls
         self.calls += 1
-        probes = []
         found = reply_strings(entry, self.native)
+        probes = self._probes_of(found)
+        texts = _texts(entry) if self.recent else []
+        probes += self._phrases(texts) + self._lines(texts)
+        # (a name the agent wrote inside a longer token: its own)
+        strings.not_learnt(parts(found, self.native), False)
+        for p in probes:  # later, the agent's own message holds it too
+            if p.kind not in ("line", "phrase"):
+                said[p.text] = pos
+        for tid, name in zip(entry.tool_use_ids, entry.tool_names):
+            self.tool_of[tid] = (call, name)
+        self._last_results = []
+        return sorted(probes)
+
+    def _probes_of(self, found: set[str]) -> list[Probe]:
+        """The probes among a reply's strings: each a result held, neither generic nor in a prompt;
+        a string no result held is the agent's own. The native core looks where every string is
+        ASCII (``ResultStrings.reply_probes``); this is its reference."""
+        if self.native is not None:
+            native_strings: Any = self.strings  # (``_native.ResultStrings``)
+            made = native_strings.reply_probes(found, self.own, self.prompts, self._in_prompts, self.said,
+                                               _native_known(self.native))
+            if made is not None:
+                return made  # type: ignore[no-any-return]
+        strings, said = self.strings, self.said
+        probes = []
         for s in found:
             if strings.is_mine(s):
                 continue
@@ -614,16 +653,7 @@ class ProbeIndex:
                 if s in said:
                     where = (*where, (said[s], REPLY))
                 probes.append(Probe(s, where, *source, kind(s)))
-        texts = _texts(entry) if self.recent else []
-        probes += self._phrases(texts) + self._lines(texts)
-        strings.not_learnt(parts(found), False)  # a name the agent wrote inside a longer token: its own
-        for p in probes:  # later, the agent's own message holds it too
-            if p.kind not in ("line", "phrase"):
-                said[p.text] = pos
-        for tid, name in zip(entry.tool_use_ids, entry.tool_names):
-            self.tool_of[tid] = (call, name)
-        self._last_results = []
-        return sorted(probes)
+        return probes
 
     def _phrases(self, texts: list[str]) -> list[Probe]:
         out = []
@@ -660,7 +690,7 @@ def wanted_strings(entries: list[Entry], native: Any = None) -> set[str]:
     for e in entries:
         if e.role == "assistant":
             out |= reply_strings(e, native)
-    return out | parts(out)
+    return out | parts(out, native)
 
 
 class ProbeOutcome(NamedTuple):
