@@ -404,6 +404,15 @@ impl ResultStrings {
     }
 }
 
+/// `tuple.__new__`: a named tuple made of a tuple of its fields, without its Python `__new__` (as
+/// `probes._new` makes one).
+fn tuple_new(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    Ok(py
+        .get_type::<PyTuple>()
+        .getattr(intern!(py, "__new__"))?
+        .unbind())
+}
+
 /// Names known without reading a result (`strings::Known`; `probes.generic` is its reference), with
 /// the `Probe` class the index makes its probes of.
 #[pyclass(module = "compactlab._native", frozen)]
@@ -449,10 +458,7 @@ impl KnownNames {
                 names,
             },
             probe,
-            new_tuple: py
-                .get_type::<PyTuple>()
-                .getattr(intern!(py, "__new__"))?
-                .unbind(),
+            new_tuple: tuple_new(py)?,
         })
     }
 
@@ -1039,10 +1045,7 @@ impl RecallCheck {
             result,
             escaped,
             outcome,
-            new_tuple: py
-                .get_type::<PyTuple>()
-                .getattr(intern!(py, "__new__"))?
-                .unbind(),
+            new_tuple: tuple_new(py)?,
         })
     }
 
