@@ -146,6 +146,27 @@ def test_the_native_core_judges_names_and_splits_them_as_python_does(names, own)
 
 
 @needs_native
+def test_the_native_judge_of_names_is_made_for_a_long_replay_not_a_short_one(monkeypatch):
+    """A reply's probes are found by Python for the first replies (``NATIVE_REPLIES_FROM``): a replay of
+    a few calls does not make the native judge of names (once a process, about 8 ms); a longer one
+    does, and the same probes are found either way (the samples and shared recordings: above)."""
+    from compactlab.synth import generate
+
+    monkeypatch.setattr(probes, "NATIVE_REPLIES_FROM", 16)
+    probes._native_known.cache_clear()
+
+    def indexed(calls: int) -> dict:
+        t = TranscriptBuilder("t.jsonl", "anthropic")
+        for m in generate(calls, seed=7):
+            t.add(m)
+        return baseline.compute_baseline(t.build()).probes
+
+    indexed(8)
+    assert probes._native_known.cache_info().currsize == 0
+    assert indexed(60) and probes._native_known.cache_info().currsize == 1
+
+
+@needs_native
 def test_a_huge_text_is_read_by_its_head_and_tail_on_both_cores():
     head, tail = "start_one " + "x " * 150_000, " y" * 150_000 + " end_two"
     text = head + "middle_three" + tail

@@ -256,6 +256,11 @@ def own_sources(text: str, folders: Container[str]) -> list[str]:
     return found
 
 
+#: the replies an index looks at in Python before it asks the native core, unless its judge of names
+#: is made already (once a process, about 8 ms: a replay of a few calls does not pay for it)
+NATIVE_REPLIES_FROM = 16
+
+
 @cache
 def _native_known(native: Any) -> Any:
     """The native core's judge of the names known without a result (``generic``, its reference), with
@@ -633,8 +638,9 @@ class ProbeIndex:
     def _probes_of(self, found: set[str]) -> list[Probe]:
         """The probes among a reply's strings: each a result held, neither generic nor in a prompt;
         a string no result held is the agent's own. The native core looks where every string is
-        ASCII (``ResultStrings.reply_probes``); this is its reference."""
-        if self.native is not None:
+        ASCII (``ResultStrings.reply_probes``), from the reply after ``NATIVE_REPLIES_FROM`` or once
+        its judge is made; this is its reference."""
+        if self.native is not None and (self.calls > NATIVE_REPLIES_FROM or _native_known.cache_info().currsize):
             native_strings: Any = self.strings  # (``_native.ResultStrings``)
             made = native_strings.reply_probes(found, self.own, self.prompts, self._in_prompts, self.said,
                                                _native_known(self.native))
