@@ -99,6 +99,9 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "EXTRA_ARGS", ["--charts", "none"])  # (the test's time: charts are the bench's)
     out = tmp_path / "figures.json"
     monkeypatch.setattr(bench, "TRAJECTORIES", 3)
+    envs: dict[str, dict[str, str]] = {}
+    run = bench.Measure.run
+    monkeypatch.setattr(bench.Measure, "run", lambda m: envs.update({m.name: m.env}) or run(m))
     # (callgrind's counts are the bench's: here the rows they fill, from a stand-in of the counter)
     asked = []
     monkeypatch.setattr(bench, "startup_instructions", lambda cl, small: asked.append(small) or {
@@ -130,8 +133,9 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
                    "compare 5 x 2: main-process peak (MB)", "compare 5 x 2 with reports (s)",
                    "time per session, 5 / 4 sessions", "tune 3 trials x 2 transcripts (s)",
                    "recall's share of replay -p s08 (CPU)", "recall's share, probes indexed again (CPU)",
-                   "tune / compare of as many replays", "identity step / none (CPU, recall off)",
-                   "identity step / none, 2x calls (CPU, recall off)", "identity step's ratio, 2x / 1x calls",
+                   "tune / compare of as many replays", "identity step / none, python core (CPU, recall off)",
+                   "identity step / none, python core, 2x calls (CPU, recall off)",
+                   "identity step's ratio, 2x / 1x calls", "identity step / none as the core runs it",
                    "observation-masking: 2x / 1x calls (CPU, startup subtracted)"):
         assert figure in r.stdout
     assert "start-up, --help (G instr.)" in r.stdout and "start-up, replay, 4 calls (G instr.)" in r.stdout
@@ -144,7 +148,17 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     assert shown["replay -p none / floor (instructions)"] == ["1.70", "×", "(#59)", "≤", "1.8"]
     assert "none" in told["commands"]["replay -p none"] and told["envs"]["replay -p none"] == {"COMPACTLAB_PROBES": "0"}
     doc = json.loads(out.read_text())
-    assert len(doc["figures"]) == 34 and doc["commands"]["floor"]["cpu"] > 0
+    assert len(doc["figures"]) == 35 and doc["commands"]["floor"]["cpu"] > 0
+    # a step runs on the Python engine: its seam is held to none there (#56), and shown against none as run
+    cpu = {name: c["cpu"] for name, c in doc["commands"].items()}
+    figure = {f["figure"]: f["value"] for f in doc["figures"]}
+    assert figure["identity step / none, python core (CPU, recall off)"] == pytest.approx(
+        cpu["replay identity step"] / cpu["replay -p none, python core"])
+    assert figure["identity step / none as the core runs it (CPU, recall off)"] == pytest.approx(
+        cpu["replay identity step"] / cpu["replay -p none"])
+    assert envs["replay -p none, python core"] == {"COMPACTLAB_PROBES": "0", "COMPACTLAB_CORE": "python"}
+    assert envs["replay -p none, 2x calls, python core"]["COMPACTLAB_CORE"] == "python"
+    assert "COMPACTLAB_CORE" not in envs["replay -p none"] and "COMPACTLAB_CORE" not in envs["replay identity step"]
     assert os.environ["COMPACTLAB_CACHE_DIR"] != str(tmp_path / "inputs" / "cache")  # its own, given back
 
 
