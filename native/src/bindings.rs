@@ -1316,7 +1316,8 @@ impl LineFacts {
     /// from `start`, whole lines, a last one without its line break ending the file or longer
     /// than `max_line`), each made
     /// an entry whose message stays in the file: `make`'s `LazyEntry(*facts, (source, offset,
-    /// length, ()))` (`lazy_entry`), its
+    /// length, (), placed))` (`lazy_entry`; `placed`: where its results' contents stand on the
+    /// line, `(block, start, end)` each), its
     /// origin counted on from `origin` and each added to `baseline` where one is given (a stream's
     /// raw baseline without probes); read until a line Python reads (one `read` does not read
     /// as a message alone, longer than `max_line` bytes, or a blank one past `max_blank` in a row)
@@ -1361,7 +1362,8 @@ impl LineFacts {
                 blank += 1;
             } else {
                 let origin = origin + made.len() as i64;
-                let Some((f, others)) = facts::line_facts(line, self.measure, true) else {
+                let Some((f, others, spans)) = facts::line_facts_placed(line, self.measure, true)
+                else {
                     break;
                 };
                 if !others.is_empty() {
@@ -1371,7 +1373,19 @@ impl LineFacts {
                     ));
                     break;
                 }
-                let lazy = (source, at + i as i64, line.len(), PyTuple::empty(py));
+                let placed = if spans.is_empty() {
+                    PyTuple::empty(py)
+                } else {
+                    let spans = spans.into_iter().map(|(b, at)| (b, at.start, at.end));
+                    PyTuple::new(py, spans)?
+                };
+                let lazy = (
+                    source,
+                    at + i as i64,
+                    line.len(),
+                    PyTuple::empty(py),
+                    placed,
+                );
                 let lazy = lazy.into_pyobject(py)?.into_any();
                 let args = self.entry_args(py, &f, origin)?;
                 made.push(Self::lazy_entry(py, make, &args, lazy)?);
@@ -1624,7 +1638,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 16;
+const API: u32 = 17;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

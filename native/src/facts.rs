@@ -83,6 +83,24 @@ pub fn line_facts(
     measure: bool,
     replies: bool,
 ) -> Option<(Facts, Vec<(usize, usize)>)> {
+    line_facts_placed(line, measure, replies).map(|(facts, others, _)| (facts, others))
+}
+
+/// A line's facts, where its other members stand (each key to the end of its value) and where
+/// each tool result's content stands (`Span`, in block order).
+pub type Placed = (Facts, Vec<(usize, usize)>, Vec<Span>);
+
+/// `line_facts` with where each tool result's content stands on the line.
+pub fn line_facts_placed(line: &[u8], measure: bool, replies: bool) -> Option<Placed> {
+    let (mut facts, others, spans) = scan(line, replies)?;
+    if !measure {
+        facts.results.iter_mut().for_each(|r| r.json_size = -1);
+    }
+    Some((facts, others, spans))
+}
+
+/// The line read whole: its facts, its other members' spans and its results' contents' spans.
+fn scan(line: &[u8], replies: bool) -> Option<Placed> {
     let text = std::str::from_utf8(line).ok()?;
     let mut s = Scan {
         b: line,
@@ -90,15 +108,17 @@ pub fn line_facts(
         i: 0,
         keys: Vec::new(),
         any_number: false,
+        spans: Vec::new(),
     };
     s.ws();
-    let (mut facts, others) = s.message(replies)?;
+    let (facts, others) = s.message(replies)?;
     s.ws();
-    if !measure {
-        facts.results.iter_mut().for_each(|r| r.json_size = -1);
-    }
-    (s.i == line.len()).then_some((facts, others))
+    (s.i == line.len()).then_some((facts, others, s.spans))
 }
+
+/// Where a tool result's content stands on its line: the block's index, the bytes of its value
+/// (a user message's block with a `content` key).
+pub type Span = (usize, std::ops::Range<usize>);
 
 /// A string's sizes: its characters, its JSON text's length, whether any character is not
 /// Python's whitespace.
@@ -154,6 +174,8 @@ struct Block {
     files: Vec<(usize, String)>,
     /// the content: its JSON length, its kind and its SPEC §4 size (None: no content key)
     content: Option<(usize, Kind, usize)>,
+    /// where the content's value stands on the line
+    content_at: std::ops::Range<usize>,
     is_error: bool,
 }
 
@@ -165,6 +187,8 @@ struct Scan<'a> {
     keys: Vec<Cow<'a, str>>,
     /// any JSON number is read (a reply's other members: their sizes are not asked)
     any_number: bool,
+    /// where each tool result's content stands (`line_facts_placed`)
+    spans: Vec<Span>,
 }
 
 impl<'a> Scan<'a> {
@@ -307,6 +331,9 @@ impl<'a> Scan<'a> {
             };
             if *seen_other {
                 facts.misplaced.push(tool_use_id.clone());
+            }
+            if b.content.is_some() {
+                self.spans.push((n, b.content_at));
             }
             facts.results.push(ResultFact {
                 block: n,
@@ -459,8 +486,10 @@ impl<'a> Scan<'a> {
             }
             "input" if self.peek()? == b'{' => return self.input(b, depth + 1),
             "content" => {
+                let start = self.i;
                 let (json, kind, size) = self.result_content(depth + 1)?;
                 b.content = Some((json, kind, size));
+                b.content_at = start..self.i;
                 return Some(json);
             }
             "is_error" => {
@@ -1093,5 +1122,33 @@ mod tests {
     fn surrogate_pairs_are_one_character() {
         let f = facts(r#"{"role":"user","content":"\ud83d\ude00"}"#).unwrap();
         assert_eq!(f.chars, r#"{"role":"user","content":"😀"}"#.chars().count());
+    }
+
+    #[test]
+    fn a_results_content_is_found_where_it_stands() {
+        let placed = |line: &str| line_facts_placed(line.as_bytes(), true, true).map(|(_, _, s)| s);
+        let line = r#"{"content":[{"type":"text","text":"a"},{"type":"tool_result","tool_use_id":"t1","content":"x\"y"},{"type":"tool_result","tool_use_id":"t2"},{"type":"tool_result","tool_use_id":"t3","content":[{"type":"text","text":"z","content":"inner"}],"is_error":true}],"role":"user"}"#;
+        let spans = placed(line).unwrap();
+        let texts: Vec<(usize, &str)> = spans
+            .iter()
+            .map(|(b, at)| (*b, &line[at.clone()]))
+            .collect();
+        // (the content read after the role: a block without content has none; an inner block's is not one)
+        assert_eq!(
+            texts,
+            [
+                (1, r#""x\"y""#),
+                (3, r#"[{"type":"text","text":"z","content":"inner"}]"#)
+            ]
+        );
+        let spaced = r#" { "role" : "user" , "content" : [ { "type" : "tool_result" , "tool_use_id" : "t" , "content" : [ 1 , 2 ] } ] } "#;
+        let spans = placed(spaced).unwrap();
+        assert_eq!(&spaced[spans[0].1.clone()], "[ 1 , 2 ]");
+        let assistant = r#"{"role":"assistant","content":[{"type":"tool_result","tool_use_id":"t","content":"x"}]}"#;
+        assert_eq!(placed(assistant), Some(vec![]));
+        let reply = r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"x"}],"usage":{}}"#;
+        let x = reply.find(r#""x""#).unwrap();
+        assert_eq!(placed(reply).unwrap()[0].1, x..x + 3);
+        assert_eq!(placed(r#"{"role":"user","content":[]} x"#), None);
     }
 }

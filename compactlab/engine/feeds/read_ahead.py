@@ -38,6 +38,8 @@ import signal
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
+import orjson
+
 from ...core import in_use, line_facts
 from ..measures.baseline import BaselineBuilder, RawBaseline, stream_baseline
 from ...errors import CompactlabError, InputError
@@ -79,6 +81,15 @@ def usable(path: str, forking: bool = True) -> bool:
     return forced or (size >= MIN_BYTES and (not forking or usable_cores() >= 2))
 
 
+#: where a tool result's content stands on its line, by block: ``(block, start, end)`` each, the
+#: line's bytes (the native core's facts place them: ``LineFacts.entries``; none placed: ``()``)
+Placed = tuple[tuple[int, int, int], ...]
+#: what stands just before a result's content on a line orjson wrote
+CONTENT_KEY = b'"content":'
+#: ``SourceFile.content_at``'s "not where the facts placed it"
+NOT_PLACED = object()
+
+
 class SourceFile:
     """The transcript file as it was when the stream was opened: a message is parsed again from
     its line when something reads it (``os.pread``: no shared file position, and a file cut
@@ -106,6 +117,42 @@ class SourceFile:
         except UnicodeDecodeError:
             raise self._changed() from None
 
+    def content_at(self, offset: int, start: int, end: int) -> Any:
+        """The value at bytes ``start:end`` of the line at ``offset``: a tool result's content
+        where the line's facts placed it. ``NOT_PLACED`` where no ``"content":`` stands just
+        before it (a line of other spacing: the caller reads the message, which also says whether
+        the file changed); a value that no longer parses is the file changed."""
+        raw = self._line_at(offset + start - len(CONTENT_KEY), end - start + len(CONTENT_KEY))
+        if not raw.startswith(CONTENT_KEY):
+            return NOT_PLACED
+        try:
+            return orjson.loads(memoryview(raw)[len(CONTENT_KEY):])
+        except ValueError:
+            raise self._changed() from None
+
+    def spliced_at(self, offset: int, length: int, placed: Placed, latest: dict[int, Any]) -> str | None:
+        """The line at ``offset`` with the contents of the tool results ``latest`` names (by block)
+        written in their places (``placed``: where the line's facts placed each), its line break left
+        out: the message so changed as orjson writes it where the line is what orjson wrote of the
+        message (the caller's length check says). None where a result named is not placed, or where
+        no ``"content":`` stands before it."""
+        raw = self._line_at(offset, length)
+        pieces: list[bytes] = []
+        at = 0
+        for block, start, end in placed:
+            if block in latest:
+                if raw[start - len(CONTENT_KEY):start] != CONTENT_KEY:
+                    return None
+                pieces += (raw[at:start], orjson.dumps(latest[block]))
+                at = end
+        if len(pieces) != 2 * len(latest):
+            return None
+        pieces.append(raw[at:])
+        try:
+            return b"".join(pieces).decode().removesuffix("\n")
+        except UnicodeDecodeError:
+            raise self._changed() from None
+
     def message_at(self, offset: int, length: int, role: str | None = None) -> Message:
         """The message on the line at ``offset``, as it was read (``role``: the one its facts say):
         a line that is no longer one, or no longer that message's, is an error that says the file
@@ -124,13 +171,15 @@ class LazyEntry(Entry):
     """An Entry whose message stays where it was read until something reads it: its facts came
     from the reader process; the line is parsed again (``source.message_at``) on first use, with
     the tool-result contents replaced since (``patches``) applied. A tool result a layer replaces
-    is measured from its facts, the message still unread."""
+    is measured from its facts, the message still unread. Where its facts placed its results'
+    contents on the line (``placed``), the message's compact JSON with those replaced, and an
+    unchanged result's content, are read from the line without reading the message."""
 
     __slots__ = ("_message", "_lazy")
 
     def __init__(self, chars: int, role: str, origin: int, tool_use_ids: tuple[str, ...], tool_names: tuple[str, ...],
                  use_files: tuple, results: tuple, misplaced: tuple[str, ...], empty: bool, has_text: bool,
-                 lazy: tuple["SourceFile", int, int, tuple[tuple[int, Any], ...]], use_set: Any = None,
+                 lazy: tuple["SourceFile", int, int, tuple[tuple[int, Any], ...], Placed], use_set: Any = None,
                  result_set: Any = None, changed: frozenset[int] = frozenset()) -> None:
         super().__init__({}, chars, role, origin, tool_use_ids, tool_names, use_files, results, misplaced, empty,
                          has_text, use_set, result_set, changed)
@@ -141,7 +190,7 @@ class LazyEntry(Entry):
     def message(self) -> Message:
         message = self._message
         if message is None:
-            source, offset, length, patches = self._lazy
+            source, offset, length, patches, _ = self._lazy
             message = source.message_at(offset, length, self.role)
             if patches:
                 content = list(message["content"])
@@ -162,11 +211,11 @@ class LazyEntry(Entry):
         character in its shortest form, so any other spacing, escape or member makes a line longer
         (a sized placeholder, counted as its N, excepted: such a line is written)."""
         if self._message is None:
-            source, offset, length, patches = self._lazy
-            if not patches:
-                text = source.text_at(offset, length)
-                if len(text) == self.chars and SIZED_MARK not in text:
-                    return text
+            source, offset, length, patches, placed = self._lazy
+            text = (source.text_at(offset, length) if not patches
+                    else source.spliced_at(offset, length, placed, self._patched()) if placed else None)
+            if text is not None and len(text) == self.chars and SIZED_MARK not in text:
+                return text  # (changed: the changed results' contents written where they stood)
         return super().json_text()
 
     def _patched(self) -> dict[int, Any]:
@@ -184,18 +233,24 @@ class LazyEntry(Entry):
             latest = self._patched()
             if block in latest:
                 return latest[block]
+            source, offset, _, _, placed = self._lazy
+            for b, start, end in placed:  # (the content alone read from the line)
+                if b == block:
+                    if (content := source.content_at(offset, start, end)) is not NOT_PLACED:
+                        return content
+                    break
         return super().block_content(block)
 
     def with_result_content(self, k: int, new_content: Any) -> Entry:
         fact = self.results[k]
         if self._message is not None or fact.json_size < 0:  # read by now: as any Entry
             return super().with_result_content(k, new_content)
-        source, offset, length, patches = self._lazy  # left unread: note the change, measure by facts
+        source, offset, length, patches, placed = self._lazy  # left unread: note the change, measure by facts
         new_json = json_len(new_content)
         return LazyEntry(self.chars - fact.json_size + new_json, self.role, self.origin, self.tool_use_ids,
                          self.tool_names, self.use_files, self.results_with(k, new_content, new_json),
                          self.misplaced_results, self.empty, self.has_text,
-                         (source, offset, length, (*patches, (fact.block, new_content))),
+                         (source, offset, length, (*patches, (fact.block, new_content)), placed),
                          self.use_set, self.result_set, self.changed | {fact.block})
 
 
@@ -260,7 +315,7 @@ def _lazy_entries(builder: TranscriptBuilder, source: SourceFile, skip_bad_lines
 
     def unread(*found: Any) -> LazyEntry:  # (read natively: its facts; the lines Python reads keep their message)
         offset, length = reader.span  # type: ignore[misc]
-        return LazyEntry(*found, (source, offset, length, ()))  # type: ignore[call-arg]  # (the ten facts)
+        return LazyEntry(*found, (source, offset, length, (), ()))  # type: ignore[call-arg]  # (the ten facts)
 
     lineno, blank = 1, 0
     for at, block, i, stop in reader.blocks():
@@ -481,7 +536,7 @@ def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader:
                         base.probes[call] = probes
                 builder.count += len(rows)
                 yield [LazyEntry(chars, role, origin, use_ids, names, use_files, results, misplaced, empty, has_text,
-                                 (source, offset, length, ()))
+                                 (source, offset, length, (), ()))
                        for (offset, length, chars, role, origin, use_ids, names, use_files, results, misplaced, empty,
                             has_text) in rows]
             elif kind == "end":

@@ -29,7 +29,8 @@ def _slots(entry: object) -> list[object]:
     """Every slot of an entry but its message (read after), in order: its facts, its sets, what
     changed, whether its message was read, where its line is."""
     names = [n for c in reversed(type(entry).__mro__) for n in getattr(c, "__slots__", ()) if n != "message"]
-    return [(n, getattr(entry, n)) if n != "_lazy" else (n, entry._lazy[1:]) for n in names]  # type: ignore[attr-defined]
+    # (where its results' contents stand, which only the blocks' reading places: checked on its own)
+    return [(n, getattr(entry, n)) if n != "_lazy" else (n, entry._lazy[1:4]) for n in names]  # type: ignore[attr-defined]
 
 
 def _line_by_line(path: str, skip: bool) -> TranscriptBuilder:
@@ -40,7 +41,7 @@ def _line_by_line(path: str, skip: bool) -> TranscriptBuilder:
 
     def unread(*found: object) -> LazyEntry:
         offset, length = lines.span  # type: ignore[misc]
-        return LazyEntry(*found, (source, offset, length, ()))  # type: ignore[arg-type]
+        return LazyEntry(*found, (source, offset, length, (), ()))  # type: ignore[arg-type]
 
     for _ in anthropic_messages._read(builder, lines, measure=True, messages=False, unread=unread):
         pass
@@ -239,6 +240,50 @@ def test_a_lazy_entrys_json_is_its_line_only_where_the_line_is_what_orjson_write
         assert changed.chars == last.chars and changed.json_text() == orjson.dumps(changed.message).decode()
 
 
+_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters="\ufdd0"), max_size=12)
+_content = st.one_of(st.none(), _text, st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": _text}),
+                                                max_size=2))
+_block = st.one_of(
+    st.builds(lambda i, c: tr(f"t{i}", c), st.integers(0, 3), _content),
+    st.builds(lambda i: {"type": "tool_result", "tool_use_id": f"n{i}"}, st.integers(0, 3)),  # (no content)
+    st.builds(lambda t: {"type": "text", "text": t}, _text),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(blocks=st.lists(_block, min_size=1, max_size=5), way=st.sampled_from(sorted(_JSON_WAYS)),
+       changes=st.lists(st.tuples(st.integers(0, 4), _content), max_size=4))
+def test_a_lazy_entrys_results_and_changed_json_are_read_where_its_line_placed_them(blocks, way, changes, tmp_path):
+    """Recall reads an unread message's tool results from where its facts placed them on its line,
+    and a changed one's compact JSON as its line with the changed contents written in their
+    places: the message is not read where the line is what orjson writes of it, and what is read
+    is what the message gives, whatever the line (Entry's, the reference)."""
+    from compactlab.transcripts.messages import SIZED_MARK, make_entry
+
+    message = {"role": "user", "content": blocks}
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(_JSON_WAYS[way](message) + b"\n")
+    builder = TranscriptBuilder(str(path), anthropic_messages.NAME, keep=True)
+    (lazy,) = _lazy_entries(builder, SourceFile(str(path)), False)
+    eager = make_entry(message, 0)
+    held = [f.block for f in eager.results if "content" in blocks[f.block]]
+    assert [b for b, _, _ in lazy._lazy[4]] == held  # (placed: each result with content, in order)
+    for block in held:
+        assert lazy.block_content(block) == eager.block_content(block)
+    # (read alone where "content": stands before it, as orjson writes it: not where ", " and ": " do)
+    assert (lazy._message is None) == (way != "spaced" or not held)
+    changed = set()
+    for k, new in changes:
+        if k < len(eager.results):
+            eager, lazy = eager.with_result_content(k, new), lazy.with_result_content(k, new)
+            changed.add(eager.results[k].block)
+    assert lazy.json_text() == orjson.dumps(eager.message).decode()
+    # (unread where the line is what orjson writes and every changed result had content to replace)
+    written = _JSON_WAYS[way](message) == orjson.dumps(message)
+    assert (getattr(lazy, "_message", 0) is None) == (written and set(held) >= changed)
+    assert [lazy.block_content(b) for b in held] == [eager.block_content(b) for b in held]
+
+
 def test_a_line_as_long_as_its_facts_say_but_holding_a_sized_placeholder_is_written_from_its_message(tmp_path):
     """A sized placeholder is counted as its N: a line padded to that length is no message's
     compact JSON, and is not taken for one."""
@@ -269,3 +314,29 @@ def test_a_line_read_again_for_its_json_that_is_no_longer_there_is_an_error_that
     path.write_bytes(first[:2] + b"\xff" + first[3:] + second)
     with pytest.raises(CompactlabError, match="the file changed while it was replayed"):
         one.json_text()
+
+
+def test_a_result_read_again_from_its_place_that_is_no_longer_there_is_an_error_that_says_so(tmp_path):
+    """A result's content read alone from where its line placed it: a file rewritten meanwhile is
+    said to have changed (a value that no longer parses, bytes that are no longer text), or, where
+    no "content": stands there any more, the message is read (which says so where it is no longer
+    a message, or not its role: ``message_at``)."""
+    path = tmp_path / "t.jsonl"
+    line = orjson.dumps({"role": "user", "content": [tr("t1", "first"), tr("t2", "second")]}) + b"\n"
+    path.write_bytes(line)
+
+    def rewritten(old: bytes, new: bytes) -> LazyEntry:
+        path.write_bytes(line)
+        builder = TranscriptBuilder(str(path), anthropic_messages.NAME, keep=True)
+        (entry,) = _lazy_entries(builder, SourceFile(str(path)), False)
+        assert len(old) == len(new)
+        path.write_bytes(line.replace(old, new))  # (in place: the same length)
+        return entry
+
+    with pytest.raises(CompactlabError, match="the file changed while it was replayed"):
+        rewritten(b'"first"', b'"first ').block_content(0)
+    moved = rewritten(b'"content":"first"', b'"cxntent":"first"')  # (no "content": there: the message is read,
+    assert moved.block_content(0) is None and moved._message is not None  # as before results were placed)
+    assert rewritten(b'"second"', b'"secxnd"').block_content(0) == "first"  # (another result: not read)
+    with pytest.raises(CompactlabError, match="the file changed while it was replayed"):
+        rewritten(b'"first"', b'"fir\xffst"'[:7]).with_result_content(1, "x").json_text()
