@@ -919,6 +919,8 @@ struct RecallCheck {
     /// `ProbeOutcome`, made of a tuple of its fields by `tuple.__new__` (as `probes._new` makes it)
     outcome: Py<PyAny>,
     new_tuple: Py<PyAny>,
+    /// the texts of a message left in its file, read here
+    in_file: InFile,
 }
 
 /// The texts of the messages of a context, made by the Python functions the check was given.
@@ -939,19 +941,242 @@ impl recall::Texts for PyTexts<'_, '_> {
     type Error = PyErr;
 
     fn whole(&mut self, i: usize) -> PyResult<String> {
-        self.made(&self.owner.whole, (self.entries.get_item(i)?,))
+        let entry = self.entries.get_item(i)?;
+        if let Some(text) = self.owner.in_file.whole(&entry)? {
+            return Ok(text);
+        }
+        self.made(&self.owner.whole, (entry,))
     }
 
     fn edited(&mut self, i: usize) -> PyResult<String> {
-        self.made(&self.owner.edited, (self.entries.get_item(i)?,))
+        let entry = self.entries.get_item(i)?;
+        if let Some(text) = self.owner.in_file.edited(&entry)? {
+            return Ok(text);
+        }
+        self.made(&self.owner.edited, (entry,))
     }
 
     fn result(&mut self, i: usize, block: i64) -> PyResult<String> {
-        self.made(&self.owner.result, (self.entries.get_item(i)?, block))
+        let entry = self.entries.get_item(i)?;
+        if let Some(text) = self.owner.in_file.result(&entry, block)? {
+            return Ok(text);
+        }
+        self.made(&self.owner.result, (entry, block))
     }
 
     fn escaped(&mut self, text: &str) -> PyResult<String> {
         self.made(&self.owner.escaped, (text,))
+    }
+}
+
+/// The texts recall reads of a message left in its file (`feeds/read_ahead.py`'s `LazyEntry`,
+/// unread), read from its line here: its compact JSON (`LazyEntry.json_text`: the line, or the
+/// line with its changed results' contents written in their places, where that is as long as the
+/// message's compact JSON and holds no sized placeholder) and an unchanged tool result's text
+/// (`block_content` and `probes._result_text`: a string content, parsed alone from its place). Any
+/// other case — a plain `Entry`, a message read, a content not a string, a line no longer what
+/// was read — is left to Python, the reference, which says what is wrong.
+struct InFile {
+    /// the plain `Entry` class (never left in a file) and `os.pread`
+    entry: Py<PyType>,
+    pread: Py<PyAny>,
+}
+
+/// What stands just before a result's content on a line orjson wrote (`read_ahead.CONTENT_KEY`).
+const CONTENT_KEY: &[u8] = b"\"content\":";
+/// The sized placeholder's mark (`messages.SIZED_MARK`).
+const MARK: char = '\u{fdd0}';
+
+/// A message left in its file: its file's descriptor, its line's offset and length, its
+/// patches, where its results' contents stand, its chars.
+struct Left<'py> {
+    fd: Bound<'py, PyAny>,
+    offset: i64,
+    length: usize,
+    patches: Bound<'py, PyTuple>,
+    placed: Vec<(i64, usize, usize)>,
+    chars: usize,
+}
+
+impl InFile {
+    /// `entry` where it is a message left unread in its file, else None.
+    fn left<'py>(&self, entry: &Bound<'py, PyAny>) -> PyResult<Option<Left<'py>>> {
+        let py = entry.py();
+        if entry.get_type().is(self.entry.bind(py)) {
+            return Ok(None);
+        }
+        let (Ok(message), Ok(lazy)) = (
+            entry.getattr(intern!(py, "_message")),
+            entry.getattr(intern!(py, "_lazy")),
+        ) else {
+            return Ok(None);
+        };
+        if !message.is_none() {
+            return Ok(None);
+        }
+        let Ok(lazy) = lazy.cast_into::<PyTuple>() else {
+            return Ok(None);
+        };
+        if lazy.len() != 5 {
+            return Ok(None);
+        }
+        Ok(Some(Left {
+            fd: lazy.get_item(0)?.getattr(intern!(py, "fd"))?,
+            offset: lazy.get_item(1)?.extract()?,
+            length: lazy.get_item(2)?.extract()?,
+            patches: lazy.get_item(3)?.cast_into::<PyTuple>()?,
+            placed: lazy.get_item(4)?.extract()?,
+            chars: entry.getattr(intern!(py, "chars"))?.extract()?,
+        }))
+    }
+
+    /// `length` bytes of the file from `offset` (None: fewer were there, the file cut short:
+    /// Python says so).
+    fn read<'py>(
+        &self,
+        fd: &Bound<'py, PyAny>,
+        length: usize,
+        offset: i64,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let raw = self.pread.bind(fd.py()).call1((fd, length, offset))?;
+        let raw = raw.cast_into::<PyBytes>()?;
+        Ok((raw.as_bytes().len() == length).then_some(raw))
+    }
+
+    /// `LazyEntry.json_text` of a message left in its file, where its line gives it.
+    fn whole(&self, entry: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+        let Some(left) = self.left(entry)? else {
+            return Ok(None);
+        };
+        if !left.patches.is_empty() && left.placed.is_empty() {
+            return Ok(None);
+        }
+        let Some(raw) = self.read(&left.fd, left.length, left.offset)? else {
+            return Ok(None);
+        };
+        let raw = raw.as_bytes();
+        let text = if left.patches.is_empty() {
+            std::str::from_utf8(raw).ok().map(str::to_owned)
+        } else {
+            Self::spliced(raw, &left)?
+        };
+        Ok(text
+            .map(|mut t| {
+                if t.ends_with('\n') {
+                    t.pop();
+                }
+                t
+            })
+            .filter(|t| !t.contains(MARK) && t.chars().count() == left.chars))
+    }
+
+    /// `probes._text` of a message left in its file (a tool-result message: its changed blocks'
+    /// contents, the last patch of each, in block order, each as orjson writes it, joined by NUL),
+    /// where each is a string.
+    fn edited(&self, entry: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+        let py = entry.py();
+        let assistant = entry
+            .getattr(intern!(py, "role"))?
+            .eq(intern!(py, "assistant"))?;
+        if assistant || entry.getattr(intern!(py, "origin"))?.extract::<i64>()? < 0 {
+            return Ok(None); // (its whole text: `whole`)
+        }
+        let Some(left) = self.left(entry)? else {
+            return Ok(None);
+        };
+        let mut latest = Self::latest(&left)?;
+        latest.sort_by_key(|(b, _)| *b);
+        let mut out = String::new();
+        for (k, (_, content)) in latest.iter().enumerate() {
+            let Ok(content) = content.cast_exact::<PyString>() else {
+                return Ok(None);
+            };
+            if k > 0 {
+                out.push('\0');
+            }
+            facts::push_json_string(content.to_str()?, &mut out);
+        }
+        Ok(Some(out))
+    }
+
+    /// Each patched block's last patch, in the order the blocks were first patched.
+    fn latest<'py>(left: &Left<'py>) -> PyResult<Vec<(i64, Bound<'py, PyAny>)>> {
+        let mut latest: Vec<(i64, Bound<'py, PyAny>)> = Vec::new();
+        for patch in left.patches.iter() {
+            let (block, content): (i64, Bound<'py, PyAny>) = patch.extract()?;
+            match latest.iter_mut().find(|(b, _)| *b == block) {
+                Some(held) => held.1 = content,
+                None => latest.push((block, content)),
+            }
+        }
+        Ok(latest)
+    }
+
+    /// `SourceFile.spliced_at`: the line with each patched result's content (the last patch of
+    /// its block, a string: any other is Python's) written in its place.
+    fn spliced(raw: &[u8], left: &Left<'_>) -> PyResult<Option<String>> {
+        let latest = Self::latest(left)?;
+        let mut out = String::with_capacity(raw.len());
+        let (mut at, mut used) = (0, 0);
+        for &(block, start, end) in &left.placed {
+            let Some((_, content)) = latest.iter().find(|(b, _)| *b == block) else {
+                continue;
+            };
+            let Ok(content) = content.cast_exact::<PyString>() else {
+                return Ok(None);
+            };
+            if start < CONTENT_KEY.len()
+                || end > raw.len()
+                || &raw[start - CONTENT_KEY.len()..start] != CONTENT_KEY
+            {
+                return Ok(None);
+            }
+            let (Ok(before), Ok(content)) =
+                (std::str::from_utf8(&raw[at..start]), content.to_str())
+            else {
+                return Ok(None);
+            };
+            out.push_str(before);
+            facts::push_json_string(content, &mut out);
+            at = end;
+            used += 1;
+        }
+        if used != latest.len() {
+            return Ok(None);
+        }
+        let Ok(rest) = std::str::from_utf8(&raw[at..]) else {
+            return Ok(None);
+        };
+        out.push_str(rest);
+        Ok(Some(out))
+    }
+
+    /// `probes._result_text` of an unchanged tool result of a message left in its file, where its
+    /// content is a string its line placed.
+    fn result(&self, entry: &Bound<'_, PyAny>, block: i64) -> PyResult<Option<String>> {
+        let Some(left) = self.left(entry)? else {
+            return Ok(None);
+        };
+        for patch in left.patches.iter() {
+            if patch.get_item(0)?.extract::<i64>()? == block {
+                return Ok(None);
+            }
+        }
+        let Some(&(_, start, end)) = left.placed.iter().find(|(b, _, _)| *b == block) else {
+            return Ok(None);
+        };
+        if start < CONTENT_KEY.len() || end < start {
+            return Ok(None);
+        }
+        let at = left.offset + (start - CONTENT_KEY.len()) as i64;
+        let Some(raw) = self.read(&left.fd, end - start + CONTENT_KEY.len(), at)? else {
+            return Ok(None);
+        };
+        let raw = raw.as_bytes();
+        if !raw.starts_with(CONTENT_KEY) {
+            return Ok(None);
+        }
+        Ok(facts::string_text(&raw[CONTENT_KEY.len()..]))
     }
 }
 
@@ -1028,6 +1253,7 @@ struct GivenProbe<'py> {
 #[pymethods]
 impl RecallCheck {
     #[new]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         whole: Py<PyAny>,
@@ -1035,6 +1261,8 @@ impl RecallCheck {
         result: Py<PyAny>,
         escaped: Py<PyAny>,
         outcome: Py<PyAny>,
+        entry: Py<PyType>,
+        pread: Py<PyAny>,
     ) -> PyResult<Self> {
         Ok(RecallCheck {
             check: recall::Check::default(),
@@ -1046,7 +1274,26 @@ impl RecallCheck {
             escaped,
             outcome,
             new_tuple: tuple_new(py)?,
+            in_file: InFile { entry, pread },
         })
+    }
+
+    /// The text the check reads of `entry` (a message of a context): its whole compact JSON, the
+    /// text of its tool result at `block`, or (`edited`) its changed blocks' text, read from the
+    /// line where it was left in its file (None: Python makes it). For the tests, which hold it to
+    /// Python's.
+    #[pyo3(signature = (entry, block=None, edited=false))]
+    fn text_in_file(
+        &self,
+        entry: &Bound<'_, PyAny>,
+        block: Option<i64>,
+        edited: bool,
+    ) -> PyResult<Option<String>> {
+        match (block, edited) {
+            (_, true) => self.in_file.edited(entry),
+            (None, _) => self.in_file.whole(entry),
+            (Some(b), _) => self.in_file.result(entry, b),
+        }
     }
 
     /// `probes.check` of the context `entries` at `call`: how many of `probes` it holds, and how
@@ -1638,7 +1885,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 17;
+const API: u32 = 18;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

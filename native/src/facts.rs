@@ -116,6 +116,45 @@ fn scan(line: &[u8], replies: bool) -> Option<Placed> {
     (s.i == line.len()).then_some((facts, others, s.spans))
 }
 
+/// The text of the JSON string that is all of `value` (a result's content where its line placed
+/// it), as orjson reads it; None where `value` is no such string or Python reads it.
+pub fn string_text(value: &[u8]) -> Option<String> {
+    let mut s = Scan {
+        b: value,
+        t: std::str::from_utf8(value).ok()?,
+        i: 0,
+        keys: Vec::new(),
+        any_number: false,
+        spans: Vec::new(),
+    };
+    if s.peek()? != b'"' {
+        return None;
+    }
+    let mut out = String::new();
+    s.string(Some(&mut out))?;
+    (s.i == value.len()).then_some(out)
+}
+
+/// `text` as orjson writes a string, onto `out`: `"` and `\`, the short escapes `\b \t \n \f
+/// \r`, other control characters as `\u00xx`, everything else as it is.
+pub fn push_json_string(text: &str, out: &mut String) {
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\u{c}' => out.push_str("\\f"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
 /// Where a tool result's content stands on its line: the block's index, the bytes of its value
 /// (a user message's block with a `content` key).
 pub type Span = (usize, std::ops::Range<usize>);
@@ -1150,5 +1189,30 @@ mod tests {
         let x = reply.find(r#""x""#).unwrap();
         assert_eq!(placed(reply).unwrap()[0].1, x..x + 3);
         assert_eq!(placed(r#"{"role":"user","content":[]} x"#), None);
+    }
+
+    #[test]
+    fn a_string_is_written_as_orjson_writes_it_and_read_back() {
+        let text: String = (0u8..0x20)
+            .map(char::from)
+            .chain("\x7f\"\\/é\u{2028}😀".chars())
+            .collect();
+        let mut out = String::new();
+        push_json_string(&text, &mut out);
+        // (orjson.dumps of the same string)
+        let orjson = concat!(
+            r#""\u0000\u0001\u0002\u0003\u0004\u0005\u0006\u0007\b\t\n\u000b\f\r\u000e\u000f"#,
+            r#"\u0010\u0011\u0012\u0013\u0014\u0015\u0016\u0017\u0018\u0019\u001a\u001b\u001c\u001d"#,
+            "\\u001e\\u001f\x7f\\\"\\\\/é\u{2028}😀\""
+        );
+        assert_eq!(out, orjson);
+        assert_eq!(string_text(out.as_bytes()).as_deref(), Some(text.as_str()));
+        assert_eq!(
+            string_text(br#""a\/b\u00e9\ud83d\ude00""#).as_deref(),
+            Some("a/bé😀")
+        );
+        assert_eq!(string_text(br#""a" "#), None);
+        assert_eq!(string_text(br#"["a"]"#), None);
+        assert_eq!(string_text(br#""\ud83d""#), None); // (a lone surrogate: Python's)
     }
 }

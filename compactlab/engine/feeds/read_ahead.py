@@ -98,10 +98,12 @@ class SourceFile:
     def __init__(self, path: str) -> None:
         self.path = path
         self._file = open(path, "rb", buffering=0)
-        self.size = os.fstat(self._file.fileno()).st_size
+        #: the open file's descriptor (the native check reads a line by it: ``os.pread``)
+        self.fd = self._file.fileno()
+        self.size = os.fstat(self.fd).st_size
 
     def _line_at(self, offset: int, length: int) -> bytes:
-        raw = os.pread(self._file.fileno(), length, offset)
+        raw = os.pread(self.fd, length, offset)
         if len(raw) != length:
             raise InputError(f"{self.path}: the file was cut short while it was replayed")
         return raw

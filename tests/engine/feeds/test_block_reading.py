@@ -16,6 +16,7 @@ from compactlab.core import in_use, line_facts
 from compactlab.errors import CompactlabError
 from compactlab.engine.feeds import read_ahead
 from compactlab.engine.feeds.read_ahead import LazyEntry, SourceFile, _lazy_entries
+from compactlab.engine.measures import probes
 from compactlab.engine.measures.baseline import BaselineBuilder, RawBaseline, stream_baseline
 from compactlab.transcripts import anthropic_messages, reader
 from compactlab.transcripts.messages import ResultFact, json_len, sized_placeholder
@@ -277,9 +278,25 @@ def test_a_lazy_entrys_results_and_changed_json_are_read_where_its_line_placed_t
         if k < len(eager.results):
             eager, lazy = eager.with_result_content(k, new), lazy.with_result_content(k, new)
             changed.add(eager.results[k].block)
+    # recall's native check reads the same texts from the line where the message is unread there
+    # (None: it leaves the message to Python), the Python functions it was given the reference
+    check = probes.ProbeMemo(in_use()).native
+    written = _JSON_WAYS[way](message) == orjson.dumps(message)
+    unread = getattr(lazy, "_message", 0) is None
+    natively = check.text_in_file(lazy)
+    assert natively in (None, probes._whole_text(eager))
+    assert (natively is not None) == (unread and written and set(held) >= changed
+                                      and all(type(eager.block_content(b)) is str for b in changed))
+    edited = check.text_in_file(lazy, edited=True)
+    assert edited in (None, probes._text(eager)) and (edited is not None) == (natively is not None or (
+        unread and all(type(eager.block_content(b)) is str for b in changed)))
+    for block in held:
+        text = check.text_in_file(lazy, block)
+        assert text in (None, probes._block_text(eager, block))
+        assert (text is not None) == (unread and way != "spaced" and block not in changed
+                                      and type(eager.block_content(block)) is str)
     assert lazy.json_text() == orjson.dumps(eager.message).decode()
     # (unread where the line is what orjson writes and every changed result had content to replace)
-    written = _JSON_WAYS[way](message) == orjson.dumps(message)
     assert (getattr(lazy, "_message", 0) is None) == (written and set(held) >= changed)
     assert [lazy.block_content(b) for b in held] == [eager.block_content(b) for b in held]
 
