@@ -1025,7 +1025,16 @@ impl InFile {
             offset: lazy.get_item(1)?.extract()?,
             length: lazy.get_item(2)?.extract()?,
             patches: lazy.get_item(3)?.cast_into::<PyTuple>()?,
-            placed: lazy.get_item(4)?.extract()?,
+            placed: lazy
+                .get_item(4)?
+                .cast::<PyBytes>()?
+                .as_bytes()
+                .chunks_exact(12)
+                .map(|c| {
+                    let n = |k: usize| u32::from_le_bytes([c[k], c[k + 1], c[k + 2], c[k + 3]]);
+                    (i64::from(n(0)), n(4) as usize, n(8) as usize)
+                })
+                .collect(),
             chars: entry.getattr(intern!(py, "chars"))?.extract()?,
         }))
     }
@@ -1564,7 +1573,7 @@ impl LineFacts {
     /// than `max_line`), each made
     /// an entry whose message stays in the file: `make`'s `LazyEntry(*facts, (source, offset,
     /// length, (), placed))` (`lazy_entry`; `placed`: where its results' contents stand on the
-    /// line, `(block, start, end)` each), its
+    /// line, `(block, start, end)` each as three little-endian `u32`s: `read_ahead.Placed`), its
     /// origin counted on from `origin` and each added to `baseline` where one is given (a stream's
     /// raw baseline without probes); read until a line Python reads (one `read` does not read
     /// as a message alone, longer than `max_line` bytes, or a blank one past `max_blank` in a row)
@@ -1620,12 +1629,7 @@ impl LineFacts {
                     ));
                     break;
                 }
-                let placed = if spans.is_empty() {
-                    PyTuple::empty(py)
-                } else {
-                    let spans = spans.into_iter().map(|(b, at)| (b, at.start, at.end));
-                    PyTuple::new(py, spans)?
-                };
+                let placed = PyBytes::new(py, &packed_spans(&spans));
                 let lazy = (
                     source,
                     at + i as i64,
@@ -1646,6 +1650,21 @@ impl LineFacts {
         }
         Ok((made, i, lines, blank, pending))
     }
+}
+
+/// Where a line's results' contents stand, packed (`read_ahead.Placed`: `(block, start, end)`
+/// each as three little-endian `u32`s); none where a number does not fit (no line is that long).
+fn packed_spans(spans: &[facts::Span]) -> Vec<u8> {
+    let mut packed = Vec::with_capacity(12 * spans.len());
+    for (block, at) in spans {
+        for n in [*block, at.start, at.end] {
+            let Ok(n) = u32::try_from(n) else {
+                return Vec::new();
+            };
+            packed.extend_from_slice(&n.to_le_bytes());
+        }
+    }
+    packed
 }
 
 /// What `LineFacts.entries` read: the entries, where it stopped, the lines read, the blank lines

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import signal
+import struct
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
@@ -81,9 +82,18 @@ def usable(path: str, forking: bool = True) -> bool:
     return forced or (size >= MIN_BYTES and (not forking or usable_cores() >= 2))
 
 
-#: where a tool result's content stands on its line, by block: ``(block, start, end)`` each, the
-#: line's bytes (the native core's facts place them: ``LineFacts.entries``; none placed: ``()``)
-Placed = tuple[tuple[int, int, int], ...]
+#: where the tool results' contents stand on their line: ``(block, start, end)`` each, the line's
+#: bytes, packed as three little-endian 32-bit numbers (``placed``: a line's are held as long as its
+#: message; the native core's facts place them, ``LineFacts.entries``; none placed: ``b""``)
+Placed = bytes
+PLACED = struct.Struct("<III")
+
+
+def placed(spans: Placed) -> Iterator[tuple[int, int, int]]:
+    """The ``(block, start, end)`` of each result's content a line's ``Placed`` says, in order."""
+    return PLACED.iter_unpack(spans)
+
+
 #: what stands just before a result's content on a line orjson wrote
 CONTENT_KEY = b'"content":'
 #: ``SourceFile.content_at``'s "not where the facts placed it"
@@ -132,16 +142,16 @@ class SourceFile:
         except ValueError:
             raise self._changed() from None
 
-    def spliced_at(self, offset: int, length: int, placed: Placed, latest: dict[int, Any]) -> str | None:
+    def spliced_at(self, offset: int, length: int, spans: Placed, latest: dict[int, Any]) -> str | None:
         """The line at ``offset`` with the contents of the tool results ``latest`` names (by block)
-        written in their places (``placed``: where the line's facts placed each), its line break left
+        written in their places (``spans``: where the line's facts placed each), its line break left
         out: the message so changed as orjson writes it where the line is what orjson wrote of the
         message (the caller's length check says). None where a result named is not placed, or where
         no ``"content":`` stands before it."""
         raw = self._line_at(offset, length)
         pieces: list[bytes] = []
         at = 0
-        for block, start, end in placed:
+        for block, start, end in placed(spans):
             if block in latest:
                 if raw[start - len(CONTENT_KEY):start] != CONTENT_KEY:
                     return None
@@ -213,9 +223,9 @@ class LazyEntry(Entry):
         character in its shortest form, so any other spacing, escape or member makes a line longer
         (a sized placeholder, counted as its N, excepted: such a line is written)."""
         if self._message is None:
-            source, offset, length, patches, placed = self._lazy
+            source, offset, length, patches, spans = self._lazy
             text = (source.text_at(offset, length) if not patches
-                    else source.spliced_at(offset, length, placed, self._patched()) if placed else None)
+                    else source.spliced_at(offset, length, spans, self._patched()) if spans else None)
             if text is not None and len(text) == self.chars and SIZED_MARK not in text:
                 return text  # (changed: the changed results' contents written where they stood)
         return super().json_text()
@@ -235,8 +245,8 @@ class LazyEntry(Entry):
             latest = self._patched()
             if block in latest:
                 return latest[block]
-            source, offset, _, _, placed = self._lazy
-            for b, start, end in placed:  # (the content alone read from the line)
+            source, offset, _, _, spans = self._lazy
+            for b, start, end in placed(spans):  # (the content alone read from the line)
                 if b == block:
                     if (content := source.content_at(offset, start, end)) is not NOT_PLACED:
                         return content
@@ -247,12 +257,12 @@ class LazyEntry(Entry):
         fact = self.results[k]
         if self._message is not None or fact.json_size < 0:  # read by now: as any Entry
             return super().with_result_content(k, new_content)
-        source, offset, length, patches, placed = self._lazy  # left unread: note the change, measure by facts
+        source, offset, length, patches, spans = self._lazy  # left unread: note the change, measure by facts
         new_json = json_len(new_content)
         return LazyEntry(self.chars - fact.json_size + new_json, self.role, self.origin, self.tool_use_ids,
                          self.tool_names, self.use_files, self.results_with(k, new_content, new_json),
                          self.misplaced_results, self.empty, self.has_text,
-                         (source, offset, length, (*patches, (fact.block, new_content)), placed),
+                         (source, offset, length, (*patches, (fact.block, new_content)), spans),
                          self.use_set, self.result_set, self.changed | {fact.block})
 
 
@@ -317,7 +327,7 @@ def _lazy_entries(builder: TranscriptBuilder, source: SourceFile, skip_bad_lines
 
     def unread(*found: Any) -> LazyEntry:  # (read natively: its facts; the lines Python reads keep their message)
         offset, length = reader.span  # type: ignore[misc]
-        return LazyEntry(*found, (source, offset, length, (), ()))  # type: ignore[call-arg]  # (the ten facts)
+        return LazyEntry(*found, (source, offset, length, (), b""))  # type: ignore[call-arg]  # (the ten facts)
 
     lineno, blank = 1, 0
     for at, block, i, stop in reader.blocks():
@@ -538,7 +548,7 @@ def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader:
                         base.probes[call] = probes
                 builder.count += len(rows)
                 yield [LazyEntry(chars, role, origin, use_ids, names, use_files, results, misplaced, empty, has_text,
-                                 (source, offset, length, (), ()))
+                                 (source, offset, length, (), b""))
                        for (offset, length, chars, role, origin, use_ids, names, use_files, results, misplaced, empty,
                             has_text) in rows]
             elif kind == "end":

@@ -42,7 +42,7 @@ def _line_by_line(path: str, skip: bool) -> TranscriptBuilder:
 
     def unread(*found: object) -> LazyEntry:
         offset, length = lines.span  # type: ignore[misc]
-        return LazyEntry(*found, (source, offset, length, (), ()))  # type: ignore[arg-type]
+        return LazyEntry(*found, (source, offset, length, (), b""))  # type: ignore[arg-type]
 
     for _ in anthropic_messages._read(builder, lines, measure=True, messages=False, unread=unread):
         pass
@@ -268,7 +268,7 @@ def test_a_lazy_entrys_results_and_changed_json_are_read_where_its_line_placed_t
     (lazy,) = _lazy_entries(builder, SourceFile(str(path)), False)
     eager = make_entry(message, 0)
     held = [f.block for f in eager.results if "content" in blocks[f.block]]
-    assert [b for b, _, _ in lazy._lazy[4]] == held  # (placed: each result with content, in order)
+    assert [b for b, _, _ in read_ahead.placed(lazy._lazy[4])] == held  # (placed: each result with content, in order)
     for block in held:
         assert lazy.block_content(block) == eager.block_content(block)
     # (read alone where "content": stands before it, as orjson writes it: not where ", " and ": " do)

@@ -147,7 +147,7 @@ def test_a_lazy_entry_reads_its_message_with_the_changes_made_since(tmp_path):
         assert build_entry(m, 1, measure=True).chars == make_entry(m, 1).chars == len(orjson.dumps(m).decode())
     assert [f.json_size for f in measured.results] == [len(orjson.dumps(b["content"])) for b in msgs[0]["content"]]
     lazy = read_ahead.LazyEntry(eager.chars, "user", 0, (), (), (), measured.results, (), False, False,
-                                (source, 0, first, (), ()))
+                                (source, 0, first, (), b""))
     for k, new in ((1, "[cleared]"), (0, "x"), (1, {"type": "text", "text": "again"})):
         eager, lazy = eager.with_result_content(k, new), lazy.with_result_content(k, new)
         assert lazy._message is None  # changed without reading the line
