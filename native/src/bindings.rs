@@ -919,8 +919,8 @@ struct RecallCheck {
     /// `ProbeOutcome`, made of a tuple of its fields by `tuple.__new__` (as `probes._new` makes it)
     outcome: Py<PyAny>,
     new_tuple: Py<PyAny>,
-    /// the texts of a message left in its file, read here
-    in_file: InFile,
+    /// the texts it makes itself (a plain `Entry`'s, and those of a message left in its file)
+    texts_here: NativeTexts,
 }
 
 /// The texts of the messages of a context, made by the Python functions the check was given.
@@ -942,7 +942,7 @@ impl recall::Texts for PyTexts<'_, '_> {
 
     fn whole(&mut self, i: usize) -> PyResult<String> {
         let entry = self.entries.get_item(i)?;
-        if let Some(text) = self.owner.in_file.whole(&entry)? {
+        if let Some(text) = self.owner.texts_here.whole(&entry)? {
             return Ok(text);
         }
         self.made(&self.owner.whole, (entry,))
@@ -950,7 +950,7 @@ impl recall::Texts for PyTexts<'_, '_> {
 
     fn edited(&mut self, i: usize) -> PyResult<String> {
         let entry = self.entries.get_item(i)?;
-        if let Some(text) = self.owner.in_file.edited(&entry)? {
+        if let Some(text) = self.owner.texts_here.edited(&entry)? {
             return Ok(text);
         }
         self.made(&self.owner.edited, (entry,))
@@ -958,7 +958,7 @@ impl recall::Texts for PyTexts<'_, '_> {
 
     fn result(&mut self, i: usize, block: i64) -> PyResult<String> {
         let entry = self.entries.get_item(i)?;
-        if let Some(text) = self.owner.in_file.result(&entry, block)? {
+        if let Some(text) = self.owner.texts_here.result(&entry, block)? {
             return Ok(text);
         }
         self.made(&self.owner.result, (entry, block))
@@ -969,17 +969,19 @@ impl recall::Texts for PyTexts<'_, '_> {
     }
 }
 
-/// The texts recall reads of a message left in its file (`feeds/read_ahead.py`'s `LazyEntry`,
-/// unread), read from its line here: its compact JSON (`LazyEntry.json_text`: the line, or the
+/// The texts recall reads of a message, made here: a plain `Entry`'s compact JSON (`orjson.dumps`
+/// of its message) and a string result's text; and those of a message left in its file
+/// (`feeds/read_ahead.py`'s `LazyEntry`, unread), read from its line: its compact JSON (`LazyEntry.json_text`: the line, or the
 /// line with its changed results' contents written in their places, where that is as long as the
 /// message's compact JSON and holds no sized placeholder) and an unchanged tool result's text
 /// (`block_content` and `probes._result_text`: a string content, parsed alone from its place). Any
-/// other case — a plain `Entry`, a message read, a content not a string, a line no longer what
-/// was read — is left to Python, the reference, which says what is wrong.
-struct InFile {
-    /// the plain `Entry` class (never left in a file) and `os.pread`
+/// other case — a message read, a content not a string, a line no longer what was read — is left
+/// to Python, the reference, which says what is wrong.
+struct NativeTexts {
+    /// the plain `Entry` class (never left in a file), `os.pread` and `orjson.dumps`
     entry: Py<PyType>,
     pread: Py<PyAny>,
+    dumps: Py<PyAny>,
 }
 
 /// What stands just before a result's content on a line orjson wrote (`read_ahead.CONTENT_KEY`).
@@ -998,7 +1000,7 @@ struct Left<'py> {
     chars: usize,
 }
 
-impl InFile {
+impl NativeTexts {
     /// `entry` where it is a message left unread in its file, else None.
     fn left<'py>(&self, entry: &Bound<'py, PyAny>) -> PyResult<Option<Left<'py>>> {
         let py = entry.py();
@@ -1052,8 +1054,23 @@ impl InFile {
         Ok((raw.as_bytes().len() == length).then_some(raw))
     }
 
-    /// `LazyEntry.json_text` of a message left in its file, where its line gives it.
+    /// A plain `Entry`'s message (its message in hand), else None.
+    fn in_hand<'py>(&self, entry: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if !entry.get_type().is(self.entry.bind(entry.py())) {
+            return Ok(None);
+        }
+        entry.getattr(intern!(entry.py(), "message")).map(Some)
+    }
+
+    /// `LazyEntry.json_text` of a message left in its file, where its line gives it; a plain
+    /// `Entry`'s (`Entry.json_text`: what orjson writes of its message).
     fn whole(&self, entry: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+        if let Some(message) = self.in_hand(entry)? {
+            let raw = self.dumps.bind(entry.py()).call1((message,))?;
+            return Ok(std::str::from_utf8(raw.cast::<PyBytes>()?.as_bytes())
+                .ok()
+                .map(str::to_owned));
+        }
         let Some(left) = self.left(entry)? else {
             return Ok(None);
         };
@@ -1163,6 +1180,18 @@ impl InFile {
     /// `probes._result_text` of an unchanged tool result of a message left in its file, where its
     /// content is a string its line placed.
     fn result(&self, entry: &Bound<'_, PyAny>, block: i64) -> PyResult<Option<String>> {
+        if let Some(message) = self.in_hand(entry)? {
+            // (`Entry.block_content`: the block's content, a string here)
+            let py = entry.py();
+            let content = message
+                .get_item(intern!(py, "content"))?
+                .get_item(block)?
+                .call_method1(intern!(py, "get"), (intern!(py, "content"),))?;
+            return Ok(match content.cast_exact::<PyString>() {
+                Ok(text) => text.to_str().ok().map(str::to_owned),
+                Err(_) => None,
+            });
+        }
         let Some(left) = self.left(entry)? else {
             return Ok(None);
         };
@@ -1272,6 +1301,7 @@ impl RecallCheck {
         outcome: Py<PyAny>,
         entry: Py<PyType>,
         pread: Py<PyAny>,
+        dumps: Py<PyAny>,
     ) -> PyResult<Self> {
         Ok(RecallCheck {
             check: recall::Check::default(),
@@ -1283,25 +1313,28 @@ impl RecallCheck {
             escaped,
             outcome,
             new_tuple: tuple_new(py)?,
-            in_file: InFile { entry, pread },
+            texts_here: NativeTexts {
+                entry,
+                pread,
+                dumps,
+            },
         })
     }
 
-    /// The text the check reads of `entry` (a message of a context): its whole compact JSON, the
-    /// text of its tool result at `block`, or (`edited`) its changed blocks' text, read from the
-    /// line where it was left in its file (None: Python makes it). For the tests, which hold it to
-    /// Python's.
+    /// The text the check makes itself of `entry` (a message of a context): its whole compact
+    /// JSON, the text of its tool result at `block`, or (`edited`) its changed blocks' text (None:
+    /// Python makes it). For the tests, which hold it to Python's.
     #[pyo3(signature = (entry, block=None, edited=false))]
-    fn text_in_file(
+    fn native_text(
         &self,
         entry: &Bound<'_, PyAny>,
         block: Option<i64>,
         edited: bool,
     ) -> PyResult<Option<String>> {
         match (block, edited) {
-            (_, true) => self.in_file.edited(entry),
-            (None, _) => self.in_file.whole(entry),
-            (Some(b), _) => self.in_file.result(entry, b),
+            (_, true) => self.texts_here.edited(entry),
+            (None, _) => self.texts_here.whole(entry),
+            (Some(b), _) => self.texts_here.result(entry, b),
         }
     }
 
@@ -1904,7 +1937,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 18;
+const API: u32 = 19;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

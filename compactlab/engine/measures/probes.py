@@ -817,7 +817,7 @@ class ProbeMemo:
         #: the native core's check (``_native.RecallCheck``, its memo its own) where ``native`` is
         #: the native module (``core.in_use()``); ``check`` is its reference
         self.native = None if native is None else native.RecallCheck(_whole_text, _text, _block_text, _as_sent,
-                                                                      ProbeOutcome, Entry, os.pread)
+                                                                      ProbeOutcome, Entry, os.pread, orjson.dumps)
         self._texts: dict[int, tuple[Entry, str]] = {}
         self._edited: list[Entry] = []
         self._joined = ""

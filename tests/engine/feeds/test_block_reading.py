@@ -19,7 +19,7 @@ from compactlab.engine.feeds.read_ahead import LazyEntry, SourceFile, _lazy_entr
 from compactlab.engine.measures import probes
 from compactlab.engine.measures.baseline import BaselineBuilder, RawBaseline, stream_baseline
 from compactlab.transcripts import anthropic_messages, reader
-from compactlab.transcripts.messages import ResultFact, json_len, sized_placeholder
+from compactlab.transcripts.messages import Entry, ResultFact, json_len, sized_placeholder
 from compactlab.transcripts.model import TranscriptBuilder
 from compactlab.transcripts.reader import LineReader
 from helpers import asst, tr, tu, user
@@ -288,17 +288,23 @@ def test_a_lazy_entrys_results_and_changed_json_are_read_where_its_line_placed_t
     kept = {**message, "content": [{**b, "content": None} if i in changed else b for i, b in enumerate(blocks)]}
     written = _JSON_WAYS[way](kept) == orjson.dumps(kept)
     unread = getattr(lazy, "_message", 0) is None
-    natively = check.text_in_file(lazy)
+    plain = type(lazy) is Entry  # (a result without content changed: the message read, a plain copy made)
+    changed_str = all(type(eager.block_content(b)) is str for b in changed)
+    natively = check.native_text(lazy)
     assert natively in (None, probes._whole_text(eager))
-    assert (natively is not None) == (unread and written and set(held) >= changed
-                                      and all(type(eager.block_content(b)) is str for b in changed))
-    edited = check.text_in_file(lazy, edited=True)
-    assert edited in (None, probes._text(eager)) and (edited is not None) == (natively is not None or (
-        unread and all(type(eager.block_content(b)) is str for b in changed)))
+    assert (natively is not None) == (plain or (unread and written and set(held) >= changed and changed_str))
+    edited = check.native_text(lazy, edited=True)
+    assert edited in (None, probes._text(eager)) and (edited is not None) == (unread and changed_str)
+    # (a plain Entry's: what orjson writes of its message, and a string result's text)
+    assert check.native_text(eager) == probes._whole_text(eager)
     for block in held:
-        text = check.text_in_file(lazy, block)
+        text = check.native_text(eager, block)
         assert text in (None, probes._block_text(eager, block))
-        assert (text is not None) == (unread and way != "spaced" and block not in changed
+        assert (text is not None) == (type(eager.block_content(block)) is str)
+    for block in held:
+        text = check.native_text(lazy, block)
+        assert text in (None, probes._block_text(eager, block))
+        assert (text is not None) == ((plain or (unread and way != "spaced" and block not in changed))
                                       and type(eager.block_content(block)) is str)
     assert lazy.json_text() == orjson.dumps(eager.message).decode()
     # (unread where the line is what orjson writes and every changed result had content to replace)
