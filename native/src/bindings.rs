@@ -1100,6 +1100,9 @@ impl NativeTexts {
     /// contents, the last patch of each, in block order, each as orjson writes it, joined by NUL),
     /// where each is a string.
     fn edited(&self, entry: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+        let Some(left) = self.left(entry)? else {
+            return Ok(None);
+        };
         let py = entry.py();
         let assistant = entry
             .getattr(intern!(py, "role"))?
@@ -1107,20 +1110,21 @@ impl NativeTexts {
         if assistant || entry.getattr(intern!(py, "origin"))?.extract::<i64>()? < 0 {
             return Ok(None); // (its whole text: `whole`)
         }
-        let Some(left) = self.left(entry)? else {
-            return Ok(None);
-        };
         let mut latest = Self::latest(&left)?;
         latest.sort_by_key(|(b, _)| *b);
         let mut out = String::new();
         for (k, (_, content)) in latest.iter().enumerate() {
-            let Ok(content) = content.cast_exact::<PyString>() else {
+            let Some(text) = content
+                .cast_exact::<PyString>()
+                .ok()
+                .and_then(|c| c.to_str().ok())
+            else {
                 return Ok(None);
             };
             if k > 0 {
                 out.push('\0');
             }
-            facts::push_json_string(content.to_str()?, &mut out);
+            facts::push_json_string(text, &mut out);
         }
         Ok(Some(out))
     }

@@ -18,6 +18,7 @@
 //! characters; a list's text blocks' characters and every other block's JSON length).
 
 use std::borrow::Cow;
+use std::fmt::Write;
 
 use crate::strings::wide_space;
 
@@ -88,10 +89,10 @@ pub fn line_facts(
 
 /// A line's facts, where its other members stand (each key to the end of its value) and where
 /// each tool result's content stands (`Span`, in block order).
-pub type Placed = (Facts, Vec<(usize, usize)>, Vec<Span>);
+pub type FactsPlaced = (Facts, Vec<(usize, usize)>, Vec<Span>);
 
 /// `line_facts` with where each tool result's content stands on the line.
-pub fn line_facts_placed(line: &[u8], measure: bool, replies: bool) -> Option<Placed> {
+pub fn line_facts_placed(line: &[u8], measure: bool, replies: bool) -> Option<FactsPlaced> {
     let (mut facts, others, spans) = scan(line, replies)?;
     if !measure {
         facts.results.iter_mut().for_each(|r| r.json_size = -1);
@@ -100,16 +101,8 @@ pub fn line_facts_placed(line: &[u8], measure: bool, replies: bool) -> Option<Pl
 }
 
 /// The line read whole: its facts, its other members' spans and its results' contents' spans.
-fn scan(line: &[u8], replies: bool) -> Option<Placed> {
-    let text = std::str::from_utf8(line).ok()?;
-    let mut s = Scan {
-        b: line,
-        t: text,
-        i: 0,
-        keys: Vec::new(),
-        any_number: false,
-        spans: Vec::new(),
-    };
+fn scan(line: &[u8], replies: bool) -> Option<FactsPlaced> {
+    let mut s = Scan::new(line)?;
     s.ws();
     let (facts, others) = s.message(replies)?;
     s.ws();
@@ -119,14 +112,7 @@ fn scan(line: &[u8], replies: bool) -> Option<Placed> {
 /// The text of the JSON string that is all of `value` (a result's content where its line placed
 /// it), as orjson reads it; None where `value` is no such string or Python reads it.
 pub fn string_text(value: &[u8]) -> Option<String> {
-    let mut s = Scan {
-        b: value,
-        t: std::str::from_utf8(value).ok()?,
-        i: 0,
-        keys: Vec::new(),
-        any_number: false,
-        spans: Vec::new(),
-    };
+    let mut s = Scan::new(value)?;
     if s.peek()? != b'"' {
         return None;
     }
@@ -148,7 +134,9 @@ pub fn push_json_string(text: &str, out: &mut String) {
             '\n' => out.push_str("\\n"),
             '\u{c}' => out.push_str("\\f"),
             '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32); // (a String's write never fails)
+            }
             c => out.push(c),
         }
     }
@@ -231,6 +219,18 @@ struct Scan<'a> {
 }
 
 impl<'a> Scan<'a> {
+    /// A scan of `b` from its start (None: `b` is not UTF-8).
+    fn new(b: &'a [u8]) -> Option<Self> {
+        Some(Scan {
+            b,
+            t: std::str::from_utf8(b).ok()?,
+            i: 0,
+            keys: Vec::new(),
+            any_number: false,
+            spans: Vec::new(),
+        })
+    }
+
     fn peek(&self) -> Option<u8> {
         self.b.get(self.i).copied()
     }
