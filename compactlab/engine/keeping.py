@@ -102,6 +102,7 @@ def layer_turns(measures: Measures, policy: Policy, env: RunEnv, *, restarts: bo
     if native is None or measures.native is None or restarts or keeps_contexts or layers is None:
         return None
     recall_at = measures.recall_at
+    natively = measures.native_recall()  # (the loop asks the native check itself)
 
     def recall(call: int, pos: int, changed_from: int, intact: bool, tokens: int, reply_chars: int,
                record: TurnRecord, context: Any) -> None:
@@ -115,7 +116,7 @@ def layer_turns(measures: Measures, policy: Policy, env: RunEnv, *, restarts: bo
         measures.native, TurnRecord, cheap, env.tool_names, env.ledger.cleared_at, env.new_entry, recall,
         (steps.unit, steps.summary) if "summary" in layers else None,
         (policy.reactive.max_retries, steps.reactive) if "reactive" in layers else None,
-        (policy.manual.mode, steps.manual) if "manual" in layers else None)
+        (policy.manual.mode, steps.manual) if "manual" in layers else None, natively)
     return turns, steps
 
 

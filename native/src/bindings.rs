@@ -905,7 +905,7 @@ impl StreamBaseline {
 /// recoverable or lost, put down to the layer that removed it (`recall::Check::attribute`) — its
 /// outcome written to the run's ledger. Messages are known by identity, kept alive with their texts.
 #[pyclass(module = "compactlab._native")]
-struct RecallCheck {
+pub(crate) struct RecallCheck {
     check: recall::Check,
     /// the messages of the last context checked
     last: Vec<Arc<recall::Msg>>,
@@ -1100,14 +1100,23 @@ impl NativeTexts {
     /// contents, the last patch of each, in block order, each as orjson writes it, joined by NUL),
     /// where each is a string.
     fn edited(&self, entry: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+        let py = entry.py();
+        let whole = |entry: &Bound<'_, PyAny>| -> PyResult<bool> {
+            Ok(entry
+                .getattr(intern!(py, "role"))?
+                .eq(intern!(py, "assistant"))?
+                || entry.getattr(intern!(py, "origin"))?.extract::<i64>()? < 0)
+        };
+        if let Some(message) = self.in_hand(entry)? {
+            if whole(entry)? {
+                return self.whole(entry);
+            }
+            return self.changed_in_hand(entry, &message);
+        }
         let Some(left) = self.left(entry)? else {
             return Ok(None);
         };
-        let py = entry.py();
-        let assistant = entry
-            .getattr(intern!(py, "role"))?
-            .eq(intern!(py, "assistant"))?;
-        if assistant || entry.getattr(intern!(py, "origin"))?.extract::<i64>()? < 0 {
+        if whole(entry)? {
             return Ok(None); // (its whole text: `whole`)
         }
         let mut latest = Self::latest(&left)?;
@@ -1183,6 +1192,70 @@ impl NativeTexts {
 
     /// `probes._result_text` of an unchanged tool result of a message left in its file, where its
     /// content is a string its line placed.
+    /// `probes._text` of a plain `Entry`'s tool-result message (`Entry.changed_contents`, each as
+    /// orjson writes it, joined by NUL), where its content is a list that has each changed block.
+    fn changed_in_hand(
+        &self,
+        entry: &Bound<'_, PyAny>,
+        message: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<String>> {
+        let py = entry.py();
+        let Ok(blocks) = message
+            .get_item(intern!(py, "content"))?
+            .cast_into_exact::<PyList>()
+        else {
+            return Ok(None);
+        };
+        let mut changed = Vec::new();
+        for b in entry.getattr(intern!(py, "changed"))?.try_iter()? {
+            changed.push(b?.extract::<i64>()?);
+        }
+        changed.sort_unstable();
+        let mut out = String::new();
+        for (k, &b) in changed.iter().enumerate() {
+            let Some(block) = usize::try_from(b)
+                .ok()
+                .filter(|&b| b < blocks.len())
+                .map(|b| blocks.get_item(b))
+                .transpose()?
+            else {
+                return Ok(None);
+            };
+            let content = match block.cast_exact::<PyDict>() {
+                Ok(d) => {
+                    let result = match d.get_item(intern!(py, "type"))? {
+                        Some(t) => t.eq(intern!(py, "tool_result"))?,
+                        None => false,
+                    };
+                    if result {
+                        d.get_item(intern!(py, "content"))?.unwrap_or(block)
+                    } else {
+                        block
+                    }
+                }
+                Err(_) => block,
+            };
+            if k > 0 {
+                out.push('\0');
+            }
+            if let Ok(text) = content.cast_exact::<PyString>() {
+                let Ok(text) = text.to_str() else {
+                    return Ok(None); // (a lone surrogate: Python's)
+                };
+                facts::push_json_string(text, &mut out);
+                continue;
+            }
+            let Ok(raw) = self.dumps.bind(py).call1((content,)) else {
+                return Ok(None); // (what orjson refuses: Python says so)
+            };
+            let Ok(text) = std::str::from_utf8(raw.cast::<PyBytes>()?.as_bytes()) else {
+                return Ok(None);
+            };
+            out.push_str(text);
+        }
+        Ok(Some(out))
+    }
+
     fn result(&self, entry: &Bound<'_, PyAny>, block: i64) -> PyResult<Option<String>> {
         if let Some(message) = self.in_hand(entry)? {
             // (`Entry.block_content`: the block's content, a string here)
@@ -1349,7 +1422,7 @@ impl RecallCheck {
     /// `stable`: how many of its first messages are, at most, those of the last context checked,
     /// unchanged (the lowest position a layer changed at the calls since; None: compared one by one).
     #[pyo3(signature = (probes, entries, stable, call, ledger, done))]
-    fn check<'py>(
+    pub(crate) fn check<'py>(
         &mut self,
         probes: &Bound<'py, PyAny>,
         entries: &Bound<'py, PyList>,
@@ -1421,6 +1494,41 @@ impl RecallCheck {
         }
         self.last = msgs;
         checked
+    }
+}
+
+impl RecallCheck {
+    /// `probes.check_intact` of a context that is the recording's own: every one of `probes`
+    /// kept where its first result stands, its outcome appended to `ledger`; how many.
+    pub(crate) fn all_kept<'py>(
+        &self,
+        probes: &Bound<'py, PyAny>,
+        call: i64,
+        ledger: &Bound<'py, PyList>,
+    ) -> PyResult<usize> {
+        let py = ledger.py();
+        let (kept, nothing) = (intern!(py, "kept"), intern!(py, ""));
+        let (outcome, new_tuple) = (self.outcome.bind(py), self.new_tuple.bind(py));
+        let mut n = 0;
+        for p in probes.try_iter()? {
+            let p = p?;
+            let fields = PyTuple::new(
+                py,
+                [
+                    call.into_pyobject(py)?.into_any(),
+                    p.getattr(intern!(py, "text"))?,
+                    p.getattr(intern!(py, "kind"))?,
+                    p.getattr(intern!(py, "source_call"))?,
+                    p.getattr(intern!(py, "source_tool"))?,
+                    kept.clone().into_any(),
+                    nothing.clone().into_any(),
+                    (-1i64).into_pyobject(py)?.into_any(),
+                ],
+            )?;
+            ledger.append(new_tuple.call1((outcome, fields))?)?;
+            n += 1;
+        }
+        Ok(n)
     }
 }
 
@@ -1941,7 +2049,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 19;
+const API: u32 = 20;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -20,7 +20,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 
 use std::borrow::Cow;
 
-use crate::bindings::{InvariantTracker, PromptCache};
+use crate::bindings::{InvariantTracker, PromptCache, RecallCheck};
 use crate::cache::list_chars;
 use crate::layers::{placeholder, spliced_count, Facts, Held, KeepBy, PairSafe, Rule, Turn};
 
@@ -614,8 +614,8 @@ pub struct LayerTurns {
     cleared_at: Py<PyDict>,
     /// `RunEnv.new_entry(message, by, call)`: a message the policy made (a fresh origin, noted)
     new_entry: Py<PyAny>,
-    /// `(call, pos, changed_from, intact, tokens, reply_chars, record, context)`: recall's row
-    recall: Py<PyAny>,
+    /// recall's row of each call: asked of the run's native check here, or of Python
+    recall: Recall,
     measures: Py<CallMeasures>,
     record: Py<PyAny>,
     /// micro's gates by the recording's times and prompts hold at this call (`at_prompts`,
@@ -633,7 +633,7 @@ impl LayerTurns {
     /// layer run on the context) if it has one.
     #[new]
     #[pyo3(signature = (measures, record, layers, tool_names, cleared_at, new_entry, recall, summary=None,
-                        reactive=None, manual=None))]
+                        reactive=None, manual=None, native_recall=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -647,6 +647,7 @@ impl LayerTurns {
         summary: Option<(String, Py<PyAny>)>,
         reactive: Option<(usize, Py<PyAny>)>,
         manual: Option<(String, Py<PyAny>)>,
+        native_recall: Option<NativeRecallParts>,
     ) -> PyResult<Self> {
         let manual = match manual {
             None => None,
@@ -713,7 +714,17 @@ impl LayerTurns {
             tool_names,
             cleared_at,
             new_entry,
-            recall,
+            recall: match native_recall {
+                None => Recall::Python(recall),
+                Some((probes, ledger, check, done, intact_first)) => Recall::Native(AskRecall {
+                    probes,
+                    ledger,
+                    check,
+                    done,
+                    intact_first,
+                    stable: usize::MAX,
+                }),
+            },
             measures,
             record,
             micro_due: true,
@@ -862,23 +873,154 @@ impl LayerTurns {
             )?;
             let asked = (call, pos, changed_from, intact, tokens, reply_chars);
             let turned = (n_before, before, done.snipped, done.micro, done.lowest);
-            (record, this.recall.clone_ref(py), asked, turned)
+            let recall = this.recall.asking(py, call, changed_from, intact)?;
+            let entries = this.entries.clone_ref(py);
+            (record, recall, (asked, entries), turned)
         };
         // (recall reads this loop's context: its borrow is let go first)
-        let (call, pos, changed_from, intact, tokens, reply_chars) = asked;
-        recall.bind(py).call1((
-            call,
-            pos,
-            changed_from,
-            intact,
-            tokens,
-            reply_chars,
-            &record,
-            slf,
-        ))?;
+        let ((call, pos, changed_from, intact, tokens, reply_chars), entries) = asked;
+        match recall {
+            Asking::Python(recall) => {
+                recall.bind(py).call1((
+                    call,
+                    pos,
+                    changed_from,
+                    intact,
+                    tokens,
+                    reply_chars,
+                    &record,
+                    slf,
+                ))?;
+            }
+            Asking::Nothing => {}
+            Asking::Native(ask) => ask.row(call, entries.bind(py), &record)?,
+        }
         slf.borrow_mut().append(reply)?;
         let (n_before, chars_before, snipped, micro, lowest) = turned;
         Ok((record, n_before, chars_before, snipped, micro, lowest))
+    }
+}
+
+/// What the native recall is made of (`Recall.natively` in `measures/recall.py`): the run's probes
+/// by call, its ledger, its native check, the run's ledger of what each layer did (`RunEnv.ledger`:
+/// the attribution's), and whether a context that is the recording's own is not read
+/// (`IntactFirstRecall`).
+type NativeRecallParts = (
+    Py<PyDict>,
+    Py<PyList>,
+    Py<RecallCheck>,
+    Option<Py<PyAny>>,
+    bool,
+);
+
+/// Where the loop asks recall's row of a call.
+enum Recall {
+    /// Python's `(call, pos, changed_from, intact, tokens, reply_chars, record, context)`
+    /// (`Measures.recall_at`: a recall of another kind, a test's)
+    Python(Py<PyAny>),
+    /// the run's native check, asked here as `Recall.at_call` asks it (its reference)
+    Native(AskRecall),
+}
+
+/// `Recall.at_call` (and `IntactFirstRecall`'s) on the run's native check, with no Python between.
+struct AskRecall {
+    probes: Py<PyDict>,
+    ledger: Py<PyList>,
+    check: Py<RecallCheck>,
+    done: Option<Py<PyAny>>,
+    intact_first: bool,
+    /// the lowest position a layer changed at the calls since the last check (`Recall.stable`)
+    stable: usize,
+}
+
+/// What a call asks of recall once the loop's borrow is let go.
+enum Asking {
+    Python(Py<PyAny>),
+    /// the call has no probes
+    Nothing,
+    Native(Ask),
+}
+
+/// A call's probes and how they are checked: every one kept (`stable` None: the context is the
+/// recording's own), or by the native check, told how much of the context it read last time.
+struct Ask {
+    probes: Py<PyAny>,
+    ledger: Py<PyList>,
+    check: Py<RecallCheck>,
+    done: Option<Py<PyAny>>,
+    stable: Option<usize>,
+}
+
+impl Recall {
+    /// What `call` asks of recall (`Recall.at_call` up to the check), `changed_from` noted.
+    fn asking(
+        &mut self,
+        py: Python<'_>,
+        call: usize,
+        changed_from: usize,
+        intact: bool,
+    ) -> PyResult<Asking> {
+        let r = match self {
+            Recall::Python(recall) => return Ok(Asking::Python(recall.clone_ref(py))),
+            Recall::Native(r) => r,
+        };
+        r.stable = r.stable.min(changed_from);
+        let Some(probes) = r.probes.bind(py).get_item(call)? else {
+            return Ok(Asking::Nothing);
+        };
+        if !probes.is_truthy()? {
+            return Ok(Asking::Nothing);
+        }
+        let stable = if intact && r.intact_first {
+            None
+        } else {
+            Some(std::mem::replace(&mut r.stable, usize::MAX))
+        };
+        Ok(Asking::Native(Ask {
+            probes: probes.unbind(),
+            ledger: r.ledger.clone_ref(py),
+            check: r.check.clone_ref(py),
+            done: r.done.as_ref().map(|d| d.clone_ref(py)),
+            stable,
+        }))
+    }
+}
+
+impl Ask {
+    /// The call's probes checked against the context `entries`, their count, those kept and
+    /// those recoverable written into its `record` (`Measures.recall_at`).
+    fn row(
+        self,
+        call: usize,
+        entries: &Bound<'_, PyList>,
+        record: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let py = entries.py();
+        let (probes, ledger) = (self.probes.bind(py), self.ledger.bind(py));
+        let call = call as i64;
+        let (n, kept, recoverable) = match self.stable {
+            None => {
+                let n = self.check.borrow(py).all_kept(probes, call, ledger)?;
+                (n, n, 0)
+            }
+            Some(stable) => {
+                let n = probes.len()?;
+                let done = self.done.as_ref().map(|d| d.bind(py));
+                let (kept, recoverable) = self.check.borrow_mut(py).check(
+                    probes,
+                    entries,
+                    Some(stable),
+                    call,
+                    Some(ledger),
+                    done,
+                )?;
+                (n, kept, recoverable)
+            }
+        };
+        record.setattr(intern!(py, "probes"), n)?;
+        record.setattr(intern!(py, "probes_kept"), kept)?;
+        record.setattr(intern!(py, "probes_recoverable"), recoverable)?;
+        Ok(())
     }
 }
 

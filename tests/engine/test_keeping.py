@@ -688,3 +688,38 @@ def test_the_layers_loop_finds_a_message_by_its_origin_as_a_context_does(monkeyp
     for origin in range(-3, max(e.origin for e in ctx.entries) + 3):
         assert turns.find_origin(origin) == ctx.find_origin(origin)
         assert turns.made_in_gap(origin) is ctx.made_in_gap(origin)
+
+
+@needs_native
+@pytest.mark.parametrize("kind", ["IntactFirstRecall", "Recall"])
+def test_the_layers_loop_asks_recall_of_the_native_check_itself(monkeypatch, layered, kind):
+    """On the layers' loop, recall's row of each call is asked of the run's native check with no
+    Python between (``Recall.natively``); a recall of another kind (a test's subclass) is asked in
+    Python (``Measures.recall_at``): the same runs either way, and the same as the python core's."""
+    from compactlab.engine import measures
+
+    monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
+    asked = []
+    real = measures.Measures.recall_at
+    monkeypatch.setattr(measures.Measures, "recall_at", lambda self, *a: asked.append(1) or real(self, *a))
+    base = getattr(measures, kind)
+
+    class Another(base):  # type: ignore[valid-type, misc]
+        pass
+
+    policy = _layered(["snip", "micro"], {"keep_recent": 1, "min_chars": 0}, {"max_messages": 10, "keep_head": 1})
+    statuses = set()
+    for sample in SAMPLE_NAMES:
+        transcript = load_transcript(str(SAMPLES / f"{sample}.jsonl"))
+        python, native = _both(monkeypatch, lambda: replay(transcript, policy, recall=base))
+        _same(python, native)
+        asked.clear()
+        again = replay(transcript, policy, recall=base)
+        assert not asked  # (no Python between the loop and the check)
+        other = replay(transcript, policy, recall=Another)
+        assert len(asked) == len(other.calls)  # (a recall of another kind: asked in Python at each call)
+        assert orjson.dumps(other.calls) == orjson.dumps(again.calls) == orjson.dumps(native.calls)
+        assert other.probe_ledger == again.probe_ledger == native.probe_ledger
+        statuses |= {p.status for p in native.probe_ledger}
+    assert {"kept", "lost"} <= statuses  # (the check itself ran, not only the recording's own contexts)
+    assert layered["runs"] == 3 * len(SAMPLE_NAMES)  # (each run on the layers' loop but the python core's)

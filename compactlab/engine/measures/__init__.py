@@ -63,6 +63,10 @@ class Measures:
                 for name, value in zip(row._fields, row):
                     setattr(record, name, value)
 
+    def native_recall(self) -> tuple | None:
+        """What a native loop asks recall's row of each call of itself (``Recall.natively``), or None."""
+        return self._recall.natively()
+
     def recall_at(self, at: CallAt, context: Any, record: Any) -> None:
         """Recall's row of a call into its record (the native loops measure the rest themselves)."""
         recalled = self._recall.at_call(at, context)

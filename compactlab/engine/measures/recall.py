@@ -59,6 +59,18 @@ class Recall:
         checked = self._check(probes, at, context)
         return RecallRow(len(probes), checked.kept, checked.recoverable)
 
+    def natively(self) -> tuple | None:
+        """What a native loop asks this recall's row of each call of, itself, where its check is
+        the native core's (``_native.LayerTurns``' ``native_recall``: ``at_call`` is its reference):
+        the probes by call, the ledger, the check, the run's ledger of what each layer did, and
+        whether a context that is the recording's own is not read. None: the loop asks ``at_call``
+        (the python core, or another recall than these two, a test's)."""
+        native = self.memo.native
+        if native is None or type(self) not in (Recall, IntactFirstRecall):
+            return None
+        return (self.probes, self.ledger, native, self.env.ledger if self.env is not None else None,
+                type(self) is IntactFirstRecall)
+
     def _check(self, probes: list[Probe], at: CallAt, context: Context) -> Checked:
         """``probes.check`` of the context, told how much of it the last one checked had."""
         stable, self.stable = self.stable, sys.maxsize

@@ -294,9 +294,10 @@ def test_a_lazy_entrys_results_and_changed_json_are_read_where_its_line_placed_t
     assert natively in (None, probes._whole_text(eager))
     assert (natively is not None) == (plain or (unread and written and set(held) >= changed and changed_str))
     edited = check.native_text(lazy, edited=True)
-    assert edited in (None, probes._text(eager)) and (edited is not None) == (unread and changed_str)
-    # (a plain Entry's: what orjson writes of its message, and a string result's text)
+    assert edited in (None, probes._text(eager)) and (edited is not None) == (plain or (unread and changed_str))
+    # (a plain Entry's: what orjson writes of its message, its changed contents', and a string result's text)
     assert check.native_text(eager) == probes._whole_text(eager)
+    assert check.native_text(eager, edited=True) == probes._text(eager)
     for block in held:
         text = check.native_text(eager, block)
         assert text in (None, probes._block_text(eager, block))
@@ -310,6 +311,36 @@ def test_a_lazy_entrys_results_and_changed_json_are_read_where_its_line_placed_t
     # (unread where the line is what orjson writes and every changed result had content to replace)
     assert (getattr(lazy, "_message", 0) is None) == (written and set(held) >= changed)
     assert [lazy.block_content(b) for b in held] == [eager.block_content(b) for b in held]
+
+
+def test_a_plain_entrys_edited_text_is_made_natively_as_python_makes_it():
+    """Recall's native check makes a plain Entry's edited text itself: a message a policy made and
+    an assistant message whole, a tool-result message's changed blocks (a result's content, or the
+    whole block that is no result) as orjson writes each, joined by NUL; what it cannot read as the
+    reference does (a content that is no list, a changed block that is not there) is left to
+    Python (None), the Python function the reference."""
+    from compactlab.transcripts.messages import make_entry
+
+    check = probes.ProbeMemo(in_use()).native
+    made = make_entry(user("a summary \u2028 \"quoted\" \x01"), -1)
+    said = make_entry(asst(tu("u1", "Read", file_path="/a"), "ok"), 3)
+    blocks = [tr("u1", "first\ttab"), tr("u2", [{"type": "text", "text": "x/y"}]), tr("u3", None),
+              {"type": "tool_result", "tool_use_id": "u4"}, {"type": "text", "text": "tail\n"}]
+    results = make_entry({"role": "user", "content": blocks}, 4)
+    results.changed = frozenset({4, 0, 1, 2, 3})
+    for entry in (made, said, results):
+        assert check.native_text(entry, edited=True) == probes._text(entry)
+    assert probes._text(results).split("\0") == ['"first\\ttab"', '[{"type":"text","text":"x/y"}]', "null",
+                                                 '{"type":"tool_result","tool_use_id":"u4"}',
+                                                 '{"type":"text","text":"tail\\n"}']
+    unchanged = make_entry(results.message, 5)
+    assert check.native_text(unchanged, edited=True) == probes._text(unchanged) == ""
+    odd = make_entry(user("text"), 6)
+    odd.changed = frozenset({0})  # (a string content: Python's to read)
+    assert check.native_text(odd, edited=True) is None
+    gone = make_entry(results.message, 7)
+    gone.changed = frozenset({9})  # (no such block: Python's to say)
+    assert check.native_text(gone, edited=True) is None
 
 
 def test_a_line_as_long_as_its_facts_say_but_holding_a_sized_placeholder_is_written_from_its_message(tmp_path):
