@@ -23,8 +23,8 @@ from .errors import UsageError
 CORES = ("python", "native")
 #: what the native core runs of a replay, in words (``--version`` and the docs say it)
 NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one made of the built-in layers "
-                "(s08, claude-code and codex among them; a summary's text and persisting in Python); recall's check, "
-                "its attribution and ledger, and the texts it reads; the run's pricing; a stream's raw baseline and "
+                "(s08, claude-code and codex among them; a summary's text and persisting in Python); recall, asked by "
+                "that loop itself: its check, attribution and ledger, and the texts it reads; the run's pricing; a stream's raw baseline and "
                 "the reading of its lines; for the others a call's measures, the probes' index, a line's facts and "
                 "a step's messages")
 

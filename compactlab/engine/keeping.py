@@ -16,8 +16,9 @@ in Rust (``native/src/layers.rs``), each result replaced by the Python message's
 ``with_result_content``, snip's placeholder made by the run's ``new_entry``; budget's, the
 summary's, reactive and manual compaction's triggers checked in Rust and, where one is due, the
 layer itself run by Python on the loop's messages (``PythonSteps``: a summary is made of the
-messages' text, a persisted output read from it), the loop adopting what it returns; recall asked in
-Python (``Measures.recall_at``) of the context as that loop holds it (the loop itself: its
+messages' text, a persisted output read from it), the loop adopting what it returns; recall's row
+of each call asked by the loop of the run's native check itself (``Recall.natively``; a recall of
+another kind is asked in Python, ``Measures.recall_at``, of the loop read as a ``Context``: its
 ``entries``, ``find_origin`` and ``made_in_gap`` are ``Context``'s). ``native_layers`` says which
 policies it runs.
 

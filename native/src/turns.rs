@@ -4,8 +4,8 @@
 //! `none`, the reference every `compare` runs, and any policy whose layers are all off): each
 //! call's messages appended, the context sized, judged against the window and measured, its record
 //! made; and that loop with the snip and micro layers in it, for a policy made of them
-//! (`LayerTurns`: `observation-masking` among them, `layers.rs` their arithmetic, recall asked of
-//! Python).
+//! (`LayerTurns`: `observation-masking` among them, `layers.rs` their arithmetic, recall's row asked
+//! of the run's native check, `RecallCheck`, or of Python for a recall of another kind).
 //! `measures/__init__.py`'s `Measures` and `engine/loop.py`'s `Turns` are the references
 //! (`engine/keeping.py` chooses the loop); the differential tests hold them to the same records,
 //! summaries and ledgers on every recording and preset.
@@ -587,7 +587,8 @@ type Turned<'py> = (Bound<'py, PyAny>, usize, i64, i64, i64, Option<usize>);
 /// The whole per-call loop of a policy made of snip and micro (`observation-masking` among them):
 /// each call's messages appended, the layers run in the policy's order as `engine/layers/snip.py`
 /// and `micro.py` run them (`layers.rs` their arithmetic), the context sized, judged and measured,
-/// recall asked (in Python: `recall`, given this loop as the context it reads), the record made.
+/// recall asked (of the run's native check; for a recall of another kind, of Python's `recall`,
+/// given this loop as the context it reads), the record made.
 /// `engine/keeping.py`'s `layer_turns` chooses it; `loop.Turns` is the reference.
 #[pyclass(module = "compactlab._native")]
 pub struct LayerTurns {
