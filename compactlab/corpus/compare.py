@@ -640,5 +640,6 @@ def _outcomes(jobs: list[Job], context: GridContext, n_jobs: int) -> Iterator[tu
                 yield job.index, failure_of(job.index, exc)
         return
     context.prepare()  # (once, here: every worker inherits it)
-    with Pool(jobs, context.run, n_jobs) as pool:
+    # (a transcript's runs to one worker: what they share is worked out once, as in one process)
+    with Pool(jobs, context.run, n_jobs, groups=[job.transcript for job in jobs]) as pool:
         yield from pool.outcomes()

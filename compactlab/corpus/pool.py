@@ -107,6 +107,49 @@ def kill_and_reap(workers: Iterable[tuple[Any, Connection]]) -> None:
         conn.close()
 
 
+class Pending:
+    """The jobs not handed out yet, in order, by group (``Pool``'s ``groups``; none: each job its
+    own): a worker takes the next of the group it last took from while that group has any left,
+    else the first of the next group no worker has taken from, else the last job left of another
+    group (a worker is never idle while a job waits)."""
+
+    def __init__(self, n: int, groups: Sequence[Any] | None = None) -> None:
+        #: the jobs of each group, in order (a group's jobs need not be consecutive)
+        self._jobs: dict[Any, list[int]] = {}
+        for index in range(n):
+            self._jobs.setdefault(groups[index] if groups is not None else index, []).append(index)
+        self._fresh = list(self._jobs)[::-1]  # the groups no worker has taken from, popped in order
+        self._last: dict[int, Any] = {}  # worker -> the group it last took from
+        self._left = n
+
+    def __bool__(self) -> bool:
+        return self._left > 0
+
+    def take(self, worker: int) -> int | None:
+        """The job ``worker`` runs next (None: none left)."""
+        if not self._left:
+            return None
+        group = self._last.get(worker)
+        if group is None or not self._jobs.get(group):
+            while self._fresh and not self._jobs.get(self._fresh[-1]):
+                self._fresh.pop()
+            if self._fresh:
+                group = self._fresh.pop()
+            else:  # (every group started: the one with most left shares its last job)
+                group = max((g for g, jobs in self._jobs.items() if jobs), key=lambda g: len(self._jobs[g]))
+                self._left -= 1
+                return self._jobs[group].pop()
+        self._last[worker] = group
+        self._left -= 1
+        return self._jobs[group].pop(0)
+
+    def put_back(self, index: int) -> None:
+        """A job handed to a worker that died before it got it: first again for the next worker."""
+        self._jobs.setdefault(("put back", index), []).append(index)
+        self._fresh.append(("put back", index))
+        self._left += 1
+
+
 def death(code: int | None) -> str:
     if code is not None and code < 0:
         try:
@@ -117,14 +160,22 @@ def death(code: int | None) -> str:
 
 
 class Pool:
-    """``processes`` forked workers running ``work(items[i])``; use as a context manager."""
+    """``processes`` forked workers running ``work(items[i])``; use as a context manager.
 
-    def __init__(self, items: Sequence[Any], work: Callable[[Any], Any], processes: int) -> None:
+    ``groups``: each item's group (a compare's transcript). A worker is given the next item of the
+    group it last ran while that group has any left, else the first of a group no worker has
+    started (else what is left of another's, at the end): the runs of one transcript go to one
+    worker, which works out what they share once (the engine's memo of a recording: pricing's facts
+    of its calls), as one process does."""
+
+    def __init__(self, items: Sequence[Any], work: Callable[[Any], Any], processes: int,
+                 groups: Sequence[Any] | None = None) -> None:
         self.items, self.work = items, work
         self.processes = max(1, min(processes, len(items)))
         self._context = multiprocessing.get_context("fork")
         self._workers: dict[int, tuple[Any, Connection]] = {}  # pid -> (process, parent's pipe end)
         self._running: dict[int, int] = {}  # pid -> job index
+        self._pending = Pending(len(items), groups)
 
     def __enter__(self) -> "Pool":
         return self
@@ -141,7 +192,7 @@ class Pool:
 
     def outcomes(self) -> Iterator[tuple[int, Any | Failure]]:
         """(job index, its result or a Failure) as each job ends, every job once."""
-        pending = list(range(len(self.items)))[::-1]  # popped from the end: in order
+        pending = self._pending
         while self._running or pending:
             while pending and len(self._workers) < self.processes:
                 self._assign(self._spawn(), pending)
@@ -166,14 +217,14 @@ class Pool:
                 if index is not None:
                     yield index, Failure(index, death(process.exitcode))
 
-    def _assign(self, pid: int, pending: list[int]) -> None:
+    def _assign(self, pid: int, pending: "Pending") -> None:
         conn = self._workers[pid][1]
-        index = pending.pop() if pending else None
+        index = pending.take(pid)
         try:
             conn.send(index)  # None: nothing left, it exits
         except OSError:  # it died meanwhile: its sentinel tells, and the job waits for another
             if index is not None:
-                pending.append(index)
+                pending.put_back(index)
             return
         if index is not None:
             self._running[pid] = index
