@@ -15,8 +15,9 @@ compactlab writes one JSON object a line and reads one back:
 - the process answers ``{"messages": [...]}``: the messages to send, each a message or the index
   of a message of the context it was sent (kept as it is).
 
-The command runs once per replaying process (per thread of one: a Dask worker's threads each
-start their own); every call has ``timeout`` seconds to be answered.
+The command runs once per replaying process and settings (per thread of one: a Dask worker's
+threads each start their own; runs of policies that give the same command other settings each
+talk to a process started with theirs); every call has ``timeout`` seconds to be answered.
 A process that exits, answers late, answers what is not JSON, names an index it was not sent or
 speaks another version is refused with its name and the last lines it wrote to its standard error.
 """
@@ -55,12 +56,22 @@ class ProcessStep:
 
     @property
     def _s(self) -> "_Talk":
-        talk = getattr(self._local, "talk", None)
-        if talk is None or talk.pid != os.getpid():  # (a forked worker starts its own)
-            talk = self._local.talk = _Talk()
+        """This thread's conversation with the process started with the settings of the run it
+        is in (``__call__`` says which)."""
+        local = self._local
+        talks: dict[bytes, _Talk] | None = getattr(local, "talks", None)
+        if talks is None or getattr(local, "pid", None) != os.getpid():  # (a forked worker starts its own)
+            talks = local.talks = {}
+            local.pid = os.getpid()
+        key = getattr(local, "settings", b"")
+        talk = talks.get(key)
+        if talk is None:
+            talk = talks[key] = _Talk()
         return talk
 
     def __call__(self, messages: list[dict], facts: Any, settings: Any) -> list[dict]:
+        # (a process is told its settings once, at start: another run's settings are another process's)
+        self._local.settings = orjson.dumps(dict(settings), option=orjson.OPT_SORT_KEYS)
         try:
             return self._call(messages, facts, settings)
         except BaseException:  # (a protocol error, a late answer, Ctrl-C, any exception: the run ends
@@ -104,7 +115,7 @@ class ProcessStep:
         assert proc.stdout is not None
         self._s.proc, self._s.pid, self._s.held = proc, os.getpid(), []
         self._s.lines = BoundedLines(proc.stdout.fileno(), answer_limit())
-        atexit.register(self.stop)
+        atexit.register(self._stop, self._s)
         self._send(proc, {"protocol": PROTOCOL, "version": VERSION, "settings": dict(settings)})
         hello = self._read(proc)
         if not isinstance(hello, dict) or hello.get("version") != VERSION:
@@ -157,12 +168,16 @@ class ProcessStep:
         return f"; it said: {' | '.join(tail)}" if tail else ""
 
     def stop(self) -> None:
-        """End the process (at exit, after a failure, when it is late): its input closed, a grace
-        to finish, then its whole process group sent SIGTERM and, still there after another grace,
-        SIGKILL, each time until no process of the group runs; it is reaped, and so nothing it
-        started holds its pipes or lingers."""
-        proc, self._s.proc = self._s.proc, None
-        if proc is None or self._s.pid != os.getpid():
+        """End the process of this thread's run (at exit, after a failure, when it is late): its
+        input closed, a grace to finish, then its whole process group sent SIGTERM and, still there
+        after another grace, SIGKILL, each time until no process of the group runs; it is reaped,
+        and so nothing it started holds its pipes or lingers."""
+        self._stop(self._s)
+
+    @staticmethod
+    def _stop(talk: "_Talk") -> None:
+        proc, talk.proc = talk.proc, None
+        if proc is None or talk.pid != os.getpid():
             return
         try:
             if proc.stdin is not None:
@@ -184,10 +199,10 @@ class ProcessStep:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-        for stream in (proc.stdout, self._s.stderr):
+        for stream in (proc.stdout, talk.stderr):
             if stream is not None:
                 stream.close()
-        self._s.stderr = None
+        talk.stderr = None
 
 
 def _group_runs(pgid: int) -> bool:

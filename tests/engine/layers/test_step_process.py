@@ -50,13 +50,16 @@ def test_the_reference_process_replays_and_sending_only_what_changed_changes_not
         assert whole[key] == stateful[key], key
 
 
-def test_a_process_step_runs_in_compare_workers_and_takes_its_settings(cli, tmp_path):
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_process_step_runs_in_compare_workers_and_takes_its_settings(cli, tmp_path, jobs):
+    """Two policies that give one command other settings each run with their own, in one process
+    as on workers where one runs both (the process is told its settings once: each has its own)."""
     policy = tmp_path / "proc.toml"
     policy.write_text(f'extends = "none"\nname = "proc"\norder = ["custom"]\n[custom]\nenabled = true\n'
                       f'call = {json.dumps(f"cmd:{sys.executable} {REFERENCE}")}\n[custom.settings]\nkeep = 30\n')
     out = tmp_path / "cmp"
     r = cli("compare", MEDIUM, SMALL, SAMPLES / "huge-batch.jsonl", "-p", policy, "-p",
-            f"cmd:{PY} {shlex.quote(str(REFERENCE))}", "--jobs", "2", "--out", out, "-q", "--charts", "none")
+            f"cmd:{PY} {shlex.quote(str(REFERENCE))}", "--jobs", jobs, "--out", out, "-q", "--charts", "none")
     assert r.exit_code == 0, r.stderr
     runs = {(row["transcript"].rsplit("/", 1)[-1], row["policy"]): row
             for row in json.loads((out / "results.json").read_text())["runs"]}
