@@ -9,8 +9,10 @@ from functools import cached_property
 from itertools import islice
 from typing import Any, NamedTuple
 
+import orjson
+
 from ..errors import InputError
-from .messages import Entry, Message, add_tool_names, make_entry
+from .messages import Entry, Message, ResultFact, add_tool_names, make_entry
 
 
 #: the token counts of an Anthropic usage object a transcript keeps per call
@@ -302,6 +304,10 @@ class TranscriptBuilder:
     """Collects messages in order and turns them into a Transcript."""
 
     def __init__(self, path: str, fmt: str, keep: bool = True) -> None:
+        from ..core import line_facts
+
+        #: the native reader of a message's facts where the native core runs (``add``), else None
+        self._facts = line_facts(ResultFact, False)
         self.path = path
         self.format = fmt
         self.keep = keep  # False: a stream's messages are counted, not kept
@@ -318,6 +324,18 @@ class TranscriptBuilder:
         self.session_id: str | None = None
 
     def add(self, message: Message, usage: dict | None = None) -> int:
+        """``message`` (a loader's, in the canonical model) added with its facts: read by the native
+        core from its compact JSON where it runs and the message is one it reads (the facts of a
+        line of Anthropic messages: ``LineFacts.read``), else by ``make_entry``, the reference."""
+        facts = self._facts
+        if facts is not None:
+            try:
+                raw = orjson.dumps(message)
+            except orjson.JSONEncodeError:
+                raw = None  # (what orjson cannot write: make_entry says what is wrong)
+            got = facts.read(raw, self.count) if raw is not None else None
+            if got is not None and got[1] is None:  # (a message and nothing else: its own facts)
+                return self.add_entry(Entry(message, *got[0]), usage)
         return self.add_entry(make_entry(message, self.count), usage)
 
     def compacted(self, summary: str, trigger: str | None = None, pre_tokens: Any = None, time: Any = None,

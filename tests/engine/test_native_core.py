@@ -308,3 +308,85 @@ def test_a_native_module_built_from_other_sources_is_not_used_and_the_reason_is_
 @needs_native
 def test_the_built_module_is_the_interface_this_package_asks_for():
     assert NATIVE.API == core.NATIVE_API
+
+
+#: messages a loader may hand over beyond the generated ones: each added with the facts
+#: ``make_entry`` gives it (read natively where the native reader reads it, else by make_entry)
+ODD_MESSAGES: list[dict] = [
+    {"role": "user", "content": "plain \u2028 text \"quoted\" \\ / \x01"},
+    {"role": "user", "content": "   "},
+    {"role": "user", "content": []},
+    {"role": "assistant", "content": ""},
+    {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm"},
+                                      {"type": "tool_use", "id": "a1", "name": "Edit",
+                                       "input": {"file_path": "/x/y.py", "path": "z", "paths": ["p", 3]}},
+                                      {"type": "tool_use", "id": "a2", "name": "bash", "input": "raw"}]},
+    {"role": "user", "content": [{"type": "text", "text": "first"},
+                                 {"type": "tool_result", "tool_use_id": "a1", "content": "late", "is_error": True},
+                                 {"type": "tool_result", "tool_use_id": "a2",
+                                  "content": [{"type": "text", "text": "t"}, {"type": "image", "source": {"data": "x"}}]},
+                                 {"type": "tool_result", "tool_use_id": "a3"}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "s1",
+                                  "content": "[output cleared: \ufdd0SIZED:1200\ufdd0]"}]},
+    {"role": "assistant", "content": "text", "model": "m", "usage": {"input_tokens": 3}},  # (other members)
+    {"content": "role last", "role": "user"},
+    {"role": 3, "content": "a role that is no string"},
+    {"role": "user", "content": {"type": "text", "text": "a content that is an object"}},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "n", "content": "x" * 70_000 + "é"}]},
+]
+
+
+def _facts(entry: object) -> list:
+    names = [n for n in type(entry).__slots__ if n != "message"]  # type: ignore[attr-defined]
+    return [(n, getattr(entry, n)) for n in names]
+
+
+def _added_both_ways(messages: list[dict]) -> tuple[list, list]:
+    """Each message added to a builder on the native core, and made by ``make_entry``, its reference."""
+    from compactlab.transcripts import TranscriptBuilder
+    from compactlab.transcripts.messages import make_entry
+
+    builder = TranscriptBuilder("t.jsonl", "test")
+    assert builder._facts is not None
+    native, reference = [], []
+    for m in messages:
+        try:
+            reference.append(_facts(make_entry(m, builder.count)))
+        except Exception as exc:  # (what make_entry refuses, adding refuses alike)
+            with pytest.raises(type(exc)):
+                builder.add(m)
+            continue
+        builder.add(m)
+        native.append(_facts(builder.entries[-1]))
+    return native, reference
+
+
+@needs_native
+def test_a_loaders_odd_messages_are_added_with_the_facts_make_entry_gives(monkeypatch):
+    from compactlab.transcripts import model
+
+    monkeypatch.setenv("COMPACTLAB_CORE", "native")
+    made = []
+    real = model.make_entry
+    monkeypatch.setattr(model, "make_entry", lambda m, origin: made.append(m) or real(m, origin))
+    native, reference = _added_both_ways(ODD_MESSAGES + [{"role": "user", "content": {1, 2}}])
+    assert native == reference and len(native) == len(ODD_MESSAGES)
+    # (most read natively; a sized placeholder, other members, an odd role or content: make_entry's)
+    assert 0 < len(made) - 1 < len(ODD_MESSAGES) // 2
+
+
+@needs_native
+@settings(max_examples=60, deadline=None)
+@given(transcripts(max_turns=20))
+def test_a_loaders_messages_are_added_with_the_facts_make_entry_gives(monkeypatch_session, msgs):
+    monkeypatch_session.setenv("COMPACTLAB_CORE", "native")
+    native, reference = _added_both_ways(msgs)
+    assert native == reference and len(native) == len(msgs)
+
+
+@needs_native
+def test_the_python_core_adds_a_loaders_messages_by_make_entry(monkeypatch):
+    from compactlab.transcripts import TranscriptBuilder
+
+    monkeypatch.setenv("COMPACTLAB_CORE", "python")
+    assert TranscriptBuilder("t.jsonl", "test")._facts is None
