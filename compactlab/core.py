@@ -23,10 +23,10 @@ from .errors import UsageError
 CORES = ("python", "native")
 #: what the native core runs of a replay, in words (``--version`` and the docs say it)
 NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one made of the built-in layers "
-                "(s08, claude-code and codex among them; a summary's text and persisting in Python); recall, asked by "
-                "that loop itself: its check, attribution and ledger, and the texts it reads; the run's pricing; a stream's raw baseline and "
-                "the reading of its lines; for the others a call's measures, the probes' index, a line's facts and "
-                "a step's messages")
+                "(s08, claude-code and codex among them; a summary's text and persisting in Python); recall, asked "
+                "by that loop itself: its check, attribution and ledger, and the texts it reads; the run's pricing; "
+                "a stream's raw baseline and the reading of its lines; a loaded message's facts; for the others a "
+                "call's measures, the probes' index, a line's facts and a step's messages")
 
 
 #: what this package asks of ``compactlab._native`` (the crate's ``API``): bumped with it whenever

@@ -3,7 +3,9 @@
 Python makes of the parsed line (with and without ``measure``), and where Python refuses a line
 the native reader never reads it. On every line of the samples and of the shared recordings (as
 recorded and as ``convert`` writes them), on generated lines, on every character Python's
-``str.isspace`` or orjson's escaping decides, and through the loaders on both cores."""
+``str.isspace`` or orjson's escaping decides, and through the loaders on both cores; and a
+loader's messages, read from their compact JSON as they are added (``TranscriptBuilder.add``),
+held to ``make_entry`` slot for slot."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from compactlab.transcripts.model import TranscriptBuilder
 from compactlab.transcripts.reader import LineReader
 from compactlab.transcripts.writer import COMPACTION_KEY, anthropic_lines
 from helpers import SAMPLES, SHARED
+from strategies import transcripts
 
 NATIVE = core.native_module()
 needs_native = pytest.mark.skipif(NATIVE is None, reason="the native core is not built in this install (it was "
@@ -360,3 +363,112 @@ def test_lines_with_bytes_changed_are_read_as_python_reads_them_or_left_to_it():
                 line.insert(i, rng.choice(pieces))
         read += agrees(bytes(line))
     assert read > 400
+
+
+#: messages a loader may hand over beyond the generated ones: each added with the facts
+#: ``make_entry`` gives it (read natively where the native reader reads it, else by make_entry)
+ODD_MESSAGES: list[dict] = [
+    {"role": "user", "content": "plain \u2028 text \"quoted\" \\ / \x01"},
+    {"role": "user", "content": "   "},
+    {"role": "user", "content": []},
+    {"role": "assistant", "content": ""},
+    {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm"},
+                                      {"type": "tool_use", "id": "a1", "name": "Edit",
+                                       "input": {"file_path": "/x/y.py", "path": "z", "paths": ["p", 3]}},
+                                      {"type": "tool_use", "id": "a2", "name": "bash", "input": "raw"}]},
+    {"role": "user", "content": [{"type": "text", "text": "first"},
+                                 {"type": "tool_result", "tool_use_id": "a1", "content": "late", "is_error": True},
+                                 {"type": "tool_result", "tool_use_id": "a2",
+                                  "content": [{"type": "text", "text": "t"},
+                                              {"type": "image", "source": {"data": "x"}}]},
+                                 {"type": "tool_result", "tool_use_id": "a3"}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "s1",
+                                  "content": "[output cleared: \ufdd0SIZED:1200\ufdd0]"}]},
+    {"role": "assistant", "content": "text", "model": "m", "usage": {"input_tokens": 3}},  # (other members)
+    {"content": "role last", "role": "user"},
+    {"role": 3, "content": "a role that is no string"},
+    {"role": "user", "content": {"type": "text", "text": "a content that is an object"}},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "n", "content": "x" * 70_000 + "é"}]},
+]
+
+
+def _facts(entry: object) -> list:
+    """Every slot of an Entry but its message (its facts, its sets, what changed)."""
+    names = [n for n in type(entry).__slots__ if n != "message"]  # type: ignore[attr-defined]
+    return [(n, getattr(entry, n)) for n in names]
+
+
+def _added_both_ways(messages: list[dict]) -> tuple[list, list]:
+    """Each message added to a builder on the native core, and made by ``make_entry``, its reference."""
+    from compactlab.transcripts.messages import make_entry
+
+    builder = TranscriptBuilder("t.jsonl", "test")
+    assert builder._facts is not None
+    native, reference = [], []
+    for m in messages:
+        try:
+            reference.append(_facts(make_entry(m, builder.count)))
+        except Exception as exc:  # (what make_entry refuses, adding refuses alike)
+            with pytest.raises(type(exc)):
+                builder.add(m)
+            continue
+        builder.add(m)
+        native.append(_facts(builder.entries[-1]))
+    return native, reference
+
+
+@needs_native
+def test_a_loaders_odd_messages_are_added_with_the_facts_make_entry_gives(monkeypatch):
+    from compactlab.transcripts import model
+
+    monkeypatch.setenv("COMPACTLAB_CORE", "native")
+    made = []
+    real = model.make_entry
+    monkeypatch.setattr(model, "make_entry", lambda m, origin: made.append(m) or real(m, origin))
+    native, reference = _added_both_ways(ODD_MESSAGES + [{"role": "user", "content": {1, 2}}])
+    assert native == reference and len(native) == len(ODD_MESSAGES)
+    # (most read natively; a sized placeholder, other members, an odd role or content: make_entry's)
+    assert 0 < len(made) - 1 < len(ODD_MESSAGES) // 2
+
+
+@needs_native
+@settings(max_examples=60, deadline=None)
+@given(transcripts(max_turns=20))
+def test_a_loaders_messages_are_added_with_the_facts_make_entry_gives(msgs):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COMPACTLAB_CORE", "native")
+        native, reference = _added_both_ways(msgs)
+    assert native == reference and len(native) == len(msgs)
+
+
+@needs_native
+def test_the_python_core_adds_a_loaders_messages_by_make_entry(monkeypatch):
+    monkeypatch.setenv("COMPACTLAB_CORE", "python")
+    assert TranscriptBuilder("t.jsonl", "test")._facts is None
+
+
+@needs_native
+def test_every_shared_recording_is_loaded_with_the_same_facts_on_both_cores(shared_transcripts, monkeypatch):
+    """Every loader, through the builder: the same entries (messages and every slot), usage and
+    compactions on both cores, on one recording of each folder of the shared recordings."""
+    done = 0
+    for folder in sorted(p for p in shared_transcripts.iterdir() if p.is_dir()):
+        path = next((p for p in sorted(folder.rglob("*")) if p.is_file() and p.suffix in (".jsonl", ".json")
+                     and not p.name.startswith(".")), None)
+        if path is None:
+            continue
+        loaded = []
+        for which in ("python", "native"):
+            monkeypatch.setenv("COMPACTLAB_CORE", which)
+            try:
+                loaded.append(load_transcript(str(path)))
+            except CompactlabError as exc:  # (what is no transcript is refused alike)
+                loaded.append(str(exc))
+        if isinstance(loaded[0], str):
+            assert loaded[1] == loaded[0]
+            continue
+        a, b = loaded
+        assert [(e.message, _facts(e)) for e in a.entries] == [(e.message, _facts(e)) for e in b.entries], path
+        assert a.usage == b.usage and [c.position for c in a.compactions] == [c.position for c in b.compactions]
+        done += 1
+    assert done >= 5

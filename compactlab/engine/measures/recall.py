@@ -66,7 +66,7 @@ class Recall:
         whether a context that is the recording's own is not read. None: the loop asks ``at_call``
         (the python core, or another recall than these two, a test's)."""
         native = self.memo.native
-        if native is None or type(self) not in (Recall, IntactFirstRecall):
+        if native is None or type(self) not in (Recall, IntactFirstRecall) or type(self.probes) is not dict:
             return None
         return (self.probes, self.ledger, native, self.env.ledger if self.env is not None else None,
                 type(self) is IntactFirstRecall)
