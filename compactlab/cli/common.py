@@ -159,12 +159,12 @@ def next_action_options(f: Callable) -> Callable:
 def asking_for(o: dict[str, Any], policies: list[str], samples: int | None = None, model: str | None = None,
             api: str | None = None) -> Any:
     """The next-action request of a command's options (None: not asked for)."""
+    n = o.get("next_action_samples", 0) if samples is None else samples
+    if not n:
+        return None  # (before its modules are imported: 17 ms of every compare and check)
     from ..jobs.next_action import Asking
     from ..next_action.models import ModelOptions
 
-    n = o.get("next_action_samples", 0) if samples is None else samples
-    if not n:
-        return None
     model = model or o.get("next_action_model") or os.environ.get("COMPACTLAB_NEXT_ACTION_MODEL") or None
     options = ModelOptions.from_env(model, api or o.get("next_action_api"), o["cache_dir"], o["no_cache"],
                                     o.get("max_tokens", 256), read_only=o.get("dry_run", False))

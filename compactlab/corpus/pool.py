@@ -23,7 +23,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from ..errors import CompactlabError
-from ..plumbing.interrupts import hold_signals, ignore_in_child, release_signals
+from ..plumbing.interrupts import hold_signals, ignore_in_child, release_signals, workers_ready
 
 
 @dataclass
@@ -74,6 +74,7 @@ def spawn(context: Any, target: Callable[..., None], *args: Any) -> tuple[Any, C
     SIGINT and SIGTERM are held back while it is forked (one arriving then would reach the child
     before it ignores them; ``ignore_in_child`` lets them through once it does). One that came
     meanwhile is the parent's as soon as they are let through again: the worker is stopped first."""
+    workers_ready()
     held = hold_signals()
     try:
         parent, child = context.Pipe()

@@ -62,3 +62,24 @@ def test_a_transcripts_runs_are_run_by_one_worker():
     assert sorted(ran) == list(range(12))
     by_group = {g: {ran[i] for i in range(12) if groups[i] == g} for g in set(groups)}
     assert sum(len(pids) for pids in by_group.values()) <= len(by_group) + 1  # (one shared at the end, at most)
+
+
+def _death_signal(_: object) -> int:
+    """The signal this process is sent when its parent dies (Linux: PR_GET_PDEATHSIG)."""
+    import ctypes
+
+    got = ctypes.c_int(-1)
+    ctypes.CDLL(None, use_errno=True).prctl(2, ctypes.byref(got), 0, 0, 0)
+    return got.value
+
+
+@pytest.mark.skipif(not can_fork() or not os.path.exists("/proc/self"), reason="Linux's PR_SET_PDEATHSIG")
+def test_a_worker_dies_with_its_parent_and_libc_is_looked_up_once_before_the_fork():
+    import signal
+
+    from compactlab.plumbing import interrupts
+
+    with Pool([0, 1], _death_signal, 2) as pool:
+        got = dict(pool.outcomes())
+    assert got == {0: int(signal.SIGKILL), 1: int(signal.SIGKILL)}
+    assert interrupts._PRCTL and interrupts._PRCTL[0] is not None  # (looked up in this process, inherited)
