@@ -1190,8 +1190,6 @@ impl NativeTexts {
         Ok(Some(out))
     }
 
-    /// `probes._result_text` of an unchanged tool result of a message left in its file, where its
-    /// content is a string its line placed.
     /// `probes._text` of a plain `Entry`'s tool-result message (`Entry.changed_contents`, each as
     /// orjson writes it, joined by NUL), where its content is a list that has each changed block.
     fn changed_in_hand(
@@ -1256,6 +1254,8 @@ impl NativeTexts {
         Ok(Some(out))
     }
 
+    /// `probes._result_text` of an unchanged tool result of a message left in its file, where its
+    /// content is a string its line placed.
     fn result(&self, entry: &Bound<'_, PyAny>, block: i64) -> PyResult<Option<String>> {
         if let Some(message) = self.in_hand(entry)? {
             // (`Entry.block_content`: the block's content, a string here)
@@ -1507,32 +1507,60 @@ impl RecallCheck {
         ledger: &Bound<'py, PyList>,
     ) -> PyResult<usize> {
         let py = ledger.py();
-        let (kept, nothing) = (intern!(py, "kept"), intern!(py, ""));
-        let (outcome, new_tuple) = (self.outcome.bind(py), self.new_tuple.bind(py));
         let mut n = 0;
         for p in probes.try_iter()? {
             let p = p?;
-            let fields = PyTuple::new(
-                py,
-                [
-                    call.into_pyobject(py)?.into_any(),
-                    p.getattr(intern!(py, "text"))?,
-                    p.getattr(intern!(py, "kind"))?,
-                    p.getattr(intern!(py, "source_call"))?,
-                    p.getattr(intern!(py, "source_tool"))?,
-                    kept.clone().into_any(),
-                    nothing.clone().into_any(),
-                    (-1i64).into_pyobject(py)?.into_any(),
-                ],
+            let probe = [
+                p.getattr(intern!(py, "text"))?,
+                p.getattr(intern!(py, "kind"))?,
+                p.getattr(intern!(py, "source_call"))?,
+                p.getattr(intern!(py, "source_tool"))?,
+            ];
+            self.append_outcome(
+                ledger,
+                call,
+                probe,
+                intern!(py, "kept"),
+                intern!(py, "").clone(),
+                -1,
             )?;
-            ledger.append(new_tuple.call1((outcome, fields))?)?;
             n += 1;
         }
         Ok(n)
     }
-}
 
-impl RecallCheck {
+    /// A probe's outcome (`ProbeOutcome`: the call, the probe's text, kind, source call and tool,
+    /// its status, the layer that removed it and when) appended to `ledger`.
+    fn append_outcome<'py>(
+        &self,
+        ledger: &Bound<'py, PyList>,
+        call: i64,
+        [text, kind, source_call, source_tool]: [Bound<'py, PyAny>; 4],
+        status: &Bound<'py, PyString>,
+        by: Bound<'py, PyString>,
+        at: i64,
+    ) -> PyResult<()> {
+        let py = ledger.py();
+        let fields = PyTuple::new(
+            py,
+            [
+                call.into_pyobject(py)?.into_any(),
+                text,
+                kind,
+                source_call,
+                source_tool,
+                status.clone().into_any(),
+                by.into_any(),
+                at.into_pyobject(py)?.into_any(),
+            ],
+        )?;
+        ledger.append(
+            self.new_tuple
+                .bind(py)
+                .call1((self.outcome.bind(py), fields))?,
+        )
+    }
+
     /// The outcomes `out` of `probes` said: those kept where held to `ledger` first, then the
     /// others in order, each kept elsewhere, or attributed (once for probes that share their
     /// places); how many were kept, and how many recoverable.
@@ -1556,24 +1584,13 @@ impl RecallCheck {
             let Some(ledger) = ledger else {
                 return Ok(());
             };
-            let fields = PyTuple::new(
-                py,
-                [
-                    call.into_pyobject(py)?.into_any(),
-                    p.text.clone().into_any(),
-                    p.kind.clone(),
-                    p.source_call.clone(),
-                    p.source_tool.clone(),
-                    status.clone().into_any(),
-                    by.into_any(),
-                    at.into_pyobject(py)?.into_any(),
-                ],
-            )?;
-            ledger.append(
-                self.new_tuple
-                    .bind(py)
-                    .call1((self.outcome.bind(py), fields))?,
-            )
+            let probe = [
+                p.text.clone().into_any(),
+                p.kind.clone(),
+                p.source_call.clone(),
+                p.source_tool.clone(),
+            ];
+            self.append_outcome(ledger, call, probe, status, by, at)
         };
         let (kept_, nothing) = (intern!(py, "kept"), intern!(py, ""));
         let mut kept = 0;
@@ -1620,9 +1637,7 @@ impl RecallCheck {
         }
         Ok((kept, recoverable))
     }
-}
 
-impl RecallCheck {
     /// How many of the first `entries` are the last context's messages (`last`), at most
     /// `stable`: trusted where the message before that bound is the last context's there (the
     /// memo holds every message it knows, so an identity is never another message's), else found

@@ -308,4 +308,3 @@ def test_a_native_module_built_from_other_sources_is_not_used_and_the_reason_is_
 @needs_native
 def test_the_built_module_is_the_interface_this_package_asks_for():
     assert NATIVE.API == core.NATIVE_API
-
