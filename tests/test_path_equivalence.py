@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 import shlex
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -86,6 +87,31 @@ class Paths:
         assert r.exit_code == 0, r.stderr
         runs = orjson.loads((out / "results.json").read_bytes())["runs"]
         return {row["policy"]: _figures(row) for row in runs if row["policy"] != "none"}
+
+    def compare_corpus(self, path: str) -> Figures:
+        """compare --jobs 2 of a folder of copies of the recording, enough of them that the workers
+        read the files themselves (``jobs/cluster.py``'s ``LocalWorkers``): every copy's figures
+        alike (else a copy's own policy name says which)."""
+        from compactlab.jobs import cluster
+
+        folder = self.tmp / f"corpus{next(self.n)}"
+        folder.mkdir()
+        for i in range(cluster.FILES_PER_WORKER * 2):
+            shutil.copyfile(path, folder / f"{i:02d}-{Path(path).name}")
+        out = self.out()
+        with self.monkeypatch.context() as m:
+            m.setattr(cluster, "run_in_parts", lambda *a, **k: pytest.fail("the command read the files"))
+            r = self.cli("compare", folder, *itertools.chain.from_iterable(("-p", p) for p in POLICIES.values()),
+                         "--jobs", "2", "--charts", "none", "-o", out, "-q")
+        assert r.exit_code == 0, r.stderr
+        got: Figures = {}
+        for row in orjson.loads((out / "results.json").read_bytes())["runs"]:
+            if row["policy"] != "none":
+                figures = _figures(row)
+                name = row["policy"] if got.get(row["policy"], figures) == figures else f"{row['transcript']}'s"
+                got.setdefault(name, figures)
+        assert len(got) == len(POLICIES), sorted(got)
+        return got
 
     def check(self, path: str) -> Figures:
         baseline = self.out().with_suffix(".json")
@@ -187,6 +213,7 @@ def _all_paths(paths: Paths, recording: str, dask: bool = False) -> list[str]:
         ("compare --jobs 2, cache written by replay", False, lambda: paths.compare(recording, "2")),
         ("replay, cache written by compare", False, lambda: paths.replay(recording)),
         ("compare --jobs 1, cold", True, lambda: paths.compare(recording, "1")),
+        ("compare --jobs 2 of a corpus its workers read, cold", True, lambda: paths.compare_corpus(recording)),
         ("replay after compare, warm", False, lambda: paths.replay(recording)),
         ("check, cold", True, lambda: paths.check(recording)),
         ("tune's evaluation (share workers), cache written by check", False, lambda: paths.tune(recording, True)),

@@ -596,6 +596,10 @@ class Cluster:
     def threads(self) -> int:
         return sum(self.client.nthreads().values()) or 1
 
+    def batches(self, items: list[Any]) -> list[list[Any]]:
+        """``items`` as the tasks that carry them (``in_batches``)."""
+        return in_batches(items, self.threads)
+
     def each(self, work: Callable[..., Any], batches: list[Any], *args: Any) -> Iterator[tuple[int, Any]]:
         """``work(batch, *args)`` of each batch on the workers: (the batch's place, what it returned or
         the exception that lost it), as each finishes; an interrupt cancels those not finished."""

@@ -1,28 +1,33 @@
-"""Where a corpus job's runs run (``run_corpus``), and a corpus job (compare, check) on a Dask cluster
-whose workers can read the files themselves: each task reads a batch of files, indexes their
-probes, calibrates and prices them and runs every policy on each; the command reads none of them.
-It says what the workers found (bad lines, a file's warnings, its calibration, the models it
-records and their prices) in the files' order, as it would have said it on reading them, and
-keeps the runs' summaries (#59 §5: the command read every transcript before the workers read it
-again, a third of a cluster compare's extra CPU).
+"""Where a corpus job's runs run (``run_corpus``), and a corpus job (compare, check) on workers that
+read the files themselves (``run_on_workers``): each task reads files, indexes their probes,
+calibrates and prices them and runs every policy on each; the command reads none of them. It says
+what the workers found (bad lines, a file's warnings, its calibration, the models it records and
+their prices) in the files' order, as it would have said it on reading them, and keeps the runs'
+summaries. The workers are a Dask cluster's where they can read the files (#59 §5: the command read
+every transcript before the workers read it again, a third of a cluster compare's extra CPU), or the
+command's own forked processes (``LocalWorkers``) where the corpus has files enough to share out: a
+worker that inherited the transcripts the command had read touched their pages, and each page it
+touched was copied (a compare of 200 trajectories faulted 102,000 pages against 18,000 in one
+process, and spent a quarter more CPU).
 
-Where the workers cannot all read the files, ``run_in_parts`` reads them and the cluster gets
-them sent (``corpus.compare``).
+Where the workers cannot all read the files, or a local corpus is a few files (one session and its
+sweep: its runs are shared out one by one), ``run_in_parts`` reads them here and the workers get them
+(forked after reading, or sent to the cluster: ``corpus.compare``).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..corpus.compare import Cluster, GridRun, Job, RunFailure, RunResult, in_batches, run_job
-from ..corpus.pool import Failure, failure_of
+from ..corpus.compare import Cluster, GridRun, Job, RunFailure, RunResult, run_job
+from ..corpus.pool import Failure, Pool, can_fork, failure_of
 from ..corpus.sharing import Sharing
 from ..engine.cost.prices import PriceTable
 from ..errors import CompactlabError
-from ..plumbing.process import collector_paused
+from ..plumbing.process import collector_paused, usable_cores, worker_collecting
 from .base import Notify, Settings, Tally, cache_warnings, none_read, parts_of, price_warning, run_in_parts, \
     say_calibration, warn_loaded
 
@@ -119,31 +124,67 @@ def reading_of(settings: Settings) -> Reading:
                    (settings.summarizer, settings.live), settings.cache_ttl, settings.cache_model, settings.window)
 
 
+#: a local corpus of at least this many files a worker is read by the workers themselves, a file a
+#: task (``LocalWorkers``); fewer are read here and their runs shared out one by one
+FILES_PER_WORKER = 4
+
+
 def run_corpus(files: list[str], policies: list, settings: Settings, notify: Notify,
                advance: Callable[..., None]) -> tuple[Any, list[str], dict[str, str]]:
     """Every policy on every file (compare, check): on the Dask cluster of ``--executor`` read by its
-    workers where they share the files (``run_on_cluster``), else read here a part at a time
-    (``run_in_parts``: on local workers, or sent to the cluster's). The runs, the models the
-    transcripts recorded, and each transcript's content hash."""
+    workers where they share the files, or on local workers that read them where the corpus has
+    ``FILES_PER_WORKER`` files a worker (``run_on_workers``), else read here a part at a time
+    (``run_in_parts``: run here, on local workers, or sent to the cluster's). The runs, the models
+    the transcripts recorded, and each transcript's content hash."""
     if not settings.executor:
+        n = settings.jobs or usable_cores()
+        if n > 1 and len(files) >= FILES_PER_WORKER * n and can_fork():
+            return run_on_workers(LocalWorkers(n), files, policies, settings, notify, advance)
         return run_in_parts(files, policies, settings, notify, advance)
     with Cluster(settings.executor) as cluster:
         if cluster.shares([os.path.abspath(f) for f in files]):
-            return run_on_cluster(cluster, files, policies, settings, notify, advance)
+            return run_on_workers(cluster, files, policies, settings, notify, advance)
         return run_in_parts(files, policies, settings, notify, advance, cluster)
 
 
-def run_on_cluster(cluster: Cluster, files: list[str], policies: list, settings: Settings, notify: Notify,
-                   advance: Callable[..., None]) -> tuple[GridRun, list[str], dict[str, str]]:
-    """``run_in_parts`` on a cluster whose workers read the files: the runs, the models the
-    transcripts recorded and each one's content hash. What is said of a file is said in the files'
-    order once every file before it is back; an input that cannot be read stops the job with its
-    error (the first in the files' order); an interrupt keeps the files whose runs are back."""
-    batches = in_batches([(f, os.path.abspath(f)) for f in files], cluster.threads)  # (as given, and absolute)
+class LocalWorkers:
+    """``processes`` forked workers of the command that read the files themselves: to
+    ``run_on_workers`` what a ``Cluster`` is. A task is one file (a task's cost here is a pipe's
+    round trip), handed out in the files' order; a worker that dies loses its file's runs, which
+    fail with the reason, and a fresh one takes the next file."""
+
+    def __init__(self, processes: int) -> None:
+        self.threads = processes
+
+    def batches(self, items: list[Any]) -> list[list[Any]]:
+        return [[item] for item in items]
+
+    def each(self, work: Callable[..., Any], batches: list[Any], *args: Any) -> Iterator[tuple[int, Any]]:
+        """``work(batch, *args)`` of each batch on the workers: (the batch's place, what it returned
+        or the Failure that lost it), as each finishes; leaving early (an interrupt) kills them."""
+        from ..engine import loop  # noqa: F401  (imported once, before the workers are forked)
+        from ..engine.measures import probe_cache  # noqa: F401
+        from ..summarizers import build_summarizer  # noqa: F401
+
+        def task(batch: Any) -> Any:
+            worker_collecting()
+            return work(batch, *args)
+
+        with Pool(batches, task, self.threads) as pool:
+            yield from pool.outcomes()
+
+
+def run_on_workers(workers: "Cluster | LocalWorkers", files: list[str], policies: list, settings: Settings,
+                   notify: Notify, advance: Callable[..., None]) -> tuple[GridRun, list[str], dict[str, str]]:
+    """``run_in_parts`` on workers that read the files: the runs, the models the transcripts
+    recorded and each one's content hash. What is said of a file is said in the files' order once
+    every file before it is back; an input that cannot be read stops the job with its error (the
+    first in the files' order); an interrupt keeps the files whose runs are back."""
+    batches = workers.batches([(f, os.path.abspath(f)) for f in files])  # (as given, and absolute)
     grid = _Grid(batches, policies, settings, notify)
     try:
-        for i, got in cluster.each(run_files, batches, policies, reading_of(settings)):
-            if not isinstance(got, BaseException):
+        for i, got in workers.each(run_files, batches, policies, reading_of(settings)):
+            if isinstance(got, list):
                 for f in got:
                     for run in f.runs:
                         if isinstance(run, RunResult):
@@ -197,7 +238,7 @@ class _Grid:
         files = [given for batch in batches for given, _ in batch]
         self.parts = [len(part) for part in parts_of(files)]
         self.tally = Tally(sources=len(files))
-        self.back: dict[int, list[FileDone] | BaseException] = {}
+        self.back: dict[int, list[FileDone] | BaseException | Failure] = {}
         self.said = 0  # the batches taken so far
         self.pending: list[FileDone] = []  # the files taken of the part not yet said
         self.read = 0  # the transcripts said so far
@@ -206,13 +247,13 @@ class _Grid:
         self.models: dict[str, None] = {}  # (in the order first recorded)
         self.hashes: dict[str, str] = {}
 
-    def take(self, got: list[FileDone] | BaseException | None) -> None:
-        """The next batch: its files, or the error that lost it (each of its files' runs a failure),
-        or None (not back: interrupted; its files are left out)."""
+    def take(self, got: list[FileDone] | BaseException | Failure | None) -> None:
+        """The next batch: its files, or the error or Failure that lost it (each of its files' runs
+        a failure), or None (not back: interrupted; its files are left out)."""
         batch = self.batches[self.said]
         self.said += 1
-        if got is None or isinstance(got, BaseException):
-            reason = failure_of(0, got).reason if got is not None else ""
+        if not isinstance(got, list):
+            reason = "" if got is None else got.reason if isinstance(got, Failure) else failure_of(0, got).reason
             got = [_lost(given, reason, self.settings.input_format) for given, _ in batch]
         for f in got:
             self.pending.append(f)

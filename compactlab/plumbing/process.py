@@ -20,6 +20,10 @@ The command, which owns its process, takes these liberties, each measured:
   for its next runs (millions of objects, no cycles), and each of the collector's full passes
   traversed them all: 1.0 s of a 4.6 s cluster compare of 200 trajectories (#59 §5). Nothing is
   frozen (a long-lived worker would keep any cyclic garbage frozen with them for good).
+- :func:`worker_collecting` turns the collector back on in a worker the command forked to read and
+  run files itself (``jobs/cluster.py``'s ``LocalWorkers``), which inherits it off from ``start``:
+  on between its files, paused by ``collector_paused`` while it reads and runs one, so that what a
+  run leaves in cycles (a step of your own may) is collected as in a replay.
 - :func:`finish` ends the process with ``os._exit`` once the output is flushed: the
   interpreter's teardown would free every loaded message one by one (tens of milliseconds for a
   big session) for nothing.
@@ -91,6 +95,11 @@ class collector_paused:
             cls._inside -= 1
             if cls._inside == 0 and cls._was_enabled:
                 gc.enable()
+
+
+def worker_collecting() -> None:
+    """In a worker the command forked to read and run files itself: the collector on (see above)."""
+    gc.enable()
 
 
 def finish(code: int) -> NoReturn:

@@ -21,7 +21,6 @@ class InProcess:
 
     def __init__(self, executor: str, lose: tuple[int, ...] = (), stop_after: int | None = None) -> None:
         self.lose, self.stop_after = lose, stop_after
-        self.batches = 0
 
     def __enter__(self) -> "InProcess":
         return self
@@ -32,8 +31,12 @@ class InProcess:
     def shares(self, paths: list[str]) -> bool:
         return True
 
+    def batches(self, items):
+        from compactlab.corpus.compare import in_batches
+
+        return in_batches(items, self.threads)
+
     def each(self, work, batches, *args):
-        self.batches = len(batches)
         for n, i in enumerate(reversed(range(len(batches)))):
             if n == self.stop_after:
                 raise KeyboardInterrupt
@@ -155,3 +158,97 @@ def test_an_interrupt_stays_the_end_when_an_unreadable_input_is_among_the_batche
             "--dry-run", "--executor", "dask://127.0.0.1:1")
     assert r.exit_code == 130, r.stderr
     assert "bad line" not in r.stderr
+
+
+# -- the command's own workers reading the files (LocalWorkers) --------------------------------------
+
+
+def _local(monkeypatch, per_worker: int = 2) -> None:
+    """A local compare of the fixture's corpus (7 files) on 2 workers that read the files: the
+    command reads none of them (``load_all`` gone, ``run_in_parts`` not taken)."""
+    from compactlab.jobs import base, cluster
+
+    monkeypatch.setattr(cluster, "FILES_PER_WORKER", per_worker)
+    monkeypatch.setattr(base, "load_all", None)
+    monkeypatch.setattr(cluster, "run_in_parts", lambda *a, **k: pytest.fail("the command read the files"))
+
+
+@pytest.mark.parametrize("part_files", [100, 2])
+def test_a_local_compare_whose_workers_read_the_files_says_and_gives_what_one_process_does(cli, corpus, monkeypatch,
+                                                                                          part_files):
+    from compactlab.jobs import base
+
+    monkeypatch.setattr(base, "PART_FILES", part_files)
+    args = ["compare", corpus, "-p", "s08", "-p", "s06", "--dry-run", "--format", "json", "--skip-bad-lines", "-v",
+            "--price-model", "no-such-model"]
+    local = cli(*args, "--jobs", "1")
+    assert local.exit_code == 0, local.stderr
+    _local(monkeypatch)
+    on = cli(*args, "--jobs", "2")
+    assert on.exit_code == 0, on.stderr
+    assert json.loads(on.stdout) == json.loads(local.stdout)
+    assert on.stderr == local.stderr
+
+
+def test_a_local_worker_killed_fails_its_file_s_runs_and_the_others_are_kept(cli, corpus, monkeypatch):
+    import os
+    import signal
+
+    from compactlab.jobs import cluster
+
+    real = cluster._run_file
+
+    def dies_on_manual_compact(given, path, *args):
+        if "manual-compact" in given:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(given, path, *args)
+
+    local = cli("compare", corpus, "-p", "s08", "-p", "s06", "--dry-run", "--format", "json", "--skip-bad-lines",
+                "--jobs", "1")
+    _local(monkeypatch)
+    monkeypatch.setattr(cluster, "_run_file", dies_on_manual_compact)  # (inherited by the forked workers)
+    r = cli("compare", corpus, "-p", "s08", "-p", "s06", "--dry-run", "--format", "json", "--skip-bad-lines",
+            "--jobs", "2")
+    failed = [line for line in r.stderr.splitlines() if "failed:" in line]
+    assert r.exit_code == 1, r.stderr
+    assert len(failed) == 3 and all("manual-compact.jsonl" in line and line.endswith(  # (s08, s06 and none)
+        "failed: the worker process was killed (SIGKILL)") for line in failed), r.stderr
+    kept = json.loads(r.stdout)["runs"]
+    assert kept == [run for run in json.loads(local.stdout)["runs"] if "manual-compact" not in run["transcript"]]
+
+
+@pytest.mark.parametrize("jobs, files, read_by_workers", [(2, 8, True), (2, 7, False), (1, 50, False),
+                                                           (3, 12, True), (3, 11, False)])
+def test_a_local_corpus_is_read_by_the_workers_where_it_has_files_enough_for_each(monkeypatch, jobs, files,
+                                                                                 read_by_workers):
+    from compactlab.jobs import cluster
+    from compactlab.jobs.base import Settings
+
+    took = []
+    monkeypatch.setattr(cluster, "run_on_workers", lambda workers, *a: took.append(workers.threads))
+    monkeypatch.setattr(cluster, "run_in_parts", lambda *a: took.append("here"))
+    cluster.run_corpus([f"f{i}" for i in range(files)], [], Settings(jobs=jobs), print, print)
+    assert took == ([jobs] if read_by_workers else ["here"])
+
+
+def test_a_local_worker_collects_between_its_files_and_pauses_the_collector_while_it_reads_one():
+    import gc
+
+    from compactlab.jobs.cluster import LocalWorkers
+    from compactlab.plumbing.process import collector_paused
+
+    def work(batch, flag):
+        before = gc.isenabled()
+        with collector_paused():
+            inside = gc.isenabled()
+        return [before, inside, gc.isenabled(), flag, batch]
+
+    enabled = gc.isenabled()
+    gc.disable()  # (as the command's process has it: process.start)
+    try:
+        got = dict(LocalWorkers(2).each(work, [["a"], ["b"], ["c"]], "x"))
+    finally:
+        if enabled:
+            gc.enable()
+    assert got == {0: [True, False, True, "x", ["a"]], 1: [True, False, True, "x", ["b"]],
+                   2: [True, False, True, "x", ["c"]]}

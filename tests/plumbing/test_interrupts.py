@@ -176,6 +176,36 @@ def test_a_killed_worker_is_named_and_the_other_runs_are_kept(tmp_path, api):
     assert group_gone(proc.pid)
 
 
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_to_a_compare_whose_workers_read_the_files_keeps_the_files_back_and_no_worker(tmp_path, api, sig,
+                                                                                               status):
+    """A corpus of files enough for each worker to read its own (``jobs/cluster.py``'s
+    ``LocalWorkers``): six short sessions that never summarise come back, then both workers wait in
+    a summary of the two long ones; the signal keeps the six files' runs."""
+    import shutil
+
+    from compactlab.synth import write
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(6):
+        write(corpus / f"a{i}.jsonl", 2, seed=i)  # (2 calls of at most 3,000 tokens: no summary)
+    for name in ("b6", "b7"):
+        shutil.copy(SAMPLES / "synth-medium.jsonl", corpus / f"{name}.jsonl")
+    out = tmp_path / "cmp"
+    proc = start(["compare", corpus, "-p", "s08", "--sweep", "summary.trigger=20000", "--jobs", "2", "--out", out,
+                  "-q"], tmp_path, api)
+    api.wait_held(2)  # both workers in a long session's summary: each short one's runs are back
+    assert len(children(proc.pid)) == 2
+    send(proc, sig)
+    text = finish(proc, api)
+    assert proc.returncode == status, text
+    assert text == f"error: interrupted: 12 of 16 runs finished; they are in {out}/\n"
+    assert sorted({r["transcript"].rsplit("/", 1)[-1] for r in read_csv(out / "results.csv")}) == [
+        f"a{i}.jsonl" for i in range(6)]
+    assert staged(tmp_path) == [] and group_gone(proc.pid)
+
+
 def test_pool_reports_a_dead_worker_by_job_and_runs_the_rest():
     from compactlab.corpus.pool import Failure, Pool
 
