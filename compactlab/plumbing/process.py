@@ -12,8 +12,11 @@ The command, which owns its process, takes these liberties, each measured:
   what is alive before turning it back on, so that its first pass does not traverse every object
   just read (~20 ms on 55 MB), and a forked worker never touches those objects' pages.
 - :func:`start` also tells pydantic not to scan every installed distribution for plugins
-  (``PYDANTIC_DISABLE_PLUGINS``, ~15 ms of importlib.metadata when a policy is validated), and
-  makes SIGTERM raise like Ctrl-C (``interrupts.install``).
+  (``PYDANTIC_DISABLE_PLUGINS``, ~15 ms of importlib.metadata when a policy is validated), keeps
+  numpy's OpenBLAS to one thread (``OPENBLAS_NUM_THREADS``, unless set: the thread it starts when
+  numpy is imported, for the verdict's bootstrap or by Optuna, spun ~80 ms of CPU waiting for work;
+  nothing compactlab computes multiplies matrices), and makes SIGTERM raise like Ctrl-C
+  (``interrupts.install``).
 - :class:`collector_paused` is the one trick library code uses, and only in a process whose work
   it runs but does not own (a Dask worker's task of ``compare``/``tune``): the collector off for the
   task, back as it was when the last such task ends. A worker keeps the transcripts it read
@@ -43,6 +46,7 @@ def start() -> None:
     interrupt."""
     gc.disable()
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from .interrupts import install
 
     install()

@@ -131,3 +131,25 @@ def test_a_paused_collector_that_was_off_stays_off():
             pass
         assert not gc.isenabled()
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize("given, seen", [(None, "1"), ("4", "4")])
+def test_the_command_keeps_openblas_to_one_thread_unless_told(given, seen):
+    """numpy's OpenBLAS started a thread at import that spun about 80 ms of CPU waiting for work
+    (the verdict's bootstrap and Optuna multiply no matrices): the command keeps it to one, and a
+    user's own setting stands."""
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    code = ("import sys; sys.argv = ['compactlab', '--version']\n"
+            "from compactlab.plumbing import process\n"
+            "process.start()\n"
+            "import os; print(os.environ['OPENBLAS_NUM_THREADS'])")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**env, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == seen
