@@ -275,7 +275,7 @@ class Turns:
         self.core = chosen_core()
         self.measures = measures_for(feed.baseline, env, counter=counter, entries=feed.entries,
                                      keep_refs=not feed.streamed, recall=options.recall, core=self.core,
-                                     acts=options.probes)
+                                     acts=options.probes, memo=None if feed.streamed else feed.memo)
         self.cache = self.measures.prompt_cache  # (the layers' facts read what it last sent)
         #: the native loop of a policy that keeps every message (``keeping.py``; None: this one runs)
         self.keeping = keeping_turns(self.measures, probes=options.probes,

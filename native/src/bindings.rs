@@ -8,7 +8,7 @@ use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::{cache, facts, lines, pricing, recall, seam, strings, violations};
 
@@ -910,6 +910,9 @@ pub(crate) struct RecallCheck {
     /// the messages of the last context checked
     last: Vec<Arc<recall::Msg>>,
     known: FxHashMap<usize, (Py<PyAny>, Arc<recall::Msg>)>,
+    /// the recording's own messages (no layer changed them), known for every run of it where
+    /// the run was given its recording's (`KnownMessages`)
+    shared: Option<Py<KnownMessages>>,
     /// the Python functions that make a message's texts: whole, edited, a result's; and a probe's
     /// text as JSON writes it
     whole: Py<PyAny>,
@@ -1369,6 +1372,7 @@ struct GivenProbe<'py> {
 impl RecallCheck {
     #[new]
     #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (whole, edited, result, escaped, outcome, entry, pread, dumps, shared=None))]
     fn new(
         py: Python<'_>,
         whole: Py<PyAny>,
@@ -1379,11 +1383,13 @@ impl RecallCheck {
         entry: Py<PyType>,
         pread: Py<PyAny>,
         dumps: Py<PyAny>,
+        shared: Option<Py<KnownMessages>>,
     ) -> PyResult<Self> {
         Ok(RecallCheck {
             check: recall::Check::default(),
             last: Vec::new(),
             known: FxHashMap::default(),
+            shared,
             whole,
             edited,
             result,
@@ -1670,6 +1676,11 @@ impl RecallCheck {
         if let Some((_, m)) = self.known.get(&key) {
             return Ok(m.clone());
         }
+        if let Some(shared) = &self.shared {
+            if let Some(m) = shared.get().get(key) {
+                return Ok(m);
+            }
+        }
         let py = entry.py();
         let origin: i64 = entry.getattr(intern!(py, "origin"))?.extract()?;
         let mut changed = Vec::new();
@@ -1681,8 +1692,61 @@ impl RecallCheck {
             results.push(fact?.getattr(intern!(py, "block"))?.extract::<i64>()?);
         }
         let m = Arc::new(recall::Msg::new(key, origin, changed, results));
-        self.known.insert(key, (entry.clone().unbind(), m.clone()));
+        match &self.shared {
+            Some(shared) if m.origin >= 0 && m.changed.is_empty() => {
+                shared.get().insert(key, entry, &m)
+            }
+            _ => {
+                self.known.insert(key, (entry.clone().unbind(), m.clone()));
+            }
+        }
         Ok(m)
+    }
+}
+
+/// The messages of a recording that recall's check has read (its facts, the texts it made of
+/// each), kept for every run of the recording (`recall.shared_messages`): a message no layer
+/// changed is the same object in every run, read once rather than once a run. Known by identity,
+/// kept alive with its texts (so an identity is never another message's) as long as this is.
+#[pyclass(module = "compactlab._native", frozen)]
+pub(crate) struct KnownMessages {
+    /// (a run's check asks between calls into Python, where another thread's run may ask too)
+    known: Mutex<Known>,
+}
+
+type Known = FxHashMap<usize, (Py<PyAny>, Arc<recall::Msg>)>;
+
+impl KnownMessages {
+    /// Its table, held only while read or written (no Python runs meanwhile: what a panic left
+    /// is whole, each write being one insert)
+    fn table(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn get(&self, key: usize) -> Option<Arc<recall::Msg>> {
+        self.table().get(&key).map(|(_, m)| m.clone())
+    }
+
+    fn insert(&self, key: usize, entry: &Bound<'_, PyAny>, m: &Arc<recall::Msg>) {
+        self.table()
+            .insert(key, (entry.clone().unbind(), m.clone()));
+    }
+}
+
+#[pymethods]
+impl KnownMessages {
+    #[new]
+    fn new() -> Self {
+        KnownMessages {
+            known: Mutex::new(FxHashMap::default()),
+        }
+    }
+
+    /// How many messages it knows.
+    fn __len__(&self) -> usize {
+        self.table().len()
     }
 }
 
@@ -2064,7 +2128,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 20;
+const API: u32 = 21;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -2075,6 +2139,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<InvariantTracker>()?;
     m.add_class::<StreamBaseline>()?;
     m.add_class::<RecallCheck>()?;
+    m.add_class::<KnownMessages>()?;
     m.add_function(wrap_pyfunction!(runs, m)?)?;
     m.add_function(wrap_pyfunction!(tokens, m)?)?;
     m.add_function(wrap_pyfunction!(phrases, m)?)?;

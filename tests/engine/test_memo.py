@@ -30,3 +30,68 @@ def test_every_run_shares_the_memo_and_it_goes_with_the_transcript(tmp_path):
     del t, m
     gc.collect()
     assert key not in memo._MEMOS
+
+
+def _run(r) -> tuple:
+    import orjson
+
+    return (orjson.dumps(r.summary), orjson.dumps(r.calls), r.probe_ledger, r.events)
+
+
+#: policies whose recall the native check asks: seeds, a harness's, a sweep's values
+_POLICIES = [("s08", []), ("observation-masking", []), ("claude-code", []), ("s08", ["micro.keep_recent=1"]),
+             ("s08", ["summary.trigger=20000", "micro.keep_recent=6"])]
+
+
+def test_the_runs_after_a_recording_s_first_share_what_recall_read_of_its_messages(monkeypatch):
+    """Recall's native check keeps what it read of a recording's own messages (its facts and texts)
+    for the runs after the first (``recall.shared_messages``): each run gives what a first run of
+    a fresh load gives, whatever ran before it; nothing is kept for a recording replayed once."""
+    import pytest
+
+    from compactlab import core
+    from compactlab.engine.measures import recall
+    from helpers import SAMPLES
+
+    if core.in_use() is None:
+        pytest.skip("the native core is not built in this install: no native check to share")
+    monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
+    shared = 0
+    for path in sorted(SAMPLES.glob("*.jsonl")):
+        t = load_transcript(str(path))
+        m = memo.memo_of(t).runs
+        for i, (name, sets) in enumerate(_POLICIES * 2):
+            policy = load_policy(name, sets)
+            got = replay(t, policy)
+            assert (m[recall._SHARED] is False) == (i == 0)  # (made at the second run)
+            assert _run(got) == _run(replay(load_transcript(str(path)), policy)), (path.name, name, sets)
+        shared += len(m[recall._SHARED])
+    assert shared  # (messages were read once for several runs)
+
+
+def test_shared_messages_hold_across_generated_recordings_and_policies(monkeypatch, tmp_path):
+    """The same on generated recordings (orphans, parallel batches, errors, prompts, manual
+    compactions), policies drawn too."""
+    import orjson
+    import pytest
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from compactlab import core
+    from strategies import transcripts
+
+    if core.in_use() is None:
+        pytest.skip("the native core is not built in this install: no native check to share")
+    monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(transcripts(max_turns=30), st.lists(st.sampled_from(_POLICIES), min_size=2, max_size=4))
+    def check(messages, chosen):
+        path = tmp_path / "g.jsonl"
+        path.write_bytes(b"\n".join(orjson.dumps(x) for x in messages) + b"\n")
+        t = load_transcript(str(path))
+        for name, sets in chosen:
+            policy = load_policy(name, sets)
+            assert _run(replay(t, policy)) == _run(replay(load_transcript(str(path)), policy))
+
+    check()

@@ -16,7 +16,7 @@ from ..records import CompactionEvent
 from .base import CallAt, Measure
 from .baseline import RawBaseline, RawSize
 from .probes import ProbeOutcome
-from .recall import IntactFirstRecall, Recall
+from .recall import IntactFirstRecall, Recall, shared_messages
 from .retention import Retention
 from .violations import Violations
 
@@ -92,7 +92,7 @@ class Measures:
 
 def measures_for(base: RawBaseline, env: Any, *, counter: Any = None, entries: list | None = None,
                  keep_refs: bool = True, recall: type[Recall] | None = None, core: str = "python",
-                 acts: bool = True) -> Measures:
+                 acts: bool = True, memo: dict | None = None) -> Measures:
     """The measures of a run over ``base`` (its feed's raw baseline): ``env`` is the run's
     ``RunEnv``; ``counter`` exact token counts over ``entries`` (the prompt cache's prefix is then a
     share of them); ``keep_refs`` False lets a stream's references go as they are used; ``recall``
@@ -100,13 +100,17 @@ def measures_for(base: RawBaseline, env: Any, *, counter: Any = None, entries: l
     has (``compactlab/core.py``: ``native``, the prompt cache, the violations' tracker and recall's check in
     Rust). ``acts`` False (a policy that never acts, the recording's compactions not kept): recall is
     not measured, whether or not the baseline has the probes (a corpus job's has them for its other
-    policies), so that such a run reports the same whatever path read its file."""
+    policies), so that such a run reports the same whatever path read its file. ``memo``: the
+    feed's memo of a recording replayed more than once (a loaded one), where recall's native check
+    keeps what it read of the recording's own messages for the next run (``shared_messages``)."""
     native = native_module() if core == "native" else None
+    shared = shared_messages(memo, native) if native is not None and memo is not None and acts else None
     cache = PromptCache if native is None else NativePromptCache
     measures = Measures(cache(env.estimator, exact=counter is not None),
                         RawSize(base, env.estimator, counter, entries), Violations(base, native),
                         Retention(base.refs, keep_refs),
-                        (recall or RECALL)(base.probes if acts else {}, env, base.probes_indexed and acts, native))
+                        (recall or RECALL)(base.probes if acts else {}, env, base.probes_indexed and acts, native,
+                                           shared))
     if native is not None and counter is None:  # (exact counts: measured in Python, the cache's share by them)
         c = measures.prompt_cache
         assert isinstance(c, NativePromptCache)

@@ -813,11 +813,13 @@ class ProbeMemo:
 
     __slots__ = ("_texts", "_edited", "_joined", "results", "_whole", "_each", "native")
 
-    def __init__(self, native: Any = None) -> None:
-        #: the native core's check (``_native.RecallCheck``, its memo its own) where ``native`` is
-        #: the native module (``core.in_use()``); ``check`` is its reference
+    def __init__(self, native: Any = None, shared: Any = None) -> None:
+        #: the native core's check (``_native.RecallCheck``, its memo its own; ``shared``: the
+        #: recording's messages it knows for every run, ``_native.KnownMessages``) where ``native``
+        #: is the native module (``core.in_use()``); ``check`` is its reference
         self.native = None if native is None else native.RecallCheck(_whole_text, _text, _block_text, _as_sent,
-                                                                      ProbeOutcome, Entry, os.pread, orjson.dumps)
+                                                                      ProbeOutcome, Entry, os.pread, orjson.dumps,
+                                                                      shared)
         self._texts: dict[int, tuple[Entry, str]] = {}
         self._edited: list[Entry] = []
         self._joined = ""

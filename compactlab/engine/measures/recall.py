@@ -40,11 +40,13 @@ class Recall:
     """The reference: every call's probes checked against the context sent (``probes.check``).
     ``env``: the run's ``RunEnv``, whose ledger says which layer made or cleared a message."""
 
-    def __init__(self, probes: dict[int, list[Probe]], env: Any, indexed: bool = True, native: Any = None) -> None:
+    def __init__(self, probes: dict[int, list[Probe]], env: Any, indexed: bool = True, native: Any = None,
+                 shared: Any = None) -> None:
         self.probes, self.env, self.indexed = probes, env, indexed
         self.ledger: list[ProbeOutcome] = []  # every probe's outcome, call by call
-        #: edited messages' texts, results gone (``native``: the native core checks, with a memo of its own)
-        self.memo = ProbeMemo(native)
+        #: edited messages' texts, results gone (``native``: the native core checks, with a memo of its
+        #: own, and ``shared``, the recording's messages it knows for every run: ``shared_messages``)
+        self.memo = ProbeMemo(native, shared)
         #: the lowest position a layer changed at the calls since the last check: how many of the
         #: next context's first messages are at most the last checked one's (the native check keeps
         #: what it knows of those)
@@ -111,3 +113,20 @@ class IntactFirstRecall(Recall):
         if at.intact:
             return check_intact(probes, context, at.call, self.ledger)
         return super()._check(probes, at, context)
+
+
+def shared_messages(memo: dict, native: Any) -> Any:
+    """What the native check knows of a recording's own messages, for the runs of it after the
+    first (``_native.KnownMessages``, kept in the feed's memo: a tune's trials and a compare's
+    policies read each message once, not once a run); None at its first run (a recording replayed
+    once keeps no more of it than its run does)."""
+    known = memo.get(_SHARED)
+    if known is None:
+        memo[_SHARED] = False  # (its first run, noted)
+        return None
+    if known is False:
+        known = memo[_SHARED] = native.KnownMessages()
+    return known
+
+
+_SHARED = ("recall", "the recording's messages")
