@@ -66,6 +66,11 @@ class RunResult:
             return [(call, layers, n, strings) for call, layers, n, strings in orjson.loads(self.losses or b"[]")]
         return self.losses
 
+    def scored(self) -> "RunResult":
+        """This result as a score needs it (a tune's trial): the summary alone, no series, events,
+        levels or losses."""
+        return RunResult(self.job, self.transcript, self.policy, self.swept, self.summary)
+
     def compacted(self, sharing: Sharing | None = None) -> "RunResult":
         """This result as the command's process keeps it, for a corpus of thousands of runs: what
         many runs of the grid hold equal one copy (``sharing``: a calibration, trigger levels, no

@@ -7,7 +7,8 @@ those runs fail) and keeps them for every later batch: each transcript is read o
 not once per trial, and the command's process holds run summaries only.
 
 A batch is a list of policies: every worker runs them all on its share and sends each run back as
-it ends. A worker that dies (killed, out of memory) fails the runs it had left, named as such, and
+it ends, its summary alone (``RunResult.scored``: a trial is scored by its runs' summaries; the
+series and losses a compare's report draws were pickled, sent and compacted for nothing). A worker that dies (killed, out of memory) fails the runs it had left, named as such, and
 a fresh one takes its share at the next batch. Workers ignore SIGINT and SIGTERM and die with
 their parent; leaving the ``with`` block kills and reaps them.
 """
@@ -23,7 +24,6 @@ from typing import Any
 from ..engine.policy import Policy
 from ..plumbing.interrupts import ignore_in_child
 from .compare import FileRef, GridRun, Job, RunFailure, RunResult, run_job
-from .sharing import Sharing
 from .pool import Failure, death, failure_of, kill_and_reap, requests, spawn
 
 
@@ -91,7 +91,7 @@ def _worker(conn: Connection, members: Sequence[Member], share: list[int], setti
                         held[t] = _read(member)
                     reply: Any = run_job(Job(index, t, policy, ()), held[t], member.prices, member.calibration,
                                          settings.keep_recorded_compactions, summarizer, settings.cache_ttl,
-                                         settings.cache_model, settings.window)
+                                         settings.cache_model, settings.window).scored()
                 except Exception as exc:  # that run's error: the others go on
                     reply = failure_of(index, exc)
                 conn.send((index, reply))
@@ -160,7 +160,6 @@ class SharePool:
         """Every policy on every transcript: the runs (in job order) and the failures."""
         n = len(self.members)
         grid = GridRun([], [], len(policies) * n)
-        sharing = Sharing()
         try:
             for index, outcome in self.outcomes(policies):
                 if isinstance(outcome, Failure):
@@ -168,7 +167,7 @@ class SharePool:
                     grid.failures.append(RunFailure(index, self.members[t].ref.path, policy.name, {}, outcome.reason,
                                                     outcome.error.exit_code if outcome.error is not None else 1))
                 else:
-                    grid.results.append(outcome.compacted(sharing))
+                    grid.results.append(outcome)
         except KeyboardInterrupt as stop:
             grid.interrupted = stop
             self.stop()  # (a worker in the middle of a batch: the next batch starts fresh ones)

@@ -66,6 +66,7 @@ def test_each_worker_reads_its_share_once_and_the_runs_are_those_of_compare(tmp_
         t = load_transcript(str(SAMPLES / NAMES[r.job % 4]))
         alone = run_job(Job(r.job, 0, policies[r.job // 4], ()), t, None, None, False, StubSummarizer())
         assert r.summary == alone.summary
+        assert (r.tokens, r.raw_tokens, r.events, r.levels, r.losses) == ([], [], {}, {}, [])  # (a score's alone)
 
 
 def test_a_worker_that_dies_fails_its_runs_only_and_a_fresh_one_takes_its_share(tmp_path):
