@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import metrics
+from ..core import in_use
 from ..engine.records import ACTIONS
 from .guard import TIE_SHARE, TIE_USD, Candidate, dearer_than_none, dearer_where_fits, pick
 
@@ -408,14 +409,26 @@ def _where_it_saves(runs: list[JudgedRun]) -> str:
 
 def _interval(summaries: list[Mapping[str, Any]]) -> tuple[float, float]:
     """The total saving's 95% interval over transcripts: a seeded bootstrap of the corpus (the
-    same runs give the same interval); a single transcript's is its saving."""
+    same runs give the same interval); a single transcript's is its saving. Drawn by the native
+    core where it runs (``_native.bootstrap_interval``: numpy's generator, sums and percentiles to
+    the last bit, without importing numpy), else by ``_drawn``, its reference."""
+    cost = [float(s["cost_usd"]) for s in summaries]
+    raw = [float(s["raw_cost_usd"]) for s in summaries]
+    if len(cost) < 2:
+        one = round(1 - sum(cost) / sum(raw), 6) if sum(raw) else 0.0
+        return one, one
+    native = in_use()
+    drawn = native.bootstrap_interval(cost, raw, BOOTSTRAP) if native is not None else None
+    low, high = drawn if drawn is not None else _drawn(cost, raw)
+    return round(low, 6), round(high, 6)
+
+
+def _drawn(cost_usd: list[float], raw_usd: list[float]) -> tuple[float, float]:
+    """The 2.5th and 97.5th percentiles of the total saving over ``BOOTSTRAP`` resamples of the
+    transcripts, drawn by numpy's ``default_rng(0)``."""
     import numpy as np
 
-    cost = np.array([s["cost_usd"] for s in summaries], float)
-    raw = np.array([s["raw_cost_usd"] for s in summaries], float)
-    if len(cost) < 2:
-        one = round(float(1 - cost.sum() / raw.sum()), 6) if raw.sum() else 0.0
-        return one, one
+    cost, raw = np.array(cost_usd, float), np.array(raw_usd, float)
     rng = np.random.default_rng(0)
     # the resamples drawn a block at a time (10,000 transcripts at once would be 240 MB of picks):
     # the same stream of draws, so the same interval
@@ -427,7 +440,7 @@ def _interval(summaries: list[Mapping[str, Any]]) -> tuple[float, float]:
         savings[start:start + len(picks)] = np.where(raws > 0, 1 - cost[picks].sum(axis=1) / np.where(raws > 0, raws, 1),
                                                      0.0)
     low, high = np.percentile(savings, [2.5, 97.5])
-    return round(float(low), 6), round(float(high), 6)
+    return float(low), float(high)
 
 
 def _behind(best: Entry, runner: Entry, reason: str | None) -> str:

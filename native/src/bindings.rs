@@ -109,6 +109,14 @@ fn utf8<'a>(text: &'a Bound<'_, PyString>) -> Option<&'a str> {
     text.to_str().ok()
 }
 
+/// The verdict's bootstrap interval of the total saving (`verdict._interval`; numpy's code is the
+/// reference): the 2.5th and 97.5th percentiles, unrounded, over `resamples` resamples of the
+/// transcripts' costs and raw costs; None where it is left to the reference (`bootstrap::interval`).
+#[pyfunction]
+fn bootstrap_interval(cost: Vec<f64>, raw: Vec<f64>, resamples: usize) -> Option<(f64, f64)> {
+    crate::bootstrap::interval(&cost, &raw, resamples)
+}
+
 /// The runs of a text (`probes.runs`, after its cut and sized placeholders), as a set; None for a
 /// text without UTF-8 (the caller's Python reads it).
 #[pyfunction]
@@ -2128,7 +2136,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 21;
+const API: u32 = 22;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -2141,6 +2149,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RecallCheck>()?;
     m.add_class::<KnownMessages>()?;
     m.add_function(wrap_pyfunction!(runs, m)?)?;
+    m.add_function(wrap_pyfunction!(bootstrap_interval, m)?)?;
     m.add_function(wrap_pyfunction!(tokens, m)?)?;
     m.add_function(wrap_pyfunction!(phrases, m)?)?;
     m.add_function(wrap_pyfunction!(line_refs, m)?)?;

@@ -7,7 +7,10 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from compactlab import core
 from compactlab.corpus.verdict import judge
 from helpers import SAMPLES
 
@@ -374,3 +377,38 @@ def test_the_pick_and_the_fallback_never_name_a_policy_dearer_than_none_where_it
                                      10.0 * len(fits))]
     if cheap or len(fits) == len({r["transcript"] for r in rows}):
         assert not dearer_than_none(sum(r["cost_usd"] for r in mine), 10.0 * len(fits)), v.recommendation
+
+
+@pytest.mark.skipif(core.in_use() is None, reason="the native core is not built in this install: nothing to compare")
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.just(0.0), st.floats(0, 50, allow_nan=False)),
+                          st.one_of(st.just(0.0), st.floats(1e-9, 60, allow_nan=False))), min_size=2, max_size=300),
+       st.sampled_from([1, 7, 1 << 20]))
+def test_the_native_bootstrap_draws_numpys_interval_to_the_last_bit(pairs, cells):
+    """The native core's bootstrap (``_native.bootstrap_interval``) against numpy's code, its
+    reference (``verdict._drawn``): the same draws, sums and percentiles, unrounded, whatever the
+    costs (none, tiny, equal) and however the reference blocks its draws."""
+    from compactlab.corpus import verdict
+
+    cost, raw = [c for c, _ in pairs], [r for _, r in pairs]
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(verdict, "BOOTSTRAP_CELLS", cells)
+        assert core.in_use().bootstrap_interval(cost, raw, verdict.BOOTSTRAP) == verdict._drawn(cost, raw)
+
+
+def test_the_bootstrap_of_a_large_corpus_is_numpys_and_what_is_left_to_it_is_said():
+    """A corpus of thousands (the reference draws it in several blocks) and the cases the native
+    core leaves to the reference (one transcript, a cost that is not a number): None."""
+    import random
+
+    from compactlab.corpus import verdict
+
+    native = core.in_use()
+    if native is None:
+        pytest.skip("the native core is not built in this install: nothing to compare")
+    gen = random.Random(3)
+    cost = [gen.uniform(0, 9) for _ in range(5000)]
+    raw = [c * gen.uniform(0.5, 3) for c in cost]
+    assert native.bootstrap_interval(cost, raw, verdict.BOOTSTRAP) == verdict._drawn(cost, raw)
+    assert native.bootstrap_interval([1.0], [2.0], verdict.BOOTSTRAP) is None
+    assert native.bootstrap_interval([1.0, float("nan")], [2.0, 2.0], verdict.BOOTSTRAP) is None
