@@ -100,6 +100,12 @@ def _evaluator(files: list[str], settings: Settings, stack: ExitStack, notify: N
     return share_evaluator(pool), [m.ref.content_hash for m in members]
 
 
+def _told(site: StudySite, advance: Callable[..., None], n: int) -> None:
+    """A trial told: on the disk (``StudySite.durable``), then counted."""
+    site.durable()
+    advance(n)
+
+
 def tune_files(files: list[str], spec: Search, settings: Settings, show: Callable[[TuneResult], None] =
                lambda _: None, notify: Notify = quietly, progress: ShowsProgress = no_progress) -> Tuned:
     """Tune ``spec.base`` on ``files`` into ``settings.out_dir`` (``show`` sees the front once it
@@ -120,7 +126,8 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
                 result = search(params, objectives, spec.base, spec.overrides,
                                 lambda: site.open(definition, spec.sampler, spec.seed), spec.trials, evaluate,
                                 batch=max(2, settings.jobs or usable_cores()), max_violations=spec.max_violations,
-                                on_trial=advance, harness=spec.harness, current=spec.current)
+                                on_trial=lambda n: _told(site, advance, n), harness=spec.harness,
+                                current=spec.current)
         except KeyboardInterrupt as stop:  # before the search began: nothing to write
             site.close(keep=False)
             return Tuned(None, Outcome(exit_status(stop), ["interrupted before the first trial finished"]))

@@ -85,6 +85,38 @@ def test_a_tune_writes_the_front_its_policies_and_the_chart(cli, tmp_path):
         assert policy.micro.min_chars == int(row["micro.min_chars"]) and policy.micro.keep_by == "turns"
 
 
+def test_the_study_journal_writes_optunas_lines_and_is_made_durable_once_a_trial(cli, tmp_path, monkeypatch):
+    """The journal appends each log line as Optuna's own file backend does (the same bytes, its
+    lock), but fsyncs once a trial is told, not at every line (a trial is some 17 lines)."""
+    import os
+
+    from optuna.storages.journal import JournalFileBackend
+
+    from compactlab.corpus.study import journal_of
+
+    logs = [[{"op_code": 0, "worker_id": "w", "study_name": "s", "directions": [1]}],
+            [{"op_code": 5, "trial_id": 0, "user_attr": {"é": "naïve ✓", "n": [1, 2.5, None]}}, {"op_code": 6}]]
+    stock, ours = JournalFileBackend(str(tmp_path / "stock")), journal_of(str(tmp_path / "ours"))
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    for batch in logs:
+        stock.append_logs(batch)
+    assert len(synced) == len(logs)  # (Optuna's: one a line's append)
+    synced.clear()
+    for batch in logs:
+        ours.append_logs(batch)
+    assert not synced and (tmp_path / "ours").read_bytes() == (tmp_path / "stock").read_bytes()
+    ours.durable()
+    ours.durable()  # (nothing appended since: nothing to sync)
+    assert len(synced) == 1
+    assert list(ours.read_logs(0)) == [log for batch in logs for log in batch]
+    synced.clear()
+    r = tune(cli, tmp_path / "t", trials=5)
+    assert r.exit_code == 0, r.output
+    assert 5 <= len(synced) <= 6  # (one a trial told, and what the end wrote)
+
+
 def test_the_same_seed_gives_the_same_front_and_a_study_resumes(cli, tmp_path):
     assert tune(cli, tmp_path / "a", "--seed", "3").exit_code == 0
     assert tune(cli, tmp_path / "b", "--seed", "3").exit_code == 0
