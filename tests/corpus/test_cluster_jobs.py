@@ -252,3 +252,26 @@ def test_a_local_worker_collects_between_its_files_and_pauses_the_collector_whil
             gc.enable()
     assert got == {0: [True, False, True, "x", ["a"]], 1: [True, False, True, "x", ["b"]],
                    2: [True, False, True, "x", ["c"]]}
+
+
+def test_a_local_worker_builds_its_summarizer_once_for_all_its_files(cli, corpus, tmp_path, monkeypatch):
+    """(a live summarizer's client is kept for the worker's next files, as a worker of a part's runs
+    keeps it)"""
+    import os
+
+    from compactlab import summarizers
+
+    log = tmp_path / "built.log"
+    real = summarizers.build_summarizer
+
+    def logged(*args):
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return real(*args)
+
+    monkeypatch.setattr(summarizers, "build_summarizer", logged)  # (inherited by the forked workers)
+    _local(monkeypatch)
+    r = cli("compare", corpus, "-p", "s08", "--dry-run", "--skip-bad-lines", "--jobs", "2")
+    assert r.exit_code == 0, r.stderr
+    built = log.read_text().split()
+    assert len(built) == len(set(built)) == 2  # (two workers, one each, for the corpus's 7 files)
