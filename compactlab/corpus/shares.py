@@ -8,9 +8,10 @@ not once per trial, and the command's process holds run summaries only.
 
 A batch is a list of policies: every worker runs them all on its share and sends each run back as
 it ends, its summary alone (``RunResult.scored``: a trial is scored by its runs' summaries; the
-series and losses a compare's report draws were pickled, sent and compacted for nothing). A worker that dies (killed, out of memory) fails the runs it had left, named as such, and
-a fresh one takes its share at the next batch. Workers ignore SIGINT and SIGTERM and die with
-their parent; leaving the ``with`` block kills and reaps them.
+series and losses a compare's report draws were pickled, sent and compacted for nothing). A worker
+that dies (killed, out of memory) fails the runs it had left, named as such, and a fresh one takes
+its share at the next batch. Workers ignore SIGINT and SIGTERM and die with their parent; leaving
+the ``with`` block kills and reaps them.
 """
 
 from __future__ import annotations

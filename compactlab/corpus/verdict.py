@@ -415,7 +415,8 @@ def _interval(summaries: list[Mapping[str, Any]]) -> tuple[float, float]:
     cost = [float(s["cost_usd"]) for s in summaries]
     raw = [float(s["raw_cost_usd"]) for s in summaries]
     if len(cost) < 2:
-        one = round(1 - sum(cost) / sum(raw), 6) if sum(raw) else 0.0
+        total = sum(raw)
+        one = round(1 - sum(cost) / total, 6) if total else 0.0
         return one, one
     native = in_use()
     drawn = native.bootstrap_interval(cost, raw, BOOTSTRAP) if native is not None else None
