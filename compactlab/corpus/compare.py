@@ -274,7 +274,6 @@ class GridContext:
     cache_ttl: str | None = None
     cache_model: str | None = None
     window: int | None = None  # --window: every run judged on it (else each recording's: engine/window.py)
-    _built: dict[int, Any] = field(default_factory=dict, repr=False)  # pid -> its summarizer
 
     def prepare(self) -> None:
         """Before workers are forked: the engine imported and each transcript's prices looked up
@@ -290,13 +289,25 @@ class GridContext:
     def run(self, job: "Job") -> "RunResult":
         """``job`` in this process (or a forked worker)."""
         i = job.transcript
-        pid = os.getpid()
-        if pid not in self._built:
-            from ..summarizers import build_summarizer
-
-            self._built[pid] = build_summarizer(*self.summarizer)
         return run_job(job, self.transcripts[i], self.prices[i], self.calibrations[i], self.keep_recorded_compactions,
-                       self._built[pid], self.cache_ttl, self.cache_model, self.window)
+                       summarizer_of(self.summarizer), self.cache_ttl, self.cache_model, self.window)
+
+
+#: each worker thread's summarizer and the spec it was built of (``summarizer_of``)
+_BUILT: dict[tuple[int, int], tuple[Any, Any]] = {}
+
+
+def summarizer_of(spec: tuple[str, Any]) -> Any:
+    """The summarizer of the (kind, LiveOptions) ``spec``, built once a process and thread for the
+    same spec object: a worker's runs share one (a live summarizer's client kept); a spec sent
+    anew (a Dask task's copy) is built anew."""
+    from ..summarizers import build_summarizer
+
+    key = (os.getpid(), threading.get_ident())
+    held = _BUILT.get(key)
+    if held is None or held[0] is not spec:
+        held = _BUILT[key] = (spec, build_summarizer(*spec))
+    return held[1]
 
 
 #: a run's summary keys no corpus report reads (replay's: every violation and file, the probes by kind)
@@ -309,9 +320,7 @@ def run_job(job: Job, t: Transcript, prices: ModelPrices | PriceTable | None, ca
     """One run, and only what the reports need of it. ``summarizer`` is a Summarizer, or the
     (kind, LiveOptions) spec to build one from (a remote worker builds its own)."""
     if isinstance(summarizer, tuple):
-        from ..summarizers import build_summarizer
-
-        summarizer = build_summarizer(*summarizer)
+        summarizer = summarizer_of(summarizer)
     run = replay(t, job.policy, ReplayOptions(summarizer=summarizer, keep_recorded_compactions=keep_recorded,
                                               prices=prices, cache_ttl=cache_ttl, calibration=calibration,
                                               cache_model=cache_model, window=window))

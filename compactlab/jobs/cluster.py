@@ -18,12 +18,11 @@ sweep: its runs are shared out one by one), ``run_in_parts`` reads them here and
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..corpus.compare import Cluster, GridRun, Job, RunFailure, RunResult, run_job
+from ..corpus.compare import Cluster, GridRun, Job, RunFailure, RunResult, run_job, summarizer_of
 from ..corpus.pool import Failure, Pool, can_fork, failure_of
 from ..corpus.sharing import Sharing
 from ..engine.cost.prices import PriceTable
@@ -78,24 +77,8 @@ def run_files(batch: list[tuple[str, str]], policies: list, reading: Reading) ->
     """A task: each (path as given, its absolute path) read and run with every policy. The
     worker's collector is paused meanwhile (``collector_paused``)."""
     with collector_paused():
-        summarizer = _summarizer_of(reading.summarizer)
+        summarizer = summarizer_of(reading.summarizer)
         return [_run_file(given, path, policies, reading, summarizer) for given, path in batch]
-
-
-#: each worker thread's summarizer and the spec it was built of: a local worker, sent the same spec
-#: with every file, builds one (a live summarizer's client kept for its next files); a Dask task's
-#: spec is its own copy, so each task builds its own, as before
-_BUILT: dict[tuple[int, int], tuple[Any, Any]] = {}
-
-
-def _summarizer_of(spec: tuple[str, Any]) -> Any:
-    from ..summarizers import build_summarizer
-
-    key = (os.getpid(), threading.get_ident())
-    held = _BUILT.get(key)
-    if held is None or held[0] is not spec:
-        held = _BUILT[key] = (spec, build_summarizer(*spec))
-    return held[1]
 
 
 def _run_file(given: str, path: str, policies: list, r: Reading, summarizer: Any) -> FileDone:
