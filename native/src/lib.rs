@@ -15,6 +15,8 @@ pub mod violations;
 #[cfg(feature = "python")]
 mod bindings;
 #[cfg(feature = "python")]
+mod entries;
+#[cfg(feature = "python")]
 mod seam;
 #[cfg(feature = "python")]
 mod turns;
