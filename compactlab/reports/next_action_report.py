@@ -4,15 +4,13 @@ and every sample), ``samples.csv`` (the ledger: one row per sample) and ``report
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
 
 from ..plumbing.files import shown
 from .terminal import Printer, Table
-from .text import csv_cell, json_bytes, md_cell, md_text, visible
+from .text import csv_bytes, csv_cell, json_bytes, md_cell, md_text, visible
 
 if TYPE_CHECKING:
     from ..next_action import Agreement, Plan
@@ -121,9 +119,7 @@ LEDGER = ["policy", "transcript", "call", "lost_probes", "recorded", "policy_rep
 
 
 def ledger_csv(result: Agreement) -> bytes:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(LEDGER)
+    rows: list[list[Any]] = [LEDGER]
     for s in result.samples:
         d = s.to_dict()
         first, second = d["policy_arm"] or {}, d["control_arm"] or {}
@@ -132,8 +128,8 @@ def ledger_csv(result: Agreement) -> bytes:
                first.get("agrees"), second.get("action"), second.get("agrees"), d["policy_tokens"],
                d["control_tokens"], d["prefix_tokens"], d["estimate_usd"], first.get("cached"), second.get("cached"),
                " | ".join(errors)]
-        w.writerow([csv_cell(v) for v in row])
-    return buf.getvalue().encode("utf-8")
+        rows.append([csv_cell(v) for v in row])
+    return csv_bytes(rows)
 
 
 def markdown(result: Agreement) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
@@ -18,7 +17,7 @@ from ..engine.records import TURN_COLUMNS, Run, RunSummary, TurnRecord, turn_val
 from ..metrics import Numbers
 from .sparkline import sparkline
 from .terminal import Printer, Table
-from .text import csv_cell, json_bytes, md_cell, md_text, visible
+from .text import csv_bytes, csv_cell, json_bytes, md_cell, md_text, visible
 
 
 def _pct(x: float) -> str:
@@ -281,13 +280,11 @@ def calls_csv_bytes(run: Run) -> bytes:
 
 def write_csv(runs: list[Run], out: TextIO) -> None:
     """Every call of every run, a transcript column first (the columns of calls.csv after it)."""
-    import csv  # (only where a table is written)
-
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(["transcript", *TURN_COLUMNS])
+    rows: list[list[Any]] = [["transcript", *TURN_COLUMNS]]
     for r in runs:
         name = csv_cell(r.summary.transcript)
-        w.writerows([name, *_csv_row(c)] for c in r.calls)
+        rows += [[name, *_csv_row(c)] for c in r.calls]
+    out.write(csv_bytes(rows).decode("utf-8"))
 
 
 def markdown(run: Run) -> str:
@@ -408,11 +405,6 @@ PROBE_COLUMNS = ["call", "probe", "kind", "source_call", "source_tool", "status"
 def probes_csv_bytes(run: Run) -> bytes:
     """probes.csv: the ledger of every probe, one row each: kept, recoverable or lost, and when not
     kept the layer that removed it (texts made safe for spreadsheets)."""
-    buf = io.StringIO()
-    import csv  # (only where a table is written)
-
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(PROBE_COLUMNS)
     cells: dict[str, Any] = {}  # (a string is probed at many calls, a tool named at many: made safe once)
 
     def cell(text: str) -> Any:
@@ -421,9 +413,9 @@ def probes_csv_bytes(run: Run) -> bytes:
             safe = cells[text] = csv_cell(text)
         return safe
 
-    w.writerows([p.call, cell(p.probe), p.kind, p.source_call, cell(p.source_tool), p.status,
-                 p.removed_by, p.removed_at if p.status != "kept" else ""] for p in run.probe_ledger)
-    return buf.getvalue().encode("utf-8")
+    return csv_bytes([PROBE_COLUMNS, *([p.call, cell(p.probe), p.kind, p.source_call, cell(p.source_tool), p.status,
+                                        p.removed_by, p.removed_at if p.status != "kept" else ""]
+                                       for p in run.probe_ledger)])
 
 
 #: compactions.csv's columns: one row per call at which the policy changed the context
@@ -434,16 +426,10 @@ EVENT_COLUMNS = ["call", "layers", "messages_before", "messages_after", "tokens_
 def compactions_csv_bytes(run: Run) -> bytes:
     """compactions.csv: every compaction event, what it removed, and the strings the agent later
     used that it lost (each with the call that first needed it)."""
-    buf = io.StringIO()
-    import csv  # (only where a table is written)
-
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(EVENT_COLUMNS)
-    for e in run.events:
-        w.writerow([e.call, " ".join(e.layers), e.messages_before, e.messages_after, e.tokens_before, e.tokens_after,
-                    e.results_cleared, e.snipped, e.summaries, len(e.lost),
-                    csv_cell("; ".join(f"{s} (call {c})" for s, c in e.lost))])
-    return buf.getvalue().encode("utf-8")
+    return csv_bytes([EVENT_COLUMNS, *([e.call, " ".join(e.layers), e.messages_before, e.messages_after, e.tokens_before,
+                                        e.tokens_after, e.results_cleared, e.snipped, e.summaries, len(e.lost),
+                                        csv_cell("; ".join(f"{s} (call {c})" for s, c in e.lost))]
+                                       for e in run.events)])
 
 
 def write_files(run: Run, out: OutputDir) -> list[str]:

@@ -5,8 +5,6 @@ import; ``Runs.to_pandas`` makes a DataFrame for a user who wants one (pandas in
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -66,12 +64,10 @@ class Runs:
     def csv(self, cell: Callable[[str], str]) -> str:
         """The table as CSV, a header then a line a run; text cells passed through ``cell`` (for
         spreadsheets: ``text.csv_cell``), a missing value empty, numbers as Python writes them."""
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(self.names())
-        for row in zip(*self.columns.values()):
-            writer.writerow(["" if missing(v) else cell(v) if isinstance(v, str) else v for v in row])
-        return buf.getvalue()
+        from .text import csv_bytes
+
+        return csv_bytes([self.names(), *(["" if missing(v) else cell(v) if isinstance(v, str) else v for v in row]
+                                          for row in zip(*self.columns.values()))]).decode("utf-8")
 
     def to_pandas(self) -> "pd.DataFrame":
         """The runs as a pandas DataFrame of their own (a copy)."""

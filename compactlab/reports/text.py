@@ -11,9 +11,12 @@ would run as a formula gets a leading ``'``; XML gets no character XML 1.0 forbi
 
 from __future__ import annotations
 
+import io
 import re
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..core import in_use
 from ..transcripts.messages import SIZED_MARK
 
 # C0 controls, DEL, C1 controls, and the bidi embeddings, overrides and isolates
@@ -71,6 +74,23 @@ def json_bytes(value: Any, option: int = 0) -> bytes:
 
 
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_bytes(rows: Iterable[Sequence[Any]]) -> bytes:
+    """``rows`` as ``csv.writer(out, lineterminator="\\n")`` writes them, in UTF-8: every CSV file
+    compactlab writes. The native core's writer where it runs (``native/src/csv_text.rs``: the csv
+    module spent a call a character looking for the line's end), else the csv module, the reference."""
+    native = in_use()
+    if native is not None:
+        rows = rows if isinstance(rows, list) else list(rows)
+        made = native.csv_rows(rows)
+        if made is not None:
+            return made
+    import csv  # (only where a table is written)
+
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    return buf.getvalue().encode("utf-8")
 
 
 def csv_cell(value: Any) -> Any:

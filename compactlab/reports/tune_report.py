@@ -3,8 +3,6 @@ front point (ready for ``replay -p`` / ``check -p``), and the chart of every tri
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 from pathlib import Path
 from typing import TextIO
@@ -15,7 +13,7 @@ from ..plumbing.outputs import remove_in_folder, write_in_folder
 from ..corpus.trials import TuneResult, column
 from .policy_report import toml_value
 from .terminal import Printer, Table
-from .text import csv_cell, json_bytes
+from .text import csv_bytes, csv_cell, json_bytes
 
 #: the front points the terminal shows at most (all of them are in front.csv)
 MAX_TERMINAL_POINTS = 20
@@ -48,11 +46,8 @@ def write_files(result: TuneResult, out_dir: str, chart: bool = True) -> list[st
     rows = result.front_rows()
     heads = list(rows[0]) if rows else ["point", "trial", *[p.key for p in result.params],
                                         *[column(o) for o in result.shown()], "cost_usd", "violations", "overflows"]
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(heads)
-    w.writerows([csv_cell(r[h]) if isinstance(r[h], str) else r[h] for h in heads] for r in rows)
-    write_in_folder(out_dir, "front.csv", buf.getvalue().encode())
+    write_in_folder(out_dir, "front.csv", csv_bytes([heads, *([csv_cell(r[h]) if isinstance(r[h], str) else r[h]
+                                                              for h in heads] for r in rows)]))
     doc = {"base": result.base, "objectives": result.objectives, "space": [str(p) for p in result.params],
            "trials": len(result.points), "interrupted": result.interrupted is not None, "recommendation": result.recommendation,
            "harness": result.harness, "setting": result.paste, "current": result.current,

@@ -3,14 +3,14 @@
 use hashbrown::HashTable;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyDict, PyFloat, PyInt, PyList, PySet, PyString, PyTuple, PyType};
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
-use crate::{cache, facts, lines, pricing, recall, seam, strings, violations};
+use crate::{cache, csv_text, facts, lines, pricing, recall, seam, strings, violations};
 
 /// The prompt-cache prefix model (`cost/pricing.py`'s `PromptCache` is its reference).
 #[pyclass(module = "compactlab._native")]
@@ -107,6 +107,56 @@ fn rules_of(rules: &Bound<'_, PyAny>) -> PyResult<cache::Rules> {
 /// A text as UTF-8, or None where it has none (a lone surrogate): Python then reads it itself.
 fn utf8<'a>(text: &'a Bound<'_, PyString>) -> Option<&'a str> {
     text.to_str().ok()
+}
+
+/// `rows` (each a sequence of fields) as `csv.writer(out, lineterminator="\n")` writes them, in
+/// UTF-8 (`csv_text.rs`; `reports/text.py`'s `csv_bytes` and its csv module the reference): a
+/// string as it stands, None empty, a float as its `repr`, any other field as its `str`. None where a
+/// text has no UTF-8 (a lone surrogate): the reference says so.
+#[pyfunction]
+fn csv_rows<'py>(rows: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let py = rows.py();
+    let mut out: Vec<u8> = Vec::new();
+    let mut number = String::new();
+    for row in rows.try_iter()? {
+        let row = row?;
+        let start = out.len();
+        let mut fields = 0;
+        for field in row.try_iter()? {
+            let field = field?;
+            let first = fields == 0;
+            fields += 1;
+            if let Ok(text) = field.cast_exact::<PyString>() {
+                let Ok(text) = text.to_str() else {
+                    return Ok(None);
+                };
+                csv_text::push_field(&mut out, text, first);
+            } else if field.is_none() {
+                csv_text::push_field(&mut out, "", first);
+            } else if let Some(n) = field
+                .cast_exact::<PyInt>()
+                .ok()
+                .and_then(|n| n.extract::<i64>().ok())
+            {
+                use std::fmt::Write;
+                number.clear();
+                write!(number, "{n}").expect("a String takes any text");
+                csv_text::push_field(&mut out, &number, first);
+            } else {
+                let text = if field.is_instance_of::<PyFloat>() {
+                    field.repr()?
+                } else {
+                    field.str()?
+                };
+                let Ok(text) = text.to_str() else {
+                    return Ok(None);
+                };
+                csv_text::push_field(&mut out, text, first);
+            }
+        }
+        csv_text::end_row(&mut out, start, fields);
+    }
+    Ok(Some(PyBytes::new(py, &out)))
 }
 
 /// `entry.with_result_content(k, text)` as micro makes it in the native loop (`entries.rs`; the
@@ -2147,7 +2197,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 23;
+const API: u32 = 24;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -2162,6 +2212,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(runs, m)?)?;
     m.add_function(wrap_pyfunction!(bootstrap_interval, m)?)?;
     m.add_function(wrap_pyfunction!(with_result_content, m)?)?;
+    m.add_function(wrap_pyfunction!(csv_rows, m)?)?;
     m.add_function(wrap_pyfunction!(tokens, m)?)?;
     m.add_function(wrap_pyfunction!(phrases, m)?)?;
     m.add_function(wrap_pyfunction!(line_refs, m)?)?;

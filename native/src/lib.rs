@@ -4,6 +4,7 @@
 
 pub mod bootstrap;
 pub mod cache;
+pub mod csv_text;
 pub mod facts;
 pub mod layers;
 pub mod lines;

@@ -89,3 +89,58 @@ def test_json_output_escapes_what_acts_on_a_terminal_and_nothing_else(value):
     written = json_bytes(value)
     assert written == _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group().decode()):04x}".encode(), data)
     assert _JSON_UNSAFE.search(written) is None and orjson.loads(written) == value
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    """An environment a hypothesis test may change at every example."""
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
+
+
+_FIELDS = st.one_of(st.text(st.sampled_from(',"\n\r\t x é\u2028\x00'), max_size=8), st.text(max_size=8), st.none(),
+                    st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True), st.just(""))
+
+
+def _reference(rows: list[list]) -> bytes:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    return buf.getvalue().encode("utf-8")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(_FIELDS.filter(lambda v: not (type(v) is str and any(0xD800 <= ord(c) <= 0xDFFF for c in v))),
+                         max_size=5), max_size=6))
+def test_every_csv_file_is_what_the_csv_module_writes(monkeypatch_module, rows):
+    """``text.csv_bytes`` (every CSV file compactlab writes): the native writer where it runs, on
+    either core the csv module's bytes (quotes, commas, newlines, a lone empty field, numbers of any
+    size, floats as their repr, booleans, None)."""
+    from compactlab import core
+    from compactlab.reports.text import csv_bytes
+
+    for which in (["python", "native"] if core.native_module() is not None else ["python"]):
+        monkeypatch_module.setenv("COMPACTLAB_CORE", which)
+        assert csv_bytes(rows) == _reference(rows)
+        assert csv_bytes(iter(map(tuple, rows))) == _reference(rows)  # (any iterable of sequences)
+
+
+def test_a_text_with_no_utf8_is_refused_as_the_csv_module_refuses_it():
+    """A lone surrogate (no UTF-8): the native writer leaves it to the reference, which says so."""
+    from compactlab.reports.text import csv_bytes
+
+    with pytest.raises(UnicodeEncodeError):
+        _reference([["a", "\ud800"]])
+    with pytest.raises(UnicodeEncodeError):
+        csv_bytes([["a", "\ud800"]])
+
+
+class _Text:
+    def __str__(self) -> str:
+        return 'made, "here"'
+
+
+def test_any_other_field_is_written_as_its_str():
+    from compactlab.reports.text import csv_bytes
+
+    rows = [[_Text(), 1.0, -0.0, 1e-7, 2**64, True]]
+    assert csv_bytes(rows) == _reference(rows) == b'"made, ""here""",1.0,-0.0,1e-07,18446744073709551616,True\n'
