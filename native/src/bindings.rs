@@ -159,17 +159,6 @@ fn csv_rows<'py>(rows: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyBytes
     Ok(Some(PyBytes::new(py, &out)))
 }
 
-/// `entry.with_result_content(k, text)` as micro makes it in the native loop (`entries.rs`; the
-/// `Entry`'s own method is the reference).
-#[pyfunction]
-fn with_result_content<'py>(
-    entry: &Bound<'py, PyAny>,
-    k: usize,
-    text: &str,
-) -> PyResult<Bound<'py, PyAny>> {
-    crate::entries::with_result_content(entry, k, text)
-}
-
 /// The verdict's bootstrap interval of the total saving (`verdict._interval`; numpy's code is the
 /// reference): the 2.5th and 97.5th percentiles, unrounded, over `resamples` resamples of the
 /// transcripts' costs and raw costs; None where it is left to the reference (`bootstrap::interval`).
@@ -2197,7 +2186,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 24;
+const API: u32 = 25;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -2211,7 +2200,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<KnownMessages>()?;
     m.add_function(wrap_pyfunction!(runs, m)?)?;
     m.add_function(wrap_pyfunction!(bootstrap_interval, m)?)?;
-    m.add_function(wrap_pyfunction!(with_result_content, m)?)?;
     m.add_function(wrap_pyfunction!(csv_rows, m)?)?;
     m.add_function(wrap_pyfunction!(tokens, m)?)?;
     m.add_function(wrap_pyfunction!(phrases, m)?)?;

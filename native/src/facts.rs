@@ -971,34 +971,6 @@ fn json_len_of(c: char) -> usize {
     }
 }
 
-/// The length in characters of `text`'s compact JSON as orjson writes it, the quotes counted
-/// (`messages.json_len` of a string; a sized placeholder in it is the caller's to count): each
-/// character one, a quote, a backslash or a control character its escape. Sixteen bytes at a time
-/// where none is `other`, else a byte at a time, each UTF-8 continuation byte counted as nothing
-/// (`json_len_of` the reference).
-pub fn json_str_len(text: &str) -> usize {
-    fn one(b: u8) -> usize {
-        let escape = match b {
-            b'"' | b'\\' | 8 | 9 | 10 | 12 | 13 => 1,
-            0..=0x1f => 5,
-            _ => 0,
-        };
-        usize::from(b & 0xc0 != 0x80) + escape
-    }
-    let b = text.as_bytes();
-    let mut n = 2;
-    let mut chunks = b.chunks_exact(16);
-    for chunk in &mut chunks {
-        let chunk: &[u8; 16] = chunk.try_into().expect("sixteen bytes");
-        n += if others(chunk) == 0 {
-            16
-        } else {
-            chunk.iter().map(|&c| one(c)).sum()
-        };
-    }
-    n + chunks.remainder().iter().map(|&c| one(c)).sum::<usize>()
-}
-
 /// Python's `str.isspace` of a character.
 fn py_space(c: char) -> bool {
     matches!(c, '\t'..='\r' | '\u{1c}'..='\u{1f}' | ' ') || wide_space(c)
@@ -1007,29 +979,6 @@ fn py_space(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_string_s_json_length_is_its_characters_escaped() {
-        for text in [
-            "",
-            "plain",
-            "a \"quote\" and a \\",
-            "tab\tnew\nline\r\u{8}\u{c}",
-            "\u{1}\u{1f}\u{7f}",
-            "é ü 漢字 🙂",
-            "\u{fdd0}[X len=5]",
-        ] {
-            let want = 2 + text.chars().map(json_len_of).sum::<usize>();
-            assert_eq!(json_str_len(text), want, "{text:?}");
-        }
-        assert_eq!(json_str_len("a\u{1}"), 2 + 1 + 6);
-        let long = "0123456789abcdef\"0123456789abcdé\n漢字0123456789abcdef012";
-        assert_eq!(
-            json_str_len(long),
-            2 + long.chars().map(json_len_of).sum::<usize>()
-        );
-        assert_eq!(json_str_len("🙂"), 3);
-    }
 
     #[test]
     fn sixteen_bytes_at_a_time_are_the_bytes_one_at_a_time() {

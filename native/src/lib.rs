@@ -16,8 +16,6 @@ pub mod violations;
 #[cfg(feature = "python")]
 mod bindings;
 #[cfg(feature = "python")]
-mod entries;
-#[cfg(feature = "python")]
 mod seam;
 #[cfg(feature = "python")]
 mod turns;

@@ -22,7 +22,6 @@ use std::borrow::Cow;
 
 use crate::bindings::{InvariantTracker, PromptCache, RecallCheck};
 use crate::cache::list_chars;
-use crate::entries::with_result_content;
 use crate::layers::{placeholder, spliced_count, Facts, Held, KeepBy, PairSafe, Rule, Turn};
 
 /// What the measures in Rust give of a call (`TurnRecord`'s columns).
@@ -1472,7 +1471,9 @@ impl LayerTurns {
         let cleared_at = self.cleared_at.bind(py);
         for (r, text) in &chosen {
             let (pos, k) = self.held.refs[*r];
-            let entry = with_result_content(&entries.get_item(pos)?, k, text)?;
+            let entry = entries
+                .get_item(pos)?
+                .call_method1(intern!(py, "with_result_content"), (k, text))?;
             let fact = entry.getattr(intern!(py, "results"))?.get_item(k)?;
             let origin = entry.getattr(intern!(py, "origin"))?;
             cleared_at.set_item((origin, fact.getattr(intern!(py, "block"))?), call)?;
