@@ -101,13 +101,17 @@ def _worker(conn: Connection, members: Sequence[Member], share: list[int], setti
 
 class SharePool:
     """``processes`` forked workers, each keeping a fixed share of ``members``; use as a context
-    manager."""
+    manager. A batch may be sent while another runs (``submit``): each worker queues it behind the
+    batches it has not finished, and the batches are collected in the order sent (``collect``)."""
 
     def __init__(self, members: Sequence[Member], processes: int, settings: RunSettings = RunSettings()) -> None:
         self.members, self.settings = list(members), settings
         self.shares = shares_of([m.size for m in self.members], processes)
         self._context = multiprocessing.get_context("fork")
         self._workers: dict[int, tuple[Any, Connection]] = {}  # share -> (process, parent's pipe end)
+        self._batches: dict[int, list[Policy]] = {}  # the batches sent and not collected, by number
+        self._sent = 0  # batches sent so far
+        self._queued: dict[int, list[int]] = {}  # share -> the batches its worker has not finished, in order
 
     def __enter__(self) -> "SharePool":
         return self
@@ -120,17 +124,34 @@ class SharePool:
             self._workers[k] = spawn(self._context, _worker, self.members, self.shares[k], self.settings)
         return self._workers[k][1]
 
+    def _send(self, k: int, batch: int) -> None:
+        self._queued.setdefault(k, []).append(batch)
+        try:
+            self._worker_for(k).send(self._batches[batch])
+        except OSError:  # it died since: its sentinel tells
+            pass
+
+    def submit(self, policies: list[Policy]) -> int:
+        """Send a batch to every worker: its number, for ``collect``."""
+        batch, self._sent = self._sent, self._sent + 1
+        self._batches[batch] = policies
+        for k in range(len(self.shares)):
+            self._send(k, batch)
+        return batch
+
     def outcomes(self, policies: list[Policy]) -> Iterator[tuple[int, RunResult | Failure]]:
         """(job index ``policy * len(members) + transcript``, its result or a Failure) as each run
         ends, every run once."""
-        n = len(self.members)
+        return self.outcomes_of(self.submit(policies))
+
+    def outcomes_of(self, batch: int) -> Iterator[tuple[int, RunResult | Failure]]:
+        """``outcomes`` of a batch sent (the oldest not collected: a worker sends its batches' runs
+        in the order it was sent them). A worker that dies fails the runs it had left of this batch;
+        a fresh one takes its share and the batches it was sent after this one."""
+        policies, n = self._batches[batch], len(self.members)
         left: dict[int, set[int]] = {}  # share -> the runs it has not sent
         for k, share in enumerate(self.shares):
             left[k] = {i * n + t for i in range(len(policies)) for t in share}
-            try:
-                self._worker_for(k).send(policies)
-            except OSError:  # it died since the last batch: its sentinel tells
-                pass
         while left:
             by_conn = {self._workers[k][1]: k for k in left}
             by_sentinel = {self._workers[k][0].sentinel: k for k in left}
@@ -143,6 +164,7 @@ class SharePool:
                     continue  # it died: its sentinel tells
                 if got is None:
                     left.pop(k, None)
+                    self._queued[k].pop(0)
                     continue
                 index, outcome = got
                 left[k].discard(index)
@@ -154,15 +176,23 @@ class SharePool:
                 process, conn = self._workers.pop(k)
                 process.join()
                 conn.close()
+                later = self._queued.pop(k, [])[1:]
                 for index in sorted(left.pop(k)):
                     yield index, Failure(index, death(process.exitcode))
+                for queued in later:  # (a fresh worker, sent what this one had not begun)
+                    self._send(k, queued)
+        del self._batches[batch]
 
     def run(self, policies: list[Policy]) -> GridRun:
         """Every policy on every transcript: the runs (in job order) and the failures."""
-        n = len(self.members)
+        return self.collect(self.submit(policies))
+
+    def collect(self, batch: int) -> GridRun:
+        """The runs of a batch sent (``submit``; the oldest not collected), in job order, and the failures."""
+        policies, n = self._batches[batch], len(self.members)
         grid = GridRun([], [], len(policies) * n)
         try:
-            for index, outcome in self.outcomes(policies):
+            for index, outcome in self.outcomes_of(batch):
                 if isinstance(outcome, Failure):
                     policy, t = policies[index // n], index % n
                     grid.failures.append(RunFailure(index, self.members[t].ref.path, policy.name, {}, outcome.reason,
@@ -177,6 +207,8 @@ class SharePool:
         return grid
 
     def stop(self) -> None:
-        """Kill and reap every worker (idempotent)."""
+        """Kill and reap every worker (idempotent); the batches out are dropped."""
         kill_and_reap(self._workers.values())
         self._workers.clear()
+        self._batches.clear()
+        self._queued.clear()

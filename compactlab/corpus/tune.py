@@ -151,43 +151,90 @@ MAX_FAILED_TRIALS = 10
 #: the scores of each policy (its metrics over the corpus, and "acted": how often each layer acted),
 #: or why it failed
 Evaluate = Callable[[list[Policy]], list[dict[str, Any] | str]]
+#: a batch of policies sent to be scored (``Evaluate.submit``, where an evaluator has one), and what
+#: waits for its scores
+Scores = Callable[[], list[dict[str, Any] | str]]
+
+#: the batches a search has out at once: the next is asked (and runs) while the last is scored, so
+#: that the workers never wait for the sampler, nor the sampler for the slowest worker
+IN_FLIGHT = 2
+
+
+class _Scored:
+    """A batch scored when it was sent (an evaluator without ``submit``): its scores, kept."""
+
+    def __init__(self, scores: list[dict[str, Any] | str]) -> None:
+        self.scores = scores
+
+    def __call__(self) -> list[dict[str, Any] | str]:
+        return self.scores
+
+
+def _submit(evaluate: Evaluate, policies: list[Policy]) -> Scores:
+    """Send ``policies`` to be scored: ``evaluate.submit`` where it has one (the work runs while the
+    caller goes on), else scored now."""
+    submit = getattr(evaluate, "submit", None)
+    return submit(policies) if submit is not None else _Scored(evaluate(policies))
 
 
 def search(study: Any, params: list[Param], objectives: list[str], base: str, overrides: list[str], trials: int,
            batch: int, evaluate: Evaluate, max_violations: int = 0,
            on_trial: Callable[[int], None] | None = None) -> tuple[list[Point], list[str], KeyboardInterrupt | None]:
-    """Run trials until the study has ``trials`` finished ones: ask ``batch`` at a time, evaluate
-    their policies together, tell the scores in the order asked (the same seed gives the same
-    trials). Returns the finished points (earlier ones included), the failures, and the interrupt
-    (Ctrl-C, SIGTERM) that stopped it early; the trials it cut short are failed."""
+    """Run trials until the study has ``trials`` finished ones: ask ``batch`` at a time and evaluate
+    their policies together, ``IN_FLIGHT`` batches out at once (the next batch asked before the last
+    one is told, whatever the evaluator: the same seed gives the same trials on every path); tell
+    the scores in the order asked. Returns the finished points (earlier ones included), the
+    failures, and the interrupt (Ctrl-C, SIGTERM) that stopped it early; the trials it cut short are
+    failed (a batch already scored is told first)."""
     import optuna
 
     failures: list[str] = []
     interrupted: KeyboardInterrupt | None = None
     done = len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE])
+    flying: list[tuple[list[Any], Scores]] = []  # the batches out, oldest first
+
+    def tell(asked: list[Any], scores: list[dict[str, Any] | str]) -> None:
+        nonlocal done
+        for trial, score in zip(asked, scores):
+            if isinstance(score, str):
+                failures.append(f"trial {trial.number}: {score}")
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                continue
+            trial.set_constraint("violations", float(score["violations"] - max_violations))
+            trial.set_constraint("overflows", float(score["overflows"]))
+            for k, v in score.items():
+                trial.set_user_attr(k, v)
+            study.tell(trial, [score[o] for o in objectives])
+            done += 1
+            if on_trial:
+                on_trial(1)
+
     try:
-        while done < trials and len(failures) < max(trials, MAX_FAILED_TRIALS):
-            asked = [study.ask() for _ in range(min(batch, trials - done))]
-            policies = []
-            for trial in asked:
-                values = {p.key: p.suggest(trial) for p in params}
-                policies.append(load_policy(base, [*overrides, *values.items()]))  # the values as data
-            scores = evaluate(policies)
-            for trial, score in zip(asked, scores):
-                if isinstance(score, str):
-                    failures.append(f"trial {trial.number}: {score}")
-                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                    continue
-                trial.set_constraint("violations", float(score["violations"] - max_violations))
-                trial.set_constraint("overflows", float(score["overflows"]))
-                for k, v in score.items():
-                    trial.set_user_attr(k, v)
-                study.tell(trial, [score[o] for o in objectives])
-                done += 1
-                if on_trial:
-                    on_trial(1)
+        while True:
+            while len(flying) < IN_FLIGHT and len(failures) < max(trials, MAX_FAILED_TRIALS):
+                out = sum(len(asked) for asked, _ in flying)
+                if done + out >= trials:
+                    break
+                asked = [study.ask() for _ in range(min(batch, trials - done - out))]
+                policies = []
+                for trial in asked:
+                    values = {p.key: p.suggest(trial) for p in params}
+                    policies.append(load_policy(base, [*overrides, *values.items()]))  # the values as data
+                flying.append((asked, _submit(evaluate, policies)))
+            if not flying:
+                break
+            asked, scores = flying[0]
+            tell(asked, scores())
+            flying.pop(0)
     except KeyboardInterrupt as stop:
         interrupted = stop
+        try:
+            for asked, scores in flying:  # (a batch scored when it was sent: told, as it would have been)
+                if not isinstance(scores, _Scored):
+                    break
+                tell(asked, scores())
+        except Exception:
+            pass
         try:
             repair(study)  # every trial cut short (asked, or being asked): failed, so that a resume asks anew
         except Exception:
@@ -238,10 +285,24 @@ def _scores(done: Any, n: int, count: int) -> list[dict[str, Any] | str]:
     return [failed[i] if i in failed else {**totals(by[i]), "acted": acted_by_layer(by[i])} for i in range(count)]
 
 
+class _ShareEvaluator:
+    """Score policies on workers that each keep a share of the corpus (``shares.SharePool``): at
+    once, or sent (``submit``) and scored when asked, the workers running it meanwhile."""
+
+    def __init__(self, pool: Any) -> None:
+        self.pool, self.n = pool, len(pool.members)
+
+    def __call__(self, policies: list[Policy]) -> list[dict[str, Any] | str]:
+        return _scores(self.pool.run(policies), self.n, len(policies))
+
+    def submit(self, policies: list[Policy]) -> Scores:
+        sent = self.pool.submit(policies)
+        return lambda: _scores(self.pool.collect(sent), self.n, len(policies))
+
+
 def share_evaluator(pool: Any) -> Evaluate:
     """Score policies on workers that each keep a share of the corpus (``shares.SharePool``)."""
-    n = len(pool.members)
-    return lambda policies: _scores(pool.run(policies), n, len(policies))
+    return _ShareEvaluator(pool)
 
 
 def corpus_evaluator(transcripts: list[Any], *, n_jobs: int | None, prices: list[Any], calibrations: list[Any],

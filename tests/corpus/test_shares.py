@@ -134,3 +134,38 @@ def test_without_fork_a_tune_runs_its_trials_in_process_with_the_same_front(cli,
     monkeypatch.setattr(tune_module, "can_fork", lambda: False)
     monkeypatch.setattr("compactlab.corpus.compare.can_fork", lambda: False)
     assert run(tmp_path / "in-process") == shared
+
+
+def test_two_batches_out_at_once_give_each_batch_s_runs_in_the_order_sent():
+    """A batch sent while another runs (``submit``) is queued by each worker behind it: collected in
+    the order sent, each gives its own runs, the same as sent one at a time."""
+    members = _members()
+    first, second = [load_policy("s08"), load_policy("none")], [load_policy("s06")]
+    with SharePool(members, 2) as pool:
+        alone = [pool.run(first), pool.run(second)]
+        sent = [pool.submit(first), pool.submit(second)]
+        both = [pool.collect(sent[0]), pool.collect(sent[1])]
+    for a, b in zip(alone, both):
+        assert not a.failures and not b.failures
+        assert [(r.job, r.summary) for r in a.results] == [(r.job, r.summary) for r in b.results]
+    assert [r.job for r in both[0].results] == list(range(8)) and [r.job for r in both[1].results] == list(range(4))
+
+
+def test_a_worker_that_dies_with_two_batches_out_fails_the_first_s_runs_only():
+    """Killed in the first of two batches: its runs left of that batch fail; a fresh worker takes
+    its share and runs the second batch whole."""
+    members = _members()
+    policy = load_policy("s08")
+    with SharePool(members, 2) as pool:
+        assert not pool.run([policy]).failures  # (the workers are up)
+        process, _ = pool._workers[0]
+        os.kill(process.pid, signal.SIGSTOP)  # (stopped before it reads the next batch, then killed)
+        sent = [pool.submit([policy]), pool.submit([policy])]
+        os.kill(process.pid, signal.SIGKILL)
+        got = pool.collect(sent[0])
+        assert sorted(f.job for f in got.failures) == pool.shares[0]
+        assert all("killed (SIGKILL)" in f.reason for f in got.failures)
+        assert sorted(r.job for r in got.results) == pool.shares[1]
+        second = pool.collect(sent[1])
+        assert not second.failures and len(second.results) == 4
+        assert pool._workers[0][0].pid != process.pid

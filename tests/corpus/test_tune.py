@@ -335,9 +335,9 @@ def test_an_interrupt_while_trials_are_asked_leaves_none_running_and_resume_repa
     real_ask = optuna.Study.ask
     calls = {"n": 0}
 
-    def ask(self, *a, **kw):  # Ctrl-C lands in the second ask of the second batch: one asked, not kept
-        calls["n"] += 1
-        if calls["n"] == 4:
+    def ask(self, *a, **kw):  # Ctrl-C lands in the second ask of the third batch (the first told, the second
+        calls["n"] += 1       # out on the workers: cut short): one asked, not kept
+        if calls["n"] == 6:
             raise KeyboardInterrupt
         return real_ask(self, *a, **kw)
 
@@ -690,3 +690,52 @@ def test_tune_harness_on_real_replays_every_front_point_is_a_whole_percentage(cl
     assert bad.exit_code == 2 and "leave out -p, --set and --space" in bad.stderr
     none = cli("tune", *files, "--out", tmp_path / "y")
     assert none.exit_code == 2 and "--space KEY=LO:HI" in none.stderr
+
+
+def test_the_next_batch_is_asked_before_the_last_is_told_and_the_trials_are_those_of_any_evaluator():
+    """Two batches out at once (``tune.IN_FLIGHT``): the sampler asks the next batch before the last
+    one is told, whether the evaluator scores a batch when it is sent or later (``submit``, as the
+    share workers do): the same seed gives the same trials either way."""
+    import optuna
+
+    from compactlab.corpus import tune as tune_module
+    from compactlab.corpus.tune import search
+
+    params = parse_space(["micro.keep_recent=1:12"], "s08", [])
+    events: list[str] = []
+
+    def score(policies):
+        return [{"cost": p.micro.keep_recent / 12, "recall": 1 - p.micro.keep_recent / 24, "violations": 0,
+                 "overflows": 0, "cost_usd": 1.0} for p in policies]
+
+    def at_once(policies):
+        events.append(f"scored {len(policies)}")
+        return score(policies)
+
+    class Later:
+        def __call__(self, policies):
+            return score(policies)
+
+        def submit(self, policies):
+            events.append(f"sent {len(policies)}")
+            return lambda: (events.append("collected"), score(policies))[1]
+
+    def study():
+        s = optuna.create_study(directions=["maximize", "maximize"], sampler=optuna.samplers.TPESampler(seed=3))
+        real_ask, real_tell = s.ask, s.tell
+        s.ask = lambda *a, **k: (events.append("ask"), real_ask(*a, **k))[1]
+        s.tell = lambda *a, **k: (events.append("tell"), real_tell(*a, **k))[1]
+        return s
+
+    runs = []
+    for evaluate in (at_once, Later()):
+        events.clear()
+        s = study()
+        points, failures, stopped = search(s, params, ["cost", "recall"], "s08", [], 7, 2, evaluate)
+        assert not failures and stopped is None and len(points) == 7
+        runs.append([(p.number, p.values) for p in points])
+        told = [i for i, e in enumerate(events) if e == "tell"]
+        asked = [i for i, e in enumerate(events) if e == "ask"]
+        assert asked[2] < told[0] and asked[4] > told[1]  # (the second batch asked before the first told)
+    assert runs[0] == runs[1]
+    assert tune_module.IN_FLIGHT == 2
