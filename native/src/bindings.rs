@@ -109,6 +109,107 @@ fn utf8<'a>(text: &'a Bound<'_, PyString>) -> Option<&'a str> {
     text.to_str().ok()
 }
 
+/// A probe index read back from the cache (`probe_cache._parse`, its reference): the entry's columns
+/// (`call`, `text`, `where`, `source_call`, `source_tool`, `kind`: lists of one exact type each, of
+/// one length) made into each call's probes (`probe`: `Probe`, made of a tuple of its fields; its
+/// `where` the `(origin, block)` pairs of the flat list), or None where any value is not what the
+/// cache writes: a version, a column, a type, a kind (`kinds`), a negative call, an empty or odd
+/// `where`, a place that is not an int.
+#[pyfunction]
+fn probe_index<'py>(
+    entry: &Bound<'py, PyDict>,
+    version: i64,
+    probe: &Bound<'py, PyAny>,
+    kinds: &Bound<'py, PyAny>,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let py = entry.py();
+    match entry.get_item(intern!(py, "version"))? {
+        Some(v) if v.eq(version)? => {}
+        _ => return Ok(None),
+    }
+    let mut columns: Vec<Bound<'py, PyList>> = Vec::with_capacity(6);
+    for name in [
+        "call",
+        "text",
+        "where",
+        "source_call",
+        "source_tool",
+        "kind",
+    ] {
+        let Some(column) = entry.get_item(name)? else {
+            return Ok(None);
+        };
+        let Ok(column) = column.cast_into_exact::<PyList>() else {
+            return Ok(None);
+        };
+        columns.push(column);
+    }
+    let n = columns[0].len();
+    if columns.iter().any(|c| c.len() != n) {
+        return Ok(None);
+    }
+    let out = PyDict::new(py);
+    let new_tuple = py.get_type::<PyTuple>().getattr(intern!(py, "__new__"))?;
+    let is_int = |v: &Bound<'py, PyAny>| v.is_exact_instance_of::<PyInt>();
+    let is_str = |v: &Bound<'py, PyAny>| v.is_exact_instance_of::<PyString>();
+    // (every column's types checked before any probe is made: the reference refuses a column whole)
+    for (column, int) in [
+        (&columns[0], true),
+        (&columns[1], false),
+        (&columns[3], true),
+        (&columns[4], false),
+        (&columns[5], false),
+    ] {
+        for v in column.iter() {
+            if !(if int { is_int(&v) } else { is_str(&v) }) {
+                return Ok(None);
+            }
+        }
+    }
+    for places in columns[2].iter() {
+        let Ok(places) = places.cast_into_exact::<PyList>() else {
+            return Ok(None);
+        };
+        if places.is_empty() || places.len() % 2 != 0 || !places.iter().all(|v| is_int(&v)) {
+            return Ok(None);
+        }
+    }
+    for kind in columns[5].iter() {
+        if !kinds.contains(kind)? {
+            return Ok(None);
+        }
+    }
+    for call in columns[0].iter() {
+        if call.lt(0)? {
+            return Ok(None);
+        }
+    }
+    for i in 0..n {
+        let places = columns[2].get_item(i)?;
+        let places = places.cast_exact::<PyList>()?;
+        let pairs: Vec<Bound<'py, PyTuple>> = (0..places.len() / 2)
+            .map(|k| PyTuple::new(py, [places.get_item(2 * k)?, places.get_item(2 * k + 1)?]))
+            .collect::<PyResult<_>>()?;
+        let fields = PyTuple::new(
+            py,
+            [
+                columns[1].get_item(i)?,
+                PyTuple::new(py, pairs)?.into_any(),
+                columns[3].get_item(i)?,
+                columns[4].get_item(i)?,
+                columns[5].get_item(i)?,
+            ],
+        )?;
+        let made = new_tuple.call1((probe, fields))?;
+        let call = columns[0].get_item(i)?;
+        match out.get_item(&call)? {
+            Some(held) => held.cast_exact::<PyList>()?.append(made)?,
+            None => out.set_item(call, PyList::new(py, [made])?)?,
+        }
+    }
+    Ok(Some(out))
+}
+
 /// `rows` (each a sequence of fields) as `csv.writer(out, lineterminator="\n")` writes them, in
 /// UTF-8 (`csv_text.rs`; `reports/text.py`'s `csv_bytes` and its csv module the reference): a
 /// string as it stands, None empty, a float as its `repr`, any other field as its `str`. None where a
@@ -2186,7 +2287,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 25;
+const API: u32 = 26;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -2201,6 +2302,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(runs, m)?)?;
     m.add_function(wrap_pyfunction!(bootstrap_interval, m)?)?;
     m.add_function(wrap_pyfunction!(csv_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(probe_index, m)?)?;
     m.add_function(wrap_pyfunction!(tokens, m)?)?;
     m.add_function(wrap_pyfunction!(phrases, m)?)?;
     m.add_function(wrap_pyfunction!(line_refs, m)?)?;

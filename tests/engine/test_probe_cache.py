@@ -8,6 +8,8 @@ import os
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compactlab import load_policy
 from compactlab.engine.measures import probe_cache
@@ -374,3 +376,47 @@ def test_replay_of_none_keeping_the_recorded_compactions_measures_what_they_lost
     assert summary["probes_indexed"] and summary["probes"] == 1 and summary["recall"] == 0.0
     r = cli("replay", path, "-p", "none", "--out", tmp_path / "none")  # (not kept: nothing can be lost)
     assert orjson.loads((tmp_path / "none" / "summary.json").read_bytes())["summary"]["probes_indexed"] is False
+
+
+_VALUES = st.one_of(st.integers(-3, 12), st.sampled_from(["identifier", "path", "a_b", "word", ""]), st.none(),
+                    st.booleans(), st.floats(allow_nan=False), st.just(4.0))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_the_native_index_reads_back_what_python_reads_and_refuses_what_it_refuses(data):
+    """``_native.probe_index`` against ``probe_cache._parsed`` (its reference) on entries as saved and
+    damaged: any value of any column changed, a column dropped or not a list, the version changed."""
+    from compactlab import core
+    from compactlab.engine.measures.probes import KINDS, Probe
+
+    native = core.native_module()
+    if native is None:
+        pytest.skip("the native core is not built in this install: nothing to compare")
+    n = data.draw(st.integers(0, 6))
+    doc: dict = {"version": probe_cache.INDEX_VERSION,
+                 "call": data.draw(st.lists(st.integers(0, 9), min_size=n, max_size=n)),
+                 "text": data.draw(st.lists(st.text(max_size=4), min_size=n, max_size=n)),
+                 "where": data.draw(st.lists(st.lists(st.integers(-2, 2**70), min_size=2, max_size=6).map(
+                     lambda w: w[:len(w) // 2 * 2]), min_size=n, max_size=n)),
+                 "source_call": data.draw(st.lists(st.integers(-1, 9), min_size=n, max_size=n)),
+                 "source_tool": data.draw(st.lists(st.text(max_size=3), min_size=n, max_size=n)),
+                 "kind": data.draw(st.lists(st.sampled_from(sorted(KINDS)), min_size=n, max_size=n))}
+    for _ in range(data.draw(st.integers(0, 2))):  # damage
+        key = data.draw(st.sampled_from(sorted(doc)))
+        how = data.draw(st.integers(0, 3))
+        if how == 0:
+            del doc[key]
+        elif how == 1:
+            doc[key] = data.draw(_VALUES)
+        elif type(doc[key]) is list and doc[key]:
+            column = list(doc[key])
+            column[data.draw(st.integers(0, len(column) - 1))] = data.draw(
+                st.one_of(_VALUES, st.lists(_VALUES, max_size=4)))
+            doc[key] = column if how == 2 else column[:-1]
+    want = probe_cache._parsed(doc)
+    got = native.probe_index(doc, probe_cache.INDEX_VERSION, Probe, frozenset(KINDS))
+    assert got == want
+    if got is not None:
+        assert all(type(p) is Probe and all(type(w) is tuple for w in p.where) for ps in got.values() for p in ps)
+        assert list(got) == list(want)  # (the calls in the order saved)

@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from ...core import in_use
 from ..memo import memo_of
 from .baseline import RawBaseline, baseline_for, compute_baseline
 from .probes import KINDS, Probe
@@ -210,9 +211,19 @@ _KINDS = frozenset(KINDS)
 
 
 def _parse(entry: dict[str, Any]) -> dict[int, list[Probe]] | None:
-    """An entry's probes if every value is what ``save`` writes, else None. Checked and built a
-    column at a time, in C (``map``, sets): a loop over 17,000 probes in Python cost a replay more
-    than reading the entry."""
+    """An entry's probes if every value is what ``save`` writes, else None: made by the native core
+    where it runs (``_native.probe_index``: 17,000 probes in 5 ms rather than 30), else by
+    ``_parsed``, its reference."""
+    native = in_use()
+    if native is not None and type(entry) is dict:
+        made: dict[int, list[Probe]] | None = native.probe_index(entry, INDEX_VERSION, Probe, _KINDS)
+        return made
+    return _parsed(entry)
+
+
+def _parsed(entry: dict[str, Any]) -> dict[int, list[Probe]] | None:
+    """``_parse`` in Python. Checked and built a column at a time, in C (``map``, sets): a loop over
+    17,000 probes in Python cost a replay more than reading the entry."""
     if entry.get("version") != INDEX_VERSION:
         return None
     got = [entry.get(name) for name in COLUMNS]
