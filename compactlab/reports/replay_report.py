@@ -280,11 +280,10 @@ def calls_csv_bytes(run: Run) -> bytes:
 
 def write_csv(runs: list[Run], out: TextIO) -> None:
     """Every call of every run, a transcript column first (the columns of calls.csv after it)."""
-    rows: list[list[Any]] = [["transcript", *TURN_COLUMNS]]
-    for r in runs:
+    out.write(csv_bytes([["transcript", *TURN_COLUMNS]]).decode("utf-8"))
+    for r in runs:  # (a run at a time: one run's text held at once)
         name = csv_cell(r.summary.transcript)
-        rows += [[name, *_csv_row(c)] for c in r.calls]
-    out.write(csv_bytes(rows).decode("utf-8"))
+        out.write(csv_bytes([[name, *_csv_row(c)] for c in r.calls]).decode("utf-8"))
 
 
 def markdown(run: Run) -> str:
