@@ -149,7 +149,8 @@ fn probe_index<'py>(
         return Ok(None);
     }
     let out = PyDict::new(py);
-    let new_tuple = py.get_type::<PyTuple>().getattr(intern!(py, "__new__"))?;
+    let new_tuple = tuple_new(py)?;
+    let new_tuple = new_tuple.bind(py);
     let is_int = |v: &Bound<'py, PyAny>| v.is_exact_instance_of::<PyInt>();
     let is_str = |v: &Bound<'py, PyAny>| v.is_exact_instance_of::<PyString>();
     // (every column's types checked before any probe is made: the reference refuses a column whole)
