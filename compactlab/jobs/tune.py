@@ -125,7 +125,7 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
             with progress("tune", spec.trials) as advance:
                 result = search(params, objectives, spec.base, spec.overrides,
                                 lambda: site.open(definition, spec.sampler, spec.seed), spec.trials, evaluate,
-                                batch=max(2, settings.jobs or usable_cores()), max_violations=spec.max_violations,
+                                max_violations=spec.max_violations,
                                 on_trial=lambda n: _told(site, advance, n), harness=spec.harness,
                                 current=spec.current)
         except KeyboardInterrupt as stop:  # before the search began: nothing to write

@@ -157,6 +157,19 @@ def test_a_tune_on_a_dask_cluster_finds_the_local_front(cli, tmp_path, monkeypat
     assert len(connected) == 1
 
 
+def test_the_same_seed_asks_the_same_trials_whatever_the_workers(cli, tmp_path):
+    """A batch is ``tune.BATCH`` trials on every machine, not as many as the workers: --jobs 1 and
+    --jobs 3 (and a machine's core count) give the same study and the same front."""
+    fronts = []
+    for jobs in ("1", "3"):
+        r = cli("tune", *CORPUS, "-p", "observation-masking", *SPACE, "--trials", "16", "--jobs", jobs,
+                "--out", tmp_path / jobs, "--no-chart", "--seed", "7")
+        assert r.exit_code == 0, r.output
+        fronts.append(((tmp_path / jobs / "front.csv").read_bytes(),
+                       [(t.params, t.values) for t in _study(tmp_path / jobs / "study.journal").trials]))
+    assert fronts[0] == fronts[1] and len(fronts[0][1]) == 16  # (past the sampler's 10 random ones)
+
+
 def test_an_interrupted_tune_keeps_its_trials_and_resumes(cli, tmp_path, monkeypatch):
     """Ctrl-C during a batch: the finished trials stay in the study, the cut ones are failed (not
     left running), the front so far is written, exit 130; --resume reaches --trials."""
@@ -179,7 +192,9 @@ def test_an_interrupted_tune_keeps_its_trials_and_resumes(cli, tmp_path, monkeyp
     monkeypatch.setattr(tune_module, "share_evaluator", stopping)
     r = tune(cli, tmp_path / "i")
     assert r.exit_code == 130 and "continue with --resume" in r.stderr
-    assert json.loads((tmp_path / "i" / "front.json").read_text())["trials"] == 2  # one batch of --jobs 1: 2
+    from compactlab.corpus.tune import BATCH
+
+    assert json.loads((tmp_path / "i" / "front.json").read_text())["trials"] == BATCH  # the one batch told
     import optuna
 
     study = _study(tmp_path / "i" / "study.journal")
@@ -335,23 +350,25 @@ def test_an_interrupt_while_trials_are_asked_leaves_none_running_and_resume_repa
     real_ask = optuna.Study.ask
     calls = {"n": 0}
 
+    from compactlab.corpus.tune import BATCH
+
     def ask(self, *a, **kw):  # Ctrl-C lands in the second ask of the third batch (the first told, the second
         calls["n"] += 1       # out on the workers: cut short): one asked, not kept
-        if calls["n"] == 6:
+        if calls["n"] == 2 * BATCH + 2:
             raise KeyboardInterrupt
         return real_ask(self, *a, **kw)
 
     monkeypatch.setattr(optuna.Study, "ask", ask)
-    r = tune(cli, out, trials=6)
+    r = tune(cli, out, trials=2 * BATCH + 2)
     assert r.exit_code == 130, r.output
     study = _study(out / "study.journal")
     assert "RUNNING" not in {t.state.name for t in study.trials}
     monkeypatch.setattr(optuna.Study, "ask", real_ask)
     study.ask()  # what a SIGKILL leaves: a trial RUNNING for ever
     assert "RUNNING" in {t.state.name for t in _study(out / "study.journal").trials}
-    assert tune(cli, out, "--resume", trials=6).exit_code == 0
+    assert tune(cli, out, "--resume", trials=2 * BATCH + 2).exit_code == 0
     states = [t.state.name for t in _study(out / "study.journal").trials]
-    assert "RUNNING" not in states and states.count("COMPLETE") == 6
+    assert "RUNNING" not in states and states.count("COMPLETE") == 2 * BATCH + 2
 
 
 def test_tunes_recommendation_applies_the_verdicts_guard():
@@ -731,7 +748,7 @@ def test_the_next_batch_is_asked_before_the_last_is_told_and_the_trials_are_thos
     for evaluate in (at_once, Later()):
         events.clear()
         s = study()
-        points, failures, stopped = search(s, params, ["cost", "recall"], "s08", [], 7, 2, evaluate)
+        points, failures, stopped = search(s, params, ["cost", "recall"], "s08", [], 7, evaluate, batch=2)
         assert not failures and stopped is None and len(points) == 7
         runs.append([(p.number, p.values) for p in points])
         told = [i for i, e in enumerate(events) if e == "tell"]
