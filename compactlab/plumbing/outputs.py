@@ -424,7 +424,9 @@ class OutputDir:
         self.dry_run = dry_run or root is None
         self.force = force
         self.prefix = ""
-        self._owner: dict[str, tuple[str, str]] = {}  # lower-cased name -> (tool id, content digest)
+        #: lower-cased name -> (tool id, its text's length and ``hash``: Python's own keyed hash, kept
+        #: on the text, so the same output persisted again in a later replay costs nothing)
+        self._owner: dict[str, tuple[str, int, int]] = {}
         self._run: OutputDir = self
         self._stage: Path | None = None  # the fresh folder being written
         self._target: Path | None = None  # where it goes: the destination, symlinks resolved
@@ -574,21 +576,31 @@ class OutputDir:
 
     def persisted_name(self, tool_use_id: str, text: str) -> tuple[str, bool]:
         """(relative path for this output, whether it still has to be written)."""
-        digest = _digest(text)
+        key = (tool_use_id, len(text), hash(text))
         stem = safe_stem(tool_use_id)
         n = 1
         while True:
             name = stem if n == 1 else f"{stem}-{n}"
             owner = self._owner.get(name.lower())
             if owner is None:
-                self._owner[name.lower()] = (tool_use_id, digest)
+                self._owner[name.lower()] = key
                 return f"tool-results/{name}.txt", True
-            if owner == (tool_use_id, digest):  # the same output again: the seed writes it once
-                return f"tool-results/{name}.txt", False
+            if owner == key and self._holds(f"tool-results/{name}.txt", text):  # the same output again: the
+                return f"tool-results/{name}.txt", False                      # seed writes it once
             if owner[0] != tool_use_id and n == 1 and not stem.endswith(_digest(tool_use_id)[:8]):
                 stem = f"{stem[:MAX_NAME - 9]}-{_digest(tool_use_id)[:8]}"
                 continue
             n += 1
+
+    def _holds(self, relative: str, text: str) -> bool:
+        """Whether the file this run wrote at ``relative`` holds ``text`` (a hash says so; the file
+        makes sure, so that no output is lost to a collision). A dry run wrote nothing to lose."""
+        if self.dry_run:
+            return True
+        try:
+            return self.inside(relative).read_bytes() == text.encode("utf-8", "surrogatepass")
+        except OSError:
+            return False  # (written again under another name: nothing lost)
 
     def write_text(self, relative: str, text: str) -> None:
         self.write_bytes(relative, text.encode("utf-8", "surrogatepass"))

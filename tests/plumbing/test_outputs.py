@@ -50,10 +50,29 @@ def test_hostile_ids_persist_inside_the_folder_and_distinctly(tmp_path):
     assert not (tmp_path / "x").exists() and not Path("/x.txt").exists()
 
 
-def test_same_id_same_output_is_written_once(tmp_path):
-    od = OutputDir(tmp_path)
-    assert od.persisted_name("id", "text") == ("tool-results/id.txt", True)
-    assert od.persisted_name("id", "text") == ("tool-results/id.txt", False)
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_same_id_same_output_is_written_once(tmp_path, dry_run):
+    od = OutputDir(tmp_path / "out", dry_run=dry_run)
+
+    def persist(tool_id: str, text: str) -> tuple[str, bool]:  # (as RunEnv.persist does)
+        rel, fresh = od.persisted_name(tool_id, text)
+        if fresh:
+            od.write_text(rel, text)
+        return rel, fresh
+
+    assert persist("id", "text") == ("tool-results/id.txt", True)
+    assert persist("id", "te" + "xt") == ("tool-results/id.txt", False)  # (another str of the same text)
+    assert persist("id", "other") == ("tool-results/id-2.txt", True)
+    assert persist("id", "other") == ("tool-results/id-2.txt", False)
+
+
+def test_an_output_whose_hash_matches_another_s_is_not_lost(tmp_path):
+    """A name is kept by its text's length and hash; where they match, the file written makes sure:
+    a collision (forged here) writes the second output under a name of its own."""
+    od = OutputDir(tmp_path / "out")
+    rel, _ = od.persisted_name("id", "first")
+    od.write_text(rel, "first")
+    od._owner["id"] = ("id", len("other"), hash("other"))  # what a collision of "first" and "other" would keep
     assert od.persisted_name("id", "other") == ("tool-results/id-2.txt", True)
 
 
