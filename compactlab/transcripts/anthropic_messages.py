@@ -99,13 +99,15 @@ def _not_a_message(builder: TranscriptBuilder, reader: LineReader, lineno: int, 
 def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False,
           messages: bool = True, unread: Callable[..., Entry] | None = None) -> Iterator[Entry]:
     """Add every message of the file to ``builder``, yielding each as it is added (``measure``:
-    with the JSON length of every tool result's content among its facts). Where the native core
+    with the JSON length of every tool result's content among its facts, as the native reader
+    always reads them: it measures them as it reads, and a result replaced is measured by them,
+    ``Entry.with_result_content``). Where the native core
     runs, the facts of a message line, or of a reply recorded with its usage and model, are read
     from its bytes (``core.line_facts``; ``build_entry`` is its reference) and, without
     ``messages`` (a reader that sends only facts), the line is not parsed at all, only a reply's
     other members: its Entry's message is None, or it is what ``unread`` makes of its facts (an
     entry that reads its message where it is asked for it)."""
-    facts = line_facts(ResultFact, measure)
+    facts = line_facts(ResultFact, True)
     for lineno, raw, obj in reader.lines():
         got = facts.read(raw, builder.count) if facts is not None else None
         if (entry := line_entry(builder, reader, lineno, raw, obj, got, messages, unread, measure)) is not None:

@@ -266,8 +266,9 @@ class Entry:
 
     def with_result_content(self, k: int, new_content: Any) -> "Entry":
         """A copy whose k-th tool_result has ``new_content``, its facts updated rather than
-        recomputed: the length is measured on whichever is shorter, the new message or the old
-        content (by difference)."""
+        recomputed: the length by difference, the old content's measured when it was read (its
+        ``json_size``, as the native reader reads every line) or else on whichever is shorter,
+        the new message or the old content."""
         fact = self.results[k]
         content = list(self.message["content"])
         old = content[fact.block]
@@ -275,13 +276,17 @@ class Entry:
         message = {**self.message, "content": content}
         if "content" not in old:
             return self.with_message(message)  # (counts block k as changed: a new dict)
-        if self.chars - fact.size < fact.size:
+        new_json = -1
+        if fact.json_size >= 0:
+            new_json = json_len(new_content)
+            chars = self.chars - fact.json_size + new_json
+        elif self.chars - fact.size < fact.size:
             chars = json_len(message)
         else:
             chars = self.chars - json_len(old["content"]) + json_len(new_content)
         return Entry(message, chars, self.role, self.origin, self.tool_use_ids, self.tool_names, self.use_files,
-                     self.results_with(k, new_content, -1), self.misplaced_results, self.empty, self.has_text,
-                     self.use_set, self.result_set, self.changed | {fact.block})
+                     self.results_with(k, new_content, new_json), self.misplaced_results, self.empty,
+                     self.has_text, self.use_set, self.result_set, self.changed | {fact.block})
 
     def results_with(self, k: int, new_content: Any, json_size: int) -> tuple[ResultFact, ...]:
         """The result facts with the k-th one's content replaced (``json_size``: its measured JSON

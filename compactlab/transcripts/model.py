@@ -307,7 +307,7 @@ class TranscriptBuilder:
         from ..core import line_facts
 
         #: the native reader of a message's facts where the native core runs (``add``), else None
-        self._facts = line_facts(ResultFact, False)
+        self._facts = line_facts(ResultFact, True)  # (measured as it reads: for a result replaced)
         self.path = path
         self.format = fmt
         self.keep = keep  # False: a stream's messages are counted, not kept

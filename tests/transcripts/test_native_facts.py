@@ -393,9 +393,18 @@ ODD_MESSAGES: list[dict] = [
 
 
 def _facts(entry: object) -> list:
-    """Every slot of an Entry but its message (its facts, its sets, what changed)."""
+    """Every slot of an Entry but its message (its facts, its sets, what changed), each result's
+    ``json_size`` measured where it is not (the native reader measures each as it reads, the
+    reference leaves it -1: ``json_len`` of the content is what both must mean)."""
+    from compactlab.transcripts.messages import json_len
+
     names = [n for n in type(entry).__slots__ if n != "message"]  # type: ignore[attr-defined]
-    return [(n, getattr(entry, n)) for n in names]
+    got = [(n, getattr(entry, n)) for n in names]
+    blocks = entry.message["content"]  # type: ignore[attr-defined]
+    results = tuple(r._replace(json_size=json_len(blocks[r.block]["content"]))
+                    if r.json_size < 0 and "content" in blocks[r.block] else r
+                    for r in entry.results)  # type: ignore[attr-defined]
+    return [(n, results if n == "results" else v) for n, v in got]
 
 
 def _added_both_ways(messages: list[dict]) -> tuple[list, list]:

@@ -40,6 +40,35 @@ def test_sizes_and_cuts_equal_those_of_the_text_built_out(text, n, from_tail):
     assert _expanded(cut_text(text, n, from_tail)) == wanted
 
 
+contents = st.one_of(st.none(), texts, st.lists(st.builds(lambda t: {"type": "text", "text": t}, texts), max_size=3))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(contents, min_size=1, max_size=4), st.lists(st.tuples(st.integers(0, 3), contents), max_size=5))
+def test_a_result_replaced_is_measured_alike_whether_its_size_was_read_or_not(olds, changes):
+    """``with_result_content`` of an entry whose results were measured as read (``json_size``: the
+    native reader's, ``build_entry(measure=True)``) and of one whose were not: the same length,
+    the message's compact JSON's, and the new content measured for the next change."""
+    from compactlab.core import line_facts
+    from compactlab.transcripts.messages import Entry, ResultFact, build_entry
+
+    message = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": c}
+                                           for i, c in enumerate(olds)]}
+    entries = [make_entry(message, 0), build_entry(message, 0, measure=True)]
+    native = line_facts(ResultFact, True)
+    if native is not None:  # (the native reader's own facts, where it runs)
+        got = native.read(orjson.dumps(message), 0)
+        if got is not None and got[1] is None:
+            entries.append(Entry(message, *got[0]))
+    assert all(r.json_size >= 0 for r in entries[1].results)
+    for k, new in changes:
+        k %= len(olds)
+        entries = [e.with_result_content(k, new) for e in entries]
+        lengths = {e.chars for e in entries}
+        assert lengths == {json_len(entries[0].message)}, (k, new)
+        assert entries[1].results[k].json_size == json_len(new)
+
+
 def test_a_placeholder_is_cut_to_a_placeholder_of_what_fits():
     text = "head " + sized_placeholder("REDACTED_TEXT", 1_000_000_000, " sha=ab") + " tail"
     assert sized_len(text) == 1_000_000_010
