@@ -462,6 +462,29 @@ def test_a_damaged_study_is_refused_on_resume_and_left_as_it_was(cli, tmp_path, 
     assert "internal error" not in r.stderr and hashlib.md5(journal.read_bytes()).hexdigest() == before
 
 
+def test_force_replaces_a_damaged_study_of_its_own_without_replaying_it_and_refuses_a_foreign_one(
+        cli, tmp_path, monkeypatch):
+    """--force starts anew over a study of this command's, damaged or not: it is checked to be one
+    (every line an operation, the first creating this study), not replayed by Optuna (only a study
+    to be resumed is); a journal of another study is still refused and left as it was."""
+    import compactlab.corpus.study as study_module
+
+    out, journal = _study_for_damage(cli, tmp_path)
+    _rewrite(journal, DAMAGES["a bad distribution"])
+    replayed = []
+    real = study_module._replay_problem
+    monkeypatch.setattr(study_module, "_replay_problem", lambda path: replayed.append(path) or real(path))
+    r = cli("tune", SMALL_SAMPLE, "-p", "s08", "--space", "micro.keep_recent=1:5", "--trials", "2", "--jobs", "1",
+            "--out", out, "-q", "--max-violations", "1000", "--force")
+    assert r.exit_code == 0, r.output
+    assert replayed == [] and study_module._replay_problem(str(journal)) is None  # (a new study, whole)
+    foreign = b'{"op_code": 0, "study_name": "someone-else", "directions": [2]}\n'
+    journal.write_bytes(foreign)
+    r = cli("tune", SMALL_SAMPLE, "-p", "s08", "--space", "micro.keep_recent=1:5", "--trials", "2", "--jobs", "1",
+            "--out", out, "-q", "--max-violations", "1000", "--force")
+    assert r.exit_code == 2 and "without a compactlab-tune study" in r.stderr and journal.read_bytes() == foreign
+
+
 def test_a_sparse_gib_study_is_refused_without_reading_it_whole(tmp_path):
     """(#49) A sparse 1 GiB study file under a 1.5 GB address space: refused at its first line."""
     import os
