@@ -273,7 +273,7 @@ class StudySite:
             raise UsageError(f"--out {out}: exists and is not a folder")
         exists = os.path.lexists(path)
         # (replayed only where it is to be used: a study --force replaces, or one refused as there,
-        # needs only to be this command's; Optuna's replay of 200 trials is 0.6 s, and it ran twice)
+        # needs only to be this command's; Optuna's replay of 200 trials is 0.16 s, and it ran twice)
         problem = study_problem(path, replay=self.resume)
         if problem is not None:
             raise UsageError(f"{path}: {problem}: not used, not changed",
