@@ -648,35 +648,135 @@ pub(crate) struct InvariantTracker {
     /// the context's messages, held while it holds them (their identity is their key: no other
     /// message takes the address of one held)
     objects: Vec<Py<PyAny>>,
-    /// a string's number (a tool id, a role): the numbers, found by the hash of the string's key
-    /// (`key`) and told apart by the strings themselves, which `names` holds (no copy of them)
-    ids: HashTable<violations::Id>,
-    names: Vec<Py<PyAny>>,
+    /// the strings it numbers: its own, or (`shared`) those of every run of its recording
+    names: Names,
+    /// what the trackers of the runs of one recording know of its own messages (`KnownFacts`:
+    /// their facts, and the numbers of the strings in them, which this tracker then uses)
+    shared: Option<Py<KnownFacts>>,
     /// the Python `Violation` a listing is made of
     violation: Py<PyAny>,
     /// the placeholder of the messages a stream freed, kept with its slot
     freed: Option<(Py<PyAny>, violations::Slot)>,
 }
 
+/// The strings a tracker numbers (a tool id, a role): the numbers, found by the hash of the
+/// string's key (`key`) and told apart by the strings themselves, which `names` holds (no copy of
+/// them). The roles come first, in the order of `USER` and `ASSISTANT`.
+struct Names {
+    ids: HashTable<violations::Id>,
+    names: Vec<Py<PyAny>>,
+}
+
+impl Names {
+    fn new(py: Python<'_>) -> PyResult<Self> {
+        let mut names = Names {
+            ids: HashTable::new(),
+            names: Vec::new(),
+        };
+        for role in ["user", "assistant"] {
+            names.intern(PyString::new(py, role).as_any())?;
+        }
+        Ok(names)
+    }
+
+    /// The number of `s` (a string, or None: `NONE`). No Python code runs: a string's key is its
+    /// UTF-8, or its `surrogatepass` bytes, made in C.
+    fn intern(&mut self, s: &Bound<'_, PyAny>) -> PyResult<violations::Id> {
+        if s.is_none() {
+            return Ok(violations::NONE);
+        }
+        let py = s.py();
+        let k = key(s)?;
+        let hash = FxBuildHasher.hash_one(&*k);
+        let (ids, names) = (&mut self.ids, &mut self.names);
+        // (a string interned has a key: `key` read it when it came)
+        let key_of = |id: violations::Id| key(names[id as usize].bind(py)).ok();
+        if let Some(&id) = ids.find(hash, |&id| key_of(id).is_some_and(|n| *n == *k)) {
+            return Ok(id);
+        }
+        let id = names.len() as violations::Id;
+        names.push(s.clone().unbind());
+        let names = &*names;
+        ids.insert_unique(hash, id, |&id| {
+            FxBuildHasher.hash_one(&*key(names[id as usize].bind(py)).unwrap_or_default())
+        });
+        Ok(id)
+    }
+
+    fn name(&self, py: Python<'_>, id: violations::Id) -> Py<PyAny> {
+        if id == violations::NONE {
+            py.None()
+        } else {
+            self.names[id as usize].clone_ref(py)
+        }
+    }
+}
+
+/// The facts of messages, by their identity, each message held with them.
+type FactsKnown = FxHashMap<usize, (Py<PyAny>, Arc<violations::Facts>)>;
+
+/// What the violations' trackers of the runs of one recording know of its own messages
+/// (`violations.shared_facts`): each message no layer changed is the same object in every run,
+/// its facts read once rather than once a run; the strings in them numbered once, in one table
+/// every such tracker numbers by. Known by identity, kept alive as long as this is (so an identity
+/// is never another message's).
+#[pyclass(module = "compactlab._native", frozen)]
+pub(crate) struct KnownFacts {
+    /// (a run's tracker asks between calls into Python, where another thread's run may ask too;
+    /// held only while no Python code runs: what a panic left is whole, each write one insert)
+    known: Mutex<(Names, FactsKnown)>,
+}
+
+impl KnownFacts {
+    fn table(&self) -> std::sync::MutexGuard<'_, (Names, FactsKnown)> {
+        self.known
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[pymethods]
+impl KnownFacts {
+    #[new]
+    fn new(py: Python<'_>) -> PyResult<Self> {
+        Ok(KnownFacts {
+            known: Mutex::new((Names::new(py)?, FxHashMap::default())),
+        })
+    }
+
+    /// How many messages it knows.
+    fn __len__(&self) -> usize {
+        self.table().1.len()
+    }
+}
+
+/// A message's facts as read from it, its strings not yet numbered.
+struct ReadFacts<'py> {
+    origin: i64,
+    role: Bound<'py, PyAny>,
+    uses: Vec<Bound<'py, PyAny>>,
+    results: Vec<Bound<'py, PyAny>>,
+    misplaced: Vec<Bound<'py, PyAny>>,
+    empty: bool,
+}
+
 #[pymethods]
 impl InvariantTracker {
+    /// `shared`: what the trackers of the runs of its recording know (`KnownFacts`), or None.
     #[new]
-    fn new(py: Python<'_>, violation: Py<PyAny>) -> PyResult<Self> {
-        let mut tracker = InvariantTracker {
+    #[pyo3(signature = (violation, shared=None))]
+    fn new(py: Python<'_>, violation: Py<PyAny>, shared: Option<Py<KnownFacts>>) -> PyResult<Self> {
+        Ok(InvariantTracker {
             inner: violations::Tracker::new(violations::Roles {
                 user: USER,
                 assistant: ASSISTANT,
             }),
             objects: Vec::new(),
-            ids: HashTable::new(),
-            names: Vec::new(),
+            names: Names::new(py)?,
+            shared,
             violation,
             freed: None,
-        };
-        for role in ["user", "assistant"] {
-            tracker.intern(PyString::new(py, role).as_any())?;
-        }
-        Ok(tracker)
+        })
     }
 
     /// Show it `entries` (a context), whose first `dirty_from` messages it has seen before.
@@ -768,66 +868,97 @@ impl InvariantTracker {
 }
 
 impl InvariantTracker {
+    /// The number of `s` in the table it numbers by.
     fn intern(&mut self, s: &Bound<'_, PyAny>) -> PyResult<violations::Id> {
-        if s.is_none() {
-            return Ok(violations::NONE);
-        }
-        let py = s.py();
-        let k = key(s)?;
-        let hash = FxBuildHasher.hash_one(&*k);
-        let (ids, names) = (&mut self.ids, &mut self.names);
-        // (a string interned has a key: `key` read it when it came)
-        let key_of = |id: violations::Id| key(names[id as usize].bind(py)).ok();
-        if let Some(&id) = ids.find(hash, |&id| key_of(id).is_some_and(|n| *n == *k)) {
-            return Ok(id);
-        }
-        let id = names.len() as violations::Id;
-        names.push(s.clone().unbind());
-        let names = &*names;
-        ids.insert_unique(hash, id, |&id| {
-            FxBuildHasher.hash_one(&*key(names[id as usize].bind(py)).unwrap_or_default())
-        });
-        Ok(id)
-    }
-
-    fn name(&self, py: Python<'_>, id: violations::Id) -> Py<PyAny> {
-        if id == violations::NONE {
-            py.None()
-        } else {
-            self.names[id as usize].clone_ref(py)
+        match &self.shared {
+            Some(shared) => shared.get().table().0.intern(s),
+            None => self.names.intern(s),
         }
     }
 
     fn ids_of(&mut self, values: Bound<'_, PyAny>) -> PyResult<Vec<violations::Id>> {
-        if let Ok(values) = values.cast::<PyTuple>() {
-            // (an entry's facts are tuples, most of them empty: read in place, no iterator made)
-            return values.iter().map(|v| self.intern(&v)).collect();
-        }
-        let mut out = Vec::new();
-        for v in values.try_iter()? {
-            out.push(self.intern(&v?)?);
-        }
-        Ok(out)
+        Self::items(values)?
+            .iter()
+            .map(|v| self.intern(v))
+            .collect()
     }
 
-    /// A message's facts, read from it.
+    fn name(&self, py: Python<'_>, id: violations::Id) -> Py<PyAny> {
+        match &self.shared {
+            Some(shared) => shared.get().table().0.name(py, id),
+            None => self.names.name(py, id),
+        }
+    }
+
+    /// The items of a tuple (in place: an entry's facts are tuples, most of them empty) or of any
+    /// other iterable.
+    fn items<'py>(values: Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        if let Ok(values) = values.cast::<PyTuple>() {
+            return Ok(values.iter().collect());
+        }
+        values.try_iter()?.collect()
+    }
+
+    /// A message's facts: those its recording's runs know (`shared`), else read from it, and
+    /// then known to them where it is one of the recording's own, unchanged.
     fn facts(&mut self, entry: &Bound<'_, PyAny>) -> PyResult<Arc<violations::Facts>> {
         let py = entry.py();
-        let origin: i64 = entry.getattr(intern!(py, "origin"))?.extract()?;
-        let role = self.intern(&entry.getattr(intern!(py, "role"))?)?;
-        let uses = self.ids_of(entry.getattr(intern!(py, "tool_use_ids"))?)?;
-        let mut results = Vec::new();
-        let facts = entry.getattr(intern!(py, "results"))?;
-        if !facts.cast::<PyTuple>().is_ok_and(|t| t.is_empty()) {
-            for fact in facts.try_iter()? {
-                results.push(self.intern(&fact?.getattr(intern!(py, "tool_use_id"))?)?);
+        let key = entry.as_ptr() as usize;
+        if let Some(shared) = &self.shared {
+            if let Some((_, facts)) = shared.get().table().1.get(&key) {
+                return Ok(facts.clone());
             }
         }
-        let misplaced = self.ids_of(entry.getattr(intern!(py, "misplaced_results"))?)?;
-        let empty = entry.getattr(intern!(py, "empty"))?.is_truthy()?;
-        Ok(Arc::new(violations::Facts::new(
-            origin, role, uses, results, misplaced, empty,
-        )))
+        // (read first: Python may run in a getattr, and no lock is held while it does)
+        let origin: i64 = entry.getattr(intern!(py, "origin"))?.extract()?;
+        let results = entry.getattr(intern!(py, "results"))?;
+        let read = ReadFacts {
+            origin,
+            role: entry.getattr(intern!(py, "role"))?,
+            uses: Self::items(entry.getattr(intern!(py, "tool_use_ids"))?)?,
+            results: if results.cast::<PyTuple>().is_ok_and(|t| t.is_empty()) {
+                Vec::new()
+            } else {
+                let mut ids = Vec::new();
+                for fact in results.try_iter()? {
+                    ids.push(fact?.getattr(intern!(py, "tool_use_id"))?);
+                }
+                ids
+            },
+            misplaced: Self::items(entry.getattr(intern!(py, "misplaced_results"))?)?,
+            empty: entry.getattr(intern!(py, "empty"))?.is_truthy()?,
+        };
+        let own = origin >= 0
+            && self.shared.is_some()
+            && entry.getattr(intern!(py, "changed"))?.len()? == 0;
+        match &self.shared {
+            Some(shared) => {
+                let mut table = shared.get().table();
+                let facts = Arc::new(Self::numbered(&mut table.0, &read)?);
+                if own {
+                    table.1.insert(key, (entry.clone().unbind(), facts.clone()));
+                }
+                Ok(facts)
+            }
+            None => Ok(Arc::new(Self::numbered(&mut self.names, &read)?)),
+        }
+    }
+
+    /// The facts read, their strings numbered in `names`.
+    fn numbered(names: &mut Names, read: &ReadFacts<'_>) -> PyResult<violations::Facts> {
+        let mut ids = |values: &[Bound<'_, PyAny>]| -> PyResult<Vec<violations::Id>> {
+            values.iter().map(|v| names.intern(v)).collect()
+        };
+        let (uses, results, misplaced) =
+            (ids(&read.uses)?, ids(&read.results)?, ids(&read.misplaced)?);
+        Ok(violations::Facts::new(
+            read.origin,
+            names.intern(&read.role)?,
+            uses,
+            results,
+            misplaced,
+            read.empty,
+        ))
     }
 }
 
@@ -872,7 +1003,7 @@ impl StreamBaseline {
         refs: Py<PyDict>,
         counter: Py<PyAny>,
     ) -> PyResult<Self> {
-        let mut tracker = InvariantTracker::new(freed.py(), violation)?;
+        let mut tracker = InvariantTracker::new(freed.py(), violation, None)?;
         let freed = violations::Slot {
             key: usize::MAX,
             facts: tracker.facts(freed)?,
@@ -2288,7 +2419,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 26;
+const API: u32 = 27;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -2300,6 +2431,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<StreamBaseline>()?;
     m.add_class::<RecallCheck>()?;
     m.add_class::<KnownMessages>()?;
+    m.add_class::<KnownFacts>()?;
     m.add_function(wrap_pyfunction!(runs, m)?)?;
     m.add_function(wrap_pyfunction!(bootstrap_interval, m)?)?;
     m.add_function(wrap_pyfunction!(csv_rows, m)?)?;

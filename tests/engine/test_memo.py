@@ -45,28 +45,32 @@ _POLICIES = [("s08", []), ("observation-masking", []), ("claude-code", []), ("s0
 
 def test_the_runs_after_a_recording_s_first_share_what_recall_read_of_its_messages(monkeypatch):
     """Recall's native check keeps what it read of a recording's own messages (its facts and texts)
-    for the runs after the first (``recall.shared_messages``): each run gives what a first run of
-    a fresh load gives, whatever ran before it; nothing is kept for a recording replayed once."""
+    for the runs after the first (``recall.shared_messages``), and the violations' tracker their
+    facts (``violations.shared_facts``): each run gives what a first run of a fresh load gives,
+    whatever ran before it; nothing is kept for a recording replayed once."""
     import pytest
 
     from compactlab import core
-    from compactlab.engine.measures import recall
+    from compactlab.engine.measures import recall, violations
     from helpers import SAMPLES
 
     if core.in_use() is None:
         pytest.skip("the native core is not built in this install: no native check to share")
     monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
-    shared = 0
+    shared = facts = 0
     for path in sorted(SAMPLES.glob("*.jsonl")):
         t = load_transcript(str(path))
         m = memo.memo_of(t).runs
-        for i, (name, sets) in enumerate(_POLICIES * 2):
+        for i, (name, sets) in enumerate([("none", []), *_POLICIES * 2]):
             policy = load_policy(name, sets)
             got = replay(t, policy)
-            assert (m[recall._SHARED] is False) == (i == 0)  # (made at the second run)
+            assert (m[violations._SHARED] is False) == (i == 0)  # (made at the second run)
+            if i:  # (recall's, at the second run that acts: none does not)
+                assert (m[recall._SHARED] is False) == (i == 1)
             assert _run(got) == _run(replay(load_transcript(str(path)), policy)), (path.name, name, sets)
         shared += len(m[recall._SHARED])
-    assert shared  # (messages were read once for several runs)
+        facts += len(m[violations._SHARED])
+    assert shared and facts  # (messages were read once for several runs)
 
 
 def test_shared_messages_hold_across_generated_recordings_and_policies(monkeypatch, tmp_path):

@@ -18,7 +18,7 @@ from .baseline import RawBaseline, RawSize
 from .probes import ProbeOutcome
 from .recall import IntactFirstRecall, Recall, shared_messages
 from .retention import Retention
-from .violations import Violations
+from .violations import Violations, shared_facts
 
 #: the recall every replay uses; ``Recall`` is the reference it is held to
 RECALL: type[Recall] = IntactFirstRecall
@@ -102,12 +102,14 @@ def measures_for(base: RawBaseline, env: Any, *, counter: Any = None, entries: l
     not measured, whether or not the baseline has the probes (a corpus job's has them for its other
     policies), so that such a run reports the same whatever path read its file. ``memo``: the
     feed's memo of a recording replayed more than once (a loaded one), where recall's native check
-    keeps what it read of the recording's own messages for the next run (``shared_messages``)."""
+    keeps what it read of the recording's own messages for the next run (``shared_messages``), and
+    the violations' tracker their facts (``shared_facts``)."""
     native = native_module() if core == "native" else None
     shared = shared_messages(memo, native) if native is not None and memo is not None and acts else None
+    known = shared_facts(memo, native) if native is not None and memo is not None else None
     cache = PromptCache if native is None else NativePromptCache
     measures = Measures(cache(env.estimator, exact=counter is not None),
-                        RawSize(base, env.estimator, counter, entries), Violations(base, native),
+                        RawSize(base, env.estimator, counter, entries), Violations(base, native, known),
                         Retention(base.refs, keep_refs),
                         (recall or RECALL)(base.probes if acts else {}, env, base.probes_indexed and acts, native,
                                            shared))

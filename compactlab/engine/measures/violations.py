@@ -236,10 +236,30 @@ class InvariantTracker:
         return sorted(out, key=lambda v: (v.message_index, KINDS.index(v.kind)))
 
 
-def tracker_for(native: Any = None) -> InvariantTracker:
+def tracker_for(native: Any = None, shared: Any = None) -> InvariantTracker:
     """A tracker: the native core's (``_native.InvariantTracker``, in Rust) where ``native`` is the
-    native module (``core.in_use()``), else this module's, its reference."""
-    return InvariantTracker() if native is None else native.InvariantTracker(Violation)  # type: ignore[no-any-return]
+    native module (``core.in_use()``), else this module's, its reference. ``shared``: what the
+    native trackers of the runs of its recording know of its messages (``shared_facts``)."""
+    if native is None:
+        return InvariantTracker()
+    return native.InvariantTracker(Violation, shared)  # type: ignore[no-any-return]
+
+
+def shared_facts(memo: dict, native: Any) -> Any:
+    """What the native trackers know of a recording's own messages, for the runs of it after the
+    first (``_native.KnownFacts``, kept in the feed's memo: a tune's trials and a compare's
+    policies read each message's facts once, not once a run); None at its first run (a recording
+    replayed once keeps no more of it than its run does)."""
+    known = memo.get(_SHARED)
+    if known is None:
+        memo[_SHARED] = False  # (its first run, noted)
+        return None
+    if known is False:
+        known = memo[_SHARED] = native.KnownFacts()
+    return known
+
+
+_SHARED = ("violations", "the recording's messages")
 
 
 def _same_shape(a: Entry, b: Entry) -> bool:
@@ -315,9 +335,9 @@ class Violations:
     incrementally (from the first message a layer changed), each violation introduced by the
     policy or inherited from the recording (the raw context's ``counts_at`` the call)."""
 
-    def __init__(self, raw: RawCounts, native: Any = None) -> None:
+    def __init__(self, raw: RawCounts, native: Any = None, shared: Any = None) -> None:
         self.raw = raw
-        self.tracker = tracker_for(native)  # (``native``: the native core's, in Rust)
+        self.tracker = tracker_for(native, shared)  # (``native``: the native core's, in Rust)
         self.log = ViolationLog()
 
     def at_call(self, at: CallAt, context: Context) -> ViolationsRow:
