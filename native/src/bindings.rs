@@ -648,7 +648,7 @@ pub(crate) struct InvariantTracker {
     /// the context's messages, held while it holds them (their identity is their key: no other
     /// message takes the address of one held)
     objects: Vec<Py<PyAny>>,
-    /// the strings it numbers: its own, or (`shared`) those of every run of its recording
+    /// the strings it numbers where it has no `shared` table (then it is empty)
     names: Names,
     /// what the trackers of the runs of one recording know of its own messages (`KnownFacts`:
     /// their facts, and the numbers of the strings in them, which this tracker then uses)
@@ -772,7 +772,14 @@ impl InvariantTracker {
                 assistant: ASSISTANT,
             }),
             objects: Vec::new(),
-            names: Names::new(py)?,
+            // (a tracker that numbers by the shared table has none of its own: nothing made)
+            names: match shared {
+                Some(_) => Names {
+                    ids: HashTable::new(),
+                    names: Vec::new(),
+                },
+                None => Names::new(py)?,
+            },
             shared,
             violation,
             freed: None,
