@@ -12,7 +12,7 @@ implementation. This is the seam a native core stands behind (``docs/architectur
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, Protocol
 
 from ..context import Context
@@ -50,3 +50,17 @@ class Measure(Protocol):
 
 class Nothing(NamedTuple):
     """The total of a measure that adds nothing to the summary."""
+
+
+def after_first_run(memo: dict, key: tuple, make: Callable[[], Any]) -> Any:
+    """What a measure keeps in a recording's memo (the feed's) under ``key`` for the runs of it
+    after the first, made by ``make`` at the second run and the same one after: a tune's trials and
+    a compare's policies read each message once, not once a run. None at its first run (noted): a
+    recording replayed once keeps no more of it than its run does."""
+    known = memo.get(key)
+    if known is None:
+        memo[key] = False  # (its first run, noted)
+        return None
+    if known is False:
+        known = memo[key] = make()
+    return known

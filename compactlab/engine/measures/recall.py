@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from ..context import Context
 from ..records import CompactionEvent
-from .base import CallAt
+from .base import CallAt, after_first_run
 from .probes import KINDS, Checked, Probe, ProbeMemo, ProbeOutcome, check, check_intact
 
 
@@ -116,17 +116,9 @@ class IntactFirstRecall(Recall):
 
 
 def shared_messages(memo: dict, native: Any) -> Any:
-    """What the native check knows of a recording's own messages, for the runs of it after the
-    first (``_native.KnownMessages``, kept in the feed's memo: a tune's trials and a compare's
-    policies read each message once, not once a run); None at its first run (a recording replayed
-    once keeps no more of it than its run does)."""
-    known = memo.get(_SHARED)
-    if known is None:
-        memo[_SHARED] = False  # (its first run, noted)
-        return None
-    if known is False:
-        known = memo[_SHARED] = native.KnownMessages()
-    return known
+    """What the native check knows of a recording's own messages (its facts and texts), for the runs
+    of it after the first (``_native.KnownMessages``: ``base.after_first_run``)."""
+    return after_first_run(memo, _SHARED, native.KnownMessages)
 
 
 _SHARED = ("recall", "the recording's messages")

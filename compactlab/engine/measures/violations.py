@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, Protocol
 
 from ..context import Context, find_origin
 from ...transcripts.messages import Entry
-from .base import CallAt
+from .base import CallAt, after_first_run
 
 KINDS = (
     "orphan_tool_use",
@@ -246,17 +246,9 @@ def tracker_for(native: Any = None, shared: Any = None) -> InvariantTracker:
 
 
 def shared_facts(memo: dict, native: Any) -> Any:
-    """What the native trackers know of a recording's own messages, for the runs of it after the
-    first (``_native.KnownFacts``, kept in the feed's memo: a tune's trials and a compare's
-    policies read each message's facts once, not once a run); None at its first run (a recording
-    replayed once keeps no more of it than its run does)."""
-    known = memo.get(_SHARED)
-    if known is None:
-        memo[_SHARED] = False  # (its first run, noted)
-        return None
-    if known is False:
-        known = memo[_SHARED] = native.KnownFacts()
-    return known
+    """What the native trackers know of a recording's own messages (their facts), for the runs of it
+    after the first (``_native.KnownFacts``: ``base.after_first_run``)."""
+    return after_first_run(memo, _SHARED, native.KnownFacts)
 
 
 _SHARED = ("violations", "the recording's messages")
