@@ -13,7 +13,8 @@ A policy made of the built-in layers (``s08``, ``s06``, ``observation-masking``,
 ``codex``, ``opencode``, ``openhands``, ``qwen-code``, ``gemini-cli``, ``goose``, ``pi`` among them)
 runs on ``_native.LayerTurns`` the same way: snip's and micro's choices made on the context's facts
 in Rust (``native/src/layers.rs``), each result replaced by the Python message's own
-``with_result_content``, snip's placeholder made by the run's ``new_entry``; budget's, the
+``with_result_content`` (a recording's runs after the first share micro's replacements of its own
+messages: ``shared_replacements``), snip's placeholder made by the run's ``new_entry``; budget's, the
 summary's, reactive and manual compaction's triggers checked in Rust and, where one is due, the
 layer itself run by Python on the loop's messages (``PythonSteps``: a summary is made of the
 messages' text, a persisted output read from it), the loop adopting what it returns; recall's row
@@ -48,6 +49,7 @@ from .layers.budget import persisted
 from .layers.micro import gates_hold
 from .layers.summary import Breaker, SummaryConfig, kept_share, reasoning_tokens, trigger_now
 from .measures import CallAt, Measures
+from .measures.base import after_first_run
 from .policy import Policy
 from .records import TurnRecord
 
@@ -93,11 +95,24 @@ def summary_runs_natively(config: SummaryConfig, snips: bool = False) -> bool:
     return not (config.count_reasoning and snips)
 
 
+def shared_replacements(memo: dict | None, messages: int) -> tuple[dict, int] | None:
+    """The micro replacements of a recording's own messages that the native loops of its runs after
+    the first share (``base.after_first_run``: a tune's trials and a compare's policies replace each
+    result once, not once a run), and how many it may hold: a few for each of its ``messages`` (a
+    sweep of placeholders makes one each). None for a recording replayed once, or streamed."""
+    known = after_first_run(memo, _REPLACED, dict) if memo is not None else None
+    return None if known is None else (known, 4 * messages + 256)
+
+
+_REPLACED = ("micro", "replaced")
+
+
 def layer_turns(measures: Measures, policy: Policy, env: RunEnv, *, restarts: bool,
-                keeps_contexts: bool) -> tuple[Any, PythonSteps] | None:
+                keeps_contexts: bool, shared: tuple[dict, int] | None = None) -> tuple[Any, PythonSteps] | None:
     """The native loop of a run whose policy's layers it runs (``_native.LayerTurns``,
     ``native_layers``) and the steps it has Python run, or None where the Python loop runs it: no
-    native measures, the recording's compactions replayed (``restarts``), a run that keeps contexts."""
+    native measures, the recording's compactions replayed (``restarts``), a run that keeps contexts.
+    ``shared``: the recording's micro replacements its runs share (``shared_replacements``)."""
     native = native_module()
     layers = native_layers(policy)
     if native is None or measures.native is None or restarts or keeps_contexts or layers is None:
@@ -117,7 +132,8 @@ def layer_turns(measures: Measures, policy: Policy, env: RunEnv, *, restarts: bo
         measures.native, TurnRecord, cheap, env.tool_names, env.ledger.cleared_at, env.new_entry, recall,
         (steps.unit, steps.summary) if "summary" in layers else None,
         (policy.reactive.max_retries, steps.reactive) if "reactive" in layers else None,
-        (policy.manual.mode, steps.manual) if "manual" in layers else None, natively)
+        (policy.manual.mode, steps.manual) if "manual" in layers else None, natively,
+        shared if "micro" in layers else None)
     return turns, steps
 
 

@@ -37,7 +37,7 @@ from .policy import Policy, fingerprint_of
 from .records import ACTIONS, CompactionEvent, Run, TurnRecord, summarize
 from ..core import chosen as chosen_core
 from .measures import CallAt, Recall, measures_for
-from .keeping import PythonSteps, keeping_turns, layer_turns
+from .keeping import PythonSteps, keeping_turns, layer_turns, shared_replacements
 from .sizing import Calibration, TokenEstimator, list_chars
 from ..summarizers import StubSummarizer, Summarizer
 from ..transcripts import RecordedCompaction, Transcript, TranscriptStream
@@ -283,7 +283,8 @@ class Turns:
         #: the native loop of a policy made of snip, micro and the summary, and its summary step
         #: (``keeping.py``; None: this one runs)
         layered = None if self.keeping is not None else layer_turns(
-            self.measures, policy, env, restarts=restarts is not None, keeps_contexts=bool(options.keep_contexts))
+            self.measures, policy, env, restarts=restarts is not None, keeps_contexts=bool(options.keep_contexts),
+            shared=None if feed.streamed else shared_replacements(feed.memo, len(feed.entries or ())))
         self.layered: Any = layered[0] if layered is not None else None
         self.python_steps: PythonSteps | None = layered[1] if layered is not None else None
         self.summary_trigger = 0  # (the summary's trigger for this recording: known at the first call)

@@ -622,6 +622,10 @@ pub struct LayerTurns {
     /// micro's gates by the recording's times and prompts hold at this call (`at_prompts`,
     /// `idle_minutes`: the caller's to judge, told at each call; `layers/micro.py`'s `_due`)
     micro_due: bool,
+    /// the recording's micro replacements shared by its runs after the first (`replaced`:
+    /// `(source entry, k, placeholder) -> entry`, of the recording's own unchanged messages only,
+    /// at most `limit` of them; None: this run's own, as a recording replayed once)
+    replaced: Option<(Py<PyDict>, usize)>,
 }
 
 #[pymethods]
@@ -631,10 +635,11 @@ impl LayerTurns {
     /// `MicroConfig` whose options this loop runs, as
     /// `keeping.native_layers` says), the run's tool names, `cleared_at` and `new_entry`, its
     /// `recall`, and its `summary` layer (`(unit, summarise)`: what its trigger compares, and the
-    /// layer run on the context) if it has one.
+    /// layer run on the context) if it has one; `replaced`: the recording's micro replacements
+    /// its runs share (`keeping.shared_replacements`) and how many it may hold.
     #[new]
     #[pyo3(signature = (measures, record, layers, tool_names, cleared_at, new_entry, recall, summary=None,
-                        reactive=None, manual=None, native_recall=None))]
+                        reactive=None, manual=None, native_recall=None, replaced=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -649,6 +654,7 @@ impl LayerTurns {
         reactive: Option<(usize, Py<PyAny>)>,
         manual: Option<(String, Py<PyAny>)>,
         native_recall: Option<NativeRecallParts>,
+        replaced: Option<(Py<PyDict>, usize)>,
     ) -> PyResult<Self> {
         let manual = match manual {
             None => None,
@@ -729,6 +735,7 @@ impl LayerTurns {
             measures,
             record,
             micro_due: true,
+            replaced,
         })
     }
 
@@ -1471,9 +1478,7 @@ impl LayerTurns {
         let cleared_at = self.cleared_at.bind(py);
         for (r, text) in &chosen {
             let (pos, k) = self.held.refs[*r];
-            let entry = entries
-                .get_item(pos)?
-                .call_method1(intern!(py, "with_result_content"), (k, text))?;
+            let entry = replaced_result(py, &self.replaced, &entries.get_item(pos)?, k, text)?;
             let fact = entry.getattr(intern!(py, "results"))?.get_item(k)?;
             let origin = entry.getattr(intern!(py, "origin"))?;
             cleared_at.set_item((origin, fact.getattr(intern!(py, "block"))?), call)?;
@@ -1492,6 +1497,38 @@ impl LayerTurns {
         done.micro += chosen.len() as i64;
         Ok(())
     }
+}
+
+/// `entry.with_result_content(k, text)`: micro's replacement of the k-th result of `entry`,
+/// taken from the recording's `replaced` (shared by its runs) where a run made it before. Only a
+/// replacement of one of the recording's own messages is kept there, unchanged or itself such a
+/// replacement (another of its results replaced before: the memo holds it as a key of its own,
+/// to `None`): the same object at every run, so the same key; and only while the memo holds fewer
+/// than its limit.
+fn replaced_result<'py>(
+    py: Python<'py>,
+    replaced: &Option<(Py<PyDict>, usize)>,
+    entry: &Bound<'py, PyAny>,
+    k: usize,
+    text: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let Some((known, limit)) = replaced else {
+        return entry.call_method1(intern!(py, "with_result_content"), (k, text));
+    };
+    let known = known.bind(py);
+    let key = (entry, k, text).into_pyobject(py)?;
+    if let Some(made) = known.get_item(&key)? {
+        return Ok(made);
+    }
+    let made = entry.call_method1(intern!(py, "with_result_content"), (k, text))?;
+    if known.len() < *limit
+        && entry.getattr(intern!(py, "origin"))?.extract::<i64>()? >= 0
+        && (!entry.getattr(intern!(py, "changed"))?.is_truthy()? || known.contains(entry)?)
+    {
+        known.set_item(key, &made)?;
+        known.set_item(&made, py.None())?;
+    }
+    Ok(made)
 }
 
 /// `Context.find_origin` on a context's keys and origins.

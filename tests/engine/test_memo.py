@@ -40,24 +40,27 @@ def _run(r) -> tuple:
 
 #: policies whose recall the native check asks: seeds, a harness's, a sweep's values
 _POLICIES = [("s08", []), ("observation-masking", []), ("claude-code", []), ("s08", ["micro.keep_recent=1"]),
-             ("s08", ["summary.trigger=20000", "micro.keep_recent=6"])]
+             ("s08", ["summary.trigger=20000", "micro.keep_recent=6"]),
+             ("s08", ["micro.keep_recent=1", "micro.placeholder=[{tool_name}: gone]"])]
 
 
 def test_the_runs_after_a_recording_s_first_share_what_recall_read_of_its_messages(monkeypatch):
     """Recall's native check keeps what it read of a recording's own messages (its facts and texts)
     for the runs after the first (``recall.shared_messages``), and the violations' tracker their
-    facts (``violations.shared_facts``): each run gives what a first run of a fresh load gives,
+    facts (``violations.shared_facts``), and the native loop micro's replacements of them
+    (``keeping.shared_replacements``): each run gives what a first run of a fresh load gives,
     whatever ran before it; nothing is kept for a recording replayed once."""
     import pytest
 
     from compactlab import core
+    from compactlab.engine import keeping
     from compactlab.engine.measures import recall, violations
     from helpers import SAMPLES
 
     if core.in_use() is None:
         pytest.skip("the native core is not built in this install: no native check to share")
     monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
-    shared = facts = 0
+    shared = facts = replaced = 0
     for path in sorted(SAMPLES.glob("*.jsonl")):
         t = load_transcript(str(path))
         m = memo.memo_of(t).runs
@@ -70,7 +73,52 @@ def test_the_runs_after_a_recording_s_first_share_what_recall_read_of_its_messag
             assert _run(got) == _run(replay(load_transcript(str(path)), policy)), (path.name, name, sets)
         shared += len(m[recall._SHARED])
         facts += len(m[violations._SHARED])
-    assert shared and facts  # (messages were read once for several runs)
+        replaced += len(m[keeping._REPLACED])
+        assert len(m[keeping._REPLACED]) <= 4 * len(t.entries) + 256 + 1  # (its limit, the last pair over it)
+    assert shared and facts and replaced  # (messages were read, results replaced, once for several runs)
+
+
+def test_a_shared_replacement_is_the_one_a_run_makes_and_the_memo_stops_at_its_limit(monkeypatch, tmp_path):
+    """Micro's replacements shared by a recording's runs: the same entry object at every run (a
+    result replaced again in a message already changed is found too), equal to what ``Entry``
+    makes; a memo at its limit keeps no more, and the runs give the same."""
+    import pytest
+
+    from compactlab import core
+    from compactlab.engine import keeping
+
+    if core.in_use() is None:
+        pytest.skip("the native core is not built in this install: no native loop to share")
+    monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
+    from compactlab.engine import loop
+    from helpers import asst, results, tr, tu, user
+
+    messages = [user("start")]
+    for i in range(30):  # (three results a message: micro replaces them one call at a time)
+        messages += [asst(f"step {i}", *(tu(f"t{i}_{j}", "bash", command=f"cmd {i} {j}") for j in range(3))),
+                     results(*(tr(f"t{i}_{j}", f"{i} {j} " + "x" * 3000) for j in range(3)))]
+    t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", messages)))
+    policy = load_policy("s08", ["micro.keep_recent=1", "summary.enabled=false"])
+    runs = [replay(t, policy) for _ in range(3)]
+    known = memo.memo_of(t).runs[keeping._REPLACED]
+    made = {key: entry for key, entry in known.items() if type(key) is tuple}
+    assert made and any(source.changed for source, _, _ in made)  # (a chain: a second result of a message)
+    for (source, k, text), entry in made.items():
+        fresh = source.with_result_content(k, text)
+        assert (entry.message, entry.chars, entry.results, entry.changed) == (
+            fresh.message, fresh.chars, fresh.results, fresh.changed)
+        assert known[entry] is None  # (a replacement may be a source)
+    assert _run(runs[1]) == _run(runs[2]) == _run(runs[0])
+    # at its limit the memo keeps no more: what a run makes then is its own, the same figures
+    fresh = load_transcript(str(tmp_path / "t.jsonl"))
+    def at_two(runs_memo: dict, messages: int) -> tuple[dict, int] | None:
+        got = keeping.shared_replacements(runs_memo, messages)
+        return None if got is None else (got[0], 2)
+
+    monkeypatch.setattr(loop, "shared_replacements", at_two)
+    again = [replay(fresh, policy) for _ in range(3)]
+    assert len(memo.memo_of(fresh).runs[keeping._REPLACED]) <= 3
+    assert [_run(r) for r in again] == [_run(r) for r in runs]
 
 
 def test_shared_messages_hold_across_generated_recordings_and_policies(monkeypatch, tmp_path):
