@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from ..core import in_use
 from ..engine.policy import load_policy
 from ..errors import UsageError, cannot_write
 from ..plumbing.outputs import refuse_inputs
@@ -44,6 +45,32 @@ def storage_of(path: str) -> Any:
     from optuna.storages import JournalStorage
 
     return JournalStorage(journal_of(path))
+
+
+def native_log_ndtr() -> bool:
+    """Have Optuna's TPE sampler compute log Φ on the native core (``_native.log_ndtr``, to the bit
+    what its ``_log_ndtr_single`` computes, mapped over an array by ``np.frompyfunc``: a million
+    Python calls in a tune of 200 trials, Optuna issue #5478), so the same seed asks the same
+    trials on either core, sooner. Whether it does: not where the python core is chosen, nor on an
+    Optuna whose module is not the one it was checked against (``tests/corpus/test_study.py``)."""
+    native = in_use()
+    try:
+        from optuna.samplers._tpe import _truncnorm as truncnorm
+    except ImportError:
+        return False
+    if native is None or not hasattr(truncnorm, "_log_ndtr_single") or not hasattr(truncnorm, "_log_ndtr"):
+        return False
+    if getattr(truncnorm._log_ndtr, "native", False):
+        return True
+    import numpy as np
+
+    def log_ndtr(a: Any) -> Any:
+        a = np.asarray(a, dtype=float)
+        return np.array(native.log_ndtr(a.ravel().tolist()), dtype=float).reshape(a.shape)
+
+    log_ndtr.native = True  # type: ignore[attr-defined]
+    truncnorm._log_ndtr = log_ndtr
+    return True
 
 
 def journal_of(path: str) -> Any:
@@ -308,6 +335,8 @@ class StudySite:
                 os.remove(self.path)  # (a study of this command: check() refused anything else)
             if not os.path.exists(self.path):
                 self._made.append(self.path)
+            if sampler == "tpe":
+                native_log_ndtr()
             samplers = {"tpe": lambda: optuna.samplers.TPESampler(seed=seed, multivariate=True),
                         "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=seed)}
             with warnings.catch_warnings():

@@ -269,6 +269,13 @@ fn bootstrap_interval(cost: Vec<f64>, raw: Vec<f64>, resamples: usize) -> Option
     crate::bootstrap::interval(&cost, &raw, resamples)
 }
 
+/// `log Φ(a)` of each value, as Optuna's TPE sampler computes it (`normal::log_ndtr`; its
+/// `_log_ndtr_single` is the reference): what `study.py` has the sampler map over its arrays.
+#[pyfunction]
+fn log_ndtr(values: Vec<f64>) -> Vec<f64> {
+    values.into_iter().map(crate::normal::log_ndtr).collect()
+}
+
 /// The runs of a text (`probes.runs`, after its cut and sized placeholders), as a set; None for a
 /// text without UTF-8 (the caller's Python reads it).
 #[pyfunction]
@@ -2426,7 +2433,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 28;
+const API: u32 = 29;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -2441,6 +2448,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<KnownFacts>()?;
     m.add_function(wrap_pyfunction!(runs, m)?)?;
     m.add_function(wrap_pyfunction!(bootstrap_interval, m)?)?;
+    m.add_function(wrap_pyfunction!(log_ndtr, m)?)?;
     m.add_function(wrap_pyfunction!(csv_rows, m)?)?;
     m.add_function(wrap_pyfunction!(probe_index, m)?)?;
     m.add_function(wrap_pyfunction!(tokens, m)?)?;

@@ -8,6 +8,7 @@ pub mod csv_text;
 pub mod facts;
 pub mod layers;
 pub mod lines;
+pub mod normal;
 pub mod pricing;
 pub mod recall;
 pub mod strings;
