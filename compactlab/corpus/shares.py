@@ -24,6 +24,7 @@ from typing import Any
 
 from ..engine.policy import Policy
 from ..plumbing.interrupts import ignore_in_child
+from ..plumbing.process import collector_paused
 from .compare import FileRef, GridRun, Job, RunFailure, RunResult, run_job
 from .pool import Failure, death, failure_of, kill_and_reap, requests, spawn
 
@@ -83,19 +84,20 @@ def _worker(conn: Connection, members: Sequence[Member], share: list[int], setti
     held: dict[int, Any] = {}  # the share's transcripts, read at first use and kept
     n = len(members)
     for policies in requests(conn):
-        for i, policy in enumerate(policies):
-            for t in share:
-                index = i * n + t
-                member = members[t]
-                try:
-                    if t not in held:
-                        held[t] = _read(member)
-                    reply: Any = run_job(Job(index, t, policy, ()), held[t], member.prices, member.calibration,
-                                         settings.keep_recorded_compactions, summarizer, settings.cache_ttl,
-                                         settings.cache_model, settings.window).scored()
-                except Exception as exc:  # that run's error: the others go on
-                    reply = failure_of(index, exc)
-                conn.send((index, reply))
+        with collector_paused():  # (its full passes traversed every transcript of the share)
+            for i, policy in enumerate(policies):
+                for t in share:
+                    index = i * n + t
+                    member = members[t]
+                    try:
+                        if t not in held:
+                            held[t] = _read(member)
+                        reply: Any = run_job(Job(index, t, policy, ()), held[t], member.prices, member.calibration,
+                                             settings.keep_recorded_compactions, summarizer, settings.cache_ttl,
+                                             settings.cache_model, settings.window).scored()
+                    except Exception as exc:  # that run's error: the others go on
+                        reply = failure_of(index, exc)
+                    conn.send((index, reply))
         conn.send(None)  # the batch is done
 
 

@@ -69,6 +69,31 @@ def test_each_worker_reads_its_share_once_and_the_runs_are_those_of_compare(tmp_
         assert (r.tokens, r.raw_tokens, r.events, r.levels, r.losses) == ([], [], {}, {}, [])  # (a score's alone)
 
 
+def test_a_worker_reads_and_runs_a_batch_with_its_collector_paused(tmp_path, monkeypatch):
+    """A worker keeps its share's transcripts for every trial: the collector's full passes would
+    traverse them all, so it is paused while a batch is read and run (as compare's workers are),
+    and back on between batches."""
+    log = tmp_path / "states"
+    real_read, real_run = shares._read, shares.run_job
+
+    def note(what):
+        with open(log, "a") as f:
+            f.write(f"{what} {gc.isenabled()}\n")
+
+    monkeypatch.setattr(shares, "_read", lambda member: note("read") or real_read(member))
+    monkeypatch.setattr(shares, "run_job", lambda *a: note("run") or real_run(*a))
+    real_requests = shares.requests
+    monkeypatch.setattr(shares, "requests", lambda conn: (note("between") or batch for batch in real_requests(conn)))
+    gc.enable()  # (as the command leaves it once it has read its files: the workers inherit it)
+    with SharePool(_members()[:2], 1) as pool:
+        assert not pool.run([load_policy("s08")]).failures
+        assert not pool.run([load_policy("none")]).failures
+    states = log.read_text().split("\n")[:-1]
+    assert states.count("between True") == 2
+    assert {s for s in states if not s.startswith("between")} == {"read False", "run False"}
+    assert states.count("run False") == 4 and states.count("read False") == 2
+
+
 def test_a_worker_that_dies_fails_its_runs_only_and_a_fresh_one_takes_its_share(tmp_path):
     members = _members()
     policy = load_policy("s08")
