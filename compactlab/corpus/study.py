@@ -69,6 +69,7 @@ def native_log_ndtr() -> bool:
         return np.array(native.log_ndtr(a.ravel().tolist()), dtype=float).reshape(a.shape)
 
     log_ndtr.native = True  # type: ignore[attr-defined]
+    log_ndtr.replaced = truncnorm._log_ndtr  # type: ignore[attr-defined]  # (Optuna's own)
     truncnorm._log_ndtr = log_ndtr
     return True
 

@@ -62,10 +62,18 @@ def _asked(seed: int) -> list[dict]:
     return [t.params for t in s.trials]
 
 
+def _optuna_s_own(monkeypatch):
+    """Optuna's own ``_log_ndtr`` in place for the test (a tune run before in this process may have
+    put the native one there), put back as it was after it."""
+    current = truncnorm._log_ndtr
+    monkeypatch.setattr(truncnorm, "_log_ndtr", getattr(current, "replaced", current))
+    return truncnorm._log_ndtr
+
+
 def test_the_sampler_asks_the_same_trials_with_the_native_log_ndtr(monkeypatch):
     _native()
-    monkeypatch.setattr(truncnorm, "_log_ndtr", truncnorm._log_ndtr)  # (put back after the test)
-    original = truncnorm._log_ndtr
+    original = _optuna_s_own(monkeypatch)
+    assert not getattr(original, "native", False)
     before = _asked(7)
     assert study.native_log_ndtr() and truncnorm._log_ndtr is not original
     assert study.native_log_ndtr()  # (once: installed again, the same)
@@ -73,7 +81,6 @@ def test_the_sampler_asks_the_same_trials_with_the_native_log_ndtr(monkeypatch):
 
 
 def test_the_python_core_leaves_optuna_s_own(monkeypatch):
-    monkeypatch.setattr(truncnorm, "_log_ndtr", truncnorm._log_ndtr)
-    original = truncnorm._log_ndtr
+    original = _optuna_s_own(monkeypatch)
     monkeypatch.setenv("COMPACTLAB_CORE", "python")
     assert not study.native_log_ndtr() and truncnorm._log_ndtr is original
