@@ -26,9 +26,9 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
                 "(s08, claude-code and codex among them; a summary's text and persisting in Python); recall, asked "
                 "by that loop itself: its check, attribution and ledger, and the texts it reads; the run's pricing; "
                 "a stream's raw baseline and the reading of its lines; a loaded message's facts; a comparison's "
-                "bootstrap interval; the log normal CDF Optuna's sampler asks of a tune; the CSV files' text; the probes' index "
-                "read back from the cache; for the others a call's measures, the probes' index, a line's facts and a "
-                "step's messages")
+                "bootstrap interval; the log normal CDF Optuna's sampler asks of a tune; the CSV files' text; the "
+                "probes' index read back from the cache; for the others a call's measures, the probes' index, a "
+                "line's facts and a step's messages")
 
 
 #: what this package asks of ``compactlab._native`` (the crate's ``API``): bumped with it whenever

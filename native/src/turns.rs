@@ -623,8 +623,8 @@ pub struct LayerTurns {
     /// `idle_minutes`: the caller's to judge, told at each call; `layers/micro.py`'s `_due`)
     micro_due: bool,
     /// the recording's micro replacements shared by its runs after the first (`replaced`:
-    /// `(source entry, k, placeholder) -> entry`, of the recording's own unchanged messages only,
-    /// at most `limit` of them; None: this run's own, as a recording replayed once)
+    /// `(source entry, k, placeholder) -> entry`, of the recording's own messages unchanged or so
+    /// replaced, at most `limit` items; None: this run's own, as a recording replayed once)
     replaced: Option<(Py<PyDict>, usize)>,
 }
 
