@@ -273,9 +273,10 @@ class Turns:
         # (a stream's references are let go as they are used)
         #: the core that runs the per-call measures it has (compactlab/core.py: chosen once a run)
         self.core = chosen_core()
+        memo = None if feed.streamed else feed.memo  # (what a loaded recording's runs share)
         self.measures = measures_for(feed.baseline, env, counter=counter, entries=feed.entries,
                                      keep_refs=not feed.streamed, recall=options.recall, core=self.core,
-                                     acts=options.probes, memo=None if feed.streamed else feed.memo)
+                                     acts=options.probes, memo=memo)
         self.cache = self.measures.prompt_cache  # (the layers' facts read what it last sent)
         #: the native loop of a policy that keeps every message (``keeping.py``; None: this one runs)
         self.keeping = keeping_turns(self.measures, probes=options.probes,
@@ -284,7 +285,7 @@ class Turns:
         #: (``keeping.py``; None: this one runs)
         layered = None if self.keeping is not None else layer_turns(
             self.measures, policy, env, restarts=restarts is not None, keeps_contexts=bool(options.keep_contexts),
-            shared=None if feed.streamed else shared_replacements(feed.memo, len(feed.entries or ())))
+            shared=shared_replacements(memo, len(feed.entries or ())))
         self.layered: Any = layered[0] if layered is not None else None
         self.python_steps: PythonSteps | None = layered[1] if layered is not None else None
         self.summary_trigger = 0  # (the summary's trigger for this recording: known at the first call)
