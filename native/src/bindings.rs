@@ -1218,6 +1218,10 @@ pub(crate) struct RecallCheck {
     /// the recording's own messages (no layer changed them), known for every run of it where
     /// the run was given its recording's (`KnownMessages`)
     shared: Option<Py<KnownMessages>>,
+    /// the recording's micro replacements its runs share (`keeping.shared_replacements`, given by
+    /// the run's native loop: `share_replacements`): a replacement it holds is the same object at
+    /// every run, so it is known for every run too
+    replaced: Option<Py<PyDict>>,
     /// the Python functions that make a message's texts: whole, edited, a result's; and a probe's
     /// text as JSON writes it
     whole: Py<PyAny>,
@@ -1695,6 +1699,7 @@ impl RecallCheck {
             last: Vec::new(),
             known: FxHashMap::default(),
             shared,
+            replaced: None,
             whole,
             edited,
             result,
@@ -1998,7 +2003,9 @@ impl RecallCheck {
         }
         let m = Arc::new(recall::Msg::new(key, origin, changed, results));
         match &self.shared {
-            Some(shared) if m.origin >= 0 && m.changed.is_empty() => {
+            Some(shared)
+                if m.origin >= 0 && (m.changed.is_empty() || self.shared_replacement(entry)?) =>
+            {
                 shared.get().insert(key, entry, &m)
             }
             _ => {
@@ -2007,11 +2014,27 @@ impl RecallCheck {
         }
         Ok(m)
     }
+
+    /// Whether `entry` is one of the recording's micro replacements its runs share (the memo holds
+    /// each as a key of its own): what the check reads of it is the same at every run.
+    fn shared_replacement(&self, entry: &Bound<'_, PyAny>) -> PyResult<bool> {
+        match &self.replaced {
+            Some(replaced) => replaced.bind(entry.py()).contains(entry),
+            None => Ok(false),
+        }
+    }
+
+    /// The recording's micro replacements its runs share (`keeping.shared_replacements`): the
+    /// messages they hold are known for every run, as the recording's own are.
+    pub(crate) fn share_replacements(&mut self, replaced: Py<PyDict>) {
+        self.replaced = Some(replaced);
+    }
 }
 
 /// The messages of a recording that recall's check has read (its facts, the texts it made of
 /// each), kept for every run of the recording (`recall.shared_messages`): a message no layer
-/// changed is the same object in every run, read once rather than once a run. Known by identity,
+/// changed, or one of micro's replacements the runs share (`keeping.shared_replacements`), is the
+/// same object in every run, read once rather than once a run. Known by identity,
 /// kept alive with its texts (so an identity is never another message's) as long as this is.
 #[pyclass(module = "compactlab._native", frozen)]
 pub(crate) struct KnownMessages {
@@ -2052,6 +2075,11 @@ impl KnownMessages {
     /// How many messages it knows.
     fn __len__(&self) -> usize {
         self.table().len()
+    }
+
+    /// Whether it knows `entry` (this very object).
+    fn __contains__(&self, entry: &Bound<'_, PyAny>) -> bool {
+        self.table().contains_key(&(entry.as_ptr() as usize))
     }
 }
 
@@ -2433,7 +2461,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 29;
+const API: u32 = 30;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -724,9 +724,14 @@ impl LayerTurns {
             recall: match native_recall {
                 None => Recall::Python(recall),
                 Some((probes, ledger, check, done, intact_first)) => Recall::Native(AskRecall {
+                    check: {
+                        if let Some((known, _)) = &replaced {
+                            check.borrow_mut(py).share_replacements(known.clone_ref(py));
+                        }
+                        check
+                    },
                     probes,
                     ledger,
-                    check,
                     done,
                     intact_first,
                     stable: usize::MAX,

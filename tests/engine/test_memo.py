@@ -94,9 +94,11 @@ def test_a_shared_replacement_is_the_one_a_run_makes_and_the_memo_stops_at_its_l
     from helpers import asst, results, tr, tu, user
 
     messages = [user("start")]
-    for i in range(30):  # (three results a message: micro replaces them one call at a time)
-        messages += [asst(f"step {i}", *(tu(f"t{i}_{j}", "bash", command=f"cmd {i} {j}") for j in range(3))),
-                     results(*(tr(f"t{i}_{j}", f"{i} {j} " + "x" * 3000) for j in range(3)))]
+    for i in range(30):  # (three results a message: micro replaces them one call at a time; each
+        # command reads a file the results before named: recall's probes)
+        messages += [asst(f"step {i}", *(tu(f"t{i}_{j}", "bash", command=f"cat src/m{i - 1}_{j}/a.py")
+                                         for j in range(3))),
+                     results(*(tr(f"t{i}_{j}", f"src/m{i}_{j}/a.py " + "x" * 3000) for j in range(3)))]
     t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", messages)))
     policy = load_policy("s08", ["micro.keep_recent=1", "summary.enabled=false"])
     runs = [replay(t, policy) for _ in range(3)]
@@ -109,6 +111,13 @@ def test_a_shared_replacement_is_the_one_a_run_makes_and_the_memo_stops_at_its_l
             fresh.message, fresh.chars, fresh.results, fresh.changed)
         assert known[entry] is None  # (a replacement may be a source)
     assert _run(runs[1]) == _run(runs[2]) == _run(runs[0])
+    # recall's check knows the shared replacements for every run, as it knows the recording's own
+    # messages; no other changed message (each run's own)
+    from compactlab.engine.measures import recall
+
+    read = memo.memo_of(t).runs[recall._SHARED]
+    assert any(entry in read for entry in made.values())
+    assert len(read) <= len(t.entries) + len(made)
     # at its limit the memo keeps no more: what a run makes then is its own, the same figures
     fresh = load_transcript(str(tmp_path / "t.jsonl"))
     def at_two(runs_memo: dict, messages: int) -> tuple[dict, int] | None:
@@ -118,6 +127,8 @@ def test_a_shared_replacement_is_the_one_a_run_makes_and_the_memo_stops_at_its_l
     monkeypatch.setattr(loop, "shared_replacements", at_two)
     again = [replay(fresh, policy) for _ in range(3)]
     assert len(memo.memo_of(fresh).runs[keeping._REPLACED]) <= 3
+    # (a replacement a run made for itself is not known for the others: the check's memo stays bounded)
+    assert len(memo.memo_of(fresh).runs[recall._SHARED]) <= len(fresh.entries) + 3
     assert [_run(r) for r in again] == [_run(r) for r in runs]
 
 
