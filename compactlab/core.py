@@ -24,7 +24,8 @@ CORES = ("python", "native")
 #: what the native core runs of a replay, in words (``--version`` and the docs say it)
 NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one made of the built-in layers "
                 "(s08, claude-code and codex among them; a summary's text and persisting in Python); recall, asked "
-                "by that loop itself: its check, attribution and ledger, and the texts it reads; the run's pricing; "
+                "by that loop itself: its check, attribution and ledger, the texts it reads and the ledger's "
+                "tallies; the run's pricing; "
                 "a stream's raw baseline and the reading of its lines; a loaded message's facts; a comparison's "
                 "bootstrap interval; the log normal CDF Optuna's sampler asks of a tune; the CSV files' text; the "
                 "probes' index read back from the cache; for the others a call's measures, the probes' index, a "
@@ -34,7 +35,7 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
 #: what this package asks of ``compactlab._native`` (the crate's ``API``): bumped with it whenever
 #: the Python side asks something new of the crate, so that a module built from other sources (a
 #: working copy pulled and not rebuilt) is never used for this one
-NATIVE_API = 30
+NATIVE_API = 31
 #: why there is no native module where none was built
 NOT_BUILT = "not built in this install"
 

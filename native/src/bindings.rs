@@ -276,6 +276,71 @@ fn log_ndtr(values: Vec<f64>) -> Vec<f64> {
     values.into_iter().map(crate::normal::log_ndtr).collect()
 }
 
+/// Per kind of `kinds`, how many probes `ledger` (`probes.ProbeOutcome`s) holds, how many kept
+/// and how many recoverable (`Recall.kinds`, the reference); an error for a kind or status it does
+/// not know, as there.
+#[pyfunction]
+fn ledger_kinds(ledger: &Bound<'_, PyList>, kinds: Vec<String>) -> PyResult<Vec<[u64; 3]>> {
+    let mut out = vec![[0u64; 3]; kinds.len()];
+    for p in ledger.iter() {
+        let p = p.cast_into::<PyTuple>()?;
+        let kind = p.get_borrowed_item(2)?;
+        let kind = kind.cast::<PyString>()?;
+        let kind = kind.to_cow()?;
+        let Some(row) = kinds.iter().position(|k| *k == kind).map(|k| &mut out[k]) else {
+            return Err(pyo3::exceptions::PyKeyError::new_err(kind.into_owned()));
+        };
+        row[0] += 1;
+        match &*p.get_borrowed_item(5)?.cast::<PyString>()?.to_cow()? {
+            "kept" => row[1] += 1,
+            "recoverable" => row[2] += 1,
+            "lost" => {}
+            other => return Err(pyo3::exceptions::PyKeyError::new_err(other.to_owned())),
+        }
+    }
+    Ok(out)
+}
+
+/// The probes of `ledger` (`probes.ProbeOutcome`s) not kept that a layer removed at one of
+/// `calls` (the run's events): each (that call, the probe's text, the first call that needed it),
+/// in that order (`Recall.losses`, the reference); None where a text is no UTF-8 (Python orders
+/// those).
+#[pyfunction]
+fn ledger_losses(
+    ledger: &Bound<'_, PyList>,
+    calls: Vec<i64>,
+) -> PyResult<Option<Vec<(i64, String, i64)>>> {
+    let calls: FxHashSet<i64> = calls.into_iter().collect();
+    let mut first: FxHashMap<(i64, String), i64> = FxHashMap::default();
+    for p in ledger.iter() {
+        let p = p.cast_into::<PyTuple>()?;
+        if *p.get_borrowed_item(5)?.cast::<PyString>()?.to_cow()? == *"kept" {
+            continue;
+        }
+        let at: i64 = p.get_borrowed_item(7)?.extract()?;
+        if !calls.contains(&at) {
+            continue;
+        }
+        let text = p.get_borrowed_item(1)?;
+        let text = text.cast::<PyString>()?;
+        let Some(text) = utf8(&text) else {
+            return Ok(None);
+        };
+        let call: i64 = p.get_borrowed_item(0)?.extract()?;
+        first
+            .entry((at, text.to_owned()))
+            .and_modify(|c| *c = (*c).min(call))
+            .or_insert(call);
+    }
+    // (a str's order is its code points', which UTF-8's bytes keep)
+    let mut out: Vec<(i64, String, i64)> = first
+        .into_iter()
+        .map(|((at, text), needed)| (at, text, needed))
+        .collect();
+    out.sort_unstable_by(|a, b| (a.0, a.2, &a.1).cmp(&(b.0, b.2, &b.1)));
+    Ok(Some(out))
+}
+
 /// The runs of a text (`probes.runs`, after its cut and sized placeholders), as a set; None for a
 /// text without UTF-8 (the caller's Python reads it).
 #[pyfunction]
@@ -2461,7 +2526,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 30;
+const API: u32 = 31;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -2477,6 +2542,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(runs, m)?)?;
     m.add_function(wrap_pyfunction!(bootstrap_interval, m)?)?;
     m.add_function(wrap_pyfunction!(log_ndtr, m)?)?;
+    m.add_function(wrap_pyfunction!(ledger_kinds, m)?)?;
+    m.add_function(wrap_pyfunction!(ledger_losses, m)?)?;
     m.add_function(wrap_pyfunction!(csv_rows, m)?)?;
     m.add_function(wrap_pyfunction!(probe_index, m)?)?;
     m.add_function(wrap_pyfunction!(tokens, m)?)?;

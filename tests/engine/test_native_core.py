@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from compactlab import ReplayOptions, load_policy, load_transcript, preset_names, replay
@@ -308,3 +308,48 @@ def test_a_native_module_built_from_other_sources_is_not_used_and_the_reason_is_
 @needs_native
 def test_the_built_module_is_the_interface_this_package_asks_for():
     assert NATIVE.API == core.NATIVE_API
+
+
+_KIND_NAMES = ("identifier", "path", "dotted", "number", "line", "phrase")
+#: a probe ledger's outcomes as a run writes them (texts with a lone surrogate too: JSON may hold one)
+_outcomes = st.lists(st.builds(
+    lambda call, text, kind, status, at: (call, text, kind, status, at),
+    st.integers(0, 40), st.sampled_from(["a_b", "src/x.py", "é_1", "z9", "b_a", "\ud800_x"]),
+    st.sampled_from(_KIND_NAMES), st.sampled_from(["kept", "recoverable", "lost"]), st.integers(-1, 8)),
+    max_size=60)
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(_outcomes, st.sets(st.integers(-1, 8), max_size=6))
+@example([(3, "b_a", "path", "lost", 5), (4, "a_b", "path", "lost", 5), (1, "b_a", "path", "recoverable", 5)], {5})
+def test_the_native_ledger_tallies_are_recall_s(outcomes, calls):
+    """``_native.ledger_kinds`` and ``ledger_losses`` (what a run on the native core tallies of its
+    probe ledger) give ``recall.kinds_of`` and ``losses_of``; a text that is no UTF-8 leaves the
+    losses to Python (None), which orders them as it orders them."""
+    from compactlab.engine.measures.probes import KINDS, ProbeOutcome
+    from compactlab.engine.measures.recall import kinds_of, losses_of
+
+    assert KINDS == _KIND_NAMES
+    ledger = [ProbeOutcome(call, text, kind, -1, "bash", status, "micro" if status != "kept" else "", at)
+              for call, text, kind, status, at in outcomes]
+    counts = NATIVE.ledger_kinds(ledger, KINDS)
+    assert {k: {"probes": n, "kept": kept, "recoverable": rec} for k, (n, kept, rec) in zip(KINDS, counts)
+            if n} == kinds_of(ledger)
+    found = NATIVE.ledger_losses(ledger, sorted(calls))
+    surrogate = any(p.status != "kept" and p.removed_at in calls and "\ud800" in p.probe for p in ledger)
+    assert (found is None) == surrogate
+    if found is not None:
+        assert found == losses_of(ledger, calls)
+
+
+@needs_native
+def test_a_ledger_the_native_tallies_cannot_read_is_an_error_as_in_python():
+    from compactlab.engine.measures.probes import KINDS, ProbeOutcome
+    from compactlab.engine.measures.recall import kinds_of
+
+    for odd in (ProbeOutcome(0, "a_b", "colour", -1, "", "kept"), ProbeOutcome(0, "a_b", "path", -1, "", "maybe")):
+        with pytest.raises(KeyError):
+            kinds_of([odd])
+        with pytest.raises(KeyError):
+            NATIVE.ledger_kinds([odd], KINDS)

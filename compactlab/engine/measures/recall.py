@@ -12,6 +12,7 @@ the same runs.
 from __future__ import annotations
 
 import sys
+from collections.abc import Container
 from typing import Any, NamedTuple
 
 from ..context import Context
@@ -43,6 +44,8 @@ class Recall:
     def __init__(self, probes: dict[int, list[Probe]], env: Any, indexed: bool = True, native: Any = None,
                  shared: Any = None) -> None:
         self.probes, self.env, self.indexed = probes, env, indexed
+        #: the native module where the native core runs (its check, and the ledger's tallies)
+        self.native = native
         self.ledger: list[ProbeOutcome] = []  # every probe's outcome, call by call
         #: edited messages' texts, results gone (``native``: the native core checks, with a memo of its
         #: own, and ``shared``, the recording's messages it knows for every run: ``shared_messages``)
@@ -82,24 +85,21 @@ class Recall:
         return RecallTotal(self.kinds(), self.indexed)
 
     def kinds(self) -> dict[str, dict[str, int]]:
-        """Per probe kind that occurred: how many probes, kept and recoverable."""
-        out = {k: {"probes": 0, "kept": 0, "recoverable": 0} for k in KINDS}
-        for p in self.ledger:
-            row = out[p.kind]
-            row["probes"] += 1
-            if p.status != "lost":
-                row[p.status] += 1
-        return {k: v for k, v in out.items() if v["probes"]}
+        """Per probe kind that occurred: how many probes, kept and recoverable (counted by the
+        native core where it runs: ``_native.ledger_kinds``, ``kinds_of`` its reference)."""
+        if self.native is None:
+            return kinds_of(self.ledger)
+        counts = self.native.ledger_kinds(self.ledger, KINDS)
+        return {k: {"probes": n, "kept": kept, "recoverable": recoverable}
+                for k, (n, kept, recoverable) in zip(KINDS, counts) if n}
 
     def losses(self, events: list[CompactionEvent]) -> list[CompactionEvent]:
-        """``events``, each with the used strings it removed and the call that first needed each."""
+        """``events``, each with the used strings it removed and the call that first needed each
+        (found by the native core where it runs: ``_native.ledger_losses``, ``losses_of`` its
+        reference)."""
         by_call = {e.call: e for e in events}
-        first: dict[tuple[int, str], int] = {}
-        for p in self.ledger:
-            if p.status != "kept" and p.removed_at in by_call:
-                key = (p.removed_at, p.probe)
-                first[key] = min(first.get(key, p.call), p.call)
-        for (at, text), needed in sorted(first.items(), key=lambda kv: (kv[0][0], kv[1], kv[0][1])):
+        found = self.native.ledger_losses(self.ledger, list(by_call)) if self.native is not None else None
+        for at, text, needed in losses_of(self.ledger, by_call) if found is None else found:
             by_call[at].lost.append((text, needed))
         return events
 
@@ -113,6 +113,29 @@ class IntactFirstRecall(Recall):
         if at.intact:
             return check_intact(probes, context, at.call, self.ledger)
         return super()._check(probes, at, context)
+
+
+def kinds_of(ledger: list[ProbeOutcome]) -> dict[str, dict[str, int]]:
+    """Per probe kind that occurred in ``ledger``: how many probes, kept and recoverable."""
+    out = {k: {"probes": 0, "kept": 0, "recoverable": 0} for k in KINDS}
+    for p in ledger:
+        row = out[p.kind]
+        row["probes"] += 1
+        if p.status != "lost":
+            row[p.status] += 1
+    return {k: v for k, v in out.items() if v["probes"]}
+
+
+def losses_of(ledger: list[ProbeOutcome], calls: Container[int]) -> list[tuple[int, str, int]]:
+    """The probes of ``ledger`` not kept that a layer removed at one of ``calls``: each (that call,
+    the probe, the first call that needed it), in that order."""
+    first: dict[tuple[int, str], int] = {}
+    for p in ledger:
+        if p.status != "kept" and p.removed_at in calls:
+            key = (p.removed_at, p.probe)
+            first[key] = min(first.get(key, p.call), p.call)
+    return [(at, text, needed) for (at, text), needed in sorted(first.items(),
+                                                               key=lambda kv: (kv[0][0], kv[1], kv[0][1]))]
 
 
 def shared_messages(memo: dict, native: Any) -> Any:
