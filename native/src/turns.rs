@@ -691,6 +691,10 @@ impl LayerTurns {
                 }
             });
         }
+        // (the check knows the shared replacements for every run, as the recording's own messages)
+        if let (Some((_, _, check, _, _)), Some((known, _))) = (&native_recall, &replaced) {
+            check.borrow_mut(py).share_replacements(known.clone_ref(py));
+        }
         Ok(LayerTurns {
             entries: PyList::empty(py).unbind(),
             chars: Vec::new(),
@@ -724,14 +728,9 @@ impl LayerTurns {
             recall: match native_recall {
                 None => Recall::Python(recall),
                 Some((probes, ledger, check, done, intact_first)) => Recall::Native(AskRecall {
-                    check: {
-                        if let Some((known, _)) = &replaced {
-                            check.borrow_mut(py).share_replacements(known.clone_ref(py));
-                        }
-                        check
-                    },
                     probes,
                     ledger,
+                    check,
                     done,
                     intact_first,
                     stable: usize::MAX,
