@@ -48,6 +48,9 @@ _UNREAD: Any = object()
 #: a LayerStats' counts of ACTIONS, in its order (asked in C), and the layers they stand for
 _ACTIONS = attrgetter(*ACTIONS)
 _LAYERS = tuple(ACTIONS.values())
+#: the layers of an event where snip alone, micro alone, and both acted (``_event``'s order)
+_NAMED = tuple([layer for layer, stat in zip(_LAYERS, ACTIONS) if stat in acted] for acted in
+               (("snipped",), ("micro_compacted",), ("snipped", "micro_compacted")))
 _CHARS = attrgetter("chars")
 
 
@@ -288,6 +291,10 @@ class Turns:
             shared=shared_replacements(memo, len(feed.entries or ())))
         self.layered: Any = layered[0] if layered is not None else None
         self.python_steps: PythonSteps | None = layered[1] if layered is not None else None
+        #: the native loop takes a batch of calls at a time (``_batch``): no step of the policy reads a
+        #: call's times or prompts, nor the recorded tokens (those ``_layered`` tells it a call at a time)
+        self.batched = self.python_steps is not None and not self.python_steps.timed and not (
+            self.python_steps.unit == "recorded" and policy.summary.enabled)
         self.summary_trigger = 0  # (the summary's trigger for this recording: known at the first call)
         self.ttl = "5m"  # the prompt cache's TTL the run is priced with (a summary request's reads expire by it)
         self.totals = LayerStats()
@@ -303,6 +310,13 @@ class Turns:
         for batch in batches:
             if self.keeping is not None:  # (a policy that keeps every message: a batch in one crossing)
                 made = self.kept(batch)
+                records += made
+                if on_call is not None:
+                    for record in made:
+                        on_call(record)
+                continue
+            if self.batched:  # (a policy the native loop runs whose steps read no call's times: a batch in one crossing)
+                made = self._batch(batch)
                 records += made
                 if on_call is not None:
                     for record in made:
@@ -391,9 +405,7 @@ class Turns:
         steps = self.python_steps
         assert steps is not None
         if call == 0:
-            self.summary_trigger = trigger_of(self.policy.summary, self.env) if self.policy.summary.enabled else 0
-            steps.facts = CallFacts(window=self.window)
-        steps.stats = LayerStats()
+            self._first_layered()
         recorded = None
         if steps.unit == "recorded" and self.policy.summary.enabled:
             recorded = self._recorded_tokens(pos, pending)
@@ -410,7 +422,28 @@ class Turns:
             self.manual_pending, self.window, micro_due)
         if steps.timed:
             steps.saw((reply,), self.as_recorded)
-        stats = steps.stats
+        if self._stepped(call, record, n_before, chars_before, snipped, micro, lowest):
+            self.as_recorded = False
+        self.done = pos + 1
+        self.manual_pending = self.manual_tool in reply.tool_names
+        return record
+
+    def _first_layered(self) -> None:
+        """At the first call of a policy the native loop runs: the summary's trigger for this
+        recording, and the window the steps read."""
+        assert self.python_steps is not None
+        self.summary_trigger = trigger_of(self.policy.summary, self.env) if self.policy.summary.enabled else 0
+        self.python_steps.facts = CallFacts(window=self.window)
+
+    def _stepped(self, call: int, record: TurnRecord, n_before: int, chars_before: int, snipped: int, micro: int,
+                 lowest: int | None) -> bool:
+        """After a call of the native loop: what the layers did (snip's and micro's counts, the
+        stats of the steps Python ran) into its record, the run's totals and its event (the context
+        before them: ``n_before`` messages of ``chars_before`` characters); whether they acted. The
+        steps' stats are made fresh for the next call."""
+        steps = self.python_steps
+        assert steps is not None
+        stats, steps.stats = steps.stats, LayerStats()
         stats.snipped, stats.micro_compacted = snipped, micro
         if lowest is not None:
             stats.changed_at(lowest)
@@ -423,10 +456,42 @@ class Turns:
             actions = _ACTIONS(stats)
             if any(actions):
                 self._event(call, stats, actions, (n_before, chars_before), record.tokens, record.messages)
-                self.as_recorded = False
-        self.done = pos + 1
-        self.manual_pending = self.manual_tool in reply.tool_names
-        return record
+                return True
+        return False
+
+    def _batch(self, batch: list[Call]) -> list[TurnRecord]:
+        """The calls of a batch on the native loop in one crossing (``_native.LayerTurns.turns``):
+        what ``turn`` and ``_layered`` do a call at a time, the recording's departures and answered
+        calls followed here first (as ``kept`` follows them), a call whose steps Python ran handed
+        back to ``_stepped``, and snip's and micro's own events made by the loop."""
+        if batch[0][0] == 0:
+            self._first(batch[0][1])
+            self._first_layered()
+        n = len(batch)
+        as_recorded = self.as_recorded  # (the departures below are the loop's to apply, call by call)
+        answered: list[bool] | None
+        departs: list[bool] | None
+        if self.usage or self.recorded_compactions():
+            answered, departs = [], []
+            for _, pos, _, _ in batch:
+                raw = self.raw_as_recorded
+                self._departs(pos)
+                departs.append(raw and not self.raw_as_recorded)
+                answered.append(self._answered(pos))
+                self.raw_answered.append(self.raw_as_recorded and answered[-1])
+        else:
+            answered = departs = None
+            self.raw_answered += [False] * n
+            last = [pos for _, pos, _, _ in batch[-2:]]
+            self.before_previous = last[0] if len(last) == 2 else self.previous_pos
+            self.previous_pos = last[-1]
+        records, self.as_recorded, self.manual_pending, snipped, micro, lowest = self.layered.turns(
+            batch, self.judged.tokens, as_recorded, answered, departs, self.summary_trigger, self.manual_pending,
+            self.window, self.manual_tool, self._stepped, self.events, CompactionEvent, _NAMED)
+        if lowest is not None:
+            self.totals.add(LayerStats(snipped=snipped, micro_compacted=micro, lowest_changed=lowest))
+        self.done = batch[-1][1] + 1
+        return records
 
     def _answered(self, pos: int) -> bool:
         """Whether the recording shows the call whose reply is at ``pos`` answered (its usage)."""

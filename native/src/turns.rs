@@ -571,6 +571,8 @@ struct Done {
     stepped: bool,
     /// the first message a layer changed
     lowest: Option<usize>,
+    /// a step Python runs was asked (its stats are the call's: `loop.Turns._stepped` reads them)
+    python: bool,
 }
 
 impl Done {
@@ -791,6 +793,208 @@ impl LayerTurns {
         reactive_window: i64,
         micro_due: bool,
     ) -> PyResult<Turned<'py>> {
+        let asked = Asked {
+            window,
+            as_recorded,
+            answered,
+            recorded,
+            trigger,
+            manual,
+            reactive_window,
+            micro_due,
+        };
+        let t = Self::turn_in(slf, call, pos, pending, reply, asked)?;
+        Ok((
+            t.record,
+            t.n_before,
+            t.chars_before,
+            t.snipped,
+            t.micro,
+            t.lowest,
+        ))
+    }
+
+    /// A batch of calls (`(call, pos, pending, reply)` each, as `Feed.call_batches` gives them) in
+    /// one crossing, where no step reads the call's times or the recorded tokens (`loop.Turns._batch`
+    /// says when): each as `turn` runs it, with what `loop.Turns._layered` does around it done here
+    /// — the reply's tool names learnt before its call (`add_tool_names`); the context no longer the
+    /// recording's from a call the recording `departs` at (before it) or one a layer changed (after
+    /// it); a compact tool's call noted for the next call (`manual_tool`); and, where only snip and
+    /// micro acted, their counts added up and their event (`event(...)`, appended to `events`: the
+    /// layers `named` for snip alone, micro alone, both) made. A call where a step Python runs acted
+    /// is handed to `stepped(call, record, n_before, chars_before, snipped, micro, lowest)`, which does
+    /// what `_layered` does with the step's stats and says whether the layers acted.
+    /// `answered`/`departs`: per call (None: none answered, none departs). Returns the records, whether
+    /// the context is still the recording's, whether the last reply called the compact tool, and
+    /// the snip and micro counts and lowest change of the calls `stepped` was not given.
+    #[pyo3(signature = (batch, window, as_recorded, answered, departs, trigger, manual, reactive_window,
+                        manual_tool, stepped, events, event, named))]
+    #[allow(clippy::too_many_arguments)]
+    fn turns<'py>(
+        slf: &Bound<'py, Self>,
+        batch: &Bound<'py, PyList>,
+        window: i64,
+        mut as_recorded: bool,
+        answered: Option<Vec<bool>>,
+        departs: Option<Vec<bool>>,
+        trigger: i64,
+        mut manual: bool,
+        reactive_window: i64,
+        manual_tool: Option<Bound<'py, PyAny>>,
+        stepped: &Bound<'py, PyAny>,
+        events: &Bound<'py, PyList>,
+        event: &Bound<'py, PyAny>,
+        named: (Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, PyList>),
+    ) -> PyResult<Batched<'py>> {
+        let py = slf.py();
+        if [&answered, &departs]
+            .iter()
+            .any(|v| v.as_ref().is_some_and(|v| v.len() != batch.len()))
+        {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "answered and departs: one flag a call of the batch",
+            ));
+        }
+        let tool_names = slf.borrow().tool_names.clone_ref(py);
+        let tool_names = tool_names.bind(py);
+        let records = PyList::empty(py);
+        let (mut snipped_sum, mut micro_sum, mut lowest_all) = (0i64, 0i64, None::<usize>);
+        for (k, item) in batch.iter().enumerate() {
+            let (call, pos, pending, reply): (usize, i64, Bound<'py, PyAny>, Bound<'py, PyAny>) =
+                item.extract()?;
+            // (a name is known from its tool_use on: `add_tool_names`)
+            let ids = reply.getattr(intern!(py, "tool_use_ids"))?;
+            let names = reply.getattr(intern!(py, "tool_names"))?;
+            if ids.is_truthy()? {
+                for (id, name) in ids.try_iter()?.zip(names.try_iter()?) {
+                    tool_names.set_item(id?, name?)?;
+                }
+            }
+            if departs.as_ref().is_some_and(|d| d[k]) {
+                as_recorded = false;
+            }
+            let asked = Asked {
+                window,
+                as_recorded,
+                answered: answered.as_ref().is_some_and(|a| a[k]),
+                recorded: None,
+                trigger,
+                manual,
+                reactive_window,
+                micro_due: true,
+            };
+            let t = Self::turn_in(slf, call, pos, &pending, &reply, asked)?;
+            if t.python {
+                let acted: bool = stepped
+                    .call1((
+                        call,
+                        &t.record,
+                        t.n_before,
+                        t.chars_before,
+                        t.snipped,
+                        t.micro,
+                        t.lowest,
+                    ))?
+                    .extract()?;
+                as_recorded &= !acted;
+            } else if let Some(lowest) = t.lowest {
+                snipped_sum += t.snipped;
+                micro_sum += t.micro;
+                lowest_all = Some(lowest_all.map_or(lowest, |l| l.min(lowest)));
+                if t.snipped != 0 || t.micro != 0 {
+                    let layers = match (t.snipped != 0, t.micro != 0) {
+                        (true, false) => &named.0,
+                        (false, true) => &named.1,
+                        _ => &named.2,
+                    };
+                    let before = {
+                        let this = slf.borrow();
+                        let measures = this.measures.borrow(py);
+                        measures
+                            .inner
+                            .tokens(list_chars(t.chars_before, t.n_before))
+                    };
+                    events.append(event.call1((
+                        call,
+                        layers.get_slice(0, layers.len()),
+                        t.n_before,
+                        t.n,
+                        before,
+                        t.tokens,
+                        t.micro,
+                        t.snipped,
+                        0,
+                    ))?)?;
+                    as_recorded = false;
+                }
+            }
+            manual = match &manual_tool {
+                Some(tool) => names.contains(tool)?,
+                None => false,
+            };
+            records.append(t.record)?;
+        }
+        Ok((
+            records,
+            as_recorded,
+            manual,
+            snipped_sum,
+            micro_sum,
+            lowest_all,
+        ))
+    }
+}
+
+/// What a call is asked with besides its messages (`LayerTurns.turn`'s arguments).
+struct Asked {
+    window: i64,
+    as_recorded: bool,
+    answered: bool,
+    recorded: Option<i64>,
+    trigger: i64,
+    manual: bool,
+    reactive_window: i64,
+    micro_due: bool,
+}
+
+/// What a call gave: its record, the context before the layers acted (messages, the sum of their
+/// characters) and after (messages, tokens), what they did (snipped, results replaced), the
+/// first message they changed, and whether a step Python runs was asked.
+struct Called<'py> {
+    record: Bound<'py, PyAny>,
+    n_before: usize,
+    chars_before: i64,
+    n: usize,
+    tokens: i64,
+    snipped: i64,
+    micro: i64,
+    lowest: Option<usize>,
+    python: bool,
+}
+
+/// What `LayerTurns.turns` gives back of a batch.
+type Batched<'py> = (Bound<'py, PyList>, bool, bool, i64, i64, Option<usize>);
+
+impl LayerTurns {
+    /// One call (`turn`'s, and each of a batch's).
+    fn turn_in<'py>(
+        slf: &Bound<'py, Self>,
+        call: usize,
+        pos: i64,
+        pending: &Bound<'py, PyAny>,
+        reply: &Bound<'py, PyAny>,
+        asked: Asked,
+    ) -> PyResult<Called<'py>> {
+        let Asked {
+            window,
+            as_recorded,
+            answered,
+            recorded,
+            trigger,
+            manual,
+            reactive_window,
+            micro_due,
+        } = asked;
         let py = slf.py();
         let reply_chars: i64 = reply.getattr(intern!(py, "chars"))?.extract()?;
         let (record, recall, asked, turned) = {
@@ -884,7 +1088,17 @@ impl LayerTurns {
                 overflow,
             )?;
             let asked = (call, pos, changed_from, intact, tokens, reply_chars);
-            let turned = (n_before, before, done.snipped, done.micro, done.lowest);
+            let turned = Called {
+                record: record.clone(),
+                n_before,
+                chars_before: before,
+                n,
+                tokens,
+                snipped: done.snipped,
+                micro: done.micro,
+                lowest: done.lowest,
+                python: done.python,
+            };
             let recall = this.recall.asking(py, call, changed_from, intact)?;
             let entries = this.entries.clone_ref(py);
             (record, recall, (asked, entries), turned)
@@ -908,8 +1122,7 @@ impl LayerTurns {
             Asking::Native(ask) => ask.row(call, entries.bind(py), &record)?,
         }
         slf.borrow_mut().append(reply)?;
-        let (n_before, chars_before, snipped, micro, lowest) = turned;
-        Ok((record, n_before, chars_before, snipped, micro, lowest))
+        Ok(turned)
     }
 }
 
@@ -1171,6 +1384,7 @@ impl LayerTurns {
             return Ok(false);
         };
         let n = self.chars.len();
+        done.python = true;
         let got = step.bind(py).call1((
             call,
             recorded,
@@ -1252,6 +1466,7 @@ impl LayerTurns {
             return Ok(());
         }
         let dealt = self.dealt();
+        done.python = true;
         let got = summary.summarise.bind(py).call1((
             call,
             recorded,
@@ -1324,6 +1539,7 @@ impl LayerTurns {
         }
         let pos = self.chars.len() - 1;
         let entries = self.entries.bind(py);
+        done.python = true;
         let got = b
             .persist
             .bind(py)

@@ -353,3 +353,101 @@ def test_a_ledger_the_native_tallies_cannot_read_is_an_error_as_in_python():
             kinds_of([odd])
         with pytest.raises(KeyError):
             NATIVE.ledger_kinds([odd], KINDS)
+
+
+def _real_batch():
+    from compactlab.engine import loop
+
+    return loop.Turns._batch
+
+
+_REAL_BATCH = _real_batch()
+
+
+def _batched_runs(monkeypatch, path: str, preset: str, batch: bool, options: dict | None = None):
+    """A native run of ``path`` under ``preset``, the native loop given a batch of calls at a time
+    (``Turns._batch``), or a call at a time (``Turns.turn``, its reference); and whether it batched."""
+    from compactlab.engine import loop
+
+    took = []
+    real = _REAL_BATCH
+
+    def batched(self, calls):
+        took.append(len(calls))
+        return real(self, calls) if batch else [self.turn(*call) for call in calls]
+
+    monkeypatch.setattr(loop.Turns, "_batch", batched)
+    return _run(monkeypatch, "native", path, preset, options or {}), bool(took)
+
+
+@needs_native
+@pytest.mark.parametrize("sample", ["synth-medium", "manual-compact", "huge-batch", "recorded-orphan"])
+def test_the_native_loop_runs_a_batch_of_calls_as_it_runs_them_one_at_a_time(monkeypatch, sample):
+    """Where no step reads a call's times or the recorded tokens, the native loop takes a batch of
+    calls in one crossing, the recording's departures and answered calls followed before it, snip's
+    and micro's events made in Rust and a call a Python step acted at handed back: the same
+    summary, records, events and probe ledger as a call at a time."""
+    path, batching = str(SAMPLES / f"{sample}.jsonl"), []
+    for preset in preset_names():
+        one, _ = _batched_runs(monkeypatch, path, preset, batch=False)
+        many, took = _batched_runs(monkeypatch, path, preset, batch=True)
+        if took:
+            batching.append(preset)
+        said = f"{sample} {preset}"
+        assert orjson.dumps(one.summary) == orjson.dumps(many.summary), said
+        assert orjson.dumps(one.calls) == orjson.dumps(many.calls), said
+        assert one.events == many.events and one.probe_ledger == many.probe_ledger, said
+    # (s08 has every layer the batch runs: budget and the summary in Python, snip and micro in Rust)
+    assert {"s08", "observation-masking"} <= set(batching)
+
+
+@needs_native
+@pytest.mark.parametrize("window", [None, 3_000])
+def test_a_batch_follows_the_recording_s_answered_calls_and_its_departure(monkeypatch, tmp_path, window):
+    """A recording with usage and a recorded compaction (not replayed, so the replay departs there):
+    the batch's answered calls and departures, followed before it, give what a call at a time and
+    the Python engine give, under a window its estimate overflows where the recording answered."""
+    from helpers import ClaudeCodeSession
+
+    s = ClaudeCodeSession().user("go")
+    for n in range(12):
+        s.assistant(f"look {n}", {"type": "tool_use", "id": f"t{n}", "name": "Bash",
+                                  "input": {"command": f"cat src/m{n}.py"}}, input_tokens=100 + 300 * n)
+        s.result(f"t{n}", f"def f_{n}(): return {n}\n" * 150)
+        if n == 5:
+            s.line({"type": "system", "subtype": "compact_boundary", "parentUuid": None,
+                    "logicalParentUuid": f"u{s.n}", "uuid": "b1", "sessionId": "s1",
+                    "timestamp": "2026-11-28T10:00:00Z", "compactMetadata": {"trigger": "auto", "preTokens": 1600}})
+            s.user("This session is being continued... the summary", isCompactSummary=True,
+                   isVisibleInTranscriptOnly=True)
+    s.assistant("done", {"type": "text", "text": "f_3 and f_11 it is"}, input_tokens=900)
+    path = str(s.write(tmp_path / "s.jsonl"))
+    loaded = load_transcript(path)
+    assert loaded.usage and loaded.compactions
+    options = {} if window is None else {"window": window}
+    acted = {}
+    for preset in ("s08", "observation-masking", "claude-code"):
+        monkeypatch.setattr("compactlab.engine.loop.Turns._batch", _REAL_BATCH)
+        assert not differences(monkeypatch, path, [preset], [options])
+        one, _ = _batched_runs(monkeypatch, path, preset, batch=False, options=options)
+        many, took = _batched_runs(monkeypatch, path, preset, batch=True, options=options)
+        assert took or preset == "claude-code", preset
+        assert orjson.dumps(one.summary) == orjson.dumps(many.summary), preset
+        assert orjson.dumps(one.calls) == orjson.dumps(many.calls), preset
+        assert one.events == many.events, preset
+        acted[preset] = [e.layers for e in many.events]
+    # (replays that acted: their context no longer the recording's from there)
+    assert acted["observation-masking"] and acted["s08"], acted
+
+
+@needs_native
+def test_a_batch_is_refused_flags_that_are_not_one_a_call(monkeypatch):
+    from compactlab.engine import loop
+
+    def short(self, calls):  # (the loop's flags one short of the batch)
+        return self.layered.turns(calls, 10**9, True, [True] * (len(calls) - 1), None, 0, False, 0, None,
+                                  self._stepped, self.events, loop.CompactionEvent, loop._NAMED)
+
+    monkeypatch.setattr(loop.Turns, "_batch", short)
+    with pytest.raises(ValueError, match="one flag a call"):
+        _run(monkeypatch, "native", str(SAMPLES / "synth-small.jsonl"), "s08", {})
