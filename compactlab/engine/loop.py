@@ -376,26 +376,34 @@ class Turns:
         names, so they are not learnt."""
         if batch[0][0] == 0:
             self._first(batch[0][1])
-        if self.usage or self.recorded_compactions():
-            answered: list[bool] | None = [self._kept_answered(pos) for _, pos, _, _ in batch]
-        else:
-            answered = None
-            self.raw_answered += [False] * len(batch)
-            last = [pos for _, pos, _, _ in batch[-2:]]
-            self.before_previous = last[0] if len(last) == 2 else self.previous_pos
-            self.previous_pos = last[-1]
+        on, (answered, departs) = self.as_recorded, self._followed(batch)
+        if answered is not None and departs is not None:  # (no layer acts: the context is the recording's until it departs)
+            for k, departed in enumerate(departs):
+                on = on and not departed
+                answered[k] = on and answered[k]
         records: list[TurnRecord] = self.keeping.turns(batch, self.judged.tokens, answered)
         self.done = batch[-1][1] + 1
         return records
 
-    def _kept_answered(self, pos: int) -> bool:
-        """At the call whose reply is at ``pos``, of a policy that keeps every message: the
-        recording's departure followed (``_departs``), and whether the recording shows this very
-        context answered."""
-        self._departs(pos)
-        answered = self._answered(pos)
-        self.raw_answered.append(self.raw_as_recorded and answered)
-        return self.as_recorded and answered
+    def _followed(self, batch: list[Call]) -> tuple[list[bool] | None, list[bool] | None]:
+        """The recording followed over a batch of calls before the native loop runs it: per call,
+        whether the recording shows it answered (its usage) and whether the replay departs from the
+        recording there (``_departs``: a recorded compaction before the previous call); None, None
+        where the recording has neither usage nor compactions (none is answered, none departs)."""
+        if not (self.usage or self.recorded_compactions()):
+            self.raw_answered += [False] * len(batch)
+            last = [pos for _, pos, _, _ in batch[-2:]]
+            self.before_previous = last[0] if len(last) == 2 else self.previous_pos
+            self.previous_pos = last[-1]
+            return None, None
+        answered, departs = [], []
+        for _, pos, _, _ in batch:
+            raw = self.raw_as_recorded
+            self._departs(pos)
+            departs.append(raw and not self.raw_as_recorded)
+            answered.append(self._answered(pos))
+            self.raw_answered.append(self.raw_as_recorded and answered[-1])
+        return answered, departs
 
     def _layered(self, call: int, pos: int, pending: list[Entry], reply: Entry) -> TurnRecord:
         """A call of a policy the native loop runs (``keeping.py``: budget, snip, micro, the summary,
@@ -467,24 +475,8 @@ class Turns:
         if batch[0][0] == 0:
             self._first(batch[0][1])
             self._first_layered()
-        n = len(batch)
-        as_recorded = self.as_recorded  # (the departures below are the loop's to apply, call by call)
-        answered: list[bool] | None
-        departs: list[bool] | None
-        if self.usage or self.recorded_compactions():
-            answered, departs = [], []
-            for _, pos, _, _ in batch:
-                raw = self.raw_as_recorded
-                self._departs(pos)
-                departs.append(raw and not self.raw_as_recorded)
-                answered.append(self._answered(pos))
-                self.raw_answered.append(self.raw_as_recorded and answered[-1])
-        else:
-            answered = departs = None
-            self.raw_answered += [False] * n
-            last = [pos for _, pos, _, _ in batch[-2:]]
-            self.before_previous = last[0] if len(last) == 2 else self.previous_pos
-            self.previous_pos = last[-1]
+        as_recorded = self.as_recorded  # (the departures are the loop's to apply, call by call)
+        answered, departs = self._followed(batch)
         records, self.as_recorded, self.manual_pending, snipped, micro, lowest = self.layered.turns(
             batch, self.judged.tokens, as_recorded, answered, departs, self.summary_trigger, self.manual_pending,
             self.window, self.manual_tool, self._stepped, self.events, CompactionEvent, _NAMED)
