@@ -308,15 +308,10 @@ class Turns:
         ``on_call`` once made (a progress bar: a live summarizer or exact counts make calls slow)."""
         records: list[TurnRecord] = []
         for batch in batches:
-            if self.keeping is not None:  # (a policy that keeps every message: a batch in one crossing)
-                made = self.kept(batch)
-                records += made
-                if on_call is not None:
-                    for record in made:
-                        on_call(record)
-                continue
-            if self.batched:  # (a policy the native loop runs whose steps read no call's times: a batch in one crossing)
-                made = self._batch(batch)
+            # (a policy that keeps every message, or one the native loop runs whose steps read no
+            # call's times nor the recorded tokens: a batch in one crossing)
+            if self.keeping is not None or self.batched:
+                made = self.kept(batch) if self.keeping is not None else self._batch(batch)
                 records += made
                 if on_call is not None:
                     for record in made:
