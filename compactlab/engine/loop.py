@@ -309,8 +309,9 @@ class Turns:
         records: list[TurnRecord] = []
         for batch in batches:
             # (a policy that keeps every message, or one the native loop runs whose steps read no
-            # call's times nor the recorded tokens: a batch in one crossing)
-            if self.keeping is not None or self.batched:
+            # call's times nor the recorded tokens: a batch in one crossing; where each call is shown
+            # as it is made, a slow one's — a live summary's — a call at a time)
+            if self.keeping is not None or (self.batched and on_call is None):
                 made = self.kept(batch) if self.keeping is not None else self._batch(batch)
                 records += made
                 if on_call is not None:

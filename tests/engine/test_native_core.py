@@ -451,3 +451,28 @@ def test_a_batch_is_refused_flags_that_are_not_one_a_call(monkeypatch):
     monkeypatch.setattr(loop.Turns, "_batch", short)
     with pytest.raises(ValueError, match="one flag a call"):
         _run(monkeypatch, "native", str(SAMPLES / "synth-small.jsonl"), "s08", {})
+
+
+@needs_native
+def test_a_run_that_shows_each_call_as_it_is_made_is_not_batched(monkeypatch):
+    """A run whose calls are shown as they are made (``on_call``: the progress bar of a slow run, a live
+    summary's) is run a call at a time, each shown before the next is made, and gives what the batch gives."""
+    from compactlab.engine import loop
+
+    path = str(SAMPLES / "synth-medium.jsonl")
+    batched, _ = _batched_runs(monkeypatch, path, "s08", batch=True)
+    shown: list[int] = []
+    made = []
+    real_turn = loop.Turns.turn
+
+    def turn(self, *call):
+        assert len(shown) == len(made)  # (the previous call shown before this one is made)
+        made.append(call[0])
+        return real_turn(self, *call)
+
+    monkeypatch.setattr(loop.Turns, "turn", turn)
+    monkeypatch.setattr(loop.Turns, "_batch", lambda self, calls: pytest.fail("batched while shown a call at a time"))
+    monkeypatch.setenv("COMPACTLAB_CORE", "native")
+    run = replay(load_transcript(path), load_policy("s08"), ReplayOptions(on_call=lambda r: shown.append(r.call)))
+    assert shown == made == list(range(len(run.calls)))
+    assert orjson.dumps(run.calls) == orjson.dumps(batched.calls)
