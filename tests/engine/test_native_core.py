@@ -19,6 +19,7 @@ from compactlab import ReplayOptions, load_policy, load_transcript, preset_names
 from compactlab import core
 from compactlab.engine.cost.cache_rules import RULES
 from compactlab.engine.cost.pricing import NativePromptCache, PromptCache
+from compactlab.engine.loop import Turns
 from compactlab.engine.measures import CallAt
 from compactlab.engine.sizing import TokenEstimator
 from compactlab.errors import UsageError
@@ -355,13 +356,8 @@ def test_a_ledger_the_native_tallies_cannot_read_is_an_error_as_in_python():
             NATIVE.ledger_kinds([odd], KINDS)
 
 
-def _real_batch():
-    from compactlab.engine import loop
-
-    return loop.Turns._batch
-
-
-_REAL_BATCH = _real_batch()
+#: the batch as the loop runs it (the tests below put stand-ins in its place)
+_REAL_BATCH = Turns._batch
 
 
 def _batched_runs(monkeypatch, path: str, preset: str, batch: bool, options: dict | None = None):
@@ -370,11 +366,10 @@ def _batched_runs(monkeypatch, path: str, preset: str, batch: bool, options: dic
     from compactlab.engine import loop
 
     took = []
-    real = _REAL_BATCH
 
     def batched(self, calls):
         took.append(len(calls))
-        return real(self, calls) if batch else [self.turn(*call) for call in calls]
+        return _REAL_BATCH(self, calls) if batch else [self.turn(*call) for call in calls]
 
     monkeypatch.setattr(loop.Turns, "_batch", batched)
     return _run(monkeypatch, "native", path, preset, options or {}), bool(took)
