@@ -360,11 +360,18 @@ class TranscriptBuilder:
             self.usage[pos] = usage
         return pos
 
-    def add_entries(self, entries: list[Entry]) -> None:
-        """Messages read with no usage recorded, in order (``add_entry`` of each)."""
+    def add_entries(self, entries: list[Entry], usage: Iterable[tuple[int, dict]] = (), model: str | None = None,
+                    recorded_format: str | None = None) -> None:
+        """Messages read in order (``add_entry`` of each), with the usage some recorded (each with
+        its position), and the last model and recorded format their replies named (None: none)."""
         self.count += len(entries)
         if self.keep:
             self.entries.extend(entries)
+        self.usage.update(usage)
+        if model is not None:
+            self.model = model
+        if recorded_format is not None:
+            self.metadata["recorded_format"] = recorded_format
 
     def build(self, skipped_lines: int = 0, content_hash: str = "") -> Transcript:
         """The transcript; ``content_hash`` when the loader already has it (else computed lazily)."""

@@ -2197,11 +2197,15 @@ impl LineFacts {
     /// length, (), placed))` (`lazy_entry`; `placed`: where its results' contents stand on the
     /// line, `(block, start, end)` each as three little-endian `u32`s: `read_ahead.Placed`), its
     /// origin counted on from `origin` and each added to `baseline` where one is given (a stream's
-    /// raw baseline without probes); read until a line Python reads (one `read` does not read
-    /// as a message alone, longer than `max_line` bytes, or a blank one past `max_blank` in a row)
-    /// or the block's end. Returns the entries, where the reading stopped in the block, how many
-    /// lines it read (blank ones too), the blank lines in a row at its end, and the stopping
-    /// line's `read` where it is a reply with other members (read already: not again).
+    /// raw baseline without probes); a reply's other members read too where `reply_members`
+    /// reads them (its usage, model and time: an API response object's). Read until a line Python
+    /// reads (one `read` does not read, a reply whose members it does not, longer than `max_line`
+    /// bytes, or a blank one past `max_blank` in a row) or the block's end. Returns the entries,
+    /// where the reading stopped in the block, how many lines it read (blank ones too), the blank
+    /// lines in a row at its end, the stopping line's `read` where it is a reply with other
+    /// members (read already: not again), and what the replies read recorded: each usage as
+    /// `(position, usage)` (`TranscriptBuilder.usage`'s), the last model and the last recorded
+    /// format named (None: none).
     #[allow(clippy::too_many_arguments)]
     fn entries<'py>(
         &self,
@@ -2228,6 +2232,7 @@ impl LineFacts {
         let mut made = Vec::new();
         let (mut i, mut lines) = (start, 0);
         let mut pending = None;
+        let (mut usages, mut replies) = (Vec::new(), facts::ReplyMembers::default());
         while let Some(end) = lines::line_end(bytes, i, true) {
             let line = &bytes[i..end];
             if line.len() > max_line {
@@ -2245,11 +2250,20 @@ impl LineFacts {
                     break;
                 };
                 if !others.is_empty() {
-                    pending = Some((
-                        PyTuple::new(py, self.entry_args(py, &f, origin)?)?,
-                        Some(Self::members(py, line, &others)),
-                    ));
-                    break;
+                    let assistant = f.role == facts::Role::Assistant;
+                    let Some(members) = facts::reply_members(line, &others, assistant) else {
+                        pending = Some((
+                            PyTuple::new(py, self.entry_args(py, &f, origin)?)?,
+                            Some(Self::members(py, line, &others)),
+                        ));
+                        break;
+                    };
+                    if let Some(usage) = &members.usage {
+                        usages.push((origin, usage_dict(py, usage, &members)?));
+                    }
+                    // (the last of the block's: the loader keeps each in turn)
+                    replies.model = members.model.or(replies.model);
+                    replies.recorded_format = members.recorded_format.or(replies.recorded_format);
                 }
                 let placed = PyBytes::new(py, &packed_spans(&spans));
                 let lazy = (
@@ -2270,8 +2284,38 @@ impl LineFacts {
             i = end;
             lines += 1;
         }
-        Ok((made, i, lines, blank, pending))
+        Ok((
+            made,
+            i,
+            lines,
+            blank,
+            pending,
+            (usages, replies.model, replies.recorded_format),
+        ))
     }
+}
+
+/// A reply's recorded usage as `model.anthropic_usage` makes it: the counts in `USAGE_KEYS`' order,
+/// the 1-hour writes where there are any, the reply's model and time where each is a string
+/// that is not empty.
+fn usage_dict<'py>(
+    py: Python<'py>,
+    usage: &facts::Usage,
+    members: &facts::ReplyMembers,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (key, n) in facts::USAGE_KEYS.iter().zip(usage.counts) {
+        d.set_item(key, n)?;
+    }
+    if let Some(n) = usage.one_hour {
+        d.set_item(intern!(py, "cache_creation_1h_input_tokens"), n)?;
+    }
+    for (key, text) in [("model", &members.model), ("timestamp", &members.timestamp)] {
+        if let Some(text) = text.as_deref().filter(|t| !t.is_empty()) {
+            d.set_item(key, text)?;
+        }
+    }
+    Ok(d)
 }
 
 /// Where a line's results' contents stand, packed (`read_ahead.Placed`: `(block, start, end)`
@@ -2290,13 +2334,22 @@ fn packed_spans(spans: &[facts::Span]) -> Vec<u8> {
 }
 
 /// What `LineFacts.entries` read: the entries, where it stopped, the lines read, the blank lines
-/// in a row, the stopping line's reply.
+/// in a row, the stopping line's reply, and what the replies read among the entries recorded.
 type Entries<'py> = (
     Vec<Bound<'py, PyAny>>,
     usize,
     usize,
     usize,
     Option<Reply<'py>>,
+    Recorded<'py>,
+);
+
+/// What replies recorded (`LineFacts.entries`): each usage with its message's position, the last
+/// model named and the last format `compactlab convert` recorded (None: none was).
+type Recorded<'py> = (
+    Vec<(i64, Bound<'py, PyDict>)>,
+    Option<String>,
+    Option<String>,
 );
 
 /// A reply read: its Entry's arguments, its other members' JSON object (None: it has none).
@@ -2526,7 +2579,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 32;
+const API: u32 = 33;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

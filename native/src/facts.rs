@@ -109,6 +109,85 @@ fn scan(line: &[u8], replies: bool) -> Option<FactsPlaced> {
     (s.i == line.len()).then_some((facts, others, s.spans))
 }
 
+/// A reply's recorded usage in the canonical keys (`model.anthropic_usage`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Usage {
+    /// `USAGE_KEYS`' counts, in that order (absent or null: 0)
+    pub counts: [u64; 4],
+    /// of the cache writes, those made with a 1-hour TTL, where more than none (at most the
+    /// writes: `cache_creation_1h_input_tokens`)
+    pub one_hour: Option<u64>,
+}
+
+/// A reply's members besides its message, as the loader reads them (`anthropic_messages`'
+/// `_reply_metadata` and `_recorded_usage`): the model, the format `compactlab convert` recorded
+/// and the time, each where it is a string, and the usage where it is a reply's and an object
+/// with a member.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReplyMembers {
+    pub model: Option<String>,
+    pub recorded_format: Option<String>,
+    pub timestamp: Option<String>,
+    pub usage: Option<Usage>,
+}
+
+/// The usage's counts `model.tokens` reads (`model.USAGE_KEYS`), in that order.
+pub const USAGE_KEYS: [&str; 4] = [
+    "input_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+    "output_tokens",
+];
+/// More tokens than any call ever took (`model.MAX_TOKENS`): a count past it is Python's (bad).
+const MAX_TOKENS: u64 = 1_000_000_000_000_000;
+
+/// `line_facts`' other members of a reply (`others`: their spans on `line`) read as the loader
+/// reads them; `assistant`: the line is a reply (only a reply's usage is recorded). None where
+/// Python reads them: a count that is not a plain whole number (a float, a string of digits, a
+/// negative or too large one: `model.tokens` decides, and may say the line is bad), or a 1-hour
+/// count that is not one either.
+pub fn reply_members(line: &[u8], others: &[(usize, usize)], assistant: bool) -> Option<ReplyMembers> {
+    let mut out = ReplyMembers::default();
+    for &(a, b) in others {
+        let mut s = Scan::new(line.get(a..b)?)?;
+        s.any_number = true;
+        let (key, _) = s.key()?;
+        s.eat(b':')?;
+        s.ws();
+        let is_str = s.peek()? == b'"';
+        match &*key {
+            "model" | "recorded_format" | "timestamp" if is_str => {
+                let text = Some(s.string_value()?.0.into_owned());
+                match &*key {
+                    "model" => out.model = text,
+                    "recorded_format" => out.recorded_format = text,
+                    _ => out.timestamp = text,
+                }
+            }
+            "usage" if assistant && s.peek()? == b'{' => out.usage = s.usage()?,
+            _ => s.skip()?,
+        }
+        s.ws();
+        if s.i != s.b.len() {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+/// A count as `model.tokens` reads it where it is written plainly: null as 0, a whole number of
+/// at least 0 below `MAX_TOKENS` as itself; None for anything else (Python's).
+fn plain_count(text: &[u8]) -> Option<u64> {
+    if text == b"null" {
+        return Some(0);
+    }
+    if text.is_empty() || text.len() > 16 || !text.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(text).ok()?.parse().ok()?;
+    (n < MAX_TOKENS).then_some(n)
+}
+
 /// The text of the JSON string that is all of `value` (a result's content where its line placed
 /// it), as orjson reads it; None where `value` is no such string or Python reads it.
 pub fn string_text(value: &[u8]) -> Option<String> {
@@ -322,6 +401,47 @@ impl<'a> Scan<'a> {
             self.i = end;
         }
         Some((facts, others))
+    }
+
+    /// A reply's usage object (at its `{`): Some(None) where it has no member (no usage
+    /// recorded); None where Python reads it (`reply_members`).
+    fn usage(&mut self) -> Option<Option<Usage>> {
+        let mut usage = Usage::default();
+        // (the 1-hour writes: `cache_creation`'s where it is an object, else the flat key's)
+        let (mut nested, mut flat): (Option<Option<u64>>, Option<u64>) = (None, None);
+        let json = self.members(0, |s, key| {
+            let start = s.i;
+            if key == "cache_creation" && s.peek()? == b'{' {
+                let mut one_hour = None;
+                let json = s.members(1, |s, key| {
+                    let start = s.i;
+                    let json = s.value(2)?.json;
+                    if key == "ephemeral_1h_input_tokens" {
+                        one_hour = Some(plain_count(&s.b[start..s.i])?);
+                    }
+                    Some(json)
+                })?;
+                nested = Some(one_hour);
+                return Some(json);
+            }
+            let json = s.value(1)?.json;
+            let text = &s.b[start..s.i];
+            if let Some(k) = USAGE_KEYS.iter().position(|k| *k == key) {
+                usage.counts[k] = plain_count(text)?;
+            } else if key == "cache_creation_1h_input_tokens" {
+                flat = Some(plain_count(text)?);
+            }
+            Some(json)
+        })?;
+        if json == 2 {
+            return Some(None);
+        }
+        let one_hour = match nested {
+            Some(given) => given.unwrap_or(0),
+            None => flat.unwrap_or(0),
+        };
+        usage.one_hour = (one_hour > 0).then(|| one_hour.min(usage.counts[1]));
+        Some(Some(usage))
     }
 
     /// Skips a value (it is read again: the content, once the role is known).
@@ -1062,6 +1182,63 @@ mod tests {
         );
         assert_eq!(f.role, Role::User);
         assert!(f.has_text && !f.empty);
+    }
+
+    /// `reply_members` of a line whose other members are `members` (after its message).
+    fn reply(role: &str, members: &str) -> Option<ReplyMembers> {
+        let line = format!(r#"{{"role":"{role}","content":"x",{members}}}"#);
+        let (f, others) = line_facts(line.as_bytes(), true, true).unwrap();
+        reply_members(line.as_bytes(), &others, f.role == Role::Assistant)
+    }
+
+    fn usage(counts: [u64; 4], one_hour: Option<u64>) -> Option<Usage> {
+        Some(Usage { counts, one_hour })
+    }
+
+    #[test]
+    fn a_replys_members_are_read_as_the_loader_reads_them() {
+        let r = reply(
+            "assistant",
+            concat!(
+                r#""id":"m1","model":"claude-x","usage":{"input_tokens":3,"output_tokens":7,"#,
+                r#""cache_read_input_tokens":null,"service_tier":"standard","server_tool_use":{"a":1.5},"#,
+                r#""cache_creation_input_tokens":100,"cache_creation":{"ephemeral_1h_input_tokens":250}},"#,
+                r#""timestamp":"2026-01-01T00:00:00Z","recorded_format":"codex","stop_reason":null"#
+            ),
+        )
+        .unwrap();
+        assert_eq!(r.model.as_deref(), Some("claude-x"));
+        assert_eq!(r.recorded_format.as_deref(), Some("codex"));
+        assert_eq!(r.timestamp.as_deref(), Some("2026-01-01T00:00:00Z"));
+        // (the 1-hour writes at most the writes)
+        assert_eq!(r.usage, usage([3, 100, 0, 7], Some(100)));
+        // the flat 1-hour key where `cache_creation` is no object; none where it is one without it
+        let flat = r#""usage":{"cache_creation_input_tokens":9,"cache_creation_1h_input_tokens":4}"#;
+        assert_eq!(reply("assistant", flat).unwrap().usage, usage([0, 9, 0, 0], Some(4)));
+        let both = concat!(
+            r#""usage":{"cache_creation_input_tokens":9,"cache_creation_1h_input_tokens":4,"#,
+            r#""cache_creation":{"ephemeral_5m_input_tokens":9}}"#
+        );
+        assert_eq!(reply("assistant", both).unwrap().usage, usage([0, 9, 0, 0], None));
+        // no usage: an empty one, one that is no object, a user's; a model that is no string
+        assert_eq!(reply("assistant", r#""usage":{}"#).unwrap().usage, None);
+        assert_eq!(reply("assistant", r#""usage":[1]"#).unwrap().usage, None);
+        let user = reply("user", r#""usage":{"input_tokens":1.5},"model":7"#).unwrap();
+        assert_eq!((user.usage, user.model), (None, None));
+        let escaped = reply("assistant", r#""model":"a\u00e9\"b""#).unwrap();
+        assert_eq!(escaped.model.as_deref(), Some("aé\"b"));
+    }
+
+    #[test]
+    fn a_count_not_written_plainly_is_pythons() {
+        for count in ["1.0", "\"12\"", "-1", "true", "1000000000000000", "1e3", "[1]"] {
+            let members = format!(r#""usage":{{"input_tokens":{count}}}"#);
+            assert_eq!(reply("assistant", &members), None, "{count}");
+            let members = format!(r#""usage":{{"cache_creation":{{"ephemeral_1h_input_tokens":{count}}}}}"#);
+            assert_eq!(reply("assistant", &members), None, "{count}");
+        }
+        let big = r#""usage":{"output_tokens":999999999999999}"#;
+        assert_eq!(reply("assistant", big).unwrap().usage, usage([0, 0, 0, 999_999_999_999_999], None));
     }
 
     #[test]

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 from compactlab.errors import UsageError
-from compactlab.engine.cost.prices import load_prices
+from compactlab.engine.cost.prices import GenaiPrices, PriceTable, TomlPrices, _package_file, load_prices
 
 
 def at(iso: str) -> float:
@@ -136,3 +136,29 @@ def test_what_genai_prices_says_of_a_model_is_kept_in_the_cache_folder(tmp_path)
     dry = tmp_path / "dry"
     GenaiPrices(str(dry), write=False).lookup("claude-opus-4-6", times[0])
     assert not dry.exists()
+
+
+def test_a_run_looking_a_model_up_at_each_calls_time_gets_what_a_fresh_table_says():
+    """A run looks its model up at every call's own time: the name's match and the time's price
+    are kept between look-ups (the model once, the time only where a condition asks), and every
+    answer is the one a table that has looked nothing up gives: across the off-peak hours' edges
+    and the dated price changes, for an exact, a dated, a provider-prefixed and a prefix-matched
+    name."""
+    names = ("deepseek-chat", "deepseek/deepseek-chat", "deepseek-reasoner", "claude-sonnet-4-5-20250929",
+             "claude-sonnet-4-5", "claude-opus-4-1-latest", "gpt-4o-mini-2024-07-18")
+    start = at("2025-06-01T00:00:00")
+    times = [start + k * 900.0 for k in range(2 * 96)]  # every quarter of an hour over two days
+    times += [at("2025-06-01T00:30:00") + d for d in (-0.001, 0.0, 0.001)]  # an off-peak edge
+    times += [at("2025-06-01T16:30:00") + d for d in (-0.001, 0.0, 0.001)]
+    times += [at(day) + d for day in ("2025-09-05T00:00:00", "2026-01-01T00:00:00") for d in (-1.0, 0.0, 1.0)]
+    kept = load_prices()
+
+    def fresh() -> PriceTable:  # (its own sources: nothing looked up, nothing matched)
+        return PriceTable([TomlPrices(_package_file("data/price_corrections.toml"), "compactlab corrections"),
+                           GenaiPrices(kept.sources[-1].cache_dir)], kept.default_model)
+
+    for name in names:
+        for when in times:
+            assert kept.lookup(name, when) == fresh().lookup(name, when), (name, when)
+    assert load_prices().lookup("deepseek-chat", at("2025-06-01T12:00:00")) != \
+        load_prices().lookup("deepseek-chat", at("2025-06-01T20:00:00"))  # (the sweep crosses a price)

@@ -112,6 +112,7 @@ class TomlPrices:
         self.read = str(data.get("read", "unknown"))
         self.default_model = data.get("default_model")
         self.periods: dict[str, list[_Period]] = {}
+        self._matched: dict[str, str | None] = {}  # (a run looks its model up at each call's time)
         for name, value in models.items():
             rows = value if isinstance(value, list) else [value]
             periods = []
@@ -160,11 +161,16 @@ class TomlPrices:
     def _match(self, name: str) -> str | None:
         if name in self.periods:
             return name
+        if name in self._matched:
+            return self._matched[name]
         stripped = re.sub(r"-\d{8}$|@\d{8}$|-latest$", "", name.split("/")[-1])
         if stripped in self.periods:
-            return stripped
-        prefixes = [k for k in self.periods if stripped.startswith(k)]
-        return max(prefixes, key=len) if prefixes else None
+            found: str | None = stripped
+        else:
+            prefixes = [k for k in self.periods if stripped.startswith(k)]
+            found = max(prefixes, key=len) if prefixes else None
+        self._matched[name] = found
+        return found
 
 
 def _since(value: Any, source: str, name: str) -> float:
@@ -215,11 +221,18 @@ class GenaiPrices:
         record = self._record(model)
         if record is None:
             return None
-        at = datetime.fromtimestamp(when, timezone.utc)
         if record == LIBRARY:  # conditions of a kind this does not read: genai-prices decides
-            values = _values(self._info(model).get_prices(at))
+            values = _values(self._info(model).get_prices(datetime.fromtimestamp(when, timezone.utc)))
             return _prices_of(values, model, self.read)
-        index = next((i for i in range(len(record) - 1, -1, -1) if _active(record[i][0], at)), 0)
+        index, at = 0, None  # (the last whose condition holds, else the first; the time read where one is asked)
+        for i in range(len(record) - 1, -1, -1):
+            condition = record[i][0]
+            if condition is not None:
+                at = at or datetime.fromtimestamp(when, timezone.utc)
+                if not _active(condition, at):
+                    continue
+            index = i
+            break
         key = (model, index)
         if key not in self._converted:
             self._converted[key] = _prices_of(record[index][1], model, self.read)

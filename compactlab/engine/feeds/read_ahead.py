@@ -316,9 +316,10 @@ def _lazy_entries(builder: TranscriptBuilder, source: SourceFile, skip_bad_lines
     """Every message of ``source`` added to ``builder`` (and to ``baseline``, a ``stream_baseline``,
     where one is given) and yielded: the lines the native core reads as their facts (a
     ``LazyEntry``), the lines Python reads with their message. The native core splits the file's
-    lines too, a block at a time (``LineFacts.entries``); each line it leaves (a reply with its
-    usage, a line it does not read, a blank or long one past the limits) is read here as
-    ``iter_raw_lines`` and ``anthropic_messages._read`` read every line (their reference)."""
+    lines too, a block at a time (``LineFacts.entries``), and a reply's usage, model and time with
+    them; each line it leaves (a line or a reply's members it does not read, a blank or long one
+    past the limits) is read here as ``iter_raw_lines`` and ``anthropic_messages._read`` read every
+    line (their reference)."""
     path = source.path
     reader = LineReader(path, skip_bad_lines=skip_bad_lines, limit=source.size)
     facts = line_facts(ResultFact, True)
@@ -332,11 +333,11 @@ def _lazy_entries(builder: TranscriptBuilder, source: SourceFile, skip_bad_lines
     lineno, blank = 1, 0
     for at, block, i, stop in reader.blocks():
         while i < stop:
-            made, i, lines, blank, got = facts.entries(block, i, stop, at, builder.count, blank, limits, make, source,
-                                                       baseline)
+            made, i, lines, blank, got, recorded = facts.entries(block, i, stop, at, builder.count, blank, limits,
+                                                                 make, source, baseline)
             lineno += lines
             if made:
-                builder.add_entries(made)
+                builder.add_entries(made, *recorded)
                 yield from made
             if i == stop:
                 break

@@ -96,8 +96,26 @@ _messages = st.sampled_from([
     {"role": "user", "content": [tr("t1", "1\tdef f():\n2\t    return 1\n"), tr("t2", [{"type": "text", "text": "x"}])]},
     {"role": "user", "content": [{"type": "text", "text": "then"}, tr("t1", "late")]},  # a misplaced result
 ])
-_replies = st.builds(lambda m, n: {**m, "model": "claude-sonnet-4-5", "usage": {"input_tokens": n, "output_tokens": 3}},
-                     st.just(asst("Done.")), st.integers(1, 10_000))
+_count = st.one_of(st.integers(0, 10_000), st.sampled_from([None, 0, 10**15 - 1, 10**15, -1, 5.0, 2.5, "12", "x", True,
+                                                               [1], {"n": 1}]))
+_usage = st.one_of(
+    st.fixed_dictionaries({"input_tokens": st.integers(1, 10_000), "output_tokens": st.just(3)}),
+    st.dictionaries(st.sampled_from(["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
+                                     "output_tokens", "cache_creation_1h_input_tokens", "service_tier"]), _count),
+    st.fixed_dictionaries({"cache_creation_input_tokens": st.integers(0, 500),
+                           "cache_creation": st.one_of(st.dictionaries(st.sampled_from(["ephemeral_1h_input_tokens",
+                                                                                        "ephemeral_5m_input_tokens"]),
+                                                                       _count), st.just(7))},
+                          optional={"cache_creation_1h_input_tokens": _count}),
+    st.sampled_from([{}, [1], 3, None]),
+)
+# (a reply as an API response object records: the native core reads its members where they are
+# plain, Python where not; both must give what the line-by-line reading gives)
+_replies = st.builds(lambda m, members: {**m, **members}, st.sampled_from([asst("Done."), user("hi")]),
+                     st.fixed_dictionaries({}, optional={
+                         "model": st.sampled_from(["claude-sonnet-4-5", "", 7, "m\u00e9\"x"]),
+                         "usage": _usage, "timestamp": st.sampled_from(["2026-01-01T00:00:00Z", "", 12]),
+                         "recorded_format": st.sampled_from(["codex", 1]), "id": st.just("msg_1")}))
 _line = st.one_of(
     _messages.map(orjson.dumps),
     _replies.map(orjson.dumps),
@@ -175,12 +193,48 @@ def test_a_file_that_grew_is_read_as_it_was_when_it_was_opened(tmp_path):
     assert [e._lazy[1:3] for e in entries] == [(0, len(first)), (len(first), len(more))]
 
 
+_PLAIN_REPLIES = [  # (each read natively: its members written plainly)
+    {"usage": {"input_tokens": 3, "cache_creation_input_tokens": 100, "cache_read_input_tokens": None,
+               "output_tokens": 7, "cache_creation": {"ephemeral_1h_input_tokens": 250}, "service_tier": "standard"},
+     "model": "claude-sonnet-4-5", "timestamp": "2026-01-01T00:00:00Z", "id": "msg_1", "stop_reason": None},
+    {"usage": {"cache_creation_input_tokens": 9, "cache_creation_1h_input_tokens": 4}, "model": ""},
+    {"usage": {"cache_creation_input_tokens": 9, "cache_creation_1h_input_tokens": 4, "cache_creation": {}},
+     "timestamp": ""},
+    {"usage": {"cache_creation_input_tokens": 9, "cache_creation": {"ephemeral_1h_input_tokens": None}}},
+    {"usage": {}, "model": "claude-opus-4-1", "recorded_format": "codex"},
+    {"usage": [1], "model": 7, "recorded_format": 1, "timestamp": 3},
+]
+
+
+def test_a_replys_usage_read_natively_is_what_python_reads(tmp_path, monkeypatch):
+    """A reply's usage, model, time and recorded format, read by the native core with its facts,
+    are what the line-by-line reading makes of them (``anthropic_usage``: the 1-hour writes at most
+    the writes, a count of null as 0, a model or time only where it is a string that is not empty);
+    none of those lines reaches Python."""
+    lines = [orjson.dumps({**asst("ok"), **members}) for members in _PLAIN_REPLIES]
+    lines += [orjson.dumps({**user("hi"), "usage": {"input_tokens": 1.5}, "model": "m"})]  # (a user's usage: none)
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    in_python = []
+    line_entry = anthropic_messages.line_entry
+    monkeypatch.setattr(anthropic_messages, "line_entry", lambda *a, **k: in_python.append(a[3]) or line_entry(*a, **k))
+    builder = _by_blocks(str(path), False)
+    assert in_python == [] and len(builder.usage) == 4 and builder.usage[0]["cache_creation_1h_input_tokens"] == 100
+    monkeypatch.setattr(anthropic_messages, "line_entry", line_entry)
+    _same(str(path), False)
+
+
 def test_a_line_is_split_by_the_native_core_and_a_reply_with_usage_is_read_once(tmp_path, monkeypatch):
-    """The usual lines never reach Python one by one; a reply with its usage does, its facts read
-    by the native core once."""
+    """The usual lines never reach Python one by one, nor does a reply with its usage written
+    plainly (an API response object's: its usage, model and time read by the native core); one
+    whose count Python decides does, its facts read by the native core once."""
     reply = {**asst("ok"), "usage": {"input_tokens": 5, "output_tokens": 1}, "model": "claude-sonnet-4-5"}
+    odd = {**asst("ok"), "usage": {"input_tokens": 6.0}, "model": "claude-opus-4-1"}
     path = tmp_path / "t.jsonl"
     path.write_bytes(b"".join(orjson.dumps(m) + b"\n" for m in [user("a"), asst("b"), user("c"), reply, user("d")]))
+    in_python = []
+    line_entry = anthropic_messages.line_entry
+    monkeypatch.setattr(anthropic_messages, "line_entry", lambda *a, **k: in_python.append(a[3]) or line_entry(*a, **k))
     reads = []
     facts = line_facts(ResultFact, True)
 
@@ -197,6 +251,13 @@ def test_a_line_is_split_by_the_native_core_and_a_reply_with_usage_is_read_once(
     entries = list(_lazy_entries(builder, SourceFile(str(path)), False))
     assert [e.origin for e in entries] == [0, 1, 2, 3, 4] and all(type(e) is LazyEntry for e in entries)
     assert reads == [] and builder.usage[3]["input_tokens"] == 5 and builder.model == "claude-sonnet-4-5"
+    assert in_python == []
+    path.write_bytes(b"".join(orjson.dumps(m) + b"\n" for m in [user("a"), reply, odd, user("d")]))
+    builder = TranscriptBuilder(str(path), anthropic_messages.NAME, keep=True)
+    assert [e.origin for e in _lazy_entries(builder, SourceFile(str(path)), False)] == [0, 1, 2, 3]
+    assert reads == [] and in_python == [orjson.dumps(odd) + b"\n"]  # (its facts as the block's reading read them)
+    assert (builder.usage[1]["input_tokens"], builder.usage[2]["input_tokens"], builder.model) == \
+        (5, 6, "claude-opus-4-1")
 
 
 def test_a_line_too_long_is_not_read_past_the_limit(tmp_path, monkeypatch):
