@@ -1046,7 +1046,8 @@ impl InvariantTracker {
 /// row into the `RawBaseline`'s own lists and dicts (the messages before the call, their compact
 /// JSON length, the violations of that history, the earlier tool results its tool inputs refer
 /// to), the violations counted by the tracker's rules on facts it reads once a message. No message
-/// is held: a stream lets go of them.
+/// is held: a stream lets go of them; one given `first_seen` (a loaded transcript's) keeps their
+/// facts and writes each violation there at the first call that has it.
 #[pyclass(module = "compactlab._native")]
 struct StreamBaseline {
     tracker: InvariantTracker,
@@ -1067,11 +1068,15 @@ struct StreamBaseline {
     counts: Py<PyDict>,
     refs: Py<PyDict>,
     counter: Py<PyAny>,
+    /// `RawBaseline.first_seen` (`(call, Violation)` each, in the order the tracker lists them) and
+    /// the violations written there (kind, tool id, origin); None: a stream's (none written)
+    first_seen: Option<(Py<PyList>, FxHashSet<(violations::Kind, violations::Id, i64)>)>,
 }
 
 #[pymethods]
 impl StreamBaseline {
     #[new]
+    #[pyo3(signature = (violation, freed, messages, sizes, counts, refs, counter, first_seen=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         violation: Py<PyAny>,
@@ -1081,6 +1086,7 @@ impl StreamBaseline {
         counts: Py<PyDict>,
         refs: Py<PyDict>,
         counter: Py<PyAny>,
+        first_seen: Option<Py<PyList>>,
     ) -> PyResult<Self> {
         let mut tracker = InvariantTracker::new(freed.py(), violation, None)?;
         let freed = violations::Slot {
@@ -1102,6 +1108,7 @@ impl StreamBaseline {
             counts,
             refs,
             counter,
+            first_seen: first_seen.map(|list| (list, FxHashSet::default())),
         })
     }
 
@@ -1238,7 +1245,7 @@ impl StreamBaseline {
         let fresh = std::mem::take(&mut self.fresh);
         let d0 = tracker.start(self.seen, self.seen + fresh.len());
         tracker.update(d0, fresh);
-        if pos >= 2 && pos - 2 > self.freed_upto {
+        if pos >= 2 && pos - 2 > self.freed_upto && self.first_seen.is_none() {
             tracker.free(self.freed_upto, pos - 2, &self.freed);
             self.freed_upto = pos - 2;
         }
@@ -1253,6 +1260,16 @@ impl StreamBaseline {
         if self.tracker.inner.total() != 0 {
             let counts = self.counter.bind(py).call1((self.tracker.counts(py)?,))?;
             self.counts.bind(py).set_item(call, counts)?;
+            if let Some((list, written)) = &mut self.first_seen {
+                let (list, make) = (list.bind(py), self.tracker.violation.bind(py));
+                for v in self.tracker.inner.violations() {
+                    if written.insert((v.kind, v.tool_id, v.origin)) {
+                        let name = self.tracker.name(py, v.tool_id);
+                        let violation = make.call1((v.kind.name(), v.position, name, v.origin))?;
+                        list.append((call, violation))?;
+                    }
+                }
+            }
         }
         let mut found = Vec::new();
         for (id, names) in uses {

@@ -566,18 +566,19 @@ def _broken(draw):
 
 @needs_native
 @settings(max_examples=150, deadline=None)
-@given(_broken())
-def test_a_streams_raw_baseline_is_the_same_built_in_rust(msgs):
-    """``_native.StreamBaseline`` (a stream's baseline with no probes: the replay of a policy that
-    cannot lose one, or of a file whose probes are cached) against ``BaselineBuilder``, its
-    reference: every call's messages, size, violations and references alike, the messages a stream
-    lets go of included."""
+@given(_broken(), st.booleans())
+def test_a_streams_raw_baseline_is_the_same_built_in_rust(msgs, keep):
+    """``_native.StreamBaseline`` (a baseline with no probes: the replay of a policy that cannot
+    lose one, or of a file whose probes are cached; a stream's, or with ``keep`` a loaded
+    transcript's) against ``BaselineBuilder``, its reference: every call's messages, size,
+    violations and references alike, the messages a stream lets go of included, and a loaded
+    transcript's violations each at the first call that has it."""
     from compactlab.transcripts.messages import make_entry
 
     entries = [make_entry(m, i) for i, m in enumerate(msgs)]
     built = []
     for native in (None, NATIVE):
-        builder = baseline.BaselineBuilder(keep=False, probes=False, native=native)
+        builder = baseline.BaselineBuilder(keep=keep, probes=False, native=native)
         assert isinstance(builder.add, MethodType) == (native is None)  # (the native one: Rust's method)
         for e in entries:
             builder.add(e)
@@ -585,7 +586,8 @@ def test_a_streams_raw_baseline_is_the_same_built_in_rust(msgs):
     python, rust = built
     assert rust.messages == python.messages and rust.chars == python.chars
     assert rust.violation_counts == python.violation_counts and rust.refs == python.refs
-    assert rust.probes == python.probes == {} and not rust.first_seen
+    assert rust.probes == python.probes == {} and rust.first_seen == python.first_seen
+    assert keep or not rust.first_seen
 
 
 @needs_native
@@ -599,14 +601,21 @@ def test_a_streams_raw_baseline_in_rust_counts_violations_and_references():
             {"role": "assistant", "content": [{"type": "tool_use", "id": "b", "name": "read", "input": {"path": "x.py"}}]},
             {"role": "assistant", "content": [{"type": "tool_use", "id": "b", "name": "edit", "input": {"path": "x.py"}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "b", "content": "y"}]},
-            {"role": "assistant", "content": "done"}]
+            {"role": "assistant", "content": "done"},
+            # (the same orphan twice, at two messages: each its own violation, first seen at its own call)
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "z", "content": "?"}]},
+            {"role": "assistant", "content": "again"},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "z", "content": "?"}]},
+            {"role": "assistant", "content": "end"}]
     rows = []
     for native in (None, NATIVE):
-        builder = baseline.BaselineBuilder(keep=False, probes=False, native=native)
+        builder = baseline.BaselineBuilder(keep=True, probes=False, native=native)
         for i, m in enumerate(msgs):
             builder.add(make_entry(m, i))
         rows.append(builder.base)
     python, rust = rows
-    assert rust.messages == python.messages == [1, 3, 4, 6]
+    assert rust.messages == python.messages == [1, 3, 4, 6, 8, 10]
     assert rust.refs == python.refs and rust.refs[1] == [(2, 0)]  # (the read of x.py at call 1: the result at 2)
     assert rust.violation_counts == python.violation_counts and sum(map(len, rust.violation_counts.values())) > 0
+    assert rust.first_seen == python.first_seen and [(c, v.kind) for c, v in rust.first_seen] == \
+        [(2, "orphan_tool_use"), (3, "duplicate_tool_use_id"), (4, "orphan_tool_result"), (5, "orphan_tool_result")]

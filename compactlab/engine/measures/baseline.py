@@ -54,12 +54,13 @@ Ref = tuple[int, int]
 _EMPTY: Counter = Counter()
 
 
-def stream_baseline(native: Any, base: RawBaseline) -> Any:
+def stream_baseline(native: Any, base: RawBaseline, keep: bool = False) -> Any:
     """The raw baseline of a stream whose probes are not looked for, built in Rust
     (``_native.StreamBaseline``; ``BaselineBuilder`` is its reference): shown each message in order
-    (``add``, or as the native core reads its line), it writes each call's row into ``base``."""
+    (``add``, or as the native core reads its line), it writes each call's row into ``base``; with
+    ``keep`` (a loaded transcript's) each violation's first call too (``first_seen``)."""
     return native.StreamBaseline(Violation, FREED, base.messages, base.chars, base.violation_counts, base.refs,
-                                 Counter)
+                                 Counter, base.first_seen if keep else None)
 
 
 class BaselineBuilder:
@@ -74,10 +75,10 @@ class BaselineBuilder:
     def __init__(self, keep: bool = True, system: Any = None, wanted: set[str] | None = None,
                  probes: bool = True, native: Any = None) -> None:
         self.base = RawBaseline(probes_indexed=probes)
-        if native is not None and not keep and not probes:
-            # a stream whose probes are not looked for: the whole builder in Rust (this class is its
-            # reference), writing each call's row into ``base``
-            self.add = stream_baseline(native, self.base).add  # type: ignore[method-assign]
+        if native is not None and not probes:
+            # probes not looked for (a stream's, or those read from the cache): the whole builder in
+            # Rust (this class is its reference), writing each call's row into ``base``
+            self.add = stream_baseline(native, self.base, keep).add  # type: ignore[method-assign]
         #: the hindsight probes' index; None for a run that cannot lose one (no compaction). It
         #: reads the texts in Rust where the native core runs (``native``: ``core.in_use()``)
         self._probes = ProbeIndex(system if isinstance(system, str) else orjson.dumps(system).decode() if system else None,
