@@ -1068,10 +1068,16 @@ struct StreamBaseline {
     counts: Py<PyDict>,
     refs: Py<PyDict>,
     counter: Py<PyAny>,
-    /// `RawBaseline.first_seen` (`(call, Violation)` each, in the order the tracker lists them) and
-    /// the violations written there (kind, tool id, origin); None: a stream's (none written)
-    first_seen: Option<(Py<PyList>, FxHashSet<(violations::Kind, violations::Id, i64)>)>,
+    /// where each violation is written at its first call; None: a stream's (none written)
+    first_seen: Option<FirstSeen>,
 }
+
+/// `RawBaseline.first_seen` (`(call, Violation)` each, in the order the tracker lists them) and the
+/// violations written there (kind, tool id, origin).
+type FirstSeen = (
+    Py<PyList>,
+    FxHashSet<(violations::Kind, violations::Id, i64)>,
+);
 
 #[pymethods]
 impl StreamBaseline {

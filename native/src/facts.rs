@@ -146,7 +146,11 @@ const MAX_TOKENS: u64 = 1_000_000_000_000_000;
 /// Python reads them: a count that is not a plain whole number (a float, a string of digits, a
 /// negative or too large one: `model.tokens` decides, and may say the line is bad), or a 1-hour
 /// count that is not one either.
-pub fn reply_members(line: &[u8], others: &[(usize, usize)], assistant: bool) -> Option<ReplyMembers> {
+pub fn reply_members(
+    line: &[u8],
+    others: &[(usize, usize)],
+    assistant: bool,
+) -> Option<ReplyMembers> {
     let mut out = ReplyMembers::default();
     for &(a, b) in others {
         let mut s = Scan::new(line.get(a..b)?)?;
@@ -1213,13 +1217,20 @@ mod tests {
         // (the 1-hour writes at most the writes)
         assert_eq!(r.usage, usage([3, 100, 0, 7], Some(100)));
         // the flat 1-hour key where `cache_creation` is no object; none where it is one without it
-        let flat = r#""usage":{"cache_creation_input_tokens":9,"cache_creation_1h_input_tokens":4}"#;
-        assert_eq!(reply("assistant", flat).unwrap().usage, usage([0, 9, 0, 0], Some(4)));
+        let flat =
+            r#""usage":{"cache_creation_input_tokens":9,"cache_creation_1h_input_tokens":4}"#;
+        assert_eq!(
+            reply("assistant", flat).unwrap().usage,
+            usage([0, 9, 0, 0], Some(4))
+        );
         let both = concat!(
             r#""usage":{"cache_creation_input_tokens":9,"cache_creation_1h_input_tokens":4,"#,
             r#""cache_creation":{"ephemeral_5m_input_tokens":9}}"#
         );
-        assert_eq!(reply("assistant", both).unwrap().usage, usage([0, 9, 0, 0], None));
+        assert_eq!(
+            reply("assistant", both).unwrap().usage,
+            usage([0, 9, 0, 0], None)
+        );
         // no usage: an empty one, one that is no object, a user's; a model that is no string
         assert_eq!(reply("assistant", r#""usage":{}"#).unwrap().usage, None);
         assert_eq!(reply("assistant", r#""usage":[1]"#).unwrap().usage, None);
@@ -1231,14 +1242,26 @@ mod tests {
 
     #[test]
     fn a_count_not_written_plainly_is_pythons() {
-        for count in ["1.0", "\"12\"", "-1", "true", "1000000000000000", "1e3", "[1]"] {
+        for count in [
+            "1.0",
+            "\"12\"",
+            "-1",
+            "true",
+            "1000000000000000",
+            "1e3",
+            "[1]",
+        ] {
             let members = format!(r#""usage":{{"input_tokens":{count}}}"#);
             assert_eq!(reply("assistant", &members), None, "{count}");
-            let members = format!(r#""usage":{{"cache_creation":{{"ephemeral_1h_input_tokens":{count}}}}}"#);
+            let members =
+                format!(r#""usage":{{"cache_creation":{{"ephemeral_1h_input_tokens":{count}}}}}"#);
             assert_eq!(reply("assistant", &members), None, "{count}");
         }
         let big = r#""usage":{"output_tokens":999999999999999}"#;
-        assert_eq!(reply("assistant", big).unwrap().usage, usage([0, 0, 0, 999_999_999_999_999], None));
+        assert_eq!(
+            reply("assistant", big).unwrap().usage,
+            usage([0, 0, 0, 999_999_999_999_999], None)
+        );
     }
 
     #[test]
