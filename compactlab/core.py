@@ -26,7 +26,8 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
                 "(s08, claude-code and codex among them; a summary's text and persisting in Python); recall, asked "
                 "by that loop itself: its check, attribution and ledger, the texts it reads and the ledger's "
                 "tallies; the run's pricing; "
-                "a stream's raw baseline and the reading of its lines; a loaded message's facts; a comparison's "
+                "the raw baseline without probes and the reading of a file's lines, a reply's usage among them; a "
+                "loaded message's facts; a comparison's "
                 "bootstrap interval; the log normal CDF Optuna's sampler asks of a tune; the CSV files' text; the "
                 "probes' index read back from the cache; for the others a call's measures, the probes' index, a "
                 "line's facts and a step's messages")
