@@ -71,12 +71,14 @@ class Opening:
         from . import read_ahead
 
         if (self._started is None and self.stream and read_ahead.usable(self.path) and self.streamed
-                and self._format() == "anthropic"):
+                and self.format == "anthropic"):
             self._started = self.feed()
         return self._started is not None
 
-    def _format(self) -> str | None:
-        """The format of a line-per-message file, from its head (None for a document)."""
+    @cached_property
+    def format(self) -> str | None:
+        """The format of a line-per-message file, from its head (None for a document): detected
+        once, and named to the loader so that it does not detect it again."""
         from ...transcripts import detect_format
 
         if self.head is None:
@@ -110,7 +112,7 @@ class Opening:
     def _loaded(self) -> Feed:
         """Loaded whole, its probes read from the cache where a replay of the same bytes stored
         them, else found and stored (``probe_cache.baseline_of``: as a corpus job's files)."""
-        transcript = self._load_lazily() or load_transcript(self.path, self.input_format,
+        transcript = self._load_lazily() or load_transcript(self.path, self.format or self.input_format,
                                                             skip_bad_lines=self.skip_bad_lines, head=self.head)
         if self.probes:
             probe_cache.baseline_of(transcript, write=self.write_cache)
@@ -121,7 +123,7 @@ class Opening:
         (``read_ahead.load_lazily``), where that applies."""
         from . import read_ahead
 
-        if self._format() != "anthropic":
+        if self.format != "anthropic":
             return None
         return read_ahead.load_lazily(self.path, self.skip_bad_lines)
 
@@ -130,7 +132,7 @@ class Opening:
         to look for, its messages left in the file where it has none (the native core reads their
         facts in this process for less than the reader costs with its pickling), else in-process
         (a format that reads only whole files: loaded)."""
-        if not probes and self._format() == "anthropic":
+        if not probes and self.format == "anthropic":
             from . import read_ahead
 
             lazy = read_ahead.stream_lazily(self.path, self.skip_bad_lines)
@@ -139,7 +141,8 @@ class Opening:
         ahead = self._read_ahead(probes)
         if ahead is not None:
             return ahead
-        source = open_transcript(self.path, self.input_format, skip_bad_lines=self.skip_bad_lines, head=self.head)
+        source = open_transcript(self.path, self.format or self.input_format, skip_bad_lines=self.skip_bad_lines,
+                                 head=self.head)
         assert source is not None
         return as_feed(source, probes)
 
@@ -153,7 +156,7 @@ class Opening:
         """The read-ahead feed where it applies (``read_ahead.open_feed``)."""
         from . import read_ahead
 
-        if not read_ahead.usable(self.path) or self._format() != "anthropic":
+        if not read_ahead.usable(self.path) or self.format != "anthropic":
             return None
         return read_ahead.open_feed(self.path, self.skip_bad_lines, probes)
 

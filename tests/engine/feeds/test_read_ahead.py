@@ -527,3 +527,32 @@ def test_a_file_rewritten_under_its_lazy_messages_is_said_to_have_changed(tmp_pa
         f.write(data)
     with pytest.raises(InputError, match="the file changed while it was replayed"):
         [e.message for e in entries]
+
+
+@pytest.mark.parametrize("how", ["streamed", "read ahead", "loaded whole", "named", "a document"])
+def test_an_opened_files_format_is_detected_once(tmp_path, monkeypatch, how):
+    """The format of a file opened for a replay is detected from its head once, and named to the
+    loader (a folder of 200 sessions detected each twice); a format the user named is not
+    detected at all, and a document is detected by its loader as before."""
+    from compactlab import transcripts
+    from compactlab.engine.feeds import Opening
+
+    session = tool_session(4)
+    if how == "loaded whole":  # (a recording's usage: loaded whole, to calibrate on it)
+        session = [{**m, "usage": {"input_tokens": 10 + i, "output_tokens": 2}} if m["role"] == "assistant" else m
+                   for i, m in enumerate(session)]
+    path = write_jsonl(tmp_path / "t.jsonl", session)
+    if how == "a document":
+        path = tmp_path / "t.json"
+        path.write_bytes(orjson.dumps({"messages": session}))
+    detected = []
+    real = transcripts._detect
+    monkeypatch.setattr(transcripts, "_detect", lambda *a, **k: detected.append(a[0]) or real(*a, **k))
+    if how != "read ahead":
+        monkeypatch.setattr(read_ahead, "usable", lambda *a, **k: False)
+    opening = Opening(str(path), "anthropic" if how == "named" else None, whole_if_usage=True)
+    opening.start()  # (as a job opens its next file: early)
+    feed = opening.feed()
+    assert detected == [str(path)] * (how != "named")
+    assert feed.streamed == (how in ("streamed", "read ahead", "named"))
+    assert_same_run(replay(feed, load_policy("s08")), replay(load_transcript(str(path)), load_policy("s08")))
