@@ -106,7 +106,8 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     asked = []
     monkeypatch.setattr(bench, "startup_instructions", lambda cl, small: asked.append(small) or {
         "--help": 250_000_000, "replay of a small file": 500_000_000})
-    counts = {"floor": 700_000_000, "replay -p s08": 4_900_000_000, "replay -p none": 1_190_000_000}
+    counts = {"floor": 700_000_000, "replay -p s08": 4_900_000_000, "replay -p none": 1_190_000_000,
+              "floor, recording": 740_000_000, "replay -p s08, recording (loaded whole)": 3_552_000_000}
     told = {}
     monkeypatch.setattr(bench, "counted", lambda commands, envs: told.update(commands=commands, envs=envs) or {
         name: counts[name] for name in commands})
@@ -146,9 +147,12 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     shown = {line[:44].strip(): line[44:].split() for line in r.stdout.splitlines()}
     assert shown["replay -p s08 / floor (instructions)"] == ["7.00", "×", "(#59)", "≤", "2.5"]
     assert shown["replay -p none / floor (instructions)"] == ["1.70", "×", "(#59)", "≤", "1.8"]
+    # (a recording with usage, loaded whole, over its own floor: a guard in instructions too)
+    assert "replay -p s08, recording (loaded whole) / its floor (instructions)     4.80  × (guard)" in r.stdout
+    assert told["commands"]["floor, recording"][-1].endswith("recorded-30.jsonl")
     assert "none" in told["commands"]["replay -p none"] and told["envs"]["replay -p none"] == {"COMPACTLAB_PROBES": "0"}
     doc = json.loads(out.read_text())
-    assert len(doc["figures"]) == 35 and doc["commands"]["floor"]["cpu"] > 0
+    assert len(doc["figures"]) == 36 and doc["commands"]["floor"]["cpu"] > 0
     # a step runs on the Python engine: its seam is held to none there (#56), and shown against none as run
     cpu = {name: c["cpu"] for name, c in doc["commands"].items()}
     figure = {f["figure"]: f["value"] for f in doc["figures"]}
