@@ -474,6 +474,17 @@ def _over_the_floor(by: dict[str, Measure], counts: dict[str, int] | None) -> li
     return rows
 
 
+def _recording_rows(by: dict[str, Measure], counts: dict[str, int] | None) -> list[tuple[str, float, str, bool | None]]:
+    """The recording loaded whole over its own floor: a guard, in CPU seconds and, where ``counts``
+    has them (``bench --instructions``), in instructions."""
+    its_floor, replayed = RECORDING
+    rows: list[tuple[str, float, str, bool | None]] = [
+        (f"{replayed} / its floor (CPU)", by[replayed].cpu / by[its_floor].cpu, "× (guard)", None)]
+    if counts is not None and counts.get(its_floor) and replayed in counts:
+        rows.append((f"{replayed} / its floor (instructions)", counts[replayed] / counts[its_floor], "× (guard)", None))
+    return rows
+
+
 def _native_built() -> bool:
     from .core import native_module
 
@@ -490,11 +501,7 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
         rows.append((name, value, f"{what} ≤ {target}", value <= target))
 
     rows += _over_the_floor(by, startup)
-    its_floor, replayed = RECORDING
-    rows.append((f"{replayed} / its floor (CPU)", by[replayed].cpu / by[its_floor].cpu, "× (guard)", None))
-    if startup is not None and startup.get(its_floor) and replayed in startup:
-        rows.append((f"{replayed} / its floor (instructions)", startup[replayed] / startup[its_floor], "× (guard)",
-                     None))
+    rows += _recording_rows(by, startup)
     s08, off, cold = (by[n].cpu for n in ("replay -p s08", "replay -p s08, recall off",
                                            "replay -p s08, probes indexed again"))
     # (a step runs on the Python engine: the seam's cost is against none there, #56's target)
