@@ -193,6 +193,14 @@ def test_a_file_that_grew_is_read_as_it_was_when_it_was_opened(tmp_path):
     assert [e._lazy[1:3] for e in entries] == [(0, len(first)), (len(first), len(more))]
 
 
+def _lines_in_python(monkeypatch) -> list[bytes]:
+    """The raw lines ``anthropic_messages.line_entry`` reads from now on (each line Python reads)."""
+    seen: list[bytes] = []
+    line_entry = anthropic_messages.line_entry
+    monkeypatch.setattr(anthropic_messages, "line_entry", lambda *a, **k: seen.append(a[3]) or line_entry(*a, **k))
+    return seen
+
+
 _PLAIN_REPLIES = [  # (each read natively: its members written plainly)
     {"usage": {"input_tokens": 3, "cache_creation_input_tokens": 100, "cache_read_input_tokens": None,
                "output_tokens": 7, "cache_creation": {"ephemeral_1h_input_tokens": 250}, "service_tier": "standard"},
@@ -215,13 +223,10 @@ def test_a_replys_usage_read_natively_is_what_python_reads(tmp_path, monkeypatch
     lines += [orjson.dumps({**user("hi"), "usage": {"input_tokens": 1.5}, "model": "m"})]  # (a user's usage: none)
     path = tmp_path / "t.jsonl"
     path.write_bytes(b"".join(line + b"\n" for line in lines))
-    in_python = []
-    line_entry = anthropic_messages.line_entry
-    monkeypatch.setattr(anthropic_messages, "line_entry", lambda *a, **k: in_python.append(a[3]) or line_entry(*a, **k))
+    in_python = _lines_in_python(monkeypatch)
     builder = _by_blocks(str(path), False)
     assert in_python == [] and len(builder.usage) == 4 and builder.usage[0]["cache_creation_1h_input_tokens"] == 100
-    monkeypatch.setattr(anthropic_messages, "line_entry", line_entry)
-    _same(str(path), False)
+    _same(str(path), False)  # (the reference reads each line in Python: after the count)
 
 
 def test_a_line_is_split_by_the_native_core_and_a_reply_with_usage_is_read_once(tmp_path, monkeypatch):
@@ -232,9 +237,7 @@ def test_a_line_is_split_by_the_native_core_and_a_reply_with_usage_is_read_once(
     odd = {**asst("ok"), "usage": {"input_tokens": 6.0}, "model": "claude-opus-4-1"}
     path = tmp_path / "t.jsonl"
     path.write_bytes(b"".join(orjson.dumps(m) + b"\n" for m in [user("a"), asst("b"), user("c"), reply, user("d")]))
-    in_python = []
-    line_entry = anthropic_messages.line_entry
-    monkeypatch.setattr(anthropic_messages, "line_entry", lambda *a, **k: in_python.append(a[3]) or line_entry(*a, **k))
+    in_python = _lines_in_python(monkeypatch)
     reads = []
     facts = line_facts(ResultFact, True)
 
