@@ -307,16 +307,23 @@ def test_a_batch_turns_one_runs_error_into_its_failure_and_runs_the_rest(tmp_pat
     assert gc.isenabled()  # (paused for the batch, back after it)
 
 
-def test_a_batch_runs_with_the_workers_collector_paused(monkeypatch):
+def test_a_batch_runs_with_the_workers_collector_paused_and_its_allocator_kept(monkeypatch):
     from compactlab.corpus import compare
     from compactlab.corpus.compare import Job, run_batch
+    from compactlab.plumbing import process
 
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")  # (as a Dask nanny sets it)
+    calls: list[tuple] = []
+    monkeypatch.setattr(process, "_glibc", lambda: type("Libc", (), {
+        "mallopt": lambda self, *a: calls.append(a), "malloc_trim": lambda self, *a: calls.append(a)})())
     t = load_transcript(str(SMALL))
-    states: list[bool] = []
+    states: list[tuple[bool, int]] = []
     real = compare.run_job
-    monkeypatch.setattr(compare, "run_job", lambda *a: states.append(gc.isenabled()) or real(*a))
+    monkeypatch.setattr(compare, "run_job",
+                        lambda *a: states.append((gc.isenabled(), process.allocator_kept._inside)) or real(*a))
     run_batch([(Job(0, 0, load_policy("s08"), ()), t, None, None)] * 2, False, False, ("stub", None))
-    assert states == [False, False] and gc.isenabled()
+    assert states == [(False, 1), (False, 1)] and gc.isenabled() and process.allocator_kept._inside == 0
+    assert len(calls) == 5 and calls[-1] == (0,)  # (kept for the batch, then set back and trimmed once)
 
 
 def test_a_cluster_is_sent_the_same_transcripts_once():

@@ -8,7 +8,7 @@ summary and a few per-call series for the charts.
 
 from __future__ import annotations
 
-from ..plumbing.process import collector_paused, usable_cores
+from ..plumbing.process import allocator_kept, collector_paused, usable_cores
 
 import contextlib
 import itertools
@@ -543,9 +543,10 @@ def in_batches(items: list[Any], threads: int) -> list[list[Any]]:
 def run_batch(batch: list[tuple[Job, Any, Any, Any]], from_file: bool, *args: Any) -> list[tuple[int, RunResult | Failure]]:
     """A Dask task: each (job, its transcript or ``FileRef``, prices, calibration) run in turn, each
     run's error its own failure (the batch's other runs go on). The worker's collector is paused
-    meanwhile (``collector_paused``: its full passes traversed every transcript the worker keeps)."""
+    meanwhile (``collector_paused``: its full passes traversed every transcript the worker keeps),
+    and its allocator keeps what the runs free (``allocator_kept``)."""
     out: list[tuple[int, RunResult | Failure]] = []
-    with collector_paused():
+    with collector_paused(), allocator_kept():
         for job, transcript, prices, calibration in batch:
             try:
                 work = run_job_from_file if from_file else run_job

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..engine.policy import Policy
 from ..plumbing.interrupts import ignore_in_child
-from ..plumbing.process import collector_paused
+from ..plumbing.process import allocator_kept, collector_paused
 from .compare import FileRef, GridRun, Job, RunFailure, RunResult, run_job
 from .pool import Failure, death, failure_of, kill_and_reap, requests, spawn
 
@@ -84,7 +84,7 @@ def _worker(conn: Connection, members: Sequence[Member], share: list[int], setti
     held: dict[int, Any] = {}  # the share's transcripts, read at first use and kept
     n = len(members)
     for policies in requests(conn):
-        with collector_paused():  # (its full passes traversed every transcript of the share)
+        with collector_paused(), allocator_kept():  # (its full passes traversed every transcript of the share)
             for i, policy in enumerate(policies):
                 for t in share:
                     index = i * n + t

@@ -27,7 +27,7 @@ from ..corpus.pool import Failure, Pool, can_fork, failure_of
 from ..corpus.sharing import Sharing
 from ..engine.cost.prices import PriceTable
 from ..errors import CompactlabError
-from ..plumbing.process import collector_paused, usable_cores, worker_collecting
+from ..plumbing.process import allocator_kept, collector_paused, usable_cores, worker_collecting
 from .base import Notify, Settings, Tally, cache_warnings, none_read, parts_of, price_warning, run_in_parts, \
     say_calibration, warn_loaded
 
@@ -75,8 +75,9 @@ class FileDone:
 
 def run_files(batch: list[tuple[str, str]], policies: list, reading: Reading) -> list[FileDone]:
     """A task: each (path as given, its absolute path) read and run with every policy. The
-    worker's collector is paused meanwhile (``collector_paused``)."""
-    with collector_paused():
+    worker's collector is paused meanwhile (``collector_paused``) and its allocator keeps what the
+    reading frees (``allocator_kept``)."""
+    with collector_paused(), allocator_kept():
         summarizer = summarizer_of(reading.summarizer)
         return [_run_file(given, path, policies, reading, summarizer) for given, path in batch]
 

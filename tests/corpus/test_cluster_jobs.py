@@ -254,6 +254,27 @@ def test_a_local_worker_collects_between_its_files_and_pauses_the_collector_whil
                    2: [True, False, True, "x", ["c"]]}
 
 
+def test_a_workers_task_reads_and_runs_its_files_with_the_allocator_kept(monkeypatch):
+    """(#59 §5) On a Dask worker (MALLOC_TRIM_THRESHOLD_=65536, from its nanny) every buffer a
+    file's reading freed was faulted in again at the next: a task keeps them (``allocator_kept``)."""
+    from compactlab import load_policy
+    from compactlab.jobs import cluster
+    from compactlab.jobs.base import Settings
+    from compactlab.plumbing import process
+
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
+    calls: list[tuple] = []
+    monkeypatch.setattr(process, "_glibc", lambda: type("Libc", (), {
+        "mallopt": lambda self, *a: calls.append(a), "malloc_trim": lambda self, *a: calls.append(a)})())
+    inside: list[int] = []
+    real = cluster._run_file
+    monkeypatch.setattr(cluster, "_run_file", lambda *a: inside.append(process.allocator_kept._inside) or real(*a))
+    path = str(SAMPLES / "synth-small.jsonl")
+    done = cluster.run_files([(path, path)] * 2, [(load_policy("s08"), ())], cluster.reading_of(Settings(dry_run=True)))
+    assert [len(f.runs) for f in done] == [1, 1] and inside == [1, 1]
+    assert process.allocator_kept._inside == 0 and len(calls) == 5 and calls[-1] == (0,)
+
+
 def test_a_local_worker_builds_its_summarizer_once_for_all_its_files(cli, corpus, tmp_path, monkeypatch):
     """(a live summarizer's client is kept for the worker's next files, as a worker of a part's runs
     keeps it)"""

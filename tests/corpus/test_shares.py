@@ -72,13 +72,17 @@ def test_each_worker_reads_its_share_once_and_the_runs_are_those_of_compare(tmp_
 def test_a_worker_reads_and_runs_a_batch_with_its_collector_paused(tmp_path, monkeypatch):
     """A worker keeps its share's transcripts for every trial: the collector's full passes would
     traverse them all, so it is paused while a batch is read and run (as compare's workers are),
-    and back on between batches."""
+    and back on between batches; so is the allocator's trimming (``allocator_kept``)."""
+    from compactlab.plumbing import process
+
     log = tmp_path / "states"
     real_read, real_run = shares._read, shares.run_job
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")  # (as a Dask nanny sets it)
+    monkeypatch.setattr(process, "_glibc", lambda: type("Libc", (), {"mallopt": print, "malloc_trim": print})())
 
-    def note(what):
+    def note(what):  # (and whether the allocator keeps what is freed: allocator_kept)
         with open(log, "a") as f:
-            f.write(f"{what} {gc.isenabled()}\n")
+            f.write(f"{what} {gc.isenabled()}{' kept' * process.allocator_kept._inside}\n")
 
     monkeypatch.setattr(shares, "_read", lambda member: note("read") or real_read(member))
     monkeypatch.setattr(shares, "run_job", lambda *a: note("run") or real_run(*a))
@@ -90,8 +94,8 @@ def test_a_worker_reads_and_runs_a_batch_with_its_collector_paused(tmp_path, mon
         assert not pool.run([load_policy("none")]).failures
     states = log.read_text().split("\n")[:-1]
     assert states.count("between True") == 2
-    assert {s for s in states if not s.startswith("between")} == {"read False", "run False"}
-    assert states.count("run False") == 4 and states.count("read False") == 2
+    assert {s for s in states if not s.startswith("between")} == {"read False kept", "run False kept"}
+    assert states.count("run False kept") == 4 and states.count("read False kept") == 2
 
 
 def test_a_worker_that_dies_fails_its_runs_only_and_a_fresh_one_takes_its_share(tmp_path):

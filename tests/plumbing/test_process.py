@@ -153,3 +153,126 @@ def test_the_command_keeps_openblas_to_one_thread_unless_told(given, seen):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**env, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == seen
+
+
+class _Libc:
+    """A C library that notes what it is asked (``allocator_kept``'s calls)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def mallopt(self, param: int, value: int) -> int:
+        self.calls.append(("mallopt", param, value))
+        return 1
+
+    def malloc_trim(self, pad: int) -> int:
+        self.calls.append(("malloc_trim", pad))
+        return 1
+
+
+@pytest.mark.parametrize("mmap, restored", [(None, 128 << 10), ("262144", 262144)])
+def test_the_allocator_kept_by_tasks_side_by_side_is_set_back_when_the_last_one_leaves(monkeypatch, mmap, restored):
+    """(#59 §5) A Dask nanny sets MALLOC_TRIM_THRESHOLD_=65536: the tasks keep what they free while
+    any of them runs, then the thresholds the environment gave, and the free memory handed back."""
+    import threading
+
+    from compactlab.plumbing import process
+
+    libc = _Libc()
+    monkeypatch.setattr(process, "_glibc", lambda: libc)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    if mmap is None:
+        monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    else:
+        monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", mmap)
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, list] = {}
+
+    def first() -> None:
+        with process.allocator_kept():
+            first_in.set()
+            second_in.wait()
+        seen["after first left"] = list(libc.calls)
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait()
+        with process.allocator_kept():
+            second_in.set()
+            first_out.wait()
+            os.environ["MALLOC_TRIM_THRESHOLD_"] = "1"  # (what the process started with is set back)
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    kept = [("mallopt", process.M_MMAP_THRESHOLD, 32 << 20), ("mallopt", process.M_TRIM_THRESHOLD, 64 << 20)]
+    assert seen["after first left"] == kept  # (set once, by the first in; left so while the second runs)
+    assert libc.calls == kept + [("mallopt", process.M_MMAP_THRESHOLD, restored),
+                                 ("mallopt", process.M_TRIM_THRESHOLD, 65536), ("malloc_trim", 0)]
+    assert process.allocator_kept._inside == 0
+
+
+@pytest.mark.parametrize("trim, tunables", [(None, None), ("", None), ("lots", None), ("-1", None),
+                                             ("65536", "glibc.malloc.mmap_threshold=262144")])
+def test_the_allocator_is_left_alone_where_the_environment_does_not_set_its_trim_threshold(monkeypatch, trim,
+                                                                                          tunables):
+    """(or sets the allocator's thresholds in GLIBC_TUNABLES too: what to set back is not known)"""
+    from compactlab.plumbing import process
+
+    libc = _Libc()
+    monkeypatch.setattr(process, "_glibc", lambda: libc)
+    if trim is None:
+        monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    else:
+        monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", trim)
+    if tunables is None:
+        monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    else:
+        monkeypatch.setenv("GLIBC_TUNABLES", tunables)
+    with process.allocator_kept():
+        with process.allocator_kept():
+            pass
+    assert libc.calls == [] and process.allocator_kept._inside == 0
+
+
+_CHURN = """
+import resource, sys
+from compactlab.plumbing.process import allocator_kept, _glibc
+if _glibc() is None:
+    print("no glibc"); sys.exit()
+def churn():  # (a buffer of 1 MiB made, touched and freed, 100 times: the page faults it takes)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(100):
+        b = bytearray(1 << 20)
+        b[::4096] = b"x" * 256
+        del b
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+out = churn()
+with allocator_kept():
+    churn()
+    kept = churn()
+print(out, kept, churn())
+"""
+
+
+def test_a_task_keeps_the_memory_it_frees_where_a_dask_nanny_would_hand_it_back(tmp_path):
+    """glibc for real, as a Dask worker has it: each freed MiB went back to the system and was
+    faulted in again (256 pages each time); inside the block it is kept, and after it the
+    environment's setting holds again."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MALLOC_TRIM_THRESHOLD_": "65536"}
+    env.pop("MALLOC_MMAP_THRESHOLD_", None)
+    env.pop("GLIBC_TUNABLES", None)
+    got = subprocess.run([sys.executable, "-c", _CHURN], env=env, capture_output=True, text=True, cwd=tmp_path,
+                         check=True).stdout.split()
+    if got == ["no", "glibc"]:
+        pytest.skip("not glibc: allocator_kept does nothing here")
+    out, kept, after = map(int, got)
+    assert out >= 100 * 200  # (each MiB faulted in again)
+    assert kept * 20 < out
+    assert after >= 100 * 200  # (the environment's threshold back)
