@@ -209,11 +209,14 @@ def _tune_measures(root: Path, cl: list[str], jobs: int) -> list[Measure]:
 
 def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None = None, naive: bool = True,
         jobs: int = 2, corpus: bool = False, tune: bool = False, trajectories: str | None = None,
-        instructions: bool = False) -> dict[str, Any]:
+        instructions: bool = False, dask: bool = False) -> dict[str, Any]:
     """Generate the inputs, measure, and return the figures (printing a table to ``out``).
     ``trajectories``: a folder of recorded sessions to time compare on, ``TRAJECTORIES`` of them;
-    ``instructions``: also count the floor's and the replays' of #59's targets by callgrind."""
+    ``instructions``: also count the floor's and the replays' of #59's targets by callgrind;
+    ``dask``: also compare the trajectories on a local Dask cluster (``LocalDask``)."""
     from .synth import write
+
+    _can_dask(dask, trajectories)
 
     out = out or sys.stdout
     tmp = tempfile.TemporaryDirectory(prefix="compactlab-bench-") if workdir is None else None
@@ -295,8 +298,10 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
             by.update({m.name: m for m in _corpus_measures(root, cl, jobs)})
         if tune:
             by.update({m.name: m for m in _tune_measures(root, cl, jobs)})
+        idle = None
         if trajectories:
-            by.update({m.name: m for m in _trajectory_measures(Path(trajectories), root, cl, jobs, rounds)})
+            recorded, idle = _recorded_measures(Path(trajectories), root, cl, jobs, rounds, dask)
+            by.update(recorded)
         reference = None
         if naive:
             reference = Measure("straightforward reference, large window",
@@ -309,7 +314,7 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
             names = ("floor", *INSTRUCTION_TARGETS, *RECORDING)
             startup.update(counted({name: by[name].argv for name in names}, {name: by[name].env for name in names})
                            or {})
-        return _report(by, reference, size, big_size, calls, rounds, out, startup)
+        return _report(by, reference, size, big_size, calls, rounds, out, startup, idle)
     finally:
         if cache_dir is None:
             os.environ.pop("COMPACTLAB_CACHE_DIR", None)
@@ -360,6 +365,137 @@ def _corpus_measures(root: Path, cl: list[str], jobs: int) -> list[Measure]:
             m.run()
             measures.append(m)
     return measures
+
+
+#: ``bench --dask``: #59 §5's target, a compare of the trajectories on a local Dask cluster of
+#: ``--jobs`` one-thread workers against ``--jobs`` local processes, in CPU (every process of both)
+DASK_TARGET = 1.3
+#: how long to wait for the cluster's processes to start (seconds)
+DASK_START = 120.0
+
+
+class LocalDask:
+    """A Dask scheduler and ``workers`` one-thread workers on loopback, each in its nanny's process,
+    started as ``dask scheduler`` and ``dask worker`` start them, in processes of their own; ``cpu``:
+    the CPU seconds of every process of theirs so far (the nannies' workers too), from psutil (a
+    dependency of distributed)."""
+
+    def __init__(self, root: Path, workers: int) -> None:
+        self.root, self.workers = root, workers
+        self.procs: list[subprocess.Popen] = []
+
+    def __enter__(self) -> "LocalDask":
+        from distributed import Client
+
+        where = self.root / "dask-scheduler.json"
+        where.unlink(missing_ok=True)
+        py = [sys.executable, "-m"]
+        quiet: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "cwd": self.root}
+        try:
+            self.procs.append(subprocess.Popen([*py, "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                                                "--port", "0", "--no-dashboard", "--scheduler-file", str(where)],
+                                               **quiet))
+            for _ in range(self.workers):
+                self.procs.append(subprocess.Popen([*py, "distributed.cli.dask_worker", "--scheduler-file", str(where),
+                                                    "--nthreads", "1", "--no-dashboard"], **quiet))
+            with Client(scheduler_file=str(where), timeout=f"{DASK_START}s") as client:
+                client.wait_for_workers(self.workers, timeout=DASK_START)
+            self.executor = "dask://" + json.loads(where.read_text())["address"]
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def cpu(self) -> float:
+        import psutil
+
+        total = 0.0
+        for p in self.procs:
+            try:
+                root = psutil.Process(p.pid)
+                for q in [root, *root.children(recursive=True)]:
+                    times = q.cpu_times()
+                    total += times.user + times.system
+            except psutil.Error:  # (one gone between the listing and its times)
+                pass
+        return total
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        for p in reversed(self.procs):
+            p.send_signal(signal.SIGINT)  # (as Ctrl-C stops them: a worker's nanny stops its worker)
+        for p in reversed(self.procs):
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def _dask_rows(by: dict[str, Measure], idle: float | None) -> list[tuple[str, float, str, bool | None]]:
+    """``bench --dask``'s figures: the compare on the cluster over the same with ``--jobs`` (CPU,
+    every process of both: #59 §5), and what the cluster costs idle."""
+    on = by.get(f"compare {TRAJECTORIES} trajectories x 2, Dask cluster")
+    local = next((m for name, m in by.items() if name.startswith(f"compare {TRAJECTORIES} trajectories x 2, --jobs")),
+                 None)
+    if on is None or local is None:
+        return []
+    value = on.cpu / local.cpu
+    rows: list[tuple[str, float, str, bool | None]] = [
+        (f"compare {TRAJECTORIES} x 2: Dask cluster / {local.name.rpartition(', ')[2]} (CPU)", value,
+         f"× (#59) ≤ {DASK_TARGET}", value <= DASK_TARGET)]
+    if idle is not None:
+        rows.append(("a Dask cluster idle (CPU s a second)", idle, "(its upkeep, in the figure above)", None))
+    return rows
+
+
+def _recorded_measures(source: Path, root: Path, cl: list[str], jobs: int, rounds: int,
+                       dask: bool) -> tuple[dict[str, Measure], float | None]:
+    """``bench --trajectories``' measures, and ``--dask``'s with what its cluster costs idle."""
+    measures = _trajectory_measures(source, root, cl, jobs, rounds)
+    idle = None
+    if dask:
+        on_dask, idle = _dask_measures(root / "trajectories", root, cl, jobs, rounds)
+        measures += on_dask
+    return {m.name: m for m in measures}, idle
+
+
+def _can_dask(dask: bool, trajectories: str | None) -> None:
+    """A usage error where ``bench --dask`` cannot run: no trajectories to compare, no Dask."""
+    if not dask:
+        return
+    if not trajectories:
+        raise UsageError("--dask compares the trajectories: give --trajectories FOLDER too")
+    try:
+        import distributed  # noqa: F401
+        import psutil  # noqa: F401
+    except ImportError:
+        raise UsageError("--dask needs Dask distributed", hint="pip install 'compactlab[dask]'") from None
+
+
+def _dask_measures(folder: Path, root: Path, cl: list[str], jobs: int, rounds: int) -> tuple[list[Measure], float]:
+    """compare of the trajectories (``_trajectory_measures``' folder) on a ``LocalDask`` of ``jobs``
+    workers, the command's CPU and every cluster process's, and with ``--jobs`` beside it, in
+    interleaved rounds (its workers warm first: their imports, the probes they index); and what the
+    cluster costs idle (CPU seconds a second)."""
+    import time
+
+    argv = [*cl, "compare", str(folder), "-p", "s08", "-p", "observation-masking", "-q",
+            "--out", str(root / "compare-dask"), "--force", *EXTRA_ARGS]
+    local = Measure(f"compare {TRAJECTORIES} trajectories x 2, --jobs {jobs}", [*argv, "--jobs", str(jobs)])
+    with LocalDask(root, jobs) as cluster:
+        on = Measure(f"compare {TRAJECTORIES} trajectories x 2, Dask cluster", [*argv, "--executor", cluster.executor])
+        subprocess.run(on.argv, capture_output=True, check=True)
+        before, at = cluster.cpu(), time.perf_counter()
+        time.sleep(2)
+        idle = (cluster.cpu() - before) / (time.perf_counter() - at)
+        for _ in range(rounds):
+            before = cluster.cpu()
+            on.run()
+            on.cpus[-1] += cluster.cpu() - before
+            local.run()
+    return [on, local], idle
 
 
 #: ``bench --trajectories``: how many sessions the corpus of recorded ones holds (#44: 200)
@@ -492,7 +628,7 @@ def _native_built() -> bool:
 
 
 def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_size: int, calls: int, rounds: int,
-            out: Any, startup: dict[str, int] | None = None) -> dict[str, Any]:
+            out: Any, startup: dict[str, int] | None = None, dask_idle: float | None = None) -> dict[str, Any]:
     floor = by["floor"].wall
     start = by["startup (--version)"].wall
     rows: list[tuple[str, float, str, bool | None]] = []
@@ -561,6 +697,7 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
                  f"compare {TRAJECTORIES} trajectories x 2, first (probes indexed)"):
         if name in by:
             rows.append((f"{name} (CPU s)", by[name].cpu, "(its speed users wait for: #44)", None))
+    rows += _dask_rows(by, dask_idle)
     for name in ("startup (--version)", "--help"):
         rows.append((f"{name} (s)", by[name].wall, "≤ 0.3 s", by[name].wall <= 0.3))
     for name, most in STARTUP_TARGETS.items():  # (instructions: callgrind's count)

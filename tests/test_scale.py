@@ -114,8 +114,20 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     recorded = tmp_path / "recorded"
     recorded.mkdir()
     (recorded / "a.jsonl").write_bytes((SAMPLES / "synth-small.jsonl").read_bytes())
+    # (a Dask cluster's compare is LocalDask's test: here the rows it fills, from a stand-in)
+    on_dask: list = []
+
+    def dask_measures(folder, root, cl, jobs, rounds):
+        on_dask.append(folder)
+        on, local = bench.Measure("compare 3 trajectories x 2, Dask cluster", []), bench.Measure(
+            f"compare 3 trajectories x 2, --jobs {jobs}", [])
+        for m, cpus in ((on, [6.6, 6.5, 6.4]), (local, [5.0])):
+            m.cpus, m.walls, m.rss, m.main_rss = cpus, [1.0], [1], [1]
+        return [on, local], 0.2
+
+    monkeypatch.setattr(bench, "_dask_measures", dask_measures)
     r = cli("bench", "--calls", "30", "--rounds", "1", "--corpus", "--tune", "--json", out, "--dir", tmp_path / "inputs",
-            "--trajectories", recorded, "--instructions")
+            "--trajectories", recorded, "--instructions", "--dask")
     assert r.exit_code == 0, r.output
     # 30 calls: the targets are set for 5,000 and not judged (#31: no "MISSED" against them)
     assert "not judged" in r.stdout and "MISSED" not in r.stdout and " ok" not in r.stdout
@@ -151,8 +163,12 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     assert "replay -p s08, recording (loaded whole) / its floor (instructions)     4.80  × (guard)" in r.stdout
     assert told["commands"]["floor, recording"][-1].endswith("recorded-30.jsonl")
     assert "none" in told["commands"]["replay -p none"] and told["envs"]["replay -p none"] == {"COMPACTLAB_PROBES": "0"}
+    # #59 §5: the compare of the trajectories on a Dask cluster over the same on --jobs, every process's CPU
+    assert on_dask == [tmp_path / "inputs" / "trajectories"]
+    assert shown["compare 3 x 2: Dask cluster / --jobs 2 (CPU)"] == ["1.30", "×", "(#59)", "≤", "1.3"]
+    assert shown["a Dask cluster idle (CPU s a second)"][0] == "0.20"
     doc = json.loads(out.read_text())
-    assert len(doc["figures"]) == 36 and doc["commands"]["floor"]["cpu"] > 0
+    assert len(doc["figures"]) == 38 and doc["commands"]["floor"]["cpu"] > 0
     # a step runs on the Python engine: its seam is held to none there (#56), and shown against none as run
     cpu = {name: c["cpu"] for name, c in doc["commands"].items()}
     figure = {f["figure"]: f["value"] for f in doc["figures"]}
@@ -164,6 +180,56 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     assert envs["replay -p none, 2x calls, python core"]["COMPACTLAB_CORE"] == "python"
     assert "COMPACTLAB_CORE" not in envs["replay -p none"] and "COMPACTLAB_CORE" not in envs["replay identity step"]
     assert os.environ["COMPACTLAB_CACHE_DIR"] != str(tmp_path / "inputs" / "cache")  # its own, given back
+
+
+@pytest.mark.slow  # (a scheduler and a worker started: CI runs it with pytest -m slow)
+def test_bench_compares_the_trajectories_on_a_local_dask_cluster_and_counts_its_every_process(tmp_path):
+    """(#59 §5) ``bench --dask``: the compare on a cluster of its own, the cluster's CPU added to the
+    command's (its scheduler, its worker and the worker's nanny), against --jobs; the cluster stopped."""
+    pytest.importorskip("distributed")
+    from compactlab import bench
+
+    folder = tmp_path / "trajectories"
+    folder.mkdir()
+    for name in ("synth-small.jsonl", "manual-compact.jsonl"):
+        (folder / name).write_bytes((SAMPLES / name).read_bytes())
+    cl = [sys.executable, "-m", "compactlab"]
+    seen: list[float] = []
+    real_cpu = bench.LocalDask.cpu
+
+    def cpu(cluster):
+        seen.append(real_cpu(cluster))
+        return seen[-1]
+
+    commands: dict[str, float] = {}
+    real_run = bench.Measure.run
+
+    def run(m):
+        real_run(m)
+        commands[m.name] = m.cpus[-1]  # (the command's own CPU, its children's)
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(bench.LocalDask, "cpu", cpu), unittest.mock.patch.object(bench.Measure, "run", run):
+        (on, local), idle = bench._dask_measures(folder, tmp_path, cl, 1, 1)
+    assert on.name.endswith("Dask cluster") and local.argv[-2:] == ["--jobs", "1"]
+    assert "--executor" in on.argv and on.argv[on.argv.index("--executor") + 1].startswith("dask://tcp://127.0.0.1:")
+    assert (tmp_path / "compare-dask" / "results.csv").is_file()  # (the last compare's: --jobs, into the same folder)
+    # the cluster's CPU over the compare is in its figure (read before and after it: the idle cluster's first)
+    assert len(seen) == 4 and seen[3] > seen[2] >= seen[1] >= seen[0] > 0 and idle >= 0
+    assert on.cpus == [pytest.approx(commands[on.name] + seen[3] - seen[2])] and local.cpus == [commands[local.name]]
+    assert not [p for p in psutil_children() if "distributed.cli" in " ".join(p.cmdline())]  # (stopped)
+
+
+def psutil_children() -> list:
+    import psutil
+
+    return psutil.Process().children(recursive=True)
+
+
+def test_bench_dask_asks_for_the_trajectories_it_compares(cli):
+    r = cli("bench", "--dask", "--calls", "10", "--rounds", "1")
+    assert r.exit_code == 2 and "--dask compares the trajectories: give --trajectories FOLDER too" in r.stderr
 
 
 def test_the_reference_agrees_on_what_it_measures(tmp_path):

@@ -25,11 +25,14 @@ import click
 @click.option("--trajectories", type=click.Path(exists=True, file_okay=False, path_type=str), default=None,
               metavar="FOLDER", help="Also time compare x 2 policies, with reports, of 200 sessions made of the "
                                      "recorded ones in FOLDER (e.g. ../shared/transcripts/openai).")
+@click.option("--dask", is_flag=True,
+              help="Also compare the --trajectories on a local Dask cluster of --jobs one-thread workers against "
+                   "--jobs local processes, in CPU (every process of both; extra: compactlab[dask]).")
 @click.option("--instructions", is_flag=True,
               help="Also count the instructions of the floor and of replay -p s08 and -p none (valgrind's "
                    "callgrind, every process: a minute or two) and hold them to their targets.")
 def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str | None, json_out: str | None,
-          corpus: bool, tune_too: bool, trajectories: str | None, instructions: bool) -> None:
+          corpus: bool, tune_too: bool, trajectories: str | None, dask: bool, instructions: bool) -> None:
     """Measure speed and memory against the parse floor, on synthetic transcripts."""
     from pathlib import Path
 
@@ -41,6 +44,6 @@ def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str |
     if json_out:
         check_destination(json_out, "--json", replaces=(b"{",))
     figures = run(calls=calls, rounds=rounds, workdir=workdir, naive=not no_reference, jobs=jobs, corpus=corpus,
-                  tune=tune_too, trajectories=trajectories, instructions=instructions)
+                  tune=tune_too, trajectories=trajectories, instructions=instructions, dask=dask)
     if json_out:
         atomic_write_bytes(Path(json_out), orjson.dumps(figures, option=orjson.OPT_INDENT_2) + b"\n", what="--json")
