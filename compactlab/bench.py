@@ -401,6 +401,9 @@ class LocalDask:
             with Client(scheduler_file=str(where), timeout=f"{DASK_START}s") as client:
                 client.wait_for_workers(self.workers, timeout=DASK_START)
             self.executor = "dask://" + json.loads(where.read_text())["address"]
+        except Exception as exc:  # (a scheduler or a worker that did not start: said in one line)
+            self.__exit__()
+            raise UsageError(f"--dask: the local Dask cluster did not start: {exc}".splitlines()[0]) from None
         except BaseException:
             self.__exit__()
             raise

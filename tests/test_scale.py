@@ -424,3 +424,16 @@ def test_a_cluster_is_sent_the_same_transcripts_once():
         other = [load_transcript(str(SAMPLES / "synth-small.jsonl"))]
         cluster.send(other)
         assert client.asked == 2 and len(client.scattered) == (0 if readable else 2)
+
+
+def test_a_local_dask_cluster_that_does_not_start_is_one_line_and_leaves_no_process(tmp_path, monkeypatch):
+    pytest.importorskip("distributed")
+    from compactlab import bench
+    from compactlab.errors import UsageError
+
+    monkeypatch.setattr(bench, "DASK_START", 0.5)
+    monkeypatch.setattr(bench.sys, "executable", str(tmp_path / "no-python-here"))  # (nothing starts)
+    with pytest.raises(UsageError, match="^--dask: the local Dask cluster did not start: ") as caught:
+        with bench.LocalDask(tmp_path, 1):
+            pass
+    assert "\n" not in str(caught.value)
