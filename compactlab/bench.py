@@ -383,14 +383,15 @@ class LocalDask:
     def __init__(self, root: Path, workers: int) -> None:
         self.root, self.workers = root, workers
         self.procs: list[subprocess.Popen] = []
+        self.folder: str | None = None  # (its own, made fresh in ``root``: the scheduler file, what they write)
 
     def __enter__(self) -> "LocalDask":
         from distributed import Client
 
-        where = self.root / "dask-scheduler.json"
-        where.unlink(missing_ok=True)
+        self.folder = tempfile.mkdtemp(prefix="dask-", dir=self.root)
+        where = Path(self.folder, "scheduler.json")
         py = [sys.executable, "-m"]
-        quiet: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "cwd": self.root}
+        quiet: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "cwd": self.folder}
         try:
             self.procs.append(subprocess.Popen([*py, "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
                                                 "--port", "0", "--no-dashboard", "--scheduler-file", str(where)],
@@ -434,6 +435,10 @@ class LocalDask:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        if self.folder is not None:
+            import shutil
+
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _dask_rows(by: dict[str, Measure], idle: float | None) -> list[tuple[str, float, str, bool | None]]:

@@ -219,6 +219,7 @@ def test_bench_compares_the_trajectories_on_a_local_dask_cluster_and_counts_its_
     assert len(seen) == 4 and seen[3] > seen[2] >= seen[1] >= seen[0] > 0 and idle >= 0
     assert on.cpus == [pytest.approx(commands[on.name] + seen[3] - seen[2])] and local.cpus == [commands[local.name]]
     assert not [p for p in psutil_children() if "distributed.cli" in " ".join(p.cmdline())]  # (stopped)
+    assert not list(tmp_path.glob("dask-*"))  # (its own folder, the scheduler file in it, removed)
 
 
 def psutil_children() -> list:
@@ -433,7 +434,10 @@ def test_a_local_dask_cluster_that_does_not_start_is_one_line_and_leaves_no_proc
 
     monkeypatch.setattr(bench, "DASK_START", 0.5)
     monkeypatch.setattr(bench.sys, "executable", str(tmp_path / "no-python-here"))  # (nothing starts)
+    (tmp_path / "dask-scheduler.json").write_text("a file of yours")  # (never touched: the cluster's folder is its own)
     with pytest.raises(UsageError, match="^--dask: the local Dask cluster did not start: ") as caught:
         with bench.LocalDask(tmp_path, 1):
             pass
     assert "\n" not in str(caught.value)
+    assert [p.name for p in tmp_path.iterdir()] == ["dask-scheduler.json"]
+    assert (tmp_path / "dask-scheduler.json").read_text() == "a file of yours"
