@@ -50,6 +50,7 @@ from .layers.micro import gates_hold
 from .layers.summary import Breaker, SummaryConfig, kept_share, reasoning_tokens, trigger_now
 from .measures import CallAt, Measures
 from .measures.base import after_first_run
+from .measures.baseline import FREED
 from .policy import Policy
 from .records import TurnRecord
 
@@ -58,11 +59,12 @@ def keeping_turns(measures: Measures, *, probes: bool, keeps_contexts: bool, act
     """The native loop of a run (``_native.KeepingTurns``, measured by its ``measures``' native
     ones), or None where the Python loop runs it: no native measures (the python core, exact
     counts), a policy that ``acts``, a run that can lose a probe (``probes``), a run that keeps
-    contexts."""
+    contexts. Its messages are let go as it passes them (``FREED`` in their place: a stream's are
+    freed as it is read, not held to the end)."""
     native = native_module()
     if native is None or measures.native is None or acts or probes or keeps_contexts:
         return None
-    return native.KeepingTurns(measures.native, TurnRecord)
+    return native.KeepingTurns(measures.native, TurnRecord, FREED)
 
 
 #: micro's options the layers' loop does not run: a policy with one of them on runs on the Python loop

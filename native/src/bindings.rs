@@ -947,6 +947,14 @@ impl InvariantTracker {
 }
 
 impl InvariantTracker {
+    /// Its message at `pos` let go (`violations::Tracker::release`): `freed` held in its place.
+    pub(crate) fn release(&mut self, pos: usize, freed: &Bound<'_, PyAny>) {
+        self.inner.release(pos);
+        if let Some(o) = self.objects.get_mut(pos) {
+            *o = freed.clone().unbind();
+        }
+    }
+
     /// The number of `s` in the table it numbers by.
     fn intern(&mut self, s: &Bound<'_, PyAny>) -> PyResult<violations::Id> {
         match &self.shared {

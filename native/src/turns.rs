@@ -305,12 +305,24 @@ pub struct KeepingTurns {
     measures: Py<CallMeasures>,
     /// `TurnRecord`, made positionally
     record: Py<PyAny>,
+    /// the placeholder a message let go is replaced by (`baseline.FREED`; None: every message is
+    /// held to the end), and how many of the first messages have been looked at to let go
+    freed: Option<Py<PyAny>>,
+    released: usize,
 }
 
 #[pymethods]
 impl KeepingTurns {
+    /// `freed`: where given, the messages before the call's last two are let go as the loop passes
+    /// them (`release`), so that a stream's messages are freed as it is read, not at the end.
     #[new]
-    fn new(py: Python<'_>, measures: Py<CallMeasures>, record: Py<PyAny>) -> Self {
+    #[pyo3(signature = (measures, record, freed=None))]
+    fn new(
+        py: Python<'_>,
+        measures: Py<CallMeasures>,
+        record: Py<PyAny>,
+        freed: Option<Py<PyAny>>,
+    ) -> Self {
         KeepingTurns {
             entries: PyList::empty(py).unbind(),
             chars: Vec::new(),
@@ -318,6 +330,8 @@ impl KeepingTurns {
             origins: Vec::new(),
             measures,
             record,
+            freed,
+            released: 0,
         }
     }
 
@@ -376,6 +390,7 @@ impl KeepingTurns {
             overflow,
         )?;
         drop(measures);
+        self.release(py, n.saturating_sub(2))?;
         self.append(reply)?;
         Ok(record)
     }
@@ -411,6 +426,36 @@ impl KeepingTurns {
 }
 
 impl KeepingTurns {
+    /// The messages before `stop` let go where a placeholder was given: each one no layer changed
+    /// (all of them: no layer runs here) replaced by it, in the context and the tracker. Nothing
+    /// reads them again: the measures read the messages from where the context grew (the tracker
+    /// its facts, which it keeps), retention a message's changed blocks, which the placeholder has
+    /// as few of as the message had (none), and the lengths and origins are this loop's own.
+    fn release(&mut self, py: Python<'_>, stop: usize) -> PyResult<()> {
+        let Some(freed) = &self.freed else {
+            return Ok(());
+        };
+        if stop <= self.released {
+            return Ok(());
+        }
+        let (entries, freed) = (self.entries.bind(py), freed.bind(py));
+        let measures = self.measures.borrow(py);
+        let mut tracker = measures.inner.tracker.borrow_mut(py);
+        for pos in self.released..stop {
+            if entries
+                .get_item(pos)?
+                .getattr(intern!(py, "changed"))?
+                .is_truthy()?
+            {
+                continue; // (a changed message is held: what retention reads of it stays its own)
+            }
+            entries.set_item(pos, freed)?;
+            tracker.release(pos, freed);
+        }
+        self.released = stop;
+        Ok(())
+    }
+
     fn append(&mut self, entry: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = entry.py();
         let chars: i64 = entry.getattr(intern!(py, "chars"))?.extract()?;

@@ -442,6 +442,16 @@ impl Tracker {
         self.owned.insert(pos, found);
     }
 
+    /// Its message at `pos` let go by a context that only grows (`KeepingTurns`): its facts kept
+    /// (the violations listed from them stay as they were), its key made 0, which no message has,
+    /// so that another message may take the address it had. Such a context is read again only from
+    /// where it grew, past every message let go.
+    pub fn release(&mut self, pos: usize) {
+        if let Some(s) = self.entries.get_mut(pos) {
+            s.key = 0;
+        }
+    }
+
     /// The stream's messages it no longer needs, from `start` to `stop`, replaced by `freed` (their
     /// violations were counted; what is checked next looks from the message before the next call).
     pub fn free(&mut self, start: usize, stop: usize, freed: &Slot) {
@@ -540,6 +550,45 @@ mod tests {
             .iter()
             .map(|v| (v.kind.name(), v.position, v.tool_id))
             .collect()
+    }
+
+    #[test]
+    fn a_message_let_go_keeps_its_violations_and_no_key_of_a_message() {
+        // an orphan result (1), a tool id used twice far apart (3 and 7): what the tracker lists
+        // and counts is the same after the early messages are let go, the context growing on
+        let grow = |release: bool| {
+            let mut t = Tracker::new(ROLES);
+            let mut all = vec![slot(10, 0, 0, &[], &[]), slot(11, 1, 0, &[], &[9])];
+            all.push(slot(12, 2, 1, &[], &[]));
+            all.push(slot(13, 3, 1, &[5], &[]));
+            all.push(slot(14, 4, 0, &[], &[5]));
+            all.push(slot(15, 5, 1, &[], &[]));
+            all.push(slot(16, 6, 0, &[], &[]));
+            all.push(slot(17, 7, 1, &[5], &[]));
+            all.push(slot(18, 8, 0, &[], &[5]));
+            let mut seen = 0;
+            let mut listed = vec![];
+            for n in [2, 4, 6, 9] {
+                t.update(t.start(seen, n), all[seen..n].to_vec());
+                if release {
+                    for pos in 0..n.saturating_sub(2) {
+                        t.release(pos);
+                    }
+                }
+                listed.push((kinds(&t), t.total(), t.counts().len()));
+                seen = n;
+            }
+            (listed, t.entries.iter().map(|s| s.key).collect::<Vec<_>>())
+        };
+        let (held, keys) = grow(false);
+        let (released, released_keys) = grow(true);
+        assert_eq!(held, released);
+        assert!(held[3].0.contains(&("duplicate_tool_use_id", 7, 5)));
+        assert_eq!(keys, (10..19).collect::<Vec<_>>());
+        assert_eq!(released_keys, [0, 0, 0, 0, 0, 0, 0, 17, 18]);
+        let mut t = Tracker::new(ROLES);
+        t.release(3); // (past the end: nothing)
+        assert!(t.entries.is_empty());
     }
 
     #[test]

@@ -270,6 +270,91 @@ def test_the_native_loop_takes_the_calls_a_batch_at_a_time(monkeypatch, loops, t
     assert [c.overflow for c in b.calls] == [False, True, True, True, False, True, True, True]
 
 
+def _session(path, calls: int, duplicate_at: int | None = None) -> None:
+    """A session file of ``calls`` tool calls, an orphan result at its start, and the first call's
+    tool id used again at call ``duplicate_at``."""
+    lines = [{"role": "user", "content": "go"},
+             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "gone", "content": "x"}]}]
+    for k in range(calls):
+        tid = "t0" if k == duplicate_at else f"t{k}"
+        lines.append({"role": "assistant", "content": [
+            {"type": "text", "text": f"step {k}"},
+            {"type": "tool_use", "id": tid, "name": "Read", "input": {"file_path": f"/src/f{k % 4}.py"}}]})
+        lines.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": tid,
+                                                   "content": f"line {k}\n" * 40}]})
+    lines.append({"role": "assistant", "content": [{"type": "text", "text": "done"}]})
+    path.write_bytes(b"".join(orjson.dumps(m) + b"\n" for m in lines))
+
+
+@needs_native
+@pytest.mark.parametrize("how", ["loaded", "streamed"])
+def test_the_native_loop_lets_go_of_the_messages_it_has_passed(monkeypatch, tmp_path, how):
+    """A policy that keeps everything holds no message to the end on the native loop: those before
+    each call's last two are let go (``baseline.FREED`` in their place, in the context and the
+    violations' tracker), so a stream's are freed as it is read; the run is the Python loop's still,
+    violations of messages let go (an orphan at the start, a tool id used again much later) among it."""
+    from compactlab.engine.measures.baseline import FREED
+
+    path = tmp_path / "s.jsonl"
+    _session(path, 12, duplicate_at=9)
+    made = []
+    real = keeping.keeping_turns
+
+    def keep(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr("compactlab.engine.loop.keeping_turns", keep)
+    monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
+
+    def run():
+        source = load_transcript(str(path)) if how == "loaded" else Opening(str(path), probes=False).feed()
+        return replay(source, load_policy("none"), ReplayOptions(window=30_000))
+
+    a, b = _both(monkeypatch, run)
+    _same(a, b)
+    kinds = sorted(v["kind"] for v in b.summary.violations)
+    assert kinds == ["duplicate_tool_use_id", "orphan_tool_result"]
+    turns = [t for t in made if t is not None]
+    assert len(turns) == 1
+    held = turns[0].entries
+    assert len(held) == 2 + 2 * 12 + 1
+    last = len(held) - 3  # (the last call's context less its last two, then its reply)
+    assert all(e is FREED for e in held[:last]) and not any(e is FREED for e in held[last:])
+
+
+@needs_native
+def test_the_native_loop_holds_a_changed_message_and_runs_as_it_would_holding_all():
+    """What the loop lets go it replaces by the placeholder only where no layer changed the message
+    (retention reads a message's changed blocks); its records are those of a loop holding every
+    message."""
+    from compactlab.engine.measures.baseline import FREED
+    from compactlab.engine.records import TurnRecord
+
+    t = load_transcript(str(SAMPLES / "synth-small.jsonl"))
+    e = t.entries
+    changed = next(x for x in e if x.results).with_result_content(0, "[cleared]")
+    assert changed.changed
+    calls = [k for k, x in enumerate(e) if x.role == "assistant"][:4]
+    batch, start = [], 0
+    for call, pos in enumerate(calls):
+        pending = [changed if x.results and x.origin == changed.origin else x for x in e[start:pos]]
+        batch.append((call, pos, pending, e[pos]))
+        start = pos + 1
+    chars = [0]
+    for x in e[:calls[-1]]:
+        chars.append(chars[-1] + x.chars)
+    raw = ([p for p in calls], [chars[p] + 2 * max(p - 1, 0) for p in calls])
+    holding = NATIVE.KeepingTurns(_measures(*raw), TurnRecord)
+    letting = NATIVE.KeepingTurns(_measures(*raw), TurnRecord, FREED)
+    assert orjson.dumps(holding.turns(batch, 200_000, None)) == orjson.dumps(letting.turns(batch, 200_000, None))
+    n = calls[-1]  # (the last call's context; its reply appended after)
+    kept = letting.entries
+    assert [x is FREED for x in kept[:n - 2]] == [x is not changed for x in kept[:n - 2]]
+    assert changed in kept[:n - 2] and all(x is not FREED for x in kept[n - 2:])
+    assert not any(x is FREED for x in holding.entries)
+
+
 @needs_native
 def test_the_native_loop_refuses_a_batch_with_answers_for_other_calls():
     from compactlab.engine.records import TurnRecord
