@@ -558,14 +558,17 @@ mod tests {
         // and counts is the same after the early messages are let go, the context growing on
         let grow = |release: bool| {
             let mut t = Tracker::new(ROLES);
-            let mut all = vec![slot(10, 0, 0, &[], &[]), slot(11, 1, 0, &[], &[9])];
-            all.push(slot(12, 2, 1, &[], &[]));
-            all.push(slot(13, 3, 1, &[5], &[]));
-            all.push(slot(14, 4, 0, &[], &[5]));
-            all.push(slot(15, 5, 1, &[], &[]));
-            all.push(slot(16, 6, 0, &[], &[]));
-            all.push(slot(17, 7, 1, &[5], &[]));
-            all.push(slot(18, 8, 0, &[], &[5]));
+            let all = [
+                slot(10, 0, 0, &[], &[]),
+                slot(11, 1, 0, &[], &[9]),
+                slot(12, 2, 1, &[], &[]),
+                slot(13, 3, 1, &[5], &[]),
+                slot(14, 4, 0, &[], &[5]),
+                slot(15, 5, 1, &[], &[]),
+                slot(16, 6, 0, &[], &[]),
+                slot(17, 7, 1, &[5], &[]),
+                slot(18, 8, 0, &[], &[5]),
+            ];
             let mut seen = 0;
             let mut listed = vec![];
             for n in [2, 4, 6, 9] {
