@@ -28,15 +28,15 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
                 "tallies; the run's pricing; "
                 "the raw baseline without probes and the reading of a file's lines, a reply's usage among them; a "
                 "loaded message's facts; a comparison's "
-                "bootstrap interval; the log normal CDF Optuna's sampler asks of a tune; the CSV files' text; the "
-                "probes' index read back from the cache; for the others a call's measures, the probes' index, a "
+                "bootstrap interval; the log normal CDF Optuna's sampler asks of a tune; the CSV files' text; a "
+                "file's probes read back from the cache, held in Rust; for the others a call's measures, the probes' index, a "
                 "line's facts and a step's messages")
 
 
 #: what this package asks of ``compactlab._native`` (the crate's ``API``): bumped with it whenever
 #: the Python side asks something new of the crate, so that a module built from other sources (a
 #: working copy pulled and not rebuilt) is never used for this one
-NATIVE_API = 33
+NATIVE_API = 34
 #: why there is no native module where none was built
 NOT_BUILT = "not built in this install"
 

@@ -61,6 +61,12 @@ class DiskCache:
         return self._trusted
 
     def get(self, key: str) -> dict[str, Any] | None:
+        data = self.read(key)
+        return None if data is None else self.parsed(key, data)
+
+    def read(self, key: str) -> bytes | None:
+        """The bytes of the entry ``key``, not yet parsed (``parsed``: what ``get`` makes of them);
+        None where it is absent, or no entry (ignored, said in ``problems``)."""
         path = self.folder / f"{key}.json"
         if not os.path.lexists(path) or not self.trusted():
             return None  # absent: ask
@@ -72,16 +78,25 @@ class DiskCache:
                 elif st.st_size > MAX_ENTRY_BYTES:
                     why = f"larger than {MAX_ENTRY_BYTES >> 20} MiB"
                 else:
-                    value = orjson.loads(f.read(MAX_ENTRY_BYTES + 1))
-                    if isinstance(value, dict):
-                        return value
-                    why = "not a JSON object"
+                    return f.read(MAX_ENTRY_BYTES + 1)
         except InputError as exc:  # (a pipe, a device, a folder, unreadable)
             why = "not a regular file" if "not a regular file" in exc.message else exc.message.removeprefix(f"{path}: ")
-        except orjson.JSONDecodeError:
-            why = "not JSON"
         except OSError as exc:
             why = exc.strerror or str(exc)
+        self.ignore(key, why)
+        return None
+
+    def parsed(self, key: str, data: bytes) -> dict[str, Any] | None:
+        """The JSON object the entry ``key`` read (``read``) holds; None where it holds none
+        (ignored, said in ``problems``)."""
+        try:
+            value = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            why = "not JSON"
+        else:
+            if isinstance(value, dict):
+                return value
+            why = "not a JSON object"
         self.ignore(key, why)
         return None
 

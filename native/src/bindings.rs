@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
-use crate::{cache, csv_text, facts, lines, pricing, recall, seam, strings, violations};
+use crate::{
+    cache, csv_text, facts, lines, pricing, probe_cache, recall, seam, strings, violations,
+};
 
 /// The prompt-cache prefix model (`cost/pricing.py`'s `PromptCache` is its reference).
 #[pyclass(module = "compactlab._native")]
@@ -109,106 +111,200 @@ fn utf8<'a>(text: &'a Bound<'_, PyString>) -> Option<&'a str> {
     text.to_str().ok()
 }
 
-/// A probe index read back from the cache (`probe_cache._parse`, its reference): the entry's columns
-/// (`call`, `text`, `where`, `source_call`, `source_tool`, `kind`: lists of one exact type each, of
-/// one length) made into each call's probes (`probe`: `Probe`, made of a tuple of its fields; its
-/// `where` the `(origin, block)` pairs of the flat list), or None where any value is not what the
-/// cache writes: a version, a column, a type, a kind (`kinds`), a negative call, an empty or odd
-/// `where`, a place that is not an int.
-#[pyfunction]
-fn probe_index<'py>(
-    entry: &Bound<'py, PyDict>,
-    version: i64,
-    probe: &Bound<'py, PyAny>,
-    kinds: &Bound<'py, PyAny>,
-) -> PyResult<Option<Bound<'py, PyDict>>> {
-    let py = entry.py();
-    match entry.get_item(intern!(py, "version"))? {
-        Some(v) if v.eq(version)? => {}
-        _ => return Ok(None),
-    }
-    let mut columns: Vec<Bound<'py, PyList>> = Vec::with_capacity(6);
-    for name in [
-        "call",
-        "text",
-        "where",
-        "source_call",
-        "source_tool",
-        "kind",
-    ] {
-        let Some(column) = entry.get_item(name)? else {
+/// A file's probes read back from the probe cache (`probe_cache.rs`; `probe_cache._parsed` is the
+/// reference), held here rather than as a Python object a probe: a call's `Probe`s are made when
+/// Python asks for them (`get` and a mapping's other methods: call -> its probes, in the order
+/// stored); the native loop's recall reads the rows themselves (`given`).
+#[pyclass(frozen, module = "compactlab._native")]
+pub(crate) struct StoredProbes {
+    stored: probe_cache::Stored,
+    /// each row's text, as its outcome in the ledger repeats it
+    texts: Vec<Py<PyString>>,
+    tools: Vec<Py<PyString>>,
+    /// the kinds `parse` was given, and which of them is a line's
+    kinds: Vec<Py<PyString>>,
+    line: Option<u8>,
+    /// the class of a call's probes (`Probe`)
+    probe: Py<PyType>,
+}
+
+#[pymethods]
+impl StoredProbes {
+    /// The entry `data` (the cache file's bytes) read, or None where any value is not what the
+    /// cache writes (Python then reads it itself). `kinds`: the probes' kinds (`probes.KINDS`).
+    #[staticmethod]
+    fn parse(
+        data: &Bound<'_, PyBytes>,
+        version: i64,
+        probe: Bound<'_, PyType>,
+        kinds: Vec<Bound<'_, PyString>>,
+    ) -> PyResult<Option<Self>> {
+        let py = data.py();
+        let names = kinds
+            .iter()
+            .map(|k| k.to_str())
+            .collect::<PyResult<Vec<_>>>()?;
+        if names.len() > usize::from(u8::MAX) {
+            return Err(pyo3::exceptions::PyValueError::new_err("too many kinds"));
+        }
+        let Some(stored) = probe_cache::parse(data.as_bytes(), version, &names) else {
             return Ok(None);
         };
-        let Ok(column) = column.cast_into_exact::<PyList>() else {
-            return Ok(None);
+        let texts = stored
+            .rows
+            .iter()
+            .map(|r| PyString::new(py, stored.text(r)).unbind())
+            .collect();
+        let tools = stored
+            .tools
+            .iter()
+            .map(|t| PyString::new(py, t).unbind())
+            .collect();
+        let line = names.iter().position(|k| *k == "line").map(|i| i as u8);
+        Ok(Some(StoredProbes {
+            stored,
+            texts,
+            tools,
+            kinds: kinds.into_iter().map(Bound::unbind).collect(),
+            line,
+            probe: probe.unbind(),
+        }))
+    }
+
+    /// `call`'s probes (a new list), or `default` where it has none.
+    #[pyo3(signature = (call, default=None))]
+    fn get<'py>(
+        &self,
+        call: &Bound<'py, PyAny>,
+        default: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = call.py();
+        match self.rows_of(call) {
+            Some(rows) => Ok(self.probes(py, rows)?.into_any()),
+            None => Ok(default.unwrap_or_else(|| py.None().into_bound(py))),
+        }
+    }
+
+    fn __getitem__<'py>(&self, call: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
+        match self.rows_of(call) {
+            Some(rows) => self.probes(call.py(), rows),
+            None => Err(pyo3::exceptions::PyKeyError::new_err(call.clone().unbind())),
+        }
+    }
+
+    fn __contains__(&self, call: &Bound<'_, PyAny>) -> bool {
+        self.rows_of(call).is_some()
+    }
+
+    /// Equal to a mapping with the same calls and probes (a `dict` among them), as a `Mapping` is.
+    fn __eq__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let py = slf.py();
+        let Ok(items) = other.call_method0(intern!(py, "items")) else {
+            return Ok(false);
         };
-        columns.push(column);
+        let mine = pyo3::types::PyDict::from_sequence(&slf.get().items(py)?.into_any())?;
+        mine.eq(pyo3::types::PyDict::from_sequence(&items)?)
     }
-    let n = columns[0].len();
-    if columns.iter().any(|c| c.len() != n) {
-        return Ok(None);
+
+    fn __len__(&self) -> usize {
+        self.stored.calls.len()
     }
-    let out = PyDict::new(py);
-    let new_tuple = tuple_new(py)?;
-    let new_tuple = new_tuple.bind(py);
-    let is_int = |v: &Bound<'py, PyAny>| v.is_exact_instance_of::<PyInt>();
-    let is_str = |v: &Bound<'py, PyAny>| v.is_exact_instance_of::<PyString>();
-    // (every column's types checked before any probe is made: the reference refuses a column whole)
-    for (column, int) in [
-        (&columns[0], true),
-        (&columns[1], false),
-        (&columns[3], true),
-        (&columns[4], false),
-        (&columns[5], false),
-    ] {
-        for v in column.iter() {
-            if !(if int { is_int(&v) } else { is_str(&v) }) {
-                return Ok(None);
-            }
-        }
+
+    fn __iter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, pyo3::types::PyIterator>> {
+        slf.get().keys(slf.py())?.try_iter()
     }
-    for places in columns[2].iter() {
-        let Ok(places) = places.cast_into_exact::<PyList>() else {
-            return Ok(None);
+
+    /// The calls that have probes, in the order stored.
+    fn keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        PyList::new(py, &self.stored.calls)
+    }
+
+    fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let lists = self
+            .stored
+            .calls
+            .iter()
+            .map(|c| self.probes(py, &self.stored.by_call[c]))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, lists)
+    }
+
+    fn items<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let pairs = self
+            .stored
+            .calls
+            .iter()
+            .map(|c| Ok((*c, self.probes(py, &self.stored.by_call[c])?)))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, pairs)
+    }
+}
+
+impl StoredProbes {
+    fn rows_of(&self, call: &Bound<'_, PyAny>) -> Option<&[u32]> {
+        let call = call.cast::<PyInt>().ok()?.extract::<i64>().ok()?;
+        self.stored.by_call.get(&call).map(Vec::as_slice)
+    }
+
+    /// Whether `call` has probes.
+    pub(crate) fn holds(&self, call: i64) -> bool {
+        self.stored.by_call.contains_key(&call)
+    }
+
+    /// `rows` made into `Probe`s.
+    fn probes<'py>(&self, py: Python<'py>, rows: &[u32]) -> PyResult<Bound<'py, PyList>> {
+        let new_tuple = tuple_new(py)?;
+        let (new_tuple, probe) = (new_tuple.bind(py), self.probe.bind(py));
+        let made = rows
+            .iter()
+            .map(|&i| {
+                let row = &self.stored.rows[i as usize];
+                let place = row
+                    .place
+                    .iter()
+                    .map(|&(origin, block)| PyTuple::new(py, [origin, block]))
+                    .collect::<PyResult<Vec<_>>>()?;
+                let fields = PyTuple::new(
+                    py,
+                    [
+                        self.texts[i as usize].bind(py).clone().into_any(),
+                        PyTuple::new(py, place)?.into_any(),
+                        row.source_call.into_pyobject(py)?.into_any(),
+                        self.tools[row.tool as usize].bind(py).clone().into_any(),
+                        self.kinds[usize::from(row.kind)]
+                            .bind(py)
+                            .clone()
+                            .into_any(),
+                    ],
+                )?;
+                new_tuple.call1((probe, fields))
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, made)
+    }
+
+    /// `call`'s probes as the check reads them (none where it has none).
+    pub(crate) fn given<'py>(&self, py: Python<'py>, call: i64) -> PyResult<Vec<GivenProbe<'py>>> {
+        let Some(rows) = self.stored.by_call.get(&call) else {
+            return Ok(Vec::new());
         };
-        if places.is_empty() || places.len() % 2 != 0 || !places.iter().all(|v| is_int(&v)) {
-            return Ok(None);
-        }
+        rows.iter()
+            .map(|&i| {
+                let row = &self.stored.rows[i as usize];
+                Ok(GivenProbe {
+                    text: self.texts[i as usize].bind(py).clone(),
+                    kind: self.kinds[usize::from(row.kind)]
+                        .bind(py)
+                        .clone()
+                        .into_any(),
+                    source_call: row.source_call.into_pyobject(py)?.into_any(),
+                    source_tool: self.tools[row.tool as usize].bind(py).clone().into_any(),
+                    place: row.place.clone(),
+                    line: Some(row.kind) == self.line,
+                })
+            })
+            .collect()
     }
-    for kind in columns[5].iter() {
-        if !kinds.contains(kind)? {
-            return Ok(None);
-        }
-    }
-    for call in columns[0].iter() {
-        if call.lt(0)? {
-            return Ok(None);
-        }
-    }
-    for i in 0..n {
-        let places = columns[2].get_item(i)?;
-        let places = places.cast_exact::<PyList>()?;
-        let pairs: Vec<Bound<'py, PyTuple>> = (0..places.len() / 2)
-            .map(|k| PyTuple::new(py, [places.get_item(2 * k)?, places.get_item(2 * k + 1)?]))
-            .collect::<PyResult<_>>()?;
-        let fields = PyTuple::new(
-            py,
-            [
-                columns[1].get_item(i)?,
-                PyTuple::new(py, pairs)?.into_any(),
-                columns[3].get_item(i)?,
-                columns[4].get_item(i)?,
-                columns[5].get_item(i)?,
-            ],
-        )?;
-        let made = new_tuple.call1((probe, fields))?;
-        let call = columns[0].get_item(i)?;
-        match out.get_item(&call)? {
-            Some(held) => held.cast_exact::<PyList>()?.append(made)?,
-            None => out.set_item(call, PyList::new(py, [made])?)?,
-        }
-    }
-    Ok(Some(out))
 }
 
 /// `rows` (each a sequence of fields) as `csv.writer(out, lineterminator="\n")` writes them, in
@@ -1764,7 +1860,7 @@ impl recall::Done for PyDone<'_> {
 }
 
 /// A probe as Python gave it: the objects its outcome repeats, and what the check reads.
-struct GivenProbe<'py> {
+pub(crate) struct GivenProbe<'py> {
     text: Bound<'py, PyString>,
     kind: Bound<'py, PyAny>,
     source_call: Bound<'py, PyAny>,
@@ -1843,7 +1939,15 @@ impl RecallCheck {
         ledger: Option<&Bound<'py, PyList>>,
         done: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<(usize, usize)> {
-        let py = entries.py();
+        let given = GivenProbe::all_of(probes)?;
+        self.check_given(&given, entries, stable, call, ledger, done)
+    }
+}
+
+impl GivenProbe<'_> {
+    /// Python's `Probe`s, as the check reads them.
+    pub(crate) fn all_of<'py>(probes: &Bound<'py, PyAny>) -> PyResult<Vec<GivenProbe<'py>>> {
+        let py = probes.py();
         let mut given = Vec::new();
         for p in probes.try_iter()? {
             let p = p?;
@@ -1857,8 +1961,23 @@ impl RecallCheck {
                 place: p.getattr(intern!(py, "where"))?.extract()?,
             });
         }
+        Ok(given)
+    }
+}
+
+impl RecallCheck {
+    /// `check` of probes given as the check reads them (Python's, or the cache's: `StoredProbes`).
+    pub(crate) fn check_given<'py>(
+        &mut self,
+        given: &[GivenProbe<'py>],
+        entries: &Bound<'py, PyList>,
+        stable: Option<usize>,
+        call: i64,
+        ledger: Option<&Bound<'py, PyList>>,
+        done: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<(usize, usize)> {
         let mut read = Vec::with_capacity(given.len());
-        for p in &given {
+        for p in given {
             read.push(recall::Probe {
                 text: p.text.to_str()?,
                 place: p.place.clone(),
@@ -1880,7 +1999,7 @@ impl RecallCheck {
             .outcomes(&read, &msgs, stable, &mut texts)
             .and_then(|(out, made)| {
                 self.said(
-                    &given,
+                    given,
                     &out,
                     made,
                     (&check, &msgs),
@@ -1914,19 +2033,18 @@ impl RecallCheck {
     /// kept where its first result stands, its outcome appended to `ledger`; how many.
     pub(crate) fn all_kept<'py>(
         &self,
-        probes: &Bound<'py, PyAny>,
+        probes: &[GivenProbe<'py>],
         call: i64,
         ledger: &Bound<'py, PyList>,
     ) -> PyResult<usize> {
         let py = ledger.py();
         let mut n = 0;
-        for p in probes.try_iter()? {
-            let p = p?;
+        for p in probes {
             let probe = [
-                p.getattr(intern!(py, "text"))?,
-                p.getattr(intern!(py, "kind"))?,
-                p.getattr(intern!(py, "source_call"))?,
-                p.getattr(intern!(py, "source_tool"))?,
+                p.text.clone().into_any(),
+                p.kind.clone(),
+                p.source_call.clone(),
+                p.source_tool.clone(),
             ];
             self.append_outcome(
                 ledger,
@@ -2610,7 +2728,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 33;
+const API: u32 = 34;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -2629,7 +2747,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ledger_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(ledger_losses, m)?)?;
     m.add_function(wrap_pyfunction!(csv_rows, m)?)?;
-    m.add_function(wrap_pyfunction!(probe_index, m)?)?;
+    m.add_class::<StoredProbes>()?;
     m.add_function(wrap_pyfunction!(tokens, m)?)?;
     m.add_function(wrap_pyfunction!(phrases, m)?)?;
     m.add_function(wrap_pyfunction!(line_refs, m)?)?;

@@ -10,6 +10,7 @@ pub mod layers;
 pub mod lines;
 pub mod normal;
 pub mod pricing;
+pub mod probe_cache;
 pub mod recall;
 pub mod strings;
 pub mod violations;

@@ -20,7 +20,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 
 use std::borrow::Cow;
 
-use crate::bindings::{InvariantTracker, PromptCache, RecallCheck};
+use crate::bindings::{GivenProbe, InvariantTracker, PromptCache, RecallCheck, StoredProbes};
 use crate::cache::list_chars;
 use crate::layers::{placeholder, spliced_count, Facts, Held, KeepBy, PairSafe, Rule, Turn};
 
@@ -1176,7 +1176,7 @@ impl LayerTurns {
 /// the attribution's), and whether a context that is the recording's own is not read
 /// (`IntactFirstRecall`).
 type NativeRecallParts = (
-    Py<PyDict>,
+    Py<PyAny>,
     Py<PyList>,
     Py<RecallCheck>,
     Option<Py<PyAny>>,
@@ -1194,7 +1194,8 @@ enum Recall {
 
 /// `Recall.at_call` (and `IntactFirstRecall`'s) on the run's native check, with no Python between.
 struct AskRecall {
-    probes: Py<PyDict>,
+    /// by call: a `dict` of Python's `Probe`s, or those read back from the cache (`StoredProbes`)
+    probes: Py<PyAny>,
     ledger: Py<PyList>,
     check: Py<RecallCheck>,
     done: Option<Py<PyAny>>,
@@ -1214,11 +1215,17 @@ enum Asking {
 /// A call's probes and how they are checked: every one kept (`stable` None: the context is the
 /// recording's own), or by the native check, told how much of the context it read last time.
 struct Ask {
-    probes: Py<PyAny>,
+    probes: CallProbes,
     ledger: Py<PyList>,
     check: Py<RecallCheck>,
     done: Option<Py<PyAny>>,
     stable: Option<usize>,
+}
+
+/// A call's probes: Python's (a list of `Probe`s), or the rows read back from the cache.
+enum CallProbes {
+    Python(Py<PyAny>),
+    Stored(Py<StoredProbes>),
 }
 
 impl Recall {
@@ -1235,19 +1242,28 @@ impl Recall {
             Recall::Native(r) => r,
         };
         r.stable = r.stable.min(changed_from);
-        let Some(probes) = r.probes.bind(py).get_item(call)? else {
-            return Ok(Asking::Nothing);
+        let by_call = r.probes.bind(py);
+        let probes = if let Ok(stored) = by_call.cast::<StoredProbes>() {
+            if !stored.get().holds(call as i64) {
+                return Ok(Asking::Nothing);
+            }
+            CallProbes::Stored(stored.clone().unbind())
+        } else {
+            let Some(probes) = by_call.cast::<PyDict>()?.get_item(call)? else {
+                return Ok(Asking::Nothing);
+            };
+            if !probes.is_truthy()? {
+                return Ok(Asking::Nothing);
+            }
+            CallProbes::Python(probes.unbind())
         };
-        if !probes.is_truthy()? {
-            return Ok(Asking::Nothing);
-        }
         let stable = if intact && r.intact_first {
             None
         } else {
             Some(std::mem::replace(&mut r.stable, usize::MAX))
         };
         Ok(Asking::Native(Ask {
-            probes: probes.unbind(),
+            probes,
             ledger: r.ledger.clone_ref(py),
             check: r.check.clone_ref(py),
             done: r.done.as_ref().map(|d| d.clone_ref(py)),
@@ -1266,18 +1282,22 @@ impl Ask {
         record: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let py = entries.py();
-        let (probes, ledger) = (self.probes.bind(py), self.ledger.bind(py));
+        let ledger = self.ledger.bind(py);
         let call = call as i64;
+        let probes = match &self.probes {
+            CallProbes::Python(probes) => GivenProbe::all_of(probes.bind(py))?,
+            CallProbes::Stored(stored) => stored.get().given(py, call)?,
+        };
         let (n, kept, recoverable) = match self.stable {
             None => {
-                let n = self.check.borrow(py).all_kept(probes, call, ledger)?;
+                let n = self.check.borrow(py).all_kept(&probes, call, ledger)?;
                 (n, n, 0)
             }
             Some(stable) => {
-                let n = probes.len()?;
+                let n = probes.len();
                 let done = self.done.as_ref().map(|d| d.bind(py));
-                let (kept, recoverable) = self.check.borrow_mut(py).check(
-                    probes,
+                let (kept, recoverable) = self.check.borrow_mut(py).check_given(
+                    &probes,
                     entries,
                     Some(stable),
                     call,

@@ -4,6 +4,7 @@ one is ignored with a warning and rebuilt."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import orjson
@@ -40,17 +41,28 @@ def entries(tmp_path):
 
 
 @pytest.mark.parametrize("ahead", ["0", "1"])
-def test_the_next_replay_of_the_same_bytes_reads_the_probes_and_gets_the_same_run(big, tmp_path, monkeypatch, ahead):
+@pytest.mark.parametrize("preset", ["observation-masking", "langchain-clear-tool-uses"])
+def test_the_next_replay_of_the_same_bytes_reads_the_probes_and_gets_the_same_run(big, tmp_path, monkeypatch, ahead,
+                                                                                   preset):
+    """Read back, the probes give the run they gave: the native loop reading them where the native
+    core holds them (``StoredProbes``), and a loop of Python's (a framework's preset) asking for each
+    call's ``Probe``s."""
+    from compactlab import core
+
     monkeypatch.setenv("COMPACTLAB_READ_AHEAD", ahead)  # in-process, or by the reader process
-    policy = load_policy("observation-masking", ["micro.keep_recent=1"])
+    policy = load_policy(preset, ["micro.keep_recent=1"] if preset == "observation-masking" else [])
     first = replay(open_feed(big), policy)
     assert first.summary.probes > 0 and len(entries(tmp_path)) == 1
     from compactlab.engine.measures import baseline
 
     probe_index = baseline.ProbeIndex
     monkeypatch.setattr(baseline, "ProbeIndex", None)  # the second run must not index at all (nor its reader)
+    loaded, load = [], probe_cache.load
+    monkeypatch.setattr(probe_cache, "load", lambda key, warnings: loaded.append(load(key, warnings)) or loaded[-1])
     second = replay(open_feed(big), policy)
     assert second.summary == first.summary and second.probe_ledger == first.probe_ledger
+    native = core.in_use()
+    assert [type(got) for got in loaded] == [dict if native is None else native.StoredProbes]
     # other bytes, another key: the index is built again
     monkeypatch.setattr(baseline, "ProbeIndex", probe_index)
     with open(big, "ab") as f:
@@ -154,15 +166,33 @@ def _saved(tmp_path, monkeypatch, probes):
     return orjson.loads((tmp_path / "cache" / "probes" / "k.json").read_bytes())
 
 
+def _read_back(tmp_path, monkeypatch, doc, core: str):
+    """``probe_cache.load`` of the entry ``doc`` on ``core`` (as a dict: the native core's is held in
+    Rust), and the warnings it gave."""
+    (tmp_path / "cache" / "probes" / "k.json").write_bytes(orjson.dumps(doc))
+    monkeypatch.setenv("COMPACTLAB_CORE", core)
+    warnings: list[str] = []
+    got = probe_cache.load("k", warnings)
+    return (None if got is None else dict(got.items())), warnings
+
+
+def _cores():
+    from compactlab import core
+
+    return ["python"] + (["native"] if core.native_module() is not None else [])
+
+
 def test_an_entry_reads_back_as_the_probes_saved(tmp_path, monkeypatch):
     from compactlab.engine.measures.probes import Probe
 
     probes = {0: [Probe("a_b", ((1, 0),), 0, "bash", "identifier")],
               7: [Probe("x/y.py", ((3, 1), (9, 0), (11, -1)), 2, "read", "path"), Probe("1234", ((5, 2),), -1, "unknown", "number")]}
     doc = _saved(tmp_path, monkeypatch, probes)
-    got = probe_cache._parse(doc)
-    assert got == probes and all(type(p) is Probe and type(p.where[0]) is tuple for ps in got.values() for p in ps)
-    assert probe_cache._parse({**doc, **{c: [] for c in probe_cache.COLUMNS}}) == {}
+    for core in _cores():
+        got, warnings = _read_back(tmp_path, monkeypatch, doc, core)
+        assert got == probes and not warnings
+        assert all(type(p) is Probe and type(p.where[0]) is tuple for ps in got.values() for p in ps)
+        assert _read_back(tmp_path, monkeypatch, {**doc, **{c: [] for c in probe_cache.COLUMNS}}, core) == ({}, [])
 
 
 @pytest.mark.parametrize("damage", [
@@ -175,6 +205,7 @@ def test_an_entry_reads_back_as_the_probes_saved(tmp_path, monkeypatch):
     {"text": ["a_b", None, "1234"]},
     {"source_tool": ["bash", "read"]},  # a column short
     {"where": "1,0"},
+    {"version": probe_cache.INDEX_VERSION + 1},
 ])
 def test_an_entry_with_a_value_save_does_not_write_is_not_read(tmp_path, monkeypatch, damage):
     from compactlab.engine.measures.probes import Probe
@@ -182,8 +213,35 @@ def test_an_entry_with_a_value_save_does_not_write_is_not_read(tmp_path, monkeyp
     probes = {0: [Probe("a_b", ((1, 0),), 0, "bash", "identifier")],
               7: [Probe("x/y.py", ((3, 1),), 2, "read", "path"), Probe("1234", ((5, 2),), -1, "unknown", "number")]}
     doc = _saved(tmp_path, monkeypatch, probes)
-    assert probe_cache._parse(doc) == probes
-    assert probe_cache._parse({**doc, **damage}) is None
+    for core in _cores():
+        assert _read_back(tmp_path, monkeypatch, doc, core) == (probes, [])
+        got, warnings = _read_back(tmp_path, monkeypatch, {**doc, **damage}, core)
+        assert got is None and warnings == [f"cache entry {tmp_path / 'cache' / 'probes' / 'k'}.json ignored "
+                                            "(not a probe index of this version): rebuilt"]
+
+
+def test_the_native_core_holds_the_probes_it_read_back_and_makes_a_calls_when_asked(tmp_path, monkeypatch):
+    """Read back by the native core, the probes are held in Rust (``StoredProbes``) and answer as
+    the dict Python reads: by call, in the order stored, each call's a new list of ``Probe``s."""
+    from compactlab import core
+    from compactlab.engine.measures.probes import Probe
+
+    native = core.native_module()
+    if native is None:
+        pytest.skip("the native core is not built in this install: nothing holds the probes in Rust")
+    probes = {7: [Probe("x/y.py", ((3, 1), (9, 0)), 2, "read", "path")], 0: [Probe("a_b", ((1, 0),), 0, "bash", "line")]}
+    doc = _saved(tmp_path, monkeypatch, probes)
+    doc = {k: v[::-1] if type(v) is list else v for k, v in doc.items()}  # (saved by call: 7 first now)
+    (tmp_path / "cache" / "probes" / "k.json").write_bytes(orjson.dumps(doc))
+    monkeypatch.setenv("COMPACTLAB_CORE", "native")
+    got = probe_cache.load("k", [])
+    assert type(got) is native.StoredProbes
+    assert list(got) == list(got.keys()) == [7, 0] and len(got) == 2 and 7 in got and 1 not in got and "7" not in got
+    assert got[7] == got.get(7) == probes[7] and got[7] is not got[7] and got.get(1) is None and got.get(1, ()) == ()
+    assert list(got.values()) == [probes[7], probes[0]] and list(got.items()) == [(7, probes[7]), (0, probes[0])]
+    assert got == probes == got and got != {7: probes[7]} and got != [7, 0]
+    with pytest.raises(KeyError):
+        got[1]
 
 
 def test_a_remembered_hash_that_is_not_a_file_is_left_alone_and_the_file_hashed(big, tmp_path, monkeypatch):
@@ -384,9 +442,11 @@ _VALUES = st.one_of(st.integers(-3, 12), st.sampled_from(["identifier", "path", 
 
 @settings(max_examples=300, deadline=None)
 @given(st.data())
-def test_the_native_index_reads_back_what_python_reads_and_refuses_what_it_refuses(data):
-    """``_native.probe_index`` against ``probe_cache._parsed`` (its reference) on entries as saved and
-    damaged: any value of any column changed, a column dropped or not a list, the version changed."""
+def test_the_native_core_reads_back_what_python_reads_and_refuses_what_it_refuses(data):
+    """``_native.StoredProbes`` against ``probe_cache._parsed`` (its reference) on entries as saved and
+    damaged: any value of any column changed, a column dropped or not a list, the version changed.
+    What the native core reads, Python reads the same; what Python refuses, it refuses; an entry as
+    saved, it reads (it leaves to Python only an entry no save writes: an integer past 64 bits)."""
     from compactlab import core
     from compactlab.engine.measures.probes import KINDS, Probe
 
@@ -402,7 +462,8 @@ def test_the_native_index_reads_back_what_python_reads_and_refuses_what_it_refus
                  "source_call": data.draw(st.lists(st.integers(-1, 9), min_size=n, max_size=n)),
                  "source_tool": data.draw(st.lists(st.text(max_size=3), min_size=n, max_size=n)),
                  "kind": data.draw(st.lists(st.sampled_from(sorted(KINDS)), min_size=n, max_size=n))}
-    for _ in range(data.draw(st.integers(0, 2))):  # damage
+    damaged = data.draw(st.integers(0, 2))
+    for _ in range(damaged):  # damage
         key = data.draw(st.sampled_from(sorted(doc)))
         how = data.draw(st.integers(0, 3))
         if how == 0:
@@ -414,9 +475,11 @@ def test_the_native_index_reads_back_what_python_reads_and_refuses_what_it_refus
             column[data.draw(st.integers(0, len(column) - 1))] = data.draw(
                 st.one_of(_VALUES, st.lists(_VALUES, max_size=4)))
             doc[key] = column if how == 2 else column[:-1]
-    want = probe_cache._parsed(doc)
-    got = native.probe_index(doc, probe_cache.INDEX_VERSION, Probe, frozenset(KINDS))
-    assert got == want
-    if got is not None:
-        assert all(type(p) is Probe and all(type(w) is tuple for w in p.where) for ps in got.values() for p in ps)
-        assert list(got) == list(want)  # (the calls in the order saved)
+    data_ = json.dumps(doc).encode()  # (json writes any integer: the reference reads what orjson makes of it)
+    want = probe_cache._parsed(orjson.loads(data_))
+    got = native.StoredProbes.parse(data_, probe_cache.INDEX_VERSION, Probe, KINDS)
+    if got is None:
+        assert want is None or damaged or any(abs(x) >= 2**63 for ps in want.values() for p in ps for w in p.where for x in w)
+        return
+    assert want is not None and list(got.items()) == list(want.items())  # (the calls in the order saved)
+    assert all(type(p) is Probe and all(type(w) is tuple for w in p.where) for ps in got.values() for p in ps)

@@ -99,7 +99,7 @@ class Opening:
         feed = self._stream(probes=self.probes and cached is None)
         if cached is not None:  # the probes a replay of the same bytes found (a stream's, or a
             # whole document's: a format that reads only whole files is loaded here)
-            feed.baseline.probes.update(cached)
+            feed.baseline.probes = cached
             feed.baseline.probes_indexed = True
         elif key is not None and self.write_cache:
             if isinstance(feed, StreamFeed):

@@ -479,7 +479,7 @@ def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO, si
         nonlocal calls, compactions
         n = len(base.messages)
         base_rows = [(base.messages[c], base.chars[c], base.violation_counts.pop(c, None), base.refs.pop(c, None),
-                      base.probes.pop(c, None)) for c in range(calls, n)]
+                      baseline.found.pop(c, None)) for c in range(calls, n)]
         # the usage and model read so far go with the batch: the replay's cache rules and window
         # follow the model its first call recorded
         usage = {row[4]: builder.usage[row[4]] for row in rows if row[3] == "assistant" and row[4] in builder.usage}

@@ -7,6 +7,7 @@ over it (a sweep replays many policies over one loaded transcript).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -41,8 +42,9 @@ class RawBaseline:
     #: per call: the earlier tool results its tool calls refer to, as (message origin, block index):
     #: a context holding that message with the block unchanged (``Entry.changed``) retains it
     refs: dict[int, list[Ref]] = field(default_factory=dict)
-    #: per call: the hindsight probes of its reply (``probes.py``); calls absent: none
-    probes: dict[int, list[Probe]] = field(default_factory=dict)
+    #: per call: the hindsight probes of its reply (``probes.py``); calls absent: none. Those found
+    #: as the transcript was read (a dict), or read back from the probe cache (``probe_cache.load``)
+    probes: Mapping[int, list[Probe]] = field(default_factory=dict)
     #: whether the probes were looked for (a replay of no compaction skips them: recall is 1.0)
     probes_indexed: bool = True
 
@@ -74,7 +76,9 @@ class BaselineBuilder:
 
     def __init__(self, keep: bool = True, system: Any = None, wanted: set[str] | None = None,
                  probes: bool = True, native: Any = None) -> None:
-        self.base = RawBaseline(probes_indexed=probes)
+        #: the probes found, by call (``base.probes``)
+        self.found: dict[int, list[Probe]] = {}
+        self.base = RawBaseline(probes=self.found, probes_indexed=probes)
         if native is not None and not probes:
             # probes not looked for (a stream's, or those read from the cache): the whole builder in
             # Rust (this class is its reference), writing each call's row into ``base``
@@ -99,7 +103,7 @@ class BaselineBuilder:
         if entry.role == "assistant":
             self._call(entry)
             if probes:
-                self.base.probes[len(self.base.messages) - 1] = probes
+                self.found[len(self.base.messages) - 1] = probes
         elif entry.results and self._files_of:
             for f in entry.results:
                 names = self._files_of.get(f.tool_use_id)

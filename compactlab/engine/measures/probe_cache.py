@@ -24,6 +24,7 @@ import hashlib
 import os
 import time
 from itertools import accumulate, chain, repeat
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -153,7 +154,7 @@ def baseline_of(transcript: Transcript, write: bool = True) -> RawBaseline:
             save(key, base.probes)
         return base
     base = compute_baseline(transcript, probes=False)
-    base.probes.update(cached)
+    base.probes = cached
     base.probes_indexed = True
     memo.baseline = base
     return base
@@ -175,21 +176,30 @@ def _loaded_key(transcript: Transcript, write: bool) -> str | None:
     return f"{transcript.known_hash}-v{INDEX_VERSION}"
 
 
-def load(key: str, warnings: list[str]) -> dict[int, list[Probe]] | None:
-    """The probes stored under ``key``, or None (absent; or unusable, said in ``warnings``)."""
+def load(key: str, warnings: list[str]) -> Mapping[int, list[Probe]] | None:
+    """The probes stored under ``key`` by call, or None (absent; or unusable, said in ``warnings``):
+    where the native core runs, read from the entry's bytes and held in Rust
+    (``_native.StoredProbes``: no Python object a probe until a call's are asked for), else, and for
+    an entry it does not read, by ``_parsed``, its reference."""
     disk = _disk(read_only=True)
-    entry = disk.get(key)
+    data = disk.read(key)
+    native = in_use()
+    if data is not None and native is not None:
+        stored: Mapping[int, list[Probe]] | None = native.StoredProbes.parse(data, INDEX_VERSION, Probe, KINDS)
+        if stored is not None:
+            return stored
+    entry = disk.parsed(key, data) if data is not None else None
     if entry is None:
         warnings.extend(disk.problems)
         return None
-    probes = _parse(entry)
+    probes = _parsed(entry)
     if probes is None:
         disk.ignore(key, "not a probe index of this version")
         warnings.extend(disk.problems)
     return probes
 
 
-def save(key: str, probes: dict[int, list[Probe]]) -> None:
+def save(key: str, probes: Mapping[int, list[Probe]]) -> None:
     """Store a file's probes (a cache that cannot be written costs an index next time, no more).
     Column by column, so that reading it back is a few list checks rather than one per value."""
     from ...plumbing.cache import MAX_ENTRY_BYTES
@@ -210,19 +220,9 @@ COLUMNS = {"call": int, "text": str, "where": list, "source_call": int, "source_
 _KINDS = frozenset(KINDS)
 
 
-def _parse(entry: dict[str, Any]) -> dict[int, list[Probe]] | None:
-    """An entry's probes if every value is what ``save`` writes, else None: made by the native core
-    where it runs (``_native.probe_index``: 17,000 probes in 13 ms rather than 20, the collector off
-    as in a replay), else by ``_parsed``, its reference."""
-    native = in_use()
-    if native is not None and type(entry) is dict:
-        made: dict[int, list[Probe]] | None = native.probe_index(entry, INDEX_VERSION, Probe, _KINDS)
-        return made
-    return _parsed(entry)
-
-
 def _parsed(entry: dict[str, Any]) -> dict[int, list[Probe]] | None:
-    """``_parse`` in Python. Checked and built a column at a time, in C (``map``, sets): a loop over
+    """An entry's probes if every value is what ``save`` writes, else None (``_native.StoredProbes``
+    reads the entry's bytes where the native core runs; this is its reference). Checked and built a column at a time, in C (``map``, sets): a loop over
     17,000 probes in Python cost a replay more than reading the entry."""
     if entry.get("version") != INDEX_VERSION:
         return None

@@ -12,7 +12,7 @@ the same runs.
 from __future__ import annotations
 
 import sys
-from collections.abc import Container
+from collections.abc import Container, Mapping
 from typing import Any, NamedTuple
 
 from ..context import Context
@@ -41,7 +41,7 @@ class Recall:
     """The reference: every call's probes checked against the context sent (``probes.check``).
     ``env``: the run's ``RunEnv``, whose ledger says which layer made or cleared a message."""
 
-    def __init__(self, probes: dict[int, list[Probe]], env: Any, indexed: bool = True, native: Any = None,
+    def __init__(self, probes: Mapping[int, list[Probe]], env: Any, indexed: bool = True, native: Any = None,
                  shared: Any = None) -> None:
         self.probes, self.env, self.indexed = probes, env, indexed
         #: the native module where the native core runs (its check, and the ledger's tallies)
@@ -71,7 +71,8 @@ class Recall:
         whether a context that is the recording's own is not read. None: the loop asks ``at_call``
         (the python core, or another recall than these two, a test's)."""
         native = self.memo.native
-        if native is None or type(self) not in (Recall, IntactFirstRecall) or type(self.probes) is not dict:
+        stored = self.native.StoredProbes if self.native is not None else dict
+        if native is None or type(self) not in (Recall, IntactFirstRecall) or type(self.probes) not in (dict, stored):
             return None
         return (self.probes, self.ledger, native, self.env.ledger if self.env is not None else None,
                 type(self) is IntactFirstRecall)
