@@ -2302,9 +2302,9 @@ impl KnownMessages {
 /// None where Python reads the line. Made once a file, with the `ResultFact` class its results are made of.
 #[pyclass(module = "compactlab._native", frozen)]
 struct LineFacts {
-    /// `ResultFact._make`: a result's fact made of a tuple of its fields (a named tuple's own way,
-    /// without running its Python `__new__`)
-    result_fact: Py<PyAny>,
+    /// `tuple.__new__` and the `ResultFact` class: a result's fact made of a tuple of its fields
+    /// without a Python frame (its `__new__`, or `_make`, each one)
+    result_fact: (Py<PyAny>, Py<PyAny>),
     /// each tool result's `json_size` too (`build_entry`'s `measure`)
     measure: bool,
 }
@@ -2314,9 +2314,7 @@ impl LineFacts {
     #[new]
     fn new(result_fact: &Bound<'_, PyAny>, measure: bool) -> PyResult<Self> {
         Ok(LineFacts {
-            result_fact: result_fact
-                .getattr(intern!(result_fact.py(), "_make"))?
-                .unbind(),
+            result_fact: (tuple_new(result_fact.py())?, result_fact.clone().unbind()),
             measure,
         })
     }
@@ -2592,17 +2590,20 @@ impl LineFacts {
         for u in &f.uses {
             files.push(PyTuple::new(py, u.files.iter().map(String::as_str))?);
         }
-        let make = self.result_fact.bind(py);
+        let (new_tuple, class) = (self.result_fact.0.bind(py), self.result_fact.1.bind(py));
         let mut results = Vec::with_capacity(f.results.len());
         for r in &f.results {
-            results.push(make.call1(((
-                r.block,
-                r.tool_use_id.as_str(),
-                r.size,
-                r.is_str,
-                r.is_error,
-                r.json_size,
-            ),))?);
+            results.push(new_tuple.call1((
+                class,
+                (
+                    r.block,
+                    r.tool_use_id.as_str(),
+                    r.size,
+                    r.is_str,
+                    r.is_error,
+                    r.json_size,
+                ),
+            ))?);
         }
         let misplaced = PyTuple::new(py, f.misplaced.iter().map(String::as_str))?;
         Ok(vec![
