@@ -29,8 +29,8 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
                 "the raw baseline without probes and the reading of a file's lines, a reply's usage among them; a "
                 "loaded message's facts; a comparison's "
                 "bootstrap interval; the log normal CDF Optuna's sampler asks of a tune; the CSV files' text; a "
-                "file's probes read back from the cache, held in Rust; for the others a call's measures, the probes' index, a "
-                "line's facts and a step's messages")
+                "file's probes read back from the cache, held in Rust; for the others a call's measures, the "
+                "probes' index, a line's facts and a step's messages")
 
 
 #: what this package asks of ``compactlab._native`` (the crate's ``API``): bumped with it whenever

@@ -229,7 +229,8 @@ def test_the_native_core_holds_the_probes_it_read_back_and_makes_a_calls_when_as
     native = core.native_module()
     if native is None:
         pytest.skip("the native core is not built in this install: nothing holds the probes in Rust")
-    probes = {7: [Probe("x/y.py", ((3, 1), (9, 0)), 2, "read", "path")], 0: [Probe("a_b", ((1, 0),), 0, "bash", "line")]}
+    probes = {7: [Probe("x/y.py", ((3, 1), (9, 0)), 2, "read", "path")],
+              0: [Probe("a_b", ((1, 0),), 0, "bash", "line")]}
     doc = _saved(tmp_path, monkeypatch, probes)
     doc = {k: v[::-1] if type(v) is list else v for k, v in doc.items()}  # (saved by call: 7 first now)
     (tmp_path / "cache" / "probes" / "k.json").write_bytes(orjson.dumps(doc))
@@ -479,7 +480,9 @@ def test_the_native_core_reads_back_what_python_reads_and_refuses_what_it_refuse
     want = probe_cache._parsed(orjson.loads(data_))
     got = native.StoredProbes.parse(data_, probe_cache.INDEX_VERSION, Probe, KINDS)
     if got is None:
-        assert want is None or damaged or any(abs(x) >= 2**63 for ps in want.values() for p in ps for w in p.where for x in w)
+        places = [x for ps in (want or {}).values() for p in ps for w in p.where for x in w]
+        past_64_bits = any(abs(x) >= 2**63 for x in places)
+        assert want is None or damaged or past_64_bits
         return
     assert want is not None and list(got.items()) == list(want.items())  # (the calls in the order saved)
     assert all(type(p) is Probe and all(type(w) is tuple for w in p.where) for ps in got.values() for p in ps)

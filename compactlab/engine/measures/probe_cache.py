@@ -222,8 +222,9 @@ _KINDS = frozenset(KINDS)
 
 def _parsed(entry: dict[str, Any]) -> dict[int, list[Probe]] | None:
     """An entry's probes if every value is what ``save`` writes, else None (``_native.StoredProbes``
-    reads the entry's bytes where the native core runs; this is its reference). Checked and built a column at a time, in C (``map``, sets): a loop over
-    17,000 probes in Python cost a replay more than reading the entry."""
+    reads the entry's bytes where the native core runs; this is its reference). Checked and built a
+    column at a time, in C (``map``, sets): a loop over 17,000 probes in Python cost a replay more
+    than reading the entry."""
     if entry.get("version") != INDEX_VERSION:
         return None
     got = [entry.get(name) for name in COLUMNS]
