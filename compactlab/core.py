@@ -26,7 +26,8 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
                 "(s08, claude-code and codex among them; a summary's text and persisting in Python); recall, asked "
                 "by that loop itself: its check, attribution and ledger, the texts it reads and the ledger's "
                 "tallies; the run's pricing; "
-                "the raw baseline without probes and the reading of a file's lines, a reply's usage among them; a "
+                "the raw baseline without probes (a stream's handing the facts it reads of each message to the run's "
+                "violations tracker) and the reading of a file's lines, a reply's usage among them; a "
                 "loaded message's facts; a comparison's "
                 "bootstrap interval; the log normal CDF Optuna's sampler asks of a tune; the CSV files' text; a "
                 "file's probes read back from the cache, held in Rust; for the others a call's measures, the "
@@ -36,7 +37,7 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
 #: what this package asks of ``compactlab._native`` (the crate's ``API``): bumped with it whenever
 #: the Python side asks something new of the crate, so that a module built from other sources (a
 #: working copy pulled and not rebuilt) is never used for this one
-NATIVE_API = 34
+NATIVE_API = 35
 #: why there is no native module where none was built
 NOT_BUILT = "not built in this install"
 

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyFloat, PyInt, PyList, PySet, PyString, PyTuple, PyType};
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
@@ -888,12 +888,39 @@ type FactsKnown = FxHashMap<usize, (Py<PyAny>, Arc<violations::Facts>)>;
 /// its facts read once rather than once a run; the strings in them numbered once, in one table
 /// every such tracker numbers by. Known by identity, kept alive as long as this is (so an identity
 /// is never another message's).
+///
+/// A stream's (`KnownFacts(stream=True)`, `baseline.stream_baseline`) knows no message by identity
+/// (a stream lets go of them): its raw baseline's tracker numbers by its table, and hands the facts
+/// it read of each message to the run's tracker (`Handed`), which takes each as the message reaches
+/// it instead of reading them again.
 #[pyclass(module = "compactlab._native", frozen)]
 pub(crate) struct KnownFacts {
     /// (a run's tracker asks between calls into Python, where another thread's run may ask too;
     /// held only while no Python code runs: what a panic left is whole, each write one insert)
     known: Mutex<(Names, FactsKnown)>,
+    /// a stream's: the facts its baseline read, waiting for its run's tracker (None: a recording's)
+    handed: Option<Mutex<Handed>>,
 }
+
+/// The facts a stream's baseline read of its messages (`KnownFacts::hand`), in the order it read
+/// them, waiting for the run's tracker (`KnownFacts::take`), each held with its message (so that no
+/// other message takes its address while it waits). A message the run's tracker never asks for (one
+/// a layer replaced before a call) is let go when a later one is taken; at most `HANDED_MAX` wait
+/// (the oldest let go first), so a run that takes none holds no more than that.
+#[derive(Default)]
+struct Handed {
+    waiting: VecDeque<(u64, Py<PyAny>, Arc<violations::Facts>)>,
+    /// a waiting message's number in `waiting`, by its identity
+    at: FxHashMap<usize, u64>,
+    next: u64,
+    /// whether a run's tracker takes them (until one is made, none is handed)
+    taken: bool,
+    /// how many it took
+    took: u64,
+}
+
+/// The most facts that wait for a stream's run (`Handed`): its read batch is a few hundred messages.
+const HANDED_MAX: usize = 4096;
 
 impl KnownFacts {
     fn table(&self) -> std::sync::MutexGuard<'_, (Names, FactsKnown)> {
@@ -901,21 +928,109 @@ impl KnownFacts {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+
+    /// Whether it is a stream's (its messages handed over, none known by identity).
+    fn streamed(&self) -> bool {
+        self.handed.is_some()
+    }
+
+    fn handed(&self) -> Option<std::sync::MutexGuard<'_, Handed>> {
+        self.handed
+            .as_ref()
+            .map(|h| h.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+    }
+
+    /// A run's tracker takes what a stream's baseline hands over, from now on.
+    fn taker(&self) {
+        if let Some(mut h) = self.handed() {
+            h.taken = true;
+        }
+    }
+
+    /// The facts a stream's baseline read of `entry`, handed to its run's tracker (where one
+    /// takes them). What it lets go is dropped once no lock is held (a message's release may run
+    /// Python code).
+    fn hand(&self, entry: &Bound<'_, PyAny>, facts: &Arc<violations::Facts>) {
+        let gone = {
+            let Some(mut h) = self.handed() else {
+                return;
+            };
+            let key = entry.as_ptr() as usize;
+            if !h.taken || h.at.contains_key(&key) {
+                return;
+            }
+            let gone = if h.waiting.len() >= HANDED_MAX {
+                h.waiting.pop_front()
+            } else {
+                None
+            };
+            if let Some((_, old, _)) = &gone {
+                h.at.remove(&(old.as_ptr() as usize));
+            }
+            let n = h.next;
+            h.next += 1;
+            h.at.insert(key, n);
+            h.waiting
+                .push_back((n, entry.clone().unbind(), facts.clone()));
+            gone
+        };
+        drop(gone);
+    }
+
+    /// The facts handed over of the message whose identity is `key` (None: none wait for it),
+    /// and those of the messages handed before it let go.
+    fn take(&self, key: usize) -> Option<Arc<violations::Facts>> {
+        let mut gone = Vec::new();
+        let found = {
+            let mut h = self.handed()?;
+            let n = h.at.remove(&key)?;
+            let mut found = None;
+            while let Some((m, entry, facts)) = h.waiting.pop_front() {
+                if m == n {
+                    h.took += 1;
+                    found = Some(facts);
+                    gone.push(entry);
+                    break;
+                }
+                h.at.remove(&(entry.as_ptr() as usize));
+                gone.push(entry);
+            }
+            found
+        };
+        drop(gone);
+        found
+    }
 }
 
 #[pymethods]
 impl KnownFacts {
+    /// `stream`: a stream's (its baseline's facts handed to its run's tracker).
     #[new]
-    fn new(py: Python<'_>) -> PyResult<Self> {
+    #[pyo3(signature = (stream=false))]
+    fn new(py: Python<'_>, stream: bool) -> PyResult<Self> {
         Ok(KnownFacts {
             known: Mutex::new((Names::new(py)?, FxHashMap::default())),
+            handed: stream.then(|| Mutex::new(Handed::default())),
         })
     }
 
-    /// How many messages it knows.
+    /// How many messages it knows (a stream's: how many facts wait for its run's tracker).
     fn __len__(&self) -> usize {
-        self.table().1.len()
+        match self.handed() {
+            Some(h) => h.waiting.len(),
+            None => self.table().1.len(),
+        }
     }
+
+    /// A stream's: how many facts its run's tracker took (0: a recording's).
+    #[getter]
+    fn taken(&self) -> u64 {
+        self.handed().map_or(0, |h| h.took)
+    }
+
+    /// The most facts that wait for a stream's run (the oldest are let go past it).
+    #[classattr]
+    const MOST_WAITING: usize = HANDED_MAX;
 }
 
 /// A message's facts as read from it, its strings not yet numbered.
@@ -931,27 +1046,14 @@ struct ReadFacts<'py> {
 #[pymethods]
 impl InvariantTracker {
     /// `shared`: what the trackers of the runs of its recording know (`KnownFacts`), or None.
+    /// A run's tracker takes the facts a stream's baseline hands over (`KnownFacts::hand`).
     #[new]
     #[pyo3(signature = (violation, shared=None))]
     fn new(py: Python<'_>, violation: Py<PyAny>, shared: Option<Py<KnownFacts>>) -> PyResult<Self> {
-        Ok(InvariantTracker {
-            inner: violations::Tracker::new(violations::Roles {
-                user: USER,
-                assistant: ASSISTANT,
-            }),
-            objects: Vec::new(),
-            // (a tracker that numbers by the shared table has none of its own: nothing made)
-            names: match shared {
-                Some(_) => Names {
-                    ids: HashTable::new(),
-                    names: Vec::new(),
-                },
-                None => Names::new(py)?,
-            },
-            shared,
-            violation,
-            freed: None,
-        })
+        if let Some(shared) = &shared {
+            shared.get().taker();
+        }
+        Self::numbering(py, violation, shared)
     }
 
     /// Show it `entries` (a context), whose first `dirty_from` messages it has seen before.
@@ -1043,6 +1145,32 @@ impl InvariantTracker {
 }
 
 impl InvariantTracker {
+    /// A tracker numbering its strings by `shared`'s table (its own where None).
+    fn numbering(
+        py: Python<'_>,
+        violation: Py<PyAny>,
+        shared: Option<Py<KnownFacts>>,
+    ) -> PyResult<Self> {
+        Ok(InvariantTracker {
+            inner: violations::Tracker::new(violations::Roles {
+                user: USER,
+                assistant: ASSISTANT,
+            }),
+            objects: Vec::new(),
+            // (a tracker that numbers by the shared table has none of its own: nothing made)
+            names: match shared {
+                Some(_) => Names {
+                    ids: HashTable::new(),
+                    names: Vec::new(),
+                },
+                None => Names::new(py)?,
+            },
+            shared,
+            violation,
+            freed: None,
+        })
+    }
+
     /// Its message at `pos` let go (`violations::Tracker::release`): `freed` held in its place.
     pub(crate) fn release(&mut self, pos: usize, freed: &Bound<'_, PyAny>) {
         self.inner.release(pos);
@@ -1082,14 +1210,20 @@ impl InvariantTracker {
         values.try_iter()?.collect()
     }
 
-    /// A message's facts: those its recording's runs know (`shared`), else read from it, and
-    /// then known to them where it is one of the recording's own, unchanged.
+    /// A message's facts: those its recording's runs know (`shared`), or its stream's baseline
+    /// handed over, else read from it, and then known to a recording's runs where it is one of
+    /// the recording's own, unchanged.
     fn facts(&mut self, entry: &Bound<'_, PyAny>) -> PyResult<Arc<violations::Facts>> {
         let py = entry.py();
         let key = entry.as_ptr() as usize;
         if let Some(shared) = &self.shared {
-            if let Some((_, facts)) = shared.get().table().1.get(&key) {
-                return Ok(facts.clone());
+            let known = shared.get();
+            let found = match known.streamed() {
+                true => known.take(key),
+                false => known.table().1.get(&key).map(|(_, facts)| facts.clone()),
+            };
+            if let Some(facts) = found {
+                return Ok(facts);
             }
         }
         // (read first: Python may run in a getattr, and no lock is held while it does)
@@ -1112,7 +1246,7 @@ impl InvariantTracker {
             empty: entry.getattr(intern!(py, "empty"))?.is_truthy()?,
         };
         let own = origin >= 0
-            && self.shared.is_some()
+            && self.shared.as_ref().is_some_and(|s| !s.get().streamed())
             && entry.getattr(intern!(py, "changed"))?.len()? == 0;
         match &self.shared {
             Some(shared) => {
@@ -1186,7 +1320,9 @@ type FirstSeen = (
 #[pymethods]
 impl StreamBaseline {
     #[new]
-    #[pyo3(signature = (violation, freed, messages, sizes, counts, refs, counter, first_seen=None))]
+    /// `handed`: a stream's `KnownFacts` (`stream=True`), whose table its tracker numbers by and to
+    /// which it hands the facts it reads of each message, for the run's tracker.
+    #[pyo3(signature = (violation, freed, messages, sizes, counts, refs, counter, first_seen=None, handed=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         violation: Py<PyAny>,
@@ -1197,8 +1333,14 @@ impl StreamBaseline {
         refs: Py<PyDict>,
         counter: Py<PyAny>,
         first_seen: Option<Py<PyList>>,
+        handed: Option<Py<KnownFacts>>,
     ) -> PyResult<Self> {
-        let mut tracker = InvariantTracker::new(freed.py(), violation, None)?;
+        if handed.as_ref().is_some_and(|h| !h.get().streamed()) {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "handed: a stream's KnownFacts (stream=True)",
+            ));
+        }
+        let mut tracker = InvariantTracker::numbering(freed.py(), violation, handed)?;
         let freed = violations::Slot {
             key: usize::MAX,
             facts: tracker.facts(freed)?,
@@ -1226,6 +1368,7 @@ impl StreamBaseline {
     fn add(&mut self, entry: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = entry.py();
         let facts = self.tracker.facts(entry)?;
+        self.hand(entry, &facts);
         let mut seen = Seen {
             chars: entry.getattr(intern!(py, "chars"))?.extract()?,
             results: Vec::new(),
@@ -1268,11 +1411,20 @@ struct Seen {
 }
 
 impl StreamBaseline {
-    /// A message read natively (`LineFacts.entries`): as `add` of its entry, from its facts and the
-    /// Python objects of its entry's arguments (`LineFacts::entry_args`: their strings are the ones
-    /// interned, no copy made).
+    /// The facts read of `entry`, handed to the run's tracker (where it was given a stream's
+    /// `KnownFacts`).
+    fn hand(&self, entry: &Bound<'_, PyAny>, facts: &Arc<violations::Facts>) {
+        if let Some(known) = &self.tracker.shared {
+            known.get().hand(entry, facts);
+        }
+    }
+
+    /// A message read natively (`LineFacts.entries`), `entry`: as `add` of it, from its facts and
+    /// the Python objects of its entry's arguments (`LineFacts::entry_args`: their strings are the
+    /// ones interned, no copy made).
     fn add_read(
         &mut self,
+        entry: &Bound<'_, PyAny>,
         f: &facts::Facts,
         origin: i64,
         args: &[Bound<'_, PyAny>],
@@ -1318,6 +1470,7 @@ impl StreamBaseline {
         let facts = Arc::new(violations::Facts::new(
             origin, role, uses, results, misplaced, f.empty,
         ));
+        self.hand(entry, &facts);
         self.add_message(py, facts, seen)
     }
 
@@ -2422,10 +2575,11 @@ impl LineFacts {
                 );
                 let lazy = lazy.into_pyobject(py)?.into_any();
                 let args = self.entry_args(py, &f, origin)?;
-                made.push(Self::lazy_entry(py, make, &args, lazy)?);
+                let entry = Self::lazy_entry(py, make, &args, lazy)?;
                 if let Some(b) = baseline.as_deref_mut() {
-                    b.add_read(&f, origin, &args)?;
+                    b.add_read(&entry, &f, origin, &args)?;
                 }
+                made.push(entry);
                 blank = 0;
             }
             i = end;
@@ -2729,7 +2883,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 34;
+const API: u32 = 35;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -619,3 +619,124 @@ def test_a_streams_raw_baseline_in_rust_counts_violations_and_references():
     assert rust.violation_counts == python.violation_counts and sum(map(len, rust.violation_counts.values())) > 0
     assert rust.first_seen == python.first_seen and [(c, v.kind) for c, v in rust.first_seen] == \
         [(2, "orphan_tool_use"), (3, "duplicate_tool_use_id"), (4, "orphan_tool_result"), (5, "orphan_tool_result")]
+
+
+@st.composite
+def _stream_and_contexts(draw):
+    """A stream's messages, the batches its baseline reads them in (ahead of the run), and what a
+    run shows its tracker at each call: the messages so far, some of them replaced by a copy (its
+    content changed: another object, as a layer's) or dropped (as a snip's)."""
+    msgs = draw(_broken())
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(msgs))), max_size=4)) | {len(msgs)})
+    return msgs, cuts, draw(st.randoms(use_true_random=False))
+
+
+@needs_native
+@settings(max_examples=150, deadline=None)
+@given(_stream_and_contexts())
+def test_a_streams_run_tracker_takes_the_facts_its_baseline_read(case):
+    """A stream's native baseline hands the facts it reads of each message to the run's native
+    tracker (``KnownFacts(stream=True)``): whatever the run shows it — the transcript's messages,
+    copies a layer made, messages dropped, read a batch ahead — its violations are the Python
+    tracker's (the reference), and every message of the transcript it is shown is one whose facts
+    it took rather than read again."""
+    from compactlab.engine.measures.violations import InvariantTracker, tracker_for
+    from compactlab.transcripts.messages import make_entry
+
+    msgs, cuts, rnd = case
+    entries = [make_entry(m, i) for i, m in enumerate(msgs)]
+    builder = baseline.BaselineBuilder(keep=False, probes=False, native=NATIVE)
+    known = builder.base.handed
+    assert known is not None and len(known) == 0
+    run, ref = tracker_for(NATIVE, known), InvariantTracker()
+    state = list(entries)  # (what the run holds in each message's place; None: dropped)
+    shown: list = []
+    originals = set()
+    read = 0
+    for cut in cuts:
+        for e in entries[read:cut]:  # (the baseline reads a batch ahead of the run)
+            builder.add(e)
+        for i in range(read, cut):
+            if entries[i].role != "assistant":
+                continue
+            for j in range(i):  # (a layer's edits to the messages so far)
+                change = rnd.random()
+                if change < 0.05 and j > 0:
+                    state[j] = None
+                elif change < 0.15 and state[j] is not None:
+                    state[j] = make_entry(msgs[j], j)  # (a copy: another object, the same facts)
+            context = [e for e in state[:i] if e is not None]
+            dirty = next((k for k, (a, b) in enumerate(zip(shown, context)) if a is not b),
+                         min(len(shown), len(context)))
+            for t in (run, ref):
+                t.update(context, dirty)
+            assert run.total == ref.total and run.counts() == ref.counts()
+            assert run.violations() == ref.violations()
+            originals |= {id(e) for e in context if e is entries[e.origin]}
+            shown = context
+        read = cut
+    assert known.taken == len(originals)  # (none read again: each taken)
+    assert len(known) <= len(entries) - sum(1 for e in entries if id(e) in originals)
+
+
+@needs_native
+def test_a_streams_facts_wait_only_for_a_run_that_takes_them_and_never_too_many():
+    """No run's tracker takes them: none is handed over (none held). One that takes them: at most
+    ``MOST_WAITING`` wait (the oldest let go), and those before a message taken are let go with it.
+    A recording's ``KnownFacts`` is not a stream's."""
+    from compactlab.engine.measures.violations import tracker_for
+    from compactlab.transcripts.messages import make_entry
+
+    entries = [make_entry({"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"}, i)
+               for i in range(NATIVE.KnownFacts.MOST_WAITING + 100)]
+    alone = baseline.BaselineBuilder(keep=False, probes=False, native=NATIVE)
+    for e in entries:
+        alone.add(e)
+    assert len(alone.base.handed) == 0 and alone.base.handed.taken == 0
+    builder = baseline.BaselineBuilder(keep=False, probes=False, native=NATIVE)
+    tracker = tracker_for(NATIVE, builder.base.handed)
+    for e in entries:
+        builder.add(e)
+    assert len(builder.base.handed) == NATIVE.KnownFacts.MOST_WAITING
+    tracker.update(entries[-3:], 0)  # (the last three: each taken, every one before them let go)
+    assert builder.base.handed.taken == 3 and len(builder.base.handed) == 0
+    tracker.update(entries[:1], 0)  # (one let go: read from its message)
+    assert builder.base.handed.taken == 3 and tracker.total == 0
+    with pytest.raises(ValueError, match="a stream's KnownFacts"):
+        NATIVE.StreamBaseline(None, entries[0], [], [], {}, {}, dict, None, NATIVE.KnownFacts())
+
+
+@needs_native
+@pytest.mark.parametrize("policy", ["none", "s08"])
+def test_a_streamed_replay_hands_its_baselines_facts_to_its_tracker(monkeypatch, tmp_path, policy):
+    """A replay of a file streamed with its messages left in it (s08's: its probes read back from
+    the cache): the run's tracker takes the facts of the messages the baseline read (none is read
+    twice where no layer changed it), and the run is the Python core's."""
+    from compactlab.engine.feeds import open_feed, read_ahead
+    from compactlab.engine.measures import probe_cache
+
+    made = []
+
+    def kept(native, base, keep=False):
+        made.append(base)
+        return baseline.stream_baseline(native, base, keep)
+
+    monkeypatch.setattr(read_ahead, "stream_baseline", kept)
+    monkeypatch.setattr(probe_cache, "MIN_BYTES", 0)
+    monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "lazy")
+    path = str(SAMPLES / "synth-medium.jsonl")
+    replay(open_feed(path), load_policy(policy))  # (its probes found, cached: the next replays stream it)
+    assert not made
+    runs = []
+    for which in ("native", "python"):
+        monkeypatch.setenv("COMPACTLAB_CORE", which)
+        runs.append(replay(open_feed(path), load_policy(policy)))
+    (base,) = made  # (the python core reads no stream natively)
+    n = len(load_transcript(path).entries)
+    assert base.handed.taken > (n * 9 // 10 if policy == "none" else n // 2)
+    native, python = runs
+    assert native.to_dict()["calls"] == python.to_dict()["calls"] and native.probe_ledger == python.probe_ledger
+    a, b = native.summary.to_dict(), python.summary.to_dict()
+    assert a.pop("core") != b.pop("core") and a == b
+    assert policy == "none" or native.summary.probes > 0

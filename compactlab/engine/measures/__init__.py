@@ -103,10 +103,12 @@ def measures_for(base: RawBaseline, env: Any, *, counter: Any = None, entries: l
     policies), so that such a run reports the same whatever path read its file. ``memo``: the
     feed's memo of a recording replayed more than once (a loaded one), where recall's native check
     keeps what it read of the recording's own messages for the next run (``shared_messages``), and
-    the violations' tracker their facts (``shared_facts``)."""
+    the violations' tracker their facts (``shared_facts``); a stream's native baseline hands its
+    tracker the facts it read (``base.handed``)."""
     native = native_module() if core == "native" else None
     shared = shared_messages(memo, native) if native is not None and memo is not None and acts else None
-    known = shared_facts(memo, native) if native is not None and memo is not None else None
+    known = (None if native is None else base.handed if base.handed is not None
+             else shared_facts(memo, native) if memo is not None else None)
     cache = PromptCache if native is None else NativePromptCache
     measures = Measures(cache(env.estimator, exact=counter is not None),
                         RawSize(base, env.estimator, counter, entries), Violations(base, native, known),

@@ -47,6 +47,9 @@ class RawBaseline:
     probes: Mapping[int, list[Probe]] = field(default_factory=dict)
     #: whether the probes were looked for (a replay of no compaction skips them: recall is 1.0)
     probes_indexed: bool = True
+    #: a stream's native baseline hands the facts it read of each message to the run's violations
+    #: tracker (``_native.KnownFacts(stream=True)``: ``stream_baseline``); None: none handed
+    handed: Any = field(default=None, compare=False, repr=False)
 
     def counts_at(self, call: int) -> Counter:
         return self.violation_counts.get(call, _EMPTY)
@@ -60,9 +63,13 @@ def stream_baseline(native: Any, base: RawBaseline, keep: bool = False) -> Any:
     """The raw baseline of a stream whose probes are not looked for, built in Rust
     (``_native.StreamBaseline``; ``BaselineBuilder`` is its reference): shown each message in order
     (``add``, or as the native core reads its line), it writes each call's row into ``base``; with
-    ``keep`` (a loaded transcript's) each violation's first call too (``first_seen``)."""
+    ``keep`` (a loaded transcript's) each violation's first call too (``first_seen``). A stream's
+    hands the facts it reads of each message to the run's violations tracker (``base.handed``),
+    which then does not read them again."""
+    if not keep:
+        base.handed = native.KnownFacts(stream=True)
     return native.StreamBaseline(Violation, FREED, base.messages, base.chars, base.violation_counts, base.refs,
-                                 Counter, base.first_seen if keep else None)
+                                 Counter, base.first_seen if keep else None, base.handed)
 
 
 class BaselineBuilder:
