@@ -857,6 +857,10 @@ impl<'a> Scan<'a> {
         self.i += 1;
         let mut s = Str::default();
         loop {
+            if out.is_none() && s.not_space {
+                // (no text asked, its first character known: the usual escapes counted in the run)
+                self.i = counted_run(self.b, self.i, &mut s);
+            }
             // the run of printable ASCII but the quote and the backslash: a character each
             let start = self.i;
             let stop = plain_run(self.b, start);
@@ -1003,6 +1007,53 @@ fn plain_run(b: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// From `i` in a string whose text is not asked (`Scan::string` with no `out`), once a character
+/// not a space was found: the run of plain bytes and of the usual escapes (`\n`, `\t`, `\r`,
+/// `\"`, `\\`, `\/`: most of a tool's output that is not plain), counted into `s` as
+/// `Scan::string` counts them, sixteen bytes at a time, the escapes of a chunk read from its mask
+/// (the byte an escape's backslash escapes skipped with it); where it ends: at any other byte (the
+/// closing quote, another escape, a control character, a byte beyond ASCII), or the last fewer than
+/// sixteen bytes, which the caller reads.
+fn counted_run(b: &[u8], mut i: usize, s: &mut Str) -> usize {
+    let start = i;
+    // (each escape is two bytes: one character; `\/` is one in compact JSON, the others two)
+    let (mut escapes, mut slashes) = (0, 0);
+    'chunks: while let Some(chunk) = b.get(i..i + 16) {
+        let mut mask = others(chunk.try_into().expect("sixteen bytes"));
+        while mask != 0 {
+            let k = mask.trailing_zeros() as usize;
+            let at = i + k;
+            if b[at] != b'\\' {
+                i = at;
+                break 'chunks;
+            }
+            match b.get(at + 1) {
+                Some(b'n' | b't' | b'r' | b'"' | b'\\') => escapes += 1,
+                Some(b'/') => {
+                    escapes += 1;
+                    slashes += 1;
+                }
+                _ => {
+                    i = at;
+                    break 'chunks;
+                }
+            }
+            if k == 15 {
+                // (the byte escaped is the next chunk's first)
+                i = at + 2;
+                continue 'chunks;
+            }
+            mask &= !((1u32 << (k + 2)) - 1);
+        }
+        i += 16;
+    }
+    let bytes = i - start;
+    s.chars += bytes - escapes;
+    s.json += bytes - slashes;
+    s.escaped |= escapes > 0;
+    i
+}
+
 /// A byte that ends a plain run: below 0x20, a quote, a backslash, beyond ASCII.
 fn other(c: u8) -> bool {
     c < 0x20 || c == b'"' || c == b'\\' || c >= 0x80
@@ -1123,6 +1174,60 @@ mod tests {
         let line = b"{\"text\":\"0123456789abcdef0123456789\\n\"}";
         assert_eq!(plain_run(line, 9), line.len() - 4); // (the backslash)
         assert_eq!(plain_run(line, line.len() - 3), line.len() - 2); // (the closing quote)
+    }
+
+    /// A string's characters, JSON length, `not_space`, `empty`, `escaped`, and where it ends.
+    type Sized = (usize, usize, bool, bool, bool, usize);
+
+    /// A string's sizes as `Scan::string` counts them without its text (the usual escapes counted
+    /// in the run, `counted_run`) and with it (each character decoded in turn), and where each ends.
+    fn sizes_both_ways(string: &str) -> [Option<Sized>; 2] {
+        let line = string.as_bytes();
+        [false, true].map(|decoded| {
+            let mut scan = Scan::new(line)?;
+            let mut text = String::new();
+            let s = scan.string(decoded.then_some(&mut text))?;
+            Some((s.chars, s.json, s.not_space, s.empty, s.escaped, scan.i))
+        })
+    }
+
+    #[test]
+    fn the_usual_escapes_counted_in_the_run_are_counted_as_each_character_read() {
+        // (every piece at every offset around a chunk's sixteen bytes: an escape cut by a chunk's
+        // end, a quote escaped, a backslash escaped before a quote, the escapes left to `escape`)
+        let pieces = [
+            "a", " ", "\\n", "\\t", "\\r", "\\\"", "\\\\", "\\/", "\\u00e9", "\\b", "é", "\u{fdd0}",
+        ];
+        let mut checked = 0;
+        for lead in 0..40 {
+            for (p, piece) in pieces.iter().enumerate() {
+                for tail in [0, 1, 15, 16, 17, 33] {
+                    let next = pieces[(p + tail) % pieces.len()];
+                    let body = format!(
+                        "{}{}{}{}{}",
+                        if lead % 3 == 0 { " " } else { "x" },
+                        "y".repeat(lead),
+                        piece,
+                        next.repeat(1 + tail % 4),
+                        "z".repeat(tail)
+                    );
+                    let [counted, decoded] = sizes_both_ways(&format!("\"{body}\",1"));
+                    assert_eq!(counted, decoded, "{body:?}");
+                    checked += usize::from(counted.is_some());
+                }
+            }
+        }
+        assert!(checked > 2000);
+        // a string cut short, or a raw control character in it: not JSON either way
+        for bad in [
+            "\"abc\\",
+            "\"0123456789abcdef0123\\n",
+            "\"0123456789abcdef\u{1}x\"",
+        ] {
+            assert_eq!(sizes_both_ways(bad), [None, None], "{bad:?}");
+        }
+        let [counted, _] = sizes_both_ways("\" 0123456789abcdef\\n\\/\\\"x\"");
+        assert_eq!(counted, Some((21, 25, true, false, true, 26)));
     }
 
     /// A message line's facts (a line with other keys is Python's here).
