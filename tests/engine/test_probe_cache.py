@@ -438,7 +438,7 @@ def test_replay_of_none_keeping_the_recorded_compactions_measures_what_they_lost
 
 
 _VALUES = st.one_of(st.integers(-3, 12), st.sampled_from(["identifier", "path", "a_b", "word", ""]), st.none(),
-                    st.booleans(), st.floats(allow_nan=False), st.just(4.0))
+                    st.booleans(), st.floats(allow_nan=False, allow_infinity=False), st.just(4.0))
 
 
 @settings(max_examples=300, deadline=None)
