@@ -914,7 +914,7 @@ struct Handed {
     at: FxHashMap<usize, u64>,
     next: u64,
     /// whether a run's tracker takes them (until one is made, none is handed)
-    taken: bool,
+    taker: bool,
     /// how many it took
     took: u64,
 }
@@ -941,9 +941,9 @@ impl KnownFacts {
     }
 
     /// A run's tracker takes what a stream's baseline hands over, from now on.
-    fn taker(&self) {
+    fn start_taking(&self) {
         if let Some(mut h) = self.handed() {
-            h.taken = true;
+            h.taker = true;
         }
     }
 
@@ -956,7 +956,7 @@ impl KnownFacts {
                 return;
             };
             let key = entry.as_ptr() as usize;
-            if !h.taken || h.at.contains_key(&key) {
+            if !h.taker || h.at.contains_key(&key) {
                 return;
             }
             let gone = if h.waiting.len() >= HANDED_MAX {
@@ -1051,7 +1051,7 @@ impl InvariantTracker {
     #[pyo3(signature = (violation, shared=None))]
     fn new(py: Python<'_>, violation: Py<PyAny>, shared: Option<Py<KnownFacts>>) -> PyResult<Self> {
         if let Some(shared) = &shared {
-            shared.get().taker();
+            shared.get().start_taking();
         }
         Self::numbering(py, violation, shared)
     }

@@ -107,8 +107,9 @@ def measures_for(base: RawBaseline, env: Any, *, counter: Any = None, entries: l
     tracker the facts it read (``base.handed``)."""
     native = native_module() if core == "native" else None
     shared = shared_messages(memo, native) if native is not None and memo is not None and acts else None
-    known = (None if native is None else base.handed if base.handed is not None
-             else shared_facts(memo, native) if memo is not None else None)
+    known = None  # (the native tracker's table: a stream's baseline's, or what a recording's runs know)
+    if native is not None:
+        known = base.handed if base.handed is not None else shared_facts(memo, native) if memo is not None else None
     cache = PromptCache if native is None else NativePromptCache
     measures = Measures(cache(env.estimator, exact=counter is not None),
                         RawSize(base, env.estimator, counter, entries), Violations(base, native, known),
