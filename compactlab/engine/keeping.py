@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core import native_module
-from ..transcripts.messages import Entry
+from ..transcripts.messages import Entry, ResultFact
 from .context import Context, ResultMemo
 from .layers import CallFacts, LayerStats, RunEnv, manual, reactive, summary
 from .layers.budget import persisted
@@ -135,8 +135,16 @@ def layer_turns(measures: Measures, policy: Policy, env: RunEnv, *, restarts: bo
         (steps.unit, steps.summary) if "summary" in layers else None,
         (policy.reactive.max_retries, steps.reactive) if "reactive" in layers else None,
         (policy.manual.mode, steps.manual) if "manual" in layers else None, natively,
-        shared if "micro" in layers else None)
+        shared if "micro" in layers else None, entry_copies(native) if "micro" in layers else None)
     return turns, steps
+
+
+def entry_copies(native: Any) -> Any:
+    """What makes micro's copies of a message left unread in its file in Rust
+    (``_native.EntryCopies``; ``LazyEntry.with_result_content`` is the reference)."""
+    from .feeds.read_ahead import LazyEntry
+
+    return native.EntryCopies(LazyEntry, ResultFact)
 
 
 class PythonSteps:

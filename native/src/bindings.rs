@@ -825,6 +825,11 @@ pub(crate) struct InvariantTracker {
     violation: Py<PyAny>,
     /// the placeholder of the messages a stream freed, kept with its slot
     freed: Option<(Py<PyAny>, violations::Slot)>,
+    /// the copies made since it was last shown a context whose facts are their original's (a
+    /// result's content replaced: `alias`), by identity, each held with its original until then
+    aliases: FxHashMap<usize, (Py<PyAny>, Py<PyAny>)>,
+    /// how many messages' facts it took from their originals
+    aliased: u64,
 }
 
 /// The strings a tracker numbers (a tool id, a role): the numbers, found by the hash of the
@@ -1077,7 +1082,7 @@ impl InvariantTracker {
             let key = entry.as_ptr() as usize;
             let facts = match seen.get(&key) {
                 Some(facts) => facts.clone(),
-                None => self.facts(&entry)?,
+                None => self.facts_of(&entry, &seen)?,
             };
             tail.push(violations::Slot { key, facts });
             held.push(entry.unbind());
@@ -1085,7 +1090,24 @@ impl InvariantTracker {
         self.inner.update(d0, tail);
         self.objects.truncate(d0);
         self.objects.extend(held);
+        self.aliases.clear();
         Ok(())
+    }
+
+    /// `copy`, made since it was last shown a context, has the facts of `original` (a result's
+    /// content replaced, nothing else: micro's copies): where it is shown it next, they are taken
+    /// from `original` (one it was shown, or read from it), not read.
+    pub(crate) fn alias(&mut self, copy: &Bound<'_, PyAny>, original: &Bound<'_, PyAny>) {
+        self.aliases.insert(
+            copy.as_ptr() as usize,
+            (copy.clone().unbind(), original.clone().unbind()),
+        );
+    }
+
+    /// How many messages' facts it took from their originals (`alias`), not read.
+    #[getter]
+    fn aliased(&self) -> u64 {
+        self.aliased
     }
 
     /// The stream's messages from `start` to `stop` it no longer needs: `freed` in their place.
@@ -1168,7 +1190,33 @@ impl InvariantTracker {
             shared,
             violation,
             freed: None,
+            aliases: FxHashMap::default(),
+            aliased: 0,
         })
+    }
+
+    /// The facts of `entry`, which it has not seen among the context's messages from where it
+    /// changed (`seen`): its original's where it is a copy made since (`alias`), else its own.
+    fn facts_of(
+        &mut self,
+        entry: &Bound<'_, PyAny>,
+        seen: &FxHashMap<usize, Arc<violations::Facts>>,
+    ) -> PyResult<Arc<violations::Facts>> {
+        let py = entry.py();
+        let mut at = entry.clone();
+        // (a copy of a copy: followed to the first one it has seen, or read from the last)
+        while let Some((_, original)) = self.aliases.get(&(at.as_ptr() as usize)) {
+            let original = original.bind(py).clone();
+            if let Some(facts) = seen.get(&(original.as_ptr() as usize)) {
+                self.aliased += 1;
+                return Ok(facts.clone());
+            }
+            at = original;
+        }
+        if !at.is(entry) {
+            self.aliased += 1;
+        }
+        self.facts(&at)
     }
 
     /// Its message at `pos` let go (`violations::Tracker::release`): `freed` held in its place.
@@ -2777,6 +2825,157 @@ impl LineFacts {
     }
 }
 
+/// What makes micro's copy of a message left unread in its file, one tool result's content
+/// replaced, without running its Python (`read_ahead.LazyEntry.with_result_content`, the
+/// reference: the tests hold every slot of a copy made here to one it makes): `LazyEntry` and
+/// `ResultFact`, and the `__new__` each is made by.
+#[pyclass(module = "compactlab._native", frozen)]
+pub(crate) struct EntryCopies {
+    class: Py<PyType>,
+    new: Py<PyAny>,
+    result_fact: Py<PyType>,
+    new_tuple: Py<PyAny>,
+}
+
+#[pymethods]
+impl EntryCopies {
+    #[new]
+    fn new(lazy_entry: Bound<'_, PyType>, result_fact: Bound<'_, PyType>) -> PyResult<Self> {
+        let py = lazy_entry.py();
+        Ok(EntryCopies {
+            new: lazy_entry.getattr(intern!(py, "__new__"))?.unbind(),
+            class: lazy_entry.unbind(),
+            new_tuple: py
+                .get_type::<PyTuple>()
+                .getattr(intern!(py, "__new__"))?
+                .unbind(),
+            result_fact: result_fact.unbind(),
+        })
+    }
+
+    /// `entry.with_result_content(k, text)` made here where `entry` is a `LazyEntry` left unread
+    /// whose k-th result's content was measured when its line was read, and `text` holds no sized
+    /// placeholder; else None (Python makes it).
+    fn with_result<'py>(
+        &self,
+        entry: &Bound<'py, PyAny>,
+        k: usize,
+        text: &str,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.copy(entry, k, text)
+    }
+}
+
+impl EntryCopies {
+    pub(crate) fn copy<'py>(
+        &self,
+        entry: &Bound<'py, PyAny>,
+        k: usize,
+        text: &str,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let py = entry.py();
+        let class = self.class.bind(py);
+        if !entry.get_type().is(class) || text.contains(MARK) {
+            return Ok(None);
+        }
+        if !entry.getattr(intern!(py, "_message"))?.is_none() {
+            return Ok(None);
+        }
+        let results = entry.getattr(intern!(py, "results"))?;
+        let (Ok(results), Ok(lazy)) = (
+            results.cast_into::<PyTuple>(),
+            entry.getattr(intern!(py, "_lazy"))?.cast_into::<PyTuple>(),
+        ) else {
+            return Ok(None);
+        };
+        if k >= results.len() || lazy.len() != 5 {
+            return Ok(None);
+        }
+        let Ok(fact) = results.get_item(k)?.cast_into::<PyTuple>() else {
+            return Ok(None);
+        };
+        if fact.len() != 6 {
+            return Ok(None);
+        }
+        let json_size: i64 = fact.get_item(5)?.extract()?;
+        let Ok(patches) = lazy.get_item(3)?.cast_into::<PyTuple>() else {
+            return Ok(None);
+        };
+        if json_size < 0 {
+            return Ok(None);
+        }
+        // (`json_len` of the text: its JSON string's characters; `sized_len`: its own)
+        let new_json = facts::json_string_chars(text) as i64;
+        let size = text.chars().count() as i64;
+        let chars: i64 = entry.getattr(intern!(py, "chars"))?.extract()?;
+        let block = fact.get_item(0)?;
+        let text = PyString::new(py, text);
+        let replaced = self.new_tuple.bind(py).call1((
+            self.result_fact.bind(py),
+            (
+                &block,
+                fact.get_item(1)?,
+                size,
+                true,
+                fact.get_item(4)?,
+                new_json,
+            ),
+        ))?;
+        let results = PyTuple::new(
+            py,
+            results
+                .iter()
+                .enumerate()
+                .map(|(i, r)| if i == k { replaced.clone() } else { r }),
+        )?;
+        let mut patched: Vec<Bound<'py, PyAny>> = patches.iter().collect();
+        patched.push(PyTuple::new(py, [&block, text.as_any()])?.into_any());
+        let patches = PyTuple::new(py, patched)?;
+        let lazy = PyTuple::new(
+            py,
+            [
+                lazy.get_item(0)?,
+                lazy.get_item(1)?,
+                lazy.get_item(2)?,
+                patches.into_any(),
+                lazy.get_item(4)?,
+            ],
+        )?;
+        let changed = entry.getattr(intern!(py, "changed"))?;
+        let mut blocks = Vec::with_capacity(1);
+        if changed.len()? > 0 {
+            blocks = changed.try_iter()?.collect::<PyResult<Vec<_>>>()?;
+        }
+        blocks.push(block.clone());
+        let changed = pyo3::types::PyFrozenSet::new(py, blocks)?;
+        let copy = self.new.bind(py).call1((class,))?;
+        copy.setattr(intern!(py, "chars"), chars - json_size + new_json)?;
+        for name in [
+            intern!(py, "role"),
+            intern!(py, "origin"),
+            intern!(py, "tool_use_ids"),
+            intern!(py, "tool_names"),
+            intern!(py, "use_files"),
+        ] {
+            copy.setattr(name, entry.getattr(name)?)?;
+        }
+        copy.setattr(intern!(py, "results"), results)?;
+        for name in [
+            intern!(py, "misplaced_results"),
+            intern!(py, "empty"),
+            intern!(py, "has_text"),
+            intern!(py, "use_set"),
+            intern!(py, "result_set"),
+        ] {
+            copy.setattr(name, entry.getattr(name)?)?;
+        }
+        copy.setattr(intern!(py, "changed"), changed)?;
+        copy.setattr(intern!(py, "_message"), py.None())?;
+        copy.setattr(intern!(py, "_lazy"), lazy)?;
+        Ok(Some(copy))
+    }
+}
+
 /// `value` (a message) made anew of `dict_class` and `list_class` instances, the read-only
 /// containers a custom step is given (`seam::Containers`; `custom._read_only` is the reference).
 #[pyfunction]
@@ -2883,7 +3082,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 35;
+const API: u32 = 36;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -2896,6 +3095,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RecallCheck>()?;
     m.add_class::<KnownMessages>()?;
     m.add_class::<KnownFacts>()?;
+    m.add_class::<EntryCopies>()?;
     m.add_function(wrap_pyfunction!(runs, m)?)?;
     m.add_function(wrap_pyfunction!(bootstrap_interval, m)?)?;
     m.add_function(wrap_pyfunction!(log_ndtr, m)?)?;

@@ -226,6 +226,12 @@ pub fn push_json_string(text: &str, out: &mut String) {
     out.push('"');
 }
 
+/// The characters of `text` as orjson writes a string (`push_json_string`'s, counted without
+/// writing them): its quotes, two for a short escape, six for a `\u00xx`.
+pub fn json_string_chars(text: &str) -> usize {
+    2 + text.chars().map(json_len_of).sum::<usize>()
+}
+
 /// Where a tool result's content stands on its line: the block's index, the bytes of its value
 /// (a user message's block with a `content` key).
 pub type Span = (usize, std::ops::Range<usize>);
@@ -1547,6 +1553,24 @@ mod tests {
             "]".repeat(120)
         );
         assert_eq!(facts(&deep), None);
+    }
+
+    #[test]
+    fn a_json_strings_characters_are_counted_as_they_are_written() {
+        let mut texts: Vec<String> = (0u32..0x80)
+            .chain([0xe9, 0x2028, 0xfdd0, 0x1f600])
+            .filter_map(char::from_u32)
+            .map(|c| format!("a{c}b"))
+            .collect();
+        texts.extend([
+            "".to_string(),
+            "[Old tool result content cleared]".to_string(),
+        ]);
+        for text in &texts {
+            let mut out = String::new();
+            push_json_string(text, &mut out);
+            assert_eq!(json_string_chars(text), out.chars().count(), "{text:?}");
+        }
     }
 
     #[test]

@@ -20,7 +20,9 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 
 use std::borrow::Cow;
 
-use crate::bindings::{GivenProbe, InvariantTracker, PromptCache, RecallCheck, StoredProbes};
+use crate::bindings::{
+    EntryCopies, GivenProbe, InvariantTracker, PromptCache, RecallCheck, StoredProbes,
+};
 use crate::cache::list_chars;
 use crate::layers::{placeholder, spliced_count, Facts, Held, KeepBy, PairSafe, Rule, Turn};
 
@@ -673,6 +675,9 @@ pub struct LayerTurns {
     /// `(source entry, k, placeholder) -> entry`, of the recording's own messages unchanged or so
     /// replaced, at most `limit` items; None: this run's own, as a recording replayed once)
     replaced: Option<(Py<PyDict>, usize)>,
+    /// micro's copies of a message left unread in its file, made without its Python (None:
+    /// each made by its `with_result_content`)
+    copies: Option<Py<EntryCopies>>,
 }
 
 #[pymethods]
@@ -683,10 +688,11 @@ impl LayerTurns {
     /// `keeping.native_layers` says), the run's tool names, `cleared_at` and `new_entry`, its
     /// `recall`, and its `summary` layer (`(unit, summarise)`: what its trigger compares, and the
     /// layer run on the context) if it has one; `replaced`: the recording's micro replacements
-    /// its runs share (`keeping.shared_replacements`) and how many it may hold.
+    /// its runs share (`keeping.shared_replacements`) and how many it may hold; `copies`: what
+    /// makes micro's copies of a message left unread (`EntryCopies`), or None.
     #[new]
     #[pyo3(signature = (measures, record, layers, tool_names, cleared_at, new_entry, recall, summary=None,
-                        reactive=None, manual=None, native_recall=None, replaced=None))]
+                        reactive=None, manual=None, native_recall=None, replaced=None, copies=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -702,6 +708,7 @@ impl LayerTurns {
         manual: Option<(String, Py<PyAny>)>,
         native_recall: Option<NativeRecallParts>,
         replaced: Option<(Py<PyDict>, usize)>,
+        copies: Option<Py<EntryCopies>>,
     ) -> PyResult<Self> {
         let manual = match manual {
             None => None,
@@ -787,6 +794,7 @@ impl LayerTurns {
             record,
             micro_due: true,
             replaced,
+            copies,
         })
     }
 
@@ -1761,9 +1769,20 @@ impl LayerTurns {
         drop(measures);
         let before = self.chars_sum;
         let cleared_at = self.cleared_at.bind(py);
+        let copies = self.copies.as_ref().map(|c| c.get());
         for (r, text) in &chosen {
             let (pos, k) = self.held.refs[*r];
-            let entry = replaced_result(py, &self.replaced, &entries.get_item(pos)?, k, text)?;
+            let original = entries.get_item(pos)?;
+            let (entry, native) = replaced_result(py, &self.replaced, copies, &original, k, text)?;
+            if native {
+                // (its violation facts are its original's: the tracker takes them from there)
+                let measures = self.measures.borrow(py);
+                measures
+                    .inner
+                    .tracker
+                    .borrow_mut(py)
+                    .alias(&entry, &original);
+            }
             let fact = entry.getattr(intern!(py, "results"))?.get_item(k)?;
             let origin = entry.getattr(intern!(py, "origin"))?;
             cleared_at.set_item((origin, fact.getattr(intern!(py, "block"))?), call)?;
@@ -1789,23 +1808,36 @@ impl LayerTurns {
 /// replacement of one of the recording's own messages is kept there, unchanged or itself such a
 /// replacement (another of its results replaced before: the memo holds it as a key of its own,
 /// to `None`): the same object at every run, so the same key; and only while the memo holds fewer
-/// than its limit.
+/// than its limit. Made by `copies` where it makes it (then the second value is true: the copy's
+/// violation facts are `entry`'s), else by its Python.
 fn replaced_result<'py>(
     py: Python<'py>,
     replaced: &Option<(Py<PyDict>, usize)>,
+    copies: Option<&EntryCopies>,
     entry: &Bound<'py, PyAny>,
     k: usize,
     text: &str,
-) -> PyResult<Bound<'py, PyAny>> {
+) -> PyResult<(Bound<'py, PyAny>, bool)> {
+    let make = || -> PyResult<(Bound<'py, PyAny>, bool)> {
+        if let Some(copy) = copies
+            .map(|c| c.copy(entry, k, text))
+            .transpose()?
+            .flatten()
+        {
+            return Ok((copy, true));
+        }
+        let made = entry.call_method1(intern!(py, "with_result_content"), (k, text))?;
+        Ok((made, false))
+    };
     let Some((known, limit)) = replaced else {
-        return entry.call_method1(intern!(py, "with_result_content"), (k, text));
+        return make();
     };
     let known = known.bind(py);
     let key = (entry, k, text).into_pyobject(py)?;
     if let Some(made) = known.get_item(&key)? {
-        return Ok(made);
+        return Ok((made, false));
     }
-    let made = entry.call_method1(intern!(py, "with_result_content"), (k, text))?;
+    let (made, native) = make()?;
     if known.len() < *limit
         && entry.getattr(intern!(py, "origin"))?.extract::<i64>()? >= 0
         && (!entry.getattr(intern!(py, "changed"))?.is_truthy()? || known.contains(entry)?)
@@ -1813,7 +1845,7 @@ fn replaced_result<'py>(
         known.set_item(key, &made)?;
         known.set_item(&made, py.None())?;
     }
-    Ok(made)
+    Ok((made, native))
 }
 
 /// `Context.find_origin` on a context's keys and origins.

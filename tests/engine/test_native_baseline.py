@@ -680,6 +680,51 @@ def test_a_streams_run_tracker_takes_the_facts_its_baseline_read(case):
 
 
 @needs_native
+@settings(max_examples=150, deadline=None)
+@given(_stream_and_contexts())
+def test_a_trackers_copies_told_take_their_originals_facts(case):
+    """A copy told to the native tracker (``alias``: micro's copies, whose facts are their
+    original's) is not read but takes its original's facts — one the tracker was shown, or read from
+    an original it never was (a message replaced before its first call), or through a copy of a copy
+    — and the violations are the Python tracker's (the reference), call by call; each copy told and
+    then shown counted once (``aliased``), one dropped before it is shown not at all."""
+    from compactlab.engine.measures.violations import InvariantTracker, tracker_for
+    from compactlab.transcripts.messages import make_entry
+
+    msgs, cuts, rnd = case
+    run, ref = tracker_for(NATIVE, None), InvariantTracker()
+    state = [make_entry(m, i) for i, m in enumerate(msgs)]
+    shown: list = []
+    told: set[int] = set()
+    expected = 0
+    for cut in cuts:
+        for i in range(cut):
+            if state[i] is None or state[i].role != "assistant":
+                continue
+            for j in range(i):
+                change = rnd.random()
+                if change < 0.05 and j > 0:
+                    state[j] = None
+                elif change < 0.4 and state[j] is not None:
+                    copy = make_entry(msgs[j], j)  # (another object, the same facts)
+                    if change < 0.3:
+                        run.alias(copy, state[j])
+                        told.add(id(copy))
+                    state[j] = copy
+            context = [e for e in state[:i] if e is not None]
+            dirty = next((k for k, (a, b) in enumerate(zip(shown, context)) if a is not b),
+                         min(len(shown), len(context)))
+            for t in (run, ref):
+                t.update(context, dirty)
+            assert run.total == ref.total and run.counts() == ref.counts()
+            assert run.violations() == ref.violations()
+            expected += sum(1 for e in context[dirty:] if id(e) in told)
+            told.clear()
+            shown = context
+    assert run.aliased == expected
+
+
+@needs_native
 def test_a_streams_facts_wait_only_for_a_run_that_takes_them_and_never_too_many():
     """No run's tracker takes them: none is handed over (none held). One that takes them: at most
     ``MOST_WAITING`` wait (the oldest let go), and those before a message taken are let go with it.

@@ -377,6 +377,66 @@ def test_a_lazy_entrys_results_and_changed_json_are_read_where_its_line_placed_t
     assert [lazy.block_content(b) for b in held] == [eager.block_content(b) for b in held]
 
 
+_placeholder = st.one_of(
+    _text, st.sampled_from(["[Old tool result content cleared]", 'said "no"\n\t\\', "\x00\x1f\x7f é 😀",
+                            sized_placeholder("TOOL", 40)]))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(blocks=st.lists(_block, min_size=1, max_size=5), way=st.sampled_from(sorted(_JSON_WAYS)),
+       changes=st.lists(st.tuples(st.integers(0, 4), _placeholder), min_size=1, max_size=4), read=st.booleans())
+def test_micros_copy_of_an_unread_message_is_made_natively_as_python_makes_it(blocks, way, changes, read, tmp_path):
+    """Micro's copy of a message left in its file, a result's content replaced by a placeholder
+    (``EntryCopies``), is what ``LazyEntry.with_result_content`` makes (the reference), slot for slot,
+    JSON and message — copies of copies too; where it is not made natively (the message read, a
+    result not measured when read, a sized placeholder, a plain ``Entry``) it says so (None) and
+    Python makes it."""
+    from compactlab.engine.keeping import entry_copies
+    from compactlab.transcripts.messages import SIZED_MARK, make_entry
+
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(_JSON_WAYS[way]({"role": "user", "content": blocks}) + b"\n")
+    builder = TranscriptBuilder(str(path), anthropic_messages.NAME, keep=True)
+    (entry,) = _lazy_entries(builder, SourceFile(str(path)), False)
+    if read:
+        entry.message  # noqa: B018 (read: a copy is Python's)
+    copies = entry_copies(in_use())
+    python = entry  # (the reference's copies, each of its last)
+    for k, text in changes:
+        if k >= len(entry.results):
+            continue
+        python = python.with_result_content(k, text)
+        native = copies.with_result(entry, k, text)
+        unread = type(entry) is LazyEntry and entry._message is None
+        assert (native is not None) == (unread and entry.results[k].json_size >= 0 and SIZED_MARK not in text)
+        if native is None:
+            entry = entry.with_result_content(k, text)
+            continue
+        assert type(native) is LazyEntry and native._message is None and native._lazy == python._lazy
+        assert _slots(native) == _slots(python) and native.json_text() == python.json_text()
+        entry = native
+    assert entry.message == python.message and _slots(entry) == _slots(python)
+    assert copies.with_result(make_entry({"role": "user", "content": blocks}, 0), 0, "x") is None
+
+
+def test_micros_copies_of_a_recorded_message_are_made_natively(tmp_path):
+    """A tool-result message as a harness records it: each of its results replaced in turn, by a
+    copy made natively each time (never read), the last one's message Python's."""
+    from compactlab.engine.keeping import entry_copies
+
+    message = user([tr("t1", "line one\nline \"two\""), tr("t2", "é" * 50)])
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(orjson.dumps(message) + b"\n")
+    (entry,) = _lazy_entries(TranscriptBuilder(str(path), anthropic_messages.NAME, keep=True),
+                             SourceFile(str(path)), False)
+    copies, python = entry_copies(in_use()), entry
+    for k in (0, 1, 0):
+        entry, python = copies.with_result(entry, k, f"[cleared {k}]"), python.with_result_content(k, f"[cleared {k}]")
+        assert entry is not None and entry._message is None and _slots(entry) == _slots(python)
+    assert entry.changed == {0, 1} and entry.chars == len(entry.json_text()) == python.chars
+    assert entry.message == python.message
+
+
 def test_a_plain_entrys_edited_text_is_made_natively_as_python_makes_it():
     """Recall's native check makes a plain Entry's edited text itself: a message a policy made and
     an assistant message whole, a tool-result message's changed blocks (a result's content, or the
