@@ -205,24 +205,33 @@ pub fn string_text(value: &[u8]) -> Option<String> {
 }
 
 /// `text` as orjson writes a string, onto `out`: `"` and `\`, the short escapes `\b \t \n \f
-/// \r`, other control characters as `\u00xx`, everything else as it is.
+/// \r`, other control characters as `\u00xx`, everything else as it is (copied a run at a time:
+/// every byte escaped is ASCII, so each run ends at a character's end).
 pub fn push_json_string(text: &str, out: &mut String) {
+    out.reserve(text.len() + 2);
     out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\u{c}' => out.push_str("\\f"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32); // (a String's write never fails)
-            }
-            c => out.push(c),
+    let mut start = 0;
+    for (i, &b) in text.as_bytes().iter().enumerate() {
+        let short = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            b'\t' => "\\t",
+            b'\n' => "\\n",
+            0x0c => "\\f",
+            b'\r' => "\\r",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&text[start..i]);
+        if short.is_empty() {
+            let _ = write!(out, "\\u{:04x}", b); // (a String's write never fails)
+        } else {
+            out.push_str(short);
         }
+        start = i + 1;
     }
+    out.push_str(&text[start..]);
     out.push('"');
 }
 
@@ -1553,6 +1562,43 @@ mod tests {
             "]".repeat(120)
         );
         assert_eq!(facts(&deep), None);
+    }
+
+    #[test]
+    fn a_json_string_is_written_a_run_at_a_time_as_one_character_at_a_time() {
+        // (the reference: each character as orjson writes it)
+        let one_by_one = |text: &str| {
+            let mut out = String::from("\"");
+            for c in text.chars() {
+                match c {
+                    '"' => out.push_str("\\\""),
+                    '\\' => out.push_str("\\\\"),
+                    '\u{8}' => out.push_str("\\b"),
+                    '\t' => out.push_str("\\t"),
+                    '\n' => out.push_str("\\n"),
+                    '\u{c}' => out.push_str("\\f"),
+                    '\r' => out.push_str("\\r"),
+                    c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                    c => out.push(c),
+                }
+            }
+            out.push('"');
+            out
+        };
+        let pieces: Vec<String> = (0u32..0x80)
+            .chain([0xe9, 0x2028, 0xfdd0, 0x1f600])
+            .filter_map(char::from_u32)
+            .map(String::from)
+            .chain(["", "plain text", "é\"ü\n", "\u{1f600}\\"].map(String::from))
+            .collect();
+        for a in &pieces {
+            for b in &pieces {
+                let text = format!("{a}{b}{a}");
+                let mut out = String::from("kept:");
+                push_json_string(&text, &mut out);
+                assert_eq!(out, format!("kept:{}", one_by_one(&text)), "{text:?}");
+            }
+        }
     }
 
     #[test]
