@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
 
+from ..core import in_use
 from ..plumbing.outputs import OutputDir
 
 if TYPE_CHECKING:
@@ -403,7 +404,18 @@ PROBE_COLUMNS = ["call", "probe", "kind", "source_call", "source_tool", "status"
 
 def probes_csv_bytes(run: Run) -> bytes:
     """probes.csv: the ledger of every probe, one row each: kept, recoverable or lost, and when not
-    kept the layer that removed it (texts made safe for spreadsheets)."""
+    kept the layer that removed it (texts made safe for spreadsheets). Written by the native core
+    where it runs (``probes_csv``), else here: the reference."""
+    native = in_use()
+    if native is not None and type(run.probe_ledger) is list:
+        made = native.probes_csv(run.probe_ledger, PROBE_COLUMNS)
+        if made is not None:
+            return made
+    return probes_csv_reference(run)
+
+
+def probes_csv_reference(run: Run) -> bytes:
+    """probes.csv as Python writes it (what the native writer is tested against)."""
     cells: dict[str, Any] = {}  # (a string is probed at many calls, a tool named at many: made safe once)
 
     def cell(text: str) -> Any:
@@ -424,7 +436,18 @@ EVENT_COLUMNS = ["call", "layers", "messages_before", "messages_after", "tokens_
 
 def compactions_csv_bytes(run: Run) -> bytes:
     """compactions.csv: every compaction event, what it removed, and the strings the agent later
-    used that it lost (each with the call that first needed it)."""
+    used that it lost (each with the call that first needed it). Written by the native core where
+    it runs (``compactions_csv``), else here: the reference."""
+    native = in_use()
+    if native is not None and type(run.events) is list:
+        made = native.compactions_csv(run.events, EVENT_COLUMNS)
+        if made is not None:
+            return made
+    return compactions_csv_reference(run)
+
+
+def compactions_csv_reference(run: Run) -> bytes:
+    """compactions.csv as Python writes it (what the native writer is tested against)."""
     return csv_bytes([EVENT_COLUMNS, *([e.call, " ".join(e.layers), e.messages_before, e.messages_after, e.tokens_before,
                                         e.tokens_after, e.results_cleared, e.snipped, e.summaries, len(e.lost),
                                         csv_cell("; ".join(f"{s} (call {c})" for s, c in e.lost))]

@@ -314,47 +314,230 @@ impl StoredProbes {
 #[pyfunction]
 fn csv_rows<'py>(rows: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyBytes>>> {
     let py = rows.py();
-    let mut out: Vec<u8> = Vec::new();
-    let mut number = String::new();
+    let mut out = Csv::default();
     for row in rows.try_iter()? {
         let row = row?;
-        let start = out.len();
-        let mut fields = 0;
+        out.start();
         for field in row.try_iter()? {
-            let field = field?;
-            let first = fields == 0;
-            fields += 1;
-            if let Ok(text) = field.cast_exact::<PyString>() {
-                let Ok(text) = text.to_str() else {
-                    return Ok(None);
-                };
-                csv_text::push_field(&mut out, text, first);
-            } else if field.is_none() {
-                csv_text::push_field(&mut out, "", first);
-            } else if let Some(n) = field
-                .cast_exact::<PyInt>()
-                .ok()
-                .and_then(|n| n.extract::<i64>().ok())
-            {
-                use std::fmt::Write;
-                number.clear();
-                write!(number, "{n}").expect("a String takes any text");
-                csv_text::push_field(&mut out, &number, first);
-            } else {
-                let text = if field.is_instance_of::<PyFloat>() {
-                    field.repr()?
-                } else {
-                    field.str()?
-                };
-                let Ok(text) = text.to_str() else {
-                    return Ok(None);
-                };
-                csv_text::push_field(&mut out, text, first);
+            if !out.field(&field?)? {
+                return Ok(None);
             }
         }
-        csv_text::end_row(&mut out, start, fields);
+        out.end();
     }
-    Ok(Some(PyBytes::new(py, &out)))
+    Ok(Some(PyBytes::new(py, &out.text)))
+}
+
+/// A CSV text being written (`csv_rows`' rules), a row at a time.
+#[derive(Default)]
+struct Csv {
+    text: Vec<u8>,
+    /// where the row began and how many fields it has so far
+    row: (usize, usize),
+    number: String,
+}
+
+impl Csv {
+    fn start(&mut self) {
+        self.row = (self.text.len(), 0);
+    }
+
+    fn end(&mut self) {
+        csv_text::end_row(&mut self.text, self.row.0, self.row.1);
+    }
+
+    fn text(&mut self, text: &str) {
+        csv_text::push_field(&mut self.text, text, self.row.1 == 0);
+        self.row.1 += 1;
+    }
+
+    fn int(&mut self, n: i64) {
+        use std::fmt::Write;
+        self.number.clear();
+        write!(self.number, "{n}").expect("a String takes any text");
+        csv_text::push_field(&mut self.text, &self.number, self.row.1 == 0);
+        self.row.1 += 1;
+    }
+
+    /// `field` written by its kind; false where a text has no UTF-8.
+    fn field(&mut self, field: &Bound<'_, PyAny>) -> PyResult<bool> {
+        if let Ok(text) = field.cast_exact::<PyString>() {
+            let Ok(text) = text.to_str() else {
+                return Ok(false);
+            };
+            self.text(text);
+        } else if field.is_none() {
+            self.text("");
+        } else if let Some(n) = field
+            .cast_exact::<PyInt>()
+            .ok()
+            .and_then(|n| n.extract::<i64>().ok())
+        {
+            self.int(n);
+        } else {
+            let text = if field.is_instance_of::<PyFloat>() {
+                field.repr()?
+            } else {
+                field.str()?
+            };
+            let Ok(text) = text.to_str() else {
+                return Ok(false);
+            };
+            self.text(text);
+        }
+        Ok(true)
+    }
+
+    /// `csv_cell` of `field` (a text made visible, a formula not run; any other as it is).
+    fn cell(&mut self, field: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let Ok(text) = field.cast_exact::<PyString>() else {
+            return self.field(field);
+        };
+        let Ok(text) = text.to_str() else {
+            return Ok(false);
+        };
+        self.text(&csv_text::csv_cell(text));
+        Ok(true)
+    }
+}
+
+/// `reports/text.py`'s `csv_cell` of a text (the tests' way to the native one).
+#[pyfunction]
+fn csv_cell(text: &str) -> String {
+    csv_text::csv_cell(text).into_owned()
+}
+
+/// probes.csv (`replay_report.probes_csv_bytes`, the reference): `header`, then each
+/// `ProbeOutcome` of `ledger` — its probe and tool as `csv_cell`s, the call that removed it only
+/// where it was not kept. None where a text has no UTF-8 or an outcome is not one.
+#[pyfunction]
+fn probes_csv<'py>(
+    ledger: &Bound<'py, PyList>,
+    header: &Bound<'py, PyAny>,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let py = ledger.py();
+    let mut out = Csv::default();
+    if !header_row(&mut out, header)? {
+        return Ok(None);
+    }
+    let kept = intern!(py, "kept");
+    for outcome in ledger.iter() {
+        let Ok(o) = outcome.cast::<PyTuple>() else {
+            return Ok(None);
+        };
+        if o.len() != 8 {
+            return Ok(None);
+        }
+        out.start();
+        let status = o.get_item(5)?;
+        for k in 0..8 {
+            let field = o.get_item(k)?;
+            let written = match k {
+                1 | 4 => out.cell(&field)?,
+                7 if status.eq(kept)? => {
+                    out.text("");
+                    true
+                }
+                _ => out.field(&field)?,
+            };
+            if !written {
+                return Ok(None);
+            }
+        }
+        out.end();
+    }
+    Ok(Some(PyBytes::new(py, &out.text)))
+}
+
+/// compactions.csv (`replay_report.compactions_csv_bytes`, the reference): `header`, then each
+/// `CompactionEvent` of `events` — its layers joined by spaces, how many strings it lost and
+/// those strings, each with the call that first needed it, as one `csv_cell`. None where a text
+/// has no UTF-8 or an event is not one.
+#[pyfunction]
+fn compactions_csv<'py>(
+    events: &Bound<'py, PyList>,
+    header: &Bound<'py, PyAny>,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let py = events.py();
+    let mut out = Csv::default();
+    if !header_row(&mut out, header)? {
+        return Ok(None);
+    }
+    let counts = [
+        intern!(py, "messages_before"),
+        intern!(py, "messages_after"),
+        intern!(py, "tokens_before"),
+        intern!(py, "tokens_after"),
+        intern!(py, "results_cleared"),
+        intern!(py, "snipped"),
+        intern!(py, "summaries"),
+    ];
+    let mut text = String::new();
+    for e in events.iter() {
+        out.start();
+        if !out.field(&e.getattr(intern!(py, "call"))?)? {
+            return Ok(None);
+        }
+        text.clear();
+        for (k, layer) in e.getattr(intern!(py, "layers"))?.try_iter()?.enumerate() {
+            let layer = layer?;
+            let Some(layer) = layer
+                .cast_exact::<PyString>()
+                .ok()
+                .and_then(|l| l.to_str().ok())
+            else {
+                return Ok(None);
+            };
+            if k > 0 {
+                text.push(' ');
+            }
+            text.push_str(layer);
+        }
+        out.text(&text);
+        for name in counts {
+            if !out.field(&e.getattr(name)?)? {
+                return Ok(None);
+            }
+        }
+        let lost = e.getattr(intern!(py, "lost"))?;
+        text.clear();
+        let mut n = 0i64;
+        for item in lost.try_iter()? {
+            let Ok((s, c)) = item?.extract::<(Bound<'py, PyAny>, Bound<'py, PyAny>)>() else {
+                return Ok(None);
+            };
+            let (Some(s), Ok(c)) = (
+                s.cast_exact::<PyString>()
+                    .ok()
+                    .and_then(|s| s.to_str().ok()),
+                c.cast_exact::<PyInt>().map(|c| c.extract::<i64>()),
+            ) else {
+                return Ok(None);
+            };
+            if n > 0 {
+                text.push_str("; ");
+            }
+            use std::fmt::Write;
+            write!(text, "{s} (call {})", c?).expect("a String takes any text");
+            n += 1;
+        }
+        out.int(n);
+        out.text(&csv_text::csv_cell(&text));
+        out.end();
+    }
+    Ok(Some(PyBytes::new(py, &out.text)))
+}
+
+/// A table's header row (its names, plain texts); false where one is not.
+fn header_row(out: &mut Csv, header: &Bound<'_, PyAny>) -> PyResult<bool> {
+    out.start();
+    for name in header.try_iter()? {
+        if !out.field(&name?)? {
+            return Ok(false);
+        }
+    }
+    out.end();
+    Ok(true)
 }
 
 /// The verdict's bootstrap interval of the total saving (`verdict._interval`; numpy's code is the
@@ -3082,7 +3265,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 36;
+const API: u32 = 37;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -3102,6 +3285,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ledger_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(ledger_losses, m)?)?;
     m.add_function(wrap_pyfunction!(csv_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(csv_cell, m)?)?;
+    m.add_function(wrap_pyfunction!(probes_csv, m)?)?;
+    m.add_function(wrap_pyfunction!(compactions_csv, m)?)?;
     m.add_class::<StoredProbes>()?;
     m.add_function(wrap_pyfunction!(tokens, m)?)?;
     m.add_function(wrap_pyfunction!(phrases, m)?)?;

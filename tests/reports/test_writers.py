@@ -15,6 +15,11 @@ from hypothesis import strategies as st
 
 from helpers import ROOT, SAMPLES
 
+from compactlab import core
+
+needs_native = pytest.mark.skipif(core.native_module() is None, reason="the native core is not built in this install "
+                                  "(it was installed without a Rust toolchain): nothing to compare")
+
 SMALL = SAMPLES / "synth-small.jsonl"
 #: command line, the module and registry of its writers
 COMMANDS = [
@@ -132,6 +137,83 @@ def test_a_text_with_no_utf8_is_refused_as_the_csv_module_refuses_it():
         _reference([["a", "\ud800"]])
     with pytest.raises(UnicodeEncodeError):
         csv_bytes([["a", "\ud800"]])
+
+
+_CELL_TEXT = st.text(st.one_of(st.sampled_from('=+-@\t\r,"\n x é\x00\x1b\x7f\x85\x9f\xa0\u2028\u202a\u202e\u202f'
+                                                '\u2065\u2066\u2069\u206a\ufdd0'),
+                                st.characters(exclude_categories=("Cs",))), max_size=10)
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(_CELL_TEXT)
+def test_the_native_csv_cell_is_pythons(text):
+    """A CSV cell made safe in Rust (``csv_text::csv_cell``): the Python ``csv_cell``'s text (every
+    control, DEL, C1 and bidi character escaped, the sized mark left out, a formula not run)."""
+    from compactlab.core import native_module
+    from compactlab.reports.text import csv_cell
+
+    assert native_module().csv_cell(text) == csv_cell(text)
+
+
+def _ledger(draw_texts: list[str], rows: list[tuple]) -> list:
+    from compactlab.engine.measures.probes import ProbeOutcome
+
+    return [ProbeOutcome(call, draw_texts[p % len(draw_texts)], kind, source_call, draw_texts[t % len(draw_texts)],
+                         status, by, at) for call, p, kind, source_call, t, status, by, at in rows]
+
+
+@needs_native
+@settings(max_examples=150, deadline=None)
+@given(texts=st.lists(_CELL_TEXT, min_size=1, max_size=4),
+       rows=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 3), st.sampled_from(["path", "identifier", "line"]),
+                               st.integers(-1, 10**6), st.integers(0, 3),
+                               st.sampled_from(["kept", "recoverable", "lost"]),
+                               st.sampled_from(["", "budget", "micro", "summary", "snip"]), st.integers(-1, 10**6)),
+                     max_size=8),
+       events=st.lists(st.tuples(st.integers(0, 10**6), st.lists(st.sampled_from(["budget", "snip", "micro", "summary"]),
+                                                                 max_size=3),
+                                 st.lists(st.integers(0, 10**9), min_size=7, max_size=7),
+                                 st.lists(st.tuples(_CELL_TEXT, st.integers(0, 10**6)), max_size=3)), max_size=6))
+def test_probes_and_compactions_csv_are_written_natively_as_python_writes_them(texts, rows, events):
+    """probes.csv and compactions.csv written in Rust (``probes_csv``, ``compactions_csv``): the
+    bytes the Python writers (the reference) make of the same ledger and events — texts with
+    commas, quotes, newlines, controls, formulas and sized marks; a removal's call only where the
+    probe was not kept; an event's lost strings joined and made safe."""
+    from types import SimpleNamespace
+
+    from compactlab.engine.records import CompactionEvent
+    from compactlab.reports import replay_report as rr
+
+    run = SimpleNamespace(probe_ledger=_ledger(texts, rows),
+                          events=[CompactionEvent(call, layers, *counts, lost=lost) for call, layers, counts, lost in events])
+    assert rr.probes_csv_bytes(run) == rr.probes_csv_reference(run)  # type: ignore[arg-type]
+    assert rr.compactions_csv_bytes(run) == rr.compactions_csv_reference(run)  # type: ignore[arg-type]
+
+
+@needs_native
+def test_the_native_report_writers_leave_what_they_cannot_write_to_python():
+    """A text without UTF-8 (a lone surrogate), a row that is not an outcome, a lost string that is
+    not a (text, call) pair: the native writers say None, and the Python writer decides (the same
+    bytes, or its error)."""
+    from types import SimpleNamespace
+
+    from compactlab.core import native_module
+    from compactlab.engine.records import CompactionEvent
+    from compactlab.reports import replay_report as rr
+
+    native = native_module()
+    bad = _ledger(["fine", "\ud800"], [(1, 1, "path", 0, 0, "lost", "snip", 1)])
+    assert native.probes_csv(bad, rr.PROBE_COLUMNS) is None
+    assert native.probes_csv([(1, 2, 3)], rr.PROBE_COLUMNS) is None
+    with pytest.raises(UnicodeEncodeError):
+        rr.probes_csv_bytes(SimpleNamespace(probe_ledger=bad))  # type: ignore[arg-type]
+    odd = [CompactionEvent(3, ["micro"], 1, 2, 3, 4, 5, 6, 7, lost=[["a list", 2]])]
+    assert native.compactions_csv(odd, rr.EVENT_COLUMNS) is None
+    run = SimpleNamespace(events=odd)
+    assert rr.compactions_csv_bytes(run) == rr.compactions_csv_reference(run)  # type: ignore[arg-type]
+    plain = [CompactionEvent(3, ["micro", "snip"], 1, 2, 3, 4, 5, 6, 7, lost=[("=cmd", 2), ("x,y", 5)])]
+    assert native.compactions_csv(plain, rr.EVENT_COLUMNS).endswith(b'3,micro snip,1,2,3,4,5,6,7,2,"\'=cmd (call 2); x,y (call 5)"\n')
 
 
 class _Text:
