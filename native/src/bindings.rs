@@ -351,12 +351,28 @@ impl Csv {
         self.row.1 += 1;
     }
 
-    fn int(&mut self, n: i64) {
-        use std::fmt::Write;
-        self.number.clear();
-        write!(self.number, "{n}").expect("a String takes any text");
-        csv_text::push_field(&mut self.text, &self.number, self.row.1 == 0);
+    /// A field that needs no quotes (a number's text, `true`).
+    fn plain(&mut self, text: &str) {
+        if self.row.1 > 0 {
+            self.text.push(b',');
+        }
+        self.text.extend_from_slice(text.as_bytes());
         self.row.1 += 1;
+    }
+
+    fn int(&mut self, n: i64) {
+        let mut digits = itoa::Buffer::new();
+        let text = digits.format(n);
+        self.plain(text);
+    }
+
+    /// A float as Python's `repr` writes it.
+    fn float(&mut self, x: f64) {
+        let mut number = std::mem::take(&mut self.number);
+        number.clear();
+        csv_text::push_float_repr(x, &mut number);
+        self.plain(&number);
+        self.number = number;
     }
 
     /// `field` written by its kind; false where a text has no UTF-8.
@@ -374,6 +390,8 @@ impl Csv {
             .and_then(|n| n.extract::<i64>().ok())
         {
             self.int(n);
+        } else if let Ok(x) = field.cast_exact::<PyFloat>() {
+            self.float(x.value());
         } else {
             let text = if field.is_instance_of::<PyFloat>() {
                 field.repr()?
@@ -523,6 +541,55 @@ fn compactions_csv<'py>(
         }
         out.int(n);
         out.text(&csv_text::csv_cell(&text));
+        out.end();
+    }
+    Ok(Some(PyBytes::new(py, &out.text)))
+}
+
+/// calls.csv (`replay_report.calls_csv_bytes`, the reference): `columns`, then each `TurnRecord`
+/// of `records` by its fields in their order — an int as it is, a bool as `true`/`false`, a float
+/// as its `repr`. None where a record holds other fields or values (Python writes it).
+#[pyfunction]
+fn calls_csv<'py>(
+    records: &Bound<'py, PyList>,
+    columns: &Bound<'py, PyList>,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let py = records.py();
+    let mut out = Csv::default();
+    if !header_row(&mut out, columns.as_any())? {
+        return Ok(None);
+    }
+    let names: Vec<Bound<'py, PyAny>> = columns.iter().collect();
+    for record in records.iter() {
+        let Ok(fields) = record
+            .getattr(intern!(py, "__dict__"))?
+            .cast_into_exact::<PyDict>()
+        else {
+            return Ok(None);
+        };
+        if fields.len() != names.len() {
+            return Ok(None);
+        }
+        out.start();
+        for ((name, value), column) in fields.iter().zip(&names) {
+            // (a record's fields in the order its class declares them: its `__init__` set them so)
+            if !(name.is(column) || name.eq(column)?) {
+                return Ok(None);
+            }
+            if let Ok(flag) = value.cast_exact::<pyo3::types::PyBool>() {
+                out.plain(if flag.is_true() { "true" } else { "false" });
+            } else if let Some(n) = value
+                .cast_exact::<PyInt>()
+                .ok()
+                .and_then(|n| n.extract::<i64>().ok())
+            {
+                out.int(n);
+            } else if let Ok(x) = value.cast_exact::<PyFloat>() {
+                out.float(x.value());
+            } else {
+                return Ok(None);
+            }
+        }
         out.end();
     }
     Ok(Some(PyBytes::new(py, &out.text)))
@@ -3265,7 +3332,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 37;
+const API: u32 = 38;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -3288,6 +3355,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(csv_cell, m)?)?;
     m.add_function(wrap_pyfunction!(probes_csv, m)?)?;
     m.add_function(wrap_pyfunction!(compactions_csv, m)?)?;
+    m.add_function(wrap_pyfunction!(calls_csv, m)?)?;
     m.add_class::<StoredProbes>()?;
     m.add_function(wrap_pyfunction!(tokens, m)?)?;
     m.add_function(wrap_pyfunction!(phrases, m)?)?;
