@@ -1354,6 +1354,19 @@ impl InvariantTracker {
         );
     }
 
+    /// `ViolationLog.record`'s work on the context it was last shown (`log`): each violation
+    /// classed against `raw` and logged once into `seen`; (introduced, inherited).
+    #[pyo3(name = "log", signature = (call, raw, seen))]
+    fn log_py(
+        &self,
+        py: Python<'_>,
+        call: i64,
+        raw: Option<Bound<'_, PyDict>>,
+        seen: Bound<'_, PyDict>,
+    ) -> PyResult<(i64, i64)> {
+        self.log(py, call, raw.as_ref(), &seen)
+    }
+
     /// How many messages' facts it took from their originals (`alias`), not read.
     #[getter]
     fn aliased(&self) -> u64 {
@@ -1417,6 +1430,59 @@ impl InvariantTracker {
 }
 
 impl InvariantTracker {
+    /// `ViolationLog.record` of the context it was last shown (`violations.py`, the reference):
+    /// each violation classed introduced or inherited against `raw`, the raw context's counts by
+    /// (kind, tool id) (a `Counter`; None: none) — the first so many of a kind and id inherited,
+    /// the rest introduced, as `classify` has it — and each logged once into `seen` (the log's
+    /// table), at the first call that has it; (introduced, inherited).
+    pub(crate) fn log(
+        &self,
+        py: Python<'_>,
+        call: i64,
+        raw: Option<&Bound<'_, PyDict>>,
+        seen: &Bound<'_, PyDict>,
+    ) -> PyResult<(i64, i64)> {
+        let (mut introduced, mut inherited) = (0, 0);
+        // per (kind, tool id): how many so far, and how many the raw context has
+        let mut counted: FxHashMap<(u8, violations::Id), (i64, i64)> = FxHashMap::default();
+        for v in self.inner.violations() {
+            let (kind, name) = (v.kind.name(), self.name(py, v.tool_id));
+            let n = match counted.get_mut(&(v.kind as u8, v.tool_id)) {
+                Some(n) => n,
+                None => {
+                    let in_raw = match raw {
+                        Some(raw) => match raw.get_item((kind, &name))? {
+                            Some(n) => n.extract::<i64>()?,
+                            None => 0,
+                        },
+                        None => 0,
+                    };
+                    counted
+                        .entry((v.kind as u8, v.tool_id))
+                        .or_insert((0, in_raw))
+                }
+            };
+            n.0 += 1;
+            let is_new = n.0 > n.1;
+            if is_new {
+                introduced += 1;
+            } else {
+                inherited += 1;
+            }
+            let key = (kind, &name, v.origin, is_new).into_pyobject(py)?;
+            if !seen.contains(&key)? {
+                let logged = PyDict::new(py);
+                logged.set_item(intern!(py, "kind"), kind)?;
+                logged.set_item(intern!(py, "call"), call)?;
+                logged.set_item(intern!(py, "message_index"), v.position)?;
+                logged.set_item(intern!(py, "tool_use_id"), &name)?;
+                logged.set_item(intern!(py, "introduced"), is_new)?;
+                seen.set_item(key, logged)?;
+            }
+        }
+        Ok((introduced, inherited))
+    }
+
     /// A tracker numbering its strings by `shared`'s table (its own where None).
     fn numbering(
         py: Python<'_>,
@@ -3332,7 +3398,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 38;
+const API: u32 = 39;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -57,6 +57,9 @@ struct Measured {
     /// `(call) -> (introduced, inherited)`: the violation log's record of a call whose context has
     /// any (`Violations`' log, in Python: it lists each one once)
     violations_row: Py<PyAny>,
+    /// where the tracker logs each call's violations itself (`ViolationLog.record`'s work, its
+    /// reference): the log's table and the raw baseline's counts by call; None: Python logs them
+    violations_log: Option<(Py<PyDict>, Py<PyDict>)>,
     /// the raw baseline's rows (`RawBaseline`: messages and characters per call, each call's
     /// retention references), read as a stream fills them
     raw_messages: Py<PyList>,
@@ -112,10 +115,16 @@ impl Measured {
             tracker.update(entries, changed_from)?;
             tracker.inner.total()
         };
-        let (introduced, inherited): (i64, i64) = if total != 0 {
-            self.violations_row.bind(py).call1((call,))?.extract()?
-        } else {
-            (0, 0)
+        let (introduced, inherited): (i64, i64) = match (&self.violations_log, total) {
+            (_, 0) => (0, 0),
+            (Some((seen, counts)), _) => {
+                let raw = counts.bind(py).get_item(call)?;
+                let raw = raw.as_ref().map(|r| r.cast::<PyDict>()).transpose()?;
+                self.tracker
+                    .borrow(py)
+                    .log(py, call as i64, raw, seen.bind(py))?
+            }
+            (None, _) => self.violations_row.bind(py).call1((call,))?.extract()?,
         };
 
         // retention (`Retention.at_call`): a reference is held where its message is here with its
@@ -182,14 +191,18 @@ pub struct CallMeasures {
 impl CallMeasures {
     /// The measures of a run, from its Python ones: the prompt cache's model in Rust (`cache`),
     /// the `Violations` measure (its tracker, its log's `logged`), the raw baseline (`RawBaseline`),
-    /// the `Retention` measure (a stream's references let go) and the run's `TokenEstimator`.
+    /// the `Retention` measure (a stream's references let go) and the run's `TokenEstimator`;
+    /// `log`: the violations log's table and the raw baseline's counts by call, where the tracker
+    /// logs each call's violations itself (None: the `Violations` measure's `logged` does).
     #[new]
+    #[pyo3(signature = (cache, violations, baseline, retention, estimator, log=None))]
     fn new(
         cache: Py<PromptCache>,
         violations: &Bound<'_, PyAny>,
         baseline: &Bound<'_, PyAny>,
         retention: &Bound<'_, PyAny>,
         estimator: &Bound<'_, PyAny>,
+        log: Option<(Py<PyDict>, Py<PyDict>)>,
     ) -> PyResult<Self> {
         let py = violations.py();
         let chars_per_token: f64 = estimator
@@ -205,6 +218,7 @@ impl CallMeasures {
                 cache,
                 tracker: violations.getattr(intern!(py, "tracker"))?.extract()?,
                 violations_row: violations.getattr(intern!(py, "logged"))?.unbind(),
+                violations_log: log,
                 raw_messages: baseline.getattr(intern!(py, "messages"))?.extract()?,
                 raw_chars: baseline.getattr(intern!(py, "chars"))?.extract()?,
                 refs: retention.getattr(intern!(py, "refs"))?.extract()?,

@@ -725,6 +725,42 @@ def test_a_trackers_copies_told_take_their_originals_facts(case):
 
 
 @needs_native
+@settings(max_examples=150, deadline=None)
+@given(_stream_and_contexts(), st.randoms(use_true_random=False))
+def test_the_native_tracker_logs_each_calls_violations_as_the_python_log_does(case, rnd2):
+    """The native tracker's log of a call's violations (``InvariantTracker.log``, what the native
+    measures ask): against the raw context's counts, the same introduced and inherited numbers and
+    the same table, entry for entry and in order, as ``ViolationLog.record`` (the reference) of the
+    Python tracker shown the same contexts — a raw context that has some of them, all, none, or
+    more."""
+    from collections import Counter
+
+    from compactlab.engine.measures.violations import InvariantTracker, ViolationLog, tracker_for
+    from compactlab.transcripts.messages import make_entry
+
+    msgs, cuts, rnd = case
+    run, ref = tracker_for(NATIVE, None), InvariantTracker()
+    log, table = ViolationLog(), {}
+    state = [make_entry(m, i) for i, m in enumerate(msgs)]
+    shown: list = []
+    for call, cut in enumerate(cuts):
+        for j in range(1, cut):
+            if rnd.random() < 0.1:
+                state[j] = None
+        context = [e for e in state[:cut] if e is not None]
+        dirty = next((k for k, (a, b) in enumerate(zip(shown, context)) if a is not b), min(len(shown), len(context)))
+        for t in (run, ref):
+            t.update(context, dirty)
+        keys = [v.key for v in ref.violations()]
+        raw = Counter(rnd2.choice(keys) for _ in range(rnd2.randint(0, len(keys) + 1))) if keys else Counter()
+        raw[("orphan_tool_use", "never")] += 1  # (a kind and id the context does not have)
+        assert run.log(call, raw, table) == log.record(call, ref, raw)
+        assert list(table.items()) == list(log.table.items())
+        shown = context
+    assert run.log(len(cuts), None, {}) == ViolationLog().record(len(cuts), ref, Counter())  # (None: no raw counts)
+
+
+@needs_native
 def test_a_streams_facts_wait_only_for_a_run_that_takes_them_and_never_too_many():
     """No run's tracker takes them: none is handed over (none held). One that takes them: at most
     ``MOST_WAITING`` wait (the oldest let go), and those before a message taken are let go with it.

@@ -119,7 +119,8 @@ def measures_for(base: RawBaseline, env: Any, *, counter: Any = None, entries: l
     if native is not None and counter is None:  # (exact counts: measured in Python, the cache's share by them)
         c = measures.prompt_cache
         assert isinstance(c, NativePromptCache)
-        measures.native = native.CallMeasures(c.core, measures.violations, base, measures.retention, env.estimator)
+        measures.native = native.CallMeasures(c.core, measures.violations, base, measures.retention, env.estimator,
+                                              (measures.violations.log.table, base.violation_counts))
     return measures
 
 

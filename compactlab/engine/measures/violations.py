@@ -317,6 +317,12 @@ class ViolationLog:
                              "tool_use_id": v.tool_use_id, "introduced": is_new}
         return introduced, inherited
 
+    @property
+    def table(self) -> dict[tuple, dict]:
+        """What it logged, by (kind, tool id, origin, introduced): where the native core's tracker
+        logs each call's violations itself (``InvariantTracker.log``; ``record`` is its reference)."""
+        return self._seen
+
     def listed(self) -> list[dict]:
         """Every violation once, in call and message order."""
         return sorted(self._seen.values(), key=lambda v: (v["call"], v["message_index"]))
