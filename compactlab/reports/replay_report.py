@@ -271,12 +271,19 @@ def calls_csv_bytes(run: Run) -> bytes:
     ``__dict__``, a float as its repr, which is what orjson writes inside that range), else here:
     the reference.
     """
+    return _written(run, "calls_csv", run.calls, TURN_COLUMNS, calls_csv_reference)
+
+
+def _written(run: Run, writer: str, rows: Any, columns: list[str], reference: Callable[[Run], bytes]) -> bytes:
+    """A file of ``run`` written by the native core's ``writer`` from ``rows`` (the run's list of
+    them) where the core runs and takes them, else by ``reference`` (Python's, the one the native
+    writer is tested against, which also says what is wrong with a row it cannot write)."""
     native = in_use()
-    if native is not None and type(run.calls) is list:
-        made = native.calls_csv(run.calls, TURN_COLUMNS)
+    if native is not None and type(rows) is list:
+        made = getattr(native, writer)(rows, columns)
         if made is not None:
             return made
-    return calls_csv_reference(run)
+    return reference(run)
 
 
 def calls_csv_reference(run: Run) -> bytes:
@@ -419,12 +426,7 @@ def probes_csv_bytes(run: Run) -> bytes:
     """probes.csv: the ledger of every probe, one row each: kept, recoverable or lost, and when not
     kept the layer that removed it (texts made safe for spreadsheets). Written by the native core
     where it runs (``probes_csv``), else here: the reference."""
-    native = in_use()
-    if native is not None and type(run.probe_ledger) is list:
-        made = native.probes_csv(run.probe_ledger, PROBE_COLUMNS)
-        if made is not None:
-            return made
-    return probes_csv_reference(run)
+    return _written(run, "probes_csv", run.probe_ledger, PROBE_COLUMNS, probes_csv_reference)
 
 
 def probes_csv_reference(run: Run) -> bytes:
@@ -451,12 +453,7 @@ def compactions_csv_bytes(run: Run) -> bytes:
     """compactions.csv: every compaction event, what it removed, and the strings the agent later
     used that it lost (each with the call that first needed it). Written by the native core where
     it runs (``compactions_csv``), else here: the reference."""
-    native = in_use()
-    if native is not None and type(run.events) is list:
-        made = native.compactions_csv(run.events, EVENT_COLUMNS)
-        if made is not None:
-            return made
-    return compactions_csv_reference(run)
+    return _written(run, "compactions_csv", run.events, EVENT_COLUMNS, compactions_csv_reference)
 
 
 def compactions_csv_reference(run: Run) -> bytes:

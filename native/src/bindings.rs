@@ -325,7 +325,7 @@ fn csv_rows<'py>(rows: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyBytes
         }
         out.end();
     }
-    Ok(Some(PyBytes::new(py, &out.text)))
+    Ok(Some(out.bytes(py)))
 }
 
 /// A CSV text being written (`csv_rows`' rules), a row at a time.
@@ -334,10 +334,26 @@ struct Csv {
     text: Vec<u8>,
     /// where the row began and how many fields it has so far
     row: (usize, usize),
-    number: String,
 }
 
 impl Csv {
+    /// A table begun with `header`'s row (its names); None where a name is not a text.
+    fn headed(header: &Bound<'_, PyAny>) -> PyResult<Option<Self>> {
+        let mut out = Csv::default();
+        out.start();
+        for name in header.try_iter()? {
+            if !out.field(&name?)? {
+                return Ok(None);
+            }
+        }
+        out.end();
+        Ok(Some(out))
+    }
+
+    fn bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.text)
+    }
+
     fn start(&mut self) {
         self.row = (self.text.len(), 0);
     }
@@ -366,13 +382,12 @@ impl Csv {
         self.plain(text);
     }
 
-    /// A float as Python's `repr` writes it.
-    fn float(&mut self, x: f64) {
-        let mut number = std::mem::take(&mut self.number);
-        number.clear();
-        csv_text::push_float_repr(x, &mut number);
-        self.plain(&number);
-        self.number = number;
+    /// A float as Python's `repr` writes it, asked of Python: Rust's shortest digits break a tie
+    /// otherwise (70368744177664.625: `...664.63` to Rust, `...664.62` to Python, which rounds it
+    /// to even), and only the exact value tells a tie.
+    fn float(&mut self, float: &Bound<'_, PyFloat>) -> PyResult<()> {
+        self.plain(float.repr()?.to_str()?);
+        Ok(())
     }
 
     /// `field` written by its kind; false where a text has no UTF-8.
@@ -391,7 +406,7 @@ impl Csv {
         {
             self.int(n);
         } else if let Ok(x) = field.cast_exact::<PyFloat>() {
-            self.float(x.value());
+            self.float(x)?;
         } else {
             let text = if field.is_instance_of::<PyFloat>() {
                 field.repr()?
@@ -434,10 +449,9 @@ fn probes_csv<'py>(
     header: &Bound<'py, PyAny>,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
     let py = ledger.py();
-    let mut out = Csv::default();
-    if !header_row(&mut out, header)? {
+    let Some(mut out) = Csv::headed(header)? else {
         return Ok(None);
-    }
+    };
     let kept = intern!(py, "kept");
     for outcome in ledger.iter() {
         let Ok(o) = outcome.cast::<PyTuple>() else {
@@ -464,7 +478,7 @@ fn probes_csv<'py>(
         }
         out.end();
     }
-    Ok(Some(PyBytes::new(py, &out.text)))
+    Ok(Some(out.bytes(py)))
 }
 
 /// compactions.csv (`replay_report.compactions_csv_bytes`, the reference): `header`, then each
@@ -477,10 +491,9 @@ fn compactions_csv<'py>(
     header: &Bound<'py, PyAny>,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
     let py = events.py();
-    let mut out = Csv::default();
-    if !header_row(&mut out, header)? {
+    let Some(mut out) = Csv::headed(header)? else {
         return Ok(None);
-    }
+    };
     let counts = [
         intern!(py, "messages_before"),
         intern!(py, "messages_after"),
@@ -543,7 +556,7 @@ fn compactions_csv<'py>(
         out.text(&csv_text::csv_cell(&text));
         out.end();
     }
-    Ok(Some(PyBytes::new(py, &out.text)))
+    Ok(Some(out.bytes(py)))
 }
 
 /// calls.csv (`replay_report.calls_csv_bytes`, the reference): `columns`, then each `TurnRecord`
@@ -555,10 +568,9 @@ fn calls_csv<'py>(
     columns: &Bound<'py, PyList>,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
     let py = records.py();
-    let mut out = Csv::default();
-    if !header_row(&mut out, columns.as_any())? {
+    let Some(mut out) = Csv::headed(columns.as_any())? else {
         return Ok(None);
-    }
+    };
     let names: Vec<Bound<'py, PyAny>> = columns.iter().collect();
     for record in records.iter() {
         let Ok(fields) = record
@@ -585,26 +597,14 @@ fn calls_csv<'py>(
             {
                 out.int(n);
             } else if let Ok(x) = value.cast_exact::<PyFloat>() {
-                out.float(x.value());
+                out.float(x)?;
             } else {
                 return Ok(None);
             }
         }
         out.end();
     }
-    Ok(Some(PyBytes::new(py, &out.text)))
-}
-
-/// A table's header row (its names, plain texts); false where one is not.
-fn header_row(out: &mut Csv, header: &Bound<'_, PyAny>) -> PyResult<bool> {
-    out.start();
-    for name in header.try_iter()? {
-        if !out.field(&name?)? {
-            return Ok(false);
-        }
-    }
-    out.end();
-    Ok(true)
+    Ok(Some(out.bytes(py)))
 }
 
 /// The verdict's bootstrap interval of the total saving (`verdict._interval`; numpy's code is the

@@ -32,58 +32,6 @@ pub fn end_row(out: &mut Vec<u8>, start: usize, fields: usize) {
     out.push(b'\n');
 }
 
-/// `x` as Python's `repr` writes a float (what orjson writes of one in [1e-4, 1e16) too), onto
-/// `out`: the shortest digits that read back as `x` (Rust's, as Python's), in positional notation
-/// from 1e-4 up to 1e16 with at least one digit after the point, in scientific notation (a signed
-/// exponent of at least two digits) elsewhere; `inf`, `-inf`, `nan`.
-pub fn push_float_repr(x: f64, out: &mut String) {
-    if x.is_nan() {
-        out.push_str("nan");
-        return;
-    }
-    if x.is_sign_negative() {
-        out.push('-');
-    }
-    let x = x.abs();
-    if x.is_infinite() {
-        out.push_str("inf");
-        return;
-    }
-    if x == 0.0 {
-        out.push_str("0.0");
-        return;
-    }
-    // (`{:e}`: the shortest digits, d.ddde±x)
-    let sci = format!("{x:e}");
-    let (mantissa, exp) = sci.split_once('e').expect("{:e} writes an exponent");
-    let exp: i32 = exp.parse().expect("{:e}'s exponent is a number");
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let n = digits.len() as i32;
-    if (-4..16).contains(&exp) {
-        if exp < 0 {
-            out.push_str("0.");
-            out.extend(std::iter::repeat('0').take((-exp - 1) as usize));
-            out.push_str(&digits);
-        } else if n > exp + 1 {
-            out.push_str(&digits[..(exp + 1) as usize]);
-            out.push('.');
-            out.push_str(&digits[(exp + 1) as usize..]);
-        } else {
-            out.push_str(&digits);
-            out.extend(std::iter::repeat('0').take((exp + 1 - n) as usize));
-            out.push_str(".0");
-        }
-    } else {
-        out.push_str(&digits[..1]);
-        if n > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
-        }
-        out.push_str(if exp < 0 { "e-" } else { "e+" });
-        out.push_str(&format!("{:02}", exp.abs()));
-    }
-}
-
 /// The sized placeholder's mark (`messages.SIZED_MARK`), a noncharacter no report shows.
 const MARK: char = '\u{fdd0}';
 
@@ -127,40 +75,6 @@ pub fn csv_cell(text: &str) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_float_is_written_as_pythons_repr_writes_it() {
-        // (repr(x) in Python 3.11 for each)
-        for (x, python) in [
-            (0.0, "0.0"),
-            (-0.0, "-0.0"),
-            (1.0, "1.0"),
-            (0.1, "0.1"),
-            (0.1 + 0.2, "0.30000000000000004"),
-            (1.0 / 3.0, "0.3333333333333333"),
-            (100.0, "100.0"),
-            (123456.789, "123456.789"),
-            (0.0001, "0.0001"),
-            (0.00012345, "0.00012345"),
-            (0.000099, "9.9e-05"),
-            (1e-7, "1e-07"),
-            (1.5e-300, "1.5e-300"),
-            (1e15, "1000000000000000.0"),
-            (9999999999999998.0, "9999999999999998.0"),
-            (1e16, "1e+16"),
-            (1.2345e22, "1.2345e+22"),
-            (-2.5e-5, "-2.5e-05"),
-            (f64::MAX, "1.7976931348623157e+308"),
-            (5e-324, "5e-324"),
-            (f64::INFINITY, "inf"),
-            (f64::NEG_INFINITY, "-inf"),
-            (f64::NAN, "nan"),
-        ] {
-            let mut out = String::new();
-            push_float_repr(x, &mut out);
-            assert_eq!(out, python, "{x:e}");
-        }
-    }
 
     #[test]
     fn a_cell_is_made_visible_and_a_formula_is_not_run() {

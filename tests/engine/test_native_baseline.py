@@ -631,6 +631,13 @@ def _stream_and_contexts(draw):
     return msgs, cuts, draw(st.randoms(use_true_random=False))
 
 
+def _show(context: list, shown: list, *trackers: object) -> None:
+    """Each tracker shown ``context``, told where it changed from ``shown`` (the last one)."""
+    dirty = next((k for k, (a, b) in enumerate(zip(shown, context)) if a is not b), min(len(shown), len(context)))
+    for t in trackers:
+        t.update(context, dirty)  # type: ignore[attr-defined]
+
+
 @needs_native
 @settings(max_examples=150, deadline=None)
 @given(_stream_and_contexts())
@@ -666,10 +673,7 @@ def test_a_streams_run_tracker_takes_the_facts_its_baseline_read(case):
                 elif change < 0.15 and state[j] is not None:
                     state[j] = make_entry(msgs[j], j)  # (a copy: another object, the same facts)
             context = [e for e in state[:i] if e is not None]
-            dirty = next((k for k, (a, b) in enumerate(zip(shown, context)) if a is not b),
-                         min(len(shown), len(context)))
-            for t in (run, ref):
-                t.update(context, dirty)
+            _show(context, shown, run, ref)
             assert run.total == ref.total and run.counts() == ref.counts()
             assert run.violations() == ref.violations()
             originals |= {id(e) for e in context if e is entries[e.origin]}
@@ -712,13 +716,10 @@ def test_a_trackers_copies_told_take_their_originals_facts(case):
                         told.add(id(copy))
                     state[j] = copy
             context = [e for e in state[:i] if e is not None]
-            dirty = next((k for k, (a, b) in enumerate(zip(shown, context)) if a is not b),
-                         min(len(shown), len(context)))
-            for t in (run, ref):
-                t.update(context, dirty)
+            _show(context, shown, run, ref)
             assert run.total == ref.total and run.counts() == ref.counts()
             assert run.violations() == ref.violations()
-            expected += sum(1 for e in context[dirty:] if id(e) in told)
+            expected += sum(1 for e in context if id(e) in told)  # (each a new object: past where it changed)
             told.clear()
             shown = context
     assert run.aliased == expected
@@ -748,9 +749,7 @@ def test_the_native_tracker_logs_each_calls_violations_as_the_python_log_does(ca
             if rnd.random() < 0.1:
                 state[j] = None
         context = [e for e in state[:cut] if e is not None]
-        dirty = next((k for k, (a, b) in enumerate(zip(shown, context)) if a is not b), min(len(shown), len(context)))
-        for t in (run, ref):
-            t.update(context, dirty)
+        _show(context, shown, run, ref)
         keys = [v.key for v in ref.violations()]
         raw = Counter(rnd2.choice(keys) for _ in range(rnd2.randint(0, len(keys) + 1))) if keys else Counter()
         raw[("orphan_tool_use", "never")] += 1  # (a kind and id the context does not have)
