@@ -30,7 +30,7 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
                 "the raw baseline without probes (a stream's handing the facts it reads of each message to the run's "
                 "violations tracker) and the reading of a file's lines, a reply's usage among them; a "
                 "loaded message's facts; a comparison's bootstrap interval; the log normal CDF Optuna's sampler "
-                "asks of a tune; the CSV files' text (a replay's calls, probes and compactions written whole); a "
+                "asks of a tune; the CSV files' text (a replay's probes and compactions written whole); a "
                 "file's probes read back from the cache, held in Rust; for the others a call's measures, the "
                 "probes' index, a line's facts and a step's messages")
 

@@ -559,54 +559,6 @@ fn compactions_csv<'py>(
     Ok(Some(out.bytes(py)))
 }
 
-/// calls.csv (`replay_report.calls_csv_bytes`, the reference): `columns`, then each `TurnRecord`
-/// of `records` by its fields in their order — an int as it is, a bool as `true`/`false`, a float
-/// as its `repr`. None where a record holds other fields or values (Python writes it).
-#[pyfunction]
-fn calls_csv<'py>(
-    records: &Bound<'py, PyList>,
-    columns: &Bound<'py, PyList>,
-) -> PyResult<Option<Bound<'py, PyBytes>>> {
-    let py = records.py();
-    let Some(mut out) = Csv::headed(columns.as_any())? else {
-        return Ok(None);
-    };
-    let names: Vec<Bound<'py, PyAny>> = columns.iter().collect();
-    for record in records.iter() {
-        let Ok(fields) = record
-            .getattr(intern!(py, "__dict__"))?
-            .cast_into_exact::<PyDict>()
-        else {
-            return Ok(None);
-        };
-        if fields.len() != names.len() {
-            return Ok(None);
-        }
-        out.start();
-        for ((name, value), column) in fields.iter().zip(&names) {
-            // (a record's fields in the order its class declares them: its `__init__` set them so)
-            if !(name.is(column) || name.eq(column)?) {
-                return Ok(None);
-            }
-            if let Ok(flag) = value.cast_exact::<pyo3::types::PyBool>() {
-                out.plain(if flag.is_true() { "true" } else { "false" });
-            } else if let Some(n) = value
-                .cast_exact::<PyInt>()
-                .ok()
-                .and_then(|n| n.extract::<i64>().ok())
-            {
-                out.int(n);
-            } else if let Ok(x) = value.cast_exact::<PyFloat>() {
-                out.float(x)?;
-            } else {
-                return Ok(None);
-            }
-        }
-        out.end();
-    }
-    Ok(Some(out.bytes(py)))
-}
-
 /// The verdict's bootstrap interval of the total saving (`verdict._interval`; numpy's code is the
 /// reference): the 2.5th and 97.5th percentiles, unrounded, over `resamples` resamples of the
 /// transcripts' costs and raw costs; None where it is left to the reference (`bootstrap::interval`).
@@ -3421,7 +3373,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(csv_cell, m)?)?;
     m.add_function(wrap_pyfunction!(probes_csv, m)?)?;
     m.add_function(wrap_pyfunction!(compactions_csv, m)?)?;
-    m.add_function(wrap_pyfunction!(calls_csv, m)?)?;
     m.add_class::<StoredProbes>()?;
     m.add_function(wrap_pyfunction!(tokens, m)?)?;
     m.add_function(wrap_pyfunction!(phrases, m)?)?;

@@ -192,39 +192,6 @@ def test_probes_and_compactions_csv_are_written_natively_as_python_writes_them(t
 
 
 @needs_native
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.lists(st.integers(0, 10**12), min_size=26, max_size=26), st.booleans(),
-                          st.one_of(st.floats(), st.floats(1e-4, 1e16), st.sampled_from([0.0, -0.0, 1e-5, 1e16]))),
-                max_size=5), st.booleans())
-def test_calls_csv_is_written_natively_as_python_writes_it(rows, huge):
-    """calls.csv written in Rust (``calls_csv``): the bytes the Python writer (orjson, the cost's
-    repr outside [1e-4, 1e16): the reference) makes — every float the cost can be, infinities and
-    NaN among them, as its repr; overflow as true/false; an int too big for 64 bits left to Python
-    (which refuses it)."""
-    from types import SimpleNamespace
-
-    from compactlab.engine.records import TURN_COLUMNS, TurnRecord
-    from compactlab.reports import replay_report as rr
-
-    records = []
-    for ints, overflow, cost in rows:
-        values = iter(ints)
-        fields = {c: (overflow if c == "overflow" else cost if c == "input_cost_usd" else next(values))
-                  for c in TURN_COLUMNS}
-        records.append(TurnRecord(**fields))
-    if records:  # (a tie between two shortest strings: Python rounds it to even, Rust's digits up)
-        records[0].input_cost_usd = 70368744177664.625
-    run = SimpleNamespace(calls=records)
-    assert core.native_module().calls_csv(records, TURN_COLUMNS) == rr.calls_csv_reference(run)  # type: ignore[arg-type]
-    assert rr.calls_csv_bytes(run) == rr.calls_csv_reference(run)  # type: ignore[arg-type]
-    if huge and records:  # (no 64-bit int: left to Python, whose orjson says so)
-        records[-1].tokens = 2**70
-        assert core.native_module().calls_csv(records, TURN_COLUMNS) is None
-        with pytest.raises(TypeError, match="64-bit"):
-            rr.calls_csv_bytes(run)  # type: ignore[arg-type]
-
-
-@needs_native
 @settings(max_examples=3000, deadline=None)
 @given(st.one_of(st.floats(), st.floats(1e-5, 1e17), st.decimals(allow_nan=False, allow_infinity=False, places=3,
                                                                    min_value=-10**15, max_value=10**15).map(float),
