@@ -3218,17 +3218,13 @@ impl EntryCopies {
         let changed = pyo3::types::PyFrozenSet::new(py, blocks)?;
         let copy = self.new.bind(py).call1((class,))?;
         copy.setattr(intern!(py, "chars"), chars - json_size + new_json)?;
+        // (the facts a result's new content leaves as they were: its original's objects)
         for name in [
             intern!(py, "role"),
             intern!(py, "origin"),
             intern!(py, "tool_use_ids"),
             intern!(py, "tool_names"),
             intern!(py, "use_files"),
-        ] {
-            copy.setattr(name, entry.getattr(name)?)?;
-        }
-        copy.setattr(intern!(py, "results"), results)?;
-        for name in [
             intern!(py, "misplaced_results"),
             intern!(py, "empty"),
             intern!(py, "has_text"),
@@ -3237,6 +3233,7 @@ impl EntryCopies {
         ] {
             copy.setattr(name, entry.getattr(name)?)?;
         }
+        copy.setattr(intern!(py, "results"), results)?;
         copy.setattr(intern!(py, "changed"), changed)?;
         copy.setattr(intern!(py, "_message"), py.None())?;
         copy.setattr(intern!(py, "_lazy"), lazy)?;
