@@ -328,6 +328,11 @@ fn csv_rows<'py>(rows: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyBytes
     Ok(Some(out.bytes(py)))
 }
 
+/// `value`'s text where it is a `str` (not a subclass) that has UTF-8; else None (Python's).
+fn exact_text<'a>(value: &'a Bound<'_, PyAny>) -> Option<&'a str> {
+    value.cast_exact::<PyString>().ok()?.to_str().ok()
+}
+
 /// A CSV text being written (`csv_rows`' rules), a row at a time.
 #[derive(Default)]
 struct Csv {
@@ -512,11 +517,7 @@ fn compactions_csv<'py>(
         text.clear();
         for (k, layer) in e.getattr(intern!(py, "layers"))?.try_iter()?.enumerate() {
             let layer = layer?;
-            let Some(layer) = layer
-                .cast_exact::<PyString>()
-                .ok()
-                .and_then(|l| l.to_str().ok())
-            else {
+            let Some(layer) = exact_text(&layer) else {
                 return Ok(None);
             };
             if k > 0 {
@@ -538,9 +539,7 @@ fn compactions_csv<'py>(
                 return Ok(None);
             };
             let (Some(s), Ok(c)) = (
-                s.cast_exact::<PyString>()
-                    .ok()
-                    .and_then(|s| s.to_str().ok()),
+                exact_text(&s),
                 c.cast_exact::<PyInt>().map(|c| c.extract::<i64>()),
             ) else {
                 return Ok(None);
@@ -2096,11 +2095,7 @@ impl NativeTexts {
         latest.sort_by_key(|(b, _)| *b);
         let mut out = String::new();
         for (k, (_, content)) in latest.iter().enumerate() {
-            let Some(text) = content
-                .cast_exact::<PyString>()
-                .ok()
-                .and_then(|c| c.to_str().ok())
-            else {
+            let Some(text) = exact_text(content) else {
                 return Ok(None);
             };
             if k > 0 {
