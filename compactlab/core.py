@@ -28,7 +28,8 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
                 "by that loop itself: its check, attribution and ledger, the texts it reads and the ledger's "
                 "tallies; each call's violations, checked and logged; the run's pricing; "
                 "the raw baseline without probes (a stream's handing the facts it reads of each message to the run's "
-                "violations tracker) and the reading of a file's lines, a reply's usage among them; a "
+                "violations tracker) and the reading of a file's lines, a reply's usage among them, and the count of "
+                "a parsed line's brackets (before its nesting is measured); a "
                 "loaded message's facts; a comparison's bootstrap interval; the log normal CDF Optuna's sampler "
                 "asks of a tune; the CSV files' text (a replay's probes and compactions written whole); a "
                 "file's probes read back from the cache, held in Rust; for the others a call's measures, the "
@@ -38,7 +39,7 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
 #: what this package asks of ``compactlab._native`` (the crate's ``API``): bumped with it whenever
 #: the Python side asks something new of the crate, so that a module built from other sources (a
 #: working copy pulled and not rebuilt) is never used for this one
-NATIVE_API = 39
+NATIVE_API = 40
 #: why there is no native module where none was built
 NOT_BUILT = "not built in this install"
 

@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from ..core import in_use
 from ..errors import BadLineError, InputError
 from ..plumbing.files import MAX_BLANK_LINES, max_document_bytes, max_line_bytes, open_regular, zst_problem
 from .messages import build_entry
@@ -157,11 +158,25 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
-def parse_object(raw: bytes, check_depth: bool = True) -> dict:
+def _brackets(raw: bytes) -> int:
+    """How many ``{`` and ``[`` a line holds (the native core's ``brackets`` counts them as this
+    does, by memchr: CPython's ``count`` reads a byte at a time)."""
+    return raw.count(b"{") + raw.count(b"[")
+
+
+def bracket_counter() -> Callable[[bytes], int]:
+    """How ``parse_object`` counts a line's brackets: natively where the native core runs, else
+    ``_brackets`` (its reference). A caller that parses many lines asks once."""
+    native = in_use()
+    return native.brackets if native is not None else _brackets
+
+
+def parse_object(raw: bytes, check_depth: bool = True, brackets: Callable[[bytes], int] | None = None) -> dict:
     """Parse one line into a JSON object or raise ValueError with the reason.
 
     ``check_depth=False`` when the caller checks nesting itself where it can hide (message
-    blocks), which spares counting brackets over every byte of every line."""
+    blocks), which spares counting brackets over every byte of every line. ``brackets``: how they
+    are counted (``bracket_counter``'s, asked here where it is not given)."""
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -180,7 +195,7 @@ def parse_object(raw: bytes, check_depth: bool = True) -> dict:
         kind = "null" if value is None else type(value).__name__
         raise ValueError(f"not a JSON object (a {kind})")
     # orjson stops at 1024 levels itself; SPEC allows 200. Count brackets first (fast, in C).
-    if check_depth and raw.count(b"{") + raw.count(b"[") > MAX_DEPTH and _depth_exceeds(value, MAX_DEPTH):
+    if check_depth and (brackets or bracket_counter())(raw) > MAX_DEPTH and _depth_exceeds(value, MAX_DEPTH):
         raise ValueError(f"nesting deeper than {MAX_DEPTH} levels")
     return value
 
@@ -240,9 +255,9 @@ class LineReader:
     def objects(self, check_depth: bool = True) -> Iterator[tuple[int, dict]]:
         """(physical line number, object) of every non-blank line. The usual line, a JSON object
         needing no depth check, takes one orjson call; anything else goes through parse_object."""
-        parse = self.parse
+        parse, brackets = self.parse, bracket_counter()
         for lineno, raw, value in self.lines():
-            if value is None and (value := parse(lineno, raw, check_depth)) is None:
+            if value is None and (value := parse(lineno, raw, check_depth, brackets)) is None:
                 continue
             yield lineno, value
 
@@ -313,9 +328,10 @@ class LineReader:
         finally:
             f.close()
 
-    def parse(self, lineno: int, raw: bytes, check_depth: bool = True) -> dict | None:
+    def parse(self, lineno: int, raw: bytes, check_depth: bool = True,
+              brackets: Callable[[bytes], int] | None = None) -> dict | None:
         """The object on a line, or None once the bad-line policy has dealt with it (``check_depth``
-        False: one orjson call for the usual line)."""
+        False: one orjson call for the usual line; ``brackets``: as ``parse_object`` counts them)."""
         if not check_depth:
             try:
                 value = orjson.loads(raw)
@@ -325,7 +341,7 @@ class LineReader:
                 if type(value) is dict:
                     return value
         try:  # (anything else: parse_object says what is wrong with it)
-            return parse_object(raw, check_depth)
+            return parse_object(raw, check_depth, brackets)
         except ValueError as exc:
             self.bad(lineno, str(exc))
             return None
@@ -338,12 +354,13 @@ def read_head(path: str, limit: int = 64) -> Head:
     lines: list[tuple[int, bytes, dict | None]] = []
     offset = end = 0
     first_problem: str | None = None
+    brackets = bracket_counter()
     for end, raw in iter_raw_lines(path):
         offset += len(raw)
         if raw.isspace():
             continue
         try:
-            lines.append((end, raw, parse_object(raw)))
+            lines.append((end, raw, parse_object(raw, brackets=brackets)))
         except ValueError as exc:
             lines.append((end, raw, None))
             first_problem = first_problem or f"line {end}: {exc}"

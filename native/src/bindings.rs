@@ -439,6 +439,13 @@ impl Csv {
     }
 }
 
+/// How many `{` and `[` a line holds (`lines::brackets`; `transcripts/reader.py`'s `_brackets` is
+/// its reference).
+#[pyfunction]
+fn brackets(line: &[u8]) -> usize {
+    lines::brackets(line)
+}
+
 /// `reports/text.py`'s `csv_cell` of a text (the tests' way to the native one).
 #[pyfunction]
 fn csv_cell(text: &str) -> String {
@@ -3342,7 +3349,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 39;
+const API: u32 = 40;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -3363,6 +3370,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ledger_losses, m)?)?;
     m.add_function(wrap_pyfunction!(csv_rows, m)?)?;
     m.add_function(wrap_pyfunction!(csv_cell, m)?)?;
+    m.add_function(wrap_pyfunction!(brackets, m)?)?;
     m.add_function(wrap_pyfunction!(probes_csv, m)?)?;
     m.add_function(wrap_pyfunction!(compactions_csv, m)?)?;
     m.add_class::<StoredProbes>()?;

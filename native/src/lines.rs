@@ -22,9 +22,33 @@ pub fn blank(line: &[u8]) -> bool {
             .all(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c))
 }
 
+/// How many `{` and `[` a line holds (`reader.parse_object`'s test before it measures a value's
+/// nesting, `raw.count(b"{") + raw.count(b"[")` its reference): counted by memchr, not a byte at
+/// a time.
+pub fn brackets(line: &[u8]) -> usize {
+    memchr::memchr2_iter(b'{', b'[', line).count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn brackets_are_counted_as_bytes_count_counts_them() {
+        let mut seed = 5u64;
+        for n in 0..2000usize {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // (lines of every length a SIMD pass splits differently, of brackets and others)
+            let line: Vec<u8> = (0..n % 300)
+                .map(|k| b"{[]}\"x\n\xc3"[((seed >> (k % 50)) as usize + k) % 8])
+                .collect();
+            let want = line.iter().filter(|&&b| b == b'{').count()
+                + line.iter().filter(|&&b| b == b'[').count();
+            assert_eq!(brackets(&line), want, "{line:?}");
+        }
+    }
 
     fn lines(block: &[u8], last: bool) -> Vec<&[u8]> {
         let mut out = Vec::new();

@@ -481,3 +481,35 @@ def test_every_shared_recording_is_loaded_with_the_same_facts_on_both_cores(shar
         assert a.usage == b.usage and [c.position for c in a.compactions] == [c.position for c in b.compactions]
         done += 1
     assert done >= 5
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.binary(max_size=600),
+                 st.lists(st.sampled_from([b"{", b"[", b"]", b"}", b'"', b"\\", b"a", b"\xc3\xa9", b"\n", b" "]),
+                          max_size=400).map(b"".join)))
+def test_a_lines_brackets_are_counted_natively_as_python_counts_them(raw):
+    """``parse_object``'s test before it measures a value's nesting counts a line's ``{`` and ``[``:
+    the native count (memchr's) is CPython's ``bytes.count``, on any bytes and lengths."""
+    from compactlab.transcripts.reader import _brackets
+
+    assert NATIVE.brackets(raw) == _brackets(raw) == raw.count(b"{") + raw.count(b"[")
+
+
+@pytest.mark.parametrize("core", ["python", "native"])
+def test_a_line_too_deep_is_refused_and_one_of_many_brackets_read_on_both_cores(monkeypatch, core):
+    """Counted either way, a line nested past 200 levels is refused with the reason, and a line of
+    more than 200 brackets in a string (counted, then measured) is read; the head of a file and a
+    format that checks every line (Claude Code's) count them as the core in use does."""
+    from compactlab.transcripts.reader import _brackets, bracket_counter, parse_object
+
+    if core == "native" and NATIVE is None:
+        pytest.skip("the native core is not built in this install (installed without a Rust toolchain)")
+    monkeypatch.setenv("COMPACTLAB_CORE", core)
+    assert (bracket_counter() is _brackets) == (core == "python")
+    deep = b'{"a": ' + b"[" * 200 + b"]" * 200 + b"}"
+    with pytest.raises(ValueError, match="nesting deeper than 200 levels"):
+        parse_object(deep)
+    flat = b'{"a": "' + b"{[" * 150 + b'"}'
+    assert parse_object(flat) == {"a": "{[" * 150}
+    assert parse_object(b'{"a": ' + b"[" * 199 + b"]" * 199 + b"}")["a"]
