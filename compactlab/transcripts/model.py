@@ -205,11 +205,17 @@ class Transcript:
 
     @property
     def content_hash(self) -> str:
-        """What ``check`` compares to tell a changed transcript: the SHA-256 of the file."""
+        """What ``check`` compares to tell a changed transcript: the SHA-256 of the file. Of a plain
+        file read as it was hashed (``stamp``), the digest remembered for it where one is trusted
+        (``plumbing.digests``: the probe cache's key is the same digest), else hashed now."""
         if not self.known_hash:
+            from ..plumbing.digests import remembered
             from .reader import file_sha256
 
-            self.known_hash = file_sha256(self.path)
+            stamp = self.stamp
+            known = (remembered(self.path, stamp) if stamp is not None and not self.path.endswith((".gz", ".zst"))
+                     else None)
+            self.known_hash = known or file_sha256(self.path)
         return self.known_hash
 
     @property

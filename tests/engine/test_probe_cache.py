@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from compactlab import load_policy
 from compactlab.engine.measures import probe_cache
+from compactlab.plumbing import digests
 from compactlab.engine.feeds import open_feed
 from compactlab.engine.loop import replay
 from helpers import tool_session, write_jsonl
@@ -120,7 +121,7 @@ def _hashes(monkeypatch) -> list[str]:
         hashed.append(f.name)
         return real(f, digest)
 
-    monkeypatch.setattr(probe_cache.hashlib, "file_digest", counting)
+    monkeypatch.setattr(digests.hashlib, "file_digest", counting)
     return hashed
 
 
@@ -129,7 +130,7 @@ def test_a_file_unchanged_since_it_was_hashed_is_not_hashed_again(big, monkeypat
     key = probe_cache.key_of(big)
     # just written: its change time is within RACY_NS of the hashing, so the next look hashes again
     assert probe_cache.key_of(big) == key and hashed == [big, big]
-    monkeypatch.setattr(probe_cache, "RACY_NS", -10**18)  # as if it had been hashed long after its last change
+    monkeypatch.setattr(digests, "RACY_NS", -10**18)  # as if it had been hashed long after its last change
     assert probe_cache.key_of(big) == key and probe_cache.key_of(big) == key
     assert len(hashed) == 2  # the remembered hash, by its stat
 
@@ -150,10 +151,10 @@ def test_a_file_written_since_is_hashed_again_even_with_its_size_and_mtime_put_b
 def test_the_remembered_hash_must_be_one_and_a_dry_run_writes_none(big, tmp_path, monkeypatch):
     hashed = _hashes(monkeypatch)
     probe_cache.key_of(big, remember=False)
-    assert not (tmp_path / "cache" / probe_cache.KEYS_KIND).exists()
+    assert not (tmp_path / "cache" / digests.KIND).exists()
     key = probe_cache.key_of(big)
-    monkeypatch.setattr(probe_cache, "RACY_NS", -10**18)
-    [memo] = (tmp_path / "cache" / probe_cache.KEYS_KIND).iterdir()
+    monkeypatch.setattr(digests, "RACY_NS", -10**18)
+    [memo] = (tmp_path / "cache" / digests.KIND).iterdir()
     doc = orjson.loads(memo.read_bytes())
     memo.write_bytes(orjson.dumps({**doc, "sha256": "../../etc/passwd"}))
     assert probe_cache.key_of(big) == key and len(hashed) == 3  # not a digest: hashed again
@@ -248,12 +249,45 @@ def test_the_native_core_holds_the_probes_it_read_back_and_makes_a_calls_when_as
 def test_a_remembered_hash_that_is_not_a_file_is_left_alone_and_the_file_hashed(big, tmp_path, monkeypatch):
     hashed = _hashes(monkeypatch)
     key = probe_cache.key_of(big)
-    [memo] = (tmp_path / "cache" / probe_cache.KEYS_KIND).iterdir()
+    [memo] = (tmp_path / "cache" / digests.KIND).iterdir()
     memo.unlink()
     os.mkfifo(memo)  # (never opened for reading: a reader would block on it)
-    monkeypatch.setattr(probe_cache, "RACY_NS", -10**18)
+    monkeypatch.setattr(digests, "RACY_NS", -10**18)
     assert probe_cache.key_of(big) == key and len(hashed) == 2
     assert memo.is_fifo()  # not replaced: compactlab did not make it
+
+
+def test_a_loaded_transcripts_content_hash_is_the_remembered_digest_of_the_bytes_it_was_read_from(
+        big, tmp_path, monkeypatch):
+    """``Transcript.content_hash`` (what compare, check and tune ask of every file) is the digest the
+    probe cache's key remembered for the file as it was read, not a second hashing of it; the file's
+    own SHA-256 either way. A file changed since it was hashed, one hashed too soon after its last
+    change, one never remembered and a compressed one are hashed."""
+    import gzip
+    import hashlib
+
+    from compactlab.transcripts import load_transcript, reader
+
+    calls: list[str] = []
+    real = reader.file_sha256
+    monkeypatch.setattr(reader, "file_sha256", lambda path: calls.append(path) or real(path))
+    own = hashlib.sha256(open(big, "rb").read()).hexdigest()
+
+    assert load_transcript(big).content_hash == own and calls == [big]  # (never remembered)
+    probe_cache.key_of(big)
+    assert load_transcript(big).content_hash == own and len(calls) == 2  # (remembered too soon: racy)
+    monkeypatch.setattr(digests, "RACY_NS", -10**18)
+    loaded = load_transcript(big)
+    assert loaded.stamp is not None and loaded.content_hash == own and len(calls) == 2  # the remembered one
+    with open(big, "ab") as f:  # (written since it was hashed: another stat)
+        f.write(b"\n")
+    assert load_transcript(big).content_hash == hashlib.sha256(open(big, "rb").read()).hexdigest()
+    assert len(calls) == 3
+    packed = tmp_path / "t.jsonl.gz"
+    packed.write_bytes(gzip.compress(open(big, "rb").read()))
+    probe_cache.key_of(str(packed))  # (remembers the compressed bytes' digest: not the content's)
+    assert load_transcript(str(packed)).content_hash == hashlib.sha256(open(big, "rb").read()).hexdigest()
+    assert len(calls) == 4
 
 
 def _chat(tmp_path, name: str = "chat.json") -> str:

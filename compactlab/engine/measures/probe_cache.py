@@ -20,9 +20,7 @@ turns the cache off; a dry run reads it and writes nothing.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import time
 from itertools import accumulate, chain, repeat
 from collections.abc import Mapping
 from typing import Any
@@ -33,6 +31,7 @@ from ...core import in_use
 from ..memo import memo_of
 from .baseline import RawBaseline, baseline_for, compute_baseline
 from .probes import KINDS, Probe
+from ...plumbing import digests
 from ...plumbing.files import stat_stamp
 from ...transcripts.model import Transcript
 
@@ -47,13 +46,6 @@ KIND = "probes"
 
 def enabled() -> bool:
     return os.environ.get("COMPACTLAB_PROBE_CACHE", "") != "0"
-
-
-#: the kind under which a file's hash is remembered beside its size and times (``key_of``)
-KEYS_KIND = "probe-keys"
-#: a file changed less than this before it was hashed may have changed again within the same tick
-#: of the file system's clock: its remembered hash is not trusted (git's "racily clean" entries)
-RACY_NS = 2_000_000_000
 
 
 class Key(str):
@@ -83,13 +75,10 @@ def key_of(path: str, remember: bool = True, warnings: list[str] | None = None) 
     """The cache key of a file's bytes; None where the file is too small to be worth one, or
     cannot be read (whoever reads it next says why).
 
-    The SHA-256 of a file is remembered with its device, inode, size and times (``KEYS_KIND``),
-    as git's index and ccache do: a file whose stat is the one remembered is not hashed again
-    (40 ms for 55 MB, a tenth of a replay). Any write changes the change time (``st_ctime_ns``,
-    which no program can set back); a file whose change time is within ``RACY_NS`` of its hashing
-    is hashed again, since a write in the same clock tick would not show. ``remember`` False (a
-    dry run) writes nothing. A cache folder others can write is not used at all (None; said in
-    ``warnings``)."""
+    The SHA-256 of a file is remembered with its stat (``plumbing/digests.py``): a file unchanged
+    since it was hashed is not hashed again (40 ms for 55 MB, a tenth of a replay). ``remember``
+    False (a dry run) writes nothing. A cache folder others can write is not used at all (None;
+    said in ``warnings``)."""
     disk = _disk(KIND)
     if not disk.trusted():
         if warnings is not None:
@@ -100,25 +89,10 @@ def key_of(path: str, remember: bool = True, warnings: list[str] | None = None) 
             st = os.fstat(f.fileno())
             if st.st_size < MIN_BYTES:
                 return None
-            stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-            where = _disk(KEYS_KIND, read_only=not remember)
-            name = hashlib.sha256(f"{os.path.abspath(path)}\0{st.st_dev}\0{st.st_ino}".encode(
-                "utf-8", "surrogateescape")).hexdigest()
-            memo = where.get(name)
-            if (memo is not None and memo.get("stat") == stamp and type(memo.get("hashed_at")) is int
-                    and st.st_ctime_ns < memo["hashed_at"] - RACY_NS and _is_digest(memo.get("sha256"))):
-                digest = memo["sha256"]
-            else:
-                hashed_at = time.time_ns()
-                digest = hashlib.file_digest(f, "sha256").hexdigest()
-                where.put(name, {"stat": stamp, "hashed_at": hashed_at, "sha256": digest})
+            digest = digests.sha256_of_open(f, path, st, remember)
     except OSError:
         return None
     return Key(f"{digest}-v{INDEX_VERSION}", path, stat_stamp(st))
-
-
-def _is_digest(value: Any) -> bool:
-    return type(value) is str and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
 def _disk(kind: str = KIND, read_only: bool = False) -> Any:
