@@ -8,9 +8,10 @@ before the hashing: any write changes the change time, which no program can set 
 in the same tick of the file system's clock as the hashing would not show (git's "racily clean"
 entries). A cache folder others can write is not used at all.
 
-Two users: the probe cache's key (``engine/measures/probe_cache.key_of``: the raw bytes of a file
-it streams or loads), and a loaded transcript's content hash (``Transcript.content_hash``, which
-``compare``, ``check`` and ``tune`` ask of every file): one digest of the same bytes, hashed once.
+Its users: the probe cache's key (``engine/measures/probe_cache.key_of``: the raw bytes of a file
+it streams or loads), a loaded transcript's content hash (``Transcript.content_hash``, which
+``compare``, ``check`` and ``tune`` ask of every file), and a whole JSON document's, hashed as it
+is read (``transcripts/reader.read_document``): one digest of the same bytes, hashed once.
 """
 
 from __future__ import annotations
@@ -77,3 +78,29 @@ def remembered(path: str, stamp: tuple[int, ...]) -> str | None:
     if not where.trusted():
         return None
     return _trusted(where.get(_name(path, stamp)), list(stamp[2:5]))
+
+
+class Digest(str):
+    """A file's SHA-256 hashed as it was read, with what it is the digest of: the file's
+    ``files.stat_stamp`` before and after the reading (None: not the same, or not a plain file) and
+    when the reading began (ns). What ``remember`` keeps."""
+
+    stamp: tuple[int, ...] | None
+    at: int
+
+    def __new__(cls, value: str, stamp: tuple[int, ...] | None, at: int) -> "Digest":
+        digest = super().__new__(cls, value)
+        digest.stamp, digest.at = stamp, at
+        return digest
+
+    def __reduce__(self) -> Any:  # (pickled whole: what it is the digest of goes with it)
+        return Digest, (str(self), self.stamp, self.at)
+
+
+def remember(path: str, digest: Digest) -> None:
+    """Remember ``digest`` for the file at ``path`` it was hashed from, where it knows the file's
+    stat then (and unless that is remembered already)."""
+    stamp = digest.stamp
+    if stamp is None or remembered(path, stamp) == digest:
+        return
+    disk().put(_name(path, stamp), {"stat": list(stamp[2:5]), "hashed_at": digest.at, "sha256": str(digest)})

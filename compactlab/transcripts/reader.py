@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,7 +21,9 @@ import orjson
 
 from ..core import in_use
 from ..errors import BadLineError, InputError
-from ..plumbing.files import MAX_BLANK_LINES, max_document_bytes, max_line_bytes, open_regular, zst_problem
+from ..plumbing.digests import Digest, remembered
+from ..plumbing.files import (MAX_BLANK_LINES, max_document_bytes, max_line_bytes, open_regular, stat_stamp,
+                              zst_problem)
 from .messages import build_entry
 
 
@@ -379,14 +383,21 @@ DOCUMENT_PART = 1 << 24
 
 
 def read_document(path: str) -> tuple[Any, str]:
-    """A whole-file JSON document (a trajectory) and the SHA-256 of its bytes; a file:line error
+    """A whole-file JSON document (a trajectory) and the SHA-256 of its bytes (the one remembered
+    for a plain file read at the stat it was hashed at, ``plumbing.digests``); a file:line error
     when it does not parse."""
     f = open_checked(path)
     cap = max_document_bytes()
     chunks: list[bytes] = []
     total = 0
+    # (a plain file read at one stat: its digest may be remembered, ``plumbing.digests``)
+    plain = not path.endswith((".gz", ".zst"))
+    before = after = None
+    at = time.time_ns()
     try:
         with _reading(path):
+            if plain:
+                before = stat_stamp(os.fstat(f.fileno()))
             # a part at a time, never the cap at once (f.read(cap + 1) would ask for a GiB before
             # reading a byte); a file that does not start as JSON is refused at its first part
             while total <= cap:
@@ -397,6 +408,8 @@ def read_document(path: str) -> tuple[Any, str]:
                     raise BadLineError(path, 1, "invalid JSON document: it does not start with { or [")
                 chunks.append(chunk)
                 total += len(chunk)
+            if plain:
+                after = stat_stamp(os.fstat(f.fileno()))
     finally:
         f.close()
     raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -406,7 +419,9 @@ def read_document(path: str) -> tuple[Any, str]:
                          hint="COMPACTLAB_MAX_DOCUMENT_MB raises the limit")
     if not raw.strip():
         raise InputError(f"{path}: empty file, no transcript")
-    sha = hashlib.sha256(raw).hexdigest()
+    stamp = before if before is not None and before == after else None
+    sha = Digest((remembered(path, stamp) if stamp is not None else None) or hashlib.sha256(raw).hexdigest(), stamp,
+                 at)
     try:
         return orjson.loads(raw), sha
     except orjson.JSONDecodeError as exc:

@@ -327,6 +327,52 @@ def test_a_corpus_compared_again_reads_its_probes_and_gives_the_same_results(big
     assert [{k: v for k, v in run.items() if k != "elapsed_s"} for run in orjson.loads(r.stdout)["runs"]] == first
 
 
+def test_a_documents_digest_is_remembered_by_a_compare_and_not_hashed_again(big, cli, tmp_path, monkeypatch):
+    """A whole JSON document is hashed as it is read; a compare (not a dry run) remembers that
+    digest with the stat the document was read at, and the next read of it takes it instead of
+    hashing the bytes again: the file's own SHA-256 either way. A digest goes to a worker with
+    what it is the digest of; a document written since is hashed again."""
+    import hashlib
+    import pickle
+
+    from compactlab.transcripts import reader
+
+    chat = _chat(tmp_path)
+    hashed: list[int] = []  # (the document's own bytes hashed: other hashing, of fingerprints, aside)
+    real, size = hashlib.sha256, os.path.getsize(chat)
+    monkeypatch.setattr(reader.hashlib, "sha256",
+                        lambda data=b"": (len(data) >= size and hashed.append(len(data))) or real(data))
+    own = real(open(chat, "rb").read()).hexdigest()
+    monkeypatch.setattr(digests, "RACY_NS", -10**18)  # (as if read long after its last change)
+
+    def compare(*extra: str) -> None:
+        r = cli("compare", chat, "-p", "observation-masking", "-q", "--jobs", "1", "--charts", "none",
+                "--format", "json", "--out", tmp_path / "out", "--force", *extra)
+        assert r.exit_code == 0, r.output
+
+    doc, digest = reader.read_document(chat)
+    assert digest == own and isinstance(digest, digests.Digest) and digest.stamp is not None
+    again = pickle.loads(pickle.dumps(digest))
+    assert (again, again.stamp, again.at) == (digest, digest.stamp, digest.at)
+    compare("--dry-run")
+    assert not (tmp_path / "cache" / digests.KIND).exists()  # (a dry run remembers nothing)
+    n = len(hashed)
+    compare()
+    assert len(hashed) == n + 1  # (hashed as it was read, then remembered)
+    assert reader.read_document(chat)[1] == own and len(hashed) == n + 1  # the remembered digest
+    compare()
+    assert len(hashed) == n + 1
+    with open(chat, "ab") as f:
+        f.write(b"\n")
+    assert reader.read_document(chat)[1] == real(open(chat, "rb").read()).hexdigest() and len(hashed) == n + 2
+    # a document whose stat changed while it was read: hashed, and what it is a digest of not known
+    ticks = iter(range(10**6))
+    stamp = reader.stat_stamp
+    monkeypatch.setattr(reader, "stat_stamp", lambda st: (*stamp(st)[:4], next(ticks)))
+    changed = reader.read_document(chat)[1]
+    assert changed == real(open(chat, "rb").read()).hexdigest() and changed.stamp is None and len(hashed) == n + 3
+
+
 @pytest.mark.parametrize("first_job", ["compare", "replay"])
 def test_a_document_replayed_after_another_job_cached_its_probes_keeps_its_recall(big, cli, tmp_path, first_job):
     """(#55) A format read only whole (a .traj.json, a Gemini CLI session, a chat document) opened

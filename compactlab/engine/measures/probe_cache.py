@@ -147,6 +147,8 @@ def _loaded_key(transcript: Transcript, write: bool) -> str | None:
             return None
     except OSError:
         return None
+    if write and isinstance(transcript.known_hash, digests.Digest):  # (a document: its next read is not hashed)
+        digests.remember(transcript.path, transcript.known_hash)
     return f"{transcript.known_hash}-v{INDEX_VERSION}"
 
 
