@@ -1787,9 +1787,10 @@ impl LayerTurns {
         for (r, text) in &chosen {
             let (pos, k) = self.held.refs[*r];
             let original = entries.get_item(pos)?;
-            let (entry, native) = replaced_result(py, &self.replaced, copies, &original, k, text)?;
-            if native {
-                // (its violation facts are its original's: the tracker takes them from there)
+            let entry = replaced_result(py, &self.replaced, copies, &original, k, text)?;
+            {
+                // (its violation facts are its original's, a result's content replaced: the
+                // tracker takes them from there)
                 let measures = self.measures.borrow(py);
                 measures
                     .inner
@@ -1822,8 +1823,8 @@ impl LayerTurns {
 /// replacement of one of the recording's own messages is kept there, unchanged or itself such a
 /// replacement (another of its results replaced before: the memo holds it as a key of its own,
 /// to `None`): the same object at every run, so the same key; and only while the memo holds fewer
-/// than its limit. Made by `copies` where it makes it (then the second value is true: the copy's
-/// violation facts are `entry`'s), else by its Python.
+/// than its limit. Made by `copies` where it makes it, else by its Python; either way, the copy's
+/// violation facts are `entry`'s.
 fn replaced_result<'py>(
     py: Python<'py>,
     replaced: &Option<(Py<PyDict>, usize)>,
@@ -1831,17 +1832,16 @@ fn replaced_result<'py>(
     entry: &Bound<'py, PyAny>,
     k: usize,
     text: &str,
-) -> PyResult<(Bound<'py, PyAny>, bool)> {
-    let make = || -> PyResult<(Bound<'py, PyAny>, bool)> {
+) -> PyResult<Bound<'py, PyAny>> {
+    let make = || -> PyResult<Bound<'py, PyAny>> {
         if let Some(copy) = copies
             .map(|c| c.copy(entry, k, text))
             .transpose()?
             .flatten()
         {
-            return Ok((copy, true));
+            return Ok(copy);
         }
-        let made = entry.call_method1(intern!(py, "with_result_content"), (k, text))?;
-        Ok((made, false))
+        entry.call_method1(intern!(py, "with_result_content"), (k, text))
     };
     let Some((known, limit)) = replaced else {
         return make();
@@ -1849,9 +1849,9 @@ fn replaced_result<'py>(
     let known = known.bind(py);
     let key = (entry, k, text).into_pyobject(py)?;
     if let Some(made) = known.get_item(&key)? {
-        return Ok((made, false));
+        return Ok(made);
     }
-    let (made, native) = make()?;
+    let made = make()?;
     if known.len() < *limit
         && entry.getattr(intern!(py, "origin"))?.extract::<i64>()? >= 0
         && (!entry.getattr(intern!(py, "changed"))?.is_truthy()? || known.contains(entry)?)
@@ -1859,7 +1859,7 @@ fn replaced_result<'py>(
         known.set_item(key, &made)?;
         known.set_item(&made, py.None())?;
     }
-    Ok((made, native))
+    Ok(made)
 }
 
 /// `Context.find_origin` on a context's keys and origins.

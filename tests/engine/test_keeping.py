@@ -441,6 +441,44 @@ def _sample_runs_alike(monkeypatch, layered: dict, sample: str, how: str, policy
 
 
 @needs_native
+@pytest.mark.parametrize("how", ["loaded", "streamed", "lazily"])
+def test_every_copy_micro_makes_takes_its_originals_violation_facts(monkeypatch, tmp_path, how):
+    """Each copy micro makes, natively (``EntryCopies``: a message left in its file) or by its
+    Python (``with_result_content``: a message loaded or streamed with its content), is told to the
+    run's tracker, which takes its facts from its original rather than reading them; the run is the
+    Python loop's, orphans and all."""
+    from compactlab.engine.measures import violations
+
+    msgs = []
+    for i in range(10):  # (an orphan result at the head: a violation every call)
+        if i == 0:
+            msgs.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t_gone", "content": "x"}]})
+        msgs.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"t{i}", "name": "bash",
+                                                       "input": {"cmd": f"ls {i}"}}]})
+        msgs.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}",
+                                                  "content": f"file_{i}.py " * 40}]})
+    msgs.append({"role": "assistant", "content": "done"})
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(m) + b"\n" for m in msgs))
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "lazy" if how == "lazily" else "0")
+    monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
+    trackers: list = []
+    real = violations.tracker_for
+    monkeypatch.setattr(violations, "tracker_for", lambda *a: trackers.append(real(*a)) or trackers[-1])
+    policy = _micro({"keep_recent": 1, "min_chars": 0})
+
+    def run():
+        source = load_transcript(str(path)) if how == "loaded" else Opening(str(path), probes=False).feed()
+        return replay(source, policy, ReplayOptions(window=30_000))
+
+    a, b = _both(monkeypatch, run)
+    _same(a, b)
+    assert b.summary.violations_introduced + b.summary.violations_inherited > 0
+    micro = b.summary.micro_compacted
+    assert micro >= 8 and trackers[-1].aliased == micro  # (every copy told, and shown once)
+
+
+@needs_native
 @pytest.mark.parametrize("sample", SAMPLE_NAMES)
 @pytest.mark.parametrize("how", ["loaded", "streamed", "read ahead"])
 @pytest.mark.parametrize("preset", ["openhands", "qwen-code", "gemini-cli", "s08", "s06", "s06-article", "goose",
