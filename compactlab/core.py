@@ -23,7 +23,8 @@ from .errors import UsageError
 CORES = ("python", "native")
 #: what the native core runs of a replay, in words (``--version`` and the docs say it)
 NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one made of the built-in layers "
-                "(s08, claude-code and codex among them; micro's copies of a message left in its file; a summary's "
+                "(s08, claude-code and codex among them; micro's copies of a message, left in its file or loaded; a "
+                "summary's "
                 "text and persisting in Python); recall, asked "
                 "by that loop itself: its check, attribution and ledger, the texts it reads and the ledger's "
                 "tallies; each call's violations, checked and logged; the run's pricing; "
@@ -39,7 +40,7 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
 #: what this package asks of ``compactlab._native`` (the crate's ``API``): bumped with it whenever
 #: the Python side asks something new of the crate, so that a module built from other sources (a
 #: working copy pulled and not rebuilt) is never used for this one
-NATIVE_API = 40
+NATIVE_API = 41
 #: why there is no native module where none was built
 NOT_BUILT = "not built in this install"
 

@@ -140,11 +140,11 @@ def layer_turns(measures: Measures, policy: Policy, env: RunEnv, *, restarts: bo
 
 
 def entry_copies(native: Any) -> Any:
-    """What makes micro's copies of a message left unread in its file in Rust
-    (``_native.EntryCopies``; ``LazyEntry.with_result_content`` is the reference)."""
+    """What makes micro's copies of a message left unread in its file, or of a plain ``Entry``, in
+    Rust (``_native.EntryCopies``; ``with_result_content`` of each is the reference)."""
     from .feeds.read_ahead import LazyEntry
 
-    return native.EntryCopies(LazyEntry, ResultFact)
+    return native.EntryCopies(LazyEntry, ResultFact, Entry)
 
 
 class PythonSteps:

@@ -3095,22 +3095,28 @@ impl LineFacts {
     }
 }
 
-/// What makes micro's copy of a message left unread in its file, one tool result's content
-/// replaced, without running its Python (`read_ahead.LazyEntry.with_result_content`, the
-/// reference: the tests hold every slot of a copy made here to one it makes): `LazyEntry` and
-/// `ResultFact`, and the `__new__` each is made by.
+/// What makes micro's copy of a message, one tool result's content replaced, without running its
+/// Python (`Entry.with_result_content` and `read_ahead.LazyEntry.with_result_content`, the
+/// references: the tests hold every slot of a copy made here to one they make): `LazyEntry`,
+/// `ResultFact` and `Entry`, and the `__new__` each is made by.
 #[pyclass(module = "compactlab._native", frozen)]
 pub(crate) struct EntryCopies {
     class: Py<PyType>,
     new: Py<PyAny>,
     result_fact: Py<PyType>,
     new_tuple: Py<PyAny>,
+    entry: Py<PyType>,
+    new_entry: Py<PyAny>,
 }
 
 #[pymethods]
 impl EntryCopies {
     #[new]
-    fn new(lazy_entry: Bound<'_, PyType>, result_fact: Bound<'_, PyType>) -> PyResult<Self> {
+    fn new(
+        lazy_entry: Bound<'_, PyType>,
+        result_fact: Bound<'_, PyType>,
+        entry: Bound<'_, PyType>,
+    ) -> PyResult<Self> {
         let py = lazy_entry.py();
         Ok(EntryCopies {
             new: lazy_entry.getattr(intern!(py, "__new__"))?.unbind(),
@@ -3120,12 +3126,15 @@ impl EntryCopies {
                 .getattr(intern!(py, "__new__"))?
                 .unbind(),
             result_fact: result_fact.unbind(),
+            new_entry: entry.getattr(intern!(py, "__new__"))?.unbind(),
+            entry: entry.unbind(),
         })
     }
 
     /// `entry.with_result_content(k, text)` made here where `entry` is a `LazyEntry` left unread
-    /// whose k-th result's content was measured when its line was read, and `text` holds no sized
-    /// placeholder; else None (Python makes it).
+    /// or a plain `Entry` whose content is a list of plain dicts, its k-th result's content
+    /// measured when it was read, and `text` holds no sized placeholder; else None (Python makes
+    /// it).
     fn with_result<'py>(
         &self,
         entry: &Bound<'py, PyAny>,
@@ -3136,6 +3145,15 @@ impl EntryCopies {
     }
 }
 
+/// What a copy of a message with its k-th result's content replaced has of its own: its results,
+/// the block replaced, its length and the blocks changed.
+struct Replaced<'py> {
+    results: Bound<'py, PyTuple>,
+    block: Bound<'py, PyAny>,
+    chars: i64,
+    changed: Bound<'py, pyo3::types::PyFrozenSet>,
+}
+
 impl EntryCopies {
     pub(crate) fn copy<'py>(
         &self,
@@ -3144,21 +3162,35 @@ impl EntryCopies {
         text: &str,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let py = entry.py();
-        let class = self.class.bind(py);
-        if !entry.get_type().is(class) || text.contains(MARK) {
+        if text.contains(MARK) {
             return Ok(None);
         }
-        if !entry.getattr(intern!(py, "_message"))?.is_none() {
-            return Ok(None);
+        let kind = entry.get_type();
+        if kind.is(self.class.bind(py)) {
+            self.copy_left(entry, k, text)
+        } else if kind.is(self.entry.bind(py)) {
+            self.copy_in_hand(entry, k, text)
+        } else {
+            Ok(None)
         }
-        let results = entry.getattr(intern!(py, "results"))?;
-        let (Ok(results), Ok(lazy)) = (
-            results.cast_into::<PyTuple>(),
-            entry.getattr(intern!(py, "_lazy"))?.cast_into::<PyTuple>(),
-        ) else {
+    }
+
+    /// The facts a copy has of its own (`Entry.results_with`, the length by difference: the
+    /// replaced content's JSON length measured when it was read), None where that length was not.
+    fn replaced<'py>(
+        &self,
+        entry: &Bound<'py, PyAny>,
+        k: usize,
+        text: &str,
+    ) -> PyResult<Option<Replaced<'py>>> {
+        let py = entry.py();
+        let Ok(results) = entry
+            .getattr(intern!(py, "results"))?
+            .cast_into::<PyTuple>()
+        else {
             return Ok(None);
         };
-        if k >= results.len() || lazy.len() != 5 {
+        if k >= results.len() {
             return Ok(None);
         }
         let Ok(fact) = results.get_item(k)?.cast_into::<PyTuple>() else {
@@ -3168,9 +3200,6 @@ impl EntryCopies {
             return Ok(None);
         }
         let json_size: i64 = fact.get_item(5)?.extract()?;
-        let Ok(patches) = lazy.get_item(3)?.cast_into::<PyTuple>() else {
-            return Ok(None);
-        };
         if json_size < 0 {
             return Ok(None);
         }
@@ -3179,7 +3208,6 @@ impl EntryCopies {
         let size = text.chars().count() as i64;
         let chars: i64 = entry.getattr(intern!(py, "chars"))?.extract()?;
         let block = fact.get_item(0)?;
-        let text = PyString::new(py, text);
         let replaced = self.new_tuple.bind(py).call1((
             self.result_fact.bind(py),
             (
@@ -3198,28 +3226,31 @@ impl EntryCopies {
                 .enumerate()
                 .map(|(i, r)| if i == k { replaced.clone() } else { r }),
         )?;
-        let mut patched: Vec<Bound<'py, PyAny>> = patches.iter().collect();
-        patched.push(PyTuple::new(py, [&block, text.as_any()])?.into_any());
-        let patches = PyTuple::new(py, patched)?;
-        let lazy = PyTuple::new(
-            py,
-            [
-                lazy.get_item(0)?,
-                lazy.get_item(1)?,
-                lazy.get_item(2)?,
-                patches.into_any(),
-                lazy.get_item(4)?,
-            ],
-        )?;
         let changed = entry.getattr(intern!(py, "changed"))?;
         let mut blocks = Vec::with_capacity(1);
         if changed.len()? > 0 {
             blocks = changed.try_iter()?.collect::<PyResult<Vec<_>>>()?;
         }
         blocks.push(block.clone());
-        let changed = pyo3::types::PyFrozenSet::new(py, blocks)?;
-        let copy = self.new.bind(py).call1((class,))?;
-        copy.setattr(intern!(py, "chars"), chars - json_size + new_json)?;
+        Ok(Some(Replaced {
+            results,
+            block,
+            chars: chars - json_size + new_json,
+            changed: pyo3::types::PyFrozenSet::new(py, blocks)?,
+        }))
+    }
+
+    /// A copy made by `new` of `class`, its own facts `own`, the others its original's objects.
+    fn made<'py>(
+        &self,
+        new: &Bound<'py, PyAny>,
+        class: &Bound<'py, PyType>,
+        entry: &Bound<'py, PyAny>,
+        own: &Replaced<'py>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = entry.py();
+        let copy = new.call1((class,))?;
+        copy.setattr(intern!(py, "chars"), own.chars)?;
         // (the facts a result's new content leaves as they were: its original's objects)
         for name in [
             intern!(py, "role"),
@@ -3235,10 +3266,99 @@ impl EntryCopies {
         ] {
             copy.setattr(name, entry.getattr(name)?)?;
         }
-        copy.setattr(intern!(py, "results"), results)?;
-        copy.setattr(intern!(py, "changed"), changed)?;
+        copy.setattr(intern!(py, "results"), &own.results)?;
+        copy.setattr(intern!(py, "changed"), &own.changed)?;
+        Ok(copy)
+    }
+
+    /// A `LazyEntry` left unread: its copy left unread too, the new content one more patch.
+    fn copy_left<'py>(
+        &self,
+        entry: &Bound<'py, PyAny>,
+        k: usize,
+        text: &str,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let py = entry.py();
+        if !entry.getattr(intern!(py, "_message"))?.is_none() {
+            return Ok(None);
+        }
+        let Ok(lazy) = entry.getattr(intern!(py, "_lazy"))?.cast_into::<PyTuple>() else {
+            return Ok(None);
+        };
+        if lazy.len() != 5 {
+            return Ok(None);
+        }
+        let Ok(patches) = lazy.get_item(3)?.cast_into::<PyTuple>() else {
+            return Ok(None);
+        };
+        let Some(own) = self.replaced(entry, k, text)? else {
+            return Ok(None);
+        };
+        let text = PyString::new(py, text);
+        let mut patched: Vec<Bound<'py, PyAny>> = patches.iter().collect();
+        patched.push(PyTuple::new(py, [&own.block, text.as_any()])?.into_any());
+        let patches = PyTuple::new(py, patched)?;
+        let lazy = PyTuple::new(
+            py,
+            [
+                lazy.get_item(0)?,
+                lazy.get_item(1)?,
+                lazy.get_item(2)?,
+                patches.into_any(),
+                lazy.get_item(4)?,
+            ],
+        )?;
+        let copy = self.made(self.new.bind(py), self.class.bind(py), entry, &own)?;
         copy.setattr(intern!(py, "_message"), py.None())?;
         copy.setattr(intern!(py, "_lazy"), lazy)?;
+        Ok(Some(copy))
+    }
+
+    /// A plain `Entry`: its message copied as `with_result_content` copies it (the message, its
+    /// content list and the result's block each a new plain object, the block's `content` replaced
+    /// in its place), where each is a plain dict or list and the block has a `content`.
+    fn copy_in_hand<'py>(
+        &self,
+        entry: &Bound<'py, PyAny>,
+        k: usize,
+        text: &str,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let py = entry.py();
+        let Ok(message) = entry
+            .getattr(intern!(py, "message"))?
+            .cast_into_exact::<PyDict>()
+        else {
+            return Ok(None);
+        };
+        let Some(content) = message.get_item(intern!(py, "content"))? else {
+            return Ok(None);
+        };
+        let Ok(content) = content.cast_into_exact::<PyList>() else {
+            return Ok(None);
+        };
+        let Some(own) = self.replaced(entry, k, text)? else {
+            return Ok(None);
+        };
+        let Ok(at) = own.block.extract::<usize>() else {
+            return Ok(None);
+        };
+        if at >= content.len() {
+            return Ok(None);
+        }
+        let Ok(old) = content.get_item(at)?.cast_into_exact::<PyDict>() else {
+            return Ok(None);
+        };
+        if !old.contains(intern!(py, "content"))? {
+            return Ok(None);
+        }
+        let block = old.copy()?;
+        block.set_item(intern!(py, "content"), text)?;
+        let blocks = PyList::new(py, content.iter())?;
+        blocks.set_item(at, block)?;
+        let copied = message.copy()?;
+        copied.set_item(intern!(py, "content"), blocks)?;
+        let copy = self.made(self.new_entry.bind(py), self.entry.bind(py), entry, &own)?;
+        copy.setattr(intern!(py, "message"), copied)?;
         Ok(Some(copy))
     }
 }
@@ -3349,7 +3469,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 40;
+const API: u32 = 41;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -392,7 +392,7 @@ def test_micros_copy_of_an_unread_message_is_made_natively_as_python_makes_it(bl
     result not measured when read, a sized placeholder, a plain ``Entry``) it says so (None) and
     Python makes it."""
     from compactlab.engine.keeping import entry_copies
-    from compactlab.transcripts.messages import SIZED_MARK, make_entry
+    from compactlab.transcripts.messages import SIZED_MARK, Entry, make_entry
 
     path = tmp_path / "t.jsonl"
     path.write_bytes(_JSON_WAYS[way]({"role": "user", "content": blocks}) + b"\n")
@@ -408,15 +408,64 @@ def test_micros_copy_of_an_unread_message_is_made_natively_as_python_makes_it(bl
         python = python.with_result_content(k, text)
         native = copies.with_result(entry, k, text)
         unread = type(entry) is LazyEntry and entry._message is None
-        assert (native is not None) == (unread and entry.results[k].json_size >= 0 and SIZED_MARK not in text)
+        # (a copy Python made may be a plain Entry: made natively where its block has a content)
+        in_hand = type(entry) is Entry and "content" in entry.message["content"][entry.results[k].block]
+        assert (native is not None) == ((unread or in_hand) and entry.results[k].json_size >= 0
+                                        and SIZED_MARK not in text)
         if native is None:
             entry = entry.with_result_content(k, text)
             continue
-        assert type(native) is LazyEntry and native._message is None and native._lazy == python._lazy
+        assert type(native) is type(python)
+        assert not unread or (native._message is None and native._lazy == python._lazy)
         assert _slots(native) == _slots(python) and native.json_text() == python.json_text()
         entry = native
     assert entry.message == python.message and _slots(entry) == _slots(python)
-    assert copies.with_result(make_entry({"role": "user", "content": blocks}, 0), 0, "x") is None
+    assert copies.with_result(make_entry({"role": "user", "content": blocks}, 0), 0, "x") is None  # (unmeasured)
+
+
+@settings(max_examples=150, deadline=None)
+@given(blocks=st.lists(_block, min_size=1, max_size=5),
+       changes=st.lists(st.tuples(st.integers(0, 4), _placeholder), min_size=1, max_size=4))
+def test_micros_copy_of_a_plain_entry_is_made_natively_as_python_makes_it(blocks, changes):
+    """Micro's copy of a plain ``Entry`` (a message loaded or streamed with its content), a result's
+    content replaced (``EntryCopies``), is what ``Entry.with_result_content`` makes (the reference):
+    every slot, the message (a new one, its content list and the result's block new objects, the
+    original's untouched), copies of copies too; where it is not made natively (a result not
+    measured when read, a sized placeholder, a block without content, content that is not a plain
+    list of plain dicts) it says so (None) and Python makes it."""
+    import copy as copying
+
+    from compactlab.engine.keeping import entry_copies
+    from compactlab.transcripts.messages import SIZED_MARK, Entry, build_entry
+
+    message = {"role": "user", "content": blocks}
+    kept = copying.deepcopy(message)
+    entry = build_entry(message, 3, measure=True)
+    assert isinstance(entry, Entry)
+    copies, python = entry_copies(in_use()), entry
+    for k, text in changes:
+        if k >= len(entry.results):
+            continue
+        python = python.with_result_content(k, text)
+        native = copies.with_result(entry, k, text)
+        block = entry.message["content"][entry.results[k].block]
+        assert (native is not None) == (SIZED_MARK not in text and "content" in block
+                                        and entry.results[k].json_size >= 0)
+        if native is None:
+            entry = entry.with_result_content(k, text)
+            continue
+        assert type(native) is Entry and native.message == python.message
+        assert native.message is not entry.message and native.message["content"] is not entry.message["content"]
+        assert _slots(native) == _slots(python) and native.chars == len(native.json_text())
+        entry = native
+    assert entry.message == python.message and _slots(entry) == _slots(python)
+    assert message == kept  # (the original's message never changed)
+    unmeasured = build_entry({"role": "user", "content": blocks}, 0, measure=False)
+    assert isinstance(unmeasured, Entry) and copies.with_result(unmeasured, 0, "x") is None
+    odd = build_entry({"role": "user", "content": blocks}, 0, measure=True)
+    assert isinstance(odd, Entry)
+    odd.message = {**odd.message, "content": tuple(odd.message["content"])}  # (not a plain list)
+    assert copies.with_result(odd, 0, "x") is None
 
 
 def test_micros_copies_of_a_recorded_message_are_made_natively(tmp_path):
