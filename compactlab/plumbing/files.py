@@ -16,6 +16,16 @@ import stat
 from ..errors import InputError
 
 
+#: the suffixes of an input read decompressed (``transcripts/reader.open_checked``)
+COMPRESSED = (".gz", ".zst")
+
+
+def compressed(path: str) -> bool:
+    """Whether the input at ``path`` is read decompressed: its bytes are not the transcript's, and
+    it is never read again by offset."""
+    return path.endswith(COMPRESSED)
+
+
 def stat_stamp(st: os.stat_result) -> tuple[int, ...]:
     """A file's identity and state as ``stat`` gives them: its device, inode, size, modification
     and change times (any write changes the change time, which no program can set back)."""

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from ..errors import InputError
+from ..plumbing.files import COMPRESSED, compressed
 from .messages import Entry, Message, ResultFact, add_tool_names, make_entry
 
 
@@ -213,8 +214,7 @@ class Transcript:
             from .reader import file_sha256
 
             stamp = self.stamp
-            known = (remembered(self.path, stamp) if stamp is not None and not self.path.endswith((".gz", ".zst"))
-                     else None)
+            known = remembered(self.path, stamp) if stamp is not None and not compressed(self.path) else None
             self.known_hash = known or file_sha256(self.path)
         return self.known_hash
 
@@ -243,7 +243,7 @@ class Transcript:
 def transcript_name(path: str) -> str:
     """The file name without folder, compression suffix and extensions (names output folders)."""
     name = os.path.basename(path.rstrip("/"))
-    for suffix in (".gz", ".zst"):
+    for suffix in COMPRESSED:
         if name.endswith(suffix):
             name = name[: -len(suffix)]
     return name.split(".")[0] if name else "transcript"

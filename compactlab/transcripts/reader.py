@@ -22,8 +22,8 @@ import orjson
 from ..core import in_use
 from ..errors import BadLineError, InputError
 from ..plumbing.digests import Digest, remembered
-from ..plumbing.files import (MAX_BLANK_LINES, max_document_bytes, max_line_bytes, open_regular, stat_stamp,
-                              zst_problem)
+from ..plumbing.files import (MAX_BLANK_LINES, compressed, max_document_bytes, max_line_bytes, open_regular,
+                              stat_stamp, zst_problem)
 from .messages import build_entry
 
 
@@ -372,7 +372,7 @@ def read_head(path: str, limit: int = 64) -> Head:
             break
     if not lines:
         raise InputError(f"{path}: empty file, no transcript lines")
-    head = Head(lines, end, None if path.endswith((".gz", ".zst")) else offset)
+    head = Head(lines, end, None if compressed(path) else offset)
     if not head.objects:
         raise UnknownFormat(f"{path}: not a transcript: none of its first lines is a JSON object ({first_problem})")
     return head
@@ -391,7 +391,7 @@ def read_document(path: str) -> tuple[Any, str]:
     chunks: list[bytes] = []
     total = 0
     # (a plain file read at one stat: its digest may be remembered, ``plumbing.digests``)
-    plain = not path.endswith((".gz", ".zst"))
+    plain = not compressed(path)
     before = after = None
     at = time.time_ns()
     try:

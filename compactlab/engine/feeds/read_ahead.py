@@ -47,7 +47,7 @@ from ...errors import CompactlabError, InputError
 from ...plumbing.interrupts import Terminated, exit_status, hold_signals, release_signals
 from ...plumbing.lines import BoundedLines, Closed, Late, LineTooLong, framed
 from ...plumbing.process import usable_cores
-from ...plumbing.files import MAX_BLANK_LINES, max_line_bytes
+from ...plumbing.files import MAX_BLANK_LINES, compressed, max_line_bytes
 from ...transcripts.messages import NO_IDS, SIZED_MARK, Entry, Message, ResultFact, json_len
 from ...transcripts import anthropic_messages
 from ...transcripts.model import Transcript, TranscriptBuilder, TranscriptStream
@@ -70,7 +70,7 @@ def usable(path: str, forking: bool = True) -> bool:
     ``forking``, whether its messages may be left in the file as it is read (``load_lazily``)."""
     setting = os.environ.get("COMPACTLAB_READ_AHEAD", "")
     if (setting == "0" or not hasattr(os, "pread") or (forking and not hasattr(os, "fork"))
-            or path.endswith((".gz", ".zst"))):
+            or compressed(path)):
         return False
     try:
         size = os.path.getsize(path)
