@@ -19,11 +19,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
+from .plain import dataclass
 from .plumbing.process import usable_cores
 
 FLOOR = """

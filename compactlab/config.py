@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import FrozenInstanceError, dataclass, field
+from dataclasses import FrozenInstanceError, field
 from typing import Annotated, Any, ClassVar, TypeVar, dataclass_transform
+
+from .plain import dataclass
 
 T = TypeVar("T")
 S = TypeVar("S")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
@@ -21,6 +21,7 @@ import orjson
 
 from .. import metrics
 from ..errors import InputError, UsageError, cannot_write
+from ..plain import dataclass
 from ..plumbing.files import read_regular
 from ..plumbing.outputs import atomic_write_bytes
 

@@ -8,6 +8,7 @@ summary and a few per-call series for the charts.
 
 from __future__ import annotations
 
+from ..plain import dataclass
 from ..plumbing.process import allocator_kept, collector_paused, usable_cores
 
 import contextlib
@@ -18,7 +19,7 @@ import sys
 import threading
 from array import array
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 import orjson

@@ -18,8 +18,9 @@ no compaction on the transcripts where no compaction fits the window (``dearer``
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from ..plain import dataclass
 
 #: a run costs more than no compaction by at least a cent or this share of no compaction's cost:
 #: less is a tie (the figures are estimates; $0.000016 on a $0.05 transcript says nothing)

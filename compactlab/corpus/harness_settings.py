@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UsageError
+from ..plain import dataclass
 
 
 @dataclass(frozen=True)

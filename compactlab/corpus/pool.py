@@ -18,11 +18,11 @@ import os
 import signal
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from ..errors import CompactlabError
+from ..plain import dataclass
 from ..plumbing.interrupts import hold_signals, ignore_in_child, release_signals, workers_ready
 
 

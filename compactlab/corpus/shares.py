@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from ..engine.policy import Policy
+from ..plain import dataclass
 from ..plumbing.interrupts import ignore_in_child
 from ..plumbing.process import allocator_kept, collector_paused
 from .compare import FileRef, GridRun, Job, RunFailure, RunResult, run_job

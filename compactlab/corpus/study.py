@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import stat
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -15,6 +14,7 @@ import orjson
 from ..core import in_use
 from ..engine.policy import load_policy
 from ..errors import UsageError, cannot_write
+from ..plain import dataclass
 from ..plumbing.outputs import refuse_inputs
 from .trials import Param, direction
 

@@ -3,10 +3,11 @@ and the result of a search (the front, the reference, what is recommended)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
 from .. import metrics
+from ..plain import dataclass
 
 
 def direction(objective: str) -> Literal["maximize", "minimize"]:

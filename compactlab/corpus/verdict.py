@@ -18,12 +18,13 @@ from __future__ import annotations
 import copy
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import metrics
 from ..core import in_use
 from ..engine.records import ACTIONS
+from ..plain import dataclass
 from .guard import TIE_SHARE, TIE_USD, Candidate, dearer_than_none, dearer_where_fits, pick
 
 

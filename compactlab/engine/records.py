@@ -6,11 +6,12 @@ Field names here are the JSON keys and CSV columns; change them only with a sche
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, asdict, field, fields, replace
 from operator import attrgetter
 from typing import Any
 
 from ..metrics import METRICS, Numbers
+from ..plain import dataclass
 
 
 #: What the layers count, defined once: (the name in ``LayerStats``, its column in a call's
@@ -44,12 +45,50 @@ TURN_COUNTERS = [(stat, column) for stat, column, _ in COUNTERS if column]
 RUN_COUNTERS = [(stat, key) for stat, _, key in COUNTERS if key]
 
 
-@dataclass(eq=False, repr=False)
+@dataclass(init=False, eq=False, repr=False)
 class TurnRecord:
     """One call: the context as sent and what the policy did to it (a row of calls.csv).
 
     No __slots__: orjson serialises a dataclass from its __dict__ ~3x as fast (5,000 records:
-    5.9 -> 2.1 ms), for 64 more bytes a record."""
+    5.9 -> 2.1 ms), for 64 more bytes a record. Its ``__init__`` is written out (one a call:
+    ``plain``'s generic one would cost more than compiling it does; ``tests/test_plain.py`` holds
+    it to the fields)."""
+
+    def __init__(self, call: int, message_index: int, raw_messages: int, raw_chars: int, raw_tokens: int,
+                 messages: int = 0, chars: int = 0, tokens: int = 0, persisted: int = 0, persisted_chars: int = 0,
+                 snipped: int = 0, micro_compacted: int = 0, summarized: int = 0, summary_input_chars: int = 0,
+                 summary_output_chars: int = 0, reactive: int = 0, manual: int = 0, overflow: bool = False,
+                 violations_introduced: int = 0, violations_inherited: int = 0, cache_read_tokens: int = 0,
+                 cache_write_tokens: int = 0, input_cost_usd: float = 0.0, refs: int = 0, refs_retained: int = 0,
+                 probes: int = 0, probes_kept: int = 0, probes_recoverable: int = 0) -> None:
+        self.call = call
+        self.message_index = message_index
+        self.raw_messages = raw_messages
+        self.raw_chars = raw_chars
+        self.raw_tokens = raw_tokens
+        self.messages = messages
+        self.chars = chars
+        self.tokens = tokens
+        self.persisted = persisted
+        self.persisted_chars = persisted_chars
+        self.snipped = snipped
+        self.micro_compacted = micro_compacted
+        self.summarized = summarized
+        self.summary_input_chars = summary_input_chars
+        self.summary_output_chars = summary_output_chars
+        self.reactive = reactive
+        self.manual = manual
+        self.overflow = overflow
+        self.violations_introduced = violations_introduced
+        self.violations_inherited = violations_inherited
+        self.cache_read_tokens = cache_read_tokens
+        self.cache_write_tokens = cache_write_tokens
+        self.input_cost_usd = input_cost_usd
+        self.refs = refs
+        self.refs_retained = refs_retained
+        self.probes = probes
+        self.probes_kept = probes_kept
+        self.probes_recoverable = probes_recoverable
 
     call: int
     message_index: int
@@ -345,11 +384,26 @@ _SUMMARY_FIELDS = frozenset(SUMMARY_KEYS)
 NUMERIC_SUMMARY_KEYS = [f.name for f in fields(RunSummary) if f.type in ("int", "float", "float | None")]
 
 
-@dataclass(repr=False)
+@dataclass(init=False, repr=False)
 class CompactionEvent:
     """A call at which the policy changed the context: which layers acted, what the context was
     before and after them, and the strings the agent later used that this event removed (each with
-    the call that first needed it; probes.ProbeOutcome.removed_at ties a loss to its event)."""
+    the call that first needed it; probes.ProbeOutcome.removed_at ties a loss to its event). Its
+    ``__init__`` is written out, as ``TurnRecord``'s (thousands a run)."""
+
+    def __init__(self, call: int, layers: list[str], messages_before: int, messages_after: int, tokens_before: int,
+                 tokens_after: int, results_cleared: int, snipped: int, summaries: int,
+                 lost: list[tuple[str, int]] | None = None) -> None:
+        self.call = call
+        self.layers = layers
+        self.messages_before = messages_before
+        self.messages_after = messages_after
+        self.tokens_before = tokens_before
+        self.tokens_after = tokens_after
+        self.results_cleared = results_cleared
+        self.snipped = snipped
+        self.summaries = summaries
+        self.lost = [] if lost is None else lost
 
     call: int
     layers: list[str]

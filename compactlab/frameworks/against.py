@@ -10,13 +10,14 @@ them has and the other has not. The docs' page "Checked against running code" ha
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import orjson
 
 from ..engine.loop import replay
 from ..engine.policy import Policy
+from ..plain import dataclass
 from ..transcripts import Transcript
 
 

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
 from . import missing
+from ..plain import dataclass
 
 try:
     import langchain

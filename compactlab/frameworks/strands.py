@@ -25,13 +25,13 @@ Its summaries come from compactlab's summarizer: the model Strands calls is a st
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
 import orjson
 
 from . import missing
+from ..plain import dataclass
 
 try:
     from importlib.metadata import version

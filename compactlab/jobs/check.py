@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from ..corpus.check import (CheckResult, compare_record, find_record, load_basel
 from ..corpus.compare import build_grid
 from ..corpus.guard import dearer_policies
 from ..errors import UsageError, cannot_write
+from ..plain import dataclass
 from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import atomic_write_bytes, check_destination
 from .cluster import run_corpus

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from ..corpus.compare import GridRun, build_grid, harness_settings, sweep_units, triggers, with_reference
 from ..corpus.verdict import label_of
 from ..engine.policy import acted_by_layer, idle_keys, inert_keys
+from ..plain import dataclass
 from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import OutputDir
 from .cluster import run_corpus

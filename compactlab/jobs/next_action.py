@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ..engine.policy import load_policy
 from ..errors import UsageError
 from ..next_action import Agreement, Plan, ask, plan, tally
 from ..next_action.models import Asker, ModelOptions
+from ..plain import dataclass
 from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import OutputDir
 from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, load_all, no_progress, price_warning, \

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from ..corpus.calibration import MIN_CALLS, usable_calls
 from ..engine.feeds import Feed, Opening
 from ..engine.policy import Policy, acted_by_layer, idle_keys
 from ..engine.cost.prices import ModelPrices
 from ..engine.records import Run
+from ..plain import dataclass
 from ..plumbing.outputs import OutputDir, run_folder_name
 from ..reports.terminal import UNKNOWN
 from ..plumbing.process import collector_off

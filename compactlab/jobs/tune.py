@@ -9,13 +9,14 @@ which no trial finished is removed. An interrupt keeps the trials that finished 
 from __future__ import annotations
 
 from ..engine.policy import inert_keys, load_policy
+from ..plain import dataclass
 
 from ..plumbing.process import usable_cores
 
 import os
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..corpus.compare import Cluster, FileRef

@@ -6,12 +6,13 @@ sent; ``ask`` then sends what the cache does not answer."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..engine.cost.prices import ModelPrices
 from ..engine.loop import ReplayOptions, replay
 from ..engine.policy import Policy, load_policy
+from ..plain import dataclass
 from ..transcripts import Transcript
 from .actions import Action, action_of, agree, chance, repeats
 from .models import Asker, Reply

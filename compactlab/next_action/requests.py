@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from ..engine.cost.prices import MTOK, ModelPrices
 from ..engine.sizing import list_chars
+from ..plain import dataclass
 from ..transcripts.messages import Entry, Message, content_text, json_len
 
 #: blocks a fresh request cannot carry (the recorded model's thinking, server-side tools)

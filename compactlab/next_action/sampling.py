@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
 
 from ..engine.records import TurnRecord
+from ..plain import dataclass
 
 
 @dataclass(frozen=True)

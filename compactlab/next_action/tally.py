@@ -4,9 +4,9 @@ stratified samples (``stats``); and the check's whole result (``Agreement``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from ..plain import dataclass
 from .actions import RULE
 from .plan import Plan, Sample, StratumFacts
 from .requests import usage_cost

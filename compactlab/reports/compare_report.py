@@ -10,12 +10,12 @@ import os
 from datetime import date
 from pathlib import Path
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
 
 
+from ..plain import dataclass
 from ..plumbing.outputs import Content, OutputDir, safe_stem
 from ..engine.records import NUMERIC_SUMMARY_KEYS
 from ..metrics import METRICS, Metric, lower_is_better

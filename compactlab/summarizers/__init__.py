@@ -4,10 +4,11 @@ counts from the same API)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..errors import UsageError
+from ..plain import dataclass
 from ..plumbing.folders import default_cache_dir
 from .base import Summarizer, SummaryRequest, SummaryResult
 from .prompts import PROMPTS

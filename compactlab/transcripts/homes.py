@@ -40,10 +40,11 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from ..errors import UsageError
+from ..plain import dataclass
 
 HARNESSES = ("claude-code", "codex", "gemini-cli", "cline", "roo", "kilo", "pi", "openclaw", "qwen", "opencode",
              "kilo-cli", "copilot", "amp", "goose")

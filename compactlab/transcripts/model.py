@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from itertools import islice
 from typing import Any, NamedTuple
@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from ..errors import InputError
+from ..plain import dataclass
 from ..plumbing.files import COMPRESSED, compressed
 from .messages import Entry, Message, ResultFact, add_tool_names, make_entry
 

@@ -14,13 +14,13 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import orjson
 
 from ..core import in_use
 from ..errors import BadLineError, InputError
+from ..plain import dataclass
 from ..plumbing.digests import Digest, remembered
 from ..plumbing.files import (MAX_BLANK_LINES, compressed, max_document_bytes, max_line_bytes, open_regular,
                               stat_stamp, zst_problem)

@@ -17,12 +17,13 @@ import math
 import os
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from ...errors import InputError, UsageError
+from ...plain import dataclass
 from ...plumbing.files import read_regular_text
 
 MTOK = 1_000_000

@@ -10,10 +10,10 @@ every policy and left out.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from ...plain import dataclass
 from .cache_rules import RULES, CacheRules, rules_for, uncached_as_recorded
 from .prices import ModelPrices, PriceTable, load_prices
 from ..sizing import TokenEstimator, list_chars

@@ -17,11 +17,12 @@ saved transcripts and summarizer calls.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 import orjson
 
+from ...plain import dataclass
 from ..context import Context
 from ...errors import SummarizerError
 from ...transcripts.messages import Entry, Message, make_entry, sized_len
@@ -49,11 +50,32 @@ class SummarySettings(Protocol):
     def request(self) -> str: ...
 
 
-@dataclass(repr=False)  # (compared: a layer's output is repeatable, stats and all)
+@dataclass(init=False, repr=False)  # (compared: a layer's output is repeatable, stats and all)
 class LayerStats:
     """What layers did in a call (added up over a run): the counters of ``records.COUNTERS`` (one
     field each, in that order: a test holds them equal), and ``lowest_changed``, the first position
-    any of them changed."""
+    any of them changed. Its ``__init__`` is written out, as ``TurnRecord``'s (hundreds a run)."""
+
+    def __init__(self, persisted: int = 0, persisted_chars: int = 0, snipped: int = 0, micro_compacted: int = 0,
+                 summaries: int = 0, summary_input_chars: int = 0, summary_output_chars: int = 0,
+                 summary_input_tokens: int = 0, summary_output_tokens: int = 0, summary_cache_read_tokens: int = 0,
+                 reactive: int = 0, manual: int = 0, custom: int = 0, summary_failures: int = 0,
+                 lowest_changed: int | None = None) -> None:
+        self.persisted = persisted
+        self.persisted_chars = persisted_chars
+        self.snipped = snipped
+        self.micro_compacted = micro_compacted
+        self.summaries = summaries
+        self.summary_input_chars = summary_input_chars
+        self.summary_output_chars = summary_output_chars
+        self.summary_input_tokens = summary_input_tokens
+        self.summary_output_tokens = summary_output_tokens
+        self.summary_cache_read_tokens = summary_cache_read_tokens
+        self.reactive = reactive
+        self.manual = manual
+        self.custom = custom
+        self.summary_failures = summary_failures
+        self.lowest_changed = lowest_changed
 
     persisted: int = 0
     persisted_chars: int = 0

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, NamedTuple
 
 import orjson
 
+from ...plain import dataclass
 from ..context import Context
 from ..memo import memo_of
 from .base import CallAt, Nothing

@@ -1,0 +1,163 @@
+"""Dataclasses made without compiling code when they are imported.
+
+The standard library's ``dataclass`` writes each method it makes (``__init__``, ``__eq__``, a
+frozen class's ``__setattr__`` and ``__delattr__``, ``__repr__``, ``__hash__``) as Python source
+and compiles it as the class is made: about 2.5 M instructions a method, a fifth of a replay's
+start-up (the 29 methods a replay imported: 81 M of its 405 M instructions). ``dataclass`` here is
+the standard library's asked to make none of them, with the same methods written once below,
+reading the class's fields: what ``dataclasses.fields``, ``replace``, ``asdict``, pydantic and mypy
+read of a class is the standard library's, and so is the behaviour (``tests/test_plain.py`` holds
+each method to the one the standard library makes, class by class).
+
+A class made thousands of times a run (a call's record) writes its own ``__init__`` and is made
+with ``init=False``; the same test holds each such ``__init__`` to its fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import MISSING, FrozenInstanceError, field
+from typing import Any, TypeVar, dataclass_transform, overload
+
+T = TypeVar("T")
+
+
+@overload
+def dataclass(cls: type[T], /) -> type[T]: ...
+
+
+@overload
+def dataclass(*, init: bool = True, repr: bool = True, eq: bool = True, frozen: bool = False,
+              slots: bool = False, kw_only: bool = False) -> Callable[[type[T]], type[T]]: ...
+
+
+@dataclass_transform(field_specifiers=(field,))
+def dataclass(cls: type[T] | None = None, /, *, init: bool = True, repr: bool = True, eq: bool = True,
+              frozen: bool = False, slots: bool = False, kw_only: bool = False) -> Any:
+    """``dataclasses.dataclass`` with these options (the others are never used here), its methods
+    not compiled: ``init=False`` where the class writes its own ``__init__``."""
+
+    def make(cls: type[T]) -> type[T]:
+        if frozen and slots:  # (the standard library's pickling of such a class is not made here)
+            raise TypeError(f"{cls.__qualname__}: a frozen class with slots is not made by compactlab.plain")
+        own = cls.__dict__
+        made: Any = dataclasses.dataclass(cls, init=False, repr=False, eq=False, frozen=False, slots=slots,
+                                          kw_only=kw_only)
+        fields = dataclasses.fields(made)
+        compared = tuple(f.name for f in fields if f.compare)
+        if init and "__init__" not in own:
+            made.__init__ = _init(made, frozen)
+        if repr and "__repr__" not in own:
+            made.__repr__ = _repr(tuple(f.name for f in fields if f.repr))
+        if eq and "__eq__" not in own:
+            made.__eq__ = _eq(compared)
+        own_hash = own.get("__hash__", MISSING)  # (None where the class wrote __eq__ alone: Python's)
+        if eq and (own_hash is MISSING or (own_hash is None and "__eq__" in own)):
+            # as the standard library: a frozen class hashes its fields, another that compares them
+            # is unhashable
+            made.__hash__ = _hash(compared) if frozen else None
+        if frozen:
+            made.__setattr__, made.__delattr__ = _frozen(made, frozenset(f.name for f in fields))
+        return made  # type: ignore[no-any-return]
+
+    return make if cls is None else make(cls)
+
+
+def _values(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """The tuple of ``names``' values of an object (the standard library compares and hashes it)."""
+    return lambda obj: tuple([getattr(obj, name) for name in names])
+
+
+def _init(cls: Any, frozen: bool) -> Callable[..., None]:
+    """The ``__init__`` the standard library would make of ``cls``'s fields: positional ones, then
+    keyword-only ones; a default, else a default factory, else required; fields with ``init=False``
+    set to their default; ``__post_init__`` called last. A frozen class's fields are set by
+    ``object.__setattr__``, another's by its own ``__setattr__``."""
+    fields = dataclasses.fields(cls)
+    taken = [f for f in fields if f.init]
+    positional = [f.name for f in taken if not f.kw_only]
+    specs = [(f.name, f.default, f.default_factory, f.init) for f in fields]
+    allowed = frozenset(f.name for f in taken)
+    post_init = hasattr(cls, "__post_init__")
+    where = f"{cls.__qualname__}.__init__()"
+    set_to = object.__setattr__ if frozen else setattr
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if len(args) > len(positional):
+            raise TypeError(f"{where} takes {len(positional) + 1} positional arguments but {len(args) + 1} were given")
+        if kwargs:
+            for name in kwargs:
+                if name not in allowed:
+                    raise TypeError(f"{where} got an unexpected keyword argument {name!r}")
+            for name in positional[: len(args)]:
+                if name in kwargs:
+                    raise TypeError(f"{where} got multiple values for argument {name!r}")
+        given = dict(zip(positional, args))
+        given.update(kwargs)
+        missing = []
+        for name, default, factory, takes in specs:
+            if takes and name in given:
+                value = given[name]
+            elif default is not MISSING:
+                value = default
+            elif factory is not MISSING:
+                value = factory()
+            else:
+                missing.append(name)
+                continue
+            set_to(self, name, value)
+        if missing:
+            said = " and ".join([", ".join(map(repr, missing[:-1])), repr(missing[-1])] if len(missing) > 1
+                                else [repr(missing[0])])
+            raise TypeError(f"{where} missing {len(missing)} required argument{'s' * (len(missing) > 1)}: {said}")
+        if post_init:
+            self.__post_init__()
+
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    return __init__
+
+
+def _repr(names: tuple[str, ...]) -> Callable[[Any], str]:
+    def __repr__(self: Any) -> str:
+        shown = ", ".join([f"{name}={getattr(self, name)!r}" for name in names])
+        return f"{self.__class__.__qualname__}({shown})"
+
+    return __repr__
+
+
+def _eq(names: tuple[str, ...]) -> Callable[[Any, object], Any]:
+    values = _values(names)
+
+    def __eq__(self: Any, other: object) -> Any:
+        if other.__class__ is self.__class__:
+            return values(self) == values(other)
+        return NotImplemented
+
+    return __eq__
+
+
+def _hash(names: tuple[str, ...]) -> Callable[[Any], int]:
+    values = _values(names)
+
+    def __hash__(self: Any) -> int:
+        return hash(values(self))
+
+    return __hash__
+
+
+def _frozen(cls: Any, names: frozenset[str]) -> tuple[Callable[..., None], Callable[..., None]]:
+    """A frozen class's ``__setattr__`` and ``__delattr__``: a field (or anything, on the class
+    itself) is never set again once ``__init__`` has set it."""
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is cls or name in names:
+            raise FrozenInstanceError(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)
+
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in names:
+            raise FrozenInstanceError(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)
+
+    return __setattr__, __delattr__

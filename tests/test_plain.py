@@ -1,0 +1,198 @@
+"""``compactlab.plain``: dataclasses made without compiling code, held to the standard library's."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import pickle
+import pkgutil
+from dataclasses import FrozenInstanceError, field
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import compactlab
+from compactlab import plain
+
+OPTIONS = [dict(eq=eq, repr=repr_, frozen=frozen, slots=slots, kw_only=kw_only)
+           for eq in (True, False) for repr_ in (True, False) for frozen in (True, False)
+           for slots in (True, False) for kw_only in (True, False) if not (frozen and slots)]
+
+
+def _body(with_post_init: bool) -> dict[str, Any]:
+    """A class body of every kind of field: required, defaulted, a factory's, one not taken by
+    ``__init__``, one keyword-only, one not compared; and a ``__post_init__`` that checks one."""
+    body: dict[str, Any] = {
+        "__annotations__": {"a": "int", "b": "str", "c": "list", "d": "int", "e": "int", "f": "int"},
+        "b": "x",
+        "c": field(default_factory=list),
+        "d": field(default=7, init=False),
+        "e": field(default=3, kw_only=True),
+        "f": field(default=0, compare=False, repr=False),
+    }
+    if with_post_init:
+        def __post_init__(self: Any) -> None:
+            if self.a < 0:  # (a string: TypeError)
+                raise ValueError("a below 0")
+
+        body["__post_init__"] = __post_init__
+    return body
+
+
+def _both(options: dict[str, Any], post_init: bool) -> tuple[type, type]:
+    std = dataclasses.dataclass(**options)(type("Made", (), _body(post_init)))
+    ours = plain.dataclass(**options)(type("Made", (), _body(post_init)))
+    return std, ours
+
+
+def _outcome(cls: type, args: tuple, kwargs: dict) -> Any:
+    try:
+        made = cls(*args, **kwargs)
+    except (TypeError, ValueError) as exc:
+        return type(exc)
+    return {name: getattr(made, name, None) for name in ("a", "b", "c", "d", "e", "f")}
+
+
+CALLS = st.tuples(
+    st.lists(st.one_of(st.integers(-2, 5), st.text(max_size=2), st.just([1])), max_size=5).map(tuple),
+    st.dictionaries(st.sampled_from(["a", "b", "c", "d", "e", "f", "g"]), st.integers(-2, 5), max_size=4))
+
+
+@settings(max_examples=300, deadline=None)
+@given(options=st.sampled_from(OPTIONS), post_init=st.booleans(), call=CALLS)
+def test_an_init_binds_as_the_standard_librarys(options: dict[str, Any], post_init: bool,
+                                                call: tuple[tuple, dict]) -> None:
+    """The same arguments make the same fields, or the same kind of error (too many, unknown,
+    given twice, missing; what ``__post_init__`` raises), for every option a class here takes."""
+    std, ours = _both(options, post_init)
+    args, kwargs = call
+    assert _outcome(ours, args, kwargs) == _outcome(std, args, kwargs)
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(k for k, v in o.items() if v) or "plain")
+def test_the_other_methods_are_the_standard_librarys(options: dict[str, Any]) -> None:
+    """Equality (its fields, not those with compare=False), hashing (a frozen class's by its
+    fields, another that compares them unhashable), the repr, a frozen class's refusal, what
+    ``replace``, ``asdict``, ``fields`` and pickle read."""
+    std, ours = _both(options, False)
+    kw = {"e": 4} if options["kw_only"] else {}
+    one = (1, "y", (2,)) if not options["kw_only"] else ()
+    kw = {**kw, **({"a": 1, "b": "y", "c": (2,)} if options["kw_only"] else {})}
+    s1, s2, s3 = std(*one, **kw), std(*one, **kw), std(*one, **{**kw, "f": 9})
+    o1, o2, o3 = ours(*one, **kw), ours(*one, **kw), ours(*one, **{**kw, "f": 9})
+    assert (o1 == o2, o1 == o3, o1 != o2, o1 == object()) == (s1 == s2, s1 == s3, s1 != s2, s1 == object())
+    assert (ours.__hash__ is None) == (std.__hash__ is None)
+    if std.__hash__ is not None and options["eq"]:
+        assert hash(o1) == hash(s1) and hash(o1) == hash(o3)
+    if options["repr"]:
+        assert repr(o1) == repr(s1)
+    else:
+        assert repr(o1).startswith("<") and repr(s1).startswith("<")
+    assert [f.name for f in dataclasses.fields(ours)] == [f.name for f in dataclasses.fields(std)]
+    assert dataclasses.asdict(o1) == dataclasses.asdict(s1)
+    assert _outcome(lambda: dataclasses.replace(o1, b="z"), (), {}) == _outcome(lambda: dataclasses.replace(s1, b="z"), (), {})
+    if options["frozen"]:
+        for target in (o1, s1):
+            with pytest.raises(FrozenInstanceError):
+                target.a = 2  # type: ignore[attr-defined]
+            with pytest.raises(FrozenInstanceError):
+                del target.a  # type: ignore[attr-defined]
+    else:
+        o1.a = s1.a = 5  # type: ignore[attr-defined]
+        assert o1.a == s1.a == 5  # type: ignore[attr-defined]
+    assert hasattr(ours, "__slots__") == hasattr(std, "__slots__")
+
+
+@pytest.mark.parametrize("frozen", [True, False])
+def test_a_class_that_writes_its_own_methods_keeps_them(frozen: bool) -> None:
+    """Its ``__init__`` and ``__eq__`` are its own; its hash is what the standard library gives
+    such a class (a frozen one's fields', Python's None for another)."""
+    def made(decorator: Any) -> Any:
+        @decorator(frozen=frozen)
+        class Own:
+            a: int = 0
+
+            def __init__(self, a: int = 5) -> None:
+                object.__setattr__(self, "a", a * 2)
+
+            def __eq__(self, other: object) -> bool:
+                return True
+
+        return Own
+
+    ours, std = made(plain.dataclass), made(dataclasses.dataclass)
+    assert ours().a == 10 and ours(1) == ours(2)
+    assert (ours.__hash__ is None) == (std.__hash__ is None) == (not frozen)
+    if frozen:
+        assert hash(ours(3)) == hash(std(3))
+
+
+def test_a_frozen_class_with_slots_is_refused() -> None:
+    with pytest.raises(TypeError, match="frozen class with slots"):
+        plain.dataclass(frozen=True, slots=True)(type("Made", (), {"__annotations__": {"a": "int"}}))
+
+
+def _package_dataclasses() -> list[type]:
+    """Every dataclass the package defines (a module that needs an extra not installed is left out)."""
+    found: dict[str, type] = {}
+    for info in pkgutil.walk_packages(compactlab.__path__, "compactlab."):
+        try:
+            module = importlib.import_module(info.name)
+        except ImportError:
+            continue
+        for value in vars(module).values():
+            if (isinstance(value, type) and dataclasses.is_dataclass(value)
+                    and value.__module__ == module.__name__):
+                found[f"{value.__module__}.{value.__qualname__}"] = value
+    return sorted(found.values(), key=lambda c: f"{c.__module__}.{c.__qualname__}")
+
+
+def test_no_dataclass_of_the_package_compiles_a_method() -> None:
+    """Every method of every dataclass here is written in a file (``plain``'s, or the class's own),
+    none compiled from source the standard library writes (``<string>``), and each ``__init__`` a
+    class writes itself takes its fields: their names, in order, positional or keyword-only, and
+    their defaults (None standing for a default factory's)."""
+    classes = _package_dataclasses()
+    assert len(classes) > 40
+    for cls in classes:
+        for name in ("__init__", "__eq__", "__repr__", "__hash__", "__setattr__", "__delattr__"):
+            method = cls.__dict__.get(name)
+            code = getattr(method, "__code__", None)
+            assert code is None or code.co_filename != "<string>", f"{cls.__qualname__}.{name} was compiled"
+        init = cls.__init__
+        if getattr(init, "__module__", None) == plain.__name__ or init is object.__init__:
+            continue
+        params = list(inspect.signature(init).parameters.values())[1:]
+        taken = [f for f in dataclasses.fields(cls) if f.init]
+        if any(p.kind is p.VAR_KEYWORD for p in params):  # (by keywords, each field given or defaulted)
+            continue
+        assert [p.name for p in params] == [f.name for f in taken], cls.__qualname__
+        for p, f in zip(params, taken):
+            assert (p.kind is p.KEYWORD_ONLY) == f.kw_only, (cls.__qualname__, f.name)
+            if f.default is not dataclasses.MISSING:
+                assert p.default == f.default, (cls.__qualname__, f.name)
+            elif f.default_factory is not dataclasses.MISSING:
+                assert p.default is None, (cls.__qualname__, f.name)
+            else:
+                assert p.default is p.empty, (cls.__qualname__, f.name)
+
+
+def test_a_record_written_out_takes_what_it_took() -> None:
+    """The records whose ``__init__`` is written out make what the generic one makes of the same
+    arguments, positional and by name."""
+    from compactlab.engine.layers.base import LayerStats
+    from compactlab.engine.records import CompactionEvent, TurnRecord
+
+    for cls, args in ((TurnRecord, tuple(range(28))), (CompactionEvent, (1, ["snip"], 2, 3, 4, 5, 6, 7, 8, [("x", 1)])),
+                      (LayerStats, tuple(range(15)))):
+        names = [f.name for f in dataclasses.fields(cls)]
+        generic = plain._init(cls, False)
+        for n in range(len(args) + 1):
+            ours, theirs = object.__new__(cls), object.__new__(cls)
+            cls.__init__(ours, *args[:n], **dict(zip(names[n:], args[n:])))
+            generic(theirs, *args[:n], **dict(zip(names[n:], args[n:])))
+            assert vars(ours) == vars(theirs)
+        assert pickle.loads(pickle.dumps(cls(*args))).__dict__ == cls(*args).__dict__
