@@ -132,11 +132,31 @@ def layer_turns(measures: Measures, policy: Policy, env: RunEnv, *, restarts: bo
              if name in NATIVE_LAYERS]
     turns = native.LayerTurns(
         measures.native, TurnRecord, cheap, env.tool_names, env.ledger.cleared_at, env.new_entry, recall,
-        (steps.unit, steps.summary) if "summary" in layers else None,
+        (steps.unit, steps.summary, stub_summary(policy, env, steps)) if "summary" in layers else None,
         (policy.reactive.max_retries, steps.reactive) if "reactive" in layers else None,
         (policy.manual.mode, steps.manual) if "manual" in layers else None, natively,
         shared if "micro" in layers else None, entry_copies(native) if "micro" in layers else None)
     return turns, steps
+
+
+def stub_summary(policy: Policy, env: RunEnv, steps: PythonSteps) -> tuple | None:
+    """What the native loop makes the summary layer's summary with itself (``LayerTurns``' ``Stub``),
+    where the run's summarizer is the stub and the layer uses no option that needs Python: a
+    Codex-style or fractional tail, a rollback, the count of reasoning, a request on the prompt
+    cache, saved transcripts written. None: the layer runs in Python (``layers/summary.py``, the
+    reference: the differential tests hold the two to the same runs)."""
+    from ..summarizers.prompts import prompt_text
+    from ..summarizers.stub import StubSummarizer, stripped_text
+
+    config = policy.summary
+    stub = env.summarizer
+    if (type(stub) is not StubSummarizer or stub.max_chars < 1 or config.keep_user_tokens
+            or config.keep_tail_fraction or config.rollback_if_larger or config.count_reasoning
+            or config.request == "prefix" or env.write_transcripts):
+        return None
+    return (config.keep_head, config.keep_tail, config.template, config.ack or None, config.input_chars,
+            len(prompt_text(config.prompt)), stub.max_chars, stripped_text, env.ledger.saved_transcripts,
+            steps.summarised)
 
 
 def entry_copies(native: Any) -> Any:
@@ -235,6 +255,17 @@ class PythonSteps:
             return None, dealt, None, False, closed
         return (new.entries, new.memo.get("micro") if dealt is not None else None, stats.lowest_changed,
                 bool(stats.summaries), closed)
+
+    def summarised(self, input_chars: int, output_chars: int, input_tokens: int, output_tokens: int,
+                   lowest: int) -> None:
+        """A summary the native loop made (``stub_summary``): the layer's stats at the call, as
+        ``summarize``, ``compact`` and ``summary`` count them, and its circuit breaker's failures
+        cleared, as a summary that worked clears them."""
+        stats = LayerStats(summaries=1, summary_input_chars=input_chars, summary_output_chars=output_chars,
+                           summary_input_tokens=input_tokens, summary_output_tokens=output_tokens)
+        stats.changed_at(lowest)
+        self.stats.add(stats)
+        self.env.state_of(Breaker).failures = 0
 
     def reactive(self, call: int, recorded: int | None, entries: list[Entry], dealt: int | None
                  ) -> tuple[list[Entry] | None, int | None, int | None, bool]:

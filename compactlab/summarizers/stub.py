@@ -67,5 +67,11 @@ def _first_text(entries: Iterable[Entry], role: str) -> str:
     """The text of the first message of ``role`` (in the order given) that has any."""
     for e in entries:
         if e.has_text and e.role == role:
-            return text_of(e.message).strip()
+            return stripped_text(e)
     return ""
+
+
+def stripped_text(entry: Entry) -> str:
+    """What the stub quotes of a message: its text, stripped (the native loop's stub summary asks
+    it of each message it quotes)."""
+    return text_of(entry.message).strip()

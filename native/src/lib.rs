@@ -13,6 +13,7 @@ pub mod pricing;
 pub mod probe_cache;
 pub mod recall;
 pub mod strings;
+pub mod stub;
 pub mod violations;
 
 #[cfg(feature = "python")]

@@ -16,7 +16,7 @@
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use std::borrow::Cow;
 
@@ -25,6 +25,7 @@ use crate::bindings::{
 };
 use crate::cache::list_chars;
 use crate::layers::{placeholder, spliced_count, Facts, Held, KeepBy, PairSafe, Rule, Turn};
+use crate::stub;
 
 /// What the measures in Rust give of a call (`TurnRecord`'s columns).
 struct Row {
@@ -620,7 +621,43 @@ struct Summary {
     /// `layers/summary.py`'s `summary` on the context (`keeping.SummaryStep`); closed, its circuit
     /// breaker is open: it is not asked again
     summarise: Py<PyAny>,
+    /// the summary made here, where the run's summarizer is the stub (None: Python makes it)
+    stub: Option<Stub>,
 }
+
+/// The summary layer's options this loop makes a stub summary with (`keeping.stub_summary`
+/// chooses: the stub summarizer, no option that needs Python; `layers/summary.py`'s `compact` and
+/// `summarizers/stub.py` are the references): the messages kept verbatim around it, its message's
+/// template and the assistant's acknowledgement, the input's limit, the prompt's characters (what
+/// the stub bills), the stub's most characters; and what it asks of Python: an entry's text
+/// (`text_of(message).strip()`), the ledger's saved transcripts (each summary's context noted
+/// there, as `save_transcript` notes it) and the steps' stats (`PythonSteps.summarised`).
+struct Stub {
+    keep_head: usize,
+    keep_tail: usize,
+    template: String,
+    ack: Option<String>,
+    input_chars: i64,
+    prompt_chars: usize,
+    max_chars: usize,
+    text_of: Py<PyAny>,
+    saved: Py<PyList>,
+    summarised: Py<PyAny>,
+}
+
+/// What `LayerTurns::new` is given of the stub (`Stub`, in its fields' order).
+type StubParts = (
+    usize,
+    usize,
+    String,
+    Option<String>,
+    i64,
+    usize,
+    usize,
+    Py<PyAny>,
+    Py<PyList>,
+    Py<PyAny>,
+);
 
 /// What the layers did at a call (`LayerStats`' counts of them).
 #[derive(Default)]
@@ -717,7 +754,7 @@ impl LayerTurns {
         cleared_at: Py<PyDict>,
         new_entry: Py<PyAny>,
         recall: Py<PyAny>,
-        summary: Option<(String, Py<PyAny>)>,
+        summary: Option<(String, Py<PyAny>, Option<StubParts>)>,
         reactive: Option<(usize, Py<PyAny>)>,
         manual: Option<(String, Py<PyAny>)>,
         native_recall: Option<NativeRecallParts>,
@@ -773,7 +810,7 @@ impl LayerTurns {
             layers: made,
             summary: match summary {
                 None => None,
-                Some((unit, summarise)) => Some(Summary {
+                Some((unit, summarise, stub)) => Some(Summary {
                     unit: match unit.as_str() {
                         "messages" => Unit::Messages,
                         "chars" => Unit::Chars,
@@ -786,6 +823,31 @@ impl LayerTurns {
                         }
                     },
                     summarise,
+                    stub: stub.map(
+                        |(
+                            keep_head,
+                            keep_tail,
+                            template,
+                            ack,
+                            input_chars,
+                            prompt_chars,
+                            max_chars,
+                            text_of,
+                            saved,
+                            summarised,
+                        )| Stub {
+                            keep_head,
+                            keep_tail,
+                            template,
+                            ack,
+                            input_chars,
+                            prompt_chars,
+                            max_chars,
+                            text_of,
+                            saved,
+                            summarised,
+                        },
+                    ),
                 }),
             },
             reactive,
@@ -1552,6 +1614,12 @@ impl LayerTurns {
         if size <= trigger {
             return Ok(());
         }
+        if summary.stub.is_some() && self.stub_summary(py, call, done)? {
+            return Ok(());
+        }
+        let Some(summary) = &self.summary else {
+            return Ok(());
+        };
         let dealt = self.dealt();
         done.python = true;
         let got = summary.summarise.bind(py).call1((
@@ -1573,6 +1641,183 @@ impl LayerTurns {
         self.take(py, entries, dealt, lowest, done)?;
         done.stepped |= acted;
         Ok(())
+    }
+
+    /// The summary layer's stub summary at `call`, made here (`Stub`; `layers/summary.py`'s
+    /// `compact` and `summarizers/stub.py` are the references): the context noted as a saved
+    /// transcript, its middle summarised by the messages' facts and three of their texts, the
+    /// summary's message (and the acknowledgement) made in its place, micro's count of results
+    /// dealt with spliced, the call's stats told to Python. Whether it was made: not where a text
+    /// is Python's to read (a sized placeholder in it, a string Rust cannot hold), which is then
+    /// made by Python, nothing changed here.
+    fn stub_summary(&mut self, py: Python<'_>, call: usize, done: &mut Done) -> PyResult<bool> {
+        let Some(stub) = self.summary.as_ref().and_then(|s| s.stub.as_ref()) else {
+            return Ok(false);
+        };
+        let held = &self.held.messages;
+        let n = held.len();
+        // pair-safe cuts (`pair_safe_head`, `pair_safe_tail`)
+        let mut head_end = stub.keep_head.min(n);
+        if head_end > 0 && held[head_end - 1].uses {
+            while head_end < n && !held[head_end].sizes.is_empty() {
+                head_end += 1;
+            }
+        }
+        let mut tail_start = n;
+        if stub.keep_tail > 0 {
+            tail_start = n - stub.keep_tail.min(n);
+            if 0 < tail_start
+                && tail_start < n
+                && !held[tail_start].sizes.is_empty()
+                && held[tail_start - 1].uses
+            {
+                tail_start -= 1;
+            }
+        }
+        let tail_start = tail_start.max(head_end);
+        let entries = self.entries.bind(py);
+        let text_of = |i: usize| -> PyResult<Option<String>> {
+            let text = stub.text_of.bind(py).call1((entries.get_item(i)?,))?;
+            Ok(text.cast::<PyString>()?.to_str().ok().map(str::to_owned))
+        };
+        // `_first_text`'s test of a message: of the role, with text
+        let of_role = |i: usize, role: &str| -> PyResult<bool> {
+            let entry = || entries.get_item(i);
+            Ok(match held[i].turn {
+                Turn::Prompt => role == "user",
+                Turn::Agent => {
+                    role == "assistant" && entry()?.getattr(intern!(py, "has_text"))?.is_truthy()?
+                }
+                Turn::Other => {
+                    let e = entry()?;
+                    e.getattr(intern!(py, "role"))?.eq(role)?
+                        && e.getattr(intern!(py, "has_text"))?.is_truthy()?
+                }
+            })
+        };
+        let middle = head_end..tail_start;
+        let mut facts = stub::Facts {
+            messages: middle.len(),
+            ..Default::default()
+        };
+        let mut picks = [None, None, None];
+        for (pick, role, forward) in [
+            (0, "user", true),
+            (1, "user", false),
+            (2, "assistant", false),
+        ] {
+            let order: Vec<usize> = if forward {
+                middle.clone().collect()
+            } else {
+                middle.clone().rev().collect()
+            };
+            for i in order {
+                if of_role(i, role)? {
+                    picks[pick] = Some(i);
+                    break;
+                }
+            }
+        }
+        for (pick, text) in picks.iter().zip([
+            &mut facts.first_user,
+            &mut facts.latest_user,
+            &mut facts.last_assistant,
+        ]) {
+            if let Some(i) = pick {
+                match text_of(*i)? {
+                    Some(t) => *text = t,
+                    None => return Ok(false),
+                }
+            }
+        }
+        let mut counts: rustc_hash::FxHashMap<String, usize> = Default::default();
+        let mut named: rustc_hash::FxHashSet<String> = Default::default();
+        for i in middle.clone() {
+            if held[i].uses {
+                let entry = entries.get_item(i)?;
+                for name in entry.getattr(intern!(py, "tool_names"))?.try_iter()? {
+                    let Ok(name) = name?.cast::<PyString>()?.to_str().map(str::to_owned) else {
+                        return Ok(false);
+                    };
+                    *counts.entry(name).or_default() += 1;
+                }
+                for files in entry.getattr(intern!(py, "use_files"))?.try_iter()? {
+                    for file in files?.try_iter()? {
+                        let Ok(file) = file?.cast::<PyString>()?.to_str().map(str::to_owned) else {
+                            return Ok(false);
+                        };
+                        if named.insert(file.clone()) {
+                            facts.files.push(file);
+                        }
+                    }
+                }
+            }
+            if !held[i].sizes.is_empty() {
+                for fact in entries
+                    .get_item(i)?
+                    .getattr(intern!(py, "results"))?
+                    .try_iter()?
+                {
+                    if fact?.getattr(intern!(py, "is_error"))?.is_truthy()? {
+                        facts.errors += 1;
+                    }
+                }
+            }
+        }
+        facts.tools = counts.into_iter().collect();
+        let Some(text) = stub::text(&facts, stub.max_chars) else {
+            return Ok(false);
+        };
+        // what `summarize` counts: the input (the middle's JSON, to the limit), the stub's tokens
+        let middle_sum: i64 = self.chars[middle.clone()].iter().sum();
+        let input_chars = stub.input_chars.min(list_chars(middle_sum, middle.len()));
+        let output_chars = stub::chars(&text);
+        let input_tokens = stub::tokens(stub.prompt_chars + input_chars.max(0) as usize);
+        let output_tokens = stub::tokens(output_chars);
+        // `save_transcript`: the context noted (its file written only with --write-transcripts)
+        let saved = stub.saved.bind(py);
+        let transcript = format!("transcripts/transcript-{call:05}-{}.jsonl", saved.len() + 1);
+        let noted = PyDict::new(py);
+        noted.set_item(intern!(py, "call"), call)?;
+        noted.set_item(intern!(py, "messages"), n)?;
+        noted.set_item(intern!(py, "chars"), list_chars(self.chars_sum, n))?;
+        noted.set_item(intern!(py, "path"), py.None())?;
+        saved.append(noted)?;
+        let mut made = Vec::new();
+        let content = stub
+            .template
+            .replace("{transcript}", &transcript)
+            .replace("{summary}", &text);
+        for (role, content) in
+            std::iter::once(("user", content)).chain(stub.ack.clone().map(|a| ("assistant", a)))
+        {
+            let message = PyDict::new(py);
+            message.set_item(intern!(py, "role"), role)?;
+            message.set_item(intern!(py, "content"), content)?;
+            made.push(self.new_entry.bind(py).call1((message, "summary", call))?);
+        }
+        let summarised = stub.summarised.clone_ref(py);
+        let counts = (
+            self.held.refs_before(head_end),
+            self.held.refs_before(tail_start),
+        );
+        self.splice(py, head_end, made, tail_start)?;
+        for layer in self.layers.iter_mut() {
+            if let Layer::Micro(m) = layer {
+                m.dealt = spliced_count(m.dealt, counts.0, counts.1, 0);
+            }
+        }
+        summarised.bind(py).call1((
+            input_chars,
+            output_chars,
+            input_tokens,
+            output_tokens,
+            head_end,
+        ))?;
+        done.python = true;
+        done.stepped = true;
+        done.changed_at(head_end);
+        Ok(true)
     }
 
     /// The context a Python layer made of this one: every fact read again from its messages.
@@ -1681,7 +1926,7 @@ impl LayerTurns {
             self.held.refs_before(tail_start),
             0,
         );
-        self.splice(py, head_end, placeholder, tail_start)?;
+        self.splice(py, head_end, vec![placeholder], tail_start)?;
         done.snipped += snipped as i64;
         done.changed_at(changed);
         Ok(Some(counts))
@@ -1693,20 +1938,24 @@ impl LayerTurns {
         &mut self,
         py: Python<'_>,
         head_end: usize,
-        made: Bound<'_, PyAny>,
+        made: Vec<Bound<'_, PyAny>>,
         tail_start: usize,
     ) -> PyResult<()> {
-        let chars: i64 = made.getattr(intern!(py, "chars"))?.extract()?;
-        let origin: i64 = made.getattr(intern!(py, "origin"))?.extract()?;
-        let facts = facts_of(&made, origin)?;
+        let (mut chars, mut origins, mut facts) = (Vec::new(), Vec::new(), Vec::new());
+        for m in &made {
+            let origin: i64 = m.getattr(intern!(py, "origin"))?.extract()?;
+            chars.push(m.getattr(intern!(py, "chars"))?.extract::<i64>()?);
+            facts.push(facts_of(m, origin)?);
+            origins.push(origin);
+        }
         self.entries
             .bind(py)
-            .set_slice(head_end, tail_start, PyList::new(py, [made])?.as_any())?;
+            .set_slice(head_end, tail_start, PyList::new(py, made)?.as_any())?;
         let dropped: i64 = self.chars[head_end..tail_start].iter().sum();
-        self.chars_sum += chars - dropped;
-        self.chars.splice(head_end..tail_start, [chars]);
-        self.origins.splice(head_end..tail_start, [origin]);
-        self.held.splice(head_end, vec![facts], tail_start);
+        self.chars_sum += chars.iter().sum::<i64>() - dropped;
+        self.chars.splice(head_end..tail_start, chars);
+        self.origins.splice(head_end..tail_start, origins);
+        self.held.splice(head_end, facts, tail_start);
         let mut key = -1;
         self.keys = self
             .origins
