@@ -23,9 +23,8 @@ from .errors import UsageError
 CORES = ("python", "native")
 #: what the native core runs of a replay, in words (``--version`` and the docs say it)
 NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one made of the built-in layers "
-                "(s08, claude-code and codex among them; micro's copies of a message, left in its file or loaded; a "
-                "summary's "
-                "text and persisting in Python); recall, asked "
+                "(s08, claude-code and codex among them; micro's copies of a message, left in its file or loaded; "
+                "the stub's summary; a live summary's text and persisting in Python); recall, asked "
                 "by that loop itself: its check, attribution and ledger, the texts it reads and the ledger's "
                 "tallies; each call's violations, checked and logged; the run's pricing; "
                 "the raw baseline without probes (a stream's handing the facts it reads of each message to the run's "
