@@ -55,14 +55,39 @@ def tool_session(turns: int, size: int = 500, prefix: str = "t") -> list[dict]:
 
 
 def assert_same_run(a, b) -> None:
-    """Two runs report the same: the summary (but its run time), every call record, failures, every
-    probe's outcome and the compaction events with what each removed."""
+    """Two runs report the same: the summary (but its run time and the core that ran), every call
+    record, failures, every probe's outcome and the compaction events with what each removed."""
     sa, sb = orjson.loads(orjson.dumps(a.summary)), orjson.loads(orjson.dumps(b.summary))
+    sa.pop("core", None), sb.pop("core", None)
     assert sa == sb
     assert orjson.dumps(a.calls) == orjson.dumps(b.calls)
     assert a.failed_summaries == b.failed_summaries
     assert a.probe_ledger == b.probe_ledger
     assert a.events == b.events
+
+
+def built(messages: list[dict], name: str = "generated.jsonl") -> Any:
+    """A transcript of Anthropic ``messages``, loaded (``TranscriptBuilder``)."""
+    from compactlab.transcripts import TranscriptBuilder
+
+    b = TranscriptBuilder(name, "anthropic")
+    for m in messages:
+        b.add(m)
+    return b.build()
+
+
+def on_both_cores(env: Any, transcript: Any, policy: Any, options: Any = None) -> tuple[Any, Any]:
+    """``transcript`` replayed through ``policy`` on the python core, then on the native one
+    (``env``: a monkeypatch, for ``COMPACTLAB_CORE``), each run said to be its core's."""
+    from compactlab import ReplayOptions, replay
+
+    runs = []
+    for which in ("python", "native"):
+        env.setenv("COMPACTLAB_CORE", which)
+        run = replay(transcript, policy, options or ReplayOptions())
+        assert run.summary.core == which
+        runs.append(run)
+    return runs[0], runs[1]
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:

@@ -23,7 +23,7 @@ from compactlab.engine.loop import Turns
 from compactlab.engine.measures import CallAt
 from compactlab.engine.sizing import TokenEstimator
 from compactlab.errors import UsageError
-from helpers import SAMPLES, SHARED
+from helpers import SAMPLES, SHARED, assert_same_run, built, on_both_cores
 from strategies import policies, transcripts
 
 NATIVE = core.native_module()
@@ -175,23 +175,7 @@ def test_the_native_prompt_cache_gives_the_python_rows_on_generated_calls(calls,
 def test_generated_transcripts_replay_alike_on_both_cores(monkeypatch_session, msgs, policy, provider):
     """Generated recordings (parallel tool batches, errors, prompts, manual compactions) through
     random layer settings and each provider's cache rules: the same run on both cores."""
-    from compactlab.transcripts import TranscriptBuilder
-
-    b = TranscriptBuilder("generated.jsonl", "anthropic")
-    for m in msgs:
-        b.add(m)
-    t = b.build()
-    runs = []
-    for which in ("python", "native"):
-        monkeypatch_session.setenv("COMPACTLAB_CORE", which)
-        run = replay(t, policy, ReplayOptions(cache_model=provider))
-        assert run.summary.core == which
-        runs.append(run)
-    a, b2 = runs
-    sa, sb = (orjson.loads(orjson.dumps(r.summary)) for r in runs)
-    sa.pop("core"), sb.pop("core")
-    assert sa == sb and orjson.dumps(a.calls) == orjson.dumps(b2.calls)
-    assert a.probe_ledger == b2.probe_ledger and a.events == b2.events
+    assert_same_run(*on_both_cores(monkeypatch_session, built(msgs), policy, ReplayOptions(cache_model=provider)))
 
 
 @needs_native

@@ -7,18 +7,17 @@ does not make, and a text holding a sized placeholder, are left to Python."""
 
 from __future__ import annotations
 
-import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compactlab import ReplayOptions, replay
+from compactlab import ReplayOptions
 from compactlab import core
 from compactlab.engine import keeping
 from compactlab.engine.policy import build_policy
 from compactlab.summarizers.stub import StubSummarizer
-from compactlab.transcripts import TranscriptBuilder
 from compactlab.transcripts.messages import SIZED_MARK
+from helpers import assert_same_run, built, on_both_cores
 
 NATIVE = core.native_module()
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="the native core is not built in this install: nothing "
@@ -69,23 +68,7 @@ SUMMARY = st.fixed_dictionaries({
 
 
 def _both(monkeypatch, msgs: list[dict], policy: object, max_chars: int = 2_000) -> tuple:
-    b = TranscriptBuilder("generated.jsonl", "anthropic")
-    for m in msgs:
-        b.add(m)
-    t = b.build()
-    runs = []
-    for which in ("python", "native"):
-        monkeypatch.setenv("COMPACTLAB_CORE", which)
-        runs.append(replay(t, policy, ReplayOptions(summarizer=StubSummarizer(max_chars))))
-    return tuple(runs)
-
-
-def _alike(a, b) -> None:
-    sa, sb = (orjson.loads(orjson.dumps(r.summary)) for r in (a, b))
-    sa.pop("core"), sb.pop("core")
-    assert sa == sb
-    assert orjson.dumps(a.calls) == orjson.dumps(b.calls)
-    assert a.probe_ledger == b.probe_ledger and a.events == b.events
+    return on_both_cores(monkeypatch, built(msgs), policy, ReplayOptions(summarizer=StubSummarizer(max_chars)))
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +82,7 @@ def env():
 @given(conversations(), SUMMARY, st.sampled_from([2_000, 2_000, 120, 1]))
 def test_the_native_stub_summary_is_the_python_layers(env, msgs, summary, max_chars):
     a, b = _both(env, msgs, _policy(summary), max_chars)
-    _alike(a, b)
+    assert_same_run(a, b)
     assert a.summary.saved_transcripts == b.summary.saved_transcripts
 
 
@@ -120,15 +103,15 @@ def test_the_native_loop_makes_the_summary_itself_and_leaves_python_what_it_cann
     for options in ({}, {"ack": "Understood.", "keep_head": 1, "keep_tail": 2}):
         made.clear()
         a, b = _both(monkeypatch, msgs, _policy(options))
-        _alike(a, b)
+        assert_same_run(a, b)
         assert b.summary.summaries > 0 and made == []
     marked = [{**msgs[0], "content": f"{SIZED_MARK}[tool_result len=500] then"}, *msgs[1:]]
     made.clear()
     a, b = _both(monkeypatch, marked, _policy({}))
-    _alike(a, b)
+    assert_same_run(a, b)
     assert made  # (the summaries that quote the placeholder were Python's)
     for options in ({"rollback_if_larger": True}, {"keep_tail_fraction": 0.3}, {"keep_user_tokens": 100}):
         made.clear()
         a, b = _both(monkeypatch, msgs, _policy(options))
-        _alike(a, b)
+        assert_same_run(a, b)
         assert len(made) >= b.summary.summaries > 0
