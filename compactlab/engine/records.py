@@ -6,7 +6,7 @@ Field names here are the JSON keys and CSV columns; change them only with a sche
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import MISSING, asdict, field, fields, replace
+from dataclasses import asdict, field, fields, replace
 from operator import attrgetter
 from typing import Any
 
@@ -128,29 +128,16 @@ TURN_COLUMNS = [f.name for f in fields(TurnRecord)]
 turn_values = attrgetter(*TURN_COLUMNS)
 
 
-@dataclass(slots=True, eq=False, repr=False, init=False)
+@dataclass(slots=True, eq=False, repr=False)
 class RunSummary(Mapping[str, Any]):
     """A run's totals (summary.json's "summary"): typed fields, read by their keys as the dict
     summary.json holds is (``s["recall"]``, ``s.get``, ``in``), so what reads a summary reads one
     made here and one read back from a file alike; its metric parts are ``numbers``.
 
     Slotted: a corpus command holds thousands (about 1 KB each, where the dict took 4 KB). Made
-    by keywords, each field given or at its default (one ``__init__`` for its 63 fields: the one
-    ``dataclass`` would generate cost about 12 M instructions of every start-up, to compile)."""
-
-    def __init__(self, **values: Any) -> None:
-        for name, default, factory in _SUMMARY_DEFAULTS:
-            if name in values:
-                value = values.pop(name)
-            elif default is not MISSING:
-                value = default
-            elif factory is not MISSING:
-                value = factory()
-            else:
-                raise TypeError(f"RunSummary() missing keyword argument {name!r}")
-            object.__setattr__(self, name, value)
-        if values:
-            raise TypeError(f"RunSummary() got unexpected keyword argument(s): {', '.join(sorted(values))}")
+    by keywords, each field given or at its default (``compactlab.plain``'s ``__init__``: the one
+    the standard library would compile for its 63 fields cost about 12 M instructions of every
+    start-up)."""
 
     transcript: str
     format: str
@@ -378,7 +365,6 @@ def _recorded(pricing: Any) -> dict[str, Any]:
 
 SUMMARY_KEYS = [f.name for f in fields(RunSummary)]
 #: (name, default, default factory) of every field of RunSummary, in order: what its __init__ fills
-_SUMMARY_DEFAULTS = [(f.name, f.default, f.default_factory) for f in fields(RunSummary)]
 _SUMMARY_FIELDS = frozenset(SUMMARY_KEYS)
 #: the RunSummary keys that are single numbers (compare's columns)
 NUMERIC_SUMMARY_KEYS = [f.name for f in fields(RunSummary) if f.type in ("int", "float", "float | None")]

@@ -135,21 +135,38 @@ impl Held {
         }
         let mut head_end = keep_head;
         let mut tail_start = n - (max_messages - keep_head);
-        if pair_safe != PairSafe::Off && head_end > 0 && self.messages[head_end - 1].uses {
-            // a head ending in a tool_use takes the tool_result messages after it
+        if pair_safe != PairSafe::Off {
+            head_end = self.pair_safe_head(head_end);
+        }
+        if pair_safe == PairSafe::Both {
+            tail_start = self.pair_safe_tail(tail_start);
+        }
+        (head_end < tail_start).then_some((head_end, tail_start))
+    }
+
+    /// `pair_safe_head`: a head ending in a tool_use takes the tool_result messages after it.
+    pub fn pair_safe_head(&self, mut head_end: usize) -> usize {
+        let n = self.messages.len();
+        if head_end > 0 && self.messages[head_end - 1].uses {
             while head_end < n && !self.messages[head_end].sizes.is_empty() {
                 head_end += 1;
             }
         }
-        if pair_safe == PairSafe::Both
-            && 0 < tail_start
+        head_end
+    }
+
+    /// `pair_safe_tail`: a tail starting with tool results takes the tool_use message before it.
+    pub fn pair_safe_tail(&self, tail_start: usize) -> usize {
+        let n = self.messages.len();
+        if 0 < tail_start
             && tail_start < n
             && !self.messages[tail_start].sizes.is_empty()
             && self.messages[tail_start - 1].uses
         {
-            tail_start -= 1; // a tail starting with tool results takes the tool_use before it
+            tail_start - 1
+        } else {
+            tail_start
         }
-        (head_end < tail_start).then_some((head_end, tail_start))
     }
 
     /// `_cutoff`: how many tool results, from the first, are old enough to replace.

@@ -1644,24 +1644,12 @@ impl LayerTurns {
         let held = &self.held.messages;
         let n = held.len();
         // pair-safe cuts (`pair_safe_head`, `pair_safe_tail`)
-        let mut head_end = stub.keep_head.min(n);
-        if head_end > 0 && held[head_end - 1].uses {
-            while head_end < n && !held[head_end].sizes.is_empty() {
-                head_end += 1;
-            }
+        let head_end = self.held.pair_safe_head(stub.keep_head.min(n));
+        let tail_start = match stub.keep_tail {
+            0 => n,
+            keep => self.held.pair_safe_tail(n - keep.min(n)),
         }
-        let mut tail_start = n;
-        if stub.keep_tail > 0 {
-            tail_start = n - stub.keep_tail.min(n);
-            if 0 < tail_start
-                && tail_start < n
-                && !held[tail_start].sizes.is_empty()
-                && held[tail_start - 1].uses
-            {
-                tail_start -= 1;
-            }
-        }
-        let tail_start = tail_start.max(head_end);
+        .max(head_end);
         let entries = self.entries.bind(py);
         let text_of = |i: usize| -> PyResult<Option<String>> {
             let text = stub.text_of.bind(py).call1((entries.get_item(i)?,))?;
@@ -1687,24 +1675,21 @@ impl LayerTurns {
             messages: middle.len(),
             ..Default::default()
         };
-        let mut picks = [None, None, None];
-        for (pick, role, forward) in [
-            (0, "user", true),
-            (1, "user", false),
-            (2, "assistant", false),
-        ] {
-            let order: Vec<usize> = if forward {
-                middle.clone().collect()
-            } else {
-                middle.clone().rev().collect()
-            };
-            for i in order {
-                if of_role(i, role)? {
-                    picks[pick] = Some(i);
-                    break;
+        // `_first_text`: the first message of the role with text, in the order given
+        let first =
+            |order: &mut dyn Iterator<Item = usize>, role: &str| -> PyResult<Option<usize>> {
+                for i in order {
+                    if of_role(i, role)? {
+                        return Ok(Some(i));
+                    }
                 }
-            }
-        }
+                Ok(None)
+            };
+        let picks = [
+            first(&mut middle.clone(), "user")?,
+            first(&mut middle.clone().rev(), "user")?,
+            first(&mut middle.clone().rev(), "assistant")?,
+        ];
         for (pick, text) in picks.iter().zip([
             &mut facts.first_user,
             &mut facts.latest_user,
