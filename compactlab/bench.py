@@ -89,11 +89,17 @@ class Measure:
     cpus: list[float] = field(default_factory=list)
     rss: list[int] = field(default_factory=list)
     main_rss: list[int] = field(default_factory=list)  # of the command's own process
-    env: dict[str, str] = field(default_factory=dict)  # set for this command only
+    #: set for this command only (None: left out of its environment)
+    env: dict[str, str | None] = field(default_factory=dict)
+    cwd: str | None = None  # where it runs (None: here)
 
     def run(self) -> None:
-        env = {**os.environ, **self.env} if self.env else None
-        r = subprocess.run([sys.executable, "-c", WRAPPER, *self.argv], capture_output=True, text=True, env=env)
+        env = None
+        if self.env:
+            merged = {**os.environ, **self.env}
+            env = {k: v for k, v in merged.items() if v is not None}
+        r = subprocess.run([sys.executable, "-c", WRAPPER, *self.argv], capture_output=True, text=True, env=env,
+                           cwd=self.cwd)
         if r.returncode:
             raise RuntimeError(f"{self.name} failed: {r.stderr.strip()[-500:]}")
         m = json.loads(r.stdout)
@@ -109,6 +115,69 @@ class Measure:
     @property
     def cpu(self) -> float:
         return statistics.median(self.cpus)
+
+
+#: #59's target of the corpus jobs against the head it was filed at: a compare of the trajectories
+#: (again, and first) and the tune, each this much faster (CPU, every process)
+BASELINE_TARGET = 2.5
+
+
+@dataclass
+class Baseline:
+    """``bench --baseline PYTHON``: another install of compactlab (the head #59 was filed at, say),
+    run as ``PYTHON -m compactlab`` beside this one on the same inputs, interleaved: from the
+    bench's own folder and without ``PYTHONPATH`` (so that neither this checkout nor this install's
+    path is what it imports), with a probe cache of its own."""
+
+    python: str
+    version: str  # the first line its ``--version`` printed
+    root: str
+
+    @classmethod
+    def of(cls, python: str, root: Path) -> "Baseline":
+        """The baseline at ``python``, checked to run compactlab (a usage error where it does not)."""
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        try:
+            r = subprocess.run([python, "-m", "compactlab", "--version"], capture_output=True, text=True,
+                               cwd=root, env=env, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise UsageError(f"--baseline {python}: cannot run it ({e.__class__.__name__})",
+                             hint="give another install's Python, e.g. /path/to/venv/bin/python") from None
+        if r.returncode or not r.stdout.strip():
+            raise UsageError(f"--baseline {python}: not a Python that runs compactlab (exit status {r.returncode})",
+                             hint="give another install's Python, e.g. /path/to/venv/bin/python") from None
+        lines = r.stdout.strip().splitlines()
+        core = next((line.split(" (")[0] for line in lines[1:] if line.startswith("core: ")), None)
+        from .reports.text import visible  # (what another program printed: its control characters shown)
+
+        return cls(python, visible(", ".join([lines[0].strip(), *([core] if core else [])]))[:200], str(root))
+
+    def twin(self, m: Measure, root: Path) -> Measure:
+        """``m`` as the baseline runs it: its command after ``python -m compactlab``, its ``--out``
+        a folder of its own."""
+        argv = [self.python, "-m", "compactlab", *m.argv[3:]]
+        if "--out" in argv:
+            k = argv.index("--out") + 1
+            argv[k] += "-baseline"
+        return Measure(f"{m.name}, baseline", argv, cwd=self.root,
+                       env={**m.env, "PYTHONPATH": None, "COMPACTLAB_CACHE_DIR": str(root / "cache-baseline")})
+
+
+def _baseline_rows(by: dict[str, Measure]) -> list[tuple[str, float, str, bool | None]]:
+    """``bench --baseline``'s figures: each corpus job's CPU on the baseline over this one's
+    (#59: at least ``BASELINE_TARGET``)."""
+    trials, n, _ = TUNE
+    rows: list[tuple[str, float, str, bool | None]] = []
+    for name, label in ((f"compare {TRAJECTORIES} trajectories x 2, with reports",
+                         f"compare {TRAJECTORIES} trajectories x 2, again: baseline / this (CPU)"),
+                        (f"compare {TRAJECTORIES} trajectories x 2, first (probes indexed)",
+                         f"compare {TRAJECTORIES} trajectories x 2, first: baseline / this (CPU)"),
+                        (f"tune {trials} trials x {n}", f"tune {trials} trials x {n}: baseline / this (CPU)")):
+        this, base = by.get(name), by.get(f"{name}, baseline")
+        if this is not None and base is not None:
+            value = base.cpu / this.cpu
+            rows.append((label, value, f"× (#59) ≥ {BASELINE_TARGET}", value >= BASELINE_TARGET))
+    return rows
 
 
 def naive_replay(path: str) -> int:
@@ -182,10 +251,10 @@ def _naive_orphans(context: list[dict]) -> int:
     return orphans
 
 
-def _tune_measures(root: Path, cl: list[str], jobs: int) -> list[Measure]:
+def _tune_measures(root: Path, cl: list[str], jobs: int, against: Baseline | None = None) -> list[Measure]:
     """tune of s08's summary trigger and micro window: TUNE's trials over its transcripts; and a
     compare --dry-run of as many replays (the trials' values swept), what the tune costs beyond
-    its replays (#32 §2: at most 1.5x)."""
+    its replays (#32 §2: at most 1.5x); with a baseline, its tune of the same, run between them."""
     from .synth import write
 
     trials, n, calls = TUNE
@@ -203,21 +272,27 @@ def _tune_measures(root: Path, cl: list[str], jobs: int) -> list[Measure]:
                    [*cl, "compare", str(folder), "-p", "s08", "--sweep", f"summary.trigger={triggers}",
                     "--sweep", "micro.keep_recent=1,2,3,4,5,6,7,8,9,10", "--jobs", str(jobs), "--dry-run",
                     "--format", "csv", "-q"])
+    twin = against.twin(m, root) if against is not None else None
     m.run()
+    if twin is not None:
+        twin.run()
     same.run()
-    return [m, same]
+    return [m, same, *([twin] if twin is not None else [])]
 
 
 def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None = None, naive: bool = True,
         jobs: int = 2, corpus: bool = False, tune: bool = False, trajectories: str | None = None,
-        instructions: bool = False, dask: bool = False) -> dict[str, Any]:
+        instructions: bool = False, dask: bool = False, baseline: str | None = None) -> dict[str, Any]:
     """Generate the inputs, measure, and return the figures (printing a table to ``out``).
     ``trajectories``: a folder of recorded sessions to time compare on, ``TRAJECTORIES`` of them;
     ``instructions``: also count the floor's and the replays' of #59's targets by callgrind;
-    ``dask``: also compare the trajectories on a local Dask cluster (``LocalDask``)."""
+    ``dask``: also compare the trajectories on a local Dask cluster (``LocalDask``); ``baseline``:
+    another install's Python, whose compactlab runs the trajectories' compare and the tune beside
+    this one's (``Baseline``)."""
     from .synth import write
 
     _can_dask(dask, trajectories)
+    _can_baseline(baseline, trajectories, tune)
 
     out = out or sys.stdout
     tmp = tempfile.TemporaryDirectory(prefix="compactlab-bench-") if workdir is None else None
@@ -225,6 +300,7 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
     root.mkdir(parents=True, exist_ok=True)
     cache_dir = os.environ.get("COMPACTLAB_CACHE_DIR")
     try:
+        against = Baseline.of(baseline, root) if baseline is not None else None
         n_file, n2_file, big_file = root / f"synth-{calls}.jsonl", root / f"synth-{2 * calls}.jsonl", root / "synth-120mb.jsonl"
         size = write(n_file, calls, seed=1)
         size2 = write(n2_file, 2 * calls, seed=1)
@@ -298,10 +374,10 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
         if corpus:  # compare at corpus size, once each (they take a while)
             by.update({m.name: m for m in _corpus_measures(root, cl, jobs)})
         if tune:
-            by.update({m.name: m for m in _tune_measures(root, cl, jobs)})
+            by.update({m.name: m for m in _tune_measures(root, cl, jobs, against)})
         idle = None
         if trajectories:
-            recorded, idle = _recorded_measures(Path(trajectories), root, cl, jobs, rounds, dask)
+            recorded, idle = _recorded_measures(Path(trajectories), root, cl, jobs, rounds, dask, against)
             by.update(recorded)
         reference = None
         if naive:
@@ -315,7 +391,7 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
             names = ("floor", *INSTRUCTION_TARGETS, *RECORDING)
             startup.update(counted({name: by[name].argv for name in names}, {name: by[name].env for name in names})
                            or {})
-        return _report(by, reference, size, big_size, calls, rounds, out, startup, idle)
+        return _report(by, reference, size, big_size, calls, rounds, out, startup, idle, against)
     finally:
         if cache_dir is None:
             os.environ.pop("COMPACTLAB_CACHE_DIR", None)
@@ -459,15 +535,24 @@ def _dask_rows(by: dict[str, Measure], idle: float | None) -> list[tuple[str, fl
     return rows
 
 
-def _recorded_measures(source: Path, root: Path, cl: list[str], jobs: int, rounds: int,
-                       dask: bool) -> tuple[dict[str, Measure], float | None]:
-    """``bench --trajectories``' measures, and ``--dask``'s with what its cluster costs idle."""
-    measures = _trajectory_measures(source, root, cl, jobs, rounds)
+def _recorded_measures(source: Path, root: Path, cl: list[str], jobs: int, rounds: int, dask: bool,
+                       against: Baseline | None = None) -> tuple[dict[str, Measure], float | None]:
+    """``bench --trajectories``' measures (and a baseline's of the same), and ``--dask``'s with
+    what its cluster costs idle."""
+    measures = _trajectory_measures(source, root, cl, jobs, rounds, against)
     idle = None
     if dask:
         on_dask, idle = _dask_measures(root / "trajectories", root, cl, jobs, rounds)
         measures += on_dask
     return {m.name: m for m in measures}, idle
+
+
+def _can_baseline(baseline: str | None, trajectories: str | None, tune: bool) -> None:
+    """A usage error where ``bench --baseline`` has nothing to time: neither the trajectories'
+    compare nor the tune."""
+    if baseline is not None and not (trajectories or tune):
+        raise UsageError("--baseline times the trajectories' compare and the tune against another install: "
+                         "give --trajectories FOLDER or --tune too")
 
 
 def _can_dask(dask: bool, trajectories: str | None) -> None:
@@ -527,9 +612,11 @@ def trajectory_corpus(source: Path, folder: Path, n: int | None = None) -> int:
     return len(files)
 
 
-def _trajectory_measures(source: Path, root: Path, cl: list[str], jobs: int, rounds: int) -> list[Measure]:
+def _trajectory_measures(source: Path, root: Path, cl: list[str], jobs: int, rounds: int,
+                         against: Baseline | None = None) -> list[Measure]:
     """compare of ``TRAJECTORIES`` recorded sessions x 2 policies (and no compaction) with its
-    reports: the corpus job users wait for (#44), timed warm (its probes cached by a first run)."""
+    reports: the corpus job users wait for (#44), timed warm (its probes cached by a first run) and
+    first; with a baseline, its compare of the same beside each, in the same rounds."""
     folder = root / "trajectories"
     trajectory_corpus(source, folder)
     argv = [*cl, "compare", str(folder), "-p", "s08", "-p", "observation-masking", "--jobs", str(jobs), "-q",
@@ -539,10 +626,16 @@ def _trajectory_measures(source: Path, root: Path, cl: list[str], jobs: int, rou
     first = Measure(f"compare {TRAJECTORIES} trajectories x 2, first (probes indexed)", argv,
                     env={"COMPACTLAB_PROBE_CACHE": "0"})
     subprocess.run(m.argv, capture_output=True, check=True)  # (the probes indexed and cached once)
+    measures = [m, first]
+    if against is not None:
+        twins = [against.twin(m, root), against.twin(first, root)]
+        twins[0].run()  # (the baseline's probes indexed and cached once, in its own folder: not timed)
+        twins[0].walls, twins[0].cpus, twins[0].rss, twins[0].main_rss = [], [], [], []
+        measures = [m, twins[0], first, twins[1]]
     for _ in range(rounds):
-        m.run()
-        first.run()
-    return [m, first]
+        for each in measures:
+            each.run()
+    return measures
 
 
 #: start-up in instructions (callgrind, every process, bytecode cached; #60 §1): --help, and replay of a
@@ -569,8 +662,10 @@ def startup_instructions(cl: list[str], replay_small: list[str]) -> dict[str, in
     return counted({"--help": [*cl, "--help"], "replay of a small file": replay_small})
 
 
-def counted(commands: dict[str, list[str]], envs: dict[str, dict[str, str]] | None = None) -> dict[str, int] | None:
-    """The instructions each command executes (``envs``: a command's own environment variables),
+def counted(commands: dict[str, list[str]],
+            envs: dict[str, dict[str, str | None]] | None = None) -> dict[str, int] | None:
+    """The instructions each command executes (``envs``: a command's own environment variables, None
+    one left out),
     every process counted (valgrind's callgrind: the same count on a busy machine as on a quiet
     one), with the bytecode cache written first as an installed package has it; None without
     valgrind."""
@@ -584,7 +679,7 @@ def counted(commands: dict[str, list[str]], envs: dict[str, dict[str, str]] | No
     out: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="compactlab-callgrind-") as folder:
         for name, argv in commands.items():
-            own = {**env, **(envs or {}).get(name, {})}
+            own = {k: v for k, v in {**env, **(envs or {}).get(name, {})}.items() if v is not None}
             subprocess.run(argv, env=own, capture_output=True)  # (the bytecode and price caches written)
             for old in glob.glob(os.path.join(folder, "*")):
                 os.remove(old)
@@ -637,7 +732,8 @@ def _native_built() -> bool:
 
 
 def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_size: int, calls: int, rounds: int,
-            out: Any, startup: dict[str, int] | None = None, dask_idle: float | None = None) -> dict[str, Any]:
+            out: Any, startup: dict[str, int] | None = None, dask_idle: float | None = None,
+            against: Baseline | None = None) -> dict[str, Any]:
     floor = by["floor"].wall
     start = by["startup (--version)"].wall
     rows: list[tuple[str, float, str, bool | None]] = []
@@ -707,6 +803,9 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
         if name in by:
             rows.append((f"{name} (CPU s)", by[name].cpu, "(its speed users wait for: #44)", None))
     rows += _dask_rows(by, dask_idle)
+    # (the corpus jobs against another install: their inputs are not the --calls file's, so judged at any size)
+    always = [row[0] for row in _baseline_rows(by)]
+    rows += _baseline_rows(by)
     for name in ("startup (--version)", "--help"):
         rows.append((f"{name} (s)", by[name].wall, "≤ 0.3 s", by[name].wall <= 0.3))
     for name, most in STARTUP_TARGETS.items():  # (instructions: callgrind's count)
@@ -716,21 +815,8 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
         else:
             rows.append((label, float("nan"), "no valgrind here: not measured", None))
 
-    print(f"compactlab bench: {calls:,} calls ({size / 1e6:.1f} MB), {2 * calls:,} calls, and {big_size / 1e6:.0f} MB; "
-          f"medians of {rounds} interleaved rounds; {usable_cores()} usable cores", file=out)
-    from .core import described
-
-    print(described(), file=out)  # (the core the replays ran on: COMPACTLAB_CORE, else native where built)
-    print(f"\n{'command':44} {'wall s':>8} {'cpu s':>8} {'peak MB':>8} {'main MB':>8}", file=out)
-    for m in [*by.values(), *([reference] if reference else [])]:
-        print(f"{m.name:44} {m.wall:8.3f} {m.cpu:8.3f} {statistics.median(m.rss) / 1e6:8.0f} "
-              f"{statistics.median(m.main_rss) / 1e6:8.0f}", file=out)
     judged = calls >= TARGET_CALLS  # the targets are set for the 5,000-call file: smaller ones are not held to them
-    print(f"\n{'figure':44} {'value':>8}  target" + ("" if judged else f" (set for {TARGET_CALLS:,} calls: not judged)"),
-          file=out)
-    for name, value, target, ok in rows:
-        verdict = "" if ok is None or not judged else "ok" if ok else "MISSED"
-        print(f"{name:44} {value:8.2f}  {target}  {verdict}", file=out)
+    _print_table(by, reference, rows, always, judged, (size, big_size, calls, rounds), out, against)
     return {
         "calls": calls,
         "bytes": size,
@@ -738,8 +824,35 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
         "commands": {m.name: {"wall": m.wall, "cpu": m.cpu, "rss": statistics.median(m.rss),
                               "main_rss": statistics.median(m.main_rss)}
                      for m in [*by.values(), *([reference] if reference else [])]},
-        "figures": [{"figure": n, "value": v, "target": t, "met": ok if judged else None} for n, v, t, ok in rows],
+        "figures": [{"figure": n, "value": v, "target": t, "met": ok if judged or n in always else None}
+                    for n, v, t, ok in rows],
+        "baseline": None if against is None else {"python": against.python, "version": against.version},
     }
+
+
+def _print_table(by: dict[str, Measure], reference: Measure | None, rows: list[tuple[str, float, str, bool | None]],
+                 always: list[str], judged: bool, sizes: tuple[int, int, int, int], out: Any,
+                 against: Baseline | None) -> None:
+    """The bench's table: its commands' medians, then its figures against their targets (``judged``:
+    held to them; those named in ``always`` at any size). ``sizes``: the main file's bytes, the large
+    one's, the calls and the rounds."""
+    size, big_size, calls, rounds = sizes
+    print(f"compactlab bench: {calls:,} calls ({size / 1e6:.1f} MB), {2 * calls:,} calls, and {big_size / 1e6:.0f} MB; "
+          f"medians of {rounds} interleaved rounds; {usable_cores()} usable cores", file=out)
+    from .core import described
+
+    print(described(), file=out)  # (the core the replays ran on: COMPACTLAB_CORE, else native where built)
+    if against is not None:
+        print(f"baseline: {against.python}: {against.version}", file=out)
+    print(f"\n{'command':44} {'wall s':>8} {'cpu s':>8} {'peak MB':>8} {'main MB':>8}", file=out)
+    for m in [*by.values(), *([reference] if reference else [])]:
+        print(f"{m.name:44} {m.wall:8.3f} {m.cpu:8.3f} {statistics.median(m.rss) / 1e6:8.0f} "
+              f"{statistics.median(m.main_rss) / 1e6:8.0f}", file=out)
+    print(f"\n{'figure':44} {'value':>8}  target" + ("" if judged else f" (set for {TARGET_CALLS:,} calls: not judged)"),
+          file=out)
+    for name, value, target, ok in rows:
+        verdict = "" if ok is None or not (judged or name in always) else "ok" if ok else "MISSED"
+        print(f"{name:44} {value:8.2f}  {target}  {verdict}", file=out)
 
 
 def identity_step(messages: list, facts: Any, settings: Any) -> list:

@@ -182,6 +182,76 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     assert os.environ["COMPACTLAB_CACHE_DIR"] != str(tmp_path / "inputs" / "cache")  # its own, given back
 
 
+def test_bench_holds_the_corpus_jobs_to_another_install_run_beside_them(cli, tmp_path, monkeypatch):
+    """#59's corpus targets (a compare of the trajectories, again and first, and the tune: 2.5x faster
+    than the head it was filed at) against ``--baseline PYTHON``, another install run as ``PYTHON -m
+    compactlab`` in the same rounds: from the bench's folder, without PYTHONPATH, with a probe cache
+    and output folders of its own. Here the baseline is this install behind a script that notes how
+    it was run."""
+    from compactlab import bench
+
+    monkeypatch.setattr(bench, "BIG_BYTES", 2e6)
+    monkeypatch.setattr(bench, "TUNE", (3, 2, 20))
+    monkeypatch.setattr(bench, "EXTRA_ARGS", ["--charts", "none"])
+    monkeypatch.setattr(bench, "TRAJECTORIES", 3)
+    monkeypatch.setattr(bench, "startup_instructions", lambda cl, small: None)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "not-this"))
+    log = tmp_path / "baseline.log"
+    script = tmp_path / "python"
+    script.write_text(f'#!/bin/sh\necho "$PWD|${{PYTHONPATH-unset}}|$COMPACTLAB_CACHE_DIR|$*" >> {log}\n'
+                      f'exec {sys.executable} "$@"\n')
+    script.chmod(0o755)
+    recorded = tmp_path / "recorded"
+    recorded.mkdir()
+    (recorded / "a.jsonl").write_bytes((SAMPLES / "synth-small.jsonl").read_bytes())
+    out, inputs = tmp_path / "figures.json", tmp_path / "inputs"
+    r = cli("bench", "--calls", "30", "--rounds", "2", "--no-reference", "--tune", "--trajectories", recorded,
+            "--baseline", script, "--json", out, "--dir", inputs)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    version = doc["baseline"]["version"]
+    assert doc["baseline"]["python"] == str(script) and version.startswith("compactlab, version ")
+    assert version.endswith(", core: native") or version.endswith(", core: python")
+    assert f"baseline: {script}: {version}" in r.stdout
+    cpu = {name: c["cpu"] for name, c in doc["commands"].items()}
+    figures = {f["figure"]: f for f in doc["figures"]}
+    for label, name in (("compare 3 trajectories x 2, again", "compare 3 trajectories x 2, with reports"),
+                        ("compare 3 trajectories x 2, first", "compare 3 trajectories x 2, first (probes indexed)"),
+                        ("tune 3 trials x 2", "tune 3 trials x 2")):
+        figure = figures[f"{label}: baseline / this (CPU)"]
+        assert figure["value"] == pytest.approx(cpu[f"{name}, baseline"] / cpu[name])
+        assert figure["target"] == "× (#59) ≥ 2.5"
+        # (judged at any --calls: these inputs are not the --calls file's; the same install is not 2.5x faster)
+        assert figure["met"] is False
+        assert re.search(rf"{re.escape(label)}: baseline / this \(CPU\) +\d+\.\d\d  × \(#59\) ≥ 2.5  MISSED",
+                         r.stdout)
+    runs = [line.split("|") for line in log.read_text().splitlines()]
+    # its --version, the compare warmed once then two rounds of again and first, and one tune
+    assert [args.split()[0] for _, _, _, args in runs] == ["-m"] * 7
+    assert sum(" compare " in f" {args} " for *_, args in runs) == 5 and sum(" tune " in f" {args} " for *_, args in runs) == 1
+    for cwd, pythonpath, cache, args in runs:
+        assert cwd == str(inputs) and pythonpath == "unset"
+        if "--version" not in args:
+            assert cache == str(inputs / "cache-baseline")
+            assert f"--out {inputs}/compare-trajectories-baseline" in args or f"--out {inputs}/tune-out-baseline" in args
+    assert (inputs / "compare-trajectories-baseline" / "results.csv").exists()
+    # the tune on the baseline runs the same trials over the same transcripts
+    tune = next(args for *_, args in runs if " tune " in f" {args} ")
+    assert f"tune {inputs}/tune-2 -p s08" in tune and "--trials 3" in tune
+
+
+def test_bench_asks_for_a_baseline_that_runs_compactlab_and_for_what_it_times(cli, tmp_path):
+    r = cli("bench", "--baseline", sys.executable)
+    assert r.exit_code == 2 and "--baseline times the trajectories' compare and the tune" in r.stderr
+    script = tmp_path / "python"
+    script.write_text("#!/bin/sh\nexit 3\n")
+    script.chmod(0o755)
+    r = cli("bench", "--baseline", script, "--tune", "--dir", tmp_path / "in")
+    assert r.exit_code == 2
+    assert f"--baseline {script}: not a Python that runs compactlab (exit status 3)" in r.stderr
+    assert "hint: give another install's Python" in r.stderr and "Traceback" not in r.output
+
+
 @pytest.mark.slow  # (a scheduler and a worker started: CI runs it with pytest -m slow)
 def test_bench_compares_the_trajectories_on_a_local_dask_cluster_and_counts_its_every_process(tmp_path):
     """(#59 §5) ``bench --dask``: the compare on a cluster of its own, the cluster's CPU added to the

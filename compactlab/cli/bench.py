@@ -31,8 +31,13 @@ import click
 @click.option("--instructions", is_flag=True,
               help="Also count the instructions of the floor and of replay -p s08 and -p none (valgrind's "
                    "callgrind, every process: a minute or two) and hold them to their targets.")
+@click.option("--baseline", type=click.Path(exists=True, dir_okay=False, path_type=str), default=None,
+              metavar="PYTHON", help="Also run the --trajectories compare (again and first) and the --tune with "
+                                     "another install's compactlab (PYTHON -m compactlab: the head #59 was filed "
+                                     "at, say), interleaved with this one's, and hold each to #59's 2.5x in CPU.")
 def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str | None, json_out: str | None,
-          corpus: bool, tune_too: bool, trajectories: str | None, dask: bool, instructions: bool) -> None:
+          corpus: bool, tune_too: bool, trajectories: str | None, dask: bool, instructions: bool,
+          baseline: str | None) -> None:
     """Measure speed and memory against the parse floor, on synthetic transcripts."""
     from pathlib import Path
 
@@ -44,6 +49,7 @@ def bench(calls: int, rounds: int, jobs: int, no_reference: bool, workdir: str |
     if json_out:
         check_destination(json_out, "--json", replaces=(b"{",))
     figures = run(calls=calls, rounds=rounds, workdir=workdir, naive=not no_reference, jobs=jobs, corpus=corpus,
-                  tune=tune_too, trajectories=trajectories, instructions=instructions, dask=dask)
+                  tune=tune_too, trajectories=trajectories, instructions=instructions, dask=dask,
+                  baseline=baseline)
     if json_out:
         atomic_write_bytes(Path(json_out), orjson.dumps(figures, option=orjson.OPT_INDENT_2) + b"\n", what="--json")
