@@ -5,7 +5,7 @@ Field names here are the JSON keys and CSV columns; change them only with a sche
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, field, fields, replace
 from operator import attrgetter
 from typing import Any
@@ -415,7 +415,8 @@ class Run:
     #: how long it took (kept out of the summary and the records: identical runs are identical)
     timing: dict[str, float] = field(default_factory=dict)
     #: every hindsight probe at every call, kept, recoverable or lost (probes.ProbeOutcome): probes.csv
-    probe_ledger: list[Any] = field(default_factory=list)
+    #: (a list; on the native core the ledger held in Rust, a sequence of them: ``_native.ProbeLedger``)
+    probe_ledger: Sequence[Any] = field(default_factory=list)
     #: every call at which the policy changed the context, with what it lost: compactions.csv
     events: list[CompactionEvent] = field(default_factory=list)
     #: the messages sent at the calls the replay was asked to keep (``replay(keep_contexts=)``)

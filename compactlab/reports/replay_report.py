@@ -283,10 +283,10 @@ def calls_csv_bytes(run: Run) -> bytes:
 
 def _written(run: Run, writer: str, rows: Any, columns: list[str], reference: Callable[[Run], bytes]) -> bytes:
     """A file of ``run`` written by the native core's ``writer`` from ``rows`` (the run's list of
-    them) where the core runs and takes them, else by ``reference`` (Python's, the one the native
+    them, or its ledger held in Rust) where the core runs and takes them, else by ``reference`` (Python's, the one the native
     writer is tested against, which also says what is wrong with a row it cannot write)."""
     native = in_use()
-    if native is not None and type(rows) is list:
+    if native is not None and (type(rows) is list or type(rows) is native.ProbeLedger):
         made = getattr(native, writer)(rows, columns)
         if made is not None:
             return made

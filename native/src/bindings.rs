@@ -10,6 +10,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
+use crate::ledger::{Ledger, ProbeLedger};
 use crate::{
     cache, csv_text, facts, lines, pricing, probe_cache, recall, seam, strings, violations,
 };
@@ -457,12 +458,16 @@ fn csv_cell(text: &str) -> String {
 /// where it was not kept. None where a text has no UTF-8 or an outcome is not one.
 #[pyfunction]
 fn probes_csv<'py>(
-    ledger: &Bound<'py, PyList>,
+    ledger: &Bound<'py, PyAny>,
     header: &Bound<'py, PyAny>,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
     let py = ledger.py();
     let Some(mut out) = Csv::headed(header)? else {
         return Ok(None);
+    };
+    let ledger = match Ledger::of(ledger)? {
+        Ledger::Rows(rows) => return probe_rows_csv(py, &rows.borrow(), out),
+        Ledger::List(list) => list,
     };
     let kept = intern!(py, "kept");
     for outcome in ledger.iter() {
@@ -487,6 +492,37 @@ fn probes_csv<'py>(
             if !written {
                 return Ok(None);
             }
+        }
+        out.end();
+    }
+    Ok(Some(out.bytes(py)))
+}
+
+/// probes.csv's rows of a ledger held here (`probes_csv`): the same fields, read from the rows.
+fn probe_rows_csv<'py>(
+    py: Python<'py>,
+    ledger: &ProbeLedger,
+    mut out: Csv,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    for r in &ledger.rows {
+        out.start();
+        out.int(r.call);
+        let [text, kind, source_call, source_tool] = &r.probe;
+        let written = out.cell(text.bind(py))?
+            && out.field(kind.bind(py))?
+            && out.field(source_call.bind(py))?
+            && out.cell(source_tool.bind(py))?
+            && out.field(r.status_text.bind(py).as_any())?
+            && out.field(r.by.bind(py).as_any())?
+            && if r.status == crate::ledger::KEPT {
+                out.text("");
+                true
+            } else {
+                out.int(r.at);
+                true
+            };
+        if !written {
+            return Ok(None);
         }
         out.end();
     }
@@ -584,8 +620,42 @@ fn log_ndtr(values: Vec<f64>) -> Vec<f64> {
 /// and how many recoverable (`Recall.kinds`, the reference); an error for a kind or status it does
 /// not know, as there.
 #[pyfunction]
-fn ledger_kinds(ledger: &Bound<'_, PyList>, kinds: Vec<String>) -> PyResult<Vec<[u64; 3]>> {
+fn ledger_kinds(ledger: &Bound<'_, PyAny>, kinds: Vec<String>) -> PyResult<Vec<[u64; 3]>> {
     let mut out = vec![[0u64; 3]; kinds.len()];
+    let ledger = match Ledger::of(ledger)? {
+        Ledger::Rows(rows) => {
+            let py = rows.py();
+            // (a kind is one of a few strings, the same objects row after row: read once each)
+            let mut last: Option<(usize, usize)> = None;
+            for r in &rows.borrow().rows {
+                let kind = r.probe[1].bind(py);
+                let at = match last {
+                    Some((ptr, k)) if ptr == kind.as_ptr() as usize => k,
+                    _ => {
+                        let text = kind.cast::<PyString>()?.to_cow()?;
+                        let Some(k) = kinds.iter().position(|k| *k == text) else {
+                            return Err(pyo3::exceptions::PyKeyError::new_err(text.into_owned()));
+                        };
+                        last = Some((kind.as_ptr() as usize, k));
+                        k
+                    }
+                };
+                let row = &mut out[at];
+                row[0] += 1;
+                match r.status {
+                    crate::ledger::KEPT => row[1] += 1,
+                    crate::ledger::RECOVERABLE => row[2] += 1,
+                    crate::ledger::LOST => {}
+                    _ => {
+                        let other = r.status_text.bind(py).to_cow()?.into_owned();
+                        return Err(pyo3::exceptions::PyKeyError::new_err(other));
+                    }
+                }
+            }
+            return Ok(out);
+        }
+        Ledger::List(list) => list,
+    };
     for p in ledger.iter() {
         let p = p.cast_into::<PyTuple>()?;
         let kind = p.get_borrowed_item(2)?;
@@ -611,11 +681,39 @@ fn ledger_kinds(ledger: &Bound<'_, PyList>, kinds: Vec<String>) -> PyResult<Vec<
 /// those).
 #[pyfunction]
 fn ledger_losses(
-    ledger: &Bound<'_, PyList>,
+    ledger: &Bound<'_, PyAny>,
     calls: Vec<i64>,
 ) -> PyResult<Option<Vec<(i64, String, i64)>>> {
     let calls: FxHashSet<i64> = calls.into_iter().collect();
     let mut first: FxHashMap<(i64, String), i64> = FxHashMap::default();
+    let ledger = match Ledger::of(ledger)? {
+        Ledger::Rows(rows) => {
+            let py = rows.py();
+            let rows = rows.borrow();
+            // (keyed by the texts the rows hold, each copied once: a probe lost at many calls is one loss)
+            let mut found: FxHashMap<(i64, &str), i64> = FxHashMap::default();
+            for r in &rows.rows {
+                if r.status == crate::ledger::KEPT || !calls.contains(&r.at) {
+                    continue;
+                }
+                let text = r.probe[0].bind(py).cast::<PyString>()?;
+                let Some(text) = utf8(text) else {
+                    return Ok(None);
+                };
+                found
+                    .entry((r.at, text))
+                    .and_modify(|c| *c = (*c).min(r.call))
+                    .or_insert(r.call);
+            }
+            first.extend(
+                found
+                    .into_iter()
+                    .map(|((at, t), c)| ((at, t.to_owned()), c)),
+            );
+            return Ok(Some(losses_in_order(first)));
+        }
+        Ledger::List(list) => list,
+    };
     for p in ledger.iter() {
         let p = p.cast_into::<PyTuple>()?;
         if *p.get_borrowed_item(5)?.cast::<PyString>()?.to_cow()? == *"kept" {
@@ -636,13 +734,18 @@ fn ledger_losses(
             .and_modify(|c| *c = (*c).min(call))
             .or_insert(call);
     }
-    // (a str's order is its code points', which UTF-8's bytes keep)
+    Ok(Some(losses_in_order(first)))
+}
+
+/// `ledger_losses`' found losses in order: by the call that removed each, then the call that first
+/// needed it, then its text (a str's order is its code points', which UTF-8's bytes keep).
+fn losses_in_order(first: FxHashMap<(i64, String), i64>) -> Vec<(i64, String, i64)> {
     let mut out: Vec<(i64, String, i64)> = first
         .into_iter()
         .map(|((at, text), needed)| (at, text, needed))
         .collect();
     out.sort_unstable_by(|a, b| (a.0, a.2, &a.1).cmp(&(b.0, b.2, &b.1)));
-    Ok(Some(out))
+    out
 }
 
 /// The runs of a text (`probes.runs`, after its cut and sized placeholders), as a set; None for a
@@ -2407,11 +2510,12 @@ impl RecallCheck {
         entries: &Bound<'py, PyList>,
         stable: Option<usize>,
         call: i64,
-        ledger: Option<&Bound<'py, PyList>>,
+        ledger: Option<&Bound<'py, PyAny>>,
         done: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<(usize, usize)> {
         let given = GivenProbe::all_of(probes)?;
-        self.check_given(&given, entries, stable, call, ledger, done)
+        let ledger = ledger.map(Ledger::of).transpose()?;
+        self.check_given(&given, entries, stable, call, ledger.as_ref(), done)
     }
 }
 
@@ -2444,7 +2548,7 @@ impl RecallCheck {
         entries: &Bound<'py, PyList>,
         stable: Option<usize>,
         call: i64,
-        ledger: Option<&Bound<'py, PyList>>,
+        ledger: Option<&Ledger<'py>>,
         done: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<(usize, usize)> {
         let mut read = Vec::with_capacity(given.len());
@@ -2506,7 +2610,7 @@ impl RecallCheck {
         &self,
         probes: &[GivenProbe<'py>],
         call: i64,
-        ledger: &Bound<'py, PyList>,
+        ledger: &Ledger<'py>,
     ) -> PyResult<usize> {
         let py = ledger.py();
         let mut n = 0;
@@ -2534,13 +2638,18 @@ impl RecallCheck {
     /// its status, the layer that removed it and when) appended to `ledger`.
     fn append_outcome<'py>(
         &self,
-        ledger: &Bound<'py, PyList>,
+        ledger: &Ledger<'py>,
         call: i64,
-        [text, kind, source_call, source_tool]: [Bound<'py, PyAny>; 4],
+        probe: [Bound<'py, PyAny>; 4],
         status: &Bound<'py, PyString>,
         by: Bound<'py, PyString>,
         at: i64,
     ) -> PyResult<()> {
+        let ledger = match ledger {
+            Ledger::Rows(rows) => return rows.borrow_mut().push(call, probe, status, by, at),
+            Ledger::List(list) => list,
+        };
+        let [text, kind, source_call, source_tool] = probe;
         let py = ledger.py();
         let fields = PyTuple::new(
             py,
@@ -2573,7 +2682,7 @@ impl RecallCheck {
         made: bool,
         (check, msgs): (&recall::Check, &[Arc<recall::Msg>]),
         call: i64,
-        ledger: Option<&Bound<'py, PyList>>,
+        ledger: Option<&Ledger<'py>>,
         done: Option<&Bound<'py, PyAny>>,
         entries: &Bound<'py, PyList>,
     ) -> PyResult<(usize, usize)> {
@@ -3469,7 +3578,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 42;
+const API: u32 = 43;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -3480,6 +3589,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<InvariantTracker>()?;
     m.add_class::<StreamBaseline>()?;
     m.add_class::<RecallCheck>()?;
+    m.add_class::<ProbeLedger>()?;
     m.add_class::<KnownMessages>()?;
     m.add_class::<KnownFacts>()?;
     m.add_class::<EntryCopies>()?;

@@ -19,6 +19,8 @@ pub mod violations;
 #[cfg(feature = "python")]
 mod bindings;
 #[cfg(feature = "python")]
+mod ledger;
+#[cfg(feature = "python")]
 mod seam;
 #[cfg(feature = "python")]
 mod turns;

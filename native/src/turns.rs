@@ -25,6 +25,7 @@ use crate::bindings::{
 };
 use crate::cache::list_chars;
 use crate::layers::{placeholder, spliced_count, Facts, Held, KeepBy, PairSafe, Rule, Turn};
+use crate::ledger::Ledger;
 use crate::stub;
 
 /// What the measures in Rust give of a call (`TurnRecord`'s columns).
@@ -1248,7 +1249,7 @@ impl LayerTurns {
 /// (`IntactFirstRecall`).
 type NativeRecallParts = (
     Py<PyAny>,
-    Py<PyList>,
+    Py<PyAny>,
     Py<RecallCheck>,
     Option<Py<PyAny>>,
     bool,
@@ -1267,7 +1268,7 @@ enum Recall {
 struct AskRecall {
     /// by call: a `dict` of Python's `Probe`s, or those read back from the cache (`StoredProbes`)
     probes: Py<PyAny>,
-    ledger: Py<PyList>,
+    ledger: Py<PyAny>,
     check: Py<RecallCheck>,
     done: Option<Py<PyAny>>,
     intact_first: bool,
@@ -1287,7 +1288,7 @@ enum Asking {
 /// recording's own), or by the native check, told how much of the context it read last time.
 struct Ask {
     probes: CallProbes,
-    ledger: Py<PyList>,
+    ledger: Py<PyAny>,
     check: Py<RecallCheck>,
     done: Option<Py<PyAny>>,
     stable: Option<usize>,
@@ -1353,7 +1354,8 @@ impl Ask {
         record: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let py = entries.py();
-        let ledger = self.ledger.bind(py);
+        let ledger = Ledger::of(self.ledger.bind(py))?;
+        let ledger = &ledger;
         let call = call as i64;
         let probes = match &self.probes {
             CallProbes::Python(probes) => GivenProbe::all_of(probes.bind(py))?,

@@ -318,14 +318,18 @@ def test_the_native_ledger_tallies_are_recall_s(outcomes, calls):
     assert KINDS == _KIND_NAMES
     ledger = [ProbeOutcome(call, text, kind, -1, "bash", status, "micro" if status != "kept" else "", at)
               for call, text, kind, status, at in outcomes]
-    counts = NATIVE.ledger_kinds(ledger, KINDS)
-    assert {k: {"probes": n, "kept": kept, "recoverable": rec} for k, (n, kept, rec) in zip(KINDS, counts)
-            if n} == kinds_of(ledger)
-    found = NATIVE.ledger_losses(ledger, sorted(calls))
-    surrogate = any(p.status != "kept" and p.removed_at in calls and "\ud800" in p.probe for p in ledger)
-    assert (found is None) == surrogate
-    if found is not None:
-        assert found == losses_of(ledger, calls)
+    held = NATIVE.ProbeLedger(ProbeOutcome)  # (the ledger a native run holds: its rows read here)
+    for outcome in ledger:
+        held.append(outcome)
+    for given in (ledger, held):
+        counts = NATIVE.ledger_kinds(given, KINDS)
+        assert {k: {"probes": n, "kept": kept, "recoverable": rec} for k, (n, kept, rec) in zip(KINDS, counts)
+                if n} == kinds_of(ledger)
+        found = NATIVE.ledger_losses(given, sorted(calls))
+        surrogate = any(p.status != "kept" and p.removed_at in calls and "\ud800" in p.probe for p in ledger)
+        assert (found is None) == surrogate
+        if found is not None:
+            assert found == losses_of(ledger, calls)
 
 
 @needs_native
@@ -334,10 +338,50 @@ def test_a_ledger_the_native_tallies_cannot_read_is_an_error_as_in_python():
     from compactlab.engine.measures.recall import kinds_of
 
     for odd in (ProbeOutcome(0, "a_b", "colour", -1, "", "kept"), ProbeOutcome(0, "a_b", "path", -1, "", "maybe")):
+        held = NATIVE.ProbeLedger(ProbeOutcome)
+        held.append(odd)
         with pytest.raises(KeyError):
             kinds_of([odd])
-        with pytest.raises(KeyError):
-            NATIVE.ledger_kinds([odd], KINDS)
+        for given in ([odd], held):
+            with pytest.raises(KeyError):
+                NATIVE.ledger_kinds(given, KINDS)
+
+
+@needs_native
+@settings(max_examples=100, deadline=None)
+@given(_outcomes, st.integers(-70, 70), st.integers(-70, 70))
+def test_the_ledger_held_in_rust_is_the_list_of_its_outcomes(outcomes, i, j):
+    """A run's probe ledger on the native core (``_native.ProbeLedger``) reads as the list of the
+    ``ProbeOutcome``s appended to it: its length, items (negative indices and slices too), iteration,
+    truth, equality with a list either way round and with another ledger, its repr, and a pickle (a
+    list)."""
+    import pickle
+
+    from compactlab.engine.measures.probes import ProbeOutcome
+
+    made = [ProbeOutcome(call, text, kind, 3, "bash", status, "" if status == "kept" else "micro",
+                         -1 if status == "kept" else at) for call, text, kind, status, at in outcomes]
+    held = NATIVE.ProbeLedger(ProbeOutcome)
+    for outcome in made:
+        held.append(outcome)
+    assert len(held) == len(made) and bool(held) is bool(made)
+    assert list(held) == made and held == made and made == held and not (held != made)
+    assert all(type(o) is ProbeOutcome for o in held)
+    assert held[i:j] == made[i:j] and held[::-2] == made[::-2]
+    if -len(made) <= i < len(made):
+        assert held[i] == made[i] and held[i].status == made[i].status
+    else:
+        with pytest.raises(IndexError):
+            held[i]
+    other = NATIVE.ProbeLedger(ProbeOutcome)
+    for outcome in made[:-1]:
+        other.append(outcome)
+    assert (held == other) is (len(made) == 0) and held != made + [made[0] if made else ProbeOutcome(0, "", "path", 0, "", "kept")]
+    assert repr(held) == f"ProbeLedger({made!r})"
+    again = pickle.loads(pickle.dumps(held))
+    assert type(again) is list and again == made
+    with pytest.raises(TypeError):
+        held.append((1, 2))
 
 
 #: the batch as the loop runs it (the tests below put stand-ins in its place)

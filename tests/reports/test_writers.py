@@ -189,6 +189,14 @@ def test_probes_and_compactions_csv_are_written_natively_as_python_writes_them(t
                           events=[CompactionEvent(call, layers, *counts, lost=lost) for call, layers, counts, lost in events])
     assert rr.probes_csv_bytes(run) == rr.probes_csv_reference(run)  # type: ignore[arg-type]
     assert rr.compactions_csv_bytes(run) == rr.compactions_csv_reference(run)  # type: ignore[arg-type]
+    # (the ledger a native run holds in Rust: its rows written, not its outcomes made)
+    from compactlab.core import native_module
+    from compactlab.engine.measures.probes import ProbeOutcome
+
+    held = native_module().ProbeLedger(ProbeOutcome)
+    for outcome in run.probe_ledger:
+        held.append(outcome)
+    assert rr.probes_csv_bytes(SimpleNamespace(probe_ledger=held)) == rr.probes_csv_reference(run)  # type: ignore[arg-type]
 
 
 @needs_native
@@ -221,6 +229,12 @@ def test_the_native_report_writers_leave_what_they_cannot_write_to_python():
     bad = _ledger(["fine", "\ud800"], [(1, 1, "path", 0, 0, "lost", "snip", 1)])
     assert native.probes_csv(bad, rr.PROBE_COLUMNS) is None
     assert native.probes_csv([(1, 2, 3)], rr.PROBE_COLUMNS) is None
+    from compactlab.engine.measures.probes import ProbeOutcome
+
+    held = native.ProbeLedger(ProbeOutcome)
+    for outcome in bad:
+        held.append(outcome)
+    assert native.probes_csv(held, rr.PROBE_COLUMNS) is None  # (the ledger held in Rust: the same)
     with pytest.raises(UnicodeEncodeError):
         rr.probes_csv_bytes(SimpleNamespace(probe_ledger=bad))  # type: ignore[arg-type]
     odd = [CompactionEvent(3, ["micro"], 1, 2, 3, 4, 5, 6, 7, lost=[["a list", 2]])]

@@ -7,7 +7,7 @@ tested against (recall: ``Recall`` beside ``IntactFirstRecall``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableSequence
 from typing import Any
 
 from ...core import native_module
@@ -81,7 +81,7 @@ class Measures:
             out.update(zip(total._fields, total))
         return out
 
-    def ledger(self) -> list[ProbeOutcome]:
+    def ledger(self) -> MutableSequence[ProbeOutcome]:
         """Every probe's outcome, call by call (probes.csv)."""
         return self._recall.ledger
 

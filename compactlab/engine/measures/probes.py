@@ -47,7 +47,7 @@ import re
 import sys
 from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, MutableSequence, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -888,7 +888,8 @@ def _as_sent(text: str) -> str:
     return orjson.dumps(text).decode()[1:-1]
 
 
-def check_intact(probes: Sequence[Probe], context: Context, call: int, ledger: list[ProbeOutcome] | None) -> Checked:
+def check_intact(probes: Sequence[Probe], context: Context, call: int,
+                 ledger: MutableSequence[ProbeOutcome] | None) -> Checked:
     """``check`` of a context that is the recording's own (no layer has acted, no recorded
     compaction replayed), which it need not read: every earlier message is there unchanged, so
     every probe is kept where its first result stands, as ``check`` finds it (``check`` is the
@@ -900,7 +901,7 @@ def check_intact(probes: Sequence[Probe], context: Context, call: int, ledger: l
     return Checked(len(probes), 0)
 
 
-def check(probes: Sequence[Probe], context: Context, call: int, ledger: list[ProbeOutcome] | None,
+def check(probes: Sequence[Probe], context: Context, call: int, ledger: MutableSequence[ProbeOutcome] | None,
           env: Any = None, memo: ProbeMemo | None = None, stable: int | None = None) -> Checked:
     """How many of ``probes`` the context sent at ``call`` holds, and how many more a persisted
     output it points to holds; each probe's outcome goes to ``ledger``, a probe not kept with the

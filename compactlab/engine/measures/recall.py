@@ -12,7 +12,7 @@ the same runs.
 from __future__ import annotations
 
 import sys
-from collections.abc import Container, Mapping
+from collections.abc import Container, Iterable, Mapping, MutableSequence
 from typing import Any, NamedTuple
 
 from ..context import Context
@@ -46,7 +46,9 @@ class Recall:
         self.probes, self.env, self.indexed = probes, env, indexed
         #: the native module where the native core runs (its check, and the ledger's tallies)
         self.native = native
-        self.ledger: list[ProbeOutcome] = []  # every probe's outcome, call by call
+        #: every probe's outcome, call by call: on the native core held in Rust (``_native.ProbeLedger``,
+        #: a sequence of ``ProbeOutcome``s its check appends to without making them), else a list
+        self.ledger: MutableSequence[ProbeOutcome] = native.ProbeLedger(ProbeOutcome) if native is not None else []
         #: edited messages' texts, results gone (``native``: the native core checks, with a memo of its
         #: own, and ``shared``, the recording's messages it knows for every run: ``shared_messages``)
         self.memo = ProbeMemo(native, shared)
@@ -116,7 +118,7 @@ class IntactFirstRecall(Recall):
         return super()._check(probes, at, context)
 
 
-def kinds_of(ledger: list[ProbeOutcome]) -> dict[str, dict[str, int]]:
+def kinds_of(ledger: Iterable[ProbeOutcome]) -> dict[str, dict[str, int]]:
     """Per probe kind that occurred in ``ledger``: how many probes, kept and recoverable."""
     out = {k: {"probes": 0, "kept": 0, "recoverable": 0} for k in KINDS}
     for p in ledger:
@@ -127,7 +129,7 @@ def kinds_of(ledger: list[ProbeOutcome]) -> dict[str, dict[str, int]]:
     return {k: v for k, v in out.items() if v["probes"]}
 
 
-def losses_of(ledger: list[ProbeOutcome], calls: Container[int]) -> list[tuple[int, str, int]]:
+def losses_of(ledger: Iterable[ProbeOutcome], calls: Container[int]) -> list[tuple[int, str, int]]:
     """The probes of ``ledger`` not kept that a layer removed at one of ``calls``: each (that call,
     the probe, the first call that needed it), in that order."""
     first: dict[tuple[int, str], int] = {}
