@@ -2071,6 +2071,15 @@ const CONTENT_KEY: &[u8] = b"\"content\":";
 /// The sized placeholder's mark (`messages.SIZED_MARK`).
 const MARK: char = '\u{fdd0}';
 
+/// Whether `text` is `chars` code points long and holds no sized placeholder's mark: an ASCII
+/// text (most lines) is as long as its bytes and holds no mark, checked in one pass.
+fn as_long_unmarked(text: &str, chars: usize) -> bool {
+    if text.is_ascii() {
+        return text.len() == chars;
+    }
+    !text.contains(MARK) && text.chars().count() == chars
+}
+
 /// A message left in its file: its file's descriptor, its line's offset and length, its
 /// patches, where its results' contents stand, its chars.
 struct Left<'py> {
@@ -2175,7 +2184,7 @@ impl NativeTexts {
                 }
                 t
             })
-            .filter(|t| !t.contains(MARK) && t.chars().count() == left.chars))
+            .filter(|t| as_long_unmarked(t, left.chars)))
     }
 
     /// `probes._text` of a message left in its file (a tool-result message: its changed blocks'
