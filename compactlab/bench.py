@@ -130,7 +130,7 @@ class Baseline:
     path is what it imports), with a probe cache of its own."""
 
     python: str
-    version: str  # the first line its ``--version`` printed
+    version: str  # what its ``--version`` printed: the first line, and the core it named
     root: str
 
     @classmethod
@@ -153,8 +153,8 @@ class Baseline:
         return cls(python, visible(", ".join([lines[0].strip(), *([core] if core else [])]))[:200], str(root))
 
     def twin(self, m: Measure, root: Path) -> Measure:
-        """``m`` as the baseline runs it: its command after ``python -m compactlab``, its ``--out``
-        a folder of its own."""
+        """``m`` (a command of this install's ``python -m compactlab``) as the baseline runs it: the
+        same arguments, its ``--out`` a folder of its own."""
         argv = [self.python, "-m", "compactlab", *m.argv[3:]]
         if "--out" in argv:
             k = argv.index("--out") + 1
@@ -804,8 +804,9 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
             rows.append((f"{name} (CPU s)", by[name].cpu, "(its speed users wait for: #44)", None))
     rows += _dask_rows(by, dask_idle)
     # (the corpus jobs against another install: their inputs are not the --calls file's, so judged at any size)
-    always = [row[0] for row in _baseline_rows(by)]
-    rows += _baseline_rows(by)
+    against_rows = _baseline_rows(by)
+    always = [row[0] for row in against_rows]
+    rows += against_rows
     for name in ("startup (--version)", "--help"):
         rows.append((f"{name} (s)", by[name].wall, "≤ 0.3 s", by[name].wall <= 0.3))
     for name, most in STARTUP_TARGETS.items():  # (instructions: callgrind's count)
