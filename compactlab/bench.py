@@ -802,11 +802,11 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
                  f"compare {TRAJECTORIES} trajectories x 2, first (probes indexed)"):
         if name in by:
             rows.append((f"{name} (CPU s)", by[name].cpu, "(its speed users wait for: #44)", None))
-    rows += _dask_rows(by, dask_idle)
-    # (the corpus jobs against another install: their inputs are not the --calls file's, so judged at any size)
-    against_rows = _baseline_rows(by)
-    always = [row[0] for row in against_rows]
-    rows += against_rows
+    # (a Dask cluster's compare and the corpus jobs against another install: their inputs are not the
+    # --calls file's, so they are judged at any size)
+    corpus_rows = [*_dask_rows(by, dask_idle), *_baseline_rows(by)]
+    always = [row[0] for row in corpus_rows]
+    rows += corpus_rows
     for name in ("startup (--version)", "--help"):
         rows.append((f"{name} (s)", by[name].wall, "≤ 0.3 s", by[name].wall <= 0.3))
     for name, most in STARTUP_TARGETS.items():  # (instructions: callgrind's count)
