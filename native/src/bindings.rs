@@ -3507,6 +3507,61 @@ fn rates_of(
     }
 }
 
+/// `pricing.prices_looked_up_in_python`, the reference: the distinct prices of `n` calls and each
+/// call's among them, `prices(model, time)` asked once for each distinct `(model, time)` of a call
+/// (`models`, `times`: each call's; None or empty: none named) — the same prices for the same
+/// arguments, as `pricing._Prices` gives them — and the prices told apart by value, in the order
+/// first met.
+#[pyfunction]
+#[pyo3(signature = (prices, models, times, n))]
+fn prices_looked_up<'py>(
+    prices: &Bound<'py, PyAny>,
+    models: Option<&Bound<'py, PyList>>,
+    times: Option<&Bound<'py, PyList>>,
+    n: usize,
+) -> PyResult<(Bound<'py, PyList>, Vec<usize>)> {
+    let py = prices.py();
+    let nothing = py.None().into_bound(py);
+    let at = |list: Option<&Bound<'py, PyList>>, i: usize| -> PyResult<Bound<'py, PyAny>> {
+        match list {
+            Some(l) if !l.is_empty() => l.get_item(i),
+            _ => Ok(nothing.clone()),
+        }
+    };
+    let (by_key, seen) = (PyDict::new(py), PyDict::new(py));
+    let table = PyList::empty(py);
+    let mut index = Vec::with_capacity(n);
+    for i in 0..n {
+        let key = PyTuple::new(py, [at(models, i)?, at(times, i)?])?;
+        if let Some(k) = by_key.get_item(&key)? {
+            index.push(k.extract()?);
+            continue;
+        }
+        let p = prices.call1(key.clone())?;
+        let k = match seen.get_item(&p)? {
+            Some(k) => k.extract()?,
+            None => {
+                let k = table.len();
+                seen.set_item(&p, k)?;
+                table.append(&p)?;
+                k
+            }
+        };
+        by_key.set_item(key, k)?;
+        index.push(k);
+    }
+    Ok((table, index))
+}
+
+/// `pricing.restarted` (`_cache_events`' set, the reference): the calls just after a recorded
+/// compaction, from each call's message index (`at`) and the compactions' positions.
+#[pyfunction]
+fn restarted(at: Vec<i64>, positions: Vec<i64>) -> FxHashSet<usize> {
+    crate::pricing::restarted(&at, &positions)
+        .into_iter()
+        .collect()
+}
+
 /// `pricing.price_calls` on `records` (`TurnRecord`s, each settled and priced in place): `prices`
 /// the distinct prices, `index` each call's (empty: all the first), `models` each call's model as
 /// an id (empty: none named), `times` each call's time, `rules` the cache's `(caches,
@@ -3587,7 +3642,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 43;
+const API: u32 = 44;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -3606,6 +3661,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bootstrap_interval, m)?)?;
     m.add_function(wrap_pyfunction!(log_ndtr, m)?)?;
     m.add_function(wrap_pyfunction!(ledger_kinds, m)?)?;
+    m.add_function(wrap_pyfunction!(prices_looked_up, m)?)?;
+    m.add_function(wrap_pyfunction!(restarted, m)?)?;
     m.add_function(wrap_pyfunction!(ledger_losses, m)?)?;
     m.add_function(wrap_pyfunction!(csv_rows, m)?)?;
     m.add_function(wrap_pyfunction!(csv_cell, m)?)?;

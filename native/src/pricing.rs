@@ -203,8 +203,34 @@ pub fn price_calls(calls: &mut [Call], run: &Run<'_>) -> Priced {
     priced
 }
 
+/// The calls (by position, from 1) made just after a recorded compaction: those whose message
+/// index is past a compaction's position that the previous call's was not (`pricing._cache_events`'
+/// set, the reference): `at` each call's message index, in call order; `positions` the recorded
+/// compactions' positions, in any order.
+pub fn restarted(at: &[i64], positions: &[i64]) -> Vec<usize> {
+    let mut sorted = positions.to_vec();
+    sorted.sort_unstable();
+    (1..at.len())
+        .filter(|&i| {
+            // (any position p with at[i - 1] < p <= at[i]: the first past at[i - 1] decides)
+            let k = sorted.partition_point(|&p| p <= at[i - 1]);
+            k < sorted.len() && sorted[k] <= at[i]
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_call_after_a_recorded_compaction_restarts() {
+        // (positions in any order, repeated; a call whose index did not move past one does not)
+        assert_eq!(restarted(&[0, 4, 9, 9, 12], &[9, 5, 5, 20]), vec![2]);
+        assert_eq!(restarted(&[3, 8, 2, 7], &[5, 6]), vec![1, 3]);
+        assert!(restarted(&[1, 2, 3], &[]).is_empty());
+        assert!(restarted(&[], &[1]).is_empty());
+        assert_eq!(restarted(&[0, 1], &[1]), vec![1]);
+    }
     use super::*;
 
     fn rates(input: f64) -> Rates {

@@ -418,6 +418,37 @@ def test_the_native_pricing_is_pythons_to_the_last_bit(calls, models, gaps, ttl,
             got.raw, got.nocache, got.raw_nocache, got.expired, got.ttl)
 
 
+@pytest.mark.skipif(core.native_module() is None, reason="the native core is not built in this install (it was "
+                                                          "installed without a Rust toolchain): nothing to compare")
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 30), st.lists(st.sampled_from([None, "a", "b", "c"]), min_size=30, max_size=30) | st.none(),
+       st.lists(st.sampled_from([None, 0.0, 5.0, 5.0000001, 300.0]), min_size=30, max_size=30) | st.none(),
+       st.lists(st.integers(0, 40), max_size=30), st.lists(st.integers(-1, 45), max_size=6))
+def test_the_native_look_ups_and_restarts_are_pythons(n, models, times, at, positions):
+    """``_native.prices_looked_up`` against ``prices_looked_up_in_python``: the same distinct prices,
+    in the order met, and the same index of each call, while asking each distinct model and time
+    once (models and times named or not; two keys with equal prices, told apart by value); and
+    ``_native.restarted`` against ``restarted_calls`` (message indices that go back, positions
+    repeated, out of order, before the first call)."""
+    from compactlab.engine.cost.pricing import prices_looked_up, prices_looked_up_in_python, restarted_calls
+
+    p = load_prices().lookup("claude-sonnet-4-5")
+    asked: list = []
+
+    def prices(model, when):  # (an equal object of its own at each look-up; "c" priced as "a")
+        asked.append((model, when))
+        return p._replace(input={"b": 9.0}.get(model, 3.0) + (when or 0) // 100)
+
+    models, times = (models or [])[:n] or None, (times or [])[:n] or None
+    want = prices_looked_up_in_python(prices, models, times, n)
+    asked.clear()
+    got = prices_looked_up(prices, models, times, n)
+    assert got == want
+    assert sorted(asked, key=repr) == sorted({(models[i] if models else None, times[i] if times else None)
+                                              for i in range(n)}, key=repr)
+    assert core.native_module().restarted(at, positions) == restarted_calls(at, positions)
+
+
 def test_a_recordings_prices_and_recorded_cost_are_worked_out_once_per_table():
     """Every run of a recording (a compare's policies) is priced at the same calls' prices and the
     recording cost the same: kept for runs priced by the same table or model, worked out again for

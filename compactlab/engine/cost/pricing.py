@@ -9,7 +9,7 @@ every policy and left out.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -206,9 +206,21 @@ def price_calls(records: list, prices: ModelPrices | Callable[[Any, float | None
 def prices_looked_up(prices: ModelPrices | Callable[[Any, float | None], ModelPrices], models: list | None,
                      times: list | None, n: int) -> tuple[list[ModelPrices], list[int]]:
     """The distinct prices of ``n`` calls and each call's among them (``price_calls``' look-ups, as
-    the native pricing takes them; empty: every call at the first)."""
+    the native pricing takes them; empty: every call at the first). On the native core the loop is
+    Rust's, asking ``prices`` once for each distinct model and time of a call
+    (``_native.prices_looked_up``; ``prices_looked_up_in_python`` is its reference)."""
     if not callable(prices):
         return [prices], []
+    native = in_use()
+    if native is not None:
+        table, index = native.prices_looked_up(prices, models or None, times or None, n)
+        return table, index
+    return prices_looked_up_in_python(prices, models, times, n)
+
+
+def prices_looked_up_in_python(prices: Callable[[Any, float | None], ModelPrices], models: list | None,
+                               times: list | None, n: int) -> tuple[list[ModelPrices], list[int]]:
+    """``prices_looked_up`` in Python: every call's prices asked, told apart by value."""
     table: list[ModelPrices] = []
     index: list[int] = []
     # (by value: a look-up at each call's own time may make each call an equal object of its own)
@@ -527,6 +539,13 @@ def _rules_of(calls_usage: list[dict[str, Any]], models: list | None, feed: Any,
     return (rules if rules_given else own), own
 
 
+def restarted_calls(at: Sequence[int], positions: list[int]) -> set[int]:
+    """The calls (by position, from 1) made just after a recorded compaction: those whose message
+    index (``at``, each call's) is past a compaction's position that the previous call's was not
+    (``_native.restarted`` on the native core: this is its reference)."""
+    return {i for i in range(1, len(at)) if any(at[i - 1] < p <= at[i] for p in positions)}
+
+
 def _cache_events(records: list, feed: Any, calls_usage: list[dict[str, Any]], times: list | None, ttl: str,
                   rules: CacheRules, own: CacheRules) -> tuple[dict[int, int] | None, dict[int, int]]:
     """(the reads the provider's rules expect, the recorded breaks), once for every run of a
@@ -535,8 +554,9 @@ def _cache_events(records: list, feed: Any, calls_usage: list[dict[str, Any]], t
     events = feed.memo.get(key)
     if events is None:
         positions = [c.position for c in feed.compactions]
-        restarted = {i for i in range(1, len(records))
-                     if any(records[i - 1].message_index < p <= records[i].message_index for p in positions)}
+        native = in_use()
+        restarted = (native.restarted(list(key[1]), positions) if native is not None
+                     else restarted_calls(key[1], positions))
         expected = expected_reads(calls_usage, rules) if rules.reply_cached else None
         breaks = (recorded_breaks(calls_usage, times, ttl, restarted, rules, expected) if calls_usage and rules is own
                   else {})
