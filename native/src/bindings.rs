@@ -10,7 +10,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
-use crate::ledger::{Ledger, ProbeLedger};
+use crate::ledger::{Ledger, Outcomes, ProbeLedger};
 use crate::{
     cache, csv_text, facts, lines, pricing, probe_cache, recall, seam, strings, violations,
 };
@@ -1045,7 +1045,7 @@ impl ResultStrings {
 
 /// `tuple.__new__`: a named tuple made of a tuple of its fields, without its Python `__new__` (as
 /// `probes._new` makes one).
-fn tuple_new(py: Python<'_>) -> PyResult<Py<PyAny>> {
+pub(crate) fn tuple_new(py: Python<'_>) -> PyResult<Py<PyAny>> {
     Ok(py
         .get_type::<PyTuple>()
         .getattr(intern!(py, "__new__"))?
@@ -1998,9 +1998,8 @@ pub(crate) struct RecallCheck {
     edited: Py<PyAny>,
     result: Py<PyAny>,
     escaped: Py<PyAny>,
-    /// `ProbeOutcome`, made of a tuple of its fields by `tuple.__new__` (as `probes._new` makes it)
-    outcome: Py<PyAny>,
-    new_tuple: Py<PyAny>,
+    /// how a `ProbeOutcome` is made (for a ledger that is a list)
+    outcomes: Outcomes,
     /// the texts it makes itself (a plain `Entry`'s, and those of a message left in its file)
     texts_here: NativeTexts,
 }
@@ -2479,8 +2478,7 @@ impl RecallCheck {
             edited,
             result,
             escaped,
-            outcome,
-            new_tuple: tuple_new(py)?,
+            outcomes: Outcomes::of(py, outcome)?,
             texts_here: NativeTexts {
                 entry,
                 pread,
@@ -2630,8 +2628,8 @@ impl RecallCheck {
                 p.source_call.clone(),
                 p.source_tool.clone(),
             ];
-            self.append_outcome(
-                ledger,
+            ledger.push(
+                &self.outcomes,
                 call,
                 probe,
                 intern!(py, "kept"),
@@ -2641,43 +2639,6 @@ impl RecallCheck {
             n += 1;
         }
         Ok(n)
-    }
-
-    /// A probe's outcome (`ProbeOutcome`: the call, the probe's text, kind, source call and tool,
-    /// its status, the layer that removed it and when) appended to `ledger`.
-    fn append_outcome<'py>(
-        &self,
-        ledger: &Ledger<'py>,
-        call: i64,
-        probe: [Bound<'py, PyAny>; 4],
-        status: &Bound<'py, PyString>,
-        by: Bound<'py, PyString>,
-        at: i64,
-    ) -> PyResult<()> {
-        let ledger = match ledger {
-            Ledger::Rows(rows) => return rows.borrow_mut().push(call, probe, status, by, at),
-            Ledger::List(list) => list,
-        };
-        let [text, kind, source_call, source_tool] = probe;
-        let py = ledger.py();
-        let fields = PyTuple::new(
-            py,
-            [
-                call.into_pyobject(py)?.into_any(),
-                text,
-                kind,
-                source_call,
-                source_tool,
-                status.clone().into_any(),
-                by.into_any(),
-                at.into_pyobject(py)?.into_any(),
-            ],
-        )?;
-        ledger.append(
-            self.new_tuple
-                .bind(py)
-                .call1((self.outcome.bind(py), fields))?,
-        )
     }
 
     /// The outcomes `out` of `probes` said: those kept where held to `ledger` first, then the
@@ -2709,7 +2670,7 @@ impl RecallCheck {
                 p.source_call.clone(),
                 p.source_tool.clone(),
             ];
-            self.append_outcome(ledger, call, probe, status, by, at)
+            ledger.push(&self.outcomes, call, probe, status, by, at)
         };
         let (kept_, nothing) = (intern!(py, "kept"), intern!(py, ""));
         let mut kept = 0;

@@ -28,6 +28,48 @@ pub(crate) struct Row {
     pub at: i64,
 }
 
+/// How a `ProbeOutcome` is made: its class, made of a tuple of its fields by `tuple.__new__` (as
+/// `probes._new` makes one).
+pub(crate) struct Outcomes {
+    class: Py<PyAny>,
+    new_tuple: Py<PyAny>,
+}
+
+impl Outcomes {
+    pub(crate) fn of(py: Python<'_>, class: Py<PyAny>) -> PyResult<Self> {
+        Ok(Outcomes {
+            class,
+            new_tuple: crate::bindings::tuple_new(py)?,
+        })
+    }
+
+    /// The outcome of a probe (its text, kind, source call and tool) at `call`.
+    fn make<'py>(
+        &self,
+        call: i64,
+        [text, kind, source_call, source_tool]: [Bound<'py, PyAny>; 4],
+        status: Bound<'py, PyString>,
+        by: Bound<'py, PyString>,
+        at: i64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = status.py();
+        let fields = PyTuple::new(
+            py,
+            [
+                call.into_pyobject(py)?.into_any(),
+                text,
+                kind,
+                source_call,
+                source_tool,
+                status.into_any(),
+                by.into_any(),
+                at.into_pyobject(py)?.into_any(),
+            ],
+        )?;
+        self.new_tuple.bind(py).call1((self.class.bind(py), fields))
+    }
+}
+
 /// Where the check appends its outcomes: the run's ledger held here, or a list (a test's, the
 /// python core's reference).
 pub(crate) enum Ledger<'py> {
@@ -49,13 +91,31 @@ impl<'py> Ledger<'py> {
         }
         Ok(Ledger::List(ledger.cast::<PyList>()?.clone()))
     }
+
+    /// A probe's outcome (the call, the probe's text, kind, source call and tool, its status, the
+    /// layer that removed it and when) appended: a row, or a `ProbeOutcome` made by `outcomes`.
+    pub(crate) fn push(
+        &self,
+        outcomes: &Outcomes,
+        call: i64,
+        probe: [Bound<'py, PyAny>; 4],
+        status: &Bound<'py, PyString>,
+        by: Bound<'py, PyString>,
+        at: i64,
+    ) -> PyResult<()> {
+        match self {
+            Ledger::Rows(rows) => rows.borrow_mut().push(call, probe, status, by, at),
+            Ledger::List(list) => {
+                list.append(outcomes.make(call, probe, status.clone(), by, at)?)
+            }
+        }
+    }
 }
 
 /// The ledger (`probes.ProbeOutcome`, the class its outcomes are made as, given).
 #[pyclass(module = "compactlab._native", sequence)]
 pub struct ProbeLedger {
-    outcome: Py<PyAny>,
-    new_tuple: Py<PyAny>,
+    outcomes: Outcomes,
     pub(crate) rows: Vec<Row>,
 }
 
@@ -92,23 +152,13 @@ impl ProbeLedger {
     /// The row at `k` as the `ProbeOutcome` Python would have appended.
     fn made<'py>(&self, py: Python<'py>, k: usize) -> PyResult<Bound<'py, PyAny>> {
         let r = &self.rows[k];
-        let [text, kind, source_call, source_tool] = &r.probe;
-        let fields = PyTuple::new(
-            py,
-            [
-                r.call.into_pyobject(py)?.into_any(),
-                text.bind(py).clone(),
-                kind.bind(py).clone(),
-                source_call.bind(py).clone(),
-                source_tool.bind(py).clone(),
-                r.status_text.bind(py).clone().into_any(),
-                r.by.bind(py).clone().into_any(),
-                r.at.into_pyobject(py)?.into_any(),
-            ],
-        )?;
-        self.new_tuple
-            .bind(py)
-            .call1((self.outcome.bind(py), fields))
+        self.outcomes.make(
+            r.call,
+            r.probe.each_ref().map(|f| f.bind(py).clone()),
+            r.status_text.bind(py).clone(),
+            r.by.bind(py).clone(),
+            r.at,
+        )
     }
 
     /// Every outcome, made.
@@ -124,13 +174,8 @@ impl ProbeLedger {
 impl ProbeLedger {
     #[new]
     fn new(py: Python<'_>, outcome: Py<PyAny>) -> PyResult<Self> {
-        let new_tuple = py
-            .get_type::<PyTuple>()
-            .getattr(pyo3::intern!(py, "__new__"))?
-            .unbind();
         Ok(ProbeLedger {
-            outcome,
-            new_tuple,
+            outcomes: Outcomes::of(py, outcome)?,
             rows: Vec::new(),
         })
     }
@@ -170,22 +215,19 @@ impl ProbeLedger {
         }
         let status = o.get_item(5)?.cast_into::<PyString>()?;
         let by = o.get_item(6)?.cast_into::<PyString>()?;
-        let call: i64 = o.get_item(0)?.extract()?;
-        self.rows.push(Row {
-            call,
-            probe: [
-                o.get_item(1)?,
-                o.get_item(2)?,
-                o.get_item(3)?,
-                o.get_item(4)?,
-            ]
-            .map(Bound::unbind),
-            status: code(status.to_str()?),
-            status_text: status.unbind(),
-            by: by.unbind(),
-            at: o.get_item(7)?.extract()?,
-        });
-        Ok(())
+        let probe = [
+            o.get_item(1)?,
+            o.get_item(2)?,
+            o.get_item(3)?,
+            o.get_item(4)?,
+        ];
+        self.push(
+            o.get_item(0)?.extract()?,
+            probe,
+            &status,
+            by,
+            o.get_item(7)?.extract()?,
+        )
     }
 
     /// Equal to another ledger, or to a list, outcome by outcome.

@@ -553,13 +553,14 @@ def _cache_events(records: list, feed: Any, calls_usage: list[dict[str, Any]], t
     key = ("events", tuple(r.message_index for r in records), rules, own, ttl)
     events = feed.memo.get(key)
     if events is None:
-        positions = [c.position for c in feed.compactions]
-        native = in_use()
-        restarted = (native.restarted(list(key[1]), positions) if native is not None
-                     else restarted_calls(key[1], positions))
         expected = expected_reads(calls_usage, rules) if rules.reply_cached else None
-        breaks = (recorded_breaks(calls_usage, times, ttl, restarted, rules, expected) if calls_usage and rules is own
-                  else {})
+        breaks = {}
+        if calls_usage and rules is own:  # (the calls just after a recorded compaction are not breaks)
+            positions = [c.position for c in feed.compactions]
+            native = in_use()
+            restarted = (native.restarted(list(key[1]), positions) if native is not None
+                         else restarted_calls(key[1], positions))
+            breaks = recorded_breaks(calls_usage, times, ttl, restarted, rules, expected)
         events = feed.memo[key] = (expected, breaks)
     return events
 
