@@ -62,7 +62,7 @@ def persisted(last: Entry, config: BudgetConfig, env: RunEnv) -> tuple[Entry, La
         fact = last.results[k]
         if fact.size <= config.persist_threshold:
             continue
-        text = content_text(last.message["content"][fact.block].get("content"))
+        text = content_text(last.block_content(fact.block))  # (a message left in its file: its content alone read)
         preview = cut_text(text, config.preview_chars)
         if len(NOTE) + sized_len(preview) + MAX_PATH >= fact.size:
             continue  # the note would not be smaller than what it replaces
