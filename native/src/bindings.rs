@@ -2059,10 +2059,20 @@ impl recall::Texts for PyTexts<'_, '_> {
 /// other case — a message read, a content not a string, a line no longer what was read — is left
 /// to Python, the reference, which says what is wrong.
 struct NativeTexts {
-    /// the plain `Entry` class (never left in a file), `os.pread` and `orjson.dumps`
+    /// the plain `Entry` class (never left in a file) and `orjson.dumps`
     entry: Py<PyType>,
-    pread: Py<PyAny>,
     dumps: Py<PyAny>,
+}
+
+/// The `OSError` Python raises for `errno` (`OSError(errno, os.strerror(errno))`: the subclass
+/// of the errno, as `os.pread`'s).
+fn os_error(py: Python<'_>, errno: rustix::io::Errno) -> PyErr {
+    let n = errno.raw_os_error();
+    let text = py
+        .import("os")
+        .and_then(|os| os.getattr("strerror")?.call1((n,))?.extract::<String>())
+        .unwrap_or_default();
+    pyo3::exceptions::PyOSError::new_err((n, text))
 }
 
 /// What stands just before a result's content on a line orjson wrote (`read_ahead.CONTENT_KEY`).
@@ -2082,7 +2092,8 @@ fn as_long_unmarked(text: &str, chars: usize) -> bool {
 /// A message left in its file: its file's descriptor, its line's offset and length, its
 /// patches, where its results' contents stand, its chars.
 struct Left<'py> {
-    fd: Bound<'py, PyAny>,
+    /// the `SourceFile` the message was read from
+    source: Bound<'py, PyAny>,
     offset: i64,
     length: usize,
     patches: Bound<'py, PyTuple>,
@@ -2112,8 +2123,9 @@ impl NativeTexts {
         if lazy.len() != 5 {
             return Ok(None);
         }
+        let source = lazy.get_item(0)?;
         Ok(Some(Left {
-            fd: lazy.get_item(0)?.getattr(intern!(py, "fd"))?,
+            source,
             offset: lazy.get_item(1)?.extract()?,
             length: lazy.get_item(2)?.extract()?,
             patches: lazy.get_item(3)?.cast_into::<PyTuple>()?,
@@ -2131,17 +2143,36 @@ impl NativeTexts {
         }))
     }
 
-    /// `length` bytes of the file from `offset` (None: fewer were there, the file cut short:
-    /// Python says so).
-    fn read<'py>(
-        &self,
-        fd: &Bound<'py, PyAny>,
-        length: usize,
-        offset: i64,
-    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let raw = self.pread.bind(fd.py()).call1((fd, length, offset))?;
-        let raw = raw.cast_into::<PyBytes>()?;
-        Ok((raw.as_bytes().len() == length).then_some(raw))
+    /// `length` bytes of the file `left` was read from, from `offset`, read as `SourceFile._line_at`
+    /// reads them (`os.pread`) without making them a Python object (None: fewer were there, the
+    /// file cut short: Python says so; an error of the read is Python's `OSError`).
+    fn read(left: &Left<'_>, length: usize, offset: i64) -> PyResult<Option<Vec<u8>>> {
+        use rustix::io::Errno;
+        let py = left.source.py();
+        let fd: i32 = left.source.getattr(intern!(py, "fd"))?.extract()?;
+        if fd < 0 {
+            return Err(os_error(py, Errno::BADF));
+        }
+        let Ok(offset) = u64::try_from(offset) else {
+            return Err(os_error(py, Errno::INVAL));
+        };
+        // SAFETY: `fd` is not -1 (checked above) and is the descriptor of the file the
+        // `SourceFile` `left.source` opened (its `_file`, closed only when that object is
+        // collected). `left` holds a reference to that object for as long as this borrow lives,
+        // and the GIL is held throughout, so no Python code runs meanwhile that could close it.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        let mut raw = Vec::with_capacity(length); // (read into as it is: no zeroes written first)
+        while raw.len() < length {
+            let at = offset + raw.len() as u64;
+            match rustix::io::pread(fd, rustix::buffer::spare_capacity(&mut raw), at) {
+                Ok(0) => return Ok(None),
+                Ok(_) => {}
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(os_error(py, e)),
+            }
+        }
+        raw.truncate(length); // (a capacity above `length` may have read past it)
+        Ok(Some(raw))
     }
 
     /// A plain `Entry`'s message (its message in hand), else None.
@@ -2157,9 +2188,11 @@ impl NativeTexts {
     fn whole(&self, entry: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
         if let Some(message) = self.in_hand(entry)? {
             let raw = self.dumps.bind(entry.py()).call1((message,))?;
-            return Ok(std::str::from_utf8(raw.cast::<PyBytes>()?.as_bytes())
-                .ok()
-                .map(str::to_owned));
+            return Ok(
+                simdutf8::basic::from_utf8(raw.cast::<PyBytes>()?.as_bytes())
+                    .ok()
+                    .map(str::to_owned),
+            );
         }
         let Some(left) = self.left(entry)? else {
             return Ok(None);
@@ -2167,12 +2200,12 @@ impl NativeTexts {
         if !left.patches.is_empty() && left.placed.is_empty() {
             return Ok(None);
         }
-        let Some(raw) = self.read(&left.fd, left.length, left.offset)? else {
+        let Some(raw) = Self::read(&left, left.length, left.offset)? else {
             return Ok(None);
         };
-        let raw = raw.as_bytes();
+        let raw = raw.as_slice();
         let text = if left.patches.is_empty() {
-            std::str::from_utf8(raw).ok().map(str::to_owned)
+            simdutf8::basic::from_utf8(raw).ok().map(str::to_owned)
         } else {
             Self::spliced(raw, &left)?
         };
@@ -2256,9 +2289,10 @@ impl NativeTexts {
             {
                 return Ok(None);
             }
-            let (Ok(before), Ok(content)) =
-                (std::str::from_utf8(&raw[at..start]), content.to_str())
-            else {
+            let (Ok(before), Ok(content)) = (
+                simdutf8::basic::from_utf8(&raw[at..start]),
+                content.to_str(),
+            ) else {
                 return Ok(None);
             };
             out.push_str(before);
@@ -2269,7 +2303,7 @@ impl NativeTexts {
         if used != latest.len() {
             return Ok(None);
         }
-        let Ok(rest) = std::str::from_utf8(&raw[at..]) else {
+        let Ok(rest) = simdutf8::basic::from_utf8(&raw[at..]) else {
             return Ok(None);
         };
         out.push_str(rest);
@@ -2332,7 +2366,7 @@ impl NativeTexts {
             let Ok(raw) = self.dumps.bind(py).call1((content,)) else {
                 return Ok(None); // (what orjson refuses: Python says so)
             };
-            let Ok(text) = std::str::from_utf8(raw.cast::<PyBytes>()?.as_bytes()) else {
+            let Ok(text) = simdutf8::basic::from_utf8(raw.cast::<PyBytes>()?.as_bytes()) else {
                 return Ok(None);
             };
             out.push_str(text);
@@ -2370,10 +2404,10 @@ impl NativeTexts {
             return Ok(None);
         }
         let at = left.offset + (start - CONTENT_KEY.len()) as i64;
-        let Some(raw) = self.read(&left.fd, end - start + CONTENT_KEY.len(), at)? else {
+        let Some(raw) = Self::read(&left, end - start + CONTENT_KEY.len(), at)? else {
             return Ok(None);
         };
-        let raw = raw.as_bytes();
+        let raw = raw.as_slice();
         if !raw.starts_with(CONTENT_KEY) {
             return Ok(None);
         }
@@ -2455,7 +2489,7 @@ pub(crate) struct GivenProbe<'py> {
 impl RecallCheck {
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (whole, edited, result, escaped, outcome, entry, pread, dumps, shared=None))]
+    #[pyo3(signature = (whole, edited, result, escaped, outcome, entry, dumps, shared=None))]
     fn new(
         py: Python<'_>,
         whole: Py<PyAny>,
@@ -2464,7 +2498,6 @@ impl RecallCheck {
         escaped: Py<PyAny>,
         outcome: Py<PyAny>,
         entry: Py<PyType>,
-        pread: Py<PyAny>,
         dumps: Py<PyAny>,
         shared: Option<Py<KnownMessages>>,
     ) -> PyResult<Self> {
@@ -2479,11 +2512,7 @@ impl RecallCheck {
             result,
             escaped,
             outcomes: Outcomes::of(py, outcome)?,
-            texts_here: NativeTexts {
-                entry,
-                pread,
-                dumps,
-            },
+            texts_here: NativeTexts { entry, dumps },
         })
     }
 
@@ -3603,7 +3632,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 44;
+const API: u32 = 45;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

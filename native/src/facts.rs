@@ -321,7 +321,7 @@ impl<'a> Scan<'a> {
     fn new(b: &'a [u8]) -> Option<Self> {
         Some(Scan {
             b,
-            t: std::str::from_utf8(b).ok()?,
+            t: simdutf8::basic::from_utf8(b).ok()?,
             i: 0,
             keys: Vec::new(),
             any_number: false,

@@ -42,7 +42,6 @@ from __future__ import annotations
 import builtins
 import keyword
 import operator
-import os
 import re
 import sys
 from bisect import bisect_left, bisect_right
@@ -818,8 +817,7 @@ class ProbeMemo:
         #: recording's messages it knows for every run, ``_native.KnownMessages``) where ``native``
         #: is the native module (``core.in_use()``); ``check`` is its reference
         self.native = None if native is None else native.RecallCheck(_whole_text, _text, _block_text, _as_sent,
-                                                                      ProbeOutcome, Entry, os.pread, orjson.dumps,
-                                                                      shared)
+                                                                      ProbeOutcome, Entry, orjson.dumps, shared)
         self._texts: dict[int, tuple[Entry, str]] = {}
         self._edited: list[Entry] = []
         self._joined = ""

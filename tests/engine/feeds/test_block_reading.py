@@ -377,6 +377,37 @@ def test_a_lazy_entrys_results_and_changed_json_are_read_where_its_line_placed_t
     assert [lazy.block_content(b) for b in held] == [eager.block_content(b) for b in held]
 
 
+def test_an_unread_messages_line_read_natively_cut_short_or_unreadable_is_left_to_python(tmp_path):
+    """The native check reads an unread message's line by its file's descriptor, as
+    ``SourceFile._line_at`` does with ``os.pread``: the same text; a file cut short since it was
+    read is left to Python (None), which says so; a descriptor that reads nothing is the same
+    ``OSError`` on both."""
+    import errno
+    import os
+
+    message = {"role": "user", "content": [tr("t0", "some output " * 40), tr("t1", "more")]}
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(orjson.dumps(message) + b"\n")
+    source = SourceFile(str(path))
+    builder = TranscriptBuilder(str(path), anthropic_messages.NAME, keep=True)
+    (lazy,) = _lazy_entries(builder, source, False)
+    check = probes.ProbeMemo(in_use()).native
+    assert check.native_text(lazy) == orjson.dumps(message).decode() == lazy.json_text()
+    assert check.native_text(lazy, 1) == "more"
+    os.truncate(path, 100)  # (cut short)
+    assert check.native_text(lazy) is None and check.native_text(lazy, 1) is None
+    with pytest.raises(CompactlabError, match="cut short"):
+        lazy.json_text()
+    with open(tmp_path / "w", "wb") as sink:  # (a descriptor open for writing only: pread fails, EBADF)
+        source.fd = sink.fileno()
+        with pytest.raises(OSError) as native:
+            check.native_text(lazy)
+        with pytest.raises(OSError) as python:
+            source.text_at(0, 10)
+    assert native.value.errno == python.value.errno == errno.EBADF
+    assert lazy._message is None  # (nothing of it was parsed)
+
+
 _placeholder = st.one_of(
     _text, st.sampled_from(["[Old tool result content cleared]", 'said "no"\n\t\\', "\x00\x1f\x7f é 😀",
                             sized_placeholder("TOOL", 40)]))
