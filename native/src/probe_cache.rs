@@ -122,9 +122,194 @@ impl<'de> Deserialize<'de> for Place {
     }
 }
 
+/// The entry as `save` writes it (orjson's compact JSON), read by hand: every member one of the
+/// columns, once, with no space anywhere, each integer `-?(0|[1-9][0-9]*)` within 64 bits, each
+/// text's escapes the short ones (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`). None where the bytes
+/// are anything else: serde_json then reads them (`parse`), which reads every entry this reads the
+/// same (tested) for about a fifth of the instructions of its visitors (57 M on a 5,000-call file's
+/// 17,000 probes).
+fn compact(bytes: &[u8]) -> Option<Columns<'_>> {
+    let mut r = Compact {
+        t: simdutf8::basic::from_utf8(bytes).ok()?,
+        i: 0,
+    };
+    r.eat(b'{')?;
+    let mut c = (None, None, None, None, None, None, None);
+    loop {
+        let key = r.text()?;
+        r.eat(b':')?;
+        let fresh = match &*key {
+            "version" => c.0.replace(r.int()?).is_none(),
+            "call" => c.1.replace(r.list(Compact::int)?).is_none(),
+            "text" => c.2.replace(r.list(Compact::text)?).is_none(),
+            "where" => c.3.replace(r.list(Compact::place)?).is_none(),
+            "source_call" => c.4.replace(r.list(Compact::int)?).is_none(),
+            "source_tool" => c.5.replace(r.list(Compact::text)?).is_none(),
+            "kind" => c.6.replace(r.list(Compact::text)?).is_none(),
+            _ => false,
+        };
+        if !fresh {
+            return None;
+        }
+        match r.next()? {
+            b',' => {}
+            b'}' => break,
+            _ => return None,
+        }
+    }
+    let rest = &r.t.as_bytes()[r.i..];
+    if !rest
+        .iter()
+        .all(|b| matches!(b, b' ' | b'\n' | b'\r' | b'\t'))
+    {
+        return None;
+    }
+    Some(Columns {
+        version: c.0?,
+        call: c.1?,
+        text: c.2?.into_iter().map(Text).collect(),
+        places: c.3?,
+        source_call: c.4?,
+        source_tool: c.5?.into_iter().map(Text).collect(),
+        kind: c.6?.into_iter().map(Text).collect(),
+    })
+}
+
+/// `compact`'s reading, at byte `i` of `t`.
+struct Compact<'a> {
+    t: &'a str,
+    i: usize,
+}
+
+impl<'a> Compact<'a> {
+    fn next(&mut self) -> Option<u8> {
+        let b = *self.t.as_bytes().get(self.i)?;
+        self.i += 1;
+        Some(b)
+    }
+
+    fn eat(&mut self, want: u8) -> Option<()> {
+        (self.next()? == want).then_some(())
+    }
+
+    /// `[`, `item`s between commas, `]`.
+    fn list<T>(&mut self, item: fn(&mut Self) -> Option<T>) -> Option<Vec<T>> {
+        self.eat(b'[')?;
+        let mut out = Vec::new();
+        if self.t.as_bytes().get(self.i) == Some(&b']') {
+            self.i += 1;
+            return Some(out);
+        }
+        loop {
+            out.push(item(self)?);
+            match self.next()? {
+                b',' => {}
+                b']' => return Some(out),
+                _ => return None,
+            }
+        }
+    }
+
+    /// An integer as JSON writes one (no fraction, no exponent, no `-0`) within 64 bits.
+    fn int(&mut self) -> Option<i64> {
+        let b = self.t.as_bytes();
+        let negative = b.get(self.i) == Some(&b'-');
+        let start = self.i + usize::from(negative);
+        let (mut i, mut n) = (start, 0i64);
+        while let Some(&c) = b.get(i) {
+            if !c.is_ascii_digit() {
+                break;
+            }
+            let d = i64::from(c - b'0');
+            n = n
+                .checked_mul(10)?
+                .checked_add(if negative { -d } else { d })?;
+            i += 1;
+        }
+        let digits = i - start;
+        if digits == 0
+            || (b[start] == b'0' && (digits > 1 || negative)) // (`-0`: serde_json's float)
+            || matches!(b.get(i), Some(b'.' | b'e' | b'E'))
+        {
+            return None;
+        }
+        self.i = i;
+        Some(n)
+    }
+
+    /// A string, borrowed where it has no escape.
+    fn text(&mut self) -> Option<Cow<'a, str>> {
+        self.eat(b'"')?;
+        let (t, start) = (self.t, self.i);
+        let b = t.as_bytes();
+        let mut owned: Option<String> = None;
+        let mut run = start;
+        loop {
+            // (to the next quote, backslash or control character)
+            self.i += b[self.i..]
+                .iter()
+                .position(|&c| c == b'"' || c == b'\\' || c < 0x20)?;
+            match b[self.i] {
+                b'"' => {
+                    self.i += 1;
+                    return Some(match owned {
+                        None => Cow::Borrowed(&t[start..self.i - 1]),
+                        Some(mut s) => {
+                            s.push_str(&t[run..self.i - 1]);
+                            Cow::Owned(s)
+                        }
+                    });
+                }
+                b'\\' => {
+                    let s = owned.get_or_insert_with(String::new);
+                    s.push_str(&t[run..self.i]);
+                    s.push(match *b.get(self.i + 1)? {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
+                        _ => return None, // (`\u`: serde_json reads it, lone surrogates refused)
+                    });
+                    self.i += 2;
+                    run = self.i;
+                }
+                _ => return None, // (a control character)
+            }
+        }
+    }
+
+    /// A `where`: its flat list of integers as `(origin, block)` pairs (an empty or odd one: None).
+    fn place(&mut self) -> Option<Place> {
+        self.eat(b'[')?;
+        let mut pairs = Vec::with_capacity(1);
+        loop {
+            let origin = self.int()?;
+            self.eat(b',')?;
+            pairs.push((origin, self.int()?));
+            match self.next()? {
+                b',' => {}
+                b']' => return Some(Place(pairs)),
+                _ => return None,
+            }
+        }
+    }
+}
+
 /// The entry `bytes` read, or None where any value is not what `save` writes (see the module).
 pub fn parse(bytes: &[u8], version: i64, kinds: &[&str]) -> Option<Stored> {
-    let mut c: Columns<'_> = serde_json::from_slice(bytes).ok()?;
+    stored(
+        compact(bytes).or_else(|| serde_json::from_slice(bytes).ok())?,
+        version,
+        kinds,
+    )
+}
+
+/// The rows of the columns read, or None where any value is not what `save` writes.
+fn stored(mut c: Columns<'_>, version: i64, kinds: &[&str]) -> Option<Stored> {
     let n = c.call.len();
     if c.version != version
         || [
@@ -222,6 +407,96 @@ mod tests {
             parse(entry(none).as_bytes(), 4, &KINDS),
             Some(Stored::default())
         );
+    }
+
+    /// What serde_json reads of `bytes` and what `compact` does, where it reads them (None: it
+    /// leaves them to serde_json).
+    fn both(bytes: &[u8]) -> (Option<Stored>, Option<Option<Stored>>) {
+        let by_serde = serde_json::from_slice(bytes)
+            .ok()
+            .and_then(|c| stored(c, 4, &KINDS));
+        (by_serde, compact(bytes).map(|c| stored(c, 4, &KINDS)))
+    }
+
+    #[test]
+    fn an_entry_as_orjson_writes_it_is_read_by_hand_as_serde_json_reads_it() {
+        let good = entry(GOOD).replace(", ", ",").replace(": ", ":");
+        let (by_serde, by_hand) = both(good.as_bytes());
+        assert!(by_serde.is_some());
+        assert_eq!(by_hand, Some(by_serde)); // (read by hand: not left to serde_json)
+        let mut read_by_hand = 0;
+        let mut variants = vec![good.clone()];
+        for (from, to) in [
+            ("\"d\"", r#""d\"\n\t\\\/\b\f\ré""#), // the short escapes
+            ("\"d\"", r#""\u00e9""#),             // left to serde_json
+            ("\"d\"", "\"\u{1}\""),               // a raw control character
+            ("[7,0,7]", "[7,-0,7]"),
+            ("[7,0,7]", "[7,07,7]"),
+            ("[7,0,7]", "[7,0,9223372036854775807]"),
+            ("[7,0,7]", "[7,0,9223372036854775808]"),
+            ("[0,-1,2]", "[0,-9223372036854775808,2]"),
+            ("[0,-1,2]", "[0,-9223372036854775809,2]"),
+            ("[0,-1,2]", "[0,-1e0,2]"),
+            ("[0,-1,2]", "[0,-,2]"),
+            ("[[1,0],", "[[1,0,2],"),
+            ("[[1,0],", "[[],"),
+            ("[[1,0],", "[[1,0],],"),
+            ("[7,0,7]", "[7,0,7,]"),
+            ("{\"version\":4,", "{\"version\":4,\"version\":4,"),
+            ("{\"version\":4,", "{\"version\":4,\"made\":[1],"),
+            ("{\"version\":4,", "{ \"version\":4,"),
+            ("{\"version\":4,", "{\"version\":5,"),
+            ("\"kind\":", "\"kinds\":"),
+            ("]}", "]}\n"),
+            ("]}", "]} x"),
+            ("]}", "]"),
+        ] {
+            let variant = good.replacen(from, to, 1);
+            assert_ne!(variant, good, "{from}");
+            variants.push(variant);
+        }
+        // (and entries of every size, their values drawn from a fixed sequence)
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut draw = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for size in 0..40 {
+            let mut cols: [Vec<String>; 6] = Default::default();
+            for _ in 0..size {
+                cols[0].push(draw(50).to_string());
+                cols[1].push(format!(
+                    "\"{}\"",
+                    ["a", "b/c", "x.y", "42", "é", "q\\\"", "\\n"][draw(7) as usize]
+                ));
+                let pairs = 1 + draw(3);
+                let flat: Vec<String> = (0..2 * pairs)
+                    .map(|_| (draw(20) as i64 - 1).to_string())
+                    .collect();
+                cols[2].push(format!("[{}]", flat.join(",")));
+                cols[3].push((draw(50) as i64 - 1).to_string());
+                cols[4].push(format!(
+                    "\"{}\"",
+                    ["bash", "read", "édit"][draw(3) as usize]
+                ));
+                cols[5].push(format!("\"{}\"", KINDS[draw(3) as usize]));
+            }
+            let [call, text, places, source_call, source_tool, kind] = cols.map(|c| c.join(","));
+            variants.push(format!(
+                "{{\"version\":4,\"call\":[{call}],\"text\":[{text}],\"where\":[{places}],\
+                 \"source_call\":[{source_call}],\"source_tool\":[{source_tool}],\"kind\":[{kind}]}}"
+            ));
+        }
+        for variant in &variants {
+            let (by_serde, by_hand) = both(variant.as_bytes());
+            if let Some(by_hand) = by_hand {
+                assert_eq!(by_hand, by_serde, "{variant}");
+                read_by_hand += 1;
+            }
+        }
+        assert!(read_by_hand >= 45, "{read_by_hand}"); // (the tests above are not all serde_json's)
     }
 
     #[test]
