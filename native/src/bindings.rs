@@ -10,6 +10,8 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
+use crate::members::Members;
+
 use crate::ledger::{Ledger, Outcomes, ProbeLedger};
 use crate::{
     cache, csv_text, facts, lines, pricing, probe_cache, recall, seam, strings, violations,
@@ -2392,10 +2394,18 @@ impl NativeTexts {
         let Some(left) = self.left(entry)? else {
             return Ok(None);
         };
+        // (a result a layer changed: its last patch, `LazyEntry.block_content`'s `_patched`)
+        let mut latest = None;
         for patch in left.patches.iter() {
             if patch.get_item(0)?.extract::<i64>()? == block {
-                return Ok(None);
+                latest = Some(patch.get_item(1)?);
             }
+        }
+        if let Some(content) = latest {
+            return Ok(match content.cast_exact::<PyString>() {
+                Ok(text) => text.to_str().ok().map(str::to_owned),
+                Err(_) => None,
+            });
         }
         let Some(&(_, start, end)) = left.placed.iter().find(|(b, _, _)| *b == block) else {
             return Ok(None);
@@ -2876,6 +2886,15 @@ impl KnownMessages {
     }
 }
 
+/// What `LineFacts::lazy_entry` makes an entry with: its class's `__new__`, the class, the empty
+/// frozenset, and the class's members where they are slots.
+type LazyMaker<'a, 'py> = (
+    &'a Bound<'py, PyAny>,
+    &'a Bound<'py, PyType>,
+    &'a Bound<'py, PyAny>,
+    Option<&'a Members>,
+);
+
 /// A message's facts read from its JSONL line (`facts::line_facts`; `messages.build_entry` is
 /// the reference): the arguments of an `Entry` after its message (and a reply's other members), or
 /// None where Python reads the line. Made once a file, with the `ResultFact` class its results are made of.
@@ -2886,7 +2905,29 @@ struct LineFacts {
     result_fact: (Py<PyAny>, Py<PyAny>),
     /// each tool result's `json_size` too (`build_entry`'s `measure`)
     measure: bool,
+    /// the class `entries` makes its entries of and its members (`LAZY_SLOTS`) where they are
+    /// slots (the first class it was given)
+    members: std::sync::OnceLock<(Py<PyType>, Option<Members>)>,
 }
+
+/// The slots `LineFacts::lazy_entry` fills, in the order it fills them.
+const LAZY_SLOTS: [&str; 15] = [
+    "chars",
+    "role",
+    "origin",
+    "tool_use_ids",
+    "tool_names",
+    "use_files",
+    "results",
+    "misplaced_results",
+    "empty",
+    "has_text",
+    "use_set",
+    "result_set",
+    "changed",
+    "_message",
+    "_lazy",
+];
 
 #[pymethods]
 impl LineFacts {
@@ -2895,6 +2936,7 @@ impl LineFacts {
         Ok(LineFacts {
             result_fact: (tuple_new(result_fact.py())?, result_fact.clone().unbind()),
             measure,
+            members: std::sync::OnceLock::new(),
         })
     }
 
@@ -2949,7 +2991,8 @@ impl LineFacts {
         let py = block.py();
         // (the class's `__new__` looked up once a block, not once an entry)
         let new = make.0.getattr(intern!(py, "__new__"))?;
-        let make = (&new, &make.0, &make.1);
+        let members = self.members_of(&make.0)?;
+        let make = (&new, &make.0, &make.1, members);
         let bytes = block
             .as_bytes()
             .get(..stop)
@@ -3089,11 +3132,11 @@ impl LineFacts {
     /// one made here to one it makes) without running its Python.
     fn lazy_entry<'py>(
         py: Python<'py>,
-        make: (&Bound<'py, PyAny>, &Bound<'py, PyType>, &Bound<'py, PyAny>),
+        make: LazyMaker<'_, 'py>,
         args: &[Bound<'py, PyAny>],
         lazy: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (new, class, no_ids) = make;
+        let (new, class, no_ids, members) = make;
         let entry = new.call1((class,))?;
         let ids_of =
             |items: &Bound<'py, PyAny>, key: Option<usize>| -> PyResult<Bound<'py, PyAny>> {
@@ -3112,6 +3155,14 @@ impl LineFacts {
             };
         let use_set = ids_of(&args[3], None)?;
         let result_set = ids_of(&args[6], Some(1))?;
+        if let Some(members) = members {
+            let none = py.None().into_bound(py);
+            let rest = [&use_set, &result_set, no_ids, &none, &lazy];
+            for (k, value) in args.iter().take(10).chain(rest).enumerate() {
+                members.set(&entry, k, value)?;
+            }
+            return Ok(entry);
+        }
         let names = [
             intern!(py, "chars"),
             intern!(py, "role"),
@@ -3133,6 +3184,22 @@ impl LineFacts {
         entry.setattr(intern!(py, "_message"), py.None())?;
         entry.setattr(intern!(py, "_lazy"), lazy)?;
         Ok(entry)
+    }
+
+    /// The members of `class` `lazy_entry` fills where they are its slots (None: it sets them
+    /// by name), looked up once for the first class given (another one: by name).
+    fn members_of(&self, class: &Bound<'_, PyType>) -> PyResult<Option<&Members>> {
+        let py = class.py();
+        if self.members.get().is_none() {
+            let names: Vec<Bound<'_, PyString>> =
+                LAZY_SLOTS.iter().map(|n| PyString::intern(py, n)).collect();
+            let found = Members::of(class, &names.iter().collect::<Vec<_>>())?;
+            let _ = self.members.set((class.clone().unbind(), found));
+        }
+        Ok(match self.members.get() {
+            Some((known, members)) if known.bind(py).is(class) => members.as_ref(),
+            _ => None,
+        })
     }
 
     /// A reply's other members (at their spans on `line`) as a JSON object of their own.
@@ -3215,7 +3282,27 @@ pub(crate) struct EntryCopies {
     new_tuple: Py<PyAny>,
     entry: Py<PyType>,
     new_entry: Py<PyAny>,
+    /// the members (`COPIED_SLOTS`) of `LazyEntry` and of `Entry` where they are slots
+    members: (Option<Members>, Option<Members>),
 }
+
+/// The slots a copy's `made` fills: its own length, the facts it shares with its original
+/// (`1..=10`), its own results and changed blocks.
+const COPIED_SLOTS: [&str; 13] = [
+    "chars",
+    "role",
+    "origin",
+    "tool_use_ids",
+    "tool_names",
+    "use_files",
+    "misplaced_results",
+    "empty",
+    "has_text",
+    "use_set",
+    "result_set",
+    "results",
+    "changed",
+];
 
 #[pymethods]
 impl EntryCopies {
@@ -3226,7 +3313,17 @@ impl EntryCopies {
         entry: Bound<'_, PyType>,
     ) -> PyResult<Self> {
         let py = lazy_entry.py();
+        let names: Vec<Bound<'_, PyString>> = COPIED_SLOTS
+            .iter()
+            .map(|n| PyString::intern(py, n))
+            .collect();
+        let names: Vec<&Bound<'_, PyString>> = names.iter().collect();
+        let members = (
+            Members::of(&lazy_entry, &names)?,
+            Members::of(&entry, &names)?,
+        );
         Ok(EntryCopies {
+            members,
             new: lazy_entry.getattr(intern!(py, "__new__"))?.unbind(),
             class: lazy_entry.unbind(),
             new_tuple: py
@@ -3358,6 +3455,22 @@ impl EntryCopies {
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = entry.py();
         let copy = new.call1((class,))?;
+        let members = if class.is(self.class.bind(py)) {
+            self.members.0.as_ref()
+        } else if class.is(self.entry.bind(py)) {
+            self.members.1.as_ref()
+        } else {
+            None
+        };
+        if let Some(m) = members.filter(|_| entry.get_type().is(class)) {
+            m.set(&copy, 0, &own.chars.into_pyobject(py)?.into_any())?;
+            for k in 1..=10 {
+                m.set(&copy, k, &m.get(entry, k)?)?;
+            }
+            m.set(&copy, 11, own.results.as_any())?;
+            m.set(&copy, 12, own.changed.as_any())?;
+            return Ok(copy);
+        }
         copy.setattr(intern!(py, "chars"), own.chars)?;
         // (the facts a result's new content leaves as they were: its original's objects)
         for name in [

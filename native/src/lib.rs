@@ -21,6 +21,8 @@ mod bindings;
 #[cfg(feature = "python")]
 mod ledger;
 #[cfg(feature = "python")]
+mod members;
+#[cfg(feature = "python")]
 mod seam;
 #[cfg(feature = "python")]
 mod turns;

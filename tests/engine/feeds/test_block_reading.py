@@ -369,7 +369,9 @@ def test_a_lazy_entrys_results_and_changed_json_are_read_where_its_line_placed_t
     for block in held:
         text = check.native_text(lazy, block)
         assert text in (None, probes._block_text(eager, block))
-        assert (text is not None) == ((plain or (unread and way != "spaced" and block not in changed))
+        # (a changed result's text: its last patch, whatever the line; an unchanged one's: where
+        # "content": stands before it on the line)
+        assert (text is not None) == ((plain or (unread and (block in changed or way != "spaced")))
                                       and type(eager.block_content(block)) is str)
     assert lazy.json_text() == orjson.dumps(eager.message).decode()
     # (unread where the line is what orjson writes and every changed result had content to replace)
