@@ -410,6 +410,49 @@ def test_an_unread_messages_line_read_natively_cut_short_or_unreadable_is_left_t
     assert lazy._message is None  # (nothing of it was parsed)
 
 
+class _Traced(LazyEntry):
+    """A LazyEntry whose ``has_text`` is a property, not the slot: its entries are made by name."""
+
+    __slots__ = ("_seen",)
+
+    @property  # type: ignore[override]
+    def has_text(self) -> bool:
+        return self._seen
+
+    @has_text.setter
+    def has_text(self, value: bool) -> None:
+        self._seen = value
+
+
+def test_entries_are_filled_through_their_slots_or_by_name_where_one_is_not_a_slot(tmp_path):
+    """``LineFacts.entries`` fills a LazyEntry's slots through their descriptors; a class whose
+    member is not a slot (a property) is filled by name, through it, as ``setattr`` fills it: the
+    same facts either way, whichever class it was given first."""
+    from compactlab.transcripts.messages import NO_IDS
+
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(m) + b"\n" for m in [
+        user("hi"), asst("ok", tu("t0", command="ls")), {"role": "user", "content": [tr("t0", "a.py")]},
+        asst("done")]))
+    source = SourceFile(str(path))
+    for order in ([LazyEntry, _Traced], [_Traced, LazyEntry]):
+        facts = line_facts(ResultFact, True)
+        made: dict[type, list[object]] = {}
+        for cls in order:
+            builder = TranscriptBuilder(str(path), anthropic_messages.NAME, keep=True)
+            reader = LineReader(str(path), skip_bad_lines=False, limit=source.size)
+            entries: list[object] = []
+            for at, block, i, stop in reader.blocks():
+                got = facts.entries(block, i, stop, at, builder.count + len(entries), 0, (1 << 20, 100),
+                                    (cls, NO_IDS), source, None)
+                entries += got[0]
+            made[cls] = entries
+        plain, traced = made[LazyEntry], made[_Traced]
+        assert len(plain) == len(traced) == 4 and all(type(e) is _Traced for e in traced)
+        assert [e._seen for e in traced] == [e.has_text for e in plain] == [True, True, False, True]
+        assert [_slots(e)[:-1] for e in traced] == [_slots(e) for e in plain]  # (its own slot aside)
+
+
 _placeholder = st.one_of(
     _text, st.sampled_from(["[Old tool result content cleared]", 'said "no"\n\t\\', "\x00\x1f\x7f é 😀",
                             sized_placeholder("TOOL", 40)]))
