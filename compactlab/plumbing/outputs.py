@@ -424,9 +424,8 @@ class OutputDir:
         self.dry_run = dry_run or root is None
         self.force = force
         self.prefix = ""
-        #: lower-cased name -> (tool id, its text's length and ``hash``: Python's own keyed hash, kept
-        #: on the text, so the same output persisted again in a later replay costs nothing)
-        self._owner: dict[str, tuple[str, int, int]] = {}
+        #: lower-cased name -> (tool id, its text's length): the output it was given to
+        self._owner: dict[str, tuple[str, int]] = {}
         self._run: OutputDir = self
         self._stage: Path | None = None  # the fresh folder being written
         self._target: Path | None = None  # where it goes: the destination, symlinks resolved
@@ -575,8 +574,11 @@ class OutputDir:
         return target
 
     def persisted_name(self, tool_use_id: str, text: str) -> tuple[str, bool]:
-        """(relative path for this output, whether it still has to be written)."""
-        key = (tool_use_id, len(text), hash(text))
+        """(relative path for this output, whether it still has to be written). A name already given
+        to an output of the same tool call and length is this one again where its file holds this
+        text (``_holds``: read back only then; no hash of every output, which cost a replay more
+        than the rare read)."""
+        key = (tool_use_id, len(text))
         stem = safe_stem(tool_use_id)
         n = 1
         while True:
@@ -593,8 +595,8 @@ class OutputDir:
             n += 1
 
     def _holds(self, relative: str, text: str) -> bool:
-        """Whether the file this run wrote at ``relative`` holds ``text`` (a hash says so; the file
-        makes sure, so that no output is lost to a collision). A dry run wrote nothing to lose."""
+        """Whether the file this run wrote at ``relative`` holds ``text`` (no output is lost to
+        another of the same length). A dry run wrote nothing to lose."""
         if self.dry_run:
             return True
         try:
