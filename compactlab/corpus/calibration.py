@@ -84,10 +84,11 @@ def usable_calls(transcript: Any) -> int:
 
 @lru_cache(maxsize=1)
 def _priors() -> dict[str, dict[str, Any]]:
-    import tomllib
     from importlib.resources import files
 
-    return tomllib.loads(files("compactlab").joinpath("data/priors.toml").read_text("utf-8"))["formats"]
+    from ..plumbing import package_toml
+
+    return package_toml.loads(files("compactlab").joinpath("data/priors.toml").read_text("utf-8"))["formats"]
 
 
 def prior_for(fmt: str) -> Calibration | None:

@@ -19,8 +19,6 @@ start of every replay.
 from __future__ import annotations
 
 import functools
-import hashlib
-import tomllib
 from dataclasses import field, fields
 from pathlib import Path
 from collections.abc import Sequence
@@ -30,6 +28,8 @@ import orjson
 
 from ..config import Bound, NonNegative, Section, added_defaults, opt, per_class, section
 from ..errors import InputError, PolicyError
+from ..plumbing import package_toml
+from ..plumbing.sha256 import hex_of
 from ..plumbing.files import read_regular_text
 from .layers import (REGISTRY, BudgetConfig, CustomConfig, ManualConfig, MicroConfig, ReactiveConfig, SnipConfig, Summarising,
                      SummaryConfig)
@@ -129,7 +129,7 @@ def fingerprint_of(resolved: dict[str, Any]) -> str:
                 del data[section]
                 if isinstance(data.get("order"), list):
                     data["order"] = [name for name in data["order"] if name != section]
-    return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
+    return hex_of(orjson.dumps(data, option=orjson.OPT_SORT_KEYS))[:12]
 
 
 @per_class
@@ -170,7 +170,12 @@ def _preset_text(name: str) -> str:
     return res.read_text(encoding="utf-8")
 
 
-def _parse_toml(text: str, where: str) -> dict[str, Any]:
+def _parse_toml(text: str, where: str, packaged: bool = False) -> dict[str, Any]:
+    """A policy's TOML: a preset's (``packaged``: ``plumbing.package_toml``) or the user's."""
+    if packaged:
+        return package_toml.loads(text)
+    import tomllib
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -214,7 +219,7 @@ def _raw_policy(ref: str, seen: tuple[str, ...] = ()) -> tuple[dict, bool]:
         data.setdefault("name", path.stem)
         _resolve_prompt_file(data, path.parent)
     else:
-        data = _parse_toml(_preset_text(ref), f"preset {ref}")
+        data = _parse_toml(_preset_text(ref), f"preset {ref}", packaged=True)
     parent = data.pop("extends", None)
     if parent is not None:
         if not isinstance(parent, str):
@@ -280,6 +285,8 @@ def parse_override(item: Override) -> tuple[list[str], Any]:
     key = key.strip()
     if not sep or not key:
         raise PolicyError(f"--set {item!r}: expected KEY=VALUE such as summary.trigger=40000")
+    import tomllib
+
     try:
         parsed = tomllib.loads(f"v = {value}")["v"]
     except tomllib.TOMLDecodeError:

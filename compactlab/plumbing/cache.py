@@ -8,7 +8,6 @@ A read-only cache (``--dry-run``) answers from what is there and writes nothing.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from pathlib import Path
@@ -17,16 +16,14 @@ from typing import Any
 import orjson
 
 from ..errors import CompactlabError, InputError
+from .sha256 import hex_of
 from .files import open_regular
 from .outputs import atomic_write_bytes
 
 
 def digest(*parts: str) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(p.encode("utf-8", "surrogatepass"))
-        h.update(b"\x00")
-    return h.hexdigest()
+    """The SHA-256 of ``parts``, each followed by a NUL."""
+    return hex_of(b"".join(p.encode("utf-8", "surrogatepass") + b"\x00" for p in parts))
 
 
 #: the largest cache entry read (a summary and its usage are a few KB; a price record less)

@@ -16,11 +16,12 @@ is read (``transcripts/reader.read_document``): one digest of the same bytes, ha
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from io import BufferedReader
 from typing import Any
+
+from .sha256 import hex_of
 
 #: the kind under which a file's hash is remembered beside its size and times
 KIND = "probe-keys"
@@ -39,7 +40,7 @@ def disk(read_only: bool = False) -> Any:
 
 def _name(path: str, st: os.stat_result | tuple[int, ...]) -> str:
     dev, ino = (st.st_dev, st.st_ino) if isinstance(st, os.stat_result) else st[:2]
-    return hashlib.sha256(f"{os.path.abspath(path)}\0{dev}\0{ino}".encode("utf-8", "surrogateescape")).hexdigest()
+    return hex_of(f"{os.path.abspath(path)}\0{dev}\0{ino}".encode("utf-8", "surrogateescape"))
 
 
 def _trusted(memo: dict[str, Any] | None, stat: list[int]) -> str | None:
@@ -64,6 +65,8 @@ def sha256_of_open(f: BufferedReader, path: str, st: os.stat_result, remember: b
     name = _name(path, st)
     digest = _trusted(where.get(name), stat)
     if digest is None:
+        import hashlib
+
         hashed_at = time.time_ns()
         digest = hashlib.file_digest(f, "sha256").hexdigest()
         where.put(name, {"stat": stat, "hashed_at": hashed_at, "sha256": digest})

@@ -10,7 +10,6 @@ numbered name. Every path is resolved and checked to lie inside the folder befor
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import re
 import stat
@@ -21,6 +20,7 @@ from typing import Any
 import orjson
 
 from ..errors import UsageError, cannot_write
+from .sha256 import hex_of
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
@@ -28,7 +28,7 @@ MAX_NAME = 64
 
 
 def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return hex_of(text.encode("utf-8", "surrogatepass"))
 
 
 def safe_stem(tool_use_id: str) -> str:

@@ -25,7 +25,6 @@ What decides correctness:
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import orjson
@@ -94,6 +93,8 @@ def _read(store: str, session: str) -> tuple[dict[str, Any], list[tuple], list[t
     finally:
         db.close()
     info = {"id": row[0], "working_dir": row[1], "model": _model(row[2])}
+    import hashlib
+
     digest = hashlib.sha256(orjson.dumps([list(m) for m in messages]) + orjson.dumps([list(u) for u in ledger]))
     return info, messages, ledger, digest.hexdigest()
 

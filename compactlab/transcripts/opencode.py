@@ -30,7 +30,6 @@ What decides correctness:
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +83,8 @@ def _from_store(store: str, session: str) -> tuple[dict[str, Any], list[Message]
         raise InputError(f"{store}{SEP}{session}: the store cannot be read ({exc})") from None
     finally:
         db.close()
+    import hashlib
+
     digest = hashlib.sha256()
     by_message: dict[str, list[dict[str, Any]]] = {}
     size = 0
@@ -128,6 +129,8 @@ def _from_files(path: str, doc: dict[str, Any], sha: str) -> tuple[list[Message]
     """A legacy session's messages and their parts, from the storage folder beside its file, and
     the hash of all it was read from: the session file's (``sha``) and each message's and part's
     file, by name (a part written since is another transcript: ``check``, the probe cache)."""
+    import hashlib
+
     storage = Path(path).resolve().parents[2]
     digest = hashlib.sha256(sha.encode())
     out = []

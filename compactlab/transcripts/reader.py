@@ -8,7 +8,6 @@ skipped and counted when the caller asks for that.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import time
@@ -22,6 +21,7 @@ from ..core import in_use
 from ..errors import BadLineError, InputError
 from ..plain import dataclass
 from ..plumbing.digests import Digest, remembered
+from ..plumbing.sha256 import hex_of
 from ..plumbing.files import (MAX_BLANK_LINES, compressed, max_document_bytes, max_line_bytes, open_regular,
                               stat_stamp, zst_problem)
 from .messages import build_entry
@@ -138,6 +138,8 @@ def _long_line(path: str, lineno: int, start: bytes, readline: Callable[[int], b
 
 def file_sha256(path: str) -> str:
     """SHA-256 of a file's bytes (decompressed for .gz): what ``check`` calls its content."""
+    import hashlib
+
     h = hashlib.sha256()
     f = open_checked(path)
     try:
@@ -420,7 +422,7 @@ def read_document(path: str) -> tuple[Any, str]:
     if not raw.strip():
         raise InputError(f"{path}: empty file, no transcript")
     stamp = before if before is not None and before == after else None
-    sha = Digest((remembered(path, stamp) if stamp is not None else None) or hashlib.sha256(raw).hexdigest(), stamp,
+    sha = Digest((remembered(path, stamp) if stamp is not None else None) or hex_of(raw), stamp,
                  at)
     try:
         return orjson.loads(raw), sha

@@ -10,7 +10,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
-use crate::members::Members;
+use crate::members::{self, Fact, Members, ENTRY_FACTS};
 
 use crate::ledger::{Ledger, Outcomes, ProbeLedger};
 use crate::{
@@ -447,6 +447,20 @@ impl Csv {
 #[pyfunction]
 fn brackets(line: &[u8]) -> usize {
     lines::brackets(line)
+}
+
+/// The SHA-256 of `data` in hexadecimal (`hashlib.sha256(data).hexdigest()`, the reference: a
+/// digest asked a run, of a few bytes, without importing `hashlib` and its OpenSSL).
+#[pyfunction]
+fn sha256_hex(data: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(data);
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        out.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
+        out.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
+    }
+    out
 }
 
 /// `reports/text.py`'s `csv_cell` of a text (the tests' way to the native one).
@@ -1654,12 +1668,12 @@ impl InvariantTracker {
             }
         }
         // (read first: Python may run in a getattr, and no lock is held while it does)
-        let origin: i64 = entry.getattr(intern!(py, "origin"))?.extract()?;
-        let results = entry.getattr(intern!(py, "results"))?;
+        let origin: i64 = members::fact(entry, Fact::Origin)?.extract()?;
+        let results = members::fact(entry, Fact::Results)?;
         let read = ReadFacts {
             origin,
-            role: entry.getattr(intern!(py, "role"))?,
-            uses: Self::items(entry.getattr(intern!(py, "tool_use_ids"))?)?,
+            role: members::fact(entry, Fact::Role)?,
+            uses: Self::items(members::fact(entry, Fact::ToolUseIds)?)?,
             results: if results.cast::<PyTuple>().is_ok_and(|t| t.is_empty()) {
                 Vec::new()
             } else {
@@ -1674,7 +1688,7 @@ impl InvariantTracker {
         };
         let own = origin >= 0
             && self.shared.as_ref().is_some_and(|s| !s.get().streamed())
-            && entry.getattr(intern!(py, "changed"))?.len()? == 0;
+            && members::fact(entry, Fact::Changed)?.len()? == 0;
         match &self.shared {
             Some(shared) => {
                 let mut table = shared.get().table();
@@ -1797,12 +1811,12 @@ impl StreamBaseline {
         let facts = self.tracker.facts(entry)?;
         self.hand(entry, &facts);
         let mut seen = Seen {
-            chars: entry.getattr(intern!(py, "chars"))?.extract()?,
+            chars: members::fact(entry, Fact::Chars)?.extract()?,
             results: Vec::new(),
             uses: Vec::new(),
         };
         if facts.role == ASSISTANT {
-            let uses = entry.getattr(intern!(py, "tool_use_ids"))?;
+            let uses = members::fact(entry, Fact::ToolUseIds)?;
             if uses.is_truthy()? {
                 let files = entry.getattr(intern!(py, "use_files"))?;
                 for (id, names) in uses.try_iter()?.zip(files.try_iter()?) {
@@ -1815,7 +1829,7 @@ impl StreamBaseline {
                 }
             }
         } else if !self.files_of.is_empty() {
-            for fact in entry.getattr(intern!(py, "results"))?.try_iter()? {
+            for fact in members::fact(entry, Fact::Results)?.try_iter()? {
                 let fact = fact?;
                 let id = self
                     .tracker
@@ -2111,8 +2125,8 @@ impl NativeTexts {
             return Ok(None);
         }
         let (Ok(message), Ok(lazy)) = (
-            entry.getattr(intern!(py, "_message")),
-            entry.getattr(intern!(py, "_lazy")),
+            members::fact(entry, Fact::Message),
+            members::fact(entry, Fact::Lazy),
         ) else {
             return Ok(None);
         };
@@ -2141,7 +2155,7 @@ impl NativeTexts {
                     (i64::from(n(0)), n(4) as usize, n(8) as usize)
                 })
                 .collect(),
-            chars: entry.getattr(intern!(py, "chars"))?.extract()?,
+            chars: members::fact(entry, Fact::Chars)?.extract()?,
         }))
     }
 
@@ -2227,10 +2241,10 @@ impl NativeTexts {
     fn edited(&self, entry: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
         let py = entry.py();
         let whole = |entry: &Bound<'_, PyAny>| -> PyResult<bool> {
-            Ok(entry
-                .getattr(intern!(py, "role"))?
-                .eq(intern!(py, "assistant"))?
-                || entry.getattr(intern!(py, "origin"))?.extract::<i64>()? < 0)
+            Ok(
+                members::fact(entry, Fact::Role)?.eq(intern!(py, "assistant"))?
+                    || members::fact(entry, Fact::Origin)?.extract::<i64>()? < 0,
+            )
         };
         if let Some(message) = self.in_hand(entry)? {
             if whole(entry)? {
@@ -2327,7 +2341,7 @@ impl NativeTexts {
             return Ok(None);
         };
         let mut changed = Vec::new();
-        for b in entry.getattr(intern!(py, "changed"))?.try_iter()? {
+        for b in members::fact(entry, Fact::Changed)?.try_iter()? {
             changed.push(b?.extract::<i64>()?);
         }
         changed.sort_unstable();
@@ -2795,13 +2809,13 @@ impl RecallCheck {
             }
         }
         let py = entry.py();
-        let origin: i64 = entry.getattr(intern!(py, "origin"))?.extract()?;
+        let origin: i64 = members::fact(entry, Fact::Origin)?.extract()?;
         let mut changed = Vec::new();
-        for b in entry.getattr(intern!(py, "changed"))?.try_iter()? {
+        for b in members::fact(entry, Fact::Changed)?.try_iter()? {
             changed.push(b?.extract::<i64>()?);
         }
         let mut results = Vec::new();
-        for fact in entry.getattr(intern!(py, "results"))?.try_iter()? {
+        for fact in members::fact(entry, Fact::Results)?.try_iter()? {
             results.push(fact?.getattr(intern!(py, "block"))?.extract::<i64>()?);
         }
         let m = Arc::new(recall::Msg::new(key, origin, changed, results));
@@ -2905,29 +2919,10 @@ struct LineFacts {
     result_fact: (Py<PyAny>, Py<PyAny>),
     /// each tool result's `json_size` too (`build_entry`'s `measure`)
     measure: bool,
-    /// the class `entries` makes its entries of and its members (`LAZY_SLOTS`) where they are
+    /// the class `entries` makes its entries of and its members (`members::ENTRY_FACTS`) where they are
     /// slots (the first class it was given)
     members: std::sync::OnceLock<(Py<PyType>, Option<Members>)>,
 }
-
-/// The slots `LineFacts::lazy_entry` fills, in the order it fills them.
-const LAZY_SLOTS: [&str; 15] = [
-    "chars",
-    "role",
-    "origin",
-    "tool_use_ids",
-    "tool_names",
-    "use_files",
-    "results",
-    "misplaced_results",
-    "empty",
-    "has_text",
-    "use_set",
-    "result_set",
-    "changed",
-    "_message",
-    "_lazy",
-];
 
 #[pymethods]
 impl LineFacts {
@@ -3191,9 +3186,7 @@ impl LineFacts {
     fn members_of(&self, class: &Bound<'_, PyType>) -> PyResult<Option<&Members>> {
         let py = class.py();
         if self.members.get().is_none() {
-            let names: Vec<Bound<'_, PyString>> =
-                LAZY_SLOTS.iter().map(|n| PyString::intern(py, n)).collect();
-            let found = Members::of(class, &names.iter().collect::<Vec<_>>())?;
+            let found = Members::of(class, &ENTRY_FACTS)?;
             let _ = self.members.set((class.clone().unbind(), found));
         }
         Ok(match self.members.get() {
@@ -3313,14 +3306,9 @@ impl EntryCopies {
         entry: Bound<'_, PyType>,
     ) -> PyResult<Self> {
         let py = lazy_entry.py();
-        let names: Vec<Bound<'_, PyString>> = COPIED_SLOTS
-            .iter()
-            .map(|n| PyString::intern(py, n))
-            .collect();
-        let names: Vec<&Bound<'_, PyString>> = names.iter().collect();
         let members = (
-            Members::of(&lazy_entry, &names)?,
-            Members::of(&entry, &names)?,
+            Members::of(&lazy_entry, &COPIED_SLOTS)?,
+            Members::of(&entry, &COPIED_SLOTS)?,
         );
         Ok(EntryCopies {
             members,
@@ -3411,7 +3399,7 @@ impl EntryCopies {
         // (`json_len` of the text: its JSON string's characters; `sized_len`: its own)
         let new_json = facts::json_string_chars(text) as i64;
         let size = text.chars().count() as i64;
-        let chars: i64 = entry.getattr(intern!(py, "chars"))?.extract()?;
+        let chars: i64 = members::fact(entry, Fact::Chars)?.extract()?;
         let block = fact.get_item(0)?;
         let replaced = self.new_tuple.bind(py).call1((
             self.result_fact.bind(py),
@@ -3431,7 +3419,7 @@ impl EntryCopies {
                 .enumerate()
                 .map(|(i, r)| if i == k { replaced.clone() } else { r }),
         )?;
-        let changed = entry.getattr(intern!(py, "changed"))?;
+        let changed = members::fact(entry, Fact::Changed)?;
         let mut blocks = Vec::with_capacity(1);
         if changed.len()? > 0 {
             blocks = changed.try_iter()?.collect::<PyResult<Vec<_>>>()?;
@@ -3462,7 +3450,7 @@ impl EntryCopies {
         } else {
             None
         };
-        if let Some(m) = members.filter(|_| entry.get_type().is(class)) {
+        if let Some(m) = members {
             m.set(&copy, 0, &own.chars.into_pyobject(py)?.into_any())?;
             for k in 1..=10 {
                 m.set(&copy, k, &m.get(entry, k)?)?;
@@ -3500,10 +3488,10 @@ impl EntryCopies {
         text: &str,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let py = entry.py();
-        if !entry.getattr(intern!(py, "_message"))?.is_none() {
+        if !members::fact(entry, Fact::Message)?.is_none() {
             return Ok(None);
         }
-        let Ok(lazy) = entry.getattr(intern!(py, "_lazy"))?.cast_into::<PyTuple>() else {
+        let Ok(lazy) = members::fact(entry, Fact::Lazy)?.cast_into::<PyTuple>() else {
             return Ok(None);
         };
         if lazy.len() != 5 {
@@ -3745,7 +3733,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 45;
+const API: u32 = 47;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -3761,6 +3749,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<KnownFacts>()?;
     m.add_class::<EntryCopies>()?;
     m.add_function(wrap_pyfunction!(runs, m)?)?;
+    m.add_function(wrap_pyfunction!(sha256_hex, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::package_toml::package_toml, m)?)?;
     m.add_function(wrap_pyfunction!(bootstrap_interval, m)?)?;
     m.add_function(wrap_pyfunction!(log_ndtr, m)?)?;
     m.add_function(wrap_pyfunction!(ledger_kinds, m)?)?;

@@ -23,6 +23,8 @@ mod ledger;
 #[cfg(feature = "python")]
 mod members;
 #[cfg(feature = "python")]
+mod package_toml;
+#[cfg(feature = "python")]
 mod seam;
 #[cfg(feature = "python")]
 mod turns;

@@ -1,48 +1,48 @@
 //! A Python class's `__slots__` members read and written through their descriptors' own
 //! functions (`member_descriptor.__get__` and `__set__`, CPython's `member_get` and `member_set`)
 //! rather than by `getattr` and `setattr`, which look the name up through the class's MRO each
-//! time: about a third of the instructions where thousands of entries are made a run (a
-//! `LazyEntry` a line, micro's copies). What is read and written is the same, and an object of
-//! another class is refused by the descriptor itself (`TypeError`), as Python refuses it.
+//! time: about a third of the instructions where thousands of entries are made or read a run (a
+//! `LazyEntry` a line, micro's copies, the facts the loop and recall read of each message). What is
+//! read and written is the same: only an object of exactly the class the descriptors were looked up
+//! on is read through them, and a name that is not a slot there (a property, a method) is read and
+//! written by name, as any object of another class is.
 
 use std::os::raw::c_int;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyString, PyType};
 
-/// The member descriptors of `names` on a class, in that order, and their type's functions.
+/// The members `names` of a class, in that order: each its member descriptor where it is a slot of
+/// the class (or of a class it derives from, not overridden), and the type's functions.
 pub(crate) struct Members {
-    descriptors: Vec<Py<PyAny>>,
+    class: Py<PyType>,
+    names: Vec<Py<PyString>>,
+    descriptors: Vec<Option<Py<PyAny>>>,
     get: ffi::descrgetfunc,
     set: ffi::descrsetfunc,
 }
 
 impl Members {
-    /// `class`'s members `names`; None where any is not a slot of the class or of a class it
-    /// derives from (a property, a method, a name it does not have): the caller uses `getattr`
-    /// and `setattr` there.
-    pub(crate) fn of(
-        class: &Bound<'_, PyType>,
-        names: &[&Bound<'_, PyString>],
-    ) -> PyResult<Option<Self>> {
+    /// `class`'s members `names`; None where Python has no member descriptor type to read them by.
+    pub(crate) fn of(class: &Bound<'_, PyType>, names: &[&str]) -> PyResult<Option<Self>> {
         let py = class.py();
         let member = py.import("types")?.getattr("MemberDescriptorType")?;
+        let names: Vec<Py<PyString>> = names
+            .iter()
+            .map(|n| PyString::intern(py, n).unbind())
+            .collect();
         let mut descriptors = Vec::with_capacity(names.len());
-        for name in names {
-            let Ok(d) = class.getattr(*name) else {
-                return Ok(None);
-            };
-            if !d.get_type().is(&member) {
-                return Ok(None);
-            }
-            descriptors.push(d.unbind());
+        for name in &names {
+            let d = class.getattr(name.bind(py)).ok();
+            descriptors.push(d.filter(|d| d.get_type().is(&member)).map(Bound::unbind));
         }
         let kind = member.as_ptr().cast::<ffi::PyTypeObject>();
-        // SAFETY: `kind` is `types.MemberDescriptorType`, a type object (checked to be the type of
-        // every descriptor above) that the `types` module keeps alive for the interpreter's life;
-        // `PyType_GetSlot` reads a slot of a static type since Python 3.10 (the abi3 floor here
-        // is 3.11) and returns NULL for a slot the type does not fill. The GIL is held (`py`).
+        // SAFETY: `kind` is `types.MemberDescriptorType`, a type object that the `types` module
+        // keeps alive for the interpreter's life; `PyType_GetSlot` reads a slot of a static type
+        // since Python 3.10 (the abi3 floor here is 3.11) and returns NULL for a slot the type does
+        // not fill. The GIL is held (`py`).
         let (get, set) = unsafe {
             (
                 ffi::PyType_GetSlot(kind, ffi::Py_tp_descr_get),
@@ -61,10 +61,18 @@ impl Members {
             )
         };
         Ok(Some(Members {
+            class: class.clone().unbind(),
+            names,
             descriptors,
             get,
             set,
         }))
+    }
+
+    /// The descriptor of member `k` where `obj` is of exactly this class and `k` is a slot of it.
+    fn descriptor(&self, obj: &Bound<'_, PyAny>, k: usize) -> Option<*mut ffi::PyObject> {
+        let d = self.descriptors[k].as_ref()?;
+        (obj.get_type_ptr() == self.class.as_ptr().cast::<ffi::PyTypeObject>()).then(|| d.as_ptr())
     }
 
     /// `obj`'s member `k` (`getattr(obj, names[k])`).
@@ -74,7 +82,9 @@ impl Members {
         k: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = obj.py();
-        let d = self.descriptors[k].as_ptr();
+        let Some(d) = self.descriptor(obj, k) else {
+            return obj.getattr(self.names[k].bind(py));
+        };
         // SAFETY: `d` is a member descriptor and `self.get` its type's `tp_descr_get`
         // (`member_get`), called as Python calls it: the descriptor, the object and its type, each
         // a live object this holds a reference to, with the GIL held (`py`). It checks that `obj`
@@ -82,7 +92,7 @@ impl Members {
         // returns a new reference or NULL with an exception set (an empty slot: AttributeError),
         // which `from_owned_ptr_or_err` takes.
         unsafe {
-            let got = (self.get)(d, obj.as_ptr(), obj.get_type().as_ptr());
+            let got = (self.get)(d, obj.as_ptr(), obj.get_type_ptr().cast());
             Bound::from_owned_ptr_or_err(py, got)
         }
     }
@@ -94,7 +104,9 @@ impl Members {
         k: usize,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let d = self.descriptors[k].as_ptr();
+        let Some(d) = self.descriptor(obj, k) else {
+            return obj.setattr(self.names[k].bind(obj.py()), value);
+        };
         // SAFETY: `d` is a member descriptor and `self.set` its type's `tp_descr_set`
         // (`member_set`), called as `setattr` calls it: the descriptor, the object and the value,
         // each a live object this holds a reference to, with the GIL held (`obj.py()`). It checks
@@ -106,4 +118,60 @@ impl Members {
         }
         Ok(())
     }
+}
+
+/// The facts of a message the native core reads (`transcripts/messages.py`'s `Entry` slots and
+/// `LazyEntry`'s own), by `Fact` (`ENTRY_FACTS[fact]`).
+pub(crate) const ENTRY_FACTS: [&str; 15] = [
+    "chars",
+    "role",
+    "origin",
+    "tool_use_ids",
+    "tool_names",
+    "use_files",
+    "results",
+    "misplaced_results",
+    "empty",
+    "has_text",
+    "use_set",
+    "result_set",
+    "changed",
+    "_message",
+    "_lazy",
+];
+
+/// An index into `ENTRY_FACTS`.
+#[derive(Clone, Copy)]
+pub(crate) enum Fact {
+    Chars,
+    Role,
+    Origin,
+    ToolUseIds,
+    Results = 6,
+    HasText = 9,
+    Changed = 12,
+    Message = 13,
+    Lazy = 14,
+}
+
+/// The `ENTRY_FACTS` members of the first two classes of message read (`Entry` and `LazyEntry`:
+/// any other is read by name).
+static SEEN: [PyOnceLock<Option<Members>>; 2] = [PyOnceLock::new(), PyOnceLock::new()];
+
+/// `entry`'s fact (`getattr(entry, ENTRY_FACTS[fact])`), through its class's slots.
+pub(crate) fn fact<'py>(entry: &Bound<'py, PyAny>, fact: Fact) -> PyResult<Bound<'py, PyAny>> {
+    let py = entry.py();
+    let kind = entry.get_type_ptr().cast::<ffi::PyObject>();
+    for seen in &SEEN {
+        let members = match seen.get(py) {
+            Some(members) => members,
+            None => seen.get_or_try_init(py, || Members::of(&entry.get_type(), &ENTRY_FACTS))?,
+        };
+        match members {
+            Some(m) if m.class.as_ptr() == kind => return m.get(entry, fact as usize),
+            Some(_) => {}
+            None => break,
+        }
+    }
+    entry.getattr(ENTRY_FACTS[fact as usize])
 }

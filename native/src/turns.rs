@@ -16,6 +16,8 @@
 
 use pyo3::intern;
 use pyo3::prelude::*;
+
+use crate::members::{self, Fact};
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use std::borrow::Cow;
@@ -476,8 +478,8 @@ impl KeepingTurns {
 
     fn append(&mut self, entry: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = entry.py();
-        let chars: i64 = entry.getattr(intern!(py, "chars"))?.extract()?;
-        let origin: i64 = entry.getattr(intern!(py, "origin"))?.extract()?;
+        let chars: i64 = members::fact(entry, Fact::Chars)?.extract()?;
+        let origin: i64 = members::fact(entry, Fact::Origin)?.extract()?;
         self.entries.bind(py).append(entry)?;
         self.chars.push(chars);
         self.chars_sum += chars;
@@ -1451,31 +1453,30 @@ fn snip_of(config: &Bound<'_, PyAny>) -> PyResult<Snip> {
 /// What the layers read of a message (`Entry`): its turn, whether it calls tools, its results' sizes.
 fn facts_of(entry: &Bound<'_, PyAny>, origin: i64) -> PyResult<Facts> {
     let py = entry.py();
-    let role = entry.getattr(intern!(py, "role"))?;
+    let role = members::fact(entry, Fact::Role)?;
     let turn = if role.eq(intern!(py, "assistant"))? {
         Turn::Agent
     } else if origin >= 0
         && role.eq(intern!(py, "user"))?
-        && entry.getattr(intern!(py, "has_text"))?.is_truthy()?
+        && members::fact(entry, Fact::HasText)?.is_truthy()?
     {
         Turn::Prompt
     } else {
         Turn::Other
     };
-    let sizes = entry
-        .getattr(intern!(py, "results"))?
+    let sizes = members::fact(entry, Fact::Results)?
         .try_iter()?
         .map(|fact| fact?.getattr(intern!(py, "size"))?.extract())
         .collect::<PyResult<Vec<i64>>>()?;
-    let uses = entry.getattr(intern!(py, "tool_use_ids"))?.is_truthy()?;
+    let uses = members::fact(entry, Fact::ToolUseIds)?.is_truthy()?;
     Ok(Facts { turn, uses, sizes })
 }
 
 impl LayerTurns {
     fn append(&mut self, entry: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = entry.py();
-        let chars: i64 = entry.getattr(intern!(py, "chars"))?.extract()?;
-        let origin: i64 = entry.getattr(intern!(py, "origin"))?.extract()?;
+        let chars: i64 = members::fact(entry, Fact::Chars)?.extract()?;
+        let origin: i64 = members::fact(entry, Fact::Origin)?.extract()?;
         self.held.push(facts_of(entry, origin)?);
         self.entries.bind(py).append(entry)?;
         self.chars.push(chars);
@@ -2021,12 +2022,12 @@ impl LayerTurns {
                     .borrow_mut(py)
                     .alias(&entry, &original);
             }
-            let fact = entry.getattr(intern!(py, "results"))?.get_item(k)?;
-            let origin = entry.getattr(intern!(py, "origin"))?;
+            let fact = members::fact(&entry, Fact::Results)?.get_item(k)?;
+            let origin = members::fact(&entry, Fact::Origin)?;
             cleared_at.set_item((origin, fact.getattr(intern!(py, "block"))?), call)?;
             self.held
                 .resize(*r, fact.getattr(intern!(py, "size"))?.extract()?);
-            let chars: i64 = entry.getattr(intern!(py, "chars"))?.extract()?;
+            let chars: i64 = members::fact(&entry, Fact::Chars)?.extract()?;
             self.chars_sum += chars - self.chars[pos];
             self.chars[pos] = chars;
             entries.set_item(pos, entry)?;
@@ -2076,8 +2077,8 @@ fn replaced_result<'py>(
     }
     let made = make()?;
     if known.len() < *limit
-        && entry.getattr(intern!(py, "origin"))?.extract::<i64>()? >= 0
-        && (!entry.getattr(intern!(py, "changed"))?.is_truthy()? || known.contains(entry)?)
+        && members::fact(entry, Fact::Origin)?.extract::<i64>()? >= 0
+        && (!members::fact(entry, Fact::Changed)?.is_truthy()? || known.contains(entry)?)
     {
         known.set_item(key, &made)?;
         known.set_item(&made, py.None())?;

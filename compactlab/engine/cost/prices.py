@@ -16,7 +16,6 @@ from functools import lru_cache
 import math
 import os
 import re
-import tomllib
 from dataclasses import field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any, NamedTuple
 
 from ...errors import InputError, UsageError
 from ...plain import dataclass
+from ...plumbing import package_toml
 from ...plumbing.files import read_regular_text
 
 MTOK = 1_000_000
@@ -100,13 +100,13 @@ class TomlPrices:
     from which it applies). A model is found by its name, by its name without a date suffix or
     a ``provider/`` prefix, or by the longest name it starts with."""
 
-    def __init__(self, text: str, source: str, user: bool = False) -> None:
+    def __init__(self, text: str, source: str, user: bool = False, packaged: bool = False) -> None:
         try:
-            data = tomllib.loads(text)
+            data = package_toml.loads(text) if packaged else _user_toml(text)
             models = data["models"]
             if not isinstance(models, dict) or not models:
                 raise KeyError("models")
-        except (tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError) as exc:  # (ValueError: tomllib.TOMLDecodeError)
             raise UsageError(f"{source}: not a usable price table: {exc}") from None
         self.source = source
         self.user = user  # the user's (--prices, the user's prices file): its windows are theirs
@@ -519,6 +519,13 @@ class PriceTable:
         raise UsageError(f"no prices for {stand_in!r}, the stand-in of {family or 'the default'} models")
 
 
+def _user_toml(text: str) -> dict[str, Any]:
+    """A price table of the user's, read by ``tomllib`` (imported only then)."""
+    import tomllib
+
+    return tomllib.loads(text)
+
+
 def _package_file(relative: str) -> str:
     here = Path(__file__).parents[2] / relative  # the package folder
     if here.is_file():
@@ -538,7 +545,8 @@ def load_prices(path: str | None = None, cache: bool = True) -> PriceTable:
     if cache not in _DEFAULT:
         from ...plumbing.folders import default_cache_dir
 
-        _DEFAULT[cache] = [TomlPrices(_package_file("data/price_corrections.toml"), "compactlab corrections"),
+        _DEFAULT[cache] = [TomlPrices(_package_file("data/price_corrections.toml"), "compactlab corrections",
+                                      packaged=True),
                            GenaiPrices(default_cache_dir(), write=cache)]
     sources = list(_DEFAULT[cache])
     default = DEFAULT_MODEL

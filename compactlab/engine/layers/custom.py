@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import io
 import importlib
 import importlib.util
@@ -41,6 +40,7 @@ import orjson
 from ..context import Context
 from ...config import LayerConfig, opt, section
 from ...errors import PolicyError
+from ...plumbing.sha256 import hex_of
 from ...transcripts.messages import Entry, make_entry
 from ..sizing import list_chars
 from .base import NOTHING, LayerStats, RunEnv
@@ -234,6 +234,7 @@ def load_step(call: str) -> Step:
 
 
 def _digest(fn: Any) -> str:
+    import hashlib
     import inspect
 
     digest = hashlib.sha256()
@@ -266,6 +267,8 @@ def _command(call: str) -> Step:
     if not argv:
         raise PolicyError(f"custom.call {call!r}: names no command")
     # its identity: the command, and the bytes of every file it names (a script of yours)
+    import hashlib
+
     digest = hashlib.sha256(call.encode())
     for arg in argv:
         if os.path.isfile(arg):
@@ -288,7 +291,7 @@ def _module(target: str, call: str) -> Any:
     if target.endswith(".py"):
         if not os.path.isfile(target):
             raise PolicyError(f"custom.call {call!r}: no such file {target!r}")
-        name = "compactlab_step_" + hashlib.sha256(os.path.abspath(target).encode()).hexdigest()[:12]
+        name = "compactlab_step_" + hex_of(os.path.abspath(target).encode())[:12]
         spec = importlib.util.spec_from_file_location(name, target)
         if spec is None or spec.loader is None:
             raise PolicyError(f"custom.call {call!r}: {target!r} is not a Python file")
