@@ -33,7 +33,8 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
                 "a parsed line's brackets (before its nesting is measured); a "
                 "loaded message's facts; a comparison's bootstrap interval; the log normal CDF Optuna's sampler "
                 "asks of a tune; the CSV files' text (a replay's probes and compactions written whole); a "
-                "file's probes read back from the cache, held in Rust; for the others a call's measures, the "
+                "file's probes read back from the cache, held in Rust; the package's own TOML documents and a few "
+                "bytes' SHA-256 (neither tomllib nor hashlib imported by a replay); for the others a call's measures, the "
                 "probes' index, a line's facts and a step's messages")
 
 

@@ -3275,27 +3275,13 @@ pub(crate) struct EntryCopies {
     new_tuple: Py<PyAny>,
     entry: Py<PyType>,
     new_entry: Py<PyAny>,
-    /// the members (`COPIED_SLOTS`) of `LazyEntry` and of `Entry` where they are slots
+    /// the members (`members::ENTRY_FACTS`) of `LazyEntry` and of `Entry`
     members: (Option<Members>, Option<Members>),
 }
 
-/// The slots a copy's `made` fills: its own length, the facts it shares with its original
-/// (`1..=10`), its own results and changed blocks.
-const COPIED_SLOTS: [&str; 13] = [
-    "chars",
-    "role",
-    "origin",
-    "tool_use_ids",
-    "tool_names",
-    "use_files",
-    "misplaced_results",
-    "empty",
-    "has_text",
-    "use_set",
-    "result_set",
-    "results",
-    "changed",
-];
+/// The facts (`members::ENTRY_FACTS`) a copy shares with its original: all but its length, its
+/// results and its changed blocks, which `made` gives it (a `LazyEntry`'s own, by its caller).
+const SHARED_FACTS: [usize; 10] = [1, 2, 3, 4, 5, 7, 8, 9, 10, 11];
 
 #[pymethods]
 impl EntryCopies {
@@ -3307,8 +3293,8 @@ impl EntryCopies {
     ) -> PyResult<Self> {
         let py = lazy_entry.py();
         let members = (
-            Members::of(&lazy_entry, &COPIED_SLOTS)?,
-            Members::of(&entry, &COPIED_SLOTS)?,
+            Members::of(&lazy_entry, &ENTRY_FACTS)?,
+            Members::of(&entry, &ENTRY_FACTS)?,
         );
         Ok(EntryCopies {
             members,
@@ -3451,12 +3437,16 @@ impl EntryCopies {
             None
         };
         if let Some(m) = members {
-            m.set(&copy, 0, &own.chars.into_pyobject(py)?.into_any())?;
-            for k in 1..=10 {
+            m.set(
+                &copy,
+                Fact::Chars as usize,
+                &own.chars.into_pyobject(py)?.into_any(),
+            )?;
+            for k in SHARED_FACTS {
                 m.set(&copy, k, &m.get(entry, k)?)?;
             }
-            m.set(&copy, 11, own.results.as_any())?;
-            m.set(&copy, 12, own.changed.as_any())?;
+            m.set(&copy, Fact::Results as usize, own.results.as_any())?;
+            m.set(&copy, Fact::Changed as usize, own.changed.as_any())?;
             return Ok(copy);
         }
         copy.setattr(intern!(py, "chars"), own.chars)?;

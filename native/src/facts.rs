@@ -204,6 +204,21 @@ pub fn string_text(value: &[u8]) -> Option<String> {
     (s.i == value.len()).then_some(out)
 }
 
+/// The character a JSON escape of one letter stands for (`\\n`: `n`), None for `\\u` and any other.
+pub fn short_escape(e: u8) -> Option<char> {
+    Some(match e {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        _ => return None,
+    })
+}
+
 /// `text` as orjson writes a string, onto `out`: `"` and `\`, the short escapes `\b \t \n \f
 /// \r`, other control characters as `\u00xx`, everything else as it is (copied a run at a time:
 /// every byte escaped is ASCII, so each run ends at a character's end).
@@ -960,15 +975,10 @@ impl<'a> Scan<'a> {
     fn escape(&mut self) -> Option<char> {
         let e = *self.b.get(self.i + 1)?;
         self.i += 2;
+        if let Some(c) = short_escape(e) {
+            return Some(c);
+        }
         Some(match e {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
             b'u' => {
                 let high = self.hex4()?;
                 match high {

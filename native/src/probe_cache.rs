@@ -263,17 +263,8 @@ impl<'a> Compact<'a> {
                 b'\\' => {
                     let s = owned.get_or_insert_with(String::new);
                     s.push_str(&t[run..self.i]);
-                    s.push(match *b.get(self.i + 1)? {
-                        b'"' => '"',
-                        b'\\' => '\\',
-                        b'/' => '/',
-                        b'b' => '\u{8}',
-                        b'f' => '\u{c}',
-                        b'n' => '\n',
-                        b'r' => '\r',
-                        b't' => '\t',
-                        _ => return None, // (`\u`: serde_json reads it, lone surrogates refused)
-                    });
+                    // (`\u`: serde_json reads it, lone surrogates refused)
+                    s.push(crate::facts::short_escape(*b.get(self.i + 1)?)?);
                     self.i += 2;
                     run = self.i;
                 }
