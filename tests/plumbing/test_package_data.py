@@ -70,5 +70,7 @@ def test_a_replay_imports_neither_tomllib_nor_hashlib(tmp_path):
     argv = [sys.executable, "-c", code, "replay", str(path), "-p", "s08", "-q", "--force", "--out", str(tmp_path / "out")]
     env = {**os.environ, "COMPACTLAB_CACHE_DIR": str(tmp_path / "cache")}
     for _ in range(2):
-        out = subprocess.run(argv, capture_output=True, text=True, check=True, env=env)
+        # (from a folder of its own: `-c` puts the working folder first on the path, and a checkout's
+        # package there may lack the native module the installed one has)
+        out = subprocess.run(argv, capture_output=True, text=True, check=True, env=env, cwd=tmp_path)
     assert out.stdout.strip().splitlines()[-1] == "[]"
