@@ -26,7 +26,8 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
                 "(s08, claude-code and codex among them; micro's copies of a message, left in its file or loaded; "
                 "the stub's summary; a live summary's text and persisting in Python); recall, asked "
                 "by that loop itself: its check, attribution and ledger (held in Rust), the texts it reads and the "
-                "ledger's tallies; each call's violations, checked and logged; the run's pricing and its "
+                "ledger's tallies; each call's violations, checked and logged; each call's record (held in Rust: the "
+                "replay's JSON, calls.csv and the summary's sums written from it); the run's pricing and its "
                 "prices' look-ups; "
                 "the raw baseline without probes (a stream's handing the facts it reads of each message to the run's "
                 "violations tracker) and the reading of a file's lines, a reply's usage among them, and the count of "
@@ -41,7 +42,7 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
 #: what this package asks of ``compactlab._native`` (the crate's ``API``): bumped with it whenever
 #: the Python side asks something new of the crate, so that a module built from other sources (a
 #: working copy pulled and not rebuilt) is never used for this one
-NATIVE_API = 47
+NATIVE_API = 48
 #: why there is no native module where none was built
 NOT_BUILT = "not built in this install"
 

@@ -182,9 +182,9 @@ def test_a_record_written_out_takes_what_it_took() -> None:
     """The records whose ``__init__`` is written out make what the generic one makes of the same
     arguments, positional and by name."""
     from compactlab.engine.layers.base import LayerStats
-    from compactlab.engine.records import CompactionEvent, TurnRecord
+    from compactlab.engine.records import CompactionEvent, PythonTurnRecord
 
-    for cls, args in ((TurnRecord, tuple(range(28))), (CompactionEvent, (1, ["snip"], 2, 3, 4, 5, 6, 7, 8, [("x", 1)])),
+    for cls, args in ((PythonTurnRecord, tuple(range(28))), (CompactionEvent, (1, ["snip"], 2, 3, 4, 5, 6, 7, 8, [("x", 1)])),
                       (LayerStats, tuple(range(15)))):
         names = [f.name for f in dataclasses.fields(cls)]
         generic = plain._init(cls, False)

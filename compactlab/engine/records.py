@@ -5,11 +5,13 @@ Field names here are the JSON keys and CSV columns; change them only with a sche
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, field, fields, replace
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..core import native_module
 from ..metrics import METRICS, Numbers
 from ..plain import dataclass
 
@@ -46,8 +48,14 @@ RUN_COUNTERS = [(stat, key) for stat, _, key in COUNTERS if key]
 
 
 @dataclass(init=False, eq=False, repr=False)
-class TurnRecord:
+class PythonTurnRecord:
     """One call: the context as sent and what the policy did to it (a row of calls.csv).
+
+    The reference for the native core's record (``_native.TurnRecord``, ``native/src/records.rs``:
+    the same columns, order and defaults, held as a Rust struct), which is ``TurnRecord`` wherever
+    the native module is built, whichever core runs: a run's records are of one class in an install.
+    This one is the record where it is not (the JSON, calls.csv and the summary's sums are written
+    from it by orjson and Python, the native writers' reference).
 
     No __slots__: orjson serialises a dataclass from its __dict__ ~3x as fast (5,000 records:
     5.9 -> 2.1 ms), for 64 more bytes a record. Its ``__init__`` is written out (one a call:
@@ -123,7 +131,19 @@ class TurnRecord:
         return dict(zip(TURN_COLUMNS, turn_values(self)))
 
 
-TURN_COLUMNS = [f.name for f in fields(TurnRecord)]
+def _record_class() -> type[PythonTurnRecord]:
+    """The class of a call's record in this install: the native module's where it is built."""
+    native = native_module()
+    return PythonTurnRecord if native is None else native.TurnRecord  # type: ignore[no-any-return]
+
+
+if TYPE_CHECKING:
+    TurnRecord = PythonTurnRecord
+else:
+    #: a call's record: ``_native.TurnRecord`` where the native module is built, else ``PythonTurnRecord``
+    TurnRecord = _record_class()
+
+TURN_COLUMNS = [f.name for f in fields(PythonTurnRecord)]
 #: the values of a TurnRecord in column order (one C call instead of a getattr per field)
 turn_values = attrgetter(*TURN_COLUMNS)
 
@@ -278,13 +298,8 @@ def summarize(records: list[TurnRecord], totals: Any, *, transcript: Any, policy
     priced = pricing.priced
     summary_cost = _summary_cost(totals, pricing, summary_request)
     counted = {key: getattr(totals, stat) for stat, key in RUN_COUNTERS}
-    n_refs = sum(r.refs for r in records)
-    n_retained = sum(r.refs_retained for r in records)
-    n_probes = sum(r.probes for r in records)
-    n_kept = sum(r.probes_kept for r in records)
-    n_recoverable = sum(r.probes_recoverable for r in records)
-    raw_total = sum(r.raw_tokens for r in records)
-    total = sum(r.tokens for r in records)
+    (n_refs, n_retained, n_probes, n_kept, n_recoverable, raw_total, total, peak, final, overflows, read,
+     written), cost = _sums(records)
     # the run's shares, as metrics.METRICS defines them (a run is a corpus of one)
     parts = {"tokens_total": total, "raw_tokens_total": raw_total, "refs": n_refs, "refs_retained": n_retained,
              "probes": n_probes, "probes_kept": n_kept, "probes_recoverable": n_recoverable}
@@ -297,17 +312,17 @@ def summarize(records: list[TurnRecord], totals: Any, *, transcript: Any, policy
         raw_tokens_total=raw_total,
         tokens_total=total,
         reduction=round(METRICS["reduction"].of(parts), 6),
-        peak_tokens=max((r.tokens for r in records), default=0),
-        final_tokens=records[-1].tokens if records else 0,
+        peak_tokens=peak,
+        final_tokens=final,
         persisted_files=persisted_files,
         **counted,
-        overflows=sum(r.overflow for r in records),
+        overflows=overflows,
         raw_overflows=raw_overflows,
         violations_introduced=sum(v["introduced"] for v in violations),
         violations_inherited=sum(not v["introduced"] for v in violations),
         violations=violations,
         saved_transcripts=saved_transcripts,
-        cost_usd=round(sum(r.input_cost_usd for r in records) + summary_cost, 6),
+        cost_usd=round(cost + summary_cost, 6),
         raw_cost_usd=round(priced.raw, 6),
         cost_usd_nocache=round(priced.nocache + summary_cost, 6),
         raw_cost_usd_nocache=round(priced.raw_nocache, 6),
@@ -322,8 +337,8 @@ def summarize(records: list[TurnRecord], totals: Any, *, transcript: Any, policy
         probes_recoverable=n_recoverable,
         probe_kinds=probe_kinds or {},
         probes_indexed=probes_indexed,
-        cache_read_tokens=sum(r.cache_read_tokens for r in records),
-        cache_write_tokens=sum(r.cache_write_tokens for r in records),
+        cache_read_tokens=read,
+        cache_write_tokens=written,
         price_model=pricing.prices.model,
         **_recorded(pricing),
         calibration=calibration or {},
@@ -338,6 +353,25 @@ def summarize(records: list[TurnRecord], totals: Any, *, transcript: Any, policy
         summary_request=summary_request,
         core=core,
     )
+
+
+def _sums(records: list[TurnRecord]) -> tuple[list[int], float]:
+    """What a run's summary sums of its records: the references, those retained, the probes, those
+    kept and recoverable, the raw and the sent tokens, the peak and the last call's tokens, the
+    overflows, the cache's reads and writes; and the input cost, as ``sum`` adds floats. The native
+    core's records are summed in Rust (``records.rs``: ``record_sums``, this the reference)."""
+    native = native_module()
+    if native is not None and type(records) is list:
+        made = native.record_sums(records, sys.version_info >= (3, 12))
+        if made is not None:
+            return made
+    return ([sum(r.refs for r in records), sum(r.refs_retained for r in records), sum(r.probes for r in records),
+             sum(r.probes_kept for r in records), sum(r.probes_recoverable for r in records),
+             sum(r.raw_tokens for r in records), sum(r.tokens for r in records),
+             max((r.tokens for r in records), default=0), records[-1].tokens if records else 0,
+             sum(r.overflow for r in records), sum(r.cache_read_tokens for r in records),
+             sum(r.cache_write_tokens for r in records)],
+            sum(r.input_cost_usd for r in records))
 
 
 def _summary_cost(totals: Any, pricing: Any, summary_request: str) -> float:

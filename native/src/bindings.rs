@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use crate::members::{self, Fact, Members, ENTRY_FACTS};
 
 use crate::ledger::{Ledger, Outcomes, ProbeLedger};
+use crate::records::TurnRecord;
 use crate::{
     cache, csv_text, facts, lines, pricing, probe_cache, recall, seam, strings, violations,
 };
@@ -3679,7 +3680,24 @@ fn price_calls(
         ));
     }
     let mut calls = Vec::with_capacity(records.len());
-    for r in records.iter() {
+    // (the native core's records read and set directly; the Python engine's by their attributes)
+    let native: Option<Vec<Bound<'_, TurnRecord>>> = records
+        .iter()
+        .map(|r| r.cast_into_exact::<TurnRecord>().ok())
+        .collect();
+    if let Some(native) = &native {
+        calls.extend(native.iter().map(|r| {
+            let r = r.borrow();
+            pricing::Call {
+                tokens: r.tokens,
+                raw_tokens: r.raw_tokens,
+                cache_read_tokens: r.cache_read_tokens,
+                cache_write_tokens: 0,
+                input_cost_usd: 0.0,
+            }
+        }));
+    }
+    for r in records.iter().filter(|_| native.is_none()) {
         calls.push(pricing::Call {
             tokens: r.getattr(intern!(py, "tokens"))?.extract()?,
             raw_tokens: r.getattr(intern!(py, "raw_tokens"))?.extract()?,
@@ -3707,7 +3725,15 @@ fn price_calls(
         replies: &replies,
     };
     let priced = pricing::price_calls(&mut calls, &run);
-    for (r, c) in records.iter().zip(&calls) {
+    if let Some(native) = &native {
+        for (r, c) in native.iter().zip(&calls) {
+            let mut r = r.borrow_mut();
+            r.cache_read_tokens = c.cache_read_tokens;
+            r.cache_write_tokens = c.cache_write_tokens;
+            r.input_cost_usd = c.input_cost_usd;
+        }
+    }
+    for (r, c) in records.iter().zip(&calls).filter(|_| native.is_none()) {
         r.setattr(intern!(py, "cache_read_tokens"), c.cache_read_tokens)?;
         r.setattr(intern!(py, "cache_write_tokens"), c.cache_write_tokens)?;
         r.setattr(intern!(py, "input_cost_usd"), c.input_cost_usd)?;
@@ -3723,7 +3749,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 47;
+const API: u32 = 48;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -3738,6 +3764,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<KnownMessages>()?;
     m.add_class::<KnownFacts>()?;
     m.add_class::<EntryCopies>()?;
+    m.add_class::<crate::records::TurnRecord>()?;
+    m.add_function(wrap_pyfunction!(crate::records::records_json, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::records::calls_csv, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::records::record_sums, m)?)?;
     m.add_function(wrap_pyfunction!(runs, m)?)?;
     m.add_function(wrap_pyfunction!(sha256_hex, m)?)?;
     m.add_function(wrap_pyfunction!(crate::package_toml::package_toml, m)?)?;

@@ -6,6 +6,7 @@ pub mod bootstrap;
 pub mod cache;
 pub mod csv_text;
 pub mod facts;
+pub mod float_text;
 pub mod layers;
 pub mod lines;
 pub mod normal;
@@ -24,6 +25,8 @@ mod ledger;
 mod members;
 #[cfg(feature = "python")]
 mod package_toml;
+#[cfg(feature = "python")]
+mod records;
 #[cfg(feature = "python")]
 mod seam;
 #[cfg(feature = "python")]

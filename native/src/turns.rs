@@ -28,6 +28,7 @@ use crate::bindings::{
 use crate::cache::list_chars;
 use crate::layers::{placeholder, spliced_count, Facts, Held, KeepBy, PairSafe, Rule, Turn};
 use crate::ledger::Ledger;
+use crate::records::{set_columns, Column, TurnRecord};
 use crate::stub;
 
 /// What the measures in Rust give of a call (`TurnRecord`'s columns).
@@ -292,22 +293,20 @@ impl CallMeasures {
             reply_chars,
         };
         let row = self.inner.measure(py, entries, at, chars_from, find)?;
-        for (name, value) in [
-            (intern!(py, "raw_messages"), row.raw_messages),
-            (intern!(py, "raw_chars"), row.raw_chars),
-            (intern!(py, "raw_tokens"), row.raw_tokens),
-            (intern!(py, "violations_introduced"), row.introduced),
-            (intern!(py, "violations_inherited"), row.inherited),
-            (intern!(py, "cache_read_tokens"), row.read),
-            (intern!(py, "cache_write_tokens"), row.write),
-        ] {
-            record.setattr(name, value)?;
-        }
+        let mut columns = vec![
+            (Column::RawMessages, row.raw_messages),
+            (Column::RawChars, row.raw_chars),
+            (Column::RawTokens, row.raw_tokens),
+            (Column::ViolationsIntroduced, row.introduced),
+            (Column::ViolationsInherited, row.inherited),
+            (Column::CacheReadTokens, row.read),
+            (Column::CacheWriteTokens, row.write),
+        ];
         if row.refs != 0 {
-            record.setattr(intern!(py, "refs"), row.refs)?;
-            record.setattr(intern!(py, "refs_retained"), row.retained)?;
+            columns.push((Column::Refs, row.refs as i64));
+            columns.push((Column::RefsRetained, row.retained as i64));
         }
-        Ok(())
+        set_columns(record, &columns)
     }
 }
 
@@ -498,8 +497,9 @@ fn find_origin(origins: &[i64], origin: i64) -> Option<usize> {
     (j < origins.len() && origins[j] == origin).then_some(j)
 }
 
-/// A call's `TurnRecord`, made positionally (in its fields' order): what the layers did is the
-/// messages snipped and the results micro replaced, no other layer acting.
+/// A call's record: the native `TurnRecord` made here where `record` is its class, else `record`
+/// called positionally (in its fields' order; a test's class): what the layers did is the messages
+/// snipped and the results micro replaced, no other layer acting.
 fn make_record<'py>(
     record: &Bound<'py, PyAny>,
     (call, pos): (usize, i64),
@@ -509,6 +509,29 @@ fn make_record<'py>(
     overflow: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = record.py();
+    if record.is(py.get_type::<TurnRecord>()) {
+        let made = TurnRecord {
+            call: call as i64,
+            message_index: pos,
+            raw_messages: row.raw_messages,
+            raw_chars: row.raw_chars,
+            raw_tokens: row.raw_tokens,
+            messages: messages as i64,
+            chars,
+            tokens,
+            snipped,
+            micro_compacted,
+            overflow,
+            violations_introduced: row.introduced,
+            violations_inherited: row.inherited,
+            cache_read_tokens: row.read,
+            cache_write_tokens: row.write,
+            refs: row.refs as i64,
+            refs_retained: row.retained as i64,
+            ..TurnRecord::default()
+        };
+        return Ok(Bound::new(py, made)?.into_any());
+    }
     let zero = || 0i64.into_pyobject(py).map(|z| z.into_any());
     record.call1(PyTuple::new(
         py,
@@ -1382,10 +1405,14 @@ impl Ask {
                 (n, kept, recoverable)
             }
         };
-        record.setattr(intern!(py, "probes"), n)?;
-        record.setattr(intern!(py, "probes_kept"), kept)?;
-        record.setattr(intern!(py, "probes_recoverable"), recoverable)?;
-        Ok(())
+        set_columns(
+            record,
+            &[
+                (Column::Probes, n as i64),
+                (Column::ProbesKept, kept as i64),
+                (Column::ProbesRecoverable, recoverable as i64),
+            ],
+        )
     }
 }
 

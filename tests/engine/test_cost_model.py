@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from itertools import accumulate
+from itertools import accumulate, product
 
 import orjson
 
@@ -16,7 +16,7 @@ from compactlab.engine.cost.pricing import PromptCache, price_calls
 from compactlab.engine.cost.prices import load_prices
 from compactlab.engine.measures.violations import InvariantTracker, ViolationLog
 from compactlab.transcripts.messages import make_entry
-from compactlab.engine.records import TurnRecord
+from compactlab.engine.records import PythonTurnRecord, TurnRecord
 from compactlab.engine.measures.retention import retained
 from compactlab.engine.sizing import TokenEstimator, list_chars
 from helpers import SAMPLES, asst, context, results, tr, tu, user
@@ -398,9 +398,9 @@ def test_the_native_pricing_is_pythons_to_the_last_bit(calls, models, gaps, ttl,
     if gaps is not None:
         times = [None if g is None else t for g, t in zip(gaps, times)]
 
-    def records() -> list:
-        return [TurnRecord(call=i, message_index=2 * i, raw_messages=2 * i, raw_chars=0, raw_tokens=raw, tokens=t,
-                           cache_read_tokens=min(r, t), cache_write_tokens=t - min(r, t))
+    def records(cls: type = TurnRecord) -> list:
+        return [cls(call=i, message_index=2 * i, raw_messages=2 * i, raw_chars=0, raw_tokens=raw, tokens=t,
+                    cache_read_tokens=min(r, t), cache_write_tokens=t - min(r, t))
                 for i, (t, raw, r) in enumerate(calls)]
 
     n = len(calls)
@@ -409,11 +409,12 @@ def test_the_native_pricing_is_pythons_to_the_last_bit(calls, models, gaps, ttl,
                 expected=expected)
     assert core.in_use() is not None  # (``price_calls`` is the native core's)
     assert len(prices_looked_up(fresh, args["models"], args["times"], n)[0]) <= 2
-    for price in (prices, fresh, plain):
-        a, b = records(), records()
+    # (the native core's records priced in Rust directly, the Python engine's class by their attributes)
+    for price, cls in product((prices, fresh, plain), (TurnRecord, PythonTurnRecord)):
+        a, b = records(PythonTurnRecord), records(cls)
         want = price_calls_in_python(a, price, **args)
         got = price_calls(b, price, **args)
-        assert [vars(r) for r in a] == [vars(r) for r in b]
+        assert [r.to_dict() for r in a] == [r.to_dict() for r in b]
         assert (want.raw, want.nocache, want.raw_nocache, want.expired, want.ttl) == (
             got.raw, got.nocache, got.raw_nocache, got.expired, got.ttl)
 

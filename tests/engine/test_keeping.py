@@ -20,7 +20,7 @@ from compactlab import core
 from compactlab.engine import keeping
 from compactlab.engine.feeds import Opening
 from compactlab.transcripts import TranscriptBuilder
-from helpers import SAMPLES
+from helpers import SAMPLES, records_of
 from strategies import transcripts
 
 NATIVE = core.native_module()
@@ -75,7 +75,7 @@ def _same(a, b) -> None:
     sa, sb = (orjson.loads(orjson.dumps(r.summary)) for r in (a, b))
     assert sa.pop("core") == "python" and sb.pop("core") == "native"
     assert sa == sb
-    assert orjson.dumps(a.calls) == orjson.dumps(b.calls)
+    assert records_of(a.calls) == records_of(b.calls)
     assert a.probe_ledger == b.probe_ledger and a.events == b.events
 
 
@@ -347,7 +347,7 @@ def test_the_native_loop_holds_a_changed_message_and_runs_as_it_would_holding_al
     raw = ([p for p in calls], [chars[p] + 2 * max(p - 1, 0) for p in calls])
     holding = NATIVE.KeepingTurns(_measures(*raw), TurnRecord)
     letting = NATIVE.KeepingTurns(_measures(*raw), TurnRecord, FREED)
-    assert orjson.dumps(holding.turns(batch, 200_000, None)) == orjson.dumps(letting.turns(batch, 200_000, None))
+    assert records_of(holding.turns(batch, 200_000, None)) == records_of(letting.turns(batch, 200_000, None))
     n = calls[-1]  # (the last call's context; its reply appended after)
     kept = letting.entries
     assert [x is FREED for x in kept[:n - 2]] == [x is not changed for x in kept[:n - 2]]
@@ -841,7 +841,7 @@ def test_the_layers_loop_asks_recall_of_the_native_check_itself(monkeypatch, lay
         assert not asked  # (no Python between the loop and the check)
         other = replay(transcript, policy, recall=Another)
         assert len(asked) == len(other.calls)  # (a recall of another kind: asked in Python at each call)
-        assert orjson.dumps(other.calls) == orjson.dumps(again.calls) == orjson.dumps(native.calls)
+        assert records_of(other.calls) == records_of(again.calls) == records_of(native.calls)
         assert other.probe_ledger == again.probe_ledger == native.probe_ledger
         statuses |= {p.status for p in native.probe_ledger}
     assert {"kept", "lost"} <= statuses  # (the check itself ran, not only the recording's own contexts)

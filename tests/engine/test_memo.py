@@ -10,7 +10,7 @@ import gc
 from compactlab import load_policy, load_transcript, replay
 from compactlab.engine import memo
 from compactlab.transcripts import Transcript
-from helpers import tool_session, write_jsonl
+from helpers import tool_session, write_jsonl, records_of
 
 
 def test_the_transcript_carries_no_engine_cache():
@@ -35,7 +35,7 @@ def test_every_run_shares_the_memo_and_it_goes_with_the_transcript(tmp_path):
 def _run(r) -> tuple:
     import orjson
 
-    return (orjson.dumps(r.summary), orjson.dumps(r.calls), r.probe_ledger, r.events)
+    return (orjson.dumps(r.summary), records_of(r.calls), r.probe_ledger, r.events)
 
 
 #: policies whose recall the native check asks: seeds, a harness's, a sweep's values

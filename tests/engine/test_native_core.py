@@ -23,7 +23,7 @@ from compactlab.engine.loop import Turns
 from compactlab.engine.measures import CallAt
 from compactlab.engine.sizing import TokenEstimator
 from compactlab.errors import UsageError
-from helpers import SAMPLES, SHARED, assert_same_run, built, on_both_cores
+from helpers import SAMPLES, SHARED, assert_same_run, built, on_both_cores, records_of
 from strategies import policies, transcripts
 
 NATIVE = core.native_module()
@@ -70,7 +70,7 @@ def differences(monkeypatch, path: str, presets: list[str], sweep: list[dict]) -
             said = f"{Path(path).name} {preset} {sorted(options)}"
             if sa != sb:
                 out.append(f"{said}: summary {[k for k in sa if sa[k] != sb.get(k)]}")
-            elif orjson.dumps(a.calls) != orjson.dumps(b.calls):
+            elif records_of(a.calls) != records_of(b.calls):
                 first = next(i for i, (x, y) in enumerate(zip(a.calls, b.calls)) if x != y)
                 out.append(f"{said}: call {first} {a.calls[first]} != {b.calls[first]}")
             elif a.probe_ledger != b.probe_ledger or a.events != b.events:
@@ -418,7 +418,7 @@ def test_the_native_loop_runs_a_batch_of_calls_as_it_runs_them_one_at_a_time(mon
             batching.append(preset)
         said = f"{sample} {preset}"
         assert orjson.dumps(one.summary) == orjson.dumps(many.summary), said
-        assert orjson.dumps(one.calls) == orjson.dumps(many.calls), said
+        assert records_of(one.calls) == records_of(many.calls), said
         assert one.events == many.events and one.probe_ledger == many.probe_ledger, said
     # (s08 has every layer the batch runs: budget and the summary in Python, snip and micro in Rust)
     assert {"s08", "observation-masking"} <= set(batching)
@@ -456,7 +456,7 @@ def test_a_batch_follows_the_recording_s_answered_calls_and_its_departure(monkey
         many, took = _batched_runs(monkeypatch, path, preset, batch=True, options=options)
         assert took or preset == "claude-code", preset
         assert orjson.dumps(one.summary) == orjson.dumps(many.summary), preset
-        assert orjson.dumps(one.calls) == orjson.dumps(many.calls), preset
+        assert records_of(one.calls) == records_of(many.calls), preset
         assert one.events == many.events, preset
         acted[preset] = [e.layers for e in many.events]
     # (replays that acted: their context no longer the recording's from there)
@@ -498,4 +498,4 @@ def test_a_run_that_shows_each_call_as_it_is_made_is_not_batched(monkeypatch):
     monkeypatch.setenv("COMPACTLAB_CORE", "native")
     run = replay(load_transcript(path), load_policy("s08"), ReplayOptions(on_call=lambda r: shown.append(r.call)))
     assert shown == made == list(range(len(run.calls)))
-    assert orjson.dumps(run.calls) == orjson.dumps(batched.calls)
+    assert records_of(run.calls) == records_of(batched.calls)

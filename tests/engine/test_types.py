@@ -9,7 +9,7 @@ from typing import get_args
 from compactlab.engine.layers import REGISTRY
 from compactlab.engine.layers.base import LayerStats
 from compactlab.engine.policy import CHEAP_LAYERS, SECTIONS, CheapLayer, Policy
-from compactlab.engine.records import COUNTERS, TURN_COUNTERS, RUN_COUNTERS, RunSummary, TurnRecord
+from compactlab.engine.records import COUNTERS, TURN_COUNTERS, RUN_COUNTERS, RunSummary, PythonTurnRecord
 
 
 def test_policy_has_a_table_for_every_section_and_orders_every_cheap_layer():
@@ -38,7 +38,7 @@ def test_layer_stats_has_every_counter_and_adds_each_one():
 
 
 def test_the_records_take_every_counter_they_name():
-    turn = {f.name for f in fields(TurnRecord)}
+    turn = {f.name for f in fields(PythonTurnRecord)}
     run = {f.name for f in fields(RunSummary)}
     assert all(column in turn for _, column in TURN_COUNTERS)
     assert all(key in run for _, key in RUN_COUNTERS)
@@ -47,7 +47,7 @@ def test_the_records_take_every_counter_they_name():
 def test_the_engine_builds_turn_records_in_field_order():
     """engine.Turns._record builds a TurnRecord positionally: the counters stand after ``tokens`` in
     records.TURN_COUNTERS' order, then the rest in this order."""
-    columns = [f.name for f in fields(TurnRecord)]
+    columns = [f.name for f in fields(PythonTurnRecord)]
     at = columns.index("tokens") + 1
     assert columns[:at] == ["call", "message_index", "raw_messages", "raw_chars", "raw_tokens", "messages", "chars",
                             "tokens"]

@@ -138,18 +138,21 @@ def test_calls_csv_is_what_the_csv_module_writes():
     import io
 
     from compactlab import load_policy, load_transcript, replay
-    from compactlab.engine.records import TURN_COLUMNS, turn_values
+    from compactlab.engine.records import TURN_COLUMNS, PythonTurnRecord, turn_values
     from compactlab.reports import calls_csv
 
     import dataclasses
 
     t = load_transcript(str(SAMPLES / "synth-medium.jsonl"))
     odd = replay(t, load_policy("none"))
-    costs = [0.0, 9.75e-05, 1e-4, 0.1 + 0.2, 5e-324, 1e16, 3.5e20, float("inf"), float("nan"), 2.5e-07, 12.0]
-    odd = dataclasses.replace(odd, calls=[dataclasses.replace(c, input_cost_usd=v, raw_tokens=2**62 + i)
+    costs = [0.0, 9.75e-05, 1e-4, 0.1 + 0.2, 5e-324, 1e16, 3.5e20, float("inf"), float("nan"), 2.5e-07, 12.0,
+             2.0**46 + 0.625, 9999999999999998.0, -0.0, -1.5]
+    odd = dataclasses.replace(odd, calls=[type(c)(**{**c.to_dict(), "input_cost_usd": v, "raw_tokens": 2**62 + i})
                                           for i, (c, v) in enumerate(zip(odd.calls, costs))])
+    # the same records as the Python engine's class (the reference writer's) where the native one is in use
+    python = dataclasses.replace(odd, calls=[PythonTurnRecord(**c.to_dict()) for c in odd.calls])
     runs = [replay(t, load_policy("s08")), replay(t, load_policy("none"), window=2000), odd,
-            dataclasses.replace(odd, calls=[])]
+            dataclasses.replace(odd, calls=[]), python]
     # each run shows what it is there for: an overflow ("true"), the odd figures, no call at all
     assert any(c.overflow for c in runs[1].calls) and not any(c.overflow for c in runs[0].calls)
     assert {"inf", "nan", "5e-324"} <= set(calls_csv(odd).replace("\n", ",").split(",")) and runs[3].calls == []
@@ -159,6 +162,7 @@ def test_calls_csv_is_what_the_csv_module_writes():
         w.writerow(TURN_COLUMNS)
         w.writerows([*v[:17], "true" if v[17] else "false", *v[18:]] for v in map(turn_values, run.calls))
         assert TURN_COLUMNS[17] == "overflow" and calls_csv(run) == buf.getvalue()
+    assert calls_csv(python) == calls_csv(odd)
 
 
 def test_a_file_given_in_parts_is_written_whole_without_joining_them(tmp_path):

@@ -24,7 +24,7 @@ from compactlab.transcripts.messages import SIZED_MARK, Entry, ResultFact, build
 from compactlab.transcripts.model import TranscriptBuilder
 from compactlab.transcripts.reader import LineReader
 from compactlab.transcripts.writer import COMPACTION_KEY, anthropic_lines
-from helpers import SAMPLES, SHARED
+from helpers import SAMPLES, SHARED, records_of
 from strategies import transcripts
 
 NATIVE = core.native_module()
@@ -318,13 +318,13 @@ def test_the_read_ahead_reader_sends_the_same_facts_without_parsing_the_lines(tm
         assert (sa.pop("core"), sb.pop("core")) == ("python", "native")
         sa.pop("timing", None), sb.pop("timing", None)
         assert sa == sb
-        assert orjson.dumps(a.calls) == orjson.dumps(b.calls)
+        assert records_of(a.calls) == records_of(b.calls)
         assert a.probe_ledger == b.probe_ledger and a.events == b.events
     loaded = replay(load_transcript(str(path)), load_policy("s08"))  # (and as the file loaded whole gives)
     sl, sn = (orjson.loads(orjson.dumps(r.summary)) for r in (loaded, runs[2]))
     for s_ in (sl, sn):
         s_.pop("timing", None)
-    assert sl == sn and orjson.dumps(loaded.calls) == orjson.dumps(runs[2].calls)
+    assert sl == sn and records_of(loaded.calls) == records_of(runs[2].calls)
     assert bool(loaded.summary.recorded_cost_usd) is usage
 
 

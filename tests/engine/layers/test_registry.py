@@ -44,11 +44,11 @@ def test_order_takes_only_cheap_layers():
 
 def test_the_counters_are_defined_once_and_flow_by_name():
     from compactlab.engine.layers import LayerStats
-    from compactlab.engine.records import COUNTERS, RUN_COUNTERS, TURN_COUNTERS, RunSummary, TurnRecord
+    from compactlab.engine.records import COUNTERS, RUN_COUNTERS, TURN_COUNTERS, RunSummary, PythonTurnRecord
 
     stats_fields = [f.name for f in dataclasses.fields(LayerStats)]
     assert stats_fields == [stat for stat, _, _ in COUNTERS] + ["lowest_changed"]
-    turn_fields = {f.name for f in dataclasses.fields(TurnRecord)}
+    turn_fields = {f.name for f in dataclasses.fields(PythonTurnRecord)}
     run_fields = {f.name for f in dataclasses.fields(RunSummary)}
     assert all(column in turn_fields for _, column in TURN_COUNTERS)
     assert all(key in run_fields for _, key in RUN_COUNTERS)

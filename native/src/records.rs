@@ -1,0 +1,440 @@
+//! A call's record (`engine/records.py`'s `TurnRecord`, the reference: the same columns, in the
+//! same order, with the same defaults) held as a Rust struct, for the native core's loops: made
+//! without a Python call, its columns set by the measures and the pricing without an attribute's
+//! look-up, and written as the replay's JSON and calls.csv, and summed into the run's summary,
+//! from the struct itself. Python reads and sets its columns as it does the reference's
+//! (`record.tokens`, `record.overflow = False`), pickles it and asks for its dict.
+//!
+//! The writers take a list of records and give None where one is not of this class (a run of the
+//! Python engine's records is written by the reference writers, which are what these are tested
+//! against: `tests/engine/test_native_records.py`).
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple, PyType};
+
+use crate::csv_text;
+use crate::float_text::float_text;
+
+/// The record's columns, in the reference's order (a test holds them to `TURN_COLUMNS`).
+pub const COLUMNS: [&str; 28] = [
+    "call",
+    "message_index",
+    "raw_messages",
+    "raw_chars",
+    "raw_tokens",
+    "messages",
+    "chars",
+    "tokens",
+    "persisted",
+    "persisted_chars",
+    "snipped",
+    "micro_compacted",
+    "summarized",
+    "summary_input_chars",
+    "summary_output_chars",
+    "reactive",
+    "manual",
+    "overflow",
+    "violations_introduced",
+    "violations_inherited",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "input_cost_usd",
+    "refs",
+    "refs_retained",
+    "probes",
+    "probes_kept",
+    "probes_recoverable",
+];
+
+/// A column's value: every column is an integer but `overflow` and `input_cost_usd`.
+#[derive(Clone, Copy)]
+enum Value {
+    Int(i64),
+    Bool(bool),
+    Float(f64),
+}
+
+/// One call: the context as sent and what the policy did to it (a row of calls.csv).
+#[pyclass(module = "compactlab._native", get_all, set_all)]
+#[derive(Clone, Default, Debug, PartialEq)]
+pub struct TurnRecord {
+    pub call: i64,
+    pub message_index: i64,
+    pub raw_messages: i64,
+    pub raw_chars: i64,
+    pub raw_tokens: i64,
+    pub messages: i64,
+    pub chars: i64,
+    pub tokens: i64,
+    pub persisted: i64,
+    pub persisted_chars: i64,
+    pub snipped: i64,
+    pub micro_compacted: i64,
+    pub summarized: i64,
+    pub summary_input_chars: i64,
+    pub summary_output_chars: i64,
+    pub reactive: i64,
+    pub manual: i64,
+    pub overflow: bool,
+    pub violations_introduced: i64,
+    pub violations_inherited: i64,
+    pub cache_read_tokens: i64,
+    pub cache_write_tokens: i64,
+    pub input_cost_usd: f64,
+    pub refs: i64,
+    pub refs_retained: i64,
+    pub probes: i64,
+    pub probes_kept: i64,
+    pub probes_recoverable: i64,
+}
+
+impl TurnRecord {
+    /// The columns' values, in `COLUMNS`' order.
+    fn values(&self) -> [Value; 28] {
+        use Value::{Bool, Float, Int};
+        [
+            Int(self.call),
+            Int(self.message_index),
+            Int(self.raw_messages),
+            Int(self.raw_chars),
+            Int(self.raw_tokens),
+            Int(self.messages),
+            Int(self.chars),
+            Int(self.tokens),
+            Int(self.persisted),
+            Int(self.persisted_chars),
+            Int(self.snipped),
+            Int(self.micro_compacted),
+            Int(self.summarized),
+            Int(self.summary_input_chars),
+            Int(self.summary_output_chars),
+            Int(self.reactive),
+            Int(self.manual),
+            Bool(self.overflow),
+            Int(self.violations_introduced),
+            Int(self.violations_inherited),
+            Int(self.cache_read_tokens),
+            Int(self.cache_write_tokens),
+            Float(self.input_cost_usd),
+            Int(self.refs),
+            Int(self.refs_retained),
+            Int(self.probes),
+            Int(self.probes_kept),
+            Int(self.probes_recoverable),
+        ]
+    }
+}
+
+fn value_object<'py>(py: Python<'py>, value: Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match value {
+        Value::Int(n) => n.into_pyobject(py)?.into_any(),
+        Value::Bool(b) => pyo3::types::PyBool::new(py, b).to_owned().into_any(),
+        Value::Float(f) => f.into_pyobject(py)?.into_any(),
+    })
+}
+
+#[pymethods]
+impl TurnRecord {
+    #[new]
+    #[pyo3(signature = (call, message_index, raw_messages, raw_chars, raw_tokens, messages=0, chars=0,
+                        tokens=0, persisted=0, persisted_chars=0, snipped=0, micro_compacted=0,
+                        summarized=0, summary_input_chars=0, summary_output_chars=0, reactive=0,
+                        manual=0, overflow=false, violations_introduced=0, violations_inherited=0,
+                        cache_read_tokens=0, cache_write_tokens=0, input_cost_usd=0.0, refs=0,
+                        refs_retained=0, probes=0, probes_kept=0, probes_recoverable=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        call: i64,
+        message_index: i64,
+        raw_messages: i64,
+        raw_chars: i64,
+        raw_tokens: i64,
+        messages: i64,
+        chars: i64,
+        tokens: i64,
+        persisted: i64,
+        persisted_chars: i64,
+        snipped: i64,
+        micro_compacted: i64,
+        summarized: i64,
+        summary_input_chars: i64,
+        summary_output_chars: i64,
+        reactive: i64,
+        manual: i64,
+        overflow: bool,
+        violations_introduced: i64,
+        violations_inherited: i64,
+        cache_read_tokens: i64,
+        cache_write_tokens: i64,
+        input_cost_usd: f64,
+        refs: i64,
+        refs_retained: i64,
+        probes: i64,
+        probes_kept: i64,
+        probes_recoverable: i64,
+    ) -> Self {
+        TurnRecord {
+            call,
+            message_index,
+            raw_messages,
+            raw_chars,
+            raw_tokens,
+            messages,
+            chars,
+            tokens,
+            persisted,
+            persisted_chars,
+            snipped,
+            micro_compacted,
+            summarized,
+            summary_input_chars,
+            summary_output_chars,
+            reactive,
+            manual,
+            overflow,
+            violations_introduced,
+            violations_inherited,
+            cache_read_tokens,
+            cache_write_tokens,
+            input_cost_usd,
+            refs,
+            refs_retained,
+            probes,
+            probes_kept,
+            probes_recoverable,
+        }
+    }
+
+    /// The columns by name, in order (the reference's `to_dict`).
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (name, value) in COLUMNS.iter().zip(self.values()) {
+            d.set_item(name, value_object(py, value)?)?;
+        }
+        Ok(d)
+    }
+
+    /// Pickled (a worker's run sent back, a copy) as the class and its columns in order.
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyType>, Bound<'py, PyTuple>)> {
+        let py = slf.py();
+        let values = slf
+            .borrow()
+            .values()
+            .into_iter()
+            .map(|v| value_object(py, v))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok((slf.get_type(), PyTuple::new(py, values)?))
+    }
+}
+
+/// `records` as this class's records, borrowed; None where one is of another class.
+fn native_records<'py>(records: &Bound<'py, PyList>) -> Option<Vec<PyRef<'py, TurnRecord>>> {
+    records
+        .iter()
+        .map(|r| r.cast_exact::<TurnRecord>().ok().map(|r| r.borrow()))
+        .collect()
+}
+
+/// The records as the JSON array orjson writes of the reference's dataclasses (`[{"call":0,…},…]`),
+/// a float outside `float_text`'s range written by `orjson.dumps`; None where a record is not of
+/// this class.
+#[pyfunction]
+pub fn records_json<'py>(records: &Bound<'py, PyList>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let py = records.py();
+    let Some(rows) = native_records(records) else {
+        return Ok(None);
+    };
+    let keys: Vec<String> = COLUMNS.iter().map(|c| format!("\"{c}\":")).collect();
+    let mut out: Vec<u8> = Vec::with_capacity(rows.len() * 420 + 2);
+    let (mut digits, mut floats) = (itoa::Buffer::new(), ryu::Buffer::new());
+    out.push(b'[');
+    for (k, r) in rows.iter().enumerate() {
+        if k > 0 {
+            out.push(b',');
+        }
+        out.push(b'{');
+        for (j, (key, value)) in keys.iter().zip(r.values()).enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(key.as_bytes());
+            match value {
+                Value::Int(n) => out.extend_from_slice(digits.format(n).as_bytes()),
+                Value::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
+                Value::Float(f) => match float_text(f, &mut floats) {
+                    Some(text) => out.extend_from_slice(text.as_bytes()),
+                    None => {
+                        let dumps = py
+                            .import(intern!(py, "orjson"))?
+                            .getattr(intern!(py, "dumps"))?;
+                        out.extend_from_slice(
+                            dumps.call1((f,))?.cast_into::<PyBytes>()?.as_bytes(),
+                        );
+                    }
+                },
+            }
+        }
+        out.push(b'}');
+    }
+    out.push(b']');
+    Ok(Some(PyBytes::new(py, &out)))
+}
+
+/// calls.csv (its header, then a row a record) as `replay_report.calls_csv_bytes`, the reference,
+/// writes it: numbers as they are, `overflow` as `true`/`false`, a float outside `float_text`'s
+/// range as its `repr` (a number needs no quotes); None where a record is not of this class.
+#[pyfunction]
+pub fn calls_csv<'py>(records: &Bound<'py, PyList>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let py = records.py();
+    let Some(rows) = native_records(records) else {
+        return Ok(None);
+    };
+    let mut out: Vec<u8> = Vec::with_capacity(rows.len() * 100 + 400);
+    out.extend_from_slice(COLUMNS.join(",").as_bytes());
+    out.push(b'\n');
+    let (mut digits, mut floats) = (itoa::Buffer::new(), ryu::Buffer::new());
+    for r in &rows {
+        for (j, value) in r.values().into_iter().enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            match value {
+                Value::Int(n) => out.extend_from_slice(digits.format(n).as_bytes()),
+                Value::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
+                Value::Float(f) => match float_text(f, &mut floats) {
+                    Some(text) => out.extend_from_slice(text.as_bytes()),
+                    None => {
+                        let text = pyo3::types::PyFloat::new(py, f).repr()?;
+                        csv_text::push_field(&mut out, text.to_str()?, true);
+                    }
+                },
+            }
+        }
+        out.push(b'\n');
+    }
+    Ok(Some(PyBytes::new(py, &out)))
+}
+
+/// What `records.summarize` sums of the records (None where one is not of this class): the
+/// references, those retained, the probes, those kept and recoverable, the raw and the sent tokens,
+/// the peak and the last call's tokens, the overflows, the cache's reads and writes, and the input
+/// cost: summed as Python's `sum` sums floats (`compensated`: 3.12's, Neumaier's compensated sum;
+/// else one addition after another, 3.11's).
+#[pyfunction]
+pub fn record_sums(records: &Bound<'_, PyList>, compensated: bool) -> Option<([i128; 12], f64)> {
+    let rows = native_records(records)?;
+    // (in 128 bits: a column's sum is Python's integer, past any 64-bit one)
+    let mut s = [0i128; 12];
+    let (mut cost, mut c) = (0.0f64, 0.0f64);
+    for (k, r) in rows.iter().enumerate() {
+        for (slot, v) in s.iter_mut().zip([
+            r.refs,
+            r.refs_retained,
+            r.probes,
+            r.probes_kept,
+            r.probes_recoverable,
+            r.raw_tokens,
+            r.tokens,
+        ]) {
+            *slot += i128::from(v);
+        }
+        let tokens = i128::from(r.tokens);
+        s[7] = if k == 0 { tokens } else { s[7].max(tokens) };
+        s[8] = tokens;
+        s[9] += i128::from(r.overflow);
+        s[10] += i128::from(r.cache_read_tokens);
+        s[11] += i128::from(r.cache_write_tokens);
+        let x = r.input_cost_usd;
+        if k == 0 {
+            // (Python's `sum` starts from the integer 0: `0 + -0.0` is `0.0`)
+            cost = 0.0 + x;
+        } else if compensated {
+            let t = cost + x;
+            c += if cost.abs() >= x.abs() {
+                (cost - t) + x
+            } else {
+                (x - t) + cost
+            };
+            cost = t;
+        } else {
+            cost += x;
+        }
+    }
+    if compensated && c != 0.0 && c.is_finite() {
+        cost += c;
+    }
+    Some((s, cost))
+}
+
+/// Sets a record's columns named in `values`: directly on one of this class, by `setattr` on any
+/// other (the Python engine's records, measured by the native measures).
+pub fn set_columns(record: &Bound<'_, PyAny>, values: &[(Column, i64)]) -> PyResult<()> {
+    if let Ok(native) = record.cast_exact::<TurnRecord>() {
+        let mut r = native.borrow_mut();
+        for &(column, v) in values {
+            *column.of(&mut r) = v;
+        }
+        return Ok(());
+    }
+    for &(column, v) in values {
+        record.setattr(column.name(), v)?;
+    }
+    Ok(())
+}
+
+/// The integer columns the native measures set after a record is made.
+#[derive(Clone, Copy)]
+pub enum Column {
+    RawMessages,
+    RawChars,
+    RawTokens,
+    ViolationsIntroduced,
+    ViolationsInherited,
+    CacheReadTokens,
+    CacheWriteTokens,
+    Refs,
+    RefsRetained,
+    Probes,
+    ProbesKept,
+    ProbesRecoverable,
+}
+
+impl Column {
+    fn name(self) -> &'static str {
+        match self {
+            Column::RawMessages => "raw_messages",
+            Column::RawChars => "raw_chars",
+            Column::RawTokens => "raw_tokens",
+            Column::ViolationsIntroduced => "violations_introduced",
+            Column::ViolationsInherited => "violations_inherited",
+            Column::CacheReadTokens => "cache_read_tokens",
+            Column::CacheWriteTokens => "cache_write_tokens",
+            Column::Refs => "refs",
+            Column::RefsRetained => "refs_retained",
+            Column::Probes => "probes",
+            Column::ProbesKept => "probes_kept",
+            Column::ProbesRecoverable => "probes_recoverable",
+        }
+    }
+
+    fn of(self, r: &mut TurnRecord) -> &mut i64 {
+        match self {
+            Column::RawMessages => &mut r.raw_messages,
+            Column::RawChars => &mut r.raw_chars,
+            Column::RawTokens => &mut r.raw_tokens,
+            Column::ViolationsIntroduced => &mut r.violations_introduced,
+            Column::ViolationsInherited => &mut r.violations_inherited,
+            Column::CacheReadTokens => &mut r.cache_read_tokens,
+            Column::CacheWriteTokens => &mut r.cache_write_tokens,
+            Column::Refs => &mut r.refs,
+            Column::RefsRetained => &mut r.refs_retained,
+            Column::Probes => &mut r.probes,
+            Column::ProbesKept => &mut r.probes_kept,
+            Column::ProbesRecoverable => &mut r.probes_recoverable,
+        }
+    }
+}
