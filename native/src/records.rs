@@ -13,7 +13,6 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple, PyType};
 
-use crate::csv_text;
 use crate::float_text::float_text;
 
 /// The record's columns, in the reference's order (a test holds them to `TURN_COLUMNS`).
@@ -231,6 +230,33 @@ impl TurnRecord {
     }
 }
 
+/// A column's value as the replay's JSON and calls.csv both write it: an integer's digits,
+/// `true`/`false`, a float by `float_text` or, outside its range, as `other` writes it.
+#[derive(Default)]
+struct Cells {
+    digits: itoa::Buffer,
+    floats: ryu::Buffer,
+}
+
+impl Cells {
+    fn push(
+        &mut self,
+        out: &mut Vec<u8>,
+        value: Value,
+        other: impl Fn(f64) -> PyResult<Vec<u8>>,
+    ) -> PyResult<()> {
+        match value {
+            Value::Int(n) => out.extend_from_slice(self.digits.format(n).as_bytes()),
+            Value::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
+            Value::Float(f) => match float_text(f, &mut self.floats) {
+                Some(text) => out.extend_from_slice(text.as_bytes()),
+                None => out.extend_from_slice(&other(f)?),
+            },
+        }
+        Ok(())
+    }
+}
+
 /// `records` as this class's records, borrowed; None where one is of another class.
 fn native_records<'py>(records: &Bound<'py, PyList>) -> Option<Vec<PyRef<'py, TurnRecord>>> {
     records
@@ -250,7 +276,18 @@ pub fn records_json<'py>(records: &Bound<'py, PyList>) -> PyResult<Option<Bound<
     };
     let keys: Vec<String> = COLUMNS.iter().map(|c| format!("\"{c}\":")).collect();
     let mut out: Vec<u8> = Vec::with_capacity(rows.len() * 420 + 2);
-    let (mut digits, mut floats) = (itoa::Buffer::new(), ryu::Buffer::new());
+    let mut cells = Cells::default();
+    // (a float outside `float_text`'s range: orjson's own text of it)
+    let orjson = |f: f64| -> PyResult<Vec<u8>> {
+        let dumps = py
+            .import(intern!(py, "orjson"))?
+            .getattr(intern!(py, "dumps"))?;
+        Ok(dumps
+            .call1((f,))?
+            .cast_into::<PyBytes>()?
+            .as_bytes()
+            .to_vec())
+    };
     out.push(b'[');
     for (k, r) in rows.iter().enumerate() {
         if k > 0 {
@@ -262,21 +299,7 @@ pub fn records_json<'py>(records: &Bound<'py, PyList>) -> PyResult<Option<Bound<
                 out.push(b',');
             }
             out.extend_from_slice(key.as_bytes());
-            match value {
-                Value::Int(n) => out.extend_from_slice(digits.format(n).as_bytes()),
-                Value::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
-                Value::Float(f) => match float_text(f, &mut floats) {
-                    Some(text) => out.extend_from_slice(text.as_bytes()),
-                    None => {
-                        let dumps = py
-                            .import(intern!(py, "orjson"))?
-                            .getattr(intern!(py, "dumps"))?;
-                        out.extend_from_slice(
-                            dumps.call1((f,))?.cast_into::<PyBytes>()?.as_bytes(),
-                        );
-                    }
-                },
-            }
+            cells.push(&mut out, value, orjson)?;
         }
         out.push(b'}');
     }
@@ -296,23 +319,21 @@ pub fn calls_csv<'py>(records: &Bound<'py, PyList>) -> PyResult<Option<Bound<'py
     let mut out: Vec<u8> = Vec::with_capacity(rows.len() * 100 + 400);
     out.extend_from_slice(COLUMNS.join(",").as_bytes());
     out.push(b'\n');
-    let (mut digits, mut floats) = (itoa::Buffer::new(), ryu::Buffer::new());
+    let mut cells = Cells::default();
+    // (a float outside `float_text`'s range: its `repr`, which needs no quotes)
+    let repr = |f: f64| -> PyResult<Vec<u8>> {
+        Ok(pyo3::types::PyFloat::new(py, f)
+            .repr()?
+            .to_str()?
+            .as_bytes()
+            .to_vec())
+    };
     for r in &rows {
         for (j, value) in r.values().into_iter().enumerate() {
             if j > 0 {
                 out.push(b',');
             }
-            match value {
-                Value::Int(n) => out.extend_from_slice(digits.format(n).as_bytes()),
-                Value::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
-                Value::Float(f) => match float_text(f, &mut floats) {
-                    Some(text) => out.extend_from_slice(text.as_bytes()),
-                    None => {
-                        let text = pyo3::types::PyFloat::new(py, f).repr()?;
-                        csv_text::push_field(&mut out, text.to_str()?, true);
-                    }
-                },
-            }
+            cells.push(&mut out, value, repr)?;
         }
         out.push(b'\n');
     }
