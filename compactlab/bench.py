@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -853,7 +854,26 @@ def _print_table(by: dict[str, Measure], reference: Measure | None, rows: list[t
           file=out)
     for name, value, target, ok in rows:
         verdict = "" if ok is None or not (judged or name in always) else "ok" if ok else "MISSED"
-        print(f"{name:44} {value:8.2f}  {target}  {verdict}", file=out)
+        print(f"{name:44} {value_text(value, target)}  {target}  {verdict}", file=out)
+
+
+def value_text(value: float, target: str) -> str:
+    """A figure's value to two decimals, or to as many more as tell it from its target's bound
+    (``≤ 1.3`` or ``≥ 2.5`` in ``target``) where two would read as the bound itself: 1.3023 against
+    ``≤ 1.3`` is missed, and shows as 1.302, not 1.30."""
+    text = f"{value:8.2f}"
+    bound = _BOUND.search(target)
+    if bound is None or not math.isfinite(value) or value == float(bound.group(1)):
+        return text
+    for places in (3, 4, 6):
+        if float(text) != float(bound.group(1)):
+            return text
+        text = f"{value:8.{places}f}"
+    return text if float(text) != float(bound.group(1)) else f"{value!r:>8}"
+
+
+#: a target's bound, as the figures' rows write it
+_BOUND = re.compile(r"[≤≥] (\d+(?:\.\d+)?)")
 
 
 def identity_step(messages: list, facts: Any, settings: Any) -> list:

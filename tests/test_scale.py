@@ -514,3 +514,18 @@ def test_a_local_dask_cluster_that_does_not_start_is_one_line_and_leaves_no_proc
     assert "\n" not in str(caught.value)
     assert [p.name for p in tmp_path.iterdir()] == ["dask-scheduler.json"]
     assert (tmp_path / "dask-scheduler.json").read_text() == "a file of yours"
+
+
+def test_a_figure_that_rounds_to_its_bound_shows_the_digits_that_tell_them_apart():
+    """A figure is printed to two decimals, or to as many more as its verdict needs: 1.3023 against
+    ``≤ 1.3`` is missed and reads 1.302, not 1.30 beside "MISSED"; one at the bound itself, or away
+    from it, stays at two."""
+    from compactlab.bench import value_text
+
+    assert value_text(1.3023, "× (#59) ≤ 1.3").strip() == "1.302"
+    assert value_text(2.49996, "× (#59) ≥ 2.5").strip() == "2.499960"
+    assert value_text(1.2999999, "≤ 1.3").strip() == "1.2999999"
+    assert value_text(1.3, "× (#59) ≤ 1.3").strip() == "1.30"
+    assert value_text(2.4512, "× (#59) ≤ 2.5").strip() == "2.45"
+    assert value_text(3.47, "× (guard)") == "    3.47"
+    assert value_text(float("nan"), "× ≤ 2.5 (#59): counted by bench --instructions").strip() == "nan"
