@@ -3679,33 +3679,38 @@ fn price_calls(
             "a call priced at prices not given",
         ));
     }
-    let mut calls = Vec::with_capacity(records.len());
     // (the native core's records read and set directly; the Python engine's by their attributes)
     let native: Option<Vec<Bound<'_, TurnRecord>>> = records
         .iter()
         .map(|r| r.cast_into_exact::<TurnRecord>().ok())
         .collect();
-    if let Some(native) = &native {
-        calls.extend(native.iter().map(|r| {
-            let r = r.borrow();
-            pricing::Call {
-                tokens: r.tokens,
-                raw_tokens: r.raw_tokens,
-                cache_read_tokens: r.cache_read_tokens,
-                cache_write_tokens: 0,
-                input_cost_usd: 0.0,
-            }
-        }));
-    }
-    for r in records.iter().filter(|_| native.is_none()) {
-        calls.push(pricing::Call {
-            tokens: r.getattr(intern!(py, "tokens"))?.extract()?,
-            raw_tokens: r.getattr(intern!(py, "raw_tokens"))?.extract()?,
-            cache_read_tokens: r.getattr(intern!(py, "cache_read_tokens"))?.extract()?,
-            cache_write_tokens: 0,
-            input_cost_usd: 0.0,
-        });
-    }
+    let mut calls = match &native {
+        Some(native) => native
+            .iter()
+            .map(|r| {
+                let r = r.borrow();
+                pricing::Call {
+                    tokens: r.tokens,
+                    raw_tokens: r.raw_tokens,
+                    cache_read_tokens: r.cache_read_tokens,
+                    cache_write_tokens: 0,
+                    input_cost_usd: 0.0,
+                }
+            })
+            .collect(),
+        None => records
+            .iter()
+            .map(|r| {
+                Ok(pricing::Call {
+                    tokens: r.getattr(intern!(py, "tokens"))?.extract()?,
+                    raw_tokens: r.getattr(intern!(py, "raw_tokens"))?.extract()?,
+                    cache_read_tokens: r.getattr(intern!(py, "cache_read_tokens"))?.extract()?,
+                    cache_write_tokens: 0,
+                    input_cost_usd: 0.0,
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?,
+    };
     let (caches, reply_cached, granularity, minimum, lifetime) = rules;
     let run = pricing::Run {
         prices: &prices,
@@ -3725,18 +3730,22 @@ fn price_calls(
         replies: &replies,
     };
     let priced = pricing::price_calls(&mut calls, &run);
-    if let Some(native) = &native {
-        for (r, c) in native.iter().zip(&calls) {
-            let mut r = r.borrow_mut();
-            r.cache_read_tokens = c.cache_read_tokens;
-            r.cache_write_tokens = c.cache_write_tokens;
-            r.input_cost_usd = c.input_cost_usd;
+    match &native {
+        Some(native) => {
+            for (r, c) in native.iter().zip(&calls) {
+                let mut r = r.borrow_mut();
+                r.cache_read_tokens = c.cache_read_tokens;
+                r.cache_write_tokens = c.cache_write_tokens;
+                r.input_cost_usd = c.input_cost_usd;
+            }
         }
-    }
-    for (r, c) in records.iter().zip(&calls).filter(|_| native.is_none()) {
-        r.setattr(intern!(py, "cache_read_tokens"), c.cache_read_tokens)?;
-        r.setattr(intern!(py, "cache_write_tokens"), c.cache_write_tokens)?;
-        r.setattr(intern!(py, "input_cost_usd"), c.input_cost_usd)?;
+        None => {
+            for (r, c) in records.iter().zip(&calls) {
+                r.setattr(intern!(py, "cache_read_tokens"), c.cache_read_tokens)?;
+                r.setattr(intern!(py, "cache_write_tokens"), c.cache_write_tokens)?;
+                r.setattr(intern!(py, "input_cost_usd"), c.input_cost_usd)?;
+            }
+        }
     }
     Ok((
         priced.raw,

@@ -407,55 +407,42 @@ pub fn set_columns(record: &Bound<'_, PyAny>, values: &[(Column, i64)]) -> PyRes
     Ok(())
 }
 
-/// The integer columns the native measures set after a record is made.
-#[derive(Clone, Copy)]
-pub enum Column {
-    RawMessages,
-    RawChars,
-    RawTokens,
-    ViolationsIntroduced,
-    ViolationsInherited,
-    CacheReadTokens,
-    CacheWriteTokens,
-    Refs,
-    RefsRetained,
-    Probes,
-    ProbesKept,
-    ProbesRecoverable,
+/// The integer columns the native measures set after a record is made: each `Column`, its name
+/// (`setattr`'s) and the struct's field, from one list.
+macro_rules! columns {
+    ($($column:ident => $field:ident),* $(,)?) => {
+        #[derive(Clone, Copy)]
+        pub enum Column {
+            $($column),*
+        }
+
+        impl Column {
+            fn name(self) -> &'static str {
+                match self {
+                    $(Column::$column => stringify!($field)),*
+                }
+            }
+
+            fn of(self, r: &mut TurnRecord) -> &mut i64 {
+                match self {
+                    $(Column::$column => &mut r.$field),*
+                }
+            }
+        }
+    };
 }
 
-impl Column {
-    fn name(self) -> &'static str {
-        match self {
-            Column::RawMessages => "raw_messages",
-            Column::RawChars => "raw_chars",
-            Column::RawTokens => "raw_tokens",
-            Column::ViolationsIntroduced => "violations_introduced",
-            Column::ViolationsInherited => "violations_inherited",
-            Column::CacheReadTokens => "cache_read_tokens",
-            Column::CacheWriteTokens => "cache_write_tokens",
-            Column::Refs => "refs",
-            Column::RefsRetained => "refs_retained",
-            Column::Probes => "probes",
-            Column::ProbesKept => "probes_kept",
-            Column::ProbesRecoverable => "probes_recoverable",
-        }
-    }
-
-    fn of(self, r: &mut TurnRecord) -> &mut i64 {
-        match self {
-            Column::RawMessages => &mut r.raw_messages,
-            Column::RawChars => &mut r.raw_chars,
-            Column::RawTokens => &mut r.raw_tokens,
-            Column::ViolationsIntroduced => &mut r.violations_introduced,
-            Column::ViolationsInherited => &mut r.violations_inherited,
-            Column::CacheReadTokens => &mut r.cache_read_tokens,
-            Column::CacheWriteTokens => &mut r.cache_write_tokens,
-            Column::Refs => &mut r.refs,
-            Column::RefsRetained => &mut r.refs_retained,
-            Column::Probes => &mut r.probes,
-            Column::ProbesKept => &mut r.probes_kept,
-            Column::ProbesRecoverable => &mut r.probes_recoverable,
-        }
-    }
+columns! {
+    RawMessages => raw_messages,
+    RawChars => raw_chars,
+    RawTokens => raw_tokens,
+    ViolationsIntroduced => violations_introduced,
+    ViolationsInherited => violations_inherited,
+    CacheReadTokens => cache_read_tokens,
+    CacheWriteTokens => cache_write_tokens,
+    Refs => refs,
+    RefsRetained => refs_retained,
+    Probes => probes,
+    ProbesKept => probes_kept,
+    ProbesRecoverable => probes_recoverable,
 }
