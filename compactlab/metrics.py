@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
+
+from .plain import NamedTuple
 
 
 class Metric(NamedTuple):

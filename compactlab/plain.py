@@ -1,4 +1,4 @@
-"""Dataclasses made without compiling code when they are imported.
+"""Dataclasses and named tuples made without compiling code when they are imported.
 
 The standard library's ``dataclass`` writes each method it makes (``__init__``, ``__eq__``, a
 frozen class's ``__setattr__`` and ``__delattr__``, ``__repr__``, ``__hash__``) as Python source
@@ -11,14 +11,23 @@ each method to the one the standard library makes, class by class).
 
 A class made thousands of times a run (a call's record) writes its own ``__init__`` and is made
 with ``init=False``; the same test holds each such ``__init__`` to its fields.
+
+``NamedTuple`` here is ``typing.NamedTuple``'s class syntax without its check of each field's
+annotation: under ``from __future__ import annotations`` every annotation is a string, which
+``typing`` turns into a ``ForwardRef`` by compiling it (a ``compile`` a field: 45 named tuples a
+replay imports, about half of each one's making). The class made is the one ``typing`` makes,
+``collections.namedtuple``'s with the class body's methods, docstring and defaults; its
+``__annotations__`` hold the strings as written (``typing.get_type_hints`` reads either). mypy
+reads it as ``typing.NamedTuple``.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Callable
 from dataclasses import MISSING, FrozenInstanceError, field
-from typing import Any, TypeVar, dataclass_transform, overload
+from typing import TYPE_CHECKING, Any, TypeVar, dataclass_transform, overload
 
 T = TypeVar("T")
 
@@ -161,3 +170,39 @@ def _frozen(cls: Any, names: frozenset[str]) -> tuple[Callable[..., None], Calla
         super(cls, self).__delattr__(name)
 
     return __setattr__, __delattr__
+
+
+#: what a named tuple's class body may not set (``typing``'s own list), and what it sets that the
+#: class made keeps as ``collections.namedtuple`` made it
+_PROHIBITED = frozenset({"__new__", "__init__", "__slots__", "__getnewargs__", "_fields", "_field_defaults", "_make",
+                         "_replace", "_asdict", "_source"})
+_SPECIAL = frozenset({"__module__", "__name__", "__annotations__"})
+
+if TYPE_CHECKING:
+    from typing import NamedTuple as NamedTuple
+else:
+    class _NamedTupleMeta(type):
+        """``typing.NamedTupleMeta`` without ``_type_check`` of each annotation (nor ``Generic``)."""
+
+        def __new__(cls, typename: str, bases: tuple[type, ...], ns: dict[str, Any]) -> type:
+            if bases != (NamedTuple,):
+                raise TypeError("can only inherit from compactlab.plain.NamedTuple, and only from it")
+            types = ns.get("__annotations__", {})
+            default_names: list[str] = []
+            for name in types:
+                if name in ns:
+                    default_names.append(name)
+                elif default_names:
+                    raise TypeError(f"Non-default namedtuple field {name} cannot follow default field"
+                                    f"{'s' if len(default_names) > 1 else ''} {', '.join(default_names)}")
+            made = collections.namedtuple(typename, list(types), defaults=[ns[n] for n in default_names],
+                                          module=ns["__module__"])
+            made.__annotations__ = made.__new__.__annotations__ = dict(types)
+            for key in ns:
+                if key in _PROHIBITED:
+                    raise AttributeError("Cannot overwrite NamedTuple attribute " + key)
+                if key not in _SPECIAL and key not in made._fields:
+                    setattr(made, key, ns[key])
+            return made
+
+    NamedTuple = type.__new__(_NamedTupleMeta, "NamedTuple", (), {"__module__": __name__})

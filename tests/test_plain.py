@@ -194,3 +194,91 @@ def test_a_record_written_out_takes_what_it_took() -> None:
             generic(theirs, *args[:n], **dict(zip(names[n:], args[n:])))
             assert vars(ours) == vars(theirs)
         assert pickle.loads(pickle.dumps(cls(*args))).__dict__ == cls(*args).__dict__
+
+
+def _named_tuple_body() -> dict[str, Any]:
+    """A named tuple's class body: required and defaulted fields, a docstring, a method, a property
+    and a class attribute."""
+
+    def doubled(self: Any) -> int:
+        return self.a * 2
+
+    return {"__annotations__": {"a": "int", "b": "str", "c": "tuple[int, ...] | None"}, "__doc__": "A row.",
+            "__qualname__": "Outer.Row", "b": "x", "c": None, "doubled": doubled,
+            "shown": property(lambda self: f"{self.a}:{self.b}"), "LIMIT": 3}
+
+
+def _named_tuples() -> tuple[type, type]:
+    import typing
+
+    body = _named_tuple_body()
+    theirs = typing.NamedTupleMeta("Row", (typing._NamedTuple,), {"__module__": __name__, **body})  # type: ignore[attr-defined]
+    ours = type(plain.NamedTuple)("Row", (plain.NamedTuple,), {"__module__": __name__, **_named_tuple_body()})
+    return theirs, ours
+
+
+@given(st.lists(st.one_of(st.integers(-3, 3), st.text(max_size=2), st.none()), max_size=4))
+@settings(max_examples=60, deadline=None)
+def test_a_named_tuple_is_typings(args: list[Any]) -> None:
+    """``plain.NamedTuple`` makes the class ``typing.NamedTuple`` makes of the same body: its
+    fields, defaults, docstring, names, bases, methods and class attributes; made of the same
+    arguments (or refusing them alike), its instances equal, hash, print, replace, pickle and
+    remake alike (``_make``, ``__getnewargs__``). Only the annotations differ: the strings as written, not ``ForwardRef``s."""
+    theirs, ours = _named_tuples()
+    for name in ("_fields", "_field_defaults", "__doc__", "__name__", "__qualname__", "__module__", "__bases__",
+                 "__match_args__", "LIMIT"):
+        assert getattr(ours, name) == getattr(theirs, name), name
+    assert ours.__annotations__ == {"a": "int", "b": "str", "c": "tuple[int, ...] | None"}
+    assert [a.__forward_arg__ for a in theirs.__annotations__.values()] == list(ours.__annotations__.values())
+
+    def made(cls: type) -> Any:
+        try:
+            row = cls(*args)
+        except TypeError as exc:
+            return type(exc), str(exc)
+        return (tuple(row), repr(row), hash(row), row._asdict(), tuple(row._replace(b="y")), row.doubled()
+                if type(row.a) is int else None, row.shown, tuple(cls._make(row)), row.__getnewargs__())
+
+    assert made(ours) == made(theirs)
+
+
+def test_a_named_tuple_refuses_what_typings_refuses() -> None:
+    """A required field after a defaulted one, a body that sets what the named tuple makes, and a
+    base besides ``NamedTuple``: refused as ``typing`` refuses them."""
+    import typing
+
+    meta = type(plain.NamedTuple)
+    for body, error in (({"__annotations__": {"a": "int", "b": "int"}, "a": 1}, TypeError),
+                        ({"__annotations__": {"a": "int"}, "_make": classmethod(lambda cls: cls)}, AttributeError)):
+        with pytest.raises(error) as theirs:
+            typing.NamedTupleMeta("Row", (typing._NamedTuple,), {"__module__": __name__, **body})  # type: ignore[attr-defined]
+        with pytest.raises(error) as ours:
+            meta("Row", (plain.NamedTuple,), {"__module__": __name__, **body})
+        assert str(ours.value) == str(theirs.value)
+    with pytest.raises(TypeError):
+        meta("Row", (plain.NamedTuple, object), {"__module__": __name__})
+
+
+def test_every_named_tuple_of_the_package_has_types_for_annotations() -> None:
+    """What ``typing.NamedTuple`` checks as each class is made, and ``plain.NamedTuple`` leaves out
+    (each annotation a type), checked here of every named tuple of the package: each class's
+    annotations resolve to types (``typing.get_type_hints``), one for each field."""
+    import typing
+
+    found = []
+    for info in pkgutil.walk_packages(compactlab.__path__, "compactlab."):
+        try:
+            module = importlib.import_module(info.name)
+        except ImportError:
+            continue
+        for value in vars(module).values():
+            if (isinstance(value, type) and issubclass(value, tuple) and "_fields" in vars(value)
+                    and value.__module__ == module.__name__):
+                found.append(value)
+    assert len(found) > 40
+    for cls in found:
+        assert isinstance(cls.__annotations__, dict) and list(cls.__annotations__) == list(cls._fields), cls
+        hints = typing.get_type_hints(cls)
+        assert list(hints) == list(cls._fields), cls
+        for name, hint in hints.items():
+            typing._type_check(hint, f"{cls.__qualname__}.{name}")  # type: ignore[attr-defined]

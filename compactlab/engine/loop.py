@@ -21,8 +21,9 @@ from dataclasses import replace
 from operator import attrgetter
 from os import PathLike
 from collections.abc import Callable, Collection, Iterable
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
+from ..plain import NamedTuple
 from .context import Context
 from .cost.cache_rules import rules_for
 from .cost.pricing import TTL_SECONDS, price_run, prompt_of, seconds

@@ -6,9 +6,9 @@ incrementally from per-message lengths: ``sum(entry.chars) + commas + brackets``
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import math
+
+from ..plain import NamedTuple
 
 
 def list_chars(sum_of_items: int, count: int) -> int:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from typing import Any, NamedTuple
+from typing import Any
 
+from ..plain import NamedTuple
 from .cost.pricing import prompt_of
 
 #: the window where neither the user, the recording nor genai-prices names one

@@ -7,13 +7,13 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import field
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..corpus.calibration import MIN_CALLS, Calibration, by_default, calibrate as fit_calibration, implausible, short, \
     usable_calls
 from ..engine.feeds import Opening
 from ..engine.cost.prices import ModelPrices, PriceTable, load_prices
-from ..plain import dataclass
+from ..plain import NamedTuple, dataclass
 from ..plumbing.files import shown
 from ..errors import CompactlabError, UsageError
 from ..transcripts import FolderFile, UnknownFormat

@@ -20,14 +20,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import field
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..corpus.compare import Cluster, GridRun, Job, RunFailure, RunResult, run_job, summarizer_of
 from ..corpus.pool import Failure, Pool, can_fork, failure_of
 from ..corpus.sharing import Sharing
 from ..engine.cost.prices import PriceTable
 from ..errors import CompactlabError
-from ..plain import dataclass
+from ..plain import NamedTuple, dataclass
 from ..plumbing.process import allocator_kept, collector_paused, usable_cores, worker_collecting
 from .base import Notify, Settings, Tally, cache_warnings, none_read, parts_of, price_warning, run_in_parts, \
     say_calibration, warn_loaded

@@ -29,10 +29,11 @@ from __future__ import annotations
 import difflib
 import re
 import shlex
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
+from ..plain import NamedTuple
 from ..transcripts.messages import FILE_KEYS, Message
 
 #: the least word similarity at which two text replies agree

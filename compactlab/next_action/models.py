@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
 from ..engine.cost.cache_rules import provider_of
 from ..errors import UsageError
-from ..plain import dataclass
+from ..plain import NamedTuple, dataclass
 from ..plumbing import model_clients
 from ..plumbing.secrets import scrub
 from ..plumbing.cache import DiskCache, digest

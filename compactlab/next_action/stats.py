@@ -8,7 +8,9 @@ difference is paired.
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any
+
+from ..plain import NamedTuple
 
 #: the normal quantile of a two-sided 95% interval
 Z95 = 1.959963984540054

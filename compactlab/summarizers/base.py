@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 import orjson
 
+from ..plain import NamedTuple
 from ..transcripts.messages import Entry, Message, cut_text, make_entry, sized_len
 
 

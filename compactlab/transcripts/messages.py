@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import re
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
+
+from ..plain import NamedTuple
 
 Message = dict[str, Any]
 

@@ -7,12 +7,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import field
 from functools import cached_property
 from itertools import islice
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
 from ..errors import InputError
-from ..plain import dataclass
+from ..plain import NamedTuple, dataclass
 from ..plumbing.files import COMPRESSED, compressed
 from .messages import Entry, Message, ResultFact, add_tool_names, make_entry
 

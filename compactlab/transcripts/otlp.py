@@ -42,11 +42,12 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
 import orjson
 
 from ..errors import InputError
+from ..plain import NamedTuple
 from .messages import Message, sized_placeholder
 from .model import BadField, Transcript, TranscriptBuilder, tokens
 from .reader import read_document

@@ -38,8 +38,9 @@ replayed as recorded where the recording's cache events are (``cost.recorded_bre
 from __future__ import annotations
 
 
-from typing import Any, NamedTuple
+from typing import Any
 
+from ...plain import NamedTuple
 from ...plumbing.providers import family_of
 
 

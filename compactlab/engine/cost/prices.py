@@ -19,10 +19,10 @@ import re
 from dataclasses import field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from ...errors import InputError, UsageError
-from ...plain import dataclass
+from ...plain import NamedTuple, dataclass
 from ...plumbing import package_toml
 from ...plumbing.files import read_regular_text
 

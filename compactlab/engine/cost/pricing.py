@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any
 
-from ...plain import dataclass
+from ...plain import NamedTuple, dataclass
 from .cache_rules import RULES, CacheRules, rules_for, uncached_as_recorded
 from .prices import ModelPrices, PriceTable, load_prices
 from ..sizing import TokenEstimator, list_chars

@@ -18,11 +18,11 @@ saved transcripts and summarizer calls.
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
-from ...plain import dataclass
+from ...plain import NamedTuple, dataclass
 from ..context import Context
 from ...errors import SummarizerError
 from ...transcripts.messages import Entry, Message, make_entry, sized_len

@@ -33,10 +33,11 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import fields, is_dataclass
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
+from ...plain import NamedTuple
 from ..context import Context
 from ...config import LayerConfig, opt, section
 from ...errors import PolicyError

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from typing import Any, NamedTuple
+from typing import Any
+
+from ...plain import NamedTuple
 
 
 class Layer(NamedTuple):

@@ -13,8 +13,9 @@ implementation. This is the seam a native core stands behind (``docs/architectur
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
+from ...plain import NamedTuple
 from ..context import Context
 
 

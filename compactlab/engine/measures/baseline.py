@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import field
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
-from ...plain import dataclass
+from ...plain import NamedTuple, dataclass
 from ..context import Context
 from ..memo import memo_of
 from .base import CallAt, Nothing

@@ -49,10 +49,11 @@ from collections import deque
 from collections.abc import Callable, Container, MutableSequence, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
+from ...plain import NamedTuple
 from ..context import Context
 from ...transcripts.messages import Entry, is_prompt, text_of, without_sized
 

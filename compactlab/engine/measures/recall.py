@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Container, Iterable, Mapping, MutableSequence
-from typing import Any, NamedTuple
+from typing import Any
 
+from ...plain import NamedTuple
 from ..context import Context
 from ..records import CompactionEvent
 from .base import CallAt, after_first_run

@@ -9,8 +9,8 @@ looked up in the context as sent.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple
 
+from ...plain import NamedTuple
 from ..context import Context
 from .base import CallAt, Nothing
 

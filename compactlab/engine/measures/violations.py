@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
+from ...plain import NamedTuple
 from ..context import Context, find_origin
 from ...transcripts.messages import Entry
 from .base import CallAt, after_first_run
