@@ -2616,7 +2616,7 @@ impl RecallCheck {
         for p in given {
             read.push(recall::Probe {
                 text: p.text.to_str()?,
-                place: p.place.clone(),
+                place: &p.place,
                 line: p.line,
             });
         }

@@ -51,7 +51,7 @@ pub struct Probe<'a> {
     pub text: &'a str,
     /// (origin, block) of the results that held it and of the agent's messages that repeated it
     /// (block -1), oldest first
-    pub place: Vec<(i64, i64)>,
+    pub place: &'a [(i64, i64)],
     /// a line reference: only where a result holds it (never looked for elsewhere)
     pub line: bool,
 }
@@ -170,7 +170,7 @@ impl Check {
         let n = msgs.len();
         let mut out = vec![MISSING; probes.len()];
         for (k, p) in probes.iter().enumerate() {
-            for &(o, b) in &p.place {
+            for &(o, b) in p.place {
                 let pos = keys.partition_point(|&key| key < o);
                 if pos < n && o >= 0 && msgs[pos].origin == o {
                     let e = &msgs[pos];
@@ -493,22 +493,22 @@ mod tests {
         let probes = [
             Probe {
                 text: "src/app.py",
-                place: vec![(2, 0)],
+                place: &[(2, 0)],
                 line: false,
             },
             Probe {
                 text: "x_y",
-                place: vec![(2, 0)],
+                place: &[(2, 0)],
                 line: false,
             },
             Probe {
                 text: "ls",
-                place: vec![(1, -1)],
+                place: &[(1, -1)],
                 line: false,
             },
             Probe {
                 text: "line 3",
-                place: vec![(2, 0)],
+                place: &[(2, 0)],
                 line: true,
             },
         ];
@@ -545,7 +545,7 @@ mod tests {
         };
         let probes = [Probe {
             text: "abc_def",
-            place: vec![(1, 0), (3, 0)],
+            place: &[(1, 0), (3, 0)],
             line: false,
         }];
         let out = Check::default()
@@ -568,7 +568,7 @@ mod tests {
         };
         let probes = [Probe {
             text: "\"hi there\"",
-            place: vec![(5, 0)],
+            place: &[(5, 0)],
             line: false,
         }];
         assert_eq!(
@@ -632,13 +632,21 @@ mod tests {
                 }
                 _ => {}
             }
-            let probes: Vec<Probe> = (0..3)
-                .map(|_| Probe {
-                    text: words[next(words.len() as u64) as usize],
-                    place: (0..1 + next(3))
+            let (mut said, mut places, mut lines) = (Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..3 {
+                said.push(words[next(words.len() as u64) as usize]);
+                places.push(
+                    (0..1 + next(3))
                         .map(|_| (next(call as u64 + 1) as i64, 0))
-                        .collect(),
-                    line: next(5) == 0,
+                        .collect::<Vec<_>>(),
+                );
+                lines.push(next(5) == 0);
+            }
+            let probes: Vec<Probe> = (0..3)
+                .map(|k| Probe {
+                    text: said[k],
+                    place: &places[k],
+                    line: lines[k],
                 })
                 .collect();
             let mut texts = Fixed {
