@@ -135,8 +135,9 @@ def test_a_frozen_class_with_slots_is_refused() -> None:
         plain.dataclass(frozen=True, slots=True)(type("Made", (), {"__annotations__": {"a": "int"}}))
 
 
-def _package_dataclasses() -> list[type]:
-    """Every dataclass the package defines (a module that needs an extra not installed is left out)."""
+def _package_classes(kind: Any) -> list[type]:
+    """Every class of ``kind`` (a predicate) the package defines (a module that needs an extra not
+    installed is left out)."""
     found: dict[str, type] = {}
     for info in pkgutil.walk_packages(compactlab.__path__, "compactlab."):
         try:
@@ -144,10 +145,14 @@ def _package_dataclasses() -> list[type]:
         except ImportError:
             continue
         for value in vars(module).values():
-            if (isinstance(value, type) and dataclasses.is_dataclass(value)
-                    and value.__module__ == module.__name__):
+            if isinstance(value, type) and value.__module__ == module.__name__ and kind(value):
                 found[f"{value.__module__}.{value.__qualname__}"] = value
     return sorted(found.values(), key=lambda c: f"{c.__module__}.{c.__qualname__}")
+
+
+def _package_dataclasses() -> list[type]:
+    """Every dataclass the package defines."""
+    return _package_classes(dataclasses.is_dataclass)
 
 
 def test_no_dataclass_of_the_package_compiles_a_method() -> None:
@@ -265,16 +270,7 @@ def test_every_named_tuple_of_the_package_has_types_for_annotations() -> None:
     annotations resolve to types (``typing.get_type_hints``), one for each field."""
     import typing
 
-    found = []
-    for info in pkgutil.walk_packages(compactlab.__path__, "compactlab."):
-        try:
-            module = importlib.import_module(info.name)
-        except ImportError:
-            continue
-        for value in vars(module).values():
-            if (isinstance(value, type) and issubclass(value, tuple) and "_fields" in vars(value)
-                    and value.__module__ == module.__name__):
-                found.append(value)
+    found = _package_classes(lambda cls: issubclass(cls, tuple) and "_fields" in vars(cls))
     assert len(found) > 40
     for cls in found:
         assert isinstance(cls.__annotations__, dict) and list(cls.__annotations__) == list(cls._fields), cls
