@@ -17,8 +17,9 @@ annotation: under ``from __future__ import annotations`` every annotation is a s
 ``typing`` turns into a ``ForwardRef`` by compiling it (a ``compile`` a field: 45 named tuples a
 replay imports, about half of each one's making). The class made is the one ``typing`` makes,
 ``collections.namedtuple``'s with the class body's methods, docstring and defaults; its
-``__annotations__`` hold the strings as written (``typing.get_type_hints`` reads either). mypy
-reads it as ``typing.NamedTuple``.
+``__annotations__`` hold the strings as written (``typing.get_type_hints`` reads either), and it
+has no ``__orig_bases__`` (``typing``'s records its ``NamedTuple`` function there). mypy reads it as
+``typing.NamedTuple``.
 """
 
 from __future__ import annotations
