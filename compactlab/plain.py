@@ -14,7 +14,7 @@ with ``init=False``; the same test holds each such ``__init__`` to its fields.
 
 ``NamedTuple`` here is ``typing.NamedTuple``'s class syntax without its check of each field's
 annotation: under ``from __future__ import annotations`` every annotation is a string, which
-``typing`` turns into a ``ForwardRef`` by compiling it (a ``compile`` a field: 45 named tuples a
+``typing`` turns into a ``ForwardRef`` by compiling it (a ``compile`` a field: 35 named tuples a
 replay imports, about half of each one's making). The class made is the one ``typing`` makes,
 ``collections.namedtuple``'s with the class body's methods, docstring and defaults; its
 ``__annotations__`` hold the strings as written (``typing.get_type_hints`` reads either), and it
