@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
-from .plain import dataclass
+from .plain import dataclass, pattern
 from .plumbing.process import usable_cores
 
 FLOOR = """
@@ -873,7 +872,7 @@ def value_text(value: float, target: str) -> str:
 
 
 #: a target's bound, as the figures' rows write it
-_BOUND = re.compile(r"[≤≥] (\d+(?:\.\d+)?)")
+_BOUND = pattern(r"[≤≥] (\d+(?:\.\d+)?)")
 
 
 def identity_step(messages: list, facts: Any, settings: Any) -> list:

@@ -279,3 +279,74 @@ def test_every_named_tuple_of_the_package_has_types_for_annotations() -> None:
         assert list(hints) == list(cls._fields), cls
         for name, hint in hints.items():
             typing._type_check(hint, f"{cls.__qualname__}.{name}")  # type: ignore[attr-defined]
+
+
+PATTERN_SOURCES = [r"a(b)+", r"(?m)^\s{0,8}(\d{1,7})(?:[:\t|]|\s{2})", r"(?P<name>[a-z]+)_(\d)", "[\x00-\x1f\u202a]",
+                   r"\bx\b"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(source=st.sampled_from(PATTERN_SOURCES), text=st.text(alphabet="ab_xyz019 \n\t:|\x01\u202a", max_size=40),
+       as_bytes=st.booleans())
+def test_a_pattern_compiled_when_first_used_is_res(source: str, text: str, as_bytes: bool) -> None:
+    """``plain.pattern`` answers as ``re.compile`` of the same source does, every method and
+    attribute, as text and as bytes; it compiles nothing until one is asked for, and then holds
+    the compiled pattern's own methods (``re``'s speed from the second use)."""
+    import re
+
+    if as_bytes:
+        try:
+            source_b, text_b = source.encode("ascii"), text.encode("utf-8")
+        except UnicodeEncodeError:
+            return
+        theirs: Any = re.compile(source_b)
+        ours: Any = plain.pattern(source_b)
+        subject: Any = text_b
+    else:
+        theirs, ours, subject = re.compile(source), plain.pattern(source), text
+    assert "search" not in vars(ours)  # (not compiled yet)
+    found = ours.search(subject)
+    assert (found and found.span()) == ((m := theirs.search(subject)) and m.span())
+    assert ours.search.__self__ is not ours and ours.search.__self__.pattern == theirs.pattern  # (its own, bound)
+    assert [m.span() for m in ours.finditer(subject)] == [m.span() for m in theirs.finditer(subject)]
+    assert ours.findall(subject) == theirs.findall(subject)
+    empty: Any = b"" if as_bytes else ""
+    assert ours.sub(empty, subject) == theirs.sub(empty, subject) and ours.split(subject) == theirs.split(subject)
+    assert (ours.match(subject) is None) == (theirs.match(subject) is None)
+    assert (ours.fullmatch(subject) is None) == (theirs.fullmatch(subject) is None)
+    assert (ours.pattern, ours.flags, ours.groups, ours.groupindex) == (
+        theirs.pattern, theirs.flags, theirs.groups, theirs.groupindex)
+
+
+def test_a_pattern_is_an_error_where_first_used_and_names_only_res_attributes() -> None:
+    """An invalid source is ``re``'s error where the pattern is first used (which is why every
+    module-level pattern of the package is compiled below); a name a compiled pattern lacks is an
+    ``AttributeError``, as on one."""
+    import re
+
+    broken: Any = plain.pattern("(unclosed")
+    with pytest.raises(re.error):
+        broken.search("x")
+    with pytest.raises(AttributeError):
+        plain.pattern("x").no_such_method  # noqa: B018
+    assert not hasattr(plain.pattern("x"), "__array__")
+    assert "x" in repr(plain.pattern("x", re.I)) and plain.pattern("X", re.I).search("x")
+
+
+def test_every_pattern_of_the_package_compiles_and_none_is_compiled_on_import() -> None:
+    """Every regular expression a module of the package holds is a ``plain.pattern`` (compiled
+    where first used, not at every start), and each one compiles."""
+    import re
+
+    found = 0
+    for info in pkgutil.walk_packages(compactlab.__path__, "compactlab."):
+        try:
+            module = importlib.import_module(info.name)
+        except ImportError:
+            continue
+        for name, value in vars(module).items():
+            assert not isinstance(value, re.Pattern), f"{info.name}.{name}: compiled on import (use plain.pattern)"
+            if isinstance(value, plain._Pattern):
+                found += 1
+                assert value.groups >= 0, f"{info.name}.{name}"  # (compiled: an invalid one raises re.error)
+    assert found >= 16

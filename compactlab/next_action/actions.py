@@ -27,13 +27,12 @@ A tool call and a text reply never agree.
 from __future__ import annotations
 
 import difflib
-import re
 import shlex
 from typing import Any
 
 import orjson
 
-from ..plain import NamedTuple
+from ..plain import NamedTuple, pattern
 from ..transcripts.messages import FILE_KEYS, Message
 
 #: the least word similarity at which two text replies agree
@@ -45,9 +44,9 @@ COMMAND_KEYS = ("command", "cmd", "script")
 #: what stands before the program of a shell command
 _PREFIXES = {"sudo", "env", "nohup", "time", "exec", "command", "builtin"}
 _SKIPPED = {"cd", "pushd", "popd", "export", "source", ".", "set", "unset"}
-_SEGMENTS = re.compile(r"&&|\|\||;|\||\n")
-_VERSION = re.compile(r"(?<=[a-z])[0-9.]+$")
-_PATHLIKE = re.compile(r"/|\.[A-Za-z0-9]{1,8}$")
+_SEGMENTS = pattern(r"&&|\|\||;|\||\n")
+_VERSION = pattern(r"(?<=[a-z])[0-9.]+$")
+_PATHLIKE = pattern(r"/|\.[A-Za-z0-9]{1,8}$")
 
 
 class Action(NamedTuple):

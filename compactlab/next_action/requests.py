@@ -20,14 +20,13 @@ reply at ``max_tokens`` (an upper bound).
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import orjson
 
 from ..engine.cost.prices import MTOK, ModelPrices
 from ..engine.sizing import list_chars
-from ..plain import dataclass
+from ..plain import dataclass, pattern
 from ..transcripts.messages import Entry, Message, content_text, json_len
 
 #: blocks a fresh request cannot carry (the recorded model's thinking, server-side tools)
@@ -35,7 +34,7 @@ UNSENT_BLOCKS = frozenset({"thinking", "redacted_thinking", "server_tool_use", "
 #: the shortest shared prefix, in tokens, that is marked for the prompt cache
 CACHE_MINIMUM = 1024
 #: a tool name the APIs take
-_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_TOOL_NAME = pattern(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 #: the system prompt a request carries where the format records none (#46 §3): the first line the

@@ -17,10 +17,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..core import in_use
+from ..plain import pattern
 from ..transcripts.messages import SIZED_MARK
 
 # C0 controls, DEL, C1 controls, and the bidi embeddings, overrides and isolates
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = pattern("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def _escape(m: re.Match[str]) -> str:
@@ -57,7 +58,7 @@ def md_cell(text: Any) -> str:
 
 
 # in UTF-8: DEL, the C1 controls, the bidi embeddings, overrides and isolates (orjson escapes C0 itself)
-_JSON_UNSAFE = re.compile(b"\x7f|\xc2[\x80-\x9f]|\xe2\x80[\xaa-\xae]|\xe2\x81[\xa6-\xa9]")
+_JSON_UNSAFE = pattern(b"\x7f|\xc2[\x80-\x9f]|\xe2\x80[\xaa-\xae]|\xe2\x81[\xa6-\xa9]")
 
 
 def json_bytes(value: Any, option: int = 0) -> bytes:

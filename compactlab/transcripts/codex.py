@@ -19,12 +19,12 @@ Lines are ``{timestamp, type, payload}``. What decides correctness:
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timezone
 from typing import Any
 
 import orjson
 
+from ..plain import pattern
 from ..plumbing.files import max_document_bytes, max_line_bytes
 from .messages import make_entry, sized_placeholder
 from .model import NO_MODEL, BadField, Note, RecordedCompaction, Transcript, TranscriptBuilder, tokens
@@ -34,7 +34,7 @@ NAME = "codex"
 DESCRIPTION = "Codex CLI rollouts (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl)"
 
 LINE_TYPES = {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
-_REDACTED = re.compile(r"^\[(REDACTED_[A-Z_]+) len=(\d+) (sha=[0-9a-f]+)\]$")
+_REDACTED = pattern(r"^\[(REDACTED_[A-Z_]+) len=(\d+) (sha=[0-9a-f]+)\]$")
 
 
 def sniff(objects: list[dict]) -> float:

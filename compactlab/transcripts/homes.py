@@ -44,7 +44,7 @@ from dataclasses import field
 from pathlib import Path
 
 from ..errors import UsageError
-from ..plain import dataclass
+from ..plain import dataclass, pattern
 
 HARNESSES = ("claude-code", "codex", "gemini-cli", "cline", "roo", "kilo", "pi", "openclaw", "qwen", "opencode",
              "kilo-cli", "copilot", "amp", "goose")
@@ -180,7 +180,7 @@ def _codex_project(path: Path) -> str:
     return m.group(1).decode("utf-8", "replace") if m else ""
 
 
-_SPAN = re.compile(r"^(\d+)\s*([mhdw])$")
+_SPAN = pattern(r"^(\d+)\s*([mhdw])$")
 _UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from ..plain import NamedTuple
+from ..plain import NamedTuple, pattern
 
 Message = dict[str, Any]
 
@@ -37,8 +37,8 @@ def block_type(block: Any) -> str | None:
 #: as written.
 SIZED_MARK = "\ufdd0"
 _FIELDS = r"\[([A-Z][A-Z_]{0,40}) len=(\d{1,15})((?: [a-z]{1,16}=[0-9a-f]{1,128}){0,4})\]"
-_SIZED = re.compile(SIZED_MARK + _FIELDS)
-_SIZED_BYTES = re.compile(SIZED_MARK.encode() + _FIELDS.encode())
+_SIZED = pattern(SIZED_MARK + _FIELDS)
+_SIZED_BYTES = pattern(SIZED_MARK.encode() + _FIELDS.encode())
 _MARK_BYTES = SIZED_MARK.encode()
 
 

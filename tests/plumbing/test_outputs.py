@@ -178,3 +178,50 @@ def test_a_file_given_in_parts_is_written_whole_without_joining_them(tmp_path):
     assert (tmp_path / "out" / "b.txt").read_bytes() == b"plain"
     atomic_write_bytes(tmp_path / "d", [b"one ", b"two"])
     assert (tmp_path / "d").read_bytes() == b"one two"
+
+
+def test_a_tree_is_removed_as_shutil_removes_it_and_a_link_in_it_is_never_followed(tmp_path):
+    """``_remove_tree`` (a run's old folder, a failed run's staging folder) removes what
+    ``shutil.rmtree(ignore_errors=True)`` removes, without importing ``shutil``: files, nested
+    folders, a named pipe, links to a folder and a file outside (their targets untouched); a
+    path that is a link or a file is left."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from compactlab.plumbing.outputs import _remove_tree
+
+    outside = tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "deep" / "keep.txt").write_text("kept")
+
+    def tree(root: Path) -> Path:
+        (root / "a" / "b" / "c").mkdir(parents=True)
+        (root / "a" / "b" / "c" / "f.txt").write_text("x")
+        (root / "a" / "g.bin").write_bytes(b"\0" * 10)
+        (root / "empty").mkdir()
+        os.mkfifo(root / "a" / "pipe")
+        (root / "a" / "to-folder").symlink_to(outside, target_is_directory=True)
+        (root / "to-file").symlink_to(outside / "deep" / "keep.txt")
+        (root / "dangling").symlink_to(tmp_path / "nowhere")
+        return root
+
+    for remove in (_remove_tree, lambda p: shutil.rmtree(p, ignore_errors=True)):
+        root = tree(tmp_path / "run")
+        remove(root)
+        assert not os.path.lexists(root)
+        assert (outside / "deep" / "keep.txt").read_text() == "kept"
+    link = tmp_path / "link"
+    link.symlink_to(outside, target_is_directory=True)
+    plain_file = tmp_path / "file.txt"
+    plain_file.write_text("x")
+    _remove_tree(link)
+    _remove_tree(plain_file)
+    _remove_tree(tmp_path / "nothing-here")
+    assert link.is_symlink() and plain_file.read_text() == "x" and (outside / "deep" / "keep.txt").exists()
+    # (and shutil is not imported by it: a replay that replaces its folder does not pay for it)
+    code = ("import sys; from pathlib import Path; from compactlab.plumbing.outputs import _remove_tree; "
+            f"_remove_tree(Path({str(tree(tmp_path / 'again'))!r})); print('shutil' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert done.stdout.strip() == "False" and not (tmp_path / "again").exists()

@@ -27,7 +27,6 @@ import io
 import importlib
 import importlib.util
 import os
-import re
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -37,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from ...plain import NamedTuple
+from ...plain import NamedTuple, pattern
 from ..context import Context
 from ...config import LayerConfig, opt, section
 from ...errors import PolicyError
@@ -573,7 +572,7 @@ def _failed(kind: type[StepError], message: str, exc: BaseException) -> StepErro
     return error
 
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = pattern("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def _show_printed(text: str, name: str, call: int) -> None:

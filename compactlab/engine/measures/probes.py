@@ -53,7 +53,7 @@ from typing import Any
 
 import orjson
 
-from ...plain import NamedTuple
+from ...plain import NamedTuple, pattern
 from ..context import Context
 from ...transcripts.messages import Entry, is_prompt, text_of, without_sized
 
@@ -62,10 +62,10 @@ from ...transcripts.messages import Entry, is_prompt, text_of, without_sized
 #: without the . / : that start or end one (a sentence's full stop, a label's colon, a root /)
 _SPACES = str.maketrans({c: " " for c in map(chr, range(128)) if not (c.isalnum() or c in "_./:~-")})
 _EDGES = "./:"
-_CAMEL = re.compile(r"[a-z][A-Z]")
-_ALNUM = re.compile(r"[A-Za-z0-9]")
+_CAMEL = pattern(r"[a-z][A-Z]")
+_ALNUM = pattern(r"[A-Za-z0-9]")
 #: the parts of a longer token (a name inside a dotted name or a path)
-_PARTS = re.compile(r"[./:]+")
+_PARTS = pattern(r"[./:]+")
 #: at most this many results holding a phrase are remembered (the newest)
 MAX_OCCURRENCES = 6
 #: the longest text read for strings: a few hundred KB of a huge output say what it holds
@@ -97,14 +97,14 @@ OTHER_NAMES = frozenset({"to_string", "is_nil", "is_binary", "is_list", "is_map"
                          "querySelectorAll", "getElementById", "setTimeout", "setInterval"})
 
 #: a quoted text of 12+ characters with a space (a ``phrase`` candidate)
-_QUOTED = re.compile(r"""(?:"([^"\n]{12,200})"|'([^'\n]{12,200})')""")
+_QUOTED = pattern(r"""(?:"([^"\n]{12,200})"|'([^'\n]{12,200})')""")
 #: recent tool-result texts kept for phrases and line numbers: how many, and characters in all
 RECENT_RESULTS, RECENT_CHARS = 64, 4 << 20
 
 #: a reply's line references: sed -n 'A,Bp' / 'Ap', path:A, a view_range [A, B]
-_LINE_REFS = re.compile(r"sed\s+-n\s+['\"]?(\d{1,7})(?:,\d{1,7})?p|[\w./-]\.\w{1,8}:(\d{1,7})\b")
+_LINE_REFS = pattern(r"sed\s+-n\s+['\"]?(\d{1,7})(?:,\d{1,7})?p|[\w./-]\.\w{1,8}:(\d{1,7})\b")
 #: line numbers a result printed: at a line's start (cat -n, nl, numbered views) or after path: (grep -n)
-_PRINTED = re.compile(r"(?m)^\s{0,8}(\d{1,7})(?:[:\t|]|\s{2})|^[^\s:]{1,300}:(\d{1,7}):")
+_PRINTED = pattern(r"(?m)^\s{0,8}(\d{1,7})(?:[:\t|]|\s{2})|^[^\s:]{1,300}:(\d{1,7}):")
 #: how far from a printed line number a reference still counts as going to it
 LINE_NEAR = 30
 
@@ -220,11 +220,11 @@ def own_frameworks(text: str, native: Any = None) -> int:
 
 
 #: a run of the characters a source file's path is made of here (Python's ``\w``, and ``/``)
-_PATH_RUN = re.compile(r"[\w/]+")
+_PATH_RUN = pattern(r"[\w/]+")
 #: what ends a path that is a Python source file
-_PY_END = re.compile(r"\.py\b")
+_PY_END = pattern(r"\.py\b")
 #: what a framework's folder may not follow (``x-django/``, ``.django/``, ``mydjango/``)
-_GLUED = re.compile(r"[\w.-]")
+_GLUED = pattern(r"[\w.-]")
 
 
 def own_sources(text: str, folders: Container[str]) -> list[str]:
