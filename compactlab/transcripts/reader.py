@@ -32,6 +32,11 @@ class UnknownFormat(InputError):
     several inputs, skipped and counted."""
 
 BUFFER = 1 << 20
+#: the piece of a file ``LineReader.blocks`` reads at a time: each piece is a new ``bytes``, and a
+#: 1 MiB one each time is memory the allocator maps afresh (a replay of 55 MB kept every message:
+#: 7,200 page faults with 1 MiB pieces, 6,100 with 256 KiB ones; 226 against 213 ms of CPU, 30
+#: interleaved runs), where a piece of 256 KiB is the same memory again
+BLOCK = 1 << 18
 MAX_DEPTH = 200
 
 
@@ -293,7 +298,7 @@ class LineReader:
 
     def blocks(self) -> Iterator[tuple[int, bytes, int, int]]:
         """The lines of an uncompressed file up to ``limit``, a block of whole lines at a time
-        (about ``BUFFER``): (the byte offset of ``data``, ``data``, where in it the block starts,
+        (about ``BLOCK``): (the byte offset of ``data``, ``data``, where in it the block starts,
         where it ends). What a reader that splits the lines itself is given, each piece of the
         file as it was read (a line that two pieces hold comes joined, as a block of its own). Only
         the file's last line may lack its line break, or a line longer than a line may be
@@ -307,7 +312,7 @@ class LineReader:
         f = open_regular(self.path)
         try:
             with _reading(self.path):
-                while more := f.read(BUFFER if left is None else min(BUFFER, left)):
+                while more := f.read(BLOCK if left is None else min(BLOCK, left)):
                     if left is not None:
                         left -= len(more)
                     first = more.find(b"\n") + 1

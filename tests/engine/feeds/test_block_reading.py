@@ -130,7 +130,8 @@ _line = st.one_of(
        last_break=st.booleans(), buffer=st.integers(1, 300), skip=st.booleans())
 def test_a_file_read_a_block_at_a_time_is_read_as_line_by_line(lines, last_break, buffer, skip, tmp_path,
                                                                monkeypatch):
-    monkeypatch.setattr(reader, "BUFFER", buffer)  # (pieces of a few bytes: lines cut anywhere)
+    monkeypatch.setattr(reader, "BUFFER", buffer)
+    monkeypatch.setattr(reader, "BLOCK", buffer)  # (pieces of a few bytes: lines cut anywhere)
     data = b"".join(line + end for line, end in lines)
     if lines and not last_break:
         data = data[: -len(lines[-1][1])]
@@ -143,6 +144,7 @@ def test_a_file_read_a_block_at_a_time_is_read_as_line_by_line(lines, last_break
 
 def test_a_baseline_built_as_the_blocks_are_read_has_its_violations_and_references(tmp_path, monkeypatch):
     monkeypatch.setattr(reader, "BUFFER", 50)
+    monkeypatch.setattr(reader, "BLOCK", 50)
     reply = {**asst("again", tu("t3", "read_file", path="src/a.py")), "usage": {"input_tokens": 5, "output_tokens": 1}}
     lines = [user("go"), asst(tu("t1", "read_file", path="src/a.py"), tu("t2", "bash")),
              {"role": "user", "content": [tr("t1", "1\tx")]}, reply, user("then"), asst("done")]
@@ -157,6 +159,7 @@ def test_a_baseline_built_as_the_blocks_are_read_has_its_violations_and_referenc
 @pytest.mark.parametrize("buffer", [1, 5, 64, 1 << 20])
 def test_blank_lines_past_the_limit_end_the_reading_at_the_same_line(buffer, tmp_path, monkeypatch):
     monkeypatch.setattr(reader, "BUFFER", buffer)
+    monkeypatch.setattr(reader, "BLOCK", buffer)
     for module in (reader, read_ahead):
         monkeypatch.setattr(module, "MAX_BLANK_LINES", 3)
     path = tmp_path / "t.jsonl"
@@ -171,6 +174,7 @@ def test_blank_lines_past_the_limit_end_the_reading_at_the_same_line(buffer, tmp
 @pytest.mark.parametrize("where", ["first", "middle", "last"])
 def test_a_line_longer_than_a_line_may_be_is_named_by_its_number(buffer, where, tmp_path, monkeypatch):
     monkeypatch.setattr(reader, "BUFFER", buffer)
+    monkeypatch.setattr(reader, "BLOCK", buffer)
     monkeypatch.setenv("COMPACTLAB_MAX_LINE_MB", "0.01")  # 10,485 bytes
     short, long = orjson.dumps(user("hi")) + b"\n", orjson.dumps(user("x" * 11_000)) + b"\n"
     lines = {"first": [long, short], "middle": [short, short, long, short], "last": [short, long[:-1]]}[where]
@@ -267,6 +271,7 @@ def test_a_line_too_long_is_not_read_past_the_limit(tmp_path, monkeypatch):
     """The blocks stop at a line longer than a line may be, holding no more of it than the limit and
     a piece: a file of one huge line (a bomb) is never read whole."""
     monkeypatch.setattr(reader, "BUFFER", 4096)
+    monkeypatch.setattr(reader, "BLOCK", 4096)
     monkeypatch.setenv("COMPACTLAB_MAX_LINE_MB", "0.01")  # 10,485 bytes
     path = tmp_path / "t.jsonl"
     first = orjson.dumps(user("a")) + b"\n"
