@@ -330,7 +330,13 @@ def _remove_tree(path: Path) -> None:
     """``shutil.rmtree(path, ignore_errors=True)`` without importing ``shutil`` (and its ``bz2``
     and ``lzma``: 2 ms of a replay that replaces its folder): by descriptors, as ``shutil``'s
     does here, so that a symbolic link in the tree is removed, never followed; ``path`` itself
-    must be a folder (a link or a file is left, as ``shutil`` leaves it)."""
+    must be a folder (a link or a file is left, as ``shutil`` leaves it). Where the system cannot
+    walk a folder by its descriptor, ``shutil`` does it."""
+    if os.scandir not in os.supports_fd or not hasattr(os, "O_NOFOLLOW") or not hasattr(os, "O_DIRECTORY"):
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
+        return
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
     try:
         fd = os.open(path, flags)

@@ -225,3 +225,22 @@ def test_a_tree_is_removed_as_shutil_removes_it_and_a_link_in_it_is_never_follow
             f"_remove_tree(Path({str(tree(tmp_path / 'again'))!r})); print('shutil' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert done.stdout.strip() == "False" and not (tmp_path / "again").exists()
+
+
+def test_where_a_folder_cannot_be_walked_by_its_descriptor_shutil_removes_the_tree(tmp_path, monkeypatch):
+    """A system whose ``os.scandir`` takes no descriptor: the tree is removed by ``shutil``, a link
+    in it still removed, its target untouched."""
+    import os
+
+    from compactlab.plumbing.outputs import _remove_tree
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("kept")
+    root = tmp_path / "run"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "f.txt").write_text("x")
+    (root / "a" / "link").symlink_to(outside, target_is_directory=True)
+    monkeypatch.setattr(os, "supports_fd", os.supports_fd - {os.scandir})
+    _remove_tree(root)
+    assert not root.exists() and (outside / "keep.txt").read_text() == "kept"
