@@ -2070,8 +2070,9 @@ impl recall::Texts for PyTexts<'_, '_> {
 /// The texts recall reads of a message, made here: a plain `Entry`'s compact JSON (`orjson.dumps`
 /// of its message) and a string result's text; and those of a message left in its file
 /// (`feeds/read_ahead.py`'s `LazyEntry`, unread), read from its line: its compact JSON (`LazyEntry.json_text`: the line, or the
-/// line with its changed results' contents written in their places, where that is as long as the
-/// message's compact JSON and holds no sized placeholder) and an unchanged tool result's text
+/// line with its changed results' contents written in their places, or a reply's role and content
+/// without its other members (`facts::reply_message_text`: what Python parses the line for), where
+/// that is as long as the message's compact JSON and holds no sized placeholder) and an unchanged tool result's text
 /// (`block_content` and `probes._result_text`: a string content, parsed alone from its place). Any
 /// other case — a message read, a content not a string, a line no longer what was read — is left
 /// to Python, the reference, which says what is wrong.
@@ -2226,14 +2227,19 @@ impl NativeTexts {
         } else {
             Self::spliced(raw, &left)?
         };
-        Ok(text
+        let text = text
             .map(|mut t| {
                 if t.ends_with('\n') {
                     t.pop();
                 }
                 t
             })
-            .filter(|t| as_long_unmarked(t, left.chars)))
+            .filter(|t| as_long_unmarked(t, left.chars));
+        if text.is_some() || !left.patches.is_empty() {
+            return Ok(text);
+        }
+        // a reply's line: its role and content, without its other members (`message_of`)
+        Ok(facts::reply_message_text(raw).filter(|t| as_long_unmarked(t, left.chars)))
     }
 
     /// `probes._text` of a message left in its file (a tool-result message: its changed blocks'

@@ -204,6 +204,57 @@ pub fn string_text(value: &[u8]) -> Option<String> {
     (s.i == value.len()).then_some(out)
 }
 
+/// The message `anthropic_messages.message_of` takes from a reply's line (an API response
+/// object: `role` and `content` among other members) as orjson writes it where the line wrote
+/// both values as orjson does: `{"role":R,"content":C}`, R and C as they stand on the line. None
+/// where the line is not one object holding each of them once and a member besides (a line of
+/// the two alone is its own message), or not UTF-8. The caller's length check (the message's
+/// `chars`) says whether the values were written as orjson writes them.
+pub fn reply_message_text(line: &[u8]) -> Option<String> {
+    let mut s = Scan::new(line)?;
+    s.eat(b'{')?;
+    let (mut role, mut content, mut members) = (None, None, 0usize);
+    loop {
+        s.ws();
+        let (key, _) = s.key()?;
+        s.eat(b':')?;
+        s.ws();
+        let start = s.i;
+        let own = matches!(&*key, "role" | "content");
+        s.any_number = !own; // (a float in the message: Python's, as for its facts)
+        s.skip()?;
+        let span = Some(start..s.i);
+        match &*key {
+            "role" if role.is_none() => role = span,
+            "content" if content.is_none() => content = span,
+            _ if own => return None, // (given twice: Python's)
+            _ => {}
+        }
+        members += 1;
+        s.ws();
+        match s.peek()? {
+            b',' => s.i += 1,
+            b'}' => {
+                s.i += 1;
+                break;
+            }
+            _ => return None,
+        }
+    }
+    s.ws();
+    let (role, content) = (role?, content?);
+    if s.i != line.len() || members < 3 {
+        return None;
+    }
+    let mut out = String::with_capacity(22 + role.len() + content.len());
+    out.push_str("{\"role\":");
+    out.push_str(&s.t[role]);
+    out.push_str(",\"content\":");
+    out.push_str(&s.t[content]);
+    out.push('}');
+    Some(out)
+}
+
 /// The character a JSON escape of one letter stands for (`\\n`: `n`), None for `\\u` and any other.
 pub fn short_escape(e: u8) -> Option<char> {
     Some(match e {
@@ -1365,6 +1416,37 @@ mod tests {
     /// A message line's facts (a line with other keys is Python's here).
     fn facts(line: &str) -> Option<Facts> {
         line_facts(line.as_bytes(), true, false).map(|(f, _)| f)
+    }
+
+    #[test]
+    fn a_replys_message_is_its_role_and_content_as_the_line_writes_them() {
+        let message = r#"{"role":"assistant","content":[{"type":"text","text":"a \/ b"}]}"#;
+        for line in [
+            r#"{"id":"m1","role":"assistant","content":[{"type":"text","text":"a \/ b"}],"usage":{"x":1.5}}"#,
+            r#"{ "content" : [{"type":"text","text":"a \/ b"}] , "t":[{}] ,"role":"assistant"}"#,
+            "{\"role\":\"assistant\",\"id\":1,\"content\":[{\"type\":\"text\",\"text\":\"a \\/ b\"}]}\r\n",
+        ] {
+            assert_eq!(reply_message_text(line.as_bytes()).as_deref(), Some(message), "{line}");
+            // (its facts' length is the message's as orjson writes it; the caller's check)
+            let (f, _) = line_facts(line.as_bytes(), true, true).unwrap();
+            assert_eq!(f.chars, message.len() - 1, "{line}"); // (orjson writes "/" unescaped)
+        }
+        for line in [
+            r#"{"role":"assistant","content":"a"}"#, // (its own message)
+            r#"{"role":"assistant","content":"a","content":"b","id":1}"#, // (content twice)
+            r#"{"role":"assistant","role":"user","content":"b","id":1}"#, // (role twice)
+            r#"{"content":"b","id":1}"#,             // (no role)
+            r#"{"role":"user","content":[1.5],"id":1}"#, // (a float in it)
+            r#"{"role":"user","content":"b","id":1} x"#, // (more after it)
+            r#"{"role":"user","content":"b","id":1"#, // (cut short)
+            r#"["role","content","id"]"#,
+        ] {
+            assert_eq!(reply_message_text(line.as_bytes()), None, "{line}");
+        }
+        assert_eq!(
+            reply_message_text(b"{\"role\":\"user\",\"content\":\"\xff\",\"id\":1}"),
+            None
+        );
     }
 
     #[test]

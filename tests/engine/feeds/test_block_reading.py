@@ -310,6 +310,44 @@ def test_a_lazy_entrys_json_is_its_line_only_where_the_line_is_what_orjson_write
         assert changed.chars == last.chars and changed.json_text() == orjson.dumps(changed.message).decode()
 
 
+_reply_members = st.lists(st.sampled_from([("id", "msg_1"), ("type", "message"), ("model", "claude-sonnet-4-5"),
+                                            ("stop_reason", None), ("usage", {"input_tokens": 3, "x": 1.5}),
+                                            ("role", "assistant"), ("content", "first"), ("content", [1.5])]),
+                           min_size=1, max_size=5)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(message=_messages, members=_reply_members, first=st.booleans(), way=st.sampled_from(sorted(_JSON_WAYS)))
+@example(message=asst("Done."), members=[("id", "m"), ("content", "first")], first=False, way="orjson")  # (twice)
+@example(message=asst("Done."), members=[("id", "m")], first=True, way="orjson")  # (content before role)
+def test_a_replys_message_is_read_from_its_line_without_its_other_members(message, members, first, way, tmp_path):
+    """A reply recorded as an API response object (``id``, ``model``, ``usage``... beside its role
+    and content): recall's native check reads the message's compact JSON (``message_of``'s role and
+    content, as orjson writes them) from the line, leaving it unread, where the line wrote both as
+    orjson does and each once; else it leaves it to Python (None), which gives the same text."""
+    role, content = ("role", message["role"]), ("content", message["content"])
+    pairs = [*members, content, role] if first else [role, content, *members]
+    path = tmp_path / "t.jsonl"
+    text = b"{" + b",".join(orjson.dumps(k) + b":" + orjson.dumps(v) for k, v in pairs) + b"}"
+    if way != "orjson":  # (written another way: the members' values as that way writes them)
+        text = _JSON_WAYS[way](orjson.loads(text)) if len({k for k, _ in pairs}) == len(pairs) else text
+    path.write_bytes(text + b"\n")
+    builder = TranscriptBuilder(str(path), anthropic_messages.NAME, keep=True)
+    entries = list(_lazy_entries(builder, SourceFile(str(path)), True))
+    if not entries or type(entries[0]) is not LazyEntry:
+        return  # (a line Python reads, or a bad one: no message left in the file)
+    (lazy,) = entries
+    wanted = orjson.dumps(anthropic_messages.message_of(orjson.loads(text))).decode()
+    natively = probes.ProbeMemo(in_use()).native.native_text(lazy)
+    keys = [k for k, _ in pairs]
+    once = keys.count("role") == keys.count("content") == 1
+    assert natively in (None, wanted)  # (another way may write the two values as orjson does: read too)
+    as_orjson = way in ("orjson", "crlf") or all(_JSON_WAYS[way](v) == orjson.dumps(v) for v in message.values())
+    assert (natively is not None) == (once and as_orjson)
+    assert lazy._message is None  # (nothing of it parsed)
+    assert lazy.json_text() == wanted
+
+
 _text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters="\ufdd0"), max_size=12)
 _content = st.one_of(st.none(), _text, st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": _text}),
                                                 max_size=2))
