@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyFloat, PyInt, PyList, PySet, PyString, PyTuple, PyType};
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use std::borrow::Cow;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
@@ -3580,19 +3580,206 @@ fn read_only<'py>(
     seam::Containers::new(dict_class, list_class).read_only(value)
 }
 
-/// A model's prices as Python hands them: `(input, cache_read, cache_write_5m, cache_write_1h)`
-/// and its tiers, `(start, rates)` each.
-type PricesArg = ((f64, f64, f64, f64), Vec<(i64, (f64, f64, f64, f64))>);
+/// A model's rates as Python hands them (`pricing._rates`): `(input, cache_read, cache_write_5m,
+/// cache_write_1h, output)`.
+type RatesArg = (f64, f64, f64, f64, f64);
+/// A model's prices as Python hands them: its rates and its tiers, `(start, rates)` each.
+type PricesArg = (RatesArg, Vec<(i64, RatesArg)>);
+/// The provider's cache as Python hands it: `(caches, reply_cached, granularity, minimum, lifetime)`.
+type RulesArg = (bool, bool, i64, i64, f64);
 
 fn rates_of(
-    (input, cache_read, cache_write_5m, cache_write_1h): (f64, f64, f64, f64),
+    (input, cache_read, cache_write_5m, cache_write_1h, output): RatesArg,
 ) -> pricing::Rates {
     pricing::Rates {
         input,
         cache_read,
         cache_write_5m,
         cache_write_1h,
+        output,
     }
+}
+
+/// The table of prices Python hands over, each with its tiers; a call priced at prices not in it
+/// (`index`) is an error.
+fn prices_table(prices: Vec<PricesArg>, index: &[usize]) -> PyResult<Vec<pricing::Prices>> {
+    let prices: Vec<pricing::Prices> = prices
+        .into_iter()
+        .map(|(base, tiers)| pricing::Prices {
+            base: rates_of(base),
+            tiers: tiers
+                .into_iter()
+                .map(|(start, r)| (start, rates_of(r)))
+                .collect(),
+        })
+        .collect();
+    if prices.is_empty() || index.iter().any(|&i| i >= prices.len()) {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "a call priced at prices not given",
+        ));
+    }
+    Ok(prices)
+}
+
+fn pricing_rules(
+    (caches, reply_cached, granularity, minimum, lifetime): RulesArg,
+) -> pricing::Rules {
+    pricing::Rules {
+        caches,
+        reply_cached,
+        granularity,
+        minimum,
+        lifetime,
+    }
+}
+
+/// The usage keys the pricing reads, in `pricing::Used`'s order (`model.USAGE_KEYS` and the 1-hour
+/// writes).
+const USED_KEYS: [&str; 5] = [
+    "input_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+    "output_tokens",
+    "cache_creation_1h_input_tokens",
+];
+
+/// Each call's recorded usage (`calls_usage`: a usage dict each, `{}` where it recorded none) as
+/// the pricing reads it, and whether every call names its time as text or not at all (as
+/// `pricing._calls_of` reads it). None where Python reads them: an item not a dict, a count not a
+/// whole number of 64 bits (`usage.get(key, 0)`: absent is 0), a model not a string.
+fn used_of(calls_usage: &Bound<'_, PyList>) -> PyResult<Option<(Vec<pricing::Used>, bool)>> {
+    let py = calls_usage.py();
+    let keys = USED_KEYS.map(|k| PyString::intern(py, k));
+    let (model_key, time_key) = (intern!(py, "model"), intern!(py, "timestamp"));
+    let ids = PyDict::new(py);
+    let mut used = Vec::with_capacity(calls_usage.len());
+    let mut plain_times = true;
+    for item in calls_usage.iter() {
+        let Ok(d) = item.cast::<PyDict>() else {
+            return Ok(None);
+        };
+        let mut counts = [0i64; 5];
+        for (count, key) in counts.iter_mut().zip(&keys) {
+            match d.get_item(key)? {
+                None => {}
+                Some(v) if v.is_exact_instance_of::<PyInt>() => match v.extract::<i64>() {
+                    Ok(n) => *count = n,
+                    Err(_) => return Ok(None),
+                },
+                Some(_) => return Ok(None),
+            }
+        }
+        let model = match d.get_item(model_key)? {
+            None => None,
+            Some(m) if m.is_none() => None,
+            Some(m) if m.is_exact_instance_of::<PyString>() => Some(match ids.get_item(&m)? {
+                Some(id) => id.extract::<i64>()?,
+                None => {
+                    let id = ids.len() as i64;
+                    ids.set_item(&m, id)?;
+                    id
+                }
+            }),
+            Some(_) => return Ok(None),
+        };
+        if let Some(t) = d.get_item(time_key)? {
+            plain_times &= t.is_none() || t.is_exact_instance_of::<PyString>();
+        }
+        let [fresh, written, read, output, one_hour] = counts;
+        used.push(pricing::Used {
+            any: !d.is_empty(),
+            fresh,
+            written,
+            read,
+            output,
+            one_hour,
+            model,
+        });
+    }
+    Ok(Some((used, plain_times)))
+}
+
+/// Each call's time (`pricing._calls_of`: `seconds(usage.get("timestamp"))`, the reference) in
+/// seconds, None where it names none or none as text: the form recordings write read here
+/// (`iso_time::seconds`), any other text by `seconds` (Python's). `calls_usage`: a usage dict each.
+#[pyfunction]
+fn times_of<'py>(
+    calls_usage: &Bound<'py, PyList>,
+    seconds: &Bound<'py, PyAny>,
+) -> PyResult<Vec<Option<f64>>> {
+    let key = intern!(calls_usage.py(), "timestamp");
+    calls_usage
+        .iter()
+        .map(|u| {
+            let Some(t) = u.cast::<PyDict>()?.get_item(key)? else {
+                return Ok(None);
+            };
+            let Ok(text) = t.cast::<PyString>() else {
+                return Ok(None);
+            };
+            match text.to_str().ok().and_then(crate::iso_time::seconds) {
+                Some(s) => Ok(Some(s)),
+                None => seconds.call1((text,))?.extract(),
+            }
+        })
+        .collect()
+}
+
+/// `pricing.expected_reads_in_python`, the reference, on each call's usage (`calls_usage`) under
+/// `rules`; None where Python reads the usage (`used_of`).
+#[pyfunction]
+fn expected_reads(
+    calls_usage: &Bound<'_, PyList>,
+    rules: RulesArg,
+) -> PyResult<Option<BTreeMap<usize, i64>>> {
+    Ok(
+        used_of(calls_usage)?
+            .map(|(used, _)| pricing::expected_reads(&used, &pricing_rules(rules))),
+    )
+}
+
+/// `pricing.recorded_breaks_in_python`, the reference: the recorded cache breaks of the calls
+/// (`calls_usage`, `times`: each call's, None or empty: none recorded), `restarted` the calls just
+/// after a recorded compaction, `rules` with the cache's lifetime, `expected` the rules' expected
+/// reads where the caller has them. None where Python reads the usage, or `expected` lacks a call.
+#[pyfunction]
+#[pyo3(signature = (calls_usage, times, restarted, rules, expected=None))]
+fn recorded_breaks(
+    calls_usage: &Bound<'_, PyList>,
+    times: Option<Vec<Option<f64>>>,
+    restarted: HashSet<usize>,
+    rules: RulesArg,
+    expected: Option<BTreeMap<usize, i64>>,
+) -> PyResult<Option<BTreeMap<usize, i64>>> {
+    let Some((used, _)) = used_of(calls_usage)? else {
+        return Ok(None);
+    };
+    Ok(pricing::recorded_breaks(
+        &used,
+        times.as_deref().unwrap_or_default(),
+        &restarted,
+        &pricing_rules(rules),
+        expected.as_ref(),
+    ))
+}
+
+/// `pricing.recorded_of` of a recording's calls (`calls_usage`), each at its prices in the table
+/// `prices_looked_up` gave (`prices`, `index`): the input and output cost their usage implies. None
+/// where Python reads the usage, or where a call names its time otherwise than as text (Python
+/// prices it at that time, not at the one the look-ups were made at).
+#[pyfunction]
+fn recorded_cost(
+    calls_usage: &Bound<'_, PyList>,
+    prices: Vec<PricesArg>,
+    index: Vec<usize>,
+) -> PyResult<Option<(f64, f64)>> {
+    Ok(match used_of(calls_usage)? {
+        Some((used, _)) if used.is_empty() => Some((0.0, 0.0)),
+        Some((used, true)) if index.is_empty() || index.len() >= used.len() => Some(
+            pricing::recorded_cost(&used, &prices_table(prices, &index)?, &index),
+        ),
+        _ => None,
+    })
 }
 
 /// `pricing.prices_looked_up_in_python`, the reference: the distinct prices of `n` calls and each
@@ -3666,25 +3853,11 @@ fn price_calls(
     one_hour: bool,
     breaks: HashMap<usize, i64>,
     expected: HashMap<usize, i64>,
-    rules: (bool, bool, i64, i64, f64),
+    rules: RulesArg,
     replies: Vec<i64>,
 ) -> PyResult<(f64, f64, f64, Option<i64>)> {
     let py = records.py();
-    let prices: Vec<pricing::Prices> = prices
-        .into_iter()
-        .map(|(base, tiers)| pricing::Prices {
-            base: rates_of(base),
-            tiers: tiers
-                .into_iter()
-                .map(|(start, r)| (start, rates_of(r)))
-                .collect(),
-        })
-        .collect();
-    if prices.is_empty() || index.iter().any(|&i| i >= prices.len()) {
-        return Err(pyo3::exceptions::PyValueError::new_err(
-            "a call priced at prices not given",
-        ));
-    }
+    let prices = prices_table(prices, &index)?;
     // (the native core's records read and set directly; the Python engine's by their attributes)
     let native: Option<Vec<Bound<'_, TurnRecord>>> = records
         .iter()
@@ -3717,7 +3890,6 @@ fn price_calls(
             })
             .collect::<PyResult<Vec<_>>>()?,
     };
-    let (caches, reply_cached, granularity, minimum, lifetime) = rules;
     let run = pricing::Run {
         prices: &prices,
         index: &index,
@@ -3726,13 +3898,7 @@ fn price_calls(
         one_hour,
         breaks: &breaks,
         expected: &expected,
-        rules: pricing::Rules {
-            caches,
-            reply_cached,
-            granularity,
-            minimum,
-            lifetime,
-        },
+        rules: pricing_rules(rules),
         replies: &replies,
     };
     let priced = pricing::price_calls(&mut calls, &run);
@@ -3764,7 +3930,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 48;
+const API: u32 = 49;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -3791,6 +3957,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ledger_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(prices_looked_up, m)?)?;
     m.add_function(wrap_pyfunction!(restarted, m)?)?;
+    m.add_function(wrap_pyfunction!(expected_reads, m)?)?;
+    m.add_function(wrap_pyfunction!(times_of, m)?)?;
+    m.add_function(wrap_pyfunction!(recorded_breaks, m)?)?;
+    m.add_function(wrap_pyfunction!(recorded_cost, m)?)?;
     m.add_function(wrap_pyfunction!(ledger_losses, m)?)?;
     m.add_function(wrap_pyfunction!(csv_rows, m)?)?;
     m.add_function(wrap_pyfunction!(csv_cell, m)?)?;

@@ -7,6 +7,7 @@ pub mod cache;
 pub mod csv_text;
 pub mod facts;
 pub mod float_text;
+pub mod iso_time;
 pub mod layers;
 pub mod lines;
 pub mod normal;

@@ -4,7 +4,7 @@
 //! the same `f64`s in the same order as Python's, so every cost is Python's to the last bit (a
 //! differential test holds the two to the same records and sums on generated runs).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The per-token prices of one tier, USD per million tokens (`ModelPrices`' fields).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -13,6 +13,7 @@ pub struct Rates {
     pub cache_read: f64,
     pub cache_write_5m: f64,
     pub cache_write_1h: f64,
+    pub output: f64,
 }
 
 /// A model's prices: its own, and the tiers a call over so many input tokens is billed at wholly
@@ -203,6 +204,129 @@ pub fn price_calls(calls: &mut [Call], run: &Run<'_>) -> Priced {
     priced
 }
 
+/// A call's recorded usage as the pricing reads it (`model.USAGE_KEYS` and the 1-hour writes, each
+/// 0 where absent), whether it recorded anything (a usage object with a member), and its model (an
+/// id per distinct model; `None`: none named).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Used {
+    pub any: bool,
+    pub fresh: i64,
+    pub written: i64,
+    pub read: i64,
+    pub output: i64,
+    pub one_hour: i64,
+    pub model: Option<i64>,
+}
+
+impl Used {
+    /// `pricing.prompt_of`: the prompt's tokens, uncached, written and read.
+    pub fn prompt(&self) -> i64 {
+        self.fresh + self.written + self.read
+    }
+}
+
+/// `pricing.BREAK_SHARE`: a cache read under this share of the previous prompt is a break.
+pub const BREAK_SHARE: f64 = 0.9;
+
+/// `pricing.expected_reads`: what each call (from 1) would have read under `rules` by its recorded
+/// sizes, the previous call's prompt and (where the provider caches it) reply.
+pub fn expected_reads(used: &[Used], rules: &Rules) -> BTreeMap<usize, i64> {
+    let mut out = BTreeMap::new();
+    for (i, pair) in used.windows(2).enumerate() {
+        let (prev, u) = (&pair[0], &pair[1]);
+        if u.any && prev.any {
+            let reply = if rules.reply_cached { prev.output } else { 0 };
+            out.insert(i + 1, rules.read((prev.prompt() + reply).min(u.prompt())));
+        }
+    }
+    out
+}
+
+/// `pricing.recorded_breaks`: the prefix rewrites the recording shows and no compaction explains
+/// (call -> the tokens it still read), `times` each call's (empty: none recorded), `restarted` the
+/// calls just after a recorded compaction, `expected` the rules' expected reads (computed here
+/// where the provider caches replies and none are given). None where `expected` lacks a call it is
+/// asked for (Python's `KeyError`).
+pub fn recorded_breaks(
+    used: &[Used],
+    times: &[Option<f64>],
+    restarted: &HashSet<usize>,
+    rules: &Rules,
+    expected: Option<&BTreeMap<usize, i64>>,
+) -> Option<BTreeMap<usize, i64>> {
+    let mut out = BTreeMap::new();
+    if !rules.caches {
+        return Some(out);
+    }
+    let computed;
+    let expected = match expected {
+        None if rules.reply_cached => {
+            computed = expected_reads(used, rules);
+            Some(&computed)
+        }
+        given => given,
+    };
+    if let Some(first) = used.first() {
+        if first.read > 0 {
+            out.insert(0, first.read);
+        }
+    }
+    let missed_whole = |u: &Used| rules.reply_cached && u.read == 0 && u.prompt() >= rules.minimum;
+    for i in 1..used.len() {
+        let (u, prev) = (&used[i], &used[i - 1]);
+        if u.any && !prev.any && !restarted.contains(&i) && missed_whole(u) {
+            out.insert(i, 0);
+            continue;
+        }
+        if !u.any || !prev.any || restarted.contains(&i) || u.model != prev.model {
+            continue;
+        }
+        if !times.is_empty() {
+            let apart = match (times[i - 1], times[i]) {
+                (Some(before), Some(now)) => now - before,
+                _ => 0.0,
+            };
+            if apart > rules.lifetime {
+                continue;
+            }
+        }
+        let (before, read) = (prev.prompt(), u.read);
+        match expected {
+            Some(e) => {
+                if read <= e.get(&i)? - rules.granularity.max(1) {
+                    out.insert(i, read);
+                }
+            }
+            None => {
+                if before != 0 && (read as f64) < BREAK_SHARE * before as f64 {
+                    out.insert(i, read);
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+/// `pricing.recorded_of` over a recording's calls: the input and output cost their usage implies,
+/// each call at its prices (`index` into `prices`; empty: all at the first), in call order (a call
+/// that recorded nothing adds nothing).
+pub fn recorded_cost(used: &[Used], prices: &[Prices], index: &[usize]) -> (f64, f64) {
+    let (mut input, mut output) = (0.0, 0.0);
+    for (i, u) in used.iter().enumerate() {
+        if !u.any {
+            continue;
+        }
+        let p = prices[index.get(i).copied().unwrap_or(0)].at(u.prompt());
+        input += (u.fresh as f64 * p.input
+            + (u.written - u.one_hour) as f64 * p.cache_write_5m
+            + u.one_hour as f64 * p.cache_write_1h
+            + u.read as f64 * p.cache_read)
+            / MTOK;
+        output += u.output as f64 * p.output / MTOK;
+    }
+    (input, output)
+}
+
 /// The calls (by position, from 1) made just after a recorded compaction: those whose message
 /// index is past a compaction's position that the previous call's was not (`pricing._cache_events`'
 /// set, the reference): `at` each call's message index, in call order; `positions` the recorded
@@ -235,6 +359,7 @@ mod tests {
 
     fn rates(input: f64) -> Rates {
         Rates {
+            output: input * 5.0,
             input,
             cache_read: input / 10.0,
             cache_write_5m: input * 1.25,

@@ -450,6 +450,117 @@ def test_the_native_look_ups_and_restarts_are_pythons(n, models, times, at, posi
     assert core.native_module().restarted(at, positions) == restarted_calls(at, positions)
 
 
+_COUNT = st.integers(0, 6_000) | st.sampled_from([2_000, 1_024, 0])
+#: a call's recorded usage as a loader gives it (a reply's counts, its model and time), and what
+#: Python alone reads (a count that is not a plain whole number, a model that is not text)
+_USAGE = st.one_of(
+    st.just({}),
+    st.fixed_dictionaries({"input_tokens": _COUNT, "output_tokens": _COUNT}, optional={
+        "cache_creation_input_tokens": _COUNT, "cache_read_input_tokens": _COUNT,
+        "cache_creation_1h_input_tokens": st.integers(0, 500), "model": st.sampled_from([None, "a", "b"]),
+        "timestamp": st.sampled_from([None, "2026-01-01T00:00:00Z", "2026-01-01T00:04:00.000Z",
+                                      "2026-01-01T02:00:00.500000+01:00", "2026-01-01T00:10:00"])}),
+    st.sampled_from([{"input_tokens": 5.0}, {"input_tokens": True}, {"model": 7, "input_tokens": 3},
+                     {"input_tokens": 10**20}, {"timestamp": 12, "input_tokens": 4}]),
+)
+
+
+@pytest.mark.skipif(core.native_module() is None, reason="the native core is not built in this install (it was "
+                                                          "installed without a Rust toolchain): nothing to compare")
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_USAGE, max_size=14), st.sampled_from(["anthropic", "openai", "deepseek", "gemini", "none"]),
+       st.sampled_from(["5m", "1h"]), st.sets(st.integers(0, 14), max_size=3), st.booleans(), _TIERED)
+def test_the_recordings_own_cache_events_and_cost_are_pythons_on_the_native_core(calls_usage, provider, ttl,
+                                                                               restarted, given_expected, tiered):
+    """The recording's side of the pricing on the native core against its Python reference, on
+    generated usage (absent, partial, every provider's rules, models and times that change, counts
+    Python alone reads): each call's time (``_native.times_of``), the reads the rules expect
+    (``expected_reads``), the recorded cache breaks (``recorded_breaks``) and what the usage implies
+    it cost (``recorded_cost``, each call at its looked-up prices, tiered): the same values, in the
+    same order, or Python's answer where the native core leaves the usage to it."""
+    from types import SimpleNamespace
+
+    from compactlab.engine.cost.cache_rules import RULES
+    from compactlab.engine.cost.pricing import (_recorded_cost, _rates, _rules_arg, expected_reads_in_python,
+                                                prices_looked_up, recorded_breaks_in_python, recorded_cost, seconds)
+
+    native = core.native_module()
+    rules = RULES[provider]
+    times = [seconds(u.get("timestamp")) for u in calls_usage]
+    assert native.times_of(calls_usage, seconds) == times
+    plain = all(type(u.get(k, 0)) is int and -2**63 <= u.get(k, 0) < 2**63 for u in calls_usage
+                for k in ("input_tokens", "output_tokens")) and all(type(u.get("model", "")) in (str, type(None))
+                                                                   for u in calls_usage)
+    want = expected_reads_in_python(calls_usage, rules) if plain else None
+    got = native.expected_reads(calls_usage, _rules_arg(rules, ttl))
+    assert got == want and list(got or ()) == list(want or ())
+    expected = expected_reads_in_python(calls_usage, rules) if given_expected and plain else None
+    if plain:
+        want = recorded_breaks_in_python(calls_usage, times, ttl, restarted, rules, expected)
+        got = native.recorded_breaks(calls_usage, times, restarted, _rules_arg(rules, ttl), expected)
+        assert got == want and list(got) == list(want)  # (in the same order)
+    else:
+        assert native.recorded_breaks(calls_usage, times, restarted, _rules_arg(rules, ttl), expected) is None
+
+    base, over = tiered
+    p = load_prices().lookup("claude-sonnet-4-5")
+    tier = p._replace(input=over, cache_read=over / 10, output=over * 5, tiers=())
+    priced = {"a": p._replace(input=base, output=base * 4, tiers=((2_000, tier),)), "b": p._replace(input=base * 2)}
+
+    def prices_of(model, when):  # (a time as text read as ``_Prices`` reads it; the prices change with it)
+        at = seconds(when) if isinstance(when, str) else when
+        return priced.get(model, p)._replace(cache_write_1h=2.0 + (at if isinstance(at, (int, float)) else 0) % 7)
+
+    usage = {2 * i: u for i, u in enumerate(calls_usage) if u or i % 3}  # (a call without usage: absent or {})
+    records = [SimpleNamespace(message_index=2 * i) for i in range(len(calls_usage))]
+    calls = [usage.get(r.message_index) or {} for r in records]
+    looked_up = prices_looked_up(prices_of, [u.get("model") for u in calls], [seconds(u.get("timestamp"))
+                                                                             for u in calls], len(calls))
+    direct = native.recorded_cost(calls, [_rates(q) for q in looked_up[0]], looked_up[1])
+    want = recorded_cost(records, usage, prices_of)
+    simple = plain and all(isinstance(u.get("timestamp", ""), str | None) for u in calls)
+    assert (direct is None) == (not simple)
+    got = _recorded_cost(records, usage, prices_of, calls, looked_up)
+    if want is None:
+        assert got is None
+    else:
+        assert (got.input, got.output) == (want.input, want.output)
+        if direct is not None:
+            assert direct == (want.input, want.output)
+
+
+@pytest.mark.skipif(core.native_module() is None, reason="the native core is not built in this install (it was "
+                                                          "installed without a Rust toolchain): nothing to compare")
+@settings(max_examples=500, deadline=None)
+@given(st.datetimes(min_value=__import__("datetime").datetime(1960, 1, 1),
+                    max_value=__import__("datetime").datetime(2260, 12, 31)),
+       st.integers(-23 * 60 - 59, 23 * 60 + 59) | st.none(), st.sampled_from(["seconds", "milliseconds",
+                                                                               "microseconds", "auto"]),
+       st.booleans(), st.sampled_from(["", "x", " ", "T", "0"]))
+def test_a_recorded_time_is_read_natively_as_python_reads_it(when, offset, timespec, zulu, tail):
+    """``_native.times_of`` against ``seconds`` (``datetime.fromisoformat(...).timestamp()``) on
+    generated times as recordings write them and otherwise: every offset, with or without one, ``Z``
+    for UTC, seconds to microseconds, years the native reading leaves to Python, something after the
+    time: the same value, to the last bit."""
+    from datetime import timedelta, timezone
+
+    from compactlab.engine.cost.pricing import seconds
+
+    if offset is not None:
+        when = when.replace(tzinfo=timezone(timedelta(minutes=offset)))
+    text = when.isoformat(timespec=timespec)
+    if zulu and offset == 0:
+        text = text.replace("+00:00", "Z")
+    texts = [text, text + tail, text[:-1]]
+    usage = [{"timestamp": t} for t in texts] + [{}, {"timestamp": None}, {"timestamp": 5}]
+    want = [seconds(u.get("timestamp")) for u in usage]
+    asked: list[str] = []
+    got = core.native_module().times_of(usage, lambda t: asked.append(t) or seconds(t))
+    assert [repr(x) for x in got] == [repr(x) for x in want]
+    # (read natively, not asked of Python: the form recordings write, in the years it reads)
+    assert (text not in asked) == (offset is not None and 1970 <= when.year <= 2200)
+
+
 def test_a_recordings_prices_and_recorded_cost_are_worked_out_once_per_table():
     """Every run of a recording (a compare's policies) is priced at the same calls' prices and the
     recording cost the same: kept for runs priced by the same table or model, worked out again for

@@ -195,8 +195,7 @@ def price_calls(records: list, prices: ModelPrices | Callable[[Any, float | None
     raw, nocache, raw_nocache, expired = native.price_calls(
         records if type(records) is list else list(records), [_rates(p) for p in table], index,
         [None if m is None else ids.setdefault(m, len(ids)) for m in models[:n]] if models else [],
-        times[:n] if times else [], ttl == "1h", breaks or {}, expected or {},
-        (rules.caches, rules.reply_cached, rules.granularity, rules.minimum, rules.lifetime or TTL_SECONDS[ttl]),
+        times[:n] if times else [], ttl == "1h", breaks or {}, expected or {}, _rules_arg(rules, ttl),
         reply_tokens or [])
     priced = Priced(ttl=ttl, expired=expired)
     priced.raw, priced.nocache, priced.raw_nocache = raw, nocache, raw_nocache
@@ -237,10 +236,17 @@ def prices_looked_up_in_python(prices: Callable[[Any, float | None], ModelPrices
 
 def _rates(p: ModelPrices) -> tuple:
     """A model's prices as the native pricing takes them: its rates and its tiers'."""
-    def rates(q: ModelPrices) -> tuple[float, float, float, float]:
-        return float(q.input), float(q.cache_read), float(q.cache_write_5m), float(q.cache_write_1h)
+    def rates(q: ModelPrices) -> tuple[float, float, float, float, float]:
+        return (float(q.input), float(q.cache_read), float(q.cache_write_5m), float(q.cache_write_1h),
+                float(q.output))
 
     return rates(p), [(start, rates(q)) for start, q in p.tiers]
+
+
+def _rules_arg(rules: CacheRules, ttl: str = "5m") -> tuple[bool, bool, int, int, float]:
+    """A provider's cache as the native pricing takes it, its entries' lifetime the ``ttl``'s where
+    the rules give none."""
+    return rules.caches, rules.reply_cached, rules.granularity, rules.minimum, rules.lifetime or TTL_SECONDS[ttl]
 
 
 def price_calls_in_python(records: list, prices: ModelPrices | Callable[[Any, float | None], ModelPrices],
@@ -317,6 +323,22 @@ def recorded_cost(records: list, usage: dict[int, dict[str, Any]],
     return recorded_of((u for r in records if (u := usage.get(r.message_index)) is not None), prices_of)
 
 
+def _recorded_cost(records: list, usage: dict[int, dict[str, Any]], prices_of: Callable[[str | None, Any], ModelPrices],
+                   calls_usage: list[dict[str, Any]], looked_up: tuple[list[ModelPrices], list[int]] | None
+                   ) -> Recorded | None:
+    """``recorded_cost``, on the native core from the calls' prices as ``prices_looked_up`` gave
+    them (``looked_up``: the same look-ups, each call at its model and time): the same sums in the
+    same order (``_native.recorded_cost``; Python reads usage that is not plain whole counts, or a
+    time not written as text)."""
+    native = in_use()
+    if usage and looked_up is not None and native is not None:
+        table, index = looked_up
+        found = native.recorded_cost(calls_usage, [_rates(p) for p in table], index)
+        if found is not None:
+            return Recorded(*found)
+    return recorded_cost(records, usage, prices_of)
+
+
 def recorded_of(usages: Iterable[dict[str, Any]], prices_of: Callable[[str | None, Any], ModelPrices]) -> Recorded:
     """The input and output cost of recorded usage objects, each at the model and time it names."""
     total = Recorded()
@@ -343,6 +365,21 @@ def _apart(before: float | None, now: float | None) -> float:
 def recorded_breaks(calls_usage: list[dict[str, Any]], times: list[float | None] | None, ttl: str,
                     restarted: set[int], rules: CacheRules = RULES["anthropic"],
                     expected: dict[int, int] | None = None) -> dict[int, int]:
+    """``recorded_breaks_in_python``, the reference, on the native core where it runs
+    (``_native.recorded_breaks``: the same calls, in the same order; Python reads usage that is
+    not plain whole counts)."""
+    native = in_use()
+    if native is not None and type(calls_usage) is list:
+        found = native.recorded_breaks(calls_usage, times, restarted if type(restarted) is set else set(restarted),
+                                       _rules_arg(rules, ttl), expected)
+        if found is not None:
+            return found
+    return recorded_breaks_in_python(calls_usage, times, ttl, restarted, rules, expected)
+
+
+def recorded_breaks_in_python(calls_usage: list[dict[str, Any]], times: list[float | None] | None, ttl: str,
+                              restarted: set[int], rules: CacheRules = RULES["anthropic"],
+                              expected: dict[int, int] | None = None) -> dict[int, int]:
     """Prefix rewrites the recording shows and no compaction explains: calls (index -> the tokens
     they still read) on the same model as the previous one, within the cache's lifetime, and not
     just after a recorded compaction (``restarted``), that read less than the provider's rules
@@ -383,6 +420,17 @@ def _missed_whole(usage: dict[str, Any], rules: CacheRules) -> bool:
 
 
 def expected_reads(calls_usage: list[dict[str, Any]], rules: CacheRules) -> dict[int, int]:
+    """``expected_reads_in_python``, the reference, on the native core where it runs
+    (``_native.expected_reads``)."""
+    native = in_use()
+    if native is not None and type(calls_usage) is list:
+        found = native.expected_reads(calls_usage, _rules_arg(rules))
+        if found is not None:
+            return found
+    return expected_reads_in_python(calls_usage, rules)
+
+
+def expected_reads_in_python(calls_usage: list[dict[str, Any]], rules: CacheRules) -> dict[int, int]:
     """What each call would have read under ``rules`` by its recorded sizes: the previous call's
     prompt and reply (where the provider caches the reply), in the provider's steps."""
     out = {}
@@ -513,7 +561,9 @@ def _calls_of(records: list, feed: Any) -> tuple[list[dict[str, Any]], list | No
     if facts is None:
         usage = feed.usage
         calls_usage = [usage.get(i) or {} for i in at] if usage else []
-        times = [seconds(u.get("timestamp")) for u in calls_usage] or None
+        native = in_use()  # (the form recordings write read natively: ``_native.times_of``)
+        times = (native.times_of(calls_usage, seconds) if native is not None and type(calls_usage) is list
+                 else [seconds(u.get("timestamp")) for u in calls_usage]) or None
         facts = feed.memo["calls", at] = (calls_usage, [u.get("model") or feed.model for u in calls_usage] or None,
                                           times, next((t for t in times or () if t is not None), None))
     return facts
@@ -588,7 +638,8 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
     looked_up = _by_table(feed, ("prices", at), prices,
                           lambda: prices_looked_up(prices_of, models, times, len(records))) if in_use() else None
     priced = price_calls(records, prices_of, models, times, ttl, breaks, rules, reply_tokens, expected, looked_up)
-    recorded = _by_table(feed, ("recorded", at), prices, lambda: recorded_cost(records, feed.usage, prices_of))
+    recorded = _by_table(feed, ("recorded", at), prices,
+                         lambda: _recorded_cost(records, feed.usage, prices_of, calls_usage, looked_up))
     side = [u for u in feed.metadata.get("sidechain_usage") or () if isinstance(u, dict)]
     sent_as_recorded = not acted and (keep_recorded_compactions or not feed.compactions)
     return RunPricing(
