@@ -473,6 +473,8 @@ class OutputDir:
         self._target: Path | None = None  # where it goes: the destination, symlinks resolved
         self._created: list[Path] = []  # parent folders this run made where nothing was
         self._lock: _Lock | None = None
+        #: (the fresh folder, a folder in it, relative) -> that folder, made and checked to lie inside
+        self._folders: dict[tuple[Path, str], Path] = {}
 
     def sub(self, name: str) -> "OutputDir":
         view = OutputDir(None if self.root is None else self.root / name, self.dry_run)
@@ -653,12 +655,52 @@ class OutputDir:
         if self.dry_run:
             return
         try:
+            if self._write_new(relative, data):
+                return
             target = self.inside(relative)
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = mkstemp(target.parent, f".{target.name}.", ".tmp", 0o666)
             _swap_in(fd, tmp, target, data)  # (the run's own staging folder: as every file is written)
         except OSError as exc:
             raise cannot_write(f"{self.root}: cannot write {relative}", exc) from None
+
+    def _write_new(self, relative: str, data: Content) -> bool:
+        """Write a file the run has not written yet straight into the run's fresh folder (no reader
+        sees that folder before the run is put in place whole, so no file needs writing aside and
+        renaming): its folder made and checked to lie inside once, the file created where nothing
+        is (``O_EXCL``: never through a link). False where it is not a new file of a plain name (the
+        caller writes it aside and renames it over what is there)."""
+        run = self._run
+        if run._stage is None:
+            run.prepare()
+        assert run._stage is not None
+        folder_name, _, name = (self.prefix + relative).rpartition("/")
+        if name in ("", ".", "..") or os.sep in name or (os.altsep and os.altsep in name):
+            return False
+        key = (run._stage, folder_name)
+        folder = run._folders.get(key)
+        if folder is None:
+            folder = run._stage
+            if folder_name:
+                folder = self._run.inside(folder_name)
+                folder.mkdir(parents=True, exist_ok=True)
+                folder = self._run.inside(folder_name)  # (what it is now it is made)
+            folder = run._folders[key] = folder
+        try:
+            fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                         | getattr(os, "O_BINARY", 0), 0o666)
+        except FileExistsError:
+            return False  # (written before, or something put there: replaced whole, never written through)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                _write(f, data)
+        except BaseException:
+            try:
+                os.unlink(folder / name)
+            except OSError:
+                pass
+            raise
+        return True
 
     def write_all(self, files: Mapping[str, Content]) -> None:
         """Write a set of report files (the run is whole or absent anyway: it is committed at

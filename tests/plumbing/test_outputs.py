@@ -180,6 +180,52 @@ def test_a_file_given_in_parts_is_written_whole_without_joining_them(tmp_path):
     assert (tmp_path / "d").read_bytes() == b"one two"
 
 
+def test_a_new_file_is_written_in_place_and_one_written_again_or_planted_is_replaced_whole(tmp_path, monkeypatch):
+    """A run writes a file it has not written yet straight into its fresh folder (no file aside, no
+    rename: that folder is put in place whole); a file written again is replaced whole; something
+    planted where a file goes (a link to a file outside) is never written through: refused, as a
+    name that would leave the folder is; a write that fails leaves no part of its file."""
+    import os
+
+    from compactlab.errors import UsageError
+    from compactlab.plumbing import outputs
+
+    renamed: list[str] = []
+    replace = os.replace
+    monkeypatch.setattr(outputs.os, "replace", lambda a, b: renamed.append(str(b)) or replace(a, b))
+    outside = tmp_path / "outside.txt"
+    outside.write_text("mine")
+    out = OutputDir(tmp_path / "out")
+    view = out.sub("one")
+    out.write_text("tool-results/a.txt", "first")
+    view.write_text("tool-results/a.txt", "in the view")
+    assert renamed == []  # (new files: written where they go)
+    stage = out._stage
+    assert stage is not None and sorted(p.name for p in (stage / "tool-results").iterdir()) == ["a.txt"]
+    out.write_text("tool-results/a.txt", "again")  # (written again: replaced whole)
+    os.symlink(outside, stage / "tool-results" / "b.txt")  # (planted: not followed)
+    with pytest.raises(UsageError, match="outside the output folder"):
+        out.write_text("tool-results/b.txt", "not through the link")
+    assert [Path(p).name for p in renamed] == ["a.txt"]
+    with pytest.raises(UsageError, match="outside the output folder"):
+        out.write_text("../escape.txt", "x")
+    with pytest.raises(UsageError, match="outside the output folder"):
+        out.write_text("tool-results/../../escape.txt", "x")
+
+    def failing():
+        yield b"part"
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(Exception, match="cannot write"):
+        out.write_bytes("c.txt", failing())
+    assert not (stage / "c.txt").exists()
+    out.commit()
+    assert (tmp_path / "out" / "tool-results" / "a.txt").read_text() == "again"
+    assert (tmp_path / "out" / "one" / "tool-results" / "a.txt").read_text() == "in the view"
+    assert outside.read_text() == "mine"
+    assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "out" / "c.txt").exists()
+
+
 def test_a_tree_is_removed_as_shutil_removes_it_and_a_link_in_it_is_never_followed(tmp_path):
     """``_remove_tree`` (a run's old folder, a failed run's staging folder) removes what
     ``shutil.rmtree(ignore_errors=True)`` removes, without importing ``shutil``: files, nested
