@@ -11,6 +11,7 @@ use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
 use crate::members::{self, Fact, Members, ENTRY_FACTS};
+use crate::pieces::Pieces;
 
 use crate::ledger::{Ledger, Outcomes, ProbeLedger};
 use crate::records::TurnRecord;
@@ -2080,6 +2081,43 @@ struct NativeTexts {
     /// the plain `Entry` class (never left in a file) and `orjson.dumps`
     entry: Py<PyType>,
     dumps: Py<PyAny>,
+    /// the pieces of the files the lines are cut from (`pieces::Pieces`; asked only with the GIL
+    /// held: the lock is never waited on)
+    pieces: Mutex<Pieces<Source>>,
+}
+
+/// The bytes a piece of a file reads (a line is most often under a kilobyte), and how many are kept.
+const PIECE: usize = 64 << 10;
+const PIECES: usize = 4;
+
+/// A `SourceFile` as the pieces tell files apart: the object (kept alive by the piece, so that
+/// its identity is never another's) and the descriptor it reads by.
+struct Source(Py<PyAny>, i32);
+
+impl PartialEq for Source {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_ptr() == other.0.as_ptr() && self.1 == other.1
+    }
+}
+
+/// Reads as `os.pread` does into `buf`'s spare capacity from `at`, until it is full or the file
+/// ends (a read interrupted by a signal is made again).
+fn pread_into(
+    fd: std::os::fd::BorrowedFd<'_>,
+    buf: &mut Vec<u8>,
+    at: u64,
+) -> Result<(), rustix::io::Errno> {
+    use rustix::io::Errno;
+    while buf.len() < buf.capacity() {
+        let from = at + buf.len() as u64;
+        match rustix::io::pread(fd, rustix::buffer::spare_capacity(buf), from) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// The `OSError` Python raises for `errno` (`OSError(errno, os.strerror(errno))`: the subclass
@@ -2161,36 +2199,51 @@ impl NativeTexts {
         }))
     }
 
-    /// `length` bytes of the file `left` was read from, from `offset`, read as `SourceFile._line_at`
-    /// reads them (`os.pread`) without making them a Python object (None: fewer were there, the
-    /// file cut short: Python says so; an error of the read is Python's `OSError`).
-    fn read(left: &Left<'_>, length: usize, offset: i64) -> PyResult<Option<Vec<u8>>> {
+    /// What `then` makes of `length` bytes of the file `left` was read from, from `offset`, read
+    /// as `SourceFile._line_at` reads them (`os.pread`) without making them a Python object (None:
+    /// fewer were there, the file cut short: Python says so; an error of the read is Python's
+    /// `OSError`): cut from a piece of the file (`pieces`) where one holds them or can (a line of a
+    /// piece is read as it was when the piece was read).
+    fn read<R>(
+        &self,
+        left: &Left<'_>,
+        length: usize,
+        offset: i64,
+        then: impl FnOnce(&[u8]) -> PyResult<Option<R>>,
+    ) -> PyResult<Option<R>> {
         use rustix::io::Errno;
         let py = left.source.py();
-        let fd: i32 = left.source.getattr(intern!(py, "fd"))?.extract()?;
-        if fd < 0 {
+        let raw_fd: i32 = left.source.getattr(intern!(py, "fd"))?.extract()?;
+        if raw_fd < 0 {
             return Err(os_error(py, Errno::BADF));
         }
         let Ok(offset) = u64::try_from(offset) else {
             return Err(os_error(py, Errno::INVAL));
         };
-        // SAFETY: `fd` is not -1 (checked above) and is the descriptor of the file the
+        // SAFETY: `raw_fd` is not -1 (checked above) and is the descriptor of the file the
         // `SourceFile` `left.source` opened (its `_file`, closed only when that object is
         // collected). `left` holds a reference to that object for as long as this borrow lives,
         // and the GIL is held throughout, so no Python code runs meanwhile that could close it.
-        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-        let mut raw = Vec::with_capacity(length); // (read into as it is: no zeroes written first)
-        while raw.len() < length {
-            let at = offset + raw.len() as u64;
-            match rustix::io::pread(fd, rustix::buffer::spare_capacity(&mut raw), at) {
-                Ok(0) => return Ok(None),
-                Ok(_) => {}
-                Err(Errno::INTR) => {}
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(raw_fd) };
+        let source = Source(left.source.clone().unbind(), raw_fd);
+        {
+            let mut pieces = self
+                .pieces
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let cut = pieces.get(source, offset, length, |buf, at| pread_into(fd, buf, at));
+            match cut {
+                Ok(Some(bytes)) => return then(bytes), // (no Python runs meanwhile: never asked again)
+                Ok(None) => {}
                 Err(e) => return Err(os_error(py, e)),
             }
         }
-        raw.truncate(length); // (a capacity above `length` may have read past it)
-        Ok(Some(raw))
+        let mut raw = Vec::with_capacity(length); // (read into as it is: no zeroes written first)
+        pread_into(fd, &mut raw, offset).map_err(|e| os_error(py, e))?;
+        if raw.len() < length {
+            return Ok(None);
+        }
+        then(&raw)
     }
 
     /// A plain `Entry`'s message (its message in hand), else None.
@@ -2218,28 +2271,26 @@ impl NativeTexts {
         if !left.patches.is_empty() && left.placed.is_empty() {
             return Ok(None);
         }
-        let Some(raw) = Self::read(&left, left.length, left.offset)? else {
-            return Ok(None);
-        };
-        let raw = raw.as_slice();
-        let text = if left.patches.is_empty() {
-            simdutf8::basic::from_utf8(raw).ok().map(str::to_owned)
-        } else {
-            Self::spliced(raw, &left)?
-        };
-        let text = text
-            .map(|mut t| {
-                if t.ends_with('\n') {
-                    t.pop();
-                }
-                t
-            })
-            .filter(|t| as_long_unmarked(t, left.chars));
-        if text.is_some() || !left.patches.is_empty() {
-            return Ok(text);
-        }
-        // a reply's line: its role and content, without its other members (`message_of`)
-        Ok(facts::reply_message_text(raw).filter(|t| as_long_unmarked(t, left.chars)))
+        self.read(&left, left.length, left.offset, |raw| {
+            let text = if left.patches.is_empty() {
+                simdutf8::basic::from_utf8(raw).ok().map(str::to_owned)
+            } else {
+                Self::spliced(raw, &left)?
+            };
+            let text = text
+                .map(|mut t| {
+                    if t.ends_with('\n') {
+                        t.pop();
+                    }
+                    t
+                })
+                .filter(|t| as_long_unmarked(t, left.chars));
+            if text.is_some() || !left.patches.is_empty() {
+                return Ok(text);
+            }
+            // a reply's line: its role and content, without its other members (`message_of`)
+            Ok(facts::reply_message_text(raw).filter(|t| as_long_unmarked(t, left.chars)))
+        })
     }
 
     /// `probes._text` of a message left in its file (a tool-result message: its changed blocks'
@@ -2435,14 +2486,12 @@ impl NativeTexts {
             return Ok(None);
         }
         let at = left.offset + (start - CONTENT_KEY.len()) as i64;
-        let Some(raw) = Self::read(&left, end - start + CONTENT_KEY.len(), at)? else {
-            return Ok(None);
-        };
-        let raw = raw.as_slice();
-        if !raw.starts_with(CONTENT_KEY) {
-            return Ok(None);
-        }
-        Ok(facts::string_text(&raw[CONTENT_KEY.len()..]))
+        self.read(&left, end - start + CONTENT_KEY.len(), at, |raw| {
+            if !raw.starts_with(CONTENT_KEY) {
+                return Ok(None);
+            }
+            Ok(facts::string_text(&raw[CONTENT_KEY.len()..]))
+        })
     }
 }
 
@@ -2543,7 +2592,11 @@ impl RecallCheck {
             result,
             escaped,
             outcomes: Outcomes::of(py, outcome)?,
-            texts_here: NativeTexts { entry, dumps },
+            texts_here: NativeTexts {
+                entry,
+                dumps,
+                pieces: Mutex::new(Pieces::new(PIECE, PIECES)),
+            },
         })
     }
 

@@ -11,6 +11,7 @@ pub mod iso_time;
 pub mod layers;
 pub mod lines;
 pub mod normal;
+pub mod pieces;
 pub mod pricing;
 pub mod probe_cache;
 pub mod recall;

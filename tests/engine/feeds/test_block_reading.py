@@ -424,29 +424,33 @@ def test_a_lazy_entrys_results_and_changed_json_are_read_where_its_line_placed_t
 
 def test_an_unread_messages_line_read_natively_cut_short_or_unreadable_is_left_to_python(tmp_path):
     """The native check reads an unread message's line by its file's descriptor, as
-    ``SourceFile._line_at`` does with ``os.pread``: the same text; a file cut short since it was
-    read is left to Python (None), which says so; a descriptor that reads nothing is the same
-    ``OSError`` on both."""
+    ``SourceFile._line_at`` does with ``os.pread``: the same text, cut from a piece of the file it
+    read once for the lines in it (a line of that piece is read as it was then); a file cut short
+    since is left to Python (None) by a check that had not read that piece, and Python says so; a
+    descriptor that reads nothing is the same ``OSError`` on both."""
     import errno
     import os
 
     message = {"role": "user", "content": [tr("t0", "some output " * 40), tr("t1", "more")]}
+    second = {"role": "user", "content": [tr("t2", "later")]}
     path = tmp_path / "t.jsonl"
-    path.write_bytes(orjson.dumps(message) + b"\n")
+    path.write_bytes(orjson.dumps(message) + b"\n" + orjson.dumps(second) + b"\n")
     source = SourceFile(str(path))
     builder = TranscriptBuilder(str(path), anthropic_messages.NAME, keep=True)
-    (lazy,) = _lazy_entries(builder, source, False)
+    lazy, later = _lazy_entries(builder, source, False)
     check = probes.ProbeMemo(in_use()).native
     assert check.native_text(lazy) == orjson.dumps(message).decode() == lazy.json_text()
     assert check.native_text(lazy, 1) == "more"
     os.truncate(path, 100)  # (cut short)
-    assert check.native_text(lazy) is None and check.native_text(lazy, 1) is None
+    assert check.native_text(later) == orjson.dumps(second).decode()  # (its piece read before)
+    fresh = probes.ProbeMemo(in_use()).native
+    assert fresh.native_text(lazy) is None and fresh.native_text(lazy, 1) is None and fresh.native_text(later) is None
     with pytest.raises(CompactlabError, match="cut short"):
         lazy.json_text()
     with open(tmp_path / "w", "wb") as sink:  # (a descriptor open for writing only: pread fails, EBADF)
         source.fd = sink.fileno()
         with pytest.raises(OSError) as native:
-            check.native_text(lazy)
+            probes.ProbeMemo(in_use()).native.native_text(lazy)
         with pytest.raises(OSError) as python:
             source.text_at(0, 10)
     assert native.value.errno == python.value.errno == errno.EBADF
