@@ -162,3 +162,39 @@ def test_a_run_looking_a_model_up_at_each_calls_time_gets_what_a_fresh_table_say
             assert kept.lookup(name, when) == fresh().lookup(name, when), (name, when)
     assert load_prices().lookup("deepseek-chat", at("2025-06-01T12:00:00")) != \
         load_prices().lookup("deepseek-chat", at("2025-06-01T20:00:00"))  # (the sweep crosses a price)
+
+
+def test_a_model_said_to_be_priced_the_same_at_every_time_is_and_one_that_is_not_is_not(tmp_path):
+    """``PriceTable.timeless``, which lets a run look a model up once rather than at each call's
+    time, against the look-ups themselves across dated rows, off-peak hours and price changes: a
+    model said to be timeless gets the same prices at every time; a model said not to be gets other
+    prices at some time (or none: a dated row's model before its date is another source's). The
+    user's dated rows, the corrections' and genai-prices' conditions, a stand-in and an unpriced
+    model all say so. And a run's look-ups at the times it asks (``_Prices.times_asked``: the
+    session's start for a timeless model) give each call the prices of its own time."""
+    from compactlab.engine.cost.pricing import _Prices, prices_looked_up
+
+    own = tmp_path / "prices.toml"
+    own.write_text('[models."house"]\ninput = 1.0\noutput = 2.0\n'
+                   '[[models."dated"]]\nsince = 2025-06-01\ninput = 4.0\noutput = 20.0\n'
+                   '[[models."moved"]]\ninput = 4.0\noutput = 20.0\n'
+                   '[[models."moved"]]\nsince = 2025-09-01\ninput = 2.0\noutput = 10.0\n')
+    table = load_prices(str(own))
+    times = [at("2025-01-01T00:00:00") + k * 3600.0 * 7 for k in range(2000)]  # (hours of the day, two seasons)
+    names = ["house", "dated", "moved", "deepseek-chat", "deepseek-reasoner", "claude-sonnet-4-5", "gpt-4o-mini",
+             "claude-unknown-9", "nobody-knows", None]
+    said = {name: table.timeless(name) for name in names}
+    assert said == {"house": True, "dated": False, "moved": False, "deepseek-chat": False, "deepseek-reasoner": False,
+                    "claude-sonnet-4-5": True, "gpt-4o-mini": True, "claude-unknown-9": True, "nobody-knows": True,
+                    None: True}
+    for name in names:
+        seen = {table.lookup(name, t) for t in times}
+        assert (len(seen) == 1) == said[name], name
+    prices = _Prices(table, "moved", times[0])
+    models = [names[k % len(names)] for k in range(len(times))]
+    asked = prices.times_asked(models, times)
+    assert asked is not None and sum(t is None for t in asked) == sum(said[m or "moved"] for m in models) > 0
+    assert prices_looked_up(prices, models, asked, len(times)) == prices_looked_up(_Prices(table, "moved", times[0]),
+                                                                                  models, times, len(times))
+    assert _Prices(table, "house", None).times_asked(None, times) is None  # (no model named: the run's, timeless)
+    assert _Prices(table.lookup("house"), None, None).times_asked(models, times) is times  # (one price for all)

@@ -153,6 +153,16 @@ class TomlPrices:
                            cache_write_1h=row.get("cache_write_1h", base * 2.0),
                            cache_read=row.get("cache_read", base * 0.1), read=self.name)
 
+    def timeless(self, model: str) -> bool | None:
+        """Whether ``lookup(model, when)`` gives the same prices whatever ``when``: True where the
+        table gives the model one row for all time, False where its rows have dates (before the
+        first it gives none); None where it does not know the model."""
+        key = self._match(model)
+        if key is None:
+            return None
+        periods = self.periods[key]
+        return len(periods) == 1 and periods[0].since == float("-inf")
+
     def window(self, model: str) -> int | None:
         """The context window the table gives ``model`` (its latest row's ``window``), or None."""
         key = self._match(model)
@@ -238,6 +248,15 @@ class GenaiPrices:
         if key not in self._converted:
             self._converted[key] = _prices_of(record[index][1], model, self.read)
         return self._converted[key]
+
+    def timeless(self, model: str) -> bool | None:
+        """Whether ``lookup(model, when)`` gives the same prices whatever ``when``: True where the
+        last of the model's prices has no condition (it always applies: ``lookup`` takes the last
+        whose condition holds); None where genai-prices does not know the model."""
+        record = self._record(model)
+        if record is None:
+            return None
+        return record != LIBRARY and bool(record) and record[-1][0] is None
 
     def _record(self, model: str) -> Any:
         """The model's prices as [[condition, {field: value}], ...] (genai-prices' order: the last
@@ -500,6 +519,34 @@ class PriceTable:
             found = self._memo[key] = self._lookup(model, name, at)
         return found
 
+    def timeless(self, model: str | None) -> bool:
+        """Whether ``lookup(model, when)`` gives the same prices whatever ``when`` (a run's calls
+        are then looked up once, not once a call's time): the first source that knows the model
+        says, else its stand-in's first; a source that cannot say makes it False."""
+        name = model or self.default_model
+        for source in self.sources:
+            said = source.timeless(name) if hasattr(source, "timeless") else False
+            if said is not None:
+                return said
+        stand_in = self._stand_in(model, name)
+        if stand_in is None:
+            return True  # (unpriced at every time)
+        for source in self.sources:
+            said = source.timeless(stand_in) if hasattr(source, "timeless") else False
+            if said is not None:
+                return said
+        return True  # (no prices for the stand-in at any time: each look-up says so)
+
+    def _stand_in(self, model: str | None, name: str) -> str | None:
+        """The model whose prices stand in for ``name``, which no source knows: its provider's
+        (``STAND_INS``), the default model where ``model`` names none, or (of no provider known
+        here) the default model only where a --prices table names its own."""
+        from .cache_rules import family_of
+
+        family = family_of(name)
+        return (self.default_model if model is None else STAND_INS[family] if family is not None
+                else self.default_model if self.default_model != DEFAULT_MODEL else None)
+
     def _lookup(self, model: str | None, name: str, at: float) -> ModelPrices:
         for source in self.sources:
             if (found := source.lookup(name, at)) is not None:
@@ -507,9 +554,7 @@ class PriceTable:
         from .cache_rules import family_of
 
         family = family_of(name)
-        # (a model of no provider known here: the default model only where a --prices table names its own)
-        stand_in = (self.default_model if model is None else STAND_INS[family] if family is not None
-                    else self.default_model if self.default_model != DEFAULT_MODEL else None)
+        stand_in = self._stand_in(model, name)
         if stand_in is None:
             return ModelPrices(model=name, input=0.0, output=0.0, cache_write_5m=0.0, cache_write_1h=0.0,
                                cache_read=0.0, read="unpriced", known=False, priced_as="")

@@ -542,6 +542,21 @@ class _Prices:
             self.table = load_prices()
         return self.table.lookup(model, when)
 
+    def times_asked(self, models: list | None, times: list | None) -> list | None:
+        """Each call's time as its prices are looked up at (``prices_looked_up``): None (the
+        session's start) for a call whose model's prices are the same at every time, so that a
+        run's calls on it are looked up once, not once a call's time. The prices looked up are the
+        ones each call's own time gives."""
+        if self.forced is not None or not times:
+            return times
+        if self.table is None:
+            self.table = load_prices()
+        table = self.table
+        timeless = {m: table.timeless(m or self.model) for m in set(models or (None,))}
+        if models:
+            return [None if timeless[m] else t for m, t in zip(models, times)] + list(times[len(models):])
+        return None if timeless[None] else times
+
     def __call__(self, model: str | None, when: Any = None) -> ModelPrices:
         if self.forced is not None:
             return self.forced
@@ -636,7 +651,8 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
     # by the same table, kept in ``feed.memo`` as the calls' facts are)
     at = tuple(r.message_index for r in records)
     looked_up = _by_table(feed, ("prices", at), prices,
-                          lambda: prices_looked_up(prices_of, models, times, len(records))) if in_use() else None
+                          lambda: prices_looked_up(prices_of, models, prices_of.times_asked(models, times),
+                                                   len(records))) if in_use() else None
     priced = price_calls(records, prices_of, models, times, ttl, breaks, rules, reply_tokens, expected, looked_up)
     recorded = _by_table(feed, ("recorded", at), prices,
                          lambda: _recorded_cost(records, feed.usage, prices_of, calls_usage, looked_up))
