@@ -231,14 +231,8 @@ pub fn reply_message_text(line: &[u8]) -> Option<String> {
             _ => {}
         }
         members += 1;
-        s.ws();
-        match s.peek()? {
-            b',' => s.i += 1,
-            b'}' => {
-                s.i += 1;
-                break;
-            }
-            _ => return None,
+        if s.member_end()? {
+            break;
         }
     }
     s.ws();
@@ -465,14 +459,8 @@ impl<'a> Scan<'a> {
                 _ => return None,
             }
             self.keys.push(key);
-            self.ws();
-            match self.peek()? {
-                b',' => self.i += 1,
-                b'}' => {
-                    self.i += 1;
-                    break;
-                }
-                _ => return None,
+            if self.member_end()? {
+                break;
             }
         }
         if !(role && content) {
@@ -527,6 +515,19 @@ impl<'a> Scan<'a> {
         };
         usage.one_hour = (one_hour > 0).then(|| one_hour.min(usage.counts[1]));
         Some(Some(usage))
+    }
+
+    /// After an object's member: true where the object ends there (its `}` read), false where
+    /// another member follows (its `,` read); None: neither.
+    fn member_end(&mut self) -> Option<bool> {
+        self.ws();
+        let end = match self.peek()? {
+            b',' => false,
+            b'}' => true,
+            _ => return None,
+        };
+        self.i += 1;
+        Some(end)
     }
 
     /// Skips a value (it is read again: the content, once the role is known).
