@@ -29,14 +29,22 @@ def test_out_inside_a_file_is_a_clear_error(cli, tmp_path):
 def test_a_full_disk_leaves_no_partial_report(cli, tmp_path, monkeypatch):
     import compactlab.plumbing.outputs as outputs
 
-    real_mkstemp = outputs.mkstemp
+    import os
+
+    real_mkstemp, real_open = outputs.mkstemp, os.open
 
     def full(directory, prefix, *args, **kw):  # summary.json went through; calls.csv does not fit
         if prefix.startswith(".calls.csv"):
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_mkstemp(directory, prefix, *args, **kw)
 
+    def full_open(path, flags, *args, **kw):  # (a new file is made where it goes: it does not fit either)
+        if os.path.basename(path) == "calls.csv" and flags & os.O_CREAT:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_open(path, flags, *args, **kw)
+
     monkeypatch.setattr(outputs, "mkstemp", full)
+    monkeypatch.setattr(os, "open", full_open)
     out = tmp_path / "out"
     r = cli("replay", SMALL, "--out", out)
     assert r.exit_code == 1  # (#56 §5: a run that failed, as a crash is)
