@@ -385,11 +385,11 @@ def _texts(entry: Entry) -> list[str]:
     return out
 
 
-def reply_strings(entry: Entry, native: Any = None) -> set[str]:
+def reply_strings(entry: Entry, native: Any = None, texts: list[str] | None = None) -> set[str]:
     """What the agent produced at a call: the distinctive strings of its text and tool inputs
-    (``native``: as ``tokens``'s)."""
+    (``native``: as ``tokens``'s; ``texts``: ``_texts(entry)``, where the caller has them)."""
     found: set[str] = set()
-    for text in _texts(entry):
+    for text in _texts(entry) if texts is None else texts:
         found |= tokens(text, native)
     return found
 
@@ -622,9 +622,11 @@ class ProbeIndex:
         strings, said = self.strings, self.said
         call = self.calls
         self.calls += 1
-        found = reply_strings(entry, self.native)
+        texts = _texts(entry)  # (read once: its strings, and its phrases and lines where results are recent)
+        found = reply_strings(entry, self.native, texts)
         probes = self._probes_of(found)
-        texts = _texts(entry) if self.recent else []
+        if not self.recent:
+            texts = []
         probes += self._phrases(texts) + self._lines(texts)
         # (a name the agent wrote inside a longer token: its own)
         strings.not_learnt(parts(found, self.native), False)
