@@ -136,12 +136,22 @@ pub struct Tokens<'a> {
     pub undecided: Vec<&'a str>,
 }
 
+/// The fewest characters a string looked up is (`probes.MIN_CHARS`): a token, a token's part.
+pub const MIN_CHARS: usize = 4;
+
+/// Whether `t` has fewer characters than `MIN_CHARS` as Python counts them (a text of fewer bytes
+/// has fewer; one of four times as many bytes or more has at least as many; else the bytes that
+/// begin a character, UTF-8's or a surrogate's as `surrogatepass` writes it).
+pub fn too_short(t: &[u8]) -> bool {
+    t.len() < MIN_CHARS
+        || (t.len() < 4 * MIN_CHARS && t.iter().filter(|&&b| b & 0xC0 != 0x80).count() < MIN_CHARS)
+}
+
 /// Whether a trimmed run is a token (`Some(true)`), is not (`Some(false)`), or Python decides
 /// (`None`: a name beyond ASCII, whose being a plain word is `str.isalpha`'s).
 pub fn is_token(t: &str) -> Option<bool> {
     let bytes = t.as_bytes();
-    // (four characters: a text of fewer than 4 bytes has fewer; one of 16 or more has 4 or more)
-    if bytes.len() < 4 || (bytes.len() < 16 && t.chars().count() < 4) {
+    if too_short(bytes) {
         return Some(false);
     }
     if !bytes.iter().any(u8::is_ascii_alphanumeric) {
@@ -308,7 +318,8 @@ impl ResultStrings {
             None => {
                 for r in runs(text) {
                     let r = r.as_bytes();
-                    if self.mine.contains(r) {
+                    // (a run shorter than any string looked up is never one of its variants: `held`)
+                    if too_short(r) || self.mine.contains(r) {
                         continue;
                     }
                     match self.held.get_mut(r) {
@@ -331,7 +342,7 @@ impl ResultStrings {
 
     /// One string a result at `at` holds (the strings of a text read elsewhere).
     pub fn add(&mut self, s: Box<[u8]>, at: Ref, source: u32) {
-        if self.mine.contains(&s) {
+        if too_short(&s) || self.mine.contains(&s) {
             return;
         }
         self.held
@@ -801,26 +812,43 @@ mod tests {
     fn a_result_s_strings_are_kept_unless_seen_elsewhere_first() {
         let mut index = ResultStrings::new(None);
         index.add_mine(b"mine_one");
-        index.add_result("see mine_one and src/a.py. then x_y", (3, 0), 7);
+        index.add_result("see mine_one and src/a.py. then x_yz and a_b", (3, 0), 7);
         index.add_result("src/a.py again", (5, 1), 8);
         assert_eq!(index.held(b"mine_one"), None);
-        assert_eq!(index.held(b"x_y"), Some(((3, 0), (3, 0), 7)));
+        assert_eq!(index.held(b"x_yz"), Some(((3, 0), (3, 0), 7)));
+        // (a run shorter than any string looked up is not kept)
+        assert_eq!(index.held(b"a_b"), None);
         // (held as found: "src/a.py." by the first result, "src/a.py" by both)
         assert_eq!(index.held(b"src/a.py"), Some(((3, 0), (5, 1), 7)));
-        index.not_learnt(b"x_y"); // (a result held it first: not the agent's own)
+        index.not_learnt(b"x_yz"); // (a result held it first: not the agent's own)
         index.not_learnt(b"other");
-        assert!(!index.is_mine(b"x_y") && index.is_mine(b"other"));
+        assert!(!index.is_mine(b"x_yz") && index.is_mine(b"other"));
+    }
+
+    #[test]
+    fn a_string_is_too_short_by_its_characters_as_python_counts_them() {
+        for (t, short) in [
+            (&b"abc"[..], true),
+            (b"abcd", false),
+            ("\u{e9}\u{e9}\u{e9}".as_bytes(), true), // (six bytes, three characters)
+            ("\u{e9}\u{e9}\u{e9}\u{e9}".as_bytes(), false),
+            (b"\xed\xa0\x80ab", true), // (a surrogate as `surrogatepass` writes it, and two)
+            (b"\xed\xa0\x80abc", false),
+            ("\u{1f600}\u{1f600}\u{1f600}x".as_bytes(), false), // (thirteen bytes, four characters)
+        ] {
+            assert_eq!(too_short(t), short, "{t:?}");
+        }
     }
 
     #[test]
     fn with_wanted_strings_only_those_are_kept_by_their_variants() {
-        let wanted = Wanted::of_strings([&b"a_b"[..], b"c_d"]);
+        let wanted = Wanted::of_strings([&b"a_bc"[..], b"c_de"]);
         let mut index = ResultStrings::new(Some(wanted));
-        index.add_result("x /a_b: y_z", (1, 0), 0);
-        assert_eq!(index.held(b"a_b"), Some(((1, 0), (1, 0), 0)));
-        assert_eq!(index.held(b"y_z"), None);
-        assert_eq!(index.kept_as(b"/a_b:"), Some(&b"a_b"[..]));
-        assert_eq!(index.kept_as(b"y_z"), None);
+        index.add_result("x /a_bc: y_zz", (1, 0), 0);
+        assert_eq!(index.held(b"a_bc"), Some(((1, 0), (1, 0), 0)));
+        assert_eq!(index.held(b"y_zz"), None);
+        assert_eq!(index.kept_as(b"/a_bc:"), Some(&b"a_bc"[..]));
+        assert_eq!(index.kept_as(b"y_zz"), None);
     }
 
     #[test]

@@ -320,6 +320,11 @@ def generic(t: str, own: int = 0) -> bool:
     return False
 
 
+#: the fewest characters a distinctive string has (a token, a token's part: what the index is asked
+#: of; ``strings::MIN_CHARS`` on the native core)
+MIN_CHARS = 4
+
+
 def tokens(text: str, native: Any = None) -> set[str]:
     """The distinctive strings of a text: URLs, paths (a slash between names), dotted names
     (module.attr, file.ext), numbers of 4+ digits, and identifiers with an underscore, a digit, a
@@ -332,7 +337,7 @@ def tokens(text: str, native: Any = None) -> set[str]:
         return out  # type: ignore[no-any-return]
     out = set()
     for t in trimmed(runs(text)):
-        if len(t) < 4 or not _ALNUM.search(t):  # (a redacted text's filler has no letter or digit)
+        if len(t) < MIN_CHARS or not _ALNUM.search(t):  # (a redacted text's filler has no letter or digit)
             continue
         if "/" in t or "." in t:
             if ":" not in t or t.startswith(("http://", "https://")):
@@ -361,7 +366,7 @@ def parts(strings: set[str], native: Any = None) -> set[str]:
     out: set[str] = set()
     for t in strings:
         if "." in t or "/" in t or ":" in t:
-            out.update(p for p in _PARTS.split(t) if len(p) >= 4)
+            out.update(p for p in _PARTS.split(t) if len(p) >= MIN_CHARS)
     return out
 
 
@@ -503,9 +508,10 @@ class ResultStrings:
         return True
 
     def add_strings(self, found: set[str], at: tuple[int, int], source: tuple[int, str]) -> None:
-        """A result's strings (its runs: ``runs``)."""
+        """A result's strings (its runs: ``runs``), but those shorter than any string looked up
+        (``MIN_CHARS``: never one of its variants, ``held``)."""
         # (difference, not difference_update: it walks the smaller side, the result's strings)
-        found = self._of(found).difference(self.mine)
+        found = {s for s in self._of(found) if len(s) >= MIN_CHARS}.difference(self.mine)
         self.latest.update(dict.fromkeys(found, at))
         new = found.difference(self.first)
         if new:
