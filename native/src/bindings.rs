@@ -3816,6 +3816,48 @@ fn recorded_breaks(
     ))
 }
 
+/// `pricing.cache_ledger_in_python`'s sums (the reference) of a run's records (the native core's
+/// `TurnRecord`s) beside each call's recorded usage: `(calls, modelled read, recorded read,
+/// modelled write, recorded write, modelled input cost, per call [call, modelled read, recorded
+/// read])`. None where Python reads them: a record of another class, usage not plain whole counts.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn cache_ledger(
+    records: &Bound<'_, PyList>,
+    calls_usage: &Bound<'_, PyList>,
+) -> PyResult<Option<(usize, i64, i64, i64, i64, f64, Vec<[i64; 3]>)>> {
+    let Some(calls) = records
+        .iter()
+        .map(|r| {
+            r.cast_into_exact::<TurnRecord>().ok().map(|r| {
+                let r = r.borrow();
+                pricing::Priced1 {
+                    call: r.call,
+                    cache_read: r.cache_read_tokens,
+                    cache_write: r.cache_write_tokens,
+                    input_cost: r.input_cost_usd,
+                }
+            })
+        })
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Ok(None);
+    };
+    let Some((used, _)) = used_of(calls_usage)? else {
+        return Ok(None);
+    };
+    let l = pricing::cache_ledger(&calls, &used);
+    Ok(Some((
+        l.calls,
+        l.modelled_read,
+        l.read,
+        l.modelled_write,
+        l.write,
+        l.cost,
+        l.per_call,
+    )))
+}
+
 /// `pricing.recorded_of` of a recording's calls (`calls_usage`), each at its prices in the table
 /// `prices_looked_up` gave (`prices`, `index`): the input and output cost their usage implies. None
 /// where Python reads the usage, or where a call names its time otherwise than as text (Python
@@ -3983,7 +4025,7 @@ fn price_calls(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 49;
+const API: u32 = 50;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -4014,6 +4056,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(times_of, m)?)?;
     m.add_function(wrap_pyfunction!(recorded_breaks, m)?)?;
     m.add_function(wrap_pyfunction!(recorded_cost, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_ledger, m)?)?;
     m.add_function(wrap_pyfunction!(ledger_losses, m)?)?;
     m.add_function(wrap_pyfunction!(csv_rows, m)?)?;
     m.add_function(wrap_pyfunction!(csv_cell, m)?)?;

@@ -327,6 +327,53 @@ pub fn recorded_cost(used: &[Used], prices: &[Prices], index: &[usize]) -> (f64,
     (input, output)
 }
 
+/// A run's call as the cache ledger reads it: its number, its modelled cache reads and writes and
+/// its input cost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Priced1 {
+    pub call: i64,
+    pub cache_read: i64,
+    pub cache_write: i64,
+    pub input_cost: f64,
+}
+
+/// `pricing.cache_ledger_in_python`'s sums over the calls that recorded usage (`calls` and `used`
+/// side by side, the shorter deciding): how many, the modelled and the recorded reads, the modelled
+/// and the recorded writes (the uncached input counted as written), the modelled input cost (summed
+/// in call order), and per call `[call, modelled read, recorded read]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ledger {
+    pub calls: usize,
+    pub modelled_read: i64,
+    pub read: i64,
+    pub modelled_write: i64,
+    pub write: i64,
+    pub cost: f64,
+    pub per_call: Vec<[i64; 3]>,
+}
+
+pub fn cache_ledger(calls: &[Priced1], used: &[Used]) -> Ledger {
+    let mut out = Ledger {
+        calls: 0,
+        modelled_read: 0,
+        read: 0,
+        modelled_write: 0,
+        write: 0,
+        cost: 0.0,
+        per_call: Vec::new(),
+    };
+    for (c, u) in calls.iter().zip(used).filter(|(_, u)| u.any) {
+        out.calls += 1;
+        out.modelled_read += c.cache_read;
+        out.modelled_write += c.cache_write;
+        out.read += u.read;
+        out.write += u.written + u.fresh;
+        out.cost += c.input_cost;
+        out.per_call.push([c.call, c.cache_read, u.read]);
+    }
+    out
+}
+
 /// The calls (by position, from 1) made just after a recorded compaction: those whose message
 /// index is past a compaction's position that the previous call's was not (`pricing._cache_events`'
 /// set, the reference): `at` each call's message index, in call order; `positions` the recorded

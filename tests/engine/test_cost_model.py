@@ -531,6 +531,31 @@ def test_the_recordings_own_cache_events_and_cost_are_pythons_on_the_native_core
 
 @pytest.mark.skipif(core.native_module() is None, reason="the native core is not built in this install (it was "
                                                           "installed without a Rust toolchain): nothing to compare")
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6_000), st.integers(0, 6_000), st.floats(0, 1, allow_subnormal=False)
+                          | st.just(-0.0), _USAGE), max_size=14),
+       st.integers(0, 2) | st.floats(0, 5), st.booleans())
+def test_the_cache_ledger_is_pythons_on_the_native_core(calls, recorded_input, extra_usage):
+    """``cache_ledger`` on the native core's records (``_native.cache_ledger``'s sums) against
+    ``cache_ledger_in_python``: generated reads, writes and costs (a negative zero among them),
+    usage absent, partial and of kinds Python alone reads, more usage than records, none at all:
+    the same ledger, its figures of the same types (an empty sum is Python's 0)."""
+    from compactlab.engine.cost.pricing import cache_ledger, cache_ledger_in_python
+
+    def records(cls: type) -> list:
+        return [cls(call=i, message_index=2 * i, raw_messages=0, raw_chars=0, raw_tokens=0, tokens=r + w,
+                    cache_read_tokens=r, cache_write_tokens=w, input_cost_usd=c)
+                for i, (r, w, c, _) in enumerate(calls)]
+
+    usage = [u for *_, u in calls] + ([{"input_tokens": 9}] if extra_usage else [])
+    want = cache_ledger_in_python(records(PythonTurnRecord), usage, recorded_input)
+    for cls in (TurnRecord, PythonTurnRecord):
+        got = cache_ledger(records(cls), usage, recorded_input)
+        assert repr(got) == repr(want)  # (the same values, each of the same type)
+
+
+@pytest.mark.skipif(core.native_module() is None, reason="the native core is not built in this install (it was "
+                                                          "installed without a Rust toolchain): nothing to compare")
 @settings(max_examples=500, deadline=None)
 @given(st.datetimes(min_value=__import__("datetime").datetime(1960, 1, 1),
                     max_value=__import__("datetime").datetime(2260, 12, 31)),

@@ -450,23 +450,44 @@ def prompt_of(usage: dict[str, Any]) -> int:
 def cache_ledger(records: list, calls_usage: list[dict[str, Any]], recorded_input: float) -> dict[str, Any]:
     """The modelled cache reads and writes against the recorded ones, over the calls that recorded
     usage, and the modelled input cost against the recorded one: how right the model of the
-    harness's caching is (for a run that sent what the recording sent)."""
+    harness's caching is (for a run that sent what the recording sent). On the native core its sums
+    are Rust's (``_native.cache_ledger``: the same sums in the same order; Python reads records of
+    another class and usage that is not plain whole counts); ``cache_ledger_in_python`` is the
+    reference."""
+    native = in_use()
+    sums = (native.cache_ledger(records, calls_usage) if native is not None and type(records) is list
+            and type(calls_usage) is list else None)
+    if sums is None:
+        return cache_ledger_in_python(records, calls_usage, recorded_input)
+    calls, modelled_read, read, modelled_write, write, cost, per_call = sums
+    return _ledger(calls, modelled_read, read, modelled_write, write, cost if calls else 0, recorded_input,
+                   per_call)
+
+
+def cache_ledger_in_python(records: list, calls_usage: list[dict[str, Any]], recorded_input: float) -> dict[str, Any]:
+    """``cache_ledger`` in Python."""
     pairs = [(r, u) for r, u in zip(records, calls_usage) if u]
     modelled_read = sum(r.cache_read_tokens for r, _ in pairs)
     modelled_write = sum(r.cache_write_tokens for r, _ in pairs)
     read = sum(int(u.get("cache_read_input_tokens", 0)) for _, u in pairs)
     write = sum(int(u.get("cache_creation_input_tokens", 0) + u.get("input_tokens", 0)) for _, u in pairs)
     cost = sum(r.input_cost_usd for r, _ in pairs)
+    return _ledger(len(pairs), modelled_read, read, modelled_write, write, cost, recorded_input,
+                   [[r.call, r.cache_read_tokens, int(u.get("cache_read_input_tokens", 0))] for r, u in pairs])
 
+
+def _ledger(calls: int, modelled_read: int, read: int, modelled_write: int, write: int, cost: float,
+            recorded_input: float, per_call: list[list[int]]) -> dict[str, Any]:
+    """The cache ledger of its sums: each modelled figure's error against the recorded one."""
     def error(modelled: float, recorded: float) -> float | None:
         return round(modelled / recorded - 1, 4) if recorded else None
 
-    return {"calls": len(pairs), "modelled_read_tokens": modelled_read, "recorded_read_tokens": read,
+    return {"calls": calls, "modelled_read_tokens": modelled_read, "recorded_read_tokens": read,
             "modelled_write_tokens": modelled_write, "recorded_write_tokens": write,
             "read_error": error(modelled_read, read), "write_error": error(modelled_write, write),
             "cost_error": error(cost, recorded_input), "modelled_input_cost_usd": cost,
             #: per call: [call, modelled read, recorded read] (the cached tokens, call by call)
-            "per_call": [[r.call, r.cache_read_tokens, int(u.get("cache_read_input_tokens", 0))] for r, u in pairs]}
+            "per_call": per_call}
 
 
 def billed(metadata: dict[str, Any]) -> float | None:
