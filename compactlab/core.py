@@ -30,7 +30,7 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
                 "the ledger's tallies; each call's violations, checked and logged; each call's record (held in Rust: "
                 "the replay's JSON, calls.csv and the summary's sums written from it); the run's pricing and its "
                 "prices' look-ups, and the recording's side of it (each call's time, the recorded cache breaks and "
-                "the reads the provider's rules expect, what the usage cost); "
+                "the reads the provider's rules expect, what the usage cost, the cache ledger's sums); "
                 "the raw baseline without probes (a stream's handing the facts it reads of each message to the run's "
                 "violations tracker) and the reading of a file's lines, a reply's usage among them, and the count of "
                 "a parsed line's brackets (before its nesting is measured); a "
