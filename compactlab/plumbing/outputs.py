@@ -474,6 +474,7 @@ class OutputDir:
         self._created: list[Path] = []  # parent folders this run made where nothing was
         self._lock: _Lock | None = None
         #: (the fresh folder, a folder in it, relative) -> that folder, made and checked to lie inside
+        #: (``_write_new``)
         self._folders: dict[tuple[Path, str], Path] = {}
 
     def sub(self, name: str) -> "OutputDir":
@@ -682,10 +683,9 @@ class OutputDir:
         if folder is None:
             folder = run._stage
             if folder_name:
-                folder = self._run.inside(folder_name)
-                folder.mkdir(parents=True, exist_ok=True)
-                folder = self._run.inside(folder_name)  # (what it is now it is made)
-            folder = run._folders[key] = folder
+                run.inside(folder_name).mkdir(parents=True, exist_ok=True)
+                folder = run.inside(folder_name)  # (checked as it is once made)
+            run._folders[key] = folder
         try:
             fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
                          | getattr(os, "O_BINARY", 0), 0o666)

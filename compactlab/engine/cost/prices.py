@@ -524,18 +524,20 @@ class PriceTable:
         are then looked up once, not once a call's time): the first source that knows the model
         says, else its stand-in's first; a source that cannot say makes it False."""
         name = model or self.default_model
+        said = self._timeless_in_sources(name)
+        if said is not None:
+            return said
+        stand_in = self._stand_in(model, name)
+        # (unpriced, or no prices for the stand-in: the same at every time)
+        return stand_in is None or self._timeless_in_sources(stand_in) is not False
+
+    def _timeless_in_sources(self, name: str) -> bool | None:
+        """What the first source that knows ``name`` says of it (``timeless``); None: none does."""
         for source in self.sources:
             said = source.timeless(name) if hasattr(source, "timeless") else False
             if said is not None:
-                return said
-        stand_in = self._stand_in(model, name)
-        if stand_in is None:
-            return True  # (unpriced at every time)
-        for source in self.sources:
-            said = source.timeless(stand_in) if hasattr(source, "timeless") else False
-            if said is not None:
-                return said
-        return True  # (no prices for the stand-in at any time: each look-up says so)
+                return bool(said)
+        return None
 
     def _stand_in(self, model: str | None, name: str) -> str | None:
         """The model whose prices stand in for ``name``, which no source knows: its provider's
