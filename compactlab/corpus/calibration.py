@@ -62,13 +62,15 @@ def sent_chars(transcript: Transcript) -> list[int]:
     """Chars of the context the recording sent at each call (recorded compactions applied): with
     none, the raw baseline's (the whole history at each call, computed once for every run); else
     a replay of no compaction that keeps them."""
+    from ..engine.feeds import as_feed
     from ..engine.measures.baseline import baseline_for
     from ..engine.policy import load_policy
     from ..engine.loop import replay
 
     if not transcript.compactions:  # (the probes not asked for: a run that wants them has them already)
         return list(baseline_for(transcript, probes=False).chars)
-    run = replay(transcript, load_policy("none"), keep_recorded_compactions=True)
+    # (its chars only: no probe is looked for, as overview's replay of the recording)
+    run = replay(as_feed(transcript, probes=False), load_policy("none"), keep_recorded_compactions=True)
     return [c.chars for c in run.calls]
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from compactlab import load_policy, load_transcript, replay
 from compactlab.corpus.calibration import MIN_CALLS, calibrate
-from helpers import tool_session, write_jsonl
+from helpers import asst, results, tool_session, tr, tu, user, write_jsonl
 
 OVERHEAD, CPT = 1500, 2.5  # what the made-up tokenizer charges: overhead + chars / 2.5
 
@@ -276,3 +276,18 @@ def test_the_chars_sent_are_the_replay_of_no_compaction_that_keeps_the_recorded_
     assert compacted.compactions and sent_chars(compacted) == chars(compacted)
     base = memo_of(compacted).baseline
     assert sent_chars(compacted) != list(base.chars if base else [])
+
+    # its replay looks for no probe (what made a calibrated replay of none 1.5x dearer on a Claude
+    # Code session): the chars are the same, and a replay that wants the probes after it has them
+    used = [user("start")]
+    for i in range(30):  # (each reply names what the result before it held: a probe each)
+        used += [asst(f"so handler_{i - 1}_value it is", tu(f"t{i}", "bash", command=f"cmd {i}")),
+                 results(tr(f"t{i}", f"def handler_{i}_value(): pass\n" + "x" * 400))]
+    used.insert(21, {"role": "user", "content": "summary so far", COMPACTION_KEY: {"trigger": "auto"}})
+    write_jsonl(tmp_path / "u.jsonl", used)
+    fresh, alone = (load_transcript(str(tmp_path / "u.jsonl")) for _ in range(2))
+    assert sent_chars(fresh) == chars(alone)
+    assert (b := memo_of(fresh).baseline) is not None and not b.probes_indexed
+    after, before = (orjson.loads(orjson.dumps(replay(t, load_policy("s08"), keep_recorded_compactions=True).summary))
+                     for t in (fresh, alone))
+    assert after["probes"] > 20 and after == before
