@@ -32,6 +32,8 @@ DESCRIPTION = "Claude Code session logs (~/.claude/projects/<project>/<session>.
 
 ENVELOPE_TYPES = {"user", "assistant", "system", "summary", "progress", "file-history-snapshot",
                   "queue-operation", "attachment", "ai-title", "last-prompt"}
+#: how a user line shown in the transcript only is counted among the lines left out
+TRANSCRIPT_ONLY = "transcript-only user line"
 #: what a newer Claude Code leaves where it already compacted content
 ALREADY_COMPACTED = {"persisted_output": "<persisted-output>", "cleared_tool_result": "[Old tool result content cleared]"}
 
@@ -78,7 +80,7 @@ def _note_version(builder: TranscriptBuilder, obj: dict) -> None:
         builder.metadata["version"] = obj["version"]
 
 
-def _sidechain_usage(obj: dict, out: dict[str, dict[str, Any]]) -> None:
+def sidechain_usage(obj: dict, out: dict[str, dict[str, Any]]) -> None:
     """The usage of an inline subagent's reply (Claude Code 1.0.x wrote subagents into the main
     session's file), once per message (its lines repeat it), with its model and time."""
     message = obj["message"]
@@ -106,7 +108,7 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
                 subagent = obj.get("isSidechain") is True
             if obj.get("isSidechain") is True and not subagent:
                 r.sidechain_lines += 1  # (another conversation: not replayed, but its calls were billed)
-                _sidechain_usage(obj, r.sidechain_usage)
+                sidechain_usage(obj, r.sidechain_usage)
                 continue
             message = obj["message"]
             problem = message_problem(message) if message.get("role") == kind else f"message role is not {kind!r}"
@@ -119,18 +121,43 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
             continue
         r.envelope(obj, kind)
     _emit(r.seq, builder)
-    name = Path(path).name
+    finish(builder, bool(subagent), r.sidechain_lines, r.sidechain_usage, r.ignored)
+    return builder.build(skipped_lines=reader.skipped)
+
+
+def finish(builder: TranscriptBuilder, subagent: bool, sidechain_lines: int, sidechain_usage: dict[str, Any],
+           ignored: dict[str, int]) -> None:
+    """The session's metadata once its lines are read (its messages are in ``builder``): this
+    loader's, and the native reading's (``engine/feeds/claude_code_lazily.py``)."""
     builder.metadata.update({
-        "subagent": bool(subagent),
-        "acompact": name.startswith("agent-acompact-"),
-        "sidechain_lines": r.sidechain_lines,
-        "sidechain_usage": list(r.sidechain_usage.values()),
-        "ignored_lines": r.ignored,
+        "subagent": subagent,
+        "acompact": Path(builder.path).name.startswith("agent-acompact-"),
+        "sidechain_lines": sidechain_lines,
+        "sidechain_usage": list(sidechain_usage.values()),
+        "ignored_lines": ignored,
     })
     if builder.metadata["acompact"]:
         builder.warnings.append("a Claude Code compaction summarizer call: not self-contained (its prompt "
                                 "holds the whole pre-compaction conversation); not used for calibration")
-    return builder.build(skipped_lines=reader.skipped)
+
+
+def ignored_label(kind: Any) -> str:
+    """How a left-out line of type ``kind`` is counted."""
+    return str(kind) if kind in ENVELOPE_TYPES else f"unknown line type {kind!r}"
+
+
+def recorded_compaction(summary: dict[str, Any], boundary: dict[str, Any], n: int, position: int) -> RecordedCompaction:
+    """The ``n``-th compaction (from 1), before message ``position``: its summary's message and the
+    boundary line before it (``{}``: none)."""
+    given = boundary.get("compactMetadata")
+    meta: dict[str, Any] = given if isinstance(given, dict) else {}
+    return RecordedCompaction(
+        position=position,
+        summary=make_entry(summary, -1_000_000 - n),
+        trigger=meta.get("trigger"),
+        pre_tokens=meta.get("preTokens") if type(meta.get("preTokens")) is int and meta["preTokens"] >= 0 else None,
+        time=boundary.get("timestamp") if isinstance(boundary.get("timestamp"), str) else None,
+    )
 
 
 class _Reading:
@@ -177,7 +204,7 @@ class _Reading:
             self.pending_boundary = None
             return
         if obj.get("isVisibleInTranscriptOnly"):
-            self.ignored["transcript-only user line"] = self.ignored.get("transcript-only user line", 0) + 1
+            self.ignored[TRANSCRIPT_ONLY] = self.ignored.get(TRANSCRIPT_ONLY, 0) + 1
             return
         content = message["content"]
         if isinstance(content, list):
@@ -204,7 +231,7 @@ class _Reading:
         elif kind == "ai-title" and isinstance(obj.get("title"), str):
             builder.title = obj["title"]
         else:
-            label = str(kind) if kind in ENVELOPE_TYPES else f"unknown line type {kind!r}"
+            label = ignored_label(kind)
             self.ignored[label] = self.ignored.get(label, 0) + 1
         if builder.session_id is None and isinstance(obj.get("sessionId"), str):
             builder.session_id = obj["sessionId"]
@@ -241,15 +268,8 @@ def _emit(seq: list[tuple[str, Any]], builder: TranscriptBuilder) -> None:
         else:  # a recorded compaction: the context restarts here, from its summary
             flush()
             n_compactions += 1
-            boundary = item["boundary"]
-            meta = boundary.get("compactMetadata") if isinstance(boundary.get("compactMetadata"), dict) else {}
-            builder.compactions.append(RecordedCompaction(
-                position=len(builder.entries),
-                summary=make_entry(item["summary"], -1_000_000 - n_compactions),
-                trigger=meta.get("trigger"),
-                pre_tokens=meta.get("preTokens") if type(meta.get("preTokens")) is int and meta["preTokens"] >= 0 else None,
-                time=boundary.get("timestamp") if isinstance(boundary.get("timestamp"), str) else None,
-            ))
+            builder.compactions.append(recorded_compaction(item["summary"], item["boundary"], n_compactions,
+                                                           len(builder.entries)))
     flush()
 
 

@@ -4022,10 +4022,115 @@ fn price_calls(
     ))
 }
 
+/// A Claude Code session read as `transcripts/claude_code.py` reads it (`claude_code::read`), its
+/// messages handed on as the Anthropic messages file they make, a piece at a time
+/// (`engine/feeds/claude_code_lazily.py`): the session's bytes are held until it is dropped.
+#[pyclass(module = "compactlab._native")]
+struct ClaudeCodeLines {
+    data: Py<PyBytes>,
+    reading: crate::claude_code::Reading,
+}
+
+/// How many bytes of messages `ClaudeCodeLines.chunk` hands on at a time (at least).
+const CHUNK: usize = 1 << 20;
+
+#[pymethods]
+impl ClaudeCodeLines {
+    /// The next messages, one a line (at least `CHUNK` bytes but at the end), or None once all
+    /// are handed on.
+    fn chunk<'py>(&mut self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        let data = self.data.bind(py).as_bytes();
+        let mut out = Vec::with_capacity(CHUNK + (CHUNK >> 2));
+        self.reading.fill(data, &mut out, CHUNK);
+        (!out.is_empty()).then(|| PyBytes::new(py, &out))
+    }
+
+    /// Each compaction, once every message is handed on: (the messages before it, its summary's
+    /// line, its boundary's line or None).
+    #[allow(clippy::type_complexity)]
+    fn compactions<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> Vec<(usize, Bound<'py, PyBytes>, Option<Bound<'py, PyBytes>>)> {
+        let data = self.data.bind(py).as_bytes();
+        self.reading
+            .compactions
+            .iter()
+            .map(|(at, summary, boundary)| {
+                (
+                    *at,
+                    PyBytes::new(py, &data[summary.clone()]),
+                    boundary
+                        .as_ref()
+                        .map(|b| PyBytes::new(py, &data[b.clone()])),
+                )
+            })
+            .collect()
+    }
+
+    /// The main session's inline subagent replies' lines (the loader reads their usage).
+    fn sidechain_replies<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, PyBytes>> {
+        let data = self.data.bind(py).as_bytes();
+        let spans = &self.reading.sidechain_replies;
+        spans
+            .iter()
+            .map(|s| PyBytes::new(py, &data[s.clone()]))
+            .collect()
+    }
+
+    /// The lines left out, by why, in the order first met: (the line's `type` as its JSON text,
+    /// None where it has none or it is a user line shown in the transcript only; whether it is
+    /// that; how many).
+    fn ignored<'py>(&self, py: Python<'py>) -> Vec<(Option<Bound<'py, PyBytes>>, bool, u64)> {
+        use crate::claude_code::Ignored;
+        let kind = |why: &Ignored| match why {
+            Ignored::Kind(Some(text)) => (Some(PyBytes::new(py, text)), false),
+            Ignored::Kind(None) => (None, false),
+            Ignored::TranscriptOnly => (None, true),
+        };
+        let ignored = &self.reading.ignored;
+        ignored
+            .iter()
+            .map(|(why, n)| {
+                let (k, t) = kind(why);
+                (k, t, *n)
+            })
+            .collect()
+    }
+
+    /// (the version named, whether the file is a subagent's, the inline subagent lines, the
+    /// title, the session id)
+    fn metadata(&self) -> (Option<String>, bool, u64, Option<String>, Option<String>) {
+        let r = &self.reading;
+        (
+            r.version.clone(),
+            r.subagent,
+            r.sidechain_lines,
+            r.title.clone(),
+            r.session_id.clone(),
+        )
+    }
+}
+
+/// The Claude Code session `data` (a file's bytes) read as the loader reads it, or None where
+/// Python reads it (`claude_code::read`; `max_line`, `max_blank`: the reader's limits).
+#[pyfunction]
+fn claude_code_lines(
+    data: Bound<'_, PyBytes>,
+    max_line: usize,
+    max_blank: usize,
+) -> Option<ClaudeCodeLines> {
+    let reading = crate::claude_code::read(data.as_bytes(), max_line, max_blank)?;
+    Some(ClaudeCodeLines {
+        data: data.unbind(),
+        reading,
+    })
+}
+
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 50;
+const API: u32 = 51;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -4070,6 +4175,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parts, m)?)?;
     m.add_function(wrap_pyfunction!(read_only, m)?)?;
     m.add_function(wrap_pyfunction!(price_calls, m)?)?;
+    m.add_class::<ClaudeCodeLines>()?;
+    m.add_function(wrap_pyfunction!(claude_code_lines, m)?)?;
     m.add_class::<FrameworkSources>()?;
     m.add_class::<LineFacts>()?;
     m.add_class::<crate::turns::KeepingTurns>()?;

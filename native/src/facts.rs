@@ -364,21 +364,21 @@ struct Block {
     is_error: bool,
 }
 
-struct Scan<'a> {
+pub(crate) struct Scan<'a> {
     b: &'a [u8],
     t: &'a str,
-    i: usize,
+    pub(crate) i: usize,
     /// the keys of the objects being read, innermost last (a key given twice is Python's)
     keys: Vec<Cow<'a, str>>,
     /// any JSON number is read (a reply's other members: their sizes are not asked)
-    any_number: bool,
+    pub(crate) any_number: bool,
     /// where each tool result's content stands (`line_facts_placed`)
     spans: Vec<Span>,
 }
 
 impl<'a> Scan<'a> {
     /// A scan of `b` from its start (None: `b` is not UTF-8).
-    fn new(b: &'a [u8]) -> Option<Self> {
+    pub(crate) fn new(b: &'a [u8]) -> Option<Self> {
         Some(Scan {
             b,
             t: simdutf8::basic::from_utf8(b).ok()?,
@@ -389,17 +389,17 @@ impl<'a> Scan<'a> {
         })
     }
 
-    fn peek(&self) -> Option<u8> {
+    pub(crate) fn peek(&self) -> Option<u8> {
         self.b.get(self.i).copied()
     }
 
-    fn ws(&mut self) {
+    pub(crate) fn ws(&mut self) {
         while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
             self.i += 1;
         }
     }
 
-    fn eat(&mut self, c: u8) -> Option<()> {
+    pub(crate) fn eat(&mut self, c: u8) -> Option<()> {
         self.ws();
         (self.peek()? == c).then(|| self.i += 1)
     }
@@ -478,7 +478,7 @@ impl<'a> Scan<'a> {
 
     /// A reply's usage object (at its `{`): Some(None) where it has no member (no usage
     /// recorded); None where Python reads it (`reply_members`).
-    fn usage(&mut self) -> Option<Option<Usage>> {
+    pub(crate) fn usage(&mut self) -> Option<Option<Usage>> {
         let mut usage = Usage::default();
         // (the 1-hour writes: `cache_creation`'s where it is an object, else the flat key's)
         let (mut nested, mut flat): (Option<Option<u64>>, Option<u64>) = (None, None);
@@ -519,7 +519,7 @@ impl<'a> Scan<'a> {
 
     /// After an object's member: true where the object ends there (its `}` read), false where
     /// another member follows (its `,` read); None: neither.
-    fn member_end(&mut self) -> Option<bool> {
+    pub(crate) fn member_end(&mut self) -> Option<bool> {
         self.ws();
         let end = match self.peek()? {
             b',' => false,
@@ -531,7 +531,7 @@ impl<'a> Scan<'a> {
     }
 
     /// Skips a value (it is read again: the content, once the role is known).
-    fn skip(&mut self) -> Option<()> {
+    pub(crate) fn skip(&mut self) -> Option<()> {
         self.value(0).map(|_| ())
     }
 
@@ -615,7 +615,7 @@ impl<'a> Scan<'a> {
 
     /// An object at `depth` (at its `{`), each member's value read by `member` (given its key): its
     /// JSON length. A key given twice is Python's (orjson keeps the last).
-    fn members(
+    pub(crate) fn members(
         &mut self,
         depth: usize,
         mut member: impl FnMut(&mut Self, &str) -> Option<usize>,
@@ -659,7 +659,7 @@ impl<'a> Scan<'a> {
 
     /// A list at `depth` (at its `[`), each element read by `element` (given its index): its JSON
     /// length and how many elements.
-    fn list(
+    pub(crate) fn list(
         &mut self,
         depth: usize,
         mut element: impl FnMut(&mut Self, usize) -> Option<usize>,
@@ -918,7 +918,7 @@ impl<'a> Scan<'a> {
 
     /// A string value, decoded (the line's own text where it holds no escape): its text and its
     /// JSON length.
-    fn string_value(&mut self) -> Option<(Cow<'a, str>, usize)> {
+    pub(crate) fn string_value(&mut self) -> Option<(Cow<'a, str>, usize)> {
         if self.peek()? != b'"' {
             return None;
         }

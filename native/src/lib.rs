@@ -4,6 +4,7 @@
 
 pub mod bootstrap;
 pub mod cache;
+pub mod claude_code;
 pub mod csv_text;
 pub mod facts;
 pub mod float_text;

@@ -120,9 +120,14 @@ class Opening:
 
     def _load_lazily(self) -> Transcript | None:
         """A big plain Anthropic messages file loaded with its messages left in the file until read
-        (``read_ahead.load_lazily``), where that applies."""
+        (``read_ahead.load_lazily``), or a big Claude Code session with its messages left in the
+        Anthropic messages file they make (``claude_code_lazily``), where that applies."""
         from . import read_ahead
 
+        if self.format == "claude-code":
+            from . import claude_code_lazily
+
+            return claude_code_lazily.load_lazily(self.path, self.skip_bad_lines)
         if self.format != "anthropic":
             return None
         return read_ahead.load_lazily(self.path, self.skip_bad_lines)
@@ -141,6 +146,8 @@ class Opening:
         ahead = self._read_ahead(probes)
         if ahead is not None:
             return ahead
+        if self.format == "claude-code" and (transcript := self._load_lazily()) is not None:
+            return as_feed(transcript, probes)
         source = open_transcript(self.path, self.format or self.input_format, skip_bad_lines=self.skip_bad_lines,
                                  head=self.head)
         assert source is not None

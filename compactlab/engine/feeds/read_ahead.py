@@ -33,6 +33,7 @@ opened again or no process can be forked, ``stream`` gives None and the file is 
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import struct
@@ -105,12 +106,16 @@ class SourceFile:
     its line when something reads it (``os.pread``: no shared file position, and a file cut
     short meanwhile is an error, not a crash)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, file: io.FileIO | None = None) -> None:
         self.path = path
-        self._file = open(path, "rb", buffering=0)
+        #: the file (``file``: one open already, named ``path`` in what is said of it: the lines a
+        #: Claude Code session makes, held in memory by ``claude_code_lazily``)
+        self._file = file if file is not None else open(path, "rb", buffering=0)
         #: the open file's descriptor (the native check reads a line by it: ``os.pread``)
         self.fd = self._file.fileno()
         self.size = os.fstat(self.fd).st_size
+        #: the file ``LineReader.blocks`` reads where it is not ``path``'s own
+        self.opened = file
 
     def _line_at(self, offset: int, length: int) -> bytes:
         raw = os.pread(self.fd, length, offset)
@@ -321,7 +326,7 @@ def _lazy_entries(builder: TranscriptBuilder, source: SourceFile, skip_bad_lines
     past the limits) is read here as ``iter_raw_lines`` and ``anthropic_messages._read`` read every
     line (their reference)."""
     path = source.path
-    reader = LineReader(path, skip_bad_lines=skip_bad_lines, limit=source.size)
+    reader = LineReader(path, skip_bad_lines=skip_bad_lines, limit=source.size, opened=source.opened)
     facts = line_facts(ResultFact, True)
     limits = max_line_bytes(), MAX_BLANK_LINES
     make = LazyEntry, NO_IDS  # (each LazyEntry made as its __init__ makes one, the empty sets shared)

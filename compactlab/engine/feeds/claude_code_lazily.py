@@ -1,0 +1,107 @@
+"""A big Claude Code session loaded with its messages left unread until something reads them, as a
+big Anthropic messages file is (``read_ahead.load_lazily``).
+
+Claude Code writes one reply as several lines (a block each) and a tool's result on a line of its
+own, so a message is no line of its file: the loader (``transcripts/claude_code.py``) parsed every
+line and kept every message it made (a 5,000-call session of 63 MB: 0.7 s of CPU and 118 MB for
+``replay -p s08``, against 0.4 s and 42 MB for the same messages as an Anthropic messages file).
+Here the native core reads the session as that loader reads it (``claude_code::read``, that loader
+its reference) and writes the messages it makes as the Anthropic messages file of them: a
+message a line, each block as it stands on its line, a reply with its recorded usage, model and
+time. That file is held in memory (an anonymous file, ``os.memfd_create``: nothing is written
+anywhere) and read as a big Anthropic messages file is, each message's facts read natively and the
+message left in it. What the loader keeps of the rest (the compactions, the inline subagents'
+usage, the lines left out, the version, title and session id) is read as the loader reads it.
+
+It applies where the Anthropic file's lazy loading does (``read_ahead.usable``: the native core, a
+plain file of ``read_ahead.MIN_BYTES`` or more, or ``COMPACTLAB_READ_AHEAD=lazy``) and the system
+has anonymous files; a session the native reading does not vouch for (any line the loader would
+call bad, or reads otherwise: see ``native/src/claude_code.rs``) is loaded by the loader. The
+transcript is the loader's, message for message and fact for fact (tested, and replayed alike)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from ...core import in_use
+from ...plumbing.files import MAX_BLANK_LINES, max_line_bytes, open_regular
+from ...transcripts import claude_code, load_with
+from ...transcripts.model import Transcript, TranscriptBuilder
+from .read_ahead import SourceFile, _lazy_entries, usable
+
+
+def applies(path: str) -> bool:
+    """Whether the session at ``path`` is loaded so (see the module's docstring)."""
+    return in_use() is not None and hasattr(os, "memfd_create") and usable(path, forking=False)
+
+
+def load_lazily(path: str, skip_bad_lines: bool = False) -> Transcript | None:
+    """The Claude Code session at ``path`` loaded with its messages left unread; None where that
+    does not apply (``applies``). A session the native reading leaves to the loader is the
+    loader's."""
+    if not applies(path):
+        return None
+
+    def load(path: str, *, skip_bad_lines: bool = False, **_: object) -> Transcript:
+        loaded = _load(path, skip_bad_lines)
+        return loaded if loaded is not None else claude_code.load(path, skip_bad_lines=skip_bad_lines)
+
+    return load_with(load, path, skip_bad_lines=skip_bad_lines)
+
+
+def _load(path: str, skip_bad_lines: bool) -> Transcript | None:
+    native = in_use()
+    assert native is not None  # (``applies``)
+    f = open_regular(path)
+    try:
+        data = f.readall()
+    finally:
+        f.close()
+    lines = native.claude_code_lines(data, max_line_bytes(), MAX_BLANK_LINES)
+    del data  # (held by ``lines`` until its messages are written)
+    if lines is None:
+        return None
+    held = open(os.memfd_create("compactlab-claude-code", getattr(os, "MFD_CLOEXEC", 0)), "r+b", buffering=0)
+    try:
+        while (chunk := lines.chunk()) is not None:
+            held.write(chunk)  # (an unbuffered file writes it all, or raises)
+        source = SourceFile(path, held)
+    except BaseException:
+        held.close()
+        raise
+    rest = _rest(lines)
+    del lines  # (the session's bytes: not held while its messages are read)
+    builder = TranscriptBuilder(path, claude_code.NAME)
+    for _entry in _lazy_entries(builder, source, skip_bad_lines):
+        pass
+    rest(builder)
+    return builder.build(skipped_lines=builder.skipped_lines)
+
+
+def _rest(lines: Any) -> Callable[[TranscriptBuilder], None]:
+    """What the loader keeps besides the messages, read as it reads it (``claude_code.load``), to be
+    put in the builder once the messages are."""
+    version, subagent, sidechain_lines, title, session_id = lines.metadata()
+    compactions = [(position, orjson.loads(summary)["message"], orjson.loads(boundary) if boundary is not None else {})
+                   for position, summary, boundary in lines.compactions()]
+    side: dict[str, dict[str, Any]] = {}
+    for reply in lines.sidechain_replies():
+        claude_code.sidechain_usage(orjson.loads(reply), side)
+    ignored: dict[str, int] = {}
+    for kind, transcript_only, n in lines.ignored():
+        label = (claude_code.TRANSCRIPT_ONLY if transcript_only
+                 else claude_code.ignored_label(orjson.loads(kind) if kind is not None else None))
+        ignored[label] = ignored.get(label, 0) + n
+
+    def put(builder: TranscriptBuilder) -> None:
+        builder.metadata = {**({"version": version} if version is not None else {}), **builder.metadata}
+        builder.title, builder.session_id = title, session_id
+        for n, (position, summary, boundary) in enumerate(compactions, 1):
+            builder.compactions.append(claude_code.recorded_compaction(summary, boundary, n, position))
+        claude_code.finish(builder, subagent, sidechain_lines, side, ignored)
+
+    return put
