@@ -309,6 +309,9 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
         # every real Anthropic or Claude Code recording is (the synthetic files above are streamed)
         rec_file = root / f"recorded-{calls}.jsonl"
         write(rec_file, calls, seed=1, usage=True)
+        # the same recording as Claude Code writes it: a reply a line per block, each result a line
+        cc_file = root / f"claude-code-{calls}.jsonl"
+        write(cc_file, calls, seed=1, form="claude-code")
         # months of sessions: a folder of many small ones (200 of 50 calls for 5,000 calls)
         folder = root / "sessions"
         folder.mkdir(exist_ok=True)
@@ -326,7 +329,7 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
         # replay of a file replayed before reads its probes; "cold" indexes them again each time,
         # "recall off" does not look for them (recall's share of a replay is the difference)
         os.environ["COMPACTLAB_CACHE_DIR"] = str(root / "cache")
-        for path in (n_file, n2_file, rec_file):  # (the 2x file too: its ratio compares like with like)
+        for path in (n_file, n2_file, rec_file, cc_file):  # (the 2x file too: its ratio compares like with like)
             subprocess.run(replay(path, "-p", "s08"), capture_output=True, check=True)
         measures = [
             Measure("floor", [sys.executable, "-c", FLOOR, str(n_file)]),
@@ -347,6 +350,8 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
             Measure("replay -p observation-masking, 2x calls", replay(n2_file, "-p", "observation-masking")),
             Measure("floor, recording", [sys.executable, "-c", FLOOR, str(rec_file)]),
             Measure("replay -p s08, recording (loaded whole)", replay(rec_file, "-p", "s08")),
+            Measure("floor, Claude Code session", [sys.executable, "-c", FLOOR, str(cc_file)]),
+            Measure("replay -p s08, Claude Code session", replay(cc_file, "-p", "s08")),
             # your own step that keeps everything, against no compaction, recall off in both (the
             # step's policy acts, so it would look for the probes none never needs): the seam's cost.
             # A step runs on the Python engine, so it is held to none there (#56); none as the core
@@ -388,7 +393,7 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
         write(small, 4, seed=7)
         startup = startup_instructions(cl, [*cl, "replay", str(small), "-p", "s08", "--out", o + "-small", "-q"])
         if startup is not None and instructions:  # (as timed: the probes cached)
-            names = ("floor", *INSTRUCTION_TARGETS, *RECORDING)
+            names = ("floor", *INSTRUCTION_TARGETS, *RECORDING, *CLAUDE_CODE)
             startup.update(counted({name: by[name].argv for name in names}, {name: by[name].env for name in names})
                            or {})
         return _report(by, reference, size, big_size, calls, rounds, out, startup, idle, against)
@@ -655,6 +660,8 @@ INSTRUCTION_TARGETS = {"replay -p s08": 2.5, "replay -p none": 1.8}
 #: a recording with usage (loaded whole, as every real one is) and its own floor: a guard, counted
 #: with the targets (its CPU seconds move with the machine more than the change they measure)
 RECORDING = ("floor, recording", "replay -p s08, recording (loaded whole)")
+#: the same recording as a Claude Code session, over its own floor (a guard)
+CLAUDE_CODE = ("floor, Claude Code session", "replay -p s08, Claude Code session")
 
 
 def startup_instructions(cl: list[str], replay_small: list[str]) -> dict[str, int] | None:
@@ -715,13 +722,15 @@ def _over_the_floor(by: dict[str, Measure], counts: dict[str, int] | None) -> li
 
 
 def _recording_rows(by: dict[str, Measure], counts: dict[str, int] | None) -> list[tuple[str, float, str, bool | None]]:
-    """The recording loaded whole over its own floor: a guard, in CPU seconds and, where ``counts``
-    has them (``bench --instructions``), in instructions."""
-    its_floor, replayed = RECORDING
-    rows: list[tuple[str, float, str, bool | None]] = [
-        (f"{replayed} / its floor (CPU)", by[replayed].cpu / by[its_floor].cpu, "× (guard)", None)]
-    if counts is not None and counts.get(its_floor) and replayed in counts:
-        rows.append((f"{replayed} / its floor (instructions)", counts[replayed] / counts[its_floor], "× (guard)", None))
+    """The recording loaded whole, and the same as a Claude Code session, each over its own floor:
+    guards, in CPU seconds and, where ``counts`` has them (``bench --instructions``), in
+    instructions."""
+    rows: list[tuple[str, float, str, bool | None]] = []
+    for its_floor, replayed in (RECORDING, CLAUDE_CODE):
+        rows.append((f"{replayed} / its floor (CPU)", by[replayed].cpu / by[its_floor].cpu, "× (guard)", None))
+        if counts is not None and counts.get(its_floor) and replayed in counts:
+            rows.append((f"{replayed} / its floor (instructions)", counts[replayed] / counts[its_floor], "× (guard)",
+                         None))
     return rows
 
 

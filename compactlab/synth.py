@@ -162,11 +162,34 @@ def recorded(messages: Iterator[Message], model: str = "claude-sonnet-4-5") -> I
         previous = prompt
 
 
-def write(path: str | Path, calls: int, seed: int = 0, usage: bool = False) -> int:
-    """Write a synthetic transcript (``usage``: as a recording with usage writes it, ``recorded``);
+def claude_code(messages: Iterator[dict], session: str = "synthetic") -> Iterator[dict]:
+    """The messages (``recorded``'s: replies with their usage) as Claude Code writes a session: each
+    in its envelope, a reply a line per block (its id, model and usage on each, as Claude Code
+    repeats them), the conversation's lines chained by their parents."""
+    parent = None
+    for n, m in enumerate(messages):
+        envelope = {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": "/work",
+                    "sessionId": session, "version": "2.1.0", "type": m["role"]}
+        if m["role"] != "assistant":
+            parent = f"{n:08d}-0000-4000-8000-000000000000"
+            yield {**envelope, "uuid": parent, "message": m}
+            continue
+        blocks = m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]
+        reply = {k: v for k, v in m.items() if k != "timestamp"}
+        for k, block in enumerate(blocks):
+            parent = f"{n:08d}-{k:04d}-4000-8000-000000000000"
+            yield {**envelope, "uuid": parent, "requestId": f"req_{n:08d}", "timestamp": m.get("timestamp"),
+                   "message": {**reply, "content": [block]}}
+
+
+def write(path: str | Path, calls: int, seed: int = 0, usage: bool = False, form: str = "anthropic") -> int:
+    """Write a synthetic transcript (``usage``: as a recording with usage writes it, ``recorded``;
+    ``form`` ``"claude-code"``: as a Claude Code session, ``claude_code``, its usage recorded);
     returns its size in bytes."""
     messages = generate(calls, seed)
-    data = b"".join(orjson.dumps(m) + b"\n" for m in (recorded(messages) if usage else messages))
+    lines = (claude_code(recorded(messages)) if form == "claude-code"
+             else recorded(messages) if usage else messages)
+    data = b"".join(orjson.dumps(m) + b"\n" for m in lines)
     from .plumbing.outputs import atomic_write_bytes
 
     atomic_write_bytes(Path(path), data)

@@ -107,7 +107,8 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "startup_instructions", lambda cl, small: asked.append(small) or {
         "--help": 250_000_000, "replay of a small file": 500_000_000})
     counts = {"floor": 700_000_000, "replay -p s08": 4_900_000_000, "replay -p none": 1_190_000_000,
-              "floor, recording": 740_000_000, "replay -p s08, recording (loaded whole)": 3_552_000_000}
+              "floor, recording": 740_000_000, "replay -p s08, recording (loaded whole)": 3_552_000_000,
+              "floor, Claude Code session": 800_000_000, "replay -p s08, Claude Code session": 3_000_000_000}
     told = {}
     monkeypatch.setattr(bench, "counted", lambda commands, envs: told.update(commands=commands, envs=envs) or {
         name: counts[name] for name in commands})
@@ -165,13 +166,17 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     # (a recording with usage, loaded whole, over its own floor: a guard in instructions too)
     assert "replay -p s08, recording (loaded whole) / its floor (instructions)     4.80  × (guard)" in r.stdout
     assert told["commands"]["floor, recording"][-1].endswith("recorded-30.jsonl")
+    # (the same recording as a Claude Code session, over its own floor)
+    assert "replay -p s08, Claude Code session / its floor (CPU)" in r.stdout
+    assert "replay -p s08, Claude Code session / its floor (instructions)     3.75  × (guard)" in r.stdout
+    assert told["commands"]["floor, Claude Code session"][-1].endswith("claude-code-30.jsonl")
     assert "none" in told["commands"]["replay -p none"] and told["envs"]["replay -p none"] == {"COMPACTLAB_PROBES": "0"}
     # #59 §5: the compare of the trajectories on a Dask cluster over the same on --jobs, every process's CPU
     assert on_dask == [tmp_path / "inputs" / "trajectories"]
     assert shown["compare 3 x 2: Dask cluster / --jobs 2 (CPU)"] == ["1.30", "×", "(#59)", "≤", "1.3", "ok"]
     assert shown["a Dask cluster idle (CPU s a second)"][0] == "0.20"
     doc = json.loads(out.read_text())
-    assert len(doc["figures"]) == 38 and doc["commands"]["floor"]["cpu"] > 0
+    assert len(doc["figures"]) == 40 and doc["commands"]["floor"]["cpu"] > 0
     # a step runs on the Python engine: its seam is held to none there (#56), and shown against none as run
     cpu = {name: c["cpu"] for name, c in doc["commands"].items()}
     figure = {f["figure"]: f["value"] for f in doc["figures"]}

@@ -48,3 +48,20 @@ def test_a_recording_with_usage_is_loaded_and_calibrated_on_it(tmp_path):
     assert len(t.usage) == 60 and t.model == "claude-sonnet-4-5"
     cal = calibrate(t)
     assert abs(cal.chars_per_token - 3.7) < 0.01 and abs(cal.overhead_tokens - 3000) <= 5 and cal.mape < 0.001
+
+
+def test_a_recording_written_as_a_claude_code_session_is_the_same_recording(tmp_path):
+    """``synth.write(form="claude-code")``: the recording as Claude Code writes a session (a reply a
+    line per block, in envelopes): detected as one, and loaded it is the recording, usage and all."""
+    from compactlab import load_transcript
+    from compactlab.synth import write
+    from compactlab.transcripts import detect_format
+
+    session, recording = tmp_path / "cc.jsonl", tmp_path / "rec.jsonl"
+    write(session, 60, seed=3, form="claude-code")
+    write(recording, 60, seed=3, usage=True)
+    assert detect_format(str(session)) == "claude-code"
+    a, b = load_transcript(str(session)), load_transcript(str(recording))
+    assert [e.message for e in a.entries] == [e.message for e in b.entries]
+    assert a.usage == b.usage and len(a.usage) == 60 and a.model == b.model
+    assert sum(1 for _ in session.open()) > sum(1 for _ in recording.open())  # (a reply's blocks: a line each)

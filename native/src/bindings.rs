@@ -4024,10 +4024,11 @@ fn price_calls(
 
 /// A Claude Code session read as `transcripts/claude_code.py` reads it (`claude_code::read`), its
 /// messages handed on as the Anthropic messages file they make, a piece at a time
-/// (`engine/feeds/claude_code_lazily.py`): the session's bytes are held until it is dropped.
+/// (`engine/feeds/claude_code_lazily.py`): the file is held open, its blocks read again as they
+/// are written.
 #[pyclass(module = "compactlab._native")]
 struct ClaudeCodeLines {
-    data: Py<PyBytes>,
+    file: std::fs::File,
     reading: crate::claude_code::Reading,
 }
 
@@ -4037,45 +4038,36 @@ const CHUNK: usize = 1 << 20;
 #[pymethods]
 impl ClaudeCodeLines {
     /// The next messages, one a line (at least `CHUNK` bytes but at the end), or None once all
-    /// are handed on.
-    fn chunk<'py>(&mut self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        let data = self.data.bind(py).as_bytes();
+    /// are handed on; `OSError` where the file no longer holds what was read.
+    fn chunk<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let mut out = Vec::with_capacity(CHUNK + (CHUNK >> 2));
-        self.reading.fill(data, &mut out, CHUNK);
-        (!out.is_empty()).then(|| PyBytes::new(py, &out))
+        self.reading
+            .fill(&self.file, &mut out, CHUNK)
+            .map_err(PyErr::from)?;
+        Ok((!out.is_empty()).then(|| PyBytes::new(py, &out)))
     }
 
     /// Each compaction, once every message is handed on: (the messages before it, its summary's
     /// line, its boundary's line or None).
     #[allow(clippy::type_complexity)]
     fn compactions<'py>(
-        &self,
+        &mut self,
         py: Python<'py>,
-    ) -> Vec<(usize, Bound<'py, PyBytes>, Option<Bound<'py, PyBytes>>)> {
-        let data = self.data.bind(py).as_bytes();
-        self.reading
-            .compactions
-            .iter()
-            .map(|(at, summary, boundary)| {
-                (
-                    *at,
-                    PyBytes::new(py, &data[summary.clone()]),
-                    boundary
-                        .as_ref()
-                        .map(|b| PyBytes::new(py, &data[b.clone()])),
-                )
-            })
-            .collect()
+    ) -> PyResult<Vec<(usize, Bound<'py, PyBytes>, Option<Bound<'py, PyBytes>>)>> {
+        let spans = self.reading.compactions.clone();
+        let mut out = Vec::with_capacity(spans.len());
+        for (at, summary, boundary) in spans {
+            let summary = self.line(py, &summary)?;
+            let boundary = boundary.map(|b| self.line(py, &b)).transpose()?;
+            out.push((at, summary, boundary));
+        }
+        Ok(out)
     }
 
     /// The main session's inline subagent replies' lines (the loader reads their usage).
-    fn sidechain_replies<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, PyBytes>> {
-        let data = self.data.bind(py).as_bytes();
-        let spans = &self.reading.sidechain_replies;
-        spans
-            .iter()
-            .map(|s| PyBytes::new(py, &data[s.clone()]))
-            .collect()
+    fn sidechain_replies<'py>(&mut self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        let spans = self.reading.sidechain_replies.clone();
+        spans.iter().map(|s| self.line(py, s)).collect()
     }
 
     /// The lines left out, by why, in the order first met: (the line's `type` as its JSON text,
@@ -4083,17 +4075,13 @@ impl ClaudeCodeLines {
     /// that; how many).
     fn ignored<'py>(&self, py: Python<'py>) -> Vec<(Option<Bound<'py, PyBytes>>, bool, u64)> {
         use crate::claude_code::Ignored;
-        let kind = |why: &Ignored| match why {
-            Ignored::Kind(Some(text)) => (Some(PyBytes::new(py, text)), false),
-            Ignored::Kind(None) => (None, false),
-            Ignored::TranscriptOnly => (None, true),
-        };
         let ignored = &self.reading.ignored;
         ignored
             .iter()
-            .map(|(why, n)| {
-                let (k, t) = kind(why);
-                (k, t, *n)
+            .map(|(why, n)| match why {
+                Ignored::Kind(Some(text)) => (Some(PyBytes::new(py, text)), false, *n),
+                Ignored::Kind(None) => (None, false, *n),
+                Ignored::TranscriptOnly => (None, true, *n),
             })
             .collect()
     }
@@ -4112,19 +4100,32 @@ impl ClaudeCodeLines {
     }
 }
 
-/// The Claude Code session `data` (a file's bytes) read as the loader reads it, or None where
-/// Python reads it (`claude_code::read`; `max_line`, `max_blank`: the reader's limits).
+impl ClaudeCodeLines {
+    fn line<'py>(
+        &mut self,
+        py: Python<'py>,
+        span: &crate::claude_code::Span,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = self.reading.bytes(&self.file, span).map_err(PyErr::from)?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+}
+
+/// The Claude Code session at `path` (a regular file) read as the loader reads it, or None where
+/// Python reads it (`claude_code::read`; `max_line`, `max_blank`: the reader's limits); an
+/// `OSError` where it cannot be read.
 #[pyfunction]
 fn claude_code_lines(
-    data: Bound<'_, PyBytes>,
+    path: &str,
     max_line: usize,
     max_blank: usize,
-) -> Option<ClaudeCodeLines> {
-    let reading = crate::claude_code::read(data.as_bytes(), max_line, max_blank)?;
-    Some(ClaudeCodeLines {
-        data: data.unbind(),
-        reading,
-    })
+) -> PyResult<Option<ClaudeCodeLines>> {
+    let file = std::fs::File::open(path).map_err(PyErr::from)?;
+    if !file.metadata().map_err(PyErr::from)?.is_file() {
+        return Ok(None);
+    }
+    let reading = crate::claude_code::read(&file, max_line, max_blank).map_err(PyErr::from)?;
+    Ok(reading.map(|reading| ClaudeCodeLines { file, reading }))
 }
 
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it

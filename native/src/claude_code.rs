@@ -20,10 +20,55 @@
 //! blank lines past it. What the loader reads of the rare lines it keeps whole (a compaction's
 //! summary and boundary, an inline subagent's reply) is handed to Python as those lines.
 
+use std::io;
+
 use rustc_hash::FxHashMap;
 
 use crate::facts::{self, Role, Scan};
-use crate::lines;
+use crate::pieces::Pieces;
+
+/// What a session is read from: its bytes at an offset (`pread`), fewer only at its end.
+pub trait Source {
+    fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<usize>;
+}
+
+impl Source for std::fs::File {
+    fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<usize> {
+        std::os::unix::fs::FileExt::read_at(self, buf, at)
+    }
+}
+
+impl Source for [u8] {
+    fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<usize> {
+        let rest = self.get(at as usize..).unwrap_or_default();
+        let n = buf.len().min(rest.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        Ok(n)
+    }
+}
+
+/// Reads into `buf` as many bytes as its capacity from `at` (fewer only at the end of `src`).
+fn fill_from<S: Source + ?Sized>(src: &S, buf: &mut Vec<u8>, at: u64) -> io::Result<()> {
+    let start = buf.len();
+    buf.resize(buf.capacity(), 0);
+    let mut got = start;
+    while got < buf.len() {
+        match src.read_at(&mut buf[got..], at + (got - start) as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                buf.truncate(got);
+                return Err(e);
+            }
+        }
+    }
+    buf.truncate(got);
+    Ok(())
+}
+
+/// How many bytes the first reading takes at a time, and each piece the writing reads again.
+const PIECE: usize = 1 << 20;
 
 /// Bytes `start..end` of the session's file.
 pub type Span = std::ops::Range<usize>;
@@ -102,6 +147,8 @@ pub struct Reading {
     /// the messages written so far
     pub written: usize,
     done: bool,
+    /// the pieces of the file its blocks are read again from
+    pieces: Pieces<()>,
 }
 
 /// The members of a line's envelope the loader reads (each value's span on the line).
@@ -312,6 +359,7 @@ impl Reading {
             buffer: Vec::new(),
             written: 0,
             done: false,
+            pieces: Pieces::new(PIECE, 4),
         }
     }
 
@@ -322,17 +370,23 @@ impl Reading {
         }
     }
 
-    /// Writes the next messages into `out` (empty) until it holds `limit` bytes or more: false once
-    /// every message is written.
-    pub fn fill(&mut self, data: &[u8], out: &mut Vec<u8>, limit: usize) -> bool {
+    /// Writes the next messages into `out` (empty) until it holds `limit` bytes or more, their
+    /// blocks read again from `src` (the session read): false once every message is written. An
+    /// error where `src` no longer holds them (changed since it was read).
+    pub fn fill<S: Source + ?Sized>(
+        &mut self,
+        src: &S,
+        out: &mut Vec<u8>,
+        limit: usize,
+    ) -> io::Result<bool> {
         while self.at < self.seq.len() && out.len() < limit {
             let at = self.at;
             self.at += 1;
             match &self.seq[at] {
                 Seq::Assistant(g) => {
                     let g = *g;
-                    self.flush(data, out);
-                    self.reply(data, g, out);
+                    self.flush(src, out)?;
+                    self.reply(src, g, out)?;
                     if !self.groups[g].results.is_empty() {
                         self.buffer.push(Buffered::Results(g));
                     }
@@ -340,90 +394,104 @@ impl Reading {
                 Seq::User(_) => self.buffer.push(Buffered::Seq(at)),
                 Seq::Compaction(summary, boundary) => {
                     let (summary, boundary) = (summary.clone(), boundary.clone());
-                    self.flush(data, out);
+                    self.flush(src, out)?;
                     self.compactions.push((self.written, summary, boundary));
                 }
             }
         }
         if self.at == self.seq.len() && !self.done {
-            self.flush(data, out);
+            self.flush(src, out)?;
             self.done = true;
         }
-        !self.done || self.at < self.seq.len()
+        Ok(!self.done || self.at < self.seq.len())
     }
 
-    fn reply(&mut self, data: &[u8], g: usize, out: &mut Vec<u8>) {
-        let group = &self.groups[g];
+    /// The bytes `span` of `src` (a line the first reading read: its compaction's, its inline
+    /// subagents').
+    pub fn bytes<S: Source + ?Sized>(&mut self, src: &S, span: &Span) -> io::Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(span.len());
+        put(&mut self.pieces, src, span, &mut out)?;
+        Ok(out)
+    }
+
+    fn reply<S: Source + ?Sized>(
+        &mut self,
+        src: &S,
+        g: usize,
+        out: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        let (group, pieces) = (&self.groups[g], &mut self.pieces);
         out.extend_from_slice(br#"{"role":"assistant","content":["#);
         for (k, block) in group.blocks.iter().enumerate() {
             if k > 0 {
                 out.push(b',');
             }
             match block {
-                Block::Object(span) => out.extend_from_slice(&data[span.clone()]),
-                Block::Text(span) => text_block(data, span, out),
+                Block::Object(span) => put(pieces, src, span, out)?,
+                Block::Text(span) => text_block(pieces, src, span, out)?,
             }
         }
         out.push(b']');
         if let Some(usage) = &group.usage {
             out.extend_from_slice(br#","usage":"#);
-            out.extend_from_slice(&data[usage.clone()]);
+            put(pieces, src, usage, out)?;
             if let Some(t) = group.timestamp.as_ref().filter(|t| t.len() > 2) {
                 out.extend_from_slice(br#","timestamp":"#);
-                out.extend_from_slice(&data[t.clone()]);
+                put(pieces, src, t, out)?;
             }
         }
         if let Some(m) = group.model.as_ref().filter(|m| m.len() > 2) {
             out.extend_from_slice(br#","model":"#);
-            out.extend_from_slice(&data[m.clone()]);
+            put(pieces, src, m, out)?;
         }
         out.extend_from_slice(b"}\n");
         self.written += 1;
+        Ok(())
     }
 
     /// The user messages held, as one message (`_emit`'s `flush`).
-    fn flush(&mut self, data: &[u8], out: &mut Vec<u8>) {
+    fn flush<S: Source + ?Sized>(&mut self, src: &S, out: &mut Vec<u8>) -> io::Result<()> {
         if self.buffer.is_empty() {
-            return;
+            return Ok(());
         }
+        let pieces = &mut self.pieces;
         out.extend_from_slice(br#"{"role":"user","content":"#);
         if let [one] = &self.buffer[..] {
             match one {
                 Buffered::Seq(k) => match &self.seq[*k] {
                     Seq::User(Item::Str(span) | Item::List(span, _)) => {
-                        out.extend_from_slice(&data[span.clone()])
+                        put(pieces, src, span, out)?
                     }
-                    Seq::User(Item::Rest(blocks)) => list(data, blocks, out),
+                    Seq::User(Item::Rest(blocks)) => list(pieces, src, blocks, out)?,
                     _ => unreachable!("only a user line's item is buffered by its place"),
                 },
-                Buffered::Results(g) => list(data, &self.groups[*g].results, out),
+                Buffered::Results(g) => list(pieces, src, &self.groups[*g].results, out)?,
             }
         } else {
             out.push(b'[');
             let mut first = true;
-            let mut put = |out: &mut Vec<u8>, write: &dyn Fn(&mut Vec<u8>)| {
-                if !first {
-                    out.push(b',');
-                }
-                first = false;
-                write(out);
-            };
             for item in &self.buffer {
-                let spans: &[Span] = match item {
+                let (text, spans): (Option<&Span>, &[Span]) = match item {
                     Buffered::Seq(k) => match &self.seq[*k] {
-                        Seq::User(Item::Str(span)) => {
-                            put(out, &|out: &mut Vec<u8>| text_block(data, span, out));
-                            continue;
-                        }
-                        Seq::User(Item::List(_, blocks) | Item::Rest(blocks)) => blocks,
+                        Seq::User(Item::Str(span)) => (Some(span), &[]),
+                        Seq::User(Item::List(_, blocks) | Item::Rest(blocks)) => (None, blocks),
                         _ => unreachable!("only a user line's item is buffered by its place"),
                     },
-                    Buffered::Results(g) => &self.groups[*g].results,
+                    Buffered::Results(g) => (None, &self.groups[*g].results),
                 };
+                if let Some(span) = text {
+                    if !first {
+                        out.push(b',');
+                    }
+                    first = false;
+                    text_block(pieces, src, span, out)?;
+                }
                 for span in spans {
-                    put(out, &|out: &mut Vec<u8>| {
-                        out.extend_from_slice(&data[span.clone()])
-                    });
+                    if !first {
+                        out.push(b',');
+                    }
+                    first = false;
+                    put(pieces, src, span, out)?;
                 }
             }
             out.push(b']');
@@ -431,25 +499,64 @@ impl Reading {
         out.extend_from_slice(b"}\n");
         self.written += 1;
         self.buffer.clear();
+        Ok(())
     }
 }
 
-/// A string content written as a text block (`_as_blocks`).
-fn text_block(data: &[u8], span: &Span, out: &mut Vec<u8>) {
-    out.extend_from_slice(br#"{"type":"text","text":"#);
-    out.extend_from_slice(&data[span.clone()]);
-    out.push(b'}');
+/// The bytes `span` of `src` into `out`: cut from a piece read again (the messages are written in
+/// about the order of the file), or read alone where longer than a piece.
+fn put<S: Source + ?Sized>(
+    pieces: &mut Pieces<()>,
+    src: &S,
+    span: &Span,
+    out: &mut Vec<u8>,
+) -> io::Result<()> {
+    if let Some(bytes) = pieces.get((), span.start as u64, span.len(), |buf, at| {
+        fill_from(src, buf, at)
+    })? {
+        out.extend_from_slice(bytes);
+        return Ok(());
+    }
+    let mut alone = Vec::with_capacity(span.len());
+    fill_from(src, &mut alone, span.start as u64)?;
+    if alone.len() < span.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the file was cut short",
+        ));
+    }
+    out.extend_from_slice(&alone);
+    Ok(())
 }
 
-fn list(data: &[u8], blocks: &[Span], out: &mut Vec<u8>) {
+/// A string content written as a text block (`_as_blocks`).
+fn text_block<S: Source + ?Sized>(
+    pieces: &mut Pieces<()>,
+    src: &S,
+    span: &Span,
+    out: &mut Vec<u8>,
+) -> io::Result<()> {
+    out.extend_from_slice(br#"{"type":"text","text":"#);
+    put(pieces, src, span, out)?;
+    out.push(b'}');
+    Ok(())
+}
+
+fn list<S: Source + ?Sized>(
+    pieces: &mut Pieces<()>,
+    src: &S,
+    blocks: &[Span],
+    out: &mut Vec<u8>,
+) -> io::Result<()> {
     out.push(b'[');
     for (k, span) in blocks.iter().enumerate() {
         if k > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(&data[span.clone()]);
+        put(pieces, src, span, out)?;
     }
     out.push(b']');
+    Ok(())
 }
 
 /// The types of the lines that hold a message of the conversation.
@@ -458,31 +565,28 @@ const CONVERSATION: [&str; 2] = ["user", "assistant"];
 /// The session in `data` read as the loader reads it, or None where Python reads it (see the
 /// module's documentation). `max_line`: the longest line the reader takes (with its line break);
 /// `max_blank`: the blank lines in a row it takes.
-pub fn read(data: &[u8], max_line: usize, max_blank: usize) -> Option<Reading> {
-    let mut r = Reading::new();
-    let mut by_id: FxHashMap<String, usize> = FxHashMap::default();
-    let mut owner: FxHashMap<String, usize> = FxHashMap::default();
-    let mut decided: Option<bool> = None; // (subagent: decided by the first conversation line)
-    let mut pending: Option<Span> = None; // (a compaction's boundary line)
-    let (mut i, mut lineno, mut blank) = (0, 0usize, 0usize);
-    while let Some(end) = lines::line_end(data, i, true) {
-        let (start, line) = (i, &data[i..end]);
-        i = end;
-        lineno += 1;
-        if line.len() > max_line {
-            return None;
-        }
-        if line
-            .iter()
-            .all(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c))
-        {
-            blank += 1;
-            if blank >= max_blank {
-                return None;
-            }
-            continue;
-        }
-        blank = 0;
+/// What the first reading holds besides the session read so far.
+#[derive(Default)]
+struct First {
+    by_id: FxHashMap<String, usize>,
+    owner: FxHashMap<String, usize>,
+    /// whether the first conversation line is a sidechain's (None: none yet)
+    decided: Option<bool>,
+    /// a compaction's boundary line, until its summary's
+    pending: Option<Span>,
+}
+
+impl First {
+    /// The line at `start` of the file (its number `lineno`, not blank) read into `r`; None where
+    /// Python reads the session.
+    fn line(&mut self, r: &mut Reading, line: &[u8], start: usize, lineno: usize) -> Option<()> {
+        let First {
+            by_id,
+            owner,
+            decided,
+            pending,
+        } = self;
+        let end = start + line.len();
         let e = envelope(line)?;
         if r.version.is_none() {
             if let Some(v) = text(line, &e.version) {
@@ -511,7 +615,7 @@ pub fn read(data: &[u8], max_line: usize, max_blank: usize) -> Option<Reading> {
                 if kind == "assistant" {
                     r.sidechain_replies.push(start..end);
                 }
-                continue;
+                return Some(());
             }
             let span = e.message.clone()?;
             let bytes = &line[span.clone()];
@@ -526,7 +630,7 @@ pub fn read(data: &[u8], max_line: usize, max_blank: usize) -> Option<Reading> {
             let m = message(bytes, start + span.start)?;
             if kind == "assistant" {
                 if let Some(u) = &m.usage {
-                    let mut s = Scan::new(&data[u.clone()])?;
+                    let mut s = Scan::new(&line[u.start - start..u.end - start])?;
                     s.usage()??; // (None: Python reads it; an empty object: the loader's zeros)
                 }
                 let key = match m.id {
@@ -570,15 +674,15 @@ pub fn read(data: &[u8], max_line: usize, max_blank: usize) -> Option<Reading> {
                 if m.model.is_some() {
                     group.model = m.model;
                 }
-                continue;
+                return Some(());
             }
             if flag(line, &e.compact_summary)? {
                 r.seq.push(Seq::Compaction(start..end, pending.take()));
-                continue;
+                return Some(());
             }
             if flag(line, &e.transcript_only)? {
                 r.ignore(Ignored::TranscriptOnly);
-                continue;
+                return Some(());
             }
             let item = match m.elements {
                 None => Item::Str(m.content),
@@ -599,20 +703,20 @@ pub fn read(data: &[u8], max_line: usize, max_blank: usize) -> Option<Reading> {
                     if rest.len() == n {
                         Item::List(m.content, rest)
                     } else if rest.is_empty() {
-                        continue; // (all of it went to the results of its replies)
+                        return Some(()); // (all of it went to the results of its replies)
                     } else {
                         Item::Rest(rest)
                     }
                 }
             };
             r.seq.push(Seq::User(item));
-            continue;
+            return Some(());
         }
         // a line that is no message of the conversation
         let subtype = text(line, &e.subtype);
         match kind.as_deref() {
             Some("system") if subtype.as_deref() == Some("compact_boundary") => {
-                pending = Some(start..end)
+                *pending = Some(start..end)
             }
             Some("summary") if text(line, &e.summary).is_some() => {
                 if r.title.as_deref().unwrap_or("").is_empty() {
@@ -627,9 +731,70 @@ pub fn read(data: &[u8], max_line: usize, max_blank: usize) -> Option<Reading> {
         if r.session_id.is_none() {
             r.session_id = text(line, &e.session_id);
         }
+        Some(())
     }
-    r.subagent = decided.unwrap_or(false);
-    Some(r)
+}
+
+/// The session in `src` read as the loader reads it, or None where Python reads it (see the
+/// module's documentation). `max_line`: the longest line the reader takes (with its line break);
+/// `max_blank`: the blank lines in a row it takes. Read a piece at a time: the session's bytes are
+/// not held (the writing reads its blocks again).
+pub fn read<S: Source + ?Sized>(
+    src: &S,
+    max_line: usize,
+    max_blank: usize,
+) -> io::Result<Option<Reading>> {
+    let mut r = Reading::new();
+    let mut first = First::default();
+    let (mut lineno, mut blank) = (0usize, 0usize);
+    let mut buf: Vec<u8> = Vec::with_capacity(PIECE);
+    let mut base = 0usize; // (the file's offset of buf[0])
+    loop {
+        let had = buf.len();
+        fill_from(src, &mut buf, (base + had) as u64)?;
+        let end_of_file = buf.len() < buf.capacity();
+        let mut i = 0;
+        while i < buf.len() {
+            let end = match memchr::memchr(b'\n', &buf[i..]) {
+                Some(k) => i + k + 1,
+                None if end_of_file => buf.len(),
+                None => break,
+            };
+            let line = &buf[i..end];
+            lineno += 1;
+            if line.len() > max_line {
+                return Ok(None);
+            }
+            if line
+                .iter()
+                .all(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c))
+            {
+                blank += 1;
+                if blank >= max_blank {
+                    return Ok(None);
+                }
+            } else {
+                blank = 0;
+                if first.line(&mut r, line, base + i, lineno).is_none() {
+                    return Ok(None);
+                }
+            }
+            i = end;
+        }
+        if end_of_file {
+            break;
+        }
+        buf.drain(..i);
+        base += i;
+        if buf.len() > max_line {
+            return Ok(None); // (a line longer than the reader takes)
+        }
+        if buf.len() == buf.capacity() {
+            buf.reserve(buf.capacity()); // (a line longer than the piece: read on in a longer one)
+        }
+    }
+    r.subagent = first.decided.unwrap_or(false);
+    Ok(Some(r))
 }
 
 #[cfg(test)]
@@ -638,11 +803,11 @@ mod tests {
 
     fn written(session: &str) -> Option<(String, Reading)> {
         let data = session.as_bytes();
-        let mut r = read(data, 1 << 20, 100)?;
+        let mut r = read(data, 1 << 26, 100).unwrap()?;
         let mut out = Vec::new();
         loop {
             let mut chunk = Vec::new();
-            let more = r.fill(data, &mut chunk, 16);
+            let more = r.fill(data, &mut chunk, 16).unwrap();
             out.extend(chunk);
             if !more {
                 break;
@@ -724,12 +889,64 @@ mod tests {
             r#"[1]"#,
         ] {
             assert!(
-                read(format!("{user}\n{bad}\n").as_bytes(), 1 << 20, 100).is_none(),
+                read_str(&format!("{user}\n{bad}\n"), 1 << 20, 100).is_none(),
                 "{bad}"
             );
         }
-        assert!(read(format!("{user}\n").as_bytes(), 10, 100).is_none()); // (too long)
-        assert!(read(format!("{user}\n\n\n\n{user}\n").as_bytes(), 1 << 20, 3).is_none());
-        assert!(read(format!("{user}\n\n{user}\n").as_bytes(), 1 << 20, 3).is_some());
+        assert!(read_str(&format!("{user}\n"), 10, 100).is_none()); // (too long)
+        assert!(read_str(&format!("{user}\n\n\n\n{user}\n"), 1 << 20, 3).is_none());
+        assert!(read_str(&format!("{user}\n\n{user}\n"), 1 << 20, 3).is_some());
+    }
+
+    fn read_str(session: &str, max_line: usize, max_blank: usize) -> Option<Reading> {
+        read(session.as_bytes(), max_line, max_blank).unwrap()
+    }
+
+    #[test]
+    fn lines_longer_than_a_piece_and_across_pieces_are_read_whole() {
+        // (replies and results alternating past a few pieces, one result longer than a piece)
+        let mut session = String::new();
+        let mut expected = String::new();
+        for i in 0..3000 {
+            let big = if i == 1500 {
+                "y".repeat(PIECE + 10)
+            } else {
+                format!("{i}").repeat(100)
+            };
+            session += &format!(
+                r#"{{"type":"assistant","message":{{"id":"m{i}","role":"assistant","content":[{{"type":"tool_use","id":"t{i}","name":"Bash","input":{{}}}}]}}}}"#
+            );
+            session += "\n";
+            session += &format!(
+                r#"{{"type":"user","message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t{i}","content":"{big}"}}]}}}}"#
+            );
+            session += "\n";
+            expected += &format!(
+                r#"{{"role":"assistant","content":[{{"type":"tool_use","id":"t{i}","name":"Bash","input":{{}}}}]}}"#
+            );
+            expected += "\n";
+            expected += &format!(
+                r#"{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t{i}","content":"{big}"}}]}}"#
+            );
+            expected += "\n";
+        }
+        assert!(session.len() > 2 * PIECE);
+        let (out, r) = written(&session).unwrap();
+        assert_eq!(r.written, 6000);
+        assert!(out == expected);
+        assert!(read_str(&session, PIECE, 100).is_none()); // (the long line past the reader's limit)
+    }
+
+    #[test]
+    fn a_file_cut_short_since_it_was_read_is_an_error() {
+        let session = concat!(
+            r#"{"type":"user","message":{"role":"user","content":"a"}}"#,
+            "\n",
+            r#"{"type":"assistant","message":{"role":"assistant","content":"b","id":"m"}}"#,
+            "\n",
+        );
+        let mut r = read_str(session, 1 << 20, 100).unwrap();
+        let cut = &session.as_bytes()[..20];
+        assert!(r.fill(cut, &mut Vec::new(), 1 << 20).is_err());
     }
 }

@@ -7,9 +7,10 @@ line and kept every message it made (a 5,000-call session of 63 MB: 0.7 s of CPU
 ``replay -p s08``, against 0.4 s and 42 MB for the same messages as an Anthropic messages file).
 Here the native core reads the session as that loader reads it (``claude_code::read``, that loader
 its reference) and writes the messages it makes as the Anthropic messages file of them: a
-message a line, each block as it stands on its line, a reply with its recorded usage, model and
-time. That file is held in memory (an anonymous file, ``os.memfd_create``: nothing is written
-anywhere) and read as a big Anthropic messages file is, each message's facts read natively and the
+message a line, each block as it stands on its line (read again from the session, a piece at a
+time: the session's bytes are not held), a reply with its recorded usage, model and time. That
+file is held in memory (an anonymous file, ``os.memfd_create``: nothing is written anywhere) and
+read as a big Anthropic messages file is, each message's facts read natively and the
 message left in it. What the loader keeps of the rest (the compactions, the inline subagents'
 usage, the lines left out, the version, title and session id) is read as the loader reads it.
 
@@ -28,6 +29,7 @@ from typing import Any
 import orjson
 
 from ...core import in_use
+from ...errors import InputError
 from ...plumbing.files import MAX_BLANK_LINES, max_line_bytes, open_regular
 from ...transcripts import claude_code, load_with
 from ...transcripts.model import Transcript, TranscriptBuilder
@@ -56,25 +58,24 @@ def load_lazily(path: str, skip_bad_lines: bool = False) -> Transcript | None:
 def _load(path: str, skip_bad_lines: bool) -> Transcript | None:
     native = in_use()
     assert native is not None  # (``applies``)
-    f = open_regular(path)
+    open_regular(path).close()  # (what every input is checked for, and remembered as: no output replaces it)
     try:
-        data = f.readall()
-    finally:
-        f.close()
-    lines = native.claude_code_lines(data, max_line_bytes(), MAX_BLANK_LINES)
-    del data  # (held by ``lines`` until its messages are written)
-    if lines is None:
-        return None
-    held = open(os.memfd_create("compactlab-claude-code", getattr(os, "MFD_CLOEXEC", 0)), "r+b", buffering=0)
-    try:
-        while (chunk := lines.chunk()) is not None:
-            held.write(chunk)  # (an unbuffered file writes it all, or raises)
-        source = SourceFile(path, held)
-    except BaseException:
-        held.close()
-        raise
-    rest = _rest(lines)
-    del lines  # (the session's bytes: not held while its messages are read)
+        lines = native.claude_code_lines(path, max_line_bytes(), MAX_BLANK_LINES)
+        if lines is None:
+            return None
+        held = open(os.memfd_create("compactlab-claude-code", getattr(os, "MFD_CLOEXEC", 0)), "r+b", buffering=0)
+        try:
+            while (chunk := lines.chunk()) is not None:
+                held.write(chunk)  # (an unbuffered file writes it all, or raises)
+            rest = _rest(lines)
+            source = SourceFile(path, held)
+        except BaseException:
+            held.close()
+            raise
+    except OSError as exc:  # (what it read is no longer there: the file changed meanwhile)
+        raise InputError(f"{path}: cannot be read: {exc.strerror or exc}", hint="replay a copy of a file that is "
+                         "being written") from None
+    del lines  # (the file it read again: closed)
     builder = TranscriptBuilder(path, claude_code.NAME)
     for _entry in _lazy_entries(builder, source, skip_bad_lines):
         pass

@@ -45,7 +45,7 @@ def _loaded_both_ways(path: str) -> tuple:
     with mock.patch.dict(os.environ, LAZY):
         native = attempt(lambda: claude_code_lazily.load_lazily(path))
     python = attempt(lambda: load_transcript(path, claude_code.NAME))
-    read = in_use().claude_code_lines(Path(path).read_bytes(), max_line_bytes(), MAX_BLANK_LINES) is not None
+    read = in_use().claude_code_lines(path, max_line_bytes(), MAX_BLANK_LINES) is not None
     return native, python, read
 
 
@@ -267,3 +267,27 @@ def test_every_shared_claude_code_recording(shared_transcripts):
         with mock.patch.dict(os.environ, LAZY):
             native = claude_code_lazily.load_lazily(str(f))
         assert_same_run(replay(native, load_policy("s08")), replay(claude_code.load(str(f)), load_policy("s08")))
+
+
+def test_a_session_cut_short_while_it_is_read_is_said_so(tmp_path, monkeypatch):
+    s = ClaudeCodeSession().user("start")
+    for i in range(50):
+        s.assistant(f"m{i}", {"type": "text", "text": "x" * 200})
+    path = s.write(tmp_path / "s.jsonl")
+    lines = in_use().claude_code_lines(path, max_line_bytes(), MAX_BLANK_LINES)
+    with open(path, "r+b") as f:  # (cut after it was read, before its blocks are read again)
+        f.truncate(100)
+    with pytest.raises(OSError):
+        lines.chunk()
+
+    class Cut:  # (the native core's reading, cut short the same way, as the loading meets it)
+        def claude_code_lines(self, *args):
+            class Lines:
+                def chunk(self):
+                    raise OSError(5, "Input/output error")
+            return Lines()
+
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "lazy")
+    monkeypatch.setattr(claude_code_lazily, "in_use", lambda: Cut())
+    with pytest.raises(CompactlabError, match="cannot be read: Input/output error"):
+        claude_code_lazily.load_lazily(path)
