@@ -61,20 +61,32 @@ def _load(path: str, skip_bad_lines: bool) -> Transcript | None:
     open_regular(path).close()  # (what every input is checked for, and remembered as: no output replaces it)
     try:
         lines = native.claude_code_lines(path, max_line_bytes(), MAX_BLANK_LINES)
-        if lines is None:
-            return None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if lines is None:
+        return None
+    try:  # (a system that makes no anonymous file, or has no memory for one: the loader's)
         held = open(os.memfd_create("compactlab-claude-code", getattr(os, "MFD_CLOEXEC", 0)), "r+b", buffering=0)
+    except OSError:
+        return None
+    def again(read: Callable[[], Any]) -> Any:
         try:
-            while (chunk := lines.chunk()) is not None:
-                held.write(chunk)  # (an unbuffered file writes it all, or raises)
-            rest = _rest(lines)
-            source = SourceFile(path, held)
-        except BaseException:
-            held.close()
-            raise
-    except OSError as exc:  # (what it read is no longer there: the file changed meanwhile)
-        raise InputError(f"{path}: cannot be read: {exc.strerror or exc}", hint="replay a copy of a file that is "
-                         "being written") from None
+            return read()
+        except OSError as exc:  # (what it read is no longer there: the file changed meanwhile)
+            raise InputError(f"{path}: cannot be read again: {exc.strerror or exc}",
+                             hint="replay a copy of a file that is being written") from None
+
+    try:
+        while (chunk := again(lines.chunk)) is not None:
+            held.write(chunk)  # (an unbuffered file writes it all, or raises)
+        rest = again(lambda: _rest(lines))
+        source = SourceFile(path, held)
+    except OSError:  # (no memory for the anonymous file: the loader's)
+        held.close()
+        return None
+    except BaseException:
+        held.close()
+        raise
     del lines  # (the file it read again: closed)
     builder = TranscriptBuilder(path, claude_code.NAME)
     for _entry in _lazy_entries(builder, source, skip_bad_lines):

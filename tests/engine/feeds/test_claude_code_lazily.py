@@ -5,6 +5,7 @@ the loader's, errors included."""
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 from unittest import mock
@@ -289,5 +290,33 @@ def test_a_session_cut_short_while_it_is_read_is_said_so(tmp_path, monkeypatch):
 
     monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "lazy")
     monkeypatch.setattr(claude_code_lazily, "in_use", lambda: Cut())
-    with pytest.raises(CompactlabError, match="cannot be read: Input/output error"):
+    with pytest.raises(CompactlabError, match="cannot be read again: Input/output error"):
         claude_code_lazily.load_lazily(path)
+
+
+def test_a_system_without_anonymous_files_or_memory_for_one_loads_by_the_loader(tmp_path, monkeypatch):
+    s = ClaudeCodeSession().user("start")
+    for i in range(20):
+        s.assistant(f"m{i}", {"type": "text", "text": f"reply {i}"}).user("go on")
+    path = s.write(tmp_path / "s.jsonl")
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "lazy")
+    python = load_transcript(path, claude_code.NAME)
+
+    def refused(*_):
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(os, "memfd_create", refused)
+    t = claude_code_lazily.load_lazily(path)
+    assert not any(type(e) is LazyEntry for e in t.entries)
+    assert_same_transcript(t, python)
+
+    class Full(io.FileIO):  # (the anonymous file's memory used up as it is written)
+        def write(self, data):
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.undo()
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "lazy")
+    monkeypatch.setattr(claude_code_lazily, "open", lambda fd, *a, **k: Full(fd, "r+b"), raising=False)
+    t = claude_code_lazily.load_lazily(path)
+    assert not any(type(e) is LazyEntry for e in t.entries)
+    assert_same_transcript(t, python)
