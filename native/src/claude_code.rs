@@ -410,7 +410,11 @@ impl Reading {
     /// subagents').
     pub fn bytes<S: Source + ?Sized>(&mut self, src: &S, span: &Span) -> io::Result<Vec<u8>> {
         let mut out = Vec::with_capacity(span.len());
-        put(&mut self.pieces, src, span, &mut out)?;
+        let mut copy = Copier {
+            pieces: &mut self.pieces,
+            src,
+        };
+        copy.put(span, &mut out)?;
         Ok(out)
     }
 
@@ -420,29 +424,33 @@ impl Reading {
         g: usize,
         out: &mut Vec<u8>,
     ) -> io::Result<()> {
-        let (group, pieces) = (&self.groups[g], &mut self.pieces);
+        let group = &self.groups[g];
+        let mut copy = Copier {
+            pieces: &mut self.pieces,
+            src,
+        };
         out.extend_from_slice(br#"{"role":"assistant","content":["#);
         for (k, block) in group.blocks.iter().enumerate() {
             if k > 0 {
                 out.push(b',');
             }
             match block {
-                Block::Object(span) => put(pieces, src, span, out)?,
-                Block::Text(span) => text_block(pieces, src, span, out)?,
+                Block::Object(span) => copy.put(span, out)?,
+                Block::Text(span) => copy.text_block(span, out)?,
             }
         }
         out.push(b']');
         if let Some(usage) = &group.usage {
             out.extend_from_slice(br#","usage":"#);
-            put(pieces, src, usage, out)?;
+            copy.put(usage, out)?;
             if let Some(t) = group.timestamp.as_ref().filter(|t| t.len() > 2) {
                 out.extend_from_slice(br#","timestamp":"#);
-                put(pieces, src, t, out)?;
+                copy.put(t, out)?;
             }
         }
         if let Some(m) = group.model.as_ref().filter(|m| m.len() > 2) {
             out.extend_from_slice(br#","model":"#);
-            put(pieces, src, m, out)?;
+            copy.put(m, out)?;
         }
         out.extend_from_slice(b"}\n");
         self.written += 1;
@@ -454,18 +462,19 @@ impl Reading {
         if self.buffer.is_empty() {
             return Ok(());
         }
-        let pieces = &mut self.pieces;
+        let mut copy = Copier {
+            pieces: &mut self.pieces,
+            src,
+        };
         out.extend_from_slice(br#"{"role":"user","content":"#);
         if let [one] = &self.buffer[..] {
             match one {
                 Buffered::Seq(k) => match &self.seq[*k] {
-                    Seq::User(Item::Str(span) | Item::List(span, _)) => {
-                        put(pieces, src, span, out)?
-                    }
-                    Seq::User(Item::Rest(blocks)) => list(pieces, src, blocks, out)?,
+                    Seq::User(Item::Str(span) | Item::List(span, _)) => copy.put(span, out)?,
+                    Seq::User(Item::Rest(blocks)) => copy.list(blocks, out)?,
                     _ => unreachable!("only a user line's item is buffered by its place"),
                 },
-                Buffered::Results(g) => list(pieces, src, &self.groups[*g].results, out)?,
+                Buffered::Results(g) => copy.list(&self.groups[*g].results, out)?,
             }
         } else {
             out.push(b'[');
@@ -479,19 +488,18 @@ impl Reading {
                     },
                     Buffered::Results(g) => (None, &self.groups[*g].results),
                 };
-                if let Some(span) = text {
-                    if !first {
+                let mut comma = |out: &mut Vec<u8>| {
+                    if !std::mem::replace(&mut first, false) {
                         out.push(b',');
                     }
-                    first = false;
-                    text_block(pieces, src, span, out)?;
+                };
+                if let Some(span) = text {
+                    comma(out);
+                    copy.text_block(span, out)?;
                 }
                 for span in spans {
-                    if !first {
-                        out.push(b',');
-                    }
-                    first = false;
-                    put(pieces, src, span, out)?;
+                    comma(out);
+                    copy.put(span, out)?;
                 }
             }
             out.push(b']');
@@ -503,60 +511,57 @@ impl Reading {
     }
 }
 
-/// The bytes `span` of `src` into `out`: cut from a piece read again (the messages are written in
-/// about the order of the file), or read alone where longer than a piece.
-fn put<S: Source + ?Sized>(
-    pieces: &mut Pieces<()>,
-    src: &S,
-    span: &Span,
-    out: &mut Vec<u8>,
-) -> io::Result<()> {
-    if let Some(bytes) = pieces.get((), span.start as u64, span.len(), |buf, at| {
-        fill_from(src, buf, at)
-    })? {
-        out.extend_from_slice(bytes);
-        return Ok(());
-    }
-    let mut alone = Vec::with_capacity(span.len());
-    fill_from(src, &mut alone, span.start as u64)?;
-    if alone.len() < span.len() {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "the file was cut short",
-        ));
-    }
-    out.extend_from_slice(&alone);
-    Ok(())
+/// What the writing copies its blocks from: the session (`src`), read again a piece at a time.
+struct Copier<'a, S: ?Sized> {
+    pieces: &'a mut Pieces<()>,
+    src: &'a S,
 }
 
-/// A string content written as a text block (`_as_blocks`).
-fn text_block<S: Source + ?Sized>(
-    pieces: &mut Pieces<()>,
-    src: &S,
-    span: &Span,
-    out: &mut Vec<u8>,
-) -> io::Result<()> {
-    out.extend_from_slice(br#"{"type":"text","text":"#);
-    put(pieces, src, span, out)?;
-    out.push(b'}');
-    Ok(())
-}
-
-fn list<S: Source + ?Sized>(
-    pieces: &mut Pieces<()>,
-    src: &S,
-    blocks: &[Span],
-    out: &mut Vec<u8>,
-) -> io::Result<()> {
-    out.push(b'[');
-    for (k, span) in blocks.iter().enumerate() {
-        if k > 0 {
-            out.push(b',');
+impl<S: Source + ?Sized> Copier<'_, S> {
+    /// The bytes `span` of the session into `out`: cut from a piece read again (the messages are
+    /// written in about the order of the file), or read alone where longer than a piece.
+    fn put(&mut self, span: &Span, out: &mut Vec<u8>) -> io::Result<()> {
+        let src = self.src;
+        let at = span.start as u64;
+        if let Some(bytes) = self
+            .pieces
+            .get((), at, span.len(), |buf, at| fill_from(src, buf, at))?
+        {
+            out.extend_from_slice(bytes);
+            return Ok(());
         }
-        put(pieces, src, span, out)?;
+        let mut alone = Vec::with_capacity(span.len());
+        fill_from(src, &mut alone, at)?;
+        if alone.len() < span.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the file was cut short",
+            ));
+        }
+        out.extend_from_slice(&alone);
+        Ok(())
     }
-    out.push(b']');
-    Ok(())
+
+    /// A string content written as a text block (`_as_blocks`).
+    fn text_block(&mut self, span: &Span, out: &mut Vec<u8>) -> io::Result<()> {
+        out.extend_from_slice(br#"{"type":"text","text":"#);
+        self.put(span, out)?;
+        out.push(b'}');
+        Ok(())
+    }
+
+    /// Blocks as a JSON list.
+    fn list(&mut self, blocks: &[Span], out: &mut Vec<u8>) -> io::Result<()> {
+        out.push(b'[');
+        for (k, span) in blocks.iter().enumerate() {
+            if k > 0 {
+                out.push(b',');
+            }
+            self.put(span, out)?;
+        }
+        out.push(b']');
+        Ok(())
+    }
 }
 
 /// The types of the lines that hold a message of the conversation.
