@@ -263,7 +263,7 @@ def test_every_shared_claude_code_recording(shared_transcripts):
     files = sorted((shared_transcripts / "claude_code").rglob("*.jsonl"))
     assert files
     read = [_same(str(f)) for f in files]
-    assert sum(read) >= len(files) // 2  # (the real sessions are the native reading's, most of them)
+    assert sum(read) >= max(1, 3 * len(files) // 4)  # (the real sessions are the native reading's: all 8 on 2026-12-02)
     for f in files:
         with mock.patch.dict(os.environ, LAZY):
             native = claude_code_lazily.load_lazily(str(f))
