@@ -23,7 +23,8 @@ transcript is the loader's, message for message and fact for fact (tested, and r
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -69,6 +70,7 @@ def _load(path: str, skip_bad_lines: bool) -> Transcript | None:
         held = open(os.memfd_create("compactlab-claude-code", getattr(os, "MFD_CLOEXEC", 0)), "r+b", buffering=0)
     except OSError:
         return None
+
     def again(read: Callable[[], Any]) -> Any:
         try:
             return read()
@@ -76,11 +78,23 @@ def _load(path: str, skip_bad_lines: bool) -> Transcript | None:
             raise InputError(f"{path}: cannot be read again: {exc.strerror or exc}",
                              hint="replay a copy of a file that is being written") from None
 
-    try:
+    def blocks() -> Iterator[tuple[int, bytes, int, int]]:
+        """Each piece of the messages written, handed on as ``LineReader.blocks`` would read it back
+        (whole lines): read by the Anthropic reader as it is written, not read again."""
+        at = 0
         while (chunk := again(lines.chunk)) is not None:
             held.write(chunk)  # (an unbuffered file writes it all, or raises)
-        rest = again(lambda: _rest(lines))
+            yield at, chunk, 0, len(chunk)
+            at += len(chunk)
+
+    builder = TranscriptBuilder(path, claude_code.NAME)
+    try:
         source = SourceFile(path, held)
+        # (a message of many lines may be longer than any of them: the session's lines were held to
+        # the reader's limit, the messages they make are not)
+        for _entry in _lazy_entries(builder, source, skip_bad_lines, blocks=blocks(), max_line=sys.maxsize):
+            pass
+        rest = again(lambda: _rest(lines))
     except OSError:  # (no memory for the anonymous file: the loader's)
         held.close()
         return None
@@ -88,9 +102,6 @@ def _load(path: str, skip_bad_lines: bool) -> Transcript | None:
         held.close()
         raise
     del lines  # (the file it read again: closed)
-    builder = TranscriptBuilder(path, claude_code.NAME)
-    for _entry in _lazy_entries(builder, source, skip_bad_lines):
-        pass
     rest(builder)
     return builder.build(skipped_lines=builder.skipped_lines)
 

@@ -317,18 +317,21 @@ def stream_lazily(path: str, skip_bad_lines: bool = False) -> StreamFeed | None:
 
 
 def _lazy_entries(builder: TranscriptBuilder, source: SourceFile, skip_bad_lines: bool,
-                  baseline: Any = None) -> Iterator[Entry]:
+                  baseline: Any = None, blocks: Iterator[tuple[int, bytes, int, int]] | None = None,
+                  max_line: int | None = None) -> Iterator[Entry]:
     """Every message of ``source`` added to ``builder`` (and to ``baseline``, a ``stream_baseline``,
     where one is given) and yielded: the lines the native core reads as their facts (a
     ``LazyEntry``), the lines Python reads with their message. The native core splits the file's
     lines too, a block at a time (``LineFacts.entries``), and a reply's usage, model and time with
     them; each line it leaves (a line or a reply's members it does not read, a blank or long one
     past the limits) is read here as ``iter_raw_lines`` and ``anthropic_messages._read`` read every
-    line (their reference)."""
+    line (their reference). ``blocks``: the file's blocks as ``LineReader.blocks`` gives them, handed in by a
+    caller that writes them (``claude_code_lazily``) rather than read back from the file; ``max_line``:
+    the longest line it takes (default ``max_line_bytes``)."""
     path = source.path
     reader = LineReader(path, skip_bad_lines=skip_bad_lines, limit=source.size, opened=source.opened)
     facts = line_facts(ResultFact, True)
-    limits = max_line_bytes(), MAX_BLANK_LINES
+    limits = max_line if max_line is not None else max_line_bytes(), MAX_BLANK_LINES
     make = LazyEntry, NO_IDS  # (each LazyEntry made as its __init__ makes one, the empty sets shared)
 
     def unread(*found: Any) -> LazyEntry:  # (read natively: its facts; the lines Python reads keep their message)
@@ -336,7 +339,7 @@ def _lazy_entries(builder: TranscriptBuilder, source: SourceFile, skip_bad_lines
         return LazyEntry(*found, (source, offset, length, (), b""))  # type: ignore[call-arg]  # (the ten facts)
 
     lineno, blank = 1, 0
-    for at, block, i, stop in reader.blocks():
+    for at, block, i, stop in reader.blocks() if blocks is None else blocks:
         while i < stop:
             made, i, lines, blank, got, recorded = facts.entries(block, i, stop, at, builder.count, blank, limits,
                                                                  make, source, baseline)

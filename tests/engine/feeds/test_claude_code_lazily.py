@@ -320,3 +320,18 @@ def test_a_system_without_anonymous_files_or_memory_for_one_loads_by_the_loader(
     t = claude_code_lazily.load_lazily(path)
     assert not any(type(e) is LazyEntry for e in t.entries)
     assert_same_transcript(t, python)
+
+
+def test_a_message_longer_than_the_line_limit_made_of_lines_under_it(tmp_path, monkeypatch):
+    """The reader's line limit holds the session's lines, not the messages they make: three results
+    of 0.6 MB, each a line under a limit of 1 MB, are one message of 1.8 MB, as the loader has it."""
+    s = ClaudeCodeSession().user("start")
+    for i in range(3):
+        s.assistant("m0", {"type": "tool_use", "id": f"t{i}", "name": "Read", "input": {"file_path": f"f{i}"}})
+    for i in range(3):
+        s.user([{"type": "tool_result", "tool_use_id": f"t{i}", "content": "x" * 600_000}])
+    path = s.write(tmp_path / "s.jsonl")
+    monkeypatch.setenv("COMPACTLAB_MAX_LINE_MB", "1")
+    assert _same(path)
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "lazy")
+    assert claude_code_lazily.load_lazily(path).entries[-1].chars > 1_800_000
