@@ -258,9 +258,6 @@ class LineReader:
     span: tuple[int, int] | None = None
     #: with spans: read up to this byte (a file read as it was when its size was taken, though it grows)
     limit: int | None = None
-    #: ``blocks`` reads this open file (not closed there) rather than opening ``path``: the lines a
-    #: Claude Code session makes, held in memory (``engine/feeds/claude_code_lazily.py``)
-    opened: io.FileIO | None = None
 
     def bad(self, lineno: int, reason: str) -> None:
         if not self.skip_bad_lines:
@@ -314,7 +311,7 @@ class LineReader:
         stop = self.limit  # (None: to the file's end)
         at = 0  # the offset of the next piece: a line's start
         size = BLOCK
-        f = self.opened or open_regular(self.path)
+        f = open_regular(self.path)
         try:
             with _reading(self.path):
                 fd = f.fileno()
@@ -333,8 +330,7 @@ class LineReader:
                     else:  # (a line longer than the piece: read again in a longer one)
                         size = min(2 * size, longest + 1)
         finally:
-            if f is not self.opened:
-                f.close()
+            f.close()
 
     def parse(self, lineno: int, raw: bytes, check_depth: bool = True,
               brackets: Callable[[bytes], int] | None = None) -> dict | None:

@@ -114,8 +114,6 @@ class SourceFile:
         #: the open file's descriptor (the native check reads a line by it: ``os.pread``)
         self.fd = self._file.fileno()
         self.size = os.fstat(self.fd).st_size
-        #: the file ``LineReader.blocks`` reads where it is not ``path``'s own
-        self.opened = file
 
     def _line_at(self, offset: int, length: int) -> bytes:
         raw = os.pread(self.fd, length, offset)
@@ -329,7 +327,7 @@ def _lazy_entries(builder: TranscriptBuilder, source: SourceFile, skip_bad_lines
     caller that writes them (``claude_code_lazily``) rather than read back from the file; ``max_line``:
     the longest line it takes (default ``max_line_bytes``)."""
     path = source.path
-    reader = LineReader(path, skip_bad_lines=skip_bad_lines, limit=source.size, opened=source.opened)
+    reader = LineReader(path, skip_bad_lines=skip_bad_lines, limit=source.size)
     facts = line_facts(ResultFact, True)
     limits = max_line if max_line is not None else max_line_bytes(), MAX_BLANK_LINES
     make = LazyEntry, NO_IDS  # (each LazyEntry made as its __init__ makes one, the empty sets shared)
