@@ -130,11 +130,18 @@ def layer_turns(measures: Measures, policy: Policy, env: RunEnv, *, restarts: bo
     steps = PythonSteps(policy, env)
     cheap = [(name, policy.config_for(name), steps.budget if name == "budget" else None) for name in layers
              if name in NATIVE_LAYERS]
+    stub = stub_summary(policy, env, steps) if "summary" in layers else None
+    # (manual compaction's stub summary is made by the loop where the summary layer's is: the same
+    # summary table, the whole context; ``layers/manual.py`` the reference)
+    manual_stub = None
+    if stub is not None:
+        manual_stub = (steps.manualised,
+                       policy.manual.message if policy.manual.mode == "replace_results" else None)
     turns = native.LayerTurns(
         measures.native, TurnRecord, cheap, env.tool_names, env.ledger.cleared_at, env.new_entry, recall,
-        (steps.unit, steps.summary, stub_summary(policy, env, steps)) if "summary" in layers else None,
+        (steps.unit, steps.summary, stub) if "summary" in layers else None,
         (policy.reactive.max_retries, steps.reactive) if "reactive" in layers else None,
-        (policy.manual.mode, steps.manual) if "manual" in layers else None, natively,
+        (policy.manual.mode, steps.manual, manual_stub) if "manual" in layers else None, natively,
         shared if "micro" in layers else None, entry_copies(native) if "micro" in layers else None)
     return turns, steps
 
@@ -266,6 +273,16 @@ class PythonSteps:
         stats.changed_at(lowest)
         self.stats.add(stats)
         self.env.state_of(Breaker).failures = 0
+
+    def manualised(self, input_chars: int, output_chars: int, input_tokens: int, output_tokens: int,
+                   lowest: int) -> None:
+        """A manual compaction whose stub summary the native loop made: the layer's stats at the call,
+        as ``manual`` and ``summarize`` count them (a manual compaction and its summary's characters
+        and tokens; the summary layer's circuit breaker is not its own)."""
+        stats = LayerStats(manual=1, summary_input_chars=input_chars, summary_output_chars=output_chars,
+                           summary_input_tokens=input_tokens, summary_output_tokens=output_tokens)
+        stats.changed_at(lowest)
+        self.stats.add(stats)
 
     def reactive(self, call: int, recorded: int | None, entries: list[Entry], dealt: int | None
                  ) -> tuple[list[Entry] | None, int | None, int | None, bool]:

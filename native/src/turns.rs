@@ -622,6 +622,23 @@ enum Manual {
     Replace,
 }
 
+/// What manual compaction's stub summary is made with here, beside the summary layer's `Stub`
+/// (the same summary table: `Policy.config_for`): the steps' stats told of it
+/// (`PythonSteps.manualised`) and, in `replace_results` mode, the message appended after it.
+struct ManualStub {
+    told: Py<PyAny>,
+    message: Option<String>,
+}
+
+impl ManualStub {
+    fn copy(&self, py: Python<'_>) -> ManualStub {
+        ManualStub {
+            told: self.told.clone_ref(py),
+            message: self.message.clone(),
+        }
+    }
+}
+
 /// The compactions Python runs on the loop's context when it finds them due.
 #[derive(Clone, Copy)]
 enum Compaction {
@@ -734,7 +751,7 @@ pub struct LayerTurns {
     /// `(call, recorded, entries, dealt) -> (entries or None, dealt, lowest changed, acted)`, run by
     /// Python on the context (`keeping.PythonSteps`) when the loop finds it due
     reactive: Option<(usize, Py<PyAny>)>,
-    manual: Option<(Manual, Py<PyAny>)>,
+    manual: Option<(Manual, Py<PyAny>, Option<ManualStub>)>,
     /// the run's tool names by tool_use id (filled as calls are read), and its ledger's
     /// `cleared_at` (when each result was replaced: recall's attribution)
     tool_names: Py<PyDict>,
@@ -782,14 +799,14 @@ impl LayerTurns {
         recall: Py<PyAny>,
         summary: Option<(String, Py<PyAny>, Option<StubParts>)>,
         reactive: Option<(usize, Py<PyAny>)>,
-        manual: Option<(String, Py<PyAny>)>,
+        manual: Option<(String, Py<PyAny>, Option<(Py<PyAny>, Option<String>)>)>,
         native_recall: Option<NativeRecallParts>,
         replaced: Option<(Py<PyDict>, usize)>,
         copies: Option<Py<EntryCopies>>,
     ) -> PyResult<Self> {
         let manual = match manual {
             None => None,
-            Some((mode, step)) => Some((
+            Some((mode, step, stub)) => Some((
                 match mode.as_str() {
                     "before_results" => Manual::Before,
                     "after_results" => Manual::After,
@@ -801,6 +818,7 @@ impl LayerTurns {
                     }
                 },
                 step,
+                stub.map(|(told, message)| ManualStub { told, message }),
             )),
         };
         let chars_per_token = measures.borrow(py).inner.chars_per_token;
@@ -1146,7 +1164,7 @@ impl LayerTurns {
             let mode = this
                 .manual
                 .as_ref()
-                .map(|(mode, _)| *mode)
+                .map(|(mode, _, _)| *mode)
                 .filter(|_| manual);
             // the context as it would be sent with no layer acting (what an event removed is
             // measured from it): the pending messages counted before a manual compaction
@@ -1533,7 +1551,9 @@ impl LayerTurns {
         self.summary(py, call, recorded, trigger, done)
     }
 
-    /// Reactive or manual compaction at `call`, run by Python on the context: whether it changed it.
+    /// Reactive or manual compaction at `call`, run by Python on the context (manual compaction's
+    /// stub summary made here, where the loop makes the summary layer's: `stub_summary`): whether it
+    /// changed it.
     fn compact(
         &mut self,
         py: Python<'_>,
@@ -1542,9 +1562,17 @@ impl LayerTurns {
         recorded: Option<i64>,
         done: &mut Done,
     ) -> PyResult<bool> {
+        if let (Compaction::Manual, Some((_, _, Some(stub)))) = (which, &self.manual) {
+            // (the stub's summary made here where it can be; an empty context is Python's, which
+            // leaves it)
+            let stub = stub.copy(py);
+            if !self.chars.is_empty() && self.stub_summary(py, call, done, Some(&stub))? {
+                return Ok(true);
+            }
+        }
         let step = match which {
             Compaction::Reactive => self.reactive.as_ref().map(|(_, step)| step.clone_ref(py)),
-            Compaction::Manual => self.manual.as_ref().map(|(_, step)| step.clone_ref(py)),
+            Compaction::Manual => self.manual.as_ref().map(|(_, step, _)| step.clone_ref(py)),
         };
         let Some(step) = step else {
             return Ok(false);
@@ -1631,7 +1659,7 @@ impl LayerTurns {
         if size <= trigger {
             return Ok(());
         }
-        if summary.stub.is_some() && self.stub_summary(py, call, done)? {
+        if summary.stub.is_some() && self.stub_summary(py, call, done, None)? {
             return Ok(());
         }
         let Some(summary) = &self.summary else {
@@ -1661,21 +1689,34 @@ impl LayerTurns {
     }
 
     /// The summary layer's stub summary at `call`, made here (`Stub`; `layers/summary.py`'s
-    /// `compact` and `summarizers/stub.py` are the references): the context noted as a saved
+    /// `compact` and `summarizers/stub.py` are the references), or manual compaction's (`manual`:
+    /// the whole context summarised, `layers/manual.py` the reference): the context noted as a saved
     /// transcript, its middle summarised by the messages' facts and three of their texts, the
     /// summary's message (and the acknowledgement) made in its place, micro's count of results
     /// dealt with spliced, the call's stats told to Python. Whether it was made: not where a text
     /// is Python's to read (a sized placeholder in it, a string Rust cannot hold), which is then
     /// made by Python, nothing changed here.
-    fn stub_summary(&mut self, py: Python<'_>, call: usize, done: &mut Done) -> PyResult<bool> {
+    fn stub_summary(
+        &mut self,
+        py: Python<'_>,
+        call: usize,
+        done: &mut Done,
+        manual: Option<&ManualStub>,
+    ) -> PyResult<bool> {
         let Some(stub) = self.summary.as_ref().and_then(|s| s.stub.as_ref()) else {
             return Ok(false);
         };
         let held = &self.held.messages;
         let n = held.len();
+        // (manual compaction summarises the whole context: `manual.py` asks `compact` for no head
+        // or tail kept)
+        let (keep_head, keep_tail) = match manual {
+            Some(_) => (0, 0),
+            None => (stub.keep_head, stub.keep_tail),
+        };
         // pair-safe cuts (`pair_safe_head`, `pair_safe_tail`)
-        let head_end = self.held.pair_safe_head(stub.keep_head.min(n));
-        let tail_start = match stub.keep_tail {
+        let head_end = self.held.pair_safe_head(keep_head.min(n));
+        let tail_start = match keep_tail {
             0 => n,
             keep => self.held.pair_safe_tail(n - keep.min(n)),
         }
@@ -1798,7 +1839,21 @@ impl LayerTurns {
             message.set_item(intern!(py, "content"), content)?;
             made.push(self.new_entry.bind(py).call1((message, "summary", call))?);
         }
-        let summarised = stub.summarised.clone_ref(py);
+        if let Some(message) = manual.and_then(|m| m.message.as_ref()) {
+            // (seed 004: its own message after the summary, as `manual.py` appends it)
+            let made_message = PyDict::new(py);
+            made_message.set_item(intern!(py, "role"), "user")?;
+            made_message.set_item(intern!(py, "content"), message)?;
+            made.push(
+                self.new_entry
+                    .bind(py)
+                    .call1((made_message, "summary", call))?,
+            );
+        }
+        let summarised = match manual {
+            Some(m) => m.told.clone_ref(py),
+            None => stub.summarised.clone_ref(py),
+        };
         let counts = (
             self.held.refs_before(head_end),
             self.held.refs_before(tail_start),

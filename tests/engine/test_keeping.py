@@ -493,6 +493,31 @@ def test_a_preset_that_summarises_runs_alike_on_the_native_loop(monkeypatch, lay
     _sample_runs_alike(monkeypatch, layered, sample, how, policy)
 
 
+@needs_native
+@pytest.mark.parametrize("how", ["loaded", "streamed"])
+@pytest.mark.parametrize("mode", ["before_results", "after_results", "replace_results"])
+def test_manual_compaction_is_summarised_by_the_native_loop_as_by_python(monkeypatch, layered, how, mode):
+    """Where the loop makes the summary layer's stub summary, it makes manual compaction's too (the
+    whole context summarised, the message of ``replace_results`` after it): Python's manual step is
+    never asked, and the run is the Python loop's, record for record (its stats, the made messages'
+    origins and the ledger's saved transcripts among them)."""
+    asked = []
+    real = keeping.PythonSteps.manual
+    monkeypatch.setattr(keeping.PythonSteps, "manual", lambda self, *a: asked.append(a[0]) or real(self, *a))
+    policy = load_policy("s08", [f"manual.mode={mode}", "manual.message=Compacted: go on."])
+    path = SAMPLES / "manual-compact.jsonl"
+
+    def run():
+        source = load_transcript(str(path)) if how == "loaded" else Opening(str(path), probes=False).feed()
+        return replay(source, policy, ReplayOptions(window=30_000))
+
+    a, n = _both(monkeypatch, run)
+    _same(a, n)
+    assert a.summary.manual == n.summary.manual > 0
+    assert layered["runs"] == 1 and asked == []
+    assert a.summary.saved_transcripts == n.summary.saved_transcripts
+
+
 class _Flaky:
     """A summarizer that fails at every third request it gets (the circuit breaker's case)."""
 
