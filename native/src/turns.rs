@@ -630,6 +630,9 @@ struct ManualStub {
     message: Option<String>,
 }
 
+/// What `LayerTurns::new` is given of manual compaction's stub (`ManualStub`, in its fields' order).
+type ManualStubParts = (Py<PyAny>, Option<String>);
+
 impl ManualStub {
     fn copy(&self, py: Python<'_>) -> ManualStub {
         ManualStub {
@@ -799,7 +802,7 @@ impl LayerTurns {
         recall: Py<PyAny>,
         summary: Option<(String, Py<PyAny>, Option<StubParts>)>,
         reactive: Option<(usize, Py<PyAny>)>,
-        manual: Option<(String, Py<PyAny>, Option<(Py<PyAny>, Option<String>)>)>,
+        manual: Option<(String, Py<PyAny>, Option<ManualStubParts>)>,
         native_recall: Option<NativeRecallParts>,
         replaced: Option<(Py<PyDict>, usize)>,
         copies: Option<Py<EntryCopies>>,
