@@ -616,13 +616,13 @@ fn run_of(text: &[u8], at: usize, keep: impl Fn(u8) -> bool) -> usize {
         .count()
 }
 
-/// The folders of `folders` whose own source an ASCII text shows, as `probes.vocabulary`'s
-/// `source` pattern finds them, left to right (`(?<![\w.-])(?<!packages/)(?<!node_modules/)`
-/// a folder, `/`, `[\w/]*\.py\b`): each match's folder. None for a text beyond ASCII.
+/// The folders of `folders` whose own source a text shows, as `probes.vocabulary`'s `source`
+/// pattern finds them, left to right (`(?<![\w.-])(?<!packages/)(?<!node_modules/)` a folder, `/`,
+/// `[\w/]*\.py\b`): each match's folder. None where a character beyond ASCII stands where a match
+/// is decided (before a folder's name, where a path's run stops, after its `.py`): whether it is
+/// Python's `\w` is Python's to say. (The folders' names are ASCII, so a name found among the
+/// bytes is one among the characters, and the characters beyond ASCII elsewhere decide nothing.)
 pub fn framework_sources<'f>(text: &str, folders: &'f [String]) -> Option<Vec<&'f str>> {
-    if !text.is_ascii() {
-        return None;
-    }
     let t = text.as_bytes();
     let mut out = Vec::new();
     let mut from = 0; // (where the next match may start: findall's matches do not overlap)
@@ -642,6 +642,9 @@ pub fn framework_sources<'f>(text: &str, folders: &'f [String]) -> Option<Vec<&'
                 continue;
             }
             let before = &t[..start];
+            if before.last().is_some_and(|&b| !b.is_ascii()) {
+                return None;
+            }
             if before
                 .last()
                 .is_some_and(|&b| word(b) || b == b'.' || b == b'-')
@@ -654,11 +657,20 @@ pub fn framework_sources<'f>(text: &str, folders: &'f [String]) -> Option<Vec<&'
                 run_end = k_slash + 1 + run_of(t, k_slash + 1, |b| word(b) || b == b'/');
             }
             let end = run_end;
-            if t[end..].starts_with(b".py") && !t.get(end + 3).is_some_and(|&b| word(b)) {
-                out.push(f.as_str());
-                from = end + 3;
-                k = from;
-                break;
+            if t.get(end).is_some_and(|&b| !b.is_ascii()) {
+                return None;
+            }
+            if t[end..].starts_with(b".py") {
+                match t.get(end + 3) {
+                    Some(&b) if !b.is_ascii() => return None,
+                    Some(&b) if word(b) => {}
+                    _ => {
+                        out.push(f.as_str());
+                        from = end + 3;
+                        k = from;
+                        break;
+                    }
+                }
             }
         }
     }
@@ -909,7 +921,17 @@ mod tests {
             framework_sources("django/contrib/flask/x.py flask/y.py", &folders),
             Some(vec!["django", "flask"])
         );
-        assert_eq!(framework_sources("caf\u{e9} django/a.py", &folders), None);
+        assert_eq!(
+            framework_sources("caf\u{e9} django/a.py \u{2014}", &folders),
+            Some(vec!["django"])
+        );
+        for decided in [
+            "\u{e9}django/a.py",
+            "django/a\u{e9}.py",
+            "django/a.py\u{e9}",
+        ] {
+            assert_eq!(framework_sources(decided, &folders), None, "{decided}");
+        }
     }
 
     #[test]

@@ -523,7 +523,40 @@ def test_the_native_framework_sources_and_line_references_are_python_re_s(text):
     assert NATIVE.FrameworkSources(sorted(v.bit_of)).found(text) == own_source_pattern().findall(text)
     assert own_frameworks(text, NATIVE) == own_frameworks(text)
     assert NATIVE.line_refs(text) == [int(a or b) for a, b in _LINE_REFS.findall(text)]
-    assert NATIVE.line_refs(text + "é") is None and NATIVE.FrameworkSources(["django"]).found("é django/a.py") is None
+    assert NATIVE.line_refs(text + "é") is None and NATIVE.FrameworkSources(["django"]).found("édjango/a.py") is None
+
+
+#: texts of paths into frameworks' trees with characters beyond ASCII anywhere (Python's ``\w`` is
+#: Unicode's: ``é``, ``٣`` and ``ß`` glue to a name, ``—`` and ``\u00a0`` do not)
+_WIDE_SOURCES = st.lists(st.one_of(
+    st.sampled_from(["django/", "flask/", "_pytest/", "site-packages/", "node_modules/", "x-", "db/", "a", ".py",
+                     ".pyc", "/", "-", " ", "\n", "é", "٣", "ß", "—", "\u00a0", "…", "│", "✓", ":"]),
+    st.characters(codec="utf-8", exclude_categories=["Cs"])), max_size=40).map("".join)
+
+
+@needs_native
+@settings(max_examples=500, deadline=None)
+@given(_WIDE_SOURCES)
+def test_the_native_framework_sources_of_a_text_beyond_ascii_are_python_re_s(text):
+    """Beyond ASCII, Rust finds a text's frameworks as Python's ``re`` does, and leaves it to Python
+    (None) only where a character beyond ASCII stands where a match is decided."""
+    from compactlab.engine.measures.probes import vocabulary
+
+    found = NATIVE.FrameworkSources(sorted(vocabulary().bit_of)).found(text)
+    assert found is None or found == own_source_pattern().findall(text)
+
+
+@needs_native
+@pytest.mark.parametrize("text, decided", [
+    ("café django/a.py — done", ["django"]), ("│ ├── django/db/x.py ✓", ["django"]), ("… flask/app.py …", ["flask"]), ("flask/app.py…", None),
+    ("édjango/a.py", None), ("django/aé.py", None), ("django/a.pyé", None), ("django/a—x.py", None),
+    ("ß site-packages/django/a.py", []), ("٣ x-django/a.py", [])])
+def test_a_text_beyond_ascii_is_read_in_rust_unless_a_wide_character_decides(text, decided):
+    from compactlab.engine.measures.probes import vocabulary
+
+    assert NATIVE.FrameworkSources(sorted(vocabulary().bit_of)).found(text) == decided
+    if decided is not None:
+        assert own_source_pattern().findall(text) == decided
 
 
 @needs_native

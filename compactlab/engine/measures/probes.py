@@ -207,8 +207,9 @@ def _split_header(text: str) -> tuple[list[str], str]:
 
 def own_frameworks(text: str, native: Any = None) -> int:
     """The frameworks whose own source ``text`` shows (a bit mask; a session working on it: their
-    names are the session's, not common). ``native``: the native core, which finds an ASCII text's
-    in Rust (``_native.FrameworkSources``; ``own_sources`` is its reference)."""
+    names are the session's, not common). ``native``: the native core, which finds a text's in Rust
+    unless a character beyond ASCII stands where a match is decided (``_native.FrameworkSources``;
+    ``own_sources`` is its reference)."""
     if "/" not in text:
         return 0
     v = vocabulary()
