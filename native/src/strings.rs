@@ -427,7 +427,71 @@ pub struct Known {
     pub other_names: FxHashSet<Box<str>>,
     pub receivers: FxHashSet<Box<str>>,
     pub other_modules: FxHashSet<Box<str>>,
-    pub names: FxHashMap<Box<str>, u64>,
+    pub names: Vocabulary,
+}
+
+/// The vocabulary's names and their masks (`probes.Names`, its reference): its text kept whole and
+/// its names sorted, looked up by a binary search. (A map of 45,000 names of their own was most of
+/// a first replay's judge of names: each name allocated and hashed once a process.)
+#[derive(Debug, Default)]
+pub struct Vocabulary {
+    text: Box<str>,
+    /// each name's place in `text` (start, length) and its mask, sorted by name; of a name given
+    /// twice, the last (as a map made of the lines in order keeps it)
+    names: Vec<(u32, u32, u64)>,
+}
+
+impl Vocabulary {
+    /// The vocabulary's lines (`name<TAB>mask`, `data/vocabulary.txt` after its header); None where
+    /// a mask is not a number, or the text is too long to place (4 GiB).
+    pub fn of(body: &str) -> Option<Vocabulary> {
+        u32::try_from(body.len()).ok()?;
+        let base = body.as_ptr() as usize;
+        let mut names = Vec::new();
+        let mut words = body.split_ascii_whitespace();
+        while let Some(name) = words.next() {
+            let mask = words.next()?.parse().ok()?;
+            names.push((
+                (name.as_ptr() as usize - base) as u32,
+                name.len() as u32,
+                mask,
+            ));
+        }
+        let text: Box<str> = body.into();
+        let at = |&(start, len, _): &(u32, u32, u64)| &text[start as usize..(start + len) as usize];
+        // (the file's lines are sorted already: checked, and sorted here only where they are not;
+        // a stable sort keeps a name's lines in their order, and the last of each is kept)
+        if !names.windows(2).all(|w| at(&w[0]) < at(&w[1])) {
+            names.sort_by(|a, b| at(a).cmp(at(b)));
+            let mut kept: Vec<(u32, u32, u64)> = Vec::with_capacity(names.len());
+            for n in names {
+                match kept.last_mut() {
+                    Some(last) if at(last) == at(&n) => *last = n,
+                    _ => kept.push(n),
+                }
+            }
+            names = kept;
+        }
+        Some(Vocabulary { text, names })
+    }
+
+    /// A name's mask (None: not a name of the vocabulary).
+    pub fn get(&self, name: &str) -> Option<u64> {
+        let at =
+            |&(start, len, _): &(u32, u32, u64)| &self.text[start as usize..(start + len) as usize];
+        self.names
+            .binary_search_by(|n| at(n).cmp(name))
+            .ok()
+            .map(|k| self.names[k].2)
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
 }
 
 /// What a dotted name's rest ends with where it names a file, not a module's name (`probes.generic`).
@@ -438,17 +502,12 @@ const FILE_ENDS: [&str; 11] = [
 impl Known {
     /// The vocabulary's lines (`name<TAB>mask`, `data/vocabulary.txt` after its header); None where
     /// a mask is not a number.
-    pub fn names_of(body: &str) -> Option<FxHashMap<Box<str>, u64>> {
-        let mut names = FxHashMap::default();
-        let mut words = body.split_ascii_whitespace();
-        while let Some(name) = words.next() {
-            names.insert(name.into(), words.next()?.parse().ok()?);
-        }
-        Some(names)
+    pub fn names_of(body: &str) -> Option<Vocabulary> {
+        Vocabulary::of(body)
     }
 
     fn known(&self, name: &str, own: u64) -> bool {
-        self.names.get(name).is_some_and(|&of| of & own == 0)
+        self.names.get(name).is_some_and(|of| of & own == 0)
     }
 
     /// `probes.common` of an ASCII name.
@@ -1018,7 +1077,18 @@ mod tests {
             [kind("a/b.py"), kind("a.b"), kind("12345"), kind("a_b")],
             ["path", "dotted", "number", "identifier"]
         );
-        assert_eq!(Known::names_of("x\tnot-a-number\n"), None);
+        assert!(Known::names_of("x\tnot-a-number\n").is_none());
+        // (lines out of order, a name given twice: the last kept, as a map of the lines keeps it)
+        let names = Known::names_of("b\t1\na\t2\nc\t3\na\t4\nab\t5\n").unwrap();
+        let got: Vec<_> = ["a", "ab", "b", "c", "d", ""].map(|n| names.get(n)).into();
+        assert_eq!(got, [Some(4), Some(5), Some(1), Some(3), None, None]);
+        assert_eq!(names.len(), 4);
+        assert!(Known::names_of("a\t99999999999999999999\n").is_none());
+        let sorted = Known::names_of("a\t1\nb\t2\n").unwrap();
+        assert_eq!(
+            (sorted.get("a"), sorted.get("b"), sorted.get("c")),
+            (Some(1), Some(2), None)
+        );
     }
 
     #[test]
