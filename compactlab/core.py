@@ -33,7 +33,7 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
                 "the reads the provider's rules expect, what the usage cost, the cache ledger's sums); "
                 "the raw baseline without probes (a stream's handing the facts it reads of each message to the run's "
                 "violations tracker) and the reading of a file's lines, a reply's usage among them, and the count of "
-                "a parsed line's brackets (before its nesting is measured); a big Claude Code session read as its "
+                "a parsed line's brackets (before its nesting is measured); a Claude Code session read as its "
                 "loader reads it, its messages written as the Anthropic messages they make and left unread; a "
                 "loaded message's facts; a comparison's bootstrap interval; the log normal CDF Optuna's sampler "
                 "asks of a tune; the CSV files' text (a replay's probes and compactions written whole); a "

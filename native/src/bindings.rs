@@ -2203,7 +2203,8 @@ impl NativeTexts {
     /// as `SourceFile._line_at` reads them (`os.pread`) without making them a Python object (None:
     /// fewer were there, the file cut short: Python says so; an error of the read is Python's
     /// `OSError`): cut from a piece of the file (`pieces`) where one holds them or can (a line of a
-    /// piece is read as it was when the piece was read).
+    /// piece is read as it was when the piece was read), or from the file's bytes where its
+    /// `SourceFile` holds them in memory (no descriptor: its `data`).
     fn read<R>(
         &self,
         left: &Left<'_>,
@@ -2214,12 +2215,24 @@ impl NativeTexts {
         use rustix::io::Errno;
         let py = left.source.py();
         let raw_fd: i32 = left.source.getattr(intern!(py, "fd"))?.extract()?;
-        if raw_fd < 0 {
-            return Err(os_error(py, Errno::BADF));
-        }
         let Ok(offset) = u64::try_from(offset) else {
             return Err(os_error(py, Errno::INVAL));
         };
+        if raw_fd < 0 {
+            let data = left.source.getattr(intern!(py, "data"))?;
+            let Ok(data) = data.cast::<PyBytes>() else {
+                return Err(os_error(py, Errno::BADF));
+            };
+            let held = data.as_bytes();
+            let start = usize::try_from(offset)
+                .unwrap_or(usize::MAX)
+                .min(held.len());
+            let end = start.saturating_add(length).min(held.len());
+            if end - start < length {
+                return Ok(None);
+            }
+            return then(&held[start..end]);
+        }
         // SAFETY: `raw_fd` is not -1 (checked above) and is the descriptor of the file the
         // `SourceFile` `left.source` opened (its `_file`, closed only when that object is
         // collected). `left` holds a reference to that object for as long as this borrow lives,

@@ -14,11 +14,13 @@ read as a big Anthropic messages file is, each message's facts read natively and
 message left in it. What the loader keeps of the rest (the compactions, the inline subagents'
 usage, the lines left out, the version, title and session id) is read as the loader reads it.
 
-It applies where the Anthropic file's lazy loading does (``read_ahead.usable``: the native core, a
-plain file of ``read_ahead.MIN_BYTES`` or more, or ``COMPACTLAB_READ_AHEAD=lazy``) and the system
-has anonymous files; a session the native reading does not vouch for (any line the loader would
-call bad, or reads otherwise: see ``native/src/claude_code.rs``) is loaded by the loader. The
-transcript is the loader's, message for message and fact for fact (tested, and replayed alike)."""
+It applies where the Anthropic file's lazy loading does (``read_ahead.source_of``): a plain file
+of ``read_ahead.MIN_BYTES`` or more (or ``COMPACTLAB_READ_AHEAD=lazy``) on a system with anonymous
+files, or a smaller one, whose messages file is held in memory instead (``read_ahead.held``: no
+descriptor kept for it; not with ``COMPACTLAB_READ_AHEAD=0``). A session the native reading does
+not vouch for (any line the loader would call bad, or reads otherwise: see
+``native/src/claude_code.rs``) is loaded by the loader. The transcript is the loader's, message for
+message and fact for fact (tested, and replayed alike)."""
 
 from __future__ import annotations
 
@@ -31,15 +33,29 @@ import orjson
 
 from ...core import in_use
 from ...errors import InputError
-from ...plumbing.files import MAX_BLANK_LINES, max_line_bytes, open_regular
+from ...plumbing.files import MAX_BLANK_LINES, compressed, max_line_bytes, open_regular
 from ...transcripts import claude_code, load_with
 from ...transcripts.model import Transcript, TranscriptBuilder
-from .read_ahead import SourceFile, _lazy_entries, usable
+from .read_ahead import MIN_BYTES, SourceFile, _lazy_entries, usable
 
 
 def applies(path: str) -> bool:
     """Whether the session at ``path`` is loaded so (see the module's docstring)."""
-    return in_use() is not None and hasattr(os, "memfd_create") and usable(path, forking=False)
+    if in_use() is None:
+        return False
+    if usable(path, forking=False):
+        return hasattr(os, "memfd_create")
+    return _small(path)
+
+
+def _small(path: str) -> bool:
+    """Whether the session is one whose messages file is held in memory (``read_ahead.held``'s)."""
+    if os.environ.get("COMPACTLAB_READ_AHEAD", "") == "0" or compressed(path):
+        return False
+    try:
+        return 0 < os.path.getsize(path) < MIN_BYTES
+    except OSError:
+        return False
 
 
 def load_lazily(path: str, skip_bad_lines: bool = False) -> Transcript | None:
@@ -66,17 +82,15 @@ def _load(path: str, skip_bad_lines: bool) -> Transcript | None:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if lines is None:
         return None
+    if not usable(path, forking=False):
+        return _held(path, skip_bad_lines, lines)
     try:  # (a system that makes no anonymous file, or has no memory for one: the loader's)
         held = open(os.memfd_create("compactlab-claude-code", getattr(os, "MFD_CLOEXEC", 0)), "r+b", buffering=0)
     except OSError:
         return None
 
     def again(read: Callable[[], Any]) -> Any:
-        try:
-            return read()
-        except OSError as exc:  # (what it read is no longer there: the file changed meanwhile)
-            raise InputError(f"{path}: cannot be read again: {exc.strerror or exc}",
-                             hint="replay a copy of a file that is being written") from None
+        return _again(path, read)
 
     def blocks() -> Iterator[tuple[int, bytes, int, int]]:
         """Each piece of the messages written, handed on as ``LineReader.blocks`` would read it back
@@ -104,6 +118,31 @@ def _load(path: str, skip_bad_lines: bool) -> Transcript | None:
     del lines  # (the file it read again: closed)
     rest(builder)
     return builder.build(skipped_lines=builder.skipped_lines)
+
+
+def _held(path: str, skip_bad_lines: bool, lines: Any) -> Transcript:
+    """A small session's messages file held in memory (``SourceFile``'s ``data``), its messages
+    left unread in it."""
+    chunks = []
+    while (chunk := _again(path, lines.chunk)) is not None:
+        chunks.append(chunk)
+    builder = TranscriptBuilder(path, claude_code.NAME)
+    source = SourceFile(path, data=b"".join(chunks))
+    for _entry in _lazy_entries(builder, source, skip_bad_lines, max_line=sys.maxsize):
+        pass
+    rest = _again(path, lambda: _rest(lines))
+    del lines  # (the file it read again: closed)
+    rest(builder)
+    return builder.build(skipped_lines=builder.skipped_lines)
+
+
+def _again(path: str, read: Callable[[], Any]) -> Any:
+    """What the native reading reads again of the session, or the error that says it changed."""
+    try:
+        return read()
+    except OSError as exc:  # (what it read is no longer there: the file changed meanwhile)
+        raise InputError(f"{path}: cannot be read again: {exc.strerror or exc}",
+                         hint="replay a copy of a file that is being written") from None
 
 
 def _rest(lines: Any) -> Callable[[TranscriptBuilder], None]:

@@ -48,7 +48,7 @@ from ...errors import CompactlabError, InputError
 from ...plumbing.interrupts import Terminated, exit_status, hold_signals, release_signals
 from ...plumbing.lines import BoundedLines, Closed, Late, LineTooLong, framed
 from ...plumbing.process import usable_cores
-from ...plumbing.files import MAX_BLANK_LINES, compressed, max_line_bytes
+from ...plumbing.files import MAX_BLANK_LINES, compressed, max_line_bytes, open_regular
 from ...transcripts.messages import NO_IDS, SIZED_MARK, Entry, Message, ResultFact, json_len
 from ...transcripts import anthropic_messages
 from ...transcripts.model import Transcript, TranscriptBuilder, TranscriptStream
@@ -104,22 +104,43 @@ NOT_PLACED = object()
 class SourceFile:
     """The transcript file as it was when the stream was opened: a message is parsed again from
     its line when something reads it (``os.pread``: no shared file position, and a file cut
-    short meanwhile is an error, not a crash)."""
+    short meanwhile is an error, not a crash). A small file's bytes are held in memory instead
+    (``data``: no descriptor is kept for it, as a corpus job could not keep one for each of its
+    files); a source pickled (a transcript sent to a worker) is sent as its bytes, so held."""
 
-    def __init__(self, path: str, file: io.FileIO | None = None) -> None:
+    def __init__(self, path: str, file: io.FileIO | None = None, data: bytes | None = None) -> None:
         self.path = path
+        #: the file's bytes where they are held (``fd`` is then -1: the native check reads them here)
+        self.data = data
         #: the file (``file``: one open already, named ``path`` in what is said of it: the lines a
         #: Claude Code session makes, held in memory by ``claude_code_lazily``)
-        self._file = file if file is not None else open(path, "rb", buffering=0)
+        self._file = None if data is not None else file if file is not None else open(path, "rb", buffering=0)
         #: the open file's descriptor (the native check reads a line by it: ``os.pread``)
-        self.fd = self._file.fileno()
-        self.size = os.fstat(self.fd).st_size
+        self.fd = -1 if self._file is None else self._file.fileno()
+        self.size = len(data) if data is not None else os.fstat(self.fd).st_size
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return SourceFile, (self.path, None, self.data if self.data is not None else self._line_at(0, self.size))
 
     def _line_at(self, offset: int, length: int) -> bytes:
-        raw = os.pread(self.fd, length, offset)
+        if self.data is not None:
+            raw = self.data[offset:offset + length]
+        else:
+            raw = os.pread(self.fd, length, offset)
         if len(raw) != length:
             raise InputError(f"{self.path}: the file was cut short while it was replayed")
         return raw
+
+    def blocks(self) -> Iterator[tuple[int, bytes, int, int]]:
+        """A held file's lines as ``LineReader.blocks`` reads a file's: its whole lines as one
+        block, a last line without its break as a block of its own."""
+        data = self.data
+        assert data is not None
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            yield 0, data, 0, cut
+        if cut < len(data):
+            yield cut, data[cut:], 0, len(data) - cut
 
     def _changed(self) -> InputError:
         return InputError(f"{self.path}: the file changed while it was replayed (a line read again is not the "
@@ -269,20 +290,46 @@ class LazyEntry(Entry):
                          self.use_set, self.result_set, self.changed | {fact.block})
 
 
-def load_lazily(path: str, skip_bad_lines: bool = False) -> Transcript | None:
-    """The Anthropic messages file at ``path`` loaded whole with its messages left in the file: each
-    line the native core reads is kept as its facts (a ``LazyEntry``), parsed again where something
-    reads its message, as the read-ahead feed's are (a file of usage loaded to calibrate on holds
-    no message it does not read). None where this does not apply (``usable``: the same switch and
-    size as reading ahead; the native core, which reads the facts; a plain file, read again by
-    offset)."""
-    from ...transcripts import load_with
-
-    if in_use() is None or not usable(path, forking=False):
+def held(path: str) -> SourceFile | None:
+    """The source of a small plain file with its bytes held in memory: one that ``usable`` leaves
+    (under ``MIN_BYTES``), unless ``COMPACTLAB_READ_AHEAD=0``; None elsewhere (and where it cannot
+    be read: the loader says why)."""
+    if os.environ.get("COMPACTLAB_READ_AHEAD", "") == "0" or compressed(path):
         return None
     try:
-        source = SourceFile(path)
-    except OSError:
+        with open_regular(path) as f:
+            if not 0 < os.fstat(f.fileno()).st_size < MIN_BYTES:
+                return None
+            data = f.readall()
+    except (OSError, CompactlabError):
+        return None
+    return SourceFile(path, data=data) if 0 < len(data) < MIN_BYTES else None
+
+
+def source_of(path: str) -> SourceFile | None:
+    """What a transcript read with its messages left unread reads them again from (the native core
+    in use): the file, where ``usable`` says so (a big plain file, or ``COMPACTLAB_READ_AHEAD=lazy``),
+    else a small plain file's bytes held in memory (``held``); None where neither applies."""
+    if in_use() is None:
+        return None
+    if usable(path, forking=False):
+        try:
+            return SourceFile(path)
+        except OSError:
+            return None
+    return held(path)
+
+
+def load_lazily(path: str, skip_bad_lines: bool = False) -> Transcript | None:
+    """The Anthropic messages file at ``path`` loaded whole with its messages left unread: each
+    line the native core reads is kept as its facts (a ``LazyEntry``), parsed again where something
+    reads its message, as the read-ahead feed's are (a file of usage loaded to calibrate on holds
+    no message it does not read). None where this does not apply (``source_of``: the native core,
+    which reads the facts; a plain file, read again by offset, or a small one's bytes held)."""
+    from ...transcripts import load_with
+
+    source = source_of(path)
+    if source is None:
         return None
 
     def load(path: str, *, skip_bad_lines: bool = False, **_: object) -> Transcript:
@@ -302,11 +349,7 @@ def stream_lazily(path: str, skip_bad_lines: bool = False) -> StreamFeed | None:
     it does not apply (as ``load_lazily``), or where ``COMPACTLAB_READ_AHEAD=1`` asks for the
     reader process."""
     native = in_use()
-    if native is None or os.environ.get("COMPACTLAB_READ_AHEAD", "") == "1" or not usable(path, forking=False):
-        return None
-    try:
-        source = SourceFile(path)
-    except OSError:
+    if native is None or os.environ.get("COMPACTLAB_READ_AHEAD", "") == "1" or (source := source_of(path)) is None:
         return None
     builder = TranscriptBuilder(path, anthropic_messages.NAME, keep=False)
     base = RawBaseline(probes_indexed=False)
@@ -337,7 +380,9 @@ def _lazy_entries(builder: TranscriptBuilder, source: SourceFile, skip_bad_lines
         return LazyEntry(*found, (source, offset, length, (), b""))  # type: ignore[call-arg]  # (the ten facts)
 
     lineno, blank = 1, 0
-    for at, block, i, stop in reader.blocks() if blocks is None else blocks:
+    if blocks is None:
+        blocks = reader.blocks() if source.data is None else source.blocks()
+    for at, block, i, stop in blocks:
         while i < stop:
             made, i, lines, blank, got, recorded = facts.entries(block, i, stop, at, builder.count, blank, limits,
                                                                  make, source, baseline)
@@ -575,4 +620,5 @@ def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader:
         reader.close()
 
 
-__all__ = ["MIN_BYTES", "ReadAheadFeed", "SourceFile", "load_lazily", "open_feed", "stream_lazily", "usable"]
+__all__ = ["MIN_BYTES", "ReadAheadFeed", "SourceFile", "held", "load_lazily", "open_feed", "source_of",
+           "stream_lazily", "usable"]

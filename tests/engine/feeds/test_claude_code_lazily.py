@@ -45,8 +45,15 @@ def _loaded_both_ways(path: str) -> tuple:
 
     with mock.patch.dict(os.environ, LAZY):
         native = attempt(lambda: claude_code_lazily.load_lazily(path))
+    with mock.patch.dict(os.environ, {"COMPACTLAB_READ_AHEAD": ""}):  # (a small session's, held in memory)
+        held = attempt(lambda: claude_code_lazily.load_lazily(path))
     python = attempt(lambda: load_transcript(path, claude_code.NAME))
     read = in_use().claude_code_lines(path, max_line_bytes(), MAX_BLANK_LINES) is not None
+    if isinstance(native, str) or isinstance(held, str):
+        assert held == native
+    else:
+        assert_same_transcript(held, native)
+        assert all(e._lazy[0].data is not None for e in held.entries if type(e) is LazyEntry)
     return native, python, read
 
 
@@ -213,10 +220,18 @@ def test_a_session_the_native_reading_leaves_is_the_loaders(tmp_path, bad):
     assert not read
 
 
-def test_a_small_session_or_one_without_the_native_core_is_left_to_the_loader(tmp_path, monkeypatch):
+def test_a_small_session_is_held_in_memory_and_without_the_native_core_left_to_the_loader(tmp_path, monkeypatch):
+    """A session under ``read_ahead.MIN_BYTES`` is read natively with its messages file held in
+    memory (no descriptor kept for it: a corpus job holds many); ``COMPACTLAB_READ_AHEAD=0`` or no
+    native core leaves it to the loader."""
     path = ClaudeCodeSession().user("hi").assistant("m1", {"type": "text", "text": "yo"}).write(tmp_path / "s.jsonl")
     monkeypatch.delenv("COMPACTLAB_READ_AHEAD", raising=False)
-    assert claude_code_lazily.load_lazily(path) is None  # (under read_ahead.MIN_BYTES)
+    t = claude_code_lazily.load_lazily(path)
+    sources = {id(e._lazy[0]): e._lazy[0] for e in t.entries if type(e) is LazyEntry}
+    assert len(sources) == 1 and all(s.fd == -1 and s.data for s in sources.values())
+    assert_same_transcript(t, load_transcript(path, claude_code.NAME))
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "0")
+    assert claude_code_lazily.load_lazily(path) is None
     monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "lazy")
     monkeypatch.setattr(claude_code_lazily, "in_use", lambda: None)
     assert claude_code_lazily.load_lazily(path) is None

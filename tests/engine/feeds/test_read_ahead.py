@@ -556,3 +556,88 @@ def test_an_opened_files_format_is_detected_once(tmp_path, monkeypatch, how):
     assert detected == [str(path)] * (how != "named")
     assert feed.streamed == (how in ("streamed", "read ahead", "named"))
     assert_same_run(replay(feed, load_policy("s08")), replay(load_transcript(str(path)), load_policy("s08")))
+
+
+def _native_or_skip():
+    from compactlab import core as cores
+
+    if cores.native_module() is None:
+        pytest.skip("the native core is not built in this install (installed without a Rust toolchain)")
+
+
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else set()
+
+
+@pytest.mark.parametrize("usage", [True, False])
+def test_a_small_file_is_read_with_its_bytes_held_and_no_descriptor_kept(tmp_path, monkeypatch, usage):
+    """A small plain Anthropic file (under ``MIN_BYTES``) is read as a big one is, its messages left
+    unread, from its bytes held in memory (a corpus job holds many transcripts: no descriptor is
+    kept for any), loaded whole (usage, to calibrate on it) or streamed (its probes cached): the
+    same runs as the file read by Python (``COMPACTLAB_READ_AHEAD=0``), recall's texts read again
+    from the bytes held."""
+    from compactlab.engine.feeds import Opening
+    from compactlab.synth import write
+
+    _native_or_skip()
+    monkeypatch.setenv("COMPACTLAB_CORE", "native")
+    monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("COMPACTLAB_READ_AHEAD", raising=False)
+    made: list = []
+    real = read_ahead.held
+    monkeypatch.setattr(read_ahead, "held", lambda path: made.append(got := real(path)) or got)
+    paths = [str(tmp_path / f"s{k}.jsonl") for k in range(12)]
+    for k, path in enumerate(paths):
+        write(path, 40, seed=k, usage=usage)
+    before = _open_fds()
+    kept = [Opening(path, whole_if_usage=True, stream=False).feed().transcript for path in paths]
+    assert _open_fds() <= before  # (twelve transcripts held, no descriptor among them)
+    assert len(made) == 12 and all(s is not None and s.fd == -1 and s.data for s in made)
+    assert all({type(e).__name__ for e in t.entries} == {"LazyEntry"} for t in kept)
+    for path in paths[:3]:
+        for policy in ("s08", "observation-masking"):
+            replay(Opening(path, whole_if_usage=True).feed(), load_policy(policy))  # (its probes stored)
+            made.clear()
+            run = replay(Opening(path, whole_if_usage=True).feed(), load_policy(policy))
+            assert made and made[-1] is not None  # (loaded whole or streamed: read from its bytes)
+            monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "0")
+            assert_same_run(run, replay(Opening(path, whole_if_usage=True).feed(), load_policy(policy)))
+            monkeypatch.delenv("COMPACTLAB_READ_AHEAD")
+            assert run.summary.probes > 0
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "0")  # (the switch: read by Python)
+    assert real(paths[0]) is None and read_ahead.load_lazily(paths[0]) is None
+
+
+def test_a_transcript_with_its_messages_left_unread_is_pickled_as_its_bytes(tmp_path, monkeypatch):
+    """A transcript loaded with its messages left in its file or in its bytes held, pickled (what a
+    Dask cluster is sent where its workers cannot read the file: it failed on the open file), is
+    sent with its file's bytes once and unpickled with them held: the same messages and runs."""
+    from compactlab.synth import write
+
+    _native_or_skip()
+    monkeypatch.setenv("COMPACTLAB_CORE", "native")
+    path = str(tmp_path / "recorded.jsonl")
+    write(path, 50, seed=3, usage=True)
+    for setting in ("1", ""):  # (its file open; its bytes held)
+        monkeypatch.setenv("COMPACTLAB_READ_AHEAD", setting)
+        t = read_ahead.load_lazily(path)
+        assert t is not None and (t.entries[0]._lazy[0].fd >= 0) == (setting == "1")
+        data = pickle.dumps(t)
+        assert len(data) < 2 * os.path.getsize(path) + 200_000  # (the bytes once, not once a message)
+        u = pickle.loads(data)
+        sources = {id(e._lazy[0]) for e in u.entries}
+        assert len(sources) == 1 and u.entries[0]._lazy[0].fd == -1
+        assert u.messages == t.messages
+        for policy in ("s08", "none"):
+            assert_same_run(replay(u, load_policy(policy)), replay(t, load_policy(policy)))
+
+
+def test_a_held_source_cut_short_is_said_so(tmp_path):
+    """A line read again past the end of the bytes held is the error a file cut short is."""
+    source = read_ahead.SourceFile(str(tmp_path / "x.jsonl"), data=b'{"role":"user","content":"a"}\n')
+    assert source.fd == -1 and source.size == 30 and source.text_at(0, 30) == '{"role":"user","content":"a"}'
+    with pytest.raises(InputError, match="cut short"):
+        source.text_at(20, 30)
+    assert list(source.blocks()) == [(0, source.data, 0, 30)]
+    tail = read_ahead.SourceFile("y", data=b'{"a":1}\n{"b":2}')
+    assert list(tail.blocks()) == [(0, tail.data, 0, 8), (8, b'{"b":2}', 0, 7)]
