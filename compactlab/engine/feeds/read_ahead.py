@@ -21,9 +21,11 @@ them, or the policy cannot lose one) and the native core runs, the file is strea
 replaying process with its messages left in the file instead (``stream_lazily``): the reader would
 only send the facts the native core reads in this process for less (5,000 calls: 2.15 -> 1.88 G
 instructions for ``none``, 4.88 -> 4.56 G for ``s08``, the wall time the same).
-``COMPACTLAB_READ_AHEAD=0`` turns both off, ``=1`` forces the reader whatever the size and
-``=lazy`` leaves the messages in the file whatever the size. The results are those of the
-in-process stream, byte for byte (tested).
+A smaller file is streamed or loaded so too, its messages left unread in its bytes held in memory
+(``held``: no descriptor is kept for it, as a corpus job holding many transcripts could not keep
+one each). ``COMPACTLAB_READ_AHEAD=0`` turns all of these off, ``=1`` forces the reader whatever
+the size and ``=lazy`` leaves the messages in the open file whatever the size. The results are
+those of the in-process stream, byte for byte (tested).
 
 The pipe (1 MiB) holds a few dozen batches: the reader stays at most that far ahead. A bad line
 is reported by the reader as the in-process stream reports it; a replay that stops early (an
