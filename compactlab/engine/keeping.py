@@ -133,14 +133,16 @@ def layer_turns(measures: Measures, policy: Policy, env: RunEnv, *, restarts: bo
     stub = stub_summary(policy, env, steps) if "summary" in layers else None
     # (manual compaction's stub summary is made by the loop where the summary layer's is: the same
     # summary table, the whole context; ``layers/manual.py`` the reference)
-    manual_stub = None
-    if stub is not None:
+    manual_stub = reactive_stub = None
+    if stub is not None:  # (reactive's too, with its own tail and template)
         manual_stub = (steps.manualised,
                        policy.manual.message if policy.manual.mode == "replace_results" else None)
+        own = policy.reactive
+        reactive_stub = (steps.reactivated, own.keep_tail, own.pair_safe, own.template)
     turns = native.LayerTurns(
         measures.native, TurnRecord, cheap, env.tool_names, env.ledger.cleared_at, env.new_entry, recall,
         (steps.unit, steps.summary, stub) if "summary" in layers else None,
-        (policy.reactive.max_retries, steps.reactive) if "reactive" in layers else None,
+        (policy.reactive.max_retries, steps.reactive, reactive_stub) if "reactive" in layers else None,
         (policy.manual.mode, steps.manual, manual_stub) if "manual" in layers else None, natively,
         shared if "micro" in layers else None, entry_copies(native) if "micro" in layers else None)
     return turns, steps
@@ -280,6 +282,15 @@ class PythonSteps:
         as ``manual`` and ``summarize`` count them (a manual compaction and its summary's characters
         and tokens; the summary layer's circuit breaker is not its own)."""
         stats = LayerStats(manual=1, summary_input_chars=input_chars, summary_output_chars=output_chars,
+                           summary_input_tokens=input_tokens, summary_output_tokens=output_tokens)
+        stats.changed_at(lowest)
+        self.stats.add(stats)
+
+    def reactivated(self, input_chars: int, output_chars: int, input_tokens: int, output_tokens: int,
+                    lowest: int) -> None:
+        """A reactive compaction whose stub summary the native loop made: the layer's stats at the
+        call, as ``reactive`` and ``summarize`` count them."""
+        stats = LayerStats(reactive=1, summary_input_chars=input_chars, summary_output_chars=output_chars,
                            summary_input_tokens=input_tokens, summary_output_tokens=output_tokens)
         stats.changed_at(lowest)
         self.stats.add(stats)

@@ -633,6 +633,39 @@ struct ManualStub {
 /// What `LayerTurns::new` is given of manual compaction's stub (`ManualStub`, in its fields' order).
 type ManualStubParts = (Py<PyAny>, Option<String>);
 
+/// What reactive compaction's stub summary is made with here (`layers/reactive.py` the reference:
+/// the whole context summarised, its last `keep_tail` messages kept after it, the tail's cut moved
+/// so that a tool pair is not split where `pair_safe`, its own template): the steps' stats told of
+/// it (`PythonSteps.reactivated`).
+struct ReactiveStub {
+    told: Py<PyAny>,
+    keep_tail: usize,
+    pair_safe: bool,
+    template: String,
+}
+
+impl ReactiveStub {
+    fn copy(&self, py: Python<'_>) -> ReactiveStub {
+        ReactiveStub {
+            told: self.told.clone_ref(py),
+            keep_tail: self.keep_tail,
+            pair_safe: self.pair_safe,
+            template: self.template.clone(),
+        }
+    }
+}
+
+/// What `LayerTurns::new` is given of reactive compaction's stub (`ReactiveStub`, in its fields'
+/// order).
+type ReactiveStubParts = (Py<PyAny>, usize, bool, String);
+
+/// The compaction a stub summary is made for (`LayerTurns::stub_summary`).
+enum Made<'a> {
+    Summary,
+    Manual(&'a ManualStub),
+    Reactive(&'a ReactiveStub),
+}
+
 impl ManualStub {
     fn copy(&self, py: Python<'_>) -> ManualStub {
         ManualStub {
@@ -753,7 +786,7 @@ pub struct LayerTurns {
     /// reactive compaction (`(max_retries, step)`) and manual compaction (`(mode, step)`): each
     /// `(call, recorded, entries, dealt) -> (entries or None, dealt, lowest changed, acted)`, run by
     /// Python on the context (`keeping.PythonSteps`) when the loop finds it due
-    reactive: Option<(usize, Py<PyAny>)>,
+    reactive: Option<(usize, Py<PyAny>, Option<ReactiveStub>)>,
     manual: Option<(Manual, Py<PyAny>, Option<ManualStub>)>,
     /// the run's tool names by tool_use id (filled as calls are read), and its ledger's
     /// `cleared_at` (when each result was replaced: recall's attribution)
@@ -801,7 +834,7 @@ impl LayerTurns {
         new_entry: Py<PyAny>,
         recall: Py<PyAny>,
         summary: Option<(String, Py<PyAny>, Option<StubParts>)>,
-        reactive: Option<(usize, Py<PyAny>)>,
+        reactive: Option<(usize, Py<PyAny>, Option<ReactiveStubParts>)>,
         manual: Option<(String, Py<PyAny>, Option<ManualStubParts>)>,
         native_recall: Option<NativeRecallParts>,
         replaced: Option<(Py<PyDict>, usize)>,
@@ -884,7 +917,18 @@ impl LayerTurns {
                     }),
                 }),
             },
-            reactive,
+            reactive: reactive.map(|(max_retries, step, stub)| {
+                (
+                    max_retries,
+                    step,
+                    stub.map(|(told, keep_tail, pair_safe, template)| ReactiveStub {
+                        told,
+                        keep_tail,
+                        pair_safe,
+                        template,
+                    }),
+                )
+            }),
             manual,
             tool_names,
             cleared_at,
@@ -1208,7 +1252,7 @@ impl LayerTurns {
             this.prepare(py, call, recorded, trigger, &mut done)?;
             let mut tokens = this.tokens(py);
             let mut retries = 0;
-            while let Some((max_retries, _)) = this.reactive {
+            while let Some((max_retries, _, _)) = this.reactive {
                 if retries >= max_retries || tokens <= reactive_window {
                     break;
                 }
@@ -1565,16 +1609,25 @@ impl LayerTurns {
         recorded: Option<i64>,
         done: &mut Done,
     ) -> PyResult<bool> {
+        // (the stub's summary made here where it can be; an empty context is Python's, which
+        // leaves it)
         if let (Compaction::Manual, Some((_, _, Some(stub)))) = (which, &self.manual) {
-            // (the stub's summary made here where it can be; an empty context is Python's, which
-            // leaves it)
             let stub = stub.copy(py);
-            if !self.chars.is_empty() && self.stub_summary(py, call, done, Some(&stub))? {
+            if !self.chars.is_empty() && self.stub_summary(py, call, done, Made::Manual(&stub))? {
+                return Ok(true);
+            }
+        }
+        if let (Compaction::Reactive, Some((_, _, Some(stub)))) = (which, &self.reactive) {
+            let stub = stub.copy(py);
+            if !self.chars.is_empty() && self.stub_summary(py, call, done, Made::Reactive(&stub))? {
                 return Ok(true);
             }
         }
         let step = match which {
-            Compaction::Reactive => self.reactive.as_ref().map(|(_, step)| step.clone_ref(py)),
+            Compaction::Reactive => self
+                .reactive
+                .as_ref()
+                .map(|(_, step, _)| step.clone_ref(py)),
             Compaction::Manual => self.manual.as_ref().map(|(_, step, _)| step.clone_ref(py)),
         };
         let Some(step) = step else {
@@ -1662,7 +1715,7 @@ impl LayerTurns {
         if size <= trigger {
             return Ok(());
         }
-        if summary.stub.is_some() && self.stub_summary(py, call, done, None)? {
+        if summary.stub.is_some() && self.stub_summary(py, call, done, Made::Summary)? {
             return Ok(());
         }
         let Some(summary) = &self.summary else {
@@ -1704,7 +1757,7 @@ impl LayerTurns {
         py: Python<'_>,
         call: usize,
         done: &mut Done,
-        manual: Option<&ManualStub>,
+        made_for: Made<'_>,
     ) -> PyResult<bool> {
         let Some(stub) = self.summary.as_ref().and_then(|s| s.stub.as_ref()) else {
             return Ok(false);
@@ -1712,10 +1765,10 @@ impl LayerTurns {
         let held = &self.held.messages;
         let n = held.len();
         // (manual compaction summarises the whole context: `manual.py` asks `compact` for no head
-        // or tail kept)
-        let (keep_head, keep_tail) = match manual {
-            Some(_) => (0, 0),
-            None => (stub.keep_head, stub.keep_tail),
+        // or tail kept; reactive compaction too, and keeps its tail after the summary)
+        let (keep_head, keep_tail) = match made_for {
+            Made::Manual(_) | Made::Reactive(_) => (0, 0),
+            Made::Summary => (stub.keep_head, stub.keep_tail),
         };
         // pair-safe cuts (`pair_safe_head`, `pair_safe_tail`)
         let head_end = self.held.pair_safe_head(keep_head.min(n));
@@ -1724,6 +1777,23 @@ impl LayerTurns {
             keep => self.held.pair_safe_tail(n - keep.min(n)),
         }
         .max(head_end);
+        // what the summary's message replaces: the middle summarised, or reactive's all but its
+        // tail (`reactive.py`: the tail's cut moved only where `pair_safe`)
+        let (splice_from, splice_to) = match made_for {
+            Made::Reactive(r) if r.keep_tail > 0 => {
+                let cut = n - r.keep_tail.min(n);
+                (
+                    0,
+                    if r.pair_safe {
+                        self.held.pair_safe_tail(cut)
+                    } else {
+                        cut
+                    },
+                )
+            }
+            Made::Reactive(_) => (0, n),
+            _ => (head_end, tail_start),
+        };
         let entries = self.entries.bind(py);
         let text_of = |i: usize| -> PyResult<Option<String>> {
             let text = stub.text_of.bind(py).call1((entries.get_item(i)?,))?;
@@ -1830,19 +1900,28 @@ impl LayerTurns {
         noted.set_item(intern!(py, "path"), py.None())?;
         saved.append(noted)?;
         let mut made = Vec::new();
-        let content = stub
-            .template
-            .replace("{transcript}", &transcript)
+        // (reactive's own template, filled without the transcript's name: `fill(template, text)`;
+        // no acknowledgement)
+        let (template, transcript, ack) = match made_for {
+            Made::Reactive(r) => (&r.template, "", None),
+            _ => (&stub.template, transcript.as_str(), stub.ack.clone()),
+        };
+        let content = template
+            .replace("{transcript}", transcript)
             .replace("{summary}", &text);
         for (role, content) in
-            std::iter::once(("user", content)).chain(stub.ack.clone().map(|a| ("assistant", a)))
+            std::iter::once(("user", content)).chain(ack.map(|a| ("assistant", a)))
         {
             let message = PyDict::new(py);
             message.set_item(intern!(py, "role"), role)?;
             message.set_item(intern!(py, "content"), content)?;
             made.push(self.new_entry.bind(py).call1((message, "summary", call))?);
         }
-        if let Some(message) = manual.and_then(|m| m.message.as_ref()) {
+        if let Made::Manual(ManualStub {
+            message: Some(message),
+            ..
+        }) = made_for
+        {
             // (seed 004: its own message after the summary, as `manual.py` appends it)
             let made_message = PyDict::new(py);
             made_message.set_item(intern!(py, "role"), "user")?;
@@ -1853,15 +1932,16 @@ impl LayerTurns {
                     .call1((made_message, "summary", call))?,
             );
         }
-        let summarised = match manual {
-            Some(m) => m.told.clone_ref(py),
-            None => stub.summarised.clone_ref(py),
+        let summarised = match made_for {
+            Made::Manual(m) => m.told.clone_ref(py),
+            Made::Reactive(r) => r.told.clone_ref(py),
+            Made::Summary => stub.summarised.clone_ref(py),
         };
         let counts = (
-            self.held.refs_before(head_end),
-            self.held.refs_before(tail_start),
+            self.held.refs_before(splice_from),
+            self.held.refs_before(splice_to),
         );
-        self.splice(py, head_end, made, tail_start)?;
+        self.splice(py, splice_from, made, splice_to)?;
         for layer in self.layers.iter_mut() {
             if let Layer::Micro(m) = layer {
                 m.dealt = spliced_count(m.dealt, counts.0, counts.1, 0);
@@ -1872,11 +1952,11 @@ impl LayerTurns {
             output_chars,
             input_tokens,
             output_tokens,
-            head_end,
+            splice_from,
         ))?;
         done.python = true;
         done.stepped = true;
-        done.changed_at(head_end);
+        done.changed_at(splice_from);
         Ok(true)
     }
 

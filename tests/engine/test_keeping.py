@@ -518,6 +518,33 @@ def test_manual_compaction_is_summarised_by_the_native_loop_as_by_python(monkeyp
     assert a.summary.saved_transcripts == n.summary.saved_transcripts
 
 
+@needs_native
+@pytest.mark.parametrize("how", ["loaded", "streamed"])
+@pytest.mark.parametrize("tail", ["reactive.keep_tail=0", "reactive.keep_tail=5",
+                                  "reactive.pair_safe=false", "reactive.template=R {summary} {transcript}"])
+def test_reactive_compaction_is_summarised_by_the_native_loop_as_by_python(monkeypatch, layered, how, tail):
+    """Where the loop makes the summary layer's stub summary, it makes reactive compaction's too
+    (the whole context summarised, its last messages kept after it, the cut moved off a tool pair
+    where ``pair_safe``, its own template filled without a transcript's name): Python's reactive
+    step is never asked, and the run is the Python loop's, record for record."""
+    asked = []
+    real = keeping.PythonSteps.reactive
+    monkeypatch.setattr(keeping.PythonSteps, "reactive", lambda self, *a: asked.append(a[0]) or real(self, *a))
+    policy = load_policy("s08", ["reactive.window_tokens=1500", "reactive.max_retries=2", "summary.trigger=400000",
+                                 tail])
+    path = SAMPLES / "synth-medium.jsonl"
+
+    def run():
+        source = load_transcript(str(path)) if how == "loaded" else Opening(str(path), probes=False).feed()
+        return replay(source, policy, ReplayOptions(window=30_000))
+
+    a, n = _both(monkeypatch, run)
+    _same(a, n)
+    assert a.summary.reactive == n.summary.reactive > 0
+    assert layered["runs"] == 1 and asked == []
+    assert a.summary.saved_transcripts == n.summary.saved_transcripts
+
+
 class _Flaky:
     """A summarizer that fails at every third request it gets (the circuit breaker's case)."""
 
