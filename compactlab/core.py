@@ -24,8 +24,8 @@ CORES = ("python", "native")
 #: what the native core runs of a replay, in words (``--version`` and the docs say it)
 NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one made of the built-in layers "
                 "(s08, claude-code and codex among them; micro's copies of a message, left in its file or loaded; "
-                "the stub's summaries, the summary layer's and manual and reactive compaction's; a live summary's text and persisting in Python); recall, asked "
-                "by that loop itself: its check, attribution and ledger (held in Rust), the texts it reads (a line "
+                "the stub's summaries, the summary layer's and manual and reactive compaction's; a live summary's "
+                "text and persisting in Python); recall, asked by that loop itself: its check, attribution and ledger (held in Rust), the texts it reads (a line "
                 "read again cut from a piece of its file read once; a reply's message without its other members) and "
                 "the ledger's tallies; each call's violations, checked and logged; each call's record (held in Rust: "
                 "the replay's JSON, calls.csv and the summary's sums written from it); the run's pricing and its "
