@@ -493,19 +493,14 @@ def test_a_preset_that_summarises_runs_alike_on_the_native_loop(monkeypatch, lay
     _sample_runs_alike(monkeypatch, layered, sample, how, policy)
 
 
-@needs_native
-@pytest.mark.parametrize("how", ["loaded", "streamed"])
-@pytest.mark.parametrize("mode", ["before_results", "after_results", "replace_results"])
-def test_manual_compaction_is_summarised_by_the_native_loop_as_by_python(monkeypatch, layered, how, mode):
-    """Where the loop makes the summary layer's stub summary, it makes manual compaction's too (the
-    whole context summarised, the message of ``replace_results`` after it): Python's manual step is
-    never asked, and the run is the Python loop's, record for record (its stats, the made messages'
-    origins and the ledger's saved transcripts among them)."""
+def _made_natively(monkeypatch, layered, step: str, policy, sample: str, how: str) -> None:
+    """A run whose ``step`` compaction the loop summarises itself: Python's step never asked, the
+    run the Python loop's, record for record (its stats, the made messages' origins and the
+    ledger's saved transcripts among them), and the compaction made at least once."""
     asked = []
-    real = keeping.PythonSteps.manual
-    monkeypatch.setattr(keeping.PythonSteps, "manual", lambda self, *a: asked.append(a[0]) or real(self, *a))
-    policy = load_policy("s08", [f"manual.mode={mode}", "manual.message=Compacted: go on."])
-    path = SAMPLES / "manual-compact.jsonl"
+    real = getattr(keeping.PythonSteps, step)
+    monkeypatch.setattr(keeping.PythonSteps, step, lambda self, *a: asked.append(a[0]) or real(self, *a))
+    path = SAMPLES / sample
 
     def run():
         source = load_transcript(str(path)) if how == "loaded" else Opening(str(path), probes=False).feed()
@@ -513,9 +508,19 @@ def test_manual_compaction_is_summarised_by_the_native_loop_as_by_python(monkeyp
 
     a, n = _both(monkeypatch, run)
     _same(a, n)
-    assert a.summary.manual == n.summary.manual > 0
+    assert getattr(a.summary, step) == getattr(n.summary, step) > 0
     assert layered["runs"] == 1 and asked == []
     assert a.summary.saved_transcripts == n.summary.saved_transcripts
+
+
+@needs_native
+@pytest.mark.parametrize("how", ["loaded", "streamed"])
+@pytest.mark.parametrize("mode", ["before_results", "after_results", "replace_results"])
+def test_manual_compaction_is_summarised_by_the_native_loop_as_by_python(monkeypatch, layered, how, mode):
+    """Where the loop makes the summary layer's stub summary, it makes manual compaction's too (the
+    whole context summarised, the message of ``replace_results`` after it)."""
+    policy = load_policy("s08", [f"manual.mode={mode}", "manual.message=Compacted: go on."])
+    _made_natively(monkeypatch, layered, "manual", policy, "manual-compact.jsonl", how)
 
 
 @needs_native
@@ -525,24 +530,10 @@ def test_manual_compaction_is_summarised_by_the_native_loop_as_by_python(monkeyp
 def test_reactive_compaction_is_summarised_by_the_native_loop_as_by_python(monkeypatch, layered, how, tail):
     """Where the loop makes the summary layer's stub summary, it makes reactive compaction's too
     (the whole context summarised, its last messages kept after it, the cut moved off a tool pair
-    where ``pair_safe``, its own template filled without a transcript's name): Python's reactive
-    step is never asked, and the run is the Python loop's, record for record."""
-    asked = []
-    real = keeping.PythonSteps.reactive
-    monkeypatch.setattr(keeping.PythonSteps, "reactive", lambda self, *a: asked.append(a[0]) or real(self, *a))
+    where ``pair_safe``, its own template filled without a transcript's name)."""
     policy = load_policy("s08", ["reactive.window_tokens=1500", "reactive.max_retries=2", "summary.trigger=400000",
                                  tail])
-    path = SAMPLES / "synth-medium.jsonl"
-
-    def run():
-        source = load_transcript(str(path)) if how == "loaded" else Opening(str(path), probes=False).feed()
-        return replay(source, policy, ReplayOptions(window=30_000))
-
-    a, n = _both(monkeypatch, run)
-    _same(a, n)
-    assert a.summary.reactive == n.summary.reactive > 0
-    assert layered["runs"] == 1 and asked == []
-    assert a.summary.saved_transcripts == n.summary.saved_transcripts
+    _made_natively(monkeypatch, layered, "reactive", policy, "synth-medium.jsonl", how)
 
 
 class _Flaky:
