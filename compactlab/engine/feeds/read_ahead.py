@@ -242,6 +242,12 @@ class LazyEntry(Entry):
     def message(self, value: Message | None) -> None:
         self._message = value
 
+    def __getstate__(self) -> tuple[None, dict[str, Any]]:
+        """Its slots as they stand, the message unread left unread (``message`` is read through
+        the property: a pickled copy, a Dask worker's, reads it from its source's bytes)."""
+        names = (n for cls in type(self).__mro__ for n in getattr(cls, "__slots__", ()) if n != "message")
+        return None, {n: getattr(self, n) for n in names if hasattr(self, n)}
+
     def json_text(self) -> str:
         """The message's compact JSON: its line as it stands, where the message is unread and
         unchanged and the line is what orjson writes of it, else written from the message. The line

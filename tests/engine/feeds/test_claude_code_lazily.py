@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+import pickle
 from pathlib import Path
 from unittest import mock
 
@@ -192,6 +193,10 @@ def test_the_native_reading_reads_the_usual_sessions_itself(tmp_path):
     with mock.patch.dict(os.environ, LAZY):
         t = claude_code_lazily.load_lazily(path)
     assert len(t.entries) == 42 and t.compactions[0].position == 41 and len(t.usage) == 20
+    source = t.entries[0]._lazy[0]  # (the memory file, its size once written: what a pickled copy holds)
+    assert source.fd >= 0 and source.size == os.fstat(source.fd).st_size > 0
+    copy = pickle.loads(pickle.dumps(source))
+    assert copy.fd == -1 and copy.data == os.pread(source.fd, source.size, 0)
 
 
 @pytest.mark.parametrize("bad", [
