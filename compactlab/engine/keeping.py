@@ -270,28 +270,28 @@ class PythonSteps:
         """A summary the native loop made (``stub_summary``): the layer's stats at the call, as
         ``summarize``, ``compact`` and ``summary`` count them, and its circuit breaker's failures
         cleared, as a summary that worked clears them."""
-        stats = LayerStats(summaries=1, summary_input_chars=input_chars, summary_output_chars=output_chars,
-                           summary_input_tokens=input_tokens, summary_output_tokens=output_tokens)
-        stats.changed_at(lowest)
-        self.stats.add(stats)
+        self._made("summaries", input_chars, output_chars, input_tokens, output_tokens, lowest)
         self.env.state_of(Breaker).failures = 0
 
     def manualised(self, input_chars: int, output_chars: int, input_tokens: int, output_tokens: int,
                    lowest: int) -> None:
         """A manual compaction whose stub summary the native loop made: the layer's stats at the call,
-        as ``manual`` and ``summarize`` count them (a manual compaction and its summary's characters
-        and tokens; the summary layer's circuit breaker is not its own)."""
-        stats = LayerStats(manual=1, summary_input_chars=input_chars, summary_output_chars=output_chars,
-                           summary_input_tokens=input_tokens, summary_output_tokens=output_tokens)
-        stats.changed_at(lowest)
-        self.stats.add(stats)
+        as ``manual`` and ``summarize`` count them (the summary layer's circuit breaker is not its own)."""
+        self._made("manual", input_chars, output_chars, input_tokens, output_tokens, lowest)
 
     def reactivated(self, input_chars: int, output_chars: int, input_tokens: int, output_tokens: int,
                     lowest: int) -> None:
         """A reactive compaction whose stub summary the native loop made: the layer's stats at the
         call, as ``reactive`` and ``summarize`` count them."""
-        stats = LayerStats(reactive=1, summary_input_chars=input_chars, summary_output_chars=output_chars,
+        self._made("reactive", input_chars, output_chars, input_tokens, output_tokens, lowest)
+
+    def _made(self, counter: str, input_chars: int, output_chars: int, input_tokens: int, output_tokens: int,
+              lowest: int) -> None:
+        """One stub summary's stats added to the call's: ``counter`` (what made it) one, its
+        characters and tokens, the first message it changed."""
+        stats = LayerStats(summary_input_chars=input_chars, summary_output_chars=output_chars,
                            summary_input_tokens=input_tokens, summary_output_tokens=output_tokens)
+        setattr(stats, counter, 1)
         stats.changed_at(lowest)
         self.stats.add(stats)
 

@@ -21,6 +21,7 @@ use crate::members::{self, Fact};
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use crate::bindings::{
     EntryCopies, GivenProbe, InvariantTracker, PromptCache, RecallCheck, StoredProbes,
@@ -644,35 +645,16 @@ struct ReactiveStub {
     template: String,
 }
 
-impl ReactiveStub {
-    fn copy(&self, py: Python<'_>) -> ReactiveStub {
-        ReactiveStub {
-            told: self.told.clone_ref(py),
-            keep_tail: self.keep_tail,
-            pair_safe: self.pair_safe,
-            template: self.template.clone(),
-        }
-    }
-}
-
 /// What `LayerTurns::new` is given of reactive compaction's stub (`ReactiveStub`, in its fields'
 /// order).
 type ReactiveStubParts = (Py<PyAny>, usize, bool, String);
 
-/// The compaction a stub summary is made for (`LayerTurns::stub_summary`).
-enum Made<'a> {
+/// The compaction a stub summary is made for (`LayerTurns::stub_summary`; a compaction's stub
+/// shared with the loop that holds it, which the summary's making changes).
+enum Made {
     Summary,
-    Manual(&'a ManualStub),
-    Reactive(&'a ReactiveStub),
-}
-
-impl ManualStub {
-    fn copy(&self, py: Python<'_>) -> ManualStub {
-        ManualStub {
-            told: self.told.clone_ref(py),
-            message: self.message.clone(),
-        }
-    }
+    Manual(Arc<ManualStub>),
+    Reactive(Arc<ReactiveStub>),
 }
 
 /// The compactions Python runs on the loop's context when it finds them due.
@@ -786,8 +768,8 @@ pub struct LayerTurns {
     /// reactive compaction (`(max_retries, step)`) and manual compaction (`(mode, step)`): each
     /// `(call, recorded, entries, dealt) -> (entries or None, dealt, lowest changed, acted)`, run by
     /// Python on the context (`keeping.PythonSteps`) when the loop finds it due
-    reactive: Option<(usize, Py<PyAny>, Option<ReactiveStub>)>,
-    manual: Option<(Manual, Py<PyAny>, Option<ManualStub>)>,
+    reactive: Option<(usize, Py<PyAny>, Option<Arc<ReactiveStub>>)>,
+    manual: Option<(Manual, Py<PyAny>, Option<Arc<ManualStub>>)>,
     /// the run's tool names by tool_use id (filled as calls are read), and its ledger's
     /// `cleared_at` (when each result was replaced: recall's attribution)
     tool_names: Py<PyDict>,
@@ -854,7 +836,7 @@ impl LayerTurns {
                     }
                 },
                 step,
-                stub.map(|(told, message)| ManualStub { told, message }),
+                stub.map(|(told, message)| Arc::new(ManualStub { told, message })),
             )),
         };
         let chars_per_token = measures.borrow(py).inner.chars_per_token;
@@ -921,11 +903,13 @@ impl LayerTurns {
                 (
                     max_retries,
                     step,
-                    stub.map(|(told, keep_tail, pair_safe, template)| ReactiveStub {
-                        told,
-                        keep_tail,
-                        pair_safe,
-                        template,
+                    stub.map(|(told, keep_tail, pair_safe, template)| {
+                        Arc::new(ReactiveStub {
+                            told,
+                            keep_tail,
+                            pair_safe,
+                            template,
+                        })
                     }),
                 )
             }),
@@ -1598,9 +1582,8 @@ impl LayerTurns {
         self.summary(py, call, recorded, trigger, done)
     }
 
-    /// Reactive or manual compaction at `call`, run by Python on the context (manual compaction's
-    /// stub summary made here, where the loop makes the summary layer's: `stub_summary`): whether it
-    /// changed it.
+    /// Reactive or manual compaction at `call`, run by Python on the context (its stub summary made
+    /// here, where the loop makes the summary layer's: `stub_summary`): whether it changed it.
     fn compact(
         &mut self,
         py: Python<'_>,
@@ -1611,15 +1594,18 @@ impl LayerTurns {
     ) -> PyResult<bool> {
         // (the stub's summary made here where it can be; an empty context is Python's, which
         // leaves it)
-        if let (Compaction::Manual, Some((_, _, Some(stub)))) = (which, &self.manual) {
-            let stub = stub.copy(py);
-            if !self.chars.is_empty() && self.stub_summary(py, call, done, Made::Manual(&stub))? {
-                return Ok(true);
-            }
-        }
-        if let (Compaction::Reactive, Some((_, _, Some(stub)))) = (which, &self.reactive) {
-            let stub = stub.copy(py);
-            if !self.chars.is_empty() && self.stub_summary(py, call, done, Made::Reactive(&stub))? {
+        let made = match which {
+            Compaction::Manual => self
+                .manual
+                .as_ref()
+                .and_then(|(_, _, s)| s.clone())
+                .map(Made::Manual),
+            Compaction::Reactive => (self.reactive.as_ref())
+                .and_then(|(_, _, s)| s.clone())
+                .map(Made::Reactive),
+        };
+        if let Some(made) = made {
+            if !self.chars.is_empty() && self.stub_summary(py, call, done, &made)? {
                 return Ok(true);
             }
         }
@@ -1715,7 +1701,7 @@ impl LayerTurns {
         if size <= trigger {
             return Ok(());
         }
-        if summary.stub.is_some() && self.stub_summary(py, call, done, Made::Summary)? {
+        if summary.stub.is_some() && self.stub_summary(py, call, done, &Made::Summary)? {
             return Ok(());
         }
         let Some(summary) = &self.summary else {
@@ -1745,8 +1731,9 @@ impl LayerTurns {
     }
 
     /// The summary layer's stub summary at `call`, made here (`Stub`; `layers/summary.py`'s
-    /// `compact` and `summarizers/stub.py` are the references), or manual compaction's (`manual`:
-    /// the whole context summarised, `layers/manual.py` the reference): the context noted as a saved
+    /// `compact` and `summarizers/stub.py` are the references), or manual or reactive compaction's
+    /// (`made_for`: the whole context summarised, `layers/manual.py` and `layers/reactive.py` the
+    /// references): the context noted as a saved
     /// transcript, its middle summarised by the messages' facts and three of their texts, the
     /// summary's message (and the acknowledgement) made in its place, micro's count of results
     /// dealt with spliced, the call's stats told to Python. Whether it was made: not where a text
@@ -1757,7 +1744,7 @@ impl LayerTurns {
         py: Python<'_>,
         call: usize,
         done: &mut Done,
-        made_for: Made<'_>,
+        made_for: &Made,
     ) -> PyResult<bool> {
         let Some(stub) = self.summary.as_ref().and_then(|s| s.stub.as_ref()) else {
             return Ok(false);
@@ -1917,11 +1904,11 @@ impl LayerTurns {
             message.set_item(intern!(py, "content"), content)?;
             made.push(self.new_entry.bind(py).call1((message, "summary", call))?);
         }
-        if let Made::Manual(ManualStub {
-            message: Some(message),
-            ..
-        }) = made_for
-        {
+        let appended = match made_for {
+            Made::Manual(m) => m.message.as_ref(),
+            _ => None,
+        };
+        if let Some(message) = appended {
             // (seed 004: its own message after the summary, as `manual.py` appends it)
             let made_message = PyDict::new(py);
             made_message.set_item(intern!(py, "role"), "user")?;

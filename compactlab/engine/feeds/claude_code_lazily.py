@@ -33,10 +33,10 @@ import orjson
 
 from ...core import in_use
 from ...errors import InputError
-from ...plumbing.files import MAX_BLANK_LINES, compressed, max_line_bytes, open_regular
+from ...plumbing.files import MAX_BLANK_LINES, max_line_bytes, open_regular
 from ...transcripts import claude_code, load_with
 from ...transcripts.model import Transcript, TranscriptBuilder
-from .read_ahead import MIN_BYTES, SourceFile, _lazy_entries, usable
+from .read_ahead import SourceFile, _lazy_entries, small, usable
 
 
 def applies(path: str) -> bool:
@@ -45,17 +45,7 @@ def applies(path: str) -> bool:
         return False
     if usable(path, forking=False):
         return hasattr(os, "memfd_create")
-    return _small(path)
-
-
-def _small(path: str) -> bool:
-    """Whether the session is one whose messages file is held in memory (``read_ahead.held``'s)."""
-    if os.environ.get("COMPACTLAB_READ_AHEAD", "") == "0" or compressed(path):
-        return False
-    try:
-        return 0 < os.path.getsize(path) < MIN_BYTES
-    except OSError:
-        return False
+    return small(path)  # (its messages file held in memory)
 
 
 def load_lazily(path: str, skip_bad_lines: bool = False) -> Transcript | None:

@@ -245,8 +245,7 @@ class LazyEntry(Entry):
     def __getstate__(self) -> tuple[None, dict[str, Any]]:
         """Its slots as they stand, the message unread left unread (``message`` is read through
         the property: a pickled copy, a Dask worker's, reads it from its source's bytes)."""
-        names = (n for cls in type(self).__mro__ for n in getattr(cls, "__slots__", ()) if n != "message")
-        return None, {n: getattr(self, n) for n in names if hasattr(self, n)}
+        return None, {n: getattr(self, n) for n in _STATE if hasattr(self, n)}
 
     def json_text(self) -> str:
         """The message's compact JSON: its line as it stands, where the message is unread and
@@ -298,11 +297,26 @@ class LazyEntry(Entry):
                          self.use_set, self.result_set, self.changed | {fact.block})
 
 
-def held(path: str) -> SourceFile | None:
-    """The source of a small plain file with its bytes held in memory: one that ``usable`` leaves
-    (under ``MIN_BYTES``), unless ``COMPACTLAB_READ_AHEAD=0``; None elsewhere (and where it cannot
-    be read: the loader says why)."""
+#: a LazyEntry's slots as pickled: all but ``message``, its property's
+_STATE = tuple(n for cls in LazyEntry.__mro__ for n in getattr(cls, "__slots__", ()) if n != "message")
+
+
+def small(path: str) -> bool:
+    """Whether ``path`` is a small plain file whose bytes are held in memory to leave its messages
+    unread in them: one that ``usable`` leaves (under ``MIN_BYTES``), unless
+    ``COMPACTLAB_READ_AHEAD=0``."""
     if os.environ.get("COMPACTLAB_READ_AHEAD", "") == "0" or compressed(path):
+        return False
+    try:
+        return 0 < os.path.getsize(path) < MIN_BYTES
+    except OSError:
+        return False
+
+
+def held(path: str) -> SourceFile | None:
+    """The source of a ``small`` file with its bytes held in memory; None elsewhere (and where it
+    cannot be read: the loader says why)."""
+    if not small(path):
         return None
     try:
         with open_regular(path) as f:
@@ -628,5 +642,5 @@ def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader:
         reader.close()
 
 
-__all__ = ["MIN_BYTES", "ReadAheadFeed", "SourceFile", "held", "load_lazily", "open_feed", "source_of",
+__all__ = ["MIN_BYTES", "ReadAheadFeed", "SourceFile", "held", "load_lazily", "open_feed", "small", "source_of",
            "stream_lazily", "usable"]
