@@ -16,38 +16,6 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-/// What a byte is to the runs: part of one (an ASCII letter, digit or `_ . / : ~ -`), a
-/// separator (any other ASCII character, `probes._SPACES`), or the first byte of a character
-/// beyond ASCII (which separates when it is a space: `wide_space`). Continuation bytes are never
-/// looked up (the scan steps over whole characters).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Byte {
-    Part,
-    Separator,
-    Wide,
-}
-
-const fn byte_kind(b: u8) -> Byte {
-    if b >= 0x80 {
-        Byte::Wide
-    } else if b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'/' | b':' | b'~' | b'-') {
-        Byte::Part
-    } else {
-        Byte::Separator
-    }
-}
-
-/// `byte_kind` of each byte, looked up.
-static KIND: [Byte; 256] = {
-    let mut table = [Byte::Part; 256];
-    let mut b = 0;
-    while b < 256 {
-        table[b] = byte_kind(b as u8);
-        b += 1;
-    }
-    table
-};
-
 /// Whether a character beyond ASCII is one Python's `str.split()` splits on (`str.isspace`; a
 /// test holds this to Python's over every code point).
 pub fn wide_space(c: char) -> bool {
@@ -60,13 +28,95 @@ pub fn wide_space(c: char) -> bool {
 
 /// The runs of `text`, in order (a run may come more than once).
 pub fn runs(text: &str) -> Runs<'_> {
-    Runs { text, at: 0 }
+    Runs {
+        text,
+        at: 0,
+        left: 0,
+        part: 0,
+        wide: 0,
+    }
 }
 
-/// The iterator `runs` returns.
+/// The iterator `runs` returns: where it is, and the masks (`masks`) of the `left` bytes from
+/// there that it classified, the byte at `at` in bit 0.
 pub struct Runs<'a> {
     text: &'a str,
     at: usize,
+    left: usize,
+    part: u64,
+    wide: u64,
+}
+
+/// How many bytes the scan classifies at a time (`masks`).
+const CHUNK: usize = 64;
+
+/// Whether an ASCII byte is part of a run: a letter, a digit or one of `_ . / : ~ -` (any other
+/// ASCII byte separates, `probes._SPACES`; a byte beyond ASCII begins a character that separates
+/// when it is a space: `wide_space`).
+#[inline(always)]
+fn is_part(b: u8) -> bool {
+    (b | 0x20).wrapping_sub(b'a') < 26 // a letter
+        || b.wrapping_sub(b'-') <= b':' - b'-' // - . / the digits :
+        || b == b'_'
+        || b == b'~'
+}
+
+/// The bytes of `chunk` that are part of a run (bit k for byte k) and those beyond ASCII: a
+/// chunk's bytes classified at once, so the scan steps over a run or the separators between two
+/// by a count of bits rather than a byte at a time. SSE2 takes sixteen bytes in a few
+/// instructions: a byte beyond ASCII is negative to its signed compares (never within a range of
+/// ASCII, never equal to an ASCII byte) and its high bit is the mask's.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn masks(chunk: &[u8; CHUNK]) -> (u64, u64) {
+    use std::arch::x86_64::{
+        _mm_and_si128, _mm_cmpeq_epi8, _mm_cmpgt_epi8, _mm_cmplt_epi8, _mm_loadu_si128,
+        _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+    };
+    let (mut part, mut wide) = (0u64, 0u64);
+    for (k, sixteen) in chunk.chunks_exact(16).enumerate() {
+        // SAFETY: `sixteen` is 16 initialised bytes of `chunk`, which the borrow keeps alive;
+        // `_mm_loadu_si128` reads exactly 16 bytes from the pointer and needs no alignment. The
+        // other intrinsics only compute on registers, and SSE2 is part of every x86_64 target (no
+        // feature to detect).
+        let (p, w) = unsafe {
+            let x = _mm_loadu_si128(sixteen.as_ptr().cast());
+            let within = |v, lo: u8, hi: u8| {
+                _mm_and_si128(
+                    _mm_cmpgt_epi8(v, _mm_set1_epi8((lo - 1) as i8)),
+                    _mm_cmplt_epi8(v, _mm_set1_epi8((hi + 1) as i8)),
+                )
+            };
+            let letter = within(_mm_or_si128(x, _mm_set1_epi8(0x20)), b'a', b'z');
+            let punct = within(x, b'-', b':'); // - . / the digits :
+            let marks = _mm_or_si128(
+                _mm_cmpeq_epi8(x, _mm_set1_epi8(b'_' as i8)),
+                _mm_cmpeq_epi8(x, _mm_set1_epi8(b'~' as i8)),
+            );
+            let kept = _mm_or_si128(_mm_or_si128(letter, punct), marks);
+            (_mm_movemask_epi8(kept), _mm_movemask_epi8(x))
+        };
+        part |= u64::from(p as u16) << (16 * k);
+        wide |= u64::from(w as u16) << (16 * k);
+    }
+    (part, wide)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+fn masks(chunk: &[u8; CHUNK]) -> (u64, u64) {
+    masks_bytewise(chunk)
+}
+
+/// `masks`, a byte at a time: the other targets', and the reference the x86_64 one is tested on.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn masks_bytewise(chunk: &[u8; CHUNK]) -> (u64, u64) {
+    let (mut part, mut wide) = (0u64, 0u64);
+    for (k, &b) in chunk.iter().enumerate() {
+        part |= u64::from(is_part(b)) << k;
+        wide |= u64::from(b >= 0x80) << k;
+    }
+    (part, wide)
 }
 
 impl<'a> Runs<'a> {
@@ -77,49 +127,105 @@ impl<'a> Runs<'a> {
         let c = self.text[i..].chars().next().unwrap_or('\0');
         (c.len_utf8(), wide_space(c))
     }
+
+    /// The masks of the chunk from `at` (bytes past the text's end are NUL: a separator); false
+    /// at the text's end.
+    #[inline]
+    fn classify(&mut self) -> bool {
+        let Some(bytes) = self
+            .text
+            .as_bytes()
+            .get(self.at..)
+            .filter(|b| !b.is_empty())
+        else {
+            return false;
+        };
+        (self.part, self.wide) = match bytes.first_chunk::<CHUNK>() {
+            Some(chunk) => masks(chunk),
+            None => {
+                let mut chunk = [0u8; CHUNK];
+                chunk[..bytes.len()].copy_from_slice(bytes);
+                masks(&chunk)
+            }
+        };
+        self.left = bytes.len().min(CHUNK);
+        true
+    }
+
+    /// `k` bytes on (at most those classified).
+    #[inline]
+    fn step(&mut self, k: usize) {
+        debug_assert!(k <= self.left);
+        self.at += k;
+        self.left -= k;
+        // (a shift by the word's width is not one: the masks are read again from `at`)
+        if self.left == 0 {
+            return;
+        }
+        self.part >>= k;
+        self.wide >>= k;
+    }
+
+    /// Over a character beyond ASCII at `at`, which may end past what was classified.
+    fn step_over(&mut self, width: usize) {
+        if width < self.left {
+            self.step(width);
+        } else {
+            self.at += width;
+            self.left = 0;
+        }
+    }
 }
 
 impl<'a> Iterator for Runs<'a> {
     type Item = &'a str;
 
     fn next(&mut self) -> Option<&'a str> {
-        let bytes = self.text.as_bytes();
-        let n = bytes.len();
-        let mut i = self.at;
-        // step over separators
-        while i < n {
-            match KIND[bytes[i] as usize] {
-                Byte::Part => break,
-                Byte::Separator => i += 1,
-                Byte::Wide => {
-                    let (width, space) = self.wide_at(i);
-                    if !space {
-                        break;
-                    }
-                    i += width;
-                }
+        // over the separators
+        loop {
+            if self.left == 0 && !self.classify() {
+                return None;
             }
-        }
-        if i >= n {
-            self.at = n;
-            return None;
-        }
-        let start = i;
-        while i < n {
-            match KIND[bytes[i] as usize] {
-                Byte::Part => i += 1,
-                Byte::Separator => break,
-                Byte::Wide => {
-                    let (width, space) = self.wide_at(i);
-                    if space {
-                        break;
-                    }
-                    i += width;
-                }
+            let first = (self.part | self.wide).trailing_zeros() as usize;
+            if first >= self.left {
+                let left = self.left;
+                self.step(left);
+                continue;
             }
+            self.step(first);
+            if self.part & 1 == 1 {
+                break;
+            }
+            // (a character beyond ASCII: a space is stepped over, any other begins a run)
+            let (width, space) = self.wide_at(self.at);
+            if !space {
+                break;
+            }
+            self.step_over(width);
         }
-        self.at = i;
-        Some(&self.text[start..i])
+        let start = self.at;
+        // to its end: most runs end in the chunk they start in
+        loop {
+            if self.left == 0 && !self.classify() {
+                break;
+            }
+            let stop = (!self.part).trailing_zeros() as usize;
+            if stop >= self.left {
+                let left = self.left;
+                self.step(left);
+                continue;
+            }
+            self.step(stop);
+            if self.wide & 1 == 0 {
+                break;
+            }
+            let (width, space) = self.wide_at(self.at);
+            if space {
+                break;
+            }
+            self.step_over(width);
+        }
+        Some(&self.text[start..self.at])
     }
 }
 
@@ -143,8 +249,14 @@ pub const MIN_CHARS: usize = 4;
 /// has fewer; one of four times as many bytes or more has at least as many; else the bytes that
 /// begin a character, UTF-8's or a surrogate's as `surrogatepass` writes it).
 pub fn too_short(t: &[u8]) -> bool {
-    t.len() < MIN_CHARS
-        || (t.len() < 4 * MIN_CHARS && t.iter().filter(|&&b| b & 0xC0 != 0x80).count() < MIN_CHARS)
+    if t.len() < MIN_CHARS {
+        return true;
+    }
+    // (an ASCII text, most, has as many characters as bytes: `is_ascii` reads a word at a time)
+    if t.len() >= 4 * MIN_CHARS || t.is_ascii() {
+        return false;
+    }
+    t.iter().filter(|&&b| b & 0xC0 != 0x80).count() < MIN_CHARS
 }
 
 /// Whether a trimmed run is a token (`Some(true)`), is not (`Some(false)`), or Python decides
@@ -281,9 +393,17 @@ const TAILS: [&[u8]; 6] = [b"", b".", b":", b"/", b"..", b"..."];
 #[derive(Debug, Default)]
 pub struct ResultStrings {
     pub wanted: Option<Wanted>,
-    mine: FxHashSet<Box<[u8]>>,
-    /// each string's results: each key once (a stream keeps every run it reads)
-    held: FxHashMap<Box<[u8]>, Held>,
+    /// each string's results (each key once: a stream keeps every run it reads), and whether it
+    /// is `mine` (the two in one map: a run is looked up once)
+    strings: FxHashMap<Box<[u8]>, Seen>,
+}
+
+/// What the index knows of a string: where the results held it, and whether it is the agent's
+/// own (never a probe). A string is kept only where it is one or the other.
+#[derive(Clone, Copy, Debug, Default)]
+struct Seen {
+    held: Option<Held>,
+    mine: bool,
 }
 
 /// Where the results held a string: the latest, and the first with its source.
@@ -292,6 +412,37 @@ struct Held {
     latest: Ref,
     first: Ref,
     source: u32,
+}
+
+impl Seen {
+    fn held(at: Ref, source: u32) -> Self {
+        Seen {
+            held: Some(Held {
+                latest: at,
+                first: at,
+                source,
+            }),
+            mine: false,
+        }
+    }
+
+    fn mine() -> Self {
+        Seen {
+            held: None,
+            mine: true,
+        }
+    }
+
+    /// A result at `at` holds it: the latest, or the first (unless it is the agent's own).
+    fn held_at(&mut self, at: Ref, source: u32) {
+        if self.mine {
+            return;
+        }
+        match &mut self.held {
+            Some(held) => held.latest = at,
+            None => *self = Seen::held(at, source),
+        }
+    }
 }
 
 impl ResultStrings {
@@ -319,20 +470,13 @@ impl ResultStrings {
                 for r in runs(text) {
                     let r = r.as_bytes();
                     // (a run shorter than any string looked up is never one of its variants: `held`)
-                    if too_short(r) || self.mine.contains(r) {
+                    if too_short(r) {
                         continue;
                     }
-                    match self.held.get_mut(r) {
-                        Some(held) => held.latest = at,
+                    match self.strings.get_mut(r) {
+                        Some(seen) => seen.held_at(at, source),
                         None => {
-                            self.held.insert(
-                                r.into(),
-                                Held {
-                                    latest: at,
-                                    first: at,
-                                    source,
-                                },
-                            );
+                            self.strings.insert(r.into(), Seen::held(at, source));
                         }
                     }
                 }
@@ -342,17 +486,13 @@ impl ResultStrings {
 
     /// One string a result at `at` holds (the strings of a text read elsewhere).
     pub fn add(&mut self, s: Box<[u8]>, at: Ref, source: u32) {
-        if too_short(&s) || self.mine.contains(&s) {
+        if too_short(&s) {
             return;
         }
-        self.held
+        self.strings
             .entry(s)
-            .and_modify(|held| held.latest = at)
-            .or_insert(Held {
-                latest: at,
-                first: at,
-                source,
-            });
+            .and_modify(|seen| seen.held_at(at, source))
+            .or_insert(Seen::held(at, source));
     }
 
     /// `s` as the index keeps it: the wanted string a variant stands for (None: not wanted), or
@@ -366,17 +506,26 @@ impl ResultStrings {
 
     /// A string seen outside a result: never a probe, unless a result held it first.
     pub fn not_learnt(&mut self, s: &[u8]) {
-        if !self.held.contains_key(s) {
-            self.mine.insert(s.into());
+        match self.strings.get_mut(s) {
+            Some(seen) if seen.held.is_some() => {}
+            Some(seen) => seen.mine = true,
+            None => {
+                self.strings.insert(s.into(), Seen::mine());
+            }
         }
     }
 
     pub fn is_mine(&self, s: &[u8]) -> bool {
-        self.mine.contains(s)
+        self.strings.get(s).is_some_and(|seen| seen.mine)
     }
 
     pub fn add_mine(&mut self, s: &[u8]) {
-        self.mine.insert(s.into());
+        match self.strings.get_mut(s) {
+            Some(seen) => seen.mine = true,
+            None => {
+                self.strings.insert(s.into(), Seen::mine());
+            }
+        }
     }
 
     /// Where the results held `s`: the first result (with its source) and the latest; None if
@@ -384,11 +533,15 @@ impl ResultStrings {
     pub fn held(&self, s: &[u8]) -> Option<(Ref, Ref, u32)> {
         let mut found: Option<(Ref, Ref, u32)> = None;
         let mut look = |v: &[u8]| {
-            if let Some(&Held {
-                latest: last,
-                first,
-                source,
-            }) = self.held.get(v)
+            if let Some(&Seen {
+                held:
+                    Some(Held {
+                        latest: last,
+                        first,
+                        source,
+                    }),
+                ..
+            }) = self.strings.get(v)
             {
                 found = Some(match found {
                     None => (first, last, source),
@@ -829,6 +982,59 @@ mod tests {
 
     fn all(text: &str) -> Vec<&str> {
         runs(text).collect()
+    }
+
+    #[test]
+    fn a_byte_is_part_of_a_run_where_python_keeps_it() {
+        for b in 0..0x80u8 {
+            let kept = b.is_ascii_alphanumeric() || b"_./:~-".contains(&b);
+            assert_eq!(is_part(b), kept, "byte {b:#x}");
+        }
+    }
+
+    #[test]
+    fn the_vector_masks_are_the_bytewise_ones() {
+        // (every byte value at every position of a chunk, beside every other in turn)
+        for shift in 0..=255u8 {
+            let mut chunk = [0u8; CHUNK];
+            for (k, b) in chunk.iter_mut().enumerate() {
+                *b = (k as u8).wrapping_mul(4).wrapping_add(shift);
+            }
+            assert_eq!(masks(&chunk), masks_bytewise(&chunk), "shift {shift}");
+        }
+    }
+
+    #[test]
+    fn runs_cross_the_chunks_they_are_classified_in() {
+        // (runs and separators ending at, and running over, a chunk's bounds; characters beyond
+        // ASCII at them)
+        for pad in 0..CHUNK + 3 {
+            for tail in [
+                "x",
+                "ab\u{a0}cd",
+                "é\u{3000}é",
+                "\u{2000}",
+                "long_name/in.a:run~-",
+            ] {
+                let text = format!(
+                    "{}{}{tail} {}",
+                    " ".repeat(pad),
+                    "a".repeat(CHUNK + pad),
+                    "z".repeat(pad)
+                );
+                let slow: Vec<&str> = text
+                    .split(|c: char| {
+                        if c.is_ascii() {
+                            !is_part(c as u8)
+                        } else {
+                            wide_space(c)
+                        }
+                    })
+                    .filter(|r| !r.is_empty())
+                    .collect();
+                assert_eq!(all(&text), slow, "pad {pad}, tail {tail:?}");
+            }
+        }
     }
 
     #[test]
