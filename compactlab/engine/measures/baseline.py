@@ -20,7 +20,7 @@ from .base import CallAt, Nothing
 from .violations import Violation, tracker_for
 from ...transcripts.messages import Entry, make_entry
 from ...core import in_use
-from .probes import Probe, ProbeIndex, wanted_strings
+from .probes import Probe, ProbeIndex, Replies, wanted_strings
 from ..sizing import list_chars
 from ...transcripts.model import Transcript
 
@@ -83,7 +83,7 @@ class BaselineBuilder:
     """
 
     def __init__(self, keep: bool = True, system: Any = None, wanted: set[str] | None = None,
-                 probes: bool = True, native: Any = None) -> None:
+                 probes: bool = True, native: Any = None, replies: Replies | None = None) -> None:
         #: the probes found, by call (``base.probes``)
         self.found: dict[int, list[Probe]] = {}
         self.base = RawBaseline(probes=self.found, probes_indexed=probes)
@@ -94,7 +94,7 @@ class BaselineBuilder:
         #: the hindsight probes' index; None for a run that cannot lose one (no compaction). It
         #: reads the texts in Rust where the native core runs (``native``: ``core.in_use()``)
         self._probes = ProbeIndex(system if isinstance(system, str) else orjson.dumps(system).decode() if system else None,
-                                  wanted, native) if probes else None
+                                  wanted, native, replies) if probes else None
         self.keep = keep
         self._tracker = tracker_for(native)
         self._seen: set[tuple[str, str | None, int]] = set()
@@ -156,8 +156,10 @@ class BaselineBuilder:
 def compute_baseline(transcript: Transcript, probes: bool = True) -> RawBaseline:
     entries = transcript.entries
     native = in_use()
-    builder = BaselineBuilder(system=transcript.system, wanted=wanted_strings(entries, native) if probes else None,
-                              probes=probes, native=native)
+    replies: Replies = {}  # (each reply's strings, read once for what is wanted and for the index)
+    builder = BaselineBuilder(system=transcript.system,
+                              wanted=wanted_strings(entries, native, replies) if probes else None,
+                              probes=probes, native=native, replies=replies)
     for e in entries[: transcript.call_positions[-1] + 1] if transcript.call_positions else ():
         builder.add(e)
     return builder.base

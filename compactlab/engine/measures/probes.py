@@ -555,6 +555,10 @@ class ResultStrings:
         return {self.wanted[v] for v in strings & self._keys}  # (a set op over the smaller of the two)
 
 
+#: each reply's texts (``_texts``) and distinctive strings (``reply_strings``), by its origin
+Replies = dict[int, tuple[list[str], set[str]]]
+
+
 class ProbeIndex:
     """Built as the raw baseline reads the messages in order: which strings first appeared in a
     tool result (the first and the latest result that held each: ``ResultStrings``), and at each
@@ -562,8 +566,11 @@ class ProbeIndex:
     when the transcript is loaded whole: only those are kept. ``native``: the native core
     (``compactlab/core.py``), which reads the texts and keeps the results' strings in Rust."""
 
-    def __init__(self, system: str | None = None, wanted: set[str] | None = None, native: Any = None) -> None:
+    def __init__(self, system: str | None = None, wanted: set[str] | None = None, native: Any = None,
+                 replies: Replies | None = None) -> None:
         self.native = native
+        #: each reply's texts and strings, read already by ``wanted_strings`` (by origin): not read again
+        self.replies: Replies = replies if replies is not None else {}
         self.strings: ResultStrings = ResultStrings(wanted) if native is None else native.ResultStrings(wanted)
         #: a probe's string -> the latest reply that repeated it (the context may hold it there)
         self.said: dict[str, int] = {}
@@ -629,8 +636,12 @@ class ProbeIndex:
         strings, said = self.strings, self.said
         call = self.calls
         self.calls += 1
-        texts = _texts(entry)  # (read once: its strings, and its phrases and lines where results are recent)
-        found = reply_strings(entry, self.native, texts)
+        read = self.replies.pop(entry.origin, None)
+        if read is not None:  # (``wanted_strings`` read them)
+            texts, found = read
+        else:
+            texts = _texts(entry)  # (read once: its strings, and its phrases and lines where results are recent)
+            found = reply_strings(entry, self.native, texts)
         probes = self._probes_of(found)
         if not self.recent:
             texts = []
@@ -699,13 +710,18 @@ class ProbeIndex:
         return out
 
 
-def wanted_strings(entries: list[Entry], native: Any = None) -> set[str]:
+def wanted_strings(entries: list[Entry], native: Any = None, replies: Replies | None = None) -> set[str]:
     """The distinctive strings of every reply of a transcript loaded whole, and their parts
-    (``native``: as ``tokens``'s)."""
+    (``native``: as ``tokens``'s). ``replies``: where each reply's texts and strings are kept, for
+    the index that reads the replies next (``ProbeIndex``: it reads them once, not twice)."""
     out: set[str] = set()
     for e in entries:
         if e.role == "assistant":
-            out |= reply_strings(e, native)
+            texts = _texts(e)
+            found = reply_strings(e, native, texts)
+            if replies is not None:
+                replies[e.origin] = (texts, found)
+            out |= found
     return out | parts(out, native)
 
 
