@@ -466,3 +466,26 @@ def test_a_compare_where_no_policy_acts_says_so_and_not_that_no_reply_repeats_a_
     r = cli("compare", path, "-p", "none", "-p", "observation-masking", "--dry-run", "--format", "json")
     notes = __import__("json").loads(r.stdout)["verdict"]["recommendation"]
     assert "probe recall (1.0 everywhere)" not in notes  # (masking looked, and lost some)
+
+
+def test_a_transcript_loaded_whole_has_each_reply_read_once(tmp_path, monkeypatch):
+    """What is wanted of a transcript loaded whole is every reply's strings; the index then reads
+    the replies again for their probes: it takes the strings read for what is wanted (each reply
+    tokenised once), and finds the probes it finds reading them itself."""
+    from compactlab.core import in_use
+    from compactlab.engine.measures import baseline, probes
+
+    t = load_transcript(str(write_jsonl(tmp_path / "t.jsonl", used_later(6))))
+    read: list[int] = []
+    real = probes.reply_strings
+    monkeypatch.setattr(probes, "reply_strings", lambda e, *a, **k: read.append(e.origin) or real(e, *a, **k))
+    got = baseline.compute_baseline(t).probes
+    replies = [e.origin for e in t.entries if e.role == "assistant"]
+    assert sorted(read) == replies  # (once each)
+    read.clear()
+    native = in_use()
+    builder = baseline.BaselineBuilder(system=t.system, wanted=probes.wanted_strings(t.entries, native), native=native)
+    for e in t.entries[: t.call_positions[-1] + 1]:
+        builder.add(e)
+    assert sorted(read) == sorted(replies * 2)  # (for what is wanted, then again by the index)
+    assert builder.base.probes == got and sum(map(len, got.values())) >= 6
