@@ -181,51 +181,46 @@ impl<'a> Iterator for Runs<'a> {
     type Item = &'a str;
 
     fn next(&mut self) -> Option<&'a str> {
-        // over the separators
-        loop {
-            if self.left == 0 && !self.classify() {
-                return None;
-            }
-            let first = (self.part | self.wide).trailing_zeros() as usize;
-            if first >= self.left {
-                let left = self.left;
-                self.step(left);
-                continue;
-            }
-            self.step(first);
-            if self.part & 1 == 1 {
-                break;
-            }
-            // (a character beyond ASCII: a space is stepped over, any other begins a run)
-            let (width, space) = self.wide_at(self.at);
-            if !space {
-                break;
-            }
-            self.step_over(width);
+        if !self.scan_to(false) {
+            return None;
         }
         let start = self.at;
-        // to its end: most runs end in the chunk they start in
+        self.scan_to(true);
+        Some(&self.text[start..self.at])
+    }
+}
+
+impl Runs<'_> {
+    /// On over the separators to where a run starts (`in_run` false), or over a run's bytes to
+    /// where it ends (true): a chunk's bytes at a time, a character beyond ASCII deciding by
+    /// whether it is a space. False at the text's end.
+    #[inline(always)]
+    fn scan_to(&mut self, in_run: bool) -> bool {
         loop {
             if self.left == 0 && !self.classify() {
-                break;
+                return false;
             }
-            let stop = (!self.part).trailing_zeros() as usize;
-            if stop >= self.left {
+            let over = if in_run {
+                self.part
+            } else {
+                !(self.part | self.wide)
+            };
+            let k = (!over).trailing_zeros() as usize;
+            if k >= self.left {
                 let left = self.left;
                 self.step(left);
                 continue;
             }
-            self.step(stop);
+            self.step(k);
             if self.wide & 1 == 0 {
-                break;
+                return true; // (an ASCII byte: a run's first, or the separator after one)
             }
             let (width, space) = self.wide_at(self.at);
-            if space {
-                break;
+            if space == in_run {
+                return true;
             }
             self.step_over(width);
         }
-        Some(&self.text[start..self.at])
     }
 }
 
