@@ -97,7 +97,8 @@ def _not_a_message(builder: TranscriptBuilder, reader: LineReader, lineno: int, 
 
 
 def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False,
-          messages: bool = True, unread: Callable[..., Entry] | None = None) -> Iterator[Entry]:
+          messages: bool = True, unread: Callable[..., Entry] | None = None,
+          placed: list[bytes] | None = None) -> Iterator[Entry]:
     """Add every message of the file to ``builder``, yielding each as it is added (``measure``:
     with the JSON length of every tool result's content among its facts, as the native reader
     always reads them: it measures them as it reads, and a result replaced is measured by them,
@@ -106,11 +107,27 @@ def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False,
     from its bytes (``core.line_facts``; ``build_entry`` is its reference) and, without
     ``messages`` (a reader that sends only facts), the line is not parsed at all, only a reply's
     other members: its Entry's message is None, or it is what ``unread`` makes of its facts (an
-    entry that reads its message where it is asked for it)."""
+    entry that reads its message where it is asked for it). ``placed``: where given, before each
+    entry is yielded, where its tool results' contents stand on its line is appended to it
+    (``read_ahead.Placed``: the native reader's, read with the facts; empty where Python read the
+    line), for a reader that sends the facts to a replay that reads the contents from the file."""
     facts = line_facts(ResultFact, True)
     for lineno, raw, obj in reader.lines():
-        got = facts.read(raw, builder.count) if facts is not None else None
+        spans = b""
+        if facts is None:
+            got = None
+        elif placed is None:
+            got = facts.read(raw, builder.count)
+        elif (read := facts.read_placed(raw, builder.count)) is None:
+            got = None
+        else:
+            found, rest, spans = read
+            got = found, rest
+            if rest is not None:  # (a reply with other members: its line is not its message alone)
+                spans = b""
         if (entry := line_entry(builder, reader, lineno, raw, obj, got, messages, unread, measure)) is not None:
+            if placed is not None:
+                placed.append(spans)
             yield entry
     builder.skipped_lines = reader.skipped
 

@@ -3014,15 +3014,29 @@ impl LineFacts {
     /// model...), those members as a JSON object of their own, their text as on the line (None: the
     /// line is a message and nothing else); or None where Python reads the line.
     fn read<'py>(&self, line: &Bound<'py, PyBytes>, origin: i64) -> PyResult<Option<Reply<'py>>> {
+        Ok(self
+            .read_placed(line, origin)?
+            .map(|(args, rest, _)| (args, rest)))
+    }
+
+    /// `read`, with where the message's tool results' contents stand on the line (packed as
+    /// `entries` packs them: `read_ahead.Placed`), for a reader that sends the facts on to a
+    /// process that reads the contents from the file (`read_ahead._read_and_send`).
+    fn read_placed<'py>(
+        &self,
+        line: &Bound<'py, PyBytes>,
+        origin: i64,
+    ) -> PyResult<Option<PlacedReply<'py>>> {
         let py = line.py();
         let bytes = line.as_bytes();
-        let Some((f, others)) = facts::line_facts(bytes, self.measure, true) else {
+        let Some((f, others, spans)) = facts::line_facts_placed(bytes, self.measure, true) else {
             return Ok(None);
         };
         let rest = (!others.is_empty()).then(|| Self::members(py, bytes, &others));
         Ok(Some((
             PyTuple::new(py, self.entry_args(py, &f, origin)?)?,
             rest,
+            PyBytes::new(py, &packed_spans(&spans)),
         )))
     }
 
@@ -3192,6 +3206,12 @@ type Recorded<'py> = (
 
 /// A reply read: its Entry's arguments, its other members' JSON object (None: it has none).
 type Reply<'py> = (Bound<'py, PyTuple>, Option<Bound<'py, PyBytes>>);
+/// A reply read with where its results' contents stand on its line (`read_ahead.Placed`).
+type PlacedReply<'py> = (
+    Bound<'py, PyTuple>,
+    Option<Bound<'py, PyBytes>>,
+    Bound<'py, PyBytes>,
+);
 
 impl LineFacts {
     /// The `LazyEntry` of a line read (`make`: its class's `__new__`, the class and the empty

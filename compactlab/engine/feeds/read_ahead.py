@@ -561,13 +561,16 @@ def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO, si
         rows.clear()
         calls, compactions = n, len(builder.compactions)
 
-    # (the messages are read only where the probes are looked for: else their facts are all it sends)
-    for e in _read(builder, reader, measure=True, messages=probes):
+    # (the messages are read only where the probes are looked for: else their facts are all it sends;
+    # with them, where each message's results' contents stand on its line: the replay reads a
+    # content, or the line with contents replaced, from the file without parsing the message)
+    placed: list[bytes] = []
+    for e in _read(builder, reader, measure=True, messages=probes, placed=placed):
         baseline.add(e)
         span = reader.span
         assert span is not None
         rows.append((*span, e.chars, e.role, e.origin, e.tool_use_ids, e.tool_names, e.use_files, e.results,
-                     e.misplaced_results, e.empty, e.has_text))
+                     e.misplaced_results, e.empty, e.has_text, placed.pop()))
         if len(rows) == BATCH:
             send()
     send()
@@ -622,9 +625,9 @@ def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader:
                         base.probes[call] = probes
                 builder.count += len(rows)
                 yield [LazyEntry(chars, role, origin, use_ids, names, use_files, results, misplaced, empty, has_text,
-                                 (source, offset, length, (), b""))
+                                 (source, offset, length, (), spans))
                        for (offset, length, chars, role, origin, use_ids, names, use_files, results, misplaced, empty,
-                            has_text) in rows]
+                            has_text, spans) in rows]
             elif kind == "end":
                 for key, value in message[1].items():
                     if key == "warnings":  # (after any the replay's side said already)

@@ -126,6 +126,54 @@ def test_a_file_with_no_probes_to_look_for_is_streamed_in_this_process_with_its_
     assert len(forked) == 2 and all(map(gone, forked))
 
 
+def test_a_message_read_ahead_says_where_its_results_stand_as_one_read_here_does(forks, tmp_path, monkeypatch):
+    """The reader sends, with each message's facts, where its tool results' contents stand on its
+    line (what the native core read with the facts), as a message streamed in this process has it:
+    recall then reads a changed message's text, or a result's, from the file in Rust rather than
+    asking Python to parse the line (``LazyEntry.json_text``). A reply recorded with other members
+    (its line is not its message alone) and a line Python reads say nothing."""
+    from compactlab.core import in_use
+
+    if in_use() is None:
+        pytest.skip("the messages are left in the file only where the native core reads their facts")
+    monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    path = str(tmp_path / "t.jsonl")
+    msgs = [{"role": "user", "content": "go"},
+            {"type": "message", "role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "Read",
+                                                                  "input": {"file_path": "src/app.py"}}],
+             "model": "m", "usage": {"input_tokens": 3, "output_tokens": 1}},
+            results(tr("a", "x_one src/app.py " * 40), tr("b", [{"type": "text", "text": "y_two"}])),
+            {"role": "assistant", "content": "ok"}]
+    write_jsonl(Path(path), msgs)
+    with open(path, "ab") as f:  # (a member twice: Python reads the line, which keeps the last)
+        f.write(b'{"role":"user","content":[{"type":"tool_result","tool_use_id":"c","content":"z","content":"w"}]}\n')
+        f.write(orjson.dumps({"role": "assistant", "content": "done"}) + b"\n")
+    feed = open_feed(path)
+    assert isinstance(feed, read_ahead.ReadAheadFeed)
+    sent = [e for batch in feed.stream.batches(100) for e in batch]
+    feed.close()
+    here = read_ahead.load_lazily(path)
+    assert here is not None
+    spans = [e._lazy[4] for e in sent]
+    assert spans == [e._lazy[4] if hasattr(e, "_lazy") else b"" for e in here.entries]
+    assert [bool(s) for s in spans] == [False, False, True, False, False, False]
+    assert [b for b, _, _ in read_ahead.placed(spans[2])] == [0, 1]
+    asked = []
+    json_text = read_ahead.LazyEntry.json_text
+
+    def counted(self):
+        asked.append(self.origin)
+        return json_text(self)
+
+    monkeypatch.setattr(read_ahead.LazyEntry, "json_text", counted)
+    synth = str(SAMPLES / "synth-long.jsonl")
+    ahead = replay(open_feed(synth), load_policy("s08"))
+    assert ahead.summary.probes and ahead.summary.micro_compacted and not asked  # (all read in Rust)
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "0")
+    assert_same_run(ahead, replay(open_feed(synth), load_policy("s08")))
+    assert len(forks) == 2 and all(map(gone, forks))
+
+
 def test_a_lazy_entry_reads_its_message_with_the_changes_made_since(tmp_path):
     msgs = [results(tr("a", "A" * 300), tr("b", [{"type": "text", "text": "B" * 300}]), tr("c", "C" * 300, is_error=True)),
             {"type": "message", "role": "assistant", "content": "ok", "model": "m", "usage": {"input_tokens": 3}}]
