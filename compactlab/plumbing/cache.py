@@ -17,7 +17,7 @@ import orjson
 
 from ..errors import CompactlabError, InputError
 from .sha256 import hex_of
-from .files import open_regular
+from .files import open_regular, read_at_most
 from .outputs import atomic_write_bytes
 
 
@@ -75,7 +75,7 @@ class DiskCache:
                 elif st.st_size > MAX_ENTRY_BYTES:
                     why = f"larger than {MAX_ENTRY_BYTES >> 20} MiB"
                 else:
-                    return f.read(MAX_ENTRY_BYTES + 1)
+                    return read_at_most(f, MAX_ENTRY_BYTES + 1)
         except InputError as exc:  # (a pipe, a device, a folder, unreadable)
             why = "not a regular file" if "not a regular file" in exc.message else exc.message.removeprefix(f"{path}: ")
         except OSError as exc:

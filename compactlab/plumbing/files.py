@@ -146,6 +146,18 @@ def open_regular(path: str | os.PathLike, what: str = "", remember: bool = True)
         raise
 
 
+def read_at_most(f: io.RawIOBase | io.BufferedIOBase, limit: int) -> bytes:
+    """Up to ``limit`` bytes of the open regular file ``f``, from where it stands. ``f.read(limit)``
+    would allocate ``limit`` bytes before reading (16 MiB for a cache entry of a few hundred): the
+    first read asks for one byte more than the file's size, and only a file that grew since goes
+    on being read, to ``limit``."""
+    first = min(os.fstat(f.fileno()).st_size + 1, limit)
+    data = f.read(first) or b""
+    if len(data) == first < limit:
+        data += f.read(limit - first) or b""
+    return data
+
+
 def read_regular(path: str | os.PathLike, what: str = "") -> bytes:
     """The bytes of a regular file (see :func:`open_regular`)."""
     with open_regular(path, what) as f:

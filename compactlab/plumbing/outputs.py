@@ -20,6 +20,7 @@ import orjson
 
 from ..errors import UsageError, cannot_write
 from ..plain import pattern
+from .files import read_at_most
 from .sha256 import hex_of
 
 _UNSAFE = pattern(r"[^A-Za-z0-9_-]")
@@ -378,7 +379,7 @@ def _marker(root: Path) -> dict[str, Any] | None:
     """The marker of the run in ``root`` (None: not a compactlab run, or its marker is damaged)."""
     try:
         with open(os.path.join(root, MARKER), "rb") as f:
-            doc = orjson.loads(f.read(16 << 20))
+            doc = orjson.loads(read_at_most(f, 16 << 20))
     except (OSError, orjson.JSONDecodeError):
         return None
     return doc if isinstance(doc, dict) and isinstance(doc.get("files"), list) else None
