@@ -123,8 +123,6 @@ def _read(builder: TranscriptBuilder, reader: LineReader, measure: bool = False,
         else:
             found, rest, spans = read
             got = found, rest
-            if rest is not None:  # (a reply with other members: its line is not its message alone)
-                spans = b""
         if (entry := line_entry(builder, reader, lineno, raw, obj, got, messages, unread, measure)) is not None:
             if placed is not None:
                 placed.append(spans)

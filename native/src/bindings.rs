@@ -3014,9 +3014,11 @@ impl LineFacts {
     /// model...), those members as a JSON object of their own, their text as on the line (None: the
     /// line is a message and nothing else); or None where Python reads the line.
     fn read<'py>(&self, line: &Bound<'py, PyBytes>, origin: i64) -> PyResult<Option<Reply<'py>>> {
-        Ok(self
-            .read_placed(line, origin)?
-            .map(|(args, rest, _)| (args, rest)))
+        let bytes = line.as_bytes();
+        let Some((f, others)) = facts::line_facts(bytes, self.measure, true) else {
+            return Ok(None);
+        };
+        self.reply(line.py(), bytes, &f, &others, origin).map(Some)
     }
 
     /// `read`, with where the message's tool results' contents stand on the line (packed as
@@ -3032,12 +3034,8 @@ impl LineFacts {
         let Some((f, others, spans)) = facts::line_facts_placed(bytes, self.measure, true) else {
             return Ok(None);
         };
-        let rest = (!others.is_empty()).then(|| Self::members(py, bytes, &others));
-        Ok(Some((
-            PyTuple::new(py, self.entry_args(py, &f, origin)?)?,
-            rest,
-            PyBytes::new(py, &packed_spans(&spans)),
-        )))
+        let (args, rest) = self.reply(py, bytes, &f, &others, origin)?;
+        Ok(Some((args, rest, PyBytes::new(py, &packed_spans(&spans)))))
     }
 
     /// The usual lines of `block[start..stop]` (`block`: a piece of the file from its byte `at`;
@@ -3214,6 +3212,20 @@ type PlacedReply<'py> = (
 );
 
 impl LineFacts {
+    /// What `read` gives of a line's facts `f` and its other members' spans `others`: the
+    /// Entry's arguments, and those members as a JSON object of their own (None: none).
+    fn reply<'py>(
+        &self,
+        py: Python<'py>,
+        bytes: &[u8],
+        f: &facts::Facts,
+        others: &[(usize, usize)],
+        origin: i64,
+    ) -> PyResult<Reply<'py>> {
+        let rest = (!others.is_empty()).then(|| Self::members(py, bytes, others));
+        Ok((PyTuple::new(py, self.entry_args(py, f, origin)?)?, rest))
+    }
+
     /// The `LazyEntry` of a line read (`make`: its class's `__new__`, the class and the empty
     /// frozenset), made as its
     /// `__init__` makes one from its facts (`entry_args`) and `lazy` (the reference: the tests hold every slot of
