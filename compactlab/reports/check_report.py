@@ -10,7 +10,7 @@ import orjson
 
 from ..corpus.check import CheckResult
 from .terminal import Printer, Table
-from .text import json_bytes, md_cell, visible
+from .text import md_cell, visible, write_json_line
 
 
 def details(r: CheckResult) -> str:
@@ -40,7 +40,7 @@ def write_table(results: list[CheckResult], out: TextIO) -> None:
 
 def write_json(results: list[CheckResult], out: TextIO) -> None:
     doc = {"passed": all(r.ok for r in results), "results": [r.to_dict() for r in results]}
-    out.write(json_bytes(doc).decode() + "\n")
+    write_json_line(out, doc)
 
 
 #: the stdout writers of ``check --format``

@@ -11,11 +11,11 @@ import orjson
 from .replay_report import ledger_line
 from .sparkline import sparkline
 from .terminal import Printer, Table
-from .text import json_bytes, md_cell, visible
+from .text import md_cell, visible, write_json_line
 
 
 def write_json(info: dict[str, Any], out: TextIO) -> None:
-    out.write(json_bytes(info).decode("utf-8") + "\n")
+    write_json_line(out, info)
 
 
 #: the formats' own facts (their ``inspect_facts``) shown as a line each, where present
@@ -178,7 +178,7 @@ def write_md(info: dict[str, Any], out: TextIO) -> None:
 
 
 def sessions_json(rows: list[dict[str, Any]], out: TextIO) -> None:
-    out.write(json_bytes({"sessions": rows}).decode("utf-8") + "\n")
+    write_json_line(out, {"sessions": rows})
 
 
 def sessions_table(rows: list[dict[str, Any]], out: TextIO) -> None:
@@ -249,7 +249,7 @@ def compactions_table(audits: list[dict[str, Any]], out: TextIO) -> None:
 
 
 def compactions_json(audits: list[dict[str, Any]], out: TextIO) -> None:
-    out.write(json_bytes({"sessions": audits}, orjson.OPT_INDENT_2).decode() + "\n")
+    write_json_line(out, {"sessions": audits}, orjson.OPT_INDENT_2)
 
 
 COMPACTIONS_WRITERS: dict[str, Callable[[list[dict[str, Any]], TextIO], None]] = {

@@ -10,7 +10,7 @@ import orjson
 
 from ..plumbing.files import shown
 from .terminal import Printer, Table
-from .text import csv_bytes, csv_cell, json_bytes, md_cell, md_text, visible
+from .text import csv_bytes, csv_cell, json_bytes, md_cell, md_text, visible, write_json_line
 
 if TYPE_CHECKING:
     from ..next_action import Agreement, Plan
@@ -108,7 +108,7 @@ def asked_line(doc: dict[str, Any]) -> str:
 
 
 def write_json(result: Agreement, out: TextIO) -> None:
-    out.write(json_bytes(result.to_dict(), orjson.OPT_INDENT_2).decode() + "\n")
+    write_json_line(out, result.to_dict(), orjson.OPT_INDENT_2)
 
 
 WRITERS = {"table": write_table, "json": write_json}

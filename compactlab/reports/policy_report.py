@@ -10,7 +10,7 @@ import orjson
 
 from ..engine.policy import Policy
 from .terminal import Printer, Table
-from .text import json_bytes
+from .text import json_bytes, write_json_line
 
 
 def toml_value(v: Any) -> str:
@@ -55,7 +55,7 @@ def write_policy_json(policy: Policy, out: TextIO) -> None:
     if policy.name in SETTINGS:
         doc["harness_settings"] = [dict(zip(("setting", "where", "range", "default", "sets"), row))
                                    for row in SETTINGS[policy.name]]
-    out.write(json_bytes(doc, orjson.OPT_INDENT_2).decode("utf-8") + "\n")
+    write_json_line(out, doc, orjson.OPT_INDENT_2)
 
 
 def _settings_comment(policy: Policy) -> str:
@@ -78,7 +78,7 @@ def _settings_comment(policy: Policy) -> str:
 def write_list_json(policies: list[Policy], out: TextIO) -> None:
     doc = [{"name": p.name, "fingerprint": p.fingerprint, "brief": p.brief, "description": p.description}
            for p in policies]
-    out.write(json_bytes(doc).decode("utf-8") + "\n")
+    write_json_line(out, doc)
 
 
 def write_list_table(policies: list[Policy], out: TextIO) -> None:

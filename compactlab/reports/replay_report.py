@@ -18,7 +18,7 @@ from ..engine.records import TURN_COLUMNS, Run, RunSummary, TurnRecord, turn_val
 from ..metrics import Numbers
 from .sparkline import sparkline
 from .terminal import Printer, Table
-from .text import csv_bytes, csv_cell, json_bytes, md_cell, md_text, visible
+from .text import csv_bytes, csv_cell, json_bytes, md_cell, md_text, visible, write_json_line
 
 
 def _pct(x: float) -> str:
@@ -245,13 +245,13 @@ def _calls_json(calls: list[TurnRecord]) -> Any:
 def write_json(runs: list[Run], out: TextIO) -> None:
     """{"runs": [{"summary", "calls", "timing"}, ...]}, for one input as for many."""
     # orjson encodes the dataclasses itself, in C
-    out.write(json_bytes({"runs": [_json_run(r) for r in runs]}).decode("utf-8") + "\n")
+    write_json_line(out, {"runs": [_json_run(r) for r in runs]})
 
 
 def write_json_run(runs: list[Run], out: TextIO) -> None:
     """The one run's {"summary", "calls", "timing"} (``--format json-run``: one input only)."""
     (run,) = runs
-    out.write(json_bytes(_json_run(run)).decode("utf-8") + "\n")
+    write_json_line(out, _json_run(run))
 
 
 _OVERFLOW = TURN_COLUMNS.index("overflow")

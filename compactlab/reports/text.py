@@ -12,6 +12,7 @@ would run as a formula gets a leading ``'``; XML gets no character XML 1.0 forbi
 from __future__ import annotations
 
 import io
+import os
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -72,6 +73,24 @@ def json_bytes(value: Any, option: int = 0) -> bytes:
     if (data.isascii() and b"\x7f" not in data) or _JSON_UNSAFE.search(data) is None:
         return data
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group().decode()):04x}".encode(), data)
+
+
+def write_json_line(out: Any, value: Any, option: int = 0) -> None:
+    """``value`` as :func:`json_bytes` writes it, and a line break, on the text stream ``out`` (stdout):
+    the bytes themselves on its binary buffer where it has one and they are its text (its encoding
+    UTF-8, or the document ASCII; a line break its text layer would not translate), rather than
+    decoded into a string and that joined with the line break first (a replay's JSON of 5,000
+    calls: three copies of 4 MB held at once, 1,500 more page faults)."""
+    data = json_bytes(value, option)
+    buffer = getattr(out, "buffer", None)
+    encoding = (getattr(out, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+    if buffer is not None and (encoding == "utf8" or data.isascii()) and os.linesep == "\n":
+        out.flush()  # (what was written to it before stays before)
+        buffer.write(data)
+        buffer.write(b"\n")
+    else:
+        out.write(data.decode("utf-8"))
+        out.write("\n")
 
 
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")

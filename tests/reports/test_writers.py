@@ -96,6 +96,68 @@ def test_json_output_escapes_what_acts_on_a_terminal_and_nothing_else(value):
     assert _JSON_UNSAFE.search(written) is None and orjson.loads(written) == value
 
 
+def _stream(encoding: str) -> tuple[io.TextIOWrapper, io.BytesIO]:
+    raw = io.BytesIO()
+    return io.TextIOWrapper(raw, encoding=encoding, errors="backslashreplace", newline=""), raw
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "ascii", "latin-1"])
+@pytest.mark.parametrize("value", [{"a": "plain"}, {"a": "caf\u00e9 \u00d7 \u202e \x1b"}])
+def test_a_json_document_on_a_stream_is_what_its_text_was(encoding, value):
+    """``write_json_line``: what was written before stays before, and the stream holds the text it
+    held when the document was decoded and written as text (on a stream that is not UTF-8, a document
+    that is not ASCII is still written as text: its encoding's escapes, as before)."""
+    from compactlab.reports.text import json_bytes, write_json_line
+
+    for option in (0, orjson.OPT_INDENT_2):
+        out, raw = _stream(encoding)
+        out.write("before\n")
+        write_json_line(out, value, option)
+        out.write("after\n")
+        out.flush()
+        reference, reference_raw = _stream(encoding)
+        reference.write("before\n" + json_bytes(value, option).decode("utf-8") + "\n" + "after\n")
+        reference.flush()
+        assert raw.getvalue() == reference_raw.getvalue()
+    text = io.StringIO()  # (no binary buffer: written as text)
+    write_json_line(text, value)
+    assert text.getvalue() == json_bytes(value).decode("utf-8") + "\n"
+
+
+def test_a_large_json_document_is_written_without_copies_of_it():
+    """The bytes themselves go to the stream's buffer: Python's peak while writing a 4 MB document is
+    what orjson takes to write it (its buffer grows to twice the document) and no copy of it: decoded, then
+    joined with the line break, it was three."""
+    import tracemalloc
+
+    from compactlab.reports.text import write_json_line
+
+    class Sink(io.RawIOBase):  # (a file or a pipe: what is written is not kept here)
+        written, last = 0, b""
+
+        def writable(self) -> bool:
+            return True
+
+        def write(self, b) -> int:
+            self.written += len(b)
+            self.last = bytes(b[-1:]) or self.last
+            return len(b)
+
+    value = {"calls": ["x" * 100] * 40_000}
+    size = len(orjson.dumps(value))
+    sink = Sink()
+    out = io.TextIOWrapper(io.BufferedWriter(sink), encoding="utf-8")
+    tracemalloc.start()
+    try:
+        write_json_line(out, value)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    out.flush()
+    assert sink.written == size + 1 and sink.last == b"\n"
+    assert peak < 2.5 * size, (peak, size)  # (orjson grows its buffer to twice the document: 2×; decoded and joined, 3×)
+
+
 @pytest.fixture(scope="module")
 def monkeypatch_module():
     """An environment a hypothesis test may change at every example."""
