@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
@@ -18,7 +18,7 @@ from ..engine.records import TURN_COLUMNS, Run, RunSummary, TurnRecord, turn_val
 from ..metrics import Numbers
 from .sparkline import sparkline
 from .terminal import Printer, Table
-from .text import csv_bytes, csv_cell, json_bytes, md_cell, md_text, visible, write_json_line
+from .text import csv_bytes, csv_cell, json_bytes, md_cell, md_text, visible, write_json_pieces
 
 
 def _pct(x: float) -> str:
@@ -227,31 +227,49 @@ def event_lines(run: Run) -> list[str]:
     return lines
 
 
-def _json_run(run: Run) -> dict:
-    return {"summary": run.summary, "calls": _calls_json(run.calls), "timing": run.timing}
+#: records a part of ``--format json``'s records is written of (about 1 MB)
+RECORDS_PART = 2048
 
 
-def _calls_json(calls: list[TurnRecord]) -> Any:
-    """A run's records as orjson writes them: the native core's written in Rust (``records.rs``,
-    orjson.dumps' text of the Python engine's dataclasses its reference), orjson's own otherwise."""
+def _json_run(run: Run) -> Iterator[bytes]:
+    """A run's {"summary", "calls", "timing"} as orjson writes it, in pieces: its records (the
+    largest part: 2.5 MB of 5,000 calls) written a part at a time, never one document with the rest."""
+    yield b'{"summary":' + orjson.dumps(run.summary) + b',"calls":'
+    yield from _calls_json(run.calls)
+    yield b',"timing":' + orjson.dumps(run.timing) + b"}"
+
+
+def _calls_json(calls: list[TurnRecord]) -> Iterator[bytes]:
+    """A run's records as orjson writes them, in parts: the native core's written in Rust
+    (``records.rs``, orjson.dumps' text of the Python engine's dataclasses its reference), orjson's
+    own otherwise."""
     native = native_module()
-    if native is not None and type(calls) is list:
-        made = native.records_json(calls)
-        if made is not None:
-            return orjson.Fragment(made)
-    return calls
+    if native is not None and type(calls) is list and all(type(c) is native.TurnRecord for c in calls):
+        for at in range(0, max(len(calls), 1), RECORDS_PART):
+            yield native.records_json(calls[at:at + RECORDS_PART], at == 0, at + RECORDS_PART >= len(calls))
+        return
+    yield orjson.dumps(calls)
 
 
 def write_json(runs: list[Run], out: TextIO) -> None:
-    """{"runs": [{"summary", "calls", "timing"}, ...]}, for one input as for many."""
-    # orjson encodes the dataclasses itself, in C
-    write_json_line(out, {"runs": [_json_run(r) for r in runs]})
+    """{"runs": [{"summary", "calls", "timing"}, ...]}, for one input as for many (orjson's text of
+    that document, written as it is made: ``_json_run``)."""
+
+    def pieces() -> Iterator[bytes]:
+        yield b'{"runs":['
+        for i, run in enumerate(runs):
+            if i:
+                yield b","
+            yield from _json_run(run)
+        yield b"]}"
+
+    write_json_pieces(out, pieces())
 
 
 def write_json_run(runs: list[Run], out: TextIO) -> None:
     """The one run's {"summary", "calls", "timing"} (``--format json-run``: one input only)."""
     (run,) = runs
-    write_json_line(out, _json_run(run))
+    write_json_pieces(out, _json_run(run))
 
 
 _OVERFLOW = TURN_COLUMNS.index("overflow")

@@ -67,7 +67,12 @@ def json_bytes(value: Any, option: int = 0) -> bytes:
     C1 controls and bidirectional overrides are ``\\u`` escapes, as orjson writes C0 controls."""
     import orjson
 
-    data = orjson.dumps(value, option=option)
+    return json_safe(orjson.dumps(value, option=option))
+
+
+def json_safe(data: bytes) -> bytes:
+    """orjson's ``data`` (a document, or a piece of one cut between two of its tokens) with DEL, the
+    C1 controls and the bidirectional overrides as ``\\u`` escapes."""
     # (every byte the pattern looks for is DEL or beyond ASCII: a text of ASCII without DEL, most
     # outputs, is had in two passes in C, not the pattern's search at every byte of a large output)
     if (data.isascii() and b"\x7f" not in data) or _JSON_UNSAFE.search(data) is None:
@@ -76,21 +81,36 @@ def json_bytes(value: Any, option: int = 0) -> bytes:
 
 
 def write_json_line(out: Any, value: Any, option: int = 0) -> None:
-    """``value`` as :func:`json_bytes` writes it, and a line break, on the text stream ``out`` (stdout):
-    the bytes themselves on its binary buffer where it has one and they are its text (its encoding
-    UTF-8, or the document ASCII; a line break its text layer would not translate), rather than
-    decoded into a string and that joined with the line break first (a replay's JSON of 5,000
-    calls: three copies of 4 MB held at once, 1,500 more page faults)."""
-    data = json_bytes(value, option)
-    buffer = getattr(out, "buffer", None)
+    """``value`` as :func:`json_bytes` writes it, and a line break, on the text stream ``out``
+    (stdout), as :func:`write_json_pieces` writes it."""
+    import orjson
+
+    write_json_pieces(out, (orjson.dumps(value, option=option),))
+
+
+def write_json_pieces(out: Any, pieces: Iterable[bytes]) -> None:
+    """One JSON document, written by orjson in ``pieces`` (cut between two tokens: a large one made
+    as it is written), each made safe as :func:`json_bytes` makes a document, and a line break, on
+    the text stream ``out`` (stdout). The bytes themselves go to its binary buffer where it has one
+    and they are its text (its encoding UTF-8, or the document ASCII; a line break its text layer
+    would not translate), rather than the document decoded into a string and that joined with the
+    line break first (a replay's JSON of 5,000 calls was three copies of 4 MB held at once)."""
+    buffer = getattr(out, "buffer", None) if os.linesep == "\n" else None
     encoding = (getattr(out, "encoding", None) or "").lower().replace("-", "").replace("_", "")
-    if buffer is not None and (encoding == "utf8" or data.isascii()) and os.linesep == "\n":
-        out.flush()  # (what was written to it before stays before)
-        buffer.write(data)
-        buffer.write(b"\n")
-    else:
-        out.write(data.decode("utf-8"))
+    safe: Iterable[bytes] = (json_safe(p) for p in pieces)
+    if buffer is not None and encoding != "utf8":
+        safe = list(safe)  # (ASCII, or written as text in the stream's encoding: known at the end)
+        if not all(p.isascii() for p in safe):
+            buffer = None
+    if buffer is None:
+        for piece in safe:
+            out.write(piece.decode("utf-8"))
         out.write("\n")
+        return
+    out.flush()  # (what was written to it before stays before)
+    for piece in safe:
+        buffer.write(piece)
+    buffer.write(b"\n")
 
 
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")

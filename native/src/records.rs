@@ -267,9 +267,16 @@ fn native_records<'py>(records: &Bound<'py, PyList>) -> Option<Vec<PyRef<'py, Tu
 
 /// The records as the JSON array orjson writes of the reference's dataclasses (`[{"call":0,…},…]`),
 /// a float outside `float_text`'s range written by `orjson.dumps`; None where a record is not of
-/// this class.
+/// this class. Of a part of the array (`first`, `last`: a long run's written a part at a time),
+/// its `[` only where it is the first part and its `]` only where it is the last, the records
+/// after a `,` where it is not the first: the parts joined are the whole array's bytes.
 #[pyfunction]
-pub fn records_json<'py>(records: &Bound<'py, PyList>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+#[pyo3(signature = (records, first = true, last = true))]
+pub fn records_json<'py>(
+    records: &Bound<'py, PyList>,
+    first: bool,
+    last: bool,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
     let py = records.py();
     let Some(rows) = native_records(records) else {
         return Ok(None);
@@ -288,9 +295,11 @@ pub fn records_json<'py>(records: &Bound<'py, PyList>) -> PyResult<Option<Bound<
             .as_bytes()
             .to_vec())
     };
-    out.push(b'[');
+    if first {
+        out.push(b'[');
+    }
     for (k, r) in rows.iter().enumerate() {
-        if k > 0 {
+        if k > 0 || !first {
             out.push(b',');
         }
         out.push(b'{');
@@ -303,7 +312,9 @@ pub fn records_json<'py>(records: &Bound<'py, PyList>) -> PyResult<Option<Bound<
         }
         out.push(b'}');
     }
-    out.push(b']');
+    if last {
+        out.push(b']');
+    }
     Ok(Some(PyBytes::new(py, &out)))
 }
 

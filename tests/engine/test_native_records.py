@@ -93,11 +93,16 @@ def test_the_native_record_has_the_references_columns_defaults_and_behaviour():
 
 @needs_native
 @settings(max_examples=60, deadline=None)
-@given(st.lists(_values(), max_size=12))
-@example([dict(dict.fromkeys(TURN_COLUMNS, 0), overflow=True, input_cost_usd=v) for v in _FLOATS])
-def test_the_records_json_and_calls_csv_written_in_rust_are_the_references_bytes(rows):
+@given(st.lists(_values(), max_size=12), st.data())
+@example([dict(dict.fromkeys(TURN_COLUMNS, 0), overflow=True, input_cost_usd=v) for v in _FLOATS], None)
+def test_the_records_json_and_calls_csv_written_in_rust_are_the_references_bytes(rows, data):
     native, python = _both(rows)
     assert NATIVE.records_json(native) == orjson.dumps(python)
+    if data is not None and native:  # (written in parts, as --format json writes a long run's: the same bytes)
+        cuts = sorted(data.draw(st.lists(st.integers(1, len(native) - 1), max_size=3, unique=True)) if len(native) > 1 else [])
+        bounds = [0, *cuts, len(native)]
+        parts = [NATIVE.records_json(native[a:b], a == 0, b == len(native)) for a, b in zip(bounds, bounds[1:])]
+        assert b"".join(parts) == orjson.dumps(python)
     run = type("Run", (), {})
     a, b = run(), run()
     a.calls, b.calls = native, python

@@ -96,6 +96,20 @@ def test_json_output_escapes_what_acts_on_a_terminal_and_nothing_else(value):
     assert _JSON_UNSAFE.search(written) is None and orjson.loads(written) == value
 
 
+class _Sink(io.RawIOBase):
+    """A file or a pipe: what is written to it is counted, not kept."""
+
+    written, last = 0, b""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:
+        self.written += len(b)
+        self.last = bytes(b[-1:]) or self.last
+        return len(b)
+
+
 def _stream(encoding: str) -> tuple[io.TextIOWrapper, io.BytesIO]:
     raw = io.BytesIO()
     return io.TextIOWrapper(raw, encoding=encoding, errors="backslashreplace", newline=""), raw
@@ -132,20 +146,9 @@ def test_a_large_json_document_is_written_without_copies_of_it():
 
     from compactlab.reports.text import write_json_line
 
-    class Sink(io.RawIOBase):  # (a file or a pipe: what is written is not kept here)
-        written, last = 0, b""
-
-        def writable(self) -> bool:
-            return True
-
-        def write(self, b) -> int:
-            self.written += len(b)
-            self.last = bytes(b[-1:]) or self.last
-            return len(b)
-
     value = {"calls": ["x" * 100] * 40_000}
     size = len(orjson.dumps(value))
-    sink = Sink()
+    sink = _Sink()
     out = io.TextIOWrapper(io.BufferedWriter(sink), encoding="utf-8")
     tracemalloc.start()
     try:
@@ -156,6 +159,66 @@ def test_a_large_json_document_is_written_without_copies_of_it():
     out.flush()
     assert sink.written == size + 1 and sink.last == b"\n"
     assert peak < 2.5 * size, (peak, size)  # (orjson grows its buffer to twice the document: 2×; decoded and joined, 3×)
+
+
+@pytest.mark.parametrize("core", ["python", "native"])
+@pytest.mark.parametrize("part", [7, 15, 30, 2048])
+def test_a_replays_json_written_in_pieces_is_the_document_orjson_wrote_whole(tmp_path, monkeypatch, core, part):
+    """``--format json`` and ``json-run`` write a run's summary, its records and its timing as they
+    are made (the records never copied into one document with the rest): the bytes are those of the
+    whole document made safe at once, on a UTF-8 stream and as text on an ASCII one (a summary that
+    names a file with a bidi override and a character beyond ASCII)."""
+    from compactlab import core as cores
+    from compactlab import load_policy, load_transcript, replay
+    from compactlab.reports import replay_report
+    from compactlab.reports.replay_report import write_json, write_json_run
+    from compactlab.reports.text import json_bytes
+
+    if core == "native" and cores.native_module() is None:
+        pytest.skip("the native core is not built here")
+    monkeypatch.setenv("COMPACTLAB_CORE", core)
+    monkeypatch.setattr(replay_report, "RECORDS_PART", part)  # (30 calls: parts of 7, two of 15, one)
+    path = tmp_path / "caf\u00e9 \u202e.jsonl"
+    path.write_bytes((SAMPLES / "synth-small.jsonl").read_bytes())
+    runs = [replay(load_transcript(str(path)), load_policy(p)) for p in ("s08", "none")]
+
+    def whole(run) -> dict:
+        native = cores.native_module()  # (the python core's records are the native class where it is built)
+        calls = (native.records_json(run.calls) if native is not None else None) or orjson.dumps(run.calls)
+        return {"summary": run.summary, "calls": orjson.Fragment(calls), "timing": run.timing}
+
+    for writer, document in ((write_json, {"runs": [whole(r) for r in runs]}), (write_json_run, whole(runs[0]))):
+        chosen = runs if writer is write_json else runs[:1]
+        for encoding in ("utf-8", "ascii"):
+            out, raw = _stream(encoding)
+            writer(chosen, out)
+            out.flush()
+            reference, reference_raw = _stream(encoding)
+            reference.write(json_bytes(document).decode("utf-8") + "\n")
+            reference.flush()
+            assert raw.getvalue() == reference_raw.getvalue()
+        assert b"\\u202e" in raw.getvalue() and b"caf\\xe9" in raw.getvalue()  # (ASCII: as text, escaped)
+
+
+def test_a_replays_json_holds_its_records_once_while_it_is_written(tmp_path):
+    """Python's peak while ``--format json`` writes a run is its records' JSON and little more: 1.05×
+    the document (made whole by orjson, 2×; then decoded and joined with its line break, 5×)."""
+    import tracemalloc
+
+    from compactlab import load_policy, load_transcript, replay
+    from compactlab.reports.replay_report import write_json
+
+    (run,) = [replay(load_transcript(str(SAMPLES / "synth-medium.jsonl")), load_policy("s08"))]
+    sink = _Sink()
+    out = io.TextIOWrapper(io.BufferedWriter(sink), encoding="utf-8")
+    tracemalloc.start()
+    try:
+        write_json([run], out)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    out.flush()
+    assert sink.written > 50_000 and peak < 1.5 * sink.written, (peak, sink.written)
 
 
 @pytest.fixture(scope="module")
