@@ -152,6 +152,22 @@ class Baseline:
 
         return cls(python, visible(", ".join([lines[0].strip(), *([core] if core else [])]))[:200], str(root))
 
+    def warm(self, root: Path) -> None:
+        """What this install's commands find cached when they are timed, made in the baseline's
+        cache too, by one untimed replay of a small file: above all the price of the synthetic
+        files' model, which the first command of a cache folder builds from genai-prices (its import:
+        about a tenth of a second a process). This install's cache has it from the replays timed
+        before; the baseline's first timed command (the tune, which no untimed run warms as the
+        trajectories' compare is warmed) paid it alone: twice the CPU of the same install's tune of 3
+        trials over 2 transcripts, a ratio the noise then took past the target."""
+        from .synth import write
+
+        small = root / "warm-baseline.jsonl"
+        write(small, 4, seed=7)
+        argv = [sys.executable, "-m", "compactlab", "replay", str(small), "-p", "s08", "--out", str(root / "warm"),
+                "--force", "-q"]
+        self.twin(Measure("warm", argv), root).run()
+
     def twin(self, m: Measure, root: Path) -> Measure:
         """``m`` (a command of this install's ``python -m compactlab``) as the baseline runs it: the
         same arguments, its ``--out`` a folder of its own."""
@@ -301,6 +317,8 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
     cache_dir = os.environ.get("COMPACTLAB_CACHE_DIR")
     try:
         against = Baseline.of(baseline, root) if baseline is not None else None
+        if against is not None:
+            against.warm(root)
         n_file, n2_file, big_file = root / f"synth-{calls}.jsonl", root / f"synth-{2 * calls}.jsonl", root / "synth-120mb.jsonl"
         size = write(n_file, calls, seed=1)
         size2 = write(n2_file, 2 * calls, seed=1)
