@@ -244,10 +244,12 @@ def _calls_json(calls: list[TurnRecord]) -> Iterator[bytes]:
     (``records.rs``, orjson.dumps' text of the Python engine's dataclasses its reference), orjson's
     own otherwise."""
     native = native_module()
-    if native is not None and type(calls) is list and all(type(c) is native.TurnRecord for c in calls):
-        for at in range(0, max(len(calls), 1), RECORDS_PART):
-            yield native.records_json(calls[at:at + RECORDS_PART], at == 0, at + RECORDS_PART >= len(calls))
-        return
+    if native is not None and type(calls) is list:
+        record = native.TurnRecord
+        if all(type(c) is record for c in calls):
+            for at in range(0, max(len(calls), 1), RECORDS_PART):
+                yield native.records_json(calls[at:at + RECORDS_PART], at == 0, at + RECORDS_PART >= len(calls))
+            return
     yield orjson.dumps(calls)
 
 
