@@ -118,7 +118,10 @@ class Scale:
         lo, hi = (min(finite), max(finite)) if finite else ((1.0, 10.0) if log else (0.0, 1.0))
         if log:
             lo, hi = math.log10(lo), math.log10(hi)
-        if hi - lo < 1e-12:  # one value: a unit around it
+        # one value, or values a float's precision cannot tell apart in ticks (a spread under a
+        # billionth of their size: 999,999.9999999999 and 1,000,000 gave five ticks of one label):
+        # a unit around them
+        if hi - lo < 1e-9 * max(1.0, abs(lo), abs(hi)):
             lo, hi = lo - 0.5, hi + 0.5
         margin = (hi - lo) * pad
         self.lo, self.hi = lo - margin, hi + margin

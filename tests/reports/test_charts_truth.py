@@ -10,7 +10,7 @@ import statistics
 from xml.etree import ElementTree
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from compactlab.reports import charts
@@ -139,6 +139,8 @@ def test_tick_labels(fmt, v, step, shown):
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=30), st.booleans())
+@example([1000000.0, 999999.9999999999], False)  # (a spread no tick's label tells apart: one value)
+@example([-1e6, -999999.9999999, 0.5], False)
 def test_ticks_are_inside_the_range_few_and_distinctly_labelled(values, log):
     if log:
         values = [abs(v) + 1 for v in values]
