@@ -155,10 +155,16 @@ impl StoredProbes {
         let Some(stored) = probe_cache::parse(data.as_bytes(), version, &names) else {
             return Ok(None);
         };
+        // (one Python string a text, shared by its rows: `probe_cache::stored` stores each once)
+        let mut made: FxHashMap<(u32, u32), Py<PyString>> = FxHashMap::default();
         let texts = stored
             .rows
             .iter()
-            .map(|r| PyString::new(py, stored.text(r)).unbind())
+            .map(|r| {
+                made.entry(r.text)
+                    .or_insert_with(|| PyString::new(py, stored.text(r)).unbind())
+                    .clone_ref(py)
+            })
             .collect();
         let tools = stored
             .tools
@@ -522,16 +528,19 @@ fn probe_rows_csv<'py>(
     ledger: &ProbeLedger,
     mut out: Csv,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    // (each field a row holds an object of is written once an object and copied after: the rows
+    // of one probe share its text, kind and tool, and a status and a layer are a few strings)
+    let mut seen = Written::default();
     for r in &ledger.rows {
         out.start();
         out.int(r.call);
         let [text, kind, source_call, source_tool] = &r.probe;
-        let written = out.cell(text.bind(py))?
-            && out.field(kind.bind(py))?
+        let written = seen.cell(&mut out, text.bind(py))?
+            && seen.field(&mut out, kind.bind(py))?
             && out.field(source_call.bind(py))?
-            && out.cell(source_tool.bind(py))?
-            && out.field(r.status_text.bind(py).as_any())?
-            && out.field(r.by.bind(py).as_any())?
+            && seen.cell(&mut out, source_tool.bind(py))?
+            && seen.field(&mut out, r.status_text.bind(py).as_any())?
+            && seen.field(&mut out, r.by.bind(py).as_any())?
             && if r.status == crate::ledger::KEPT {
                 out.text("");
                 true
@@ -545,6 +554,51 @@ fn probe_rows_csv<'py>(
         out.end();
     }
     Ok(Some(out.bytes(py)))
+}
+
+/// The fields a table's rows hold the same strings in, each written once a string (what `Csv`
+/// appended of it, its comma included: never a row's first field) and copied after. Known by the
+/// string's identity, each alive for as long as the rows that hold it are read: a string is never
+/// another's while this is.
+#[derive(Default)]
+struct Written {
+    cells: FxHashMap<usize, Box<[u8]>>,
+    fields: FxHashMap<usize, Box<[u8]>>,
+}
+
+impl Written {
+    /// `Csv::cell` of `field`.
+    fn cell(&mut self, out: &mut Csv, field: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Self::once(&mut self.cells, out, field, Csv::cell)
+    }
+
+    /// `Csv::field` of `field`.
+    fn field(&mut self, out: &mut Csv, field: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Self::once(&mut self.fields, out, field, Csv::field)
+    }
+
+    fn once(
+        made: &mut FxHashMap<usize, Box<[u8]>>,
+        out: &mut Csv,
+        field: &Bound<'_, PyAny>,
+        write: fn(&mut Csv, &Bound<'_, PyAny>) -> PyResult<bool>,
+    ) -> PyResult<bool> {
+        if out.row.1 == 0 || !field.is_exact_instance_of::<PyString>() {
+            return write(out, field);
+        }
+        let key = field.as_ptr() as usize;
+        if let Some(bytes) = made.get(&key) {
+            out.text.extend_from_slice(bytes);
+            out.row.1 += 1;
+            return Ok(true);
+        }
+        let start = out.text.len();
+        if !write(out, field)? {
+            return Ok(false);
+        }
+        made.insert(key, out.text[start..].into());
+        Ok(true)
+    }
 }
 
 /// compactions.csv (`replay_report.compactions_csv_bytes`, the reference): `header`, then each
@@ -2839,7 +2893,8 @@ impl RecallCheck {
             } else {
                 intern!(py, "lost")
             };
-            say(p, status, PyString::new(py, &gone.by), gone.at)?;
+            // (a layer's name, one of a few: interned, one string for every row that names it)
+            say(p, status, PyString::intern(py, &gone.by), gone.at)?;
         }
         Ok((kept, recoverable))
     }

@@ -244,6 +244,11 @@ def test_the_native_core_holds_the_probes_it_read_back_and_makes_a_calls_when_as
     assert got == probes == got and got != {7: probes[7]} and got != [7, 0]
     with pytest.raises(KeyError):
         got[1]
+    # (a text asked at many calls is one string, as are its rows' tools: the ledger's rows share them)
+    again = {3: [Probe("x/y.py", ((3, 1),), 2, "read", "path")], 5: [Probe("x/y.py", ((3, 1),), 4, "read", "path")]}
+    (tmp_path / "cache" / "probes" / "k2.json").write_bytes(orjson.dumps(_saved(tmp_path, monkeypatch, again)))
+    got = probe_cache.load("k2", [])
+    assert got == again and got[3][0].text is got[5][0].text and got[3][0].source_tool is got[5][0].source_tool
 
 
 def test_a_remembered_hash_that_is_not_a_file_is_left_alone_and_the_file_hashed(big, tmp_path, monkeypatch):
