@@ -3523,10 +3523,7 @@ impl EntryCopies {
         text: &str,
     ) -> PyResult<Option<Replaced<'py>>> {
         let py = entry.py();
-        let Ok(results) = entry
-            .getattr(intern!(py, "results"))?
-            .cast_into::<PyTuple>()
-        else {
+        let Ok(results) = members::fact(entry, Fact::Results)?.cast_into::<PyTuple>() else {
             return Ok(None);
         };
         if k >= results.len() {

@@ -296,10 +296,33 @@ pub fn push_json_string(text: &str, out: &mut String) {
 }
 
 /// The characters of `text` as orjson writes a string (`push_json_string`'s, counted without
-/// writing them): its quotes, two for a short escape, six for a `\u00xx`.
+/// writing them): its quotes, two for a short escape, six for a `\u00xx`. Counted a byte at a time
+/// (`JSON_LEN_OF_BYTE`), not a character at a time: a tenth of the instructions.
 pub fn json_string_chars(text: &str) -> usize {
-    2 + text.chars().map(json_len_of).sum::<usize>()
+    2 + text
+        .bytes()
+        .map(|b| usize::from(JSON_LEN_OF_BYTE[usize::from(b)]))
+        .sum::<usize>()
 }
+
+/// Each byte's part of a string's length in orjson's compact JSON: an ASCII character's
+/// (`json_len_of`); one for the first byte of any other character (orjson writes it as it is),
+/// none for the bytes that continue it.
+const JSON_LEN_OF_BYTE: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = if b < 0x80 {
+            json_len_of(b as u8 as char) as u8
+        } else if b >= 0xc0 {
+            1
+        } else {
+            0
+        };
+        b += 1;
+    }
+    table
+};
 
 /// Where a tool result's content stands on its line: the block's index, the bytes of its value
 /// (a user message's block with a `content` key).
@@ -1259,7 +1282,7 @@ fn sized_placeholder(b: &[u8]) -> Option<(usize, usize)> {
 }
 
 /// A character's length in orjson's compact JSON text.
-fn json_len_of(c: char) -> usize {
+const fn json_len_of(c: char) -> usize {
     match c {
         '"' | '\\' | '\u{8}' | '\t' | '\n' | '\u{c}' | '\r' => 2,
         c if (c as u32) < 0x20 => 6,
