@@ -20,6 +20,7 @@ use pyo3::prelude::*;
 use crate::members::{self, Fact};
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
+use rustc_hash::FxHashMap;
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -574,6 +575,9 @@ struct Micro {
     rule: Rule,
     /// the placeholder (`{tool_name}` filled in)
     template: String,
+    /// the placeholder of each tool name met, and its characters (`layers::placeholder`'s, made
+    /// once a name: a run's results are of a few tools)
+    placeholders: FxHashMap<String, (Arc<str>, i64)>,
     min_chars: i64,
     clear_short: bool,
     /// only results whose content is a string (seed 003's `string_content_only`)
@@ -1486,6 +1490,7 @@ fn micro_of(config: &Bound<'_, PyAny>, chars_per_token: f64) -> PyResult<Micro> 
             protect_chars: protect * chars_per_token,
         },
         template: get("placeholder")?.extract()?,
+        placeholders: FxHashMap::default(),
         min_chars: get("min_chars")?.extract()?,
         clear_short: get("clear_short")?.extract()?,
         string_only: get("string_content_only")?.extract()?,
@@ -2120,7 +2125,7 @@ impl LayerTurns {
         let entries = self.entries.bind(py);
         let names = self.tool_names.bind(py);
         // the results to replace (ref, placeholder) and the characters that frees
-        let mut chosen: Vec<(usize, String)> = Vec::new();
+        let mut chosen: Vec<(usize, Arc<str>)> = Vec::new();
         let mut freed = 0i64;
         for r in start..cutoff {
             let size = self.held.sizes[r];
@@ -2128,10 +2133,7 @@ impl LayerTurns {
                 continue;
             }
             let (pos, k) = self.held.refs[r];
-            let fact = entries
-                .get_item(pos)?
-                .getattr(intern!(py, "results"))?
-                .get_item(k)?;
+            let fact = members::fact(&entries.get_item(pos)?, Fact::Results)?.get_item(k)?;
             if m.string_only && !fact.getattr(intern!(py, "is_str"))?.is_truthy()? {
                 continue;
             }
@@ -2144,7 +2146,16 @@ impl LayerTurns {
             if m.preserve.iter().any(|p| *p == *name) {
                 continue;
             }
-            let (text, len) = placeholder(&m.template, &name);
+            let (text, len) = match m.placeholders.get(&*name) {
+                Some((text, len)) => (text.clone(), *len),
+                None => {
+                    let (text, len) = placeholder(&m.template, &name);
+                    let text: Arc<str> = text.into();
+                    m.placeholders
+                        .insert(name.clone().into_owned(), (text.clone(), len));
+                    (text, len)
+                }
+            };
             if len >= size && !m.clear_short {
                 continue;
             }
