@@ -1,9 +1,24 @@
 from __future__ import annotations
 
+import hypothesis
 import pytest
 from click.testing import CliRunner
 
-from helpers import SAMPLES, SHARED
+from helpers import SAMPLES, SHARED, examples
+
+# a property test that names no number of examples: 100 in a thorough run, a fifth in the README's suite
+# (on top of the profile in force, e.g. Hypothesis's own "ci" under CI)
+hypothesis.settings.register_profile("compactlab", hypothesis.settings.default, max_examples=examples(100))
+hypothesis.settings.load_profile("compactlab")
+
+
+@pytest.hookimpl(tryfirst=True)  # (before -m selects: `pytest -m property` finds them)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every property test is marked ``property``: CI runs them again with every example they name
+    (``COMPACTLAB_THOROUGH=1 pytest -m "slow or property"``)."""
+    for item in items:
+        if hypothesis.is_hypothesis_test(getattr(item, "obj", None)):
+            item.add_marker(pytest.mark.property)
 
 
 @pytest.fixture(autouse=True, scope="session")

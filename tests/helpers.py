@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from compactlab.engine.context import Context
 from compactlab.transcripts.messages import make_entry
@@ -14,6 +17,28 @@ from compactlab.transcripts.messages import make_entry
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_transcripts"
 SHARED = ROOT.parent / "shared"
+
+#: a thorough run (``COMPACTLAB_THOROUGH=1``; CI's second pass, ``pytest -m "slow or property"``)
+#: gives each property test every example it names; the README's ``pytest`` a fifth of them
+THOROUGH = os.environ.get("COMPACTLAB_THOROUGH") == "1"
+
+
+def examples(n: int) -> int:
+    """A property test's examples: ``n`` in a thorough run, else a fifth of them (at least ten)."""
+    return n if THOROUGH else max(10, n // 5)
+
+
+def covering(names: str, *axes: Sequence[Any], whole: int = 2) -> pytest.MarkDecorator:
+    """``pytest.mark.parametrize(names, ...)`` over the product of ``axes``. The README's suite runs
+    every combination of the first ``whole`` axes once, each other axis's values taken in turn
+    (every one of them where there are rows enough); the other rows are marked ``slow`` (CI runs
+    every row)."""
+    quick = {repr(head + tuple(axis[i % len(axis)] for axis in axes[whole:]))  # (repr: a value may be a list)
+             for i, head in enumerate(itertools.product(*axes[:whole]))}
+    return pytest.mark.parametrize(names, [
+        pytest.param(*row, marks=() if repr(row) in quick else pytest.mark.slow,
+                     id="-".join("+".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v) for v in row))
+        for row in itertools.product(*axes)])
 
 
 def user(text: str) -> dict:

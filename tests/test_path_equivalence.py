@@ -259,16 +259,20 @@ def _document(tmp_path: Path) -> str:
     return path
 
 
-@pytest.mark.parametrize("recording", ["synth-medium.jsonl", "manual-compact.jsonl", "document", "recorded"])
+@pytest.mark.parametrize("recording", [
+    "generated", "manual-compact.jsonl", "document", "recorded",
+    pytest.param("synth-medium.jsonl", marks=pytest.mark.slow)])  # (27 s: CI runs it with pytest -m slow)
 def test_every_path_gives_the_same_figures_on_the_samples(paths, tmp_path, recording):
-    """(``recorded``: replies recorded with their usage, a file loaded whole to calibrate on it)"""
+    """(``generated``: 60 calls that stream and that every policy compacts, Dask's sample;
+    ``recorded``: the same with replies recorded with their usage, a file loaded whole to calibrate
+    on it)"""
     from compactlab.synth import write
 
     path = _document(tmp_path) if recording == "document" else str(SAMPLES / recording)
-    if recording == "recorded":
-        path = str(tmp_path / "recorded.jsonl")
-        write(path, 60, seed=4, usage=True)
-    problems = _all_paths(paths, path, dask=recording == "synth-medium.jsonl")
+    if recording in ("generated", "recorded"):
+        path = str(tmp_path / f"{recording}.jsonl")
+        write(path, 60, seed=4, usage=recording == "recorded")
+    problems = _all_paths(paths, path, dask=recording == "generated")
     assert not problems, "\n".join(problems)
 
 
@@ -301,7 +305,9 @@ SAMPLE = ("mini-swe-agent__deepseek-chat__django__django-11910.traj.json", "tool
           "test_conversation_gemini.2026-03-27.json")
 
 
-@pytest.mark.parametrize("name", SAMPLE)
+# (mini-swe-agent's document, 10 s, under -m slow: the chat document above is this suite's document format)
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name.endswith(".traj.json") else name
+                                  for name in SAMPLE])
 def test_every_path_gives_the_same_figures_on_a_sample_of_the_shared_recordings(paths, shared_transcripts, name):
     [path] = [p for p in _shared() if p.name == name] or [None]
     if path is None:

@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 
 import compactlab
 from compactlab import plain
+from helpers import examples
+
 
 OPTIONS = [dict(eq=eq, repr=repr_, frozen=frozen, slots=slots, kw_only=kw_only)
            for eq in (True, False) for repr_ in (True, False) for frozen in (True, False)
@@ -61,7 +63,7 @@ CALLS = st.tuples(
     st.dictionaries(st.sampled_from(["a", "b", "c", "d", "e", "f", "g"]), st.integers(-2, 5), max_size=4))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(options=st.sampled_from(OPTIONS), post_init=st.booleans(), call=CALLS)
 def test_an_init_binds_as_the_standard_librarys(options: dict[str, Any], post_init: bool,
                                                 call: tuple[tuple, dict]) -> None:
@@ -223,7 +225,7 @@ def _named_tuples() -> tuple[type, type]:
 
 
 @given(st.lists(st.one_of(st.integers(-3, 3), st.text(max_size=2), st.none()), max_size=4))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 def test_a_named_tuple_is_typings(args: list[Any]) -> None:
     """``plain.NamedTuple`` makes the class ``typing.NamedTuple`` makes of the same body: its
     fields, defaults, docstring, names, bases, methods and class attributes; made of the same
@@ -285,7 +287,7 @@ PATTERN_SOURCES = [r"a(b)+", r"(?m)^\s{0,8}(\d{1,7})(?:[:\t|]|\s{2})", r"(?P<nam
                    r"\bx\b"]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(source=st.sampled_from(PATTERN_SOURCES), text=st.text(alphabet="ab_xyz019 \n\t:|\x01\u202a", max_size=40),
        as_bytes=st.booleans())
 def test_a_pattern_compiled_when_first_used_is_res(source: str, text: str, as_bytes: bool) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import os
 
 import orjson
 from hypothesis import HealthCheck, given, settings
@@ -17,9 +16,10 @@ from compactlab.transcripts.messages import make_entry
 from compactlab.summarizers import StubSummarizer
 from compactlab.transcripts import TranscriptBuilder
 from strategies import policies, transcripts
+from helpers import examples
 
-# 60 examples a property in the suite; COMPACTLAB_PROPERTY_EXAMPLES=500 for a thorough run
-SETTINGS = settings(max_examples=int(os.environ.get("COMPACTLAB_PROPERTY_EXAMPLES", "60")), deadline=None,
+
+SETTINGS = settings(max_examples=examples(60), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 

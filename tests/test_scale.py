@@ -88,6 +88,7 @@ def test_an_unreachable_dask_scheduler_is_a_clear_error(cli, monkeypatch):
     assert r.exit_code == 2 and "expected dask://HOST:PORT" in r.stderr
 
 
+@pytest.mark.slow  # (every figure's commands run, 11 s: CI runs it with pytest -m slow)
 def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     """Every figure, --corpus's too: compare of two folders of sessions with reports and without
     (small files and folders here: the real sizes are the benchmark's, not a unit test's)."""
@@ -190,6 +191,7 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     assert os.environ["COMPACTLAB_CACHE_DIR"] != str(tmp_path / "inputs" / "cache")  # its own, given back
 
 
+@pytest.mark.slow  # (two installs' compares and tunes, 16 s: CI runs it with pytest -m slow)
 def test_bench_holds_the_corpus_jobs_to_another_install_run_beside_them(cli, tmp_path, monkeypatch):
     """#59's corpus targets (a compare of the trajectories, again and first, and the tune: 2.5x faster
     than the head it was filed at) against ``--baseline PYTHON``, another install run as ``PYTHON -m

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from compactlab import core
 from compactlab.corpus import study
+from helpers import examples
+
 
 optuna = pytest.importorskip("optuna")
 truncnorm = pytest.importorskip("optuna.samplers._tpe._truncnorm")
@@ -42,7 +44,7 @@ def test_log_ndtr_is_optuna_s_to_the_bit_at_its_branches_and_ends():
     assert math.isnan(native.log_ndtr([math.nan])[0]) and math.isnan(_reference(math.nan))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(st.one_of(st.floats(-60, 60), st.floats(-1e6, -20), st.floats(-1e-3, 1e-3)), min_size=1,
                 max_size=50))
 def test_log_ndtr_is_optuna_s_to_the_bit(values):

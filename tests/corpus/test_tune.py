@@ -12,7 +12,7 @@ from compactlab import load_policy
 from compactlab.errors import PolicyError, UsageError
 from compactlab.corpus.trials import Point
 from compactlab.corpus.tune import pareto, parse_objectives, parse_space
-from helpers import SAMPLES
+from helpers import SAMPLES, examples
 
 CORPUS = [SAMPLES / "synth-small.jsonl", SAMPLES / "synth-medium.jsonl"]
 SPACE = ["--space", "micro.keep_recent=1:12", "--space", "micro.min_chars=0:3000"]
@@ -627,7 +627,7 @@ def test_tunes_floors_are_no_compactions_recall_and_retention_less_the_margin():
     assert "Use front point 1 (summary.trigger=1)" in text and "floor of 65.0% (recall)" in text, text
 
 
-@settings(max_examples=150, deadline=None, derandomize=True)
+@settings(max_examples=examples(150), deadline=None, derandomize=True)
 @given(st.lists(st.tuples(st.sampled_from([-0.5, -0.005, 0.0, 0.1, 0.2, 0.3]), st.sampled_from([0.9, 0.96, 1.0])),
                 min_size=1, max_size=6),
        st.sampled_from([-0.3, 0.0, 0.2]), st.booleans(), st.randoms(use_true_random=False))

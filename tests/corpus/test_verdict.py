@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from compactlab import core
 from compactlab.corpus.verdict import judge
-from helpers import SAMPLES
+from helpers import SAMPLES, examples
 
 
 def run(transcript: str, policy: str, cost: float, raw: float = 10.0, retained: int = 8, refs: int = 10,
@@ -224,7 +224,7 @@ def _passes(v, label):
     return e.recall >= v.recall_floor - 1e-9 and e.retention >= v.retention_floor - 1e-9 and not e.violations_introduced
 
 
-@settings(max_examples=60, deadline=None, derandomize=True)
+@settings(max_examples=examples(60), deadline=None, derandomize=True)
 @given(corpora())
 def test_the_recommendation_never_falls_below_the_floor_and_adding_a_policy_never_makes_it(case):
     rows, names = case
@@ -353,7 +353,7 @@ def tied_corpora(draw):
     return rows
 
 
-@settings(max_examples=80, deadline=None, derandomize=True)
+@settings(max_examples=examples(80), deadline=None, derandomize=True)
 @given(tied_corpora(), st.randoms(use_true_random=False))
 def test_the_pick_and_the_fallback_never_name_a_policy_dearer_than_none_where_it_fits_nor_depend_on_order(rows, rnd):
     """Property (#55 §3): whatever the runs, the verdict's pick (or its fallback) costs no more than
@@ -380,7 +380,7 @@ def test_the_pick_and_the_fallback_never_name_a_policy_dearer_than_none_where_it
 
 
 @pytest.mark.skipif(core.in_use() is None, reason="the native core is not built in this install: nothing to compare")
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(st.lists(st.tuples(st.one_of(st.just(0.0), st.floats(0, 50, allow_nan=False)),
                           st.one_of(st.just(0.0), st.floats(1e-9, 60, allow_nan=False))), min_size=2, max_size=300),
        st.sampled_from([1, 7, 1 << 20]))

@@ -12,6 +12,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from compactlab.corpus.verdict import judge
 
 from test_verdict import Judged
+from helpers import examples
+
 
 TRANSCRIPTS = ("a", "b", "c")
 
@@ -60,7 +62,7 @@ def _table(runs: list[Judged]) -> list[tuple]:
     return [(r.transcript, r.policy, *(r.summary[k] for k in keys)) for r in runs]
 
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS

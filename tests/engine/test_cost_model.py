@@ -19,7 +19,7 @@ from compactlab.transcripts.messages import make_entry
 from compactlab.engine.records import PythonTurnRecord, TurnRecord
 from compactlab.engine.measures.retention import retained
 from compactlab.engine.sizing import TokenEstimator, list_chars
-from helpers import SAMPLES, asst, context, results, tr, tu, user
+from helpers import SAMPLES, asst, context, results, tr, tu, user, examples
 
 
 def entries(n: int, size: int = 400) -> list:
@@ -308,7 +308,7 @@ def test_a_break_that_read_more_than_the_context_would_changes_neither_context()
     assert priced.raw == pytest.approx(sum(r.input_cost_usd for r in records))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 50_000), st.integers(0, 60_000)), min_size=1, max_size=12),
        st.dictionaries(st.integers(0, 11), st.integers(0, 60_000), max_size=6),
        st.sampled_from(["anthropic", "openai"]), st.lists(st.integers(0, 2_000), min_size=12, max_size=12))
@@ -364,7 +364,7 @@ _TIERED = st.builds(lambda base, over: (base, over), st.sampled_from([0.3, 3.0, 
 
 @pytest.mark.skipif(core.native_module() is None, reason="the native core is not built in this install (it was "
                                                           "installed without a Rust toolchain): nothing to compare")
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 5_000) | st.just(2_000), st.integers(0, 6_000) | st.just(2_000),
                           st.integers(0, 6_000)), min_size=1, max_size=14),
        st.lists(st.sampled_from([None, "a", "b"]), min_size=14, max_size=14) | st.none(),
@@ -421,7 +421,7 @@ def test_the_native_pricing_is_pythons_to_the_last_bit(calls, models, gaps, ttl,
 
 @pytest.mark.skipif(core.native_module() is None, reason="the native core is not built in this install (it was "
                                                           "installed without a Rust toolchain): nothing to compare")
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(0, 30), st.lists(st.sampled_from([None, "a", "b", "c"]), min_size=30, max_size=30) | st.none(),
        st.lists(st.sampled_from([None, 0.0, 5.0, 5.0000001, 300.0]), min_size=30, max_size=30) | st.none(),
        st.lists(st.integers(0, 40), max_size=30), st.lists(st.integers(-1, 45), max_size=6))
@@ -467,7 +467,7 @@ _USAGE = st.one_of(
 
 @pytest.mark.skipif(core.native_module() is None, reason="the native core is not built in this install (it was "
                                                           "installed without a Rust toolchain): nothing to compare")
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(_USAGE, max_size=14), st.sampled_from(["anthropic", "openai", "deepseek", "gemini", "none"]),
        st.sampled_from(["5m", "1h"]), st.sets(st.integers(0, 14), max_size=3), st.booleans(), _TIERED)
 def test_the_recordings_own_cache_events_and_cost_are_pythons_on_the_native_core(calls_usage, provider, ttl,
@@ -531,7 +531,7 @@ def test_the_recordings_own_cache_events_and_cost_are_pythons_on_the_native_core
 
 @pytest.mark.skipif(core.native_module() is None, reason="the native core is not built in this install (it was "
                                                           "installed without a Rust toolchain): nothing to compare")
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 6_000), st.integers(0, 6_000), st.floats(0, 1, allow_subnormal=False)
                           | st.just(-0.0), _USAGE), max_size=14),
        st.integers(0, 2) | st.floats(0, 5), st.booleans())
@@ -556,7 +556,7 @@ def test_the_cache_ledger_is_pythons_on_the_native_core(calls, recorded_input, e
 
 @pytest.mark.skipif(core.native_module() is None, reason="the native core is not built in this install (it was "
                                                           "installed without a Rust toolchain): nothing to compare")
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.datetimes(min_value=__import__("datetime").datetime(1960, 1, 1),
                     max_value=__import__("datetime").datetime(2260, 12, 31)),
        st.integers(-23 * 60 - 59, 23 * 60 + 59) | st.none(), st.sampled_from(["seconds", "milliseconds",

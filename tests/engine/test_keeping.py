@@ -20,7 +20,7 @@ from compactlab import core
 from compactlab.engine import keeping
 from compactlab.engine.feeds import Opening
 from compactlab.transcripts import TranscriptBuilder
-from helpers import SAMPLES, records_of
+from helpers import SAMPLES, covering, examples, records_of
 from strategies import transcripts
 
 NATIVE = core.native_module()
@@ -137,7 +137,7 @@ class _Counter:
 
 
 @needs_native
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(transcripts(max_turns=30), st.sampled_from([None, 2_000, 20_000]), st.sampled_from(["5m", "1h"]))
 def test_generated_recordings_run_alike_on_the_native_loop(msgs, window, ttl):
     """Generated recordings (parallel batches, errors, orphans, duplicate ids, prompts, manual
@@ -415,9 +415,8 @@ def _layered(order: list[str], micro: dict, snip: dict):
 
 
 @needs_native
-@pytest.mark.parametrize("sample", SAMPLE_NAMES)
-@pytest.mark.parametrize("how", ["loaded", "streamed", "read ahead"])
-@pytest.mark.parametrize("order", [["micro"], ["snip", "micro"], ["micro", "snip"], ["snip"]])
+@covering("order, how, sample", [["micro"], ["snip", "micro"], ["micro", "snip"], ["snip"]],
+          ["loaded", "streamed", "read ahead"], SAMPLE_NAMES)
 def test_a_policy_of_snip_and_micro_runs_alike_on_the_native_loop(monkeypatch, layered, sample, how, order):
     policy = _layered(order, {"keep_recent": 2, "min_chars": 0}, {"max_messages": 12, "keep_head": 2})
     assert keeping.native_layers(policy) == order
@@ -479,10 +478,9 @@ def test_every_copy_micro_makes_takes_its_originals_violation_facts(monkeypatch,
 
 
 @needs_native
-@pytest.mark.parametrize("sample", SAMPLE_NAMES)
-@pytest.mark.parametrize("how", ["loaded", "streamed", "read ahead"])
-@pytest.mark.parametrize("preset", ["openhands", "qwen-code", "gemini-cli", "s08", "s06", "s06-article", "goose",
-                                    "claude-code", "codex", "opencode"])
+@covering("preset, how, sample", ["openhands", "qwen-code", "gemini-cli", "s08", "s06", "s06-article", "goose",
+                                  "claude-code", "codex", "opencode"],
+          ["loaded", "streamed", "read ahead"], SAMPLE_NAMES)
 def test_a_preset_that_summarises_runs_alike_on_the_native_loop(monkeypatch, layered, sample, how, preset):
     """The presets whose layers the loop runs with those that summarise: their triggers lowered so
     that the samples summarise (in messages, characters, tokens, and tokens as recorded where the
@@ -603,7 +601,7 @@ def test_the_layers_loop_clears_snips_loses_and_attributes_as_the_python_one(mon
 
 
 @needs_native
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(transcripts(max_turns=30), st.sampled_from([["micro"], ["snip"], ["snip", "micro"], ["micro", "snip"]]),
        MICRO_SETTINGS, SNIP_SETTINGS, st.sampled_from([None, 2_000]))
 def test_generated_recordings_run_alike_through_snip_and_micro_on_the_native_loop(msgs, order, micro, snip, window):
@@ -656,7 +654,7 @@ SUMMARY_SETTINGS = st.fixed_dictionaries({
 
 
 @needs_native
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(transcripts(max_turns=30), st.sampled_from([[], ["micro"], ["snip", "micro"], ["micro", "snip"],
                                                     ["budget", "snip", "micro"], ["micro", "budget"], ["budget"]]),
        MICRO_SETTINGS, SNIP_SETTINGS, SUMMARY_SETTINGS, BUDGET_SETTINGS, REACTIVE_SETTINGS, MANUAL_SETTINGS,
@@ -730,7 +728,7 @@ def _timed(msgs: list[dict], gaps: list[int], signatures: list[int]):
 
 
 @needs_native
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(transcripts(max_turns=30), st.lists(st.sampled_from([5, 60, 200, 400, 4_000]), min_size=1, max_size=8),
        st.lists(st.sampled_from([0, 0, 1_000, 4_000, 20_000]), min_size=1, max_size=5),
        st.sampled_from([[], ["micro"], ["budget", "micro"], ["snip", "micro"]]), TIMED_SETTINGS,

@@ -10,7 +10,7 @@ import gc
 from compactlab import load_policy, load_transcript, replay
 from compactlab.engine import memo
 from compactlab.transcripts import Transcript
-from helpers import tool_session, write_jsonl, records_of
+from helpers import tool_session, write_jsonl, records_of, examples
 
 
 def test_the_transcript_carries_no_engine_cache():
@@ -147,7 +147,7 @@ def test_shared_messages_hold_across_generated_recordings_and_policies(monkeypat
         pytest.skip("the native core is not built in this install: no native check to share")
     monkeypatch.setenv("COMPACTLAB_PROBE_CACHE", "0")
 
-    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(25), deadline=None, suppress_health_check=list(HealthCheck))
     @given(transcripts(max_turns=30), st.lists(st.sampled_from(_POLICIES), min_size=2, max_size=4))
     def check(messages, chosen):
         path = tmp_path / "g.jsonl"

@@ -20,7 +20,7 @@ from compactlab import core
 from compactlab.engine.measures import baseline, probes
 from compactlab.engine.measures.probes import ProbeIndex, ResultStrings, _scanned, _split, tokens
 from compactlab.transcripts import TranscriptBuilder, open_transcript
-from helpers import SAMPLES, own_source_pattern
+from helpers import SAMPLES, own_source_pattern, examples
 from test_native_core import _shared_recordings
 
 NATIVE = core.native_module()
@@ -101,7 +101,7 @@ def test_every_character_separates_runs_as_python_splits_them():
 
 
 @needs_native
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(TEXT)
 def test_generated_texts_have_the_same_runs_and_tokens_on_both_cores(text):
     assert NATIVE.runs(_scanned(text)) == _split(_scanned(text))
@@ -127,7 +127,7 @@ def _names() -> st.SearchStrategy[str]:
 
 
 @needs_native
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(st.lists(_names(), max_size=8), st.sampled_from([0, 1, 2, 3, 1 << 13, (1 << 14) - 1]))
 def test_the_native_core_judges_names_and_splits_them_as_python_does(names, own):
     """``KnownNames.generic`` against ``generic``, on names made of the vocabulary's and the
@@ -187,7 +187,7 @@ OPS = st.lists(st.one_of(
 
 
 @needs_native
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(OPS, st.booleans())
 def test_the_native_result_strings_answer_as_the_python_ones(ops, with_wanted):
     wanted = None
@@ -324,7 +324,7 @@ def run_env(draw, context, probes):
 
 
 @needs_native
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(checked_contexts(), st.integers(1, 3), st.data())
 def test_the_native_check_finds_the_probes_where_the_python_one_does(case, calls, data):
     """``check`` with the native core's ``RecallCheck`` against ``check`` itself: the same outcome,
@@ -376,7 +376,7 @@ def test_a_probe_whose_result_was_persisted_is_recoverable_from_the_call_it_was_
 
 
 @needs_native
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(checked_contexts(), st.lists(st.tuples(st.integers(0, 3), st.integers(0, 99), st.integers(0, 99)), max_size=12))
 def test_the_native_check_of_a_run_keeps_what_the_last_context_had(case, edits):
     """A run's contexts, each the last one with messages appended and then changed from some
@@ -456,7 +456,7 @@ def quoted_prose(draw):
 
 
 @needs_native
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.one_of(QUOTING, quoted_prose()), min_size=1, max_size=3))
 def test_the_native_phrases_are_the_python_ones(texts):
     """``_native.phrases`` (an ASCII text's quoted prose, in Rust) against ``probes.phrases``: the
@@ -511,7 +511,7 @@ def referring(draw):
 
 
 @needs_native
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.one_of(PATHS, referring()))
 def test_the_native_framework_sources_and_line_references_are_python_re_s(text):
     """Rust's reading of two of the index's patterns on ASCII texts (lookbehinds, word boundaries,
@@ -535,7 +535,7 @@ _WIDE_SOURCES = st.lists(st.one_of(
 
 
 @needs_native
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(_WIDE_SOURCES)
 def test_the_native_framework_sources_of_a_text_beyond_ascii_are_python_re_s(text):
     """Beyond ASCII, Rust finds a text's frameworks as Python's ``re`` does, and leaves it to Python
@@ -602,7 +602,7 @@ def _broken(draw):
 
 
 @needs_native
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(_broken(), st.booleans())
 def test_a_streams_raw_baseline_is_the_same_built_in_rust(msgs, keep):
     """``_native.StreamBaseline`` (a baseline with no probes: the replay of a policy that cannot
@@ -676,7 +676,7 @@ def _show(context: list, shown: list, *trackers: object) -> None:
 
 
 @needs_native
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(_stream_and_contexts())
 def test_a_streams_run_tracker_takes_the_facts_its_baseline_read(case):
     """A stream's native baseline hands the facts it reads of each message to the run's native
@@ -721,7 +721,7 @@ def test_a_streams_run_tracker_takes_the_facts_its_baseline_read(case):
 
 
 @needs_native
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(_stream_and_contexts())
 def test_a_trackers_copies_told_take_their_originals_facts(case):
     """A copy told to the native tracker (``alias``: micro's copies, whose facts are their
@@ -763,7 +763,7 @@ def test_a_trackers_copies_told_take_their_originals_facts(case):
 
 
 @needs_native
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(_stream_and_contexts(), st.randoms(use_true_random=False))
 def test_the_native_tracker_logs_each_calls_violations_as_the_python_log_does(case, rnd2):
     """The native tracker's log of a call's violations (``InvariantTracker.log``, what the native

@@ -23,7 +23,7 @@ from compactlab.engine.loop import Turns
 from compactlab.engine.measures import CallAt
 from compactlab.engine.sizing import TokenEstimator
 from compactlab.errors import UsageError
-from helpers import SAMPLES, SHARED, assert_same_run, built, on_both_cores, records_of
+from helpers import SAMPLES, SHARED, assert_same_run, built, on_both_cores, records_of, examples
 from strategies import policies, transcripts
 
 NATIVE = core.native_module()
@@ -152,7 +152,7 @@ def call_sequences(draw):
 
 
 @needs_native
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(call_sequences(), st.sampled_from(sorted(RULES)), st.booleans(),
        st.floats(1.0, 6.0, allow_nan=False), st.integers(0, 3_000))
 def test_the_native_prompt_cache_gives_the_python_rows_on_generated_calls(calls, provider, exact, cpt, overhead):
@@ -170,7 +170,7 @@ def test_the_native_prompt_cache_gives_the_python_rows_on_generated_calls(calls,
 
 
 @needs_native
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(transcripts(max_turns=30), policies(pair_safe=False), st.sampled_from(sorted(RULES)))
 def test_generated_transcripts_replay_alike_on_both_cores(monkeypatch_session, msgs, policy, provider):
     """Generated recordings (parallel tool batches, errors, prompts, manual compactions) through
@@ -305,7 +305,7 @@ _outcomes = st.lists(st.builds(
 
 
 @needs_native
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(_outcomes, st.sets(st.integers(-1, 8), max_size=6))
 @example([(3, "b_a", "path", "lost", 5), (4, "a_b", "path", "lost", 5), (1, "b_a", "path", "recoverable", 5)], {5})
 def test_the_native_ledger_tallies_are_recall_s(outcomes, calls):
@@ -348,7 +348,7 @@ def test_a_ledger_the_native_tallies_cannot_read_is_an_error_as_in_python():
 
 
 @needs_native
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(_outcomes, st.integers(-70, 70), st.integers(-70, 70))
 def test_the_ledger_held_in_rust_is_the_list_of_its_outcomes(outcomes, i, j):
     """A run's probe ledger on the native core (``_native.ProbeLedger``) reads as the list of the

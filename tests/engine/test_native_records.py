@@ -23,7 +23,7 @@ from compactlab import core
 from compactlab.engine import records
 from compactlab.engine.records import TURN_COLUMNS, PythonTurnRecord, TurnRecord
 from compactlab.reports.replay_report import calls_csv_bytes
-from helpers import SAMPLES
+from helpers import SAMPLES, examples
 
 NATIVE = core.native_module()
 needs_native = pytest.mark.skipif(NATIVE is None, reason="the native core is not built in this install (it was "
@@ -92,7 +92,7 @@ def test_the_native_record_has_the_references_columns_defaults_and_behaviour():
 
 
 @needs_native
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(_values(), max_size=12), st.data())
 @example([dict(dict.fromkeys(TURN_COLUMNS, 0), overflow=True, input_cost_usd=v) for v in _FLOATS], None)
 def test_the_records_json_and_calls_csv_written_in_rust_are_the_references_bytes(rows, data):
@@ -110,7 +110,7 @@ def test_the_records_json_and_calls_csv_written_in_rust_are_the_references_bytes
 
 
 @needs_native
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(_values(), max_size=12),
        st.lists(st.floats(allow_nan=False, allow_infinity=False, min_value=0, max_value=50) | st.sampled_from(_FLOATS[:12]),
                 max_size=12))

@@ -17,7 +17,7 @@ from compactlab.engine.measures import probe_cache
 from compactlab.plumbing import digests
 from compactlab.engine.feeds import open_feed
 from compactlab.engine.loop import replay
-from helpers import tool_session, write_jsonl
+from helpers import tool_session, write_jsonl, examples
 
 
 @pytest.fixture
@@ -526,7 +526,7 @@ _VALUES = st.one_of(st.integers(-3, 12), st.sampled_from(["identifier", "path", 
                     st.booleans(), st.floats(allow_nan=False, allow_infinity=False), st.just(4.0))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.data())
 def test_the_native_core_reads_back_what_python_reads_and_refuses_what_it_refuses(data):
     """``_native.StoredProbes`` against ``probe_cache._parsed`` (its reference) on entries as saved and

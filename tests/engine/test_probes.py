@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from compactlab import load_policy, load_transcript, replay
 from compactlab.engine.measures.probes import own_sources, tokens, vocabulary
-from helpers import asst, lines_run, own_source_pattern, results, tr, tu, user, write_jsonl
+from helpers import asst, lines_run, own_source_pattern, results, tr, tu, user, write_jsonl, examples
 
 
 def used_later(n: int) -> list[dict]:
@@ -372,7 +372,7 @@ SOURCE_TEXTS = st.lists(st.one_of(
     st.characters(codec="utf-8", exclude_categories=["Cs"])), max_size=40).map("".join)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(SOURCE_TEXTS)
 def test_the_frameworks_own_sources_are_read_as_the_pattern_reads_them(text):
     """``own_sources``, in linear time, finds what the pattern it replaced finds (``re.findall``):

@@ -129,6 +129,7 @@ def test_a_missing_extra_is_one_error_naming_it(cli, tmp_path, monkeypatch):
         load_step.cache_clear()
 
 
+@pytest.mark.slow  # (every shared recording: CI runs it with pytest -m slow)
 @pytest.mark.parametrize("preset", ["langchain-summarization", "langchain-clear-tool-uses"])
 def test_the_presets_replay_every_shared_session_offline(shared_sessions, preset):
     policy = load_policy(preset)

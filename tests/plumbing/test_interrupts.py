@@ -107,7 +107,14 @@ def staged(folder) -> list[str]:
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc and sends POSIX signals")
 
 
-@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def signals(quick: int) -> list:
+    """SIGINT (130) and SIGTERM (143): the README's suite sends the ``quick`` one, the tests taking
+    turns; CI both (-m slow)."""
+    return [(sig, status) if sig == quick else pytest.param(sig, status, marks=pytest.mark.slow)
+            for sig, status in ((signal.SIGINT, 130), (signal.SIGTERM, 143))]
+
+
+@pytest.mark.parametrize("sig, status", signals(signal.SIGINT))
 def test_a_signal_to_a_read_ahead_replay_stops_both_processes_and_writes_nothing(tmp_path, api, big, sig, status):
     out = tmp_path / "new" / "out"
     proc = start(["replay", big, "--out", out, "-q"], tmp_path, api, COMPACTLAB_READ_AHEAD="1",
@@ -139,7 +146,7 @@ def test_a_replay_started_with_sigint_ignored_ignores_it_reader_included(tmp_pat
     assert (out / "summary.json").is_file() and text == ""
 
 
-@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("sig, status", signals(signal.SIGTERM))
 def test_a_signal_to_a_parallel_compare_keeps_the_finished_run_and_no_worker(tmp_path, api, sig, status):
     out = tmp_path / "cmp"
     t = SAMPLES / "synth-medium.jsonl"
@@ -176,7 +183,7 @@ def test_a_killed_worker_is_named_and_the_other_runs_are_kept(tmp_path, api):
     assert group_gone(proc.pid)
 
 
-@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("sig, status", signals(signal.SIGINT))
 def test_a_signal_to_a_compare_whose_workers_read_the_files_keeps_the_files_back_and_no_worker(tmp_path, api, sig,
                                                                                                status):
     """A corpus of files enough for each worker to read its own (``jobs/cluster.py``'s
@@ -349,7 +356,7 @@ def test_an_interrupted_replay_of_several_transcripts_keeps_and_reports_those_re
     assert not [p for p in tmp_path.rglob("*") if ".compactlab-" in p.name and p.name != ".compactlab-run"]
 
 
-@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("sig, status", signals(signal.SIGTERM))
 def test_a_signal_to_a_tune_stops_its_share_workers_and_says_how_to_go_on(tmp_path, api, big, sig, status):
     """tune's workers keep their share of the corpus across trials (#32 §1): a signal while they
     replay ends the tune (exit 130 / 143, no traceback) and leaves no worker behind."""

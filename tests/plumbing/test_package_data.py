@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 
 from compactlab.core import in_use
 from compactlab.plumbing import package_toml, sha256
+from helpers import examples
+
 
 _DOCUMENTS = sorted(p for folder in ("presets", "data") for p in files("compactlab").joinpath(folder).iterdir()
                     if p.name.endswith(".toml"))
@@ -50,7 +52,7 @@ def test_a_document_the_native_reading_leaves_is_tomllibs():
     assert _ordered(package_toml.loads(typed)) == _ordered(tomllib.loads(typed))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.binary(max_size=300))
 def test_a_short_digest_is_hashlibs(data):
     assert sha256.hex_of(data) == hashlib.sha256(data).hexdigest()

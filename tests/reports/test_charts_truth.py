@@ -14,6 +14,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from compactlab.reports import charts
+from helpers import examples
+
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -137,7 +139,7 @@ def test_tick_labels(fmt, v, step, shown):
     assert fmt(v, step) == shown
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=30), st.booleans())
 @example([1000000.0, 999999.9999999999], False)  # (a spread no tick's label tells apart: one value)
 @example([-1e6, -999999.9999999, 0.5], False)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import ROOT, SAMPLES
+from helpers import ROOT, SAMPLES, examples
 
 from compactlab import core
 
@@ -79,7 +79,7 @@ _TERMINAL = st.sampled_from(["\x7f", "\x85", "\x9b", "\u202a", "\u202e", "\u2066
                              "a", "{", '"'])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.recursive(st.one_of(st.text(st.one_of(_TERMINAL, st.characters(codec="utf-8"))),
                               st.integers(-2**63, 2**63 - 1), st.none()),
                     lambda inner: st.one_of(st.lists(inner, max_size=4),
@@ -238,7 +238,7 @@ def _reference(rows: list[list]) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(st.lists(_FIELDS.filter(lambda v: not (type(v) is str and any(0xD800 <= ord(c) <= 0xDFFF for c in v))),
                          max_size=5), max_size=6))
 def test_every_csv_file_is_what_the_csv_module_writes(monkeypatch_module, rows):
@@ -270,7 +270,7 @@ _CELL_TEXT = st.text(st.one_of(st.sampled_from('=+-@\t\r,"\n x é\x00\x1b\x7f\x8
 
 
 @needs_native
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(_CELL_TEXT)
 def test_the_native_csv_cell_is_pythons(text):
     """A CSV cell made safe in Rust (``csv_text::csv_cell``): the Python ``csv_cell``'s text (every
@@ -289,7 +289,7 @@ def _ledger(draw_texts: list[str], rows: list[tuple]) -> list:
 
 
 @needs_native
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(texts=st.lists(_CELL_TEXT, min_size=1, max_size=4),
        rows=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 3), st.sampled_from(["path", "identifier", "line"]),
                                st.integers(-1, 10**6), st.integers(0, 3),
@@ -325,7 +325,7 @@ def test_probes_and_compactions_csv_are_written_natively_as_python_writes_them(t
 
 
 @needs_native
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(st.one_of(st.floats(), st.floats(1e-5, 1e17), st.decimals(allow_nan=False, allow_infinity=False, places=3,
                                                                    min_value=-10**15, max_value=10**15).map(float),
                  st.integers(0, 2**53).map(lambda n: n / 8), st.integers(0, 2**64 - 1).map(

@@ -24,7 +24,7 @@ from compactlab.transcripts.messages import SIZED_MARK, Entry, ResultFact, build
 from compactlab.transcripts.model import TranscriptBuilder
 from compactlab.transcripts.reader import LineReader
 from compactlab.transcripts.writer import COMPACTION_KEY, anthropic_lines
-from helpers import SAMPLES, SHARED, records_of
+from helpers import SAMPLES, SHARED, records_of, examples
 from strategies import transcripts
 
 NATIVE = core.native_module()
@@ -172,7 +172,7 @@ def lines(draw) -> bytes:
 
 
 @needs_native
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(lines())
 def test_generated_lines_are_read_as_python_reads_them_or_left_to_it(line):
     agrees(line)
@@ -441,7 +441,7 @@ def test_a_loaders_odd_messages_are_added_with_the_facts_make_entry_gives(monkey
 
 
 @needs_native
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(transcripts(max_turns=20))
 def test_a_loaders_messages_are_added_with_the_facts_make_entry_gives(msgs):
     with pytest.MonkeyPatch.context() as mp:
@@ -484,7 +484,7 @@ def test_every_shared_recording_is_loaded_with_the_same_facts_on_both_cores(shar
 
 
 @needs_native
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.one_of(st.binary(max_size=600),
                  st.lists(st.sampled_from([b"{", b"[", b"]", b"}", b'"', b"\\", b"a", b"\xc3\xa9", b"\n", b" "]),
                           max_size=400).map(b"".join)))

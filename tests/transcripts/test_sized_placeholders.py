@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from compactlab.transcripts.messages import (
     SIZED_MARK, content_size, cut_text, json_len, make_entry, sized_len, sized_placeholder)
+from helpers import examples
 
 FILL = "·"  # what a placeholder stands for, built out for the comparison
 
@@ -25,7 +26,7 @@ texts = st.lists(st.one_of(st.text(alphabet="ab é\n\"\\", max_size=12),
                                      st.integers(0, 60))), max_size=6).map("".join)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(texts, st.integers(0, 120), st.booleans())
 def test_sizes_and_cuts_equal_those_of_the_text_built_out(text, n, from_tail):
     full = _expanded(text)
@@ -43,7 +44,7 @@ def test_sizes_and_cuts_equal_those_of_the_text_built_out(text, n, from_tail):
 contents = st.one_of(st.none(), texts, st.lists(st.builds(lambda t: {"type": "text", "text": t}, texts), max_size=3))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(contents, min_size=1, max_size=4), st.lists(st.tuples(st.integers(0, 3), contents), max_size=5))
 def test_a_result_replaced_is_measured_alike_whether_its_size_was_read_or_not(olds, changes):
     """``with_result_content`` of an entry whose results were measured as read (``json_size``: the

@@ -22,7 +22,7 @@ from compactlab.transcripts import anthropic_messages, reader
 from compactlab.transcripts.messages import Entry, ResultFact, json_len, sized_placeholder
 from compactlab.transcripts.model import TranscriptBuilder
 from compactlab.transcripts.reader import LineReader
-from helpers import asst, tr, tu, user
+from helpers import asst, tr, tu, user, examples
 
 pytestmark = pytest.mark.skipif(in_use() is None, reason="the lines are split natively only where the native core runs")
 
@@ -125,7 +125,7 @@ _line = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(st.tuples(_line, st.sampled_from([b"\n", b"\r\n"])), max_size=30),
        last_break=st.booleans(), buffer=st.integers(1, 300), skip=st.booleans())
 def test_a_file_read_a_block_at_a_time_is_read_as_line_by_line(lines, last_break, buffer, skip, tmp_path,
@@ -290,7 +290,7 @@ _JSON_WAYS = {
 }
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(messages=st.lists(_messages, min_size=1, max_size=6), way=st.sampled_from(sorted(_JSON_WAYS)))
 def test_a_lazy_entrys_json_is_its_line_only_where_the_line_is_what_orjson_writes(messages, way, tmp_path):
     """Recall's last look reads an unread message's compact JSON from its line, not parsing it,
@@ -316,7 +316,7 @@ _reply_members = st.lists(st.sampled_from([("id", "msg_1"), ("type", "message"),
                            min_size=1, max_size=5)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(message=_messages, members=_reply_members, first=st.booleans(), way=st.sampled_from(sorted(_JSON_WAYS)))
 @example(message=asst("Done."), members=[("id", "m"), ("content", "first")], first=False, way="orjson")  # (twice)
 @example(message=asst("Done."), members=[("id", "m")], first=True, way="orjson")  # (content before role)
@@ -358,7 +358,7 @@ _block = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(blocks=st.lists(_block, min_size=1, max_size=5), way=st.sampled_from(sorted(_JSON_WAYS)),
        changes=st.lists(st.tuples(st.integers(0, 4), _content), max_size=4))
 # (the line's way only inside a content that is changed: the changed line is what orjson writes)
@@ -505,7 +505,7 @@ _placeholder = st.one_of(
                             sized_placeholder("TOOL", 40)]))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(blocks=st.lists(_block, min_size=1, max_size=5), way=st.sampled_from(sorted(_JSON_WAYS)),
        changes=st.lists(st.tuples(st.integers(0, 4), _placeholder), min_size=1, max_size=4), read=st.booleans())
 def test_micros_copy_of_an_unread_message_is_made_natively_as_python_makes_it(blocks, way, changes, read, tmp_path):
@@ -546,7 +546,7 @@ def test_micros_copy_of_an_unread_message_is_made_natively_as_python_makes_it(bl
     assert copies.with_result(make_entry({"role": "user", "content": blocks}, 0), 0, "x") is None  # (unmeasured)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(blocks=st.lists(_block, min_size=1, max_size=5),
        changes=st.lists(st.tuples(st.integers(0, 4), _placeholder), min_size=1, max_size=4))
 @example(blocks=[tr("t0", None), tr("t0", None)], changes=[(0, "\ufdd0[TOOL len=40]"), (1, "")])  # (a placeholder

@@ -23,7 +23,7 @@ from compactlab.engine.feeds.read_ahead import LazyEntry
 from compactlab.errors import CompactlabError
 from compactlab.plumbing.files import MAX_BLANK_LINES, max_line_bytes
 from compactlab.transcripts import claude_code
-from helpers import ClaudeCodeSession, assert_same_run
+from helpers import ClaudeCodeSession, assert_same_run, examples
 
 pytestmark = pytest.mark.skipif(in_use() is None, reason="the native core is not built here")
 
@@ -171,7 +171,7 @@ def _write(path: Path, lines: list) -> str:
     return str(path)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=_sessions())
 def test_a_generated_session_is_the_loaders_transcript(tmp_path, lines):
     _same(_write(tmp_path / "session.jsonl", lines))

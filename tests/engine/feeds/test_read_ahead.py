@@ -22,7 +22,7 @@ from compactlab.summarizers import StubSummarizer
 from compactlab.engine.feeds import open_feed, read_ahead
 from compactlab.transcripts import load_transcript
 from compactlab.transcripts.writer import COMPACTION_KEY
-from helpers import SAMPLES, assert_same_run, files_under, results, tool_session, tr, write_jsonl
+from helpers import SAMPLES, assert_same_run, files_under, results, tool_session, tr, write_jsonl, examples
 from strategies import policies, transcripts
 
 
@@ -262,7 +262,7 @@ def test_recorded_compactions_and_usage_arrive_with_their_batches(forks, tmp_pat
     assert run.summary.recorded_input_cost_usd and len(forks) == 2 and all(map(gone, forks))
 
 
-@settings(max_examples=int(os.environ.get("COMPACTLAB_PROPERTY_EXAMPLES", "60")) // 3, deadline=None,
+@settings(max_examples=examples(20), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(transcripts(), policies(pair_safe=False), st.integers(1, 5))
 def test_any_transcript_read_ahead_gives_the_loaded_run(forks, monkeypatch, msgs, policy, batch):

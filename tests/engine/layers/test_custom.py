@@ -10,7 +10,7 @@ import pytest
 
 from compactlab import load_policy, load_transcript, replay
 from compactlab.engine.layers.custom import load_step
-from helpers import ROOT, SAMPLES, records_of
+from helpers import ROOT, SAMPLES, records_of, examples
 
 MEDIUM = SAMPLES / "synth-medium.jsonl"
 SMALL = SAMPLES / "synth-small.jsonl"
@@ -357,7 +357,7 @@ def test_the_native_core_makes_a_message_read_only_as_python_does():
         st.lists(inner, max_size=3).map(ReadOnlyList), st.dictionaries(st.text(max_size=3), inner, max_size=3).map(
             ReadOnlyDict)), max_leaves=30)
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=examples(300), deadline=None)
     @given(tree)
     def same(value):
         want = _read_only(value)

@@ -17,7 +17,7 @@ from compactlab.engine import keeping
 from compactlab.engine.policy import build_policy
 from compactlab.summarizers.stub import StubSummarizer
 from compactlab.transcripts.messages import SIZED_MARK
-from helpers import assert_same_run, built, on_both_cores
+from helpers import assert_same_run, built, on_both_cores, examples
 
 NATIVE = core.native_module()
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="the native core is not built in this install: nothing "
@@ -78,7 +78,7 @@ def env():
         yield mp
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations(), SUMMARY, st.sampled_from([2_000, 2_000, 120, 1]))
 def test_the_native_stub_summary_is_the_python_layers(env, msgs, summary, max_chars):
     a, b = _both(env, msgs, _policy(summary), max_chars)
