@@ -476,7 +476,8 @@ DASK_START = 120.0
 
 class LocalDask:
     """A Dask scheduler and ``workers`` one-thread workers on loopback, each in its nanny's process,
-    started as ``dask scheduler`` and ``dask worker`` start them, in processes of their own; ``cpu``:
+    started as ``dask scheduler`` and ``dask worker`` start them, in processes of their own, with the
+    settings docs/using.md gives a cluster that runs compactlab (``CLUSTER_SETTINGS``); ``cpu``:
     the CPU seconds of every process of theirs so far (the nannies' workers too), from psutil (a
     dependency of distributed)."""
 
@@ -488,10 +489,13 @@ class LocalDask:
     def __enter__(self) -> "LocalDask":
         from distributed import Client
 
+        from .corpus.compare import CLUSTER_SETTINGS
+
         self.folder = tempfile.mkdtemp(prefix="dask-", dir=self.root)
         where = Path(self.folder, "scheduler.json")
         py = [sys.executable, "-m"]
-        quiet: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "cwd": self.folder}
+        quiet: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "cwd": self.folder,
+                                 "env": {**os.environ, **CLUSTER_SETTINGS}}
         try:
             self.procs.append(subprocess.Popen([*py, "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
                                                 "--port", "0", "--no-dashboard", "--scheduler-file", str(where)],

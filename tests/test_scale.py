@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from compactlab import load_policy, load_transcript, replay
-from helpers import SAMPLES
+from helpers import ROOT, SAMPLES
 
 SMALL = SAMPLES / "synth-small.jsonl"
 
@@ -281,7 +281,13 @@ def test_bench_compares_the_trajectories_on_a_local_dask_cluster_and_counts_its_
     seen: list[float] = []
     real_cpu = bench.LocalDask.cpu
 
+    environments: list[dict] = []
+
     def cpu(cluster):
+        if not environments:  # (its scheduler's, its worker's nanny's: started with the settings docs/using.md gives)
+            import psutil
+
+            environments.extend(psutil.Process(p.pid).environ() for p in cluster.procs)
         seen.append(real_cpu(cluster))
         return seen[-1]
 
@@ -302,6 +308,9 @@ def test_bench_compares_the_trajectories_on_a_local_dask_cluster_and_counts_its_
     # the cluster's CPU over the compare is in its figure (read before and after it: the idle cluster's first)
     assert len(seen) == 4 and seen[3] > seen[2] >= seen[1] >= seen[0] > 0 and idle >= 0
     assert on.cpus == [pytest.approx(commands[on.name] + seen[3] - seen[2])] and local.cpus == [commands[local.name]]
+    from compactlab.corpus.compare import CLUSTER_SETTINGS
+
+    assert len(environments) == 2 and all(e.items() >= CLUSTER_SETTINGS.items() for e in environments)
     assert not [p for p in psutil_children() if "distributed.cli" in " ".join(p.cmdline())]  # (stopped)
     assert not list(tmp_path.glob("dask-*"))  # (its own folder, the scheduler file in it, removed)
 
@@ -509,6 +518,29 @@ def test_a_cluster_is_sent_the_same_transcripts_once():
         other = [load_transcript(str(SAMPLES / "synth-small.jsonl"))]
         cluster.send(other)
         assert client.asked == 2 and len(client.scattered) == (0 if readable else 2)
+
+
+def test_the_cluster_settings_are_dasks_own_keys_and_the_docs_give_each():
+    """(#59 §5) Each variable of ``CLUSTER_SETTINGS`` is read by Dask as a key it has (a misspelt one
+    would be left unread, silently), and changes it; docs/using.md gives each to the user."""
+    dask_config = pytest.importorskip("dask.config")
+    pytest.importorskip("distributed")  # (its defaults: the keys are distributed's)
+    import copy
+
+    from compactlab.corpus.compare import CLUSTER_SETTINGS
+
+    docs = (ROOT / "docs" / "using.md").read_text()
+    for name, value in CLUSTER_SETTINGS.items():
+        read = dask_config.collect_env({name: value})
+        key = []
+        while isinstance(read, dict):
+            [(part, read)] = read.items()
+            key.append(part)
+        dotted = ".".join(key)
+        default = dask_config.get(dotted)  # (KeyError where Dask has no such key)
+        merged = dask_config.update(copy.deepcopy(dask_config.config), dask_config.collect_env({name: value}))
+        assert dask_config.get(dotted, config=merged) == read != default, name
+        assert f"{name}={value}" in docs, name
 
 
 def test_a_local_dask_cluster_that_does_not_start_is_one_line_and_leaves_no_process(tmp_path, monkeypatch):

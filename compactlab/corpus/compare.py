@@ -470,6 +470,19 @@ def _dask_address(executor: str) -> str:
 #: how long to try reaching a Dask scheduler before --executor is an error
 DASK_CONNECT_TIMEOUT = "10s"
 
+#: the Dask settings, as the environment of ``dask scheduler`` and ``dask worker``, of a cluster that
+#: runs compactlab's batches: what it needs of Dask's upkeep, which costs an idle scheduler and two
+#: nannied workers 0.12-0.14 CPU-seconds a second with Dask's defaults and 0.01 with these (#59 §5:
+#: docs/using.md). The workers' sampling profiler (100 samples a second of each task's thread: for
+#: the dashboard, which compactlab's batches do not use), the servers' event-loop check (every
+#: 20 ms), the system monitor (every 500 ms) and the nannies' memory check (every 100 ms) run less.
+CLUSTER_SETTINGS = {
+    "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
+    "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "1s",
+    "DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL": "5s",
+    "DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL": "1s",
+}
+
 
 #: the events with the most losses a compare run sends back for the report
 LOSSES = 5
