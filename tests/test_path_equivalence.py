@@ -263,7 +263,7 @@ def _document(tmp_path: Path) -> str:
     "generated", "manual-compact.jsonl", "document", "recorded",
     pytest.param("synth-medium.jsonl", marks=pytest.mark.slow)])  # (27 s: CI runs it with pytest -m slow)
 def test_every_path_gives_the_same_figures_on_the_samples(paths, tmp_path, recording):
-    """(``generated``: 60 calls that stream and that every policy compacts, Dask's sample;
+    """(``generated``: 50 calls that stream and that every policy compacts, Dask's sample;
     ``recorded``: the same with replies recorded with their usage, a file loaded whole to calibrate
     on it)"""
     from compactlab.synth import write
@@ -271,7 +271,7 @@ def test_every_path_gives_the_same_figures_on_the_samples(paths, tmp_path, recor
     path = _document(tmp_path) if recording == "document" else str(SAMPLES / recording)
     if recording in ("generated", "recorded"):
         path = str(tmp_path / f"{recording}.jsonl")
-        write(path, 60, seed=4, usage=recording == "recorded")
+        write(path, 50, seed=4, usage=recording == "recorded")  # (s08 summarises 4 times, langchain clears 5)
     problems = _all_paths(paths, path, dask=recording == "generated")
     assert not problems, "\n".join(problems)
 

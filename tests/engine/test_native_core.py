@@ -404,13 +404,20 @@ def _batched_runs(monkeypatch, path: str, preset: str, batch: bool, options: dic
 
 
 @needs_native
-@pytest.mark.parametrize("sample", ["synth-medium", "manual-compact", "huge-batch", "recorded-orphan"])
-def test_the_native_loop_runs_a_batch_of_calls_as_it_runs_them_one_at_a_time(monkeypatch, sample):
+@pytest.mark.parametrize("sample", ["generated", "manual-compact", "huge-batch", "recorded-orphan",
+                                    pytest.param("synth-medium", marks=pytest.mark.slow)])  # (5 s: CI runs it)
+def test_the_native_loop_runs_a_batch_of_calls_as_it_runs_them_one_at_a_time(monkeypatch, tmp_path, sample):
     """Where no step reads a call's times or the recorded tokens, the native loop takes a batch of
     calls in one crossing, the recording's departures and answered calls followed before it, snip's
     and micro's events made in Rust and a call a Python step acted at handed back: the same
-    summary, records, events and probe ledger as a call at a time."""
+    summary, records, events and probe ledger as a call at a time. (``generated``: 50 calls that
+    s08 snips, micro-compacts and summarises, where the samples but synth-medium do not snip.)"""
+    from compactlab.synth import write
+
     path, batching = str(SAMPLES / f"{sample}.jsonl"), []
+    if sample == "generated":
+        path = str(tmp_path / "generated.jsonl")
+        write(path, 50, seed=4)
     for preset in preset_names():
         one, _ = _batched_runs(monkeypatch, path, preset, batch=False)
         many, took = _batched_runs(monkeypatch, path, preset, batch=True)

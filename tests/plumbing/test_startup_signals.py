@@ -1,6 +1,6 @@
 """A signal at any moment of start-up ends the command cleanly (#49): SIGINT or SIGTERM sent at
 10 ms steps through the first half second of a replay (imports, the policy, the reader's fork),
-four at once to load the machine: 30 runs in the suite (15 steps of 33 ms), 100 under -m slow,
+four at once to load the machine: 20 runs in the suite (10 steps of 50 ms), 100 under -m slow,
 which CI runs (each 10 ms step once with each signal; COMPACTLAB_STARTUP_SIGNAL_RUNS=200 or more
 goes through them again): every one ends 130 or 143 with one line, never a
 traceback, a death by the signal or a crash (orjson segfaulted when its own import was
@@ -53,7 +53,7 @@ def _entered(pid: int, deadline: float) -> bool:
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads the signal mask from /proc (Linux)")
 @pytest.mark.parametrize("runs", [
-    pytest.param(30, id="30 runs: 15 steps of 33 ms"),
+    pytest.param(20, id="20 runs: 10 steps of 50 ms"),
     pytest.param(RUNS, id="every 10 ms step", marks=pytest.mark.slow),  # (CI runs it: pytest -m slow)
 ])
 def test_a_signal_at_any_moment_of_start_up_ends_130_or_143(tmp_path, runs):
