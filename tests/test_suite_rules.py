@@ -63,6 +63,16 @@ def test_every_property_test_is_marked_for_the_thorough_pass(request):
     assert [i.marks for i in items] == [["property"], []]
 
 
+def test_every_property_test_of_this_session_carries_the_mark(request):
+    """(the suite as collected: a property test that escaped the mark would never run in full)"""
+    from hypothesis import is_hypothesis_test
+
+    collected = [item for item in request.session.items if is_hypothesis_test(getattr(item, "obj", None))]
+    assert all(item.get_closest_marker("property") for item in collected)
+    if "property" not in (request.config.option.markexpr or "") and len(request.session.items) > 1000:
+        assert len(collected) >= 50  # (the whole suite collected: its property tests are there)
+
+
 def test_ci_runs_what_the_readme_command_leaves_out():
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert "pytest" in ci and 'COMPACTLAB_THOROUGH=1 pytest -m "slow or property"' in ci
