@@ -41,6 +41,16 @@ def covering(names: str, *axes: Sequence[Any], whole: int = 2) -> pytest.MarkDec
         for row in itertools.product(*axes)])
 
 
+def compacting_recording(path: Path, usage: bool = False) -> str:
+    """A generated recording (``synth``) of 50 calls, short enough for the suite, that every kind of
+    policy compacts: s08 snips (23), micro-compacts and summarises (4), claude-code summarises, the
+    LangChain preset clears (5); with its replies' usage recorded where ``usage``."""
+    from compactlab.synth import write
+
+    write(path, 50, seed=4, usage=usage)
+    return str(path)
+
+
 def user(text: str) -> dict:
     return {"role": "user", "content": text}
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from helpers import ROOT, SAMPLES, SHARED
+from helpers import ROOT, SAMPLES, SHARED, compacting_recording
 
 PY = shlex.quote(sys.executable)
 POLICIES = {  # what a user names: a seed design, a harness's preset, a framework's code, a step of each kind
@@ -266,12 +266,9 @@ def test_every_path_gives_the_same_figures_on_the_samples(paths, tmp_path, recor
     """(``generated``: 50 calls that stream and that every policy compacts, Dask's sample;
     ``recorded``: the same with replies recorded with their usage, a file loaded whole to calibrate
     on it)"""
-    from compactlab.synth import write
-
     path = _document(tmp_path) if recording == "document" else str(SAMPLES / recording)
     if recording in ("generated", "recorded"):
-        path = str(tmp_path / f"{recording}.jsonl")
-        write(path, 50, seed=4, usage=recording == "recorded")  # (s08 summarises 4 times, langchain clears 5)
+        path = compacting_recording(tmp_path / f"{recording}.jsonl", usage=recording == "recorded")
     problems = _all_paths(paths, path, dask=recording == "generated")
     assert not problems, "\n".join(problems)
 

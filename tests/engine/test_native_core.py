@@ -23,7 +23,7 @@ from compactlab.engine.loop import Turns
 from compactlab.engine.measures import CallAt
 from compactlab.engine.sizing import TokenEstimator
 from compactlab.errors import UsageError
-from helpers import SAMPLES, SHARED, assert_same_run, built, on_both_cores, records_of, examples
+from helpers import SAMPLES, SHARED, assert_same_run, built, compacting_recording, examples, on_both_cores, records_of
 from strategies import policies, transcripts
 
 NATIVE = core.native_module()
@@ -412,12 +412,9 @@ def test_the_native_loop_runs_a_batch_of_calls_as_it_runs_them_one_at_a_time(mon
     and micro's events made in Rust and a call a Python step acted at handed back: the same
     summary, records, events and probe ledger as a call at a time. (``generated``: 50 calls that
     s08 snips, micro-compacts and summarises, where the samples but synth-medium do not snip.)"""
-    from compactlab.synth import write
-
     path, batching = str(SAMPLES / f"{sample}.jsonl"), []
     if sample == "generated":
-        path = str(tmp_path / "generated.jsonl")
-        write(path, 50, seed=4)
+        path = compacting_recording(tmp_path / "generated.jsonl")
     for preset in preset_names():
         one, _ = _batched_runs(monkeypatch, path, preset, batch=False)
         many, took = _batched_runs(monkeypatch, path, preset, batch=True)
