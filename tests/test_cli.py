@@ -427,3 +427,19 @@ def test_policies_list_at_60_columns_shows_names_and_what_they_do(monkeypatch):
     assert "fingerprint" not in text and "anthropic-clear-tool-uses" in text and "│" in text
     assert max(len(line) for line in text.splitlines()) <= 60
     assert load_policy("s08").brief.startswith("The default: persists big outputs")
+
+
+def test_every_command_that_reads_folders_takes_the_verbose_its_notes_name():
+    """A command that reads a folder's sessions says what it skipped, or their calibrations, in one
+    line "(each with -v)": each such command takes -v (inspect did not)."""
+    import importlib
+
+    from compactlab.cli import COMMANDS
+
+    readers = [name for name, (module, _) in COMMANDS.items()
+               if "inputs_of(" in (ROOT / "compactlab" / "cli" / f"{module}.py").read_text()]
+    assert {"replay", "compare", "check", "tune", "next-action", "inspect"} <= set(readers)
+    for name in readers:
+        module = COMMANDS[name][0]
+        command = getattr(importlib.import_module(f"compactlab.cli.{module}"), module)
+        assert "-v" in {o for p in command.params for o in p.opts}, name

@@ -87,7 +87,7 @@ def quiet_option(f: Callable) -> Callable:
 
 def verbose_option(f: Callable) -> Callable:
     return click.option("-v", "--verbose", is_flag=True,
-                        help="Say each file's note (its calibration) instead of one line for them all.")(f)
+                        help="Say each file's note (its calibration, or why it was skipped) instead of one line for them all.")(f)
 
 
 def force_option(f: Callable) -> Callable:

@@ -9,7 +9,7 @@ import click
 
 from ..errors import CompactlabError, UsageError
 from ..plumbing.process import collector_off
-from .common import format_option, quiet_option, input_options, sessions_options, inputs_of, subagents_option, notifier
+from .common import format_option, quiet_option, verbose_option, input_options, sessions_options, inputs_of, subagents_option, notifier
 
 
 @click.command()
@@ -27,6 +27,7 @@ from .common import format_option, quiet_option, input_options, sessions_options
 @subagents_option
 @sessions_options
 @quiet_option
+@verbose_option
 def inspect(transcripts: tuple[str, ...], **o: Any) -> None:
     """What is in TRANSCRIPT, before any policy: calls, tools, sizes, recorded violations and usage.
 
@@ -61,7 +62,7 @@ def inspect(transcripts: tuple[str, ...], **o: Any) -> None:
 
     with collector_off():
         rows, skipped = session_rows(inputs_of(transcripts, o["subagents"], quiet, o), input_format, skip)
-    not_transcripts(skipped, notifier(quiet))
+    not_transcripts(skipped, notifier(quiet, o["verbose"]))
     if not rows and skipped:
         raise none_read(len(skipped))
     SESSIONS_WRITERS[fmt](rows, sys.stdout)

@@ -157,7 +157,10 @@ def test_many_paths_globs_and_a_file_that_is_no_transcript(cli, tmp_path, monkey
     r = cli("inspect", "sample_transcripts/synth-s*.jsonl", "sample_transcripts/README.md", "--format", "json")
     assert r.exit_code == 0, r.stderr
     assert [os.path.basename(s["transcript"]) for s in json.loads(r.stdout)["sessions"]] == ["synth-small.jsonl"]
-    assert "skipped 1 file(s) that are not transcripts in a known format" in r.stderr
+    assert "skipped 1 file(s) that are not transcripts in a known format (each with -v)" in r.stderr
+    assert "README.md" not in r.stderr
+    said = cli("inspect", "sample_transcripts/synth-s*.jsonl", "sample_transcripts/README.md", "--format", "json", "-v")
+    assert said.exit_code == 0 and "skipped sample_transcripts/README.md: " in said.stderr, said.stderr  # (what -v says)
     for command in (("replay", "--dry-run", "-q"), ("compare", "--dry-run", "-q", "--charts", "none")):
         done = cli(command[0], "sample_transcripts/manual-*.jsonl", "sample_transcripts/README.md", *command[1:])
         assert done.exit_code == 0, done.stderr
