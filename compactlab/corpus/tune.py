@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .. import metrics
 from ..errors import PolicyError, UsageError
-from ..engine.policy import UNKNOWN, Policy, acted_by_layer, idle_keys, load_policy, parse_override, value_at
+from ..engine.policy import UNKNOWN, Policy, acted_by_layer, idle_keys, load_policy, nearest_key, parse_override, value_at
 from .recommend import recommend
 from .study import repair
 from .trials import Param, Point, TuneResult
@@ -83,7 +83,7 @@ def parse_space(items: list[str], base: str, overrides: list[str]) -> list[Param
                 raise PolicyError(f"--space {key}: unknown key: the step {base_policy.custom.call} declares no "
                                   "settings, so only those its policy gives a value are searched",
                                   hint=f"give it one: --set {key}=VALUE, or a [custom.settings] table")
-            raise PolicyError(f"--space {key}: unknown key", hint="see compactlab policies show " + base)
+            raise PolicyError(f"--space {key}: unknown key", hint=nearest_key(key.split("."), base))
         if key in {p.key for p in params}:
             raise UsageError(f"--space {key}: given twice")
         if "|" in spec or isinstance(value, (bool, str)):

@@ -346,10 +346,24 @@ def build_policy(data: dict, where: str, trusted: bool = False) -> Policy:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "policy"
         msg = err["msg"].removeprefix("Value error, ")
+        hint = None
         if err["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
-            msg = "unknown key"
+            msg, hint = "unknown key", nearest_key([str(p) for p in err["loc"]], where.removesuffix(" with --set"))
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise PolicyError(f"{where}: {loc}: {msg}{more}") from None
+        raise PolicyError(f"{where}: {loc}: {msg}{more}", hint=hint) from None
+
+
+def nearest_key(loc: list[str], ref: str) -> str:
+    """The hint of an unknown key at ``loc`` (a table, or a key of one) of the policy ``ref``: the
+    keys there spelt most like it, and where every key is listed."""
+    import difflib
+
+    *table, key = loc
+    keys = list(_hints(Policy)) if not table else list(_hints(SECTIONS[table[0]])) if (
+        len(table) == 1 and table[0] in SECTIONS) else []
+    close = difflib.get_close_matches(key, keys, n=3, cutoff=0.6)
+    listed = f"compactlab policies show {ref} lists every key"
+    return f"did you mean {' or '.join('.'.join([*table, k]) for k in close)}? ({listed})" if close else listed
 
 
 def load_policy(ref: str, overrides: Sequence[Override] = ()) -> Policy:

@@ -30,6 +30,9 @@ def test_the_space_is_checked_against_the_schema():
                          ("size.chars_per_token=1:500", "out of the schema's range")]:
         with pytest.raises((PolicyError, UsageError), match=message):
             parse_space([bad], "s08", [])
+    with pytest.raises(PolicyError) as exc:
+        parse_space(["micro.keep_recnt=1:3"], "s08", [])
+    assert exc.value.hint == "did you mean micro.keep_recent? (compactlab policies show s08 lists every key)"
     assert parse_objectives("cost, recall") == ["cost", "recall"]
     with pytest.raises(UsageError):
         parse_objectives("cost,speed")

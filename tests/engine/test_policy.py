@@ -66,6 +66,28 @@ def test_errors_name_the_key(overrides, message):
     assert message in str(exc.value)
 
 
+@pytest.mark.parametrize("ref, overrides, hint", [
+    ("s08", ["summary.trigerr=1"], "did you mean summary.trigger or summary.early_trigger? (compactlab policies show "
+                                   "s08 lists every key)"),
+    ("s08", ["sumary.trigger=1"], "did you mean summary? (compactlab policies show s08 lists every key)"),
+    ("claude-code", ["micro.keep_recnt=2"], "did you mean micro.keep_recent? (compactlab policies show claude-code"),
+    ("s08", ["summary.zzzzz=1"], "compactlab policies show s08 lists every key"),  # (nothing spelt like it)
+])
+def test_an_unknown_key_is_told_the_keys_spelt_like_it(ref, overrides, hint):
+    with pytest.raises(PolicyError) as exc:
+        load_policy(ref, overrides)
+    assert exc.value.hint is not None and exc.value.hint.startswith(hint), exc.value.hint
+
+
+def test_an_unknown_key_of_a_policy_file_names_the_file(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text("[summary]\ntriger = 5\n")
+    with pytest.raises(PolicyError) as exc:
+        load_policy(str(path))
+    assert exc.value.hint == f"did you mean summary.trigger or summary.early_trigger? (compactlab policies show {path} " \
+                             "lists every key)"
+
+
 def test_set_parsing_and_fingerprint():
     base = load_policy("s08")
     p = load_policy("s08", ["summary.trigger=40000", "micro.preserve_tools=[\"read_file\"]", "snip.placeholder=cut {n}"])
