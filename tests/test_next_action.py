@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -171,6 +172,15 @@ def test_dry_run_lists_the_samples_and_the_estimate_and_sends_nothing(cli, fake,
     assert r.exit_code == 0, r.stderr
     assert "next-action samples: 4" in r.stdout and "estimate: $" in r.stdout
     assert fake.requests == [] and not (tmp_path / "out").exists()
+    assert "(--max-cost $1.00)" in r.stdout  # (within it)
+    over = cli("next-action", fake.session, "-p", "observation-masking", "--samples", "4", "--dry-run",
+               "--max-cost", "0.0001")
+    assert over.exit_code == 0, over.stderr  # (a dry run is shown, not stopped: it says what a run would do)
+    estimate = float(over.stdout.split("estimate: $", 1)[1].split(" ", 1)[0])  # (shown to the cent)
+    enough = re.search(r"above --max-cost \$0\.00: a run would send nothing \(--max-cost (\d+\.\d\d) spends it\)",
+                       over.stdout)
+    assert enough is not None and estimate * 1.04 <= float(enough.group(1)) <= estimate * 1.06 + 0.01, over.stdout
+    assert fake.requests == []
 
 
 def test_no_key_is_said_before_any_request(cli, fake, tmp_path, monkeypatch):

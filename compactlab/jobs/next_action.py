@@ -138,7 +138,7 @@ def planned_for(loaded: list, policies: list, calibrations: list, asking: Asking
     if not settings.dry_run and p.estimate_usd > asking.max_cost:
         raise UsageError(f"the next-action requests would cost about ${p.estimate_usd:,.2f} at most ({p.requests} "
                          f"request(s) to {model.model}), above --max-cost ${asking.max_cost:,.2f}: nothing was sent",
-                         hint=f"--max-cost {max(p.estimate_usd * 1.05, 0.01):.2f} spends it; fewer samples cost "
+                         hint=f"--max-cost {p.enough_usd:.2f} spends it; fewer samples cost "
                               "less; --dry-run lists them")
     return Planned(p, asker, [policy.name for policy in policies])
 

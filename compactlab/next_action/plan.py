@@ -112,6 +112,11 @@ class Plan:
     def estimate_usd(self) -> float:
         return sum(s.estimate_usd for s in self.samples)
 
+    @property
+    def enough_usd(self) -> float:
+        """The --max-cost that lets the estimate be spent (a margin of 5% over it, a cent at least)."""
+        return max(self.estimate_usd * 1.05, 0.01)
+
 
 def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int, seed: int, asker: Asker,
          prices: ModelPrices, calibrations: list[Any] | None = None, price_table: Any = None,

@@ -37,6 +37,9 @@ def _interval(x: float | None, interval: Any, signed: bool = False) -> str:
 def estimate_line(plan: Plan, model: str, api: str, max_cost: float | None = None) -> str:
     cached = f", {plan.cached} answered from the cache" if plan.cached else ""
     limit = f" (--max-cost ${max_cost:,.2f})" if max_cost is not None else ""
+    if max_cost is not None and plan.estimate_usd > max_cost:  # (a dry run: a run would stop here)
+        limit = (f", above --max-cost ${max_cost:,.2f}: a run would send nothing (--max-cost {plan.enough_usd:.2f} "
+                 "spends it)")
     return (f"estimate: ${plan.estimate_usd:,.2f} at most for {plan.requests} request(s) to {model} ({api}){cached}"
             f"{limit}; priced by {plan.prices.read}, replies at their max_tokens")
 
