@@ -79,6 +79,30 @@ def test_table_plain_layout():
                          "observation-masking   -1.0%\n")
 
 
+def test_a_plain_key_value_table_aligns_its_figures_and_starts_a_long_value_where_the_column_starts():
+    """Piped, a long value (a path, a sentence) no longer pushes every figure of its column as far
+    right as it ends: the figures are aligned among themselves, the long value starts with them."""
+    from compactlab.reports.terminal import PLAIN_FIGURE, Table
+
+    t = Table(show_header=False)
+    t.add_column()
+    t.add_column(justify="right")
+    t.add_row("calls", "139")
+    t.add_row("reduction", "49.0%")
+    t.add_row("subagent file", "/a/" + "b" * PLAIN_FIGURE + "/agent.jsonl")
+    t.add_row("tokens billed", "22,959,313 → 11,703,987")
+    assert t.plain() == ("calls                              139\n"
+                         "reduction                        49.0%\n"
+                         f"subagent file  /a/{'b' * PLAIN_FIGURE}/agent.jsonl\n"
+                         "tokens billed  22,959,313 → 11,703,987\n")
+    wide = Table(show_header=False)  # (every value long: the column is as wide as the widest)
+    wide.add_column()
+    wide.add_column(justify="right")
+    wide.add_row("a", "x" * (PLAIN_FIGURE + 2))
+    wide.add_row("bb", "y" * (PLAIN_FIGURE + 1))
+    assert wide.plain() == f"a   {'x' * (PLAIN_FIGURE + 2)}\nbb   {'y' * (PLAIN_FIGURE + 1)}\n"
+
+
 def test_the_by_design_manual_orphan_is_explained(cli):
     out = cli("replay", SAMPLES / "manual-compact.jsonl", "--dry-run").stdout
     assert "call 7: a tool result without its call (orphan_tool_result" in out and "orphaned by design" in out

@@ -25,6 +25,10 @@ def _middle(text: str, width: int) -> str:
     return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
+#: the longest cell :meth:`Table.plain` right-aligns in a last column (a longer one is left-aligned)
+PLAIN_FIGURE = 32
+
+
 class Table:
     """A table as the writers describe it; :class:`Printer` renders it. Column options are rich's
     (``justify``, ``style``, ``overflow``, ``min_width``, ``no_wrap``), and ``cut="middle"``: on a
@@ -59,10 +63,16 @@ class Table:
         return sum(widths) + (3 * len(widths) - 3 if self.simple else 3 * len(widths) + 1)
 
     def plain(self) -> str:
-        """Aligned columns two spaces apart, a rule under the header, no trailing spaces."""
+        """Aligned columns two spaces apart, a rule under the header, no trailing spaces. The last
+        column, right-justified, is aligned on its cells of ``PLAIN_FIGURE`` characters or fewer
+        (the figures); a longer one (a sentence, a path) starts where the column starts, rather
+        than pushing every figure as far right as it ends."""
         widths = self._widths()
         grid = [tuple(h for h, _ in self.columns)] if self.show_header else []
         right = [opts.get("justify") == "right" for _, opts in self.columns]
+        if right and right[-1]:
+            widths[-1] = max((len(row[-1]) for row in grid + [c for c, _ in self.rows]
+                              if len(row[-1]) <= PLAIN_FIGURE), default=widths[-1])
 
         def line(cells: tuple[str, ...]) -> str:
             return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
