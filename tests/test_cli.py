@@ -431,6 +431,21 @@ def test_compare_explains_its_red_rows_and_keeps_what_the_verdict_cites_at_100_c
     assert "retained" in verdict and "recall" in verdict and "anthropic-clear-tool-uses" in verdict
     assert "Rows in red:" in text and "introduce tool-pairing violations" in text and "cost more than no compaction" in text
     assert max(len(line) for line in text.splitlines()) <= 100
+    # (a dry run wrote no report: the file that says how much is one a compare without it writes)
+    assert "report.md of a compare without --dry-run says how much" in " ".join(text.split())
+
+
+def test_a_dry_run_names_no_file_as_written(cli, monkeypatch):
+    """What the terminal says is in a file (each compaction, each run) says, in a dry run, that a
+    run without --dry-run writes it: a dry run writes nothing."""
+    from compactlab.reports import compare_report
+
+    dry = cli("replay", SAMPLES / "synth-medium.jsonl", "--dry-run")
+    assert "(each in compactions.csv, without --dry-run)" in dry.stdout and "compactions.csv has each" not in dry.stdout
+    monkeypatch.setattr(compare_report, "MAX_TERMINAL_RUNS", 1)
+    many = cli("compare", SAMPLES / "synth-small.jsonl", "-p", "s08", "--dry-run", "--jobs", "1")
+    assert many.exit_code == 0, many.stderr
+    assert "runs: each is in results.csv, results.json and report.html of a compare without --dry-run." in many.stdout
 
 
 def test_policies_list_at_60_columns_shows_names_and_what_they_do(monkeypatch):

@@ -87,6 +87,7 @@ def _meta(done: Any, policies: list, reference: Any, sweep_keys: list[str], mode
     meta["harness_settings"] = harness_settings(policies, meta["units"])
     meta["windows"] = windows_judged(done.results)
     meta["cores"] = sorted({r.summary["core"] for r in done.results})  # (compactlab/core.py: which ran the runs)
+    meta["dry_run"] = settings.dry_run  # (the terminal's table names no file a dry run did not write)
     if done.interrupted:
         meta["interrupted"] = f"{len(done.results)} of {done.total} runs"
     if done.failures:

@@ -187,8 +187,10 @@ def write_table(c: Comparison, out: TextIO) -> None:
     write_verdict(c.verdict, printer)
     if c.meta.get("windows"):
         printer.text(_windows_line(c.meta["windows"]))
+    dry = c.meta.get("dry_run", False)
     if len(runs) > MAX_TERMINAL_RUNS:
-        printer.text(f"{len(runs)} runs: each is in results.csv, results.json and report.html.")
+        printer.text(f"{len(runs)} runs: each is in results.csv, results.json and report.html"
+                     + (" of a compare without --dry-run." if dry else "."))
         return
     table = Table(title=f"{len(runs)} runs")
     table.add_column("transcript", no_wrap=True, cut="middle", short="session")
@@ -208,7 +210,8 @@ def write_table(c: Comparison, out: TextIO) -> None:
     if len(dear) or broken:
         printer.text("Rows in red: " + "; ".join(part for part in (
             f"{len(dear)} run(s) cost more than no compaction (they keep rewriting the cached prefix, so their "
-            "prompts are billed as cache writes instead of cache reads; report.md says how much)" if len(dear) else "",
+            "prompts are billed as cache writes instead of cache reads; report.md"
+            + (" of a compare without --dry-run" if dry else "") + " says how much)" if len(dear) else "",
             f"{broken} run(s) introduce tool-pairing violations the API would reject" if broken else "") if part) + ".",
             style="red")
 

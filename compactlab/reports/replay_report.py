@@ -193,7 +193,8 @@ def write_table(run: Run, out: TextIO) -> None:
                      f"{found['message_index']}" + (f", tool id {found['tool_use_id']})" if found["tool_use_id"] else ")"),
                      style="red")
     if len(introduced) > 10:
-        printer.text(f"… and {len(introduced) - 10} more introduced violations (see summary.json)")
+        printer.text(f"… and {len(introduced) - 10} more introduced violations (summary.json has each"
+                     + ("" if run.out_dir else ", without --dry-run") + ")")
     manual_calls = {c.call for c in run.calls if c.manual}
     if run.policy.get("manual", {}).get("mode") == "before_results" and any(
             v["kind"] == "orphan_tool_result" and v["call"] in manual_calls for v in introduced):
@@ -212,13 +213,15 @@ def event_lines(run: Run) -> list[str]:
     events = run.events
     if not events:
         return []
+    # (a dry run writes no file: where each would be)
+    each = "compactions.csv has each" if run.out_dir else "each in compactions.csv, without --dry-run"
     if not run.summary.probes_indexed:
-        return [f"{len(events):,} compaction event(s) (compactions.csv has each); what they lost of what the agent "
-                "later used is not measured (recall is off)"]
+        return [f"{len(events):,} compaction event(s) ({each}); what they lost of what the agent later used is not "
+                "measured (recall is off)"]
     lossy = sorted((e for e in events if e.lost), key=lambda e: (-len(e.lost), e.call))[:SHOWN_EVENTS]
     losing = sum(bool(e.lost) for e in events)
     lines = [f"{len(events):,} compaction event(s); {losing:,} of them lost strings the agent later used"
-             + (" (compactions.csv has each); the most:" if lossy else "")]
+             + (f" ({each}); the most:" if lossy else "")]
     for e in sorted(lossy, key=lambda e: e.call):
         shown = ", ".join(f"{visible(text)[:40]} (call {needed})" for text, needed in e.lost[:4])
         more = f", … {len(e.lost) - 4} more" if len(e.lost) > 4 else ""
