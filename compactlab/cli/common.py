@@ -285,7 +285,9 @@ def inputs_of(paths: tuple[str, ...] | list[str], subagents: bool, quiet: bool,
     were left out."""
     from ..jobs.base import Finding, input_files
 
-    return input_files(paths, subagents, Finding.of(found or {}), notifier(quiet))
+    ctx = click.get_current_context(silent=True)
+    command = ctx.info_name if ctx is not None and ctx.info_name else "replay"
+    return input_files(paths, subagents, Finding.of(found or {}, command), notifier(quiet))
 
 
 def subagents_option(f: Callable) -> Callable:

@@ -428,10 +428,12 @@ class Finding(NamedTuple):
     until: str | None = None
     project: str | None = None
     harness: str | None = None
+    #: the command that reads them (its hint names it)
+    command: str = "replay"
 
     @classmethod
-    def of(cls, options: dict[str, Any]) -> "Finding":
-        return cls(*(options.get(k) for k in ("since", "until", "project", "harness")))
+    def of(cls, options: dict[str, Any], command: str = "replay") -> "Finding":
+        return cls(*(options.get(k) for k in ("since", "until", "project", "harness")), command=command)
 
 
 def input_files(paths: tuple[str, ...] | list[str], subagents: bool, finding: Finding = Finding(),
@@ -480,7 +482,7 @@ def _home_files(f: Finding, since: float | None, until: float | None, subagents:
     if not local:
         filtered = " with these filters" if any((f.since, f.until, f.project, f.harness)) else ""
         raise UsageError(f"no sessions to read: none found in the harnesses' homes{filtered}",
-                         hint="give a session file or folder: compactlab replay session.jsonl")
+                         hint=f"give a session file or folder: compactlab {f.command} session.jsonl")
     return [FolderFile(p) for p in local]
 
 

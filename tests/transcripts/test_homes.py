@@ -101,7 +101,8 @@ def test_the_homes_the_environment_names(home, tmp_path, monkeypatch):
 def test_no_sessions_and_bad_filters_are_said(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     r = cli("compare", "--dry-run")
-    assert r.exit_code == 2 and "no sessions to read" in r.stderr and "hint: give a session file" in r.stderr
+    assert r.exit_code == 2 and "no sessions to read" in r.stderr
+    assert "hint: give a session file or folder: compactlab compare session.jsonl" in r.stderr  # (the command run)
     assert cli("inspect", "--since", "soon").exit_code == 2
     bad = cli("replay", SAMPLES / "synth-small.jsonl", "--project", "x", "--dry-run")
     assert bad.exit_code == 2 and "--project and --harness choose among the sessions found without a path" in bad.stderr
