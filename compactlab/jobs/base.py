@@ -433,7 +433,7 @@ class Finding(NamedTuple):
 
     @classmethod
     def of(cls, options: dict[str, Any], command: str = "replay") -> "Finding":
-        return cls(*(options.get(k) for k in ("since", "until", "project", "harness")), command=command)
+        return cls(options.get("since"), options.get("until"), options.get("project"), options.get("harness"), command)
 
 
 def input_files(paths: tuple[str, ...] | list[str], subagents: bool, finding: Finding = Finding(),
