@@ -324,11 +324,12 @@ def html_parts(c: Comparison, svgs: dict[str, str], results: list["RunResult"] |
     runs, sweep_keys, meta = c.runs, c.sweep_keys, c.meta
     e = html.escape
     vhead, vrows = verdict_rows(c.verdict)
-    verdict = ("<table class='verdict'><tr>" + "".join(f"<th>{e(h)}</th>" for h in vhead) + "</tr>"
+    verdict = ("<table class='verdict'><tr>" + "".join(f"<th{' class=l' if i == 0 else ''}>{e(h)}</th>"
+                                                       for i, h in enumerate(vhead)) + "</tr>"
                + "".join(f"<tr{' class=best' if entry.label == c.verdict.recommended else ''}>"
                          + "".join(f"<td{' class=l' if i == 0 else ''}>{e(visible(x))}</td>" for i, x in enumerate(row))
                          + "</tr>" for entry, row in zip(c.verdict.entries, vrows)) + "</table>")
-    head = "".join(f"<th>{e(h)}</th>" for h in run_heads())
+    head = "".join(f"<th{' class=l' if i < 2 else ''}>{e(h)}</th>" for i, h in enumerate(run_heads()))  # (as its cells)
     body = []
     for r, cells in run_rows(c):
         cls = ' class="dear"' if costs_more_than_none(r) else ""

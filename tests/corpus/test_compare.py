@@ -106,6 +106,15 @@ def test_report_html_shows_beside_each_transcript_chart_what_its_compactions_los
     table = table[:table.index("</table>")]
     assert "used strings lost" in table and "<td class=l>s06</td>" in table and "manual" in table
     assert "<script" not in html
+    # every table's head is aligned as its cells are: text to the left, figures to the right
+    import re
+
+    for t in re.findall(r"<table.*?</table>", html, flags=re.S):
+        rows = re.findall(r"<tr[^>]*>(.*?)</tr>", t, flags=re.S)
+        heads = re.findall(r"<th( class=l)?>", rows[0])
+        for row in rows[1:]:
+            cells = re.findall(r"<td( class=l)?>", row)
+            assert [bool(c) for c in cells] == [bool(h) for h in heads], t[:200]
 
 
 def _policies_of(cli, *args) -> tuple[list[str], str]:
