@@ -116,11 +116,9 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
 
     core = described()
     if sys.stdout.isatty():  # (a terminal: broken between words at its width; a pipe gets one line to read)
-        import shutil
-        import textwrap
+        from ..reports.text import columns_of, wrapped
 
-        core = textwrap.fill(core, max(shutil.get_terminal_size().columns, 40), subsequent_indent="  ",
-                             break_long_words=False, break_on_hyphens=False)
+        core = wrapped(core, columns_of(sys.stdout), indent="  ")
     click.echo(f"compactlab, version {__version__}\n{core}")
     ctx.exit()
 

@@ -16,10 +16,16 @@ from ..errors import UsageError
 
 def tell(text: str, lines: bool = False) -> None:
     """A line for stderr, every control character it holds (from a policy file, a step, a
-    transcript) shown as its escape: nothing compactlab says can drive the terminal."""
+    transcript) shown as its escape: nothing compactlab says can drive the terminal. On a terminal
+    it is broken between words at the terminal's width (a pipe or a log gets the line whole)."""
     from ..reports.text import visible, visible_lines
 
-    click.echo(visible_lines(text) if lines else visible(text), err=True)
+    shown = visible_lines(text) if lines else visible(text)
+    if sys.stderr is not None and sys.stderr.isatty():
+        from ..reports.text import columns_of, wrapped
+
+        shown = wrapped(shown, columns_of(sys.stderr))
+    click.echo(shown, err=True)
 
 
 def status_line(quiet: bool, message: str) -> None:

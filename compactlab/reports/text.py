@@ -47,6 +47,39 @@ def visible_lines(text: str) -> str:
 _HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 
 
+def columns_of(stream: Any) -> int:
+    """The width of the terminal ``stream`` writes to ($COLUMNS first, as shutil reads it; 80 where
+    it cannot be told): stderr's own, where stdout goes to a file or a pipe."""
+    import shutil
+
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return shutil.get_terminal_size().columns
+
+
+def wrapped(text: str, width: int, indent: str = "") -> str:
+    """``text`` broken between words to ``width`` columns, line by line (a line's own indentation
+    kept, ``indent`` more on its continuation lines); a word longer than a line (a path) is left
+    whole, so that it is copied whole from the terminal that folds it."""
+    import textwrap
+
+    width = max(width, 40)
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = line[:len(line) - len(line.lstrip(" "))]
+        out.append(textwrap.fill(line, width, subsequent_indent=lead + indent, break_long_words=False,
+                                 break_on_hyphens=False))
+    return "\n".join(out)
+
+
 def md_text(text: Any) -> str:
     """Text in Markdown (a report, GitHub's step summary, both rendered as HTML): visible, one
     line, and no tag or entity of its own (``<script>``, ``<img onerror=…>`` show as text)."""

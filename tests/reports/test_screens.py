@@ -22,10 +22,11 @@ PRESETS = ["s08", "claude-code", "codex", "observation-masking", "opencode", "ge
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def on_terminal(args: list[str], columns: int, stream: str = "stdout") -> str:
+def on_terminal(args: list[str], columns: int, stream: str = "stdout", status: int = 0) -> str:
     """What ``compactlab ARGS`` writes to a terminal ``columns`` wide: its standard output (the
     status lines of standard error are not part of the screen compared), or its standard error
-    (``stream``), the other going nowhere. The tests' steps (``custom_steps``) are importable."""
+    (``stream``), the other going nowhere; it must end with ``status``. The tests' steps
+    (``custom_steps``) are importable."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
     env = {**os.environ, "COLUMNS": str(columns), "LINES": "50", "TERM": "xterm-256color", "NO_COLOR": "1",
@@ -44,7 +45,7 @@ def on_terminal(args: list[str], columns: int, stream: str = "stdout") -> str:
             break
         chunks.append(data)
     os.close(master)
-    assert proc.wait(timeout=120) == 0
+    assert proc.wait(timeout=120) == status
     text = _ANSI.sub("", b"".join(chunks).decode("utf-8")).replace("\r\n", "\n")
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
 
@@ -104,3 +105,19 @@ def test_a_replay_through_a_step_of_your_own_shows_its_calls_on_a_terminal(tmp_p
     shown = stderr_on_terminal("py:custom_steps:same")
     assert "replaying synth-medium.jsonl" in shown and "120/" in shown, shown  # (its 120 calls, streamed: no end known)
     assert "replaying" not in stderr_on_terminal("s08")
+
+
+@pytest.mark.parametrize("columns", [60, 80])
+def test_what_is_said_on_standard_error_is_broken_between_words_at_the_terminals_width(columns):
+    """An error, its hint and the notes of a run, on a terminal: lines no wider than it, broken
+    between words (the terminal would cut a word in two); into a pipe, each a line whole."""
+    args = ["replay", str(SAMPLES / "synth-small.jsonl"), "--set", "summary.trigerr=4"]
+    shown = on_terminal(args, columns, stream="stderr", status=2).splitlines()
+    words = "error: s08 with --set: summary.trigerr: unknown key hint: did you mean summary.trigger or " \
+            "summary.early_trigger? (compactlab policies show s08 lists every key)"
+    assert len(shown) >= 3 and all(len(line) <= columns for line in shown), shown
+    assert " ".join(shown).split() == words.split()  # (every word whole, in order)
+    piped = subprocess.run([sys.executable, "-m", "compactlab", *args], capture_output=True, text=True, cwd=ROOT,
+                           env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": str(columns)})
+    assert piped.stderr.splitlines() == ["error: s08 with --set: summary.trigerr: unknown key",
+                                         "hint: " + words.split("hint: ", 1)[1]]
