@@ -248,8 +248,8 @@ def price_warning(table: PriceTable, prices: ModelPrices, notify: Notify = quiet
         return prices
     table.warned.add(prices.model)
     if prices.model == NO_MODEL:  # (its loader said why)
-        notify("warning: a recording names no model: its calls are unpriced (its costs are 0); use --price-model or "
-               "--prices", True)
+        notify("warning: a recording names no model: its calls are unpriced (their costs are 0); --price-model NAME "
+               "or --prices prices them", True)
     elif prices.priced_as:
         notify(f"warning: no prices for model {prices.model!r}: priced as {prices.priced_as}, its provider's "
                f"stand-in (an estimate; {table.read}); use --price-model or --prices", True)

@@ -46,8 +46,8 @@ def load(path: str, *, skip_bad_lines: bool = False, document: tuple[Any, str] |
     model = (((config or {}).get("agent") or {}).get("model") or {}).get("name") if isinstance(config, dict) else None
     if model == REPLAY_MODEL:  # (a recorded run replayed: the model that made it is not named)
         builder.model = NO_MODEL
-        builder.warnings.append("made by SWE-agent's replay model (a recorded run replayed), which names no model: "
-                                "its calls are unpriced (every price 0); --price-model NAME prices them")
+        # (what that costs, unpriced calls, the price lookup says once a command: jobs.base.price_warning)
+        builder.warnings.append("made by SWE-agent's replay model (a recorded run replayed), which names no model")
     elif isinstance(model, str):
         builder.model = model
     skipped = [0]

@@ -174,5 +174,6 @@ def test_a_swe_agent_run_replayed_by_its_replay_model_names_no_model(tmp_path, c
         r = cli("replay", path, "-p", "none", "--dry-run")
         assert r.exit_code == 0 and "a recording names no model: its calls are unpriced" in r.stderr, r.stderr
         assert "'(no model recorded)'" not in r.stderr
+        assert r.stderr.count("unpriced") == 1  # (the loader says why, the price lookup what it costs: once)
     else:
         assert t.model == "gpt-4o" and not t.warnings
