@@ -281,6 +281,9 @@ class GridContext:
         in this process, which every worker inherits (each worker of each part of a corpus paid
         0.27 s of CPU to import them itself)."""
         from ..engine import loop  # noqa: F401  (the engine: layers, cost, prices)
+        from ..summarizers import preload
+
+        preload(self.summarizer[0])  # (a live summarizer's SDK: imported once, not by every worker)
 
         for t, prices in zip(self.transcripts, self.prices):
             if isinstance(prices, PriceTable) or prices is None:

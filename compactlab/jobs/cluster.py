@@ -164,7 +164,11 @@ class LocalWorkers:
         or the Failure that lost it), as each finishes; leaving early (an interrupt) kills them."""
         from ..engine import loop  # noqa: F401  (imported once, before the workers are forked)
         from ..engine.measures import probe_cache  # noqa: F401
-        from ..summarizers import build_summarizer  # noqa: F401
+        from ..summarizers import preload
+
+        for arg in args:  # (a live summarizer's SDK too: a Reading names its kind)
+            if isinstance(arg, Reading):
+                preload(arg.summarizer[0])
 
         def task(batch: Any) -> Any:
             worker_collecting()

@@ -148,3 +148,38 @@ def test_a_live_replay_shows_its_progress_call_by_call(cli, server, tmp_path, mo
     shown.clear()
     assert cli("replay", T, "--dry-run", "-q").exit_code == 0
     assert [total for _, total, _ in shown] == [0]  # the stub: no bar
+
+
+def test_a_parallel_compare_imports_the_sdk_once_before_its_workers_are_forked(server, tmp_path):
+    """The Messages API's SDK costs a process about 1.6 s of CPU to import: a compare with the live
+    summarizer imports it before forking its workers (``summarizers.preload``), which inherit it,
+    rather than each importing it again."""
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    log = tmp_path / "imports.log"
+    script = (
+        "import os, sys\n"
+        f"LOG = {str(log)!r}\n"
+        "class Spy:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'anthropic':\n"
+        "            with open(LOG, 'a') as f:\n"
+        "                f.write(f'{os.getpid()}\\n')\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Spy())\n"
+        "from compactlab.__main__ import main\n"
+        "sys.argv = ['compactlab', *sys.argv[1:]]\n"
+        "main()\n")
+    out = tmp_path / "cmp"
+    args = ["compare", SAMPLES / "synth-small.jsonl", SAMPLES / "manual-compact.jsonl", "-p", "s08", "-p", "s06",
+            "--summarizer", "anthropic", "--no-cache", "--jobs", "2", "--charts", "none", "--format", "json",
+            "--out", out]
+    done = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert len(set(log.read_text().split())) == 1  # (one process imported it: the command, before the fork)
+    runs = json.loads(done.stdout)["runs"]
+    assert len(runs) == 6 and server.requests, runs  # (both transcripts × s08, s06, none; the summaries asked)
