@@ -132,7 +132,9 @@ def build_grid(policy_refs: list[str], overrides: list[str], sweeps: list[str],
                 continue
             seen.add(swept)
             sets: list[Override] = [*overrides, *((k, v) for k, v in swept if v is not None)]
-            policies.append((load_policy(ref, sets), swept))
+            # (the --set overrides were checked with the base: an error here is a swept value's)
+            given = ", ".join(f"--sweep {k}={v}" for k, v in swept if v is not None) or "--set"
+            policies.append((load_policy(ref, sets, given), swept))
     sweep_units(policies, keys)  # refuses a key counted in different units
     return policies
 

@@ -328,8 +328,9 @@ def _validator() -> Any:
     return TypeAdapter(Policy)
 
 
-def build_policy(data: dict, where: str, trusted: bool = False) -> Policy:
-    """A Policy from TOML-shaped ``data``, validated by pydantic unless ``trusted``.
+def build_policy(data: dict, where: str, trusted: bool = False, ref: str | None = None) -> Policy:
+    """A Policy from TOML-shaped ``data``, validated by pydantic unless ``trusted``; an error starts
+    with ``where`` and its hint names the policy ``ref`` (else ``where``).
 
     Only the built-in presets are trusted: they are constructed directly (the cross-field checks
     in ``__post_init__`` still run), and the test suite proves that gives what validation gives.
@@ -348,7 +349,7 @@ def build_policy(data: dict, where: str, trusted: bool = False) -> Policy:
         msg = err["msg"].removeprefix("Value error, ")
         hint = None
         if err["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
-            msg, hint = "unknown key", nearest_key([str(p) for p in err["loc"]], where.removesuffix(" with --set"))
+            msg, hint = "unknown key", nearest_key([str(p) for p in err["loc"]], ref or where)
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise PolicyError(f"{where}: {loc}: {msg}{more}", hint=hint) from None
 
@@ -366,20 +367,21 @@ def nearest_key(loc: list[str], ref: str) -> str:
     return f"did you mean {' or '.join('.'.join([*table, k]) for k in close)}? ({listed})" if close else listed
 
 
-def load_policy(ref: str, overrides: Sequence[Override] = ()) -> Policy:
-    """A preset name or TOML path, with ``--set`` overrides applied."""
+def load_policy(ref: str, overrides: Sequence[Override] = (), given: str = "--set") -> Policy:
+    """A preset name or TOML path, with ``--set`` overrides applied (``given``: what an error says
+    gave them, compare's ``--sweep summary.trigger=20000`` say)."""
     data, trusted = _raw_policy(ref)
     where = ref
     if overrides:
         data = apply_overrides(data, list(overrides))
-        where = f"{where} with --set"
+        where = f"{where} with {given}"
         trusted = trusted and all(_plainly_valid(*parse_override(item)) for item in overrides)
     if trusted:
         try:
-            return build_policy(data, where, trusted=True)
+            return build_policy(data, where, trusted=True, ref=ref)
         except (TypeError, ValueError):
             pass  # a cross-field rule (your own step naming none): validation words the error
-    return build_policy(data, where)
+    return build_policy(data, where, ref=ref)
 
 
 def _plainly_valid(path: list[str], value: Any) -> bool:
