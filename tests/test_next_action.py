@@ -173,6 +173,8 @@ def test_dry_run_lists_the_samples_and_the_estimate_and_sends_nothing(cli, fake,
     assert "next-action samples: 4" in r.stdout and "estimate: $" in r.stdout
     assert fake.requests == [] and not (tmp_path / "out").exists()
     assert "(--max-cost $1.00)" in r.stdout  # (within it)
+    # (a transcript by its file's name, as compare's table names it: a narrow terminal cuts a cell's end)
+    assert os.path.basename(str(fake.session)) in r.stdout and str(fake.session) not in r.stdout
     over = cli("next-action", fake.session, "-p", "observation-masking", "--samples", "4", "--dry-run",
                "--max-cost", "0.0001")
     assert over.exit_code == 0, over.stderr  # (a dry run is shown, not stopped: it says what a run would do)
