@@ -26,27 +26,57 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import field
-from typing import Any, Literal
+from importlib.util import find_spec
+from typing import TYPE_CHECKING, Any, Literal
 
-from . import missing
+from . import imported, installed_version, missing
 from ..plain import dataclass
 
-try:
-    import langchain
+if TYPE_CHECKING:
     from langchain.agents.middleware.context_editing import ClearToolUsesEdit, ContextEditingMiddleware
-    from langchain.agents.middleware.summarization import DEFAULT_SUMMARY_PROMPT, SummarizationMiddleware
+    from langchain.agents.middleware.summarization import SummarizationMiddleware
     from langchain.agents.middleware.types import ModelRequest
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-except ImportError as exc:  # (the extra is not installed)
-    raise missing("langchain", exc.name or "langchain") from None
+
+for _package in ("langchain", "langchain_core"):  # (the extra: said when the step is loaded, not run)
+    if find_spec(_package) is None:
+        raise missing("langchain", _package)
 
 #: its log goes where a program that configures logging sends it, never raw to the terminal: what
 #: it reports (a failed summary) compactlab reports itself
 logging.getLogger("langchain").addHandler(logging.NullHandler())
-VERSION = langchain.__version__
-#: the instructions of LangChain's summary prompt (the messages go to the summarizer as data)
-SUMMARY_INSTRUCTIONS = DEFAULT_SUMMARY_PROMPT.split("<messages>")[0].strip()
+VERSION = installed_version("langchain")
+#: the instructions of LangChain's summary prompt (the messages go to the summarizer as data), set
+#: by ``_load`` with LangChain's classes
+SUMMARY_INSTRUCTIONS: str
+
+
+def _load() -> None:
+    """LangChain's classes, imported when a step first runs or converts (a policy of these steps is
+    loaded, listed and fingerprinted without them: importing LangChain costs about a second)."""
+    if "AIMessage" in globals():
+        return
+    with imported("langchain"):
+        from langchain.agents.middleware.context_editing import ClearToolUsesEdit, ContextEditingMiddleware
+        from langchain.agents.middleware.summarization import DEFAULT_SUMMARY_PROMPT, SummarizationMiddleware
+        from langchain.agents.middleware.types import ModelRequest
+        from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+        from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+    globals().update(ClearToolUsesEdit=ClearToolUsesEdit, ContextEditingMiddleware=ContextEditingMiddleware,
+                     SummarizationMiddleware=SummarizationMiddleware, ModelRequest=ModelRequest,
+                     GenericFakeChatModel=GenericFakeChatModel, BaseMessage=BaseMessage, HumanMessage=HumanMessage,
+                     ToolMessage=ToolMessage,
+                     SUMMARY_INSTRUCTIONS=DEFAULT_SUMMARY_PROMPT.split("<messages>")[0].strip(),
+                     AIMessage=AIMessage)  # (last: what _load's first line tests)
+
+
+def __getattr__(name: str) -> Any:
+    """LangChain's names and the summary's instructions, read from outside before a step ran."""
+    if name in ("SUMMARY_INSTRUCTIONS", "AIMessage", "BaseMessage", "HumanMessage", "ToolMessage"):
+        _load()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --- the steps -------------------------------------------------------------------------------
@@ -72,6 +102,7 @@ class SummarizationSettings:
 
 def summarization(messages: list[dict], facts: Any, settings: SummarizationSettings) -> list[dict]:
     """LangChain's ``SummarizationMiddleware.before_model`` on the agent's messages."""
+    _load()
     parts = _Parts(messages)
 
     def summarize(chosen: list[Any]) -> str:
@@ -147,6 +178,7 @@ class ClearToolUsesSettings:
 def clear_tool_uses(messages: list[dict], facts: Any, settings: ClearToolUsesSettings) -> list[dict]:
     """LangChain's ``ContextEditingMiddleware`` with one ``ClearToolUsesEdit``, on the request the
     agent would send (the whole history: what it cleared at earlier calls is put back first)."""
+    _load()
     cleared: dict[str, Any] = facts.state.setdefault("cleared", {})  # tool_use id -> what it held
     whole = _restore(messages, cleared, settings.placeholder)
     parts = _Parts(whole)
@@ -227,6 +259,7 @@ class _Parts:
     its ``id`` (``cl<message>`` or ``cl<message>.<tool result>``), and put back together."""
 
     def __init__(self, messages: list[dict]) -> None:
+        _load()
         self.messages = messages
         self.lc: list[Any] = []  # (LangChain's AnyMessage)
         self.made: dict[str, BaseMessage] = {}  # id -> the part as it was made
@@ -333,6 +366,7 @@ def _result_content(block: dict) -> Any:
 def from_langchain(messages: Sequence[BaseMessage]) -> list[dict]:
     """LangChain messages as Anthropic messages, tool messages folded into the user message they
     answer (what a summarizer is given)."""
+    _load()
     out: list[dict] = []
     for m in messages:
         message = _from_langchain(m)

@@ -25,32 +25,78 @@ Its summaries come from compactlab's summarizer: the model Strands calls is a st
 from __future__ import annotations
 
 import logging
+from importlib.util import find_spec
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from . import missing
+from . import imported, installed_version, missing
 from ..plain import dataclass
 
-try:
-    from importlib.metadata import version
-
+if TYPE_CHECKING:
     from strands._async import run_async
-    from strands.agent.conversation_manager import (
-        SlidingWindowConversationManager,
-        SummarizingConversationManager,
-    )
-    from strands.agent.conversation_manager.compression.context_compression import DEFAULT_SUMMARIZATION_PROMPT
-    from strands.models.model import Model
+    from strands.agent.conversation_manager import SlidingWindowConversationManager, SummarizingConversationManager
     from strands.types.exceptions import ContextWindowOverflowException
-except ImportError as exc:  # (the extra is not installed)
-    raise missing("strands", exc.name or "strands") from None
+
+if find_spec("strands") is None:  # (the extra: said when the step is loaded, not run)
+    raise missing("strands", "strands")
 
 #: its log goes where a program that configures logging sends it, never raw to the terminal: what
 #: it reports (a failed summary) compactlab reports itself
 logging.getLogger("strands").addHandler(logging.NullHandler())
-VERSION = version("strands-agents")
+VERSION = installed_version("strands-agents")
+#: the model Strands asks for a summary (a ``strands`` Model: made by ``_load``)
+_Summarizer: Any
+
+
+def _load() -> None:
+    """Strands' classes, imported when a step first runs (a policy of these steps is loaded, listed
+    and fingerprinted without them: importing Strands costs about half a second)."""
+    if "_Summarizer" in globals():
+        return
+    with imported("strands"):
+        from strands._async import run_async
+        from strands.agent.conversation_manager import (
+            SlidingWindowConversationManager,
+            SummarizingConversationManager,
+        )
+        from strands.agent.conversation_manager.compression.context_compression import DEFAULT_SUMMARIZATION_PROMPT
+        from strands.models.model import Model
+        from strands.types.exceptions import ContextWindowOverflowException
+
+    class Summarizer(Model):
+        """The model Strands asks for a summary: it answers with compactlab's summarizer."""
+
+        def __init__(self, facts: Any) -> None:
+            self.facts = facts
+
+        def update_config(self, **model_config: Any) -> None:
+            pass
+
+        def get_config(self) -> Any:
+            return {"context_window_limit": self.facts.window}
+
+        def structured_output(self, output_model: Any, prompt: Any, system_prompt: str | None = None,
+                              **kwargs: Any) -> Any:
+            raise NotImplementedError("compactlab's stand-in model gives summaries only")
+
+        async def stream(self, messages: Any, tool_specs: Any = None, system_prompt: str | None = None,
+                         **kwargs: Any) -> Any:
+            # (the last message is Strands' "Please summarize this conversation.")
+            text = self.facts.summarize([from_strands(m) for m in messages[:-1]],
+                                        system_prompt or DEFAULT_SUMMARIZATION_PROMPT)
+            yield {"messageStart": {"role": "assistant"}}
+            yield {"contentBlockDelta": {"delta": {"text": text}}}
+            yield {"contentBlockStop": {}}
+            yield {"messageStop": {"stopReason": "end_turn"}}
+
+    globals().update(run_async=run_async, SlidingWindowConversationManager=SlidingWindowConversationManager,
+                     SummarizingConversationManager=SummarizingConversationManager,
+                     ContextWindowOverflowException=ContextWindowOverflowException,
+                     _Summarizer=Summarizer)  # (last: what _load's first line tests)
+
+
 #: reduce_context calls on one call before the step stops asking (an agent would retry as often)
 MAX_REDUCTIONS = 64
 
@@ -78,6 +124,7 @@ class SummarizingSettings:
 
 def sliding_window(messages: list[dict], facts: Any, settings: SlidingWindowSettings) -> list[dict]:
     """Strands' ``SlidingWindowConversationManager``, driven as an agent drives it."""
+    _load()
 
     def make() -> Any:
         per_turn: bool | int = settings.per_turn if settings.per_turn > 1 else bool(settings.per_turn)
@@ -93,6 +140,7 @@ sliding_window.identity = f"strands-agents {VERSION}"  # type: ignore[attr-defin
 
 def summarizing(messages: list[dict], facts: Any, settings: SummarizingSettings) -> list[dict]:
     """Strands' ``SummarizingConversationManager``, driven as an agent drives it."""
+    _load()
 
     def make() -> Any:
         return SummarizingConversationManager(settings.summary_ratio, settings.preserve_recent_messages,
@@ -137,33 +185,6 @@ def _drive(messages: list[dict], facts: Any, make: Any) -> list[dict]:
         except ContextWindowOverflowException:
             break  # it cannot reduce further: the agent would fail here, and the call overflows
     return _back(agent.messages, held, messages)
-
-
-class _Summarizer(Model):
-    """The model Strands asks for a summary: it answers with compactlab's summarizer."""
-
-    def __init__(self, facts: Any) -> None:
-        self.facts = facts
-
-    def update_config(self, **model_config: Any) -> None:
-        pass
-
-    def get_config(self) -> Any:
-        return {"context_window_limit": self.facts.window}
-
-    def structured_output(self, output_model: Any, prompt: Any, system_prompt: str | None = None,
-                          **kwargs: Any) -> Any:
-        raise NotImplementedError("compactlab's stand-in model gives summaries only")
-
-    async def stream(self, messages: Any, tool_specs: Any = None, system_prompt: str | None = None,
-                     **kwargs: Any) -> Any:
-        # (the last message is Strands' "Please summarize this conversation.")
-        text = self.facts.summarize([from_strands(m) for m in messages[:-1]],
-                                    system_prompt or DEFAULT_SUMMARIZATION_PROMPT)
-        yield {"messageStart": {"role": "assistant"}}
-        yield {"contentBlockDelta": {"delta": {"text": text}}}
-        yield {"contentBlockStop": {}}
-        yield {"messageStop": {"stopReason": "end_turn"}}
 
 
 # --- the messages, to Strands' and back -------------------------------------------------------

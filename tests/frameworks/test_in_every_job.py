@@ -45,3 +45,26 @@ def test_tune_searches_a_frameworks_typed_settings(cli, tmp_path):
     bad = cli("tune", MEDIUM, "-p", "strands-sliding-window", "--space", "custom.settings.window_size=0.5:2.5",
               "--trials", "2", "--out", tmp_path / "bad", "-q")
     assert bad.exit_code == 2 and "custom.settings.window_size" in bad.stderr
+
+
+def test_a_frameworks_preset_is_listed_and_fingerprinted_without_importing_the_framework():
+    """Importing LangChain costs about a second and Strands half of one: a preset of their steps is
+    loaded, listed and fingerprinted without either (the module finds the framework when it is
+    loaded, so a missing extra is still said then, and imports it when a step first runs)."""
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    code = ("import sys\n"
+            "from compactlab.engine.policy import load_policy, preset_names\n"
+            "names = [n for n in preset_names() if n.startswith(('langchain-', 'strands-'))]\n"
+            "prints = {n: load_policy(n).fingerprint for n in names}\n"
+            "assert len(names) == 4 and len(set(prints.values())) == 4, prints\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('langchain', 'langchain_core', 'strands')))\n"
+            "from compactlab.frameworks import langchain\n"
+            "print(len(langchain.SUMMARY_INSTRUCTIONS) > 100, 'langchain' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "True True"]  # (none of them; then LangChain's own prompt, read)
