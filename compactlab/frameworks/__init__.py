@@ -31,6 +31,16 @@ def missing(extra: str, module: str) -> PolicyError:
                        hint=f"pip install 'compactlab[{extra}]'")
 
 
+def require(extra: str, *modules: str) -> None:
+    """The error naming ``extra`` where one of its framework's ``modules`` is not installed (found,
+    not imported: a step's module says it when it is loaded, and imports them when a step runs)."""
+    from importlib.util import find_spec
+
+    for module in modules:
+        if find_spec(module) is None:
+            raise missing(extra, module)
+
+
 def installed_version(distribution: str) -> str:
     """An installed distribution's version, read from its metadata (the framework not imported)."""
     from importlib.metadata import PackageNotFoundError, version

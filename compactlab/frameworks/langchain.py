@@ -26,10 +26,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import field
-from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import imported, installed_version, missing
+from . import imported, installed_version, require
 from ..plain import dataclass
 
 if TYPE_CHECKING:
@@ -39,9 +38,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-for _package in ("langchain", "langchain_core"):  # (the extra: said when the step is loaded, not run)
-    if find_spec(_package) is None:
-        raise missing("langchain", _package)
+require("langchain", "langchain", "langchain_core")  # (the extra: said when the step is loaded, not run)
 
 #: its log goes where a program that configures logging sends it, never raw to the terminal: what
 #: it reports (a failed summary) compactlab reports itself

@@ -25,13 +25,12 @@ Its summaries come from compactlab's summarizer: the model Strands calls is a st
 from __future__ import annotations
 
 import logging
-from importlib.util import find_spec
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from . import imported, installed_version, missing
+from . import imported, installed_version, require
 from ..plain import dataclass
 
 if TYPE_CHECKING:
@@ -39,8 +38,7 @@ if TYPE_CHECKING:
     from strands.agent.conversation_manager import SlidingWindowConversationManager, SummarizingConversationManager
     from strands.types.exceptions import ContextWindowOverflowException
 
-if find_spec("strands") is None:  # (the extra: said when the step is loaded, not run)
-    raise missing("strands", "strands")
+require("strands", "strands")  # (the extra: said when the step is loaded, not run)
 
 #: its log goes where a program that configures logging sends it, never raw to the terminal: what
 #: it reports (a failed summary) compactlab reports itself
