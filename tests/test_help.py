@@ -127,3 +127,24 @@ def test_a_command_is_imported_when_it_runs_and_listed_by_its_own_help():
     defined = {p.stem for p in (ROOT / "compactlab" / "cli").glob("*.py")} - {"__init__", "common"}
     assert defined == {module for module, _ in COMMANDS.values()}
     assert main.get_command(ctx, "nope") is None
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_every_help_fits_a_terminal_of_60_and_80_columns(cli, width):
+    """Nothing in any help runs past the terminal's edge (a terminal cuts it, or breaks it
+    anywhere): the examples are written to fit 60 columns, a choice of many names shows a short
+    name and lists them in its help, and the list of commands cuts none with "...". A name is never
+    broken at its hyphens, so each choice of --harness and --input-format stands whole."""
+    from compactlab.cli.common import format_names, homes_names, setting_harnesses
+
+    for path, _ in ALL:
+        out = cli(*path, "--help", terminal_width=width).stdout
+        wide = [line for line in out.splitlines() if len(line) > width]
+        assert not wide, (path, wide)
+        commands = out.partition("\nCommands:\n")[2]
+        assert "..." not in commands, (path, commands)
+    words = set()
+    for path in (("replay",), ("tune",), ("inspect",)):
+        words |= set(cli(*path, "--help", terminal_width=width).stdout.replace(",", " ").replace(".", " ").split())
+    names = {*format_names(), *homes_names(setting_harnesses)()}
+    assert names <= words, sorted(names - words)

@@ -15,32 +15,33 @@ import click
 from .. import __version__
 from ..errors import CompactlabError
 from ..plumbing.process import finish
-from .common import tell
+from .common import Context, helped, tell
 
 EXIT_INTERNAL = 3
 
 #: every command: the module (of this package) that defines it, named as it is, and its short
-#: help (what ``compactlab --help`` lists without importing it; a test holds it to the command's)
+#: help: what ``compactlab --help`` lists without importing it, and the command's own (``short_help``).
+#: Each fits the list at 60 columns (41 characters), so none is cut with "..."; the command's
+#: help says the rest.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "bench": ("bench", "Measure speed and memory against the parse floor, on synthetic transcripts."),
-    "check": ("check", "CI gate: fail (exit 1) when a policy breaks tool pairs or loses ground against the baseline."),
-    "compare": ("compare", "Which policy, which thresholds? Replay every TRANSCRIPT through every POLICY x swept value."),
-    "convert": ("convert", "Convert TRANSCRIPT (any supported format) to Anthropic messages JSONL: the messages a "
-                           "replay uses, roles alternating."),
-    "inspect": ("inspect", "What is in TRANSCRIPT, before any policy: calls, tools, sizes, recorded violations and usage."),
-    "next-action": ("next_action", "Would the agent still act the same? Ask a model for the next action on each "
-                                   "policy's context."),
-    "policies": ("policies", "The built-in presets and resolved policies."),
-    "replay": ("replay", "Replay each TRANSCRIPT (a file, or a folder of sessions) call by call through a policy."),
-    "synth": ("synth", "Write a realistic synthetic coding-agent transcript."),
-    "tune": ("tune", "Search a base policy's keys for the Pareto front of cost saving against probe recall; with "
-                     "--harness claude-code, the settings Claude Code lets you change, printed as the line to paste."),
+    "bench": ("bench", "Speed and memory against the parse floor."),
+    "check": ("check", "CI gate: fail where a policy regresses."),
+    "compare": ("compare", "Compare policies across transcripts."),
+    "convert": ("convert", "Convert to Anthropic messages JSONL."),
+    "inspect": ("inspect", "What a transcript holds, before a policy."),
+    "next-action": ("next_action", "Ask a model if the agent acts the same."),
+    "policies": ("policies", "List the presets, show a policy."),
+    "replay": ("replay", "Replay transcripts through a policy."),
+    "synth": ("synth", "Write a synthetic agent transcript."),
+    "tune": ("tune", "Search a policy's or harness's settings."),
 }
 
 
 class Group(click.Group):
     """Turns library errors into ``error: ...`` lines with the documented exit status; imports a
     command's module only when that command runs (``COMMANDS``)."""
+
+    context_class = Context
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*COMMANDS, *self.commands})
@@ -52,6 +53,8 @@ class Group(click.Group):
             module, _ = COMMANDS[name]
             command = getattr(importlib.import_module(f"{__name__}.{module}"), module)
             environment(command, f"COMPACTLAB_{name.upper().replace('-', '_')}")
+            helped(command)
+            command.short_help = COMMANDS[name][1]
             self.add_command(command, name)
         return self.commands.get(name)
 
@@ -130,11 +133,16 @@ def main() -> None:
     """Replay recorded agent transcripts through context-compaction policies.
 
     \b
-    compactlab replay session.jsonl -p s08     what would policy s08 do to this conversation?
-    compactlab inspect session.jsonl           what is in it, before any policy
-    compactlab policies list                   the built-in presets
-    compactlab compare sessions/ -p s08        which policy, across many sessions
-    compactlab next-action s.jsonl --dry-run   would the agent act the same? (asks a model: costs)
+    What would policy s08 do to this conversation?
+      compactlab replay session.jsonl -p s08
+    What is in it, before any policy?
+      compactlab inspect session.jsonl
+    The built-in presets:
+      compactlab policies list
+    Which policy, across many sessions?
+      compactlab compare sessions/ -p s08 -p claude-code
+    Would the agent act the same? (asks a model: costs money)
+      compactlab next-action session.jsonl --dry-run
     """
 
 

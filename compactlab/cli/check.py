@@ -43,8 +43,10 @@ def check(transcripts: tuple[str, ...], **options: Any) -> None:
 
     \b
     Examples:
-      compactlab check sessions/*.jsonl -p s08 --baseline reports/baseline.json --update-baseline
-      compactlab check sessions/*.jsonl -p s08 --baseline reports/baseline.json --junit check.xml
+      compactlab check sessions/*.jsonl -p s08 \\
+          --baseline reports/baseline.json --update-baseline
+      compactlab check sessions/*.jsonl -p s08 \\
+          --baseline reports/baseline.json --junit check.xml
     """
     from ..jobs.check import Gate, check_files
     from ..reports.check_report import WRITERS

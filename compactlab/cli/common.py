@@ -33,11 +33,48 @@ def status_line(quiet: bool, message: str) -> None:
         tell(message, lines=True)
 
 
+#: stands for a hyphen while help is wrapped (one column, as wide, and no place to break a line)
+_HELD_HYPHEN = "\u2011"
+
+
+class HelpFormatter(click.HelpFormatter):
+    """click's, except that a line of help breaks between words only, never at a hyphen inside a
+    name (``langchain-clear-tool-`` / ``uses``, ``--no-`` / ``calibrate``): a name is read, and
+    copied, whole."""
+
+    def write_dl(self, rows: Any, col_max: int = 30, col_spacing: int = 2) -> None:
+        start = len(self.buffer)
+        super().write_dl([(term, text.replace("-", _HELD_HYPHEN)) for term, text in rows], col_max, col_spacing)
+        self.buffer[start:] = [piece.replace(_HELD_HYPHEN, "-") for piece in self.buffer[start:]]
+
+    def write_text(self, text: str) -> None:
+        start = len(self.buffer)
+        super().write_text(text.replace("-", _HELD_HYPHEN))
+        self.buffer[start:] = [piece.replace(_HELD_HYPHEN, "-") for piece in self.buffer[start:]]
+
+
+class Context(click.Context):
+    """Every command's context: its help is written by ``HelpFormatter``."""
+
+    formatter_class = HelpFormatter
+
+
+def helped(command: click.Command) -> None:
+    """``command`` (and each of a group's commands) writes its help with ``HelpFormatter``."""
+    command.context_class = Context
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            helped(sub)
+
+
 class _RegistryHelp(click.Option):
     """An option whose help names what a registry holds, read when the help is shown (the
-    registry's module is not imported at start-up): ``help`` is a template with ``{names}``."""
+    registry's module is not imported at start-up): ``help`` is a template with ``{names}``, the
+    names of ``registry`` (a module and its attribute), or else of the option's own choices (a
+    ``LazyChoice``, shown under a short metavar rather than as ``[a|b|…]``, which no terminal of 80
+    columns holds on one line)."""
 
-    def __init__(self, *args: Any, registry: tuple[str, str], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, registry: tuple[str, str] | None = None, **kwargs: Any) -> None:
         self._registry = registry
         super().__init__(*args, **kwargs)
 
@@ -45,8 +82,12 @@ class _RegistryHelp(click.Option):
     def help(self) -> str:
         import importlib
 
-        module, name = self._registry
-        return self._template.replace("{names}", ", ".join(getattr(importlib.import_module(module), name)))
+        if self._registry is None:
+            names = self.type.choices if isinstance(self.type, click.Choice) else ()
+        else:
+            module, name = self._registry
+            names = getattr(importlib.import_module(module), name)
+        return self._template.replace("{names}", ", ".join(names))
 
     @help.setter
     def help(self, value: str | None) -> None:
@@ -254,8 +295,8 @@ def format_names() -> list[str]:
 
 def input_options(f: Callable) -> Callable:
     f = click.option("--skip-bad-lines", is_flag=True, help="Skip unusable lines (counted) instead of failing.")(f)
-    f = click.option("--input-format", type=LazyChoice(format_names), default=None,
-                     help="Force the input format instead of detecting it.")(f)
+    f = click.option("--input-format", type=LazyChoice(format_names), default=None, metavar="FORMAT",
+                     cls=_RegistryHelp, help="Force the input format instead of detecting it: {names}.")(f)
     return f
 
 
@@ -273,8 +314,9 @@ def homes_names(also: Callable[[], tuple[str, ...]] | None = None) -> Callable[[
 def sessions_options(f: Callable, also: Callable[[], tuple[str, ...]] | None = None, harness_help: str = "") -> Callable:
     """With no path: the user's own sessions, found in the harnesses' homes (``transcripts.homes``).
     ``also``: the names --harness takes besides the homes' (tune's frameworks), looked up when needed."""
-    f = click.option("--harness", type=LazyChoice(homes_names(also)),
-                     default=None, help=harness_help or "With no path: only this harness's sessions.")(f)
+    f = click.option("--harness", type=LazyChoice(homes_names(also)), default=None, metavar="NAME",
+                     cls=_RegistryHelp, help=(harness_help or "With no path: only this harness's sessions.")
+                     + " One of: {names}.")(f)
     f = click.option("--project", default=None, metavar="NAME",
                      help="With no path: only sessions whose project (its folder) holds NAME.")(f)
     f = click.option("--until", default=None, metavar="WHEN",

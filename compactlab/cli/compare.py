@@ -47,9 +47,13 @@ def compare(transcripts: tuple[str, ...], **options: Any) -> None:
 
     \b
     Examples:
-      compactlab compare sessions/ -p s08 -p claude-code -p observation-masking
-      compactlab compare sessions/ -p s08 --sweep summary.trigger=30000,60000,120000
-      compactlab compare sessions/ -p s08 -p codex --next-action 20     (asks a model: costs money)
+      compactlab compare sessions/ -p s08 -p claude-code \\
+          -p observation-masking
+      compactlab compare sessions/ -p s08 \\
+          --sweep summary.trigger=30000,60000,120000
+      # asks a model: costs money
+      compactlab compare sessions/ -p s08 -p codex \\
+          --next-action 20
     """
     from ..jobs.compare import Grid, Reporting, compare_files
     from ..reports.compare_report import WRITERS

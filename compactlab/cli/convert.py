@@ -29,7 +29,8 @@ def convert(transcript: str, output: str, skip_bad_lines: bool, input_format: st
 
     \b
     Example:
-      compactlab convert rollout-2026-02-23.jsonl -o session.jsonl
+      compactlab convert rollout-2026-02-23.jsonl \\
+          -o session.jsonl
     """
     from pathlib import Path
 

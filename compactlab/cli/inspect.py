@@ -38,8 +38,10 @@ def inspect(transcripts: tuple[str, ...], **o: Any) -> None:
 
     \b
     Examples:
-      compactlab inspect                              your sessions, all harnesses
-      compactlab inspect --since 7d --harness codex   this week's Codex sessions
+      # your sessions, all harnesses
+      compactlab inspect
+      # this week's Codex sessions
+      compactlab inspect --since 7d --harness codex
       compactlab inspect session.jsonl
       compactlab inspect ~/.claude/projects/ --format json
     """

@@ -49,15 +49,18 @@ from .common import status_line, policy_options, format_option, quiet_option, ve
 def next_action(transcripts: tuple[str, ...], **options: Any) -> None:
     """Would the agent still act the same? Ask a model for the next action on each policy's context.
 
-    \b
     Costs money: a sample of calls is sent twice (the policy's context and no compaction's),
     priced first (--max-cost, --dry-run); replies are cached, so a rerun is free.
 
     \b
     Examples:
-      compactlab next-action sessions/ -p s08 -p observation-masking --dry-run
-      compactlab next-action sessions/ -p s08 --samples 40 --max-cost 5
-      compactlab next-action sessions/ -p s08 --model gpt-5-mini          (OPENAI_API_KEY)
+      compactlab next-action sessions/ -p s08 \\
+          -p observation-masking --dry-run
+      compactlab next-action sessions/ -p s08 --samples 40 \\
+          --max-cost 5
+      # an OpenAI model ($OPENAI_API_KEY)
+      compactlab next-action sessions/ -p s08 \\
+          --model gpt-5-mini
     """
     from ..jobs.next_action import next_action_files
     from ..reports.next_action_report import WRITERS, write_plan

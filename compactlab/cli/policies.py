@@ -31,7 +31,7 @@ def policies_list(fmt: str) -> None:
     LIST_WRITERS[fmt](loaded, sys.stdout)
 
 
-@policies.command("show")
+@policies.command("show", short_help="Print a resolved policy and its sources.")
 @click.argument("policy_ref", metavar="POLICY")
 @policy_options
 @format_option("policy_report", "toml", "SHOW_WRITERS")

@@ -42,9 +42,12 @@ def replay(transcripts: tuple[str, ...], **options: Any) -> None:
 
     \b
     Examples:
-      compactlab replay session.jsonl                      the default policy, s08
-      compactlab replay ~/.claude/projects/myapp/ -p claude-code --chart
-      compactlab replay session.jsonl --set summary.trigger=40000 --dry-run
+      # the default policy, s08
+      compactlab replay session.jsonl
+      compactlab replay ~/.claude/projects/myapp/ \\
+          -p claude-code --chart
+      compactlab replay session.jsonl --dry-run \\
+          --set summary.trigger=40000
     """
     o, quiet, refs = options, options["quiet"], options["policy_refs"]
     if len(refs) > 1:

@@ -51,9 +51,12 @@ def tune(transcripts: tuple[str, ...], **options: Any) -> None:
 
     \b
     Examples:
-      compactlab tune sessions/ -p s08 --space summary.trigger=30000:200000 --trials 100
-      compactlab tune sessions/ -p s08 --space micro.keep_recent=1:10 --resume --trials 200
-      compactlab tune --harness claude-code --trials 40     your Claude Code sessions, its settings
+      compactlab tune sessions/ -p s08 --trials 100 \\
+          --space summary.trigger=30000:200000
+      compactlab tune sessions/ -p s08 --resume --trials 200 \\
+          --space micro.keep_recent=1:10
+      # Claude Code's own settings, on your sessions
+      compactlab tune --harness claude-code --trials 40
     """
     from ..jobs.tune import Search, tune_files
     from ..reports.tune_report import WRITERS
