@@ -22,12 +22,15 @@ def policies_list(fmt: str) -> None:
     from ..engine.policy import load_policy, preset_names
     from ..reports.policy_report import LIST_WRITERS
 
-    loaded = []
+    loaded, left_out = [], {}
     for name in preset_names():
         try:
             loaded.append(load_policy(name))
         except PolicyError as exc:  # (a framework's preset whose extra is not installed)
-            tell(f"left out {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
+            reason = exc.message.removeprefix(f"{name}: ")
+            left_out.setdefault((reason, exc.hint), []).append(name)
+    for (reason, hint), names in left_out.items():  # (one line an extra, not one a preset)
+        tell(f"left out {', '.join(names)}: {reason}" + (f" ({hint})" if hint else ""))
     LIST_WRITERS[fmt](loaded, sys.stdout)
 
 
