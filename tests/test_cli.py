@@ -406,6 +406,42 @@ def test_a_narrower_terminal_loses_as_few_columns_as_it_takes_the_rightmost_firs
         assert max(len(line) for line in text.splitlines()) <= width
 
 
+def test_a_long_setting_name_in_a_header_is_whole_where_it_fits_else_broken_after_a_separator(monkeypatch):
+    """tune's table of Claude Code's settings at 80 columns folded its header mid-word
+    ("CLAUDE_AUTOCOMPACT_PCT_O" / "VERRIDE"). A long name is now whole where the terminal has room,
+    else broken after an underscore or a dot, and narrower still the column takes its short
+    header; no header is ever broken inside a word."""
+    import re
+
+    from compactlab.reports.terminal import Printer, Table
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    t = Table(title="Pareto front of claude-code")
+    t.add_column("point", justify="right")
+    t.add_column("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", justify="right", overflow="fold", short="pct")
+    for col, short in (("cost saving", "saving"), ("recall", None), ("retention", "retain")):
+        t.add_column(col, justify="right", no_wrap=True, short=short)
+    t.add_column("cost", justify="right", no_wrap=True)
+    t.add_row("base", "83", "64.2%", "98.9%", "90.2%", "$8.77")
+
+    def shown(columns: int) -> list[str]:
+        monkeypatch.setenv("COLUMNS", str(columns))
+        out = Terminal()
+        Printer(out).table(t)
+        lines = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue()).splitlines()
+        assert max(map(len, lines)) <= columns, (columns, lines)
+        return lines
+
+    assert any("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE" in line for line in shown(100))
+    at_80 = "\n".join(shown(80))
+    assert "CLAUDE_AUTOCOMPACT_ " in at_80 and "PCT_OVERRIDE " in at_80 and "AUTOCOMPACT_PCT" not in at_80
+    at_60 = "\n".join(shown(60))
+    assert "pct" in at_60 and "CLAUDE" not in at_60 and "83" in at_60
+
+
 def test_compare_explains_its_red_rows_and_keeps_what_the_verdict_cites_at_100_columns(monkeypatch):
     """(#31 §6) At 100 columns the verdict keeps retention and recall (its sentence cites them) and
     the policy names whole; the red rows are explained under the runs."""

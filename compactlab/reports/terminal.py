@@ -8,6 +8,7 @@ a fifth of a small replay's run time to import, is not imported at all.
 
 from __future__ import annotations
 
+import re
 from typing import Any, TextIO
 
 from .text import visible, visible_lines
@@ -23,6 +24,31 @@ def _middle(text: str, width: int) -> str:
         return text
     head = (width - 1) // 2
     return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+
+
+#: the longest line of a header rich draws: a longer name (``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE``,
+#: ``summary.keep_recent_tokens``) is broken after its ``_`` or ``.``, never inside a word
+HEAD_LINE = 20
+
+
+def _head_lines(header: str) -> str:
+    """``header`` as rich draws it: a name longer than ``HEAD_LINE`` broken into lines after its
+    separators (``_``, ``.``), each as long as it can be; the words of a header of words stay
+    rich's to wrap."""
+    if len(header) <= HEAD_LINE or " " in header:
+        return header
+    lines = [""]
+    for part in re.findall(r"[^_.]+[_.]?|[_.]", header):
+        if lines[-1] and len(lines[-1]) + len(part) > HEAD_LINE:
+            lines.append("")
+        lines[-1] += part
+    return "\n".join(lines)
+
+
+def _longest_word(header: str, whole: bool = False) -> int:
+    """The least width a header is drawn in without a word of it broken (``whole``: nor a name
+    broken after its separators)."""
+    return max((len(word) for word in (header if whole else _head_lines(header)).split()), default=0)
 
 
 #: the longest cell :meth:`Table.plain` right-aligns in a last column (a longer one is left-aligned)
@@ -55,11 +81,14 @@ class Table:
         grid += [cells for cells, _ in self.rows]
         return [max((len(row[i]) for row in grid), default=0) for i in range(len(self.columns))]
 
-    def narrowest_boxed(self) -> int:
+    def narrowest_boxed(self, whole_heads: bool = False) -> int:
         """The least width rich can draw this table in: unwrappable columns whole, the others
-        folded down to their ``min_width`` (else 8), plus borders and padding."""
-        widths = [w if opts.get("no_wrap") else min(w, opts.get("min_width") or 8)
-                  for w, (_, opts) in zip(self._widths(), self.columns)]
+        folded down to their ``min_width`` (else 8) but no narrower than their header's longest
+        word (no header is broken inside a word: a narrower terminal takes the short headers;
+        ``whole_heads``: nor a long name after its separators), plus borders and padding."""
+        widths = [w if opts.get("no_wrap") else min(w, max(opts.get("min_width") or 8,
+                                                             _longest_word(head, whole_heads)))
+                  for w, (head, opts) in zip(self._widths(), self.columns)]
         return sum(widths) + (3 * len(widths) - 3 if self.simple else 3 * len(widths) + 1)
 
     def plain(self) -> str:
@@ -152,7 +181,9 @@ class Table:
             lines += [(f"  {h}: {c}", style) for h, c in zip(headers[1:], cells[1:]) if c]
         return lines
 
-    def rich(self) -> Any:
+    def rich(self, whole_heads: bool = False) -> Any:
+        """The rich table; a long name in a header is broken after its separators, unless
+        ``whole_heads`` (the terminal has room for it on one line)."""
         from rich.table import Table as RichTable
 
         extra: dict[str, Any] = {}
@@ -162,7 +193,8 @@ class Table:
             extra = {"box": box.SIMPLE_HEAD, "pad_edge": False, "show_edge": False}
         table = RichTable(title=self.title or None, show_header=self.show_header, title_justify="left", **extra)
         for header, options in self.columns:
-            table.add_column(header, **{k: v for k, v in options.items() if k not in ("essential", "cut", "short")})
+            table.add_column(header if whole_heads else _head_lines(header),
+                             **{k: v for k, v in options.items() if k not in ("essential", "cut", "short")})
         for cells, style in self.rows:
             table.add_row(*cells, style=style)
         return table
@@ -195,7 +227,7 @@ class Printer:
         fits = next((t for t in layouts if t.narrowest_boxed() <= width), None) or next(
             (c for t in layouts if (c := t.cut_to(width)) is not None), None)
         if fits is not None:  # (the widest layout that fits, a long name cut in the middle before a column goes)
-            self._console.print(fits.rich())
+            self._console.print(fits.rich(whole_heads=fits.narrowest_boxed(whole_heads=True) <= width))
         else:
             for line, style in (table.compact() or table).stacked():
                 self._console.print(line, style=style, overflow="fold")
