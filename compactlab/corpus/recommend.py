@@ -100,8 +100,11 @@ def _chosen_sentence(result: TuneResult, judge: _Judge, point: Point | None, bar
     """What to use: no point, no compaction, the base as it is, or a front point."""
     base, floors, margin = result.base_point, judge.floors, judge.margin
     if point is None:
+        # (the base is no candidate either: said with its figures, lest "keep" read as "it passes")
+        nor = "" if judge.guarded(base) else f", and neither does {result.base} as it is ({judge.said(base)})"
         return (f"None of them keeps recall and retention above the floor of {floors} (no compaction's less "
-                f"the {margin * 100:.0f}-point margin): keep the base, or widen the space.")
+                f"the {margin * 100:.0f}-point margin){nor}: no point of this space is recommended; keep "
+                f"{result.base} as it is, or widen the space.")
     if point is result.reference:
         why = (f"{result.base} as it is costs {_pct(-base.scores.get('cost', 0.0))} more than no compaction"
                if judge.dearer(base) else f"{result.base} as it is does not keep what the agent used"

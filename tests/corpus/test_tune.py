@@ -565,6 +565,9 @@ def test_the_suggestion_passes_the_floors_or_says_none_does():
     assert "Keep s08 as it is (saves 30.0%, recall 99.0%, retention 100.0%)" in text  # (#55: the base keeps it)
     text = recommend(TuneResult("s08", [], ["cost", "recall"], point(-1, 0.30, 0.5), low, low))
     assert "None of them keeps recall and retention above the floor of 95.0%" in text
+    # (the base falls below the floor too: said with its figures, so that "keep" is not read as "it passes")
+    assert ("and neither does s08 as it is (saves 30.0%, recall 50.0%, retention 100.0%): no point of this space "
+            "is recommended; keep s08 as it is, or widen the space") in text
 
 
 def test_a_key_that_changes_nothing_is_left_out_of_the_search(cli, tmp_path):
