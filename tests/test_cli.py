@@ -442,6 +442,31 @@ def test_a_long_setting_name_in_a_header_is_whole_where_it_fits_else_broken_afte
     assert "pct" in at_60 and "CLAUDE" not in at_60 and "83" in at_60
 
 
+def test_an_indented_line_wraps_under_its_own_indentation_on_a_terminal(monkeypatch):
+    """inspect --compactions prints a compaction as one long indented line: on a terminal its
+    continuation lines were flush left, so the list read as one paragraph. Now they keep the
+    line's indentation and ``indent`` more; a pipe still gets the line whole."""
+    import re
+
+    from compactlab.reports.terminal import Printer
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    line = "  #1 call 71: auto at 167,731 (83.9% of 200,000) -> 42,603; implied 167,000 " + "word " * 30
+    monkeypatch.setenv("COLUMNS", "60")
+    out = Terminal()
+    Printer(out).text(line, indent="  ")
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue()).splitlines()
+    assert len(lines) > 2 and lines[0].startswith("  #1 call 71") and max(map(len, lines)) <= 60
+    assert all(x.startswith("    ") and not x.startswith("     ") for x in lines[1:]), lines
+    assert " ".join(x.strip() for x in lines) == line.strip()
+    piped = io.StringIO()
+    Printer(piped).text(line, indent="  ")
+    assert piped.getvalue() == line + "\n"
+
+
 def test_compare_explains_its_red_rows_and_keeps_what_the_verdict_cites_at_100_columns(monkeypatch):
     """(#31 §6) At 100 columns the verdict keeps retention and recall (its sentence cites them) and
     the policy names whole; the red rows are explained under the runs."""

@@ -241,11 +241,11 @@ def compactions_table(audits: list[dict[str, Any]], out: TextIO) -> None:
         printer.text(visible(head))
         if a["settings"]:
             printer.text("  settings: " + ", ".join(visible(f"{k}={s['value']} ({s['source']})")
-                                                   for k, s in a["settings"].items()))
+                                                   for k, s in a["settings"].items()), indent="  ")
         if not a["compactions"]:
             printer.text("  no compaction recorded")
         for row in a["compactions"]:
-            printer.text("  " + visible(describe(row)))
+            printer.text("  " + visible(describe(row)), indent="  ")
 
 
 def compactions_json(audits: list[dict[str, Any]], out: TextIO) -> None:

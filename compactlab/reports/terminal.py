@@ -232,14 +232,17 @@ class Printer:
             for line, style in (table.compact() or table).stacked():
                 self._console.print(line, style=style, overflow="fold")
 
-    def text(self, line: str, style: str | None = None) -> None:
-        """One line of text; a terminal shows it in ``style`` and wraps it at word boundaries.
-        Control characters in it are shown, not obeyed."""
+    def text(self, line: str, style: str | None = None, indent: str = "") -> None:
+        """One line of text; a terminal shows it in ``style``, broken between words, its
+        continuation lines as indented as the line itself and ``indent`` more (an item of a list
+        reads as one). Control characters in it are shown, not obeyed."""
         line = visible_lines(line)
         if self._console is None:
             self.out.write(line + "\n")
         else:
-            self._console.print(line, style=style)  # wrapped at word boundaries
+            from .text import wrapped
+
+            self._console.print(wrapped(line, self._console.width, indent), style=style)
 
 
 #: a progress total not known in advance (a stream's calls): a bar that counts without an end
