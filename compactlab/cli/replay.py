@@ -42,12 +42,9 @@ def replay(transcripts: tuple[str, ...], **options: Any) -> None:
 
     \b
     Examples:
-      # the default policy, s08
       compactlab replay session.jsonl
-      compactlab replay ~/.claude/projects/myapp/ \\
-          -p claude-code --chart
-      compactlab replay session.jsonl --dry-run \\
-          --set summary.trigger=40000
+      compactlab replay ~/.claude/projects/app/ -p claude-code
+      compactlab replay session.jsonl --set snip.enabled=false
     """
     o, quiet, refs = options, options["quiet"], options["policy_refs"]
     if len(refs) > 1:
