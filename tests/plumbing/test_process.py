@@ -26,6 +26,36 @@ def test_loading_and_replaying_leave_the_garbage_collector_alone(monkeypatch):
     assert gc.isenabled()
 
 
+def test_a_job_run_in_a_program_freezes_nothing_of_it_and_the_command_still_freezes(cli, tmp_path):
+    """The jobs read transcripts with the collector off (``collector_off``), and froze what was
+    alive when it came back on: in a program that runs jobs in its own process (a notebook, a
+    service, this test suite through click's runner) every cycle a job left was frozen with it
+    and never collected (233,000 objects in a test worker). Outside the command's process the
+    collector is now paused for the block and left as it was; the command's process, which ends
+    with the command, still freezes (its first pass after a load then skips what was read)."""
+    before = gc.get_freeze_count()
+    assert gc.isenabled()
+    r = cli("replay", SAMPLES / "synth-medium.jsonl", "-o", tmp_path / "r", "-q")
+    assert r.exit_code == 0, r.output
+    r = cli("compare", SAMPLES / "synth-medium.jsonl", SAMPLES / "synth-small.jsonl", "-p", "s08", "-p", "s06",
+            "--jobs", "1", "--dry-run", "-q")
+    assert r.exit_code == 0, r.output
+    assert gc.get_freeze_count() == before and gc.isenabled()
+    code = ("import gc, sys\n"
+            "from compactlab.plumbing.process import start\n"
+            "start()\n"
+            "from compactlab.cli import main\n"
+            "try:\n"
+            "    main(sys.argv[1:], prog_name='compactlab')\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "print(gc.get_freeze_count(), gc.isenabled(), file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", code, "replay", str(SAMPLES / "synth-medium.jsonl"), "--dry-run",
+                           "-q"], capture_output=True, text=True, timeout=120)
+    frozen, enabled = done.stderr.split()[-2:]
+    assert int(frozen) > 0 and enabled == "True", done.stderr
+
+
 def test_importing_the_output_module_does_not_touch_the_umask():
     # (in a process of its own: reloaded here, the module would hold classes the commands imported
     # before do not, and a later test's patch of its ``OutputDir`` would miss theirs)
