@@ -467,6 +467,36 @@ def test_an_indented_line_wraps_under_its_own_indentation_on_a_terminal(monkeypa
     assert piped.getvalue() == line + "\n"
 
 
+def test_a_sentence_in_a_right_justified_last_column_starts_at_the_column_on_a_terminal(monkeypatch):
+    """A replay's summary at 80 columns wrapped its sentences ("the fit to recorded usage: …")
+    into ragged lines flush right. As in plain text, a cell longer than a figure now starts at the
+    column's start; the figures stay right-justified."""
+    import re
+
+    from compactlab.reports.terminal import PLAIN_FIGURE, Printer, Table
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    sentence = "the fit to recorded usage: 13,259 + chars / 3.5833 (mape 0.009 over 6 calls)"
+    assert len(sentence) > PLAIN_FIGURE
+    t = Table()
+    t.add_column("key")
+    t.add_column("value", justify="right")
+    t.add_row("calls", "6")
+    t.add_row("tokens estimated by", sentence)
+    monkeypatch.setenv("COLUMNS", "60")
+    out = Terminal()
+    Printer(out).table(t)
+    rows = [line.split("│")[1:3] for line in re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue()).splitlines()
+            if line.startswith("│")]
+    assert rows[0][0].strip() == "calls" and rows[0][1].endswith(" 6 ") and rows[0][1].startswith("  ")
+    held = rows[1:]
+    assert len(held) > 1 and all(value.startswith(" ") and not value.startswith("  ") for _, value in held), held
+    assert " ".join(value.strip() for _, value in held) == sentence
+
+
 def test_compare_explains_its_red_rows_and_keeps_what_the_verdict_cites_at_100_columns(monkeypatch):
     """(#31 §6) At 100 columns the verdict keeps retention and recall (its sentence cites them) and
     the policy names whole; the red rows are explained under the runs."""

@@ -195,7 +195,14 @@ class Table:
         for header, options in self.columns:
             table.add_column(header if whole_heads else _head_lines(header),
                              **{k: v for k, v in options.items() if k not in ("essential", "cut", "short")})
+        # (as in plain text: a right-justified last column's sentence, longer than a figure, starts
+        # at the column's start rather than wrapping into ragged lines flush right)
+        last_right = bool(self.columns) and self.columns[-1][1].get("justify") == "right"
         for cells, style in self.rows:
+            if last_right and cells and len(cells[-1]) > PLAIN_FIGURE:
+                from rich.text import Text
+
+                cells = (*cells[:-1], Text(cells[-1], justify="left"))  # type: ignore[arg-type]
             table.add_row(*cells, style=style)
         return table
 
