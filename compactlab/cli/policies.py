@@ -22,7 +22,8 @@ def policies_list(fmt: str) -> None:
     from ..engine.policy import load_policy, preset_names
     from ..reports.policy_report import LIST_WRITERS
 
-    loaded, left_out = [], {}
+    loaded = []
+    left_out: dict[tuple[str, str | None], list[str]] = {}
     for name in preset_names():
         try:
             loaded.append(load_policy(name))
