@@ -162,8 +162,9 @@ def replay(transcript: Transcript | TranscriptStream | Feed, policy: Policy, opt
                             reply_tokens=turns.cache.replies,
                             summarizer_model=getattr(env.summarizer, "model", None),
                             acted=any(getattr(turns.totals, stat) for stat in ACTIONS))
-        if feed.streamed:
-            turns.judge_again(records)  # (a stream's usage is known whole only now; a loaded one's was at call 0)
+        if feed.streamed or not records:
+            # (a stream's usage is known whole only now; a loaded one's was at call 0, if it has one)
+            turns.judge_again(records)
     except BaseException:
         if owned:
             out.rollback()
@@ -494,9 +495,9 @@ class Turns:
 
     def judge_again(self, records: list[TurnRecord]) -> None:
         """The window resolved again once the whole recording is read (a stream's later calls may show
-        a larger prompt answered): a call under the final window is no overflow."""
-        if not records:
-            return
+        a larger prompt answered): a call under the final window is no overflow. (With no call,
+        it is resolved here: a transcript whose one message has no reply still says where it came
+        from.)"""
         final = self._resolve_window(self.judged_model or self.model())
         if final != self.judged:
             for r in records:

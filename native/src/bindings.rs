@@ -3750,9 +3750,14 @@ fn rates_of(
     }
 }
 
-/// The table of prices Python hands over, each with its tiers; a call priced at prices not in it
-/// (`index`) is an error.
-fn prices_table(prices: Vec<PricesArg>, index: &[usize]) -> PyResult<Vec<pricing::Prices>> {
+/// The table of prices Python hands over, each with its tiers, for `calls` calls; a call priced at
+/// prices not in it (`index`; empty: every call at the first) is an error. (No call, no prices: a
+/// transcript whose one message has no reply.)
+fn prices_table(
+    prices: Vec<PricesArg>,
+    index: &[usize],
+    calls: usize,
+) -> PyResult<Vec<pricing::Prices>> {
     let prices: Vec<pricing::Prices> = prices
         .into_iter()
         .map(|(base, tiers)| pricing::Prices {
@@ -3763,7 +3768,7 @@ fn prices_table(prices: Vec<PricesArg>, index: &[usize]) -> PyResult<Vec<pricing
                 .collect(),
         })
         .collect();
-    if prices.is_empty() || index.iter().any(|&i| i >= prices.len()) {
+    if (prices.is_empty() && calls > 0) || index.iter().any(|&i| i >= prices.len()) {
         return Err(pyo3::exceptions::PyValueError::new_err(
             "a call priced at prices not given",
         ));
@@ -3968,7 +3973,7 @@ fn recorded_cost(
     Ok(match used_of(calls_usage)? {
         Some((used, _)) if used.is_empty() => Some((0.0, 0.0)),
         Some((used, true)) if index.is_empty() || index.len() >= used.len() => Some(
-            pricing::recorded_cost(&used, &prices_table(prices, &index)?, &index),
+            pricing::recorded_cost(&used, &prices_table(prices, &index, used.len())?, &index),
         ),
         _ => None,
     })
@@ -4049,7 +4054,7 @@ fn price_calls(
     replies: Vec<i64>,
 ) -> PyResult<(f64, f64, f64, Option<i64>)> {
     let py = records.py();
-    let prices = prices_table(prices, &index)?;
+    let prices = prices_table(prices, &index, records.len())?;
     // (the native core's records read and set directly; the Python engine's by their attributes)
     let native: Option<Vec<Bound<'_, TurnRecord>>> = records
         .iter()

@@ -179,6 +179,26 @@ def test_generated_transcripts_replay_alike_on_both_cores(monkeypatch_session, m
 
 
 @needs_native
+def test_a_transcript_with_no_call_replays_alike_on_both_cores(monkeypatch, cli, tmp_path):
+    """One message and no reply: no call. The native pricing refused it ("a call priced at
+    prices not given": an internal error, exit 3) where the Python engine replays it; and the
+    window it is judged on said "not resolved yet" on both. Now both give the same run of no
+    call, under every preset, its window's source said."""
+    path = tmp_path / "one.jsonl"
+    path.write_bytes(orjson.dumps({"role": "user", "content": "hi"}) + b"\n")
+    for preset in preset_names():
+        python, native = on_both_cores(monkeypatch, built([{"role": "user", "content": "hi"}]), load_policy(preset))
+        assert_same_run(python, native)
+        assert native.summary.calls == 0 and "not resolved" not in native.summary.window_source, preset
+    for which in ("python", "native"):
+        monkeypatch.setenv("COMPACTLAB_CORE", which)
+        r = cli("replay", path, "--dry-run", "--format", "json")
+        assert r.exit_code == 0, r.output
+        summary = orjson.loads(r.stdout)["runs"][0]["summary"]
+        assert summary["calls"] == 0 and summary["window_source"].startswith("200,000 tokens: default"), summary
+
+
+@needs_native
 def test_a_run_on_the_native_core_measures_its_prompt_cache_there(monkeypatch):
     """The core a summary names is the one that measured: every call of a native run goes through
     the native cache model, no call of a python run does (a summary that said native while Python
