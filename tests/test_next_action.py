@@ -185,6 +185,19 @@ def test_dry_run_lists_the_samples_and_the_estimate_and_sends_nothing(cli, fake,
     assert fake.requests == []
 
 
+def test_a_dry_run_with_nothing_to_ask_prints_no_empty_table(cli, tmp_path, monkeypatch):
+    """A transcript with no call (or a policy that never changes a context) has no sample: the dry
+    run said so under a table of headers only; it now says it in one line."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    path = tmp_path / "one.jsonl"
+    path.write_text('{"role": "user", "content": "hi"}\n')
+    r = cli("next-action", path, "-p", "s08", "--dry-run")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("next-action samples: none\ns08: no call's context differs from no compaction's: "
+                               "nothing to ask\nestimate: $0.00 at most for 0 request(s)"), r.stdout
+    assert "recorded next action" not in r.stdout
+
+
 def test_no_key_is_said_before_any_request(cli, fake, tmp_path, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     r = _run(cli, fake, tmp_path)

@@ -60,7 +60,10 @@ def write_plan(plan: Plan, model: str, api: str, max_cost: float, out: TextIO) -
     for s in plan.samples:
         table.add_row(s.policy, name(s.transcript), str(s.call), str(len(s.lost_probes)), s.recorded.describe(60),
                       f"{s.pair.policy_tokens:,} / {s.pair.control_tokens:,}", f"${s.estimate_usd:,.3f}")
-    printer.table(table)
+    if plan.samples:
+        printer.table(table)
+    else:  # (a table of headers only says less than this)
+        printer.text("next-action samples: none")
     for policy, n in plan.candidates.items():
         if n == 0:
             printer.text(f"{policy}: no call's context differs from no compaction's: nothing to ask")
