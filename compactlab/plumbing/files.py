@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+from collections.abc import Callable, Iterable
 
 from ..errors import InputError
 
@@ -47,6 +48,15 @@ def shown(path: str) -> str:
     except ValueError:  # (another drive)
         return path
     return path if rel.startswith("..") else rel
+
+
+
+def named(paths: Iterable[str]) -> Callable[[str], str]:
+    """How a table names each of ``paths``: by its file's name where no two share one (a narrow
+    terminal cuts a cell's end, and a path's end is what tells two apart), else as ``shown``."""
+    paths = set(paths)
+    return os.path.basename if len({os.path.basename(p) for p in paths}) == len(paths) else shown
+
 
 _MIB = 1 << 20
 

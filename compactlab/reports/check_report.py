@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TextIO
 from xml.etree import ElementTree as ET
@@ -9,6 +10,7 @@ from xml.etree import ElementTree as ET
 import orjson
 
 from ..corpus.check import CheckResult
+from ..plumbing.files import named
 from .terminal import Printer, Table
 from .text import md_cell, visible, write_json_line
 
@@ -28,13 +30,17 @@ def details(r: CheckResult) -> str:
 def write_table(results: list[CheckResult], out: TextIO) -> None:
     bad = sum(not r.ok for r in results)
     table = Table(title=f"compactlab check: {len(results) - bad} passed, {bad} failed")
-    table.add_column("transcript", overflow="fold")
-    table.add_column("policy")
+    # (a transcript by its file's name where no two share one, a long one cut in the middle, never
+    # folded: as compare's table names them)
+    table.add_column("transcript", no_wrap=True, cut="middle", short="session")
+    table.add_column("policy", no_wrap=True, cut="middle")
     table.add_column("result")
     table.add_column("details", overflow="fold")
+    name = named(r.transcript for r in results)
     for r in results:
         label = "PASS" if r.ok and r.status == "pass" else r.status.upper()
-        table.add_row(r.shown or r.transcript, r.policy, label, details(r), style=None if r.ok else "red")
+        shown = r.shown if name is not os.path.basename and r.shown else name(r.transcript)
+        table.add_row(shown, r.policy, label, details(r), style=None if r.ok else "red")
     Printer(out).table(table)
 
 

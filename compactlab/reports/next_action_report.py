@@ -4,12 +4,11 @@ and every sample), ``samples.csv`` (the ledger: one row per sample) and ``report
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
 
-from ..plumbing.files import shown
+from ..plumbing.files import named, shown
 from .terminal import Printer, Table
 from .text import csv_bytes, csv_cell, json_bytes, md_cell, md_text, visible, write_json_line
 
@@ -52,11 +51,7 @@ def write_plan(plan: Plan, model: str, api: str, max_cost: float, out: TextIO) -
     for head, essential in (("policy", True), ("transcript", False), ("call", True), ("lost probes", True),
                             ("recorded next action", False), ("tokens", True), ("est.", True)):
         table.add_column(head, essential=essential, justify="right" if head in ("call", "tokens", "est.") else "left")
-    # (a transcript by its file's name where no two share one, as compare's table names them: a
-    # narrow terminal cuts a cell's end, and a path's end is what tells two apart)
-    paths = {s.transcript for s in plan.samples}
-    names = {os.path.basename(p) for p in paths}
-    name = os.path.basename if len(names) == len(paths) else shown
+    name = named(s.transcript for s in plan.samples)  # (as compare's and check's tables name them)
     for s in plan.samples:
         table.add_row(s.policy, name(s.transcript), str(s.call), str(len(s.lost_probes)), s.recorded.describe(60),
                       f"{s.pair.policy_tokens:,} / {s.pair.control_tokens:,}", f"${s.estimate_usd:,.3f}")

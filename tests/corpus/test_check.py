@@ -230,6 +230,29 @@ def test_check_shows_paths_from_where_it_was_run_not_from_the_baseline(cli, tmp_
     assert r.exit_code == 0 and "\nt.jsonl " in r.stdout and "../" not in r.stdout
 
 
+def test_check_names_a_transcript_by_its_file_where_none_shares_it_else_by_its_path(cli, tmp_path, monkeypatch):
+    """At 80 columns check folded every path mid-word ("sample_transcripts/huge-batc" / "h.jsonl").
+    Its table names a transcript by its file's name where no two share one, else by the path as
+    the user named it (as compare's and next-action's tables do), and never folds it."""
+    from helpers import SAMPLES
+
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "t.jsonl").write_bytes((SAMPLES / "huge-batch.jsonl").read_bytes())
+    (tmp_path / "b" / "u.jsonl").write_bytes((SAMPLES / "synth-small.jsonl").read_bytes())
+    monkeypatch.chdir(tmp_path)
+    baseline = tmp_path / "b.json"
+
+    def rows(*files: str) -> list[str]:
+        assert cli("check", *files, "-p", "s08", "--baseline", baseline, "--update-baseline").exit_code == 0
+        r = cli("check", *files, "-p", "s08", "--baseline", baseline)
+        assert r.exit_code == 0, r.output
+        return [line.split()[0] for line in r.stdout.splitlines()[3:] if line.strip()]
+
+    assert rows("a/t.jsonl", "b/u.jsonl") == ["t.jsonl", "u.jsonl"]
+    assert rows("a/t.jsonl", "b/t.jsonl") == ["a/t.jsonl", "b/t.jsonl"]
+
+
 def test_check_warns_of_a_policy_dearer_than_no_compaction_where_it_fits(cli, tmp_path):
     """(#55 §3) check gates on the baseline, and says by the recommenders' one rule when a policy
     costs more than no compaction where no compaction fits (s06 on huge-batch: $0.2942 against
