@@ -497,6 +497,29 @@ def test_a_sentence_in_a_right_justified_last_column_starts_at_the_column_on_a_t
     assert " ".join(value.strip() for _, value in held) == sentence
 
 
+def test_a_name_cut_to_fit_stays_apart_from_the_others():
+    """compare's verdict at 80 columns cut a sweep's three labels evenly, and all three read
+    "s08 summ…000 chars". A cut now keeps whole what the names do not share (after a common
+    start, before a common end), else the most even cut that keeps them apart; a layout no cut
+    keeps apart is not used."""
+    from compactlab.reports.terminal import Table, _cut_column
+
+    sweep = [f"s08 summary.trigger={v} chars" for v in (30000, 60000, 120000)] + ["none"]
+    assert _cut_column(sweep, 18) == ["s08 s…=30000 chars", "s08 s…=60000 chars", "s08 s…120000 chars", "none"]
+    ends = ["alpha-session-one.jsonl", "beta-session-one.jsonl", "gamma-session-one.jsonl"]
+    assert [c[:5] for c in _cut_column(ends, 12)] == ["alph…", "beta…", "gamm…"]  # (all before the shared end)
+    plain = ["abcdefghijklmnopqrstuvwxyz", "zyxwvutsrqponmlkjihgfedcba"]
+    assert _cut_column(plain, 11) == ["abcde…vwxyz", "zyxwv…edcba"]  # (nothing shared: even, as before)
+    assert _cut_column(["a" * 30 + "1" + "b" * 30, "a" * 30 + "2" + "b" * 30], 20) is None
+    t = Table()
+    t.add_column("policy", cut="middle")
+    t.add_column("saving", justify="right", no_wrap=True)
+    for label in sweep:
+        t.add_row(label, "+90.0%")
+    cut = t.cut_to(30)
+    assert cut is not None and len({cells[0] for cells, _ in cut.rows}) == len(sweep)
+
+
 def test_compare_explains_its_red_rows_and_keeps_what_the_verdict_cites_at_100_columns(monkeypatch):
     """(#31 §6) At 100 columns the verdict keeps retention and recall (its sentence cites them) and
     the policy names whole; the red rows are explained under the runs."""

@@ -8,6 +8,7 @@ a fifth of a small replay's run time to import, is not imported at all.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, TextIO
 
@@ -16,14 +17,6 @@ from .text import visible, visible_lines
 
 #: the fewest characters a name cut in the middle keeps
 CUT_LEAST = 16
-
-
-def _middle(text: str, width: int) -> str:
-    """``text`` in ``width`` characters: its start and end, an ellipsis between (never wrapped)."""
-    if len(text) <= width:
-        return text
-    head = (width - 1) // 2
-    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
 #: the longest line of a header rich draws: a longer name (``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE``,
@@ -49,6 +42,27 @@ def _longest_word(header: str, whole: bool = False) -> int:
     """The least width a header is drawn in without a word of it broken (``whole``: nor a name
     broken after its separators)."""
     return max((len(word) for word in (header if whole else _head_lines(header)).split()), default=0)
+
+
+def _cut_column(cells: list[str], width: int) -> list[str] | None:
+    """Each of ``cells`` in ``width`` characters, those longer cut in the middle at one place for
+    all, so that the names that were apart stay apart (a sweep's labels differ in a value near
+    their end: cut evenly, all three read "s08 summ…000 chars"): where the long ones share a start
+    (or an end), the cut keeps whole what follows it (precedes it), "s08 s…120000 chars"; else the
+    most even cut that keeps them apart. None where no cut does."""
+    apart = len(set(cells))
+    keep = width - 1  # (the characters kept of a cut name: its head and its tail)
+    long = [c for c in cells if len(c) > width]
+    heads = []
+    if len(long) > 1:
+        start, end = os.path.commonprefix(long), os.path.commonprefix([c[::-1] for c in long])
+        heads = [keep - max(len(c) - len(start) for c in long), max(len(c) - len(end) for c in long)]
+    balanced = sorted(range(1, keep), key=lambda h: (abs(2 * h - keep), h))
+    for head in [h for h in heads if 0 < h < keep] + balanced:
+        cut = [c if len(c) <= width else c[:head] + "…" + c[len(c) - (keep - head):] for c in cells]
+        if len(set(cut)) == apart:
+            return cut
+    return None
 
 
 #: the longest cell :meth:`Table.plain` right-aligns in a last column (a longer one is left-aligned)
@@ -136,8 +150,9 @@ class Table:
 
     def cut_to(self, width: int) -> "Table | None":
         """The table with its ``cut`` columns' cells (a long name: ``cut="middle"``) shortened in
-        the middle, as little as it takes to be drawn in ``width``; None when cutting them to
-        ``CUT_LEAST`` characters is not enough (or it has none)."""
+        the middle, as little as it takes to be drawn in ``width`` and at the place that keeps
+        names apart (``_cut_column``); None when cutting them to ``CUT_LEAST`` characters is not
+        enough, or no cut keeps them apart (or it has none)."""
         cut = [i for i, (_, opts) in enumerate(self.columns) if opts.get("cut")]
         excess = self.narrowest_boxed() - width
         if excess <= 0:
@@ -153,11 +168,17 @@ class Table:
             take = min(room[i], excess)
             target[i] -= take
             excess -= take
+        columns = {}
+        for i in room:
+            cut_cells = _cut_column([cells[i] for cells, _ in self.rows], target[i])
+            if cut_cells is None:
+                return None  # (names no cut keeps apart: another layout, not a table of look-alikes)
+            columns[i] = cut_cells
         t = Table(self.title, self.show_header)
         t.simple = self.simple
         t.columns = [(h, {**opts, "no_wrap": True} if i in room else opts) for i, (h, opts) in enumerate(self.columns)]
-        t.rows = [(tuple(_middle(c, target[i]) if i in room else c for i, c in enumerate(cells)), style)
-                  for cells, style in self.rows]
+        t.rows = [(tuple(columns[i][k] if i in room else c for i, c in enumerate(cells)), style)
+                  for k, (cells, style) in enumerate(self.rows)]
         return t
 
     def shortened(self) -> "Table | None":
