@@ -873,7 +873,7 @@ def _print_table(by: dict[str, Measure], reference: Measure | None, rows: list[t
           f"medians of {rounds} interleaved rounds; {usable_cores()} usable cores", file=out)
     from .core import described
 
-    print(described(), file=out)  # (the core the replays ran on: COMPACTLAB_CORE, else native where built)
+    print(described(parts=True), file=out)  # (the core the replays ran on: COMPACTLAB_CORE, else native where built)
     if against is not None:
         print(f"baseline: {against.python}: {against.version}", file=out)
     print(f"\n{'command':44} {'wall s':>8} {'cpu s':>8} {'peak MB':>8} {'main MB':>8}", file=out)

@@ -105,14 +105,17 @@ def line_facts(result_fact: type, measure: bool) -> Any:
     return module.LineFacts(result_fact, measure) if module is not None else None
 
 
-def described() -> str:
-    """The core a run would use, for ``--version``: which, and what it runs."""
+def described(parts: bool = False) -> str:
+    """The core a run would use, for ``--version``: which, and how to choose the other; with
+    ``parts`` (``bench``, which measures it), what of a replay runs in Rust."""
     try:
         core = chosen()
     except UsageError as exc:
         return f"core: none usable ({exc})"
-    if core == "native":
+    if core == "native" and parts:
         return f"core: native (Rust: {NATIVE_PARTS}; the rest of a replay in Python)"
+    if core == "native":
+        return "core: native (Rust; COMPACTLAB_CORE=python runs the Python engine, its reference)"
     if native_module() is not None:
         return "core: python (the native core is built; COMPACTLAB_CORE chose python)"
     why = _why_not()

@@ -83,8 +83,8 @@ def test_inspect_of_many_sessions_is_a_line_each(columns):
 
 @pytest.mark.parametrize("columns", [60, 80])
 def test_version_on_a_terminal_is_broken_between_words_at_its_width(columns):
-    """The core's line (long where the native core runs: what runs in Rust) fits the terminal, broken
-    between words; a pipe gets it on one line, the same words."""
+    """The core's line fits the terminal, broken between words where it is longer (at 60 columns);
+    a pipe gets it on one line, the same words."""
     text = on_terminal(["--version"], columns)
     lines = text.splitlines()
     piped = subprocess.run([sys.executable, "-m", "compactlab", "--version"], capture_output=True, text=True,
