@@ -206,6 +206,8 @@ def _replay_one(feed: Feed, s: ReplaySettings, out: OutputDir, notify: Notify, p
         if s.calibrate is None and usable_calls(feed) >= MIN_CALLS:
             notify(f"warning: {feed.path}: recorded usage past the file's first lines: not calibrated "
                    "(the file was read as it was replayed); --calibrate fits it", False)
+    if not run.calls:  # (its figures are all zero: said why, lest they read as a policy that did nothing)
+        notify(f"note: {feed.path}: no call to replay (it holds no reply of the model)", False)
     if run.failed_summaries:
         notify(f"warning: {feed.path}: {len(run.failed_summaries)} summar(y/ies) failed, at call(s) "
                + ", ".join(str(f["call"]) for f in run.failed_summaries[:10])

@@ -196,6 +196,7 @@ def test_a_transcript_with_no_call_replays_alike_on_both_cores(monkeypatch, cli,
         assert r.exit_code == 0, r.output
         summary = orjson.loads(r.stdout)["runs"][0]["summary"]
         assert summary["calls"] == 0 and summary["window_source"].startswith("200,000 tokens: default"), summary
+        assert "no call to replay (it holds no reply of the model)" in r.stderr
 
 
 @needs_native
