@@ -58,9 +58,9 @@ def _size_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
         if info.get(key):
             rows.append((key.replace("_", " "), str(info[key])))
     g = info["raw_growth"]
-    if g:
-        rows.append((f"raw context tokens, {info['raw_tokens_by']} (25/50/75/100% of calls)",
-                     " / ".join(f"{v:,}" for v in g.values())))
+    if g:  # (the estimate in a row of its own, as replay's "tokens estimated by": a key stays a name)
+        rows.append(("raw context tokens (25/50/75/100% of calls)", " / ".join(f"{v:,}" for v in g.values())))
+        rows.append(("tokens estimated by", info["raw_tokens_by"]))
     if info.get("context_window"):
         rows.append(("context window (judged on)", info["context_window"]))
     rows.append(("recorded violations", str(len(info["violations"]))))
