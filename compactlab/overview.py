@@ -159,6 +159,8 @@ def _recorded(transcript: Transcript, sent: list[int] | None, est: TokenEstimato
 def _cache_facts(transcript: Transcript, cal: Any) -> dict[str, Any]:
     """The recording's cache breaks and how far the cache model is from what it recorded: a
     replay of ``none`` (calibrated where the fit has calls enough) as the recording ran it."""
+    from .engine.cost.cache_rules import RULES
+    from .engine.cost.pricing import expected_reads
     from .engine.feeds import as_feed
     from .engine.loop import replay
     from .engine.policy import load_policy
@@ -173,8 +175,13 @@ def _cache_facts(transcript: Transcript, cal: Any) -> dict[str, Any]:
         u = usage.get(run.calls[i - 1].message_index) if i else None
         return prompt_tokens(u) if u else None
 
+    # (under a cache that keeps the previous reply too, a break is a read short of the previous
+    # prompt and reply, which a read may pass the previous prompt alone and still fall short of)
+    rules = RULES.get(s.cache_model)
+    expected = (expected_reads([usage.get(c.message_index) or {} for c in run.calls], rules)
+                if usage and rules is not None and rules.reply_cached else {})
     breaks = [{"call": i, "read_tokens": usage[run.calls[i].message_index].get("cache_read_input_tokens", 0),
-               "previous_prompt_tokens": previous(i)}
+               "previous_prompt_tokens": previous(i), "expected_read_tokens": expected.get(i)}
               for i in s.recorded_cache_breaks or []]
     return {"recorded_cache_breaks": breaks, "cache_warm_start_tokens": s.cache_warm_start_tokens,
             "cache_ledger": s.cache_ledger, "recorded_input_cost_usd": s.recorded_input_cost_usd,

@@ -83,11 +83,7 @@ def _cost_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
     if info.get("cache_warm_start_tokens"):
         rows.append(("cache warm at the first call", f"{info['cache_warm_start_tokens']:,} tokens read"))
     if info.get("recorded_cache_breaks"):
-        rows.append(("recorded cache breaks", ", ".join(
-            f"call {b['call']} read {b['read_tokens']:,}" + (f" of {b['previous_prompt_tokens']:,}"
-                                                           if b["previous_prompt_tokens"] is not None
-                                                           else " (the call before recorded no usage)")
-            for b in info["recorded_cache_breaks"][:10])))
+        rows.append(("recorded cache breaks", ", ".join(map(_cache_break, info["recorded_cache_breaks"][:10]))))
     if info.get("recorded_cost_usd") is not None:
         rows.append(("recorded cost, input + output", f"${info['recorded_cost_usd']:,.4f}"))
     return rows
@@ -111,6 +107,16 @@ def _history_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
     if info.get("other_roles"):
         rows.append(("other roles (metadata)", ", ".join(f"{r['role']} ({r['chars']:,} chars)" for r in info["other_roles"])))
     return rows
+
+
+def _cache_break(b: dict[str, Any]) -> str:
+    """A recorded cache break: what the call read, against what it would have read (the previous
+    prompt; under a cache that keeps replies, the previous prompt and reply, as expected)."""
+    if b.get("expected_read_tokens") is not None:
+        return f"call {b['call']} read {b['read_tokens']:,} of {b['expected_read_tokens']:,} expected"
+    if b["previous_prompt_tokens"] is None:
+        return f"call {b['call']} read {b['read_tokens']:,} (the call before recorded no usage)"
+    return f"call {b['call']} read {b['read_tokens']:,} of {b['previous_prompt_tokens']:,}"
 
 
 def _file_rows(info: dict[str, Any]) -> list[tuple[str, str]]:

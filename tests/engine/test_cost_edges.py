@@ -215,6 +215,25 @@ def test_every_short_shared_recording_models_its_recorded_cost_within_20_percent
     assert len(checked) >= 5, checked
 
 
+def test_inspect_says_a_break_under_a_cache_of_replies_against_what_was_expected(cli, tmp_path):
+    """Under a cache that keeps the previous reply too (DeepSeek's, OpenAI's, Gemini's), a read can
+    pass the previous prompt and still miss a step of what the rules expect: inspect said "call 43
+    read 24,064 of 22,771" of the shared mini-swe-agent trajectory, a break that read more than
+    it was said to miss. It now says the read against the reads expected."""
+    prompts, replies, reads = [3000, 5000, 7000, 9000], [300, 300, 300, 300], [0, 3264, 5120, 7296]
+
+    def usage(i):
+        return {"input_tokens": prompts[i] - reads[i], "cache_read_input_tokens": reads[i], "output_tokens": replies[i]}
+
+    path = _recorded(tmp_path, usage, model="deepseek-chat")
+    info = orjson.loads(cli("inspect", path, "--format", "json").stdout)
+    [b] = info["recorded_cache_breaks"]
+    assert b["call"] == 2 and b["previous_prompt_tokens"] == 5000 < b["read_tokens"] == 5120
+    assert b["read_tokens"] <= b["expected_read_tokens"] - 64 and b["expected_read_tokens"] <= 5000 + 300
+    table = cli("inspect", path).stdout
+    assert f"call 2 read 5,120 of {b['expected_read_tokens']:,} expected" in table and "of 5,000" not in table
+
+
 def test_a_whole_miss_after_calls_without_usage_is_a_break():
     """An automatic cache's call that read nothing of a prompt over the provider's minimum is a
     miss even where the calls before it recorded no usage (Gemini CLI 2025-10-11's call 6: -40.8%
