@@ -24,7 +24,7 @@ def transcripts(draw, max_turns: int = 40) -> list[dict]:
         return "x" * draw(st.integers(lo, hi)) + draw(st.sampled_from(["", " é", "\u2028", "{}"]))
 
     msgs: list[dict] = [{"role": "user", "content": text()}]
-    for _ in range(draw(st.integers(1, max_turns))):
+    for _ in range(draw(st.integers(0, max_turns))):  # (none: a transcript with no call, one message)
         kind = draw(st.sampled_from(["tools", "tools", "tools", "text", "compact"]))
         if kind == "text":
             msgs.append({"role": "assistant", "content": [{"type": "text", "text": text()}]})
