@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TextIO
 from xml.etree import ElementTree as ET
@@ -36,11 +35,11 @@ def write_table(results: list[CheckResult], out: TextIO) -> None:
     table.add_column("policy", no_wrap=True, cut="middle")
     table.add_column("result")
     table.add_column("details", overflow="fold")
-    name = named(r.transcript for r in results)
-    for r in results:
+    paths = [r.shown or r.transcript for r in results]  # (as run from here; the baseline's key without it)
+    name = named(paths)
+    for r, path in zip(results, paths):
         label = "PASS" if r.ok and r.status == "pass" else r.status.upper()
-        shown = r.shown if name is not os.path.basename and r.shown else name(r.transcript)
-        table.add_row(shown, r.policy, label, details(r), style=None if r.ok else "red")
+        table.add_row(name(path), r.policy, label, details(r), style=None if r.ok else "red")
     Printer(out).table(table)
 
 

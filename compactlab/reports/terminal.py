@@ -206,6 +206,7 @@ class Table:
         """The rich table; a long name in a header is broken after its separators, unless
         ``whole_heads`` (the terminal has room for it on one line)."""
         from rich.table import Table as RichTable
+        from rich.text import Text
 
         extra: dict[str, Any] = {}
         if self.simple:
@@ -221,8 +222,6 @@ class Table:
         last_right = bool(self.columns) and self.columns[-1][1].get("justify") == "right"
         for cells, style in self.rows:
             if last_right and cells and len(cells[-1]) > PLAIN_FIGURE:
-                from rich.text import Text
-
                 cells = (*cells[:-1], Text(cells[-1], justify="left"))  # type: ignore[arg-type]
             table.add_row(*cells, style=style)
         return table
