@@ -26,6 +26,10 @@ def details(r: CheckResult) -> str:
     return "; ".join(parts) or "as before"
 
 
+#: the least width of check's details column on a terminal (a change, "worse: recall 0.8369 → 0.6781;", whole)
+DETAILS_LEAST = 30
+
+
 def write_table(results: list[CheckResult], out: TextIO) -> None:
     bad = sum(not r.ok for r in results)
     table = Table(title=f"compactlab check: {len(results) - bad} passed, {bad} failed")
@@ -34,7 +38,9 @@ def write_table(results: list[CheckResult], out: TextIO) -> None:
     table.add_column("transcript", no_wrap=True, cut="middle", short="session")
     table.add_column("policy", no_wrap=True, cut="middle")
     table.add_column("result")
-    table.add_column("details", overflow="fold")
+    # (a sentence: room for a few words a line, the names cut rather than the details folded into a
+    # column of word pieces)
+    table.add_column("details", overflow="fold", min_width=DETAILS_LEAST)
     paths = [r.shown or r.transcript for r in results]  # (as run from here; the baseline's key without it)
     name = named(paths)
     for r, path in zip(results, paths):

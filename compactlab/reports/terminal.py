@@ -256,8 +256,13 @@ class Printer:
         if fits is not None:  # (the widest layout that fits, a long name cut in the middle before a column goes)
             self._console.print(fits.rich(whole_heads=fits.narrowest_boxed(whole_heads=True) <= width))
         else:
+            from .text import wrapped
+
+            # (a value's continuation lines under the value, not flush left: each row reads as one
+            # item; a name longer than a line, a path, left whole for the terminal to fold)
             for line, style in (table.compact() or table).stacked():
-                self._console.print(line, style=style, overflow="fold")
+                self._console.print(wrapped(line, width, "  " if line.startswith("  ") else ""), style=style,
+                                    overflow="fold")
 
     def text(self, line: str, style: str | None = None, indent: str = "") -> None:
         """One line of text; a terminal shows it in ``style``, broken between words, its

@@ -269,3 +269,42 @@ def test_check_warns_of_a_policy_dearer_than_no_compaction_where_it_fits(cli, tm
             ("b", "p", {"cost_usd": 5.0, "raw_cost_usd": 10.0, "raw_overflows": 0})]
     assert dearer_policies(runs) == []
     assert dearer_policies([*runs, ("c", "p", {"cost_usd": 16.0, "raw_cost_usd": 10.0, "raw_overflows": 0})]) == ["p"]
+
+
+@pytest.mark.parametrize("columns", [60, 80, 100])
+def test_checks_details_read_as_words_on_a_terminal_the_names_cut_first(monkeypatch, columns):
+    """At 80 columns two long trajectory names left the details 8 characters wide: each change
+    folded into a tower of word pieces ("tokens_t" / "otal"). The details now keep room for a few
+    words a line, the names cut in the middle first; where even that does not fit, each result is
+    lines, a value's continuation lines indented under it."""
+    import io
+    import re
+
+    from compactlab.corpus.check import Change, CheckResult
+    from compactlab.reports.check_report import DETAILS_LEAST, write_table
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    names = ["mini-swe-agent__deepseek-chat__django__django-11910.traj.json",
+             "swe-agent__function_calling_replace_from_source__marshmallow-code__marshmallow-1867.traj"]
+    results = [CheckResult(n, "s08", "fail", ok=False, failures=[Change("recall", 0.8369, 0.6781)],
+                           improvements=[Change("tokens_total", 992089, 342756), Change("cost_usd", 0.1881, 0.0574)],
+                           fingerprint="a4481317aabb", old_fingerprint="8b1d4323e8e0", shown=n) for n in names]
+    monkeypatch.setenv("COLUMNS", str(columns))
+    out = Terminal()
+    write_table(results, out)
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue()).splitlines()
+    text = "\n".join(lines)
+    assert max(map(len, lines)) <= columns, text
+    for word in ("tokens_total", "cost_usd", "recall", "0.8369", "992,089", "a4481317aabb"):
+        assert word in text, (word, text)  # (never a word folded)
+    if "┃" in text:  # a table: its details column as wide as the least, or wider
+        detail_cells = [line.split("│")[-2] for line in lines if line.count("│") == 5]
+        assert detail_cells and min(map(len, detail_cells)) >= DETAILS_LEAST + 2, text
+        assert columns >= 80
+    else:  # each result as lines, a value's continuation indented under it
+        body = lines[1:]
+        assert all(line.startswith(("  ", "mini", "swe", "-", "n", "_")) for line in body), text
+        assert any(line.startswith("    ") for line in body), text
