@@ -82,16 +82,16 @@ def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
 
 
 def _beating(result: TuneResult, judge: _Judge) -> list[str]:
-    """A front point that beats the base on every objective but falls below the floor: said, and why
-    it is not recommended."""
+    """A front point as good as the base or better on every objective (better on one) but under the
+    floor: said, and why it is not recommended."""
     objs, base = result.objectives, result.base_point
     beating = [p for p in result.front if all(p.scores[o] >= base.scores[o] for o in objs)
                and any(p.scores[o] > base.scores[o] for o in objs) and not judge.guarded(p)]
     if not beating:
         return []
     p = beating[0]
-    return [f"Front point {result.front.index(p) + 1} ({_values(p, result.harness)}) beats {result.base} on "
-            f"every objective but keeps {_pct(p.scores.get('recall', 1.0))} of what the agent later used and "
+    return [f"Front point {result.front.index(p) + 1} ({_values(p, result.harness)}) is as good as {result.base} "
+            f"or better on every objective but keeps {_pct(p.scores.get('recall', 1.0))} of what the agent later used and "
             f"{_pct(p.scores.get('retention', 1.0))} of the referenced results: below the floor of {judge.floors} "
             f"(no compaction's less the {judge.margin * 100:.0f}-point margin), so it is not recommended."]
 
@@ -127,9 +127,12 @@ def _use_point(result: TuneResult, point: Point, said: Callable[[Point], str], f
                 f"good or better on every objective, with "
                 f"{f'{broken} violation(s), within --max-violations,' if broken else 'no violation'} and no "
                 f"overflow; its policy is policies/front-{n:02d}.toml.")
-    return (f"No point beats {result.base} as it is ({said(base)}) on every objective at once. Of the points that keep "
-            f"recall and retention above the floor of {floors}{' and cost no more than no compaction' if bar else ''}, "
-            f"front point {n} ({values}) saves the most: {said(point)}; its policy is policies/front-{n:02d}.toml.")
+    # (said of this point only: another, under the floor, may be as good as the base on every objective)
+    behind = [_ON[o] for o in result.objectives if point.scores[o] < base.scores[o]]
+    return (f"Of the points that keep recall and retention above the floor of {floors}"
+            f"{' and cost no more than no compaction' if bar else ''}, front point {n} ({values}) saves the most: "
+            f"{said(point)}, against {said(base)} for {result.base} as it is, which it trails on "
+            f"{' and '.join(behind)}; its policy is policies/front-{n:02d}.toml.")
 
 
 def _no_off(name: str | None) -> str:
@@ -148,6 +151,10 @@ def _values(p: Point, harness: str | None = None) -> str:
 
         return ", ".join(f"{k}={v}" for k, v in of(harness).setting_values(p.values).items())
     return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in p.values.items())
+
+
+#: an objective as "which it trails on …" names it
+_ON = {"cost": "the saving", "recall": "recall", "retention": "retention", "reduction": "tokens saved"}
 
 
 def _word(objective: str) -> str:

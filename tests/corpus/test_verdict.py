@@ -56,7 +56,7 @@ def test_the_best_saving_that_breaks_nothing_and_keeps_what_was_used_is_recommen
     assert "The runner-up, cheap-but-broken saves 80.0% but lost: it introduces 2 tool-pairing violation(s)" in v.recommendation
     # forgetful keeps 20% of the referenced results: a trade-off, said as one
     assert "If you accept keeping 100.0% of what the agent later used and 20.0% of the referenced results, " \
-           "forgetful saves 26.7% more." in v.recommendation
+           "forgetful saves 26.7 points more." in v.recommendation
     assert judge(df, [], margin=0.85, reference="none").recommended == "forgetful"  # a floor of 15% admits it
 
 
@@ -412,3 +412,20 @@ def test_the_bootstrap_of_a_large_corpus_is_numpys_and_what_is_left_to_it_is_sai
     assert native.bootstrap_interval(cost, raw, verdict.BOOTSTRAP) == verdict._drawn(cost, raw)
     assert native.bootstrap_interval([1.0], [2.0], verdict.BOOTSTRAP) is None
     assert native.bootstrap_interval([1.0, float("nan")], [2.0, 2.0], verdict.BOOTSTRAP) is None
+
+
+def test_the_runner_ups_gap_is_in_points_of_the_savings_as_shown():
+    """The verdict said of the shared Codex rollouts "The runner-up, claude-code, lost: it saves
+    36.6%, 29.9% less" beside s08's 66.6%: a gap read as a share of 36.6% and not the difference of
+    the two figures shown. It is the difference of the figures as shown, in percentage points."""
+    raw = 100.0
+    rows = [run("a", "s08", raw * (1 - 0.66649), raw=raw, retained=10),  # (shown 66.6%)
+            run("a", "claude-code", raw * (1 - 0.36651), raw=raw, retained=10),  # (shown 36.7%)
+            run("a", "none", raw, raw=raw, retained=10)]
+    v = judge(frame(rows), [], reference="none")
+    assert v.recommended == "s08" and v.runner_up == "claude-code"
+    assert "Use s08: it saves 66.6%" in v.recommendation
+    assert "The runner-up, claude-code, lost: it saves 36.7%, 29.9 points less." in v.recommendation, v.recommendation
+    rows[1] = run("a", "claude-code", raw * (1 - 0.36649), raw=raw, retained=10)  # (shown 36.6%: 29.998 apart)
+    v = judge(frame(rows), [], reference="none")
+    assert "it saves 36.6%, 30.0 points less." in v.recommendation, v.recommendation
