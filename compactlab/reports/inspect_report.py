@@ -58,15 +58,19 @@ def _size_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
         if info.get(key):
             rows.append((key.replace("_", " "), str(info[key])))
     g = info["raw_growth"]
+    cal = info.get("calibration")
     if g:  # (the estimate in a row of its own, as replay's "tokens estimated by": a key stays a name)
         rows.append(("raw context tokens (25/50/75/100% of calls)", " / ".join(f"{v:,}" for v in g.values())))
-        rows.append(("tokens estimated by", info["raw_tokens_by"]))
+        by = info["raw_tokens_by"]
+        if cal and by.startswith("calibrated: "):  # (its fit said with it: one row, not the same formula twice)
+            by += f" (mape {cal['mape']:.3f}, {cal['calls']} calls)"
+            cal = None
+        rows.append(("tokens estimated by", by))
     if info.get("context_window"):
         rows.append(("context window (judged on)", info["context_window"]))
     rows.append(("recorded violations", str(len(info["violations"]))))
     if info.get("recorded_prompt_tokens_total"):
         rows.append(("recorded prompt tokens (all calls)", f"{info['recorded_prompt_tokens_total']:,}"))
-    cal = info.get("calibration")
     if cal:
         rows.append(("calibration", f"{cal['overhead_tokens']:,} + chars / {cal['chars_per_token']} "
                                     f"(mape {cal['mape']:.3f}, {cal['calls']} calls)"))

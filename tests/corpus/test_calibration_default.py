@@ -205,8 +205,10 @@ def test_inspect_and_replay_give_one_number_for_the_raw_peak(cli, tmp_path):
     assert info["raw_tokens_by"].startswith("calibrated: ") and max(info["raw_tokens_per_call"]) == s["peak_tokens"]
     table = cli("inspect", path).stdout
     assert "raw context tokens (25/50/75/100% of calls)" in table
+    # (the fit said with the formula, in one row: the formula was shown twice, as "calibration" too)
     assert next(line for line in table.splitlines() if line.startswith("tokens estimated by")).split(None, 3)[3] \
-        == info["raw_tokens_by"]
+        == f"{info['raw_tokens_by']} (mape {info['calibration']['mape']:.3f}, {info['calibration']['calls']} calls)"
+    assert "\ncalibration " not in table
     plain = write_jsonl(tmp_path / "plain.jsonl", tool_session(8))
     info = orjson.loads(cli("inspect", plain, "--format", "json").stdout)
     s, _ = summary_of(cli, plain, "-p", "none")
