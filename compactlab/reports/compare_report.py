@@ -301,7 +301,9 @@ CSS = """body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em
 table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}
 th{background:#f3f3f3}td.l{text-align:left}tr.dear td{background:#fde8e8}.note{color:#a00}
 figure{margin:1.5em 0 .5em}svg{max-width:100%;height:auto}table.losses{margin-bottom:1.5em}th.l{text-align:left}tr.best td{background:#e6f4ea;font-weight:600}
-p.rec{font-size:16px;max-width:900px}"""
+p.rec{font-size:16px;max-width:900px}td{white-space:nowrap}td.l{white-space:normal}
+.wide{overflow-x:auto;margin-bottom:1em}.wide td{white-space:nowrap}
+table.verdict td{white-space:normal}table.verdict td.l{white-space:nowrap}"""
 
 
 def _losses_table(results: list["RunResult"], chart: str) -> str:
@@ -324,11 +326,11 @@ def html_parts(c: Comparison, svgs: dict[str, str], results: list["RunResult"] |
     runs, sweep_keys, meta = c.runs, c.sweep_keys, c.meta
     e = html.escape
     vhead, vrows = verdict_rows(c.verdict)
-    verdict = ("<table class='verdict'><tr>" + "".join(f"<th{' class=l' if i == 0 else ''}>{e(h)}</th>"
+    verdict = ("<div class='wide'><table class='verdict'><tr>" + "".join(f"<th{' class=l' if i == 0 else ''}>{e(h)}</th>"
                                                        for i, h in enumerate(vhead)) + "</tr>"
                + "".join(f"<tr{' class=best' if entry.label == c.verdict.recommended else ''}>"
                          + "".join(f"<td{' class=l' if i == 0 else ''}>{e(visible(x))}</td>" for i, x in enumerate(row))
-                         + "</tr>" for entry, row in zip(c.verdict.entries, vrows)) + "</table>")
+                         + "</tr>" for entry, row in zip(c.verdict.entries, vrows)) + "</table></div>")
     head = "".join(f"<th{' class=l' if i < 2 else ''}>{e(h)}</th>" for i, h in enumerate(run_heads()))  # (as its cells)
     body = []
     for r, cells in run_rows(c):
@@ -362,8 +364,8 @@ plus the summarizer's own calls. Prices: table read {e(visible(meta['prices_read
 Generated {e(meta['date'])}.{e(_cores(meta))} Rows in red cost more than no compaction.</p>
 {f"<p class='note'><b>Interrupted: {e(meta['interrupted'])} finished; only those are here.</b></p>" if meta.get("interrupted") else ""}
 {failed}
-{start}<table><tr>{head}</tr>"""
-    bottom = f"""</table>{end}
+{start}<div class="wide"><table><tr>{head}</tr>"""
+    bottom = f"""</table></div>{end}
 {"<h2>Charts</h2>" + figures if figures else ""}
 {f'<h2>Costs more than no compaction</h2><ul class="note">{notes}</ul>' if notes else ''}
 </body></html>

@@ -125,6 +125,28 @@ def test_report_html_shows_beside_each_transcript_chart_what_its_compactions_los
             assert [bool(c) for c in cells] == [bool(h) for h in heads], t[:200]
 
 
+def test_report_htmls_wide_tables_scroll_in_their_own_box_and_never_break_a_figure_or_name(cli, tmp_path):
+    """In Chromium at 1,100 pixels the runs' table of three Codex rollouts pushed the whole page
+    sideways, each long transcript name broken at its hyphens into five lines, and the verdict's
+    "claude-code" into two. The verdict's and the runs' tables now each scroll in a box of their
+    own, the runs' cells are never broken, and the verdict's names are not (its figures may wrap
+    at a space: all its columns stay in view)."""
+    import re
+
+    out = tmp_path / "cmp"
+    r = cli("compare", SAMPLES / "synth-small.jsonl", SAMPLES / "manual-compact.jsonl", "-p", "s08", "-p",
+            "claude-code", "--out", out, "-q", "--charts", "none")
+    assert r.exit_code == 0, r.output
+    html = (out / "report.html").read_text()
+    css = html[html.index("<style>") + 7:html.index("</style>")]
+    rules = {k.strip(): v for k, v in re.findall(r"([^{}]+)\{([^{}]*)\}", css)}
+    assert "overflow-x:auto" in rules[".wide"]
+    assert "white-space:nowrap" in rules[".wide td"] and "white-space:nowrap" in rules["table.verdict td.l"]
+    boxed = re.findall(r"<div class=['\"]wide['\"]><table( class='verdict')?>", html)
+    assert len(boxed) == 2 and boxed[0] == " class='verdict'", boxed  # (the verdict's, then the runs')
+    assert html.count("<table") == 2  # (no other table left out of a box)
+
+
 def _policies_of(cli, *args) -> tuple[list[str], str]:
     import json
 
