@@ -30,6 +30,41 @@ def toml_value(v: Any) -> str:
     raise TypeError(f"cannot write {type(v).__name__} as TOML")
 
 
+#: the longest line ``policies show`` writes of a long string (a TOML line-ending backslash joins them)
+TOML_WIDTH = 88
+
+
+def _pair(key: str, v: Any) -> str:
+    """``key = value``; where longer than a line, a string as lines of words (``_long_string``) and
+    an array an item a line (a terminal shows a preset's description as words, not folded mid-word)."""
+    one = f"{_key(key)} = {toml_value(v)}"
+    if len(one) <= TOML_WIDTH:
+        return one
+    if isinstance(v, str):
+        return _long_string(key, v)
+    if isinstance(v, list) and v:
+        return f"{_key(key)} = [\n" + "".join(f"    {toml_value(x)},\n" for x in v) + "]"
+    return one
+
+
+def _long_string(key: str, v: str) -> str:
+    """``key = "…"`` as a multi-line basic string whose lines end in a backslash, broken after a
+    space that a word follows (TOML trims the break and the following line's indentation, and
+    nothing else: the value is the same string)."""
+    escaped = toml_value(v)[1:-1]  # (escaped as a basic string is: no raw quote, newline or backslash)
+    first, *rest = escaped.split(" ")
+    # (the first word just after the opening quotes: a break there would trim a leading space)
+    lines, line = [], f'{_key(key)} = """{first}'
+    for word in rest:
+        if word and not line.endswith((" ", '"""')) and len(line) + len(word) + 3 > TOML_WIDTH:
+            lines.append(line + " \\")  # (the space kept before the break; the next line starts at a word)
+            line = word
+        else:
+            line += " " + word
+    lines.append(line)
+    return "\n".join(lines) + '"""'
+
+
 def _key(k: str) -> str:
     return k if k and all(c.isascii() and (c.isalnum() or c in "_-") for c in k) else toml_value(k)
 
@@ -38,9 +73,9 @@ def to_toml(policy: Policy) -> str:
     data = policy.resolved()
     lines = [f"# fingerprint {policy.fingerprint}"]
     tables = {k: v for k, v in data.items() if isinstance(v, dict)}
-    lines += [f"{k} = {toml_value(v)}" for k, v in data.items() if k not in tables]
+    lines += [_pair(k, v) for k, v in data.items() if k not in tables]
     for name, table in tables.items():
-        lines += ["", f"[{name}]"] + [f"{k} = {toml_value(v)}" for k, v in table.items()]
+        lines += ["", f"[{name}]"] + [_pair(k, v) for k, v in table.items()]
     return "\n".join(lines) + "\n"
 
 
