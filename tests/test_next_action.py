@@ -173,8 +173,12 @@ def test_dry_run_lists_the_samples_and_the_estimate_and_sends_nothing(cli, fake,
     assert "next-action samples: 4" in r.stdout and "estimate: $" in r.stdout
     assert fake.requests == [] and not (tmp_path / "out").exists()
     assert "(--max-cost $1.00)" in r.stdout  # (within it)
-    # (a transcript by its file's name, as compare's table names it: a narrow terminal cuts a cell's end)
+    # (a transcript by its file's name, as compare's table names it: a narrow terminal cuts a cell's end;
+    # the one transcript of every sample named once, in the title, and not in each row)
     assert os.path.basename(str(fake.session)) in r.stdout and str(fake.session) not in r.stdout
+    assert r.stdout.count(os.path.basename(str(fake.session))) == 1
+    assert f"next-action samples: 4, all of {os.path.basename(str(fake.session))}" in r.stdout
+    assert "recorded next action" in r.stdout and "tokens" in r.stdout and "est. cost" in r.stdout
     over = cli("next-action", fake.session, "-p", "observation-masking", "--samples", "4", "--dry-run",
                "--max-cost", "0.0001")
     assert over.exit_code == 0, over.stderr  # (a dry run is shown, not stopped: it says what a run would do)
@@ -550,3 +554,41 @@ def test_replies_are_cached_by_the_snapshot_that_answered(cli, fake, tmp_path):
     sent = len(fake.message_requests)
     assert _run(cli, fake, tmp_path, "--force").exit_code == 0
     assert len(fake.message_requests) - sent == 24
+
+
+@pytest.mark.parametrize("columns", [60, 80, 100])
+def test_the_dry_runs_table_keeps_the_action_asked_about_in_view_on_a_terminal(monkeypatch, columns):
+    """At 80 columns the dry run's table of a trajectory gave the recorded action 11 characters
+    ("bash /testbed/d… [c…"): the transcript's name took a column in every row and the figures
+    the rest. The one transcript is named in the title, the action keeps room for a few words, and
+    a narrow terminal leaves out the pair's estimate, then its tokens (explained below the table)."""
+    import io
+    from types import SimpleNamespace as NS
+
+    from compactlab.next_action.actions import Action
+    from compactlab.reports.next_action_report import ACTION_LEAST, write_plan
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    action = Action("tool", "bash", "/testbed/django/db/models/fields/reverse_related.py", "grep")
+    samples = [NS(policy="s08", transcript="/x/mini-swe-agent__deepseek-chat__django__django-11910.traj.json",
+                  call=c, lost_probes=(), recorded=action, pair=NS(policy_tokens=10_226, control_tokens=42_136),
+                  estimate_usd=0.052) for c in (4, 79)]
+    plan = NS(samples=samples, candidates={"s08": 2}, strata={}, estimate_usd=0.1, requests=4, cached=0,
+              prices=NS(read="genai-prices"), enough_usd=0.1)
+    monkeypatch.setenv("COLUMNS", str(columns))
+    out = Terminal()
+    write_plan(plan, "claude-haiku-4-5", "anthropic", 1.0, out)
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue()).splitlines()
+    text = "\n".join(lines)
+    assert max(map(len, lines)) <= columns, text
+    title = text.split("┏")[0].split()
+    assert title[:5] == ["next-action", "samples:", "2,", "all", "of"] and "/x/" not in text
+    assert "".join(title[5:]) == "mini-swe-agent__deepseek-chat__django__django-11910.traj.json"  # (folded at 60)
+    rows = [line for line in lines if line.startswith("│")]
+    action_cells = [line.split("│")[4] for line in rows]
+    assert min(map(len, action_cells)) >= ACTION_LEAST + 2, text
+    assert "[grep]" in text and "reverse_related.py" in "".join(c.strip() for c in action_cells)  # (whole, if folded)
+    assert ("10,226 / 42,136" in text) == (columns >= 80) and ("$0.052" in text) == (columns >= 100), text

@@ -64,6 +64,13 @@ class Action(NamedTuple):
         if self.kind == "tool":
             parts = [self.tool, self.target or "", f"[{self.command}]" if self.command else ""]
             line = " ".join(p for p in parts if p)
+            over = len(line) - width
+            if over > 0 and self.target and len(self.target) > over + 2:
+                # (a long path cut in its middle: the tool, the file's name and the command stay)
+                keep = len(self.target) - over - 1
+                head = keep // 3
+                target = self.target[:head] + "…" + self.target[len(self.target) - (keep - head):]
+                line = " ".join(p for p in (self.tool, target, parts[2]) if p)
         elif self.kind == "text":
             line = "text: " + " ".join(self.text.split())
         else:

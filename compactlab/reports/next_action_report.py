@@ -44,19 +44,40 @@ def estimate_line(plan: Plan, model: str, api: str, max_cost: float | None = Non
             f"{limit}; priced by {plan.prices.read}, replies at their max_tokens")
 
 
+#: the least width of the dry run's "recorded next action" column on a terminal
+ACTION_LEAST = 24
+
+
 def write_plan(plan: Plan, model: str, api: str, max_cost: float, out: TextIO) -> None:
     """The samples and the estimate (``--dry-run``)."""
     printer = Printer(out)
-    table = Table(title=f"next-action samples: {len(plan.samples)}")
+    # (one transcript: named in the title, not in every row)
+    transcripts = {s.transcript for s in plan.samples}
+    many = len(transcripts) > 1
+    of = "" if many or not transcripts else f", all of {named(transcripts)(next(iter(transcripts)))}"
+    table = Table(title=f"next-action samples: {len(plan.samples)}{of}")
+    # (the action asked about kept in view, a few words wide: a narrow terminal leaves out the pair's
+    # estimate, then its tokens, which the lines below sum up)
     for head, essential in (("policy", True), ("transcript", False), ("call", True), ("lost probes", True),
-                            ("recorded next action", False), ("tokens", True), ("est.", True)):
-        table.add_column(head, essential=essential, justify="right" if head in ("call", "tokens", "est.") else "left")
+                            ("recorded next action", True), ("tokens", False),
+                            ("est. cost", False)):
+        if head == "transcript" and not many:
+            continue
+        if head == "recorded next action":
+            table.add_column(head, overflow="fold", min_width=ACTION_LEAST)
+        elif head in ("policy", "transcript"):  # (a name cut in its middle on a narrow terminal, never folded)
+            table.add_column(head, essential=essential, no_wrap=True, cut="middle")
+        else:  # (figures, whole)
+            table.add_column(head, essential=essential, no_wrap=True, justify="right")
     name = named(s.transcript for s in plan.samples)  # (as compare's and check's tables name them)
     for s in plan.samples:
-        table.add_row(s.policy, name(s.transcript), str(s.call), str(len(s.lost_probes)), s.recorded.describe(60),
+        cells = [s.policy, name(s.transcript)] if many else [s.policy]
+        table.add_row(*cells, str(s.call), str(len(s.lost_probes)), s.recorded.describe(60),
                       f"{s.pair.policy_tokens:,} / {s.pair.control_tokens:,}", f"${s.estimate_usd:,.3f}")
     if plan.samples:
         printer.table(table)
+        printer.text("tokens: the context sent under the policy / with no compaction (the control); est. cost: "
+                     "the pair's requests at most")
     else:  # (a table of headers only says less than this)
         printer.text("next-action samples: none")
     for policy, n in plan.candidates.items():

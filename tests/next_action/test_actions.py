@@ -98,3 +98,18 @@ def test_a_megabyte_command_is_read_in_linear_time():
 
     short, long = lines("QUJD" * 16_384), lines("QUJD" * 262_144)  # 64 KiB and 1 MiB, one word each
     assert long < 2 * short, (short, long)
+
+
+def test_a_long_action_is_cut_in_its_paths_middle_keeping_the_tool_the_file_and_the_command():
+    """The dry run's table showed "bash /testbed/django/db/models/fields/reverse_related.py [g…":
+    the command the agent ran, the most telling part, was what a cut at the end lost. A long
+    target is now cut in its middle, the tool, the file's name and the command whole."""
+    a = Action("tool", "bash", "/testbed/django/db/models/fields/reverse_related.py", "grep")
+    assert a.describe(100) == "bash /testbed/django/db/models/fields/reverse_related.py [grep]"
+    for width in (60, 45, 30):
+        line = a.describe(width)
+        assert len(line) == width and line.startswith("bash /te") and line.endswith("related.py [grep]"), line
+        assert "…" in line
+    short = Action("tool", "bash", "x" * 40, "grep" * 10)  # (no room in the target: cut at the end, as before)
+    assert len(short.describe(30)) == 30 and short.describe(30).endswith("…")
+    assert Action("text", text="word " * 40).describe(20) == "text: word word wor…"
