@@ -144,6 +144,10 @@ impl PromptCache {
                 0
             };
             read.min(tokens).min(self.sent_tokens + reply)
+        } else if self.sent_messages == 0 {
+            // (the last prompt held no message: all of it, the system prompt and tools, is this
+            // one's start, as the raw history reads it)
+            self.sent_tokens.min(tokens)
         } else {
             self.overhead_tokens.min(tokens) // system prompt and tools stay cached
         };
@@ -187,6 +191,14 @@ mod tests {
         let mut c = PromptCache::new(4.0, 30, false);
         c.at_call(1, 500, 0, 0, &[1000]);
         assert_eq!(c.at_call(0, 400, 0, 0, &[800]), (30, 370));
+    }
+
+    #[test]
+    fn a_call_after_a_prompt_of_no_message_reads_all_of_it() {
+        // (a recording that opens with the model's reply: its first call sent no message)
+        let mut c = PromptCache::new(4.0, 30, false);
+        assert_eq!(c.at_call(0, 31, 0, 0, &[]), (0, 31));
+        assert_eq!(c.at_call(2, 60, 0, 0, &[50, 60]), (31, 29));
     }
 
     #[test]

@@ -281,3 +281,25 @@ def test_every_shared_claude_code_session_with_an_auto_compaction_models_its_cos
         assert abs(s["cache_ledger"]["cost_error"]) <= 0.02, (path.name, s["cache_ledger"]["cost_error"])
         checked.append(path.name)
     assert len(checked) >= 2, checked
+
+
+@pytest.mark.parametrize("core", ["native", "python"])
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "deepseek-chat"])
+def test_a_recording_that_opens_with_the_models_reply_costs_what_no_compaction_costs_under_none(
+        cli, tmp_path, monkeypatch, core, model):
+    """A chat that opens with the assistant's greeting: its first call sends no message. -p none
+    was priced above no compaction ("This policy costs more than no compaction … it rewrites
+    messages that were already cached"): its cache read only the overhead after that call, where
+    the raw history reads all of the prompt before. A call after a prompt of no message now reads
+    all of it, on both cores, so that a policy that changes nothing costs what no compaction costs."""
+    monkeypatch.setenv("COMPACTLAB_CORE", core)
+    lines = [{"role": "assistant", "model": model, "content": "Hello, how can I help?"}]
+    for m in tool_session(6, 3000):
+        lines.append({**m, "model": model} if m["role"] == "assistant" else m)
+    path = write_jsonl(tmp_path / "greeting.jsonl", lines)
+    for calibrated in ((), ("--no-calibrate",)):
+        r = cli("replay", path, "-p", "none", "--dry-run", "--format", "json-run", *calibrated)
+        assert r.exit_code == 0, r.output
+        s = orjson.loads(r.stdout)["summary"]
+        assert s["calls"] == 7 and s["cost_usd"] == s["raw_cost_usd"] > 0, s
+        assert "costs more than no compaction" not in r.stderr

@@ -26,7 +26,8 @@ class PromptCache:
 
     The first call reads nothing. A call whose context changed from its first message (a summary
     without ``keep_head``, a recorded compaction's restart) still reads the overhead (system
-    prompt and tools, which no layer touches). Otherwise the unchanged prefix, in tokens (by the
+    prompt and tools, which no layer touches); one after a prompt of no message (a recording that
+    opens with the model's reply) reads all of that prompt. Otherwise the unchanged prefix, in tokens (by the
     estimate, or in proportion of the exact count), is read, never more than the previous call
     sent. ``sent`` is told what each call sent.
     """
@@ -60,6 +61,8 @@ class PromptCache:
             prefix = list_chars(kept, unchanged)
             read = round(tokens * prefix / context.chars) if self.exact else self.estimator.tokens(prefix)
             read = min(read, tokens, self.sent_tokens + (self.reply_tokens if unchanged > self.sent_messages else 0))
+        elif self.sent_messages == 0:  # (the last prompt held no message: all of it, the system prompt and
+            read = min(self.sent_tokens, tokens)  # tools, is this one's start, as the raw history reads it)
         else:
             read = min(self.estimator.overhead_tokens, tokens)  # system prompt and tools stay cached
         read = self.rules.read(read)
