@@ -166,7 +166,12 @@ def preset_names() -> list[str]:
 def _preset_text(name: str) -> str:
     res = _presets().joinpath(f"{name}.toml")
     if "/" in name or "\\" in name or not res.is_file():
-        raise PolicyError(f"unknown policy {name!r}", hint=f"presets: {', '.join(preset_names())}; or give a TOML path")
+        import difflib
+
+        names = preset_names()
+        close = difflib.get_close_matches(name, names, n=2, cutoff=0.6)
+        mean = f"did you mean {' or '.join(close)}? " if close else ""
+        raise PolicyError(f"unknown policy {name!r}", hint=f"{mean}presets: {', '.join(names)}; or give a TOML path")
     return res.read_text(encoding="utf-8")
 
 

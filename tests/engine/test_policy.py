@@ -110,8 +110,16 @@ def test_toml_file_with_extends(tmp_path):
         load_policy(str(bad))
     with pytest.raises(PolicyError, match="no such policy file"):
         load_policy(str(tmp_path / "missing.toml"))
-    with pytest.raises(PolicyError, match="unknown policy 'nope'"):
+    with pytest.raises(PolicyError, match="unknown policy 'nope'") as exc:
         load_policy("nope")
+    assert exc.value.hint.startswith("did you mean none? presets: ")
+    with pytest.raises(PolicyError) as exc:
+        load_policy("zzzz")
+    assert exc.value.hint.startswith("presets: ")  # (nothing spelt like it)
+    for typed, meant in (("s8", "s08"), ("claude", "claude-code"), ("opencod", "opencode")):
+        with pytest.raises(PolicyError) as exc:
+            load_policy(typed)
+        assert exc.value.hint.startswith(f"did you mean {meant}"), exc.value.hint  # (the likest first)
 
 
 def test_defaults_are_seed000():
