@@ -788,3 +788,27 @@ def test_the_next_batch_is_asked_before_the_last_is_told_and_the_trials_are_thos
         assert asked[2] < told[0] and asked[4] > told[1]  # (the second batch asked before the first told)
     assert runs[0] == runs[1]
     assert tune_module.IN_FLIGHT == 2
+
+
+def test_with_no_candidate_keep_the_base_is_said_only_where_the_base_fits_and_breaks_nothing():
+    """tune -p s08 of two samples: every trial broke a tool pair and no compaction overflowed, and
+    the advice was "Keep s08, or widen the space", though s08 as it is broke 9 pairs too. Where the
+    base is no way out either, it says what the base breaks and what to widen or allow instead."""
+    from compactlab.corpus.recommend import recommend
+    from compactlab.corpus.trials import Point, TuneResult
+
+    def point(n, violations=0, overflows=0, feasible=True):
+        return Point(n, {"summary.trigger": n}, {"cost": 0.9, "recall": 0.4, "retention": 0.1,
+                                                 "violations": violations, "overflows": overflows}, feasible)
+
+    trials = [point(k, violations=2, feasible=False) for k in range(3)]
+    none = point(-2, overflows=40, feasible=False)
+    broken = TuneResult("s08", [], ["cost", "recall"], point(-1, violations=9, feasible=False), trials, [],
+                        reference=none)
+    text = recommend(broken)
+    assert text == ("No candidate qualifies: every one of the 3 trials introduced a violation or overflowed a "
+                    "window, and so does s08 as it is (it introduces 9 violation(s)), while no compaction overflows "
+                    "the window: widen the space, or allow violations with --max-violations."), text
+    fits = TuneResult("s08", [], ["cost", "recall"], point(-1), trials, [], reference=none)
+    assert recommend(fits) == ("No candidate qualifies: every one of the 3 trials introduced a violation or "
+                               "overflowed a window. Keep s08, or widen the space.")
