@@ -163,6 +163,10 @@ def costs_more(run: Run) -> str | None:
             f"about {raw_reads:,} tokens from the cache (about a tenth of the input price).")
 
 
+#: the widest a replay's value column is drawn on a terminal
+VALUE_WIDEST = 64
+
+
 def write_table(run: Run, out: TextIO) -> None:
     s = run.summary
     printer = Printer(out)
@@ -170,7 +174,8 @@ def write_table(run: Run, out: TextIO) -> None:
     table = Table(title=f"{title_of(s.transcript)} × {s.policy}" + (f" ({brief.rstrip('.')})" if brief else "")
                         + f" · fingerprint {s.fingerprint}", show_header=False)
     table.add_column("metric", style="bold")
-    table.add_column("value", justify="right", overflow="fold")
+    # (a wide terminal does not push the figures far from their names: a sentence wraps at this)
+    table.add_column("value", justify="right", overflow="fold", max_width=VALUE_WIDEST)
     dearer = costs_more(run)
     for k, v in summary_rows(run):
         style = "red" if (k.startswith("violations introduced") and s.violations_introduced) or (

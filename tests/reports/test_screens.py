@@ -121,3 +121,17 @@ def test_what_is_said_on_standard_error_is_broken_between_words_at_the_terminals
                            env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": str(columns)})
     assert piped.stderr.splitlines() == ["error: s08 with --set: summary.trigerr: unknown key",
                                          "hint: " + words.split("hint: ", 1)[1]]
+
+
+def test_a_replays_figures_stay_near_their_names_on_a_wide_terminal():
+    """At 160 columns a replay's value column took the width of its longest sentence, so every
+    figure stood right-aligned a hundred columns from its name. The column is now at most
+    ``VALUE_WIDEST`` wide: a sentence wraps there, and each figure ends where the others do."""
+    from compactlab.reports.replay_report import VALUE_WIDEST
+
+    text = on_terminal(["replay", str(SAMPLES / "manual-compact.jsonl"), "-p", "s08", "--dry-run"], 160)
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    assert rows and len({len(line) for line in rows}) == 1
+    value = rows[0].split("│")[2]
+    assert len(value) == VALUE_WIDEST + 2, rows[0]  # (its padding: a space each side)
+    assert any("tokens billed" in line for line in rows)
