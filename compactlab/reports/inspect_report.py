@@ -10,7 +10,7 @@ import orjson
 
 from .replay_report import ledger_line
 from .sparkline import sparkline
-from .terminal import Printer, Table
+from .terminal import VALUE_WIDEST, Printer, Table
 from .text import md_cell, visible, write_json_line
 
 
@@ -146,7 +146,7 @@ def write_table(info: dict[str, Any], out: TextIO) -> None:
     printer = Printer(out)
     head = Table(title=info["transcript"], show_header=False)
     head.add_column(style="bold")
-    head.add_column(justify="right", overflow="fold")
+    head.add_column(justify="right", overflow="fold", max_width=VALUE_WIDEST)
     for k, v in _head_rows(info):
         head.add_row(k, v)
     printer.table(head)

@@ -17,7 +17,7 @@ from ..engine.measures.violations import MEANING
 from ..engine.records import TURN_COLUMNS, Run, RunSummary, TurnRecord, turn_values
 from ..metrics import Numbers
 from .sparkline import sparkline
-from .terminal import Printer, Table
+from .terminal import VALUE_WIDEST, Printer, Table
 from .text import csv_bytes, csv_cell, json_bytes, md_cell, md_text, visible, write_json_pieces
 
 
@@ -161,10 +161,6 @@ def costs_more(run: Run) -> str | None:
             f"cached, so {s.cache_write_tokens:,} of its {s.tokens_total:,} tokens are cache writes (at the input "
             f"price or above: 1.25× for Anthropic's 5-minute writes, 2× for 1-hour ones) where no compaction reads "
             f"about {raw_reads:,} tokens from the cache (about a tenth of the input price).")
-
-
-#: the widest a replay's value column is drawn on a terminal
-VALUE_WIDEST = 64
 
 
 def write_table(run: Run, out: TextIO) -> None:

@@ -68,6 +68,10 @@ def _cut_column(cells: list[str], width: int) -> list[str] | None:
 #: the longest cell :meth:`Table.plain` right-aligns in a last column (a longer one is left-aligned)
 PLAIN_FIGURE = 32
 
+#: the widest a key/value table's value column is drawn on a terminal (replay's summary, inspect's
+#: facts): a wide terminal does not push the figures far from their names; a sentence wraps there
+VALUE_WIDEST = 64
+
 
 class Table:
     """A table as the writers describe it; :class:`Printer` renders it. Column options are rich's

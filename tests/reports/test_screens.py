@@ -123,15 +123,26 @@ def test_what_is_said_on_standard_error_is_broken_between_words_at_the_terminals
                                          "hint: " + words.split("hint: ", 1)[1]]
 
 
-def test_a_replays_figures_stay_near_their_names_on_a_wide_terminal():
-    """At 160 columns a replay's value column took the width of its longest sentence, so every
-    figure stood right-aligned a hundred columns from its name. The column is now at most
-    ``VALUE_WIDEST`` wide: a sentence wraps there, and each figure ends where the others do."""
-    from compactlab.reports.replay_report import VALUE_WIDEST
+@pytest.mark.parametrize("command", ["replay", "inspect"])
+def test_the_figures_of_a_replay_or_an_inspect_stay_near_their_names_on_a_wide_terminal(command, tmp_path):
+    """At 160 columns the value column of a replay's summary (and of inspect's facts) took the
+    width of its longest sentence or path, so every figure stood right-aligned a hundred columns
+    from its name. The column is now at most ``VALUE_WIDEST`` wide: a sentence wraps there, and
+    each figure ends where the others do."""
+    from compactlab.reports.terminal import VALUE_WIDEST
 
-    text = on_terminal(["replay", str(SAMPLES / "manual-compact.jsonl"), "-p", "s08", "--dry-run"], 160)
+    extra = ["-p", "s08", "--dry-run"] if command == "replay" else []
+    path = SAMPLES / "manual-compact.jsonl"
+    if command == "inspect":  # (a long value in its facts: a model's name of 100 characters)
+        import orjson
+
+        lines = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+        path = tmp_path / "long-model.jsonl"
+        path.write_bytes(b"".join(orjson.dumps({**m, "model": "m" * 100} if m.get("role") == "assistant" else m) + b"\n"
+                                  for m in lines))
+    text = on_terminal([command, str(path), *extra], 160)
     rows = [line for line in text.splitlines() if line.startswith("│")]
+    rows = rows[:next((k for k, line in enumerate(rows) if line.count("│") != 3), len(rows))]  # (the first table)
     assert rows and len({len(line) for line in rows}) == 1
     value = rows[0].split("│")[2]
     assert len(value) == VALUE_WIDEST + 2, rows[0]  # (its padding: a space each side)
-    assert any("tokens billed" in line for line in rows)
