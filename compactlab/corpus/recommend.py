@@ -48,16 +48,7 @@ def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
     ref_fits = ref is not None and ref.feasible
     judge = _Judge(result, margin)
     if not result.front and not ref_fits:
-        why = (f"No candidate qualifies: every one of the {len(result.points)} trials introduced a violation or "
-               "overflowed a window")
-        if base.feasible:
-            return f"{why}. Keep {result.base}, or widen the space."
-        # (the base is no way out either: said with what it breaks, lest "keep" read as "it passes")
-        v, o = int(base.scores.get("violations", 0)), int(base.scores.get("overflows", 0))
-        breaks = " and ".join(x for x in (f"introduces {v:,} violation(s)" if v else "",
-                                          f"overflows the window at {o:,} call(s)" if o else "") if x)
-        return (f"{why}, and so does {result.base} as it is{f' (it {breaks})' if breaks else ''}, while no "
-                "compaction overflows the window: widen the space, or allow violations with --max-violations.")
+        return _no_candidate(result)
     # (labelled by their values, so that an exact tie never depends on the front's order; the base first)
     candidates = {f"1 {_values(p)}": p for p in result.front if judge.guarded(p) and p.values != base.values}
     if base.feasible and judge.guarded(base):
@@ -87,6 +78,21 @@ def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
         text.append("No reply in the corpus repeats a string first seen in a tool result: recall is 1.0 everywhere "
                     "and does not tell the candidates apart.")
     return " ".join(text)
+
+
+def _no_candidate(result: TuneResult) -> str:
+    """No trial fits, and no compaction does not either: keep the base where it fits and breaks
+    nothing, else say what it breaks too (lest "keep" read as "it passes")."""
+    base = result.base_point
+    why = (f"No candidate qualifies: every one of the {len(result.points)} trials introduced a violation or "
+           "overflowed a window")
+    if base.feasible:
+        return f"{why}. Keep {result.base}, or widen the space."
+    v, o = int(base.scores.get("violations", 0)), int(base.scores.get("overflows", 0))
+    breaks = " and ".join(x for x in (f"introduces {v:,} violation(s)" if v else "",
+                                      f"overflows the window at {o:,} call(s)" if o else "") if x)
+    return (f"{why}, and so does {result.base} as it is{f' (it {breaks})' if breaks else ''}, while no "
+            "compaction overflows the window: widen the space, or allow violations with --max-violations.")
 
 
 def _beating(result: TuneResult, judge: _Judge) -> list[str]:
