@@ -628,3 +628,23 @@ def test_policies_show_writes_a_long_description_as_lines_of_words_that_read_bac
         assert tomllib.loads(_long_string("k", value))["k"] == value
 
     reads_back()
+
+
+@pytest.mark.parametrize("args, error, hint", [
+    (["compare", "--harness", "claude"], "error: Invalid value for '--harness': 'claude' is not one of 'claude-code',",
+     "hint: did you mean claude-code? main compare --help lists what it takes"),
+    (["replay", SMALL, "--input-format", "anthropc"], "error: Invalid value for '--input-format': 'anthropc'",
+     "hint: did you mean anthropic? main replay --help lists what it takes"),
+    (["compare", SMALL, "--charts", "nne"], "error: Invalid value for '--charts': 'nne' is not one of",
+     "hint: did you mean none? main compare --help lists what it takes"),
+    (["check", SMALL], "error: Missing option '--baseline'.", "hint: main check --help lists what it takes"),
+    (["replay", SMALL, "--sort", "x"], "error: No such option '--sort'.", "hint: main replay --help lists what it takes"),
+])
+def test_a_commands_usage_error_is_one_line_and_a_hint_with_the_names_spelt_like_it(cli, args, error, hint):
+    """click printed a command's usage errors as three paragraphs ("Usage: …", "Try …", "Error:
+    Invalid value for '--harness': 'claude' is not one of …") and suggested no name. They are now
+    said as every error is: one line, then a hint, with the names spelt most like a mistyped one."""
+    r = cli(*args)
+    assert r.exit_code == 2
+    lines = r.stderr.splitlines()
+    assert len(lines) == 2 and lines[0].startswith(error) and lines[1] == hint, r.stderr

@@ -94,6 +94,13 @@ class Group(click.Group):
 
             click.echo("error: interrupted", err=True)
             sys.exit(exit_status(exc))
+        except click.UsageError as exc:  # (a command's option or argument: said as every error is, in one line)
+            tell(f"error: {exc.format_message()}")
+            close = getattr(exc, "suggested", None)  # (``common.Choice``: the names spelt most like it)
+            mean = f"did you mean {' or '.join(close)}? " if close else ""
+            where = exc.ctx.command_path if exc.ctx is not None else "compactlab"
+            tell(f"hint: {mean}{where} --help lists what it takes")
+            sys.exit(exc.exit_code)
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
         except BrokenPipeError:

@@ -101,7 +101,22 @@ def policy_options(f: Callable) -> Callable:
                              "{names}; their keys: compactlab policies show s08.")(f)
 
 
-class Registry(click.Choice):
+class Choice(click.Choice):
+    """click's choice, with the names spelt most like a value it refuses said with the refusal
+    (``suggested``: the command's error line gives them as its hint)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as exc:
+            import difflib
+
+            close = difflib.get_close_matches(str(value), [str(c) for c in self.choices], n=2, cutoff=0.6)
+            exc.suggested = close  # type: ignore[attr-defined]
+            raise
+
+
+class Registry(Choice):
     """The choices of an option: the names in a registry (``module``'s ``name``: a command's
     writers, the summarizers), looked up when first needed so that the module is imported only
     by the command that uses it, never at start-up."""
@@ -192,7 +207,7 @@ def next_action_options(f: Callable) -> Callable:
     --no-cache hold the replies too)."""
     f = click.option("--max-cost", type=click.FloatRange(0), default=1.0, show_default=True, metavar="USD",
                      help="With --next-action: ask nothing if the estimate is above this many dollars.")(f)
-    f = click.option("--next-action-api", type=click.Choice(["anthropic", "openai"]), default=None,
+    f = click.option("--next-action-api", type=Choice(["anthropic", "openai"]), default=None,
                      help="With --next-action: the API asked [default: by the model's provider].")(f)
     f = click.option("--next-action-model", default=None, metavar="MODEL",
                      help="With --next-action: the model asked [default: $COMPACTLAB_NEXT_ACTION_MODEL, else "
@@ -234,10 +249,10 @@ def cost_options(f: Callable) -> Callable:
                           "recording's: what its harness recorded or implies, else the model's; never below the "
                           "largest prompt the recording shows answered]. A policy's reactive.window_tokens is only "
                           "its trigger.")(f)
-    f = click.option("--cache-model", type=click.Choice(list(RULES)), default=None,
+    f = click.option("--cache-model", type=Choice(list(RULES)), default=None,
                      help="Whose prompt cache to model: which prefix a call reads, in what steps, how long it "
                           "lives [default: the provider of the model each recording names; anthropic].")(f)
-    f = click.option("--cache-ttl", type=click.Choice(["5m", "1h"]), default=None,
+    f = click.option("--cache-ttl", type=Choice(["5m", "1h"]), default=None,
                      help="The prompt cache's lifetime: writes priced at its rate, calls after a longer gap "
                           "read nothing [default: the recording's: 1h where it recorded 1-hour writes, else 5m].")(f)
     f = click.option("--prices", "prices_file", type=click.Path(dir_okay=False, path_type=str), default=None,
@@ -270,7 +285,7 @@ def tune_sessions_options(f: Callable) -> Callable:
         "the result as its own setting to paste; with no path, also only its sessions."))
 
 
-class LazyChoice(click.Choice):
+class LazyChoice(Choice):
     """A choice whose names are looked up when they are first needed (a value to check, help to
     show), not when the CLI is built: the names live with the loaders and the harness table, which
     a command that does not read them (``--version``, another command's help) never imports."""

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from .common import policy_options, format_option, verbose_option, force_option, policies_option, summarizer_options, next_action_options, asking_for, calibrate_option, cost_options, input_options, sessions_options, inputs_of, subagents_option, notifier, progress_bar, job_settings, end_command
+from .common import Choice, policy_options, format_option, verbose_option, force_option, policies_option, summarizer_options, next_action_options, asking_for, calibrate_option, cost_options, input_options, sessions_options, inputs_of, subagents_option, notifier, progress_bar, job_settings, end_command
 
 
 @click.command()
@@ -25,7 +25,7 @@ from .common import policy_options, format_option, verbose_option, force_option,
 @click.option("-o", "--out", "out_dir", type=click.Path(path_type=str), default=os.path.join("reports", "compare"),
               show_default=True, help="Folder for results.csv, results.json, report.md, report.html, charts/.")
 @click.option("--sort", "sort_key", default="cost_saving", show_default=True, help="Column to sort the table by.")
-@click.option("--charts", type=click.Choice(["auto", "all", "summary", "none"]), default="auto", show_default=True,
+@click.option("--charts", type=Choice(["auto", "all", "summary", "none"]), default="auto", show_default=True,
               help="Charts to draw: the corpus charts and the 6 transcripts where the policies differ most (auto), "
                    "every transcript's (all), the corpus charts only (summary), none.")
 @click.option("--retention-margin", type=click.FloatRange(0, 1), default=0.05, show_default=True,

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from .common import status_line, policy_options, format_option, quiet_option, verbose_option, force_option, policies_option, asking_for, calibrate_option, input_options, inputs_of, subagents_option, notifier, progress_bar, job_settings, end_command
+from .common import Choice, status_line, policy_options, format_option, quiet_option, verbose_option, force_option, policies_option, asking_for, calibrate_option, input_options, inputs_of, subagents_option, notifier, progress_bar, job_settings, end_command
 
 
 @click.command(name="next-action")
@@ -17,7 +17,7 @@ from .common import status_line, policy_options, format_option, quiet_option, ve
 @policy_options
 @click.option("--model", default=None,
               help="The model asked [default: $COMPACTLAB_NEXT_ACTION_MODEL, else claude-haiku-4-5].")
-@click.option("--api", type=click.Choice(["anthropic", "openai"]), default=None,
+@click.option("--api", type=Choice(["anthropic", "openai"]), default=None,
               help="The Messages API ($ANTHROPIC_API_KEY, $ANTHROPIC_BASE_URL) or an OpenAI-compatible endpoint "
                    "($OPENAI_API_KEY, $OPENAI_BASE_URL; extra compactlab[openai]) [default: by the model's provider].")
 @click.option("--samples", type=click.IntRange(1, 10_000), default=20, show_default=True,

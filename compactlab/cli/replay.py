@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from ..errors import UsageError
-from .common import status_line, policy_options, format_option, verbose_option, force_option, complete_policy, summarizer_options, calibrate_option, cost_options, input_options, sessions_options, inputs_of, subagents_option, standard_input, notifier, progress_bar, job_settings, end_command
+from .common import Choice, status_line, policy_options, format_option, verbose_option, force_option, complete_policy, summarizer_options, calibrate_option, cost_options, input_options, sessions_options, inputs_of, subagents_option, standard_input, notifier, progress_bar, job_settings, end_command
 
 
 @click.command()
@@ -18,7 +18,7 @@ from .common import status_line, policy_options, format_option, verbose_option, 
               help="A preset name, a policy TOML file, or py:module:function [default: s08]; one (compare runs several).")
 @policy_options
 @summarizer_options
-@click.option("--tokens", type=click.Choice(["estimate", "anthropic"]), default="estimate", show_default=True,
+@click.option("--tokens", type=Choice(["estimate", "anthropic"]), default="estimate", show_default=True,
               help="Measure tokens by estimate (the fit to the recorded usage, else chars / 4) or exactly with "
                    "messages.count_tokens.")
 @click.option("-o", "--out", "out_dir", type=click.Path(path_type=str), default=None,

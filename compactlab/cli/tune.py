@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ..errors import UsageError
-from .common import policy_options, format_option, verbose_option, complete_policy, calibrate_option, cost_options, homed, tune_sessions_options, input_options, inputs_of, notifier, progress_bar, job_settings, end_command
+from .common import Choice, policy_options, format_option, verbose_option, complete_policy, calibrate_option, cost_options, homed, tune_sessions_options, input_options, inputs_of, notifier, progress_bar, job_settings, end_command
 
 
 @click.command()
@@ -27,7 +27,7 @@ from .common import policy_options, format_option, verbose_option, complete_poli
               help="What the front trades off, each maximised: cost (saving), recall, retention, reduction.")
 @click.option("--max-violations", type=click.IntRange(0), default=0, show_default=True,
               help="A candidate that introduces more tool-pairing violations (or overflows a window) is rejected.")
-@click.option("--sampler", type=click.Choice(["tpe", "nsga2"]), default="tpe", show_default=True,
+@click.option("--sampler", type=Choice(["tpe", "nsga2"]), default="tpe", show_default=True,
               help="Optuna's multi-objective sampler: TPE (fewer trials) or NSGA-II.")
 @click.option("--seed", type=int, default=0, show_default=True, help="The sampler's seed: the same seed, the same front.")
 @click.option("--jobs", type=click.IntRange(1, 512), default=None, help="Parallel processes [default: the cores].")

@@ -67,8 +67,10 @@ def test_every_writer_of_every_command(cli, args, fmt):
 def test_the_format_choices_are_the_writers(cli, args, module, name):
     r = cli(*args, "--format", "no-such-format")
     assert r.exit_code == 2
-    listed = r.stderr.split("is not one of ", 1)[1].strip().rstrip(".")
+    error, hint = r.stderr.splitlines()  # (one line, as every error is, and its hint)
+    listed = error.split("is not one of ", 1)[1].strip().rstrip(".")
     assert sorted(x.strip(" '") for x in listed.split(",")) == sorted(registry(module, name))
+    assert error.startswith("error: Invalid value for '--format': 'no-such-format'") and hint.startswith("hint: ")
 
 
 def test_inspect_of_a_file_and_of_a_folder_offer_the_same_formats():
