@@ -68,6 +68,9 @@ def _cut_column(cells: list[str], width: int) -> list[str] | None:
 #: the longest cell :meth:`Table.plain` right-aligns in a last column (a longer one is left-aligned)
 PLAIN_FIGURE = 32
 
+#: the longest "header: value" a row printed as lines runs together with the others on one line
+STACKED_SHORT = 32
+
 #: the widest a key/value table's value column is drawn on a terminal (replay's summary, inspect's
 #: facts): a wide terminal does not push the figures far from their names; a sentence wraps there
 VALUE_WIDEST = 64
@@ -198,12 +201,17 @@ class Table:
 
     def stacked(self) -> list[tuple[str, str | None]]:
         """Each row as lines: its first cell, then "header: value" for the others (a terminal too
-        narrow for any table); with the row's style."""
+        narrow for any table), the short ones (a figure, a name) run together on one line, "·"
+        between them, each longer one on a line of its own; with the row's style."""
         lines: list[tuple[str, str | None]] = [(self.title, None)] if self.title else []
         headers = [h for h, _ in self.columns]
         for cells, style in self.rows:
             lines.append((cells[0], style))
-            lines += [(f"  {h}: {c}", style) for h, c in zip(headers[1:], cells[1:]) if c]
+            pairs = [f"{h}: {c}" for h, c in zip(headers[1:], cells[1:]) if c]
+            short = [p for p in pairs if len(p) <= STACKED_SHORT]
+            if short:
+                lines.append(("  " + " · ".join(short), style))
+            lines += [(f"  {p}", style) for p in pairs if len(p) > STACKED_SHORT]
         return lines
 
     def rich(self, whole_heads: bool = False) -> Any:
@@ -265,7 +273,7 @@ class Printer:
             # (a value's continuation lines under the value, not flush left: each row reads as one
             # item; a name longer than a line, a path, left whole for the terminal to fold)
             for line, style in (table.compact() or table).stacked():
-                self._console.print(wrapped(line, width, "  " if line.startswith("  ") else ""), style=style,
+                self._console.print(wrapped(line, width, "  " if line.startswith("  ") else "", least=1), style=style,
                                     overflow="fold")
 
     def text(self, line: str, style: str | None = None, indent: str = "") -> None:

@@ -62,13 +62,13 @@ def columns_of(stream: Any) -> int:
         return shutil.get_terminal_size().columns
 
 
-def wrapped(text: str, width: int, indent: str = "") -> str:
-    """``text`` broken between words to ``width`` columns, line by line (a line's own indentation
-    kept, ``indent`` more on its continuation lines); a word longer than a line (a path) is left
-    whole, so that it is copied whole from the terminal that folds it."""
+def wrapped(text: str, width: int, indent: str = "", least: int = 40) -> str:
+    """``text`` broken between words to ``width`` columns (``least`` at the least), line by line (a
+    line's own indentation kept, ``indent`` more on its continuation lines); a word longer than a
+    line (a path) is left whole, so that it is copied whole from the terminal that folds it."""
     import textwrap
 
-    width = max(width, 40)
+    width = max(width, least)
     out = []
     for line in text.split("\n"):
         if len(line) <= width:
