@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -83,24 +83,14 @@ class Group(click.Group):
             chosen()  # (COMPACTLAB_CORE wrong, or native where none is built: said before any work)
             return super().invoke(ctx)
         except CompactlabError as exc:
-            tell(f"error: {exc}")
-            if exc.hint:
-                tell(f"hint: {exc.hint}")
-            if os.environ.get("COMPACTLAB_DEBUG") and exc.detail:
-                click.echo(exc.detail.rstrip("\n"), err=True)  # (the traceback of your own code: a step's)
-            sys.exit(exc.exit_code)
+            _said(exc)
         except KeyboardInterrupt as exc:
             from ..plumbing.interrupts import exit_status
 
             click.echo("error: interrupted", err=True)
             sys.exit(exit_status(exc))
         except click.UsageError as exc:  # (a command's option or argument: said as every error is, in one line)
-            tell(f"error: {exc.format_message()}")
-            close = getattr(exc, "suggested", None)  # (``common.Choice``: the names spelt most like it)
-            mean = f"did you mean {' or '.join(close)}? " if close else ""
-            where = exc.ctx.command_path if exc.ctx is not None else "compactlab"
-            tell(f"hint: {mean}{where} --help lists what it takes")
-            sys.exit(exc.exit_code)
+            _said_usage(exc)
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
         except BrokenPipeError:
@@ -116,6 +106,27 @@ class Group(click.Group):
             tell(f"error: internal error: {type(exc).__name__}: {exc}".splitlines()[0])
             click.echo("hint: rerun with COMPACTLAB_DEBUG=1 for the traceback and report it", err=True)
             sys.exit(EXIT_INTERNAL)
+
+
+def _said(exc: CompactlabError) -> NoReturn:
+    """A command's error: one line, its hint, the traceback of your own code on request; its status."""
+    tell(f"error: {exc}")
+    if exc.hint:
+        tell(f"hint: {exc.hint}")
+    if os.environ.get("COMPACTLAB_DEBUG") and exc.detail:
+        click.echo(exc.detail.rstrip("\n"), err=True)  # (the traceback of your own code: a step's)
+    sys.exit(exc.exit_code)
+
+
+def _said_usage(exc: click.UsageError) -> NoReturn:
+    """click's refusal of a command's option or argument, said as every error is: one line, then a
+    hint with the names spelt most like a mistyped one (``common.Choice``) and where the rest are."""
+    tell(f"error: {exc.format_message()}")
+    close = getattr(exc, "suggested", None)
+    mean = f"did you mean {' or '.join(close)}? " if close else ""
+    where = exc.ctx.command_path if exc.ctx is not None else "compactlab"
+    tell(f"hint: {mean}{where} --help lists what it takes")
+    sys.exit(exc.exit_code)
 
 
 def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
