@@ -51,7 +51,8 @@ def _long_string(key: str, v: str) -> str:
     """``key = "…"`` as a multi-line basic string whose lines end in a backslash, broken after a
     space that a word follows (TOML trims the break and the following line's indentation, and
     nothing else: the value is the same string)."""
-    escaped = toml_value(v)[1:-1]  # (escaped as a basic string is: no raw quote, newline or backslash)
+    # (as a basic string escapes it: no raw quote or newline, and a backslash only begins an escape)
+    escaped = toml_value(v)[1:-1]
     first, *rest = escaped.split(" ")
     # (the first word just after the opening quotes: a break there would trim a leading space)
     lines, line = [], f'{_key(key)} = """{first}'
