@@ -650,3 +650,11 @@ def test_a_commands_usage_error_is_one_line_and_a_hint_with_the_names_spelt_like
     assert r.exit_code == 2
     lines = r.stderr.splitlines()
     assert len(lines) == 2 and lines[0].startswith(error) and lines[1] == hint, r.stderr
+
+
+def test_a_usage_error_shows_a_mistyped_values_control_characters_never_obeys_them(cli):
+    """A command's usage error, now said by compactlab in one line, still shows a refused value's
+    control characters as escapes (click quotes the value; compactlab's line shows what is left)."""
+    r = cli("replay", SMALL, "--format", "json\x1b[2J\x07")
+    assert r.exit_code == 2 and "\x1b" not in r.stderr and "\x07" not in r.stderr
+    assert "json\\x1b[2J\\x07" in r.stderr.splitlines()[0] and r.stderr.splitlines()[1].startswith("hint: ")
