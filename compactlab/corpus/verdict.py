@@ -478,10 +478,7 @@ def _gap(more: float, less: float) -> str:
     """How much more of the cost one saving saves than another, in percentage points ("29.9% less"
     read as a share of the smaller saving), from the savings as they are shown: the difference a
     reader makes of the two figures beside it ("66.6%" and "36.6%": 30.0 points, not 29.9)."""
-    def shown(x: float) -> float:
-        return float(_pct(x)[:-1]) / 100
-
-    return _points(shown(more) - shown(less))
+    return _points((round(more * 100, 1) - round(less * 100, 1)) / 100)  # (rounded as _pct shows them)
 
 
 def _points(x: float, digits: int = 1) -> str:

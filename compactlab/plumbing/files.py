@@ -50,7 +50,6 @@ def shown(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-
 def named(paths: Iterable[str]) -> Callable[[str], str]:
     """How a table names each of ``paths``: by its file's name where no two share one (a narrow
     terminal cuts a cell's end, and a path's end is what tells two apart), else as ``shown``."""
