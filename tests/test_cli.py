@@ -641,6 +641,10 @@ def test_policies_show_writes_a_long_description_as_lines_of_words_that_read_bac
      "hint: did you mean none? main compare --help lists what it takes"),
     (["check", SMALL], "error: Missing option '--baseline'.", "hint: main check --help lists what it takes"),
     (["replay", SMALL, "--sort", "x"], "error: No such option '--sort'.", "hint: main replay --help lists what it takes"),
+    (["--bad"], "error: No such option '--bad'.", "hint: main --help lists what it takes"),
+    (["--versio"], "error: No such option '--versio'.", "hint: main --help lists what it takes"),
+    (["replayy", SMALL], "error: No such command 'replayy'.", "hint: did you mean replay? main --help lists what it takes"),
+    (["comapre"], "error: No such command 'comapre'.", "hint: did you mean compare? main --help lists what it takes"),
 ])
 def test_a_commands_usage_error_is_one_line_and_a_hint_with_the_names_spelt_like_it(cli, args, error, hint):
     """click printed a command's usage errors as three paragraphs ("Usage: …", "Try …", "Error:
@@ -650,6 +654,13 @@ def test_a_commands_usage_error_is_one_line_and_a_hint_with_the_names_spelt_like
     assert r.exit_code == 2
     lines = r.stderr.splitlines()
     assert len(lines) == 2 and lines[0].startswith(error) and lines[1] == hint, r.stderr
+
+
+def test_no_command_at_all_still_shows_the_help(cli):
+    """An error before a command is chosen is one line too (above); no arguments at all is not an
+    error of that kind: the help, with the commands."""
+    r = cli()
+    assert r.exit_code in (0, 2) and "Commands:" in r.output and "error:" not in r.output
 
 
 def test_a_usage_error_shows_a_mistyped_values_control_characters_never_obeys_them(cli):

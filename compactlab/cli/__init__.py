@@ -58,6 +58,28 @@ class Group(click.Group):
             self.add_command(command, name)
         return self.commands.get(name)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """compactlab's own options, refused as a command's are (``_said_usage``): one line and a
+        hint, not click's three paragraphs. No arguments at all still shows the help."""
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # (click >= 8.2: its help, shown by click)
+                raise
+            _said_usage(exc)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                           list[str]]:
+        """A command's name, or the refusal of one no command has, with the names spelt like it."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as exc:
+            import difflib
+
+            exc.suggested = difflib.get_close_matches(args[0], self.list_commands(ctx), n=2,  # type: ignore[attr-defined]
+                                                      cutoff=0.6) if args else []
+            raise
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The commands and their short help, from ``COMMANDS`` (no command's module imported)."""
         names = self.list_commands(ctx)
