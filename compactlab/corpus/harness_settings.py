@@ -363,8 +363,9 @@ SETTINGS: dict[str, list[tuple[str, str, str, str, str]]] = {
 
 def setting_of(policy: Any) -> tuple[str, list[str]] | None:
     """A harness's or framework's preset as the setting that makes it (the harness's title, the
-    lines to paste); None where ``policy`` is no harness's preset. A value the harness would not take is
-    said, never rounded silently."""
+    lines to paste: none for the harness's default, where there is nothing to set); None where
+    ``policy`` is no harness's preset. A value the harness would not take is said, never rounded
+    silently."""
     from ..engine.policy import UNKNOWN, load_policy, value_at
 
     h = of_preset(policy.name)
@@ -377,8 +378,8 @@ def setting_of(policy: Any) -> tuple[str, list[str]] | None:
     if any(v is UNKNOWN for v in values.values()):
         return None
     default = load_policy(h.preset)
-    if values == {k.key: value_at(default, None, k.key) for k in h.knobs}:
-        return h.title, paste(h.name, values, True)
+    if values == {k.key: value_at(default, None, k.key) for k in h.knobs}:  # (no lines: nothing to set)
+        return h.title, paste(h.name, values, True) if h.always_set else []
     lines = paste(h.name, values, False)
     for k in h.knobs:
         v = values[k.key]

@@ -106,7 +106,8 @@ class Verdict:
     retention_floor: float = 1.0 - RETENTION_MARGIN
     passes: bool = True  # the recommended policy passes the guard (False: none did; the one that loses least)
     #: where the recommended policy is a harness's or framework's preset: the harness ("claude-code:"),
-    #: then the setting that makes it, in the harness's own form (``harness_settings.setting_of``)
+    #: then the setting that makes it, in the harness's own form (``harness_settings.setting_of``); the
+    #: harness alone where the preset is its default (nothing to set)
     setting: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

@@ -176,7 +176,7 @@ def write_verdict(v: Verdict, printer: Printer) -> None:
     printer.table(table)
     printer.text(v.recommendation, style="bold")
     if v.setting:
-        printer.text(f"{v.recommended} is the {v.setting[0]} setting:")
+        printer.text(setting_heading(v.setting, v.recommended))
         for line in v.setting[1:]:
             printer.text(f"  {line}")
 
@@ -250,20 +250,29 @@ def _windows_line(windows: list[str]) -> str:
     return f"Overflows judged on each recording's context window: {shown}."
 
 
+def setting_heading(setting: list[str], recommended: str | None) -> str:
+    """What the lines under it are (``Verdict.setting``: the harness's title, then the lines to
+    paste), or, where there are none, that the recommended preset is the harness's default."""
+    if len(setting) == 1:
+        return f"{recommended} is {setting[0]}'s default: there is nothing to set."
+    return f"{recommended} is the {setting[0]} setting:"
+
+
 def _setting_html(setting: list[str], recommended: str | None) -> str:
     if not setting:
         return ""
     e = html.escape
     body = "\n".join(e(visible(line)) for line in setting[1:])
-    return f"<p>{e(visible(str(recommended)))} is the {e(visible(setting[0]))} setting:</p><pre>{body}</pre>"
+    return f"<p>{e(visible(setting_heading(setting, str(recommended))))}</p>" + (f"<pre>{body}</pre>" if body else "")
 
 
 def markdown(c: Comparison, charts: dict[str, str]) -> str:
     runs, sweep_keys, meta = c.runs, c.sweep_keys, c.meta
     head, rows = verdict_rows(c.verdict)
     setting = c.verdict.setting
-    said = ([f"{md_cell(str(c.verdict.recommended))} is the {md_cell(setting[0])} setting:", "", "```",
-             *(visible(line) for line in setting[1:]), "```", ""] if setting else [])
+    said = ([md_cell(setting_heading(setting, c.verdict.recommended)), "",
+             *(["```", *(visible(line) for line in setting[1:]), "```", ""] if setting[1:] else [])]
+            if setting else [])
     lines = [f"# compactlab compare — {len(runs)} runs", "", "## Verdict", "", f"**{md_cell(c.verdict.recommendation)}**",
              "", *said, "| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
     lines += ["| " + " | ".join(md_cell(x) for x in row) + " |" for row in rows]

@@ -107,7 +107,7 @@ def test_the_frameworks_presets_take_their_settings_as_the_objects_do():
 
 def test_the_setting_of_a_preset_as_compare_prints_it():
     assert setting_of(load_policy("s08")) is None
-    assert setting_of(load_policy("claude-code")) == ("Claude Code", ["no setting: Claude Code's default"])
+    assert setting_of(load_policy("claude-code")) == ("Claude Code", [])  # (its default: nothing to set)
     title, lines = setting_of(load_policy("claude-code", ["summary.trigger=120000"]))
     assert lines[0] == "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60"
     _, off = setting_of(load_policy("claude-code", ["summary.enabled=false"]))
@@ -236,3 +236,20 @@ def test_tune_harness_starts_from_your_current_setting_read_where_the_harness_ke
     assert current("claude-code", {"DISABLE_AUTO_COMPACT": Setting("1", "x")})[0] == ["summary.enabled=false"]
     assert current("codex", {"model_auto_compact_token_limit": Setting("300000", "x")})[0] == []
     assert current("langchain", {}) is None and current("claude-code", {}) is None
+
+
+def test_compares_verdict_says_a_preset_at_its_harness_default_has_nothing_to_set(cli, tmp_path):
+    """The verdict printed "claude-code is the Claude Code setting:" and, as the line to paste, "no
+    setting: Claude Code's default". It now says the preset is the default, in every form."""
+    files = [SAMPLES / "synth-medium.jsonl"]
+    r = cli("compare", *files, "-p", "claude-code", "--out", tmp_path / "c", "--charts", "none", "-q")
+    assert r.exit_code == 0, r.stderr
+    said = "claude-code is Claude Code's default: there is nothing to set."
+    assert said in r.stdout and "no setting" not in r.stdout and "setting:" not in r.stdout, r.stdout
+    md = (tmp_path / "c" / "report.md").read_text()
+    assert said in md and "```\n```" not in md
+    page = (tmp_path / "c" / "report.html").read_text()
+    assert "is Claude Code&#x27;s default: there is nothing to set." in page and "<pre></pre>" not in page
+    j = json.loads(cli("compare", *files, "-p", "claude-code", "--out", tmp_path / "d", "--charts", "none", "-q",
+                       "--format", "json").stdout)
+    assert j["verdict"]["recommended"] == "claude-code" and j["verdict"]["setting"] == ["Claude Code"]
