@@ -14,6 +14,8 @@ use std::sync::Arc;
 /// An interned string (a tool id, a role); `NONE` stands for a missing one.
 pub type Id = u32;
 pub const NONE: Id = Id::MAX;
+/// `violations.NO_MESSAGE_ORIGIN`: the origin of the violation of a context of no message
+pub const NO_MESSAGE_ORIGIN: i64 = -1;
 
 /// The kinds, in `violations.KINDS`'s order (a listing sorts by it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -340,6 +342,16 @@ impl Tracker {
                 self.own(pos, made);
             }
         }
+        self.own_no_message();
+    }
+
+    /// `violations.NO_MESSAGE`: a context of no message does not start with a user message either
+    /// (the API refuses an empty list). Owned by position 0, which the first message takes over
+    /// (`grow` checks it again).
+    fn own_no_message(&mut self) {
+        if self.entries.is_empty() {
+            self.own(0, vec![(Kind::FirstNotUser, NONE, NO_MESSAGE_ORIGIN)]);
+        }
     }
 
     fn count_use(&mut self, id: Id) {
@@ -391,6 +403,7 @@ impl Tracker {
                 self.own(pos, found);
             }
         }
+        self.own_no_message();
     }
 
     /// `violations._kept_run`: (i0, j0, length): the new messages from `i0` are the very old ones
@@ -644,6 +657,23 @@ mod tests {
         // (an id's count kept by its number: a high one grows the counts to it, a dropped one is 0)
         t.update(t.start(1, 1), vec![]);
         assert_eq!((t.total(), t.uses(NONE), t.uses(5_000)), (0, 0, 0));
+    }
+
+    #[test]
+    fn a_context_of_no_message_does_not_start_with_a_user_message() {
+        let mut t = Tracker::new(ROLES);
+        t.update(0, vec![]);
+        assert_eq!(kinds(&t), [("first_not_user", 0, NONE)]);
+        assert_eq!(t.total(), 1);
+        // (the first message takes position 0 over: its own violations, here none)
+        t.update(0, vec![slot(1, 0, 0, &[], &[])]);
+        assert_eq!((kinds(&t), t.total()), (vec![], 0));
+        // (and a context that loses every message has it again)
+        t.update(0, vec![]);
+        assert_eq!(
+            (kinds(&t), t.total()),
+            (vec![("first_not_user", 0, NONE)], 1)
+        );
     }
 
     #[test]

@@ -303,3 +303,35 @@ def test_a_recording_that_opens_with_the_models_reply_costs_what_no_compaction_c
         s = orjson.loads(r.stdout)["summary"]
         assert s["calls"] == 7 and s["cost_usd"] == s["raw_cost_usd"] > 0, s
         assert "costs more than no compaction" not in r.stderr
+
+
+@pytest.mark.parametrize("core", ["native", "python"])
+@pytest.mark.parametrize("read", ["loaded", "streamed", "read ahead"])
+def test_a_call_that_sends_no_message_is_flagged_as_the_recordings_own(cli, tmp_path, monkeypatch, core, read):
+    """A recording that opens with the model's reply: its first call sends no message, which the
+    API refuses (an empty list does not start with a user message either). It was flagged at call 1
+    only (a context that starts with the reply). Now call 0 is flagged too, as the recording's own
+    (inherited: the raw history sends nothing there either), on both cores and every way a file is
+    read, and inspect lists it."""
+    from compactlab.engine.feeds import read_ahead
+    from compactlab.engine.measures import probe_cache
+
+    monkeypatch.setenv("COMPACTLAB_CORE", core)
+    monkeypatch.setenv("COMPACTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    if read != "loaded":  # (a file this small is loaded whole unless the limit says otherwise)
+        monkeypatch.setattr(probe_cache, "MIN_BYTES", 1)
+        monkeypatch.setattr(read_ahead, "MIN_BYTES", 1)
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", "1" if read == "read ahead" else "0")
+    lines = [{"role": "assistant", "content": "Hello, how can I help?"}, *tool_session(4, 2000)]
+    path = write_jsonl(tmp_path / "greeting.jsonl", lines)
+    for policy in ("none", "s08"):
+        r = cli("replay", path, "-p", policy, "--dry-run", "--format", "json")
+        assert r.exit_code == 0, r.output
+        run = orjson.loads(r.stdout)["runs"][0]
+        flagged = [(v["kind"], v["call"], v["message_index"], v["introduced"]) for v in run["summary"]["violations"]]
+        assert flagged[:2] == [("first_not_user", 0, 0, False), ("first_not_user", 1, 0, False)], (policy, flagged)
+        assert run["summary"]["violations_introduced"] == 0
+        assert [c["violations_inherited"] for c in run["calls"][:2]] == [1, 1]
+    info = orjson.loads(cli("inspect", path, "--format", "json").stdout)
+    info = info[0] if isinstance(info, list) else info
+    assert [(v["kind"], v["call"]) for v in info["violations"]][:2] == [("first_not_user", 0), ("first_not_user", 1)]

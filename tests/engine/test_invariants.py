@@ -29,6 +29,7 @@ def test_valid_context_has_none():
     ([user("go"), {"role": "assistant", "content": []}], [("empty_content", 1, None)]),
     ([user(""), asst("x")], [("empty_content", 0, None)]),
     ([asst("x"), user("y")], [("first_not_user", 0, None)]),
+    ([], [("first_not_user", 0, None)]),  # (no message: the API refuses an empty list too)
 ])
 def test_each_kind(messages, expected):
     assert kinds(messages) == expected

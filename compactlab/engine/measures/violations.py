@@ -3,7 +3,8 @@
 Each violation except ``duplicate_tool_use_id`` depends only on one message and its neighbours,
 so it is "owned" by that message: ``orphan_tool_use`` by the assistant message (with the message
 after it), ``orphan_tool_result`` and ``tool_result_not_first`` by the user message (with the one
-before it), ``empty_content`` and ``first_not_user`` by the message itself. The tracker keeps the
+before it), ``empty_content`` and ``first_not_user`` by the message itself (a context of no
+message owns a ``first_not_user`` of its own at position 0: ``NO_MESSAGE``). The tracker keeps the
 owned violations per position and, for a new context whose first ``dirty_from`` messages are
 unchanged, recomputes only from ``dirty_from - 1`` on. Duplicate ids are counted with a map from
 id to positions, maintained the same way.
@@ -35,8 +36,12 @@ MEANING = {
     "duplicate_tool_use_id": "two tool calls with one id",
     "tool_result_not_first": "a tool result after other content in its message",
     "empty_content": "a message with no content",
-    "first_not_user": "a context that does not start with a user message",
+    "first_not_user": "a context that does not start with a user message (or has none)",
 }
+
+
+#: the origin of the violation of a context of no message (``NO_MESSAGE``): that of no message
+NO_MESSAGE_ORIGIN = -1
 
 
 class Violation(NamedTuple):
@@ -91,6 +96,10 @@ def _plainly_valid(entries: list[Entry], i: int, e: Entry) -> bool:
 
 
 _NONE: list[Violation] = []
+#: a context of no message does not start with a user message either (the API refuses an empty
+#: list): a call after a recording's opening reply sends one. Owned by position 0, which the first
+#: message takes over (``_grow`` checks it again).
+NO_MESSAGE = [Violation("first_not_user", 0, None, NO_MESSAGE_ORIGIN)]
 
 
 def check_context(entries: list[Entry]) -> list[Violation]:
@@ -169,6 +178,8 @@ class InvariantTracker:
             made = owned_violations(self.entries, pos)
             if made:
                 self._own(pos, made)
+        if not entries:
+            self._own(0, NO_MESSAGE)
 
     def free(self, start: int, stop: int, freed: Entry) -> None:
         """The stream's messages from ``start`` to ``stop`` it no longer needs: ``freed`` in their
@@ -194,6 +205,8 @@ class InvariantTracker:
             found = owned_violations(self.entries, pos)
             if found:
                 self._own(pos, found)
+        if not entries:
+            self._own(0, NO_MESSAGE)
 
     def _drop(self, found: list[tuple[str, str | None, int]]) -> None:
         self.owned_total -= len(found)
