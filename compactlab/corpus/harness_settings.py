@@ -215,14 +215,13 @@ def preset(name: str) -> str:
     return TABLE[name].preset
 
 
-def paste(name: str, values: dict[str, Any] | None, default: bool) -> list[str]:
+def paste(name: str, values: dict[str, Any] | None) -> list[str]:
     """The setting to paste for a tuned point: ``values`` (the preset's keys; None: no
-    compaction), ``default``: the preset as it is (no setting to make)."""
+    compaction). (The preset as it is needs none, unless the harness is always told: the
+    callers say so.)"""
     h = TABLE[name]
     if values is None:
         return list(h.off) or [f"none: {h.no_off}"]
-    if default and not h.always_set:
-        return [f"no setting: {h.title}'s default"]
     return h.render(h.setting_values(values))
 
 
@@ -372,15 +371,15 @@ def setting_of(policy: Any) -> tuple[str, list[str]] | None:
     if h is None:
         return None
     if any(not getattr(getattr(policy, k.key.split(".")[0]), "enabled", True) for k in h.knobs):
-        return h.title, paste(h.name, None, False)
+        return h.title, paste(h.name, None)
     current = policy.resolved()
     values = {k.key: value_at(policy, current, k.key) for k in h.knobs}
     if any(v is UNKNOWN for v in values.values()):
         return None
     default = load_policy(h.preset)
     if values == {k.key: value_at(default, None, k.key) for k in h.knobs}:  # (no lines: nothing to set)
-        return h.title, paste(h.name, values, True) if h.always_set else []
-    lines = paste(h.name, values, False)
+        return h.title, paste(h.name, values) if h.always_set else []
+    lines = paste(h.name, values)
     for k in h.knobs:
         v = values[k.key]
         if isinstance(v, (int, float)) and not min(k.values) <= v <= max(k.values):

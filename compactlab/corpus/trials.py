@@ -87,9 +87,12 @@ class TuneResult:
     #: what the recommendation names: a front point, the base, no compaction (the reference), or
     #: None (nothing qualifies)
     chosen: Point | None = None
-    #: the harness whose settings were searched (``harness_settings``), and the setting to paste
+    #: the harness whose settings were searched (``harness_settings``), and the setting to paste, or
+    #: why there is none to make (``unset``: the point recommended is your current setting, or the
+    #: harness's default)
     harness: str | None = None
     paste: list[str] = field(default_factory=list)
+    unset: str | None = None
     #: with a harness: your current setting of it, in words with its source (the base is set to it)
     current: str | None = None
 

@@ -356,13 +356,24 @@ def tune(params: list[Param], objectives: list[str], base: str, overrides: list[
     result.harness, result.current = harness, current
     result.recommendation = recommend(result)
     if harness is not None and result.chosen is not None:
-        from .harness_settings import paste
-
-        chosen = result.chosen
-        result.paste = ([f"no change: keep your current setting, {current}"] if chosen is base_point and current else
-                        paste(harness, None if chosen is reference else chosen.values, chosen is base_point))
+        result.paste, result.unset = to_paste(harness, result.chosen, result)
     known = [p.acted for p in (base_point, *points) if p.acted is not None]
     on = [p.key for p in params if getattr(getattr(base_policy, p.key.partition(".")[0], None), "enabled", False)]
     result.notes = idle_keys(base, on, {layer: sum(a.get(layer, 0) for a in known) for a in known[:1] for layer in a},
                              len(known))
     return result
+
+
+def to_paste(harness: str, chosen: Point, result: TuneResult) -> tuple[list[str], str | None]:
+    """What ``tune --harness`` prints of the point it recommends: the harness's setting to paste
+    (no compaction: the setting that turns it off), or, where the point is the base, why there is
+    none to make (your current setting, or the harness's default; a harness always told its
+    setting, as OpenCode's preset differs from its default, gets the lines)."""
+    from .harness_settings import harness as harness_of, paste
+
+    h = harness_of(harness)
+    if chosen is result.base_point and result.current:
+        return [], f"keep your current setting, {result.current}"
+    if chosen is result.base_point and not h.always_set:
+        return [], f"the point recommended is {h.title}'s default"
+    return paste(harness, None if chosen is result.reference else chosen.values), None

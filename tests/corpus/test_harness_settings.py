@@ -31,26 +31,25 @@ def test_every_point_searched_is_pasted_in_the_harness_form_and_reads_back_to_it
     params = parse_space(h.space(), h.preset, [])  # (the space is one the preset takes)
     assert [p.key for p in params] == [k.key for k in h.knobs]
     for values in _points(name):
-        lines = paste(name, values, False)
+        lines = paste(name, values)
         assert parse_setting(name, lines) == values, (name, values, lines)
         load_policy(h.preset, [f"{k}={v}" for k, v in values.items()])  # (and the preset takes it)
 
 
 def test_the_forms_parse_as_the_harness_reads_them():
-    cc = paste("claude-code", {"summary.trigger": 150_000}, False)
+    cc = paste("claude-code", {"summary.trigger": 150_000})
     assert cc[0] == "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=75"
     assert json.loads(cc[1].partition(": ")[2]) == {"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "75"}}
-    codex = paste("codex", {"summary.trigger": 180_000}, False)
+    codex = paste("codex", {"summary.trigger": 180_000})
     assert codex[0] == "~/.codex/config.toml:"
     assert tomllib.loads("\n".join(codex[1:])) == {"model_auto_compact_token_limit": 180_000}
-    gemini = paste("gemini-cli", {"summary.trigger": int(1_048_576 * 0.35)}, False)
+    gemini = paste("gemini-cli", {"summary.trigger": int(1_048_576 * 0.35)})
     assert json.loads(gemini[0].partition(": ")[2]) == {"model": {"compressionThreshold": 0.35}}
-    oc = paste("opencode", {"summary.trigger": 148_000}, False)  # (the current source's default: 168,000 - 20,000)
+    oc = paste("opencode", {"summary.trigger": 148_000})  # (the current source's default: 168,000 - 20,000)
     assert json.loads(oc[0].partition(": ")[2]) == {"compaction": {"reserved": 20_000}}
     # the preset's default is not the current OpenCode's: its setting is printed, not "no setting"
-    assert paste("opencode", {"summary.trigger": 168_000}, True) == ['opencode.json: {"compaction": {"reserved": 0}}']
-    api = paste("anthropic-api", {"micro.trigger_tokens": 60_000, "micro.keep_recent": 4, "micro.clear_at_least": 5_000},
-                False)
+    assert paste("opencode", {"summary.trigger": 168_000}) == ['opencode.json: {"compaction": {"reserved": 0}}']
+    api = paste("anthropic-api", {"micro.trigger_tokens": 60_000, "micro.keep_recent": 4, "micro.clear_at_least": 5_000})
     edit = json.loads(api[0].partition("): ")[2])["context_management"]["edits"][0]
     assert edit == {"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 60_000},
                     "keep": {"type": "tool_uses", "value": 4}, "clear_at_least": {"type": "input_tokens", "value": 5_000}}
@@ -82,17 +81,17 @@ def test_the_framework_snippets_build_the_real_objects_with_the_values_printed()
                                                     SummarizingConversationManager)
 
     model = GenericFakeChatModel(messages=iter([]), profile={"max_input_tokens": 200_000})
-    mw = _run(paste("langchain", {"custom.settings.trigger_fraction": 0.65, "custom.settings.keep_messages": 12}, False),
+    mw = _run(paste("langchain", {"custom.settings.trigger_fraction": 0.65, "custom.settings.keep_messages": 12}),
               model=model)
     assert isinstance(mw, SummarizationMiddleware) and mw.trigger == ("fraction", 0.65) and mw.keep == ("messages", 12)
-    ce = _run(paste("langchain-clear-tool-uses", {"custom.settings.trigger": 60_000, "custom.settings.keep": 2}, False))
+    ce = _run(paste("langchain-clear-tool-uses", {"custom.settings.trigger": 60_000, "custom.settings.keep": 2}))
     assert isinstance(ce, ContextEditingMiddleware) and (ce.edits[0].trigger, ce.edits[0].keep) == (60_000, 2)
-    sw = _run(paste("strands", {"custom.settings.window_size": 25}, False))
+    sw = _run(paste("strands", {"custom.settings.window_size": 25}))
     assert isinstance(sw, SlidingWindowConversationManager) and sw.window_size == 25
     sm = _run(paste("strands-summarizing", {"custom.settings.summary_ratio": 0.45,
-                                            "custom.settings.preserve_recent_messages": 6}, False))
+                                            "custom.settings.preserve_recent_messages": 6}))
     assert isinstance(sm, SummarizingConversationManager) and (sm.summary_ratio, sm.preserve_recent_messages) == (0.45, 6)
-    assert isinstance(_run(paste("strands", None, False)), NullConversationManager)
+    assert isinstance(_run(paste("strands", None)), NullConversationManager)
 
 
 def test_the_frameworks_presets_take_their_settings_as_the_objects_do():
@@ -151,7 +150,8 @@ def test_a_harness_without_an_off_switch_never_suggests_no_compaction():
         else:
             assert result.chosen is not result.reference and result.chosen is not None
             assert "No compaction is not a candidate: Codex CLI has no setting" in result.recommendation
-            assert result.paste and not result.paste[0].startswith("none")
+            assert result.unset or result.paste  # (the base, its default: nothing to set; or a point's lines)
+            assert not any(line.startswith("none") for line in result.paste)
 
 
 def _front_replays_to_its_figures(cli, tmp_path, name: str, *samples: str) -> None:
@@ -165,7 +165,7 @@ def _front_replays_to_its_figures(cli, tmp_path, name: str, *samples: str) -> No
     h = harness(name)
     row = front["front"][0]
     values = {k.key: row[k.key] for k in h.knobs}
-    printed = paste(name, values, False)
+    printed = paste(name, values)
     assert parse_setting(name, printed) == values
     doc = json.loads(cli("compare", *files, "-p", h.preset, *[a for k, v in values.items() for a in ("--set", f"{k}={v}")],
                          "--format", "json", "--out", tmp_path / "c", "-q", "--charts", "none").stdout)

@@ -706,13 +706,13 @@ def test_tune_harness_searches_claude_codes_percentage_and_prints_the_line_to_pa
     chosen = result.chosen
     assert chosen is not None and chosen.values["summary.trigger"] == min(kept)  # (the lowest that keeps 95%)
     pct = min(kept) * 100 // 200_000
-    assert result.paste == paste("claude-code", {"summary.trigger": min(kept)}, False) == [
+    assert result.paste == paste("claude-code", {"summary.trigger": min(kept)}) == [
         f"export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE={pct}",
         f'~/.claude/settings.json: {{"env": {{"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "{pct}"}}}}']
-    lines = paste("claude-code", {"summary.trigger": 130_000}, False)
+    lines = paste("claude-code", {"summary.trigger": 130_000})
     assert lines[0] == "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=65"
     assert parse_setting("claude-code", lines) == {"summary.trigger": 130_000}  # (the line pasted is the very point)
-    assert paste("claude-code", None, False)[0] == "export DISABLE_AUTO_COMPACT=1"
+    assert paste("claude-code", None)[0] == "export DISABLE_AUTO_COMPACT=1"
 
 
 def test_tune_harness_on_real_replays_every_front_point_is_a_whole_percentage(cli, tmp_path):
@@ -812,3 +812,43 @@ def test_with_no_candidate_keep_the_base_is_said_only_where_the_base_fits_and_br
     fits = TuneResult("s08", [], ["cost", "recall"], point(-1), trials, [], reference=none)
     assert recommend(fits) == ("No candidate qualifies: every one of the 3 trials introduced a violation or "
                                "overflowed a window. Keep s08, or widen the space.")
+
+
+def test_tune_harness_says_there_is_nothing_to_set_where_it_recommends_the_base():
+    """Where tune recommends the harness's preset as it is, it printed "The claude-code setting to
+    paste:" and, as the line, "no setting: Claude Code's default" (or "no change: keep your current
+    setting, …"). It now says there is nothing to set, and why, and front.json's setting is empty;
+    any other point (and no compaction) gets its lines, and OpenCode, always told, its default's."""
+    import io
+
+    from compactlab.corpus.trials import TuneResult
+    from compactlab.corpus.tune import to_paste
+    from compactlab.reports.tune_report import write_json, write_table
+
+    base, none = _pt(-1, 0.3, values={"summary.trigger": 167_000}), _pt(-2, 0.0, values={})
+    front = [_pt(1, 0.2, recall=0.5, values={"summary.trigger": 100_000})]
+    from compactlab.corpus.harness_settings import harness
+
+    params = parse_space(harness("claude-code").space(), "claude-code", [])
+    result = TuneResult("claude-code", params, ["cost", "recall"], base, front, front, reference=none)
+    result.harness, result.chosen, result.recommendation = "claude-code", base, "Keep claude-code as it is."
+    result.paste, result.unset = to_paste("claude-code", base, result)
+    assert (result.paste, result.unset) == ([], "the point recommended is Claude Code's default")
+    out = io.StringIO()
+    write_table(result, out)
+    assert "There is nothing to set: the point recommended is Claude Code's default." in out.getvalue()
+    assert "to paste" not in out.getvalue() and "no setting" not in out.getvalue()
+    doc = io.StringIO()
+    write_json(result, doc)
+    assert json.loads(doc.getvalue())["setting"] == [] and "Claude Code's default" in json.loads(doc.getvalue())[
+        "nothing_to_set"]
+    result.current = "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60 (the environment): 120,000 tokens"
+    assert to_paste("claude-code", base, result) == ([], f"keep your current setting, {result.current}")
+    assert to_paste("claude-code", front[0], result) == (
+        ["export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=50", '~/.claude/settings.json: {"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "50"}}'],
+        None)
+    assert to_paste("claude-code", none, result)[0][0] == "export DISABLE_AUTO_COMPACT=1"
+    result.current = None
+    opencode = _pt(-1, 0.3, values={"summary.trigger": 168_000})
+    result.base_point = opencode
+    assert to_paste("opencode", opencode, result) == (['opencode.json: {"compaction": {"reserved": 0}}'], None)
