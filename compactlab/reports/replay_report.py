@@ -233,6 +233,9 @@ def event_lines(run: Run) -> list[str]:
 
 #: records a part of ``--format json``'s records is written of (about 1 MB)
 RECORDS_PART = 2048
+#: the Python engine's records a part (orjson makes each part's text in a buffer it grows, about
+#: twice the part at its peak: a small part keeps that a small share of the document)
+PYTHON_RECORDS_PART = 32
 
 
 def _json_run(run: Run) -> Iterator[bytes]:
@@ -254,7 +257,16 @@ def _calls_json(calls: list[TurnRecord]) -> Iterator[bytes]:
             for at in range(0, max(len(calls), 1), RECORDS_PART):
                 yield native.records_json(calls[at:at + RECORDS_PART], at == 0, at + RECORDS_PART >= len(calls))
             return
-    yield orjson.dumps(calls)
+    if not calls:
+        yield b"[]"
+        return
+    step = PYTHON_RECORDS_PART
+    for at in range(0, len(calls), step):  # (each part's array, its brackets only at the ends)
+        part = orjson.dumps(calls[at:at + step])
+        first, last = at == 0, at + step >= len(calls)
+        if not first:
+            yield b","
+        yield part if first and last else part[0 if first else 1:len(part) if last else -1]
 
 
 def write_json(runs: list[Run], out: TextIO) -> None:

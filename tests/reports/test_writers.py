@@ -382,3 +382,23 @@ def test_any_other_field_is_written_as_its_str():
 
     rows = [[_Text(), 1.0, -0.0, 1e-7, 2**64, True]]
     assert csv_bytes(rows) == _reference(rows) == b'"made, ""here""",1.0,-0.0,1e-07,18446744073709551616,True\n'
+
+
+def test_the_python_engines_records_are_written_in_parts_as_orjson_writes_them_whole(monkeypatch):
+    """The Python engine's records were written as one orjson document (its peak twice the
+    document's, and more once decoded); they are written a part at a time now, as the native core's
+    are, and the parts joined are orjson's text of the whole list, at every length around a part's."""
+    from compactlab import load_policy, load_transcript, replay
+    from compactlab.engine.records import PythonTurnRecord, turn_values
+    from compactlab.reports.replay_report import PYTHON_RECORDS_PART as PART, _calls_json
+
+    monkeypatch.setenv("COMPACTLAB_CORE", "python")
+    run = replay(load_transcript(str(SAMPLES / "synth-medium.jsonl")), load_policy("s08"))
+    # (the records as an install without the native module makes them)
+    records = [PythonTurnRecord(*turn_values(c)) for c in run.calls]
+    assert len(records) > 10
+    for n in (0, 1, 2, PART - 1, PART, PART + 1, 2 * PART + 3):
+        calls = (records * (n // len(records) + 1))[:n]
+        parts = list(_calls_json(calls))
+        assert b"".join(parts) == orjson.dumps(calls), n
+        assert len([p for p in parts if p != b","]) == max(1, -(-n // PART)), n
