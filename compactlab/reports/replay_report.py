@@ -248,8 +248,9 @@ def _json_run(run: Run) -> Iterator[bytes]:
 
 def _calls_json(calls: list[TurnRecord]) -> Iterator[bytes]:
     """A run's records as orjson writes them, in parts: the native core's written in Rust
-    (``records.rs``, orjson.dumps' text of the Python engine's dataclasses its reference), orjson's
-    own otherwise."""
+    (``records.rs``, orjson.dumps' text of the Python engine's dataclasses its reference), the
+    Python engine's by orjson, ``PYTHON_RECORDS_PART`` at a time (the parts joined are its text of
+    the whole list)."""
     native = native_module()
     if native is not None and type(calls) is list:
         record = native.TurnRecord
