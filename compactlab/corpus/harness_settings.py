@@ -52,6 +52,9 @@ class Harness:
     #: what the harness ignores, said beside the suggestion
     ignored: str = ""
     #: the preset's default is not the harness's own default: the setting is printed even for it
+    #: (OpenCode's, whose preset's reserve is not the current source's; and the features a program
+    #: turns on, whose own default is no compaction: a framework's middleware, the API's context
+    #: editing, Strands' summarizing manager)
     always_set: bool = False
 
     def space(self) -> list[str]:
@@ -172,11 +175,11 @@ TABLE: dict[str, Harness] = {h.name: h for h in (
     Harness("langchain", "LangChain SummarizationMiddleware", "langchain-summarization", (
         Knob("trigger", "custom.settings.trigger_fraction", _steps(0.5, 0.95, 0.05)),
         Knob("keep", "custom.settings.keep_messages", _steps(4, 60, 4, 0))), _langchain,
-            off=("leave SummarizationMiddleware out of create_agent(middleware=[...])",)),
+            off=("leave SummarizationMiddleware out of create_agent(middleware=[...])",), always_set=True),
     Harness("langchain-clear-tool-uses", "LangChain ClearToolUsesEdit", "langchain-clear-tool-uses", (
         Knob("trigger", "custom.settings.trigger", _steps(20_000, 180_000, 10_000, 0)),
         Knob("keep", "custom.settings.keep", tuple(range(0, 11)))), _langchain_clear,
-            off=("leave ContextEditingMiddleware out of create_agent(middleware=[...])",)),
+            off=("leave ContextEditingMiddleware out of create_agent(middleware=[...])",), always_set=True),
     Harness("strands", "Strands SlidingWindowConversationManager", "strands-sliding-window", (
         Knob("window_size", "custom.settings.window_size", _steps(10, 100, 5, 0)),), _strands,
             off=("from strands.agent.conversation_manager import NullConversationManager",
@@ -188,12 +191,12 @@ TABLE: dict[str, Harness] = {h.name: h for h in (
             _strands_summarizing,
             off=("from strands.agent.conversation_manager import NullConversationManager",
                  "NullConversationManager()"),
-            ignored="Strands clamps summary_ratio to 0.1-0.8: the search stays within it"),
+            ignored="Strands clamps summary_ratio to 0.1-0.8: the search stays within it", always_set=True),
     Harness("anthropic-api", "the Messages API's context editing", "anthropic-clear-tool-uses", (
         Knob("trigger", "micro.trigger_tokens", _steps(30_000, 180_000, 10_000, 0)),
         Knob("keep", "micro.keep_recent", tuple(range(1, 11))),
         Knob("clear_at_least", "micro.clear_at_least", _steps(0, 50_000, 5_000, 0), short="at least")), _anthropic,
-            off=("send no context_management",)),
+            off=("send no context_management",), always_set=True),
 )}
 HARNESSES = tuple(TABLE)
 

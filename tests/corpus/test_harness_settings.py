@@ -107,6 +107,13 @@ def test_the_frameworks_presets_take_their_settings_as_the_objects_do():
 def test_the_setting_of_a_preset_as_compare_prints_it():
     assert setting_of(load_policy("s08")) is None
     assert setting_of(load_policy("claude-code")) == ("Claude Code", [])  # (its default: nothing to set)
+    # a feature a program turns on has no compaction as its own default: its default is still written
+    # out (the middleware to add, the request's context_management); Strands' own default manager is
+    # the sliding window of 40, so that preset has nothing to set
+    for name in ("langchain-summarization", "langchain-clear-tool-uses", "strands-summarizing",
+                 "anthropic-clear-tool-uses"):
+        assert len(setting_of(load_policy(name))[1]) >= 1, name
+    assert setting_of(load_policy("strands-sliding-window"))[1] == []
     title, lines = setting_of(load_policy("claude-code", ["summary.trigger=120000"]))
     assert lines[0] == "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60"
     _, off = setting_of(load_policy("claude-code", ["summary.enabled=false"]))
