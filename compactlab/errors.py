@@ -75,3 +75,15 @@ def cannot_write(what: str, exc: OSError, hint: str | None = None) -> Compactlab
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return DiskFull(f"{what}: no space left on the device", hint=hint or "free some space, or write elsewhere")
     return UsageError(f"{what}: {exc.strerror or exc}", hint=hint)
+
+
+def spelt_like(word: str, names: list[str]) -> list[str]:
+    """The names spelt most like ``word``, a mistyped one (at most two), for a hint."""
+    import difflib
+
+    return difflib.get_close_matches(word, names, n=2, cutoff=0.6)
+
+
+def did_you_mean(close: list[str]) -> str:
+    """A hint's start naming ``close`` (``spelt_like``): "did you mean X? ", or nothing."""
+    return f"did you mean {' or '.join(close)}? " if close else ""

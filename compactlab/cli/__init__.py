@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 import click
 
 from .. import __version__
-from ..errors import CompactlabError
+from ..errors import CompactlabError, did_you_mean, spelt_like
 from ..plumbing.process import finish
 from .common import Context, helped, tell
 
@@ -64,7 +64,7 @@ class Group(click.Group):
         try:
             return super().parse_args(ctx, args)
         except click.UsageError as exc:
-            if type(exc).__name__ == "NoArgsIsHelpError":  # (click >= 8.2: its help, shown by click)
+            if isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):  # (click >= 8.2: its help)
                 raise
             _said_usage(exc)
 
@@ -74,10 +74,7 @@ class Group(click.Group):
         try:
             return super().resolve_command(ctx, args)
         except click.UsageError as exc:
-            import difflib
-
-            exc.suggested = difflib.get_close_matches(args[0], self.list_commands(ctx), n=2,  # type: ignore[attr-defined]
-                                                      cutoff=0.6) if args else []
+            exc.suggested = spelt_like(args[0], self.list_commands(ctx)) if args else []  # type: ignore[attr-defined]
             raise
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -144,10 +141,8 @@ def _said_usage(exc: click.UsageError) -> NoReturn:
     """click's refusal of a command's option or argument, said as every error is: one line, then a
     hint with the names spelt most like a mistyped one (``common.Choice``) and where the rest are."""
     tell(f"error: {exc.format_message()}")
-    close = getattr(exc, "suggested", None)
-    mean = f"did you mean {' or '.join(close)}? " if close else ""
     where = exc.ctx.command_path if exc.ctx is not None else "compactlab"
-    tell(f"hint: {mean}{where} --help lists what it takes")
+    tell(f"hint: {did_you_mean(getattr(exc, 'suggested', None) or [])}{where} --help lists what it takes")
     sys.exit(exc.exit_code)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ..errors import UsageError
+from ..errors import UsageError, spelt_like
 
 
 def tell(text: str, lines: bool = False) -> None:
@@ -109,10 +109,7 @@ class Choice(click.Choice):
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter as exc:
-            import difflib
-
-            close = difflib.get_close_matches(str(value), [str(c) for c in self.choices], n=2, cutoff=0.6)
-            exc.suggested = close  # type: ignore[attr-defined]
+            exc.suggested = spelt_like(str(value), [str(c) for c in self.choices])  # type: ignore[attr-defined]
             raise
 
 

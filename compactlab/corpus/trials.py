@@ -88,11 +88,11 @@ class TuneResult:
     #: None (nothing qualifies)
     chosen: Point | None = None
     #: the harness whose settings were searched (``harness_settings``), and the setting to paste, or
-    #: why there is none to make (``unset``: the point recommended is your current setting, or the
-    #: harness's default)
+    #: why there is none to make (``nothing_to_set``: the point recommended is your current setting,
+    #: or the harness's default)
     harness: str | None = None
     paste: list[str] = field(default_factory=list)
-    unset: str | None = None
+    nothing_to_set: str | None = None
     #: with a harness: your current setting of it, in words with its source (the base is set to it)
     current: str | None = None
 

@@ -356,7 +356,7 @@ def tune(params: list[Param], objectives: list[str], base: str, overrides: list[
     result.harness, result.current = harness, current
     result.recommendation = recommend(result)
     if harness is not None and result.chosen is not None:
-        result.paste, result.unset = to_paste(harness, result.chosen, result)
+        result.paste, result.nothing_to_set = to_paste(harness, result.chosen, result)
     known = [p.acted for p in (base_point, *points) if p.acted is not None]
     on = [p.key for p in params if getattr(getattr(base_policy, p.key.partition(".")[0], None), "enabled", False)]
     result.notes = idle_keys(base, on, {layer: sum(a.get(layer, 0) for a in known) for a in known[:1] for layer in a},

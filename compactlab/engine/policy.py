@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 import orjson
 
 from ..config import Bound, NonNegative, Section, added_defaults, opt, per_class, section
-from ..errors import InputError, PolicyError
+from ..errors import InputError, PolicyError, did_you_mean, spelt_like
 from ..plumbing import package_toml
 from ..plumbing.sha256 import hex_of
 from ..plumbing.files import read_regular_text
@@ -166,11 +166,8 @@ def preset_names() -> list[str]:
 def _preset_text(name: str) -> str:
     res = _presets().joinpath(f"{name}.toml")
     if "/" in name or "\\" in name or not res.is_file():
-        import difflib
-
         names = preset_names()
-        close = difflib.get_close_matches(name, names, n=2, cutoff=0.6)
-        mean = f"did you mean {' or '.join(close)}? " if close else ""
+        mean = did_you_mean(spelt_like(name, names))
         raise PolicyError(f"unknown policy {name!r}", hint=f"{mean}presets: {', '.join(names)}; or give a TOML path")
     return res.read_text(encoding="utf-8")
 

@@ -50,7 +50,8 @@ def write_files(result: TuneResult, out_dir: str, chart: bool = True) -> list[st
                                                               for h in heads] for r in rows)]))
     doc = {"base": result.base, "objectives": result.objectives, "space": [str(p) for p in result.params],
            "trials": len(result.points), "interrupted": result.interrupted is not None, "recommendation": result.recommendation,
-           "harness": result.harness, "setting": result.paste, "nothing_to_set": result.unset, "current": result.current,
+           "harness": result.harness, "setting": result.paste, "nothing_to_set": result.nothing_to_set,
+           "current": result.current,
            "notes": result.notes,
            "base_scores": {column(o): result.base_point.scores[o] for o in result.objectives},
            "front": rows}
@@ -105,8 +106,8 @@ def write_table(result: TuneResult, out: TextIO) -> None:
     if len(rows) < len(result.front):
         printer.text(f"{len(rows)} of the {len(result.front)} front points shown: every one is in front.csv.")
     printer.text(result.recommendation, style="bold")
-    if result.unset:
-        printer.text(f"There is nothing to set: {result.unset}.")
+    if result.nothing_to_set:
+        printer.text(f"There is nothing to set: {result.nothing_to_set}.")
     if result.paste:
         printer.text(f"The {result.harness} setting to paste:")
         for line in result.paste:
@@ -117,7 +118,7 @@ def write_table(result: TuneResult, out: TextIO) -> None:
 
 def write_json(result: TuneResult, out: TextIO) -> None:
     out.write(json_bytes({"recommendation": result.recommendation, "setting": result.paste,
-                          "nothing_to_set": result.unset, "notes": result.notes,
+                          "nothing_to_set": result.nothing_to_set, "notes": result.notes,
                           "front": result.front_rows()},
                          orjson.OPT_INDENT_2).decode() + "\n")
 

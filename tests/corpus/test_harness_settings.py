@@ -157,7 +157,7 @@ def test_a_harness_without_an_off_switch_never_suggests_no_compaction():
         else:
             assert result.chosen is not result.reference and result.chosen is not None
             assert "No compaction is not a candidate: Codex CLI has no setting" in result.recommendation
-            assert result.unset or result.paste  # (the base, its default: nothing to set; or a point's lines)
+            assert result.nothing_to_set or result.paste  # (the base, its default: nothing to set; or a point's lines)
             assert not any(line.startswith("none") for line in result.paste)
 
 

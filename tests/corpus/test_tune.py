@@ -832,8 +832,8 @@ def test_tune_harness_says_there_is_nothing_to_set_where_it_recommends_the_base(
     params = parse_space(harness("claude-code").space(), "claude-code", [])
     result = TuneResult("claude-code", params, ["cost", "recall"], base, front, front, reference=none)
     result.harness, result.chosen, result.recommendation = "claude-code", base, "Keep claude-code as it is."
-    result.paste, result.unset = to_paste("claude-code", base, result)
-    assert (result.paste, result.unset) == ([], "the point recommended is Claude Code's default")
+    result.paste, result.nothing_to_set = to_paste("claude-code", base, result)
+    assert (result.paste, result.nothing_to_set) == ([], "the point recommended is Claude Code's default")
     out = io.StringIO()
     write_table(result, out)
     assert "There is nothing to set: the point recommended is Claude Code's default." in out.getvalue()
