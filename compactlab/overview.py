@@ -96,7 +96,7 @@ def overview(transcript: Transcript, top: int = 10) -> dict[str, Any]:
         ],
         violations=[
             {"kind": v.kind, "call": call, "message_index": v.message_index, "tool_use_id": v.tool_use_id,
-             "introduced": False}
+             "introduced": False, "context_messages": base.messages[call]}
             for call, v in base.first_seen
         ],
         raw_tokens_per_call=raw_tokens,

@@ -117,3 +117,8 @@ def records_unchanged(messages, facts, settings):
 
 def makes_too_much(messages, facts, settings):
     return [*messages, {"role": "user", "content": "x" * (3 << 20)}]
+
+
+def empties(messages, facts, settings):
+    """Every message dropped: each call sends none (a violation the policy introduced)."""
+    return []

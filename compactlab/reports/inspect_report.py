@@ -8,6 +8,7 @@ from typing import Any, TextIO
 
 import orjson
 
+from ..engine.measures.violations import message_cell, where
 from .replay_report import ledger_line
 from .sparkline import sparkline
 from .terminal import VALUE_WIDEST, Printer, Table
@@ -169,7 +170,7 @@ def write_table(info: dict[str, Any], out: TextIO) -> None:
             big.add_row(r["tool_use_id"], r["tool"], f"{r['chars']:,}", str(r["message_index"]))
         printer.table(big)
     for v in info["violations"][:20]:
-        printer.text(f"recorded {v['kind']} at call {v['call']}, message {v['message_index']}"
+        printer.text(f"recorded {v['kind']} at call {v['call']}, {where(v, v['context_messages'])}"
                      + (f", tool id {v['tool_use_id']}" if v["tool_use_id"] else ""))
     for w in info["warnings"]:
         printer.text(f"warning: {w}")
@@ -182,8 +183,8 @@ def write_md(info: dict[str, Any], out: TextIO) -> None:
     lines += [f"| {md_cell(n)} | {t['count']} | {t['total_chars']} | {t['max_chars']} |" for n, t in info["tools"].items()]
     if info["violations"]:
         lines += ["", "| recorded violation | call | message | tool id |", "|---|---:|---:|---|"]
-        lines += [f"| {v['kind']} | {v['call']} | {v['message_index']} | {md_cell(v['tool_use_id'] or '')} |"
-                  for v in info["violations"]]
+        lines += [f"| {v['kind']} | {v['call']} | {message_cell(v, v['context_messages'])} | "
+                  f"{md_cell(v['tool_use_id'] or '')} |" for v in info["violations"]]
     out.write("\n".join(lines) + "\n")
 
 

@@ -13,7 +13,7 @@ from ..plumbing.outputs import OutputDir
 
 if TYPE_CHECKING:
     from ..engine.policy import Policy
-from ..engine.measures.violations import MEANING
+from ..engine.measures.violations import MEANING, message_cell, where
 from ..engine.records import TURN_COLUMNS, Run, RunSummary, TurnRecord, turn_values
 from ..metrics import Numbers
 from .sparkline import sparkline
@@ -186,12 +186,14 @@ def write_table(run: Run, out: TextIO) -> None:
     for line in event_lines(run):
         printer.text(line)
     introduced = [v for v in s.violations if v["introduced"]]
+    sent = messages_sent(run) if introduced else {}
     if introduced:
         printer.text(f"{len(introduced)} tool-pairing violation(s) the policy introduced (the API would reject those "
                      "calls):", style="red")
     for found in introduced[:10]:
-        printer.text(f"  call {found['call']}: {MEANING.get(found['kind'], found['kind'])} ({found['kind']}, message "
-                     f"{found['message_index']}" + (f", tool id {found['tool_use_id']})" if found["tool_use_id"] else ")"),
+        printer.text(f"  call {found['call']}: {MEANING.get(found['kind'], found['kind'])} ({found['kind']}, "
+                     f"{where(found, sent[found['call']])}"
+                     + (f", tool id {found['tool_use_id']})" if found["tool_use_id"] else ")"),
                      style="red")
     if len(introduced) > 10:
         printer.text(f"… and {len(introduced) - 10} more introduced violations (summary.json has each"
@@ -354,6 +356,11 @@ def write_csv(runs: list[Run], out: TextIO) -> None:
         out.write(csv_bytes([[name, *_csv_row(c)] for c in r.calls]).decode("utf-8"))
 
 
+def messages_sent(run: Run) -> dict[int, int]:
+    """The messages each call of ``run`` sends (where its violations are: ``violations.where``)."""
+    return {c.call: c.messages for c in run.calls}
+
+
 def markdown(run: Run) -> str:
     s = run.summary
     lines = [f"# {md_cell(s.transcript)} × {md_cell(s.policy)}", "", f"Policy fingerprint `{s.fingerprint}`.", "",
@@ -363,8 +370,10 @@ def markdown(run: Run) -> str:
     if (dearer := costs_more(run)) is not None:
         lines += [f"**{md_text(dearer)}**", ""]
     if s.violations:
+        sent = messages_sent(run)
         lines += ["## Violations", "", "| kind | call | message | tool id | introduced |", "|---|---:|---:|---|---|"]
-        lines += [f"| {v['kind']} | {v['call']} | {v['message_index']} | {md_cell(v['tool_use_id'] or '')} | "
+        lines += [f"| {v['kind']} | {v['call']} | {message_cell(v, sent[v['call']])} | "
+                  f"{md_cell(v['tool_use_id'] or '')} | "
                   f"{'yes' if v['introduced'] else 'no'} |" for v in s.violations]
         lines.append("")
     cols = ["call", "raw_tokens", "tokens", "messages", "snipped", "micro_compacted", "persisted", "summarized",

@@ -344,3 +344,30 @@ def test_a_call_that_sends_no_message_is_flagged_as_the_recordings_own(cli, tmp_
     info = orjson.loads(cli("inspect", path, "--format", "json").stdout)
     info = info[0] if isinstance(info, list) else info
     assert [(v["kind"], v["call"]) for v in info["violations"]][:2] == [("first_not_user", 0), ("first_not_user", 1)]
+
+
+def test_where_a_call_sends_no_message_the_reports_say_so_not_message_0(cli, tmp_path):
+    """The violation of a call that sends no message is listed at position 0 (where the first
+    message to arrive will stand), and inspect's lines said "message 0" of a context that holds
+    none. inspect (text and Markdown) and replay (its terminal lines of what the policy introduced,
+    its Markdown) now say that no message is sent there, and "message N" everywhere else."""
+    lines = [{"role": "assistant", "content": "Hello, how can I help?"}, *tool_session(4, 2000)]
+    path = write_jsonl(tmp_path / "greeting.jsonl", lines)
+    text = cli("inspect", path).stdout
+    assert "recorded first_not_user at call 0, no message sent" in text
+    assert "recorded first_not_user at call 1, message 0" in text and "call 0, message 0" not in text
+    md = cli("inspect", path, "--format", "md").stdout
+    assert "| first_not_user | 0 | none sent |  |" in md and "| first_not_user | 1 | 0 |  |" in md
+    info = orjson.loads(cli("inspect", path, "--format", "json").stdout)
+    assert [v["context_messages"] for v in info["violations"]][:2] == [0, 2]
+
+    r = cli("replay", path, "-p", "none", "--format", "md", "--dry-run")
+    assert r.exit_code == 0, r.output
+    report = r.stdout
+    assert "| first_not_user | 0 | none sent |  | no |" in report and "| first_not_user | 1 | 0 |  | no |" in report
+
+    # a policy that sends no message where the recording sends one introduces it
+    r = cli("replay", write_jsonl(tmp_path / "session.jsonl", tool_session(4, 2000)), "-p", "py:custom_steps:empties",
+            "--dry-run")
+    assert r.exit_code == 0, r.output
+    assert "(first_not_user, no message sent)" in r.stdout and "first_not_user, message 0" not in r.stdout

@@ -44,6 +44,20 @@ MEANING = {
 NO_MESSAGE_ORIGIN = -1
 
 
+def where(violation: dict, context_messages: int) -> str:
+    """Where a listed violation is, for a reader: its message's position in the call's context, or
+    that the call sends no message (the ``first_not_user`` of an empty context, listed at position 0
+    where the first message to arrive will stand)."""
+    if context_messages == 0:
+        return "no message sent"
+    return f"message {violation['message_index']}"
+
+
+def message_cell(violation: dict, context_messages: int) -> str:
+    """``where`` in a table's message column."""
+    return str(violation["message_index"]) if context_messages else "none sent"
+
+
 class Violation(NamedTuple):
     """One way a context would make the API reject the request (SPEC §6)."""
 
