@@ -78,6 +78,32 @@ def test_dask_workers_read_the_files_themselves_where_they_can(cli, monkeypatch)
         assert not compare._READ and not read  # sent, not read
 
 
+def test_a_compare_on_a_cluster_gives_the_local_runs_without_importing_numpy_in_its_client(cli, tmp_path):
+    """The client's import of distributed imported numpy (0.15 of its 0.45 CPU-seconds) for the
+    buffers it receives into, which its fallback (a bytearray) makes as well: the command on a
+    cluster imports no numpy now (``-X importtime`` lists every module it imports) and gives the
+    local runs; numpy imports as before once distributed is in."""
+    distributed = pytest.importorskip("distributed", reason="dask is an optional extra")
+    args = [SMALL, "-p", "s08", "-p", "observation-masking", "--dry-run", "--format", "json"]
+    local = json.loads(cli("compare", *args, "--jobs", "1").stdout)["runs"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMPACTLAB_")}
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
+                                  protocol="tcp://", host="127.0.0.1") as cluster:
+        r = subprocess.run([sys.executable, "-X", "importtime", "-m", "compactlab", "compare", *map(str, args),
+                            "--executor", f"dask://{cluster.scheduler_address}"],
+                           capture_output=True, text=True, env={**env, "COMPACTLAB_CACHE_DIR": str(tmp_path)}, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+    # (an import that fails is listed too: ``numpy`` asked and refused; its own modules never read)
+    assert {"distributed", "distributed.protocol.utils"} <= imported
+    assert not {name for name in imported if name.startswith("numpy.")}
+    assert json.loads(r.stdout)["runs"] == local
+    after = subprocess.run([sys.executable, "-c", "from compactlab.corpus.compare import client_class; import sys; "
+                            "print(client_class().__module__, 'numpy' in sys.modules); import numpy; print(numpy.empty(1).size)"],
+                           capture_output=True, text=True, timeout=120)
+    assert after.stdout.split() == ["distributed.client", "False", "1"], after.stderr[-2000:]
+
+
 def test_an_unreachable_dask_scheduler_is_a_clear_error(cli, monkeypatch):
     distributed = pytest.importorskip("distributed", reason="dask is an optional extra")
     real = distributed.Client

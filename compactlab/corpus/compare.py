@@ -580,6 +580,27 @@ def _readable(paths: list[str]) -> bool:
     return all(os.access(p, os.R_OK) for p in paths)
 
 
+def client_class() -> Any:
+    """distributed's ``Client``, its package imported with numpy kept out where numpy is not
+    imported yet. The one use distributed's client makes of numpy at import is the buffers it
+    receives a message into (``distributed.protocol.utils.host_array``: ``numpy.empty``, which
+    skips zeroing them, else a ``bytearray``: its own fallback), and importing numpy is about 0.15
+    CPU-seconds of the client's 0.45 (``import distributed``): a fixed cost of every compare on a
+    cluster, a third of what one of 200 trajectories costs over local processes (docs/speed.md,
+    "Dask without numpy in its client"). numpy imports as before once distributed is in; the workers,
+    the cluster's own processes, import it as they do. (An ImportError says distributed is
+    missing.)"""
+    hide = "numpy" not in sys.modules and "distributed" not in sys.modules
+    if hide:
+        sys.modules["numpy"] = None  # type: ignore[assignment]  # (``import numpy`` raises ImportError)
+    try:
+        from distributed import Client
+    finally:
+        if hide and "numpy" in sys.modules and sys.modules["numpy"] is None:
+            del sys.modules["numpy"]
+    return Client
+
+
 class Cluster:
     """An existing Dask distributed cluster a corpus job runs on (``--executor dask://HOST:PORT``):
     connected on creation (a usage error where it cannot be), closed on leaving the ``with``."""
@@ -592,7 +613,7 @@ class Cluster:
 
         address = _dask_address(executor)
         try:
-            from distributed import Client
+            Client = client_class()
         except ImportError:
             raise UsageError("--executor dask:// needs Dask distributed",
                              hint="pip install 'compactlab[dask]'") from None
