@@ -335,6 +335,37 @@ def test_a_folder_of_project_folders_is_searched_one_level_down_and_subagents_ar
     assert len(json.loads(r.stdout)["runs"]) == 3
 
 
+def test_a_folder_whose_sessions_lie_deeper_than_one_level_is_named_not_silently_left_out(cli, tmp_path):
+    """A folder of harnesses' folders (``transcripts/`` holding ``codex/`` and ``claude_code/``,
+    which holds a folder per project) is read one level down: claude_code's sessions were left out
+    and nothing said so ("18 session(s)"). The folder is now named, each with -v, with the ways to
+    read it; a folder with sessions of its own, or whose folders hold none, is not."""
+    root = tmp_path / "transcripts"
+    (root / "codex").mkdir(parents=True)
+    write_jsonl(root / "codex" / "a.jsonl", tool_session(2))
+    (root / "claude_code" / "project").mkdir(parents=True)
+    write_jsonl(root / "claude_code" / "project" / "b.jsonl", tool_session(2))
+    (root / "empty" / "nothing").mkdir(parents=True)
+    (root / "claude_code" / "subagents").mkdir()
+    r = cli("inspect", root, "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert [Path(s["transcript"]).name for s in json.loads(r.stdout)["sessions"]] == ["a.jsonl"]
+    said = "left out 1 folder(s) whose sessions are a level deeper than compactlab reads (claude_code): give each as an"
+    assert said in r.stderr and f"left out {root / 'claude_code'}:" not in r.stderr
+    r = cli("inspect", root, "--format", "json", "-v")
+    assert f"left out {root / 'claude_code'}: its sessions are in the folders inside it" in r.stderr
+    r = cli("replay", root, "--dry-run", "--format", "json", "-q")
+    assert r.exit_code == 0 and said not in r.stderr  # (--quiet: only what must be said)
+    r = cli("compare", root, "-p", "none", "--dry-run", "--format", "json")
+    assert said in r.stderr and len(json.loads(r.stdout)["runs"]) == 1
+    # as the line says: the folder given, or a glob
+    assert len(json.loads(cli("inspect", root / "claude_code", "--format", "json").stdout)["sessions"]) == 1
+    r = cli("inspect", f"{root}/**/*.jsonl", "--format", "json")
+    assert len(json.loads(r.stdout)["sessions"]) == 2 and "left out" not in r.stderr
+    for given in (root / "codex", root / "claude_code"):  # (sessions of their own, or in the folders directly in them)
+        assert "left out" not in cli("inspect", given, "--format", "json").stderr
+
+
 def test_convert_merges_two_messages_of_one_role_as_the_api_takes_them(cli, tmp_path):
     src = write_jsonl(tmp_path / "t.jsonl", [{"role": "user", "content": "first"},
                                              {"role": "user", "content": [{"type": "text", "text": "second"}]},

@@ -347,7 +347,8 @@ def inputs_of(paths: tuple[str, ...] | list[str], subagents: bool, quiet: bool,
 
     ctx = click.get_current_context(silent=True)
     command = ctx.info_name if ctx is not None and ctx.info_name else "replay"
-    return input_files(paths, subagents, Finding.of(found or {}, command), notifier(quiet))
+    return input_files(paths, subagents, Finding.of(found or {}, command),
+                       notifier(quiet, bool((found or {}).get("verbose"))))
 
 
 def subagents_option(f: Callable) -> Callable:

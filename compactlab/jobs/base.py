@@ -170,6 +170,17 @@ def say_left_out(n: int, cost: float, where: str, notify: Notify) -> None:
                "not replayed); --subagents includes them", False)
 
 
+def say_too_deep(folders: list[str], notify: Notify) -> None:
+    """The line that names the folders whose sessions lie deeper than a folder given is read
+    (``transcripts.deeper_folders``), each with -v."""
+    for folder in folders:
+        notify(Detail(f"left out {folder}: its sessions are in the folders inside it"), False)
+    if folders:
+        named = ", ".join(os.path.basename(f) for f in folders[:3]) + (", …" if len(folders) > 3 else "")
+        notify(f"left out {len(folders)} folder(s) whose sessions are a level deeper than compactlab reads ({named}): give each "
+               "as an input, or a quoted glob such as 'DIR/**/*.jsonl' (each with -v)", False)
+
+
 def subagents_cost(files: list[str]) -> float:
     """What subagents' recordings say they cost with output: billed though not replayed (as ccusage
     counts them). A file that does not load counts, at no cost."""
@@ -442,7 +453,7 @@ def input_files(paths: tuple[str, ...] | list[str], subagents: bool, finding: Fi
     kept by ``--since``/``--until``; with none, the user's own sessions from the harnesses' homes
     (said in a first line: where, and how many in each). Of several files, one that is no
     transcript is skipped and counted, as a folder's is."""
-    from ..transcripts import FolderFile, expand_inputs, is_store
+    from ..transcripts import FolderFile, deeper_folders, expand_inputs, is_store
 
     f = finding
     if f.since or f.until:
@@ -460,6 +471,7 @@ def input_files(paths: tuple[str, ...] | list[str], subagents: bool, finding: Fi
     files = expand_inputs(paths, subagents)
     if not subagents and any(os.path.isdir(p) or is_store(p) for p in paths):  # (a store's sub-sessions too)
         say_left_out(*left_out_subagents(paths), "the folder(s)", notify)
+    say_too_deep(deeper_folders(paths), notify)
     if since is not None or until is not None:
         files = _written_between(files, since, until, notify)
     return [p if isinstance(p, FolderFile) else FolderFile(p) for p in files] if len(files) > 1 else files

@@ -217,6 +217,28 @@ def subagent_sessions(paths: list[str] | tuple[str, ...]) -> list[str]:
     return _expand(paths, True)[1]
 
 
+def deeper_folders(paths: list[str] | tuple[str, ...]) -> list[str]:
+    """The folders a folder among ``paths`` stands for whose sessions are all deeper than it reads
+    (``expand_inputs``: the folders directly in it), so that none of theirs is replayed: each
+    folder directly in it with no session of its own but some in the folders directly in it
+    (``transcripts/claude_code/`` above its projects' folders), by path."""
+    import os
+    from pathlib import Path
+
+    def holds(folder: Path) -> bool:
+        return any(f.is_file() for g in SESSION_GLOBS for f in folder.glob(g))
+
+    out: list[str] = []
+    for p in paths:
+        if not os.path.isdir(p) or is_store(p) or holds(folder := Path(p)):
+            continue
+        for d in sorted(folder.iterdir()):
+            if (d.is_dir() and d.name != "subagents" and not d.name.startswith(".") and not holds(d)
+                    and any(holds(sub) for sub in d.iterdir() if sub.is_dir() and sub.name != "subagents")):
+                out.append(str(d))
+    return out
+
+
 def _store_inputs(store: str) -> tuple[list[str], list[str]]:
     """A store's sessions, and its sub-sessions (subagents'), as a folder's files."""
     found = store_sessions(store)
