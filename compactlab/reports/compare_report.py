@@ -22,6 +22,7 @@ from ..metrics import METRICS, Metric, lower_is_better
 from ..corpus.guard import dearer_than_none
 from ..corpus.verdict import Verdict, _plain, _shown, judge, label_of
 from ..corpus.verdict import dearer as costs_more_than_none
+from .replay_report import fewer_tokens
 from .runs import Runs
 from .terminal import Printer, Table
 from .text import csv_cell, json_bytes, md_cell, md_text, visible
@@ -218,8 +219,8 @@ def write_table(c: Comparison, out: TextIO) -> None:
 
 def _explain(row: Row, sweep_keys: list[str]) -> str:
     return (f"{os.path.basename(row['transcript'])} × {_label(row, sweep_keys)}: ${row['cost_usd']:,.2f} against "
-            f"${row['raw_cost_usd']:,.2f} with no compaction, although it sends {row['reduction'] * 100:.0f}% fewer "
-            f"tokens: {row['cache_write_tokens']:,} of its {row['tokens_total']:,} tokens are cache writes (at the "
+            f"${row['raw_cost_usd']:,.2f} with no compaction, {fewer_tokens(row['reduction'])}: "
+            f"{row['cache_write_tokens']:,} of its {row['tokens_total']:,} tokens are cache writes (at the "
             f"input price or above) instead of cache reads (about a tenth of it), because compaction changed "
             f"messages that were already cached.")
 

@@ -149,6 +149,16 @@ def _saves(saving: float) -> str:
     return f"saves {saving * 100:.1f}%" if saving >= 0 else f"costs {-saving * 100:.1f}% more"
 
 
+def fewer_tokens(reduction: float) -> str:
+    """How many fewer tokens a policy sends than no compaction (``reduction``: the share saved), as
+    the cost warnings say it: a share that rounds to none is not "0% fewer", and none is not
+    "-20% fewer"."""
+    if not reduction > 0:
+        return "and sends no fewer tokens"
+    said = f"{reduction:.0%}" if reduction >= 0.095 else f"{reduction:.1%}" if reduction >= 0.00095 else "under 0.1%"
+    return f"although it sends {said} fewer tokens"
+
+
 def costs_more(run: Run) -> str | None:
     """Why the policy costs more than no compaction, when it does (prompt caching: rewriting
     what was cached turns cache reads into dearer cache writes); else None."""
@@ -157,7 +167,7 @@ def costs_more(run: Run) -> str | None:
         return None
     raw_reads = sum(min(a.raw_tokens, b.raw_tokens) for a, b in zip(run.calls, run.calls[1:]))
     return (f"This policy costs more than no compaction (${s.cost_usd:,.4f} against ${s.raw_cost_usd:,.4f}), "
-            f"although it sends {s.reduction * 100:.0f}% fewer tokens: it rewrites messages that were already "
+            f"{fewer_tokens(s.reduction)}: it rewrites messages that were already "
             f"cached, so {s.cache_write_tokens:,} of its {s.tokens_total:,} tokens are cache writes (at the input "
             f"price or above: 1.25× for Anthropic's 5-minute writes, 2× for 1-hour ones) where no compaction reads "
             f"about {raw_reads:,} tokens from the cache (about a tenth of the input price).")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from helpers import SAMPLES
 
@@ -21,3 +22,26 @@ def test_a_policy_dearer_than_no_compaction_is_said_with_its_reason(cli):
     assert "**This policy costs more than no compaction" in md
     cheap = cli("replay", SMALL, "-p", "s08", "--dry-run")
     assert "costs more than no compaction" not in cheap.stdout
+
+
+@pytest.mark.parametrize("reduction, said", [
+    (0.5, "although it sends 50% fewer tokens"),
+    (0.095, "although it sends 10% fewer tokens"),
+    (0.05, "although it sends 5.0% fewer tokens"),
+    (1 - 106_580 / 106_617, "although it sends under 0.1% fewer tokens"),  # (a real session: it said "0% fewer")
+    (0.001, "although it sends 0.1% fewer tokens"),
+    (0.0, "and sends no fewer tokens"),
+    (-0.2, "and sends no fewer tokens"),  # (a summary added: it said "-20% fewer")
+])
+def test_the_cost_warnings_say_a_small_saving_of_tokens_as_small_and_none_as_none(cli, tmp_path, reduction, said):
+    from compactlab.reports.replay_report import fewer_tokens
+
+    assert fewer_tokens(reduction) == said
+
+
+def test_compare_explains_a_dearer_run_with_the_same_words(cli):
+    r = cli("compare", SMALL, "-p", "observation-masking", "--dry-run", "--format", "md")
+    s = orjson.loads(cli("replay", SMALL, "-p", "observation-masking", "--dry-run", "--format", "json").stdout)
+    from compactlab.reports.replay_report import fewer_tokens
+
+    assert f"with no compaction, {fewer_tokens(s['runs'][0]['summary']['reduction'])}: " in r.stdout
