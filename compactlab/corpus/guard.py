@@ -73,9 +73,22 @@ def order(c: Candidate) -> tuple[float, bool, str]:
 def pick(candidates: Sequence[Candidate], reference_fits: bool) -> Candidate | None:
     """The candidate to recommend (see the module's docstring); None where every candidate costs
     more than no compaction where it fits and it is not among them (recommend no compaction)."""
+    near = _near_best(candidates, reference_fits)
+    return min(near, key=order) if near else None
+
+
+def near_ties(candidates: Sequence[Candidate], reference_fits: bool, chosen: Candidate) -> list[str]:
+    """The labels of the candidates other than ``chosen`` that keep about as much as the best of
+    them (within ``NEAR``: ``pick`` chose among them by cost), in the rule's order."""
+    return [c.label for c in sorted(_near_best(candidates, reference_fits), key=order) if c.label != chosen.label]
+
+
+def _near_best(candidates: Sequence[Candidate], reference_fits: bool) -> list[Candidate]:
+    """The candidates the rule chooses among by cost: those rule 1 keeps, within ``NEAR`` of their
+    best lead."""
     cheap = [c for c in candidates if c.reference or not c.dearer]
     pool = cheap if reference_fits or cheap else list(candidates)
     if not pool:
-        return None
+        return []
     top = max(c.lead for c in pool)
-    return min((c for c in pool if c.lead >= top - NEAR), key=order)
+    return [c for c in pool if c.lead >= top - NEAR]

@@ -25,7 +25,7 @@ from .. import metrics
 from ..core import in_use
 from ..engine.records import ACTIONS
 from ..plain import dataclass
-from .guard import TIE_SHARE, TIE_USD, Candidate, dearer_than_none, dearer_where_fits, pick
+from .guard import NEAR, TIE_SHARE, TIE_USD, Candidate, dearer_than_none, dearer_where_fits, near_ties, pick
 
 
 class JudgedRun(Protocol):
@@ -242,6 +242,11 @@ def judge(runs: Sequence[JudgedRun], sweep_keys: list[str], margin: float = RETE
                    list(sweep_keys), reference, *floors)
 
 
+def _and(labels: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return labels[0] if len(labels) == 1 else f"{', '.join(labels[:-1])} and {labels[-1]}"
+
+
 def _if_you_must(entries: list[Entry], guard: _Guard, sweep_keys: list[str], reference: str | None,
                  no_refs: bool) -> Verdict:
     """The verdict where no policy passes: the one that loses least of what the agent used (then
@@ -254,7 +259,8 @@ def _if_you_must(entries: list[Entry], guard: _Guard, sweep_keys: list[str], ref
         return Verdict(entries, None, None, f"No policy qualifies ({reasons}).", margin, no_refs,
                        list(sweep_keys), reference, *floors, passes=False)
     by_label = {e.label: e for e in usable}
-    chosen = pick([guard.candidate(e, lead=True) for e in usable], guard.reference_fits)
+    candidates = [guard.candidate(e, lead=True) for e in usable]
+    chosen = pick(candidates, guard.reference_fits)
     if chosen is None:  # (every policy that fits costs more than no compaction, which fits: it is the answer)
         assert ref is not None
         return Verdict(entries, ref.label, None, f"No policy passes the guard ({reasons}). Use {ref.label}: every "
@@ -266,9 +272,12 @@ def _if_you_must(entries: list[Entry], guard: _Guard, sweep_keys: list[str], ref
               f"{_pct(best.saving_low)} to {_pct(best.saving_high)})" if not _dearer_overall(best) else
               f"costs {_pct(-best.cost_saving)} more than no compaction, which overflows the window"
               + (f" on {len(guard.overflowed[ref.label])} transcript(s)" if ref is not None else ""))
+    ties = near_ties(candidates, guard.reference_fits, chosen)
+    keeps = (f"it and {_and(ties)} lose about as little of what the agent used (within {NEAR * 100:g} point; the "
+             f"share nearer its floor, recall or retention, counts), and it {saving}" if ties else
+             f"it loses the least of what the agent used and {saving}")
     text = (f"No policy passes the guard ({reasons}). If you must compact, use {best.label}: of the policies that "
-            f"fit the window it loses the least of what the agent used and {saving}, but "
-            f"{guard.loses(best) or guard.why_not(best)}.")
+            f"fit the window {keeps}, but {guard.loses(best) or guard.why_not(best)}.")
     runner = next((e for e in entries if e is not best), None)
     return Verdict(entries, best.label, runner.label if runner else None, text, margin, no_refs,
                    list(sweep_keys), reference, *floors, passes=False)
