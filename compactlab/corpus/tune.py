@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .. import metrics
 from ..errors import PolicyError, UsageError
 from ..engine.policy import UNKNOWN, Policy, acted_by_layer, idle_keys, load_policy, nearest_key, parse_override, value_at
+from .guard import dearer_than_none
 from .recommend import recommend
 from .study import repair
 from .trials import Param, Point, TuneResult
@@ -118,9 +119,11 @@ def totals(summaries: list[Any]) -> dict[str, float]:
             "cost_usd": summed.cost_usd, "raw_cost_usd": summed.raw_cost_usd, "probes": summed.probes}
 
 
-def pareto(study: Any, points: list[Point], objectives: list[str]) -> list[Point]:
+def pareto(study: Any, points: list[Point], objectives: list[str], base: Point | None = None) -> list[Point]:
     """The front: Optuna's ``best_trials`` (the feasible trials no other feasible trial dominates,
-    the constraints set per trial honoured), one point per score, the first objective's best first."""
+    the constraints set per trial honoured), one point per score, the first objective's best first;
+    less a point that another of them, or the ``base`` as it is, covers (``covers``): it improves
+    on nothing a user reads of it."""
     best = _front_numbers(study, {p.number for p in points})
     front, seen = [], set()
     for p in points:
@@ -128,7 +131,23 @@ def pareto(study: Any, points: list[Point], objectives: list[str]) -> list[Point
         if p.number in best and p.feasible and key not in seen:
             seen.add(key)
             front.append(p)
+    others = [*front, *([base] if base is not None and base.feasible else [])]
+    front = [p for p in front if not any(q is not p and covers(q, p, objectives) for q in others)]
     return sorted(front, key=lambda p: tuple(-p.scores[o] for o in objectives))
+
+
+def covers(q: Point, p: Point, objectives: list[str]) -> bool:
+    """Whether ``q`` is as good as ``p`` on everything a user reads of a front point and better on
+    one: its cost (no dearer beyond a tie, ``guard.dearer_than_none``: a few hundredths of a cent
+    tell two points apart for Optuna, not for a user), recall, retention (the floors the
+    recommendation holds it to) and the other objectives."""
+    cost_q, cost_p = q.scores.get("cost_usd"), p.scores.get("cost_usd")
+    measures = [m for m in dict.fromkeys([*objectives, "recall", "retention"]) if m != "cost"]
+    if cost_q is None or cost_p is None or any(m not in q.scores or m not in p.scores for m in measures):
+        return False
+    if dearer_than_none(cost_q, cost_p) or any(q.scores[m] < p.scores[m] for m in measures):
+        return False
+    return cost_q < cost_p or any(q.scores[m] > p.scores[m] for m in measures)
 
 
 def _front_numbers(study: Any, numbers: set[int]) -> set[int]:
@@ -351,8 +370,8 @@ def tune(params: list[Param], objectives: list[str], base: str, overrides: list[
     study = open_study()
     points, failures, interrupted = search(study, params, objectives, base, overrides, trials, evaluate,
                                            max_violations, on_trial, batch)
-    result = TuneResult(base, params, objectives, base_point, points, pareto(study, points, objectives), interrupted,
-                        failures, reference=reference)
+    result = TuneResult(base, params, objectives, base_point, points, pareto(study, points, objectives, base_point),
+                        interrupted, failures, reference=reference)
     result.harness, result.current = harness, current
     result.recommendation = recommend(result)
     if harness is not None and result.chosen is not None:

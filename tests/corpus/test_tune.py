@@ -66,6 +66,47 @@ def test_the_front_is_the_feasible_undominated_points():
     assert refused == ["trial 5: no cost_usd, overflows, recall, violations recorded (a damaged study): left out"]
 
 
+def test_a_point_the_base_or_another_point_covers_is_not_on_the_front():
+    """A real tune's front showed a point 0.07 cents cheaper than another and 4 points lower in
+    recall and retention (Optuna keeps it: it is cheaper), and two points that the base as it is
+    beats or ties on cost, recall and retention: points that improve on nothing a user reads of
+    them. They are left out; a point better on any of them, a cost beyond a tie among them, stays."""
+    import optuna
+
+    from compactlab.corpus.trials import Point
+    from compactlab.corpus.tune import covers, points_of
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    raw = 24.50
+    rows = [  # (cost in dollars, recall, retention): the real front's five points
+        (6.590776, 0.913636, 0.836066), (7.723383, 0.934091, 0.868852), (7.724046, 0.973864, 0.885246),
+        (8.926652, 0.977273, 0.885246), (9.035137, 0.988636, 0.918033)]
+    for cost, recall, retention in rows:
+        trial = study.ask()
+        trial.suggest_int("x", 0, 1)
+        trial.set_constraint("violations", 0.0)
+        scores = {"cost": 1 - cost / raw, "recall": recall, "retention": retention, "cost_usd": cost,
+                  "violations": 0, "overflows": 0}
+        for k, v in scores.items():
+            trial.set_user_attr(k, v)
+        study.tell(trial, [scores["cost"], recall])
+    points = points_of(study, [], ["cost", "recall"])
+    from compactlab.corpus.tune import _front_numbers
+
+    assert len(_front_numbers(study, {p.number for p in points})) == 5  # (Optuna's front: each best at something)
+    assert [p.number for p in pareto(study, points, ["cost", "recall"])] == [0, 2, 3, 4]
+    base = Point(-1, {}, {"cost": 1 - 8.77 / raw, "recall": 0.988636, "retention": 0.901639, "cost_usd": 8.77})
+    front = pareto(study, points, ["cost", "recall"], base)
+    assert [p.number for p in front] == [0, 2, 4]  # (1: 2 within a tie and above it; 3: the base above it)
+    assert not any(covers(q, p, ["cost", "recall"]) for p in front for q in [*front, base])
+    # the tie is a cent (and a percent): a point a cent cheaper than the one that keeps more stays
+    cheaper = Point(9, {}, {**points[2].scores, "cost_usd": points[2].scores["cost_usd"] - 0.011, "recall": 0.9})
+    assert not covers(points[2], cheaper, ["cost", "recall"]) and covers(points[2], points[1], ["cost", "recall"])
+    # an infeasible base covers nothing
+    assert len(pareto(study, points, ["cost", "recall"], Point(-1, {}, base.scores, feasible=False))) == 4
+
+
 def tune(cli, out, *extra, trials: int = 6, chart: bool = False):
     return cli("tune", *CORPUS, "-p", "observation-masking", *SPACE, "--trials", str(trials), "--jobs", "1",
                "--out", out, "--chart" if chart else "--no-chart", *extra)
