@@ -196,18 +196,8 @@ def write_table(run: Run, out: TextIO) -> None:
     for line in event_lines(run):
         printer.text(line)
     introduced = [v for v in s.violations if v["introduced"]]
-    sent = messages_sent(run) if introduced else {}
-    if introduced:
-        printer.text(f"{len(introduced)} tool-pairing violation(s) the policy introduced (the API would reject those "
-                     "calls):", style="red")
-    for found in introduced[:10]:
-        printer.text(f"  call {found['call']}: {MEANING.get(found['kind'], found['kind'])} ({found['kind']}, "
-                     f"{where(found, sent[found['call']])}"
-                     + (f", tool id {found['tool_use_id']})" if found["tool_use_id"] else ")"),
-                     style="red")
-    if len(introduced) > 10:
-        printer.text(f"… and {len(introduced) - 10} more introduced violations (summary.json has each"
-                     + ("" if run.out_dir else ", without --dry-run") + ")")
+    for line, style in introduced_lines(run, introduced):
+        printer.text(line, style=style)
     manual_calls = {c.call for c in run.calls if c.manual}
     if run.policy.get("manual", {}).get("mode") == "before_results" and any(
             v["kind"] == "orphan_tool_result" and v["call"] in manual_calls for v in introduced):
@@ -364,6 +354,22 @@ def write_csv(runs: list[Run], out: TextIO) -> None:
     for r in runs:  # (a run at a time: one run's text held at once)
         name = csv_cell(r.summary.transcript)
         out.write(csv_bytes([[name, *_csv_row(c)] for c in r.calls]).decode("utf-8"))
+
+
+def introduced_lines(run: Run, introduced: list[dict]) -> list[tuple[str, str | None]]:
+    """The terminal's lines of the violations the policy introduced (``introduced``), with their
+    styles: the first ten, each where it is."""
+    if not introduced:
+        return []
+    sent = messages_sent(run)
+    lines: list[tuple[str, str | None]] = [(f"{len(introduced)} tool-pairing violation(s) the policy introduced (the "
+                                            "API would reject those calls):", "red")]
+    lines += [(f"  call {v['call']}: {MEANING.get(v['kind'], v['kind'])} ({v['kind']}, {where(v, sent[v['call']])}"
+               + (f", tool id {v['tool_use_id']})" if v["tool_use_id"] else ")"), "red") for v in introduced[:10]]
+    if len(introduced) > 10:
+        lines.append((f"… and {len(introduced) - 10} more introduced violations (summary.json has each"
+                      + ("" if run.out_dir else ", without --dry-run") + ")", None))
+    return lines
 
 
 def messages_sent(run: Run) -> dict[int, int]:
