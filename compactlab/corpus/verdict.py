@@ -164,18 +164,22 @@ class _Guard:
         return None
 
     def loses(self, e: Entry) -> str | None:
+        """What ``e`` keeps under the floors, the measure furthest under first (it sets its lead,
+        ``lead``: what the fallback weighs), the other after it where it is under too."""
         margin = self.margin
-        if e.recall < self.recall_floor - 1e-12:
-            floor = self.recall_floor
-            return (f"recall {_pct(e.recall)} (its contexts hold that much of what the agent later used), "
-                    f"{_points(floor - e.recall)} under the {_pct(floor)} floor (no compaction's "
-                    f"{_pct(floor + margin)} less the {margin * 100:.0f}-point margin)")
-        if e.retention < self.retention_floor - 1e-12:
-            floor = self.retention_floor
-            return (f"retention {_pct(e.retention)} (the referenced tool results it keeps), "
-                    f"{_points(floor - e.retention)} under the {_pct(floor)} floor (no "
-                    f"compaction's {_pct(floor + margin)} less the {margin * 100:.0f}-point margin)")
-        return None
+        under = [(floor - value, name, value, floor, meaning) for name, value, floor, meaning in (
+            ("recall", e.recall, self.recall_floor, "its contexts hold that much of what the agent later used"),
+            ("retention", e.retention, self.retention_floor, "the referenced tool results it keeps"))
+            if value < floor - 1e-12]
+        if not under:
+            return None
+        under.sort(key=lambda u: -u[0])  # (stable: recall first where they are as far under)
+        gap, name, value, floor, meaning = under[0]
+        said = (f"{name} {_pct(value)} ({meaning}), {_points(gap)} under the {_pct(floor)} floor (no compaction's "
+                f"{_pct(floor + margin)} less the {margin * 100:.0f}-point margin)")
+        for gap, name, value, _, _ in under[1:]:
+            said += f", and {name} {_pct(value)}, {_points(gap)} under its floor"
+        return said
 
     def why_not(self, e: Entry) -> str | None:
         if (reason := self.fatal(e) or self.loses(e)) is not None:

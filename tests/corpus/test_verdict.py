@@ -435,3 +435,23 @@ def test_the_runner_ups_gap_is_in_points_of_the_savings_as_shown():
     rows[1] = run("a", "claude-code", raw * (1 - 0.36649), raw=raw, retained=10)  # (shown 36.6%: 29.998 apart)
     v = judge(frame(rows), [], reference="none")
     assert "it saves 36.6%, 30.0 points less." in v.recommendation, v.recommendation
+
+
+def test_a_policy_under_both_floors_is_said_by_the_one_furthest_under_then_the_other():
+    """The guard named recall whenever recall was under its floor, though retention was further
+    under (a real compare: recall 69.7%, 25.3 points under; retention 65.6%, 29.4 under) and
+    retention set the lead the fallback weighed. The measure furthest under is said first, and
+    the other after it; one under its floor alone is said alone, as before."""
+    def rows(retained: int, probes_kept: int):
+        return frame([{**run("a", "none", 10, retained=10, overflows=2), "probes": 100, "probes_kept": 100},
+                      {**run("a", "p", 5, retained=retained), "probes": 100, "probes_kept": probes_kept}])
+    both = judge(rows(6, 70), [], reference="none").recommendation
+    assert ("p: retention 60.0% (the referenced tool results it keeps), 35.0 points under the 95.0% floor (no "
+            "compaction's 100.0% less the 5-point margin), and recall 70.0%, 25.0 points under its floor") in both, both
+    recall_worse = judge(rows(9, 50), [], reference="none").recommendation
+    assert "p: recall 50.0% (its contexts hold that much of what the agent later used), 45.0 points under the 95.0% " \
+        "floor (no compaction's 100.0% less the 5-point margin), and retention 90.0%, 5.0 points under its floor" \
+        in recall_worse, recall_worse
+    alone = judge(rows(10, 50), [], reference="none").recommendation
+    assert "45.0 points under the 95.0% floor (no compaction's 100.0% less the 5-point margin); none:" in alone, alone
+    assert "under its floor" not in alone
