@@ -277,8 +277,8 @@ def _if_you_must(entries: list[Entry], guard: _Guard, sweep_keys: list[str], ref
               f"costs {_pct(-best.cost_saving)} more than no compaction, which overflows the window"
               + (f" on {len(guard.overflowed[ref.label])} transcript(s)" if ref is not None else ""))
     ties = near_ties(candidates, guard.reference_fits, chosen)
-    keeps = (f"it and {_and(ties)} lose about as little of what the agent used (within {NEAR * 100:g} point; the "
-             f"share nearer its floor, recall or retention, counts), and it {saving}" if ties else
+    keeps = (f"it and {_and(ties)} lose about as little of what the agent used (within {NEAR * 100:g} point, by "
+             f"whichever of recall and retention stands lower against its floor), and it {saving}" if ties else
              f"it loses the least of what the agent used and {saving}")
     text = (f"No policy passes the guard ({reasons}). If you must compact, use {best.label}: of the policies that "
             f"fit the window {keeps}, but {guard.loses(best) or guard.why_not(best)}.")

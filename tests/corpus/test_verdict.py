@@ -308,7 +308,7 @@ def test_the_fallback_never_names_a_policy_dearer_than_none_where_none_fits_and_
     # and says so: it said claude-code "loses the least of what the agent used" where opencode keeps more
     tie = judge(rows(9.95, 306, 15.5), [], reference="none").recommendation
     assert "use claude-code: of the policies that fit the window it and opencode lose about as little of what the " \
-        "agent used (within 1 point; the share nearer its floor, recall or retention, counts), and it " in tie, tie
+        "agent used (within 1 point, by whichever of recall and retention stands lower against its floor), and it " in tie, tie
     assert "loses the least" not in tie
     assert "it loses the least of what the agent used and " in v.recommendation, v.recommendation[-500:]  # (opencode, dearer: no candidate)
 
