@@ -177,8 +177,8 @@ def say_too_deep(folders: list[str], notify: Notify) -> None:
         notify(Detail(f"left out {folder}: its sessions are in the folders inside it"), False)
     if folders:
         named = ", ".join(os.path.basename(f) for f in folders[:3]) + (", …" if len(folders) > 3 else "")
-        notify(f"left out {len(folders)} folder(s) whose sessions are a level deeper than compactlab reads ({named}): give each "
-               "as an input, or a quoted glob such as 'DIR/**/*.jsonl' (each with -v)", False)
+        notify(f"left out {len(folders)} folder(s) whose sessions are a level deeper than compactlab reads ({named}): "
+               "give each as an input, or a quoted glob such as 'DIR/**/*.jsonl' (each with -v)", False)
 
 
 def subagents_cost(files: list[str]) -> float:

@@ -149,11 +149,11 @@ def _saves(saving: float) -> str:
     return f"saves {saving * 100:.1f}%" if saving >= 0 else f"costs {-saving * 100:.1f}% more"
 
 
-def fewer_tokens(reduction: float) -> str:
+def fewer_tokens(reduction: float | None) -> str:
     """How many fewer tokens a policy sends than no compaction (``reduction``: the share saved), as
     the cost warnings say it: a share that rounds to none is not "0% fewer", and none is not
     "-20% fewer"."""
-    if not reduction > 0:
+    if reduction is None or not reduction > 0:  # (a row read back may hold none)
         return "and sends no fewer tokens"
     said = f"{reduction:.0%}" if reduction >= 0.095 else f"{reduction:.1%}" if reduction >= 0.00095 else "under 0.1%"
     return f"although it sends {said} fewer tokens"

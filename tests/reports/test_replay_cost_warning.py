@@ -32,6 +32,7 @@ def test_a_policy_dearer_than_no_compaction_is_said_with_its_reason(cli):
     (0.001, "although it sends 0.1% fewer tokens"),
     (0.0, "and sends no fewer tokens"),
     (-0.2, "and sends no fewer tokens"),  # (a summary added: it said "-20% fewer")
+    (None, "and sends no fewer tokens"),
 ])
 def test_the_cost_warnings_say_a_small_saving_of_tokens_as_small_and_none_as_none(cli, tmp_path, reduction, said):
     from compactlab.reports.replay_report import fewer_tokens
