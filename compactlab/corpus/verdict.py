@@ -134,6 +134,11 @@ def _shown(value: Any, unit: str | None) -> str:
 BOOTSTRAP = 1000
 #: the bootstrap's draws held at once (resamples x transcripts)
 BOOTSTRAP_CELLS = 1 << 20
+#: fewer transcripts than this and the bootstrap's percentiles are not called a 95% interval: a
+#: resample of 2 or 3 transcripts is one transcript's saving 1 time in 4 or in 9, so its 2.5th and
+#: 97.5th percentiles are the lowest and highest transcript's own, and a percentile bootstrap of
+#: under ten or so values covers less than it says
+FEW_FOR_INTERVAL = 10
 
 
 class _Guard:
@@ -476,8 +481,11 @@ def _praise(e: Entry, transcripts: int, ref: Entry | None) -> str:
         return (f"Use {e.label}: no policy costs less than sending the whole history with prompt caching on these "
                 f"{transcripts} transcript(s) while keeping what the agent later used.")
     where = f" and costs more than no compaction on {e.costs_more} of {e.transcripts}" if e.costs_more else ""
-    spread = (f"; 95% interval over the transcripts {_pct(e.saving_low)} to {_pct(e.saving_high)}"
-              if e.transcripts > 1 else "")
+    spread = ("" if e.transcripts < 2 else
+              f"; 95% interval over the transcripts {_pct(e.saving_low)} to {_pct(e.saving_high)}"
+              if e.transcripts >= FEW_FOR_INTERVAL else
+              f"; {e.transcripts} transcripts are too few for a 95% interval: a bootstrap over them gives "
+              f"{_pct(e.saving_low)} to {_pct(e.saving_high)}")
     return (f"Use {e.label}: it saves {_pct(e.cost_saving)} of the cost over {e.transcripts} transcript(s) "
             f"(median {_pct(e.median_saving)} per transcript{spread}){where}, introduces no violation, keeps "
             f"{_pct(e.retention)} of the referenced tool results and {_pct(e.recall)} of what the agent later used "

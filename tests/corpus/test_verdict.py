@@ -455,3 +455,22 @@ def test_a_policy_under_both_floors_is_said_by_the_one_furthest_under_then_the_o
     alone = judge(rows(10, 50), [], reference="none").recommendation
     assert "45.0 points under the 95.0% floor (no compaction's 100.0% less the 5-point margin); none:" in alone, alone
     assert "under its floor" not in alone
+
+
+def test_the_savings_interval_is_called_95_percent_only_over_enough_transcripts():
+    """A percentile bootstrap over 3 transcripts gave the lowest and the highest transcript's own
+    saving and called them a "95% interval". Under ``FEW_FOR_INTERVAL`` transcripts the verdict
+    gives the percentiles as they are, saying so; from there on, as a 95% interval."""
+    from compactlab.corpus.verdict import FEW_FOR_INTERVAL
+
+    def verdict(n: int) -> str:
+        rows = [run(f"t{i}", "none", 10, retained=10) for i in range(n)]
+        rows += [run(f"t{i}", "p", 5 + i % 3, retained=10) for i in range(n)]
+        return judge(frame(rows), [], reference="none").recommendation
+
+    few = verdict(3)
+    assert "3 transcripts are too few for a 95% interval: a bootstrap over them gives 30.0% to 50.0%" in few, few
+    assert "; 95% interval" not in few
+    enough = verdict(FEW_FOR_INTERVAL)
+    assert "; 95% interval over the transcripts" in enough and "too few" not in enough, enough
+    assert "interval" not in verdict(1)  # (one transcript: its saving, no spread)
