@@ -220,7 +220,8 @@ def session_row(transcript: Transcript) -> dict[str, Any]:
         int(transcript.metadata.get("bytes", 0)),
         "calls": len(transcript.call_positions),
         "tool_calls": sum(len(e.tool_use_ids) for e in transcript.entries),
-        "recorded_tokens": sum(prompt_tokens(u) for u in transcript.usage.values()),
+        # (None: the recording keeps no usage, which is not a prompt of no tokens)
+        "recorded_tokens": sum(prompt_tokens(u) for u in transcript.usage.values()) if transcript.usage else None,
         "compactions": len(transcript.compactions),
         "title": transcript.title,
     }

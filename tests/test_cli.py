@@ -366,6 +366,23 @@ def test_a_folder_whose_sessions_lie_deeper_than_one_level_is_named_not_silently
         assert "left out" not in cli("inspect", given, "--format", "json").stderr
 
 
+def test_a_folders_session_that_records_no_usage_says_none_not_0_tokens(cli, tmp_path):
+    """inspect DIR listed "rec. tokens 0" for a session whose recording keeps no usage (SWE-agent's,
+    a trace without usage): 0 reads as a prompt of no tokens. It says none, and JSON null."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    write_jsonl(folder / "plain.jsonl", tool_session(2))
+    usage = {"input_tokens": 1200, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0, "output_tokens": 5}
+    write_jsonl(folder / "used.jsonl", [{**m, "usage": usage} if m["role"] == "assistant" else m
+                                        for m in tool_session(2)])
+    rows = {Path(r["transcript"]).name: r for r in json.loads(cli("inspect", folder, "--format", "json").stdout)["sessions"]}
+    assert rows["plain.jsonl"]["recorded_tokens"] is None and rows["used.jsonl"]["recorded_tokens"] > 0, rows
+    table = cli("inspect", folder).stdout
+    assert [line.split()[-2] for line in table.splitlines() if ".jsonl" in line] == ["none", "2,400"], table
+    md = cli("inspect", folder, "--format", "md").stdout
+    assert "| none | 0 |" in md and "| 2400 | 0 |" in md, md
+
+
 def test_convert_merges_two_messages_of_one_role_as_the_api_takes_them(cli, tmp_path):
     src = write_jsonl(tmp_path / "t.jsonl", [{"role": "user", "content": "first"},
                                              {"role": "user", "content": [{"type": "text", "text": "second"}]},

@@ -203,14 +203,20 @@ def sessions_table(rows: list[dict[str, Any]], out: TextIO) -> None:
                              essential=col in ("format", "calls", "rec. tokens"))
     for r in rows:
         table.add_row(os.path.relpath(r["transcript"], folder) if folder else r["transcript"], r["format"], f"{r['bytes'] / 1e6:.2f}", f"{r['calls']:,}",
-                      f"{r['tool_calls']:,}", f"{r['recorded_tokens']:,}", str(r["compactions"]))
+                      f"{r['tool_calls']:,}", _recorded(r), str(r["compactions"]))
     Printer(out).table(table)
+
+
+def _recorded(row: dict[str, Any], thousands: str = ",") -> str:
+    """A session's recorded prompt tokens; "none" where its recording keeps no usage."""
+    tokens = row["recorded_tokens"]
+    return "none" if tokens is None else format(tokens, thousands)
 
 
 def sessions_md(rows: list[dict[str, Any]], out: TextIO) -> None:
     lines = ["| transcript | format | bytes | calls | tool calls | recorded tokens | compactions |", "|---|---|---:|---:|---:|---:|---:|"]
     lines += [f"| {md_cell(r['transcript'])} | {r['format']} | {r['bytes']} | {r['calls']} | {r['tool_calls']} | "
-              f"{r['recorded_tokens']} | {r['compactions']} |" for r in rows]
+              f"{_recorded(r, '')} | {r['compactions']} |" for r in rows]
     out.write("\n".join(lines) + "\n")
 
 
