@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Callable
 from .. import metrics
 from ..errors import PolicyError, UsageError
 from ..engine.policy import UNKNOWN, Policy, acted_by_layer, idle_keys, load_policy, nearest_key, parse_override, value_at
-from .guard import dearer_than_none
 from .recommend import recommend
 from .study import repair
 from .trials import Param, Point, TuneResult
@@ -138,14 +137,14 @@ def pareto(study: Any, points: list[Point], objectives: list[str], base: Point |
 
 def covers(q: Point, p: Point, objectives: list[str]) -> bool:
     """Whether ``q`` is as good as ``p`` on everything a user reads of a front point and better on
-    one: its cost (no dearer beyond a tie, ``guard.dearer_than_none``: a few hundredths of a cent
-    tell two points apart for Optuna, not for a user), recall, retention (the floors the
-    recommendation holds it to) and the other objectives."""
+    one: its cost, recall, retention (the floors the recommendation holds it to) and the other
+    objectives. (Cost exactly, as the one rule orders candidates, ``guard.pick``: a point a
+    hundredth of a cent cheaper is the cheaper one there too.)"""
     cost_q, cost_p = q.scores.get("cost_usd"), p.scores.get("cost_usd")
     measures = [m for m in dict.fromkeys([*objectives, "recall", "retention"]) if m != "cost"]
     if cost_q is None or cost_p is None or any(m not in q.scores or m not in p.scores for m in measures):
         return False
-    if dearer_than_none(cost_q, cost_p) or any(q.scores[m] < p.scores[m] for m in measures):
+    if cost_q > cost_p or any(q.scores[m] < p.scores[m] for m in measures):
         return False
     return cost_q < cost_p or any(q.scores[m] > p.scores[m] for m in measures)
 

@@ -67,10 +67,10 @@ def test_the_front_is_the_feasible_undominated_points():
 
 
 def test_a_point_the_base_or_another_point_covers_is_not_on_the_front():
-    """A real tune's front showed a point 0.07 cents cheaper than another and 4 points lower in
-    recall and retention (Optuna keeps it: it is cheaper), and two points that the base as it is
-    beats or ties on cost, recall and retention: points that improve on nothing a user reads of
-    them. They are left out; a point better on any of them, a cost beyond a tie among them, stays."""
+    """A real tune's front showed a point that the base as it is beat on cost, recall and retention
+    (Optuna's front is of the trials: the base is no trial): a point that improves on nothing a
+    user reads of it. It is left out, as one another front point covers would be; a point better
+    on any of them stays, however little (0.07 cents cheaper: the one rule orders by cost exactly)."""
     import optuna
 
     from compactlab.corpus.trials import Point
@@ -92,19 +92,17 @@ def test_a_point_the_base_or_another_point_covers_is_not_on_the_front():
             trial.set_user_attr(k, v)
         study.tell(trial, [scores["cost"], recall])
     points = points_of(study, [], ["cost", "recall"])
-    from compactlab.corpus.tune import _front_numbers
-
-    assert len(_front_numbers(study, {p.number for p in points})) == 5  # (Optuna's front: each best at something)
-    assert [p.number for p in pareto(study, points, ["cost", "recall"])] == [0, 2, 3, 4]
+    assert [p.number for p in pareto(study, points, ["cost", "recall"])] == [0, 1, 2, 3, 4]
     base = Point(-1, {}, {"cost": 1 - 8.77 / raw, "recall": 0.988636, "retention": 0.901639, "cost_usd": 8.77})
     front = pareto(study, points, ["cost", "recall"], base)
-    assert [p.number for p in front] == [0, 2, 4]  # (1: 2 within a tie and above it; 3: the base above it)
+    assert [p.number for p in front] == [0, 1, 2, 4]  # (3: the base cheaper, and above it in recall and retention)
     assert not any(covers(q, p, ["cost", "recall"]) for p in front for q in [*front, base])
-    # the tie is a cent (and a percent): a point a cent cheaper than the one that keeps more stays
-    cheaper = Point(9, {}, {**points[2].scores, "cost_usd": points[2].scores["cost_usd"] - 0.011, "recall": 0.9})
-    assert not covers(points[2], cheaper, ["cost", "recall"]) and covers(points[2], points[1], ["cost", "recall"])
+    assert covers(base, points[3], ["cost", "recall"]) and not covers(base, points[4], ["cost", "recall"])
+    # a point the same but for more retention covers it; one worse in retention does not
+    better = Point(9, {}, {**points[1].scores, "retention": 0.9})
+    assert covers(better, points[1], ["cost", "recall"]) and not covers(points[1], better, ["cost", "recall"])
     # an infeasible base covers nothing
-    assert len(pareto(study, points, ["cost", "recall"], Point(-1, {}, base.scores, feasible=False))) == 4
+    assert len(pareto(study, points, ["cost", "recall"], Point(-1, {}, base.scores, feasible=False))) == 5
 
 
 def tune(cli, out, *extra, trials: int = 6, chart: bool = False):
