@@ -89,11 +89,11 @@ def write_table(result: TuneResult, out: TextIO) -> None:
     table.add_column("cost", justify="right", no_wrap=True)
     base = result.base_point
     table.add_row("base", *_point_values(result, result.base_point.values), *[_pct(base.scores[o]) for o in shown],
-                  f"${base.scores['cost_usd']:,.2f}", style="dim")
+                  f"${base.scores['cost_usd']:,.4f}", style="dim")
     if result.reference is not None:
         ref = result.reference
         table.add_row("none", *["" for _ in result.params], *[_pct(ref.scores.get(o, 0.0)) for o in shown],
-                      f"${ref.scores['cost_usd']:,.2f}", style="dim")
+                      f"${ref.scores['cost_usd']:,.4f}", style="dim")
     rows: list[int] | range = range(len(result.front))
     if len(result.front) > MAX_TERMINAL_POINTS:  # evenly along the front, both ends kept
         step = (len(result.front) - 1) / (MAX_TERMINAL_POINTS - 1)
@@ -101,7 +101,7 @@ def write_table(result: TuneResult, out: TextIO) -> None:
     for i in rows:
         point = result.front[i]
         table.add_row(str(i + 1), *_point_values(result, point.values),
-                      *[_pct(point.scores.get(o, 0.0)) for o in shown], f"${point.scores['cost_usd']:,.2f}")
+                      *[_pct(point.scores.get(o, 0.0)) for o in shown], f"${point.scores['cost_usd']:,.4f}")
     printer.table(table)
     if len(rows) < len(result.front):
         printer.text(f"{len(rows)} of the {len(result.front)} front points shown: every one is in front.csv.")
