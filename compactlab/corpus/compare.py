@@ -60,6 +60,9 @@ class RunResult:
     #: the compaction events that lost most of what the agent later used: (call, layers, strings
     #: lost, the first few of them), for the report's table beside the transcript's chart
     losses: list[tuple[int, str, int, list[str]]] | bytes = field(default_factory=list)  # (bytes: packed)
+    #: of the violations the run introduced, the tool results orphaned by its manual compaction as
+    #: the policy runs it, before the results are appended (``manual_orphans``)
+    manual_orphans: int = 0
 
     def loss_rows(self) -> list[tuple[int, str, int, list[str]]]:
         """``losses``, packed or not."""
@@ -352,7 +355,19 @@ def run_job(job: Job, t: Transcript, prices: ModelPrices | PriceTable | None, ca
         levels=levels,
         losses=[(e.call, "+".join(e.layers), len(e.lost), [s for s, _ in e.lost[:3]])
                 for e in sorted((e for e in run.events if e.lost), key=lambda e: (-len(e.lost), e.call))[:LOSSES]],
+        manual_orphans=manual_orphans(run.policy, run.summary.violations, events["manual"]),
     )
+
+
+def manual_orphans(policy: dict[str, Any], violations: list[dict[str, Any]], manual_calls: list[int]) -> int:
+    """How many of the ``violations`` a run introduced are the tool results its manual compaction
+    orphaned by design: a compaction run before the results are appended (``manual.mode =
+    "before_results"``, the s08 design's) leaves the compact call's result without its call (the
+    same the replay's terminal says of its run)."""
+    if (policy.get("manual") or {}).get("mode") != "before_results" or not manual_calls:
+        return 0
+    at = set(manual_calls)
+    return sum(1 for v in violations if v["introduced"] and v["kind"] == "orphan_tool_result" and v["call"] in at)
 
 
 @dataclass

@@ -61,6 +61,8 @@ def comparison(results: list["RunResult"], sweep_keys: list[str], sort_key: str,
     verdict = (judge(ordered, sweep_keys, units=units, reference=reference, triggers=fired_by) if margin is None
                else judge(ordered, sweep_keys, margin, units, reference=reference, triggers=fired_by))
     verdict.setting = meta.pop("harness_settings", {}).get(verdict.recommended, [])
+    if (note := by_design(results)) is not None:
+        verdict.recommendation += " " + note
     return Comparison(table, sweep_keys, verdict, meta)
 
 
@@ -70,6 +72,24 @@ MAX_TERMINAL_RUNS = 40
 def table_metrics() -> list[Metric]:
     """The metrics the reports' tables show, in the registry's order."""
     return [m for m in METRICS.values() if m.table]
+
+
+def by_design(results: list["RunResult"]) -> str | None:
+    """The verdict's word on the policies whose every introduced violation is a tool result their
+    manual compaction orphaned by design (``compare.manual_orphans``): the setting that avoids them
+    (replay's terminal says it of one run). None where there is none."""
+    introduced: dict[str, list[int]] = {}
+    for r in results:
+        counts = introduced.setdefault(r.policy, [0, 0])
+        counts[0] += int(r.summary.violations_introduced)
+        counts[1] += r.manual_orphans
+    named = [(p, n) for p, (n, orphans) in introduced.items() if n and n == orphans]
+    if not named:
+        return None
+    said = "; ".join(f"{p}'s {n}" for p, n in named)
+    return (f"The violations ({said}) are each a tool result orphaned by the policy's manual compaction, which "
+            "summarises before the tool results are appended, as the s08 design has it: --set "
+            "manual.mode=after_results avoids them.")
 
 
 def results_table(results: list["RunResult"], sweep_keys: list[str]) -> Runs:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 
+import orjson
 
 from compactlab.engine.records import NUMERIC_SUMMARY_KEYS
 from helpers import SAMPLES, read_csv
@@ -190,3 +191,28 @@ def test_an_unknown_model_is_said_once_a_command_however_many_transcripts_record
     again = load_prices(cache=False)
     price_warning(again, again.lookup("replay"), lambda m, always: said.append(m))
     assert len(said) == 3
+
+
+def test_the_verdict_says_which_violations_the_s08_designs_manual_compaction_makes_and_how_to_avoid_them(cli):
+    """compare of the samples refused s08, the default policy, for 11 violations and said no more;
+    each is the tool result its manual compaction orphans by design (it summarises before the
+    results are appended), which replay's terminal explains for one run. The verdict now says so,
+    with the setting that avoids them, only where every violation of the policy is one of those."""
+    samples = SAMPLES
+    r = cli("compare", samples, "-p", "s08", "-p", "s06", "--dry-run", "--format", "json", "-q")
+    assert r.exit_code == 0, r.output
+    out = orjson.loads(r.stdout)
+    s08 = sum(run["violations_introduced"] for run in out["runs"] if run["policy"] == "s08")
+    assert s08 > 0
+    assert (f"The violations (s08's {s08}) are each a tool result orphaned by the policy's manual compaction, which "
+            "summarises before the tool results are appended, as the s08 design has it: --set "
+            "manual.mode=after_results avoids them.") in out["verdict"]["recommendation"]
+    after = orjson.loads(cli("compare", samples, "-p", "s08", "--set", "manual.mode=after_results", "--dry-run",
+                             "--format", "json", "-q").stdout)
+    assert not any(run["violations_introduced"] for run in after["runs"])
+    assert "orphaned by the policy's manual compaction" not in after["verdict"]["recommendation"]
+    # a policy whose violations are its own (a step that drops calls) is not said to be s08's design
+    other = orjson.loads(cli("compare", samples / "synth-small.jsonl", "-p", "py:custom_steps:drops_calls",
+                             "--dry-run", "--format", "json", "-q").stdout)
+    assert sum(run["violations_introduced"] for run in other["runs"]) > 0
+    assert "orphaned by the policy's manual compaction" not in other["verdict"]["recommendation"]
