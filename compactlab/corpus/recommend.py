@@ -81,9 +81,14 @@ def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
 
 
 def _no_candidate(result: TuneResult) -> str:
-    """No trial fits, and no compaction does not either: keep the base where it fits and breaks
-    nothing, else say what it breaks too (lest "keep" read as "it passes")."""
+    """No front point, and no compaction does not fit: keep the base where it fits and breaks
+    nothing, else say what it breaks too (lest "keep" read as "it passes"). A front left empty by
+    trials that fit, the base as it is covering each (``tune.covers``), says that instead."""
     base = result.base_point
+    if base.feasible and any(p.feasible for p in result.points):
+        return (f"No point of the front of the {len(result.points)} trials improves on {result.base} as it is: it "
+                f"costs no more than each and keeps as much of recall and retention. Keep {result.base}, or widen "
+                "the space.")
     why = (f"No candidate qualifies: every one of the {len(result.points)} trials introduced a violation or "
            "overflowed a window")
     if base.feasible:

@@ -851,6 +851,11 @@ def test_with_no_candidate_keep_the_base_is_said_only_where_the_base_fits_and_br
     fits = TuneResult("s08", [], ["cost", "recall"], point(-1), trials, [], reference=none)
     assert recommend(fits) == ("No candidate qualifies: every one of the 3 trials introduced a violation or "
                                "overflowed a window. Keep s08, or widen the space.")
+    # trials that fit, each covered by the base as it is (the front left empty: ``tune.covers``): not
+    # "every trial introduced a violation"
+    covered = TuneResult("s08", [], ["cost", "recall"], point(-1), [point(k) for k in range(3)], [], reference=none)
+    assert recommend(covered) == ("No point of the front of the 3 trials improves on s08 as it is: it costs no more "
+                                  "than each and keeps as much of recall and retention. Keep s08, or widen the space.")
 
 
 def test_tune_harness_says_there_is_nothing_to_set_where_it_recommends_the_base():
