@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from ..engine.measures.baseline import baseline_for
+from ..engine.measures.violations import manual_orphans
 from ..engine.records import RunSummary
 from ..engine.cost.prices import ModelPrices, PriceTable, known_window, load_prices
 from ..errors import PolicyError
@@ -358,16 +359,6 @@ def run_job(job: Job, t: Transcript, prices: ModelPrices | PriceTable | None, ca
         manual_orphans=manual_orphans(run.policy, run.summary.violations, events["manual"]),
     )
 
-
-def manual_orphans(policy: dict[str, Any], violations: list[dict[str, Any]], manual_calls: list[int]) -> int:
-    """How many of the ``violations`` a run introduced are the tool results its manual compaction
-    orphaned by design: a compaction run before the results are appended (``manual.mode =
-    "before_results"``, the s08 design's) leaves the compact call's result without its call (the
-    same the replay's terminal says of its run)."""
-    if (policy.get("manual") or {}).get("mode") != "before_results" or not manual_calls:
-        return 0
-    at = set(manual_calls)
-    return sum(1 for v in violations if v["introduced"] and v["kind"] == "orphan_tool_result" and v["call"] in at)
 
 
 @dataclass

@@ -76,7 +76,7 @@ def table_metrics() -> list[Metric]:
 
 def by_design(results: list["RunResult"]) -> str | None:
     """The verdict's word on the policies whose every introduced violation is a tool result their
-    manual compaction orphaned by design (``compare.manual_orphans``): the setting that avoids them
+    manual compaction orphaned by design (``violations.manual_orphans``): the setting that avoids them
     (replay's terminal says it of one run). None where there is none."""
     introduced: dict[str, list[int]] = {}
     for r in results:

@@ -13,7 +13,7 @@ from ..plumbing.outputs import OutputDir
 
 if TYPE_CHECKING:
     from ..engine.policy import Policy
-from ..engine.measures.violations import MEANING, message_cell, where
+from ..engine.measures.violations import MEANING, manual_orphans, message_cell, where
 from ..engine.records import TURN_COLUMNS, Run, RunSummary, TurnRecord, turn_values
 from ..metrics import Numbers
 from .sparkline import sparkline
@@ -198,9 +198,7 @@ def write_table(run: Run, out: TextIO) -> None:
     introduced = [v for v in s.violations if v["introduced"]]
     for line, style in introduced_lines(run, introduced):
         printer.text(line, style=style)
-    manual_calls = {c.call for c in run.calls if c.manual}
-    if run.policy.get("manual", {}).get("mode") == "before_results" and any(
-            v["kind"] == "orphan_tool_result" and v["call"] in manual_calls for v in introduced):
+    if manual_orphans(run.policy, introduced, [c.call for c in run.calls if c.manual]):
         printer.text("(this policy's manual compaction, as the s08 design has it, summarises before the tool results "
                      "are appended, so the compact call's result is orphaned by design; --set "
                      "manual.mode=after_results avoids it)")

@@ -58,6 +58,17 @@ def message_cell(violation: dict, context_messages: int) -> str:
     return str(violation["message_index"]) if context_messages else "none sent"
 
 
+def manual_orphans(policy: dict, violations: list[dict], manual_calls: list[int]) -> int:
+    """How many of the ``violations`` a run introduced are the tool results its manual compaction
+    orphaned by design: a compaction run before the results are appended (``manual.mode =
+    "before_results"``, the s08 design's) leaves the compact call's result without its call. What
+    replay's terminal and compare's verdict say of them, and of the setting that avoids them."""
+    if (policy.get("manual") or {}).get("mode") != "before_results" or not manual_calls:
+        return 0
+    at = set(manual_calls)
+    return sum(1 for v in violations if v["introduced"] and v["kind"] == "orphan_tool_result" and v["call"] in at)
+
+
 class Violation(NamedTuple):
     """One way a context would make the API reject the request (SPEC §6)."""
 
