@@ -570,6 +570,39 @@ def test_a_name_cut_to_fit_stays_apart_from_the_others():
     assert cut is not None and len({cells[0] for cells, _ in cut.rows}) == len(sweep)
 
 
+def test_a_shorten_column_is_cut_to_the_room_the_others_leave_it_and_only_then():
+    """next-action's dry run folded a recorded action over two or three lines at 80 columns. A
+    column given ``shorten`` has each cell longer than the room the other columns leave it made
+    by that function at that width (a row a line); a cell that fits, a table that fits, a room
+    under the column's least width, and a second column rich could narrow leave it as it was."""
+    from compactlab.reports.terminal import Table
+
+    asked: list[tuple[int, int]] = []
+
+    def shorten(k: int, width: int) -> str:
+        asked.append((k, width))
+        return f"row {k} in {width}"[:width]
+
+    def table(second_wraps: bool = False) -> Table:
+        t = Table()
+        t.add_column("name", no_wrap=True)
+        t.add_column("action", overflow="fold", min_width=12, shorten=shorten)
+        t.add_column("figure", justify="right", no_wrap=not second_wraps)
+        t.add_row("a", "x" * 40, "1")
+        t.add_row("b", "short", "22")
+        return t
+
+    t = table()
+    whole = t.narrowest_boxed() + 40 - 12  # (the action at its natural width of 40)
+    assert t.fitted(whole) is t and not asked  # (it fits: nothing called)
+    fitted = t.fitted(whole - 10)  # (10 narrower: the action's room 30)
+    assert [cells[1] for cells, _ in fitted.rows] == ["row 0 in 30", "short"] and asked == [(0, 30)]
+    assert fitted.columns[1][1]["no_wrap"] and fitted.narrowest_boxed() <= whole - 10
+    assert t.fitted(t.narrowest_boxed() - 1) is t  # (less room than its least width: rich folds, as before)
+    assert table(second_wraps=True).fitted(whole - 10).rows == table(second_wraps=True).rows
+    assert fitted.rich().columns[1].no_wrap  # (rich draws it, not handed the option: it refuses one it lacks)
+
+
 def test_compare_explains_its_red_rows_and_keeps_what_the_verdict_cites_at_100_columns(monkeypatch):
     """(#31 §6) At 100 columns the verdict keeps retention and recall (its sentence cites them) and
     the policy names whole; the red rows are explained under the runs."""

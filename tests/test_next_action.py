@@ -561,7 +561,10 @@ def test_the_dry_runs_table_keeps_the_action_asked_about_in_view_on_a_terminal(m
     """At 80 columns the dry run's table of a trajectory gave the recorded action 11 characters
     ("bash /testbed/d… [c…"): the transcript's name took a column in every row and the figures
     the rest. The one transcript is named in the title, the action keeps room for a few words, and
-    a narrow terminal leaves out the pair's estimate, then its tokens (explained below the table)."""
+    a narrow terminal leaves out the pair's estimate, then its tokens (explained below the table).
+    The action, folded over two or three lines where its column was narrower than it, is now cut
+    in its path's middle to the room the layout leaves it: a row a line, the tool, the file's name
+    and the command whole where they fit."""
     import io
     from types import SimpleNamespace as NS
 
@@ -590,5 +593,8 @@ def test_the_dry_runs_table_keeps_the_action_asked_about_in_view_on_a_terminal(m
     rows = [line for line in lines if line.startswith("│")]
     action_cells = [line.split("│")[4] for line in rows]
     assert min(map(len, action_cells)) >= ACTION_LEAST + 2, text
-    assert "[grep]" in text and "reverse_related.py" in "".join(c.strip() for c in action_cells)  # (whole, if folded)
+    assert len(rows) == len(samples), text  # (a row a line: the action cut, not folded)
+    for cell in action_cells:
+        assert cell.strip().startswith("bash /") and cell.strip().endswith("ated.py [grep]"), text
+    assert ("/reverse_related.py [grep]" in text) == (columns >= 100), text  # (at 80 the tokens take the room)
     assert ("10,226 / 42,136" in text) == (columns >= 80) and ("$0.052" in text) == (columns >= 100), text

@@ -66,9 +66,11 @@ class Action(NamedTuple):
             line = " ".join(p for p in parts if p)
             over = len(line) - width
             if over > 0 and self.target and len(self.target) > over + 2:
-                # (a long path cut in its middle: the tool, the file's name and the command stay)
+                # (a long path cut in its middle: the tool, the file's name and the command stay;
+                # the name whole, with its "/", where it fits)
                 keep = len(self.target) - over - 1
-                head = keep // 3
+                name = len(self.target.rsplit("/", 1)[-1]) + 1
+                head = keep - name if "/" in self.target and name <= keep else keep // 3
                 target = self.target[:head] + "…" + self.target[len(self.target) - (keep - head):]
                 line = " ".join(p for p in (self.tool, target, parts[2]) if p)
         elif self.kind == "text":

@@ -63,8 +63,9 @@ def write_plan(plan: Plan, model: str, api: str, max_cost: float, out: TextIO) -
                             ("est. cost", False)):
         if head == "transcript" and not many:
             continue
-        if head == "recorded next action":
-            table.add_column(head, overflow="fold", min_width=ACTION_LEAST)
+        if head == "recorded next action":  # (on a terminal, a long path cut in its middle to the room left)
+            table.add_column(head, overflow="fold", min_width=ACTION_LEAST,
+                             shorten=lambda k, width: plan.samples[k].recorded.describe(width))
         elif head in ("policy", "transcript"):  # (a name cut in its middle on a narrow terminal, never folded)
             table.add_column(head, essential=essential, no_wrap=True, cut="middle")
         else:  # (figures, whole)

@@ -80,7 +80,10 @@ class Table:
     """A table as the writers describe it; :class:`Printer` renders it. Column options are rich's
     (``justify``, ``style``, ``overflow``, ``min_width``, ``no_wrap``), and ``cut="middle"``: on a
     narrow terminal the column's long names are cut in the middle, before any column is left out;
-    plain text uses ``justify``."""
+    ``shorten``: a function of a row's index and a width that gives its cell in that width, called
+    on a terminal for a cell longer than the room the layout leaves its column (a recorded action's
+    path cut where it says least), so that the row stays one line rather than folding; plain text
+    uses ``justify`` and the cells as given."""
 
     def __init__(self, title: str = "", show_header: bool = True) -> None:
         self.title = visible(title)
@@ -188,6 +191,29 @@ class Table:
                   for k, (cells, style) in enumerate(self.rows)]
         return t
 
+    def fitted(self, width: int) -> "Table":
+        """The table with the cells of its ``shorten`` column made to fit the room the others leave
+        it in ``width`` (each of them drawn whole: ``no_wrap``), each in one line; itself where
+        none is too long, or where another column could also be narrowed (rich shares the room out
+        then) or the room is less than the column's ``min_width``."""
+        at = [i for i, (_, opts) in enumerate(self.columns) if opts.get("shorten")]
+        if len(at) != 1 or not all(opts.get("no_wrap") for i, (_, opts) in enumerate(self.columns) if i != at[0]):
+            return self
+        i = at[0]
+        head, opts = self.columns[i]
+        widths = self._widths()
+        borders = 3 * len(widths) - 3 if self.simple else 3 * len(widths) + 1
+        room = width - borders - sum(w for k, w in enumerate(widths) if k != i)
+        if widths[i] <= room or room < max(opts.get("min_width") or 0, len(head) if self.show_header else 0):
+            return self
+        shorten = opts["shorten"]
+        t = Table(self.title, self.show_header)
+        t.simple = self.simple
+        t.columns = [(h, {**o, "no_wrap": True} if k == i else o) for k, (h, o) in enumerate(self.columns)]
+        t.rows = [((*cells[:i], visible(shorten(k, room))[:room] if len(cells[i]) > room else cells[i], *cells[i + 1:]),
+                   style) for k, (cells, style) in enumerate(self.rows)]
+        return t
+
     def shortened(self) -> "Table | None":
         """The table with the short headers its columns have (``short=``), drawn without vertical
         rules: the last layout a narrow terminal tries before rows as lines (None: no short header)."""
@@ -228,7 +254,7 @@ class Table:
         table = RichTable(title=self.title or None, show_header=self.show_header, title_justify="left", **extra)
         for header, options in self.columns:
             table.add_column(header if whole_heads else _head_lines(header),
-                             **{k: v for k, v in options.items() if k not in ("essential", "cut", "short")})
+                             **{k: v for k, v in options.items() if k not in ("essential", "cut", "short", "shorten")})
         # (as in plain text: a right-justified last column's sentence, longer than a figure, starts
         # at the column's start rather than wrapping into ragged lines flush right)
         last_right = bool(self.columns) and self.columns[-1][1].get("justify") == "right"
@@ -266,6 +292,7 @@ class Printer:
         fits = next((t for t in layouts if t.narrowest_boxed() <= width), None) or next(
             (c for t in layouts if (c := t.cut_to(width)) is not None), None)
         if fits is not None:  # (the widest layout that fits, a long name cut in the middle before a column goes)
+            fits = fits.fitted(width)
             self._console.print(fits.rich(whole_heads=fits.narrowest_boxed(whole_heads=True) <= width))
         else:
             from .text import wrapped

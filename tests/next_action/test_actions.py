@@ -110,6 +110,10 @@ def test_a_long_action_is_cut_in_its_paths_middle_keeping_the_tool_the_file_and_
         line = a.describe(width)
         assert len(line) == width and line.startswith("bash /te") and line.endswith("related.py [grep]"), line
         assert "…" in line
+    # (where the file's name fits, it stays whole with its "/": the folders are what is cut)
+    assert a.describe(45) == "bash /testbed/djan…/reverse_related.py [grep]"
+    edit = Action("tool", "edit_file", "scripts/merge_summary.toml")
+    assert edit.describe(33) == "edit_file scr…/merge_summary.toml"
     short = Action("tool", "bash", "x" * 40, "grep" * 10)  # (no room in the target: cut at the end, as before)
     assert len(short.describe(30)) == 30 and short.describe(30).endswith("…")
     assert Action("text", text="word " * 40).describe(20) == "text: word word wor…"
