@@ -189,6 +189,35 @@ def test_dry_run_lists_the_samples_and_the_estimate_and_sends_nothing(cli, fake,
     assert fake.requests == []
 
 
+def test_a_dry_run_says_which_samples_it_will_not_send_and_why(cli, tmp_path, monkeypatch):
+    """The dry run of the bundled session listed four samples at "$0.000" and said nothing more:
+    their control (no compaction, 239,728 tokens) is over the asked model's window, so they are
+    never sent and count apart. Their cost now reads "not sent", and a line names them, their
+    window and how they are counted."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    r = cli("next-action", SAMPLES / "synth-medium.jsonl", "-p", "observation-masking", "-p", "s08",
+            "--samples", "10", "--dry-run", "--format", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    unsent = [s for s in doc["samples"] if s["skipped"]]
+    assert unsent and all(s["control_tokens"] > 200_000 and s["estimate_usd"] == 0 for s in unsent)
+    assert all(s["control_tokens"] <= 200_000 for s in doc["samples"] if not s["skipped"])
+    # (the dry run's plan as JSON, where it printed its table whatever --format asked)
+    assert doc["dry_run"] is True and doc["window"] == 200_000 and doc["model"] == "claude-haiku-4-5"
+    assert doc["estimate_usd"] == pytest.approx(sum(s["estimate_usd"] for s in doc["samples"]), abs=1e-5)
+    assert doc["requests"] + doc["cached"] <= 2 * (len(doc["samples"]) - len(unsent))
+    assert doc["within_max_cost"] is (doc["estimate_usd"] <= doc["max_cost_usd"])
+    assert set(doc["candidates"]) == {"observation-masking", "s08"} and "policy_arm" not in doc["samples"][0]
+    text = cli("next-action", SAMPLES / "synth-medium.jsonl", "-p", "observation-masking", "-p", "s08",
+               "--samples", "10", "--dry-run").stdout
+    rows = [line for line in text.splitlines() if re.match(r"^(s08|observation-masking) +\d+ ", line)]
+    assert len(rows) == len(doc["samples"]) and sum(row.endswith("not sent") for row in rows) == len(unsent), text
+    calls = {p: ", ".join(str(s["call"]) for s in unsent if s["policy"] == p) for p in ("observation-masking", "s08")}
+    said = "; ".join(f"{p} call {c}" for p, c in calls.items() if c)
+    assert (f"not sent: {len(unsent)} sample(s) whose control (its tokens above) is over claude-haiku-4-5's window "
+            f"(200,000 tokens), {said}; each is counted apart as a control the model refuses") in text, text
+
+
 def test_a_dry_run_with_nothing_to_ask_prints_no_empty_table(cli, tmp_path, monkeypatch):
     """A transcript with no call (or a policy that never changes a context) has no sample: the dry
     run said so under a table of headers only; it now says it in one line."""
@@ -578,7 +607,7 @@ def test_the_dry_runs_table_keeps_the_action_asked_about_in_view_on_a_terminal(m
     action = Action("tool", "bash", "/testbed/django/db/models/fields/reverse_related.py", "grep")
     samples = [NS(policy="s08", transcript="/x/mini-swe-agent__deepseek-chat__django__django-11910.traj.json",
                   call=c, lost_probes=(), recorded=action, pair=NS(policy_tokens=10_226, control_tokens=42_136),
-                  estimate_usd=0.052) for c in (4, 79)]
+                  estimate_usd=0.052, skipped=None) for c in (4, 79)]
     plan = NS(samples=samples, candidates={"s08": 2}, strata={}, estimate_usd=0.1, requests=4, cached=0,
               prices=NS(read="genai-prices"), enough_usd=0.1)
     monkeypatch.setenv("COLUMNS", str(columns))

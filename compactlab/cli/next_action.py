@@ -63,7 +63,7 @@ def next_action(transcripts: tuple[str, ...], **options: Any) -> None:
           --model gpt-5-mini
     """
     from ..jobs.next_action import next_action_files
-    from ..reports.next_action_report import WRITERS, write_plan
+    from ..reports.next_action_report import PLAN_WRITERS, WRITERS
 
     o, quiet = options, options["quiet"]
     asking = asking_for(o, list(o["policy_refs"] or ("s08",)), o["samples"], o["model"], o["api"])
@@ -75,7 +75,7 @@ def next_action(transcripts: tuple[str, ...], **options: Any) -> None:
 
     def show_plan(plan: Any) -> None:
         if o["dry_run"]:
-            write_plan(plan, model.model, model.api, asking.max_cost, sys.stdout)
+            PLAN_WRITERS[o["fmt"]](plan, model.model, model.api, asking.max_cost, sys.stdout)
         else:
             from ..reports.next_action_report import estimate_line
 

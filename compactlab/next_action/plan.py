@@ -107,6 +107,8 @@ class Plan:
     requests: int = 0  # requests the cache does not answer
     cached: int = 0  # requests it answers
     notes: list[str] = field(default_factory=list)
+    #: the asked model's window where known (genai-prices): a control over it is not sent
+    window: int | None = None
 
     @property
     def estimate_usd(self) -> float:
@@ -265,7 +267,7 @@ def _price(result: Plan, asker: Asker, prices: ModelPrices) -> None:
         asked.add(key)
         return known
 
-    window = known_window(o.model)
+    window = result.window = known_window(o.model)
     for s in result.samples:
         if window and s.pair.control_tokens > window:  # (the asked model would refuse it: not sent)
             s.skipped = f"the control's {s.pair.control_tokens:,} tokens are over {o.model}'s window ({window:,})"

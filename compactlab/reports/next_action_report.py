@@ -74,11 +74,18 @@ def write_plan(plan: Plan, model: str, api: str, max_cost: float, out: TextIO) -
     for s in plan.samples:
         cells = [s.policy, name(s.transcript)] if many else [s.policy]
         table.add_row(*cells, str(s.call), str(len(s.lost_probes)), s.recorded.describe(60),
-                      f"{s.pair.policy_tokens:,} / {s.pair.control_tokens:,}", f"${s.estimate_usd:,.3f}")
+                      f"{s.pair.policy_tokens:,} / {s.pair.control_tokens:,}",
+                      "not sent" if s.skipped is not None else f"${s.estimate_usd:,.3f}")
     if plan.samples:
         printer.table(table)
         printer.text("tokens: the context sent under the policy / with no compaction (the control); est. cost: "
                      "the pair's requests at most")
+        unsent = [s for s in plan.samples if s.skipped is not None]
+        if unsent:  # (their est. cost is no saving: they are not asked, and count apart, not as disagreements)
+            window = f" ({plan.window:,} tokens)" if plan.window else ""
+            printer.text(f"not sent: {len(unsent)} sample(s) whose control (its tokens above) is over {model}'s "
+                         f"window{window}, {_calls(unsent)}; each is counted apart as a control the model refuses, not as a "
+                         "disagreement, and costs nothing")
     else:  # (a table of headers only says less than this)
         printer.text("next-action samples: none")
     for policy, n in plan.candidates.items():
@@ -87,6 +94,14 @@ def write_plan(plan: Plan, model: str, api: str, max_cost: float, out: TextIO) -
         else:
             printer.text(allocation_line(plan, policy))
     printer.text(estimate_line(plan, model, api, max_cost))
+
+
+def _calls(samples: list[Any]) -> str:
+    """The calls of ``samples``, with their policies where more than one: "s08 call 109, 112"."""
+    by: dict[str, list[str]] = {}
+    for s in samples:
+        by.setdefault(s.policy, []).append(str(s.call))
+    return "; ".join(f"{policy} call {', '.join(calls)}" for policy, calls in by.items())
 
 
 def allocation_line(plan: Plan, policy: str) -> str:
@@ -141,6 +156,28 @@ def write_json(result: Agreement, out: TextIO) -> None:
 
 
 WRITERS = {"table": write_table, "json": write_json}
+
+
+def plan_dict(plan: Plan, model: str, api: str, max_cost: float) -> dict[str, Any]:
+    """The dry run's plan as data: each sample (as the run's JSON gives it, without the arms no one
+    asked), the calls each policy had to choose from, and the estimate with what it rests on."""
+    samples = []
+    for s in plan.samples:
+        d = s.to_dict()
+        del d["policy_arm"], d["control_arm"]
+        samples.append(d)
+    return {"dry_run": True, "model": model, "api": api, "samples": samples, "candidates": dict(plan.candidates),
+            "requests": plan.requests, "cached": plan.cached, "estimate_usd": round(plan.estimate_usd, 6),
+            "max_cost_usd": max_cost, "within_max_cost": plan.estimate_usd <= max_cost,
+            "enough_usd": round(plan.enough_usd, 2), "window": plan.window, "priced_by": plan.prices.read}
+
+
+def write_plan_json(plan: Plan, model: str, api: str, max_cost: float, out: TextIO) -> None:
+    write_json_line(out, plan_dict(plan, model, api, max_cost), orjson.OPT_INDENT_2)
+
+
+#: the dry run's writers, by ``--format``
+PLAN_WRITERS = {"table": write_plan, "json": write_plan_json}
 
 LEDGER = ["policy", "transcript", "call", "lost_probes", "recorded", "policy_reply", "policy_agrees", "control_reply",
           "control_agrees", "policy_tokens", "control_tokens", "prefix_tokens", "estimate_usd", "policy_cached",
