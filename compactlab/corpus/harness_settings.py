@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from ..engine.window import GEMINI_CLI_WINDOW
 from ..errors import UsageError
 from ..plain import dataclass
 
@@ -70,8 +71,8 @@ class Harness:
 CLAUDE_WINDOW = 200_000
 #: Codex CLI's window for the gpt-5.x-codex models, and its default limit (90% of it: the most it takes)
 CODEX_WINDOW, CODEX_LIMIT = 272_000, 244_800
-#: Gemini CLI's token limit for gemini-2.5-pro (the gemini-cli preset's window)
-GEMINI_WINDOW = 1_048_576
+#: Gemini CLI's token limit, for every model (the gemini-cli preset's window)
+GEMINI_WINDOW = GEMINI_CLI_WINDOW
 #: OpenCode's usable window on a 200,000-token model before compaction.reserved: the window less the
 #: output reserve, min(max output, 32,000) (the opencode preset's trigger; sst/opencode session/overflow.ts
 #: subtracts compaction.reserved from it, by default min(20,000, max output))

@@ -3,7 +3,8 @@ else, with where it came from (#43 §1).
 
 Order: what the user said (``--window``, else a ``window`` for the model in their price table:
 ``--prices`` or their prices file) > what the harness recorded or implies (Codex's
-``model_context_window``; Claude Code's 200,000 tokens unless the 1M-context beta is recorded) >
+``model_context_window``; Claude Code's 200,000 tokens unless the 1M-context beta is recorded; Gemini
+CLI's token limit, 1,048,576 for every model it runs) >
 the model's window in genai-prices > 200,000. Whatever the source, the largest prompt the API
 answered in the recording is a lower bound: a call the recording shows answered is never an
 overflow. A policy's own ``reactive.window_tokens`` sets when its reactive compaction fires (as
@@ -24,6 +25,9 @@ DEFAULT_WINDOW = 200_000
 #: Claude Code's window unless its 1M-context beta is on (the model name then ends in ``[1m]``)
 CLAUDE_CODE_WINDOW = 200_000
 LONG_CONTEXT_WINDOW = 1_000_000
+#: Gemini CLI's token limit (``tokenLimit`` in its core/tokenLimits.ts: 1,048,576 for each model it
+#: lists and its default for any other), which its compression and its overflow check are taken of
+GEMINI_CLI_WINDOW = 1_048_576
 
 
 class Window(NamedTuple):
@@ -79,6 +83,8 @@ def resolve(*, given: int | None = None, given_source: str = "--window", fmt: st
             tokens, source = LONG_CONTEXT_WINDOW, "Claude Code with the 1M-context beta"
         else:
             tokens, source = CLAUDE_CODE_WINDOW, "Claude Code default"
+    elif fmt == "gemini-cli":
+        tokens, source = GEMINI_CLI_WINDOW, "Gemini CLI's token limit"
     elif (known := known_window(model.removesuffix("[1m]") if model else model)) is not None:
         tokens, source = known, f"{model}'s in genai-prices"
     else:

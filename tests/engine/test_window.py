@@ -21,6 +21,11 @@ def test_where_a_window_comes_from():
     assert resolve(fmt="claude-code", model="claude-sonnet-4-5[1m]").tokens == 1_000_000
     assert resolve(model="gpt-4o") == Window(128_000, "gpt-4o's in genai-prices") and known_window("openai/gpt-4o") == 128_000
     assert resolve(model="no-such-model").tokens == DEFAULT_WINDOW == resolve().tokens
+    # (a Gemini CLI session: the harness's token limit, whatever its model; genai-prices knows few of them,
+    # and a session of gemini-3.1-pro-preview was judged on the 200,000 of no known window)
+    for model in ("gemini-3.1-pro-preview-customtools", "gemini-2.5-pro", "gemini-2.0-flash", None):
+        assert resolve(fmt="gemini-cli", model=model) == Window(1_048_576, "Gemini CLI's token limit")
+    assert resolve(fmt="gemini-cli", model="gemini-2.5-pro", metadata={"model_context_window": 500_000}).tokens == 500_000
 
 
 def test_the_largest_prompt_answered_is_a_lower_bound_whatever_the_source():
