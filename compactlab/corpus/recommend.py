@@ -142,7 +142,7 @@ def _use_point(result: TuneResult, point: Point, said: Callable[[Point], str], f
     broken = int(point.scores.get("violations", 0))
     values = _values(point, result.harness)
     if all(point.scores[o] >= base.scores[o] for o in result.objectives):
-        return (f"Use front point {n} ({values}): {said(point)}, against {said(base)} for {result.base} as it is -- as "
+        return (f"Use front point {n} ({values}): it {said(point)}, where {result.base} as it is {said(base)}: as "
                 f"good or better on every objective, with "
                 f"{f'{broken} violation(s), within --max-violations,' if broken else 'no violation'} and no "
                 f"overflow; its policy is policies/front-{n:02d}.toml.")
@@ -150,7 +150,7 @@ def _use_point(result: TuneResult, point: Point, said: Callable[[Point], str], f
     behind = [_ON[o] for o in result.objectives if point.scores[o] < base.scores[o]]
     return (f"Of the points that keep recall and retention above the floor of {floors}"
             f"{' and cost no more than no compaction' if bar else ''}, front point {n} ({values}) saves the most: "
-            f"{said(point)}, against {said(base)} for {result.base} as it is, which it trails on "
+            f"it {said(point)}, where {result.base} as it is {said(base)}, which it trails on "
             f"{' and '.join(behind)}; its policy is policies/front-{n:02d}.toml.")
 
 

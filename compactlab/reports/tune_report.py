@@ -40,6 +40,12 @@ def front_policy(result: TuneResult, i: int) -> str:
     return "\n".join(lines)
 
 
+def front_files(n: int) -> str:
+    """The front's policy files as the list of files written names them: one by its name, more as a
+    range ("policies/front-01..03.toml")."""
+    return "policies/front-01.toml" if n == 1 else f"policies/front-01..{n:02d}.toml"
+
+
 def write_files(result: TuneResult, out_dir: str, chart: bool = True) -> list[str]:
     """front.csv, front.json, policies/front-NN.toml and charts/tune.svg in ``out_dir``, never
     through a symbolic link planted in it."""
@@ -61,7 +67,7 @@ def write_files(result: TuneResult, out_dir: str, chart: bool = True) -> list[st
     for i in range(len(result.front)):
         write_in_folder(out_dir, f"policies/front-{i + 1:02d}.toml", front_policy(result, i).encode())
     if result.front:
-        written.append(f"policies/front-01..{len(result.front):02d}.toml")
+        written.append(front_files(len(result.front)))
     if chart:
         from .charts import file_bytes, tune_chart
 

@@ -12,6 +12,7 @@ from compactlab import load_policy
 from compactlab.errors import PolicyError, UsageError
 from compactlab.corpus.trials import Point
 from compactlab.corpus.tune import pareto, parse_objectives, parse_space
+from compactlab.reports.tune_report import front_files
 from helpers import SAMPLES, examples
 
 CORPUS = [SAMPLES / "synth-small.jsonl", SAMPLES / "synth-medium.jsonl"]
@@ -125,6 +126,9 @@ def test_a_tune_writes_the_front_its_policies_and_the_chart(cli, tmp_path):
         policy = load_policy(str(out / "policies" / f"front-{i + 1:02d}.toml"))
         assert policy.micro.keep_recent == int(row["micro.keep_recent"]) and 1 <= policy.micro.keep_recent <= 12
         assert policy.micro.min_chars == int(row["micro.min_chars"]) and policy.micro.keep_by == "turns"
+    # (the files said as written: one point's policy by its name, several as a range, never "01..01")
+    assert front_files(len(rows)) in " ".join(r.stderr.split()) and "front-01..01" not in r.stderr, r.stderr
+    assert front_files(1) == "policies/front-01.toml" and front_files(3) == "policies/front-01..03.toml"
 
 
 def test_the_study_journal_writes_optunas_lines_and_is_made_durable_once_a_trial(cli, tmp_path, monkeypatch):
@@ -430,8 +434,8 @@ def test_tunes_recommendation_applies_the_verdicts_guard():
     assert "Front point 1 (micro.keep_recent=1) is as good as s08 or better on every objective but keeps 50.0%" in text
     assert "not recommended" in text and "Use front point" not in text
     # (the pick is said against the base on its own: "No point beats s08 …" contradicted the point named above)
-    assert ("front point 2 (micro.keep_recent=2) saves the most: saves 20.0%, recall 97.0%, retention 100.0%, against "
-            "saves 30.0%, recall 40.0%, retention 100.0% for s08 as it is, which it trails on the saving;") in text
+    assert ("front point 2 (micro.keep_recent=2) saves the most: it saves 20.0%, recall 97.0%, retention 100.0%, "
+            "where s08 as it is saves 30.0%, recall 40.0%, retention 100.0%, which it trails on the saving;") in text
     assert "No point" not in text
     ok = TuneResult("s08", result.params, ["cost", "recall"], base, [pt(3, 0.6, 0.99)], [pt(3, 0.6, 0.99)])
     assert "Use front point 1" in recommend(ok)
@@ -656,7 +660,7 @@ def test_tune_never_suggests_a_point_dearer_than_no_compaction_where_it_fits():
     assert "front point 2 (summary.trigger=7) saves the most" in text, text
     # a point that saves, beside them: it
     text = _recommend(_pt(-1, -0.984, recall=0.97), [*front, _pt(8, 0.2, recall=0.97)], none)
-    assert "Use front point 3 (summary.trigger=8): saves 20.0%" in text and "costs 98.4% more" in text, text
+    assert "Use front point 3 (summary.trigger=8): it saves 20.0%" in text and "costs 98.4% more" in text, text
 
 
 def test_tune_never_suggests_a_point_equal_to_its_base_and_an_exact_tie_keeps_the_base():
