@@ -28,7 +28,7 @@ def test_schema_uses_exactly_the_spec_names():
     assert SUMMARY_KEYS[: len(SPEC_RUN)] == SPEC_RUN
     assert SUMMARY_KEYS[len(SPEC_RUN):] == ["refs", "refs_retained", "recall", "probes", "probes_kept", "recoverable",
                                             "probes_recoverable", "probe_kinds", "probes_indexed", "cache_read_tokens", "cache_write_tokens",
-                                            "price_model", "recorded_input_cost_usd", "recorded_cost_usd", "billed_cost_usd", "sidechain_calls", "recorded_sidechain_cost_usd", "cache_ttl",
+                                            "price_model", "priced_by", "recorded_input_cost_usd", "recorded_cost_usd", "billed_cost_usd", "sidechain_calls", "recorded_sidechain_cost_usd", "cache_ttl",
                                             "cache_expired_calls", "calibration", "recorded_cache_breaks", "cache_warm_start_tokens",
     "cache_breaks_replayed", "cache_ledger", "cache_model", "window_tokens", "window_source", "summary_cost_usd",
     "summary_request", "summary_cache_read_tokens", "custom", "raw_overflows", "core"]

@@ -206,6 +206,8 @@ class RunSummary(Mapping[str, Any]):
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     price_model: str = ""
+    #: where the prices of ``price_model`` come from (``ModelPrices.priced_by``): the table, or a stand-in's
+    priced_by: str = ""
     #: input cost computed from the recorded usage fields (sources with recorded usage), else None
     recorded_input_cost_usd: float | None = None
     #: input and output cost the recorded usage implies: what compares with a bill
@@ -340,6 +342,7 @@ def summarize(records: list[TurnRecord], totals: Any, *, transcript: Any, policy
         cache_read_tokens=read,
         cache_write_tokens=written,
         price_model=pricing.prices.model,
+        priced_by=pricing.prices.priced_by(),
         **_recorded(pricing),
         calibration=calibration or {},
         cache_ttl=priced.ttl,

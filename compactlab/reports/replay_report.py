@@ -95,6 +95,7 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
         ("compaction's own cost", _summary_cost(s)),
         ("input cost, cached (raw → policy)", f"${s.raw_cost_usd:,.4f} → ${s.cost_usd:,.4f}"),
         ("input cost, no cache (raw → policy)", f"${s.raw_cost_usd_nocache:,.4f} → ${s.cost_usd_nocache:,.4f}"),
+        *([("priced by", s.priced_by)] if s.priced_by else []),
         *_cache_rows(s),
         ("retention", f"{s.retention:.3f} ({s.refs_retained:,} of {s.refs:,} references)" if s.refs else "1.000 (no references)"),
         ("recall (hindsight probes)", _recall(s)),

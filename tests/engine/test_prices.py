@@ -9,6 +9,7 @@ import pytest
 
 from compactlab.errors import UsageError
 from compactlab.engine.cost.prices import GenaiPrices, PriceTable, TomlPrices, _package_file, load_prices
+from helpers import SAMPLES
 
 
 def at(iso: str) -> float:
@@ -65,6 +66,17 @@ def test_an_unknown_model_is_priced_by_its_provider_never_by_another(cli):
     assert table.lookup("gpt-9-turbo").cache_write_5m == table.lookup("gpt-9-turbo").input  # (no write premium)
     unpriced = table.lookup("my-local-llama")
     assert not unpriced.known and unpriced.priced_as == "" and unpriced.input == unpriced.output == 0.0
+    # (each run says which of the three its costs rest on: summary.json's priced_by, replay's "priced by")
+    read = table.lookup("claude-sonnet-4-5").read
+    assert table.lookup("claude-sonnet-4-5").priced_by() == f"claude-sonnet-4-5's in {read}"
+    assert table.lookup("gpt-9-turbo").priced_by() == (f"gpt-5's in {table.lookup('gpt-5').read}, standing in for "
+                                                       "gpt-9-turbo, which no table knows (an estimate)")
+    assert unpriced.priced_by() == "none: no table knows my-local-llama nor its provider (every cost 0)"
+    for model, said in (("gpt-9-turbo", "gpt-5's in"), ("claude-sonnet-4-5", "claude-sonnet-4-5's in")):
+        r = cli("replay", SAMPLES / "synth-small.jsonl", "--price-model", model, "--dry-run")
+        assert r.exit_code == 0, r.output
+        row = next(line for line in r.stdout.splitlines() if line.startswith("priced by"))
+        assert said in row and ("an estimate" in row) == (model == "gpt-9-turbo"), row
 
 
 def test_a_prices_file_goes_in_front_and_may_date_its_rows(tmp_path):

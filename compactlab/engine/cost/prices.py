@@ -49,6 +49,15 @@ class ModelPrices(NamedTuple):
     priced_as: str | None = None
     tiers: tuple[tuple[int, ModelPrices], ...] = ()
 
+    def priced_by(self) -> str:
+        """Where these prices come from, in a phrase (a run's "priced by"): the model and the table,
+        or the stand-in an unknown model was given (an estimate), or that it is unpriced."""
+        if self.known:
+            return f"{self.model}'s in {self.read}"
+        if self.priced_as:
+            return f"{self.priced_as}'s in {self.read}, standing in for {self.model}, which no table knows (an estimate)"
+        return f"none: no table knows {self.model} nor its provider (every cost 0)"
+
     def at(self, input_tokens: int) -> ModelPrices:
         """The prices of a call with ``input_tokens`` input tokens in all."""
         for start, prices in reversed(self.tiers):
