@@ -257,8 +257,10 @@ def test_a_terminal_gets_rich_boxes_or_a_compact_layout_never_a_row_wrapped_mid_
     out = Terminal()
     Printer(out).table(wide())
     lines = shown(out).splitlines()
-    # (each row as lines, its short values run together and broken between them at the width)
-    assert "session.jsonl" in lines and "  cost saving: +34.4% ·" in lines and "    retention: 20.0%" in lines
+    # (each row as lines, its short values run together and broken between two of them at the width,
+    # each line of them as indented as the first, no "·" left at a line's end)
+    assert "session.jsonl" in lines and "  cost saving: +34.4%" in lines and "  retention: 20.0%" in lines
+    assert not any(line.endswith("·") for line in lines)
     assert max(map(len, lines)) <= 30
     piped = io.StringIO()
     Printer(piped).table(wide())
@@ -601,6 +603,11 @@ def test_a_shorten_column_is_cut_to_the_room_the_others_leave_it_and_only_then()
     assert t.fitted(t.narrowest_boxed() - 1) is t  # (less room than its least width: rich folds, as before)
     assert table(second_wraps=True).fitted(whole - 10).rows == table(second_wraps=True).rows
     assert fitted.rich().columns[1].no_wrap  # (rich draws it, not handed the option: it refuses one it lacks)
+    # (too narrow for any table, each row as lines: a long cell made to fit after its header, the others as they are)
+    asked.clear()
+    lines = [line for line, _ in t.stacked(24)]
+    assert "  action: row 0 in 14" in lines and "  action: short" in lines and asked == [(0, 14)], lines
+    assert "  action: " + "x" * 40 in [line for line, _ in t.stacked()]  # (no width: whole, as before)
 
 
 def test_compare_explains_its_red_rows_and_keeps_what_the_verdict_cites_at_100_columns(monkeypatch):

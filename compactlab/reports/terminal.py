@@ -225,20 +225,36 @@ class Table:
         t.simple = True
         return t
 
-    def stacked(self) -> list[tuple[str, str | None]]:
+    def stacked(self, width: int | None = None) -> list[tuple[str, str | None]]:
         """Each row as lines: its first cell, then "header: value" for the others (a terminal too
-        narrow for any table), the short ones (a figure, a name) run together on one line, "·"
-        between them, each longer one on a line of its own; with the row's style."""
+        narrow for any table), the short ones (a figure, a name) run together, "·" between them,
+        on as few lines of ``width`` as they take (a line is broken between two of them, never
+        inside one), each longer one on a line of its own; with the row's style."""
         lines: list[tuple[str, str | None]] = [(self.title, None)] if self.title else []
         headers = [h for h, _ in self.columns]
-        for cells, style in self.rows:
+        for k, (cells, style) in enumerate(self.rows):
             lines.append((cells[0], style))
-            pairs = [f"{h}: {c}" for h, c in zip(headers[1:], cells[1:]) if c]
-            short = [p for p in pairs if len(p) <= STACKED_SHORT]
-            if short:
-                lines.append(("  " + " · ".join(short), style))
+            pairs = [f"{h}: {self._shortened(k, i, c, width)}" for i, (h, c) in enumerate(zip(headers, cells)) if i and c]
+            run: list[str] = []
+            for pair in (p for p in pairs if len(p) <= STACKED_SHORT):
+                if run and width is not None and len("  " + " · ".join([*run, pair])) > width:
+                    lines.append(("  " + " · ".join(run), style))
+                    run = []
+                run.append(pair)
+            if run:
+                lines.append(("  " + " · ".join(run), style))
             lines += [(f"  {p}", style) for p in pairs if len(p) > STACKED_SHORT]
         return lines
+
+    def _shortened(self, k: int, i: int, cell: str, width: int | None) -> str:
+        """Row ``k``'s cell of column ``i`` as a stacked line shows it: made by the column's
+        ``shorten`` to fit ``width`` after its header where it would not (else as it is)."""
+        header, opts = self.columns[i]
+        room = None if width is None else width - len(f"  {header}: ")
+        shorten = opts.get("shorten")
+        if shorten is None or room is None or len(cell) <= room or room < (opts.get("min_width") or 1):
+            return cell
+        return visible(shorten(k, room))[:room]
 
     def rich(self, whole_heads: bool = False) -> Any:
         """The rich table; a long name in a header is broken after its separators, unless
@@ -299,7 +315,7 @@ class Printer:
 
             # (a value's continuation lines under the value, not flush left: each row reads as one
             # item; a name longer than a line, a path, left whole for the terminal to fold)
-            for line, style in (table.compact() or table).stacked():
+            for line, style in (table.compact() or table).stacked(width):
                 self._console.print(wrapped(line, width, "  " if line.startswith("  ") else "", least=1), style=style,
                                     overflow="fold")
 
