@@ -58,12 +58,12 @@ def replay(transcripts: tuple[str, ...], **options: Any) -> None:
     from ..jobs.replay import ReplaySettings, replay_prepared
 
     def prepare() -> tuple[list[str], Any]:
-        from ..engine.policy import inert_keys, load_policy
+        from ..engine.policy import load_policy
+        from ..jobs.base import warn_inert
 
         settings = job_settings(o, ReplaySettings, policy=load_policy(refs[0] if refs else "s08", o["overrides"]),
                              overridden=bool(o["overrides"]))
-        for line in inert_keys(settings.policy, [s.partition("=")[0] for s in o["overrides"]]):
-            status_line(quiet, f"warning: {line}")
+        warn_inert([(settings.policy, ())], o["overrides"], lambda line, _: status_line(quiet, line))
         files = inputs_of(transcripts, o["subagents"], quiet, o)
         if o["fmt"] == "json-run" and len(files) != 1:
             raise UsageError(f"--format json-run prints one run; {len(files)} transcripts given",

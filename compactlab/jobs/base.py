@@ -170,6 +170,25 @@ def say_left_out(n: int, cost: float, where: str, notify: Notify) -> None:
                "not replayed); --subagents includes them", False)
 
 
+def warn_inert(grid: list[tuple[Any, tuple]], overrides: list[str] | tuple[str, ...], notify: Notify,
+               but: Any = None) -> None:
+    """A warning, once each, for a --set key a policy of ``grid`` (its policies and their swept
+    values) takes no notice of (its layer is off), ``but`` left out (no compaction a compare adds,
+    which takes none by design): the same lines from replay, compare, check and next-action (tune
+    says its own, of its space)."""
+    from ..engine.policy import inert_keys
+
+    keys = [s.partition("=")[0] for s in overrides]
+    said: set[str] = set()
+    for policy, _ in grid:
+        if policy is but:
+            continue
+        for line in inert_keys(policy, keys):
+            if line not in said:
+                said.add(line)
+                notify(f"warning: {line}", False)
+
+
 def say_too_deep(folders: list[str], notify: Notify) -> None:
     """The line that names the folders whose sessions lie deeper than a folder given is read
     (``transcripts.deeper_folders``), each with -v."""

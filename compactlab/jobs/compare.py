@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..corpus.compare import GridRun, build_grid, harness_settings, sweep_units, triggers, with_reference
 from ..corpus.verdict import label_of
-from ..engine.policy import acted_by_layer, idle_keys, inert_keys
+from ..engine.policy import acted_by_layer, idle_keys
 from ..plain import dataclass
 from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import OutputDir
 from .cluster import run_corpus
 from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, failures_said, load_all, no_progress, \
-    quietly
+    quietly, warn_inert
 
 if TYPE_CHECKING:
     from ..reports.compare_report import Comparison
@@ -58,19 +58,6 @@ class Compared:
     grid: GridRun | None
     written: list[str]
     outcome: Outcome
-
-
-def _warn_inert(policies: list, added: Any, keys: list[str], notify: Notify) -> None:
-    """A warning, once each, for a --set key a policy takes no notice of (no compaction, the
-    reference, takes none by design)."""
-    said: set[str] = set()
-    for policy, _ in policies:
-        if policy is added:
-            continue
-        for line in inert_keys(policy, keys):
-            if line not in said:
-                said.add(line)
-                notify(f"warning: {line}", False)
 
 
 def _meta(done: Any, policies: list, reference: Any, sweep_keys: list[str], models: list[str] | None,
@@ -108,7 +95,7 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
     for note in notes:
         notify(note, False)
     keys = [s.partition("=")[0] for s in grid.overrides]  # (a swept one is in the notes already)
-    _warn_inert(policies, added, keys, notify)
+    warn_inert(policies, grid.overrides, notify, but=added)
     planned = None
     if reporting.next_action is not None:  # (its samples are drawn from the whole corpus: read whole first)
         loaded = load_all(files, settings, notify, progress)

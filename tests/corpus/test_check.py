@@ -204,6 +204,15 @@ def test_edits_that_do_nothing_are_said(cli, tmp_path):
     r = cli("compare", SAMPLES / "synth-small.jsonl", "-p", "claude-code", "--set", "micro.keep_recent=2",
             "--dry-run", "--format", "csv")
     assert "micro.keep_recent changes nothing" in r.stderr
+    # (one warning whatever the job: check and next-action said nothing of it)
+    said = ("warning: micro.keep_recent changes nothing: the micro layer is off in claude-code (--set "
+            "micro.enabled=true turns it on)")
+    edge = tmp_path / "edge.json"
+    for job, extra in (("replay", ["--dry-run"]), ("compare", ["-p", "s08", "--dry-run"]),
+                       ("next-action", ["--dry-run"]), ("check", ["-p", "s08", "--baseline", edge, "--update-baseline"])):
+        r = cli(job, SAMPLES / "synth-small.jsonl", "-p", "claude-code", "--set", "micro.keep_recent=2", *extra)
+        assert r.exit_code == 0, (job, r.output)
+        assert r.stderr.splitlines().count(said) == 1, (job, r.stderr)  # (once; s08, whose micro is on, says nothing)
     baseline = tmp_path / "b.json"
     path = SAMPLES / "huge-batch.jsonl"
     assert cli("check", path, "-p", "s08", "--baseline", baseline, "--update-baseline").exit_code == 0
