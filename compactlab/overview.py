@@ -187,7 +187,7 @@ def _cache_facts(transcript: Transcript, cal: Any) -> dict[str, Any]:
             "cache_ledger": s.cache_ledger, "recorded_input_cost_usd": s.recorded_input_cost_usd,
             "recorded_cost_usd": s.recorded_cost_usd, "sidechain_calls": s.sidechain_calls,
             "recorded_sidechain_cost_usd": s.recorded_sidechain_cost_usd,
-            "modelled_input_cost_usd": round(sum(c.input_cost_usd for c in run.calls), 6)}
+            "modelled_input_cost_usd": round(sum(c.input_cost_usd for c in run.calls), 6), "priced_by": s.priced_by}
 
 
 def _format_specific(transcript: Transcript) -> dict[str, Any]:

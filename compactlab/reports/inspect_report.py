@@ -91,6 +91,8 @@ def _cost_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("recorded cache breaks", ", ".join(map(_cache_break, info["recorded_cache_breaks"][:10]))))
     if info.get("recorded_cost_usd") is not None:
         rows.append(("recorded cost, input + output", f"${info['recorded_cost_usd']:,.4f}"))
+    if rows and info.get("priced_by"):  # (what the costs above rest on, as replay says it)
+        rows.append(("priced by", info["priced_by"]))
     return rows
 
 

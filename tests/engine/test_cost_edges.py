@@ -232,6 +232,12 @@ def test_inspect_says_a_break_under_a_cache_of_replies_against_what_was_expected
     assert b["read_tokens"] <= b["expected_read_tokens"] - 64 and b["expected_read_tokens"] <= 5000 + 300
     table = cli("inspect", path).stdout
     assert f"call 2 read 5,120 of {b['expected_read_tokens']:,} expected" in table and "of 5,000" not in table
+    # (its costs say what they are priced by, as a replay's do: the same phrase in both)
+    assert info["priced_by"].startswith("deepseek-chat's in ")
+    row = next(line for line in table.splitlines() if line.startswith("priced by"))
+    assert row.endswith(info["priced_by"])
+    run = orjson.loads(cli("replay", path, "-p", "none", "--dry-run", "--format", "json").stdout)["runs"][0]
+    assert run["summary"]["priced_by"] == info["priced_by"]
 
 
 def test_a_whole_miss_after_calls_without_usage_is_a_break():
