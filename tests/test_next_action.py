@@ -216,6 +216,12 @@ def test_a_dry_run_says_which_samples_it_will_not_send_and_why(cli, tmp_path, mo
     said = "; ".join(f"{p} call {c}" for p, c in calls.items() if c)
     assert (f"not sent: {len(unsent)} sample(s) whose control (its tokens above) is over claude-haiku-4-5's window "
             f"(200,000 tokens), {said}; each is counted apart as a control the model refuses") in text, text
+    from types import SimpleNamespace as NS
+
+    from compactlab.reports.next_action_report import CALLS_NAMED, _calls
+
+    many = [NS(policy="s08", call=c) for c in range(CALLS_NAMED + 3)] + [NS(policy="none", call=7)]
+    assert _calls(many) == f"s08 call {', '.join(map(str, range(CALLS_NAMED)))} and 3 more; none call 7"
 
 
 def test_a_dry_run_with_nothing_to_ask_prints_no_empty_table(cli, tmp_path, monkeypatch):

@@ -96,12 +96,18 @@ def write_plan(plan: Plan, model: str, api: str, max_cost: float, out: TextIO) -
     printer.text(estimate_line(plan, model, api, max_cost))
 
 
+#: the most calls of a policy the dry run's "not sent" line names (the JSON plan has each)
+CALLS_NAMED = 12
+
+
 def _calls(samples: list[Any]) -> str:
-    """The calls of ``samples``, with their policies where more than one: "s08 call 109, 112"."""
+    """The calls of ``samples`` by policy, ``CALLS_NAMED`` of each at most: "s08 call 109, 112"."""
     by: dict[str, list[str]] = {}
     for s in samples:
         by.setdefault(s.policy, []).append(str(s.call))
-    return "; ".join(f"{policy} call {', '.join(calls)}" for policy, calls in by.items())
+    return "; ".join(f"{policy} call {', '.join(calls[:CALLS_NAMED])}"
+                     + (f" and {len(calls) - CALLS_NAMED} more" if len(calls) > CALLS_NAMED else "")
+                     for policy, calls in by.items())
 
 
 def allocation_line(plan: Plan, policy: str) -> str:
