@@ -374,6 +374,34 @@ def test_check_gates_on_next_action_only_when_asked(cli, fake, tmp_path):
     assert len(fake.message_requests) == sent  # the same samples: answered from the cache
 
 
+def test_every_job_that_asks_says_its_plan_the_same_way_before_any_request(cli, tmp_path, monkeypatch):
+    """next-action and compare said the estimate before asking, check said nothing of it; only
+    next-action's dry run named the samples not sent (their control over the window). Each job
+    that asks now says the same lines first: the samples not sent, then the estimate."""
+    session = SAMPLES / "synth-medium.jsonl"
+    policies = ["-p", "s08", "-p", "observation-masking"]
+    said = {}
+    with _serving([load_transcript(str(session))], monkeypatch, tmp_path) as api:
+        r = cli("next-action", session, *policies, "--samples", "10", "--max-cost", "5", "--format", "json",
+                "--out", tmp_path / "na")
+        said["next-action"] = r
+        r = cli("compare", session, *policies, "--next-action", "10", "--max-cost", "5", "--dry-run")
+        said["compare"] = r
+        baseline = tmp_path / "baseline.json"
+        assert cli("check", session, *policies, "--baseline", baseline, "--update-baseline").exit_code == 0
+        said["check"] = cli("check", session, *policies, "--baseline", baseline, "--next-action", "10",
+                            "--max-cost", "5", "--next-action-margin", "1")
+    assert api.message_requests  # (next-action and check asked)
+    lines = {}
+    for job, r in said.items():
+        assert r.exit_code == 0, (job, r.output)
+        plan = [line for line in r.stderr.splitlines() if line.startswith(("not sent: ", "estimate: $"))]
+        assert [line[:9] for line in plan] == ["not sent:", "estimate:"], (job, r.stderr)
+        lines[job] = plan[0]
+    assert len(set(lines.values())) == 1, lines  # (the very same sentence from each job)
+    assert "s08 call 109; observation-masking call 109, 112, 116" in lines["check"]
+
+
 def test_a_policy_named_twice_and_a_missing_openai_package_are_clear_errors(cli, fake, tmp_path, monkeypatch):
     r = cli("next-action", fake.session, "-p", "s08", "-p", "s08", "--dry-run")
     assert r.exit_code == 2 and "policy s08 named twice" in r.stderr

@@ -63,7 +63,7 @@ def next_action(transcripts: tuple[str, ...], **options: Any) -> None:
           --model gpt-5-mini
     """
     from ..jobs.next_action import next_action_files
-    from ..reports.next_action_report import PLAN_WRITERS, WRITERS
+    from ..reports.next_action_report import PLAN_WRITERS, WRITERS, plan_lines
 
     o, quiet = options, options["quiet"]
     asking = asking_for(o, list(o["policy_refs"] or ("s08",)), o["samples"], o["model"], o["api"])
@@ -73,13 +73,11 @@ def next_action(transcripts: tuple[str, ...], **options: Any) -> None:
         asking.system_prompt = (read_regular_text(o["system_prompt_file"], "--system-prompt"), o["system_prompt_file"])
     model = asking.model
 
-    def show_plan(plan: Any) -> None:
+    def show_plan(plan: Any) -> None:  # (a dry run's table or JSON; else the lines said before any request)
         if o["dry_run"]:
             PLAN_WRITERS[o["fmt"]](plan, model.model, model.api, asking.max_cost, sys.stdout)
-        else:
-            from ..reports.next_action_report import estimate_line
-
-            status_line(quiet, estimate_line(plan, model.model, model.api, asking.max_cost))
+        for line in [] if o["dry_run"] else plan_lines(plan, model.model, model.api, asking.max_cost):
+            status_line(quiet, line)
 
     done = next_action_files(inputs_of(transcripts, o["subagents"], quiet), asking, job_settings(o), notifier(quiet, o["verbose"]),
                              progress_bar(quiet), show_plan)

@@ -194,13 +194,14 @@ def _next_action_plan(loaded: list, policies: list, calibrations: list, reportin
         return None
     from dataclasses import replace
 
-    from ..reports.next_action_report import estimate_line
+    from ..reports.next_action_report import plan_lines
     from .next_action import planned_for
 
     asked = [replace(p, name=label_of(p.name, dict(swept))) for p, swept in policies if p.acts]
     planned = planned_for(loaded, asked, calibrations, reporting.next_action, settings, notify)
     model = reporting.next_action.model
-    notify(estimate_line(planned.plan, model.model, model.api, reporting.next_action.max_cost), False)
+    for line in plan_lines(planned.plan, model.model, model.api, reporting.next_action.max_cost):
+        notify(line, False)
     return None if settings.dry_run else planned
 
 

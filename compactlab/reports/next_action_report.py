@@ -80,12 +80,8 @@ def write_plan(plan: Plan, model: str, api: str, max_cost: float, out: TextIO) -
         printer.table(table)
         printer.text("tokens: the context sent under the policy / with no compaction (the control); est. cost: "
                      "the pair's requests at most")
-        unsent = [s for s in plan.samples if s.skipped is not None]
-        if unsent:  # (their est. cost is no saving: they are not asked, and count apart, not as disagreements)
-            window = f" ({plan.window:,} tokens)" if plan.window else ""
-            printer.text(f"not sent: {len(unsent)} sample(s) whose control (its tokens above) is over {model}'s "
-                         f"window{window}, {_calls(unsent)}; each is counted apart as a control the model refuses, not as a "
-                         "disagreement, and costs nothing")
+        if (unsent := unsent_line(plan, model, " (its tokens above)")) is not None:
+            printer.text(unsent)
     else:  # (a table of headers only says less than this)
         printer.text("next-action samples: none")
     for policy, n in plan.candidates.items():
@@ -94,6 +90,27 @@ def write_plan(plan: Plan, model: str, api: str, max_cost: float, out: TextIO) -
         else:
             printer.text(allocation_line(plan, policy))
     printer.text(estimate_line(plan, model, api, max_cost))
+
+
+def unsent_line(plan: Plan, model: str, where: str = "") -> str | None:
+    """The samples that will not be sent, their control over the model's window, and how they
+    count (their estimate is no saving: they are not asked), or None where every one is sent:
+    said by next-action's dry run under its table, and before any request by next-action, compare
+    and check (``where``: where the tokens are shown)."""
+    unsent = [s for s in plan.samples if s.skipped is not None]
+    if not unsent:
+        return None
+    window = f" ({plan.window:,} tokens)" if plan.window else ""
+    return (f"not sent: {len(unsent)} sample(s) whose control{where} is over {model}'s window{window}, "
+            f"{_calls(unsent)}; each is counted apart as a control the model refuses, not as a disagreement, and "
+            "costs nothing")
+
+
+def plan_lines(plan: Plan, model: str, api: str, max_cost: float) -> list[str]:
+    """What a job that asks the model says of its plan before any request: the samples not sent
+    (where any is not) and the estimate."""
+    unsent = unsent_line(plan, model)
+    return [*([unsent] if unsent is not None else []), estimate_line(plan, model, api, max_cost)]
 
 
 #: the most calls of a policy the dry run's "not sent" line names (the JSON plan has each)
