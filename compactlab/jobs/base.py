@@ -503,7 +503,7 @@ def _home_files(f: Finding, since: float | None, until: float | None, subagents:
     from ..transcripts.homes import find, looked
 
     homes = find(since, until, f.project, f.harness)
-    notify(looked(homes), False)
+    notify(looked(homes, harness=f.harness), False)
     local = [p for h in homes for p in h.kept]
     agents = [p for h in homes for p in h.agents]
     if subagents:

@@ -70,6 +70,12 @@ class Home:
 
 def homes(env: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
     """Each harness's session folders on this machine (those that exist), in ``HARNESSES`` order."""
+    return [(h, p) for h, p in places(env) if p.is_dir()]
+
+
+def places(env: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
+    """Every folder a harness's sessions may be in (``homes``: those that exist), in ``HARNESSES``
+    order, as the environment (``CODEX_HOME`` and the others) places them."""
     env = os.environ if env is None else env
     home = Path(env.get("HOME") or Path.home())
     out: list[tuple[str, Path]] = []
@@ -99,7 +105,7 @@ def homes(env: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
         for base in storage:
             for editor in _EDITORS:
                 out.append((harness, base / editor / "User" / "globalStorage" / extension / "tasks"))
-    return [(h, p) for h, p in out if p.is_dir()]
+    return out
 
 
 def _expanded(path: str, variable: str) -> Path:
@@ -231,14 +237,19 @@ def _kept(found: list[Found], since: float | None, until: float | None, project:
     return kept
 
 
-def looked(found: list[Home], env: Mapping[str, str] | None = None) -> str:
-    """The line that says where compactlab looked and what it found in each place."""
+def looked(found: list[Home], env: Mapping[str, str] | None = None, harness: str | None = None) -> str:
+    """The line that says where compactlab looked and what it found in each place (``harness``:
+    the one --harness chose, whose own folders are named where none of them is on this machine)."""
     env = os.environ if env is None else env
     home = str(env.get("HOME") or Path.home())
 
     def short(p: str) -> str:
         return "~" + p[len(home):] if home and p.startswith(home + os.sep) else p
 
+    if not found and harness is not None:
+        where = list(dict.fromkeys(short(str(p)) for h, p in places(env) if h == harness))
+        shown = ", ".join(where[:3]) + (f" or {len(where) - 3} more" if len(where) > 3 else "")
+        return f"no sessions: {harness}'s home is not on this machine ({shown})"
     if not found:
         return ("no sessions: none of the harnesses' homes is on this machine (~/.claude/projects, ~/.codex/sessions, "
                 "~/.gemini/tmp, the Cline/Roo task folders, ~/.pi/agent/sessions, ~/.openclaw/agents, ~/.qwen/projects, "

@@ -104,6 +104,19 @@ def test_no_sessions_and_bad_filters_are_said(cli, tmp_path, monkeypatch):
     assert r.exit_code == 2 and "no sessions to read" in r.stderr
     assert "hint: give a session file or folder: compactlab compare session.jsonl" in r.stderr  # (the command run)
     assert cli("inspect", "--since", "soon").exit_code == 2
+    # (--harness codex where ~/.claude/projects is and ~/.codex is not: it said "none of the harnesses'
+    # homes is on this machine", listing every home but codex's own; now the one asked for is named)
+    (tmp_path / ".claude" / "projects").mkdir(parents=True)
+    for v in ("CLAUDE_CONFIG_DIR", "CODEX_HOME"):
+        monkeypatch.delenv(v, raising=False)
+    r = cli("inspect", "--harness", "codex")
+    assert r.exit_code == 2 and r.stderr.startswith("no sessions: codex's home is not on this machine "
+                                                     "(~/.codex/sessions)\n"), r.stderr
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "elsewhere"))
+    assert "(~/elsewhere/sessions)" in cli("inspect", "--harness", "codex").stderr  # (where CODEX_HOME puts it)
+    many = cli("inspect", "--harness", "cline").stderr.splitlines()[0]  # (an extension's folders: the first three)
+    assert many.startswith("no sessions: cline's home is not on this machine (~/.config/Code/") and " more)" in many
+    assert "sessions found: 0, in ~/.claude/projects (claude-code): 0" in cli("inspect").stderr
     bad = cli("replay", SAMPLES / "synth-small.jsonl", "--project", "x", "--dry-run")
     assert bad.exit_code == 2 and "--project and --harness choose among the sessions found without a path" in bad.stderr
     assert when("2d", "--since", now=1_000_000.0) == 1_000_000.0 - 2 * 86400
