@@ -474,3 +474,30 @@ def test_the_savings_interval_is_called_95_percent_only_over_enough_transcripts(
     enough = verdict(FEW_FOR_INTERVAL)
     assert "; 95% interval over the transcripts" in enough and "too few" not in enough, enough
     assert "interval" not in verdict(1)  # (one transcript: its saving, no spread)
+
+
+def test_a_design_a_harness_user_cannot_switch_to_is_said_so_with_the_search_they_can_run(cli, shared_transcripts):
+    """compare of the shared Codex rollouts said "Use s08" and no more: a Codex user cannot switch to
+    compactlab's design. Where every session compared is one harness's (of those whose settings
+    are known) and the verdict names a policy that is not that harness's, it now says so and names
+    the search of what the harness lets its user set; not for no compaction, the harness's own
+    preset or a variant of it, nor for sessions of several harnesses."""
+    from types import SimpleNamespace as NS
+
+    from compactlab.reports.compare_report import not_a_setting
+
+    def runs(*formats):
+        return [NS(summary=NS(format=f)) for f in formats]
+
+    said = ("s08 is not a setting of Codex CLI, whose sessions these are: compactlab tune --harness codex "
+            "searches what Codex CLI lets you set, on these sessions.")
+    assert not_a_setting(runs("codex", "codex"), "s08", "none") == said
+    assert "claude-code is not a setting of Gemini CLI" in not_a_setting(runs("gemini-cli"), "claude-code", "none")
+    for fmts, recommended in ((("codex",), "none"), (("codex",), "codex"), (("codex",), "codex summary.trigger=200000"),
+                              (("codex",), None), (("codex", "claude-code"), "s08"), (("anthropic",), "s08"),
+                              (("mini-swe-agent",), "s08")):
+        assert not_a_setting(runs(*fmts), recommended, "none") is None, (fmts, recommended)
+    r = cli("compare", shared_transcripts / "codex", "-p", "s08", "-p", "codex", "--dry-run", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    verdict = orjson.loads(r.stdout)["verdict"]
+    assert (said in verdict["recommendation"]) == (verdict["recommended"] == "s08"), verdict["recommendation"]
