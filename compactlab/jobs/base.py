@@ -510,9 +510,11 @@ def _home_files(f: Finding, since: float | None, until: float | None, subagents:
         local += agents
     elif agents:
         say_left_out(len(agents), subagents_cost(agents), "your sessions", notify)
-    if not local:
+    if not local:  # (a home missing is not a filter's doing)
         filtered = " with these filters" if any((f.since, f.until, f.project, f.harness)) else ""
-        raise UsageError(f"no sessions to read: none found in the harnesses' homes{filtered}",
+        why = (f"none found in the harnesses' homes{filtered}" if homes else
+               f"{f.harness}'s home is not on this machine" if f.harness else "no harness's home is on this machine")
+        raise UsageError(f"no sessions to read: {why}",
                          hint=f"give a session file or folder: compactlab {f.command} session.jsonl")
     return [FolderFile(p) for p in local]
 

@@ -101,7 +101,7 @@ def test_the_homes_the_environment_names(home, tmp_path, monkeypatch):
 def test_no_sessions_and_bad_filters_are_said(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     r = cli("compare", "--dry-run")
-    assert r.exit_code == 2 and "no sessions to read" in r.stderr
+    assert r.exit_code == 2 and "error: no sessions to read: no harness's home is on this machine" in r.stderr
     assert "hint: give a session file or folder: compactlab compare session.jsonl" in r.stderr  # (the command run)
     assert cli("inspect", "--since", "soon").exit_code == 2
     # (--harness codex where ~/.claude/projects is and ~/.codex is not: it said "none of the harnesses'
@@ -112,6 +112,7 @@ def test_no_sessions_and_bad_filters_are_said(cli, tmp_path, monkeypatch):
     r = cli("inspect", "--harness", "codex")
     assert r.exit_code == 2 and r.stderr.startswith("no sessions: codex's home is not on this machine "
                                                      "(~/.codex/sessions)\n"), r.stderr
+    assert "error: no sessions to read: codex's home is not on this machine\n" in r.stderr  # (not "with these filters")
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "elsewhere"))
     assert "(~/elsewhere/sessions)" in cli("inspect", "--harness", "codex").stderr  # (where CODEX_HOME puts it)
     many = cli("inspect", "--harness", "cline").stderr.splitlines()[0]  # (an extension's folders: the first three)
