@@ -62,8 +62,8 @@ def next_action(transcripts: tuple[str, ...], **options: Any) -> None:
       compactlab next-action sessions/ -p s08 \\
           --model gpt-5-mini
     """
-    from ..jobs.next_action import next_action_files
-    from ..reports.next_action_report import PLAN_WRITERS, WRITERS, plan_lines
+    from ..jobs.next_action import next_action_files, say_plan
+    from ..reports.next_action_report import PLAN_WRITERS, WRITERS
 
     o, quiet = options, options["quiet"]
     asking = asking_for(o, list(o["policy_refs"] or ("s08",)), o["samples"], o["model"], o["api"])
@@ -76,8 +76,8 @@ def next_action(transcripts: tuple[str, ...], **options: Any) -> None:
     def show_plan(plan: Any) -> None:  # (a dry run's table or JSON; else the lines said before any request)
         if o["dry_run"]:
             PLAN_WRITERS[o["fmt"]](plan, model.model, model.api, asking.max_cost, sys.stdout)
-        for line in [] if o["dry_run"] else plan_lines(plan, model.model, model.api, asking.max_cost):
-            status_line(quiet, line)
+        else:
+            say_plan(plan, asking, lambda line, _: status_line(quiet, line))
 
     done = next_action_files(inputs_of(transcripts, o["subagents"], quiet), asking, job_settings(o), notifier(quiet, o["verbose"]),
                              progress_bar(quiet), show_plan)

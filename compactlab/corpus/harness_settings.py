@@ -71,8 +71,6 @@ class Harness:
 CLAUDE_WINDOW = 200_000
 #: Codex CLI's window for the gpt-5.x-codex models, and its default limit (90% of it: the most it takes)
 CODEX_WINDOW, CODEX_LIMIT = 272_000, 244_800
-#: Gemini CLI's token limit, for every model (the gemini-cli preset's window)
-GEMINI_WINDOW = GEMINI_CLI_WINDOW
 #: OpenCode's usable window on a 200,000-token model before compaction.reserved: the window less the
 #: output reserve, min(max output, 32,000) (the opencode preset's trigger; sst/opencode session/overflow.ts
 #: subtracts compaction.reserved from it, by default min(20,000, max output))
@@ -159,8 +157,8 @@ TABLE: dict[str, Harness] = {h.name: h for h in (
                     "stops there"),
     Harness("gemini-cli", "Gemini CLI", "gemini-cli", (
         Knob("model.compressionThreshold", "summary.trigger",
-             tuple(int(GEMINI_WINDOW * f) for f in _steps(0.1, 0.9, 0.05)),
-             shown=lambda t: round(t / GEMINI_WINDOW, 2), read=lambda f: int(GEMINI_WINDOW * float(f)),
+             tuple(int(GEMINI_CLI_WINDOW * f) for f in _steps(0.1, 0.9, 0.05)),
+             shown=lambda t: round(t / GEMINI_CLI_WINDOW, 2), read=lambda f: int(GEMINI_CLI_WINDOW * float(f)),
              short="threshold"),), _gemini,
             no_off="compactlab knows no Gemini CLI setting that turns chat compression off"),
     Harness("opencode", "OpenCode", "opencode", (

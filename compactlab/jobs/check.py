@@ -25,7 +25,7 @@ from ..plumbing.outputs import atomic_write_bytes, check_destination
 from .cluster import run_corpus
 from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, failures_said, load_all, no_progress, shown, \
     quietly, warn_inert
-from .next_action import Asking, failed_said, planned_for
+from .next_action import Asking, failed_said, planned_for, say_plan
 
 
 @dataclass(kw_only=True)
@@ -93,7 +93,7 @@ def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable
         loaded = load_all(files, settings, notify, progress)
         planned = planned_for(loaded, [p for p, _ in grid if p.acts], calibrations_for(loaded, settings.calibrate),
                               gate.next_action, settings, notify)
-        _plan_said(planned.plan, gate.next_action, notify)
+        say_plan(planned.plan, gate.next_action, notify)
         del loaded
     with progress("check", len(files) * len(grid)) as advance:  # (a corpus read in parts: run_in_parts)
         done, _, hashes = run_corpus(files, grid, settings, notify, advance)
@@ -133,15 +133,6 @@ def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable
             f"interrupted: {len(done.results)} of {done.total} runs finished (checked above); "
             "the check is incomplete"]))
     return Checked(checked, Outcome(1 if done.failures or failing or not all(r.ok for r in checked) else 0, failing))
-
-
-def _plan_said(plan: Any, asking: Asking, notify: Notify) -> None:
-    """The next-action plan, said before any run as next-action and compare say it: the samples not
-    sent and the estimate."""
-    from ..reports.next_action_report import plan_lines
-
-    for line in plan_lines(plan, asking.model.model, asking.model.api, asking.max_cost):
-        notify(line, False)
 
 
 def _next_action_gate(agreement: Any, margin: float, notify: Notify) -> list[str]:

@@ -194,14 +194,11 @@ def _next_action_plan(loaded: list, policies: list, calibrations: list, reportin
         return None
     from dataclasses import replace
 
-    from ..reports.next_action_report import plan_lines
-    from .next_action import planned_for
+    from .next_action import planned_for, say_plan
 
     asked = [replace(p, name=label_of(p.name, dict(swept))) for p, swept in policies if p.acts]
     planned = planned_for(loaded, asked, calibrations, reporting.next_action, settings, notify)
-    model = reporting.next_action.model
-    for line in plan_lines(planned.plan, model.model, model.api, reporting.next_action.max_cost):
-        notify(line, False)
+    say_plan(planned.plan, reporting.next_action, notify)
     return None if settings.dry_run else planned
 
 

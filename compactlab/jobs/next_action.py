@@ -59,7 +59,7 @@ def next_action_files(files: list[str], asking: Asking, settings: Settings, noti
     """Check ``files`` under ``asking`` into ``settings.out_dir``; ``show_plan`` sees the samples and
     the estimate before anything is sent (and is all a dry run does)."""
     policies = [load_policy(ref, asking.overrides) for ref in asking.policies]
-    warn_inert(list(zip(policies, [()] * len(policies))), asking.overrides, notify)
+    warn_inert([(p, ()) for p in policies], asking.overrides, notify)
     names = [p.name for p in policies]
     if len(set(names)) < len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
@@ -110,6 +110,15 @@ class Planned:
             interrupted = stop
         return (Agreement(o.model, o.api, tally(self.plan, self.names), self.plan.samples, self.plan, self.asker.sent,
                           interrupted=interrupted is not None), interrupted)
+
+
+def say_plan(plan: Plan, asking: Asking, notify: Notify) -> None:
+    """What a job that asks the model says of its plan before any request (next-action, compare and
+    check alike): the samples not sent, then the estimate."""
+    from ..reports.next_action_report import plan_lines
+
+    for line in plan_lines(plan, asking.model.model, asking.model.api, asking.max_cost):
+        notify(line, False)
 
 
 def planned_for(loaded: list, policies: list, calibrations: list, asking: Asking, settings: Settings,
