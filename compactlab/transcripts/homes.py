@@ -237,6 +237,22 @@ def _kept(found: list[Found], since: float | None, until: float | None, project:
     return kept
 
 
+def _homes_said(where: list[tuple[str, Path]], short: Callable[[str], str]) -> list[str]:
+    """Each harness's home as ``places`` puts it, once a harness, in its order: the shortest of its
+    folders (Claude Code's ``~/.claude/projects`` rather than ``~/.config/claude/projects``), and
+    the editor extensions' task folders said as one (there are a dozen of them)."""
+    shortest: dict[str, str] = {}
+    for harness, path in where:
+        folder = short(str(path))
+        if harness not in shortest or len(folder) < len(shortest[harness]):
+            shortest[harness] = folder
+    said = [folder for harness, folder in shortest.items() if harness not in _EXTENSIONS]
+    extensions = [h.capitalize() for h in _EXTENSIONS if h in shortest]
+    if extensions:
+        said.insert(min(3, len(said)), f"the {'/'.join(extensions)} task folders")
+    return said
+
+
 def looked(found: list[Home], env: Mapping[str, str] | None = None, harness: str | None = None) -> str:
     """The line that says where compactlab looked and what it found in each place (``harness``:
     the one --harness chose, whose own folders are named where none of them is on this machine)."""
@@ -251,10 +267,7 @@ def looked(found: list[Home], env: Mapping[str, str] | None = None, harness: str
         shown = ", ".join(where[:3]) + (f" or {len(where) - 3} more" if len(where) > 3 else "")
         return f"no sessions: {harness}'s home is not on this machine ({shown})"
     if not found:
-        return ("no sessions: none of the harnesses' homes is on this machine (~/.claude/projects, ~/.codex/sessions, "
-                "~/.gemini/tmp, the Cline/Roo task folders, ~/.pi/agent/sessions, ~/.openclaw/agents, ~/.qwen/projects, "
-                "~/.local/share/opencode, ~/.local/share/kilo, ~/.copilot/session-state, "
-                "~/.local/share/amp/threads, ~/.local/share/goose/sessions)")
+        return f"no sessions: none of the harnesses' homes is on this machine ({', '.join(_homes_said(places(env), short))})"
     parts = [f"{short(h.path)} ({h.harness}): {len(h.kept)}" + (f" of {h.found}" if len(h.kept) != h.found else "")
              for h in found]
     return f"sessions found: {sum(len(h.kept) for h in found)}, in " + "; ".join(parts)

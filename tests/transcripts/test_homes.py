@@ -126,6 +126,18 @@ def test_no_sessions_and_bad_filters_are_said(cli, tmp_path, monkeypatch):
         12 * 3600, 30 * 60, 14 * 86400, 86400]
 
 
+def test_where_no_home_is_the_line_names_each_as_the_environment_places_it():
+    """The line for no home at all was written out once, whatever the environment said: with
+    CODEX_HOME set it still named ~/.codex/sessions. It is now made from ``places``, as --harness's is."""
+    plain = looked([], {"HOME": "/home/me"})
+    assert plain.startswith("no sessions: none of the harnesses' homes is on this machine (~/.claude/projects, "
+                            "~/.codex/sessions, ~/.gemini/tmp, the Cline/Roo/Kilo task folders, ")
+    assert "~/.config/claude" not in plain and "Library" not in plain  # (each harness once: its shortest home)
+    assert "~/.local/share/goose/sessions" in plain and plain.count("goose") == 1
+    moved = looked([], {"HOME": "/home/me", "CODEX_HOME": "/data/codex", "CLAUDE_CONFIG_DIR": "/home/me/cc"})
+    assert "(~/cc/projects, /data/codex/sessions, " in moved and "~/.codex" not in moved and "~/.claude" not in moved
+
+
 def test_a_home_that_names_no_user_is_a_one_line_error(cli, tmp_path, monkeypatch):
     """(#56 §6) CLAUDE_CONFIG_DIR='~nouser/x' was an internal error (Could not determine home directory)."""
     monkeypatch.setenv("HOME", str(tmp_path))
