@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .. import metrics
 from ..core import in_use
 from ..engine.records import ACTIONS
-from ..plain import dataclass
+from ..plain import dataclass, pattern
 from .guard import NEAR, TIE_SHARE, TIE_USD, Candidate, dearer_than_none, dearer_where_fits, near_ties, pick
 
 
@@ -172,16 +172,14 @@ class _Guard:
         """What ``e`` keeps under the floors, the measure furthest under first (it sets its lead,
         ``lead``: what the fallback weighs), the other after it where it is under too."""
         margin = self.margin
-        under = [(floor - value, name, value, floor, meaning) for name, value, floor, meaning in (
-            ("recall", e.recall, self.recall_floor, "its contexts hold that much of what the agent later used"),
-            ("retention", e.retention, self.retention_floor, "the referenced tool results it keeps"))
+        under = [(floor - value, name, value, floor, MEANINGS[name]) for name, value, floor in (
+            ("recall", e.recall, self.recall_floor), ("retention", e.retention, self.retention_floor))
             if value < floor - 1e-12]
         if not under:
             return None
         under.sort(key=lambda u: -u[0])  # (stable: recall first where they are as far under)
         gap, name, value, floor, meaning = under[0]
-        said = (f"{name} {_pct(value)} ({meaning}), {_points(gap)} under the {_pct(floor)} floor (no compaction's "
-                f"{_pct(floor + margin)} less the {margin * 100:.0f}-point margin)")
+        said = (f"{name} {_pct(value)} ({meaning}), {_points(gap)} under the {_pct(floor)} floor {_floor_made(floor, margin)}")
         for gap, name, value, _, _ in under[1:]:
             said += f", and {name} {_pct(value)}, {_points(gap)} under its floor"
         return said
@@ -247,8 +245,37 @@ def judge(runs: Sequence[JudgedRun], sweep_keys: list[str], margin: float = RETE
         text.append(f"The runner-up, {runner.label}, lost: {_behind(best, runner, guard.why_not(runner))}.")
     text += _notes(entries, guard, best, runner, bool(above), triggers, no_refs)
     text += _timing(entries, sweep_keys)
-    return Verdict(entries, best.label, runner.label if runner else None, " ".join(text), margin, no_refs,
+    return Verdict(entries, best.label, runner.label if runner else None, _said_once(" ".join(text)), margin, no_refs,
                    list(sweep_keys), reference, *floors)
+
+
+#: what each measure the guard holds to a floor means, said with it the first time a verdict names it
+MEANINGS = {"recall": "its contexts hold that much of what the agent later used",
+            "retention": "the referenced tool results it keeps"}
+
+
+def _floor_made(floor: float, margin: float) -> str:
+    """How a floor is made, said after it: "(no compaction's 100.0% less the 5-point margin)"."""
+    return f"(no compaction's {_pct(floor + margin)} less the {margin * 100:.0f}-point margin)"
+
+
+_EXPLAINED = pattern(r" \((?:" + "|".join(MEANINGS.values()) +  # (plain words: nothing to escape)
+                     r"|no compaction's [0-9.]+% less the [0-9]+-point margin)\)")
+
+
+def _said_once(text: str) -> str:
+    """A verdict's text with each measure's meaning and each floor's making said where it first
+    stands, not again after each policy the verdict names (a compare of Claude Code sessions where
+    none passed repeated both for each of three policies, then once more for the one to use)."""
+    seen: set[str] = set()
+
+    def once(m: Any) -> str:
+        if m.group(0) in seen:
+            return ""
+        seen.add(m.group(0))
+        return m.group(0)
+
+    return _EXPLAINED.sub(once, text)
 
 
 def _and(labels: list[str]) -> str:
@@ -265,15 +292,15 @@ def _if_you_must(entries: list[Entry], guard: _Guard, sweep_keys: list[str], ref
     usable = [e for e in entries if guard.fatal(e) is None]
     reasons = "; ".join(f"{e.label}: {guard.why_not(e)}" for e in entries[:3])
     if not usable:
-        return Verdict(entries, None, None, f"No policy qualifies ({reasons}).", margin, no_refs,
+        return Verdict(entries, None, None, _said_once(f"No policy qualifies ({reasons})."), margin, no_refs,
                        list(sweep_keys), reference, *floors, passes=False)
     by_label = {e.label: e for e in usable}
     candidates = [guard.candidate(e, lead=True) for e in usable]
     chosen = pick(candidates, guard.reference_fits)
     if chosen is None:  # (every policy that fits costs more than no compaction, which fits: it is the answer)
         assert ref is not None
-        return Verdict(entries, ref.label, None, f"No policy passes the guard ({reasons}). Use {ref.label}: every "
-                       "policy that fits the window costs more than no compaction where no compaction fits it.",
+        return Verdict(entries, ref.label, None, _said_once(f"No policy passes the guard ({reasons}). Use {ref.label}: "
+                       "every policy that fits the window costs more than no compaction where no compaction fits it."),
                        margin, no_refs, list(sweep_keys), reference, *floors)
     best = by_label[chosen.label]
     saving = (f"saves {_pct(best.cost_saving)}" if best.cost_saving >= 0 else
@@ -285,8 +312,10 @@ def _if_you_must(entries: list[Entry], guard: _Guard, sweep_keys: list[str], ref
     keeps = (f"it and {_and(ties)} lose about as little of what the agent used (within {NEAR * 100:g} point, by "
              f"whichever of recall and retention stands lower against its floor), and it {saving}" if ties else
              f"it loses the least of what the agent used and {saving}")
-    text = (f"No policy passes the guard ({reasons}). If you must compact, use {best.label}: of the policies that "
-            f"fit the window {keeps}, but {guard.loses(best) or guard.why_not(best)}.")
+    said_above = best in entries[:3]  # (what it loses is among the reasons: not said twice)
+    text = _said_once(f"No policy passes the guard ({reasons}). If you must compact, use {best.label}: of the "
+                      f"policies that fit the window {keeps}" + ("; what it loses is said above." if said_above else
+                                                                 f", but {guard.loses(best) or guard.why_not(best)}."))
     runner = next((e for e in entries if e is not best), None)
     return Verdict(entries, best.label, runner.label if runner else None, text, margin, no_refs,
                    list(sweep_keys), reference, *floors, passes=False)

@@ -98,9 +98,28 @@ def test_when_nothing_passes_the_one_that_loses_least_and_fits_the_window_is_nam
                 run("a", "s06", 2, retained=1)])
     v = judge(df, [], reference="none")
     assert v.recommended == "masking" and not v.passes  # not s06, which saves more and keeps less
-    assert v.recommendation.startswith("No policy passes the guard") and (
-        "masking: retention 30.0% (the referenced tool results it keeps), 65.0 points under the 95.0% floor (no "
-        "compaction's 100.0% less the 5-point margin)") in v.recommendation
+    assert v.recommendation.startswith("No policy passes the guard (s06: retention 10.0% (the referenced tool "
+                                       "results it keeps), 85.0 points under the 95.0% floor (no compaction's 100.0% "
+                                       "less the 5-point margin)")
+    # (what a measure means and how its floor is made are said once, at the first policy named; the
+    # one to use is among the reasons, so its loss is not said again after it)
+    assert "; masking: retention 30.0%, 65.0 points under the 95.0% floor" in v.recommendation
+    assert v.recommendation.endswith("If you must compact, use masking: of the policies that fit the window it loses "
+                                     "the least of what the agent used and saves 50.0%; what it loses is said above.")
+    assert v.recommendation.count("(the referenced tool results it keeps)") == 1
+    assert v.recommendation.count("less the 5-point margin") == 1
+
+
+def test_the_one_to_use_past_the_reasons_named_has_its_loss_said_after_it():
+    """Only the first three policies' reasons are listed: one to use that saved less than them has
+    its loss said after it, its measure's meaning and its floor's making not again."""
+    df = frame([run("a", "none", 10, retained=10, overflows=2), run("a", "p1", 1, retained=1),
+                run("a", "p2", 2, retained=2), run("a", "p3", 3, retained=3), run("a", "p4", 4, retained=6)])
+    v = judge(df, [], reference="none")
+    assert v.recommended == "p4" and not v.passes
+    assert "; p4:" not in v.recommendation and "(p4:" not in v.recommendation  # (not among the reasons)
+    assert v.recommendation.endswith("saves 60.0%, but retention 60.0%, 35.0 points under the 95.0% floor.")
+    assert v.recommendation.count("(the referenced tool results it keeps)") == 1
 
 
 def test_a_tie_of_policies_that_never_acted_says_so():
