@@ -209,6 +209,53 @@ def of_preset(preset_name: str) -> Harness | None:
     return next((h for h in TABLE.values() if h.preset == preset_name), None)
 
 
+def of_policy(policy: Any) -> Harness | None:
+    """The harness whose setting ``policy`` is: its preset by name, or a policy that is that preset
+    with only what the harness lets you set changed (a tune's front file, ``extends = "claude-code"``
+    with ``summary.trigger`` set; whatever its name). None: no harness's."""
+    h = of_preset(policy.name)
+    if h is not None:
+        return h
+    from ..engine.policy import fingerprint_of
+
+    for h in TABLE.values():
+        keys = [k.key for k in h.knobs]
+        if fingerprint_of(_without(policy.resolved(), keys)) == _preset_left(h.name):
+            return h
+    return None
+
+
+_PRESETS_LEFT: dict[str, str] = {}
+
+
+def _preset_left(name: str) -> str:
+    """The fingerprint of harness ``name``'s preset without its knobs' keys (made once a process)."""
+    if name not in _PRESETS_LEFT:
+        from ..engine.policy import fingerprint_of, load_policy
+
+        h = TABLE[name]
+        _PRESETS_LEFT[name] = fingerprint_of(_without(load_policy(h.preset).resolved(), [k.key for k in h.knobs]))
+    return _PRESETS_LEFT[name]
+
+
+def _without(resolved: dict[str, Any], keys: list[str]) -> dict[str, Any]:
+    """A resolved policy without the values at ``keys`` (``table.key``; a copy of each table touched)."""
+    out = dict(resolved)
+    for key in keys:
+        *tables, name = key.split(".")
+        node: Any = out
+        for part in tables:
+            child = node.get(part) if isinstance(node, dict) else None
+            if not isinstance(child, dict):
+                break
+            node[part] = child = dict(child)
+            node = child
+        else:
+            if isinstance(node, dict):
+                node.pop(name, None)
+    return out
+
+
 def space(name: str) -> list[str]:
     return TABLE[name].space()
 
@@ -369,7 +416,7 @@ def setting_of(policy: Any) -> tuple[str, list[str]] | None:
     silently."""
     from ..engine.policy import UNKNOWN, load_policy, value_at
 
-    h = of_preset(policy.name)
+    h = of_policy(policy)
     if h is None:
         return None
     if any(not getattr(getattr(policy, k.key.split(".")[0]), "enabled", True) for k in h.knobs):

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .guard import Candidate, dearer_than_none, pick
+from .guard import NEAR, Candidate, dearer_than_none, near_ties, pick
 from .trials import Point, TuneResult
-from .verdict import RETENTION_MARGIN
+from .verdict import RETENTION_MARGIN, said_once
 
 
 class _Judge:
@@ -30,6 +30,19 @@ class _Judge:
         shown = [o for o in self.result.shown() if o in self.result.objectives or o in p.scores]
         return ", ".join(f"costs {_pct(-p.scores[o])} more" if o == "cost" and p.scores[o] < 0 else
                          f"{_word(o)} {_pct(p.scores[o])}" for o in shown)
+
+    def lead(self, p: Point) -> float:
+        """How far ``p`` stands above the nearer floor (negative: under it), as compare's guard has it."""
+        return min(p.scores.get("recall", 1.0) - self.recall_floor,
+                   p.scores.get("retention", 1.0) - self.retention_floor)
+
+    def loses(self, p: Point, under_what: str = " the floor") -> str:
+        """What ``p`` keeps under the floors, the measure furthest under first."""
+        under = sorted(((floor - p.scores.get(o, 1.0), o) for o, floor in (
+            ("recall", self.recall_floor), ("retention", self.retention_floor))
+            if p.scores.get(o, 1.0) < floor - 1e-12), key=lambda u: -u[0])
+        return ", and ".join(f"{o} {_pct(p.scores.get(o, 1.0))}, {gap * 100:.1f} points under{under_what}"
+                             for gap, o in under)
 
     def dearer(self, p: Point) -> bool:
         ref = self.result.reference
@@ -66,18 +79,64 @@ def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
     text = [f"The front has {len(result.front)} point(s) from {len(result.points)} trial(s)."]
     if result.current:
         text.append(f"{result.base} as it is: your current setting, {result.current}.")
-    text += _beating(result, judge)
     point = candidates.get(chosen.label) if chosen is not None else None
-    result.chosen = point
-    text.append(_chosen_sentence(result, judge, point, bar))
-    if no_off and ref_fits:
-        text.append(f"(No compaction is not a candidate: {no_off}.)")
+    must = _if_you_must(result, judge) if point is None else None
+    result.chosen, result.passes = point or (must[0] if must else None), point is not None
+    text += _beating(result, judge, must[0] if must else None)
+    text.append(_chosen_sentence(result, judge, point, bar, must is not None))
+    if must is not None:
+        text.append(must[1])
+    return said_once(" ".join(text + _asides(result, no_off if ref_fits else "")))
+
+
+def _asides(result: TuneResult, no_off: str) -> list[str]:
+    """What the recommendation adds after its pick: why no compaction is no candidate (``no_off``),
+    a base that breaks something, a recall that tells nothing apart."""
+    base = result.base_point
+    out = [f"(No compaction is not a candidate: {no_off}.)"] if no_off else []
     if not base.feasible:
-        text.append(f"{result.base} as it is introduces a violation or overflows a window.")
+        out.append(f"{result.base} as it is introduces a violation or overflows a window.")
     if "recall" in result.objectives and not base.scores.get("probes"):
-        text.append("No reply in the corpus repeats a string first seen in a tool result: recall is 1.0 everywhere "
-                    "and does not tell the candidates apart.")
-    return " ".join(text)
+        out.append("No reply in the corpus repeats a string first seen in a tool result: recall is 1.0 everywhere "
+                   "and does not tell the candidates apart.")
+    return out
+
+
+def _if_you_must(result: TuneResult, judge: _Judge) -> tuple[Point, str] | None:
+    """Where no point keeps recall and retention above the floors and no compaction cannot be
+    recommended: compare's "if you must compact" (``verdict._if_you_must``, by the same rule,
+    ``guard.pick`` by how far each stands above its floors): of the front points and the base that
+    fit the window, the one that loses least of what the agent used, a near tie broken by cost; the
+    point and its sentence. None where none fits (or every one costs more than no compaction, which
+    fits)."""
+    base, ref = result.base_point, result.reference
+    usable = {f"1 {_values(p)}": p for p in result.front if p.feasible and p.values != base.values}
+    if base.feasible:
+        usable["0 base"] = base
+    candidates = [Candidate(k, p.scores.get("cost", 0.0), judge.lead(p), judge.dearer(p)) for k, p in usable.items()]
+    chosen = pick(candidates, ref is not None and ref.feasible)
+    if chosen is None:
+        return None
+    point = usable[chosen.label]
+
+    def named(p: Point) -> str:
+        return f"{result.base} as it is" if p is base else f"front point {result.front.index(p) + 1}"
+
+    ties = [named(usable[label]) for label in near_ties(candidates, ref is not None and ref.feasible, chosen)]
+    use = (f"keep {result.base} as it is" if point is base else
+           f"use {named(point)} ({_values(point, result.harness)})")
+    saves = _saves(point) + ("" if point is base else f", where {result.base} as it is {_saves(base)}")
+    keeps = (f"it and {' and '.join(ties)} lose about as little of what the agent used (within {NEAR * 100:g} point, "
+             f"by whichever of recall and retention stands lower against its floor), and it {saves}" if ties else
+             f"it loses the least of what the agent used and {saves}")
+    policy = "" if point is base else f"; its policy is policies/front-{result.front.index(point) + 1:02d}.toml"
+    return point, (f"If you must compact, {use}: of the points that fit the window {keeps}; but "
+                   f"{judge.loses(point) or 'it is under the floor'}{policy}.")
+
+
+def _saves(p: Point) -> str:
+    cost = p.scores.get("cost", 0.0)
+    return f"saves {_pct(cost)}" if cost >= 0 else f"costs {_pct(-cost)} more than no compaction"
 
 
 def _no_candidate(result: TuneResult) -> str:
@@ -100,30 +159,31 @@ def _no_candidate(result: TuneResult) -> str:
             "compaction overflows the window: widen the space, or allow violations with --max-violations.")
 
 
-def _beating(result: TuneResult, judge: _Judge) -> list[str]:
+def _beating(result: TuneResult, judge: _Judge, must: Point | None = None) -> list[str]:
     """A front point as good as the base or better on every objective (better on one) but under the
-    floor: said, and why it is not recommended."""
+    floor: said, and why it is not recommended (not where it is the one to use if you must)."""
     objs, base = result.objectives, result.base_point
     beating = [p for p in result.front if all(p.scores[o] >= base.scores[o] for o in objs)
                and any(p.scores[o] > base.scores[o] for o in objs) and not judge.guarded(p)]
-    if not beating:
+    if not beating or beating[0] is must:
         return []
     p = beating[0]
     return [f"Front point {result.front.index(p) + 1} ({_values(p, result.harness)}) is as good as {result.base} "
-            f"or better on every objective but keeps {_pct(p.scores.get('recall', 1.0))} of what the agent later used and "
-            f"{_pct(p.scores.get('retention', 1.0))} of the referenced results: below the floor of {judge.floors} "
-            f"(no compaction's less the {judge.margin * 100:.0f}-point margin), so it is not recommended."]
+            f"or better on every objective but is under the floor of {judge.floors} (no compaction's less the "
+            f"{judge.margin * 100:.0f}-point margin): {judge.loses(p, '')}, so it is not recommended."]
 
 
-def _chosen_sentence(result: TuneResult, judge: _Judge, point: Point | None, bar: bool) -> str:
-    """What to use: no point, no compaction, the base as it is, or a front point."""
+def _chosen_sentence(result: TuneResult, judge: _Judge, point: Point | None, bar: bool, must: bool = False) -> str:
+    """What to use: no point, no compaction, the base as it is, or a front point (``must``: none,
+    and the one to use if you must compact is said after this)."""
     base, floors, margin = result.base_point, judge.floors, judge.margin
     if point is None:
         # (the base is no candidate either: said with its figures, lest "keep" read as "it passes")
         nor = "" if judge.guarded(base) else f", and neither does {result.base} as it is ({judge.said(base)})"
-        return (f"None of them keeps recall and retention above the floor of {floors} (no compaction's less "
-                f"the {margin * 100:.0f}-point margin){nor}: no point of this space is recommended; keep "
-                f"{result.base} as it is, or widen the space.")
+        none = (f"None of them keeps recall and retention above the floor of {floors} (no compaction's less the "
+                f"{margin * 100:.0f}-point margin){nor}")
+        return (f"{none}: no point of this space passes." if must else
+                f"{none}: no point of this space is recommended; keep {result.base} as it is, or widen the space.")
     if point is result.reference:
         why = (f"{result.base} as it is costs {_pct(-base.scores.get('cost', 0.0))} more than no compaction"
                if judge.dearer(base) else f"{result.base} as it is does not keep what the agent used"

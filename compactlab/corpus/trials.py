@@ -87,6 +87,9 @@ class TuneResult:
     #: what the recommendation names: a front point, the base, no compaction (the reference), or
     #: None (nothing qualifies)
     chosen: Point | None = None
+    #: whether ``chosen`` keeps recall and retention above the floors (False: none did, and it is
+    #: the one to use if you must compact, as compare's verdict names one)
+    passes: bool = True
     #: the harness whose settings were searched (``harness_settings``), and the setting to paste, or
     #: why there is none to make (``nothing_to_set``: the point recommended is your current setting,
     #: or the harness's default)

@@ -245,7 +245,7 @@ def judge(runs: Sequence[JudgedRun], sweep_keys: list[str], margin: float = RETE
         text.append(f"The runner-up, {runner.label}, lost: {_behind(best, runner, guard.why_not(runner))}.")
     text += _notes(entries, guard, best, runner, bool(above), triggers, no_refs)
     text += _timing(entries, sweep_keys)
-    return Verdict(entries, best.label, runner.label if runner else None, _said_once(" ".join(text)), margin, no_refs,
+    return Verdict(entries, best.label, runner.label if runner else None, said_once(" ".join(text)), margin, no_refs,
                    list(sweep_keys), reference, *floors)
 
 
@@ -260,13 +260,14 @@ def _floor_made(floor: float, margin: float) -> str:
 
 
 _EXPLAINED = pattern(r" \((?:" + "|".join(MEANINGS.values()) +  # (plain words: nothing to escape)
-                     r"|no compaction's [0-9.]+% less the [0-9]+-point margin)\)")
+                     r"|no compaction's (?:[0-9.]+% )?less the [0-9]+-point margin)\)")
 
 
-def _said_once(text: str) -> str:
+def said_once(text: str) -> str:
     """A verdict's text with each measure's meaning and each floor's making said where it first
     stands, not again after each policy the verdict names (a compare of Claude Code sessions where
-    none passed repeated both for each of three policies, then once more for the one to use)."""
+    none passed repeated both for each of three policies, then once more for the one to use); tune's
+    recommendation too."""
     seen: set[str] = set()
 
     def once(m: Any) -> str:
@@ -292,14 +293,14 @@ def _if_you_must(entries: list[Entry], guard: _Guard, sweep_keys: list[str], ref
     usable = [e for e in entries if guard.fatal(e) is None]
     reasons = "; ".join(f"{e.label}: {guard.why_not(e)}" for e in entries[:3])
     if not usable:
-        return Verdict(entries, None, None, _said_once(f"No policy qualifies ({reasons})."), margin, no_refs,
+        return Verdict(entries, None, None, said_once(f"No policy qualifies ({reasons})."), margin, no_refs,
                        list(sweep_keys), reference, *floors, passes=False)
     by_label = {e.label: e for e in usable}
     candidates = [guard.candidate(e, lead=True) for e in usable]
     chosen = pick(candidates, guard.reference_fits)
     if chosen is None:  # (every policy that fits costs more than no compaction, which fits: it is the answer)
         assert ref is not None
-        return Verdict(entries, ref.label, None, _said_once(f"No policy passes the guard ({reasons}). Use {ref.label}: "
+        return Verdict(entries, ref.label, None, said_once(f"No policy passes the guard ({reasons}). Use {ref.label}: "
                        "every policy that fits the window costs more than no compaction where no compaction fits it."),
                        margin, no_refs, list(sweep_keys), reference, *floors)
     best = by_label[chosen.label]
@@ -313,7 +314,7 @@ def _if_you_must(entries: list[Entry], guard: _Guard, sweep_keys: list[str], ref
              f"whichever of recall and retention stands lower against its floor), and it {saving}" if ties else
              f"it loses the least of what the agent used and {saving}")
     said_above = best in entries[:3]  # (what it loses is among the reasons: not said twice)
-    text = _said_once(f"No policy passes the guard ({reasons}). If you must compact, use {best.label}: of the "
+    text = said_once(f"No policy passes the guard ({reasons}). If you must compact, use {best.label}: of the "
                       f"policies that fit the window {keeps}" + ("; what it loses is said above." if said_above else
                                                                  f", but {guard.loses(best) or guard.why_not(best)}."))
     runner = next((e for e in entries if e is not best), None)

@@ -61,24 +61,28 @@ def comparison(results: list["RunResult"], sweep_keys: list[str], sort_key: str,
     verdict = (judge(ordered, sweep_keys, units=units, reference=reference, triggers=fired_by) if margin is None
                else judge(ordered, sweep_keys, margin, units, reference=reference, triggers=fired_by))
     verdict.setting = meta.pop("harness_settings", {}).get(verdict.recommended, [])
-    for note in (by_design(results), not_a_setting(results, verdict.recommended, reference)):
+    for note in (by_design(results), not_a_setting(results, verdict.recommended, reference, verdict.setting)):
         if note is not None:
             verdict.recommendation += " " + note
     return Comparison(table, sweep_keys, verdict, meta)
 
 
-def not_a_setting(results: list["RunResult"], recommended: str | None, reference: str | None) -> str | None:
+def not_a_setting(results: list["RunResult"], recommended: str | None, reference: str | None,
+                  setting: list[str] | None = None) -> str | None:
     """Where every session compared was recorded by one harness whose compaction settings are known
     (Claude Code, Codex, Gemini CLI, OpenCode, Pi) and the verdict recommends a policy that is not
     that harness's (a seed design, another harness's preset): that its user cannot switch to it,
     and the search of what they can set. None otherwise (no compaction, the harness's own preset
-    or a variant of it, sessions of several harnesses)."""
+    or a variant of it: swept, or a policy that changes only what the harness lets you set, such
+    as a tune's front file, whose ``setting``, the verdict's, names the harness first; sessions of
+    several harnesses)."""
     from ..corpus.harness_settings import TABLE
 
     formats = {r.summary.format for r in results}
     fmt = next(iter(formats)) if len(formats) == 1 else None
     h = TABLE.get(fmt) if fmt is not None else None
-    if h is None or recommended is None or recommended == reference or recommended.split(" ")[0] == h.preset:
+    if (h is None or recommended is None or recommended == reference or recommended.split(" ")[0] == h.preset
+            or (setting and setting[0] == h.title)):
         return None
     return (f"{recommended} is not a setting of {h.title}, whose sessions these are: compactlab tune --harness "
             f"{h.name} searches what {h.title} lets you set, on these sessions.")

@@ -56,7 +56,7 @@ def write_files(result: TuneResult, out_dir: str, chart: bool = True) -> list[st
                                                               for h in heads] for r in rows)]))
     doc = {"base": result.base, "objectives": result.objectives, "space": [str(p) for p in result.params],
            "trials": len(result.points), "interrupted": result.interrupted is not None, "recommendation": result.recommendation,
-           "harness": result.harness, "setting": result.paste, "nothing_to_set": result.nothing_to_set,
+           "passes": result.passes, "harness": result.harness, "setting": result.paste, "nothing_to_set": result.nothing_to_set,
            "current": result.current,
            "notes": result.notes,
            "base_scores": {column(o): result.base_point.scores[o] for o in result.objectives},
@@ -115,7 +115,7 @@ def write_table(result: TuneResult, out: TextIO) -> None:
     if result.nothing_to_set:
         printer.text(f"There is nothing to set: {result.nothing_to_set}.")
     if result.paste:
-        printer.text(f"The {result.harness} setting to paste:")
+        printer.text(f"The {result.harness} setting to paste{'' if result.passes else ', if you must compact'}:")
         for line in result.paste:
             printer.text(f"  {line}")
     for note in result.notes:
@@ -123,7 +123,7 @@ def write_table(result: TuneResult, out: TextIO) -> None:
 
 
 def write_json(result: TuneResult, out: TextIO) -> None:
-    out.write(json_bytes({"recommendation": result.recommendation, "setting": result.paste,
+    out.write(json_bytes({"recommendation": result.recommendation, "passes": result.passes, "setting": result.paste,
                           "nothing_to_set": result.nothing_to_set, "notes": result.notes,
                           "front": result.front_rows()},
                          orjson.OPT_INDENT_2).decode() + "\n")

@@ -520,3 +520,68 @@ def test_a_design_a_harness_user_cannot_switch_to_is_said_so_with_the_search_the
     assert r.exit_code == 0, r.stderr
     verdict = orjson.loads(r.stdout)["verdict"]
     assert (said in verdict["recommendation"]) == (verdict["recommended"] == "s08"), verdict["recommendation"]
+
+
+# ---- one answer, whatever the path: where nothing passes, tune names the one compare names
+
+@settings(max_examples=examples(120), deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.sampled_from([0.1, 0.3, 0.3, 0.5, 0.7]), st.integers(40, 100), st.integers(40, 100)),
+                min_size=2, max_size=6))
+def test_where_nothing_passes_tune_and_compare_name_the_same_one_to_use(points):
+    """A tune where no point keeps recall and retention above the floors said "keep the base as it
+    is" where a compare of the very same policies said "if you must compact, use" the one that loses
+    least (the base dominated by a front point, on three Claude Code sessions). Both now follow the
+    one rule: the same point, whatever the path. (The policies are named as tune names its
+    candidates, so that an exact tie is broken the same way.)"""
+    from compactlab.corpus.recommend import recommend
+    from compactlab.corpus.trials import Point, TuneResult
+
+    def pt(n, saving, recall, retention):
+        return Point(n, {"summary.trigger": n}, {"cost": saving, "recall": recall / 100, "retention": retention / 100,
+                                                 "violations": 0, "overflows": 0, "cost_usd": 10 * (1 - saving),
+                                                 "raw_cost_usd": 10.0, "probes": 100})
+
+    made = [pt(i, s, r, t) for i, (s, r, t) in enumerate(points)]
+    base, front = made[0], made[1:]
+    none = Point(-2, {}, {"cost": 0.0, "recall": 1.0, "retention": 1.0, "violations": 0, "overflows": 3,
+                          "cost_usd": 10.0, "raw_cost_usd": 10.0, "probes": 100}, False)
+    result = TuneResult("s08", [], ["cost", "recall"], base, front, front, reference=none)
+    recommend(result)
+    label = {id(base): "0 base", **{id(p): f"1 summary.trigger={p.values['summary.trigger']}" for p in front}}
+    rows = [{**run("a", "none", 10, retained=100, refs=100, overflows=3), "probes": 100, "probes_kept": 100}]
+    rows += [{**run("a", label[id(p)], 10 * (1 - p.scores["cost"]), retained=round(p.scores["retention"] * 100),
+                    refs=100), "probes": 100, "probes_kept": round(p.scores["recall"] * 100)}
+             for p in [base, *{id(p): p for p in front if p.values != base.values}.values()]]
+    v = judge(frame(rows), [], reference="none")
+    if result.passes:  # (a point above the floors: compare recommends it as passing too)
+        assert v.passes and v.recommended == label[id(result.chosen)]
+    else:
+        assert not v.passes and result.chosen is not None and v.recommended == label[id(result.chosen)], (
+            v.recommendation, result.recommendation)
+
+
+def test_a_tune_front_file_is_the_harness_setting_it_is_not_a_foreign_design(tmp_path):
+    """compare of Claude Code sessions with tune's front-05.toml (``extends = "claude-code"`` and
+    its summary.trigger) named it "not a setting of Claude Code" and sent the user to the tune they
+    had just run. A policy that is a harness's preset with only what the harness lets you set changed
+    is that harness's setting, whatever its name: the verdict prints the line to paste instead."""
+    from types import SimpleNamespace as NS
+
+    from compactlab import load_policy
+    from compactlab.corpus.harness_settings import of_policy, setting_of
+    from compactlab.reports.compare_report import not_a_setting
+
+    front = tmp_path / "front-05.toml"
+    front.write_text('extends = "claude-code"\nname = "claude-code-front-05"\n\n[summary]\ntrigger = 154000\n')
+    policy = load_policy(str(front))
+    assert of_policy(policy).name == "claude-code"
+    title, lines = setting_of(policy)
+    assert title == "Claude Code" and "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=77" in lines
+    runs = [NS(summary=NS(format="claude-code"))]
+    assert not_a_setting(runs, "claude-code-front-05", "none", [title, *lines]) is None
+    # another change besides (a layer Claude Code does not let you set): a design of your own
+    other = tmp_path / "mine.toml"
+    other.write_text('extends = "claude-code"\nname = "mine"\n\n[summary]\ntrigger = 154000\n\n[micro]\nenabled = true\n')
+    assert of_policy(load_policy(str(other))) is None and setting_of(load_policy(str(other))) is None
+    assert "mine is not a setting of Claude Code" in not_a_setting(runs, "mine", "none", [])
+    assert of_policy(load_policy("s08")) is None and of_policy(load_policy("codex")).name == "codex"
