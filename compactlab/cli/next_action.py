@@ -8,11 +8,12 @@ from typing import Any
 
 import click
 
-from .common import Choice, status_line, policy_options, format_option, quiet_option, verbose_option, force_option, policies_option, asking_for, calibrate_option, input_options, inputs_of, subagents_option, notifier, progress_bar, job_settings, end_command
+from .common import Choice, status_line, policy_options, format_option, quiet_option, verbose_option, force_option, policies_option, asking_for, calibrate_option, input_options, sessions_options, inputs_of, subagents_option, notifier, progress_bar, job_settings, end_command
 
 
 @click.command(name="next-action")
-@click.argument("transcripts", nargs=-1, required=True, type=click.Path(path_type=str), metavar="TRANSCRIPT...")
+@click.argument("transcripts", nargs=-1, required=False, type=click.Path(path_type=str), metavar="[TRANSCRIPT]...")
+@sessions_options
 @policies_option("s08")
 @policy_options
 @click.option("--model", default=None,
@@ -79,7 +80,7 @@ def next_action(transcripts: tuple[str, ...], **options: Any) -> None:
         else:
             say_plan(plan, asking, lambda line, _: status_line(quiet, line))
 
-    done = next_action_files(inputs_of(transcripts, o["subagents"], quiet), asking, job_settings(o), notifier(quiet, o["verbose"]),
+    done = next_action_files(inputs_of(transcripts, o["subagents"], quiet, o), asking, job_settings(o), notifier(quiet, o["verbose"]),
                              progress_bar(quiet), show_plan)
     if done.result is not None:
         WRITERS[o["fmt"]](done.result, sys.stdout)

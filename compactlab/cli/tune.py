@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ..errors import UsageError
-from .common import Choice, policy_options, format_option, verbose_option, complete_policy, calibrate_option, cost_options, homed, tune_sessions_options, input_options, inputs_of, notifier, progress_bar, job_settings, end_command
+from .common import Choice, policy_options, format_option, verbose_option, complete_policy, calibrate_option, cost_options, homed, tune_sessions_options, input_options, inputs_of, subagents_option, notifier, progress_bar, job_settings, end_command
 
 
 @click.command()
@@ -43,6 +43,7 @@ from .common import Choice, policy_options, format_option, verbose_option, compl
 @calibrate_option
 @cost_options
 @input_options
+@subagents_option
 @click.option("-q", "--quiet", is_flag=True, help="No status or warnings on stderr (a progress bar still shows on a terminal).")
 @verbose_option
 def tune(transcripts: tuple[str, ...], **options: Any) -> None:
@@ -70,6 +71,6 @@ def tune(transcripts: tuple[str, ...], **options: Any) -> None:
                   resume=o["resume"], chart=o["chart"], harness=o["harness"])
     found = {**o, "harness": None} if transcripts else o  # (with paths, --harness names the settings searched)
     homed(transcripts, o["harness"])
-    done = tune_files(inputs_of(transcripts, False, quiet, found), spec, job_settings(o),
+    done = tune_files(inputs_of(transcripts, o["subagents"], quiet, found), spec, job_settings(o),
                       lambda result: WRITERS[o["fmt"]](result, sys.stdout), notifier(quiet, o["verbose"]), progress_bar(quiet))
     end_command(done.outcome, quiet)

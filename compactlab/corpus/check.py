@@ -135,8 +135,8 @@ def load_baseline(path: str, notes: list[str] | None = None) -> dict[tuple[str, 
     """The records of the baseline at ``path``; a baseline whose records no longer match the digest
     compactlab wrote with them (edited by hand, or tampered with) is said in ``notes``."""
     if not os.path.lexists(path):
-        raise BaselineError(f"{path}: no baseline file", hint=f"create it with: compactlab check ... --baseline {path} "
-                                                                "--update-baseline")
+        raise BaselineError(f"{path}: no baseline file", hint="run the same command with --update-baseline to "
+                                                                "write it from these sessions, then commit it")
     try:
         raw = read_regular(path, "baseline")
     except InputError as exc:

@@ -98,6 +98,9 @@ def test_baseline_roundtrip_and_a_regression(cli, workdir, monkeypatch):
     bl = workdir / "reports" / "baseline.json"
     r = cli("check", *files, "--baseline", bl)
     assert r.exit_code == 2 and "no baseline file" in r.stderr and "--update-baseline" in r.stderr
+    # (not "compactlab check ... --baseline B --update-baseline": a placeholder to fill in)
+    assert "hint: run the same command with --update-baseline to write it from these sessions" in r.stderr
+    assert "..." not in r.stderr
     assert cli("check", *files, "--baseline", bl, "--update-baseline").exit_code == 0
     doc = json.loads(bl.read_text())
     assert doc["schema"] == 1 and len(doc["records"]) == 3

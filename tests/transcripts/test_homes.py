@@ -157,6 +157,28 @@ def test_replay_and_check_read_the_sessions_found(cli, home, tmp_path):
     assert len(json.loads(baseline.read_text())["records"]) >= 3
 
 
+def test_next_action_reads_the_sessions_found_as_every_job_does(cli, home):
+    """next-action alone required its paths: ``next-action --harness claude-code`` was "No such option"
+    where replay, compare, check, inspect and tune take it. Every command that reads transcripts
+    takes the same ways of finding them with no path."""
+    from compactlab.cli import main
+
+    r = cli("next-action", "--harness", "claude-code", "--dry-run", "-p", "s08", "--samples", "2")
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr.startswith("sessions found: 1, in ~/.claude/projects (claude-code): 1"), r.stderr
+    import click
+
+    ctx = click.Context(main)
+    commands = {name: main.get_command(ctx, name) for name in main.list_commands(ctx)}
+    reading = {name: cmd for name, cmd in commands.items()
+               if cmd is not None and any(p.name == "transcripts" for p in cmd.params)}
+    assert {"replay", "compare", "check", "inspect", "tune", "next-action"} <= set(reading)
+    for name, cmd in reading.items():
+        options = {p.name for p in cmd.params}
+        if name != "convert":  # (convert writes one file from one transcript: it names it)
+            assert {"harness", "project", "since", "until", "subagents"} <= options, name
+
+
 def test_with_no_path_subagents_are_left_out_and_said_or_read_with_subagents(cli, home):
     """(#55 §5) The subagents of a session (<project>/<session>/subagents/agent-*.jsonl) with no
     path, as the folder form: left out and said with what they cost, read with --subagents."""
