@@ -619,6 +619,42 @@ def test_replies_are_cached_by_the_snapshot_that_answered(cli, fake, tmp_path):
     assert len(fake.message_requests) - sent == 24
 
 
+@pytest.mark.parametrize("columns", [60, 80, 160])
+def test_the_dry_runs_rows_of_two_sessions_say_whose_they_are_on_any_terminal(monkeypatch, columns):
+    """At 80 columns the dry run of two Claude Code sessions left their transcript column out: two
+    rows of call 72 and nothing to tell them apart, and a line under the table explaining the
+    tokens and est. cost columns that were left out too. The transcript is kept (its name cut in
+    the middle) and the line explains only the columns shown."""
+    import io
+    from types import SimpleNamespace as NS
+
+    from compactlab.next_action.actions import Action
+    from compactlab.reports.next_action_report import write_plan
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    names = ("/h/.claude/projects/p/4d5611e5-241a-462a-8d15-5122611a9569.jsonl",
+             "/h/.claude/projects/p/8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl")
+    samples = [NS(policy="claude-code", transcript=t, call=72, lost_probes=(),
+                  recorded=Action("tool", "Bash", "mix compile", "mix"),
+                  pair=NS(policy_tokens=19_373, control_tokens=24_130), estimate_usd=0.046, skipped=None)
+               for t in names]
+    plan = NS(samples=samples, candidates={"claude-code": 2}, strata={}, estimate_usd=0.1, requests=4, cached=0,
+              prices=NS(read="genai-prices"), enough_usd=0.1)
+    monkeypatch.setenv("COLUMNS", str(columns))
+    out = Terminal()
+    write_plan(plan, "claude-haiku-4-5", "anthropic", 1.0, out)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue())
+    assert max(map(len, text.splitlines())) <= columns, text
+    # (each row names its session: in a column, its name cut in the middle, or on a line of its own)
+    assert text.count("4d5611e") == 1 and text.count("8463c71") == 1, text
+    assert ("19,373 / 24,130" in text) == ("tokens: the context sent" in text), text
+    assert ("$0.046" in text) == ("est. cost: the pair's requests at most" in text), text
+    assert ("$0.046" in text) == (columns >= 160), text
+
+
 @pytest.mark.parametrize("columns", [60, 80, 100])
 def test_the_dry_runs_table_keeps_the_action_asked_about_in_view_on_a_terminal(monkeypatch, columns):
     """At 80 columns the dry run's table of a trajectory gave the recorded action 11 characters

@@ -57,8 +57,9 @@ def write_plan(plan: Plan, model: str, api: str, max_cost: float, out: TextIO) -
     of = "" if many or not transcripts else f", all of {named(transcripts)(next(iter(transcripts)))}"
     table = Table(title=f"next-action samples: {len(plan.samples)}{of}")
     # (the action asked about kept in view, a few words wide: a narrow terminal leaves out the pair's
-    # estimate, then its tokens, which the lines below sum up)
-    for head, essential in (("policy", True), ("transcript", False), ("call", True), ("lost probes", True),
+    # estimate, then its tokens, which the lines below sum up; never the transcript, without which
+    # two rows of call 72 could not be told apart: its name is cut in the middle instead)
+    for head, essential in (("policy", True), ("transcript", True), ("call", True), ("lost probes", True),
                             ("recorded next action", True), ("tokens", False),
                             ("est. cost", False)):
         if head == "transcript" and not many:
@@ -69,7 +70,8 @@ def write_plan(plan: Plan, model: str, api: str, max_cost: float, out: TextIO) -
         elif head in ("policy", "transcript"):  # (a name cut in its middle on a narrow terminal, never folded)
             table.add_column(head, essential=essential, no_wrap=True, cut="middle")
         else:  # (figures, whole)
-            table.add_column(head, essential=essential, no_wrap=True, justify="right")
+            table.add_column(head, essential=essential, no_wrap=True, justify="right",
+                             short="lost" if head == "lost probes" else "")
     name = named(s.transcript for s in plan.samples)  # (as compare's and check's tables name them)
     for s in plan.samples:
         cells = [s.policy, name(s.transcript)] if many else [s.policy]
@@ -77,9 +79,12 @@ def write_plan(plan: Plan, model: str, api: str, max_cost: float, out: TextIO) -
                       f"{s.pair.policy_tokens:,} / {s.pair.control_tokens:,}",
                       "not sent" if s.skipped is not None else f"${s.estimate_usd:,.3f}")
     if plan.samples:
-        printer.table(table)
-        printer.text("tokens: the context sent under the policy / with no compaction (the control); est. cost: "
-                     "the pair's requests at most")
+        shown = printer.table(table)
+        said = [f"{head}: {meaning}" for head, meaning in (
+            ("tokens", "the context sent under the policy / with no compaction (the control)"),
+            ("est. cost", "the pair's requests at most")) if head in shown]
+        if said:  # (only the columns a narrow terminal kept: the estimate below sums them up)
+            printer.text("; ".join(said))
         if (unsent := unsent_line(plan, model, " (its tokens above)")) is not None:
             printer.text(unsent)
     else:  # (a table of headers only says less than this)

@@ -94,7 +94,7 @@ class Table:
 
     def add_column(self, header: str = "", essential: bool = True, **options: Any) -> None:
         """A column; ``essential`` False: left out of the compact layout of a narrow terminal."""
-        self.columns.append((header, {**options, "essential": essential}))
+        self.columns.append((header, {**options, "essential": essential, "at": len(self.columns)}))
 
     def add_row(self, *cells: str, style: str | None = None) -> None:
         """A row; its cells (names and ids from transcripts) with control characters made visible."""
@@ -270,7 +270,7 @@ class Table:
         table = RichTable(title=self.title or None, show_header=self.show_header, title_justify="left", **extra)
         for header, options in self.columns:
             table.add_column(header if whole_heads else _head_lines(header),
-                             **{k: v for k, v in options.items() if k not in ("essential", "cut", "short", "shorten")})
+                             **{k: v for k, v in options.items() if k not in ("essential", "cut", "short", "shorten", "at")})
         # (as in plain text: a right-justified last column's sentence, longer than a figure, starts
         # at the column's start rather than wrapping into ragged lines flush right)
         last_right = bool(self.columns) and self.columns[-1][1].get("justify") == "right"
@@ -293,14 +293,15 @@ class Printer:
             # markup off: transcript text, paths and tool ids must print as they are
             self._console = Console(file=out, highlight=False, markup=False)
 
-    def table(self, table: Table) -> None:
+    def table(self, table: Table) -> list[str]:
         """Plain into a pipe or file (every column, each row whole); on a terminal boxed, and when
         the terminal is narrower than the table can be drawn: without as few of its other columns
         as it takes (the rightmost first), down to its essential ones, or, if even those do not
-        fit, each row as lines (never a row wrapped mid-word)."""
+        fit, each row as lines (never a row wrapped mid-word). The headers of the columns shown (in
+        their long form), for a line under the table to explain only those."""
         if self._console is None:
             self.out.write(table.plain())
-            return
+            return [h for h, _ in table.columns]
         width = self._console.width
         short = table.shortened()
         layouts = (table, *table.narrowed(), *((short, *short.narrowed()) if short is not None else ()))
@@ -310,14 +311,18 @@ class Printer:
         if fits is not None:  # (the widest layout that fits, a long name cut in the middle before a column goes)
             fits = fits.fitted(width)
             self._console.print(fits.rich(whole_heads=fits.narrowest_boxed(whole_heads=True) <= width))
+            shown = fits
         else:
             from .text import wrapped
 
             # (a value's continuation lines under the value, not flush left: each row reads as one
             # item; a name longer than a line, a path, left whole for the terminal to fold)
-            for line, style in (table.compact() or table).stacked(width):
+            shown = table.compact() or table
+            for line, style in shown.stacked(width):
                 self._console.print(wrapped(line, width, "  " if line.startswith("  ") else "", least=1), style=style,
                                     overflow="fold")
+        kept = {opts["at"] for _, opts in shown.columns}  # (each layout's columns keep their place's mark)
+        return [h for h, opts in table.columns if opts["at"] in kept]
 
     def text(self, line: str, style: str | None = None, indent: str = "") -> None:
         """One line of text; a terminal shows it in ``style``, broken between words, its
