@@ -235,6 +235,15 @@ def test_each_compaction_says_what_it_dropped_that_the_agent_later_used(tmp_path
 
     assert ("dropped 1 string(s) the agent later used ('frobnicate_widget_v2')" if dropped else
             "dropped nothing the agent later used") in describe(row)
+    # (two paths of one folder, cut at their 40th character, read as one string twice: each is cut
+    # where it keeps them apart)
+    paths = ["home/USER/projects/spotter-worktrees/spotter/lib/spotter_web/live/session_live.ex",
+             "home/USER/projects/spotter-worktrees/spotter/lib/spotter_web/live/subagent_live.ex"]
+    said = describe({**row, "dropped_later_used": 9, "dropped_examples": [*paths, "LiveViews"]})
+    shown = said.split("later used (")[1].rstrip(")").split(", ")
+    assert len(shown) == 4 and shown[-1] == "..." and shown[2] == "'LiveViews'", said
+    assert len(set(shown[:2])) == 2 and all(len(s) <= 42 for s in shown[:2]), said  # (40 and the quotes)
+    assert shown[0].endswith("session_live.ex'") and shown[1].endswith("ubagent_live.ex'"), said
 
 
 def _openhands_log(tmp_path, pairs: int, condense_before: int | None) -> str:

@@ -554,15 +554,15 @@ def test_a_name_cut_to_fit_stays_apart_from_the_others():
     "s08 summ…000 chars". A cut now keeps whole what the names do not share (after a common
     start, before a common end), else the most even cut that keeps them apart; a layout no cut
     keeps apart is not used."""
-    from compactlab.reports.terminal import Table, _cut_column
+    from compactlab.reports.terminal import Table, cut_apart
 
     sweep = [f"s08 summary.trigger={v} chars" for v in (30000, 60000, 120000)] + ["none"]
-    assert _cut_column(sweep, 18) == ["s08 s…=30000 chars", "s08 s…=60000 chars", "s08 s…120000 chars", "none"]
+    assert cut_apart(sweep, 18) == ["s08 s…=30000 chars", "s08 s…=60000 chars", "s08 s…120000 chars", "none"]
     ends = ["alpha-session-one.jsonl", "beta-session-one.jsonl", "gamma-session-one.jsonl"]
-    assert [c[:5] for c in _cut_column(ends, 12)] == ["alph…", "beta…", "gamm…"]  # (all before the shared end)
+    assert [c[:5] for c in cut_apart(ends, 12)] == ["alph…", "beta…", "gamm…"]  # (all before the shared end)
     plain = ["abcdefghijklmnopqrstuvwxyz", "zyxwvutsrqponmlkjihgfedcba"]
-    assert _cut_column(plain, 11) == ["abcde…vwxyz", "zyxwv…edcba"]  # (nothing shared: even, as before)
-    assert _cut_column(["a" * 30 + "1" + "b" * 30, "a" * 30 + "2" + "b" * 30], 20) is None
+    assert cut_apart(plain, 11) == ["abcde…vwxyz", "zyxwv…edcba"]  # (nothing shared: even, as before)
+    assert cut_apart(["a" * 30 + "1" + "b" * 30, "a" * 30 + "2" + "b" * 30], 20) is None
     t = Table()
     t.add_column("policy", cut="middle")
     t.add_column("saving", justify="right", no_wrap=True)

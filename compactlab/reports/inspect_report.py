@@ -11,7 +11,7 @@ import orjson
 from ..engine.measures.violations import message_cell, where
 from .replay_report import ledger_line
 from .sparkline import sparkline
-from .terminal import VALUE_WIDEST, Printer, Table
+from .terminal import VALUE_WIDEST, Printer, Table, cut_apart
 from .text import md_cell, visible, write_json_line
 
 
@@ -227,6 +227,10 @@ def _compaction(c: dict[str, Any]) -> str:
     return f"before message {c['message_index']} ({c['trigger'] or 'trigger not recorded'}, {size})"
 
 
+#: the characters of a dropped string ``inspect --compactions`` shows (a longer one is cut in its middle)
+EXAMPLE_WIDTH = 40
+
+
 def describe(row: dict[str, Any]) -> str:
     """One line of ``inspect --compactions``."""
     size = f"{row['tokens_before']:,}" if row["tokens_before"] is not None else "?"
@@ -244,7 +248,10 @@ def describe(row: dict[str, Any]) -> str:
         cost = f"${row['request_cost_usd']:,.4f}" if row.get("request_cost_usd") is not None else "not recorded"
         text += f"; its own request {cost} with output ({row['request_file']})"
     if row.get("dropped_later_used") is not None:
-        n, shown = row["dropped_later_used"], ", ".join(repr(s[:40]) for s in row["dropped_examples"])
+        examples = list(row["dropped_examples"])  # (cut where they differ least: two paths of one folder
+        # cut at their 40th character read as one string twice)
+        cut = cut_apart(examples, EXAMPLE_WIDTH) or [s[:EXAMPLE_WIDTH] for s in examples]
+        n, shown = row["dropped_later_used"], ", ".join(map(repr, cut))
         text += (f"; dropped {n} string(s) the agent later used ({shown}{', ...' if n > 3 else ''})" if n else
                  "; dropped nothing the agent later used")
     return text

@@ -44,7 +44,7 @@ def _longest_word(header: str, whole: bool = False) -> int:
     return max((len(word) for word in (header if whole else _head_lines(header)).split()), default=0)
 
 
-def _cut_column(cells: list[str], width: int) -> list[str] | None:
+def cut_apart(cells: list[str], width: int) -> list[str] | None:
     """Each of ``cells`` in ``width`` characters, those longer cut in the middle at one place for
     all, so that the names that were apart stay apart (a sweep's labels differ in a value near
     their end: cut evenly, all three read "s08 summ…000 chars"): where the long ones share a start
@@ -161,7 +161,7 @@ class Table:
     def cut_to(self, width: int) -> "Table | None":
         """The table with its ``cut`` columns' cells (a long name: ``cut="middle"``) shortened in
         the middle, as little as it takes to be drawn in ``width`` and at the place that keeps
-        names apart (``_cut_column``); None when cutting them to ``CUT_LEAST`` characters is not
+        names apart (``cut_apart``); None when cutting them to ``CUT_LEAST`` characters is not
         enough, or no cut keeps them apart (or it has none)."""
         cut = [i for i, (_, opts) in enumerate(self.columns) if opts.get("cut")]
         excess = self.narrowest_boxed() - width
@@ -180,7 +180,7 @@ class Table:
             excess -= take
         columns = {}
         for i in room:
-            cut_cells = _cut_column([cells[i] for cells, _ in self.rows], target[i])
+            cut_cells = cut_apart([cells[i] for cells, _ in self.rows], target[i])
             if cut_cells is None:
                 return None  # (names no cut keeps apart: another layout, not a table of look-alikes)
             columns[i] = cut_cells
