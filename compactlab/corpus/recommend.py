@@ -131,7 +131,29 @@ def _if_you_must(result: TuneResult, judge: _Judge) -> tuple[Point, str] | None:
              f"it loses the least of what the agent used and {saves}")
     policy = "" if point is base else f"; its policy is policies/front-{result.front.index(point) + 1:02d}.toml"
     return point, (f"If you must compact, {use}: of the points that fit the window {keeps}; but "
-                   f"{judge.loses(point) or 'it is under the floor'}{policy}.")
+                   f"{judge.loses(point) or 'it is under the floor'}{policy}." +
+                   ("" if point is base else _at_the_edge(result, point)))
+
+
+def _at_the_edge(result: TuneResult, point: Point) -> str:
+    """Where the point recommended sets a key of a ``--space`` the user gave to the lowest or
+    highest value searched, a sentence that says so: a better point may lie beyond the range. ""
+    where none is at an edge, or where a harness's settings were searched (their ranges end where
+    the harness stops taking a value, or where compactlab's search of it does)."""
+    if result.harness is not None:
+        return ""
+    said = []
+    for param in result.params:
+        value = point.values.get(param.key)
+        ends = ((param.low, param.high) if param.kind in ("int", "float") else
+                (min(param.choices), max(param.choices)) if param.choices and all(
+                    isinstance(c, (int, float)) and not isinstance(c, bool) for c in param.choices) else None)
+        if ends is None or ends[0] == ends[1] or not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        if value in ends:
+            said.append(f"{_values(Point(point.number, {param.key: value}, {}))} is the "
+                        f"{'lowest' if value == ends[0] else 'highest'} value searched")
+    return f" {'; '.join(said)}: a better point may lie beyond it (--space searches a wider range)." if said else ""
 
 
 def _saves(p: Point) -> str:
@@ -193,7 +215,7 @@ def _chosen_sentence(result: TuneResult, judge: _Judge, point: Point | None, bar
     if point is base:
         return (f"Keep {result.base} as it is ({judge.said(base)}): no front point that keeps recall and retention "
                 f"above the floor of {floors} saves more{' without costing more than no compaction' if bar else ''}.")
-    return _use_point(result, point, judge.said, floors, bar)
+    return _use_point(result, point, judge.said, floors, bar) + _at_the_edge(result, point)
 
 
 def _use_point(result: TuneResult, point: Point, said: Callable[[Point], str], floors: str, bar: bool) -> str:

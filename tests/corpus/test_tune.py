@@ -924,3 +924,23 @@ def test_tune_harness_says_there_is_nothing_to_set_where_it_recommends_the_base(
     opencode = _pt(-1, 0.3, values={"summary.trigger": 168_000})
     result.base_point = opencode
     assert to_paste("opencode", opencode, result) == (['opencode.json: {"compaction": {"reserved": 0}}'], None)
+
+
+def test_a_pick_at_the_edge_of_the_range_searched_is_said_so():
+    """A tune whose pick was the lowest value of the range searched said nothing of it: a better
+    point may lie beyond the range. Said for the --space the user gave, not for a harness's settings
+    (their ranges end where the harness stops taking a value)."""
+    from compactlab.corpus.recommend import recommend
+    from compactlab.corpus.trials import Param, TuneResult
+
+    def result(trigger, harness=None):
+        base, best = _pt(-1, 0.1, values={"summary.trigger": 80_000}), _pt(1, 0.4, values={"summary.trigger": trigger})
+        return TuneResult("s06", [Param("summary.trigger", "int", 20_000, 100_000)], ["cost", "recall"], base, [best],
+                          [best], reference=_pt(-2, 0.0, values={}), harness=harness)
+
+    assert ("summary.trigger=20000 is the lowest value searched: a better point may lie beyond it (--space searches "
+            "a wider range).") in recommend(result(20_000))
+    assert "summary.trigger=100000 is the highest value searched" in recommend(result(100_000))
+    assert "value searched" not in recommend(result(50_000))
+    codex = recommend(result(20_000, harness="codex"))
+    assert "model_auto_compact_token_limit=20000" in codex and "value searched" not in codex
