@@ -59,7 +59,7 @@ def tune(transcripts: tuple[str, ...], **options: Any) -> None:
       # Claude Code's own settings, on your sessions
       compactlab tune --harness claude-code --trials 40
     """
-    from ..jobs.tune import Search, tune_files
+    from ..jobs.tune import Search, check_search, tune_files
     from ..reports.tune_report import WRITERS
 
     o, quiet = options, options["quiet"]
@@ -69,6 +69,7 @@ def tune(transcripts: tuple[str, ...], **options: Any) -> None:
     spec = Search(base=o["base"], overrides=list(o["overrides"]), spaces=list(o["spaces"]), trials=o["trials"],
                   objectives=o["objective"], max_violations=o["max_violations"], sampler=o["sampler"], seed=o["seed"],
                   resume=o["resume"], chart=o["chart"], harness=o["harness"])
+    check_search(spec)  # (before the sessions are looked for: a wrong option is the first thing said)
     found = {**o, "harness": None} if transcripts else o  # (with paths, --harness names the settings searched)
     homed(transcripts, o["harness"])
     done = tune_files(inputs_of(transcripts, o["subagents"], quiet, found), spec, job_settings(o),

@@ -160,20 +160,32 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
     return Tuned(result, outcome)
 
 
-def _harness_search(spec: Search) -> Search:
-    """A search of the settings ``spec.harness`` lets you change: its preset at your current setting
-    (read from where the harness keeps it, else its default) as the base, its settings as the space
-    (neither may be given besides)."""
-    from dataclasses import replace
+def check_search(spec: Search) -> None:
+    """The errors of a search's options, said before any session is looked for (the command's
+    first words): a harness whose settings compactlab does not know, or one given with -p, --set
+    or --space."""
+    from ..corpus.harness_settings import HARNESSES, preset
 
-    from ..corpus.harness_settings import HARNESSES, current, preset, settings_for, space
-
+    if spec.harness is None:
+        return
     if spec.harness not in HARNESSES:
         raise UsageError(f"--harness {spec.harness}: compactlab knows no settings of it to search; it searches "
                          f"those of {', '.join(HARNESSES)}", hint="search a policy's keys with -p NAME --space KEY=LO:HI")
     if spec.spaces or spec.overrides or spec.base not in ("s08", preset(spec.harness)):
         raise UsageError(f"--harness {spec.harness}: searches the settings the harness lets you change, on its preset: "
                          "leave out -p, --set and --space")
+
+
+def _harness_search(spec: Search) -> Search:
+    """A search of the settings ``spec.harness`` lets you change: its preset at your current setting
+    (read from where the harness keeps it, else its default) as the base, its settings as the space
+    (neither may be given besides)."""
+    from dataclasses import replace
+
+    from ..corpus.harness_settings import current, preset, settings_for, space
+
+    check_search(spec)
+    assert spec.harness is not None
     now = current(spec.harness, settings_for())
     overrides, words = now if now is not None else ([], None)
     return replace(spec, base=preset(spec.harness), spaces=space(spec.harness), overrides=overrides, current=words)

@@ -297,6 +297,11 @@ def _folder_inputs(p: str) -> tuple[list[str], list[str]]:
     if not files and not more:  # ~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl
         files = [FolderFile(f) for f in sorted(str(f) for f in folder.glob("*/*/*/rollout-*.jsonl*") if f.is_file())]
     if not files and not more:
+        from .homes import home_within
+
+        within = home_within(p)  # (a harness's home, ~/.claude: its sessions are in a folder of it)
         raise InputError(f"{p}: a folder with no transcript files ({', '.join(SESSION_GLOBS)}), in it or in "
-                         "the folders directly in it")
+                         "the folders directly in it",
+                         hint=None if within is None else f"{within[0]}'s sessions are in {within[1]}: give that "
+                                                          f"folder, or no path (--harness {within[0]})")
     return files, more

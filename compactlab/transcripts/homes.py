@@ -108,6 +108,24 @@ def places(env: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
     return out
 
 
+def home_within(folder: str, env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
+    """Where ``folder`` holds a harness's sessions folder deeper than a folder is read (``~/.claude``
+    holds ``projects/``, ``~/.codex`` holds ``sessions/``): the harness, and that folder as a path
+    from ``folder`` as given; None elsewhere."""
+    try:
+        root = Path(folder).resolve()
+    except (OSError, RuntimeError):
+        return None
+    for harness, place in places(env):
+        try:
+            inside = place.resolve().relative_to(root)
+        except (OSError, RuntimeError, ValueError):
+            continue
+        if inside.parts and place.is_dir():
+            return harness, os.path.join(folder, *inside.parts)
+    return None
+
+
 def _expanded(path: str, variable: str) -> Path:
     """A folder an environment variable names, ``~`` and ``~user`` expanded (one that names no
     user is a one-line error naming the variable, exit 2)."""

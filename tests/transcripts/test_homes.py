@@ -179,6 +179,29 @@ def test_next_action_reads_the_sessions_found_as_every_job_does(cli, home):
             assert {"harness", "project", "since", "until", "subagents"} <= options, name
 
 
+def test_a_wrong_option_of_tune_is_said_before_any_session_is_looked_for(cli, home):
+    """``tune --harness claude-code --space …`` said "sessions found: …" and the subagents left out
+    before its error about the options: the options are checked first."""
+    r = cli("tune", "--harness", "claude-code", "--space", "summary.trigger=1000:2000")
+    assert r.exit_code == 2 and r.stderr.startswith("error: --harness claude-code: searches the settings"), r.stderr
+
+
+def test_a_harness_home_given_as_a_folder_names_the_folder_of_its_sessions(cli, home, tmp_path):
+    """``compactlab inspect ~/.codex`` (or ``~/.claude``) said "a folder with no transcript files" and
+    no more: its sessions are in a folder of it, deeper than a folder is read. The hint names it."""
+    h = tmp_path / "home"
+    for given, harness, inside in ((h / ".codex", "codex", h / ".codex" / "sessions"),
+                                   (h / ".claude", "claude-code", h / ".claude" / "projects")):
+        r = cli("inspect", given)
+        assert r.exit_code == 2 and "a folder with no transcript files" in r.stderr, r.stderr
+        assert f"hint: {harness}'s sessions are in {inside}: give that folder, or no path (--harness {harness})" \
+            in r.stderr, r.stderr
+        assert cli("inspect", inside).exit_code == 0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert "hint:" not in cli("inspect", empty).stderr  # (a folder that holds no harness's home: no hint)
+
+
 def test_with_no_path_subagents_are_left_out_and_said_or_read_with_subagents(cli, home):
     """(#55 §5) The subagents of a session (<project>/<session>/subagents/agent-*.jsonl) with no
     path, as the folder form: left out and said with what they cost, read with --subagents."""
