@@ -45,6 +45,12 @@ class _Judge:
                              for gap, o in under)
 
     def dearer(self, p: Point) -> bool:
+        """Whether ``p`` costs more than no compaction, beyond a tie, over the transcripts where no
+        compaction fits the window (compare's one rule: ``guard.dearer_where_fits``; none fits
+        anywhere: not dearer); a study written before those sums were kept: over the corpus."""
+        if "fits" in p.scores:
+            return bool(p.scores["fits"]) and dearer_than_none(p.scores["cost_usd_where_fits"],
+                                                                 p.scores["raw_cost_usd_where_fits"])
         ref = self.result.reference
         cost = p.scores.get("cost_usd")
         raw = p.scores.get("raw_cost_usd", ref.scores.get("cost_usd") if ref else None)

@@ -113,9 +113,19 @@ def totals(summaries: list[Any]) -> dict[str, float]:
     """A candidate's objectives and constraints over the corpus (the summaries of its runs):
     metrics.totals, by objective name."""
     summed = metrics.sums(summaries)
+    # (and the costs over the transcripts whose history fits the window, where compare's one rule
+    # weighs a cost against no compaction's: ``guard.dearer_where_fits``)
+    fits = [s for s in summaries if not _field(s, "raw_overflows")]
     return {**{name: getattr(summed, m.name) for name, m in metrics.OBJECTIVES.items()},
             "violations": summed.violations_introduced, "overflows": summed.overflows,
-            "cost_usd": summed.cost_usd, "raw_cost_usd": summed.raw_cost_usd, "probes": summed.probes}
+            "cost_usd": summed.cost_usd, "raw_cost_usd": summed.raw_cost_usd, "probes": summed.probes,
+            "fits": len(fits), "cost_usd_where_fits": sum(_field(s, "cost_usd") for s in fits),
+            "raw_cost_usd_where_fits": sum(_field(s, "raw_cost_usd") for s in fits)}
+
+
+def _field(summary: Any, name: str) -> Any:
+    """A run summary's field, of the summary or of its dict."""
+    return summary.get(name, 0) if isinstance(summary, dict) else getattr(summary, name, 0)
 
 
 def pareto(study: Any, points: list[Point], objectives: list[str], base: Point | None = None) -> list[Point]:

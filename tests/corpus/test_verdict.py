@@ -585,3 +585,37 @@ def test_a_tune_front_file_is_the_harness_setting_it_is_not_a_foreign_design(tmp
     assert of_policy(load_policy(str(other))) is None and setting_of(load_policy(str(other))) is None
     assert "mine is not a setting of Claude Code" in not_a_setting(runs, "mine", "none", [])
     assert of_policy(load_policy("s08")) is None and of_policy(load_policy("codex")).name == "codex"
+
+
+def test_tune_weighs_a_cost_against_no_compaction_where_compare_does():
+    """Where no compaction overflows one transcript, compare holds a policy's cost to no compaction's
+    on the others only (``dearer_where_fits``); tune held it over the whole corpus, so a point that
+    costs more where no compaction fits, and saves overall on the transcript it overflows, was
+    tune's pick and compare's reject. Both now weigh it where no compaction fits."""
+    from compactlab.corpus.recommend import recommend
+    from compactlab.corpus.trials import Point, TuneResult
+    from compactlab.corpus.tune import totals
+
+    def rows(policy, cost_a, cost_b, **extra):  # (a: no compaction overflows it; b: it fits)
+        return [{**run("a", policy, cost_a, raw=10, retained=10, **extra), "raw_overflows": 4, "probes": 10,
+                 "probes_kept": 10},
+                {**run("b", policy, cost_b, raw=2, retained=10, **extra), "raw_overflows": 0, "probes": 10,
+                 "probes_kept": 10}]
+
+    none = rows("none", 10, 2, overflows=4)
+    none[1]["overflows"] = 0
+    grid = {"1 summary.trigger=1": rows("1 summary.trigger=1", 3, 2.5),  # saves most, dearer on b
+            "1 summary.trigger=2": rows("1 summary.trigger=2", 6, 2.0),  # saves less, not dearer on b
+            "0 base": rows("0 base", 9, 2.0)}
+    v = judge(frame([*none, *(r for rs in grid.values() for r in rs)]), [], reference="none")
+    assert v.recommended == "1 summary.trigger=2", v.recommendation
+
+    def point(n, label):
+        scores = totals(grid[label])
+        return Point(n, {"summary.trigger": n} if n > 0 else {}, {**scores, "recall": 1.0, "retention": 1.0})
+
+    front = [point(1, "1 summary.trigger=1"), point(2, "1 summary.trigger=2")]
+    ref = Point(-2, {}, {**totals(none), "recall": 1.0, "retention": 1.0}, False)
+    result = TuneResult("s08", [], ["cost", "recall"], point(-1, "0 base"), front, front, reference=ref)
+    text = recommend(result)
+    assert result.chosen is front[1] and ("Use front point 2" in text or "front point 2 (summary.trigger=2)" in text), text
