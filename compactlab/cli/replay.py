@@ -59,11 +59,11 @@ def replay(transcripts: tuple[str, ...], **options: Any) -> None:
 
     def prepare() -> tuple[list[str], Any]:
         from ..engine.policy import load_policy
-        from ..jobs.base import warn_inert
+        from ..jobs.base import say_before_runs
 
         settings = job_settings(o, ReplaySettings, policy=load_policy(refs[0] if refs else "s08", o["overrides"]),
                              overridden=bool(o["overrides"]))
-        warn_inert([(settings.policy, ())], o["overrides"], lambda line, _: status_line(quiet, line))
+        say_before_runs([(settings.policy, ())], o["overrides"], lambda line, _: status_line(quiet, line))
         files = inputs_of(transcripts, o["subagents"], quiet, o)
         if o["fmt"] == "json-run" and len(files) != 1:
             raise UsageError(f"--format json-run prints one run; {len(files)} transcripts given",

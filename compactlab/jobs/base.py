@@ -170,23 +170,44 @@ def say_left_out(n: int, cost: float, where: str, notify: Notify) -> None:
                "not replayed); --subagents includes them", False)
 
 
-def warn_inert(grid: list[tuple[Any, tuple]], overrides: list[str] | tuple[str, ...], notify: Notify,
-               but: Any = None) -> None:
-    """A warning, once each, for a --set key a policy of ``grid`` (its policies and their swept
-    values) takes no notice of (its layer is off), ``but`` left out (no compaction a compare adds,
-    which takes none by design): the same lines from replay, compare, check and next-action (tune
-    says its own, of its space)."""
+def say_before_runs(grid: list[tuple[Any, tuple]], overrides: list[str] | tuple[str, ...], notify: Notify,
+                    but: Any = None) -> None:
+    """What replay, compare, check and next-action say of their policies before they run, the same
+    lines from each, ``but`` left out (no compaction a compare adds): a warning, once each, for a
+    --set key a policy of ``grid`` (its policies and their swept values) takes no notice of (its
+    layer is off; tune says its own, of its space); and a note where a harness's preset runs as
+    its default while you have set that harness otherwise (``your_setting``)."""
     from ..engine.policy import inert_keys
 
     keys = [s.partition("=")[0] for s in overrides]
     said: set[str] = set()
-    for policy, _ in grid:
+    for policy, swept in grid:
         if policy is but:
             continue
-        for line in inert_keys(policy, keys):
+        for line in [*(f"warning: {k}" for k in inert_keys(policy, keys)),
+                     *([] if swept else filter(None, [your_setting(policy)]))]:
             if line not in said:
                 said.add(line)
-                notify(f"warning: {line}", False)
+                notify(line, False)
+
+
+def your_setting(policy: Any) -> str | None:
+    """Where ``policy`` is a harness's preset as it is (Claude Code's, Codex's: its default) and you
+    have set that harness otherwise (the environment, ``~/.claude/settings.json``,
+    ``~/.codex/config.toml``: ``harness_settings.current``, as tune reads it for its base), a note
+    saying so and how to replay yours: the preset is not what your harness does. None elsewhere."""
+    from ..corpus.harness_settings import current, of_preset, settings_for
+    from ..engine.policy import load_policy
+
+    h = of_preset(policy.name)
+    if h is None or policy.fingerprint != load_policy(h.preset).fingerprint:
+        return None
+    now = current(h.name, settings_for())
+    if now is None or not now[0]:
+        return None
+    sets = " ".join(f"--set {o}" for o in now[0])
+    return (f"note: {policy.name} is {h.title}'s default, and you set {now[1]}; -p {policy.name} {sets} "
+            f"replays yours (tune --harness {h.name} starts from it)")
 
 
 def say_too_deep(folders: list[str], notify: Notify) -> None:

@@ -24,7 +24,7 @@ from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import atomic_write_bytes, check_destination
 from .cluster import run_corpus
 from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, failures_said, load_all, no_progress, shown, \
-    quietly, warn_inert
+    quietly, say_before_runs
 from .next_action import Asking, failed_said, planned_for, say_plan
 
 
@@ -82,7 +82,7 @@ def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable
 
     tolerance = parse_tolerances(gate.tolerances)
     grid = build_grid(gate.policies, gate.overrides, [])  # (its policy files are inputs too)
-    warn_inert(grid, gate.overrides, notify)
+    say_before_runs(grid, gate.overrides, notify)
     _check_destinations(files, gate)
     edited: list[str] = []
     old = {} if gate.update else load_baseline(gate.baseline, edited)

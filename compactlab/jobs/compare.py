@@ -23,7 +23,7 @@ from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import OutputDir
 from .cluster import run_corpus
 from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, failures_said, load_all, no_progress, \
-    quietly, warn_inert
+    quietly, say_before_runs
 
 if TYPE_CHECKING:
     from ..reports.compare_report import Comparison
@@ -95,7 +95,7 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
     for note in notes:
         notify(note, False)
     keys = [s.partition("=")[0] for s in grid.overrides]  # (a swept one is in the notes already)
-    warn_inert(policies, grid.overrides, notify, but=added)
+    say_before_runs(policies, grid.overrides, notify, but=added)
     planned = None
     if reporting.next_action is not None:  # (its samples are drawn from the whole corpus: read whole first)
         loaded = load_all(files, settings, notify, progress)

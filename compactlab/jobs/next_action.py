@@ -21,7 +21,7 @@ from ..plain import dataclass
 from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import OutputDir
 from .base import Notify, Outcome, ShowsProgress, Settings, calibrations_for, load_all, no_progress, price_warning, \
-    quietly, warn_inert
+    quietly, say_before_runs
 
 
 #: where the files go without --out
@@ -59,7 +59,7 @@ def next_action_files(files: list[str], asking: Asking, settings: Settings, noti
     """Check ``files`` under ``asking`` into ``settings.out_dir``; ``show_plan`` sees the samples and
     the estimate before anything is sent (and is all a dry run does)."""
     policies = [load_policy(ref, asking.overrides) for ref in asking.policies]
-    warn_inert([(p, ()) for p in policies], asking.overrides, notify)
+    say_before_runs([(p, ()) for p in policies], asking.overrides, notify)
     names = [p.name for p in policies]
     if len(set(names)) < len(names):
         twice = sorted({n for n in names if names.count(n) > 1})

@@ -260,3 +260,32 @@ def test_compares_verdict_says_a_preset_at_its_harness_default_has_nothing_to_se
     j = json.loads(cli("compare", *files, "-p", "claude-code", "--out", tmp_path / "d", "--charts", "none", "-q",
                        "--format", "json").stdout)
     assert j["verdict"]["recommended"] == "claude-code" and j["verdict"]["setting"] == ["Claude Code"]
+
+
+def test_a_harness_preset_run_as_its_default_says_when_you_set_that_harness_otherwise(cli, tmp_path, monkeypatch):
+    """tune's base is your current setting (``~/.claude/settings.json``); ``compare -p claude-code``
+    ran Claude Code's default and said nothing of it, so "claude-code" meant two things. Every job
+    that runs a harness's preset as it is now says, once, what you set and the --set that replays it."""
+    from helpers import SAMPLES
+
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / "settings.json").write_text('{"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "70"}}')
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", raising=False)
+    monkeypatch.delenv("DISABLE_AUTO_COMPACT", raising=False)
+    session = SAMPLES / "synth-small.jsonl"
+    note = ("note: claude-code is Claude Code's default, and you set CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=70 "
+            "(~/.claude/settings.json): 140,000 tokens; -p claude-code --set summary.trigger=140000 replays yours "
+            "(tune --harness claude-code starts from it)")
+    for args in (("replay", session, "-p", "claude-code", "--dry-run"),
+                 ("compare", session, "-p", "claude-code", "-p", "s08", "--dry-run"),
+                 ("check", session, "-p", "claude-code", "--baseline", tmp_path / "b.json", "--update-baseline"),
+                 ("next-action", session, "-p", "claude-code", "--dry-run")):
+        r = cli(*args)
+        assert r.exit_code == 0 and r.stderr.count(note) == 1, (args[0], r.stderr)
+    mine = cli("replay", session, "-p", "claude-code", "--set", "summary.trigger=140000", "--dry-run")
+    assert "note: claude-code is" not in mine.stderr  # (yours, replayed: nothing to say)
+    assert "note:" not in cli("replay", session, "-p", "s08", "--dry-run").stderr
+    monkeypatch.setenv("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "95")  # (above the default: Claude Code keeps the default)
+    assert "note: claude-code is" not in cli("replay", session, "-p", "claude-code", "--dry-run").stderr
