@@ -66,6 +66,7 @@ def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
     base, ref = result.base_point, result.reference
     ref_fits = ref is not None and ref.feasible
     judge = _Judge(result, margin)
+    result.floors = {"recall": judge.recall_floor, "retention": judge.retention_floor}
     if not result.front and not ref_fits:
         return _no_candidate(result)
     # (labelled by their values, so that an exact tie never depends on the front's order; the base first)

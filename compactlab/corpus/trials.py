@@ -90,6 +90,9 @@ class TuneResult:
     #: whether ``chosen`` keeps recall and retention above the floors (False: none did, and it is
     #: the one to use if you must compact, as compare's verdict names one)
     passes: bool = True
+    #: the floors the recommendation held the points to (recall, retention: no compaction's less
+    #: the margin), for the chart to draw
+    floors: dict[str, float] = field(default_factory=dict)
     #: the harness whose settings were searched (``harness_settings``), and the setting to paste, or
     #: why there is none to make (``nothing_to_set``: the point recommended is your current setting,
     #: or the harness's default)

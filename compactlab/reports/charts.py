@@ -465,12 +465,21 @@ def savings_chart(savings: dict[str, list[float]], overall: dict[str, float], pa
 
 
 def tune_chart(trials: list[tuple[float, float, bool]], front: list[tuple[float, float]], base: tuple[float, float],
-               x_label: str, y_label: str, title: str, shares: tuple[bool, bool] = (True, True)) -> str:
+               x_label: str, y_label: str, title: str, shares: tuple[bool, bool] = (True, True),
+               floors: tuple[tuple[str, float] | None, tuple[str, float] | None] = (None, None),
+               chosen: tuple[float, float, str] | None = None) -> str:
     """Every trial of a tune (x: the second objective, y: the first), the infeasible ones as grey
-    crosses, the Pareto front joined and numbered as in tune's table, the base policy as a star."""
+    crosses, the Pareto front joined and numbered as in tune's table, the base policy as a star;
+    ``floors``: the recommendation's floor of the measure on x and on y, where one is (recall,
+    retention: what the legend calls it, and its value), drawn as a line; ``chosen``: the point the recommendation names, ringed, and what
+    it is called in the legend."""
     chart = Chart(title, x_label, y_label, (520, 320), percent if shares[0] else number,
                   percent if shares[1] else number)
     chart.hline(0, "black", 0.6)
+    if floors[0] is not None:
+        chart.vline(floors[0][1], "firebrick", 0.9, "1,2", floors[0][0])
+    if floors[1] is not None:
+        chart.hline(floors[1][1], "firebrick", 0.9, "1,2", floors[1][0])
     ok = [(x, y) for x, y, feasible in trials if feasible]
     bad = [(x, y) for x, y, feasible in trials if not feasible]
     if ok:
@@ -487,4 +496,8 @@ def tune_chart(trials: list[tuple[float, float, bool]], front: list[tuple[float,
         for number_, (x, y) in enumerate(front, 1):  # numbered as in tune's table and front.csv
             chart.note(x, y, str(number_))
     chart.points([base[0]], [base[1]], "#dd8452", "*", 8.0, edge="black", label="base policy", cls="base")
+    if chosen is not None:
+        ring = ' stroke="seagreen" stroke-width="1.6"'
+        chart.items.append(lambda sx, sy: marker("o", sx(chosen[0]), sy(chosen[1]), 8.5, "none", ring))
+        chart.legend.append((chosen[2], marker("o", 9, 0, 5.5, "none", ring)))
     return chart.render()

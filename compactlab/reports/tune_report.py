@@ -73,13 +73,29 @@ def write_files(result: TuneResult, out_dir: str, chart: bool = True) -> list[st
 
         y = result.objectives[0]
         x = result.objectives[1] if len(result.objectives) > 1 else ("recall" if y != "recall" else "cost")
+        chosen = result.chosen if result.chosen is not None and x in result.chosen.scores else None
         svg = tune_chart([(p.scores[x], p.scores[y], p.feasible) for p in result.points],
                             [(p.scores[x], p.scores[y]) for p in result.front],
                             (result.base_point.scores[x], result.base_point.scores[y]), AXES[x], AXES[y],
-                            f"tune of {result.base}: {len(result.points)} trials, the front and the base policy")
+                            f"tune of {result.base}: {len(result.points)} trials, the front and the base policy",
+                            floors=(_floor(result, x, y), _floor(result, y, x)),
+                            chosen=None if chosen is None else (chosen.scores[x], chosen.scores[y],
+                                                                "recommended" if result.passes else
+                                                                "to use if you must compact"))
         write_in_folder(out_dir, "charts/tune.svg", file_bytes(svg))
         written.append("charts/tune.svg")
     return written
+
+
+def _floor(result: TuneResult, objective: str, other: str) -> tuple[str, float] | None:
+    """The recommendation's floor of ``objective`` (recall, retention), to draw, named with the
+    other measure's where that one is on no axis (``other``: the other axis's objective); None
+    for an objective with no floor."""
+    if objective not in result.floors:
+        return None
+    value = result.floors[objective]
+    undrawn = [f"{m}'s, {v * 100:.1f}%, is not drawn" for m, v in result.floors.items() if m not in (objective, other)]
+    return f"the {objective} floor at {value * 100:.1f}%" + (f" ({'; '.join(undrawn)})" if undrawn else ""), value
 
 
 def write_table(result: TuneResult, out: TextIO) -> None:

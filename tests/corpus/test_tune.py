@@ -117,7 +117,8 @@ def test_a_tune_writes_the_front_its_policies_and_the_chart(cli, tmp_path):
     assert "Pareto front of observation-masking" in r.stdout and "The front has" in r.stdout
     out = tmp_path / "t"
     assert {"study.journal", "front.csv", "front.json"} <= {p.name for p in out.iterdir()}
-    assert b"<svg xmlns" in (out / "charts" / "tune.svg").read_bytes()
+    svg = (out / "charts" / "tune.svg").read_bytes()
+    assert b"<svg xmlns" in svg and b"the recall floor at " in svg  # (what the recommendation held points to)
     doc = json.loads((out / "front.json").read_text())
     assert doc["trials"] == 6 and doc["front"] and doc["objectives"] == ["cost", "recall"]
     rows = list(csv.DictReader((out / "front.csv").open()))

@@ -122,6 +122,23 @@ def test_the_tune_chart_numbers_the_front_as_the_table_does_and_marks_the_base()
     assert len(group(root, "front")) == 1 and len(group(root, "base")) == 1
 
 
+def test_the_tune_chart_draws_the_floor_where_it_stands_and_rings_the_point_to_use():
+    """tune's chart showed every trial and not the floor its recommendation held them to, nor which
+    point it named: the floor of the measure on an axis is a line at its value, the other's named
+    in the legend, and the point named is ringed, "if you must" where none passes."""
+    root = parsed(charts.tune_chart([(0.9, 0.2, True), (0.97, 0.1, True)], [(0.9, 0.2), (0.97, 0.1)], (0.99, 0.0),
+                                    "recall", "cost saving", "tune of s08",
+                                    floors=(("the recall floor at 95.0% (retention's, 95.0%, is not drawn)", 0.95),
+                                            None), chosen=(0.97, 0.1, "to use if you must compact")))
+    assert legend(root)[0] == "the recall floor at 95.0% (retention's, 95.0%, is not drawn)"
+    assert legend(root)[-1] == "to use if you must compact"
+    xs = axis(root, "x")
+    (line,) = group(root, "level")[1:]  # (the first: the break-even of cost)
+    assert round(value_at(xs, float(line.get("x1") or 0)), 3) == 0.95
+    ring = [c for c in root.iter(f"{SVG}circle") if c.get("fill") == "none" and c.get("stroke") == "seagreen"]
+    assert len(ring) == 2 and round(value_at(xs, float(ring[0].get("cx") or 0)), 3) == 0.97  # (the point, the legend's)
+
+
 def test_hostile_names_are_text_in_a_chart():
     name = "<script>alert(1)</script>\x1b[31m $x^2$ &amp;"
     svg = charts.pareto_chart([(name, 0.5, 0.5)], [(name, 0.5, 0.5)], charts.colours([name]), "recall")
