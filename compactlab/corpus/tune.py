@@ -131,8 +131,9 @@ def _field(summary: Any, name: str) -> Any:
 def pareto(study: Any, points: list[Point], objectives: list[str], base: Point | None = None) -> list[Point]:
     """The front: Optuna's ``best_trials`` (the feasible trials no other feasible trial dominates,
     the constraints set per trial honoured), one point per score, the first objective's best first;
-    less a point that another of them, or the ``base`` as it is, covers (``covers``): it improves
-    on nothing a user reads of it."""
+    less a point that another of them covers (``covers``), or that the ``base`` as it is covers or
+    equals: it improves on nothing a user reads of it (a Gemini CLI tune whose layer never acted
+    listed a point with the base's very figures, and its value)."""
     best = _front_numbers(study, {p.number for p in points})
     front, seen = [], set()
     for p in points:
@@ -141,22 +142,22 @@ def pareto(study: Any, points: list[Point], objectives: list[str], base: Point |
             seen.add(key)
             front.append(p)
     others = [*front, *([base] if base is not None and base.feasible else [])]
-    front = [p for p in front if not any(q is not p and covers(q, p, objectives) for q in others)]
+    front = [p for p in front if not any(q is not p and covers(q, p, objectives, ties=q is base) for q in others)]
     return sorted(front, key=lambda p: tuple(-p.scores[o] for o in objectives))
 
 
-def covers(q: Point, p: Point, objectives: list[str]) -> bool:
+def covers(q: Point, p: Point, objectives: list[str], ties: bool = False) -> bool:
     """Whether ``q`` is as good as ``p`` on everything a user reads of a front point and better on
-    one: its cost, recall, retention (the floors the recommendation holds it to) and the other
-    objectives. (Cost exactly, as the one rule orders candidates, ``guard.pick``: a point a
-    hundredth of a cent cheaper is the cheaper one there too.)"""
+    one (``ties``: or equal on all): its cost, recall, retention (the floors the recommendation
+    holds it to) and the other objectives. (Cost exactly, as the one rule orders candidates,
+    ``guard.pick``: a point a hundredth of a cent cheaper is the cheaper one there too.)"""
     cost_q, cost_p = q.scores.get("cost_usd"), p.scores.get("cost_usd")
     measures = [m for m in dict.fromkeys([*objectives, "recall", "retention"]) if m != "cost"]
     if cost_q is None or cost_p is None or any(m not in q.scores or m not in p.scores for m in measures):
         return False
     if cost_q > cost_p or any(q.scores[m] < p.scores[m] for m in measures):
         return False
-    return cost_q < cost_p or any(q.scores[m] > p.scores[m] for m in measures)
+    return ties or cost_q < cost_p or any(q.scores[m] > p.scores[m] for m in measures)
 
 
 def _front_numbers(study: Any, numbers: set[int]) -> set[int]:

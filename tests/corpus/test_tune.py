@@ -182,7 +182,10 @@ def test_a_candidate_that_breaks_tool_pairs_never_joins_the_front(cli, tmp_path)
             "--objective", "cost", "--max-violations", "6", "--no-chart")  # (s08's own summary leaves 6 here; the naive snip 347)
     assert r.exit_code == 0, r.output
     doc = json.loads((tmp_path / "p" / "front.json").read_text())
-    assert doc["front"] and all(row["snip.pair_safe"] is True and row["violations"] <= 6 for row in doc["front"])
+    # (the one value that fits is the base's own: a point with the base's very figures improves on
+    # nothing, so the front is left empty and the base kept, said so)
+    assert not any(row["snip.pair_safe"] is False or row["violations"] > 6 for row in doc["front"])
+    assert doc["front"] or "improves on s08 as it is" in doc["recommendation"], doc["recommendation"]
     import optuna
 
     study = _study(tmp_path / "p" / "study.journal")
@@ -945,3 +948,22 @@ def test_a_pick_at_the_edge_of_the_range_searched_is_said_so():
     assert "value searched" not in recommend(result(50_000))
     codex = recommend(result(20_000, harness="codex"))
     assert "model_auto_compact_token_limit=20000" in codex and "value searched" not in codex
+
+
+def test_a_point_with_the_base_s_very_figures_is_no_front_point(cli, tmp_path):
+    """A Gemini CLI tune whose summary layer never acted listed front point 1 with the base's value
+    and its very figures: it improves on nothing. The base as it is, equal on everything a user
+    reads of a point, leaves it off the front, as one better on any of them does."""
+    from compactlab.corpus.tune import covers
+
+    base = _pt(-1, 0.2, recall=0.97)
+    same = _pt(1, 0.2, recall=0.97)
+    better = _pt(2, 0.3, recall=0.97)
+    assert covers(base, same, ["cost", "recall"], ties=True) and not covers(base, same, ["cost", "recall"])
+    assert not covers(base, better, ["cost", "recall"], ties=True)
+    # (a trigger no transcript reaches: every trial is the base's figures)
+    r = cli("tune", SAMPLES / "synth-small.jsonl", "-p", "claude-code", "--space", "summary.trigger=180000:199000",
+            "--trials", "3", "--out", tmp_path / "t", "--no-chart")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads((tmp_path / "t" / "front.json").read_text())
+    assert doc["front"] == [] and "The front has 0 point(s) from 3 trial(s). Keep claude-code as it is" in r.stdout
