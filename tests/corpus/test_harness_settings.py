@@ -289,3 +289,16 @@ def test_a_harness_preset_run_as_its_default_says_when_you_set_that_harness_othe
     assert "note:" not in cli("replay", session, "-p", "s08", "--dry-run").stderr
     monkeypatch.setenv("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "95")  # (above the default: Claude Code keeps the default)
     assert "note: claude-code is" not in cli("replay", session, "-p", "claude-code", "--dry-run").stderr
+
+
+def test_telling_a_policy_of_no_harness_apart_loads_no_framework_preset():
+    """Whether a policy is a harness's setting (compare asks it of every policy of its grid) loaded
+    every harness's preset, a framework's too: its step imported pydantic, 0.1 s of a compare of s08.
+    A policy with no step of its own is held only to the presets that have none."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from compactlab import load_policy; from compactlab.corpus.harness_settings import of_policy; "
+            "assert of_policy(load_policy('s08')) is None; print('pydantic' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stdout + done.stderr
