@@ -41,6 +41,10 @@ class Knob:
 
 @dataclass(frozen=True)
 class Harness:
+    """A harness or framework whose compaction settings tune searches: its preset and its knobs.
+    (A docstring of its own: the standard library writes a class's signature as the docstring of
+    one without, and reading it tokenizes, which compiles a pattern of a few milliseconds.)"""
+
     name: str
     title: str
     preset: str
@@ -455,6 +459,8 @@ CLAUDE_FILE_KEYS = {"autoCompactWindow": "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "aut
 
 @dataclass(frozen=True)
 class Setting:
+    """A setting's value as a harness keeps it, and where it was read."""
+
     value: str
     source: str  # "--setting", "the environment", "~/.claude/settings.json"
 

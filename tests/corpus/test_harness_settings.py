@@ -302,3 +302,15 @@ def test_telling_a_policy_of_no_harness_apart_loads_no_framework_preset():
             "assert of_policy(load_policy('s08')) is None; print('pydantic' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "False", done.stdout + done.stderr
+
+
+def test_the_settings_read_are_those_of_the_presets_a_run_looks_at():
+    """``jobs.base.SETTINGS_READ`` spares a replay of any other policy the harnesses' table: it
+    must name every harness preset whose settings ``current`` reads, and no other."""
+    from compactlab.corpus.harness_settings import TABLE, Setting, current
+    from compactlab.jobs.base import SETTINGS_READ
+
+    every = {k: Setting("100000" if k.startswith("model_") else "50", "a test")
+             for k in ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "model_auto_compact_token_limit")}
+    read = {h.preset for h in TABLE.values() if current(h.name, every) is not None}
+    assert read == set(SETTINGS_READ)
