@@ -313,6 +313,14 @@ def test_replay_reads_standard_input(tmp_path):
     r = subprocess.run([sys.executable, "-m", "compactlab", "replay", "-", str(SMALL), "--dry-run"],
                        stdin=subprocess.DEVNULL, capture_output=True, cwd=tmp_path)
     assert r.returncode == 2 and b"- (standard input) must be the only transcript" in r.stderr
+    # (an error or a warning of the input names it as given, not the private copy it was read from:
+    # "error: /tmp/compactlab-stdin-ib968_9k/stdin:2: invalid JSON")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"role": "user", "content": "hi"}\n{bad\n')
+    for extra, said in (((), b"error: <stdin>:2: invalid JSON"), (("--skip-bad-lines",), b"<stdin>: skipped 1 bad")):
+        r = subprocess.run([sys.executable, "-m", "compactlab", "replay", "-", "--dry-run", *extra],
+                           stdin=bad.open("rb"), capture_output=True, cwd=tmp_path)
+        assert said in r.stderr and b"compactlab-stdin-" not in r.stderr, r.stderr
 
 
 def test_a_folder_of_project_folders_is_searched_one_level_down_and_subagents_are_asked_for(cli, tmp_path):

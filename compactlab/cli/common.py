@@ -11,7 +11,12 @@ from typing import Any
 
 import click
 
-from ..errors import UsageError, spelt_like
+from ..errors import CompactlabError, UsageError, spelt_like
+
+
+#: what is said in place of a path compactlab made for the command (standard input's private copy:
+#: "<stdin>"), by the path as it is said, absolute or from the working folder
+SHOWN_AS: dict[str, str] = {}
 
 
 def tell(text: str, lines: bool = False) -> None:
@@ -20,6 +25,8 @@ def tell(text: str, lines: bool = False) -> None:
     it is broken between words at the terminal's width (a pipe or a log gets the line whole)."""
     from ..reports.text import visible, visible_lines
 
+    for path, name in SHOWN_AS.items():
+        text = text.replace(path, name)
     shown = visible_lines(text) if lines else visible(text)
     if sys.stderr is not None and sys.stderr.isatty():
         from ..reports.text import columns_of, wrapped
@@ -370,12 +377,21 @@ def standard_input(transcripts: tuple[str, ...]) -> Iterator[str]:
         raise UsageError("- reads the transcript from standard input, and none is piped in",
                          hint="compactlab replay - < session.jsonl")
     folder = tempfile.mkdtemp(prefix="compactlab-stdin-")
+    path = os.path.join(folder, "stdin")
+    said = {p: "<stdin>" for p in (path, os.path.relpath(path))}  # (its errors and warnings name the
+    SHOWN_AS.update(said)                                          # input as the user gave it)
     try:
-        path = os.path.join(folder, "stdin")
         with open(path, "wb") as f:
             shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
         yield path
+    except CompactlabError as exc:  # (said after the copy is gone: named here)
+        for p, name in said.items():
+            exc.message = exc.message.replace(p, name)
+            exc.hint = exc.hint.replace(p, name) if exc.hint else exc.hint
+        raise
     finally:
+        for p in said:
+            SHOWN_AS.pop(p, None)
         shutil.rmtree(folder, ignore_errors=True)
 
 
