@@ -213,6 +213,23 @@ def of_preset(preset_name: str) -> Harness | None:
     return next((h for h in TABLE.values() if h.preset == preset_name), None)
 
 
+def set_otherwise(policy: Any) -> tuple[Harness, str, str] | None:
+    """Where ``policy`` is a harness's preset as it is (its default) and you have set that harness
+    otherwise (``current``, as tune reads it for its base: the environment, ``~/.claude/
+    settings.json``, ``~/.codex/config.toml``): the harness, your setting in words with its source,
+    and the ``--set`` options that replay it. None elsewhere (another policy, nothing set, or a
+    setting the harness ignores)."""
+    from ..engine.policy import load_policy
+
+    h = of_preset(policy.name)
+    if h is None or policy.fingerprint != load_policy(h.preset).fingerprint:
+        return None
+    now = current(h.name, settings_for())
+    if now is None or not now[0]:
+        return None
+    return h, now[1], " ".join(f"--set {o}" for o in now[0])
+
+
 def of_policy(policy: Any) -> Harness | None:
     """The harness whose setting ``policy`` is: its preset by name, or a policy that is that preset
     with only what the harness lets you set changed (a tune's front file, ``extends = "claude-code"``

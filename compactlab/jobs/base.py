@@ -204,17 +204,13 @@ def your_setting(policy: Any) -> str | None:
     saying so and how to replay yours: the preset is not what your harness does. None elsewhere."""
     if policy.name not in SETTINGS_READ:
         return None
-    from ..corpus.harness_settings import current, of_preset, settings_for
-    from ..engine.policy import load_policy
+    from ..corpus.harness_settings import set_otherwise
 
-    h = of_preset(policy.name)
-    if h is None or policy.fingerprint != load_policy(h.preset).fingerprint:
+    found = set_otherwise(policy)
+    if found is None:
         return None
-    now = current(h.name, settings_for())
-    if now is None or not now[0]:
-        return None
-    sets = " ".join(f"--set {o}" for o in now[0])
-    return (f"note: {policy.name} is {h.title}'s default, and you set {now[1]}; -p {policy.name} {sets} "
+    h, words, sets = found
+    return (f"note: {policy.name} is {h.title}'s default, and you set {words}; -p {policy.name} {sets} "
             f"replays yours (tune --harness {h.name} starts from it)")
 
 

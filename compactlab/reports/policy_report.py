@@ -97,7 +97,7 @@ def write_policy_json(policy: Policy, out: TextIO) -> None:
 def _settings_comment(policy: Policy) -> str:
     """For a harness's preset: what the harness lets you set about its compaction, as comments
     (the TOML stays a policy file), with where, its range, its default and what it sets here."""
-    from ..corpus.harness_settings import SETTINGS, of_preset
+    from ..corpus.harness_settings import SETTINGS, of_preset, set_otherwise
 
     rows = SETTINGS.get(policy.name)
     if not rows:
@@ -108,6 +108,8 @@ def _settings_comment(policy: Policy) -> str:
                  f"audits it{tuned}):"]
     for setting, where, span, default, sets in rows:
         lines.append(f"#   {setting} ({where}; {span}): default {default}; sets {sets}")
+    if (yours := set_otherwise(policy)) is not None:  # (this preset is the default, not what your harness does)
+        lines.append(f"# You set {yours[1]}: -p {policy.name} {yours[2]} replays yours.")
     return "\n".join(lines) + "\n"
 
 

@@ -284,6 +284,12 @@ def test_a_harness_preset_run_as_its_default_says_when_you_set_that_harness_othe
                  ("next-action", session, "-p", "claude-code", "--dry-run")):
         r = cli(*args)
         assert r.exit_code == 0 and r.stderr.count(note) == 1, (args[0], r.stderr)
+    shown = cli("policies", "show", "claude-code").stdout  # (the preset shown says it too, as a comment)
+    assert ("# You set CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=70 (~/.claude/settings.json): 140,000 tokens: -p claude-code "
+            "--set summary.trigger=140000 replays yours.") in shown
+    import tomllib
+
+    assert tomllib.loads(shown)["summary"]["trigger"] != 140_000  # (still the preset, a policy file to read)
     mine = cli("replay", session, "-p", "claude-code", "--set", "summary.trigger=140000", "--dry-run")
     assert "note: claude-code is" not in mine.stderr  # (yours, replayed: nothing to say)
     assert "note:" not in cli("replay", session, "-p", "s08", "--dry-run").stderr
