@@ -56,6 +56,21 @@ def dearer_policies(runs: Iterable[tuple[str, str, Mapping[str, Any]]]) -> list[
     return [p for p in policies if dearer_where_fits(((t, s) for t, q, s in runs if q == p), fits)]
 
 
+def under_floors(recall: float, retention: float, floors: tuple[float, float]) -> list[tuple[float, str, float, float]]:
+    """The measures a candidate keeps under their floors (``floors``: recall's, retention's), each
+    as (how far under, its name, its value, its floor), the furthest under first (recall first where
+    they are as far under): what compare's verdict and tune's recommendation say it loses."""
+    under = [(floor - value, name, value, floor) for name, value, floor in (
+        ("recall", recall, floors[0]), ("retention", retention, floors[1])) if value < floor - 1e-12]
+    return sorted(under, key=lambda u: -u[0])  # (stable)
+
+
+def lead(recall: float, retention: float, floors: tuple[float, float]) -> float:
+    """How far a candidate stands above the nearer of its floors (negative: under it): its
+    ``Candidate.lead``."""
+    return min(recall - floors[0], retention - floors[1])
+
+
 @dataclass(frozen=True)
 class Candidate:
     label: str

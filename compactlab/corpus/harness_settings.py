@@ -239,12 +239,12 @@ def of_policy(policy: Any) -> Harness | None:
         return h
     from ..engine.policy import fingerprint_of
 
-    mine = bool(getattr(getattr(policy, "custom", None), "enabled", False))
+    mine, resolved = bool(getattr(getattr(policy, "custom", None), "enabled", False)), policy.resolved()
     for h in TABLE.values():
         keys = [k.key for k in h.knobs]
         if any(k.startswith("custom.") for k in keys) != mine:  # (a framework's preset is a step of its
             continue                                             # own: loading one imports its code)
-        if fingerprint_of(_without(policy.resolved(), keys)) == _preset_left(h.name):
+        if fingerprint_of(_without(resolved, keys)) == _preset_left(h.name):
             return h
     return None
 

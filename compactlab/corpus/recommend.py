@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .guard import NEAR, Candidate, dearer_than_none, near_ties, pick
+from .guard import NEAR, Candidate, dearer_than_none, lead, near_ties, pick, under_floors
 from .trials import Point, TuneResult
 from .verdict import RETENTION_MARGIN, said_once
 
@@ -33,16 +33,15 @@ class _Judge:
 
     def lead(self, p: Point) -> float:
         """How far ``p`` stands above the nearer floor (negative: under it), as compare's guard has it."""
-        return min(p.scores.get("recall", 1.0) - self.recall_floor,
-                   p.scores.get("retention", 1.0) - self.retention_floor)
+        return lead(p.scores.get("recall", 1.0), p.scores.get("retention", 1.0),
+                    (self.recall_floor, self.retention_floor))
 
     def loses(self, p: Point, under_what: str = " the floor") -> str:
-        """What ``p`` keeps under the floors, the measure furthest under first."""
-        under = sorted(((floor - p.scores.get(o, 1.0), o) for o, floor in (
-            ("recall", self.recall_floor), ("retention", self.retention_floor))
-            if p.scores.get(o, 1.0) < floor - 1e-12), key=lambda u: -u[0])
-        return ", and ".join(f"{o} {_pct(p.scores.get(o, 1.0))}, {gap * 100:.1f} points under{under_what}"
-                             for gap, o in under)
+        """What ``p`` keeps under the floors, the measure furthest under first (``guard.under_floors``)."""
+        under = under_floors(p.scores.get("recall", 1.0), p.scores.get("retention", 1.0),
+                             (self.recall_floor, self.retention_floor))
+        return ", and ".join(f"{o} {_pct(value)}, {gap * 100:.1f} points under{under_what}"
+                             for gap, o, value, _ in under)
 
     def dearer(self, p: Point) -> bool:
         """Whether ``p`` costs more than no compaction, beyond a tie, over the transcripts where no

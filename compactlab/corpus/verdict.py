@@ -25,7 +25,8 @@ from .. import metrics
 from ..core import in_use
 from ..engine.records import ACTIONS
 from ..plain import dataclass, pattern
-from .guard import NEAR, TIE_SHARE, TIE_USD, Candidate, dearer_than_none, dearer_where_fits, near_ties, pick
+from .guard import (NEAR, TIE_SHARE, TIE_USD, Candidate, dearer_than_none, dearer_where_fits, lead, near_ties, pick,
+                    under_floors)
 
 
 class JudgedRun(Protocol):
@@ -171,16 +172,13 @@ class _Guard:
     def loses(self, e: Entry) -> str | None:
         """What ``e`` keeps under the floors, the measure furthest under first (it sets its lead,
         ``lead``: what the fallback weighs), the other after it where it is under too."""
-        margin = self.margin
-        under = [(floor - value, name, value, floor, MEANINGS[name]) for name, value, floor in (
-            ("recall", e.recall, self.recall_floor), ("retention", e.retention, self.retention_floor))
-            if value < floor - 1e-12]
+        under = under_floors(e.recall, e.retention, (self.recall_floor, self.retention_floor))
         if not under:
             return None
-        under.sort(key=lambda u: -u[0])  # (stable: recall first where they are as far under)
-        gap, name, value, floor, meaning = under[0]
-        said = (f"{name} {_pct(value)} ({meaning}), {_points(gap)} under the {_pct(floor)} floor {_floor_made(floor, margin)}")
-        for gap, name, value, _, _ in under[1:]:
+        gap, name, value, floor = under[0]
+        said = (f"{name} {_pct(value)} ({MEANINGS[name]}), {_points(gap)} under the {_pct(floor)} floor "
+                f"{_floor_made(floor, self.margin)}")
+        for gap, name, value, _ in under[1:]:
             said += f", and {name} {_pct(value)}, {_points(gap)} under its floor"
         return said
 
@@ -213,7 +211,7 @@ class _Guard:
 
     def lead(self, e: Entry) -> float:
         """How far ``e`` stands above the nearer floor (negative: under it)."""
-        return min(e.recall - self.recall_floor, e.retention - self.retention_floor)
+        return lead(e.recall, e.retention, (self.recall_floor, self.retention_floor))
 
 
 def judge(runs: Sequence[JudgedRun], sweep_keys: list[str], margin: float = RETENTION_MARGIN,

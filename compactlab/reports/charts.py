@@ -471,8 +471,8 @@ def tune_chart(trials: list[tuple[float, float, bool]], front: list[tuple[float,
     """Every trial of a tune (x: the second objective, y: the first), the infeasible ones as grey
     crosses, the Pareto front joined and numbered as in tune's table, the base policy as a star;
     ``floors``: the recommendation's floor of the measure on x and on y, where one is (recall,
-    retention: what the legend calls it, and its value), drawn as a line; ``chosen``: the point the recommendation names, ringed, and what
-    it is called in the legend."""
+    retention: what the legend calls it, and its value), drawn as a line; ``chosen``: the point
+    the recommendation names, ringed, and what the legend calls it."""
     chart = Chart(title, x_label, y_label, (520, 320), percent if shares[0] else number,
                   percent if shares[1] else number)
     chart.hline(0, "black", 0.6)
