@@ -142,6 +142,10 @@ def test_a_key_whose_layer_never_acts_is_named(cli, tmp_path):
     assert r.exit_code == 0, r.stderr
     assert "summary.trigger: s08's summary layer never acted" in r.stderr
     assert json.loads((tmp_path / "tune" / "front.json").read_text())["notes"][0].startswith("summary.trigger:")
+    r = cli("tune", small, "-p", "s08", "--space", "summary.trigger=5000000:9000000", "--trials", "3",
+            "--out", tmp_path / "tune-table", "--no-chart")
+    assert r.exit_code == 0, r.stderr
+    assert (r.stdout + r.stderr).count("never acted") == 1  # (said once: not again under the table)
 
 
 def test_a_line_said_while_a_progress_bar_shows_goes_above_it(monkeypatch, capsys):

@@ -388,8 +388,13 @@ def tune(params: list[Param], objectives: list[str], base: str, overrides: list[
         result.paste, result.nothing_to_set = to_paste(harness, result.chosen, result)
     known = [p.acted for p in (base_point, *points) if p.acted is not None]
     on = [p.key for p in params if getattr(getattr(base_policy, p.key.partition(".")[0], None), "enabled", False)]
+    named = None
+    if harness is not None:  # (its own settings' names, as its table and its line to paste say them)
+        from .harness_settings import harness as harness_named
+
+        named = {k.key: k.setting for k in harness_named(harness).knobs}
     result.notes = idle_keys(base, on, {layer: sum(a.get(layer, 0) for a in known) for a in known[:1] for layer in a},
-                             len(known))
+                             len(known), named)
     return result
 
 

@@ -449,19 +449,22 @@ def value_at(policy: Policy, current: dict[str, Any] | None, key: str) -> Any:
     return UNKNOWN
 
 
-def idle_keys(name: str, keys: Sequence[str], acted: dict[str, int], runs: int) -> list[str]:
+def idle_keys(name: str, keys: Sequence[str], acted: dict[str, int], runs: int,
+              named: dict[str, str] | None = None) -> list[str]:
     """The --set, --sweep or --space ``keys`` whose layer never acted in any of the ``runs`` of
     policy ``name`` (its trigger is reached by no transcript, at any value tried), in words: the
     runs are as they would be without that layer. ``acted``: how often each layer acted over those
-    runs (its counter in ``records.ACTIONS``, summed)."""
+    runs (its counter in ``records.ACTIONS``, summed); ``named``: a key's name where the user knows
+    it by another (a harness's own setting, ``tune --harness``), said first."""
     from .records import ACTIONS
 
     layers = set(ACTIONS.values())
     out = []
     for key in dict.fromkeys(k.strip() for k in keys):
         section = key.partition(".")[0]
+        said = f"{named[key]} ({key})" if named and key in named else key
         if runs and section in layers and not acted.get(section, 0):
-            out.append(f"{key}: {name}'s {section} layer never acted in its {runs} run(s) (no transcript reaches "
+            out.append(f"{said}: {name}'s {section} layer never acted in its {runs} run(s) (no transcript reaches "
                        f"its trigger at any value given): the runs are as they would be without the layer")
     return out
 

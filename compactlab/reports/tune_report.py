@@ -134,8 +134,7 @@ def write_table(result: TuneResult, out: TextIO) -> None:
         printer.text(f"The {result.harness} setting to paste{'' if result.passes else ', if you must compact'}:")
         for line in result.paste:
             printer.text(f"  {line}")
-    for note in result.notes:
-        printer.text(f"note: {note}")
+    # (its notes are the job's warnings, said once on stderr as replay's and compare's are)
 
 
 def write_json(result: TuneResult, out: TextIO) -> None:

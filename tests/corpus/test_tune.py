@@ -967,3 +967,15 @@ def test_a_point_with_the_base_s_very_figures_is_no_front_point(cli, tmp_path):
     assert r.exit_code == 0, r.stderr
     doc = json.loads((tmp_path / "t" / "front.json").read_text())
     assert doc["front"] == [] and "The front has 0 point(s) from 3 trial(s). Keep claude-code as it is" in r.stdout
+
+
+def test_a_harness_setting_that_never_acted_is_named_as_the_harness_names_it(cli, tmp_path):
+    """A Gemini CLI user searched model.compressionThreshold, and was told "summary.trigger: …
+    never acted": compactlab's name of the key, which the harness's table and its line to paste do
+    not use. The note names the harness's setting first, and says it once."""
+    r = cli("tune", SAMPLES / "synth-small.jsonl", "--harness", "gemini-cli", "--trials", "3",
+            "--out", tmp_path / "t", "--no-chart")
+    assert r.exit_code == 0, r.stderr
+    said = "model.compressionThreshold (summary.trigger): gemini-cli's summary layer never acted"
+    assert (r.stdout + r.stderr).count(said) == 1
+    assert json.loads((tmp_path / "t" / "front.json").read_text())["notes"][0].startswith(said)
