@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..corpus.compare import RunResult
+    from ..corpus.harness_settings import Harness
 
 Row = dict[str, Any]  # one run of ``Runs``: {column: value}
 
@@ -60,32 +61,51 @@ def comparison(results: list["RunResult"], sweep_keys: list[str], sort_key: str,
     ordered = [results[i] for i in order]  # the verdict lists equal savings in the table's order
     verdict = (judge(ordered, sweep_keys, units=units, reference=reference, triggers=fired_by) if margin is None
                else judge(ordered, sweep_keys, margin, units, reference=reference, triggers=fired_by))
-    verdict.setting = meta.pop("harness_settings", {}).get(verdict.recommended, [])
+    verdict.setting = setting_for(results, verdict.recommended, reference,
+                                  meta.pop("harness_settings", {}).get(verdict.recommended, []))
     for note in (by_design(results), not_a_setting(results, verdict.recommended, reference, verdict.setting)):
         if note is not None:
             verdict.recommendation += " " + note
     return Comparison(table, sweep_keys, verdict, meta)
 
 
-def not_a_setting(results: list["RunResult"], recommended: str | None, reference: str | None,
-                  setting: list[str] | None = None) -> str | None:
-    """Where every session compared was recorded by one harness whose compaction settings are known
-    (Claude Code, Codex, Gemini CLI, OpenCode, Pi) and the verdict recommends a policy that is not
-    that harness's (a seed design, another harness's preset): that its user cannot switch to it,
-    and the search of what they can set. None otherwise (no compaction, the harness's own preset
-    or a variant of it: swept, or a policy that changes only what the harness lets you set, such
-    as a tune's front file, whose ``setting``, the verdict's, names the harness first; sessions of
-    several harnesses)."""
+def sessions_harness(results: list["RunResult"]) -> "Harness | None":
+    """The harness that recorded every session compared, where its compaction settings are known
+    (Claude Code, Codex, Gemini CLI, OpenCode, Pi); None for sessions of several harnesses or of
+    another format."""
     from ..corpus.harness_settings import TABLE
 
     formats = {r.summary.format for r in results}
-    fmt = next(iter(formats)) if len(formats) == 1 else None
-    h = TABLE.get(fmt) if fmt is not None else None
-    if (h is None or recommended is None or recommended == reference or recommended.split(" ")[0] == h.preset
-            or (setting and setting[0] == h.title)):
+    return TABLE.get(next(iter(formats))) if len(formats) == 1 else None
+
+
+def setting_for(results: list["RunResult"], recommended: str | None, reference: str | None,
+                given: list[str]) -> list[str]:
+    """The verdict's setting (``Verdict.setting``): the one ``given`` for a harness's preset, or, where
+    it recommends no compaction on sessions of one harness that can turn compaction off, the lines
+    that do (tune's, for the same answer); else none."""
+    if given or recommended is None or recommended != reference:
+        return given
+    h = sessions_harness(results)
+    return [h.title, *h.off] if h is not None and h.off else []
+
+
+def not_a_setting(results: list["RunResult"], recommended: str | None, reference: str | None,
+                  setting: list[str] | None = None) -> str | None:
+    """Where every session compared was recorded by one harness whose compaction settings are known
+    (``sessions_harness``) and the verdict recommends what its user cannot set (a seed design,
+    another harness's preset; no compaction, in a harness that cannot turn it off: Codex, Gemini
+    CLI), that they cannot, and the search of what they can set. None otherwise (no compaction
+    where the harness turns it off, the harness's own preset or a variant of it: swept, or a policy
+    that changes only what the harness lets you set, such as a tune's front file, whose
+    ``setting``, the verdict's, names the harness first; sessions of several harnesses)."""
+    h = sessions_harness(results)
+    if h is None or recommended is None or recommended.split(" ")[0] == h.preset or (setting and setting[0] == h.title):
         return None
-    return (f"{recommended} is not a setting of {h.title}, whose sessions these are: compactlab tune --harness "
-            f"{h.name} searches what {h.title} lets you set, on these sessions.")
+    search = f"compactlab tune --harness {h.name} searches what {h.title} lets you set, on these sessions."
+    if recommended == reference:
+        return f"No compaction is not a setting of {h.title}: {h.no_off}; {search}" if h.no_off else None
+    return f"{recommended} is not a setting of {h.title}, whose sessions these are: {search}"
 
 
 #: above this many runs the terminal shows the verdict only (the runs are in the files)

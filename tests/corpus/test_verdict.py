@@ -512,10 +512,16 @@ def test_a_design_a_harness_user_cannot_switch_to_is_said_so_with_the_search_the
             "searches what Codex CLI lets you set, on these sessions.")
     assert not_a_setting(runs("codex", "codex"), "s08", "none") == said
     assert "claude-code is not a setting of Gemini CLI" in not_a_setting(runs("gemini-cli"), "claude-code", "none")
-    for fmts, recommended in ((("codex",), "none"), (("codex",), "codex"), (("codex",), "codex summary.trigger=200000"),
+    for fmts, recommended in ((("claude-code",), "none"), (("codex",), "codex"), (("codex",), "codex summary.trigger=200000"),
                               (("codex",), None), (("codex", "claude-code"), "s08"), (("anthropic",), "s08"),
                               (("mini-swe-agent",), "s08")):
         assert not_a_setting(runs(*fmts), recommended, "none") is None, (fmts, recommended)
+    # (no compaction, where the harness cannot turn compaction off: tune's "not a candidate", said here too)
+    assert not_a_setting(runs("codex"), "none", "none") == (
+        "No compaction is not a setting of Codex CLI: Codex CLI has no setting that turns auto-compaction off (it "
+        "takes the lesser of model_auto_compact_token_limit and 90% of the window); compactlab tune --harness codex "
+        "searches what Codex CLI lets you set, on these sessions.")
+    assert "No compaction is not a setting of Gemini CLI" in not_a_setting(runs("gemini-cli"), "none", "none")
     r = cli("compare", shared_transcripts / "codex", "-p", "s08", "-p", "codex", "--dry-run", "--format", "json")
     assert r.exit_code == 0, r.stderr
     verdict = orjson.loads(r.stdout)["verdict"]
@@ -619,3 +625,25 @@ def test_tune_weighs_a_cost_against_no_compaction_where_compare_does():
     result = TuneResult("s08", [], ["cost", "recall"], point(-1, "0 base"), front, front, reference=ref)
     text = recommend(result)
     assert result.chosen is front[1] and ("Use front point 2" in text or "front point 2 (summary.trigger=2)" in text), text
+
+
+def test_no_compaction_recommended_on_one_harness_s_sessions_prints_its_setting_that_turns_it_off():
+    """compare of Claude Code sessions that recommends no compaction printed no setting, where tune
+    --harness claude-code prints the one that turns auto-compaction off: the same answer now gives
+    the same lines to paste; where the harness cannot turn it off, it says so (above)."""
+    from types import SimpleNamespace as NS
+
+    from compactlab.reports.compare_report import setting_for, setting_heading
+
+    def runs(*formats):
+        return [NS(summary=NS(format=f)) for f in formats]
+
+    off = setting_for(runs("claude-code", "claude-code"), "none", "none", [])
+    assert off == ["Claude Code", "export DISABLE_AUTO_COMPACT=1", '~/.claude/settings.json: {"autoCompactEnabled": false}']
+    assert setting_heading(off, "none") == "none is the Claude Code setting:"
+    assert setting_for(runs("pi"), "none", "none", []) == ["Pi", '~/.pi/agent/settings.json: {"compaction": {"enabled": false}}']
+    given = ["Claude Code", "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=77"]
+    assert setting_for(runs("claude-code"), "claude-code-front-05", "none", given) == given
+    for fmts, recommended in ((("claude-code",), "s08"), (("codex",), "none"), (("gemini-cli",), "none"),
+                              (("anthropic",), "none"), (("claude-code", "codex"), "none"), (("claude-code",), None)):
+        assert setting_for(runs(*fmts), recommended, "none", []) == [], (fmts, recommended)
