@@ -4,8 +4,8 @@ else, with where it came from (#43 §1).
 Order: what the user said (``--window``, else a ``window`` for the model in their price table:
 ``--prices`` or their prices file) > what the harness recorded or implies (Codex's
 ``model_context_window``; Claude Code's 200,000 tokens unless the 1M-context beta is recorded; Gemini
-CLI's token limit, 1,048,576 for every model it runs) >
-the model's window in genai-prices > 200,000. Whatever the source, the largest prompt the API
+CLI's token limit, 1,048,576 for every model it runs; a file ``compactlab convert`` wrote, as the
+harness it recorded) > the model's window in genai-prices > 200,000. Whatever the source, the largest prompt the API
 answered in the recording is a lower bound: a call the recording shows answered is never an
 overflow. A policy's own ``reactive.window_tokens`` sets when its reactive compaction fires (as
 its harness would), never the overflow judgement of every run on the same recording.
@@ -70,6 +70,7 @@ def resolve(*, given: int | None = None, given_source: str = "--window", fmt: st
     from .cost.prices import known_window
 
     metadata = metadata or {}
+    fmt = metadata.get("recorded_format") or fmt  # (a converted file's harness: its source's window)
     compacted = [c.pre_tokens for c in compactions if _positive(getattr(c, "pre_tokens", None))]
     compacted_at = max(compacted) if compacted else None
     if given:

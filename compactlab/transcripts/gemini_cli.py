@@ -144,7 +144,7 @@ def _add(builder: TranscriptBuilder, m: dict) -> None:
         blocks.append({"type": "tool_use", "id": str(c.get("id")), "name": str(c.get("name") or "tool"),
                        "input": args if isinstance(args, dict) else {}})
     if isinstance(m.get("model"), str):
-        builder.model = builder.model or m["model"]
+        builder.model = m["model"]  # (the transcript's model: its last reply's, as every format's)
     builder.add({"role": "assistant", "content": blocks or [{"type": "text", "text": ""}]},
                 gemini_usage(m.get("tokens"), m.get("model"), m.get("timestamp")))
     if calls:

@@ -190,6 +190,8 @@ class Transcript:
     entries: list[Entry]
     title: str | None = None
     session_id: str | None = None
+    #: the model of its last reply that names one (every format's loader keeps the latest): what a
+    #: call that records none is priced at, and the summarizer's model where none is given
     model: str | None = None
     system: Any = None
     #: recorded API usage per call, keyed by the assistant message's position in ``entries``

@@ -771,7 +771,7 @@ def _build(builder: TranscriptBuilder, calls: list[Call], logs: dict[str, list[t
     answered = False  # the previous call's tools have results sized by this call's input
     for k, call in enumerate(calls):
         content, model = _call_content(call, logs)
-        builder.model = builder.model or model
+        builder.model = model or builder.model  # (its last call's, as every format's)
         builder.system = builder.system or content.system
         usage = _usage(call.chain, model, f"span {call.span.id} usage")
         elided += content.inputs is None or content.output is None

@@ -173,3 +173,34 @@ def test_recorded_cost_is_ccusages(name):
         pytest.skip(f"../shared/transcripts/gemini_cli/{name} is not beside the project")
     summary = replay(load_transcript(str(path)), load_policy("none")).summary
     assert summary.recorded_cost_usd == pytest.approx(CCUSAGE[name], abs=0.0001)
+
+
+def test_a_converted_recording_replays_as_its_source(tmp_path, cli):
+    """A Gemini CLI session that switched model replayed on another window, at another model's
+    prices for its summary, once converted: the converted file was judged on the model's window in
+    genai-prices (1,000,000) where its source was on Gemini CLI's token limit (1,048,576), and its
+    model was its last reply's where the source's was its first. The window now follows the format
+    the file recorded, and every format's model is its last reply's."""
+    meta = {"sessionId": "s-2", "projectHash": "ab12", "startTime": "2026-01-01T00:00:00Z", "kind": "main"}
+    user = {"id": "u1", "timestamp": "2026-01-01T00:00:01Z", "type": "user", "content": [{"text": "fix it " * 400}]}
+    first = {"id": "g1", "timestamp": "2026-01-01T00:00:02Z", "type": "gemini", "content": "Reading.",
+             "tokens": {"input": 1000, "output": 20, "cached": 0, "total": 1020}, "model": "gemini-3-flash-preview",
+             "toolCalls": [{"id": "c1", "name": "read_file", "args": {"file_path": "a.py"}, "status": "success",
+                            "result": [{"functionResponse": {"id": "c1", "name": "read_file",
+                                                             "response": {"output": "x = 1\n" * 3000}}}]}]}
+    last = {"id": "g2", "timestamp": "2026-01-01T00:00:03Z", "type": "gemini", "content": "Done.",
+            "tokens": {"input": 6000, "output": 5, "cached": 800, "total": 6005}, "model": "gemini-3.1-pro-preview"}
+    path = write_jsonl(tmp_path / "session-2.jsonl", [meta, user, first, last])
+    assert load_transcript(str(path)).model == "gemini-3.1-pro-preview"
+    r = cli("convert", path, "-o", tmp_path / "converted.jsonl")
+    assert r.exit_code == 0, r.stderr
+    runs = []
+    for source in (path, tmp_path / "converted.jsonl"):
+        r = cli("replay", source, "-p", "s08", "--set", "summary.trigger=2000", "--format", "json", "--dry-run")
+        assert r.exit_code == 0, r.stderr
+        runs.append(json.loads(r.stdout)["runs"][0]["summary"])
+    source, converted = runs
+    assert source["window_tokens"] == 1_048_576 and source["summaries"] > 0
+    assert converted["format"] == "anthropic"
+    differ = {k for k in source if k not in ("transcript", "format", "runtime_s") and source[k] != converted.get(k)}
+    assert not differ, {k: (source[k], converted.get(k)) for k in differ}
