@@ -86,7 +86,8 @@ def compactions(transcript: Transcript, window: int, settings: dict[str, Setting
     from bisect import bisect_left
 
     calls = transcript.call_positions
-    version = transcript.metadata.get("version") if transcript.format == "claude-code" else None
+    fmt = transcript.metadata.get("recorded_format") or transcript.format  # (a converted file: its source's)
+    version = transcript.metadata.get("version") if fmt == "claude-code" else None
     out = []
     for n, c in enumerate(transcript.compactions, 1):
         before, after = _usage_before(transcript, c.position), _usage_after(transcript, c.position)
@@ -101,23 +102,23 @@ def compactions(transcript: Transcript, window: int, settings: dict[str, Setting
             "share_of_window": round(tokens_before / window, 4) if tokens_before and window else None,
             "threshold": None, "threshold_source": None, "fired": None,
         }
-        if transcript.format == "claude-code" and c.trigger == "auto":
+        if fmt == "claude-code" and c.trigger == "auto":
             threshold, why = claude_code_threshold(version, window, settings)
             row["threshold"], row["threshold_source"] = threshold, why
             set_by = why.split(" (", 1)[0] if why.startswith("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE") else None
             row["fired"] = _fired(threshold, tokens_before, _previous(transcript, c.position), set_by)
         elif c.trigger == "manual":
             row["fired"] = "manual (/compact): no threshold"
-        elif transcript.format not in ("codex", "openhands"):
+        elif fmt not in ("codex", "openhands"):
             row["fired"] = "no rule known here for this harness's threshold"
         out.append(row)
     if out:
         _dropped(transcript, out)
-    if transcript.format == "codex" and out:
+    if fmt == "codex" and out:
         _codex(transcript, out, settings)
-    if transcript.format == "openhands" and out:
+    if fmt == "openhands" and out:
         _openhands(transcript, out)
-    if transcript.format == "claude-code" and out:
+    if fmt == "claude-code" and out:
         _request_costs(transcript, out)
     return out
 

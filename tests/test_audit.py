@@ -280,3 +280,14 @@ def test_an_openhands_condensation_is_held_to_its_condensers_max_size(tmp_path):
     assert "max_size=120" in row["threshold_source"] and row["fired"].startswith("where it fires"), row
     early = _row(_openhands_log(tmp_path, 80, fires - 10))
     assert early["fired"] == "the threshold is not reached by then: not the one it ran with", early
+
+
+def test_a_converted_session_is_audited_as_its_source(cli, tmp_path):
+    """convert's file of a Claude Code session was audited as no harness's ("no rule known here for
+    this harness's threshold"), without its compaction's time: it now keeps the harness and its
+    version, and the compaction's time, and its audit is the source's."""
+    path = _session(tmp_path, "2.0.76", [140_000, 154_000, 155_500], 155_979)
+    out = tmp_path / "converted.jsonl"
+    assert cli("convert", path, "-o", out, "-q").exit_code == 0
+    source, converted = _row(path), _row(str(out))
+    assert converted == source and source["threshold"] == 155_000 and source["time"] == "2026-11-28T10:00:00Z"

@@ -13,7 +13,7 @@ from ..core import line_facts
 from .messages import Entry, ResultFact, build_entry
 from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream, anthropic_usage
 from .reader import MAX_DEPTH, Head, LineReader, _depth_exceeds
-from .writer import COMPACTION_KEY, SIDECHAINS_KEY
+from .writer import COMPACTION_KEY, METADATA_KEY, SIDECHAINS_KEY
 
 NAME = "anthropic"
 DESCRIPTION = "Anthropic Messages API messages, one JSON object per line"
@@ -90,8 +90,10 @@ def _not_a_message(builder: TranscriptBuilder, reader: LineReader, lineno: int, 
             reader.bad(lineno, summary or "not a usable message")
             return True
         meta = obj[COMPACTION_KEY]
+        time = meta.get("time")
         builder.compactions.append(RecordedCompaction(position=builder.count, summary=summary,
-                                                      trigger=meta.get("trigger"), pre_tokens=meta.get("pre_tokens")))
+                                                      trigger=meta.get("trigger"), pre_tokens=meta.get("pre_tokens"),
+                                                      time=time if isinstance(time, str) else None))
         return True
     return False
 
@@ -200,7 +202,22 @@ def _reply_metadata(builder: TranscriptBuilder, reader: LineReader, lineno: int,
         builder.model = obj["model"]
     if isinstance(obj.get(RECORDED_FORMAT_KEY), str):  # written by `compactlab convert`
         builder.metadata["recorded_format"] = obj[RECORDED_FORMAT_KEY]
+    if isinstance(obj.get(METADATA_KEY), dict):  # (so is this: what the recording said of itself)
+        _recorded_metadata(builder, obj[METADATA_KEY])
     return True
+
+
+def _recorded_metadata(builder: TranscriptBuilder, said: dict[str, Any]) -> None:
+    """What ``compactlab convert`` kept of what the recording said of itself (``writer.METADATA_KEY``),
+    each where it is what its source's loader makes of it (anything else is left out)."""
+    version, window, stats = said.get("version"), said.get("model_context_window"), said.get("model_stats")
+    if isinstance(version, str) and 0 < len(version) <= 64:
+        builder.metadata["version"] = version
+    if type(window) is int and window > 0:
+        builder.metadata["model_context_window"] = window
+    cost = stats.get("instance_cost") if isinstance(stats, dict) else None
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+        builder.metadata["model_stats"] = {"instance_cost": cost}
 
 
 def _recorded_usage(reader: LineReader, lineno: int, obj: dict, role: Any) -> dict | None | Literal[False]:

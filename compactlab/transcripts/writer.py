@@ -25,6 +25,10 @@ import orjson
 from .model import Transcript
 
 COMPACTION_KEY = "recorded_compaction"
+#: what the recording said of itself that a replay or its report reads, written on the first reply
+#: (with the format it was recorded in) so that it survives: the harness's version (a preset's
+#: trigger by version), Codex's window, what the harness says it billed (mini-swe-agent, SWE-agent)
+METADATA_KEY = "recorded_metadata"
 #: a line of the recording's inline subagents (sidechains: another conversation, not replayed, but
 #: billed): how many lines they were and each call's usage, so that their recorded cost survives
 SIDECHAINS_KEY = "recorded_sidechains"
@@ -46,7 +50,8 @@ def anthropic_lines(transcript: Transcript, keep_recorded_compactions: bool = Fa
             pending = None
         if i in restarts:
             c = restarts[i]
-            yield orjson.dumps({**c.summary.message, COMPACTION_KEY: {"trigger": c.trigger, "pre_tokens": c.pre_tokens}})
+            said = {"trigger": c.trigger, "pre_tokens": c.pre_tokens, **({"time": c.time} if c.time else {})}
+            yield orjson.dumps({**c.summary.message, COMPACTION_KEY: said})
         if entry is None:
             break
         if usage is not None:
@@ -56,7 +61,7 @@ def anthropic_lines(transcript: Transcript, keep_recorded_compactions: bool = Fa
               and first_usage and pending is None):  # (no usage: the model on the first reply, for its prices)
             first_usage = False
             yield orjson.dumps({"type": "message", "role": "assistant", "content": entry.message["content"],
-                                "model": transcript.model})
+                                "model": transcript.model, **_recorded(transcript)})
         elif pending is not None:  # the same role twice in a row: one message, as the API takes it
             pending = {"role": pending["role"], "content": _blocks(pending["content"]) + _blocks(entry.message["content"])}
         else:
@@ -81,9 +86,27 @@ def _usage_line(transcript: Transcript, entry: Any, usage: dict[str, Any], first
         line["model"] = usage.get("model") or transcript.model
     if usage.get("timestamp"):
         line["timestamp"] = usage["timestamp"]
-    if first and transcript.format != "anthropic":
-        line["recorded_format"] = transcript.metadata.get("recorded_format") or transcript.format
+    if first:
+        line.update(_recorded(transcript))
     return line
+
+
+def _recorded(transcript: Transcript) -> dict[str, Any]:
+    """What the first reply says of the recording: the format it was recorded in (none for an
+    Anthropic messages file of its own) and what it said of itself that a replay reads
+    (``METADATA_KEY``), as a converted file's loader reads them back."""
+    meta = transcript.metadata
+    out: dict[str, Any] = {}
+    fmt = meta.get("recorded_format") or (transcript.format if transcript.format != "anthropic" else None)
+    if fmt:
+        out["recorded_format"] = fmt
+    kept: dict[str, Any] = {k: meta[k] for k in ("version", "model_context_window") if k in meta}
+    stats = meta.get("model_stats")
+    if isinstance(stats, dict) and "instance_cost" in stats:
+        kept["model_stats"] = {"instance_cost": stats["instance_cost"]}
+    if kept:
+        out[METADATA_KEY] = kept
+    return out
 
 
 def _blocks(content: object) -> list:

@@ -31,6 +31,9 @@ const MARK: char = '\u{fdd0}';
 /// The key of a line `compactlab convert` wrote for a compaction the recording made
 /// (`writer.COMPACTION_KEY`): Python reads it.
 const COMPACTION_KEY: &str = "recorded_compaction";
+/// The key of what `compactlab convert` kept of what the recording said of itself, on its first
+/// reply (`writer.METADATA_KEY`): Python reads that reply's members.
+const METADATA_KEY: &str = "recorded_metadata";
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,6 +172,8 @@ pub fn reply_members(
                 }
             }
             "usage" if assistant && s.peek()? == b'{' => out.usage = s.usage()?,
+            // (what `compactlab convert` kept of what the recording said of itself: Python's)
+            METADATA_KEY => return None,
             _ => s.skip()?,
         }
         s.ws();
@@ -1556,6 +1561,11 @@ mod tests {
         .unwrap();
         assert_eq!(r.model.as_deref(), Some("claude-x"));
         assert_eq!(r.recorded_format.as_deref(), Some("codex"));
+        // (what `compactlab convert` kept of the recording: that reply is Python's)
+        assert_eq!(
+            reply("assistant", r#""recorded_metadata":{"version":"2.0.76"}"#),
+            None
+        );
         assert_eq!(r.timestamp.as_deref(), Some("2026-01-01T00:00:00Z"));
         // (the 1-hour writes at most the writes)
         assert_eq!(r.usage, usage([3, 100, 0, 7], Some(100)));

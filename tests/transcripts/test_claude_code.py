@@ -294,7 +294,7 @@ def test_replay_of_converts_output_gives_the_sources_answer(shared_transcripts, 
         r = cli("replay", path, "-p", "none", "--dry-run", "--format", "json", "-q")
         assert r.exit_code == 0, r.output
         s = json.loads(r.stdout)["runs"][0]["summary"]
-        return s["calls"], s["tokens_total"], s["cost_usd"]
+        return s["calls"], s["tokens_total"], s["cost_usd"], (s["window_tokens"], s["window_source"], s["billed_cost_usd"])
 
     checked = 0
     for folder in ("claude_code", "codex", "openhands", "openai"):
@@ -304,9 +304,10 @@ def test_replay_of_converts_output_gives_the_sources_answer(shared_transcripts, 
             out = tmp_path / f"{folder}-{path.name}.jsonl"
             if cli("convert", path, "-o", out, "-q").exit_code != 0:
                 continue  # (not a transcript: a README or a fixture of another kind)
-            (calls, tokens, cost), (calls2, tokens2, cost2) = figures(path), figures(out)
+            (calls, tokens, cost, said), (calls2, tokens2, cost2, said2) = figures(path), figures(out)
             assert calls2 == calls and tokens2 == pytest.approx(tokens, rel=0.01), path.name
             assert cost2 == pytest.approx(cost, rel=0.01), path.name
+            assert said2 == said, path.name  # (the window it is judged on and where from; what it billed)
             checked += 1
     assert checked
 
@@ -330,3 +331,32 @@ def test_subagent_files_left_out_of_a_folder_are_counted_by_their_recorded_cost(
         in r.stderr
     r = cli("inspect", path, "--format", "json")
     assert orjson.loads(r.stdout)["subagents_recorded_cost_usd"] == pytest.approx(cost, abs=1e-6)
+
+
+@pytest.mark.parametrize("read", ["0", "lazy", "1"])
+def test_a_converted_session_keeps_what_its_recording_said_of_itself(tmp_path, cli, monkeypatch, read):
+    """A Claude Code 2.0.x session compacts at 155,000 tokens (the preset's trigger by version);
+    converted, it lost its version and replayed at 2.1's 167,000, and inspect could not audit its
+    compactions as Claude Code's. convert now keeps what the recording said of itself (its version;
+    Codex's window and what mini-swe-agent billed, held by the shared sessions' round trip) and
+    each reader (in this process, left in the file, or read ahead by a second one) has it before
+    the first call."""
+    monkeypatch.setenv("COMPACTLAB_READ_AHEAD", read)
+    session = Session().user("go", version="2.0.76")
+    for k, prompt in enumerate((40_000, 90_000, 130_000, 158_000, 159_000)):
+        session.assistant(f"m{k}", {"type": "tool_use", "id": f"t{k}", "name": "Bash", "input": {"command": f"ls {k}"}},
+                          input_tokens=prompt - 3000, version="2.0.76").result(f"t{k}", f"file_{k}.py", version="2.0.76")
+    path = session.assistant("end", {"type": "text", "text": "done"}, input_tokens=157_000, version="2.0.76") \
+        .write(tmp_path / "s.jsonl")
+    out = tmp_path / "converted.jsonl"
+    assert cli("convert", path, "-o", out, "-q").exit_code == 0
+    runs = []
+    for source, calibrated in ((path, []), (out, []), (out, ["--no-calibrate"]), (path, ["--no-calibrate"])):
+        # (uncalibrated, a file is streamed, not loaded whole to fit its usage: read ahead with "1")
+        r = cli("replay", source, "-p", "claude-code", "--dry-run", "--format", "json", "-q", *calibrated)
+        assert r.exit_code == 0, r.stderr
+        runs.append(json.loads(r.stdout)["runs"][0]["summary"])
+    figures = [(s["summaries"], s["tokens_total"], s["cost_usd"], s["window_source"]) for s in runs]
+    assert runs[0]["summaries"] == 1 and runs[3]["summaries"] == 1  # (past 155,000: 2.0's trigger, not 2.1's)
+    assert figures[1] == figures[0] and figures[2] == figures[3]
+    assert load_transcript(str(out)).metadata["version"] == "2.0.76"

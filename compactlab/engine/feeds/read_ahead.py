@@ -61,6 +61,9 @@ from .base import StreamFeed
 MIN_BYTES = 4 << 20
 #: messages per batch sent to the replay
 BATCH = 256
+#: what a replay reads of the recording's metadata at its first call (the harness a converted file
+#: was recorded by and its version, the recording's window), sent with each batch as it is read
+FIRST_READ = ("recorded_format", "version", "model_context_window")
 PIPE_BYTES = 1 << 20
 #: the largest batch the reader may send, and how long the replay waits for one (a reader that
 #: hangs ends the replay with an error, never holds it)
@@ -556,7 +559,8 @@ def _read_and_send(path: str, name: str, skip_bad_lines: bool, out: BinaryIO, si
         # the usage and model read so far go with the batch: the replay's cache rules and window
         # follow the model its first call recorded
         usage = {row[4]: builder.usage[row[4]] for row in rows if row[3] == "assistant" and row[4] in builder.usage}
-        _send(out, ("batch", rows, base_rows, builder.compactions[compactions:], usage, builder.model))
+        _send(out, ("batch", rows, base_rows, builder.compactions[compactions:], usage, builder.model,
+                    {k: builder.metadata[k] for k in FIRST_READ if k in builder.metadata}))
         out.flush()  # now: a batch is a few kB, and the replay is waiting for it
         rows.clear()
         calls, compactions = n, len(builder.compactions)
@@ -609,7 +613,8 @@ def _received(builder: TranscriptBuilder, base: Any, source: SourceFile, reader:
                                  hint="COMPACTLAB_READ_AHEAD=0 reads the file in this process") from None
             kind = message[0]
             if kind == "batch":
-                _, rows, base_rows, compactions, usage, model = message
+                _, rows, base_rows, compactions, usage, model, said = message
+                builder.metadata.update(said)  # (what the first call reads of the recording, as it is read)
                 builder.compactions.extend(compactions)
                 builder.usage.update(usage)
                 builder.model = builder.model or model
