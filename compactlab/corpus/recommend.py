@@ -97,7 +97,8 @@ def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
 
 def _asides(result: TuneResult, no_off: str) -> list[str]:
     """What the recommendation adds after its pick: why no compaction is no candidate (``no_off``),
-    a base that breaks something, a recall that tells nothing apart."""
+    a base that breaks something, a recall or a retention that tells nothing apart (as compare's
+    verdict says them)."""
     base = result.base_point
     out = [f"(No compaction is not a candidate: {no_off}.)"] if no_off else []
     if not base.feasible:
@@ -105,6 +106,9 @@ def _asides(result: TuneResult, no_off: str) -> list[str]:
     if "recall" in result.objectives and not base.scores.get("probes"):
         out.append("No reply in the corpus repeats a string first seen in a tool result: recall is 1.0 everywhere "
                    "and does not tell the candidates apart.")
+    if "refs" in base.scores and not base.scores["refs"]:  # (retention's floor holds whatever the objectives)
+        out.append("No session refers back to an earlier tool result: retention is 1.0 everywhere and does not tell "
+                   "the candidates apart.")
     return out
 
 

@@ -119,6 +119,7 @@ def totals(summaries: list[Any]) -> dict[str, float]:
     return {**{name: getattr(summed, m.name) for name, m in metrics.OBJECTIVES.items()},
             "violations": summed.violations_introduced, "overflows": summed.overflows,
             "cost_usd": summed.cost_usd, "raw_cost_usd": summed.raw_cost_usd, "probes": summed.probes,
+            "refs": summed.refs,
             "fits": len(fits), "cost_usd_where_fits": sum(_field(s, "cost_usd") for s in fits),
             "raw_cost_usd_where_fits": sum(_field(s, "raw_cost_usd") for s in fits)}
 

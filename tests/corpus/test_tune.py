@@ -979,3 +979,17 @@ def test_a_harness_setting_that_never_acted_is_named_as_the_harness_names_it(cli
     said = "model.compressionThreshold (summary.trigger): gemini-cli's summary layer never acted"
     assert (r.stdout + r.stderr).count(said) == 1
     assert json.loads((tmp_path / "t" / "front.json").read_text())["notes"][0].startswith(said)
+
+
+def test_a_retention_that_tells_nothing_apart_is_said_as_compare_says_it():
+    """On the shared Codex rollouts compare said retention (1.0 everywhere) tells the policies
+    apart no more than recall does; tune said it of recall alone. Both now say both."""
+    base = _pt(-1, 0.25, values={"summary.trigger": 244_800})
+    base.scores.update(probes=0, refs=0)
+    text = _recommend(base, [_pt(1, 0.5, values={"summary.trigger": 100_000})], _pt(-2, 0.0, values={}))
+    assert "recall is 1.0 everywhere and does not tell the candidates apart" in text
+    assert ("No session refers back to an earlier tool result: retention is 1.0 everywhere and does not tell the "
+            "candidates apart.") in text
+    base.scores.update(probes=4, refs=2)
+    text = _recommend(base, [_pt(1, 0.5, values={"summary.trigger": 100_000})], _pt(-2, 0.0, values={}))
+    assert "does not tell" not in text
