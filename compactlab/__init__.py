@@ -24,7 +24,7 @@ _EXPORTS = {
     "Run": "engine.records",
     "RunSummary": "engine.records",
     "TurnRecord": "engine.records",
-    "replay": "engine.loop",
+    "replay": "jobs.replay",
     "ReplayOptions": "engine.loop",
     "ReplayOutput": "engine.loop",
     "TokenEstimator": "engine.sizing",

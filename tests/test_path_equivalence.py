@@ -1,6 +1,6 @@
 """One answer, whatever the path (#55 §2): every figure of a run's summary is the same whether it
 came from `replay`, `compare` (--jobs 1 and 2), `check`, tune's evaluation of the same point (its
-corpus and its share workers), the library call (`jobs.replay.replay_files`), the engine's call on
+corpus and its share workers), the library calls (`jobs.replay.replay_files`, `compactlab.replay`), the engine's call on
 a streamed or a loaded feed, or `inspect` where it shows it; with the probe and price caches cold,
 warm, or written by another job first; and on a Dask cluster for a sample.
 
@@ -132,6 +132,18 @@ class Paths:
             got[run.summary.policy] = _figures(run.summary.to_dict())
         return got
 
+    def public(self, path: str) -> Figures:
+        """``compactlab.replay`` of the loaded transcript, as the library's first example calls it
+        (no calibration, no prices given: it fitted none, where the command line fits the usage)."""
+        from compactlab import load_policy, load_transcript, replay
+
+        transcript = load_transcript(path)
+        got = {}
+        for policy in POLICIES.values():
+            run = replay(transcript, load_policy(policy))
+            got[run.summary.policy] = _figures(run.summary.to_dict())
+        return got
+
     def engine(self, path: str, stream: bool) -> Figures:
         """The engine's own call on a streamed (where the format streams) or a loaded feed, with the
         calibration and prices the jobs give it."""
@@ -219,6 +231,7 @@ def _all_paths(paths: Paths, recording: str, dask: bool = False) -> list[str]:
         ("tune's evaluation (share workers), cache written by check", False, lambda: paths.tune(recording, True)),
         ("tune's evaluation (compare's workers), cold", True, lambda: paths.tune(recording, False)),
         ("library replay_files, cold", True, lambda: paths.library(recording)),
+        ("library compactlab.replay of the loaded transcript, cold", True, lambda: paths.public(recording)),
         ("engine, streamed feed", True, lambda: paths.engine(recording, True)),
         ("engine, loaded feed", False, lambda: paths.engine(recording, False)),
         ("inspect", False, lambda: paths.inspect(recording)),

@@ -59,6 +59,10 @@ class TokenCounter(Protocol):
     def count(self, messages: list[dict]) -> int: ...
 
 
+#: ``ReplayOptions.calibration``'s default: the command line's calibration (see there)
+AUTO = "auto"
+
+
 class ReplayOptions(NamedTuple):
     """How a replay runs and what it judges by (every field may be left out).
 
@@ -73,6 +77,9 @@ class ReplayOptions(NamedTuple):
     ``Run.contexts`` (the next-action check asks a model on them). ``calibration``: the fit to the
     recorded usage (``calibration.calibrate``), which replaces the policy's size estimate (and so
     is part of the run's policy and fingerprint); the summary says which estimate the run used.
+    ``AUTO`` (the default): ``compactlab.replay`` fits a loaded transcript's as the command line
+    does (``jobs.replay.replay``); this engine's own ``replay``, which cannot (a fit replays the
+    recording), takes the policy's estimate, as with None.
     ``window``: the context window the calls are judged on (``--window``; default the
     recording's, ``engine/window.py``); the policy's own sets only its reactive trigger.
     ``recall``: the recall measure's implementation (default ``measures.RECALL``; a test holds the
@@ -84,7 +91,7 @@ class ReplayOptions(NamedTuple):
     prices: ModelPrices | PriceTable | None = None
     counter: TokenCounter | None = None
     cache_ttl: str | None = None
-    calibration: Calibration | None = None
+    calibration: Calibration | str | None = AUTO
     cache_model: str | None = None
     on_call: Callable[[TurnRecord], None] | None = None
     keep_contexts: Collection[int] = ()
@@ -127,6 +134,8 @@ def replay(transcript: Transcript | TranscriptStream | Feed, policy: Policy, opt
     if feed.entries is None and counter:
         raise ValueError("exact token counts need the whole raw history: load the transcript, do not stream it")
     started = time.perf_counter()
+    if isinstance(calibration, str):  # (AUTO: fitted above this engine, where it is)
+        calibration = None
     if calibration is not None:
         policy = replace(policy, size=replace(policy.size, chars_per_token=calibration.chars_per_token,
                                               overhead_tokens=calibration.overhead_tokens))

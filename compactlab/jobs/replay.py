@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 from ..corpus.calibration import MIN_CALLS, usable_calls
 from ..engine.feeds import Feed, Opening
@@ -242,3 +243,24 @@ def open_for_replay(opening: Opening, notify: Notify = quietly) -> Feed:
     if not feed.streamed:
         warn_loaded(feed, notify)
     return feed
+
+
+def replay(transcript: Any, policy: Policy, options: Any = None, output: Any = None, **given: Any) -> Run:
+    """``compactlab.replay``: the engine's replay (``engine.loop.replay``: its arguments), the
+    tokens estimated as the command line estimates them unless told otherwise: where
+    ``calibration`` is left at ``AUTO`` and no ``estimator`` is given, a loaded transcript's fit to
+    its recorded usage (``calibration.by_default``: at least 5 calls; fewer, its format's prior;
+    none, the policy's estimate), so that the library and ``compactlab replay`` give one answer.
+    A stream (``open_transcript``), read once, is not fitted: the policy's estimate, as the
+    summary's calibration says. ``calibration=None`` asks for the policy's estimate."""
+    from ..corpus.calibration import by_default
+    from ..engine.loop import AUTO, ReplayOptions, ReplayOutput
+    from ..engine.loop import replay as run
+    from ..transcripts import Transcript
+
+    options = options if options is not None else ReplayOptions()
+    calibration = given.get("calibration", options.calibration)
+    if (isinstance(calibration, str) and calibration == AUTO and given.get("estimator", options.estimator) is None
+            and isinstance(source := getattr(transcript, "transcript", transcript), Transcript)):  # (a loaded feed's)
+        given["calibration"] = by_default(source)[0]
+    return run(transcript, policy, options, output if output is not None else ReplayOutput(), **given)

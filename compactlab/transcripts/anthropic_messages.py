@@ -218,6 +218,8 @@ def _recorded_metadata(builder: TranscriptBuilder, said: dict[str, Any]) -> None
     cost = stats.get("instance_cost") if isinstance(stats, dict) else None
     if isinstance(cost, (int, float)) and not isinstance(cost, bool):
         builder.metadata["model_stats"] = {"instance_cost": cost}
+    if said.get("acompact") is True:
+        builder.metadata["acompact"] = True
 
 
 def _recorded_usage(reader: LineReader, lineno: int, obj: dict, role: Any) -> dict | None | Literal[False]:

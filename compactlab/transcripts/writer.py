@@ -27,7 +27,8 @@ from .model import Transcript
 COMPACTION_KEY = "recorded_compaction"
 #: what the recording said of itself that a replay or its report reads, written on the first reply
 #: (with the format it was recorded in) so that it survives: the harness's version (a preset's
-#: trigger by version), Codex's window, what the harness says it billed (mini-swe-agent, SWE-agent)
+#: trigger by version), Codex's window, what the harness says it billed (mini-swe-agent, SWE-agent),
+#: that it is a Claude Code compaction summarizer's call (not calibrated on)
 METADATA_KEY = "recorded_metadata"
 #: a line of the recording's inline subagents (sidechains: another conversation, not replayed, but
 #: billed): how many lines they were and each call's usage, so that their recorded cost survives
@@ -101,6 +102,8 @@ def _recorded(transcript: Transcript) -> dict[str, Any]:
     if fmt:
         out["recorded_format"] = fmt
     kept: dict[str, Any] = {k: meta[k] for k in ("version", "model_context_window") if k in meta}
+    if meta.get("acompact"):  # (a compaction summarizer's call: never calibrated on)
+        kept["acompact"] = True
     stats = meta.get("model_stats")
     if isinstance(stats, dict) and "instance_cost" in stats:
         kept["model_stats"] = {"instance_cost": stats["instance_cost"]}
