@@ -58,7 +58,10 @@ def test_the_calibrated_estimate_is_the_runs_policy(tmp_path):
 def test_too_few_calls_with_usage_keep_the_policys_estimate_and_say_so(cli, tmp_path):
     path = write_jsonl(tmp_path / "few.jsonl", with_usage(MIN_CALLS - 1))
     s, err = summary_of(cli, path, "-p", "none")
-    assert s["calibration"]["source"] == f"no prior for anthropic, its overhead fitted to {MIN_CALLS - 1} call(s)"
+    assert s["calibration"]["source"] == \
+        f"default ratio (no prior for anthropic), its overhead fitted to {MIN_CALLS - 1} call(s)"
+    r = cli("replay", path, "-p", "none", "--dry-run")  # (said as a phrase: "the default ratio", not "the no prior")
+    assert "tokens estimated by" in r.stdout and "the default ratio (no prior for anthropic), its overhead" in r.stdout
     assert s["calibration"]["chars_per_token"] == 4.0  # (the policy's ratio: only the overhead is fitted)
     assert f"only {MIN_CALLS - 1} call(s) with recorded usage" in err
     r = cli("replay", path, "--dry-run", "--calibrate")  # asked for: still no fit of 1 to 4 calls (#29 §4)
