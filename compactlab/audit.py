@@ -263,6 +263,8 @@ def audit(transcript: Transcript, settings: dict[str, Setting]) -> dict[str, Any
     window = resolve(fmt=transcript.format, model=model, metadata=transcript.metadata, usage=transcript.usage.values(),
                      compactions=transcript.compactions)
     return {"transcript": transcript.path, "format": transcript.format,
+            # (a file ``compactlab convert`` wrote: the harness that recorded it, whose rules audit it)
+            "recorded_format": transcript.metadata.get("recorded_format"),
             "version": transcript.metadata.get("version") or transcript.metadata.get("cli_version"),
             "window": window.tokens, "window_source": window.source,
             "settings": {k: {"value": s.value, "source": s.source} for k, s in settings.items()},

@@ -291,3 +291,5 @@ def test_a_converted_session_is_audited_as_its_source(cli, tmp_path):
     assert cli("convert", path, "-o", out, "-q").exit_code == 0
     source, converted = _row(path), _row(str(out))
     assert converted == source and source["threshold"] == 155_000 and source["time"] == "2026-11-28T10:00:00Z"
+    r = cli("inspect", "--compactions", out)
+    assert r.exit_code == 0 and "(anthropic, converted from claude-code, 2.0.76): window 200,000" in r.stdout, r.stdout

@@ -262,7 +262,8 @@ def compactions_table(audits: list[dict[str, Any]], out: TextIO) -> None:
     line per compaction (``audit.describe``)."""
     printer = Printer(out)
     for a in audits:
-        head = f"{a['transcript']} ({a['format']}{', ' + a['version'] if a.get('version') else ''}): "
+        source = f", converted from {a['recorded_format']}" if a.get("recorded_format") else ""
+        head = f"{a['transcript']} ({a['format']}{source}{', ' + a['version'] if a.get('version') else ''}): "
         head += f"window {a['window']:,} ({a['window_source']})"
         printer.text(visible(head))
         if a["settings"]:
