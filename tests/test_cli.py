@@ -393,14 +393,23 @@ def test_a_folders_session_that_records_no_usage_says_none_not_0_tokens(cli, tmp
     assert "| none | 0 |" in md and "| 2400 | 0 |" in md, md
 
 
-def test_convert_merges_two_messages_of_one_role_as_the_api_takes_them(cli, tmp_path):
+def test_convert_keeps_two_messages_of_one_role_as_the_replay_has_them(cli, tmp_path):
+    """convert merged two messages of one role in a row into one: two replies so merged were one call
+    (a Gemini CLI recording replayed with 3 calls fewer once converted) and two prompts one message
+    (its tokens a few fewer). Each is written as the replay has it; the API takes such turns as one."""
+    from compactlab import load_policy, load_transcript, replay
+
     src = write_jsonl(tmp_path / "t.jsonl", [{"role": "user", "content": "first"},
                                              {"role": "user", "content": [{"type": "text", "text": "second"}]},
-                                             {"role": "assistant", "content": "ok"}])
+                                             {"role": "assistant", "content": "ok"},
+                                             {"role": "assistant", "content": "and again"}])
     assert cli("convert", src, "-o", tmp_path / "out.jsonl", "-q").exit_code == 0
     lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
-    assert lines == [{"role": "user", "content": [{"type": "text", "text": "first"}, {"type": "text", "text": "second"}]},
-                     {"role": "assistant", "content": "ok"}]
+    assert lines == [{"role": "user", "content": "first"},
+                     {"role": "user", "content": [{"type": "text", "text": "second"}]},
+                     {"role": "assistant", "content": "ok"}, {"role": "assistant", "content": "and again"}]
+    runs = [replay(load_transcript(str(p)), load_policy("none")).summary for p in (src, tmp_path / "out.jsonl")]
+    assert [(s.calls, s.raw_tokens_total) for s in runs] == [(2, runs[0].raw_tokens_total)] * 2
 
 
 def test_convert_keeps_a_recorded_compaction_so_the_answer_survives(cli, tmp_path):

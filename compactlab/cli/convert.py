@@ -25,7 +25,8 @@ from .common import status_line, quiet_option, input_options
 def convert(transcript: str, output: str, skip_bad_lines: bool, input_format: str | None,
             keep_recorded_compactions: bool, force: bool, quiet: bool) -> None:
     """Convert TRANSCRIPT (any supported format) to Anthropic messages JSONL: the messages a
-    replay uses, roles alternating.
+    replay uses, with the usage and what the recording says of itself, so that a replay of the
+    file gives the answer a replay of TRANSCRIPT gives.
 
     \b
     Example:

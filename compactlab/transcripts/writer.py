@@ -1,8 +1,8 @@
 """Writing a transcript as Anthropic messages JSONL (``compactlab convert``).
 
-The messages a replay uses, the roles alternating as the API requires (two messages of one role
-in a row become one). Assistant messages with recorded usage are written as API response objects,
-so the usage (and the model, and the time) survive the conversion. With
+The messages a replay uses, one line each, as it uses them (two of one role in a row stay two: a
+reply is a call, and the API takes such turns as one). Assistant messages with recorded usage are
+written as API response objects, so the usage (and the model, and the time) survive the conversion. With
 ``keep_recorded_compactions`` (``convert``'s default) a compaction the recording did is written
 where it happened as its summary message marked ``"recorded_compaction": {"trigger",
 "pre_tokens"}`` (a key only compactlab reads: its Anthropic loader takes such a line as a recorded
@@ -41,32 +41,25 @@ def anthropic_lines(transcript: Transcript, keep_recorded_compactions: bool = Fa
     # without the compactions, the usage recorded after the first one describes another context
     usage_until = len(transcript.entries) if keep_recorded_compactions or not transcript.compactions else \
         min(c.position for c in transcript.compactions)
-    pending: dict | None = None  # a plain message, held to merge the next one of its role into it
     first_usage = True
     for i, entry in enumerate(transcript.entries + [None]):  # type: ignore[operator]
-        usage = transcript.usage.get(i) if entry is not None and i < usage_until else None
-        if pending is not None and (entry is None or i in restarts or usage is not None
-                                    or entry.message.get("role") != pending.get("role")):
-            yield orjson.dumps(pending)
-            pending = None
         if i in restarts:
             c = restarts[i]
             said = {"trigger": c.trigger, "pre_tokens": c.pre_tokens, **({"time": c.time} if c.time else {})}
             yield orjson.dumps({**c.summary.message, COMPACTION_KEY: said})
         if entry is None:
             break
+        usage = transcript.usage.get(i) if i < usage_until else None
         if usage is not None:
             yield orjson.dumps(_usage_line(transcript, entry, usage, first_usage))
             first_usage = False
         elif (not transcript.usage and transcript.model and entry.message.get("role") == "assistant"
-              and first_usage and pending is None):  # (no usage: the model on the first reply, for its prices)
+              and first_usage):  # (no usage: the model on the first reply, for its prices)
             first_usage = False
             yield orjson.dumps({"type": "message", "role": "assistant", "content": entry.message["content"],
                                 "model": transcript.model, **_recorded(transcript)})
-        elif pending is not None:  # the same role twice in a row: one message, as the API takes it
-            pending = {"role": pending["role"], "content": _blocks(pending["content"]) + _blocks(entry.message["content"])}
-        else:
-            pending = entry.message
+        else:  # (each message as the replay has it: two of a role in a row stay two, a reply being a call)
+            yield orjson.dumps(entry.message)
 
 
 def _head_lines(transcript: Transcript) -> Iterator[bytes]:
@@ -110,12 +103,6 @@ def _recorded(transcript: Transcript) -> dict[str, Any]:
     if kept:
         out[METADATA_KEY] = kept
     return out
-
-
-def _blocks(content: object) -> list:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}] if content else []
-    return list(content) if isinstance(content, list) else []
 
 
 def to_anthropic_jsonl(transcript: Transcript, keep_recorded_compactions: bool = False) -> bytes:

@@ -226,14 +226,14 @@ def test_every_real_session_replays_cleanly(shared_transcripts, cli, tmp_path):
         for args in (("replay", path, "--dry-run", "-q"), ("inspect", path, "--format", "json")):
             assert cli(*args).exit_code == 0, (args, path.name)
         # convert round-trips: by default with the recorded compactions in their documented form,
-        # with --drop-recorded-compactions the plain messages a replay uses (roles alternating):
-        # the same records either way
+        # with --drop-recorded-compactions the plain messages a replay uses (each as it is: two of a
+        # role in a row stay two): the same records either way
         for keep in (False, True):
             out = tmp_path / f"{path.stem}-{keep}.jsonl"
             assert cli("convert", path, "-o", out, "-q", *([] if keep else ["--drop-recorded-compactions"])).exit_code == 0
             lines = [json.loads(line) for line in out.read_text().splitlines()]
             roles = [m["role"] for m in lines if m["role"] != "system" and "recorded_compaction" not in m]
-            assert all(a != b for a, b in zip(roles, roles[1:])), path.name
+            assert roles == [e.role for e in t.entries], path.name
             assert any("recorded_compaction" in m for m in lines) == (keep and bool(t.compactions)), path.name
             converted = load_transcript(str(out))
             assert converted.format == "anthropic"
@@ -292,7 +292,8 @@ def test_a_folder_of_sessions(shared_transcripts, cli):
 
 def test_replay_of_converts_output_gives_the_sources_answer(shared_transcripts, cli, tmp_path):
     """(#27 §8) For every shared session: replay (calibrated, the default) of convert's output gives
-    the calls, tokens and cost of replay of the source, recorded compactions included."""
+    the calls, tokens and cost of replay of the source, recorded compactions included (a Gemini CLI
+    recording whose replies follow one another had 3 calls fewer once they were merged into one)."""
     def figures(path):
         r = cli("replay", path, "-p", "none", "--dry-run", "--format", "json", "-q")
         assert r.exit_code == 0, r.output
@@ -300,7 +301,7 @@ def test_replay_of_converts_output_gives_the_sources_answer(shared_transcripts, 
         return s["calls"], s["tokens_total"], s["cost_usd"], (s["window_tokens"], s["window_source"], s["billed_cost_usd"])
 
     checked = 0
-    for folder in ("claude_code", "codex", "openhands", "openai"):
+    for folder in ("claude_code", "codex", "openhands", "openai", "gemini_cli", "otlp"):
         for path in sorted((shared_transcripts / folder).rglob("*")):
             if not path.is_file() or "subagents" in path.parts or path.suffix not in (".jsonl", ".json", ".traj"):
                 continue
@@ -308,8 +309,7 @@ def test_replay_of_converts_output_gives_the_sources_answer(shared_transcripts, 
             if cli("convert", path, "-o", out, "-q").exit_code != 0:
                 continue  # (not a transcript: a README or a fixture of another kind)
             (calls, tokens, cost, said), (calls2, tokens2, cost2, said2) = figures(path), figures(out)
-            assert calls2 == calls and tokens2 == pytest.approx(tokens, rel=0.01), path.name
-            assert cost2 == pytest.approx(cost, rel=0.01), path.name
+            assert (calls2, tokens2, cost2) == (calls, tokens, cost), path.name  # (the very figures)
             assert said2 == said, path.name  # (the window it is judged on and where from; what it billed)
             checked += 1
     assert checked
