@@ -36,7 +36,10 @@ POLICIES = {  # what a user names: a seed design, a harness's preset, a framewor
 FIELDS = ("calls", "cost_usd", "raw_cost_usd", "recorded_cost_usd", "tokens_total", "raw_tokens_total", "recall",
           "probes", "probes_kept", "retention", "refs", "refs_retained", "overflows", "raw_overflows", "violations_introduced",
           "violations_inherited", "snipped", "micro_compacted", "persisted", "summaries", "reactive", "manual",
-          "custom")
+          "custom", "peak_tokens", "final_tokens", "reduction", "cache_read_tokens", "cache_write_tokens",
+          "cost_usd_nocache", "raw_cost_usd_nocache", "recorded_input_cost_usd", "billed_cost_usd", "window_tokens",
+          "window_source", "calibration", "price_model", "priced_by", "probe_kinds", "probes_recoverable",
+          "recoverable", "cache_expired_calls", "fingerprint")
 #: what tune's evaluation calls them (corpus.tune.totals)
 TUNE_NAMES = {"violations": "violations_introduced", "cost_usd": "cost_usd", "raw_cost_usd": "raw_cost_usd",
               "recall": "recall", "retention": "retention", "probes": "probes", "overflows": "overflows"}
@@ -45,7 +48,10 @@ Figures = dict[str, dict[str, object]]  # policy name -> field -> value
 
 
 def _figures(summary: dict) -> dict[str, object]:
-    return {k: summary[k] for k in FIELDS if k in summary}
+    got = {k: summary[k] for k in FIELDS if k in summary}
+    if isinstance(got.get("calibration"), dict):  # (results.csv says where it came from: its source)
+        got["calibration"] = got["calibration"].get("source")
+    return got
 
 
 def _same(a: object, b: object) -> bool:
