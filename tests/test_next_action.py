@@ -183,8 +183,8 @@ def test_dry_run_lists_the_samples_and_the_estimate_and_sends_nothing(cli, fake,
                "--max-cost", "0.0001")
     assert over.exit_code == 0, over.stderr  # (a dry run is shown, not stopped: it says what a run would do)
     estimate = float(over.stdout.split("estimate: $", 1)[1].split(" ", 1)[0])  # (shown to the cent)
-    enough = re.search(r"above --max-cost \$0\.00: a run would send nothing \(--max-cost (\d+\.\d\d) spends it\)",
-                       over.stdout)
+    enough = re.search(r"above --max-cost \$0\.00: a run would send nothing \(--max-cost (\d+\.\d\d) spends it: "
+                       r"the estimate and 5% more\)", over.stdout)  # (why it is more than the estimate: said)
     assert enough is not None and estimate * 1.04 <= float(enough.group(1)) <= estimate * 1.06 + 0.01, over.stdout
     assert fake.requests == []
 

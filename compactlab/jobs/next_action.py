@@ -17,6 +17,7 @@ from ..engine.policy import load_policy
 from ..errors import UsageError
 from ..next_action import Agreement, Plan, ask, plan, tally
 from ..next_action.models import Asker, ModelOptions
+from ..next_action.plan import ENOUGH_MARGIN
 from ..plain import dataclass
 from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import OutputDir
@@ -148,8 +149,8 @@ def planned_for(loaded: list, policies: list, calibrations: list, asking: Asking
     if not settings.dry_run and p.estimate_usd > asking.max_cost:
         raise UsageError(f"the next-action requests would cost about ${p.estimate_usd:,.2f} at most ({p.requests} "
                          f"request(s) to {model.model}), above --max-cost ${asking.max_cost:,.2f}: nothing was sent",
-                         hint=f"--max-cost {p.enough_usd:.2f} spends it; fewer samples cost "
-                              "less; --dry-run lists them")
+                         hint=f"--max-cost {p.enough_usd:.2f} spends it (the estimate and {ENOUGH_MARGIN:.0%} more); "
+                              "fewer samples cost less; --dry-run lists them")
     return Planned(p, asker, [policy.name for policy in policies])
 
 

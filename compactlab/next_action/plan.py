@@ -116,8 +116,13 @@ class Plan:
 
     @property
     def enough_usd(self) -> float:
-        """The --max-cost that lets the estimate be spent (a margin of 5% over it, a cent at least)."""
-        return max(self.estimate_usd * 1.05, 0.01)
+        """The --max-cost that lets the estimate be spent (``ENOUGH_MARGIN`` over it, a cent at
+        least: the requests' tokens are an estimate too)."""
+        return max(self.estimate_usd * (1 + ENOUGH_MARGIN), 0.01)
+
+
+#: what the --max-cost next-action suggests leaves over its estimate, said with it
+ENOUGH_MARGIN = 0.05
 
 
 def plan(transcripts: list[Transcript], policies: list[Policy], *, samples: int, seed: int, asker: Asker,

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..next_action import Agreement, Plan
 
 from ..next_action.actions import RULE as AGREE
+from ..next_action.plan import ENOUGH_MARGIN
 
 RULE = (f"agreement: the reply's first action matches the one the agent recorded next ({AGREE}); above chance: "
         "(agreement − chance) / (1 − chance), chance being how often a random recorded action of the same "
@@ -39,7 +40,7 @@ def estimate_line(plan: Plan, model: str, api: str, max_cost: float | None = Non
     limit = f" (--max-cost ${max_cost:,.2f})" if max_cost is not None else ""
     if max_cost is not None and plan.estimate_usd > max_cost:  # (a dry run: a run would stop here)
         limit = (f", above --max-cost ${max_cost:,.2f}: a run would send nothing (--max-cost {plan.enough_usd:.2f} "
-                 "spends it)")
+                 f"spends it: the estimate and {ENOUGH_MARGIN:.0%} more)")
     return (f"estimate: ${plan.estimate_usd:,.2f} at most for {plan.requests} request(s) to {model} ({api}){cached}"
             f"{limit}; priced by {plan.prices.read}, replies at their max_tokens")
 
