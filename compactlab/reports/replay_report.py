@@ -160,6 +160,10 @@ def fewer_tokens(reduction: float | None) -> str:
     return f"although it sends {said} fewer tokens"
 
 
+#: what a cache write costs where the provider charges more than the input price for it (Anthropic)
+_WRITES = ": 1.25× for Anthropic's 5-minute writes, 2× for 1-hour ones"
+
+
 def costs_more(run: Run) -> str | None:
     """Why the policy costs more than no compaction, when it does (prompt caching: rewriting
     what was cached turns cache reads into dearer cache writes); else None."""
@@ -170,7 +174,7 @@ def costs_more(run: Run) -> str | None:
     return (f"This policy costs more than no compaction (${s.cost_usd:,.4f} against ${s.raw_cost_usd:,.4f}), "
             f"{fewer_tokens(s.reduction)}: it rewrites messages that were already "
             f"cached, so {s.cache_write_tokens:,} of its {s.tokens_total:,} tokens are cache writes (at the input "
-            f"price or above: 1.25× for Anthropic's 5-minute writes, 2× for 1-hour ones) where no compaction reads "
+            f"price or above{_WRITES if s.cache_model == 'anthropic' else ''}) where no compaction reads "
             f"about {raw_reads:,} tokens from the cache (about a tenth of the input price).")
 
 

@@ -22,6 +22,11 @@ def test_a_policy_dearer_than_no_compaction_is_said_with_its_reason(cli):
     assert "**This policy costs more than no compaction" in md
     cheap = cli("replay", SMALL, "-p", "s08", "--dry-run")
     assert "costs more than no compaction" not in cheap.stdout
+    # (the write premium is Anthropic's: a DeepSeek or OpenAI cache miss is billed at the input price)
+    assert s["cache_model"] == "anthropic" and "1.25× for Anthropic's 5-minute writes" in line
+    other = cli("replay", SMALL, "-p", "observation-masking", "--dry-run", "--cache-model", "openai")
+    line = next(line for line in other.stdout.splitlines() if line.startswith("This policy costs more"))
+    assert "cache writes (at the input price or above) where" in line and "Anthropic" not in line
 
 
 @pytest.mark.parametrize("reduction, said", [
