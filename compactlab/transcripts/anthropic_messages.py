@@ -11,7 +11,7 @@ import orjson
 
 from ..core import line_facts
 from .messages import Entry, ResultFact, build_entry
-from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream, anthropic_usage
+from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream, VERSION, anthropic_usage
 from .reader import MAX_DEPTH, Head, LineReader, _depth_exceeds
 from .writer import COMPACTION_KEY, METADATA_KEY, SIDECHAINS_KEY
 
@@ -200,8 +200,7 @@ def _reply_metadata(builder: TranscriptBuilder, reader: LineReader, lineno: int,
         return False
     if isinstance(obj.get("model"), str):
         builder.model = obj["model"]
-    if isinstance(obj.get(RECORDED_FORMAT_KEY), str):  # written by `compactlab convert`
-        builder.metadata["recorded_format"] = obj[RECORDED_FORMAT_KEY]
+    builder.recorded_from(obj.get(RECORDED_FORMAT_KEY))  # (written by `compactlab convert`)
     if isinstance(obj.get(METADATA_KEY), dict):  # (so is this: what the recording said of itself)
         _recorded_metadata(builder, obj[METADATA_KEY])
     return True
@@ -211,7 +210,7 @@ def _recorded_metadata(builder: TranscriptBuilder, said: dict[str, Any]) -> None
     """What ``compactlab convert`` kept of what the recording said of itself (``writer.METADATA_KEY``),
     each where it is what its source's loader makes of it (anything else is left out)."""
     version, window, stats = said.get("version"), said.get("model_context_window"), said.get("model_stats")
-    if isinstance(version, str) and 0 < len(version) <= 64:
+    if isinstance(version, str) and VERSION.fullmatch(version):
         builder.metadata["version"] = version
     if type(window) is int and window > 0:
         builder.metadata["model_context_window"] = window

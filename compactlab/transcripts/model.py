@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from ..errors import InputError
-from ..plain import NamedTuple, dataclass
+from ..plain import NamedTuple, dataclass, pattern
 from ..plumbing.files import COMPRESSED, compressed
 from .messages import Entry, Message, ResultFact, add_tool_names, make_entry
 
@@ -309,6 +309,12 @@ class TranscriptStream:
     name = property(lambda self: transcript_name(self._builder.path))
 
 
+#: what a format's name, or a harness's version, a converted file records may be (``recorded_from``,
+#: ``anthropic_messages._recorded_metadata``)
+_NAME = pattern(r"[a-z0-9][a-z0-9_-]{0,31}")
+VERSION = pattern(r"[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}")
+
+
 class TranscriptBuilder:
     """Collects messages in order and turns them into a Transcript."""
 
@@ -379,8 +385,14 @@ class TranscriptBuilder:
         self.usage.update(usage)
         if model is not None:
             self.model = model
-        if recorded_format is not None:
-            self.metadata["recorded_format"] = recorded_format
+        self.recorded_from(recorded_format)
+
+    def recorded_from(self, fmt: Any) -> None:
+        """The format a file ``compactlab convert`` wrote was recorded in (its first reply says),
+        where it reads as a format's name (anything else, which compactlab never writes, is left
+        out: it is shown to a person and compared with the formats' names)."""
+        if isinstance(fmt, str) and _NAME.fullmatch(fmt):
+            self.metadata["recorded_format"] = fmt
 
     def build(self, skipped_lines: int = 0, content_hash: str = "") -> Transcript:
         """The transcript; ``content_hash`` when the loader already has it (else computed lazily)."""

@@ -200,3 +200,23 @@ def test_a_reply_with_nested_metadata_loads_and_only_200_levels_are_too_deep(tmp
     too_deep = deep.replace(b"[" * 199, b"[" * 200).replace(b"]" * 199, b"]" * 200)
     with pytest.raises(BadLineError, match="nesting deeper than 200 levels"):
         load_transcript(write_raw(tmp_path, lines(GOOD[0]) + too_deep + b"\n", "deep.jsonl"))
+
+
+@pytest.mark.parametrize("metadata", [True, False])
+def test_what_a_converted_file_says_of_its_recording_is_taken_only_as_compactlab_writes_it(tmp_path, metadata):
+    """A converted file's first reply says the format it was recorded in and the harness's version;
+    a value compactlab never writes (markup, a terminal's control sequence) was taken as it stood and
+    shown ("converted from <b>x</b>…"): it is left out, on the native reader's path (a reply with no
+    recorded_metadata) and on Python's alike."""
+    def reply(fmt, version):
+        return {"type": "message", "role": "assistant", "content": "ok", "model": "claude-sonnet-4-5",
+                "usage": {"input_tokens": 10, "output_tokens": 2}, "recorded_format": fmt,
+                **({"recorded_metadata": {"version": version}} if metadata else {})}
+
+    bad = load_transcript(str(write_jsonl(tmp_path / "bad.jsonl", [{"role": "user", "content": "go"},
+                                                                  reply("<b>x</b>\x1b[31m", "\x1b]0;x\x07")])))
+    assert "recorded_format" not in bad.metadata and "version" not in bad.metadata
+    good = load_transcript(str(write_jsonl(tmp_path / "good.jsonl", [{"role": "user", "content": "go"},
+                                                                    reply("claude-code", "2.0.76")])))
+    assert good.metadata["recorded_format"] == "claude-code"
+    assert good.metadata.get("version") == ("2.0.76" if metadata else None)
