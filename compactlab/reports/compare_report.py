@@ -9,7 +9,7 @@ import html
 import os
 from datetime import date
 from pathlib import Path
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
@@ -63,7 +63,8 @@ def comparison(results: list["RunResult"], sweep_keys: list[str], sort_key: str,
                else judge(ordered, sweep_keys, margin, units, reference=reference, triggers=fired_by))
     verdict.setting = setting_for(results, verdict.recommended, reference,
                                   meta.pop("harness_settings", {}).get(verdict.recommended, []))
-    for note in (by_design(results), not_a_setting(results, verdict.recommended, reference, verdict.setting)):
+    idle = {e.label for e in verdict.entries if not e.actions}
+    for note in (by_design(results), not_a_setting(results, verdict.recommended, reference, verdict.setting, idle)):
         if note is not None:
             verdict.recommendation += " " + note
     return Comparison(table, sweep_keys, verdict, meta)
@@ -91,20 +92,26 @@ def setting_for(results: list["RunResult"], recommended: str | None, reference: 
 
 
 def not_a_setting(results: list["RunResult"], recommended: str | None, reference: str | None,
-                  setting: list[str] | None = None) -> str | None:
+                  setting: list[str] | None = None, idle: Collection[str] = ()) -> str | None:
     """Where every session compared was recorded by one harness whose compaction settings are known
     (``sessions_harness``) and the verdict recommends what its user cannot set (a seed design,
     another harness's preset; no compaction, in a harness that cannot turn it off: Codex, Gemini
     CLI), that they cannot, and the search of what they can set. None otherwise (no compaction
     where the harness turns it off, the harness's own preset or a variant of it: swept, or a policy
     that changes only what the harness lets you set, such as a tune's front file, whose
-    ``setting``, the verdict's, names the harness first; sessions of several harnesses)."""
+    ``setting``, the verdict's, names the harness first; sessions of several harnesses).
+    ``idle``: the policies compared that never acted (the verdict's entries with no action)."""
     h = sessions_harness(results)
     if h is None or recommended is None or recommended.split(" ")[0] == h.preset or (setting and setting[0] == h.title):
         return None
     search = f"compactlab tune --harness {h.name} searches what {h.title} lets you set, on these sessions."
     if recommended == reference:
-        return f"No compaction is not a setting of {h.title}: {h.no_off}; {search}" if h.no_off else None
+        if not h.no_off:
+            return None
+        if h.preset in idle:  # (its own preset compared, and as no compaction here: the answer to keep)
+            return (f"No compaction is not a setting of {h.title} ({h.no_off}); {h.preset}, its default, gives it "
+                    "here: keep it as it is.")
+        return f"No compaction is not a setting of {h.title}: {h.no_off}; {search}"
     return f"{recommended} is not a setting of {h.title}, whose sessions these are: {search}"
 
 

@@ -522,6 +522,10 @@ def test_a_design_a_harness_user_cannot_switch_to_is_said_so_with_the_search_the
         "takes the lesser of model_auto_compact_token_limit and 90% of the window); compactlab tune --harness codex "
         "searches what Codex CLI lets you set, on these sessions.")
     assert "No compaction is not a setting of Gemini CLI" in not_a_setting(runs("gemini-cli"), "none", "none")
+    # (its own preset compared and idle: keeping it is keeping no compaction, the answer to give)
+    kept = not_a_setting(runs("gemini-cli"), "none", "none", [], {"gemini-cli", "none"})
+    assert kept == ("No compaction is not a setting of Gemini CLI (compactlab knows no Gemini CLI setting that turns "
+                    "chat compression off); gemini-cli, its default, gives it here: keep it as it is.")
     r = cli("compare", shared_transcripts / "codex", "-p", "s08", "-p", "codex", "--dry-run", "--format", "json")
     assert r.exit_code == 0, r.stderr
     verdict = orjson.loads(r.stdout)["verdict"]
