@@ -123,7 +123,8 @@ def short(transcript: Transcript, sent: list[int] | None = None) -> tuple[Calibr
     mape = round(sum(abs(est.tokens(x) - y) / y for x, y in pairs) / len(pairs), 4) if pairs else None
     ratio = f"the {fmt} prior's chars / {cpt}" if prior is not None else f"chars / {cpt} (no prior for {fmt})"
     cal = Calibration(overhead_tokens=overhead, chars_per_token=cpt, mape=mape, calls=len(pairs),
-                      source=(f"prior for {fmt} ({prior.calls} calls of shared recordings)" if prior is not None
+                      source=(f"prior for {fmt} ({prior.calls} calls of shared recordings, mape {prior.mape:.2f})"
+                              if prior is not None
                               else f"default ratio (no prior for {fmt})") + f", its overhead fitted to {len(pairs)} call(s)")
     return cal, (f"only {n} call(s) with recorded usage (calibration needs {MIN_CALLS}): tokens by {ratio} and an "
                  f"overhead of {overhead:,} fitted to them (an estimate)")

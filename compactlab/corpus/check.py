@@ -173,13 +173,12 @@ def record_for(key: str, summary: dict[str, Any], content_hash: str) -> dict[str
 
 
 def _estimate(calibration: Any) -> tuple:
-    """What of a calibration decides the tokens: its source and fit (a record without one: the
-    policy's estimate, from before calibration was recorded)."""
-    if not isinstance(calibration, dict):
+    """What of a calibration decides the tokens: the policy's own estimate (a record without one is
+    from before calibration was recorded), or the ratio and overhead it gave, whatever the words
+    its source is said in (a baseline written before a rewording of them still passes)."""
+    if not isinstance(calibration, dict) or calibration.get("source") == "policy":
         return ("policy",)
-    if calibration.get("source") != "recorded usage":
-        return (calibration.get("source"),)
-    return (calibration.get("source"), calibration.get("chars_per_token"), calibration.get("overhead_tokens"))
+    return (calibration.get("chars_per_token"), calibration.get("overhead_tokens"))
 
 
 def describe_calibration(calibration: Any) -> str:

@@ -95,7 +95,9 @@ def test_a_short_recording_is_priced_by_its_formats_prior_labelled_so(cli, tmp_p
     t = load_transcript(str(path))
     gaps = sorted(y - x / prior.chars_per_token for x, y in zip(sent_chars(t), recorded_tokens(t)))
     overhead = max(0, round((gaps[(len(gaps) - 1) // 2] + gaps[len(gaps) // 2]) / 2))
-    source = f"prior for claude-code ({prior.calls} calls of shared recordings), its overhead fitted to {calls} call(s)"
+    # (how far the prior's own fit is off, said with it: the estimate is no better)
+    source = (f"prior for claude-code ({prior.calls} calls of shared recordings, mape {prior.mape:.2f}), its overhead "
+              f"fitted to {calls} call(s)")
     s, err = summary_of(cli, path, "-p", "none")
     assert s["format"] == "claude-code" and s["calibration"]["source"] == source
     assert (s["calibration"]["chars_per_token"], s["calibration"]["overhead_tokens"]) == (prior.chars_per_token, overhead)
@@ -147,6 +149,23 @@ def test_compare_and_check_record_the_calibration(cli, tmp_path):
     result = orjson.loads(r.stdout)["results"][0]
     assert result["calibration_changed"] and result["status"] == "fail"
     assert any("calibration changed" in reason for reason in result["reasons"])
+
+
+def test_a_baseline_whose_calibration_is_said_in_older_words_still_passes(cli, tmp_path):
+    """The gate compared a prior's or a default's calibration by its source's words: a rewording
+    ("no prior for anthropic" became "default ratio (no prior for anthropic)") failed every
+    baseline of a short recording as "calibration changed". It compares what decides the tokens."""
+    path = write_jsonl(tmp_path / "few.jsonl", with_usage(MIN_CALLS - 1))
+    baseline = tmp_path / "baseline.json"
+    assert cli("check", path, "-p", "s08", "--baseline", baseline, "--update-baseline").exit_code == 0
+    doc = orjson.loads(baseline.read_bytes())
+    doc["records"][0]["calibration"]["source"] = f"no prior for anthropic, its overhead fitted to {MIN_CALLS - 1} call(s)"
+    baseline.write_bytes(orjson.dumps(doc))
+    assert cli("check", path, "-p", "s08", "--baseline", baseline).exit_code == 0
+    doc["records"][0]["calibration"]["overhead_tokens"] += 100  # (another estimate: a change)
+    baseline.write_bytes(orjson.dumps(doc))
+    r = cli("check", path, "-p", "s08", "--baseline", baseline)
+    assert r.exit_code == 1 and "calibration changed" in r.stdout
 
 
 def test_a_big_plain_file_with_usage_in_its_first_lines_is_loaded_to_be_calibrated(cli, tmp_path, monkeypatch):
