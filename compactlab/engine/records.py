@@ -259,6 +259,9 @@ class RunSummary(Mapping[str, Any]):
     #: the core that ran the replay's per-call parts it has (``compactlab/core.py``): python, or native
     #: (Rust: ``core.NATIVE_PARTS``); the figures are the same on both (differential tests)
     core: str = "python"
+    #: the format a file ``compactlab convert`` wrote was recorded in (its harness: what a verdict
+    #: says of that harness's settings), else None
+    recorded_format: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -308,6 +311,7 @@ def summarize(records: list[TurnRecord], totals: Any, *, transcript: Any, policy
     return RunSummary(
         transcript=transcript.path,
         format=transcript.format,
+        recorded_format=transcript.metadata.get("recorded_format"),
         policy=policy,
         fingerprint=fingerprint,
         calls=len(records),

@@ -511,6 +511,8 @@ def test_a_design_a_harness_user_cannot_switch_to_is_said_so_with_the_search_the
     said = ("s08 is not a setting of Codex CLI, whose sessions these are: compactlab tune --harness codex "
             "searches what Codex CLI lets you set, on these sessions.")
     assert not_a_setting(runs("codex", "codex"), "s08", "none") == said
+    converted = [NS(summary=NS(format="anthropic", recorded_format="codex"))]  # (convert's file of a rollout)
+    assert not_a_setting(converted, "s08", "none") == said
     assert "claude-code is not a setting of Gemini CLI" in not_a_setting(runs("gemini-cli"), "claude-code", "none")
     for fmts, recommended in ((("claude-code",), "none"), (("codex",), "codex"), (("codex",), "codex summary.trigger=200000"),
                               (("codex",), None), (("codex", "claude-code"), "s08"), (("anthropic",), "s08"),

@@ -201,6 +201,7 @@ def test_a_converted_recording_replays_as_its_source(tmp_path, cli):
         runs.append(json.loads(r.stdout)["runs"][0]["summary"])
     source, converted = runs
     assert source["window_tokens"] == 1_048_576 and source["summaries"] > 0
-    assert converted["format"] == "anthropic"
-    differ = {k for k in source if k not in ("transcript", "format", "runtime_s") and source[k] != converted.get(k)}
+    assert converted["format"] == "anthropic" and converted["recorded_format"] == "gemini-cli"
+    differ = {k for k in source if k not in ("transcript", "format", "recorded_format", "runtime_s")
+              and source[k] != converted.get(k)}
     assert not differ, {k: (source[k], converted.get(k)) for k in differ}
