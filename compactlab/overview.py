@@ -19,7 +19,9 @@ class Overview(TypedDict, total=False):
     format: str
     title: str | None
     session_id: str | None
-    model: str | None
+    model: str | None  # the transcript's (its last reply's that names one)
+    #: the calls of each model the recording names, most used first (a session that switched model)
+    models: dict[str, int]
     messages: int
     calls: int
     tool_calls: int
@@ -40,6 +42,15 @@ class Overview(TypedDict, total=False):
     calibration: dict[str, Any]
     recorded_cache_breaks: list[dict[str, Any]]
     cache_ledger: dict[str, Any] | None
+
+
+def _models(transcript: Transcript) -> dict[str, int]:
+    """How many of its calls recorded each model, most used first (first used first on a tie)."""
+    counts: dict[str, int] = {}
+    for usage in transcript.usage.values():
+        if isinstance(model := usage.get("model"), str) and model:
+            counts[model] = counts.get(model, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 def unanswered_at_end(transcript: Transcript) -> list[str]:
@@ -85,6 +96,7 @@ def overview(transcript: Transcript, top: int = 10) -> dict[str, Any]:
         title=transcript.title,
         session_id=transcript.session_id,
         model=transcript.model,
+        models=_models(transcript),
         messages=len(transcript.entries),
         calls=len(transcript.call_positions),
         tool_calls=sum(len(e.tool_use_ids) for e in transcript.entries),

@@ -144,6 +144,24 @@ def test_inspect_json(cli):
     assert "largest tool results" in table and "read_file" in table
 
 
+def test_inspect_names_every_model_a_session_switched_between(cli, tmp_path):
+    """inspect named one model of a session that switched: its first reply's (Gemini CLI) or its
+    last's (every other format), 5 calls of one model shown as the other's. It names each, with its
+    calls, most used first."""
+    rows = [{"role": "user", "content": "go"}]
+    for k, model in enumerate(["claude-sonnet-4-5"] * 3 + ["claude-opus-4-5"]):
+        rows += [{"type": "message", "role": "assistant", "model": model, "content": f"step {k}",
+                  "usage": {"input_tokens": 100 + k, "output_tokens": 5}}, {"role": "user", "content": "next"}]
+    path = write_jsonl(tmp_path / "switched.jsonl", rows[:-1])
+    info = json.loads(cli("inspect", path, "--format", "json").stdout)
+    assert info["model"] == "claude-opus-4-5" and info["models"] == {"claude-sonnet-4-5": 3, "claude-opus-4-5": 1}
+    table = cli("inspect", path).stdout
+    assert "claude-sonnet-4-5 (3 calls), claude-opus-4-5 (1 call)" in table
+    assert not any(line.startswith("model ") for line in table.splitlines())
+    one = json.loads(cli("inspect", SAMPLES / "synth-small.jsonl", "--format", "json").stdout)
+    assert len(one["models"]) <= 1
+
+
 def test_inspect_unanswered_at_end(cli, tmp_path):
     msgs = tool_session(2)
     msgs.append({"role": "assistant", "content": [{"type": "tool_use", "id": "last", "name": "submit", "input": {}}]})

@@ -58,6 +58,11 @@ def _size_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
     for key in ("title", "session_id", "model"):
         if info.get(key):
             rows.append((key.replace("_", " "), str(info[key])))
+    models = info.get("models") or {}
+    if len(models) > 1:  # (a session that switched model: each, with its calls, in place of the last one)
+        if rows[-1][0] == "model":
+            rows.pop()
+        rows.append(("models", ", ".join(f"{m} ({n:,} call{'s' * (n != 1)})" for m, n in models.items())))
     g = info["raw_growth"]
     cal = info.get("calibration")
     if g:  # (the estimate in a row of its own, as replay's "tokens estimated by": a key stays a name)
