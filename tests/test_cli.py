@@ -144,7 +144,7 @@ def test_inspect_json(cli):
     assert "largest tool results" in table and "read_file" in table
 
 
-def test_inspect_names_every_model_a_session_switched_between(cli, tmp_path):
+def test_inspect_and_replay_name_every_model_a_session_switched_between(cli, tmp_path):
     """inspect named one model of a session that switched: its first reply's (Gemini CLI) or its
     last's (every other format), 5 calls of one model shown as the other's. It names each, with its
     calls, most used first."""
@@ -160,6 +160,12 @@ def test_inspect_names_every_model_a_session_switched_between(cli, tmp_path):
     assert not any(line.startswith("model ") for line in table.splitlines())
     one = json.loads(cli("inspect", SAMPLES / "synth-small.jsonl", "--format", "json").stdout)
     assert len(one["models"]) <= 1
+    # (and replay's "priced by" says each call was priced at its own model, not at the last one's)
+    s = json.loads(cli("replay", path, "--dry-run", "--format", "json").stdout)["runs"][0]["summary"]
+    assert s["priced_by"].startswith("each call at its model's prices in ")
+    assert s["priced_by"].endswith("(claude-sonnet-4-5, claude-opus-4-5)")
+    forced = json.loads(cli("replay", path, "--dry-run", "--format", "json", "--price-model", "claude-opus-4-5").stdout)
+    assert forced["runs"][0]["summary"]["priced_by"].startswith("claude-opus-4-5's in ")
 
 
 def test_inspect_unanswered_at_end(cli, tmp_path):

@@ -289,6 +289,15 @@ class RunSummary(Mapping[str, Any]):
 
 
 
+def priced_by(pricing: Any) -> str:
+    """Where a run's prices come from, in a phrase: its model's, or, where its calls recorded
+    several models (a session that switched), each call at its own model's."""
+    models = getattr(pricing, "models", ())
+    if len(models) > 1:
+        return f"each call at its model's prices in {pricing.prices.read} ({', '.join(models)})"
+    return str(pricing.prices.priced_by())
+
+
 def summarize(records: list[TurnRecord], totals: Any, *, transcript: Any, policy: str, fingerprint: str,
               pricing: Any, calibration: dict[str, Any] | None = None, persisted_files: list[dict[str, Any]],
               saved_transcripts: list[dict[str, Any]], violations: list[dict[str, Any]] | None = None,
@@ -346,7 +355,7 @@ def summarize(records: list[TurnRecord], totals: Any, *, transcript: Any, policy
         cache_read_tokens=read,
         cache_write_tokens=written,
         price_model=pricing.prices.model,
-        priced_by=pricing.prices.priced_by(),
+        priced_by=priced_by(pricing),
         **_recorded(pricing),
         calibration=calibration or {},
         cache_ttl=priced.ttl,

@@ -548,6 +548,9 @@ class RunPricing:
     #: billed, at list prices, and how many calls they made; None where it has none
     sidechains: Recorded | None = None
     sidechain_calls: int = 0
+    #: the models its calls were priced at, in the order first met (one model's prices for every
+    #: call, ``--price-model``: none)
+    models: tuple[str, ...] = ()
 
 
 class _Prices:
@@ -688,4 +691,5 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
         priced=priced, recorded=recorded, billed=billed(feed.metadata), breaks=breaks,
         ledger=cache_ledger(records, calls_usage, recorded.input) if recorded and sent_as_recorded else None,
         rules=rules, sidechains=recorded_of(side, prices_of) if side else None, sidechain_calls=len(side),
+        models=() if prices_of.forced else tuple(dict.fromkeys(m for m in models or () if isinstance(m, str) and m)),
     )
