@@ -52,6 +52,30 @@ def test_replay_takes_two_records_and_a_shorthand_of_their_fields(tmp_path):
     assert len(ReplayOptions._fields) + len(ReplayOutput._fields) == 16  # (named tuples: _replace, _fields)
 
 
+def test_replay_estimates_tokens_as_the_command_line_unless_told_otherwise(tmp_path, cli):
+    """``compactlab.replay`` left at ``calibration="auto"`` fits a loaded transcript's recorded usage
+    as ``compactlab replay`` does (the library's first example gave half the command line's cost on
+    a Claude Code session); None is the policy's estimate; a stream is never fitted; a string that
+    is not "auto" is refused."""
+    import json
+
+    import pytest
+
+    from compactlab import load_policy, load_transcript, open_transcript, replay
+    from helpers import compacting_recording
+
+    path = compacting_recording(tmp_path / "recorded.jsonl", usage=True)
+    t, policy = load_transcript(str(path)), load_policy("s08")
+    fitted = replay(t, policy).summary
+    command = json.loads(cli("replay", path, "--dry-run", "--format", "json").stdout)["runs"][0]["summary"]
+    assert fitted.calibration == command["calibration"] and fitted.calibration["source"] == "recorded usage"
+    assert (fitted.tokens_total, fitted.cost_usd) == (command["tokens_total"], command["cost_usd"])
+    assert replay(t, policy, calibration=None).summary.calibration["source"] == "policy"
+    assert replay(open_transcript(str(path)), policy).summary.calibration["source"] == "policy"
+    with pytest.raises(ValueError, match="a Calibration, None or 'auto'"):
+        replay(t, policy, calibration="recorded usage")
+
+
 def test_a_transcript_is_named_by_a_string_or_a_path():
     """``load_transcript`` and ``open_transcript`` take a ``pathlib.Path`` as they take a string."""
     from pathlib import Path

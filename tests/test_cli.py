@@ -436,6 +436,18 @@ def test_convert_keeps_two_messages_of_one_role_as_the_replay_has_them(cli, tmp_
     assert [(s.calls, s.raw_tokens_total) for s in runs] == [(2, runs[0].raw_tokens_total)] * 2
 
 
+def test_convert_says_the_format_of_a_recording_with_no_usage_nor_model(cli, tmp_path):
+    """The format a file was recorded in rode on its first reply's usage or model: a recording with
+    neither (an OpenAI-style chat document) lost it, and with it its prior and its harness."""
+    from compactlab import load_transcript
+
+    src = tmp_path / "chat.json"
+    src.write_text(json.dumps([{"role": "user", "content": "go"}, {"role": "assistant", "content": "ok"}]))
+    assert cli("convert", src, "-o", tmp_path / "out.jsonl", "-q").exit_code == 0
+    assert load_transcript(str(src)).format == "openai"
+    assert load_transcript(str(tmp_path / "out.jsonl")).metadata["recorded_format"] == "openai"
+
+
 def test_convert_keeps_a_recorded_compaction_so_the_answer_survives(cli, tmp_path):
     """(#27 §8) The usage recorded after a compaction measured the compacted context: convert keeps
     the compaction (its documented form), so a calibrated replay of the file is the source's; with

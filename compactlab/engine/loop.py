@@ -134,8 +134,10 @@ def replay(transcript: Transcript | TranscriptStream | Feed, policy: Policy, opt
     if feed.entries is None and counter:
         raise ValueError("exact token counts need the whole raw history: load the transcript, do not stream it")
     started = time.perf_counter()
-    if isinstance(calibration, str):  # (AUTO: fitted above this engine, where it is)
-        calibration = None
+    if isinstance(calibration, str):
+        if calibration != AUTO:
+            raise ValueError(f"calibration={calibration!r}: a Calibration, None or {AUTO!r}")
+        calibration = None  # (AUTO: fitted above this engine, where it can be: ``jobs.replay.replay``)
     if calibration is not None:
         policy = replace(policy, size=replace(policy.size, chars_per_token=calibration.chars_per_token,
                                               overhead_tokens=calibration.overhead_tokens))

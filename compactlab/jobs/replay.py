@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..corpus.calibration import MIN_CALLS, usable_calls
 from ..engine.feeds import Feed, Opening
@@ -32,6 +32,9 @@ from ..transcripts import FolderFile, UnknownFormat
 from ..plumbing.interrupts import exit_status
 from .base import Notify, Outcome, Reading, Settings, ShowsProgress, calibrated_line, no_progress, calibrations_for, \
     none_read, not_transcripts, price_warnings, prices_for, quietly, warn_loaded
+
+if TYPE_CHECKING:
+    from ..engine.loop import ReplayOptions, ReplayOutput
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
@@ -245,7 +248,8 @@ def open_for_replay(opening: Opening, notify: Notify = quietly) -> Feed:
     return feed
 
 
-def replay(transcript: Any, policy: Policy, options: Any = None, output: Any = None, **given: Any) -> Run:
+def replay(transcript: Any, policy: Policy, options: ReplayOptions | None = None, output: ReplayOutput | None = None,
+           **given: Any) -> Run:
     """``compactlab.replay``: the engine's replay (``engine.loop.replay``: its arguments), the
     tokens estimated as the command line estimates them unless told otherwise: where
     ``calibration`` is left at ``AUTO`` and no ``estimator`` is given, a loaded transcript's fit to
@@ -254,13 +258,12 @@ def replay(transcript: Any, policy: Policy, options: Any = None, output: Any = N
     A stream (``open_transcript``), read once, is not fitted: the policy's estimate, as the
     summary's calibration says. ``calibration=None`` asks for the policy's estimate."""
     from ..corpus.calibration import by_default
-    from ..engine.loop import AUTO, ReplayOptions, ReplayOutput
-    from ..engine.loop import replay as run
+    from ..engine import loop
     from ..transcripts import Transcript
 
-    options = options if options is not None else ReplayOptions()
+    options = options if options is not None else loop.ReplayOptions()
     calibration = given.get("calibration", options.calibration)
-    if (isinstance(calibration, str) and calibration == AUTO and given.get("estimator", options.estimator) is None
+    if (isinstance(calibration, str) and calibration == loop.AUTO and given.get("estimator", options.estimator) is None
             and isinstance(source := getattr(transcript, "transcript", transcript), Transcript)):  # (a loaded feed's)
         given["calibration"] = by_default(source)[0]
-    return run(transcript, policy, options, output if output is not None else ReplayOutput(), **given)
+    return loop.replay(transcript, policy, options, output if output is not None else loop.ReplayOutput(), **given)

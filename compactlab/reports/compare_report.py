@@ -76,7 +76,8 @@ def sessions_harness(results: list["RunResult"]) -> "Harness | None":
     another format."""
     from ..corpus.harness_settings import TABLE
 
-    formats = {getattr(r.summary, "recorded_format", None) or r.summary.format for r in results}  # (converted: its source's)
+    # (a file ``compactlab convert`` wrote: the harness that recorded it)
+    formats = {getattr(r.summary, "recorded_format", None) or r.summary.format for r in results}
     return TABLE.get(next(iter(formats))) if len(formats) == 1 else None
 
 

@@ -2,7 +2,8 @@
 
 The messages a replay uses, one line each, as it uses them (two of one role in a row stay two: a
 reply is a call, and the API takes such turns as one). Assistant messages with recorded usage are
-written as API response objects, so the usage (and the model, and the time) survive the conversion. With
+written as API response objects, so the usage (and the model, and the time) survive the
+conversion; the first reply also says what the recording said of itself (``METADATA_KEY``). With
 ``keep_recorded_compactions`` (``convert``'s default) a compaction the recording did is written
 where it happened as its summary message marked ``"recorded_compaction": {"trigger",
 "pre_tokens"}`` (a key only compactlab reads: its Anthropic loader takes such a line as a recorded
@@ -53,11 +54,12 @@ def anthropic_lines(transcript: Transcript, keep_recorded_compactions: bool = Fa
         if usage is not None:
             yield orjson.dumps(_usage_line(transcript, entry, usage, first_usage))
             first_usage = False
-        elif (not transcript.usage and transcript.model and entry.message.get("role") == "assistant"
-              and first_usage):  # (no usage: the model on the first reply, for its prices)
+        elif (not transcript.usage and (transcript.model or _recorded(transcript))
+              and entry.message.get("role") == "assistant" and first_usage):
+            # (no usage: the model on the first reply, for its prices, and what the recording says of itself)
             first_usage = False
             yield orjson.dumps({"type": "message", "role": "assistant", "content": entry.message["content"],
-                                "model": transcript.model, **_recorded(transcript)})
+                                **({"model": transcript.model} if transcript.model else {}), **_recorded(transcript)})
         else:  # (each message as the replay has it: two of a role in a row stay two, a reply being a call)
             yield orjson.dumps(entry.message)
 
