@@ -86,7 +86,7 @@ def compactions(transcript: Transcript, window: int, settings: dict[str, Setting
     from bisect import bisect_left
 
     calls = transcript.call_positions
-    fmt = transcript.metadata.get("recorded_format") or transcript.format  # (a converted file: its source's)
+    fmt = transcript.source_format
     version = transcript.metadata.get("version") if fmt == "claude-code" else None
     out = []
     for n, c in enumerate(transcript.compactions, 1):

@@ -111,7 +111,7 @@ def short(transcript: Transcript, sent: list[int] | None = None) -> tuple[Calibr
     transcript does not hold (system prompt, tools), fitted to them: the median of each recorded
     call's prompt less its context at the prior's ratio. And what to say of it."""
     n = usable_calls(transcript)
-    fmt = transcript.metadata.get("recorded_format") or transcript.format  # (a converted file's harness)
+    fmt = transcript.source_format
     prior = prior_for(fmt)
     cpt = prior.chars_per_token if prior is not None else DEFAULT_CHARS_PER_TOKEN
     chars = sent_chars(transcript) if sent is None else sent

@@ -225,6 +225,12 @@ class Transcript:
     def messages(self) -> list[Message]:
         return [e.message for e in self.entries]
 
+    @property
+    def source_format(self) -> str:
+        """The format the session was recorded in: its own, or, for a file ``compactlab convert``
+        wrote, its source's (whose harness's rules and prior apply to it)."""
+        return str(self.metadata.get("recorded_format") or self.format)
+
     @cached_property
     def call_positions(self) -> list[int]:
         """Positions of the assistant messages: each is one model call."""

@@ -42,7 +42,7 @@ def anthropic_lines(transcript: Transcript, keep_recorded_compactions: bool = Fa
     # without the compactions, the usage recorded after the first one describes another context
     usage_until = len(transcript.entries) if keep_recorded_compactions or not transcript.compactions else \
         min(c.position for c in transcript.compactions)
-    first_usage = True
+    first_usage, recorded = True, _recorded(transcript)
     for i, entry in enumerate(transcript.entries + [None]):  # type: ignore[operator]
         if i in restarts:
             c = restarts[i]
@@ -52,14 +52,14 @@ def anthropic_lines(transcript: Transcript, keep_recorded_compactions: bool = Fa
             break
         usage = transcript.usage.get(i) if i < usage_until else None
         if usage is not None:
-            yield orjson.dumps(_usage_line(transcript, entry, usage, first_usage))
+            yield orjson.dumps(_usage_line(transcript, entry, usage, recorded if first_usage else {}))
             first_usage = False
-        elif (not transcript.usage and (transcript.model or _recorded(transcript))
+        elif (not transcript.usage and (transcript.model or recorded)
               and entry.message.get("role") == "assistant" and first_usage):
             # (no usage: the model on the first reply, for its prices, and what the recording says of itself)
             first_usage = False
             yield orjson.dumps({"type": "message", "role": "assistant", "content": entry.message["content"],
-                                **({"model": transcript.model} if transcript.model else {}), **_recorded(transcript)})
+                                **({"model": transcript.model} if transcript.model else {}), **recorded})
         else:  # (each message as the replay has it: two of a role in a row stay two, a reply being a call)
             yield orjson.dumps(entry.message)
 
@@ -74,16 +74,16 @@ def _head_lines(transcript: Transcript) -> Iterator[bytes]:
                                              "usage": side}})
 
 
-def _usage_line(transcript: Transcript, entry: Any, usage: dict[str, Any], first: bool) -> dict[str, Any]:
-    """A reply with its recorded usage, model and time (the first one also names the format)."""
+def _usage_line(transcript: Transcript, entry: Any, usage: dict[str, Any], recorded: dict[str, Any]) -> dict[str, Any]:
+    """A reply with its recorded usage, model and time, and ``recorded`` (the first one's: what the
+    recording says of itself, ``_recorded``)."""
     line = {"type": "message", "role": "assistant", "content": entry.message["content"],
             "usage": {k: v for k, v in usage.items() if k not in ("model", "timestamp")}}
     if usage.get("model") or transcript.model:
         line["model"] = usage.get("model") or transcript.model
     if usage.get("timestamp"):
         line["timestamp"] = usage["timestamp"]
-    if first:
-        line.update(_recorded(transcript))
+    line.update(recorded)
     return line
 
 
