@@ -35,7 +35,7 @@ from .layers.summary import trigger_of
 from ..transcripts.messages import Entry, Message, add_tool_names, is_prompt
 from ..plumbing.outputs import OutputDir
 from .policy import Policy, fingerprint_of
-from .records import ACTIONS, CompactionEvent, Run, TurnRecord, summarize
+from .records import ACTIONS, CompactionEvent, Run, SummaryCalls, TurnRecord, summarize
 from ..core import chosen as chosen_core
 from .measures import CallAt, Recall, measures_for
 from .keeping import PythonSteps, keeping_turns, layer_turns, shared_replacements
@@ -172,7 +172,8 @@ def replay(transcript: Transcript | TranscriptStream | Feed, policy: Policy, opt
                             rules_given=cache_model is not None,
                             reply_tokens=turns.cache.replies,
                             summarizer_model=getattr(env.summarizer, "model", None),
-                            acted=any(getattr(turns.totals, stat) for stat in ACTIONS))
+                            acted=any(getattr(turns.totals, stat) for stat in ACTIONS),
+                            summary_calls=turns.summary_calls.calls)
         if feed.streamed or not records:
             # (a stream's usage is known whole only now; a loaded one's was at call 0, if it has one)
             turns.judge_again(records)
@@ -192,7 +193,7 @@ def replay(transcript: Transcript | TranscriptStream | Feed, policy: Policy, opt
                           persisted_files=env.ledger.persisted_files, saved_transcripts=env.ledger.saved_transcripts,
                           window=(turns.judged.tokens, turns.judged.describe()),
                           summary_request=policy.summary.request, raw_overflows=turns.raw_overflows(records),
-                          core=turns.core, **measures.totals()),
+                          core=turns.core, summary_calls=turns.summary_calls, **measures.totals()),
         calls=records,
         policy=resolved,
         failed_summaries=env.ledger.failed_summaries,
@@ -311,6 +312,8 @@ class Turns:
         self.summary_trigger = 0  # (the summary's trigger for this recording: known at the first call)
         self.ttl = "5m"  # the prompt cache's TTL the run is priced with (a summary request's reads expire by it)
         self.totals = LayerStats()
+        #: each call's summary requests (``SummaryCalls``): priced at that call's model and time
+        self.summary_calls = SummaryCalls()
         self.done = 0  # messages of the transcript in the context so far
         self.manual_pending = False  # the previous reply called the manual compaction tool
         self.events: list[CompactionEvent] = []  # the calls at which the policy changed the context
@@ -371,6 +374,7 @@ class Turns:
         self.measures.at_call(CallAt(call, pos, changed_from, intact and self.restarts is None, tokens, reply.chars),
                               ctx, record)  # 4, 5
         self.totals.add(stats)
+        self.summary_calls.add(call, stats)
         self.as_recorded = self.as_recorded and not acted
         ctx.append(reply)  # 6
         self.done = pos + 1
@@ -470,6 +474,7 @@ class Turns:
                 stats.summaries, stats.summary_input_chars, stats.summary_output_chars)
             record.reactive, record.manual = stats.reactive, stats.manual
             self.totals.add(stats)
+            self.summary_calls.add(call, stats)
             actions = _ACTIONS(stats)
             if any(actions):
                 self._event(call, stats, actions, (n_before, chars_before), record.tokens, record.messages)

@@ -303,14 +303,15 @@ def summarize(records: list[TurnRecord], totals: Any, *, transcript: Any, policy
               saved_transcripts: list[dict[str, Any]], violations: list[dict[str, Any]] | None = None,
               probe_kinds: dict[str, dict[str, int]] | None = None, probes_indexed: bool = True,
               window: tuple[int, str] = (0, ""), summary_request: str = "fresh", raw_overflows: int = 0,
-              core: str = "python") -> RunSummary:
+              core: str = "python", summary_calls: SummaryCalls | None = None) -> RunSummary:
     """A run's summary, built from its priced records, its layers' totals (``LayerStats``) and what
     its measures add at the end (``measures.Measures.totals``: its violations, its probes by kind);
     ``transcript`` gives the path, format and skipped lines; ``pricing`` is what ``cost.price_run``
-    gave (summary calls are billed at the summarizer's model's prices)."""
+    gave; ``summary_calls`` the run's summary requests, by call (``SummaryCalls``)."""
     violations = violations or []
+    summary_calls = summary_calls or SummaryCalls()
     priced = pricing.priced
-    summary_cost = _summary_cost(totals, pricing, summary_request)
+    summary_cost = _summary_cost(summary_calls, pricing, summary_request)
     counted = {key: getattr(totals, stat) for stat, key in RUN_COUNTERS}
     (n_refs, n_retained, n_probes, n_kept, n_recoverable, raw_total, total, peak, final, overflows, read,
      written), cost = _sums(records)
@@ -390,15 +391,43 @@ def _sums(records: list[TurnRecord]) -> tuple[list[int], float]:
             sum(r.input_cost_usd for r in records))
 
 
-def _summary_cost(totals: Any, pricing: Any, summary_request: str) -> float:
-    """What the run's summary calls cost, at the summarizer's model's prices: fresh requests, or the
-    conversation's prefix read from the cache and the rest written."""
-    sp, read = pricing.summary_prices, totals.summary_cache_read_tokens
-    calls = totals.summaries + totals.summary_failures
-    if read or summary_request == "prefix":
-        return float(sp.input_cost(read, totals.summary_input_tokens - read, pricing.priced.ttl)
-                     + sp.summary_cost(0, totals.summary_output_tokens, calls=calls))
-    return float(sp.summary_cost(totals.summary_input_tokens, totals.summary_output_tokens, calls=calls))
+class SummaryCalls:
+    """A run's summary requests, by the call whose layers made them: ``(call, input tokens, of them
+    read from the prompt cache, output tokens, requests)`` for each call that asked for a summary
+    (``_summary_cost`` prices each at that call's model and time: a session that switched model
+    compacted on the model it was on)."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, int, int, int, int]] = []
+
+    def add(self, call: int, stats: Any) -> None:
+        """The summary requests of ``call``'s layers (``LayerStats``), if they made any."""
+        if stats.summary_input_tokens or stats.summary_output_tokens:
+            requests = stats.summaries + stats.reactive + stats.manual + stats.summary_failures
+            self.rows.append((call, stats.summary_input_tokens, stats.summary_cache_read_tokens,
+                              stats.summary_output_tokens, max(requests, 1)))
+
+    @property
+    def calls(self) -> list[int]:
+        return [row[0] for row in self.rows]
+
+
+def _summary_cost(summary_calls: SummaryCalls, pricing: Any, summary_request: str) -> float:
+    """What the run's summary requests cost, each call's at its prices (``RunPricing.summary_prices``:
+    the summarizer's model's, else the model and time of the call that made them), each request's
+    tier by its own size: fresh requests, or the conversation's prefix read from the cache and the
+    rest written."""
+    cost = 0.0
+    for call, asked, read, output, requests in summary_calls.rows:
+        # (each request at its own size's tier: the mean of the call's, tiered once)
+        sp = pricing.summary_prices[call].at(asked // requests)._replace(tiers=())
+        if read or summary_request == "prefix":
+            cost += sp.input_cost(read, asked - read, pricing.priced.ttl) + sp.summary_cost(0, output)
+        else:
+            cost += sp.summary_cost(asked, output)
+    return float(cost)
 
 
 def _recorded(pricing: Any) -> dict[str, Any]:

@@ -377,3 +377,39 @@ def test_where_a_call_sends_no_message_the_reports_say_so_not_message_0(cli, tmp
             "--dry-run")
     assert r.exit_code == 0, r.output
     assert "(first_not_user, no message sent)" in r.stdout and "first_not_user, message 0" not in r.stdout
+
+
+@pytest.mark.parametrize("which", ["python", "native"])
+def test_a_summary_is_priced_at_the_model_of_the_call_that_made_it(cli, tmp_path, monkeypatch, which):
+    """A session that switched to Opus and back to Haiku for its last call: its summaries, made
+    while it ran on Opus, cost Opus's prices (the harness compacts on the model it is on), not the
+    session's last model's; each at its own request's size. On either core."""
+    from compactlab import core
+    from compactlab.engine.cost.prices import load_prices
+
+    if which == "native" and core.native_module() is None:
+        pytest.skip("the native core is not built in this install: the python core's run is the test")
+    monkeypatch.setenv("COMPACTLAB_CORE", which)
+
+    lines, call = [], 0
+    for m in tool_session(20, 6000):
+        if m["role"] == "assistant":
+            model = "claude-opus-4-1" if 5 <= call < 19 else "claude-haiku-4-5"
+            m = {"type": "message", **m, "model": model, "timestamp": f"2026-01-01T00:{call:02d}:00Z",
+                 "usage": {"input_tokens": 10, "cache_creation_input_tokens": 990, "output_tokens": 9}}
+            call += 1
+        lines.append(m)
+    path = write_jsonl(tmp_path / "switched.jsonl", lines)
+    r = cli("replay", path, "-p", "s08", "--no-calibrate", "--dry-run", "--format", "json",
+            *[a for s in (*SUMMARY_ONLY[:-1], "summary.request=fresh") for a in ("--set", s)])
+    assert r.exit_code == 0, r.output
+    run = orjson.loads(r.stdout)["runs"][0]
+    s, summarized = run["summary"], [c["call"] for c in run["calls"] if c["summarized"]]
+    assert s["core"] == which
+    assert s["summaries"] == len(summarized) > 0 and all(5 <= c < 19 for c in summarized)
+    opus, haiku = (load_prices().lookup(m) for m in ("claude-opus-4-1", "claude-haiku-4-5"))
+    want = (s["summary_input_tokens"] * opus.input + s["summary_output_tokens"] * opus.output) / 1e6
+    assert s["summary_cost_usd"] == pytest.approx(want, rel=1e-4)
+    # (the session's last model, which the summary was priced at before, is 15x cheaper)
+    assert s["summary_cost_usd"] > 10 * (s["summary_input_tokens"] * haiku.input
+                                          + s["summary_output_tokens"] * haiku.output) / 1e6

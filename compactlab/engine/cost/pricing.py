@@ -532,12 +532,13 @@ def _parsed(timestamp: str) -> float | None:
 
 @dataclass(eq=False, repr=False)
 class RunPricing:
-    """What pricing a run gave: the prices of the transcript's model and of the summarizer's, the
-    priced totals, the recorded costs, the bill a source recorded, the recorded cache breaks
+    """What pricing a run gave: the prices of the transcript's model and, by call, those its summary
+    requests are priced at (the summarizer's model's, else the model and time of the call that made
+    them: ``records.SummaryCalls``), the priced totals, the recorded costs, the bill a source recorded, the recorded cache breaks
     (call -> tokens still read) and the cache ledger (None unless the run sent what was sent)."""
 
     prices: ModelPrices
-    summary_prices: ModelPrices
+    summary_prices: dict[int, ModelPrices]
     priced: Priced
     recorded: Recorded | None
     billed: float | None
@@ -657,10 +658,20 @@ def _cache_events(records: list, feed: Any, calls_usage: list[dict[str, Any]], t
     return events
 
 
+def _summary_prices(prices_of: _Prices, summarizer_model: str | None, models: list | None, times: list | None,
+                    calls: Iterable[int]) -> dict[int, ModelPrices]:
+    """The prices each of ``calls``' summary requests is billed at: the summarizer's model's, else
+    the call's own model's (the harness compacts on the model it is on), at the call's time."""
+    def at(values: list | None, call: int) -> Any:
+        return values[call] if values and call < len(values) else None
+
+    return {call: prices_of(summarizer_model or at(models, call), at(times, call)) for call in calls}
+
+
 def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None, cache_ttl: str | None,
               keep_recorded_compactions: bool, summarizer_model: str | None, acted: bool,
               rules: CacheRules = RULES["anthropic"], reply_tokens: list[int] | None = None,
-              rules_given: bool = False) -> RunPricing:
+              rules_given: bool = False, summary_calls: Iterable[int] = ()) -> RunPricing:
     """Price a replayed run's records (``price_calls``) at the models and times the recording names
     (``prices``: a table, default the built-in one; or one model's prices for every call). With
     ``keep_recorded_compactions`` the run kept the recorded compactions; one that changed
@@ -668,7 +679,9 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
     ``rules_given`` (``--cache-model``), a recording whose harness cached nothing
     (``uncached_as_recorded``) is priced with no cache. The recorded cache breaks and warm start
     are replayed under any policy (no policy changes what the harness or the provider did), but
-    not under another provider's cache than the recorded one."""
+    not under another provider's cache than the recorded one. The calls of ``summary_calls`` made
+    summary requests: each is priced at the summarizer's model (``summarizer_model``), else at that
+    call's own model, at that call's time."""
     calls_usage, models, times, started_at = _calls_of(records, feed)
     prices_of = _Prices(prices, feed.model, started_at)
     rules, own = _rules_of(calls_usage, models, feed, rules, rules_given)
@@ -687,7 +700,7 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
     sent_as_recorded = not acted and (keep_recorded_compactions or not feed.compactions)
     return RunPricing(
         prices=prices_of.forced or prices_of.lookup(feed.model, started_at),
-        summary_prices=prices_of(summarizer_model or feed.model),
+        summary_prices=_summary_prices(prices_of, summarizer_model, models, times, summary_calls),
         priced=priced, recorded=recorded, billed=billed(feed.metadata), breaks=breaks,
         ledger=cache_ledger(records, calls_usage, recorded.input) if recorded and sent_as_recorded else None,
         rules=rules, sidechains=recorded_of(side, prices_of) if side else None, sidechain_calls=len(side),
