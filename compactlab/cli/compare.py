@@ -14,7 +14,7 @@ from .common import Choice, policy_options, format_option, verbose_option, force
 @click.command()
 @click.argument("transcripts", nargs=-1, required=False, type=click.Path(path_type=str), metavar="[TRANSCRIPT]...")
 @sessions_options
-@policies_option("none, s06, s08")
+@policies_option("none, s06, s08 and, for the sessions of one harness, its preset")
 @policy_options
 @summarizer_options
 @click.option("--sweep", "sweeps", multiple=True, metavar="LAYER.KEY=V1,V2,...",
@@ -59,7 +59,7 @@ def compare(transcripts: tuple[str, ...], **options: Any) -> None:
     from ..reports.compare_report import WRITERS
 
     o, quiet = options, options["quiet"]
-    grid = Grid(policies=list(o["policy_refs"] or ("none", "s06", "s08")), overrides=list(o["overrides"]),
+    grid = Grid(policies=list(o["policy_refs"]), overrides=list(o["overrides"]),
                 sweeps=list(o["sweeps"]))
     reporting = Reporting(sort_key=o["sort_key"], charts=o["charts"], retention_margin=o["retention_margin"],
                           next_action=asking_for(o, grid.policies))

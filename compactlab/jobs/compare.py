@@ -30,11 +30,46 @@ if TYPE_CHECKING:
     from .next_action import Asking
 
 
+#: what a compare runs where it is given no policy: no compaction and the seed designs (and the
+#: preset of the harness that recorded the sessions: ``default_policies``)
+DEFAULT_POLICIES = ("none", "s06", "s08")
+
+
+def default_policies(files: list[str]) -> tuple[list[str], str | None]:
+    """The policies a compare of ``files`` runs where it is given none: ``DEFAULT_POLICIES``, and,
+    where one harness whose compaction settings are known recorded every session (as its verdict
+    reads them: ``compare_report.sessions_harness``), that harness's preset: what its user runs now,
+    beside which the others are read. With the note that says so (None where nothing is added)."""
+    from ..corpus.harness_settings import TABLE
+    from ..transcripts import recorded_format
+
+    formats = set()
+    for path in files:
+        formats.add(recorded_format(path))
+        if len(formats) > 1:
+            break
+    h = TABLE.get(formats.pop() or "") if len(formats) == 1 else None
+    if h is None or h.preset in DEFAULT_POLICIES:
+        return list(DEFAULT_POLICIES), None
+    return [*DEFAULT_POLICIES, h.preset], (f"comparing {h.preset} too: {h.title}'s own compaction, which recorded "
+                                           f"{'this session' if len(files) == 1 else 'these sessions'} (-p chooses)")
+
+
+def _listed(grid: "Grid", files: list[str], notes: list[str]) -> list:
+    """The grid's runs (``build_grid``), of its policies or, where it names none, of
+    ``default_policies``' (said in ``notes``)."""
+    chosen, said = (grid.policies, None) if grid.policies else default_policies(files)
+    if said is not None:
+        notes.append(said)
+    return build_grid(chosen, grid.overrides, grid.sweeps, notes)
+
+
 @dataclass(kw_only=True)
 class Grid:
-    """What a compare runs: its policies, the --set keys they share, and the swept values."""
+    """What a compare runs: its policies (empty: ``default_policies``), the --set keys they share,
+    and the swept values."""
 
-    policies: list[str] = field(default_factory=lambda: ["none", "s06", "s08"])
+    policies: list[str] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
     sweeps: list[str] = field(default_factory=list)
 
@@ -90,7 +125,7 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
     from ..reports.compare_report import comparison, results_files
 
     notes: list[str] = []
-    listed = build_grid(grid.policies, grid.overrides, grid.sweeps, notes)
+    listed = _listed(grid, files, notes)
     policies, reference, added = with_reference(listed, grid.overrides)  # (added: no compaction, as the reference)
     for note in notes:
         notify(note, False)

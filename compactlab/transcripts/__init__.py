@@ -27,7 +27,7 @@ FORMATS: dict[str, ModuleType] = {
                         gemini_cli, cline, pi, qwen, opencode, copilot, amp, goose)
 }
 
-__all__ = ["FORMATS", "FolderFile", "one_session", "written_at", "RecordedCompaction", "UnknownFormat", "Transcript", "TranscriptBuilder", "TranscriptStream", "detect_format",
+__all__ = ["FORMATS", "FolderFile", "one_session", "written_at", "RecordedCompaction", "UnknownFormat", "Transcript", "TranscriptBuilder", "TranscriptStream", "detect_format", "recorded_format",
            "expand_inputs", "load_transcript", "open_transcript", "skipped_subagents", "subagent_sessions"]
 
 SESSION_GLOBS = ("*.jsonl", "*.jsonl.gz", "*.jsonl.zst", "*.json", "*.traj")
@@ -134,6 +134,23 @@ def _detect(path: str, head: Head | None = None) -> tuple[str, dict[str, Any]]:
 def detect_format(path: str, head: Head | None = None) -> str:
     """The format of a file, from its content (``head``: its first lines, parsed already)."""
     return _detect(path, head)[0]
+
+
+def recorded_format(path: str) -> str | None:
+    """The format the session at ``path`` was recorded in, from its content: its own, or for a file
+    ``compactlab convert`` wrote, the one its first reply names (as its loader reads it: the
+    transcript's ``source_format``); None where it is no transcript compactlab reads (its replay
+    says why)."""
+    try:
+        fmt, read = _detect(path)
+    except (InputError, OSError, ValueError):
+        return None
+    if fmt == anthropic_messages.NAME and "head" in read:
+        builder = TranscriptBuilder(path, fmt)
+        for obj in read["head"].objects:
+            builder.recorded_from(obj.get(anthropic_messages.RECORDED_FORMAT_KEY))
+        return builder.metadata.get("recorded_format") or fmt
+    return fmt
 
 
 def _format(path: str, input_format: str | None, options: dict[str, object]) -> ModuleType:

@@ -216,3 +216,35 @@ def test_the_verdict_says_which_violations_the_s08_designs_manual_compaction_mak
                              "--dry-run", "--format", "json", "-q").stdout)
     assert sum(run["violations_introduced"] for run in other["runs"]) > 0
     assert "orphaned by the policy's manual compaction" not in other["verdict"]["recommendation"]
+
+
+def test_a_compare_of_one_harnesss_sessions_compares_its_preset_too(cli, tmp_path):
+    """Given no policy, a compare of sessions one harness recorded (Claude Code here) compares that
+    harness's preset beside none, s06 and s08: what its user runs now, so the verdict can say to
+    keep it; a converted copy of them is read as they are. Sessions of another format, or of several,
+    and a compare given its policies, run what they ran."""
+    from compactlab.jobs.compare import DEFAULT_POLICIES, default_policies
+    from compactlab.synth import write
+    from compactlab.transcripts import recorded_format
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    for seed in (1, 2):
+        write(folder / f"cc{seed}.jsonl", 40, seed=seed, form="claude-code")
+    r = cli("compare", folder, "--dry-run", "--format", "json", "--jobs", "1")
+    assert r.exit_code == 0, r.output
+    assert "comparing claude-code too: Claude Code's own compaction, which recorded these sessions" in r.stderr
+    assert {row["policy"] for row in orjson.loads(r.stdout)["runs"]} == {*DEFAULT_POLICIES, "claude-code"}
+    converted = tmp_path / "converted.jsonl"
+    assert cli("convert", folder / "cc1.jsonl", "-o", converted).exit_code == 0
+    assert recorded_format(str(converted)) == "claude-code" and recorded_format(str(T1)) == "anthropic"
+    assert default_policies([str(converted)]) == ([*DEFAULT_POLICIES, "claude-code"], (
+        "comparing claude-code too: Claude Code's own compaction, which recorded this session (-p chooses)"))
+    # another format's, several harnesses', a file no format reads: the three
+    assert default_policies([str(T1)]) == (list(DEFAULT_POLICIES), None)
+    assert default_policies([str(folder / "cc1.jsonl"), str(T1)]) == (list(DEFAULT_POLICIES), None)
+    (tmp_path / "notes.jsonl").write_text("not json\n")
+    assert recorded_format(str(tmp_path / "notes.jsonl")) is None
+    r = cli("compare", folder, "-p", "s08", "--dry-run", "--format", "json", "--jobs", "1")
+    assert r.exit_code == 0 and "comparing claude-code too" not in r.stderr
+    assert {row["policy"] for row in orjson.loads(r.stdout)["runs"]} == {"s08", "none"}
