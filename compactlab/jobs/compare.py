@@ -35,30 +35,31 @@ if TYPE_CHECKING:
 DEFAULT_POLICIES = ("none", "s06", "s08")
 
 
-def default_policies(files: list[str]) -> tuple[list[str], str | None]:
+def default_policies(files: list[str], input_format: str | None = None) -> tuple[list[str], str | None]:
     """The policies a compare of ``files`` runs where it is given none: ``DEFAULT_POLICIES``, and,
     where one harness whose compaction settings are known recorded every session (as its verdict
-    reads them: ``compare_report.sessions_harness``), that harness's preset: what its user runs now,
-    beside which the others are read. With the note that says so (None where nothing is added)."""
+    reads them: ``compare_report.sessions_harness``; ``input_format``: the one the files are read
+    as, where given), that harness's preset: what its user runs now, beside which the others are
+    read. With the note that says so (None where nothing is added)."""
     from ..corpus.harness_settings import TABLE
     from ..transcripts import recorded_format
 
-    formats = set()
-    for path in files:
-        formats.add(recorded_format(path))
-        if len(formats) > 1:
-            break
-    h = TABLE.get(formats.pop() or "") if len(formats) == 1 else None
+    h = None
+    for path in files:  # (each read as far as its format is known; no further once it is not one harness's)
+        found = TABLE.get(recorded_format(path, input_format) or "")
+        if found is None or (h is not None and found is not h):
+            return list(DEFAULT_POLICIES), None
+        h = found
     if h is None or h.preset in DEFAULT_POLICIES:
         return list(DEFAULT_POLICIES), None
     return [*DEFAULT_POLICIES, h.preset], (f"comparing {h.preset} too: {h.title}'s own compaction, which recorded "
                                            f"{'this session' if len(files) == 1 else 'these sessions'} (-p chooses)")
 
 
-def _listed(grid: "Grid", files: list[str], notes: list[str]) -> list:
+def _listed(grid: "Grid", files: list[str], notes: list[str], input_format: str | None) -> list:
     """The grid's runs (``build_grid``), of its policies or, where it names none, of
     ``default_policies``' (said in ``notes``)."""
-    chosen, said = (grid.policies, None) if grid.policies else default_policies(files)
+    chosen, said = (grid.policies, None) if grid.policies else default_policies(files, input_format)
     if said is not None:
         notes.append(said)
     return build_grid(chosen, grid.overrides, grid.sweeps, notes)
@@ -125,7 +126,7 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
     from ..reports.compare_report import comparison, results_files
 
     notes: list[str] = []
-    listed = _listed(grid, files, notes)
+    listed = _listed(grid, files, notes, settings.input_format)
     policies, reference, added = with_reference(listed, grid.overrides)  # (added: no compaction, as the reference)
     for note in notes:
         notify(note, False)

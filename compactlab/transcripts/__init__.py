@@ -136,13 +136,15 @@ def detect_format(path: str, head: Head | None = None) -> str:
     return _detect(path, head)[0]
 
 
-def recorded_format(path: str) -> str | None:
-    """The format the session at ``path`` was recorded in, from its content: its own, or for a file
-    ``compactlab convert`` wrote, the one its first reply names (as its loader reads it: the
-    transcript's ``source_format``); None where it is no transcript compactlab reads (its replay
-    says why)."""
+def recorded_format(path: str, input_format: str | None = None) -> str | None:
+    """The format the session at ``path`` was recorded in, from its content: the one it is read as
+    (``input_format``, else detected), or for a file ``compactlab convert`` wrote, the one its first
+    reply names (as its loader reads it: the transcript's ``source_format``); None where it is no
+    transcript compactlab reads (its replay says why)."""
     try:
-        fmt, read = _detect(path)
+        if input_format is not None and input_format != anthropic_messages.NAME:
+            return input_format
+        fmt, read = (input_format, {"head": read_head(path)}) if input_format is not None else _detect(path)
     except (InputError, OSError, ValueError):
         return None
     if fmt == anthropic_messages.NAME and "head" in read:

@@ -238,6 +238,9 @@ def test_a_compare_of_one_harnesss_sessions_compares_its_preset_too(cli, tmp_pat
     converted = tmp_path / "converted.jsonl"
     assert cli("convert", folder / "cc1.jsonl", "-o", converted).exit_code == 0
     assert recorded_format(str(converted)) == "claude-code" and recorded_format(str(T1)) == "anthropic"
+    # read as the format it is forced to be (--input-format), a converted file as its source still
+    assert recorded_format(str(converted), "anthropic") == "claude-code"
+    assert recorded_format(str(folder / "cc1.jsonl"), "claude-code") == "claude-code"
     assert default_policies([str(converted)]) == ([*DEFAULT_POLICIES, "claude-code"], (
         "comparing claude-code too: Claude Code's own compaction, which recorded this session (-p chooses)"))
     # another format's, several harnesses', a file no format reads: the three
