@@ -346,7 +346,8 @@ def _notes(entries: list[Entry], guard: _Guard, best: Entry, runner: Entry | Non
         named = ", ".join(f"{e.label} ({(triggers or {})[e.label]})" if e.label in (triggers or {}) else e.label
                           for e in idle)
         text.append(f"{named} never acted on these transcripts (largest context "
-                    f"{max(e.peak_tokens for e in entries):,} tokens): there they are no compaction.")
+                    f"{max(e.peak_tokens for e in entries):,} tokens): there {'it is' if len(idle) == 1 else 'they are'} "
+                    "no compaction.")
     unfit = guard.transcripts - guard.fits
     if unfit:
         text.append(f"On {len(unfit)} transcript(s) no policy fits the context window (no compaction overflows there "

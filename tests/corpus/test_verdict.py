@@ -268,7 +268,12 @@ def test_a_policy_that_never_fired_is_named_with_its_trigger_and_none_wins_a_tie
     assert v["recommended"] == "none" and v["passes"]
     assert "claude-code (summary past 167,000 tokens), gemini-cli (summary past 524,288 tokens) never acted" in \
         v["recommendation"]
+    assert "there they are no compaction" in v["recommendation"]
     assert "No transcript fills the context window even with no compaction" in v["recommendation"]
+    r = cli("compare", SAMPLES / "synth-small.jsonl", "-p", "claude-code", "-p", "s08", "--dry-run", "--format", "json")
+    assert "claude-code (summary past 167,000 tokens) never acted on these transcripts (largest context 39,335 " \
+           "tokens): there it is no compaction." in \
+        orjson.loads(r.stdout)["verdict"]["recommendation"]
 
 
 def test_the_saving_interval_drawn_in_blocks_is_the_interval_drawn_at_once(monkeypatch):
