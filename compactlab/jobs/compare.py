@@ -58,8 +58,10 @@ def default_policies(files: list[str], input_format: str | None = None) -> tuple
 
 def _listed(grid: "Grid", files: list[str], notes: list[str], input_format: str | None) -> list:
     """The grid's runs (``build_grid``), of its policies or, where it names none, of
-    ``default_policies``' (said in ``notes``)."""
-    chosen, said = (grid.policies, None) if grid.policies else default_policies(files, input_format)
+    ``default_policies``' (said in ``notes``): not the harness's preset where ``--set`` changes every
+    policy (it would not be what its user runs)."""
+    chosen, said = ((grid.policies, None) if grid.policies else (list(DEFAULT_POLICIES), None) if grid.overrides
+                    else default_policies(files, input_format))
     if said is not None:
         notes.append(said)
     return build_grid(chosen, grid.overrides, grid.sweeps, notes)

@@ -248,6 +248,10 @@ def test_a_compare_of_one_harnesss_sessions_compares_its_preset_too(cli, tmp_pat
     assert default_policies([str(folder / "cc1.jsonl"), str(T1)]) == (list(DEFAULT_POLICIES), None)
     (tmp_path / "notes.jsonl").write_text("not json\n")
     assert recorded_format(str(tmp_path / "notes.jsonl")) is None
+    # with --set every policy is changed: the harness's preset would not be what its user runs
+    r = cli("compare", folder, "--set", "summary.trigger=50000", "--dry-run", "--format", "json", "--jobs", "1")
+    assert r.exit_code == 0 and "comparing claude-code too" not in r.stderr
+    assert {row["policy"] for row in orjson.loads(r.stdout)["runs"]} == set(DEFAULT_POLICIES)
     r = cli("compare", folder, "-p", "s08", "--dry-run", "--format", "json", "--jobs", "1")
     assert r.exit_code == 0 and "comparing claude-code too" not in r.stderr
     assert {row["policy"] for row in orjson.loads(r.stdout)["runs"]} == {"s08", "none"}
