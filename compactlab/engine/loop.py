@@ -268,6 +268,7 @@ class Turns:
         self.configured_window = options.configured_window
         self.keep_contexts = options.keep_contexts  # the calls whose sent context is kept
         self.last_time: float | None = None
+        self.last_model: str | None = None  # (the previous call's model: the prompt cache is per model)
         self.as_recorded = True  # the context is what the recording sent (no layer has acted yet)
         #: whether the whole history is still what the recording sent (no recorded compaction
         #: passed): as_recorded for a policy that never acts, no compaction's
@@ -570,16 +571,20 @@ class Turns:
         """The facts of this call (``CallFacts``), the same for every layer (``recorded``: the
         recorded tokens where the caller read them, ``_recorded_tokens``). Asked at every call: the
         time since the previous one is counted from it."""
-        now = seconds((self.usage.get(pos) or {}).get("timestamp")) if self.usage else None
+        usage = (self.usage.get(pos) or {}) if self.usage else {}
+        now = seconds(usage.get("timestamp")) if usage else None
         idle = now - self.last_time if now is not None and self.last_time is not None else None
         lifetime = self.cache.rules.lifetime or TTL_SECONDS[self.ttl]
         cold = call > 0 and (idle or 0) > lifetime
+        # (a request on another model than the previous call's finds the cache empty, as pricing has it)
+        model = usage.get("model") or self.model()
+        switched, self.last_model = call > 0 and model != self.last_model, model
         # (the next call's time: only a before_expiry timing asks, so no other replay pays for the look-up)
         following = self.next_time(pos) if self.policy.summary.timing == "before_expiry" else None
         self.last_time = now
         return CallFacts(call, idle, any(map(is_prompt, pending)),
                          self._recorded_tokens(pos, pending) if recorded is _UNREAD else recorded,
-                         0 if cold else self.cache.sent_tokens, cold,
+                         0 if cold or switched else self.cache.sent_tokens, cold,
                          now is not None and following is not None and following - now > lifetime, self.window)
 
     def _recorded_tokens(self, pos: int, pending: list[Entry]) -> int | None:

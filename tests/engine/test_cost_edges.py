@@ -413,3 +413,33 @@ def test_a_summary_is_priced_at_the_model_of_the_call_that_made_it(cli, tmp_path
     # (the session's last model, which the summary was priced at before, is 15x cheaper)
     assert s["summary_cost_usd"] > 10 * (s["summary_input_tokens"] * haiku.input
                                           + s["summary_output_tokens"] * haiku.output) / 1e6
+
+
+@pytest.mark.parametrize("which", ["python", "native"])
+def test_a_prefix_summary_request_on_another_model_than_the_previous_call_reads_no_cache(cli, tmp_path,
+                                                                                          monkeypatch, which):
+    """The prompt cache is per model: a summary request made on the model of a call that switched
+    model reads nothing of the previous call's prompt (as that call's own prompt reads nothing),
+    and is priced as a cache write; on one model all along it reads the cache."""
+    from compactlab import core
+
+    if which == "native" and core.native_module() is None:
+        pytest.skip("the native core is not built in this install: the python core's run is the test")
+    monkeypatch.setenv("COMPACTLAB_CORE", which)
+
+    def session(name: str, switching: bool):
+        lines, call = [], 0
+        for m in tool_session(20, 6000):
+            if m["role"] == "assistant":
+                model = ("claude-opus-4-1", "claude-haiku-4-5")[call % 2] if switching else "claude-opus-4-1"
+                m = {"type": "message", **m, "model": model, "timestamp": f"2026-01-01T00:{call:02d}:00Z",
+                     "usage": {"input_tokens": 10, "cache_creation_input_tokens": 990, "output_tokens": 9}}
+                call += 1
+            lines.append(m)
+        return write_jsonl(tmp_path / name, lines)
+
+    switching, steady = _run(cli, session("switching.jsonl", True), *SUMMARY_ONLY), \
+        _run(cli, session("steady.jsonl", False), *SUMMARY_ONLY)
+    assert switching["core"] == steady["core"] == which
+    assert switching["summaries"] == steady["summaries"] > 0
+    assert steady["summary_cache_read_tokens"] > 0 and switching["summary_cache_read_tokens"] == 0
