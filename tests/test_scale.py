@@ -598,3 +598,22 @@ def test_a_figure_that_rounds_to_its_bound_shows_the_digits_that_tell_them_apart
     assert value_text(2.4512, "× (#59) ≤ 2.5").strip() == "2.45"
     assert value_text(3.47, "× (guard)") == "    3.47"
     assert value_text(float("nan"), "× ≤ 2.5 (#59): counted by bench --instructions").strip() == "nan"
+
+
+def test_the_targets_cpu_ratio_says_how_far_its_rounds_moved():
+    """#59's CPU ratios are medians over interleaved rounds; the row says each round's own ratio's
+    range beside its target, the host's noise it is read against (none for one round)."""
+    from compactlab.bench import INSTRUCTION_TARGETS, Measure, _over_the_floor
+
+    def measured(name: str, cpus: list[float]) -> Measure:
+        return Measure(name, [], cpus=cpus)
+
+    by = {"floor": measured("floor", [0.10, 0.12, 0.11]), "replay large window": measured("w", [0.3] * 3),
+          "replay -p claude-code": measured("c", [0.3] * 3)}
+    by |= {name: measured(name, [0.30, 0.30, 0.33]) for name in INSTRUCTION_TARGETS}
+    rows = {label: (value, target, ok) for label, value, target, ok in _over_the_floor(by, None)}
+    value, target, ok = rows["replay -p s08 / floor (CPU)"]
+    assert value == pytest.approx(0.30 / 0.11) and ok is False
+    assert target == "× (#59) ≤ 2.5 (rounds 2.50–3.00)"  # (0.30/0.12, 0.30/0.10)
+    one = {name: Measure(name, [], cpus=[m.cpus[0]]) for name, m in by.items()}
+    assert _over_the_floor(one, None)[0][2] == "× (#59) ≤ 2.5"
