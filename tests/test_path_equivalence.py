@@ -39,7 +39,7 @@ FIELDS = ("calls", "cost_usd", "raw_cost_usd", "recorded_cost_usd", "tokens_tota
           "custom", "peak_tokens", "final_tokens", "reduction", "cache_read_tokens", "cache_write_tokens",
           "cost_usd_nocache", "raw_cost_usd_nocache", "recorded_input_cost_usd", "billed_cost_usd", "window_tokens",
           "window_source", "calibration", "price_model", "priced_by", "probe_kinds", "probes_recoverable",
-          "recoverable", "cache_expired_calls", "fingerprint")
+          "recoverable", "cache_expired_calls", "summary_cost_usd", "summary_cache_read_tokens", "fingerprint")
 #: what tune's evaluation calls them (corpus.tune.totals)
 TUNE_NAMES = {"violations": "violations_introduced", "cost_usd": "cost_usd", "raw_cost_usd": "raw_cost_usd",
               "recall": "recall", "retention": "retention", "probes": "probes", "overflows": "overflows"}
