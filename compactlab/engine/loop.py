@@ -576,8 +576,9 @@ class Turns:
         idle = now - self.last_time if now is not None and self.last_time is not None else None
         lifetime = self.cache.rules.lifetime or TTL_SECONDS[self.ttl]
         cold = call > 0 and (idle or 0) > lifetime
-        # (a request on another model than the previous call's finds the cache empty, as pricing has it)
-        model = usage.get("model") or self.model()
+        # (a request on another model than the previous call's finds the cache empty, as pricing has
+        # it: each call's recorded model, else the recording's; none where it records no usage)
+        model = (usage.get("model") or self.model()) if self.usage else None
         switched, self.last_model = call > 0 and model != self.last_model, model
         # (the next call's time: only a before_expiry timing asks, so no other replay pays for the look-up)
         following = self.next_time(pos) if self.policy.summary.timing == "before_expiry" else None

@@ -443,3 +443,26 @@ def test_a_prefix_summary_request_on_another_model_than_the_previous_call_reads_
     assert switching["core"] == steady["core"] == which
     assert switching["summaries"] == steady["summaries"] > 0
     assert steady["summary_cache_read_tokens"] > 0 and switching["summary_cache_read_tokens"] == 0
+
+
+@pytest.mark.parametrize("reading", ["default", "0", "lazy"])
+def test_a_recording_without_usage_never_switches_model_for_its_summary_request(cli, tmp_path, monkeypatch,
+                                                                                reading):
+    """Where a recording records no usage, pricing knows no call's model: a prefix summary request
+    reads the previous call's prompt from the cache whatever model its replies name, however the
+    file is streamed (COMPACTLAB_READ_AHEAD 0: by Python; lazy: by the native core), where the
+    model as far as read is no call's."""
+    from compactlab import core
+
+    if reading == "lazy" and core.native_module() is None:
+        pytest.skip("the native core is not built in this install: it streams no file")
+    if reading != "default":
+        monkeypatch.setenv("COMPACTLAB_READ_AHEAD", reading)
+    lines, call = [], 0
+    for m in tool_session(20, 6000):
+        if m["role"] == "assistant":
+            m = {"type": "message", **m, "model": ("claude-opus-4-1", "claude-haiku-4-5")[call % 2]}
+            call += 1
+        lines.append(m)
+    s = _run(cli, write_jsonl(tmp_path / "unbilled.jsonl", lines), *SUMMARY_ONLY)
+    assert s["summaries"] > 0 and s["summary_cache_read_tokens"] > 0
