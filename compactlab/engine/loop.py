@@ -374,8 +374,7 @@ class Turns:
         changed_from = len(ctx) if stats.lowest_changed is None else stats.lowest_changed
         self.measures.at_call(CallAt(call, pos, changed_from, intact and self.restarts is None, tokens, reply.chars),
                               ctx, record)  # 4, 5
-        self.totals.add(stats)
-        self.summary_calls.add(call, stats)
+        self._count(call, stats)
         self.as_recorded = self.as_recorded and not acted
         ctx.append(reply)  # 6
         self.done = pos + 1
@@ -450,6 +449,11 @@ class Turns:
         self.manual_pending = self.manual_tool in reply.tool_names
         return record
 
+    def _count(self, call: int, stats: LayerStats) -> None:
+        """What the layers did at ``call`` into the run's totals, and its summary requests by call."""
+        self.totals.add(stats)
+        self.summary_calls.add(call, stats)
+
     def _first_layered(self) -> None:
         """At the first call of a policy the native loop runs: the summary's trigger for this
         recording, and the window the steps read."""
@@ -474,8 +478,7 @@ class Turns:
             record.summarized, record.summary_input_chars, record.summary_output_chars = (
                 stats.summaries, stats.summary_input_chars, stats.summary_output_chars)
             record.reactive, record.manual = stats.reactive, stats.manual
-            self.totals.add(stats)
-            self.summary_calls.add(call, stats)
+            self._count(call, stats)
             actions = _ACTIONS(stats)
             if any(actions):
                 self._event(call, stats, actions, (n_before, chars_before), record.tokens, record.messages)
