@@ -2074,6 +2074,25 @@ pub(crate) struct RecallCheck {
     outcomes: Outcomes,
     /// the texts it makes itself (a plain `Entry`'s, and those of a message left in its file)
     texts_here: NativeTexts,
+    /// the names of the layers a probe not kept is put down to, as the ledger's rows hold them: a
+    /// string a name, made once a run (interning one again, for each row, cost more than the row)
+    layer_names: FxHashMap<String, Py<PyString>>,
+}
+
+/// `compactlab.transcripts.messages.ResultFact`, a tool result's facts (a named tuple whose first
+/// item is its block), looked up once.
+fn result_fact(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    static CLASS: pyo3::sync::PyOnceLock<Py<PyType>> = pyo3::sync::PyOnceLock::new();
+    CLASS
+        .get_or_try_init(py, || {
+            Ok::<_, PyErr>(
+                py.import("compactlab.transcripts.messages")?
+                    .getattr("ResultFact")?
+                    .cast_into::<PyType>()?
+                    .unbind(),
+            )
+        })
+        .map(|class| class.bind(py))
 }
 
 /// The texts of the messages of a context, made by the Python functions the check was given.
@@ -2652,6 +2671,7 @@ impl RecallCheck {
             check: recall::Check::default(),
             last: Vec::new(),
             known: FxHashMap::default(),
+            layer_names: FxHashMap::default(),
             shared,
             replaced: None,
             whole,
@@ -2753,6 +2773,7 @@ impl RecallCheck {
             msgs.push(self.msg(&entries.get_item(i)?)?);
         }
         let mut check = std::mem::take(&mut self.check);
+        let mut names = std::mem::take(&mut self.layer_names);
         let mut texts = PyTexts {
             entries,
             owner: self,
@@ -2765,13 +2786,14 @@ impl RecallCheck {
                     &out,
                     made,
                     (&check, &msgs),
-                    call,
+                    (call, &mut names),
                     ledger,
                     done,
                     entries,
                 )
             });
         self.check = check;
+        self.layer_names = names;
         if checked.is_err() {
             // (what the memo knows is no longer sure)
             self.check = recall::Check::default();
@@ -2831,7 +2853,7 @@ impl RecallCheck {
         out: &[u8],
         made: bool,
         (check, msgs): (&recall::Check, &[Arc<recall::Msg>]),
-        call: i64,
+        (call, names): (i64, &mut FxHashMap<String, Py<PyString>>),
         ledger: Option<&Ledger<'py>>,
         done: Option<&Bound<'py, PyAny>>,
         entries: &Bound<'py, PyList>,
@@ -2893,8 +2915,16 @@ impl RecallCheck {
             } else {
                 intern!(py, "lost")
             };
-            // (a layer's name, one of a few: interned, one string for every row that names it)
-            say(p, status, PyString::intern(py, &gone.by), gone.at)?;
+            // (a layer's name, one of a few: one string for every row that names it)
+            let by = match names.get(&gone.by) {
+                Some(by) => by.bind(py).clone(),
+                None => {
+                    let by = PyString::intern(py, &gone.by);
+                    names.insert(gone.by.clone(), by.clone().unbind());
+                    by
+                }
+            };
+            say(p, status, by, gone.at)?;
         }
         Ok((kept, recoverable))
     }
@@ -2944,7 +2974,13 @@ impl RecallCheck {
         }
         let mut results = Vec::new();
         for fact in members::fact(entry, Fact::Results)?.try_iter()? {
-            results.push(fact?.getattr(intern!(py, "block"))?.extract::<i64>()?);
+            let fact = fact?;
+            // (a `ResultFact`, a named tuple: its block is its first item; any other by name)
+            let block = match fact.cast::<PyTuple>() {
+                Ok(t) if fact.get_type().is(result_fact(py)?) => t.get_item(0)?,
+                _ => fact.getattr(intern!(py, "block"))?,
+            };
+            results.push(block.extract::<i64>()?);
         }
         let m = Arc::new(recall::Msg::new(key, origin, changed, results));
         match &self.shared {
