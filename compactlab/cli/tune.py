@@ -59,6 +59,7 @@ def tune(transcripts: tuple[str, ...], **options: Any) -> None:
       # Claude Code's own settings, on your sessions
       compactlab tune --harness claude-code --trials 40
     """
+    from ..corpus.harness_settings import HARNESSES, home_of, of_format
     from ..jobs.tune import Search, check_search, tune_files
     from ..reports.tune_report import WRITERS
 
@@ -66,12 +67,17 @@ def tune(transcripts: tuple[str, ...], **options: Any) -> None:
     if not o["spaces"] and not o["harness"]:
         raise UsageError("tune needs --space KEY=LO:HI (a policy's keys) or --harness NAME (its settings)",
                          hint="e.g. --space summary.trigger=40000:200000, or --harness claude-code")
+    # (a harness named as its sessions' home is: qwen, Qwen Code's, searches qwen-code's settings)
+    named = of_format(o["harness"]) if o["harness"] not in (None, *HARNESSES) else None
+    harness = named.name if named is not None else o["harness"]
     spec = Search(base=o["base"], overrides=list(o["overrides"]), spaces=list(o["spaces"]), trials=o["trials"],
                   objectives=o["objective"], max_violations=o["max_violations"], sampler=o["sampler"], seed=o["seed"],
-                  resume=o["resume"], chart=o["chart"], harness=o["harness"])
+                  resume=o["resume"], chart=o["chart"], harness=harness)
     check_search(spec)  # (before the sessions are looked for: a wrong option is the first thing said)
-    found = {**o, "harness": None} if transcripts else o  # (with paths, --harness names the settings searched)
-    homed(transcripts, o["harness"])
+    # (with paths, --harness names the settings searched; with none, also the home searched: Qwen Code's is qwen's)
+    home = None if transcripts or harness is None else home_of(harness)
+    found = {**o, "harness": home}
+    homed(transcripts, home)
     done = tune_files(inputs_of(transcripts, o["subagents"], quiet, found), spec, job_settings(o),
                       lambda result: WRITERS[o["fmt"]](result, sys.stdout), notifier(quiet, o["verbose"]), progress_bar(quiet))
     end_command(done.outcome, quiet)

@@ -81,6 +81,8 @@ CODEX_WINDOW, CODEX_LIMIT = 272_000, 244_800
 OPENCODE_USABLE = 168_000
 #: Pi's trigger is the model's window less compaction.reserveTokens (the pi preset's window: 200,000)
 PI_WINDOW = 200_000
+#: goose's threshold and Qwen Code's are shares of the model's window (their presets': 200,000)
+GOOSE_WINDOW = QWEN_CODE_WINDOW = 200_000
 
 
 def _claude(s: dict[str, Any]) -> list[str]:
@@ -103,6 +105,23 @@ def _opencode(s: dict[str, Any]) -> list[str]:
 
 def _pi(s: dict[str, Any]) -> list[str]:
     return ["~/.pi/agent/settings.json: " + json.dumps({"compaction": {"reserveTokens": s["compaction.reserveTokens"]}})]
+
+
+def _goose(s: dict[str, Any]) -> list[str]:
+    return [f"export GOOSE_AUTO_COMPACT_THRESHOLD={s['GOOSE_AUTO_COMPACT_THRESHOLD']}"]
+
+
+def _qwen_code(s: dict[str, Any]) -> list[str]:
+    threshold = s["model.chatCompression.contextPercentageThreshold"]
+    return ["~/.qwen/settings.json: "
+            + json.dumps({"model": {"chatCompression": {"contextPercentageThreshold": threshold}}})]
+
+
+def _share_of(window: int) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+    """A threshold that is a share of ``window`` as the preset's trigger: (the share a trigger is, the
+    trigger a share is), each the other's inverse on the searched shares (rounded, not cut: 0.7 of
+    200,000 is 140,000, not 139,999)."""
+    return (lambda t: round(t / window, 2)), (lambda f: round(window * float(f)))
 
 
 def _call(module: str, name: str, args: str, wrap: str = "") -> list[str]:
@@ -175,6 +194,15 @@ TABLE: dict[str, Harness] = {h.name: h for h in (
         Knob("compaction.reserveTokens", "summary.trigger", tuple(PI_WINDOW - r for r in range(96_000, 4_095, -4_000)),
              shown=lambda t: PI_WINDOW - t, read=lambda r: PI_WINDOW - int(r), short="reserve"),), _pi,
             off=('~/.pi/agent/settings.json: {"compaction": {"enabled": false}}',)),
+    Harness("goose", "goose", "goose", (
+        Knob("GOOSE_AUTO_COMPACT_THRESHOLD", "summary.trigger", tuple(round(GOOSE_WINDOW * f) for f in _steps(0.1, 0.95, 0.05)),
+             *_share_of(GOOSE_WINDOW), short="threshold"),), _goose,
+            off=("export GOOSE_AUTO_COMPACT_THRESHOLD=0.0",)),
+    Harness("qwen-code", "Qwen Code", "qwen-code", (
+        Knob("model.chatCompression.contextPercentageThreshold", "summary.trigger",
+             tuple(round(QWEN_CODE_WINDOW * f) for f in _steps(0.1, 0.95, 0.05)), *_share_of(QWEN_CODE_WINDOW),
+             short="threshold"),), _qwen_code,
+            no_off="compactlab knows no Qwen Code setting that turns chat compression off"),
     Harness("langchain", "LangChain SummarizationMiddleware", "langchain-summarization", (
         Knob("trigger", "custom.settings.trigger_fraction", _steps(0.5, 0.95, 0.05)),
         Knob("keep", "custom.settings.keep_messages", _steps(4, 60, 4, 0))), _langchain,
@@ -206,6 +234,22 @@ HARNESSES = tuple(TABLE)
 
 def harness(name: str) -> Harness:
     return TABLE[name]
+
+
+#: the harnesses whose format is read under another name than theirs (``transcripts.FORMATS``)
+FORMAT_HARNESS = {"qwen": "qwen-code"}
+
+
+def home_of(name: str) -> str:
+    """The name harness ``name``'s sessions are found under (``transcripts.homes``) and read as (its
+    format): its own, but where ``FORMAT_HARNESS`` names it otherwise (Qwen Code's: ``qwen``)."""
+    return next((fmt for fmt, h in FORMAT_HARNESS.items() if h == name), name)
+
+
+def of_format(fmt: str | None) -> Harness | None:
+    """The harness whose sessions are in format ``fmt`` (a format's ``NAME``: ``claude-code``,
+    ``qwen``, ...), where its compaction settings are known; None for any other."""
+    return TABLE.get(FORMAT_HARNESS.get(fmt or "", fmt or ""))
 
 
 def of_preset(preset_name: str) -> Harness | None:
@@ -354,6 +398,12 @@ def parse_setting(name: str, lines: list[str]) -> dict[str, Any]:
         got["compaction.reserved"] = json.loads(text.partition(": ")[2])["compaction"]["reserved"]
     elif name == "pi":
         got["compaction.reserveTokens"] = json.loads(text.partition(": ")[2])["compaction"]["reserveTokens"]
+    elif name == "goose":
+        key, _, value = lines[0].removeprefix("export ").partition("=")
+        got[key] = float(value)
+    elif name == "qwen-code":
+        compression = json.loads(text.partition(": ")[2])["model"]["chatCompression"]
+        got["model.chatCompression.contextPercentageThreshold"] = compression["contextPercentageThreshold"]
     elif name == "anthropic-api":
         edit = json.loads(text.partition("): ")[2])["context_management"]["edits"][0]
         got.update({k: edit[k]["value"] for k in ("trigger", "keep", "clear_at_least")})
@@ -405,6 +455,17 @@ SETTINGS: dict[str, list[tuple[str, str, str, str, str]]] = {
         ("compaction.reserveTokens", "~/.pi/agent/settings.json", "tokens", "16,384 (DEFAULT_COMPACTION_SETTINGS)",
          "summary.trigger = the window (200,000) less it"),
         ("compaction.enabled", "~/.pi/agent/settings.json", "true / false", "true", "summary.enabled"),
+    ],
+    "goose": [
+        ("GOOSE_AUTO_COMPACT_THRESHOLD", "environment", "0-1 (a share of the model's token "
+         "limit; 0.0 turns auto-compaction off)", "0.8 (160,000 of a 200,000-token window)",
+         "summary.trigger = that share of 200,000"),
+    ],
+    "qwen-code": [
+        ("model.chatCompression.contextPercentageThreshold", "~/.qwen/settings.json (or the project's "
+         ".qwen/settings.json)", "0-1 (a share of the model's token limit)", "0.7 (140,000 of the 200,000 "
+         "fallback limit)", "summary.trigger = that share of 200,000 (a recording's contextWindowSize: set the "
+         "trigger to that share of it)"),
     ],
     "langchain-summarization": [
         ("trigger", "SummarizationMiddleware(...)", '("fraction", 0-1), ("tokens", N) or ("messages", N)',

@@ -41,12 +41,12 @@ def default_policies(files: list[str], input_format: str | None = None) -> tuple
     reads them: ``compare_report.sessions_harness``; ``input_format``: the one the files are read
     as, where given), that harness's preset: what its user runs now, beside which the others are
     read. With the note that says so (None where nothing is added)."""
-    from ..corpus.harness_settings import TABLE
+    from ..corpus.harness_settings import of_format
     from ..transcripts import recorded_format
 
     h = None
     for path in files:  # (each read as far as its format is known; no further once it is not one harness's)
-        found = TABLE.get(recorded_format(path, input_format) or "")
+        found = of_format(recorded_format(path, input_format))
         if found is None or (h is not None and found is not h):
             return list(DEFAULT_POLICIES), None
         h = found

@@ -255,3 +255,24 @@ def test_a_compare_of_one_harnesss_sessions_compares_its_preset_too(cli, tmp_pat
     r = cli("compare", folder, "-p", "s08", "--dry-run", "--format", "json", "--jobs", "1")
     assert r.exit_code == 0 and "comparing claude-code too" not in r.stderr
     assert {row["policy"] for row in orjson.loads(r.stdout)["runs"]} == {"s08", "none"}
+
+
+def test_a_compare_of_goose_or_qwen_code_sessions_compares_their_preset_too(cli, tmp_path):
+    """goose's and Qwen Code's settings are known too (``harness_settings``): their sessions are
+    compared with their preset, a Qwen Code session read in the ``qwen`` format, a goose session
+    from its store; and the verdict names the setting their users change."""
+    from pathlib import Path
+
+    from compactlab.jobs.compare import DEFAULT_POLICIES, default_policies
+
+    qwen = Path(__file__).resolve().parents[1] / "transcripts" / "data" / "qwen" / "built-compression.jsonl"
+    assert default_policies([str(qwen)]) == ([*DEFAULT_POLICIES, "qwen-code"], (
+        "comparing qwen-code too: Qwen Code's own compaction, which recorded this session (-p chooses)"))
+    r = cli("compare", qwen, "--dry-run", "--format", "json", "--jobs", "1")
+    assert r.exit_code == 0, r.output
+    assert {row["policy"] for row in orjson.loads(r.stdout)["runs"]} == {*DEFAULT_POLICIES, "qwen-code"}
+    from helpers import goose_store
+
+    store = goose_store(tmp_path / "sessions.db")
+    assert default_policies([f"{store}#20251122_1"]) == ([*DEFAULT_POLICIES, "goose"], (
+        "comparing goose too: goose's own compaction, which recorded this session (-p chooses)"))

@@ -49,6 +49,17 @@ def test_the_forms_parse_as_the_harness_reads_them():
     assert json.loads(oc[0].partition(": ")[2]) == {"compaction": {"reserved": 20_000}}
     # the preset's default is not the current OpenCode's: its setting is printed, not "no setting"
     assert paste("opencode", {"summary.trigger": 168_000}) == ['opencode.json: {"compaction": {"reserved": 0}}']
+    # goose's threshold and Qwen Code's are shares of the window, the default's share its preset's trigger
+    assert paste("goose", {"summary.trigger": 120_000}) == ["export GOOSE_AUTO_COMPACT_THRESHOLD=0.6"]
+    assert paste("goose", None) == ["export GOOSE_AUTO_COMPACT_THRESHOLD=0.0"]  # (goose's own switch off)
+    qwen = paste("qwen-code", {"summary.trigger": 100_000})
+    assert qwen[0].startswith("~/.qwen/settings.json: ")
+    assert json.loads(qwen[0].partition(": ")[2]) == {"model": {"chatCompression": {"contextPercentageThreshold": 0.5}}}
+    assert paste("qwen-code", None)[0].startswith("none: compactlab knows no Qwen Code setting")
+    for name, default in (("goose", 0.8), ("qwen-code", 0.7)):
+        knob = harness(name).knobs[0]
+        assert knob.shown(load_policy(name).summary.trigger) == default
+        assert knob.read(default) == load_policy(name).summary.trigger in knob.values
     api = paste("anthropic-api", {"micro.trigger_tokens": 60_000, "micro.keep_recent": 4, "micro.clear_at_least": 5_000})
     edit = json.loads(api[0].partition("): ")[2])["context_management"]["edits"][0]
     assert edit == {"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 60_000},
@@ -185,6 +196,33 @@ def _front_replays_to_its_figures(cli, tmp_path, name: str, *samples: str) -> No
 
 def test_tune_harness_codex_prints_config_toml_whose_replay_gives_the_figures(cli, tmp_path):
     _front_replays_to_its_figures(cli, tmp_path, "codex")
+
+
+@pytest.mark.parametrize("name, samples", [("goose", ()), ("qwen-code", ("synth-small", "synth-medium"))])
+def test_tune_harness_goose_and_qwen_code_print_a_threshold_whose_replay_gives_the_figures(cli, tmp_path, name, samples):
+    # (Qwen Code's rule keeps the newest 30% of the history: on synth-long every point overflows the window)
+    _front_replays_to_its_figures(cli, tmp_path, name, *samples)
+
+
+def test_tune_harness_qwen_code_with_no_path_searches_qwen_codes_home(cli, tmp_path, monkeypatch):
+    """Qwen Code's sessions are found and read as ``qwen`` (``home_of``): --harness qwen-code with no
+    path tunes the sessions of that home, where a framework's has none."""
+    from compactlab.corpus.harness_settings import home_of
+
+    assert (home_of("qwen-code"), home_of("goose"), home_of("langchain")) == ("qwen", "goose", "langchain")
+    chats = tmp_path / ".qwen" / "projects" / "-home-u-app" / "chats"
+    chats.mkdir(parents=True)
+    data = Path(__file__).resolve().parents[1] / "transcripts" / "data" / "qwen"
+    (chats / "4b2d8f1e.jsonl").write_bytes((data / "built-compression.jsonl").read_bytes())
+    monkeypatch.setenv("HOME", str(tmp_path))
+    r = cli("tune", "--harness", "qwen-code", "--trials", "2", "--out", tmp_path / "t", "-q")
+    assert r.exit_code == 0, r.stderr
+    front = json.loads((tmp_path / "t" / "front.json").read_text())
+    assert front["harness"] == "qwen-code" and front["nothing_to_set"] and front["base_scores"], front
+    r = cli("tune", "--harness", "qwen", "--trials", "2", "--out", tmp_path / "q", "-q")  # (its home's name)
+    assert r.exit_code == 0 and json.loads((tmp_path / "q" / "front.json").read_text())["harness"] == "qwen-code"
+    r = cli("tune", "--harness", "langchain", "--out", tmp_path / "l")
+    assert r.exit_code == 2 and "a framework's runs have no home" in r.stderr, r.stderr
 
 
 def test_tune_harness_langchain_prints_a_constructor_whose_replay_gives_the_figures(cli, tmp_path):
