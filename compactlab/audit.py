@@ -18,7 +18,9 @@ reply (20,000 tokens on 2.1.x, 32,000 on 2.0.x) less a 13,000-token buffer (167,
 2.1.x, as its users' issues report it; 155,000 on 2.0.x, from a 2.0.76 session that compacted at
 155,979: an estimate); ``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE`` (a percentage of the window) can only
 lower it; ``CLAUDE_CODE_AUTO_COMPACT_WINDOW`` (or ``autoCompactWindow``) sets the window it is
-taken of; ``DISABLE_AUTO_COMPACT`` (or ``autoCompactEnabled: false``) turns it off.
+taken of; ``DISABLE_AUTO_COMPACT`` (or ``autoCompactEnabled: false``) turns it off. goose's rule:
+the share of the window ``GOOSE_AUTO_COMPACT_THRESHOLD`` sets (0.8 by default; 0 turns it off), on the
+context its last call's usage measured.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .corpus.harness_settings import Setting, number, settings_for
+from .corpus.harness_settings import Setting, goose_threshold, number, settings_for
 from .errors import UsageError
 from .transcripts import Transcript
 
@@ -106,6 +108,11 @@ def compactions(transcript: Transcript, window: int, settings: dict[str, Setting
             threshold, why = claude_code_threshold(version, window, settings)
             row["threshold"], row["threshold_source"] = threshold, why
             set_by = why.split(" (", 1)[0] if why.startswith("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE") else None
+            row["fired"] = _fired(threshold, tokens_before, _previous(transcript, c.position), set_by)
+        elif fmt == "goose" and c.trigger == "auto":
+            threshold, why = goose_threshold(window, settings)
+            row["threshold"], row["threshold_source"] = threshold, why
+            set_by = why.split(" (", 1)[0] if why.startswith("GOOSE_AUTO_COMPACT_THRESHOLD") else None
             row["fired"] = _fired(threshold, tokens_before, _previous(transcript, c.position), set_by)
         elif c.trigger == "manual":
             row["fired"] = "manual (/compact): no threshold"

@@ -103,6 +103,43 @@ def test_inspect_compactions_prints_a_line_each_and_json(cli, tmp_path, monkeypa
     assert bad.exit_code == 2 and "--setting is read with --compactions" in bad.stderr
 
 
+def test_a_goose_compaction_is_held_to_goose_auto_compact_threshold(cli, tmp_path, monkeypatch):
+    """goose's rule: the share of the window GOOSE_AUTO_COMPACT_THRESHOLD sets (0.8 by default, 0
+    off), on the context its last call's usage measured; the setting read from the environment, or
+    given; tune's base and a replay's note read it as the audit does."""
+    from compactlab.corpus.harness_settings import Setting, current, goose_threshold
+    from helpers import goose_store
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("GOOSE_AUTO_COMPACT_THRESHOLD", raising=False)
+    session = f"{goose_store(tmp_path / 'sessions.db')}#20251122_1"
+    doc = json.loads(cli("inspect", "--compactions", session, "--format", "json").stdout)
+    [row] = doc["sessions"][0]["compactions"]
+    assert (row["tokens_before"], row["window"], row["threshold"]) == (3_105, 200_000, 160_000)
+    assert row["threshold_source"] == "goose's default: 0.8 of 200,000 = 160,000"
+    assert row["fired"] == "fired at 3,105, before 160,000: the settings given are not the ones it ran with"
+    # (the check before measured 5,940: a threshold of 3,000 was passed a check earlier)
+    doc = json.loads(cli("inspect", "--compactions", session, "--setting", "GOOSE_AUTO_COMPACT_THRESHOLD=0.015",
+                         "--format", "json").stdout)
+    [row] = doc["sessions"][0]["compactions"]
+    assert row["threshold"] == 3_000 and row["fired"].startswith("GOOSE_AUTO_COMPACT_THRESHOLD=0.015 implies 3,000")
+    monkeypatch.setenv("GOOSE_AUTO_COMPACT_THRESHOLD", "0.0")
+    doc = json.loads(cli("inspect", "--compactions", session, "--format", "json").stdout)
+    [row] = doc["sessions"][0]["compactions"]
+    assert row["threshold"] is None and row["fired"] == "fired although auto-compaction is off: not applied"
+    assert doc["sessions"][0]["settings"]["GOOSE_AUTO_COMPACT_THRESHOLD"] == {"value": "0.0", "source": "the environment"}
+    given = {"GOOSE_AUTO_COMPACT_THRESHOLD": Setting("0.6", "x")}
+    assert current("goose", given) == (["summary.trigger=120000"], "GOOSE_AUTO_COMPACT_THRESHOLD=0.6 (x): 120,000 tokens")
+    assert current("goose", {"GOOSE_AUTO_COMPACT_THRESHOLD": Setting("0", "x")})[0] == ["summary.enabled=false"]
+    assert current("goose", {}) is None and goose_threshold(128_000, {})[0] == 102_400
+    with pytest.raises(UsageError, match="not a number from 0 to 1"):
+        goose_threshold(200_000, {"GOOSE_AUTO_COMPACT_THRESHOLD": Setting("1.5", "the environment")})
+    monkeypatch.setenv("GOOSE_AUTO_COMPACT_THRESHOLD", "0.6")
+    r = cli("replay", session, "-p", "goose", "--out", tmp_path / "r")
+    assert r.exit_code == 0 and ("you set GOOSE_AUTO_COMPACT_THRESHOLD=0.6 (the environment): 120,000 tokens; "
+                                 "-p goose --set summary.trigger=120000 replays yours") in r.stderr, r.stderr
+
+
 def test_the_shared_claude_code_compactions_fire_where_2_1_fires(cli, shared_transcripts, monkeypatch, tmp_path):
     """On the shared Claude Code sessions (2.1.39), each recorded auto-compaction is at the first
     check past 167,000."""

@@ -358,6 +358,12 @@ def current(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | 
             if trigger >= 167_000:
                 return [], said + ": above the default, which Claude Code keeps"
             return [f"summary.trigger={trigger}"], f"{said}: {trigger:,} tokens"
+    if name == "goose" and (share := settings.get("GOOSE_AUTO_COMPACT_THRESHOLD")) is not None:
+        said = f"GOOSE_AUTO_COMPACT_THRESHOLD={share.value} ({share.source})"
+        at = goose_threshold(GOOSE_WINDOW, settings)[0]
+        if at is None:
+            return ["summary.enabled=false"], said + ": auto-compaction off"
+        return [f"summary.trigger={at}"], f"{said}: {at:,} tokens"
     if name == "codex" and (limit := settings.get("model_auto_compact_token_limit")) is not None:
         value = int(number(limit, "model_auto_compact_token_limit", 1_000, 10_000_000))
         said = f"model_auto_compact_token_limit = {limit.value} ({limit.source})"
@@ -365,6 +371,20 @@ def current(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | 
             return [], said + f": at or above 90% of the window, which Codex keeps ({CODEX_LIMIT:,})"
         return [f"summary.trigger={value}"], said
     return None
+
+
+def goose_threshold(window: int, settings: dict[str, Setting]) -> tuple[int | None, str]:
+    """Where goose auto-compacts on a ``window``-token model with ``settings`` (None: it does not):
+    ``GOOSE_AUTO_COMPACT_THRESHOLD`` (a share of the window; 0 turns it off) or its default 0.8, and
+    why, in words with the source."""
+    share = settings.get("GOOSE_AUTO_COMPACT_THRESHOLD")
+    if share is None:
+        return round(window * 0.8), f"goose's default: 0.8 of {window:,} = {round(window * 0.8):,}"
+    value = number(share, "GOOSE_AUTO_COMPACT_THRESHOLD", 0, 1)
+    said = f"GOOSE_AUTO_COMPACT_THRESHOLD={share.value} ({share.source})"
+    if value == 0:
+        return None, f"auto-compaction off ({said})"
+    return round(window * value), f"{said}: {value:g} of {window:,} = {round(window * value):,}"
 
 
 def number(s: Setting, key: str, low: float, high: float) -> float:
@@ -532,6 +552,8 @@ def setting_of(policy: Any) -> tuple[str, list[str]] | None:
 CLAUDE_SETTINGS = ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "DISABLE_AUTO_COMPACT")
 #: Codex CLI's (``~/.codex/config.toml``, or ``$CODEX_HOME/config.toml``)
 CODEX_SETTINGS = ("model_auto_compact_token_limit",)
+#: goose's (the environment)
+GOOSE_SETTINGS = ("GOOSE_AUTO_COMPACT_THRESHOLD",)
 CLAUDE_FILE_KEYS = {"autoCompactWindow": "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "autoCompactEnabled": "DISABLE_AUTO_COMPACT"}
 
 
@@ -545,13 +567,14 @@ class Setting:
 
 def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | None = None,
                  home: str | None = None) -> dict[str, Setting]:
-    """The Claude Code settings that decide its auto-compaction, each with where it came from:
-    ``--setting KEY=VALUE`` first, then the environment, then ``~/.claude/settings.json``."""
+    """The settings that decide Claude Code's, Codex's and goose's auto-compaction, each with where it
+    came from: ``--setting KEY=VALUE`` first, then the environment, then ``~/.claude/settings.json``
+    and Codex's ``config.toml``."""
     env = dict(os.environ) if env is None else env
     out: dict[str, Setting] = {}
     for item in given:
         key, sep, value = item.partition("=")
-        known = (*CLAUDE_SETTINGS, *CLAUDE_FILE_KEYS, *CODEX_SETTINGS)
+        known = (*CLAUDE_SETTINGS, *CLAUDE_FILE_KEYS, *CODEX_SETTINGS, *GOOSE_SETTINGS)
         if not sep or key.strip() not in known:
             raise UsageError(f"--setting {item[:80]!r}: not KEY=VALUE of a setting compactlab reads",
                              hint=f"one of {', '.join(known)}")
@@ -560,7 +583,7 @@ def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | 
         if key == "DISABLE_AUTO_COMPACT" and item.partition("=")[0].strip() == "autoCompactEnabled":
             value = "0" if value.lower() in ("true", "1") else "1"
         out.setdefault(key, Setting(value, "--setting"))
-    for key in CLAUDE_SETTINGS:
+    for key in (*CLAUDE_SETTINGS, *GOOSE_SETTINGS):
         if key not in out and env.get(key, "").strip():
             out[key] = Setting(env[key].strip(), "the environment")
     root = str(Path(home or env.get("HOME") or Path.home()))

@@ -354,7 +354,8 @@ def test_the_settings_read_are_those_of_the_presets_a_run_looks_at():
     from compactlab.corpus.harness_settings import TABLE, Setting, current
     from compactlab.jobs.base import SETTINGS_READ
 
-    every = {k: Setting("100000" if k.startswith("model_") else "50", "a test")
-             for k in ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "model_auto_compact_token_limit")}
+    every = {k: Setting("100000" if k.startswith("model_") else "0.5" if k.startswith("GOOSE") else "50", "a test")
+             for k in ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "model_auto_compact_token_limit",
+                       "GOOSE_AUTO_COMPACT_THRESHOLD")}
     read = {h.preset for h in TABLE.values() if current(h.name, every) is not None}
     assert read == set(SETTINGS_READ)
