@@ -132,6 +132,7 @@ def test_a_goose_compaction_is_held_to_goose_auto_compact_threshold(cli, tmp_pat
     assert current("goose", given) == (["summary.trigger=120000"], "GOOSE_AUTO_COMPACT_THRESHOLD=0.6 (x): 120,000 tokens")
     assert current("goose", {"GOOSE_AUTO_COMPACT_THRESHOLD": Setting("0", "x")})[0] == ["summary.enabled=false"]
     assert current("goose", {}) is None and goose_threshold(128_000, {})[0] == 102_400
+    assert current("goose", {"GOOSE_AUTO_COMPACT_THRESHOLD": Setting("0.8", "x")})[0] == []  # (the default)
     with pytest.raises(UsageError, match="not a number from 0 to 1"):
         goose_threshold(200_000, {"GOOSE_AUTO_COMPACT_THRESHOLD": Setting("1.5", "the environment")})
     monkeypatch.setenv("GOOSE_AUTO_COMPACT_THRESHOLD", "0.6")

@@ -81,8 +81,10 @@ CODEX_WINDOW, CODEX_LIMIT = 272_000, 244_800
 OPENCODE_USABLE = 168_000
 #: Pi's trigger is the model's window less compaction.reserveTokens (the pi preset's window: 200,000)
 PI_WINDOW = 200_000
-#: goose's threshold and Qwen Code's are shares of the model's window (their presets': 200,000)
+#: goose's threshold and Qwen Code's are shares of the model's window (their presets': 200,000),
+#: by default these
 GOOSE_WINDOW = QWEN_CODE_WINDOW = 200_000
+GOOSE_DEFAULT, QWEN_CODE_DEFAULT = 0.8, 0.7
 
 
 def _claude(s: dict[str, Any]) -> list[str]:
@@ -195,8 +197,9 @@ TABLE: dict[str, Harness] = {h.name: h for h in (
              shown=lambda t: PI_WINDOW - t, read=lambda r: PI_WINDOW - int(r), short="reserve"),), _pi,
             off=('~/.pi/agent/settings.json: {"compaction": {"enabled": false}}',)),
     Harness("goose", "goose", "goose", (
-        Knob("GOOSE_AUTO_COMPACT_THRESHOLD", "summary.trigger", tuple(round(GOOSE_WINDOW * f) for f in _steps(0.1, 0.95, 0.05)),
-             *_share_of(GOOSE_WINDOW), short="threshold"),), _goose,
+        Knob("GOOSE_AUTO_COMPACT_THRESHOLD", "summary.trigger",
+             tuple(round(GOOSE_WINDOW * f) for f in _steps(0.1, 0.95, 0.05)), *_share_of(GOOSE_WINDOW),
+             short="threshold"),), _goose,
             off=("export GOOSE_AUTO_COMPACT_THRESHOLD=0.0",)),
     Harness("qwen-code", "Qwen Code", "qwen-code", (
         Knob("model.chatCompression.contextPercentageThreshold", "summary.trigger",
@@ -268,7 +271,7 @@ def set_otherwise(policy: Any) -> tuple[Harness, str, str] | None:
     h = of_preset(policy.name)
     if h is None or policy.fingerprint != load_policy(h.preset).fingerprint:
         return None
-    now = current(h.name, settings_for())
+    now = current(h.name, settings_for(harness=h.name))
     if now is None or not now[0]:
         return None
     return h, now[1], " ".join(f"--set {o}" for o in now[0])
@@ -363,6 +366,14 @@ def current(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | 
         at = goose_threshold(GOOSE_WINDOW, settings)[0]
         if at is None:
             return ["summary.enabled=false"], said + ": auto-compaction off"
+        if at == round(GOOSE_WINDOW * GOOSE_DEFAULT):
+            return [], said + ": the default"
+        return [f"summary.trigger={at}"], f"{said}: {at:,} tokens"
+    if name == "qwen-code" and (share := settings.get(QWEN_SETTINGS[0])) is not None:
+        at = round(QWEN_CODE_WINDOW * number(share, QWEN_SETTINGS[0], 0, 1))
+        said = f"{QWEN_SETTINGS[0]} = {share.value} ({share.source})"
+        if at == round(QWEN_CODE_WINDOW * QWEN_CODE_DEFAULT):
+            return [], said + ": the default"
         return [f"summary.trigger={at}"], f"{said}: {at:,} tokens"
     if name == "codex" and (limit := settings.get("model_auto_compact_token_limit")) is not None:
         value = int(number(limit, "model_auto_compact_token_limit", 1_000, 10_000_000))
@@ -379,7 +390,8 @@ def goose_threshold(window: int, settings: dict[str, Setting]) -> tuple[int | No
     why, in words with the source."""
     share = settings.get("GOOSE_AUTO_COMPACT_THRESHOLD")
     if share is None:
-        return round(window * 0.8), f"goose's default: 0.8 of {window:,} = {round(window * 0.8):,}"
+        at = round(window * GOOSE_DEFAULT)
+        return at, f"goose's default: {GOOSE_DEFAULT:g} of {window:,} = {at:,}"
     value = number(share, "GOOSE_AUTO_COMPACT_THRESHOLD", 0, 1)
     said = f"GOOSE_AUTO_COMPACT_THRESHOLD={share.value} ({share.source})"
     if value == 0:
@@ -554,6 +566,8 @@ CLAUDE_SETTINGS = ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "CLAUDE_CODE_AUTO_COMPACT_
 CODEX_SETTINGS = ("model_auto_compact_token_limit",)
 #: goose's (the environment)
 GOOSE_SETTINGS = ("GOOSE_AUTO_COMPACT_THRESHOLD",)
+#: Qwen Code's (``~/.qwen/settings.json``)
+QWEN_SETTINGS = ("model.chatCompression.contextPercentageThreshold",)
 CLAUDE_FILE_KEYS = {"autoCompactWindow": "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "autoCompactEnabled": "DISABLE_AUTO_COMPACT"}
 
 
@@ -566,15 +580,16 @@ class Setting:
 
 
 def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | None = None,
-                 home: str | None = None) -> dict[str, Setting]:
-    """The settings that decide Claude Code's, Codex's and goose's auto-compaction, each with where it
-    came from: ``--setting KEY=VALUE`` first, then the environment, then ``~/.claude/settings.json``
-    and Codex's ``config.toml``."""
+                 home: str | None = None, harness: str | None = None) -> dict[str, Setting]:
+    """The settings that decide Claude Code's, Codex's, goose's and Qwen Code's auto-compaction, each
+    with where it came from: ``--setting KEY=VALUE`` first, then the environment, then
+    ``~/.claude/settings.json``, Codex's ``config.toml`` and ``~/.qwen/settings.json``. ``harness``:
+    only that harness's (a file of another's that does not parse is not read, so not an error)."""
     env = dict(os.environ) if env is None else env
     out: dict[str, Setting] = {}
     for item in given:
         key, sep, value = item.partition("=")
-        known = (*CLAUDE_SETTINGS, *CLAUDE_FILE_KEYS, *CODEX_SETTINGS, *GOOSE_SETTINGS)
+        known = (*CLAUDE_SETTINGS, *CLAUDE_FILE_KEYS, *CODEX_SETTINGS, *GOOSE_SETTINGS, *QWEN_SETTINGS)
         if not sep or key.strip() not in known:
             raise UsageError(f"--setting {item[:80]!r}: not KEY=VALUE of a setting compactlab reads",
                              hint=f"one of {', '.join(known)}")
@@ -583,16 +598,19 @@ def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | 
         if key == "DISABLE_AUTO_COMPACT" and item.partition("=")[0].strip() == "autoCompactEnabled":
             value = "0" if value.lower() in ("true", "1") else "1"
         out.setdefault(key, Setting(value, "--setting"))
-    for key in (*CLAUDE_SETTINGS, *GOOSE_SETTINGS):
+    def reads(name: str) -> bool:
+        return harness is None or harness == name
+
+    for key in (*(CLAUDE_SETTINGS if reads("claude-code") else ()), *(GOOSE_SETTINGS if reads("goose") else ())):
         if key not in out and env.get(key, "").strip():
             out[key] = Setting(env[key].strip(), "the environment")
     root = str(Path(home or env.get("HOME") or Path.home()))
-    path = Path(root) / ".claude" / "settings.json"
-    for key, value in _settings_file(path).items():
-        out.setdefault(key, Setting(value, str(path).replace(root, "~")))
-    codex = Path(env.get("CODEX_HOME") or Path(root) / ".codex") / "config.toml"
-    for key, value in _codex_config(codex).items():
-        out.setdefault(key, Setting(value, str(codex).replace(root, "~")))
+    files = ((reads("claude-code"), Path(root) / ".claude" / "settings.json", _settings_file),
+             (reads("codex"), Path(env.get("CODEX_HOME") or Path(root) / ".codex") / "config.toml", _codex_config),
+             (reads("qwen-code"), Path(root) / ".qwen" / "settings.json", _qwen_settings))
+    for read, path, parse in files:
+        for key, value in (parse(path).items() if read else ()):
+            out.setdefault(key, Setting(value, str(path).replace(root, "~")))
     return out
 
 
@@ -614,6 +632,22 @@ def _codex_config(path: Path) -> dict[str, str]:
 
     doc = _read_small(path, tomllib.loads, "a Codex config")
     return {k: str(doc[k]) for k in CODEX_SETTINGS if isinstance(doc.get(k), int) and not isinstance(doc.get(k), bool)}
+
+
+def _qwen_settings(path: Path) -> dict[str, str]:
+    """What Qwen Code's user settings file sets of ``QWEN_SETTINGS`` (its ``model.chatCompression``
+    table); nothing where it is absent; a file that is no JSON object is a one-line error."""
+    doc = _read_small(path, json.loads, "a settings file")
+    if not isinstance(doc, dict):
+        raise UsageError(f"{path}: not a settings file compactlab can read (not a JSON object)")
+    out: dict[str, str] = {}
+    for key in QWEN_SETTINGS:
+        node: Any = doc
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, (int, float)) and not isinstance(node, bool):
+            out[key] = str(node)
+    return out
 
 
 def _settings_file(path: Path) -> dict[str, str]:

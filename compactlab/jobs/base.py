@@ -194,12 +194,12 @@ def say_before_runs(grid: list[tuple[Any, tuple]], overrides: list[str] | tuple[
 #: the presets of the harnesses whose settings ``harness_settings.current`` reads: only a policy of
 #: one of these names is looked at (``your_setting``), so that any other run does not import the
 #: harnesses' table (held to ``current`` by a test)
-SETTINGS_READ = ("claude-code", "codex", "goose")
+SETTINGS_READ = ("claude-code", "codex", "goose", "qwen-code")
 
 
 def your_setting(policy: Any) -> str | None:
-    """Where ``policy`` is a harness's preset as it is (Claude Code's, Codex's, goose's: its default) and
-    you have set that harness otherwise (the environment, ``~/.claude/settings.json``,
+    """Where ``policy`` is a harness's preset as it is (Claude Code's, Codex's, goose's, Qwen Code's: its
+    default) and you have set that harness otherwise (the environment, ``~/.claude/settings.json``,
     ``~/.codex/config.toml``: ``harness_settings.current``, as tune reads it for its base), a note
     saying so and how to replay yours: the preset is not what your harness does. None elsewhere."""
     if policy.name not in SETTINGS_READ:

@@ -186,7 +186,7 @@ def _harness_search(spec: Search) -> Search:
 
     check_search(spec)
     assert spec.harness is not None
-    now = current(spec.harness, settings_for())
+    now = current(spec.harness, settings_for(harness=spec.harness))
     overrides, words = now if now is not None else ([], None)
     return replace(spec, base=preset(spec.harness), spaces=space(spec.harness), overrides=overrides, current=words)
 

@@ -225,6 +225,37 @@ def test_tune_harness_qwen_code_with_no_path_searches_qwen_codes_home(cli, tmp_p
     assert r.exit_code == 2 and "a framework's runs have no home" in r.stderr, r.stderr
 
 
+def test_qwen_codes_setting_is_read_from_its_settings_file(cli, tmp_path, monkeypatch):
+    """``~/.qwen/settings.json``'s model.chatCompression.contextPercentageThreshold is tune
+    --harness qwen-code's base and a replay of -p qwen-code says so; the default's share is no
+    setting to replay; a file that is no JSON object, or a share outside 0-1, is a one-line error."""
+    from compactlab.corpus.harness_settings import Setting, current, settings_for
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".qwen").mkdir()
+    settings = tmp_path / ".qwen" / "settings.json"
+    settings.write_text(json.dumps({"model": {"chatCompression": {"contextPercentageThreshold": 0.45}}}))
+    said = "model.chatCompression.contextPercentageThreshold = 0.45 (~/.qwen/settings.json)"
+    assert current("qwen-code", settings_for()) == (["summary.trigger=90000"], said + ": 90,000 tokens")
+    files = [SAMPLES / "synth-small.jsonl", SAMPLES / "synth-medium.jsonl"]
+    r = cli("tune", *files, "--harness", "qwen-code", "--trials", "2", "--out", tmp_path / "t", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads((tmp_path / "t" / "front.json").read_text())["current"] == said + ": 90,000 tokens"
+    r = cli("replay", files[0], "-p", "qwen-code", "--out", tmp_path / "r")
+    assert r.exit_code == 0 and "-p qwen-code --set summary.trigger=90000 replays yours" in r.stderr, r.stderr
+    key = "model.chatCompression.contextPercentageThreshold"
+    assert current("qwen-code", {key: Setting("0.7", "x")}) == ([], f"{key} = 0.7 (x): the default")
+    assert current("qwen-code", {}) is None
+    settings.write_text("[1, 2]")
+    r = cli("tune", *files, "--harness", "qwen-code", "--trials", "2", "--out", tmp_path / "e", "-q")
+    assert r.exit_code == 2 and "settings.json: not a settings file compactlab can read" in r.stderr, r.stderr
+    # (another harness's settings are read alone: Qwen Code's broken file is not Claude Code's error)
+    assert cli("replay", files[0], "-p", "claude-code", "--out", tmp_path / "cc", "-q").exit_code == 0
+    settings.write_text(json.dumps({"model": {"chatCompression": {"contextPercentageThreshold": 7}}}))
+    r = cli("tune", *files, "--harness", "qwen-code", "--trials", "2", "--out", tmp_path / "e", "-q")
+    assert r.exit_code == 2 and "not a number from 0 to 1" in r.stderr, r.stderr
+
+
 def test_tune_harness_langchain_prints_a_constructor_whose_replay_gives_the_figures(cli, tmp_path):
     pytest.importorskip("langchain")
     # (LangChain's own code copies the whole history at every call: synth-long's 2.7 MB took 5 s)
@@ -354,8 +385,8 @@ def test_the_settings_read_are_those_of_the_presets_a_run_looks_at():
     from compactlab.corpus.harness_settings import TABLE, Setting, current
     from compactlab.jobs.base import SETTINGS_READ
 
-    every = {k: Setting("100000" if k.startswith("model_") else "0.5" if k.startswith("GOOSE") else "50", "a test")
+    every = {k: Setting("100000" if k.startswith("model_") else "50" if k.startswith("CLAUDE") else "0.5", "a test")
              for k in ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "model_auto_compact_token_limit",
-                       "GOOSE_AUTO_COMPACT_THRESHOLD")}
+                       "GOOSE_AUTO_COMPACT_THRESHOLD", "model.chatCompression.contextPercentageThreshold")}
     read = {h.preset for h in TABLE.values() if current(h.name, every) is not None}
     assert read == set(SETTINGS_READ)
