@@ -210,14 +210,19 @@ def test_codexs_config_that_is_no_toml_is_a_one_line_error(tmp_path):
 
 
 @pytest.mark.parametrize("preset, setting", [("claude-code", "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE"),
-                                             ("codex", "model_auto_compact_token_limit")])
+                                             ("codex", "model_auto_compact_token_limit"),
+                                             ("goose", "GOOSE_AUTO_COMPACT_THRESHOLD"),
+                                             ("qwen-code", "model.chatCompression.contextPercentageThreshold")])
 def test_policies_show_lists_the_settings_the_harness_lets_you_change(cli, preset, setting):
     """(#57 §2) A harness's preset says which of the harness's settings it honours, with where
-    they are set, their range, default and what they set; the TOML stays a policy file."""
+    they are set, their range, default and what they set, and whether the audit holds its
+    compactions to them; the TOML stays a policy file."""
     import tomllib
 
     text = cli("policies", "show", preset).stdout
     assert f"# What {preset} lets you set" in text and f"#   {setting} (" in text
+    said = "audits it" if preset != "qwen-code" else "lists its compactions"  # (Qwen's: no threshold judged)
+    assert f"inspect --compactions {said}" in text, text
     assert tomllib.loads(text)["name"] == preset
     doc = json.loads(cli("policies", "show", preset, "--format", "json").stdout)
     assert doc["harness_settings"][0]["setting"].startswith(setting.split()[0])

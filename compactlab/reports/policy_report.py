@@ -94,6 +94,11 @@ def write_policy_json(policy: Policy, out: TextIO) -> None:
     write_json_line(out, doc, orjson.OPT_INDENT_2)
 
 
+#: the presets of the harnesses whose compactions ``inspect --compactions`` holds to a threshold
+#: (``audit.py``: Claude Code's and goose's rules, Codex's by replaying its preset)
+AUDITED = ("claude-code", "codex", "goose")
+
+
 def _settings_comment(policy: Policy) -> str:
     """For a harness's preset: what the harness lets you set about its compaction, as comments
     (the TOML stays a policy file), with where, its range, its default and what it sets here."""
@@ -104,8 +109,10 @@ def _settings_comment(policy: Policy) -> str:
         return ""
     h = of_preset(policy.name)
     tuned = f"; tune --harness {h.name} searches it" if h is not None else ""
+    # (the harnesses whose compactions the audit holds to the threshold a setting implies)
+    audited = "audits it" if policy.name in AUDITED else "lists its compactions"
     lines = ["", f"# What {policy.name} lets you set, as this preset honours it (compactlab inspect --compactions "
-                 f"audits it{tuned}):"]
+                 f"{audited}{tuned}):"]
     for setting, where, span, default, sets in rows:
         lines.append(f"#   {setting} ({where}; {span}): default {default}; sets {sets}")
     if (yours := set_otherwise(policy)) is not None:  # (this preset is the default, not what your harness does)
