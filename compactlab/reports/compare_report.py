@@ -61,9 +61,9 @@ def comparison(results: list["RunResult"], sweep_keys: list[str], sort_key: str,
     ordered = [results[i] for i in order]  # the verdict lists equal savings in the table's order
     verdict = (judge(ordered, sweep_keys, units=units, reference=reference, triggers=fired_by) if margin is None
                else judge(ordered, sweep_keys, margin, units, reference=reference, triggers=fired_by))
-    verdict.setting = setting_for(results, verdict.recommended, reference,
-                                  meta.pop("harness_settings", {}).get(verdict.recommended, []))
     idle = {e.label for e in verdict.entries if not e.actions}
+    verdict.setting = setting_for(results, verdict.recommended, reference,
+                                  meta.pop("harness_settings", {}).get(verdict.recommended, []), idle)
     for note in (by_design(results), not_a_setting(results, verdict.recommended, reference, verdict.setting, idle)):
         if note is not None:
             verdict.recommendation += " " + note
@@ -82,14 +82,16 @@ def sessions_harness(results: list["RunResult"]) -> "Harness | None":
 
 
 def setting_for(results: list["RunResult"], recommended: str | None, reference: str | None,
-                given: list[str]) -> list[str]:
+                given: list[str], idle: Collection[str] = ()) -> list[str]:
     """The verdict's setting (``Verdict.setting``): the one ``given`` for a harness's preset, or, where
     it recommends no compaction on sessions of one harness that can turn compaction off, the lines
-    that do (tune's, for the same answer); else none."""
+    that do (tune's, for the same answer); else none. Not where that harness's own preset was
+    compared and never acted (``idle``): it is no compaction on these sessions, and tune's answer
+    there is to keep it as it is (``not_a_setting`` says so)."""
     if given or recommended is None or recommended != reference:
         return given
     h = sessions_harness(results)
-    return [h.title, *h.off] if h is not None and h.off else []
+    return [h.title, *h.off] if h is not None and h.off and h.preset not in idle else []
 
 
 def not_a_setting(results: list["RunResult"], recommended: str | None, reference: str | None,
@@ -107,6 +109,9 @@ def not_a_setting(results: list["RunResult"], recommended: str | None, reference
         return None
     search = f"compactlab tune --harness {h.name} searches what {h.title} lets you set, on these sessions."
     if recommended == reference:
+        if h.preset in idle and not h.no_off:  # (its own preset compared, and as no compaction here: tune's
+            return (f"{h.preset} ({h.title}'s default) never acted on these sessions either: keep it as it is "
+                    "(there is nothing to set; turning it off would change nothing here).")  # answer, kept)
         if not h.no_off:
             return None
         if h.preset in idle:  # (its own preset compared, and as no compaction here: the answer to keep)

@@ -274,5 +274,14 @@ def test_a_compare_of_goose_or_qwen_code_sessions_compares_their_preset_too(cli,
     from helpers import goose_store
 
     store = goose_store(tmp_path / "sessions.db")
-    assert default_policies([f"{store}#20251122_1"]) == ([*DEFAULT_POLICIES, "goose"], (
+    session = f"{store}#20251122_1"
+    assert default_policies([session]) == ([*DEFAULT_POLICIES, "goose"], (
         "comparing goose too: goose's own compaction, which recorded this session (-p chooses)"))
+    # one answer whatever the path: where goose's own compaction never acted, compare says to keep it,
+    # as tune --harness goose does, rather than printing the line that turns it off
+    doc = orjson.loads(cli("compare", session, "--format", "json", "--out", tmp_path / "c", "--charts", "none").stdout)
+    verdict = doc["verdict"]
+    assert verdict["recommended"] == "none" and verdict["setting"] == [], verdict
+    assert "goose (goose's default) never acted on these sessions either: keep it as it is" in verdict["recommendation"]
+    r = cli("tune", session, "--harness", "goose", "--trials", "2", "--out", tmp_path / "t", "-q")
+    assert r.exit_code == 0 and "There is nothing to set: the point recommended is goose's default." in r.stdout

@@ -655,6 +655,9 @@ def test_no_compaction_recommended_on_one_harness_s_sessions_prints_its_setting_
     assert setting_for(runs("pi"), "none", "none", []) == ["Pi", '~/.pi/agent/settings.json: {"compaction": {"enabled": false}}']
     given = ["Claude Code", "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=77"]
     assert setting_for(runs("claude-code"), "claude-code-front-05", "none", given) == given
+    # (where its own preset was compared and never acted, it is no compaction here: keep it, as tune says)
+    assert setting_for(runs("claude-code"), "none", "none", [], idle={"claude-code", "s06"}) == []
+    assert setting_for(runs("claude-code"), "none", "none", [], idle={"s06"}) == off
     for fmts, recommended in ((("claude-code",), "s08"), (("codex",), "none"), (("gemini-cli",), "none"),
                               (("anthropic",), "none"), (("claude-code", "codex"), "none"), (("claude-code",), None)):
         assert setting_for(runs(*fmts), recommended, "none", []) == [], (fmts, recommended)
