@@ -634,12 +634,19 @@ def _codex_config(path: Path) -> dict[str, str]:
     return {k: str(doc[k]) for k in CODEX_SETTINGS if isinstance(doc.get(k), int) and not isinstance(doc.get(k), bool)}
 
 
-def _qwen_settings(path: Path) -> dict[str, str]:
-    """What Qwen Code's user settings file sets of ``QWEN_SETTINGS`` (its ``model.chatCompression``
-    table); nothing where it is absent; a file that is no JSON object is a one-line error."""
+def _json_settings(path: Path) -> dict[str, Any]:
+    """A harness's JSON settings file ({} where it is absent); one that is no JSON object is a
+    one-line error naming it."""
     doc = _read_small(path, json.loads, "a settings file")
     if not isinstance(doc, dict):
         raise UsageError(f"{path}: not a settings file compactlab can read (not a JSON object)")
+    return doc
+
+
+def _qwen_settings(path: Path) -> dict[str, str]:
+    """What Qwen Code's user settings file sets of ``QWEN_SETTINGS`` (its ``model.chatCompression``
+    table); nothing where it is absent; a file that is no JSON object is a one-line error."""
+    doc = _json_settings(path)
     out: dict[str, str] = {}
     for key in QWEN_SETTINGS:
         node: Any = doc
@@ -653,9 +660,7 @@ def _qwen_settings(path: Path) -> dict[str, str]:
 def _settings_file(path: Path) -> dict[str, str]:
     """What Claude Code's settings file sets of ``CLAUDE_SETTINGS`` (its ``env`` table, its own
     keys); nothing where it is absent; a file that is no JSON object is a one-line error."""
-    doc = _read_small(path, json.loads, "a settings file")
-    if not isinstance(doc, dict):
-        raise UsageError(f"{path}: not a settings file compactlab can read (not a JSON object)")
+    doc = _json_settings(path)
     out: dict[str, str] = {}
     env = doc.get("env")
     table: dict[str, Any] = env if isinstance(env, dict) else {}
