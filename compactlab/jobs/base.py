@@ -514,7 +514,9 @@ def input_files(paths: tuple[str, ...] | list[str], subagents: bool, finding: Fi
                          hint="give no path, or leave them out")
     files = expand_inputs(paths, subagents)
     if not subagents and any(os.path.isdir(p) or is_store(p) for p in paths):  # (a store's sub-sessions too)
-        say_left_out(*left_out_subagents(paths), "the folder(s)", notify)
+        where = ("the folder(s)" if not any(map(is_store, paths)) else "the store(s)"
+                 if not any(map(os.path.isdir, paths)) else "the folder(s) and store(s)")
+        say_left_out(*left_out_subagents(paths), where, notify)
     say_too_deep(deeper_folders(paths), notify)
     if since is not None or until is not None:
         files = _written_between(files, since, until, notify)

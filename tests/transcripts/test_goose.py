@@ -11,7 +11,8 @@ from pathlib import Path
 
 from compactlab import load_policy, load_transcript, replay
 from compactlab.transcripts import expand_inputs
-from helpers import goose_store as build
+from helpers import SAMPLES, goose_store as build
+
 
 def test_a_goose_store_stands_for_its_sessions_and_a_session_reads_whole(tmp_path):
     store = build(tmp_path / "sessions.db")
@@ -30,6 +31,17 @@ def test_a_goose_store_stands_for_its_sessions_and_a_session_reads_whole(tmp_pat
     assert t.metadata["compaction_requests"] == 1
     run = replay(t, load_policy("none"), keep_recorded_compactions=True)
     assert run.summary.violations_introduced == 0 and run.calls[2].messages == 2
+
+
+def test_a_store_given_says_the_subagent_sessions_it_left_out_are_a_stores(cli, tmp_path):
+    store = build(tmp_path / "sessions.db")
+    r = cli("replay", store, "--dry-run")
+    assert r.exit_code == 0 and "left out 1 subagent session(s) of the store(s)," in r.stderr, r.stderr
+    folder = tmp_path / "f"
+    folder.mkdir()
+    (folder / "s.jsonl").write_bytes((SAMPLES / "synth-small.jsonl").read_bytes())
+    r = cli("replay", store, folder, "--dry-run")
+    assert "left out 1 subagent session(s) of the folder(s) and store(s)," in r.stderr, r.stderr
 
 
 def test_a_goose_home_is_found(tmp_path):
