@@ -11,21 +11,43 @@ content, never the file name.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from importlib import import_module
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from ..errors import InputError
 from ..plumbing.files import path_stamp
-from . import (amp, anthropic_messages, claude_code, cline, codex, copilot, gemini_cli, goose, mini_swe_agent,
-               openai_chat, opencode, openhands, otlp, pi, qwen, stores, swe_agent)
+from . import anthropic_messages, stores
 from .model import BadField, RecordedCompaction, Transcript, TranscriptBuilder, TranscriptStream
 from .reader import Head, UnknownFormat, is_document, read_document, read_head
 
-FORMATS: dict[str, ModuleType] = {
-    m.NAME: m for m in (anthropic_messages, claude_code, codex, openai_chat, mini_swe_agent, swe_agent, openhands, otlp,
-                        gemini_cli, cline, pi, qwen, opencode, copilot, amp, goose)
-}
+#: each format's name and its module, in detection's order (the first of equal scores wins)
+_MODULES = {"anthropic": "anthropic_messages", "claude-code": "claude_code", "codex": "codex", "openai": "openai_chat",
+            "mini-swe-agent": "mini_swe_agent", "swe-agent": "swe_agent", "openhands": "openhands", "otlp": "otlp",
+            "gemini-cli": "gemini_cli", "cline": "cline", "pi": "pi", "qwen": "qwen", "opencode": "opencode",
+            "copilot": "copilot", "amp": "amp", "goose": "goose"}
+
+
+class _Formats(Mapping[str, ModuleType]):
+    """The formats by name, each module imported when it is first asked for: a replay of an
+    Anthropic messages file, which detection tells from its first lines alone (``_detect``), loads
+    none of the fifteen others (15 M instructions of a replay's start-up)."""
+
+    def __getitem__(self, name: str) -> ModuleType:
+        return import_module(f"{__name__}.{_MODULES[name]}")
+
+    def __contains__(self, name: object) -> bool:
+        return name in _MODULES
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_MODULES)
+
+    def __len__(self) -> int:
+        return len(_MODULES)
+
+
+FORMATS: Mapping[str, ModuleType] = _Formats()
 
 __all__ = ["FORMATS", "FolderFile", "one_session", "written_at", "RecordedCompaction", "UnknownFormat", "Transcript", "TranscriptBuilder", "TranscriptStream", "detect_format", "recorded_format",
            "expand_inputs", "load_transcript", "open_transcript", "skipped_subagents", "subagent_sessions"]
@@ -40,7 +62,7 @@ class FolderFile(str):
 
 
 #: the formats whose sessions live many to a SQLite store (``stores``), told apart by their tables
-STORE_FORMATS = (opencode, goose)
+STORE_FORMATS = ("opencode", "goose")
 
 
 def store_format(path: str) -> ModuleType | None:
@@ -53,8 +75,8 @@ def store_format(path: str) -> ModuleType | None:
         found = stores.tables(db)
     finally:
         db.close()
-    for module in STORE_FORMATS:
-        if module.TABLES <= found:
+    for name in STORE_FORMATS:
+        if (module := FORMATS[name]).TABLES <= found:
             return module
     raise InputError(f"{path}: an SQLite file, but not a store of a harness compactlab reads "
                      "(OpenCode's session, message and part tables, or Goose's sessions and messages)")
@@ -117,11 +139,14 @@ def _detect(path: str, head: Head | None = None) -> tuple[str, dict[str, Any]]:
                                  "or one session as STORE#SESSION")
     if head is None and is_document(path):
         read = {"document": read_document(path)}
-        scores = {n: m.sniff_document(read["document"][0]) for n, m in FORMATS.items() if hasattr(m, "sniff_document")}
+        scores = {n: min(1.0, m.sniff_document(read["document"][0])) for n, m in FORMATS.items()
+                  if hasattr(m, "sniff_document")}
     else:
         read = {"head": head or read_head(path)}
         objects = read["head"].objects
-        scores = {n: m.sniff(objects) for n, m in FORMATS.items() if hasattr(m, "sniff")}
+        if anthropic_messages.sniff(objects) == 1.0:  # (the first format, at the most any scores: it wins)
+            return anthropic_messages.NAME, read
+        scores = {n: min(1.0, m.sniff(objects)) for n, m in FORMATS.items() if hasattr(m, "sniff")}
     best = max(scores, key=lambda n: scores[n])
     if scores[best] <= 0:
         raise UnknownFormat(
@@ -204,7 +229,7 @@ def _load(fmt: Any, path: str, options: dict[str, object]) -> Transcript:
     # caller who loads big files may do the same)
     # (the file's stat before and after: the same, what was read is that file's bytes; a store's
     # session is read from its rows, OpenCode's legacy files from many: their hash says)
-    before = path_stamp(path) if fmt not in STORE_FORMATS else None
+    before = path_stamp(path) if getattr(fmt, "NAME", None) not in STORE_FORMATS else None
     try:
         transcript = fmt.load(path, **options)
     except BadField as exc:  # a whole-file format's bad field (a line's is reported by its line)

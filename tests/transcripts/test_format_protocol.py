@@ -4,6 +4,7 @@ load, and what detection reads; stream where its lines are its messages."""
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 import pytest
 
@@ -41,3 +42,38 @@ def test_a_format_that_streams_gives_what_it_loads(samples):
     assert isinstance(loaded, Transcript) and isinstance(stream, TranscriptStream)
     streamed = [e.message for batch in stream.batches(7) for e in batch]
     assert streamed == loaded.messages
+
+
+def test_an_anthropic_messages_file_is_told_by_its_first_lines_and_loads_no_other_format(samples):
+    """The first format's full score is the most any scores, and the first of equal scores wins:
+    such a file is detected without the fifteen other modules being imported (a replay's start-up)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from compactlab.transcripts import detect_format; "
+            f"print(detect_format({str(samples / 'synth-small.jsonl')!r})); "
+            "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('compactlab.transcripts.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "anthropic"
+    assert out[1] == str(sorted(["anthropic_messages", "messages", "model", "reader", "stores", "writer"]))
+
+
+def test_detection_is_the_best_score_of_every_format(samples, tmp_path):
+    """What detection says of a JSON lines file is the format of the best score among them all (the
+    first of equal ones), each score from 0 to 1, whether or not the first format's alone decided."""
+    from compactlab.synth import write
+    from compactlab.transcripts import detect_format
+    from compactlab.transcripts.reader import read_head
+
+    data = Path(__file__).parent / "data"
+    write(tmp_path / "cc.jsonl", 6, seed=1, form="claude-code")
+    files = [*sorted(samples.glob("*.jsonl")), *sorted(data.rglob("*.jsonl")), tmp_path / "cc.jsonl"]
+    seen = set()
+    for path in files:
+        objects = read_head(str(path)).objects
+        scores = {n: FORMATS[n].sniff(objects) for n in FORMATS if hasattr(FORMATS[n], "sniff")}
+        assert all(0.0 <= v <= 1.0 for v in scores.values()), (path, scores)
+        best = max(scores, key=lambda n: scores[n])
+        assert detect_format(str(path)) == best, (path, scores)
+        seen.add(best)
+    assert {"anthropic", "claude-code"} <= seen and len(seen) >= 4, seen  # (both ways through detection)
