@@ -361,18 +361,13 @@ def current(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | 
             if trigger >= 167_000:
                 return [], said + ": above the default, which Claude Code keeps"
             return [f"summary.trigger={trigger}"], f"{said}: {trigger:,} tokens"
-    if name == "goose" and (share := settings.get("GOOSE_AUTO_COMPACT_THRESHOLD")) is not None:
-        said = f"GOOSE_AUTO_COMPACT_THRESHOLD={share.value} ({share.source})"
-        at = goose_threshold(GOOSE_WINDOW, settings)[0]
+    if name in SHARES and (share := settings.get(SHARES[name][0])) is not None:
+        key, window, default, _, sep = SHARES[name]
+        said = f"{key}{sep}{share.value} ({share.source})"
+        at = share_threshold(name, window, settings)[0]
         if at is None:
             return ["summary.enabled=false"], said + ": auto-compaction off"
-        if at == round(GOOSE_WINDOW * GOOSE_DEFAULT):
-            return [], said + ": the default"
-        return [f"summary.trigger={at}"], f"{said}: {at:,} tokens"
-    if name == "qwen-code" and (share := settings.get(QWEN_SETTINGS[0])) is not None:
-        at = round(QWEN_CODE_WINDOW * number(share, QWEN_SETTINGS[0], 0, 1))
-        said = f"{QWEN_SETTINGS[0]} = {share.value} ({share.source})"
-        if at == round(QWEN_CODE_WINDOW * QWEN_CODE_DEFAULT):
+        if at == round(window * default):
             return [], said + ": the default"
         return [f"summary.trigger={at}"], f"{said}: {at:,} tokens"
     if name == "codex" and (limit := settings.get("model_auto_compact_token_limit")) is not None:
@@ -384,19 +379,35 @@ def current(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | 
     return None
 
 
-def goose_threshold(window: int, settings: dict[str, Setting]) -> tuple[int | None, str]:
-    """Where goose auto-compacts on a ``window``-token model with ``settings`` (None: it does not):
-    ``GOOSE_AUTO_COMPACT_THRESHOLD`` (a share of the window; 0 turns it off) or its default 0.8, and
-    why, in words with the source."""
-    share = settings.get("GOOSE_AUTO_COMPACT_THRESHOLD")
+#: the harnesses whose threshold is a share of the window: (the setting, the presets' window, its
+#: default, whether 0 turns auto-compaction off, how a value is said: an environment variable's
+#: ``KEY=V``, a settings file's ``KEY = V``)
+SHARES: dict[str, tuple[str, int, float, bool, str]] = {
+    "goose": ("GOOSE_AUTO_COMPACT_THRESHOLD", GOOSE_WINDOW, GOOSE_DEFAULT, True, "="),
+    "qwen-code": ("model.chatCompression.contextPercentageThreshold", QWEN_CODE_WINDOW, QWEN_CODE_DEFAULT, False,
+                  " = "),
+}
+
+
+def share_threshold(name: str, window: int, settings: dict[str, Setting]) -> tuple[int | None, str]:
+    """Where harness ``name`` (``SHARES``) auto-compacts on a ``window``-token model with
+    ``settings`` (None: it does not): its setting's share of the window (0-1; 0 off where it turns it
+    off) or its default's, and why, in words with the source."""
+    key, _, default, off, sep = SHARES[name]
+    share = settings.get(key)
     if share is None:
-        at = round(window * GOOSE_DEFAULT)
-        return at, f"goose's default: {GOOSE_DEFAULT:g} of {window:,} = {at:,}"
-    value = number(share, "GOOSE_AUTO_COMPACT_THRESHOLD", 0, 1)
-    said = f"GOOSE_AUTO_COMPACT_THRESHOLD={share.value} ({share.source})"
-    if value == 0:
+        at = round(window * default)
+        return at, f"{name}'s default: {default:g} of {window:,} = {at:,}"
+    value = number(share, key, 0, 1)
+    said = f"{key}{sep}{share.value} ({share.source})"
+    if value == 0 and off:
         return None, f"auto-compaction off ({said})"
     return round(window * value), f"{said}: {value:g} of {window:,} = {round(window * value):,}"
+
+
+def goose_threshold(window: int, settings: dict[str, Setting]) -> tuple[int | None, str]:
+    """Where goose auto-compacts on a ``window``-token model with ``settings`` (``share_threshold``)."""
+    return share_threshold("goose", window, settings)
 
 
 def number(s: Setting, key: str, low: float, high: float) -> float:
