@@ -12,8 +12,10 @@ with), or late.
 
 The settings come from where the harness keeps them, each said with its source: ``--setting
 KEY=VALUE`` first, then the environment compactlab runs in, then the harness's settings file
-(Claude Code: ``~/.claude/settings.json``, its ``env`` table and ``autoCompactEnabled``); none is
-guessed. Claude Code's rule (``CLAUDE_CODE``): the trigger is the window less a reserve for the
+(Claude Code: ``~/.claude/settings.json``, its ``env`` table and ``autoCompactEnabled``), and
+before it the project's own files under the folder the session was started in, where that folder
+is here (Claude Code's ``.claude/settings.local.json`` and ``.claude/settings.json``, which
+override the user's); none is guessed. Claude Code's rule (``CLAUDE_CODE``): the trigger is the window less a reserve for the
 reply (20,000 tokens on 2.1.x, 32,000 on 2.0.x) less a 13,000-token buffer (167,000 of 200,000 on
 2.1.x, as its users' issues report it; 155,000 on 2.0.x, from a 2.0.76 session that compacted at
 155,979: an estimate); ``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE`` (a percentage of the window) can only
@@ -28,7 +30,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .corpus.harness_settings import Setting, goose_threshold, number, settings_for
+from .corpus.harness_settings import PROJECT_FILES, Setting, goose_threshold, number, of_format, settings_for
 from .errors import UsageError
 from .transcripts import Transcript
 
@@ -261,6 +263,32 @@ def _fired(threshold: int | None, tokens: int | None, previous: int | None, set_
     return f"where it fires: the first check past {threshold:,}"
 
 
+def started_in(transcript: Transcript) -> str | None:
+    """The folder the session was started in, as it recorded it (a Qwen Code, goose, Pi or Copilot
+    session's metadata; a Claude Code session's first record that says), whose project settings
+    override the user's (``harness_settings.PROJECT_FILES``); None where it does not say."""
+    from .transcripts.homes import started_in as first_cwd
+
+    cwd = transcript.metadata.get("cwd")
+    if isinstance(cwd, str) and cwd:
+        return cwd
+    if transcript.format == "claude-code" and transcript.path:
+        return first_cwd(transcript.path)
+    return None
+
+
+def _harness(transcript: Transcript) -> str | None:
+    h = of_format(transcript.source_format)
+    return h.name if h is not None else None
+
+
+def session_settings(transcript: Transcript, given: list[str] | tuple[str, ...] = (),
+                     env: dict[str, str] | None = None, home: str | None = None) -> dict[str, Setting]:
+    """The settings ``transcript``'s harness ran with, as far as they are read here: ``settings_for``
+    with the project files of the folder the session was started in (where it is a folder here)."""
+    return settings_for(given, env=env, home=home, project=started_in(transcript), project_of=_harness(transcript))
+
+
 def audit(transcript: Transcript, settings: dict[str, Setting]) -> dict[str, Any]:
     """A recording's compactions audited, with the window they are measured against and where it
     came from, and the harness's version where the recording says."""
@@ -274,5 +302,10 @@ def audit(transcript: Transcript, settings: dict[str, Setting]) -> dict[str, Any
             "recorded_format": transcript.metadata.get("recorded_format"),
             "version": transcript.metadata.get("version") or transcript.metadata.get("cli_version"),
             "window": window.tokens, "window_source": window.source,
+            # (the folder the session was started in; where its harness keeps settings in the
+            # project, whether they were read: "read", or "not a folder here")
+            "started_in": (cwd := started_in(transcript)),
+            "project_settings": None if not cwd or _harness(transcript) not in PROJECT_FILES
+            else "read" if os.path.isdir(cwd) else "not a folder here",
             "settings": {k: {"value": s.value, "source": s.source} for k, s in settings.items()},
             "compactions": compactions(transcript, window.tokens, settings)}

@@ -5,6 +5,7 @@ fired there."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -83,6 +84,78 @@ def test_settings_come_from_the_flag_the_environment_and_the_settings_file(tmp_p
     (home / ".claude" / "settings.json").write_text("[1, 2]")
     with pytest.raises(UsageError, match="not a settings file"):
         settings_for([], env={}, home=str(home))
+
+
+def _settings_file(folder, name: str, doc: dict) -> None:
+    (folder / name).parent.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps(doc))
+
+
+def test_a_sessions_project_settings_override_the_users_as_claude_code_reads_them(tmp_path):
+    """Claude Code reads a project's .claude/settings.local.json over its .claude/settings.json over
+    ~/.claude/settings.json; the project is the folder the session's first record says it ran in.
+    The environment and --setting still come first; a folder not here is said, not guessed."""
+    from compactlab.audit import session_settings, started_in
+
+    home, project = tmp_path / "home", tmp_path / "work" / "app"
+    project.mkdir(parents=True)
+    _settings_file(home, ".claude/settings.json", {"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "80"}})
+    path = _session(tmp_path, "2.1.39", [100_000, 110_000, 121_000], 121_500)
+    lines = Path(path).read_text().splitlines()
+    first = json.loads(lines[1])  # (the snapshot line before it records no folder)
+    lines[1] = json.dumps({**first, "cwd": str(project)})
+    lines[2] = json.dumps({**json.loads(lines[2]), "cwd": str(project / "src")})  # (a later cd: not the project)
+    Path(path).write_text("\n".join(lines) + "\n")
+    loaded = load_transcript(path)
+    assert started_in(loaded) == str(project)
+
+    def row(given=(), env=None):
+        got = audit(loaded, session_settings(loaded, given, env=env or {}, home=str(home)))
+        return got, got["compactions"][0]
+
+    got, user_only = row()
+    assert user_only["threshold"] == 160_000 and got["project_settings"] == "read"
+    assert got["settings"]["CLAUDE_AUTOCOMPACT_PCT_OVERRIDE"]["source"] == "~/.claude/settings.json"
+    _settings_file(project, ".claude/settings.json", {"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "60"}})
+    got, shared = row()
+    assert shared["threshold"] == 120_000 and "where it fires" in shared["fired"], shared
+    assert got["settings"]["CLAUDE_AUTOCOMPACT_PCT_OVERRIDE"] == {
+        "value": "60", "source": str(project / ".claude" / "settings.json")}
+    _settings_file(project, ".claude/settings.local.json", {"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "55"}})
+    assert row()[1]["threshold"] == 110_000
+    assert row(env={"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "50"})[1]["threshold"] == 100_000
+    assert row(["CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=45"])[1]["threshold"] == 90_000
+    (project / ".claude" / "settings.local.json").write_text("[]")
+    with pytest.raises(UsageError, match=r"settings\.local\.json: not a settings file"):
+        row()
+    (project / ".claude" / "settings.local.json").unlink()
+    # a project under the home folder is named from ~; one that is not a folder here is not read
+    inner = home / "code" / "app"
+    _settings_file(inner, ".claude/settings.json", {"autoCompactEnabled": False})
+    got = settings_for([], env={}, home=str(home), project=str(inner))
+    assert got["DISABLE_AUTO_COMPACT"].source == "~/code/app/.claude/settings.json"
+    assert settings_for([], env={}, home="/", project=str(inner))["DISABLE_AUTO_COMPACT"].source == str(
+        inner / ".claude" / "settings.json")  # (a home of / shortens nothing)
+    assert settings_for([], env={}, home=str(home), project=str(tmp_path / "gone")) == settings_for(
+        [], env={}, home=str(home))
+    _settings_file(project, ".qwen/settings.json", {"model": {"chatCompression": {"contextPercentageThreshold": 0.5}}})
+    key = "model.chatCompression.contextPercentageThreshold"
+    assert key not in session_settings(loaded, env={}, home=str(home))  # (a Claude Code session: not Qwen's)
+    assert settings_for([], env={}, home=str(home), project=str(project))[key].value == "0.5"
+
+
+def test_inspect_compactions_says_a_sessions_project_is_not_here(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", raising=False)
+    path = _session(tmp_path, "2.1.39", [150_000, 166_000, 167_094], 167_731)
+    text = Path(path).read_text().replace('"sessionId":"s1"', '"sessionId":"s1","cwd":"/nowhere/app\\u001b[31m"', 1)
+    Path(path).write_text(text)
+    r = cli("inspect", "--compactions", path)
+    assert r.exit_code == 0, r.stderr
+    assert "started in /nowhere/app\\x1b[31m, not a folder here: its project's settings are not read" in r.stdout
+    doc = json.loads(cli("inspect", "--compactions", path, "--format", "json").stdout)
+    assert (doc["sessions"][0]["started_in"], doc["sessions"][0]["project_settings"]) == (
+        "/nowhere/app\x1b[31m", "not a folder here")
 
 
 def test_inspect_compactions_prints_a_line_each_and_json(cli, tmp_path, monkeypatch):

@@ -73,19 +73,19 @@ def inspect(transcripts: tuple[str, ...], **o: Any) -> None:
 
 def _audit_compactions(transcripts: tuple[str, ...], o: dict[str, Any]) -> None:
     """``inspect --compactions``: each session's recorded compactions audited (``audit.py``)."""
-    from ..audit import audit, settings_for
+    from ..audit import audit, session_settings, settings_for
     from ..reports.inspect_report import COMPACTIONS_WRITERS
     from ..transcripts import load_transcript, one_session
 
-    settings = settings_for(o["settings"])
+    settings_for(o["settings"])  # (a --setting or a settings file wrong: said before any session is read)
     files = (list(transcripts) if len(transcripts) == 1 and one_session(transcripts[0])
              else inputs_of(transcripts, o["subagents"], o["quiet"], o))
     audits = []
     with collector_off():
         for path in files:
             try:
-                audits.append(audit(load_transcript(path, o["input_format"], skip_bad_lines=o["skip_bad_lines"]),
-                                    settings))
+                loaded = load_transcript(path, o["input_format"], skip_bad_lines=o["skip_bad_lines"])
+                audits.append(audit(loaded, session_settings(loaded, o["settings"])))
             except CompactlabError as exc:
                 if len(files) == 1:
                     raise

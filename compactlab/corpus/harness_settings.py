@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any, Callable
 
 from ..engine.window import GEMINI_CLI_WINDOW
@@ -379,6 +380,23 @@ def current(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | 
     return None
 
 
+def set_in_projects(name: str, folders: Iterable[str], env: dict[str, str] | None = None,
+                    home: str | None = None) -> list[tuple[str, str]]:
+    """The folders of ``folders`` (where sessions of harness ``name`` were started) whose own project
+    settings (``PROJECT_FILES``) make its compaction other than your user-level setting does, each
+    with that setting in words: those sessions ran with it, and a user-level setting does not
+    change them."""
+    if name not in PROJECT_FILES:
+        return []
+    mine = current(name, settings_for(env=env, home=home, harness=name))
+    out = []
+    for folder in sorted(set(folders)):
+        theirs = current(name, settings_for(env=env, home=home, harness=name, project=folder))
+        if (theirs or ([], ""))[0] != (mine or ([], ""))[0]:
+            out.append((folder, theirs[1] if theirs else "the default"))
+    return out
+
+
 #: the harnesses whose threshold is a share of the window: (the setting, the presets' window, its
 #: default, whether 0 turns auto-compaction off, how a value is said: an environment variable's
 #: ``KEY=V``, a settings file's ``KEY = V``)
@@ -580,6 +598,11 @@ GOOSE_SETTINGS = ("GOOSE_AUTO_COMPACT_THRESHOLD",)
 #: Qwen Code's (``~/.qwen/settings.json``)
 QWEN_SETTINGS = ("model.chatCompression.contextPercentageThreshold",)
 CLAUDE_FILE_KEYS = {"autoCompactWindow": "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "autoCompactEnabled": "DISABLE_AUTO_COMPACT"}
+#: the files a project keeps a harness's settings in, under the folder the harness was started in,
+#: the most binding first: they override the user's file (Claude Code's local settings over its
+#: shared ones, both over ``~/.claude/settings.json``; Qwen Code's over ``~/.qwen/settings.json``)
+PROJECT_FILES = {"claude-code": (".claude/settings.local.json", ".claude/settings.json"),
+                 "qwen-code": (".qwen/settings.json",)}
 
 
 @dataclass(frozen=True)
@@ -591,11 +614,15 @@ class Setting:
 
 
 def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | None = None,
-                 home: str | None = None, harness: str | None = None) -> dict[str, Setting]:
+                 home: str | None = None, harness: str | None = None,
+                 project: str | None = None, project_of: str | None = None) -> dict[str, Setting]:
     """The settings that decide Claude Code's, Codex's, goose's and Qwen Code's auto-compaction, each
-    with where it came from: ``--setting KEY=VALUE`` first, then the environment, then
-    ``~/.claude/settings.json``, Codex's ``config.toml`` and ``~/.qwen/settings.json``. ``harness``:
-    only that harness's (a file of another's that does not parse is not read, so not an error)."""
+    with where it came from: ``--setting KEY=VALUE`` first, then the environment, then the
+    project's files (``PROJECT_FILES`` under ``project``, the folder a session was started in, where
+    it is a folder here), then ``~/.claude/settings.json``, Codex's ``config.toml`` and
+    ``~/.qwen/settings.json``. ``harness``: only that harness's (a file of another's that does not
+    parse is not read, so not an error); ``project_of``: only that harness's project files (a
+    session's: the folder it ran in holds its harness's)."""
     env = dict(os.environ) if env is None else env
     out: dict[str, Setting] = {}
     for item in given:
@@ -616,13 +643,23 @@ def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | 
         if key not in out and env.get(key, "").strip():
             out[key] = Setting(env[key].strip(), "the environment")
     root = str(Path(home or env.get("HOME") or Path.home()))
-    files = ((reads("claude-code"), Path(root) / ".claude" / "settings.json", _settings_file),
+    parsers = {"claude-code": _settings_file, "qwen-code": _qwen_settings}
+    in_project = [(reads(h) and project_of in (None, h), Path(project) / name, parsers[h])
+                  for h, names in PROJECT_FILES.items() for name in names if project and Path(project).is_dir()]
+    files = (*in_project,
+             (reads("claude-code"), Path(root) / ".claude" / "settings.json", _settings_file),
              (reads("codex"), Path(env.get("CODEX_HOME") or Path(root) / ".codex") / "config.toml", _codex_config),
              (reads("qwen-code"), Path(root) / ".qwen" / "settings.json", _qwen_settings))
     for read, path, parse in files:
         for key, value in (parse(path).items() if read else ()):
-            out.setdefault(key, Setting(value, str(path).replace(root, "~")))
+            out.setdefault(key, Setting(value, _shown(path, root)))
     return out
+
+
+def _shown(path: Path, home: str) -> str:
+    """A settings file's path as a source: under the home folder, from ``~``."""
+    text, home = str(path), home.rstrip("/")
+    return "~" + text[len(home):] if home and text.startswith(home + "/") else text
 
 
 def _read_small(path: Path, parse: Any, what: str) -> Any:

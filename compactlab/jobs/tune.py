@@ -116,6 +116,7 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
     out_dir = settings.out_dir or os.path.join("reports", "tune")
     if spec.harness is not None:
         spec = _harness_search(spec)
+        _set_in_projects(files, str(spec.harness), notify)
     objectives = parse_objectives(spec.objectives)
     params = _searched(spec, notify)
     site = StudySite(out_dir, spec.resume, settings.force, files)  # checked; nothing made until the base policy has run
@@ -189,6 +190,18 @@ def _harness_search(spec: Search) -> Search:
     now = current(spec.harness, settings_for(harness=spec.harness))
     overrides, words = now if now is not None else ([], None)
     return replace(spec, base=preset(spec.harness), spaces=space(spec.harness), overrides=overrides, current=words)
+
+
+def _set_in_projects(files: list[str], harness: str, notify: Notify) -> None:
+    """Said where sessions tuned on ran with their project's own setting (``harness_settings.
+    set_in_projects``): the user-level setting tune starts from and prints is not theirs, and
+    pasting it does not change them (the audit reads them so too)."""
+    from ..corpus.harness_settings import set_in_projects
+    from ..transcripts.homes import started_in
+
+    for folder, words in set_in_projects(harness, (f for f in map(started_in, files) if f)):
+        notify(f"warning: sessions started in {folder} ran with its project's own setting, {words}, not yours: "
+               "the setting tune prints, pasted where yours is, does not change them", True)
 
 
 def corpus_members(files: list[str], settings: Settings, notify: Notify = quietly,

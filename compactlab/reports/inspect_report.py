@@ -274,6 +274,9 @@ def compactions_table(audits: list[dict[str, Any]], out: TextIO) -> None:
         if a["settings"]:
             printer.text("  settings: " + ", ".join(visible(f"{k}={s['value']} ({s['source']})")
                                                    for k, s in a["settings"].items()), indent="  ")
+        if a.get("project_settings") == "not a folder here":
+            printer.text(visible(f"  started in {a['started_in']}, not a folder here: its project's settings "
+                                 "are not read"), indent="  ")
         if not a["compactions"]:
             printer.text("  no compaction recorded")
         for row in a["compactions"]:

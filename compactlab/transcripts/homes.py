@@ -204,6 +204,33 @@ def _codex_project(path: Path) -> str:
     return m.group(1).decode("utf-8", "replace") if m else ""
 
 
+def started_in(path: str | Path, head: int = 1 << 18) -> str | None:
+    """The folder a JSON-lines session says it was started in: the first ``cwd`` a record holds at
+    its top level, read line by line from the start and no further than ``head`` bytes (a Claude
+    Code or Qwen Code session's records each say theirs; the first is where the harness ran, whose
+    project settings apply). None where none says, or the file cannot be read."""
+    import json
+
+    try:
+        with open(path, "rb") as f:
+            while head > 0:
+                line = f.readline(head)
+                head -= len(line)
+                if not line.endswith(b"\n") and head <= 0 or not line:
+                    return None  # (the end, or a line longer than what is left to read)
+                if b'"cwd"' not in line:
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict) and isinstance(record.get("cwd"), str) and record["cwd"]:
+                    return str(record["cwd"])
+    except OSError:
+        return None
+    return None
+
+
 _SPAN = pattern(r"^(\d+)\s*([mhdw])$")
 _UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 

@@ -223,6 +223,18 @@ def test_tune_harness_qwen_code_with_no_path_searches_qwen_codes_home(cli, tmp_p
     assert r.exit_code == 0 and json.loads((tmp_path / "q" / "front.json").read_text())["harness"] == "qwen-code"
     r = cli("tune", "--harness", "langchain", "--out", tmp_path / "l")
     assert r.exit_code == 2 and "a framework's runs have no home" in r.stderr, r.stderr
+    # a session whose project (the folder its records name) sets its own threshold: said
+    project = tmp_path / "app"
+    (project / ".qwen").mkdir(parents=True)
+    (project / ".qwen" / "settings.json").write_text(json.dumps({"model": {"chatCompression": {
+        "contextPercentageThreshold": 0.5}}}))
+    (chats / "4b2d8f1e.jsonl").write_bytes((data / "built-compression.jsonl").read_bytes().replace(
+        b'"cwd":"/home/u/app"', b'"cwd":' + json.dumps(str(project)).encode()))
+    r = cli("tune", "--harness", "qwen-code", "--trials", "2", "--out", tmp_path / "p", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert (f"warning: sessions started in {project} ran with its project's own setting, "
+            "model.chatCompression.contextPercentageThreshold = 0.5 (~/app/.qwen/settings.json): 100,000 tokens, "
+            "not yours") in r.stderr, r.stderr  # (a project under the home folder, named from ~)
 
 
 def test_qwen_codes_setting_is_read_from_its_settings_file(cli, tmp_path, monkeypatch):
@@ -312,6 +324,40 @@ def test_tune_harness_starts_from_your_current_setting_read_where_the_harness_ke
     assert current("claude-code", {"DISABLE_AUTO_COMPACT": Setting("1", "x")})[0] == ["summary.enabled=false"]
     assert current("codex", {"model_auto_compact_token_limit": Setting("300000", "x")})[0] == []
     assert current("langchain", {}) is None and current("claude-code", {}) is None
+
+
+def test_tune_harness_says_which_sessions_ran_with_their_projects_own_setting(cli, tmp_path, monkeypatch):
+    """A project's .claude/settings.json overrides ~/.claude/settings.json for the sessions started
+    in it (the audit reads it so): tune, which starts from and prints the user-level setting, says
+    so for those sessions, and only where the project's setting differs from yours."""
+    from helpers import ClaudeCodeSession
+
+    from compactlab.corpus.harness_settings import set_in_projects
+
+    project = tmp_path / "app"
+    (project / ".claude").mkdir(parents=True)
+    (project / ".claude" / "settings.json").write_text(json.dumps({"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "60"}}))
+    s = ClaudeCodeSession().user("go", cwd=str(project))
+    for k in range(3):
+        s.assistant(f"m{k}", {"type": "tool_use", "id": f"t{k}", "name": "Bash", "input": {"command": "ls"}},
+                    input_tokens=1000 * (k + 1), cwd=str(project)).result(f"t{k}", "x" * 400, cwd=str(project))
+    path = s.write(tmp_path / "s.jsonl")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", raising=False)
+    r = cli("tune", path, "--harness", "claude-code", "--trials", "2", "--out", tmp_path / "t", "-q")
+    assert r.exit_code == 0, r.stderr
+    theirs = f"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60 ({project / '.claude' / 'settings.json'}): 120,000 tokens"
+    assert (f"warning: sessions started in {project} ran with its project's own setting, {theirs}, not yours"
+            in r.stderr), r.stderr
+    home = tmp_path / "home"
+    assert set_in_projects("claude-code", [str(project)], env={}, home=str(home)) == [(str(project), theirs)]
+    assert set_in_projects("claude-code", [str(project)], env={"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "60"},
+                           home=str(home)) == []  # (the environment's wins over both: the same as yours)
+    assert set_in_projects("codex", [str(project)], env={}, home=str(home)) == []  # (Codex keeps none there)
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / "settings.json").write_text(json.dumps({"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "60"}}))
+    r = cli("tune", path, "--harness", "claude-code", "--trials", "2", "--out", tmp_path / "u", "-q")
+    assert r.exit_code == 0 and "started in" not in r.stderr, r.stderr
 
 
 def test_compares_verdict_says_a_preset_at_its_harness_default_has_nothing_to_set(cli, tmp_path):
