@@ -63,8 +63,8 @@ def replay(transcripts: tuple[str, ...], **options: Any) -> None:
 
         settings = job_settings(o, ReplaySettings, policy=load_policy(refs[0] if refs else "s08", o["overrides"]),
                              overridden=bool(o["overrides"]))
-        say_before_runs([(settings.policy, ())], o["overrides"], lambda line, _: status_line(quiet, line))
         files = inputs_of(transcripts, o["subagents"], quiet, o)
+        say_before_runs([(settings.policy, ())], o["overrides"], lambda line, _: status_line(quiet, line), files=files)
         if o["fmt"] == "json-run" and len(files) != 1:
             raise UsageError(f"--format json-run prints one run; {len(files)} transcripts given",
                              hint="--format json prints {\"runs\": [...]} for any number")

@@ -381,11 +381,11 @@ def current(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | 
 
 
 def set_in_projects(name: str, folders: Iterable[str], env: dict[str, str] | None = None,
-                    home: str | None = None) -> list[tuple[str, str]]:
+                    home: str | None = None) -> list[tuple[str, str, list[str]]]:
     """The folders of ``folders`` (where sessions of harness ``name`` were started) whose own project
     settings (``PROJECT_FILES``) make its compaction other than your user-level setting does, each
-    with that setting in words: those sessions ran with it, and a user-level setting does not
-    change them."""
+    with that setting in words and the preset's overrides it stands for: those sessions ran with
+    it, and a user-level setting does not change them."""
     if name not in PROJECT_FILES:
         return []
     mine = current(name, settings_for(env=env, home=home, harness=name))
@@ -393,8 +393,21 @@ def set_in_projects(name: str, folders: Iterable[str], env: dict[str, str] | Non
     for folder in sorted(set(folders)):
         theirs = current(name, settings_for(env=env, home=home, harness=name, project=folder))
         if (theirs or ([], ""))[0] != (mine or ([], ""))[0]:
-            out.append((folder, theirs[1] if theirs else "the default"))
+            out.append((folder, theirs[1] if theirs else "the default", theirs[0] if theirs else []))
     return out
+
+
+def projects_otherwise(policy: Any, folders: Iterable[str]) -> list[tuple[str, str, str]]:
+    """Where ``policy`` is a harness's preset as it is (its default), the folders of ``folders``
+    whose sessions ran with their project's own, other setting (``set_in_projects``): each with
+    that setting in words and the ``--set`` options that replay it."""
+    from ..engine.policy import load_policy
+
+    h = of_preset(policy.name)
+    if h is None or h.name not in PROJECT_FILES or policy.fingerprint != load_policy(h.preset).fingerprint:
+        return []
+    return [(folder, words, " ".join(f"--set {o}" for o in sets))
+            for folder, words, sets in set_in_projects(h.name, folders)]
 
 
 #: the harnesses whose threshold is a share of the window: (the setting, the presets' window, its

@@ -171,12 +171,13 @@ def say_left_out(n: int, cost: float, where: str, notify: Notify) -> None:
 
 
 def say_before_runs(grid: list[tuple[Any, tuple]], overrides: list[str] | tuple[str, ...], notify: Notify,
-                    but: Any = None) -> None:
+                    but: Any = None, files: list[str] | tuple[str, ...] = ()) -> None:
     """What replay, compare, check and next-action say of their policies before they run, the same
     lines from each, ``but`` left out (no compaction a compare adds): a warning, once each, for a
     --set key a policy of ``grid`` (its policies and their swept values) takes no notice of (its
     layer is off; tune says its own, of its space); and a note where a harness's preset runs as
-    its default while you have set that harness otherwise (``your_setting``)."""
+    its default while you have set that harness otherwise, or the sessions of ``files`` ran with
+    their project's own setting (``your_setting``)."""
     from ..engine.policy import inert_keys
 
     keys = [s.partition("=")[0] for s in overrides]
@@ -185,7 +186,7 @@ def say_before_runs(grid: list[tuple[Any, tuple]], overrides: list[str] | tuple[
         if policy is but:
             continue
         for line in [*(f"warning: {k}" for k in inert_keys(policy, keys)),
-                     *([] if swept else filter(None, [your_setting(policy)]))]:
+                     *([] if swept else your_setting(policy, files))]:
             if line not in said:
                 said.add(line)
                 notify(line, False)
@@ -197,21 +198,28 @@ def say_before_runs(grid: list[tuple[Any, tuple]], overrides: list[str] | tuple[
 SETTINGS_READ = ("claude-code", "codex", "goose", "qwen-code")
 
 
-def your_setting(policy: Any) -> str | None:
+def your_setting(policy: Any, files: list[str] | tuple[str, ...] = ()) -> list[str]:
     """Where ``policy`` is a harness's preset as it is (Claude Code's, Codex's, goose's, Qwen Code's: its
     default) and you have set that harness otherwise (the environment, ``~/.claude/settings.json``,
     ``~/.codex/config.toml``: ``harness_settings.current``, as tune reads it for its base), a note
-    saying so and how to replay yours: the preset is not what your harness does. None elsewhere."""
+    saying so and how to replay yours: the preset is not what your harness does; and one for each
+    folder the sessions of ``files`` were started in whose project sets it otherwise again (a
+    project's settings file: ``harness_settings.projects_otherwise``). None elsewhere."""
     if policy.name not in SETTINGS_READ:
-        return None
-    from ..corpus.harness_settings import set_otherwise
+        return []
+    from ..corpus.harness_settings import projects_otherwise, set_otherwise
+    from ..transcripts.homes import started_in
 
+    lines = []
     found = set_otherwise(policy)
-    if found is None:
-        return None
-    h, words, sets = found
-    return (f"note: {policy.name} is {h.title}'s default, and you set {words}; -p {policy.name} {sets} "
-            f"replays yours (tune --harness {h.name} starts from it)")
+    if found is not None:
+        h, words, sets = found
+        lines.append(f"note: {policy.name} is {h.title}'s default, and you set {words}; -p {policy.name} {sets} "
+                     f"replays yours (tune --harness {h.name} starts from it)")
+    for folder, words, sets in projects_otherwise(policy, (f for f in map(started_in, files) if f)):
+        lines.append(f"note: sessions started in {folder} ran with its project's own setting, {words}; "
+                     f"-p {policy.name}{' ' + sets if sets else ''} replays theirs")
+    return lines
 
 
 def say_too_deep(folders: list[str], notify: Notify) -> None:

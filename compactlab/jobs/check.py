@@ -82,7 +82,7 @@ def check_files(files: list[str], gate: Gate, settings: Settings, show: Callable
 
     tolerance = parse_tolerances(gate.tolerances)
     grid = build_grid(gate.policies, gate.overrides, [])  # (its policy files are inputs too)
-    say_before_runs(grid, gate.overrides, notify)
+    say_before_runs(grid, gate.overrides, notify, files=files)
     _check_destinations(files, gate)
     edited: list[str] = []
     old = {} if gate.update else load_baseline(gate.baseline, edited)

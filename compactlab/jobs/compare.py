@@ -133,7 +133,7 @@ def compare_files(files: list[str], grid: Grid, settings: Settings, reporting: R
     for note in notes:
         notify(note, False)
     keys = [s.partition("=")[0] for s in grid.overrides]  # (a swept one is in the notes already)
-    say_before_runs(policies, grid.overrides, notify, but=added)
+    say_before_runs(policies, grid.overrides, notify, but=added, files=files)
     planned = None
     if reporting.next_action is not None:  # (its samples are drawn from the whole corpus: read whole first)
         loaded = load_all(files, settings, notify, progress)

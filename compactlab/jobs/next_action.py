@@ -60,7 +60,7 @@ def next_action_files(files: list[str], asking: Asking, settings: Settings, noti
     """Check ``files`` under ``asking`` into ``settings.out_dir``; ``show_plan`` sees the samples and
     the estimate before anything is sent (and is all a dry run does)."""
     policies = [load_policy(ref, asking.overrides) for ref in asking.policies]
-    say_before_runs([(p, ()) for p in policies], asking.overrides, notify)
+    say_before_runs([(p, ()) for p in policies], asking.overrides, notify, files=files)
     names = [p.name for p in policies]
     if len(set(names)) < len(names):
         twice = sorted({n for n in names if names.count(n) > 1})

@@ -199,7 +199,7 @@ def _set_in_projects(files: list[str], harness: str, notify: Notify) -> None:
     from ..corpus.harness_settings import set_in_projects
     from ..transcripts.homes import started_in
 
-    for folder, words in set_in_projects(harness, (f for f in map(started_in, files) if f)):
+    for folder, words, _ in set_in_projects(harness, (f for f in map(started_in, files) if f)):
         notify(f"warning: sessions started in {folder} ran with its project's own setting, {words}, not yours: "
                "the setting tune prints, pasted where yours is, does not change them", True)
 

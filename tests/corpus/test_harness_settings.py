@@ -326,22 +326,27 @@ def test_tune_harness_starts_from_your_current_setting_read_where_the_harness_ke
     assert current("langchain", {}) is None and current("claude-code", {}) is None
 
 
-def test_tune_harness_says_which_sessions_ran_with_their_projects_own_setting(cli, tmp_path, monkeypatch):
-    """A project's .claude/settings.json overrides ~/.claude/settings.json for the sessions started
-    in it (the audit reads it so): tune, which starts from and prints the user-level setting, says
-    so for those sessions, and only where the project's setting differs from yours."""
+def _project_session(tmp_path, pct: str = "60") -> tuple[Path, str]:
+    """A Claude Code session started in a project whose .claude/settings.json sets the override."""
     from helpers import ClaudeCodeSession
-
-    from compactlab.corpus.harness_settings import set_in_projects
 
     project = tmp_path / "app"
     (project / ".claude").mkdir(parents=True)
-    (project / ".claude" / "settings.json").write_text(json.dumps({"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "60"}}))
+    (project / ".claude" / "settings.json").write_text(json.dumps({"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": pct}}))
     s = ClaudeCodeSession().user("go", cwd=str(project))
     for k in range(3):
         s.assistant(f"m{k}", {"type": "tool_use", "id": f"t{k}", "name": "Bash", "input": {"command": "ls"}},
                     input_tokens=1000 * (k + 1), cwd=str(project)).result(f"t{k}", "x" * 400, cwd=str(project))
-    path = s.write(tmp_path / "s.jsonl")
+    return project, s.write(tmp_path / "s.jsonl")
+
+
+def test_tune_harness_says_which_sessions_ran_with_their_projects_own_setting(cli, tmp_path, monkeypatch):
+    """A project's .claude/settings.json overrides ~/.claude/settings.json for the sessions started
+    in it (the audit reads it so): tune, which starts from and prints the user-level setting, says
+    so for those sessions, and only where the project's setting differs from yours."""
+    from compactlab.corpus.harness_settings import set_in_projects
+
+    project, path = _project_session(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", raising=False)
     r = cli("tune", path, "--harness", "claude-code", "--trials", "2", "--out", tmp_path / "t", "-q")
@@ -350,7 +355,8 @@ def test_tune_harness_says_which_sessions_ran_with_their_projects_own_setting(cl
     assert (f"warning: sessions started in {project} ran with its project's own setting, {theirs}, not yours"
             in r.stderr), r.stderr
     home = tmp_path / "home"
-    assert set_in_projects("claude-code", [str(project)], env={}, home=str(home)) == [(str(project), theirs)]
+    assert set_in_projects("claude-code", [str(project)], env={}, home=str(home)) == [
+        (str(project), theirs, ["summary.trigger=120000"])]
     assert set_in_projects("claude-code", [str(project)], env={"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "60"},
                            home=str(home)) == []  # (the environment's wins over both: the same as yours)
     assert set_in_projects("codex", [str(project)], env={}, home=str(home)) == []  # (Codex keeps none there)
@@ -358,6 +364,28 @@ def test_tune_harness_says_which_sessions_ran_with_their_projects_own_setting(cl
     (home / ".claude" / "settings.json").write_text(json.dumps({"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "60"}}))
     r = cli("tune", path, "--harness", "claude-code", "--trials", "2", "--out", tmp_path / "u", "-q")
     assert r.exit_code == 0 and "started in" not in r.stderr, r.stderr
+
+
+def test_a_replay_of_the_harness_preset_says_which_sessions_ran_with_their_projects_own_setting(cli, tmp_path,
+                                                                                             monkeypatch):
+    """replay, compare and check of -p claude-code (the default) on a session started in a project
+    that sets its own override say so, and the --set options they print replay it; another preset,
+    or the preset set otherwise, says nothing of it."""
+    project, path = _project_session(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", raising=False)
+    note = (f"note: sessions started in {project} ran with its project's own setting, CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60 "
+            f"({project / '.claude' / 'settings.json'}): 120,000 tokens; -p claude-code --set summary.trigger=120000 "
+            "replays theirs")
+    r = cli("replay", path, "-p", "claude-code", "--out", tmp_path / "r")
+    assert r.exit_code == 0 and note in r.stderr, r.stderr
+    r = cli("compare", path, "-p", "claude-code", "-p", "s08", "--out", tmp_path / "c", "--charts", "none")
+    assert r.exit_code == 0 and r.stderr.count(note) == 1, r.stderr
+    r = cli("check", path, "-p", "claude-code", "--baseline", tmp_path / "b.json", "--update-baseline")
+    assert r.exit_code == 0 and note in r.stderr, r.stderr
+    for other in (("-p", "s08"), ("-p", "claude-code", "--set", "summary.trigger=120000")):
+        r = cli("replay", path, *other, "--out", tmp_path / "o", "--force")
+        assert r.exit_code == 0 and "started in" not in r.stderr, r.stderr
 
 
 def test_compares_verdict_says_a_preset_at_its_harness_default_has_nothing_to_set(cli, tmp_path):
