@@ -499,13 +499,16 @@ def parse_setting(name: str, lines: list[str]) -> dict[str, Any]:
 #: it is set, its range, its default, what it sets in the preset)
 SETTINGS: dict[str, list[tuple[str, str, str, str, str]]] = {
     "claude-code": [
-        ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "environment, or ~/.claude/settings.json env", "1-100 (%), only lower",
+        ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "environment, or settings.json env: a project's .claude/ over ~/.claude/",
+         "1-100 (%), only lower",
          "unset: 83.5% on 2.1.x (167,000), 77.5% on 2.0.x and 1.x (155,000, an estimate)",
          "summary.trigger = that share of the window (summary.trigger_by_version: the version's default)"),
-        ("CLAUDE_CODE_AUTO_COMPACT_WINDOW / autoCompactWindow", "environment / ~/.claude/settings.json",
-         "100,000-1,000,000 tokens", "the model's window (200,000)", "the window the trigger is taken of"),
-        ("DISABLE_AUTO_COMPACT / autoCompactEnabled", "environment / ~/.claude/settings.json", "1 / false",
-         "auto-compaction on", "summary.enabled = false"),
+        ("CLAUDE_CODE_AUTO_COMPACT_WINDOW / autoCompactWindow",
+         "environment / settings.json: a project's .claude/ over ~/.claude/", "100,000-1,000,000 tokens",
+         "the model's window (200,000)", "the window the trigger is taken of"),
+        ("DISABLE_AUTO_COMPACT / autoCompactEnabled",
+         "environment / settings.json: a project's .claude/ over ~/.claude/", "1 / false", "auto-compaction on",
+         "summary.enabled = false"),
     ],
     "codex": [
         ("model_auto_compact_token_limit", "~/.codex/config.toml ($CODEX_HOME)", "tokens, only lower (min with 90% "
