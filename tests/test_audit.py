@@ -180,7 +180,7 @@ def test_a_goose_compaction_is_held_to_goose_auto_compact_threshold(cli, tmp_pat
     """goose's rule: the share of the window GOOSE_AUTO_COMPACT_THRESHOLD sets (0.8 by default, 0
     off), on the context its last call's usage measured; the setting read from the environment, or
     given; tune's base and a replay's note read it as the audit does."""
-    from compactlab.corpus.harness_settings import Setting, current, goose_threshold
+    from compactlab.corpus.harness_settings import Setting, current, goose_threshold, share_threshold
     from helpers import goose_store
 
     monkeypatch.setenv("HOME", str(tmp_path))
@@ -206,8 +206,16 @@ def test_a_goose_compaction_is_held_to_goose_auto_compact_threshold(cli, tmp_pat
     assert current("goose", {"GOOSE_AUTO_COMPACT_THRESHOLD": Setting("0", "x")})[0] == ["summary.enabled=false"]
     assert current("goose", {}) is None and goose_threshold(128_000, {})[0] == 102_400
     assert current("goose", {"GOOSE_AUTO_COMPACT_THRESHOLD": Setting("0.8", "x")})[0] == []  # (the default)
-    with pytest.raises(UsageError, match="not a number from 0 to 1"):
-        goose_threshold(200_000, {"GOOSE_AUTO_COMPACT_THRESHOLD": Setting("1.5", "the environment")})
+    # goose turns it off at or below 0 and at or above 1 (check_if_compaction_needed), not an error
+    for value in ("1.5", "1", "-0.2"):
+        assert goose_threshold(200_000, {"GOOSE_AUTO_COMPACT_THRESHOLD": Setting(value, "e")}) == (
+            None, f"auto-compaction off (GOOSE_AUTO_COMPACT_THRESHOLD={value} (e))")
+    assert goose_threshold(200_000, {"GOOSE_AUTO_COMPACT_THRESHOLD": Setting("0.99", "e")})[0] == 198_000
+    with pytest.raises(UsageError, match=r"=lots \(the environment\): not a number$"):
+        goose_threshold(200_000, {"GOOSE_AUTO_COMPACT_THRESHOLD": Setting("lots", "the environment")})
+    qwen = "model.chatCompression.contextPercentageThreshold"
+    assert share_threshold("qwen-code", 200_000, {qwen: Setting("0", "f")})[0] is None  # (Qwen Code: <= 0 off)
+    assert current("qwen-code", {qwen: Setting("-1", "f")})[0] == ["summary.enabled=false"]
     monkeypatch.setenv("GOOSE_AUTO_COMPACT_THRESHOLD", "0.6")
     r = cli("replay", session, "-p", "goose", "--out", tmp_path / "r")
     assert r.exit_code == 0 and ("you set GOOSE_AUTO_COMPACT_THRESHOLD=0.6 (the environment): 120,000 tokens; "

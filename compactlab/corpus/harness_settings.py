@@ -206,7 +206,7 @@ TABLE: dict[str, Harness] = {h.name: h for h in (
         Knob("model.chatCompression.contextPercentageThreshold", "summary.trigger",
              tuple(round(QWEN_CODE_WINDOW * f) for f in _steps(0.1, 0.95, 0.05)), *_share_of(QWEN_CODE_WINDOW),
              short="threshold"),), _qwen_code,
-            no_off="compactlab knows no Qwen Code setting that turns chat compression off"),
+            off=('~/.qwen/settings.json: {"model": {"chatCompression": {"contextPercentageThreshold": 0}}}',)),
     Harness("langchain", "LangChain SummarizationMiddleware", "langchain-summarization", (
         Knob("trigger", "custom.settings.trigger_fraction", _steps(0.5, 0.95, 0.05)),
         Knob("keep", "custom.settings.keep_messages", _steps(4, 60, 4, 0))), _langchain,
@@ -411,27 +411,31 @@ def projects_otherwise(policy: Any, folders: Iterable[str]) -> list[tuple[str, s
 
 
 #: the harnesses whose threshold is a share of the window: (the setting, the presets' window, its
-#: default, whether 0 turns auto-compaction off, how a value is said: an environment variable's
-#: ``KEY=V``, a settings file's ``KEY = V``)
-SHARES: dict[str, tuple[str, int, float, bool, str]] = {
-    "goose": ("GOOSE_AUTO_COMPACT_THRESHOLD", GOOSE_WINDOW, GOOSE_DEFAULT, True, "="),
-    "qwen-code": ("model.chatCompression.contextPercentageThreshold", QWEN_CODE_WINDOW, QWEN_CODE_DEFAULT, False,
-                  " = "),
+#: default, the shares that turn auto-compaction off instead — at or below the first, at or above
+#: the second (None: a share over 1 is no setting it takes) —, how a value is said: an environment
+#: variable's ``KEY=V``, a settings file's ``KEY = V``). goose's ``check_if_compaction_needed``
+#: (context_mgmt/mod.rs) turns it off for ``threshold <= 0.0 || threshold >= 1.0``; Qwen Code's
+#: ``chatCompressionService.ts`` for ``threshold <= 0`` ("use 0 to disable compression entirely",
+#: its settings' documentation).
+SHARES: dict[str, tuple[str, int, float, tuple[float, float | None], str]] = {
+    "goose": ("GOOSE_AUTO_COMPACT_THRESHOLD", GOOSE_WINDOW, GOOSE_DEFAULT, (0.0, 1.0), "="),
+    "qwen-code": ("model.chatCompression.contextPercentageThreshold", QWEN_CODE_WINDOW, QWEN_CODE_DEFAULT,
+                  (0.0, None), " = "),
 }
 
 
 def share_threshold(name: str, window: int, settings: dict[str, Setting]) -> tuple[int | None, str]:
     """Where harness ``name`` (``SHARES``) auto-compacts on a ``window``-token model with
-    ``settings`` (None: it does not): its setting's share of the window (0-1; 0 off where it turns it
-    off) or its default's, and why, in words with the source."""
-    key, _, default, off, sep = SHARES[name]
+    ``settings`` (None: it does not): its setting's share of the window (off where the harness
+    turns it off for that share) or its default's, and why, in words with the source."""
+    key, _, default, (low, high), sep = SHARES[name]
     share = settings.get(key)
     if share is None:
         at = round(window * default)
         return at, f"{name}'s default: {default:g} of {window:,} = {at:,}"
-    value = number(share, key, 0, 1)
+    value = number(share, key, float("-inf"), float("inf") if high is not None else 1)
     said = f"{key}{sep}{share.value} ({share.source})"
-    if value == 0 and off:
+    if value <= low or (high is not None and value >= high):
         return None, f"auto-compaction off ({said})"
     return round(window * value), f"{said}: {value:g} of {window:,} = {round(window * value):,}"
 
@@ -448,7 +452,9 @@ def number(s: Setting, key: str, low: float, high: float) -> float:
     except ValueError:
         value = float("nan")
     if not low <= value <= high:
-        raise UsageError(f"{key}={s.value[:20]} ({s.source}): not a number from {low:g} to {high:g}")
+        bounds = (f" from {low:g} to {high:g}" if low > float("-inf")
+                  else f" of at most {high:g}" if high < float("inf") else "")
+        raise UsageError(f"{key}={s.value[:20]} ({s.source}): not a number{bounds}")
     return value
 
 
@@ -535,14 +541,15 @@ SETTINGS: dict[str, list[tuple[str, str, str, str, str]]] = {
     ],
     "goose": [
         ("GOOSE_AUTO_COMPACT_THRESHOLD", "environment", "0-1 (a share of the model's token "
-         "limit; 0.0 turns auto-compaction off)", "0.8 (160,000 of a 200,000-token window)",
+         "limit; 0.0, or 1 and over, turns auto-compaction off)", "0.8 (160,000 of a 200,000-token window)",
          "summary.trigger = that share of 200,000"),
     ],
     "qwen-code": [
         ("model.chatCompression.contextPercentageThreshold", "~/.qwen/settings.json (or the project's "
-         ".qwen/settings.json)", "0-1 (a share of the model's token limit)", "0.7 (140,000 of the 200,000 "
-         "fallback limit)", "summary.trigger = that share of 200,000 (a recording's contextWindowSize: set the "
-         "trigger to that share of it)"),
+         ".qwen/settings.json)", "0-1 (a share of the model's token limit; 0 turns compression off)",
+         "0.7 (140,000 of the 200,000 fallback limit)",
+         "summary.trigger = that share of 200,000 (a recording's contextWindowSize: set the trigger to that share "
+         "of it)"),
     ],
     "langchain-summarization": [
         ("trigger", "SummarizationMiddleware(...)", '("fraction", 0-1), ("tokens", N) or ("messages", N)',

@@ -55,7 +55,9 @@ def test_the_forms_parse_as_the_harness_reads_them():
     qwen = paste("qwen-code", {"summary.trigger": 100_000})
     assert qwen[0].startswith("~/.qwen/settings.json: ")
     assert json.loads(qwen[0].partition(": ")[2]) == {"model": {"chatCompression": {"contextPercentageThreshold": 0.5}}}
-    assert paste("qwen-code", None)[0].startswith("none: compactlab knows no Qwen Code setting")
+    # (0 turns each off: goose's check_if_compaction_needed, Qwen Code's chatCompressionService)
+    assert json.loads(paste("qwen-code", None)[0].partition(": ")[2]) == {
+        "model": {"chatCompression": {"contextPercentageThreshold": 0}}}
     for name, default in (("goose", 0.8), ("qwen-code", 0.7)):
         knob = harness(name).knobs[0]
         assert knob.shown(load_policy(name).summary.trigger) == default
@@ -265,7 +267,7 @@ def test_qwen_codes_setting_is_read_from_its_settings_file(cli, tmp_path, monkey
     assert cli("replay", files[0], "-p", "claude-code", "--out", tmp_path / "cc", "-q").exit_code == 0
     settings.write_text(json.dumps({"model": {"chatCompression": {"contextPercentageThreshold": 7}}}))
     r = cli("tune", *files, "--harness", "qwen-code", "--trials", "2", "--out", tmp_path / "e", "-q")
-    assert r.exit_code == 2 and "not a number from 0 to 1" in r.stderr, r.stderr
+    assert r.exit_code == 2 and "=7 (~/.qwen/settings.json): not a number of at most 1" in r.stderr, r.stderr
 
 
 def test_tune_harness_langchain_prints_a_constructor_whose_replay_gives_the_figures(cli, tmp_path):
