@@ -13,16 +13,17 @@ with), or late.
 The settings come from where the harness keeps them, each said with its source: ``--setting
 KEY=VALUE`` first, then the environment compactlab runs in, then the harness's settings file
 (Claude Code: ``~/.claude/settings.json``, its ``env`` table and ``autoCompactEnabled``), and
-before it the project's own files under the folder the session was started in, where that folder
-is here (Claude Code's ``.claude/settings.local.json`` and ``.claude/settings.json``, which
-override the user's); none is guessed. Claude Code's rule (``CLAUDE_CODE``): the trigger is the window less a reserve for the
-reply (20,000 tokens on 2.1.x, 32,000 on 2.0.x) less a 13,000-token buffer (167,000 of 200,000 on
-2.1.x, as its users' issues report it; 155,000 on 2.0.x, from a 2.0.76 session that compacted at
-155,979: an estimate); ``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE`` (a percentage of the window) can only
-lower it; ``CLAUDE_CODE_AUTO_COMPACT_WINDOW`` (or ``autoCompactWindow``) sets the window it is
-taken of; ``DISABLE_AUTO_COMPACT`` (or ``autoCompactEnabled: false``) turns it off. goose's rule:
-the share of the window ``GOOSE_AUTO_COMPACT_THRESHOLD`` sets (0.8 by default; 0 turns it off), on the
-context its last call's usage measured.
+before it the project's own files under the folder the session was started in, where that folder is
+here (Claude Code's ``.claude/settings.local.json`` and ``.claude/settings.json``, which override
+the user's); none is guessed. Claude Code's rule (``CLAUDE_CODE``): the trigger is the window less
+a reserve for the reply (20,000 tokens on 2.1.x, 32,000 on 2.0.x) less a 13,000-token buffer
+(167,000 of 200,000 on 2.1.x, as its users' issues report it; 155,000 on 2.0.x, from a 2.0.76
+session that compacted at 155,979: an estimate); ``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE`` (a percentage
+of the window) can only lower it; ``CLAUDE_CODE_AUTO_COMPACT_WINDOW`` (or ``autoCompactWindow``)
+sets the window it is taken of; ``DISABLE_AUTO_COMPACT`` (or ``autoCompactEnabled: false``) turns
+it off. goose's rule: the share of the window ``GOOSE_AUTO_COMPACT_THRESHOLD`` sets (0.8 by
+default; a share at or below 0, or at or above 1, turns it off), on the context its last call's
+usage measured.
 """
 
 from __future__ import annotations
@@ -286,7 +287,9 @@ def session_settings(transcript: Transcript, given: list[str] | tuple[str, ...] 
                      env: dict[str, str] | None = None, home: str | None = None) -> dict[str, Setting]:
     """The settings ``transcript``'s harness ran with, as far as they are read here: ``settings_for``
     with the project files of the folder the session was started in (where it is a folder here)."""
-    return settings_for(given, env=env, home=home, project=started_in(transcript), project_of=_harness(transcript))
+    harness = _harness(transcript)
+    project = started_in(transcript) if harness in PROJECT_FILES else None
+    return settings_for(given, env=env, home=home, project=project, project_of=harness)
 
 
 def audit(transcript: Transcript, settings: dict[str, Setting]) -> dict[str, Any]:

@@ -204,7 +204,7 @@ def your_setting(policy: Any, files: list[str] | tuple[str, ...] = ()) -> list[s
     ``~/.codex/config.toml``: ``harness_settings.current``, as tune reads it for its base), a note
     saying so and how to replay yours: the preset is not what your harness does; and one for each
     folder the sessions of ``files`` were started in whose project sets it otherwise again (a
-    project's settings file: ``harness_settings.projects_otherwise``). None elsewhere."""
+    project's settings file: ``harness_settings.projects_otherwise``). Nothing elsewhere."""
     if policy.name not in SETTINGS_READ:
         return []
     from ..corpus.harness_settings import projects_otherwise, set_otherwise
