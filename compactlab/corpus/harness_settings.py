@@ -86,6 +86,8 @@ PI_WINDOW = 200_000
 #: by default these
 GOOSE_WINDOW = QWEN_CODE_WINDOW = 200_000
 GOOSE_DEFAULT, QWEN_CODE_DEFAULT = 0.8, 0.7
+#: Gemini CLI's, of gemini-2.5-pro's 1,048,576 (``DEFAULT_COMPRESSION_TOKEN_THRESHOLD``)
+GEMINI_CLI_DEFAULT = 0.5
 
 
 def _claude(s: dict[str, Any]) -> list[str]:
@@ -183,8 +185,7 @@ TABLE: dict[str, Harness] = {h.name: h for h in (
                     "stops there"),
     Harness("gemini-cli", "Gemini CLI", "gemini-cli", (
         Knob("model.compressionThreshold", "summary.trigger",
-             tuple(int(GEMINI_CLI_WINDOW * f) for f in _steps(0.1, 0.9, 0.05)),
-             shown=lambda t: round(t / GEMINI_CLI_WINDOW, 2), read=lambda f: int(GEMINI_CLI_WINDOW * float(f)),
+             tuple(round(GEMINI_CLI_WINDOW * f) for f in _steps(0.1, 0.9, 0.05)), *_share_of(GEMINI_CLI_WINDOW),
              short="threshold"),), _gemini,
             no_off="compactlab knows no Gemini CLI setting that turns chat compression off"),
     Harness("opencode", "OpenCode", "opencode", (
@@ -417,10 +418,11 @@ def projects_otherwise(policy: Any, folders: Iterable[str]) -> list[tuple[str, s
 #: (context_mgmt/mod.rs) turns it off for ``threshold <= 0.0 || threshold >= 1.0``; Qwen Code's
 #: ``chatCompressionService.ts`` for ``threshold <= 0`` ("use 0 to disable compression entirely",
 #: its settings' documentation).
-SHARES: dict[str, tuple[str, int, float, tuple[float, float | None], str]] = {
+SHARES: dict[str, tuple[str, int, float, tuple[float, float | None] | None, str]] = {
     "goose": ("GOOSE_AUTO_COMPACT_THRESHOLD", GOOSE_WINDOW, GOOSE_DEFAULT, (0.0, 1.0), "="),
     "qwen-code": ("model.chatCompression.contextPercentageThreshold", QWEN_CODE_WINDOW, QWEN_CODE_DEFAULT,
                   (0.0, None), " = "),
+    "gemini-cli": ("model.compressionThreshold", GEMINI_CLI_WINDOW, GEMINI_CLI_DEFAULT, None, " = "),
 }
 
 
@@ -428,11 +430,16 @@ def share_threshold(name: str, window: int, settings: dict[str, Setting]) -> tup
     """Where harness ``name`` (``SHARES``) auto-compacts on a ``window``-token model with
     ``settings`` (None: it does not): its setting's share of the window (off where the harness
     turns it off for that share) or its default's, and why, in words with the source."""
-    key, _, default, (low, high), sep = SHARES[name]
+    key, _, default, off, sep = SHARES[name]
     share = settings.get(key)
     if share is None:
         at = round(window * default)
         return at, f"{name}'s default: {default:g} of {window:,} = {at:,}"
+    if off is None:  # (no share turns it off: 0 compresses at every call)
+        value = number(share, key, 0, 1)
+        return round(window * value), f"{key}{sep}{share.value} ({share.source}): {value:g} of {window:,} = " \
+                                      f"{round(window * value):,}"
+    low, high = off
     value = number(share, key, float("-inf"), float("inf") if high is not None else 1)
     said = f"{key}{sep}{share.value} ({share.source})"
     if value <= low or (high is not None and value >= high):
@@ -620,6 +627,8 @@ CODEX_SETTINGS = ("model_auto_compact_token_limit",)
 GOOSE_SETTINGS = ("GOOSE_AUTO_COMPACT_THRESHOLD",)
 #: Qwen Code's (``~/.qwen/settings.json``)
 QWEN_SETTINGS = ("model.chatCompression.contextPercentageThreshold",)
+#: Gemini CLI's (``~/.gemini/settings.json``)
+GEMINI_SETTINGS = ("model.compressionThreshold",)
 CLAUDE_FILE_KEYS = {"autoCompactWindow": "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "autoCompactEnabled": "DISABLE_AUTO_COMPACT"}
 #: the files a project keeps a harness's settings in, under the folder the harness was started in,
 #: the most binding first: they override the user's file (Claude Code's local settings over its
@@ -639,18 +648,19 @@ class Setting:
 def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | None = None,
                  home: str | None = None, harness: str | None = None,
                  project: str | None = None, project_of: str | None = None) -> dict[str, Setting]:
-    """The settings that decide Claude Code's, Codex's, goose's and Qwen Code's auto-compaction, each
-    with where it came from: ``--setting KEY=VALUE`` first, then the environment, then the
-    project's files (``PROJECT_FILES`` under ``project``, the folder a session was started in, where
-    it is a folder here), then ``~/.claude/settings.json``, Codex's ``config.toml`` and
-    ``~/.qwen/settings.json``. ``harness``: only that harness's (a file of another's that does not
+    """The settings that decide Claude Code's, Codex's, goose's, Qwen Code's and Gemini CLI's
+    auto-compaction, each with where it came from: ``--setting KEY=VALUE`` first, then the
+    environment, then the project's files (``PROJECT_FILES`` under ``project``, the folder a session
+    was started in, where it is a folder here), then ``~/.claude/settings.json``, Codex's
+    ``config.toml``, ``~/.qwen/settings.json`` and ``~/.gemini/settings.json``. ``harness``: only that harness's (a file of another's that does not
     parse is not read, so not an error); ``project_of``: only that harness's project files (a
     session's: the folder it ran in holds its harness's)."""
     env = dict(os.environ) if env is None else env
     out: dict[str, Setting] = {}
     for item in given:
         key, sep, value = item.partition("=")
-        known = (*CLAUDE_SETTINGS, *CLAUDE_FILE_KEYS, *CODEX_SETTINGS, *GOOSE_SETTINGS, *QWEN_SETTINGS)
+        known = (*CLAUDE_SETTINGS, *CLAUDE_FILE_KEYS, *CODEX_SETTINGS, *GOOSE_SETTINGS, *QWEN_SETTINGS,
+                 *GEMINI_SETTINGS)
         if not sep or key.strip() not in known:
             raise UsageError(f"--setting {item[:80]!r}: not KEY=VALUE of a setting compactlab reads",
                              hint=f"one of {', '.join(known)}")
@@ -666,13 +676,14 @@ def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | 
         if key not in out and env.get(key, "").strip():
             out[key] = Setting(env[key].strip(), "the environment")
     root = str(Path(home or env.get("HOME") or Path.home()))
-    parsers = {"claude-code": _settings_file, "qwen-code": _qwen_settings}
+    parsers = {"claude-code": _settings_file, "qwen-code": _qwen_settings, "gemini-cli": _gemini_settings}
     in_project = [(reads(h) and project_of in (None, h), Path(project) / name, parsers[h])
                   for h, names in PROJECT_FILES.items() for name in names if project and Path(project).is_dir()]
     files = (*in_project,
              (reads("claude-code"), Path(root) / ".claude" / "settings.json", _settings_file),
              (reads("codex"), Path(env.get("CODEX_HOME") or Path(root) / ".codex") / "config.toml", _codex_config),
-             (reads("qwen-code"), Path(root) / ".qwen" / "settings.json", _qwen_settings))
+             (reads("qwen-code"), Path(root) / ".qwen" / "settings.json", _qwen_settings),
+             (reads("gemini-cli"), Path(root) / ".gemini" / "settings.json", _gemini_settings))
     for read, path, parse in files:
         for key, value in (parse(path).items() if read else ()):
             out.setdefault(key, Setting(value, _shown(path, root)))
@@ -714,18 +725,28 @@ def _json_settings(path: Path) -> dict[str, Any]:
     return doc
 
 
-def _qwen_settings(path: Path) -> dict[str, str]:
-    """What Qwen Code's user settings file sets of ``QWEN_SETTINGS`` (its ``model.chatCompression``
-    table); nothing where it is absent; a file that is no JSON object is a one-line error."""
+def _nested_numbers(path: Path, keys: tuple[str, ...]) -> dict[str, str]:
+    """The numbers a JSON settings file sets at ``keys`` (dotted paths into its objects); nothing
+    where it is absent; a file that is no JSON object is a one-line error."""
     doc = _json_settings(path)
     out: dict[str, str] = {}
-    for key in QWEN_SETTINGS:
+    for key in keys:
         node: Any = doc
         for part in key.split("."):
             node = node.get(part) if isinstance(node, dict) else None
         if isinstance(node, (int, float)) and not isinstance(node, bool):
             out[key] = str(node)
     return out
+
+
+def _qwen_settings(path: Path) -> dict[str, str]:
+    """What Qwen Code's settings file sets of ``QWEN_SETTINGS`` (its ``model.chatCompression``)."""
+    return _nested_numbers(path, QWEN_SETTINGS)
+
+
+def _gemini_settings(path: Path) -> dict[str, str]:
+    """What Gemini CLI's settings file sets of ``GEMINI_SETTINGS`` (its ``model`` table)."""
+    return _nested_numbers(path, GEMINI_SETTINGS)
 
 
 def _settings_file(path: Path) -> dict[str, str]:

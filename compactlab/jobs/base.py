@@ -195,7 +195,7 @@ def say_before_runs(grid: list[tuple[Any, tuple]], overrides: list[str] | tuple[
 #: the presets of the harnesses whose settings ``harness_settings.current`` reads: only a policy of
 #: one of these names is looked at (``your_setting``), so that any other run does not import the
 #: harnesses' table (held to ``current`` by a test)
-SETTINGS_READ = ("claude-code", "codex", "goose", "qwen-code")
+SETTINGS_READ = ("claude-code", "codex", "goose", "qwen-code", "gemini-cli")
 
 
 def your_setting(policy: Any, files: list[str] | tuple[str, ...] = ()) -> list[str]:

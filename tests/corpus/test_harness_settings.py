@@ -455,6 +455,37 @@ def test_telling_a_policy_of_no_harness_apart_loads_no_framework_preset():
     assert done.returncode == 0 and done.stdout.strip() == "False", done.stdout + done.stderr
 
 
+def test_gemini_clis_setting_is_read_from_its_settings_file(cli, tmp_path, monkeypatch):
+    """``~/.gemini/settings.json``'s model.compressionThreshold is tune --harness gemini-cli's base
+    and a replay of -p gemini-cli says so, with the --set that replays it; the default's share is no
+    setting; 0 is no off switch (Gemini CLI then compresses at every call: chatCompressionService),
+    and a share outside 0-1 is a one-line error."""
+    from compactlab.corpus.harness_settings import Setting, current, settings_for, share_threshold
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".gemini").mkdir()
+    settings = tmp_path / ".gemini" / "settings.json"
+    settings.write_text(json.dumps({"model": {"compressionThreshold": 0.25}, "ui": {"theme": "x"}}))
+    said = "model.compressionThreshold = 0.25 (~/.gemini/settings.json)"
+    assert current("gemini-cli", settings_for()) == (["summary.trigger=262144"], said + ": 262,144 tokens")
+    # (the searched point and the read setting are one trigger: the knob reads 0.25 as current does)
+    assert harness("gemini-cli").knobs[0].read(0.25) == 262_144 in harness("gemini-cli").knobs[0].values
+    files = [SAMPLES / "synth-small.jsonl", SAMPLES / "synth-medium.jsonl"]
+    r = cli("tune", *files, "--harness", "gemini-cli", "--trials", "2", "--out", tmp_path / "t", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads((tmp_path / "t" / "front.json").read_text())["current"] == said + ": 262,144 tokens"
+    r = cli("replay", files[0], "-p", "gemini-cli", "--out", tmp_path / "r")
+    assert r.exit_code == 0 and "-p gemini-cli --set summary.trigger=262144 replays yours" in r.stderr, r.stderr
+    key = "model.compressionThreshold"
+    assert current("gemini-cli", {key: Setting("0.5", "x")}) == ([], f"{key} = 0.5 (x): the default")
+    assert current("gemini-cli", {key: Setting("0", "x")})[0] == ["summary.trigger=0"]
+    assert share_threshold("gemini-cli", 1_048_576, {})[0] == 524_288
+    settings.write_text(json.dumps({"model": {"compressionThreshold": 1.5}}))
+    r = cli("tune", *files, "--harness", "gemini-cli", "--trials", "2", "--out", tmp_path / "e", "-q")
+    assert r.exit_code == 2 and "=1.5 (~/.gemini/settings.json): not a number from 0 to 1" in r.stderr, r.stderr
+    assert cli("replay", files[0], "-p", "qwen-code", "--out", tmp_path / "q", "-q").exit_code == 0  # (not Qwen's)
+
+
 def test_the_settings_read_are_those_of_the_presets_a_run_looks_at():
     """``jobs.base.SETTINGS_READ`` spares a replay of any other policy the harnesses' table: it
     must name every harness preset whose settings ``current`` reads, and no other."""
@@ -463,6 +494,7 @@ def test_the_settings_read_are_those_of_the_presets_a_run_looks_at():
 
     every = {k: Setting("100000" if k.startswith("model_") else "50" if k.startswith("CLAUDE") else "0.5", "a test")
              for k in ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "model_auto_compact_token_limit",
-                       "GOOSE_AUTO_COMPACT_THRESHOLD", "model.chatCompression.contextPercentageThreshold")}
+                       "GOOSE_AUTO_COMPACT_THRESHOLD", "model.chatCompression.contextPercentageThreshold",
+                       "model.compressionThreshold")}
     read = {h.preset for h in TABLE.values() if current(h.name, every) is not None}
     assert read == set(SETTINGS_READ)
