@@ -272,7 +272,7 @@ def started_in(transcript: Transcript) -> str | None:
 
     cwd = transcript.metadata.get("cwd")
     if isinstance(cwd, str) and cwd:
-        return cwd
+        return cwd if os.path.isabs(cwd) else None  # (a relative folder is not one here)
     if transcript.format == "claude-code" and transcript.path:
         return first_cwd(transcript.path)
     return None

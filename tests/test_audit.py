@@ -108,6 +108,11 @@ def test_a_sessions_project_settings_override_the_users_as_claude_code_reads_the
     Path(path).write_text("\n".join(lines) + "\n")
     loaded = load_transcript(path)
     assert started_in(loaded) == str(project)
+    from compactlab.transcripts.homes import started_in as first_cwd
+
+    relative = tmp_path / "rel.jsonl"
+    relative.write_text(json.dumps({"type": "user", "cwd": "app"}) + "\n")
+    assert first_cwd(relative) is None  # (read against compactlab's own folder, it would be another's)
 
     def row(given=(), env=None):
         got = audit(loaded, session_settings(loaded, given, env=env or {}, home=str(home)))

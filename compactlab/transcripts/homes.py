@@ -208,7 +208,8 @@ def started_in(path: str | Path, head: int = 1 << 18) -> str | None:
     """The folder a JSON-lines session says it was started in: the first ``cwd`` a record holds at
     its top level, read line by line from the start and no further than ``head`` bytes (a Claude
     Code or Qwen Code session's records each say theirs; the first is where the harness ran, whose
-    project settings apply). None where none says, or the file cannot be read."""
+    project settings apply). None where none says, where it is not an absolute path here (a
+    relative one would be read against compactlab's own folder), or the file cannot be read."""
     import json
 
     try:
@@ -225,7 +226,7 @@ def started_in(path: str | Path, head: int = 1 << 18) -> str | None:
                 except ValueError:
                     continue
                 if isinstance(record, dict) and isinstance(record.get("cwd"), str) and record["cwd"]:
-                    return str(record["cwd"])
+                    return str(record["cwd"]) if os.path.isabs(record["cwd"]) else None
     except OSError:
         return None
     return None
