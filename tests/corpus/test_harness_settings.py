@@ -237,6 +237,10 @@ def test_tune_harness_qwen_code_with_no_path_searches_qwen_codes_home(cli, tmp_p
     assert (f"warning: sessions started in {project} ran with its project's own setting, "
             "model.chatCompression.contextPercentageThreshold = 0.5 (~/app/.qwen/settings.json): 100,000 tokens, "
             "not yours") in r.stderr, r.stderr  # (a project under the home folder, named from ~)
+    r = cli("replay", chats / "4b2d8f1e.jsonl", "-p", "qwen-code", "--out", tmp_path / "r")  # (its records name its folder)
+    assert r.exit_code == 0 and (f"note: sessions started in {project} ran with its project's own setting, "
+                                 "model.chatCompression.contextPercentageThreshold = 0.5") in r.stderr, r.stderr
+    assert "-p qwen-code --set summary.trigger=100000 replays theirs" in r.stderr
 
 
 def test_qwen_codes_setting_is_read_from_its_settings_file(cli, tmp_path, monkeypatch):
