@@ -243,24 +243,37 @@ def test_tune_harness_qwen_code_with_no_path_searches_qwen_codes_home(cli, tmp_p
     assert "-p qwen-code --set summary.trigger=100000 replays theirs" in r.stderr
 
 
+def _read_as_tunes_base(cli, tmp_path, monkeypatch, name: str, folder: str, doc: dict, said: str,
+                        trigger: int) -> tuple[Path, list[Path]]:
+    """A harness's settings file written at ``~/FOLDER/settings.json``: ``current`` reads it, tune
+    --harness starts from it and a replay of the preset names it with the --set that replays it.
+    The file and the sample files replayed."""
+    from compactlab.corpus.harness_settings import current, settings_for
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / folder).mkdir()
+    settings = tmp_path / folder / "settings.json"
+    settings.write_text(json.dumps(doc))
+    words = f"{said} (~/{folder}/settings.json): {trigger:,} tokens"
+    assert current(name, settings_for()) == ([f"summary.trigger={trigger}"], words)
+    files = [SAMPLES / "synth-small.jsonl", SAMPLES / "synth-medium.jsonl"]
+    r = cli("tune", *files, "--harness", name, "--trials", "2", "--out", tmp_path / "t", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads((tmp_path / "t" / "front.json").read_text())["current"] == words
+    r = cli("replay", files[0], "-p", name, "--out", tmp_path / "r")
+    assert r.exit_code == 0 and f"-p {name} --set summary.trigger={trigger} replays yours" in r.stderr, r.stderr
+    return settings, files
+
+
 def test_qwen_codes_setting_is_read_from_its_settings_file(cli, tmp_path, monkeypatch):
     """``~/.qwen/settings.json``'s model.chatCompression.contextPercentageThreshold is tune
     --harness qwen-code's base and a replay of -p qwen-code says so; the default's share is no
     setting to replay; a file that is no JSON object, or a share outside 0-1, is a one-line error."""
-    from compactlab.corpus.harness_settings import Setting, current, settings_for
+    from compactlab.corpus.harness_settings import Setting, current
 
-    monkeypatch.setenv("HOME", str(tmp_path))
-    (tmp_path / ".qwen").mkdir()
-    settings = tmp_path / ".qwen" / "settings.json"
-    settings.write_text(json.dumps({"model": {"chatCompression": {"contextPercentageThreshold": 0.45}}}))
-    said = "model.chatCompression.contextPercentageThreshold = 0.45 (~/.qwen/settings.json)"
-    assert current("qwen-code", settings_for()) == (["summary.trigger=90000"], said + ": 90,000 tokens")
-    files = [SAMPLES / "synth-small.jsonl", SAMPLES / "synth-medium.jsonl"]
-    r = cli("tune", *files, "--harness", "qwen-code", "--trials", "2", "--out", tmp_path / "t", "-q")
-    assert r.exit_code == 0, r.stderr
-    assert json.loads((tmp_path / "t" / "front.json").read_text())["current"] == said + ": 90,000 tokens"
-    r = cli("replay", files[0], "-p", "qwen-code", "--out", tmp_path / "r")
-    assert r.exit_code == 0 and "-p qwen-code --set summary.trigger=90000 replays yours" in r.stderr, r.stderr
+    settings, files = _read_as_tunes_base(cli, tmp_path, monkeypatch, "qwen-code", ".qwen", {
+        "model": {"chatCompression": {"contextPercentageThreshold": 0.45}}},
+        "model.chatCompression.contextPercentageThreshold = 0.45", 90_000)
     key = "model.chatCompression.contextPercentageThreshold"
     assert current("qwen-code", {key: Setting("0.7", "x")}) == ([], f"{key} = 0.7 (x): the default")
     assert current("qwen-code", {}) is None
@@ -464,22 +477,12 @@ def test_gemini_clis_setting_is_read_from_its_settings_file(cli, tmp_path, monke
     and a replay of -p gemini-cli says so, with the --set that replays it; the default's share is no
     setting; 0 is no off switch (Gemini CLI then compresses at every call: chatCompressionService),
     and a share outside 0-1 is a one-line error."""
-    from compactlab.corpus.harness_settings import Setting, current, settings_for, share_threshold
+    from compactlab.corpus.harness_settings import Setting, current, share_threshold
 
-    monkeypatch.setenv("HOME", str(tmp_path))
-    (tmp_path / ".gemini").mkdir()
-    settings = tmp_path / ".gemini" / "settings.json"
-    settings.write_text(json.dumps({"model": {"compressionThreshold": 0.25}, "ui": {"theme": "x"}}))
-    said = "model.compressionThreshold = 0.25 (~/.gemini/settings.json)"
-    assert current("gemini-cli", settings_for()) == (["summary.trigger=262144"], said + ": 262,144 tokens")
+    settings, files = _read_as_tunes_base(cli, tmp_path, monkeypatch, "gemini-cli", ".gemini", {
+        "model": {"compressionThreshold": 0.25}, "ui": {"theme": "x"}}, "model.compressionThreshold = 0.25", 262_144)
     # (the searched point and the read setting are one trigger: the knob reads 0.25 as current does)
     assert harness("gemini-cli").knobs[0].read(0.25) == 262_144 in harness("gemini-cli").knobs[0].values
-    files = [SAMPLES / "synth-small.jsonl", SAMPLES / "synth-medium.jsonl"]
-    r = cli("tune", *files, "--harness", "gemini-cli", "--trials", "2", "--out", tmp_path / "t", "-q")
-    assert r.exit_code == 0, r.stderr
-    assert json.loads((tmp_path / "t" / "front.json").read_text())["current"] == said + ": 262,144 tokens"
-    r = cli("replay", files[0], "-p", "gemini-cli", "--out", tmp_path / "r")
-    assert r.exit_code == 0 and "-p gemini-cli --set summary.trigger=262144 replays yours" in r.stderr, r.stderr
     key = "model.compressionThreshold"
     assert current("gemini-cli", {key: Setting("0.5", "x")}) == ([], f"{key} = 0.5 (x): the default")
     assert current("gemini-cli", {key: Setting("0", "x")})[0] == ["summary.trigger=0"]
