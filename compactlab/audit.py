@@ -264,20 +264,6 @@ def _fired(threshold: int | None, tokens: int | None, previous: int | None, set_
     return f"where it fires: the first check past {threshold:,}"
 
 
-def started_in(transcript: Transcript) -> str | None:
-    """The folder the session was started in, as it recorded it (a Qwen Code, goose, Pi or Copilot
-    session's metadata; a Claude Code session's first record that says), whose project settings
-    override the user's (``harness_settings.PROJECT_FILES``); None where it does not say."""
-    from .transcripts.homes import started_in as first_cwd
-
-    cwd = transcript.metadata.get("cwd")
-    if isinstance(cwd, str) and cwd:
-        return cwd if os.path.isabs(cwd) else None  # (a relative folder is not one here)
-    if transcript.format == "claude-code" and transcript.path:
-        return first_cwd(transcript.path)
-    return None
-
-
 def _harness(transcript: Transcript) -> str | None:
     h = of_format(transcript.source_format)
     return h.name if h is not None else None
@@ -288,7 +274,7 @@ def session_settings(transcript: Transcript, given: list[str] | tuple[str, ...] 
     """The settings ``transcript``'s harness ran with, as far as they are read here: ``settings_for``
     with the project files of the folder the session was started in (where it is a folder here)."""
     harness = _harness(transcript)
-    project = started_in(transcript) if harness in PROJECT_FILES else None
+    project = transcript.started_in if harness in PROJECT_FILES else None
     return settings_for(given, env=env, home=home, project=project, project_of=harness)
 
 
@@ -307,7 +293,7 @@ def audit(transcript: Transcript, settings: dict[str, Setting]) -> dict[str, Any
             "window": window.tokens, "window_source": window.source,
             # (the folder the session was started in; where its harness keeps settings in the
             # project, whether they were read: "read", or "not a folder here")
-            "started_in": (cwd := started_in(transcript)),
+            "started_in": (cwd := transcript.started_in),
             "project_settings": None if not cwd or _harness(transcript) not in PROJECT_FILES
             else "read" if os.path.isdir(cwd) else "not a folder here",
             "settings": {k: {"value": s.value, "source": s.source} for k, s in settings.items()},

@@ -95,7 +95,7 @@ def test_a_sessions_project_settings_override_the_users_as_claude_code_reads_the
     """Claude Code reads a project's .claude/settings.local.json over its .claude/settings.json over
     ~/.claude/settings.json; the project is the folder the session's first record says it ran in.
     The environment and --setting still come first; a folder not here is said, not guessed."""
-    from compactlab.audit import session_settings, started_in
+    from compactlab.audit import session_settings
 
     home, project = tmp_path / "home", tmp_path / "work" / "app"
     project.mkdir(parents=True)
@@ -107,7 +107,7 @@ def test_a_sessions_project_settings_override_the_users_as_claude_code_reads_the
     lines[2] = json.dumps({**json.loads(lines[2]), "cwd": str(project / "src")})  # (a later cd: not the project)
     Path(path).write_text("\n".join(lines) + "\n")
     loaded = load_transcript(path)
-    assert started_in(loaded) == str(project)
+    assert loaded.started_in == str(project)
     from compactlab.transcripts.homes import started_in as first_cwd
 
     relative = tmp_path / "rel.jsonl"

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, Callable
 
 from ..engine.window import GEMINI_CLI_WINDOW
@@ -652,9 +652,10 @@ def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | 
     auto-compaction, each with where it came from: ``--setting KEY=VALUE`` first, then the
     environment, then the project's files (``PROJECT_FILES`` under ``project``, the folder a session
     was started in, where it is a folder here), then ``~/.claude/settings.json``, Codex's
-    ``config.toml``, ``~/.qwen/settings.json`` and ``~/.gemini/settings.json``. ``harness``: only that harness's (a file of another's that does not
-    parse is not read, so not an error); ``project_of``: only that harness's project files (a
-    session's: the folder it ran in holds its harness's)."""
+    ``config.toml``, ``~/.qwen/settings.json`` and ``~/.gemini/settings.json``. ``harness``: only
+    that harness's (a file of another's that does not parse is not read, so not an error);
+    ``project_of``: only that harness's project files (a session's: the folder it ran in holds its
+    harness's)."""
     env = dict(os.environ) if env is None else env
     out: dict[str, Setting] = {}
     for item in given:
@@ -677,13 +678,13 @@ def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | 
             out[key] = Setting(env[key].strip(), "the environment")
     root = str(Path(home or env.get("HOME") or Path.home()))
     parsers = {"claude-code": _settings_file, "qwen-code": _qwen_settings, "gemini-cli": _gemini_settings}
-    in_project = [(reads(h) and project_of in (None, h), Path(project) / name, parsers[h])
-                  for h, names in PROJECT_FILES.items() for name in names if project and Path(project).is_dir()]
+    here = bool(project) and Path(str(project)).is_dir()
+    in_project = [(reads(h) and project_of in (None, h), Path(str(project)) / name, parsers[h])
+                  for h, names in PROJECT_FILES.items() if here for name in names]
     files = (*in_project,
-             (reads("claude-code"), Path(root) / ".claude" / "settings.json", _settings_file),
-             (reads("codex"), Path(env.get("CODEX_HOME") or Path(root) / ".codex") / "config.toml", _codex_config),
-             (reads("qwen-code"), Path(root) / ".qwen" / "settings.json", _qwen_settings),
-             (reads("gemini-cli"), Path(root) / ".gemini" / "settings.json", _gemini_settings))
+             *((reads(h), Path(root) / f".{folder}" / "settings.json", parsers[h])
+               for h, folder in (("claude-code", "claude"), ("qwen-code", "qwen"), ("gemini-cli", "gemini"))),
+             (reads("codex"), Path(env.get("CODEX_HOME") or Path(root) / ".codex") / "config.toml", _codex_config))
     for read, path, parse in files:
         for key, value in (parse(path).items() if read else ()):
             out.setdefault(key, Setting(value, _shown(path, root)))

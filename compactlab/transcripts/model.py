@@ -232,6 +232,21 @@ class Transcript:
         return str(self.metadata.get("recorded_format") or self.format)
 
     @cached_property
+    def started_in(self) -> str | None:
+        """The folder the session says it was started in, whose project settings override the
+        user's (``corpus.harness_settings.PROJECT_FILES``): its loader's ``cwd`` (Qwen Code, goose,
+        Pi, Copilot CLI), else a Claude Code session's first record that says (``homes.started_in``,
+        read once). None where it does not say, or says a relative folder (not one here)."""
+        cwd = self.metadata.get("cwd")
+        if isinstance(cwd, str) and cwd:
+            return cwd if os.path.isabs(cwd) else None
+        if self.format == "claude-code" and self.path:
+            from .homes import started_in
+
+            return started_in(self.path)
+        return None
+
+    @cached_property
     def call_positions(self) -> list[int]:
         """Positions of the assistant messages: each is one model call."""
         return [i for i, e in enumerate(self.entries) if e.role == "assistant"]
