@@ -88,6 +88,15 @@ GOOSE_WINDOW = QWEN_CODE_WINDOW = 200_000
 GOOSE_DEFAULT, QWEN_CODE_DEFAULT = 0.8, 0.7
 #: Gemini CLI's, of gemini-2.5-pro's 1,048,576 (``DEFAULT_COMPRESSION_TOKEN_THRESHOLD``)
 GEMINI_CLI_DEFAULT = 0.5
+#: Qwen Code compacts by another rule from 0.17 on than the ``qwen-code`` preset models (0.16's and
+#: before): QwenLM/qwen-code#4345 ("feat(core)!: redesign auto-compaction thresholds with three-tier
+#: ladder", merged 2026-05; 0.17.1's /context shows it, QwenLM/qwen-code#4945; a breaking change, so
+#: 0.17.0 is taken to have it too) compacts at max(0.7 x window, window - 20,000 summary reserve -
+#: 13,000), removes ``contextPercentageThreshold`` (a value set is ignored, with a warning at start)
+#: and stops after 3 failed compressions in a row, not 1.
+QWEN_CODE_LADDER_SINCE = (0, 17)
+QWEN_CODE_RESERVE = 33_000
+QWEN_CODE_LADDER_FAILURES = 3
 
 
 def _claude(s: dict[str, Any]) -> list[str]:
@@ -409,6 +418,77 @@ def projects_otherwise(policy: Any, folders: Iterable[str]) -> list[tuple[str, s
         return []
     return [(folder, words, " ".join(f"--set {o}" for o in sets))
             for folder, words, sets in set_in_projects(h.name, folders)]
+
+
+def version_parts(version: str | None) -> tuple[int, ...] | None:
+    """A harness's version as numbers (``"0.17.1"``, ``"v0.17.0-preview.2"``: its leading dotted
+    numbers), or None where it has none."""
+    if not isinstance(version, str):
+        return None
+    parts = []
+    for piece in version.strip().removeprefix("v").split("."):
+        digits = piece[:len(piece) - len(piece.lstrip("0123456789"))]
+        if not digits:
+            break
+        parts.append(int(digits))
+        if len(digits) < len(piece):
+            break
+    return tuple(parts) if len(parts) >= 2 else None
+
+
+def qwen_code_ladder(version: str | None) -> bool:
+    """Whether Qwen Code ``version`` compacts by the rule of 0.17 and later (``QWEN_CODE_LADDER_SINCE``),
+    which the ``qwen-code`` preset does not model."""
+    parts = version_parts(version)
+    return parts is not None and parts[:2] >= QWEN_CODE_LADDER_SINCE
+
+
+def qwen_code_ladder_trigger(window: int) -> int:
+    """Where Qwen Code 0.17 and later auto-compact on a ``window``-token model: max(70% of it, it
+    less 33,000) (the proportional branch as the preset's 70%, for a window under 110,000)."""
+    return max(round(window * QWEN_CODE_DEFAULT), window - QWEN_CODE_RESERVE)
+
+
+def newer_qwen_code(files: Iterable[str]) -> list[tuple[str, str]]:
+    """The Qwen Code sessions of ``files`` recorded by 0.17 or later (``qwen_code_ladder``), each with
+    its version: their compaction is not the ``qwen-code`` preset's, and ignores
+    ``contextPercentageThreshold``."""
+    from ..transcripts import recorded_version
+
+    out = []
+    for f in files:
+        said = recorded_version(f)
+        if said is not None and said[0] == "qwen" and qwen_code_ladder(said[1]):
+            out.append((f, said[1]))
+    return out
+
+
+def qwen_code_newer_rule(window: int = QWEN_CODE_WINDOW) -> tuple[str, str]:
+    """Qwen Code 0.17's rule in words, and the ``--set`` options that replay its trigger and breaker."""
+    at = qwen_code_ladder_trigger(window)
+    words = (f"compacts at max(70% of the window, the window less {QWEN_CODE_RESERVE:,} tokens), {at:,} of the "
+             f"preset's {window:,}, stops after {QWEN_CODE_LADDER_FAILURES} failed compressions in a row, and "
+             "ignores model.chatCompression.contextPercentageThreshold (QwenLM/qwen-code#4345)")
+    return words, f"--set summary.trigger={at} --set summary.max_failures={QWEN_CODE_LADDER_FAILURES}"
+
+
+def newer_than_preset(policy: Any, files: Iterable[str]) -> list[str]:
+    """Where ``policy`` is the ``qwen-code`` preset as it is and some sessions of ``files`` were
+    recorded by Qwen Code 0.17 or later, a line that says they compacted by another rule than the
+    preset's (Qwen Code 0.16's and before) and the ``--set`` options that replay it; else none."""
+    from ..engine.policy import load_policy
+
+    if policy.name != "qwen-code" or policy.fingerprint != load_policy("qwen-code").fingerprint:
+        return []
+    newer = newer_qwen_code(files)
+    if not newer:
+        return []
+    versions = sorted({v for _, v in newer}, key=lambda v: version_parts(v) or ())
+    rule, sets = qwen_code_newer_rule()
+    return [f"{len(newer)} session(s) were recorded by Qwen Code {', '.join(versions[:3])}"
+            f"{', …' if len(versions) > 3 else ''}, which {rule}, not as the qwen-code preset does "
+            f"(Qwen Code 0.16 and before: {QWEN_CODE_DEFAULT:.0%}, {round(QWEN_CODE_WINDOW * QWEN_CODE_DEFAULT):,}); "
+            f"-p qwen-code {sets} replays that"]
 
 
 #: the harnesses whose threshold is a share of the window: (the setting, the presets' window, its

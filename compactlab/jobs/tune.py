@@ -195,13 +195,23 @@ def _harness_search(spec: Search) -> Search:
 def _set_in_projects(files: list[str], harness: str, notify: Notify) -> None:
     """Said where sessions tuned on ran with their project's own setting (``harness_settings.
     set_in_projects``): the user-level setting tune starts from and prints is not theirs, and
-    pasting it does not change them (the audit reads them so too)."""
+    pasting it does not change them (the audit reads them so too); and where they were recorded by
+    a Qwen Code that ignores the setting tune prints (0.17 and later: ``newer_qwen_code``)."""
     from ..corpus.harness_settings import set_in_projects
     from ..transcripts.homes import started_in
 
     for folder, words, _ in set_in_projects(harness, (f for f in map(started_in, files) if f)):
         notify(f"warning: sessions started in {folder} ran with its project's own setting, {words}, not yours: "
                "the setting tune prints, pasted where yours is, does not change them", True)
+    if harness == "qwen-code":
+        from ..corpus.harness_settings import newer_qwen_code
+
+        newer = newer_qwen_code(files)
+        if newer:
+            notify(f"warning: {len(newer)} of the {len(files)} session(s) were recorded by Qwen Code 0.17 or later "
+                   f"({newer[0][1]}), which ignores model.chatCompression.contextPercentageThreshold "
+                   "(QwenLM/qwen-code#4345): the setting tune prints does not change those versions, and compactlab "
+                   "knows no setting of theirs for where they compact", True)
 
 
 def corpus_members(files: list[str], settings: Settings, notify: Notify = quietly,

@@ -180,6 +180,24 @@ def recorded_format(path: str, input_format: str | None = None) -> str | None:
     return fmt
 
 
+def recorded_version(path: str) -> tuple[str, str] | None:
+    """(format, the version of the harness that recorded the session at ``path``), from its first
+    lines: the first record that names one (Claude Code's and Qwen Code's records each do, as their
+    loaders read it); None where none does, or it is no JSON-lines transcript compactlab reads."""
+    try:
+        if is_document(path) or is_store(path) or stores.in_store(path) is not None:
+            return None
+        fmt, read = _detect(path)
+    except (InputError, OSError, ValueError):
+        return None
+    head = read.get("head")
+    for obj in head.objects if isinstance(head, Head) else ():
+        version = obj.get("version")
+        if isinstance(version, str) and version and len(version) < 40:
+            return fmt, version
+    return None
+
+
 def _format(path: str, input_format: str | None, options: dict[str, object]) -> ModuleType:
     """The format module for a file; what detection read goes into ``options`` for its loader (a
     ``head`` given in ``options`` is what the caller read of the file already)."""

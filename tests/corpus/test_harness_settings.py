@@ -287,6 +287,56 @@ def test_qwen_codes_setting_is_read_from_its_settings_file(cli, tmp_path, monkey
     assert r.exit_code == 2 and "=7 (~/.qwen/settings.json): not a number of at most 1" in r.stderr, r.stderr
 
 
+def test_a_session_of_qwen_code_0_17_or_later_is_said_to_compact_otherwise_than_the_preset(cli, tmp_path):
+    """Qwen Code 0.17 and later (QwenLM/qwen-code#4345) compact at max(70% of the window, the window
+    less 33,000), stop after 3 failures in a row and ignore contextPercentageThreshold: a replay or
+    compare of -p qwen-code as it is says so of their sessions, with the --set that replays it;
+    tune --harness qwen-code warns that the setting it prints does not change them. A 0.16 session,
+    another harness's version, and the preset set otherwise say nothing."""
+    from compactlab.corpus.harness_settings import qwen_code_ladder, qwen_code_ladder_trigger, version_parts
+    from compactlab.synth import write
+    from compactlab.transcripts import recorded_version
+
+    versions = ["0.17.0", "0.17.1", "v0.19.0", "1.0.0", "0.17.0-preview.1", "0.16.9", "0.8.1", "0.17", "", "x", None,
+                "0", "0.x"]
+    assert [qwen_code_ladder(v) for v in versions] == [True] * 5 + [False, False, True] + [False] * 5
+    assert version_parts("0.17.0-preview.1") == (0, 17, 0) and version_parts("2.1.3") == (2, 1, 3)
+    # (the ladder's figures as Qwen Code's /context shows them: QwenLM/qwen-code#4345's check at
+    # 131,072 and #4945's at 60,000; a window under 110,000 is the preset's 70%)
+    assert [qwen_code_ladder_trigger(w) for w in (200_000, 131_072, 60_000)] == [167_000, 98_072, 42_000]
+
+    data = (Path(__file__).resolve().parents[1] / "transcripts" / "data" / "qwen" / "built-compression.jsonl").read_bytes()
+    new, old, claude = tmp_path / "new.jsonl", tmp_path / "old.jsonl", tmp_path / "claude.jsonl"
+    new.write_bytes(data)  # (its records say 0.19.0)
+    old.write_bytes(data.replace(b'"version":"0.19.0"', b'"version":"0.16.2"'))
+    write(claude, 3, form="claude-code")  # (its records say Claude Code's 2.1.0: not Qwen Code's)
+    assert [recorded_version(str(f)) for f in (new, old, claude)] == [
+        ("qwen", "0.19.0"), ("qwen", "0.16.2"), ("claude-code", "2.1.0")]
+    assert recorded_version(str(SAMPLES / "synth-small.jsonl")) is None
+    assert recorded_version(str(tmp_path / "missing.jsonl")) is None
+
+    said = ("note: 1 session(s) were recorded by Qwen Code 0.19.0, which compacts at max(70% of the window, the "
+            "window less 33,000 tokens), 167,000 of the preset's 200,000, stops after 3 failed compressions in a "
+            "row, and ignores model.chatCompression.contextPercentageThreshold (QwenLM/qwen-code#4345), not as the "
+            "qwen-code preset does (Qwen Code 0.16 and before: 70%, 140,000); -p qwen-code --set "
+            "summary.trigger=167000 --set summary.max_failures=3 replays that")
+    r = cli("replay", new, "-p", "qwen-code", "--out", tmp_path / "r")
+    assert r.exit_code == 0 and said in r.stderr, r.stderr
+    r = cli("compare", new, old, claude, "-p", "qwen-code", "--out", tmp_path / "c")
+    assert r.exit_code == 0 and said in r.stderr, r.stderr  # (one of the three)
+    for args in ((old, "-p", "qwen-code"), (claude, "-p", "qwen-code"), (new, "-p", "s08"),
+                 (new, "-p", "qwen-code", "--set", "summary.trigger=167000", "--set", "summary.max_failures=3")):
+        r = cli("replay", *args, "--out", tmp_path / "n")
+        assert r.exit_code == 0 and "recorded by Qwen Code" not in r.stderr, (args, r.stderr)
+    r = cli("tune", new, old, "--harness", "qwen-code", "--trials", "2", "--out", tmp_path / "t", "-q")
+    assert r.exit_code == 0 and ("warning: 1 of the 2 session(s) were recorded by Qwen Code 0.17 or later (0.19.0), "
+                                 "which ignores model.chatCompression.contextPercentageThreshold "
+                                 "(QwenLM/qwen-code#4345): the setting tune prints does not change those versions"
+                                 ) in r.stderr, r.stderr
+    r = cli("tune", old, "--harness", "qwen-code", "--trials", "2", "--out", tmp_path / "o", "-q")
+    assert r.exit_code == 0 and "recorded by Qwen Code" not in r.stderr, r.stderr
+
+
 def test_tune_harness_langchain_prints_a_constructor_whose_replay_gives_the_figures(cli, tmp_path):
     pytest.importorskip("langchain")
     # (LangChain's own code copies the whole history at every call: synth-long's 2.7 MB took 5 s)
