@@ -633,7 +633,8 @@ SETTINGS: dict[str, list[tuple[str, str, str, str, str]]] = {
     ],
     "qwen-code": [
         ("model.chatCompression.contextPercentageThreshold", "~/.qwen/settings.json (or the project's "
-         ".qwen/settings.json)", "0-1 (a share of the model's token limit; 0 turns compression off)",
+         ".qwen/settings.json)", "0-1 (a share of the model's token limit; 0 turns compression off); Qwen Code "
+         "0.16 and before: 0.17 and later ignore it",
          "0.7 (140,000 of the 200,000 fallback limit)",
          "summary.trigger = that share of 200,000 (a recording's contextWindowSize: set the trigger to that share "
          "of it)"),
