@@ -23,7 +23,10 @@ of the window) can only lower it; ``CLAUDE_CODE_AUTO_COMPACT_WINDOW`` (or ``auto
 sets the window it is taken of; ``DISABLE_AUTO_COMPACT`` (or ``autoCompactEnabled: false``) turns
 it off. goose's rule: the share of the window ``GOOSE_AUTO_COMPACT_THRESHOLD`` sets (0.8 by
 default; a share at or below 0, or at or above 1, turns it off), on the context its last call's
-usage measured.
+usage measured. Qwen Code's: 0.17 and later compress at max(70% of the window, the window less
+33,000) (QwenLM/qwen-code#4345), 0.16 and before at the share ``contextPercentageThreshold`` sets
+(0.7 by default, 0 or below off); a Qwen Code recording does not say whether a compression was
+automatic or a ``/compress`` typed, so one the rule does not explain is said to be either.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .corpus.harness_settings import PROJECT_FILES, Setting, goose_threshold, number, of_format, settings_for
+from .corpus.harness_settings import (PROJECT_FILES, Setting, goose_threshold, number, of_format, qwen_code_threshold,
+                                      settings_for)
 from .errors import UsageError
 from .transcripts import Transcript
 
@@ -92,7 +96,7 @@ def compactions(transcript: Transcript, window: int, settings: dict[str, Setting
 
     calls = transcript.call_positions
     fmt = transcript.source_format
-    version = transcript.metadata.get("version") if fmt == "claude-code" else None
+    version = transcript.metadata.get("version") if fmt in ("claude-code", "qwen") else None
     out = []
     for n, c in enumerate(transcript.compactions, 1):
         before, after = _usage_before(transcript, c.position), _usage_after(transcript, c.position)
@@ -107,20 +111,8 @@ def compactions(transcript: Transcript, window: int, settings: dict[str, Setting
             "share_of_window": round(tokens_before / window, 4) if tokens_before and window else None,
             "threshold": None, "threshold_source": None, "fired": None,
         }
-        if fmt == "claude-code" and c.trigger == "auto":
-            threshold, why = claude_code_threshold(version, window, settings)
-            row["threshold"], row["threshold_source"] = threshold, why
-            set_by = why.split(" (", 1)[0] if why.startswith("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE") else None
-            row["fired"] = _fired(threshold, tokens_before, _previous(transcript, c.position), set_by)
-        elif fmt == "goose" and c.trigger == "auto":
-            threshold, why = goose_threshold(window, settings)
-            row["threshold"], row["threshold_source"] = threshold, why
-            set_by = why.split(" (", 1)[0] if why.startswith("GOOSE_AUTO_COMPACT_THRESHOLD") else None
-            row["fired"] = _fired(threshold, tokens_before, _previous(transcript, c.position), set_by)
-        elif c.trigger == "manual":
-            row["fired"] = "manual (/compact): no threshold"
-        elif fmt not in ("codex", "openhands"):
-            row["fired"] = "no rule known here for this harness's threshold"
+        row["threshold"], row["threshold_source"], row["fired"] = _held(transcript, c, version, window, settings,
+                                                                         tokens_before)
         out.append(row)
     if out:
         _dropped(transcript, out)
@@ -248,20 +240,55 @@ def _previous(transcript: Transcript, position: int) -> int | None:
     return _prompt(u) + int(u.get("output_tokens", 0))
 
 
-def _fired(threshold: int | None, tokens: int | None, previous: int | None, set_by: str | None = None) -> str:
+def _fired(threshold: int | None, tokens: int | None, previous: int | None, set_by: str | None = None,
+           typed: bool = False) -> str:
     """Whether it fired where ``threshold`` says: at the first check past it (the check before was
-    under it). ``set_by``: the setting that set the threshold (said where it was not applied)."""
+    under it). ``set_by``: the setting that set the threshold (said where it was not applied).
+    ``typed``: the recording does not say whether it was automatic or typed (Qwen Code's
+    compressions: ``/compress`` leaves the same record), so one the rule does not explain is put
+    down to either, not to the settings alone."""
+    unsaid = "a /compress you typed, or a setting other than the one given (the recording does not say which)"
     if threshold is None:
-        return "fired although auto-compaction is off: not applied"
+        return f"off, so {unsaid}" if typed else "fired although auto-compaction is off: not applied"
     if tokens is None:
         return "not known (the recording says no size)"
     if tokens < threshold:
-        return f"fired at {tokens:,}, before {threshold:,}: the settings given are not the ones it ran with"
+        return (f"at {tokens:,}, before {threshold:,}: {unsaid}" if typed else
+                f"fired at {tokens:,}, before {threshold:,}: the settings given are not the ones it ran with")
     if previous is not None and previous >= threshold:
+        if typed:
+            return (f"late: the context was {previous:,} (past {threshold:,}) a check before, where the automatic one "
+                    "would have fired unless it failed there; or a /compress you typed")
         return (f"{set_by} implies {threshold:,}, but the context was {previous:,} a check before and it fired only at "
                 f"{tokens:,}: not applied" if set_by else
                 f"late: the context was {previous:,} (past {threshold:,}) a check before")
+    if typed:
+        return f"where the automatic one fires: the first check past {threshold:,} (or a /compress you typed there)"
     return f"where it fires: the first check past {threshold:,}"
+
+
+def _held(transcript: Transcript, c: Any, version: str | None, window: int, settings: dict[str, Setting],
+          tokens_before: int | None) -> tuple[int | None, str | None, str | None]:
+    """The threshold the compaction ``c`` is held to, where it came from, and where it fired, by its
+    harness's rule (Nones where the harness's rule is not known here, or is judged elsewhere:
+    Codex's and OpenHands')."""
+    fmt = transcript.source_format
+    if fmt == "claude-code" and c.trigger == "auto":
+        threshold, why = claude_code_threshold(version, window, settings)
+        set_by = why.split(" (", 1)[0] if why.startswith("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE") else None
+        return threshold, why, _fired(threshold, tokens_before, _previous(transcript, c.position), set_by)
+    if fmt == "goose" and c.trigger == "auto":
+        threshold, why = goose_threshold(window, settings)
+        set_by = why.split(" (", 1)[0] if why.startswith("GOOSE_AUTO_COMPACT_THRESHOLD") else None
+        return threshold, why, _fired(threshold, tokens_before, _previous(transcript, c.position), set_by)
+    if fmt == "qwen" and c.trigger is None:
+        threshold, why = qwen_code_threshold(version, window, settings)
+        return threshold, why, _fired(threshold, tokens_before, _previous(transcript, c.position), typed=True)
+    if c.trigger == "manual":
+        return None, None, "manual (/compact): no threshold"
+    if fmt not in ("codex", "openhands"):
+        return None, None, "no rule known here for this harness's threshold"
+    return None, None, None
 
 
 def _harness(transcript: Transcript) -> str | None:

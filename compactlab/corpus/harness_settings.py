@@ -527,6 +527,22 @@ def share_threshold(name: str, window: int, settings: dict[str, Setting]) -> tup
     return round(window * value), f"{said}: {value:g} of {window:,} = {round(window * value):,}"
 
 
+def qwen_code_threshold(version: str | None, window: int, settings: dict[str, Setting]) -> tuple[int | None, str]:
+    """Where Qwen Code ``version`` auto-compresses on a ``window``-token model with ``settings``
+    (None: it does not), and why, in words with the sources: 0.17 and later by their own rule
+    (``qwen_code_ladder_trigger``), which no setting read here changes; before, the share
+    ``contextPercentageThreshold`` sets (``share_threshold``)."""
+    if not qwen_code_ladder(version):
+        return share_threshold("qwen-code", window, settings)
+    at = qwen_code_ladder_trigger(window)
+    words = (f"Qwen Code {version}'s rule: max(70% of {window:,}, {window:,} less {QWEN_CODE_RESERVE:,}) = {at:,} "
+             "(QwenLM/qwen-code#4345)")
+    key = SHARES["qwen-code"][0]
+    if (said := settings.get(key)) is not None:
+        words += f"; {key} = {said.value} ({said.source}) is ignored by it"
+    return at, words
+
+
 def goose_threshold(window: int, settings: dict[str, Setting]) -> tuple[int | None, str]:
     """Where goose auto-compacts on a ``window``-token model with ``settings`` (``share_threshold``)."""
     return share_threshold("goose", window, settings)

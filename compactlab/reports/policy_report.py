@@ -95,8 +95,8 @@ def write_policy_json(policy: Policy, out: TextIO) -> None:
 
 
 #: the presets of the harnesses whose compactions ``inspect --compactions`` holds to a threshold
-#: (``audit.py``: Claude Code's and goose's rules, Codex's by replaying its preset)
-AUDITED = ("claude-code", "codex", "goose")
+#: (``audit.py``: Claude Code's, goose's and Qwen Code's rules, Codex's by replaying its preset)
+AUDITED = ("claude-code", "codex", "goose", "qwen-code")
 
 
 def _settings_comment(policy: Policy) -> str:
