@@ -52,8 +52,16 @@ def default_policies(files: list[str], input_format: str | None = None) -> tuple
         h = found
     if h is None or h.preset in DEFAULT_POLICIES:
         return list(DEFAULT_POLICIES), None
+    these = 'this session' if len(files) == 1 else 'these sessions'
+    if h.name == "qwen-code":
+        from ..corpus.harness_settings import newer_qwen_code
+
+        if newer_qwen_code(files):  # (the preset is 0.16's: its note, before the runs, says how 0.17's differs)
+            return [*DEFAULT_POLICIES, h.preset], (f"comparing {h.preset} too: {h.title}'s compaction as 0.16 and "
+                                                   f"before ran it, not as the version that recorded {these} "
+                                                   "(-p chooses)")
     return [*DEFAULT_POLICIES, h.preset], (f"comparing {h.preset} too: {h.title}'s own compaction, which recorded "
-                                           f"{'this session' if len(files) == 1 else 'these sessions'} (-p chooses)")
+                                           f"{these} (-p chooses)")
 
 
 def _listed(grid: "Grid", files: list[str], notes: list[str], input_format: str | None) -> list:

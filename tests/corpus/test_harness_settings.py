@@ -324,6 +324,13 @@ def test_a_session_of_qwen_code_0_17_or_later_is_said_to_compact_otherwise_than_
     assert r.exit_code == 0 and said in r.stderr, r.stderr
     r = cli("compare", new, old, claude, "-p", "qwen-code", "--out", tmp_path / "c")
     assert r.exit_code == 0 and said in r.stderr, r.stderr  # (one of the three)
+    # (a compare with no -p adds the harness's preset: not said to be what a 0.17 session ran)
+    r = cli("compare", new, "--out", tmp_path / "d")
+    assert r.exit_code == 0 and said in r.stderr and ("comparing qwen-code too: Qwen Code's compaction as 0.16 and "
+                                                      "before ran it, not as the version that recorded this session"
+                                                      ) in r.stderr, r.stderr
+    r = cli("compare", old, "--out", tmp_path / "o")
+    assert r.exit_code == 0 and "comparing qwen-code too: Qwen Code's own compaction, which recorded" in r.stderr
     for args in ((old, "-p", "qwen-code"), (claude, "-p", "qwen-code"), (new, "-p", "s08"),
                  (new, "-p", "qwen-code", "--set", "summary.trigger=167000", "--set", "summary.max_failures=3")):
         r = cli("replay", *args, "--out", tmp_path / "n")
