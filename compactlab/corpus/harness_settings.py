@@ -97,6 +97,9 @@ GEMINI_CLI_DEFAULT = 0.5
 QWEN_CODE_LADDER_SINCE = (0, 17)
 QWEN_CODE_RESERVE = 33_000
 QWEN_CODE_LADDER_FAILURES = 3
+#: why no compaction is no setting of Qwen Code 0.17 and later
+QWEN_CODE_NO_OFF = ("Qwen Code 0.17 and later ignore contextPercentageThreshold, whose 0 turned compression off "
+                    "(QwenLM/qwen-code#4345), and compactlab knows no setting of theirs that does")
 
 
 def _claude(s: dict[str, Any]) -> list[str]:
@@ -456,11 +459,22 @@ def newer_qwen_code(files: Iterable[str]) -> list[tuple[str, str]]:
     from ..transcripts import recorded_version
 
     out = []
-    for f in files:
+    for f in dict.fromkeys(files):  # (each once: a compare's runs name each session once a policy)
         said = recorded_version(f)
         if said is not None and said[0] == "qwen" and qwen_code_ladder(said[1]):
             out.append((f, said[1]))
     return out
+
+
+def as_recorded(h: Harness, files: Iterable[str]) -> Harness:
+    """``h`` as the sessions of ``files`` ran it: where Qwen Code 0.17 or later recorded any, no line
+    that turns compression off (their ``contextPercentageThreshold``, whose 0 did, is ignored), and
+    why (``no_off``); ``h`` itself otherwise."""
+    if h.name != "qwen-code" or not newer_qwen_code(files):
+        return h
+    import dataclasses
+
+    return dataclasses.replace(h, off=(), no_off=QWEN_CODE_NO_OFF)
 
 
 def qwen_code_newer_rule(window: int = QWEN_CODE_WINDOW) -> tuple[str, str]:

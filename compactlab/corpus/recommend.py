@@ -72,7 +72,7 @@ def recommend(result: TuneResult, margin: float = RETENTION_MARGIN) -> str:
     candidates = {f"1 {_values(p)}": p for p in result.front if judge.guarded(p) and p.values != base.values}
     if base.feasible and judge.guarded(base):
         candidates["0 base"] = base
-    no_off = _no_off(result.harness)
+    no_off = result.no_off if result.no_off is not None else _no_off(result.harness)
     bar = ref_fits and not no_off  # (no compaction is the bar where it can be set)
     if bar:
         assert ref is not None

@@ -97,6 +97,9 @@ class TuneResult:
     #: why there is none to make (``nothing_to_set``: the point recommended is your current setting,
     #: or the harness's default)
     harness: str | None = None
+    #: why no compaction cannot be set on these sessions where their versions say so though the
+    #: harness's table does not (``harness_settings.as_recorded``: Qwen Code 0.17's); None: the table's
+    no_off: str | None = None
     paste: list[str] = field(default_factory=list)
     nothing_to_set: str | None = None
     #: with a harness: your current setting of it, in words with its source (the base is set to it)

@@ -362,10 +362,11 @@ def corpus_evaluator(transcripts: list[Any], *, n_jobs: int | None, prices: list
 def tune(params: list[Param], objectives: list[str], base: str, overrides: list[str], open_study: Callable[[], Any],
          trials: int, evaluate: Evaluate, max_violations: int = 0,
          on_trial: Callable[[int], None] | None = None, harness: str | None = None,
-         current: str | None = None, batch: int = BATCH) -> TuneResult:
+         current: str | None = None, batch: int = BATCH, no_off: str | None = None) -> TuneResult:
     """Score the base policy, search, and judge: the whole of a tune but its files. The study is
     opened (``open_study()``) once the base policy has run: a corpus or an executor that cannot
-    be used leaves nothing behind."""
+    be used leaves nothing behind. ``no_off``: why no compaction cannot be set on these sessions,
+    where their versions say so (``TuneResult.no_off``)."""
     base_policy = load_policy(base, overrides)
     got, none = evaluate([base_policy, load_policy("none")])
     if isinstance(got, str):
@@ -383,7 +384,7 @@ def tune(params: list[Param], objectives: list[str], base: str, overrides: list[
                                            max_violations, on_trial, batch)
     result = TuneResult(base, params, objectives, base_point, points, pareto(study, points, objectives, base_point),
                         interrupted, failures, reference=reference)
-    result.harness, result.current = harness, current
+    result.harness, result.current, result.no_off = harness, current, no_off
     result.recommendation = recommend(result)
     if harness is not None and result.chosen is not None:
         result.paste, result.nothing_to_set = to_paste(harness, result.chosen, result)

@@ -114,9 +114,10 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
     from ..reports.tune_report import write_files
 
     out_dir = settings.out_dir or os.path.join("reports", "tune")
+    no_off = None  # (why no compaction is no setting of these sessions, beyond the harness's table)
     if spec.harness is not None:
         spec = _harness_search(spec)
-        _set_in_projects(files, str(spec.harness), notify)
+        no_off = _set_in_projects(files, str(spec.harness), notify)
     objectives = parse_objectives(spec.objectives)
     params = _searched(spec, notify)
     site = StudySite(out_dir, spec.resume, settings.force, files)  # checked; nothing made until the base policy has run
@@ -129,7 +130,7 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
                                 lambda: site.open(definition, spec.sampler, spec.seed), spec.trials, evaluate,
                                 max_violations=spec.max_violations,
                                 on_trial=lambda n: _told(site, advance, n), harness=spec.harness,
-                                current=spec.current)
+                                current=spec.current, no_off=no_off)
         except KeyboardInterrupt as stop:  # before the search began: nothing to write
             site.close(keep=False)
             return Tuned(None, Outcome(exit_status(stop), ["interrupted before the first trial finished"]))
@@ -192,11 +193,12 @@ def _harness_search(spec: Search) -> Search:
     return replace(spec, base=preset(spec.harness), spaces=space(spec.harness), overrides=overrides, current=words)
 
 
-def _set_in_projects(files: list[str], harness: str, notify: Notify) -> None:
+def _set_in_projects(files: list[str], harness: str, notify: Notify) -> str | None:
     """Said where sessions tuned on ran with their project's own setting (``harness_settings.
     set_in_projects``): the user-level setting tune starts from and prints is not theirs, and
     pasting it does not change them (the audit reads them so too); and where they were recorded by
-    a Qwen Code that ignores the setting tune prints (0.17 and later: ``newer_qwen_code``)."""
+    a Qwen Code that ignores the setting tune prints (0.17 and later: ``newer_qwen_code``), for
+    which no compaction is no setting either: why, as the recommendation says it (else None)."""
     from ..corpus.harness_settings import set_in_projects
     from ..transcripts.homes import started_in
 
@@ -204,7 +206,7 @@ def _set_in_projects(files: list[str], harness: str, notify: Notify) -> None:
         notify(f"warning: sessions started in {folder} ran with its project's own setting, {words}, not yours: "
                "the setting tune prints, pasted where yours is, does not change them", True)
     if harness == "qwen-code":
-        from ..corpus.harness_settings import newer_qwen_code
+        from ..corpus.harness_settings import QWEN_CODE_NO_OFF, newer_qwen_code
 
         newer = newer_qwen_code(files)
         if newer:
@@ -212,6 +214,8 @@ def _set_in_projects(files: list[str], harness: str, notify: Notify) -> None:
                    f"({newer[0][1]}), which ignores model.chatCompression.contextPercentageThreshold "
                    "(QwenLM/qwen-code#4345): the setting tune prints does not change those versions, and compactlab "
                    "knows no setting of theirs for where they compact", True)
+            return QWEN_CODE_NO_OFF
+    return None
 
 
 def corpus_members(files: list[str], settings: Settings, notify: Notify = quietly,

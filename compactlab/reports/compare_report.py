@@ -72,13 +72,15 @@ def comparison(results: list["RunResult"], sweep_keys: list[str], sort_key: str,
 
 def sessions_harness(results: list["RunResult"]) -> "Harness | None":
     """The harness that recorded every session compared, where its compaction settings are known
-    (Claude Code, Codex, Gemini CLI, OpenCode, Pi, goose, Qwen Code: ``harness_settings.of_format``);
-    None for sessions of several harnesses or of another format."""
-    from ..corpus.harness_settings import of_format
+    (Claude Code, Codex, Gemini CLI, OpenCode, Pi, goose, Qwen Code: ``harness_settings.of_format``),
+    as the sessions' versions ran it (``as_recorded``: Qwen Code 0.17 has no off switch); None for
+    sessions of several harnesses or of another format."""
+    from ..corpus.harness_settings import as_recorded, of_format
 
     # (a file ``compactlab convert`` wrote: the harness that recorded it)
     formats = {getattr(r.summary, "recorded_format", None) or r.summary.format for r in results}
-    return of_format(next(iter(formats))) if len(formats) == 1 else None
+    h = of_format(next(iter(formats))) if len(formats) == 1 else None
+    return as_recorded(h, (r.transcript for r in results)) if h is not None else None
 
 
 def setting_for(results: list["RunResult"], recommended: str | None, reference: str | None,

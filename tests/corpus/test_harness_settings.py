@@ -340,8 +340,26 @@ def test_a_session_of_qwen_code_0_17_or_later_is_said_to_compact_otherwise_than_
                                  "which ignores model.chatCompression.contextPercentageThreshold "
                                  "(QwenLM/qwen-code#4345): the setting tune prints does not change those versions"
                                  ) in r.stderr, r.stderr
+    # (one answer with compare's verdict, below: no compaction is no candidate where 0.17 recorded any)
+    no_off = "No compaction is not a candidate: Qwen Code 0.17 and later ignore contextPercentageThreshold"
+    assert no_off in r.stdout, r.stdout
     r = cli("tune", old, "--harness", "qwen-code", "--trials", "2", "--out", tmp_path / "o", "-q")
-    assert r.exit_code == 0 and "recorded by Qwen Code" not in r.stderr, r.stderr
+    assert r.exit_code == 0 and "recorded by Qwen Code" not in r.stderr and no_off not in r.stdout, r.stderr
+    # compare's verdict reads the harness as the sessions ran it: 0.17's has no line that turns it off
+    from types import SimpleNamespace
+
+    from compactlab.reports.compare_report import setting_for, sessions_harness
+
+    def results(*paths):
+        return [SimpleNamespace(transcript=str(p), summary=SimpleNamespace(format="qwen", recorded_format=None),
+                                policy="none") for p in paths]
+
+    assert sessions_harness(results(old)).off == harness("qwen-code").off != ()
+    assert setting_for(results(old), "none", "none", []) == ["Qwen Code", *harness("qwen-code").off]
+    for paths in ((new,), (old, new)):
+        h = sessions_harness(results(*paths))
+        assert h.off == () and "Qwen Code 0.17 and later ignore contextPercentageThreshold" in h.no_off, paths
+        assert setting_for(results(*paths), "none", "none", []) == []
 
 
 def test_tune_harness_langchain_prints_a_constructor_whose_replay_gives_the_figures(cli, tmp_path):
