@@ -117,7 +117,7 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
     no_off = None  # (why no compaction is no setting of these sessions, beyond the harness's table)
     if spec.harness is not None:
         spec = _harness_search(spec)
-        no_off = _set_in_projects(files, str(spec.harness), notify)
+        no_off = _sessions_own_settings(files, str(spec.harness), notify)
     objectives = parse_objectives(spec.objectives)
     params = _searched(spec, notify)
     site = StudySite(out_dir, spec.resume, settings.force, files)  # checked; nothing made until the base policy has run
@@ -193,7 +193,7 @@ def _harness_search(spec: Search) -> Search:
     return replace(spec, base=preset(spec.harness), spaces=space(spec.harness), overrides=overrides, current=words)
 
 
-def _set_in_projects(files: list[str], harness: str, notify: Notify) -> str | None:
+def _sessions_own_settings(files: list[str], harness: str, notify: Notify) -> str | None:
     """Said where sessions tuned on ran with their project's own setting (``harness_settings.
     set_in_projects``): the user-level setting tune starts from and prints is not theirs, and
     pasting it does not change them (the audit reads them so too); and where they were recorded by
