@@ -481,7 +481,8 @@ def qwen_code_newer_rule(window: int = QWEN_CODE_WINDOW) -> tuple[str, str]:
     """Qwen Code 0.17's rule in words, and the ``--set`` options that replay its trigger and breaker."""
     at = qwen_code_ladder_trigger(window)
     words = (f"compacts at max(70% of the window, the window less {QWEN_CODE_RESERVE:,} tokens), {at:,} of the "
-             f"preset's {window:,}, stops after {QWEN_CODE_LADDER_FAILURES} failed compressions in a row, and "
+             f"preset's {window:,} (inspect --compactions gives it on each session's own window), stops after "
+             f"{QWEN_CODE_LADDER_FAILURES} failed compressions in a row, and "
              "ignores model.chatCompression.contextPercentageThreshold (QwenLM/qwen-code#4345)")
     return words, f"--set summary.trigger={at} --set summary.max_failures={QWEN_CODE_LADDER_FAILURES}"
 

@@ -305,7 +305,8 @@ def test_a_session_of_qwen_code_0_17_or_later_is_said_to_compact_otherwise_than_
     # 131,072 and #4945's at 60,000; a window under 110,000 is the preset's 70%)
     assert [qwen_code_ladder_trigger(w) for w in (200_000, 131_072, 60_000)] == [167_000, 98_072, 42_000]
 
-    data = (Path(__file__).resolve().parents[1] / "transcripts" / "data" / "qwen" / "built-compression.jsonl").read_bytes()
+    data = (Path(__file__).resolve().parents[1] / "transcripts" / "data" / "qwen" /
+            "built-compression.jsonl").read_bytes()
     new, old, claude = tmp_path / "new.jsonl", tmp_path / "old.jsonl", tmp_path / "claude.jsonl"
     new.write_bytes(data)  # (its records say 0.19.0)
     old.write_bytes(data.replace(b'"version":"0.19.0"', b'"version":"0.16.2"'))
@@ -316,10 +317,11 @@ def test_a_session_of_qwen_code_0_17_or_later_is_said_to_compact_otherwise_than_
     assert recorded_version(str(tmp_path / "missing.jsonl")) is None
 
     said = ("note: 1 session(s) were recorded by Qwen Code 0.19.0, which compacts at max(70% of the window, the "
-            "window less 33,000 tokens), 167,000 of the preset's 200,000, stops after 3 failed compressions in a "
-            "row, and ignores model.chatCompression.contextPercentageThreshold (QwenLM/qwen-code#4345), not as the "
-            "qwen-code preset does (Qwen Code 0.16 and before: 70%, 140,000); -p qwen-code --set "
-            "summary.trigger=167000 --set summary.max_failures=3 replays that")
+            "window less 33,000 tokens), 167,000 of the preset's 200,000 (inspect --compactions gives it on each "
+            "session's own window), stops after 3 failed compressions in a row, and ignores "
+            "model.chatCompression.contextPercentageThreshold (QwenLM/qwen-code#4345), not as the qwen-code preset "
+            "does (Qwen Code 0.16 and before: 70%, 140,000); -p qwen-code --set summary.trigger=167000 --set "
+            "summary.max_failures=3 replays that")
     r = cli("replay", new, "-p", "qwen-code", "--out", tmp_path / "r")
     assert r.exit_code == 0 and said in r.stderr, r.stderr
     r = cli("compare", new, old, claude, "-p", "qwen-code", "--out", tmp_path / "c")
