@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping
+from functools import lru_cache
 from importlib import import_module
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -183,7 +184,16 @@ def recorded_format(path: str, input_format: str | None = None) -> str | None:
 def recorded_version(path: str) -> tuple[str, str] | None:
     """(format, the version of the harness that recorded the session at ``path``), from its first
     lines: the first record that names one (Claude Code's and Qwen Code's records each do, as their
-    loaders read it); None where none does, or it is no JSON-lines transcript compactlab reads."""
+    loaders read it); None where none does, or it is no JSON-lines transcript compactlab reads. Read
+    once a file as it stands (its ``path_stamp``): a compare asks it of a session at its default
+    policies, its notes and its verdict."""
+    stamp = path_stamp(path)
+    return None if stamp is None else _recorded_version(path, stamp)
+
+
+@lru_cache(maxsize=1024)
+def _recorded_version(path: str, stamp: tuple[int, ...]) -> tuple[str, str] | None:
+    """``recorded_version`` of the file at ``path`` whose ``path_stamp`` is ``stamp``."""
     try:
         if is_document(path) or is_store(path) or stores.in_store(path) is not None:
             return None
