@@ -36,15 +36,9 @@ from typing import Any
 
 from .corpus.harness_settings import (PROJECT_FILES, Setting, goose_threshold, number, of_format, qwen_code_threshold,
                                       settings_for)
+from .engine.layers.harness_triggers import harness_trigger
 from .errors import UsageError
 from .transcripts import Transcript
-
-#: Claude Code's reserve for the reply, by version (the first whose prefix matches), and its buffer
-CLAUDE_RESERVE = (("2.0.", 32_000, "2.0.x (estimate: a 2.0.76 session compacted at 155,979)"),
-                  ("1.", 32_000, "1.x (as 2.0.x: an estimate)"),
-                  ("", 20_000, "2.1.x"))
-CLAUDE_BUFFER = 13_000
-
 
 def _number(settings: dict[str, Setting], key: str, low: float, high: float) -> float | None:
     s = settings.get(key)
@@ -60,9 +54,7 @@ def claude_code_threshold(version: str | None, window: int, settings: dict[str, 
     given_window = _number(settings, "CLAUDE_CODE_AUTO_COMPACT_WINDOW", 100_000, 1_000_000)
     if given_window is not None:
         window = int(given_window)
-    reserve, which = next((r, w) for prefix, r, w in CLAUDE_RESERVE if (version or "").startswith(prefix))
-    default = window - reserve - CLAUDE_BUFFER
-    words = f"{which}'s default: {window:,} - {reserve:,} - {CLAUDE_BUFFER:,} = {default:,}"
+    default, words = harness_trigger("claude-code", version, window)
     if given_window is not None:
         words += f" (the window from CLAUDE_CODE_AUTO_COMPACT_WINDOW, {settings['CLAUDE_CODE_AUTO_COMPACT_WINDOW'].source})"
     pct = _number(settings, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", 1, 100)

@@ -196,6 +196,10 @@ def test_a_goose_compaction_is_held_to_goose_auto_compact_threshold(cli, tmp_pat
     assert (row["tokens_before"], row["window"], row["threshold"]) == (3_105, 200_000, 160_000)
     assert row["threshold_source"] == "goose's default: 0.8 of 200,000 = 160,000"
     assert row["fired"] == "fired at 3,105, before 160,000: the settings given are not the ones it ran with"
+    from compactlab import load_policy, replay  # (one answer: the goose preset's trigger on this recording)
+
+    run = replay(load_transcript(session), load_policy("goose"))
+    assert run.summary.summary_trigger == row["threshold"] and "goose's own" in run.summary.summary_trigger_source
     # (the check before measured 5,940: a threshold of 3,000 was passed a check earlier)
     doc = json.loads(cli("inspect", "--compactions", session, "--setting", "GOOSE_AUTO_COMPACT_THRESHOLD=0.015",
                          "--format", "json").stdout)
@@ -290,7 +294,7 @@ def test_the_claude_code_preset_fires_at_the_recorded_call_on_every_version(tmp_
     fired = [e.call for e in run.events if "summary" in e.layers]
     assert fired and fired[0] == _row(t.path)["call"], (fired, version)
     if not version.startswith("2.1"):  # (the 2.1 trigger alone: not there)
-        late = replay(t, load_policy("claude-code", ["summary.trigger_by_version={}"]))
+        late = replay(t, load_policy("claude-code", ["summary.trigger=167000", "summary.trigger_by_version={}"]))
         assert not [e.call for e in late.events if "summary" in e.layers][:1] == fired[:1]
     # a setting that lowers the trigger lowers it on every version (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=83 is above
     # 2.0's default: ignored there, as Claude Code ignores it; 70% is below every version's)
@@ -298,6 +302,65 @@ def test_the_claude_code_preset_fires_at_the_recorded_call_on_every_version(tmp_
         run = replay(t, load_policy("claude-code", [f"summary.trigger={2000 * pct}"]))
         calls = [e.call for e in run.events if "summary" in e.layers]
         assert (calls[:1] == fired[:1]) is same, (version, pct, calls, fired)
+
+
+def test_the_harness_rules_give_the_harnesses_own_figures():
+    """``harness_triggers``: Claude Code's window less the reply's reserve and 13,000 (by version),
+    Qwen Code's 70% (to 0.16) or max(70%, the window less 33,000) (from 0.17), goose's 80%."""
+    from compactlab.engine.layers.harness_triggers import harness_trigger
+
+    cases = [("claude-code", "2.1.39", 200_000, 167_000), ("claude-code", "2.1.39", 1_000_000, 967_000),
+             ("claude-code", "2.0.76", 200_000, 155_000), ("claude-code", "1.0.98", 1_000_000, 955_000),
+             ("claude-code", None, 200_000, 167_000), ("qwen-code", "0.16.2", 1_000_000, 700_000),
+             ("qwen-code", "0.19.0", 1_000_000, 967_000), ("qwen-code", "0.17.1", 60_000, 42_000),
+             ("qwen-code", None, 200_000, 140_000), ("goose", None, 200_000, 160_000), ("goose", "1.9.0", 128_000, 102_400)]
+    assert [harness_trigger(rule, v, w)[0] for rule, v, w, _ in cases] == [at for *_, at in cases]
+    assert harness_trigger("claude-code", "2.1.39", 1_000_000)[1] == "2.1.x's default: 1,000,000 - 20,000 - 13,000 = 967,000"
+    with pytest.raises(ValueError, match="no trigger rule 'codex'"):
+        harness_trigger("codex", None, 272_000)
+
+
+def _beta(path: str) -> str:
+    """The Claude Code session at ``path`` as the 1M-context beta records it (its model's ``[1m]``)."""
+    data = Path(path).read_bytes()
+    Path(path).write_bytes(data.replace(b'"model":"claude-opus-4-6"', b'"model":"claude-opus-4-6[1m]"'))
+    return path
+
+
+def test_a_harness_preset_compacts_where_its_harness_does_on_each_of_its_recordings_windows(tmp_path, monkeypatch):
+    """One answer: the claude-code preset compacts where Claude Code does by default on each of its
+    recordings' own windows, by its version (summary.trigger_rule): 967,000 with the 1M-context
+    beta's 1,000,000, the threshold inspect --compactions holds the recorded compaction to, on both
+    cores; before, it compacted every window at 167,000 (and its reactive compaction at 200,000).
+    --set summary.trigger=N is one trigger for every recording; another harness's recording runs at
+    the preset's trigger, said so."""
+    from compactlab import load_policy, replay
+    from helpers import on_both_cores
+
+    path = _beta(_session(tmp_path, "2.1.39", [950_000, 966_000, 967_094], 967_731))
+    t = load_transcript(path)
+    row = _row(path)
+    assert (row["window"], row["threshold"]) == (1_000_000, 967_000) and row["fired"].startswith("where it fires")
+    python, native = on_both_cores(monkeypatch, t, load_policy("claude-code"))
+    for run in (python, native):
+        assert run.summary.summary_trigger == row["threshold"] == 967_000, run.summary.summary_trigger_source
+        assert [e.call for e in run.events if "summary" in e.layers][:1] == [row["call"]] and run.summary.reactive == 0
+    assert python.summary.summary_trigger_source == (
+        "967,000 tokens: Claude Code's own on the window judged on (summary.trigger_rule), 2.1.x's default: "
+        "1,000,000 - 20,000 - 13,000 = 967,000")
+    assert python.summary.to_dict() | {"core": ""} == native.summary.to_dict() | {"core": ""}
+    one = replay(t, load_policy("claude-code", ["summary.trigger=167000"]))  # (one trigger: the rule off)
+    assert one.summary.summary_trigger == 167_000 and one.summary.summary_trigger_source == "167,000 tokens (summary.trigger)"
+    assert [e.call for e in one.events if "summary" in e.layers][0] < row["call"]  # (past 167,000 long before)
+    assert load_policy("claude-code", ["summary.trigger=167000", "summary.trigger_rule=claude-code"]).summary.trigger_rule
+    # (on the 200,000 window, the figures of before; on another harness's recording, the preset's trigger)
+    plain = _session(tmp_path, "2.1.39", [150_000, 166_000, 167_094], 167_731)
+    assert replay(load_transcript(plain), load_policy("claude-code")).summary.summary_trigger == 167_000
+    messages = tmp_path / "messages.jsonl"  # (Anthropic messages: not Claude Code's own recording)
+    messages.write_text('{"role":"user","content":"go"}\n{"role":"assistant","content":[{"type":"text","text":"ok"}]}\n')
+    run = replay(load_transcript(str(messages)), load_policy("claude-code"))
+    assert run.summary.summary_trigger == 167_000 and run.summary.summary_trigger_source == (
+        "167,000 tokens (summary.trigger: summary.trigger_rule applies to Claude Code's own recordings)")
 
 
 def test_codexs_limit_is_read_from_its_config_and_checked_by_replaying_its_preset(cli, shared_transcripts, tmp_path,

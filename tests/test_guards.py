@@ -148,7 +148,7 @@ SUMMARY_KEYS = [
     "raw_cost_usd_nocache", "retention", "skipped_lines", "refs", "refs_retained", "recall", "probes", "probes_kept",
     "recoverable", "probes_recoverable", "probe_kinds", "probes_indexed", "cache_read_tokens", "cache_write_tokens", "price_model", "priced_by", "recorded_input_cost_usd", "recorded_cost_usd", "billed_cost_usd", "sidechain_calls", "recorded_sidechain_cost_usd", "cache_ttl",
     "cache_expired_calls", "calibration", "recorded_cache_breaks", "cache_warm_start_tokens",
-    "cache_breaks_replayed", "cache_ledger", "cache_model", "window_tokens", "window_source", "summary_cost_usd",
+    "cache_breaks_replayed", "cache_ledger", "cache_model", "window_tokens", "window_source", "summary_trigger", "summary_trigger_source", "summary_cost_usd",
     "summary_request", "summary_cache_read_tokens", "custom", "raw_overflows", "core", "recorded_format"]
 RESULT_KEYS = [
     "transcript", "policy", "calls", "raw_tokens_total", "tokens_total", "reduction", "peak_tokens", "final_tokens",

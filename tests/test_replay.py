@@ -30,7 +30,7 @@ def test_schema_uses_exactly_the_spec_names():
                                             "probes_recoverable", "probe_kinds", "probes_indexed", "cache_read_tokens", "cache_write_tokens",
                                             "price_model", "priced_by", "recorded_input_cost_usd", "recorded_cost_usd", "billed_cost_usd", "sidechain_calls", "recorded_sidechain_cost_usd", "cache_ttl",
                                             "cache_expired_calls", "calibration", "recorded_cache_breaks", "cache_warm_start_tokens",
-    "cache_breaks_replayed", "cache_ledger", "cache_model", "window_tokens", "window_source", "summary_cost_usd",
+    "cache_breaks_replayed", "cache_ledger", "cache_model", "window_tokens", "window_source", "summary_trigger", "summary_trigger_source", "summary_cost_usd",
     "summary_request", "summary_cache_read_tokens", "custom", "raw_overflows", "core", "recorded_format"]
 
 

@@ -18,12 +18,13 @@ import os
 import sys
 import threading
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import field, replace
 from typing import Any
 
 import orjson
 
+from ..engine.layers.harness_triggers import TITLES
 from ..engine.measures.baseline import baseline_for
 from ..engine.measures.violations import manual_orphans
 from ..engine.records import RunSummary
@@ -187,12 +188,17 @@ def distinct(grid: list[tuple[Policy, tuple]]) -> list[tuple[Policy, tuple]]:
     return out
 
 
-def trigger_of(policy: Policy) -> str | None:
+def trigger_of(policy: Policy, seen: Iterable[int] = ()) -> str | None:
     """What makes ``policy`` act first, in words (its summary's trigger, else its first cheap
-    layer's); None for a policy that never acts."""
+    layer's); None for a policy that never acts. ``seen``: the triggers its runs' summaries
+    compacted at, where they differ by session (its harness's own trigger on each of its own
+    sessions' windows: ``summary.trigger_rule``)."""
     s = policy.summary
+    at = sorted(set(seen))
+    if s.enabled and len(at) > 1:
+        return f"summary past {at[0]:,}–{at[-1]:,} tokens, {TITLES[s.trigger_rule]}'s own on each session's window"
     if s.enabled:
-        return f"summary past {s.trigger:,} {s.unit}"
+        return f"summary past {at[0] if at else s.trigger:,} {s.unit}"
     for name in policy.order:
         if getattr(policy, name).enabled:
             return f"its {name} layer"
@@ -202,12 +208,18 @@ def trigger_of(policy: Policy) -> str | None:
     return None
 
 
-def triggers(grid: list[tuple[Policy, tuple]], units: dict[str, str]) -> dict[str, str]:
-    """Each grid entry's label and trigger (``trigger_of``), for the verdict's words."""
+def triggers(grid: list[tuple[Policy, tuple]], units: dict[str, str], results: Iterable[Any] = ()) -> dict[str, str]:
+    """Each grid entry's label and trigger (``trigger_of``, with the triggers its ``results``' runs
+    compacted at), for the verdict's words."""
+    seen: dict[str, set[int]] = {}
+    for r in results:
+        if (at := r.summary.get("summary_trigger")) is not None:
+            seen.setdefault(r.policy, set()).add(at)
     out = {}
     for policy, swept in grid:
-        if (t := trigger_of(policy)) is not None:
-            out[label_of(policy.name, dict(swept), units)] = t
+        label = label_of(policy.name, dict(swept), units)
+        if (t := trigger_of(policy, seen.get(label, ()) if policy.summary.trigger_rule else ())) is not None:
+            out[label] = t
     return out
 
 
@@ -342,8 +354,8 @@ def run_job(job: Job, t: Transcript, prices: ModelPrices | PriceTable | None, ca
     levels = {"window": float(run.summary.window_tokens)}
     if p.summary.enabled and p.summary.unit != "messages":  # a trigger in messages is no token level
         overhead = run.policy["size"]["overhead_tokens"]  # a chars trigger is crossed at overhead + chars / cpt
-        levels["summary trigger"] = float(p.summary.trigger if p.summary.unit == "tokens"
-                                          else overhead + p.summary.trigger / cpt)
+        at = run.summary.summary_trigger if run.summary.summary_trigger is not None else p.summary.trigger
+        levels["summary trigger"] = float(at if p.summary.unit == "tokens" else overhead + at / cpt)
     return RunResult(
         job=job.index,
         transcript=t.path,

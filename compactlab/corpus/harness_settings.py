@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Callable
 
+from ..engine.layers.harness_triggers import (GOOSE_DEFAULT, QWEN_CODE_DEFAULT, QWEN_CODE_RESERVE, harness_trigger,
+                                              qwen_code_ladder, version_parts)
 from ..engine.window import GEMINI_CLI_WINDOW
 from ..errors import UsageError
 from ..plain import dataclass
@@ -82,20 +84,14 @@ CODEX_WINDOW, CODEX_LIMIT = 272_000, 244_800
 OPENCODE_USABLE = 168_000
 #: Pi's trigger is the model's window less compaction.reserveTokens (the pi preset's window: 200,000)
 PI_WINDOW = 200_000
-#: goose's threshold and Qwen Code's are shares of the model's window (their presets': 200,000),
-#: by default these
+#: goose's threshold and Qwen Code's are shares of the model's window (their presets' window: 200,000;
+#: their defaults: ``harness_triggers``)
 GOOSE_WINDOW = QWEN_CODE_WINDOW = 200_000
-GOOSE_DEFAULT, QWEN_CODE_DEFAULT = 0.8, 0.7
 #: Gemini CLI's, of gemini-2.5-pro's 1,048,576 (``DEFAULT_COMPRESSION_TOKEN_THRESHOLD``)
 GEMINI_CLI_DEFAULT = 0.5
-#: Qwen Code compacts by another rule from 0.17 on than the ``qwen-code`` preset models (0.16's and
-#: before): QwenLM/qwen-code#4345 ("feat(core)!: redesign auto-compaction thresholds with three-tier
-#: ladder", merged 2026-05; 0.17.1's /context shows it, QwenLM/qwen-code#4945; a breaking change, so
-#: 0.17.0 is taken to have it too) compacts at max(0.7 x window, window - 20,000 summary reserve -
-#: 13,000), removes ``contextPercentageThreshold`` (a value set is ignored, with a warning at start)
-#: and stops after 3 failed compressions in a row, not 1.
-QWEN_CODE_LADDER_SINCE = (0, 17)
-QWEN_CODE_RESERVE = 33_000
+#: Qwen Code 0.17 and later (QwenLM/qwen-code#4345; ``harness_triggers``, whose rule the preset's
+#: trigger follows by the recorded version) remove ``contextPercentageThreshold`` (a value set is
+#: ignored, with a warning at start) and stop after 3 failed compressions in a row, not 1.
 QWEN_CODE_LADDER_FAILURES = 3
 #: why no compaction is no setting of Qwen Code 0.17 and later
 QWEN_CODE_NO_OFF = ("Qwen Code 0.17 and later ignore contextPercentageThreshold, whose 0 turned compression off "
@@ -423,35 +419,6 @@ def projects_otherwise(policy: Any, folders: Iterable[str]) -> list[tuple[str, s
             for folder, words, sets in set_in_projects(h.name, folders)]
 
 
-def version_parts(version: str | None) -> tuple[int, ...] | None:
-    """A harness's version as numbers (``"0.17.1"``, ``"v0.17.0-preview.2"``: its leading dotted
-    numbers), or None where it has none."""
-    if not isinstance(version, str):
-        return None
-    parts = []
-    for piece in version.strip().removeprefix("v").split("."):
-        digits = piece[:len(piece) - len(piece.lstrip("0123456789"))]
-        if not digits:
-            break
-        parts.append(int(digits))
-        if len(digits) < len(piece):
-            break
-    return tuple(parts) if len(parts) >= 2 else None
-
-
-def qwen_code_ladder(version: str | None) -> bool:
-    """Whether Qwen Code ``version`` compacts by the rule of 0.17 and later (``QWEN_CODE_LADDER_SINCE``),
-    which the ``qwen-code`` preset does not model."""
-    parts = version_parts(version)
-    return parts is not None and parts[:2] >= QWEN_CODE_LADDER_SINCE
-
-
-def qwen_code_ladder_trigger(window: int) -> int:
-    """Where Qwen Code 0.17 and later auto-compact on a ``window``-token model: max(70% of it, it
-    less 33,000) (the proportional branch as the preset's 70%, for a window under 110,000)."""
-    return max(round(window * QWEN_CODE_DEFAULT), window - QWEN_CODE_RESERVE)
-
-
 def newer_qwen_code(files: Iterable[str]) -> list[tuple[str, str]]:
     """The Qwen Code sessions of ``files`` recorded by 0.17 or later (``qwen_code_ladder``), each with
     its version: their compaction is not the ``qwen-code`` preset's, and ignores
@@ -477,20 +444,11 @@ def as_recorded(h: Harness, files: Iterable[str]) -> Harness:
     return dataclasses.replace(h, off=(), no_off=QWEN_CODE_NO_OFF)
 
 
-def qwen_code_newer_rule(window: int = QWEN_CODE_WINDOW) -> tuple[str, str]:
-    """Qwen Code 0.17's rule in words, and the ``--set`` options that replay its trigger and breaker."""
-    at = qwen_code_ladder_trigger(window)
-    words = (f"compacts at max(70% of the window, the window less {QWEN_CODE_RESERVE:,} tokens), {at:,} of the "
-             f"preset's {window:,} (inspect --compactions gives it on each session's own window), stops after "
-             f"{QWEN_CODE_LADDER_FAILURES} failed compressions in a row, and "
-             "ignores model.chatCompression.contextPercentageThreshold (QwenLM/qwen-code#4345)")
-    return words, f"--set summary.trigger={at} --set summary.max_failures={QWEN_CODE_LADDER_FAILURES}"
-
-
 def newer_than_preset(policy: Any, files: Iterable[str]) -> list[str]:
     """Where ``policy`` is the ``qwen-code`` preset as it is and some sessions of ``files`` were
-    recorded by Qwen Code 0.17 or later, a line that says they compacted by another rule than the
-    preset's (Qwen Code 0.16's and before) and the ``--set`` options that replay it; else none."""
+    recorded by Qwen Code 0.17 or later, a line that says what of theirs the preset does not do (it
+    compacts where each version does, ``summary.trigger_rule``, but stops after one failure, as 0.16
+    did) and the ``--set`` option that replays it; else none."""
     from ..engine.policy import load_policy
 
     if policy.name != "qwen-code" or policy.fingerprint != load_policy("qwen-code").fingerprint:
@@ -499,11 +457,13 @@ def newer_than_preset(policy: Any, files: Iterable[str]) -> list[str]:
     if not newer:
         return []
     versions = sorted({v for _, v in newer}, key=lambda v: version_parts(v) or ())
-    rule, sets = qwen_code_newer_rule()
     return [f"{len(newer)} session(s) were recorded by Qwen Code {', '.join(versions[:3])}"
-            f"{', …' if len(versions) > 3 else ''}, which {rule}, not as the qwen-code preset does "
-            f"(Qwen Code 0.16 and before: {QWEN_CODE_DEFAULT:.0%}, {round(QWEN_CODE_WINDOW * QWEN_CODE_DEFAULT):,}); "
-            f"-p qwen-code {sets} replays that"]
+            f"{', …' if len(versions) > 3 else ''}, which stops after {QWEN_CODE_LADDER_FAILURES} failed compressions "
+            "in a row and ignores model.chatCompression.contextPercentageThreshold (QwenLM/qwen-code#4345); the "
+            "qwen-code preset compacts where each version does (max(70% of the window, the window less "
+            f"{QWEN_CODE_RESERVE:,} tokens) from 0.17 on: the replay's summary trigger) but stops after one failure, "
+            f"as 0.16 and before did; -p qwen-code --set summary.max_failures={QWEN_CODE_LADDER_FAILURES} replays "
+            "theirs"]
 
 
 #: the harnesses whose threshold is a share of the window: (the setting, the presets' window, its
@@ -545,13 +505,11 @@ def share_threshold(name: str, window: int, settings: dict[str, Setting]) -> tup
 def qwen_code_threshold(version: str | None, window: int, settings: dict[str, Setting]) -> tuple[int | None, str]:
     """Where Qwen Code ``version`` auto-compresses on a ``window``-token model with ``settings``
     (None: it does not), and why, in words with the sources: 0.17 and later by their own rule
-    (``qwen_code_ladder_trigger``), which no setting read here changes; before, the share
+    (``harness_triggers.qwen_code_ladder_trigger``), which no setting read here changes; before, the share
     ``contextPercentageThreshold`` sets (``share_threshold``)."""
     if not qwen_code_ladder(version):
         return share_threshold("qwen-code", window, settings)
-    at = qwen_code_ladder_trigger(window)
-    words = (f"Qwen Code {version}'s rule: max(70% of {window:,}, {window:,} less {QWEN_CODE_RESERVE:,}) = {at:,} "
-             "(QwenLM/qwen-code#4345)")
+    at, words = harness_trigger("qwen-code", version, window)
     key = SHARES["qwen-code"][0]
     if (said := settings.get(key)) is not None:
         words += f"; {key} = {said.value} ({said.source}) is ignored by it"

@@ -31,7 +31,7 @@ from .cost.prices import ModelPrices, PriceTable, load_prices
 from .window import DEFAULT_WINDOW, Window, resolve as resolve_window
 from .feeds import Call, Feed, as_feed
 from .layers import CHEAP, NOTHING, CallFacts, LayerStats, RunEnv, manual, reactive, summary
-from .layers.summary import trigger_of
+from .layers.summary import trigger_of, trigger_said
 from ..transcripts.messages import Entry, Message, add_tool_names, is_prompt
 from ..plumbing.outputs import OutputDir
 from .policy import Policy, fingerprint_of
@@ -193,7 +193,8 @@ def replay(transcript: Transcript | TranscriptStream | Feed, policy: Policy, opt
                           persisted_files=env.ledger.persisted_files, saved_transcripts=env.ledger.saved_transcripts,
                           window=(turns.judged.tokens, turns.judged.describe()),
                           summary_request=policy.summary.request, raw_overflows=turns.raw_overflows(records),
-                          core=turns.core, summary_calls=turns.summary_calls, **measures.totals()),
+                          core=turns.core, summary_calls=turns.summary_calls,
+                          trigger=trigger_said(policy.summary, env), **measures.totals()),
         calls=records,
         policy=resolved,
         failed_summaries=env.ledger.failed_summaries,
@@ -569,6 +570,8 @@ class Turns:
             self.window = self.judged.tokens
         version = self.metadata().get("version")
         self.env.harness_version = version if isinstance(version, str) else None
+        self.env.window = self.judged.tokens
+        self.env.recorded_format = self.metadata().get("recorded_format") or self.format
 
     def _facts(self, call: int, pos: int, pending: list[Entry], recorded: Any = _UNREAD) -> CallFacts:
         """The facts of this call (``CallFacts``), the same for every layer (``recorded``: the

@@ -297,7 +297,15 @@ def parse_override(item: Override) -> tuple[list[str], Any]:
 
 
 def apply_overrides(data: dict, overrides: Sequence[Override]) -> dict:
+    """``data`` with ``overrides`` applied. A trigger given (``summary.trigger``) is one trigger for every
+    window: it turns off the policy's rule of a harness's own trigger (``summary.trigger_rule``)
+    unless the overrides set that rule too."""
     data = _merge({}, data)
+    paths = [parse_override(item)[0] for item in overrides]
+    if ["summary", "trigger"] in paths and ["summary", "trigger_rule"] not in paths:
+        summary = data.get("summary")
+        if isinstance(summary, dict) and summary.get("trigger_rule"):
+            data["summary"] = {**summary, "trigger_rule": ""}
     for item in overrides:
         path, value = parse_override(item)
         node = data

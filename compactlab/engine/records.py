@@ -245,6 +245,11 @@ class RunSummary(Mapping[str, Any]):
     #: from ("200,000 tokens: Claude Code default; the recording compacted at 167,731")
     window_tokens: int = 0
     window_source: str = ""
+    #: the trigger the policy's summary layer compacted at, in its unit (``summary.trigger``; its
+    #: harness's own on the window judged on, ``summary.trigger_rule``; or its version's,
+    #: ``summary.trigger_by_version``), and in words with where it came from; None: no summary layer
+    summary_trigger: int | None = None
+    summary_trigger_source: str = ""
     #: compaction's own cost: its summary requests (in cost_usd), priced as the policy builds them
     #: (summary.request: a fresh request, uncached; or the conversation's prefix, read from the cache)
     summary_cost_usd: float = 0.0
@@ -303,11 +308,13 @@ def summarize(records: list[TurnRecord], totals: Any, *, transcript: Any, policy
               saved_transcripts: list[dict[str, Any]], violations: list[dict[str, Any]] | None = None,
               probe_kinds: dict[str, dict[str, int]] | None = None, probes_indexed: bool = True,
               window: tuple[int, str] = (0, ""), summary_request: str = "fresh", raw_overflows: int = 0,
-              core: str = "python", summary_calls: SummaryCalls | None = None) -> RunSummary:
+              core: str = "python", summary_calls: SummaryCalls | None = None,
+              trigger: tuple[int, str] | None = None) -> RunSummary:
     """A run's summary, built from its priced records, its layers' totals (``LayerStats``) and what
     its measures add at the end (``measures.Measures.totals``: its violations, its probes by kind);
     ``transcript`` gives the path, format and skipped lines; ``pricing`` is what ``cost.price_run``
-    gave; ``summary_calls`` the run's summary requests, by call (``SummaryCalls``)."""
+    gave; ``summary_calls`` the run's summary requests, by call (``SummaryCalls``); ``trigger``: the
+    summary layer's trigger and its words (``layers.summary.trigger_said``)."""
     violations = violations or []
     summary_calls = summary_calls or SummaryCalls()
     priced = pricing.priced
@@ -366,6 +373,8 @@ def summarize(records: list[TurnRecord], totals: Any, *, transcript: Any, policy
         cache_model=pricing.rules.provider,
         window_tokens=window[0],
         window_source=window[1],
+        summary_trigger=trigger[0] if trigger is not None else None,
+        summary_trigger_source=trigger[1] if trigger is not None else "",
         summary_cost_usd=round(summary_cost, 6),
         summary_request=summary_request,
         core=core,

@@ -56,10 +56,10 @@ def default_policies(files: list[str], input_format: str | None = None) -> tuple
     if h.name == "qwen-code":
         from ..corpus.harness_settings import newer_qwen_code
 
-        if newer_qwen_code(files):  # (the preset is 0.16's: its note, before the runs, says how 0.17's differs)
-            return [*DEFAULT_POLICIES, h.preset], (f"comparing {h.preset} too: {h.title}'s compaction as 0.16 and "
-                                                   f"before ran it, not as the version that recorded {these} "
-                                                   "(-p chooses)")
+        if newer_qwen_code(files):  # (the preset's breaker is 0.16's: its note, before the runs, says how 0.17's differs)
+            return [*DEFAULT_POLICIES, h.preset], (f"comparing {h.preset} too: {h.title}'s compaction where the version "
+                                                   f"that recorded {these} compacts, but stopping after one failed "
+                                                   "compression, as 0.16 and before did (-p chooses)")
     return [*DEFAULT_POLICIES, h.preset], (f"comparing {h.preset} too: {h.title}'s own compaction, which recorded "
                                            f"{these} (-p chooses)")
 
@@ -116,7 +116,7 @@ def _meta(done: Any, policies: list, reference: Any, sweep_keys: list[str], mode
     meta = report_meta(table.read, [settings.price_model] if settings.price_model else models or [table.default_model])
     meta["units"] = sweep_units(policies, sweep_keys)
     meta["reference"] = reference
-    meta["triggers"] = triggers(policies, meta["units"])
+    meta["triggers"] = triggers(policies, meta["units"], done.results)
     meta["harness_settings"] = harness_settings(policies, meta["units"])
     meta["windows"] = windows_judged(done.results)
     meta["cores"] = sorted({r.summary["core"] for r in done.results})  # (compactlab/core.py: which ran the runs)

@@ -102,6 +102,7 @@ def summary_rows(run: Run) -> list[tuple[str, str]]:
         *([("probes by kind (kept / probes)", ", ".join(f"{k} {v['kept']:,}/{v['probes']:,}"
                                                         for k, v in s.probe_kinds.items()))] if s.probes else []),
         ("context window (judged on)", s.window_source),
+        *([("summary trigger", s.summary_trigger_source)] if s.summary_trigger_source else []),
         ("overflows", f"{s.overflows:,}"),
         ("violations introduced / inherited", f"{s.violations_introduced} / {s.violations_inherited}"),
         # (what runs in Rust: --version says; the figures are the same on both)
@@ -474,8 +475,8 @@ def _draw_chart(run: Run, policy: "Policy", out: OutputDir) -> None:
     s = policy.summary
     if s.enabled and s.unit != "messages":  # where the trigger is, in tokens (a chars one: with the overhead)
         size = run.policy["size"]
-        levels["summary trigger"] = float(s.trigger if s.unit == "tokens"
-                                          else size["overhead_tokens"] + s.trigger / size["chars_per_token"])
+        at = run.summary.summary_trigger if run.summary.summary_trigger is not None else s.trigger
+        levels["summary trigger"] = float(at if s.unit == "tokens" else size["overhead_tokens"] + at / size["chars_per_token"])
     events = {kind: calls for kind, calls in events.items() if calls}  # only the markers that occurred
     svg = tokens_chart(f"{os.path.basename(title_of(run.summary.transcript))} × {run.summary.policy}", [c.raw_tokens for c in run.calls],
                           [{"label": run.summary.policy, "tokens": [c.tokens for c in run.calls], "events": events,

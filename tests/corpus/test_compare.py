@@ -65,7 +65,7 @@ def test_compare_errors(cli, tmp_path):
     assert r.exit_code == 2 and "summary.nope: unknown key" in r.stderr
     assert "with --sweep summary.nope=1: summary.nope: unknown key" in r.stderr
     r = cli("compare", T1, "-p", "s08", "--sweep", "summary.triger=1,2", "--dry-run")
-    assert "hint: did you mean summary.trigger or summary.early_trigger? (compactlab policies show s08 lists" in r.stderr
+    assert "hint: did you mean summary.trigger or summary.trigger_rule or summary.early_trigger? (compactlab policies show s08 lists" in r.stderr
     # (a swept value is named as the --sweep it came from; a --set one as a --set)
     r = cli("compare", T1, "-p", "s08", "--sweep", "summary.trigger=30000,lots", "--dry-run")
     assert r.exit_code == 2 and "s08 with --sweep summary.trigger=lots: summary.trigger: Input should be" in r.stderr
@@ -267,8 +267,8 @@ def test_a_compare_of_goose_or_qwen_code_sessions_compares_their_preset_too(cli,
 
     qwen = Path(__file__).resolve().parents[1] / "transcripts" / "data" / "qwen" / "built-compression.jsonl"
     assert default_policies([str(qwen)]) == ([*DEFAULT_POLICIES, "qwen-code"], (  # (its records say 0.19.0)
-        "comparing qwen-code too: Qwen Code's compaction as 0.16 and before ran it, not as the version that recorded "
-        "this session (-p chooses)"))
+        "comparing qwen-code too: Qwen Code's compaction where the version that recorded this session compacts, but "
+        "stopping after one failed compression, as 0.16 and before did (-p chooses)"))
     r = cli("compare", qwen, "--dry-run", "--format", "json", "--jobs", "1")
     assert r.exit_code == 0, r.output
     assert {row["policy"] for row in orjson.loads(r.stdout)["runs"]} == {*DEFAULT_POLICIES, "qwen-code"}

@@ -293,7 +293,7 @@ def test_a_session_of_qwen_code_0_17_or_later_is_said_to_compact_otherwise_than_
     compare of -p qwen-code as it is says so of their sessions, with the --set that replays it;
     tune --harness qwen-code warns that the setting it prints does not change them. A 0.16 session,
     another harness's version, and the preset set otherwise say nothing."""
-    from compactlab.corpus.harness_settings import qwen_code_ladder, qwen_code_ladder_trigger, version_parts
+    from compactlab.engine.layers.harness_triggers import qwen_code_ladder, qwen_code_ladder_trigger, version_parts
     from compactlab.synth import write
     from compactlab.transcripts import recorded_version
 
@@ -316,25 +316,34 @@ def test_a_session_of_qwen_code_0_17_or_later_is_said_to_compact_otherwise_than_
     assert recorded_version(str(SAMPLES / "synth-small.jsonl")) is None
     assert recorded_version(str(tmp_path / "missing.jsonl")) is None
 
-    said = ("note: 1 session(s) were recorded by Qwen Code 0.19.0, which compacts at max(70% of the window, the "
-            "window less 33,000 tokens), 167,000 of the preset's 200,000 (inspect --compactions gives it on each "
-            "session's own window), stops after 3 failed compressions in a row, and ignores "
-            "model.chatCompression.contextPercentageThreshold (QwenLM/qwen-code#4345), not as the qwen-code preset "
-            "does (Qwen Code 0.16 and before: 70%, 140,000); -p qwen-code --set summary.trigger=167000 --set "
-            "summary.max_failures=3 replays that")
+    said = ("note: 1 session(s) were recorded by Qwen Code 0.19.0, which stops after 3 failed compressions in a row "
+            "and ignores model.chatCompression.contextPercentageThreshold (QwenLM/qwen-code#4345); the qwen-code "
+            "preset compacts where each version does (max(70% of the window, the window less 33,000 tokens) from 0.17 "
+            "on: the replay's summary trigger) but stops after one failure, as 0.16 and before did; -p qwen-code --set "
+            "summary.max_failures=3 replays theirs")
     r = cli("replay", new, "-p", "qwen-code", "--out", tmp_path / "r")
     assert r.exit_code == 0 and said in r.stderr, r.stderr
+    # (one answer: the preset compacts where each version does on the session's window, 1,000,000 here, the
+    # threshold inspect --compactions holds its compression to)
+    from compactlab import load_policy, load_transcript, replay
+    from compactlab.audit import audit, settings_for
+
+    for f, at in ((new, 967_000), (old, 700_000)):
+        t = load_transcript(str(f))
+        run = replay(t, load_policy("qwen-code"))
+        [row] = audit(t, settings_for([], env={}, home=str(tmp_path / "nohome")))["compactions"]
+        assert run.summary.summary_trigger == row["threshold"] == at, (f, run.summary.summary_trigger_source, row)
     r = cli("compare", new, old, claude, "-p", "qwen-code", "--out", tmp_path / "c")
     assert r.exit_code == 0 and said in r.stderr, r.stderr  # (one of the three)
     # (a compare with no -p adds the harness's preset: not said to be what a 0.17 session ran)
     r = cli("compare", new, "--out", tmp_path / "d")
-    assert r.exit_code == 0 and said in r.stderr and ("comparing qwen-code too: Qwen Code's compaction as 0.16 and "
-                                                      "before ran it, not as the version that recorded this session"
-                                                      ) in r.stderr, r.stderr
+    assert r.exit_code == 0 and said in r.stderr and ("comparing qwen-code too: Qwen Code's compaction where the "
+                                                      "version that recorded this session compacts, but stopping "
+                                                      "after one failed compression") in r.stderr, r.stderr
     r = cli("compare", old, "--out", tmp_path / "o")
     assert r.exit_code == 0 and "comparing qwen-code too: Qwen Code's own compaction, which recorded" in r.stderr
     for args in ((old, "-p", "qwen-code"), (claude, "-p", "qwen-code"), (new, "-p", "s08"),
-                 (new, "-p", "qwen-code", "--set", "summary.trigger=167000", "--set", "summary.max_failures=3")):
+                 (new, "-p", "qwen-code", "--set", "summary.max_failures=3")):
         r = cli("replay", *args, "--out", tmp_path / "n")
         assert r.exit_code == 0 and "recorded by Qwen Code" not in r.stderr, (args, r.stderr)
     r = cli("tune", new, old, "--harness", "qwen-code", "--trials", "2", "--out", tmp_path / "t", "-q")

@@ -12,7 +12,8 @@ prompts up to that many tokens and drops every assistant and tool message (Codex
 ``keep_tail_fraction`` keeps the newest share of the context, cut before a user prompt, and
 ``rollback_if_larger`` undoes a summary that would grow the context (gemini-cli);
 ``count_reasoning`` measures as Codex does, adding the reasoning of earlier turns to the
-recorded usage.
+recorded usage; ``trigger_rule`` compacts where a harness does by default on each recording's own
+window, by its recorded version (Claude Code's, Qwen Code's, goose's: ``harness_triggers.py``).
 """
 
 from __future__ import annotations
@@ -23,12 +24,29 @@ from ..context import Context
 from ...config import Bound, LayerConfig, NonNegative, Positive, opt, section
 from ...transcripts.messages import Entry, cut_text, is_prompt, sized_len, text_of
 from .base import NOTHING, LayerStats, RunEnv, fill, pair_safe_head, pair_safe_tail, summarize
+from .harness_triggers import RECORDED_BY, TITLES, harness_trigger
 from .registry import register
 
 
 def over_trigger(context: Context, config: SummaryConfig, env: RunEnv) -> bool:
     """Whether to summarise now: over the trigger at this call (``trigger_now``)."""
     return _size(context, config, env) > trigger_now(config, env)
+
+
+def trigger_said(config: SummaryConfig, env: RunEnv) -> tuple[int, str] | None:
+    """The trigger a run's summary layer compacts at (``trigger_of``, the run's first call resolved)
+    and, in words, the figure in its unit and where it came from; None where the layer is off."""
+    if not config.enabled:
+        return None
+    at, rule, version = trigger_of(config, env), config.trigger_rule, env.harness_version
+    if rule and env.window and RECORDED_BY[rule] == env.recorded_format:
+        words = harness_trigger(rule, version, env.window)[1]
+        return at, f"{at:,} tokens: {TITLES[rule]}'s own on the window judged on (summary.trigger_rule), {words}"
+    if rule:
+        return at, f"{at:,} tokens (summary.trigger: summary.trigger_rule applies to {TITLES[rule]}'s own recordings)"
+    if at != config.trigger:
+        return at, f"{at:,} tokens (summary.trigger_by_version, for version {version})"
+    return at, f"{at:,} {config.unit} (summary.trigger)"
 
 
 def trigger_now(config: SummaryConfig, env: RunEnv) -> int:
@@ -43,11 +61,15 @@ def trigger_now(config: SummaryConfig, env: RunEnv) -> int:
 
 
 def trigger_of(config: SummaryConfig, env: RunEnv) -> int:
-    """The trigger for this recording: the harness version's default where the policy gives one
+    """The trigger for this recording: where the policy follows a harness's own rule
+    (``trigger_rule``) and the recording is that harness's, its default on the window the run is
+    judged on, by the recorded version (``harness_triggers``); else the harness version's default where the policy gives one
     for it (``trigger_by_version``: the longest prefix of the version) unless ``trigger`` is lower
     (a setting that lowers the trigger lowers it on every version, as Claude Code's
     CLAUDE_AUTOCOMPACT_PCT_OVERRIDE does), else ``trigger``."""
     version = env.harness_version
+    if config.trigger_rule and env.window and RECORDED_BY[config.trigger_rule] == env.recorded_format:
+        return harness_trigger(config.trigger_rule, version, env.window)[0]
     if version and config.trigger_by_version:
         matches = [prefix for prefix in config.trigger_by_version if version.startswith(prefix)]
         if matches:
@@ -214,10 +236,17 @@ class SummaryConfig(LayerConfig):
     trigger_by_version: dict[str, int] = opt(
         {}, "the default trigger of recordings of a harness version (the longest prefix of the version the recording "
             "names, e.g. {\"2.0.\" = 155000}), unless trigger is lower; trigger for the others", added=True)
+    trigger_rule: Literal["", "claude-code", "qwen-code", "goose"] = opt(
+        "", "on that harness's own recordings, the trigger in tokens where it compacts by default on the recording's "
+            "window, by its recorded version (engine/layers/harness_triggers.py; inspect --compactions holds its "
+            "compactions to the same), in place of trigger and trigger_by_version (those for any other recording); "
+            "--set summary.trigger=N turns it off, for one trigger on every recording; \"\": off", added=True)
 
     def __post_init__(self) -> None:
         if "{summary}" not in self.template:
             raise ValueError("template must contain {summary}")
+        if self.trigger_rule and self.unit != "tokens":
+            raise ValueError(f"trigger_rule ({self.trigger_rule}) gives a trigger in tokens: set unit = \"tokens\"")
         for prefix, value in self.trigger_by_version.items():
             if not isinstance(prefix, str) or type(value) is not int or value <= 0:
                 raise ValueError(f"trigger_by_version: {prefix!r} = {value!r}: a version prefix and a trigger above 0")

@@ -1,0 +1,92 @@
+"""Where a harness auto-compacts on a model's window, by its version: the rules a harness's preset
+compacts by on each of that harness's own recordings, on the recording's window (``summary.trigger_rule``),
+and that ``inspect --compactions`` holds the recorded compactions to (``audit.py``). One definition
+for both, so a replay of a harness's preset and the audit of the same session name one trigger.
+
+- ``claude-code``: the window less a reserve for the reply (20,000 tokens on 2.1.x; 32,000 on 2.0.x
+  and 1.x, an estimate: a 2.0.76 session compacted at 155,979) less a 13,000-token buffer: 167,000 of
+  200,000, 967,000 of the 1M-context beta's 1,000,000.
+- ``qwen-code``: 70% of the window (``contextPercentageThreshold``'s default) up to 0.16; from 0.17
+  on, max(70% of it, it less 33,000) (QwenLM/qwen-code#4345: "feat(core)!: redesign auto-compaction
+  thresholds with three-tier ladder", merged 2026-05; 0.17.1's ``/context`` shows it,
+  QwenLM/qwen-code#4945; a breaking change, so 0.17.0 is taken to have it too).
+- ``goose``: 80% of the window (``GOOSE_AUTO_COMPACT_THRESHOLD``'s default).
+
+The settings that move these (``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE``, ``contextPercentageThreshold``,
+...) are read where the harnesses' settings are (``corpus/harness_settings.py``); these are the
+defaults.
+"""
+
+from __future__ import annotations
+
+#: the harnesses whose own trigger a preset may follow (``summary.trigger_rule``), each with the format
+#: of its own recordings: the rule is taken of the window of those (another's window is not the one
+#: that harness would run on: a preset replays it at its own ``trigger``)
+RECORDED_BY = {"claude-code": "claude-code", "qwen-code": "qwen", "goose": "goose"}
+RULES = tuple(RECORDED_BY)
+TITLES = {"claude-code": "Claude Code", "qwen-code": "Qwen Code", "goose": "goose"}
+
+#: Claude Code's reserve for the reply, by version (the first whose prefix matches), and its buffer
+CLAUDE_RESERVE = (("2.0.", 32_000, "2.0.x (estimate: a 2.0.76 session compacted at 155,979)"),
+                  ("1.", 32_000, "1.x (as 2.0.x: an estimate)"),
+                  ("", 20_000, "2.1.x"))
+CLAUDE_BUFFER = 13_000
+#: goose's threshold and Qwen Code's (to 0.16) are shares of the model's window, by default these
+GOOSE_DEFAULT, QWEN_CODE_DEFAULT = 0.8, 0.7
+#: the first Qwen Code version that compacts at max(70% of the window, the window less 33,000
+#: tokens: its 20,000-token summary reserve and a 13,000 buffer)
+QWEN_CODE_LADDER_SINCE = (0, 17)
+QWEN_CODE_RESERVE = 33_000
+
+
+def version_parts(version: str | None) -> tuple[int, ...] | None:
+    """A harness's version as numbers (``"0.17.1"``, ``"v0.17.0-preview.2"``: its leading dotted
+    numbers), or None where it has none."""
+    if not isinstance(version, str):
+        return None
+    parts = []
+    for piece in version.strip().removeprefix("v").split("."):
+        digits = piece[:len(piece) - len(piece.lstrip("0123456789"))]
+        if not digits:
+            break
+        parts.append(int(digits))
+        if len(digits) < len(piece):
+            break
+    return tuple(parts) if len(parts) >= 2 else None
+
+
+def qwen_code_ladder(version: str | None) -> bool:
+    """Whether Qwen Code ``version`` compacts by the rule of 0.17 and later (``QWEN_CODE_LADDER_SINCE``)."""
+    parts = version_parts(version)
+    return parts is not None and parts[:2] >= QWEN_CODE_LADDER_SINCE
+
+
+def qwen_code_ladder_trigger(window: int) -> int:
+    """Where Qwen Code 0.17 and later auto-compact on a ``window``-token model: max(70% of it, it
+    less 33,000) (the proportional branch, as 0.16's 70%, for a window under 110,000)."""
+    return max(round(window * QWEN_CODE_DEFAULT), window - QWEN_CODE_RESERVE)
+
+
+def claude_code_reserve(version: str | None) -> tuple[int, str]:
+    """Claude Code ``version``'s reserve for the reply, and the versions it is said of."""
+    return next((r, w) for prefix, r, w in CLAUDE_RESERVE if (version or "").startswith(prefix))
+
+
+def harness_trigger(rule: str, version: str | None, window: int) -> tuple[int, str]:
+    """Where harness ``rule`` (``RULES``), at ``version`` (None: not recorded), auto-compacts by
+    default on a ``window``-token model, and why in words (the version's rule, with its figures)."""
+    if rule == "claude-code":
+        reserve, which = claude_code_reserve(version)
+        at = window - reserve - CLAUDE_BUFFER
+        return at, f"{which}'s default: {window:,} - {reserve:,} - {CLAUDE_BUFFER:,} = {at:,}"
+    if rule == "qwen-code":
+        if qwen_code_ladder(version):
+            at = qwen_code_ladder_trigger(window)
+            return at, (f"Qwen Code {version}'s rule: max(70% of {window:,}, {window:,} less {QWEN_CODE_RESERVE:,}) "
+                        f"= {at:,} (QwenLM/qwen-code#4345)")
+        at = round(window * QWEN_CODE_DEFAULT)
+        return at, f"qwen-code's default: {QWEN_CODE_DEFAULT:g} of {window:,} = {at:,}"
+    if rule == "goose":
+        at = round(window * GOOSE_DEFAULT)
+        return at, f"goose's default: {GOOSE_DEFAULT:g} of {window:,} = {at:,}"
+    raise ValueError(f"no trigger rule {rule!r} (one of {', '.join(RULES)})")
