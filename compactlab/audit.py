@@ -36,7 +36,7 @@ from typing import Any
 
 from .corpus.harness_settings import (PROJECT_FILES, Setting, goose_threshold, number, of_format, qwen_code_threshold,
                                       settings_for)
-from .engine.layers.harness_triggers import harness_trigger
+from .engine.layers.harness_triggers import claude_code_lowered, harness_trigger
 from .errors import UsageError
 from .transcripts import Transcript
 
@@ -59,7 +59,7 @@ def claude_code_threshold(version: str | None, window: int, settings: dict[str, 
         words += f" (the window from CLAUDE_CODE_AUTO_COMPACT_WINDOW, {settings['CLAUDE_CODE_AUTO_COMPACT_WINDOW'].source})"
     pct = _number(settings, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", 1, 100)
     if pct is not None:
-        lowered = int(window * pct / 100)
+        lowered = claude_code_lowered(window, pct / 100)
         source = settings["CLAUDE_AUTOCOMPACT_PCT_OVERRIDE"].source
         if lowered < default:
             return lowered, f"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE={pct:g} ({source}): {pct:g}% of {window:,} = {lowered:,}"

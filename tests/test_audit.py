@@ -211,7 +211,8 @@ def test_a_goose_compaction_is_held_to_goose_auto_compact_threshold(cli, tmp_pat
     assert row["threshold"] is None and row["fired"] == "fired although auto-compaction is off: not applied"
     assert doc["sessions"][0]["settings"]["GOOSE_AUTO_COMPACT_THRESHOLD"] == {"value": "0.0", "source": "the environment"}
     given = {"GOOSE_AUTO_COMPACT_THRESHOLD": Setting("0.6", "x")}
-    assert current("goose", given) == (["summary.trigger=120000"], "GOOSE_AUTO_COMPACT_THRESHOLD=0.6 (x): 120,000 tokens")
+    assert current("goose", given) == (["summary.trigger_share=0.6"], "GOOSE_AUTO_COMPACT_THRESHOLD=0.6 (x): that share "
+                                                                        "of each session's window (120,000 of 200,000)")
     assert current("goose", {"GOOSE_AUTO_COMPACT_THRESHOLD": Setting("0", "x")})[0] == ["summary.enabled=false"]
     assert current("goose", {}) is None and goose_threshold(128_000, {})[0] == 102_400
     assert current("goose", {"GOOSE_AUTO_COMPACT_THRESHOLD": Setting("0.8", "x")})[0] == []  # (the default)
@@ -227,8 +228,14 @@ def test_a_goose_compaction_is_held_to_goose_auto_compact_threshold(cli, tmp_pat
     assert current("qwen-code", {qwen: Setting("-1", "f")})[0] == ["summary.enabled=false"]
     monkeypatch.setenv("GOOSE_AUTO_COMPACT_THRESHOLD", "0.6")
     r = cli("replay", session, "-p", "goose", "--out", tmp_path / "r")
-    assert r.exit_code == 0 and ("you set GOOSE_AUTO_COMPACT_THRESHOLD=0.6 (the environment): 120,000 tokens; "
-                                 "-p goose --set summary.trigger=120000 replays yours") in r.stderr, r.stderr
+    assert r.exit_code == 0 and ("you set GOOSE_AUTO_COMPACT_THRESHOLD=0.6 (the environment): that share of each "
+                                 "session's window (120,000 of 200,000); -p goose --set summary.trigger_share=0.6 "
+                                 "replays yours") in r.stderr, r.stderr
+    # (one answer: the share taken of the session's window, as the audit takes it)
+    run = replay(load_transcript(session), load_policy("goose", ["summary.trigger_share=0.6"]))
+    [row] = audit(load_transcript(session), settings_for([], env={"GOOSE_AUTO_COMPACT_THRESHOLD": "0.6"},
+                                                         home=str(tmp_path)))["compactions"]
+    assert run.summary.summary_trigger == row["threshold"] == 120_000
 
 
 @pytest.mark.parametrize("version, window, given, threshold, source, fired", [
@@ -360,7 +367,8 @@ def test_a_harness_preset_compacts_where_its_harness_does_on_each_of_its_recordi
     messages.write_text('{"role":"user","content":"go"}\n{"role":"assistant","content":[{"type":"text","text":"ok"}]}\n')
     run = replay(load_transcript(str(messages)), load_policy("claude-code"))
     assert run.summary.summary_trigger == 167_000 and run.summary.summary_trigger_source == (
-        "167,000 tokens (summary.trigger: summary.trigger_rule applies to Claude Code's own recordings)")
+        "167,000 tokens: Claude Code's rule on 200,000, its preset's window (summary.trigger_rule; not Claude Code's "
+        "own recording), 2.1.x's default: 200,000 - 20,000 - 13,000 = 167,000")
 
 
 def test_codexs_limit_is_read_from_its_config_and_checked_by_replaying_its_preset(cli, shared_transcripts, tmp_path,

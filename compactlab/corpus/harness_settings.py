@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Callable
 
-from ..engine.layers.harness_triggers import (GOOSE_DEFAULT, QWEN_CODE_DEFAULT, QWEN_CODE_RESERVE, harness_trigger,
-                                              qwen_code_ladder, version_parts)
+from ..engine.layers.harness_triggers import (GOOSE_DEFAULT, QWEN_CODE_DEFAULT, QWEN_CODE_RESERVE, RULES,
+                                              claude_code_lowered, harness_trigger, qwen_code_ladder, version_parts)
 from ..engine.window import GEMINI_CLI_WINDOW
 from ..errors import UsageError
 from ..plain import dataclass
@@ -74,8 +74,9 @@ class Harness:
         return {k.setting: k.shown(values[k.key]) for k in self.knobs if k.key in values}
 
 
-#: Claude Code's window the percentage is taken of (its default; autoCompactWindow changes it)
-CLAUDE_WINDOW = 200_000
+#: Claude Code's window the percentage is taken of (its default; autoCompactWindow changes it), and
+#: 2.1.x's default trigger of it
+CLAUDE_WINDOW, CLAUDE_DEFAULT = 200_000, 167_000
 #: Codex CLI's window for the gpt-5.x-codex models, and its default limit (90% of it: the most it takes)
 CODEX_WINDOW, CODEX_LIMIT = 272_000, 244_800
 #: OpenCode's usable window on a 200,000-token model before compaction.reserved: the window less the
@@ -137,6 +138,11 @@ def _share_of(window: int) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
     return (lambda t: round(t / window, 2)), (lambda f: round(window * float(f)))
 
 
+def _a_share(value: Any) -> float:
+    """A share as a setting gives it (``"0.6"``, ``0.6``), as the preset's ``summary.trigger_share``."""
+    return round(float(value), 6)
+
+
 def _call(module: str, name: str, args: str, wrap: str = "") -> list[str]:
     imports = f"from {module} import {name}" if not wrap else f"from {module} import {name}, {wrap}"
     call = f"{name}({args})"
@@ -178,12 +184,11 @@ def _steps(lo: float, hi: float, step: float, digits: int = 2) -> tuple[Any, ...
 
 TABLE: dict[str, Harness] = {h.name: h for h in (
     Harness("claude-code", "Claude Code", "claude-code", (
-        Knob("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "summary.trigger",
-             tuple(CLAUDE_WINDOW * p // 100 for p in range(40, 84)),
-             shown=lambda t: t * 100 // CLAUDE_WINDOW, read=lambda p: CLAUDE_WINDOW * int(p) // 100, short="pct"),),
+        Knob("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "summary.trigger_share", tuple(p / 100 for p in range(40, 84)),
+             shown=lambda s: round(s * 100) if s else "unset", read=lambda p: round(float(p) / 100, 6), short="pct"),),
             _claude, off=("export DISABLE_AUTO_COMPACT=1", '~/.claude/settings.json: {"autoCompactEnabled": false}'),
-            ignored="an override at or above the default (83.5% on 2.1.x) is ignored by Claude Code: the search stops "
-                    "at 83%"),
+            ignored="an override at or above the default (83.5% of a 200,000-token window on 2.1.x; on a larger "
+                    "window, the window less 33,000) is ignored by Claude Code: the search stops at 83%"),
     Harness("codex", "Codex CLI", "codex", (
         Knob("model_auto_compact_token_limit", "summary.trigger",
              (*range(100_000, CODEX_LIMIT, 8_000), CODEX_LIMIT), short="limit"),), _codex,
@@ -207,14 +212,12 @@ TABLE: dict[str, Harness] = {h.name: h for h in (
              shown=lambda t: PI_WINDOW - t, read=lambda r: PI_WINDOW - int(r), short="reserve"),), _pi,
             off=('~/.pi/agent/settings.json: {"compaction": {"enabled": false}}',)),
     Harness("goose", "goose", "goose", (
-        Knob("GOOSE_AUTO_COMPACT_THRESHOLD", "summary.trigger",
-             tuple(round(GOOSE_WINDOW * f) for f in _steps(0.1, 0.95, 0.05)), *_share_of(GOOSE_WINDOW),
-             short="threshold"),), _goose,
+        Knob("GOOSE_AUTO_COMPACT_THRESHOLD", "summary.trigger_share", _steps(0.1, 0.95, 0.05),
+             shown=lambda s: s or GOOSE_DEFAULT, read=_a_share, short="threshold"),), _goose,
             off=("export GOOSE_AUTO_COMPACT_THRESHOLD=0.0",)),
     Harness("qwen-code", "Qwen Code", "qwen-code", (
-        Knob("model.chatCompression.contextPercentageThreshold", "summary.trigger",
-             tuple(round(QWEN_CODE_WINDOW * f) for f in _steps(0.1, 0.95, 0.05)), *_share_of(QWEN_CODE_WINDOW),
-             short="threshold"),), _qwen_code,
+        Knob("model.chatCompression.contextPercentageThreshold", "summary.trigger_share", _steps(0.1, 0.95, 0.05),
+             shown=lambda s: s or QWEN_CODE_DEFAULT, read=_a_share, short="threshold"),), _qwen_code,
             off=('~/.qwen/settings.json: {"model": {"chatCompression": {"contextPercentageThreshold": 0}}}',)),
     Harness("langchain", "LangChain SummarizationMiddleware", "langchain-summarization", (
         Knob("trigger", "custom.settings.trigger_fraction", _steps(0.5, 0.95, 0.05)),
@@ -288,17 +291,21 @@ def set_otherwise(policy: Any) -> tuple[Harness, str, str] | None:
 
 
 def of_policy(policy: Any) -> Harness | None:
-    """The harness whose setting ``policy`` is: its preset by name, or a policy that is that preset
-    with only what the harness lets you set changed (a tune's front file, ``extends = "claude-code"``
-    with ``summary.trigger`` set; whatever its name). None: no harness's."""
-    h = of_preset(policy.name)
-    if h is not None:
-        return h
+    """The harness whose setting ``policy`` is: a policy that is its preset with only what the
+    harness lets you set changed (by its name, or whatever its name: a tune's front file,
+    ``extends = "claude-code"`` with ``summary.trigger_share`` set). None: no harness's (a preset
+    changed elsewhere too)."""
     from ..engine.policy import fingerprint_of
 
     mine, resolved = bool(getattr(getattr(policy, "custom", None), "enabled", False)), policy.resolved()
+    h = of_preset(policy.name)
+    if h is not None:  # (by its name, unless changed where the harness has no setting: one trigger for every
+        # session, summary.trigger, is none of Claude Code's, say)
+        if h.always_set or mine or fingerprint_of(_without(resolved, _set_keys(h))) == _preset_left(h.name):
+            return h
+        return None
     for h in TABLE.values():
-        keys = [k.key for k in h.knobs]
+        keys = _set_keys(h)
         if any(k.startswith("custom.") for k in keys) != mine:  # (a framework's preset is a step of its
             continue                                             # own: loading one imports its code)
         if fingerprint_of(_without(resolved, keys)) == _preset_left(h.name):
@@ -309,13 +316,19 @@ def of_policy(policy: Any) -> Harness | None:
 _PRESETS_LEFT: dict[str, str] = {}
 
 
+def _set_keys(h: Harness) -> list[str]:
+    """The preset keys harness ``h``'s settings set: its knobs', and the switch of their layers."""
+    keys = [k.key for k in h.knobs]
+    return keys + sorted({k.split(".")[0] + ".enabled" for k in keys if not k.startswith("custom.")})
+
+
 def _preset_left(name: str) -> str:
     """The fingerprint of harness ``name``'s preset without its knobs' keys (made once a process)."""
     if name not in _PRESETS_LEFT:
         from ..engine.policy import fingerprint_of, load_policy
 
         h = TABLE[name]
-        _PRESETS_LEFT[name] = fingerprint_of(_without(load_policy(h.preset).resolved(), [k.key for k in h.knobs]))
+        _PRESETS_LEFT[name] = fingerprint_of(_without(load_policy(h.preset).resolved(), _set_keys(h)))
     return _PRESETS_LEFT[name]
 
 
@@ -366,11 +379,14 @@ def current(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | 
             return ["summary.enabled=false"], f"DISABLE_AUTO_COMPACT={off.value} ({off.source}): auto-compaction off"
         if pct is not None:
             value = number(pct, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", 1, 100)
-            trigger = int(CLAUDE_WINDOW * value / 100)
             said = f"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE={pct.value} ({pct.source})"
-            if trigger >= 167_000:
+            if value >= 100:  # (the whole window: never under the default, on any window)
                 return [], said + ": above the default, which Claude Code keeps"
-            return [f"summary.trigger={trigger}"], f"{said}: {trigger:,} tokens"
+            lowered, sets = claude_code_lowered(CLAUDE_WINDOW, value / 100), [f"summary.trigger_share={value / 100:g}"]
+            if lowered < CLAUDE_DEFAULT:
+                return sets, f"{said}: {value:g}% of each session's window ({lowered:,} of {CLAUDE_WINDOW:,})"
+            return sets, (f"{said}: {value:g}% of each session's window, where under Claude Code's default (not of "
+                          f"{CLAUDE_WINDOW:,}, whose {CLAUDE_DEFAULT:,} it keeps)")
     if name in SHARES and (share := settings.get(SHARES[name][0])) is not None:
         key, window, default, _, sep = SHARES[name]
         said = f"{key}{sep}{share.value} ({share.source})"
@@ -379,6 +395,9 @@ def current(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | 
             return ["summary.enabled=false"], said + ": auto-compaction off"
         if at == round(window * default):
             return [], said + ": the default"
+        if name in RULES:  # (a share of each session's window: the preset's rule takes it)
+            value = number(share, key, 0, 1)
+            return [f"summary.trigger_share={value:g}"], f"{said}: that share of each session's window ({at:,} of {window:,})"
         return [f"summary.trigger={at}"], f"{said}: {at:,} tokens"
     if name == "codex" and (limit := settings.get("model_auto_compact_token_limit")) is not None:
         value = int(number(limit, "model_auto_compact_token_limit", 1_000, 10_000_000))
@@ -583,8 +602,10 @@ SETTINGS: dict[str, list[tuple[str, str, str, str, str]]] = {
     "claude-code": [
         ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "environment, or settings.json env: a project's .claude/ over ~/.claude/",
          "1-100 (%), only lower",
-         "unset: 83.5% on 2.1.x (167,000), 77.5% on 2.0.x and 1.x (155,000, an estimate)",
-         "summary.trigger = that share of the window (summary.trigger_by_version: the version's default)"),
+         "unset: the window less 33,000 on 2.1.x (167,000 of 200,000), less 45,000 on 2.0.x and 1.x (155,000, an "
+         "estimate)",
+         "summary.trigger_share = it / 100, of each session's window where under the version's default "
+         "(summary.trigger_rule)"),
         ("CLAUDE_CODE_AUTO_COMPACT_WINDOW / autoCompactWindow",
          "environment / settings.json: a project's .claude/ over ~/.claude/", "100,000-1,000,000 tokens",
          "the model's window (200,000)", "the window the trigger is taken of"),
@@ -618,15 +639,14 @@ SETTINGS: dict[str, list[tuple[str, str, str, str, str]]] = {
     "goose": [
         ("GOOSE_AUTO_COMPACT_THRESHOLD", "environment", "0-1 (a share of the model's token "
          "limit; 0.0, or 1 and over, turns auto-compaction off)", "0.8 (160,000 of a 200,000-token window)",
-         "summary.trigger = that share of 200,000"),
+         "summary.trigger_share = it, of each session's window (summary.trigger_rule)"),
     ],
     "qwen-code": [
         ("model.chatCompression.contextPercentageThreshold", "~/.qwen/settings.json (or the project's "
          ".qwen/settings.json)", "0-1 (a share of the model's token limit; 0 turns compression off); Qwen Code "
          "0.16 and before: 0.17 and later ignore it",
          "0.7 (140,000 of the 200,000 fallback limit)",
-         "summary.trigger = that share of 200,000 (a recording's contextWindowSize: set the trigger to that share "
-         "of it)"),
+         "summary.trigger_share = it, of each session's window (its contextWindowSize; summary.trigger_rule)"),
     ],
     "langchain-summarization": [
         ("trigger", "SummarizationMiddleware(...)", '("fraction", 0-1), ("tokens", N) or ("messages", N)',

@@ -232,7 +232,8 @@ def _raw_policy(ref: str, seen: tuple[str, ...] = ()) -> tuple[dict, bool]:
         base.pop("name", None)
         base.pop("description", None)
         base.pop("brief", None)
-        data = _merge(base, data)
+        own = data.get("summary")
+        data = _merge(_one_trigger(base, [["summary", k] for k in own] if isinstance(own, dict) else []), data)
         return data, base_preset and not is_path
     return data, not is_path
 
@@ -296,16 +297,22 @@ def parse_override(item: Override) -> tuple[list[str], Any]:
     return key.split("."), parsed
 
 
+def _one_trigger(data: dict, given: list[list[str]]) -> dict:
+    """``data`` where ``given`` (the keys that overrides, or a file that extends it, set) sets
+    ``summary.trigger`` and not ``summary.trigger_rule``: the rule of a harness's own trigger off, and
+    its share, for one trigger on every recording."""
+    summary = data.get("summary")
+    if (["summary", "trigger"] in given and ["summary", "trigger_rule"] not in given and isinstance(summary, dict)
+            and summary.get("trigger_rule")):
+        return {**data, "summary": {**summary, "trigger_rule": "", "trigger_share": 0.0}}
+    return data
+
+
 def apply_overrides(data: dict, overrides: Sequence[Override]) -> dict:
     """``data`` with ``overrides`` applied. A trigger given (``summary.trigger``) is one trigger for every
     window: it turns off the policy's rule of a harness's own trigger (``summary.trigger_rule``)
     unless the overrides set that rule too."""
-    data = _merge({}, data)
-    paths = [parse_override(item)[0] for item in overrides]
-    if ["summary", "trigger"] in paths and ["summary", "trigger_rule"] not in paths:
-        summary = data.get("summary")
-        if isinstance(summary, dict) and summary.get("trigger_rule"):
-            data["summary"] = {**summary, "trigger_rule": ""}
+    data = _one_trigger(_merge({}, data), [parse_override(item)[0] for item in overrides])
     for item in overrides:
         path, value = parse_override(item)
         node = data

@@ -37,7 +37,7 @@ def test_every_point_searched_is_pasted_in_the_harness_form_and_reads_back_to_it
 
 
 def test_the_forms_parse_as_the_harness_reads_them():
-    cc = paste("claude-code", {"summary.trigger": 150_000})
+    cc = paste("claude-code", {"summary.trigger_share": 0.75})
     assert cc[0] == "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=75"
     assert json.loads(cc[1].partition(": ")[2]) == {"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "75"}}
     codex = paste("codex", {"summary.trigger": 180_000})
@@ -49,19 +49,21 @@ def test_the_forms_parse_as_the_harness_reads_them():
     assert json.loads(oc[0].partition(": ")[2]) == {"compaction": {"reserved": 20_000}}
     # the preset's default is not the current OpenCode's: its setting is printed, not "no setting"
     assert paste("opencode", {"summary.trigger": 168_000}) == ['opencode.json: {"compaction": {"reserved": 0}}']
-    # goose's threshold and Qwen Code's are shares of the window, the default's share its preset's trigger
-    assert paste("goose", {"summary.trigger": 120_000}) == ["export GOOSE_AUTO_COMPACT_THRESHOLD=0.6"]
+    # goose's threshold and Qwen Code's are shares of each session's window, the default's share its preset's trigger
+    assert paste("goose", {"summary.trigger_share": 0.6}) == ["export GOOSE_AUTO_COMPACT_THRESHOLD=0.6"]
     assert paste("goose", None) == ["export GOOSE_AUTO_COMPACT_THRESHOLD=0.0"]  # (goose's own switch off)
-    qwen = paste("qwen-code", {"summary.trigger": 100_000})
+    qwen = paste("qwen-code", {"summary.trigger_share": 0.5})
     assert qwen[0].startswith("~/.qwen/settings.json: ")
     assert json.loads(qwen[0].partition(": ")[2]) == {"model": {"chatCompression": {"contextPercentageThreshold": 0.5}}}
     # (0 turns each off: goose's check_if_compaction_needed, Qwen Code's chatCompressionService)
     assert json.loads(paste("qwen-code", None)[0].partition(": ")[2]) == {
         "model": {"chatCompression": {"contextPercentageThreshold": 0}}}
+    from compactlab.engine.layers.harness_triggers import harness_trigger
+
     for name, default in (("goose", 0.8), ("qwen-code", 0.7)):
         knob = harness(name).knobs[0]
-        assert knob.shown(load_policy(name).summary.trigger) == default
-        assert knob.read(default) == load_policy(name).summary.trigger in knob.values
+        assert knob.read(str(default)) == default in knob.values and load_policy(name).summary.trigger_share == 0
+        assert harness_trigger(name, None, 200_000, default)[0] == load_policy(name).summary.trigger
     api = paste("anthropic-api", {"micro.trigger_tokens": 60_000, "micro.keep_recent": 4, "micro.clear_at_least": 5_000})
     edit = json.loads(api[0].partition("): ")[2])["context_management"]["edits"][0]
     assert edit == {"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 60_000},
@@ -72,7 +74,7 @@ def test_no_value_a_harness_ignores_is_searched():
     """Claude Code's override can only lower the default (83.5%); Codex takes the lesser of the
     limit and 90% of the window; Strands clamps summary_ratio to 0.1-0.8."""
     cc = harness("claude-code").knobs[0]
-    assert max(cc.values) < 167_000 and {cc.shown(v) for v in cc.values} == set(range(40, 84))
+    assert max(cc.values) < 0.835 and {cc.shown(v) for v in cc.values} == set(range(40, 84))
     assert max(harness("codex").knobs[0].values) == 244_800
     ratio = harness("strands-summarizing").knobs[0]
     assert min(ratio.values) >= 0.1 and max(ratio.values) <= 0.8
@@ -127,13 +129,16 @@ def test_the_setting_of_a_preset_as_compare_prints_it():
                  "anthropic-clear-tool-uses"):
         assert len(setting_of(load_policy(name))[1]) >= 1, name
     assert setting_of(load_policy("strands-sliding-window"))[1] == []
-    title, lines = setting_of(load_policy("claude-code", ["summary.trigger=120000"]))
+    title, lines = setting_of(load_policy("claude-code", ["summary.trigger_share=0.6"]))
     assert lines[0] == "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60"
     _, off = setting_of(load_policy("claude-code", ["summary.enabled=false"]))
     assert off[0] == "export DISABLE_AUTO_COMPACT=1"
-    _, odd = setting_of(load_policy("claude-code", ["summary.trigger=123456"]))
-    assert odd[0] == "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=61" and "takes no setting that is 123,456" in odd[-1]
-    _, above = setting_of(load_policy("claude-code", ["summary.trigger=180000"]))
+    _, odd = setting_of(load_policy("claude-code", ["summary.trigger_share=0.61728"]))
+    assert odd[0] == "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=62" and "takes no setting that is 0.61728" in odd[-1]
+    # (one trigger on every session, whatever its window, is no setting of Claude Code's; nor is a layer it lacks)
+    assert setting_of(load_policy("claude-code", ["summary.trigger=120000"])) is None
+    assert setting_of(load_policy("claude-code", ["snip.enabled=true"])) is None
+    _, above = setting_of(load_policy("claude-code", ["summary.trigger_share=0.9"]))
     assert len(above) == 1 and "not a value Claude Code takes" in above[0] and "ignored" in above[0]
     _, codex_above = setting_of(load_policy("codex", ["summary.trigger=260000"]))
     assert "90% of the window" in codex_above[0]
@@ -235,33 +240,34 @@ def test_tune_harness_qwen_code_with_no_path_searches_qwen_codes_home(cli, tmp_p
     r = cli("tune", "--harness", "qwen-code", "--trials", "2", "--out", tmp_path / "p", "-q")
     assert r.exit_code == 0, r.stderr
     assert (f"warning: sessions started in {project} ran with its project's own setting, "
-            "model.chatCompression.contextPercentageThreshold = 0.5 (~/app/.qwen/settings.json): 100,000 tokens, "
-            "not yours") in r.stderr, r.stderr  # (a project under the home folder, named from ~)
+            "model.chatCompression.contextPercentageThreshold = 0.5 (~/app/.qwen/settings.json): that share of each "
+            "session's window (100,000 of 200,000), not yours") in r.stderr, r.stderr  # (a project under the home
+    # folder, named from ~)
     r = cli("replay", chats / "4b2d8f1e.jsonl", "-p", "qwen-code", "--out", tmp_path / "r")  # (its records name its folder)
     assert r.exit_code == 0 and (f"note: sessions started in {project} ran with its project's own setting, "
                                  "model.chatCompression.contextPercentageThreshold = 0.5") in r.stderr, r.stderr
-    assert "-p qwen-code --set summary.trigger=100000 replays theirs" in r.stderr
+    assert "-p qwen-code --set summary.trigger_share=0.5 replays theirs" in r.stderr
 
 
 def _read_as_tunes_base(cli, tmp_path, monkeypatch, name: str, folder: str, doc: dict, said: str,
-                        trigger: int) -> tuple[Path, list[Path]]:
-    """A harness's settings file written at ``~/FOLDER/settings.json``: ``current`` reads it, tune
-    --harness starts from it and a replay of the preset names it with the --set that replays it.
-    The file and the sample files replayed."""
+                        override: str, what: str) -> tuple[Path, list[Path]]:
+    """A harness's settings file written at ``~/FOLDER/settings.json``: ``current`` reads it (the
+    preset's ``override``, said as ``what``), tune --harness starts from it and a replay of the preset
+    names it with the --set that replays it. The file and the sample files replayed."""
     from compactlab.corpus.harness_settings import current, settings_for
 
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / folder).mkdir()
     settings = tmp_path / folder / "settings.json"
     settings.write_text(json.dumps(doc))
-    words = f"{said} (~/{folder}/settings.json): {trigger:,} tokens"
-    assert current(name, settings_for()) == ([f"summary.trigger={trigger}"], words)
+    words = f"{said} (~/{folder}/settings.json): {what}"
+    assert current(name, settings_for()) == ([override], words)
     files = [SAMPLES / "synth-small.jsonl", SAMPLES / "synth-medium.jsonl"]
     r = cli("tune", *files, "--harness", name, "--trials", "2", "--out", tmp_path / "t", "-q")
     assert r.exit_code == 0, r.stderr
     assert json.loads((tmp_path / "t" / "front.json").read_text())["current"] == words
     r = cli("replay", files[0], "-p", name, "--out", tmp_path / "r")
-    assert r.exit_code == 0 and f"-p {name} --set summary.trigger={trigger} replays yours" in r.stderr, r.stderr
+    assert r.exit_code == 0 and f"-p {name} --set {override} replays yours" in r.stderr, r.stderr
     return settings, files
 
 
@@ -273,7 +279,8 @@ def test_qwen_codes_setting_is_read_from_its_settings_file(cli, tmp_path, monkey
 
     settings, files = _read_as_tunes_base(cli, tmp_path, monkeypatch, "qwen-code", ".qwen", {
         "model": {"chatCompression": {"contextPercentageThreshold": 0.45}}},
-        "model.chatCompression.contextPercentageThreshold = 0.45", 90_000)
+        "model.chatCompression.contextPercentageThreshold = 0.45", "summary.trigger_share=0.45",
+        "that share of each session's window (90,000 of 200,000)")
     key = "model.chatCompression.contextPercentageThreshold"
     assert current("qwen-code", {key: Setting("0.7", "x")}) == ([], f"{key} = 0.7 (x): the default")
     assert current("qwen-code", {}) is None
@@ -388,7 +395,7 @@ def test_tune_harness_errors(cli, tmp_path):
 
 def test_compares_verdict_prints_the_harness_setting_of_the_policy_it_names(cli, tmp_path):
     files = [SAMPLES / "synth-medium.jsonl"]
-    r = cli("compare", *files, "-p", "claude-code", "--set", "summary.trigger=120000", "--out", tmp_path / "c",
+    r = cli("compare", *files, "-p", "claude-code", "--set", "summary.trigger_share=0.6", "--out", tmp_path / "c",
             "--charts", "none", "-q")
     assert r.exit_code == 0, r.stderr
     doc = json.loads((tmp_path / "c" / "results.json").read_text()) if (tmp_path / "c" / "results.json").exists() \
@@ -397,7 +404,7 @@ def test_compares_verdict_prints_the_harness_setting_of_the_policy_it_names(cli,
     assert "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60" in r.stdout
     assert "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60" in (tmp_path / "c" / "report.md").read_text()
     assert "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60" in (tmp_path / "c" / "report.html").read_text()
-    j = json.loads(cli("compare", *files, "-p", "claude-code", "--set", "summary.trigger=120000", "--out", tmp_path / "d",
+    j = json.loads(cli("compare", *files, "-p", "claude-code", "--set", "summary.trigger_share=0.6", "--out", tmp_path / "d",
                        "--charts", "none", "-q", "--format", "json").stdout)
     assert j["verdict"]["recommended"] == "claude-code"
     assert j["verdict"]["setting"][:2] == ["Claude Code", "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60"]
@@ -415,7 +422,8 @@ def test_tune_harness_starts_from_your_current_setting_read_where_the_harness_ke
     r = cli("tune", *files, "--harness", "claude-code", "--trials", "2", "--out", tmp_path / "t", "-q")
     assert r.exit_code == 0, r.stderr
     front = json.loads((tmp_path / "t" / "front.json").read_text())
-    assert front["current"] == "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60 (the environment): 120,000 tokens"
+    assert front["current"] == ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60 (the environment): 60% of each session's window "
+                                "(120,000 of 200,000)")
     assert "claude-code as it is: your current setting, CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60" in front["recommendation"]
     assert "\n base                               60 " in r.stdout, r.stdout
     (tmp_path / ".codex").mkdir()
@@ -425,7 +433,10 @@ def test_tune_harness_starts_from_your_current_setting_read_where_the_harness_ke
     assert json.loads((tmp_path / "c" / "front.json").read_text())["current"] == (
         "model_auto_compact_token_limit = 200000 (~/.codex/config.toml)")
     assert current("claude-code", {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": Setting("90", "x")}) == (
-        [], "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=90 (x): above the default, which Claude Code keeps")
+        ["summary.trigger_share=0.9"], "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=90 (x): 90% of each session's window, where "
+                                       "under Claude Code's default (not of 200,000, whose 167,000 it keeps)")
+    assert current("claude-code", {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": Setting("100", "x")}) == (
+        [], "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=100 (x): above the default, which Claude Code keeps")
     assert current("claude-code", {"DISABLE_AUTO_COMPACT": Setting("1", "x")})[0] == ["summary.enabled=false"]
     assert current("codex", {"model_auto_compact_token_limit": Setting("300000", "x")})[0] == []
     assert current("langchain", {}) is None and current("claude-code", {}) is None
@@ -456,12 +467,13 @@ def test_tune_harness_says_which_sessions_ran_with_their_projects_own_setting(cl
     monkeypatch.delenv("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", raising=False)
     r = cli("tune", path, "--harness", "claude-code", "--trials", "2", "--out", tmp_path / "t", "-q")
     assert r.exit_code == 0, r.stderr
-    theirs = f"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60 ({project / '.claude' / 'settings.json'}): 120,000 tokens"
+    theirs = (f"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60 ({project / '.claude' / 'settings.json'}): 60% of each session's "
+              "window (120,000 of 200,000)")
     assert (f"warning: sessions started in {project} ran with its project's own setting, {theirs}, not yours"
             in r.stderr), r.stderr
     home = tmp_path / "home"
     assert set_in_projects("claude-code", [str(project)], env={}, home=str(home)) == [
-        (str(project), theirs, ["summary.trigger=120000"])]
+        (str(project), theirs, ["summary.trigger_share=0.6"])]
     assert set_in_projects("claude-code", [str(project)], env={"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "60"},
                            home=str(home)) == []  # (the environment's wins over both: the same as yours)
     assert set_in_projects("codex", [str(project)], env={}, home=str(home)) == []  # (Codex keeps none there)
@@ -480,15 +492,15 @@ def test_a_replay_of_the_harness_preset_says_which_sessions_ran_with_their_proje
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", raising=False)
     note = (f"note: sessions started in {project} ran with its project's own setting, CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60 "
-            f"({project / '.claude' / 'settings.json'}): 120,000 tokens; -p claude-code --set summary.trigger=120000 "
-            "replays theirs")
+            f"({project / '.claude' / 'settings.json'}): 60% of each session's window (120,000 of 200,000); -p "
+            "claude-code --set summary.trigger_share=0.6 replays theirs")
     r = cli("replay", path, "-p", "claude-code", "--out", tmp_path / "r")
     assert r.exit_code == 0 and note in r.stderr, r.stderr
     r = cli("compare", path, "-p", "claude-code", "-p", "s08", "--out", tmp_path / "c", "--charts", "none")
     assert r.exit_code == 0 and r.stderr.count(note) == 1, r.stderr
     r = cli("check", path, "-p", "claude-code", "--baseline", tmp_path / "b.json", "--update-baseline")
     assert r.exit_code == 0 and note in r.stderr, r.stderr
-    for other in (("-p", "s08"), ("-p", "claude-code", "--set", "summary.trigger=120000")):
+    for other in (("-p", "s08"), ("-p", "claude-code", "--set", "summary.trigger_share=0.6")):
         r = cli("replay", path, *other, "--out", tmp_path / "o", "--force")
         assert r.exit_code == 0 and "started in" not in r.stderr, r.stderr
 
@@ -524,8 +536,8 @@ def test_a_harness_preset_run_as_its_default_says_when_you_set_that_harness_othe
     monkeypatch.delenv("DISABLE_AUTO_COMPACT", raising=False)
     session = SAMPLES / "synth-small.jsonl"
     note = ("note: claude-code is Claude Code's default, and you set CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=70 "
-            "(~/.claude/settings.json): 140,000 tokens; -p claude-code --set summary.trigger=140000 replays yours "
-            "(tune --harness claude-code starts from it)")
+            "(~/.claude/settings.json): 70% of each session's window (140,000 of 200,000); -p claude-code --set "
+            "summary.trigger_share=0.7 replays yours (tune --harness claude-code starts from it)")
     for args in (("replay", session, "-p", "claude-code", "--dry-run"),
                  ("compare", session, "-p", "claude-code", "-p", "s08", "--dry-run"),
                  ("check", session, "-p", "claude-code", "--baseline", tmp_path / "b.json", "--update-baseline"),
@@ -533,15 +545,19 @@ def test_a_harness_preset_run_as_its_default_says_when_you_set_that_harness_othe
         r = cli(*args)
         assert r.exit_code == 0 and r.stderr.count(note) == 1, (args[0], r.stderr)
     shown = cli("policies", "show", "claude-code").stdout  # (the preset shown says it too, as a comment)
-    assert ("# You set CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=70 (~/.claude/settings.json): 140,000 tokens: -p claude-code "
-            "--set summary.trigger=140000 replays yours.") in shown
+    assert ("# You set CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=70 (~/.claude/settings.json): 70% of each session's window "
+            "(140,000 of 200,000): -p claude-code --set summary.trigger_share=0.7 replays yours.") in shown
     import tomllib
 
-    assert tomllib.loads(shown)["summary"]["trigger"] != 140_000  # (still the preset, a policy file to read)
-    mine = cli("replay", session, "-p", "claude-code", "--set", "summary.trigger=140000", "--dry-run")
+    assert tomllib.loads(shown)["summary"]["trigger_share"] == 0  # (still the preset, a policy file to read)
+    mine = cli("replay", session, "-p", "claude-code", "--set", "summary.trigger_share=0.7", "--dry-run")
     assert "note: claude-code is" not in mine.stderr  # (yours, replayed: nothing to say)
     assert "note:" not in cli("replay", session, "-p", "s08", "--dry-run").stderr
-    monkeypatch.setenv("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "95")  # (above the default: Claude Code keeps the default)
+    # (95% is above the default on 200,000, which Claude Code keeps there; of 1,000,000 it lowers 967,000 to 950,000)
+    monkeypatch.setenv("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "95")
+    assert ("95% of each session's window, where under Claude Code's default (not of 200,000, whose 167,000 it "
+            "keeps)") in cli("replay", session, "-p", "claude-code", "--dry-run").stderr
+    monkeypatch.setenv("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "100")  # (the whole window: never under the default)
     assert "note: claude-code is" not in cli("replay", session, "-p", "claude-code", "--dry-run").stderr
 
 
@@ -566,7 +582,8 @@ def test_gemini_clis_setting_is_read_from_its_settings_file(cli, tmp_path, monke
     from compactlab.corpus.harness_settings import Setting, current, share_threshold
 
     settings, files = _read_as_tunes_base(cli, tmp_path, monkeypatch, "gemini-cli", ".gemini", {
-        "model": {"compressionThreshold": 0.25}, "ui": {"theme": "x"}}, "model.compressionThreshold = 0.25", 262_144)
+        "model": {"compressionThreshold": 0.25}, "ui": {"theme": "x"}}, "model.compressionThreshold = 0.25",
+        "summary.trigger=262144", "262,144 tokens")
     # (the searched point and the read setting are one trigger: the knob reads 0.25 as current does)
     assert harness("gemini-cli").knobs[0].read(0.25) == 262_144 in harness("gemini-cli").knobs[0].values
     key = "model.compressionThreshold"

@@ -757,12 +757,12 @@ def test_tune_harness_searches_claude_codes_percentage_and_prints_the_line_to_pa
     from compactlab.corpus.tune import tune as search
 
     params = parse_space(space("claude-code"), "claude-code", [])
-    assert params[0].choices[0] == 80_000 and params[0].choices[-1] == 166_000  # 40% to 83% of 200,000
+    assert params[0].choices[0] == 0.4 and params[0].choices[-1] == 0.83  # 40% to 83% of each session's window
 
     def evaluate(policies):
         out = []
         for p in policies:
-            t = p.summary.trigger if p.summary.enabled else None
+            t = round(p.summary.trigger_share * 200_000) if p.summary.enabled else None
             saving = 0.0 if t is None else (200_000 - t) / 400_000
             recall = 1.0 if t is None else min(1.0, 0.95 + (t - 130_000) / 1_000_000)
             out.append({"cost": saving, "recall": recall, "retention": 1.0, "reduction": saving, "violations": 0,
@@ -773,16 +773,16 @@ def test_tune_harness_searches_claude_codes_percentage_and_prints_the_line_to_pa
         return optuna.create_study(directions=["maximize", "maximize"], sampler=optuna.samplers.RandomSampler(seed=0))
 
     result = search(params, ["cost", "recall"], "claude-code", [], study, 40, evaluate, batch=4, harness="claude-code")
-    kept = [p.values["summary.trigger"] for p in result.points if p.scores["recall"] >= 0.95]
+    kept = [p.values["summary.trigger_share"] for p in result.points if p.scores["recall"] >= 0.95]
     chosen = result.chosen
-    assert chosen is not None and chosen.values["summary.trigger"] == min(kept)  # (the lowest that keeps 95%)
-    pct = min(kept) * 100 // 200_000
-    assert result.paste == paste("claude-code", {"summary.trigger": min(kept)}) == [
+    assert chosen is not None and chosen.values["summary.trigger_share"] == min(kept)  # (the lowest that keeps 95%)
+    pct = round(min(kept) * 100)
+    assert result.paste == paste("claude-code", {"summary.trigger_share": min(kept)}) == [
         f"export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE={pct}",
         f'~/.claude/settings.json: {{"env": {{"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "{pct}"}}}}']
-    lines = paste("claude-code", {"summary.trigger": 130_000})
+    lines = paste("claude-code", {"summary.trigger_share": 0.65})
     assert lines[0] == "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=65"
-    assert parse_setting("claude-code", lines) == {"summary.trigger": 130_000}  # (the line pasted is the very point)
+    assert parse_setting("claude-code", lines) == {"summary.trigger_share": 0.65}  # (the line pasted is the very point)
     assert paste("claude-code", None)[0] == "export DISABLE_AUTO_COMPACT=1"
 
 
@@ -797,16 +797,16 @@ def test_tune_harness_on_real_replays_every_front_point_is_a_whole_percentage(cl
     front = json.loads((tmp_path / "t" / "front.json").read_text())
     assert front["harness"] == "claude-code" and front["front"]
     row = front["front"][0]
-    trigger = row["summary.trigger"]
-    pct = trigger * 100 // 200_000
+    share = row["summary.trigger_share"]
+    pct = round(share * 100)
     assert parse_setting("claude-code", ["", f'x: {{"env": {{"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "{pct}"}}}}']) == {
-        "summary.trigger": trigger}
-    doc = json.loads(cli("compare", *files, "-p", "claude-code", "--set", f"summary.trigger={trigger}",
+        "summary.trigger_share": share}
+    doc = json.loads(cli("compare", *files, "-p", "claude-code", "--set", f"summary.trigger_share={share}",
                          "--format", "json", "--out", tmp_path / "c", "-q", "--charts", "none").stdout)
     ours = next(e for e in doc["verdict"]["entries"] if e["policy"] == "claude-code")
     assert ours["cost_saving"] == pytest.approx(row["cost_saving"], abs=1e-6)
     assert ours["recall"] == pytest.approx(row["recall"], abs=1e-6)
-    bad = cli("tune", *files, "--harness", "claude-code", "--space", "summary.trigger=1000:2000", "--out", tmp_path / "x")
+    bad = cli("tune", *files, "--harness", "claude-code", "--space", "summary.trigger_share=0.1:0.2", "--out", tmp_path / "x")
     assert bad.exit_code == 2 and "leave out -p, --set and --space" in bad.stderr
     none = cli("tune", *files, "--out", tmp_path / "y")
     assert none.exit_code == 2 and "--space KEY=LO:HI" in none.stderr
@@ -901,8 +901,8 @@ def test_tune_harness_says_there_is_nothing_to_set_where_it_recommends_the_base(
     from compactlab.corpus.tune import to_paste
     from compactlab.reports.tune_report import write_json, write_table
 
-    base, none = _pt(-1, 0.3, values={"summary.trigger": 167_000}), _pt(-2, 0.0, values={})
-    front = [_pt(1, 0.2, recall=0.5, values={"summary.trigger": 100_000})]
+    base, none = _pt(-1, 0.3, values={"summary.trigger_share": 0.0}), _pt(-2, 0.0, values={})
+    front = [_pt(1, 0.2, recall=0.5, values={"summary.trigger_share": 0.5})]
     from compactlab.corpus.harness_settings import harness
 
     params = parse_space(harness("claude-code").space(), "claude-code", [])

@@ -589,7 +589,7 @@ def test_a_tune_front_file_is_the_harness_setting_it_is_not_a_foreign_design(tmp
     from compactlab.reports.compare_report import not_a_setting
 
     front = tmp_path / "front-05.toml"
-    front.write_text('extends = "claude-code"\nname = "claude-code-front-05"\n\n[summary]\ntrigger = 154000\n')
+    front.write_text('extends = "claude-code"\nname = "claude-code-front-05"\n\n[summary]\ntrigger_share = 0.77\n')
     policy = load_policy(str(front))
     assert of_policy(policy).name == "claude-code"
     title, lines = setting_of(policy)
@@ -598,7 +598,11 @@ def test_a_tune_front_file_is_the_harness_setting_it_is_not_a_foreign_design(tmp
     assert not_a_setting(runs, "claude-code-front-05", "none", [title, *lines]) is None
     # another change besides (a layer Claude Code does not let you set): a design of your own
     other = tmp_path / "mine.toml"
-    other.write_text('extends = "claude-code"\nname = "mine"\n\n[summary]\ntrigger = 154000\n\n[micro]\nenabled = true\n')
+    other.write_text('extends = "claude-code"\nname = "mine"\n\n[summary]\ntrigger_share = 0.77\n\n[micro]\nenabled = true\n')
+    # (one trigger on every session, whatever its window, is no setting of Claude Code's either)
+    single = tmp_path / "single.toml"
+    single.write_text('extends = "claude-code"\nname = "single"\n\n[summary]\ntrigger = 154000\n')
+    assert of_policy(load_policy(str(single))) is None and load_policy(str(single)).summary.trigger_rule == ""
     assert of_policy(load_policy(str(other))) is None and setting_of(load_policy(str(other))) is None
     assert "mine is not a setting of Claude Code" in not_a_setting(runs, "mine", "none", [])
     assert of_policy(load_policy("s08")) is None and of_policy(load_policy("codex")).name == "codex"

@@ -67,7 +67,7 @@ def test_errors_name_the_key(overrides, message):
 
 
 @pytest.mark.parametrize("ref, overrides, hint", [
-    ("s08", ["summary.trigerr=1"], "did you mean summary.trigger or summary.trigger_rule or summary.early_trigger? (compactlab policies show "
+    ("s08", ["summary.trigerr=1"], "did you mean summary.trigger or summary.trigger_rule or summary.trigger_share? (compactlab policies show "
                                    "s08 lists every key)"),
     ("s08", ["sumary.trigger=1"], "did you mean summary? (compactlab policies show s08 lists every key)"),
     ("claude-code", ["micro.keep_recnt=2"], "did you mean micro.keep_recent? (compactlab policies show claude-code"),
@@ -84,7 +84,7 @@ def test_an_unknown_key_of_a_policy_file_names_the_file(tmp_path):
     path.write_text("[summary]\ntriger = 5\n")
     with pytest.raises(PolicyError) as exc:
         load_policy(str(path))
-    assert exc.value.hint == f"did you mean summary.trigger or summary.trigger_rule or summary.early_trigger? (compactlab policies show {path} " \
+    assert exc.value.hint == f"did you mean summary.trigger or summary.trigger_rule or summary.trigger_share? (compactlab policies show {path} " \
                              "lists every key)"
 
 

@@ -118,7 +118,7 @@ def test_what_is_said_on_standard_error_is_broken_between_words_at_the_terminals
     args = ["replay", str(SAMPLES / "synth-small.jsonl"), "--set", "summary.trigerr=4"]
     shown = on_terminal(args, columns, stream="stderr", status=2).splitlines()
     words = "error: s08 with --set: summary.trigerr: unknown key hint: did you mean summary.trigger or " \
-            "summary.trigger_rule or summary.early_trigger? (compactlab policies show s08 lists every key)"
+            "summary.trigger_rule or summary.trigger_share? (compactlab policies show s08 lists every key)"
     assert len(shown) >= 3 and all(len(line) <= columns for line in shown), shown
     assert " ".join(shown).split() == words.split()  # (every word whole, in order)
     piped = subprocess.run([sys.executable, "-m", "compactlab", *args], capture_output=True, text=True, cwd=ROOT,

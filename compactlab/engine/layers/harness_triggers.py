@@ -25,6 +25,13 @@ from __future__ import annotations
 RECORDED_BY = {"claude-code": "claude-code", "qwen-code": "qwen", "goose": "goose"}
 RULES = tuple(RECORDED_BY)
 TITLES = {"claude-code": "Claude Code", "qwen-code": "Qwen Code", "goose": "goose"}
+#: the window each rule is taken of where the recording is not its harness's own (another harness's
+#: window is not the one it would run on): the one its preset's figures are written for
+PRESET_WINDOW = 200_000
+#: the setting that sets each rule's share of the window (``summary.trigger_share``)
+SHARE_SETTINGS = {"claude-code": "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE",
+                  "qwen-code": "model.chatCompression.contextPercentageThreshold",
+                  "goose": "GOOSE_AUTO_COMPACT_THRESHOLD"}
 
 #: Claude Code's reserve for the reply, by version (the first whose prefix matches), and its buffer
 CLAUDE_RESERVE = (("2.0.", 32_000, "2.0.x (estimate: a 2.0.76 session compacted at 155,979)"),
@@ -72,21 +79,42 @@ def claude_code_reserve(version: str | None) -> tuple[int, str]:
     return next((r, w) for prefix, r, w in CLAUDE_RESERVE if (version or "").startswith(prefix))
 
 
-def harness_trigger(rule: str, version: str | None, window: int) -> tuple[int, str]:
-    """Where harness ``rule`` (``RULES``), at ``version`` (None: not recorded), auto-compacts by
-    default on a ``window``-token model, and why in words (the version's rule, with its figures)."""
+def claude_code_lowered(window: int, share: float) -> int:
+    """``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE``'s trigger on a ``window``-token model (``share``: the
+    percentage / 100): its percentage of the window, cut to a token (as 83% of 200,000 is 166,000)."""
+    return int(window * round(share * 100, 6) / 100)
+
+
+def harness_trigger(rule: str, version: str | None, window: int, share: float = 0.0) -> tuple[int, str]:
+    """Where harness ``rule`` (``RULES``), at ``version`` (None: not recorded), auto-compacts on a
+    ``window``-token model, and why in words (the version's rule, with its figures): by default, or
+    with its setting's ``share`` of the window (``SHARE_SETTINGS``; 0: not set). Claude Code's
+    share only lowers its default (a higher one it ignores); goose's and Qwen Code's (to 0.16)
+    replace theirs; Qwen Code 0.17 and later ignore theirs."""
     if rule == "claude-code":
         reserve, which = claude_code_reserve(version)
         at = window - reserve - CLAUDE_BUFFER
-        return at, f"{which}'s default: {window:,} - {reserve:,} - {CLAUDE_BUFFER:,} = {at:,}"
+        words = f"{which}'s default: {window:,} - {reserve:,} - {CLAUDE_BUFFER:,} = {at:,}"
+        if share:
+            pct, lowered = round(share * 100, 6), claude_code_lowered(window, share)
+            if lowered < at:
+                return lowered, f"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE={pct:g}: {pct:g}% of {window:,} = {lowered:,}"
+            words += f"; CLAUDE_AUTOCOMPACT_PCT_OVERRIDE={pct:g} would raise it, which Claude Code ignores"
+        return at, words
     if rule == "qwen-code":
         if qwen_code_ladder(version):
             at = qwen_code_ladder_trigger(window)
             return at, (f"Qwen Code {version}'s rule: max(70% of {window:,}, {window:,} less {QWEN_CODE_RESERVE:,}) "
-                        f"= {at:,} (QwenLM/qwen-code#4345)")
-        at = round(window * QWEN_CODE_DEFAULT)
-        return at, f"qwen-code's default: {QWEN_CODE_DEFAULT:g} of {window:,} = {at:,}"
+                        f"= {at:,} (QwenLM/qwen-code#4345)" + (f"; contextPercentageThreshold {share:g} is ignored by "
+                                                               "it" if share else ""))
+        return _share(rule, window, share, QWEN_CODE_DEFAULT)
     if rule == "goose":
-        at = round(window * GOOSE_DEFAULT)
-        return at, f"goose's default: {GOOSE_DEFAULT:g} of {window:,} = {at:,}"
+        return _share(rule, window, share, GOOSE_DEFAULT)
     raise ValueError(f"no trigger rule {rule!r} (one of {', '.join(RULES)})")
+
+
+def _share(rule: str, window: int, share: float, default: float) -> tuple[int, str]:
+    at = round(window * (share or default))
+    if share:
+        return at, f"{SHARE_SETTINGS[rule]} {share:g}: {share:g} of {window:,} = {at:,}"
+    return at, f"{rule}'s default: {default:g} of {window:,} = {at:,}"

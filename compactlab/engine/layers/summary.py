@@ -24,7 +24,7 @@ from ..context import Context
 from ...config import Bound, LayerConfig, NonNegative, Positive, opt, section
 from ...transcripts.messages import Entry, cut_text, is_prompt, sized_len, text_of
 from .base import NOTHING, LayerStats, RunEnv, fill, pair_safe_head, pair_safe_tail, summarize
-from .harness_triggers import RECORDED_BY, TITLES, harness_trigger
+from .harness_triggers import PRESET_WINDOW, RECORDED_BY, TITLES, harness_trigger
 from .registry import register
 
 
@@ -33,19 +33,33 @@ def over_trigger(context: Context, config: SummaryConfig, env: RunEnv) -> bool:
     return _size(context, config, env) > trigger_now(config, env)
 
 
+def _own(config: SummaryConfig, env: RunEnv) -> bool:
+    """Whether the recording is the own of the harness whose rule the policy follows, its window
+    resolved (the run's first call)."""
+    return bool(env.window) and RECORDED_BY[config.trigger_rule] == env.recorded_format
+
+
+def _rule_window(config: SummaryConfig, env: RunEnv) -> tuple[str | None, int]:
+    """The version and the window a policy's harness rule is taken of: the recording's where it is
+    that harness's own (``_own``); else none, on the window of the preset's figures."""
+    return (env.harness_version, env.window or PRESET_WINDOW) if _own(config, env) else (None, PRESET_WINDOW)
+
+
 def trigger_said(config: SummaryConfig, env: RunEnv) -> tuple[int, str] | None:
     """The trigger a run's summary layer compacts at (``trigger_of``, the run's first call resolved)
     and, in words, the figure in its unit and where it came from; None where the layer is off."""
     if not config.enabled:
         return None
-    at, rule, version = trigger_of(config, env), config.trigger_rule, env.harness_version
-    if rule and env.window and RECORDED_BY[rule] == env.recorded_format:
-        words = harness_trigger(rule, version, env.window)[1]
-        return at, f"{at:,} tokens: {TITLES[rule]}'s own on the window judged on (summary.trigger_rule), {words}"
+    at, rule = trigger_of(config, env), config.trigger_rule
     if rule:
-        return at, f"{at:,} tokens (summary.trigger: summary.trigger_rule applies to {TITLES[rule]}'s own recordings)"
+        version, window = _rule_window(config, env)
+        words = harness_trigger(rule, version, window, config.trigger_share)[1]
+        where = ("own on the window judged on (summary.trigger_rule)" if _own(config, env) else
+                 f"rule on {PRESET_WINDOW:,}, its preset's window (summary.trigger_rule; not {TITLES[rule]}'s own "
+                 "recording)")
+        return at, f"{at:,} tokens: {TITLES[rule]}'s {where}, {words}"
     if at != config.trigger:
-        return at, f"{at:,} tokens (summary.trigger_by_version, for version {version})"
+        return at, f"{at:,} tokens (summary.trigger_by_version, for version {env.harness_version})"
     return at, f"{at:,} {config.unit} (summary.trigger)"
 
 
@@ -62,14 +76,15 @@ def trigger_now(config: SummaryConfig, env: RunEnv) -> int:
 
 def trigger_of(config: SummaryConfig, env: RunEnv) -> int:
     """The trigger for this recording: where the policy follows a harness's own rule
-    (``trigger_rule``) and the recording is that harness's, its default on the window the run is
-    judged on, by the recorded version (``harness_triggers``); else the harness version's default where the policy gives one
+    (``trigger_rule``), that harness's on the window the run is judged on, by the recorded version,
+    with the share its setting gives (``trigger_share``), where the recording is that harness's own
+    (on any other, on the window its preset's figures are written for: ``harness_triggers``); else the harness version's default where the policy gives one
     for it (``trigger_by_version``: the longest prefix of the version) unless ``trigger`` is lower
     (a setting that lowers the trigger lowers it on every version, as Claude Code's
     CLAUDE_AUTOCOMPACT_PCT_OVERRIDE does), else ``trigger``."""
     version = env.harness_version
-    if config.trigger_rule and env.window and RECORDED_BY[config.trigger_rule] == env.recorded_format:
-        return harness_trigger(config.trigger_rule, version, env.window)[0]
+    if config.trigger_rule:
+        return harness_trigger(config.trigger_rule, *_rule_window(config, env), config.trigger_share)[0]
     if version and config.trigger_by_version:
         matches = [prefix for prefix in config.trigger_by_version if version.startswith(prefix)]
         if matches:
@@ -241,12 +256,24 @@ class SummaryConfig(LayerConfig):
             "window, by its recorded version (engine/layers/harness_triggers.py; inspect --compactions holds its "
             "compactions to the same), in place of trigger and trigger_by_version (those for any other recording); "
             "--set summary.trigger=N turns it off, for one trigger on every recording; \"\": off", added=True)
+    trigger_share: Annotated[float, Bound(ge=0, le=1)] = opt(
+        0.0, "with trigger_rule: the share of the window that harness's setting gives (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE "
+             "/ 100, which only lowers Claude Code's default; GOOSE_AUTO_COMPACT_THRESHOLD; Qwen Code's "
+             "contextPercentageThreshold, which 0.17 and later ignore), taken of each recording's window; 0: the "
+             "harness's default", added=True)
 
     def __post_init__(self) -> None:
         if "{summary}" not in self.template:
             raise ValueError("template must contain {summary}")
         if self.trigger_rule and self.unit != "tokens":
             raise ValueError(f"trigger_rule ({self.trigger_rule}) gives a trigger in tokens: set unit = \"tokens\"")
+        if self.trigger_share and not self.trigger_rule:
+            raise ValueError("trigger_share is a share of the window for a harness's rule: set trigger_rule too, or give "
+                             "summary.trigger")
+        if self.trigger_rule and self.trigger != (rule := harness_trigger(self.trigger_rule, None, PRESET_WINDOW)[0]):
+            raise ValueError(f"trigger ({self.trigger}) is not read while trigger_rule gives the trigger "
+                             f"({self.trigger_rule}'s {rule:,} of {PRESET_WINDOW:,}): remove trigger_rule for one trigger "
+                             "on every recording, or give trigger_share for a share of each window")
         for prefix, value in self.trigger_by_version.items():
             if not isinstance(prefix, str) or type(value) is not int or value <= 0:
                 raise ValueError(f"trigger_by_version: {prefix!r} = {value!r}: a version prefix and a trigger above 0")
