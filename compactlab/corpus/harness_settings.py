@@ -40,6 +40,13 @@ class Knob:
     read: Callable[[Any], Any] = lambda v: v
     #: a short name for a narrow terminal's table
     short: str = ""
+    #: the preset values the harness takes, where wider than those searched (lowest, highest)
+    takes: tuple[Any, Any] | None = None
+
+    def taken(self, value: Any) -> bool:
+        """Whether the harness takes the preset value ``value`` (``takes``, else the range searched)."""
+        low, high = self.takes or (min(self.values), max(self.values))
+        return bool(low <= value <= high)
 
 
 @dataclass(frozen=True)
@@ -185,10 +192,12 @@ def _steps(lo: float, hi: float, step: float, digits: int = 2) -> tuple[Any, ...
 TABLE: dict[str, Harness] = {h.name: h for h in (
     Harness("claude-code", "Claude Code", "claude-code", (
         Knob("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "summary.trigger_share", tuple(p / 100 for p in range(40, 84)),
-             shown=lambda s: round(s * 100) if s else "unset", read=lambda p: round(float(p) / 100, 6), short="pct"),),
+             shown=lambda s: round(s * 100) if s else "unset", read=lambda p: round(float(p) / 100, 6), short="pct",
+             takes=(0.01, 1.0)),),
             _claude, off=("export DISABLE_AUTO_COMPACT=1", '~/.claude/settings.json: {"autoCompactEnabled": false}'),
-            ignored="an override at or above the default (83.5% of a 200,000-token window on 2.1.x; on a larger "
-                    "window, the window less 33,000) is ignored by Claude Code: the search stops at 83%"),
+            ignored="an override at or above the default (83.5% of a 200,000-token window on 2.1.x; of a larger "
+                    "window, the window less 33,000) is ignored by Claude Code: the search stops at 83%, the most a "
+                    "200,000-token session takes"),
     Harness("codex", "Codex CLI", "codex", (
         Knob("model_auto_compact_token_limit", "summary.trigger",
              (*range(100_000, CODEX_LIMIT, 8_000), CODEX_LIMIT), short="limit"),), _codex,
@@ -697,7 +706,7 @@ def setting_of(policy: Any) -> tuple[str, list[str]] | None:
     lines = paste(h.name, values)
     for k in h.knobs:
         v = values[k.key]
-        if isinstance(v, (int, float)) and not min(k.values) <= v <= max(k.values):
+        if isinstance(v, (int, float)) and not k.taken(v):
             return h.title, [f"{k.setting}: {k.shown(v)} is not a value {h.title} takes here"
                             + (f" ({h.ignored})" if h.ignored else f" (searched: {k.shown(min(k.values))} to "
                                                                    f"{k.shown(max(k.values))})")]

@@ -138,8 +138,10 @@ def test_the_setting_of_a_preset_as_compare_prints_it():
     # (one trigger on every session, whatever its window, is no setting of Claude Code's; nor is a layer it lacks)
     assert setting_of(load_policy("claude-code", ["summary.trigger=120000"])) is None
     assert setting_of(load_policy("claude-code", ["snip.enabled=true"])) is None
+    # (90% is over the default of a 200,000-token window, which Claude Code keeps there, and under that of 1,000,000:
+    # a setting it takes, not searched)
     _, above = setting_of(load_policy("claude-code", ["summary.trigger_share=0.9"]))
-    assert len(above) == 1 and "not a value Claude Code takes" in above[0] and "ignored" in above[0]
+    assert above[0] == "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=90" and len(above) == 2
     _, codex_above = setting_of(load_policy("codex", ["summary.trigger=260000"]))
     assert "90% of the window" in codex_above[0]
     assert of_preset("strands-summarizing") is TABLE["strands-summarizing"]
