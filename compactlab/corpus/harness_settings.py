@@ -406,7 +406,8 @@ def current(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | 
             return [], said + ": the default"
         if name in RULES:  # (a share of each session's window: the preset's rule takes it)
             value = number(share, key, 0, 1)
-            return [f"summary.trigger_share={value:g}"], f"{said}: that share of each session's window ({at:,} of {window:,})"
+            return ([f"summary.trigger_share={value:g}"],
+                    f"{said}: that share of each session's window ({at:,} of {window:,})")
         return [f"summary.trigger={at}"], f"{said}: {at:,} tokens"
     if name == "codex" and (limit := settings.get("model_auto_compact_token_limit")) is not None:
         value = int(number(limit, "model_auto_compact_token_limit", 1_000, 10_000_000))

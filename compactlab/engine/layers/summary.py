@@ -78,10 +78,11 @@ def trigger_of(config: SummaryConfig, env: RunEnv) -> int:
     """The trigger for this recording: where the policy follows a harness's own rule
     (``trigger_rule``), that harness's on the window the run is judged on, by the recorded version,
     with the share its setting gives (``trigger_share``), where the recording is that harness's own
-    (on any other, on the window its preset's figures are written for: ``harness_triggers``); else the harness version's default where the policy gives one
-    for it (``trigger_by_version``: the longest prefix of the version) unless ``trigger`` is lower
-    (a setting that lowers the trigger lowers it on every version, as Claude Code's
-    CLAUDE_AUTOCOMPACT_PCT_OVERRIDE does), else ``trigger``."""
+    (on any other, on the window its preset's figures are written for: ``harness_triggers``); else
+    the harness version's default where the policy gives one for it (``trigger_by_version``: the
+    longest prefix of the version) unless ``trigger`` is lower (a setting that lowers the trigger
+    lowers it on every version, as Claude Code's CLAUDE_AUTOCOMPACT_PCT_OVERRIDE does), else
+    ``trigger``."""
     version = env.harness_version
     if config.trigger_rule:
         return harness_trigger(config.trigger_rule, *_rule_window(config, env), config.trigger_share)[0]
