@@ -20,8 +20,8 @@ defaults.
 from __future__ import annotations
 
 #: the harnesses whose own trigger a preset may follow (``summary.trigger_rule``), each with the format
-#: of its own recordings: the rule is taken of the window of those (another's window is not the one
-#: that harness would run on: a preset replays it at its own ``trigger``)
+#: of its own recordings: the rule is taken of the window of those, by their version (another's
+#: window is not the one that harness would run on: ``PRESET_WINDOW`` stands for it)
 RECORDED_BY = {"claude-code": "claude-code", "qwen-code": "qwen", "goose": "goose"}
 RULES = tuple(RECORDED_BY)
 TITLES = {"claude-code": "Claude Code", "qwen-code": "Qwen Code", "goose": "goose"}

@@ -253,10 +253,11 @@ class SummaryConfig(LayerConfig):
         {}, "the default trigger of recordings of a harness version (the longest prefix of the version the recording "
             "names, e.g. {\"2.0.\" = 155000}), unless trigger is lower; trigger for the others", added=True)
     trigger_rule: Literal["", "claude-code", "qwen-code", "goose"] = opt(
-        "", "on that harness's own recordings, the trigger in tokens where it compacts by default on the recording's "
-            "window, by its recorded version (engine/layers/harness_triggers.py; inspect --compactions holds its "
-            "compactions to the same), in place of trigger and trigger_by_version (those for any other recording); "
-            "--set summary.trigger=N turns it off, for one trigger on every recording; \"\": off", added=True)
+        "", "the trigger in tokens where that harness compacts on each of its own recordings' windows, by their "
+            "version (engine/layers/harness_triggers.py; inspect --compactions holds its compactions to the same), "
+            "and on the 200,000 its figures are written for on any other recording, in place of trigger (which must "
+            "be that figure) and trigger_by_version; --set summary.trigger=N turns it off, for one trigger on every "
+            "recording; \"\": off", added=True)
     trigger_share: Annotated[float, Bound(ge=0, le=1)] = opt(
         0.0, "with trigger_rule: the share of the window that harness's setting gives (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE "
              "/ 100, which only lowers Claude Code's default; GOOSE_AUTO_COMPACT_THRESHOLD; Qwen Code's "
