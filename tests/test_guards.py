@@ -156,7 +156,7 @@ RESULT_KEYS = [
     "reactive", "manual", "overflows", "violations_introduced", "violations_inherited", "cost_usd", "raw_cost_usd",
     "cost_usd_nocache", "raw_cost_usd_nocache", "retention", "skipped_lines", "refs", "refs_retained", "recall",
     "probes", "probes_kept", "recoverable", "probes_recoverable", "cache_read_tokens", "cache_write_tokens", "recorded_input_cost_usd", "recorded_cost_usd", "billed_cost_usd", "sidechain_calls", "recorded_sidechain_cost_usd",
-    "window_tokens", "summary_cost_usd", "summary_cache_read_tokens", "custom", "raw_overflows", "cost_saving", "fingerprint", "calibration", "chars_per_token", "overhead_tokens", "calibration_mape"]
+    "window_tokens", "summary_trigger", "summary_cost_usd", "summary_cache_read_tokens", "custom", "raw_overflows", "cost_saving", "fingerprint", "calibration", "chars_per_token", "overhead_tokens", "calibration_mape"]
 
 
 def test_the_keys_of_summary_json_and_results_json_are_pinned(cli, tmp_path):

@@ -455,7 +455,10 @@ SUMMARY_KEYS = [f.name for f in fields(RunSummary)]
 #: (name, default, default factory) of every field of RunSummary, in order: what its __init__ fills
 _SUMMARY_FIELDS = frozenset(SUMMARY_KEYS)
 #: the RunSummary keys that are single numbers (compare's columns)
-NUMERIC_SUMMARY_KEYS = [f.name for f in fields(RunSummary) if f.type in ("int", "float", "float | None")]
+#: the figures of a run's summary that compare's results hold, a column each (the summary's trigger too,
+#: which differs by session where a harness's preset follows each one's window: ``summary.trigger_rule``)
+NUMERIC_SUMMARY_KEYS = [f.name for f in fields(RunSummary)
+                        if f.type in ("int", "float", "float | None") or f.name == "summary_trigger"]
 
 
 @dataclass(init=False, repr=False)
