@@ -79,6 +79,33 @@ def test_an_unknown_key_is_told_the_keys_spelt_like_it(ref, overrides, hint):
     assert exc.value.hint is not None and exc.value.hint.startswith(hint), exc.value.hint
 
 
+def test_a_trigger_given_is_one_trigger_for_every_recording_and_a_rule_never_hides_one(tmp_path):
+    """A harness's preset follows its rule (summary.trigger_rule); a trigger given (--set, or a file
+    that extends the preset) turns the rule and its share off, for one trigger on every recording; a
+    file that sets both a rule and another trigger, or a share without a rule, is a one-line error
+    (the trigger would not be read)."""
+    base = load_policy("claude-code")
+    assert (base.summary.trigger_rule, base.summary.trigger_share, base.summary.trigger) == ("claude-code", 0.0, 167_000)
+    shared = load_policy("claude-code", ["summary.trigger_share=0.6"])
+    assert (shared.summary.trigger_rule, shared.summary.trigger_share) == ("claude-code", 0.6)
+    for one in (load_policy("claude-code", ["summary.trigger=120000"]), load_policy("goose", [("summary.trigger", 120_000)])):
+        assert (one.summary.trigger_rule, one.summary.trigger_share, one.summary.trigger) == ("", 0.0, 120_000)
+    assert load_policy("claude-code").summary.trigger_rule == "claude-code"  # (the preset itself unchanged)
+    child = tmp_path / "child.toml"
+    child.write_text('extends = "qwen-code"\n[summary]\ntrigger = 100000\n')
+    assert load_policy(str(child)).summary.trigger_rule == ""
+    both = tmp_path / "both.toml"
+    both.write_text('extends = "s08"\n[summary]\nunit = "tokens"\ntrigger = 100000\ntrigger_rule = "goose"\n')
+    with pytest.raises(PolicyError, match=r"trigger \(100000\) is not read while trigger_rule gives the trigger "
+                                          r"\(goose's 160,000 of 200,000\)"):
+        load_policy(str(both))
+    for share in (["summary.trigger_share=0.5"], ["summary.trigger_share=0.6", "summary.trigger=120000"]):
+        with pytest.raises(PolicyError, match="trigger_share is a share of the window for a harness's rule"):
+            load_policy("s08" if len(share) == 1 else "claude-code", share)
+    with pytest.raises(PolicyError, match="trigger_rule .* gives a trigger in tokens"):
+        load_policy("s08", ["summary.trigger=160000", "summary.trigger_rule=goose"])
+
+
 def test_an_unknown_key_of_a_policy_file_names_the_file(tmp_path):
     path = tmp_path / "mine.toml"
     path.write_text("[summary]\ntriger = 5\n")
