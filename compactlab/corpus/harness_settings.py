@@ -97,10 +97,6 @@ PI_WINDOW = 200_000
 GOOSE_WINDOW = QWEN_CODE_WINDOW = 200_000
 #: Gemini CLI's, of gemini-2.5-pro's 1,048,576 (``DEFAULT_COMPRESSION_TOKEN_THRESHOLD``)
 GEMINI_CLI_DEFAULT = 0.5
-#: Qwen Code 0.17 and later (QwenLM/qwen-code#4345; ``harness_triggers``, whose rule the preset's
-#: trigger follows by the recorded version) remove ``contextPercentageThreshold`` (a value set is
-#: ignored, with a warning at start) and stop after 3 failed compressions in a row, not 1.
-QWEN_CODE_LADDER_FAILURES = 3
 #: why no compaction is no setting of Qwen Code 0.17 and later
 QWEN_CODE_NO_OFF = ("Qwen Code 0.17 and later ignore contextPercentageThreshold, whose 0 turned compression off "
                     "(QwenLM/qwen-code#4345), and compactlab knows no setting of theirs that does")
@@ -471,28 +467,6 @@ def as_recorded(h: Harness, files: Iterable[str]) -> Harness:
     import dataclasses
 
     return dataclasses.replace(h, off=(), no_off=QWEN_CODE_NO_OFF)
-
-
-def newer_than_preset(policy: Any, files: Iterable[str]) -> list[str]:
-    """Where ``policy`` is the ``qwen-code`` preset as it is and some sessions of ``files`` were
-    recorded by Qwen Code 0.17 or later, a line that says what of theirs the preset does not do (it
-    compacts where each version does, ``summary.trigger_rule``, but stops after one failure, as 0.16
-    did) and the ``--set`` option that replays it; else none."""
-    from ..engine.policy import load_policy
-
-    if policy.name != "qwen-code" or policy.fingerprint != load_policy("qwen-code").fingerprint:
-        return []
-    newer = newer_qwen_code(files)
-    if not newer:
-        return []
-    versions = sorted({v for _, v in newer}, key=lambda v: version_parts(v) or ())
-    return [f"{len(newer)} session(s) were recorded by Qwen Code {', '.join(versions[:3])}"
-            f"{', …' if len(versions) > 3 else ''}, which stops after {QWEN_CODE_LADDER_FAILURES} failed compressions "
-            "in a row and ignores model.chatCompression.contextPercentageThreshold (QwenLM/qwen-code#4345); the "
-            "qwen-code preset compacts where each version does (max(70% of the window, the window less "
-            f"{QWEN_CODE_RESERVE:,} tokens) from 0.17 on: the replay's summary trigger) but stops after one failure, "
-            f"as 0.16 and before did; -p qwen-code --set summary.max_failures={QWEN_CODE_LADDER_FAILURES} replays "
-            "theirs"]
 
 
 #: the harnesses whose threshold is a share of the window: (the setting, the presets' window, its

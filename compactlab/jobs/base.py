@@ -204,15 +204,13 @@ def your_setting(policy: Any, files: list[str] | tuple[str, ...] = ()) -> list[s
     ``~/.codex/config.toml``: ``harness_settings.current``, as tune reads it for its base), a note
     saying so and how to replay yours: the preset is not what your harness does; one for each
     folder the sessions of ``files`` were started in whose project sets it otherwise again (a
-    project's settings file: ``harness_settings.projects_otherwise``); and one where sessions were
-    recorded by a version of the harness that compacts otherwise than its preset models (Qwen Code
-    0.17 and later: ``harness_settings.newer_than_preset``). Nothing elsewhere."""
+    project's settings file: ``harness_settings.projects_otherwise``). Nothing elsewhere."""
     if policy.name not in SETTINGS_READ:
         return []
-    from ..corpus.harness_settings import newer_than_preset, projects_otherwise, set_otherwise
+    from ..corpus.harness_settings import projects_otherwise, set_otherwise
     from ..transcripts.homes import started_in
 
-    lines = [f"note: {line}" for line in newer_than_preset(policy, files)]
+    lines: list[str] = []
     found = set_otherwise(policy)
     if found is not None:
         h, words, sets = found

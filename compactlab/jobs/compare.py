@@ -53,13 +53,6 @@ def default_policies(files: list[str], input_format: str | None = None) -> tuple
     if h is None or h.preset in DEFAULT_POLICIES:
         return list(DEFAULT_POLICIES), None
     these = 'this session' if len(files) == 1 else 'these sessions'
-    if h.name == "qwen-code":
-        from ..corpus.harness_settings import newer_qwen_code
-
-        if newer_qwen_code(files):  # (the preset's breaker is 0.16's: its note, before the runs, says how 0.17's differs)
-            return [*DEFAULT_POLICIES, h.preset], (f"comparing {h.preset} too: {h.title}'s compaction where the version "
-                                                   f"that recorded {these} compacts, but stopping after one failed "
-                                                   "compression, as 0.16 and before did (-p chooses)")
     return [*DEFAULT_POLICIES, h.preset], (f"comparing {h.preset} too: {h.title}'s own compaction, which recorded "
                                            f"{these} (-p chooses)")
 

@@ -266,9 +266,8 @@ def test_a_compare_of_goose_or_qwen_code_sessions_compares_their_preset_too(cli,
     from compactlab.jobs.compare import DEFAULT_POLICIES, default_policies
 
     qwen = Path(__file__).resolve().parents[1] / "transcripts" / "data" / "qwen" / "built-compression.jsonl"
-    assert default_policies([str(qwen)]) == ([*DEFAULT_POLICIES, "qwen-code"], (  # (its records say 0.19.0)
-        "comparing qwen-code too: Qwen Code's compaction where the version that recorded this session compacts, but "
-        "stopping after one failed compression, as 0.16 and before did (-p chooses)"))
+    assert default_policies([str(qwen)]) == ([*DEFAULT_POLICIES, "qwen-code"], (  # (its records say 0.19.0: the
+        "comparing qwen-code too: Qwen Code's own compaction, which recorded this session (-p chooses)"))  # preset's too)
     r = cli("compare", qwen, "--dry-run", "--format", "json", "--jobs", "1")
     assert r.exit_code == 0, r.output
     assert {row["policy"] for row in orjson.loads(r.stdout)["runs"]} == {*DEFAULT_POLICIES, "qwen-code"}

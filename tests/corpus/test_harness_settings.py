@@ -296,12 +296,12 @@ def test_qwen_codes_setting_is_read_from_its_settings_file(cli, tmp_path, monkey
     assert r.exit_code == 2 and "=7 (~/.qwen/settings.json): not a number of at most 1" in r.stderr, r.stderr
 
 
-def test_a_session_of_qwen_code_0_17_or_later_is_said_to_compact_otherwise_than_the_preset(cli, tmp_path):
+def test_a_session_of_qwen_code_0_17_or_later_is_compacted_as_its_version_does(cli, tmp_path):
     """Qwen Code 0.17 and later (QwenLM/qwen-code#4345) compact at max(70% of the window, the window
-    less 33,000), stop after 3 failures in a row and ignore contextPercentageThreshold: a replay or
-    compare of -p qwen-code as it is says so of their sessions, with the --set that replays it;
-    tune --harness qwen-code warns that the setting it prints does not change them. A 0.16 session,
-    another harness's version, and the preset set otherwise say nothing."""
+    less 33,000), stop after 3 failures in a row and ignore contextPercentageThreshold: the qwen-code
+    preset compacts each session as its recorded version does (summary.trigger_rule), the audit's
+    threshold, so a replay or compare says nothing of the version; tune --harness qwen-code warns
+    that the setting it prints does not change them."""
     from compactlab.engine.layers.harness_triggers import qwen_code_ladder, qwen_code_ladder_trigger, version_parts
     from compactlab.synth import write
     from compactlab.transcripts import recorded_version
@@ -325,36 +325,44 @@ def test_a_session_of_qwen_code_0_17_or_later_is_said_to_compact_otherwise_than_
     assert recorded_version(str(SAMPLES / "synth-small.jsonl")) is None
     assert recorded_version(str(tmp_path / "missing.jsonl")) is None
 
-    said = ("note: 1 session(s) were recorded by Qwen Code 0.19.0, which stops after 3 failed compressions in a row "
-            "and ignores model.chatCompression.contextPercentageThreshold (QwenLM/qwen-code#4345); the qwen-code "
-            "preset compacts where each version does (max(70% of the window, the window less 33,000 tokens) from 0.17 "
-            "on: the replay's summary trigger) but stops after one failure, as 0.16 and before did; -p qwen-code --set "
-            "summary.max_failures=3 replays theirs")
-    r = cli("replay", new, "-p", "qwen-code", "--out", tmp_path / "r")
-    assert r.exit_code == 0 and said in r.stderr, r.stderr
-    # (one answer: the preset compacts where each version does on the session's window, 1,000,000 here, the
-    # threshold inspect --compactions holds its compression to)
+    # (one answer: the preset compacts as each version does, on the session's window, 1,000,000 here: the
+    # threshold inspect --compactions holds its compression to, and 0.17's breaker of 3 failures in a row; so a
+    # replay and a compare say nothing of the version, and compare's default names the preset as the session's own)
     from compactlab import load_policy, load_transcript, replay
     from compactlab.audit import audit, settings_for
+    from compactlab.engine.context import Context
+    from compactlab.engine.layers.base import CallFacts, RunEnv
+    from compactlab.engine.layers.summary import Breaker, failures_allowed, summary
+    from compactlab.errors import SummarizerError
+    from compactlab.summarizers import StubSummarizer
 
-    for f, at in ((new, 967_000), (old, 700_000)):
+    class Failing(StubSummarizer):
+        def summarize(self, request):
+            raise SummarizerError("overloaded")
+
+    for f, at, failures in ((new, 967_000, 3), (old, 700_000, 1)):
         t = load_transcript(str(f))
         run = replay(t, load_policy("qwen-code"))
         [row] = audit(t, settings_for([], env={}, home=str(tmp_path / "nohome")))["compactions"]
         assert run.summary.summary_trigger == row["threshold"] == at, (f, run.summary.summary_trigger_source, row)
-    r = cli("compare", new, old, claude, "-p", "qwen-code", "--out", tmp_path / "c")
-    assert r.exit_code == 0 and said in r.stderr, r.stderr  # (one of the three)
-    # (a compare with no -p adds the harness's preset: not said to be what a 0.17 session ran)
-    r = cli("compare", new, "--out", tmp_path / "d")
-    assert r.exit_code == 0 and said in r.stderr and ("comparing qwen-code too: Qwen Code's compaction where the "
-                                                      "version that recorded this session compacts, but stopping "
-                                                      "after one failed compression") in r.stderr, r.stderr
-    r = cli("compare", old, "--out", tmp_path / "o")
-    assert r.exit_code == 0 and "comparing qwen-code too: Qwen Code's own compaction, which recorded" in r.stderr
-    for args in ((old, "-p", "qwen-code"), (claude, "-p", "qwen-code"), (new, "-p", "s08"),
-                 (new, "-p", "qwen-code", "--set", "summary.max_failures=3")):
-        r = cli("replay", *args, "--out", tmp_path / "n")
+        env = RunEnv(StubSummarizer(), harness_version=recorded_version(str(f))[1], window=1_000_000,
+                     recorded_format="qwen")
+        assert failures_allowed(load_policy("qwen-code").summary, env) == failures
+        assert failures_allowed(load_policy("qwen-code", ["summary.max_failures=5"]).summary, env) == 5
+        # (the layer's breaker opens after that many failed compressions in a row)
+        env.summarizer, tries = Failing(), 0
+        while not env.state_of(Breaker).open and tries < 5:
+            env.now = CallFacts(tries, None, True, 2_000_000)  # (the recorded context: past any trigger)
+            tries += summary(Context(list(t.entries)), load_policy("qwen-code").summary, env)[1].summary_failures
+        assert tries == failures
+        env.recorded_format = "claude-code"  # (another harness's recording: the policy's own breaker)
+        assert failures_allowed(load_policy("qwen-code").summary, env) == 1
+    for args in ((new, "-p", "qwen-code"), (old, "-p", "qwen-code"), (claude, "-p", "qwen-code"), (new, "-p", "s08")):
+        r = cli("replay", *args, "--out", tmp_path / "n", "--force")
         assert r.exit_code == 0 and "recorded by Qwen Code" not in r.stderr, (args, r.stderr)
+    for f in (new, old):
+        r = cli("compare", f, "--out", tmp_path / "d", "--force")
+        assert r.exit_code == 0 and "comparing qwen-code too: Qwen Code's own compaction, which recorded" in r.stderr
     r = cli("tune", new, old, "--harness", "qwen-code", "--trials", "2", "--out", tmp_path / "t", "-q")
     assert r.exit_code == 0 and ("warning: 1 of the 2 session(s) were recorded by Qwen Code 0.17 or later (0.19.0), "
                                  "which ignores model.chatCompression.contextPercentageThreshold "

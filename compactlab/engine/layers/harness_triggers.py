@@ -44,6 +44,8 @@ GOOSE_DEFAULT, QWEN_CODE_DEFAULT = 0.8, 0.7
 #: tokens: its 20,000-token summary reserve and a 13,000 buffer)
 QWEN_CODE_LADDER_SINCE = (0, 17)
 QWEN_CODE_RESERVE = 33_000
+#: the failed compressions in a row after which Qwen Code 0.17 and later stop trying (0.16: one)
+QWEN_CODE_LADDER_FAILURES = 3
 
 
 def version_parts(version: str | None) -> tuple[int, ...] | None:
@@ -77,6 +79,12 @@ def qwen_code_ladder_trigger(window: int) -> int:
 def claude_code_reserve(version: str | None) -> tuple[int, str]:
     """Claude Code ``version``'s reserve for the reply, and the versions it is said of."""
     return next((r, w) for prefix, r, w in CLAUDE_RESERVE if (version or "").startswith(prefix))
+
+
+def harness_failures(rule: str, version: str | None) -> int | None:
+    """The failed compressions in a row after which harness ``rule``, at ``version``, stops trying,
+    where its version sets it (Qwen Code 0.17 and later: 3); None: the policy's ``max_failures``."""
+    return QWEN_CODE_LADDER_FAILURES if rule == "qwen-code" and qwen_code_ladder(version) else None
 
 
 def claude_code_lowered(window: int, share: float) -> int:

@@ -24,7 +24,7 @@ from ..context import Context
 from ...config import Bound, LayerConfig, NonNegative, Positive, opt, section
 from ...transcripts.messages import Entry, cut_text, is_prompt, sized_len, text_of
 from .base import NOTHING, LayerStats, RunEnv, fill, pair_safe_head, pair_safe_tail, summarize
-from .harness_triggers import PRESET_WINDOW, RECORDED_BY, TITLES, harness_trigger
+from .harness_triggers import PRESET_WINDOW, RECORDED_BY, TITLES, harness_failures, harness_trigger
 from .registry import register
 
 
@@ -43,6 +43,15 @@ def _rule_window(config: SummaryConfig, env: RunEnv) -> tuple[str | None, int]:
     """The version and the window a policy's harness rule is taken of: the recording's where it is
     that harness's own (``_own``); else none, on the window of the preset's figures."""
     return (env.harness_version, env.window or PRESET_WINDOW) if _own(config, env) else (None, PRESET_WINDOW)
+
+
+def failures_allowed(config: SummaryConfig, env: RunEnv) -> int:
+    """The failed summaries in a row that open the layer's circuit breaker: ``max_failures``, or more
+    where the policy follows a harness's rule and the recording's version stops later (Qwen Code
+    0.17 and later: 3, QwenLM/qwen-code#4345)."""
+    if config.trigger_rule and _own(config, env):
+        return max(config.max_failures, harness_failures(config.trigger_rule, env.harness_version) or 0)
+    return config.max_failures
 
 
 def trigger_said(config: SummaryConfig, env: RunEnv) -> tuple[int, str] | None:
@@ -256,7 +265,8 @@ class SummaryConfig(LayerConfig):
         "", "the trigger in tokens where that harness compacts on each of its own recordings' windows, by their "
             "version (engine/layers/harness_triggers.py; inspect --compactions holds its compactions to the same), "
             "and on the 200,000 its figures are written for on any other recording, in place of trigger (which must "
-            "be that figure) and trigger_by_version; --set summary.trigger=N turns it off, for one trigger on every "
+            "be that figure) and trigger_by_version (and, where the version stops trying later than max_failures, "
+            "its breaker: Qwen Code 0.17's 3); --set summary.trigger=N turns it off, for one trigger on every "
             "recording; \"\": off", added=True)
     trigger_share: Annotated[float, Bound(ge=0, le=1)] = opt(
         0.0, "with trigger_rule: the share of the window that harness's setting gives (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE "
@@ -305,7 +315,7 @@ def summary(context: Context, config: SummaryConfig, env: RunEnv) -> tuple[Conte
         new = None
     if new is None:
         breaker.failures += 1
-        breaker.open = breaker.failures >= config.max_failures
+        breaker.open = breaker.failures >= failures_allowed(config, env)
         return context, stats
     breaker.failures = 0
     stats.summaries = 1
