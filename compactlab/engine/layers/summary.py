@@ -24,7 +24,7 @@ from ..context import Context
 from ...config import Bound, LayerConfig, NonNegative, Positive, opt, section
 from ...transcripts.messages import Entry, cut_text, is_prompt, sized_len, text_of
 from .base import NOTHING, LayerStats, RunEnv, fill, pair_safe_head, pair_safe_tail, summarize
-from .harness_triggers import PRESET_WINDOW, RECORDED_BY, TITLES, harness_failures, harness_trigger
+from .harness_triggers import PRESET_WINDOW, RECORDED_BY, TITLES, harness_failures, harness_trigger, trigger_at
 from .registry import register
 
 
@@ -85,16 +85,18 @@ def trigger_now(config: SummaryConfig, env: RunEnv) -> int:
 
 def trigger_of(config: SummaryConfig, env: RunEnv) -> int:
     """The trigger for this recording: where the policy follows a harness's own rule
-    (``trigger_rule``), that harness's on the window the run is judged on, by the recorded version,
+    (``trigger_rule``), that harness's on the recording's window (``Window.harness``), by its version,
     with the share its setting gives (``trigger_share``), where the recording is that harness's own
     (on any other, on the window its preset's figures are written for: ``harness_triggers``); else
     the harness version's default where the policy gives one for it (``trigger_by_version``: the
     longest prefix of the version) unless ``trigger`` is lower (a setting that lowers the trigger
     lowers it on every version, as Claude Code's CLAUDE_AUTOCOMPACT_PCT_OVERRIDE does), else
     ``trigger``."""
-    version = env.harness_version
-    if config.trigger_rule:
-        return harness_trigger(config.trigger_rule, *_rule_window(config, env), config.trigger_share)[0]
+    version, rule = env.harness_version, config.trigger_rule
+    if rule:  # (asked at every call: ``_rule_window`` inline, the figure remembered)
+        if env.window and RECORDED_BY[rule] == env.recorded_format:
+            return trigger_at(rule, version, env.window, config.trigger_share)
+        return trigger_at(rule, None, PRESET_WINDOW, config.trigger_share)
     if version and config.trigger_by_version:
         matches = [prefix for prefix in config.trigger_by_version if version.startswith(prefix)]
         if matches:
