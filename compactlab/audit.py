@@ -82,8 +82,11 @@ def _prompt(usage: dict[str, Any]) -> int:
                + usage.get("cache_read_input_tokens", 0))
 
 
-def compactions(transcript: Transcript, window: int, settings: dict[str, Setting]) -> list[dict[str, Any]]:
-    """The audit of every compaction the recording holds (see the module's docstring), in order."""
+def compactions(transcript: Transcript, window: int, settings: dict[str, Setting],
+                harness_window: int | None = None) -> list[dict[str, Any]]:
+    """The audit of every compaction the recording holds (see the module's docstring), in order:
+    each held to its harness's threshold on ``harness_window`` (the window the recording names,
+    before the largest prompt answered raised it: ``Window.harness``; default ``window``)."""
     from bisect import bisect_left
 
     calls = transcript.call_positions
@@ -103,8 +106,8 @@ def compactions(transcript: Transcript, window: int, settings: dict[str, Setting
             "share_of_window": round(tokens_before / window, 4) if tokens_before and window else None,
             "threshold": None, "threshold_source": None, "fired": None,
         }
-        row["threshold"], row["threshold_source"], row["fired"] = _held(transcript, c, version, window, settings,
-                                                                         tokens_before)
+        row["threshold"], row["threshold_source"], row["fired"] = _held(transcript, c, version, harness_window or window,
+                                                                         settings, tokens_before)
         out.append(row)
     if out:
         _dropped(transcript, out)
@@ -316,4 +319,4 @@ def audit(transcript: Transcript, settings: dict[str, Setting]) -> dict[str, Any
             "project_settings": None if not cwd or _harness(transcript) not in PROJECT_FILES
             else "read" if os.path.isdir(cwd) else "not a folder here",
             "settings": {k: {"value": s.value, "source": s.source} for k, s in settings.items()},
-            "compactions": compactions(transcript, window.tokens, settings)}
+            "compactions": compactions(transcript, window.tokens, settings, window.harness)}

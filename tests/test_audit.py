@@ -353,7 +353,7 @@ def test_a_harness_preset_compacts_where_its_harness_does_on_each_of_its_recordi
         assert run.summary.summary_trigger == row["threshold"] == 967_000, run.summary.summary_trigger_source
         assert [e.call for e in run.events if "summary" in e.layers][:1] == [row["call"]] and run.summary.reactive == 0
     assert python.summary.summary_trigger_source == (
-        "967,000 tokens: Claude Code's own on the window judged on (summary.trigger_rule), 2.1.x's default: "
+        "967,000 tokens: Claude Code's own on the recording's window (summary.trigger_rule), 2.1.x's default: "
         "1,000,000 - 20,000 - 13,000 = 967,000")
     assert python.summary.to_dict() | {"core": ""} == native.summary.to_dict() | {"core": ""}
     one = replay(t, load_policy("claude-code", ["summary.trigger=167000"]))  # (one trigger: the rule off)
@@ -363,6 +363,12 @@ def test_a_harness_preset_compacts_where_its_harness_does_on_each_of_its_recordi
     # (on the 200,000 window, the figures of before; on another harness's recording, the preset's trigger)
     plain = _session(tmp_path, "2.1.39", [150_000, 166_000, 167_094], 167_731)
     assert replay(load_transcript(plain), load_policy("claude-code")).summary.summary_trigger == 167_000
+    # (a recording that shows larger prompts answered (249,995) raises the window judged on, not the one Claude Code
+    # compacts by: both the replay and the audit keep 200,000's 167,000)
+    raised = _session(tmp_path, "2.1.40", [150_000, 240_000, 250_000], 251_000)
+    run, row = replay(load_transcript(raised), load_policy("claude-code")), _row(raised)
+    assert run.summary.window_tokens == row["window"] == 249_995 and \
+        run.summary.summary_trigger == row["threshold"] == 167_000, (run.summary.window_tokens, row)
     messages = tmp_path / "messages.jsonl"  # (Anthropic messages: not Claude Code's own recording)
     messages.write_text('{"role":"user","content":"go"}\n{"role":"assistant","content":[{"type":"text","text":"ok"}]}\n')
     run = replay(load_transcript(str(messages)), load_policy("claude-code"))

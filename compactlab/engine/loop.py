@@ -570,7 +570,7 @@ class Turns:
             self.window = self.judged.tokens
         version = self.metadata().get("version")
         self.env.harness_version = version if isinstance(version, str) else None
-        self.env.window = self.judged.tokens
+        self.env.window = self.judged.harness  # (a harness's trigger: the window named, not raised by a prompt)
         self.env.recorded_format = self.metadata().get("recorded_format") or self.format
 
     def _facts(self, call: int, pos: int, pending: list[Entry], recorded: Any = _UNREAD) -> CallFacts:

@@ -246,7 +246,7 @@ class RunSummary(Mapping[str, Any]):
     window_tokens: int = 0
     window_source: str = ""
     #: the trigger the policy's summary layer compacted at, in its unit (``summary.trigger``; its
-    #: harness's own on the window judged on, ``summary.trigger_rule``; or its version's,
+    #: harness's own on the recording's window, ``summary.trigger_rule``; or its version's,
     #: ``summary.trigger_by_version``), and in words with where it came from; None: no summary layer
     summary_trigger: int | None = None
     summary_trigger_source: str = ""

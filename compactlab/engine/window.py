@@ -38,6 +38,14 @@ class Window(NamedTuple):
     source: str
     answered: int = 0
     compacted_at: int | None = None
+    #: the window its source names, before the largest prompt answered raised it (0: not raised): what
+    #: a harness compacts by (``summary.trigger_rule``), where ``tokens`` is what the API took
+    named: int = 0
+
+    @property
+    def harness(self) -> int:
+        """The window a harness takes its trigger of: the one its source names, not raised."""
+        return self.named or self.tokens
 
     def describe(self) -> str:
         """One line: ``200,000 tokens: Claude Code default; the recording compacted at 167,012``."""
@@ -90,8 +98,8 @@ def resolve(*, given: int | None = None, given_source: str = "--window", fmt: st
         tokens, source = known, f"{model}'s in genai-prices"
     else:
         tokens, source = DEFAULT_WINDOW, "default (no window known for the model)"
-    largest = answered(usage)
+    largest, named = answered(usage), 0
     if largest > tokens:
         source = f"the largest prompt the recording shows answered ({source}: {tokens:,})"
-        tokens = largest
-    return Window(tokens, source, largest, compacted_at)
+        tokens, named = largest, tokens
+    return Window(tokens, source, largest, compacted_at, named)

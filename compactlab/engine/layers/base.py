@@ -185,10 +185,10 @@ class RunEnv:
     now: CallFacts = CallFacts()
     #: the version of the harness that wrote the recording, where it says (Claude Code's ``version``)
     harness_version: str | None = None
-    #: the window the run is judged on (``engine/window.py``), once the first call has resolved it, and
-    #: the format of the harness that recorded the session (a converted file's: its source's): a
-    #: trigger that follows a harness's own rule is taken of that window on its own recordings
-    #: (``summary.trigger_rule``)
+    #: the window the recording names (``engine/window.py``'s ``Window.harness``), once the first call
+    #: has resolved it, and the format of the harness that recorded the session (a converted file's:
+    #: its source's): a trigger that follows a harness's own rule is taken of that window on its own
+    #: recordings (``summary.trigger_rule``)
     window: int | None = None
     recorded_format: str | None = None
     #: what layers keep from call to call in a run, one object of each kind (``state_of``)

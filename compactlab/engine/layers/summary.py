@@ -63,7 +63,7 @@ def trigger_said(config: SummaryConfig, env: RunEnv) -> tuple[int, str] | None:
     if rule:
         version, window = _rule_window(config, env)
         words = harness_trigger(rule, version, window, config.trigger_share)[1]
-        where = ("own on the window judged on (summary.trigger_rule)" if _own(config, env) else
+        where = ("own on the recording's window (summary.trigger_rule)" if _own(config, env) else
                  f"rule on {PRESET_WINDOW:,}, its preset's window (summary.trigger_rule; not {TITLES[rule]}'s own "
                  "recording)")
         return at, f"{at:,} tokens: {TITLES[rule]}'s {where}, {words}"
