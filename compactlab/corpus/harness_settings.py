@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Callable
 
-from ..engine.layers.harness_triggers import (GOOSE_DEFAULT, QWEN_CODE_DEFAULT, QWEN_CODE_RESERVE, RULES,
-                                              claude_code_lowered, harness_trigger, qwen_code_ladder, version_parts)
+from ..engine.layers.harness_triggers import (GOOSE_DEFAULT, QWEN_CODE_DEFAULT, RULES, claude_code_lowered,
+                                              harness_trigger, qwen_code_ladder)
 from ..engine.window import GEMINI_CLI_WINDOW
 from ..errors import UsageError
 from ..plain import dataclass
@@ -82,8 +82,9 @@ class Harness:
 
 
 #: Claude Code's window the percentage is taken of (its default; autoCompactWindow changes it), and
-#: 2.1.x's default trigger of it
-CLAUDE_WINDOW, CLAUDE_DEFAULT = 200_000, 167_000
+#: 2.1.x's default trigger of it (its rule's: 167,000)
+CLAUDE_WINDOW = 200_000
+CLAUDE_DEFAULT = harness_trigger("claude-code", None, CLAUDE_WINDOW)[0]
 #: Codex CLI's window for the gpt-5.x-codex models, and its default limit (90% of it: the most it takes)
 CODEX_WINDOW, CODEX_LIMIT = 272_000, 244_800
 #: OpenCode's usable window on a 200,000-token model before compaction.reserved: the window less the
