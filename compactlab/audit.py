@@ -286,6 +286,14 @@ def _held(transcript: Transcript, c: Any, version: str | None, window: int, sett
     return None, None, None
 
 
+def _version(transcript: Transcript) -> str | None:
+    """The harness's version where the recording says it (a text: a file format's number is not one)."""
+    for key in ("version", "cli_version"):
+        if isinstance(said := transcript.metadata.get(key), str) and said:
+            return said
+    return None
+
+
 def _harness(transcript: Transcript) -> str | None:
     h = of_format(transcript.source_format)
     return h.name if h is not None else None
@@ -311,7 +319,7 @@ def audit(transcript: Transcript, settings: dict[str, Setting]) -> dict[str, Any
     return {"transcript": transcript.path, "format": transcript.format,
             # (a file ``compactlab convert`` wrote: the harness that recorded it, whose rules audit it)
             "recorded_format": transcript.metadata.get("recorded_format"),
-            "version": transcript.metadata.get("version") or transcript.metadata.get("cli_version"),
+            "version": _version(transcript),
             "window": window.tokens, "window_source": window.source,
             # (the folder the session was started in; where its harness keeps settings in the
             # project, whether they were read: "read", or "not a folder here")

@@ -2,7 +2,8 @@
 and those of the harnesses built on it that write the same file (OpenClaw:
 ``~/.openclaw/agents/<agent>/sessions/*.jsonl``), as the session format v3 documents them.
 
-A first ``session`` line (``id``, ``cwd``, ``version``), then entries ``{type, id, parentId,
+A first ``session`` line (``id``, ``cwd``, and ``version``: the session file's format, 1 to 3, not
+Pi's own; kept as ``session_version``), then entries ``{type, id, parentId,
 timestamp}`` that form a tree: a branch made with ``/tree`` stays in the file. What decides
 correctness:
 - The conversation is the path from the last entry back to the root (the leaf Pi resumes on);
@@ -188,7 +189,7 @@ def load(path: str, *, skip_bad_lines: bool = False, head: Head | None = None, *
             builder.session_id = builder.session_id or o["id"]
             for key in ("version", "cwd", "branchedFrom"):
                 if o.get(key) is not None:
-                    builder.metadata[key] = o[key]
+                    builder.metadata["session_version" if key == "version" else key] = o[key]
         elif o.get("type") in ENTRY_TYPES:
             entries.append(o)
         else:

@@ -79,6 +79,23 @@ def test_inspect_compactions_lists_pis(cli):
     assert row["call"] == 3 and row["fired"] == "no rule known here for this harness's threshold"
 
 
+@pytest.mark.parametrize("fmt", ["table", "md", "json"])
+def test_inspect_compactions_of_a_pi_session_never_names_its_file_format_as_pis_version(cli, fmt):
+    """A Pi session's header ``version`` is its file format's (3), not Pi's: kept as
+    ``session_version``; the audit names no version (its table added the number to a text: an
+    internal error)."""
+    t = load_transcript(str(DATA / "built-tree-compaction.jsonl"))
+    assert t.metadata["session_version"] == 3 and "version" not in t.metadata
+    r = cli("inspect", "--compactions", DATA / "built-tree-compaction.jsonl", "--format", fmt)
+    assert r.exit_code == 0, r.stderr
+    if fmt == "json":
+        import json
+
+        assert json.loads(r.stdout)["sessions"][0]["version"] is None
+    else:
+        assert "built-tree-compaction.jsonl (pi): window" in r.stdout, r.stdout
+
+
 def test_inspect_with_no_path_finds_the_pi_and_qwen_sessions_of_a_home(cli, tmp_path, monkeypatch):
     home = tmp_path / "home"
     pi = home / ".pi" / "agent" / "sessions" / "--home-u-proj--"
