@@ -26,7 +26,13 @@ default; a share at or below 0, or at or above 1, turns it off), on the context 
 usage measured. Qwen Code's: 0.17 and later compress at max(70% of the window, the window less
 33,000) (QwenLM/qwen-code#4345), 0.16 and before at the share ``contextPercentageThreshold`` sets
 (0.7 by default, 0 or below off); a Qwen Code recording does not say whether a compression was
-automatic or a ``/compress`` typed, so one the rule does not explain is said to be either.
+automatic or a ``/compress`` typed, so one the rule does not explain is said to be either. Pi's:
+the window less ``compaction.reserveTokens`` (16,384 by default; ``compaction.enabled: false`` off),
+and a Pi session does not say whether a compaction was automatic or a ``/compact`` typed either.
+OpenCode's, for the compactions it asked for itself: the window less the reply's 32,000 less
+``compaction.reserved`` (none by default here; ``compaction.auto: false`` off). Pi's and OpenCode's
+settings are read only from ``--setting``, not from their files. The rules are
+``engine/layers/harness_triggers.py``'s, which the harnesses' presets compact by on the same sessions.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ import os
 from typing import Any
 
 from .corpus.harness_settings import (PROJECT_FILES, Setting, goose_threshold, number, of_format, qwen_code_threshold,
-                                      settings_for)
+                                      RESERVES, reserve_threshold, settings_for)
 from .engine.layers.harness_triggers import claude_code_lowered, harness_trigger
 from .errors import UsageError
 from .transcripts import Transcript
@@ -236,13 +242,13 @@ def _previous(transcript: Transcript, position: int) -> int | None:
 
 
 def _fired(threshold: int | None, tokens: int | None, previous: int | None, set_by: str | None = None,
-           typed: bool = False) -> str:
+           typed: str = "") -> str:
     """Whether it fired where ``threshold`` says: at the first check past it (the check before was
     under it). ``set_by``: the setting that set the threshold (said where it was not applied).
-    ``typed``: the recording does not say whether it was automatic or typed (Qwen Code's
-    compressions: ``/compress`` leaves the same record), so one the rule does not explain is put
-    down to either, not to the settings alone."""
-    unsaid = "a /compress you typed, or a setting other than the one given (the recording does not say which)"
+    ``typed``: the command that leaves the same record where the recording does not say whether it
+    was automatic or typed (Qwen Code's ``/compress``, Pi's ``/compact``), so one the rule does not
+    explain is put down to either, not to the settings alone."""
+    unsaid = f"a {typed} you typed, or a setting other than the one given (the recording does not say which)"
     if threshold is None:
         return f"off, so {unsaid}" if typed else "fired although auto-compaction is off: not applied"
     if tokens is None:
@@ -253,12 +259,12 @@ def _fired(threshold: int | None, tokens: int | None, previous: int | None, set_
     if previous is not None and previous >= threshold:
         if typed:
             return (f"late: the context was {previous:,} (past {threshold:,}) a check before, where the automatic one "
-                    "would have fired unless it failed there; or a /compress you typed")
+                    f"would have fired unless it failed there; or a {typed} you typed")
         return (f"{set_by} implies {threshold:,}, but the context was {previous:,} a check before and it fired only at "
                 f"{tokens:,}: not applied" if set_by else
                 f"late: the context was {previous:,} (past {threshold:,}) a check before")
     if typed:
-        return f"where the automatic one fires: the first check past {threshold:,} (or a /compress you typed there)"
+        return f"where the automatic one fires: the first check past {threshold:,} (or a {typed} you typed there)"
     return f"where it fires: the first check past {threshold:,}"
 
 
@@ -278,7 +284,13 @@ def _held(transcript: Transcript, c: Any, version: str | None, window: int, sett
         return threshold, why, _fired(threshold, tokens_before, _previous(transcript, c.position), set_by)
     if fmt == "qwen" and c.trigger is None:
         threshold, why = qwen_code_threshold(version, window, settings)
-        return threshold, why, _fired(threshold, tokens_before, _previous(transcript, c.position), typed=True)
+        return threshold, why, _fired(threshold, tokens_before, _previous(transcript, c.position), typed="/compress")
+    if (fmt == "pi" and c.trigger is None) or (fmt == "opencode" and c.trigger == "auto"):
+        threshold, why = reserve_threshold(fmt, window, settings)
+        key = RESERVES[fmt][0]
+        set_by = f"{key} {settings[key].value}" if key in settings else None
+        return threshold, why, _fired(threshold, tokens_before, _previous(transcript, c.position), set_by,
+                                      typed="/compact" if fmt == "pi" else "")
     if c.trigger == "manual":
         return None, None, "manual (/compact): no threshold"
     if fmt not in ("codex", "openhands"):

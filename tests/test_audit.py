@@ -313,7 +313,8 @@ def test_the_claude_code_preset_fires_at_the_recorded_call_on_every_version(tmp_
 
 def test_the_harness_rules_give_the_harnesses_own_figures():
     """``harness_triggers``: Claude Code's window less the reply's reserve and 13,000 (by version),
-    Qwen Code's 70% (to 0.16) or max(70%, the window less 33,000) (from 0.17), goose's 80%."""
+    Qwen Code's 70% (to 0.16) or max(70%, the window less 33,000) (from 0.17), goose's 80%, Pi's
+    window less compaction.reserveTokens (16,384), OpenCode's less 32,000 and compaction.reserved."""
     from compactlab.engine.layers.harness_triggers import harness_trigger
 
     cases = [("claude-code", "2.1.39", 200_000, 167_000), ("claude-code", "2.1.39", 1_000_000, 967_000),
@@ -323,6 +324,9 @@ def test_the_harness_rules_give_the_harnesses_own_figures():
              ("qwen-code", None, 200_000, 140_000), ("goose", None, 200_000, 160_000), ("goose", "1.9.0", 128_000, 102_400)]
     assert [harness_trigger(rule, v, w)[0] for rule, v, w, _ in cases] == [at for *_, at in cases]
     assert harness_trigger("claude-code", "2.1.39", 1_000_000)[1] == "2.1.x's default: 1,000,000 - 20,000 - 13,000 = 967,000"
+    reserved = [("pi", 200_000, 0, 183_616), ("pi", 400_000, 0, 383_616), ("pi", 1_000_000, 50_000, 950_000),
+                ("opencode", 200_000, 0, 168_000), ("opencode", 400_000, 0, 368_000), ("opencode", 200_000, 20_000, 148_000)]
+    assert [harness_trigger(rule, None, w, 0.0, r)[0] for rule, w, r, _ in reserved] == [at for *_, at in reserved]
     with pytest.raises(ValueError, match="no trigger rule 'codex'"):
         harness_trigger("codex", None, 272_000)
 
@@ -535,3 +539,66 @@ def test_a_converted_session_is_audited_as_its_source(cli, tmp_path):
     assert converted == source and source["threshold"] == 155_000 and source["time"] == "2026-11-28T10:00:00Z"
     r = cli("inspect", "--compactions", out)
     assert r.exit_code == 0 and "(anthropic, converted from claude-code, 2.0.76): window 200,000" in r.stdout, r.stdout
+
+
+PI_SESSION = Path(__file__).parent / "transcripts" / "data" / "pi" / "built-tree-compaction.jsonl"
+
+
+@pytest.mark.parametrize("model, window", [("claude-sonnet-4-5", 200_000), ("gpt-5", 400_000)])
+def test_a_pi_compaction_and_the_pi_preset_name_one_trigger_on_the_sessions_window(cli, tmp_path, model, window):
+    """Pi compacts past its model's window less compaction.reserveTokens (16,384 by default): the
+    audit holds a Pi session's compaction to that on the session's window (genai-prices' for its
+    model) and the pi preset compacts the same session there, by default and with a reserve given
+    as the audit's --setting and the preset's summary.trigger_reserve; on another harness's
+    recording, the preset's rule is taken of 200,000. (Before, the preset compacted every session
+    at 183,616, and the audit knew no rule of Pi's.)"""
+    from bisect import bisect_left
+
+    from compactlab import load_policy, replay
+
+    path = tmp_path / "pi.jsonl"
+    path.write_text(PI_SESSION.read_text().replace('"claude-sonnet-4-5"', f'"{model}"'))
+    t = load_transcript(str(path))
+    doc = json.loads(cli("inspect", "--compactions", path, "--format", "json").stdout)
+    [row] = doc["sessions"][0]["compactions"]
+    assert (row["window"], row["threshold"]) == (window, window - 16_384)
+    assert row["threshold_source"] == f"{window:,} - 16,384 (Pi's default compaction.reserveTokens 16,384) = " \
+                                      f"{window - 16_384:,}"
+    run = replay(t, load_policy("pi"))
+    assert run.summary.summary_trigger == row["threshold"]
+    assert run.summary.summary_trigger_source.startswith(f"{window - 16_384:,} tokens: Pi's own on the recording's window")
+    # a reserve that puts the trigger at 3,700: the compaction at 3,800 fired where Pi's fires (the
+    # check before measured 3,460), and the preset, given the same reserve, compacts at that call
+    reserve = window - 3_700
+    doc = json.loads(cli("inspect", "--compactions", path, "--setting", f"compaction.reserveTokens={reserve}",
+                         "--format", "json").stdout)
+    [row] = doc["sessions"][0]["compactions"]
+    assert row["threshold"] == 3_700 and row["threshold_source"].endswith("(--setting)")
+    assert row["fired"] == "where the automatic one fires: the first check past 3,700 (or a /compact you typed there)"
+    run = replay(t, load_policy("pi", [f"summary.trigger_reserve={reserve}"]))
+    fired = [e.call for e in run.events if "summary" in e.layers]
+    assert run.summary.summary_trigger == 3_700 and fired[:1] == [row["call"]] == [bisect_left(t.call_positions, 8)]
+    off = json.loads(cli("inspect", "--compactions", path, "--setting", "compaction.enabled=false", "--format",
+                         "json").stdout)["sessions"][0]["compactions"][0]
+    assert off["threshold"] is None and off["fired"].startswith("off, so a /compact you typed")
+    other = replay(load_transcript(str(Path(__file__).parent.parent / "sample_transcripts" / "synth-small.jsonl")),
+                   load_policy("pi", ["summary.trigger_reserve=30000"]))
+    assert other.summary.summary_trigger == 170_000 and "rule on 200,000" in other.summary.summary_trigger_source
+
+
+def test_an_opencode_compaction_and_the_opencode_preset_name_one_trigger(cli, tmp_path):
+    """OpenCode compacts past its model's window less the reply's 32,000 less compaction.reserved:
+    the audit holds the compaction OpenCode asked for itself to that, and the opencode preset's
+    trigger on the same session is the same figure, by default and with a reserve given."""
+    from compactlab import load_policy, replay
+    from transcripts.test_opencode import build_store
+
+    session = f"{build_store(tmp_path / 'opencode.db')}#ses_main"
+    t = load_transcript(session)
+    for given, reserve in (((), 0), (("--setting", "compaction.reserved=20000"), 20_000)):
+        doc = json.loads(cli("inspect", "--compactions", session, *given, "--format", "json").stdout)
+        [row] = doc["sessions"][0]["compactions"]
+        assert row["trigger"] == "auto" and row["threshold"] == 200_000 - 32_000 - reserve, row
+        run = replay(t, load_policy("opencode", [f"summary.trigger_reserve={reserve}"]))
+        assert run.summary.summary_trigger == row["threshold"] and "OpenCode's own" in run.summary.summary_trigger_source
+    assert row["fired"] == "fired at 5,390, before 148,000: the settings given are not the ones it ran with", row

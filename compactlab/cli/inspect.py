@@ -20,7 +20,8 @@ from .common import format_option, quiet_option, verbose_option, input_options, 
 @click.option("--compactions", "audit", is_flag=True,
               help="List every compaction the recordings hold, a line each: the call, the time, the tokens before "
                    "and after, the share of the window, and where the harness's version and your settings say it "
-                   "should fire (Claude Code, goose; Codex and OpenHands by replaying their presets).")
+                   "should fire (Claude Code, Qwen Code, goose, Pi, OpenCode; Codex and OpenHands by replaying their "
+                   "presets).")
 @click.option("--setting", "settings", multiple=True, metavar="KEY=VALUE",
               help="With --compactions: a harness setting, as you set it (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60, "
                    "autoCompactWindow=400000, GOOSE_AUTO_COMPACT_THRESHOLD=0.6, ...); else read from the environment, "

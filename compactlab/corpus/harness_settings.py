@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Callable
 
-from ..engine.layers.harness_triggers import (GOOSE_DEFAULT, QWEN_CODE_DEFAULT, RULES, claude_code_lowered,
-                                              harness_trigger, qwen_code_ladder)
+from ..engine.layers.harness_triggers import (GOOSE_DEFAULT, QWEN_CODE_DEFAULT, RESERVE_SETTINGS, RULES,
+                                              claude_code_lowered, harness_trigger, qwen_code_ladder)
 from ..engine.window import GEMINI_CLI_WINDOW
 from ..errors import UsageError
 from ..plain import dataclass
@@ -87,12 +87,12 @@ CLAUDE_WINDOW = 200_000
 CLAUDE_DEFAULT = harness_trigger("claude-code", None, CLAUDE_WINDOW)[0]
 #: Codex CLI's window for the gpt-5.x-codex models, and its default limit (90% of it: the most it takes)
 CODEX_WINDOW, CODEX_LIMIT = 272_000, 244_800
-#: OpenCode's usable window on a 200,000-token model before compaction.reserved: the window less the
-#: output reserve, min(max output, 32,000) (the opencode preset's trigger; sst/opencode session/overflow.ts
-#: subtracts compaction.reserved from it, by default min(20,000, max output))
-OPENCODE_USABLE = 168_000
-#: Pi's trigger is the model's window less compaction.reserveTokens (the pi preset's window: 200,000)
-PI_WINDOW = 200_000
+#: the reserves Pi's compaction.reserveTokens and OpenCode's compaction.reserved are searched over
+#: (the presets' summary.trigger_reserve: their rules take it off each session's window,
+#: ``harness_triggers``), and the most either takes
+PI_RESERVES = tuple(range(96_000, 4_095, -4_000))
+OPENCODE_RESERVES = tuple(range(88_000, -1, -4_000))
+MOST_RESERVED = 10_000_000
 #: goose's threshold and Qwen Code's are shares of the model's window (their presets' window: 200,000;
 #: their defaults: ``harness_triggers``)
 GOOSE_WINDOW = QWEN_CODE_WINDOW = 200_000
@@ -208,15 +208,14 @@ TABLE: dict[str, Harness] = {h.name: h for h in (
              short="threshold"),), _gemini,
             no_off="compactlab knows no Gemini CLI setting that turns chat compression off"),
     Harness("opencode", "OpenCode", "opencode", (
-        Knob("compaction.reserved", "summary.trigger",
-             tuple(OPENCODE_USABLE - r for r in range(88_000, -1, -4_000)),
-             shown=lambda t: OPENCODE_USABLE - t, read=lambda r: OPENCODE_USABLE - int(r), short="reserved"),),
+        Knob("compaction.reserved", "summary.trigger_reserve", OPENCODE_RESERVES, read=int, short="reserved",
+             takes=(0, MOST_RESERVED)),),
             _opencode, always_set=True,
             off=('opencode.json: {"compaction": {"auto": false, "prune": false}}',)),
     Harness("pi", "Pi", "pi", (
-        Knob("compaction.reserveTokens", "summary.trigger", tuple(PI_WINDOW - r for r in range(96_000, 4_095, -4_000)),
-             shown=lambda t: PI_WINDOW - t, read=lambda r: PI_WINDOW - int(r), short="reserve"),), _pi,
-            off=('~/.pi/agent/settings.json: {"compaction": {"enabled": false}}',)),
+        Knob("compaction.reserveTokens", "summary.trigger_reserve", PI_RESERVES,
+             shown=lambda r: r or RESERVE_SETTINGS["pi"][1], read=int, short="reserve", takes=(1, MOST_RESERVED)),),
+            _pi, off=('~/.pi/agent/settings.json: {"compaction": {"enabled": false}}',)),
     Harness("goose", "goose", "goose", (
         Knob("GOOSE_AUTO_COMPACT_THRESHOLD", "summary.trigger_share", _steps(0.1, 0.95, 0.05),
              shown=lambda s: s or GOOSE_DEFAULT, read=_a_share, short="threshold"),), _goose,
@@ -520,6 +519,20 @@ def qwen_code_threshold(version: str | None, window: int, settings: dict[str, Se
     return at, words
 
 
+def reserve_threshold(name: str, window: int, settings: dict[str, Setting]) -> tuple[int | None, str]:
+    """Where Pi or OpenCode (``name``, ``RESERVES``) auto-compacts on a ``window``-token model with
+    ``settings`` (None: it does not): its rule with the reserve its setting gives, or its default's
+    (``harness_triggers``), and why, in words with the source."""
+    key, switch = RESERVES[name]
+    off = settings.get(switch)
+    if off is not None and off.value.strip().lower() in ("false", "0"):
+        return None, f"auto-compaction off ({switch} = {off.value}, {off.source})"
+    given = settings.get(key)
+    reserve = int(number(given, key, 0, MOST_RESERVED)) if given is not None else 0
+    at, words = harness_trigger(name, None, window, 0.0, reserve)
+    return at, words + (f" ({given.source})" if given is not None else "")
+
+
 def goose_threshold(window: int, settings: dict[str, Setting]) -> tuple[int | None, str]:
     """Where goose auto-compacts on a ``window``-token model with ``settings`` (``share_threshold``)."""
     return share_threshold("goose", window, settings)
@@ -611,14 +624,15 @@ SETTINGS: dict[str, list[tuple[str, str, str, str, str]]] = {
     ],
     "opencode": [
         ("compaction.reserved", "opencode.json", "tokens", "min(20,000, the model's max output) in the current source "
-         "(session/overflow.ts); none before it (the preset's 168,000)",
-         "summary.trigger = 168,000 (the window less the 32,000 output reserve) less it"),
+         "(session/overflow.ts); none before it (the preset's: 168,000 of 200,000)",
+         "summary.trigger_reserve = it, taken with the 32,000 output reserve off each session's window "
+         "(summary.trigger_rule)"),
         ("compaction.auto / compaction.prune", "opencode.json", "true / false", "true / true",
          "summary.enabled / micro.enabled"),
     ],
     "pi": [
-        ("compaction.reserveTokens", "~/.pi/agent/settings.json", "tokens", "16,384 (DEFAULT_COMPACTION_SETTINGS)",
-         "summary.trigger = the window (200,000) less it"),
+        ("compaction.reserveTokens", "~/.pi/agent/settings.json", "tokens", "16,384 (DEFAULT_COMPACTION_SETTINGS: "
+         "183,616 of 200,000)", "summary.trigger_reserve = it, taken off each session's window (summary.trigger_rule)"),
         ("compaction.enabled", "~/.pi/agent/settings.json", "true / false", "true", "summary.enabled"),
     ],
     "goose": [
@@ -704,6 +718,12 @@ GOOSE_SETTINGS = ("GOOSE_AUTO_COMPACT_THRESHOLD",)
 QWEN_SETTINGS = ("model.chatCompression.contextPercentageThreshold",)
 #: Gemini CLI's (``~/.gemini/settings.json``)
 GEMINI_SETTINGS = ("model.compressionThreshold",)
+#: Pi's (``~/.pi/agent/settings.json``) and OpenCode's (``opencode.json``): given with ``--setting``, their
+#: files not read here
+PI_SETTINGS = ("compaction.reserveTokens", "compaction.enabled")
+OPENCODE_SETTINGS = ("compaction.reserved", "compaction.auto")
+#: each reserve's setting, and the one that turns that harness's auto-compaction off (``false``)
+RESERVES = {"pi": PI_SETTINGS, "opencode": OPENCODE_SETTINGS}
 CLAUDE_FILE_KEYS = {"autoCompactWindow": "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "autoCompactEnabled": "DISABLE_AUTO_COMPACT"}
 #: the files a project keeps a harness's settings in, under the folder the harness was started in,
 #: the most binding first: they override the user's file (Claude Code's local settings over its
@@ -736,7 +756,7 @@ def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | 
     for item in given:
         key, sep, value = item.partition("=")
         known = (*CLAUDE_SETTINGS, *CLAUDE_FILE_KEYS, *CODEX_SETTINGS, *GOOSE_SETTINGS, *QWEN_SETTINGS,
-                 *GEMINI_SETTINGS)
+                 *GEMINI_SETTINGS, *PI_SETTINGS, *OPENCODE_SETTINGS)
         if not sep or key.strip() not in known:
             raise UsageError(f"--setting {item[:80]!r}: not KEY=VALUE of a setting compactlab reads",
                              hint=f"one of {', '.join(known)}")

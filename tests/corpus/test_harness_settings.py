@@ -45,10 +45,17 @@ def test_the_forms_parse_as_the_harness_reads_them():
     assert tomllib.loads("\n".join(codex[1:])) == {"model_auto_compact_token_limit": 180_000}
     gemini = paste("gemini-cli", {"summary.trigger": int(1_048_576 * 0.35)})
     assert json.loads(gemini[0].partition(": ")[2]) == {"model": {"compressionThreshold": 0.35}}
-    oc = paste("opencode", {"summary.trigger": 148_000})  # (the current source's default: 168,000 - 20,000)
+    oc = paste("opencode", {"summary.trigger_reserve": 20_000})  # (the current source's default)
     assert json.loads(oc[0].partition(": ")[2]) == {"compaction": {"reserved": 20_000}}
     # the preset's default is not the current OpenCode's: its setting is printed, not "no setting"
-    assert paste("opencode", {"summary.trigger": 168_000}) == ['opencode.json: {"compaction": {"reserved": 0}}']
+    assert paste("opencode", {"summary.trigger_reserve": 0}) == ['opencode.json: {"compaction": {"reserved": 0}}']
+    # Pi's and OpenCode's reserves are taken off each session's window, by their rules
+    pi = paste("pi", {"summary.trigger_reserve": 30_000})
+    assert json.loads(pi[0].partition(": ")[2]) == {"compaction": {"reserveTokens": 30_000}}
+    assert harness("pi").knobs[0].shown(0) == 16_384  # (the preset's base: Pi's default)
+    for name, base in (("pi", 183_616), ("opencode", 168_000)):
+        policy = load_policy(name)
+        assert (policy.summary.trigger_rule, policy.summary.trigger_reserve, policy.summary.trigger) == (name, 0, base)
     # goose's threshold and Qwen Code's are shares of each session's window, the default's share its preset's trigger
     assert paste("goose", {"summary.trigger_share": 0.6}) == ["export GOOSE_AUTO_COMPACT_THRESHOLD=0.6"]
     assert paste("goose", None) == ["export GOOSE_AUTO_COMPACT_THRESHOLD=0.0"]  # (goose's own switch off)

@@ -925,7 +925,7 @@ def test_tune_harness_says_there_is_nothing_to_set_where_it_recommends_the_base(
         None)
     assert to_paste("claude-code", none, result)[0][0] == "export DISABLE_AUTO_COMPACT=1"
     result.current = None
-    opencode = _pt(-1, 0.3, values={"summary.trigger": 168_000})
+    opencode = _pt(-1, 0.3, values={"summary.trigger_reserve": 0})
     result.base_point = opencode
     assert to_paste("opencode", opencode, result) == (['opencode.json: {"compaction": {"reserved": 0}}'], None)
 

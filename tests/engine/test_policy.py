@@ -100,10 +100,22 @@ def test_a_trigger_given_is_one_trigger_for_every_recording_and_a_rule_never_hid
                                           r"\(goose's 160,000 of 200,000\)"):
         load_policy(str(both))
     for share in (["summary.trigger_share=0.5"], ["summary.trigger_share=0.6", "summary.trigger=120000"]):
-        with pytest.raises(PolicyError, match="trigger_share is a share of the window for a harness's rule"):
+        with pytest.raises(PolicyError, match="trigger_share is a share of the window for the rule of a harness that takes one"):
             load_policy("s08" if len(share) == 1 else "claude-code", share)
     with pytest.raises(PolicyError, match="trigger_rule .* gives a trigger in tokens"):
         load_policy("s08", ["summary.trigger=160000", "summary.trigger_rule=goose"])
+    # Pi's and OpenCode's rules take a reserve off each window, not a share; the others, a share
+    reserved = load_policy("pi", ["summary.trigger_reserve=30000"])
+    assert (reserved.summary.trigger_rule, reserved.summary.trigger_reserve) == ("pi", 30_000)
+    one = load_policy("opencode", ["summary.trigger=150000"])
+    assert (one.summary.trigger_rule, one.summary.trigger_reserve, one.summary.trigger) == ("", 0, 150_000)
+    with pytest.raises(PolicyError, match="trigger_share is a share of the window for the rule of a harness that takes one"):
+        load_policy("pi", ["summary.trigger_share=0.5"])
+    with pytest.raises(PolicyError, match=r"trigger_reserve is taken off the window by the rule of a harness that takes "
+                                          r"one \(trigger_rule pi, opencode\)"):
+        load_policy("claude-code", ["summary.trigger_reserve=20000"])
+    with pytest.raises(PolicyError, match="trigger_reserve is taken off the window"):  # (one trigger: no reserve read)
+        load_policy("pi", ["summary.trigger_reserve=30000", "summary.trigger=150000"])
 
 
 def test_an_unknown_key_of_a_policy_file_names_the_file(tmp_path):

@@ -76,7 +76,9 @@ def test_inspect_compactions_lists_pis(cli):
     doc = json.loads(cli("inspect", "--compactions", DATA / "built-tree-compaction.jsonl", "--format", "json").stdout)
     [row] = doc["sessions"][0]["compactions"]
     assert row["tokens_before"] == 3800 and row["tokens_before_source"] == "recorded by the harness"
-    assert row["call"] == 3 and row["fired"] == "no rule known here for this harness's threshold"
+    assert row["call"] == 3 and row["threshold"] == 183_616  # (Pi's rule: the window less reserveTokens' 16,384)
+    assert row["fired"] == ("at 3,800, before 183,616: a /compact you typed, or a setting other than the one given "
+                            "(the recording does not say which)")
 
 
 @pytest.mark.parametrize("fmt", ["table", "md", "json"])

@@ -11,6 +11,12 @@ for both, so a replay of a harness's preset and the audit of the same session na
   thresholds with three-tier ladder", merged 2026-05; 0.17.1's ``/context`` shows it,
   QwenLM/qwen-code#4945; a breaking change, so 0.17.0 is taken to have it too).
 - ``goose``: 80% of the window (``GOOSE_AUTO_COMPACT_THRESHOLD``'s default).
+- ``pi``: the window less ``compaction.reserveTokens`` (16,384 by default, DEFAULT_COMPACTION_SETTINGS;
+  shouldCompact: the context past it): 183,616 of 200,000.
+- ``opencode``: the window less the reply's reserve, min(the model's max output, 32,000: its
+  OUTPUT_TOKEN_MAX; taken as 32,000), less ``compaction.reserved`` (none by default here: the
+  source has subtracted one only since session/overflow.ts, min(20,000, max output)): 168,000 of
+  200,000. (Where models.dev gives a model an input limit, OpenCode takes that instead: not read here.)
 
 The settings that move these (``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE``, ``contextPercentageThreshold``,
 ...) are read where the harnesses' settings are (``corpus/harness_settings.py``); these are the
@@ -24,9 +30,9 @@ from functools import lru_cache
 #: the harnesses whose own trigger a preset may follow (``summary.trigger_rule``), each with the format
 #: of its own recordings: the rule is taken of the window of those, by their version (another's
 #: window is not the one that harness would run on: ``PRESET_WINDOW`` stands for it)
-RECORDED_BY = {"claude-code": "claude-code", "qwen-code": "qwen", "goose": "goose"}
+RECORDED_BY = {"claude-code": "claude-code", "qwen-code": "qwen", "goose": "goose", "pi": "pi", "opencode": "opencode"}
 RULES = tuple(RECORDED_BY)
-TITLES = {"claude-code": "Claude Code", "qwen-code": "Qwen Code", "goose": "goose"}
+TITLES = {"claude-code": "Claude Code", "qwen-code": "Qwen Code", "goose": "goose", "pi": "Pi", "opencode": "OpenCode"}
 #: the window each rule is taken of where the recording is not its harness's own (another harness's
 #: window is not the one it would run on): the one its preset's figures are written for
 PRESET_WINDOW = 200_000
@@ -34,6 +40,11 @@ PRESET_WINDOW = 200_000
 SHARE_SETTINGS = {"claude-code": "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE",
                   "qwen-code": "model.chatCompression.contextPercentageThreshold",
                   "goose": "GOOSE_AUTO_COMPACT_THRESHOLD"}
+#: the setting that sets each rule's reserve, tokens the window is left short by
+#: (``summary.trigger_reserve``), and its default
+RESERVE_SETTINGS = {"pi": ("compaction.reserveTokens", 16_384), "opencode": ("compaction.reserved", 0)}
+#: OpenCode's reserve for the reply (OUTPUT_TOKEN_MAX: the model's max output where less, not read here)
+OPENCODE_OUTPUT = 32_000
 
 #: Claude Code's reserve for the reply, by version (the first whose prefix matches), and its buffer
 CLAUDE_RESERVE = (("2.0.", 32_000, "2.0.x (estimate: a 2.0.76 session compacted at 155,979)"),
@@ -95,12 +106,16 @@ def claude_code_lowered(window: int, share: float) -> int:
     return int(window * round(share * 100, 6) / 100)
 
 
-def harness_trigger(rule: str, version: str | None, window: int, share: float = 0.0) -> tuple[int, str]:
+def harness_trigger(rule: str, version: str | None, window: int, share: float = 0.0,
+                    reserve: int = 0) -> tuple[int, str]:
     """Where harness ``rule`` (``RULES``), at ``version`` (None: not recorded), auto-compacts on a
     ``window``-token model, and why in words (the version's rule, with its figures): by default, or
-    with its setting's ``share`` of the window (``SHARE_SETTINGS``; 0: not set). Claude Code's
-    share only lowers its default (a higher one it ignores); goose's and Qwen Code's (to 0.16)
-    replace theirs; Qwen Code 0.17 and later ignore theirs."""
+    with its setting's ``share`` of the window (``SHARE_SETTINGS``; 0: not set) or ``reserve``
+    (``RESERVE_SETTINGS``, Pi's and OpenCode's; 0: not set). Claude Code's share only lowers its
+    default (a higher one it ignores); goose's and Qwen Code's (to 0.16) replace theirs; Qwen Code
+    0.17 and later ignore theirs."""
+    if rule in RESERVE_SETTINGS:
+        return _reserved(rule, window, reserve)
     if rule == "claude-code":
         reserve, which = claude_code_reserve(version)
         at = window - reserve - CLAUDE_BUFFER
@@ -124,10 +139,24 @@ def harness_trigger(rule: str, version: str | None, window: int, share: float = 
 
 
 @lru_cache(maxsize=256)
-def trigger_at(rule: str, version: str | None, window: int, share: float = 0.0) -> int:
+def trigger_at(rule: str, version: str | None, window: int, share: float = 0.0, reserve: int = 0) -> int:
     """``harness_trigger``'s figure alone, remembered: a run's summary asks its trigger at every call
     (its words, and five Python calls, at each were 24,000 instructions a call)."""
-    return harness_trigger(rule, version, window, share)[0]
+    return harness_trigger(rule, version, window, share, reserve)[0]
+
+
+def _reserved(rule: str, window: int, reserve: int) -> tuple[int, str]:
+    """Pi's and OpenCode's: the window less the setting's reserve (``reserve``; 0: its default), and
+    OpenCode's less its reply's too."""
+    setting, default = RESERVE_SETTINGS[rule]
+    kept = reserve or default
+    said = f"{setting} {kept:,}" if reserve else f"{TITLES[rule]}'s default {setting} {kept:,}"
+    if rule == "pi":
+        at = window - kept
+        return at, f"{window:,} - {kept:,} ({said}) = {at:,}"
+    at = window - OPENCODE_OUTPUT - kept
+    return at, (f"{window:,} - {OPENCODE_OUTPUT:,} (the reply's reserve) - {kept:,} ({said}) = {at:,}" if kept else
+                f"{window:,} - {OPENCODE_OUTPUT:,} (the reply's reserve; no compaction.reserved) = {at:,}")
 
 
 def _share(rule: str, window: int, share: float, default: float) -> tuple[int, str]:

@@ -13,7 +13,8 @@ prompts up to that many tokens and drops every assistant and tool message (Codex
 ``rollback_if_larger`` undoes a summary that would grow the context (gemini-cli);
 ``count_reasoning`` measures as Codex does, adding the reasoning of earlier turns to the
 recorded usage; ``trigger_rule`` compacts where a harness does by default on each recording's own
-window, by its recorded version (Claude Code's, Qwen Code's, goose's: ``harness_triggers.py``).
+window, by its recorded version (Claude Code's, Qwen Code's, goose's, Pi's, OpenCode's:
+``harness_triggers.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from ..context import Context
 from ...config import Bound, LayerConfig, NonNegative, Positive, opt, section
 from ...transcripts.messages import Entry, cut_text, is_prompt, sized_len, text_of
 from .base import NOTHING, LayerStats, RunEnv, fill, pair_safe_head, pair_safe_tail, summarize
-from .harness_triggers import PRESET_WINDOW, RECORDED_BY, TITLES, harness_failures, harness_trigger, trigger_at
+from .harness_triggers import (PRESET_WINDOW, RECORDED_BY, RESERVE_SETTINGS, SHARE_SETTINGS, TITLES, harness_failures,
+                               harness_trigger, trigger_at)
 from .registry import register
 
 
@@ -62,7 +64,7 @@ def trigger_said(config: SummaryConfig, env: RunEnv) -> tuple[int, str] | None:
     at, rule = trigger_of(config, env), config.trigger_rule
     if rule:
         version, window = _rule_window(config, env)
-        words = harness_trigger(rule, version, window, config.trigger_share)[1]
+        words = harness_trigger(rule, version, window, config.trigger_share, config.trigger_reserve)[1]
         where = ("own on the recording's window (summary.trigger_rule)" if _own(config, env) else
                  f"rule on {PRESET_WINDOW:,}, its preset's window (summary.trigger_rule; not {TITLES[rule]}'s own "
                  "recording)")
@@ -86,7 +88,8 @@ def trigger_now(config: SummaryConfig, env: RunEnv) -> int:
 def trigger_of(config: SummaryConfig, env: RunEnv) -> int:
     """The trigger for this recording: where the policy follows a harness's own rule
     (``trigger_rule``), that harness's on the recording's window (``Window.harness``), by its version,
-    with the share its setting gives (``trigger_share``), where the recording is that harness's own
+    with the share or the reserve its setting gives (``trigger_share``, ``trigger_reserve``), where the
+    recording is that harness's own
     (on any other, on the window its preset's figures are written for: ``harness_triggers``); else
     the harness version's default where the policy gives one for it (``trigger_by_version``: the
     longest prefix of the version) unless ``trigger`` is lower (a setting that lowers the trigger
@@ -95,8 +98,8 @@ def trigger_of(config: SummaryConfig, env: RunEnv) -> int:
     version, rule = env.harness_version, config.trigger_rule
     if rule:  # (asked at every call: ``_rule_window`` inline, the figure remembered)
         if env.window and RECORDED_BY[rule] == env.recorded_format:
-            return trigger_at(rule, version, env.window, config.trigger_share)
-        return trigger_at(rule, None, PRESET_WINDOW, config.trigger_share)
+            return trigger_at(rule, version, env.window, config.trigger_share, config.trigger_reserve)
+        return trigger_at(rule, None, PRESET_WINDOW, config.trigger_share, config.trigger_reserve)
     if version and config.trigger_by_version:
         matches = [prefix for prefix in config.trigger_by_version if version.startswith(prefix)]
         if matches:
@@ -263,7 +266,7 @@ class SummaryConfig(LayerConfig):
     trigger_by_version: dict[str, int] = opt(
         {}, "the default trigger of recordings of a harness version (the longest prefix of the version the recording "
             "names, e.g. {\"2.0.\" = 155000}), unless trigger is lower; trigger for the others", added=True)
-    trigger_rule: Literal["", "claude-code", "qwen-code", "goose"] = opt(
+    trigger_rule: Literal["", "claude-code", "qwen-code", "goose", "pi", "opencode"] = opt(
         "", "the trigger in tokens where that harness compacts on each of its own recordings' windows, by their "
             "version (engine/layers/harness_triggers.py; inspect --compactions holds its compactions to the same), "
             "and on the 200,000 its figures are written for on any other recording, in place of trigger (which must "
@@ -275,19 +278,27 @@ class SummaryConfig(LayerConfig):
              "/ 100, which only lowers Claude Code's default; GOOSE_AUTO_COMPACT_THRESHOLD; Qwen Code's "
              "contextPercentageThreshold, which 0.17 and later ignore), taken of each recording's window; 0: the "
              "harness's default", added=True)
+    trigger_reserve: NonNegative = opt(
+        0, "with trigger_rule pi or opencode: the tokens that harness's setting leaves the window short by "
+           "(Pi's compaction.reserveTokens, OpenCode's compaction.reserved), taken off each recording's window; 0: "
+           "the harness's default", added=True)
 
     def __post_init__(self) -> None:
         if "{summary}" not in self.template:
             raise ValueError("template must contain {summary}")
         if self.trigger_rule and self.unit != "tokens":
             raise ValueError(f"trigger_rule ({self.trigger_rule}) gives a trigger in tokens: set unit = \"tokens\"")
-        if self.trigger_share and not self.trigger_rule:
-            raise ValueError("trigger_share is a share of the window for a harness's rule: set trigger_rule too, or give "
-                             "summary.trigger")
+        if self.trigger_share and self.trigger_rule not in SHARE_SETTINGS:
+            raise ValueError("trigger_share is a share of the window for the rule of a harness that takes one (trigger_rule "
+                             f"{', '.join(SHARE_SETTINGS)}), or give summary.trigger")
+        if self.trigger_reserve and self.trigger_rule not in RESERVE_SETTINGS:
+            raise ValueError("trigger_reserve is taken off the window by the rule of a harness that takes one "
+                             f"(trigger_rule {', '.join(RESERVE_SETTINGS)}), or give summary.trigger")
         if self.trigger_rule and self.trigger != (rule := harness_trigger(self.trigger_rule, None, PRESET_WINDOW)[0]):
             raise ValueError(f"trigger ({self.trigger}) is not read while trigger_rule gives the trigger "
                              f"({self.trigger_rule}'s {rule:,} of {PRESET_WINDOW:,}): remove trigger_rule for one trigger "
-                             "on every recording, or give trigger_share for a share of each window")
+                             "on every recording, or give trigger_share (trigger_reserve) for a share of (tokens off) "
+                             "each window")
         for prefix, value in self.trigger_by_version.items():
             if not isinstance(prefix, str) or type(value) is not int or value <= 0:
                 raise ValueError(f"trigger_by_version: {prefix!r} = {value!r}: a version prefix and a trigger above 0")
