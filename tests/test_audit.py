@@ -327,6 +327,13 @@ def test_the_harness_rules_give_the_harnesses_own_figures():
     reserved = [("pi", 200_000, 0, 183_616), ("pi", 400_000, 0, 383_616), ("pi", 1_000_000, 50_000, 950_000),
                 ("opencode", 200_000, 0, 168_000), ("opencode", 400_000, 0, 368_000), ("opencode", 200_000, 20_000, 148_000)]
     assert [harness_trigger(rule, None, w, 0.0, r)[0] for rule, w, r, _ in reserved] == [at for *_, at in reserved]
+    # (a reserve of the whole window: past it at every check, never a trigger under 0)
+    assert harness_trigger("pi", None, 200_000, 0.0, 250_000) == (
+        0, "200,000 - 250,000 (compaction.reserveTokens 250,000) is under 0: 0, every check")
+    with pytest.raises(UsageError, match=r"reserveTokens=-3 \(x\): not a number from 0 to 10,000,000$"):
+        from compactlab.corpus.harness_settings import Setting, reserve_threshold
+
+        reserve_threshold("pi", 200_000, {"compaction.reserveTokens": Setting("-3", "x")})
     with pytest.raises(ValueError, match="no trigger rule 'codex'"):
         harness_trigger("codex", None, 272_000)
 

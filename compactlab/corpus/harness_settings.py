@@ -545,10 +545,15 @@ def number(s: Setting, key: str, low: float, high: float) -> float:
     except ValueError:
         value = float("nan")
     if not low <= value <= high:
-        bounds = (f" from {low:g} to {high:g}" if low > float("-inf")
-                  else f" of at most {high:g}" if high < float("inf") else "")
+        bounds = (f" from {_figure(low)} to {_figure(high)}" if low > float("-inf")
+                  else f" of at most {_figure(high)}" if high < float("inf") else "")
         raise UsageError(f"{key}={s.value[:20]} ({s.source}): not a number{bounds}")
     return value
+
+
+def _figure(bound: float) -> str:
+    """A bound as a setting's error says it: a whole number with its thousands (10,000,000, not 1e+07)."""
+    return f"{int(bound):,}" if bound == int(bound) else f"{bound:g}"
 
 
 def parse_setting(name: str, lines: list[str]) -> dict[str, Any]:

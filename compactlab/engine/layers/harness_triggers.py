@@ -152,11 +152,14 @@ def _reserved(rule: str, window: int, reserve: int) -> tuple[int, str]:
     kept = reserve or default
     said = f"{setting} {kept:,}" if reserve else f"{TITLES[rule]}'s default {setting} {kept:,}"
     if rule == "pi":
-        at = window - kept
-        return at, f"{window:,} - {kept:,} ({said}) = {at:,}"
-    at = window - OPENCODE_OUTPUT - kept
-    return at, (f"{window:,} - {OPENCODE_OUTPUT:,} (the reply's reserve) - {kept:,} ({said}) = {at:,}" if kept else
-                f"{window:,} - {OPENCODE_OUTPUT:,} (the reply's reserve; no compaction.reserved) = {at:,}")
+        at, words = window - kept, f"{window:,} - {kept:,} ({said})"
+    elif kept:
+        at, words = window - OPENCODE_OUTPUT - kept, f"{window:,} - {OPENCODE_OUTPUT:,} (the reply's reserve) - {kept:,} ({said})"
+    else:
+        at, words = window - OPENCODE_OUTPUT, f"{window:,} - {OPENCODE_OUTPUT:,} (the reply's reserve; no compaction.reserved)"
+    if at < 0:  # (a reserve of the whole window: past it at every check, as the harness compacts then)
+        return 0, f"{words} is under 0: 0, every check"
+    return at, f"{words} = {at:,}"
 
 
 def _share(rule: str, window: int, share: float, default: float) -> tuple[int, str]:
