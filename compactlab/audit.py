@@ -43,7 +43,6 @@ from typing import Any
 from .corpus.harness_settings import (PROJECT_FILES, Setting, goose_threshold, number, of_format, qwen_code_threshold,
                                       RESERVES, reserve_threshold, settings_for)
 from .engine.layers.harness_triggers import claude_code_lowered, harness_trigger
-from .errors import UsageError
 from .transcripts import Transcript
 
 def _number(settings: dict[str, Setting], key: str, low: float, high: float) -> float | None:

@@ -774,7 +774,6 @@ def _native_built() -> bool:
 def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_size: int, calls: int, rounds: int,
             out: Any, startup: dict[str, int] | None = None, dask_idle: float | None = None,
             against: Baseline | None = None) -> dict[str, Any]:
-    floor = by["floor"].wall
     start = by["startup (--version)"].wall
     rows: list[tuple[str, float, str, bool | None]] = []
 

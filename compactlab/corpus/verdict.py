@@ -25,7 +25,7 @@ from .. import metrics
 from ..core import in_use
 from ..engine.records import ACTIONS
 from ..plain import dataclass, pattern
-from .guard import (NEAR, TIE_SHARE, TIE_USD, Candidate, dearer_than_none, dearer_where_fits, lead, near_ties, pick,
+from .guard import (NEAR, TIE_SHARE, Candidate, dearer_than_none, dearer_where_fits, lead, near_ties, pick,
                     under_floors)
 
 

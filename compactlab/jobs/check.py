@@ -18,7 +18,7 @@ from ..corpus.check import (CheckResult, compare_record, find_record, load_basel
                             transcript_key, write_baseline)
 from ..corpus.compare import build_grid
 from ..corpus.guard import dearer_policies
-from ..errors import UsageError, cannot_write
+from ..errors import cannot_write
 from ..plain import dataclass
 from ..plumbing.interrupts import exit_status
 from ..plumbing.outputs import atomic_write_bytes, check_destination

@@ -8,7 +8,6 @@ difference is paired.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from ..plain import NamedTuple
 

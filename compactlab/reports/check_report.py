@@ -6,8 +6,6 @@ from collections.abc import Callable
 from typing import TextIO
 from xml.etree import ElementTree as ET
 
-import orjson
-
 from ..corpus.check import CheckResult
 from ..plumbing.files import named
 from .terminal import Printer, Table

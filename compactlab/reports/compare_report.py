@@ -16,7 +16,7 @@ import orjson
 
 
 from ..plain import dataclass
-from ..plumbing.outputs import Content, OutputDir, safe_stem
+from ..plumbing.outputs import Content, safe_stem
 from ..engine.records import NUMERIC_SUMMARY_KEYS
 from ..metrics import METRICS, Metric, lower_is_better
 from ..corpus.guard import dearer_than_none

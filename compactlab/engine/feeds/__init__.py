@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from functools import cached_property
 
-from ...transcripts import Transcript, TranscriptStream, load_transcript, open_transcript
+from ...transcripts import Transcript, load_transcript, open_transcript
 from ...transcripts.reader import Head, is_document, read_head
 from ..measures import probe_cache
 from .base import READ_BATCH, Call, Feed, LoadedFeed, StreamFeed, as_feed

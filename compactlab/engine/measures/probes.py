@@ -42,7 +42,6 @@ from __future__ import annotations
 import builtins
 import keyword
 import operator
-import re
 import sys
 from bisect import bisect_left, bisect_right
 from collections import deque
