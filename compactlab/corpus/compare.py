@@ -212,9 +212,9 @@ def triggers(grid: list[tuple[Policy, tuple]], units: dict[str, str], results: I
     """Each grid entry's label and trigger (``trigger_of``, with the triggers its ``results``' runs
     compacted at), for the verdict's words."""
     seen: dict[str, set[int]] = {}
-    for r in results:
+    for r in results:  # (by the grid entry's label: a swept policy's runs are its name's, each with its values)
         if (at := r.summary.get("summary_trigger")) is not None:
-            seen.setdefault(r.policy, set()).add(at)
+            seen.setdefault(label_of(r.policy, dict(r.swept), units), set()).add(at)
     out = {}
     for policy, swept in grid:
         label = label_of(policy.name, dict(swept), units)

@@ -285,3 +285,21 @@ def test_a_compare_of_goose_or_qwen_code_sessions_compares_their_preset_too(cli,
     assert "goose (goose's default) never acted on these sessions either: keep it as it is" in verdict["recommendation"]
     r = cli("tune", session, "--harness", "goose", "--trials", "2", "--out", tmp_path / "t", "-q")
     assert r.exit_code == 0 and "There is nothing to set: the point recommended is goose's default." in r.stdout
+
+
+def test_a_swept_harness_rule_names_each_values_own_triggers_in_the_verdict(cli, tmp_path):
+    """The verdict's words for a preset that follows its harness's rule take the triggers its runs
+    compacted at, by grid entry: each swept value's own (they were looked up by the policy's name
+    alone, so a swept entry found none and was said to compact at the preset's 183,616)."""
+    from pathlib import Path
+
+    pi = (Path(__file__).parent.parent / "transcripts" / "data" / "pi" / "built-tree-compaction.jsonl").read_text()
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    (folder / "claude.jsonl").write_text(pi)  # (claude-sonnet-4-5: 200,000)
+    (folder / "gpt5.jsonl").write_text(pi.replace('"claude-sonnet-4-5"', '"gpt-5"'))  # (400,000)
+    r = cli("compare", folder, "-p", "pi", "--sweep", "summary.trigger_reserve=0,30000", "--out", tmp_path / "c")
+    assert r.exit_code == 0, r.stderr
+    words = " ".join(r.stdout.split())
+    assert ("pi summary.trigger_reserve=30000 (summary past 170,000–370,000 tokens, Pi's own on each session's "
+            "window)") in words, words
