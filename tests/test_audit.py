@@ -609,3 +609,46 @@ def test_an_opencode_compaction_and_the_opencode_preset_name_one_trigger(cli, tm
         run = replay(t, load_policy("opencode", [f"summary.trigger_reserve={reserve}"]))
         assert run.summary.summary_trigger == row["threshold"] and "OpenCode's own" in run.summary.summary_trigger_source
     assert row["fired"] == "fired at 5,390, before 148,000: the settings given are not the ones it ran with", row
+
+
+def test_pis_settings_are_read_from_its_files_as_pi_reads_them(cli, tmp_path, monkeypatch):
+    """Pi's compaction settings: ``~/.pi/agent/settings.json`` (or ``$PI_CODING_AGENT_DIR``'s), and a
+    project's ``.pi/settings.json`` over it, each said with its source: the audit holds the
+    session's compaction to the reserve they give, tune's base and the replay's note read the
+    same, and a reserve Pi's default or auto-compaction off are said so."""
+    from compactlab.corpus.harness_settings import Setting, current
+
+    home = tmp_path / "home"
+    (home / ".pi" / "agent").mkdir(parents=True)
+    (home / ".pi" / "agent" / "settings.json").write_text('{"compaction": {"reserveTokens": 30000}, "theme": "dark"}')
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("PI_CODING_AGENT_DIR", raising=False)
+    path = tmp_path / "pi.jsonl"
+    path.write_text(PI_SESSION.read_text().replace('"claude-sonnet-4-5"', '"gpt-5"'))
+    doc = json.loads(cli("inspect", "--compactions", path, "--format", "json").stdout)
+    [row] = doc["sessions"][0]["compactions"]
+    assert doc["sessions"][0]["settings"] == {"compaction.reserveTokens": {"value": "30000",
+                                                                           "source": "~/.pi/agent/settings.json"}}
+    assert row["threshold"] == 370_000 and row["threshold_source"].endswith("(~/.pi/agent/settings.json)")
+    r = cli("replay", path, "-p", "pi", "--out", tmp_path / "r")
+    assert ("note: pi is Pi's default, and you set compaction.reserveTokens = 30000 (~/.pi/agent/settings.json): "
+            "that many tokens off each session's window (170,000 of 200,000); -p pi --set summary.trigger_reserve=30000 "
+            "replays yours (tune --harness pi starts from it)") in \
+        " ".join(r.stderr.split()), r.stderr
+    # a project's own file over the user's, where the session was started in a folder here
+    project = tmp_path / "proj"
+    (project / ".pi").mkdir(parents=True)
+    (project / ".pi" / "settings.json").write_text('{"compaction": {"enabled": false}}')
+    settings = settings_for([], env={"HOME": str(home)}, home=str(home), project=str(project), project_of="pi")
+    assert settings["compaction.enabled"] == Setting("false", str(project / ".pi" / "settings.json"))
+    assert current("pi", settings)[0] == ["summary.enabled=false"]
+    moved = tmp_path / "agent"
+    moved.mkdir()
+    (moved / "settings.json").write_text('{"compaction": {"reserveTokens": 16384}}')
+    elsewhere = settings_for([], env={"HOME": str(home), "PI_CODING_AGENT_DIR": str(moved)}, home=str(home),
+                             harness="pi")
+    assert current("pi", elsewhere) == ([], f"compaction.reserveTokens = 16384 ({moved / 'settings.json'}): the "
+                                            "default")
+    (home / ".pi" / "agent" / "settings.json").write_text("[1]")
+    bad = cli("inspect", "--compactions", path)
+    assert bad.exit_code == 2 and "settings.json: not a settings file compactlab can read" in bad.stderr, bad.stderr

@@ -24,8 +24,9 @@ from .common import format_option, quiet_option, verbose_option, input_options, 
                    "presets).")
 @click.option("--setting", "settings", multiple=True, metavar="KEY=VALUE",
               help="With --compactions: a harness setting, as you set it (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60, "
-                   "autoCompactWindow=400000, GOOSE_AUTO_COMPACT_THRESHOLD=0.6, ...); else read from the environment, "
-                   "~/.claude/settings.json and Codex's config.toml.")
+                   "autoCompactWindow=400000, GOOSE_AUTO_COMPACT_THRESHOLD=0.6, compaction.reserveTokens=30000, ...); else "
+                   "read where each harness keeps it (the environment, ~/.claude/settings.json, Codex's config.toml, "
+                   "~/.pi/agent/settings.json, ...), each said with its source.")
 @subagents_option
 @sessions_options
 @quiet_option

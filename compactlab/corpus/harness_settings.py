@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Callable
 
-from ..engine.layers.harness_triggers import (GOOSE_DEFAULT, QWEN_CODE_DEFAULT, RESERVE_SETTINGS, RULES,
-                                              claude_code_lowered, harness_trigger, qwen_code_ladder)
+from ..engine.layers.harness_triggers import (GOOSE_DEFAULT, PRESET_WINDOW, QWEN_CODE_DEFAULT, RESERVE_SETTINGS,
+                                              RULES, claude_code_lowered, harness_trigger, qwen_code_ladder)
 from ..engine.window import GEMINI_CLI_WINDOW
 from ..errors import UsageError
 from ..plain import dataclass
@@ -405,6 +405,8 @@ def current(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | 
             return ([f"summary.trigger_share={value:g}"],
                     f"{said}: that share of each session's window ({at:,} of {window:,})")
         return [f"summary.trigger={at}"], f"{said}: {at:,} tokens"
+    if name == "pi":
+        return _current_reserve(name, settings)
     if name == "codex" and (limit := settings.get("model_auto_compact_token_limit")) is not None:
         value = int(number(limit, "model_auto_compact_token_limit", 1_000, 10_000_000))
         said = f"model_auto_compact_token_limit = {limit.value} ({limit.source})"
@@ -412,6 +414,22 @@ def current(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | 
             return [], said + f": at or above 90% of the window, which Codex keeps ({CODEX_LIMIT:,})"
         return [f"summary.trigger={value}"], said
     return None
+
+
+def _current_reserve(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | None:
+    """``current`` of a harness whose setting is a reserve off the window (Pi's: ``RESERVES``)."""
+    key, switch = RESERVES[name]
+    if (at := reserve_threshold(name, PRESET_WINDOW, settings)[0]) is None:
+        off = settings[switch]
+        return ["summary.enabled=false"], f"{switch} = {off.value} ({off.source}): auto-compaction off"
+    if (given := settings.get(key)) is None:
+        return None
+    reserve = int(number(given, key, 0, MOST_RESERVED))
+    said = f"{key} = {given.value} ({given.source})"
+    if reserve == RESERVE_SETTINGS[name][1]:
+        return [], said + ": the default"
+    return ([f"summary.trigger_reserve={reserve}"],
+            f"{said}: that many tokens off each session's window ({at:,} of {PRESET_WINDOW:,})")
 
 
 def set_in_projects(name: str, folders: Iterable[str], env: dict[str, str] | None = None,
@@ -723,8 +741,8 @@ GOOSE_SETTINGS = ("GOOSE_AUTO_COMPACT_THRESHOLD",)
 QWEN_SETTINGS = ("model.chatCompression.contextPercentageThreshold",)
 #: Gemini CLI's (``~/.gemini/settings.json``)
 GEMINI_SETTINGS = ("model.compressionThreshold",)
-#: Pi's (``~/.pi/agent/settings.json``) and OpenCode's (``opencode.json``): given with ``--setting``, their
-#: files not read here
+#: Pi's (``~/.pi/agent/settings.json``, or ``$PI_CODING_AGENT_DIR/settings.json``, and a project's
+#: ``.pi/settings.json``) and OpenCode's (``opencode.json``: given with ``--setting``, its files not read here)
 PI_SETTINGS = ("compaction.reserveTokens", "compaction.enabled")
 OPENCODE_SETTINGS = ("compaction.reserved", "compaction.auto")
 #: each reserve's setting, and the one that turns that harness's auto-compaction off (``false``)
@@ -734,7 +752,7 @@ CLAUDE_FILE_KEYS = {"autoCompactWindow": "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "aut
 #: the most binding first: they override the user's file (Claude Code's local settings over its
 #: shared ones, both over ``~/.claude/settings.json``; Qwen Code's over ``~/.qwen/settings.json``)
 PROJECT_FILES = {"claude-code": (".claude/settings.local.json", ".claude/settings.json"),
-                 "qwen-code": (".qwen/settings.json",)}
+                 "qwen-code": (".qwen/settings.json",), "pi": (".pi/settings.json",)}
 
 
 @dataclass(frozen=True)
@@ -745,23 +763,14 @@ class Setting:
     source: str  # "--setting", "the environment", "~/.claude/settings.json"
 
 
-def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | None = None,
-                 home: str | None = None, harness: str | None = None,
-                 project: str | None = None, project_of: str | None = None) -> dict[str, Setting]:
-    """The settings that decide Claude Code's, Codex's, goose's, Qwen Code's and Gemini CLI's
-    auto-compaction, each with where it came from: ``--setting KEY=VALUE`` first, then the
-    environment, then the project's files (``PROJECT_FILES`` under ``project``, the folder a session
-    was started in, where it is a folder here), then ``~/.claude/settings.json``, Codex's
-    ``config.toml``, ``~/.qwen/settings.json`` and ``~/.gemini/settings.json``. ``harness``: only
-    that harness's (a file of another's that does not parse is not read, so not an error);
-    ``project_of``: only that harness's project files (a session's: the folder it ran in holds its
-    harness's)."""
-    env = dict(os.environ) if env is None else env
+def _given(given: list[str] | tuple[str, ...]) -> dict[str, Setting]:
+    """The settings given with ``--setting KEY=VALUE`` (each a setting compactlab reads, else a
+    one-line error), by the name ``settings_for`` gives each."""
     out: dict[str, Setting] = {}
+    known = (*CLAUDE_SETTINGS, *CLAUDE_FILE_KEYS, *CODEX_SETTINGS, *GOOSE_SETTINGS, *QWEN_SETTINGS,
+             *GEMINI_SETTINGS, *PI_SETTINGS, *OPENCODE_SETTINGS)
     for item in given:
         key, sep, value = item.partition("=")
-        known = (*CLAUDE_SETTINGS, *CLAUDE_FILE_KEYS, *CODEX_SETTINGS, *GOOSE_SETTINGS, *QWEN_SETTINGS,
-                 *GEMINI_SETTINGS, *PI_SETTINGS, *OPENCODE_SETTINGS)
         if not sep or key.strip() not in known:
             raise UsageError(f"--setting {item[:80]!r}: not KEY=VALUE of a setting compactlab reads",
                              hint=f"one of {', '.join(known)}")
@@ -770,6 +779,24 @@ def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | 
         if key == "DISABLE_AUTO_COMPACT" and item.partition("=")[0].strip() == "autoCompactEnabled":
             value = "0" if value.lower() in ("true", "1") else "1"
         out.setdefault(key, Setting(value, "--setting"))
+    return out
+
+
+def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | None = None,
+                 home: str | None = None, harness: str | None = None,
+                 project: str | None = None, project_of: str | None = None) -> dict[str, Setting]:
+    """The settings that decide Claude Code's, Codex's, goose's, Qwen Code's, Gemini CLI's and Pi's
+    auto-compaction, each with where it came from: ``--setting KEY=VALUE`` first, then the
+    environment, then the project's files (``PROJECT_FILES`` under ``project``, the folder a session
+    was started in, where it is a folder here), then ``~/.claude/settings.json``, Codex's
+    ``config.toml``, ``~/.qwen/settings.json``, ``~/.gemini/settings.json`` and Pi's
+    ``~/.pi/agent/settings.json``. ``harness``: only
+    that harness's (a file of another's that does not parse is not read, so not an error);
+    ``project_of``: only that harness's project files (a session's: the folder it ran in holds its
+    harness's)."""
+    env = dict(os.environ) if env is None else env
+    out = _given(given)
+
     def reads(name: str) -> bool:
         return harness is None or harness == name
 
@@ -777,14 +804,17 @@ def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | 
         if key not in out and env.get(key, "").strip():
             out[key] = Setting(env[key].strip(), "the environment")
     root = str(Path(home or env.get("HOME") or Path.home()))
-    parsers = {"claude-code": _settings_file, "qwen-code": _qwen_settings, "gemini-cli": _gemini_settings}
+    parsers = {"claude-code": _settings_file, "qwen-code": _qwen_settings, "gemini-cli": _gemini_settings,
+               "pi": _pi_settings}
     here = bool(project) and Path(str(project)).is_dir()
     in_project = [(reads(h) and project_of in (None, h), Path(str(project)) / name, parsers[h])
                   for h, names in PROJECT_FILES.items() if here for name in names]
     files = (*in_project,
              *((reads(h), Path(root) / f".{folder}" / "settings.json", parsers[h])
                for h, folder in (("claude-code", "claude"), ("qwen-code", "qwen"), ("gemini-cli", "gemini"))),
-             (reads("codex"), Path(env.get("CODEX_HOME") or Path(root) / ".codex") / "config.toml", _codex_config))
+             (reads("codex"), Path(env.get("CODEX_HOME") or Path(root) / ".codex") / "config.toml", _codex_config),
+             (reads("pi"), Path(env.get("PI_CODING_AGENT_DIR") or Path(root) / ".pi" / "agent") / "settings.json",
+              _pi_settings))
     for read, path, parse in files:
         for key, value in (parse(path).items() if read else ()):
             out.setdefault(key, Setting(value, _shown(path, root)))
@@ -848,6 +878,15 @@ def _qwen_settings(path: Path) -> dict[str, str]:
 def _gemini_settings(path: Path) -> dict[str, str]:
     """What Gemini CLI's settings file sets of ``GEMINI_SETTINGS`` (its ``model`` table)."""
     return _nested_numbers(path, GEMINI_SETTINGS)
+
+
+def _pi_settings(path: Path) -> dict[str, str]:
+    """What Pi's settings file sets of ``PI_SETTINGS`` (its ``compaction`` table)."""
+    out = _nested_numbers(path, PI_SETTINGS[:1])
+    compaction = _json_settings(path).get("compaction")
+    if isinstance(compaction, dict) and isinstance(compaction.get("enabled"), bool):
+        out["compaction.enabled"] = str(compaction["enabled"]).lower()
+    return out
 
 
 def _settings_file(path: Path) -> dict[str, str]:

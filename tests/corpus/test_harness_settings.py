@@ -623,5 +623,6 @@ def test_the_settings_read_are_those_of_the_presets_a_run_looks_at():
              for k in ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "model_auto_compact_token_limit",
                        "GOOSE_AUTO_COMPACT_THRESHOLD", "model.chatCompression.contextPercentageThreshold",
                        "model.compressionThreshold")}
+    every["compaction.reserveTokens"] = Setting("30000", "a test")  # (Pi's; OpenCode's files are not read)
     read = {h.preset for h in TABLE.values() if current(h.name, every) is not None}
     assert read == set(SETTINGS_READ)
