@@ -30,8 +30,9 @@ automatic or a ``/compress`` typed, so one the rule does not explain is said to 
 the window less ``compaction.reserveTokens`` (16,384 by default; ``compaction.enabled: false`` off),
 and a Pi session does not say whether a compaction was automatic or a ``/compact`` typed either.
 OpenCode's, for the compactions it asked for itself: the window less the reply's 32,000 less
-``compaction.reserved`` (none by default here; ``compaction.auto: false`` off). Pi's and OpenCode's
-settings are read only from ``--setting``, not from their files. The rules are
+``compaction.reserved`` (none by default here; ``compaction.auto: false`` off). Pi's settings are
+read from its files (``~/.pi/agent/settings.json``, a project's ``.pi/settings.json``); OpenCode's
+only from ``--setting``, not from its files. The rules are
 ``engine/layers/harness_triggers.py``'s, which the harnesses' presets compact by on the same sessions.
 """
 

@@ -571,7 +571,7 @@ def number(s: Setting, key: str, low: float, high: float) -> float:
 
 def _figure(bound: float) -> str:
     """A bound as a setting's error says it: a whole number with its thousands (10,000,000, not 1e+07)."""
-    return f"{int(bound):,}" if bound == int(bound) else f"{bound:g}"
+    return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
 
 
 def parse_setting(name: str, lines: list[str]) -> dict[str, Any]:
@@ -654,9 +654,11 @@ SETTINGS: dict[str, list[tuple[str, str, str, str, str]]] = {
          "summary.enabled / micro.enabled"),
     ],
     "pi": [
-        ("compaction.reserveTokens", "~/.pi/agent/settings.json", "tokens", "16,384 (DEFAULT_COMPACTION_SETTINGS: "
+        ("compaction.reserveTokens", "~/.pi/agent/settings.json (or the project's .pi/settings.json)", "tokens",
+         "16,384 (DEFAULT_COMPACTION_SETTINGS: "
          "183,616 of 200,000)", "summary.trigger_reserve = it, taken off each session's window (summary.trigger_rule)"),
-        ("compaction.enabled", "~/.pi/agent/settings.json", "true / false", "true", "summary.enabled"),
+        ("compaction.enabled", "~/.pi/agent/settings.json (or the project's .pi/settings.json)", "true / false",
+         "true", "summary.enabled"),
     ],
     "goose": [
         ("GOOSE_AUTO_COMPACT_THRESHOLD", "environment", "0-1 (a share of the model's token "

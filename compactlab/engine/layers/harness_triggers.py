@@ -154,9 +154,11 @@ def _reserved(rule: str, window: int, reserve: int) -> tuple[int, str]:
     if rule == "pi":
         at, words = window - kept, f"{window:,} - {kept:,} ({said})"
     elif kept:
-        at, words = window - OPENCODE_OUTPUT - kept, f"{window:,} - {OPENCODE_OUTPUT:,} (the reply's reserve) - {kept:,} ({said})"
+        at = window - OPENCODE_OUTPUT - kept
+        words = f"{window:,} - {OPENCODE_OUTPUT:,} (the reply's reserve) - {kept:,} ({said})"
     else:
-        at, words = window - OPENCODE_OUTPUT, f"{window:,} - {OPENCODE_OUTPUT:,} (the reply's reserve; no compaction.reserved)"
+        at = window - OPENCODE_OUTPUT
+        words = f"{window:,} - {OPENCODE_OUTPUT:,} (the reply's reserve; no compaction.reserved)"
     if at < 0:  # (a reserve of the whole window: past it at every check, as the harness compacts then)
         return 0, f"{words} is under 0: 0, every check"
     return at, f"{words} = {at:,}"
