@@ -31,8 +31,9 @@ the window less ``compaction.reserveTokens`` (16,384 by default; ``compaction.en
 and a Pi session does not say whether a compaction was automatic or a ``/compact`` typed either.
 OpenCode's, for the compactions it asked for itself: the window less the reply's 32,000 less
 ``compaction.reserved`` (none by default here; ``compaction.auto: false`` off). Pi's settings are
-read from its files (``~/.pi/agent/settings.json``, a project's ``.pi/settings.json``); OpenCode's
-only from ``--setting``, not from its files. The rules are
+read from its files (``~/.pi/agent/settings.json``, a project's ``.pi/settings.json``), OpenCode's
+from its configs (``~/.config/opencode/opencode.json``, ``$OPENCODE_CONFIG``, a project's
+``opencode.json``, or ``.jsonc``, JSON with comments). The rules are
 ``engine/layers/harness_triggers.py``'s, which the harnesses' presets compact by on the same sessions.
 """
 

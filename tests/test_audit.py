@@ -652,3 +652,42 @@ def test_pis_settings_are_read_from_its_files_as_pi_reads_them(cli, tmp_path, mo
     (home / ".pi" / "agent" / "settings.json").write_text("[1]")
     bad = cli("inspect", "--compactions", path)
     assert bad.exit_code == 2 and "settings.json: not a settings file compactlab can read" in bad.stderr, bad.stderr
+
+
+def test_opencodes_config_is_read_as_opencode_reads_it(cli, tmp_path, monkeypatch):
+    """OpenCode's compaction settings: its global config (``$XDG_CONFIG_HOME/opencode/opencode.json``,
+    ``~/.config`` by default), ``$OPENCODE_CONFIG`` over it, a project's ``opencode.json`` over both,
+    each said with its source: the audit holds OpenCode's own compaction to the reserve they give,
+    and a replay of the preset says yours."""
+    from compactlab.corpus.harness_settings import current
+    from transcripts.test_opencode import build_store
+
+    home = tmp_path / "home"
+    (home / ".config" / "opencode").mkdir(parents=True)
+    (home / ".config" / "opencode" / "opencode.json").write_text(  # (comments and a trailing comma, as OpenCode takes)
+        '{"$schema": "https://opencode.ai/config.json", // the schema\n'
+        ' "compaction": {"reserved": 20000, /* tokens */ "prune": true,},}')
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("XDG_CONFIG_HOME", "OPENCODE_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    session = f"{build_store(tmp_path / 'opencode.db')}#ses_main"
+    doc = json.loads(cli("inspect", "--compactions", session, "--format", "json").stdout)
+    [row] = doc["sessions"][0]["compactions"]
+    assert doc["sessions"][0]["settings"] == {"compaction.reserved": {"value": "20000",
+                                                                       "source": "~/.config/opencode/opencode.json"}}
+    assert row["threshold"] == 148_000 and row["threshold_source"].endswith("(~/.config/opencode/opencode.json)")
+    r = cli("replay", session, "-p", "opencode", "--out", tmp_path / "r")
+    assert ("you set compaction.reserved = 20000 (~/.config/opencode/opencode.json): that many tokens off each "
+            "session's window (148,000 of 200,000); -p opencode --set summary.trigger_reserve=20000 replays yours") in \
+        " ".join(r.stderr.split()), r.stderr
+    custom = tmp_path / "custom.json"
+    custom.write_text('{"compaction": {"auto": false}}')
+    mine = settings_for([], env={"HOME": str(home), "OPENCODE_CONFIG": str(custom)}, home=str(home), harness="opencode")
+    assert current("opencode", mine) == (["summary.enabled=false"], f"compaction.auto = false ({custom}): "
+                                                                    "auto-compaction off")
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "opencode.jsonc").write_text('{"compaction": {"reserved": 40000}} // mine')
+    theirs = settings_for([], env={"HOME": str(home), "OPENCODE_CONFIG": str(custom)}, home=str(home),
+                          project=str(project), project_of="opencode")
+    assert theirs["compaction.reserved"].value == "40000" and "compaction.auto" in theirs  # (both read, the project's first)

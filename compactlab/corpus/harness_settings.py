@@ -405,7 +405,7 @@ def current(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | 
             return ([f"summary.trigger_share={value:g}"],
                     f"{said}: that share of each session's window ({at:,} of {window:,})")
         return [f"summary.trigger={at}"], f"{said}: {at:,} tokens"
-    if name == "pi":
+    if name in RESERVES:
         return _current_reserve(name, settings)
     if name == "codex" and (limit := settings.get("model_auto_compact_token_limit")) is not None:
         value = int(number(limit, "model_auto_compact_token_limit", 1_000, 10_000_000))
@@ -417,7 +417,7 @@ def current(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | 
 
 
 def _current_reserve(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | None:
-    """``current`` of a harness whose setting is a reserve off the window (Pi's: ``RESERVES``)."""
+    """``current`` of a harness whose setting is a reserve off the window (Pi's, OpenCode's: ``RESERVES``)."""
     key, switch = RESERVES[name]
     if (at := reserve_threshold(name, PRESET_WINDOW, settings)[0]) is None:
         off = settings[switch]
@@ -646,7 +646,7 @@ SETTINGS: dict[str, list[tuple[str, str, str, str, str]]] = {
          "summary.trigger = that share of 1,048,576"),
     ],
     "opencode": [
-        ("compaction.reserved", "opencode.json", "tokens", "min(20,000, the model's max output) in the current source "
+        ("compaction.reserved", "opencode.json(c) (~/.config/opencode/, $OPENCODE_CONFIG, the project's)", "tokens", "min(20,000, the model's max output) in the current source "
          "(session/overflow.ts); none before it (the preset's: 168,000 of 200,000)",
          "summary.trigger_reserve = it, taken with the 32,000 output reserve off each session's window "
          "(summary.trigger_rule)"),
@@ -744,7 +744,8 @@ QWEN_SETTINGS = ("model.chatCompression.contextPercentageThreshold",)
 #: Gemini CLI's (``~/.gemini/settings.json``)
 GEMINI_SETTINGS = ("model.compressionThreshold",)
 #: Pi's (``~/.pi/agent/settings.json``, or ``$PI_CODING_AGENT_DIR/settings.json``, and a project's
-#: ``.pi/settings.json``) and OpenCode's (``opencode.json``: given with ``--setting``, its files not read here)
+#: ``.pi/settings.json``) and OpenCode's (``~/.config/opencode/opencode.json`` or ``.jsonc``,
+#: ``$OPENCODE_CONFIG``, and a project's ``opencode.json`` or ``.jsonc``: JSON with comments)
 PI_SETTINGS = ("compaction.reserveTokens", "compaction.enabled")
 OPENCODE_SETTINGS = ("compaction.reserved", "compaction.auto")
 #: each reserve's setting, and the one that turns that harness's auto-compaction off (``false``)
@@ -754,7 +755,8 @@ CLAUDE_FILE_KEYS = {"autoCompactWindow": "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "aut
 #: the most binding first: they override the user's file (Claude Code's local settings over its
 #: shared ones, both over ``~/.claude/settings.json``; Qwen Code's over ``~/.qwen/settings.json``)
 PROJECT_FILES = {"claude-code": (".claude/settings.local.json", ".claude/settings.json"),
-                 "qwen-code": (".qwen/settings.json",), "pi": (".pi/settings.json",)}
+                 "qwen-code": (".qwen/settings.json",), "pi": (".pi/settings.json",),
+                 "opencode": ("opencode.json", "opencode.jsonc")}
 
 
 @dataclass(frozen=True)
@@ -787,12 +789,13 @@ def _given(given: list[str] | tuple[str, ...]) -> dict[str, Setting]:
 def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | None = None,
                  home: str | None = None, harness: str | None = None,
                  project: str | None = None, project_of: str | None = None) -> dict[str, Setting]:
-    """The settings that decide Claude Code's, Codex's, goose's, Qwen Code's, Gemini CLI's and Pi's
-    auto-compaction, each with where it came from: ``--setting KEY=VALUE`` first, then the
+    """The settings that decide Claude Code's, Codex's, goose's, Qwen Code's, Gemini CLI's, Pi's and
+    OpenCode's auto-compaction, each with where it came from: ``--setting KEY=VALUE`` first, then the
     environment, then the project's files (``PROJECT_FILES`` under ``project``, the folder a session
     was started in, where it is a folder here), then ``~/.claude/settings.json``, Codex's
-    ``config.toml``, ``~/.qwen/settings.json``, ``~/.gemini/settings.json`` and Pi's
-    ``~/.pi/agent/settings.json``. ``harness``: only
+    ``config.toml``, ``~/.qwen/settings.json``, ``~/.gemini/settings.json``, Pi's
+    ``~/.pi/agent/settings.json`` and OpenCode's ``$OPENCODE_CONFIG`` and
+    ``~/.config/opencode/opencode.json(c)``. ``harness``: only
     that harness's (a file of another's that does not parse is not read, so not an error);
     ``project_of``: only that harness's project files (a session's: the folder it ran in holds its
     harness's)."""
@@ -806,8 +809,9 @@ def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | 
         if key not in out and env.get(key, "").strip():
             out[key] = Setting(env[key].strip(), "the environment")
     root = str(Path(home or env.get("HOME") or Path.home()))
+    custom = env.get("OPENCODE_CONFIG", "").strip()
     parsers = {"claude-code": _settings_file, "qwen-code": _qwen_settings, "gemini-cli": _gemini_settings,
-               "pi": _pi_settings}
+               "pi": _pi_settings, "opencode": _opencode_settings}
     here = bool(project) and Path(str(project)).is_dir()
     in_project = [(reads(h) and project_of in (None, h), Path(str(project)) / name, parsers[h])
                   for h, names in PROJECT_FILES.items() if here for name in names]
@@ -816,7 +820,11 @@ def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | 
                for h, folder in (("claude-code", "claude"), ("qwen-code", "qwen"), ("gemini-cli", "gemini"))),
              (reads("codex"), Path(env.get("CODEX_HOME") or Path(root) / ".codex") / "config.toml", _codex_config),
              (reads("pi"), Path(env.get("PI_CODING_AGENT_DIR") or Path(root) / ".pi" / "agent") / "settings.json",
-              _pi_settings))
+              _pi_settings),
+             # (OpenCode's: $OPENCODE_CONFIG over its global config, a project's over both)
+             *(((reads("opencode"), Path(custom), _opencode_settings),) if custom else ()),
+             *((reads("opencode"), Path(env.get("XDG_CONFIG_HOME") or Path(root) / ".config") / "opencode" / name,
+                _opencode_settings) for name in PROJECT_FILES["opencode"]))
     for read, path, parse in files:
         for key, value in (parse(path).items() if read else ()):
             out.setdefault(key, Setting(value, _shown(path, root)))
@@ -849,19 +857,54 @@ def _codex_config(path: Path) -> dict[str, str]:
     return {k: str(doc[k]) for k in CODEX_SETTINGS if isinstance(doc.get(k), int) and not isinstance(doc.get(k), bool)}
 
 
-def _json_settings(path: Path) -> dict[str, Any]:
+def _json_settings(path: Path, jsonc: bool = False) -> dict[str, Any]:
     """A harness's JSON settings file ({} where it is absent); one that is no JSON object is a
-    one-line error naming it."""
-    doc = _read_small(path, json.loads, "a settings file")
+    one-line error naming it. ``jsonc``: JSON with comments and trailing commas (``jsonc``)."""
+    doc = _read_small(path, (lambda text: json.loads(jsonc_to_json(text))) if jsonc else json.loads, "a settings file")
     if not isinstance(doc, dict):
         raise UsageError(f"{path}: not a settings file compactlab can read (not a JSON object)")
     return doc
 
 
-def _nested_numbers(path: Path, keys: tuple[str, ...]) -> dict[str, str]:
-    """The numbers a JSON settings file sets at ``keys`` (dotted paths into its objects); nothing
-    where it is absent; a file that is no JSON object is a one-line error."""
-    doc = _json_settings(path)
+def jsonc_to_json(text: str) -> str:
+    """JSON with comments (``//`` to the line's end, ``/* ... */``) and trailing commas, as
+    Microsoft's jsonc-parser reads it (OpenCode's configs), written as JSON: each left out, the
+    strings as they are."""
+    out: list[str] = []
+    i, n, pending = 0, len(text), ""  # (pending: a comma kept back until what follows it is seen)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out += (pending, text[i:j + 1])
+            pending, i = "", j + 1
+        elif text.startswith("//", i):
+            i = text.find("\n", i) if "\n" in text[i:] else n
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+        elif c == ",":
+            out.append(pending)
+            pending, i = ",", i + 1
+        elif c in "}]":
+            out.append(c)  # (a comma just before it: a trailing one, left out)
+            pending, i = "", i + 1
+        elif c.isspace():
+            out.append(c)
+            i += 1
+        else:
+            out += (pending, c)
+            pending, i = "", i + 1
+    out.append(pending)
+    return "".join(out)
+
+
+def _nested_numbers(path: Path, keys: tuple[str, ...], doc: dict[str, Any] | None = None) -> dict[str, str]:
+    """The numbers a JSON settings file (or its ``doc`` read already) sets at ``keys`` (dotted paths
+    into its objects); nothing where it is absent; a file that is no JSON object is a one-line error."""
+    doc = _json_settings(path) if doc is None else doc
     out: dict[str, str] = {}
     for key in keys:
         node: Any = doc
@@ -884,10 +927,24 @@ def _gemini_settings(path: Path) -> dict[str, str]:
 
 def _pi_settings(path: Path) -> dict[str, str]:
     """What Pi's settings file sets of ``PI_SETTINGS`` (its ``compaction`` table)."""
-    out = _nested_numbers(path, PI_SETTINGS[:1])
-    compaction = _json_settings(path).get("compaction")
-    if isinstance(compaction, dict) and isinstance(compaction.get("enabled"), bool):
-        out["compaction.enabled"] = str(compaction["enabled"]).lower()
+    return _reserve_settings(path, PI_SETTINGS)
+
+
+def _opencode_settings(path: Path) -> dict[str, str]:
+    """What OpenCode's config sets of ``OPENCODE_SETTINGS`` (its ``compaction`` table): JSON with
+    comments and trailing commas, as OpenCode reads its ``opencode.json`` and ``opencode.jsonc``."""
+    return _reserve_settings(path, OPENCODE_SETTINGS, jsonc=True)
+
+
+def _reserve_settings(path: Path, keys: tuple[str, str], jsonc: bool = False) -> dict[str, str]:
+    """A reserve (a number) and its switch (true / false) a JSON settings file sets at ``keys``."""
+    reserve, switch = keys
+    doc = _json_settings(path, jsonc)
+    out = _nested_numbers(path, (reserve,), doc)
+    table = doc.get(switch.split(".")[0])
+    name = switch.split(".", 1)[1]
+    if isinstance(table, dict) and isinstance(table.get(name), bool):
+        out[switch] = str(table[name]).lower()
     return out
 
 

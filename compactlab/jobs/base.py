@@ -195,13 +195,13 @@ def say_before_runs(grid: list[tuple[Any, tuple]], overrides: list[str] | tuple[
 #: the presets of the harnesses whose settings ``harness_settings.current`` reads: only a policy of
 #: one of these names is looked at (``your_setting``), so that any other run does not import the
 #: harnesses' table (held to ``current`` by a test)
-SETTINGS_READ = ("claude-code", "codex", "goose", "qwen-code", "gemini-cli", "pi")
+SETTINGS_READ = ("claude-code", "codex", "goose", "qwen-code", "gemini-cli", "pi", "opencode")
 
 
 def your_setting(policy: Any, files: list[str] | tuple[str, ...] = ()) -> list[str]:
     """Where ``policy`` is a harness's preset as it is (Claude Code's, Codex's, goose's, Qwen Code's,
-    Gemini CLI's, Pi's: its default) and you have set that harness otherwise (the environment,
-    ``~/.claude/settings.json``, ``~/.codex/config.toml``, ``~/.pi/agent/settings.json``:
+    Gemini CLI's, Pi's, OpenCode's: its default) and you have set that harness otherwise (the
+    environment, ``~/.claude/settings.json``, ``~/.codex/config.toml``, ``~/.pi/agent/settings.json``, ...:
     ``harness_settings.current``, as tune reads it for its base), a note
     saying so and how to replay yours: the preset is not what your harness does; one for each
     folder the sessions of ``files`` were started in whose project sets it otherwise again (a

@@ -623,6 +623,21 @@ def test_the_settings_read_are_those_of_the_presets_a_run_looks_at():
              for k in ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "model_auto_compact_token_limit",
                        "GOOSE_AUTO_COMPACT_THRESHOLD", "model.chatCompression.contextPercentageThreshold",
                        "model.compressionThreshold")}
-    every["compaction.reserveTokens"] = Setting("30000", "a test")  # (Pi's; OpenCode's files are not read)
+    every.update({k: Setting("30000", "a test") for k in ("compaction.reserveTokens", "compaction.reserved")})
     read = {h.preset for h in TABLE.values() if current(h.name, every) is not None}
     assert read == set(SETTINGS_READ)
+
+
+@pytest.mark.parametrize("text, value", [
+    ('{"a": 1, // one\n "b": [1, 2,], }', {"a": 1, "b": [1, 2]}),
+    ('{"s": "x//y /* z */ \\" ,}", /* c, */ "t": 2}', {"s": 'x//y /* z */ " ,}', "t": 2}),
+    ("[] // the end", []),
+])
+def test_json_with_comments_reads_as_opencode_reads_it(text, value):
+    """OpenCode's configs are JSON with comments and trailing commas (jsonc-parser): each left out,
+    never inside a string."""
+    from compactlab.corpus.harness_settings import jsonc_to_json
+
+    assert json.loads(jsonc_to_json(text)) == value
+    with pytest.raises(ValueError):
+        json.loads(jsonc_to_json('{"a": "open'))
