@@ -43,7 +43,8 @@ def _own_cache_folder(tmp_path_factory):
     that needs another sets COMPACTLAB_CACHE_DIR, COMPACTLAB_CONFIG_DIR or HOME itself."""
     import os
 
-    harness = ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "DISABLE_AUTO_COMPACT", "CODEX_HOME")
+    harness = ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "DISABLE_AUTO_COMPACT", "CODEX_HOME",
+               "GOOSE_AUTO_COMPACT_THRESHOLD", "PI_CODING_AGENT_DIR", "OPENCODE_CONFIG", "XDG_CONFIG_HOME")
     before = {k: os.environ.get(k) for k in ("COMPACTLAB_CACHE_DIR", "COMPACTLAB_CONFIG_DIR", "HOME", *harness)}
     os.environ["COMPACTLAB_CACHE_DIR"] = str(tmp_path_factory.mktemp("user-cache"))
     os.environ["COMPACTLAB_CONFIG_DIR"] = str(tmp_path_factory.mktemp("user-config"))  # (no user prices file)
