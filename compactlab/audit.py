@@ -42,8 +42,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .corpus.harness_settings import (PROJECT_FILES, Setting, goose_threshold, number, of_format, qwen_code_threshold,
-                                      RESERVES, reserve_threshold, settings_for)
+from .corpus.harness_settings import (PROJECT_FILES, RESERVES, Setting, goose_threshold, number, of_format,
+                                      qwen_code_threshold, reserve_threshold, settings_for)
 from .engine.layers.harness_triggers import claude_code_lowered, harness_trigger
 from .transcripts import Transcript
 
@@ -315,10 +315,11 @@ def _harness(transcript: Transcript) -> str | None:
 def session_settings(transcript: Transcript, given: list[str] | tuple[str, ...] = (),
                      env: dict[str, str] | None = None, home: str | None = None) -> dict[str, Setting]:
     """The settings ``transcript``'s harness ran with, as far as they are read here: ``settings_for``
+    of that harness alone (another harness's settings file, even a broken one, is not this session's),
     with the project files of the folder the session was started in (where it is a folder here)."""
     harness = _harness(transcript)
     project = transcript.started_in if harness in PROJECT_FILES else None
-    return settings_for(given, env=env, home=home, project=project, project_of=harness)
+    return settings_for(given, env=env, home=home, harness=harness or "", project=project, project_of=harness)
 
 
 def audit(transcript: Transcript, settings: dict[str, Setting]) -> dict[str, Any]:

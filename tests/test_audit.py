@@ -691,3 +691,29 @@ def test_opencodes_config_is_read_as_opencode_reads_it(cli, tmp_path, monkeypatc
     theirs = settings_for([], env={"HOME": str(home), "OPENCODE_CONFIG": str(custom)}, home=str(home),
                           project=str(project), project_of="opencode")
     assert theirs["compaction.reserved"].value == "40000" and "compaction.auto" in theirs  # (both read, the project's first)
+
+
+def test_a_broken_settings_file_is_its_own_harnesss_sessions_error_alone(cli, tmp_path, monkeypatch):
+    """The audit reads a session's own harness's settings: a broken file of another harness (a
+    ``~/.pi/agent/settings.json`` that is no JSON object) no longer fails the audit of a goose
+    session; it is the error of a Pi session's audit, and among several sessions that one is
+    skipped with its reason while the others are audited."""
+    from helpers import goose_store
+
+    home = tmp_path / "home"
+    (home / ".pi" / "agent").mkdir(parents=True)
+    (home / ".pi" / "agent" / "settings.json").write_text("[1")
+    monkeypatch.setenv("HOME", str(home))
+    goose = f"{goose_store(tmp_path / 'sessions.db')}#20251122_1"
+    ok = cli("inspect", "--compactions", goose, "--format", "json")
+    assert ok.exit_code == 0, ok.stderr
+    assert json.loads(ok.stdout)["sessions"][0]["compactions"][0]["threshold"] == 160_000
+    pi = tmp_path / "pi.jsonl"
+    pi.write_text(PI_SESSION.read_text())
+    bad = cli("inspect", "--compactions", pi)
+    assert bad.exit_code == 2 and "settings.json: not a settings file compactlab can read" in bad.stderr, bad.stderr
+    both = cli("inspect", "--compactions", goose, pi, "--format", "json")
+    assert both.exit_code == 0 and f"skipped {pi}: " in both.stderr, both.stderr
+    assert [s["format"] for s in json.loads(both.stdout)["sessions"]] == ["goose"]
+    wrong = cli("inspect", "--compactions", goose, "--setting", "compaction.reserveTokens")
+    assert wrong.exit_code == 2 and "not KEY=VALUE of a setting compactlab reads" in wrong.stderr

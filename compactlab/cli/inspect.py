@@ -75,11 +75,13 @@ def inspect(transcripts: tuple[str, ...], **o: Any) -> None:
 
 def _audit_compactions(transcripts: tuple[str, ...], o: dict[str, Any]) -> None:
     """``inspect --compactions``: each session's recorded compactions audited (``audit.py``)."""
-    from ..audit import audit, session_settings, settings_for
+    from ..audit import audit, session_settings
+    from ..corpus.harness_settings import given_settings
     from ..reports.inspect_report import COMPACTIONS_WRITERS
     from ..transcripts import load_transcript, one_session
 
-    settings_for(o["settings"])  # (a --setting or a settings file wrong: said before any session is read)
+    given_settings(o["settings"])  # (a --setting wrong: said before any session is read; a harness's settings
+    # file wrong, with the first of its sessions: another harness's session does not read it)
     files = (list(transcripts) if len(transcripts) == 1 and one_session(transcripts[0])
              else inputs_of(transcripts, o["subagents"], o["quiet"], o))
     audits = []

@@ -767,7 +767,7 @@ class Setting:
     source: str  # "--setting", "the environment", "~/.claude/settings.json"
 
 
-def _given(given: list[str] | tuple[str, ...]) -> dict[str, Setting]:
+def given_settings(given: list[str] | tuple[str, ...]) -> dict[str, Setting]:
     """The settings given with ``--setting KEY=VALUE`` (each a setting compactlab reads, else a
     one-line error), by the name ``settings_for`` gives each."""
     out: dict[str, Setting] = {}
@@ -800,7 +800,7 @@ def settings_for(given: list[str] | tuple[str, ...] = (), env: dict[str, str] | 
     ``project_of``: only that harness's project files (a session's: the folder it ran in holds its
     harness's)."""
     env = dict(os.environ) if env is None else env
-    out = _given(given)
+    out = given_settings(given)
 
     def reads(name: str) -> bool:
         return harness is None or harness == name
