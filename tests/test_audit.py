@@ -611,6 +611,15 @@ def test_an_opencode_compaction_and_the_opencode_preset_name_one_trigger(cli, tm
     assert row["fired"] == "fired at 5,390, before 148,000: the settings given are not the ones it ran with", row
 
 
+def _held_to_a_file(cli, session, key: str, value: str, source: str, threshold: int) -> None:
+    """``inspect --compactions`` of ``session``: its one compaction held to ``threshold``, from the
+    setting ``key`` = ``value`` read from ``source`` alone."""
+    doc = json.loads(cli("inspect", "--compactions", session, "--format", "json").stdout)
+    [row] = doc["sessions"][0]["compactions"]
+    assert doc["sessions"][0]["settings"] == {key: {"value": value, "source": source}}
+    assert row["threshold"] == threshold and row["threshold_source"].endswith(f"({source})")
+
+
 def test_pis_settings_are_read_from_its_files_as_pi_reads_them(cli, tmp_path, monkeypatch):
     """Pi's compaction settings: ``~/.pi/agent/settings.json`` (or ``$PI_CODING_AGENT_DIR``'s), and a
     project's ``.pi/settings.json`` over it, each said with its source: the audit holds the
@@ -622,14 +631,9 @@ def test_pis_settings_are_read_from_its_files_as_pi_reads_them(cli, tmp_path, mo
     (home / ".pi" / "agent").mkdir(parents=True)
     (home / ".pi" / "agent" / "settings.json").write_text('{"compaction": {"reserveTokens": 30000}, "theme": "dark"}')
     monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("PI_CODING_AGENT_DIR", raising=False)
     path = tmp_path / "pi.jsonl"
     path.write_text(PI_SESSION.read_text().replace('"claude-sonnet-4-5"', '"gpt-5"'))
-    doc = json.loads(cli("inspect", "--compactions", path, "--format", "json").stdout)
-    [row] = doc["sessions"][0]["compactions"]
-    assert doc["sessions"][0]["settings"] == {"compaction.reserveTokens": {"value": "30000",
-                                                                           "source": "~/.pi/agent/settings.json"}}
-    assert row["threshold"] == 370_000 and row["threshold_source"].endswith("(~/.pi/agent/settings.json)")
+    _held_to_a_file(cli, path, "compaction.reserveTokens", "30000", "~/.pi/agent/settings.json", 370_000)
     r = cli("replay", path, "-p", "pi", "--out", tmp_path / "r")
     assert ("note: pi is Pi's default, and you set compaction.reserveTokens = 30000 (~/.pi/agent/settings.json): "
             "that many tokens off each session's window (170,000 of 200,000); -p pi --set summary.trigger_reserve=30000 "
@@ -667,15 +671,9 @@ def test_opencodes_config_is_read_as_opencode_reads_it(cli, tmp_path, monkeypatc
     (home / ".config" / "opencode" / "opencode.json").write_text(  # (comments and a trailing comma, as OpenCode takes)
         '{"$schema": "https://opencode.ai/config.json", // the schema\n'
         ' "compaction": {"reserved": 20000, /* tokens */ "prune": true,},}')
-    monkeypatch.setenv("HOME", str(home))
-    for name in ("XDG_CONFIG_HOME", "OPENCODE_CONFIG"):
-        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))  # (PI_CODING_AGENT_DIR, OPENCODE_CONFIG, XDG_CONFIG_HOME: conftest's)
     session = f"{build_store(tmp_path / 'opencode.db')}#ses_main"
-    doc = json.loads(cli("inspect", "--compactions", session, "--format", "json").stdout)
-    [row] = doc["sessions"][0]["compactions"]
-    assert doc["sessions"][0]["settings"] == {"compaction.reserved": {"value": "20000",
-                                                                       "source": "~/.config/opencode/opencode.json"}}
-    assert row["threshold"] == 148_000 and row["threshold_source"].endswith("(~/.config/opencode/opencode.json)")
+    _held_to_a_file(cli, session, "compaction.reserved", "20000", "~/.config/opencode/opencode.json", 148_000)
     r = cli("replay", session, "-p", "opencode", "--out", tmp_path / "r")
     assert ("you set compaction.reserved = 20000 (~/.config/opencode/opencode.json): that many tokens off each "
             "session's window (148,000 of 200,000); -p opencode --set summary.trigger_reserve=20000 replays yours") in \

@@ -746,8 +746,8 @@ GEMINI_SETTINGS = ("model.compressionThreshold",)
 #: Pi's (``~/.pi/agent/settings.json``, or ``$PI_CODING_AGENT_DIR/settings.json``, and a project's
 #: ``.pi/settings.json``) and OpenCode's (``~/.config/opencode/opencode.json`` or ``.jsonc``,
 #: ``$OPENCODE_CONFIG``, and a project's ``opencode.json`` or ``.jsonc``: JSON with comments)
-PI_SETTINGS = ("compaction.reserveTokens", "compaction.enabled")
-OPENCODE_SETTINGS = ("compaction.reserved", "compaction.auto")
+PI_SETTINGS = (RESERVE_SETTINGS["pi"][0], "compaction.enabled")
+OPENCODE_SETTINGS = (RESERVE_SETTINGS["opencode"][0], "compaction.auto")
 #: each reserve's setting, and the one that turns that harness's auto-compaction off (``false``)
 RESERVES = {"pi": PI_SETTINGS, "opencode": OPENCODE_SETTINGS}
 CLAUDE_FILE_KEYS = {"autoCompactWindow": "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "autoCompactEnabled": "DISABLE_AUTO_COMPACT"}
