@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -82,6 +83,43 @@ LARGE_WINDOW = ["-p", "s08", "--set", "snip.enabled=false", "--set", "summary.tr
 
 
 @dataclass
+class Outs:
+    """Where each run of a command that writes its outputs (``--out``) writes them: a folder of its
+    own, left until the bench ends, never the folder the last run wrote.
+
+    A folder replaced between rounds deletes the files the next run writes again, and ext4, for a
+    new file, looks past every inode freed in the last 30 s (the kernel's dirty expiry): on the
+    bench's machine 0.6 ms of system time a file, 34 ms for the 58 files of ``replay -p s08``
+    (3.5 ms after 40 s with no file deleted). That cost is the bench's own deleting, not the
+    replay's: no run the bench times follows a deletion of its own. Where the rounds left would
+    not fit in half the free disk (a large ``--calls``), each run replaces its folder again, and
+    ``note`` says so."""
+
+    root: Path
+    fresh: bool = True
+    made: int = 0
+    note: str = "each run's outputs in a folder of its own (none deleted until the bench ends)"
+
+    def out(self, given: str) -> str:
+        """The ``--out`` of the next run of a command given ``given``."""
+        if not self.fresh:
+            return given
+        self.made += 1
+        return str(self.root / f"{self.made:05d}")
+
+    def budget(self, rounds_left: int) -> None:
+        """After a round: whether the rounds left fit in half the free disk; where not, each run
+        replaces its folder from now on (``note``)."""
+        used = sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file())
+        free = shutil.disk_usage(self.root).free
+        if self.fresh and used * rounds_left > free / 2:
+            self.fresh = False
+            self.note = (f"each run's outputs replace the last's ({rounds_left} more rounds of {used / 1e6:,.0f} MB would "
+                         f"not fit in half the free {free / 1e9:,.1f} GB): a run that follows the deletion of its files "
+                         "can cost ext4 more system time")
+
+
+@dataclass
 class Measure:
     name: str
     argv: list[str]
@@ -92,13 +130,22 @@ class Measure:
     #: set for this command only (None: left out of its environment)
     env: dict[str, str | None] = field(default_factory=dict)
     cwd: str | None = None  # where it runs (None: here)
+    #: where each run writes its outputs (None: to its ``--out`` as given)
+    outs: Outs | None = None
+
+    def command(self) -> list[str]:
+        """The next run's command: ``argv``, its ``--out`` a folder of its own where ``outs`` is set."""
+        if self.outs is None or "--out" not in self.argv:
+            return self.argv
+        k = self.argv.index("--out") + 1
+        return [*self.argv[:k], self.outs.out(self.argv[k]), *self.argv[k + 1:]]
 
     def run(self) -> None:
         env = None
         if self.env:
             merged = {**os.environ, **self.env}
             env = {k: v for k, v in merged.items() if v is not None}
-        r = subprocess.run([sys.executable, "-c", WRAPPER, *self.argv], capture_output=True, text=True, env=env,
+        r = subprocess.run([sys.executable, "-c", WRAPPER, *self.command()], capture_output=True, text=True, env=env,
                            cwd=self.cwd)
         if r.returncode:
             raise RuntimeError(f"{self.name} failed: {r.stderr.strip()[-500:]}")
@@ -315,6 +362,7 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
     root = Path(workdir or tmp.name)  # type: ignore[union-attr]
     root.mkdir(parents=True, exist_ok=True)
     cache_dir = os.environ.get("COMPACTLAB_CACHE_DIR")
+    outs: Outs | None = None
     try:
         against = Baseline.of(baseline, root) if baseline is not None else None
         if against is not None:
@@ -390,9 +438,14 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
             Measure("compare, 12 configs", [*cl, "compare", str(n_file), *sweep12, "--jobs", str(jobs), "--dry-run",
                                             "--format", "csv", "-q"]),
         ]
-        for _ in range(rounds):
+        outs = Outs(Path(tempfile.mkdtemp(prefix="outs-", dir=root)))
+        for m in measures:
+            m.outs = outs
+        for k in range(rounds):
             for m in measures:
                 m.run()
+            if k == 0:
+                outs.budget(rounds - 1)
         by = {m.name: m for m in measures}
         if corpus:  # compare at corpus size, once each (they take a while)
             by.update({m.name: m for m in _corpus_measures(root, cl, jobs)})
@@ -414,8 +467,10 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
             names = ("floor", *INSTRUCTION_TARGETS, *RECORDING, *CLAUDE_CODE)
             startup.update(counted({name: by[name].argv for name in names}, {name: by[name].env for name in names})
                            or {})
-        return _report(by, reference, size, big_size, calls, rounds, out, startup, idle, against)
+        return _report(by, reference, size, big_size, calls, rounds, out, startup, idle, against, outs.note)
     finally:
+        if outs is not None:  # (the runs' outputs: the bench's own folder)
+            shutil.rmtree(outs.root, ignore_errors=True)
         if cache_dir is None:
             os.environ.pop("COMPACTLAB_CACHE_DIR", None)
         else:
@@ -773,7 +828,7 @@ def _native_built() -> bool:
 
 def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_size: int, calls: int, rounds: int,
             out: Any, startup: dict[str, int] | None = None, dask_idle: float | None = None,
-            against: Baseline | None = None) -> dict[str, Any]:
+            against: Baseline | None = None, outputs: str = "") -> dict[str, Any]:
     start = by["startup (--version)"].wall
     rows: list[tuple[str, float, str, bool | None]] = []
 
@@ -856,11 +911,12 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
             rows.append((label, float("nan"), "no valgrind here: not measured", None))
 
     judged = calls >= TARGET_CALLS  # the targets are set for the 5,000-call file: smaller ones are not held to them
-    _print_table(by, reference, rows, always, judged, (size, big_size, calls, rounds), out, against)
+    _print_table(by, reference, rows, always, judged, (size, big_size, calls, rounds), out, against, outputs)
     return {
         "calls": calls,
         "bytes": size,
         "rounds": rounds,
+        "outputs": outputs,
         "commands": {m.name: {"wall": m.wall, "cpu": m.cpu, "rss": statistics.median(m.rss),
                               "main_rss": statistics.median(m.main_rss)}
                      for m in [*by.values(), *([reference] if reference else [])]},
@@ -872,10 +928,10 @@ def _report(by: dict[str, Measure], reference: Measure | None, size: int, big_si
 
 def _print_table(by: dict[str, Measure], reference: Measure | None, rows: list[tuple[str, float, str, bool | None]],
                  always: list[str], judged: bool, sizes: tuple[int, int, int, int], out: Any,
-                 against: Baseline | None) -> None:
+                 against: Baseline | None, outputs: str = "") -> None:
     """The bench's table: its commands' medians, then its figures against their targets (``judged``:
     held to them; those named in ``always`` at any size). ``sizes``: the main file's bytes, the large
-    one's, the calls and the rounds."""
+    one's, the calls and the rounds; ``outputs``: where the replays' runs wrote (``Outs.note``)."""
     size, big_size, calls, rounds = sizes
     print(f"compactlab bench: {calls:,} calls ({size / 1e6:.1f} MB), {2 * calls:,} calls, and {big_size / 1e6:.0f} MB; "
           f"medians of {rounds} interleaved rounds; {usable_cores()} usable cores", file=out)
@@ -884,6 +940,8 @@ def _print_table(by: dict[str, Measure], reference: Measure | None, rows: list[t
     print(described(parts=True), file=out)  # (the core the replays ran on: COMPACTLAB_CORE, else native where built)
     if against is not None:
         print(f"baseline: {against.python}: {against.version}", file=out)
+    if outputs:
+        print(f"outputs: {outputs}", file=out)
     print(f"\n{'command':44} {'wall s':>8} {'cpu s':>8} {'peak MB':>8} {'main MB':>8}", file=out)
     for m in [*by.values(), *([reference] if reference else [])]:
         print(f"{m.name:44} {m.wall:8.3f} {m.cpu:8.3f} {statistics.median(m.rss) / 1e6:8.0f} "

@@ -114,6 +114,34 @@ def test_an_unreachable_dask_scheduler_is_a_clear_error(cli, monkeypatch):
     assert r.exit_code == 2 and "expected dask://HOST:PORT" in r.stderr
 
 
+def test_each_replay_the_bench_times_writes_a_folder_of_its_own_while_the_disk_holds_them(tmp_path, monkeypatch):
+    """A folder replaced between rounds deletes the files its next run writes again, and ext4 then
+    looks past every inode freed in the last 30 s for each new one: the bench would time its own
+    deleting. Each run writes a folder of its own, kept to the bench's end; where the rounds left
+    would not fit in half the free disk, each run replaces its folder again, and the note says so."""
+    from compactlab import bench
+
+    given = tmp_path / "o"
+    outs = bench.Outs(tmp_path / "outs")
+    outs.root.mkdir()
+    argv = [sys.executable, "-m", "compactlab", "replay", str(SMALL), "--out", str(given), "-q"]
+    m = bench.Measure("replay", argv, outs=outs)
+    m.run()
+    m.run()
+    made = sorted(outs.root.iterdir())
+    assert [p.name for p in made] == ["00001", "00002"] and all((p / "summary.json").is_file() for p in made)
+    assert not given.exists() and m.argv == argv  # (as given: what callgrind counts runs it so)
+    assert bench.Measure("no outputs", ["true"], outs=outs).command() == ["true"]
+    outs.budget(rounds_left=4)
+    assert outs.fresh and "folder of its own" in outs.note
+    used = sum(p.stat().st_size for p in outs.root.rglob("*") if p.is_file())
+    monkeypatch.setattr(bench.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**12, 10**12, 8 * used - 1))
+    outs.budget(rounds_left=4)  # (4 more rounds of these: more than half of what is free)
+    assert not outs.fresh and outs.note.startswith("each run's outputs replace the last's (4 more rounds")
+    m.run()
+    assert (given / "summary.json").is_file() and len(list(outs.root.iterdir())) == 2
+
+
 @pytest.mark.slow  # (every figure's commands run, 11 s: CI runs it with pytest -m slow)
 def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     """Every figure, --corpus's too: compare of two folders of sessions with reports and without
@@ -215,6 +243,9 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     assert envs["replay -p none, 2x calls, python core"]["COMPACTLAB_CORE"] == "python"
     assert "COMPACTLAB_CORE" not in envs["replay -p none"] and "COMPACTLAB_CORE" not in envs["replay identity step"]
     assert os.environ["COMPACTLAB_CACHE_DIR"] != str(tmp_path / "inputs" / "cache")  # its own, given back
+    # each replay's run wrote a folder of its own, removed as the bench ended
+    assert "outputs: each run's outputs in a folder of its own" in r.stdout and doc["outputs"].startswith("each run's")
+    assert not [p for p in (tmp_path / "inputs").iterdir() if p.name.startswith("outs-")]
 
 
 @pytest.mark.slow  # (two installs' compares and tunes, 16 s: CI runs it with pytest -m slow)
