@@ -714,9 +714,17 @@ def _trajectory_measures(source: Path, root: Path, cl: list[str], jobs: int, rou
         twins[0].run()  # (the baseline's probes indexed and cached once, in its own folder: not timed)
         twins[0].walls, twins[0].cpus, twins[0].rss, twins[0].main_rss = [], [], [], []
         measures = [m, twins[0], first, twins[1]]
-    for _ in range(rounds):
-        for each in measures:
-            each.run()
+    outs = Outs(Path(tempfile.mkdtemp(prefix="outs-", dir=root)))  # (a folder of its own each run, as the replays')
+    for each in measures:
+        each.outs = outs
+    try:
+        for k in range(rounds):
+            for each in measures:
+                each.run()
+            if k == 0:
+                outs.budget(rounds - 1)
+    finally:
+        shutil.rmtree(outs.root, ignore_errors=True)
     return measures
 
 

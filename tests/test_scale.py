@@ -300,11 +300,15 @@ def test_bench_holds_the_corpus_jobs_to_another_install_run_beside_them(cli, tmp
     # (its cache warmed before anything of it is timed, as this install's is by the replays before: the
     # tune, its first timed command, paid the price table's making alone, twice this one's CPU)
     assert [args.split()[2] for *_, args in runs] == ["--version", "replay", "tune", *["compare"] * 5]
+    outs = []
     for cwd, pythonpath, cache, args in runs:
         assert cwd == str(inputs) and pythonpath == "unset"
         if "--version" not in args:
             assert cache == str(inputs / "cache-baseline")
-            assert any(f"--out {inputs}/{name}-baseline" in args for name in ("warm", "compare-trajectories", "tune-out"))
+            outs.append(args.split("--out ")[1].split()[0])
+    # (its runs not timed write folders of its own; each timed compare, a folder no other run wrote)
+    assert outs[:3] == [f"{inputs}/{name}-baseline" for name in ("warm", "tune-out", "compare-trajectories")]
+    assert len(set(outs[3:])) == 4 and all(o.startswith(f"{inputs}/outs-") for o in outs[3:])
     assert (inputs / "compare-trajectories-baseline" / "results.csv").exists()
     # the tune on the baseline runs the same trials over the same transcripts
     tune = next(args for *_, args in runs if " tune " in f" {args} ")
