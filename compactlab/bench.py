@@ -119,6 +119,25 @@ class Outs:
                          "can cost ext4 more system time")
 
 
+def _in_rounds(measures: list[Measure], rounds: int, root: Path) -> Outs:
+    """``measures`` run ``rounds`` times, interleaved, each run's outputs in a folder of its own
+    (``Outs``) under ``root``: theirs, which the caller removes once it has read what it needs
+    (removed here where a run fails)."""
+    outs = Outs(Path(tempfile.mkdtemp(prefix="outs-", dir=root)))
+    for m in measures:
+        m.outs = outs
+    try:
+        for k in range(rounds):
+            for m in measures:
+                m.run()
+            if k == 0:
+                outs.budget(rounds - 1)
+    except BaseException:
+        shutil.rmtree(outs.root, ignore_errors=True)
+        raise
+    return outs
+
+
 @dataclass
 class Measure:
     name: str
@@ -438,14 +457,7 @@ def run(calls: int = 5000, rounds: int = 5, out: Any = None, workdir: str | None
             Measure("compare, 12 configs", [*cl, "compare", str(n_file), *sweep12, "--jobs", str(jobs), "--dry-run",
                                             "--format", "csv", "-q"]),
         ]
-        outs = Outs(Path(tempfile.mkdtemp(prefix="outs-", dir=root)))
-        for m in measures:
-            m.outs = outs
-        for k in range(rounds):
-            for m in measures:
-                m.run()
-            if k == 0:
-                outs.budget(rounds - 1)
+        outs = _in_rounds(measures, rounds, root)
         by = {m.name: m for m in measures}
         if corpus:  # compare at corpus size, once each (they take a while)
             by.update({m.name: m for m in _corpus_measures(root, cl, jobs)})
@@ -714,17 +726,7 @@ def _trajectory_measures(source: Path, root: Path, cl: list[str], jobs: int, rou
         twins[0].run()  # (the baseline's probes indexed and cached once, in its own folder: not timed)
         twins[0].walls, twins[0].cpus, twins[0].rss, twins[0].main_rss = [], [], [], []
         measures = [m, twins[0], first, twins[1]]
-    outs = Outs(Path(tempfile.mkdtemp(prefix="outs-", dir=root)))  # (a folder of its own each run, as the replays')
-    for each in measures:
-        each.outs = outs
-    try:
-        for k in range(rounds):
-            for each in measures:
-                each.run()
-            if k == 0:
-                outs.budget(rounds - 1)
-    finally:
-        shutil.rmtree(outs.root, ignore_errors=True)
+    shutil.rmtree(_in_rounds(measures, rounds, root).root, ignore_errors=True)
     return measures
 
 

@@ -140,6 +140,12 @@ def test_each_replay_the_bench_times_writes_a_folder_of_its_own_while_the_disk_h
     assert not outs.fresh and outs.note.startswith("each run's outputs replace the last's (4 more rounds")
     m.run()
     assert (given / "summary.json").is_file() and len(list(outs.root.iterdir())) == 2
+    # (rounds that end in a failed run leave no folder of theirs)
+    failing = tmp_path / "failing"
+    failing.mkdir()
+    with pytest.raises(RuntimeError, match="no such run failed"):
+        bench._in_rounds([bench.Measure("no such run", [sys.executable, "-c", "raise SystemExit(3)"])], 2, failing)
+    assert not list(failing.iterdir())
 
 
 @pytest.mark.slow  # (every figure's commands run, 11 s: CI runs it with pytest -m slow)
