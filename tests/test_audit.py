@@ -374,12 +374,17 @@ def test_a_harness_preset_compacts_where_its_harness_does_on_each_of_its_recordi
     # (on the 200,000 window, the figures of before; on another harness's recording, the preset's trigger)
     plain = _session(tmp_path, "2.1.39", [150_000, 166_000, 167_094], 167_731)
     assert replay(load_transcript(plain), load_policy("claude-code")).summary.summary_trigger == 167_000
-    # (a recording that shows larger prompts answered (249,995) raises the window judged on, not the one Claude Code
-    # compacts by: both the replay and the audit keep 200,000's 167,000)
+    # (a recording that shows a prompt past 200,000 answered (249,995) ran on the 1M-context window, whose [1m]
+    # Claude Code does not record: both the replay and the audit take 967,000 of it; before, both kept 200,000's
+    # 167,000, which Claude Code would have compacted at before the 240,000 call was sent)
     raised = _session(tmp_path, "2.1.40", [150_000, 240_000, 250_000], 251_000)
     run, row = replay(load_transcript(raised), load_policy("claude-code")), _row(raised)
-    assert run.summary.window_tokens == row["window"] == 249_995 and \
-        run.summary.summary_trigger == row["threshold"] == 167_000, (run.summary.window_tokens, row)
+    assert run.summary.window_tokens == row["window"] == 1_000_000 and \
+        run.summary.summary_trigger == row["threshold"] == 967_000, (run.summary.window_tokens, row)
+    assert run.summary.window_source == ("1,000,000 tokens: Claude Code with the 1M-context window (a prompt of 249,995 "
+                                         "tokens answered, past its default 200,000); the recording compacted at 251,000")
+    assert row["fired"] == ("fired at 251,000, before 967,000: the settings given are not the ones it ran with") \
+        and not run.events  # (where it compacted: another setting's)
     messages = tmp_path / "messages.jsonl"  # (Anthropic messages: not Claude Code's own recording)
     messages.write_text('{"role":"user","content":"go"}\n{"role":"assistant","content":[{"type":"text","text":"ok"}]}\n')
     run = replay(load_transcript(str(messages)), load_policy("claude-code"))

@@ -3,11 +3,12 @@ else, with where it came from (#43 §1).
 
 Order: what the user said (``--window``, else a ``window`` for the model in their price table:
 ``--prices`` or their prices file) > what the harness recorded or implies (Codex's
-``model_context_window``; Claude Code's 200,000 tokens unless the 1M-context beta is recorded; Gemini
-CLI's token limit, 1,048,576 for every model it runs; a file ``compactlab convert`` wrote, as the
-harness it recorded) > the model's window in genai-prices > 200,000. Whatever the source, the largest prompt the API
-answered in the recording is a lower bound: a call the recording shows answered is never an
-overflow. A policy's own ``reactive.window_tokens`` sets when its reactive compaction fires (as
+``model_context_window``; Claude Code's 200,000 tokens unless its 1M-context window is recorded (the
+model's ``[1m]``) or shown by a prompt past 200,000 answered (Claude Code records the model without
+the ``[1m]``: anthropics/claude-code#59376); Gemini CLI's token limit, 1,048,576 for every model it
+runs; a file ``compactlab convert`` wrote, as the harness it recorded) > the model's window in
+genai-prices > 200,000. Whatever the source, the largest prompt the API answered in the recording
+is a lower bound: a call the recording shows answered is never an overflow. A policy's own ``reactive.window_tokens`` sets when its reactive compaction fires (as
 its harness would), never the overflow judgement of every run on the same recording.
 """
 
@@ -81,6 +82,7 @@ def resolve(*, given: int | None = None, given_source: str = "--window", fmt: st
     fmt = metadata.get("recorded_format") or fmt  # (a converted file's harness: its source's window)
     compacted = [c.pre_tokens for c in compactions if _positive(getattr(c, "pre_tokens", None))]
     compacted_at = max(compacted) if compacted else None
+    largest, named = answered(usage), 0
     if given:
         tokens, source = given, given_source
     elif configured is not None:
@@ -90,6 +92,11 @@ def resolve(*, given: int | None = None, given_source: str = "--window", fmt: st
     elif fmt == "claude-code":
         if model and model.endswith("[1m]"):
             tokens, source = LONG_CONTEXT_WINDOW, "Claude Code with the 1M-context beta"
+        elif CLAUDE_CODE_WINDOW < largest <= LONG_CONTEXT_WINDOW:
+            # (Claude Code writes the model without the [1m] it strips, anthropics/claude-code#59376: a
+            # prompt past 200,000 answered is the API's 1M window, and Claude Code's with it)
+            tokens, source = LONG_CONTEXT_WINDOW, (f"Claude Code with the 1M-context window (a prompt of {largest:,} "
+                                                   f"tokens answered, past its default {CLAUDE_CODE_WINDOW:,})")
         else:
             tokens, source = CLAUDE_CODE_WINDOW, "Claude Code default"
     elif fmt == "gemini-cli":
@@ -98,7 +105,6 @@ def resolve(*, given: int | None = None, given_source: str = "--window", fmt: st
         tokens, source = known, f"{model}'s in genai-prices"
     else:
         tokens, source = DEFAULT_WINDOW, "default (no window known for the model)"
-    largest, named = answered(usage), 0
     if largest > tokens:
         source = f"the largest prompt the recording shows answered ({source}: {tokens:,})"
         tokens, named = largest, tokens
