@@ -325,11 +325,9 @@ def session_settings(transcript: Transcript, given: list[str] | tuple[str, ...] 
 def audit(transcript: Transcript, settings: dict[str, Setting]) -> dict[str, Any]:
     """A recording's compactions audited, with the window they are measured against and where it
     came from, and the harness's version where the recording says."""
-    from .engine.window import resolve
+    from .engine.window import of_recording
 
-    model = next((u.get("model") for u in transcript.usage.values() if u.get("model")), None) or transcript.model
-    window = resolve(fmt=transcript.format, model=model, metadata=transcript.metadata, usage=transcript.usage.values(),
-                     compactions=transcript.compactions)
+    window = of_recording(transcript)
     return {"transcript": transcript.path, "format": transcript.format,
             # (a file ``compactlab convert`` wrote: the harness that recorded it, whose rules audit it)
             "recorded_format": transcript.metadata.get("recorded_format"),

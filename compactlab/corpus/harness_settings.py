@@ -72,9 +72,11 @@ class Harness:
     #: editing, Strands' summarizing manager)
     always_set: bool = False
 
-    def space(self) -> list[str]:
-        """The ``--space`` items of the harness's knobs, in its preset's keys."""
-        return [k.key + "=" + "|".join(str(v) for v in k.values) for k in self.knobs]
+    def space(self, values: dict[str, tuple[Any, ...]] | None = None) -> list[str]:
+        """The ``--space`` items of the harness's knobs, in its preset's keys (``values``: a knob's
+        values other than its own, by its key: ``claude_code_shares`` of the sessions' window)."""
+        values = values or {}
+        return [k.key + "=" + "|".join(str(v) for v in values.get(k.key, k.values)) for k in self.knobs]
 
     def setting_values(self, values: dict[str, Any]) -> dict[str, Any]:
         """A point's preset values as the harness's settings."""
@@ -85,6 +87,16 @@ class Harness:
 #: 2.1.x's default trigger of it (its rule's: 167,000)
 CLAUDE_WINDOW = 200_000
 CLAUDE_DEFAULT = harness_trigger("claude-code", None, CLAUDE_WINDOW)[0]
+
+
+def claude_code_shares(window: int = CLAUDE_WINDOW) -> tuple[float, ...]:
+    """The ``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE`` shares tune searches where the sessions' largest
+    Claude Code window is ``window``: every whole percentage from 40% to the highest that lowers
+    Claude Code's default there (a higher one it ignores): 83% of 200,000, whose default is 167,000;
+    96% of the 1M-context window, whose default is 967,000."""
+    default = harness_trigger("claude-code", None, window)[0]
+    top = max((p for p in range(40, 100) if claude_code_lowered(window, p / 100) < default), default=40)
+    return tuple(p / 100 for p in range(40, top + 1))
 #: Codex CLI's window for the gpt-5.x-codex models, and its default limit (90% of it: the most it takes)
 CODEX_WINDOW, CODEX_LIMIT = 272_000, 244_800
 #: the reserves Pi's compaction.reserveTokens and OpenCode's compaction.reserved are searched over
@@ -188,13 +200,13 @@ def _steps(lo: float, hi: float, step: float, digits: int = 2) -> tuple[Any, ...
 
 TABLE: dict[str, Harness] = {h.name: h for h in (
     Harness("claude-code", "Claude Code", "claude-code", (
-        Knob("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "summary.trigger_share", tuple(p / 100 for p in range(40, 84)),
+        Knob("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "summary.trigger_share", claude_code_shares(),
              shown=lambda s: round(s * 100) if s else "unset", read=lambda p: round(float(p) / 100, 6), short="pct",
              takes=(0.01, 1.0)),),
             _claude, off=("export DISABLE_AUTO_COMPACT=1", '~/.claude/settings.json: {"autoCompactEnabled": false}'),
             ignored="an override at or above the default (83.5% of a 200,000-token window on 2.1.x; of a larger "
                     "window, the window less 33,000) is ignored by Claude Code: the search stops at 83%, the most a "
-                    "200,000-token session takes"),
+                    "200,000-token session takes (96% where a session ran on the 1M-context window)"),
     Harness("codex", "Codex CLI", "codex", (
         Knob("model_auto_compact_token_limit", "summary.trigger",
              (*range(100_000, CODEX_LIMIT, 8_000), CODEX_LIMIT), short="limit"),), _codex,
@@ -355,7 +367,12 @@ def _without(resolved: dict[str, Any], keys: list[str]) -> dict[str, Any]:
     return out
 
 
-def space(name: str) -> list[str]:
+def space(name: str, windows: Iterable[int] = ()) -> list[str]:
+    """What tune searches of harness ``name`` on sessions whose windows its rule takes are
+    ``windows`` (Claude Code's: its percentages reach higher on a larger window)."""
+    largest = max(windows, default=CLAUDE_WINDOW)
+    if name == "claude-code" and largest > CLAUDE_WINDOW:
+        return TABLE[name].space({"summary.trigger_share": claude_code_shares(largest)})
     return TABLE[name].space()
 
 

@@ -109,3 +109,14 @@ def resolve(*, given: int | None = None, given_source: str = "--window", fmt: st
         source = f"the largest prompt the recording shows answered ({source}: {tokens:,})"
         tokens, named = largest, tokens
     return Window(tokens, source, largest, compacted_at, named)
+
+
+def of_recording(transcript: Any, given: int | None = None) -> Window:
+    """``resolve`` of a loaded recording (a ``Transcript``) as its audit and tune read it: its
+    format, the first model its usage names (else its own), its metadata, usage and compactions
+    (``given``: ``--window``). A replay resolves it so too, at its first call, with a window your
+    prices file gives the model besides."""
+    model = next((u.get("model") for u in transcript.usage.values() if u.get("model")), None) or transcript.model
+    return resolve(given=given, fmt=transcript.format, model=model, metadata=transcript.metadata,
+                   usage=transcript.usage.values(), compactions=transcript.compactions)
+

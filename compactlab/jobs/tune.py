@@ -26,7 +26,7 @@ from ..corpus.study import StudyDefinition, StudySite, dashboard_command, study_
 from ..corpus.trials import TuneResult
 from ..corpus.tune import corpus_evaluator, parse_objectives, parse_space, share_evaluator
 from ..corpus.tune import tune as search
-from ..errors import UsageError, cannot_write
+from ..errors import InputError, UsageError, cannot_write
 from ..plumbing.interrupts import exit_status
 from .base import Notify, Outcome, ShowsProgress, Settings, Tally, calibrations_for, load_all, no_progress, \
     none_read, prices_for, quietly, read_parts
@@ -116,7 +116,8 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
     out_dir = settings.out_dir or os.path.join("reports", "tune")
     no_off = None  # (why no compaction is no setting of these sessions, beyond the harness's table)
     if spec.harness is not None:
-        spec = _harness_search(spec)
+        spec = _harness_search(spec, _claude_code_windows(files, settings.window) if spec.harness == "claude-code"
+                               else [])
         no_off = _sessions_own_settings(files, str(spec.harness), notify)
     objectives = parse_objectives(spec.objectives)
     params = _searched(spec, notify)
@@ -178,10 +179,11 @@ def check_search(spec: Search) -> None:
                          "leave out -p, --set and --space")
 
 
-def _harness_search(spec: Search) -> Search:
+def _harness_search(spec: Search, windows: list[int]) -> Search:
     """A search of the settings ``spec.harness`` lets you change: its preset at your current setting
     (read from where the harness keeps it, else its default) as the base, its settings as the space
-    (neither may be given besides)."""
+    (neither may be given besides; ``windows``: those its rule takes of the sessions, which widen
+    Claude Code's)."""
     from dataclasses import replace
 
     from ..corpus.harness_settings import current, preset, settings_for, space
@@ -190,7 +192,27 @@ def _harness_search(spec: Search) -> Search:
     assert spec.harness is not None
     now = current(spec.harness, settings_for(harness=spec.harness))
     overrides, words = now if now is not None else ([], None)
-    return replace(spec, base=preset(spec.harness), spaces=space(spec.harness), overrides=overrides, current=words)
+    return replace(spec, base=preset(spec.harness), spaces=space(spec.harness, windows), overrides=overrides,
+                   current=words)
+
+
+def _claude_code_windows(files: list[str], given: int | None) -> list[int]:
+    """The window Claude Code compacted by in each of its sessions of ``files`` (``Window.harness``:
+    ``--window``, else its 1M-context window where the model's ``[1m]`` or a prompt past 200,000
+    answered shows it, else 200,000); a file of another harness, or one that does not read, has
+    none here (the preset's 200,000; the reading of the corpus says what is wrong with it)."""
+    from ..engine.window import of_recording
+    from ..transcripts import load_transcript
+
+    windows = []
+    for path in files:
+        try:
+            t = load_transcript(path)
+        except (InputError, OSError):
+            continue
+        if (t.metadata.get("recorded_format") or t.format) == "claude-code":
+            windows.append(of_recording(t, given).harness)
+    return windows
 
 
 def _sessions_own_settings(files: list[str], harness: str, notify: Notify) -> str | None:

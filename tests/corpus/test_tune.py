@@ -786,6 +786,44 @@ def test_tune_harness_searches_claude_codes_percentage_and_prints_the_line_to_pa
     assert paste("claude-code", None)[0] == "export DISABLE_AUTO_COMPACT=1"
 
 
+def test_tune_harness_claude_code_searches_up_to_what_the_sessions_window_takes(cli, tmp_path):
+    """CLAUDE_AUTOCOMPACT_PCT_OVERRIDE only lowers Claude Code's default: 83% is the most a 200,000
+    window takes (167,000), 96% the most of the 1M-context window (967,000). A session that shows a
+    prompt past 200,000 answered ran on the 1M window, so tune searches to 96% there (before, 83%
+    on every session: 84% to 96% were never tried); --window sets the window for every session."""
+    from compactlab.corpus.harness_settings import claude_code_shares, space
+    from compactlab.engine.layers.harness_triggers import claude_code_lowered, harness_trigger
+    from compactlab.jobs.tune import _claude_code_windows
+    from helpers import ClaudeCodeSession
+
+    for window, top in ((200_000, 0.83), (1_000_000, 0.96)):
+        default = harness_trigger("claude-code", None, window)[0]
+        shares = claude_code_shares(window)
+        assert shares[0] == 0.4 and shares[-1] == top and len(shares) == round(top * 100) - 39
+        assert claude_code_lowered(window, top) < default <= claude_code_lowered(window, top + 0.01)
+
+    def session(name: str, sizes: list[int]) -> str:
+        s = ClaudeCodeSession().user("go", version="2.1.40")
+        for k, size in enumerate(sizes):
+            s.assistant(f"m{k}", {"type": "tool_use", "id": f"t{k}", "name": "Bash", "input": {"command": "ls"}},
+                        input_tokens=size, version="2.1.40").result(f"t{k}", "x", version="2.1.40")
+        return s.write(tmp_path / name)
+
+    wide, plain = session("wide.jsonl", [150_000, 240_000]), session("plain.jsonl", [150_000, 190_000])
+    other = tmp_path / "messages.jsonl"  # (another harness's recording: the preset's 200,000)
+    other.write_text('{"role":"user","content":"go"}\n{"role":"assistant","content":[{"type":"text","text":"ok"}]}\n')
+    assert _claude_code_windows([wide, plain, str(other), str(tmp_path / "gone.jsonl")], None) == [1_000_000, 200_000]
+    assert _claude_code_windows([plain], 400_000) == [400_000]
+    assert space("claude-code", [200_000])[0].endswith("|0.83") and space("claude-code", [])[0].endswith("|0.83")
+    assert space("claude-code", [200_000, 1_000_000])[0].endswith("|0.95|0.96")
+    for files, top in (([plain], 0.83), ([wide, plain], 0.96)):
+        out = tmp_path / f"t{len(files)}"
+        r = cli("tune", *files, "--harness", "claude-code", "--trials", "2", "--out", out, "-q")
+        assert r.exit_code == 0, r.stderr
+        (choices,) = {d.choices for t in _study(out / "study.journal").trials for d in t.distributions.values()}
+        assert choices[0] == 0.4 and choices[-1] == top
+
+
 def test_tune_harness_on_real_replays_every_front_point_is_a_whole_percentage(cli, tmp_path):
     """Each front point of `tune --harness claude-code` is a percentage Claude Code takes, and the
     preset replayed with it gives the figures the front printed."""
