@@ -119,7 +119,7 @@ def compactions(transcript: Transcript, window: int, settings: dict[str, Setting
     if out:
         _dropped(transcript, out)
     if fmt == "codex" and out:
-        _codex(transcript, out, settings)
+        _codex(transcript, out, settings, harness_window or window)
     if fmt == "openhands" and out:
         _openhands(transcript, out)
     if fmt == "claude-code" and out:
@@ -184,19 +184,22 @@ def _request_costs(transcript: Transcript, rows: list[dict[str, Any]]) -> None:
             row["request_file"] = name
 
 
-#: Codex CLI 0.104's auto-compact limit for the gpt-5.x-codex models: 90% of their 272,000 tokens
-CODEX_LIMIT = 244_800
 #: OpenHands' LLMSummarizingCondenser: condense once the history passes max_size events (its default)
 OPENHANDS_MAX_SIZE = 120
 
 
-def _codex(transcript: Transcript, rows: list[dict[str, Any]], settings: dict[str, Setting]) -> None:
+def _codex(transcript: Transcript, rows: list[dict[str, Any]], settings: dict[str, Setting], window: int) -> None:
     """Codex counts what its rollout does not record (the reasoning of earlier turns), so where its
-    limit fires is found as the ``codex`` preset models it: replayed with the limit."""
+    limit fires is found as the ``codex`` preset models it: replayed with the limit, the lesser of
+    ``model_auto_compact_token_limit`` and 90% of the model's window (``harness_triggers``' ``codex``
+    rule, of ``window``: the one the rollout records, 95% of the model's)."""
     given = settings.get("model_auto_compact_token_limit")
-    limit = int(_number(settings, "model_auto_compact_token_limit", 1_000, 10_000_000) or CODEX_LIMIT)
-    why = (f"model_auto_compact_token_limit={limit:,} ({given.source})" if given else
-           f"Codex 0.104's default: 90% of 272,000 = {CODEX_LIMIT:,} (model_auto_compact_token_limit unset)")
+    cap = int(_number(settings, "model_auto_compact_token_limit", 1_000, 10_000_000) or 0)
+    limit, why = harness_trigger("codex", None, window, cap=cap)
+    if given is not None:
+        why += f" ({given.source})"
+    else:
+        why += " (model_auto_compact_token_limit unset)"
     _by_preset(transcript, rows, "codex", limit, why + "; measured as Codex does, by the codex preset")
 
 

@@ -331,3 +331,28 @@ def goose_store(path: Path) -> Path:
     db.commit()
     db.close()
     return path
+
+
+def codex_rollout(path, window: int, sizes: list[int], compact_at: int) -> str:
+    """A Codex rollout that records ``window`` (``model_context_window``: the 95% of the model's window
+    a prompt may fill) and a call a prompt of each of ``sizes``, Codex's compaction before the
+    ``compact_at``-th."""
+    lines = [{"type": "session_meta", "payload": {"id": "s1", "cli_version": "0.104.0"}},
+             {"type": "turn_context", "payload": {"model": "gpt-5.1-codex-max"}},
+             {"type": "event_msg", "payload": {"type": "task_started", "model_context_window": window}},
+             {"type": "response_item", "payload": {"type": "message", "role": "user",
+                                                   "content": [{"type": "input_text", "text": "do it"}]}}]
+    for k, size in enumerate(sizes):
+        if k == compact_at:
+            lines.append({"type": "compacted", "payload": {"message": "summary", "replacement_history": [
+                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "do it"}]}]}})
+        lines += [{"type": "response_item", "payload": {"type": "function_call", "call_id": f"c{k}", "name": "shell",
+                                                        "arguments": '{"command": ["ls"]}'}},
+                  {"type": "event_msg", "payload": {"type": "token_count", "info": {
+                      "total_token_usage": {"total_tokens": k + 1},
+                      "last_token_usage": {"input_tokens": size, "cached_input_tokens": 0, "output_tokens": 50}}}},
+                  {"type": "response_item", "payload": {"type": "function_call_output", "call_id": f"c{k}",
+                                                        "output": "ok"}}]
+    Path(path).write_text("".join(json.dumps({**line, "timestamp": f"2026-11-28T10:00:{i:02d}Z"}) + "\n"
+                                  for i, line in enumerate(lines)))
+    return str(path)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from compactlab import load_transcript
+from compactlab import load_transcript, replay
 from compactlab.audit import audit, claude_code_threshold, settings_for
 from compactlab.errors import UsageError
-from helpers import ClaudeCodeSession
+from helpers import ClaudeCodeSession, codex_rollout
 
 
 def _session(tmp_path, version: str, sizes: list[int], pre_tokens: int, trigger: str = "auto") -> str:
@@ -334,8 +334,8 @@ def test_the_harness_rules_give_the_harnesses_own_figures():
         from compactlab.corpus.harness_settings import Setting, reserve_threshold
 
         reserve_threshold("pi", 200_000, {"compaction.reserveTokens": Setting("-3", "x")})
-    with pytest.raises(ValueError, match="no trigger rule 'codex'"):
-        harness_trigger("codex", None, 272_000)
+    with pytest.raises(ValueError, match="no trigger rule 'gemini-cli'"):
+        harness_trigger("gemini-cli", None, 1_048_576)
 
 
 def _beta(path: str) -> str:
@@ -391,6 +391,38 @@ def test_a_harness_preset_compacts_where_its_harness_does_on_each_of_its_recordi
     assert run.summary.summary_trigger == 167_000 and run.summary.summary_trigger_source == (
         "167,000 tokens: Claude Code's rule on 200,000, its preset's window (summary.trigger_rule; not Claude Code's "
         "own recording), 2.1.x's default: 200,000 - 20,000 - 13,000 = 167,000")
+
+
+def test_the_codex_preset_and_the_audit_take_codexs_limit_of_each_rollouts_window(cli, tmp_path, monkeypatch):
+    """One answer: Codex compacts at 90% of the model's window, or at model_auto_compact_token_limit where
+    lower; a rollout records the 95% of the window a prompt may fill. On a rollout that records
+    380,000 (a 400,000 model) the preset and the audit both take 360,000, the call where Codex
+    compacted, on both cores; before, the preset compacted every rollout at 244,800 (here at call 1,
+    three calls early). The limit is a cap: 300,000 lowers it, 400,000 does not."""
+    from compactlab import load_policy
+    from compactlab.engine.layers.harness_triggers import harness_trigger
+    from helpers import on_both_cores
+
+    assert [harness_trigger("codex", None, w)[0] for w in (258_400, 380_000, 950_000)] == [244_800, 360_000, 900_000]
+    assert harness_trigger("codex", None, 380_000, cap=300_000)[0] == 300_000
+    assert harness_trigger("codex", None, 258_400, cap=300_000)[0] == 244_800
+    path = codex_rollout(tmp_path / "r.jsonl", 380_000, [300_000, 340_000, 359_000, 361_000, 30_000], 4)
+    t = load_transcript(path)
+    row = _row(path)
+    assert (row["window"], row["threshold"], row["call"]) == (380_000, 360_000, 4), row
+    assert row["fired"].startswith("where it fires") and row["threshold_source"].startswith(
+        "Codex's default: 90% of the model's 400,000 (the 380,000 a rollout records is the 95% of it a prompt may fill)")
+    python, native = on_both_cores(monkeypatch, t, load_policy("codex"))
+    for run in (python, native):
+        assert run.summary.summary_trigger == 360_000 and [e.call for e in run.events][:1] == [4]
+    assert python.summary.summary_trigger_source.startswith("360,000 tokens: Codex CLI's own on the recording's window")
+    before = replay(t, load_policy("codex", ["summary.trigger=244800"]))  # (the one trigger of before)
+    assert [e.call for e in before.events][:1] == [1]
+    capped = replay(t, load_policy("codex", ["summary.trigger_cap=300000"]))
+    assert capped.summary.summary_trigger == _row(path, "model_auto_compact_token_limit=300000")["threshold"] == 300_000
+    assert replay(t, load_policy("codex", ["summary.trigger_cap=400000"])).summary.summary_trigger == 360_000
+    with pytest.raises(Exception, match="trigger_cap is the most the trigger is by the rule of a harness"):
+        load_policy("claude-code", ["summary.trigger_cap=100000"])
 
 
 def test_codexs_limit_is_read_from_its_config_and_checked_by_replaying_its_preset(cli, shared_transcripts, tmp_path,

@@ -21,8 +21,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Callable
 
-from ..engine.layers.harness_triggers import (GOOSE_DEFAULT, PRESET_WINDOW, QWEN_CODE_DEFAULT, RESERVE_SETTINGS,
-                                              RULES, claude_code_lowered, harness_trigger, qwen_code_ladder)
+from ..engine.layers.harness_triggers import (CODEX_RECORDED, GOOSE_DEFAULT, PRESET_WINDOW, QWEN_CODE_DEFAULT,
+                                              RESERVE_SETTINGS, RULES, claude_code_lowered, codex_limit, harness_trigger,
+                                              qwen_code_ladder)
 from ..engine.window import GEMINI_CLI_WINDOW
 from ..errors import UsageError
 from ..plain import dataclass
@@ -97,8 +98,18 @@ def claude_code_shares(window: int = CLAUDE_WINDOW) -> tuple[float, ...]:
     default = harness_trigger("claude-code", None, window)[0]
     top = max((p for p in range(40, 100) if claude_code_lowered(window, p / 100) < default), default=40)
     return tuple(p / 100 for p in range(40, top + 1))
-#: Codex CLI's window for the gpt-5.x-codex models, and its default limit (90% of it: the most it takes)
-CODEX_WINDOW, CODEX_LIMIT = 272_000, 244_800
+#: Codex CLI's default limit for the gpt-5.x-codex models and their window (90% of it: 244,800 of
+#: 272,000), as its rule has them of the 258,400 their rollouts record (``harness_triggers``)
+CODEX_LIMIT, CODEX_WINDOW = codex_limit(CODEX_RECORDED)
+
+
+def codex_limits(window: int = CODEX_RECORDED) -> tuple[int, ...]:
+    """The ``model_auto_compact_token_limit`` values tune searches where the sessions' largest
+    recorded Codex window is ``window``: 100,000 up in steps of 8,000 to Codex's default there, 90% of
+    the model's window (244,800 of the gpt-5.x-codex models'), the most it takes (a higher one it
+    lowers to it)."""
+    top = codex_limit(window)[0]
+    return (*range(100_000, top, 8_000), top)
 #: the reserves Pi's compaction.reserveTokens and OpenCode's compaction.reserved are searched over
 #: (the presets' summary.trigger_reserve: their rules take it off each session's window,
 #: ``harness_triggers``), and the most either takes
@@ -208,12 +219,12 @@ TABLE: dict[str, Harness] = {h.name: h for h in (
                     "window, the window less 33,000) is ignored by Claude Code: the search stops at 83%, the most a "
                     "200,000-token session takes (96% where a session ran on the 1M-context window)"),
     Harness("codex", "Codex CLI", "codex", (
-        Knob("model_auto_compact_token_limit", "summary.trigger",
-             (*range(100_000, CODEX_LIMIT, 8_000), CODEX_LIMIT), short="limit"),), _codex,
+        Knob("model_auto_compact_token_limit", "summary.trigger_cap", codex_limits(), short="limit",
+             takes=(1_000, 10_000_000)),), _codex,
             no_off="Codex CLI has no setting that turns auto-compaction off (it takes the lesser of "
                    "model_auto_compact_token_limit and 90% of the window)",
             ignored="a limit above 90% of the window (244,800 of 272,000) is lowered to it by Codex: the search "
-                    "stops there"),
+                    "stops there (at 90% of the largest window the sessions record)"),
     Harness("gemini-cli", "Gemini CLI", "gemini-cli", (
         Knob("model.compressionThreshold", "summary.trigger",
              tuple(round(GEMINI_CLI_WINDOW * f) for f in _steps(0.1, 0.9, 0.05)), *_share_of(GEMINI_CLI_WINDOW),
@@ -369,10 +380,11 @@ def _without(resolved: dict[str, Any], keys: list[str]) -> dict[str, Any]:
 
 def space(name: str, windows: Iterable[int] = ()) -> list[str]:
     """What tune searches of harness ``name`` on sessions whose windows its rule takes are
-    ``windows`` (Claude Code's: its percentages reach higher on a larger window)."""
-    largest = max(windows, default=CLAUDE_WINDOW)
-    if name == "claude-code" and largest > CLAUDE_WINDOW:
-        return TABLE[name].space({"summary.trigger_share": claude_code_shares(largest)})
+    ``windows`` (Claude Code's percentages and Codex's limit reach higher on a larger window)."""
+    if name == "claude-code" and max(windows, default=0) > CLAUDE_WINDOW:
+        return TABLE[name].space({"summary.trigger_share": claude_code_shares(max(windows))})
+    if name == "codex" and max(windows, default=0) > CODEX_RECORDED:
+        return TABLE[name].space({"summary.trigger_cap": codex_limits(max(windows))})
     return TABLE[name].space()
 
 
@@ -427,9 +439,9 @@ def current(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | 
     if name == "codex" and (limit := settings.get("model_auto_compact_token_limit")) is not None:
         value = int(number(limit, "model_auto_compact_token_limit", 1_000, 10_000_000))
         said = f"model_auto_compact_token_limit = {limit.value} ({limit.source})"
-        if value >= CODEX_LIMIT:
-            return [], said + f": at or above 90% of the window, which Codex keeps ({CODEX_LIMIT:,})"
-        return [f"summary.trigger={value}"], said
+        return [f"summary.trigger_cap={value}"], (f"{said}: the lesser of it and 90% of each session's window "
+                                                  f"({min(value, CODEX_LIMIT):,} of the gpt-5.x-codex models' "
+                                                  f"{CODEX_WINDOW:,})")
     return None
 
 
@@ -653,7 +665,8 @@ SETTINGS: dict[str, list[tuple[str, str, str, str, str]]] = {
     ],
     "codex": [
         ("model_auto_compact_token_limit", "~/.codex/config.toml ($CODEX_HOME)", "tokens, only lower (min with 90% "
-         "of the window)", "90% of the gpt-5.x-codex models' 272,000 (244,800)", "summary.trigger"),
+         "of the window)", "90% of the model's window (244,800 of the gpt-5.x-codex models' 272,000)",
+         "summary.trigger_cap, the lesser of it and 90% of each session's window (summary.trigger_rule)"),
         ("model_context_window", "~/.codex/config.toml ($CODEX_HOME)", "tokens", "the model's (272,000)",
          "the window calls are judged on (--window)"),
     ],

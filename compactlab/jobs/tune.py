@@ -116,8 +116,7 @@ def tune_files(files: list[str], spec: Search, settings: Settings, show: Callabl
     out_dir = settings.out_dir or os.path.join("reports", "tune")
     no_off = None  # (why no compaction is no setting of these sessions, beyond the harness's table)
     if spec.harness is not None:
-        spec = _harness_search(spec, _claude_code_windows(files, settings.window) if spec.harness == "claude-code"
-                               else [])
+        spec = _harness_search(spec, _own_windows(files, settings.window, spec.harness))
         no_off = _sessions_own_settings(files, str(spec.harness), notify)
     objectives = parse_objectives(spec.objectives)
     params = _searched(spec, notify)
@@ -196,21 +195,28 @@ def _harness_search(spec: Search, windows: list[int]) -> Search:
                    current=words)
 
 
-def _claude_code_windows(files: list[str], given: int | None) -> list[int]:
-    """The window Claude Code compacted by in each of its sessions of ``files`` (``Window.harness``:
-    ``--window``, else its 1M-context window where the model's ``[1m]`` or a prompt past 200,000
-    answered shows it, else 200,000); a file of another harness, or one that does not read, has
-    none here (the preset's 200,000; the reading of the corpus says what is wrong with it)."""
+#: the harnesses whose settings tune searches further on a larger window, by their sessions' format
+WINDOWED = {"claude-code": "claude-code", "codex": "codex"}
+
+
+def _own_windows(files: list[str], given: int | None, harness: str) -> list[int]:
+    """The window ``harness`` (``WINDOWED``) compacted by in each of its own sessions of ``files``
+    (``Window.harness``: ``--window``; else Claude Code's 1M-context window where the model's
+    ``[1m]`` or a prompt past 200,000 answered shows it, Codex's the one its rollout records; else
+    the harness's default): none for another's harness, or a file that does not read (its preset's
+    window; the reading of the corpus says what is wrong with it)."""
     from ..engine.window import of_recording
     from ..transcripts import load_transcript
 
-    windows = []
+    windows: list[int] = []
+    if harness not in WINDOWED:
+        return windows
     for path in files:
         try:
             t = load_transcript(path)
         except (InputError, OSError):
             continue
-        if (t.metadata.get("recorded_format") or t.format) == "claude-code":
+        if (t.metadata.get("recorded_format") or t.format) == WINDOWED[harness]:
             windows.append(of_recording(t, given).harness)
     return windows
 

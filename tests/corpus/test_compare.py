@@ -65,7 +65,7 @@ def test_compare_errors(cli, tmp_path):
     assert r.exit_code == 2 and "summary.nope: unknown key" in r.stderr
     assert "with --sweep summary.nope=1: summary.nope: unknown key" in r.stderr
     r = cli("compare", T1, "-p", "s08", "--sweep", "summary.triger=1,2", "--dry-run")
-    assert "hint: did you mean summary.trigger or summary.trigger_rule or summary.trigger_share? (compactlab policies show s08 lists" in r.stderr
+    assert "hint: did you mean summary.trigger or summary.trigger_cap or summary.trigger_rule? (compactlab policies show s08 lists" in r.stderr
     # (a swept value is named as the --sweep it came from; a --set one as a --set)
     r = cli("compare", T1, "-p", "s08", "--sweep", "summary.trigger=30000,lots", "--dry-run")
     assert r.exit_code == 2 and "s08 with --sweep summary.trigger=lots: summary.trigger: Input should be" in r.stderr

@@ -40,7 +40,7 @@ def test_the_forms_parse_as_the_harness_reads_them():
     cc = paste("claude-code", {"summary.trigger_share": 0.75})
     assert cc[0] == "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=75"
     assert json.loads(cc[1].partition(": ")[2]) == {"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "75"}}
-    codex = paste("codex", {"summary.trigger": 180_000})
+    codex = paste("codex", {"summary.trigger_cap": 180_000})
     assert codex[0] == "~/.codex/config.toml:"
     assert tomllib.loads("\n".join(codex[1:])) == {"model_auto_compact_token_limit": 180_000}
     gemini = paste("gemini-cli", {"summary.trigger": int(1_048_576 * 0.35)})
@@ -149,8 +149,11 @@ def test_the_setting_of_a_preset_as_compare_prints_it():
     # a setting it takes, not searched)
     _, above = setting_of(load_policy("claude-code", ["summary.trigger_share=0.9"]))
     assert above[0] == "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=90" and len(above) == 2
-    _, codex_above = setting_of(load_policy("codex", ["summary.trigger=260000"]))
-    assert "90% of the window" in codex_above[0]
+    # (Codex takes the lesser of its limit and 90% of the window: 260,000 is lowered to 244,800 of 272,000 and
+    # lowers 360,000 of 400,000, a setting it takes, not searched on these; one trigger on every session is none)
+    _, codex_above = setting_of(load_policy("codex", ["summary.trigger_cap=260000"]))
+    assert codex_above == ["~/.codex/config.toml:", "model_auto_compact_token_limit = 260000"]
+    assert setting_of(load_policy("codex", ["summary.trigger=200000"])) is None
     assert of_preset("strands-summarizing") is TABLE["strands-summarizing"]
     assert value_at(load_policy("langchain-summarization"), None, "custom.settings.keep_messages") == 20
 
@@ -448,14 +451,17 @@ def test_tune_harness_starts_from_your_current_setting_read_where_the_harness_ke
     r = cli("tune", *files, "--harness", "codex", "--trials", "2", "--out", tmp_path / "c", "-q")
     assert r.exit_code == 0, r.stderr
     assert json.loads((tmp_path / "c" / "front.json").read_text())["current"] == (
-        "model_auto_compact_token_limit = 200000 (~/.codex/config.toml)")
+        "model_auto_compact_token_limit = 200000 (~/.codex/config.toml): the lesser of it and 90% of each session's "
+        "window (200,000 of the gpt-5.x-codex models' 272,000)")
     assert current("claude-code", {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": Setting("90", "x")}) == (
         ["summary.trigger_share=0.9"], "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=90 (x): 90% of each session's window, where "
                                        "under Claude Code's default (not of 200,000, whose 167,000 it keeps)")
     assert current("claude-code", {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": Setting("100", "x")}) == (
         [], "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=100 (x): above the default, which Claude Code keeps")
     assert current("claude-code", {"DISABLE_AUTO_COMPACT": Setting("1", "x")})[0] == ["summary.enabled=false"]
-    assert current("codex", {"model_auto_compact_token_limit": Setting("300000", "x")})[0] == []
+    assert current("codex", {"model_auto_compact_token_limit": Setting("300000", "x")}) == (
+        ["summary.trigger_cap=300000"], "model_auto_compact_token_limit = 300000 (x): the lesser of it and 90% of each "
+                                        "session's window (244,800 of the gpt-5.x-codex models' 272,000)")
     assert current("langchain", {}) is None and current("claude-code", {}) is None
 
 

@@ -793,7 +793,7 @@ def test_tune_harness_claude_code_searches_up_to_what_the_sessions_window_takes(
     on every session: 84% to 96% were never tried); --window sets the window for every session."""
     from compactlab.corpus.harness_settings import claude_code_shares, space
     from compactlab.engine.layers.harness_triggers import claude_code_lowered, harness_trigger
-    from compactlab.jobs.tune import _claude_code_windows
+    from compactlab.jobs.tune import _own_windows
     from helpers import ClaudeCodeSession
 
     for window, top in ((200_000, 0.83), (1_000_000, 0.96)):
@@ -812,8 +812,9 @@ def test_tune_harness_claude_code_searches_up_to_what_the_sessions_window_takes(
     wide, plain = session("wide.jsonl", [150_000, 240_000]), session("plain.jsonl", [150_000, 190_000])
     other = tmp_path / "messages.jsonl"  # (another harness's recording: the preset's 200,000)
     other.write_text('{"role":"user","content":"go"}\n{"role":"assistant","content":[{"type":"text","text":"ok"}]}\n')
-    assert _claude_code_windows([wide, plain, str(other), str(tmp_path / "gone.jsonl")], None) == [1_000_000, 200_000]
-    assert _claude_code_windows([plain], 400_000) == [400_000]
+    assert _own_windows([wide, plain, str(other), str(tmp_path / "gone.jsonl")], None, "claude-code") == [1_000_000,
+                                                                                                          200_000]
+    assert _own_windows([plain], 400_000, "claude-code") == [400_000] and _own_windows([plain], None, "pi") == []
     assert space("claude-code", [200_000])[0].endswith("|0.83") and space("claude-code", [])[0].endswith("|0.83")
     assert space("claude-code", [200_000, 1_000_000])[0].endswith("|0.95|0.96")
     for files, top in (([plain], 0.83), ([wide, plain], 0.96)):
@@ -822,6 +823,24 @@ def test_tune_harness_claude_code_searches_up_to_what_the_sessions_window_takes(
         assert r.exit_code == 0, r.stderr
         (choices,) = {d.choices for t in _study(out / "study.journal").trials for d in t.distributions.values()}
         assert choices[0] == 0.4 and choices[-1] == top
+
+
+def test_tune_harness_codex_searches_up_to_90_percent_of_the_rollouts_window(tmp_path):
+    """Codex takes the lesser of model_auto_compact_token_limit and 90% of the model's window: 244,800
+    of the 272,000 its rollouts record as 258,400, 360,000 of a 400,000 model's (380,000). The search
+    goes to the highest its sessions take; before, 244,800 on every rollout."""
+    from compactlab.corpus.harness_settings import codex_limits, space
+    from compactlab.jobs.tune import _own_windows
+    from helpers import codex_rollout
+
+    assert codex_limits()[0] == 100_000 and codex_limits()[-2:] == (244_000, 244_800)
+    assert codex_limits(380_000)[-2:] == (356_000, 360_000)
+    wide = codex_rollout(tmp_path / "wide.jsonl", 380_000, [300_000, 30_000], 1)
+    plain = codex_rollout(tmp_path / "plain.jsonl", 258_400, [200_000, 30_000], 1)
+    assert _own_windows([wide, plain], None, "codex") == [380_000, 258_400]
+    assert space("codex", [258_400])[0] == space("codex", [])[0] and space("codex", [])[0].endswith("|244800")
+    assert space("codex", [380_000, 258_400])[0].startswith("summary.trigger_cap=100000|") and \
+        space("codex", [380_000, 258_400])[0].endswith("|356000|360000")
 
 
 def test_tune_harness_on_real_replays_every_front_point_is_a_whole_percentage(cli, tmp_path):
@@ -976,8 +995,9 @@ def test_a_pick_at_the_edge_of_the_range_searched_is_said_so():
     from compactlab.corpus.trials import Param, TuneResult
 
     def result(trigger, harness=None):
-        base, best = _pt(-1, 0.1, values={"summary.trigger": 80_000}), _pt(1, 0.4, values={"summary.trigger": trigger})
-        return TuneResult("s06", [Param("summary.trigger", "int", 20_000, 100_000)], ["cost", "recall"], base, [best],
+        key = "summary.trigger_cap" if harness == "codex" else "summary.trigger"
+        base, best = _pt(-1, 0.1, values={key: 80_000}), _pt(1, 0.4, values={key: trigger})
+        return TuneResult("s06", [Param(key, "int", 20_000, 100_000)], ["cost", "recall"], base, [best],
                           [best], reference=_pt(-2, 0.0, values={}), harness=harness)
 
     assert ("summary.trigger=20000 is the lowest value searched: a better point may lie beyond it (--space searches "

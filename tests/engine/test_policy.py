@@ -123,7 +123,7 @@ def test_an_unknown_key_of_a_policy_file_names_the_file(tmp_path):
     path.write_text("[summary]\ntriger = 5\n")
     with pytest.raises(PolicyError) as exc:
         load_policy(str(path))
-    assert exc.value.hint == f"did you mean summary.trigger or summary.trigger_rule or summary.trigger_share? (compactlab policies show {path} " \
+    assert exc.value.hint == f"did you mean summary.trigger or summary.trigger_cap or summary.trigger_rule? (compactlab policies show {path} " \
                              "lists every key)"
 
 

@@ -13,6 +13,11 @@ for both, so a replay of a harness's preset and the audit of the same session na
 - ``goose``: 80% of the window (``GOOSE_AUTO_COMPACT_THRESHOLD``'s default).
 - ``pi``: the window less ``compaction.reserveTokens`` (16,384 by default, DEFAULT_COMPACTION_SETTINGS;
   shouldCompact: the context past it): 183,616 of 200,000.
+- ``codex``: 90% of the model's context window (codex-rs ``auto_compact_token_limit``: context_window
+  x 9 / 10), or ``model_auto_compact_token_limit`` where lower (the lesser of the two). A rollout
+  records the window as Codex lets a prompt fill it, 95% of the model's (``model_context_window``:
+  context_window x ``effective_context_window_percent`` / 100), so the model's is taken back from
+  it: 272,000 of a recorded 258,400, whose limit is 244,800.
 - ``opencode``: the window less the reply's reserve, min(the model's max output, 32,000: its
   OUTPUT_TOKEN_MAX; taken as 32,000), less ``compaction.reserved`` (none by default here: the
   source has subtracted one only since session/overflow.ts, min(20,000, max output)): 168,000 of
@@ -30,12 +35,20 @@ from functools import lru_cache
 #: the harnesses whose own trigger a preset may follow (``summary.trigger_rule``), each with the format
 #: of its own recordings: the rule is taken of the window of those, by their version (another's
 #: window is not the one that harness would run on: ``PRESET_WINDOW`` stands for it)
-RECORDED_BY = {"claude-code": "claude-code", "qwen-code": "qwen", "goose": "goose", "pi": "pi", "opencode": "opencode"}
+RECORDED_BY = {"claude-code": "claude-code", "qwen-code": "qwen", "goose": "goose", "pi": "pi", "opencode": "opencode",
+               "codex": "codex"}
 RULES = tuple(RECORDED_BY)
-TITLES = {"claude-code": "Claude Code", "qwen-code": "Qwen Code", "goose": "goose", "pi": "Pi", "opencode": "OpenCode"}
+TITLES = {"claude-code": "Claude Code", "qwen-code": "Qwen Code", "goose": "goose", "pi": "Pi", "opencode": "OpenCode",
+          "codex": "Codex CLI"}
 #: the window each rule is taken of where the recording is not its harness's own (another harness's
-#: window is not the one it would run on): the one its preset's figures are written for
+#: window is not the one it would run on): the one its preset's figures are written for (Codex's:
+#: ``preset_window``)
 PRESET_WINDOW = 200_000
+#: Codex CLI: the share of the model's window a prompt may fill (``effective_context_window_percent``),
+#: the share of it its limit is, and the window its rollouts record of the gpt-5.x-codex models' 272,000
+CODEX_EFFECTIVE, CODEX_LIMIT_SHARE, CODEX_RECORDED = 95, (9, 10), 258_400
+#: the setting that caps each rule's trigger (``summary.trigger_cap``: the lesser of it and the rule's)
+CAP_SETTINGS = {"codex": "model_auto_compact_token_limit"}
 #: the setting that sets each rule's share of the window (``summary.trigger_share``)
 SHARE_SETTINGS = {"claude-code": "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE",
                   "qwen-code": "model.chatCompression.contextPercentageThreshold",
@@ -94,6 +107,21 @@ def claude_code_reserve(version: str | None) -> tuple[int, str]:
     return next((r, w) for prefix, r, w in CLAUDE_RESERVE if (version or "").startswith(prefix))
 
 
+def preset_window(rule: str) -> int:
+    """The window harness ``rule`` is taken of on a recording not its harness's own: ``PRESET_WINDOW``;
+    Codex's, the 258,400 its rollouts record of its preset's models."""
+    return CODEX_RECORDED if rule == "codex" else PRESET_WINDOW
+
+
+def codex_limit(window: int) -> tuple[int, int]:
+    """Codex CLI's default auto-compact limit where its rollout records ``window`` (the 95% of the
+    model's context window a prompt may fill), and that context window: the smallest whose 95% is
+    ``window`` (Codex cuts it to a token), 9/10 of it (codex-rs: ``context_window * 9 / 10``)."""
+    context = -(-window * 100 // CODEX_EFFECTIVE)
+    num, den = CODEX_LIMIT_SHARE
+    return context * num // den, context
+
+
 def harness_failures(rule: str, version: str | None) -> int | None:
     """The failed compressions in a row after which harness ``rule``, at ``version``, stops trying,
     where its version sets it (Qwen Code 0.17 and later: 3); None: the policy's ``max_failures``."""
@@ -107,11 +135,12 @@ def claude_code_lowered(window: int, share: float) -> int:
 
 
 def harness_trigger(rule: str, version: str | None, window: int, share: float = 0.0,
-                    reserve: int = 0) -> tuple[int, str]:
+                    reserve: int = 0, cap: int = 0) -> tuple[int, str]:
     """Where harness ``rule`` (``RULES``), at ``version`` (None: not recorded), auto-compacts on a
     ``window``-token model, and why in words (the version's rule, with its figures): by default, or
     with its setting's ``share`` of the window (``SHARE_SETTINGS``; 0: not set) or ``reserve``
-    (``RESERVE_SETTINGS``, Pi's and OpenCode's; 0: not set). Claude Code's share only lowers its
+    (``RESERVE_SETTINGS``, Pi's and OpenCode's; 0: not set) or ``cap`` (``CAP_SETTINGS``, Codex's
+    limit, which only lowers its 90%; 0: not set). Claude Code's share only lowers its
     default (a higher one it ignores); goose's and Qwen Code's (to 0.16) replace theirs; Qwen Code
     0.17 and later ignore theirs."""
     if rule in RESERVE_SETTINGS:
@@ -135,14 +164,29 @@ def harness_trigger(rule: str, version: str | None, window: int, share: float = 
         return _share(rule, window, share, QWEN_CODE_DEFAULT)
     if rule == "goose":
         return _share(rule, window, share, GOOSE_DEFAULT)
+    if rule == "codex":
+        return _codex(window, cap)
     raise ValueError(f"no trigger rule {rule!r} (one of {', '.join(RULES)})")
 
 
 @lru_cache(maxsize=256)
-def trigger_at(rule: str, version: str | None, window: int, share: float = 0.0, reserve: int = 0) -> int:
+def trigger_at(rule: str, version: str | None, window: int, share: float = 0.0, reserve: int = 0, cap: int = 0) -> int:
     """``harness_trigger``'s figure alone, remembered: a run's summary asks its trigger at every call
     (its words, and five Python calls, at each were 24,000 instructions a call)."""
-    return harness_trigger(rule, version, window, share, reserve)[0]
+    return harness_trigger(rule, version, window, share, reserve, cap)[0]
+
+
+def _codex(window: int, cap: int) -> tuple[int, str]:
+    """Codex's: 90% of the model's window, taken back from the ``window`` its rollout records, or
+    ``cap`` (``model_auto_compact_token_limit``; 0: not set) where lower."""
+    at, context = codex_limit(window)
+    words = (f"Codex's default: 90% of the model's {context:,} (the {window:,} a rollout records is the "
+             f"{CODEX_EFFECTIVE}% of it a prompt may fill) = {at:,}")
+    if not cap:
+        return at, words
+    if cap < at:
+        return cap, f"model_auto_compact_token_limit={cap:,} (under {words})"
+    return at, f"{words}; model_auto_compact_token_limit={cap:,} is over it, which Codex lowers to it"
 
 
 def _reserved(rule: str, window: int, reserve: int) -> tuple[int, str]:

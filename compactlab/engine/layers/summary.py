@@ -25,8 +25,8 @@ from ..context import Context
 from ...config import Bound, LayerConfig, NonNegative, Positive, opt, section
 from ...transcripts.messages import Entry, cut_text, is_prompt, sized_len, text_of
 from .base import NOTHING, LayerStats, RunEnv, fill, pair_safe_head, pair_safe_tail, summarize
-from .harness_triggers import (PRESET_WINDOW, RECORDED_BY, RESERVE_SETTINGS, SHARE_SETTINGS, TITLES, harness_failures,
-                               harness_trigger, trigger_at)
+from .harness_triggers import (CAP_SETTINGS, RECORDED_BY, RESERVE_SETTINGS, SHARE_SETTINGS, TITLES, harness_failures,
+                               harness_trigger, preset_window, trigger_at)
 from .registry import register
 
 
@@ -44,7 +44,8 @@ def _own(config: SummaryConfig, env: RunEnv) -> bool:
 def _rule_window(config: SummaryConfig, env: RunEnv) -> tuple[str | None, int]:
     """The version and the window a policy's harness rule is taken of: the recording's where it is
     that harness's own (``_own``); else none, on the window of the preset's figures."""
-    return (env.harness_version, env.window or PRESET_WINDOW) if _own(config, env) else (None, PRESET_WINDOW)
+    preset = preset_window(config.trigger_rule)
+    return (env.harness_version, env.window or preset) if _own(config, env) else (None, preset)
 
 
 def failures_allowed(config: SummaryConfig, env: RunEnv) -> int:
@@ -64,9 +65,10 @@ def trigger_said(config: SummaryConfig, env: RunEnv) -> tuple[int, str] | None:
     at, rule = trigger_of(config, env), config.trigger_rule
     if rule:
         version, window = _rule_window(config, env)
-        words = harness_trigger(rule, version, window, config.trigger_share, config.trigger_reserve)[1]
+        words = harness_trigger(rule, version, window, config.trigger_share, config.trigger_reserve,
+                                config.trigger_cap)[1]
         where = ("own on the recording's window (summary.trigger_rule)" if _own(config, env) else
-                 f"rule on {PRESET_WINDOW:,}, its preset's window (summary.trigger_rule; not {TITLES[rule]}'s own "
+                 f"rule on {window:,}, its preset's window (summary.trigger_rule; not {TITLES[rule]}'s own "
                  "recording)")
         return at, f"{at:,} tokens: {TITLES[rule]}'s {where}, {words}"
     if at != config.trigger:
@@ -88,7 +90,8 @@ def trigger_now(config: SummaryConfig, env: RunEnv) -> int:
 def trigger_of(config: SummaryConfig, env: RunEnv) -> int:
     """The trigger for this recording: where the policy follows a harness's own rule
     (``trigger_rule``), that harness's on the recording's window (``Window.harness``), by its version,
-    with the share or the reserve its setting gives (``trigger_share``, ``trigger_reserve``), where the
+    with the share, the reserve or the cap its setting gives (``trigger_share``, ``trigger_reserve``,
+    ``trigger_cap``), where the
     recording is that harness's own
     (on any other, on the window its preset's figures are written for: ``harness_triggers``); else
     the harness version's default where the policy gives one for it (``trigger_by_version``: the
@@ -98,8 +101,9 @@ def trigger_of(config: SummaryConfig, env: RunEnv) -> int:
     version, rule = env.harness_version, config.trigger_rule
     if rule:  # (asked at every call: ``_rule_window`` inline, the figure remembered)
         if env.window and RECORDED_BY[rule] == env.recorded_format:
-            return trigger_at(rule, version, env.window, config.trigger_share, config.trigger_reserve)
-        return trigger_at(rule, None, PRESET_WINDOW, config.trigger_share, config.trigger_reserve)
+            return trigger_at(rule, version, env.window, config.trigger_share, config.trigger_reserve, config.trigger_cap)
+        return trigger_at(rule, None, preset_window(rule), config.trigger_share, config.trigger_reserve,
+                          config.trigger_cap)
     if version and config.trigger_by_version:
         matches = [prefix for prefix in config.trigger_by_version if version.startswith(prefix)]
         if matches:
@@ -266,10 +270,11 @@ class SummaryConfig(LayerConfig):
     trigger_by_version: dict[str, int] = opt(
         {}, "the default trigger of recordings of a harness version (the longest prefix of the version the recording "
             "names, e.g. {\"2.0.\" = 155000}), unless trigger is lower; trigger for the others", added=True)
-    trigger_rule: Literal["", "claude-code", "qwen-code", "goose", "pi", "opencode"] = opt(
+    trigger_rule: Literal["", "claude-code", "qwen-code", "goose", "pi", "opencode", "codex"] = opt(
         "", "the trigger in tokens where that harness compacts on each of its own recordings' windows, by their "
             "version (engine/layers/harness_triggers.py; inspect --compactions holds its compactions to the same), "
-            "and on the 200,000 its figures are written for on any other recording, in place of trigger (which must "
+            "and on the window its figures are written for on any other recording (200,000; Codex's 258,400), in "
+            "place of trigger (which must "
             "be that figure) and trigger_by_version (and, where the version stops trying later than max_failures, "
             "its breaker: Qwen Code 0.17's 3); --set summary.trigger=N turns it off, for one trigger on every "
             "recording; \"\": off", added=True)
@@ -282,6 +287,9 @@ class SummaryConfig(LayerConfig):
         0, "with trigger_rule pi or opencode: the tokens that harness's setting leaves the window short by "
            "(Pi's compaction.reserveTokens, OpenCode's compaction.reserved), taken off each recording's window; 0: "
            "the harness's default", added=True)
+    trigger_cap: NonNegative = opt(
+        0, "with trigger_rule codex: the most the trigger is (Codex's model_auto_compact_token_limit: the lesser of it "
+           "and 90% of each recording's window); 0: the harness's default", added=True)
 
     def __post_init__(self) -> None:
         if "{summary}" not in self.template:
@@ -294,9 +302,13 @@ class SummaryConfig(LayerConfig):
         if self.trigger_reserve and self.trigger_rule not in RESERVE_SETTINGS:
             raise ValueError("trigger_reserve is taken off the window by the rule of a harness that takes one "
                              f"(trigger_rule {', '.join(RESERVE_SETTINGS)}), or give summary.trigger")
-        if self.trigger_rule and self.trigger != (rule := harness_trigger(self.trigger_rule, None, PRESET_WINDOW)[0]):
+        if self.trigger_cap and self.trigger_rule not in CAP_SETTINGS:
+            raise ValueError("trigger_cap is the most the trigger is by the rule of a harness that takes one (trigger_rule "
+                             f"{', '.join(CAP_SETTINGS)}), or give summary.trigger")
+        window = preset_window(self.trigger_rule)
+        if self.trigger_rule and self.trigger != (rule := harness_trigger(self.trigger_rule, None, window)[0]):
             raise ValueError(f"trigger ({self.trigger}) is not read while trigger_rule gives the trigger "
-                             f"({self.trigger_rule}'s {rule:,} of {PRESET_WINDOW:,}): remove trigger_rule for one trigger "
+                             f"({self.trigger_rule}'s {rule:,} of {window:,}): remove trigger_rule for one trigger "
                              "on every recording, or give trigger_share (trigger_reserve) for a share of (tokens off) "
                              "each window")
         for prefix, value in self.trigger_by_version.items():
