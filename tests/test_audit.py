@@ -381,8 +381,8 @@ def test_a_harness_preset_compacts_where_its_harness_does_on_each_of_its_recordi
     run, row = replay(load_transcript(raised), load_policy("claude-code")), _row(raised)
     assert run.summary.window_tokens == row["window"] == 1_000_000 and \
         run.summary.summary_trigger == row["threshold"] == 967_000, (run.summary.window_tokens, row)
-    assert run.summary.window_source == ("1,000,000 tokens: Claude Code with the 1M-context window (a prompt of 249,995 "
-                                         "tokens answered, past its default 200,000); the recording compacted at 251,000")
+    assert run.summary.window_source == ("1,000,000 tokens: Claude Code with the 1M-context window (a prompt past its "
+                                         "default 200,000 answered); the recording compacted at 251,000")
     assert row["fired"] == ("fired at 251,000, before 967,000: the settings given are not the ones it ran with") \
         and not run.events  # (where it compacted: another setting's)
     messages = tmp_path / "messages.jsonl"  # (Anthropic messages: not Claude Code's own recording)

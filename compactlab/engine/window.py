@@ -95,8 +95,8 @@ def resolve(*, given: int | None = None, given_source: str = "--window", fmt: st
         elif CLAUDE_CODE_WINDOW < largest <= LONG_CONTEXT_WINDOW:
             # (Claude Code writes the model without the [1m] it strips, anthropics/claude-code#59376: a
             # prompt past 200,000 answered is the API's 1M window, and Claude Code's with it)
-            tokens, source = LONG_CONTEXT_WINDOW, (f"Claude Code with the 1M-context window (a prompt of {largest:,} "
-                                                   f"tokens answered, past its default {CLAUDE_CODE_WINDOW:,})")
+            tokens, source = LONG_CONTEXT_WINDOW, (f"Claude Code with the 1M-context window (a prompt past its default "
+                                                   f"{CLAUDE_CODE_WINDOW:,} answered)")
         else:
             tokens, source = CLAUDE_CODE_WINDOW, "Claude Code default"
     elif fmt == "gemini-cli":

@@ -21,9 +21,11 @@ def test_where_a_window_comes_from():
     assert resolve(fmt="claude-code", model="claude-sonnet-4-5[1m]").tokens == 1_000_000
     # (Claude Code records the model without its [1m]: a prompt past 200,000 answered is the 1M window)
     past = [{"input_tokens": 5, "cache_read_input_tokens": 200_000}]
-    assert resolve(fmt="claude-code", model="claude-opus-4-6", usage=past) == Window(
-        1_000_000, "Claude Code with the 1M-context window (a prompt of 200,005 tokens answered, past its default "
-        "200,000)", 200_005)
+    w = resolve(fmt="claude-code", model="claude-opus-4-6", usage=past)
+    assert w == Window(1_000_000, "Claude Code with the 1M-context window (a prompt past its default 200,000 answered)",
+                       200_005) and w.harness == 1_000_000
+    assert w.describe() == ("1,000,000 tokens: Claude Code with the 1M-context window (a prompt past its default 200,000 "
+                            "answered); the largest prompt answered 200,005")
     assert resolve(fmt="claude-code", model="claude-opus-4-6", usage=[{"input_tokens": 200_000}]).tokens == 200_000
     assert resolve(fmt="anthropic", model="claude-sonnet-4-5", usage=past).named == 200_000  # (another harness: raised)
     assert resolve(model="gpt-4o") == Window(128_000, "gpt-4o's in genai-prices") and known_window("openai/gpt-4o") == 128_000
