@@ -58,12 +58,17 @@ def claude_code_threshold(version: str | None, window: int, settings: dict[str, 
     off = settings.get("DISABLE_AUTO_COMPACT")
     if off is not None and off.value.strip().lower() not in ("", "0", "false"):
         return None, f"auto-compaction off (DISABLE_AUTO_COMPACT, {off.source})"
-    given_window = _number(settings, "CLAUDE_CODE_AUTO_COMPACT_WINDOW", 100_000, 1_000_000)
-    if given_window is not None:
-        window = int(given_window)
+    given_window = int(_number(settings, "CLAUDE_CODE_AUTO_COMPACT_WINDOW", 100_000, 1_000_000) or 0)
+    if given_window and given_window < window:  # (Claude Code clamps it to the model's window)
+        window = given_window
+        set_by = f" (the window from CLAUDE_CODE_AUTO_COMPACT_WINDOW, {settings['CLAUDE_CODE_AUTO_COMPACT_WINDOW'].source})"
+    elif given_window:
+        set_by = (f" (CLAUDE_CODE_AUTO_COMPACT_WINDOW={given_window:,}, {settings['CLAUDE_CODE_AUTO_COMPACT_WINDOW'].source}, "
+                  f"is over the model's {window:,}, to which Claude Code clamps it)")
+    else:
+        set_by = ""
     default, words = harness_trigger("claude-code", version, window)
-    if given_window is not None:
-        words += f" (the window from CLAUDE_CODE_AUTO_COMPACT_WINDOW, {settings['CLAUDE_CODE_AUTO_COMPACT_WINDOW'].source})"
+    words += set_by
     pct = _number(settings, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", 1, 100)
     if pct is not None:
         lowered = claude_code_lowered(window, pct / 100)

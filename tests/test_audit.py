@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from compactlab import load_transcript, replay
-from compactlab.audit import audit, claude_code_threshold, settings_for
+from compactlab.audit import Setting, audit, claude_code_threshold, settings_for
 from compactlab.errors import UsageError
 from helpers import ClaudeCodeSession, codex_rollout
 
@@ -48,7 +48,7 @@ def test_each_auto_compaction_is_held_to_the_threshold_its_version_implies(tmp_p
     assert fired in row["fired"], row
 
 
-def test_the_settings_lower_turn_off_or_widen_and_say_where_they_came_from(tmp_path):
+def test_the_settings_lower_or_turn_off_and_say_where_they_came_from(tmp_path):
     path = _session(tmp_path, "2.1.39", [150_000, 166_000, 167_094], 167_731)
     low = _row(path, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60")
     assert low["threshold"] == 120_000 and "(--setting): 60% of 200,000 = 120,000" in low["threshold_source"]
@@ -57,8 +57,13 @@ def test_the_settings_lower_turn_off_or_widen_and_say_where_they_came_from(tmp_p
     assert high["threshold"] == 167_000 and "which Claude Code ignores" in high["threshold_source"]
     off = _row(path, "autoCompactEnabled=false")
     assert off["threshold"] is None and "not applied" in off["fired"]
+    # (autoCompactWindow, or CLAUDE_CODE_AUTO_COMPACT_WINDOW, sets the window only where under the model's: Claude
+    # Code clamps it to the model's, so 400,000 on a 200,000 model is 200,000's 167,000; before, it said 367,000)
     wide = _row(path, "autoCompactWindow=400000")
-    assert wide["threshold"] == 367_000 and "before 367,000" in wide["fired"]
+    assert wide["threshold"] == 167_000 and wide["fired"].startswith("where it fires"), wide
+    assert "CLAUDE_CODE_AUTO_COMPACT_WINDOW=400,000, --setting, is over the model's 200,000" in wide["threshold_source"]
+    narrow = _row(path, "autoCompactWindow=150000")
+    assert narrow["threshold"] == 117_000 and "the window from CLAUDE_CODE_AUTO_COMPACT_WINDOW" in narrow["threshold_source"]
     manual = _row(_session(tmp_path, "2.1.39", [50_000], 50_100, trigger="manual"))
     assert manual["threshold"] is None and manual["fired"].startswith("manual")
 
@@ -75,7 +80,8 @@ def test_settings_come_from_the_flag_the_environment_and_the_settings_file(tmp_p
         "50", "the environment")
     only_file = settings_for([], env={}, home=str(home))
     assert only_file["CLAUDE_AUTOCOMPACT_PCT_OVERRIDE"].source == "~/.claude/settings.json"
-    assert claude_code_threshold("2.1.3", 200_000, only_file)[0] == 210_000  # 70% of the file's 300,000
+    assert claude_code_threshold("2.1.3", 200_000, only_file)[0] == 140_000  # 70% of 200,000 (the file's 300,000, clamped)
+    assert claude_code_threshold("2.1.3", 1_000_000, only_file)[0] == 210_000  # 70% of the file's 300,000
     with pytest.raises(UsageError, match="not KEY=VALUE of a setting"):
         settings_for(["NOPE=1"], env={}, home=str(home))
     with pytest.raises(UsageError, match="CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=lots"):
@@ -391,6 +397,37 @@ def test_a_harness_preset_compacts_where_its_harness_does_on_each_of_its_recordi
     assert run.summary.summary_trigger == 167_000 and run.summary.summary_trigger_source == (
         "167,000 tokens: Claude Code's rule on 200,000, its preset's window (summary.trigger_rule; not Claude Code's "
         "own recording), 2.1.x's default: 200,000 - 20,000 - 13,000 = 167,000")
+
+
+def test_claude_codes_auto_compact_window_is_one_trigger_in_the_audit_the_preset_and_your_settings(tmp_path, monkeypatch):
+    """CLAUDE_CODE_AUTO_COMPACT_WINDOW (autoCompactWindow) sets the window Claude Code's trigger is taken
+    of, clamped to the model's: 400,000 gives 367,000 on the 1M window and leaves 200,000's 167,000.
+    The audit, the preset (summary.trigger_window) and your settings read as the preset's overrides say
+    the same; before, the preset had no such key, so a 1M session with it set was replayed at 967,000."""
+    from compactlab import load_policy
+    from compactlab.corpus.harness_settings import current, setting_of, set_otherwise
+    from compactlab.engine.layers.harness_triggers import harness_trigger
+
+    assert harness_trigger("claude-code", "2.1.39", 1_000_000, window_set=400_000)[0] == 367_000
+    assert harness_trigger("claude-code", "2.1.39", 200_000, window_set=400_000)[0] == 167_000
+    wide = _session(tmp_path, "2.1.40", [150_000, 240_000, 366_000, 367_500], 368_000)  # (on the 1M window)
+    plain = _session(tmp_path, "2.1.39", [150_000, 166_000, 167_094], 167_731)
+    policy = load_policy("claude-code", ["summary.trigger_window=400000"])
+    for path, at in ((wide, 367_000), (plain, 167_000)):
+        row = _row(path, "autoCompactWindow=400000")
+        run = replay(load_transcript(path), policy)
+        assert run.summary.summary_trigger == row["threshold"] == at, (run.summary.summary_trigger_source, row)
+        assert row["fired"].startswith("where it fires") and [e.call for e in run.events][:1] == [row["call"]]
+    assert replay(load_transcript(wide), load_policy("claude-code")).summary.summary_trigger == 967_000
+    sets, words = current("claude-code", {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": Setting("400000", "the environment")})
+    assert sets == ["summary.trigger_window=400000"] and "367,000 of the 1M-context window" in words
+    monkeypatch.setenv("CLAUDE_CODE_AUTO_COMPACT_WINDOW", "400000")
+    assert set_otherwise(load_policy("claude-code"))[2] == "--set summary.trigger_window=400000"
+    # (a tuned percentage on top of it is still Claude Code's setting to paste; the window stays yours)
+    title, lines = setting_of(load_policy("claude-code", ["summary.trigger_window=400000", "summary.trigger_share=0.6"]))
+    assert lines[0] == "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=60"
+    with pytest.raises(Exception, match="trigger_window is the window the rule of a harness that takes one"):
+        load_policy("pi", ["summary.trigger_window=400000"])
 
 
 def test_the_codex_preset_and_the_audit_take_codexs_limit_of_each_rollouts_window(cli, tmp_path, monkeypatch):

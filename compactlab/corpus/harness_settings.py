@@ -67,6 +67,9 @@ class Harness:
     no_off: str = ""
     #: what the harness ignores, said beside the suggestion
     ignored: str = ""
+    #: the preset keys the harness's other settings set, which tune keeps at yours and does not search
+    #: (Claude Code's CLAUDE_CODE_AUTO_COMPACT_WINDOW: ``summary.trigger_window``)
+    kept: tuple[str, ...] = ()
     #: the preset's default is not the harness's own default: the setting is printed even for it
     #: (OpenCode's, whose preset's reserve is not the current source's; and the features a program
     #: turns on, whose own default is no compaction: a framework's middleware, the API's context
@@ -215,6 +218,7 @@ TABLE: dict[str, Harness] = {h.name: h for h in (
              shown=lambda s: round(s * 100) if s else "unset", read=lambda p: round(float(p) / 100, 6), short="pct",
              takes=(0.01, 1.0)),),
             _claude, off=("export DISABLE_AUTO_COMPACT=1", '~/.claude/settings.json: {"autoCompactEnabled": false}'),
+            kept=("summary.trigger_window",),
             ignored="an override at or above the default (83.5% of a 200,000-token window on 2.1.x; of a larger "
                     "window, the window less 33,000) is ignored by Claude Code: the search stops at 83%, the most a "
                     "200,000-token session takes (96% where a session ran on the 1M-context window)"),
@@ -347,7 +351,7 @@ _PRESETS_LEFT: dict[str, str] = {}
 def _set_keys(h: Harness) -> list[str]:
     """The preset keys harness ``h``'s settings set: its knobs', and the switch of their layers."""
     keys = [k.key for k in h.knobs]
-    return keys + sorted({k.split(".")[0] + ".enabled" for k in keys if not k.startswith("custom.")})
+    return keys + list(h.kept) + sorted({k.split(".")[0] + ".enabled" for k in keys if not k.startswith("custom.")})
 
 
 def _preset_left(name: str) -> str:
@@ -411,16 +415,11 @@ def current(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | 
         off, pct = settings.get("DISABLE_AUTO_COMPACT"), settings.get("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE")
         if off is not None and off.value.strip().lower() not in ("", "0", "false"):
             return ["summary.enabled=false"], f"DISABLE_AUTO_COMPACT={off.value} ({off.source}): auto-compaction off"
-        if pct is not None:
-            value = number(pct, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", 1, 100)
-            said = f"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE={pct.value} ({pct.source})"
-            if value >= 100:  # (the whole window: never under the default, on any window)
-                return [], said + ": above the default, which Claude Code keeps"
-            lowered, sets = claude_code_lowered(CLAUDE_WINDOW, value / 100), [f"summary.trigger_share={value / 100:g}"]
-            if lowered < CLAUDE_DEFAULT:
-                return sets, f"{said}: {value:g}% of each session's window ({lowered:,} of {CLAUDE_WINDOW:,})"
-            return sets, (f"{said}: {value:g}% of each session's window, where under Claude Code's default (not of "
-                          f"{CLAUDE_WINDOW:,}, whose {CLAUDE_DEFAULT:,} it keeps)")
+        given = settings.get("CLAUDE_CODE_AUTO_COMPACT_WINDOW")
+        set_to = int(number(given, "CLAUDE_CODE_AUTO_COMPACT_WINDOW", 100_000, 1_000_000)) if given else 0
+        parts = [p for p in (_claude_window(given, set_to), _claude_pct(pct, set_to)) if p is not None]
+        if parts:
+            return [o for sets, _ in parts for o in sets], "; ".join(words for _, words in parts)
     if name in SHARES and (share := settings.get(SHARES[name][0])) is not None:
         key, window, default, _, sep = SHARES[name]
         said = f"{key}{sep}{share.value} ({share.source})"
@@ -443,6 +442,39 @@ def current(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | 
                                                   f"({min(value, CODEX_LIMIT):,} of the gpt-5.x-codex models' "
                                                   f"{CODEX_WINDOW:,})")
     return None
+
+
+def _claude_pct(pct: Setting | None, set_to: int) -> tuple[list[str], str] | None:
+    """``current``'s part of Claude Code's ``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE``, a share of the window
+    it is taken of (``set_to``: the window ``CLAUDE_CODE_AUTO_COMPACT_WINDOW`` sets; 0: the session's)."""
+    if pct is None:
+        return None
+    value = number(pct, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", 1, 100)
+    said = f"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE={pct.value} ({pct.source})"
+    if value >= 100:  # (the whole window: never under the default, on any window)
+        return [], said + ": above the default, which Claude Code keeps"
+    window = min(CLAUDE_WINDOW, set_to or CLAUDE_WINDOW)
+    default = harness_trigger("claude-code", None, window)[0]
+    lowered, sets = claude_code_lowered(window, value / 100), [f"summary.trigger_share={value / 100:g}"]
+    if lowered < default:
+        return sets, f"{said}: {value:g}% of each session's window ({lowered:,} of {window:,})"
+    return sets, (f"{said}: {value:g}% of each session's window, where under Claude Code's default (not of "
+                  f"{window:,}, whose {default:,} it keeps)")
+
+
+def _claude_window(given: Setting | None, set_to: int) -> tuple[list[str], str] | None:
+    """``current``'s part of Claude Code's ``CLAUDE_CODE_AUTO_COMPACT_WINDOW`` (or ``autoCompactWindow``,
+    ``given``, read as ``set_to``): the window its trigger is taken of, where under the session's
+    (Claude Code clamps it to the model's)."""
+    if given is None:
+        return None
+    said = f"CLAUDE_CODE_AUTO_COMPACT_WINDOW={given.value} ({given.source}): the window of each session's trigger"
+    at = harness_trigger("claude-code", None, 1_000_000, window_set=set_to)[0]
+    if set_to >= CLAUDE_WINDOW:
+        said += f", where under the model's: {at:,} of the 1M-context window (a 200,000 model keeps {CLAUDE_DEFAULT:,})"
+    else:
+        said += f": {at:,}"
+    return [f"summary.trigger_window={set_to}"], said
 
 
 def _current_reserve(name: str, settings: dict[str, Setting]) -> tuple[list[str], str] | None:
@@ -657,8 +689,9 @@ SETTINGS: dict[str, list[tuple[str, str, str, str, str]]] = {
          "summary.trigger_share = it / 100, of each session's window where under the version's default "
          "(summary.trigger_rule)"),
         ("CLAUDE_CODE_AUTO_COMPACT_WINDOW / autoCompactWindow",
-         "environment / settings.json: a project's .claude/ over ~/.claude/", "100,000-1,000,000 tokens",
-         "the model's window (200,000)", "the window the trigger is taken of"),
+         "environment / settings.json: a project's .claude/ over ~/.claude/", "100,000-1,000,000 tokens, only lower "
+         "(Claude Code clamps it to the model's window)", "the model's window (200,000; 1,000,000 with the 1M context)",
+         "summary.trigger_window, the window each session's trigger is taken of where under its own"),
         ("DISABLE_AUTO_COMPACT / autoCompactEnabled",
          "environment / settings.json: a project's .claude/ over ~/.claude/", "1 / false", "auto-compaction on",
          "summary.enabled = false"),

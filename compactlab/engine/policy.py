@@ -300,12 +300,12 @@ def parse_override(item: Override) -> tuple[list[str], Any]:
 def _one_trigger(data: dict, given: list[list[str]]) -> dict:
     """``data`` where ``given`` (the keys that overrides, or a file that extends it, set) sets
     ``summary.trigger`` and not ``summary.trigger_rule``: the rule of a harness's own trigger off, and
-    its share, reserve and cap, for one trigger on every recording."""
+    its share, reserve, cap and window, for one trigger on every recording."""
     summary = data.get("summary")
     if (["summary", "trigger"] in given and ["summary", "trigger_rule"] not in given and isinstance(summary, dict)
             and summary.get("trigger_rule")):
         return {**data, "summary": {**summary, "trigger_rule": "", "trigger_share": 0.0, "trigger_reserve": 0,
-                                    "trigger_cap": 0}}
+                                    "trigger_cap": 0, "trigger_window": 0}}
     return data
 
 

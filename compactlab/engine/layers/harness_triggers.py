@@ -5,7 +5,9 @@ for both, so a replay of a harness's preset and the audit of the same session na
 
 - ``claude-code``: the window less a reserve for the reply (20,000 tokens on 2.1.x; 32,000 on 2.0.x
   and 1.x, an estimate: a 2.0.76 session compacted at 155,979) less a 13,000-token buffer: 167,000 of
-  200,000, 967,000 of the 1M-context beta's 1,000,000.
+  200,000, 967,000 of the 1M-context window's 1,000,000. ``CLAUDE_CODE_AUTO_COMPACT_WINDOW`` (or
+  ``autoCompactWindow``) sets the window it is taken of, where under the model's (Claude Code
+  clamps it to the model's: 367,000 of a 400,000 setting on a 1M model, still 167,000 on 200,000).
 - ``qwen-code``: 70% of the window (``contextPercentageThreshold``'s default) up to 0.16; from 0.17
   on, max(70% of it, it less 33,000) (QwenLM/qwen-code#4345: "feat(core)!: redesign auto-compaction
   thresholds with three-tier ladder", merged 2026-05; 0.17.1's ``/context`` shows it,
@@ -49,6 +51,9 @@ PRESET_WINDOW = 200_000
 CODEX_EFFECTIVE, CODEX_LIMIT_SHARE, CODEX_RECORDED = 95, (9, 10), 258_400
 #: the setting that caps each rule's trigger (``summary.trigger_cap``: the lesser of it and the rule's)
 CAP_SETTINGS = {"codex": "model_auto_compact_token_limit"}
+#: the setting that sets the window each rule is taken of, where under the model's
+#: (``summary.trigger_window``)
+WINDOW_SETTINGS = {"claude-code": "CLAUDE_CODE_AUTO_COMPACT_WINDOW"}
 #: the setting that sets each rule's share of the window (``summary.trigger_share``)
 SHARE_SETTINGS = {"claude-code": "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE",
                   "qwen-code": "model.chatCompression.contextPercentageThreshold",
@@ -135,20 +140,24 @@ def claude_code_lowered(window: int, share: float) -> int:
 
 
 def harness_trigger(rule: str, version: str | None, window: int, share: float = 0.0,
-                    reserve: int = 0, cap: int = 0) -> tuple[int, str]:
+                    reserve: int = 0, cap: int = 0, window_set: int = 0) -> tuple[int, str]:
     """Where harness ``rule`` (``RULES``), at ``version`` (None: not recorded), auto-compacts on a
     ``window``-token model, and why in words (the version's rule, with its figures): by default, or
     with its setting's ``share`` of the window (``SHARE_SETTINGS``; 0: not set) or ``reserve``
     (``RESERVE_SETTINGS``, Pi's and OpenCode's; 0: not set) or ``cap`` (``CAP_SETTINGS``, Codex's
-    limit, which only lowers its 90%; 0: not set). Claude Code's share only lowers its
+    limit, which only lowers its 90%; 0: not set); ``window_set``: the window a setting gives
+    (``WINDOW_SETTINGS``, Claude Code's; 0: not set), taken where under ``window``. Claude Code's share only lowers its
     default (a higher one it ignores); goose's and Qwen Code's (to 0.16) replace theirs; Qwen Code
     0.17 and later ignore theirs."""
     if rule in RESERVE_SETTINGS:
         return _reserved(rule, window, reserve)
     if rule == "claude-code":
+        set_by = ""
+        if window_set and window_set < window:
+            window, set_by = window_set, f" (the window from {WINDOW_SETTINGS[rule]}, under the model's {window:,})"
         reserve, which = claude_code_reserve(version)
         at = window - reserve - CLAUDE_BUFFER
-        words = f"{which}'s default: {window:,} - {reserve:,} - {CLAUDE_BUFFER:,} = {at:,}"
+        words = f"{which}'s default: {window:,} - {reserve:,} - {CLAUDE_BUFFER:,} = {at:,}{set_by}"
         if share:
             pct, lowered = round(share * 100, 6), claude_code_lowered(window, share)
             if lowered < at:
@@ -170,10 +179,11 @@ def harness_trigger(rule: str, version: str | None, window: int, share: float = 
 
 
 @lru_cache(maxsize=256)
-def trigger_at(rule: str, version: str | None, window: int, share: float = 0.0, reserve: int = 0, cap: int = 0) -> int:
+def trigger_at(rule: str, version: str | None, window: int, share: float = 0.0, reserve: int = 0, cap: int = 0,
+               window_set: int = 0) -> int:
     """``harness_trigger``'s figure alone, remembered: a run's summary asks its trigger at every call
     (its words, and five Python calls, at each were 24,000 instructions a call)."""
-    return harness_trigger(rule, version, window, share, reserve, cap)[0]
+    return harness_trigger(rule, version, window, share, reserve, cap, window_set)[0]
 
 
 def _codex(window: int, cap: int) -> tuple[int, str]:

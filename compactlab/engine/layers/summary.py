@@ -25,8 +25,8 @@ from ..context import Context
 from ...config import Bound, LayerConfig, NonNegative, Positive, opt, section
 from ...transcripts.messages import Entry, cut_text, is_prompt, sized_len, text_of
 from .base import NOTHING, LayerStats, RunEnv, fill, pair_safe_head, pair_safe_tail, summarize
-from .harness_triggers import (CAP_SETTINGS, RECORDED_BY, RESERVE_SETTINGS, SHARE_SETTINGS, TITLES, harness_failures,
-                               harness_trigger, preset_window, trigger_at)
+from .harness_triggers import (CAP_SETTINGS, RECORDED_BY, RESERVE_SETTINGS, SHARE_SETTINGS, TITLES, WINDOW_SETTINGS,
+                               harness_failures, harness_trigger, preset_window, trigger_at)
 from .registry import register
 
 
@@ -66,7 +66,7 @@ def trigger_said(config: SummaryConfig, env: RunEnv) -> tuple[int, str] | None:
     if rule:
         version, window = _rule_window(config, env)
         words = harness_trigger(rule, version, window, config.trigger_share, config.trigger_reserve,
-                                config.trigger_cap)[1]
+                                config.trigger_cap, config.trigger_window)[1]
         where = ("own on the recording's window (summary.trigger_rule)" if _own(config, env) else
                  f"rule on {window:,}, its preset's window (summary.trigger_rule; not {TITLES[rule]}'s own "
                  "recording)")
@@ -90,8 +90,8 @@ def trigger_now(config: SummaryConfig, env: RunEnv) -> int:
 def trigger_of(config: SummaryConfig, env: RunEnv) -> int:
     """The trigger for this recording: where the policy follows a harness's own rule
     (``trigger_rule``), that harness's on the recording's window (``Window.harness``), by its version,
-    with the share, the reserve or the cap its setting gives (``trigger_share``, ``trigger_reserve``,
-    ``trigger_cap``), where the
+    with the share, the reserve, the cap or the window its settings give (``trigger_share``,
+    ``trigger_reserve``, ``trigger_cap``, ``trigger_window``), where the
     recording is that harness's own
     (on any other, on the window its preset's figures are written for: ``harness_triggers``); else
     the harness version's default where the policy gives one for it (``trigger_by_version``: the
@@ -101,9 +101,10 @@ def trigger_of(config: SummaryConfig, env: RunEnv) -> int:
     version, rule = env.harness_version, config.trigger_rule
     if rule:  # (asked at every call: ``_rule_window`` inline, the figure remembered)
         if env.window and RECORDED_BY[rule] == env.recorded_format:
-            return trigger_at(rule, version, env.window, config.trigger_share, config.trigger_reserve, config.trigger_cap)
+            return trigger_at(rule, version, env.window, config.trigger_share, config.trigger_reserve, config.trigger_cap,
+                              config.trigger_window)
         return trigger_at(rule, None, preset_window(rule), config.trigger_share, config.trigger_reserve,
-                          config.trigger_cap)
+                          config.trigger_cap, config.trigger_window)
     if version and config.trigger_by_version:
         matches = [prefix for prefix in config.trigger_by_version if version.startswith(prefix)]
         if matches:
@@ -290,6 +291,10 @@ class SummaryConfig(LayerConfig):
     trigger_cap: NonNegative = opt(
         0, "with trigger_rule codex: the most the trigger is (Codex's model_auto_compact_token_limit: the lesser of it "
            "and 90% of each recording's window); 0: the harness's default", added=True)
+    trigger_window: NonNegative = opt(
+        0, "with trigger_rule claude-code: the window the trigger (and trigger_share) is taken of, where under each "
+           "recording's (CLAUDE_CODE_AUTO_COMPACT_WINDOW or autoCompactWindow, which Claude Code clamps to the "
+           "model's); 0: the recording's", added=True)
 
     def __post_init__(self) -> None:
         if "{summary}" not in self.template:
@@ -302,6 +307,9 @@ class SummaryConfig(LayerConfig):
         if self.trigger_reserve and self.trigger_rule not in RESERVE_SETTINGS:
             raise ValueError("trigger_reserve is taken off the window by the rule of a harness that takes one "
                              f"(trigger_rule {', '.join(RESERVE_SETTINGS)}), or give summary.trigger")
+        if self.trigger_window and self.trigger_rule not in WINDOW_SETTINGS:
+            raise ValueError("trigger_window is the window the rule of a harness that takes one is taken of "
+                             f"(trigger_rule {', '.join(WINDOW_SETTINGS)}), or give summary.trigger")
         if self.trigger_cap and self.trigger_rule not in CAP_SETTINGS:
             raise ValueError("trigger_cap is the most the trigger is by the rule of a harness that takes one (trigger_rule "
                              f"{', '.join(CAP_SETTINGS)}), or give summary.trigger")
