@@ -191,6 +191,9 @@ def _harness_search(spec: Search, windows: list[int]) -> Search:
     assert spec.harness is not None
     now = current(spec.harness, settings_for(harness=spec.harness))
     overrides, words = now if now is not None else ([], None)
+    # (your CLAUDE_CODE_AUTO_COMPACT_WINDOW, kept: the window the percentage is taken of where under a session's)
+    kept = [int(o.split("=", 1)[1]) for o in overrides if o.startswith("summary.trigger_window=")]
+    windows = [min([w, *kept]) for w in windows]
     return replace(spec, base=preset(spec.harness), spaces=space(spec.harness, windows), overrides=overrides,
                    current=words)
 
