@@ -215,7 +215,9 @@ def your_setting(policy: Any, files: list[str] | tuple[str, ...] = ()) -> list[s
     found = set_otherwise(policy)
     if found is not None:
         h, words, sets = found
-        lines.append(f"note: {policy.name} is {h.title}'s default, and you set {words}; -p {policy.name} {sets} "
+        # (a harness always told its setting: the preset's own are not that harness's defaults, OpenCode's reserve)
+        what = f"{h.title} with the preset's own settings" if h.always_set else f"{h.title}'s default"
+        lines.append(f"note: {policy.name} is {what}, and you set {words}; -p {policy.name} {sets} "
                      f"replays yours (tune --harness {h.name} starts from it)")
     for folder, words, sets in projects_otherwise(policy, (f for f in map(started_in, files) if f)):
         lines.append(f"note: sessions started in {folder} ran with its project's own setting, {words}; "
