@@ -8,8 +8,9 @@ model's ``[1m]``) or shown by a prompt past 200,000 answered (Claude Code record
 the ``[1m]``: anthropics/claude-code#59376); Gemini CLI's token limit, 1,048,576 for every model it
 runs; a file ``compactlab convert`` wrote, as the harness it recorded) > the model's window in
 genai-prices > 200,000. Whatever the source, the largest prompt the API answered in the recording
-is a lower bound: a call the recording shows answered is never an overflow. A policy's own ``reactive.window_tokens`` sets when its reactive compaction fires (as
-its harness would), never the overflow judgement of every run on the same recording.
+is a lower bound: a call the recording shows answered is never an overflow. A policy's own
+``reactive.window_tokens`` sets when its reactive compaction fires (as its harness would), never
+the overflow judgement of every run on the same recording.
 """
 
 from __future__ import annotations
@@ -119,4 +120,3 @@ def of_recording(transcript: Any, given: int | None = None) -> Window:
     model = next((u.get("model") for u in transcript.usage.values() if u.get("model")), None) or transcript.model
     return resolve(given=given, fmt=transcript.format, model=model, metadata=transcript.metadata,
                    usage=transcript.usage.values(), compactions=transcript.compactions)
-

@@ -198,8 +198,8 @@ def _harness_search(spec: Search, windows: list[int]) -> Search:
                    current=words)
 
 
-#: the harnesses whose settings tune searches further on a larger window, by their sessions' format
-WINDOWED = {"claude-code": "claude-code", "codex": "codex"}
+#: the harnesses whose settings tune searches further on a larger window
+WINDOWED = ("claude-code", "codex")
 
 
 def _own_windows(files: list[str], given: int | None, harness: str) -> list[int]:
@@ -208,6 +208,7 @@ def _own_windows(files: list[str], given: int | None, harness: str) -> list[int]
     ``[1m]`` or a prompt past 200,000 answered shows it, Codex's the one its rollout records; else
     the harness's default): none for another's harness, or a file that does not read (its preset's
     window; the reading of the corpus says what is wrong with it)."""
+    from ..engine.layers.harness_triggers import RECORDED_BY
     from ..engine.window import of_recording
     from ..transcripts import load_transcript
 
@@ -219,7 +220,7 @@ def _own_windows(files: list[str], given: int | None, harness: str) -> list[int]
             t = load_transcript(path)
         except (InputError, OSError):
             continue
-        if (t.metadata.get("recorded_format") or t.format) == WINDOWED[harness]:
+        if (t.metadata.get("recorded_format") or t.format) == RECORDED_BY[harness]:
             windows.append(of_recording(t, given).harness)
     return windows
 

@@ -146,9 +146,9 @@ def harness_trigger(rule: str, version: str | None, window: int, share: float = 
     with its setting's ``share`` of the window (``SHARE_SETTINGS``; 0: not set) or ``reserve``
     (``RESERVE_SETTINGS``, Pi's and OpenCode's; 0: not set) or ``cap`` (``CAP_SETTINGS``, Codex's
     limit, which only lowers its 90%; 0: not set); ``window_set``: the window a setting gives
-    (``WINDOW_SETTINGS``, Claude Code's; 0: not set), taken where under ``window``. Claude Code's share only lowers its
-    default (a higher one it ignores); goose's and Qwen Code's (to 0.16) replace theirs; Qwen Code
-    0.17 and later ignore theirs."""
+    (``WINDOW_SETTINGS``, Claude Code's; 0: not set), taken where under ``window``. Claude Code's
+    share only lowers its default (a higher one it ignores); goose's and Qwen Code's (to 0.16)
+    replace theirs; Qwen Code 0.17 and later ignore theirs."""
     if rule in RESERVE_SETTINGS:
         return _reserved(rule, window, reserve)
     if rule == "claude-code":

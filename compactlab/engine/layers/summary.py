@@ -30,6 +30,15 @@ from .harness_triggers import (CAP_SETTINGS, RECORDED_BY, RESERVE_SETTINGS, SHAR
 from .registry import register
 
 
+#: the keys a harness's rule takes of its setting, the rules that take each, and what each is
+_RULE_SETTINGS = (
+    ("trigger_share", SHARE_SETTINGS, "a share of the window for the rule of a harness that takes one"),
+    ("trigger_reserve", RESERVE_SETTINGS, "taken off the window by the rule of a harness that takes one"),
+    ("trigger_window", WINDOW_SETTINGS, "the window the rule of a harness that takes one is taken of"),
+    ("trigger_cap", CAP_SETTINGS, "the most the trigger is by the rule of a harness that takes one"),
+)
+
+
 def over_trigger(context: Context, config: SummaryConfig, env: RunEnv) -> bool:
     """Whether to summarise now: over the trigger at this call (``trigger_now``)."""
     return _size(context, config, env) > trigger_now(config, env)
@@ -301,18 +310,9 @@ class SummaryConfig(LayerConfig):
             raise ValueError("template must contain {summary}")
         if self.trigger_rule and self.unit != "tokens":
             raise ValueError(f"trigger_rule ({self.trigger_rule}) gives a trigger in tokens: set unit = \"tokens\"")
-        if self.trigger_share and self.trigger_rule not in SHARE_SETTINGS:
-            raise ValueError("trigger_share is a share of the window for the rule of a harness that takes one (trigger_rule "
-                             f"{', '.join(SHARE_SETTINGS)}), or give summary.trigger")
-        if self.trigger_reserve and self.trigger_rule not in RESERVE_SETTINGS:
-            raise ValueError("trigger_reserve is taken off the window by the rule of a harness that takes one "
-                             f"(trigger_rule {', '.join(RESERVE_SETTINGS)}), or give summary.trigger")
-        if self.trigger_window and self.trigger_rule not in WINDOW_SETTINGS:
-            raise ValueError("trigger_window is the window the rule of a harness that takes one is taken of "
-                             f"(trigger_rule {', '.join(WINDOW_SETTINGS)}), or give summary.trigger")
-        if self.trigger_cap and self.trigger_rule not in CAP_SETTINGS:
-            raise ValueError("trigger_cap is the most the trigger is by the rule of a harness that takes one (trigger_rule "
-                             f"{', '.join(CAP_SETTINGS)}), or give summary.trigger")
+        for key, rules, what in _RULE_SETTINGS:  # (each a setting only some harnesses' rules take)
+            if getattr(self, key) and self.trigger_rule not in rules:
+                raise ValueError(f"{key} is {what} (trigger_rule {', '.join(rules)}), or give summary.trigger")
         window = preset_window(self.trigger_rule)
         if self.trigger_rule and self.trigger != (rule := harness_trigger(self.trigger_rule, None, window)[0]):
             raise ValueError(f"trigger ({self.trigger}) is not read while trigger_rule gives the trigger "
