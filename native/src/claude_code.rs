@@ -29,20 +29,29 @@ use crate::pieces::Pieces;
 
 /// What a session is read from: its bytes at an offset (`pread`), fewer only at its end.
 pub trait Source {
-    fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<usize>;
+    /// Reads into `buf`'s spare capacity (its bytes are not written first) from `at`: how many
+    /// bytes it read (0: none are left there).
+    fn read_into(&self, buf: &mut Vec<u8>, at: u64) -> io::Result<usize>;
 }
 
 impl Source for std::fs::File {
-    fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<usize> {
-        std::os::unix::fs::FileExt::read_at(self, buf, at)
+    fn read_into(&self, buf: &mut Vec<u8>, at: u64) -> io::Result<usize> {
+        Ok(rustix::io::pread(
+            self,
+            rustix::buffer::spare_capacity(buf),
+            at,
+        )?)
     }
 }
 
 impl Source for [u8] {
-    fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<usize> {
-        let rest = self.get(at as usize..).unwrap_or_default();
-        let n = buf.len().min(rest.len());
-        buf[..n].copy_from_slice(&rest[..n]);
+    fn read_into(&self, buf: &mut Vec<u8>, at: u64) -> io::Result<usize> {
+        let rest = usize::try_from(at)
+            .ok()
+            .and_then(|at| self.get(at..))
+            .unwrap_or_default();
+        let n = (buf.capacity() - buf.len()).min(rest.len());
+        buf.extend_from_slice(&rest[..n]);
         Ok(n)
     }
 }
@@ -50,20 +59,14 @@ impl Source for [u8] {
 /// Reads into `buf` as many bytes as its capacity from `at` (fewer only at the end of `src`).
 fn fill_from<S: Source + ?Sized>(src: &S, buf: &mut Vec<u8>, at: u64) -> io::Result<()> {
     let start = buf.len();
-    buf.resize(buf.capacity(), 0);
-    let mut got = start;
-    while got < buf.len() {
-        match src.read_at(&mut buf[got..], at + (got - start) as u64) {
+    while buf.len() < buf.capacity() {
+        match src.read_into(buf, at + (buf.len() - start) as u64) {
             Ok(0) => break,
-            Ok(n) => got += n,
+            Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                buf.truncate(got);
-                return Err(e);
-            }
+            Err(e) => return Err(e),
         }
     }
-    buf.truncate(got);
     Ok(())
 }
 
