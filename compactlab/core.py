@@ -24,10 +24,11 @@ CORES = ("python", "native")
 #: what the native core runs of a replay, in words (``--version`` and the docs say it)
 NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one made of the built-in layers "
                 "(s08, claude-code and codex among them; micro's copies of a message, left in its file or loaded; "
-                "the stub's summaries, the summary layer's and manual and reactive compaction's; a live summary's "
-                "text and persisting in Python); recall, asked by that loop itself: its check, attribution and "
-                "ledger (held in Rust), the texts it reads (a line read again cut from a piece of its file read "
-                "once; a reply's message without its other members) and "
+                "the stub's summaries, the summary layer's and manual and reactive compaction's, and the texts they "
+                "quote; a live summary's text and persisting in Python); recall, asked by that loop itself: its "
+                "check, attribution and ledger (held in Rust), the texts it reads (a line read again cut from a piece "
+                "of its file read once; a reply's message without its other members; a result's list of texts; a "
+                "message in hand) and "
                 "the ledger's tallies; each call's violations, checked and logged; each call's record (held in Rust: "
                 "the replay's JSON, calls.csv and the summary's sums written from it); the run's pricing and its "
                 "prices' look-ups, and the recording's side of it (each call's time, the recorded cache breaks and "
@@ -46,7 +47,7 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
 #: what this package asks of ``compactlab._native`` (the crate's ``API``): bumped with it whenever
 #: the Python side asks something new of the crate, so that a module built from other sources (a
 #: working copy pulled and not rebuilt) is never used for this one
-NATIVE_API = 53
+NATIVE_API = 54
 #: why there is no native module where none was built
 NOT_BUILT = "not built in this install"
 

@@ -2141,6 +2141,77 @@ impl recall::Texts for PyTexts<'_, '_> {
     }
 }
 
+/// `probes._result_text` of a tool result's content in hand: a string, or the texts of a list's
+/// dicts that hold a string `text` joined by line breaks, or nothing (""); None where a string is
+/// not one Rust holds (a lone surrogate: Python's).
+fn result_text_in_hand(content: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    if let Ok(text) = content.cast::<PyString>() {
+        return Ok(text.to_str().ok().map(str::to_owned));
+    }
+    let Ok(blocks) = content.cast::<PyList>() else {
+        return Ok(Some(String::new()));
+    };
+    let mut parts = Vec::new();
+    for block in blocks.iter() {
+        let Ok(block) = block.cast::<PyDict>() else {
+            continue;
+        };
+        if let Some(text) = block.get_item(intern!(block.py(), "text"))? {
+            if let Ok(text) = text.cast::<PyString>() {
+                let Ok(text) = text.to_str() else {
+                    return Ok(None);
+                };
+                parts.push(text.to_owned());
+            }
+        }
+    }
+    Ok(Some(parts.join("\n")))
+}
+
+/// `stub.stripped_text` of a message in hand (`text_of(message).strip()`): its string content,
+/// or its text blocks' texts joined by line breaks, stripped; None where Python reads it (a message
+/// not a dict, a string not one Rust holds).
+fn stripped_in_hand(message: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    let py = message.py();
+    let Ok(message) = message.cast::<PyDict>() else {
+        return Ok(None);
+    };
+    let text = match message.get_item(intern!(py, "content"))? {
+        Some(content) => match content.cast::<PyString>() {
+            Ok(text) => text.to_str().ok().map(str::to_owned),
+            Err(_) => match content.cast::<PyList>() {
+                Ok(blocks) => {
+                    let mut parts = Vec::new();
+                    for block in blocks.iter() {
+                        let Ok(block) = block.cast::<PyDict>() else {
+                            continue;
+                        };
+                        let is_text = match block.get_item(intern!(py, "type"))? {
+                            Some(kind) => kind.eq(intern!(py, "text"))?,
+                            None => false,
+                        };
+                        if !is_text {
+                            continue;
+                        }
+                        if let Some(text) = block.get_item(intern!(py, "text"))? {
+                            if let Ok(text) = text.cast::<PyString>() {
+                                let Ok(text) = text.to_str() else {
+                                    return Ok(None);
+                                };
+                                parts.push(text.to_owned());
+                            }
+                        }
+                    }
+                    Some(parts.join("\n"))
+                }
+                Err(_) => Some(String::new()),
+            },
+        },
+        None => Some(String::new()),
+    };
+    Ok(text.map(|t| facts::py_strip(&t).to_owned()))
+}
+
 /// The texts recall reads of a message, made here: a plain `Entry`'s compact JSON (`orjson.dumps`
 /// of its message) and a string result's text; and those of a message left in its file
 /// (`feeds/read_ahead.py`'s `LazyEntry`, unread), read from its line: its compact JSON (`LazyEntry.json_text`: the line, or the
@@ -2332,6 +2403,20 @@ impl NativeTexts {
         then(&raw)
     }
 
+    /// A message in hand: a plain `Entry`'s, or a `LazyEntry`'s read already (its patches applied
+    /// as it was read), else None.
+    fn read_already<'py>(&self, entry: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if let Some(message) = self.in_hand(entry)? {
+            return Ok(Some(message));
+        }
+        if members::fact(entry, Fact::Lazy).is_err() {
+            return Ok(None);
+        }
+        Ok(members::fact(entry, Fact::Message)
+            .ok()
+            .filter(|m| !m.is_none()))
+    }
+
     /// A plain `Entry`'s message (its message in hand), else None.
     fn in_hand<'py>(&self, entry: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
         if !entry.get_type().is(self.entry.bind(entry.py())) {
@@ -2376,6 +2461,22 @@ impl NativeTexts {
             }
             // a reply's line: its role and content, without its other members (`message_of`)
             Ok(facts::reply_message_text(raw).filter(|t| as_long_unmarked(t, left.chars)))
+        })
+    }
+
+    /// `stub.stripped_text` of a message in hand (`read_already`), and of a message left unread in
+    /// its file, read from its line (`facts::stripped_message_text`) without making its message a
+    /// Python object: None where Python reads it (a line or a string this reading leaves to
+    /// Python, a file cut short).
+    pub(crate) fn stripped(&self, entry: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+        if let Some(message) = self.read_already(entry)? {
+            return stripped_in_hand(&message);
+        }
+        let Some(left) = self.left(entry)? else {
+            return Ok(None);
+        };
+        self.read(&left, left.length, left.offset, |raw| {
+            Ok(facts::stripped_message_text(raw))
         })
     }
 
@@ -2537,17 +2638,14 @@ impl NativeTexts {
     /// `probes._result_text` of an unchanged tool result of a message left in its file, where its
     /// content is a string its line placed.
     fn result(&self, entry: &Bound<'_, PyAny>, block: i64) -> PyResult<Option<String>> {
-        if let Some(message) = self.in_hand(entry)? {
-            // (`Entry.block_content`: the block's content, a string here)
+        if let Some(message) = self.read_already(entry)? {
+            // (`Entry.block_content`: the block's content)
             let py = entry.py();
             let content = message
                 .get_item(intern!(py, "content"))?
                 .get_item(block)?
                 .call_method1(intern!(py, "get"), (intern!(py, "content"),))?;
-            return Ok(match content.cast_exact::<PyString>() {
-                Ok(text) => text.to_str().ok().map(str::to_owned),
-                Err(_) => None,
-            });
+            return result_text_in_hand(&content);
         }
         let Some(left) = self.left(entry)? else {
             return Ok(None);
@@ -2576,7 +2674,11 @@ impl NativeTexts {
             if !raw.starts_with(CONTENT_KEY) {
                 return Ok(None);
             }
-            Ok(facts::string_text(&raw[CONTENT_KEY.len()..]))
+            let value = &raw[CONTENT_KEY.len()..];
+            Ok(match value.first() {
+                Some(b'[') => facts::result_list_text(value),
+                _ => facts::string_text(value),
+            })
         })
     }
 }
@@ -2688,19 +2790,22 @@ impl RecallCheck {
     }
 
     /// The text the check makes itself of `entry` (a message of a context): its whole compact
-    /// JSON, the text of its tool result at `block`, or (`edited`) its changed blocks' text (None:
-    /// Python makes it). For the tests, which hold it to Python's.
-    #[pyo3(signature = (entry, block=None, edited=false))]
+    /// JSON, the text of its tool result at `block`, (`edited`) its changed blocks' text, or
+    /// (`stripped`) what the stub summary quotes of it (None: Python makes it). For the tests,
+    /// which hold it to Python's.
+    #[pyo3(signature = (entry, block=None, edited=false, stripped=false))]
     fn native_text(
         &self,
         entry: &Bound<'_, PyAny>,
         block: Option<i64>,
         edited: bool,
+        stripped: bool,
     ) -> PyResult<Option<String>> {
-        match (block, edited) {
-            (_, true) => self.texts_here.edited(entry),
-            (None, _) => self.texts_here.whole(entry),
-            (Some(b), _) => self.texts_here.result(entry, b),
+        match (block, edited, stripped) {
+            (_, _, true) => self.texts_here.stripped(entry),
+            (_, true, _) => self.texts_here.edited(entry),
+            (None, _, _) => self.texts_here.whole(entry),
+            (Some(b), _, _) => self.texts_here.result(entry, b),
         }
     }
 
@@ -2813,6 +2918,12 @@ impl RecallCheck {
 }
 
 impl RecallCheck {
+    /// What the stub summary quotes of `entry` (`NativeTexts::stripped`), read as this check reads
+    /// a message's texts (from the pieces of its file it holds); None: Python's.
+    pub(crate) fn stripped_text(&self, entry: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+        self.texts_here.stripped(entry)
+    }
+
     /// `probes.check_intact` of a context that is the recording's own: every one of `probes`
     /// kept where its first result stands, its outcome appended to `ledger`; how many.
     pub(crate) fn all_kept<'py>(
@@ -4269,7 +4380,7 @@ fn claude_code_lines(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 53;
+const API: u32 = 54;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -209,6 +209,102 @@ pub fn string_text(value: &[u8]) -> Option<String> {
     (s.i == value.len()).then_some(out)
 }
 
+/// `probes._result_text` of a tool result's content that is a list (`value`, as it stands on its
+/// line): the texts of its objects that hold a string `text`, joined by line breaks. None where
+/// Python reads it: not a list, an object of a key given twice, a string this reading leaves to
+/// Python.
+pub fn result_list_text(value: &[u8]) -> Option<String> {
+    let mut s = Scan::new(value)?;
+    s.any_number = true;
+    if s.peek()? != b'[' {
+        return None;
+    }
+    let mut parts: Vec<String> = Vec::new();
+    s.list(0, |s, _| {
+        if s.peek()? != b'{' {
+            return Some(s.value(1)?.json);
+        }
+        let mut text = None;
+        let json = s.members(1, |s, key| match key {
+            "text" if s.peek()? == b'"' => {
+                let (t, len) = s.string_value()?;
+                text = Some(t.into_owned());
+                Some(len)
+            }
+            _ => Some(s.value(2)?.json),
+        })?;
+        parts.extend(text);
+        Some(json)
+    })?;
+    (s.i == value.len()).then(|| parts.join("\n"))
+}
+
+/// What the stub summary quotes of the message on `line` (`summarizers/stub.stripped_text`, the
+/// reference: `text_of(message).strip()`): its string content, or the texts of its text blocks
+/// joined by line breaks, stripped of the characters Python's `str.strip` strips. The line is an
+/// Anthropic messages line: the message, or an API response object whose other members are not
+/// read. None where Python reads it: not one object of members given once, no content, a content
+/// neither a string nor a list, a string this reading leaves to Python (a sized placeholder's mark
+/// written as an escape).
+pub fn stripped_message_text(line: &[u8]) -> Option<String> {
+    let mut s = Scan::new(line)?;
+    s.any_number = true;
+    s.ws();
+    if s.peek()? != b'{' {
+        return None;
+    }
+    let mut text = None;
+    s.members(0, |s, key| {
+        if key != "content" {
+            return Some(s.value(1)?.json);
+        }
+        match s.peek()? {
+            b'"' => {
+                let (t, len) = s.string_value()?;
+                text = Some(t.into_owned());
+                Some(len)
+            }
+            b'[' => {
+                let mut parts: Vec<String> = Vec::new();
+                let (json, _) = s.list(1, |s, _| {
+                    if s.peek()? != b'{' {
+                        return Some(s.value(2)?.json); // (no block: `block_type` is None)
+                    }
+                    let (mut kind, mut block_text) = (None, None);
+                    let json = s.members(2, |s, key| match key {
+                        "type" | "text" if s.peek()? == b'"' => {
+                            let (v, len) = s.string_value()?;
+                            match key {
+                                "type" => kind = Some(v),
+                                _ => block_text = Some(v),
+                            }
+                            Some(len)
+                        }
+                        _ => Some(s.value(3)?.json),
+                    })?;
+                    if kind.as_deref() == Some("text") {
+                        parts.extend(block_text.map(Cow::into_owned));
+                    }
+                    Some(json)
+                })?;
+                text = Some(parts.join("\n"));
+                Some(json)
+            }
+            _ => None,
+        }
+    })?;
+    s.ws();
+    if s.i != line.len() {
+        return None;
+    }
+    text.map(|t| py_strip(&t).to_owned())
+}
+
+/// `text` as Python's `str.strip()` leaves it.
+pub fn py_strip(text: &str) -> &str {
+    text.trim_matches(py_space)
+}
+
 /// The message `anthropic_messages.message_of` takes from a reply's line (an API response
 /// object: `role` and `content` among other members) as orjson writes it where the line wrote
 /// both values as orjson does: `{"role":R,"content":C}`, R and C as they stand on the line. None
@@ -1303,6 +1399,40 @@ fn py_space(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_the_stub_quotes_and_a_results_list_text_are_read_from_the_line() {
+        let quote = |line: &str| stripped_message_text(line.as_bytes());
+        // (Python's strip: its whitespace beyond Rust's, as \x1c and U+0085; a zero-width space kept)
+        assert_eq!(
+            quote(concat!(
+                r#"{"role":"user","content":"\u001c hi \u0085\u3000"}"#,
+                "\n"
+            ))
+            .as_deref(),
+            Some("hi")
+        );
+        assert_eq!(
+            quote(r#"{"role":"user","content":"\u200b hi"}"#).as_deref(),
+            Some("\u{200b} hi")
+        );
+        let blocks = r#"{"role":"assistant","content":[{"type":"text","text":" a"},{"type":"tool_use","id":"x","name":"n","input":{"text":"no"}},{"text":"no"},{"type":"text","text":"b\n"}],"usage":{"input_tokens":1}}"#;
+        assert_eq!(quote(blocks).as_deref(), Some("a\nb"));
+        // (Python's: a key given twice, no content, a content neither a string nor a list)
+        assert_eq!(
+            quote(r#"{"role":"user","content":"a","content":"b"}"#),
+            None
+        );
+        assert_eq!(quote(r#"{"role":"user"}"#), None);
+        assert_eq!(quote(r#"{"role":"user","content":7}"#), None);
+        let list = |value: &str| result_list_text(value.as_bytes());
+        assert_eq!(
+            list(r#"[{"type":"text","text":"a"},3,{"text":"b"},{"type":"image"}]"#).as_deref(),
+            Some("a\nb")
+        );
+        assert_eq!(list(r#""a string""#), None);
+        assert_eq!(list(r#"[{"text":"a","text":"b"}]"#), None);
+    }
 
     #[test]
     fn sixteen_bytes_at_a_time_are_the_bytes_one_at_a_time() {

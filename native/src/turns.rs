@@ -1787,8 +1787,20 @@ impl LayerTurns {
             _ => (head_end, tail_start),
         };
         let entries = self.entries.bind(py);
+        // (a message left unread in its file quoted from its line by the run's native check, which
+        // reads its texts so: not made a Python message here, nor read by Python at later calls)
+        let native = match &self.recall {
+            Recall::Native(ask) => Some(ask.check.bind(py)),
+            Recall::Python(_) => None,
+        };
         let text_of = |i: usize| -> PyResult<Option<String>> {
-            let text = stub.text_of.bind(py).call1((entries.get_item(i)?,))?;
+            let entry = entries.get_item(i)?;
+            if let Some(check) = native.and_then(|c| c.try_borrow().ok()) {
+                if let Some(text) = check.stripped_text(&entry)? {
+                    return Ok(Some(text));
+                }
+            }
+            let text = stub.text_of.bind(py).call1((entry,))?;
             Ok(text.cast::<PyString>()?.to_str().ok().map(str::to_owned))
         };
         // `_first_text`'s test of a message: of the role, with text

@@ -405,17 +405,17 @@ def test_a_lazy_entrys_results_and_changed_json_are_read_where_its_line_placed_t
     # (a plain Entry's: what orjson writes of its message, its changed contents', and a string result's text)
     assert check.native_text(eager) == probes._whole_text(eager)
     assert check.native_text(eager, edited=True) == probes._text(eager)
-    for block in held:
-        text = check.native_text(eager, block)
-        assert text in (None, probes._block_text(eager, block))
-        assert (text is not None) == (type(eager.block_content(block)) is str)
+    for block in held:  # (a message in hand: every result's text, a list's and an absent one's too)
+        assert check.native_text(eager, block) == probes._block_text(eager, block)
     for block in held:
         text = check.native_text(lazy, block)
         assert text in (None, probes._block_text(eager, block))
-        # (a changed result's text: its last patch, whatever the line; an unchanged one's: where
-        # "content": stands before it on the line)
-        assert (text is not None) == ((plain or (unread and (block in changed or way != "spaced")))
-                                      and type(eager.block_content(block)) is str)
+        # (in hand: a plain copy's, or a message read; unread: a changed result's text its last
+        # patch, a string; an unchanged one's where "content": stands before it on the line, a
+        # string or a list)
+        content = eager.block_content(block)
+        assert (text is not None) == (plain or not unread or (
+            type(content) is str if block in changed else (way != "spaced" and type(content) in (str, list))))
     assert lazy.json_text() == orjson.dumps(eager.message).decode()
     # (unread where the line is what orjson writes and every changed result had content to replace)
     assert (getattr(lazy, "_message", 0) is None) == (written and set(held) >= changed)
@@ -698,3 +698,53 @@ def test_a_result_read_again_from_its_place_that_is_no_longer_there_is_an_error_
     assert rewritten(b'"second"', b'"secxnd"').block_content(0) == "first"  # (another result: not read)
     with pytest.raises(CompactlabError, match="the file changed while it was replayed"):
         rewritten(b'"first"', b'"fir\xffst"'[:7]).with_result_content(1, "x").json_text()
+
+
+#: the characters Python's `str.strip` strips that Rust's `trim` keeps, and ones both keep
+_SPACES = st.text(st.sampled_from(" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u2028\u3000\u200b"), max_size=3)
+_quoted = st.builds(lambda a, t, b: a + t + b, _SPACES, _text, _SPACES)
+_quote_block = st.one_of(
+    st.builds(lambda t: {"type": "text", "text": t}, _quoted),
+    st.builds(lambda t: {"type": "thinking", "text": t}, _quoted),  # (a text not of a text block)
+    st.builds(lambda t: {"text": t}, _quoted),  # (no type)
+    st.builds(lambda t: {"type": "image", "text": t}, _quoted),
+    st.builds(lambda i, c: tu(f"u{i}", "bash", command=c), st.integers(0, 3), _text),
+    st.builds(lambda i, c: tr(f"t{i}", c), st.integers(0, 3), _content),
+)
+
+
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(role=st.sampled_from(["user", "assistant"]),
+       content=st.one_of(_quoted, st.lists(_quote_block, max_size=4)),
+       usage=st.booleans(), way=st.sampled_from(sorted(_JSON_WAYS)), read=st.booleans())
+@example(role="user", content="\x1c text \u3000", usage=False, way="orjson", read=False)
+def test_what_the_stub_quotes_of_a_message_is_read_natively_as_python_reads_it(role, content, usage, way, read,
+                                                                               tmp_path):
+    """What the stub summary quotes of a message (`stub.stripped_text`, the reference) is read by the
+    native core from its line where it is left unread there, from its message where it is in hand
+    (a plain Entry's, or one read already): its text blocks' texts joined, stripped as Python
+    strips them (not as Rust's `trim`). None only where Python reads it."""
+    from compactlab.summarizers.stub import stripped_text
+    from compactlab.transcripts.messages import make_entry
+
+    message: dict = {"role": role, "content": content}
+    line = {**message, "usage": {"input_tokens": 3, "output_tokens": 1}, "model": "m"} if usage else message
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(_JSON_WAYS[way](line) + b"\n")
+    builder = TranscriptBuilder(str(path), anthropic_messages.NAME, keep=True)
+    entries = list(_lazy_entries(builder, SourceFile(str(path)), True))
+    if not entries:
+        return  # (a line the loader calls bad: no message to quote)
+    (lazy,) = entries
+    check = probes.ProbeMemo(in_use()).native
+    wanted = stripped_text(make_entry(message, 0))
+    assert check.native_text(make_entry(message, 0), stripped=True) == wanted
+    unread = getattr(lazy, "_message", 0) is None
+    if read and unread:
+        lazy.message  # noqa: B018 (read: in hand now)
+    natively = check.native_text(lazy, stripped=True)
+    assert natively in (None, wanted)
+    # (left to Python only where its line is not one this reading takes: another way of writing it
+    # than "content": at the place, or a line Python read whole)
+    assert natively is not None or not unread or read
+    assert stripped_text(lazy) == wanted
