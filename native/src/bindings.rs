@@ -3570,6 +3570,134 @@ impl LineFacts {
     }
 }
 
+/// `RunEnv.new_entry(message, by, call)` made here for a message of one string content (a
+/// summary, its acknowledgement, snip's placeholder), without running Python: the run's next origin
+/// taken, what made it and at which call noted in the run's ledger as Python notes them, its
+/// `Entry` made with the facts `build_entry` gives such a message (`make_entry`, the reference:
+/// the tests hold every slot of one made here to one it makes). Python makes it where `new_entry`
+/// is not `RunEnv`'s own (a test's), or where the content holds a sized placeholder.
+pub(crate) struct MadeEntries {
+    env: Py<PyAny>,
+    entry: Py<PyType>,
+    new: Py<PyAny>,
+    members: Members,
+}
+
+/// The characters of `{"role":,"content":}`: a message's compact JSON but its two strings.
+const MESSAGE_CHARS: usize = 20;
+
+impl MadeEntries {
+    /// What makes the messages `new_entry` makes, where it is `RunEnv.new_entry` (else None).
+    pub(crate) fn of(new_entry: &Bound<'_, PyAny>) -> PyResult<Option<Self>> {
+        let py = new_entry.py();
+        let own = py
+            .import("compactlab.engine.layers.base")?
+            .getattr("RunEnv")?
+            .getattr("new_entry")?;
+        let (Ok(func), Ok(env)) = (
+            new_entry.getattr(intern!(py, "__func__")),
+            new_entry.getattr(intern!(py, "__self__")),
+        ) else {
+            return Ok(None);
+        };
+        if !func.is(&own) {
+            return Ok(None);
+        }
+        let entry = py
+            .import("compactlab.transcripts.messages")?
+            .getattr("Entry")?
+            .cast_into::<PyType>()?;
+        let Some(members) = Members::of(&entry, &ENTRY_FACTS)? else {
+            return Ok(None);
+        };
+        Ok(Some(MadeEntries {
+            env: env.unbind(),
+            new: entry.getattr(intern!(py, "__new__"))?.unbind(),
+            entry: entry.unbind(),
+            members,
+        }))
+    }
+
+    /// The `Entry` of `message` (`{"role": role, "content": content}`), made by `by` at `call`;
+    /// None where Python makes it (a sized placeholder in `content`).
+    pub(crate) fn made<'py>(
+        &self,
+        message: &Bound<'py, PyDict>,
+        (role, content): (&str, &str),
+        by: &str,
+        call: usize,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if content.contains(MARK) {
+            return Ok(None);
+        }
+        let py = message.py();
+        let env = self.env.bind(py);
+        let origin: i64 = env.getattr(intern!(py, "_next_origin"))?.extract()?;
+        env.setattr(intern!(py, "_next_origin"), origin - 1)?;
+        let ledger = env.getattr(intern!(py, "ledger"))?;
+        ledger
+            .getattr(intern!(py, "made_by"))?
+            .set_item(origin, by)?;
+        ledger
+            .getattr(intern!(py, "made_at"))?
+            .set_item(origin, call)?;
+        let entry = self.new.bind(py).call1((self.entry.bind(py),))?;
+        entry.setattr(intern!(py, "message"), message)?;
+        let chars =
+            MESSAGE_CHARS + facts::json_string_chars(role) + facts::json_string_chars(content);
+        let empty = content.is_empty();
+        let has_text = !empty && !content.chars().all(facts::py_space);
+        let none = PyTuple::empty(py).into_any();
+        let no_ids = pyo3::types::PyFrozenSet::empty(py)?.into_any();
+        let facts = [
+            chars.into_pyobject(py)?.into_any(),
+            PyString::new(py, role).into_any(),
+            origin.into_pyobject(py)?.into_any(),
+            none.clone(),
+            none.clone(),
+            none.clone(),
+            none.clone(),
+            none,
+            pyo3::types::PyBool::new(py, empty).to_owned().into_any(),
+            pyo3::types::PyBool::new(py, has_text).to_owned().into_any(),
+            no_ids.clone(),
+            no_ids.clone(),
+            no_ids,
+        ];
+        for (k, value) in facts.iter().enumerate() {
+            self.members.set(&entry, k, value)?;
+        }
+        Ok(Some(entry))
+    }
+}
+
+/// `MadeEntries` asked of `new_entry` for `message` (a dict of a role and a string content), made
+/// by `by` at `call`: the `Entry` made here, or None where Python makes it. For the tests, which
+/// hold it to `RunEnv.new_entry`.
+#[pyfunction]
+fn made_entry<'py>(
+    new_entry: &Bound<'py, PyAny>,
+    message: &Bound<'py, PyDict>,
+    by: &str,
+    call: usize,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let py = message.py();
+    let Some(made) = MadeEntries::of(new_entry)? else {
+        return Ok(None);
+    };
+    let (Some(role), Some(content)) = (
+        message.get_item(intern!(py, "role"))?,
+        message.get_item(intern!(py, "content"))?,
+    ) else {
+        return Ok(None);
+    };
+    let (role, content) = (
+        role.cast_into::<PyString>()?,
+        content.cast_into::<PyString>()?,
+    );
+    made.made(message, (role.to_str()?, content.to_str()?), by, call)
+}
+
 /// What makes micro's copy of a message, one tool result's content replaced, without running its
 /// Python (`Entry.with_result_content` and `read_ahead.LazyEntry.with_result_content`, the
 /// references: the tests hold every slot of a copy made here to one they make): `LazyEntry`,
@@ -4380,7 +4508,7 @@ fn claude_code_lines(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 54;
+const API: u32 = 55;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -4429,6 +4557,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(claude_code_lines, m)?)?;
     m.add_class::<FrameworkSources>()?;
     m.add_class::<LineFacts>()?;
+    m.add_function(wrap_pyfunction!(made_entry, m)?)?;
     m.add_class::<crate::turns::KeepingTurns>()?;
     m.add_class::<crate::turns::LayerTurns>()?;
     m.add_class::<crate::turns::CallMeasures>()?;

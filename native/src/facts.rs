@@ -1392,7 +1392,7 @@ const fn json_len_of(c: char) -> usize {
 }
 
 /// Python's `str.isspace` of a character.
-fn py_space(c: char) -> bool {
+pub(crate) fn py_space(c: char) -> bool {
     matches!(c, '\t'..='\r' | '\u{1c}'..='\u{1f}' | ' ') || wide_space(c)
 }
 

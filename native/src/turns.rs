@@ -25,7 +25,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::bindings::{
-    EntryCopies, GivenProbe, InvariantTracker, PromptCache, RecallCheck, StoredProbes,
+    EntryCopies, GivenProbe, InvariantTracker, MadeEntries, PromptCache, RecallCheck, StoredProbes,
 };
 use crate::cache::list_chars;
 use crate::layers::{placeholder, spliced_count, Facts, Held, KeepBy, PairSafe, Rule, Turn};
@@ -778,8 +778,10 @@ pub struct LayerTurns {
     /// `cleared_at` (when each result was replaced: recall's attribution)
     tool_names: Py<PyDict>,
     cleared_at: Py<PyDict>,
-    /// `RunEnv.new_entry(message, by, call)`: a message the policy made (a fresh origin, noted)
+    /// `RunEnv.new_entry(message, by, call)`: a message the policy made (a fresh origin, noted),
+    /// made here where it is `RunEnv`'s own (`MadeEntries`)
     new_entry: Py<PyAny>,
+    made: Option<MadeEntries>,
     /// recall's row of each call: asked of the run's native check here, or of Python
     recall: Recall,
     measures: Py<CallMeasures>,
@@ -920,6 +922,7 @@ impl LayerTurns {
             manual,
             tool_names,
             cleared_at,
+            made: MadeEntries::of(new_entry.bind(py))?,
             new_entry,
             recall: match native_recall {
                 None => Recall::Python(recall),
@@ -1916,10 +1919,7 @@ impl LayerTurns {
         for (role, content) in
             std::iter::once(("user", content)).chain(ack.map(|a| ("assistant", a)))
         {
-            let message = PyDict::new(py);
-            message.set_item(intern!(py, "role"), role)?;
-            message.set_item(intern!(py, "content"), content)?;
-            made.push(self.new_entry.bind(py).call1((message, "summary", call))?);
+            made.push(self.new_message(py, (role, content.as_str()), "summary", call)?);
         }
         let appended = match made_for {
             Made::Manual(m) => m.message.as_ref(),
@@ -1927,14 +1927,7 @@ impl LayerTurns {
         };
         if let Some(message) = appended {
             // (seed 004: its own message after the summary, as `manual.py` appends it)
-            let made_message = PyDict::new(py);
-            made_message.set_item(intern!(py, "role"), "user")?;
-            made_message.set_item(intern!(py, "content"), message)?;
-            made.push(
-                self.new_entry
-                    .bind(py)
-                    .call1((made_message, "summary", call))?,
-            );
+            made.push(self.new_message(py, ("user", message.as_str()), "summary", call)?);
         }
         let summarised = match made_for {
             Made::Manual(m) => m.told.clone_ref(py),
@@ -1962,6 +1955,48 @@ impl LayerTurns {
         done.stepped = true;
         done.changed_at(splice_from);
         Ok(true)
+    }
+
+    /// The message `{"role": role, "content": content}` a layer made at `call` (`by`), as
+    /// `RunEnv.new_entry` makes it.
+    fn new_message<'py>(
+        &self,
+        py: Python<'py>,
+        (role, content): (&str, &str),
+        by: &str,
+        call: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let message = PyDict::new(py);
+        message.set_item(intern!(py, "role"), role)?;
+        message.set_item(intern!(py, "content"), content)?;
+        if let Some(made) = &self.made {
+            if let Some(entry) = made.made(&message, (role, content), by, call)? {
+                return Ok(entry);
+            }
+        }
+        self.new_entry.bind(py).call1((message, by, call))
+    }
+
+    /// `message` (a dict of a role and a string content) as `RunEnv.new_entry` makes it.
+    fn made_message<'py>(
+        &self,
+        message: &Bound<'py, PyDict>,
+        by: &str,
+        call: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = message.py();
+        let role = message.get_item(intern!(py, "role"))?;
+        let content = message.get_item(intern!(py, "content"))?;
+        if let (Some(made), Some(role), Some(content)) = (&self.made, role, content) {
+            if let (Ok(role), Ok(content)) = (role.cast::<PyString>(), content.cast::<PyString>()) {
+                if let (Ok(role), Ok(content)) = (role.to_str(), content.to_str()) {
+                    if let Some(entry) = made.made(message, (role, content), by, call)? {
+                        return Ok(entry);
+                    }
+                }
+            }
+        }
+        self.new_entry.bind(py).call1((message, by, call))
     }
 
     /// The context a Python layer made of this one: every fact read again from its messages.
@@ -2062,7 +2097,7 @@ impl LayerTurns {
                 // the placeholder already there, to the letter: the change starts after it
                 (here, head_end + 1)
             } else {
-                let made = self.new_entry.bind(py).call1((message, "snip", call))?;
+                let made = self.made_message(&message, "snip", call)?;
                 (made, head_end)
             };
         let counts = (

@@ -748,3 +748,30 @@ def test_what_the_stub_quotes_of_a_message_is_read_natively_as_python_reads_it(r
     # than "content": at the place, or a line Python read whole)
     assert natively is not None or not unread or read
     assert stripped_text(lazy) == wanted
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(made=st.lists(st.tuples(st.sampled_from(["user", "assistant"]),
+                               st.one_of(_quoted, st.just(""), st.builds(lambda t: t + "\ufdd0[img len=9]", _text)),
+                               st.sampled_from(["summary", "snip"]), st.integers(0, 50)), min_size=1, max_size=4))
+def test_a_message_a_layer_makes_is_made_natively_as_python_makes_it(made):
+    """A message the native loop makes (a summary, its acknowledgement, snip's placeholder) is what
+    ``RunEnv.new_entry`` makes of it (the reference): every slot of its ``Entry``, its message, the
+    run's next origin and its ledger's notes of what made it and when; Python makes one whose
+    content holds a sized placeholder, or where ``new_entry`` is not ``RunEnv``'s own."""
+    from compactlab.engine.layers.base import RunEnv
+    from compactlab.summarizers.stub import StubSummarizer
+    from compactlab.transcripts.messages import SIZED_MARK
+
+    native_env, python_env = RunEnv(summarizer=StubSummarizer()), RunEnv(summarizer=StubSummarizer())
+    for role, content, by, call in made:
+        native = in_use().made_entry(native_env.new_entry, {"role": role, "content": content}, by, call)
+        if native is None:
+            assert SIZED_MARK in content
+            native = native_env.new_entry({"role": role, "content": content}, by, call)
+        python = python_env.new_entry({"role": role, "content": content}, by, call)
+        assert type(native) is Entry and native.message == python.message and _slots(native) == _slots(python)
+    assert native_env._next_origin == python_env._next_origin
+    assert (native_env.ledger.made_by, native_env.ledger.made_at) == (python_env.ledger.made_by,
+                                                                      python_env.ledger.made_at)
+    assert in_use().made_entry(lambda message, by, call: None, {"role": "user", "content": "x"}, "snip", 0) is None
