@@ -809,6 +809,38 @@ fn ledger_losses(
     Ok(Some(losses_in_order(first)))
 }
 
+/// `Recall.losses` of the run's `events` (`CompactionEvent`s): each loss `ledger_losses` finds of
+/// `ledger` at an event's call appended to that event's `lost` as `(text, needed)`, in order (the
+/// last event of a call, as Python's map of them keeps it). False where Python finds them (a text
+/// that is no UTF-8), nothing appended.
+#[pyfunction]
+fn append_losses(ledger: &Bound<'_, PyAny>, events: &Bound<'_, PyList>) -> PyResult<bool> {
+    let py = events.py();
+    let mut by_call: FxHashMap<i64, Bound<'_, PyAny>> = FxHashMap::default();
+    for event in events.iter() {
+        let call: i64 = event.getattr(intern!(py, "call"))?.extract()?;
+        by_call.insert(call, event);
+    }
+    let Some(found) = ledger_losses(ledger, by_call.keys().copied().collect())? else {
+        return Ok(false);
+    };
+    let mut lost: FxHashMap<i64, Bound<'_, PyList>> = FxHashMap::default();
+    for (at, text, needed) in found {
+        let list = match lost.get(&at) {
+            Some(list) => list.clone(),
+            None => {
+                let list = by_call[&at]
+                    .getattr(intern!(py, "lost"))?
+                    .cast_into::<PyList>()?;
+                lost.insert(at, list.clone());
+                list
+            }
+        };
+        list.append((text, needed))?;
+    }
+    Ok(true)
+}
+
 /// `ledger_losses`' found losses in order: by the call that removed each, then the call that first
 /// needed it, then its text (a str's order is its code points', which UTF-8's bytes keep).
 fn losses_in_order(first: FxHashMap<(i64, String), i64>) -> Vec<(i64, String, i64)> {
@@ -4508,7 +4540,7 @@ fn claude_code_lines(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 55;
+const API: u32 = 56;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -4541,6 +4573,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(recorded_cost, m)?)?;
     m.add_function(wrap_pyfunction!(cache_ledger, m)?)?;
     m.add_function(wrap_pyfunction!(ledger_losses, m)?)?;
+    m.add_function(wrap_pyfunction!(append_losses, m)?)?;
     m.add_function(wrap_pyfunction!(csv_rows, m)?)?;
     m.add_function(wrap_pyfunction!(csv_cell, m)?)?;
     m.add_function(wrap_pyfunction!(brackets, m)?)?;

@@ -338,6 +338,7 @@ def test_the_native_ledger_tallies_are_recall_s(outcomes, calls):
     losses to Python (None), which orders them as it orders them."""
     from compactlab.engine.measures.probes import KINDS, ProbeOutcome
     from compactlab.engine.measures.recall import kinds_of, losses_of
+    from compactlab.engine.records import CompactionEvent
 
     assert KINDS == _KIND_NAMES
     ledger = [ProbeOutcome(call, text, kind, -1, "bash", status, "micro" if status != "kept" else "", at)
@@ -354,6 +355,13 @@ def test_the_native_ledger_tallies_are_recall_s(outcomes, calls):
         assert (found is None) == surrogate
         if found is not None:
             assert found == losses_of(ledger, calls)
+        # (appended to the run's events, each to its call's: as Recall.losses appends them)
+        events = [CompactionEvent(call, ["micro"], 3, 2, 30, 20, 1, 0, 0) for call in sorted(calls)]
+        assert NATIVE.append_losses(given, events) == (not surrogate)
+        wanted = {call: [] for call in calls}
+        for at, text, needed in ([] if surrogate else losses_of(ledger, calls)):
+            wanted[at].append((text, needed))
+        assert {e.call: e.lost for e in events} == wanted
 
 
 @needs_native

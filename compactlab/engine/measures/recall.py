@@ -99,11 +99,12 @@ class Recall:
 
     def losses(self, events: list[CompactionEvent]) -> list[CompactionEvent]:
         """``events``, each with the used strings it removed and the call that first needed each
-        (found by the native core where it runs: ``_native.ledger_losses``, ``losses_of`` its
-        reference)."""
+        (found and appended by the native core where it runs: ``_native.append_losses``,
+        ``losses_of`` its reference)."""
+        if self.native is not None and self.native.append_losses(self.ledger, events):
+            return events
         by_call = {e.call: e for e in events}
-        found = self.native.ledger_losses(self.ledger, list(by_call)) if self.native is not None else None
-        for at, text, needed in losses_of(self.ledger, by_call) if found is None else found:
+        for at, text, needed in losses_of(self.ledger, by_call):
             by_call[at].lost.append((text, needed))
         return events
 
