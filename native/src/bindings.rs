@@ -829,9 +829,11 @@ fn append_losses(ledger: &Bound<'_, PyAny>, events: &Bound<'_, PyList>) -> PyRes
         let list = match lost.get(&at) {
             Some(list) => list.clone(),
             None => {
-                let list = by_call[&at]
-                    .getattr(intern!(py, "lost"))?
-                    .cast_into::<PyList>()?;
+                // (a loss is found only at a call asked: `ledger_losses`)
+                let Some(event) = by_call.get(&at) else {
+                    continue;
+                };
+                let list = event.getattr(intern!(py, "lost"))?.cast_into::<PyList>()?;
                 lost.insert(at, list.clone());
                 list
             }
