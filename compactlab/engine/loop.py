@@ -31,7 +31,7 @@ from .cost.prices import ModelPrices, PriceTable, load_prices
 from .window import DEFAULT_WINDOW, Window, resolve as resolve_window
 from .feeds import Call, Feed, as_feed
 from .layers import CHEAP, NOTHING, CallFacts, LayerStats, RunEnv, manual, reactive, summary
-from .layers.summary import trigger_of, trigger_said
+from .layers.summary import Breaker, trigger_of, trigger_said
 from ..transcripts.messages import Entry, Message, add_tool_names, is_prompt
 from ..plumbing.outputs import OutputDir
 from .policy import Policy, fingerprint_of
@@ -53,6 +53,8 @@ _LAYERS = tuple(ACTIONS.values())
 _NAMED = tuple([layer for layer, stat in zip(_LAYERS, ACTIONS) if stat in acted] for acted in
                (("snipped",), ("micro_compacted",), ("snipped", "micro_compacted")))
 _CHARS = attrgetter("chars")
+#: each counter of ``ACTIONS`` and the layer an event names for it, in order (the native loop's)
+_ACTION_ITEMS = list(ACTIONS.items())
 
 
 class TokenCounter(Protocol):
@@ -496,13 +498,23 @@ class Turns:
             self._first_layered()
         as_recorded = self.as_recorded  # (the departures are the loop's to apply, call by call)
         answered, departs = self._followed(batch)
-        records, self.as_recorded, self.manual_pending, snipped, micro, lowest = self.layered.turns(
+        records, self.as_recorded, self.manual_pending, snipped, micro, lowest, made = self.layered.turns(
             batch, self.judged.tokens, as_recorded, answered, departs, self.summary_trigger, self.manual_pending,
-            self.window, self.manual_tool, self._stepped, self.events, CompactionEvent, _NAMED)
+            self.window, self.manual_tool, self._stepped, self.events, CompactionEvent, _NAMED,
+            (_ACTION_ITEMS, self.summary_calls.rows, self._breaker))
         if lowest is not None:
-            self.totals.add(LayerStats(snipped=snipped, micro_compacted=micro, lowest_changed=lowest))
+            summaries, reactive_n, manual_n, input_chars, output_chars, input_tokens, output_tokens = made
+            self.totals.add(LayerStats(snipped=snipped, micro_compacted=micro, summaries=summaries,
+                                       summary_input_chars=input_chars, summary_output_chars=output_chars,
+                                       summary_input_tokens=input_tokens, summary_output_tokens=output_tokens,
+                                       reactive=reactive_n, manual=manual_n, lowest_changed=lowest))
         self.done = batch[-1][1] + 1
         return records
+
+    def _breaker(self) -> Breaker:
+        """The summary layer's circuit breaker, whose failures a stub summary the native loop counts
+        clears (as ``PythonSteps.summarised`` clears them)."""
+        return self.env.state_of(Breaker)
 
     def _answered(self, pos: int) -> bool:
         """Whether the recording shows the call whose reply is at ``pos`` answered (its usage)."""

@@ -456,4 +456,9 @@ columns! {
     Probes => probes,
     ProbesKept => probes_kept,
     ProbesRecoverable => probes_recoverable,
+    Summarized => summarized,
+    SummaryInputChars => summary_input_chars,
+    SummaryOutputChars => summary_output_chars,
+    Reactive => reactive,
+    Manual => manual,
 }

@@ -736,11 +736,57 @@ struct Done {
     lowest: Option<usize>,
     /// a step Python runs was asked (its stats are the call's: `loop.Turns._stepped` reads them)
     python: bool,
+    /// the stub summaries made here at the call, their stats not yet told to Python
+    made: Vec<MadeStats>,
 }
 
 impl Done {
     fn changed_at(&mut self, pos: usize) {
         self.lowest = Some(self.lowest.map_or(pos, |l| l.min(pos)));
+    }
+
+    /// A step Python runs is asked at this call: the stub summaries made before it told to Python
+    /// first (their stats are then the step's call's, in the order Python would have had them).
+    fn python_asked(&mut self, py: Python<'_>) -> PyResult<()> {
+        for m in self.made.drain(..) {
+            m.tell(py)?;
+        }
+        self.python = true;
+        Ok(())
+    }
+}
+
+/// What made a stub summary: the summary layer, manual or reactive compaction (`LayerStats`'
+/// `summaries`, `manual`, `reactive`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum MadeBy {
+    Summary,
+    Manual,
+    Reactive,
+}
+
+/// A stub summary made here: its stats as `PythonSteps._made` counts them, and what tells them to
+/// Python (`summarised`, `manualised` or `reactivated`) where a step Python runs acts at its call.
+struct MadeStats {
+    by: MadeBy,
+    told: Py<PyAny>,
+    input_chars: i64,
+    output_chars: usize,
+    input_tokens: usize,
+    output_tokens: usize,
+    lowest: usize,
+}
+
+impl MadeStats {
+    fn tell(&self, py: Python<'_>) -> PyResult<()> {
+        self.told.bind(py).call1((
+            self.input_chars,
+            self.output_chars,
+            self.input_tokens,
+            self.output_tokens,
+            self.lowest,
+        ))?;
+        Ok(())
     }
 }
 
@@ -1002,6 +1048,9 @@ impl LayerTurns {
             micro_due,
         };
         let t = Self::turn_in(slf, call, pos, pending, reply, asked)?;
+        for m in &t.made {
+            m.tell(slf.py())?; // (the caller's `_layered` reads the steps' stats)
+        }
         Ok((
             t.record,
             t.n_before,
@@ -1026,7 +1075,7 @@ impl LayerTurns {
     /// the context is still the recording's, whether the last reply called the compact tool, and
     /// the snip and micro counts and lowest change of the calls `stepped` was not given.
     #[pyo3(signature = (batch, window, as_recorded, answered, departs, trigger, manual, reactive_window,
-                        manual_tool, stepped, events, event, named))]
+                        manual_tool, stepped, events, event, named, made=None))]
     #[allow(clippy::too_many_arguments)]
     fn turns<'py>(
         slf: &Bound<'py, Self>,
@@ -1043,6 +1092,7 @@ impl LayerTurns {
         events: &Bound<'py, PyList>,
         event: &Bound<'py, PyAny>,
         named: (Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, PyList>),
+        made: Option<MadeCounted<'py>>,
     ) -> PyResult<Batched<'py>> {
         let py = slf.py();
         if [&answered, &departs]
@@ -1057,6 +1107,7 @@ impl LayerTurns {
         let tool_names = tool_names.bind(py);
         let records = PyList::empty(py);
         let (mut snipped_sum, mut micro_sum, mut lowest_all) = (0i64, 0i64, None::<usize>);
+        let mut made_sums: MadeSums = (0, 0, 0, 0, 0, 0, 0);
         for (k, item) in batch.iter().enumerate() {
             let (call, pos, pending, reply): (usize, i64, Bound<'py, PyAny>, Bound<'py, PyAny>) =
                 item.extract()?;
@@ -1082,7 +1133,17 @@ impl LayerTurns {
                 micro_due: true,
             };
             let t = Self::turn_in(slf, call, pos, &pending, &reply, asked)?;
-            if t.python {
+            let counted = match (&made, t.made.is_empty()) {
+                (Some(counted), false) => Some(counted),
+                (None, false) => {
+                    for m in &t.made {
+                        m.tell(py)?;
+                    }
+                    None
+                }
+                _ => None,
+            };
+            if t.python || (!t.made.is_empty() && counted.is_none()) {
                 let acted: bool = stepped
                     .call1((
                         call,
@@ -1095,6 +1156,22 @@ impl LayerTurns {
                     ))?
                     .extract()?;
                 as_recorded &= !acted;
+            } else if let Some(counted) = counted {
+                // (the stub summaries' stats counted here, as `_stepped` counts a step's)
+                let sums = counted.count(slf, call, &t, events, event)?;
+                snipped_sum += t.snipped;
+                micro_sum += t.micro;
+                if let Some(lowest) = t.lowest {
+                    lowest_all = Some(lowest_all.map_or(lowest, |l| l.min(lowest)));
+                }
+                made_sums.0 += sums.0;
+                made_sums.1 += sums.1;
+                made_sums.2 += sums.2;
+                made_sums.3 += sums.3;
+                made_sums.4 += sums.4;
+                made_sums.5 += sums.5;
+                made_sums.6 += sums.6;
+                as_recorded = false;
             } else if let Some(lowest) = t.lowest {
                 snipped_sum += t.snipped;
                 micro_sum += t.micro;
@@ -1139,7 +1216,97 @@ impl LayerTurns {
             snipped_sum,
             micro_sum,
             lowest_all,
+            made_sums,
         ))
+    }
+}
+
+/// What a batch's loop counts a stub summary with where no step Python runs acted at its call
+/// (`loop.Turns._batch` gives it): the `ACTIONS` (each counter's name, the layer an event names for
+/// it), the run's summary requests (`SummaryCalls.rows`), and what gives the summary layer's
+/// circuit breaker (its state, made where first asked: `RunEnv.state_of(Breaker)`).
+type MadeCounted<'py> = (Vec<(String, String)>, Bound<'py, PyList>, Bound<'py, PyAny>);
+
+trait CountMade<'py> {
+    fn count(
+        &self,
+        slf: &Bound<'py, LayerTurns>,
+        call: usize,
+        t: &Called<'py>,
+        events: &Bound<'py, PyList>,
+        event: &Bound<'py, PyAny>,
+    ) -> PyResult<MadeSums>;
+}
+
+impl<'py> CountMade<'py> for MadeCounted<'py> {
+    /// `Turns._stepped` of a call whose layers' only steps were stub summaries made here: their
+    /// stats into the call's record, the run's summary requests and the call's event (`_event`:
+    /// the layers that acted, in `ACTIONS`' order), the breaker's failures cleared as `summarised`
+    /// clears them; the stats for the run's totals.
+    fn count(
+        &self,
+        slf: &Bound<'py, LayerTurns>,
+        call: usize,
+        t: &Called<'py>,
+        events: &Bound<'py, PyList>,
+        event: &Bound<'py, PyAny>,
+    ) -> PyResult<MadeSums> {
+        let py = slf.py();
+        let (actions, rows, breaker) = self;
+        let mut sums: MadeSums = (0, 0, 0, 0, 0, 0, 0);
+        for m in &t.made {
+            match m.by {
+                MadeBy::Summary => {
+                    sums.0 += 1;
+                    breaker.call0()?.setattr(intern!(py, "failures"), 0)?;
+                }
+                MadeBy::Reactive => sums.1 += 1,
+                MadeBy::Manual => sums.2 += 1,
+            }
+            sums.3 += m.input_chars;
+            sums.4 += m.output_chars as i64;
+            sums.5 += m.input_tokens as i64;
+            sums.6 += m.output_tokens as i64;
+        }
+        set_columns(
+            &t.record,
+            &[
+                (Column::Summarized, sums.0),
+                (Column::SummaryInputChars, sums.3),
+                (Column::SummaryOutputChars, sums.4),
+                (Column::Reactive, sums.1),
+                (Column::Manual, sums.2),
+            ],
+        )?;
+        let requests = sums.0 + sums.1 + sums.2;
+        if sums.5 != 0 || sums.6 != 0 {
+            rows.append((call, sums.5, 0, sums.6, requests.max(1)))?;
+        }
+        let layers = PyList::empty(py);
+        for (stat, layer) in actions {
+            let count = match stat.as_str() {
+                "snipped" => t.snipped,
+                "micro_compacted" => t.micro,
+                "summaries" => sums.0,
+                "reactive" => sums.1,
+                "manual" => sums.2,
+                _ => 0,
+            };
+            if count != 0 {
+                layers.append(layer)?;
+            }
+        }
+        let before = {
+            let this = slf.borrow();
+            let measures = this.measures.borrow(py);
+            measures
+                .inner
+                .tokens(list_chars(t.chars_before, t.n_before))
+        };
+        events.append(event.call1((
+            call, layers, t.n_before, t.n, before, t.tokens, t.micro, t.snipped, requests,
+        ))?)?;
+        Ok(sums)
     }
 }
 
@@ -1168,10 +1335,24 @@ struct Called<'py> {
     micro: i64,
     lowest: Option<usize>,
     python: bool,
+    /// the stub summaries made at the call, where no step Python runs acted (their stats the loop's)
+    made: Vec<MadeStats>,
 }
 
+/// The stats of the stub summaries a batch's loop counted itself: `(summaries, reactive, manual,
+/// summary input chars, output chars, input tokens, output tokens)` (`LayerStats`' fields).
+type MadeSums = (i64, i64, i64, i64, i64, i64, i64);
+
 /// What `LayerTurns.turns` gives back of a batch.
-type Batched<'py> = (Bound<'py, PyList>, bool, bool, i64, i64, Option<usize>);
+type Batched<'py> = (
+    Bound<'py, PyList>,
+    bool,
+    bool,
+    i64,
+    i64,
+    Option<usize>,
+    MadeSums,
+);
 
 impl LayerTurns {
     /// One call (`turn`'s, and each of a batch's).
@@ -1296,6 +1477,7 @@ impl LayerTurns {
                 micro: done.micro,
                 lowest: done.lowest,
                 python: done.python,
+                made: std::mem::take(&mut done.made),
             };
             let recall = this.recall.asking(py, call, changed_from, intact)?;
             let entries = this.entries.clone_ref(py);
@@ -1628,7 +1810,7 @@ impl LayerTurns {
             return Ok(false);
         };
         let n = self.chars.len();
-        done.python = true;
+        done.python_asked(py)?;
         let got = step.bind(py).call1((
             call,
             recorded,
@@ -1716,7 +1898,7 @@ impl LayerTurns {
             return Ok(());
         };
         let dealt = self.dealt();
-        done.python = true;
+        done.python_asked(py)?;
         let got = summary.summarise.bind(py).call1((
             call,
             recorded,
@@ -1944,14 +2126,26 @@ impl LayerTurns {
                 m.dealt = spliced_count(m.dealt, counts.0, counts.1, 0);
             }
         }
-        summarised.bind(py).call1((
+        let made = MadeStats {
+            by: match made_for {
+                Made::Manual(_) => MadeBy::Manual,
+                Made::Reactive(_) => MadeBy::Reactive,
+                Made::Summary => MadeBy::Summary,
+            },
+            told: summarised,
             input_chars,
             output_chars,
             input_tokens,
             output_tokens,
-            splice_from,
-        ))?;
-        done.python = true;
+            lowest: splice_from,
+        };
+        // (told to Python now where a step Python runs acted at this call already; else counted by
+        // the batch, `LayerTurns.turns`, or told at the end of the call, `turn`)
+        if done.python {
+            made.tell(py)?;
+        } else {
+            done.made.push(made);
+        }
         done.stepped = true;
         done.changed_at(splice_from);
         Ok(true)
@@ -2050,7 +2244,7 @@ impl LayerTurns {
         }
         let pos = self.chars.len() - 1;
         let entries = self.entries.bind(py);
-        done.python = true;
+        done.python_asked(py)?;
         let got = b
             .persist
             .bind(py)

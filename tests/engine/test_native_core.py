@@ -535,3 +535,33 @@ def test_a_run_that_shows_each_call_as_it_is_made_is_not_batched(monkeypatch):
     run = replay(load_transcript(path), load_policy("s08"), ReplayOptions(on_call=lambda r: shown.append(r.call)))
     assert shown == made == list(range(len(run.calls)))
     assert records_of(run.calls) == records_of(batched.calls)
+
+
+@needs_native
+@pytest.mark.parametrize("preset", ["s08", "claude-code"])
+def test_the_stub_summaries_the_loop_makes_are_counted_by_it_as_python_counts_them(monkeypatch, preset):
+    """A stub summary the native loop makes at a call where no step Python runs acted is counted by
+    the loop itself (the call's record, the run's summary requests and totals, its event, the
+    breaker cleared) rather than by ``Turns._stepped``; where budget's persisting acted at the same
+    call, both are told to Python, in the order Python would have had them. Either way the run is
+    the Python engine's, to the letter."""
+    from compactlab.engine import loop
+
+    stepped: list[int] = []
+    real = loop.Turns._stepped
+
+    def counted(self, call, *args):
+        stepped.append(call)
+        return real(self, call, *args)
+
+    monkeypatch.setattr(loop.Turns, "_stepped", counted)
+    path = str(SAMPLES / "synth-long.jsonl")
+    native = _run(monkeypatch, "native", path, preset, {})
+    told = set(stepped)
+    assert_same_run(_run(monkeypatch, "python", path, preset, {}), native)
+    summarised = {r.call for r in native.calls if r.summarized or r.manual or r.reactive}
+    assert summarised and native.summary.summaries  # (the sample has summaries to count)
+    if preset == "s08":  # (a batch of calls in one crossing; claude-code's loop reads the recorded
+        # tokens, a call at a time, its steps' stats Python's at each)
+        assert all(r.persisted for r in native.calls if r.call in told)  # (only budget's calls)
+        assert summarised - told  # (counted by the loop itself)
