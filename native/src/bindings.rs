@@ -2175,22 +2175,23 @@ impl recall::Texts for PyTexts<'_, '_> {
     }
 }
 
-/// `probes._result_text` of a tool result's content in hand: a string, or the texts of a list's
-/// dicts that hold a string `text` joined by line breaks, or nothing (""); None where a string is
-/// not one Rust holds (a lone surrogate: Python's).
-fn result_text_in_hand(content: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
-    if let Ok(text) = content.cast::<PyString>() {
-        return Ok(text.to_str().ok().map(str::to_owned));
-    }
-    let Ok(blocks) = content.cast::<PyList>() else {
-        return Ok(Some(String::new()));
-    };
+/// The texts of a list's dicts that hold a string `text` (those of `type` `kind` only, where
+/// given), joined by line breaks; None where a string is not one Rust holds (a lone surrogate:
+/// Python's).
+fn texts_in_hand(blocks: &Bound<'_, PyList>, kind: Option<&str>) -> PyResult<Option<String>> {
+    let py = blocks.py();
     let mut parts = Vec::new();
     for block in blocks.iter() {
         let Ok(block) = block.cast::<PyDict>() else {
             continue;
         };
-        if let Some(text) = block.get_item(intern!(block.py(), "text"))? {
+        if let Some(kind) = kind {
+            match block.get_item(intern!(py, "type"))? {
+                Some(given) if given.eq(kind)? => {}
+                _ => continue,
+            }
+        }
+        if let Some(text) = block.get_item(intern!(py, "text"))? {
             if let Ok(text) = text.cast::<PyString>() {
                 let Ok(text) = text.to_str() else {
                     return Ok(None);
@@ -2202,44 +2203,30 @@ fn result_text_in_hand(content: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
     Ok(Some(parts.join("\n")))
 }
 
+/// `probes._result_text` of a tool result's content in hand: a string, or the texts of a list's
+/// dicts that hold a string `text`, or nothing (""); None where a string is not one Rust holds.
+fn result_text_in_hand(content: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    if let Ok(text) = content.cast::<PyString>() {
+        return Ok(text.to_str().ok().map(str::to_owned));
+    }
+    match content.cast::<PyList>() {
+        Ok(blocks) => texts_in_hand(blocks, None),
+        Err(_) => Ok(Some(String::new())),
+    }
+}
+
 /// `stub.stripped_text` of a message in hand (`text_of(message).strip()`): its string content,
 /// or its text blocks' texts joined by line breaks, stripped; None where Python reads it (a message
 /// not a dict, a string not one Rust holds).
 fn stripped_in_hand(message: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
-    let py = message.py();
     let Ok(message) = message.cast::<PyDict>() else {
         return Ok(None);
     };
-    let text = match message.get_item(intern!(py, "content"))? {
-        Some(content) => match content.cast::<PyString>() {
-            Ok(text) => text.to_str().ok().map(str::to_owned),
-            Err(_) => match content.cast::<PyList>() {
-                Ok(blocks) => {
-                    let mut parts = Vec::new();
-                    for block in blocks.iter() {
-                        let Ok(block) = block.cast::<PyDict>() else {
-                            continue;
-                        };
-                        let is_text = match block.get_item(intern!(py, "type"))? {
-                            Some(kind) => kind.eq(intern!(py, "text"))?,
-                            None => false,
-                        };
-                        if !is_text {
-                            continue;
-                        }
-                        if let Some(text) = block.get_item(intern!(py, "text"))? {
-                            if let Ok(text) = text.cast::<PyString>() {
-                                let Ok(text) = text.to_str() else {
-                                    return Ok(None);
-                                };
-                                parts.push(text.to_owned());
-                            }
-                        }
-                    }
-                    Some(parts.join("\n"))
-                }
-                Err(_) => Some(String::new()),
-            },
+    let text = match message.get_item(intern!(message.py(), "content"))? {
+        Some(content) => match (content.cast::<PyString>(), content.cast::<PyList>()) {
+            (Ok(text), _) => text.to_str().ok().map(str::to_owned),
+            (_, Ok(blocks)) => texts_in_hand(blocks, Some("text"))?,
+            _ => Some(String::new()),
         },
         None => Some(String::new()),
     };

@@ -209,6 +209,35 @@ pub fn string_text(value: &[u8]) -> Option<String> {
     (s.i == value.len()).then_some(out)
 }
 
+/// The texts of the objects of the list at `s.i` (at `depth`) that hold a string `text` (those
+/// whose `type` is `"text"` only, where `typed`): the list's JSON length, and those texts. None
+/// where Python reads it (an object of a key given twice, a string this reading leaves to Python).
+fn list_texts(s: &mut Scan<'_>, depth: usize, typed: bool) -> Option<(usize, Vec<String>)> {
+    let mut parts = Vec::new();
+    let (json, _) = s.list(depth, |s, _| {
+        if s.peek()? != b'{' {
+            return Some(s.value(depth + 1)?.json); // (no block: `block_type` is None)
+        }
+        let (mut kind, mut text) = (None, None);
+        let json = s.members(depth + 1, |s, key| match key {
+            "type" | "text" if s.peek()? == b'"' => {
+                let (v, len) = s.string_value()?;
+                match key {
+                    "type" => kind = Some(v),
+                    _ => text = Some(v),
+                }
+                Some(len)
+            }
+            _ => Some(s.value(depth + 2)?.json),
+        })?;
+        if !typed || kind.as_deref() == Some("text") {
+            parts.extend(text.map(Cow::into_owned));
+        }
+        Some(json)
+    })?;
+    Some((json, parts))
+}
+
 /// `probes._result_text` of a tool result's content that is a list (`value`, as it stands on its
 /// line): the texts of its objects that hold a string `text`, joined by line breaks. None where
 /// Python reads it: not a list, an object of a key given twice, a string this reading leaves to
@@ -219,23 +248,7 @@ pub fn result_list_text(value: &[u8]) -> Option<String> {
     if s.peek()? != b'[' {
         return None;
     }
-    let mut parts: Vec<String> = Vec::new();
-    s.list(0, |s, _| {
-        if s.peek()? != b'{' {
-            return Some(s.value(1)?.json);
-        }
-        let mut text = None;
-        let json = s.members(1, |s, key| match key {
-            "text" if s.peek()? == b'"' => {
-                let (t, len) = s.string_value()?;
-                text = Some(t.into_owned());
-                Some(len)
-            }
-            _ => Some(s.value(2)?.json),
-        })?;
-        parts.extend(text);
-        Some(json)
-    })?;
+    let (_, parts) = list_texts(&mut s, 0, false)?;
     (s.i == value.len()).then(|| parts.join("\n"))
 }
 
@@ -265,28 +278,7 @@ pub fn stripped_message_text(line: &[u8]) -> Option<String> {
                 Some(len)
             }
             b'[' => {
-                let mut parts: Vec<String> = Vec::new();
-                let (json, _) = s.list(1, |s, _| {
-                    if s.peek()? != b'{' {
-                        return Some(s.value(2)?.json); // (no block: `block_type` is None)
-                    }
-                    let (mut kind, mut block_text) = (None, None);
-                    let json = s.members(2, |s, key| match key {
-                        "type" | "text" if s.peek()? == b'"' => {
-                            let (v, len) = s.string_value()?;
-                            match key {
-                                "type" => kind = Some(v),
-                                _ => block_text = Some(v),
-                            }
-                            Some(len)
-                        }
-                        _ => Some(s.value(3)?.json),
-                    })?;
-                    if kind.as_deref() == Some("text") {
-                        parts.extend(block_text.map(Cow::into_owned));
-                    }
-                    Some(json)
-                })?;
+                let (json, parts) = list_texts(s, 1, true)?;
                 text = Some(parts.join("\n"));
                 Some(json)
             }

@@ -1107,7 +1107,7 @@ impl LayerTurns {
         let tool_names = tool_names.bind(py);
         let records = PyList::empty(py);
         let (mut snipped_sum, mut micro_sum, mut lowest_all) = (0i64, 0i64, None::<usize>);
-        let mut made_sums: MadeSums = (0, 0, 0, 0, 0, 0, 0);
+        let mut made_sums: MadeSums = [0; 7];
         for (k, item) in batch.iter().enumerate() {
             let (call, pos, pending, reply): (usize, i64, Bound<'py, PyAny>, Bound<'py, PyAny>) =
                 item.extract()?;
@@ -1156,50 +1156,26 @@ impl LayerTurns {
                     ))?
                     .extract()?;
                 as_recorded &= !acted;
-            } else if let Some(counted) = counted {
-                // (the stub summaries' stats counted here, as `_stepped` counts a step's)
-                let sums = counted.count(slf, call, &t, events, event)?;
-                snipped_sum += t.snipped;
-                micro_sum += t.micro;
-                if let Some(lowest) = t.lowest {
-                    lowest_all = Some(lowest_all.map_or(lowest, |l| l.min(lowest)));
-                }
-                made_sums.0 += sums.0;
-                made_sums.1 += sums.1;
-                made_sums.2 += sums.2;
-                made_sums.3 += sums.3;
-                made_sums.4 += sums.4;
-                made_sums.5 += sums.5;
-                made_sums.6 += sums.6;
-                as_recorded = false;
             } else if let Some(lowest) = t.lowest {
+                // (what the layers did counted here, as `_stepped` counts a step's: snip's and
+                // micro's, and the stub summaries' where the loop made them)
                 snipped_sum += t.snipped;
                 micro_sum += t.micro;
                 lowest_all = Some(lowest_all.map_or(lowest, |l| l.min(lowest)));
-                if t.snipped != 0 || t.micro != 0 {
+                if let Some(counted) = counted {
+                    let sums = count_made(counted, slf, call, &t, (events, event))?;
+                    for (sum, n) in made_sums.iter_mut().zip(sums) {
+                        *sum += n;
+                    }
+                    as_recorded = false;
+                } else if t.snipped != 0 || t.micro != 0 {
                     let layers = match (t.snipped != 0, t.micro != 0) {
                         (true, false) => &named.0,
                         (false, true) => &named.1,
                         _ => &named.2,
                     };
-                    let before = {
-                        let this = slf.borrow();
-                        let measures = this.measures.borrow(py);
-                        measures
-                            .inner
-                            .tokens(list_chars(t.chars_before, t.n_before))
-                    };
-                    events.append(event.call1((
-                        call,
-                        layers.get_slice(0, layers.len()),
-                        t.n_before,
-                        t.n,
-                        before,
-                        t.tokens,
-                        t.micro,
-                        t.snipped,
-                        0,
-                    ))?)?;
+                    let layers = layers.get_slice(0, layers.len());
+                    append_event(slf, call, &t, (layers, 0), (events, event))?;
                     as_recorded = false;
                 }
             }
@@ -1227,87 +1203,94 @@ impl LayerTurns {
 /// circuit breaker (its state, made where first asked: `RunEnv.state_of(Breaker)`).
 type MadeCounted<'py> = (Vec<(String, String)>, Bound<'py, PyList>, Bound<'py, PyAny>);
 
-trait CountMade<'py> {
-    fn count(
-        &self,
-        slf: &Bound<'py, LayerTurns>,
-        call: usize,
-        t: &Called<'py>,
-        events: &Bound<'py, PyList>,
-        event: &Bound<'py, PyAny>,
-    ) -> PyResult<MadeSums>;
+/// `Turns._stepped` of a call whose layers' only steps were stub summaries made here: their
+/// stats into the call's record, the run's summary requests and the call's event (`_event`: the
+/// layers that acted, in `ACTIONS`' order), the breaker's failures cleared as `summarised` clears
+/// them; the stats for the run's totals.
+fn count_made<'py>(
+    (actions, rows, breaker): &MadeCounted<'py>,
+    slf: &Bound<'py, LayerTurns>,
+    call: usize,
+    t: &Called<'py>,
+    events: (&Bound<'py, PyList>, &Bound<'py, PyAny>),
+) -> PyResult<MadeSums> {
+    let py = slf.py();
+    let [mut summaries, mut reactive, mut manual, mut input_chars, mut output_chars] = [0i64; 5];
+    let [mut input_tokens, mut output_tokens] = [0i64; 2];
+    for m in &t.made {
+        match m.by {
+            MadeBy::Summary => {
+                summaries += 1;
+                breaker.call0()?.setattr(intern!(py, "failures"), 0)?;
+            }
+            MadeBy::Reactive => reactive += 1,
+            MadeBy::Manual => manual += 1,
+        }
+        input_chars += m.input_chars;
+        output_chars += m.output_chars as i64;
+        input_tokens += m.input_tokens as i64;
+        output_tokens += m.output_tokens as i64;
+    }
+    set_columns(
+        &t.record,
+        &[
+            (Column::Summarized, summaries),
+            (Column::SummaryInputChars, input_chars),
+            (Column::SummaryOutputChars, output_chars),
+            (Column::Reactive, reactive),
+            (Column::Manual, manual),
+        ],
+    )?;
+    let requests = summaries + reactive + manual;
+    if input_tokens != 0 || output_tokens != 0 {
+        rows.append((call, input_tokens, 0, output_tokens, requests.max(1)))?;
+    }
+    let layers = PyList::empty(py);
+    for (stat, layer) in actions {
+        let count = match stat.as_str() {
+            "snipped" => t.snipped,
+            "micro_compacted" => t.micro,
+            "summaries" => summaries,
+            "reactive" => reactive,
+            "manual" => manual,
+            _ => 0,
+        };
+        if count != 0 {
+            layers.append(layer)?;
+        }
+    }
+    append_event(slf, call, t, (layers, requests), events)?;
+    Ok([
+        summaries,
+        reactive,
+        manual,
+        input_chars,
+        output_chars,
+        input_tokens,
+        output_tokens,
+    ])
 }
 
-impl<'py> CountMade<'py> for MadeCounted<'py> {
-    /// `Turns._stepped` of a call whose layers' only steps were stub summaries made here: their
-    /// stats into the call's record, the run's summary requests and the call's event (`_event`:
-    /// the layers that acted, in `ACTIONS`' order), the breaker's failures cleared as `summarised`
-    /// clears them; the stats for the run's totals.
-    fn count(
-        &self,
-        slf: &Bound<'py, LayerTurns>,
-        call: usize,
-        t: &Called<'py>,
-        events: &Bound<'py, PyList>,
-        event: &Bound<'py, PyAny>,
-    ) -> PyResult<MadeSums> {
-        let py = slf.py();
-        let (actions, rows, breaker) = self;
-        let mut sums: MadeSums = (0, 0, 0, 0, 0, 0, 0);
-        for m in &t.made {
-            match m.by {
-                MadeBy::Summary => {
-                    sums.0 += 1;
-                    breaker.call0()?.setattr(intern!(py, "failures"), 0)?;
-                }
-                MadeBy::Reactive => sums.1 += 1,
-                MadeBy::Manual => sums.2 += 1,
-            }
-            sums.3 += m.input_chars;
-            sums.4 += m.output_chars as i64;
-            sums.5 += m.input_tokens as i64;
-            sums.6 += m.output_tokens as i64;
-        }
-        set_columns(
-            &t.record,
-            &[
-                (Column::Summarized, sums.0),
-                (Column::SummaryInputChars, sums.3),
-                (Column::SummaryOutputChars, sums.4),
-                (Column::Reactive, sums.1),
-                (Column::Manual, sums.2),
-            ],
-        )?;
-        let requests = sums.0 + sums.1 + sums.2;
-        if sums.5 != 0 || sums.6 != 0 {
-            rows.append((call, sums.5, 0, sums.6, requests.max(1)))?;
-        }
-        let layers = PyList::empty(py);
-        for (stat, layer) in actions {
-            let count = match stat.as_str() {
-                "snipped" => t.snipped,
-                "micro_compacted" => t.micro,
-                "summaries" => sums.0,
-                "reactive" => sums.1,
-                "manual" => sums.2,
-                _ => 0,
-            };
-            if count != 0 {
-                layers.append(layer)?;
-            }
-        }
-        let before = {
-            let this = slf.borrow();
-            let measures = this.measures.borrow(py);
-            measures
-                .inner
-                .tokens(list_chars(t.chars_before, t.n_before))
-        };
-        events.append(event.call1((
-            call, layers, t.n_before, t.n, before, t.tokens, t.micro, t.snipped, requests,
-        ))?)?;
-        Ok(sums)
-    }
+/// The call's event (`Turns._event`), appended to `events` (made by `event`): the `layers` that
+/// acted, the context before them (its tokens counted as the run counts them) and after, the
+/// results micro replaced, the messages snip dropped and the `summaries` made.
+fn append_event<'py>(
+    slf: &Bound<'py, LayerTurns>,
+    call: usize,
+    t: &Called<'py>,
+    (layers, summaries): (Bound<'py, PyList>, i64),
+    (events, event): (&Bound<'py, PyList>, &Bound<'py, PyAny>),
+) -> PyResult<()> {
+    let before = {
+        let this = slf.borrow();
+        let measures = this.measures.borrow(slf.py());
+        measures
+            .inner
+            .tokens(list_chars(t.chars_before, t.n_before))
+    };
+    events.append(event.call1((
+        call, layers, t.n_before, t.n, before, t.tokens, t.micro, t.snipped, summaries,
+    ))?)
 }
 
 /// What a call is asked with besides its messages (`LayerTurns.turn`'s arguments).
@@ -1341,7 +1324,7 @@ struct Called<'py> {
 
 /// The stats of the stub summaries a batch's loop counted itself: `(summaries, reactive, manual,
 /// summary input chars, output chars, input tokens, output tokens)` (`LayerStats`' fields).
-type MadeSums = (i64, i64, i64, i64, i64, i64, i64);
+type MadeSums = [i64; 7];
 
 /// What `LayerTurns.turns` gives back of a batch.
 type Batched<'py> = (
