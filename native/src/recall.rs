@@ -23,8 +23,8 @@ pub struct Msg {
     pub changed: Vec<i64>,
     /// its tool results' blocks, in order
     pub results: Vec<i64>,
-    whole: OnceLock<Arc<str>>,
-    edited: OnceLock<Arc<str>>,
+    whole: OnceLock<String>,
+    edited: OnceLock<String>,
     result_texts: Mutex<FxHashMap<i64, Arc<str>>>,
 }
 
@@ -121,15 +121,12 @@ pub struct Check {
     intact_upto: usize,
 }
 
-fn cached<E>(
-    cell: &OnceLock<Arc<str>>,
-    make: impl FnOnce() -> Result<String, E>,
-) -> Result<Arc<str>, E> {
+fn cached<E>(cell: &OnceLock<String>, make: impl FnOnce() -> Result<String, E>) -> Result<&str, E> {
     if let Some(text) = cell.get() {
-        return Ok(text.clone());
+        return Ok(text);
     }
-    let text: Arc<str> = make()?.into();
-    Ok(cell.get_or_init(|| text).clone())
+    let text = make()?;
+    Ok(cell.get_or_init(|| text))
 }
 
 /// `probes._as_sent`'s test: a text JSON writes as it is (printable ASCII, no quote or backslash);
@@ -328,7 +325,7 @@ impl Check {
                 self.joined.push('\0');
             }
             self.joined
-                .push_str(&cached(&msgs[i].edited, || texts.edited(i))?);
+                .push_str(cached(&msgs[i].edited, || texts.edited(i))?);
             self.joined_ends.push(self.joined.len());
         }
         Ok(())
@@ -339,7 +336,7 @@ impl Check {
     fn make_whole<T: Texts>(&mut self, msgs: &[Arc<Msg>], texts: &mut T) -> Result<(), T::Error> {
         for (i, m) in msgs.iter().enumerate().skip(self.whole_ends.len()) {
             self.whole.push('\0');
-            self.whole.push_str(&cached(&m.whole, || texts.whole(i))?);
+            self.whole.push_str(cached(&m.whole, || texts.whole(i))?);
             self.whole_ends.push(self.whole.len());
         }
         Ok(())
