@@ -42,10 +42,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core import native_module
-from ..transcripts.messages import Entry, ResultFact
+from ..transcripts.messages import Entry, ResultFact, sized_len
 from .context import Context, ResultMemo
 from .layers import CallFacts, LayerStats, RunEnv, manual, reactive, summary
-from .layers.budget import persisted
+from .layers.budget import MAX_PATH, NOTE, persist_result, persisted, result_text
 from .layers.micro import gates_hold
 from .layers.summary import Breaker, SummaryConfig, kept_share, reasoning_tokens, trigger_now
 from .measures import CallAt, Measures
@@ -128,7 +128,12 @@ def layer_turns(measures: Measures, policy: Policy, env: RunEnv, *, restarts: bo
         recall_at(CallAt(call, pos, changed_from, intact, tokens, reply_chars), context, record)
 
     steps = PythonSteps(policy, env)
-    cheap = [(name, policy.config_for(name), steps.budget if name == "budget" else None) for name in layers
+    # (budget's step: Python's persisting, and what the loop persists with itself: ``PythonSteps.persisted``
+    # told its stats, the run's files written by ``RunEnv.persist``, the text of a result whose content
+    # it does not read, a result whose text it does not hold persisted by Python, ``sized_len``)
+    budget = (steps.budget, steps.persisted, env.persist, NOTE, MAX_PATH, result_text, steps.persist_result,
+              sized_len)
+    cheap = [(name, policy.config_for(name), budget if name == "budget" else None) for name in layers
              if name in NATIVE_LAYERS]
     stub = stub_summary(policy, env, steps) if "summary" in layers else None
     # (manual compaction's stub summary is made by the loop where the summary layer's is: the same
@@ -144,7 +149,8 @@ def layer_turns(measures: Measures, policy: Policy, env: RunEnv, *, restarts: bo
         (steps.unit, steps.summary, stub) if "summary" in layers else None,
         (policy.reactive.max_retries, steps.reactive, reactive_stub) if "reactive" in layers else None,
         (policy.manual.mode, steps.manual, manual_stub) if "manual" in layers else None, natively,
-        shared if "micro" in layers else None, entry_copies(native) if "micro" in layers else None)
+        shared if "micro" in layers else None,
+        entry_copies(native) if "micro" in layers or "budget" in layers else None)
     return turns, steps
 
 
@@ -284,6 +290,18 @@ class PythonSteps:
         """A reactive compaction whose stub summary the native loop made: the layer's stats at the
         call, as ``reactive`` and ``summarize`` count them."""
         self._made("reactive", input_chars, output_chars, input_tokens, output_tokens, lowest)
+
+    def persist_result(self, entry: Entry, k: int, text: str, call: int) -> tuple[Entry, int] | None:
+        """``budget.persist_result`` of a result the native loop persists with a text it does not
+        hold (one with a sized placeholder, or a string Rust cannot hold)."""
+        return persist_result(entry, k, text, self.budget_config, self.env, call)
+
+    def persisted(self, persisted: int, persisted_chars: int, lowest: int) -> None:
+        """Budget's persisting the native loop did itself (``LayerTurns``' ``persisted_here``): the
+        layer's stats at the call, as ``budget`` counts them."""
+        stats = LayerStats(persisted=persisted, persisted_chars=persisted_chars)
+        stats.changed_at(lowest)
+        self.stats.add(stats)
 
     def _made(self, counter: str, input_chars: int, output_chars: int, input_tokens: int, output_tokens: int,
               lowest: int) -> None:

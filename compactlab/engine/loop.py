@@ -503,11 +503,13 @@ class Turns:
             self.window, self.manual_tool, self._stepped, self.events, CompactionEvent, _NAMED,
             (_ACTION_ITEMS, self.summary_calls.rows, self._breaker))
         if lowest is not None:
-            summaries, reactive_n, manual_n, input_chars, output_chars, input_tokens, output_tokens = made
+            (summaries, reactive_n, manual_n, input_chars, output_chars, input_tokens, output_tokens, persisted,
+             persisted_chars) = made
             self.totals.add(LayerStats(snipped=snipped, micro_compacted=micro, summaries=summaries,
                                        summary_input_chars=input_chars, summary_output_chars=output_chars,
                                        summary_input_tokens=input_tokens, summary_output_tokens=output_tokens,
-                                       reactive=reactive_n, manual=manual_n, lowest_changed=lowest))
+                                       reactive=reactive_n, manual=manual_n, persisted=persisted,
+                                       persisted_chars=persisted_chars, lowest_changed=lowest))
         self.done = batch[-1][1] + 1
         return records
 

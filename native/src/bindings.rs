@@ -2242,7 +2242,7 @@ fn stripped_in_hand(message: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
 /// (`block_content` and `probes._result_text`: a string content, parsed alone from its place). Any
 /// other case — a message read, a content not a string, a line no longer what was read — is left
 /// to Python, the reference, which says what is wrong.
-struct NativeTexts {
+pub(crate) struct NativeTexts {
     /// the plain `Entry` class (never left in a file) and `orjson.dumps`
     entry: Py<PyType>,
     dumps: Py<PyAny>,
@@ -2323,6 +2323,70 @@ struct Left<'py> {
 }
 
 impl NativeTexts {
+    /// The texts of messages whose plain class is `entry` (`orjson.dumps`: what a message in hand's
+    /// compact JSON is made by).
+    pub(crate) fn new(entry: Py<PyType>, dumps: Py<PyAny>) -> Self {
+        NativeTexts {
+            entry,
+            dumps,
+            pieces: Mutex::new(Pieces::new(PIECE, PIECES)),
+        }
+    }
+
+    /// The content of the tool result at `block` where it is a string (`Entry.block_content`, of
+    /// a message in hand or left in its file: the last patch of the block, or the string on the
+    /// line where its facts placed it), as `content_text` gives it; None where it is another
+    /// value, or one this reading leaves to Python (a lone surrogate, a line no longer what was
+    /// read).
+    pub(crate) fn string_content(
+        &self,
+        entry: &Bound<'_, PyAny>,
+        block: i64,
+    ) -> PyResult<Option<String>> {
+        let py = entry.py();
+        if let Some(message) = self.read_already(entry)? {
+            let Ok(blocks) = message
+                .get_item(intern!(py, "content"))?
+                .cast_into_exact::<PyList>()
+            else {
+                return Ok(None);
+            };
+            let Ok(at) = usize::try_from(block) else {
+                return Ok(None);
+            };
+            let Some(Ok(item)) = (at < blocks.len()).then(|| blocks.get_item(at)) else {
+                return Ok(None);
+            };
+            let Ok(item) = item.cast_into_exact::<PyDict>() else {
+                return Ok(None);
+            };
+            return Ok(item
+                .get_item(intern!(py, "content"))?
+                .as_ref()
+                .and_then(exact_text)
+                .map(str::to_owned));
+        }
+        let Some(left) = self.left(entry)? else {
+            return Ok(None);
+        };
+        if let Some((_, content)) = Self::latest(&left)?.into_iter().find(|(b, _)| *b == block) {
+            return Ok(exact_text(&content).map(str::to_owned));
+        }
+        let Some(&(_, start, end)) = left.placed.iter().find(|(b, _, _)| *b == block) else {
+            return Ok(None);
+        };
+        if start < CONTENT_KEY.len() || end < start {
+            return Ok(None);
+        }
+        let at = left.offset + (start - CONTENT_KEY.len()) as i64;
+        self.read(&left, end - start + CONTENT_KEY.len(), at, |raw| {
+            Ok(raw
+                .strip_prefix(CONTENT_KEY)
+                .filter(|value| value.first() == Some(&b'"'))
+                .and_then(facts::string_text))
+        })
+    }
+
     /// `entry` where it is a message left unread in its file, else None.
     fn left<'py>(&self, entry: &Bound<'py, PyAny>) -> PyResult<Option<Left<'py>>> {
         let py = entry.py();
@@ -2802,11 +2866,7 @@ impl RecallCheck {
             result,
             escaped,
             outcomes: Outcomes::of(py, outcome)?,
-            texts_here: NativeTexts {
-                entry,
-                dumps,
-                pieces: Mutex::new(Pieces::new(PIECE, PIECES)),
-            },
+            texts_here: NativeTexts::new(entry, dumps),
         })
     }
 
@@ -3790,6 +3850,11 @@ struct Replaced<'py> {
 }
 
 impl EntryCopies {
+    /// The plain `Entry` class, whose messages are in hand.
+    pub(crate) fn entry_class(&self, py: Python<'_>) -> Py<PyType> {
+        self.entry.clone_ref(py)
+    }
+
     pub(crate) fn copy<'py>(
         &self,
         entry: &Bound<'py, PyAny>,
@@ -4529,7 +4594,7 @@ fn claude_code_lines(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 57;
+const API: u32 = 58;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -27,7 +27,7 @@ const MAX_DEPTH: usize = 100;
 /// The files a tool input names (`messages.FILE_KEYS`), in that order.
 const FILE_KEYS: [&str; 3] = ["path", "file_path", "notebook_path"];
 /// The sized placeholder's mark, U+FDD0 (`messages.SIZED_MARK`): a string holding it is Python's.
-const MARK: char = '\u{fdd0}';
+pub(crate) const MARK: char = '\u{fdd0}';
 /// The key of a line `compactlab convert` wrote for a compaction the recording made
 /// (`writer.COMPACTION_KEY`): Python reads it.
 const COMPACTION_KEY: &str = "recorded_compaction";
@@ -204,7 +204,7 @@ pub fn string_text(value: &[u8]) -> Option<String> {
     if s.peek()? != b'"' {
         return None;
     }
-    let mut out = String::new();
+    let mut out = String::with_capacity(value.len()); // (an escape is longer than what it stands for)
     s.string(Some(&mut out))?;
     (s.i == value.len()).then_some(out)
 }

@@ -456,6 +456,8 @@ columns! {
     Probes => probes,
     ProbesKept => probes_kept,
     ProbesRecoverable => probes_recoverable,
+    Persisted => persisted,
+    PersistedChars => persisted_chars,
     Summarized => summarized,
     SummaryInputChars => summary_input_chars,
     SummaryOutputChars => summary_output_chars,

@@ -25,9 +25,11 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::bindings::{
-    EntryCopies, GivenProbe, InvariantTracker, MadeEntries, PromptCache, RecallCheck, StoredProbes,
+    EntryCopies, GivenProbe, InvariantTracker, MadeEntries, NativeTexts, PromptCache, RecallCheck,
+    StoredProbes,
 };
 use crate::cache::list_chars;
+use crate::facts::MARK;
 use crate::layers::{placeholder, spliced_count, Facts, Held, KeepBy, PairSafe, Rule, Turn};
 use crate::ledger::Ledger;
 use crate::records::{set_columns, Column, TurnRecord};
@@ -604,12 +606,132 @@ struct Snip {
     placeholder: String,
 }
 
-/// The budget layer: where the last message's results are over `max_chars`, Python persists the
-/// largest (`persist(call, last, pos) -> message or None`: `keeping.PythonSteps.budget`, whose
-/// `layers/budget.py` reads their text and writes the files).
+/// The budget layer: where the last message's results are over `max_chars`, the largest over
+/// `persist_threshold` persisted as `layers/budget.py`'s `persisted` persists them (the reference):
+/// here, where each is a string this loop reads and the message one it copies (`NativeBudget`),
+/// else by Python (`persist(call, last, pos) -> message or None`: `keeping.PythonSteps.budget`).
 struct Budget {
     max_chars: i64,
+    persist_threshold: i64,
+    preview_chars: usize,
     persist: Py<PyAny>,
+    native: Option<NativeBudget>,
+}
+
+/// What budget's persisting is done with here: what tells Python its stats where a step Python
+/// runs acts at the call (`PythonSteps.persisted`), the run's `RunEnv.persist(tool_use_id, text)
+/// -> path` (the file written, as every output is), `NOTE` cut at its two fields, its length and
+/// `MAX_PATH`; Python's `result_text(entry, block)` for a result whose content is not a string this
+/// loop reads, its `persist_result(entry, k, text, call)` for a text this loop does not hold (a
+/// sized placeholder in it, a lone surrogate), and `sized_len`; and what reads a string content.
+struct NativeBudget {
+    told: Py<PyAny>,
+    write: Py<PyAny>,
+    note: [String; 3],
+    note_chars: i64,
+    max_path: i64,
+    result_text: Py<PyAny>,
+    persist_result: Py<PyAny>,
+    sized_len: Py<PyAny>,
+    texts: NativeTexts,
+}
+
+/// What `LayerTurns::new` is given of budget's step: Python's persisting alone, or with what
+/// persists here (`NativeBudget`'s parts, in its fields' order, but the texts).
+type BudgetParts = (
+    Py<PyAny>,
+    Py<PyAny>,
+    Py<PyAny>,
+    String,
+    i64,
+    Py<PyAny>,
+    Py<PyAny>,
+    Py<PyAny>,
+);
+
+impl Budget {
+    fn of(
+        config: &Bound<'_, PyAny>,
+        step: &Bound<'_, PyAny>,
+        copies: Option<&Py<EntryCopies>>,
+    ) -> PyResult<Self> {
+        let py = config.py();
+        let (persist, native) = match step.extract::<BudgetParts>() {
+            Ok((persist, told, write, note, max_path, result_text, persist_result, sized_len)) => {
+                // (`NOTE.format(path=..., preview=...)`: the template cut at its two fields, which
+                // it holds once each, with no other brace)
+                let cut = note.split_once("{path}").and_then(|(head, rest)| {
+                    let (mid, tail) = rest.split_once("{preview}")?;
+                    let parts = [head, mid, tail];
+                    (!parts.iter().any(|p| p.contains(['{', '}'])))
+                        .then(|| parts.map(str::to_owned))
+                });
+                let native = match (cut, copies) {
+                    (Some(cut), Some(copies)) => Some(NativeBudget {
+                        told,
+                        write,
+                        note_chars: note.chars().count() as i64,
+                        note: cut,
+                        max_path,
+                        result_text,
+                        persist_result,
+                        sized_len,
+                        texts: NativeTexts::new(
+                            copies.borrow(py).entry_class(py),
+                            py.import("orjson")?.getattr("dumps")?.unbind(),
+                        ),
+                    }),
+                    _ => None,
+                };
+                (persist, native)
+            }
+            Err(_) => (step.clone().unbind(), None),
+        };
+        Ok(Budget {
+            max_chars: config.getattr("max_chars")?.extract()?,
+            persist_threshold: config.getattr("persist_threshold")?.extract()?,
+            preview_chars: config.getattr("preview_chars")?.extract()?,
+            persist,
+            native,
+        })
+    }
+}
+
+/// The text budget persists of a result: held here, or a Python object this loop leaves to
+/// Python (`persist_result`).
+enum ResultText<'py> {
+    Held(String),
+    Python(Bound<'py, PyAny>),
+}
+
+impl NativeBudget {
+    /// The text of the result at `block` of `entry` (`budget.result_text`): a string content read
+    /// here, any other by Python; held where it is a string with no sized placeholder.
+    fn text<'py>(&self, entry: &Bound<'py, PyAny>, block: i64) -> PyResult<ResultText<'py>> {
+        let py = entry.py();
+        let text = match self.texts.string_content(entry, block)? {
+            Some(text) => text,
+            None => {
+                let text = self.result_text.bind(py).call1((entry, block))?;
+                match text.cast::<PyString>().ok().and_then(|t| t.to_str().ok()) {
+                    Some(t) => t.to_owned(),
+                    None => return Ok(ResultText::Python(text)),
+                }
+            }
+        };
+        Ok(if text.contains(MARK) {
+            ResultText::Python(PyString::new(py, &text).into_any())
+        } else {
+            ResultText::Held(text)
+        })
+    }
+}
+
+/// A message budget persisted results of here: the copy, how many and their characters.
+struct Persisted<'py> {
+    entry: Bound<'py, PyAny>,
+    persisted: i64,
+    chars: i64,
 }
 
 enum Layer {
@@ -763,6 +885,8 @@ enum MadeBy {
     Summary,
     Manual,
     Reactive,
+    /// budget's persisting (no summary: its results persisted and their characters)
+    Budget,
 }
 
 /// A stub summary made here: its stats as `PythonSteps._made` counts them, and what tells them to
@@ -774,11 +898,36 @@ struct MadeStats {
     output_chars: usize,
     input_tokens: usize,
     output_tokens: usize,
+    /// the results budget persisted, and their characters
+    persisted: i64,
+    persisted_chars: i64,
     lowest: usize,
 }
 
 impl MadeStats {
+    /// Budget's persisting at a call (`PythonSteps.persisted` tells Python of it): `persisted`
+    /// results of `chars` characters, the message at `lowest`.
+    fn persisted(told: Py<PyAny>, persisted: i64, chars: i64, lowest: usize) -> Self {
+        MadeStats {
+            by: MadeBy::Budget,
+            told,
+            input_chars: 0,
+            output_chars: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            persisted,
+            persisted_chars: chars,
+            lowest,
+        }
+    }
+
     fn tell(&self, py: Python<'_>) -> PyResult<()> {
+        if self.by == MadeBy::Budget {
+            self.told
+                .bind(py)
+                .call1((self.persisted, self.persisted_chars, self.lowest))?;
+            return Ok(());
+        }
         self.told.bind(py).call1((
             self.input_chars,
             self.output_chars,
@@ -899,10 +1048,9 @@ impl LayerTurns {
             made.push(match (name.as_str(), step) {
                 ("micro", _) => Layer::Micro(micro_of(&config, chars_per_token)?),
                 ("snip", _) => Layer::Snip(snip_of(&config)?),
-                ("budget", Some(persist)) => Layer::Budget(Budget {
-                    max_chars: config.getattr("max_chars")?.extract()?,
-                    persist,
-                }),
+                ("budget", Some(step)) => {
+                    Layer::Budget(Budget::of(&config, step.bind(py), copies.as_ref())?)
+                }
                 (other, _) => {
                     return Err(pyo3::exceptions::PyValueError::new_err(format!(
                         "the native loop does not run a {other} layer (budget: with its step)"
@@ -1107,7 +1255,7 @@ impl LayerTurns {
         let tool_names = tool_names.bind(py);
         let records = PyList::empty(py);
         let (mut snipped_sum, mut micro_sum, mut lowest_all) = (0i64, 0i64, None::<usize>);
-        let mut made_sums: MadeSums = [0; 7];
+        let mut made_sums: MadeSums = [0; 9];
         for (k, item) in batch.iter().enumerate() {
             let (call, pos, pending, reply): (usize, i64, Bound<'py, PyAny>, Bound<'py, PyAny>) =
                 item.extract()?;
@@ -1175,7 +1323,7 @@ impl LayerTurns {
                         _ => &named.2,
                     };
                     let layers = layers.get_slice(0, layers.len());
-                    append_event(slf, call, &t, (layers, 0), (events, event))?;
+                    append_event(slf, call, &t, (layers, 0, 0), (events, event))?;
                     as_recorded = false;
                 }
             }
@@ -1216,7 +1364,7 @@ fn count_made<'py>(
 ) -> PyResult<MadeSums> {
     let py = slf.py();
     let [mut summaries, mut reactive, mut manual, mut input_chars, mut output_chars] = [0i64; 5];
-    let [mut input_tokens, mut output_tokens] = [0i64; 2];
+    let [mut input_tokens, mut output_tokens, mut persisted, mut persisted_chars] = [0i64; 4];
     for m in &t.made {
         match m.by {
             MadeBy::Summary => {
@@ -1225,7 +1373,10 @@ fn count_made<'py>(
             }
             MadeBy::Reactive => reactive += 1,
             MadeBy::Manual => manual += 1,
+            MadeBy::Budget => {}
         }
+        persisted += m.persisted;
+        persisted_chars += m.persisted_chars;
         input_chars += m.input_chars;
         output_chars += m.output_chars as i64;
         input_tokens += m.input_tokens as i64;
@@ -1234,6 +1385,8 @@ fn count_made<'py>(
     set_columns(
         &t.record,
         &[
+            (Column::Persisted, persisted),
+            (Column::PersistedChars, persisted_chars),
             (Column::Summarized, summaries),
             (Column::SummaryInputChars, input_chars),
             (Column::SummaryOutputChars, output_chars),
@@ -1248,6 +1401,7 @@ fn count_made<'py>(
     let layers = PyList::empty(py);
     for (stat, layer) in actions {
         let count = match stat.as_str() {
+            "persisted" => persisted,
             "snipped" => t.snipped,
             "micro_compacted" => t.micro,
             "summaries" => summaries,
@@ -1259,7 +1413,7 @@ fn count_made<'py>(
             layers.append(layer)?;
         }
     }
-    append_event(slf, call, t, (layers, requests), events)?;
+    append_event(slf, call, t, (layers, requests, persisted), events)?;
     Ok([
         summaries,
         reactive,
@@ -1268,6 +1422,8 @@ fn count_made<'py>(
         output_chars,
         input_tokens,
         output_tokens,
+        persisted,
+        persisted_chars,
     ])
 }
 
@@ -1278,7 +1434,7 @@ fn append_event<'py>(
     slf: &Bound<'py, LayerTurns>,
     call: usize,
     t: &Called<'py>,
-    (layers, summaries): (Bound<'py, PyList>, i64),
+    (layers, summaries, persisted): (Bound<'py, PyList>, i64, i64),
     (events, event): (&Bound<'py, PyList>, &Bound<'py, PyAny>),
 ) -> PyResult<()> {
     let before = {
@@ -1288,8 +1444,17 @@ fn append_event<'py>(
             .inner
             .tokens(list_chars(t.chars_before, t.n_before))
     };
+    // (the results replaced: micro's placeholders and budget's notes)
     events.append(event.call1((
-        call, layers, t.n_before, t.n, before, t.tokens, t.micro, t.snipped, summaries,
+        call,
+        layers,
+        t.n_before,
+        t.n,
+        before,
+        t.tokens,
+        t.micro + persisted,
+        t.snipped,
+        summaries,
     ))?)
 }
 
@@ -1322,9 +1487,10 @@ struct Called<'py> {
     made: Vec<MadeStats>,
 }
 
-/// The stats of the stub summaries a batch's loop counted itself: `(summaries, reactive, manual,
-/// summary input chars, output chars, input tokens, output tokens)` (`LayerStats`' fields).
-type MadeSums = [i64; 7];
+/// The stats of the stub summaries and budget's persisting a batch's loop counted itself:
+/// `(summaries, reactive, manual, summary input chars, output chars, input tokens, output tokens,
+/// persisted, persisted chars)` (`LayerStats`' fields).
+type MadeSums = [i64; 9];
 
 /// What `LayerTurns.turns` gives back of a batch.
 type Batched<'py> = (
@@ -2120,6 +2286,8 @@ impl LayerTurns {
             output_chars,
             input_tokens,
             output_tokens,
+            persisted: 0,
+            persisted_chars: 0,
             lowest: splice_from,
         };
         // (told to Python now where a step Python runs acted at this call already; else counted by
@@ -2216,8 +2384,9 @@ impl LayerTurns {
         ran
     }
 
-    /// `layers/budget.py`'s `budget` at `call`: asked of Python where the last message's results
-    /// are over the budget; the message it returns put in the last one's place.
+    /// `layers/budget.py`'s `budget` at `call`: where the last message's results are over the
+    /// budget, its largest persisted (here where `persisted_here` can, else by Python); the message
+    /// made put in the last one's place.
     fn budget(&mut self, py: Python<'_>, b: &Budget, call: usize, done: &mut Done) -> PyResult<()> {
         let Some(last) = self.held.messages.last() else {
             return Ok(());
@@ -2227,14 +2396,29 @@ impl LayerTurns {
         }
         let pos = self.chars.len() - 1;
         let entries = self.entries.bind(py);
-        done.python_asked(py)?;
-        let got = b
-            .persist
-            .bind(py)
-            .call1((call, entries.get_item(pos)?, pos))?;
-        if got.is_none() {
-            return Ok(());
-        }
+        let entry = entries.get_item(pos)?;
+        let got = match self.persisted_here(py, b, call, &entry)? {
+            Some((None, _)) => return Ok(()),
+            Some((Some(p), told)) => {
+                let made = MadeStats::persisted(told, p.persisted, p.chars, pos);
+                // (told to Python now where a step Python runs acted at this call already; else
+                // counted by the batch, or told at the end of the call, as a stub summary's)
+                if done.python {
+                    made.tell(py)?;
+                } else {
+                    done.made.push(made);
+                }
+                p.entry
+            }
+            None => {
+                done.python_asked(py)?;
+                let got = b.persist.bind(py).call1((call, &entry, pos))?;
+                if got.is_none() {
+                    return Ok(());
+                }
+                got
+            }
+        };
         let chars: i64 = got.getattr(intern!(py, "chars"))?.extract()?;
         let origin: i64 = got.getattr(intern!(py, "origin"))?.extract()?;
         self.held.replace(pos, facts_of(&got, origin)?);
@@ -2244,6 +2428,119 @@ impl LayerTurns {
         done.stepped = true;
         done.changed_at(pos);
         Ok(())
+    }
+
+    /// `layers/budget.py`'s `persisted` of the last message `entry` at `call`, done here: its
+    /// largest results over the threshold written to their files (`RunEnv.persist`) and replaced
+    /// by the note, largest first, until under the budget, a note no smaller than what it would
+    /// replace skipped, the call each was replaced at noted in the run's ledger; the message (None:
+    /// the budget leaves it) and what tells Python its stats. None where Python persists them (no
+    /// native parts, or a message whose results it does not read as `persisted` reads them).
+    #[allow(clippy::type_complexity)]
+    fn persisted_here<'py>(
+        &self,
+        py: Python<'py>,
+        b: &Budget,
+        call: usize,
+        entry: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<(Option<Persisted<'py>>, Py<PyAny>)>> {
+        let (Some(native), Some(copies)) = (&b.native, &self.copies) else {
+            return Ok(None);
+        };
+        let told = native.told.clone_ref(py);
+        if !entry
+            .getattr(intern!(py, "role"))?
+            .eq(intern!(py, "user"))?
+        {
+            return Ok(Some((None, told)));
+        }
+        let Ok(results) = entry
+            .getattr(intern!(py, "results"))?
+            .cast_into::<PyTuple>()
+        else {
+            return Ok(None);
+        };
+        // (each result's block, tool_use id and size: `ResultFact`'s first three)
+        let mut facts = Vec::with_capacity(results.len());
+        for r in results.iter() {
+            let Ok(r) = r.cast_into::<PyTuple>() else {
+                return Ok(None);
+            };
+            let (Ok(block), Ok(size)) = (
+                r.get_item(0)?.extract::<i64>(),
+                r.get_item(2)?.extract::<i64>(),
+            ) else {
+                return Ok(None);
+            };
+            facts.push((block, r.get_item(1)?, size));
+        }
+        let mut total: i64 = facts.iter().map(|f| f.2).sum();
+        if facts.is_empty() || total <= b.max_chars {
+            return Ok(Some((None, told)));
+        }
+        // (largest first; of equal sizes, the first first: Python's stable sort, reversed)
+        let mut order: Vec<usize> = (0..facts.len()).collect();
+        order.sort_by(|&x, &y| facts[y].2.cmp(&facts[x].2));
+        let origin = entry.getattr(intern!(py, "origin"))?;
+        let cleared_at = self.cleared_at.bind(py);
+        let [head, mid, tail] = &native.note;
+        let (mut copy, mut persisted, mut chars) = (entry.clone(), 0, 0);
+        for k in order {
+            if total <= b.max_chars {
+                break;
+            }
+            let (block, id, size) = &facts[k];
+            if *size <= b.persist_threshold {
+                continue;
+            }
+            let text = match native.text(entry, *block)? {
+                ResultText::Held(text) => text,
+                ResultText::Python(text) => {
+                    let done = native
+                        .persist_result
+                        .bind(py)
+                        .call1((&copy, k, text, call))?;
+                    if done.is_none() {
+                        continue;
+                    }
+                    let note_len: i64;
+                    (copy, note_len) = done.extract()?;
+                    total += note_len - size;
+                    persisted += 1;
+                    chars += size;
+                    continue;
+                }
+            };
+            // (`cut_text` of a text with no sized placeholder: its first characters)
+            let preview = match text.char_indices().nth(b.preview_chars) {
+                Some((at, _)) => &text[..at],
+                None => text.as_str(),
+            };
+            if native.note_chars + preview.chars().count() as i64 + native.max_path >= *size {
+                continue; // the note would not be smaller than what it replaces
+            }
+            let path: String = native.write.bind(py).call1((id, &text))?.extract()?;
+            let note = format!("{head}{path}{mid}{preview}{tail}");
+            copy = match copies.borrow(py).copy(&copy, k, &note)? {
+                Some(made) => made,
+                None => copy.call_method1(intern!(py, "with_result_content"), (k, &note))?,
+            };
+            cleared_at.set_item((&origin, *block), call)?;
+            let note_len: i64 = if note.contains(MARK) {
+                native.sized_len.bind(py).call1((&note,))?.extract()?
+            } else {
+                note.chars().count() as i64
+            };
+            total += note_len - size;
+            persisted += 1;
+            chars += size;
+        }
+        let made = (persisted > 0).then_some(Persisted {
+            entry: copy,
+            persisted,
+            chars,
+        });
+        Ok(Some((made, told)))
     }
 
     /// `layers/snip.py`'s `snip` at `call`: the middle dropped, a placeholder in its place; the

@@ -542,9 +542,9 @@ def test_a_run_that_shows_each_call_as_it_is_made_is_not_batched(monkeypatch):
 def test_the_stub_summaries_the_loop_makes_are_counted_by_it_as_python_counts_them(monkeypatch, preset):
     """A stub summary the native loop makes at a call where no step Python runs acted is counted by
     the loop itself (the call's record, the run's summary requests and totals, its event, the
-    breaker cleared) rather than by ``Turns._stepped``; where budget's persisting acted at the same
-    call, both are told to Python, in the order Python would have had them. Either way the run is
-    the Python engine's, to the letter."""
+    breaker cleared) rather than by ``Turns._stepped``, as budget's persisting is (where a step Python
+    runs acts at the same call, both are told to Python, in the order Python would have had them).
+    Either way the run is the Python engine's, to the letter."""
     from compactlab.engine import loop
 
     stepped: list[int] = []
@@ -563,5 +563,67 @@ def test_the_stub_summaries_the_loop_makes_are_counted_by_it_as_python_counts_th
     assert summarised and native.summary.summaries  # (the sample has summaries to count)
     if preset == "s08":  # (a batch of calls in one crossing; claude-code's loop reads the recorded
         # tokens, a call at a time, its steps' stats Python's at each)
-        assert all(r.persisted for r in native.calls if r.call in told)  # (only budget's calls)
-        assert summarised - told  # (counted by the loop itself)
+        persisted = {r.call for r in native.calls if r.persisted}
+        assert persisted and not told  # (budget's persisting is the loop's too: no step Python runs acts)
+        assert summarised - persisted  # (counted by the loop itself)
+
+
+def _results_call(n: int, contents: list) -> list[dict]:
+    """A call's reply using a tool once for each of ``contents``, and the message of their results."""
+    ids = [f"toolu_{n:02d}_{k}" for k in range(len(contents))]
+    return [{"role": "assistant", "content": [{"type": "tool_use", "id": i, "name": "bash", "input": {"cmd": "ls"}}
+                                              for i in ids]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": c}
+                                         for i, c in zip(ids, contents)]}]
+
+
+@needs_native
+def test_budget_persists_in_the_native_loop_as_python_does(monkeypatch, tmp_path):
+    """Budget's persisting is the native loop's own where it reads a result's text (a string content,
+    escapes and characters beyond ASCII among it): Python's ``persisted`` is never asked, and the
+    files written, the notes, the ledger's replacements and the counts are the Python engine's to
+    the letter. A list content's text is asked of Python (``budget.result_text``), and a text with a
+    sized placeholder is persisted by Python (``budget.persist_result``), beside the loop's own."""
+    from compactlab import ReplayOutput
+    from compactlab.engine import keeping
+    from compactlab.transcripts.messages import sized_placeholder
+
+    plain = "\n".join(f"line {k}: src/app_{k}.py \"quoted\" \\ tab\there" for k in range(60))
+    wide = "résumé — naïve 数据 " * 120
+    listed = [{"type": "text", "text": plain[:1500]}, {"type": "image", "source": {"type": "base64", "data": "QUJD"}}]
+    sized = plain[:700] + sized_placeholder("OUTPUT", 5000) + plain[:300]
+    messages = [{"role": "user", "content": "go"}]
+    for n, contents in enumerate([[plain, "ok", wide], [listed, plain], [sized, wide], [plain[:400]], [wide, plain]]):
+        messages += _results_call(n, contents)
+    messages.append({"role": "assistant", "content": "done"})
+    path = tmp_path / "budget.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(m) + b"\n" for m in messages))
+    policy = load_policy("s08", ["budget.max_chars=1500", "budget.persist_threshold=600", "budget.preview_chars=90",
+                                 "summary.enabled=false", "micro.enabled=false", "snip.enabled=false"])
+    asked: dict[str, int] = {"persisted": 0, "persist_result": 0, "result_text": 0}
+
+    def counting(name):
+        real = getattr(keeping, name)
+
+        def counted(*args):
+            asked[name] += 1
+            return real(*args)
+        monkeypatch.setattr(keeping, name, counted)
+
+    for name in asked:
+        counting(name)
+    runs = {}
+    for core_name in ("python", "native"):
+        monkeypatch.setenv("COMPACTLAB_CORE", core_name)
+        out = tmp_path / core_name
+        runs[core_name] = replay(load_transcript(str(path)), policy, ReplayOptions(), ReplayOutput(out_dir=out))
+        assert runs[core_name].summary.core == core_name
+        if core_name == "python":
+            assert asked == {"persisted": 0, "persist_result": 0, "result_text": 0}  # (the Python loop's own layer)
+    assert asked == {"persisted": 0, "persist_result": 1, "result_text": 1}
+    python, native = runs["python"], runs["native"]
+    assert_same_run(python, native)
+    assert native.summary.persisted >= 5 and native.summary.persisted_files == python.summary.persisted_files
+    written = {p.name: p.read_bytes() for p in (tmp_path / "python" / "tool-results").iterdir()}
+    assert written and written == {p.name: p.read_bytes() for p in (tmp_path / "native" / "tool-results").iterdir()}
+    assert any("数据" in t.decode() for t in written.values())

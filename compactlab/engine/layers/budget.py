@@ -62,14 +62,32 @@ def persisted(last: Entry, config: BudgetConfig, env: RunEnv) -> tuple[Entry, La
         fact = last.results[k]
         if fact.size <= config.persist_threshold:
             continue
-        text = content_text(last.block_content(fact.block))  # (a message left in its file: its content alone read)
-        preview = cut_text(text, config.preview_chars)
-        if len(NOTE) + sized_len(preview) + MAX_PATH >= fact.size:
+        done = persist_result(entry, k, result_text(last, fact.block), config, env, env.now.call)
+        if done is None:
             continue  # the note would not be smaller than what it replaces
-        note = NOTE.format(path=env.persist(fact.tool_use_id, text), preview=preview)
-        entry = entry.with_result_content(k, note)
-        env.ledger.cleared_at[(entry.origin, fact.block)] = env.now.call
-        total += sized_len(note) - fact.size
+        entry, note_len = done
+        total += note_len - fact.size
         stats.persisted += 1
         stats.persisted_chars += fact.size
     return (entry, stats) if stats.persisted else None
+
+
+def result_text(entry: Entry, block: int) -> str:
+    """The text budget persists of the result at ``block``: its content's (``content_text``; of a
+    message left in its file, its content alone read)."""
+    return content_text(entry.block_content(block))
+
+
+def persist_result(entry: Entry, k: int, text: str, config: BudgetConfig, env: RunEnv,
+                   call: int) -> tuple[Entry, int] | None:
+    """``entry`` with its k-th result (whose ``text`` is ``result_text``'s) written to its file and
+    replaced at ``call`` by the note, and the note's length; None where the note would not be
+    smaller than what it replaces. (The native loop persists most results itself, as this does:
+    ``LayerTurns``' ``persisted_here``; it asks this of a text it does not hold.)"""
+    fact = entry.results[k]
+    preview = cut_text(text, config.preview_chars)
+    if len(NOTE) + sized_len(preview) + MAX_PATH >= fact.size:
+        return None
+    note = NOTE.format(path=env.persist(fact.tool_use_id, text), preview=preview)
+    env.ledger.cleared_at[(entry.origin, fact.block)] = call
+    return entry.with_result_content(k, note), sized_len(note)
