@@ -1055,9 +1055,13 @@ impl<'a> Scan<'a> {
         self.i += 1;
         let mut s = Str::default();
         loop {
-            if out.is_none() && s.not_space {
-                // (no text asked, its first character known: the usual escapes counted in the run)
-                self.i = counted_run(self.b, self.i, &mut s);
+            if s.not_space {
+                // (its first character known: the usual escapes counted in the run, and read
+                // there where its text is asked)
+                self.i = match out.as_deref_mut() {
+                    None => counted_run(self.t, self.i, &mut s, &mut ()),
+                    Some(o) => counted_run(self.t, self.i, &mut s, o),
+                };
             }
             // the run of printable ASCII but the quote and the backslash: a character each
             let start = self.i;
@@ -1200,38 +1204,69 @@ fn plain_run(b: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// From `i` in a string whose text is not asked (`Scan::string` with no `out`), once a character
-/// not a space was found: the run of plain bytes and of the usual escapes (`\n`, `\t`, `\r`,
-/// `\"`, `\\`, `\/`: most of a tool's output that is not plain), counted into `s` as
-/// `Scan::string` counts them; where it ends: at any other byte (the closing quote, another escape,
-/// a control character, a byte beyond ASCII), or the last bytes short of a chunk, which the caller
-/// reads. Thirty-two bytes at a time where the CPU has AVX2 (most since 2013), else sixteen.
-fn counted_run(b: &[u8], i: usize, s: &mut Str) -> usize {
+/// From `i` in a string, once a character not a space was found: the run of plain bytes and of the
+/// usual escapes (`\n`, `\t`, `\r`, `\"`, `\\`, `\/`: most of a tool's output that is not plain),
+/// counted into `s` as `Scan::string` counts them and its text given to `out` (`()`: none asked);
+/// where it ends: at any other byte (the closing quote, another escape, a control character, a byte
+/// beyond ASCII), or the last bytes short of a chunk, which the caller reads. Thirty-two bytes at a
+/// time where the CPU has AVX2 (most since 2013), else sixteen.
+fn counted_run(t: &str, i: usize, s: &mut Str, out: &mut impl RunText) -> usize {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU this runs on has AVX2: detected just above.
-        return unsafe { counted_run_avx2(b, i, s) };
+        return unsafe { counted_run_avx2(t, i, s, out) };
     }
-    counted_in(b, i, s, |chunk: &[u8; 16]| u64::from(others(chunk)))
+    counted_in(t, i, s, out, |chunk: &[u8; 16]| u64::from(others(chunk)))
 }
 
 /// `counted_run` thirty-two bytes at a time.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn counted_run_avx2(b: &[u8], i: usize, s: &mut Str) -> usize {
-    counted_in(b, i, s, |chunk: &[u8; 32]| u64::from(others_avx2(chunk)))
+fn counted_run_avx2(t: &str, i: usize, s: &mut Str, out: &mut impl RunText) -> usize {
+    counted_in(t, i, s, out, |chunk: &[u8; 32]| {
+        u64::from(others_avx2(chunk))
+    })
+}
+
+/// Where the text of a run `counted_run` reads goes: nowhere (`()`: its sizes alone asked), or
+/// onto a `String` (a plain stretch of the text as it stands, an escape as what it stands for).
+trait RunText {
+    /// `t[from..to]`, a stretch with no escape
+    fn plain(&mut self, t: &str, from: usize, to: usize);
+    fn escaped(&mut self, c: char);
+}
+
+impl RunText for () {
+    #[inline(always)]
+    fn plain(&mut self, _: &str, _: usize, _: usize) {}
+    #[inline(always)]
+    fn escaped(&mut self, _: char) {}
+}
+
+impl RunText for String {
+    #[inline(always)]
+    fn plain(&mut self, t: &str, from: usize, to: usize) {
+        self.push_str(&t[from..to]);
+    }
+    #[inline(always)]
+    fn escaped(&mut self, c: char) {
+        self.push(c);
+    }
 }
 
 /// `counted_run` in chunks of `W` bytes, `mask_of` each (bit k: its byte k is `other`): the escapes
-/// of a chunk read from its mask, the byte an escape's backslash escapes skipped with it.
+/// of a chunk read from its mask, the byte an escape's backslash escapes skipped with it. (Every
+/// byte the run passes is ASCII, so each place it cuts `t` at is a character's.)
 #[inline(always)]
 fn counted_in<const W: usize>(
-    b: &[u8],
+    t: &str,
     mut i: usize,
     s: &mut Str,
+    out: &mut impl RunText,
     mask_of: impl Fn(&[u8; W]) -> u64,
 ) -> usize {
-    let start = i;
+    let b = t.as_bytes();
+    let (start, mut copied) = (i, i);
     // (each escape is two bytes: one character; `\/` is one in compact JSON, the others two)
     let (mut escapes, mut slashes) = (0, 0);
     'chunks: while let Some(chunk) = b.get(i..i + W) {
@@ -1243,17 +1278,25 @@ fn counted_in<const W: usize>(
                 i = at;
                 break 'chunks;
             }
-            match b.get(at + 1) {
-                Some(b'n' | b't' | b'r' | b'"' | b'\\') => escapes += 1,
+            let c = match b.get(at + 1) {
+                Some(b'n') => '\n',
+                Some(b't') => '\t',
+                Some(b'r') => '\r',
+                Some(b'"') => '"',
+                Some(b'\\') => '\\',
                 Some(b'/') => {
-                    escapes += 1;
                     slashes += 1;
+                    '/'
                 }
                 _ => {
                     i = at;
                     break 'chunks;
                 }
-            }
+            };
+            escapes += 1;
+            out.plain(t, copied, at);
+            out.escaped(c);
+            copied = at + 2;
             if k + 1 == W {
                 // (the byte escaped is the next chunk's first)
                 i = at + 2;
@@ -1263,6 +1306,7 @@ fn counted_in<const W: usize>(
         }
         i += W;
     }
+    out.plain(t, copied, i);
     let bytes = i - start;
     s.chars += bytes - escapes;
     s.json += bytes - slashes;
@@ -1458,6 +1502,11 @@ mod tests {
             let mut scan = Scan::new(line)?;
             let mut text = String::new();
             let s = scan.string(decoded.then_some(&mut text))?;
+            if decoded {
+                // (the text read: serde_json's of the string)
+                let json: String = serde_json::from_str(&string[..scan.i]).expect("JSON");
+                assert_eq!(text, json, "{string:?}");
+            }
             Some((s.chars, s.json, s.not_space, s.empty, s.escaped, scan.i))
         })
     }
@@ -1528,20 +1577,29 @@ mod tests {
                     plain.escaped |= json > 0;
                     i += if json > 0 { 2 } else { 1 };
                 }
+                // (the text of what a run read: serde_json's of the string cut there)
+                let read = |stop: usize| -> String {
+                    serde_json::from_str(&format!("\"{}\"", &line[1..stop])).expect("JSON")
+                };
                 let mut runs = vec![(16, {
-                    let mut s = Str::default();
+                    let (mut s, mut text) = (Str::default(), String::new());
                     (
-                        counted_in(b, 1, &mut s, |c: &[u8; 16]| u64::from(others(c))),
+                        counted_in(&line, 1, &mut s, &mut text, |c: &[u8; 16]| {
+                            u64::from(others(c))
+                        }),
                         s,
+                        text,
                     )
                 })];
                 if std::arch::is_x86_feature_detected!("avx2") {
-                    let mut s = Str::default();
+                    let (mut s, mut text) = (Str::default(), String::new());
                     // SAFETY: AVX2 was detected just above.
-                    runs.push((32, (unsafe { counted_run_avx2(b, 1, &mut s) }, s)));
+                    let stop = unsafe { counted_run_avx2(&line, 1, &mut s, &mut text) };
+                    runs.push((32, (stop, s, text)));
                 }
-                for (width, (stop, s)) in runs {
+                for (width, (stop, s, text)) in runs {
                     assert!(stop == i || stop + width > b.len(), "{line:?} by {width}");
+                    assert_eq!(text, read(stop), "{line:?} by {width}");
                     if stop == i {
                         assert_eq!(
                             (s.chars, s.json, s.escaped),
