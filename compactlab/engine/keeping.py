@@ -14,10 +14,13 @@ A policy made of the built-in layers (``s08``, ``s06``, ``observation-masking``,
 runs on ``_native.LayerTurns`` the same way: snip's and micro's choices made on the context's facts
 in Rust (``native/src/layers.rs``), each result replaced by the Python message's own
 ``with_result_content`` (a recording's runs after the first share micro's replacements of its own
-messages: ``shared_replacements``), snip's placeholder made by the run's ``new_entry``; budget's, the
-summary's, reactive and manual compaction's triggers checked in Rust and, where one is due, the
+messages: ``shared_replacements``), snip's placeholder made by the run's ``new_entry``; budget's
+results persisted in Rust too (each string content read from its line, the note made, the file
+written by ``RunEnv.persist``; a list content's text asked of ``budget.result_text``, a text with a
+sized placeholder persisted by ``budget.persist_result``); the summary's, reactive and manual
+compaction's triggers checked in Rust and, where one is due, the stub's summary made there, or the
 layer itself run by Python on the loop's messages (``PythonSteps``: a summary is made of the
-messages' text, a persisted output read from it), the loop adopting what it returns; recall's row
+messages' text), the loop adopting what it returns; recall's row
 of each call asked by the loop of the run's native check itself (``Recall.natively``; a recall of
 another kind is asked in Python, ``Measures.recall_at``, of the loop read as a ``Context``: its
 ``entries``, ``find_origin`` and ``made_in_gap`` are ``Context``'s). ``native_layers`` says which
@@ -186,8 +189,9 @@ class PythonSteps:
     """The layers the native loop has Python run on its messages (their text is what they read):
     the summary layer (``layers/summary.py``'s ``summary``, run on a ``Context`` of the loop's
     messages at a call the loop found over its trigger, micro's count of results dealt with as the
-    context's memo) and budget's persisting of the last message (``layers/budget.py``'s
-    ``persisted``, asked where its results are over the budget). Each is given the facts of the call
+    context's memo) and budget's persisting of the last message where the loop leaves it to Python
+    (``layers/budget.py``'s ``persisted``: the loop's own parts given, ``budget`` the rest). Each is
+    given the facts of the call
     it reads (the call, the recorded tokens); ``stats``: what they did at the call (the loop makes a
     fresh one at every call)."""
 
