@@ -762,27 +762,15 @@ fn ledger_losses(
         Ledger::Rows(rows) => {
             let py = rows.py();
             let rows = rows.borrow();
-            // (keyed by the texts the rows hold, each copied once: a probe lost at many calls is one loss)
-            let mut found: FxHashMap<(i64, &str), i64> = FxHashMap::default();
-            for r in &rows.rows {
-                if r.status == crate::ledger::KEPT || !calls.contains(&r.at) {
-                    continue;
-                }
-                let text = r.probe[0].bind(py).cast::<PyString>()?;
-                let Some(text) = utf8(text) else {
-                    return Ok(None);
-                };
-                found
-                    .entry((r.at, text))
-                    .and_modify(|c| *c = (*c).min(r.call))
-                    .or_insert(r.call);
-            }
-            first.extend(
+            let Some(found) = row_losses(py, &rows, &calls)? else {
+                return Ok(None);
+            };
+            return Ok(Some(
                 found
                     .into_iter()
-                    .map(|((at, t), c)| ((at, t.to_owned()), c)),
-            );
-            return Ok(Some(losses_in_order(first)));
+                    .map(|(at, needed, text, _)| (at, text.to_owned(), needed))
+                    .collect(),
+            ));
         }
         Ledger::List(list) => list,
     };
@@ -821,11 +809,33 @@ fn append_losses(ledger: &Bound<'_, PyAny>, events: &Bound<'_, PyList>) -> PyRes
         let call: i64 = event.getattr(intern!(py, "call"))?.extract()?;
         by_call.insert(call, event);
     }
-    let Some(found) = ledger_losses(ledger, by_call.keys().copied().collect())? else {
-        return Ok(false);
+    let calls: FxHashSet<i64> = by_call.keys().copied().collect();
+    // (a ledger held here: each loss's text the row's own string, not a copy made again)
+    let (held, listed);
+    let found: Vec<(i64, i64, Bound<'_, PyAny>)> = match Ledger::of(ledger)? {
+        Ledger::Rows(rows) => {
+            held = rows.borrow();
+            let Some(found) = row_losses(py, &held, &calls)? else {
+                return Ok(false);
+            };
+            found
+                .into_iter()
+                .map(|(at, needed, _, text)| (at, needed, text.bind(py).clone()))
+                .collect()
+        }
+        Ledger::List(_) => {
+            let Some(found) = ledger_losses(ledger, calls.into_iter().collect())? else {
+                return Ok(false);
+            };
+            listed = found;
+            listed
+                .iter()
+                .map(|(at, text, needed)| Ok((*at, *needed, PyString::new(py, text).into_any())))
+                .collect::<PyResult<_>>()?
+        }
     };
     let mut lost: FxHashMap<i64, Bound<'_, PyList>> = FxHashMap::default();
-    for (at, text, needed) in found {
+    for (at, needed, text) in found {
         let list = match lost.get(&at) {
             Some(list) => list.clone(),
             None => {
@@ -841,6 +851,36 @@ fn append_losses(ledger: &Bound<'_, PyAny>, events: &Bound<'_, PyList>) -> PyRes
         list.append((text, needed))?;
     }
     Ok(true)
+}
+
+/// `ledger_losses` of a ledger held here: each loss `(the call that removed it, the first call that
+/// needed it, its text, the row's string of it)`, in `losses_in_order`'s order (a probe lost at
+/// many calls one loss); None where a text is no UTF-8.
+#[allow(clippy::type_complexity)]
+fn row_losses<'a>(
+    py: Python<'a>,
+    rows: &'a crate::ledger::ProbeLedger,
+    calls: &FxHashSet<i64>,
+) -> PyResult<Option<Vec<(i64, i64, &'a str, &'a Py<PyAny>)>>> {
+    let mut found: FxHashMap<(i64, &str), (i64, &Py<PyAny>)> = FxHashMap::default();
+    for r in &rows.rows {
+        if r.status == crate::ledger::KEPT || !calls.contains(&r.at) {
+            continue;
+        }
+        let Some(text) = utf8(r.probe[0].bind(py).cast::<PyString>()?) else {
+            return Ok(None);
+        };
+        found
+            .entry((r.at, text))
+            .and_modify(|c| c.0 = c.0.min(r.call))
+            .or_insert((r.call, &r.probe[0]));
+    }
+    let mut out: Vec<_> = found
+        .into_iter()
+        .map(|((at, text), (needed, object))| (at, needed, text, object))
+        .collect();
+    out.sort_unstable_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+    Ok(Some(out))
 }
 
 /// `ledger_losses`' found losses in order: by the call that removed each, then the call that first
