@@ -295,7 +295,11 @@ impl StoredProbes {
     }
 
     /// `call`'s probes as the check reads them (none where it has none).
-    pub(crate) fn given<'py>(&self, py: Python<'py>, call: i64) -> PyResult<Vec<GivenProbe<'py>>> {
+    pub(crate) fn given<'py, 'a>(
+        &'a self,
+        py: Python<'py>,
+        call: i64,
+    ) -> PyResult<Vec<GivenProbe<'py, 'a>>> {
         let Some(rows) = self.stored.by_call.get(&call) else {
             return Ok(Vec::new());
         };
@@ -310,7 +314,7 @@ impl StoredProbes {
                         .into_any(),
                     source_call: row.source_call.into_pyobject(py)?.into_any(),
                     source_tool: self.tools[row.tool as usize].bind(py).clone().into_any(),
-                    place: row.place.clone(),
+                    place: Cow::Borrowed(&row.place),
                     line: Some(row.kind) == self.line,
                 })
             })
@@ -2868,13 +2872,14 @@ impl recall::Done for PyDone<'_> {
     }
 }
 
-/// A probe as Python gave it: the objects its outcome repeats, and what the check reads.
-pub(crate) struct GivenProbe<'py> {
+/// A probe as Python gave it: the objects its outcome repeats, and what the check reads (its
+/// places, where the cache's rows hold them: `StoredProbes`, borrowed).
+pub(crate) struct GivenProbe<'py, 'a> {
     text: Bound<'py, PyString>,
     kind: Bound<'py, PyAny>,
     source_call: Bound<'py, PyAny>,
     source_tool: Bound<'py, PyAny>,
-    place: Vec<(i64, i64)>,
+    place: Cow<'a, [(i64, i64)]>,
     line: bool,
 }
 
@@ -2952,9 +2957,11 @@ impl RecallCheck {
     }
 }
 
-impl GivenProbe<'_> {
+impl GivenProbe<'_, '_> {
     /// Python's `Probe`s, as the check reads them.
-    pub(crate) fn all_of<'py>(probes: &Bound<'py, PyAny>) -> PyResult<Vec<GivenProbe<'py>>> {
+    pub(crate) fn all_of<'py>(
+        probes: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<GivenProbe<'py, 'static>>> {
         let py = probes.py();
         let mut given = Vec::new();
         for p in probes.try_iter()? {
@@ -2966,7 +2973,7 @@ impl GivenProbe<'_> {
                 kind,
                 source_call: p.getattr(intern!(py, "source_call"))?,
                 source_tool: p.getattr(intern!(py, "source_tool"))?,
-                place: p.getattr(intern!(py, "where"))?.extract()?,
+                place: Cow::Owned(p.getattr(intern!(py, "where"))?.extract()?),
             });
         }
         Ok(given)
@@ -2977,7 +2984,7 @@ impl RecallCheck {
     /// `check` of probes given as the check reads them (Python's, or the cache's: `StoredProbes`).
     pub(crate) fn check_given<'py>(
         &mut self,
-        given: &[GivenProbe<'py>],
+        given: &[GivenProbe<'py, '_>],
         entries: &Bound<'py, PyList>,
         stable: Option<usize>,
         call: i64,
@@ -3049,7 +3056,7 @@ impl RecallCheck {
     /// kept where its first result stands, its outcome appended to `ledger`; how many.
     pub(crate) fn all_kept<'py>(
         &self,
-        probes: &[GivenProbe<'py>],
+        probes: &[GivenProbe<'py, '_>],
         call: i64,
         ledger: &Ledger<'py>,
     ) -> PyResult<usize> {
@@ -3081,7 +3088,7 @@ impl RecallCheck {
     #[allow(clippy::too_many_arguments)]
     fn said<'py>(
         &self,
-        probes: &[GivenProbe<'py>],
+        probes: &[GivenProbe<'py, '_>],
         out: &[u8],
         made: bool,
         (check, msgs): (&recall::Check, &[Arc<recall::Msg>]),
@@ -3091,7 +3098,7 @@ impl RecallCheck {
         entries: &Bound<'py, PyList>,
     ) -> PyResult<(usize, usize)> {
         let py = entries.py();
-        let say = |p: &GivenProbe<'py>,
+        let say = |p: &GivenProbe<'py, '_>,
                    status: &Bound<'py, PyString>,
                    by: Bound<'py, PyString>,
                    at: i64| {
@@ -3133,11 +3140,11 @@ impl RecallCheck {
                 say(p, kept_, nothing.clone(), -1)?;
                 continue;
             }
-            let gone = match attributed.get(p.place.as_slice()) {
+            let gone = match attributed.get(&*p.place) {
                 Some(gone) => gone.clone(),
                 None => {
                     let gone = check.attribute(&p.place, msgs, made, &mut texts, &mut done)?;
-                    attributed.insert(p.place.as_slice(), gone.clone());
+                    attributed.insert(&*p.place, gone.clone());
                     gone
                 }
             };
