@@ -2413,7 +2413,24 @@ impl NativeTexts {
         let Some(left) = self.left(entry)? else {
             return Ok(None);
         };
-        if let Some((_, content)) = Self::latest(&left)?.into_iter().find(|(b, _)| *b == block) {
+        self.left_content(&left, block, |value| {
+            (value.first() == Some(&b'"'))
+                .then(|| facts::string_text(value))
+                .flatten()
+        })
+    }
+
+    /// The text of the result at `block` of a message left in its file: its last patch where a
+    /// layer changed it (`LazyEntry.block_content`'s `_patched`: a string, any other Python's),
+    /// else what `text` makes of its JSON value where the line's facts placed it (None: not
+    /// placed, or no `"content":` stands before it).
+    fn left_content(
+        &self,
+        left: &Left<'_>,
+        block: i64,
+        text: impl FnOnce(&[u8]) -> Option<String>,
+    ) -> PyResult<Option<String>> {
+        if let Some((_, content)) = Self::latest(left)?.into_iter().find(|(b, _)| *b == block) {
             return Ok(exact_text(&content).map(str::to_owned));
         }
         let Some(&(_, start, end)) = left.placed.iter().find(|(b, _, _)| *b == block) else {
@@ -2423,11 +2440,8 @@ impl NativeTexts {
             return Ok(None);
         }
         let at = left.offset + (start - CONTENT_KEY.len()) as i64;
-        self.read(&left, end - start + CONTENT_KEY.len(), at, |raw| {
-            Ok(raw
-                .strip_prefix(CONTENT_KEY)
-                .filter(|value| value.first() == Some(&b'"'))
-                .and_then(facts::string_text))
+        self.read(left, end - start + CONTENT_KEY.len(), at, |raw| {
+            Ok(raw.strip_prefix(CONTENT_KEY).and_then(text))
         })
     }
 
@@ -2779,35 +2793,9 @@ impl NativeTexts {
         let Some(left) = self.left(entry)? else {
             return Ok(None);
         };
-        // (a result a layer changed: its last patch, `LazyEntry.block_content`'s `_patched`)
-        let mut latest = None;
-        for patch in left.patches.iter() {
-            if patch.get_item(0)?.extract::<i64>()? == block {
-                latest = Some(patch.get_item(1)?);
-            }
-        }
-        if let Some(content) = latest {
-            return Ok(match content.cast_exact::<PyString>() {
-                Ok(text) => text.to_str().ok().map(str::to_owned),
-                Err(_) => None,
-            });
-        }
-        let Some(&(_, start, end)) = left.placed.iter().find(|(b, _, _)| *b == block) else {
-            return Ok(None);
-        };
-        if start < CONTENT_KEY.len() || end < start {
-            return Ok(None);
-        }
-        let at = left.offset + (start - CONTENT_KEY.len()) as i64;
-        self.read(&left, end - start + CONTENT_KEY.len(), at, |raw| {
-            if !raw.starts_with(CONTENT_KEY) {
-                return Ok(None);
-            }
-            let value = &raw[CONTENT_KEY.len()..];
-            Ok(match value.first() {
-                Some(b'[') => facts::result_list_text(value),
-                _ => facts::string_text(value),
-            })
+        self.left_content(&left, block, |value| match value.first() {
+            Some(b'[') => facts::result_list_text(value),
+            _ => facts::string_text(value),
         })
     }
 }
