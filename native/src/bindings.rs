@@ -1499,6 +1499,39 @@ impl KnownFacts {
     const MOST_WAITING: usize = HANDED_MAX;
 }
 
+/// The messages a tracker saw from a position on, each by its identity and with its facts: a few
+/// (a call's tail, most often) looked through in turn, more by a map made of them.
+enum SeenFrom {
+    Few(Vec<(usize, Arc<violations::Facts>)>),
+    Many(FxHashMap<usize, Arc<violations::Facts>>),
+}
+
+impl SeenFrom {
+    /// How many a map is made for.
+    const MANY: usize = 32;
+
+    fn of(slots: &[violations::Slot]) -> Self {
+        let pairs = slots.iter().map(|s| (s.key, s.facts.clone()));
+        if slots.len() <= Self::MANY {
+            SeenFrom::Few(pairs.collect())
+        } else {
+            SeenFrom::Many(pairs.collect())
+        }
+    }
+
+    fn get(&self, key: usize) -> Option<Arc<violations::Facts>> {
+        match self {
+            // (the last of a key, as the map keeps it)
+            SeenFrom::Few(pairs) => pairs
+                .iter()
+                .rev()
+                .find(|(k, _)| *k == key)
+                .map(|(_, f)| f.clone()),
+            SeenFrom::Many(map) => map.get(&key).cloned(),
+        }
+    }
+}
+
 /// A message's facts as read from it, its strings not yet numbered.
 struct ReadFacts<'py> {
     origin: i64,
@@ -1532,17 +1565,14 @@ impl InvariantTracker {
         let d0 = self.inner.start(dirty_from, n_new);
         // the messages it saw from there on, by identity: a layer keeps most of them (a snip's
         // tail), whose facts are not read again (a context that only grew has none)
-        let seen: FxHashMap<usize, Arc<violations::Facts>> = self.inner.entries[d0..]
-            .iter()
-            .map(|s| (s.key, s.facts.clone()))
-            .collect();
+        let seen = SeenFrom::of(&self.inner.entries[d0..]);
         let mut tail = Vec::with_capacity(n_new - d0);
         let mut held = Vec::with_capacity(n_new - d0);
         for i in d0..n_new {
             let entry = entries.get_item(i)?;
             let key = entry.as_ptr() as usize;
-            let facts = match seen.get(&key) {
-                Some(facts) => facts.clone(),
+            let facts = match seen.get(key) {
+                Some(facts) => facts,
                 None => self.facts_of(&entry, &seen)?,
             };
             tail.push(violations::Slot { key, facts });
@@ -1727,16 +1757,16 @@ impl InvariantTracker {
     fn facts_of(
         &mut self,
         entry: &Bound<'_, PyAny>,
-        seen: &FxHashMap<usize, Arc<violations::Facts>>,
+        seen: &SeenFrom,
     ) -> PyResult<Arc<violations::Facts>> {
         let py = entry.py();
         let mut at = entry.clone();
         // (a copy of a copy: followed to the first one it has seen, or read from the last)
         while let Some((_, original)) = self.aliases.get(&(at.as_ptr() as usize)) {
             let original = original.bind(py).clone();
-            if let Some(facts) = seen.get(&(original.as_ptr() as usize)) {
+            if let Some(facts) = seen.get(original.as_ptr() as usize) {
                 self.aliased += 1;
-                return Ok(facts.clone());
+                return Ok(facts);
             }
             at = original;
         }
