@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
+use crate::facts::MARK;
 use crate::members::{self, Fact, Members, ENTRY_FACTS};
 use crate::pieces::Pieces;
 
@@ -2372,8 +2373,6 @@ fn os_error(py: Python<'_>, errno: rustix::io::Errno) -> PyErr {
 
 /// What stands just before a result's content on a line orjson wrote (`read_ahead.CONTENT_KEY`).
 const CONTENT_KEY: &[u8] = b"\"content\":";
-/// The sized placeholder's mark (`messages.SIZED_MARK`).
-const MARK: char = '\u{fdd0}';
 
 /// Whether `text` is `chars` code points long and holds no sized placeholder's mark: an ASCII
 /// text (most lines) is as long as its bytes and holds no mark, checked in one pass.

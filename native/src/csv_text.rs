@@ -3,6 +3,9 @@
 //! field quoted (its quotes doubled) where it holds a comma, a quote or a newline, a row that is a
 //! single empty field written `""`, each row ended by a newline.
 
+// (the sized placeholder's mark, `messages.SIZED_MARK`: a noncharacter no report shows)
+use crate::facts::MARK;
+
 /// Appends `field` to the row being written in `out` (`first`: the row's first field).
 pub fn push_field(out: &mut Vec<u8>, field: &str, first: bool) {
     if !first {
@@ -31,9 +34,6 @@ pub fn end_row(out: &mut Vec<u8>, start: usize, fields: usize) {
     }
     out.push(b'\n');
 }
-
-/// The sized placeholder's mark (`messages.SIZED_MARK`), a noncharacter no report shows.
-const MARK: char = '\u{fdd0}';
 
 /// Whether `c` acts on a terminal (`reports/text.py`'s `_CONTROL`): a C0 control, DEL, a C1
 /// control, a bidirectional embedding, override or isolate.

@@ -8,8 +8,7 @@
 //! are ordered by count, then name. A text holding a sized placeholder's mark (U+FDD0), whose
 //! length is not its characters', is not made here: `None`, and Python makes it.
 
-/// The sized placeholder's mark (`messages.SIZED_MARK`).
-const MARK: char = '\u{fdd0}';
+use crate::facts::MARK;
 
 /// What the summary is made of: the messages' facts, and the three texts it quotes (each as
 /// `text_of(message).strip()` gives it; empty where no message has one).

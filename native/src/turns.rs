@@ -727,11 +727,13 @@ impl NativeBudget {
     }
 }
 
-/// A message budget persisted results of here: the copy, how many and their characters.
+/// A message budget persisted results of here: the copy, how many and their characters, and what
+/// tells Python its stats (`PythonSteps.persisted`).
 struct Persisted<'py> {
     entry: Bound<'py, PyAny>,
     persisted: i64,
     chars: i64,
+    told: Py<PyAny>,
 }
 
 enum Layer {
@@ -865,6 +867,18 @@ struct Done {
 impl Done {
     fn changed_at(&mut self, pos: usize) {
         self.lowest = Some(self.lowest.map_or(pos, |l| l.min(pos)));
+    }
+
+    /// What the loop made itself at this call (a stub summary, budget's persisting): told to Python
+    /// now where a step Python runs acted at the call already; else counted by the batch
+    /// (`LayerTurns.turns`) or told at the end of the call (`turn`).
+    fn made(&mut self, py: Python<'_>, made: MadeStats) -> PyResult<()> {
+        if self.python {
+            made.tell(py)?;
+        } else {
+            self.made.push(made);
+        }
+        Ok(())
     }
 
     /// A step Python runs is asked at this call: the stub summaries made before it told to Python
@@ -2290,13 +2304,7 @@ impl LayerTurns {
             persisted_chars: 0,
             lowest: splice_from,
         };
-        // (told to Python now where a step Python runs acted at this call already; else counted by
-        // the batch, `LayerTurns.turns`, or told at the end of the call, `turn`)
-        if done.python {
-            made.tell(py)?;
-        } else {
-            done.made.push(made);
-        }
+        done.made(py, made)?;
         done.stepped = true;
         done.changed_at(splice_from);
         Ok(true)
@@ -2398,16 +2406,9 @@ impl LayerTurns {
         let entries = self.entries.bind(py);
         let entry = entries.get_item(pos)?;
         let got = match self.persisted_here(py, b, call, &entry)? {
-            Some((None, _)) => return Ok(()),
-            Some((Some(p), told)) => {
-                let made = MadeStats::persisted(told, p.persisted, p.chars, pos);
-                // (told to Python now where a step Python runs acted at this call already; else
-                // counted by the batch, or told at the end of the call, as a stub summary's)
-                if done.python {
-                    made.tell(py)?;
-                } else {
-                    done.made.push(made);
-                }
+            Some(None) => return Ok(()),
+            Some(Some(p)) => {
+                done.made(py, MadeStats::persisted(p.told, p.persisted, p.chars, pos))?;
                 p.entry
             }
             None => {
@@ -2434,25 +2435,23 @@ impl LayerTurns {
     /// largest results over the threshold written to their files (`RunEnv.persist`) and replaced
     /// by the note, largest first, until under the budget, a note no smaller than what it would
     /// replace skipped, the call each was replaced at noted in the run's ledger; the message (None:
-    /// the budget leaves it) and what tells Python its stats. None where Python persists them (no
-    /// native parts, or a message whose results it does not read as `persisted` reads them).
-    #[allow(clippy::type_complexity)]
+    /// the budget leaves it). None where Python persists them (no native parts, or a message whose
+    /// results it does not read as `persisted` reads them).
     fn persisted_here<'py>(
         &self,
         py: Python<'py>,
         b: &Budget,
         call: usize,
         entry: &Bound<'py, PyAny>,
-    ) -> PyResult<Option<(Option<Persisted<'py>>, Py<PyAny>)>> {
+    ) -> PyResult<Option<Option<Persisted<'py>>>> {
         let (Some(native), Some(copies)) = (&b.native, &self.copies) else {
             return Ok(None);
         };
-        let told = native.told.clone_ref(py);
         if !entry
             .getattr(intern!(py, "role"))?
             .eq(intern!(py, "user"))?
         {
-            return Ok(Some((None, told)));
+            return Ok(Some(None));
         }
         let Ok(results) = entry
             .getattr(intern!(py, "results"))?
@@ -2476,7 +2475,7 @@ impl LayerTurns {
         }
         let mut total: i64 = facts.iter().map(|f| f.2).sum();
         if facts.is_empty() || total <= b.max_chars {
-            return Ok(Some((None, told)));
+            return Ok(Some(None));
         }
         // (largest first; of equal sizes, the first first: Python's stable sort, reversed)
         let mut order: Vec<usize> = (0..facts.len()).collect();
@@ -2535,12 +2534,12 @@ impl LayerTurns {
             persisted += 1;
             chars += size;
         }
-        let made = (persisted > 0).then_some(Persisted {
+        Ok(Some((persisted > 0).then(|| Persisted {
             entry: copy,
             persisted,
             chars,
-        });
-        Ok(Some((made, told)))
+            told: native.told.clone_ref(py),
+        })))
     }
 
     /// `layers/snip.py`'s `snip` at `call`: the middle dropped, a placeholder in its place; the
