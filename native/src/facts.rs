@@ -1059,7 +1059,7 @@ impl<'a> Scan<'a> {
                 // (its first character known: the usual escapes counted in the run, and read
                 // there where its text is asked)
                 self.i = match out.as_deref_mut() {
-                    None => counted_run(self.t, self.i, &mut s, &mut ()),
+                    None => sized_run(self.b, self.i, &mut s),
                     Some(o) => counted_run(self.t, self.i, &mut s, o),
                 };
             }
@@ -1206,11 +1206,12 @@ fn plain_run(b: &[u8], mut i: usize) -> usize {
 
 /// From `i` in a string, once a character not a space was found: the run of plain bytes and of the
 /// usual escapes (`\n`, `\t`, `\r`, `\"`, `\\`, `\/`: most of a tool's output that is not plain),
-/// counted into `s` as `Scan::string` counts them and its text given to `out` (`()`: none asked);
-/// where it ends: at any other byte (the closing quote, another escape, a control character, a byte
-/// beyond ASCII), or the last bytes short of a chunk, which the caller reads. Thirty-two bytes at a
-/// time where the CPU has AVX2 (most since 2013), else sixteen.
-fn counted_run(t: &str, i: usize, s: &mut Str, out: &mut impl RunText) -> usize {
+/// counted into `s` as `Scan::string` counts them and its text pushed onto `out` (a plain stretch
+/// as it stands, an escape as what it stands for); where it ends: at any other byte (the closing
+/// quote, another escape, a control character, a byte beyond ASCII), or the last bytes short of a
+/// chunk, which the caller reads. Thirty-two bytes at a time where the CPU has AVX2 (most since
+/// 2013), else sixteen. (Its sizes alone: `sized_run`.)
+fn counted_run(t: &str, i: usize, s: &mut Str, out: &mut String) -> usize {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU this runs on has AVX2: detected just above.
@@ -1222,35 +1223,235 @@ fn counted_run(t: &str, i: usize, s: &mut Str, out: &mut impl RunText) -> usize 
 /// `counted_run` thirty-two bytes at a time.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn counted_run_avx2(t: &str, i: usize, s: &mut Str, out: &mut impl RunText) -> usize {
+fn counted_run_avx2(t: &str, i: usize, s: &mut Str, out: &mut String) -> usize {
     counted_in(t, i, s, out, |chunk: &[u8; 32]| {
         u64::from(others_avx2(chunk))
     })
 }
 
-/// Where the text of a run `counted_run` reads goes: nowhere (`()`: its sizes alone asked), or
-/// onto a `String` (a plain stretch of the text as it stands, an escape as what it stands for).
-trait RunText {
-    /// `t[from..to]`, a stretch with no escape
-    fn plain(&mut self, t: &str, from: usize, to: usize);
-    fn escaped(&mut self, c: char);
-}
-
-impl RunText for () {
-    #[inline(always)]
-    fn plain(&mut self, _: &str, _: usize, _: usize) {}
-    #[inline(always)]
-    fn escaped(&mut self, _: char) {}
-}
-
-impl RunText for String {
-    #[inline(always)]
-    fn plain(&mut self, t: &str, from: usize, to: usize) {
-        self.push_str(&t[from..to]);
+/// `counted_run` with its sizes alone asked (no text): the same run, counted from each chunk's
+/// masks with no branch for an escape. Thirty-two bytes at a time where the CPU has AVX2, else
+/// sixteen.
+fn sized_run(b: &[u8], i: usize, s: &mut Str) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512bw") {
+        // SAFETY: the CPU this runs on has AVX-512BW: detected just above.
+        return unsafe { sized_run_avx512(b, i, s) };
     }
-    #[inline(always)]
-    fn escaped(&mut self, c: char) {
-        self.push(c);
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU this runs on has AVX2: detected just above.
+        return unsafe { sized_run_avx2(b, i, s) };
+    }
+    sized_in(b, i, s, |chunk: &[u8; 16]| chunk_masks(chunk))
+}
+
+/// `sized_run` thirty-two bytes at a time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn sized_run_avx2(b: &[u8], i: usize, s: &mut Str) -> usize {
+    sized_in(b, i, s, |chunk: &[u8; 32]| chunk_masks_avx2(chunk))
+}
+
+/// `sized_run` sixty-four bytes at a time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512bw")]
+fn sized_run_avx512(b: &[u8], i: usize, s: &mut Str) -> usize {
+    sized_in(b, i, s, |chunk: &[u8; 64]| chunk_masks_avx512(chunk))
+}
+
+/// `Masks` of sixty-four bytes, in AVX-512BW.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512bw")]
+fn chunk_masks_avx512(chunk: &[u8; 64]) -> Masks {
+    use std::arch::x86_64::{
+        _mm512_cmpeq_epi8_mask, _mm512_cmplt_epi8_mask, _mm512_loadu_si512, _mm512_set1_epi8,
+    };
+    // SAFETY: `chunk` is 64 initialised bytes that the borrow keeps alive; `_mm512_loadu_si512`
+    // reads exactly 64 bytes from the pointer and needs no alignment. The other intrinsics only
+    // compute on registers, and this function is compiled for AVX-512BW, which its callers detect.
+    unsafe {
+        let x = _mm512_loadu_si512(chunk.as_ptr().cast());
+        let is = |c: u8| _mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8(c as i8));
+        let (quote, backslash, slash) = (is(b'"'), is(b'\\'), is(b'/'));
+        let low = _mm512_cmplt_epi8_mask(x, _mm512_set1_epi8(0x20));
+        Masks {
+            other: low | quote | backslash,
+            backslash,
+            letter: is(b'n') | is(b't') | is(b'r') | slash | quote | backslash,
+            slash,
+        }
+    }
+}
+
+/// What `sized_in` reads of a chunk, a mask each (bit k: byte k): the bytes that are `other`, the
+/// backslashes, the letters of the usual escapes (`n t r " \ /`), and the slashes.
+#[derive(Clone, Copy)]
+struct Masks {
+    other: u64,
+    backslash: u64,
+    letter: u64,
+    slash: u64,
+}
+
+/// The bytes of a `width`-byte chunk that a backslash escapes (bit k: byte k), where none escapes
+/// its first: each run of backslashes escapes its second, fourth... and the byte after an odd run
+/// (within the chunk: a backslash left escaping at its end escapes the next chunk's first byte).
+/// simdjson's `find_escaped`, without its carry: `sized_in` starts each chunk where no escape is
+/// open.
+#[inline(always)]
+fn escaped_by(backslash: u64, width: usize) -> u64 {
+    const EVEN: u64 = 0x5555_5555_5555_5555;
+    let follows = backslash << 1;
+    let odd_starts = backslash & !EVEN & !follows;
+    // (a run that starts on an odd bit, added to the backslashes, carries to just past its end, where
+    // an odd run flips the parity that the even bits give)
+    let even_starts = odd_starts.wrapping_add(backslash);
+    let escaped = (EVEN ^ (even_starts << 1)) & follows;
+    if width < 64 {
+        escaped & ((1u64 << width) - 1)
+    } else {
+        escaped
+    }
+}
+
+/// `sized_run` in chunks of `W` bytes: each chunk's escapes found from its masks at once
+/// (`escaped_by`), the run's end its first byte that is `other` and not escaped, or the backslash
+/// of an escape that is not one of the usual; an escape whose letter is the next chunk's first
+/// byte read with it, the next chunk starting after it.
+#[inline(always)]
+fn sized_in<const W: usize>(
+    b: &[u8],
+    mut i: usize,
+    s: &mut Str,
+    masks_of: impl Fn(&[u8; W]) -> Masks,
+) -> usize {
+    let start = i;
+    let (mut escapes, mut slashes) = (0u32, 0u32);
+    while let Some(chunk) = b.get(i..i + W) {
+        let m = masks_of(chunk.try_into().expect("W bytes"));
+        let escaped = escaped_by(m.backslash, W);
+        let escaping = m.backslash & !escaped;
+        let stop = (m.other & !m.backslash & !escaped) | ((escaped & !m.letter) >> 1);
+        if stop != 0 {
+            let k = stop.trailing_zeros();
+            let before = (1u64 << k) - 1;
+            escapes += (escaping & before).count_ones();
+            slashes += (escaped & m.slash & before).count_ones();
+            i += k as usize;
+            break;
+        }
+        escapes += escaping.count_ones();
+        slashes += (escaped & m.slash).count_ones();
+        if escaping >> (W - 1) != 0 {
+            // (the chunk's last byte escapes the next chunk's first)
+            match b.get(i + W) {
+                Some(b'/') => slashes += 1,
+                Some(b'n' | b't' | b'r' | b'"' | b'\\') => {}
+                _ => {
+                    escapes -= 1;
+                    i += W - 1;
+                    break;
+                }
+            }
+            i += W + 1;
+            continue;
+        }
+        i += W;
+    }
+    let (bytes, escapes, slashes) = (i - start, escapes as usize, slashes as usize);
+    s.chars += bytes - escapes;
+    s.json += bytes - slashes;
+    s.escaped |= escapes > 0;
+    i
+}
+
+/// `Masks` of sixteen bytes, in SSE2.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn chunk_masks(chunk: &[u8; 16]) -> Masks {
+    use std::arch::x86_64::{
+        _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128,
+        _mm_set1_epi8,
+    };
+    // SAFETY: `chunk` is 16 initialised bytes that the borrow keeps alive; `_mm_loadu_si128` reads
+    // exactly 16 bytes from the pointer and needs no alignment. The other intrinsics only compute
+    // on registers, and SSE2 is part of every x86_64 target (no feature to detect).
+    unsafe {
+        let x = _mm_loadu_si128(chunk.as_ptr().cast());
+        let is = |c: u8| _mm_cmpeq_epi8(x, _mm_set1_epi8(c as i8));
+        let (quote, backslash, slash) = (is(b'"'), is(b'\\'), is(b'/'));
+        let low = _mm_cmplt_epi8(x, _mm_set1_epi8(0x20));
+        let letter = _mm_or_si128(
+            _mm_or_si128(
+                _mm_or_si128(is(b'n'), is(b't')),
+                _mm_or_si128(is(b'r'), slash),
+            ),
+            _mm_or_si128(quote, backslash),
+        );
+        let mask = |v| u64::from(_mm_movemask_epi8(v) as u16);
+        Masks {
+            other: mask(_mm_or_si128(low, _mm_or_si128(quote, backslash))),
+            backslash: mask(backslash),
+            letter: mask(letter),
+            slash: mask(slash),
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn chunk_masks(chunk: &[u8; 16]) -> Masks {
+    chunk_masks_bytewise(chunk)
+}
+
+/// `chunk_masks`, a byte at a time: the other targets', and the reference the x86_64 ones are
+/// tested on.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn chunk_masks_bytewise<const W: usize>(chunk: &[u8; W]) -> Masks {
+    let mask = |f: &dyn Fn(u8) -> bool| {
+        chunk
+            .iter()
+            .enumerate()
+            .fold(0u64, |mask, (k, &c)| mask | u64::from(f(c)) << k)
+    };
+    Masks {
+        other: mask(&other),
+        backslash: mask(&|c| c == b'\\'),
+        letter: mask(&|c| matches!(c, b'n' | b't' | b'r' | b'"' | b'\\' | b'/')),
+        slash: mask(&|c| c == b'/'),
+    }
+}
+
+/// `Masks` of thirty-two bytes, in AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn chunk_masks_avx2(chunk: &[u8; 32]) -> Masks {
+    use std::arch::x86_64::{
+        _mm256_cmpeq_epi8, _mm256_cmpgt_epi8, _mm256_loadu_si256, _mm256_movemask_epi8,
+        _mm256_or_si256, _mm256_set1_epi8,
+    };
+    // SAFETY: `chunk` is 32 initialised bytes that the borrow keeps alive; `_mm256_loadu_si256`
+    // reads exactly 32 bytes from the pointer and needs no alignment. The other intrinsics only
+    // compute on registers, and this function is compiled for AVX2, which its callers detect.
+    unsafe {
+        let x = _mm256_loadu_si256(chunk.as_ptr().cast());
+        let is = |c: u8| _mm256_cmpeq_epi8(x, _mm256_set1_epi8(c as i8));
+        let (quote, backslash, slash) = (is(b'"'), is(b'\\'), is(b'/'));
+        let low = _mm256_cmpgt_epi8(_mm256_set1_epi8(0x20), x);
+        let letter = _mm256_or_si256(
+            _mm256_or_si256(
+                _mm256_or_si256(is(b'n'), is(b't')),
+                _mm256_or_si256(is(b'r'), slash),
+            ),
+            _mm256_or_si256(quote, backslash),
+        );
+        let mask = |v| u64::from(_mm256_movemask_epi8(v) as u32);
+        Masks {
+            other: mask(_mm256_or_si256(low, _mm256_or_si256(quote, backslash))),
+            backslash: mask(backslash),
+            letter: mask(letter),
+            slash: mask(slash),
+        }
     }
 }
 
@@ -1262,7 +1463,7 @@ fn counted_in<const W: usize>(
     t: &str,
     mut i: usize,
     s: &mut Str,
-    out: &mut impl RunText,
+    out: &mut String,
     mask_of: impl Fn(&[u8; W]) -> u64,
 ) -> usize {
     let b = t.as_bytes();
@@ -1294,8 +1495,8 @@ fn counted_in<const W: usize>(
                 }
             };
             escapes += 1;
-            out.plain(t, copied, at);
-            out.escaped(c);
+            out.push_str(&t[copied..at]);
+            out.push(c);
             copied = at + 2;
             if k + 1 == W {
                 // (the byte escaped is the next chunk's first)
@@ -1306,7 +1507,7 @@ fn counted_in<const W: usize>(
         }
         i += W;
     }
-    out.plain(t, copied, i);
+    out.push_str(&t[copied..i]);
     let bytes = i - start;
     s.chars += bytes - escapes;
     s.json += bytes - slashes;
@@ -1526,6 +1727,148 @@ mod tests {
             }
             chunk[k] = b'a';
         }
+    }
+
+    /// The tests' random numbers: xorshift64, the same each run.
+    fn xorshift(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    /// The low `width` bits.
+    fn low_bits(width: usize) -> u64 {
+        if width == 64 {
+            !0
+        } else {
+            (1u64 << width) - 1
+        }
+    }
+
+    #[test]
+    fn the_bytes_escaped_found_at_once_are_those_read_in_turn() {
+        // (a backslash escapes the next byte unless a backslash before it escaped it; the last
+        // byte's escape left open for the next chunk)
+        fn in_turn(backslash: u64, width: usize) -> (u64, bool) {
+            let (mut escaped, mut k, mut open) = (0u64, 0, false);
+            while k < width {
+                if backslash >> k & 1 == 1 {
+                    if k + 1 < width {
+                        escaped |= 1 << (k + 1);
+                    } else {
+                        open = true;
+                    }
+                    k += 2;
+                } else {
+                    k += 1;
+                }
+            }
+            (escaped, open)
+        }
+        let check = |backslash: u64, width: usize| {
+            let escaped = escaped_by(backslash, width);
+            let open = (backslash & !escaped) >> (width - 1) != 0;
+            assert_eq!(
+                (escaped, open),
+                in_turn(backslash, width),
+                "{backslash:#x} in {width}"
+            );
+        };
+        for backslash in 0..1u64 << 16 {
+            check(backslash, 16);
+        }
+        let mut state = 0x9e37_79b9_7f4a_7c15;
+        for width in [32, 64] {
+            for _ in 0..50_000 {
+                let (a, b) = (xorshift(&mut state), xorshift(&mut state));
+                for backslash in [a, a & b, a | b, a & b & xorshift(&mut state)] {
+                    check(backslash & low_bits(width), width);
+                }
+            }
+            for len in 1..=width {
+                for at in 0..=width - len {
+                    check(low_bits(len) << at, width);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn each_chunks_masks_are_its_bytes_one_at_a_time() {
+        fn same<const W: usize>(masks_of: &dyn Fn(&[u8; W]) -> Masks) {
+            let mut chunk = [b'a'; W];
+            for k in 0..W {
+                for c in 0..=255u8 {
+                    chunk[k] = c;
+                    let (got, want) = (masks_of(&chunk), chunk_masks_bytewise(&chunk));
+                    assert_eq!(
+                        (got.other, got.backslash, got.letter, got.slash),
+                        (want.other, want.backslash, want.letter, want.slash),
+                        "byte {c:#x} at {k} of {W}"
+                    );
+                }
+                chunk[k] = b'a';
+            }
+        }
+        same::<16>(&|c| chunk_masks(c));
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 was detected just above.
+            same::<32>(&|c| unsafe { chunk_masks_avx2(c) });
+        }
+        if std::arch::is_x86_feature_detected!("avx512bw") {
+            // SAFETY: AVX-512BW was detected just above.
+            same::<64>(&|c| unsafe { chunk_masks_avx512(c) });
+        }
+    }
+
+    #[test]
+    fn a_run_sized_from_its_masks_is_the_run_counted_an_escape_at_a_time() {
+        // (strings of random pieces, each width's run against `counted_in`'s of the same width,
+        // both from masks made a byte at a time: so on any CPU; the CPU's own masks are held to
+        // those above)
+        fn both<const W: usize>(line: &str) {
+            let (mut counted, mut text) = (Str::default(), String::new());
+            let stop = counted_in(line, 1, &mut counted, &mut text, |c: &[u8; W]| {
+                chunk_masks_bytewise(c).other
+            });
+            let mut sized = Str::default();
+            let end = sized_in(line.as_bytes(), 1, &mut sized, |c: &[u8; W]| {
+                chunk_masks_bytewise(c)
+            });
+            assert_eq!(
+                (end, sized.chars, sized.json, sized.escaped),
+                (stop, counted.chars, counted.json, counted.escaped),
+                "{line:?} by {W}"
+            );
+        }
+        let pieces = [
+            "a", "b", " ", "\\n", "\\t", "\\r", "\\\"", "\\\\", "\\/", "\\u00e9", "\\b", "\\x",
+            "é", "\"", "\u{1}", "\\", "/", "n",
+        ];
+        let mut state = 0x2545_f491_4f6c_dd1d;
+        let mut runs = 0;
+        for _ in 0..30_000 {
+            let n = xorshift(&mut state) % 90;
+            // (mostly plain, or mostly escapes: the chunks' ends fall everywhere)
+            let dense = xorshift(&mut state) & 1 == 0;
+            let body: String = (0..n)
+                .map(|_| {
+                    let r = xorshift(&mut state) as usize;
+                    if !dense && r & 3 != 0 {
+                        "y"
+                    } else {
+                        pieces[(r >> 8) % pieces.len()]
+                    }
+                })
+                .collect();
+            let line = format!("\"{body}\"");
+            both::<16>(&line);
+            both::<32>(&line);
+            both::<64>(&line);
+            runs += 1;
+        }
+        assert_eq!(runs, 30_000);
     }
 
     #[test]
