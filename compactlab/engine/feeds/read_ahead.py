@@ -123,6 +123,9 @@ class SourceFile:
         #: the open file's descriptor (the native check reads a line by it: ``os.pread``)
         self.fd = -1 if self._file is None else self._file.fileno()
         self.size = len(data) if data is not None else os.fstat(self.fd).st_size
+        #: the blocks of the file the native reader read last (``LineFacts.entries`` keeps them):
+        #: the native check cuts the lines it reads again from them (None: not read natively)
+        self.recent = native.RecentBlocks() if self._file is not None and (native := in_use()) is not None else None
 
     def __reduce__(self) -> tuple[Any, ...]:
         return SourceFile, (self.path, None, self.data if self.data is not None else self._line_at(0, self.size))

@@ -6,6 +6,7 @@ error for error, wherever the blocks happen to cut the lines."""
 from __future__ import annotations
 
 import json
+import os
 
 import orjson
 import pytest
@@ -438,6 +439,7 @@ def test_an_unread_messages_line_read_natively_cut_short_or_unreadable_is_left_t
     source = SourceFile(str(path))
     builder = TranscriptBuilder(str(path), anthropic_messages.NAME, keep=True)
     lazy, later = _lazy_entries(builder, source, False)
+    source.recent = None  # (the reader's blocks let go: each line is read from the file, in pieces)
     check = probes.ProbeMemo(in_use()).native
     assert check.native_text(lazy) == orjson.dumps(message).decode() == lazy.json_text()
     assert check.native_text(lazy, 1) == "more"
@@ -455,6 +457,44 @@ def test_an_unread_messages_line_read_natively_cut_short_or_unreadable_is_left_t
             source.text_at(0, 10)
     assert native.value.errno == python.value.errno == errno.EBADF
     assert lazy._message is None  # (nothing of it was parsed)
+
+
+def test_the_lines_recall_reads_again_are_cut_from_the_blocks_the_reader_read_last(tmp_path, monkeypatch):
+    """The reader keeps the blocks it read last (a ``SourceFile``'s ``recent``: the newest about
+    2 MiB of them, the newest always), and the native check cuts the lines it reads again from
+    them with no read of the file: the same texts as Python's, as they were when read (the file
+    cut short since, or its descriptor one that reads nothing). A line of a block let go is read
+    from the file."""
+    import errno
+
+    monkeypatch.setattr(reader, "BLOCK", 1 << 16)
+    msgs = [user("start")] + [user(f"{i} " + "output line\n" * 2_000) for i in range(300)]
+    path = tmp_path / "t.jsonl"
+    data = b"".join(orjson.dumps(m) + b"\n" for m in msgs)
+    path.write_bytes(data)
+    source = SourceFile(str(path))
+    builder = TranscriptBuilder(str(path), anthropic_messages.NAME, keep=True)
+    entries = list(_lazy_entries(builder, source, False))
+    spans = source.recent.spans()
+    # (the newest blocks, about 2 MiB, each read from where the last whole line of the one before
+    # it ended)
+    assert spans[-1][0] + spans[-1][1] == len(data) and len(spans) > 4
+    assert all(a < b <= a + n and data[b - 1:b] == b"\n" for (a, n), (b, _) in zip(spans, spans[1:]))
+    assert (2 << 20) - (1 << 16) < sum(n for _, n in spans) <= 2 << 20
+    first_held = spans[0][0]
+    held = [e for e in entries if e._lazy[1] >= first_held]
+    gone = [e for e in entries if e._lazy[1] + e._lazy[2] <= first_held]
+    assert held and gone
+    texts = {id(e): e.json_text() for e in held + gone[-2:]}
+    os.truncate(path, 10)
+    with open(tmp_path / "w", "wb") as sink:  # (a descriptor that reads nothing: EBADF)
+        source.fd = sink.fileno()
+        check = probes.ProbeMemo(in_use()).native
+        assert [check.native_text(e) for e in held] == [texts[id(e)] for e in held]
+        with pytest.raises(OSError) as let_go:
+            check.native_text(gone[-1])
+    assert let_go.value.errno == errno.EBADF
+    assert all(e._message is None for e in held)  # (nothing of them was parsed)
 
 
 class _Traced(LazyEntry):
