@@ -1327,7 +1327,7 @@ fn sized_in<const W: usize>(
     masks_of: impl Fn(&[u8; W]) -> Masks,
 ) -> usize {
     let start = i;
-    let (mut escapes, mut slashes) = (0u32, 0u32);
+    let (mut escapes, mut slashes) = (0usize, 0usize);
     while let Some(chunk) = b.get(i..i + W) {
         let m = masks_of(chunk.try_into().expect("W bytes"));
         let escaped = escaped_by(m.backslash, W);
@@ -1336,13 +1336,13 @@ fn sized_in<const W: usize>(
         if stop != 0 {
             let k = stop.trailing_zeros();
             let before = (1u64 << k) - 1;
-            escapes += (escaping & before).count_ones();
-            slashes += (escaped & m.slash & before).count_ones();
+            escapes += (escaping & before).count_ones() as usize;
+            slashes += (escaped & m.slash & before).count_ones() as usize;
             i += k as usize;
             break;
         }
-        escapes += escaping.count_ones();
-        slashes += (escaped & m.slash).count_ones();
+        escapes += escaping.count_ones() as usize;
+        slashes += (escaped & m.slash).count_ones() as usize;
         if escaping >> (W - 1) != 0 {
             // (the chunk's last byte escapes the next chunk's first)
             match b.get(i + W) {
@@ -1359,7 +1359,7 @@ fn sized_in<const W: usize>(
         }
         i += W;
     }
-    let (bytes, escapes, slashes) = (i - start, escapes as usize, slashes as usize);
+    let bytes = i - start;
     s.chars += bytes - escapes;
     s.json += bytes - slashes;
     s.escaped |= escapes > 0;

@@ -98,6 +98,7 @@ def _load(path: str, skip_bad_lines: bool) -> Transcript | None:
         # the reader's limit, the messages they make are not)
         for _entry in _lazy_entries(builder, source, skip_bad_lines, blocks=blocks(), max_line=sys.maxsize):
             pass
+        source.recent = None  # (its replay starts from its first message: the last pieces written let go)
         source.size = os.fstat(held.fileno()).st_size  # (its size once written: what a copy of it holds)
         rest = again(lambda: _rest(lines))
     except OSError:  # (no memory for the anonymous file: the loader's)

@@ -364,6 +364,7 @@ def load_lazily(path: str, skip_bad_lines: bool = False) -> Transcript | None:
         builder = TranscriptBuilder(path, anthropic_messages.NAME)
         for _entry in _lazy_entries(builder, source, skip_bad_lines):
             pass
+        source.recent = None  # (its replay starts from its first line: the reader's last blocks let go)
         return builder.build(skipped_lines=builder.skipped_lines)
 
     return load_with(load, path, skip_bad_lines=skip_bad_lines)

@@ -195,6 +195,7 @@ def test_the_native_reading_reads_the_usual_sessions_itself(tmp_path):
     assert len(t.entries) == 42 and t.compactions[0].position == 41 and len(t.usage) == 20
     source = t.entries[0]._lazy[0]  # (the memory file, its size once written: what a pickled copy holds)
     assert source.fd >= 0 and source.size == os.fstat(source.fd).st_size > 0
+    assert source.recent is None  # (loaded whole: the last pieces written are let go, its replay starts at its first)
     copy = pickle.loads(pickle.dumps(source))
     assert copy.fd == -1 and copy.data == os.pread(source.fd, source.size, 0)
 
