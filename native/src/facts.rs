@@ -1366,6 +1366,28 @@ fn sized_in<const W: usize>(
     i
 }
 
+/// `Masks` of a chunk by one instruction set's vector compares (`load`, `cmpeq`, `set1`, `or`): the
+/// same steps in SSE2's sixteen bytes and AVX2's thirty-two. `low`: the bytes below 0x20 (beyond
+/// ASCII too: a signed compare); `mask`: a vector's bytes as bits.
+macro_rules! chunk_masks_in {
+    ($chunk:expr, ($load:ident, $cmpeq:ident, $set1:ident, $or:ident), $low:expr, $mask:expr) => {{
+        let x = $load($chunk.as_ptr().cast());
+        let is = |c: u8| $cmpeq(x, $set1(c as i8));
+        let (quote, backslash, slash) = (is(b'"'), is(b'\\'), is(b'/'));
+        let letter = $or(
+            $or($or(is(b'n'), is(b't')), $or(is(b'r'), slash)),
+            $or(quote, backslash),
+        );
+        let (low, mask) = ($low, $mask);
+        Masks {
+            other: mask($or(low(x), $or(quote, backslash))),
+            backslash: mask(backslash),
+            letter: mask(letter),
+            slash: mask(slash),
+        }
+    }};
+}
+
 /// `Masks` of sixteen bytes, in SSE2.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
@@ -1378,24 +1400,12 @@ fn chunk_masks(chunk: &[u8; 16]) -> Masks {
     // exactly 16 bytes from the pointer and needs no alignment. The other intrinsics only compute
     // on registers, and SSE2 is part of every x86_64 target (no feature to detect).
     unsafe {
-        let x = _mm_loadu_si128(chunk.as_ptr().cast());
-        let is = |c: u8| _mm_cmpeq_epi8(x, _mm_set1_epi8(c as i8));
-        let (quote, backslash, slash) = (is(b'"'), is(b'\\'), is(b'/'));
-        let low = _mm_cmplt_epi8(x, _mm_set1_epi8(0x20));
-        let letter = _mm_or_si128(
-            _mm_or_si128(
-                _mm_or_si128(is(b'n'), is(b't')),
-                _mm_or_si128(is(b'r'), slash),
-            ),
-            _mm_or_si128(quote, backslash),
-        );
-        let mask = |v| u64::from(_mm_movemask_epi8(v) as u16);
-        Masks {
-            other: mask(_mm_or_si128(low, _mm_or_si128(quote, backslash))),
-            backslash: mask(backslash),
-            letter: mask(letter),
-            slash: mask(slash),
-        }
+        chunk_masks_in!(
+            chunk,
+            (_mm_loadu_si128, _mm_cmpeq_epi8, _mm_set1_epi8, _mm_or_si128),
+            |x| _mm_cmplt_epi8(x, _mm_set1_epi8(0x20)),
+            |v| u64::from(_mm_movemask_epi8(v) as u16)
+        )
     }
 }
 
@@ -1434,24 +1444,17 @@ fn chunk_masks_avx2(chunk: &[u8; 32]) -> Masks {
     // reads exactly 32 bytes from the pointer and needs no alignment. The other intrinsics only
     // compute on registers, and this function is compiled for AVX2, which its callers detect.
     unsafe {
-        let x = _mm256_loadu_si256(chunk.as_ptr().cast());
-        let is = |c: u8| _mm256_cmpeq_epi8(x, _mm256_set1_epi8(c as i8));
-        let (quote, backslash, slash) = (is(b'"'), is(b'\\'), is(b'/'));
-        let low = _mm256_cmpgt_epi8(_mm256_set1_epi8(0x20), x);
-        let letter = _mm256_or_si256(
-            _mm256_or_si256(
-                _mm256_or_si256(is(b'n'), is(b't')),
-                _mm256_or_si256(is(b'r'), slash),
+        chunk_masks_in!(
+            chunk,
+            (
+                _mm256_loadu_si256,
+                _mm256_cmpeq_epi8,
+                _mm256_set1_epi8,
+                _mm256_or_si256
             ),
-            _mm256_or_si256(quote, backslash),
-        );
-        let mask = |v| u64::from(_mm256_movemask_epi8(v) as u32);
-        Masks {
-            other: mask(_mm256_or_si256(low, _mm256_or_si256(quote, backslash))),
-            backslash: mask(backslash),
-            letter: mask(letter),
-            slash: mask(slash),
-        }
+            |x| _mm256_cmpgt_epi8(_mm256_set1_epi8(0x20), x),
+            |v| u64::from(_mm256_movemask_epi8(v) as u32)
+        )
     }
 }
 
