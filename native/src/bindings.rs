@@ -8,7 +8,7 @@ use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::BuildHasher;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::facts::MARK;
 use crate::members::{self, Fact, Members, ENTRY_FACTS};
@@ -1390,7 +1390,7 @@ struct Handed {
 const HANDED_MAX: usize = 4096;
 
 impl KnownFacts {
-    fn table(&self) -> std::sync::MutexGuard<'_, (Names, FactsKnown)> {
+    fn table(&self) -> MutexGuard<'_, (Names, FactsKnown)> {
         self.known
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -1401,7 +1401,7 @@ impl KnownFacts {
         self.handed.is_some()
     }
 
-    fn handed(&self) -> Option<std::sync::MutexGuard<'_, Handed>> {
+    fn handed(&self) -> Option<MutexGuard<'_, Handed>> {
         self.handed
             .as_ref()
             .map(|h| h.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
@@ -2348,7 +2348,7 @@ impl PartialEq for Source {
 pub(crate) struct RecentBlocks {
     /// each block's offset in its file and its bytes, the newest last (asked only with the GIL
     /// held: the lock is never waited on)
-    held: Mutex<std::collections::VecDeque<(u64, Py<PyBytes>)>>,
+    held: Mutex<VecDeque<(u64, Py<PyBytes>)>>,
 }
 
 /// How many bytes of blocks a `RecentBlocks` keeps (the newest block always): eight of
@@ -2361,7 +2361,7 @@ impl RecentBlocks {
     #[new]
     fn new() -> Self {
         RecentBlocks {
-            held: Mutex::new(std::collections::VecDeque::new()),
+            held: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -2375,7 +2375,7 @@ impl RecentBlocks {
 }
 
 impl RecentBlocks {
-    fn held(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<(u64, Py<PyBytes>)>> {
+    fn held(&self) -> MutexGuard<'_, VecDeque<(u64, Py<PyBytes>)>> {
         self.held
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -3368,7 +3368,7 @@ type Known = FxHashMap<usize, (Py<PyAny>, Arc<recall::Msg>)>;
 impl KnownMessages {
     /// Its table, held only while read or written (no Python runs meanwhile: what a panic left
     /// is whole, each write being one insert)
-    fn table(&self) -> std::sync::MutexGuard<'_, Known> {
+    fn table(&self) -> MutexGuard<'_, Known> {
         self.known
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -580,14 +580,12 @@ mod tests {
                 msg(4, 3, &[0], &[0]),
             ]
         };
-        let whole = |probe: &str| -> Vec<String> {
-            vec![
-                "go".into(),
-                "a".into(),
-                format!(r#"{{"content":"copy of {probe} here"}}"#),
-                "c".into(),
-            ]
-        };
+        let whole: Vec<String> = vec![
+            "go".into(),
+            "a".into(),
+            r#"{"content":"copy of abc_def here"}"#.into(),
+            "c".into(),
+        ];
         let results = vec![
             vec![],
             vec![(0, String::new())],
@@ -596,7 +594,7 @@ mod tests {
         ];
         for (text, kept) in [("abc_def", KEPT_ELSEWHERE), ("abc_xyz", MISSING)] {
             let mut texts = Fixed {
-                whole: whole("abc_def"),
+                whole: whole.clone(),
                 results: results.clone(),
                 asked: 0,
             };
