@@ -238,6 +238,8 @@ def test_bench_runs_and_prints_every_figure(cli, tmp_path, monkeypatch):
     assert shown["a Dask cluster idle (CPU s a second)"][0] == "0.20"
     doc = json.loads(out.read_text())
     assert len(doc["figures"]) == 40 and doc["commands"]["floor"]["cpu"] > 0
+    assert doc["editable_install"] is bench.editable_install()
+    assert ("install: editable" in r.stdout) is bench.editable_install()
     # a step runs on the Python engine: its seam is held to none there (#56), and shown against none as run
     cpu = {name: c["cpu"] for name, c in doc["commands"].items()}
     figure = {f["figure"]: f["value"] for f in doc["figures"]}
@@ -658,3 +660,27 @@ def test_the_targets_cpu_ratio_says_how_far_its_rounds_moved():
     assert target == "× (#59) ≤ 2.5 (rounds 2.50–3.00)"  # (0.30/0.12, 0.30/0.10)
     one = {name: Measure(name, [], cpus=[m.cpus[0]]) for name, m in by.items()}
     assert _over_the_floor(one, None)[0][2] == "× (#59) ≤ 2.5"
+
+
+def test_the_bench_says_when_an_editable_install_lowers_its_ratios(monkeypatch):
+    """An editable install's finder is imported by every process, the floor's too: the floor pays
+    for modules a replay imports anyway, and the ratios over it read lower. The bench says so, in its
+    table and its JSON, and says nothing from a regular install."""
+    import io
+    import types
+
+    from compactlab import bench
+
+    for name in [n for n in sys.modules if n.startswith("__editable__")]:
+        monkeypatch.delitem(sys.modules, name)
+
+    def header() -> str:
+        out = io.StringIO()
+        bench._print_table({}, None, [], [], True, (1, 1, 1, 1), out, None)
+        return out.getvalue()
+
+    assert not bench.editable_install() and "install: editable" not in header()
+    monkeypatch.setitem(sys.modules, "__editable___compactlab_0_1_0_finder", types.ModuleType("finder"))
+    assert bench.editable_install()
+    line = next(line for line in header().splitlines() if line.startswith("install: "))
+    assert "the floor's too" in line and "pip install ." in line
