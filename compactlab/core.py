@@ -48,7 +48,7 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
 #: what this package asks of ``compactlab._native`` (the crate's ``API``): bumped with it whenever
 #: the Python side asks something new of the crate, so that a module built from other sources (a
 #: working copy pulled and not rebuilt) is never used for this one
-NATIVE_API = 59
+NATIVE_API = 60
 #: why there is no native module where none was built
 NOT_BUILT = "not built in this install"
 
@@ -66,7 +66,28 @@ def _import() -> tuple[ModuleType | None, str]:
     if api != NATIVE_API:
         return None, (f"built from other sources than this compactlab's (its interface {api}, this one asks for "
                       f"{NATIVE_API})")
+    if _freed_kept is not None:
+        module.keep_freed(*_freed_kept)
     return module, ""
+
+
+#: glibc's allocator thresholds (mmap, trim) this process asked for (``keep_freed``), or None
+_freed_kept: tuple[int, int] | None = None
+
+
+def keep_freed(mmap: int, trim: int) -> None:
+    """Have glibc's allocator keep the memory this process frees (``_native.keep_freed``: blocks under
+    ``mmap`` bytes served from its heap, the heap's top handed back only past ``trim`` free bytes),
+    as soon as the native module is loaded: now if it is, else when it first is (a command that
+    replays nothing never loads it). The command's process asks it (``plumbing.process.start``); a
+    program that imports compactlab keeps its allocator as it set it. Nothing where the native module
+    is not built or the C library is not glibc."""
+    global _freed_kept
+    _freed_kept = (mmap, trim)
+    if _import.cache_info().currsize:
+        module = native_module()
+        if module is not None:
+            module.keep_freed(mmap, trim)
 
 
 def native_module() -> ModuleType | None:

@@ -455,6 +455,13 @@ impl Csv {
     }
 }
 
+/// glibc's allocator told to keep what this process frees (`allocator::keep_freed`): whether it
+/// took the thresholds.
+#[pyfunction]
+fn keep_freed(mmap: i32, trim: i32) -> bool {
+    crate::allocator::keep_freed(mmap, trim)
+}
+
 /// How many `{` and `[` a line holds (`lines::brackets`; `transcripts/reader.py`'s `_brackets` is
 /// its reference).
 #[pyfunction]
@@ -4747,7 +4754,7 @@ fn claude_code_lines(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 59;
+const API: u32 = 60;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -4784,6 +4791,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(csv_rows, m)?)?;
     m.add_function(wrap_pyfunction!(csv_cell, m)?)?;
     m.add_function(wrap_pyfunction!(brackets, m)?)?;
+    m.add_function(wrap_pyfunction!(keep_freed, m)?)?;
     m.add_function(wrap_pyfunction!(probes_csv, m)?)?;
     m.add_function(wrap_pyfunction!(compactions_csv, m)?)?;
     m.add_class::<StoredProbes>()?;

@@ -2,6 +2,7 @@
 //! per-call seam of `docs/architecture.md` and each tested against the Python engine, which stays
 //! the reference. `COMPACTLAB_CORE=python|native` chooses (`compactlab/core.py`).
 
+pub mod allocator;
 pub mod bootstrap;
 pub mod cache;
 pub mod claude_code;

@@ -309,3 +309,96 @@ def test_a_task_keeps_the_memory_it_frees_where_a_dask_nanny_would_hand_it_back(
     assert out >= 100 * 200  # (each MiB faulted in again)
     assert kept * 20 < out
     assert after >= 100 * 200  # (the environment's threshold back)
+
+
+@pytest.mark.parametrize("told", [None, ("MALLOC_TRIM_THRESHOLD_", "65536"), ("MALLOC_TOP_PAD_", "0"),
+                                  ("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=262144")])
+def test_the_command_has_the_allocator_keep_what_it_frees_unless_the_environment_set_it(monkeypatch, told):
+    """``start`` asks the core to have glibc keep what the command frees, with the thresholds a
+    task keeps (``allocator_kept``), unless the environment set the allocator's own."""
+    from compactlab import core
+    from compactlab.plumbing import process
+
+    for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_",
+                 "GLIBC_TUNABLES"):
+        monkeypatch.delenv(name, raising=False)
+    if told is not None:
+        monkeypatch.setenv(*told)
+    asked: list[tuple[int, int]] = []
+    monkeypatch.setattr(core, "keep_freed", lambda mmap, trim: asked.append((mmap, trim)))
+    monkeypatch.setattr(process, "_command", False)
+    monkeypatch.setattr(process, "readable_streams", lambda: None)
+    monkeypatch.setattr("compactlab.plumbing.interrupts.install", lambda: None)
+    monkeypatch.setattr(process.gc, "disable", lambda: None)
+    process.start()
+    assert asked == ([] if told else [(process.KEPT_MMAP, process.KEPT_TRIM)])
+
+
+def test_the_thresholds_asked_are_set_as_the_native_module_is_loaded_or_at_once(monkeypatch):
+    """``core.keep_freed`` sets them on the module when it is loaded, or at once where it already is;
+    a module loaded after, as one loaded before, is asked once."""
+    from compactlab import core
+
+    class Module:
+        API = core.NATIVE_API
+
+        def __init__(self) -> None:
+            self.asked: list[tuple[int, int]] = []
+
+        def keep_freed(self, mmap: int, trim: int) -> bool:
+            self.asked.append((mmap, trim))
+            return True
+
+    module = Module()
+    monkeypatch.setattr(core, "_freed_kept", None)
+    monkeypatch.setattr("importlib.import_module", lambda name: module)
+    core._import.cache_clear()
+    try:
+        core.keep_freed(1 << 20, 2 << 20)  # (not loaded yet: nothing asked of it)
+        assert module.asked == []
+        assert core.native_module() is module and module.asked == [(1 << 20, 2 << 20)]
+        core.keep_freed(3 << 20, 4 << 20)  # (loaded: asked at once)
+        assert module.asked == [(1 << 20, 2 << 20), (3 << 20, 4 << 20)]
+    finally:
+        core._import.cache_clear()
+
+
+_BLOCKS = """
+import resource, sys
+from compactlab import core
+from compactlab.plumbing import process
+if process._glibc() is None or core.native_module() is None:
+    print("no glibc or no native module"); sys.exit()
+def blocks():  # (a file's blocks as the reader reads them: made, touched, kept a while, freed)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    kept = []
+    for i in range(200):
+        b = bytearray((256 << 10) + 4096 * (i % 7))
+        b[::4096] = b"x" * len(b[::4096])
+        kept.append(b)
+        if len(kept) > 8:
+            kept.pop(0)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+if sys.argv[1] == "command":
+    process.start()
+blocks()
+print(blocks())
+"""
+
+
+def test_the_commands_process_faults_a_files_blocks_in_once(tmp_path):
+    """glibc for real: blocks of a file read, each freed a few blocks later, are faulted in again and
+    again by default (the heap's top handed back), and once where the command set the thresholds."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+
+    def faults(how: str) -> str:
+        return subprocess.run([sys.executable, "-c", _BLOCKS, how], env=env, capture_output=True, text=True,
+                              cwd=tmp_path, check=True).stdout.strip()
+
+    default, command = faults("library"), faults("command")
+    if default.startswith("no "):
+        pytest.skip(f"{default}: the allocator is left as it is")
+    assert int(command) * 10 < int(default), (command, default)
