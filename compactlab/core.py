@@ -31,7 +31,8 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
                 "its reader read last, or from a piece of its file read once; a reply's message without its other members; a result's list of texts; a "
                 "message in hand) and "
                 "the ledger's tallies; each call's violations, checked and logged; each call's record (held in Rust: "
-                "the replay's JSON, calls.csv and the summary's sums written from it); the run's pricing and its "
+                "the replay's JSON, calls.csv and the summary's sums written from it); the compaction events (held in "
+                "Rust: compactions.csv and recall's losses read from them); the run's pricing and its "
                 "prices' look-ups, and the recording's side of it (each call's time, the recorded cache breaks and "
                 "the reads the provider's rules expect, what the usage cost, the cache ledger's sums); "
                 "the raw baseline without probes (a stream's handing the facts it reads of each message to the run's "
@@ -48,7 +49,7 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
 #: what this package asks of ``compactlab._native`` (the crate's ``API``): bumped with it whenever
 #: the Python side asks something new of the crate, so that a module built from other sources (a
 #: working copy pulled and not rebuilt) is never used for this one
-NATIVE_API = 60
+NATIVE_API = 61
 #: why there is no native module where none was built
 NOT_BUILT = "not built in this install"
 

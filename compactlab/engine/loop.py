@@ -36,7 +36,7 @@ from ..transcripts.messages import Entry, Message, add_tool_names, is_prompt
 from ..plumbing.outputs import OutputDir
 from .policy import Policy, fingerprint_of
 from .records import ACTIONS, CompactionEvent, Run, SummaryCalls, TurnRecord, summarize
-from ..core import chosen as chosen_core
+from ..core import chosen as chosen_core, native_module
 from .measures import CallAt, Recall, measures_for
 from .keeping import PythonSteps, keeping_turns, layer_turns, shared_replacements
 from .sizing import Calibration, TokenEstimator, list_chars
@@ -308,6 +308,10 @@ class Turns:
             self.measures, policy, env, restarts=restarts is not None, keeps_contexts=bool(options.keep_contexts),
             shared=shared_replacements(memo, len(feed.entries or ())))
         self.layered: Any = layered[0] if layered is not None else None
+        #: what the run's events are made of: the native core's held in Rust where its loop runs
+        #: (``records.rs``; the reference's fields), else the reference
+        self.event_class: type = CompactionEvent if layered is None else getattr(
+            native_module(), "CompactionEvent", CompactionEvent)
         self.python_steps: PythonSteps | None = layered[1] if layered is not None else None
         #: the native loop takes a batch of calls at a time (``_batch``): no step of the policy reads a
         #: call's times or prompts, nor the recorded tokens (those ``_layered`` tells it a call at a time)
@@ -500,7 +504,7 @@ class Turns:
         answered, departs = self._followed(batch)
         records, self.as_recorded, self.manual_pending, snipped, micro, lowest, made = self.layered.turns(
             batch, self.judged.tokens, as_recorded, answered, departs, self.summary_trigger, self.manual_pending,
-            self.window, self.manual_tool, self._stepped, self.events, CompactionEvent, _NAMED,
+            self.window, self.manual_tool, self._stepped, self.events, self.event_class, _NAMED,
             (_ACTION_ITEMS, self.summary_calls.rows, self._breaker))
         if lowest is not None:
             (summaries, reactive_n, manual_n, input_chars, output_chars, input_tokens, output_tokens, persisted,
@@ -553,7 +557,7 @@ class Turns:
         layer acting; ``after``, the messages sent."""
         layers = [layer for layer, count in zip(_LAYERS, actions) if count]
         n, chars = before
-        self.events.append(CompactionEvent(call, layers, n, after,
+        self.events.append(self.event_class(call, layers, n, after,
                                            self.env.estimator.tokens(list_chars(chars, n)), tokens,
                                            stats.micro_compacted + stats.persisted, stats.snipped,
                                            stats.summaries + stats.reactive + stats.manual))

@@ -636,13 +636,32 @@ fn compactions_csv<'py>(
         intern!(py, "summaries"),
     ];
     let mut text = String::new();
+    let mut digits = itoa::Buffer::new();
     for e in events.iter() {
         out.start();
-        if !out.field(&e.getattr(intern!(py, "call"))?)? {
-            return Ok(None);
-        }
+        // (the native core's events read as they are held; any other's fields by name)
+        let native = e.cast_exact::<crate::records::CompactionEvent>().ok();
+        let native = native.as_ref().map(|n| n.borrow());
+        let (layers, lost) = match &native {
+            Some(n) => {
+                out.int(n.call);
+                (
+                    n.layers.bind(py).clone().into_any(),
+                    n.lost.bind(py).clone().into_any(),
+                )
+            }
+            None => {
+                if !out.field(&e.getattr(intern!(py, "call"))?)? {
+                    return Ok(None);
+                }
+                (
+                    e.getattr(intern!(py, "layers"))?,
+                    e.getattr(intern!(py, "lost"))?,
+                )
+            }
+        };
         text.clear();
-        for (k, layer) in e.getattr(intern!(py, "layers"))?.try_iter()?.enumerate() {
+        for (k, layer) in layers.try_iter()?.enumerate() {
             let layer = layer?;
             let Some(layer) = exact_text(&layer) else {
                 return Ok(None);
@@ -653,12 +672,28 @@ fn compactions_csv<'py>(
             text.push_str(layer);
         }
         out.text(&text);
-        for name in counts {
-            if !out.field(&e.getattr(name)?)? {
-                return Ok(None);
+        match &native {
+            Some(n) => {
+                for count in [
+                    n.messages_before,
+                    n.messages_after,
+                    n.tokens_before,
+                    n.tokens_after,
+                    n.results_cleared,
+                    n.snipped,
+                    n.summaries,
+                ] {
+                    out.int(count);
+                }
+            }
+            None => {
+                for name in counts {
+                    if !out.field(&e.getattr(name)?)? {
+                        return Ok(None);
+                    }
+                }
             }
         }
-        let lost = e.getattr(intern!(py, "lost"))?;
         text.clear();
         let mut n = 0i64;
         for item in lost.try_iter()? {
@@ -674,8 +709,10 @@ fn compactions_csv<'py>(
             if n > 0 {
                 text.push_str("; ");
             }
-            use std::fmt::Write;
-            write!(text, "{s} (call {})", c?).expect("a String takes any text");
+            text.push_str(s);
+            text.push_str(" (call ");
+            text.push_str(digits.format(c?));
+            text.push(')');
             n += 1;
         }
         out.int(n);
@@ -818,7 +855,10 @@ fn append_losses(ledger: &Bound<'_, PyAny>, events: &Bound<'_, PyList>) -> PyRes
     let py = events.py();
     let mut by_call: FxHashMap<i64, Bound<'_, PyAny>> = FxHashMap::default();
     for event in events.iter() {
-        let call: i64 = event.getattr(intern!(py, "call"))?.extract()?;
+        let call: i64 = match event.cast_exact::<crate::records::CompactionEvent>() {
+            Ok(native) => native.borrow().call,
+            Err(_) => event.getattr(intern!(py, "call"))?.extract()?,
+        };
         by_call.insert(call, event);
     }
     let calls: FxHashSet<i64> = by_call.keys().copied().collect();
@@ -855,7 +895,10 @@ fn append_losses(ledger: &Bound<'_, PyAny>, events: &Bound<'_, PyList>) -> PyRes
                 let Some(event) = by_call.get(&at) else {
                     continue;
                 };
-                let list = event.getattr(intern!(py, "lost"))?.cast_into::<PyList>()?;
+                let list = match event.cast_exact::<crate::records::CompactionEvent>() {
+                    Ok(native) => native.borrow().lost.bind(py).clone(),
+                    Err(_) => event.getattr(intern!(py, "lost"))?.cast_into::<PyList>()?,
+                };
                 lost.insert(at, list.clone());
                 list
             }
@@ -4754,7 +4797,7 @@ fn claude_code_lines(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 60;
+const API: u32 = 61;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -4770,6 +4813,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<KnownFacts>()?;
     m.add_class::<EntryCopies>()?;
     m.add_class::<crate::records::TurnRecord>()?;
+    m.add_class::<crate::records::CompactionEvent>()?;
     m.add_function(wrap_pyfunction!(crate::records::records_json, m)?)?;
     m.add_function(wrap_pyfunction!(crate::records::calls_csv, m)?)?;
     m.add_function(wrap_pyfunction!(crate::records::record_sums, m)?)?;

@@ -230,6 +230,127 @@ impl TurnRecord {
     }
 }
 
+/// A call at which the policy changed the context (`engine/records.py`'s `CompactionEvent`, the
+/// reference: the same fields, in the same order, with the same default) held as a Rust struct,
+/// for the native core's loops: made without a Python call (4,048 of them on the bench's 5,000-call
+/// file, each an `__init__` of ten attributes), and read without an attribute's look-up by
+/// compactions.csv's writer and by recall's losses. Its `layers` and `lost` are the lists Python
+/// reads and appends to, as the reference's are. Equal to an event of either class with the same
+/// fields (a run of each core compared), unhashable as the reference is, pickled as its fields.
+#[pyclass(module = "compactlab._native", get_all, set_all)]
+pub struct CompactionEvent {
+    pub call: i64,
+    pub layers: Py<PyList>,
+    pub messages_before: i64,
+    pub messages_after: i64,
+    pub tokens_before: i64,
+    pub tokens_after: i64,
+    /// tool results replaced by a placeholder (micro) or a preview (budget)
+    pub results_cleared: i64,
+    pub snipped: i64,
+    /// summaries made: the summary layer's, reactive and manual ones
+    pub summaries: i64,
+    /// (string, the call that first needed it)
+    pub lost: Py<PyList>,
+}
+
+/// The event's fields, in order (a test holds them to the reference's).
+pub const EVENT_FIELDS: [&str; 10] = [
+    "call",
+    "layers",
+    "messages_before",
+    "messages_after",
+    "tokens_before",
+    "tokens_after",
+    "results_cleared",
+    "snipped",
+    "summaries",
+    "lost",
+];
+
+impl CompactionEvent {
+    /// Its fields' values, in `EVENT_FIELDS`' order.
+    fn values<'py>(&self, py: Python<'py>) -> PyResult<[Bound<'py, PyAny>; 10]> {
+        let n = |v: i64| v.into_pyobject(py).map(|v| v.into_any());
+        Ok([
+            n(self.call)?,
+            self.layers.bind(py).clone().into_any(),
+            n(self.messages_before)?,
+            n(self.messages_after)?,
+            n(self.tokens_before)?,
+            n(self.tokens_after)?,
+            n(self.results_cleared)?,
+            n(self.snipped)?,
+            n(self.summaries)?,
+            self.lost.bind(py).clone().into_any(),
+        ])
+    }
+}
+
+#[pymethods]
+impl CompactionEvent {
+    #[new]
+    #[pyo3(signature = (call, layers, messages_before, messages_after, tokens_before, tokens_after,
+                        results_cleared, snipped, summaries, lost=None))]
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        py: Python<'_>,
+        call: i64,
+        layers: Py<PyList>,
+        messages_before: i64,
+        messages_after: i64,
+        tokens_before: i64,
+        tokens_after: i64,
+        results_cleared: i64,
+        snipped: i64,
+        summaries: i64,
+        lost: Option<Py<PyList>>,
+    ) -> Self {
+        CompactionEvent {
+            call,
+            layers,
+            messages_before,
+            messages_after,
+            tokens_before,
+            tokens_after,
+            results_cleared,
+            snipped,
+            summaries,
+            lost: lost.unwrap_or_else(|| PyList::empty(py).unbind()),
+        }
+    }
+
+    /// Equal to an event of this class or the reference's whose fields are equal (another object:
+    /// not known, as the reference says of one).
+    fn __eq__<'py>(
+        slf: &Bound<'py, Self>,
+        other: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let reference = py
+            .import(intern!(py, "compactlab.engine.records"))?
+            .getattr(intern!(py, "CompactionEvent"))?;
+        if !(other.is_instance_of::<CompactionEvent>() || other.get_type().is(&reference)) {
+            return Ok(py.NotImplemented().into_bound(py));
+        }
+        let mine = slf.borrow().values(py)?;
+        for (name, value) in EVENT_FIELDS.iter().zip(mine) {
+            if !value.eq(other.getattr(*name)?)? {
+                return Ok(false.into_pyobject(py)?.to_owned().into_any());
+            }
+        }
+        Ok(true.into_pyobject(py)?.to_owned().into_any())
+    }
+
+    /// Pickled (a worker's run sent back, a copy) as the class and its fields in order.
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyType>, Bound<'py, PyTuple>)> {
+        let py = slf.py();
+        Ok((slf.get_type(), PyTuple::new(py, slf.borrow().values(py)?)?))
+    }
+}
+
 /// A column's value as the replay's JSON and calls.csv both write it: an integer's digits,
 /// `true`/`false`, a float by `float_text` or, outside its range, as `other` writes it.
 #[derive(Default)]

@@ -32,7 +32,7 @@ use crate::cache::list_chars;
 use crate::facts::MARK;
 use crate::layers::{placeholder, spliced_count, Facts, Held, KeepBy, PairSafe, Rule, Turn};
 use crate::ledger::Ledger;
-use crate::records::{set_columns, Column, TurnRecord};
+use crate::records::{set_columns, Column, CompactionEvent, TurnRecord};
 use crate::stub;
 
 /// What the measures in Rust give of a call (`TurnRecord`'s columns).
@@ -1458,17 +1458,28 @@ fn append_event<'py>(
             .inner
             .tokens(list_chars(t.chars_before, t.n_before))
     };
+    let py = slf.py();
     // (the results replaced: micro's placeholders and budget's notes)
+    let (cleared, n_before, n) = (t.micro + persisted, t.n_before as i64, t.n as i64);
+    if event.is(py.get_type::<CompactionEvent>()) {
+        // (the native class: made here, as its `__new__` makes one)
+        let made = CompactionEvent::new(
+            py,
+            call as i64,
+            layers.unbind(),
+            n_before,
+            n,
+            before,
+            t.tokens,
+            cleared,
+            t.snipped,
+            summaries,
+            None,
+        );
+        return events.append(Bound::new(py, made)?);
+    }
     events.append(event.call1((
-        call,
-        layers,
-        t.n_before,
-        t.n,
-        before,
-        t.tokens,
-        t.micro + persisted,
-        t.snipped,
-        summaries,
+        call, layers, n_before, n, before, t.tokens, cleared, t.snipped, summaries,
     ))?)
 }
 

@@ -218,3 +218,57 @@ def test_an_install_without_the_native_module_writes_the_same_files(tmp_path):
     assert without == withit and without["runs"][0]["calls"]
     for name in ("calls.csv", "probes.csv", "compactions.csv"):
         assert Path(a, name).read_bytes() == Path(b, name).read_bytes(), name
+
+
+@needs_native
+def test_the_native_event_has_the_references_fields_and_behaviour():
+    """A compaction event held in Rust (``_native.CompactionEvent``) has the reference's fields in
+    its order and its default, is equal to an event of either class with the same fields (not to
+    another object), unhashable as the reference is, its ``layers`` and ``lost`` the lists Python
+    appends to, and pickled and copied as its fields."""
+    import dataclasses
+
+    names = [f.name for f in dataclasses.fields(records.CompactionEvent)]
+    args = (7, ["snip", "micro"], 40, 30, 9000, 7000, 2, 10, 0)
+    native, reference = NATIVE.CompactionEvent(*args), records.CompactionEvent(*args)
+    assert [getattr(native, n) for n in names] == [getattr(reference, n) for n in names] == [*args, []]
+    assert native == reference and reference == native and not native != reference
+    assert native == NATIVE.CompactionEvent(*args) and native != NATIVE.CompactionEvent(8, *args[1:])
+    assert native != records.CompactionEvent(*args[:-1], 1) and native != args and not native == 7
+    with pytest.raises(TypeError):
+        hash(native)
+    native.lost.append(("src/app.py", 3))
+    assert native != reference and native.lost == [("src/app.py", 3)]
+    reference.lost.append(("src/app.py", 3))
+    assert native == reference
+    native.tokens_after = 6000
+    assert native != reference and native.tokens_after == 6000
+    for copied in (pickle.loads(pickle.dumps(native)), copy.copy(native), copy.deepcopy(native)):
+        assert type(copied) is NATIVE.CompactionEvent and copied == native and copied is not native
+    given = NATIVE.CompactionEvent(*args, [("x", 1)])
+    assert given.lost == [("x", 1)]
+
+
+@needs_native
+def test_the_events_a_native_loop_makes_are_the_native_class_and_write_the_references_bytes(tmp_path):
+    """A replay the native loop runs makes its events in Rust; compactions.csv and recall's losses
+    read from them are the bytes and lists of the same events as the reference's class."""
+    from compactlab import load_policy, load_transcript, replay
+    from compactlab.reports.replay_report import compactions_csv_bytes, compactions_csv_reference
+
+    run = replay(load_transcript(str(SAMPLES / "synth-medium.jsonl")), load_policy("s08"))
+    assert run.events and all(type(e) is NATIVE.CompactionEvent for e in run.events)
+    assert any(e.lost for e in run.events)
+    as_reference = [records.CompactionEvent(*(getattr(e, f) for f in (
+        "call", "layers", "messages_before", "messages_after", "tokens_before", "tokens_after", "results_cleared",
+        "snipped", "summaries")), lost=list(e.lost)) for e in run.events]
+    assert as_reference == run.events
+    written = compactions_csv_bytes(run)
+    assert written == compactions_csv_reference(run)
+    run.events = as_reference
+    assert compactions_csv_bytes(run) == written
+    # recall's losses appended to either class alike
+    for events in ([NATIVE.CompactionEvent(e.call, e.layers, 0, 0, 0, 0, 0, 0, 0) for e in as_reference],
+                   [records.CompactionEvent(e.call, e.layers, 0, 0, 0, 0, 0, 0, 0) for e in as_reference]):
+        assert NATIVE.append_losses(run.probe_ledger, events)
+        assert [e.lost for e in events] == [e.lost for e in as_reference]
