@@ -558,9 +558,9 @@ class Turns:
         layers = [layer for layer, count in zip(_LAYERS, actions) if count]
         n, chars = before
         self.events.append(self.event_class(call, layers, n, after,
-                                           self.env.estimator.tokens(list_chars(chars, n)), tokens,
-                                           stats.micro_compacted + stats.persisted, stats.snipped,
-                                           stats.summaries + stats.reactive + stats.manual))
+                                            self.env.estimator.tokens(list_chars(chars, n)), tokens,
+                                            stats.micro_compacted + stats.persisted, stats.snipped,
+                                            stats.summaries + stats.reactive + stats.manual))
 
     def next_time(self, pos: int) -> float | None:
         """The time of the recording's next call after the reply at ``pos`` (None: not known, or
