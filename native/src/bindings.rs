@@ -855,11 +855,7 @@ fn append_losses(ledger: &Bound<'_, PyAny>, events: &Bound<'_, PyList>) -> PyRes
     let py = events.py();
     let mut by_call: FxHashMap<i64, Bound<'_, PyAny>> = FxHashMap::default();
     for event in events.iter() {
-        let call: i64 = match event.cast_exact::<crate::records::CompactionEvent>() {
-            Ok(native) => native.borrow().call,
-            Err(_) => event.getattr(intern!(py, "call"))?.extract()?,
-        };
-        by_call.insert(call, event);
+        by_call.insert(crate::records::CompactionEvent::call_of(&event)?, event);
     }
     let calls: FxHashSet<i64> = by_call.keys().copied().collect();
     // (a ledger held here: each loss's text the row's own string, not a copy made again)
@@ -895,10 +891,7 @@ fn append_losses(ledger: &Bound<'_, PyAny>, events: &Bound<'_, PyList>) -> PyRes
                 let Some(event) = by_call.get(&at) else {
                     continue;
                 };
-                let list = match event.cast_exact::<crate::records::CompactionEvent>() {
-                    Ok(native) => native.borrow().lost.bind(py).clone(),
-                    Err(_) => event.getattr(intern!(py, "lost"))?.cast_into::<PyList>()?,
-                };
+                let list = crate::records::CompactionEvent::lost_of(event)?;
                 lost.insert(at, list.clone());
                 list
             }

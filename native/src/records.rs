@@ -287,6 +287,26 @@ impl CompactionEvent {
     }
 }
 
+impl CompactionEvent {
+    /// `event`'s call: as held where it is of this class, else by name (the reference's).
+    pub(crate) fn call_of(event: &Bound<'_, PyAny>) -> PyResult<i64> {
+        match event.cast_exact::<CompactionEvent>() {
+            Ok(native) => Ok(native.borrow().call),
+            Err(_) => event.getattr(intern!(event.py(), "call"))?.extract(),
+        }
+    }
+
+    /// `event`'s `lost` list, read as `call_of` reads its call.
+    pub(crate) fn lost_of<'py>(event: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
+        match event.cast_exact::<CompactionEvent>() {
+            Ok(native) => Ok(native.borrow().lost.bind(event.py()).clone()),
+            Err(_) => Ok(event
+                .getattr(intern!(event.py(), "lost"))?
+                .cast_into::<PyList>()?),
+        }
+    }
+}
+
 #[pymethods]
 impl CompactionEvent {
     #[new]
