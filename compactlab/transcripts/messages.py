@@ -202,7 +202,7 @@ class Entry:
     """
 
     __slots__ = ("message", "chars", "role", "origin", "tool_use_ids", "tool_names", "use_files", "results",
-                 "misplaced_results", "empty", "has_text", "use_set", "result_set", "changed")
+                 "misplaced_results", "empty", "has_text", "_use_set", "_result_set", "changed")
 
     def __init__(self, message: Message, chars: int, role: str, origin: int, tool_use_ids: tuple[str, ...],
                  tool_names: tuple[str, ...], use_files: tuple[tuple[str, ...], ...],
@@ -220,17 +220,31 @@ class Entry:
         self.misplaced_results = misplaced_results  # ids of tool_result blocks after a non-tool_result block
         self.empty = empty
         self.has_text = has_text  # text_of(message) has more than whitespace
-        if use_set is None:  # (one Entry a message read: the sets of none are shared)
-            use_set = frozenset(tool_use_ids) if tool_use_ids else NO_IDS
-        if result_set is None:
-            result_set = frozenset(map(_tool_use_id, results)) if results else NO_IDS
-        self.use_set = use_set
-        self.result_set = result_set
+        # (the id sets are made when first read, None until then: most messages' never are, the
+        # native core checking pairings from the tuples)
+        self._use_set = use_set
+        self._result_set = result_set
         #: the content blocks that are no longer the transcript's own (retention, SPEC §7)
         self.changed = changed
 
     def __repr__(self) -> str:
         return f"Entry(origin={self.origin}, role={self.role!r}, chars={self.chars})"
+
+    @property
+    def use_set(self) -> frozenset[str]:
+        """``tool_use_ids`` as a set (the sets of messages with none shared)."""
+        made = self._use_set
+        if made is None:
+            made = self._use_set = frozenset(self.tool_use_ids) if self.tool_use_ids else NO_IDS
+        return made
+
+    @property
+    def result_set(self) -> frozenset[str]:
+        """The tool_use ids of ``results`` as a set (the sets of messages with none shared)."""
+        made = self._result_set
+        if made is None:
+            made = self._result_set = frozenset(map(_tool_use_id, self.results)) if self.results else NO_IDS
+        return made
 
     @property
     def has_tool_use(self) -> bool:
@@ -288,7 +302,7 @@ class Entry:
             chars = self.chars - json_len(old["content"]) + json_len(new_content)
         return Entry(message, chars, self.role, self.origin, self.tool_use_ids, self.tool_names, self.use_files,
                      self.results_with(k, new_content, new_json), self.misplaced_results, self.empty,
-                     self.has_text, self.use_set, self.result_set, self.changed | {fact.block})
+                     self.has_text, self._use_set, self._result_set, self.changed | {fact.block})
 
     def results_with(self, k: int, new_content: Any, json_size: int) -> tuple[ResultFact, ...]:
         """The result facts with the k-th one's content replaced (``json_size``: its measured JSON

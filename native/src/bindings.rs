@@ -3706,9 +3706,9 @@ impl LineFacts {
     }
 
     /// The `LazyEntry` of a line read (`make`: its class's `__new__`, the class and the empty
-    /// frozenset), made as its
-    /// `__init__` makes one from its facts (`entry_args`) and `lazy` (the reference: the tests hold every slot of
-    /// one made here to one it makes) without running its Python.
+    /// frozenset, its `changed`), made as its `__init__` makes one from its facts (`entry_args`)
+    /// and `lazy`, its id sets left to be made when first read (the reference: the tests hold every
+    /// slot of one made here to one it makes) without running its Python.
     fn lazy_entry<'py>(
         py: Python<'py>,
         make: LazyMaker<'_, 'py>,
@@ -3717,26 +3717,10 @@ impl LineFacts {
     ) -> PyResult<Bound<'py, PyAny>> {
         let (new, class, no_ids, members) = make;
         let entry = new.call1((class,))?;
-        let ids_of =
-            |items: &Bound<'py, PyAny>, key: Option<usize>| -> PyResult<Bound<'py, PyAny>> {
-                let items = items.cast::<PyTuple>()?;
-                if items.is_empty() {
-                    return Ok(no_ids.clone());
-                }
-                let ids = items
-                    .iter()
-                    .map(|item| match key {
-                        Some(k) => item.get_item(k),
-                        None => Ok(item),
-                    })
-                    .collect::<PyResult<Vec<_>>>()?;
-                Ok(pyo3::types::PyFrozenSet::new(py, ids)?.into_any())
-            };
-        let use_set = ids_of(&args[3], None)?;
-        let result_set = ids_of(&args[6], Some(1))?;
+        // (the id sets left to be made when first read, as `__init__` leaves them)
+        let none = py.None().into_bound(py);
         if let Some(members) = members {
-            let none = py.None().into_bound(py);
-            let rest = [&use_set, &result_set, no_ids, &none, &lazy];
+            let rest = [&none, &none, no_ids, &none, &lazy];
             for (k, value) in args.iter().take(10).chain(rest).enumerate() {
                 members.set(&entry, k, value)?;
             }
@@ -3757,8 +3741,8 @@ impl LineFacts {
         for (name, value) in names.into_iter().zip(args.iter()) {
             entry.setattr(name, value)?;
         }
-        entry.setattr(intern!(py, "use_set"), use_set)?;
-        entry.setattr(intern!(py, "result_set"), result_set)?;
+        entry.setattr(intern!(py, "_use_set"), &none)?;
+        entry.setattr(intern!(py, "_result_set"), &none)?;
         entry.setattr(intern!(py, "changed"), no_ids)?;
         entry.setattr(intern!(py, "_message"), py.None())?;
         entry.setattr(intern!(py, "_lazy"), lazy)?;
@@ -4174,8 +4158,8 @@ impl EntryCopies {
             intern!(py, "misplaced_results"),
             intern!(py, "empty"),
             intern!(py, "has_text"),
-            intern!(py, "use_set"),
-            intern!(py, "result_set"),
+            intern!(py, "_use_set"),
+            intern!(py, "_result_set"),
         ] {
             copy.setattr(name, entry.getattr(name)?)?;
         }

@@ -167,3 +167,22 @@ def test_the_native_tracker_knows_an_id_by_its_text_not_its_object():
         tracker.update(entries, 0)
     assert native.total == python.total == 7
     assert native.counts() == python.counts() and native.violations() == python.violations()
+
+
+def test_an_entrys_id_sets_are_made_when_first_read_and_kept():
+    from compactlab.transcripts.messages import NO_IDS, Entry
+
+    call = make_entry(asst(tu("a", "Read"), tu("b", "Grep")), 0)
+    answer = make_entry(results(tr("b", "x"), tr("a", "y")), 1)
+    plain = Entry(call.message, call.chars, call.role, 0, call.tool_use_ids, call.tool_names, call.use_files, (), (),
+                  False, False)
+    assert plain._use_set is None and plain._result_set is None  # (not made yet)
+    assert plain.use_set == {"a", "b"} and plain._use_set is plain.use_set  # (made once, then kept)
+    assert plain.result_set is NO_IDS  # (a message with none: the shared empty set)
+    assert answer.result_set == {"a", "b"} and call.use_set == {"a", "b"}
+    # a copy with a result replaced takes the sets as they stand, made or not, without making them
+    unread = Entry(answer.message, answer.chars, "user", 1, (), (), (), answer.results, (), False, False)
+    copy = unread.with_result_content(0, "cleared")
+    assert copy._result_set is None and copy.result_set == {"a", "b"} and unread._result_set is None
+    made = answer.with_result_content(0, "cleared")
+    assert made._result_set is answer.result_set

@@ -393,6 +393,10 @@ ODD_MESSAGES: list[dict] = [
 ]
 
 
+#: the id sets' slots: None until the set is first read (``Entry.use_set``, ``Entry.result_set``)
+_ID_SETS = ("_use_set", "_result_set")
+
+
 def _facts(entry: object) -> list:
     """Every slot of an Entry but its message (its facts, its sets, what changed), each result's
     ``json_size`` measured where it is not (the native reader measures each as it reads, the
@@ -400,7 +404,8 @@ def _facts(entry: object) -> list:
     from compactlab.transcripts.messages import json_len
 
     names = [n for n in type(entry).__slots__ if n != "message"]  # type: ignore[attr-defined]
-    got = [(n, getattr(entry, n)) for n in names]
+    # (an id set compared as it reads, whether it was made yet or not)
+    got = [(n, getattr(entry, n.lstrip("_") if n in _ID_SETS else n)) for n in names]
     blocks = entry.message["content"]  # type: ignore[attr-defined]
     results = tuple(r._replace(json_size=json_len(blocks[r.block]["content"]))
                     if r.json_size < 0 and "content" in blocks[r.block] else r

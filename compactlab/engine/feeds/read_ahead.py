@@ -300,7 +300,7 @@ class LazyEntry(Entry):
                          self.tool_names, self.use_files, self.results_with(k, new_content, new_json),
                          self.misplaced_results, self.empty, self.has_text,
                          (source, offset, length, (*patches, (fact.block, new_content)), spans),
-                         self.use_set, self.result_set, self.changed | {fact.block})
+                         self._use_set, self._result_set, self.changed | {fact.block})
 
 
 #: a LazyEntry's slots as pickled: all but ``message``, its property's
@@ -402,7 +402,7 @@ def _lazy_entries(builder: TranscriptBuilder, source: SourceFile, skip_bad_lines
     reader = LineReader(path, skip_bad_lines=skip_bad_lines, limit=source.size)
     facts = line_facts(ResultFact, True)
     limits = max_line if max_line is not None else max_line_bytes(), MAX_BLANK_LINES
-    make = LazyEntry, NO_IDS  # (each LazyEntry made as its __init__ makes one, the empty sets shared)
+    make = LazyEntry, NO_IDS  # (each LazyEntry made as its __init__ makes one, its `changed` the shared empty set)
 
     def unread(*found: Any) -> LazyEntry:  # (read natively: its facts; the lines Python reads keep their message)
         offset, length = reader.span  # type: ignore[misc]

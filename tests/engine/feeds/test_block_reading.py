@@ -32,7 +32,9 @@ def _slots(entry: object) -> list[object]:
     changed, whether its message was read, where its line is."""
     names = [n for c in reversed(type(entry).__mro__) for n in getattr(c, "__slots__", ()) if n != "message"]
     # (where its results' contents stand, which only the blocks' reading places: checked on its own)
-    return [(n, getattr(entry, n)) if n != "_lazy" else (n, entry._lazy[1:4]) for n in names]  # type: ignore[attr-defined]
+    # (an id set as it reads, whether made yet or not: None until first read)
+    return [(n, getattr(entry, n.lstrip("_") if n in ("_use_set", "_result_set") else n)) if n != "_lazy"
+            else (n, entry._lazy[1:4]) for n in names]  # type: ignore[attr-defined]
 
 
 def _line_by_line(path: str, skip: bool) -> TranscriptBuilder:
@@ -815,3 +817,14 @@ def test_a_message_a_layer_makes_is_made_natively_as_python_makes_it(made):
     assert (native_env.ledger.made_by, native_env.ledger.made_at) == (python_env.ledger.made_by,
                                                                       python_env.ledger.made_at)
     assert in_use().made_entry(lambda message, by, call: None, {"role": "user", "content": "x"}, "snip", 0) is None
+
+
+def test_a_line_read_natively_leaves_its_id_sets_to_be_made_when_read(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(json.dumps(m) for m in [user("go"), asst(tu("a", "Read"), tu("b", "Grep")),
+                                                       {"role": "user", "content": [tr("b", "x"), tr("a", "y")]}]) + "\n")
+    builder = TranscriptBuilder(str(path), "test")
+    entries = list(_lazy_entries(builder, SourceFile(str(path)), False))
+    assert all(type(e) is LazyEntry and e._use_set is None and e._result_set is None for e in entries)
+    assert [(e.use_set, e.result_set) for e in entries] == [(set(), set()), ({"a", "b"}, set()), (set(), {"a", "b"})]
+    assert entries[1]._use_set == {"a", "b"}  # (kept once made)
