@@ -77,3 +77,42 @@ def test_detection_is_the_best_score_of_every_format(samples, tmp_path):
         assert detect_format(str(path)) == best, (path, scores)
         seen.add(best)
     assert {"anthropic", "claude-code"} <= seen and len(seen) >= 4, seen  # (both ways through detection)
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz", ".zst"])
+def test_a_files_head_is_read_a_small_piece_at_a_time(suffix, tmp_path, monkeypatch):
+    """Telling a file's format reads what its first lines need, a ``HEAD_BUFFER`` at a time, not the
+    1 MiB a whole file's reading asks: the same lines, the same answer."""
+    import gzip
+    import io
+
+    import orjson
+    import zstandard
+
+    from compactlab.transcripts import reader
+
+    line = orjson.dumps({"role": "user", "content": "x" * 5_000}) + b"\n"
+    raw = line * 400  # 2 MB: the head's 64 lines are 320 KB of it
+    path = tmp_path / f"big.jsonl{suffix}"
+    path.write_bytes(gzip.compress(raw) if suffix == ".gz" else zstandard.ZstdCompressor().compress(raw)
+                     if suffix == ".zst" else raw)
+    asked: list[int] = []
+
+    class Counting(io.FileIO):
+        def readinto(self, b):  # type: ignore[no-untyped-def]
+            asked.append(len(b))
+            return super().readinto(b)
+
+        def read(self, size=-1):  # type: ignore[no-untyped-def]
+            asked.append(size)
+            return super().read(size)
+
+    monkeypatch.setattr(reader, "open_regular", lambda p, *a, **k: Counting(p, "rb"))
+    head = reader.read_head(str(path))
+    assert [o for o in head.objects] == [orjson.loads(line)] * 64
+    if not suffix:  # (a compressed file's decompressor asks what it asks; the reading is the same)
+        assert asked and max(asked) <= reader.HEAD_BUFFER and sum(asked) < len(line) * 64 + reader.HEAD_BUFFER
+    asked.clear()
+    assert reader.peek(str(path)) == raw[:65536] and not reader.is_document(str(path))
+    if not suffix:
+        assert max(asked) <= 65536
