@@ -276,7 +276,11 @@ impl<'a> Compact<'a> {
     /// A `where`: its flat list of integers as `(origin, block)` pairs (an empty or odd one: None).
     fn place(&mut self) -> Option<Place> {
         self.eat(b'[')?;
-        let mut pairs = Vec::with_capacity(1);
+        // (as many pairs as the list holds, allocated once: most hold three)
+        let rest = &self.t.as_bytes()[self.i..];
+        let end = memchr::memchr(b']', rest).unwrap_or(0);
+        let pairs_in = memchr::memchr_iter(b',', &rest[..end]).count().div_ceil(2);
+        let mut pairs = Vec::with_capacity(pairs_in);
         loop {
             let origin = self.int()?;
             self.eat(b',')?;
