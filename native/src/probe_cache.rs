@@ -1,13 +1,15 @@
 //! A file's probes read back from the probe cache's entry, as bytes (`engine/measures/probe_cache.py`:
 //! `save` writes the entry, `_parsed` reads it and is the reference): the columns `call`, `text`,
-//! `where`, `source_call`, `source_tool` and `kind`, lists of one length, made into rows held here
-//! (each call's in the order saved) rather than into a Python object a probe.
+//! `where`, `source_call`, `source_tool` and `kind`, lists of one length, and the tables `texts`,
+//! `tools` and `kinds` their `text`, `source_tool` and `kind` name by position, made into rows held
+//! here (each call's in the order saved) rather than into a Python object a probe.
 //!
-//! Only an entry whose every value is of the exact JSON type `save` writes is read: a version, a call
-//! or a place that is an integer, a non-negative call, a `where` of pairs, a kind of the given
-//! ones. Anything else gives None, and Python reads the entry itself (`_parsed` refuses it, or, for
-//! the few entries it reads and this does not, such as a version written `4.0` or an integer past
-//! 64 bits, reads it): what this reads, Python reads the same.
+//! Only an entry whose every value is of the exact JSON type `save` writes is read: a version, a call,
+//! a position or a place that is an integer, a non-negative call, a position within its table, a
+//! `where` of pairs, tables of strings, kinds of the given ones. Anything else gives None, and Python
+//! reads the entry itself (`_parsed` refuses it, or, for the few entries it reads and this does not,
+//! such as a version written `5.0` or an integer past 64 bits, reads it): what this reads, Python
+//! reads the same.
 
 use std::borrow::Cow;
 
@@ -52,22 +54,28 @@ impl Stored {
     }
 }
 
-/// The entry as `save` writes it: read straight into these columns (a text without escapes
-/// borrowed from the bytes, a `where` read as its pairs), any other type of value refused by the
-/// reading itself.
+/// The entry as `save` writes it: read straight into these columns and tables (a text without
+/// escapes borrowed from the bytes, a `where` read as its pairs), any other type of value refused
+/// by the reading itself.
 #[derive(Deserialize)]
 struct Columns<'a> {
     version: i64,
     call: Vec<i64>,
-    #[serde(borrow)]
-    text: Vec<Text<'a>>,
+    /// each row's text, by its position in `texts`
+    text: Vec<i64>,
     #[serde(rename = "where")]
     places: Vec<Place>,
     source_call: Vec<i64>,
+    /// each row's tool, by its position in `tools`
+    source_tool: Vec<i64>,
+    /// each row's kind, by its position in `kinds`
+    kind: Vec<i64>,
     #[serde(borrow)]
-    source_tool: Vec<Text<'a>>,
+    texts: Vec<Text<'a>>,
     #[serde(borrow)]
-    kind: Vec<Text<'a>>,
+    tools: Vec<Text<'a>>,
+    #[serde(borrow)]
+    kinds: Vec<Text<'a>>,
 }
 
 /// A JSON string, borrowed from the bytes where it has no escapes.
@@ -134,18 +142,21 @@ fn compact(bytes: &[u8]) -> Option<Columns<'_>> {
         i: 0,
     };
     r.eat(b'{')?;
-    let mut c = (None, None, None, None, None, None, None);
+    let (mut version, mut places) = (None, None);
+    let mut ints: [Option<Vec<i64>>; 5] = Default::default();
+    let mut tables: [Option<Vec<Cow<'_, str>>>; 3] = Default::default();
     loop {
         let key = r.text()?;
         r.eat(b':')?;
-        let fresh = match &*key {
-            "version" => c.0.replace(r.int()?).is_none(),
-            "call" => c.1.replace(r.list(Compact::int)?).is_none(),
-            "text" => c.2.replace(r.list(Compact::text)?).is_none(),
-            "where" => c.3.replace(r.list(Compact::place)?).is_none(),
-            "source_call" => c.4.replace(r.list(Compact::int)?).is_none(),
-            "source_tool" => c.5.replace(r.list(Compact::text)?).is_none(),
-            "kind" => c.6.replace(r.list(Compact::text)?).is_none(),
+        let column = ["call", "text", "source_call", "source_tool", "kind"]
+            .iter()
+            .position(|k| *k == key);
+        let table = ["texts", "tools", "kinds"].iter().position(|k| *k == key);
+        let fresh = match (&*key, column, table) {
+            ("version", _, _) => version.replace(r.int()?).is_none(),
+            ("where", _, _) => places.replace(r.list(Compact::place)?).is_none(),
+            (_, Some(k), _) => ints[k].replace(r.list(Compact::int)?).is_none(),
+            (_, _, Some(k)) => tables[k].replace(r.list(Compact::text)?).is_none(),
             _ => false,
         };
         if !fresh {
@@ -164,14 +175,19 @@ fn compact(bytes: &[u8]) -> Option<Columns<'_>> {
     {
         return None;
     }
+    let [call, text, source_call, source_tool, kind] = ints;
+    let [texts, tools, kinds] = tables.map(|t| t.map(|t| t.into_iter().map(Text).collect()));
     Some(Columns {
-        version: c.0?,
-        call: c.1?,
-        text: c.2?.into_iter().map(Text).collect(),
-        places: c.3?,
-        source_call: c.4?,
-        source_tool: c.5?.into_iter().map(Text).collect(),
-        kind: c.6?.into_iter().map(Text).collect(),
+        version: version?,
+        call: call?,
+        text: text?,
+        places: places?,
+        source_call: source_call?,
+        source_tool: source_tool?,
+        kind: kind?,
+        texts: texts?,
+        tools: tools?,
+        kinds: kinds?,
     })
 }
 
@@ -320,45 +336,48 @@ fn stored(mut c: Columns<'_>, version: i64, kinds: &[&str]) -> Option<Stored> {
     {
         return None;
     }
+    // (each kind of the table one of `kinds`, even with no row: Python checks the table first)
+    let kind_of = c
+        .kinds
+        .iter()
+        .map(|k| {
+            kinds
+                .iter()
+                .position(|known| *known == k.0)
+                .map(|at| at as u8)
+        })
+        .collect::<Option<Vec<u8>>>()?;
     let mut out = Stored {
         rows: Vec::with_capacity(n),
         ..Stored::default()
     };
-    let mut tool_at: FxHashMap<&str, u32> = FxHashMap::default();
-    // (a text stored once: a probe is asked at many calls, 17,005 rows of 421 texts in the bench's
-    // 5,000-call file, and rows of one text share it, and its Python string: `StoredProbes`)
-    let mut text_at: FxHashMap<&str, (u32, u32)> = FxHashMap::default();
+    if n == 0 {
+        return Some(out);
+    }
+    // (each text stored once, as the table has it: the rows of one text share it, and its Python
+    // string, `StoredProbes`)
+    let mut text_at = Vec::with_capacity(c.texts.len());
+    for text in &c.texts {
+        let span = (
+            u32::try_from(out.texts.len()).ok()?,
+            u32::try_from(text.0.len()).ok()?,
+        );
+        out.texts.push_str(&text.0);
+        text_at.push(span);
+    }
+    out.tools = c.tools.iter().map(|t| t.0.to_string()).collect();
+    let at = |table: usize, i: i64| usize::try_from(i).ok().filter(|&i| i < table);
     for i in 0..n {
         let call = c.call[i];
         if call < 0 {
             return None;
         }
-        let next = out.tools.len() as u32;
-        let tool = &c.source_tool[i].0;
-        let tool = *tool_at.entry(tool).or_insert_with(|| {
-            out.tools.push(tool.to_string());
-            next
-        });
-        let kind = kinds.iter().position(|k| *k == c.kind[i].0)? as u8;
-        let text: &str = &c.text[i].0;
-        let text = match text_at.get(text) {
-            Some(&span) => span,
-            None => {
-                let span = (
-                    u32::try_from(out.texts.len()).ok()?,
-                    u32::try_from(text.len()).ok()?,
-                );
-                out.texts.push_str(text);
-                text_at.insert(text, span);
-                span
-            }
-        };
         out.rows.push(Row {
-            text,
+            text: text_at[at(text_at.len(), c.text[i])?],
             place: std::mem::take(&mut c.places[i].0),
             source_call: c.source_call[i],
-            tool,
-            kind,
+            tool: at(out.tools.len(), c.source_tool[i])? as u32,
+            kind: kind_of[at(kind_of.len(), c.kind[i])?],
         });
         match out.by_call.get_mut(&call) {
             Some(rows) => rows.push(i as u32),
@@ -378,16 +397,17 @@ mod tests {
     const KINDS: [&str; 3] = ["identifier", "path", "line"];
 
     fn entry(body: &str) -> String {
-        format!("{{\"version\": 4, {body}}}")
+        format!("{{\"version\": 5, {body}}}")
     }
 
-    const GOOD: &str = "\"call\": [7, 0, 7], \"text\": [\"a\", \"b/c\", \"d\"], \
+    const GOOD: &str = "\"call\": [7, 0, 7], \"text\": [0, 1, 2], \
         \"where\": [[1, 0], [3, 1, 9, -1], [5, 2]], \"source_call\": [0, -1, 2], \
-        \"source_tool\": [\"bash\", \"read\", \"bash\"], \"kind\": [\"identifier\", \"path\", \"line\"]";
+        \"source_tool\": [0, 1, 0], \"kind\": [0, 1, 2], \"texts\": [\"a\", \"b/c\", \"d\"], \
+        \"tools\": [\"bash\", \"read\"], \"kinds\": [\"identifier\", \"path\", \"line\"]";
 
     #[test]
     fn an_entry_as_saved_is_read_by_call_in_the_order_stored() {
-        let got = parse(entry(GOOD).as_bytes(), 4, &KINDS).unwrap();
+        let got = parse(entry(GOOD).as_bytes(), 5, &KINDS).unwrap();
         assert_eq!(got.calls, [7, 0]);
         assert_eq!(got.by_call[&7], [0, 2]);
         assert_eq!(got.by_call[&0], [1]);
@@ -405,28 +425,37 @@ mod tests {
         assert_eq!(got.text(&got.rows[1]), "b/c");
         // (a text with escapes is read as JSON reads it)
         let escaped = entry(GOOD).replacen("\"d\"", r#""d\"\n\u00e9""#, 1);
-        let got = parse(escaped.as_bytes(), 4, &KINDS).unwrap();
+        let got = parse(escaped.as_bytes(), 5, &KINDS).unwrap();
         assert_eq!(got.text(&got.rows[2]), "d\"\n\u{e9}");
         assert_eq!(got.text(&got.rows[1]), "b/c");
         assert_eq!((got.rows[2].tool, got.rows[2].kind), (0, 2));
+        // (a table's kinds in any order: each row's kind is its place in the kinds asked for)
+        let swapped = entry(GOOD).replacen(
+            "[\"identifier\", \"path\", \"line\"]",
+            "[\"line\", \"path\", \"identifier\"]",
+            1,
+        );
+        let got = parse(swapped.as_bytes(), 5, &KINDS).unwrap();
+        assert_eq!([got.rows[0].kind, got.rows[2].kind], [2, 0]);
         let none = "\"call\": [], \"text\": [], \"where\": [], \"source_call\": [], \
-            \"source_tool\": [], \"kind\": []";
+            \"source_tool\": [], \"kind\": [], \"texts\": [\"a\"], \"tools\": [], \"kinds\": []";
         assert_eq!(
-            parse(entry(none).as_bytes(), 4, &KINDS),
+            parse(entry(none).as_bytes(), 5, &KINDS),
             Some(Stored::default())
         );
     }
 
     #[test]
     fn a_text_asked_at_many_calls_is_stored_once() {
-        let body = "\"call\": [1, 2, 3], \"text\": [\"a_b\", \"c\", \"a_b\"], \
+        let body = "\"call\": [1, 2, 3], \"text\": [0, 1, 0], \
             \"where\": [[1, 0], [2, 0], [1, 0]], \"source_call\": [0, 1, 0], \
-            \"source_tool\": [\"bash\", \"bash\", \"bash\"], \"kind\": [\"identifier\", \"identifier\", \"identifier\"]";
+            \"source_tool\": [0, 0, 0], \"kind\": [0, 0, 0], \"texts\": [\"a_b\", \"c\"], \
+            \"tools\": [\"bash\"], \"kinds\": [\"identifier\"]";
         for entry in [
             entry(body),
             entry(body).replace(", ", ",").replace(": ", ":"),
         ] {
-            let got = parse(entry.as_bytes(), 4, &KINDS).unwrap();
+            let got = parse(entry.as_bytes(), 5, &KINDS).unwrap();
             assert_eq!(got.texts, "a_bc");
             assert_eq!(got.rows[0].text, got.rows[2].text);
             let texts: Vec<&str> = got.rows.iter().map(|r| got.text(r)).collect();
@@ -439,8 +468,8 @@ mod tests {
     fn both(bytes: &[u8]) -> (Option<Stored>, Option<Option<Stored>>) {
         let by_serde = serde_json::from_slice(bytes)
             .ok()
-            .and_then(|c| stored(c, 4, &KINDS));
-        (by_serde, compact(bytes).map(|c| stored(c, 4, &KINDS)))
+            .and_then(|c| stored(c, 5, &KINDS));
+        (by_serde, compact(bytes).map(|c| stored(c, 5, &KINDS)))
     }
 
     #[test]
@@ -463,24 +492,34 @@ mod tests {
             ("[0,-1,2]", "[0,-9223372036854775809,2]"),
             ("[0,-1,2]", "[0,-1e0,2]"),
             ("[0,-1,2]", "[0,-,2]"),
+            ("\"text\":[0,1,2]", "\"text\":[0,1,3]"),
+            ("\"text\":[0,1,2]", "\"text\":[0,-1,2]"),
+            ("\"source_tool\":[0,1,0]", "\"source_tool\":[0,2,0]"),
+            ("\"kind\":[0,1,2]", "\"kind\":[0,1,1]"),
+            (
+                "\"tools\":[\"bash\",\"read\"]",
+                "\"tools\":[\"bash\",\"read\",\"x\"]",
+            ),
+            ("\"tools\":[\"bash\",\"read\"]", "\"tools\":\"bash\""),
             ("[[1,0],", "[[1,0,2],"),
             ("[[1,0],", "[[],"),
             ("[[1,0],", "[[1,0],],"),
             ("[7,0,7]", "[7,0,7,]"),
-            ("{\"version\":4,", "{\"version\":4,\"version\":4,"),
-            ("{\"version\":4,", "{\"version\":4,\"made\":[1],"),
-            ("{\"version\":4,", "{ \"version\":4,"),
-            ("{\"version\":4,", "{\"version\":5,"),
+            ("{\"version\":5,", "{\"version\":5,\"version\":5,"),
+            ("{\"version\":5,", "{\"version\":5,\"made\":[1],"),
+            ("{\"version\":5,", "{ \"version\":5,"),
+            ("{\"version\":5,", "{\"version\":4,"),
             ("\"kind\":", "\"kinds\":"),
-            ("]}", "]}\n"),
-            ("]}", "]} x"),
-            ("]}", "]"),
+            ("\"]}", "\"]}\n"),
+            ("\"]}", "\"]} x"),
+            ("\"]}", "\"]"),
         ] {
             let variant = good.replacen(from, to, 1);
             assert_ne!(variant, good, "{from}");
             variants.push(variant);
         }
-        // (and entries of every size, their values drawn from a fixed sequence)
+        // (and entries of every size, their values drawn from a fixed sequence: a position past its
+        // table now and then)
         let mut seed = 0x2545_f491_4f6c_dd1d_u64;
         let mut draw = |n: u64| {
             seed ^= seed << 13;
@@ -488,30 +527,36 @@ mod tests {
             seed ^= seed << 17;
             seed % n
         };
+        let texts = [
+            "\"a\"",
+            "\"b/c\"",
+            "\"x.y\"",
+            "\"42\"",
+            "\"é\"",
+            "\"q\\\"\"",
+            "\"\\n\"",
+        ];
         for size in 0..40 {
             let mut cols: [Vec<String>; 6] = Default::default();
             for _ in 0..size {
                 cols[0].push(draw(50).to_string());
-                cols[1].push(format!(
-                    "\"{}\"",
-                    ["a", "b/c", "x.y", "42", "é", "q\\\"", "\\n"][draw(7) as usize]
-                ));
+                cols[1].push((draw(16) as usize % (texts.len() + 1)).to_string());
                 let pairs = 1 + draw(3);
                 let flat: Vec<String> = (0..2 * pairs)
                     .map(|_| (draw(20) as i64 - 1).to_string())
                     .collect();
                 cols[2].push(format!("[{}]", flat.join(",")));
                 cols[3].push((draw(50) as i64 - 1).to_string());
-                cols[4].push(format!(
-                    "\"{}\"",
-                    ["bash", "read", "édit"][draw(3) as usize]
-                ));
-                cols[5].push(format!("\"{}\"", KINDS[draw(3) as usize]));
+                cols[4].push(draw(3).to_string());
+                cols[5].push(draw(3).to_string());
             }
             let [call, text, places, source_call, source_tool, kind] = cols.map(|c| c.join(","));
+            let texts = texts.join(",");
             variants.push(format!(
-                "{{\"version\":4,\"call\":[{call}],\"text\":[{text}],\"where\":[{places}],\
-                 \"source_call\":[{source_call}],\"source_tool\":[{source_tool}],\"kind\":[{kind}]}}"
+                "{{\"version\":5,\"call\":[{call}],\"text\":[{text}],\"where\":[{places}],\
+                 \"source_call\":[{source_call}],\"source_tool\":[{source_tool}],\"kind\":[{kind}],\
+                 \"texts\":[{texts}],\"tools\":[\"bash\",\"read\",\"édit\"],\
+                 \"kinds\":[\"line\",\"identifier\",\"path\"]}}"
             ));
         }
         for variant in &variants {
@@ -521,14 +566,14 @@ mod tests {
                 read_by_hand += 1;
             }
         }
-        assert!(read_by_hand >= 45, "{read_by_hand}"); // (the tests above are not all serde_json's)
+        assert!(read_by_hand >= 50, "{read_by_hand}"); // (the tests above are not all serde_json's)
     }
 
     #[test]
     fn an_entry_with_a_value_save_does_not_write_is_not_read() {
         let good = entry(GOOD);
-        assert!(parse(good.as_bytes(), 4, &KINDS).is_some());
-        assert!(parse(good.as_bytes(), 5, &KINDS).is_none()); // another version
+        assert!(parse(good.as_bytes(), 5, &KINDS).is_some());
+        assert!(parse(good.as_bytes(), 4, &KINDS).is_none()); // another version
         for (from, to) in [
             ("[1, 0], [3, 1, 9, -1]", "[1, 0], [3, 1, 9]"), // a pair cut short
             ("[1, 0], [3, 1, 9, -1]", "[1, 0], []"),        // nowhere
@@ -538,28 +583,35 @@ mod tests {
             ("[7, 0, 7]", "[7, -7, 7]"),                  // a negative call
             ("[7, 0, 7]", "[7, 0.0, 7]"),
             ("[7, 0, 7]", "[7, 0, 9223372036854775808]"), // past 64 bits: Python reads it itself
-            ("\"b/c\"", "null"),
-            ("[\"bash\", \"read\", \"bash\"]", "[\"bash\", \"read\"]"), // a column short
+            ("\"b/c\"", "null"),                          // a table's text that is none
+            ("\"text\": [0, 1, 2]", "\"text\": [0, 1, 3]"), // past its table
+            ("\"text\": [0, 1, 2]", "\"text\": [0, -1, 2]"),
+            ("\"text\": [0, 1, 2]", "\"text\": [0, true, 2]"),
+            ("\"source_tool\": [0, 1, 0]", "\"source_tool\": [0, 2, 0]"),
+            ("\"kind\": [0, 1, 2]", "\"kind\": [0, 1, 3]"),
+            ("\"source_tool\": [0, 1, 0]", "\"source_tool\": [0, 1]"), // a column short
+            ("\"tools\": [\"bash\", \"read\"]", "\"tools\": \"bash\""), // a table not a list
             ("[[1, 0], [3, 1, 9, -1], [5, 2]]", "\"1,0\""),
             ("\"source_call\"", "\"source_calls\""), // a column missing
+            ("\"kinds\"", "\"kind_names\""),         // a table missing
         ] {
             let damaged = good.replacen(from, to, 1);
             assert_ne!(damaged, good, "{from}");
-            assert!(parse(damaged.as_bytes(), 4, &KINDS).is_none(), "{to}");
+            assert!(parse(damaged.as_bytes(), 5, &KINDS).is_none(), "{to}");
         }
         for other in [
             "[]",
-            "{\"version\": 4.0}",
+            "{\"version\": 5.0}",
             "{\"version\": true}",
             "not json",
         ] {
-            assert!(parse(other.as_bytes(), 4, &KINDS).is_none(), "{other}");
+            assert!(parse(other.as_bytes(), 5, &KINDS).is_none(), "{other}");
         }
         // (a lone surrogate is no text: Python says what it makes of it)
         let lone = good.replacen("\"b/c\"", "\"\\ud800\"", 1);
-        assert!(parse(lone.as_bytes(), 4, &KINDS).is_none());
+        assert!(parse(lone.as_bytes(), 5, &KINDS).is_none());
         // (a member it does not know is left alone, as Python leaves it)
-        let more = good.replacen("\"version\": 4,", "\"version\": 4, \"made\": [1],", 1);
-        assert!(parse(more.as_bytes(), 4, &KINDS).is_some());
+        let more = good.replacen("\"version\": 5,", "\"version\": 5, \"made\": [1],", 1);
+        assert!(parse(more.as_bytes(), 5, &KINDS).is_some());
     }
 }

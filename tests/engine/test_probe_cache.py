@@ -201,10 +201,16 @@ def test_an_entry_reads_back_as_the_probes_saved(tmp_path, monkeypatch):
     {"where": [[1, 0], [], [5, 2]]},  # nowhere
     {"where": [[1, 0], [3, 1.5], [5, 2]]},  # not a position
     {"where": [[1, 0], [3, True], [5, 2]]},
-    {"kind": ["identifier", "path", "word"]},
+    {"kind": ["identifier", "path", "number"]},  # (a kind by its name, not its place in the table)
+    {"kinds": ["identifier", "path", "word"]},  # not a kind
     {"call": [0, -7, 7]},
-    {"text": ["a_b", None, "1234"]},
-    {"source_tool": ["bash", "read"]},  # a column short
+    {"text": [0, None, 2]},
+    {"text": [0, 3, 2]},  # past its table
+    {"text": [0, -1, 2]},
+    {"source_tool": [0, True, 2]},
+    {"texts": "a_b"},  # a table not a list
+    {"tools": ["bash", 3, "unknown"]},
+    {"source_tool": [0, 1]},  # a column short
     {"where": "1,0"},
     {"version": probe_cache.INDEX_VERSION + 1},
 ])
@@ -233,7 +239,7 @@ def test_the_native_core_holds_the_probes_it_read_back_and_makes_a_calls_when_as
     probes = {7: [Probe("x/y.py", ((3, 1), (9, 0)), 2, "read", "path")],
               0: [Probe("a_b", ((1, 0),), 0, "bash", "line")]}
     doc = _saved(tmp_path, monkeypatch, probes)
-    doc = {k: v[::-1] if type(v) is list else v for k, v in doc.items()}  # (saved by call: 7 first now)
+    doc = {k: v[::-1] if k in probe_cache.COLUMNS else v for k, v in doc.items()}  # (saved by call: 7 first now)
     (tmp_path / "cache" / "probes" / "k.json").write_bytes(orjson.dumps(doc))
     monkeypatch.setenv("COMPACTLAB_CORE", "native")
     got = probe_cache.load("k", [])
@@ -540,14 +546,20 @@ def test_the_native_core_reads_back_what_python_reads_and_refuses_what_it_refuse
     if native is None:
         pytest.skip("the native core is not built in this install: nothing to compare")
     n = data.draw(st.integers(0, 6))
+    texts = data.draw(st.lists(st.text(max_size=4), min_size=1, max_size=4))
+    tools = data.draw(st.lists(st.text(max_size=3), min_size=1, max_size=3))
+    kinds = data.draw(st.lists(st.sampled_from(sorted(KINDS)), min_size=1, max_size=3))
+
+    def at(table: list) -> list:  # (positions in a table, one a row)
+        return data.draw(st.lists(st.integers(0, len(table) - 1), min_size=n, max_size=n))
+
     doc: dict = {"version": probe_cache.INDEX_VERSION,
                  "call": data.draw(st.lists(st.integers(0, 9), min_size=n, max_size=n)),
-                 "text": data.draw(st.lists(st.text(max_size=4), min_size=n, max_size=n)),
+                 "text": at(texts),
                  "where": data.draw(st.lists(st.lists(st.integers(-2, 2**70), min_size=2, max_size=6).map(
                      lambda w: w[:len(w) // 2 * 2]), min_size=n, max_size=n)),
                  "source_call": data.draw(st.lists(st.integers(-1, 9), min_size=n, max_size=n)),
-                 "source_tool": data.draw(st.lists(st.text(max_size=3), min_size=n, max_size=n)),
-                 "kind": data.draw(st.lists(st.sampled_from(sorted(KINDS)), min_size=n, max_size=n))}
+                 "source_tool": at(tools), "kind": at(kinds), "texts": texts, "tools": tools, "kinds": kinds}
     damaged = data.draw(st.integers(0, 2))
     for _ in range(damaged):  # damage
         key = data.draw(st.sampled_from(sorted(doc)))

@@ -35,9 +35,10 @@ from ...plumbing import digests
 from ...plumbing.files import stat_stamp
 from ...transcripts.model import Transcript
 
-#: the probe rules' version: bump it whenever what counts as a probe changes (entries made by
-#: earlier rules are then never read)
-INDEX_VERSION = 4
+#: the probe rules' and the entry's version: bump it whenever what counts as a probe, or what an
+#: entry holds, changes (entries made by earlier rules are then never read). 5: each text, tool
+#: and kind stored once, the rows naming them by position (4 repeated them on every row)
+INDEX_VERSION = 5
 #: smaller files are indexed as they are read: reading a cache entry (about 1 ms) would cost as
 #: much (indexing 30 KB takes 2 ms, a 300 KB session 12 ms: a folder of sessions gains)
 MIN_BYTES = 64 << 10
@@ -177,23 +178,41 @@ def load(key: str, warnings: list[str]) -> Mapping[int, list[Probe]] | None:
 
 def save(key: str, probes: Mapping[int, list[Probe]]) -> None:
     """Store a file's probes (a cache that cannot be written costs an index next time, no more).
-    Column by column, so that reading it back is a few list checks rather than one per value."""
+    Column by column, so that reading it back is a few list checks rather than one per value; each
+    text, tool and kind once (``TABLES``), in the order first stored, the rows naming each by its
+    position (a probe is asked at many calls: 17,005 rows of 421 texts in the bench's file)."""
     from ...plumbing.cache import MAX_ENTRY_BYTES
 
     if isinstance(key, Key) and not key.unchanged():
         return  # (the file changed while it was read: these probes may not be those of the bytes hashed)
     rows = [(call, p) for call, ps in sorted(probes.items()) for p in ps]
+    texts: dict[str, int] = {}
+    tools: dict[str, int] = {}
+    kinds: dict[str, int] = {}
     data = {"version": INDEX_VERSION,
-            "call": [c for c, _ in rows], "text": [p.text for _, p in rows],
+            "call": [c for c, _ in rows], "text": [texts.setdefault(p.text, len(texts)) for _, p in rows],
             "where": [[x for w in p.where for x in w] for _, p in rows],
-            "source_call": [p.source_call for _, p in rows], "source_tool": [p.source_tool for _, p in rows],
-            "kind": [p.kind for _, p in rows]}
+            "source_call": [p.source_call for _, p in rows],
+            "source_tool": [tools.setdefault(p.source_tool, len(tools)) for _, p in rows],
+            "kind": [kinds.setdefault(p.kind, len(kinds)) for _, p in rows],
+            "texts": list(texts), "tools": list(tools), "kinds": list(kinds)}
     if len(orjson.dumps(data)) <= MAX_ENTRY_BYTES:
         _disk().put(key, data)
 
 
-COLUMNS = {"call": int, "text": str, "where": list, "source_call": int, "source_tool": str, "kind": str}
+#: an entry's columns, a value a probe, and the type of each value
+COLUMNS = {"call": int, "text": int, "where": list, "source_call": int, "source_tool": int, "kind": int}
+#: its tables, each a list of strings that a column names by position: ``text``, ``source_tool``
+#: and ``kind`` in turn
+TABLES = ("texts", "tools", "kinds")
 _KINDS = frozenset(KINDS)
+
+
+def _named(tables: list[list[str]], positions: tuple[list[int], ...]) -> list[list[str]] | None:
+    """Each column of ``positions`` as the strings of its table, or None where a position is past it."""
+    if any(min(at) < 0 or max(at) >= len(table) for table, at in zip(tables, positions)):
+        return None
+    return [list(map(table.__getitem__, at)) for table, at in zip(tables, positions)]
 
 
 def _parsed(entry: dict[str, Any]) -> dict[int, list[Probe]] | None:
@@ -210,13 +229,19 @@ def _parsed(entry: dict[str, Any]) -> dict[int, list[Probe]] | None:
     for column, kind in zip(columns, COLUMNS.values()):
         if column and set(map(type, column)) != {kind}:
             return None
-    calls, texts, wheres, source_calls, tools, kinds = columns
+    tables: list[list[Any]] = [t for t in map(entry.get, TABLES) if type(t) is list and all(type(v) is str for v in t)]
+    if len(tables) != len(TABLES) or not _KINDS.issuperset(tables[2]):
+        return None
+    calls, at_texts, wheres, source_calls, at_tools, at_kinds = columns
     if not calls:
         return {}
+    named = _named(tables, (at_texts, at_tools, at_kinds))
+    if named is None:
+        return None
+    texts, tools, kinds = named
     sizes = list(map(len, wheres))
     flat = list(chain.from_iterable(wheres))
-    if (not _KINDS.issuperset(kinds) or min(calls) < 0 or 0 in sizes or any(map((2).__rmod__, sizes))
-            or (flat and set(map(type, flat)) != {int})):
+    if min(calls) < 0 or 0 in sizes or any(map((2).__rmod__, sizes)) or (flat and set(map(type, flat)) != {int}):
         return None
     numbers = iter(flat)
     pairs = list(zip(numbers, numbers))  # (origin, block) of every probe, in order
