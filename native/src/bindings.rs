@@ -271,8 +271,9 @@ impl StoredProbes {
             .iter()
             .map(|&i| {
                 let row = &self.stored.rows[i as usize];
-                let place = row
-                    .place
+                let place = self
+                    .stored
+                    .place(row)
                     .iter()
                     .map(|&(origin, block)| PyTuple::new(py, [origin, block]))
                     .collect::<PyResult<Vec<_>>>()?;
@@ -315,7 +316,7 @@ impl StoredProbes {
                         .into_any(),
                     source_call: row.source_call.into_pyobject(py)?.into_any(),
                     source_tool: self.tools[row.tool as usize].bind(py).clone().into_any(),
-                    place: Cow::Borrowed(&row.place),
+                    place: Cow::Borrowed(self.stored.place(row)),
                     line: Some(row.kind) == self.line,
                 })
             })
