@@ -119,6 +119,50 @@ pub struct Check {
     /// the intact results of the first `intact_upto` messages
     intact: Intact,
     intact_upto: usize,
+    /// each probe text's searcher, and the text as JSON writes it where JSON escapes it
+    finders: Finders,
+}
+
+/// How many texts' searchers `Finders` holds before it lets them all go (a run's probes have a few
+/// hundred texts: the bench's 5,000-call file 421, asked about 17,005 times).
+const FINDERS_HELD: usize = 4096;
+
+/// Each probe text's searcher (memchr's `Finder`, whose tables cost more to make than most
+/// searches of a short text), and for a text JSON escapes, the searcher of its escaped form, made
+/// the first time the text is looked for and kept: a text is asked about at many calls. A cache:
+/// what it holds never decides an outcome, so two checks are equal whatever theirs hold.
+#[derive(Debug, Default, Clone)]
+struct Finders(FxHashMap<Box<str>, (Finder<'static>, Option<Finder<'static>>)>);
+
+impl PartialEq for Finders {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Finders {
+    /// `text`'s searcher, and its escaped form's where it is not `plain` (`escaped`: that form).
+    fn of<E>(
+        &mut self,
+        text: &str,
+        escaped: impl FnOnce() -> Result<String, E>,
+    ) -> Result<&(Finder<'static>, Option<Finder<'static>>), E> {
+        if !self.0.contains_key(text) {
+            if self.0.len() >= FINDERS_HELD {
+                self.0.clear();
+            }
+            let made = (
+                Finder::new(text).into_owned(),
+                if plain(text) {
+                    None
+                } else {
+                    Some(Finder::new(&escaped()?).into_owned())
+                },
+            );
+            self.0.insert(text.into(), made);
+        }
+        Ok(&self.0[text])
+    }
 }
 
 fn cached<E>(cell: &OnceLock<String>, make: impl FnOnce() -> Result<String, E>) -> Result<&str, E> {
@@ -194,13 +238,31 @@ impl Check {
         {
             self.join_edited(msgs, texts)?;
         }
+        let mut finders = std::mem::take(&mut self.finders);
+        let found = self.look_for(probes, &missing, &mut out, msgs, texts, &mut finders);
+        self.finders = finders;
+        found?;
+        Ok((out, made))
+    }
+
+    /// Where each of the `missing` probes (not kept where held) is kept elsewhere: `out` set to
+    /// `KEPT_ELSEWHERE` for each found (`outcomes`).
+    fn look_for<T: Texts>(
+        &mut self,
+        probes: &[Probe],
+        missing: &[usize],
+        out: &mut [u8],
+        msgs: &[Arc<Msg>],
+        texts: &mut T,
+        finders: &mut Finders,
+    ) -> Result<(), T::Error> {
         let mut whole_made = false;
-        for k in missing {
+        for &k in missing {
             let p = &probes[k];
             if p.line {
                 continue;
             }
-            let finder = Finder::new(p.text);
+            let (finder, escaped) = finders.of(p.text, || texts.escaped(p.text))?;
             // What the edited messages' texts hold (their compact JSON, or their changed contents'
             // JSON, each a part of the message's compact JSON) and what an intact result's text
             // holds (a string, or a list's texts joined by line breaks: each string a part of the
@@ -209,16 +271,15 @@ impl Check {
             // stands, with no line break or NUL to span two of those parts. For such a text (most)
             // the whole text alone decides, as it does where those two miss (a lost probe: most of
             // those missing), and neither is read.
-            let plain = plain(p.text);
-            if !plain {
-                if !p.text.contains('\0') && holds(&finder, &self.joined) {
+            if escaped.is_some() {
+                if !p.text.contains('\0') && holds(finder, &self.joined) {
                     out[k] = KEPT_ELSEWHERE;
                     continue;
                 }
                 if p.place.len() > 1 {
                     self.find_intact(msgs);
                     let (origins, found) = &self.intact;
-                    if between(p, &finder, origins, found, msgs, texts)? {
+                    if between(p, finder, origins, found, msgs, texts)? {
                         out[k] = KEPT_ELSEWHERE;
                         continue;
                     }
@@ -228,16 +289,11 @@ impl Check {
                 self.make_whole(msgs, texts)?;
                 whole_made = true;
             }
-            let held = if plain {
-                holds(&finder, &self.whole)
-            } else {
-                holds(&Finder::new(&texts.escaped(p.text)?), &self.whole)
-            };
-            if held {
+            if holds(escaped.as_ref().unwrap_or(finder), &self.whole) {
                 out[k] = KEPT_ELSEWHERE;
             }
         }
-        Ok((out, made))
+        Ok(())
     }
 
     /// The memo made to follow `msgs`, of which the first `stable` are the last context's: what it
@@ -457,6 +513,11 @@ mod tests {
         asked: usize,
     }
 
+    thread_local! {
+        /// how many texts `Fixed::escaped` escaped on this thread
+        static ESCAPED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
     impl Texts for Fixed {
         type Error = ();
         fn whole(&mut self, i: usize) -> Result<String, ()> {
@@ -476,6 +537,7 @@ mod tests {
                 .unwrap_or_default())
         }
         fn escaped(&mut self, text: &str) -> Result<String, ()> {
+            ESCAPED.with(|n| n.set(n.get() + 1));
             Ok(text.replace('"', "\\\""))
         }
     }
@@ -610,6 +672,62 @@ mod tests {
                 .0;
             assert_eq!((out[0], texts.asked), (kept, msgs.len()), "{text}");
         }
+    }
+
+    #[test]
+    fn a_text_is_escaped_once_over_the_calls_it_is_looked_for_at() {
+        // (its searchers are made the first time and kept: the same outcomes at every call)
+        let msgs = vec![msg(1, 0, &[], &[]), msg(2, -1, &[], &[])];
+        let mut texts = Fixed {
+            whole: vec![r#"{"content":"say \"hi\" now"}"#.into(), "made".into()],
+            results: vec![vec![], vec![]],
+            asked: 0,
+        };
+        let probes = [
+            Probe {
+                text: "\"hi\"",
+                place: &[(5, 0)],
+                line: false,
+            },
+            Probe {
+                text: "\"bye\"",
+                place: &[(5, 0)],
+                line: false,
+            },
+            Probe {
+                text: "now",
+                place: &[(5, 0)],
+                line: false,
+            },
+        ];
+        let mut check = Check::default();
+        let before = ESCAPED.with(|n| n.get());
+        for stable in [0, 2, 0, 1] {
+            let (out, made) = check.outcomes(&probes, &msgs, stable, &mut texts).unwrap();
+            assert_eq!(out, [KEPT_ELSEWHERE, MISSING, KEPT_ELSEWHERE]);
+            assert!(made);
+        }
+        // (the two texts JSON escapes, each once; the plain one never)
+        assert_eq!(ESCAPED.with(|n| n.get()) - before, 2);
+        assert_eq!(check.finders.0.len(), 3);
+    }
+
+    #[test]
+    fn the_searchers_held_are_let_go_past_their_limit() {
+        let mut finders = Finders::default();
+        for k in 0..FINDERS_HELD + 3 {
+            let text = format!("text {k}");
+            let (finder, escaped) = finders.of(&text, || Err::<String, ()>(())).unwrap();
+            assert_eq!(finder.needle(), text.as_bytes());
+            assert!(escaped.is_none());
+        }
+        assert_eq!(finders.0.len(), 3);
+        // (a text JSON escapes: its escaped form asked of the caller, an error passed on)
+        assert_eq!(
+            finders.of("a \"b\"", || Err::<String, u8>(7)).err(),
+            Some(7)
+        );
+        assert!(!finders.0.contains_key("a \"b\""));
     }
 
     #[test]
