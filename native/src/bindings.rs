@@ -11,6 +11,7 @@ use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::facts::MARK;
+use crate::instances::Alloc;
 use crate::members::{self, Fact, Members, ENTRY_FACTS};
 use crate::pieces::Pieces;
 
@@ -3449,12 +3450,13 @@ impl KnownMessages {
 }
 
 /// What `LineFacts::lazy_entry` makes an entry with: its class's `__new__`, the class, the empty
-/// frozenset, and the class's members where they are slots.
+/// frozenset, and the class's members where they are slots and what makes its objects without
+/// calling it (`Alloc::object`).
 type LazyMaker<'a, 'py> = (
     &'a Bound<'py, PyAny>,
     &'a Bound<'py, PyType>,
     &'a Bound<'py, PyAny>,
-    Option<&'a Members>,
+    Option<&'a EntryMaking>,
 );
 
 /// A message's facts read from its JSONL line (`facts::line_facts`; `messages.build_entry` is
@@ -3463,21 +3465,33 @@ type LazyMaker<'a, 'py> = (
 #[pyclass(module = "compactlab._native", frozen)]
 struct LineFacts {
     /// `tuple.__new__` and the `ResultFact` class: a result's fact made of a tuple of its fields
-    /// without a Python frame (its `__new__`, or `_make`, each one)
-    result_fact: (Py<PyAny>, Py<PyAny>),
+    /// without a Python frame (its `__new__`, or `_make`, each one), and without the call where
+    /// the class is a tuple's (`Alloc::tuple`)
+    result_fact: (Py<PyAny>, Py<PyAny>, Option<Alloc>),
     /// each tool result's `json_size` too (`build_entry`'s `measure`)
     measure: bool,
-    /// the class `entries` makes its entries of and its members (`members::ENTRY_FACTS`) where they are
-    /// slots (the first class it was given)
-    members: std::sync::OnceLock<(Py<PyType>, Option<Members>)>,
+    /// the class `entries` makes its entries of, its members (`members::ENTRY_FACTS`) where they
+    /// are slots and what makes its objects (`Alloc::object`) (the first class it was given)
+    members: std::sync::OnceLock<(Py<PyType>, Option<EntryMaking>)>,
 }
+
+/// A class's members (`members::ENTRY_FACTS`) and what makes its objects (`Alloc::object`).
+type EntryMaking = (Members, Option<Alloc>);
 
 #[pymethods]
 impl LineFacts {
     #[new]
     fn new(result_fact: &Bound<'_, PyAny>, measure: bool) -> PyResult<Self> {
+        let alloc = match result_fact.cast::<PyType>() {
+            Ok(class) => Alloc::tuple(class)?,
+            Err(_) => None,
+        };
         Ok(LineFacts {
-            result_fact: (tuple_new(result_fact.py())?, result_fact.clone().unbind()),
+            result_fact: (
+                tuple_new(result_fact.py())?,
+                result_fact.clone().unbind(),
+                alloc,
+            ),
             measure,
             members: std::sync::OnceLock::new(),
         })
@@ -3717,10 +3731,13 @@ impl LineFacts {
         lazy: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (new, class, no_ids, members) = make;
-        let entry = new.call1((class,))?;
+        let entry = match members {
+            Some((_, Some(alloc))) => alloc.object_of(py)?,
+            _ => new.call1((class,))?,
+        };
         // (the id sets left to be made when first read, as `__init__` leaves them)
         let none = py.None().into_bound(py);
-        if let Some(members) = members {
+        if let Some((members, _)) = members {
             let rest = [&none, &none, no_ids, &none, &lazy];
             for (k, value) in args.iter().take(10).chain(rest).enumerate() {
                 members.set(&entry, k, value)?;
@@ -3752,10 +3769,13 @@ impl LineFacts {
 
     /// The members of `class` `lazy_entry` fills where they are its slots (None: it sets them
     /// by name), looked up once for the first class given (another one: by name).
-    fn members_of(&self, class: &Bound<'_, PyType>) -> PyResult<Option<&Members>> {
+    fn members_of(&self, class: &Bound<'_, PyType>) -> PyResult<Option<&EntryMaking>> {
         let py = class.py();
         if self.members.get().is_none() {
-            let found = Members::of(class, &ENTRY_FACTS)?;
+            let found = match Members::of(class, &ENTRY_FACTS)? {
+                Some(members) => Some((members, Alloc::object(class)?)),
+                None => None,
+            };
             let _ = self.members.set((class.clone().unbind(), found));
         }
         Ok(match self.members.get() {
@@ -3802,17 +3822,32 @@ impl LineFacts {
         let (new_tuple, class) = (self.result_fact.0.bind(py), self.result_fact.1.bind(py));
         let mut results = Vec::with_capacity(f.results.len());
         for r in &f.results {
-            results.push(new_tuple.call1((
-                class,
-                (
-                    r.block,
-                    r.tool_use_id.as_str(),
-                    r.size,
-                    r.is_str,
-                    r.is_error,
-                    r.json_size,
-                ),
-            ))?);
+            results.push(match &self.result_fact.2 {
+                Some(alloc) => alloc.tuple_of(
+                    py,
+                    [
+                        r.block.into_pyobject(py)?.into_any(),
+                        PyString::new(py, &r.tool_use_id).into_any(),
+                        r.size.into_pyobject(py)?.into_any(),
+                        pyo3::types::PyBool::new(py, r.is_str).to_owned().into_any(),
+                        pyo3::types::PyBool::new(py, r.is_error)
+                            .to_owned()
+                            .into_any(),
+                        r.json_size.into_pyobject(py)?.into_any(),
+                    ],
+                )?,
+                None => new_tuple.call1((
+                    class,
+                    (
+                        r.block,
+                        r.tool_use_id.as_str(),
+                        r.size,
+                        r.is_str,
+                        r.is_error,
+                        r.json_size,
+                    ),
+                ))?,
+            });
         }
         let misplaced = PyTuple::new(py, f.misplaced.iter().map(String::as_str))?;
         Ok(vec![
@@ -3974,6 +4009,9 @@ pub(crate) struct EntryCopies {
     new_entry: Py<PyAny>,
     /// the members (`members::ENTRY_FACTS`) of `LazyEntry` and of `Entry`
     members: (Option<Members>, Option<Members>),
+    /// what makes a `LazyEntry`, an `Entry` and a `ResultFact` without calling its `__new__`
+    /// (`Alloc`), where one does
+    allocs: [Option<Alloc>; 3],
 }
 
 /// The facts (`members::ENTRY_FACTS`) a copy shares with its original: all but its length, its
@@ -3993,8 +4031,14 @@ impl EntryCopies {
             Members::of(&lazy_entry, &ENTRY_FACTS)?,
             Members::of(&entry, &ENTRY_FACTS)?,
         );
+        let allocs = [
+            Alloc::object(&lazy_entry)?,
+            Alloc::object(&entry)?,
+            Alloc::tuple(&result_fact)?,
+        ];
         Ok(EntryCopies {
             members,
+            allocs,
             new: lazy_entry.getattr(intern!(py, "__new__"))?.unbind(),
             class: lazy_entry.unbind(),
             new_tuple: py
@@ -4086,17 +4130,30 @@ impl EntryCopies {
         let size = text.chars().count() as i64;
         let chars: i64 = members::fact(entry, Fact::Chars)?.extract()?;
         let block = fact.get_item(0)?;
-        let replaced = self.new_tuple.bind(py).call1((
-            self.result_fact.bind(py),
-            (
-                &block,
-                fact.get_item(1)?,
-                size,
-                true,
-                fact.get_item(4)?,
-                new_json,
-            ),
-        ))?;
+        let replaced = match &self.allocs[2] {
+            Some(alloc) => alloc.tuple_of(
+                py,
+                [
+                    block.clone(),
+                    fact.get_item(1)?,
+                    size.into_pyobject(py)?.into_any(),
+                    pyo3::types::PyBool::new(py, true).to_owned().into_any(),
+                    fact.get_item(4)?,
+                    new_json.into_pyobject(py)?.into_any(),
+                ],
+            )?,
+            None => self.new_tuple.bind(py).call1((
+                self.result_fact.bind(py),
+                (
+                    &block,
+                    fact.get_item(1)?,
+                    size,
+                    true,
+                    fact.get_item(4)?,
+                    new_json,
+                ),
+            ))?,
+        };
         let results = PyTuple::new(
             py,
             results
@@ -4127,7 +4184,14 @@ impl EntryCopies {
         own: &Replaced<'py>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = entry.py();
-        let copy = new.call1((class,))?;
+        let alloc = self.allocs[..2]
+            .iter()
+            .flatten()
+            .find(|a| a.class().bind(py).is(class));
+        let copy = match alloc {
+            Some(alloc) => alloc.object_of(py)?,
+            None => new.call1((class,))?,
+        };
         let members = if class.is(self.class.bind(py)) {
             self.members.0.as_ref()
         } else if class.is(self.entry.bind(py)) {

@@ -24,6 +24,8 @@ pub mod violations;
 #[cfg(feature = "python")]
 mod bindings;
 #[cfg(feature = "python")]
+mod instances;
+#[cfg(feature = "python")]
 mod ledger;
 #[cfg(feature = "python")]
 mod members;

@@ -542,6 +542,88 @@ def test_entries_are_filled_through_their_slots_or_by_name_where_one_is_not_a_sl
         assert [_slots(e)[:-1] for e in traced] == [_slots(e) for e in plain]  # (its own slot aside)
 
 
+class _Dicted(LazyEntry):
+    """A LazyEntry whose objects have a ``__dict__`` (no slots of its own): made by calling it."""
+
+
+class _OwnNew(LazyEntry):
+    """A LazyEntry with a ``__new__`` of its own, which counts the objects it makes."""
+
+    __slots__ = ()
+    made = 0
+
+    def __new__(cls) -> _OwnNew:
+        _OwnNew.made += 1
+        return super().__new__(cls)
+
+
+class _Abstract(LazyEntry):
+    """A LazyEntry left abstract: ``object.__new__`` refuses to make one."""
+
+    __slots__ = ()
+
+
+_Abstract.__abstractmethods__ = frozenset({"summarise"})  # type: ignore[attr-defined]
+
+
+def _entries_of(path: str, cls: type) -> list[object]:
+    """The entries of ``path`` made of ``cls`` by a ``LineFacts`` given it first."""
+    from compactlab.transcripts.messages import NO_IDS
+
+    source = SourceFile(path)
+    facts, entries = line_facts(ResultFact, True), []
+    builder = TranscriptBuilder(path, anthropic_messages.NAME, keep=True)
+    for at, block, i, stop in LineReader(path, skip_bad_lines=False, limit=source.size).blocks():
+        entries += facts.entries(block, i, stop, at, builder.count + len(entries), 0, (1 << 20, 100), (cls, NO_IDS),
+                                 source, None)[0]
+    return entries
+
+
+def test_entries_and_result_facts_are_objects_of_their_classes_made_as_their_new_makes_them(tmp_path):
+    """The native reader makes a LazyEntry as ``object.__new__`` makes it and a result's fact as
+    ``tuple.__new__`` makes a ``ResultFact`` (``instances.rs``: its class's own allocation, not a
+    call): objects of exactly their class, the facts named tuples in every way Python's are (fields,
+    repr, ``_replace``, hash, pickling, tracked by the collector), micro's copies too. A class whose
+    objects have a ``__dict__`` or that has a ``__new__`` of its own is called as before, and an
+    abstract one is refused as ``object.__new__`` refuses it."""
+    import gc
+    import pickle
+
+    from compactlab.engine.keeping import entry_copies
+
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(m) + b"\n" for m in [
+        user("hi"), asst("ok", tu("t0", command="ls"), tu("t1", command="pwd")),
+        {"role": "user", "content": [tr("t0", "a.py"), tr("t1", "/home")]}, asst("done")]))
+    plain = _entries_of(str(path), LazyEntry)
+    assert [type(e) for e in plain] == [LazyEntry] * 4
+    facts = [r for e in plain for r in e.results]  # type: ignore[attr-defined]
+    copy = entry_copies(in_use()).with_result(plain[2], 1, "[cleared]")
+    assert type(copy) is LazyEntry
+    facts.append(copy.results[1])
+    assert len(facts) == 3 and all(type(r) is ResultFact for r in facts)
+    for r in facts:
+        python = ResultFact(*r)
+        assert r == python and repr(r) == repr(python) and hash(r) == hash(python) and r._fields == python._fields
+        assert r._replace(size=0) == python._replace(size=0) and pickle.loads(pickle.dumps(r)) == python
+        assert gc.is_tracked(r) == gc.is_tracked(python)
+    assert copy.results[1].size == len("[cleared]") and copy.results[0] is plain[2].results[0]  # type: ignore[attr-defined]
+    for cls in (_Dicted, _OwnNew):
+        before = _OwnNew.made
+        made = _entries_of(str(path), cls)
+        # (a class without slots of its own names its parent's again: each slot compared once)
+        assert [type(e) for e in made] == [cls] * 4
+        assert [dict(_slots(e)) for e in made] == [dict(_slots(e)) for e in plain]
+        assert _OwnNew.made - before == (4 if cls is _OwnNew else 0)
+    with pytest.raises(AttributeError):  # (an _OwnNew has no __dict__, a _Dicted has)
+        made[0].note = "a dict of its own"  # type: ignore[attr-defined]
+    dicted = _entries_of(str(path), _Dicted)
+    dicted[0].note = "a dict of its own"  # type: ignore[attr-defined]
+    assert dicted[0].__dict__ == {"note": "a dict of its own"}
+    with pytest.raises(TypeError, match="abstract"):
+        _entries_of(str(path), _Abstract)
+
+
 _placeholder = st.one_of(
     _text, st.sampled_from(["[Old tool result content cleared]", 'said "no"\n\t\\', "\x00\x1f\x7f é 😀",
                             sized_placeholder("TOOL", 40)]))
