@@ -20,7 +20,10 @@ replay imports, about half of each one's making). The class made is the one ``ty
 ``collections.namedtuple``'s with the class body's methods, docstring and defaults; its
 ``__annotations__`` hold the strings as written (``typing.get_type_hints`` reads either), and it
 has no ``__orig_bases__`` (``typing``'s records its ``NamedTuple`` function there). mypy reads it as
-``typing.NamedTuple``.
+``typing.NamedTuple``. ``collections.namedtuple`` compiles each class's ``__new__`` from source too
+(``eval`` of a lambda of its fields: 10 M instructions of a replay's start-up); ``named_tuple``
+here makes the same class, its ``__new__`` the lambda of as many fields written below, its
+arguments renamed.
 
 ``pattern`` is ``re.compile`` compiled where it is first used, not where it is imported: ``re``
 compiles a pattern in Python (its parser and compiler), 0.1 to 1.5 ms each, and 14 of the 16 a
@@ -33,7 +36,9 @@ from __future__ import annotations
 import collections
 import dataclasses
 import re
+import sys
 from collections.abc import Callable
+from types import FunctionType
 from dataclasses import MISSING, FrozenInstanceError, field
 from typing import TYPE_CHECKING, Any, AnyStr, TypeVar, dataclass_transform, overload
 
@@ -203,8 +208,7 @@ else:
                 elif default_names:
                     raise TypeError(f"Non-default namedtuple field {name} cannot follow default field"
                                     f"{'s' if len(default_names) > 1 else ''} {', '.join(default_names)}")
-            made = collections.namedtuple(typename, list(types), defaults=[ns[n] for n in default_names],
-                                          module=ns["__module__"])
+            made = named_tuple(typename, tuple(types), tuple(ns[n] for n in default_names), ns["__module__"])
             made.__annotations__ = made.__new__.__annotations__ = dict(types)
             for key in ns:
                 if key in _PROHIBITED:
@@ -214,6 +218,144 @@ else:
             return made
 
     NamedTuple = type.__new__(_NamedTupleMeta, "NamedTuple", (), {"__module__": __name__})
+
+
+_tuple_new: Callable[..., Any] = tuple.__new__
+
+#: ``lambda _cls, a, b: _tuple_new(_cls, (a, b))`` for each number of fields, up to 24: what
+#: ``collections.namedtuple`` compiles for a class's ``__new__``, its arguments renamed as its fields
+_NEW: tuple[Callable[..., Any], ...] = (
+    lambda _cls: _tuple_new(_cls, ()),
+    lambda _cls, _0: _tuple_new(_cls, (_0,)),
+    lambda _cls, _0, _1: _tuple_new(_cls, (_0, _1)),
+    lambda _cls, _0, _1, _2: _tuple_new(_cls, (_0, _1, _2)),
+    lambda _cls, _0, _1, _2, _3: _tuple_new(_cls, (_0, _1, _2, _3)),
+    lambda _cls, _0, _1, _2, _3, _4: _tuple_new(_cls, (_0, _1, _2, _3, _4)),
+    lambda _cls, _0, _1, _2, _3, _4, _5: _tuple_new(_cls, (_0, _1, _2, _3, _4, _5)),
+    lambda _cls, _0, _1, _2, _3, _4, _5, _6: _tuple_new(_cls, (_0, _1, _2, _3, _4, _5, _6)),
+    lambda _cls, _0, _1, _2, _3, _4, _5, _6, _7: _tuple_new(_cls, (_0, _1, _2, _3, _4, _5, _6, _7)),
+    lambda _cls, _0, _1, _2, _3, _4, _5, _6, _7, _8: _tuple_new(_cls, (_0, _1, _2, _3, _4, _5, _6, _7, _8)),
+    lambda _cls, _0, _1, _2, _3, _4, _5, _6, _7, _8, _9: _tuple_new(_cls, (_0, _1, _2, _3, _4, _5, _6, _7, _8,
+                                                                           _9)),
+    lambda _cls, _0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10: _tuple_new(_cls, (_0, _1, _2, _3, _4, _5, _6, _7,
+                                                                                _8, _9, _10)),
+    lambda _cls, _0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11: _tuple_new(_cls, (_0, _1, _2, _3, _4, _5, _6,
+                                                                                     _7, _8, _9, _10, _11)),
+    lambda _cls, _0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12: _tuple_new(
+        _cls, (_0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12)),
+    lambda _cls, _0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13: _tuple_new(
+        _cls, (_0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13)),
+    lambda _cls, _0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14: _tuple_new(
+        _cls, (_0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14)),
+    lambda _cls, _0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15: _tuple_new(
+        _cls, (_0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15)),
+    lambda _cls, _0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16: _tuple_new(
+        _cls, (_0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16)),
+    lambda _cls, _0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17: _tuple_new(
+        _cls, (_0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17)),
+    lambda _cls, _0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18: _tuple_new(
+        _cls, (_0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18)),
+    lambda _cls, _0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, _19: (
+        _tuple_new(_cls, (_0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18,
+                          _19))),
+    lambda _cls, _0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, _19, _20: (
+        _tuple_new(_cls, (_0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18,
+                          _19, _20))),
+    lambda _cls, _0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, _19, _20, _21: (
+        _tuple_new(_cls, (_0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18,
+                          _19, _20, _21))),
+    lambda _cls, _0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, _19, _20, _21,
+    _22: _tuple_new(_cls, (_0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18,
+                           _19, _20, _21, _22)),
+    lambda _cls, _0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, _19, _20, _21,
+    _22, _23: _tuple_new(_cls, (_0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17,
+                                _18, _19, _20, _21, _22, _23)),
+)
+
+
+def named_tuple(typename: str, fields: tuple[str, ...], defaults: tuple[Any, ...], module: str) -> type:
+    """``collections.namedtuple(typename, fields, defaults=defaults, module=module)`` (Python
+    3.11's, whose making this follows step by step, and whose checks of the names it keeps), its
+    ``__new__`` not compiled (``_NEW``: a class of more fields than it has is made by
+    ``collections``)."""
+    from keyword import iskeyword
+
+    if len(fields) >= len(_NEW):
+        return collections.namedtuple(typename, fields, defaults=defaults, module=module)
+    fields = tuple(map(str, fields))
+    typename = sys.intern(str(typename))
+    for name in (typename, *fields):
+        if not name.isidentifier():
+            raise ValueError(f"Type names and field names must be valid identifiers: {name!r}")
+        if iskeyword(name):
+            raise ValueError(f"Type names and field names cannot be a keyword: {name!r}")
+    seen: set[str] = set()
+    for name in fields:
+        if name.startswith("_"):
+            raise ValueError(f"Field names cannot start with an underscore: {name!r}")
+        if name in seen:
+            raise ValueError(f"Encountered duplicate field name: {name!r}")
+        seen.add(name)
+    if len(defaults) > len(fields):
+        raise TypeError("Got more default values than field names")
+    field_defaults = dict(reversed(list(zip(reversed(fields), reversed(defaults)))))
+    field_names = tuple(map(sys.intern, fields))
+    num_fields = len(field_names)
+    arg_list = ", ".join(field_names) + ("," if num_fields == 1 else "")
+    repr_fmt = "(" + ", ".join(f"{name}=%r" for name in field_names) + ")"
+    _dict, _tuple, _len, _map, _zip = dict, tuple, len, map, zip
+    namespace = {"_tuple_new": _tuple_new, "__builtins__": {}, "__name__": f"namedtuple_{typename}"}
+    code = _NEW[num_fields].__code__
+    __new__ = FunctionType(code.replace(co_varnames=("_cls", *field_names), co_filename="<string>",
+                                        co_firstlineno=1), namespace, "<lambda>", defaults)
+    __new__.__name__ = "__new__"
+    __new__.__doc__ = f"Create new instance of {typename}({arg_list})"
+
+    @classmethod  # type: ignore[misc]
+    def _make(cls: Any, iterable: Any) -> Any:
+        result = _tuple_new(cls, iterable)
+        if _len(result) != num_fields:
+            raise TypeError(f"Expected {num_fields} arguments, got {len(result)}")
+        return result
+
+    _make.__func__.__doc__ = f"Make a new {typename} object from a sequence or iterable"  # type: ignore[attr-defined]
+
+    def _replace(self: Any, /, **kwds: Any) -> Any:
+        result = self._make(_map(kwds.pop, field_names, self))
+        if kwds:
+            raise ValueError(f"Got unexpected field names: {list(kwds)!r}")
+        return result
+
+    _replace.__doc__ = f"Return a new {typename} object replacing specified fields with new values"
+
+    def __repr__(self: Any) -> str:
+        "Return a nicely formatted representation string"
+        return self.__class__.__name__ + repr_fmt % self  # type: ignore[no-any-return]
+
+    def _asdict(self: Any) -> dict[str, Any]:
+        "Return a new dict which maps field names to their values."
+        return _dict(_zip(self._fields, self))
+
+    def __getnewargs__(self: Any) -> tuple[Any, ...]:
+        "Return self as a plain tuple.  Used by copy and pickle."
+        return _tuple(self)
+
+    for method in (__new__, _make.__func__, _replace, __repr__, _asdict, __getnewargs__):  # type: ignore[attr-defined]
+        method.__qualname__ = f"{typename}.{method.__name__}"
+        method.__annotations__ = {}  # (collections' are written without: the types here are for mypy)
+    class_namespace: dict[str, Any] = {
+        "__doc__": f"{typename}({arg_list})", "__slots__": (), "_fields": field_names,
+        "_field_defaults": field_defaults, "__new__": __new__, "_make": _make, "_replace": _replace,
+        "__repr__": __repr__, "_asdict": _asdict, "__getnewargs__": __getnewargs__, "__match_args__": field_names}
+    for index, name in enumerate(field_names):
+        class_namespace[name] = _tuplegetter(index, sys.intern(f"Alias for field number {index}"))
+    made = type(typename, (tuple,), class_namespace)
+    made.__module__ = module
+    return made
+
+
+#: a field's getter, as ``collections.namedtuple`` makes it (``_collections``' where it is C's)
+_tuplegetter = collections._tuplegetter  # type: ignore[attr-defined]
 
 
 #: the methods and attributes of a compiled pattern (``re.Pattern``'s public ones)

@@ -238,6 +238,7 @@ def test_a_named_tuple_is_typings(args: list[Any]) -> None:
     assert ours.__annotations__ == {"a": "int", "b": "str", "c": "tuple[int, ...] | None"}
     assert [a.__forward_arg__ for a in theirs.__annotations__.values()] == list(ours.__annotations__.values())
     assert not hasattr(ours, "__orig_bases__")  # (typing's: its NamedTuple function, which nothing here reads)
+    _held_to_collections(ours, theirs)
 
     def made(cls: type) -> Any:
         try:
@@ -248,6 +249,99 @@ def test_a_named_tuple_is_typings(args: list[Any]) -> None:
                 if type(row.a) is int else None, row.shown, tuple(cls._make(row)), row.__getnewargs__())
 
     assert made(ours) == made(theirs)
+
+
+def _bare(signature: inspect.Signature) -> inspect.Signature:
+    """A signature without its annotations."""
+    return signature.replace(parameters=[p.replace(annotation=p.empty) for p in signature.parameters.values()],
+                             return_annotation=signature.empty)
+
+
+def _held_to_collections(ours: type, theirs: type) -> None:
+    """What ``collections.namedtuple`` made of ``theirs`` and ``plain.named_tuple`` of ``ours``:
+    each method's name, qualified name, docstring and signature, ``__new__``'s defaults and the
+    source it names, each field's getter and its docstring."""
+    fields = theirs._fields  # type: ignore[attr-defined]
+    for name in ("__new__", "_make", "_replace", "__repr__", "_asdict", "__getnewargs__", *fields):
+        a, b = getattr(ours, name), getattr(theirs, name)
+        for attr in ("__name__", "__qualname__", "__doc__"):
+            assert getattr(a, attr, None) == getattr(b, attr, None), (name, attr)
+        if callable(b):  # (the annotations aside: strings here, typing's ForwardRefs)
+            assert _bare(inspect.signature(a)) == _bare(inspect.signature(b)), name
+    assert ours.__new__.__defaults__ == theirs.__new__.__defaults__  # type: ignore[misc]
+    assert (ours.__new__.__code__.co_filename, ours.__new__.__code__.co_name) == (  # type: ignore[misc]
+        theirs.__new__.__code__.co_filename, theirs.__new__.__code__.co_name)  # type: ignore[misc]
+    assert type(vars(ours)["a"]) is type(vars(theirs)["a"])
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 23, 24, 30])
+def test_a_named_tuple_of_any_number_of_fields_is_collections(n: int) -> None:
+    """``plain.named_tuple`` of 0 to 23 fields (``_NEW``'s), and more (``collections``' own):
+    the class ``collections.namedtuple`` makes, made and refused alike, its defaults the last
+    fields'."""
+    import collections
+
+    fields = tuple(f"f{k}" for k in range(n))
+    defaults = tuple(range(n // 2))
+    ours = plain.named_tuple("Wide", fields, defaults, __name__)
+    theirs = collections.namedtuple("Wide", fields, defaults=defaults, module=__name__)
+    for name in ("_fields", "_field_defaults", "__doc__", "__name__", "__module__", "__match_args__"):
+        assert getattr(ours, name) == getattr(theirs, name), name
+    for name in ("__new__", "_make", "_replace", "__repr__"):
+        assert inspect.signature(getattr(ours, name)) == inspect.signature(getattr(theirs, name))
+    assert ours.__new__.__defaults__ == theirs.__new__.__defaults__  # type: ignore[misc]
+    args = list(range(100, 100 + n))
+    assert repr(ours(*args)) == repr(theirs(*args)) and tuple(ours(*args)) == tuple(args)
+    assert ours(**dict(zip(fields, args)))._asdict() == dict(zip(fields, args))
+    for wrong in (args + [1], args[: n - len(defaults) - 1] if n - len(defaults) else None):
+        if wrong is None:
+            continue
+        with pytest.raises(TypeError) as a:
+            ours(*wrong)
+        with pytest.raises(TypeError) as b:
+            theirs(*wrong)
+        assert str(a.value) == str(b.value)
+    assert ours(*args).__getnewargs__() == theirs(*args).__getnewargs__() == tuple(args)
+
+
+def test_a_named_tuples_names_are_checked_as_collections_checks_them() -> None:
+    """A field or type name that is no identifier, a keyword, a field that starts with an
+    underscore or is given twice, more defaults than fields: refused as ``collections`` refuses
+    them, in the same words."""
+    import collections
+
+    for typename, fields, defaults in (("Row", ("a b",), ()), ("class", ("a",), ()), ("Row", ("def",), ()),
+                                       ("Row", ("_a",), ()), ("Row", ("a", "a"), ()), ("Row", ("a",), (1, 2)),
+                                       ("Row", (1,), ()), (2, ("a",), ())):
+        with pytest.raises((TypeError, ValueError)) as theirs:
+            collections.namedtuple(typename, fields, defaults=defaults)  # type: ignore[arg-type]
+        with pytest.raises(theirs.type) as ours:
+            plain.named_tuple(typename, fields, defaults, __name__)  # type: ignore[arg-type]
+        assert str(ours.value) == str(theirs.value)
+
+
+def test_no_named_tuple_of_the_package_compiles_its_new() -> None:
+    """Importing the package makes each of its named tuples by ``plain.named_tuple``, none by
+    ``collections.namedtuple`` (which compiles each one's ``__new__``: ``eval``)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import collections\n"
+        "import compactlab.plain as plain\n"
+        "theirs, ours = [], []\n"
+        "was, made = collections.namedtuple, plain.named_tuple\n"
+        "def counted(*a, **k):\n"
+        "    if str(k.get('module')).startswith('compactlab'): theirs.append(a[0])\n"
+        "    return was(*a, **k)\n"
+        "def making(*a):\n"
+        "    ours.append(a[0]); return made(*a)\n"
+        "collections.namedtuple, plain.named_tuple = counted, making\n"
+        "import compactlab.cli, compactlab.jobs.replay, compactlab.engine.loop, compactlab.engine.keeping\n"
+        "print(len(theirs), len(ours))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    theirs, ours = map(int, out.split())
+    assert theirs == 0 and ours > 30
 
 
 def test_a_named_tuple_refuses_what_typings_refuses() -> None:
