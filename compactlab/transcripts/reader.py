@@ -309,21 +309,24 @@ class LineReader:
         (about ``BLOCK``): (the byte offset of ``data``, ``data``, where in it the block starts,
         where it ends). What a reader that splits the lines itself is given. Each piece is read from
         where the last one's last whole line ended: a line a piece cut is read again whole with the
-        next (the kernel's copy, not pieces joined here), and a line longer than a piece is read in
-        one twice as long, then twice again. Only the file's last line may lack its line break, or
-        a line longer than a line may be (``max_line_bytes``): that one comes as a block of its own,
-        more bytes of it than that, and nothing after it (the caller, which counts the lines, says
-        which line is too long)."""
+        next (the kernel's copy, not pieces joined here), and a line longer than a piece is read on
+        into one twice as long, then twice again (what was read of it kept, the rest read after
+        it). Only the file's last line may lack its line break, or a line longer than a line may be
+        (``max_line_bytes``): that one comes as a block of its own, more bytes of it than that, and
+        nothing after it (the caller, which counts the lines, says which line is too long)."""
         longest = max_line_bytes()
         stop = self.limit  # (None: to the file's end)
         at = 0  # the offset of the next piece: a line's start
         size = BLOCK
+        held = b""  # (of a line longer than a piece: what is read of it, with no line break)
         f = open_regular(self.path)
         try:
             with _reading(self.path):
                 fd = f.fileno()
                 while (want := size if stop is None else min(size, stop - at)) > 0:
-                    more = os.pread(fd, want, at)
+                    more = os.pread(fd, want - len(held), at + len(held))
+                    if held:
+                        more, held = held + more, b""
                     if not more:
                         return
                     cut = more.rfind(b"\n") + 1
@@ -334,8 +337,8 @@ class LineReader:
                     elif len(more) < size or len(more) > longest:  # the last line, or one too long
                         yield at, more, 0, len(more)
                         return
-                    else:  # (a line longer than the piece: read again in a longer one)
-                        size = min(2 * size, longest + 1)
+                    else:  # (a line longer than the piece: read on, in a longer one)
+                        held, size = more, min(2 * size, longest + 1)
         finally:
             f.close()
 
