@@ -596,10 +596,10 @@ class _Prices:
         return found
 
 
-def _calls_of(records: list, feed: Any) -> tuple[list[dict[str, Any]], list | None, list | None, float | None]:
-    """Each call's recorded usage, model and time, and the session's start: the same for every run
-    of a recording (kept in ``feed.memo``: a corpus job replays it once a policy)."""
-    at = tuple(r.message_index for r in records)
+def _calls_of(at: tuple[int, ...], feed: Any) -> tuple[list[dict[str, Any]], list | None, list | None, float | None]:
+    """Each call's recorded usage, model and time, and the session's start (``at``: each call's
+    message index): the same for every run of a recording (kept in ``feed.memo``: a corpus job
+    replays it once a policy)."""
     facts = feed.memo.get(("calls", at))
     if facts is None:
         usage = feed.usage
@@ -639,11 +639,12 @@ def restarted_calls(at: Sequence[int], positions: list[int]) -> set[int]:
     return {i for i in range(1, len(at)) if any(at[i - 1] < p <= at[i] for p in positions)}
 
 
-def _cache_events(records: list, feed: Any, calls_usage: list[dict[str, Any]], times: list | None, ttl: str,
+def _cache_events(at: tuple[int, ...], feed: Any, calls_usage: list[dict[str, Any]], times: list | None, ttl: str,
                   rules: CacheRules, own: CacheRules) -> tuple[dict[int, int] | None, dict[int, int]]:
     """(the reads the provider's rules expect, the recorded breaks), once for every run of a
-    recording; no breaks under another provider's cache than the recorded one (``--cache-model``)."""
-    key = ("events", tuple(r.message_index for r in records), rules, own, ttl)
+    recording (``at``: each call's message index); no breaks under another provider's cache than
+    the recorded one (``--cache-model``)."""
+    key = ("events", at, rules, own, ttl)
     events = feed.memo.get(key)
     if events is None:
         expected = expected_reads(calls_usage, rules) if rules.reply_cached else None
@@ -682,14 +683,15 @@ def price_run(records: list, feed: Any, prices: ModelPrices | PriceTable | None,
     not under another provider's cache than the recorded one. The calls of ``summary_calls`` made
     summary requests: each is priced at the summarizer's model (``summarizer_model``), else at that
     call's own model, at that call's time."""
-    calls_usage, models, times, started_at = _calls_of(records, feed)
+    # (each call's message index: the key of what every run of a recording shares, in ``feed.memo``)
+    at = tuple(r.message_index for r in records)
+    calls_usage, models, times, started_at = _calls_of(at, feed)
     prices_of = _Prices(prices, feed.model, started_at)
     rules, own = _rules_of(calls_usage, models, feed, rules, rules_given)
     ttl = cache_ttl or ("1h" if any(u.get("cache_creation_1h_input_tokens") for u in calls_usage) else "5m")
-    expected, breaks = _cache_events(records, feed, calls_usage, times, ttl, rules, own)
+    expected, breaks = _cache_events(at, feed, calls_usage, times, ttl, rules, own)
     # (the calls' prices and what the recording cost: the same for every run of a recording priced
     # by the same table, kept in ``feed.memo`` as the calls' facts are)
-    at = tuple(r.message_index for r in records)
     looked_up = _by_table(feed, ("prices", at), prices,
                           lambda: prices_looked_up(prices_of, models, prices_of.times_asked(models, times),
                                                    len(records))) if in_use() else None
