@@ -422,8 +422,14 @@ pub fn records_json<'py>(
     let Some(rows) = native_records(records) else {
         return Ok(None);
     };
-    let keys: Vec<String> = COLUMNS.iter().map(|c| format!("\"{c}\":")).collect();
-    let mut out: Vec<u8> = Vec::with_capacity(rows.len() * 420 + 2);
+    // (each column's key as it is written: after the record's `{`, or after the last value's `,`)
+    let keys: Vec<String> = COLUMNS
+        .iter()
+        .enumerate()
+        .map(|(j, c)| format!("{}\"{c}\":", if j == 0 { "{" } else { "," }))
+        .collect();
+    // (about 520 bytes a record of a long run: room for them at once, not grown as it is written)
+    let mut out: Vec<u8> = Vec::with_capacity(rows.len() * 640 + 2);
     let mut cells = Cells::default();
     // (a float outside `float_text`'s range: orjson's own text of it)
     let orjson = |f: f64| -> PyResult<Vec<u8>> {
@@ -443,11 +449,7 @@ pub fn records_json<'py>(
         if k > 0 || !first {
             out.push(b',');
         }
-        out.push(b'{');
-        for (j, (key, value)) in keys.iter().zip(r.values()).enumerate() {
-            if j > 0 {
-                out.push(b',');
-            }
+        for (key, value) in keys.iter().zip(r.values()) {
             out.extend_from_slice(key.as_bytes());
             cells.push(&mut out, value, orjson)?;
         }
@@ -468,7 +470,8 @@ pub fn calls_csv<'py>(records: &Bound<'py, PyList>) -> PyResult<Option<Bound<'py
     let Some(rows) = native_records(records) else {
         return Ok(None);
     };
-    let mut out: Vec<u8> = Vec::with_capacity(rows.len() * 100 + 400);
+    // (about 120 bytes a row of a long run: room for them at once)
+    let mut out: Vec<u8> = Vec::with_capacity(rows.len() * 160 + 400);
     out.extend_from_slice(COLUMNS.join(",").as_bytes());
     out.push(b'\n');
     let mut cells = Cells::default();
