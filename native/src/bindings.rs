@@ -223,6 +223,12 @@ impl StoredProbes {
         self.stored.calls.len()
     }
 
+    /// How many probes it holds, over all its calls (a ledger's room for their outcomes).
+    #[getter]
+    fn rows(&self) -> usize {
+        self.stored.rows.len()
+    }
+
     fn __iter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, pyo3::types::PyIterator>> {
         slf.get().keys(slf.py())?.try_iter()
     }
@@ -4839,7 +4845,7 @@ fn claude_code_lines(
 /// What the Python package may ask of this module (`core.py`'s `NATIVE_API`): bumped with it
 /// whenever a class, function or signature here changes, so that a module built from other sources
 /// is never used (the package runs on its Python engine and says why).
-const API: u32 = 61;
+const API: u32 = 62;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -112,6 +112,9 @@ impl<'py> Ledger<'py> {
     }
 }
 
+/// The most outcomes a ledger makes room for before it is given any (more are added as it grows).
+const MAX_ROOM: usize = 1 << 20;
+
 /// The ledger (`probes.ProbeOutcome`, the class its outcomes are made as, given).
 #[pyclass(module = "compactlab._native", sequence)]
 pub struct ProbeLedger {
@@ -172,12 +175,21 @@ impl ProbeLedger {
 
 #[pymethods]
 impl ProbeLedger {
+    /// A ledger of `outcome`s, with room for `rows` of them (the probes of a run where they are
+    /// known: its outcomes are not copied as it grows).
     #[new]
-    fn new(py: Python<'_>, outcome: Py<PyAny>) -> PyResult<Self> {
+    #[pyo3(signature = (outcome, rows = 0))]
+    fn new(py: Python<'_>, outcome: Py<PyAny>, rows: usize) -> PyResult<Self> {
         Ok(ProbeLedger {
             outcomes: Outcomes::of(py, outcome)?,
-            rows: Vec::new(),
+            rows: Vec::with_capacity(rows.min(MAX_ROOM)),
         })
+    }
+
+    /// How many outcomes it has room for without growing.
+    #[getter]
+    fn room(&self) -> usize {
+        self.rows.capacity()
     }
 
     fn __len__(&self) -> usize {

@@ -414,6 +414,11 @@ def test_the_ledger_held_in_rust_is_the_list_of_its_outcomes(outcomes, i, j):
     assert type(again) is list and again == made
     with pytest.raises(TypeError):
         held.append((1, 2))
+    # (room made for its outcomes where they are known, within a bound; the same ledger either way)
+    roomy = NATIVE.ProbeLedger(ProbeOutcome, len(made) + 3)
+    for outcome in made:
+        roomy.append(outcome)
+    assert roomy == held and roomy.room == len(made) + 3 and NATIVE.ProbeLedger(ProbeOutcome, 1 << 40).room == 1 << 20
 
 
 #: the batch as the loop runs it (the tests below put stand-ins in its place)

@@ -255,6 +255,11 @@ def test_the_native_core_holds_the_probes_it_read_back_and_makes_a_calls_when_as
     (tmp_path / "cache" / "probes" / "k2.json").write_bytes(orjson.dumps(_saved(tmp_path, monkeypatch, again)))
     got = probe_cache.load("k2", [])
     assert got == again and got[3][0].text is got[5][0].text and got[3][0].source_tool is got[5][0].source_tool
+    # (a run's ledger is made with room for every probe held: their outcomes are not copied as it grows)
+    assert got.rows == 2 and probe_cache.load("k", []).rows == 2
+    from compactlab.engine.measures.recall import Recall
+
+    assert Recall(got, None, native=native).ledger.room == 2 and Recall({}, None, native=native).ledger.room == 0
 
 
 def test_a_remembered_hash_that_is_not_a_file_is_left_alone_and_the_file_hashed(big, tmp_path, monkeypatch):
