@@ -50,7 +50,7 @@ class Recall:
         #: every probe's outcome, call by call: on the native core held in Rust (``_native.ProbeLedger``,
         #: a sequence of ``ProbeOutcome``s its check appends to without making them), else a list
         self.ledger: MutableSequence[ProbeOutcome] = (
-            native.ProbeLedger(ProbeOutcome, probes.rows if type(probes) is native.StoredProbes else 0)
+            native.ProbeLedger(ProbeOutcome, getattr(probes, "rows", 0) if type(probes) is native.StoredProbes else 0)
             if native is not None else [])
         #: edited messages' texts, results gone (``native``: the native core checks, with a memo of its
         #: own, and ``shared``, the recording's messages it knows for every run: ``shared_messages``)
