@@ -222,8 +222,9 @@ else:
 
 _tuple_new: Callable[..., Any] = tuple.__new__
 
-#: ``lambda _cls, a, b: _tuple_new(_cls, (a, b))`` for each number of fields, up to 24: what
-#: ``collections.namedtuple`` compiles for a class's ``__new__``, its arguments renamed as its fields
+#: ``lambda _cls, a, b: _tuple_new(_cls, (a, b))`` for each number of fields from 0 to 23 (its
+#: position here): what ``collections.namedtuple`` compiles for a class's ``__new__``, its arguments
+#: renamed as its fields
 _NEW: tuple[Callable[..., Any], ...] = (
     lambda _cls: _tuple_new(_cls, ()),
     lambda _cls, _0: _tuple_new(_cls, (_0,)),
