@@ -339,10 +339,10 @@ impl StoredProbes {
 fn csv_rows<'py>(rows: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyBytes>>> {
     let py = rows.py();
     let mut out = Csv::default();
-    for row in rows.try_iter()? {
+    for row in members::items(rows)? {
         let row = row?;
         out.start();
-        for field in row.try_iter()? {
+        for field in members::items(&row)? {
             if !out.field(&field?)? {
                 return Ok(None);
             }
@@ -370,7 +370,7 @@ impl Csv {
     fn headed(header: &Bound<'_, PyAny>) -> PyResult<Option<Self>> {
         let mut out = Csv::default();
         out.start();
-        for name in header.try_iter()? {
+        for name in members::items(header)? {
             if !out.field(&name?)? {
                 return Ok(None);
             }
@@ -669,7 +669,7 @@ fn compactions_csv<'py>(
             }
         };
         text.clear();
-        for (k, layer) in layers.try_iter()?.enumerate() {
+        for (k, layer) in members::items(&layers)?.enumerate() {
             let layer = layer?;
             let Some(layer) = exact_text(&layer) else {
                 return Ok(None);
@@ -704,7 +704,7 @@ fn compactions_csv<'py>(
         }
         text.clear();
         let mut n = 0i64;
-        for item in lost.try_iter()? {
+        for item in members::items(&lost)? {
             let Ok((s, c)) = item?.extract::<(Bound<'py, PyAny>, Bound<'py, PyAny>)>() else {
                 return Ok(None);
             };
@@ -1005,7 +1005,7 @@ fn line_refs(text: &Bound<'_, PyString>) -> Option<Vec<u32>> {
 fn parts<'py>(strings: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PySet>>> {
     let py = strings.py();
     let out = PySet::empty(py)?;
-    for s in strings.try_iter()? {
+    for s in members::items(strings)? {
         let s = s?;
         let Some(t) = utf8(s.cast::<PyString>()?) else {
             return Ok(None);
@@ -1069,7 +1069,7 @@ impl ResultStrings {
             None => None,
             Some(strings) => {
                 let mut keyed = Vec::new();
-                for s in strings.try_iter()? {
+                for s in members::items(strings)? {
                     keyed.push(key(&s?)?.into_owned());
                 }
                 Some(strings::Wanted::of_strings(keyed.iter().map(|s| &s[..])))
@@ -1105,7 +1105,7 @@ impl ResultStrings {
         source: Py<PyAny>,
     ) -> PyResult<()> {
         let n = self.source(source);
-        for s in found.try_iter()? {
+        for s in members::items(found)? {
             let s = s?;
             let k = key(&s)?;
             if let Some(kept) = self.inner.kept_as(&k) {
@@ -1119,7 +1119,7 @@ impl ResultStrings {
     /// Strings seen outside a result (a prompt's; the parts of the agent's own): never probes,
     /// unless a result held them first. `wanted_only`: as the index keeps them (`kept_as`).
     fn not_learnt(&mut self, found: &Bound<'_, PyAny>, wanted_only: bool) -> PyResult<()> {
-        for s in found.try_iter()? {
+        for s in members::items(found)? {
             let s = s?;
             let k = key(&s)?;
             let kept: Option<Box<[u8]>> = if wanted_only {
@@ -1280,7 +1280,7 @@ impl KnownNames {
     ) -> PyResult<Self> {
         let set = |names: &Bound<'_, PyAny>| -> PyResult<FxHashSet<Box<str>>> {
             let mut out = FxHashSet::default();
-            for name in names.try_iter()? {
+            for name in members::items(names)? {
                 out.insert(name?.extract::<String>()?.into());
             }
             Ok(out)
@@ -1864,7 +1864,7 @@ impl InvariantTracker {
         if let Ok(values) = values.cast::<PyTuple>() {
             return Ok(values.iter().collect());
         }
-        values.try_iter()?.collect()
+        members::items(&values)?.collect()
     }
 
     /// A message's facts: those its recording's runs know (`shared`), or its stream's baseline
@@ -1894,7 +1894,7 @@ impl InvariantTracker {
                 Vec::new()
             } else {
                 let mut ids = Vec::new();
-                for fact in results.try_iter()? {
+                for fact in members::items(&results)? {
                     ids.push(fact?.getattr(intern!(py, "tool_use_id"))?);
                 }
                 ids
@@ -2035,17 +2035,16 @@ impl StreamBaseline {
             let uses = members::fact(entry, Fact::ToolUseIds)?;
             if uses.is_truthy()? {
                 let files = entry.getattr(intern!(py, "use_files"))?;
-                for (id, names) in uses.try_iter()?.zip(files.try_iter()?) {
+                for (id, names) in members::items(&uses)?.zip(members::items(&files)?) {
                     let id = self.tracker.intern(&id?)?;
-                    let names = names?
-                        .try_iter()?
+                    let names = members::items(&names?)?
                         .map(|name| self.tracker.intern(&name?))
                         .collect::<PyResult<Vec<violations::Id>>>()?;
                     seen.uses.push((id, names));
                 }
             }
         } else if !self.files_of.is_empty() {
-            for fact in members::fact(entry, Fact::Results)?.try_iter()? {
+            for fact in members::items(&members::fact(entry, Fact::Results)?)? {
                 let fact = fact?;
                 let id = self
                     .tracker
@@ -2893,7 +2892,7 @@ impl NativeTexts {
             return Ok(None);
         };
         let mut changed = Vec::new();
-        for b in members::fact(entry, Fact::Changed)?.try_iter()? {
+        for b in members::items(&members::fact(entry, Fact::Changed)?)? {
             changed.push(b?.extract::<i64>()?);
         }
         changed.sort_unstable();
@@ -3116,7 +3115,7 @@ impl GivenProbe<'_, '_> {
     ) -> PyResult<Vec<GivenProbe<'py, 'static>>> {
         let py = probes.py();
         let mut given = Vec::new();
-        for p in probes.try_iter()? {
+        for p in members::items(probes)? {
             let p = p?;
             let kind = p.getattr(intern!(py, "kind"))?;
             given.push(GivenProbe {
@@ -3360,11 +3359,11 @@ impl RecallCheck {
         let py = entry.py();
         let origin: i64 = members::fact(entry, Fact::Origin)?.extract()?;
         let mut changed = Vec::new();
-        for b in members::fact(entry, Fact::Changed)?.try_iter()? {
+        for b in members::items(&members::fact(entry, Fact::Changed)?)? {
             changed.push(b?.extract::<i64>()?);
         }
         let mut results = Vec::new();
-        for fact in members::fact(entry, Fact::Results)?.try_iter()? {
+        for fact in members::items(&members::fact(entry, Fact::Results)?)? {
             let fact = fact?;
             // (a `ResultFact`, a named tuple: its block is its first item; any other by name)
             let block = match fact.cast::<PyTuple>() {
@@ -4170,7 +4169,7 @@ impl EntryCopies {
         let changed = members::fact(entry, Fact::Changed)?;
         let mut blocks = Vec::with_capacity(1);
         if changed.len()? > 0 {
-            blocks = changed.try_iter()?.collect::<PyResult<Vec<_>>>()?;
+            blocks = members::items(&changed)?.collect::<PyResult<Vec<_>>>()?;
         }
         blocks.push(block.clone());
         Ok(Some(Replaced {

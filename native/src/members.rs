@@ -175,3 +175,46 @@ pub(crate) fn fact<'py>(entry: &Bound<'py, PyAny>, fact: Fact) -> PyResult<Bound
     }
     entry.getattr(ENTRY_FACTS[fact as usize])
 }
+
+/// The items of a tuple or a list, read in place, or of any other iterable, through its iterator
+/// (`items`): an entry's facts are tuples (most of them empty), which `try_iter` would walk with
+/// an iterator object and size by `PyObject_LengthHint` (about 1,000 instructions a `collect`).
+pub(crate) enum Items<'py> {
+    Tuple(pyo3::types::tuple::BoundTupleIterator<'py>),
+    List(pyo3::types::list::BoundListIterator<'py>),
+    Other(Bound<'py, pyo3::types::PyIterator>),
+}
+
+/// The items of `values` (`Items`): as `values.try_iter()` gives them.
+pub(crate) fn items<'py>(values: &Bound<'py, PyAny>) -> PyResult<Items<'py>> {
+    use pyo3::types::{PyList, PyTuple};
+    if let Ok(t) = values.cast_exact::<PyTuple>() {
+        return Ok(Items::Tuple(t.clone().into_iter()));
+    }
+    if let Ok(l) = values.cast_exact::<PyList>() {
+        return Ok(Items::List(l.clone().into_iter()));
+    }
+    Ok(Items::Other(values.try_iter()?))
+}
+
+impl<'py> Iterator for Items<'py> {
+    type Item = PyResult<Bound<'py, PyAny>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Items::Tuple(t) => t.next().map(Ok),
+            Items::List(l) => l.next().map(Ok),
+            Items::Other(i) => i.next(),
+        }
+    }
+
+    /// Exact for a tuple or a list; for any other, nothing asked of Python (`try_iter`'s asks
+    /// `__length_hint__`).
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            Items::Tuple(t) => t.size_hint(),
+            Items::List(l) => l.size_hint(),
+            Items::Other(_) => (0, None),
+        }
+    }
+}

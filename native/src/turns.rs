@@ -175,7 +175,7 @@ impl Measured {
             return Ok((0, 0));
         };
         let (mut n, mut kept) = (0, 0);
-        for r in found.try_iter()? {
+        for r in members::items(&found)? {
             let (origin, block): (i64, Bound<'_, PyAny>) = r?.extract()?;
             n += 1;
             if let Some(j) = find(origin)? {
@@ -378,7 +378,7 @@ impl KeepingTurns {
         window: i64,
         answered: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        for e in pending.try_iter()? {
+        for e in members::items(pending)? {
             self.append(&e?)?;
         }
         let n = self.chars.len();
@@ -1056,7 +1056,7 @@ impl LayerTurns {
         };
         let chars_per_token = measures.borrow(py).inner.chars_per_token;
         let mut made = Vec::new();
-        for layer in layers.try_iter()? {
+        for layer in members::items(layers)? {
             let (name, config, step): (String, Bound<'_, PyAny>, Option<Py<PyAny>>) =
                 layer?.extract()?;
             made.push(match (name.as_str(), step) {
@@ -1277,7 +1277,7 @@ impl LayerTurns {
             let ids = reply.getattr(intern!(py, "tool_use_ids"))?;
             let names = reply.getattr(intern!(py, "tool_names"))?;
             if ids.is_truthy()? {
-                for (id, name) in ids.try_iter()?.zip(names.try_iter()?) {
+                for (id, name) in members::items(&ids)?.zip(members::items(&names)?) {
                     tool_names.set_item(id?, name?)?;
                 }
             }
@@ -1562,7 +1562,7 @@ impl LayerTurns {
             // the context as it would be sent with no layer acting (what an event removed is
             // measured from it): the pending messages counted before a manual compaction
             let (n_before, before) = if mode.is_some_and(|m| m != Manual::After) {
-                let pending = pending.try_iter()?.collect::<PyResult<Vec<_>>>()?;
+                let pending = members::items(pending)?.collect::<PyResult<Vec<_>>>()?;
                 let mut chars = this.chars_sum;
                 for e in &pending {
                     chars += e.getattr(intern!(py, "chars"))?.extract::<i64>()?;
@@ -1581,7 +1581,7 @@ impl LayerTurns {
                 }
                 before
             } else {
-                for e in pending.try_iter()? {
+                for e in members::items(pending)? {
                     this.append(&e?)?;
                 }
                 (this.chars.len(), this.chars_sum)
@@ -1904,8 +1904,7 @@ fn facts_of(entry: &Bound<'_, PyAny>, origin: i64) -> PyResult<Facts> {
     } else {
         Turn::Other
     };
-    let sizes = members::fact(entry, Fact::Results)?
-        .try_iter()?
+    let sizes = members::items(&members::fact(entry, Fact::Results)?)?
         .map(|fact| fact?.getattr(intern!(py, "size"))?.extract())
         .collect::<PyResult<Vec<i64>>>()?;
     let uses = members::fact(entry, Fact::ToolUseIds)?.is_truthy()?;
@@ -2214,14 +2213,14 @@ impl LayerTurns {
         for i in middle.clone() {
             if held[i].uses {
                 let entry = entries.get_item(i)?;
-                for name in entry.getattr(intern!(py, "tool_names"))?.try_iter()? {
+                for name in members::items(&entry.getattr(intern!(py, "tool_names"))?)? {
                     let Ok(name) = name?.cast::<PyString>()?.to_str().map(str::to_owned) else {
                         return Ok(false);
                     };
                     *counts.entry(name).or_default() += 1;
                 }
-                for files in entry.getattr(intern!(py, "use_files"))?.try_iter()? {
-                    for file in files?.try_iter()? {
+                for files in members::items(&entry.getattr(intern!(py, "use_files"))?)? {
+                    for file in members::items(&files?)? {
                         let Ok(file) = file?.cast::<PyString>()?.to_str().map(str::to_owned) else {
                             return Ok(false);
                         };
@@ -2232,10 +2231,7 @@ impl LayerTurns {
                 }
             }
             if !held[i].sizes.is_empty() {
-                for fact in entries
-                    .get_item(i)?
-                    .getattr(intern!(py, "results"))?
-                    .try_iter()?
+                for fact in members::items(&entries.get_item(i)?.getattr(intern!(py, "results"))?)?
                 {
                     if fact?.getattr(intern!(py, "is_error"))?.is_truthy()? {
                         facts.errors += 1;

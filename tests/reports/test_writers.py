@@ -341,6 +341,40 @@ def test_a_float_is_written_natively_as_its_repr(x):
     assert core.native_module().csv_rows(rows) == _reference(rows)
 
 
+class _Backwards(list):
+    """A list whose iterator gives its items last first (what iterating it in place would miss)."""
+
+    def __iter__(self):
+        return iter(self[::-1])
+
+
+class _Doubled(tuple):
+    """A tuple whose iterator gives each item twice."""
+
+    def __iter__(self):
+        return (x for item in tuple.__iter__(self) for x in (item, item))
+
+
+@needs_native
+def test_rows_are_read_as_their_iterators_give_them():
+    """The native writers read a tuple or a list in place (``members::items``) and any other
+    iterable, a subclass of either among them, through its own iterator, as the csv module does:
+    the same bytes whatever holds the rows and their fields."""
+    def ways():
+        plain = [("a", 1, None), ["b", 2.5, "c,d"]]
+        yield plain
+        yield tuple(plain)
+        yield _Backwards(plain)
+        yield [_Doubled(row) for row in plain]
+        yield [_Backwards(row) for row in plain]
+        yield (iter(row) for row in plain)  # (a generator of iterators: read once)
+        yield {"x": None, "y": None}  # (a dict's keys, each a row of its characters)
+
+    native = core.native_module()
+    for made, again in zip(ways(), ways()):
+        assert native.csv_rows(made) == _reference(again)
+
+
 @needs_native
 def test_the_native_report_writers_leave_what_they_cannot_write_to_python():
     """A text without UTF-8 (a lone surrogate), a row that is not an outcome, a lost string that is
