@@ -470,6 +470,76 @@ fn keep_freed(mmap: i32, trim: i32) -> bool {
     crate::allocator::keep_freed(mmap, trim)
 }
 
+/// What `LineReader.blocks` reads next (`transcripts/reader.py`'s `_read_on`, its reference): the
+/// bytes of `kept` from `start` (the line the last piece cut, or all of a line longer than a
+/// piece), then up to `want` bytes of `file` from `at` (where `kept` ends in it), fewer where the
+/// file ends, as one bytes object. What was read once is copied here, not read from the file again.
+#[pyfunction]
+fn read_on<'py>(
+    file: &Bound<'py, PyAny>,
+    kept: &Bound<'py, PyBytes>,
+    start: usize,
+    want: usize,
+    at: u64,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let py = file.py();
+    let raw_fd: i32 = file.call_method0(intern!(py, "fileno"))?.extract()?;
+    if raw_fd < 0 {
+        return Err(os_error(py, rustix::io::Errno::BADF));
+    }
+    // SAFETY: `raw_fd` is not negative and is what `file.fileno()` just gave: the descriptor of
+    // an open file object (`fileno` raises on a closed one). `file` is borrowed for this whole call
+    // and the GIL is held throughout, with no Python code run after `fileno`, so nothing can close
+    // the descriptor while it is borrowed.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(raw_fd) };
+    let carried = kept.as_bytes().get(start..).unwrap_or_default();
+    let total = carried.len() + want;
+    let size = isize::try_from(total).map_err(|_| pyo3::exceptions::PyMemoryError::new_err(()))?;
+    // SAFETY: `PyBytes_FromStringAndSize` with a null pointer makes a bytes object of `size`
+    // bytes whose contents are not set (the C API's documented way to fill one in place); it
+    // returns a new reference or null with an exception set, which `from_owned_ptr_or_err`
+    // takes. The object is new and referenced only here, so writing into it is what the C API
+    // allows until it is handed on.
+    let made = unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), size),
+        )?
+    };
+    // SAFETY: `made` is the bytes object just made (`PyBytes_AsString` of a bytes object cannot
+    // fail): its buffer holds `total` bytes (and the terminating NUL, not touched), owned by
+    // `made`, which outlives this slice; nothing else can see it yet.
+    let buf = unsafe {
+        std::slice::from_raw_parts_mut(
+            pyo3::ffi::PyBytes_AsString(made.as_ptr()).cast::<u8>(),
+            total,
+        )
+    };
+    let (head, rest) = buf.split_at_mut(carried.len());
+    head.copy_from_slice(carried);
+    let (mut filled, mut failed) = (0usize, None);
+    while filled < rest.len() {
+        match rustix::io::pread(fd, &mut rest[filled..], at + filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let made = made.cast_into::<PyBytes>()?;
+    if let Some(e) = failed {
+        return Err(os_error(py, e));
+    }
+    if filled < want {
+        // (the file ended first: the bytes read, and no more)
+        return Ok(PyBytes::new(py, &made.as_bytes()[..carried.len() + filled]));
+    }
+    Ok(made)
+}
+
 /// How many `{` and `[` a line holds (`lines::brackets`; `transcripts/reader.py`'s `_brackets` is
 /// its reference).
 #[pyfunction]
@@ -4882,6 +4952,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(csv_rows, m)?)?;
     m.add_function(wrap_pyfunction!(csv_cell, m)?)?;
     m.add_function(wrap_pyfunction!(brackets, m)?)?;
+    m.add_function(wrap_pyfunction!(read_on, m)?)?;
     m.add_function(wrap_pyfunction!(keep_freed, m)?)?;
     m.add_function(wrap_pyfunction!(probes_csv, m)?)?;
     m.add_function(wrap_pyfunction!(compactions_csv, m)?)?;

@@ -285,35 +285,6 @@ def test_a_line_too_long_is_not_read_past_the_limit(tmp_path, monkeypatch):
     assert 10_485 < stop - start <= 10_485 + 4096 and data[start:stop] == b"x" * (stop - start)
 
 
-def test_a_line_longer_than_a_piece_is_read_once(tmp_path, monkeypatch):
-    """A line longer than a piece is read on into a piece twice as long, then twice again, what
-    was read of it kept: its bytes are read once (a line a piece cut, the next piece reads again),
-    and the blocks are the lines whole."""
-    monkeypatch.setattr(reader, "BLOCK", 4096)
-    path = tmp_path / "t.jsonl"
-    lines = [orjson.dumps(user("a")) + b"\n", orjson.dumps(user("x" * 14_000)) + b"\n",
-             orjson.dumps(user("b")) + b"\n", orjson.dumps(user("y" * 5_000))]  # (the last without its break)
-    path.write_bytes(b"".join(lines))
-    asked: list[tuple[int, int]] = []
-    pread = os.pread
-
-    def counted(fd: int, n: int, at: int) -> bytes:
-        asked.append((at, n))
-        return pread(fd, n, at)
-
-    monkeypatch.setattr(reader.os, "pread", counted)
-    blocks = list(LineReader(str(path)).blocks())
-    monkeypatch.undo()
-    got = [data[start:stop] for _, data, start, stop in blocks]
-    assert b"".join(got) == path.read_bytes()
-    assert [line for block in got for line in block.splitlines(keepends=True)] == lines
-    # (the long line read on from where each piece ended, not again from its start: 4 KiB, 8 KiB,
-    # 16 KiB of it at 0 where before 28 KiB)
-    start = len(lines[0])
-    assert asked[1:4] == [(start, 4096), (start + 4096, 4096), (start + 8192, 8192)]
-    assert sum(min(n, path.stat().st_size - at) for at, n in asked) < 2 * path.stat().st_size
-
-
 _JSON_WAYS = {
     "orjson": orjson.dumps,
     "spaced": lambda m: json.dumps(m).encode(),  # (", " and ": ", and every non-ASCII character escaped)
