@@ -49,7 +49,7 @@ NATIVE_PARTS = ("the whole loop of a policy that keeps every message, and of one
 #: what this package asks of ``compactlab._native`` (the crate's ``API``): bumped with it whenever
 #: the Python side asks something new of the crate, so that a module built from other sources (a
 #: working copy pulled and not rebuilt) is never used for this one
-NATIVE_API = 62
+NATIVE_API = 63
 #: why there is no native module where none was built
 NOT_BUILT = "not built in this install"
 
