@@ -22,6 +22,10 @@ pub(crate) struct Members {
     descriptors: Vec<Option<Py<PyAny>>>,
     get: ffi::descrgetfunc,
     set: ffi::descrsetfunc,
+    /// where in an object of the class each slot holds its object (`placed`: found by writing
+    /// through the descriptor), read and written there; None where not found (read through the
+    /// descriptor)
+    offsets: Vec<Option<usize>>,
 }
 
 impl Members {
@@ -60,13 +64,33 @@ impl Members {
                 std::mem::transmute::<*mut std::ffi::c_void, ffi::descrsetfunc>(set),
             )
         };
+        let offsets = placed(class, &descriptors, set)?;
         Ok(Some(Members {
             class: class.clone().unbind(),
             names,
             descriptors,
             get,
             set,
+            offsets,
         }))
+    }
+
+    /// Where object `obj`'s slot `k` holds its object, where `obj` is of exactly this class and
+    /// that place was found (`placed`).
+    fn place(&self, obj: &Bound<'_, PyAny>, k: usize) -> Option<*mut *mut ffi::PyObject> {
+        let offset = self.offsets[k]?;
+        (obj.get_type_ptr() == self.class.as_ptr().cast::<ffi::PyTypeObject>()).then(|| {
+            // SAFETY: `obj` is of exactly this class (checked), whose objects are at least its
+            // `__basicsize__` bytes, and `offset` is a word-aligned place within them that the
+            // class's member descriptor writes slot `k`'s object to (`placed` found it so on an
+            // object of this class): the pointer stays inside `obj`'s own memory.
+            unsafe {
+                obj.as_ptr()
+                    .cast::<u8>()
+                    .add(offset)
+                    .cast::<*mut ffi::PyObject>()
+            }
+        })
     }
 
     /// The descriptor of member `k` where `obj` is of exactly this class and `k` is a slot of it.
@@ -82,6 +106,17 @@ impl Members {
         k: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = obj.py();
+        if let Some(place) = self.place(obj, k) {
+            // SAFETY: `place` is slot `k`'s place in `obj` (`place`), which holds the slot's object
+            // or NULL where it is empty, as `member_get` reads it; the GIL is held, so nothing
+            // writes it meanwhile. The object is live (`obj` holds it), and `from_borrowed_ptr`
+            // takes a new reference to it, as `member_get` returns one.
+            let held = unsafe { place.read() };
+            if !held.is_null() {
+                return Ok(unsafe { Bound::from_borrowed_ptr(py, held) });
+            }
+            // (an empty slot: the descriptor raises its AttributeError, below)
+        }
         let Some(d) = self.descriptor(obj, k) else {
             return obj.getattr(self.names[k].bind(py));
         };
@@ -104,6 +139,20 @@ impl Members {
         k: usize,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
+        if let Some(place) = self.place(obj, k) {
+            // SAFETY: `place` is slot `k`'s place in `obj` (`place`), with the GIL held: this is
+            // `member_set` for a slot (`T_OBJECT_EX`, writable: `placed` wrote it through the
+            // descriptor): the new object's reference taken and put there, then the old one's, if
+            // any, let go (which may run its finalizer, as it may there).
+            unsafe {
+                let old = place.read();
+                place.write(value.clone().into_ptr());
+                if !old.is_null() {
+                    ffi::Py_DECREF(old);
+                }
+            }
+            return Ok(());
+        }
         let Some(d) = self.descriptor(obj, k) else {
             return obj.setattr(self.names[k].bind(obj.py()), value);
         };
@@ -118,6 +167,73 @@ impl Members {
         }
         Ok(())
     }
+}
+
+/// Where in an object of `class` each slot member of `descriptors` holds its object: found on an
+/// object made as `object.__new__(class)` makes one (`instances::Alloc`), by writing two objects
+/// in turn through the slot's descriptor (`set`, `member_set`) and finding the one word of the
+/// object's `__basicsize__` bytes that holds each after it was written. None for a member not found
+/// so (a class whose objects `Alloc` does not make, a read-only member, a place not unique): it is
+/// read and written through its descriptor. What a slot holds is the only thing asked of the
+/// layout, so this holds for any CPython that keeps a slot's object in its object.
+fn placed(
+    class: &Bound<'_, PyType>,
+    descriptors: &[Option<Py<PyAny>>],
+    set: ffi::descrsetfunc,
+) -> PyResult<Vec<Option<usize>>> {
+    let py = class.py();
+    let mut offsets = vec![None; descriptors.len()];
+    let Some(alloc) = crate::instances::Alloc::object(class)? else {
+        return Ok(offsets);
+    };
+    let size: usize = class
+        .getattr(pyo3::intern!(py, "__basicsize__"))?
+        .extract()?;
+    let word = std::mem::size_of::<*mut ffi::PyObject>();
+    let obj = alloc.object_of(py)?;
+    // the words of `obj` past its header that hold `target`
+    let holding = |target: *mut ffi::PyObject| -> Vec<usize> {
+        (std::mem::size_of::<ffi::PyObject>()..size)
+            .step_by(word)
+            .filter(|&at| at + word <= size)
+            // SAFETY: `obj` was made by its class's `tp_alloc` with no items: `__basicsize__`
+            // bytes, aligned as any object is (to at least a word); `at` is a multiple of the word
+            // past the header, and the word ends within those bytes. The GIL is held and nothing
+            // else holds `obj`: the read sees what the last write put there.
+            .filter(|&at| unsafe {
+                obj.as_ptr()
+                    .cast::<u8>()
+                    .add(at)
+                    .cast::<*mut ffi::PyObject>()
+                    .read()
+                    == target
+            })
+            .collect()
+    };
+    for (k, d) in descriptors.iter().enumerate() {
+        let Some(d) = d else { continue };
+        let mut found = None;
+        for round in 0..2 {
+            let marker = pyo3::types::PyList::empty(py);
+            // SAFETY: as `Members::set`'s call of the descriptor's `tp_descr_set`: the descriptor,
+            // the object (of exactly its class) and the value are live objects held here, with
+            // the GIL held; it returns 0, or -1 with an exception set (taken and dropped here).
+            if unsafe { set(d.as_ptr(), obj.as_ptr(), marker.as_ptr()) } < 0 {
+                drop(PyErr::fetch(py));
+                found = None;
+                break;
+            }
+            match holding(marker.as_ptr())[..] {
+                [at] if round == 0 || found == Some(at) => found = Some(at),
+                _ => {
+                    found = None;
+                    break;
+                }
+            }
+        }
+        offsets[k] = found;
+    }
+    Ok(offsets)
 }
 
 /// The facts of a message the native core reads (`transcripts/messages.py`'s `Entry` slots and
