@@ -1915,10 +1915,7 @@ impl InvariantTracker {
     }
 
     fn ids_of(&mut self, values: Bound<'_, PyAny>) -> PyResult<Vec<violations::Id>> {
-        Self::items(values)?
-            .iter()
-            .map(|v| self.intern(v))
-            .collect()
+        members::items(&values)?.map(|v| self.intern(&v?)).collect()
     }
 
     fn name(&self, py: Python<'_>, id: violations::Id) -> Py<PyAny> {
@@ -1926,15 +1923,6 @@ impl InvariantTracker {
             Some(shared) => shared.get().table().0.name(py, id),
             None => self.names.name(py, id),
         }
-    }
-
-    /// The items of a tuple (in place: an entry's facts are tuples, most of them empty) or of any
-    /// other iterable.
-    fn items<'py>(values: Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
-        if let Ok(values) = values.cast::<PyTuple>() {
-            return Ok(values.iter().collect());
-        }
-        members::items(&values)?.collect()
     }
 
     /// A message's facts: those its recording's runs know (`shared`), or its stream's baseline
@@ -1959,7 +1947,8 @@ impl InvariantTracker {
         let read = ReadFacts {
             origin,
             role: members::fact(entry, Fact::Role)?,
-            uses: Self::items(members::fact(entry, Fact::ToolUseIds)?)?,
+            uses: members::items(&members::fact(entry, Fact::ToolUseIds)?)?
+                .collect::<PyResult<_>>()?,
             results: if results.cast::<PyTuple>().is_ok_and(|t| t.is_empty()) {
                 Vec::new()
             } else {
@@ -1969,7 +1958,8 @@ impl InvariantTracker {
                 }
                 ids
             },
-            misplaced: Self::items(entry.getattr(intern!(py, "misplaced_results"))?)?,
+            misplaced: members::items(&entry.getattr(intern!(py, "misplaced_results"))?)?
+                .collect::<PyResult<_>>()?,
             empty: entry.getattr(intern!(py, "empty"))?.is_truthy()?,
         };
         let own = origin >= 0

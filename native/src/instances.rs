@@ -50,7 +50,8 @@ impl Alloc {
     fn of(class: &Bound<'_, PyType>) -> Option<Self> {
         // SAFETY: `class` is a live type object (a bound reference held here) and the GIL is held
         // (`class.py()`); `PyType_GetSlot` reads a slot of any type, heap or static, since Python
-        // 3.10 (compactlab asks for 3.11 or later) and returns NULL for a slot the type does not fill.
+        // 3.10 (compactlab asks for 3.11 or later) and returns NULL for a slot the type does not
+        // fill.
         let slot = unsafe { ffi::PyType_GetSlot(class.as_type_ptr(), ffi::Py_tp_alloc) };
         if slot.is_null() {
             return None;

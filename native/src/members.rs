@@ -45,8 +45,8 @@ impl Members {
         let kind = member.as_ptr().cast::<ffi::PyTypeObject>();
         // SAFETY: `kind` is `types.MemberDescriptorType`, a type object that the `types` module
         // keeps alive for the interpreter's life; `PyType_GetSlot` reads a slot of a static type
-        // since Python 3.10 (compactlab asks for 3.11 or later) and returns NULL for a slot the type does
-        // not fill. The GIL is held (`py`).
+        // since Python 3.10 (compactlab asks for 3.11 or later) and returns NULL for a slot the
+        // type does not fill. The GIL is held (`py`).
         let (get, set) = unsafe {
             (
                 ffi::PyType_GetSlot(kind, ffi::Py_tp_descr_get),
